@@ -1,0 +1,120 @@
+// swift-tools-version:6.2
+import PackageDescription
+
+let swiftSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+]
+
+let package = Package(
+    name: "workspace-agent",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "workspace-agent", targets: ["WorkspaceAgent"]),
+        .executable(name: "agent-bench", targets: ["AgentBench"]),
+        .library(name: "AgentProc", targets: ["AgentProc"]),
+        .library(name: "AgentHTTP", targets: ["AgentHTTP"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1", traits: []),
+        .package(url: "https://github.com/hummingbird-project/hummingbird-websocket.git", from: "2.8.1"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+    ],
+    targets: [
+        // Small C shim: fork/exec with an explicit signal mask, process group, rlimit and
+        // oom/nice adjustment, plus pidfd_open (not reachable from Swift: variadic syscall).
+        .target(name: "CAgentSpawn"),
+        // Structured logging (text and JSON lines) shared by every module.
+        .target(
+            name: "AgentLogging",
+            dependencies: [.product(name: "Logging", package: "swift-log")],
+            swiftSettings: swiftSettings
+        ),
+        // The HTTP/WebSocket server core that capability modules mount their routes on.
+        .target(
+            name: "AgentHTTP",
+            dependencies: [
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // Capability 1: the process API (spawn, head/tail output, wait, signal, stream).
+        .target(
+            name: "AgentProc",
+            dependencies: [
+                "CAgentSpawn",
+                "AgentHTTP",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The daemon: parses configuration and wires the modules together.
+        .executableTarget(
+            name: "WorkspaceAgent",
+            dependencies: [
+                "AgentHTTP",
+                "AgentProc",
+                "AgentLogging",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // Benchmarks: every figure is a ratio against a baseline measured in the same run.
+        .executableTarget(
+            name: "AgentBench",
+            dependencies: [
+                "CAgentSpawn",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "AgentTestSupport",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
+            ],
+            path: "Tests/AgentTestSupport",
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "AgentProcTests",
+            dependencies: [
+                "AgentProc", "AgentHTTP", "AgentTestSupport",
+                .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "AgentHTTPTests",
+            dependencies: ["AgentHTTP", "AgentTestSupport"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "WorkspaceAgentTests",
+            dependencies: ["AgentTestSupport"],
+            swiftSettings: swiftSettings
+        ),
+    ]
+)

@@ -1,0 +1,62 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+
+/// The reference's error body: `{"message", "detail"?, "validations"?}` (spec process-api §1).
+public struct APIErrorBody: Codable, Sendable, Equatable {
+    public struct Validation: Codable, Sendable, Equatable {
+        public var field: String
+        public var detail: String
+        public init(field: String, detail: String) {
+            self.field = field
+            self.detail = detail
+        }
+    }
+
+    public var message: String
+    public var detail: String?
+    public var validations: [Validation]?
+
+    public init(message: String, detail: String? = nil, validations: [Validation]? = nil) {
+        self.message = message
+        self.detail = detail
+        self.validations = validations
+    }
+}
+
+/// An error a route throws to answer with a status and the reference's JSON error body.
+public struct APIError: HTTPResponseError, CustomStringConvertible {
+    public let status: HTTPResponse.Status
+    public let body: APIErrorBody
+
+    public init(_ status: HTTPResponse.Status, _ message: String, detail: String? = nil) {
+        self.status = status
+        self.body = APIErrorBody(message: message, detail: detail)
+    }
+
+    public var description: String { "\(status.code) \(body.message)" + (body.detail.map { ": \($0)" } ?? "") }
+
+    public func response(from request: Request, context: some RequestContext) throws -> Response {
+        JSONResponse.make(body, status: status)
+    }
+}
+
+/// Encodes `Encodable` values as JSON responses.
+public enum JSONResponse {
+    public static let contentType = "application/json; charset=utf-8"
+
+    /// A JSON response; encoding failures (impossible for our plain structs) become a 500 body.
+    public static func make(_ value: some Encodable, status: HTTPResponse.Status = .ok) -> Response {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.withoutEscapingSlashes, .sortedKeys]
+        let data = (try? encoder.encode(value)) ?? Data(#"{"message":"Failed to encode response."}"#.utf8)
+        var buffer = ByteBuffer()
+        buffer.writeBytes(data)
+        buffer.writeInteger(UInt8(ascii: "\n"))
+        return Response(
+            status: status,
+            headers: [.contentType: contentType, .contentLength: String(buffer.readableBytes)],
+            body: .init(byteBuffer: buffer)
+        )
+    }
+}

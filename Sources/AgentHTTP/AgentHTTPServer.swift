@@ -1,0 +1,124 @@
+import Hummingbird
+import HummingbirdCore
+import HummingbirdWebSocket
+import Logging
+import NIOCore
+
+/// Builds the agent's one HTTP/WebSocket server from the capability modules' routes.
+public enum AgentHTTPServer {
+    /// The concrete application type: a Hummingbird `Application`, itself a `Service`.
+    public typealias App = Application<RouterResponder<AgentRequestContext>>
+
+    /// Makes the application.
+    /// - Parameters:
+    ///   - address: where to listen (loopback by default, see ``BindTarget``).
+    ///   - providers: every capability's routes.
+    ///   - logger: server logger.
+    ///   - onServerRunning: called with the listening channel (its local address carries the real port).
+    public static func makeApplication(
+        address: BindTarget,
+        providers: [any AgentRouteProvider],
+        logger: Logger,
+        onServerRunning: @escaping @Sendable (any Channel) async -> Void = { _ in }
+    ) -> App {
+        let router = Router(context: AgentRequestContext.self)
+        router.add(middleware: JSONErrorMiddleware())
+        router.add(middleware: LogRequestsMiddleware(.debug))
+        router.get("/healthz") { _, _ in
+            JSONResponse.make(["status": "ok"])
+        }
+        let wsRouter = Router(context: AgentRequestContext.self)
+        for provider in providers {
+            provider.addRoutes(to: router)
+            provider.addWebSocketRoutes(to: wsRouter)
+        }
+        var http1 = HTTP1Channel.Configuration(additionalChannelHandlers: [ConnectionObserver()])
+        http1.httpDecoder = .init(maxHeaderFieldSize: 16 * 1024, maxHeaderListSize: 64 * 1024, maxHeaderFieldCount: 200)
+        return Application(
+            router: router,
+            server: .http1WebSocketUpgrade(
+                webSocketRouter: wsRouter,
+                configuration: .init(http1: http1, ws: .init(maxFrameSize: 1 << 20))
+            ),
+            configuration: .init(
+                address: address.bindAddress,
+                serverName: "workspace-agent",
+                availableConnectionsDelegate: MaximumAvailableConnections(AgentHTTPLimits.maxConnections)
+            ),
+            onServerRunning: onServerRunning,
+            logger: logger
+        )
+    }
+}
+
+/// A parsed listen address: `host:port`, `[v6]:port`, or `unix:/path`.
+public struct BindTarget: Sendable, Equatable, CustomStringConvertible {
+    public enum Kind: Sendable, Equatable {
+        case tcp(host: String, port: Int)
+        case unix(path: String)
+    }
+
+    /// Loopback, port 2114: not reachable from outside the workspace.
+    public static let defaultAddress = "127.0.0.1:2114"
+
+    public let kind: Kind
+
+    public init(kind: Kind) { self.kind = kind }
+
+    /// Parses an address; throws a one-line reason when it is not one.
+    public init(parsing text: String) throws(BindTargetError) {
+        if text.hasPrefix("unix:") {
+            let path = String(text.dropFirst(5))
+            guard !path.isEmpty else { throw BindTargetError(text, "empty unix socket path") }
+            kind = .unix(path: path)
+            return
+        }
+        let host: Substring
+        let portText: Substring
+        if text.hasPrefix("[") {
+            guard let close = text.firstIndex(of: "]"), text[text.index(after: close)...].hasPrefix(":") else {
+                throw BindTargetError(text, "expected [ipv6]:port")
+            }
+            host = text[text.index(after: text.startIndex)..<close]
+            portText = text[text.index(close, offsetBy: 2)...]
+        } else {
+            guard let colon = text.lastIndex(of: ":") else { throw BindTargetError(text, "expected host:port") }
+            host = text[..<colon]
+            portText = text[text.index(after: colon)...]
+            if host.contains(":") { throw BindTargetError(text, "IPv6 hosts need brackets: [::1]:port") }
+        }
+        guard let port = Int(portText), (0...65535).contains(port) else {
+            throw BindTargetError(text, "port must be a number from 0 to 65535")
+        }
+        kind = .tcp(host: host.isEmpty ? "127.0.0.1" : String(host), port: port)
+    }
+
+    /// True for 127.0.0.0/8, ::1, localhost and unix sockets.
+    public var isLoopback: Bool {
+        switch kind {
+        case .unix: return true
+        case .tcp(let host, _):
+            return host == "localhost" || host == "::1" || host.hasPrefix("127.")
+        }
+    }
+
+    var bindAddress: BindAddress {
+        switch kind {
+        case .tcp(let host, let port): return .hostname(host, port: port)
+        case .unix(let path): return .unixDomainSocket(path: path)
+        }
+    }
+
+    public var description: String {
+        switch kind {
+        case .tcp(let host, let port): return host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
+        case .unix(let path): return "unix:\(path)"
+        }
+    }
+}
+
+/// Why an address did not parse.
+public struct BindTargetError: Error, CustomStringConvertible {
+    public let description: String
+    init(_ text: String, _ reason: String) { description = "invalid address \"\(text)\": \(reason)" }
+}

@@ -1,0 +1,179 @@
+/// The head/tail output store of spec process-api §3, without locking.
+///
+/// The first `headCapacity` bytes a child writes are kept verbatim; after that only the
+/// last `tailCapacity` bytes are kept in a ring, so memory is bounded by
+/// `headCapacity + tailCapacity` however much is written. ``HeadTailBuffer`` and
+/// ``ManagedProcess`` wrap it in a lock.
+public struct HeadTail: Sendable {
+    /// Spec constants: 16 KiB head, 16 KiB tail, 2048-byte lines.
+    public static let defaultHeadCapacity = 16384
+    public static let defaultTailCapacity = 16384
+    public static let defaultMaxLineLength = 2048
+    /// Appended to a line cut at `maxLineLength` (16 bytes; the cut line is exactly `maxLineLength`).
+    public static let truncationSuffix: [UInt8] = Array(" ... [truncated]".utf8)
+
+    public let headCapacity: Int
+    public let tailCapacity: Int
+    public let maxLineLength: Int
+
+    private var head: [UInt8] = []
+    private var ring: [UInt8] = []
+    private var ringStart = 0
+    private var ringCount = 0
+    /// Every byte ever written, including the ones no longer retained.
+    public private(set) var totalWritten: Int = 0
+
+    public init(
+        headCapacity: Int = HeadTail.defaultHeadCapacity,
+        tailCapacity: Int = HeadTail.defaultTailCapacity,
+        maxLineLength: Int = HeadTail.defaultMaxLineLength
+    ) {
+        precondition(headCapacity >= 0 && tailCapacity >= 0 && maxLineLength > HeadTail.truncationSuffix.count)
+        self.headCapacity = headCapacity
+        self.tailCapacity = tailCapacity
+        self.maxLineLength = maxLineLength
+    }
+
+    /// Bytes currently retained (head plus tail).
+    public var retainedCount: Int { head.count + ringCount }
+
+    /// Appends `bytes`; always accepted in full. Costs O(min(n, head + tail)).
+    public mutating func write(_ bytes: UnsafeRawBufferPointer) {
+        guard bytes.count > 0 else { return }
+        totalWritten += bytes.count
+        var rest = bytes[...]
+        if head.count < headCapacity {
+            let take = min(headCapacity - head.count, rest.count)
+            if head.capacity == 0 { head.reserveCapacity(min(headCapacity, max(take, 256))) }
+            head.append(contentsOf: rest.prefix(take))
+            rest = rest.dropFirst(take)
+        }
+        guard !rest.isEmpty, tailCapacity > 0 else { return }
+        if ring.isEmpty { ring = [UInt8](repeating: 0, count: tailCapacity) }
+        if rest.count >= tailCapacity {
+            // Only the newest tailCapacity bytes can survive: copy just those.
+            let newest = rest.suffix(tailCapacity)
+            ring.withUnsafeMutableBytes { dst in
+                dst.copyMemory(from: UnsafeRawBufferPointer(rebasing: newest))
+            }
+            ringStart = 0
+            ringCount = tailCapacity
+            return
+        }
+        ring.withUnsafeMutableBytes { dst in
+            var writeAt = (ringStart + ringCount) % tailCapacity
+            var remaining = rest
+            while !remaining.isEmpty {
+                let n = min(tailCapacity - writeAt, remaining.count)
+                UnsafeMutableRawBufferPointer(rebasing: dst[writeAt..<(writeAt + n)])
+                    .copyMemory(from: UnsafeRawBufferPointer(rebasing: remaining.prefix(n)))
+                remaining = remaining.dropFirst(n)
+                writeAt = (writeAt + n) % tailCapacity
+            }
+        }
+        let overflow = ringCount + rest.count - tailCapacity
+        if overflow > 0 {
+            ringStart = (ringStart + overflow) % tailCapacity
+            ringCount = tailCapacity
+        } else {
+            ringCount += rest.count
+        }
+    }
+
+    /// Convenience for tests and small writes.
+    public mutating func write(_ bytes: [UInt8]) {
+        bytes.withUnsafeBytes { write($0) }
+    }
+
+    /// Clears everything, including the total.
+    public mutating func reset() {
+        head.removeAll(keepingCapacity: true)
+        ringStart = 0
+        ringCount = 0
+        totalWritten = 0
+    }
+
+    /// The retained head bytes, verbatim.
+    public var headBytes: [UInt8] { head }
+
+    /// The retained tail bytes in write order, verbatim.
+    public var tailBytes: [UInt8] {
+        guard ringCount > 0 else { return [] }
+        let firstPart = min(ringCount, tailCapacity - ringStart)
+        var out = [UInt8]()
+        out.reserveCapacity(ringCount)
+        out.append(contentsOf: ring[ringStart..<(ringStart + firstPart)])
+        if firstPart < ringCount { out.append(contentsOf: ring[0..<(ringCount - firstPart)]) }
+        return out
+    }
+
+    /// Bytes written but no longer retained.
+    public var omittedCount: Int { totalWritten - retainedCount }
+
+    /// The rendered output and its truncation metadata (spec §3 `Output()`).
+    ///
+    /// Unlike the reference, when nothing was omitted the head and tail are joined as the
+    /// contiguous original: no `"\n"` is invented at the seam.
+    public func output() -> (bytes: [UInt8], truncation: OutputTruncation?) {
+        if totalWritten == 0 { return ([], nil) }
+        if head.count < headCapacity || ringCount == 0 {
+            return (truncateLines(head), nil)
+        }
+        let omitted = omittedCount
+        var rendered: [UInt8]
+        if omitted > 0 {
+            rendered = truncateLines(head)
+            rendered.append(contentsOf: Array("\n\n... [omitted \(omitted) bytes] ...\n\n".utf8))
+            rendered.append(contentsOf: truncateLines(tailBytes))
+        } else {
+            rendered = truncateLines(head + tailBytes)
+        }
+        let meta = OutputTruncation(
+            originalBytes: totalWritten,
+            retainedBytes: rendered.count,
+            omittedBytes: omitted,
+            strategy: OutputTruncation.headTailStrategy
+        )
+        return (rendered, meta)
+    }
+
+    /// Cuts every line longer than `maxLineLength` to that length, ending in the suffix.
+    func truncateLines(_ bytes: [UInt8]) -> [UInt8] {
+        if bytes.count <= maxLineLength { return bytes }
+        let keep = maxLineLength - HeadTail.truncationSuffix.count
+        var out = [UInt8]()
+        out.reserveCapacity(min(bytes.count, maxLineLength * 16))
+        var lineStart = 0
+        let newline = UInt8(ascii: "\n")
+        while lineStart <= bytes.count {
+            let lineEnd = bytes[lineStart...].firstIndex(of: newline) ?? bytes.count
+            if lineEnd - lineStart > maxLineLength {
+                out.append(contentsOf: bytes[lineStart..<(lineStart + keep)])
+                out.append(contentsOf: HeadTail.truncationSuffix)
+            } else {
+                out.append(contentsOf: bytes[lineStart..<lineEnd])
+            }
+            if lineEnd == bytes.count { break }
+            out.append(newline)
+            lineStart = lineEnd + 1
+        }
+        return out
+    }
+}
+
+/// The `truncated` object of the output response (spec §3); JSON keys are the reference's.
+public struct OutputTruncation: Codable, Sendable, Equatable {
+    public static let headTailStrategy = "head_tail"
+
+    public var originalBytes: Int
+    public var retainedBytes: Int
+    public var omittedBytes: Int
+    public var strategy: String
+
+    enum CodingKeys: String, CodingKey {
+        case originalBytes = "original_bytes"
+        case retainedBytes = "retained_bytes"
+        case omittedBytes = "omitted_bytes"
+        case strategy
+    }
+}

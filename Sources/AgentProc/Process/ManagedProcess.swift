@@ -1,0 +1,162 @@
+import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One process started through the API: its identity, its head/tail output, its exit,
+/// the requests waiting for that exit, and its live stream subscribers.
+///
+/// All mutable state sits behind one lock so that "state, then output" snapshots and
+/// "snapshot, then subscribe" are atomic with respect to the reactor's writes.
+public final class ManagedProcess: Sendable {
+    /// Most concurrent stream subscribers per process.
+    public static let maxSubscribers = 16
+
+    public let id: String
+    public let command: String
+    /// The resolved working directory ("" means the agent's own).
+    public let workdir: String
+    public let background: Bool
+    /// Canonical chat id, or nil for a process started without a chat.
+    public let chatID: String?
+    /// The shell's pid, which is also its process group id.
+    public let pid: Int32
+    /// Unix seconds.
+    public let startedAtUnix: Int64
+    /// Monotonic start time, for ordering ties deterministically.
+    let startedAt: ContinuousClock.Instant
+
+    struct Exit: Sendable {
+        var status: ExitStatus
+        var exitedAtUnix: Int64
+        var exitedAt: ContinuousClock.Instant
+    }
+
+    private struct State {
+        var output = HeadTail()
+        var exit: Exit?
+        var outputOpen = true
+        var reactorToken: UInt64?
+        var exitWaiters: [UInt64: @Sendable () -> Void] = [:]
+        var subscribers: [UInt64: OutputSubscription] = [:]
+        var nextID: UInt64 = 0
+    }
+
+    private let state = Mutex(State())
+
+    init(id: String, command: String, workdir: String, background: Bool, chatID: String?, pid: Int32) {
+        self.id = id
+        self.command = command
+        self.workdir = workdir
+        self.background = background
+        self.chatID = chatID
+        self.pid = pid
+        self.startedAtUnix = Int64(Date().timeIntervalSince1970)
+        self.startedAt = .now
+    }
+
+    /// A consistent view: state is read together with output, so `running == false`
+    /// means the shell's output is final.
+    public struct Snapshot: Sendable {
+        public var running: Bool
+        public var exit: ExitStatus?
+        public var exitedAtUnix: Int64?
+        public var output: [UInt8]
+        public var truncation: OutputTruncation?
+    }
+
+    public var isRunning: Bool { state.withLock { $0.exit == nil } }
+
+    var exitInfo: Exit? { state.withLock { $0.exit } }
+
+    /// True while some process (the shell or an orphan) still holds the output pipe.
+    var isOutputOpen: Bool { state.withLock { $0.outputOpen } }
+
+    var reactorToken: UInt64? {
+        get { state.withLock { $0.reactorToken } }
+        set { state.withLock { $0.reactorToken = newValue } }
+    }
+
+    public func snapshot() -> Snapshot {
+        // Copy the store under the lock (copy-on-write: O(1)) and render outside it.
+        let (store, exit) = state.withLock { ($0.output, $0.exit) }
+        let rendered = store.output()
+        return Snapshot(
+            running: exit == nil, exit: exit?.status, exitedAtUnix: exit?.exitedAtUnix,
+            output: rendered.bytes, truncation: rendered.truncation)
+    }
+
+    /// Registers `body` to run once at exit; returns nil (and does not register) if the
+    /// process has already exited.
+    func onExit(_ body: @escaping @Sendable () -> Void) -> UInt64? {
+        state.withLock { s -> UInt64? in
+            guard s.exit == nil else { return nil }
+            s.nextID += 1
+            s.exitWaiters[s.nextID] = body
+            return s.nextID
+        }
+    }
+
+    func removeExitWaiter(_ id: UInt64) {
+        _ = state.withLock { $0.exitWaiters.removeValue(forKey: id) }
+    }
+
+    /// The retained output so far (raw, unrendered), and a subscription for what follows.
+    /// Returns nil when ``maxSubscribers`` are already attached.
+    func subscribe() -> (head: [UInt8], omitted: Int, tail: [UInt8], subscription: OutputSubscription)? {
+        let subscription = OutputSubscription()
+        return state.withLock { s in
+            guard s.subscribers.count < Self.maxSubscribers else { return nil }
+            if let exit = s.exit {
+                subscription.finish(exit.status)
+            } else {
+                s.nextID += 1
+                s.subscribers[s.nextID] = subscription
+            }
+            return (s.output.headBytes, s.output.omittedCount, s.output.tailBytes, subscription)
+        }
+    }
+
+    /// Drops subscribers that were cancelled (their WebSocket closed).
+    func unsubscribe(_ subscription: OutputSubscription) {
+        state.withLock { s in
+            if let key = s.subscribers.first(where: { $0.value === subscription })?.key {
+                s.subscribers[key] = nil
+            }
+        }
+    }
+
+    var subscriberCount: Int { state.withLock { $0.subscribers.count } }
+}
+
+extension ManagedProcess: ProcessEventSink {
+    func output(_ bytes: UnsafeRawBufferPointer) {
+        state.withLock { s in
+            s.output.write(bytes)
+            if !s.subscribers.isEmpty {
+                let chunk = [UInt8](bytes)
+                for subscriber in s.subscribers.values { subscriber.push(chunk) }
+            }
+        }
+    }
+
+    func outputClosed() {
+        state.withLock { $0.outputOpen = false }
+    }
+
+    func exited(waitStatus: Int32) {
+        let status = ExitStatus(waitStatus: waitStatus)
+        let (waiters, subscribers) = state.withLock { s -> ([@Sendable () -> Void], [OutputSubscription]) in
+            s.exit = Exit(status: status, exitedAtUnix: Int64(Date().timeIntervalSince1970), exitedAt: .now)
+            defer {
+                s.exitWaiters.removeAll()
+                s.subscribers.removeAll()
+            }
+            return (Array(s.exitWaiters.values), Array(s.subscribers.values))
+        }
+        for subscriber in subscribers { subscriber.finish(status) }
+        for waiter in waiters { waiter() }
+    }
+}

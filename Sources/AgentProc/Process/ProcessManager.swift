@@ -1,0 +1,301 @@
+import Foundation
+import Logging
+import NIOCore
+import ServiceLifecycle
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Owns every process started through the API: starting, listing, waiting, signalling,
+/// reaping, and terminating their process groups at shutdown.
+///
+/// It is a `Service`: `run()` reaps exited processes on a timer until graceful shutdown,
+/// then terminates every process group (SIGTERM, a grace period, SIGKILL).
+public final class ProcessManager: Service, Sendable {
+    public struct Configuration: Sendable {
+        /// Layer 2 of the environment and the default directory (spec §4).
+        public var environmentProvider: any AgentEnvironmentProvider
+        /// Layer 1: the agent's own environment.
+        public var baseEnvironment: [String: String]
+        /// `$HOME` fallback for the default directory (injectable for tests).
+        public var homeDirectory: @Sendable () -> String?
+        public var priority: ProcessPriority
+        /// RLIMIT_NOFILE soft limit restored in children (the agent raises its own).
+        public var childNofileSoft: Int?
+        /// Most processes running at once; further starts fail with 500.
+        public var maxRunning: Int = 1024
+        /// Most exited processes kept for `/output` and `/list`; the oldest go first.
+        public var maxRetainedExited: Int = 256
+        /// Exited processes older than this are reaped (strictly greater, as the reference).
+        public var reapAfter: Duration = .seconds(300)
+        /// How often the timer reaps (the reference reaps only on `/list`).
+        public var reapInterval: Duration = .seconds(30)
+        /// Time between SIGTERM and SIGKILL at shutdown.
+        public var shutdownGrace: Duration = .seconds(5)
+        /// Longest `wait=true` (spec: 5 minutes).
+        public var maxWait: Duration = .seconds(300)
+        /// Entries returned by `/list`.
+        public var listLimit: Int = 10
+
+        public init(
+            environmentProvider: any AgentEnvironmentProvider = StaticEnvironmentProvider(),
+            baseEnvironment: [String: String] = ProcessInfo.processInfo.environment,
+            homeDirectory: @escaping @Sendable () -> String? = { ProcessInfo.processInfo.environment["HOME"] },
+            priority: ProcessPriority = .unchanged,
+            childNofileSoft: Int? = nil
+        ) {
+            self.environmentProvider = environmentProvider
+            self.baseEnvironment = baseEnvironment
+            self.homeDirectory = homeDirectory
+            self.priority = priority
+            self.childNofileSoft = childNofileSoft
+        }
+    }
+
+    /// Failures of the process core; routes map them to the reference's responses.
+    public enum Failure: Error, Equatable {
+        case closed
+        case tooManyProcesses(limit: Int)
+        case spawn(String)
+        case notRunning
+        case signal(String)
+    }
+
+    /// A supported signal name (case-sensitive, as the reference).
+    public enum SignalName: String, Sendable {
+        case kill
+        case terminate
+
+        var number: Int32 { self == .kill ? SIGKILL : SIGTERM }
+    }
+
+    public let configuration: Configuration
+    private let logger: Logger
+    private let reactor: ProcessReactor
+    private let state = Mutex(State())
+
+    private struct State {
+        var processes: [String: ManagedProcess] = [:]
+        var closed = false
+        var shutdownStarted = false
+    }
+
+    public init(configuration: Configuration, logger: Logger) throws {
+        self.configuration = configuration
+        self.logger = logger
+        self.reactor = try ProcessReactor()
+    }
+
+    // MARK: Start
+
+    /// Starts `sh -c command` in its own process group (spec §2.1, §4).
+    public func start(
+        command: String,
+        workdir: String?,
+        environment: [String: String]?,
+        background: Bool,
+        chat: ChatIdentity?
+    ) async throws(Failure) -> ManagedProcess {
+        let running = try state.withLock { s throws(Failure) -> Int in
+            if s.closed { throw Failure.closed }
+            return s.processes.values.count { $0.isRunning }
+        }
+        if running >= configuration.maxRunning { throw Failure.tooManyProcesses(limit: configuration.maxRunning) }
+
+        var env = configuration.baseEnvironment
+        do {
+            for (key, value) in try await configuration.environmentProvider.agentEnvironment() { env[key] = value }
+        } catch {
+            logger.warning("agent environment unavailable; using the raw environment", metadata: ["error": "\(error)"])
+        }
+        for (key, value) in environment ?? [:] { env[key] = value }
+        if let chat { env["CODER_CHAT_ID"] = chat.id }
+
+        let resolvedDir: String
+        if let workdir, !workdir.isEmpty {
+            resolvedDir = workdir
+        } else {
+            resolvedDir = await defaultDirectory()
+        }
+
+        let child: SpawnedChild
+        do {
+            child = try ProcessSpawner.spawn(
+                SpawnRequest(
+                    command: command, workdir: resolvedDir, environment: env,
+                    priority: configuration.priority, childNofileSoft: configuration.childNofileSoft),
+                agentPath: configuration.baseEnvironment["PATH"])
+        } catch {
+            throw Failure.spawn(error.description)
+        }
+        let process = ManagedProcess(
+            id: UUID().uuidString.lowercased(), command: command, workdir: resolvedDir,
+            background: background, chatID: chat?.id, pid: child.pid)
+        let closedMeanwhile = state.withLock { s -> Bool in
+            s.processes[process.id] = process
+            trimExited(&s)
+            return s.closed
+        }
+        process.reactorToken = reactor.watch(pid: child.pid, pidfd: child.pidfd, pipefd: child.outputFD, sink: process)
+        if closedMeanwhile {
+            kill(-child.pid, SIGKILL)
+            throw Failure.closed
+        }
+        logger.debug("process started", metadata: ["id": "\(process.id)", "pid": "\(child.pid)"])
+        return process
+    }
+
+    /// The manifest directory if it exists, else `$HOME`, else "" (the agent's cwd).
+    public func defaultDirectory() async -> String {
+        if let dir = await configuration.environmentProvider.defaultDirectory(), !dir.isEmpty {
+            var isDir: ObjCBool = false
+            if FileManager.default.fileExists(atPath: dir, isDirectory: &isDir), isDir.boolValue { return dir }
+        }
+        if let home = configuration.homeDirectory(), !home.isEmpty { return home }
+        return ""
+    }
+
+    /// Keeps at most `maxRetainedExited` exited processes: the oldest exits go first.
+    private func trimExited(_ s: inout State) {
+        let exited = s.processes.values.compactMap { p in p.exitInfo.map { (p, $0.exitedAt) } }
+        guard exited.count > configuration.maxRetainedExited else { return }
+        let drop = exited.sorted { $0.1 < $1.1 }.prefix(exited.count - configuration.maxRetainedExited)
+        for (process, _) in drop { forget(process, in: &s) }
+    }
+
+    private func forget(_ process: ManagedProcess, in s: inout State) {
+        s.processes[process.id] = nil
+        if process.isOutputOpen, let token = process.reactorToken { reactor.closeOutput(token) }
+    }
+
+    // MARK: Query
+
+    /// The process, unless unknown or owned by another chat (both look like 404).
+    public func lookup(_ id: String, chat: ChatIdentity?) -> ManagedProcess? {
+        guard let process = state.withLock({ $0.processes[id] }) else { return nil }
+        return Self.visible(process, to: chat) ? process : nil
+    }
+
+    /// True when the id exists but belongs to another chat.
+    public func isForeign(_ id: String, chat: ChatIdentity?) -> Bool {
+        guard let process = state.withLock({ $0.processes[id] }) else { return false }
+        return !Self.visible(process, to: chat)
+    }
+
+    /// A process with no chat is visible to all; a request with no chat sees everything.
+    static func visible(_ process: ManagedProcess, to chat: ChatIdentity?) -> Bool {
+        guard let owner = process.chatID, let chat else { return true }
+        return owner == chat.id
+    }
+
+    /// Reap, filter by chat (exact match; chat-less processes hidden from chats), sort
+    /// (running first, newest first), cap (spec §2.2).
+    public func list(chat: ChatIdentity?) -> [ManagedProcess] {
+        reap()
+        let all = state.withLock { Array($0.processes.values) }
+        let mine = all.filter { chat == nil || $0.chatID == chat?.id }
+        let sorted = mine.map { ($0, $0.isRunning) }.sorted { a, b in
+            if a.1 != b.1 { return a.1 }
+            if a.0.startedAtUnix != b.0.startedAtUnix { return a.0.startedAtUnix > b.0.startedAtUnix }
+            return a.0.startedAt > b.0.startedAt
+        }
+        return sorted.prefix(configuration.listLimit).map(\.0)
+    }
+
+    /// Deletes processes that exited more than `reapAfter` ago; returns how many.
+    @discardableResult
+    public func reap(now: ContinuousClock.Instant = .now) -> Int {
+        state.withLock { s in
+            let stale = s.processes.values.filter { p in
+                guard let exit = p.exitInfo else { return false }
+                return now - exit.exitedAt > configuration.reapAfter
+            }
+            for process in stale { forget(process, in: &s) }
+            return stale.count
+        }
+    }
+
+    /// Number of processes retained (running and exited).
+    public var count: Int { state.withLock { $0.processes.count } }
+
+    // MARK: Wait and signal
+
+    /// Returns when the process exits, `clientGone` completes, `maxWait` passes, or the
+    /// task is cancelled, whichever is first. Never throws: the caller answers with a snapshot.
+    public func waitForExit(_ process: ManagedProcess, clientGone: EventLoopFuture<Void>? = nil) async {
+        let signal = OneShotSignal()
+        guard let waiterID = process.onExit({ signal.fire() }) else { return }
+        defer { process.removeExitWaiter(waiterID) }
+        clientGone?.whenComplete { _ in signal.fire() }
+        let maxWait = configuration.maxWait
+        let timer = Task {
+            try? await Task.sleep(for: maxWait)
+            signal.fire()
+        }
+        defer { timer.cancel() }
+        await signal.wait()
+    }
+
+    /// Sends the signal to the whole process group.
+    public func signal(_ process: ManagedProcess, _ name: SignalName) throws(Failure) {
+        guard process.isRunning else { throw Failure.notRunning }
+        if kill(-process.pid, name.number) != 0 {
+            let code = errno
+            // The group is gone: the exit is simply not processed yet.
+            if code == ESRCH { throw Failure.notRunning }
+            throw Failure.signal("kill process group \(process.pid): \(SystemCallError.message(code))")
+        }
+    }
+
+    // MARK: Lifecycle
+
+    public func run() async throws {
+        let interval = configuration.reapInterval
+        await cancelWhenGracefulShutdown {
+            while !Task.isCancelled {
+                do { try await Task.sleep(for: interval) } catch { break }
+                self.reap()
+            }
+        }
+        await shutdown()
+    }
+
+    /// Refuses new starts, then terminates every process group: SIGTERM, up to
+    /// `shutdownGrace` for them to exit, SIGKILL for the rest. Groups of shells that already
+    /// exited are signalled too, so background grandchildren do not survive the agent.
+    public func shutdown() async {
+        // Run detached from the caller's cancellation so the grace period really elapses.
+        await Task { await self.terminateAll() }.value
+    }
+
+    private func terminateAll() async {
+        let processes = state.withLock { s -> [ManagedProcess]? in
+            s.closed = true
+            guard !s.shutdownStarted else { return nil }
+            s.shutdownStarted = true
+            return Array(s.processes.values)
+        }
+        guard let processes else { return }
+        if !processes.isEmpty {
+            logger.info("terminating process groups", metadata: ["count": "\(processes.count)"])
+        }
+        for process in processes { kill(-process.pid, SIGTERM) }
+        if await !waitUntilQuiet(processes, within: configuration.shutdownGrace) {
+            for process in processes { kill(-process.pid, SIGKILL) }
+            _ = await waitUntilQuiet(processes, within: .seconds(2))
+        }
+        await reactor.stop()
+    }
+
+    /// Polls (every 10 ms, bounded by `within`) until no shell runs and no pipe is open.
+    private func waitUntilQuiet(_ processes: [ManagedProcess], within limit: Duration) async -> Bool {
+        let deadline = ContinuousClock.now + limit
+        while ContinuousClock.now < deadline {
+            if processes.allSatisfy({ !$0.isRunning && !$0.isOutputOpen }) { return true }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        return processes.allSatisfy { !$0.isRunning && !$0.isOutputOpen }
+    }
+}

@@ -1,0 +1,119 @@
+import CAgentSpawn
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What to run: always `sh -c <command>` (spec process-api §4).
+struct SpawnRequest: Sendable {
+    var command: String
+    /// nil or empty keeps the agent's working directory.
+    var workdir: String?
+    var environment: [String: String]
+    var priority: ProcessPriority
+    /// RLIMIT_NOFILE soft limit to restore in the child (the agent raises its own).
+    var childNofileSoft: Int?
+}
+
+/// A started child: the reactor takes ownership of both descriptors.
+struct SpawnedChild: Sendable {
+    var pid: pid_t
+    var pidfd: Int32
+    var outputFD: Int32
+}
+
+/// Why a spawn failed; `description` is the reference's `detail` text.
+struct SpawnError: Error, CustomStringConvertible {
+    var description: String
+}
+
+/// Starts children through the C shim: new process group, clean signal state, stdin from
+/// /dev/null, stdout+stderr on one pipe.
+enum ProcessSpawner {
+    /// Kernel pipe size requested for output: 1 MiB (the unprivileged maximum) so a fast
+    /// writer rarely waits on the reader.
+    static let pipeSize: Int32 = 1 << 20
+
+    /// Finds `sh` on the agent's PATH, as Go's exec.LookPath does.
+    static func lookPath(_ name: String, path: String?) -> String? {
+        if name.contains("/") { return access(name, X_OK) == 0 ? name : nil }
+        for dir in (path ?? "/usr/bin:/bin").split(separator: ":", omittingEmptySubsequences: false) {
+            let candidate = (dir.isEmpty ? "." : String(dir)) + "/" + name
+            var info = stat()
+            if stat(candidate, &info) == 0, (info.st_mode & S_IFMT) != S_IFDIR, access(candidate, X_OK) == 0 {
+                return candidate
+            }
+        }
+        return nil
+    }
+
+    static func spawn(_ request: SpawnRequest, agentPath: String?) throws(SpawnError) -> SpawnedChild {
+        guard let shell = lookPath("sh", path: agentPath) else {
+            throw SpawnError(description: "start process: exec: \"sh\": executable file not found in $PATH")
+        }
+        var fds: [Int32] = [-1, -1]
+        guard agent_output_pipe(&fds, pipeSize) == 0 else {
+            throw SpawnError(description: "start process: " + SystemCallError(call: "pipe", errno: errno).description)
+        }
+        let argv = ["sh", "-c", request.command]
+        let envp = request.environment.map { "\($0.key)=\($0.value)" }.sorted()
+        var failedStep: Int32 = 0
+        var childErrno: Int32 = 0
+        let pid = withCStrings(argv) { argvPtr in
+            withCStrings(envp) { envpPtr in
+                shell.withCString { shellPtr in
+                    withOptionalCString(request.workdir) { cwdPtr in
+                        var options = agent_spawn_options(
+                            path: shellPtr,
+                            argv: argvPtr,
+                            envp: envpPtr,
+                            cwd: cwdPtr,
+                            output_fd: fds[1],
+                            oom_score_adj: request.priority.oomScoreAdj ?? AGENT_SPAWN_KEEP,
+                            nice_value: request.priority.nice ?? AGENT_SPAWN_KEEP,
+                            nofile_soft: Int64(request.childNofileSoft ?? -1)
+                        )
+                        return agent_spawn(&options, &failedStep, &childErrno)
+                    }
+                }
+            }
+        }
+        close(fds[1])
+        guard pid > 0 else {
+            close(fds[0])
+            let reason = SystemCallError.message(childErrno)
+            switch UInt32(failedStep) {
+            case AGENT_SPAWN_STEP_CHDIR.rawValue:
+                throw SpawnError(description: "start process: chdir \(request.workdir ?? ""): \(reason)")
+            case AGENT_SPAWN_STEP_EXEC.rawValue:
+                throw SpawnError(description: "start process: fork/exec \(shell): \(reason)")
+            case AGENT_SPAWN_STEP_FORK.rawValue:
+                throw SpawnError(description: "start process: fork: \(reason)")
+            default:
+                throw SpawnError(description: "start process: \(reason)")
+            }
+        }
+        let pidfd = agent_pidfd_open(pid)
+        guard pidfd >= 0 else {
+            let reason = SystemCallError(call: "pidfd_open", errno: errno).description
+            kill(-pid, Int32(SIGKILL))
+            var status: Int32 = 0
+            waitpid(pid, &status, 0)
+            close(fds[0])
+            throw SpawnError(description: "start process: \(reason)")
+        }
+        return SpawnedChild(pid: pid, pidfd: pidfd, outputFD: fds[0])
+    }
+}
+
+/// Runs `body` with a NULL-terminated C array of the strings.
+func withCStrings<R>(_ strings: [String], _ body: (UnsafePointer<UnsafeMutablePointer<CChar>?>) -> R) -> R {
+    let pointers = strings.map { strdup($0) } + [nil]
+    defer { for p in pointers { free(p) } }
+    return pointers.withUnsafeBufferPointer { body($0.baseAddress!) }
+}
+
+private func withOptionalCString<R>(_ string: String?, _ body: (UnsafePointer<CChar>?) -> R) -> R {
+    guard let string, !string.isEmpty else { return body(nil) }
+    return string.withCString { body($0) }
+}

@@ -1,0 +1,148 @@
+import AgentHTTP
+import Hummingbird
+import HummingbirdWebSocket
+import NIOCore
+
+/// The process API's HTTP surface, mounted at `/api/v0/processes` (spec process-api §2).
+public struct ProcessRoutes: AgentRouteProvider {
+    public static let basePath = "/api/v0/processes"
+
+    public let manager: ProcessManager
+
+    public init(manager: ProcessManager) {
+        self.manager = manager
+    }
+
+    public func addRoutes(to router: Router<AgentRequestContext>) {
+        let group = router.group(RouterPath(Self.basePath))
+        group.post("start") { request, context in try await self.start(request, context) }
+        group.get("list") { request, _ in try self.list(request) }
+        group.get(":id/output") { request, context in try await self.output(request, context) }
+        group.post(":id/signal") { request, context in try await self.signal(request, context) }
+        group.get(":id/stream") { request, context in try self.streamWithoutUpgrade(request, context) }
+    }
+
+    public func addWebSocketRoutes(to router: Router<AgentRequestContext>) {
+        ProcessStream(manager: manager).register(on: router, path: Self.basePath + "/:id/stream")
+    }
+
+    // MARK: Handlers
+
+    func start(_ request: Request, _ context: AgentRequestContext) async throws -> Response {
+        let chat = try Self.chat(request)
+        let body = try await JSONRequest.decode(request, context: context, typeName: "StartProcessRequest")
+        let command = try body.string("command") ?? ""
+        let workdir = try body.string("workdir")
+        let env = try body.stringMap("env")
+        let background = try body.bool("background") ?? false
+        guard !command.isEmpty else { throw APIError(.badRequest, "Command is required.") }
+        do {
+            let process = try await manager.start(
+                command: command, workdir: workdir, environment: env, background: background, chat: chat)
+            return JSONResponse.make(StartResponse(id: process.id, started: true))
+        } catch {
+            let detail: String
+            switch error {
+            case .closed: detail = "manager is closed"
+            case .tooManyProcesses(let limit): detail = "too many running processes (limit \(limit))"
+            case .spawn(let reason): detail = reason
+            case .notRunning, .signal: detail = "\(error)"
+            }
+            throw APIError(.internalServerError, "Failed to start process.", detail: detail)
+        }
+    }
+
+    func list(_ request: Request) throws -> Response {
+        let chat = try Self.chat(request)
+        let processes = manager.list(chat: chat).map(ProcessInfoResponse.init)
+        return JSONResponse.make(ListResponse(processes: processes))
+    }
+
+    func output(_ request: Request, _ context: AgentRequestContext) async throws -> Response {
+        let chat = try Self.chat(request)
+        let id = context.parameters.get("id") ?? ""
+        guard let process = manager.lookup(id, chat: chat) else { throw Self.notFound(id) }
+        if request.uri.queryParameters.get("wait") == "true" {
+            await manager.waitForExit(process, clientGone: context.clientGone)
+        }
+        return JSONResponse.make(OutputResponse(process, process.snapshot()))
+    }
+
+    func signal(_ request: Request, _ context: AgentRequestContext) async throws -> Response {
+        let chat = try Self.chat(request)
+        let id = context.parameters.get("id") ?? ""
+        // Order matters for compatibility (spec §2.4): foreign chat, body, name, unknown, state.
+        if manager.isForeign(id, chat: chat) { throw Self.notFound(id) }
+        let body = try await JSONRequest.decode(request, context: context, typeName: "SignalProcessRequest")
+        let name = try body.string("signal") ?? ""
+        guard !name.isEmpty else { throw APIError(.badRequest, "Signal is required.") }
+        guard let signal = ProcessManager.SignalName(rawValue: name) else {
+            throw APIError(.badRequest, "Unsupported signal \(goQuote(name)). Use \"kill\" or \"terminate\".")
+        }
+        guard let process = manager.lookup(id, chat: chat) else { throw Self.notFound(id) }
+        do {
+            try manager.signal(process, signal)
+        } catch {
+            switch error {
+            case .notRunning: throw APIError(.conflict, "Process \(goQuote(id)) is not running.")
+            default: throw APIError(.internalServerError, "Failed to signal process.", detail: Self.detail(error))
+            }
+        }
+        return JSONResponse.make(MessageResponse(message: "Signal \(goQuote(name)) sent to process \(goQuote(id))."))
+    }
+
+    /// A plain GET of the stream route: the WebSocket router declined (or was not asked).
+    func streamWithoutUpgrade(_ request: Request, _ context: AgentRequestContext) throws -> Response {
+        let chat = try Self.chat(request)
+        let id = context.parameters.get("id") ?? ""
+        guard let process = manager.lookup(id, chat: chat) else { throw Self.notFound(id) }
+        if process.subscriberCount >= ManagedProcess.maxSubscribers {
+            throw APIError(.tooManyRequests, "Too many stream subscribers.", detail: "At most \(ManagedProcess.maxSubscribers) per process.")
+        }
+        throw APIError(.upgradeRequired, "Expected a WebSocket upgrade request.")
+    }
+
+    // MARK: Helpers
+
+    static func chat(_ request: Request) throws -> ChatIdentity? {
+        do {
+            return try ChatIdentity.from(request.headers)
+        } catch {
+            throw APIError(.badRequest, "Invalid Coder-Chat-Id header.", detail: "\(goQuote(error.value)) is not a UUID.")
+        }
+    }
+
+    static func notFound(_ id: String) -> APIError {
+        APIError(.notFound, "Process \(goQuote(id)) not found.")
+    }
+
+    static func detail(_ failure: ProcessManager.Failure) -> String {
+        switch failure {
+        case .signal(let text), .spawn(let text): return text
+        default: return "\(failure)"
+        }
+    }
+}
+
+/// Go's `%q` for the strings the API quotes: escapes quotes, backslashes and control bytes.
+func goQuote(_ text: String) -> String {
+    var out = "\""
+    for scalar in text.unicodeScalars {
+        switch scalar {
+        case "\"": out += "\\\""
+        case "\\": out += "\\\\"
+        case "\n": out += "\\n"
+        case "\r": out += "\\r"
+        case "\t": out += "\\t"
+        default:
+            if scalar.value < 0x20 || scalar.value == 0x7f {
+                out += String(format: "\\x%02x", scalar.value)
+            } else {
+                out.unicodeScalars.append(scalar)
+            }
+        }
+    }
+    return out + "\""
+}
+
+import Foundation

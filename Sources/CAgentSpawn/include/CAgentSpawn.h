@@ -1,0 +1,58 @@
+// CAgentSpawn: the few process primitives Swift cannot express safely.
+//
+// `agent_spawn` forks and execs a child with everything the process API needs set
+// *before* exec (so no grandchild can escape it): a new process group, an empty signal
+// mask and default dispositions (Swift's concurrency threads block most signals and the
+// mask is inherited), stdin from /dev/null, stdout and stderr on one pipe, a working
+// directory, oom_score_adj, nice and the original RLIMIT_NOFILE. Between fork and exec the
+// child calls only async-signal-safe functions.
+#ifndef CAGENTSPAWN_H
+#define CAGENTSPAWN_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+static const int AGENT_SPAWN_KEEP = (-2147483647 - 1);
+
+/// Which step failed in the child, reported through the CLOEXEC error pipe.
+enum agent_spawn_step {
+    AGENT_SPAWN_STEP_NONE = 0,
+    AGENT_SPAWN_STEP_FORK = 1,
+    AGENT_SPAWN_STEP_STDIN = 2,
+    AGENT_SPAWN_STEP_DUP = 3,
+    AGENT_SPAWN_STEP_CHDIR = 4,
+    AGENT_SPAWN_STEP_EXEC = 5,
+    AGENT_SPAWN_STEP_PIPE = 6,
+};
+
+typedef struct agent_spawn_options {
+    const char *path;           // executable (absolute or relative to cwd)
+    char *const *argv;          // NULL-terminated
+    char *const *envp;          // NULL-terminated
+    const char *cwd;            // NULL or "" keeps the agent's cwd
+    int output_fd;              // becomes fd 1 and 2 in the child
+    int oom_score_adj;          // AGENT_SPAWN_KEEP to leave unchanged
+    int nice_value;             // absolute nice; AGENT_SPAWN_KEEP to leave unchanged
+    long long nofile_soft;      // RLIMIT_NOFILE soft limit for the child; < 0 to leave unchanged
+} agent_spawn_options;
+
+/// Spawns a child. Returns its pid (> 0), or -1 with `*failed_step` and `*child_errno` set.
+pid_t agent_spawn(const agent_spawn_options *options, int *failed_step, int *child_errno);
+
+/// pidfd_open(2); -1 with errno on failure. The descriptor is close-on-exec.
+int agent_pidfd_open(pid_t pid);
+
+/// A pipe whose read end (fds[0]) is non-blocking; both ends close-on-exec. Returns 0 or -1.
+int agent_output_pipe(int fds[2], int pipe_size);
+
+/// eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); -1 with errno on failure.
+int agent_eventfd(void);
+
+/// epoll without the packed `struct epoll_event` (awkward from Swift). Level-triggered EPOLLIN.
+int agent_epoll_create(void);
+int agent_epoll_add(int epfd, int fd, uint64_t data);
+int agent_epoll_del(int epfd, int fd);
+/// Waits and stores each ready descriptor's data word in `out`; returns the count or -1.
+int agent_epoll_wait(int epfd, uint64_t *out, int max, int timeout_ms);
+
+#endif

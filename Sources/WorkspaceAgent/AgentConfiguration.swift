@@ -1,0 +1,101 @@
+import AgentHTTP
+import AgentLogging
+import Foundation
+import Logging
+
+/// The daemon's settings: each flag has an environment twin; the flag wins.
+struct AgentConfiguration {
+    struct Flags {
+        var httpAddress: String?
+        var directory: String?
+        var stateDir: String?
+        var logLevel: String?
+        var logFormat: String?
+        var procPrioMgmt: String?
+    }
+
+    /// A bad value: one line naming the flag, its env twin and what is accepted.
+    struct Invalid: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    var httpAddress: BindTarget
+    var directory: String?
+    var stateDir: String
+    var logLevel: Logger.Level
+    var logFormat: LogFormat
+    var processPriority: Bool
+
+    static func resolve(flags: Flags, environment env: [String: String]) throws -> AgentConfiguration {
+        func pick(_ flag: String?, _ key: String) -> (String, String)? {
+            if let flag { return (flag, "--" + key) }
+            let envKey = Self.envKey(key)
+            if let value = env[envKey], !value.isEmpty { return (value, envKey) }
+            return nil
+        }
+        let address: BindTarget
+        if let (text, source) = pick(flags.httpAddress, "http-address") {
+            do { address = try BindTarget(parsing: text) } catch {
+                throw Invalid(description: "\(source): \(error.description)")
+            }
+        } else {
+            address = try! BindTarget(parsing: BindTarget.defaultAddress)
+        }
+        let level: Logger.Level
+        if let (text, source) = pick(flags.logLevel, "log-level") {
+            guard let parsed = AgentLogging.parseLevel(text) else {
+                throw Invalid(description: "\(source): invalid log level \"\(text)\" (expected trace, debug, info, notice, warning, error or critical)")
+            }
+            level = parsed
+        } else {
+            level = .info
+        }
+        let format: LogFormat
+        if let (text, source) = pick(flags.logFormat, "log-format") {
+            guard let parsed = LogFormat(rawValue: text.lowercased()) else {
+                throw Invalid(description: "\(source): invalid log format \"\(text)\" (expected text or json)")
+            }
+            format = parsed
+        } else {
+            format = .text
+        }
+        var priority = true
+        if let (text, source) = pick(flags.procPrioMgmt, "proc-prio-mgmt") {
+            switch text.lowercased() {
+            case "1", "true", "yes", "on": priority = true
+            case "0", "false", "no", "off": priority = false
+            default: throw Invalid(description: "\(source): invalid boolean \"\(text)\" (expected true or false)")
+            }
+        }
+        let directory = pick(flags.directory, "directory")?.0
+        if let directory, directory.contains("\0") {
+            throw Invalid(description: "--directory: contains a NUL byte")
+        }
+        let stateDir = pick(flags.stateDir, "state-dir")?.0 ?? Self.defaultStateDir(env)
+        return AgentConfiguration(
+            httpAddress: address, directory: directory, stateDir: stateDir,
+            logLevel: level, logFormat: format, processPriority: priority)
+    }
+
+    /// `CODER_AGENT_HTTP_ADDRESS` for `http-address`; the priority switch keeps the reference's name.
+    static func envKey(_ flag: String) -> String {
+        if flag == "proc-prio-mgmt" { return "CODER_PROC_PRIO_MGMT" }
+        return "CODER_AGENT_" + flag.uppercased().replacingOccurrences(of: "-", with: "_")
+    }
+
+    static func defaultStateDir(_ env: [String: String]) -> String {
+        if let xdg = env["XDG_STATE_HOME"], !xdg.isEmpty { return xdg + "/workspace-agent" }
+        let home = env["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? NSTemporaryDirectory()
+        return home + "/.local/state/workspace-agent"
+    }
+
+    /// Creates the state directory (mode 0700) if it is missing.
+    func prepareStateDirectory() throws {
+        do {
+            try FileManager.default.createDirectory(
+                atPath: stateDir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        } catch {
+            throw Invalid(description: "--state-dir: cannot create \"\(stateDir)\": \(error.localizedDescription)")
+        }
+    }
+}

@@ -1,0 +1,40 @@
+import ArgumentParser
+import Foundation
+
+/// `workspace-agent`: the daemon. With no subcommand it runs the agent (`run`).
+@main
+struct WorkspaceAgentCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "workspace-agent",
+        abstract: "The workspace agent: process API and local services for a developer workspace.",
+        version: AgentVersion.current,
+        subcommands: [RunCommand.self],
+        defaultSubcommand: RunCommand.self
+    )
+
+    /// Parses, runs, and turns every error into one line on stderr and a non-zero exit.
+    static func main() async {
+        do {
+            var command = try parseAsRoot()
+            if var asyncCommand = command as? any AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try command.run()
+            }
+        } catch {
+            let code = exitCode(for: error)
+            if code == .success {
+                print(fullMessage(for: error))
+                Foundation.exit(0)
+            }
+            let message = message(for: error).split(separator: "\n").first.map(String.init) ?? "\(error)"
+            FileHandle.standardError.write(Data("workspace-agent: \(message)\n".utf8))
+            Foundation.exit(code.rawValue == 0 ? 1 : code.rawValue)
+        }
+    }
+}
+
+/// The agent's version, reported upward with a leading `v` by later capabilities.
+enum AgentVersion {
+    static let current = "0.1.0"
+}
