@@ -101,7 +101,9 @@ let package = Package(
             name: "AgentProcTests",
             dependencies: [
                 "AgentProc", "AgentHTTP", "AgentTestSupport",
+                .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings

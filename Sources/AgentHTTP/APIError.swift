@@ -34,6 +34,9 @@ public struct APIError: HTTPResponseError, CustomStringConvertible {
         self.body = APIErrorBody(message: message, detail: detail)
     }
 
+    /// The numeric status code.
+    public var statusCode: Int { status.code }
+
     public var description: String { "\(status.code) \(body.message)" + (body.detail.map { ": \($0)" } ?? "") }
 
     public func response(from request: Request, context: some RequestContext) throws -> Response {

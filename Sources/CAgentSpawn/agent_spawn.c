@@ -62,7 +62,13 @@ pid_t agent_spawn(const agent_spawn_options *o, int *failed_step, int *child_err
         dfl.sa_handler = SIG_DFL;
         for (int sig = 1; sig < NSIG; sig++) {
             if (sig == SIGKILL || sig == SIGSTOP) continue;
-            sigaction(sig, &dfl, NULL);
+            if (sigaction(sig, &dfl, NULL) != 0) {
+                // glibc refuses its internal signals (32, 33); an ignored disposition there
+                // would still be inherited across exec, so reset it with the raw syscall.
+                struct { void *handler; unsigned long flags; void *restorer; unsigned long mask; } ksa = {0};
+                ksa.handler = (void *)SIG_DFL;
+                syscall(SYS_rt_sigaction, sig, &ksa, NULL, sizeof(ksa.mask));
+            }
         }
         sigset_t empty;
         sigemptyset(&empty);

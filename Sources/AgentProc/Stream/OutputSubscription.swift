@@ -11,7 +11,7 @@ public final class OutputSubscription: Sendable {
     /// Queue bound per subscriber: 1 MiB.
     public static let maxPendingBytes = 1 << 20
     /// Largest batch ``next()`` hands out at once.
-    public static let maxBatchBytes = 256 * 1024
+    public static let maxBatchBytes = 64 * 1024
 
     public enum Event: Sendable, Equatable {
         /// Output bytes, in order.

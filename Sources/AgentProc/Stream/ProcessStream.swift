@@ -10,7 +10,7 @@ import NIOWebSocket
 /// Protocol (server to client):
 /// 1. the retained output so far: head bytes, an `omitted` event if the middle is gone,
 ///    tail bytes;
-/// 2. live output as binary messages (up to 256 KiB each), in write order;
+/// 2. live output as binary messages (up to 64 KiB each, one frame each), in write order;
 /// 3. a text message `{"type":"exit","exit_code":N,"exit_signal"?:"SIG..."}`, then a
 ///    normal close.
 /// Text `{"type":"omitted","omitted_bytes":N}` marks bytes this client will not get: the

@@ -1,0 +1,48 @@
+# WorkspaceAgent: `make run` and `make test` work on a fresh Debian 12 machine as root
+# with only Swift installed; `deps` installs whatever Debian packages are missing.
+
+SWIFT ?= swift
+# C libraries the agent links (git watching, desktop), pkg-config to find them, and the
+# tools the tests drive (git, procps for ps/pgrep).
+DEB_PACKAGES := pkg-config libgit2-dev libssh2-1-dev libvncserver-dev git procps
+RUN_ARGS ?=
+
+.PHONY: all deps build release run test bench clean
+
+all: build
+
+deps:
+	@missing=""; \
+	for p in $(DEB_PACKAGES); do \
+		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing Debian packages:$$missing"; \
+		if [ "$$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi; \
+		$$SUDO apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
+
+build: deps
+	$(SWIFT) build
+
+release: deps
+	$(SWIFT) build -c release --product workspace-agent
+	$(SWIFT) build -c release --product agent-bench
+
+# Builds (release) and starts the agent on its embedded defaults: HTTP API on
+# 127.0.0.1:2114, no control plane. Stop it with Ctrl-C (SIGINT) or SIGTERM.
+run: deps
+	$(SWIFT) build -c release --product workspace-agent
+	exec .build/release/workspace-agent $(RUN_ARGS)
+
+test: deps
+	$(SWIFT) build --build-tests
+	$(SWIFT) test --skip-build
+
+# Every figure is a ratio against a baseline measured in the same run.
+bench: release
+	.build/release/agent-bench
+
+clean:
+	rm -rf .build

@@ -1,0 +1,110 @@
+import AgentHTTP
+import Testing
+
+/// Request decoding must behave like Go's encoding/json (spec process-api §1).
+struct JSONRequestTests {
+    @Test func readsOnlyTheFirstValue() throws {
+        let r = try JSONRequest.parse(Array(#"{"command":"a"} trailing garbage {"#.utf8), typeName: "T")
+        #expect(try r.string("command") == "a")
+    }
+
+    @Test func unknownKeysIgnoredAndKeysMatchCaseInsensitively() throws {
+        let r = try JSONRequest.parse(Array(#"{"COMMAND":"x","other":[1,{"a":null}]}"#.utf8), typeName: "T")
+        #expect(try r.string("command") == "x")
+        let exact = try JSONRequest.parse(Array(#"{"Command":"upper","command":"exact"}"#.utf8), typeName: "T")
+        #expect(try exact.string("command") == "exact")
+    }
+
+    @Test func duplicateKeysLastWins() throws {
+        let r = try JSONRequest.parse(Array(#"{"command":"a","command":"b"}"#.utf8), typeName: "T")
+        #expect(try r.string("command") == "b")
+    }
+
+    @Test func nullBodyIsEmptyObject() throws {
+        let r = try JSONRequest.parse(Array("null".utf8), typeName: "T")
+        #expect(try r.string("command") == nil)
+    }
+
+    @Test func goStyleErrors() {
+        func detail(_ text: String) -> String? {
+            do {
+                let r = try JSONRequest.parse(Array(text.utf8), typeName: "StartProcessRequest")
+                _ = try r.string("command")
+                _ = try r.stringMap("env")
+                _ = try r.bool("background")
+                return nil
+            } catch {
+                #expect(error.statusCode == 400)
+                #expect(error.body.message == "Request body must be valid JSON.")
+                return error.body.detail
+            }
+        }
+        #expect(detail("") == "EOF")
+        #expect(detail("   ") == "EOF")
+        #expect(detail("{") == "unexpected EOF")
+        #expect(detail(#"{"command":"#) == "unexpected EOF")
+        #expect(detail("{invalid json") == "invalid character 'i' looking for beginning of object key string")
+        #expect(detail(#"{"command":5}"#) == "json: cannot unmarshal number into Go struct field StartProcessRequest.command of type string")
+        #expect(detail(#"{"background":"yes"}"#) == "json: cannot unmarshal string into Go struct field StartProcessRequest.background of type bool")
+        #expect(detail(#"{"env":[]}"#) == "json: cannot unmarshal array into Go struct field StartProcessRequest.env of type map[string]string")
+        #expect(detail("[1,2]") == "json: cannot unmarshal array into Go value of type StartProcessRequest")
+        #expect(detail(#""str""#) == "json: cannot unmarshal string into Go value of type StartProcessRequest")
+        #expect(detail("tru") == "unexpected EOF")
+        #expect(detail("trux") == "invalid character 'x' in literal true (expecting 'e')")
+    }
+
+    @Test func stringEscapesAndUnicode() throws {
+        let r = try JSONRequest.parse(Array(#"{"command":"a\"b\\c\n\u00e9\ud83d\ude00"}"#.utf8), typeName: "T")
+        #expect(try r.string("command") == "a\"b\\c\né😀")
+        let raw = try JSONRequest.parse([0x7b, 0x22, 0x63, 0x22, 0x3a, 0x22, 0xff, 0x22, 0x7d], typeName: "T")
+        #expect(try raw.string("c") == "\u{FFFD}")
+    }
+
+    @Test func deepNestingIsRefusedNotCrashing() {
+        let deep = String(repeating: "[", count: 100_000)
+        #expect(throws: JSONSyntaxError.self) { try JSONValue.parseFirst(Array(deep.utf8)) }
+    }
+
+    @Test func numbersAndLiterals() throws {
+        let v = try JSONValue.parseFirst(Array(#"[-0.5e+3, 0, 12, true, false, null]"#.utf8))
+        #expect(v == .array([.number("-0.5e+3"), .number("0"), .number("12"), .bool(true), .bool(false), .null]))
+        #expect(throws: JSONSyntaxError.self) { try JSONValue.parseFirst(Array("-".utf8)) }
+        #expect(throws: JSONSyntaxError.self) { try JSONValue.parseFirst(Array("[1.]".utf8)) }
+    }
+
+    /// Random and mutated inputs: the parser must answer or throw, never trap or hang.
+    @Test func fuzzedInputsNeverCrash() {
+        var rng = SplitMix64(seed: 0x5eed)
+        let seeds = [#"{"command":"echo hi","env":{"A":"b"},"background":true}"#, #"[1,{"a":[null,"\u0041"]}]"#]
+        for i in 0..<20_000 {
+            var bytes = Array(seeds[i % seeds.count].utf8)
+            for _ in 0..<(1 + Int(rng.next() % 6)) {
+                let position = Int(rng.next() % UInt64(bytes.count + 1))
+                switch rng.next() % 3 {
+                case 0 where !bytes.isEmpty && position < bytes.count: bytes[position] = UInt8(truncatingIfNeeded: rng.next())
+                case 1 where position < bytes.count: bytes.remove(at: position)
+                default: bytes.insert(UInt8(truncatingIfNeeded: rng.next()), at: position)
+                }
+            }
+            _ = try? JSONRequest.parse(bytes, typeName: "T").string("command")
+        }
+        for _ in 0..<2_000 {
+            let length = Int(rng.next() % 64)
+            let bytes = (0..<length).map { _ in UInt8(truncatingIfNeeded: rng.next()) }
+            _ = try? JSONValue.parseFirst(bytes)
+        }
+    }
+}
+
+/// A tiny deterministic generator for fuzz-style tests.
+struct SplitMix64 {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}

@@ -1,0 +1,345 @@
+import AgentProc
+import AgentTestSupport
+import Foundation
+import Testing
+
+/// Spec process-api §5 checklist items 1-18, through real processes and a real HTTP client.
+@Suite(.timeLimit(.minutes(2)))
+struct ProcessAPITests {
+    static let chatA = "9b2d6c1e-2f4a-4b8e-9c3d-0a1b2c3d4e5f"
+    static let chatB = "1f2e3d4c-5b6a-4789-8a9b-0c1d2e3f4a5b"
+
+    @Test func startReturnsIDWithOrWithoutBackground() async throws {
+        try await withProcessServer { h in
+            for background in [nil, true, false] {
+                let id = try await h.start("true", background: background)
+                #expect(UUID(uuidString: id) != nil)
+                #expect(id == id.lowercased())
+            }
+        }
+    }
+
+    @Test func emptyCommandAndInvalidJSONAre400() async throws {
+        try await withProcessServer { h in
+            for body in [#"{"command":""}"#, "{}", "null", #"{"command":null}"#] {
+                let r = try await h.client.request("POST", "/api/v0/processes/start", json: body)
+                #expect(r.status == 400)
+                #expect(jsonObject(r.body)?["message"] as? String == "Command is required.")
+            }
+            let r = try await h.client.request("POST", "/api/v0/processes/start", json: "{invalid json")
+            #expect(r.status == 400)
+            let json = try #require(jsonObject(r.body))
+            #expect((json["message"] as? String)?.contains("valid JSON") == true)
+            #expect(json["detail"] as? String == "invalid character 'i' looking for beginning of object key string")
+        }
+    }
+
+    @Test func whitespaceCommandIsAccepted() async throws {
+        try await withProcessServer { h in
+            let id = try await h.start("   ")
+            let out = try await h.finalOutput(id)
+            #expect(jsonInt(out["exit_code"]) == 0)
+        }
+    }
+
+    @Test func workdirIsUsed() async throws {
+        let dir = try makeTempDirectory()
+        try await withProcessServer { h in
+            let id = try await h.start("touch marker.txt && ls marker.txt", workdir: dir)
+            let out = try await h.finalOutput(id)
+            #expect(jsonInt(out["exit_code"]) == 0)
+            #expect((out["output"] as? String)?.contains("marker.txt") == true)
+            #expect(FileManager.default.fileExists(atPath: dir + "/marker.txt"))
+            let listed = try await h.list().first { $0["id"] as? String == id }
+            #expect(listed?["workdir"] as? String == dir)
+        }
+    }
+
+    @Test func defaultDirectoryIsHomeFromProvider() async throws {
+        let home = try makeTempDirectory()
+        try await withProcessServer(configure: { $0.homeDirectory = { home } }) { h in
+            let id = try await h.start("pwd")
+            let out = try await h.finalOutput(id)
+            #expect((out["output"] as? String) == home + "\n")
+            #expect(try await h.list().first?["workdir"] as? String == home)
+        }
+    }
+
+    @Test func configuredDirectoryWinsAndMissingOneFallsBackToHome() async throws {
+        let home = try makeTempDirectory()
+        let configured = try makeTempDirectory()
+        try await withProcessServer(configure: {
+            $0.homeDirectory = { home }
+            $0.environmentProvider = StaticEnvironmentProvider(directory: configured)
+        }) { h in
+            let out = try await h.finalOutput(try await h.start("pwd"))
+            #expect(out["output"] as? String == configured + "\n")
+        }
+        try await withProcessServer(configure: {
+            $0.homeDirectory = { home }
+            $0.environmentProvider = StaticEnvironmentProvider(directory: configured + "/missing")
+        }) { h in
+            let out = try await h.finalOutput(try await h.start("pwd"))
+            #expect(out["output"] as? String == home + "\n")
+        }
+    }
+
+    @Test func environmentLayersInOrder() async throws {
+        try await withProcessServer(configure: {
+            $0.baseEnvironment["LAYER_BASE"] = "base"
+            $0.baseEnvironment["LAYER_OVERRIDE"] = "base"
+            $0.environmentProvider = StaticEnvironmentProvider(environment: [
+                "LAYER_HOOK": "hook", "LAYER_OVERRIDE": "hook", "CODER_CHAT_ID": "hook",
+            ])
+        }) { h in
+            let id = try await h.start(
+                "printenv LAYER_BASE LAYER_HOOK LAYER_OVERRIDE LAYER_REQ CODER_CHAT_ID",
+                env: ["LAYER_REQ": "req", "LAYER_OVERRIDE": "req", "CODER_CHAT_ID": "req"],
+                chat: Self.chatA)
+            let out = try await h.finalOutput(id)
+            #expect(out["output"] as? String == "base\nhook\nreq\nreq\n\(Self.chatA)\n")
+        }
+    }
+
+    @Test func emptyListIsAnArray() async throws {
+        try await withProcessServer { h in
+            let r = try await h.client.request("GET", "/api/v0/processes/list")
+            #expect(r.status == 200)
+            #expect(r.bodyText.contains(#""processes":[]"#))
+        }
+    }
+
+    @Test func chatFiltering() async throws {
+        try await withProcessServer { h in
+            _ = try await h.start("true", chat: Self.chatA)
+            _ = try await h.start("true", chat: Self.chatB)
+            _ = try await h.start("true", chat: Self.chatA)
+            #expect(try await h.list(chat: Self.chatA).count == 2)
+            #expect(try await h.list(chat: Self.chatB).count == 1)
+            #expect(try await h.list().count == 3)
+            #expect(try await h.list(chat: UUID().uuidString).count == 0)
+            // Upper-case and braced forms name the same chat.
+            #expect(try await h.list(chat: "{" + Self.chatA.uppercased() + "}").count == 2)
+        }
+    }
+
+    @Test func listCapsAtTenNewestFirst() async throws {
+        try await withProcessServer { h in
+            var ids: [String] = []
+            for i in 0..<12 { ids.append(try await h.start("exit \(i)")) }
+            for id in ids { _ = try await h.finalOutput(id) }
+            let listed = try await h.list()
+            #expect(listed.count == 10)
+            let started = listed.compactMap { jsonInt($0["started_at_unix"]) }
+            #expect(started == started.sorted(by: >))
+            // Ties within a second are ordered newest first too (deterministic, unlike the reference).
+            #expect(listed.compactMap { $0["id"] as? String } == Array(ids.reversed().prefix(10)))
+        }
+    }
+
+    @Test func runningFirstAndExitCodesOnlyWhenExited() async throws {
+        try await withProcessServer { h in
+            let done = try await h.start("true")
+            _ = try await h.finalOutput(done)
+            let running = try await h.start("sleep 30")
+            let listed = try await h.list()
+            #expect(listed.first?["id"] as? String == running)
+            #expect(listed.first?["running"] as? Bool == true)
+            #expect(listed.first?["exit_code"] == nil)
+            #expect(listed.first?["exited_at_unix"] == nil)
+            #expect(listed.last?["running"] as? Bool == false)
+            #expect(jsonInt(listed.last?["exit_code"]) == 0)
+            #expect(jsonInt(listed.last?["exited_at_unix"]) != nil)
+            _ = try await h.signal(running, #"{"signal":"kill"}"#)
+        }
+    }
+
+    @Test func outputOfEcho() async throws {
+        try await withProcessServer { h in
+            let out = try await h.finalOutput(try await h.start("echo hello"))
+            #expect(out["running"] as? Bool == false)
+            #expect(jsonInt(out["exit_code"]) == 0)
+            #expect(out["output"] as? String == "hello\n")
+            #expect(out["command"] as? String == "echo hello")
+            #expect(out["truncated"] == nil)
+        }
+    }
+
+    @Test func exitCodes() async throws {
+        try await withProcessServer { h in
+            #expect(jsonInt(try await h.finalOutput(try await h.start("exit 42"))["exit_code"]) == 42)
+            let sleeper = try await h.start("sleep 30")
+            #expect(try await h.signal(sleeper, #"{"signal":"kill"}"#).status == 200)
+            let killed = try await h.finalOutput(sleeper)
+            #expect(jsonInt(killed["exit_code"]) == -1)
+            #expect(killed["exit_signal"] as? String == "SIGKILL")
+        }
+    }
+
+    @Test func unknownIDAndChatIsolation() async throws {
+        try await withProcessServer { h in
+            let unknown = try await h.output("nope")
+            #expect(unknown.status == 404)
+            #expect(jsonObject(unknown.body)?["message"] as? String == #"Process "nope" not found."#)
+            let id = try await h.start("echo a", chat: Self.chatA)
+            _ = try await h.finalOutput(id, chat: Self.chatA)
+            #expect(try await h.output(id, chat: Self.chatB).status == 404)
+            #expect(try await h.output(id).status == 200)
+            // A process without a chat is readable by every chat.
+            let open = try await h.start("echo b")
+            #expect(try await h.output(open, chat: Self.chatB).status == 200)
+        }
+    }
+
+    @Test func waitReturnsAfterExitWithFinalOutput() async throws {
+        try await withProcessServer { h in
+            let id = try await h.start("sleep 0.3; echo late")
+            let r = try await h.output(id, wait: true)
+            let json = try #require(jsonObject(r.body))
+            #expect(json["running"] as? Bool == false)
+            #expect(json["output"] as? String == "late\n")
+            // Already exited: returns at once.
+            let again = try await h.output(id, wait: true)
+            #expect(jsonObject(again.body)?["running"] as? Bool == false)
+            // Anything but exactly wait=true does not wait.
+            let slow = try await h.start("sleep 30")
+            let notWaiting = try await h.client.request("GET", "/api/v0/processes/\(slow)/output?wait=1")
+            #expect(jsonObject(notWaiting.body)?["running"] as? Bool == true)
+            _ = try await h.signal(slow, #"{"signal":"kill"}"#)
+        }
+    }
+
+    @Test func twoWaitersAreReleasedByOneKill() async throws {
+        try await withProcessServer { h in
+            let id = try await h.start("sleep 60")
+            async let first = h.output(id, wait: true)
+            async let second = h.output(id, wait: true)
+            try await Task.sleep(for: .milliseconds(200))
+            #expect(try await h.signal(id, #"{"signal":"kill"}"#).status == 200)
+            let (a, b) = try await (first, second)
+            #expect(jsonObject(a.body)?["running"] as? Bool == false)
+            #expect(jsonObject(b.body)?["running"] as? Bool == false)
+        }
+    }
+
+    @Test func waitIsCappedByMaxWait() async throws {
+        try await withProcessServer(configure: { $0.maxWait = .milliseconds(300) }) { h in
+            let id = try await h.start("sleep 30")
+            let r = try await h.output(id, wait: true)
+            #expect(r.status == 200)
+            #expect(jsonObject(r.body)?["running"] as? Bool == true)
+            _ = try await h.signal(id, #"{"signal":"kill"}"#)
+        }
+    }
+
+    @Test func killAndTerminateEndTheProcess() async throws {
+        try await withProcessServer { h in
+            for name in ["kill", "terminate"] {
+                let id = try await h.start("sleep 60")
+                let r = try await h.signal(id, #"{"signal":"\#(name)"}"#)
+                #expect(r.status == 200)
+                #expect(jsonObject(r.body)?["message"] as? String == #"Signal "\#(name)" sent to process "\#(id)"."#)
+                let out = try await h.finalOutput(id)
+                #expect(out["exit_signal"] as? String == (name == "kill" ? "SIGKILL" : "SIGTERM"))
+            }
+        }
+    }
+
+    @Test func signalErrorsInReferenceOrder() async throws {
+        try await withProcessServer { h in
+            #expect(try await h.signal("nope", #"{"signal":"kill"}"#).status == 404)
+            // Bad body beats unknown id.
+            #expect(try await h.signal("nope", "{bad").status == 400)
+            let empty = try await h.signal("nope", #"{"signal":""}"#)
+            #expect(empty.status == 400)
+            #expect(jsonObject(empty.body)?["message"] as? String == "Signal is required.")
+            let foo = try await h.signal("nope", #"{"signal":"SIGFOO"}"#)
+            #expect(foo.status == 400)
+            #expect(jsonObject(foo.body)?["message"] as? String == #"Unsupported signal "SIGFOO". Use "kill" or "terminate"."#)
+            #expect(try await h.signal("nope", #"{"signal":"KILL"}"#).status == 400)
+            let done = try await h.start("true")
+            _ = try await h.finalOutput(done)
+            let exited = try await h.signal(done, #"{"signal":"kill"}"#)
+            #expect(exited.status == 409)
+            #expect(jsonObject(exited.body)?["message"] as? String == #"Process "\#(done)" is not running."#)
+            // A foreign chat's process is 404 even with a bad body.
+            let mine = try await h.start("sleep 30", chat: Self.chatA)
+            #expect(try await h.signal(mine, "{bad", chat: Self.chatB).status == 404)
+            #expect(try await h.signal(mine, #"{"signal":"kill"}"#, chat: Self.chatA).status == 200)
+        }
+    }
+
+    @Test func largeOutputIsHeadTailTruncated() async throws {
+        try await withProcessServer { h in
+            let out = try await h.finalOutput(try await h.start("seq 1 20000"))
+            let meta = try #require(out["truncated"] as? [String: Any])
+            #expect(meta["strategy"] as? String == "head_tail")
+            #expect(jsonInt(meta["omitted_bytes"])! > 0)
+            #expect(jsonInt(meta["original_bytes"])! > jsonInt(meta["retained_bytes"])!)
+            let text = try #require(out["output"] as? String)
+            #expect(text.contains("... [omitted"))
+            #expect(text.hasPrefix("1\n2\n3\n"))
+            #expect(text.hasSuffix("19999\n20000\n"))
+            #expect(jsonInt(meta["retained_bytes"]) == text.utf8.count)
+        }
+    }
+
+    @Test func stdoutAndStderrAreCombined() async throws {
+        try await withProcessServer { h in
+            let out = try await h.finalOutput(try await h.start("echo out; echo err >&2; echo out2"))
+            #expect(out["output"] as? String == "out\nerr\nout2\n")
+        }
+    }
+
+    @Test func stdinIsDevNull() async throws {
+        try await withProcessServer { h in
+            let out = try await h.finalOutput(try await h.start("cat; echo rc=$?"))
+            #expect(out["output"] as? String == "rc=0\n")
+        }
+    }
+
+    @Test func childrenHaveTheirOwnProcessGroupAndCleanSignals() async throws {
+        try await withProcessServer { h in
+            // pgid == pid of the shell; no blocked or ignored signals inherited from Swift threads.
+            let script = #"awk '{print $5 == $1 ? "leader" : "member"}' /proc/$$/stat; grep -E '^Sig(Blk|Ign)' /proc/self/status"#
+            let out = try await h.finalOutput(try await h.start(script))
+            let text = try #require(out["output"] as? String)
+            #expect(text.hasPrefix("leader\n"))
+            #expect(text.contains("SigBlk:\t0000000000000000"))
+            #expect(text.contains("SigIgn:\t0000000000000000"))
+        }
+    }
+
+    @Test func priorityAdjustmentsApply() async throws {
+        try await withProcessServer(configure: { $0.priority = ProcessPriority(oomScoreAdj: 900, nice: 7) }) { h in
+            let out = try await h.finalOutput(try await h.start("cat /proc/self/oom_score_adj; awk '{print $19}' /proc/self/stat"))
+            #expect(out["output"] as? String == "900\n7\n")
+        }
+    }
+
+    @Test func missingWorkdirIs500() async throws {
+        try await withProcessServer { h in
+            let r = try await h.client.request(
+                "POST", "/api/v0/processes/start", json: #"{"command":"true","workdir":"/does/not/exist"}"#)
+            #expect(r.status == 500)
+            let json = try #require(jsonObject(r.body))
+            #expect(json["message"] as? String == "Failed to start process.")
+            #expect(json["detail"] as? String == "start process: chdir /does/not/exist: no such file or directory")
+        }
+    }
+
+    @Test func missingShellIs500() async throws {
+        try await withProcessServer(configure: { $0.baseEnvironment["PATH"] = "/nonexistent" }) { h in
+            let r = try await h.client.request("POST", "/api/v0/processes/start", json: #"{"command":"true"}"#)
+            #expect(r.status == 500)
+            #expect(jsonObject(r.body)?["detail"] as? String == #"start process: exec: "sh": executable file not found in $PATH"#)
+        }
+    }
+
+    @Test func healthz() async throws {
+        try await withProcessServer { h in
+            let r = try await h.client.request("GET", "/healthz")
+            #expect(r.status == 200)
+        }
+    }
+}

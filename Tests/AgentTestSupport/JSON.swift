@@ -1,0 +1,38 @@
+import Foundation
+
+/// Parses a response body as a JSON object for assertions.
+public func jsonObject(_ bytes: [UInt8]) -> [String: Any]? {
+    (try? JSONSerialization.jsonObject(with: Data(bytes))) as? [String: Any]
+}
+
+/// Reads a JSON number as Int (JSONSerialization gives NSNumber).
+public func jsonInt(_ value: Any?) -> Int? {
+    (value as? NSNumber)?.intValue
+}
+
+/// Polls `condition` every 20 ms until it holds or `timeout` passes; returns the final value.
+public func eventually(timeout: Duration = .seconds(10), _ condition: () async throws -> Bool) async rethrows -> Bool {
+    let deadline = ContinuousClock.now + timeout
+    while ContinuousClock.now < deadline {
+        if try await condition() { return true }
+        try? await Task.sleep(for: .milliseconds(20))
+    }
+    return try await condition()
+}
+
+/// True while any process with this exact command line exists (reads /proc).
+public func processExists(commandLine: String) -> Bool {
+    guard let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc") else { return false }
+    for entry in entries where entry.allSatisfy(\.isNumber) {
+        guard let data = FileManager.default.contents(atPath: "/proc/\(entry)/cmdline"), !data.isEmpty else { continue }
+        let args = data.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }.joined(separator: " ")
+        if args == commandLine {
+            // Zombies keep a cmdline of "" so a match is a live process; check state anyway.
+            if let stat = try? String(contentsOfFile: "/proc/\(entry)/stat", encoding: .utf8),
+               let close = stat.lastIndex(of: ")"),
+               stat[stat.index(close, offsetBy: 2)] == "Z" { continue }
+            return true
+        }
+    }
+    return false
+}

@@ -1,0 +1,136 @@
+import NIOCore
+import NIOPosix
+
+/// A deliberately small HTTP/1.1 client over a real loopback TCP socket.
+///
+/// It sends bytes exactly as given (so tests can send malformed, truncated or oversized
+/// requests) and reads the response until the server closes (`Connection: close`).
+/// Every read is bounded by `timeout`.
+public struct RawHTTPClient: Sendable {
+    public let host: String
+    public let port: Int
+
+    public init(host: String = "127.0.0.1", port: Int) {
+        self.host = host
+        self.port = port
+    }
+
+    public struct Response: Sendable, CustomStringConvertible {
+        public var status: Int
+        public var headers: [(String, String)]
+        public var body: [UInt8]
+
+        public var bodyText: String { String(decoding: body, as: UTF8.self) }
+
+        public func header(_ name: String) -> String? {
+            headers.first { $0.0.lowercased() == name.lowercased() }?.1
+        }
+
+        public var description: String { "\(status) \(bodyText)" }
+    }
+
+    public struct Failure: Error, CustomStringConvertible {
+        public var description: String
+    }
+
+    /// Sends a well-formed request with `Connection: close` and returns the response.
+    public func request(
+        _ method: String, _ path: String, headers: [(String, String)] = [], body: [UInt8]? = nil,
+        timeout: Duration = .seconds(30)
+    ) async throws -> Response {
+        var text = "\(method) \(path) HTTP/1.1\r\nHost: \(host):\(port)\r\nConnection: close\r\n"
+        for (name, value) in headers { text += "\(name): \(value)\r\n" }
+        if let body { text += "Content-Length: \(body.count)\r\n" }
+        text += "\r\n"
+        return try await raw(Array(text.utf8) + (body ?? []), timeout: timeout)
+    }
+
+    /// JSON convenience.
+    public func request(_ method: String, _ path: String, headers: [(String, String)] = [], json: String) async throws -> Response {
+        try await request(method, path, headers: headers + [("Content-Type", "application/json")], body: Array(json.utf8))
+    }
+
+    /// Sends `bytes` and reads until the server closes or `timeout` passes.
+    public func raw(_ bytes: [UInt8], timeout: Duration = .seconds(30)) async throws -> Response {
+        let received = try await exchange(bytes, closeAfter: nil, timeout: timeout)
+        return try Self.parse(received)
+    }
+
+    /// Sends `bytes`, then closes the connection after `closeAfter` without reading a response:
+    /// a client that vanishes mid-request.
+    public func sendAndVanish(_ bytes: [UInt8], after delay: Duration) async throws {
+        _ = try await exchange(bytes, closeAfter: delay, timeout: delay + .seconds(5))
+    }
+
+    private func exchange(_ bytes: [UInt8], closeAfter: Duration?, timeout: Duration) async throws -> [UInt8] {
+        let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .connect(host: host, port: port) { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
+                }
+            }
+        return try await channel.executeThenClose { inbound, outbound in
+            try await outbound.write(ByteBuffer(bytes: bytes))
+            if let closeAfter {
+                try await Task.sleep(for: closeAfter)
+                return []
+            }
+            return try await withThrowingTaskGroup(of: [UInt8]?.self) { group in
+                group.addTask {
+                    var received: [UInt8] = []
+                    for try await chunk in inbound { received += chunk.readableBytesView }
+                    return received
+                }
+                group.addTask {
+                    try await Task.sleep(for: timeout)
+                    return nil
+                }
+                let first = try await group.next()!
+                group.cancelAll()
+                guard let first else { throw Failure(description: "no complete response within \(timeout)") }
+                return first
+            }
+        }
+    }
+
+    static func parse(_ bytes: [UInt8]) throws -> Response {
+        let separator: [UInt8] = Array("\r\n\r\n".utf8)
+        guard let end = bytes.firstRange(of: separator) else {
+            throw Failure(description: "no HTTP header in \(bytes.count) bytes: \(String(decoding: bytes.prefix(200), as: UTF8.self))")
+        }
+        let head = String(decoding: bytes[..<end.lowerBound], as: UTF8.self)
+        var lines = head.components(separatedBy: "\r\n")
+        let statusLine = lines.removeFirst().split(separator: " ")
+        guard statusLine.count >= 2, let status = Int(statusLine[1]) else {
+            throw Failure(description: "bad status line: \(head)")
+        }
+        let headers = lines.compactMap { line -> (String, String)? in
+            guard let colon = line.firstIndex(of: ":") else { return nil }
+            return (String(line[..<colon]), line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces))
+        }
+        var body = Array(bytes[end.upperBound...])
+        if headers.contains(where: { $0.0.lowercased() == "transfer-encoding" && $0.1.lowercased() == "chunked" }) {
+            body = try dechunk(body)
+        }
+        return Response(status: status, headers: headers, body: body)
+    }
+
+    static func dechunk(_ bytes: [UInt8]) throws -> [UInt8] {
+        var out: [UInt8] = []
+        var index = 0
+        while index < bytes.count {
+            guard let lineEnd = bytes[index...].firstRange(of: Array("\r\n".utf8)) else { break }
+            let sizeText = String(decoding: bytes[index..<lineEnd.lowerBound], as: UTF8.self)
+            guard let size = Int(sizeText.split(separator: ";").first ?? "", radix: 16) else {
+                throw Failure(description: "bad chunk size \(sizeText)")
+            }
+            if size == 0 { break }
+            let start = lineEnd.upperBound
+            out += bytes[start..<min(bytes.count, start + size)]
+            index = start + size + 2
+        }
+        return out
+    }
+}
+
+import Foundation
