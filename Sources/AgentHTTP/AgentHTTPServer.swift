@@ -32,11 +32,13 @@ public enum AgentHTTPServer {
             provider.addRoutes(to: router)
             provider.addWebSocketRoutes(to: wsRouter)
         }
-        var http1 = HTTP1Channel.Configuration(additionalChannelHandlers: [ConnectionObserver()])
+        // The idle timeout closes connections that stall before or while sending a request;
+        // Hummingbird never closes one whose request is being handled (wait=true lasts 5 min).
+        var http1 = HTTP1Channel.Configuration(additionalChannelHandlers: [ConnectionObserver()], idleTimeout: .seconds(60))
         http1.httpDecoder = .init(maxHeaderFieldSize: 16 * 1024, maxHeaderListSize: 64 * 1024, maxHeaderFieldCount: 200)
         return Application(
             router: router,
-            server: .http1WebSocketUpgrade(
+            server: .http1WebSocketUpgradeClosingOnParseErrors(
                 webSocketRouter: wsRouter,
                 configuration: .init(http1: http1, ws: .init(maxFrameSize: 1 << 20))
             ),

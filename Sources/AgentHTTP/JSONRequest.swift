@@ -1,4 +1,5 @@
 import Hummingbird
+import NIOCore
 
 /// A request body decoded the way the reference's Go handlers decode it.
 ///
@@ -18,6 +19,8 @@ public struct JSONRequest: Sendable {
         let buffer: ByteBuffer
         do {
             buffer = try await request.collectBody(upTo: AgentHTTPLimits.maxRequestBody)
+        } catch is NIOTooManyBytesError {
+            throw APIError(.contentTooLarge, "Request body too large.", detail: "The limit is \(AgentHTTPLimits.maxRequestBody) bytes.")
         } catch let error as HTTPError where error.status == .contentTooLarge {
             throw APIError(.contentTooLarge, "Request body too large.", detail: "The limit is \(AgentHTTPLimits.maxRequestBody) bytes.")
         }

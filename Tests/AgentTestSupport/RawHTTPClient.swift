@@ -78,7 +78,11 @@ public struct RawHTTPClient: Sendable {
             return try await withThrowingTaskGroup(of: [UInt8]?.self) { group in
                 group.addTask {
                     var received: [UInt8] = []
-                    for try await chunk in inbound { received += chunk.readableBytesView }
+                    do {
+                        for try await chunk in inbound { received += chunk.readableBytesView }
+                    } catch where !received.isEmpty {
+                        // A reset after a complete response still counts as that response.
+                    }
                     return received
                 }
                 group.addTask {

@@ -129,6 +129,9 @@ public final class ManagedProcess: Sendable {
     }
 
     var subscriberCount: Int { state.withLock { $0.subscribers.count } }
+
+    /// Requests currently blocked in `wait=true` (for tests and diagnostics).
+    var exitWaiterCount: Int { state.withLock { $0.exitWaiters.count } }
 }
 
 extension ManagedProcess: ProcessEventSink {

@@ -60,7 +60,7 @@ public struct ProcessRoutes: AgentRouteProvider {
 
     func output(_ request: Request, _ context: AgentRequestContext) async throws -> Response {
         let chat = try Self.chat(request)
-        let id = context.parameters.get("id") ?? ""
+        let id = Self.processID(context)
         guard let process = manager.lookup(id, chat: chat) else { throw Self.notFound(id) }
         if request.uri.queryParameters.get("wait") == "true" {
             await manager.waitForExit(process, clientGone: context.clientGone)
@@ -70,7 +70,7 @@ public struct ProcessRoutes: AgentRouteProvider {
 
     func signal(_ request: Request, _ context: AgentRequestContext) async throws -> Response {
         let chat = try Self.chat(request)
-        let id = context.parameters.get("id") ?? ""
+        let id = Self.processID(context)
         // Order matters for compatibility (spec §2.4): foreign chat, body, name, unknown, state.
         if manager.isForeign(id, chat: chat) { throw Self.notFound(id) }
         let body = try await JSONRequest.decode(request, context: context, typeName: "SignalProcessRequest")
@@ -94,7 +94,7 @@ public struct ProcessRoutes: AgentRouteProvider {
     /// A plain GET of the stream route: the WebSocket router declined (or was not asked).
     func streamWithoutUpgrade(_ request: Request, _ context: AgentRequestContext) throws -> Response {
         let chat = try Self.chat(request)
-        let id = context.parameters.get("id") ?? ""
+        let id = Self.processID(context)
         guard let process = manager.lookup(id, chat: chat) else { throw Self.notFound(id) }
         if process.subscriberCount >= ManagedProcess.maxSubscribers {
             throw APIError(.tooManyRequests, "Too many stream subscribers.", detail: "At most \(ManagedProcess.maxSubscribers) per process.")
@@ -110,6 +110,12 @@ public struct ProcessRoutes: AgentRouteProvider {
         } catch {
             throw APIError(.badRequest, "Invalid Coder-Chat-Id header.", detail: "\(goQuote(error.value)) is not a UUID.")
         }
+    }
+
+    /// The `{id}` path parameter, percent-decoded as Go's router sees it.
+    static func processID(_ context: AgentRequestContext) -> String {
+        let raw = context.parameters.get("id") ?? ""
+        return raw.removingPercentEncoding ?? raw
     }
 
     static func notFound(_ id: String) -> APIError {
