@@ -118,7 +118,7 @@ let package = Package(
         ),
         .testTarget(
             name: "WorkspaceAgentTests",
-            dependencies: ["AgentTestSupport"],
+            dependencies: ["AgentTestSupport", "CAgentSpawn"],
             swiftSettings: swiftSettings
         ),
     ]

@@ -7,6 +7,7 @@ struct WorkspaceAgentCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "workspace-agent",
         abstract: "The workspace agent: process API and local services for a developer workspace.",
+        discussion: "With no subcommand it runs the agent; see `workspace-agent run --help` for its options.",
         version: AgentVersion.current,
         subcommands: [RunCommand.self],
         defaultSubcommand: RunCommand.self

@@ -1,0 +1,101 @@
+import AgentTestSupport
+import CAgentSpawn
+import Foundation
+import Testing
+
+/// The real `workspace-agent` binary, started as a child with a clean signal mask (via the
+/// project's spawn shim: Foundation.Process from async code would hand it a blocked mask).
+struct AgentDaemon {
+    let pid: pid_t
+    let logPath: String
+
+    /// The binary built next to this test bundle.
+    static var binaryPath: String {
+        let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? ""
+        var dir = URL(fileURLWithPath: exe).deletingLastPathComponent()
+        if dir.lastPathComponent.hasSuffix(".xctest") { dir = dir.deletingLastPathComponent() }
+        return dir.appendingPathComponent("workspace-agent").path
+    }
+
+    /// Starts the agent with `arguments` and extra environment; output goes to a log file.
+    static func launch(_ arguments: [String], environment extra: [String: String] = [:]) throws -> AgentDaemon {
+        let logPath = NSTemporaryDirectory() + "agent-daemon-\(UUID().uuidString).log"
+        let fd = open(logPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        try #require(fd >= 0)
+        defer { close(fd) }
+        var env = ProcessInfo.processInfo.environment
+        for key in env.keys where key.hasPrefix("CODER_") { env[key] = nil }
+        env["XDG_STATE_HOME"] = NSTemporaryDirectory() + "agent-state-\(UUID().uuidString)"
+        for (k, v) in extra { env[k] = v }
+        let argv = [binaryPath] + arguments
+        let envp = env.map { "\($0.key)=\($0.value)" }
+        var step: Int32 = 0
+        var err: Int32 = 0
+        let pid = cStrings(argv) { argvPtr in
+            cStrings(envp) { envpPtr in
+                binaryPath.withCString { path in
+                    var options = agent_spawn_options(
+                        path: path, argv: argvPtr, envp: envpPtr, cwd: nil, output_fd: fd,
+                        oom_score_adj: AGENT_SPAWN_KEEP, nice_value: AGENT_SPAWN_KEEP, nofile_soft: -1)
+                    return agent_spawn(&options, &step, &err)
+                }
+            }
+        }
+        try #require(pid > 0, "spawn failed: step \(step) errno \(err)")
+        return AgentDaemon(pid: pid, logPath: logPath)
+    }
+
+    var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+
+    /// The listening port, read from the agent's log (bounded wait).
+    func port(timeout: Duration = .seconds(30)) async throws -> Int {
+        var found: Int?
+        _ = await eventually(timeout: timeout) {
+            if let range = log.range(of: #"address[=":]+127\.0\.0\.1:(\d+)"#, options: .regularExpression) {
+                found = Int(log[range].split(separator: ":").last!.filter(\.isNumber))
+            }
+            return found != nil || exitStatus(wait: false) != nil
+        }
+        return try #require(found, "agent did not report its address; log:\n\(log)")
+    }
+
+    func signal(_ sig: Int32) { kill(pid, sig) }
+
+    /// The exit code once exited; nil while running. With `wait`, polls up to `timeout`.
+    @discardableResult
+    func exitStatus(wait: Bool = true, timeout: Duration = .seconds(30)) -> Int32? {
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            var status: Int32 = 0
+            let r = waitpid(pid, &status, WNOHANG)
+            if r == pid {
+                Self.statuses.withLock { $0[pid] = status }
+            }
+            if let status = Self.statuses.withLock({ $0[pid] }) {
+                return status & 0x7f == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+            }
+            if !wait || ContinuousClock.now >= deadline { return nil }
+            usleep(10_000)
+        }
+    }
+
+    /// Reaped statuses, so a second query still sees the first one.
+    static let statuses = Mutex<[pid_t: Int32]>([:])
+
+    /// Kills the agent if a test left it running.
+    func cleanup() {
+        if exitStatus(wait: false) == nil {
+            kill(pid, SIGKILL)
+            exitStatus()
+        }
+        unlink(logPath)
+    }
+}
+
+private func cStrings<R>(_ strings: [String], _ body: (UnsafePointer<UnsafeMutablePointer<CChar>?>) -> R) -> R {
+    let pointers = strings.map { strdup($0) } + [nil]
+    defer { for p in pointers { free(p) } }
+    return pointers.withUnsafeBufferPointer { body($0.baseAddress!) }
+}
+
+import Synchronization

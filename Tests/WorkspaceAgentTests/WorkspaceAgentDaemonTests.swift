@@ -1,0 +1,96 @@
+import AgentTestSupport
+import Foundation
+import Testing
+
+/// The `workspace-agent` executable end to end: flags, env twins, serving, shutdown.
+@Suite(.timeLimit(.minutes(2)))
+struct WorkspaceAgentDaemonTests {
+    @Test(arguments: [
+        (["--log-level", "loud"], [:], "--log-level"),
+        (["--log-format", "xml"], [:], "--log-format"),
+        (["--http-address", "nowhere"], [:], "--http-address"),
+        (["--http-address", "127.0.0.1:99999"], [:], "--http-address"),
+        (["--proc-prio-mgmt", "maybe"], [:], "--proc-prio-mgmt"),
+        ([], ["CODER_AGENT_LOG_LEVEL": "loud"], "CODER_AGENT_LOG_LEVEL"),
+        ([], ["CODER_AGENT_HTTP_ADDRESS": "::1:80"], "CODER_AGENT_HTTP_ADDRESS"),
+        (["--no-such-flag"], [:], "no-such-flag"),
+    ] as [([String], [String: String], String)])
+    func badValuesExitNonZeroWithOneLine(arguments: [String], environment: [String: String], names: String) async throws {
+        let agent = try AgentDaemon.launch(arguments, environment: environment)
+        defer { agent.cleanup() }
+        let code = try #require(agent.exitStatus())
+        #expect(code != 0)
+        let lines = agent.log.split(separator: "\n")
+        #expect(lines.count == 1, "\(agent.log)")
+        #expect(agent.log.contains(names))
+    }
+
+    @Test func helpExitsZero() async throws {
+        let root = try AgentDaemon.launch(["--help"])
+        defer { root.cleanup() }
+        #expect(root.exitStatus() == 0)
+        #expect(root.log.contains("run"))
+        let agent = try AgentDaemon.launch(["run", "--help"])
+        defer { agent.cleanup() }
+        #expect(agent.exitStatus() == 0)
+        #expect(agent.log.contains("--http-address"))
+        #expect(agent.log.contains("CODER_AGENT_HTTP_ADDRESS"))
+    }
+
+    /// SIGTERM: stop accepting, terminate every process group (grandchildren too), exit 0.
+    @Test func servesAndShutsDownGracefullyOnSIGTERM() async throws {
+        let grandchild = "sleep 331.\(Int.random(in: 1000...9999))"
+        let dir = NSTemporaryDirectory() + "agent-dir-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        let agent = try AgentDaemon.launch(["--http-address", "127.0.0.1:0", "--directory", dir])
+        defer { agent.cleanup() }
+        let client = RawHTTPClient(port: try await agent.port())
+        #expect(try await client.request("GET", "/healthz").status == 200)
+
+        let pwd = try await client.request("POST", "/api/v0/processes/start", json: #"{"command":"pwd"}"#)
+        let pwdID = try #require(jsonObject(pwd.body)?["id"] as? String)
+        let out = try await client.request("GET", "/api/v0/processes/\(pwdID)/output?wait=true")
+        #expect(jsonObject(out.body)?["output"] as? String == dir + "\n")
+
+        let bg = try await client.request(
+            "POST", "/api/v0/processes/start", json: #"{"command":"\#(grandchild) >/dev/null 2>&1 & sleep 60"}"#)
+        #expect(bg.status == 200)
+        #expect(await eventually { processExists(commandLine: grandchild) })
+
+        agent.signal(SIGTERM)
+        #expect(agent.exitStatus() == 0, "\(agent.log)")
+        #expect(!processExists(commandLine: grandchild))
+        #expect(agent.log.contains("workspace agent stopped"))
+    }
+
+    @Test func sigintAlsoExitsZero() async throws {
+        let agent = try AgentDaemon.launch(["--http-address", "127.0.0.1:0"])
+        defer { agent.cleanup() }
+        _ = try await agent.port()
+        agent.signal(SIGINT)
+        #expect(agent.exitStatus() == 0)
+    }
+
+    /// Environment twins configure the agent; a flag beats its twin.
+    @Test func environmentTwinsAndFlagPrecedence() async throws {
+        let json = try AgentDaemon.launch([], environment: [
+            "CODER_AGENT_HTTP_ADDRESS": "127.0.0.1:0", "CODER_AGENT_LOG_FORMAT": "json",
+        ])
+        defer { json.cleanup() }
+        _ = try await json.port()
+        for line in json.log.split(separator: "\n") {
+            #expect(jsonObject(Array(line.utf8)) != nil, "not JSON: \(line)")
+        }
+        json.signal(SIGTERM)
+        #expect(json.exitStatus() == 0)
+
+        let text = try AgentDaemon.launch(["--log-format", "text"], environment: [
+            "CODER_AGENT_HTTP_ADDRESS": "127.0.0.1:0", "CODER_AGENT_LOG_FORMAT": "json",
+        ])
+        defer { text.cleanup() }
+        _ = try await text.port()
+        #expect(!text.log.hasPrefix("{"))
+        text.signal(SIGTERM)
+        #expect(text.exitStatus() == 0)
+    }
+}
