@@ -2,6 +2,9 @@
 #include "CAgentSpawn.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/mman.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <string.h>
@@ -15,13 +18,6 @@
 #ifndef CLOSE_RANGE_CLOEXEC
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
 #endif
-
-static void report_and_exit(int fd, int step) {
-    int payload[2] = {step, errno};
-    ssize_t ignored = write(fd, payload, sizeof(payload));
-    (void)ignored;
-    _exit(127);
-}
 
 // Writes a decimal integer without stdio (async-signal-safe).
 static void write_int(int fd, int value) {
@@ -37,86 +33,110 @@ static void write_int(int fd, int value) {
     (void)ignored;
 }
 
+/// Shared between parent and child: the child runs in the parent's memory (CLONE_VM)
+/// while the parent is suspended (CLONE_VFORK), and reports a failure here.
+struct spawn_shared {
+    const agent_spawn_options *options;
+    sigset_t parent_mask;
+    volatile int failed_step;
+    volatile int child_errno;
+};
+
+static int fail(struct spawn_shared *shared, int step) {
+    shared->child_errno = errno;
+    shared->failed_step = step;
+    _exit(127);
+    return 127;
+}
+
+static int child_main(void *arg) {
+    struct spawn_shared *shared = (struct spawn_shared *)arg;
+    const agent_spawn_options *o = shared->options;
+    // Only async-signal-safe calls from here to exec; nothing that allocates or locks.
+    setpgid(0, 0);
+    // All signals are blocked (the parent blocked them before clone). Reset every
+    // disposition before unblocking, so no parent handler can run in this child.
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof(dfl));
+    dfl.sa_handler = SIG_DFL;
+    for (int sig = 1; sig < NSIG; sig++) {
+        if (sig == SIGKILL || sig == SIGSTOP) continue;
+        if (sigaction(sig, &dfl, NULL) != 0) {
+            // glibc refuses its internal signals (32, 33); an ignored disposition there
+            // would still be inherited across exec, so reset it with the raw syscall.
+            struct { void *handler; unsigned long flags; void *restorer; unsigned long mask; } ksa = {0};
+            ksa.handler = (void *)SIG_DFL;
+            syscall(SYS_rt_sigaction, sig, &ksa, NULL, sizeof(ksa.mask));
+        }
+    }
+    int devnull = open("/dev/null", O_RDONLY);
+    if (devnull < 0) return fail(shared, AGENT_SPAWN_STEP_STDIN);
+    if (devnull != 0) {
+        if (dup2(devnull, 0) < 0) return fail(shared, AGENT_SPAWN_STEP_STDIN);
+        close(devnull);
+    }
+    if (dup2(o->output_fd, 1) < 0 || dup2(o->output_fd, 2) < 0) return fail(shared, AGENT_SPAWN_STEP_DUP);
+    if (o->cwd != NULL && o->cwd[0] != '\0' && chdir(o->cwd) != 0) return fail(shared, AGENT_SPAWN_STEP_CHDIR);
+    if (o->oom_score_adj != AGENT_SPAWN_KEEP) {
+        int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+        if (fd >= 0) {
+            write_int(fd, o->oom_score_adj);
+            close(fd);
+        }
+    }
+    if (o->nice_value != AGENT_SPAWN_KEEP) setpriority(PRIO_PROCESS, 0, o->nice_value);
+    if (o->nofile_soft >= 0) {
+        struct rlimit lim;
+        if (getrlimit(RLIMIT_NOFILE, &lim) == 0) {
+            lim.rlim_cur = (rlim_t)o->nofile_soft;
+            setrlimit(RLIMIT_NOFILE, &lim);
+        }
+    }
+    // Whatever another library opened without O_CLOEXEC must not leak into the child:
+    // a leaked pipe write end would keep some other process's output open forever.
+    syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC);
+    sigset_t empty;
+    sigemptyset(&empty);
+    sigprocmask(SIG_SETMASK, &empty, NULL);
+    execve(o->path, o->argv, o->envp);
+    return fail(shared, AGENT_SPAWN_STEP_EXEC);
+}
+
+// The child's stack: it only runs child_main and the libc calls above.
+#define CHILD_STACK_SIZE (64 * 1024)
+
 pid_t agent_spawn(const agent_spawn_options *o, int *failed_step, int *child_errno) {
-    int errpipe[2];
     *failed_step = AGENT_SPAWN_STEP_NONE;
     *child_errno = 0;
-    if (pipe2(errpipe, O_CLOEXEC) != 0) {
-        *failed_step = AGENT_SPAWN_STEP_PIPE;
-        *child_errno = errno;
-        return -1;
-    }
-    pid_t pid = fork();
-    if (pid < 0) {
+    // Like glibc's posix_spawn: clone(CLONE_VM | CLONE_VFORK) with a private stack, so no
+    // page tables are copied (fork of a large agent costs milliseconds) and the parent
+    // resumes only once the child has exec'd or failed.
+    void *stack = mmap(NULL, CHILD_STACK_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+    if (stack == MAP_FAILED) {
         *failed_step = AGENT_SPAWN_STEP_FORK;
         *child_errno = errno;
-        close(errpipe[0]);
-        close(errpipe[1]);
         return -1;
     }
-    if (pid == 0) {
-        // Child: only async-signal-safe calls from here to exec.
-        setpgid(0, 0);
-        struct sigaction dfl;
-        memset(&dfl, 0, sizeof(dfl));
-        dfl.sa_handler = SIG_DFL;
-        for (int sig = 1; sig < NSIG; sig++) {
-            if (sig == SIGKILL || sig == SIGSTOP) continue;
-            if (sigaction(sig, &dfl, NULL) != 0) {
-                // glibc refuses its internal signals (32, 33); an ignored disposition there
-                // would still be inherited across exec, so reset it with the raw syscall.
-                struct { void *handler; unsigned long flags; void *restorer; unsigned long mask; } ksa = {0};
-                ksa.handler = (void *)SIG_DFL;
-                syscall(SYS_rt_sigaction, sig, &ksa, NULL, sizeof(ksa.mask));
-            }
-        }
-        sigset_t empty;
-        sigemptyset(&empty);
-        sigprocmask(SIG_SETMASK, &empty, NULL);
-
-        int devnull = open("/dev/null", O_RDONLY);
-        if (devnull < 0) report_and_exit(errpipe[1], AGENT_SPAWN_STEP_STDIN);
-        if (devnull != 0) {
-            if (dup2(devnull, 0) < 0) report_and_exit(errpipe[1], AGENT_SPAWN_STEP_STDIN);
-            close(devnull);
-        }
-        if (dup2(o->output_fd, 1) < 0 || dup2(o->output_fd, 2) < 0) report_and_exit(errpipe[1], AGENT_SPAWN_STEP_DUP);
-        if (o->cwd != NULL && o->cwd[0] != '\0' && chdir(o->cwd) != 0) report_and_exit(errpipe[1], AGENT_SPAWN_STEP_CHDIR);
-        if (o->oom_score_adj != AGENT_SPAWN_KEEP) {
-            int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
-            if (fd >= 0) {
-                write_int(fd, o->oom_score_adj);
-                close(fd);
-            }
-        }
-        if (o->nice_value != AGENT_SPAWN_KEEP) setpriority(PRIO_PROCESS, 0, o->nice_value);
-        if (o->nofile_soft >= 0) {
-            struct rlimit lim;
-            if (getrlimit(RLIMIT_NOFILE, &lim) == 0) {
-                lim.rlim_cur = (rlim_t)o->nofile_soft;
-                setrlimit(RLIMIT_NOFILE, &lim);
-            }
-        }
-        // Whatever another library opened without O_CLOEXEC must not leak into the child:
-        // a leaked pipe write end would keep some other process's output open forever.
-        syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC);
-        execve(o->path, o->argv, o->envp);
-        report_and_exit(errpipe[1], AGENT_SPAWN_STEP_EXEC);
+    struct spawn_shared shared;
+    memset(&shared, 0, sizeof(shared));
+    shared.options = o;
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &shared.parent_mask);
+    pid_t pid = clone(child_main, (char *)stack + CHILD_STACK_SIZE, CLONE_VM | CLONE_VFORK | SIGCHLD, &shared);
+    int clone_errno = errno;
+    pthread_sigmask(SIG_SETMASK, &shared.parent_mask, NULL);
+    munmap(stack, CHILD_STACK_SIZE);
+    if (pid < 0) {
+        *failed_step = AGENT_SPAWN_STEP_FORK;
+        *child_errno = clone_errno;
+        return -1;
     }
-    // Parent.
-    setpgid(pid, pid); // also done in the child; whichever runs first wins, the other fails harmlessly
-    close(errpipe[1]);
-    int payload[2] = {0, 0};
-    ssize_t n;
-    do {
-        n = read(errpipe[0], payload, sizeof(payload));
-    } while (n < 0 && errno == EINTR);
-    close(errpipe[0]);
-    if (n == (ssize_t)sizeof(payload)) {
+    if (shared.failed_step != AGENT_SPAWN_STEP_NONE) {
         int status;
         while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
-        *failed_step = payload[0];
-        *child_errno = payload[1];
+        *failed_step = shared.failed_step;
+        *child_errno = shared.child_errno;
         return -1;
     }
     return pid;

@@ -45,8 +45,14 @@ public final class ManagedProcess: Sendable {
     }
 
     private let state = Mutex(State())
+    /// Told (on the reactor thread) once the process has exited and its state is final.
+    private let exitObserver: (@Sendable (ManagedProcess) -> Void)?
 
-    init(id: String, command: String, workdir: String, background: Bool, chatID: String?, pid: Int32) {
+    init(
+        id: String, command: String, workdir: String, background: Bool, chatID: String?, pid: Int32,
+        exitObserver: (@Sendable (ManagedProcess) -> Void)? = nil
+    ) {
+        self.exitObserver = exitObserver
         self.id = id
         self.command = command
         self.workdir = workdir
@@ -159,6 +165,7 @@ extension ManagedProcess: ProcessEventSink {
             }
             return (Array(s.exitWaiters.values), Array(s.subscribers.values))
         }
+        exitObserver?(self)
         for subscriber in subscribers { subscriber.finish(status) }
         for waiter in waiters { waiter() }
     }

@@ -42,13 +42,14 @@ public final class ProcessManager: Service, Sendable {
         public init(
             environmentProvider: any AgentEnvironmentProvider = StaticEnvironmentProvider(),
             baseEnvironment: [String: String] = ProcessInfo.processInfo.environment,
-            homeDirectory: @escaping @Sendable () -> String? = { ProcessInfo.processInfo.environment["HOME"] },
+            homeDirectory: (@Sendable () -> String?)? = nil,
             priority: ProcessPriority = .unchanged,
             childNofileSoft: Int? = nil
         ) {
             self.environmentProvider = environmentProvider
             self.baseEnvironment = baseEnvironment
-            self.homeDirectory = homeDirectory
+            let home = baseEnvironment["HOME"]
+            self.homeDirectory = homeDirectory ?? { home }
             self.priority = priority
             self.childNofileSoft = childNofileSoft
         }
@@ -78,8 +79,26 @@ public final class ProcessManager: Service, Sendable {
 
     private struct State {
         var processes: [String: ManagedProcess] = [:]
+        /// Ids of exited processes in exit order (oldest first), from `exitedHead` on; it
+        /// makes trimming and reaping O(1) per process instead of a scan per start.
+        var exitedOrder: [String] = []
+        var exitedHead = 0
         var closed = false
         var shutdownStarted = false
+
+        var exitedCount: Int { exitedOrder.count - exitedHead }
+        var runningCount: Int { processes.count - exitedCount }
+
+        mutating func popOldestExited() -> String? {
+            guard exitedHead < exitedOrder.count else { return nil }
+            let id = exitedOrder[exitedHead]
+            exitedHead += 1
+            if exitedHead > 1024, exitedHead * 2 > exitedOrder.count {
+                exitedOrder.removeFirst(exitedHead)
+                exitedHead = 0
+            }
+            return id
+        }
     }
 
     public init(configuration: Configuration, logger: Logger) throws {
@@ -100,7 +119,7 @@ public final class ProcessManager: Service, Sendable {
     ) async throws(Failure) -> ManagedProcess {
         let running = try state.withLock { s throws(Failure) -> Int in
             if s.closed { throw Failure.closed }
-            return s.processes.values.count { $0.isRunning }
+            return s.runningCount
         }
         if running >= configuration.maxRunning { throw Failure.tooManyProcesses(limit: configuration.maxRunning) }
 
@@ -132,10 +151,11 @@ public final class ProcessManager: Service, Sendable {
         }
         let process = ManagedProcess(
             id: UUID().uuidString.lowercased(), command: command, workdir: resolvedDir,
-            background: background, chatID: chat?.id, pid: child.pid)
+            background: background, chatID: chat?.id, pid: child.pid
+        ) { [weak self] exited in self?.noteExited(exited) }
+        // Registered before the reactor sees the child, so its exit always finds it here.
         let closedMeanwhile = state.withLock { s -> Bool in
             s.processes[process.id] = process
-            trimExited(&s)
             return s.closed
         }
         process.reactorToken = reactor.watch(pid: child.pid, pidfd: child.pidfd, pipefd: child.outputFD, sink: process)
@@ -157,12 +177,16 @@ public final class ProcessManager: Service, Sendable {
         return ""
     }
 
-    /// Keeps at most `maxRetainedExited` exited processes: the oldest exits go first.
-    private func trimExited(_ s: inout State) {
-        let exited = s.processes.values.compactMap { p in p.exitInfo.map { (p, $0.exitedAt) } }
-        guard exited.count > configuration.maxRetainedExited else { return }
-        let drop = exited.sorted { $0.1 < $1.1 }.prefix(exited.count - configuration.maxRetainedExited)
-        for (process, _) in drop { forget(process, in: &s) }
+    /// Called on the reactor thread when a process exits: queue it and keep at most
+    /// `maxRetainedExited` exited processes (the oldest exits go first).
+    private func noteExited(_ process: ManagedProcess) {
+        state.withLock { s in
+            guard s.processes[process.id] === process else { return }
+            s.exitedOrder.append(process.id)
+            while s.exitedCount > configuration.maxRetainedExited, let oldest = s.popOldestExited() {
+                if let victim = s.processes[oldest] { forget(victim, in: &s) }
+            }
+        }
     }
 
     private func forget(_ process: ManagedProcess, in s: inout State) {
@@ -208,12 +232,19 @@ public final class ProcessManager: Service, Sendable {
     @discardableResult
     public func reap(now: ContinuousClock.Instant = .now) -> Int {
         state.withLock { s in
-            let stale = s.processes.values.filter { p in
-                guard let exit = p.exitInfo else { return false }
-                return now - exit.exitedAt > configuration.reapAfter
+            var reaped = 0
+            while s.exitedHead < s.exitedOrder.count {
+                let id = s.exitedOrder[s.exitedHead]
+                guard let process = s.processes[id], let exit = process.exitInfo else {
+                    _ = s.popOldestExited()
+                    continue
+                }
+                guard now - exit.exitedAt > configuration.reapAfter else { break }
+                _ = s.popOldestExited()
+                forget(process, in: &s)
+                reaped += 1
             }
-            for process in stale { forget(process, in: &s) }
-            return stale.count
+            return reaped
         }
     }
 

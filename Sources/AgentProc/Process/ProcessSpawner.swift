@@ -1,4 +1,5 @@
 import CAgentSpawn
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -47,8 +48,21 @@ enum ProcessSpawner {
         return nil
     }
 
+    /// The last `sh` resolved, with the PATH it was resolved against (a cache: the lookup
+    /// costs a stat per PATH entry on every start otherwise).
+    private static let shellCache = Mutex<(path: String?, shell: String)?>(nil)
+
+    static func resolveShell(agentPath: String?) -> String? {
+        if let cached = shellCache.withLock({ $0 }), cached.path == agentPath, access(cached.shell, X_OK) == 0 {
+            return cached.shell
+        }
+        guard let shell = lookPath("sh", path: agentPath) else { return nil }
+        shellCache.withLock { $0 = (agentPath, shell) }
+        return shell
+    }
+
     static func spawn(_ request: SpawnRequest, agentPath: String?) throws(SpawnError) -> SpawnedChild {
-        guard let shell = lookPath("sh", path: agentPath) else {
+        guard let shell = resolveShell(agentPath: agentPath) else {
             throw SpawnError(description: "start process: exec: \"sh\": executable file not found in $PATH")
         }
         var fds: [Int32] = [-1, -1]

@@ -1,11 +1,13 @@
 // CAgentSpawn: the few process primitives Swift cannot express safely.
 //
-// `agent_spawn` forks and execs a child with everything the process API needs set
+// `agent_spawn` starts a child (clone with CLONE_VM|CLONE_VFORK, as posix_spawn does) with
+// everything the process API needs set
 // *before* exec (so no grandchild can escape it): a new process group, an empty signal
 // mask and default dispositions (Swift's concurrency threads block most signals and the
 // mask is inherited), stdin from /dev/null, stdout and stderr on one pipe, a working
 // directory, oom_score_adj, nice and the original RLIMIT_NOFILE. Between fork and exec the
-// child calls only async-signal-safe functions.
+// child calls only async-signal-safe functions, and all signals stay blocked until its
+// dispositions are reset.
 #ifndef CAGENTSPAWN_H
 #define CAGENTSPAWN_H
 

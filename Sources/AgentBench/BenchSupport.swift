@@ -1,0 +1,158 @@
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Timing, statistics, processes and a blocking keep-alive HTTP client for the benchmarks.
+/// Everything talks to 127.0.0.1 only, and every loop is bounded.
+enum Bench {
+    static func now() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
+
+    static func median(_ values: [Double]) -> Double {
+        let sorted = values.sorted()
+        return sorted.isEmpty ? 0 : sorted[sorted.count / 2]
+    }
+
+    static func percentile(_ values: [Double], _ p: Double) -> Double {
+        let sorted = values.sorted()
+        return sorted.isEmpty ? 0 : sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]
+    }
+
+    /// Spawns with raw posix_spawn (the baseline) and an explicit empty signal mask.
+    static func spawn(_ argv: [String], stdoutPath: String? = nil) -> pid_t {
+        var attr = posix_spawnattr_t()
+        posix_spawnattr_init(&attr)
+        defer { posix_spawnattr_destroy(&attr) }
+        var empty = sigset_t()
+        sigemptyset(&empty)
+        posix_spawnattr_setsigmask(&attr, &empty)
+        posix_spawnattr_setflags(&attr, Int16(POSIX_SPAWN_SETSIGMASK))
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        if let stdoutPath {
+            posix_spawn_file_actions_addopen(&actions, 1, stdoutPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+            posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        }
+        var pid: pid_t = 0
+        let args = argv.map { strdup($0) } + [nil]
+        defer { for a in args { free(a) } }
+        let rc = posix_spawn(&pid, argv[0], &actions, &attr, args, environ)
+        precondition(rc == 0, "posix_spawn \(argv[0]) failed: \(rc)")
+        return pid
+    }
+
+    static func wait(_ pid: pid_t) -> Int32 {
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        return status
+    }
+
+    /// Resident set size of `pid` in bytes, from /proc.
+    static func rss(_ pid: pid_t) -> Int {
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return 0 }
+        for line in text.split(separator: "\n") where line.hasPrefix("VmRSS:") {
+            let kb = Int(line.split(whereSeparator: { $0 == " " || $0 == "\t" })[1]) ?? 0
+            return kb * 1024
+        }
+        return 0
+    }
+
+    /// A free loopback port (bound then released).
+    static func freePort() -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        addr.sin_port = 0
+        _ = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) } }
+        return Int(UInt16(bigEndian: addr.sin_port))
+    }
+
+    static func format(_ ns: Double) -> String {
+        if ns >= 1e9 { return String(format: "%.2f s", ns / 1e9) }
+        if ns >= 1e6 { return String(format: "%.2f ms", ns / 1e6) }
+        return String(format: "%.1f µs", ns / 1e3)
+    }
+
+    static func mib(_ bytes: Int) -> String { String(format: "%.1f MiB", Double(bytes) / 1048576) }
+}
+
+/// A blocking HTTP/1.1 keep-alive client to 127.0.0.1 (benchmarks run on their own thread).
+final class BlockingHTTP {
+    private var fd: Int32 = -1
+    private var buffer: [UInt8] = []
+    let port: Int
+
+    init?(port: Int) {
+        self.port = port
+        guard connect() else { return nil }
+    }
+
+    deinit { if fd >= 0 { close(fd) } }
+
+    private func connect() -> Bool {
+        if fd >= 0 { close(fd) }
+        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var one: Int32 = 1
+        setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        addr.sin_port = UInt16(port).bigEndian
+        let rc = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        buffer.removeAll()
+        return rc == 0
+    }
+
+    /// Sends a request and returns (status, body); nil on a transport error.
+    func request(_ method: String, _ path: String, body: String? = nil) -> (Int, [UInt8])? {
+        var text = "\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        if let body { text += "Content-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)" } else { text += "\r\n" }
+        let bytes = Array(text.utf8)
+        var sent = 0
+        while sent < bytes.count {
+            let n = bytes[sent...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if n <= 0 { return nil }
+            sent += n
+        }
+        // Read headers.
+        var headerEnd: Int?
+        for _ in 0..<100_000 {
+            if let range = buffer.firstRange(of: Array("\r\n\r\n".utf8)) { headerEnd = range.upperBound; break }
+            guard fill() else { return nil }
+        }
+        guard let headerEnd else { return nil }
+        let head = String(decoding: buffer[..<headerEnd], as: UTF8.self)
+        let status = Int(head.split(separator: " ")[1]) ?? 0
+        var length = 0
+        for line in head.split(separator: "\r\n") where line.lowercased().hasPrefix("content-length:") {
+            length = Int(line.split(separator: ":")[1].trimmingCharacters(in: .whitespaces)) ?? 0
+        }
+        for _ in 0..<100_000 where buffer.count < headerEnd + length {
+            guard fill() else { return nil }
+        }
+        let body = Array(buffer[headerEnd..<(headerEnd + length)])
+        buffer.removeFirst(headerEnd + length)
+        return (status, body)
+    }
+
+    private func fill() -> Bool {
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+        if n <= 0 { return false }
+        buffer += chunk[0..<n]
+        return true
+    }
+}
+
+/// Extracts a top-level string field from a small JSON body.
+func jsonString(_ body: [UInt8], _ key: String) -> String? {
+    (try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any])?[key] as? String
+}

@@ -1,0 +1,169 @@
+import ArgumentParser
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `agent-bench proc`: the process API against raw posix_spawn and a shell pipeline.
+struct ProcessBenchmarks: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "proc",
+        abstract: "Process API: start-to-exit latency, output throughput and RSS, idle RSS, start-up time."
+    )
+
+    @Option(help: "Start-to-exit iterations (each side).")
+    var iterations = 300
+
+    @Option(help: "Bytes the child writes in the throughput benchmark.")
+    var bytes = 1 << 30
+
+    @Option(help: "Path of the workspace-agent binary (default: next to agent-bench).")
+    var agent: String?
+
+    func run() throws {
+        let binary = agent ?? URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+            .appendingPathComponent("workspace-agent").path
+        guard FileManager.default.isExecutableFile(atPath: binary) else {
+            throw ValidationError("workspace-agent not found at \(binary); build it with -c release first")
+        }
+        let selfRSS = Bench.rss(getpid())
+        print("agent-bench proc: \(binary)")
+
+        // Start-up: exec to the first 200 from /healthz, against exec-to-exit of `sh -c true`.
+        var startups: [Double] = []
+        var shellRuns: [Double] = []
+        for _ in 0..<5 {
+            let port = Bench.freePort()
+            let begin = Bench.now()
+            let daemon = launch(binary, port: port)
+            var ready = false
+            for _ in 0..<5000 {
+                if let client = BlockingHTTP(port: port), client.request("GET", "/healthz")?.0 == 200 { ready = true; break }
+                usleep(200)
+            }
+            let elapsed = Double(Bench.now() - begin)
+            precondition(ready, "agent did not answer /healthz")
+            startups.append(elapsed)
+            stop(daemon)
+            let s0 = Bench.now()
+            _ = Bench.wait(Bench.spawn(["/bin/sh", "-c", "true"]))
+            shellRuns.append(Double(Bench.now() - s0))
+        }
+        let startup = Bench.median(startups)
+        let shellStart = Bench.median(shellRuns)
+        report("exec -> /healthz 200", value: Bench.format(startup), baseline: Bench.format(shellStart),
+               ratio: startup / shellStart, goal: "< 200 ms", met: startup < 200e6)
+
+        // The daemon used for the rest.
+        let port = Bench.freePort()
+        let daemon = launch(binary, port: port)
+        defer { stop(daemon) }
+        var client: BlockingHTTP?
+        for _ in 0..<5000 {
+            client = BlockingHTTP(port: port)
+            if client?.request("GET", "/healthz")?.0 == 200 { break }
+            usleep(200)
+        }
+        guard let client else { throw ValidationError("agent did not start") }
+
+        usleep(500_000)
+        let idle = Bench.rss(daemon)
+        report("idle RSS", value: Bench.mib(idle), baseline: Bench.mib(selfRSS),
+               ratio: Double(idle) / Double(max(selfRSS, 1)), goal: "< 25 MiB", met: idle < 25 << 20)
+
+        // Start-to-exit of `true` through the API vs posix_spawn + waitpid of `sh -c true`.
+        var api: [Double] = []
+        var raw: [Double] = []
+        for _ in 0..<20 { _ = runThroughAPI(client, "true"); _ = Bench.wait(Bench.spawn(["/bin/sh", "-c", "true"])) }
+        for _ in 0..<iterations {
+            let a0 = Bench.now()
+            _ = runThroughAPI(client, "true")
+            api.append(Double(Bench.now() - a0))
+            let r0 = Bench.now()
+            _ = Bench.wait(Bench.spawn(["/bin/sh", "-c", "true"]))
+            raw.append(Double(Bench.now() - r0))
+        }
+        let apiMedian = Bench.median(api)
+        let rawMedian = Bench.median(raw)
+        report("start->exit `true` (median)", value: Bench.format(apiMedian), baseline: Bench.format(rawMedian),
+               ratio: apiMedian / rawMedian, goal: "<= 1.5x posix_spawn+waitpid", met: apiMedian / rawMedian <= 1.5)
+        let apiP90 = Bench.percentile(api, 0.9)
+        let rawP90 = Bench.percentile(raw, 0.9)
+        report("start->exit `true` (p90)", value: Bench.format(apiP90), baseline: Bench.format(rawP90),
+               ratio: apiP90 / rawP90, goal: "(information)", met: true)
+
+        // Throughput: a child writing `bytes` through the agent vs a shell pipeline into cat.
+        let b0 = Bench.now()
+        _ = Bench.wait(Bench.spawn(["/bin/sh", "-c", "head -c \(bytes) /dev/zero | cat > /dev/null"]))
+        let baselineNs = Double(Bench.now() - b0)
+
+        let before = Bench.rss(daemon)
+        let peak = PeakSampler(pid: daemon)
+        peak.start()
+        let t0 = Bench.now()
+        let out = runThroughAPI(client, "head -c \(bytes) /dev/zero")
+        let agentNs = Double(Bench.now() - t0)
+        let maxRSS = peak.stop()
+        let ok = out.contains("\"exit_code\":0")
+        let gib = Double(bytes) / Double(1 << 30)
+        let agentRate = Double(bytes) / agentNs * 1e9 / 1048576
+        let baseRate = Double(bytes) / baselineNs * 1e9 / 1048576
+        report("\(String(format: "%.2f", gib)) GiB through the agent", value: String(format: "%.0f MiB/s", agentRate),
+               baseline: String(format: "%.0f MiB/s", baseRate), ratio: agentRate / baseRate,
+               goal: ">= 0.8x head|cat", met: ok && agentRate / baseRate >= 0.8)
+        let growth = max(0, maxRSS - before)
+        report("RSS growth during it", value: Bench.mib(growth), baseline: Bench.mib(before),
+               ratio: Double(growth) / Double(max(before, 1)), goal: "< 8 MiB", met: growth < 8 << 20)
+    }
+
+    /// POST /start then GET /output?wait=true; returns the output body.
+    func runThroughAPI(_ client: BlockingHTTP, _ command: String) -> String {
+        guard let (status, body) = client.request("POST", "/api/v0/processes/start", body: #"{"command":"\#(command)"}"#),
+              status == 200, let id = jsonString(body, "id"),
+              let (_, out) = client.request("GET", "/api/v0/processes/\(id)/output?wait=true")
+        else { fatalError("API call failed") }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    func launch(_ binary: String, port: Int) -> pid_t {
+        let state = NSTemporaryDirectory() + "agent-bench-state"
+        return Bench.spawn(
+            [binary, "--http-address", "127.0.0.1:\(port)", "--state-dir", state, "--log-level", "warning"],
+            stdoutPath: NSTemporaryDirectory() + "agent-bench-\(port).log")
+    }
+
+    func stop(_ pid: pid_t) {
+        kill(pid, SIGTERM)
+        _ = Bench.wait(pid)
+    }
+}
+
+/// Samples a process's RSS every 5 ms on a background thread and keeps the maximum.
+final class PeakSampler: @unchecked Sendable {
+    // Safety: `maximum` and `running` are guarded by `lock`; the thread only reads `pid`.
+    private let pid: pid_t
+    private let lock = NSLock()
+    private var maximum = 0
+    private var running = true
+    private let done = DispatchSemaphore(value: 0)
+
+    init(pid: pid_t) { self.pid = pid }
+
+    func start() {
+        Thread {
+            while self.lock.withLock({ self.running }) {
+                let rss = Bench.rss(self.pid)
+                self.lock.withLock { self.maximum = max(self.maximum, rss) }
+                usleep(5000)
+            }
+            self.done.signal()
+        }.start()
+    }
+
+    func stop() -> Int {
+        lock.withLock { running = false }
+        done.wait()
+        return lock.withLock { maximum }
+    }
+}
