@@ -1,8 +1,6 @@
 @testable import AgentProc
 import AgentTestSupport
 import Foundation
-import HTTPTypes
-import HummingbirdWSClient
 import Logging
 import NIOCore
 import Synchronization
@@ -17,6 +15,7 @@ struct ProcessStreamTests {
             var bytes: [UInt8] = []
             var events: [String] = []
             var order: [String] = []
+            var closeCode: Int?
         }
         let state = Mutex(State())
         var bytes: [UInt8] { state.withLock { $0.bytes } }
@@ -26,6 +25,7 @@ struct ProcessStreamTests {
         var omitted: Int { events.compactMap { jsonInt($0["omitted_bytes"]) }.reduce(0, +) }
         var exit: [String: Any]? { events.last { $0["type"] as? String == "exit" } }
         var messageCount: Int { state.withLock { $0.order.count } }
+        var closeCode: Int? { state.withLock { $0.closeCode } }
     }
 
     /// Streams until the server closes; `pauseAfterFirst` stalls reading to simulate a slow client,
@@ -35,26 +35,25 @@ struct ProcessStreamTests {
         _ h: Harness, _ id: String, chat: String? = nil, into received: Received = Received(),
         pauseAfterFirst: Duration? = nil, stopAfter: Int? = nil
     ) async throws -> Received {
-        var headers = HTTPFields()
-        if let chat { headers[HTTPField.Name("Coder-Chat-Id")!] = chat }
-        try await WebSocketClient.connect(
-            url: "ws://127.0.0.1:\(h.port)/api/v0/processes/\(id)/stream",
-            configuration: .init(maxFrameSize: 1 << 20, additionalHeaders: headers),
-            logger: Harness.quiet
-        ) { inbound, _, _ in
+        let headers = chat.map { [("Coder-Chat-Id", $0)] } ?? []
+        try await TestWebSocket.withConnection(port: h.port, path: "/api/v0/processes/\(id)/stream", headers: headers) { ws in
             var first = true
-            for try await message in inbound.messages(maxSize: 1 << 22) {
+            while let message = try await ws.next() {
                 switch message {
-                case .binary(let buffer):
-                    received.state.withLock { $0.bytes += buffer.readableBytesView; $0.order.append("binary") }
+                case .binary(let bytes):
+                    received.state.withLock { $0.bytes += bytes; $0.order.append("binary") }
                 case .text(let text):
                     let type = jsonObject(Array(text.utf8))?["type"] as? String ?? "?"
                     received.state.withLock { $0.events.append(text); $0.order.append(type) }
                 }
                 if first, let pauseAfterFirst { try await Task.sleep(for: pauseAfterFirst) }
                 first = false
-                if let stopAfter, received.messageCount >= stopAfter { return }
+                if let stopAfter, received.messageCount >= stopAfter {
+                    try await ws.close()
+                    return
+                }
             }
+            received.state.withLock { $0.closeCode = ws.closeCode }
         }
         return received
     }
@@ -66,6 +65,7 @@ struct ProcessStreamTests {
             #expect(r.text == "line1\nline2\nline3\n")
             #expect(jsonInt(r.exit?["exit_code"]) == 3)
             #expect(r.order.last == "exit")
+            #expect(r.closeCode == 1000)
         }
     }
 

@@ -45,30 +45,67 @@ struct ProcessStream: Sendable {
             subscription.cancel()
             process.unsubscribe(subscription)
         }
-        try await withThrowingTaskGroup(of: Void.self) { group in
+        // The reader must never be cancelled: WSCore needs the inbound stream afterwards for
+        // the close handshake. So the sender ends the stream with a close frame, and the
+        // reader ends when the client answers it (or leaves first, which stops the sender).
+        enum Finished { case reader, sender, closeTimeout }
+        try await withThrowingTaskGroup(of: Finished.self) { group in
             group.addTask {
-                // Drain client frames until it closes; that ends the stream early.
-                for try await _ in inbound {}
+                do { for try await _ in inbound {} } catch {}
+                subscription.cancel()
+                return .reader
             }
             group.addTask {
-                if !head.isEmpty { try await outbound.write(.binary(ByteBuffer(bytes: head))) }
-                if omitted > 0 { try await outbound.write(.text(Self.omittedEvent(omitted))) }
-                if !tail.isEmpty { try await outbound.write(.binary(ByteBuffer(bytes: tail))) }
-                while let event = await subscription.next() {
-                    switch event {
-                    case .output(let bytes):
-                        try await outbound.write(.binary(ByteBuffer(bytes: bytes)))
-                    case .omitted(let count):
-                        try await outbound.write(.text(Self.omittedEvent(count)))
-                    case .exit(let status):
-                        try await outbound.write(.text(Self.exitEvent(status)))
-                        return
-                    }
+                if try await Self.send(head: head, omitted: omitted, tail: tail, from: subscription, to: outbound) {
+                    try? await outbound.close(.normalClosure, reason: nil)
                 }
+                return .sender
             }
-            _ = try await group.next()
-            group.cancelAll()
+            var readerDone = false
+            var senderDone = false
+            while let finished = try await group.next() {
+                switch finished {
+                case .reader: readerDone = true
+                case .sender:
+                    senderDone = true
+                    if !readerDone {
+                        // A client that never answers the close frame gets this long.
+                        group.addTask {
+                            try? await Task.sleep(for: Self.closeReplyTimeout)
+                            return .closeTimeout
+                        }
+                    }
+                case .closeTimeout:
+                    group.cancelAll()
+                }
+                if readerDone && senderDone { group.cancelAll() }
+            }
         }
+    }
+
+    /// How long a client has to answer the server's close frame.
+    static let closeReplyTimeout: Duration = .seconds(10)
+
+    /// Sends the retained output, then live events; true once the exit event was sent.
+    static func send(
+        head: [UInt8], omitted: Int, tail: [UInt8], from subscription: OutputSubscription,
+        to outbound: WebSocketOutboundWriter
+    ) async throws -> Bool {
+        if !head.isEmpty { try await outbound.write(.binary(ByteBuffer(bytes: head))) }
+        if omitted > 0 { try await outbound.write(.text(omittedEvent(omitted))) }
+        if !tail.isEmpty { try await outbound.write(.binary(ByteBuffer(bytes: tail))) }
+        while let event = await subscription.next() {
+            switch event {
+            case .output(let bytes):
+                try await outbound.write(.binary(ByteBuffer(bytes: bytes)))
+            case .omitted(let count):
+                try await outbound.write(.text(omittedEvent(count)))
+            case .exit(let status):
+                try await outbound.write(.text(exitEvent(status)))
+                return true
+            }
+        }
+        return false
     }
 
     static func omittedEvent(_ count: Int) -> String {
