@@ -49,10 +49,10 @@ enum Bench {
         return status
     }
 
-    /// Resident set size of `pid` in bytes, from /proc.
-    static func rss(_ pid: pid_t) -> Int {
+    /// Resident set size of `pid` in bytes, from /proc (`field` VmRSS, or RssAnon for private memory).
+    static func rss(_ pid: pid_t, field: String = "VmRSS") -> Int {
         guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return 0 }
-        for line in text.split(separator: "\n") where line.hasPrefix("VmRSS:") {
+        for line in text.split(separator: "\n") where line.hasPrefix(field + ":") {
             let kb = Int(line.split(whereSeparator: { $0 == " " || $0 == "\t" })[1]) ?? 0
             return kb * 1024
         }

@@ -34,12 +34,18 @@ struct RunCommand: AsyncParsableCommand {
     var procPrioMgmt: String?
 
     func run() async throws {
-        let config = try AgentConfiguration.resolve(
-            flags: .init(
-                httpAddress: httpAddress, directory: directory, stateDir: stateDir,
-                logLevel: logLevel, logFormat: logFormat, procPrioMgmt: procPrioMgmt),
-            environment: ProcessInfo.processInfo.environment)
-        try config.prepareStateDirectory()
+        let config: AgentConfiguration
+        do {
+            config = try AgentConfiguration.resolve(
+                flags: .init(
+                    httpAddress: httpAddress, directory: directory, stateDir: stateDir,
+                    logLevel: logLevel, logFormat: logFormat, procPrioMgmt: procPrioMgmt),
+                environment: ProcessInfo.processInfo.environment)
+            try config.prepareStateDirectory()
+        } catch let error as AgentConfiguration.Invalid {
+            // Exit status 64 (EX_USAGE) with the one-line reason.
+            throw ValidationError(error.description)
+        }
 
         AgentLogging.bootstrap(level: config.logLevel, format: config.logFormat)
         let logger = Logger(label: "workspace-agent")

@@ -19,7 +19,7 @@ struct WorkspaceAgentDaemonTests {
         let agent = try AgentDaemon.launch(arguments, environment: environment)
         defer { agent.cleanup() }
         let code = try #require(agent.exitStatus())
-        #expect(code != 0)
+        #expect(code == 64)
         let lines = agent.log.split(separator: "\n")
         #expect(lines.count == 1, "\(agent.log)")
         #expect(agent.log.contains(names))

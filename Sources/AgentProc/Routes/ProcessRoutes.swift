@@ -115,6 +115,7 @@ public struct ProcessRoutes: AgentRouteProvider {
     /// The `{id}` path parameter, percent-decoded as Go's router sees it.
     static func processID(_ context: AgentRequestContext) -> String {
         let raw = context.parameters.get("id") ?? ""
+        guard raw.contains("%") else { return raw }
         return raw.removingPercentEncoding ?? raw
     }
 
