@@ -14,6 +14,8 @@ let package = Package(
         .executable(name: "agent-bench", targets: ["AgentBench"]),
         .library(name: "AgentProc", targets: ["AgentProc"]),
         .library(name: "AgentHTTP", targets: ["AgentHTTP"]),
+        .library(name: "DRPC", targets: ["DRPC"]),
+        .library(name: "Yamux", targets: ["Yamux"]),
     ],
     dependencies: [
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1", traits: []),
@@ -61,6 +63,10 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // dRPC wire format (frames, varints, packet assembly); transport-agnostic.
+        .target(name: "DRPC", swiftSettings: swiftSettings),
+        // yamux framing; transport-agnostic.
+        .target(name: "Yamux", swiftSettings: swiftSettings),
         // The daemon: parses configuration and wires the modules together.
         .executableTarget(
             name: "WorkspaceAgent",
@@ -112,6 +118,8 @@ let package = Package(
             dependencies: ["AgentHTTP", "AgentTestSupport"],
             swiftSettings: swiftSettings
         ),
+        .testTarget(name: "DRPCTests", dependencies: ["DRPC"], swiftSettings: swiftSettings),
+        .testTarget(name: "YamuxTests", dependencies: ["Yamux"], swiftSettings: swiftSettings),
         .testTarget(
             name: "WorkspaceAgentTests",
             dependencies: ["AgentTestSupport", "CAgentSpawn"],

@@ -1,0 +1,23 @@
+/// Bytes in, packets out: a ``DRPCFrameDecoder`` feeding a ``DRPCPacketAssembler``.
+public struct DRPCPacketReader: Sendable {
+    private var decoder: DRPCFrameDecoder
+    private var assembler: DRPCPacketAssembler
+
+    public init(maxPacketSize: Int = DRPCPacketAssembler.defaultMaxPacketSize) {
+        decoder = DRPCFrameDecoder(maxFrameData: maxPacketSize)
+        assembler = DRPCPacketAssembler(maxPacketSize: maxPacketSize)
+    }
+
+    public mutating func feed(_ bytes: some Sequence<UInt8>) {
+        decoder.feed(bytes)
+    }
+
+    /// The next complete packet, or nil until more bytes arrive. After a throw the
+    /// transport must be closed.
+    public mutating func next() throws(DRPCWireError) -> DRPCPacket? {
+        while let frame = try decoder.next() {
+            if let packet = try assembler.append(frame) { return packet }
+        }
+        return nil
+    }
+}
