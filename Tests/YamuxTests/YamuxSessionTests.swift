@@ -1,0 +1,269 @@
+import Synchronization
+import Testing
+import Yamux
+
+/// One end of an in-memory byte pipe; what one side writes the other side's session receives,
+/// re-split into pieces of 1 to 7 bytes or whole, as a WebSocket or socket might deliver it.
+final class PipeEnd: YamuxTransport {
+    let outbound: AsyncStream<[UInt8]>.Continuation
+    let written = Mutex(0)
+    let closed = Mutex(false)
+
+    init(_ outbound: AsyncStream<[UInt8]>.Continuation) { self.outbound = outbound }
+
+    func write(_ bytes: [UInt8]) async throws {
+        if closed.withLock({ $0 }) { throw YamuxSessionError.sessionClosed }
+        written.withLock { $0 += bytes.count }
+        outbound.yield(bytes)
+    }
+
+    func close() async {
+        closed.withLock { $0 = true }
+        outbound.finish()
+    }
+}
+
+/// A connected client/server pair with pumps; `split` re-chunks every write.
+struct SessionPair {
+    let client: YamuxSession
+    let server: YamuxSession
+    let clientEnd: PipeEnd
+    let serverEnd: PipeEnd
+    let pumps: [Task<Void, Never>]
+
+    init(split: Bool = false, configuration: YamuxSession.Configuration = .init()) async {
+        let (toServer, toServerSink) = AsyncStream<[UInt8]>.makeStream()
+        let (toClient, toClientSink) = AsyncStream<[UInt8]>.makeStream()
+        clientEnd = PipeEnd(toServerSink)
+        serverEnd = PipeEnd(toClientSink)
+        client = YamuxSession(role: .client, transport: clientEnd, configuration: configuration)
+        server = YamuxSession(role: .server, transport: serverEnd, configuration: configuration)
+        await client.start()
+        await server.start()
+        func pump(_ stream: AsyncStream<[UInt8]>, into session: YamuxSession) -> Task<Void, Never> {
+            Task {
+                var size = 1
+                for await bytes in stream {
+                    if split {
+                        var offset = 0
+                        while offset < bytes.count {
+                            let end = min(bytes.count, offset + size)
+                            await session.receive(Array(bytes[offset..<end]))
+                            offset = end
+                            size = size % 7 + 1
+                        }
+                    } else {
+                        await session.receive(bytes)
+                    }
+                }
+                await session.transportClosed()
+            }
+        }
+        pumps = [pump(toServer, into: server), pump(toClient, into: client)]
+    }
+
+    func shutdown() async {
+        await client.close()
+        await server.close()
+        for pump in pumps { await pump.value }
+    }
+}
+
+/// Reads a stream to EOF (bounded by `limit` bytes).
+func readAll(_ stream: YamuxStream, limit: Int = 8 << 20) async throws -> [UInt8] {
+    var out: [UInt8] = []
+    while let chunk = try await stream.read() {
+        out += chunk
+        if out.count > limit { break }
+    }
+    return out
+}
+
+@Suite(.timeLimit(.minutes(1)))
+struct YamuxSessionTests {
+    @Test func openWriteFinEchoWithOneByteSplits() async throws {
+        let pair = await SessionPair(split: true)
+        let stream = try await pair.client.open()
+        #expect(stream.id == 1)
+        try await stream.write(Array("hello".utf8))
+        await stream.closeWrite()
+        let accepted = try #require(await pair.server.accept())
+        #expect(accepted.id == 1)
+        #expect(try await readAll(accepted) == Array("hello".utf8))
+        try await accepted.write(Array("world".utf8))
+        await accepted.closeWrite()
+        #expect(try await readAll(stream) == Array("world".utf8))
+        #expect(try await pair.client.open().id == 3)
+        await pair.shutdown()
+    }
+
+    /// 1 MiB on one stream: the writer stops at the 256 KiB window until the reader reads.
+    @Test func flowControlPausesAtTheWindow() async throws {
+        let pair = await SessionPair()
+        let stream = try await pair.client.open()
+        let payload = (0..<(1 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 31) }
+        let writer = Task { try await stream.write(payload); await stream.closeWrite() }
+        let accepted = try #require(await pair.server.accept())
+        // Nothing is read yet: the sender must stop at the window.
+        try await Task.sleep(for: .milliseconds(300))
+        let sentBeforeReading = pair.clientEnd.written.withLock { $0 }
+        #expect(sentBeforeReading <= Int(YamuxHeader.initialWindow) + 64 * 12 + 64)
+        #expect(try await readAll(accepted) == payload)
+        try await writer.value
+        await pair.shutdown()
+    }
+
+    /// 50 concurrent streams; one is never read, the others finish anyway.
+    @Test func fiftyStreamsWithOneStalled() async throws {
+        let pair = await SessionPair()
+        let server = Task {
+            var results: [UInt32: Int] = [:]
+            for _ in 0..<50 {
+                guard let stream = await pair.server.accept() else { break }
+                if stream.id == 1 { continue } // stalled: never read
+                results[stream.id] = try await readAll(stream).count
+                if results.count == 49 { break }
+            }
+            return results
+        }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<50 {
+                let stream = try await pair.client.open()
+                group.addTask {
+                    let size = stream.id == 1 ? 600 * 1024 : 100 * 1024
+                    try await stream.write([UInt8](repeating: UInt8(stream.id & 0xFF), count: size))
+                    await stream.closeWrite()
+                }
+                if stream.id == 1 { continue }
+            }
+            // The stalled stream's writer blocks on its window; wait for the others only.
+            let results = try await server.value
+            #expect(results.count == 49)
+            #expect(results.values.allSatisfy { $0 == 100 * 1024 })
+            await pair.shutdown()
+            group.cancelAll()
+        }
+    }
+
+    /// Pings are answered ahead of queued bulk data.
+    @Test func pingIsAnsweredDuringBulkTransfer() async throws {
+        let pair = await SessionPair()
+        let stream = try await pair.client.open()
+        let accepted = Task { await pair.server.accept() }
+        let bulk = Task { try await stream.write([UInt8](repeating: 1, count: 4 << 20)) }
+        let reader = Task {
+            let s = try #require(await accepted.value)
+            var total = 0
+            while total < 4 << 20, let chunk = try await s.read() { total += chunk.count }
+            return total
+        }
+        for _ in 0..<5 { try await pair.server.ping() }
+        for _ in 0..<5 { try await pair.client.ping() }
+        #expect(try await reader.value == 4 << 20)
+        try await bulk.value
+        await pair.shutdown()
+    }
+
+    @Test func resetMidStream() async throws {
+        let pair = await SessionPair()
+        let stream = try await pair.client.open()
+        try await stream.write([1, 2, 3])
+        let accepted = try #require(await pair.server.accept())
+        #expect(try await accepted.read() == [1, 2, 3])
+        await stream.reset()
+        await #expect(throws: YamuxSessionError.streamReset) { try await accepted.read() }
+        await #expect(throws: YamuxSessionError.streamReset) { try await stream.write([4]) }
+        // The session survives.
+        let other = try await pair.client.open()
+        try await other.write([9])
+        await other.closeWrite()
+        let next = try #require(await pair.server.accept())
+        #expect(try await readAll(next) == [9])
+        await pair.shutdown()
+    }
+
+    @Test func dataForUnknownStreamIsDiscarded() async throws {
+        let pair = await SessionPair()
+        await pair.server.receive(YamuxFrame(header: YamuxHeader(type: .data, streamID: 77, length: 3), payload: [1, 2, 3]).encoded)
+        #expect(await pair.server.closeReason == nil)
+        try await pair.client.ping()
+        await pair.shutdown()
+    }
+
+    @Test func goAwayNormalBlocksNewOpens() async throws {
+        let pair = await SessionPair()
+        await pair.server.goAway(.normal)
+        try await pair.client.ping() // the GoAway was sent before the ping's reply
+        await #expect(throws: YamuxSessionError.remoteGoAway) { try await pair.client.open() }
+        #expect(await pair.client.closeReason == nil)
+        await pair.shutdown()
+    }
+
+    @Test func goAwayProtocolErrorEndsTheSession() async throws {
+        let pair = await SessionPair()
+        let stream = try await pair.client.open()
+        await pair.server.goAway(.protocolError)
+        #expect(await eventuallyClosed(pair.client))
+        await #expect(throws: (any Error).self) { try await stream.read() }
+        await pair.shutdown()
+    }
+
+    @Test func windowViolationIsFatal() async throws {
+        var config = YamuxSession.Configuration()
+        config.window = 1024
+        let pair = await SessionPair(configuration: config)
+        _ = try await pair.client.open()
+        _ = await pair.server.accept()
+        // Hand-craft a Data frame larger than the 1 KiB window.
+        await pair.server.receive(YamuxFrame(header: YamuxHeader(type: .data, streamID: 1, length: 1000), payload: [UInt8](repeating: 0, count: 1000)).encoded)
+        await pair.server.receive(YamuxFrame(header: YamuxHeader(type: .data, streamID: 1, length: 1000), payload: [UInt8](repeating: 0, count: 1000)).encoded)
+        #expect(await pair.server.closeReason != nil)
+        await pair.shutdown()
+    }
+
+    @Test func duplicateSYNIsAProtocolError() async throws {
+        let pair = await SessionPair()
+        let syn = YamuxHeader(type: .windowUpdate, flags: .syn, streamID: 5, length: 0).encoded
+        await pair.server.receive(syn)
+        #expect(await pair.server.closeReason == nil)
+        await pair.server.receive(syn)
+        if case .protocolError? = await pair.server.closeReason {} else { Issue.record("expected a protocol error") }
+        await pair.shutdown()
+    }
+
+    @Test func backlogOverflowIsRefusedWithRST() async throws {
+        var config = YamuxSession.Configuration()
+        config.acceptBacklog = 2
+        let pair = await SessionPair(configuration: config)
+        let streams = try await (0..<3).asyncMap { _ in try await pair.client.open() }
+        try await pair.client.ping()
+        try await pair.server.ping()
+        await #expect(throws: YamuxSessionError.streamReset) { try await streams[2].read() }
+        await pair.shutdown()
+    }
+
+    @Test func eofEndsEverything() async throws {
+        let pair = await SessionPair()
+        let stream = try await pair.client.open()
+        await pair.server.close()
+        await #expect(throws: YamuxSessionError.sessionClosed) { try await stream.read() }
+        #expect(await pair.client.accept() == nil)
+        await pair.shutdown()
+    }
+
+    func eventuallyClosed(_ session: YamuxSession) async -> Bool {
+        for _ in 0..<200 {
+            if await session.closeReason != nil { return true }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        return false
+    }
+}
+
+extension Sequence {
+    func asyncMap<T>(_ transform: (Element) async throws -> T) async rethrows -> [T] {
+        var out: [T] = []
+        for element in self { out.append(try await transform(element)) }
+        return out
+    }
+}
