@@ -118,7 +118,7 @@ let package = Package(
             dependencies: ["AgentHTTP", "AgentTestSupport"],
             swiftSettings: swiftSettings
         ),
-        .testTarget(name: "DRPCTests", dependencies: ["DRPC"], swiftSettings: swiftSettings),
+        .testTarget(name: "DRPCTests", dependencies: ["DRPC", "Yamux"], swiftSettings: swiftSettings),
         .testTarget(name: "YamuxTests", dependencies: ["Yamux"], swiftSettings: swiftSettings),
         .testTarget(
             name: "WorkspaceAgentTests",
