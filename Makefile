@@ -7,7 +7,7 @@ SWIFT ?= swift
 DEB_PACKAGES := pkg-config libgit2-dev libssh2-1-dev libvncserver-dev git procps
 RUN_ARGS ?=
 
-.PHONY: all deps build release run test bench clean
+.PHONY: all deps build release run test bench proto clean
 
 all: build
 
@@ -43,6 +43,18 @@ test: deps
 # Every figure is a ratio against a baseline measured in the same run.
 bench: release
 	.build/release/agent-bench
+
+# Regenerates Sources/AgentProto from proto/ with Debian's protoc and the protoc-gen-swift
+# product of the swift-protobuf package this project already depends on (not its slow
+# build plugin). The generated files are committed.
+PROTO_FILES := agent/v2/agent.proto agentsocket/v1/agentsocket.proto boundarylogproxy/codec/v1/boundary.proto
+proto: deps
+	@command -v protoc >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq protobuf-compiler >/dev/null)
+	$(SWIFT) build --product protoc-gen-swift
+	rm -f Sources/AgentProto/*.pb.swift
+	cd proto && protoc --plugin=protoc-gen-swift=../.build/debug/protoc-gen-swift \
+		--swift_opt=Visibility=Public --swift_opt=FileNaming=PathToUnderscores \
+		--swift_out=../Sources/AgentProto $(PROTO_FILES)
 
 clean:
 	rm -rf .build

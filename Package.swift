@@ -24,6 +24,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-protobuf.git", from: "1.39.0"),
     ],
     targets: [
         // Small C shim: fork/exec with an explicit signal mask, process group, rlimit and
@@ -61,6 +62,12 @@ let package = Package(
                 .product(name: "NIOWebSocket", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
+            swiftSettings: swiftSettings
+        ),
+        // Generated protobuf messages (committed; `make proto` regenerates them from proto/).
+        .target(
+            name: "AgentProto",
+            dependencies: [.product(name: "SwiftProtobuf", package: "swift-protobuf")],
             swiftSettings: swiftSettings
         ),
         // dRPC wire format (frames, varints, packet assembly); transport-agnostic.
@@ -119,6 +126,11 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(name: "DRPCTests", dependencies: ["DRPC", "Yamux"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "AgentProtoTests",
+            dependencies: ["AgentProto", .product(name: "SwiftProtobuf", package: "swift-protobuf")],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(name: "YamuxTests", dependencies: ["Yamux"], swiftSettings: swiftSettings),
         .testTarget(
             name: "WorkspaceAgentTests",
