@@ -25,6 +25,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-protobuf.git", from: "1.39.0"),
+        .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
     ],
     targets: [
         // Small C shim: fork/exec with an explicit signal mask, process group, rlimit and
@@ -74,6 +76,22 @@ let package = Package(
         .target(name: "DRPC", swiftSettings: swiftSettings),
         // yamux framing; transport-agnostic.
         .target(name: "Yamux", swiftSettings: swiftSettings),
+        // Capability 6: the upward RPC session (WebSocket + yamux + dRPC + protobuf).
+        .target(
+            name: "AgentRPC",
+            dependencies: [
+                "AgentProto", "DRPC", "Yamux",
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         // The daemon: parses configuration and wires the modules together.
         .executableTarget(
             name: "WorkspaceAgent",
@@ -126,6 +144,20 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(name: "DRPCTests", dependencies: ["DRPC", "Yamux"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "AgentRPCTests",
+            dependencies: [
+                "AgentRPC", "AgentProto", "DRPC", "Yamux",
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "AgentProtoTests",
             dependencies: ["AgentProto", .product(name: "SwiftProtobuf", package: "swift-protobuf")],

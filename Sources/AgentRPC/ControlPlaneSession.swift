@@ -1,0 +1,335 @@
+import AgentProto
+import Foundation
+import Logging
+import ServiceLifecycle
+import SwiftProtobuf
+import Synchronization
+import Yamux
+
+/// The agent's session with its control plane: connect, fetch the manifest, report
+/// startup and lifecycle, and drain the upward outboxes; reconnect with backoff.
+///
+/// Other modules send upward through ``reportAppStatus(_:)``, ``reportBoundaryLogs(_:)``
+/// and ``log(level:_:)``: none blocks; each kind has a bounded, ordered outbox that survives
+/// reconnects, and overflow is counted (``droppedCounts``). Without a control plane
+/// (standalone), the outboxes are drained to the log instead.
+public final class ControlPlaneSession: Service, Sendable {
+    public typealias LifecycleState = Coder_Agent_V2_Lifecycle.State
+
+    public struct Configuration: Sendable {
+        /// The agent's version, sent with a leading `v` in UpdateStartup.
+        public var agentVersion: String
+        /// A session that stayed up this long resets the backoff.
+        public var healthyAfter: Duration = .seconds(60)
+        /// How long shutdown waits for the final lifecycle states and queued items.
+        public var shutdownDeadline: Duration = .seconds(5)
+        /// Outbox bounds.
+        public var appStatusCapacity = 256
+        public var boundaryLogsCapacity = 1024
+        public var logsCapacity = 1000
+        /// Logs per BatchCreateLogs call.
+        public var logsPerBatch = 100
+
+        public init(agentVersion: String) {
+            self.agentVersion = agentVersion.hasPrefix("v") ? agentVersion : "v" + agentVersion
+        }
+    }
+
+    public let configuration: Configuration
+    private let dialer: (any ControlPlaneDialer)?
+    private let logger: Logger
+    private let onManifest: @Sendable (Coder_Agent_V2_Manifest) async -> Void
+
+    private let work = WorkSignal()
+    public let lifecycle: Outbox<Coder_Agent_V2_Lifecycle>
+    public let appStatus: Outbox<Coder_Agent_V2_UpdateAppStatusRequest>
+    public let boundaryLogs: Outbox<Coder_Agent_V2_ReportBoundaryLogsRequest>
+    public let logs: Outbox<Coder_Agent_V2_Log>
+
+    private struct State {
+        var lastState: LifecycleState = .unspecified
+        var manifestSeen = false
+        var shuttingDown = false
+        var logsDisabled = false
+        var connections = 0
+    }
+    private let state = Mutex(State())
+
+    /// - Parameters:
+    ///   - dialer: nil for standalone mode.
+    ///   - onManifest: called with every manifest (each connection fetches one).
+    public init(
+        configuration: Configuration, dialer: (any ControlPlaneDialer)?, logger: Logger,
+        onManifest: @escaping @Sendable (Coder_Agent_V2_Manifest) async -> Void = { _ in }
+    ) {
+        self.configuration = configuration
+        self.dialer = dialer
+        self.logger = logger
+        self.onManifest = onManifest
+        lifecycle = Outbox(name: "lifecycle", capacity: 32, signal: work)
+        appStatus = Outbox(name: "app_status", capacity: configuration.appStatusCapacity, signal: work)
+        boundaryLogs = Outbox(name: "boundary_logs", capacity: configuration.boundaryLogsCapacity, signal: work)
+        logs = Outbox(name: "logs", capacity: configuration.logsCapacity, signal: work)
+        setLifecycle(.created)
+    }
+
+    // MARK: Upward API (never blocks)
+
+    /// Queues a lifecycle state; states only move forward, and each is delivered once.
+    public func setLifecycle(_ next: LifecycleState) {
+        let accepted = state.withLock { s -> Bool in
+            guard next.rawValue > s.lastState.rawValue else { return false }
+            s.lastState = next
+            return true
+        }
+        guard accepted else { return }
+        var item = Coder_Agent_V2_Lifecycle()
+        item.state = next
+        item.changedAt = Google_Protobuf_Timestamp(date: Date())
+        lifecycle.append(item)
+    }
+
+    public func reportAppStatus(_ request: Coder_Agent_V2_UpdateAppStatusRequest) {
+        appStatus.append(request)
+    }
+
+    public func reportBoundaryLogs(_ request: Coder_Agent_V2_ReportBoundaryLogsRequest) {
+        boundaryLogs.append(request)
+    }
+
+    /// Ships one of the agent's own log lines (warnings and errors) with BatchCreateLogs.
+    public func log(level: Coder_Agent_V2_Log.Level, _ message: String) {
+        guard !state.withLock({ $0.logsDisabled }) else { return }
+        var entry = Coder_Agent_V2_Log()
+        entry.createdAt = Google_Protobuf_Timestamp(date: Date())
+        entry.output = message
+        entry.level = level
+        logs.append(entry)
+    }
+
+    /// Items each outbox dropped because it was full.
+    public var droppedCounts: [String: Int] {
+        [lifecycle.name: lifecycle.dropped, appStatus.name: appStatus.dropped,
+         boundaryLogs.name: boundaryLogs.dropped, logs.name: logs.dropped]
+    }
+
+    /// Successful connections so far.
+    public var connectionCount: Int { state.withLock { $0.connections } }
+
+    // MARK: Service
+
+    public func run() async throws {
+        await withGracefulShutdownHandler {
+            if dialer == nil {
+                await runStandalone()
+            } else {
+                await runConnected()
+            }
+        } onGracefulShutdown: {
+            self.beginShutdown()
+        }
+    }
+
+    /// Queues SHUTTING_DOWN and OFF; the session delivers them, then ends.
+    public func beginShutdown() {
+        let first = state.withLock { s -> Bool in
+            defer { s.shuttingDown = true }
+            return !s.shuttingDown
+        }
+        guard first else { return }
+        setLifecycle(.shuttingDown)
+        setLifecycle(.off)
+        work.notify()
+    }
+
+    private var isShuttingDown: Bool { state.withLock { $0.shuttingDown } }
+
+    private var allDrained: Bool {
+        lifecycle.isEmpty && appStatus.isEmpty && boundaryLogs.isEmpty && (logs.isEmpty || state.withLock { $0.logsDisabled })
+    }
+
+    /// Standalone: what would go upward is written to the log.
+    private func runStandalone() async {
+        logger.info("no control plane configured: running standalone; upward reports go to this log")
+        state.withLock { $0.manifestSeen = true }
+        setLifecycle(.starting)
+        setLifecycle(.ready)
+        while true {
+            drainToLog()
+            if isShuttingDown { drainToLog(); return }
+            await work.wait()
+        }
+    }
+
+    private func drainToLog() {
+        while let (seq, items) = lifecycle.peek() {
+            logger.info("lifecycle", metadata: ["state": "\(items[0].state)"])
+            lifecycle.acknowledge(through: seq)
+        }
+        while let (seq, items) = appStatus.peek() {
+            logger.info("app status", metadata: ["slug": "\(items[0].slug)", "state": "\(items[0].state)", "message": "\(items[0].message)"])
+            appStatus.acknowledge(through: seq)
+        }
+        while let (seq, items) = boundaryLogs.peek() {
+            logger.info("boundary logs", metadata: ["count": "\(items[0].logs.count)", "session_id": "\(items[0].sessionID)"])
+            boundaryLogs.acknowledge(through: seq)
+        }
+        while let (seq, _) = logs.peek(configuration.logsPerBatch) {
+            logs.acknowledge(through: seq)
+        }
+    }
+
+    private func runConnected() async {
+        var backoff = Backoff()
+        var shutdownDeadline: ContinuousClock.Instant?
+        while true {
+            if isShuttingDown {
+                shutdownDeadline = shutdownDeadline ?? .now + configuration.shutdownDeadline
+                if allDrained || ContinuousClock.now >= shutdownDeadline! { return }
+            }
+            let wait = backoff.next()
+            if wait > .zero {
+                // Shutdown cuts the wait short.
+                await withTaskGroup(of: Void.self) { group in
+                    group.addTask { try? await Task.sleep(for: wait) }
+                    group.addTask { [work] in await work.wait() }
+                    await group.next()
+                    group.cancelAll()
+                }
+                if isShuttingDown && allDrained { return }
+            }
+            let started = ContinuousClock.now
+            do {
+                try await connectOnce(deadline: shutdownDeadline)
+                if isShuttingDown { return }
+            } catch {
+                // During shutdown an EOF or cancel is expected: never a reconnect, never a
+                // duplicate state (a state leaves its outbox only once acknowledged).
+                if isShuttingDown {
+                    logger.debug("control plane connection ended during shutdown", metadata: ["error": "\(error)"])
+                    return
+                }
+                logger.warning("control plane connection failed", metadata: ["error": "\(error)"])
+            }
+            if ContinuousClock.now - started >= configuration.healthyAfter { backoff.reset() }
+        }
+    }
+
+    private func connectOnce(deadline: ContinuousClock.Instant?) async throws {
+        guard let dialer else { return }
+        let writer = WriterTransport()
+        let session = YamuxSession(role: .client, transport: writer)
+        await session.start()
+        try await dialer.connect(
+            onBytes: { bytes in await session.receive(bytes) },
+            onClosed: { await session.transportClosed() }
+        ) { write in
+            writer.set(write)
+            defer { Task { await session.close() } }
+            let api = AgentAPIClient(session: session)
+            let manifest = try await api.getManifest()
+            await self.onManifest(manifest)
+            _ = try await api.updateStartup(
+                version: self.configuration.agentVersion,
+                expandedDirectory: Self.expand(manifest.directory, environment: ProcessInfo.processInfo.environment))
+            let first = self.state.withLock { s -> Bool in
+                s.connections += 1
+                defer { s.manifestSeen = true }
+                return !s.manifestSeen
+            }
+            if first {
+                self.setLifecycle(.starting)
+                self.setLifecycle(.ready)
+            }
+            try await self.drain(api)
+        }
+    }
+
+    /// Sends queued items in order (lifecycle first) until shutdown has drained everything.
+    private func drain(_ api: AgentAPIClient) async throws {
+        while true {
+            try Task.checkCancellation()
+            if let (seq, items) = lifecycle.peek() {
+                _ = try await api.updateLifecycle(items[0])
+                lifecycle.acknowledge(through: seq)
+                continue
+            }
+            if let (seq, items) = appStatus.peek() {
+                try await api.updateAppStatus(items[0])
+                appStatus.acknowledge(through: seq)
+                continue
+            }
+            if let (seq, items) = boundaryLogs.peek() {
+                try await api.reportBoundaryLogs(items[0])
+                boundaryLogs.acknowledge(through: seq)
+                continue
+            }
+            if !state.withLock({ $0.logsDisabled }), let (seq, items) = logs.peek(configuration.logsPerBatch) {
+                var request = Coder_Agent_V2_BatchCreateLogsRequest()
+                request.logSourceID = [UInt8](repeating: 0, count: 16).withUnsafeBytes { Data($0) }
+                request.logs = items
+                let response = try await api.batchCreateLogs(request)
+                logs.acknowledge(through: seq)
+                if response.logLimitExceeded {
+                    state.withLock { $0.logsDisabled = true }
+                    logger.warning("control plane log limit exceeded; no more agent logs are sent")
+                }
+                continue
+            }
+            if isShuttingDown { return }
+            await work.wait()
+        }
+    }
+
+    /// Expands a leading `~` and `$VAR` / `${VAR}` as the reference does for the manifest directory.
+    static func expand(_ path: String, environment: [String: String]) -> String {
+        var text = path
+        if text == "~" || text.hasPrefix("~/") {
+            text = (environment["HOME"] ?? "") + text.dropFirst()
+        }
+        var out = ""
+        var index = text.startIndex
+        while index < text.endIndex {
+            let c = text[index]
+            guard c == "$" else {
+                out.append(c)
+                index = text.index(after: index)
+                continue
+            }
+            var nameStart = text.index(after: index)
+            var braced = false
+            if nameStart < text.endIndex, text[nameStart] == "{" {
+                braced = true
+                nameStart = text.index(after: nameStart)
+            }
+            var nameEnd = nameStart
+            while nameEnd < text.endIndex, text[nameEnd].isLetter || text[nameEnd].isNumber || text[nameEnd] == "_" {
+                nameEnd = text.index(after: nameEnd)
+            }
+            let name = String(text[nameStart..<nameEnd])
+            if braced, nameEnd < text.endIndex, text[nameEnd] == "}" { nameEnd = text.index(after: nameEnd) }
+            out += name.isEmpty ? "$" : environment[name] ?? ""
+            index = name.isEmpty ? text.index(after: index) : nameEnd
+        }
+        return out
+    }
+}
+
+/// The yamux session's transport: the WebSocket writer, known once the dial succeeded.
+final class WriterTransport: YamuxTransport {
+    private let writer = Mutex<(@Sendable ([UInt8]) async throws -> Void)?>(nil)
+    private let closed = Mutex(false)
+
+    func set(_ write: @escaping @Sendable ([UInt8]) async throws -> Void) {
+        writer.withLock { $0 = write }
+    }
+
+    func write(_ bytes: [UInt8]) async throws {
+        guard !closed.withLock({ $0 }), let write = writer.withLock({ $0 }) else { throw YamuxSessionError.sessionClosed }
+        try await write(bytes)
+    }
+
+    func close() async {
+        closed.withLock { $0 = true }
+    }
+}

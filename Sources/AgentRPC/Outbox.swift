@@ -1,0 +1,114 @@
+import Synchronization
+
+/// A bounded, ordered queue of items to send upward; it survives reconnects (an item is
+/// removed only after the control plane acknowledged it) and counts what overflowed.
+///
+/// `append` never blocks: when the queue holds `capacity` items, the oldest is dropped and
+/// counted in ``dropped``. Items carry sequence numbers so an acknowledgement never removes
+/// an item that was not sent.
+public final class Outbox<Item: Sendable>: Sendable {
+    public let name: String
+    public let capacity: Int
+    private struct State {
+        var items: [(seq: UInt64, item: Item)] = []
+        var head = 0
+        var nextSeq: UInt64 = 0
+        var dropped = 0
+    }
+    private let state = Mutex(State())
+    private let signal: WorkSignal?
+
+    /// - Parameter signal: notified on every append (the sender waits on it).
+    public init(name: String, capacity: Int, signal: WorkSignal? = nil) {
+        precondition(capacity > 0)
+        self.name = name
+        self.capacity = capacity
+        self.signal = signal
+    }
+
+    /// Adds an item; returns false when an older item had to be dropped for it.
+    @discardableResult
+    public func append(_ item: Item) -> Bool {
+        let kept = state.withLock { s in
+            var kept = true
+            if s.items.count - s.head >= capacity {
+                s.head += 1
+                s.dropped += 1
+                kept = false
+            }
+            s.items.append((s.nextSeq, item))
+            s.nextSeq += 1
+            if s.head > 64 && s.head * 2 > s.items.count {
+                s.items.removeFirst(s.head)
+                s.head = 0
+            }
+            return kept
+        }
+        signal?.notify()
+        return kept
+    }
+
+    /// Up to `max` of the oldest items, left in place, with the sequence number to
+    /// acknowledge them by.
+    public func peek(_ max: Int = 1) -> (through: UInt64, items: [Item])? {
+        state.withLock { s in
+            guard s.head < s.items.count else { return nil }
+            let slice = s.items[s.head..<min(s.items.count, s.head + max)]
+            return (slice.last!.seq, slice.map(\.item))
+        }
+    }
+
+    /// Removes every item up to and including sequence number `through`.
+    public func acknowledge(through: UInt64) {
+        state.withLock { s in
+            while s.head < s.items.count, s.items[s.head].seq <= through { s.head += 1 }
+        }
+    }
+
+    public var count: Int { state.withLock { $0.items.count - $0.head } }
+    public var isEmpty: Bool { count == 0 }
+    /// Items dropped because the queue was full.
+    public var dropped: Int { state.withLock { $0.dropped } }
+}
+
+/// A wake-up flag for one waiting task: `notify` before `wait` is not lost.
+public final class WorkSignal: Sendable {
+    private struct State {
+        var pending = false
+        var waiter: CheckedContinuation<Void, Never>?
+    }
+    private let state = Mutex(State())
+
+    public init() {}
+
+    public func notify() {
+        let waiter = state.withLock { s -> CheckedContinuation<Void, Never>? in
+            if let w = s.waiter {
+                s.waiter = nil
+                return w
+            }
+            s.pending = true
+            return nil
+        }
+        waiter?.resume()
+    }
+
+    /// Returns after a `notify` (possibly an earlier one) or when the task is cancelled.
+    public func wait() async {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let now = state.withLock { s -> Bool in
+                    if s.pending {
+                        s.pending = false
+                        return true
+                    }
+                    s.waiter = continuation
+                    return false
+                }
+                if now { continuation.resume() }
+            }
+        } onCancel: {
+            notify()
+        }
+    }
+}

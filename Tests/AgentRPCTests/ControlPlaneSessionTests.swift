@@ -1,0 +1,170 @@
+import AgentProto
+import AgentRPC
+import Foundation
+import Logging
+import Synchronization
+import Testing
+
+/// The agent's control-plane session against the in-process double, over real loopback.
+@Suite(.timeLimit(.minutes(2)))
+struct ControlPlaneSessionTests {
+    static let quiet = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
+
+    func makeSession(_ url: String, token: String, version: String = "2.10",
+                     onManifest: @escaping @Sendable (Coder_Agent_V2_Manifest) async -> Void = { _ in }) -> ControlPlaneSession {
+        var configuration = ControlPlaneSession.Configuration(agentVersion: "0.1.0")
+        configuration.shutdownDeadline = .seconds(3)
+        return ControlPlaneSession(
+            configuration: configuration,
+            dialer: WebSocketDialer(baseURL: url, token: token, version: version, logger: Self.quiet),
+            logger: Self.quiet, onManifest: onManifest)
+    }
+
+    func eventually(_ timeout: Duration = .seconds(20), _ condition: () -> Bool) async -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if condition() { return true }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        return condition()
+    }
+
+    @Test func connectsFetchesManifestAndReportsLifecycle() async throws {
+        let double = ControlPlaneDouble()
+        try await double.run { url in
+            let manifests = Mutex<[Coder_Agent_V2_Manifest]>([])
+            let session = makeSession(url, token: double.token) { m in manifests.withLock { $0.append(m) } }
+            let running = Task { try await session.run() }
+            #expect(await eventually { double.recorded.withLock { $0.lifecycle.count } == 3 })
+            let recorded = double.recorded.withLock { $0 }
+            #expect(recorded.lifecycle == [.created, .starting, .ready])
+            #expect(recorded.startups.first?.version == "v0.1.0")
+            let home = ProcessInfo.processInfo.environment["HOME"] ?? ""
+            #expect(recorded.startups.first?.expandedDirectory == home + "/project")
+            #expect(recorded.queries.first?.contains("version=2.10") == true)
+            #expect(recorded.queries.first?.contains("role=agent") == true)
+            #expect(manifests.withLock { $0.first?.environmentVariables["FROM_MANIFEST"] } == "yes")
+
+            session.beginShutdown()
+            try await running.value
+            #expect(double.recorded.withLock { $0.lifecycle } == [.created, .starting, .ready, .shuttingDown, .off])
+        }
+    }
+
+    /// A dropped connection: reconnect, manifest and startup again, no repeated states.
+    @Test func reconnectsAfterADropWithoutRepeatingStates() async throws {
+        let double = ControlPlaneDouble()
+        try await double.run { url in
+            let session = makeSession(url, token: double.token)
+            let running = Task { try await session.run() }
+            #expect(await eventually { double.recorded.withLock { $0.lifecycle.count } == 3 })
+            await double.dropConnections()
+            #expect(await eventually { double.recorded.withLock { $0.manifests } >= 2 })
+            #expect(await eventually { double.recorded.withLock { $0.startups.count } >= 2 })
+            session.reportAppStatus({ var r = Coder_Agent_V2_UpdateAppStatusRequest(); r.slug = "after"; return r }())
+            #expect(await eventually { double.recorded.withLock { $0.appStatuses.count } == 1 })
+            session.beginShutdown()
+            try await running.value
+            #expect(double.recorded.withLock { $0.lifecycle } == [.created, .starting, .ready, .shuttingDown, .off])
+            #expect(session.connectionCount >= 2)
+        }
+    }
+
+    @Test func wrongTokenAndWrongVersionBackOffWithoutConnecting() async throws {
+        let double = ControlPlaneDouble()
+        try await double.run { url in
+            for (token, version) in [("not-the-token", "2.10"), (double.token, "3.0")] {
+                let before = double.recorded.withLock { $0.upgradeAttempts }
+                let session = makeSession(url, token: token, version: version)
+                let running = Task { try await session.run() }
+                #expect(await eventually { double.recorded.withLock { $0.upgradeAttempts } - before >= 3 })
+                try await Task.sleep(for: .milliseconds(300))
+                let attempts = double.recorded.withLock { $0.upgradeAttempts } - before
+                // Backoff: 0, ~162, ~262, ~424 ms ... so a second holds only a handful.
+                #expect(attempts < 10)
+                #expect(session.connectionCount == 0)
+                session.beginShutdown()
+                try await running.value
+            }
+            #expect(double.recorded.withLock { $0.connections } == 0)
+        }
+    }
+
+    @Test func outboxesDeliverInOrder() async throws {
+        let double = ControlPlaneDouble()
+        try await double.run { url in
+            let session = makeSession(url, token: double.token)
+            for i in 0..<5 {
+                var status = Coder_Agent_V2_UpdateAppStatusRequest()
+                status.slug = "app"
+                status.message = "step \(i)"
+                session.reportAppStatus(status)
+            }
+            var boundary = Coder_Agent_V2_ReportBoundaryLogsRequest()
+            boundary.sessionID = "s1"
+            boundary.logs = [Coder_Agent_V2_BoundaryLog()]
+            session.reportBoundaryLogs(boundary)
+            session.log(level: .warn, "disk almost full")
+            let running = Task { try await session.run() }
+            #expect(await eventually { double.recorded.withLock { $0.appStatuses.count == 5 && $0.boundaryLogs.count == 1 && $0.logs.count == 1 } })
+            let recorded = double.recorded.withLock { $0 }
+            #expect(recorded.appStatuses.map(\.message) == (0..<5).map { "step \($0)" })
+            #expect(recorded.logs.first?.output == "disk almost full")
+            #expect(recorded.logs.first?.level == .warn)
+            session.beginShutdown()
+            try await running.value
+        }
+    }
+
+    @Test func logLimitStopsAgentLogs() async throws {
+        let double = ControlPlaneDouble()
+        double.logLimitExceeded.withLock { $0 = true }
+        try await double.run { url in
+            let session = makeSession(url, token: double.token)
+            session.log(level: .error, "first")
+            let running = Task { try await session.run() }
+            #expect(await eventually { double.recorded.withLock { $0.logs.count } == 1 })
+            session.log(level: .error, "second")
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(double.recorded.withLock { $0.logs.count } == 1)
+            session.beginShutdown()
+            try await running.value
+        }
+    }
+
+    @Test func outboxOverflowIsCounted() {
+        let outbox = Outbox<Int>(name: "t", capacity: 3)
+        for i in 0..<5 { outbox.append(i) }
+        #expect(outbox.dropped == 2)
+        let (through, items) = outbox.peek(10)!
+        #expect(items == [2, 3, 4])
+        outbox.append(5) // drops 2 while 2...4 are "in flight"
+        outbox.acknowledge(through: through)
+        #expect(outbox.peek(10)?.items == [5])
+    }
+
+    @Test func backoffSchedule() {
+        let expected = [0.0, 0.1618, 0.2618, 0.4236, 0.6854, 1.109, 1.794, 2.903, 4.697, 7.600, 10.0, 10.0]
+        for (attempt, seconds) in expected.enumerated() {
+            let d = Backoff.delay(attempt: attempt)
+            let actual = Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18
+            #expect(abs(actual - seconds) < 0.01, "attempt \(attempt): \(actual)")
+        }
+        var backoff = Backoff()
+        for _ in 0..<20 { _ = backoff.next() }
+        let jittered = backoff.next()
+        #expect(jittered >= .seconds(8) && jittered <= .seconds(12))
+        backoff.reset()
+        #expect(backoff.next() == .zero)
+    }
+
+    @Test func standaloneDrainsToTheLog() async throws {
+        let session = ControlPlaneSession(configuration: .init(agentVersion: "0.1.0"), dialer: nil, logger: Self.quiet)
+        session.reportAppStatus(Coder_Agent_V2_UpdateAppStatusRequest())
+        let running = Task { try await session.run() }
+        #expect(await eventually { session.appStatus.isEmpty && session.lifecycle.isEmpty })
+        session.beginShutdown()
+        try await running.value
+        #expect(session.lifecycle.isEmpty)
+    }
+}
