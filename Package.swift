@@ -99,6 +99,8 @@ let package = Package(
                 "AgentHTTP",
                 "AgentProc",
                 "AgentLogging",
+                "AgentRPC",
+                "AgentProto",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
@@ -144,10 +146,25 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(name: "DRPCTests", dependencies: ["DRPC", "Yamux"], swiftSettings: swiftSettings),
+        .target(
+            name: "ControlPlaneDouble",
+            dependencies: [
+                "AgentRPC", "AgentProto", "DRPC", "Yamux",
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
+            ],
+            path: "Tests/ControlPlaneDouble",
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "AgentRPCTests",
             dependencies: [
-                "AgentRPC", "AgentProto", "DRPC", "Yamux",
+                "AgentRPC", "AgentProto", "DRPC", "Yamux", "ControlPlaneDouble",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
@@ -166,7 +183,10 @@ let package = Package(
         .testTarget(name: "YamuxTests", dependencies: ["Yamux"], swiftSettings: swiftSettings),
         .testTarget(
             name: "WorkspaceAgentTests",
-            dependencies: ["AgentTestSupport", "CAgentSpawn"],
+            dependencies: [
+                "AgentTestSupport", "CAgentSpawn", "ControlPlaneDouble", "AgentProto",
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
             swiftSettings: swiftSettings
         ),
     ]

@@ -11,14 +11,16 @@ public enum AgentLogging {
     /// Installs the handler for `format` at `level`, writing to stderr.
     public static func bootstrap(level: Logger.Level, format: LogFormat) {
         LoggingSystem.bootstrap { label in
+            let base: any LogHandler
             switch format {
             case .json:
-                return JSONLogHandler(label: label, level: level) as any LogHandler
+                base = JSONLogHandler(label: label, level: level)
             case .text:
                 var handler = StreamLogHandler.standardError(label: label)
                 handler.logLevel = level
-                return handler as any LogHandler
+                base = handler
             }
+            return ForwardingLogHandler(base: base, label: label)
         }
     }
 

@@ -51,6 +51,25 @@ public struct WebSocketDialer: ControlPlaneDialer {
         onClosed: @escaping @Sendable () async -> Void,
         body: @escaping @Sendable (_ write: @escaping @Sendable ([UInt8]) async throws -> Void) async throws -> Void
     ) async throws {
+        // WSCore closes every WebSocket as soon as graceful shutdown reaches the task that
+        // runs it; ours must stay up until the final lifecycle states are delivered, so the
+        // connection runs detached from the service group's shutdown context (cancellation
+        // is still forwarded).
+        let connection = Task.detached { [self] in
+            try await self.run(onBytes: onBytes, onClosed: onClosed, body: body)
+        }
+        try await withTaskCancellationHandler {
+            try await connection.value
+        } onCancel: {
+            connection.cancel()
+        }
+    }
+
+    private func run(
+        onBytes: @escaping @Sendable ([UInt8]) async -> Void,
+        onClosed: @escaping @Sendable () async -> Void,
+        body: @escaping @Sendable (_ write: @escaping @Sendable ([UInt8]) async throws -> Void) async throws -> Void
+    ) async throws {
         var headers = HTTPFields()
         headers[HTTPField.Name("Coder-Session-Token")!] = token
         let tls: TLSConfiguration? = url.hasPrefix("wss://") ? .makeClientConfiguration() : nil

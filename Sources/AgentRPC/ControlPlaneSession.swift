@@ -132,13 +132,12 @@ public final class ControlPlaneSession: Service, Sendable {
 
     /// Queues SHUTTING_DOWN and OFF; the session delivers them, then ends.
     public func beginShutdown() {
-        let first = state.withLock { s -> Bool in
-            defer { s.shuttingDown = true }
-            return !s.shuttingDown
-        }
-        guard first else { return }
+        // The final states are queued before the flag is set: a sender that sees the flag
+        // and an empty queue may end the session, so OFF must already be in it.
         setLifecycle(.shuttingDown)
         setLifecycle(.off)
+        state.withLock { $0.shuttingDown = true }
+        logger.debug("control plane session shutting down", metadata: ["queued_states": "\(lifecycle.count)"])
         work.notify()
     }
 
@@ -250,6 +249,7 @@ public final class ControlPlaneSession: Service, Sendable {
         while true {
             try Task.checkCancellation()
             if let (seq, items) = lifecycle.peek() {
+                logger.debug("reporting lifecycle", metadata: ["state": "\(items[0].state)"])
                 _ = try await api.updateLifecycle(items[0])
                 lifecycle.acknowledge(through: seq)
                 continue
@@ -282,7 +282,7 @@ public final class ControlPlaneSession: Service, Sendable {
     }
 
     /// Expands a leading `~` and `$VAR` / `${VAR}` as the reference does for the manifest directory.
-    static func expand(_ path: String, environment: [String: String]) -> String {
+    public static func expand(_ path: String, environment: [String: String]) -> String {
         var text = path
         if text == "~" || text.hasPrefix("~/") {
             text = (environment["HOME"] ?? "") + text.dropFirst()

@@ -12,6 +12,8 @@ struct AgentConfiguration {
         var logLevel: String?
         var logFormat: String?
         var procPrioMgmt: String?
+        var agentURL: String?
+        var agentTokenFile: String?
     }
 
     /// A bad value: one line naming the flag, its env twin and what is accepted.
@@ -25,6 +27,10 @@ struct AgentConfiguration {
     var logLevel: Logger.Level
     var logFormat: LogFormat
     var processPriority: Bool
+    /// The control plane's access URL; nil runs standalone.
+    var agentURL: String?
+    /// The agent token (never logged).
+    var agentToken: String?
 
     static func resolve(flags: Flags, environment env: [String: String]) throws -> AgentConfiguration {
         func pick(_ flag: String?, _ key: String) -> (String, String)? {
@@ -72,14 +78,39 @@ struct AgentConfiguration {
             throw Invalid(description: "--directory: contains a NUL byte")
         }
         let stateDir = pick(flags.stateDir, "state-dir")?.0 ?? Self.defaultStateDir(env)
+        var agentURL: String?
+        var token: String?
+        if let (text, source) = pick(flags.agentURL, "agent-url") {
+            let components = URLComponents(string: text)
+            guard let scheme = components?.scheme?.lowercased(), ["http", "https", "ws", "wss"].contains(scheme),
+                  let host = components?.host, !host.isEmpty
+            else {
+                throw Invalid(description: "\(source): invalid URL \"\(text)\" (expected http(s)://host[:port])")
+            }
+            agentURL = text
+            if let (file, fileSource) = pick(flags.agentTokenFile, "agent-token-file") {
+                guard let contents = try? String(contentsOfFile: file, encoding: .utf8) else {
+                    throw Invalid(description: "\(fileSource): cannot read \"\(file)\"")
+                }
+                token = contents.trimmingCharacters(in: .whitespacesAndNewlines)
+            } else if let value = env["CODER_AGENT_TOKEN"], !value.isEmpty {
+                token = value
+            }
+            guard let token, !token.isEmpty else {
+                throw Invalid(description: "\(source): an agent token is required (CODER_AGENT_TOKEN or --agent-token-file)")
+            }
+        }
         return AgentConfiguration(
             httpAddress: address, directory: directory, stateDir: stateDir,
-            logLevel: level, logFormat: format, processPriority: priority)
+            logLevel: level, logFormat: format, processPriority: priority,
+            agentURL: agentURL, agentToken: token)
     }
 
     /// `CODER_AGENT_HTTP_ADDRESS` for `http-address`; the priority switch keeps the reference's name.
     static func envKey(_ flag: String) -> String {
         if flag == "proc-prio-mgmt" { return "CODER_PROC_PRIO_MGMT" }
+        if flag == "agent-url" { return "CODER_AGENT_URL" }
+        if flag == "agent-token-file" { return "CODER_AGENT_TOKEN_FILE" }
         return "CODER_AGENT_" + flag.uppercased().replacingOccurrences(of: "-", with: "_")
     }
 

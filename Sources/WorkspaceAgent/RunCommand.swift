@@ -1,6 +1,8 @@
 import AgentHTTP
 import AgentLogging
 import AgentProc
+import AgentProto
+import AgentRPC
 import ArgumentParser
 import Foundation
 import Hummingbird
@@ -30,6 +32,12 @@ struct RunCommand: AsyncParsableCommand {
     @Option(name: .long, help: "text or json. Env CODER_AGENT_LOG_FORMAT. Default text.")
     var logFormat: String?
 
+    @Option(name: .customLong("agent-url"), help: "Control plane access URL (http[s]://host). Env CODER_AGENT_URL. Default: none (standalone).")
+    var agentURL: String?
+
+    @Option(name: .long, help: "File holding the agent token. Env CODER_AGENT_TOKEN_FILE; or the token itself in CODER_AGENT_TOKEN.")
+    var agentTokenFile: String?
+
     @Option(name: .long, help: "Lower children's priority (oom_score_adj, nice): true or false. Env CODER_PROC_PRIO_MGMT. Default true.")
     var procPrioMgmt: String?
 
@@ -39,7 +47,8 @@ struct RunCommand: AsyncParsableCommand {
             config = try AgentConfiguration.resolve(
                 flags: .init(
                     httpAddress: httpAddress, directory: directory, stateDir: stateDir,
-                    logLevel: logLevel, logFormat: logFormat, procPrioMgmt: procPrioMgmt),
+                    logLevel: logLevel, logFormat: logFormat, procPrioMgmt: procPrioMgmt,
+                    agentURL: agentURL, agentTokenFile: agentTokenFile),
                 environment: ProcessInfo.processInfo.environment)
             try config.prepareStateDirectory()
         } catch let error as AgentConfiguration.Invalid {
@@ -55,8 +64,10 @@ struct RunCommand: AsyncParsableCommand {
 
         let originalNofile = FileDescriptorLimit.raise()
         let environment = ProcessInfo.processInfo.environment
+        let agentEnvironment = UpdatableEnvironmentProvider(directory: config.directory)
+        let controlPlane = Self.makeControlPlane(config, environment: agentEnvironment)
         var processConfig = ProcessManager.Configuration(
-            environmentProvider: StaticEnvironmentProvider(directory: config.directory),
+            environmentProvider: agentEnvironment,
             baseEnvironment: environment,
             priority: config.processPriority ? ProcessPriority.defaults(environment: environment) : .unchanged,
             childNofileSoft: originalNofile)
@@ -72,11 +83,12 @@ struct RunCommand: AsyncParsableCommand {
             logger.info("agent HTTP API listening", metadata: ["address": "\(address)"])
         }
 
-        // Graceful shutdown runs in reverse order: processes first (so long waits end),
-        // then the HTTP server.
+        // Graceful shutdown runs in reverse order: announce SHUTTING_DOWN, terminate the
+        // process groups (so long waits end), report OFF and flush, stop the HTTP server.
+        let announce = ShutdownHook { controlPlane.setLifecycle(.shuttingDown) }
         let group = ServiceGroup(
             configuration: .init(
-                services: [app, processes],
+                services: [app, controlPlane, processes, announce],
                 gracefulShutdownSignals: [.sigterm, .sigint],
                 logger: logger))
         logger.info("workspace agent starting", metadata: [
@@ -86,6 +98,36 @@ struct RunCommand: AsyncParsableCommand {
         ])
         try await group.run()
         logger.info("workspace agent stopped")
+    }
+
+    /// The upward session: connected when a URL is configured, standalone otherwise. Each
+    /// manifest feeds the process API's environment (spec process-api §4, step 2).
+    static func makeControlPlane(_ config: AgentConfiguration, environment: UpdatableEnvironmentProvider) -> ControlPlaneSession {
+        let logger = Logger(label: "workspace-agent.rpc")
+        var dialer: (any ControlPlaneDialer)?
+        if let url = config.agentURL, let token = config.agentToken {
+            dialer = WebSocketDialer(baseURL: url, token: token, version: "2.10", logger: logger)
+        }
+        let session = ControlPlaneSession(
+            configuration: .init(agentVersion: AgentVersion.current), dialer: dialer, logger: logger
+        ) { manifest in
+            var variables: [String: String] = [
+                "CODER": "true",
+                "CODER_WORKSPACE_NAME": manifest.workspaceName,
+                "CODER_WORKSPACE_AGENT_NAME": manifest.agentName,
+                "CODER_WORKSPACE_OWNER_NAME": manifest.ownerUsername,
+            ]
+            let base = ProcessInfo.processInfo.environment
+            for (key, value) in manifest.environmentVariables {
+                variables[key] = ControlPlaneSession.expand(value, environment: base.merging(variables) { $1 })
+            }
+            let directory = ControlPlaneSession.expand(manifest.directory, environment: base)
+            environment.update(environment: variables, directory: directory)
+        }
+        LogForwarder.shared.setSink { level, message in
+            session.log(level: level >= .error ? .error : .warn, message)
+        }
+        return session
     }
 
     static func describe(_ address: SocketAddress) -> String {

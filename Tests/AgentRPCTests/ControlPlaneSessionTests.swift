@@ -1,5 +1,6 @@
 import AgentProto
 import AgentRPC
+import ControlPlaneDouble
 import Foundation
 import Logging
 import Synchronization

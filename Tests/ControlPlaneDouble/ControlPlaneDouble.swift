@@ -12,33 +12,33 @@ import Yamux
 /// An in-process control plane speaking the real wire format: a Hummingbird WebSocket
 /// endpoint at `/api/v2/workspaceagents/me/rpc`, a yamux server session per connection and
 /// a dRPC server per yamux stream, recording every call.
-final class ControlPlaneDouble: Sendable {
-    struct Recorded {
-        var upgradeAttempts = 0
-        var connections = 0
-        var manifests = 0
-        var startups: [Coder_Agent_V2_Startup] = []
-        var lifecycle: [Coder_Agent_V2_Lifecycle.State] = []
-        var appStatuses: [Coder_Agent_V2_UpdateAppStatusRequest] = []
-        var boundaryLogs: [Coder_Agent_V2_ReportBoundaryLogsRequest] = []
-        var logs: [Coder_Agent_V2_Log] = []
-        var queries: [String] = []
+public final class ControlPlaneDouble: Sendable {
+    public struct Recorded: Sendable {
+        public var upgradeAttempts = 0
+        public var connections = 0
+        public var manifests = 0
+        public var startups: [Coder_Agent_V2_Startup] = []
+        public var lifecycle: [Coder_Agent_V2_Lifecycle.State] = []
+        public var appStatuses: [Coder_Agent_V2_UpdateAppStatusRequest] = []
+        public var boundaryLogs: [Coder_Agent_V2_ReportBoundaryLogsRequest] = []
+        public var logs: [Coder_Agent_V2_Log] = []
+        public var queries: [String] = []
     }
 
-    let token: String
-    let version: String
-    let manifest: Coder_Agent_V2_Manifest
-    let recorded = Mutex(Recorded())
-    let logLimitExceeded = Mutex(false)
+    public let token: String
+    public let version: String
+    public let manifest: Coder_Agent_V2_Manifest
+    public let recorded = Mutex(Recorded())
+    public let logLimitExceeded = Mutex(false)
     private let sessions = Mutex<[YamuxSession]>([])
 
-    init(token: String = "8b6c4a52-9f0e-4d7b-a2c1-1e2f3a4b5c6d", version: String = "2.10", manifest: Coder_Agent_V2_Manifest = ControlPlaneDouble.defaultManifest) {
+    public init(token: String = "8b6c4a52-9f0e-4d7b-a2c1-1e2f3a4b5c6d", version: String = "2.10", manifest: Coder_Agent_V2_Manifest = ControlPlaneDouble.defaultManifest) {
         self.token = token
         self.version = version
         self.manifest = manifest
     }
 
-    static var defaultManifest: Coder_Agent_V2_Manifest {
+    public static var defaultManifest: Coder_Agent_V2_Manifest {
         var m = Coder_Agent_V2_Manifest()
         m.agentName = "main"
         m.workspaceName = "ws"
@@ -49,7 +49,7 @@ final class ControlPlaneDouble: Sendable {
     }
 
     /// Closes every live connection (the agent sees EOF).
-    func dropConnections() async {
+    public func dropConnections() async {
         let live = sessions.withLock { s -> [YamuxSession] in
             defer { s.removeAll() }
             return s
@@ -96,7 +96,7 @@ final class ControlPlaneDouble: Sendable {
     }
 
     /// Runs the double on an ephemeral loopback port; `body` gets the base URL.
-    func run(_ body: @escaping @Sendable (String) async throws -> Void) async throws {
+    public func run(_ body: @escaping @Sendable (String) async throws -> Void) async throws {
         let router = Router(context: BasicWebSocketRequestContext.self)
         let wsRouter = Router(context: BasicWebSocketRequestContext.self)
         let drpc = makeDRPCServer()

@@ -1,0 +1,54 @@
+import AgentProto
+import AgentTestSupport
+import ControlPlaneDouble
+import Foundation
+import Synchronization
+import Testing
+
+/// The real binary against the in-process control-plane double.
+@Suite(.timeLimit(.minutes(2)))
+struct WorkspaceAgentControlPlaneTests {
+    /// Connects, reports CREATED → STARTING → READY, feeds the manifest into process
+    /// environments and directories, survives the double dropping it, and on SIGTERM
+    /// reports SHUTTING_DOWN and OFF exactly once.
+    @Test func agentConnectsReportsLifecycleAndFeedsTheManifest() async throws {
+        let workdir = NSTemporaryDirectory() + "agent-manifest-dir-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: workdir, withIntermediateDirectories: true)
+        var manifest = ControlPlaneDouble.defaultManifest
+        manifest.directory = workdir
+        manifest.environmentVariables = ["FROM_MANIFEST": "yes", "DERIVED": "$CODER_WORKSPACE_NAME-x"]
+        let double = ControlPlaneDouble(manifest: manifest)
+        let tokenFile = NSTemporaryDirectory() + "agent-token-\(UUID().uuidString)"
+        try (double.token + "\n").write(toFile: tokenFile, atomically: true, encoding: .utf8)
+        try await double.run { url in
+            let agent = try AgentDaemon.launch(["--http-address", "127.0.0.1:0", "--agent-url", url, "--agent-token-file", tokenFile])
+            defer { agent.cleanup() }
+            let client = RawHTTPClient(port: try await agent.port())
+            #expect(await eventually { double.recorded.withLock { $0.lifecycle.count } == 3 })
+            #expect(double.recorded.withLock { $0.lifecycle } == [.created, .starting, .ready])
+            #expect(double.recorded.withLock { $0.startups.first?.version } == "v0.1.0")
+            #expect(!agent.log.contains(double.token))
+
+            let start = try await client.request(
+                "POST", "/api/v0/processes/start",
+                json: #"{"command":"pwd; printenv CODER CODER_WORKSPACE_NAME CODER_WORKSPACE_AGENT_NAME CODER_WORKSPACE_OWNER_NAME FROM_MANIFEST DERIVED"}"#)
+            let id = try #require(jsonObject(start.body)?["id"] as? String)
+            let out = try await client.request("GET", "/api/v0/processes/\(id)/output?wait=true")
+            #expect(jsonObject(out.body)?["output"] as? String == "\(workdir)\ntrue\nws\nmain\nalice\nyes\nws-x\n")
+
+            await double.dropConnections()
+            #expect(await eventually { double.recorded.withLock { $0.manifests } >= 2 })
+
+            agent.signal(SIGTERM)
+            #expect(agent.exitStatus() == 0, "\(agent.log)")
+            #expect(double.recorded.withLock { $0.lifecycle } == [.created, .starting, .ready, .shuttingDown, .off], "\(agent.log)")
+        }
+    }
+
+    @Test func urlWithoutTokenIsAUsageError() async throws {
+        let agent = try AgentDaemon.launch(["--agent-url", "http://127.0.0.1:9"])
+        defer { agent.cleanup() }
+        #expect(agent.exitStatus() == 64)
+        #expect(agent.log.contains("token"))
+    }
+}
