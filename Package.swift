@@ -114,7 +114,11 @@ let package = Package(
         .executableTarget(
             name: "AgentBench",
             dependencies: [
-                "CAgentSpawn",
+                "CAgentSpawn", "AgentRPC", "AgentProto", "ControlPlaneDouble", "Yamux",
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

@@ -4,11 +4,11 @@ import Foundation
 /// `agent-bench`: each capability's benchmark, every figure a ratio against a baseline
 /// measured in the same run. Build with `-c release` (`make bench`).
 @main
-struct AgentBench: ParsableCommand {
+struct AgentBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "agent-bench",
         abstract: "WorkspaceAgent benchmarks (release build; loopback only).",
-        subcommands: [ProcessBenchmarks.self],
+        subcommands: [ProcessBenchmarks.self, RPCBenchmarks.self],
         defaultSubcommand: ProcessBenchmarks.self
     )
 }

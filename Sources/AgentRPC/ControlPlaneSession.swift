@@ -316,20 +316,22 @@ public final class ControlPlaneSession: Service, Sendable {
 }
 
 /// The yamux session's transport: the WebSocket writer, known once the dial succeeded.
-final class WriterTransport: YamuxTransport {
+public final class WriterTransport: YamuxTransport {
     private let writer = Mutex<(@Sendable ([UInt8]) async throws -> Void)?>(nil)
     private let closed = Mutex(false)
 
-    func set(_ write: @escaping @Sendable ([UInt8]) async throws -> Void) {
+    public init() {}
+
+    public func set(_ write: @escaping @Sendable ([UInt8]) async throws -> Void) {
         writer.withLock { $0 = write }
     }
 
-    func write(_ bytes: [UInt8]) async throws {
+    public func write(_ bytes: [UInt8]) async throws {
         guard !closed.withLock({ $0 }), let write = writer.withLock({ $0 }) else { throw YamuxSessionError.sessionClosed }
         try await write(bytes)
     }
 
-    func close() async {
+    public func close() async {
         closed.withLock { $0 = true }
     }
 }

@@ -204,7 +204,8 @@ public actor YamuxSession {
 
     // MARK: Opening and accepting
 
-    /// Opens a stream (WindowUpdate+SYN); data may be written before the peer's ACK.
+    /// Opens a stream (WindowUpdate+SYN, sent at once as Go's yamux does); data may be
+    /// written before the peer's ACK, and the writer batches the SYN with it when it can.
     public func open() throws(YamuxSessionError) -> YamuxStream {
         if let closedReason { throw closedReason }
         if remoteGoneAway { throw .remoteGoAway }
@@ -364,20 +365,28 @@ public actor YamuxSession {
         writerWaiter = nil
     }
 
-    /// The next frame to send, control frames first; nil when closed and drained.
+    /// Largest batch of frames handed to the transport in one write.
+    static let maxBatch = 256 * 1024
+
+    /// The next frames to send as one write (control frames first, then data, up to
+    /// ``maxBatch`` bytes): fewer transport messages and wake-ups per round trip.
+    /// nil when closed and drained.
     private func nextOutbound() async -> [UInt8]? {
         while true {
-            if !controlQueue.isEmpty { return controlQueue.removeFirst() }
-            if closedReason != nil && (!flushDataOnClose || dataQueue.isEmpty) { return nil }
-            if !dataQueue.isEmpty {
+            var batch: [UInt8] = []
+            while !controlQueue.isEmpty { batch += controlQueue.removeFirst() }
+            let sendData = closedReason == nil || flushDataOnClose
+            while sendData, !dataQueue.isEmpty, batch.count < Self.maxBatch {
                 let frame = dataQueue.removeFirst()
                 queuedData -= max(0, frame.count - YamuxHeader.size)
-                if queuedData < configuration.maxQueuedData {
-                    for waiter in spaceWaiters { waiter.resume() }
-                    spaceWaiters.removeAll()
-                }
-                return frame
+                batch += frame
             }
+            if queuedData < configuration.maxQueuedData, !spaceWaiters.isEmpty {
+                for waiter in spaceWaiters { waiter.resume() }
+                spaceWaiters.removeAll()
+            }
+            if !batch.isEmpty { return batch }
+            if closedReason != nil { return nil }
             await withCheckedContinuation { writerWaiter = $0 }
         }
     }

@@ -132,6 +132,14 @@ public final class ControlPlaneDouble: Sendable {
                 await group.waitForAll()
             }
         }
+        // A plain WebSocket baseline for benchmarks: echoes small messages, acknowledges
+        // large ones with one byte.
+        wsRouter.ws("/echo") { inbound, outbound, _ in
+            for try await message in inbound.messages(maxSize: 4 << 20) {
+                guard case .binary(let buffer) = message else { continue }
+                try await outbound.write(.binary(buffer.readableBytes <= 64 ? buffer : ByteBuffer(bytes: [1])))
+            }
+        }
         let (ports, sink) = AsyncStream<Int>.makeStream()
         let app = Application(
             router: router,
