@@ -41,6 +41,7 @@ public final class ControlPlaneSession: Service, Sendable {
     private let onManifest: @Sendable (Coder_Agent_V2_Manifest) async -> Void
 
     private let work = WorkSignal()
+    private let shutdownBegun = WorkSignal()
     public let lifecycle: Outbox<Coder_Agent_V2_Lifecycle>
     public let appStatus: Outbox<Coder_Agent_V2_UpdateAppStatusRequest>
     public let boundaryLogs: Outbox<Coder_Agent_V2_ReportBoundaryLogsRequest>
@@ -52,6 +53,8 @@ public final class ControlPlaneSession: Service, Sendable {
         var shuttingDown = false
         var logsDisabled = false
         var connections = 0
+        /// Set when shutdown begins: no connection outlives it.
+        var shutdownDeadline: ContinuousClock.Instant?
     }
     private let state = Mutex(State())
 
@@ -136,7 +139,12 @@ public final class ControlPlaneSession: Service, Sendable {
         // and an empty queue may end the session, so OFF must already be in it.
         setLifecycle(.shuttingDown)
         setLifecycle(.off)
-        state.withLock { $0.shuttingDown = true }
+        let deadline = ContinuousClock.now + configuration.shutdownDeadline
+        state.withLock { s in
+            s.shuttingDown = true
+            s.shutdownDeadline = s.shutdownDeadline ?? deadline
+        }
+        shutdownBegun.notify()
         logger.debug("control plane session shutting down", metadata: ["queued_states": "\(lifecycle.count)"])
         work.notify()
     }
@@ -180,11 +188,9 @@ public final class ControlPlaneSession: Service, Sendable {
 
     private func runConnected() async {
         var backoff = Backoff()
-        var shutdownDeadline: ContinuousClock.Instant?
         while true {
-            if isShuttingDown {
-                shutdownDeadline = shutdownDeadline ?? .now + configuration.shutdownDeadline
-                if allDrained || ContinuousClock.now >= shutdownDeadline! { return }
+            if let deadline = state.withLock({ $0.shutdownDeadline }) {
+                if allDrained || ContinuousClock.now >= deadline { return }
             }
             let wait = backoff.next()
             if wait > .zero {
@@ -199,7 +205,12 @@ public final class ControlPlaneSession: Service, Sendable {
             }
             let started = ContinuousClock.now
             do {
-                try await connectOnce(deadline: shutdownDeadline)
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask { try await self.connectOnce() }
+                    group.addTask { try await self.enforceShutdownDeadline() }
+                    try await group.next()
+                    group.cancelAll()
+                }
                 if isShuttingDown { return }
             } catch {
                 // During shutdown an EOF or cancel is expected: never a reconnect, never a
@@ -214,7 +225,24 @@ public final class ControlPlaneSession: Service, Sendable {
         }
     }
 
-    private func connectOnce(deadline: ContinuousClock.Instant?) async throws {
+    /// Returns never; throws once shutdown has begun and its deadline passed, which ends
+    /// the connection even when the control plane stalls a call.
+    private func enforceShutdownDeadline() async throws {
+        while true {
+            if let deadline = state.withLock({ $0.shutdownDeadline }) {
+                try await Task.sleep(until: deadline, clock: .continuous)
+                throw ShutdownDeadlineExceeded()
+            }
+            await shutdownBegun.wait()
+            try Task.checkCancellation()
+        }
+    }
+
+    struct ShutdownDeadlineExceeded: Error, CustomStringConvertible {
+        var description: String { "shutdown deadline exceeded before the final reports were acknowledged" }
+    }
+
+    private func connectOnce() async throws {
         guard let dialer else { return }
         let writer = WriterTransport()
         let session = YamuxSession(role: .client, transport: writer)

@@ -133,6 +133,42 @@ struct ControlPlaneSessionTests {
         }
     }
 
+    @Test func slowAnswersStillDeliverInOrder() async throws {
+        let double = ControlPlaneDouble()
+        double.answerDelay.withLock { $0 = .milliseconds(100) }
+        try await double.run { url in
+            let session = makeSession(url, token: double.token)
+            let running = Task { try await session.run() }
+            #expect(await eventually { double.recorded.withLock { $0.lifecycle.count } == 3 })
+            session.beginShutdown()
+            try await running.value
+            #expect(double.recorded.withLock { $0.lifecycle } == [.created, .starting, .ready, .shuttingDown, .off])
+        }
+    }
+
+    /// A control plane that stops answering cannot hold shutdown past its deadline.
+    @Test func stalledControlPlaneCannotBlockShutdown() async throws {
+        let double = ControlPlaneDouble()
+        try await double.run { url in
+            var configuration = ControlPlaneSession.Configuration(agentVersion: "0.1.0")
+            configuration.shutdownDeadline = .milliseconds(500)
+            let session = ControlPlaneSession(
+                configuration: configuration,
+                dialer: WebSocketDialer(baseURL: url, token: double.token, version: "2.10", logger: Self.quiet),
+                logger: Self.quiet)
+            let running = Task { try await session.run() }
+            #expect(await eventually { double.recorded.withLock { $0.lifecycle.count } == 3 })
+            double.answerDelay.withLock { $0 = .seconds(3600) }
+            let begin = ContinuousClock.now
+            session.beginShutdown()
+            try await running.value
+            #expect(ContinuousClock.now - begin < .seconds(10))
+            // SHUTTING_DOWN was sent but never acknowledged, so it is still queued, once.
+            #expect(session.lifecycle.count == 2)
+            double.answerDelay.withLock { $0 = .zero }
+        }
+    }
+
     @Test func outboxOverflowIsCounted() {
         let outbox = Outbox<Int>(name: "t", capacity: 3)
         for i in 0..<5 { outbox.append(i) }

@@ -30,6 +30,8 @@ public final class ControlPlaneDouble: Sendable {
     public let manifest: Coder_Agent_V2_Manifest
     public let recorded = Mutex(Recorded())
     public let logLimitExceeded = Mutex(false)
+    /// Every answer waits this long first ("answer slowly"; a huge value stalls).
+    public let answerDelay = Mutex<Duration>(.zero)
     private let sessions = Mutex<[YamuxSession]>([])
 
     public init(token: String = "8b6c4a52-9f0e-4d7b-a2c1-1e2f3a4b5c6d", version: String = "2.10", manifest: Coder_Agent_V2_Manifest = ControlPlaneDouble.defaultManifest) {
@@ -59,6 +61,10 @@ public final class ControlPlaneDouble: Sendable {
 
     func makeDRPCServer() -> DRPCServer {
         var server = DRPCServer()
+        let delay: @Sendable () async -> Void = { [self] in
+            let wait = answerDelay.withLock { $0 }
+            if wait > .zero { try? await Task.sleep(for: wait) }
+        }
         server.register(AgentRoutes.agent("GetManifest")) { [self] _ in
             recorded.withLock { $0.manifests += 1 }
             return try manifest.serializedBytes()
@@ -70,11 +76,13 @@ public final class ControlPlaneDouble: Sendable {
             return try request.startup.serializedBytes()
         }
         server.register(AgentRoutes.agent("UpdateLifecycle")) { [self] bytes in
+            await delay()
             let request = try Coder_Agent_V2_UpdateLifecycleRequest(serializedBytes: bytes)
             recorded.withLock { $0.lifecycle.append(request.lifecycle.state) }
             return try request.lifecycle.serializedBytes()
         }
         server.register(AgentRoutes.agent("UpdateAppStatus")) { [self] bytes in
+            await delay()
             let request = try Coder_Agent_V2_UpdateAppStatusRequest(serializedBytes: bytes)
             recorded.withLock { $0.appStatuses.append(request) }
             return try Coder_Agent_V2_UpdateAppStatusResponse().serializedBytes()
