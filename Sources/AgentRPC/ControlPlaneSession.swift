@@ -29,6 +29,10 @@ public final class ControlPlaneSession: Service, Sendable {
         public var logsCapacity = 1000
         /// Logs per BatchCreateLogs call.
         public var logsPerBatch = 100
+        /// Keepalive: a yamux ping this often; no answer within `pingTimeout` drops the
+        /// connection (the reference's 30 s / 10 s).
+        public var pingInterval: Duration = .seconds(30)
+        public var pingTimeout: Duration = .seconds(10)
 
         public init(agentVersion: String) {
             self.agentVersion = agentVersion.hasPrefix("v") ? agentVersion : "v" + agentVersion
@@ -268,7 +272,20 @@ public final class ControlPlaneSession: Service, Sendable {
                 self.setLifecycle(.starting)
                 self.setLifecycle(.ready)
             }
-            try await self.drain(api)
+            let interval = self.configuration.pingInterval
+            let timeout = self.configuration.pingTimeout
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await self.drain(api) }
+                group.addTask {
+                    while true {
+                        try await Task.sleep(for: interval)
+                        try await session.ping(timeout: timeout)
+                    }
+                }
+                // The drain ends at shutdown (or throws); either way the pinger stops.
+                try await group.next()
+                group.cancelAll()
+            }
         }
     }
 

@@ -79,6 +79,7 @@ public actor YamuxSession {
 
     private var nextPing: UInt32 = 0
     private var pingWaiters: [UInt32: CheckedContinuation<Void, Never>] = [:]
+    private var expiredPings: Set<UInt32> = []
 
     public init(role: Role, transport: any YamuxTransport, configuration: Configuration = Configuration()) {
         self.role = role
@@ -308,14 +309,27 @@ public actor YamuxSession {
 
     // MARK: Ping, GoAway, close
 
-    /// Sends a ping and waits for its answer.
-    public func ping() async throws(YamuxSessionError) {
+    /// Sends a ping and waits for its answer, at most `timeout` (Go peers drop a session
+    /// whose ping is not answered within 10 s).
+    public func ping(timeout: Duration = .seconds(10)) async throws(YamuxSessionError) {
         if let closedReason { throw closedReason }
         let value = nextPing
         nextPing &+= 1
         enqueueControl(YamuxHeader(type: .ping, flags: .syn, streamID: 0, length: value))
+        let timer = Task { [weak self] in
+            try? await Task.sleep(for: timeout)
+            await self?.expirePing(value)
+        }
         await withCheckedContinuation { pingWaiters[value] = $0 }
+        timer.cancel()
         if let closedReason { throw closedReason }
+        if expiredPings.remove(value) != nil { throw .pingTimeout }
+    }
+
+    private func expirePing(_ value: UInt32) {
+        guard let waiter = pingWaiters.removeValue(forKey: value) else { return }
+        expiredPings.insert(value)
+        waiter.resume()
     }
 
     /// Tells the peer to open no more streams (code 0), or that the session is over.

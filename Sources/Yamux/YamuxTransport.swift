@@ -20,6 +20,8 @@ public enum YamuxSessionError: Error, Equatable, Sendable, CustomStringConvertib
     case streamClosed
     /// The peer broke the protocol; the session answered GoAway(1) and closed.
     case protocolError(String)
+    /// A ping was not answered in time.
+    case pingTimeout
 
     public var description: String {
         switch self {
@@ -28,6 +30,7 @@ public enum YamuxSessionError: Error, Equatable, Sendable, CustomStringConvertib
         case .streamReset: return "yamux: connection reset"
         case .streamClosed: return "yamux: stream closed for writing"
         case .protocolError(let text): return "yamux: protocol error: \(text)"
+        case .pingTimeout: return "yamux: keepalive ping timed out"
         }
     }
 }

@@ -169,6 +169,27 @@ struct ControlPlaneSessionTests {
         }
     }
 
+    /// Keepalive pings are answered by a live control plane: the connection is kept.
+    @Test func keepalivePingsKeepAHealthyConnection() async throws {
+        let double = ControlPlaneDouble()
+        try await double.run { url in
+            var configuration = ControlPlaneSession.Configuration(agentVersion: "0.1.0")
+            configuration.pingInterval = .milliseconds(50)
+            configuration.pingTimeout = .seconds(5)
+            let session = ControlPlaneSession(
+                configuration: configuration,
+                dialer: WebSocketDialer(baseURL: url, token: double.token, version: "2.10", logger: Self.quiet),
+                logger: Self.quiet)
+            let running = Task { try await session.run() }
+            #expect(await eventually { double.recorded.withLock { $0.lifecycle.count } == 3 })
+            try await Task.sleep(for: .milliseconds(600))
+            #expect(session.connectionCount == 1)
+            #expect(double.recorded.withLock { $0.connections } == 1)
+            session.beginShutdown()
+            try await running.value
+        }
+    }
+
     @Test func outboxOverflowIsCounted() {
         let outbox = Outbox<Int>(name: "t", capacity: 3)
         for i in 0..<5 { outbox.append(i) }

@@ -251,6 +251,17 @@ struct YamuxSessionTests {
         await pair.shutdown()
     }
 
+    @Test func unansweredPingTimesOut() async throws {
+        // A peer that reads nothing: the transport swallows every write.
+        let (sink, continuation) = AsyncStream<[UInt8]>.makeStream()
+        _ = sink
+        let session = YamuxSession(role: .client, transport: PipeEnd(continuation))
+        await session.start()
+        await #expect(throws: YamuxSessionError.pingTimeout) { try await session.ping(timeout: .milliseconds(100)) }
+        #expect(await session.closeReason == nil)
+        await session.close()
+    }
+
     func eventuallyClosed(_ session: YamuxSession) async -> Bool {
         for _ in 0..<200 {
             if await session.closeReason != nil { return true }
