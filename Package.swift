@@ -168,14 +168,8 @@ let package = Package(
         .testTarget(
             name: "AgentRPCTests",
             dependencies: [
-                "AgentRPC", "AgentProto", "DRPC", "Yamux", "ControlPlaneDouble",
-                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
-                .product(name: "HTTPTypes", package: "swift-http-types"),
+                "AgentRPC", "AgentProto", "ControlPlaneDouble",
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOWebSocket", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings
         ),
