@@ -34,6 +34,11 @@ public struct APIError: HTTPResponseError, CustomStringConvertible {
         self.body = APIErrorBody(message: message, detail: detail)
     }
 
+    /// 413 for a body over ``AgentHTTPLimits/maxRequestBody``.
+    public static var bodyTooLarge: APIError {
+        APIError(.contentTooLarge, "Request body too large.", detail: "The limit is \(AgentHTTPLimits.maxRequestBody) bytes.")
+    }
+
     /// The numeric status code.
     public var statusCode: Int { status.code }
 

@@ -1,6 +1,7 @@
 import HTTPTypes
 import Hummingbird
 import Logging
+import NIOCore
 
 /// Turns every error a route (or the router) throws into the reference's JSON error body.
 ///
@@ -14,12 +15,15 @@ public struct JSONErrorMiddleware<Context: RequestContext>: RouterMiddleware {
             return try await next(request, context)
         } catch let error as APIError {
             throw error
+        } catch is NIOTooManyBytesError {
+            // Any route that collects a body with a limit.
+            throw APIError.bodyTooLarge
         } catch let error as HTTPError {
             switch error.status {
             case .notFound:
                 throw APIError(.notFound, "Route not found.", detail: "\(request.method) \(request.uri.path)")
             case .contentTooLarge:
-                throw APIError(.contentTooLarge, "Request body too large.", detail: "The limit is \(AgentHTTPLimits.maxRequestBody) bytes.")
+                throw APIError.bodyTooLarge
             default:
                 throw APIError(error.status, error.body ?? error.status.reasonPhrase)
             }

@@ -1,5 +1,4 @@
 import Hummingbird
-import NIOCore
 
 /// A request body decoded the way the reference's Go handlers decode it.
 ///
@@ -16,14 +15,8 @@ public struct JSONRequest: Sendable {
     /// bodies, and 413 for oversized ones. A body of `null` is an empty object.
     public static func decode(_ request: Request, context: AgentRequestContext, typeName: String) async throws -> JSONRequest {
         var request = request
-        let buffer: ByteBuffer
-        do {
-            buffer = try await request.collectBody(upTo: AgentHTTPLimits.maxRequestBody)
-        } catch is NIOTooManyBytesError {
-            throw APIError(.contentTooLarge, "Request body too large.", detail: "The limit is \(AgentHTTPLimits.maxRequestBody) bytes.")
-        } catch let error as HTTPError where error.status == .contentTooLarge {
-            throw APIError(.contentTooLarge, "Request body too large.", detail: "The limit is \(AgentHTTPLimits.maxRequestBody) bytes.")
-        }
+        // Oversized bodies throw here; JSONErrorMiddleware turns that into 413.
+        let buffer = try await request.collectBody(upTo: context.maxUploadSize)
         return try parse(buffer.readableBytesView, typeName: typeName)
     }
 

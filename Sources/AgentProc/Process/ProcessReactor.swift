@@ -48,11 +48,11 @@ final class ProcessReactor: Sendable {
 
     init() throws {
         epfd = agent_epoll_create()
-        guard epfd >= 0 else { throw POSIXError.current("epoll_create1") }
+        guard epfd >= 0 else { throw SystemCallError(call: "epoll_create1", errno: errno) }
         wakefd = agent_eventfd()
         guard wakefd >= 0 else {
             close(epfd)
-            throw POSIXError.current("eventfd")
+            throw SystemCallError(call: "eventfd", errno: errno)
         }
         agent_epoll_add(epfd, wakefd, 0)
         let thread = Thread { [self] in self.loop() }
@@ -225,13 +225,6 @@ final class ProcessReactor: Sendable {
         }
         close(wakefd)
         close(epfd)
-    }
-}
-
-extension POSIXError {
-    /// The current `errno` as an error naming the call that failed.
-    static func current(_ call: String) -> any Error {
-        SystemCallError(call: call, errno: errno)
     }
 }
 

@@ -93,7 +93,7 @@ public final class OutputSubscription: Sendable {
             await withCheckedContinuation { (continuation: CheckedContinuation<Event?, Never>) in
                 let ready = state.withLock { s -> (Event?, Bool) in
                     if s.cancelled { return (nil, true) }
-                    if let (_, event) = Self.peekEvent(&s) { return (event, true) }
+                    if let event = Self.nextEvent(&s) { return (event, true) }
                     if s.exitDelivered { return (nil, true) }
                     s.waiter = continuation
                     return (nil, false)
@@ -107,16 +107,16 @@ public final class OutputSubscription: Sendable {
 
     /// Hands the next event to a parked waiter, if there is one.
     private static func takeEvent(_ s: inout State) -> (CheckedContinuation<Event?, Never>, Event)? {
-        guard let waiter = s.waiter, let (_, event) = peekEvent(&s) else { return nil }
+        guard let waiter = s.waiter, let event = nextEvent(&s) else { return nil }
         s.waiter = nil
         return (waiter, event)
     }
 
     /// Removes and returns the next event: omitted count first, then output, then exit.
-    private static func peekEvent(_ s: inout State) -> ((), Event)? {
+    private static func nextEvent(_ s: inout State) -> Event? {
         if s.omitted > 0 {
             defer { s.omitted = 0 }
-            return ((), .omitted(s.omitted))
+            return .omitted(s.omitted)
         }
         if s.pendingBytes > 0 {
             var batch: [UInt8] = []
@@ -134,11 +134,11 @@ public final class OutputSubscription: Sendable {
                 s.chunks.removeFirst(s.chunkStart)
                 s.chunkStart = 0
             }
-            return ((), .output(batch))
+            return .output(batch)
         }
         if let exit = s.exit, !s.exitDelivered {
             s.exitDelivered = true
-            return ((), .exit(exit))
+            return .exit(exit)
         }
         return nil
     }
