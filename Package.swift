@@ -75,18 +75,25 @@ let package = Package(
         // dRPC wire format (frames, varints, packet assembly); transport-agnostic.
         .target(name: "DRPC", swiftSettings: swiftSettings),
         // yamux framing; transport-agnostic.
-        .target(name: "Yamux", swiftSettings: swiftSettings),
+        .target(
+            name: "Yamux",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         // Capability 6: the upward RPC session (WebSocket + yamux + dRPC + protobuf).
         .target(
             name: "AgentRPC",
             dependencies: [
                 "AgentProto", "DRPC", "Yamux",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
-                .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
-                .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOWebSocket", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
@@ -116,7 +123,6 @@ let package = Package(
             dependencies: [
                 "CAgentSpawn", "AgentRPC", "AgentProto", "ControlPlaneDouble", "Yamux",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
-                .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOWebSocket", package: "swift-nio"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -155,11 +161,10 @@ let package = Package(
             dependencies: [
                 "AgentRPC", "AgentProto", "DRPC", "Yamux",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
-                .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOWebSocket", package: "swift-nio"),
             ],
             path: "Tests/ControlPlaneDouble",

@@ -3,7 +3,6 @@ import AgentRPC
 import ArgumentParser
 import ControlPlaneDouble
 import Foundation
-import HummingbirdWSClient
 import Logging
 import NIOCore
 import NIOWebSocket
@@ -44,65 +43,87 @@ struct RPCBenchmarks: AsyncParsableCommand {
 
     static func measureRPC(url: String, token: String, iterations: Int, messages: Int, logger: Logger) async throws -> (Double, Double) {
         let dialer = WebSocketDialer(baseURL: url, token: token, version: "2.10", logger: logger)
-        let result = Mutex<(Double, Double)>((0, 0))
-        let writer = WriterTransport()
-        let session = YamuxSession(role: .client, transport: writer)
-        await session.start()
-        try await dialer.connect(
-            onBytes: { await session.receive($0) },
-            onClosed: { await session.transportClosed() }
-        ) { write in
-            writer.set(write)
-            let api = AgentAPIClient(session: session)
-            var lifecycle = Coder_Agent_V2_Lifecycle()
-            lifecycle.state = .ready
-            lifecycle.changedAt = .init(seconds: 1_700_000_000)
-            for _ in 0..<100 { _ = try await api.updateLifecycle(lifecycle) }
-            var samples: [Double] = []
-            for _ in 0..<iterations {
-                let t0 = Bench.now()
-                _ = try await api.updateLifecycle(lifecycle)
-                samples.append(Double(Bench.now() - t0))
-            }
-            var big = Coder_Agent_V2_ReportBoundaryLogsRequest()
-            big.sessionID = String(repeating: "x", count: (1 << 20) - 8)
+        let session = try await dialer.dial()
+        let api = AgentAPIClient(session: session)
+        var lifecycle = Coder_Agent_V2_Lifecycle()
+        lifecycle.state = .ready
+        lifecycle.changedAt = .init(seconds: 1_700_000_000)
+        for _ in 0..<100 { _ = try await api.updateLifecycle(lifecycle) }
+        var samples: [Double] = []
+        for _ in 0..<iterations {
             let t0 = Bench.now()
-            for _ in 0..<messages { try await api.reportBoundaryLogs(big) }
-            let seconds = Double(Bench.now() - t0) / 1e9
-            result.withLock { $0 = (Bench.median(samples), Double(messages) / seconds) }
-            await session.close()
+            _ = try await api.updateLifecycle(lifecycle)
+            samples.append(Double(Bench.now() - t0))
         }
-        return result.withLock { $0 }
+        var big = Coder_Agent_V2_ReportBoundaryLogsRequest()
+        big.sessionID = String(repeating: "x", count: (1 << 20) - 8)
+        let t0 = Bench.now()
+        for _ in 0..<messages { try await api.reportBoundaryLogs(big) }
+        let seconds = Double(Bench.now() - t0) / 1e9
+        await session.close()
+        return (Bench.median(samples), Double(messages) / seconds)
     }
 
+    /// The same client stack and server without yamux and dRPC: one binary message each
+    /// way per round trip.
     static func measureRawWebSocket(url: String, iterations: Int, messages: Int, logger: Logger) async throws -> (Double, Double) {
-        let result = Mutex<(Double, Double)>((0, 0))
         let wsURL = url.replacingOccurrences(of: "http://", with: "ws://") + "/echo"
-        try await WebSocketClient.connect(url: wsURL, configuration: .init(maxFrameSize: 4 << 20), logger: logger) { inbound, outbound, _ in
-            var iterator = inbound.messages(maxSize: 4 << 20).makeAsyncIterator()
-            let small = ByteBuffer(bytes: [UInt8](repeating: 7, count: 27)) // an Invoke+Message+CloseSend's worth
-            for _ in 0..<100 {
-                try await outbound.write(.binary(small))
-                _ = try await iterator.next()
-            }
-            var samples: [Double] = []
-            for _ in 0..<iterations {
-                let t0 = Bench.now()
-                try await outbound.write(.binary(small))
-                _ = try await iterator.next()
-                samples.append(Double(Bench.now() - t0))
-            }
-            let big = ByteBuffer(bytes: [UInt8](repeating: 1, count: 1 << 20))
-            let t0 = Bench.now()
-            for _ in 0..<messages {
-                try await outbound.write(.binary(big))
-                _ = try await iterator.next()
-            }
-            let seconds = Double(Bench.now() - t0) / 1e9
-            result.withLock { $0 = (Bench.median(samples), Double(messages) / seconds) }
-            try await outbound.close(.normalClosure, reason: nil)
+        let client = try await WebSocketConnector.connect(url: wsURL) { channel in
+            let handler = RawWebSocketClient(channel: channel)
+            try channel.pipeline.syncOperations.addHandler(handler)
+            return handler
         }
-        return result.withLock { $0 }
+        let small = [UInt8](repeating: 7, count: 27) // an Invoke+Message+CloseSend's worth
+        for _ in 0..<100 { _ = try await client.roundTrip(small) }
+        var samples: [Double] = []
+        for _ in 0..<iterations {
+            let t0 = Bench.now()
+            _ = try await client.roundTrip(small)
+            samples.append(Double(Bench.now() - t0))
+        }
+        let big = [UInt8](repeating: 1, count: 1 << 20)
+        let t0 = Bench.now()
+        for _ in 0..<messages { _ = try await client.roundTrip(big) }
+        let seconds = Double(Bench.now() - t0) / 1e9
+        client.channel.close(promise: nil)
+        return (Bench.median(samples), Double(messages) / seconds)
     }
 }
 
+/// A minimal WebSocket client for the baseline: send one message, await the next one.
+final class RawWebSocketClient: ChannelInboundHandler, Sendable {
+    typealias InboundIn = WebSocketFrame
+    typealias OutboundOut = WebSocketFrame
+
+    let channel: any Channel
+    private let waiter = Mutex<CheckedContinuation<[UInt8], any Error>?>(nil)
+
+    init(channel: any Channel) {
+        self.channel = channel
+    }
+
+    func roundTrip(_ bytes: [UInt8]) async throws -> [UInt8] {
+        try await withCheckedThrowingContinuation { continuation in
+            waiter.withLock { $0 = continuation }
+            let frame = WebSocketFrame(fin: true, opcode: .binary, maskKey: .random(), data: ByteBuffer(bytes: bytes))
+            channel.writeAndFlush(frame, promise: nil)
+        }
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let frame = unwrapInboundIn(data)
+        guard frame.opcode == .binary else { return }
+        let bytes = Array(frame.unmaskedData.readableBytesView)
+        waiter.withLock { w in
+            w?.resume(returning: bytes)
+            w = nil
+        }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        waiter.withLock { w in
+            w?.resume(throwing: ChannelError.ioOnClosedChannel)
+            w = nil
+        }
+    }
+}

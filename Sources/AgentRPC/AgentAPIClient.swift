@@ -17,8 +17,7 @@ public struct AgentAPIClient: Sendable {
         _ method: String, _ request: Request, returning: Response.Type = Response.self
     ) async throws -> Response {
         let bytes: [UInt8] = try request.serializedBytes()
-        let stream = try await session.open()
-        let reply = try await DRPCClient.unary(AgentRoutes.agent(method), request: bytes, over: YamuxDRPCTransport(stream: stream))
+        let reply = try await session.unaryCall(AgentRoutes.agent(method), request: bytes)
         return try Response(serializedBytes: reply)
     }
 
@@ -52,7 +51,7 @@ public struct AgentAPIClient: Sendable {
     }
 }
 
-/// A yamux stream as a dRPC transport.
+/// A yamux stream as a dRPC transport: graceful end is FIN (reading stops), abort is RST.
 public struct YamuxDRPCTransport: DRPCTransport {
     public let stream: YamuxStream
 
@@ -60,8 +59,16 @@ public struct YamuxDRPCTransport: DRPCTransport {
         self.stream = stream
     }
 
-    public func read() async throws -> [UInt8]? { try await stream.read() }
-    public func write(_ bytes: [UInt8]) async throws { try await stream.write(bytes) }
-    public func closeWrite() async { await stream.closeWrite() }
-    public func close() async { await stream.reset() }
+    nonisolated(nonsending) public func read() async throws -> [UInt8]? { try await stream.read() }
+    nonisolated(nonsending) public func write(_ bytes: [UInt8]) async throws { try await stream.write(bytes) }
+    nonisolated(nonsending) public func closeWrite() async { await stream.close() }
+    nonisolated(nonsending) public func close() async { await stream.reset() }
+}
+
+extension YamuxSession {
+    /// Opens a streaming call on a fresh stream; the stream ends when both halves are done
+    /// (or ``DRPCStreamSender/cancel()`` resets it).
+    public func streamingCall(_ method: String) throws -> (sender: DRPCStreamSender, receiver: DRPCStreamReceiver<YamuxDRPCTransport>) {
+        DRPCClient.stream(method, over: YamuxDRPCTransport(stream: try open()))
+    }
 }

@@ -246,46 +246,62 @@ public final class ControlPlaneSession: Service, Sendable {
         var description: String { "shutdown deadline exceeded before the final reports were acknowledged" }
     }
 
+    struct ConnectionLost: Error, CustomStringConvertible {
+        let reason: YamuxSessionError
+        var description: String { "disconnected from the control plane (\(reason))" }
+    }
+
     private func connectOnce() async throws {
         guard let dialer else { return }
-        let writer = WriterTransport()
-        let session = YamuxSession(role: .client, transport: writer)
-        await session.start()
-        try await dialer.connect(
-            onBytes: { bytes in await session.receive(bytes) },
-            onClosed: { await session.transportClosed() }
-        ) { write in
-            writer.set(write)
-            defer { Task { await session.close() } }
-            let api = AgentAPIClient(session: session)
-            let manifest = try await api.getManifest()
-            await self.onManifest(manifest)
-            _ = try await api.updateStartup(
-                version: self.configuration.agentVersion,
-                expandedDirectory: Self.expand(manifest.directory, environment: ProcessInfo.processInfo.environment))
-            let first = self.state.withLock { s -> Bool in
-                s.connections += 1
-                defer { s.manifestSeen = true }
-                return !s.manifestSeen
-            }
-            if first {
-                self.setLifecycle(.starting)
-                self.setLifecycle(.ready)
-            }
-            let interval = self.configuration.pingInterval
-            let timeout = self.configuration.pingTimeout
+        let session = try await dialer.dial()
+        try await withTaskCancellationHandler {
             try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask { try await self.drain(api) }
-                group.addTask {
-                    while true {
-                        try await Task.sleep(for: interval)
-                        try await session.ping(timeout: timeout)
-                    }
+                group.addTask { throw ConnectionLost(reason: await session.waitClosed()) }
+                group.addTask { try await self.serve(session) }
+                do {
+                    try await group.next()
+                } catch {
+                    await session.close()
+                    throw error
                 }
-                // The drain ends at shutdown (or throws); either way the pinger stops.
-                try await group.next()
-                group.cancelAll()
+                await session.close()
             }
+        } onCancel: {
+            session.closeSoon()
+        }
+    }
+
+    /// One connection's work: manifest, startup, lifecycle on the first connection, then the
+    /// outboxes and keepalive pings until shutdown has drained everything.
+    private func serve(_ session: YamuxSession) async throws {
+        let api = AgentAPIClient(session: session)
+        let manifest = try await api.getManifest()
+        await onManifest(manifest)
+        _ = try await api.updateStartup(
+            version: configuration.agentVersion,
+            expandedDirectory: Self.expand(manifest.directory, environment: ProcessInfo.processInfo.environment))
+        let first = state.withLock { s -> Bool in
+            s.connections += 1
+            defer { s.manifestSeen = true }
+            return !s.manifestSeen
+        }
+        if first {
+            setLifecycle(.starting)
+            setLifecycle(.ready)
+        }
+        let interval = configuration.pingInterval
+        let timeout = configuration.pingTimeout
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await self.drain(api) }
+            group.addTask {
+                while true {
+                    try await Task.sleep(for: interval)
+                    try await session.ping(timeout: timeout)
+                }
+            }
+            // The drain ends at shutdown (or throws); either way the pinger stops.
+            try await group.next()
+            group.cancelAll()
         }
     }
 
@@ -357,26 +373,5 @@ public final class ControlPlaneSession: Service, Sendable {
             index = name.isEmpty ? text.index(after: index) : nameEnd
         }
         return out
-    }
-}
-
-/// The yamux session's transport: the WebSocket writer, known once the dial succeeded.
-public final class WriterTransport: YamuxTransport {
-    private let writer = Mutex<(@Sendable ([UInt8]) async throws -> Void)?>(nil)
-    private let closed = Mutex(false)
-
-    public init() {}
-
-    public func set(_ write: @escaping @Sendable ([UInt8]) async throws -> Void) {
-        writer.withLock { $0 = write }
-    }
-
-    public func write(_ bytes: [UInt8]) async throws {
-        guard !closed.withLock({ $0 }), let write = writer.withLock({ $0 }) else { throw YamuxSessionError.sessionClosed }
-        try await write(bytes)
-    }
-
-    public func close() async {
-        closed.withLock { $0 = true }
     }
 }

@@ -1,4 +1,4 @@
-/// Serves unary dRPC methods on transports; routing is by exact `/<package>.<Service>/<Method>`.
+/// Serves dRPC methods on transports; routing is by exact `/<package>.<Service>/<Method>`.
 ///
 /// One transport carries one call at a time (later calls use higher stream IDs), as
 /// coderd serves each yamux stream. Unknown methods get the reference's answer, an Error
@@ -6,9 +6,18 @@
 /// request. A handler's thrown ``DRPCErrorBody`` is sent as is; any other error is sent
 /// with code 0 and its description, as Coder's Go handlers do.
 public struct DRPCServer: Sendable {
-    public typealias UnaryHandler = @Sendable (_ request: [UInt8]) async throws -> [UInt8]
+    /// A unary method; runs on the serving task's executor.
+    public typealias UnaryHandler = nonisolated(nonsending) @Sendable (_ request: [UInt8]) async throws -> [UInt8]
+    /// A streaming method (server-streaming or bidirectional). Returning sends CloseSend;
+    /// throwing sends an Error.
+    public typealias StreamHandler = @Sendable (_ call: DRPCServerCall) async throws -> Void
 
-    private var handlers: [String: UnaryHandler] = [:]
+    private enum Handler {
+        case unary(UnaryHandler)
+        case stream(StreamHandler)
+    }
+
+    private var handlers: [String: Handler] = [:]
     public let maxMessageSize: Int
 
     public init(maxMessageSize: Int = DRPCPacketAssembler.defaultMaxPacketSize) {
@@ -17,26 +26,53 @@ public struct DRPCServer: Sendable {
 
     /// Registers a unary method.
     public mutating func register(_ method: String, _ handler: @escaping UnaryHandler) {
-        handlers[method] = handler
+        handlers[method] = .unary(handler)
+    }
+
+    /// Registers a streaming method.
+    public mutating func registerStream(_ method: String, _ handler: @escaping StreamHandler) {
+        handlers[method] = .stream(handler)
     }
 
     public var methods: [String] { handlers.keys.sorted() }
 
+    private struct StreamingCall {
+        let stream: UInt64
+        let inbox: DRPCInbox
+        let sender: DRPCStreamSender
+        let task: Task<Void, Never>
+    }
+
     /// Serves calls on `transport` until EOF or a protocol error (which closes it).
-    public func serve(_ transport: some DRPCTransport) async {
+    nonisolated(nonsending) public func serve(_ transport: some DRPCTransport) async {
         var reader = DRPCPacketReader(maxPacketSize: maxMessageSize)
-        var active: (stream: UInt64, method: String, handler: UnaryHandler?, request: [UInt8]?)?
+        var unary: (stream: UInt64, handler: UnaryHandler, request: [UInt8]?)?
+        var streaming: StreamingCall?
         var finishedStream: UInt64 = 0
+
+        func abort() async {
+            if let streaming {
+                streaming.task.cancel()
+                await streaming.inbox.finish(.failure(.unexpectedEOF))
+                await streaming.task.value
+            }
+            await transport.close()
+        }
+
         while true {
             let packet: DRPCPacket?
             do {
                 packet = try reader.next()
             } catch {
-                await transport.close()
+                await abort()
                 return
             }
             guard let packet else {
                 guard let bytes = try? await transport.read() else {
+                    if let streaming {
+                        await streaming.inbox.finish(.failure(.unexpectedEOF))
+                        await streaming.task.value
+                    }
                     await transport.closeWrite()
                     return
                 }
@@ -48,43 +84,87 @@ public struct DRPCServer: Sendable {
             case .invokeMetadata:
                 continue
             case .invoke:
-                if active != nil {
+                if unary?.stream == packet.streamID || streaming?.stream == packet.streamID {
                     // Invoke on an active stream: protocol error, transport closed.
-                    await transport.close()
+                    await abort()
                     return
                 }
+                // One call at a time: a newer stream supersedes an unfinished one.
+                unary = nil
+                if let previous = streaming {
+                    await previous.inbox.finish(.failure(.remoteClosed("stream superseded")))
+                    await previous.task.value
+                    streaming = nil
+                }
                 let method = String(decoding: packet.data, as: UTF8.self)
-                guard let handler = handlers[method] else {
+                switch handlers[method] {
+                case nil:
                     let reply = DRPCPacket(
                         streamID: packet.streamID, messageID: 1, kind: .error,
                         data: DRPCErrorBody.unknownRPC(method).encoded)
                     try? await transport.write(reply.encoded())
                     finishedStream = packet.streamID
-                    continue
+                case .unary(let handler):
+                    unary = (packet.streamID, handler, nil)
+                case .stream(let handler):
+                    streaming = Self.start(handler, method: method, stream: packet.streamID, over: transport)
                 }
-                active = (packet.streamID, method, handler, nil)
             case .message:
-                guard var call = active, call.stream == packet.streamID, call.request == nil else {
-                    await transport.close()
+                if let call = unary, call.stream == packet.streamID, call.request == nil {
+                    unary?.request = packet.data
+                } else if let call = streaming, call.stream == packet.streamID {
+                    _ = await call.inbox.put(packet.data)
+                } else {
+                    await abort()
                     return
                 }
-                call.request = packet.data
-                active = call
             case .closeSend:
-                guard let call = active, call.stream == packet.streamID else { continue }
-                active = nil
-                finishedStream = call.stream
-                await respond(to: call.stream, request: call.request, handler: call.handler!, over: transport)
+                if let call = unary, call.stream == packet.streamID {
+                    unary = nil
+                    finishedStream = call.stream
+                    await Self.respond(to: call.stream, request: call.request, handler: call.handler, over: transport)
+                } else if let call = streaming, call.stream == packet.streamID {
+                    await call.inbox.finish(.success(()))
+                }
             case .close, .cancel, .error:
-                if active?.stream == packet.streamID {
+                if unary?.stream == packet.streamID {
                     finishedStream = packet.streamID
-                    active = nil
+                    unary = nil
+                } else if let call = streaming, call.stream == packet.streamID {
+                    finishedStream = packet.streamID
+                    let reason: DRPCCallError = packet.kind == .error
+                        ? .remote(DRPCErrorBody(decoding: packet.data))
+                        : .remoteClosed(packet.kind == .cancel ? "context canceled" : "remote closed the stream")
+                    call.task.cancel()
+                    await call.inbox.finish(.failure(reason))
+                    await call.task.value
+                    streaming = nil
                 }
             }
         }
     }
 
-    private func respond(to stream: UInt64, request: [UInt8]?, handler: UnaryHandler, over transport: some DRPCTransport) async {
+    private static func start(_ handler: @escaping StreamHandler, method: String, stream: UInt64, over transport: some DRPCTransport) -> StreamingCall {
+        let inbox = DRPCInbox()
+        let sender = DRPCStreamSender(transport: transport, streamID: stream, firstMessageID: 1)
+        let call = DRPCServerCall(method: method, inbox: inbox, sender: sender)
+        let task = Task {
+            do {
+                try await handler(call)
+                try? await sender.closeSend()
+            } catch let body as DRPCErrorBody {
+                try? await sender.sendError(body)
+            } catch {
+                try? await sender.sendError(DRPCErrorBody(code: 0, message: "\(error)"))
+            }
+            await inbox.handlerReturned()
+        }
+        return StreamingCall(stream: stream, inbox: inbox, sender: sender, task: task)
+    }
+
+    nonisolated(nonsending) private static func respond(
+        to stream: UInt64, request: [UInt8]?, handler: UnaryHandler, over transport: some DRPCTransport
+    ) async {
         var out: [UInt8] = []
         guard let request else {
             DRPCPacket(streamID: stream, messageID: 1, kind: .error, data: DRPCErrorBody(code: 0, message: "EOF").encoded)

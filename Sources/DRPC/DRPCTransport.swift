@@ -1,14 +1,18 @@
 /// One bidirectional byte stream carrying a dRPC connection: a yamux stream upward, a
 /// unix socket connection for the agent socket.
+///
+/// The requirements run on their caller's executor (`nonisolated(nonsending)`): a call
+/// made from the yamux session's event loop stays there.
 public protocol DRPCTransport: Sendable {
     /// The next received bytes, or nil at EOF.
-    func read() async throws -> [UInt8]?
+    nonisolated(nonsending) func read() async throws -> [UInt8]?
     /// Sends bytes in order.
-    func write(_ bytes: [UInt8]) async throws
-    /// Half-closes: the peer reads EOF; reading continues.
-    func closeWrite() async
+    nonisolated(nonsending) func write(_ bytes: [UInt8]) async throws
+    /// Ends this side gracefully: the peer reads EOF. dRPC calls it once it reads no more,
+    /// so a transport may drop what still arrives.
+    nonisolated(nonsending) func closeWrite() async
     /// Aborts both directions.
-    func close() async
+    nonisolated(nonsending) func close() async
 }
 
 /// Why a call failed.
@@ -23,6 +27,10 @@ public enum DRPCCallError: Error, Equatable, Sendable, CustomStringConvertible {
     case transport(String)
     /// A well-formed packet arrived where the protocol does not allow it.
     case protocolViolation(String)
+    /// A send after this side closed the stream (CloseSend, Close, Error or cancel).
+    case closed
+    /// The peer terminated the stream (Close, or Cancel: "context canceled").
+    case remoteClosed(String)
 
     public var description: String {
         switch self {
@@ -31,6 +39,8 @@ public enum DRPCCallError: Error, Equatable, Sendable, CustomStringConvertible {
         case .unexpectedEOF: return "drpc: EOF"
         case .transport(let text): return "drpc: transport: \(text)"
         case .protocolViolation(let text): return "drpc: protocol error: \(text)"
+        case .closed: return "drpc: stream closed"
+        case .remoteClosed(let text): return "drpc: \(text)"
         }
     }
 

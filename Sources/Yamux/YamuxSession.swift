@@ -1,14 +1,20 @@
+import NIOCore
+import NIOPosix
+
 /// A yamux session (spec agent-rpc §2) over any ``YamuxTransport``.
 ///
-/// The owner feeds received bytes with ``receive(_:)`` (split anywhere) and reports EOF
-/// with ``transportClosed()``. One writer task sends frames in order, control frames
-/// (pings, window updates, opens, closes) ahead of queued data, so pings are answered
-/// promptly even under bulk transfer.
+/// The session is an actor whose executor is one NIO event loop: the loop of the channel it
+/// runs over. A channel handler feeds received bytes synchronously
+/// (`session.assumeIsolated { $0.receive(bytes) }`), and frames are handed to the
+/// transport on the same thread, so a round trip costs no thread hops inside the session.
+/// Frames produced during one loop turn leave in one transport write (control frames —
+/// pings, window updates, opens, closes — ahead of queued data, so pings are answered
+/// promptly even under bulk transfer).
 ///
 /// Bounds: each stream buffers at most its receive window (256 KiB, enforced against the
 /// peer); queued outbound data is capped at ``Configuration/maxQueuedData`` (writers
 /// wait); at most ``Configuration/acceptBacklog`` unaccepted streams (more are refused
-/// with RST).
+/// with RST); one write carries at most ``maxBatch`` bytes of data.
 public actor YamuxSession {
     public enum Role: Sendable {
         /// Opens odd stream IDs (the agent).
@@ -32,7 +38,6 @@ public actor YamuxSession {
 
     private final class StreamState {
         var buffer: [[UInt8]] = []
-        var buffered = 0
         /// Credit we still grant the peer.
         var receiveWindow: UInt32
         /// Consumed by the reader but not yet returned to the peer.
@@ -42,6 +47,10 @@ public actor YamuxSession {
         var localFin = false
         var remoteFin = false
         var wasReset = false
+        /// The reader is gone (``YamuxStream/close()``): unread and later data is dropped.
+        var discarding = false
+        /// Push mode: inbound data goes here, synchronously, instead of to ``read(_:)``.
+        var sink: ((YamuxStreamEvent) -> Void)?
         var readWaiter: CheckedContinuation<Void, Never>?
         var windowWaiters: [CheckedContinuation<Void, Never>] = []
 
@@ -59,7 +68,9 @@ public actor YamuxSession {
     }
 
     public nonisolated let role: Role
-    public let configuration: Configuration
+    /// The loop everything of this session runs on.
+    public nonisolated let eventLoop: any EventLoop
+    public nonisolated let configuration: Configuration
     private let transport: any YamuxTransport
     private var decoder: YamuxFrameDecoder
     private var streams: [UInt32: StreamState] = [:]
@@ -68,70 +79,88 @@ public actor YamuxSession {
     private var acceptWaiter: CheckedContinuation<Void, Never>?
     private var remoteGoneAway = false
     private var closedReason: YamuxSessionError?
+    private var closeWaiters: [CheckedContinuation<Void, Never>] = []
 
-    private var controlQueue: [[UInt8]] = []
+    /// Encoded control frames waiting for the next flush.
+    private var control: [UInt8] = []
+    /// Encoded data frames (and FINs, which must follow their stream's data).
     private var dataQueue: [[UInt8]] = []
+    private var dataHead = 0
     private var queuedData = 0
-    private var writerWaiter: CheckedContinuation<Void, Never>?
     private var spaceWaiters: [CheckedContinuation<Void, Never>] = []
-    private var writerTask: Task<Void, Never>?
-    private var flushDataOnClose = false
+    private var flushScheduled = false
 
     private var nextPing: UInt32 = 0
     private var pingWaiters: [UInt32: CheckedContinuation<Void, Never>] = [:]
     private var expiredPings: Set<UInt32> = []
 
-    public init(role: Role, transport: any YamuxTransport, configuration: Configuration = Configuration()) {
+    public nonisolated var unownedExecutor: UnownedSerialExecutor {
+        eventLoop.executor.asUnownedSerialExecutor()
+    }
+
+    /// - Parameters:
+    ///   - eventLoop: the loop the transport lives on (for a NIO channel, its `eventLoop`).
+    public init(
+        role: Role, transport: any YamuxTransport,
+        eventLoop: any EventLoop = MultiThreadedEventLoopGroup.singleton.next(),
+        configuration: Configuration = Configuration()
+    ) {
         self.role = role
         self.transport = transport
+        self.eventLoop = eventLoop
         self.configuration = configuration
         self.decoder = YamuxFrameDecoder(maxPayload: configuration.window)
         self.nextStreamID = role == .client ? 1 : 2
     }
 
-    /// Starts the writer. Call once, before anything else.
-    public func start() {
-        guard writerTask == nil else { return }
-        writerTask = Task { [weak self] in
-            while let self, let frame = await self.nextOutbound() {
-                do {
-                    try await self.transport.write(frame)
-                } catch {
-                    await self.fail(.sessionClosed, fromWriter: true)
-                    return
-                }
-            }
-        }
-    }
-
     /// Why the session ended, or nil while it is open.
     public var closeReason: YamuxSessionError? { closedReason }
 
+    /// Returns once the session has ended, with the reason.
+    @discardableResult
+    public func waitClosed() async -> YamuxSessionError {
+        while closedReason == nil {
+            await withCheckedContinuation { closeWaiters.append($0) }
+        }
+        return closedReason!
+    }
+
     // MARK: Inbound
 
-    /// Feeds bytes read from the transport.
-    public func receive(_ bytes: [UInt8]) async {
+    /// Feeds bytes read from the transport (split anywhere).
+    public func receive(_ bytes: [UInt8]) {
         guard closedReason == nil else { return }
+        // What the frames of this chunk make us send leaves in one write, at the end.
+        receiving = true
+        defer {
+            receiving = false
+            if needsFlush { flush() }
+        }
         decoder.feed(bytes)
         while closedReason == nil {
             let frame: YamuxFrame?
             do {
                 frame = try decoder.next()
             } catch {
-                await protocolFailure(error.description)
+                protocolFailure(error.description)
                 return
             }
             guard let frame else { return }
-            await handle(frame)
+            handle(frame)
         }
     }
 
     /// The transport reached EOF or failed: everything ends.
-    public func transportClosed() async {
-        await fail(.sessionClosed)
+    public func transportClosed() {
+        fail(.sessionClosed)
     }
 
-    private func handle(_ frame: YamuxFrame) async {
+    /// The transport can take data again (see ``YamuxTransport/isWritable``).
+    public func transportWritable() {
+        if !dataQueue.isEmpty { flush() }
+    }
+
+    private func handle(_ frame: YamuxFrame) {
         let header = frame.header
         switch header.type {
         case .ping:
@@ -144,29 +173,34 @@ public actor YamuxSession {
             if header.length == YamuxGoAwayCode.normal.rawValue {
                 remoteGoneAway = true
             } else {
-                await fail(.protocolError("remote GoAway code \(header.length)"))
+                fail(.protocolError("remote GoAway code \(header.length)"))
             }
         case .data, .windowUpdate:
-            await handleStreamFrame(frame)
+            handleStreamFrame(frame)
         }
     }
 
-    private func handleStreamFrame(_ frame: YamuxFrame) async {
+    private func handleStreamFrame(_ frame: YamuxFrame) {
         let header = frame.header
         let id = header.streamID
         if header.flags.contains(.syn) {
             guard id != 0, isPeerID(id), streams[id] == nil else {
-                await protocolFailure("invalid or duplicate SYN for stream \(id)")
+                protocolFailure("invalid or duplicate SYN for stream \(id)")
                 return
             }
-            if acceptQueue.count >= configuration.acceptBacklog || closedReason != nil {
+            if acceptQueue.count >= configuration.acceptBacklog {
                 enqueueControl(YamuxHeader(type: .windowUpdate, flags: .rst, streamID: id, length: 0))
                 return
             }
             streams[id] = StreamState(window: configuration.window)
-            acceptQueue.append(id)
-            acceptWaiter?.resume()
-            acceptWaiter = nil
+            if let acceptHandler {
+                enqueueControl(YamuxHeader(type: .windowUpdate, flags: .ack, streamID: id, length: 0), lazy: true)
+                acceptHandler(YamuxStream(id: id, session: self))
+            } else {
+                acceptQueue.append(id)
+                acceptWaiter?.resume()
+                acceptWaiter = nil
+            }
         }
         guard let state = streams[id] else { return } // unknown stream: discard
         if header.type == .windowUpdate, header.length > 0 {
@@ -176,24 +210,37 @@ public actor YamuxSession {
         }
         if header.type == .data, !frame.payload.isEmpty {
             guard UInt32(frame.payload.count) <= state.receiveWindow else {
-                await protocolFailure("stream \(id) sent \(frame.payload.count) bytes beyond its window")
+                protocolFailure("stream \(id) sent \(frame.payload.count) bytes beyond its window")
                 return
             }
             state.receiveWindow -= UInt32(frame.payload.count)
-            state.buffer.append(frame.payload)
-            state.buffered += frame.payload.count
-            state.readWaiter?.resume()
-            state.readWaiter = nil
+            if state.discarding || state.sink != nil {
+                // Consumed on arrival: the credit goes straight back.
+                state.unacknowledged += UInt32(frame.payload.count)
+                returnCreditIfDue(id, state)
+                if !state.discarding { state.sink?(.data(frame.payload)) }
+            } else {
+                state.buffer.append(frame.payload)
+                state.readWaiter?.resume()
+                state.readWaiter = nil
+            }
         }
         if header.flags.contains(.fin) {
             state.remoteFin = true
-            state.readWaiter?.resume()
-            state.readWaiter = nil
-            forgetIfDone(id, state)
+            if let reader = state.readWaiter {
+                // The woken reader sees the EOF and forgets the stream itself.
+                state.readWaiter = nil
+                reader.resume()
+            } else {
+                forgetIfDone(id, state)
+            }
+            state.sink?(.end)
         }
         if header.flags.contains(.rst) {
             state.wasReset = true
             state.wakeAll()
+            state.sink?(.failed(.streamReset))
+            state.sink = nil
             streams[id] = nil
             acceptQueue.removeAll { $0 == id }
         }
@@ -206,14 +253,16 @@ public actor YamuxSession {
     // MARK: Opening and accepting
 
     /// Opens a stream (WindowUpdate+SYN, sent at once as Go's yamux does); data may be
-    /// written before the peer's ACK, and the writer batches the SYN with it when it can.
+    /// written before the peer's ACK, and leaves in the same transport write as the SYN
+    /// when written in the same loop turn.
     public func open() throws(YamuxSessionError) -> YamuxStream {
         if let closedReason { throw closedReason }
         if remoteGoneAway { throw .remoteGoAway }
         let id = nextStreamID
         nextStreamID &+= 2
         streams[id] = StreamState(window: configuration.window)
-        enqueueControl(YamuxHeader(type: .windowUpdate, flags: .syn, streamID: id, length: 0))
+        // The SYN rides with the first data (or leaves within `lazyDelay`).
+        enqueueControl(YamuxHeader(type: .windowUpdate, flags: .syn, streamID: id, length: 0), lazy: true)
         return YamuxStream(id: id, session: self)
     }
 
@@ -223,29 +272,40 @@ public actor YamuxSession {
             if closedReason != nil { return nil }
             await withCheckedContinuation { acceptWaiter = $0 }
         }
+        // The ACK rides with the stream's first reply (or leaves within `lazyDelay`): the
+        // opener does not wait for it to send.
+        return acceptNow()
+    }
+
+    private var acceptHandler: ((YamuxStream) -> Void)?
+
+    /// Push-mode accepting: each stream the peer opens from now on is accepted (ACK) and
+    /// handed to `handler` synchronously, on the loop, instead of to ``accept()``.
+    public func setAcceptHandler(_ handler: @escaping (YamuxStream) -> Void) {
+        acceptHandler = handler
+        while !acceptQueue.isEmpty, let stream = acceptNow() { handler(stream) }
+    }
+
+    private func acceptNow() -> YamuxStream? {
+        guard !acceptQueue.isEmpty else { return nil }
         let id = acceptQueue.removeFirst()
-        enqueueControl(YamuxHeader(type: .windowUpdate, flags: .ack, streamID: id, length: 0))
+        enqueueControl(YamuxHeader(type: .windowUpdate, flags: .ack, streamID: id, length: 0), lazy: true)
         return YamuxStream(id: id, session: self)
     }
 
     // MARK: Stream operations
 
-    func read(_ id: UInt32) async throws -> [UInt8]? {
+    func read(_ id: UInt32) async throws(YamuxSessionError) -> [UInt8]? {
         while true {
             guard let state = streams[id] else {
                 if let closedReason { throw closedReason }
-                throw YamuxSessionError.streamReset
+                throw .streamReset
             }
-            if state.wasReset { throw YamuxSessionError.streamReset }
+            if state.wasReset { throw .streamReset }
             if !state.buffer.isEmpty {
                 let chunk = state.buffer.removeFirst()
-                state.buffered -= chunk.count
                 state.unacknowledged += UInt32(chunk.count)
-                if state.unacknowledged >= configuration.window / 2 && !state.remoteFin {
-                    enqueueControl(YamuxHeader(type: .windowUpdate, streamID: id, length: state.unacknowledged))
-                    state.receiveWindow += state.unacknowledged
-                    state.unacknowledged = 0
-                }
+                returnCreditIfDue(id, state)
                 return chunk
             }
             if state.remoteFin {
@@ -257,12 +317,12 @@ public actor YamuxSession {
         }
     }
 
-    func write(_ id: UInt32, _ bytes: [UInt8]) async throws {
+    func write(_ id: UInt32, _ bytes: [UInt8]) async throws(YamuxSessionError) {
         var offset = 0
         while offset < bytes.count {
-            guard let state = streams[id] else { throw closedReason ?? YamuxSessionError.streamReset }
-            if state.wasReset { throw YamuxSessionError.streamReset }
-            if state.localFin { throw YamuxSessionError.streamClosed }
+            guard let state = streams[id] else { throw closedReason ?? .streamReset }
+            if state.wasReset { throw .streamReset }
+            if state.localFin { throw .streamClosed }
             if let closedReason { throw closedReason }
             if state.sendWindow == 0 {
                 await withCheckedContinuation { state.windowWaiters.append($0) }
@@ -272,15 +332,77 @@ public actor YamuxSession {
                 await withCheckedContinuation { spaceWaiters.append($0) }
                 continue
             }
-            let n = min(bytes.count - offset, Int(state.sendWindow), configuration.maxDataFrame)
-            state.sendWindow -= UInt32(n)
+            // Everything the window and the queue allow now, then one flush.
+            while offset < bytes.count, state.sendWindow > 0, queuedData < configuration.maxQueuedData {
+                let n = min(bytes.count - offset, Int(state.sendWindow), configuration.maxDataFrame)
+                state.sendWindow -= UInt32(n)
+                var frame = YamuxHeader(type: .data, streamID: id, length: UInt32(n)).encoded
+                frame.append(contentsOf: bytes[offset..<(offset + n)])
+                dataQueue.append(frame)
+                queuedData += n
+                offset += n
+            }
+            requestFlush()
+        }
+    }
+
+    /// Queues all of `bytes` on stream `id` if its window and the outbound queue take them
+    /// now (then flushes); false, with nothing queued, when ``YamuxStream/write(_:)`` would
+    /// have to wait. Throws when the stream cannot be written at all.
+    public func tryWrite(_ id: UInt32, _ bytes: [UInt8]) throws(YamuxSessionError) -> Bool {
+        guard let state = streams[id] else { throw closedReason ?? .streamReset }
+        if state.wasReset { throw .streamReset }
+        if state.localFin { throw .streamClosed }
+        if let closedReason { throw closedReason }
+        guard bytes.count <= Int(state.sendWindow), queuedData + bytes.count <= configuration.maxQueuedData else { return false }
+        var offset = 0
+        while offset < bytes.count {
+            let n = min(bytes.count - offset, configuration.maxDataFrame)
             var frame = YamuxHeader(type: .data, streamID: id, length: UInt32(n)).encoded
             frame.append(contentsOf: bytes[offset..<(offset + n)])
             dataQueue.append(frame)
-            queuedData += n
-            wakeWriter()
             offset += n
         }
+        state.sendWindow -= UInt32(bytes.count)
+        queuedData += bytes.count
+        requestFlush()
+        return true
+    }
+
+    /// Push mode: from now on this stream's inbound data, its end and its failure go to
+    /// `sink`, synchronously on the loop, instead of to ``YamuxStream/read()`` (data is
+    /// credited back as it is delivered). Lets a caller answer in the same loop turn.
+    public func setSink(_ id: UInt32, _ sink: @escaping (YamuxStreamEvent) -> Void) {
+        guard let state = streams[id] else {
+            sink(.failed(closedReason ?? .streamReset))
+            return
+        }
+        state.sink = sink
+        while !state.buffer.isEmpty {
+            let chunk = state.buffer.removeFirst()
+            state.unacknowledged += UInt32(chunk.count)
+            sink(.data(chunk))
+        }
+        returnCreditIfDue(id, state)
+        if state.remoteFin { sink(.end) }
+    }
+
+    private func returnCreditIfDue(_ id: UInt32, _ state: StreamState) {
+        if state.unacknowledged >= configuration.window / 2 && !state.remoteFin {
+            enqueueControl(YamuxHeader(type: .windowUpdate, streamID: id, length: state.unacknowledged))
+            state.receiveWindow += state.unacknowledged
+            state.unacknowledged = 0
+        }
+    }
+
+    /// FIN and stop reading: what is buffered or still arrives is dropped, so the stream
+    /// is forgotten as soon as the peer's FIN arrives.
+    public func close(_ id: UInt32) {
+        guard let state = streams[id] else { return }
+        state.discarding = true
+        state.buffer.removeAll()
+        closeWrite(id)
+        forgetIfDone(id, state)
     }
 
     func closeWrite(_ id: UInt32) {
@@ -288,20 +410,26 @@ public actor YamuxSession {
         state.localFin = true
         // Behind this stream's queued data, so the FIN cannot overtake it.
         dataQueue.append(YamuxHeader(type: .windowUpdate, flags: .fin, streamID: id, length: 0).encoded)
-        wakeWriter()
+        // Nobody waits for a FIN: it rides with the next write or leaves within `lazyDelay`.
+        scheduleLazyFlush()
         forgetIfDone(id, state)
     }
+
+    /// Aborts stream `id` (RST).
+    public func resetStream(_ id: UInt32) { reset(id) }
 
     func reset(_ id: UInt32) {
         guard let state = streams[id] else { return }
         state.wasReset = true
         state.wakeAll()
+        state.sink?(.failed(.streamReset))
+        state.sink = nil
         streams[id] = nil
         enqueueControl(YamuxHeader(type: .windowUpdate, flags: .rst, streamID: id, length: 0))
     }
 
     private func forgetIfDone(_ id: UInt32, _ state: StreamState) {
-        if state.localFin && state.remoteFin && state.buffer.isEmpty { streams[id] = nil }
+        if state.localFin && state.remoteFin && (state.buffer.isEmpty || state.discarding) { streams[id] = nil }
     }
 
     /// Streams currently tracked (open in at least one direction).
@@ -316,9 +444,9 @@ public actor YamuxSession {
         let value = nextPing
         nextPing &+= 1
         enqueueControl(YamuxHeader(type: .ping, flags: .syn, streamID: 0, length: value))
-        let timer = Task { [weak self] in
-            try? await Task.sleep(for: timeout)
-            await self?.expirePing(value)
+        let (seconds, attoseconds) = timeout.components
+        let timer = eventLoop.scheduleTask(in: .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)) {
+            self.assumeIsolated { $0.expirePing(value) }
         }
         await withCheckedContinuation { pingWaiters[value] = $0 }
         timer.cancel()
@@ -337,71 +465,122 @@ public actor YamuxSession {
         enqueueControl(YamuxHeader(type: .goAway, streamID: 0, length: code.rawValue))
     }
 
-    /// Closes the session: queued frames (data included) are flushed, then the transport
+    /// Closes the session: queued frames (data included) are written, then the transport
     /// is closed. (Like yamux v0.1.2, no GoAway is sent.)
-    public func close() async {
-        flushDataOnClose = true
-        await fail(.sessionClosed)
+    public func close() {
+        fail(.sessionClosed, flushData: true)
     }
 
-    private func protocolFailure(_ text: String) async {
+    /// Closes the session from any thread (for cancellation handlers).
+    public nonisolated func closeSoon() {
+        eventLoop.execute { self.assumeIsolated { $0.close() } }
+    }
+
+    private func protocolFailure(_ text: String) {
         guard closedReason == nil else { return }
         enqueueControl(YamuxHeader(type: .goAway, streamID: 0, length: YamuxGoAwayCode.protocolError.rawValue))
-        await fail(.protocolError(text))
+        fail(.protocolError(text))
     }
 
-    private func fail(_ reason: YamuxSessionError, fromWriter: Bool = false) async {
+    private func fail(_ reason: YamuxSessionError, flushData: Bool = false) {
         guard closedReason == nil else { return }
         closedReason = reason
-        for state in streams.values { state.wakeAll() }
+        for state in streams.values {
+            state.wakeAll()
+            state.sink?(.failed(reason))
+            state.sink = nil
+        }
         acceptWaiter?.resume()
         acceptWaiter = nil
         for waiter in pingWaiters.values { waiter.resume() }
         pingWaiters.removeAll()
         for waiter in spaceWaiters { waiter.resume() }
         spaceWaiters.removeAll()
-        wakeWriter()
-        // Let the writer flush what is queued (a GoAway, say), then close the transport.
-        if !fromWriter, let writerTask { await writerTask.value }
-        await transport.close()
+        for waiter in closeWaiters { waiter.resume() }
+        closeWaiters.removeAll()
+        // What is queued (a GoAway, say, or the last data on close) goes out first.
+        var last = control
+        control = []
+        if flushData {
+            while dataHead < dataQueue.count {
+                last += dataQueue[dataHead]
+                dataHead += 1
+            }
+        }
+        dataQueue = []
+        dataHead = 0
+        queuedData = 0
+        if !last.isEmpty { transport.write(last) }
+        transport.close()
     }
 
     // MARK: Writer
 
-    private func enqueueControl(_ header: YamuxHeader) {
-        guard closedReason == nil || header.type == .goAway else { return }
-        controlQueue.append(header.encoded)
-        wakeWriter()
+    private func enqueueControl(_ header: YamuxHeader, lazy: Bool = false) {
+        guard closedReason == nil else { return }
+        control += header.encoded
+        if lazy { scheduleLazyFlush() } else { requestFlush() }
     }
 
-    private func wakeWriter() {
-        writerWaiter?.resume()
-        writerWaiter = nil
+    private var receiving = false
+    private var needsFlush = false
+
+    /// Writes now, or at the end of the `receive` in progress (one write per chunk read).
+    private func requestFlush() {
+        if receiving { needsFlush = true } else { flush() }
     }
 
-    /// Largest batch of frames handed to the transport in one write.
-    static let maxBatch = 256 * 1024
+    /// How long a SYN, ACK or FIN waits for a write to ride with: one transport write per
+    /// round trip instead of three or four.
+    public static let lazyDelay: TimeAmount = .milliseconds(1)
+    private var lazyTimer: Scheduled<Void>?
 
-    /// The next frames to send as one write (control frames first, then data, up to
-    /// ``maxBatch`` bytes): fewer transport messages and wake-ups per round trip.
-    /// nil when closed and drained.
-    private func nextOutbound() async -> [UInt8]? {
-        while true {
-            var batch: [UInt8] = []
-            while !controlQueue.isEmpty { batch += controlQueue.removeFirst() }
-            let sendData = closedReason == nil || flushDataOnClose
-            while sendData, !dataQueue.isEmpty, batch.count < Self.maxBatch {
-                let frame = dataQueue.removeFirst()
-                queuedData -= max(0, frame.count - YamuxHeader.size)
-                batch += frame
+    private func scheduleLazyFlush() {
+        guard lazyTimer == nil else { return }
+        lazyTimer = eventLoop.scheduleTask(in: Self.lazyDelay) {
+            self.assumeIsolated { session in
+                session.lazyTimer = nil
+                session.flush()
             }
-            if queuedData < configuration.maxQueuedData, !spaceWaiters.isEmpty {
-                for waiter in spaceWaiters { waiter.resume() }
-                spaceWaiters.removeAll()
+        }
+    }
+
+    /// Largest batch handed to the transport in one write.
+    public static let maxBatch = 256 * 1024
+
+    /// Writes control frames, then data frames while the transport is writable, in
+    /// batches of up to ``maxBatch``; what is left waits for ``transportWritable()``.
+    private func flush() {
+        needsFlush = false
+        lazyTimer?.cancel()
+        lazyTimer = nil
+        guard closedReason == nil else { return }
+        var batch = control
+        control = []
+        repeat {
+            if transport.isWritable {
+                while dataHead < dataQueue.count, batch.count < Self.maxBatch {
+                    let frame = dataQueue[dataHead]
+                    dataHead += 1
+                    queuedData -= max(0, frame.count - YamuxHeader.size)
+                    batch += frame
+                }
             }
-            if !batch.isEmpty { return batch }
-            if closedReason != nil { return nil }
-            await withCheckedContinuation { writerWaiter = $0 }
+            if !batch.isEmpty {
+                transport.write(batch)
+                batch = []
+            }
+        } while dataHead < dataQueue.count && transport.isWritable
+        if dataHead == dataQueue.count {
+            dataQueue.removeAll(keepingCapacity: true)
+            dataHead = 0
+        } else if dataHead >= 64 {
+            dataQueue.removeFirst(dataHead)
+            dataHead = 0
+        }
+        if queuedData < configuration.maxQueuedData, !spaceWaiters.isEmpty {
+            for waiter in spaceWaiters { waiter.resume() }
+            spaceWaiters.removeAll()
         }
     }
 }

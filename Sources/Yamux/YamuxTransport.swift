@@ -1,11 +1,21 @@
 /// The byte stream a yamux session runs over (a WebSocket, a socket, a test pipe).
 ///
-/// The session calls `write` from one task at a time, with whole frames, in order.
+/// Every requirement is called on the session's event loop, never concurrently, and must
+/// not block: a NIO channel writes without flushing-and-waiting, a test pipe hands the
+/// bytes to its peer.
 public protocol YamuxTransport: Sendable {
-    /// Sends `bytes`; suspends while the transport applies backpressure.
-    func write(_ bytes: [UInt8]) async throws
+    /// Sends whole frames, in order.
+    func write(_ bytes: [UInt8])
+    /// False while the transport's own buffer is above its high-water mark. The session then
+    /// holds data frames back (control frames still go, so pings are answered) until told
+    /// ``YamuxSession/transportWritable()``.
+    var isWritable: Bool { get }
     /// Closes the transport; the peer sees EOF.
-    func close() async
+    func close()
+}
+
+extension YamuxTransport {
+    public var isWritable: Bool { true }
 }
 
 /// Why a session or stream operation failed.

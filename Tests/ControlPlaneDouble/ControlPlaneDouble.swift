@@ -1,20 +1,29 @@
 import AgentProto
 import AgentRPC
 import DRPC
-import Hummingbird
-import HummingbirdWebSocket
+import Foundation
 import Logging
 import NIOCore
+import NIOHTTP1
+import NIOPosix
+import NIOWebSocket
 import SwiftProtobuf
 import Synchronization
 import Yamux
 
-/// An in-process control plane speaking the real wire format: a Hummingbird WebSocket
-/// endpoint at `/api/v2/workspaceagents/me/rpc`, a yamux server session per connection and
-/// a dRPC server per yamux stream, recording every call.
+/// An in-process control plane speaking the real wire format: a SwiftNIO HTTP server whose
+/// `/api/v2/workspaceagents/me/rpc` upgrades to a WebSocket after checking the token,
+/// version and role as coderd does (401 / 400 with coderd's JSON bodies otherwise), a yamux
+/// server session per connection and a dRPC server per yamux stream, recording every call.
+///
+/// It can be told to refuse upgrades (``refuseWith``), drop every connection
+/// (``dropConnections()``), answer slowly or stall (``answerDelay``), and report the log
+/// limit (``logLimitExceeded``). It also serves `/echo`, a plain WebSocket echo used as the
+/// benchmarks' baseline on the same server.
 public final class ControlPlaneDouble: Sendable {
     public struct Recorded: Sendable {
         public var upgradeAttempts = 0
+        public var refusals: [Int] = []
         public var connections = 0
         public var manifests = 0
         public var startups: [Coder_Agent_V2_Startup] = []
@@ -25,6 +34,8 @@ public final class ControlPlaneDouble: Sendable {
         public var queries: [String] = []
     }
 
+    public static let rpcPath = "/api/v2/workspaceagents/me/rpc"
+
     public let token: String
     public let version: String
     public let manifest: Coder_Agent_V2_Manifest
@@ -32,6 +43,8 @@ public final class ControlPlaneDouble: Sendable {
     public let logLimitExceeded = Mutex(false)
     /// Every answer waits this long first ("answer slowly"; a huge value stalls).
     public let answerDelay = Mutex<Duration>(.zero)
+    /// When set, every upgrade is refused with this HTTP status ("reject").
+    public let refuseWith = Mutex<Int?>(nil)
     private let sessions = Mutex<[YamuxSession]>([])
 
     public init(token: String = "8b6c4a52-9f0e-4d7b-a2c1-1e2f3a4b5c6d", version: String = "2.10", manifest: Coder_Agent_V2_Manifest = ControlPlaneDouble.defaultManifest) {
@@ -59,128 +72,206 @@ public final class ControlPlaneDouble: Sendable {
         for session in live { await session.close() }
     }
 
+    // MARK: RPCs
+
     func makeDRPCServer() -> DRPCServer {
         var server = DRPCServer()
-        let delay: @Sendable () async -> Void = { [self] in
-            let wait = answerDelay.withLock { $0 }
+        // No capture lists below: Swift 6.3 drops the `nonisolated(nonsending)` of a
+        // closure literal that has one, and the handler would hop off the loop.
+        // Runs on the caller's executor (the session's loop): no hop when there is no delay.
+        let delay: nonisolated(nonsending) @Sendable () async -> Void = {
+            let wait = self.answerDelay.withLock { $0 }
             if wait > .zero { try? await Task.sleep(for: wait) }
         }
-        server.register(AgentRoutes.agent("GetManifest")) { [self] _ in
-            recorded.withLock { $0.manifests += 1 }
-            return try manifest.serializedBytes()
+        server.register(AgentRoutes.agent("GetManifest")) { _ in
+            self.recorded.withLock { $0.manifests += 1 }
+            return try self.manifest.serializedBytes()
         }
-        server.register(AgentRoutes.agent("UpdateStartup")) { [self] bytes in
+        server.register(AgentRoutes.agent("UpdateStartup")) { bytes in
             let request = try Coder_Agent_V2_UpdateStartupRequest(serializedBytes: bytes)
             guard request.startup.version.hasPrefix("v") else { throw DRPCErrorBody(code: 0, message: "invalid version") }
-            recorded.withLock { $0.startups.append(request.startup) }
+            self.recorded.withLock { $0.startups.append(request.startup) }
             return try request.startup.serializedBytes()
         }
-        server.register(AgentRoutes.agent("UpdateLifecycle")) { [self] bytes in
+        server.register(AgentRoutes.agent("UpdateLifecycle")) { bytes in
             await delay()
             let request = try Coder_Agent_V2_UpdateLifecycleRequest(serializedBytes: bytes)
-            recorded.withLock { $0.lifecycle.append(request.lifecycle.state) }
+            self.recorded.withLock { $0.lifecycle.append(request.lifecycle.state) }
             return try request.lifecycle.serializedBytes()
         }
-        server.register(AgentRoutes.agent("UpdateAppStatus")) { [self] bytes in
+        server.register(AgentRoutes.agent("UpdateAppStatus")) { bytes in
             await delay()
             let request = try Coder_Agent_V2_UpdateAppStatusRequest(serializedBytes: bytes)
-            recorded.withLock { $0.appStatuses.append(request) }
+            self.recorded.withLock { $0.appStatuses.append(request) }
             return try Coder_Agent_V2_UpdateAppStatusResponse().serializedBytes()
         }
-        server.register(AgentRoutes.agent("ReportBoundaryLogs")) { [self] bytes in
+        server.register(AgentRoutes.agent("ReportBoundaryLogs")) { bytes in
             let request = try Coder_Agent_V2_ReportBoundaryLogsRequest(serializedBytes: bytes)
-            recorded.withLock { $0.boundaryLogs.append(request) }
+            self.recorded.withLock { $0.boundaryLogs.append(request) }
             return try Coder_Agent_V2_ReportBoundaryLogsResponse().serializedBytes()
         }
-        server.register(AgentRoutes.agent("BatchCreateLogs")) { [self] bytes in
+        server.register(AgentRoutes.agent("BatchCreateLogs")) { bytes in
             let request = try Coder_Agent_V2_BatchCreateLogsRequest(serializedBytes: bytes)
             guard request.logSourceID.count == 16 else { throw DRPCErrorBody(code: 0, message: "invalid log source id") }
-            recorded.withLock { $0.logs += request.logs }
+            self.recorded.withLock { $0.logs += request.logs }
             var response = Coder_Agent_V2_BatchCreateLogsResponse()
-            response.logLimitExceeded = logLimitExceeded.withLock { $0 }
+            response.logLimitExceeded = self.logLimitExceeded.withLock { $0 }
             return try response.serializedBytes()
         }
         return server
     }
 
+    // MARK: Upgrade checks
+
+    /// What coderd answers before upgrading: nil to upgrade, else (status, JSON body).
+    /// Authentication comes first (a middleware), then the version.
+    func refusal(for head: HTTPRequestHead) -> (Int, String)? {
+        if let status = refuseWith.withLock({ $0 }) {
+            return (status, #"{"message":"Internal error.","detail":"told to refuse"}"#)
+        }
+        let components = URLComponents(string: head.uri)
+        let query = components?.queryItems ?? []
+        guard let presented = head.headers.first(name: "Coder-Session-Token"), !presented.isEmpty else {
+            return (401, #"{"message":"Cookie \"coder_session_token\" must be provided."}"#)
+        }
+        guard UUID(uuidString: presented) != nil else {
+            return (401, #"{"message":"Workspace agent token invalid.","detail":"An agent token must be a valid UUIDv4."}"#)
+        }
+        guard presented == token else {
+            return (401, #"{"message":"Workspace agent not authorized.","detail":"The agent cannot authenticate until the workspace provision job has been completed."}"#)
+        }
+        let requested = query.first { $0.name == "version" }?.value ?? "2.0"
+        guard requested == version else {
+            return (400, #"{"message":"Unknown or unsupported API version","validations":[{"field":"version","detail":"server is at version \#(version), behind requested \#(requested)"}]}"#)
+        }
+        return nil
+    }
+
+    // MARK: Server
+
     /// Runs the double on an ephemeral loopback port; `body` gets the base URL.
     public func run(_ body: @escaping @Sendable (String) async throws -> Void) async throws {
-        let router = Router(context: BasicWebSocketRequestContext.self)
-        let wsRouter = Router(context: BasicWebSocketRequestContext.self)
         let drpc = makeDRPCServer()
-        wsRouter.ws("/api/v2/workspaceagents/me/rpc") { [self] request, _ in
-            recorded.withLock {
-                $0.upgradeAttempts += 1
-                $0.queries.append(request.uri.query ?? "")
-            }
-            guard request.headers[HTTPField.Name("Coder-Session-Token")!] == token,
-                  request.uri.queryParameters.get("version") == version,
-                  request.uri.queryParameters.get("role") == "agent"
-            else { return .dontUpgrade }
-            return .upgrade([:])
-        } onUpgrade: { [self] inbound, outbound, _ in
-            let session = YamuxSession(role: .server, transport: WSOutboundTransport(outbound: outbound))
-            await session.start()
-            sessions.withLock { $0.append(session) }
-            recorded.withLock { $0.connections += 1 }
-            await withTaskGroup(of: Void.self) { group in
-                group.addTask {
-                    await withTaskGroup(of: Void.self) { calls in
-                        while let stream = await session.accept() {
-                            calls.addTask { await drpc.serve(YamuxDRPCTransport(stream: stream)) }
-                        }
-                    }
+        let group = MultiThreadedEventLoopGroup.singleton
+        let upgrader = NIOWebSocketServerUpgrader(
+            maxFrameSize: WebSocketDialer.maxMessageSize,
+            shouldUpgrade: { [self] channel, head in
+                let path = head.uri.split(separator: "?", maxSplits: 1).first.map(String.init) ?? head.uri
+                if path == "/echo" { return channel.eventLoop.makeSucceededFuture(HTTPHeaders()) }
+                guard path == Self.rpcPath else { return channel.eventLoop.makeSucceededFuture(nil) }
+                let refused = refusal(for: head)
+                recorded.withLock {
+                    $0.upgradeAttempts += 1
+                    $0.queries.append(String(head.uri.drop { $0 != "?" }.dropFirst()))
+                    if let refused { $0.refusals.append(refused.0) }
                 }
-                do {
-                    for try await message in inbound.messages(maxSize: 4 << 20) {
-                        if case .binary(let buffer) = message { await session.receive(Array(buffer.readableBytesView)) }
-                    }
-                } catch {}
-                await session.transportClosed()
-                await group.waitForAll()
-            }
-        }
-        // A plain WebSocket baseline for benchmarks: echoes small messages, acknowledges
-        // large ones with one byte.
-        wsRouter.ws("/echo") { inbound, outbound, _ in
-            for try await message in inbound.messages(maxSize: 4 << 20) {
-                guard case .binary(let buffer) = message else { continue }
-                try await outbound.write(.binary(buffer.readableBytes <= 64 ? buffer : ByteBuffer(bytes: [1])))
-            }
-        }
-        let (ports, sink) = AsyncStream<Int>.makeStream()
-        let app = Application(
-            router: router,
-            server: .http1WebSocketUpgrade(webSocketRouter: wsRouter, configuration: .init(ws: .init(maxFrameSize: 4 << 20))),
-            configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-            onServerRunning: { channel in
-                sink.yield(channel.localAddress?.port ?? 0)
-                sink.finish()
+                return channel.eventLoop.makeSucceededFuture(refused == nil ? HTTPHeaders() : nil)
             },
-            logger: Logger(label: "double", factory: { _ in SwiftLogNoOpLogHandler() }))
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await app.run() }
-            var it = ports.makeAsyncIterator()
-            let port = await it.next() ?? 0
-            do {
-                try await body("http://127.0.0.1:\(port)")
-            } catch {
-                await dropConnections()
-                group.cancelAll()
-                throw error
+            upgradePipelineHandler: { [self] channel, head in
+                channel.eventLoop.makeCompletedFuture {
+                    if head.uri.hasPrefix("/echo") {
+                        try channel.pipeline.syncOperations.addHandler(EchoHandler())
+                        return
+                    }
+                    let session = try YamuxSession.overWebSocket(channel, role: .server)
+                    sessions.withLock { $0.append(session) }
+                    recorded.withLock { $0.connections += 1 }
+                    session.assumeIsolated { $0.serve(drpc) }
+                }
+            })
+        let channel = try await ServerBootstrap(group: group)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
+            .childChannelInitializer { [self] channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.configureHTTPServerPipeline(
+                        withServerUpgrade: (upgraders: [upgrader], completionHandler: { context in
+                            context.pipeline.removeHandler(name: "refusals", promise: nil)
+                        }))
+                    try channel.pipeline.syncOperations.addHandler(RefusalHandler(double: self), name: "refusals")
+                }
             }
+            .bind(host: "127.0.0.1", port: 0).get()
+        let port = channel.localAddress?.port ?? 0
+        do {
+            try await body("http://127.0.0.1:\(port)")
+        } catch {
             await dropConnections()
-            group.cancelAll()
+            try? await channel.close()
+            throw error
+        }
+        await dropConnections()
+        try? await channel.close()
+    }
+}
+
+extension YamuxSession {
+    /// Serves dRPC on every stream the agent opens, each call on this session's event loop
+    /// (the handlers are quick), so a call costs no thread hops in the double.
+    func serve(_ server: DRPCServer) {
+        setAcceptHandler { stream in
+            // Starts inline: the request is already buffered, so the reply is written in
+            // the same loop turn as the read that brought the request.
+            Task.immediate { await self.serveStream(stream, server) }
+        }
+    }
+
+    private func serveStream(_ stream: YamuxStream, _ server: DRPCServer) async {
+        await server.serve(YamuxDRPCTransport(stream: stream))
+    }
+}
+
+/// Answers what was not upgraded: coderd's refusal for the RPC path, 404 elsewhere.
+final class RefusalHandler: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    let double: ControlPlaneDouble
+    private var head: HTTPRequestHead?
+
+    init(double: ControlPlaneDouble) {
+        self.double = double
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head(let head):
+            self.head = head
+        case .body:
+            break
+        case .end:
+            guard let head else { return }
+            let (status, body) = double.refusal(for: head) ?? (404, #"{"message":"Route not found."}"#)
+            var headers = HTTPHeaders()
+            headers.add(name: "Content-Type", value: "application/json")
+            headers.add(name: "Content-Length", value: "\(body.utf8.count)")
+            headers.add(name: "Connection", value: "close")
+            context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .init(statusCode: status), headers: headers))), promise: nil)
+            context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(string: body)))), promise: nil)
+            let channel = context.channel
+            context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in channel.close(promise: nil) }
         }
     }
 }
 
-/// The server's WebSocket writer as a yamux transport.
-struct WSOutboundTransport: YamuxTransport {
-    let outbound: WebSocketOutboundWriter
-    func write(_ bytes: [UInt8]) async throws { try await outbound.write(.binary(ByteBuffer(bytes: bytes))) }
-    func close() async { try? await outbound.close(.normalClosure, reason: nil) }
-}
+/// The baseline: echoes binary messages of up to 64 bytes, acknowledges larger ones with
+/// one byte, on the event loop.
+final class EchoHandler: ChannelInboundHandler {
+    typealias InboundIn = WebSocketFrame
+    typealias OutboundOut = WebSocketFrame
 
-import HTTPTypes
-import NIOWebSocket
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let frame = unwrapInboundIn(data)
+        switch frame.opcode {
+        case .binary, .continuation:
+            guard frame.fin else { return }
+            let payload = frame.unmaskedData
+            let reply = payload.readableBytes <= 64 ? payload : context.channel.allocator.buffer(bytes: [1])
+            context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .binary, data: reply)), promise: nil)
+        case .connectionClose:
+            context.close(promise: nil)
+        default:
+            break
+        }
+    }
+}

@@ -64,16 +64,16 @@ final class MemoryDuplex: DRPCTransport {
         return (MemoryDuplex(inbox: a, peer: b), MemoryDuplex(inbox: b, peer: a))
     }
 
-    func read() async throws -> [UInt8]? { await inbox.next() }
+    nonisolated(nonsending) func read() async throws -> [UInt8]? { await inbox.next() }
 
-    func write(_ bytes: [UInt8]) async throws {
+    nonisolated(nonsending) func write(_ bytes: [UInt8]) async throws {
         written.withLock { $0 += bytes }
         peer.yield(bytes)
     }
 
-    func closeWrite() async { peer.finish() }
+    nonisolated(nonsending) func closeWrite() async { peer.finish() }
 
-    func close() async {
+    nonisolated(nonsending) func close() async {
         peer.finish()
         inbox.finish()
     }
@@ -82,10 +82,10 @@ final class MemoryDuplex: DRPCTransport {
 /// YamuxStream as a dRPC transport (what the control-plane session does upward).
 struct YamuxTransportAdapter: DRPCTransport {
     let stream: YamuxStream
-    func read() async throws -> [UInt8]? { try await stream.read() }
-    func write(_ bytes: [UInt8]) async throws { try await stream.write(bytes) }
-    func closeWrite() async { await stream.closeWrite() }
-    func close() async { await stream.reset() }
+    nonisolated(nonsending) func read() async throws -> [UInt8]? { try await stream.read() }
+    nonisolated(nonsending) func write(_ bytes: [UInt8]) async throws { try await stream.write(bytes) }
+    nonisolated(nonsending) func closeWrite() async { await stream.close() }
+    nonisolated(nonsending) func close() async { await stream.reset() }
 }
 
 struct DRPCCallTests {
@@ -204,8 +204,6 @@ struct DRPCCallTests {
         let (toClient, toClientSink) = AsyncStream<[UInt8]>.makeStream()
         let client = YamuxSession(role: .client, transport: SinkTransport(sink: toServerSink))
         let server = YamuxSession(role: .server, transport: SinkTransport(sink: toClientSink))
-        await client.start()
-        await server.start()
         let pumps = [
             Task { for await b in toServer { await server.receive(b) }; await server.transportClosed() },
             Task { for await b in toClient { await client.receive(b) }; await client.transportClosed() },
@@ -254,6 +252,6 @@ struct DRPCCallTests {
 /// A yamux transport that yields into a stream the peer's pump reads.
 struct SinkTransport: YamuxTransport {
     let sink: AsyncStream<[UInt8]>.Continuation
-    func write(_ bytes: [UInt8]) async throws { sink.yield(bytes) }
-    func close() async { sink.finish() }
+    func write(_ bytes: [UInt8]) { sink.yield(bytes) }
+    func close() { sink.finish() }
 }

@@ -1,0 +1,105 @@
+import DRPC
+import NIOCore
+import Yamux
+
+extension YamuxSession {
+    /// One unary dRPC call on a fresh stream (spec §2: a stream per call).
+    ///
+    /// The call is started on the session's loop and its reply is parsed there as it
+    /// arrives (push mode), resuming the caller straight from the read: one hop in, one
+    /// hop out, as with a bare WebSocket message. A request larger than the stream's
+    /// window falls back to waiting for credit.
+    public nonisolated func unaryCall(
+        _ method: String, request: [UInt8],
+        maxMessageSize: Int = DRPCPacketAssembler.defaultMaxPacketSize
+    ) async throws -> [UInt8] {
+        try await withCheckedThrowingContinuation { continuation in
+            eventLoop.execute {
+                self.assumeIsolated { session in
+                    session.startUnary(method, request, maxMessageSize: maxMessageSize, continuation)
+                }
+            }
+        }
+    }
+
+    private func startUnary(
+        _ method: String, _ request: [UInt8], maxMessageSize: Int,
+        _ continuation: CheckedContinuation<[UInt8], any Error>
+    ) {
+        let stream: YamuxStream
+        do {
+            stream = try open()
+        } catch {
+            continuation.resume(throwing: error)
+            return
+        }
+        let call = UnaryReply(streamID: stream.id, maxMessageSize: maxMessageSize, continuation: continuation)
+        setSink(stream.id) { call.handle($0, session: self) }
+        let bytes = DRPCClient.unaryRequest(method, request)
+        // A failure to write reaches the sink too (the stream or the session ended), which
+        // answers the caller.
+        do {
+            if try tryWrite(stream.id, bytes) { return }
+        } catch {
+            resetStream(stream.id)
+            return
+        }
+        // Larger than the window: wait for credit.
+        Task { try? await stream.write(bytes) }
+    }
+}
+
+/// The client side of one unary call in push mode: parses the reply as it arrives on the
+/// session's loop and resumes the caller once. Confined to that loop.
+private final class UnaryReply {
+    private let streamID: UInt32
+    private var reader: DRPCPacketReader
+    private var continuation: CheckedContinuation<[UInt8], any Error>?
+
+    init(streamID: UInt32, maxMessageSize: Int, continuation: CheckedContinuation<[UInt8], any Error>) {
+        self.streamID = streamID
+        self.reader = DRPCPacketReader(maxPacketSize: maxMessageSize)
+        self.continuation = continuation
+    }
+
+    func handle(_ event: YamuxStreamEvent, session: isolated YamuxSession) {
+        guard continuation != nil else { return }
+        switch event {
+        case .data(let bytes):
+            reader.feed(bytes)
+            do {
+                while let packet = try reader.next() {
+                    guard packet.streamID == 1 else { continue }
+                    switch packet.kind {
+                    case .message:
+                        finish(.success(packet.data), session: session)
+                    case .error:
+                        finish(.failure(DRPCCallError.remote(DRPCErrorBody(decoding: packet.data))), session: session)
+                    case .closeSend, .close:
+                        finish(.failure(DRPCCallError.unexpectedEOF), session: session)
+                    case .cancel:
+                        finish(.failure(DRPCCallError.remoteClosed("context canceled")), session: session)
+                    case .invoke, .invokeMetadata:
+                        finish(.failure(DRPCCallError.protocolViolation("server sent \(packet.kind)")), reset: true, session: session)
+                    }
+                    if continuation == nil { return }
+                }
+            } catch {
+                finish(.failure(DRPCCallError.wire(error)), reset: true, session: session)
+            }
+        case .end:
+            finish(.failure(DRPCCallError.unexpectedEOF), session: session)
+        case .failed(let error):
+            finish(.failure(DRPCCallError.transport("\(error)")), session: session)
+        }
+    }
+
+    /// Resumes the caller once and ends the stream: FIN (as the Go client closes after the
+    /// reply), or RST after a wire error.
+    func finish(_ result: Result<[UInt8], any Error>, reset: Bool = false, session: isolated YamuxSession) {
+        guard let continuation else { return }
+        self.continuation = nil
+        if reset { session.resetStream(streamID) } else { session.close(streamID) }
+        continuation.resume(with: result)
+    }
+}

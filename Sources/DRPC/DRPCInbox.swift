@@ -1,0 +1,75 @@
+/// The requests of one server-side streaming call, handed from the connection's reader to
+/// the handler. Holds at most one message: the reader waits until the handler took it
+/// (back-pressure, as the reference's one-slot buffer).
+actor DRPCInbox {
+    private var slot: [UInt8]?
+    private var end: Result<Void, DRPCCallError>?
+    private var handlerGone = false
+    private var readWaiter: CheckedContinuation<Void, Never>?
+    private var writeWaiter: CheckedContinuation<Void, Never>?
+
+    /// Queues one message; false when the handler no longer reads (it returned).
+    func put(_ message: [UInt8]) async -> Bool {
+        while slot != nil, !handlerGone, end == nil {
+            await withCheckedContinuation { writeWaiter = $0 }
+        }
+        guard !handlerGone, end == nil else { return false }
+        slot = message
+        readWaiter?.resume()
+        readWaiter = nil
+        return true
+    }
+
+    /// No more messages: `.success` for the client's CloseSend, a failure for Close,
+    /// Cancel or a dead transport.
+    func finish(_ result: Result<Void, DRPCCallError>) {
+        guard end == nil else { return }
+        end = result
+        readWaiter?.resume()
+        readWaiter = nil
+        writeWaiter?.resume()
+        writeWaiter = nil
+    }
+
+    /// The handler returned: later messages are dropped.
+    func handlerReturned() {
+        handlerGone = true
+        writeWaiter?.resume()
+        writeWaiter = nil
+    }
+
+    func take() async throws(DRPCCallError) -> [UInt8]? {
+        while true {
+            if let message = slot {
+                slot = nil
+                writeWaiter?.resume()
+                writeWaiter = nil
+                return message
+            }
+            switch end {
+            case .success: return nil
+            case .failure(let error): throw error
+            case nil: await withCheckedContinuation { readWaiter = $0 }
+            }
+        }
+    }
+}
+
+/// A server-side streaming call, as its handler sees it.
+public struct DRPCServerCall: Sendable {
+    /// The method invoked.
+    public let method: String
+    let inbox: DRPCInbox
+    let sender: DRPCStreamSender
+
+    /// The client's next message, or nil after its CloseSend. Throws when the client
+    /// closed or cancelled the stream, or the transport died.
+    public func receive() async throws(DRPCCallError) -> [UInt8]? {
+        try await inbox.take()
+    }
+
+    /// Sends one message to the client.
+    public func send(_ message: [UInt8]) async throws(DRPCCallError) {
+        try await sender.send(message)
+    }
+}
