@@ -173,7 +173,7 @@ let package = Package(
         .testTarget(
             name: "AgentRPCTests",
             dependencies: [
-                "AgentRPC", "AgentProto", "ControlPlaneDouble",
+                "AgentRPC", "AgentProto", "ControlPlaneDouble", "DRPC", "Yamux",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
@@ -183,7 +183,11 @@ let package = Package(
             dependencies: ["AgentProto", .product(name: "SwiftProtobuf", package: "swift-protobuf")],
             swiftSettings: swiftSettings
         ),
-        .testTarget(name: "YamuxTests", dependencies: ["Yamux"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "YamuxTests",
+            dependencies: ["Yamux", .product(name: "NIOCore", package: "swift-nio")],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "WorkspaceAgentTests",
             dependencies: [

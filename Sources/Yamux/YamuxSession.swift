@@ -32,6 +32,9 @@ public actor YamuxSession {
         public var maxQueuedData: Int = 1 << 20
         /// Largest Data frame we send.
         public var maxDataFrame: Int = 64 * 1024
+        /// How long a SYN, ACK or FIN waits for a write to ride with: one transport write
+        /// per round trip instead of three or four.
+        public var lazyDelay: TimeAmount = .milliseconds(1)
 
         public init() {}
     }
@@ -261,7 +264,7 @@ public actor YamuxSession {
         let id = nextStreamID
         nextStreamID &+= 2
         streams[id] = StreamState(window: configuration.window)
-        // The SYN rides with the first data (or leaves within `lazyDelay`).
+        // The SYN rides with the first data (or leaves within the lazy delay).
         enqueueControl(YamuxHeader(type: .windowUpdate, flags: .syn, streamID: id, length: 0), lazy: true)
         return YamuxStream(id: id, session: self)
     }
@@ -272,8 +275,8 @@ public actor YamuxSession {
             if closedReason != nil { return nil }
             await withCheckedContinuation { acceptWaiter = $0 }
         }
-        // The ACK rides with the stream's first reply (or leaves within `lazyDelay`): the
-        // opener does not wait for it to send.
+        // The ACK rides with the stream's first reply (or leaves within the lazy delay):
+        // the opener does not wait for it to send.
         return acceptNow()
     }
 
@@ -410,7 +413,8 @@ public actor YamuxSession {
         state.localFin = true
         // Behind this stream's queued data, so the FIN cannot overtake it.
         dataQueue.append(YamuxHeader(type: .windowUpdate, flags: .fin, streamID: id, length: 0).encoded)
-        // Nobody waits for a FIN: it rides with the next write or leaves within `lazyDelay`.
+        // Nobody waits for a FIN: it rides with the next write or leaves within the lazy
+        // delay.
         scheduleLazyFlush()
         forgetIfDone(id, state)
     }
@@ -530,14 +534,11 @@ public actor YamuxSession {
         if receiving { needsFlush = true } else { flush() }
     }
 
-    /// How long a SYN, ACK or FIN waits for a write to ride with: one transport write per
-    /// round trip instead of three or four.
-    public static let lazyDelay: TimeAmount = .milliseconds(1)
     private var lazyTimer: Scheduled<Void>?
 
     private func scheduleLazyFlush() {
         guard lazyTimer == nil else { return }
-        lazyTimer = eventLoop.scheduleTask(in: Self.lazyDelay) {
+        lazyTimer = eventLoop.scheduleTask(in: configuration.lazyDelay) {
             self.assumeIsolated { session in
                 session.lazyTimer = nil
                 session.flush()

@@ -74,7 +74,7 @@ struct ControlPlaneSessionTests {
     @Test func wrongTokenAndWrongVersionBackOffWithoutConnecting() async throws {
         let double = ControlPlaneDouble()
         try await double.run { url in
-            for (token, version) in [("not-the-token", "2.10"), (double.token, "3.0")] {
+            for (token, version, status) in [("00000000-0000-4000-8000-000000000000", "2.10", 401), (double.token, "3.0", 400)] {
                 let before = double.recorded.withLock { $0.upgradeAttempts }
                 let session = makeSession(url, token: token, version: version)
                 let running = Task { try await session.run() }
@@ -84,11 +84,48 @@ struct ControlPlaneSessionTests {
                 // Backoff: 0, ~162, ~262, ~424 ms ... so a second holds only a handful.
                 #expect(attempts < 10)
                 #expect(session.connectionCount == 0)
+                #expect(double.recorded.withLock { $0.refusals.suffix(attempts).allSatisfy { $0 == status } })
                 session.beginShutdown()
                 try await running.value
             }
             #expect(double.recorded.withLock { $0.connections } == 0)
         }
+    }
+
+    /// The control plane dies (listener and connections gone) and comes back on the same
+    /// address: the agent retries through the refused connects, then reconnects; the
+    /// manifest and startup repeat, lifecycle states do not, and what was queued while the
+    /// control plane was down arrives.
+    @Test func survivesTheControlPlaneBeingKilledAndRestarted() async throws {
+        let first = ControlPlaneDouble()
+        let port = Mutex(0)
+        let session = Mutex<ControlPlaneSession?>(nil)
+        let running = Mutex<Task<Void, any Error>?>(nil)
+        try await first.run { url in
+            port.withLock { $0 = Int(url.split(separator: ":").last!)! }
+            let s = makeSession(url, token: first.token)
+            session.withLock { $0 = s }
+            running.withLock { $0 = Task { try await s.run() } }
+            #expect(await eventually { first.recorded.withLock { $0.lifecycle.count } == 3 })
+        }
+        let agent = try #require(session.withLock { $0 })
+        // Down: queued work waits in the outbox.
+        var status = Coder_Agent_V2_UpdateAppStatusRequest()
+        status.slug = "queued-while-down"
+        agent.reportAppStatus(status)
+        try await Task.sleep(for: .milliseconds(400))
+        let second = ControlPlaneDouble()
+        try await second.run(port: port.withLock { $0 }) { _ in
+            #expect(await eventually { second.recorded.withLock { $0.appStatuses.count } == 1 })
+            let recorded = second.recorded.withLock { $0 }
+            #expect(recorded.manifests == 1)
+            #expect(recorded.startups.count == 1)
+            #expect(recorded.lifecycle.isEmpty)
+            agent.beginShutdown()
+            try await running.withLock { $0 }!.value
+            #expect(second.recorded.withLock { $0.lifecycle } == [.shuttingDown, .off])
+        }
+        #expect(agent.connectionCount == 2)
     }
 
     @Test func outboxesDeliverInOrder() async throws {

@@ -149,8 +149,10 @@ public final class ControlPlaneDouble: Sendable {
 
     // MARK: Server
 
-    /// Runs the double on an ephemeral loopback port; `body` gets the base URL.
-    public func run(_ body: @escaping @Sendable (String) async throws -> Void) async throws {
+    /// Runs the double on a loopback port (0: an ephemeral one) until `body`, which gets
+    /// the base URL, returns; then the listener and every connection are closed (the
+    /// control plane "killed").
+    public func run(port: Int = 0, _ body: @escaping @Sendable (String) async throws -> Void) async throws {
         let drpc = makeDRPCServer()
         let group = MultiThreadedEventLoopGroup.singleton
         let upgrader = NIOWebSocketServerUpgrader(
@@ -191,7 +193,7 @@ public final class ControlPlaneDouble: Sendable {
                     try channel.pipeline.syncOperations.addHandler(RefusalHandler(double: self), name: "refusals")
                 }
             }
-            .bind(host: "127.0.0.1", port: 0).get()
+            .bind(host: "127.0.0.1", port: port).get()
         let port = channel.localAddress?.port ?? 0
         do {
             try await body("http://127.0.0.1:\(port)")

@@ -1,3 +1,4 @@
+import NIOCore
 import Synchronization
 import Testing
 import Yamux
@@ -7,6 +8,7 @@ import Yamux
 final class PipeEnd: YamuxTransport {
     let outbound: AsyncStream<[UInt8]>.Continuation
     let written = Mutex(0)
+    let writes = Mutex(0)
     let closed = Mutex(false)
 
     init(_ outbound: AsyncStream<[UInt8]>.Continuation) { self.outbound = outbound }
@@ -14,6 +16,7 @@ final class PipeEnd: YamuxTransport {
     func write(_ bytes: [UInt8]) {
         if closed.withLock({ $0 }) { return }
         written.withLock { $0 += bytes.count }
+        writes.withLock { $0 += 1 }
         outbound.yield(bytes)
     }
 
@@ -249,6 +252,78 @@ struct YamuxSessionTests {
         await pair.shutdown()
     }
 
+    /// SYN and data leave in one write; the ACK rides with the reply.
+    @Test func framesOfOneRoundTripShareWrites() async throws {
+        var configuration = YamuxSession.Configuration()
+        configuration.lazyDelay = .seconds(30) // longer than any scheduling hiccup under load
+        let pair = await SessionPair(configuration: configuration)
+        let stream = try await pair.client.open()
+        try await stream.write([1, 2, 3])
+        let accepted = try #require(await pair.server.accept())
+        #expect(try await accepted.read() == [1, 2, 3])
+        #expect(pair.clientEnd.writes.withLock { $0 } == 1)
+        try await accepted.write([4])
+        #expect(try await stream.read() == [4])
+        #expect(pair.serverEnd.writes.withLock { $0 } == 1)
+        await pair.shutdown()
+    }
+
+    /// A FIN with nothing to ride with still leaves, after the lazy delay.
+    @Test func aLoneFinStillLeaves() async throws {
+        let pair = await SessionPair()
+        let stream = try await pair.client.open()
+        try await stream.write([1])
+        let accepted = try #require(await pair.server.accept())
+        #expect(try await accepted.read() == [1])
+        await stream.closeWrite()
+        #expect(try await accepted.read() == nil)
+        await pair.shutdown()
+    }
+
+    /// Push mode: accepted streams and their data go to handlers on the loop.
+    @Test func acceptHandlerAndSinkReceiveInOrder() async throws {
+        let pair = await SessionPair(split: true)
+        let log = EventLog()
+        await pair.server.installRecorder(log)
+        for i in 0..<3 {
+            let stream = try await pair.client.open()
+            try await stream.write(Array("msg\(i)".utf8))
+            await stream.closeWrite()
+        }
+        #expect(await eventually { log.events.withLock { $0.filter { $0.hasPrefix("end") }.count } == 3 })
+        let seen = log.events.withLock { $0 }
+        for id in [1, 3, 5] {
+            let mine = seen.filter { $0.hasSuffix(" \(id)") }
+            #expect(mine.first == "accept \(id)")
+            #expect(mine.last == "end \(id)")
+        }
+        let data = seen.filter { $0.hasPrefix("data") }.joined()
+        #expect(data.count > 0)
+        await pair.shutdown()
+    }
+
+    /// tryWrite takes what fits the window now, and nothing of what does not.
+    @Test func tryWriteRespectsTheWindow() async throws {
+        let pair = await SessionPair()
+        let stream = try await pair.client.open()
+        let tooBig = [UInt8](repeating: 0, count: Int(YamuxHeader.initialWindow) + 1)
+        #expect(try await pair.client.tryWrite(stream.id, tooBig) == false)
+        #expect(try await pair.client.tryWrite(stream.id, [9, 9]) == true)
+        let accepted = try #require(await pair.server.accept())
+        #expect(try await accepted.read() == [9, 9])
+        await stream.reset()
+        await #expect(throws: YamuxSessionError.streamReset) { _ = try await pair.client.tryWrite(stream.id, [1]) }
+        await pair.shutdown()
+    }
+
+    func eventually(_ condition: () -> Bool) async -> Bool {
+        for _ in 0..<500 {
+            if condition() { return true }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        return condition()
+    }
+
     @Test func unansweredPingTimesOut() async throws {
         // A peer that reads nothing: the transport swallows every write.
         let (sink, continuation) = AsyncStream<[UInt8]>.makeStream()
@@ -273,5 +348,26 @@ extension Sequence {
         var out: [T] = []
         for element in self { out.append(try await transform(element)) }
         return out
+    }
+}
+
+final class EventLog: Sendable {
+    let events = Mutex<[String]>([])
+    func add(_ event: String) { events.withLock { $0.append(event) } }
+}
+
+extension YamuxSession {
+    /// Records accepted streams and their sink events as "accept N", "data N", "end N".
+    func installRecorder(_ log: EventLog) {
+        setAcceptHandler { stream in
+            log.add("accept \(stream.id)")
+            self.setSink(stream.id) { event in
+                switch event {
+                case .data: log.add("data \(stream.id)")
+                case .end: log.add("end \(stream.id)")
+                case .failed: log.add("failed \(stream.id)")
+                }
+            }
+        }
     }
 }

@@ -1,0 +1,110 @@
+import AgentProto
+import AgentRPC
+import ControlPlaneDouble
+import DRPC
+import Foundation
+import Logging
+import Synchronization
+import Testing
+import Yamux
+
+/// The dialer against the double's real HTTP handling: coderd's refusals come back as
+/// typed errors with the JSON message, and an accepted upgrade carries RPCs.
+@Suite(.timeLimit(.minutes(1)))
+struct WebSocketDialerTests {
+    static let quiet = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
+
+    func dial(_ url: String, token: String, version: String = "2.10") async throws -> YamuxSession {
+        try await WebSocketDialer(baseURL: url, token: token, version: version, logger: Self.quiet).dial()
+    }
+
+    @Test func refusalsCarryStatusAndMessage() async throws {
+        let double = ControlPlaneDouble()
+        try await double.run { url in
+            let cases: [(String, String, DialError)] = [
+                ("", "2.10", .refused(status: 401, message: #"Cookie "coder_session_token" must be provided."#)),
+                ("not-a-uuid", "2.10", .refused(status: 401, message: "Workspace agent token invalid.")),
+                ("00000000-0000-4000-8000-000000000000", "2.10", .refused(status: 401, message: "Workspace agent not authorized.")),
+                (double.token, "3.0", .refused(status: 400, message: "Unknown or unsupported API version")),
+            ]
+            for (token, version, expected) in cases {
+                await #expect(throws: expected) { _ = try await dial(url, token: token, version: version) }
+            }
+            double.refuseWith.withLock { $0 = 503 }
+            await #expect(throws: DialError.refused(status: 503, message: "Internal error.")) {
+                _ = try await dial(url, token: double.token)
+            }
+            double.refuseWith.withLock { $0 = nil }
+            #expect(double.recorded.withLock { $0.refusals } == [401, 401, 401, 400, 503])
+            #expect(double.recorded.withLock { $0.connections } == 0)
+        }
+    }
+
+    @Test func acceptedUpgradeCarriesCalls() async throws {
+        let double = ControlPlaneDouble()
+        try await double.run { url in
+            let session = try await dial(url, token: double.token)
+            let api = AgentAPIClient(session: session)
+            let manifest = try await api.getManifest()
+            #expect(manifest.agentName == "main")
+            // Many calls at once, each on its own stream.
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for i in 0..<50 {
+                    group.addTask {
+                        var status = Coder_Agent_V2_UpdateAppStatusRequest()
+                        status.slug = "app\(i)"
+                        try await api.updateAppStatus(status)
+                    }
+                }
+                try await group.waitForAll()
+            }
+            #expect(double.recorded.withLock { $0.appStatuses.count } == 50)
+            // Finished calls leave no stream state behind once both FINs crossed.
+            #expect(await eventually { await session.streamCount == 0 })
+            await session.close()
+        }
+    }
+
+    @Test func unknownMethodIsUnsupportedAndTheSessionStaysUp() async throws {
+        let double = ControlPlaneDouble()
+        try await double.run { url in
+            let session = try await dial(url, token: double.token)
+            let api = AgentAPIClient(session: session)
+            do {
+                // The double, like an older coderd, does not serve this one.
+                _ = try await api.call("GetServiceBanner", Coder_Agent_V2_GetManifestRequest(), returning: Coder_Agent_V2_GetManifestRequest.self)
+                Issue.record("expected an error")
+            } catch let error as DRPCCallError {
+                #expect(error.isUnsupported)
+            }
+            #expect(try await api.getManifest().agentName == "main")
+            await session.close()
+        }
+    }
+
+    @Test func aDroppedConnectionEndsTheSession() async throws {
+        let double = ControlPlaneDouble()
+        try await double.run { url in
+            let session = try await dial(url, token: double.token)
+            await double.dropConnections()
+            let reason = await session.waitClosed()
+            #expect(reason == .sessionClosed)
+            await #expect(throws: (any Error).self) { _ = try await AgentAPIClient(session: session).getManifest() }
+        }
+    }
+
+    @Test func nothingListeningFailsTheDial() async throws {
+        await #expect(throws: (any Error).self) {
+            _ = try await dial("http://127.0.0.1:1", token: "8b6c4a52-9f0e-4d7b-a2c1-1e2f3a4b5c6d")
+        }
+    }
+}
+
+func eventually(_ timeout: Duration = .seconds(10), _ condition: () async -> Bool) async -> Bool {
+    let deadline = ContinuousClock.now + timeout
+    while ContinuousClock.now < deadline {
+        if await condition() { return true }
+        try? await Task.sleep(for: .milliseconds(20))
+    }
+    return await condition()
+}
