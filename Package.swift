@@ -155,7 +155,11 @@ let package = Package(
             dependencies: ["AgentHTTP", "AgentTestSupport"],
             swiftSettings: swiftSettings
         ),
-        .testTarget(name: "DRPCTests", dependencies: ["DRPC", "Yamux"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "DRPCTests",
+            dependencies: ["DRPC", "Yamux", .product(name: "NIOCore", package: "swift-nio")],
+            swiftSettings: swiftSettings
+        ),
         .target(
             name: "ControlPlaneDouble",
             dependencies: [
@@ -175,6 +179,9 @@ let package = Package(
             dependencies: [
                 "AgentRPC", "AgentProto", "ControlPlaneDouble", "DRPC", "Yamux",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings
         ),

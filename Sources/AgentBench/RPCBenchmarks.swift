@@ -26,11 +26,13 @@ struct RPCBenchmarks: AsyncParsableCommand {
 
     func run() async throws {
         let quiet = Logger(label: "bench", factory: { _ in SwiftLogNoOpLogHandler() })
-        let double = ControlPlaneDouble()
+        let double = ControlPlaneDouble(keepsPayloads: false)
         let iterations = self.iterations
         let messages = self.messages
         try await double.run { url in
             // RPC side: one yamux session, a fresh stream per call, as the agent does.
+            if ProcessInfo.processInfo.environment["ONLY"] == "raw" { _ = try await Self.measureRawWebSocket(url: url, iterations: iterations, messages: messages, logger: quiet); return }
+            if ProcessInfo.processInfo.environment["ONLY"] == "rpc" { _ = try await Self.measureRPC(url: url, token: double.token, iterations: iterations, messages: messages, logger: quiet); return }
             let (rpcRTT, rpcRate) = try await Self.measureRPC(url: url, token: double.token, iterations: iterations, messages: messages, logger: quiet)
             let (wsRTT, wsRate) = try await Self.measureRawWebSocket(url: url, iterations: iterations, messages: messages, logger: quiet)
             print("agent-bench rpc: \(iterations) round trips, \(messages) x 1 MiB per side")
@@ -69,7 +71,9 @@ struct RPCBenchmarks: AsyncParsableCommand {
     static func measureRawWebSocket(url: String, iterations: Int, messages: Int, logger: Logger) async throws -> (Double, Double) {
         let wsURL = url.replacingOccurrences(of: "http://", with: "ws://") + "/echo"
         let client = try await WebSocketConnector.connect(url: wsURL) { channel in
-            let handler = RawWebSocketClient(channel: channel)
+            // The same framing as the RPC path.
+            let writer = try WebSocketFraming.installWriter(on: channel)
+            let handler = RawWebSocketClient(channel: channel, writer: NIOLoopBound(writer, eventLoop: channel.eventLoop))
             try channel.pipeline.syncOperations.addHandler(handler)
             return handler
         }
@@ -96,24 +100,27 @@ final class RawWebSocketClient: ChannelInboundHandler, Sendable {
     typealias OutboundOut = WebSocketFrame
 
     let channel: any Channel
+    let writer: NIOLoopBound<WebSocketFrameWriter>
     private let waiter = Mutex<CheckedContinuation<[UInt8], any Error>?>(nil)
 
-    init(channel: any Channel) {
+    init(channel: any Channel, writer: NIOLoopBound<WebSocketFrameWriter>) {
         self.channel = channel
+        self.writer = writer
     }
 
     func roundTrip(_ bytes: [UInt8]) async throws -> [UInt8] {
         try await withCheckedThrowingContinuation { continuation in
             waiter.withLock { $0 = continuation }
             let frame = WebSocketFrame(fin: true, opcode: .binary, maskKey: .random(), data: ByteBuffer(bytes: bytes))
-            channel.writeAndFlush(frame, promise: nil)
+            let writer = self.writer
+            channel.eventLoop.execute { writer.value.write(frame) }
         }
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let frame = unwrapInboundIn(data)
         guard frame.opcode == .binary else { return }
-        let bytes = Array(frame.unmaskedData.readableBytesView)
+        let bytes = Array(frame.wordUnmaskedData.readableBytesView)
         waiter.withLock { w in
             w?.resume(returning: bytes)
             w = nil

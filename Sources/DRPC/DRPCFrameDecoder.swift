@@ -22,6 +22,21 @@ public struct DRPCFrameDecoder: Sendable {
         buffer.append(contentsOf: bytes)
     }
 
+    /// The common case, without generic dispatch (one copy, no per-byte iteration).
+    public mutating func feed(_ bytes: [UInt8]) {
+        if start == buffer.count {
+            if bytes.count >= 4096 {
+                // Nothing pending: take the caller's buffer as is.
+                buffer = bytes
+                start = 0
+                return
+            }
+            buffer.removeAll(keepingCapacity: true)
+            start = 0
+        }
+        buffer.append(contentsOf: bytes)
+    }
+
     /// Bytes received but not yet part of a returned frame.
     public var bufferedCount: Int { buffer.count - start }
 

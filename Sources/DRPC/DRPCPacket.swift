@@ -19,14 +19,18 @@ public struct DRPCPacket: Equatable, Sendable {
     /// control flag, as the reference sends it. An empty packet is one empty frame.
     public func encode(into out: inout [UInt8], maxFrameSize: Int = DRPCPacket.defaultMaxFrameSize) {
         precondition(maxFrameSize > 0)
-        let control = kind == .cancel
+        let control: UInt8 = kind == .cancel ? 0x80 : 0
+        let frames = max(1, (data.count + maxFrameSize - 1) / maxFrameSize)
+        out.reserveCapacity(out.count + data.count + frames * 31)
         var offset = 0
         repeat {
+            // The frame header (spec §1.1), then the slice: one copy of the data.
             let end = min(data.count, offset + maxFrameSize)
-            DRPCFrame(
-                streamID: streamID, messageID: messageID, kind: kind, done: end == data.count,
-                control: control, data: Array(data[offset..<end])
-            ).encode(into: &out)
+            out.append((kind.rawValue & 0x3F) << 1 | (end == data.count ? 0x01 : 0) | control)
+            Varint.encode(streamID, into: &out)
+            Varint.encode(messageID, into: &out)
+            Varint.encode(UInt64(end - offset), into: &out)
+            out.append(contentsOf: data[offset..<end])
             offset = end
         } while offset < data.count
     }

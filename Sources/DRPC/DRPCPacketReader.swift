@@ -12,6 +12,10 @@ public struct DRPCPacketReader: Sendable {
         decoder.feed(bytes)
     }
 
+    public mutating func feed(_ bytes: [UInt8]) {
+        decoder.feed(bytes)
+    }
+
     /// The next complete packet, or nil until more bytes arrive. After a throw the
     /// transport must be closed.
     public mutating func next() throws(DRPCWireError) -> DRPCPacket? {

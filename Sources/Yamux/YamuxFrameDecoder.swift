@@ -38,6 +38,21 @@ public struct YamuxFrameDecoder: Sendable {
         buffer.append(contentsOf: bytes)
     }
 
+    /// The common case, without generic dispatch (one copy, no per-byte iteration).
+    public mutating func feed(_ bytes: [UInt8]) {
+        if start == buffer.count {
+            if bytes.count >= 4096 {
+                // Nothing pending: take the caller's buffer as is.
+                buffer = bytes
+                start = 0
+                return
+            }
+            buffer.removeAll(keepingCapacity: true)
+            start = 0
+        }
+        buffer.append(contentsOf: bytes)
+    }
+
     /// The next complete frame, or nil until more bytes arrive.
     public mutating func next() throws(YamuxError) -> YamuxFrame? {
         guard buffer.count - start >= YamuxHeader.size else { return nil }

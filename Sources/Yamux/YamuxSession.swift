@@ -30,7 +30,8 @@ public actor YamuxSession {
         public var acceptBacklog: Int = 256
         /// Outbound data bytes queued before writers wait.
         public var maxQueuedData: Int = 1 << 20
-        /// Largest Data frame we send.
+        /// Largest Data frame we send (a quarter window: the peer can return credit while
+        /// the rest of the window is still on its way).
         public var maxDataFrame: Int = 64 * 1024
         /// How long a SYN, ACK or FIN waits for a write to ride with: one transport write
         /// per round trip instead of three or four.
@@ -93,6 +94,7 @@ public actor YamuxSession {
     private var spaceWaiters: [CheckedContinuation<Void, Never>] = []
     private var flushScheduled = false
 
+    private let allocator = ByteBufferAllocator()
     private var nextPing: UInt32 = 0
     private var pingWaiters: [UInt32: CheckedContinuation<Void, Never>] = [:]
     private var expiredPings: Set<UInt32> = []
@@ -306,7 +308,13 @@ public actor YamuxSession {
             }
             if state.wasReset { throw .streamReset }
             if !state.buffer.isEmpty {
-                let chunk = state.buffer.removeFirst()
+                // Everything buffered at once (at most the window): one call per wake-up.
+                var chunk = state.buffer[0]
+                if state.buffer.count > 1 {
+                    chunk.reserveCapacity(state.buffer.reduce(0) { $0 + $1.count })
+                    for more in state.buffer.dropFirst() { chunk.append(contentsOf: more) }
+                }
+                state.buffer.removeAll(keepingCapacity: true)
                 state.unacknowledged += UInt32(chunk.count)
                 returnCreditIfDue(id, state)
                 return chunk
@@ -503,18 +511,18 @@ public actor YamuxSession {
         for waiter in closeWaiters { waiter.resume() }
         closeWaiters.removeAll()
         // What is queued (a GoAway, say, or the last data on close) goes out first.
-        var last = control
+        var last = allocator.buffer(bytes: control)
         control = []
         if flushData {
             while dataHead < dataQueue.count {
-                last += dataQueue[dataHead]
+                last.writeBytes(dataQueue[dataHead])
                 dataHead += 1
             }
         }
         dataQueue = []
         dataHead = 0
         queuedData = 0
-        if !last.isEmpty { transport.write(last) }
+        if last.readableBytes > 0 { transport.write(last) }
         transport.close()
     }
 
@@ -556,20 +564,30 @@ public actor YamuxSession {
         lazyTimer?.cancel()
         lazyTimer = nil
         guard closedReason == nil else { return }
-        var batch = control
+        var pendingControl = control
         control = []
         repeat {
+            // Sized first, then filled: each byte is copied once, into the buffer the
+            // transport sends.
+            var end = dataHead
+            var size = pendingControl.count
             if transport.isWritable {
-                while dataHead < dataQueue.count, batch.count < Self.maxBatch {
+                while end < dataQueue.count, size < Self.maxBatch {
+                    size += dataQueue[end].count
+                    end += 1
+                }
+            }
+            if size > 0 {
+                var batch = allocator.buffer(capacity: size)
+                batch.writeBytes(pendingControl)
+                pendingControl = []
+                while dataHead < end {
                     let frame = dataQueue[dataHead]
                     dataHead += 1
                     queuedData -= max(0, frame.count - YamuxHeader.size)
-                    batch += frame
+                    batch.writeBytes(frame)
                 }
-            }
-            if !batch.isEmpty {
                 transport.write(batch)
-                batch = []
             }
         } while dataHead < dataQueue.count && transport.isWritable
         if dataHead == dataQueue.count {

@@ -47,7 +47,15 @@ public final class ControlPlaneDouble: Sendable {
     public let refuseWith = Mutex<Int?>(nil)
     private let sessions = Mutex<[YamuxSession]>([])
 
-    public init(token: String = "8b6c4a52-9f0e-4d7b-a2c1-1e2f3a4b5c6d", version: String = "2.10", manifest: Coder_Agent_V2_Manifest = ControlPlaneDouble.defaultManifest) {
+    /// False (benchmarks): boundary-log batches are acknowledged without being decoded or
+    /// kept, only counted.
+    public let keepsPayloads: Bool
+
+    public init(
+        token: String = "8b6c4a52-9f0e-4d7b-a2c1-1e2f3a4b5c6d", version: String = "2.10",
+        manifest: Coder_Agent_V2_Manifest = ControlPlaneDouble.defaultManifest, keepsPayloads: Bool = true
+    ) {
+        self.keepsPayloads = keepsPayloads
         self.token = token
         self.version = version
         self.manifest = manifest
@@ -106,8 +114,11 @@ public final class ControlPlaneDouble: Sendable {
             return try Coder_Agent_V2_UpdateAppStatusResponse().serializedBytes()
         }
         server.register(AgentRoutes.agent("ReportBoundaryLogs")) { bytes in
-            let request = try Coder_Agent_V2_ReportBoundaryLogsRequest(serializedBytes: bytes)
-            self.recorded.withLock { $0.boundaryLogs.append(request) }
+            // In benchmarks the batch is acknowledged unread, as the echo baseline does.
+            let kept = self.keepsPayloads
+                ? try Coder_Agent_V2_ReportBoundaryLogsRequest(serializedBytes: bytes)
+                : Coder_Agent_V2_ReportBoundaryLogsRequest()
+            self.recorded.withLock { $0.boundaryLogs.append(kept) }
             return try Coder_Agent_V2_ReportBoundaryLogsResponse().serializedBytes()
         }
         server.register(AgentRoutes.agent("BatchCreateLogs")) { bytes in
@@ -172,7 +183,8 @@ public final class ControlPlaneDouble: Sendable {
             upgradePipelineHandler: { [self] channel, head in
                 channel.eventLoop.makeCompletedFuture {
                     if head.uri.hasPrefix("/echo") {
-                        try channel.pipeline.syncOperations.addHandler(EchoHandler())
+                        let writer = try WebSocketFraming.installWriter(on: channel)
+                        try channel.pipeline.syncOperations.addHandler(EchoHandler(writer: writer))
                         return
                     }
                     let session = try YamuxSession.overWebSocket(channel, role: .server)
@@ -257,19 +269,24 @@ final class RefusalHandler: ChannelInboundHandler, RemovableChannelHandler {
 }
 
 /// The baseline: echoes binary messages of up to 64 bytes, acknowledges larger ones with
-/// one byte, on the event loop.
+/// one byte, on the event loop, with the same WebSocket framing as the RPC path.
 final class EchoHandler: ChannelInboundHandler {
     typealias InboundIn = WebSocketFrame
-    typealias OutboundOut = WebSocketFrame
+
+    let writer: WebSocketFrameWriter
+
+    init(writer: WebSocketFrameWriter) {
+        self.writer = writer
+    }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let frame = unwrapInboundIn(data)
         switch frame.opcode {
         case .binary, .continuation:
             guard frame.fin else { return }
-            let payload = frame.unmaskedData
+            let payload = frame.wordUnmaskedData
             let reply = payload.readableBytes <= 64 ? payload : context.channel.allocator.buffer(bytes: [1])
-            context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .binary, data: reply)), promise: nil)
+            writer.write(WebSocketFrame(fin: true, opcode: .binary, data: reply))
         case .connectionClose:
             context.close(promise: nil)
         default:

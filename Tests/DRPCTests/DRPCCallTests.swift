@@ -1,4 +1,5 @@
 import DRPC
+import NIOCore
 import Synchronization
 import Testing
 import Yamux
@@ -252,6 +253,6 @@ struct DRPCCallTests {
 /// A yamux transport that yields into a stream the peer's pump reads.
 struct SinkTransport: YamuxTransport {
     let sink: AsyncStream<[UInt8]>.Continuation
-    func write(_ bytes: [UInt8]) { sink.yield(bytes) }
+    func write(_ bytes: ByteBuffer) { sink.yield(Array(bytes.readableBytesView)) }
     func close() { sink.finish() }
 }

@@ -13,7 +13,8 @@ final class PipeEnd: YamuxTransport {
 
     init(_ outbound: AsyncStream<[UInt8]>.Continuation) { self.outbound = outbound }
 
-    func write(_ bytes: [UInt8]) {
+    func write(_ buffer: ByteBuffer) {
+        let bytes = Array(buffer.readableBytesView)
         if closed.withLock({ $0 }) { return }
         written.withLock { $0 += bytes.count }
         writes.withLock { $0 += 1 }

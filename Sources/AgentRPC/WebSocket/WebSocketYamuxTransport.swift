@@ -6,13 +6,11 @@ import Yamux
 /// message (masked on the client side, RFC 6455 §5.3). Runs on the channel's loop.
 struct WebSocketYamuxTransport: YamuxTransport {
     let channel: any Channel
+    let writer: NIOLoopBound<WebSocketFrameWriter>
     let masking: Bool
 
-    func write(_ bytes: [UInt8]) {
-        let frame = WebSocketFrame(
-            fin: true, opcode: .binary, maskKey: masking ? .random() : nil,
-            data: channel.allocator.buffer(bytes: bytes))
-        channel.writeAndFlush(frame, promise: nil)
+    func write(_ bytes: ByteBuffer) {
+        writer.value.write(WebSocketFrame(fin: true, opcode: .binary, maskKey: masking ? .random() : nil, data: bytes))
     }
 
     var isWritable: Bool { channel.isWritable }
@@ -23,7 +21,9 @@ struct WebSocketYamuxTransport: YamuxTransport {
         reason.write(webSocketErrorCode: .normalClosure)
         let frame = WebSocketFrame(fin: true, opcode: .connectionClose, maskKey: masking ? .random() : nil, data: reason)
         let channel = self.channel
-        channel.writeAndFlush(frame).whenComplete { _ in channel.close(promise: nil) }
+        let written = channel.eventLoop.makePromise(of: Void.self)
+        writer.value.write(frame, promise: written)
+        written.futureResult.whenComplete { _ in channel.close(promise: nil) }
     }
 }
 
@@ -35,11 +35,13 @@ final class WebSocketYamuxHandler: ChannelInboundHandler, RemovableChannelHandle
     typealias OutboundOut = WebSocketFrame
 
     let session: YamuxSession
+    let writer: WebSocketFrameWriter
     let masking: Bool
     private var closeSent = false
 
-    init(session: YamuxSession, masking: Bool) {
+    init(session: YamuxSession, writer: WebSocketFrameWriter, masking: Bool) {
         self.session = session
+        self.writer = writer
         self.masking = masking
     }
 
@@ -47,11 +49,11 @@ final class WebSocketYamuxHandler: ChannelInboundHandler, RemovableChannelHandle
         let frame = unwrapInboundIn(data)
         switch frame.opcode {
         case .binary, .continuation:
-            let bytes = Array(frame.unmaskedData.readableBytesView)
+            let bytes = frame.unmaskedBytes
             session.assumeIsolated { $0.receive(bytes) }
         case .ping:
-            let pong = WebSocketFrame(fin: true, opcode: .pong, maskKey: masking ? .random() : nil, data: frame.unmaskedData)
-            context.writeAndFlush(wrapOutboundOut(pong), promise: nil)
+            let pong = WebSocketFrame(fin: true, opcode: .pong, maskKey: masking ? .random() : nil, data: frame.wordUnmaskedData)
+            writer.write(pong)
         case .pong:
             break
         case .connectionClose:
@@ -62,7 +64,9 @@ final class WebSocketYamuxHandler: ChannelInboundHandler, RemovableChannelHandle
                 echo.write(webSocketErrorCode: .normalClosure)
                 let reply = WebSocketFrame(fin: true, opcode: .connectionClose, maskKey: masking ? .random() : nil, data: echo)
                 let channel = context.channel
-                context.writeAndFlush(wrapOutboundOut(reply)).whenComplete { _ in channel.close(promise: nil) }
+                let written = channel.eventLoop.makePromise(of: Void.self)
+                writer.write(reply, promise: written)
+                written.futureResult.whenComplete { _ in channel.close(promise: nil) }
             }
             session.assumeIsolated { $0.transportClosed() }
         default:
@@ -96,10 +100,13 @@ extension YamuxSession {
         _ channel: any Channel, role: Role, configuration: Configuration = Configuration()
     ) throws -> YamuxSession {
         let masking = role == .client
+        let writer = try WebSocketFraming.installWriter(on: channel)
         let session = YamuxSession(
-            role: role, transport: WebSocketYamuxTransport(channel: channel, masking: masking),
+            role: role,
+            transport: WebSocketYamuxTransport(
+                channel: channel, writer: NIOLoopBound(writer, eventLoop: channel.eventLoop), masking: masking),
             eventLoop: channel.eventLoop, configuration: configuration)
-        try channel.pipeline.syncOperations.addHandler(WebSocketYamuxHandler(session: session, masking: masking))
+        try channel.pipeline.syncOperations.addHandler(WebSocketYamuxHandler(session: session, writer: writer, masking: masking))
         return session
     }
 
