@@ -224,9 +224,10 @@ extension YamuxSession {
     /// (the handlers are quick), so a call costs no thread hops in the double.
     func serve(_ server: DRPCServer) {
         setAcceptHandler { stream in
-            // Starts inline: the request is already buffered, so the reply is written in
-            // the same loop turn as the read that brought the request.
-            Task.immediate { await self.serveStream(stream, server) }
+            // Isolated to the session: the call runs on the loop in the next turn. (Not
+            // `Task.immediate`: NIO's executor cannot tell the runtime that a channel
+            // handler already runs on it, so the task would not start inline anyway.)
+            Task { await self.serveStream(stream, server) }
         }
     }
 
