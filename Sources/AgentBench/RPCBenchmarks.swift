@@ -18,24 +18,30 @@ struct RPCBenchmarks: AsyncParsableCommand {
         abstract: "Upward RPC: unary round trip and 1 MiB throughput vs a raw WebSocket."
     )
 
-    @Option(help: "Round trips per side.")
+    @Option(help: "Round trips per side and round.")
     var iterations = 2000
 
-    @Option(help: "1 MiB messages per side in the throughput run.")
+    @Option(help: "1 MiB messages per side and round in the throughput run.")
     var messages = 64
+
+    @Option(help: "Rounds; each measures the RPC path, then the baseline, so drift of a noisy machine hits both.")
+    var rounds = 3
 
     func run() async throws {
         let quiet = Logger(label: "bench", factory: { _ in SwiftLogNoOpLogHandler() })
         let double = ControlPlaneDouble(keepsPayloads: false)
-        let iterations = self.iterations
-        let messages = self.messages
+        let (iterations, messages, rounds) = (self.iterations, self.messages, max(1, self.rounds))
         try await double.run { url in
-            // RPC side: one yamux session, a fresh stream per call, as the agent does.
-            if ProcessInfo.processInfo.environment["ONLY"] == "raw" { _ = try await Self.measureRawWebSocket(url: url, iterations: iterations, messages: messages, logger: quiet); return }
-            if ProcessInfo.processInfo.environment["ONLY"] == "rpc" { _ = try await Self.measureRPC(url: url, token: double.token, iterations: iterations, messages: messages, logger: quiet); return }
-            let (rpcRTT, rpcRate) = try await Self.measureRPC(url: url, token: double.token, iterations: iterations, messages: messages, logger: quiet)
-            let (wsRTT, wsRate) = try await Self.measureRawWebSocket(url: url, iterations: iterations, messages: messages, logger: quiet)
-            print("agent-bench rpc: \(iterations) round trips, \(messages) x 1 MiB per side")
+            var rpc: [(rtt: Double, rate: Double)] = []
+            var raw: [(rtt: Double, rate: Double)] = []
+            for _ in 0..<rounds {
+                // RPC side: one yamux session, a fresh stream per call, as the agent does.
+                rpc.append(try await Self.measureRPC(url: url, token: double.token, iterations: iterations, messages: messages, logger: quiet))
+                raw.append(try await Self.measureRawWebSocket(url: url, iterations: iterations, messages: messages, logger: quiet))
+            }
+            let rpcRTT = Bench.median(rpc.map(\.rtt)), wsRTT = Bench.median(raw.map(\.rtt))
+            let rpcRate = Bench.median(rpc.map(\.rate)), wsRate = Bench.median(raw.map(\.rate))
+            print("agent-bench rpc: \(rounds) rounds of \(iterations) round trips and \(messages) x 1 MiB per side (medians)")
             report("unary RPC round trip (median)", value: Bench.format(rpcRTT), baseline: Bench.format(wsRTT),
                    ratio: rpcRTT / wsRTT, goal: "<= 1.3x raw WebSocket echo", met: rpcRTT / wsRTT <= 1.3)
             report("1 MiB messages upward", value: String(format: "%.0f MiB/s", rpcRate), baseline: String(format: "%.0f MiB/s", wsRate),

@@ -82,6 +82,31 @@ struct WebSocketDialerTests {
         }
     }
 
+    /// Spec §5.3 on a live session: a message over 4 MiB either way fails only its own
+    /// call (its yamux stream is reset); the session keeps serving.
+    @Test func oversizedMessagesFailOnlyTheirStream() async throws {
+        var manifest = ControlPlaneDouble.defaultManifest
+        manifest.motdPath = String(repeating: "m", count: 4 << 20)
+        let double = ControlPlaneDouble(manifest: manifest)
+        try await double.run { url in
+            let session = try await dial(url, token: double.token)
+            let api = AgentAPIClient(session: session)
+            // Downward: the reply is larger than 4 MiB.
+            await #expect(throws: DRPCCallError.wire(.dataOverflow(limit: 4 << 20))) { _ = try await api.getManifest() }
+            // Upward: the request is larger than 4 MiB; the double refuses that stream.
+            var big = Coder_Agent_V2_ReportBoundaryLogsRequest()
+            big.sessionID = String(repeating: "s", count: (4 << 20) + 1)
+            await #expect(throws: (any Error).self) { try await api.reportBoundaryLogs(big) }
+            #expect(double.recorded.withLock { $0.boundaryLogs.isEmpty })
+            // The session is still up for everything else.
+            var lifecycle = Coder_Agent_V2_Lifecycle()
+            lifecycle.state = .ready
+            #expect(try await api.updateLifecycle(lifecycle).state == .ready)
+            #expect(await session.closeReason == nil)
+            await session.close()
+        }
+    }
+
     @Test func aDroppedConnectionEndsTheSession() async throws {
         let double = ControlPlaneDouble()
         try await double.run { url in
