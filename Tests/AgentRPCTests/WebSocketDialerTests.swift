@@ -4,6 +4,8 @@ import ControlPlaneDouble
 import DRPC
 import Foundation
 import Logging
+import NIOCore
+import NIOPosix
 import Synchronization
 import Testing
 import Yamux
@@ -116,6 +118,18 @@ struct WebSocketDialerTests {
             #expect(reason == .sessionClosed)
             await #expect(throws: (any Error).self) { _ = try await AgentAPIClient(session: session).getManifest() }
         }
+    }
+
+    /// A server that accepts the connection and never answers the upgrade cannot hold the
+    /// dial past its deadline.
+    @Test func silentServerTimesOut() async throws {
+        let silent = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .bind(host: "127.0.0.1", port: 0).get()
+        let port = try #require(silent.localAddress?.port)
+        await #expect(throws: DialError.timedOut) {
+            _ = try await WebSocketConnector.connect(url: "ws://127.0.0.1:\(port)/x", timeout: .milliseconds(300)) { _ in 0 }
+        }
+        try await silent.close()
     }
 
     @Test func nothingListeningFailsTheDial() async throws {

@@ -201,29 +201,14 @@ struct DRPCCallTests {
     /// Many unary calls in parallel over one yamux session, each on its own stream; one
     /// call's handler never returns and the rest complete anyway.
     @Test func fiftyCallsOverYamuxWithOneStalled() async throws {
-        let (toServer, toServerSink) = AsyncStream<[UInt8]>.makeStream()
-        let (toClient, toClientSink) = AsyncStream<[UInt8]>.makeStream()
-        let client = YamuxSession(role: .client, transport: SinkTransport(sink: toServerSink))
-        let server = YamuxSession(role: .server, transport: SinkTransport(sink: toClientSink))
-        let pumps = [
-            Task { for await b in toServer { await server.receive(b) }; await server.transportClosed() },
-            Task { for await b in toClient { await client.receive(b) }; await client.transportClosed() },
-        ]
         let gate = AsyncStream<Void>.makeStream()
         var drpc = lifecycleServer()
         drpc.register("/test.Svc/Stall") { _ in
             for await _ in gate.stream {}
             return []
         }
-        let rpcServer = drpc
-        let acceptor = Task {
-            await withTaskGroup(of: Void.self) { group in
-                while let stream = await server.accept() {
-                    group.addTask { await rpcServer.serve(YamuxTransportAdapter(stream: stream)) }
-                }
-                group.cancelAll()
-            }
-        }
+        let pair = YamuxDRPCPair(serving: drpc)
+        let client = pair.client
         let stalled = Task {
             try await DRPCClient.unary("/test.Svc/Stall", request: [1], over: YamuxTransportAdapter(stream: try await client.open()))
         }
@@ -243,10 +228,41 @@ struct DRPCCallTests {
         }
         gate.continuation.finish()
         _ = try await stalled.value
+        await pair.shutdown()
+    }
+}
+
+/// A yamux client and server connected by in-memory pumps, the server serving dRPC on
+/// every stream it accepts.
+struct YamuxDRPCPair {
+    let client: YamuxSession
+    let server: YamuxSession
+    private let tasks: [Task<Void, Never>]
+
+    init(serving rpcServer: DRPCServer) {
+        let (toServer, toServerSink) = AsyncStream<[UInt8]>.makeStream()
+        let (toClient, toClientSink) = AsyncStream<[UInt8]>.makeStream()
+        let client = YamuxSession(role: .client, transport: SinkTransport(sink: toServerSink))
+        let server = YamuxSession(role: .server, transport: SinkTransport(sink: toClientSink))
+        self.client = client
+        self.server = server
+        tasks = [
+            Task { for await b in toServer { await server.receive(b) }; await server.transportClosed() },
+            Task { for await b in toClient { await client.receive(b) }; await client.transportClosed() },
+            Task {
+                await withTaskGroup(of: Void.self) { group in
+                    while let stream = await server.accept() {
+                        group.addTask { await rpcServer.serve(YamuxTransportAdapter(stream: stream)) }
+                    }
+                }
+            },
+        ]
+    }
+
+    func shutdown() async {
         await client.close()
         await server.close()
-        for pump in pumps { await pump.value }
-        await acceptor.value
+        for task in tasks { await task.value }
     }
 }
 

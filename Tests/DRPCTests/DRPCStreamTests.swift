@@ -167,23 +167,8 @@ struct DRPCStreamTests {
     }
 
     @Test func streamingOverYamux() async throws {
-        let (toServer, toServerSink) = AsyncStream<[UInt8]>.makeStream()
-        let (toClient, toClientSink) = AsyncStream<[UInt8]>.makeStream()
-        let client = YamuxSession(role: .client, transport: SinkTransport(sink: toServerSink))
-        let server = YamuxSession(role: .server, transport: SinkTransport(sink: toClientSink))
-        let pumps = [
-            Task { for await b in toServer { await server.receive(b) }; await server.transportClosed() },
-            Task { for await b in toClient { await client.receive(b) }; await client.transportClosed() },
-        ]
-        let rpcServer = streamingServer()
-        let acceptor = Task {
-            await withTaskGroup(of: Void.self) { group in
-                while let stream = await server.accept() {
-                    group.addTask { await rpcServer.serve(YamuxTransportAdapter(stream: stream)) }
-                }
-            }
-        }
-        let (sender, receiverStart) = DRPCClient.stream(Self.countdown, over: YamuxTransportAdapter(stream: try await client.open()))
+        let pair = YamuxDRPCPair(serving: streamingServer())
+        let (sender, receiverStart) = DRPCClient.stream(Self.countdown, over: YamuxTransportAdapter(stream: try await pair.client.open()))
         var receiver = receiverStart
         try await sender.send([100])
         try await sender.closeSend()
@@ -191,9 +176,6 @@ struct DRPCStreamTests {
         while try await receiver.receive() != nil { count += 1 }
         #expect(count == 100)
         await sender.close()
-        await client.close()
-        await server.close()
-        for pump in pumps { await pump.value }
-        await acceptor.value
+        await pair.shutdown()
     }
 }

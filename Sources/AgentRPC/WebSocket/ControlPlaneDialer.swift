@@ -5,6 +5,7 @@ import NIOHTTP1
 import NIOPosix
 import NIOSSL
 import NIOWebSocket
+import Synchronization
 import Yamux
 
 /// Opens the connection the upward RPC runs over and returns a yamux client session on it.
@@ -106,6 +107,7 @@ public enum WebSocketConnector {
         for (name, value) in extra { headers.add(name: name, value: value) }
         headers.add(name: "Content-Length", value: "0")
         let head = HTTPRequestHead(version: .http1_1, method: .GET, uri: path, headers: headers)
+        let expired = ExpiryFlag()
 
         let upgrade: EventLoopFuture<Upgrade<T>> = try await ClientBootstrap(group: group)
             .connectTimeout(timeout)
@@ -134,18 +136,35 @@ public enum WebSocketConnector {
                         configuration: .init(upgradeConfiguration: configuration))
                     // A server that accepts the connection but never answers must not hold
                     // the dial forever.
-                    let timer = channel.eventLoop.scheduleTask(in: timeout) { channel.close(promise: nil) }
+                    let timer = channel.eventLoop.scheduleTask(in: timeout) {
+                        expired.set()
+                        channel.close(promise: nil)
+                    }
                     result.whenComplete { _ in timer.cancel() }
                     return result
                 }
             }
-        switch try await upgrade.get() {
+        let result: Upgrade<T>
+        do {
+            result = try await upgrade.get()
+        } catch {
+            if expired.isSet { throw DialError.timedOut }
+            throw error
+        }
+        switch result {
         case .upgraded(let value):
             return value
         case .refused(let refusal):
             throw try await refusal.get()
         }
     }
+}
+
+/// Set once the dial's deadline closed the connection.
+private final class ExpiryFlag: Sendable {
+    private let value = Mutex(false)
+    func set() { value.withLock { $0 = true } }
+    var isSet: Bool { value.withLock { $0 } }
 }
 
 /// Reads a refused upgrade's response (status and up to 64 KiB of body), then closes.
