@@ -67,6 +67,16 @@ struct WebSocketDialerTests {
         }
     }
 
+    @Test func dialsOverIPv6Loopback() async throws {
+        let double = ControlPlaneDouble()
+        try await double.run(host: "::1") { url in
+            #expect(url.hasPrefix("http://[::1]:"))
+            let session = try await dial(url, token: double.token)
+            #expect(try await AgentAPIClient(session: session).getManifest().agentName == "main")
+            await session.close()
+        }
+    }
+
     @Test func unknownMethodIsUnsupportedAndTheSessionStaysUp() async throws {
         let double = ControlPlaneDouble()
         try await double.run { url in

@@ -163,7 +163,7 @@ public final class ControlPlaneDouble: Sendable {
     /// Runs the double on a loopback port (0: an ephemeral one) until `body`, which gets
     /// the base URL, returns; then the listener and every connection are closed (the
     /// control plane "killed").
-    public func run(port: Int = 0, _ body: @escaping @Sendable (String) async throws -> Void) async throws {
+    public func run(host: String = "127.0.0.1", port: Int = 0, _ body: @escaping @Sendable (String) async throws -> Void) async throws {
         let drpc = makeDRPCServer()
         let group = MultiThreadedEventLoopGroup.singleton
         let upgrader = NIOWebSocketServerUpgrader(
@@ -205,10 +205,11 @@ public final class ControlPlaneDouble: Sendable {
                     try channel.pipeline.syncOperations.addHandler(RefusalHandler(double: self), name: "refusals")
                 }
             }
-            .bind(host: "127.0.0.1", port: port).get()
+            .bind(host: host, port: port).get()
         let port = channel.localAddress?.port ?? 0
+        let base = host.contains(":") ? "http://[\(host)]:\(port)" : "http://\(host):\(port)"
         do {
-            try await body("http://127.0.0.1:\(port)")
+            try await body(base)
         } catch {
             await dropConnections()
             try? await channel.close()

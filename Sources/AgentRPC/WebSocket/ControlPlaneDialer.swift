@@ -94,9 +94,11 @@ public enum WebSocketConnector {
         timeout: TimeAmount = WebSocketDialer.dialTimeout,
         upgraded: @escaping @Sendable (any Channel) throws -> T
     ) async throws -> T {
-        guard let parsed = URLComponents(string: url), let host = parsed.host,
+        guard let parsed = URLComponents(string: url), let host = parsed.host, !host.isEmpty,
               let scheme = parsed.scheme, scheme == "ws" || scheme == "wss"
         else { throw DialError.invalidURL(url) }
+        // `[::1]` in the URL and the Host header; `::1` to connect and for SNI checks.
+        let address = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
         let tls = scheme == "wss"
         let port = parsed.port ?? (tls ? 443 : 80)
         let path = (parsed.percentEncodedPath.isEmpty ? "/" : parsed.percentEncodedPath)
@@ -112,11 +114,13 @@ public enum WebSocketConnector {
         let upgrade: EventLoopFuture<Upgrade<T>> = try await ClientBootstrap(group: group)
             .connectTimeout(timeout)
             .channelOption(.tcpOption(.tcp_nodelay), value: 1)
-            .connect(host: host, port: port) { channel in
+            .connect(host: address, port: port) { channel in
                 channel.eventLoop.makeCompletedFuture {
                     if let sslContext {
+                        // SNI carries names only; an address literal is verified without it.
+                        let isAddress = (try? SocketAddress(ipAddress: address, port: 0)) != nil
                         try channel.pipeline.syncOperations.addHandler(
-                            NIOSSLClientHandler(context: sslContext, serverHostname: host))
+                            NIOSSLClientHandler(context: sslContext, serverHostname: isAddress ? nil : address))
                     }
                     let upgrader = NIOTypedWebSocketClientUpgrader<Upgrade<T>>(
                         maxFrameSize: WebSocketDialer.maxMessageSize,
