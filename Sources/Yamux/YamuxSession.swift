@@ -36,6 +36,14 @@ public actor YamuxSession {
         /// How long a SYN, ACK or FIN waits for a write to ride with: one transport write
         /// per round trip instead of three or four.
         public var lazyDelay: TimeAmount = .milliseconds(1)
+        /// A stream we opened that the peer has not ACKed (nor answered) by then ends the
+        /// session, as Go's yamux does (75 s).
+        public var streamOpenTimeout: TimeAmount = .seconds(75)
+        /// A stream we closed that the peer never closes is reset and forgotten by then, so
+        /// its state cannot stay forever (Go: 5 min).
+        public var streamCloseTimeout: TimeAmount = .minutes(5)
+        /// How often the two timeouts above are checked.
+        public var sweepInterval: TimeAmount = .seconds(5)
 
         public init() {}
     }
@@ -49,6 +57,10 @@ public actor YamuxSession {
         /// Credit the peer granted us.
         var sendWindow: UInt32
         var localFin = false
+        /// Opened by us and not yet acknowledged: since when.
+        var openedAt: NIODeadline?
+        /// Closed by us (FIN) while the peer's side is still open: since when.
+        var closedAt: NIODeadline?
         var remoteFin = false
         var wasReset = false
         /// The reader is gone (``YamuxStream/close()``): unread and later data is dropped.
@@ -208,6 +220,7 @@ public actor YamuxSession {
             }
         }
         guard let state = streams[id] else { return } // unknown stream: discard
+        state.openedAt = nil // any answer (ACK, data, FIN, RST) counts as acknowledged
         if header.type == .windowUpdate, header.length > 0 {
             state.sendWindow = state.sendWindow &+ header.length
             for waiter in state.windowWaiters { waiter.resume() }
@@ -265,7 +278,10 @@ public actor YamuxSession {
         if remoteGoneAway { throw .remoteGoAway }
         let id = nextStreamID
         nextStreamID &+= 2
-        streams[id] = StreamState(window: configuration.window)
+        let state = StreamState(window: configuration.window)
+        state.openedAt = .now()
+        streams[id] = state
+        scheduleSweep()
         // The SYN rides with the first data (or leaves within the lazy delay).
         enqueueControl(YamuxHeader(type: .windowUpdate, flags: .syn, streamID: id, length: 0), lazy: true)
         return YamuxStream(id: id, session: self)
@@ -419,6 +435,10 @@ public actor YamuxSession {
     func closeWrite(_ id: UInt32) {
         guard let state = streams[id], !state.localFin, !state.wasReset else { return }
         state.localFin = true
+        if !state.remoteFin {
+            state.closedAt = .now()
+            scheduleSweep()
+        }
         // Behind this stream's queued data, so the FIN cannot overtake it.
         dataQueue.append(YamuxHeader(type: .windowUpdate, flags: .fin, streamID: id, length: 0).encoded)
         // Nobody waits for a FIN: it rides with the next write or leaves within the lazy
@@ -438,6 +458,40 @@ public actor YamuxSession {
         state.sink = nil
         streams[id] = nil
         enqueueControl(YamuxHeader(type: .windowUpdate, flags: .rst, streamID: id, length: 0))
+    }
+
+    private var sweepTimer: Scheduled<Void>?
+
+    /// Arms the periodic check of open and close timeouts while there is something to check.
+    private func scheduleSweep() {
+        guard sweepTimer == nil, closedReason == nil else { return }
+        sweepTimer = eventLoop.scheduleTask(in: configuration.sweepInterval) {
+            self.assumeIsolated { $0.sweep() }
+        }
+    }
+
+    private func sweep() {
+        sweepTimer = nil
+        guard closedReason == nil else { return }
+        let now = NIODeadline.now()
+        var pending = false
+        for (id, state) in streams {
+            if let openedAt = state.openedAt {
+                if now - openedAt >= configuration.streamOpenTimeout {
+                    fail(.protocolError("stream \(id) was not acknowledged within \(configuration.streamOpenTimeout)"))
+                    return
+                }
+                pending = true
+            }
+            if let closedAt = state.closedAt, !state.remoteFin {
+                if now - closedAt >= configuration.streamCloseTimeout {
+                    reset(id)
+                } else {
+                    pending = true
+                }
+            }
+        }
+        if pending { scheduleSweep() }
     }
 
     private func forgetIfDone(_ id: UInt32, _ state: StreamState) {
@@ -510,6 +564,8 @@ public actor YamuxSession {
         spaceWaiters.removeAll()
         for waiter in closeWaiters { waiter.resume() }
         closeWaiters.removeAll()
+        sweepTimer?.cancel()
+        sweepTimer = nil
         // What is queued (a GoAway, say, or the last data on close) goes out first.
         var last = allocator.buffer(bytes: control)
         control = []

@@ -325,6 +325,49 @@ struct YamuxSessionTests {
         return condition()
     }
 
+    /// A stream the peer never acknowledges ends the session (Go: 75 s).
+    @Test func unacknowledgedOpenEndsTheSession() async throws {
+        let (sink, continuation) = AsyncStream<[UInt8]>.makeStream()
+        _ = sink
+        var configuration = YamuxSession.Configuration()
+        configuration.streamOpenTimeout = .milliseconds(200)
+        configuration.sweepInterval = .milliseconds(50)
+        let session = YamuxSession(role: .client, transport: PipeEnd(continuation), configuration: configuration)
+        _ = try await session.open()
+        #expect(await eventuallyClosed(session))
+        guard case .protocolError = await session.closeReason else {
+            Issue.record("expected a protocol error, got \(String(describing: await session.closeReason))")
+            return
+        }
+    }
+
+    /// A stream we closed that the peer never closes is reset and forgotten (Go: 5 min).
+    @Test func neverClosedStreamIsResetAndForgotten() async throws {
+        var configuration = YamuxSession.Configuration()
+        configuration.streamCloseTimeout = .milliseconds(200)
+        configuration.sweepInterval = .milliseconds(50)
+        let pair = await SessionPair(configuration: configuration)
+        let stream = try await pair.client.open()
+        try await stream.write([1])
+        await stream.closeWrite()
+        let accepted = try #require(await pair.server.accept())
+        #expect(try await accepted.read() == [1])
+        #expect(try await accepted.read() == nil)
+        // The server never closes its side: the client gives up on it.
+        #expect(await eventually { await pair.client.streamCount == 0 })
+        await #expect(throws: YamuxSessionError.streamReset) { try await accepted.write([2]) }
+        #expect(await pair.client.closeReason == nil)
+        await pair.shutdown()
+    }
+
+    func eventually(_ condition: () async -> Bool) async -> Bool {
+        for _ in 0..<500 {
+            if await condition() { return true }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        return await condition()
+    }
+
     @Test func unansweredPingTimesOut() async throws {
         // A peer that reads nothing: the transport swallows every write.
         let (sink, continuation) = AsyncStream<[UInt8]>.makeStream()
