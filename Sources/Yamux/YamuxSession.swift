@@ -7,14 +7,17 @@ import NIOPosix
 /// runs over. A channel handler feeds received bytes synchronously
 /// (`session.assumeIsolated { $0.receive(bytes) }`), and frames are handed to the
 /// transport on the same thread, so a round trip costs no thread hops inside the session.
-/// Frames produced during one loop turn leave in one transport write (control frames —
-/// pings, window updates, opens, closes — ahead of queued data, so pings are answered
-/// promptly even under bulk transfer).
+/// What one call (or one received chunk) produces leaves in one transport write, control
+/// frames (pings, window updates, opens, closes) ahead of queued data, so pings are answered
+/// promptly even under bulk transfer; SYN, ACK and FIN wait up to
+/// ``Configuration/lazyDelay`` to ride with the next write.
 ///
 /// Bounds: each stream buffers at most its receive window (256 KiB, enforced against the
 /// peer); queued outbound data is capped at ``Configuration/maxQueuedData`` (writers
 /// wait); at most ``Configuration/acceptBacklog`` unaccepted streams (more are refused
-/// with RST); one write carries at most ``maxBatch`` bytes of data.
+/// with RST); one write carries at most ``maxBatch`` bytes of data; streams the peer never
+/// acknowledges or never closes are bounded in time
+/// (``Configuration/streamOpenTimeout``, ``Configuration/streamCloseTimeout``).
 public actor YamuxSession {
     public enum Role: Sendable {
         /// Opens odd stream IDs (the agent).
@@ -271,8 +274,7 @@ public actor YamuxSession {
     // MARK: Opening and accepting
 
     /// Opens a stream (WindowUpdate+SYN, sent at once as Go's yamux does); data may be
-    /// written before the peer's ACK, and leaves in the same transport write as the SYN
-    /// when written in the same loop turn.
+    /// written before the peer's ACK, and leaves in the same transport write as the SYN.
     public func open() throws(YamuxSessionError) -> YamuxStream {
         if let closedReason { throw closedReason }
         if remoteGoneAway { throw .remoteGoAway }
@@ -398,7 +400,7 @@ public actor YamuxSession {
 
     /// Push mode: from now on this stream's inbound data, its end and its failure go to
     /// `sink`, synchronously on the loop, instead of to ``YamuxStream/read()`` (data is
-    /// credited back as it is delivered). Lets a caller answer in the same loop turn.
+    /// credited back as it is delivered). Lets a caller answer from the read itself.
     public func setSink(_ id: UInt32, _ sink: @escaping (YamuxStreamEvent) -> Void) {
         guard let state = streams[id] else {
             sink(.failed(closedReason ?? .streamReset))
