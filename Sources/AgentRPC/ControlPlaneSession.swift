@@ -1,4 +1,5 @@
 import AgentProto
+import DRPC
 import Foundation
 import Logging
 import ServiceLifecycle
@@ -27,8 +28,12 @@ public final class ControlPlaneSession: Service, Sendable {
         public var appStatusCapacity = 256
         public var boundaryLogsCapacity = 1024
         public var logsCapacity = 1000
-        /// Logs per BatchCreateLogs call.
+        /// Logs per BatchCreateLogs call, and bytes of output per call (the reference's 1 MiB:
+        /// far below the 4 MiB message limit).
         public var logsPerBatch = 100
+        public var logBatchBytes = 1 << 20
+        /// One log line's output is cut to this many bytes.
+        public var maxLogLineBytes = 64 << 10
         /// Keepalive: a yamux ping this often; no answer within `pingTimeout` drops the
         /// connection (the reference's 30 s / 10 s).
         public var pingInterval: Duration = .seconds(30)
@@ -109,9 +114,24 @@ public final class ControlPlaneSession: Service, Sendable {
         guard !state.withLock({ $0.logsDisabled }) else { return }
         var entry = Coder_Agent_V2_Log()
         entry.createdAt = Google_Protobuf_Timestamp(date: Date())
-        entry.output = message
+        entry.output = Self.truncated(message, toBytes: configuration.maxLogLineBytes)
         entry.level = level
         logs.append(entry)
+    }
+
+    /// `text` cut to at most `limit` UTF-8 bytes, on a character boundary, marked as cut.
+    static func truncated(_ text: String, toBytes limit: Int) -> String {
+        guard text.utf8.count > limit else { return text }
+        let marker = " …(truncated)"
+        var cut = text.utf8.index(text.utf8.startIndex, offsetBy: max(0, limit - marker.utf8.count))
+        while cut > text.startIndex, text.utf8[cut] & 0xC0 == 0x80 { cut = text.utf8.index(before: cut) }
+        return String(text[..<cut]) + marker
+    }
+
+    /// Items each outbox refused to send upward because the control plane rejected them.
+    public var rejectedCounts: [String: Int] {
+        [lifecycle.name: lifecycle.rejected, appStatus.name: appStatus.rejected,
+         boundaryLogs.name: boundaryLogs.rejected, logs.name: logs.rejected]
     }
 
     /// Items each outbox dropped because it was full.
@@ -311,34 +331,48 @@ public final class ControlPlaneSession: Service, Sendable {
             try Task.checkCancellation()
             if let (seq, items) = lifecycle.peek() {
                 logger.debug("reporting lifecycle", metadata: ["state": "\(items[0].state)"])
-                _ = try await api.updateLifecycle(items[0])
-                lifecycle.acknowledge(through: seq)
+                try await deliver(lifecycle, through: seq) { _ = try await api.updateLifecycle(items[0]) }
                 continue
             }
             if let (seq, items) = appStatus.peek() {
-                try await api.updateAppStatus(items[0])
-                appStatus.acknowledge(through: seq)
+                try await deliver(appStatus, through: seq) { try await api.updateAppStatus(items[0]) }
                 continue
             }
             if let (seq, items) = boundaryLogs.peek() {
-                try await api.reportBoundaryLogs(items[0])
-                boundaryLogs.acknowledge(through: seq)
+                try await deliver(boundaryLogs, through: seq) { try await api.reportBoundaryLogs(items[0]) }
                 continue
             }
-            if !state.withLock({ $0.logsDisabled }), let (seq, items) = logs.peek(configuration.logsPerBatch) {
+            if !state.withLock({ $0.logsDisabled }),
+               let (seq, items) = logs.peek(configuration.logsPerBatch, budget: configuration.logBatchBytes, size: { $0.output.utf8.count }) {
                 var request = Coder_Agent_V2_BatchCreateLogsRequest()
                 request.logSourceID = [UInt8](repeating: 0, count: 16).withUnsafeBytes { Data($0) }
                 request.logs = items
-                let response = try await api.batchCreateLogs(request)
-                logs.acknowledge(through: seq)
-                if response.logLimitExceeded {
-                    state.withLock { $0.logsDisabled = true }
-                    logger.warning("control plane log limit exceeded; no more agent logs are sent")
+                try await deliver(logs, through: seq) {
+                    let response = try await api.batchCreateLogs(request)
+                    if response.logLimitExceeded {
+                        state.withLock { $0.logsDisabled = true }
+                        logger.warning("control plane log limit exceeded; no more agent logs are sent")
+                    }
                 }
                 continue
             }
             if isShuttingDown { return }
             await work.wait()
+        }
+    }
+
+    /// Sends one outbox's items and removes them once acknowledged. An error the control
+    /// plane answered with (a bad request, a method it does not have) cannot be fixed by
+    /// retrying: those items are removed, counted and logged, and the connection stays.
+    /// Transport failures propagate, so the items are sent again after the reconnect.
+    private func deliver<Item>(_ outbox: Outbox<Item>, through seq: UInt64, _ call: () async throws -> Void) async throws {
+        do {
+            try await call()
+            outbox.acknowledge(through: seq)
+        } catch let error as DRPCCallError {
+            guard case .remote = error else { throw error }
+            outbox.reject(through: seq)
+            logger.warning("control plane rejected \(outbox.name)", metadata: ["error": "\(error)"])
         }
     }
 

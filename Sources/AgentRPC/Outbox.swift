@@ -4,8 +4,9 @@ import Synchronization
 /// removed only after the control plane acknowledged it) and counts what overflowed.
 ///
 /// `append` never blocks: when the queue holds `capacity` items, the oldest is dropped and
-/// counted in ``dropped``. Items carry sequence numbers so an acknowledgement never removes
-/// an item that was not sent.
+/// counted in ``dropped``. Items the control plane refused are removed and counted in
+/// ``rejected``. Items carry sequence numbers so an acknowledgement never removes an item
+/// that was not sent.
 public final class Outbox<Item: Sendable>: Sendable {
     public let name: String
     public let capacity: Int
@@ -14,6 +15,7 @@ public final class Outbox<Item: Sendable>: Sendable {
         var head = 0
         var nextSeq: UInt64 = 0
         var dropped = 0
+        var rejected = 0
     }
     private let state = Mutex(State())
     private let signal: WorkSignal?
@@ -58,12 +60,44 @@ public final class Outbox<Item: Sendable>: Sendable {
         }
     }
 
+    /// The oldest items, left in place, as many as fit `budget` by `size` (at most `max`,
+    /// and always at least one: a single item larger than the budget goes alone).
+    public func peek(_ max: Int, budget: Int, size: (Item) -> Int) -> (through: UInt64, items: [Item])? {
+        state.withLock { s in
+            guard s.head < s.items.count else { return nil }
+            var end = s.head
+            var used = 0
+            while end < s.items.count, end - s.head < max {
+                let next = size(s.items[end].item)
+                if end > s.head, used + next > budget { break }
+                used += next
+                end += 1
+            }
+            let slice = s.items[s.head..<end]
+            return (slice.last!.seq, slice.map(\.item))
+        }
+    }
+
     /// Removes every item up to and including sequence number `through`.
     public func acknowledge(through: UInt64) {
         state.withLock { s in
             while s.head < s.items.count, s.items[s.head].seq <= through { s.head += 1 }
         }
     }
+
+    /// Removes every item up to and including `through` because the control plane refused
+    /// them (retrying cannot help), counting them in ``rejected``.
+    public func reject(through: UInt64) {
+        state.withLock { s in
+            while s.head < s.items.count, s.items[s.head].seq <= through {
+                s.head += 1
+                s.rejected += 1
+            }
+        }
+    }
+
+    /// Items the control plane refused.
+    public var rejected: Int { state.withLock { $0.rejected } }
 
     public var count: Int { state.withLock { $0.items.count - $0.head } }
     public var isEmpty: Bool { count == 0 }

@@ -154,6 +154,47 @@ struct ControlPlaneSessionTests {
         }
     }
 
+    /// An item the control plane refuses is dropped and counted, not retried forever, and
+    /// what is queued behind it still arrives on the same connection.
+    @Test func rejectedItemsAreCountedNotRetried() async throws {
+        let double = ControlPlaneDouble()
+        try await double.run { url in
+            let session = makeSession(url, token: double.token)
+            for message in ["first", String(repeating: "x", count: 161), "third"] {
+                var status = Coder_Agent_V2_UpdateAppStatusRequest()
+                status.slug = "app"
+                status.message = message
+                session.reportAppStatus(status)
+            }
+            let running = Task { try await session.run() }
+            #expect(await eventually { double.recorded.withLock { $0.appStatuses.count } == 2 })
+            #expect(double.recorded.withLock { $0.appStatuses.map(\.message) } == ["first", "third"])
+            #expect(session.rejectedCounts["app_status"] == 1)
+            #expect(await eventually { session.appStatus.isEmpty })
+            #expect(double.recorded.withLock { $0.connections } == 1)
+            session.beginShutdown()
+            try await running.value
+        }
+    }
+
+    /// Huge log lines are cut, and batches stay far below the 4 MiB message limit.
+    @Test func largeLogLinesAreCutAndBatchedByBytes() async throws {
+        let double = ControlPlaneDouble()
+        try await double.run { url in
+            let session = makeSession(url, token: double.token)
+            for i in 0..<30 { session.log(level: .warn, "\(i) " + String(repeating: "é", count: 100_000)) }
+            let running = Task { try await session.run() }
+            #expect(await eventually { double.recorded.withLock { $0.logs.count } == 30 })
+            let logs = double.recorded.withLock { $0.logs }
+            #expect(logs.allSatisfy { $0.output.utf8.count <= 64 << 10 && $0.output.hasSuffix("(truncated)") })
+            #expect(logs.map { $0.output.split(separator: " ").first.map(String.init) } == (0..<30).map { "\($0)" })
+            #expect(double.recorded.withLock { $0.connections } == 1)
+            #expect(session.rejectedCounts["logs"] == 0)
+            session.beginShutdown()
+            try await running.value
+        }
+    }
+
     @Test func logLimitStopsAgentLogs() async throws {
         let double = ControlPlaneDouble()
         double.logLimitExceeded.withLock { $0 = true }
@@ -225,6 +266,22 @@ struct ControlPlaneSessionTests {
             session.beginShutdown()
             try await running.value
         }
+    }
+
+    @Test func outboxPeeksWithinAByteBudget() {
+        let outbox = Outbox<Int>(name: "t", capacity: 10)
+        for size in [400, 400, 400, 5000, 1] { outbox.append(size) }
+        let first = outbox.peek(10, budget: 1000, size: { $0 })!
+        #expect(first.items == [400, 400])
+        outbox.acknowledge(through: first.through)
+        #expect(outbox.peek(10, budget: 1000, size: { $0 })!.items == [400])
+        outbox.acknowledge(through: outbox.peek(1)!.through)
+        // One item over the budget still goes, alone.
+        let big = outbox.peek(10, budget: 1000, size: { $0 })!
+        #expect(big.items == [5000])
+        outbox.reject(through: big.through)
+        #expect(outbox.rejected == 1)
+        #expect(outbox.peek(10)?.items == [1])
     }
 
     @Test func outboxOverflowIsCounted() {

@@ -110,6 +110,10 @@ public final class ControlPlaneDouble: Sendable {
         server.register(AgentRoutes.agent("UpdateAppStatus")) { bytes in
             await delay()
             let request = try Coder_Agent_V2_UpdateAppStatusRequest(serializedBytes: bytes)
+            // coderd refuses messages over 160 bytes.
+            guard request.message.utf8.count <= 160 else {
+                throw DRPCErrorBody(code: 0, message: "message is too long (\(request.message.utf8.count) > 160 bytes)")
+            }
             self.recorded.withLock { $0.appStatuses.append(request) }
             return try Coder_Agent_V2_UpdateAppStatusResponse().serializedBytes()
         }
