@@ -1,5 +1,6 @@
 import DRPC
 import NIOCore
+import Synchronization
 import Yamux
 
 extension YamuxSession {
@@ -8,22 +9,29 @@ extension YamuxSession {
     /// The call is started on the session's loop and its reply is parsed there as it
     /// arrives (push mode), resuming the caller straight from the read: one hop in, one
     /// hop out, as with a bare WebSocket message. A request larger than the stream's
-    /// window falls back to waiting for credit.
+    /// window falls back to waiting for credit. Cancelling the calling task resets the
+    /// call's stream (the reference closes the call's transport) and throws.
     public nonisolated func unaryCall(
         _ method: String, request: [UInt8],
         maxMessageSize: Int = DRPCPacketAssembler.defaultMaxPacketSize
     ) async throws -> [UInt8] {
-        try await withCheckedThrowingContinuation { continuation in
-            eventLoop.execute {
-                self.assumeIsolated { session in
-                    session.startUnary(method, request, maxMessageSize: maxMessageSize, continuation)
+        let handle = CallHandle()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                eventLoop.execute {
+                    self.assumeIsolated { session in
+                        session.startUnary(method, request, maxMessageSize: maxMessageSize, handle, continuation)
+                    }
                 }
             }
+        } onCancel: {
+            guard let id = handle.cancel() else { return }
+            eventLoop.execute { self.assumeIsolated { $0.resetStream(id) } }
         }
     }
 
     private func startUnary(
-        _ method: String, _ request: [UInt8], maxMessageSize: Int,
+        _ method: String, _ request: [UInt8], maxMessageSize: Int, _ handle: CallHandle,
         _ continuation: CheckedContinuation<[UInt8], any Error>
     ) {
         let stream: YamuxStream
@@ -31,6 +39,12 @@ extension YamuxSession {
             stream = try open()
         } catch {
             continuation.resume(throwing: error)
+            return
+        }
+        guard handle.started(stream.id) else {
+            // Cancelled before it began: nothing was sent but the (lazy) SYN.
+            resetStream(stream.id)
+            continuation.resume(throwing: CancellationError())
             return
         }
         let call = UnaryReply(streamID: stream.id, maxMessageSize: maxMessageSize, continuation: continuation)
@@ -101,5 +115,26 @@ private final class UnaryReply {
         self.continuation = nil
         if reset { session.resetStream(streamID) } else { session.close(streamID) }
         continuation.resume(with: result)
+    }
+}
+
+/// Links a unary call's cancellation (any thread) to its stream (known on the loop).
+private final class CallHandle: Sendable {
+    private let state = Mutex<(id: UInt32?, cancelled: Bool)>((nil, false))
+
+    /// Records the stream; false when the call was already cancelled.
+    func started(_ id: UInt32) -> Bool {
+        state.withLock { s in
+            s.id = id
+            return !s.cancelled
+        }
+    }
+
+    /// Marks the call cancelled; the stream to reset, if it exists yet.
+    func cancel() -> UInt32? {
+        state.withLock { s in
+            s.cancelled = true
+            return s.id
+        }
     }
 }

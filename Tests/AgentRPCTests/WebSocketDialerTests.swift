@@ -119,6 +119,29 @@ struct WebSocketDialerTests {
         }
     }
 
+    /// A cancelled call ends at once, even while the control plane stalls, and leaves the
+    /// session usable.
+    @Test func cancellingACallResetsItsStream() async throws {
+        let double = ControlPlaneDouble()
+        try await double.run { url in
+            let session = try await dial(url, token: double.token)
+            let api = AgentAPIClient(session: session)
+            double.answerDelay.withLock { $0 = .seconds(3600) }
+            let stalled = Task {
+                var lifecycle = Coder_Agent_V2_Lifecycle()
+                lifecycle.state = .ready
+                return try await api.updateLifecycle(lifecycle)
+            }
+            try await Task.sleep(for: .milliseconds(100))
+            stalled.cancel()
+            await #expect(throws: (any Error).self) { _ = try await stalled.value }
+            double.answerDelay.withLock { $0 = .zero }
+            #expect(try await api.getManifest().agentName == "main")
+            #expect(await session.closeReason == nil)
+            await session.close()
+        }
+    }
+
     @Test func aDroppedConnectionEndsTheSession() async throws {
         let double = ControlPlaneDouble()
         try await double.run { url in
