@@ -1,80 +1,10 @@
 import Foundation
-import Logging
 import NIOCore
 import NIOHTTP1
 import NIOPosix
 import NIOSSL
 import NIOWebSocket
 import Synchronization
-import Yamux
-
-/// Opens the connection the upward RPC runs over and returns a yamux client session on it.
-/// The session ends (``YamuxSession/waitClosed()`` returns) when the connection does.
-public protocol ControlPlaneDialer: Sendable {
-    func dial() async throws -> YamuxSession
-}
-
-/// Why a dial failed before the WebSocket was up.
-public enum DialError: Error, Equatable, CustomStringConvertible {
-    case invalidURL(String)
-    /// The control plane answered the upgrade with an HTTP status (coderd: 400 bad
-    /// version, 401 bad token), with the `message` of its JSON body when there is one.
-    case refused(status: Int, message: String)
-    case timedOut
-
-    public var description: String {
-        switch self {
-        case .invalidURL(let url): return "invalid control plane URL \(url)"
-        case .refused(let status, let message): return "control plane refused the connection: HTTP \(status)\(message.isEmpty ? "" : ": " + message)"
-        case .timedOut: return "control plane did not answer the WebSocket upgrade in time"
-        }
-    }
-}
-
-/// Dials `GET /api/v2/workspaceagents/me/rpc?version=…&role=agent` as a WebSocket with
-/// `Coder-Session-Token`, binary messages up to 4 MiB, no subprotocol, no compression, no
-/// `Origin` (spec agent-rpc §3.1); `wss://` uses the system trust store.
-///
-/// Built directly on SwiftNIO: the yamux session runs on the connection's event loop, so
-/// received bytes reach it without a thread hop.
-public struct WebSocketDialer: ControlPlaneDialer {
-    /// Largest WebSocket frame accepted: 4 MiB.
-    public static let maxMessageSize = 4 << 20
-    /// Connect plus upgrade must finish within this.
-    public static let dialTimeout: TimeAmount = .seconds(30)
-
-    public let url: String
-    private let token: String
-    private let logger: Logger
-    private let group: any EventLoopGroup
-
-    /// - Parameters:
-    ///   - baseURL: the control plane's access URL, e.g. `https://coder.example.com`.
-    ///   - token: the agent token (never logged).
-    ///   - version: the API version requested (`major.minor`).
-    public init(baseURL: String, token: String, version: String, logger: Logger,
-                group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) {
-        var base = baseURL
-        while base.hasSuffix("/") { base.removeLast() }
-        if base.hasPrefix("https://") {
-            base = "wss://" + base.dropFirst("https://".count)
-        } else if base.hasPrefix("http://") {
-            base = "ws://" + base.dropFirst("http://".count)
-        }
-        self.url = base + "/api/v2/workspaceagents/me/rpc?version=\(version)&role=agent"
-        self.token = token
-        self.logger = logger
-        self.group = group
-    }
-
-    public func dial() async throws -> YamuxSession {
-        try await WebSocketConnector.connect(
-            url: url, headers: [("Coder-Session-Token", token)], group: group
-        ) { channel in
-            try YamuxSession.overWebSocket(channel, role: .client)
-        }
-    }
-}
 
 /// A WebSocket client handshake on SwiftNIO (ws and wss), handing the upgraded channel to
 /// the caller's pipeline setup. A refused upgrade becomes ``DialError/refused(status:message:)``.
