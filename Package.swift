@@ -159,7 +159,7 @@ let package = Package(
         ),
         .testTarget(
             name: "DRPCTests",
-            dependencies: ["DRPC", "Yamux", .product(name: "NIOCore", package: "swift-nio")],
+            dependencies: ["DRPC", "Yamux", "AgentTestSupport", .product(name: "NIOCore", package: "swift-nio")],
             swiftSettings: swiftSettings
         ),
         .target(
@@ -179,7 +179,7 @@ let package = Package(
         .testTarget(
             name: "AgentRPCTests",
             dependencies: [
-                "AgentRPC", "AgentProto", "ControlPlaneDouble", "DRPC", "Yamux",
+                "AgentRPC", "AgentProto", "AgentTestSupport", "ControlPlaneDouble", "DRPC", "Yamux",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
@@ -195,7 +195,7 @@ let package = Package(
         ),
         .testTarget(
             name: "YamuxTests",
-            dependencies: ["Yamux", .product(name: "NIOCore", package: "swift-nio")],
+            dependencies: ["Yamux", "AgentTestSupport", .product(name: "NIOCore", package: "swift-nio")],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -1,4 +1,5 @@
 import AgentHTTP
+import AgentTestSupport
 import Testing
 
 /// Request decoding must behave like Go's encoding/json (spec process-api §1).
@@ -93,18 +94,5 @@ struct JSONRequestTests {
             let bytes = (0..<length).map { _ in UInt8(truncatingIfNeeded: rng.next()) }
             _ = try? JSONValue.parseFirst(bytes)
         }
-    }
-}
-
-/// A tiny deterministic generator for fuzz-style tests.
-struct SplitMix64 {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

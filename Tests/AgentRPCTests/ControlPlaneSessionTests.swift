@@ -1,5 +1,6 @@
 import AgentProto
 import AgentRPC
+import AgentTestSupport
 import ControlPlaneDouble
 import Foundation
 import Logging
@@ -19,15 +20,6 @@ struct ControlPlaneSessionTests {
             configuration: configuration,
             dialer: WebSocketDialer(baseURL: url, token: token, version: version, logger: Self.quiet),
             logger: Self.quiet, onManifest: onManifest)
-    }
-
-    func eventually(_ timeout: Duration = .seconds(20), _ condition: () -> Bool) async -> Bool {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            if condition() { return true }
-            try? await Task.sleep(for: .milliseconds(20))
-        }
-        return condition()
     }
 
     @Test func connectsFetchesManifestAndReportsLifecycle() async throws {

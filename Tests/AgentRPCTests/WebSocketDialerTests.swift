@@ -1,5 +1,6 @@
 import AgentProto
 import AgentRPC
+import AgentTestSupport
 import ControlPlaneDouble
 import DRPC
 import Foundation
@@ -172,11 +173,3 @@ struct WebSocketDialerTests {
     }
 }
 
-func eventually(_ timeout: Duration = .seconds(10), _ condition: () async -> Bool) async -> Bool {
-    let deadline = ContinuousClock.now + timeout
-    while ContinuousClock.now < deadline {
-        if await condition() { return true }
-        try? await Task.sleep(for: .milliseconds(20))
-    }
-    return await condition()
-}

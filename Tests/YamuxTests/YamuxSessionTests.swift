@@ -1,3 +1,4 @@
+import AgentTestSupport
 import NIOCore
 import Synchronization
 import Testing
@@ -317,14 +318,6 @@ struct YamuxSessionTests {
         await pair.shutdown()
     }
 
-    func eventually(_ condition: () -> Bool) async -> Bool {
-        for _ in 0..<500 {
-            if condition() { return true }
-            try? await Task.sleep(for: .milliseconds(10))
-        }
-        return condition()
-    }
-
     /// A stream the peer never acknowledges ends the session (Go: 75 s).
     @Test func unacknowledgedOpenEndsTheSession() async throws {
         let (sink, continuation) = AsyncStream<[UInt8]>.makeStream()
@@ -358,14 +351,6 @@ struct YamuxSessionTests {
         await #expect(throws: YamuxSessionError.streamReset) { try await accepted.write([2]) }
         #expect(await pair.client.closeReason == nil)
         await pair.shutdown()
-    }
-
-    func eventually(_ condition: () async -> Bool) async -> Bool {
-        for _ in 0..<500 {
-            if await condition() { return true }
-            try? await Task.sleep(for: .milliseconds(10))
-        }
-        return await condition()
     }
 
     @Test func unansweredPingTimesOut() async throws {
