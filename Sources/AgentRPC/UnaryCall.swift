@@ -84,19 +84,15 @@ private final class UnaryReply {
             do {
                 while let packet = try reader.next() {
                     guard packet.streamID == 1 else { continue }
-                    switch packet.kind {
-                    case .message:
-                        finish(.success(packet.data), session: session)
-                    case .error:
-                        finish(.failure(DRPCCallError.remote(DRPCErrorBody(decoding: packet.data))), session: session)
-                    case .closeSend, .close:
+                    switch DRPCReply(packet) {
+                    case .message(let data):
+                        finish(.success(data), session: session)
+                    case .end:
                         finish(.failure(DRPCCallError.unexpectedEOF), session: session)
-                    case .cancel:
-                        finish(.failure(DRPCCallError.remoteClosed("context canceled")), session: session)
-                    case .invoke, .invokeMetadata:
-                        finish(.failure(DRPCCallError.protocolViolation("server sent \(packet.kind)")), reset: true, session: session)
+                    case .failure(let error, let closeTransport):
+                        finish(.failure(error), reset: closeTransport, session: session)
                     }
-                    if continuation == nil { return }
+                    return // the first packet of the call decides it
                 }
             } catch {
                 finish(.failure(DRPCCallError.wire(error)), reset: true, session: session)

@@ -42,22 +42,16 @@ public struct DRPCStreamReceiver<Transport: DRPCTransport>: Sendable {
                 continue
             }
             guard packet.streamID == streamID else { continue }
-            switch packet.kind {
-            case .message:
-                return packet.data
-            case .error:
-                ended = true
-                throw .remote(DRPCErrorBody(decoding: packet.data))
-            case .closeSend, .close:
+            switch DRPCReply(packet) {
+            case .message(let data):
+                return data
+            case .end:
                 ended = true
                 return nil
-            case .cancel:
+            case .failure(let error, let closeTransport):
                 ended = true
-                throw .remoteClosed("context canceled")
-            case .invoke, .invokeMetadata:
-                ended = true
-                await transport.close()
-                throw .protocolViolation("server sent \(packet.kind)")
+                if closeTransport { await transport.close() }
+                throw error
             }
         }
     }
