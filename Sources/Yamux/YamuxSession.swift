@@ -349,10 +349,7 @@ public actor YamuxSession {
     func write(_ id: UInt32, _ bytes: [UInt8]) async throws(YamuxSessionError) {
         var offset = 0
         while offset < bytes.count {
-            guard let state = streams[id] else { throw closedReason ?? .streamReset }
-            if state.wasReset { throw .streamReset }
-            if state.localFin { throw .streamClosed }
-            if let closedReason { throw closedReason }
+            let state = try writableState(id)
             if state.sendWindow == 0 {
                 await withCheckedContinuation { state.windowWaiters.append($0) }
                 continue
@@ -362,15 +359,7 @@ public actor YamuxSession {
                 continue
             }
             // Everything the window and the queue allow now, then one flush.
-            while offset < bytes.count, state.sendWindow > 0, queuedData < configuration.maxQueuedData {
-                let n = min(bytes.count - offset, Int(state.sendWindow), configuration.maxDataFrame)
-                state.sendWindow -= UInt32(n)
-                var frame = YamuxHeader(type: .data, streamID: id, length: UInt32(n)).encoded
-                frame.append(contentsOf: bytes[offset..<(offset + n)])
-                dataQueue.append(frame)
-                queuedData += n
-                offset += n
-            }
+            offset = enqueueData(id, state, bytes, from: offset)
             requestFlush()
         }
     }
@@ -379,23 +368,36 @@ public actor YamuxSession {
     /// now (then flushes); false, with nothing queued, when ``YamuxStream/write(_:)`` would
     /// have to wait. Throws when the stream cannot be written at all.
     public func tryWrite(_ id: UInt32, _ bytes: [UInt8]) throws(YamuxSessionError) -> Bool {
+        let state = try writableState(id)
+        guard bytes.count <= Int(state.sendWindow), queuedData + bytes.count <= configuration.maxQueuedData else { return false }
+        _ = enqueueData(id, state, bytes, from: 0)
+        requestFlush()
+        return true
+    }
+
+    /// Stream `id`'s state if it can be written now, else why not.
+    private func writableState(_ id: UInt32) throws(YamuxSessionError) -> StreamState {
         guard let state = streams[id] else { throw closedReason ?? .streamReset }
         if state.wasReset { throw .streamReset }
         if state.localFin { throw .streamClosed }
         if let closedReason { throw closedReason }
-        guard bytes.count <= Int(state.sendWindow), queuedData + bytes.count <= configuration.maxQueuedData else { return false }
-        var offset = 0
-        while offset < bytes.count {
-            let n = min(bytes.count - offset, configuration.maxDataFrame)
+        return state
+    }
+
+    /// Queues Data frames for `bytes[offset...]` while the stream's window and the outbound
+    /// queue allow; returns how far it got.
+    private func enqueueData(_ id: UInt32, _ state: StreamState, _ bytes: [UInt8], from offset: Int) -> Int {
+        var offset = offset
+        while offset < bytes.count, state.sendWindow > 0, queuedData < configuration.maxQueuedData {
+            let n = min(bytes.count - offset, Int(state.sendWindow), configuration.maxDataFrame)
+            state.sendWindow -= UInt32(n)
             var frame = YamuxHeader(type: .data, streamID: id, length: UInt32(n)).encoded
             frame.append(contentsOf: bytes[offset..<(offset + n)])
             dataQueue.append(frame)
+            queuedData += n
             offset += n
         }
-        state.sendWindow -= UInt32(bytes.count)
-        queuedData += bytes.count
-        requestFlush()
-        return true
+        return offset
     }
 
     /// Push mode: from now on this stream's inbound data, its end and its failure go to
