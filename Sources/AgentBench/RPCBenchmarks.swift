@@ -37,7 +37,7 @@ struct RPCBenchmarks: AsyncParsableCommand {
             for _ in 0..<rounds {
                 // RPC side: one yamux session, a fresh stream per call, as the agent does.
                 rpc.append(try await Self.measureRPC(url: url, token: double.token, iterations: iterations, messages: messages, logger: quiet))
-                raw.append(try await Self.measureRawWebSocket(url: url, iterations: iterations, messages: messages, logger: quiet))
+                raw.append(try await Self.measureRawWebSocket(url: url, iterations: iterations, messages: messages))
             }
             let rpcRTT = Bench.median(rpc.map(\.rtt)), wsRTT = Bench.median(raw.map(\.rtt))
             let rpcRate = Bench.median(rpc.map(\.rate)), wsRate = Bench.median(raw.map(\.rate))
@@ -49,32 +49,45 @@ struct RPCBenchmarks: AsyncParsableCommand {
         }
     }
 
-    static func measureRPC(url: String, token: String, iterations: Int, messages: Int, logger: Logger) async throws -> (Double, Double) {
+    static func measureRPC(url: String, token: String, iterations: Int, messages: Int, logger: Logger) async throws -> (rtt: Double, rate: Double) {
         let dialer = WebSocketDialer(baseURL: url, token: token, version: "2.10", logger: logger)
         let session = try await dialer.dial()
         let api = AgentAPIClient(session: session)
         var lifecycle = Coder_Agent_V2_Lifecycle()
         lifecycle.state = .ready
         lifecycle.changedAt = .init(seconds: 1_700_000_000)
-        for _ in 0..<100 { _ = try await api.updateLifecycle(lifecycle) }
+        var big = Coder_Agent_V2_ReportBoundaryLogsRequest()
+        big.sessionID = String(repeating: "x", count: (1 << 20) - 8)
+        let result = try await measure(
+            iterations: iterations, messages: messages,
+            small: { _ = try await api.updateLifecycle(lifecycle) },
+            big: { try await api.reportBoundaryLogs(big) })
+        await session.close()
+        return result
+    }
+
+    /// The median of `iterations` timed `small` round trips (after 100 untimed ones), and
+    /// how many `big` (1 MiB) round trips per second `messages` of them achieve.
+    static func measure(
+        iterations: Int, messages: Int,
+        small: () async throws -> Void, big: () async throws -> Void
+    ) async throws -> (rtt: Double, rate: Double) {
+        for _ in 0..<100 { try await small() }
         var samples: [Double] = []
         for _ in 0..<iterations {
             let t0 = Bench.now()
-            _ = try await api.updateLifecycle(lifecycle)
+            try await small()
             samples.append(Double(Bench.now() - t0))
         }
-        var big = Coder_Agent_V2_ReportBoundaryLogsRequest()
-        big.sessionID = String(repeating: "x", count: (1 << 20) - 8)
         let t0 = Bench.now()
-        for _ in 0..<messages { try await api.reportBoundaryLogs(big) }
+        for _ in 0..<messages { try await big() }
         let seconds = Double(Bench.now() - t0) / 1e9
-        await session.close()
         return (Bench.median(samples), Double(messages) / seconds)
     }
 
     /// The same client stack and server without yamux and dRPC: one binary message each
     /// way per round trip.
-    static func measureRawWebSocket(url: String, iterations: Int, messages: Int, logger: Logger) async throws -> (Double, Double) {
+    static func measureRawWebSocket(url: String, iterations: Int, messages: Int) async throws -> (rtt: Double, rate: Double) {
         let wsURL = url.replacingOccurrences(of: "http://", with: "ws://") + "/echo"
         let client = try await WebSocketConnector.connect(url: wsURL) { channel in
             // The same framing as the RPC path.
@@ -84,19 +97,13 @@ struct RPCBenchmarks: AsyncParsableCommand {
             return handler
         }
         let small = [UInt8](repeating: 7, count: 27) // an Invoke+Message+CloseSend's worth
-        for _ in 0..<100 { _ = try await client.roundTrip(small) }
-        var samples: [Double] = []
-        for _ in 0..<iterations {
-            let t0 = Bench.now()
-            _ = try await client.roundTrip(small)
-            samples.append(Double(Bench.now() - t0))
-        }
         let big = [UInt8](repeating: 1, count: 1 << 20)
-        let t0 = Bench.now()
-        for _ in 0..<messages { _ = try await client.roundTrip(big) }
-        let seconds = Double(Bench.now() - t0) / 1e9
+        let result = try await measure(
+            iterations: iterations, messages: messages,
+            small: { _ = try await client.roundTrip(small) },
+            big: { _ = try await client.roundTrip(big) })
         client.channel.close(promise: nil)
-        return (Bench.median(samples), Double(messages) / seconds)
+        return result
     }
 }
 
