@@ -35,11 +35,17 @@ public struct DRPCFrame: Equatable, Sendable {
 
     /// Appends the wire form.
     public func encode(into out: inout [UInt8]) {
+        Self.encodeHeader(controlByte: controlByte, streamID: streamID, messageID: messageID, length: data.count, into: &out)
+        out.append(contentsOf: data)
+    }
+
+    /// Appends a frame header (control byte and three varints); the `length` data bytes
+    /// follow it.
+    static func encodeHeader(controlByte: UInt8, streamID: UInt64, messageID: UInt64, length: Int, into out: inout [UInt8]) {
         out.append(controlByte)
         Varint.encode(streamID, into: &out)
         Varint.encode(messageID, into: &out)
-        Varint.encode(UInt64(data.count), into: &out)
-        out.append(contentsOf: data)
+        Varint.encode(UInt64(length), into: &out)
     }
 
     public var encoded: [UInt8] {

@@ -26,10 +26,9 @@ public struct DRPCPacket: Equatable, Sendable {
         repeat {
             // The frame header (spec §1.1), then the slice: one copy of the data.
             let end = min(data.count, offset + maxFrameSize)
-            out.append((kind.rawValue & 0x3F) << 1 | (end == data.count ? 0x01 : 0) | control)
-            Varint.encode(streamID, into: &out)
-            Varint.encode(messageID, into: &out)
-            Varint.encode(UInt64(end - offset), into: &out)
+            DRPCFrame.encodeHeader(
+                controlByte: (kind.rawValue & 0x3F) << 1 | (end == data.count ? 0x01 : 0) | control,
+                streamID: streamID, messageID: messageID, length: end - offset, into: &out)
             out.append(contentsOf: data[offset..<end])
             offset = end
         } while offset < data.count

@@ -77,6 +77,7 @@ public final class WebSocketFrameWriter: ChannelOutboundHandler, RemovableChanne
     public typealias OutboundOut = ByteBuffer
 
     private var context: ChannelHandlerContext?
+    private var closeSent = false
 
     public init() {}
 
@@ -86,6 +87,19 @@ public final class WebSocketFrameWriter: ChannelOutboundHandler, RemovableChanne
 
     public func handlerRemoved(context: ChannelHandlerContext) {
         self.context = nil
+    }
+
+    /// Sends a normal-closure close frame (once, whoever asks first: our side closing, or
+    /// the answer to the peer's close), then closes the connection once it is written.
+    public func closeAndHangUp(masking: Bool) {
+        guard !closeSent, let context else { return }
+        closeSent = true
+        var reason = context.channel.allocator.buffer(capacity: 2)
+        reason.write(webSocketErrorCode: .normalClosure)
+        let channel = context.channel
+        let written = channel.eventLoop.makePromise(of: Void.self)
+        write(WebSocketFrame(fin: true, opcode: .connectionClose, maskKey: masking ? .random() : nil, data: reason), promise: written)
+        written.futureResult.whenComplete { _ in channel.close(promise: nil) }
     }
 
     /// Encodes and writes `frame`, flushing unless told not to.

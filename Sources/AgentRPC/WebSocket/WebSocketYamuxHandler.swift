@@ -12,7 +12,6 @@ final class WebSocketYamuxHandler: ChannelInboundHandler, RemovableChannelHandle
     let session: YamuxSession
     let writer: WebSocketFrameWriter
     let masking: Bool
-    private var closeSent = false
 
     init(session: YamuxSession, writer: WebSocketFrameWriter, masking: Bool) {
         self.session = session
@@ -32,17 +31,8 @@ final class WebSocketYamuxHandler: ChannelInboundHandler, RemovableChannelHandle
         case .pong:
             break
         case .connectionClose:
-            // Answer the close (once) and hang up; yamux sees EOF.
-            if !closeSent {
-                closeSent = true
-                var echo = context.channel.allocator.buffer(capacity: 2)
-                echo.write(webSocketErrorCode: .normalClosure)
-                let reply = WebSocketFrame(fin: true, opcode: .connectionClose, maskKey: masking ? .random() : nil, data: echo)
-                let channel = context.channel
-                let written = channel.eventLoop.makePromise(of: Void.self)
-                writer.write(reply, promise: written)
-                written.futureResult.whenComplete { _ in channel.close(promise: nil) }
-            }
+            // Answer the close and hang up; yamux sees EOF.
+            writer.closeAndHangUp(masking: masking)
             session.assumeIsolated { $0.transportClosed() }
         default:
             session.assumeIsolated { $0.transportClosed() }

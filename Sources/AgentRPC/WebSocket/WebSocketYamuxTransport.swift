@@ -15,14 +15,7 @@ struct WebSocketYamuxTransport: YamuxTransport {
 
     var isWritable: Bool { channel.isWritable }
 
-    /// Sends a normal-closure close frame, then closes the connection once it is written.
     func close() {
-        var reason = channel.allocator.buffer(capacity: 2)
-        reason.write(webSocketErrorCode: .normalClosure)
-        let frame = WebSocketFrame(fin: true, opcode: .connectionClose, maskKey: masking ? .random() : nil, data: reason)
-        let channel = self.channel
-        let written = channel.eventLoop.makePromise(of: Void.self)
-        writer.value.write(frame, promise: written)
-        written.futureResult.whenComplete { _ in channel.close(promise: nil) }
+        writer.value.closeAndHangUp(masking: masking)
     }
 }
