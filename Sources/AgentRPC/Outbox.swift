@@ -53,11 +53,7 @@ public final class Outbox<Item: Sendable>: Sendable {
     /// Up to `max` of the oldest items, left in place, with the sequence number to
     /// acknowledge them by.
     public func peek(_ max: Int = 1) -> (through: UInt64, items: [Item])? {
-        state.withLock { s in
-            guard s.head < s.items.count else { return nil }
-            let slice = s.items[s.head..<min(s.items.count, s.head + max)]
-            return (slice.last!.seq, slice.map(\.item))
-        }
+        peek(max, budget: 0, size: { _ in 0 })
     }
 
     /// The oldest items, left in place, as many as fit `budget` by `size` (at most `max`,
