@@ -28,10 +28,15 @@ public struct APIErrorBody: Codable, Sendable, Equatable {
 public struct APIError: HTTPResponseError, CustomStringConvertible {
     public let status: HTTPResponse.Status
     public let body: APIErrorBody
+    /// Extra response headers (426 names the WebSocket version it wants).
+    public var headers: HTTPFields = [:]
 
-    public init(_ status: HTTPResponse.Status, _ message: String, detail: String? = nil) {
+    public init(
+        _ status: HTTPResponse.Status, _ message: String, detail: String? = nil,
+        validations: [APIErrorBody.Validation]? = nil
+    ) {
         self.status = status
-        self.body = APIErrorBody(message: message, detail: detail)
+        self.body = APIErrorBody(message: message, detail: detail, validations: validations)
     }
 
     /// 413 for a body over ``AgentHTTPLimits/maxRequestBody``.
@@ -45,22 +50,30 @@ public struct APIError: HTTPResponseError, CustomStringConvertible {
     public var description: String { "\(status.code) \(body.message)" + (body.detail.map { ": \($0)" } ?? "") }
 
     public func response(from request: Request, context: some RequestContext) throws -> Response {
-        JSONResponse.make(body, status: status)
+        var response = JSONResponse.make(body, status: status)
+        response.headers.append(contentsOf: headers)
+        return response
     }
 }
 
 /// Encodes `Encodable` values as JSON responses.
 public enum JSONResponse {
-    public static let contentType = "application/json; charset=utf-8"
-
-    /// A JSON response; encoding failures (impossible for our plain structs) become a 500 body.
-    public static func make(_ value: some Encodable, status: HTTPResponse.Status = .ok) -> Response {
+    /// The JSON bytes of `value` and a newline (sorted keys, slashes unescaped).
+    static func encode(_ value: some Encodable) -> ByteBuffer {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.withoutEscapingSlashes, .sortedKeys]
         let data = (try? encoder.encode(value)) ?? Data(#"{"message":"Failed to encode response."}"#.utf8)
         var buffer = ByteBuffer()
         buffer.writeBytes(data)
         buffer.writeInteger(UInt8(ascii: "\n"))
+        return buffer
+    }
+
+    public static let contentType = "application/json; charset=utf-8"
+
+    /// A JSON response; encoding failures (impossible for our plain structs) become a 500 body.
+    public static func make(_ value: some Encodable, status: HTTPResponse.Status = .ok) -> Response {
+        let buffer = encode(value)
         return Response(
             status: status,
             headers: [.contentType: contentType, .contentLength: String(buffer.readableBytes)],

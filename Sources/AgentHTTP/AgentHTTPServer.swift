@@ -1,5 +1,6 @@
 import Hummingbird
 import HummingbirdCore
+import HTTPTypes
 import HummingbirdWebSocket
 import Logging
 import NIOCore
@@ -18,6 +19,8 @@ public enum AgentHTTPServer {
     public static func makeApplication(
         address: BindTarget,
         providers: [any AgentRouteProvider],
+        connections: HTTPConnectionRegistry = HTTPConnectionRegistry(),
+        headTimeout: Duration = AgentHTTPLimits.requestHeadTimeout,
         logger: Logger,
         onServerRunning: @escaping @Sendable (any Channel) async -> Void = { _ in }
     ) -> App {
@@ -28,28 +31,70 @@ public enum AgentHTTPServer {
             JSONResponse.make(["status": "ok"])
         }
         let wsRouter = Router(context: AgentRequestContext.self)
+        var webSocketRoutes: [AgentWebSocketRoute] = []
         for provider in providers {
             provider.addRoutes(to: router)
-            provider.addWebSocketRoutes(to: wsRouter)
+            webSocketRoutes += provider.webSocketRoutes()
         }
-        // The idle timeout closes connections that stall before or while sending a request;
-        // Hummingbird never closes one whose request is being handled (wait=true lasts 5 min).
+        for route in webSocketRoutes { register(route, http: router, webSocket: wsRouter) }
+        // The request guard closes connections that stall before or between requests; the
+        // idle timeout covers a stalled body. Neither closes a connection whose request is
+        // being handled (wait=true lasts 5 min).
         var http1 = HTTP1Channel.Configuration(additionalChannelHandlers: [ConnectionObserver()], idleTimeout: .seconds(60))
-        http1.httpDecoder = .init(maxHeaderFieldSize: 16 * 1024, maxHeaderListSize: 64 * 1024, maxHeaderFieldCount: 200)
+        http1.httpDecoder = .init(
+            maxHeaderFieldSize: AgentHTTPLimits.maxHeaderFieldSize, maxHeaderListSize: AgentHTTPLimits.maxHeaderListSize,
+            maxHeaderFieldCount: AgentHTTPLimits.maxHeaderFieldCount)
         return Application(
             router: router,
-            server: .http1WebSocketUpgradeClosingOnParseErrors(
+            server: .agentHTTP(
                 webSocketRouter: wsRouter,
-                configuration: .init(http1: http1, ws: .init(maxFrameSize: 1 << 20))
+                // A client that never answers our close frame is dropped after 2 s.
+                configuration: .init(http1: http1, ws: .init(maxFrameSize: 1 << 20, closeTimeout: .seconds(2))),
+                registry: connections,
+                webSocketRoutes: WebSocketRouteTable(webSocketRoutes),
+                limits: .init(headTimeout: .init(headTimeout), maxBody: AgentHTTPLimits.maxRequestBody)
             ),
-            configuration: .init(
-                address: address.bindAddress,
-                serverName: "workspace-agent",
-                availableConnectionsDelegate: MaximumAvailableConnections(AgentHTTPLimits.maxConnections)
-            ),
+            // No accept limit here: the registry caps open connections by closing the
+            // longest-idle one, so a flood of idle connections cannot lock others out.
+            configuration: .init(address: address.bindAddress, serverName: "workspace-agent"),
             onServerRunning: onServerRunning,
             logger: logger
         )
+    }
+
+    /// Mounts a WebSocket route and its plain-HTTP twin, which answers what is not an
+    /// upgrade: the route's own refusal (404, 429, ...), 400 for a malformed handshake key,
+    /// and otherwise 426 naming the WebSocket version.
+    static func register(_ route: AgentWebSocketRoute, http: Router<AgentRequestContext>, webSocket: Router<AgentRequestContext>) {
+        webSocket.ws(RouterPath(route.path)) { request, context in
+            let check = WebSocketRouteRequest(headers: request.headers, parameters: context.parameters.rawParameters)
+            do { try route.check(check) } catch { return .dontUpgrade }
+            return .upgrade([:])
+        } onUpgrade: { inbound, outbound, context in
+            try await route.handler(inbound, outbound, context)
+        }
+        http.get(RouterPath(route.path)) { request, context -> Response in
+            try route.check(WebSocketRouteRequest(headers: request.headers, parameters: context.parameters.rawParameters))
+            if request.headers[WebSocketRefusal.field] == WebSocketRefusal.badKey {
+                throw APIError(
+                    .badRequest, "Invalid WebSocket handshake.",
+                    detail: "Sec-WebSocket-Key must be one header holding 16 bytes in base64.")
+            }
+            var error = APIError(
+                .upgradeRequired, "Expected a WebSocket upgrade request.",
+                detail: "Send a WebSocket handshake with Sec-WebSocket-Version: 13.")
+            error.headers = [.secWebSocketVersion: "13", .upgrade: "websocket", .connection: "Upgrade"]
+            throw error
+        }
+    }
+}
+
+extension Parameters {
+    /// Every path parameter, as it appears in the path.
+    public var rawParameters: [String: String] {
+        var out: [String: String] = [:]
+        for (key, value) in self { out[String(key)] = String(value) }
+        return out
     }
 }
 

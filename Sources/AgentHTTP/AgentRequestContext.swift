@@ -37,6 +37,16 @@ public struct AgentRequestContext: RequestContext, WebSocketRequestContext {
 public enum AgentHTTPLimits {
     /// Largest accepted request body, in bytes.
     public static let maxRequestBody = 1 << 20
-    /// Most concurrent HTTP connections the server accepts; more wait in the backlog.
+    /// Most open HTTP connections; beyond it the longest-idle one is closed (or, when all are
+    /// busy, the new one is refused). See ``HTTPConnectionRegistry``.
     public static let maxConnections = 4096
+    /// A complete request head must arrive within this of the accept or of the end of the
+    /// previous exchange.
+    public static let requestHeadTimeout: Duration = .seconds(10)
+    /// Request line and each header field (414 / 431 beyond).
+    public static let maxHeaderFieldSize = 16 * 1024
+    /// All header fields together (431 beyond).
+    public static let maxHeaderListSize = 64 * 1024
+    /// Header fields per request (431 beyond).
+    public static let maxHeaderFieldCount = 200
 }

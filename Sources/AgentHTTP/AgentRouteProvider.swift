@@ -7,11 +7,10 @@ import Hummingbird
 public protocol AgentRouteProvider: Sendable {
     /// Adds plain HTTP routes.
     func addRoutes(to router: Router<AgentRequestContext>)
-    /// Adds WebSocket upgrade routes. A route that declines to upgrade falls through to the
-    /// HTTP router, so it can answer 404 or 400 there.
-    func addWebSocketRoutes(to router: Router<AgentRequestContext>)
+    /// WebSocket routes (full paths); the server also answers plain requests to them.
+    func webSocketRoutes() -> [AgentWebSocketRoute]
 }
 
 extension AgentRouteProvider {
-    public func addWebSocketRoutes(to router: Router<AgentRequestContext>) {}
+    public func webSocketRoutes() -> [AgentWebSocketRoute] { [] }
 }

@@ -38,11 +38,27 @@ public struct JSONRequest: Sendable {
         }
     }
 
-    /// Go matching: an exact key wins, else the last case-insensitive match.
-    private func lookup(_ key: String) -> JSONValue? {
-        if let exact = members.last(where: { $0.0 == key }) { return exact.1 }
-        let folded = key.lowercased()
-        return members.last(where: { $0.0.lowercased() == folded })?.1
+    /// The values of every member that Go's decoder would store into field `key`, in
+    /// document order: keys match exactly or case-insensitively (Go's fold, which also
+    /// maps `ſ` to `S` and the Kelvin sign to `K`), and each later match overwrites
+    /// the earlier ones, so `{"command":"a","Command":"b"}` decodes as `b`.
+    private func matches(_ key: String) -> [JSONValue] {
+        let folded = Self.goFold(key)
+        return members.compactMap { $0.0 == key || Self.goFold($0.0) == folded ? $0.1 : nil }
+    }
+
+    /// Go's `foldName` restricted to what can equal an ASCII field name.
+    static func goFold(_ name: String) -> String {
+        var out = String.UnicodeScalarView()
+        for scalar in name.unicodeScalars {
+            switch scalar.value {
+            case 0x61...0x7A: out.append(Unicode.Scalar(scalar.value - 0x20)!)
+            case 0x17F: out.append("S")
+            case 0x212A: out.append("K")
+            default: out.append(scalar)
+            }
+        }
+        return String(out)
     }
 
     private func mismatch(_ key: String, _ value: JSONValue, _ goType: String) -> APIError {
@@ -53,37 +69,51 @@ public struct JSONRequest: Sendable {
 
     /// A string field; nil when absent or null.
     public func string(_ key: String) throws(APIError) -> String? {
-        switch lookup(key) {
-        case nil, .null?: return nil
-        case .string(let s)?: return s
-        case let other?: throw mismatch(key, other, "string")
+        var result: String?
+        for value in matches(key) {
+            switch value {
+            case .null: continue // Go: null leaves a string unchanged
+            case .string(let s): result = s
+            default: throw mismatch(key, value, "string")
+            }
         }
+        return result
     }
 
     /// A boolean field; nil when absent or null.
     public func bool(_ key: String) throws(APIError) -> Bool? {
-        switch lookup(key) {
-        case nil, .null?: return nil
-        case .bool(let b)?: return b
-        case let other?: throw mismatch(key, other, "bool")
+        var result: Bool?
+        for value in matches(key) {
+            switch value {
+            case .null: continue
+            case .bool(let b): result = b
+            default: throw mismatch(key, value, "bool")
+            }
         }
+        return result
     }
 
-    /// A `map[string]string` field; nil when absent or null. Null values become "".
+    /// A `map[string]string` field; nil when absent or null. As in Go, repeated keys merge
+    /// into one map (a later entry wins), a null entry value stores "", and a null map
+    /// resets it.
     public func stringMap(_ key: String) throws(APIError) -> [String: String]? {
-        switch lookup(key) {
-        case nil, .null?: return nil
-        case .object(let members)?:
-            var map: [String: String] = [:]
-            for (k, v) in members {
-                switch v {
-                case .string(let s): map[k] = s
-                case .null: map[k] = map[k] ?? ""
-                default: throw mismatch("\(key)", v, "string")
+        var result: [String: String]?
+        for value in matches(key) {
+            switch value {
+            case .null: result = nil
+            case .object(let members):
+                var map = result ?? [:]
+                for (k, v) in members {
+                    switch v {
+                    case .string(let s): map[k] = s
+                    case .null: map[k] = ""
+                    default: throw mismatch(key, v, "string")
+                    }
                 }
+                result = map
+            default: throw mismatch(key, value, "map[string]string")
             }
-            return map
-        case let other?: throw mismatch(key, other, "map[string]string")
         }
+        return result
     }
 }

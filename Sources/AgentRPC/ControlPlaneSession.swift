@@ -64,6 +64,8 @@ public final class ControlPlaneSession: Service, Sendable {
         var connections = 0
         /// Set when shutdown begins: no connection outlives it.
         var shutdownDeadline: ContinuousClock.Instant?
+        /// The agent's overall shutdown bound, applied once shutdown begins.
+        var shutdownLimit: ContinuousClock.Instant?
     }
     private let state = Mutex(State())
 
@@ -166,11 +168,19 @@ public final class ControlPlaneSession: Service, Sendable {
         let deadline = ContinuousClock.now + configuration.shutdownDeadline
         state.withLock { s in
             s.shuttingDown = true
-            s.shutdownDeadline = s.shutdownDeadline ?? deadline
+            s.shutdownDeadline = min(s.shutdownDeadline ?? deadline, s.shutdownLimit ?? deadline, deadline)
         }
         shutdownBegun.notify()
         logger.debug("control plane session shutting down", metadata: ["queued_states": "\(lifecycle.count)"])
         work.notify()
+    }
+
+    /// Sets an absolute limit for the final reports (the agent's overall shutdown bound);
+    /// the session keeps whichever deadline comes first.
+    public func limitShutdown(until deadline: ContinuousClock.Instant) {
+        state.withLock { s in
+            s.shutdownLimit = min(s.shutdownLimit ?? deadline, deadline)
+        }
     }
 
     private var isShuttingDown: Bool { state.withLock { $0.shuttingDown } }
@@ -187,7 +197,10 @@ public final class ControlPlaneSession: Service, Sendable {
         setLifecycle(.ready)
         while true {
             drainToLog()
-            if isShuttingDown { drainToLog(); return }
+            // A cancelled group (another service failed) ends the session at once: the
+            // signal's wait returns immediately after cancellation, so without this check
+            // the loop would spin and hold the agent up.
+            if isShuttingDown || Task.isCancelled { drainToLog(); return }
             await work.wait()
         }
     }
@@ -213,6 +226,7 @@ public final class ControlPlaneSession: Service, Sendable {
     private func runConnected() async {
         var backoff = Backoff()
         while true {
+            if Task.isCancelled { return }
             if let deadline = state.withLock({ $0.shutdownDeadline }) {
                 if allDrained || ContinuousClock.now >= deadline { return }
             }

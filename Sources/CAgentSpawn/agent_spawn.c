@@ -10,6 +10,10 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
+#include <dirent.h>
+#include <stdlib.h>
+#include <stdio.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -184,4 +188,126 @@ int agent_epoll_wait(int epfd, uint64_t *out, int max, int timeout_ms) {
     int n = epoll_wait(epfd, events, max, timeout_ms);
     for (int i = 0; i < n; i++) out[i] = events[i].data.u64;
     return n;
+}
+
+int agent_peek_exit(pid_t pid, int *wait_status) {
+    siginfo_t info;
+    memset(&info, 0, sizeof(info));
+    int rc;
+    do {
+        rc = waitid(P_PID, (id_t)pid, &info, WEXITED | WNOHANG | WNOWAIT);
+    } while (rc < 0 && errno == EINTR);
+    if (rc < 0) return -1;
+    if (info.si_pid == 0) return 0;
+    switch (info.si_code) {
+    case CLD_EXITED: *wait_status = (info.si_status & 0xff) << 8; break;
+    case CLD_KILLED: *wait_status = info.si_status & 0x7f; break;
+    case CLD_DUMPED: *wait_status = (info.si_status & 0x7f) | 0x80; break;
+    default: *wait_status = 0xff00; break;
+    }
+    return 1;
+}
+
+int agent_set_child_subreaper(void) {
+    return prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+}
+
+static volatile int sigchld_fd = -1;
+
+static void on_sigchld(int sig) {
+    (void)sig;
+    int saved = errno;
+    uint64_t one = 1;
+    if (sigchld_fd >= 0) {
+        ssize_t ignored = write(sigchld_fd, &one, sizeof(one));
+        (void)ignored;
+    }
+    errno = saved;
+}
+
+int agent_notify_sigchld(int fd) {
+    sigchld_fd = fd;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_sigchld;
+    sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+    sigemptyset(&sa.sa_mask);
+    return sigaction(SIGCHLD, &sa, NULL);
+}
+
+// Reads "pid (comm) S ppid pgrp ..." and returns pgrp, or -1.
+static int read_stat(const char *path, pid_t *pgrp, char *state) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    char buf[1024];
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0) return -1;
+    buf[n] = 0;
+    char *close_paren = strrchr(buf, ')');
+    if (close_paren == NULL) return -1;
+    int ppid = 0, group = 0;
+    char st = 0;
+    if (sscanf(close_paren + 1, " %c %d %d", &st, &ppid, &group) != 3) return -1;
+    *pgrp = (pid_t)group;
+    *state = st;
+    return 0;
+}
+
+int agent_scan_process_groups(pid_t *pids, pid_t *pgrps, int max) {
+    DIR *dir = opendir("/proc");
+    if (dir == NULL) return -1;
+    int count = 0;
+    struct dirent *entry;
+    char path[64];
+    while ((entry = readdir(dir)) != NULL) {
+        if (entry->d_name[0] < '1' || entry->d_name[0] > '9') continue;
+        if (count >= max) { count = max + 1; break; }
+        snprintf(path, sizeof(path), "/proc/%s/stat", entry->d_name);
+        pid_t pgrp;
+        char state;
+        if (read_stat(path, &pgrp, &state) != 0) continue;
+        pids[count] = (pid_t)atoi(entry->d_name);
+        pgrps[count] = pgrp;
+        count++;
+    }
+    closedir(dir);
+    return count;
+}
+
+int agent_list_children(pid_t *out, int max) {
+    DIR *dir = opendir("/proc/self/task");
+    if (dir == NULL) return -1;
+    int count = 0;
+    struct dirent *entry;
+    char path[96];
+    char buf[4096];
+    while ((entry = readdir(dir)) != NULL) {
+        if (entry->d_name[0] < '0' || entry->d_name[0] > '9') continue;
+        snprintf(path, sizeof(path), "/proc/self/task/%s/children", entry->d_name);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) continue;
+        // Carry a partial number across reads.
+        long value = -1;
+        ssize_t n;
+        while ((n = read(fd, buf, sizeof(buf))) > 0) {
+            for (ssize_t i = 0; i < n; i++) {
+                char c = buf[i];
+                if (c >= '0' && c <= '9') {
+                    value = (value < 0 ? 0 : value * 10) + (c - '0');
+                } else if (value >= 0) {
+                    if (count >= max) { close(fd); closedir(dir); return max + 1; }
+                    out[count++] = (pid_t)value;
+                    value = -1;
+                }
+            }
+        }
+        if (value >= 0) {
+            if (count >= max) { close(fd); closedir(dir); return max + 1; }
+            out[count++] = (pid_t)value;
+        }
+        close(fd);
+    }
+    closedir(dir);
+    return count;
 }

@@ -7,6 +7,7 @@ import ArgumentParser
 import Foundation
 import Hummingbird
 import Logging
+import NIOCore
 import ServiceLifecycle
 import UnixSignals
 
@@ -72,31 +73,57 @@ struct RunCommand: AsyncParsableCommand {
             priority: config.processPriority ? ProcessPriority.defaults(environment: environment) : .unchanged,
             childNofileSoft: originalNofile)
         processConfig.shutdownGrace = .seconds(5)
+        processConfig.adoptOrphans = true
         let processes = try ProcessManager(configuration: processConfig, logger: Logger(label: "workspace-agent.proc"))
 
+        let shutdown = ShutdownController(logger: logger) { processes.killOwnedGroupsNow() }
+        let connections = HTTPConnectionRegistry()
+        let listening = ListeningFlag()
         let app = AgentHTTPServer.makeApplication(
             address: config.httpAddress,
             providers: [ProcessRoutes(manager: processes)],
+            connections: connections,
             logger: Logger(label: "workspace-agent.http")
         ) { channel in
+            listening.set()
             let address = channel.localAddress.map(Self.describe) ?? "\(config.httpAddress)"
             logger.info("agent HTTP API listening", metadata: ["address": "\(address)"])
+        }
+        let http = HTTPService(app: app, address: config.httpAddress, listening: listening, logger: logger) {
+            shutdown.startupFailed()
         }
 
         // Graceful shutdown runs in reverse order: announce SHUTTING_DOWN, terminate the
         // process groups (so long waits end), report OFF and flush, stop the HTTP server.
-        let announce = ShutdownHook { controlPlane.setLifecycle(.shuttingDown) }
+        // Everything fits in ShutdownController.bound: the control plane gets until half a
+        // second before it for the final reports, and connections still open then (a client
+        // holding a half-sent request or a stream it does not read) are closed.
+        let announce = ShutdownHook {
+            let lastCall = ContinuousClock.now + ShutdownController.bound - .milliseconds(500)
+            controlPlane.limitShutdown(until: lastCall)
+            controlPlane.setLifecycle(.shuttingDown)
+            Task.detached {
+                try? await Task.sleep(until: lastCall, clock: .continuous)
+                connections.closeAll()
+            }
+        }
         let group = ServiceGroup(
-            configuration: .init(
-                services: [app, controlPlane, processes, announce],
-                gracefulShutdownSignals: [.sigterm, .sigint],
-                logger: logger))
+            configuration: .init(services: [http, controlPlane, processes, announce], logger: logger))
+        let signals = await shutdown.listen { _ in await group.triggerGracefulShutdown() }
+        defer { signals.cancel() }
         logger.info("workspace agent starting", metadata: [
             "version": "\(AgentVersion.current)",
             "state_dir": "\(config.stateDir)",
             "directory": "\(config.directory ?? "")",
         ])
-        try await group.run()
+        do {
+            try await group.run()
+        } catch is StartupFailure {
+            throw ExitCode(1)
+        } catch {
+            logger.critical("agent stopped on an error: \(error)")
+            throw ExitCode(1)
+        }
         logger.info("workspace agent stopped")
     }
 
@@ -139,4 +166,3 @@ struct RunCommand: AsyncParsableCommand {
     }
 }
 
-import NIOCore

@@ -22,6 +22,9 @@ struct WorkspaceAgentCommand: AsyncParsableCommand {
             } else {
                 try command.run()
             }
+        } catch let code as ExitCode {
+            // The reason was already logged.
+            Foundation.exit(code.rawValue)
         } catch {
             let code = exitCode(for: error)
             if code == .success {

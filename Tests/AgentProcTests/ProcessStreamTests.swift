@@ -163,10 +163,10 @@ struct ProcessStreamTests {
                 ("Upgrade", "websocket"), ("Connection", "Upgrade"), ("Sec-WebSocket-Version", "13"),
                 ("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="),
             ]
-            // A declined upgrade is Hummingbird's bodiless 400; the same GET without the
-            // upgrade headers says why in JSON.
+            // A declined upgrade says why in JSON, as the same GET without the upgrade headers.
             let ghost = try await h.client.request("GET", "/api/v0/processes/ghost/stream", headers: upgrade)
-            #expect(ghost.status == 400)
+            #expect(ghost.status == 404)
+            #expect(String(decoding: ghost.body, as: UTF8.self).contains(#"not found"#))
             #expect(try await h.client.request("GET", "/api/v0/processes/ghost/stream").status == 404)
             // Too many subscribers: 429 once the limit is reached.
             let holders = Task {
@@ -178,7 +178,7 @@ struct ProcessStreamTests {
             let process = try #require(h.manager.lookup(id, chat: nil))
             #expect(await eventually { process.subscriberCount == ManagedProcess.maxSubscribers })
             let refused = try await h.client.request("GET", "/api/v0/processes/\(id)/stream", headers: upgrade + [("Coder-Chat-Id", chatA)])
-            #expect(refused.status == 400)
+            #expect(refused.status == 429)
             let full = try await h.client.request("GET", "/api/v0/processes/\(id)/stream", headers: [("Coder-Chat-Id", chatA)])
             #expect(full.status == 429)
             _ = try await h.signal(id, #"{"signal":"kill"}"#)

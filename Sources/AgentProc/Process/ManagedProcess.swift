@@ -1,4 +1,5 @@
 import Foundation
+import NIOCore
 import Synchronization
 
 #if canImport(Glibc)
@@ -45,13 +46,16 @@ public final class ManagedProcess: Sendable {
     }
 
     private let state = Mutex(State())
+    /// Shared by every process of one manager: the bound on all subscribers together.
+    private let budget: SubscriberBudget
     /// Told (on the reactor thread) once the process has exited and its state is final.
     private let exitObserver: (@Sendable (ManagedProcess) -> Void)?
 
     init(
         id: String, command: String, workdir: String, background: Bool, chatID: String?, pid: Int32,
-        exitObserver: (@Sendable (ManagedProcess) -> Void)? = nil
+        budget: SubscriberBudget, exitObserver: (@Sendable (ManagedProcess) -> Void)? = nil
     ) {
+        self.budget = budget
         self.exitObserver = exitObserver
         self.id = id
         self.command = command
@@ -109,15 +113,23 @@ public final class ManagedProcess: Sendable {
         _ = state.withLock { $0.exitWaiters.removeValue(forKey: id) }
     }
 
+    /// Why a subscription was refused.
+    enum SubscribeRefusal: Error {
+        /// ``maxSubscribers`` are attached to this process.
+        case processFull
+        /// The manager's ``SubscriberBudget/maxSubscribers`` are attached in all.
+        case allFull
+    }
+
     /// The retained output so far (raw, unrendered), and a subscription for what follows.
-    /// Returns nil when ``maxSubscribers`` are already attached.
-    func subscribe() -> (head: [UInt8], omitted: Int, tail: [UInt8], subscription: OutputSubscription)? {
-        let subscription = OutputSubscription()
-        return state.withLock { s in
-            guard s.subscribers.count < Self.maxSubscribers else { return nil }
+    func subscribe() throws(SubscribeRefusal) -> (head: [UInt8], omitted: Int, tail: [UInt8], subscription: OutputSubscription) {
+        let subscription = OutputSubscription(budget: budget)
+        return try state.withLock { s throws(SubscribeRefusal) in
+            guard s.subscribers.count < Self.maxSubscribers else { throw .processFull }
             if let exit = s.exit {
                 subscription.finish(exit.status)
             } else {
+                guard budget.admit() else { throw .allFull }
                 s.nextID += 1
                 s.subscribers[s.nextID] = subscription
             }
@@ -125,13 +137,15 @@ public final class ManagedProcess: Sendable {
         }
     }
 
-    /// Drops subscribers that were cancelled (their WebSocket closed).
+    /// Detaches a subscriber (its WebSocket closed) and frees what it had queued.
     func unsubscribe(_ subscription: OutputSubscription) {
-        state.withLock { s in
-            if let key = s.subscribers.first(where: { $0.value === subscription })?.key {
-                s.subscribers[key] = nil
-            }
+        subscription.cancel()
+        let removed = state.withLock { s -> Bool in
+            guard let key = s.subscribers.first(where: { $0.value === subscription })?.key else { return false }
+            s.subscribers[key] = nil
+            return true
         }
+        if removed { budget.leave() }
     }
 
     var subscriberCount: Int { state.withLock { $0.subscribers.count } }
@@ -145,7 +159,8 @@ extension ManagedProcess: ProcessEventSink {
         state.withLock { s in
             s.output.write(bytes)
             if !s.subscribers.isEmpty {
-                let chunk = [UInt8](bytes)
+                // One copy, shared by every subscriber.
+                let chunk = ByteBuffer(bytes: bytes)
                 for subscriber in s.subscribers.values { subscriber.push(chunk) }
             }
         }
@@ -166,7 +181,10 @@ extension ManagedProcess: ProcessEventSink {
             return (Array(s.exitWaiters.values), Array(s.subscribers.values))
         }
         exitObserver?(self)
-        for subscriber in subscribers { subscriber.finish(status) }
+        for subscriber in subscribers {
+            subscriber.finish(status)
+            budget.leave()
+        }
         for waiter in waiters { waiter() }
     }
 }

@@ -38,6 +38,16 @@ public final class ProcessManager: Service, Sendable {
         public var maxWait: Duration = .seconds(300)
         /// Entries returned by `/list`.
         public var listLimit: Int = 10
+        /// Make the agent a child subreaper: orphaned descendants are re-parented to it,
+        /// reaped, and terminated at shutdown. Only for a process whose children all come
+        /// from process managers (the daemon): any other child would be taken for an orphan.
+        public var adoptOrphans = false
+        /// Stream subscribers across all processes.
+        public var maxSubscribers: Int = 256
+        /// Output queued for all stream subscribers together.
+        public var maxSubscriberBytes: Int = 64 << 20
+        /// A stream subscriber that accepts no data for this long is disconnected.
+        public var subscriberStallTimeout: Duration = .seconds(30)
 
         public init(
             environmentProvider: any AgentEnvironmentProvider = StaticEnvironmentProvider(),
@@ -73,6 +83,8 @@ public final class ProcessManager: Service, Sendable {
     }
 
     public let configuration: Configuration
+    /// The bound on all stream subscribers together.
+    public let subscriberBudget: SubscriberBudget
     private let logger: Logger
     private let reactor: ProcessReactor
     private let state = Mutex(State())
@@ -103,8 +115,10 @@ public final class ProcessManager: Service, Sendable {
 
     public init(configuration: Configuration, logger: Logger) throws {
         self.configuration = configuration
+        self.subscriberBudget = SubscriberBudget(
+            maxSubscribers: configuration.maxSubscribers, maxBytes: configuration.maxSubscriberBytes)
         self.logger = logger
-        self.reactor = try ProcessReactor()
+        self.reactor = try ProcessReactor(adoptOrphans: configuration.adoptOrphans)
     }
 
     // MARK: Start
@@ -141,26 +155,29 @@ public final class ProcessManager: Service, Sendable {
 
         let child: SpawnedChild
         do {
-            child = try ProcessSpawner.spawn(
-                SpawnRequest(
-                    command: command, workdir: resolvedDir, environment: env,
-                    priority: configuration.priority, childNofileSoft: configuration.childNofileSoft),
-                agentPath: configuration.baseEnvironment["PATH"])
+            let request = SpawnRequest(
+                command: command, workdir: resolvedDir, environment: env,
+                priority: configuration.priority, childNofileSoft: configuration.childNofileSoft)
+            let path = configuration.baseEnvironment["PATH"]
+            child = try ProcessReactor.registeringShell { () throws(SpawnError) in
+                try ProcessSpawner.spawn(request, agentPath: path)
+            }
         } catch {
             throw Failure.spawn(error.description)
         }
         let process = ManagedProcess(
             id: UUID().uuidString.lowercased(), command: command, workdir: resolvedDir,
-            background: background, chatID: chat?.id, pid: child.pid
+            background: background, chatID: chat?.id, pid: child.pid, budget: subscriberBudget
         ) { [weak self] exited in self?.noteExited(exited) }
         // Registered before the reactor sees the child, so its exit always finds it here.
         let closedMeanwhile = state.withLock { s -> Bool in
             s.processes[process.id] = process
             return s.closed
         }
-        process.reactorToken = reactor.watch(pid: child.pid, pidfd: child.pidfd, pipefd: child.outputFD, sink: process)
+        let token = reactor.watch(pid: child.pid, pidfd: child.pidfd, pipefd: child.outputFD, sink: process)
+        process.reactorToken = token
         if closedMeanwhile {
-            kill(-child.pid, SIGKILL)
+            if let token { _ = reactor.signalGroup(token, SIGKILL) }
             throw Failure.closed
         }
         logger.debug("process started", metadata: ["id": "\(process.id)", "pid": "\(child.pid)"])
@@ -248,6 +265,9 @@ public final class ProcessManager: Service, Sendable {
         }
     }
 
+    /// True once shutdown has begun (streams then give stalled clients less time).
+    public var isShuttingDown: Bool { state.withLock { $0.closed } }
+
     /// Number of processes retained (running and exited).
     public var count: Int { state.withLock { $0.processes.count } }
 
@@ -269,15 +289,21 @@ public final class ProcessManager: Service, Sendable {
         await signal.wait()
     }
 
-    /// Sends the signal to the whole process group.
+    /// Sends the signal to the whole process group, if the agent still owns it.
     public func signal(_ process: ManagedProcess, _ name: SignalName) throws(Failure) {
-        guard process.isRunning else { throw Failure.notRunning }
-        if kill(-process.pid, name.number) != 0 {
-            let code = errno
-            // The group is gone: the exit is simply not processed yet.
-            if code == ESRCH { throw Failure.notRunning }
+        guard process.isRunning, let token = process.reactorToken else { throw Failure.notRunning }
+        let code = reactor.signalGroup(token, name.number)
+        // ESRCH: the group is gone, the exit is simply not processed yet.
+        if code == ESRCH { throw Failure.notRunning }
+        if code != 0 {
             throw Failure.signal("kill process group \(process.pid): \(SystemCallError.message(code))")
         }
+    }
+
+    /// SIGKILL to every process group and adopted orphan the agent still owns, at once
+    /// (the shutdown watchdog's last step). Safe from any thread.
+    public func killOwnedGroupsNow() {
+        reactor.signalAll(SIGKILL)
     }
 
     // MARK: Lifecycle
@@ -293,9 +319,11 @@ public final class ProcessManager: Service, Sendable {
         await shutdown()
     }
 
-    /// Refuses new starts, then terminates every process group: SIGTERM, up to
-    /// `shutdownGrace` for them to exit, SIGKILL for the rest. Groups of shells that already
-    /// exited are signalled too, so background grandchildren do not survive the agent.
+    /// Refuses new starts, then terminates every process group the agent still owns:
+    /// SIGTERM, up to `shutdownGrace` for them to exit, SIGKILL for the rest, then at most
+    /// ``killWait`` more. Groups of shells that already exited are signalled too while a
+    /// member is left (so background grandchildren do not survive the agent), but never once
+    /// their id may belong to someone else (see ``ProcessReactor``).
     public func shutdown() async {
         // Run detached from the caller's cancellation so the grace period really elapses.
         await Task { await self.terminateAll() }.value
@@ -309,24 +337,32 @@ public final class ProcessManager: Service, Sendable {
             return Array(s.processes.values)
         }
         guard let processes else { return }
-        if !processes.isEmpty {
-            logger.info("terminating process groups", metadata: ["count": "\(processes.count)"])
+        let signalled = reactor.signalAll(SIGTERM)
+        if signalled > 0 {
+            logger.info("terminating process groups", metadata: ["count": "\(signalled)"])
         }
-        for process in processes { kill(-process.pid, SIGTERM) }
         if await !waitUntilQuiet(processes, within: configuration.shutdownGrace) {
-            for process in processes { kill(-process.pid, SIGKILL) }
-            _ = await waitUntilQuiet(processes, within: .seconds(2))
+            reactor.signalAll(SIGKILL)
+            _ = await waitUntilQuiet(processes, within: Self.killWait)
         }
         await reactor.stop()
     }
 
-    /// Polls (every 10 ms, bounded by `within`) until no shell runs and no pipe is open.
+    /// After SIGKILL, how long the kernel gets to end the groups and close their pipes
+    /// (a pipe still held then, by a process that left its group, is closed by us).
+    static let killWait: Duration = .milliseconds(500)
+
+    /// Polls (every 10 ms, bounded by `within`) until the agent owns no group or orphan and
+    /// no pipe is open.
     private func waitUntilQuiet(_ processes: [ManagedProcess], within limit: Duration) async -> Bool {
         let deadline = ContinuousClock.now + limit
+        func quiet() -> Bool {
+            reactor.ownedCount == 0 && processes.allSatisfy { !$0.isRunning && !$0.isOutputOpen }
+        }
         while ContinuousClock.now < deadline {
-            if processes.allSatisfy({ !$0.isRunning && !$0.isOutputOpen }) { return true }
+            if quiet() { return true }
             try? await Task.sleep(for: .milliseconds(10))
         }
-        return processes.allSatisfy { !$0.isRunning && !$0.isOutputOpen }
+        return quiet()
     }
 }

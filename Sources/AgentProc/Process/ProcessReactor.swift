@@ -11,22 +11,51 @@ import Glibc
 ///
 /// - Output is read in 256 KiB chunks straight into the sink (no per-chunk allocation).
 /// - A readable pidfd means the shell exited: the pipe is drained of what the shell wrote,
-///   then the shell is reaped with `waitpid(pid)` (never `-1`, so other spawners in the same
-///   process keep their children). Exit is reported even while an orphan (`cmd &`) still
-///   holds the pipe; its later output keeps flowing into the sink until EOF.
-/// - Memory: one 256 KiB scratch buffer and one small record per watched child.
+///   then its exit status is read **without reaping it** (`waitid(WNOWAIT)`). Exit is
+///   reported even while an orphan (`cmd &`) still holds the pipe; its later output keeps
+///   flowing into the sink until EOF.
+/// - **Process groups are only signalled while the agent owns them.** Each shell leads its
+///   own group, whose id is the shell's pid. An exited shell stays an unreaped zombie for as
+///   long as its group may still have members, so the kernel cannot hand that id to another
+///   process; it is reaped (and the group released, never signalled again) once a scan of
+///   `/proc` finds no other member. Scans run shortly after an exit or a SIGCHLD, every 2 s
+///   while a group is held, and every 50 ms during shutdown.
+/// - With `adoptOrphans` (the daemon) the agent is a child subreaper: descendants orphaned
+///   by their parent's exit are re-parented to it, reaped by it (no zombies pile up when the
+///   container's init does not reap), and terminated with everything else at shutdown.
+///   Every child of the process that was not started by a reactor is treated as adopted, so
+///   this mode is for a process whose children all come from here.
+/// - Shells are reaped with `waitpid(pid)` (never `-1`).
+/// - Memory: one 256 KiB scratch buffer, one small record per watched child or adopted
+///   process, and the scan buffers while a scan runs.
 final class ProcessReactor: Sendable {
     static let readChunk = 256 * 1024
     /// Reads per readiness event, so one chatty child cannot starve the others.
     static let readsPerEvent = 4
     /// Reads when draining at exit: bounded, so an orphan writing forever cannot stall exit.
     static let readsAtExit = 64
+    /// Delay between an exit or SIGCHLD and the scan that follows (coalesces bursts).
+    static let scanDelay: Duration = .milliseconds(20)
+    /// Scan period while a group is held or an orphan is adopted.
+    static let scanPeriod: Duration = .seconds(2)
+    /// Scan period while shutting down.
+    static let terminatingScanPeriod: Duration = .milliseconds(50)
+
+    private enum Leader {
+        /// The shell runs: its group is ours.
+        case running
+        /// The shell exited and is kept as a zombie: its group may have members and is ours.
+        case held
+        /// The shell was reaped: its group id may be reused and is never signalled.
+        case released
+    }
 
     private struct Watch {
         var pid: pid_t
         var pidfd: Int32
         var pipefd: Int32
         var sink: any ProcessEventSink
+        var leader: Leader = .running
     }
 
     private enum Command {
@@ -39,14 +68,28 @@ final class ProcessReactor: Sendable {
         var commands: [Command] = []
         var nextToken: UInt64 = 1
         var stopped = false
+        /// Orphans re-parented to us (pid → process group), unreaped.
+        var adopted: [pid_t: pid_t] = [:]
+        /// The signal shutdown sends; orphans adopted later get it too.
+        var terminating: Int32?
+        var nextScan: ContinuousClock.Instant?
     }
+
+    /// Data words in the epoll set: 0 wakes for commands, 1 for SIGCHLD; a watch's pipe is
+    /// `token << 1` and its pidfd `token << 1 | 1` (tokens start at 1).
+    private static let sigchldWord: UInt64 = 1
+
+    /// Shell pids of every reactor in this process: the children that are not orphans.
+    private static let shells = Mutex<Set<pid_t>>([])
 
     private let epfd: Int32
     private let wakefd: Int32
+    private let sigchldfd: Int32
+    private let adoptOrphans: Bool
     private let state = Mutex(State())
     private let finished = OneShotSignal()
 
-    init() throws {
+    init(adoptOrphans: Bool = false) throws {
         epfd = agent_epoll_create()
         guard epfd >= 0 else { throw SystemCallError(call: "epoll_create1", errno: errno) }
         wakefd = agent_eventfd()
@@ -55,13 +98,26 @@ final class ProcessReactor: Sendable {
             throw SystemCallError(call: "eventfd", errno: errno)
         }
         agent_epoll_add(epfd, wakefd, 0)
+        var adopt = false
+        var sigchld: Int32 = -1
+        if adoptOrphans {
+            if agent_set_child_subreaper() == 0, case let fd = agent_eventfd(), fd >= 0 {
+                agent_epoll_add(epfd, fd, Self.sigchldWord)
+                agent_notify_sigchld(fd)
+                sigchld = fd
+                adopt = true
+            }
+        }
+        sigchldfd = sigchld
+        self.adoptOrphans = adopt
         let thread = Thread { [self] in self.loop() }
         thread.name = "agent-proc-reactor"
         thread.start()
     }
 
     /// Starts watching a child; the reactor owns `pidfd` and `pipefd` from now on.
-    /// Returns a token for ``closeOutput(_:)``, or nil (fds closed) after ``stop()``.
+    /// Returns a token for ``closeOutput(_:)`` and ``signalGroup(_:_:)``, or nil (fds
+    /// closed) after ``stop()``.
     func watch(pid: pid_t, pidfd: Int32, pipefd: Int32, sink: any ProcessEventSink) -> UInt64? {
         let token = state.withLock { s -> UInt64? in
             guard !s.stopped else { return nil }
@@ -85,6 +141,42 @@ final class ProcessReactor: Sendable {
         send(.closeOutput(token))
     }
 
+    /// Sends `signal` to the process group of the shell behind `token`, only if the agent
+    /// still owns that group. Returns 0 or an errno (ESRCH when the group is not ours or
+    /// has no process left).
+    func signalGroup(_ token: UInt64, _ signal: Int32) -> Int32 {
+        state.withLock { s in
+            guard let watch = s.watches[token], watch.leader != .released else { return ESRCH }
+            return kill(-watch.pid, signal) == 0 ? 0 : errno
+        }
+    }
+
+    /// Signals every group and adopted orphan the agent owns, and every orphan adopted from
+    /// now on; returns how many were signalled.
+    @discardableResult
+    func signalAll(_ signal: Int32) -> Int {
+        let signalled = state.withLock { s in
+            s.terminating = signal
+            s.nextScan = .now
+            if adoptOrphans { Self.collectOrphans(&s) }
+            var count = 0
+            for watch in s.watches.values where watch.leader != .released {
+                if kill(-watch.pid, signal) == 0 { count += 1 }
+            }
+            for (pid, group) in s.adopted where Self.signalOrphan(pid, group, signal, s) {
+                count += 1
+            }
+            return count
+        }
+        _ = wake()
+        return signalled
+    }
+
+    /// Groups and adopted orphans the agent still owns.
+    var ownedCount: Int {
+        state.withLock { s in s.watches.values.filter { $0.leader != .released }.count + s.adopted.count }
+    }
+
     /// Closes every descriptor and ends the thread; children still running are not reaped.
     func stop() async {
         send(.stop)
@@ -98,8 +190,12 @@ final class ProcessReactor: Sendable {
             return true
         }
         guard accepted else { return }
+        _ = wake()
+    }
+
+    private func wake() -> Bool {
         var one: UInt64 = 1
-        _ = write(wakefd, &one, 8)
+        return write(wakefd, &one, 8) == 8
     }
 
     // MARK: Reactor thread
@@ -109,7 +205,12 @@ final class ProcessReactor: Sendable {
         defer { scratch.deallocate() }
         var events = [UInt64](repeating: 0, count: 64)
         running: while true {
-            let n = events.withUnsafeMutableBufferPointer { agent_epoll_wait(epfd, $0.baseAddress, 64, -1) }
+            let timeout = state.withLock { s -> Int32 in
+                guard let next = s.nextScan else { return -1 }
+                let ms = (next - .now) / .milliseconds(1)
+                return Int32(max(0, min(ms.rounded(.up), 60_000)))
+            }
+            let n = events.withUnsafeMutableBufferPointer { agent_epoll_wait(epfd, $0.baseAddress, 64, timeout) }
             if n < 0 {
                 if errno == EINTR { continue }
                 break
@@ -120,13 +221,20 @@ final class ProcessReactor: Sendable {
                     if handleCommands(scratch) { break running }
                     continue
                 }
+                if data == Self.sigchldWord {
+                    var counter: UInt64 = 0
+                    _ = read(sigchldfd, &counter, 8)
+                    scheduleScan(after: Self.scanDelay)
+                    continue
+                }
                 let token = data >> 1
                 if data & 1 == 0 {
                     readOutput(token, scratch, maxReads: Self.readsPerEvent)
                 } else {
-                    reapChild(token, scratch)
+                    leaderExited(token, scratch)
                 }
             }
+            if state.withLock({ s in s.nextScan.map { $0 <= .now } ?? false }) { scan() }
         }
         shutdownDescriptors()
         finished.fire()
@@ -178,7 +286,7 @@ final class ProcessReactor: Sendable {
             guard var watch = s.watches[token], watch.pipefd >= 0 else { return nil }
             let result = watch
             watch.pipefd = -1
-            if watch.pidfd < 0 {
+            if watch.pidfd < 0 && watch.leader == .released {
                 s.watches[token] = nil
             } else {
                 s.watches[token] = watch
@@ -191,40 +299,166 @@ final class ProcessReactor: Sendable {
         taken.sink.outputClosed()
     }
 
-    private func reapChild(_ token: UInt64, _ scratch: UnsafeMutableRawBufferPointer) {
+    /// The shell behind `token` exited: drain its output, read its status without reaping
+    /// it, and hold its group until a scan finds it empty.
+    private func leaderExited(_ token: UInt64, _ scratch: UnsafeMutableRawBufferPointer) {
         // Everything the shell wrote is in the pipe by now: take it before reporting exit,
         // so `running: false` means the shell's output is complete.
         readOutput(token, scratch, maxReads: Self.readsAtExit)
-        guard let watch = state.withLock({ $0.watches[token] }), watch.pidfd >= 0 else { return }
         var status: Int32 = 0
-        var result: pid_t
-        repeat {
-            result = waitpid(watch.pid, &status, WNOHANG)
-        } while result < 0 && errno == EINTR
-        if result == 0 { return } // spurious readiness; still running
-        agent_epoll_del(epfd, watch.pidfd)
-        close(watch.pidfd)
-        state.withLock { s in
-            guard var w = s.watches[token] else { return }
-            w.pidfd = -1
-            if w.pipefd < 0 { s.watches[token] = nil } else { s.watches[token] = w }
+        let exited = state.withLock { s -> (any ProcessEventSink)? in
+            guard var watch = s.watches[token], watch.pidfd >= 0 else { return nil }
+            let peeked = agent_peek_exit(watch.pid, &status)
+            if peeked == 0 { return nil } // spurious readiness; still running
+            if peeked < 0 {
+                // ECHILD: someone else reaped it; report a plain failure, own nothing.
+                status = 0xff00
+                watch.leader = .released
+                Self.shells.withLock { _ = $0.remove(watch.pid) }
+            } else {
+                watch.leader = .held
+            }
+            agent_epoll_del(epfd, watch.pidfd)
+            close(watch.pidfd)
+            watch.pidfd = -1
+            if watch.leader == .released && watch.pipefd < 0 {
+                s.watches[token] = nil
+            } else {
+                s.watches[token] = watch
+            }
+            return watch.sink
         }
-        // result < 0 (ECHILD: someone else reaped it) is reported as a plain failure.
-        watch.sink.exited(waitStatus: result < 0 ? 0xff00 : status)
+        guard let exited else { return }
+        scheduleScan(after: Self.scanDelay)
+        exited.exited(waitStatus: status)
+    }
+
+    private func scheduleScan(after delay: Duration) {
+        state.withLock { s in
+            let at = ContinuousClock.now + delay
+            s.nextScan = min(s.nextScan ?? at, at)
+        }
+    }
+
+    /// Reaps adopted orphans that exited, then releases held groups that have no member
+    /// left besides their zombie leader.
+    private func scan() {
+        let heldPids = state.withLock { s -> [pid_t] in
+            s.nextScan = nil
+            if adoptOrphans { Self.collectOrphans(&s) }
+            return s.watches.values.filter { $0.leader == .held }.map(\.pid)
+        }
+        var members: [pid_t: Int] = [:]
+        if !heldPids.isEmpty {
+            let held = Set(heldPids)
+            for (_, group) in ProcessTable.processGroups() where held.contains(group) {
+                members[group, default: 0] += 1
+            }
+        }
+        state.withLock { s in
+            for (token, var watch) in s.watches where watch.leader == .held {
+                // The zombie leader itself is one member of its group.
+                guard members[watch.pid, default: 0] <= 1 else { continue }
+                var status: Int32 = 0
+                _ = waitpid(watch.pid, &status, WNOHANG)
+                watch.leader = .released
+                Self.shells.withLock { _ = $0.remove(watch.pid) }
+                if watch.pipefd < 0 { s.watches[token] = nil } else { s.watches[token] = watch }
+            }
+            let busy = s.watches.values.contains { $0.leader == .held } || !s.adopted.isEmpty
+            if busy {
+                let at = ContinuousClock.now + (s.terminating != nil ? Self.terminatingScanPeriod : Self.scanPeriod)
+                s.nextScan = min(s.nextScan ?? at, at)
+            }
+        }
+    }
+
+    /// Reaps adopted orphans that exited and records new ones (under the state lock, so a
+    /// signal never races a reap). Signals new ones during shutdown.
+    private static func collectOrphans(_ s: inout State) {
+        // The shell set is locked while children are listed: a spawn registers its shell
+        // under the same lock, so a new shell is never taken for an orphan.
+        let children = shells.withLock { shells in ProcessTable.children().filter { !shells.contains($0) } }
+        let current = Set(children)
+        for pid in children {
+            var status: Int32 = 0
+            if waitpid(pid, &status, WNOHANG) == pid {
+                s.adopted[pid] = nil
+                continue
+            }
+            if s.adopted[pid] == nil {
+                let group = getpgid(pid)
+                s.adopted[pid] = group
+                if let signal = s.terminating { _ = signalOrphan(pid, group, signal, s) }
+            }
+        }
+        for pid in s.adopted.keys where !current.contains(pid) { s.adopted[pid] = nil }
+    }
+
+    /// An adopted orphan is our unreaped child, so its pid (and a group it leads) cannot be
+    /// reused while we hold the lock. A member of one of our held groups is reached through
+    /// that group; one that leads its own group is signalled with its group; any other only
+    /// by itself.
+    private static func signalOrphan(_ pid: pid_t, _ group: pid_t, _ signal: Int32, _ s: State) -> Bool {
+        if s.watches.values.contains(where: { $0.pid == group && $0.leader != .released }) { return false }
+        return kill(group == pid ? -pid : pid, signal) == 0
     }
 
     private func shutdownDescriptors() {
         let watches = state.withLock { s -> [Watch] in
             s.stopped = true
             defer { s.watches.removeAll() }
+            for watch in s.watches.values where watch.leader == .held {
+                var status: Int32 = 0
+                _ = waitpid(watch.pid, &status, WNOHANG)
+            }
             return Array(s.watches.values)
         }
+        Self.shells.withLock { shells in for watch in watches { shells.remove(watch.pid) } }
         for watch in watches {
             if watch.pipefd >= 0 { close(watch.pipefd); watch.sink.outputClosed() }
             if watch.pidfd >= 0 { close(watch.pidfd) }
         }
         close(wakefd)
         close(epfd)
+    }
+
+    /// Runs `spawn` with the shell set locked and records the new shell in it, so that no
+    /// scan can mistake it for an orphan.
+    static func registeringShell(_ spawn: () throws(SpawnError) -> SpawnedChild) throws(SpawnError) -> SpawnedChild {
+        try shells.withLock { (set: inout Set<pid_t>) throws(SpawnError) -> SpawnedChild in
+            let child = try spawn()
+            set.insert(child.pid)
+            return child
+        }
+    }
+}
+
+/// Reads of `/proc` for the reactor.
+enum ProcessTable {
+    /// (pid, process group) of every process.
+    static func processGroups() -> [(pid_t, pid_t)] {
+        var capacity = 4096
+        while true {
+            var pids = [pid_t](repeating: 0, count: capacity)
+            var groups = [pid_t](repeating: 0, count: capacity)
+            let n = Int(agent_scan_process_groups(&pids, &groups, Int32(capacity)))
+            if n < 0 { return [] }
+            if n <= capacity { return (0..<n).map { (pids[$0], groups[$0]) } }
+            capacity *= 4
+        }
+    }
+
+    /// This process's children.
+    static func children() -> [pid_t] {
+        var capacity = 1024
+        while true {
+            var pids = [pid_t](repeating: 0, count: capacity)
+            let n = Int(agent_list_children(&pids, Int32(capacity)))
+            if n < 0 { return [] }
+            if n <= capacity { return Array(pids[0..<n]) }
+            capacity *= 4
+        }
     }
 }
 

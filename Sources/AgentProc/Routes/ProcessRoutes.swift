@@ -1,4 +1,5 @@
 import AgentHTTP
+import HTTPTypes
 import Hummingbird
 import HummingbirdWebSocket
 import NIOCore
@@ -19,11 +20,10 @@ public struct ProcessRoutes: AgentRouteProvider {
         group.get("list") { request, _ in try self.list(request) }
         group.get(":id/output") { request, context in try await self.output(request, context) }
         group.post(":id/signal") { request, context in try await self.signal(request, context) }
-        group.get(":id/stream") { request, context in try self.streamWithoutUpgrade(request, context) }
     }
 
-    public func addWebSocketRoutes(to router: Router<AgentRequestContext>) {
-        ProcessStream(manager: manager).register(on: router, path: Self.basePath + "/:id/stream")
+    public func webSocketRoutes() -> [AgentWebSocketRoute] {
+        [ProcessStream(manager: manager).route(path: Self.basePath + "/:id/stream")]
     }
 
     // MARK: Handlers
@@ -36,6 +36,7 @@ public struct ProcessRoutes: AgentRouteProvider {
         let env = try body.stringMap("env")
         let background = try body.bool("background") ?? false
         guard !command.isEmpty else { throw APIError(.badRequest, "Command is required.") }
+        try Self.rejectNUL(command: command, workdir: workdir, env: env)
         do {
             let process = try await manager.start(
                 command: command, workdir: workdir, environment: env, background: background, chat: chat)
@@ -91,22 +92,32 @@ public struct ProcessRoutes: AgentRouteProvider {
         return JSONResponse.make(MessageResponse(message: "Signal \(goQuote(name)) sent to process \(goQuote(id))."))
     }
 
-    /// A plain GET of the stream route: the WebSocket router declined (or was not asked).
-    func streamWithoutUpgrade(_ request: Request, _ context: AgentRequestContext) throws -> Response {
-        let chat = try Self.chat(request)
-        let id = Self.processID(context)
-        guard let process = manager.lookup(id, chat: chat) else { throw Self.notFound(id) }
-        if process.subscriberCount >= ManagedProcess.maxSubscribers {
-            throw APIError(.tooManyRequests, "Too many stream subscribers.", detail: "At most \(ManagedProcess.maxSubscribers) per process.")
-        }
-        throw APIError(.upgradeRequired, "Expected a WebSocket upgrade request.")
-    }
-
     // MARK: Helpers
 
-    static func chat(_ request: Request) throws -> ChatIdentity? {
+    /// exec(2) takes C strings: a NUL would silently cut the command, directory or variable
+    /// (`echo visible\u0000; rm x` would run `echo visible`). The reference fails such a
+    /// start with EINVAL; we answer 400 naming the field, and nothing runs.
+    static func rejectNUL(command: String, workdir: String?, env: [String: String]?) throws(APIError) {
+        func refuse(_ field: String, _ what: String) -> APIError {
+            APIError(
+                .badRequest, "Request contains a NUL byte.", detail: "\(what) contains a NUL byte.",
+                validations: [.init(field: field, detail: "must not contain a NUL byte")])
+        }
+        if command.utf8.contains(0) { throw refuse("command", "command") }
+        if let workdir, workdir.utf8.contains(0) { throw refuse("workdir", "workdir") }
+        for (key, value) in env ?? [:] {
+            if key.utf8.contains(0) { throw refuse("env", "env key \(goQuote(key))") }
+            if value.utf8.contains(0) { throw refuse("env", "env[\(goQuote(key))]") }
+        }
+    }
+
+    static func chat(_ request: Request) throws(APIError) -> ChatIdentity? {
+        try chat(request.headers)
+    }
+
+    static func chat(_ headers: HTTPFields) throws(APIError) -> ChatIdentity? {
         do {
-            return try ChatIdentity.from(request.headers)
+            return try ChatIdentity.from(headers)
         } catch {
             throw APIError(.badRequest, "Invalid Coder-Chat-Id header.", detail: "\(goQuote(error.value)) is not a UUID.")
         }
@@ -114,7 +125,11 @@ public struct ProcessRoutes: AgentRouteProvider {
 
     /// The `{id}` path parameter, percent-decoded as Go's router sees it.
     static func processID(_ context: AgentRequestContext) -> String {
-        let raw = context.parameters.get("id") ?? ""
+        processID(context.parameters.get("id") ?? "")
+    }
+
+    /// The same for a raw path segment.
+    static func processID(_ raw: String) -> String {
         guard raw.contains("%") else { return raw }
         return raw.removingPercentEncoding ?? raw
     }

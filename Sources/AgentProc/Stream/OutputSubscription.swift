@@ -1,12 +1,17 @@
+import NIOCore
 import Synchronization
 
 /// One live reader of a process's output (a WebSocket stream).
 ///
 /// The child never waits for a subscriber: the reactor appends to a queue bounded at
-/// ``maxPendingBytes``. When a slow subscriber lets the queue overflow, everything queued
-/// is discarded and counted; the subscriber then gets an ``Event/omitted(_:)`` event and
-/// carries on with newer output. Memory per subscriber is therefore at most
-/// `maxPendingBytes` plus one read chunk (256 KiB).
+/// ``maxPendingBytes``, and all subscribers together at ``SubscriberBudget/maxBytes``.
+/// When a slow subscriber's queue (or the shared budget) would overflow, everything it has
+/// queued is discarded and counted; it then gets an ``Event/omitted(_:)`` event and
+/// carries on with newer output.
+///
+/// Memory: each read from a child is copied once into a buffer shared by all of that
+/// process's subscribers, which queue slices of it. A subscriber therefore holds at most
+/// `maxPendingBytes` of queued output plus the rest of one shared read buffer (256 KiB).
 public final class OutputSubscription: Sendable {
     /// Queue bound per subscriber: 1 MiB.
     public static let maxPendingBytes = 1 << 20
@@ -15,7 +20,7 @@ public final class OutputSubscription: Sendable {
 
     public enum Event: Sendable, Equatable {
         /// Output bytes, in order.
-        case output([UInt8])
+        case output(ByteBuffer)
         /// This many bytes were not delivered here (never retained, or dropped while slow).
         case omitted(Int)
         /// The process exited; always the last event.
@@ -23,7 +28,7 @@ public final class OutputSubscription: Sendable {
     }
 
     private struct State {
-        var chunks: [[UInt8]] = []
+        var chunks: [ByteBuffer] = []
         var chunkStart = 0
         var pendingBytes = 0
         var omitted = 0
@@ -34,26 +39,32 @@ public final class OutputSubscription: Sendable {
     }
 
     private let state = Mutex(State())
+    private let budget: SubscriberBudget
 
-    init() {}
+    init(budget: SubscriberBudget) {
+        self.budget = budget
+    }
 
-    /// Called by the producer; never blocks.
-    func push(_ bytes: [UInt8]) {
+    /// Called by the producer; never blocks. `bytes` may be shared with other subscribers.
+    func push(_ bytes: ByteBuffer) {
+        let count = bytes.readableBytes
         let resume = state.withLock { s -> (CheckedContinuation<Event?, Never>, Event)? in
             guard !s.cancelled, s.exit == nil else { return nil }
-            if s.pendingBytes + bytes.count > Self.maxPendingBytes {
+            if s.pendingBytes + count > Self.maxPendingBytes || !budget.reserve(count) {
+                // Drop what this subscriber has queued (its share of the budget comes back).
                 s.omitted += s.pendingBytes
+                budget.release(s.pendingBytes)
                 s.chunks.removeAll(keepingCapacity: true)
                 s.chunkStart = 0
                 s.pendingBytes = 0
-                if bytes.count > Self.maxPendingBytes {
-                    s.omitted += bytes.count
-                    return Self.takeEvent(&s)
+                if count > Self.maxPendingBytes || !budget.reserve(count) {
+                    s.omitted += count
+                    return Self.takeEvent(&s, budget)
                 }
             }
             s.chunks.append(bytes)
-            s.pendingBytes += bytes.count
-            return Self.takeEvent(&s)
+            s.pendingBytes += count
+            return Self.takeEvent(&s, budget)
         }
         if let (waiter, event) = resume { waiter.resume(returning: event) }
     }
@@ -69,22 +80,28 @@ public final class OutputSubscription: Sendable {
         let resume = state.withLock { s -> (CheckedContinuation<Event?, Never>, Event)? in
             guard s.exit == nil else { return nil }
             s.exit = exit
-            return Self.takeEvent(&s)
+            return Self.takeEvent(&s, budget)
         }
         if let (waiter, event) = resume { waiter.resume(returning: event) }
     }
 
-    /// Stops delivery; a pending ``next()`` returns nil.
+    /// Stops delivery and frees what is queued; a pending ``next()`` returns nil.
     public func cancel() {
         let waiter = state.withLock { s -> CheckedContinuation<Event?, Never>? in
+            guard !s.cancelled else { return nil }
             s.cancelled = true
-            s.chunks.removeAll()
+            budget.release(s.pendingBytes)
+            s.chunks = []
+            s.chunkStart = 0
             s.pendingBytes = 0
             defer { s.waiter = nil }
             return s.waiter
         }
         waiter?.resume(returning: nil)
     }
+
+    /// Bytes queued and not yet handed out.
+    var pendingBytes: Int { state.withLock { $0.pendingBytes } }
 
     /// The next event, or nil once the exit was delivered or the subscription cancelled.
     /// Cancelling the calling task cancels the subscription.
@@ -93,7 +110,7 @@ public final class OutputSubscription: Sendable {
             await withCheckedContinuation { (continuation: CheckedContinuation<Event?, Never>) in
                 let ready = state.withLock { s -> (Event?, Bool) in
                     if s.cancelled { return (nil, true) }
-                    if let event = Self.nextEvent(&s) { return (event, true) }
+                    if let event = Self.nextEvent(&s, budget) { return (event, true) }
                     if s.exitDelivered { return (nil, true) }
                     s.waiter = continuation
                     return (nil, false)
@@ -106,27 +123,38 @@ public final class OutputSubscription: Sendable {
     }
 
     /// Hands the next event to a parked waiter, if there is one.
-    private static func takeEvent(_ s: inout State) -> (CheckedContinuation<Event?, Never>, Event)? {
-        guard let waiter = s.waiter, let event = nextEvent(&s) else { return nil }
+    private static func takeEvent(_ s: inout State, _ budget: SubscriberBudget) -> (CheckedContinuation<Event?, Never>, Event)? {
+        guard let waiter = s.waiter, let event = nextEvent(&s, budget) else { return nil }
         s.waiter = nil
         return (waiter, event)
     }
 
     /// Removes and returns the next event: omitted count first, then output, then exit.
-    private static func nextEvent(_ s: inout State) -> Event? {
+    /// Output is a slice of the shared buffer when one chunk fills the batch; small chunks
+    /// are joined (one copy) so a chatty process does not become one frame per line.
+    private static func nextEvent(_ s: inout State, _ budget: SubscriberBudget) -> Event? {
         if s.omitted > 0 {
             defer { s.omitted = 0 }
             return .omitted(s.omitted)
         }
         if s.pendingBytes > 0 {
-            var batch: [UInt8] = []
-            batch.reserveCapacity(min(s.pendingBytes, maxBatchBytes))
-            while s.chunkStart < s.chunks.count,
-                  batch.isEmpty || batch.count + s.chunks[s.chunkStart].count <= maxBatchBytes {
-                batch.append(contentsOf: s.chunks[s.chunkStart])
-                s.chunkStart += 1
+            var batch: ByteBuffer
+            let first = s.chunks[s.chunkStart].readableBytes
+            if first >= maxBatchBytes || s.chunkStart + 1 == s.chunks.count
+                || first + s.chunks[s.chunkStart + 1].readableBytes > maxBatchBytes {
+                batch = s.chunks[s.chunkStart].readSlice(length: min(first, maxBatchBytes))!
+                if s.chunks[s.chunkStart].readableBytes == 0 { s.chunkStart += 1 }
+            } else {
+                batch = ByteBuffer()
+                batch.reserveCapacity(min(s.pendingBytes, maxBatchBytes))
+                while s.chunkStart < s.chunks.count,
+                      batch.readableBytes + s.chunks[s.chunkStart].readableBytes <= maxBatchBytes {
+                    batch.writeImmutableBuffer(s.chunks[s.chunkStart])
+                    s.chunkStart += 1
+                }
             }
-            s.pendingBytes -= batch.count
+            s.pendingBytes -= batch.readableBytes
+            budget.release(batch.readableBytes)
             if s.chunkStart == s.chunks.count {
                 s.chunks.removeAll(keepingCapacity: true)
                 s.chunkStart = 0
@@ -141,5 +169,59 @@ public final class OutputSubscription: Sendable {
             return .exit(exit)
         }
         return nil
+    }
+}
+
+/// The bound on all stream subscribers of one process manager together: how many there
+/// are, and how many bytes they have queued (counted per subscriber, so output shared by
+/// several subscribers counts once for each: the real memory is at most this).
+public final class SubscriberBudget: Sendable {
+    /// Subscribers across all processes.
+    public let maxSubscribers: Int
+    /// Queued bytes across all subscribers.
+    public let maxBytes: Int
+    private let bytes = Atomic<Int>(0)
+    private let subscribers = Atomic<Int>(0)
+
+    public init(maxSubscribers: Int = 256, maxBytes: Int = 64 << 20) {
+        self.maxSubscribers = maxSubscribers
+        self.maxBytes = maxBytes
+    }
+
+    /// Takes `count` bytes from the budget; false (nothing taken) when they do not fit.
+    func reserve(_ count: Int) -> Bool {
+        var current = bytes.load(ordering: .relaxed)
+        while true {
+            if current + count > maxBytes { return false }
+            let (exchanged, original) = bytes.compareExchange(
+                expected: current, desired: current + count, ordering: .relaxed)
+            if exchanged { return true }
+            current = original
+        }
+    }
+
+    func release(_ count: Int) {
+        if count > 0 { bytes.subtract(count, ordering: .relaxed) }
+    }
+
+    /// Claims a subscriber slot; false when all are taken.
+    func admit() -> Bool {
+        var current = subscribers.load(ordering: .relaxed)
+        while current < maxSubscribers {
+            let (exchanged, original) = subscribers.compareExchange(
+                expected: current, desired: current + 1, ordering: .relaxed)
+            if exchanged { return true }
+            current = original
+        }
+        return false
+    }
+
+    func leave() {
+        subscribers.subtract(1, ordering: .relaxed)
+    }
+
+    /// Subscribers now attached, and the bytes they have queued.
+    public var usage: (subscribers: Int, bytes: Int) {
+        (subscribers.load(ordering: .relaxed), bytes.load(ordering: .relaxed))
     }
 }

@@ -4,6 +4,7 @@ import Hummingbird
 import HummingbirdWebSocket
 import NIOCore
 import NIOWebSocket
+import Synchronization
 
 /// `GET /api/v0/processes/{id}/stream`: a WebSocket carrying a process's output.
 ///
@@ -16,39 +17,65 @@ import NIOWebSocket
 /// Text `{"type":"omitted","omitted_bytes":N}` marks bytes this client will not get: the
 /// head/tail gap, or output dropped because the client read too slowly (see
 /// ``OutputSubscription``). Messages from the client are read and ignored.
+///
+/// A client cannot hold a connection (or the agent's shutdown) up: one that accepts no
+/// data for ``ProcessManager/Configuration/subscriberStallTimeout`` (1 s once shutdown
+/// has begun) is disconnected, and one that does not answer the final close frame within
+/// ``closeReplyTimeout`` is dropped.
 struct ProcessStream: Sendable {
     let manager: ProcessManager
 
-    func register(on router: Router<AgentRequestContext>, path: String) {
-        router.ws(RouterPath(path)) { request, context in
-            let chat: ChatIdentity?
-            do { chat = try ChatIdentity.from(request.headers) } catch { return .dontUpgrade }
-            let id = context.parameters.get("id") ?? ""
-            guard let process = manager.lookup(id, chat: chat),
-                  process.subscriberCount < ManagedProcess.maxSubscribers
-            else { return .dontUpgrade }
-            return .upgrade([:])
-        } onUpgrade: { inbound, outbound, context in
-            let chat = (try? ChatIdentity.from(context.request.headers)) ?? nil
-            let id = context.requestContext.parameters.get("id") ?? ""
-            guard let process = manager.lookup(id, chat: chat) else { return }
-            try await stream(process, inbound: inbound, outbound: outbound)
+    /// How long a client has to answer the server's close frame.
+    static let closeReplyTimeout: Duration = .seconds(2)
+    /// Stall limit once the agent is shutting down.
+    static let shutdownStallTimeout: Duration = .seconds(1)
+
+    func route(path: String) -> AgentWebSocketRoute {
+        AgentWebSocketRoute(path: path) { request throws(APIError) in
+            _ = try admit(request)
+        } handler: { inbound, outbound, context in
+            let request = WebSocketRouteRequest(
+                headers: context.request.headers, parameters: context.requestContext.parameters.rawParameters)
+            guard let process = try? admit(request) else { return }
+            try await stream(process, inbound: inbound, outbound: outbound, channel: context.requestContext.channel)
         }
     }
 
-    func stream(_ process: ManagedProcess, inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter) async throws {
-        guard let (head, omitted, tail, subscription) = process.subscribe() else {
+    /// The process to stream, or the reason there is none: 400 for a malformed chat
+    /// header, 404 for an unknown or foreign id, 429 when subscribers are full.
+    func admit(_ request: WebSocketRouteRequest) throws(APIError) -> ManagedProcess {
+        let chat = try ProcessRoutes.chat(request.headers)
+        let id = ProcessRoutes.processID(request.parameters["id"] ?? "")
+        guard let process = manager.lookup(id, chat: chat) else { throw ProcessRoutes.notFound(id) }
+        if process.subscriberCount >= ManagedProcess.maxSubscribers || manager.subscriberBudget.usage.subscribers >= manager.subscriberBudget.maxSubscribers {
+            throw Self.tooMany(manager)
+        }
+        return process
+    }
+
+    static func tooMany(_ manager: ProcessManager) -> APIError {
+        APIError(
+            .tooManyRequests, "Too many stream subscribers.",
+            detail: "At most \(ManagedProcess.maxSubscribers) per process and \(manager.subscriberBudget.maxSubscribers) in all.")
+    }
+
+    func stream(
+        _ process: ManagedProcess, inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter, channel: any Channel
+    ) async throws {
+        let (head, omitted, tail, subscription): ([UInt8], Int, [UInt8], OutputSubscription)
+        do {
+            (head, omitted, tail, subscription) = try process.subscribe()
+        } catch {
             try await outbound.close(.policyViolation, reason: "too many subscribers")
             return
         }
-        defer {
-            subscription.cancel()
-            process.unsubscribe(subscription)
-        }
+        defer { process.unsubscribe(subscription) }
+        let progress = WriteProgress()
+        let manager = self.manager
         // The reader must never be cancelled: WSCore needs the inbound stream afterwards for
         // the close handshake. So the sender ends the stream with a close frame, and the
         // reader ends when the client answers it (or leaves first, which stops the sender).
-        enum Finished { case reader, sender, closeTimeout }
+        enum Finished { case reader, sender, closeTimeout, stalled }
         try await withThrowingTaskGroup(of: Finished.self) { group in
             group.addTask {
                 do { for try await _ in inbound {} } catch {}
@@ -56,10 +83,22 @@ struct ProcessStream: Sendable {
                 return .reader
             }
             group.addTask {
-                if try await Self.send(head: head, omitted: omitted, tail: tail, from: subscription, to: outbound) {
-                    try? await outbound.close(.normalClosure, reason: nil)
+                let output = WatchedWriter(outbound: outbound, progress: progress)
+                if try await Self.send(head: head, omitted: omitted, tail: tail, from: subscription, to: output) {
+                    try? await output.close()
                 }
                 return .sender
+            }
+            group.addTask {
+                // A client that stops reading blocks our writes (back pressure); drop it.
+                while true {
+                    try await Task.sleep(for: .milliseconds(500))
+                    let limit = manager.isShuttingDown ? Self.shutdownStallTimeout : manager.configuration.subscriberStallTimeout
+                    if let since = progress.writingSince, ContinuousClock.now - since > limit {
+                        channel.close(promise: nil)
+                        return .stalled
+                    }
+                }
             }
             var readerDone = false
             var senderDone = false
@@ -69,13 +108,15 @@ struct ProcessStream: Sendable {
                 case .sender:
                     senderDone = true
                     if !readerDone {
-                        // A client that never answers the close frame gets this long.
                         group.addTask {
                             try? await Task.sleep(for: Self.closeReplyTimeout)
                             return .closeTimeout
                         }
                     }
                 case .closeTimeout:
+                    channel.close(promise: nil)
+                    group.cancelAll()
+                case .stalled:
                     group.cancelAll()
                 }
                 if readerDone && senderDone { group.cancelAll() }
@@ -83,13 +124,9 @@ struct ProcessStream: Sendable {
         }
     }
 
-    /// How long a client has to answer the server's close frame.
-    static let closeReplyTimeout: Duration = .seconds(10)
-
     /// Sends the retained output, then live events; true once the exit event was sent.
     static func send(
-        head: [UInt8], omitted: Int, tail: [UInt8], from subscription: OutputSubscription,
-        to outbound: WebSocketOutboundWriter
+        head: [UInt8], omitted: Int, tail: [UInt8], from subscription: OutputSubscription, to outbound: WatchedWriter
     ) async throws -> Bool {
         if !head.isEmpty { try await outbound.write(.binary(ByteBuffer(bytes: head))) }
         if omitted > 0 { try await outbound.write(.text(omittedEvent(omitted))) }
@@ -97,7 +134,7 @@ struct ProcessStream: Sendable {
         while let event = await subscription.next() {
             switch event {
             case .output(let bytes):
-                try await outbound.write(.binary(ByteBuffer(bytes: bytes)))
+                try await outbound.write(.binary(bytes))
             case .omitted(let count):
                 try await outbound.write(.text(omittedEvent(count)))
             case .exit(let status):
@@ -117,5 +154,32 @@ struct ProcessStream: Sendable {
             return #"{"type":"exit","exit_code":\#(status.code),"exit_signal":"\#(signal)"}"#
         }
         return #"{"type":"exit","exit_code":\#(status.code)}"#
+    }
+}
+
+/// When the write in progress started (nil between writes), read by the stall monitor.
+final class WriteProgress: Sendable {
+    private let started = Mutex<ContinuousClock.Instant?>(nil)
+
+    var writingSince: ContinuousClock.Instant? { started.withLock { $0 } }
+
+    func track<T>(_ body: () async throws -> T) async rethrows -> T {
+        started.withLock { $0 = .now }
+        defer { started.withLock { $0 = nil } }
+        return try await body()
+    }
+}
+
+/// The WebSocket writer with each write timed for the stall monitor.
+struct WatchedWriter: Sendable {
+    let outbound: WebSocketOutboundWriter
+    let progress: WriteProgress
+
+    func write(_ message: WebSocketOutboundWriter.OutboundFrame) async throws {
+        try await progress.track { try await outbound.write(message) }
+    }
+
+    func close() async throws {
+        try await progress.track { try await outbound.close(.normalClosure, reason: nil) }
     }
 }

@@ -57,4 +57,21 @@ int agent_epoll_del(int epfd, int fd);
 /// Waits and stores each ready descriptor's data word in `out`; returns the count or -1.
 int agent_epoll_wait(int epfd, uint64_t *out, int max, int timeout_ms);
 
+/// waitid(WNOWAIT): 1 with `*wait_status` (waitpid's encoding) if the child has exited, in
+/// which case it stays a zombie until reaped; 0 if it is still running; -1 with errno.
+int agent_peek_exit(pid_t pid, int *wait_status);
+
+/// prctl(PR_SET_CHILD_SUBREAPER, 1): orphaned descendants are re-parented to this process.
+int agent_set_child_subreaper(void);
+
+/// Installs a SIGCHLD handler (SA_RESTART | SA_NOCLDSTOP) that writes 1 to eventfd `fd`.
+int agent_notify_sigchld(int fd);
+
+/// Every process's pid and process group from /proc; returns the count, max + 1 when more
+/// than `max` exist, or -1.
+int agent_scan_process_groups(pid_t *pids, pid_t *pgrps, int max);
+
+/// This process's children (all threads); the count, max + 1 when more, or -1.
+int agent_list_children(pid_t *out, int max);
+
 #endif

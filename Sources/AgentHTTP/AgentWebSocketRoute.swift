@@ -1,0 +1,80 @@
+import HTTPTypes
+import Hummingbird
+import HummingbirdWebSocket
+
+/// What an admission check sees of a WebSocket request: headers and path parameters
+/// (raw, as they appear in the path).
+public struct WebSocketRouteRequest: Sendable {
+    public let headers: HTTPFields
+    public let parameters: [String: String]
+
+    public init(headers: HTTPFields, parameters: [String: String]) {
+        self.headers = headers
+        self.parameters = parameters
+    }
+}
+
+/// A WebSocket route: a full path (`/api/v0/processes/:id/stream`), a synchronous admission
+/// check, and the handler that runs once upgraded.
+///
+/// The server runs the check before the upgrade (so a refusal is a JSON error, not a bare
+/// 400), registers the handler on the WebSocket router, and answers plain requests to the
+/// same path with the check's error, a 400 for a malformed handshake, or 426.
+public struct AgentWebSocketRoute: Sendable {
+    public typealias Check = @Sendable (WebSocketRouteRequest) throws(APIError) -> Void
+    public typealias Handler = WebSocketDataHandler<WebSocketRouterContext<AgentRequestContext>>
+
+    public let path: String
+    public let check: Check
+    public let handler: Handler
+
+    public init(path: String, check: @escaping Check, handler: @escaping Handler) {
+        self.path = path
+        self.check = check
+        self.handler = handler
+    }
+}
+
+/// The WebSocket routes, matched synchronously on the event loop before an upgrade.
+struct WebSocketRouteTable: Sendable {
+    private struct Entry: Sendable {
+        var segments: [Substring]
+        var route: AgentWebSocketRoute
+    }
+
+    private let entries: [Entry]
+
+    init(_ routes: [AgentWebSocketRoute]) {
+        entries = routes.map { Entry(segments: $0.path.split(separator: "/"), route: $0) }
+    }
+
+    /// The route for `path` (query excluded) and its parameters; `:name` matches one segment.
+    func match(_ path: Substring) -> (AgentWebSocketRoute, [String: String])? {
+        let segments = path.split(separator: "/")
+        for entry in entries where entry.segments.count == segments.count {
+            var parameters: [String: String] = [:]
+            var matched = true
+            for (pattern, segment) in zip(entry.segments, segments) {
+                if pattern.first == ":" {
+                    parameters[String(pattern.dropFirst())] = String(segment)
+                } else if pattern != segment {
+                    matched = false
+                    break
+                }
+            }
+            if matched { return (entry.route, parameters) }
+        }
+        return nil
+    }
+}
+
+/// Marks a request whose WebSocket handshake the connection guard refused, so that the
+/// route's plain-HTTP twin answers it. Any copy sent by a client is removed first.
+enum WebSocketRefusal {
+    static let headerName = "x-workspace-agent-websocket-refusal"
+    static let field = HTTPField.Name(headerName)!
+    /// Wrong or missing `Sec-WebSocket-Version`.
+    static let badVersion = "version"
+    /// Missing, repeated or malformed `Sec-WebSocket-Key`.
+    static let badKey = "key"
+}

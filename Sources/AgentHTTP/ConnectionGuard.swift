@@ -1,0 +1,172 @@
+import Foundation
+import HTTPTypes
+import NIOCore
+
+/// The first handler of every connection (raw bytes, socket side of the HTTP codec).
+///
+/// - Registers the connection with the ``HTTPConnectionRegistry`` (which may refuse it).
+/// - Writes the responses the agent gives without the HTTP codec (408, 413, 414, 417, 431,
+///   405 to CONNECT, 400 for malformed HTTP), then closes gracefully: output is shut, the
+///   client's remaining bytes are read and dropped for at most ``lingerTimeout`` so that it
+///   sees the response rather than a reset.
+/// - Tracks whether the current request line is complete, which tells 414 from 431.
+/// - After a WebSocket upgrade, checks that every client frame is masked (RFC 6455 §5.1)
+///   and fails the connection with close code 1002 otherwise.
+///
+/// Used only on the connection's event loop.
+final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
+    typealias OutboundIn = NIOAny
+    typealias OutboundOut = ByteBuffer
+
+    /// How long a refused client gets to read our answer before the connection closes.
+    static let lingerTimeout: TimeAmount = .seconds(2)
+
+    private let registry: HTTPConnectionRegistry
+    private(set) var id: UInt64?
+    private var context: ChannelHandlerContext?
+    /// Bytes received since the current request began (a partial head when > 0 and no head yet).
+    private(set) var bytesSinceRequestStart = 0
+    /// True once the current request's first line ended.
+    private(set) var requestLineComplete = false
+    /// Set after the error response: input is dropped until the connection closes.
+    private var discarding = false
+    private var maskCheck: WebSocketMaskCheck?
+
+    init(registry: HTTPConnectionRegistry) {
+        self.registry = registry
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+        guard let id = registry.admit(context.channel) else {
+            context.close(promise: nil)
+            return
+        }
+        self.id = id
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        if let id { registry.remove(id) }
+        self.context = nil
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        if let id { registry.remove(id) }
+        context.fireChannelInactive()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if discarding { return }
+        let buffer = unwrapInboundIn(data)
+        if maskCheck != nil {
+            if !maskCheck!.feed(buffer.readableBytesView) {
+                failWebSocket(context)
+                return
+            }
+        } else {
+            bytesSinceRequestStart += buffer.readableBytes
+            if !requestLineComplete, buffer.readableBytesView.contains(UInt8(ascii: "\n")) {
+                requestLineComplete = true
+            }
+        }
+        context.fireChannelRead(data)
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        context.write(data, promise: promise)
+    }
+
+    // MARK: Called by HTTPRequestGuard (same event loop)
+
+    /// The previous request is complete: the next bytes start a new one.
+    func requestEnded() {
+        bytesSinceRequestStart = 0
+        requestLineComplete = false
+    }
+
+    func setPhase(_ phase: HTTPConnectionRegistry.Phase) {
+        if let id { registry.setPhase(id, phase) }
+    }
+
+    /// The connection is now a WebSocket: check client frames from here on.
+    func switchToWebSocket() {
+        maskCheck = WebSocketMaskCheck()
+        setPhase(.webSocket)
+    }
+
+    /// `100 Continue`, written ahead of the codec.
+    func sendContinue() {
+        guard let context else { return }
+        context.writeAndFlush(wrapOutboundOut(ByteBuffer(string: "HTTP/1.1 100 Continue\r\n\r\n")), promise: nil)
+    }
+
+    /// Answers with the reference's JSON error body and closes the connection gracefully.
+    func respondAndClose(_ status: HTTPResponse.Status, _ body: APIErrorBody, headers: [(String, String)] = []) {
+        guard let context, !discarding else { return }
+        discarding = true
+        var buffer = ByteBuffer()
+        let json = JSONResponse.encode(body)
+        buffer.writeString("HTTP/1.1 \(status.code) \(status.reasonPhrase)\r\n")
+        buffer.writeString("Content-Type: \(JSONResponse.contentType)\r\n")
+        buffer.writeString("Content-Length: \(json.readableBytes)\r\n")
+        buffer.writeString("Connection: close\r\n")
+        for (name, value) in headers { buffer.writeString("\(name): \(value)\r\n") }
+        buffer.writeString("\r\n")
+        buffer.writeImmutableBuffer(json)
+        let channel = context.channel
+        context.writeAndFlush(wrapOutboundOut(buffer)).whenComplete { _ in
+            // Shut our side; the client's FIN (or the linger timeout) closes the rest.
+            channel.close(mode: .output, promise: nil)
+        }
+        context.eventLoop.scheduleTask(in: Self.lingerTimeout) { channel.close(promise: nil) }
+    }
+
+    /// Closes at once (an idle connection that never started a request).
+    func close() {
+        context?.close(promise: nil)
+    }
+
+    private func failWebSocket(_ context: ChannelHandlerContext) {
+        discarding = true
+        // Close frame, status 1002 (protocol error); server frames are unmasked.
+        let frame = ByteBuffer(bytes: [0x88, 0x02, 0x03, 0xEA])
+        let channel = context.channel
+        context.writeAndFlush(wrapOutboundOut(frame)).whenComplete { _ in channel.close(promise: nil) }
+    }
+}
+
+/// Follows client WebSocket frame headers in a byte stream and reports an unmasked frame.
+/// State: at most 14 header bytes and a payload count.
+struct WebSocketMaskCheck {
+    private var header: [UInt8] = []
+    private var payloadRemaining: UInt64 = 0
+
+    /// Consumes `bytes`; false as soon as a frame without the mask bit is seen.
+    mutating func feed(_ bytes: ByteBufferView) -> Bool {
+        var index = bytes.startIndex
+        while index < bytes.endIndex {
+            if payloadRemaining > 0 {
+                let skip = min(UInt64(bytes.endIndex - index), payloadRemaining)
+                index += Int(skip)
+                payloadRemaining -= skip
+                continue
+            }
+            header.append(bytes[index])
+            index += 1
+            guard header.count >= 2 else { continue }
+            if header[1] & 0x80 == 0 { return false }
+            let length7 = header[1] & 0x7F
+            let extended = length7 == 126 ? 2 : length7 == 127 ? 8 : 0
+            guard header.count == 2 + extended + 4 else { continue }
+            var length = UInt64(length7)
+            if extended > 0 {
+                length = header[2..<(2 + extended)].reduce(0) { $0 << 8 | UInt64($1) }
+            }
+            payloadRemaining = length
+            header.removeAll(keepingCapacity: true)
+        }
+        return true
+    }
+}

@@ -1,0 +1,263 @@
+import Foundation
+import HTTPTypes
+import NIOCore
+import NIOHTTP1
+
+/// Sits right after the HTTP/1 decoder of every connection and enforces what Hummingbird
+/// and NIO leave open:
+///
+/// - **Head deadline**: a complete request head must arrive within ``Limits/headTimeout``
+///   of the connection's accept or of the end of the previous exchange; otherwise the
+///   connection closes (with 408 if part of a head arrived).
+/// - **`Upgrade`**: ignored on routes that are not WebSocket routes (RFC 9110 §7.8), so an
+///   h2c upgrade or `Upgrade: foo` gets the route's normal answer. On WebSocket routes a
+///   handshake with a wrong version or a malformed key, or one the route refuses, is
+///   answered by the route's plain-HTTP twin (426 with `Sec-WebSocket-Version: 13`, 400,
+///   or the route's JSON error).
+/// - **`Expect`**: `100-continue` is answered with `100 Continue`, or at once with 413 when
+///   the declared length is over the body limit; any other expectation gets 417.
+/// - A declared `Content-Length` over the body limit is refused with 413 before any body is
+///   read. `CONNECT` gets 405. Malformed HTTP gets 400, an oversized request line 414 and
+///   oversized headers 431; each closes the connection.
+/// - Graceful shutdown closes the connection at once if no request is in progress.
+///
+/// Passes everything through once the connection upgrades to a WebSocket. Event-loop only.
+final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias InboundOut = HTTPServerRequestPart
+    typealias OutboundIn = HTTPServerResponsePart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    struct Limits: Sendable {
+        /// Time allowed for a complete request head.
+        var headTimeout: TimeAmount = .seconds(10)
+        /// Largest declared body accepted.
+        var maxBody: Int = AgentHTTPLimits.maxRequestBody
+    }
+
+    private let connection: ConnectionGuard
+    private let webSocketRoutes: WebSocketRouteTable
+    private let limits: Limits
+    private var headTimer: Scheduled<Void>?
+    /// A request head was received and its `.end` not yet.
+    private var requestOpen = false
+    /// Responses started and not yet ended.
+    private var responsesOpen = 0
+    /// The current request was answered here: drop its parts.
+    private var swallowing = false
+    /// The connection became a WebSocket: everything passes through.
+    private var upgraded = false
+
+    init(connection: ConnectionGuard, webSocketRoutes: WebSocketRouteTable, limits: Limits) {
+        self.connection = connection
+        self.webSocketRoutes = webSocketRoutes
+        self.limits = limits
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        armHeadTimer(context)
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        headTimer?.cancel()
+        headTimer = nil
+    }
+
+    // MARK: Inbound
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if upgraded {
+            context.fireChannelRead(data)
+            return
+        }
+        switch unwrapInboundIn(data) {
+        case .head(var head):
+            headTimer?.cancel()
+            headTimer = nil
+            requestOpen = true
+            connection.setPhase(.busy)
+            if let refusal = refusal(for: &head) {
+                swallowing = true
+                connection.respondAndClose(refusal.status, refusal.body, headers: refusal.headers)
+                return
+            }
+            context.fireChannelRead(wrapInboundOut(.head(head)))
+        case .body:
+            if !swallowing { context.fireChannelRead(data) }
+        case .end:
+            requestOpen = false
+            connection.requestEnded()
+            if swallowing { return }
+            context.fireChannelRead(data)
+            idleIfDone(context)
+        }
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        guard !upgraded, let parseError = error as? HTTPParserError, responsesOpen == 0 else {
+            context.fireErrorCaught(error)
+            return
+        }
+        swallowing = true
+        headTimer?.cancel()
+        switch parseError {
+        case .headerOverflow where !connection.requestLineComplete:
+            connection.respondAndClose(.uriTooLong, APIErrorBody(message: "Request line too long.", detail: "The limit is \(AgentHTTPLimits.maxHeaderFieldSize) bytes."))
+        case .headerOverflow:
+            connection.respondAndClose(
+                .requestHeaderFieldsTooLarge,
+                APIErrorBody(message: "Request header fields too large.", detail: "The limits are \(AgentHTTPLimits.maxHeaderFieldSize) bytes a field, \(AgentHTTPLimits.maxHeaderListSize) bytes in all and \(AgentHTTPLimits.maxHeaderFieldCount) fields."))
+        default:
+            connection.respondAndClose(.badRequest, APIErrorBody(message: "Malformed HTTP request.", detail: "\(parseError)"))
+        }
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if event is ChannelShouldQuiesceEvent, !upgraded, !requestOpen, responsesOpen == 0 {
+            // Nothing in progress: Hummingbird's own handler may not be installed yet
+            // (before the first request), so close here.
+            context.close(promise: nil)
+            return
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    // MARK: Outbound
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        if upgraded {
+            context.write(data, promise: promise)
+            return
+        }
+        switch unwrapOutboundIn(data) {
+        case .head(let head) where head.status == .switchingProtocols:
+            // From here on the connection carries WebSocket frames, which pass through
+            // untouched. (Removing this handler from inside the write loses its flush.)
+            upgraded = true
+            headTimer?.cancel()
+            headTimer = nil
+            connection.switchToWebSocket()
+            context.write(data, promise: promise)
+        case .head(let head) where head.status.code < 200:
+            context.write(data, promise: promise)
+        case .head:
+            responsesOpen += 1
+            context.write(data, promise: promise)
+        case .body:
+            context.write(data, promise: promise)
+        case .end:
+            responsesOpen = max(0, responsesOpen - 1)
+            context.write(data, promise: promise)
+            idleIfDone(context)
+        }
+    }
+
+    // MARK: Helpers
+
+    private func idleIfDone(_ context: ChannelHandlerContext) {
+        guard !requestOpen, responsesOpen == 0, headTimer == nil else { return }
+        connection.setPhase(.awaitingHead(since: .now()))
+        armHeadTimer(context)
+    }
+
+    private func armHeadTimer(_ context: ChannelHandlerContext) {
+        headTimer?.cancel()
+        headTimer = context.eventLoop.scheduleTask(in: limits.headTimeout) { [connection, limits] in
+            if connection.bytesSinceRequestStart > 0 {
+                connection.respondAndClose(
+                    .requestTimeout,
+                    APIErrorBody(message: "Request timeout.", detail: "No complete request head within \(limits.headTimeout.nanoseconds / 1_000_000_000) s."))
+            } else {
+                connection.close()
+            }
+        }
+    }
+
+    private struct Refusal {
+        var status: HTTPResponse.Status
+        var body: APIErrorBody
+        var headers: [(String, String)] = []
+    }
+
+    /// Refuses what the server must answer itself, and rewrites `Upgrade` handling; nil
+    /// lets the request through.
+    private func refusal(for head: inout HTTPRequestHead) -> Refusal? {
+        head.headers.remove(name: WebSocketRefusal.headerName)
+        if head.method == .CONNECT {
+            return Refusal(
+                status: .methodNotAllowed, body: APIErrorBody(message: "Method not allowed.", detail: "CONNECT is not supported."),
+                headers: [("Allow", "GET, POST")])
+        }
+        let declared = head.headers.first(name: "content-length").flatMap { Int($0) }
+        if let expect = head.headers.first(name: "expect") {
+            guard expect.lowercased() == "100-continue" else {
+                return Refusal(
+                    status: .expectationFailed,
+                    body: APIErrorBody(message: "Expectation failed.", detail: "Only \"100-continue\" is supported."))
+            }
+            head.headers.remove(name: "expect")
+            if let declared, declared > limits.maxBody { return tooLarge }
+            connection.sendContinue()
+        } else if let declared, declared > limits.maxBody {
+            return tooLarge
+        }
+        filterUpgrade(&head)
+        return nil
+    }
+
+    private var tooLarge: Refusal {
+        Refusal(status: .contentTooLarge, body: APIError.bodyTooLarge.body)
+    }
+
+    /// Leaves a well-formed WebSocket handshake to a WebSocket route that admits it for the
+    /// upgrade handler; turns every other `Upgrade` into a plain request.
+    private func filterUpgrade(_ head: inout HTTPRequestHead) {
+        let upgrade = head.headers[canonicalForm: "upgrade"]
+        guard !upgrade.isEmpty else { return }
+        let isWebSocket = head.method == .GET
+            && upgrade.contains { $0.lowercased() == "websocket" }
+            && head.headers[canonicalForm: "connection"].contains { $0.lowercased() == "upgrade" }
+        let path = head.uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
+        if isWebSocket, let (route, parameters) = webSocketRoutes.match(path) {
+            let versions = head.headers["sec-websocket-version"]
+            let keys = head.headers["sec-websocket-key"]
+            if versions != ["13"] {
+                Self.stripUpgrade(&head)
+                head.headers.add(name: WebSocketRefusal.headerName, value: WebSocketRefusal.badVersion)
+            } else if keys.count != 1 || Data(base64Encoded: keys[0].trimmingCharacters(in: .whitespaces))?.count != 16 {
+                Self.stripUpgrade(&head)
+                head.headers.add(name: WebSocketRefusal.headerName, value: WebSocketRefusal.badKey)
+            } else {
+                do {
+                    try route.check(WebSocketRouteRequest(headers: HTTPFields(head.headers), parameters: parameters))
+                } catch {
+                    // The twin route runs the same check and answers with its JSON error.
+                    Self.stripUpgrade(&head)
+                }
+            }
+            return
+        }
+        Self.stripUpgrade(&head)
+    }
+
+    private static func stripUpgrade(_ head: inout HTTPRequestHead) {
+        head.headers.remove(name: "upgrade")
+        head.headers.remove(name: "http2-settings")
+        let connection = head.headers[canonicalForm: "connection"].filter {
+            let token = $0.lowercased()
+            return token != "upgrade" && token != "http2-settings"
+        }
+        head.headers.remove(name: "connection")
+        if !connection.isEmpty { head.headers.add(name: "connection", value: connection.joined(separator: ", ")) }
+    }
+}
+
+extension HTTPFields {
+    /// The same fields as NIO's `HTTPHeaders` (names that are not valid tokens are dropped).
+    init(_ headers: HTTPHeaders) {
+        self.init()
+        for (name, value) in headers {
+            if let field = HTTPField.Name(name) { append(HTTPField(name: field, value: value)) }
+        }
+    }
+}

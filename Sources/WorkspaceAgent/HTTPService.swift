@@ -1,0 +1,49 @@
+import AgentHTTP
+import AgentProc
+import Hummingbird
+import Logging
+import NIOCore
+import ServiceLifecycle
+import Synchronization
+
+/// The HTTP server as a service that reports a failure to start in one clear line (what,
+/// which address, the OS error) and has the agent exit within a second.
+struct HTTPService: Service, CustomStringConvertible {
+    let app: AgentHTTPServer.App
+    let address: BindTarget
+    /// Set once the listener is bound (from the application's `onServerRunning`).
+    let listening: ListeningFlag
+    let logger: Logger
+    let onStartupFailure: @Sendable () -> Void
+
+    var description: String { "HTTPService(\(address))" }
+
+    func run() async throws {
+        do {
+            try await app.run()
+        } catch {
+            if listening.isSet { throw error }
+            logger.critical("cannot listen on \(address) for the HTTP API: \(Self.reason(error))")
+            onStartupFailure()
+            throw StartupFailure()
+        }
+    }
+
+    /// `address already in use (errno 98)` for the OS errors NIO reports.
+    static func reason(_ error: any Error) -> String {
+        if let io = error as? IOError {
+            return "\(SystemCallError.message(io.errnoCode)) (errno \(io.errnoCode))"
+        }
+        return "\(error)"
+    }
+}
+
+/// A service could not start; it has already logged why.
+struct StartupFailure: Error {}
+
+/// Set once, read from any thread.
+final class ListeningFlag: Sendable {
+    private let value = Atomic<Bool>(false)
+    func set() { value.store(true, ordering: .releasing) }
+    var isSet: Bool { value.load(ordering: .acquiring) }
+}
