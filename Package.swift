@@ -154,7 +154,13 @@ let package = Package(
         ),
         .testTarget(
             name: "AgentHTTPTests",
-            dependencies: ["AgentHTTP", "AgentTestSupport"],
+            dependencies: [
+                "AgentHTTP", "AgentTestSupport",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -9,7 +9,7 @@ import NIOCore
 ///   405 to CONNECT, 400 for malformed HTTP), then closes gracefully: output is shut, the
 ///   client's remaining bytes are read and dropped for at most ``lingerTimeout`` so that it
 ///   sees the response rather than a reset.
-/// - Tracks whether the current request line is complete, which tells 414 from 431.
+/// - Tracks the length of the current request line, which tells 414 from 431.
 /// - After a WebSocket upgrade, checks that every client frame is masked (RFC 6455 §5.1)
 ///   and fails the connection with close code 1002 otherwise.
 ///
@@ -28,8 +28,8 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     private var context: ChannelHandlerContext?
     /// Bytes received since the current request began (a partial head when > 0 and no head yet).
     private(set) var bytesSinceRequestStart = 0
-    /// True once the current request's first line ended.
-    private(set) var requestLineComplete = false
+    /// Length of the current request's first line, once it ended.
+    private(set) var requestLineLength: Int?
     /// Set after the error response: input is dropped until the connection closes.
     private var discarding = false
     private var maskCheck: WebSocketMaskCheck?
@@ -66,10 +66,10 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
                 return
             }
         } else {
-            bytesSinceRequestStart += buffer.readableBytes
-            if !requestLineComplete, buffer.readableBytesView.contains(UInt8(ascii: "\n")) {
-                requestLineComplete = true
+            if requestLineLength == nil, let newline = buffer.readableBytesView.firstIndex(of: UInt8(ascii: "\n")) {
+                requestLineLength = bytesSinceRequestStart + (newline - buffer.readerIndex)
             }
+            bytesSinceRequestStart += buffer.readableBytes
         }
         context.fireChannelRead(data)
     }
@@ -83,7 +83,7 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     /// The previous request is complete: the next bytes start a new one.
     func requestEnded() {
         bytesSinceRequestStart = 0
-        requestLineComplete = false
+        requestLineLength = nil
     }
 
     func setPhase(_ phase: HTTPConnectionRegistry.Phase) {

@@ -101,7 +101,7 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
         swallowing = true
         headTimer?.cancel()
         switch parseError {
-        case .headerOverflow where !connection.requestLineComplete:
+        case .headerOverflow where (connection.requestLineLength ?? .max) > AgentHTTPLimits.maxHeaderFieldSize:
             connection.respondAndClose(.uriTooLong, APIErrorBody(message: "Request line too long.", detail: "The limit is \(AgentHTTPLimits.maxHeaderFieldSize) bytes."))
         case .headerOverflow:
             connection.respondAndClose(

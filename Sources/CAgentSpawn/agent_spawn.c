@@ -12,6 +12,7 @@
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
 #include <dirent.h>
+#include <malloc.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <sys/resource.h>
@@ -310,4 +311,8 @@ int agent_list_children(pid_t *out, int max) {
     }
     closedir(dir);
     return count;
+}
+
+void agent_release_free_memory(void) {
+    malloc_trim(0);
 }

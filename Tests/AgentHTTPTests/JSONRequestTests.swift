@@ -96,3 +96,38 @@ struct JSONRequestTests {
         }
     }
 }
+
+/// Issue 7, defect 10: repeated keys decode as Go's `encoding/json` does.
+@Suite struct JSONRequestGoDuplicateKeyTests {
+    @Test func theLastMatchingKeyWins() throws {
+        let r = try JSONRequest.parse(Array(#"{"command":"echo lower","Command":"echo upper"}"#.utf8), typeName: "T")
+        #expect(try r.string("command") == "echo upper")
+        let exactFirst = try JSONRequest.parse(Array(#"{"Command":"folded","command":"exact"}"#.utf8), typeName: "T")
+        #expect(try exactFirst.string("command") == "exact")
+    }
+
+    @Test func nullLeavesAScalarAlone() throws {
+        let r = try JSONRequest.parse(Array(#"{"command":"kept","command":null,"background":true,"Background":null}"#.utf8), typeName: "T")
+        #expect(try r.string("command") == "kept")
+        #expect(try r.bool("background") == true)
+    }
+
+    @Test func mapsMergeAndNullResets() throws {
+        let merged = try JSONRequest.parse(Array(#"{"env":{"A":"1","B":"x"},"Env":{"B":"2","C":null}}"#.utf8), typeName: "T")
+        #expect(try merged.stringMap("env") == ["A": "1", "B": "2", "C": ""])
+        let reset = try JSONRequest.parse(Array(#"{"env":{"A":"1"},"env":null}"#.utf8), typeName: "T")
+        #expect(try reset.stringMap("env") == nil)
+    }
+
+    @Test func goFoldsTheLongSAndTheKelvinSign() throws {
+        let r = try JSONRequest.parse(Array("{\"\u{17F}ignal\":\"kill\",\"wor\u{212A}dir\":\"/tmp\"}".utf8), typeName: "T")
+        #expect(try r.string("signal") == "kill")
+        #expect(try r.string("workdir") == "/tmp")
+    }
+
+    @Test func aTypeErrorInAnyDuplicateIsReported() {
+        #expect(throws: APIError.self) {
+            try JSONRequest.parse(Array(#"{"command":1,"command":"ok"}"#.utf8), typeName: "T").string("command")
+        }
+    }
+}

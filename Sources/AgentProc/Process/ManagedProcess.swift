@@ -159,9 +159,15 @@ extension ManagedProcess: ProcessEventSink {
         state.withLock { s in
             s.output.write(bytes)
             if !s.subscribers.isEmpty {
-                // One copy, shared by every subscriber.
-                let chunk = ByteBuffer(bytes: bytes)
-                for subscriber in s.subscribers.values { subscriber.push(chunk) }
+                // One copy, shared by every subscriber, in pieces of one WebSocket message
+                // (uniform sizes the allocator reuses; a message in flight pins only itself).
+                var offset = 0
+                while offset < bytes.count {
+                    let end = min(offset + OutputSubscription.maxBatchBytes, bytes.count)
+                    let chunk = ByteBuffer(bytes: UnsafeRawBufferPointer(rebasing: bytes[offset..<end]))
+                    for subscriber in s.subscribers.values { subscriber.push(chunk) }
+                    offset = end
+                }
             }
         }
     }

@@ -1,3 +1,4 @@
+import CAgentSpawn
 import NIOCore
 import Synchronization
 
@@ -9,9 +10,11 @@ import Synchronization
 /// queued is discarded and counted; it then gets an ``Event/omitted(_:)`` event and
 /// carries on with newer output.
 ///
-/// Memory: each read from a child is copied once into a buffer shared by all of that
-/// process's subscribers, which queue slices of it. A subscriber therefore holds at most
-/// `maxPendingBytes` of queued output plus the rest of one shared read buffer (256 KiB).
+/// Memory: each read from a child is copied once, in pieces of at most ``maxBatchBytes``,
+/// into buffers shared by all of that process's subscribers. A subscriber therefore holds
+/// at most `maxPendingBytes` of queued output plus the message being written (64 KiB);
+/// since every queue is a suffix of the same output, subscribers of one process together
+/// hold little more than one queue.
 public final class OutputSubscription: Sendable {
     /// Queue bound per subscriber: 1 MiB.
     public static let maxPendingBytes = 1 << 20
@@ -217,7 +220,14 @@ public final class SubscriberBudget: Sendable {
     }
 
     func leave() {
-        subscribers.subtract(1, ordering: .relaxed)
+        // When the last subscriber leaves, give the pages its output used back to the OS
+        // (glibc keeps freed heap memory otherwise), a moment later so that the connections'
+        // own buffers are freed first.
+        guard subscribers.subtract(1, ordering: .relaxed).newValue == 0 else { return }
+        Task.detached { [self] in
+            try? await Task.sleep(for: .seconds(1))
+            if subscribers.load(ordering: .relaxed) == 0 { agent_release_free_memory() }
+        }
     }
 
     /// Subscribers now attached, and the bytes they have queued.

@@ -83,7 +83,7 @@ struct ProcessStream: Sendable {
                 return .reader
             }
             group.addTask {
-                let output = WatchedWriter(outbound: outbound, progress: progress)
+                let output = WatchedWriter(outbound: outbound, progress: progress, eventLoop: channel.eventLoop)
                 if try await Self.send(head: head, omitted: omitted, tail: tail, from: subscription, to: output) {
                     try? await output.close()
                 }
@@ -95,7 +95,7 @@ struct ProcessStream: Sendable {
                     try await Task.sleep(for: .milliseconds(500))
                     let limit = manager.isShuttingDown ? Self.shutdownStallTimeout : manager.configuration.subscriberStallTimeout
                     if let since = progress.writingSince, ContinuousClock.now - since > limit {
-                        channel.close(promise: nil)
+                        channel.abort()
                         return .stalled
                     }
                 }
@@ -170,13 +170,24 @@ final class WriteProgress: Sendable {
     }
 }
 
-/// The WebSocket writer with each write timed for the stall monitor.
+/// The WebSocket writer with each write timed for the stall monitor, and paced by the
+/// connection's event loop.
+///
+/// WSCore's `write` returns once the frame is handed to NIO's async writer, which learns
+/// that the socket is full only when the event loop gets to the frame. On a busy machine a
+/// sender could hand over many frames before that, each held in memory. Waiting for one turn
+/// of the connection's loop after each write keeps at most one frame in flight beyond NIO's
+/// write-buffer watermark, so a subscriber's memory is its queue plus one message.
 struct WatchedWriter: Sendable {
     let outbound: WebSocketOutboundWriter
     let progress: WriteProgress
+    let eventLoop: any EventLoop
 
     func write(_ message: WebSocketOutboundWriter.OutboundFrame) async throws {
-        try await progress.track { try await outbound.write(message) }
+        try await progress.track {
+            try await outbound.write(message)
+            try await eventLoop.submit {}.get()
+        }
     }
 
     func close() async throws {

@@ -74,4 +74,7 @@ int agent_scan_process_groups(pid_t *pids, pid_t *pgrps, int max);
 /// This process's children (all threads); the count, max + 1 when more, or -1.
 int agent_list_children(pid_t *out, int max);
 
+/// malloc_trim(0): returns free heap pages of every arena to the OS.
+void agent_release_free_memory(void);
+
 #endif

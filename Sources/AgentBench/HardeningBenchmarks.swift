@@ -1,0 +1,134 @@
+import ArgumentParser
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `agent-bench hardening`: memory under stalled stream subscribers and the SIGTERM bound
+/// with hostile clients connected (issue 7).
+struct HardeningBenchmarks: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "hardening",
+        abstract: "RSS per stalled stream subscriber, and SIGTERM-to-exit with hostile clients."
+    )
+
+    @Option(help: "Processes, each with --subscribers stalled subscribers.")
+    var processes = 8
+
+    @Option(help: "Stalled subscribers per process (at most 16).")
+    var subscribers = 16
+
+    @Option(help: "Bytes each process writes.")
+    var bytes = 200_000_000
+
+    @Option(help: "Path of the workspace-agent binary (default: next to agent-bench).")
+    var agent: String?
+
+    func run() throws {
+        let binary = agent ?? URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+            .appendingPathComponent("workspace-agent").path
+        guard FileManager.default.isExecutableFile(atPath: binary) else {
+            throw ValidationError("workspace-agent not found at \(binary); build it with -c release first")
+        }
+        let runner = ProcessBenchmarks()
+        print("agent-bench hardening: \(processes) processes x \(subscribers) stalled subscribers, \(bytes / 1_000_000) MB each")
+
+        // 1. Stalled subscribers.
+        let port = Bench.freePort()
+        let daemon = runner.launch(binary, port: port)
+        guard let client = runner.connectWhenHealthy(port: port) else { throw ValidationError("agent did not start") }
+        usleep(500_000)
+        let before = Bench.rss(daemon)
+        var ids: [String] = []
+        for _ in 0..<processes {
+            guard let (status, body) = client.request(
+                "POST", "/api/v0/processes/start", body: #"{"command":"sleep 1; head -c \#(bytes) /dev/zero; sleep 600"}"#),
+                  status == 200, let id = jsonString(body, "id")
+            else { throw ValidationError("start failed") }
+            ids.append(id)
+        }
+        var sockets: [Int32] = []
+        for id in ids {
+            for _ in 0..<subscribers {
+                let fd = rawConnect(port: port, receiveBuffer: 4096)
+                let handshake = "GET /api/v0/processes/\(id)/stream HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+                _ = handshake.withCString { send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
+                sockets.append(fd)
+            }
+        }
+        // The writers run while the subscribers never read; sample for 10 s (the stall
+        // timeout is 30 s, so nobody is disconnected yet).
+        let sampler = PeakSampler(pid: daemon)
+        sampler.start()
+        usleep(10_000_000)
+        let peak = sampler.stop()
+        for fd in sockets { close(fd) }
+        usleep(3_000_000)
+        let after = Bench.rss(daemon)
+        runner.stop(daemon)
+        let count = processes * subscribers
+        let perSubscriber = Double(max(peak - before, 0)) / Double(count)
+        report("RSS per stalled subscriber (\(count))", value: Bench.mib(Int(perSubscriber)), baseline: Bench.mib(1 << 20),
+               ratio: perSubscriber / Double(1 << 20), goal: "<= 1.5 MiB (baseline: the 1 MiB queue bound)",
+               met: perSubscriber <= 1.5 * 1048576)
+        let left = after - before
+        report("RSS after they leave, over start", value: Bench.mib(left), baseline: Bench.mib(before),
+               ratio: Double(left) / Double(max(before, 1)), goal: "<= 5 MiB", met: left <= 5 << 20)
+
+        // 2. SIGTERM to exit: a quiet agent against one with hostile clients.
+        let quietPort = Bench.freePort()
+        let quiet = runner.launch(binary, port: quietPort)
+        _ = runner.connectWhenHealthy(port: quietPort)
+        let quietTime = timeToExit(quiet)
+
+        let hostilePort = Bench.freePort()
+        let hostile = runner.launch(binary, port: hostilePort)
+        guard let hostileClient = runner.connectWhenHealthy(port: hostilePort) else { throw ValidationError("agent did not start") }
+        var chatty = ""
+        for command in ["trap '' TERM; sleep 1000", "setsid sleep 1000 & echo started; sleep 1000", "head -c 100000000 /dev/zero; sleep 1000"] {
+            guard let (_, body) = hostileClient.request("POST", "/api/v0/processes/start", body: #"{"command":"\#(command)"}"#),
+                  let id = jsonString(body, "id")
+            else { throw ValidationError("start failed") }
+            chatty = id
+        }
+        let partial = rawConnect(port: hostilePort, receiveBuffer: 0)
+        _ = "POST /api/v0/processes/start HTTP/1.1\r\nHost: x\r\nContent-Le".withCString { send(partial, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
+        let silent = rawConnect(port: hostilePort, receiveBuffer: 0)
+        let stalled = rawConnect(port: hostilePort, receiveBuffer: 4096)
+        _ = "GET /api/v0/processes/\(chatty)/stream HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+            .withCString { send(stalled, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
+        usleep(500_000)
+        let hostileTime = timeToExit(hostile)
+        for fd in [partial, silent, stalled] { close(fd) }
+        report("SIGTERM -> exit, hostile clients", value: Bench.format(hostileTime), baseline: Bench.format(quietTime),
+               ratio: hostileTime / max(quietTime, 1), goal: "<= 7 s (a process ignoring SIGTERM costs the 5 s grace)",
+               met: hostileTime <= 7e9)
+    }
+
+    /// Nanoseconds from SIGTERM to the agent's exit.
+    func timeToExit(_ pid: pid_t) -> Double {
+        let start = Bench.now()
+        kill(pid, SIGTERM)
+        _ = Bench.wait(pid)
+        return Double(Bench.now() - start)
+    }
+
+    /// A blocking loopback connection; `receiveBuffer` > 0 shrinks the kernel buffer (a
+    /// client that does not read).
+    func rawConnect(port: Int, receiveBuffer: Int32) -> Int32 {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        if receiveBuffer > 0 {
+            var size = receiveBuffer
+            setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        }
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        addr.sin_port = UInt16(port).bigEndian
+        _ = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        return fd
+    }
+}

@@ -1,0 +1,271 @@
+import AgentHTTP
+import AgentTestSupport
+import Foundation
+import Hummingbird
+import HummingbirdWebSocket
+import Logging
+import Testing
+
+/// Issue 7, defects 2, 8 and 9: hostile and buggy clients against a real server on loopback.
+@Suite struct ConnectionHardeningTests {
+    // MARK: Defect 2: idle and half-open connections
+
+    @Test func thousandsOfIdleConnectionsDoNotLockOutHealthz() async throws {
+        LoopbackSocket.raiseDescriptorLimit()
+        try await withGuardServer { port, registry in
+            let sockets = await onThread {
+                (0..<4200).compactMap { i -> LoopbackSocket? in
+                    guard let socket = LoopbackSocket(port: port) else { return nil }
+                    // A third send half a head, the rest nothing at all.
+                    if i % 3 == 0 { socket.send("GET /hea") }
+                    return socket
+                }
+            }
+            #expect(sockets.count >= 4100, "could not open enough client sockets")
+            let health = try await RawHTTPClient(port: port).request("GET", "/healthz", timeout: .seconds(20))
+            #expect(health.status == 200)
+            #expect(registry.count <= AgentHTTPLimits.maxConnections)
+            _ = sockets.count
+        }
+    }
+
+    @Test func theLongestIdleConnectionMakesRoom() async throws {
+        try await withGuardServer(maxConnections: 50) { port, registry in
+            let oldest = try #require(LoopbackSocket(port: port))
+            #expect(await eventually { registry.count == 1 })
+            let others = await onThread { (0..<60).compactMap { _ in LoopbackSocket(port: port) } }
+            #expect(await eventually { registry.counters.evicted >= 11 })
+            #expect(await oldest.isClosedByPeer(within: .seconds(10)), "the longest-idle connection is closed first")
+            let health = try await RawHTTPClient(port: port).request("GET", "/healthz")
+            #expect(health.status == 200)
+            #expect(registry.count <= 50)
+            _ = others.count
+        }
+    }
+
+    @Test func everyConnectionHasAHeadDeadline() async throws {
+        try await withGuardServer(headTimeout: .seconds(1)) { port, _ in
+            let silent = try #require(LoopbackSocket(port: port))
+            let partial = try #require(LoopbackSocket(port: port))
+            partial.send("GET /healthz HTTP/1.1\r\nHo")
+            let idleAfterResponse = try #require(LoopbackSocket(port: port))
+            idleAfterResponse.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            #expect(String(decoding: await idleAfterResponse.read(until: "\"ok\"}"), as: UTF8.self).contains("200 OK"))
+
+            #expect(await silent.isClosedByPeer(within: .seconds(10)))
+            let answer = await partial.readAll(timeout: .seconds(10))
+            #expect(String.httpStatus(of: answer.bytes) == 408)
+            #expect(answer.closed)
+            #expect(await idleAfterResponse.isClosedByPeer(within: .seconds(10)))
+        }
+    }
+
+    @Test func allBusyConnectionsRefuseNewOnes() async throws {
+        try await withGuardServer(maxConnections: 2) { port, registry in
+            // Two upgraded WebSockets are busy: neither may be evicted for a newcomer.
+            let a = try #require(LoopbackSocket(port: port))
+            let b = try #require(LoopbackSocket(port: port))
+            for socket in [a, b] {
+                socket.send(Self.handshake("/ws/one"))
+                #expect(String.httpStatus(of: await socket.read(until: "hello")) == 101)
+            }
+            let c = try #require(LoopbackSocket(port: port))
+            #expect(await c.isClosedByPeer(within: .seconds(10)))
+            #expect(registry.counters.refused >= 1)
+            a.send([0x88, 0x80, 1, 2, 3, 4]) // masked close, still a WebSocket
+            let bAlive = await !b.isClosedByPeer(within: .milliseconds(200))
+            #expect(bAlive)
+        }
+    }
+
+    // MARK: Defect 8: Upgrade headers
+
+    @Test func upgradeIsIgnoredOnPlainRoutes() async throws {
+        try await withGuardServer { port, _ in
+            let client = RawHTTPClient(port: port)
+            let h2c = try await client.request(
+                "GET", "/healthz",
+                headers: [("Connection", "Upgrade, HTTP2-Settings"), ("Upgrade", "h2c"), ("HTTP2-Settings", "AAMAAABkAARAAAAAAAIAAAAA")])
+            #expect(h2c.status == 200)
+            let foo = try await client.request(
+                "POST", "/echo", headers: [("Upgrade", "foo"), ("Connection", "upgrade")], json: #"{"command":"ran"}"#)
+            #expect(foo.status == 200)
+            #expect(foo.bodyText.contains(#""ran""#))
+            // A complete WebSocket handshake to a route that is not a WebSocket route.
+            let socket = try #require(LoopbackSocket(port: port))
+            socket.send(Self.handshake("/healthz"))
+            #expect(String.httpStatus(of: await socket.read(until: "\"ok\"}")) == 200)
+        }
+    }
+
+    @Test func badHandshakesOnWebSocketRoutes() async throws {
+        try await withGuardServer { port, _ in
+            func answer(_ request: String) async -> (status: Int?, text: String) {
+                guard let socket = LoopbackSocket(port: port) else { return (nil, "") }
+                socket.send(request)
+                let bytes = await socket.read(until: "}\n", timeout: .seconds(10))
+                return (String.httpStatus(of: bytes), String(decoding: bytes, as: UTF8.self))
+            }
+            let base = "GET /ws/one HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            let version = await answer(base + "Sec-WebSocket-Version: 8\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
+            #expect(version.status == 426)
+            #expect(version.text.lowercased().contains("sec-websocket-version: 13"))
+            #expect(await answer(base + "Sec-WebSocket-Version: 13\r\n\r\n").status == 400)
+            #expect(await answer(base + "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: c2hvcnQ=\r\n\r\n").status == 400)
+            #expect(await answer(base + "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: !!not base64!!\r\n\r\n").status == 400)
+            let refused = await answer(Self.handshake("/ws/refused"))
+            #expect(refused.status == 404)
+            #expect(refused.text.contains("No such socket."))
+            let plain = try await RawHTTPClient(port: port).request("GET", "/ws/one")
+            #expect(plain.status == 426)
+            #expect(plain.header("Sec-WebSocket-Version") == "13")
+        }
+    }
+
+    @Test func unmaskedClientFrameClosesWith1002() async throws {
+        try await withGuardServer { port, _ in
+            let socket = try #require(LoopbackSocket(port: port))
+            socket.send(Self.handshake("/ws/one"))
+            #expect(String.httpStatus(of: await socket.read(until: "hello")) == 101)
+            socket.send([0x81, 0x02, UInt8(ascii: "h"), UInt8(ascii: "i")]) // text "hi", mask bit clear
+            let rest = await socket.readAll(timeout: .seconds(10))
+            #expect(rest.bytes.firstRange(of: [0x88, 0x02, 0x03, 0xEA]) != nil, "no close frame with 1002: \(rest.bytes)")
+            #expect(rest.closed)
+        }
+    }
+
+    // MARK: Defect 9: HTTP edges
+
+    @Test func oversizedRequestLineAndHeaders() async throws {
+        try await withGuardServer { port, _ in
+            let client = RawHTTPClient(port: port)
+            let longLine = try await client.raw(Array("GET /\(String(repeating: "a", count: 20_000)) HTTP/1.1\r\nHost: x\r\n\r\n".utf8))
+            #expect(longLine.status == 414)
+            #expect(longLine.header("Connection") == "close")
+            let bigHeader = try await client.raw(Array("GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: \(String(repeating: "a", count: 20_000))\r\n\r\n".utf8))
+            #expect(bigHeader.status == 431)
+            let manyHeaders = (0..<300).map { "X-H\($0): v\r\n" }.joined()
+            #expect(try await client.raw(Array("GET /healthz HTTP/1.1\r\nHost: x\r\n\(manyHeaders)\r\n".utf8)).status == 431)
+        }
+    }
+
+    @Test func expectContinue() async throws {
+        try await withGuardServer { port, _ in
+            let body = #"{"command":"continued"}"#
+            let socket = try #require(LoopbackSocket(port: port))
+            socket.send("POST /echo HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n")
+            #expect(String.httpStatus(of: await socket.read(until: "\r\n\r\n")) == 100)
+            socket.send(body)
+            let final = await socket.readAll(timeout: .seconds(10))
+            #expect(String.httpStatus(of: final.bytes) == 200)
+            #expect(String(decoding: final.bytes, as: UTF8.self).contains("continued"))
+
+            // Over the limit: 413 at once, without sending the body.
+            let big = try #require(LoopbackSocket(port: port))
+            big.send("POST /echo HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 52428800\r\n\r\n")
+            let refused = await big.readAll(timeout: .seconds(10))
+            #expect(String.httpStatus(of: refused.bytes) == 413)
+            #expect(refused.closed)
+
+            // An expectation we do not support.
+            let other = try await RawHTTPClient(port: port).request("POST", "/echo", headers: [("Expect", "teapot")], json: body)
+            #expect(other.status == 417)
+        }
+    }
+
+    @Test func declaredBodyOverTheLimitIsRefusedBeforeItIsRead() async throws {
+        try await withGuardServer { port, _ in
+            let socket = try #require(LoopbackSocket(port: port))
+            socket.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 52428800\r\n\r\n{\"command\":")
+            let answer = await socket.readAll(timeout: .seconds(10))
+            #expect(String.httpStatus(of: answer.bytes) == 413)
+            #expect(String(decoding: answer.bytes, as: UTF8.self).contains("Request body too large."))
+        }
+    }
+
+    @Test func connectGets405WithABody() async throws {
+        try await withGuardServer { port, _ in
+            let response = try await RawHTTPClient(port: port).raw(Array("CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n".utf8))
+            #expect(response.status == 405)
+            #expect(response.bodyText.contains("CONNECT is not supported."))
+            #expect(response.header("Allow") != nil)
+        }
+    }
+
+    @Test func malformedHTTPGets400AndCloses() async throws {
+        try await withGuardServer { port, _ in
+            let response = try await RawHTTPClient(port: port).raw([0x16, 0x03, 0x01, 0x00, 0x05] + Array(" hello\r\n\r\n".utf8))
+            #expect(response.status == 400)
+            #expect(response.bodyText.contains("Malformed HTTP request."))
+        }
+    }
+
+    // MARK: Defect 10: duplicate keys, as Go decodes them
+
+    @Test func duplicateKeysTakeTheLastMatch() async throws {
+        try await withGuardServer { port, _ in
+            let response = try await RawHTTPClient(port: port).request(
+                "POST", "/echo", json: #"{"command":"echo lower","Command":"echo upper"}"#)
+            #expect(response.bodyText.contains("echo upper"))
+        }
+    }
+
+    // MARK: Harness
+
+    static func handshake(_ path: String) -> String {
+        "GET \(path) HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+    }
+}
+
+/// `POST /echo` answers `{"command": <command>}`; `/ws/:name` is a WebSocket route whose
+/// check refuses the name "refused" with 404 and that greets with a text message "hello".
+struct GuardTestRoutes: AgentRouteProvider {
+    func addRoutes(to router: Router<AgentRequestContext>) {
+        router.post("/echo") { request, context in
+            let body = try await JSONRequest.decode(request, context: context, typeName: "EchoRequest")
+            return JSONResponse.make(["command": try body.string("command") ?? ""])
+        }
+    }
+
+    func webSocketRoutes() -> [AgentWebSocketRoute] {
+        [
+            AgentWebSocketRoute(path: "/ws/:name") { request throws(APIError) in
+                if request.parameters["name"] == "refused" { throw APIError(.notFound, "No such socket.") }
+            } handler: { inbound, outbound, _ in
+                try await outbound.write(.text("hello"))
+                for try await _ in inbound {}
+            }
+        ]
+    }
+}
+
+/// A real server on an ephemeral loopback port with the guard's registry exposed.
+func withGuardServer(
+    headTimeout: Duration = AgentHTTPLimits.requestHeadTimeout, maxConnections: Int = AgentHTTPLimits.maxConnections,
+    _ body: (Int, HTTPConnectionRegistry) async throws -> Void
+) async throws {
+    let registry = HTTPConnectionRegistry(maxConnections: maxConnections)
+    let (ports, portSink) = AsyncStream<Int>.makeStream()
+    let app = AgentHTTPServer.makeApplication(
+        address: BindTarget(kind: .tcp(host: "127.0.0.1", port: 0)),
+        providers: [GuardTestRoutes()], connections: registry, headTimeout: headTimeout,
+        logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
+    ) { channel in
+        portSink.yield(channel.localAddress?.port ?? 0)
+        portSink.finish()
+    }
+    try await withThrowingTaskGroup(of: Void.self) { group in
+        group.addTask { try await app.run() }
+        var iterator = ports.makeAsyncIterator()
+        let port = try #require(await iterator.next())
+        do {
+            try await body(port, registry)
+        } catch {
+            registry.closeAll()
+            group.cancelAll()
+            throw error
+        }
+        registry.closeAll()
+        group.cancelAll()
+    }
+}

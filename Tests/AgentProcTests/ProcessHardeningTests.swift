@@ -1,0 +1,97 @@
+import AgentHTTP
+@testable import AgentProc
+import AgentTestSupport
+import Foundation
+import Testing
+
+/// Issue 7, defects 6, 7 and 10 through the real server.
+@Suite struct ProcessHardeningTests {
+    // MARK: Defect 7: NUL bytes
+
+    @Test(arguments: [
+        (#"{"command":"echo visible\u0000; echo hidden"}"#, "command"),
+        (#"{"command":"pwd","workdir":"/tmp\u0000/etc"}"#, "workdir"),
+        (#"{"command":"env","env":{"A\u0000B":"x"}}"#, "env"),
+        (#"{"command":"env","env":{"A":"x\u0000y"}}"#, "env"),
+    ])
+    func nulBytesAreRefusedNamingTheField(body: String, field: String) async throws {
+        try await withProcessServer { h in
+            let response = try await h.client.request("POST", "/api/v0/processes/start", json: body)
+            #expect(response.status == 400)
+            let json = try #require(jsonObject(response.body))
+            #expect(json["message"] as? String == "Request contains a NUL byte.")
+            let validations = try #require(json["validations"] as? [[String: Any]])
+            #expect(validations.first?["field"] as? String == field)
+            #expect(try await h.list().isEmpty, "nothing may run")
+        }
+    }
+
+    // MARK: Defect 10: duplicate keys
+
+    @Test func duplicateKeysRunWhatGoWouldRun() async throws {
+        try await withProcessServer { h in
+            let response = try await h.client.request(
+                "POST", "/api/v0/processes/start", json: #"{"command":"echo lower","Command":"echo upper"}"#)
+            let id = try #require(jsonObject(response.body)?["id"] as? String)
+            let output = try await h.finalOutput(id)
+            #expect(output["output"] as? String == "upper\n")
+        }
+    }
+
+    // MARK: Defect 6: stalled subscribers
+
+    @Test func aSubscriberThatStopsReadingIsDisconnected() async throws {
+        try await withProcessServer(configure: { $0.subscriberStallTimeout = .seconds(1) }) { h in
+            let id = try await h.start("exec cat /dev/zero")
+            let process = try #require(h.manager.lookup(id, chat: nil))
+            let socket = try #require(LoopbackSocket(port: h.port))
+            socket.setReceiveBuffer(4096)
+            socket.send(Self.handshake(id))
+            // Never read: the server's writes stall, and it must drop the connection.
+            #expect(await eventually(timeout: .seconds(5)) { process.subscriberCount == 1 })
+            #expect(await eventually(timeout: .seconds(20)) { process.subscriberCount == 0 })
+            // What the server had queued in the kernel still arrives before the close: take it fast.
+            socket.setReceiveBuffer(4 << 20)
+            #expect(await socket.isClosedByPeer(within: .seconds(20)))
+            #expect(h.manager.subscriberBudget.usage.bytes == 0, "its queued output is freed")
+            _ = try await h.signal(id, #"{"signal":"kill"}"#)
+        }
+    }
+
+    @Test func aSubscriberThatIgnoresTheCloseFrameIsDropped() async throws {
+        try await withProcessServer { h in
+            let id = try await h.start("sleep 0.5; echo done")
+            let socket = try #require(LoopbackSocket(port: h.port))
+            socket.send(Self.handshake(id))
+            // Read up to the server's close frame, and never answer it.
+            let seen = await socket.read(until: "\u{88}\u{02}\u{03}\u{E8}", timeout: .seconds(20))
+            #expect(String(decoding: seen, as: UTF8.self).contains(#""type":"exit""#))
+            #expect(await socket.isClosedByPeer(within: .seconds(15)))
+        }
+    }
+
+    @Test func subscribersAreBoundedInAll() async throws {
+        try await withProcessServer(configure: { $0.maxSubscribers = 3 }) { h in
+            let first = try await h.start("sleep 30")
+            let second = try await h.start("sleep 30")
+            var sockets: [LoopbackSocket] = []
+            for _ in 0..<3 {
+                let socket = try #require(LoopbackSocket(port: h.port))
+                socket.send(Self.handshake(first))
+                #expect(String.httpStatus(of: await socket.read(until: "\r\n\r\n")) == 101)
+                sockets.append(socket)
+            }
+            // The second process has no subscriber, but the manager's bound is reached.
+            let refused = try await h.client.request("GET", "/api/v0/processes/\(second)/stream")
+            #expect(refused.status == 429)
+            #expect(refused.bodyText.contains("3 in all"))
+            sockets.removeAll()
+            #expect(await eventually(timeout: .seconds(10)) { h.manager.subscriberBudget.usage.subscribers == 0 })
+            for id in [first, second] { _ = try await h.signal(id, #"{"signal":"kill"}"#) }
+        }
+    }
+
+    static func handshake(_ id: String) -> String {
+        "GET /api/v0/processes/\(id)/stream HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+    }
+}

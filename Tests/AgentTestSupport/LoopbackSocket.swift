@@ -1,0 +1,136 @@
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A plain blocking TCP socket to a loopback port, for tests that need thousands of
+/// connections or byte-exact control (half-sent heads, unmasked frames). Every read is
+/// bounded by a timeout.
+public final class LoopbackSocket: @unchecked Sendable {
+    // @unchecked: the descriptor is only used by the test that owns the socket, one call at
+    // a time; nothing is shared between tasks.
+    public let fd: Int32
+
+    /// Connects to 127.0.0.1:`port`; nil when the connection is refused.
+    public init?(port: Int) {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return nil }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let rc = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard rc == 0 else {
+            close(fd)
+            return nil
+        }
+        self.fd = fd
+    }
+
+    deinit { close(fd) }
+
+    /// Sends every byte (false if the peer is gone).
+    @discardableResult
+    public func send(_ bytes: [UInt8]) -> Bool {
+        var offset = 0
+        while offset < bytes.count {
+            let n = bytes[offset...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if n <= 0 { return false }
+            offset += n
+        }
+        return true
+    }
+
+    @discardableResult
+    public func send(_ text: String) -> Bool { send(Array(text.utf8)) }
+
+    /// Shrinks the kernel receive buffer (a client that reads slowly, or not at all).
+    public func setReceiveBuffer(_ bytes: Int32) {
+        var value = bytes
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &value, socklen_t(MemoryLayout<Int32>.size))
+    }
+
+    /// What arrives until the peer closes or `timeout` passes; the flag says whether the
+    /// peer closed. Polls without blocking, so the test's task never holds one of Swift's
+    /// cooperative threads (the server under test needs them).
+    public func readAll(timeout: Duration = .seconds(10)) async -> (bytes: [UInt8], closed: Bool) {
+        var out: [UInt8] = []
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            switch receive() {
+            case .data(let bytes):
+                out += bytes
+            case .closed:
+                return (out, true)
+            case .nothing:
+                try? await Task.sleep(for: .milliseconds(5))
+            }
+        }
+        return (out, false)
+    }
+
+    /// Reads until the bytes contain `marker` (or the peer closes, or `timeout` passes).
+    public func read(until marker: String, timeout: Duration = .seconds(10)) async -> [UInt8] {
+        let needle = Array(marker.utf8)
+        let deadline = ContinuousClock.now + timeout
+        var out: [UInt8] = []
+        while out.firstRange(of: needle) == nil, ContinuousClock.now < deadline {
+            switch receive() {
+            case .data(let bytes): out += bytes
+            case .closed: return out
+            case .nothing: try? await Task.sleep(for: .milliseconds(5))
+            }
+        }
+        return out
+    }
+
+    /// True once the peer has closed (EOF or reset), waiting at most `timeout`.
+    public func isClosedByPeer(within timeout: Duration) async -> Bool {
+        await readAll(timeout: timeout).closed
+    }
+
+    private enum Received {
+        case data([UInt8])
+        case closed
+        case nothing
+    }
+
+    private func receive() -> Received {
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+        if n > 0 { return .data(Array(buffer[0..<n])) }
+        if n == 0 { return .closed }
+        return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? .nothing : .closed
+    }
+
+    /// Raises this process's open-file soft limit to its hard limit (tests with thousands of
+    /// sockets).
+    public static func raiseDescriptorLimit() {
+        var limit = rlimit()
+        if getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < limit.rlim_max {
+            limit.rlim_cur = limit.rlim_max
+            setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+        }
+    }
+}
+
+extension String {
+    /// The HTTP status code of a response's first line, or nil.
+    public static func httpStatus(of bytes: [UInt8]) -> Int? {
+        let text = String(decoding: bytes.prefix(64), as: UTF8.self)
+        let parts = text.split(separator: " ", maxSplits: 2)
+        guard parts.count >= 2, parts[0].hasPrefix("HTTP/1.") else { return nil }
+        return Int(parts[1])
+    }
+}
+
+/// Runs blocking work (thousands of `connect` calls) on a thread of its own, so that it
+/// does not hold one of Swift's cooperative threads.
+public func onThread<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+    await withCheckedContinuation { continuation in
+        Thread { continuation.resume(returning: body()) }.start()
+    }
+}

@@ -1,0 +1,197 @@
+import AgentTestSupport
+import CAgentSpawn
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Issue 7, defects 1, 3, 4 and 5, against the real binary.
+@Suite struct WorkspaceAgentHardeningTests {
+    // MARK: Defect 4: start-up failures
+
+    @Test func aBusyPortEndsTheAgentWithOneClearLine() async throws {
+        // Hold a port, then ask the agent to listen on it.
+        let holder = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(holder) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(holder, $0, length) == 0 && listen(holder, 1) == 0 && getsockname(holder, $0, &length) == 0
+            }
+        }
+        try #require(bound)
+        let port = Int(UInt16(bigEndian: address.sin_port))
+        let agent = try AgentDaemon.launch(["--http-address", "127.0.0.1:\(port)"])
+        defer { agent.cleanup() }
+        #expect(agent.exitStatus(timeout: .seconds(30)) == 1)
+        let lines = agent.log.split(separator: "\n").filter { $0.contains("cannot listen") }
+        #expect(lines.count == 1)
+        #expect(lines.first?.contains("127.0.0.1:\(port)") == true)
+        #expect(lines.first?.contains("address already in use (errno 98)") == true)
+    }
+
+    // MARK: Defect 5: signals
+
+    @Test func signalsThatUsedToKillTheAgentAreIgnored() async throws {
+        let agent = try AgentDaemon.launch(["--http-address", "127.0.0.1:0", "--log-level", "debug"])
+        defer { agent.cleanup() }
+        let client = RawHTTPClient(port: try await agent.port())
+        for sig in [SIGUSR1, SIGUSR2, SIGALRM, SIGPIPE] {
+            agent.signal(sig)
+            #expect(try await client.request("GET", "/healthz").status == 200, "signal \(sig) ended the agent")
+        }
+        #expect(agent.exitStatus(wait: false) == nil)
+        #expect(agent.log.contains("ignored signal"))
+    }
+
+    @Test func sighupShutsDownGracefullyAndEndsChildren() async throws {
+        let agent = try AgentDaemon.launch(["--http-address", "127.0.0.1:0"])
+        defer { agent.cleanup() }
+        let client = RawHTTPClient(port: try await agent.port())
+        let started = try await client.request("POST", "/api/v0/processes/start", json: #"{"command":"sleep 1000"}"#)
+        let id = try #require(jsonObject(started.body)?["id"] as? String)
+        let shell = try await shellPID(client, id: id, command: "sleep 1000")
+        agent.signal(SIGHUP)
+        #expect(agent.exitStatus(timeout: .seconds(30)) == 0)
+        #expect(kill(-shell, 0) != 0, "the process group survived SIGHUP")
+    }
+
+    // MARK: Defect 1: process group ids the agent no longer owns
+
+    @Test func aReusedProcessGroupIdIsNeverSignalled() async throws {
+        guard getuid() == 0, access("/proc/sys/kernel/ns_last_pid", W_OK) == 0 else {
+            print("skipped: forcing pid reuse needs root and a writable /proc/sys/kernel/ns_last_pid")
+            return
+        }
+        let agent = try AgentDaemon.launch(["--http-address", "127.0.0.1:0"])
+        defer { agent.cleanup() }
+        let client = RawHTTPClient(port: try await agent.port())
+        var victim: pid_t = 0
+        for _ in 0..<5 where victim == 0 {
+            let started = try await client.request("POST", "/api/v0/processes/start", json: #"{"command":"echo $$"}"#)
+            let id = try #require(jsonObject(started.body)?["id"] as? String)
+            let output = try await client.request("GET", "/api/v0/processes/\(id)/output?wait=true")
+            let text = try #require(jsonObject(output.body)?["output"] as? String)
+            let old = try #require(pid_t(text.trimmingCharacters(in: .whitespacesAndNewlines)))
+            // The agent releases the group once it is empty (the zombie leader is reaped).
+            _ = await eventually(timeout: .seconds(10)) { access("/proc/\(old)", F_OK) != 0 }
+            // Hand that pid to an unrelated process that leads its own group.
+            let candidate = try spawnGroupLeader(reusing: old)
+            if candidate == old { victim = candidate } else { kill(candidate, SIGKILL); reap(candidate) }
+        }
+        guard victim != 0 else {
+            print("skipped: could not make the kernel reuse the pid (busy machine)")
+            return
+        }
+        defer {
+            kill(victim, SIGKILL)
+            reap(victim)
+        }
+        print("pid \(victim) reused by an unrelated process group leader")
+        agent.signal(SIGTERM)
+        #expect(agent.exitStatus(timeout: .seconds(30)) == 0)
+        var status: Int32 = 0
+        #expect(waitpid(victim, &status, WNOHANG) == 0, "the agent killed an unrelated process group")
+    }
+
+    // MARK: Defect 3: shutdown with hostile clients
+
+    @Test func sigtermEndsTheAgentWhateverClientsDo() async throws {
+        let agent = try AgentDaemon.launch(["--http-address", "127.0.0.1:0"])
+        defer { agent.cleanup() }
+        let port = try await agent.port()
+        let client = RawHTTPClient(port: port)
+        // A process whose setsid grandchild holds the output pipe, and one that writes a lot.
+        let held = try await client.request(
+            "POST", "/api/v0/processes/start", json: #"{"command":"setsid sleep 1000 & echo started; sleep 1000"}"#)
+        let chatty = try await client.request(
+            "POST", "/api/v0/processes/start", json: #"{"command":"head -c 100000000 /dev/zero; sleep 1000"}"#)
+        let chattyID = try #require(jsonObject(chatty.body)?["id"] as? String)
+        _ = try #require(jsonObject(held.body)?["id"] as? String)
+        // A half-sent request head, a silent connection, and a stream subscriber that never reads.
+        let partial = try #require(LoopbackSocket(port: port))
+        partial.send("POST /api/v0/processes/start HTTP/1.1\r\nHost: x\r\nContent-Le")
+        let silent = try #require(LoopbackSocket(port: port))
+        let stalled = try #require(LoopbackSocket(port: port))
+        stalled.setReceiveBuffer(4096)
+        stalled.send(
+            "GET /api/v0/processes/\(chattyID)/stream HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
+        try await Task.sleep(for: .milliseconds(500))
+        let grandchildren = processes(named: "sleep", sessionLeaderOnly: true)
+        agent.signal(SIGTERM)
+        // Exit 0 means the graceful path finished: the watchdog that enforces the 7 s bound
+        // exits 1.
+        #expect(agent.exitStatus(timeout: .seconds(30)) == 0)
+        for pid in grandchildren {
+            #expect(kill(pid, 0) != 0, "setsid grandchild \(pid) survived the agent")
+        }
+        _ = (partial, silent)
+    }
+
+    // MARK: Helpers
+
+    /// The shell pid of a process (its group id) from `/proc`, by command line.
+    func shellPID(_ client: RawHTTPClient, id: String, command: String) async throws -> pid_t {
+        var found: pid_t?
+        _ = await eventually(timeout: .seconds(10)) {
+            found = processes(commandLine: ["sh", "-c", command]).first
+            return found != nil
+        }
+        return try #require(found)
+    }
+
+    /// Spawns `sleep 1000` in its own process group, after asking the kernel to hand out
+    /// `pid` next.
+    func spawnGroupLeader(reusing pid: pid_t) throws -> pid_t {
+        try "\(pid - 1)".write(toFile: "/proc/sys/kernel/ns_last_pid", atomically: false, encoding: .utf8)
+        let argv = ["/bin/sleep", "1000"]
+        let pointers = argv.map { strdup($0) } + [nil]
+        defer { for p in pointers { free(p) } }
+        var step: Int32 = 0
+        var err: Int32 = 0
+        let child = pointers.withUnsafeBufferPointer { argvPtr in
+            "/bin/sleep".withCString { path in
+                var options = agent_spawn_options(
+                    path: path, argv: argvPtr.baseAddress, envp: argvPtr.baseAddress! + 2, cwd: nil, output_fd: 2,
+                    oom_score_adj: AGENT_SPAWN_KEEP, nice_value: AGENT_SPAWN_KEEP, nofile_soft: -1)
+                return agent_spawn(&options, &step, &err)
+            }
+        }
+        try #require(child > 0)
+        return child
+    }
+
+    func reap(_ pid: pid_t) {
+        var status: Int32 = 0
+        waitpid(pid, &status, 0)
+    }
+}
+
+/// Pids whose `/proc/<pid>/cmdline` is exactly `commandLine`.
+func processes(commandLine: [String]) -> [pid_t] {
+    let wanted = commandLine.joined(separator: "\0") + "\0"
+    return allPids().filter { pid in
+        (try? String(contentsOfFile: "/proc/\(pid)/cmdline", encoding: .utf8)) == wanted
+    }
+}
+
+/// Pids of processes named `name`; with `sessionLeaderOnly`, those that lead their session.
+func processes(named name: String, sessionLeaderOnly: Bool) -> [pid_t] {
+    allPids().filter { pid in
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+              let open = stat.firstIndex(of: "("), let close = stat.lastIndex(of: ")")
+        else { return false }
+        guard stat[stat.index(after: open)..<close] == name else { return false }
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        return !sessionLeaderOnly || (fields.count > 3 && pid_t(fields[3]) == pid)
+    }
+}
+
+private func allPids() -> [pid_t] {
+    ((try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []).compactMap { pid_t($0) }
+}
