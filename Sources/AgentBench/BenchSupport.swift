@@ -1,3 +1,4 @@
+import ArgumentParser
 import Foundation
 
 #if canImport(Glibc)
@@ -7,6 +8,16 @@ import Glibc
 /// Timing, statistics, processes and a blocking keep-alive HTTP client for the benchmarks.
 /// Everything talks to 127.0.0.1 only, and every loop is bounded.
 enum Bench {
+    /// The `workspace-agent` to measure: `path`, or the one next to `agent-bench`.
+    static func agentBinary(_ path: String?) throws -> String {
+        let binary = path ?? URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+            .appendingPathComponent("workspace-agent").path
+        guard FileManager.default.isExecutableFile(atPath: binary) else {
+            throw ValidationError("workspace-agent not found at \(binary); build it with -c release first")
+        }
+        return binary
+    }
+
     static func now() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
 
     static func median(_ values: [Double]) -> Double {

@@ -22,11 +22,7 @@ struct ProcessBenchmarks: ParsableCommand {
     var agent: String?
 
     func run() throws {
-        let binary = agent ?? URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-            .appendingPathComponent("workspace-agent").path
-        guard FileManager.default.isExecutableFile(atPath: binary) else {
-            throw ValidationError("workspace-agent not found at \(binary); build it with -c release first")
-        }
+        let binary = try Bench.agentBinary(agent)
         let selfRSS = Bench.rss(getpid())
         print("agent-bench proc: \(binary)")
 

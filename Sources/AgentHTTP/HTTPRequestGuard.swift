@@ -162,7 +162,7 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
 
     private func armHeadTimer(_ context: ChannelHandlerContext) {
         headTimer?.cancel()
-        headTimer = context.eventLoop.scheduleTask(in: limits.headTimeout) { [connection, limits] in
+        headTimer = context.eventLoop.assumeIsolated().scheduleTask(in: limits.headTimeout) { [connection, limits] in
             if connection.bytesSinceRequestStart > 0 {
                 connection.respondAndClose(
                     .requestTimeout,
