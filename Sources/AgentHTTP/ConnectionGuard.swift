@@ -33,6 +33,12 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     /// Set after the error response: input is dropped until the connection closes.
     private var discarding = false
     private var maskCheck: WebSocketMaskCheck?
+    /// The current request's bytes, kept only while they could be a WebSocket handshake
+    /// (at most ``headCopyLimit``): frames a client sends right behind its handshake have
+    /// already passed here when the connection switches, and are checked from this copy.
+    private var headCopy: [UInt8] = []
+    private var headCopyOverflowed = false
+    static let headCopyLimit = AgentHTTPLimits.maxHeaderListSize + AgentHTTPLimits.maxHeaderFieldSize
 
     init(registry: HTTPConnectionRegistry) {
         self.registry = registry
@@ -70,6 +76,14 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
                 requestLineLength = bytesSinceRequestStart + (newline - buffer.readerIndex)
             }
             bytesSinceRequestStart += buffer.readableBytes
+            if !headCopyOverflowed {
+                if headCopy.count + buffer.readableBytes > Self.headCopyLimit {
+                    headCopyOverflowed = true
+                    headCopy = []
+                } else {
+                    headCopy += buffer.readableBytesView
+                }
+            }
         }
         context.fireChannelRead(data)
     }
@@ -84,6 +98,8 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     func requestEnded() {
         bytesSinceRequestStart = 0
         requestLineLength = nil
+        headCopy.removeAll(keepingCapacity: false)
+        headCopyOverflowed = false
     }
 
     func setPhase(_ phase: HTTPConnectionRegistry.Phase) {
@@ -92,8 +108,15 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
 
     /// The connection is now a WebSocket: check client frames from here on.
     func switchToWebSocket() {
-        maskCheck = WebSocketMaskCheck()
+        guard maskCheck == nil else { return }
+        var check = WebSocketMaskCheck()
+        let separator: [UInt8] = [13, 10, 13, 10]
+        let afterHead = headCopy.firstRange(of: separator).map { headCopy[$0.upperBound...] } ?? []
+        let clean = check.feed(afterHead)
+        maskCheck = check
+        headCopy = []
         setPhase(.webSocket)
+        if !clean, let context { failWebSocket(context) }
     }
 
     /// `100 Continue`, written ahead of the codec.
@@ -144,7 +167,7 @@ struct WebSocketMaskCheck {
     private var payloadRemaining: UInt64 = 0
 
     /// Consumes `bytes`; false as soon as a frame without the mask bit is seen.
-    mutating func feed(_ bytes: ByteBufferView) -> Bool {
+    mutating func feed<Bytes: Collection<UInt8>>(_ bytes: Bytes) -> Bool where Bytes.Index == Int {
         var index = bytes.startIndex
         while index < bytes.endIndex {
             if payloadRemaining > 0 {

@@ -21,7 +21,8 @@ import NIOHTTP1
 ///   oversized headers 431; each closes the connection.
 /// - Graceful shutdown closes the connection at once if no request is in progress.
 ///
-/// Passes everything through once the connection upgrades to a WebSocket. Event-loop only.
+/// Leaves the pipeline once a WebSocket handshake it let through is complete. Event-loop
+/// only.
 final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias InboundOut = HTTPServerRequestPart
@@ -41,8 +42,11 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
     private var headTimer: Scheduled<Void>?
     /// A request head was received and its `.end` not yet.
     private var requestOpen = false
-    /// Responses started and not yet ended.
-    private var responsesOpen = 0
+    /// Requests passed on whose response has not ended: while any is, the connection is
+    /// busy (a `wait=true` handler may run for minutes) and no head deadline runs.
+    private var awaitingResponse = 0
+    /// The current request is a WebSocket handshake let through to the upgrade handler.
+    private var webSocketHandshake = false
     /// The current request was answered here: drop its parts.
     private var swallowing = false
     /// The connection became a WebSocket: everything passes through.
@@ -81,20 +85,33 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
                 connection.respondAndClose(refusal.status, refusal.body, headers: refusal.headers)
                 return
             }
+            awaitingResponse += 1
             context.fireChannelRead(wrapInboundOut(.head(head)))
         case .body:
             if !swallowing { context.fireChannelRead(data) }
         case .end:
             requestOpen = false
-            connection.requestEnded()
             if swallowing { return }
+            if webSocketHandshake {
+                // NIO's upgrade handler removes the HTTP decoder before it writes the 101,
+                // and the decoder then passes leftover bytes on raw: from here on nothing
+                // here may expect HTTP parts. The byte guard takes over (frame masking).
+                upgraded = true
+                headTimer?.cancel()
+                headTimer = nil
+                context.fireChannelRead(data)
+                connection.switchToWebSocket()
+                context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
+                return
+            }
+            connection.requestEnded()
             context.fireChannelRead(data)
             idleIfDone(context)
         }
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        guard !upgraded, let parseError = error as? HTTPParserError, responsesOpen == 0 else {
+        guard !upgraded, let parseError = error as? HTTPParserError, awaitingResponse == 0 else {
             context.fireErrorCaught(error)
             return
         }
@@ -113,7 +130,7 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if event is ChannelShouldQuiesceEvent, !upgraded, !requestOpen, responsesOpen == 0 {
+        if event is ChannelShouldQuiesceEvent, !upgraded, !requestOpen, awaitingResponse == 0 {
             // Nothing in progress: Hummingbird's own handler may not be installed yet
             // (before the first request), so close here.
             context.close(promise: nil)
@@ -138,15 +155,10 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
             headTimer = nil
             connection.switchToWebSocket()
             context.write(data, promise: promise)
-        case .head(let head) where head.status.code < 200:
-            context.write(data, promise: promise)
-        case .head:
-            responsesOpen += 1
-            context.write(data, promise: promise)
-        case .body:
+        case .head, .body:
             context.write(data, promise: promise)
         case .end:
-            responsesOpen = max(0, responsesOpen - 1)
+            awaitingResponse = max(0, awaitingResponse - 1)
             context.write(data, promise: promise)
             idleIfDone(context)
         }
@@ -155,7 +167,7 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
     // MARK: Helpers
 
     private func idleIfDone(_ context: ChannelHandlerContext) {
-        guard !requestOpen, responsesOpen == 0, headTimer == nil else { return }
+        guard !requestOpen, awaitingResponse == 0, headTimer == nil else { return }
         connection.setPhase(.awaitingHead(since: .now()))
         armHeadTimer(context)
     }
@@ -183,6 +195,7 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
     /// lets the request through.
     private func refusal(for head: inout HTTPRequestHead) -> Refusal? {
         head.headers.remove(name: WebSocketRefusal.headerName)
+        webSocketHandshake = false
         if head.method == .CONNECT {
             return Refusal(
                 status: .methodNotAllowed, body: APIErrorBody(message: "Method not allowed.", detail: "CONNECT is not supported."),
@@ -230,6 +243,7 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
             } else {
                 do {
                     try route.check(WebSocketRouteRequest(headers: HTTPFields(head.headers), parameters: parameters))
+                    webSocketHandshake = true
                 } catch {
                     // The twin route runs the same check and answers with its JSON error.
                     Self.stripUpgrade(&head)

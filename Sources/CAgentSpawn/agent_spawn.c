@@ -316,3 +316,10 @@ int agent_list_children(pid_t *out, int max) {
 void agent_release_free_memory(void) {
     malloc_trim(0);
 }
+
+void agent_unblock_sigchld(void) {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGCHLD);
+    pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+}

@@ -32,7 +32,7 @@ final class ShutdownController: Sendable {
     ///   process group the agent still owns); must be safe from any thread.
     init(logger: Logger, killChildren: @escaping @Sendable () -> Void) {
         self.logger = logger
-        self.watchdog = Watchdog(logger: logger, killChildren: killChildren)
+        self.watchdog = Watchdog(killChildren: killChildren)
     }
 
     /// Traps the signals (their handlers are installed before this returns) and starts
@@ -84,11 +84,9 @@ private final class Watchdog: Sendable {
     private let armed = Mutex<Armed?>(nil)
     private let wake = DispatchSemaphore(value: 0)
 
-    private let logger: Logger
     private let killChildren: @Sendable () -> Void
 
-    init(logger: Logger, killChildren: @escaping @Sendable () -> Void) {
-        self.logger = logger
+    init(killChildren: @escaping @Sendable () -> Void) {
         self.killChildren = killChildren
         let thread = Thread { [self] in run() }
         thread.name = "agent-shutdown-watchdog"
@@ -101,9 +99,11 @@ private final class Watchdog: Sendable {
             guard let current = armed.withLock({ $0 }) else { continue }
             let remaining = current.deadline - .now
             if remaining <= .zero {
-                logger.error("\(current.reason); killing owned process groups and exiting")
+                // Nothing here may block: no logger (its lock or a full stderr pipe), no wait
+                // for the reactor's lock (killChildren gives up if it is held).
+                let line = "workspace-agent: \(current.reason); killing owned process groups and exiting\n"
+                _ = line.withCString { write(2, $0, strlen($0)) }
                 killChildren()
-                fflush(nil)
                 _exit(current.exitCode)
             }
             // Short naps so an earlier deadline (a second signal) takes effect quickly.

@@ -60,6 +60,16 @@ import Testing
         }
     }
 
+    @Test func aSlowRequestIsNotCutByTheHeadDeadline() async throws {
+        try await withGuardServer(headTimeout: .seconds(1)) { port, _ in
+            // The handler takes three times the head deadline, on a keep-alive connection.
+            let socket = try #require(LoopbackSocket(port: port))
+            socket.send("GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+            let answer = await socket.read(until: "done", timeout: .seconds(20))
+            #expect(String.httpStatus(of: answer) == 200)
+        }
+    }
+
     @Test func allBusyConnectionsRefuseNewOnes() async throws {
         try await withGuardServer(maxConnections: 2) { port, registry in
             // Two upgraded WebSockets are busy: neither may be evicted for a newcomer.
@@ -130,6 +140,23 @@ import Testing
             socket.send([0x81, 0x02, UInt8(ascii: "h"), UInt8(ascii: "i")]) // text "hi", mask bit clear
             let rest = await socket.readAll(timeout: .seconds(10))
             #expect(rest.bytes.firstRange(of: [0x88, 0x02, 0x03, 0xEA]) != nil, "no close frame with 1002: \(rest.bytes)")
+            #expect(rest.closed)
+        }
+    }
+
+    @Test func framesRightBehindTheHandshake() async throws {
+        try await withGuardServer { port, _ in
+            // A masked frame in the same packet as the handshake: upgraded, nothing breaks.
+            let masked = try #require(LoopbackSocket(port: port))
+            masked.send(Array(Self.handshake("/ws/one").utf8) + [0x81, 0x82, 1, 2, 3, 4, UInt8(ascii: "h") ^ 1, UInt8(ascii: "i") ^ 2])
+            #expect(String.httpStatus(of: await masked.read(until: "hello")) == 101)
+            let maskedAlive = await !masked.isClosedByPeer(within: .milliseconds(300))
+            #expect(maskedAlive)
+            // An unmasked one there is caught too.
+            let unmasked = try #require(LoopbackSocket(port: port))
+            unmasked.send(Array(Self.handshake("/ws/one").utf8) + [0x81, 0x02, UInt8(ascii: "h"), UInt8(ascii: "i")])
+            let rest = await unmasked.readAll(timeout: .seconds(10))
+            #expect(rest.bytes.firstRange(of: [0x88, 0x02, 0x03, 0xEA]) != nil)
             #expect(rest.closed)
         }
     }
@@ -221,6 +248,10 @@ import Testing
 /// check refuses the name "refused" with 404 and that greets with a text message "hello".
 struct GuardTestRoutes: AgentRouteProvider {
     func addRoutes(to router: Router<AgentRequestContext>) {
+        router.get("/slow") { _, _ in
+            try await Task.sleep(for: .seconds(3))
+            return JSONResponse.make(["status": "done"])
+        }
         router.post("/echo") { request, context in
             let body = try await JSONRequest.decode(request, context: context, typeName: "EchoRequest")
             return JSONResponse.make(["command": try body.string("command") ?? ""])

@@ -174,10 +174,15 @@ public final class ProcessManager: Service, Sendable {
             s.processes[process.id] = process
             return s.closed
         }
-        let token = reactor.watch(pid: child.pid, pidfd: child.pidfd, pipefd: child.outputFD, sink: process)
+        guard let token = reactor.watch(pid: child.pid, pidfd: child.pidfd, pipefd: child.outputFD, sink: process) else {
+            // The reactor stopped (shutdown) while this start was under way.
+            state.withLock { _ = $0.processes.removeValue(forKey: process.id) }
+            ProcessReactor.discardShell(child.pid)
+            throw Failure.closed
+        }
         process.reactorToken = token
         if closedMeanwhile {
-            if let token { _ = reactor.signalGroup(token, SIGKILL) }
+            _ = reactor.signalGroup(token, SIGKILL)
             throw Failure.closed
         }
         logger.debug("process started", metadata: ["id": "\(process.id)", "pid": "\(child.pid)"])
@@ -303,7 +308,7 @@ public final class ProcessManager: Service, Sendable {
     /// SIGKILL to every process group and adopted orphan the agent still owns, at once
     /// (the shutdown watchdog's last step). Safe from any thread.
     public func killOwnedGroupsNow() {
-        reactor.signalAll(SIGKILL)
+        reactor.killAllIfPossible()
     }
 
     // MARK: Lifecycle

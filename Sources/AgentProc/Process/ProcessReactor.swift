@@ -79,8 +79,13 @@ final class ProcessReactor: Sendable {
     /// `token << 1` and its pidfd `token << 1 | 1` (tokens start at 1).
     private static let sigchldWord: UInt64 = 1
 
-    /// Shell pids of every reactor in this process: the children that are not orphans.
-    private static let shells = Mutex<Set<pid_t>>([])
+    /// Shell pids of every reactor in this process (the children that are not orphans), and
+    /// how many spawns are under way (a child that exists but is not registered yet).
+    private struct Shells {
+        var pids: Set<pid_t> = []
+        var spawning = 0
+    }
+    private static let shells = Mutex(Shells())
 
     private let epfd: Int32
     private let wakefd: Int32
@@ -124,6 +129,9 @@ final class ProcessReactor: Sendable {
             let token = s.nextToken
             s.nextToken += 1
             s.watches[token] = Watch(pid: pid, pidfd: pidfd, pipefd: pipefd, sink: sink)
+            // Under the lock, so that stop() cannot close the epoll set in between.
+            agent_epoll_add(epfd, pipefd, token << 1)
+            agent_epoll_add(epfd, pidfd, token << 1 | 1)
             return token
         }
         guard let token else {
@@ -131,8 +139,6 @@ final class ProcessReactor: Sendable {
             close(pipefd)
             return nil
         }
-        agent_epoll_add(epfd, pipefd, token << 1)
-        agent_epoll_add(epfd, pidfd, token << 1 | 1)
         return token
     }
 
@@ -172,6 +178,15 @@ final class ProcessReactor: Sendable {
         return signalled
     }
 
+    /// SIGKILL to everything owned, without waiting for the lock if the reactor holds it
+    /// (the shutdown watchdog's last resort must not block).
+    func killAllIfPossible() {
+        _ = state.withLockIfAvailable { s in
+            for watch in s.watches.values where watch.leader != .released { kill(-watch.pid, SIGKILL) }
+            for (pid, group) in s.adopted { _ = Self.signalOrphan(pid, group, SIGKILL, s) }
+        }
+    }
+
     /// Groups and adopted orphans the agent still owns.
     var ownedCount: Int {
         state.withLock { s in s.watches.values.filter { $0.leader != .released }.count + s.adopted.count }
@@ -201,6 +216,8 @@ final class ProcessReactor: Sendable {
     // MARK: Reactor thread
 
     private func loop() {
+        // At least this thread takes SIGCHLD (others may block it), so adoption scans run.
+        if adoptOrphans { agent_unblock_sigchld() }
         let scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.readChunk, alignment: 16)
         defer { scratch.deallocate() }
         var events = [UInt64](repeating: 0, count: 64)
@@ -314,7 +331,7 @@ final class ProcessReactor: Sendable {
                 // ECHILD: someone else reaped it; report a plain failure, own nothing.
                 status = 0xff00
                 watch.leader = .released
-                Self.shells.withLock { _ = $0.remove(watch.pid) }
+                Self.shells.withLock { _ = $0.pids.remove(watch.pid) }
             } else {
                 watch.leader = .held
             }
@@ -359,10 +376,8 @@ final class ProcessReactor: Sendable {
             for (token, var watch) in s.watches where watch.leader == .held {
                 // The zombie leader itself is one member of its group.
                 guard members[watch.pid, default: 0] <= 1 else { continue }
-                var status: Int32 = 0
-                _ = waitpid(watch.pid, &status, WNOHANG)
+                Self.reapShell(watch.pid)
                 watch.leader = .released
-                Self.shells.withLock { _ = $0.remove(watch.pid) }
                 if watch.pipefd < 0 { s.watches[token] = nil } else { s.watches[token] = watch }
             }
             let busy = s.watches.values.contains { $0.leader == .held } || !s.adopted.isEmpty
@@ -378,7 +393,15 @@ final class ProcessReactor: Sendable {
     private static func collectOrphans(_ s: inout State) {
         // The shell set is locked while children are listed: a spawn registers its shell
         // under the same lock, so a new shell is never taken for an orphan.
-        let children = shells.withLock { shells in ProcessTable.children().filter { !shells.contains($0) } }
+        guard let children = shells.withLock({ shells -> [pid_t]? in
+            // A spawn under way has a child that is not registered yet: try again shortly.
+            guard shells.spawning == 0 else { return nil }
+            return ProcessTable.children().filter { !shells.pids.contains($0) }
+        }) else {
+            let at = ContinuousClock.now + scanDelay
+            s.nextScan = min(s.nextScan ?? at, at)
+            return
+        }
         let current = Set(children)
         for pid in children {
             var status: Int32 = 0
@@ -408,13 +431,10 @@ final class ProcessReactor: Sendable {
         let watches = state.withLock { s -> [Watch] in
             s.stopped = true
             defer { s.watches.removeAll() }
-            for watch in s.watches.values where watch.leader == .held {
-                var status: Int32 = 0
-                _ = waitpid(watch.pid, &status, WNOHANG)
-            }
+            for watch in s.watches.values where watch.leader == .held { Self.reapShell(watch.pid) }
             return Array(s.watches.values)
         }
-        Self.shells.withLock { shells in for watch in watches { shells.remove(watch.pid) } }
+        Self.shells.withLock { shells in for watch in watches { shells.pids.remove(watch.pid) } }
         for watch in watches {
             if watch.pipefd >= 0 { close(watch.pipefd); watch.sink.outputClosed() }
             if watch.pidfd >= 0 { close(watch.pidfd) }
@@ -423,13 +443,41 @@ final class ProcessReactor: Sendable {
         close(epfd)
     }
 
-    /// Runs `spawn` with the shell set locked and records the new shell in it, so that no
-    /// scan can mistake it for an orphan.
+    /// Runs `spawn` and records the new shell, counting the spawn as under way meanwhile so
+    /// that no scan mistakes the child for an orphan. (The lock is not held across the
+    /// spawn: a `chdir` stuck on a hung mount must not block the reactor.)
     static func registeringShell(_ spawn: () throws(SpawnError) -> SpawnedChild) throws(SpawnError) -> SpawnedChild {
-        try shells.withLock { (set: inout Set<pid_t>) throws(SpawnError) -> SpawnedChild in
+        shells.withLock { $0.spawning += 1 }
+        do {
             let child = try spawn()
-            set.insert(child.pid)
+            shells.withLock { shells in
+                shells.spawning -= 1
+                shells.pids.insert(child.pid)
+            }
             return child
+        } catch {
+            shells.withLock { $0.spawning -= 1 }
+            throw error
+        }
+    }
+
+    /// Reaps a shell and forgets it in one step, so that a new shell that gets the same pid
+    /// is never forgotten by mistake.
+    static func reapShell(_ pid: pid_t) {
+        shells.withLock { shells in
+            var status: Int32 = 0
+            _ = waitpid(pid, &status, WNOHANG)
+            shells.pids.remove(pid)
+        }
+    }
+
+    /// A shell that could not be watched (the reactor had stopped): kill, reap, forget.
+    static func discardShell(_ pid: pid_t) {
+        kill(-pid, SIGKILL)
+        shells.withLock { shells in
+            var status: Int32 = 0
+            while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+            shells.pids.remove(pid)
         }
     }
 }

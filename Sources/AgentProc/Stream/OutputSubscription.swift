@@ -48,20 +48,25 @@ public final class OutputSubscription: Sendable {
         self.budget = budget
     }
 
+    /// What a queued chunk costs against the bounds: its bytes, but at least this much, so a
+    /// process writing a byte at a time cannot queue a million tiny buffers (each has a
+    /// storage header and a queue slot) within the byte bounds.
+    static let minimumChunkCost = 512
+
     /// Called by the producer; never blocks. `bytes` may be shared with other subscribers.
     func push(_ bytes: ByteBuffer) {
-        let count = bytes.readableBytes
+        let count = max(bytes.readableBytes, Self.minimumChunkCost)
         let resume = state.withLock { s -> (CheckedContinuation<Event?, Never>, Event)? in
             guard !s.cancelled, s.exit == nil else { return nil }
             if s.pendingBytes + count > Self.maxPendingBytes || !budget.reserve(count) {
                 // Drop what this subscriber has queued (its share of the budget comes back).
-                s.omitted += s.pendingBytes
+                s.omitted += s.chunks[s.chunkStart...].reduce(0) { $0 + $1.readableBytes }
                 budget.release(s.pendingBytes)
                 s.chunks.removeAll(keepingCapacity: true)
                 s.chunkStart = 0
                 s.pendingBytes = 0
                 if count > Self.maxPendingBytes || !budget.reserve(count) {
-                    s.omitted += count
+                    s.omitted += bytes.readableBytes
                     return Self.takeEvent(&s, budget)
                 }
             }
@@ -103,7 +108,7 @@ public final class OutputSubscription: Sendable {
         waiter?.resume(returning: nil)
     }
 
-    /// Bytes queued and not yet handed out.
+    /// What is queued and not yet handed out, as charged against the bounds.
     var pendingBytes: Int { state.withLock { $0.pendingBytes } }
 
     /// The next event, or nil once the exit was delivered or the subscription cancelled.
@@ -142,22 +147,30 @@ public final class OutputSubscription: Sendable {
         }
         if s.pendingBytes > 0 {
             var batch: ByteBuffer
+            var cost = 0
             let first = s.chunks[s.chunkStart].readableBytes
             if first >= maxBatchBytes || s.chunkStart + 1 == s.chunks.count
                 || first + s.chunks[s.chunkStart + 1].readableBytes > maxBatchBytes {
                 batch = s.chunks[s.chunkStart].readSlice(length: min(first, maxBatchBytes))!
-                if s.chunks[s.chunkStart].readableBytes == 0 { s.chunkStart += 1 }
+                if s.chunks[s.chunkStart].readableBytes == 0 {
+                    // The whole chunk is out: release what it was charged.
+                    cost = max(first, minimumChunkCost) - (first - batch.readableBytes)
+                    s.chunkStart += 1
+                } else {
+                    cost = batch.readableBytes
+                }
             } else {
                 batch = ByteBuffer()
                 batch.reserveCapacity(min(s.pendingBytes, maxBatchBytes))
                 while s.chunkStart < s.chunks.count,
                       batch.readableBytes + s.chunks[s.chunkStart].readableBytes <= maxBatchBytes {
+                    cost += max(s.chunks[s.chunkStart].readableBytes, minimumChunkCost)
                     batch.writeImmutableBuffer(s.chunks[s.chunkStart])
                     s.chunkStart += 1
                 }
             }
-            s.pendingBytes -= batch.readableBytes
-            budget.release(batch.readableBytes)
+            s.pendingBytes -= cost
+            budget.release(cost)
             if s.chunkStart == s.chunks.count {
                 s.chunks.removeAll(keepingCapacity: true)
                 s.chunkStart = 0

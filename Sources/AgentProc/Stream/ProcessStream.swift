@@ -75,7 +75,7 @@ struct ProcessStream: Sendable {
         // The reader must never be cancelled: WSCore needs the inbound stream afterwards for
         // the close handshake. So the sender ends the stream with a close frame, and the
         // reader ends when the client answers it (or leaves first, which stops the sender).
-        enum Finished { case reader, sender, closeTimeout, stalled }
+        enum Finished { case reader, sender, closeTimeout, stalled, monitorEnded }
         try await withThrowingTaskGroup(of: Finished.self) { group in
             group.addTask {
                 do { for try await _ in inbound {} } catch {}
@@ -91,14 +91,15 @@ struct ProcessStream: Sendable {
             }
             group.addTask {
                 // A client that stops reading blocks our writes (back pressure); drop it.
-                while true {
-                    try await Task.sleep(for: .milliseconds(500))
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: .milliseconds(500))
                     let limit = manager.isShuttingDown ? Self.shutdownStallTimeout : manager.configuration.subscriberStallTimeout
                     if let since = progress.writingSince, ContinuousClock.now - since > limit {
                         channel.abort()
                         return .stalled
                     }
                 }
+                return .monitorEnded
             }
             var readerDone = false
             var senderDone = false
@@ -118,6 +119,8 @@ struct ProcessStream: Sendable {
                     group.cancelAll()
                 case .stalled:
                     group.cancelAll()
+                case .monitorEnded:
+                    break
                 }
                 if readerDone && senderDone { group.cancelAll() }
             }

@@ -67,6 +67,9 @@ int agent_set_child_subreaper(void);
 /// Installs a SIGCHLD handler (SA_RESTART | SA_NOCLDSTOP) that writes 1 to eventfd `fd`.
 int agent_notify_sigchld(int fd);
 
+/// Unblocks SIGCHLD on the calling thread.
+void agent_unblock_sigchld(void);
+
 /// Every process's pid and process group from /proc; returns the count, max + 1 when more
 /// than `max` exist, or -1.
 int agent_scan_process_groups(pid_t *pids, pid_t *pgrps, int max);
