@@ -239,9 +239,7 @@ import Testing
 
     // MARK: Harness
 
-    static func handshake(_ path: String) -> String {
-        "GET \(path) HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
-    }
+    static func handshake(_ path: String) -> String { .webSocketHandshake(path) }
 }
 
 /// `POST /echo` answers `{"command": <command>}`; `/ws/:name` is a WebSocket route whose

@@ -91,7 +91,5 @@ import Testing
         }
     }
 
-    static func handshake(_ id: String) -> String {
-        "GET /api/v0/processes/\(id)/stream HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
-    }
+    static func handshake(_ id: String) -> String { .webSocketHandshake("/api/v0/processes/\(id)/stream") }
 }

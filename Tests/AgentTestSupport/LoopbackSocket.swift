@@ -118,6 +118,11 @@ public final class LoopbackSocket: @unchecked Sendable {
 }
 
 extension String {
+    /// A complete WebSocket handshake for `path` (RFC 6455's sample key).
+    public static func webSocketHandshake(_ path: String, headers: String = "") -> String {
+        "GET \(path) HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\(headers)\r\n"
+    }
+
     /// The HTTP status code of a response's first line, or nil.
     public static func httpStatus(of bytes: [UInt8]) -> Int? {
         let text = String(decoding: bytes.prefix(64), as: UTF8.self)

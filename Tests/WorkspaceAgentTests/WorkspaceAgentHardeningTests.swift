@@ -111,9 +111,10 @@ import Glibc
         let stalled = try #require(LoopbackSocket(port: port))
         stalled.setReceiveBuffer(4096)
         stalled.send(
-            "GET /api/v0/processes/\(chattyID)/stream HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
+            String.webSocketHandshake("/api/v0/processes/\(chattyID)/stream"))
         try await Task.sleep(for: .milliseconds(500))
-        let grandchildren = processes(named: "sleep", sessionLeaderOnly: true)
+        let grandchildren = processes(named: "sleep", sessionLeaderOnly: true).filter { isDescendant($0, of: agent.pid) }
+        #expect(!grandchildren.isEmpty, "the setsid grandchild did not start")
         agent.signal(SIGTERM)
         // Exit 0 means the graceful path finished: the watchdog that enforces the 7 s bound
         // exits 1.
@@ -145,7 +146,7 @@ import Glibc
                 let socket = try #require(LoopbackSocket(port: port))
                 socket.setReceiveBuffer(4096)
                 socket.send(
-                    "GET /api/v0/processes/\(id)/stream HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
+                    String.webSocketHandshake("/api/v0/processes/\(id)/stream"))
                 sockets.append(socket)
             }
         }
@@ -229,6 +230,22 @@ func processes(named name: String, sessionLeaderOnly: Bool) -> [pid_t] {
         let fields = stat[stat.index(after: close)...].split(separator: " ")
         return !sessionLeaderOnly || (fields.count > 3 && pid_t(fields[3]) == pid)
     }
+}
+
+/// True when `pid`'s chain of parents (at most 8 up) reaches `ancestor`.
+func isDescendant(_ pid: pid_t, of ancestor: pid_t) -> Bool {
+    var current = pid
+    for _ in 0..<8 {
+        guard let stat = try? String(contentsOfFile: "/proc/\(current)/stat", encoding: .utf8),
+              let close = stat.lastIndex(of: ")")
+        else { return false }
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        guard fields.count > 1, let parent = pid_t(fields[1]) else { return false }
+        if parent == ancestor { return true }
+        if parent <= 1 { return false }
+        current = parent
+    }
+    return false
 }
 
 private func allPids() -> [pid_t] {
