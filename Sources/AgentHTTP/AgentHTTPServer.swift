@@ -21,6 +21,7 @@ public enum AgentHTTPServer {
         providers: [any AgentRouteProvider],
         connections: HTTPConnectionRegistry = HTTPConnectionRegistry(),
         headTimeout: Duration = AgentHTTPLimits.requestHeadTimeout,
+        bodyTimeout: Duration = AgentHTTPLimits.requestBodyTimeout,
         logger: Logger,
         onServerRunning: @escaping @Sendable (any Channel) async -> Void = { _ in }
     ) -> App {
@@ -52,7 +53,7 @@ public enum AgentHTTPServer {
                 configuration: .init(http1: http1, ws: .init(maxFrameSize: 1 << 20, closeTimeout: .seconds(2))),
                 registry: connections,
                 webSocketRoutes: WebSocketRouteTable(webSocketRoutes),
-                limits: .init(headTimeout: .init(headTimeout), maxBody: AgentHTTPLimits.maxRequestBody)
+                limits: .init(headTimeout: .init(headTimeout), bodyTimeout: .init(bodyTimeout), maxBody: AgentHTTPLimits.maxRequestBody)
             ),
             // No accept limit here: the registry caps open connections by closing the
             // longest-idle one, so a flood of idle connections cannot lock others out.

@@ -43,6 +43,8 @@ public enum AgentHTTPLimits {
     /// A complete request head must arrive within this of the accept or of the end of the
     /// previous exchange.
     public static let requestHeadTimeout: Duration = .seconds(10)
+    /// From a request's head to the end of its body (408 beyond).
+    public static let requestBodyTimeout: Duration = .seconds(60)
     /// Request line and each header field (414 / 431 beyond).
     public static let maxHeaderFieldSize = 16 * 1024
     /// All header fields together (431 beyond).

@@ -32,6 +32,9 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
     struct Limits: Sendable {
         /// Time allowed for a complete request head.
         var headTimeout: TimeAmount = .seconds(10)
+        /// Time allowed from a request's head to the end of its body (1 MiB on loopback
+        /// takes milliseconds; a client trickling a body cannot hold a connection busy).
+        var bodyTimeout: TimeAmount = .seconds(60)
         /// Largest declared body accepted.
         var maxBody: Int = AgentHTTPLimits.maxRequestBody
     }
@@ -40,6 +43,7 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
     private let webSocketRoutes: WebSocketRouteTable
     private let limits: Limits
     private var headTimer: Scheduled<Void>?
+    private var bodyTimer: Scheduled<Void>?
     /// A request head was received and its `.end` not yet.
     private var requestOpen = false
     /// Requests passed on whose response has not ended: while any is, the connection is
@@ -65,6 +69,8 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
     func handlerRemoved(context: ChannelHandlerContext) {
         headTimer?.cancel()
         headTimer = nil
+        bodyTimer?.cancel()
+        bodyTimer = nil
     }
 
     // MARK: Inbound
@@ -86,11 +92,14 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
                 return
             }
             awaitingResponse += 1
+            armBodyTimer(context)
             context.fireChannelRead(wrapInboundOut(.head(head)))
         case .body:
             if !swallowing { context.fireChannelRead(data) }
         case .end:
             requestOpen = false
+            bodyTimer?.cancel()
+            bodyTimer = nil
             if swallowing { return }
             if webSocketHandshake {
                 // NIO's upgrade handler removes the HTTP decoder before it writes the 101,
@@ -182,6 +191,15 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
             } else {
                 connection.close()
             }
+        }
+    }
+
+    private func armBodyTimer(_ context: ChannelHandlerContext) {
+        bodyTimer?.cancel()
+        bodyTimer = context.eventLoop.assumeIsolated().scheduleTask(in: limits.bodyTimeout) { [connection, limits] in
+            connection.respondAndClose(
+                .requestTimeout,
+                APIErrorBody(message: "Request timeout.", detail: "The request body did not arrive within \(limits.bodyTimeout.nanoseconds / 1_000_000_000) s."))
         }
     }
 

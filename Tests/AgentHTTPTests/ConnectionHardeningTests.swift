@@ -60,6 +60,16 @@ import Testing
         }
     }
 
+    @Test func aTrickledBodyHasADeadline() async throws {
+        try await withGuardServer(bodyTimeout: .seconds(1)) { port, _ in
+            let socket = try #require(LoopbackSocket(port: port))
+            socket.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"comm")
+            let answer = await socket.readAll(timeout: .seconds(10))
+            #expect(String.httpStatus(of: answer.bytes) == 408)
+            #expect(answer.closed)
+        }
+    }
+
     @Test func aSlowRequestIsNotCutByTheHeadDeadline() async throws {
         try await withGuardServer(headTimeout: .seconds(1)) { port, _ in
             // The handler takes three times the head deadline, on a keep-alive connection.
@@ -270,14 +280,15 @@ struct GuardTestRoutes: AgentRouteProvider {
 
 /// A real server on an ephemeral loopback port with the guard's registry exposed.
 func withGuardServer(
-    headTimeout: Duration = AgentHTTPLimits.requestHeadTimeout, maxConnections: Int = AgentHTTPLimits.maxConnections,
+    headTimeout: Duration = AgentHTTPLimits.requestHeadTimeout, bodyTimeout: Duration = AgentHTTPLimits.requestBodyTimeout,
+    maxConnections: Int = AgentHTTPLimits.maxConnections,
     _ body: (Int, HTTPConnectionRegistry) async throws -> Void
 ) async throws {
     let registry = HTTPConnectionRegistry(maxConnections: maxConnections)
     let (ports, portSink) = AsyncStream<Int>.makeStream()
     let app = AgentHTTPServer.makeApplication(
         address: BindTarget(kind: .tcp(host: "127.0.0.1", port: 0)),
-        providers: [GuardTestRoutes()], connections: registry, headTimeout: headTimeout,
+        providers: [GuardTestRoutes()], connections: registry, headTimeout: headTimeout, bodyTimeout: bodyTimeout,
         logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
     ) { channel in
         portSink.yield(channel.localAddress?.port ?? 0)
