@@ -3,8 +3,8 @@
 
 SWIFT ?= swift
 # C libraries the agent links (git watching, desktop), pkg-config to find them, and the
-# tools the tests drive (git, procps for ps/pgrep).
-DEB_PACKAGES := pkg-config libgit2-dev libssh2-1-dev libvncserver-dev git procps
+# tools the tests drive (git, procps for ps/pgrep, Python's Prometheus text-format parser).
+DEB_PACKAGES := pkg-config libgit2-dev libssh2-1-dev libvncserver-dev git procps python3-prometheus-client
 RUN_ARGS ?=
 
 .PHONY: all deps build release run test bench proto clean

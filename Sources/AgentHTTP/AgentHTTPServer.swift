@@ -26,6 +26,7 @@ public enum AgentHTTPServer {
         onServerRunning: @escaping @Sendable (any Channel) async -> Void = { _ in }
     ) -> App {
         let router = Router(context: AgentRequestContext.self)
+        router.add(middleware: MetricsMiddleware())
         router.add(middleware: JSONErrorMiddleware())
         router.add(middleware: LogRequestsMiddleware(.debug))
         router.get("/healthz") { _, _ in

@@ -1,3 +1,4 @@
+import CoreMetrics
 import Foundation
 import HTTPTypes
 import NIOCore
@@ -129,6 +130,7 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     func respondAndClose(_ status: HTTPResponse.Status, _ body: APIErrorBody, headers: [(String, String)] = []) {
         guard let context, !discarding else { return }
         discarding = true
+        HTTPMetrics.guardResponse(status.code)
         var buffer = ByteBuffer()
         let json = JSONResponse.encode(body)
         buffer.writeString("HTTP/1.1 \(status.code) \(status.reasonPhrase)\r\n")

@@ -1,3 +1,4 @@
+import CoreMetrics
 import NIOCore
 import Synchronization
 
@@ -48,6 +49,7 @@ public final class HTTPConnectionRegistry: Sendable {
         let (id, victim) = state.withLock { s -> (UInt64?, (any Channel)?) in
             if s.closedAll {
                 s.refused += 1
+                HTTPMetrics.refused.increment()
                 return (nil, nil)
             }
             var victim: (any Channel)?
@@ -61,14 +63,17 @@ public final class HTTPConnectionRegistry: Sendable {
                 }
                 guard let (victimID, _) = oldest else {
                     s.refused += 1
+                    HTTPMetrics.refused.increment()
                     return (nil, nil)
                 }
                 victim = s.entries.removeValue(forKey: victimID)?.channel
                 s.evicted += 1
+                HTTPMetrics.evicted.increment()
             }
             let id = s.nextID
             s.nextID += 1
             s.entries[id] = Entry(channel: channel, phase: .awaitingHead(since: .now()))
+            HTTPMetrics.connections.record(s.entries.count)
             return (id, victim)
         }
         victim?.close(promise: nil)
@@ -80,7 +85,9 @@ public final class HTTPConnectionRegistry: Sendable {
     }
 
     func remove(_ id: UInt64) {
-        _ = state.withLock { s in s.entries.removeValue(forKey: id) }
+        state.withLock { s in
+            if s.entries.removeValue(forKey: id) != nil { HTTPMetrics.connections.record(s.entries.count) }
+        }
     }
 
     /// Closes every connection and refuses new ones.

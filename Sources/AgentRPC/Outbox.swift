@@ -1,3 +1,5 @@
+import CoreMetrics
+import Metrics
 import Synchronization
 
 /// A bounded, ordered queue of items to send upward; it survives reconnects (an item is
@@ -19,6 +21,10 @@ public final class Outbox<Item: Sendable>: Sendable {
     }
     private let state = Mutex(State())
     private let signal: WorkSignal?
+    /// `agent_upward_items_*` with an `outbox` label (swift-metrics).
+    private let droppedCounter: Counter
+    private let rejectedCounter: Counter
+    private let queuedGauge: Gauge
 
     /// - Parameter signal: notified on every append (the sender waits on it).
     public init(name: String, capacity: Int, signal: WorkSignal? = nil) {
@@ -26,6 +32,9 @@ public final class Outbox<Item: Sendable>: Sendable {
         self.name = name
         self.capacity = capacity
         self.signal = signal
+        droppedCounter = Counter(label: "agent_upward_items_dropped_total", dimensions: [("outbox", name)])
+        rejectedCounter = Counter(label: "agent_upward_items_rejected_total", dimensions: [("outbox", name)])
+        queuedGauge = Gauge(label: "agent_upward_items_queued", dimensions: [("outbox", name)])
     }
 
     /// Adds an item; returns false when an older item had to be dropped for it.
@@ -36,10 +45,12 @@ public final class Outbox<Item: Sendable>: Sendable {
             if s.items.count - s.head >= capacity {
                 s.head += 1
                 s.dropped += 1
+                droppedCounter.increment()
                 kept = false
             }
             s.items.append((s.nextSeq, item))
             s.nextSeq += 1
+            queuedGauge.record(s.items.count - s.head)
             if s.head > 64 && s.head * 2 > s.items.count {
                 s.items.removeFirst(s.head)
                 s.head = 0
@@ -78,6 +89,7 @@ public final class Outbox<Item: Sendable>: Sendable {
     public func acknowledge(through: UInt64) {
         state.withLock { s in
             while s.head < s.items.count, s.items[s.head].seq <= through { s.head += 1 }
+            queuedGauge.record(s.items.count - s.head)
         }
     }
 
@@ -88,6 +100,7 @@ public final class Outbox<Item: Sendable>: Sendable {
             while s.head < s.items.count, s.items[s.head].seq <= through {
                 s.head += 1
                 s.rejected += 1
+                rejectedCounter.increment()
             }
         }
     }

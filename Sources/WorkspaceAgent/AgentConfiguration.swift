@@ -14,6 +14,7 @@ struct AgentConfiguration {
         var procPrioMgmt: String?
         var agentURL: String?
         var agentTokenFile: String?
+        var prometheusAddress: String?
     }
 
     /// A bad value: one line naming the flag, its env twin and what is accepted.
@@ -31,6 +32,8 @@ struct AgentConfiguration {
     var agentURL: String?
     /// The agent token (never logged).
     var agentToken: String?
+    /// Where the Prometheus metrics listener binds; nil when disabled.
+    var prometheusAddress: BindTarget?
 
     static func resolve(flags: Flags, environment env: [String: String]) throws -> AgentConfiguration {
         func pick(_ flag: String?, _ key: String) -> (String, String)? {
@@ -73,6 +76,17 @@ struct AgentConfiguration {
             default: throw Invalid(description: "\(source): invalid boolean \"\(text)\" (expected true or false)")
             }
         }
+        var prometheus: BindTarget? = try! BindTarget(parsing: Self.defaultPrometheusAddress)
+        if let text = flags.prometheusAddress ?? env["CODER_AGENT_PROMETHEUS_ADDRESS"] {
+            let source = flags.prometheusAddress != nil ? "--prometheus-address" : "CODER_AGENT_PROMETHEUS_ADDRESS"
+            if text.isEmpty {
+                prometheus = nil
+            } else {
+                do { prometheus = try BindTarget(parsing: text) } catch {
+                    throw Invalid(description: "\(source): \(error.description)")
+                }
+            }
+        }
         let directory = pick(flags.directory, "directory")?.0
         if let directory, directory.contains("\0") {
             throw Invalid(description: "--directory: contains a NUL byte")
@@ -103,8 +117,11 @@ struct AgentConfiguration {
         return AgentConfiguration(
             httpAddress: address, directory: directory, stateDir: stateDir,
             logLevel: level, logFormat: format, processPriority: priority,
-            agentURL: agentURL, agentToken: token)
+            agentURL: agentURL, agentToken: token, prometheusAddress: prometheus)
     }
+
+    /// As the reference: Prometheus on loopback port 2112.
+    static let defaultPrometheusAddress = "127.0.0.1:2112"
 
     /// `CODER_AGENT_HTTP_ADDRESS` for `http-address`; the priority switch keeps the reference's name.
     static func envKey(_ flag: String) -> String {

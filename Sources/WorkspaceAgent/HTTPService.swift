@@ -11,19 +11,21 @@ import Synchronization
 struct HTTPService: Service, CustomStringConvertible {
     let app: AgentHTTPServer.App
     let address: BindTarget
+    /// What listens, for the failure line ("the HTTP API").
+    let what: String
     /// Set once the listener is bound (from the application's `onServerRunning`).
     let listening: ListeningFlag
     let logger: Logger
     let onStartupFailure: @Sendable () -> Void
 
-    var description: String { "HTTPService(\(address))" }
+    var description: String { "HTTPService(\(what), \(address))" }
 
     func run() async throws {
         do {
             try await app.run()
         } catch {
             if listening.isSet { throw error }
-            logger.critical("cannot listen on \(address) for the HTTP API: \(Self.reason(error))")
+            logger.critical("cannot listen on \(address) for \(what): \(Self.reason(error))")
             onStartupFailure()
             throw StartupFailure()
         }

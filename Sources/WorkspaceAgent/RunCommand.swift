@@ -7,7 +7,9 @@ import ArgumentParser
 import Foundation
 import Hummingbird
 import Logging
+import Metrics
 import NIOCore
+import Prometheus
 import ServiceLifecycle
 import UnixSignals
 
@@ -39,6 +41,9 @@ struct RunCommand: AsyncParsableCommand {
     @Option(name: .long, help: "File holding the agent token. Env CODER_AGENT_TOKEN_FILE; or the token itself in CODER_AGENT_TOKEN.")
     var agentTokenFile: String?
 
+    @Option(name: .long, help: "Prometheus metrics listener: host:port, [v6]:port or unix:/path; empty disables. Env CODER_AGENT_PROMETHEUS_ADDRESS. Default \(AgentConfiguration.defaultPrometheusAddress).")
+    var prometheusAddress: String?
+
     @Option(name: .long, help: "Lower children's priority (oom_score_adj, nice): true or false. Env CODER_PROC_PRIO_MGMT. Default true.")
     var procPrioMgmt: String?
 
@@ -49,7 +54,7 @@ struct RunCommand: AsyncParsableCommand {
                 flags: .init(
                     httpAddress: httpAddress, directory: directory, stateDir: stateDir,
                     logLevel: logLevel, logFormat: logFormat, procPrioMgmt: procPrioMgmt,
-                    agentURL: agentURL, agentTokenFile: agentTokenFile),
+                    agentURL: agentURL, agentTokenFile: agentTokenFile, prometheusAddress: prometheusAddress),
                 environment: ProcessInfo.processInfo.environment)
             try config.prepareStateDirectory()
         } catch let error as AgentConfiguration.Invalid {
@@ -58,6 +63,9 @@ struct RunCommand: AsyncParsableCommand {
         }
 
         AgentLogging.bootstrap(level: config.logLevel, format: config.logFormat)
+        // Before any module creates a metric: those made earlier would stay no-ops.
+        let metrics = PrometheusCollectorRegistry()
+        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: metrics))
         let logger = Logger(label: "workspace-agent")
         if !config.httpAddress.isLoopback {
             logger.warning("HTTP API listens beyond loopback", metadata: ["address": "\(config.httpAddress)"])
@@ -81,7 +89,7 @@ struct RunCommand: AsyncParsableCommand {
         let listening = ListeningFlag()
         let app = AgentHTTPServer.makeApplication(
             address: config.httpAddress,
-            providers: [ProcessRoutes(manager: processes)],
+            providers: [ProcessRoutes(manager: processes), MetricsRoutes(registry: metrics)],
             connections: connections,
             logger: Logger(label: "workspace-agent.http")
         ) { channel in
@@ -89,8 +97,24 @@ struct RunCommand: AsyncParsableCommand {
             let address = channel.localAddress.map(Self.describe) ?? "\(config.httpAddress)"
             logger.info("agent HTTP API listening", metadata: ["address": "\(address)"])
         }
-        let http = HTTPService(app: app, address: config.httpAddress, listening: listening, logger: logger) {
+        let http = HTTPService(app: app, address: config.httpAddress, what: "the HTTP API", listening: listening, logger: logger) {
             shutdown.startupFailed()
+        }
+        var services: [any Service] = [http]
+        if let address = config.prometheusAddress {
+            let prometheusListening = ListeningFlag()
+            let prometheusApp = AgentHTTPServer.makeApplication(
+                address: address, providers: [MetricsRoutes(registry: metrics)],
+                logger: Logger(label: "workspace-agent.prometheus")
+            ) { channel in
+                prometheusListening.set()
+                let bound = channel.localAddress.map(Self.describe) ?? "\(address)"
+                logger.info("prometheus metrics listening", metadata: ["metrics_address": "\(bound)"])
+            }
+            services.append(
+                HTTPService(app: prometheusApp, address: address, what: "Prometheus metrics", listening: prometheusListening, logger: logger) {
+                    shutdown.startupFailed()
+                })
         }
 
         // Graceful shutdown runs in reverse order: announce SHUTTING_DOWN, terminate the
@@ -108,7 +132,7 @@ struct RunCommand: AsyncParsableCommand {
             }
         }
         let group = ServiceGroup(
-            configuration: .init(services: [http, controlPlane, processes, announce], logger: logger))
+            configuration: .init(services: services + [controlPlane, processes, announce], logger: logger))
         let signals = await shutdown.listen { _ in await group.triggerGracefulShutdown() }
         defer { signals.cancel() }
         logger.info("workspace agent starting", metadata: [

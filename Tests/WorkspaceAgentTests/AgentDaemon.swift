@@ -27,7 +27,8 @@ struct AgentDaemon {
         for key in env.keys where key.hasPrefix("CODER_") { env[key] = nil }
         env["XDG_STATE_HOME"] = NSTemporaryDirectory() + "agent-state-\(UUID().uuidString)"
         for (k, v) in extra { env[k] = v }
-        let argv = [binaryPath] + arguments
+        // Concurrent daemons would all want the default Prometheus port.
+        let argv = [binaryPath] + arguments + (arguments.contains("--prometheus-address") ? [] : ["--prometheus-address", ""])
         let envp = env.map { "\($0.key)=\($0.value)" }
         var step: Int32 = 0
         var err: Int32 = 0

@@ -1,3 +1,4 @@
+import CoreMetrics
 import Foundation
 import NIOCore
 import Synchronization
@@ -156,6 +157,7 @@ public final class ManagedProcess: Sendable {
 
 extension ManagedProcess: ProcessEventSink {
     func output(_ bytes: UnsafeRawBufferPointer) {
+        ProcessMetrics.outputBytes.increment(by: bytes.count)
         state.withLock { s in
             s.output.write(bytes)
             if !s.subscribers.isEmpty {

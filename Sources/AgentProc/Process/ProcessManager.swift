@@ -1,3 +1,4 @@
+import CoreMetrics
 import Foundation
 import Logging
 import NIOCore
@@ -185,6 +186,8 @@ public final class ProcessManager: Service, Sendable {
             _ = reactor.signalGroup(token, SIGKILL)
             throw Failure.closed
         }
+        ProcessMetrics.started.increment()
+        ProcessMetrics.running.record(state.withLock { $0.runningCount })
         logger.debug("process started", metadata: ["id": "\(process.id)", "pid": "\(child.pid)"])
         return process
     }
@@ -202,9 +205,11 @@ public final class ProcessManager: Service, Sendable {
     /// Called on the reactor thread when a process exits: queue it and keep at most
     /// `maxRetainedExited` exited processes (the oldest exits go first).
     private func noteExited(_ process: ManagedProcess) {
+        ProcessMetrics.exited.increment()
         state.withLock { s in
             guard s.processes[process.id] === process else { return }
             s.exitedOrder.append(process.id)
+            ProcessMetrics.running.record(s.runningCount)
             while s.exitedCount > configuration.maxRetainedExited, let oldest = s.popOldestExited() {
                 if let victim = s.processes[oldest] { forget(victim, in: &s) }
             }

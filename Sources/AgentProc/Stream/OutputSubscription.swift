@@ -1,3 +1,4 @@
+import CoreMetrics
 import CAgentSpawn
 import NIOCore
 import Synchronization
@@ -60,13 +61,16 @@ public final class OutputSubscription: Sendable {
             guard !s.cancelled, s.exit == nil else { return nil }
             if s.pendingBytes + count > Self.maxPendingBytes || !budget.reserve(count) {
                 // Drop what this subscriber has queued (its share of the budget comes back).
-                s.omitted += s.chunks[s.chunkStart...].reduce(0) { $0 + $1.readableBytes }
+                let dropped = s.chunks[s.chunkStart...].reduce(0) { $0 + $1.readableBytes }
+                s.omitted += dropped
+                ProcessMetrics.omittedBytes.increment(by: dropped)
                 budget.release(s.pendingBytes)
                 s.chunks.removeAll(keepingCapacity: true)
                 s.chunkStart = 0
                 s.pendingBytes = 0
                 if count > Self.maxPendingBytes || !budget.reserve(count) {
                     s.omitted += bytes.readableBytes
+                    ProcessMetrics.omittedBytes.increment(by: bytes.readableBytes)
                     return Self.takeEvent(&s, budget)
                 }
             }
@@ -226,7 +230,10 @@ public final class SubscriberBudget: Sendable {
         while current < maxSubscribers {
             let (exchanged, original) = subscribers.compareExchange(
                 expected: current, desired: current + 1, ordering: .relaxed)
-            if exchanged { return true }
+            if exchanged {
+                ProcessMetrics.subscribers.record(current + 1)
+                return true
+            }
             current = original
         }
         return false
@@ -236,7 +243,9 @@ public final class SubscriberBudget: Sendable {
         // When the last subscriber leaves, give the pages its output used back to the OS
         // (glibc keeps freed heap memory otherwise), a moment later so that the connections'
         // own buffers are freed first.
-        guard subscribers.subtract(1, ordering: .relaxed).newValue == 0 else { return }
+        let left = subscribers.subtract(1, ordering: .relaxed).newValue
+        ProcessMetrics.subscribers.record(left)
+        guard left == 0 else { return }
         Task.detached { [self] in
             try? await Task.sleep(for: .seconds(1))
             if subscribers.load(ordering: .relaxed) == 0 { agent_release_free_memory() }

@@ -1,3 +1,4 @@
+import CoreMetrics
 import AgentHTTP
 import Foundation
 import Hummingbird
@@ -96,6 +97,7 @@ struct ProcessStream: Sendable {
                     let limit = manager.isShuttingDown ? Self.shutdownStallTimeout : manager.configuration.subscriberStallTimeout
                     if let since = progress.writingSince, ContinuousClock.now - since > limit {
                         channel.abort()
+                        ProcessMetrics.disconnected("stalled")
                         return .stalled
                     }
                 }
@@ -115,6 +117,7 @@ struct ProcessStream: Sendable {
                         }
                     }
                 case .closeTimeout:
+                    ProcessMetrics.disconnected("close_timeout")
                     channel.close(promise: nil)
                     group.cancelAll()
                 case .stalled:

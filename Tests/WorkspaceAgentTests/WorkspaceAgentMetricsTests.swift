@@ -1,0 +1,94 @@
+import AgentTestSupport
+import CAgentSpawn
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Issue 8, item 4: `/metrics` on the API and on the Prometheus listener, in a format a real
+/// Prometheus parser (Debian's python3-prometheus-client) reads, with counters that move.
+@Suite struct WorkspaceAgentMetricsTests {
+    @Test func metricsParseAndMove() async throws {
+        let agent = try AgentDaemon.launch(["--http-address", "127.0.0.1:0", "--prometheus-address", "127.0.0.1:0"])
+        defer { agent.cleanup() }
+        let api = RawHTTPClient(port: try await agent.port())
+        var metricsPort: Int?
+        _ = await eventually {
+            if let range = agent.log.range(of: #"metrics_address=127\.0\.0\.1:(\d+)"#, options: .regularExpression) {
+                metricsPort = Int(agent.log[range].split(separator: ":").last!)
+            }
+            return metricsPort != nil
+        }
+        let listener = RawHTTPClient(port: try #require(metricsPort))
+
+        let before = try parse(try await listener.request("GET", "/metrics").bodyText)
+        let started = try await api.request("POST", "/api/v0/processes/start", json: #"{"command":"echo metrics"}"#)
+        let id = try #require(jsonObject(started.body)?["id"] as? String)
+        _ = try await api.request("GET", "/api/v0/processes/\(id)/output?wait=true")
+        let afterResponse = try await api.request("GET", "/metrics")
+        #expect(afterResponse.header("Content-Type")?.hasPrefix("text/plain; version=0.0.4") == true)
+        let after = try parse(afterResponse.bodyText)
+
+        #expect((after["agent_processes_started"] ?? 0) >= (before["agent_processes_started"] ?? 0) + 1)
+        #expect((after["agent_processes_exited"] ?? 0) >= 1)
+        #expect((after["agent_process_output_bytes"] ?? 0) >= 8)
+        #expect(after["agent_upward_items_queued"] != nil)
+        #expect(after["http_server_request_duration"] != nil)
+    }
+
+    /// Parses Prometheus text with the real parser; returns each family's summed samples
+    /// (counters without `_total`, histograms by their `_count`).
+    func parse(_ text: String) throws -> [String: Double] {
+        let directory = NSTemporaryDirectory() + "metrics-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let input = directory + "/metrics.txt"
+        let output = directory + "/parsed.txt"
+        try text.write(toFile: input, atomically: true, encoding: .utf8)
+        let script = """
+            import sys
+            from prometheus_client.parser import text_string_to_metric_families
+            for family in text_string_to_metric_families(open(sys.argv[1]).read()):
+                total = sum(s.value for s in family.samples if s.name in (family.name, family.name + "_total", family.name + "_count"))
+                print(family.name, total)
+            """
+        let status = try run(["/usr/bin/python3", "-c", script, input], output: output)
+        let parsed = (try? String(contentsOfFile: output, encoding: .utf8)) ?? ""
+        try #require(status == 0, "the Prometheus parser refused the output:\n\(parsed)")
+        var families: [String: Double] = [:]
+        for line in parsed.split(separator: "\n") {
+            let parts = line.split(separator: " ")
+            if parts.count == 2, let value = Double(parts[1]) { families[String(parts[0])] = value }
+        }
+        return families
+    }
+
+    /// Runs `argv` to completion with stdout and stderr in `output`; its exit status.
+    func run(_ argv: [String], output: String) throws -> Int32 {
+        let fd = open(output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        try #require(fd >= 0)
+        defer { close(fd) }
+        let pointers = argv.map { strdup($0) } + [nil]
+        defer { for p in pointers { free(p) } }
+        let environment: [UnsafeMutablePointer<CChar>?] = [strdup("PATH=/usr/bin:/bin"), nil]
+        defer { for p in environment { free(p) } }
+        var step: Int32 = 0
+        var err: Int32 = 0
+        let pid = pointers.withUnsafeBufferPointer { argvPtr in
+            environment.withUnsafeBufferPointer { envPtr in
+                argv[0].withCString { path in
+                    var options = agent_spawn_options(
+                        path: path, argv: argvPtr.baseAddress, envp: envPtr.baseAddress, cwd: nil, output_fd: fd,
+                        oom_score_adj: AGENT_SPAWN_KEEP, nice_value: AGENT_SPAWN_KEEP, nofile_soft: -1)
+                    return agent_spawn(&options, &step, &err)
+                }
+            }
+        }
+        try #require(pid > 0, "spawn failed: step \(step) errno \(err)")
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        return status & 0x7f == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+    }
+}
