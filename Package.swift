@@ -34,6 +34,13 @@ let package = Package(
         // Small C shim: fork/exec with an explicit signal mask, process group, rlimit and
         // oom/nice adjustment, plus pidfd_open (not reachable from Swift: variadic syscall).
         .target(name: "CAgentSpawn"),
+        // What every capability module may share: chat identity, Go quoting, system-call
+        // errors. No Hummingbird, no NIO.
+        .target(
+            name: "AgentCore",
+            dependencies: [.product(name: "HTTPTypes", package: "swift-http-types")],
+            swiftSettings: swiftSettings
+        ),
         // Structured logging (text and JSON lines) shared by every module.
         .target(
             name: "AgentLogging",
@@ -44,6 +51,7 @@ let package = Package(
         .target(
             name: "AgentHTTP",
             dependencies: [
+                "AgentCore",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
@@ -60,6 +68,7 @@ let package = Package(
         .target(
             name: "AgentProc",
             dependencies: [
+                "AgentCore",
                 "CAgentSpawn",
                 "AgentHTTP",
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -113,6 +122,7 @@ let package = Package(
         .executableTarget(
             name: "WorkspaceAgent",
             dependencies: [
+                "AgentCore",
                 "AgentHTTP",
                 "AgentProc",
                 "AgentLogging",

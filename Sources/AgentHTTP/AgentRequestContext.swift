@@ -1,4 +1,6 @@
+import AgentCore
 import Hummingbird
+import AgentCore
 import HummingbirdWebSocket
 import NIOCore
 
@@ -11,6 +13,8 @@ public struct AgentRequestContext: RequestContext, WebSocketRequestContext {
     public let webSocket: WebSocketHandlerReference<Self>
     /// The connection this request arrived on.
     public let channel: any Channel
+    /// The chat the request speaks for, set by ``ChatIdentityMiddleware`` (nil: no chat).
+    public var chat: ChatIdentity?
 
     public init(source: ApplicationRequestContextSource) {
         self.coreContext = .init(source: source)

@@ -52,7 +52,7 @@ struct AgentDaemon {
     func port(timeout: Duration = .seconds(30)) async throws -> Int {
         var found: Int?
         _ = await eventually(timeout: timeout) {
-            if let range = log.range(of: #"address[=":]+127\.0\.0\.1:(\d+)"#, options: .regularExpression) {
+            if let range = log.range(of: #"(?<![_a-z])address[=":]+127\.0\.0\.1:(\d+)"#, options: .regularExpression) {
                 found = Int(log[range].split(separator: ":").last!.filter(\.isNumber))
             }
             return found != nil || exitStatus(wait: false) != nil

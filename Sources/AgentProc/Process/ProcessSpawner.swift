@@ -1,3 +1,4 @@
+import AgentCore
 import CAgentSpawn
 import Synchronization
 

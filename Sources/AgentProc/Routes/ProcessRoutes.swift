@@ -1,4 +1,6 @@
+import AgentCore
 import AgentHTTP
+import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdWebSocket
@@ -15,9 +17,9 @@ public struct ProcessRoutes: AgentRouteProvider {
     }
 
     public func addRoutes(to router: Router<AgentRequestContext>) {
-        let group = router.group(RouterPath(Self.basePath))
+        let group = router.group(RouterPath(Self.basePath)).add(middleware: ChatIdentityMiddleware())
         group.post("start") { request, context in try await self.start(request, context) }
-        group.get("list") { request, _ in try self.list(request) }
+        group.get("list") { request, context in try self.list(request, context) }
         group.get(":id/output") { request, context in try await self.output(request, context) }
         group.post(":id/signal") { request, context in try await self.signal(request, context) }
     }
@@ -29,7 +31,7 @@ public struct ProcessRoutes: AgentRouteProvider {
     // MARK: Handlers
 
     func start(_ request: Request, _ context: AgentRequestContext) async throws -> Response {
-        let chat = try Self.chat(request)
+        let chat = context.chat
         let body = try await JSONRequest.decode(request, context: context, typeName: "StartProcessRequest")
         let command = try body.string("command") ?? ""
         let workdir = try body.string("workdir")
@@ -53,14 +55,14 @@ public struct ProcessRoutes: AgentRouteProvider {
         }
     }
 
-    func list(_ request: Request) throws -> Response {
-        let chat = try Self.chat(request)
+    func list(_ request: Request, _ context: AgentRequestContext) throws -> Response {
+        let chat = context.chat
         let processes = manager.list(chat: chat).map(ProcessInfoResponse.init)
         return JSONResponse.make(ListResponse(processes: processes))
     }
 
     func output(_ request: Request, _ context: AgentRequestContext) async throws -> Response {
-        let chat = try Self.chat(request)
+        let chat = context.chat
         let id = Self.processID(context)
         guard let process = manager.lookup(id, chat: chat) else { throw Self.notFound(id) }
         if request.uri.queryParameters.get("wait") == "true" {
@@ -70,7 +72,7 @@ public struct ProcessRoutes: AgentRouteProvider {
     }
 
     func signal(_ request: Request, _ context: AgentRequestContext) async throws -> Response {
-        let chat = try Self.chat(request)
+        let chat = context.chat
         let id = Self.processID(context)
         // Order matters for compatibility (spec §2.4): foreign chat, body, name, unknown, state.
         if manager.isForeign(id, chat: chat) { throw Self.notFound(id) }
@@ -111,18 +113,6 @@ public struct ProcessRoutes: AgentRouteProvider {
         }
     }
 
-    static func chat(_ request: Request) throws(APIError) -> ChatIdentity? {
-        try chat(request.headers)
-    }
-
-    static func chat(_ headers: HTTPFields) throws(APIError) -> ChatIdentity? {
-        do {
-            return try ChatIdentity.from(headers)
-        } catch {
-            throw APIError(.badRequest, "Invalid Coder-Chat-Id header.", detail: "\(goQuote(error.value)) is not a UUID.")
-        }
-    }
-
     /// The `{id}` path parameter, percent-decoded as Go's router sees it.
     static func processID(_ context: AgentRequestContext) -> String {
         processID(context.parameters.get("id") ?? "")
@@ -145,26 +135,3 @@ public struct ProcessRoutes: AgentRouteProvider {
         }
     }
 }
-
-/// Go's `%q` for the strings the API quotes: escapes quotes, backslashes and control bytes.
-func goQuote(_ text: String) -> String {
-    var out = "\""
-    for scalar in text.unicodeScalars {
-        switch scalar {
-        case "\"": out += "\\\""
-        case "\\": out += "\\\\"
-        case "\n": out += "\\n"
-        case "\r": out += "\\r"
-        case "\t": out += "\\t"
-        default:
-            if scalar.value < 0x20 || scalar.value == 0x7f {
-                out += String(format: "\\x%02x", scalar.value)
-            } else {
-                out.unicodeScalars.append(scalar)
-            }
-        }
-    }
-    return out + "\""
-}
-
-import Foundation

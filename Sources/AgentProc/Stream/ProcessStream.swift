@@ -1,3 +1,4 @@
+import AgentCore
 import CoreMetrics
 import AgentHTTP
 import Foundation
@@ -45,7 +46,7 @@ struct ProcessStream: Sendable {
     /// The process to stream, or the reason there is none: 400 for a malformed chat
     /// header, 404 for an unknown or foreign id, 429 when subscribers are full.
     func admit(_ request: WebSocketRouteRequest) throws(APIError) -> ManagedProcess {
-        let chat = try ProcessRoutes.chat(request.headers)
+        let chat = try ChatIdentityMiddleware.chat(request.headers)
         let id = ProcessRoutes.processID(request.parameters["id"] ?? "")
         guard let process = manager.lookup(id, chat: chat) else { throw ProcessRoutes.notFound(id) }
         if process.subscriberCount >= ManagedProcess.maxSubscribers || manager.subscriberBudget.usage.subscribers >= manager.subscriberBudget.maxSubscribers {

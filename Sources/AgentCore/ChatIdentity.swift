@@ -1,3 +1,4 @@
+import Foundation
 import HTTPTypes
 
 /// The chat a request speaks for (headers `Coder-Chat-Id` and `Coder-Ancestor-Chat-Ids`).
@@ -19,8 +20,8 @@ public struct ChatIdentity: Sendable, Equatable {
         guard let id = canonicalUUID(raw) else { throw InvalidChatID(value: raw) }
         var ancestors: [String] = []
         if let rawAncestors = headers[ancestorChatIDsHeader], !rawAncestors.isEmpty,
-           case .array(let items)? = try? JSONValue.parseFirst(Array(rawAncestors.utf8)) {
-            for case .string(let s) in items { if let a = canonicalUUID(s) { ancestors.append(a) } }
+           let items = try? JSONSerialization.jsonObject(with: Data(rawAncestors.utf8), options: [.fragmentsAllowed]) as? [Any] {
+            for case let s as String in items { if let a = canonicalUUID(s) { ancestors.append(a) } }
         }
         return ChatIdentity(id: id, ancestorIDs: ancestors)
     }
@@ -51,5 +52,3 @@ public struct ChatIdentity: Sendable, Equatable {
 public struct InvalidChatID: Error, Equatable {
     public let value: String
 }
-
-import AgentHTTP
