@@ -176,7 +176,7 @@ let package = Package(
         .testTarget(
             name: "AgentHTTPTests",
             dependencies: [
-                "AgentHTTP", "AgentTestSupport",
+                "AgentCore", "AgentHTTP", "AgentTestSupport",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
                 .product(name: "Logging", package: "swift-log"),

@@ -1,3 +1,4 @@
+import AgentCore
 import AgentHTTP
 import AgentTestSupport
 import Foundation
@@ -256,6 +257,9 @@ import Testing
 /// check refuses the name "refused" with 404 and that greets with a text message "hello".
 struct GuardTestRoutes: AgentRouteProvider {
     func addRoutes(to router: Router<AgentRequestContext>) {
+        router.group("/chat").add(middleware: ChatIdentityMiddleware()).get { _, context in
+            JSONResponse.make(["chat": context.chat?.id ?? "", "ancestors": (context.chat?.ancestorIDs ?? []).joined(separator: ",")])
+        }
         router.get("/slow") { _, _ in
             try await Task.sleep(for: .seconds(3))
             return JSONResponse.make(["status": "done"])
