@@ -166,11 +166,16 @@ let package = Package(
         .testTarget(
             name: "AgentProcTests",
             dependencies: [
-                "AgentProc", "AgentHTTP", "AgentTestSupport",
+                "AgentCore", "AgentProc", "AgentHTTP", "AgentTestSupport",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "AgentCoreTests",
+            dependencies: ["AgentCore"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

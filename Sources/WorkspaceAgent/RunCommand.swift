@@ -1,3 +1,4 @@
+import AgentCore
 import AgentHTTP
 import AgentLogging
 import AgentProc
@@ -82,6 +83,8 @@ struct RunCommand: AsyncParsableCommand {
             childNofileSoft: originalNofile)
         processConfig.shutdownGrace = .seconds(5)
         processConfig.adoptOrphans = true
+        // One store of the paths chats touched, shared by the modules that record or read them.
+        processConfig.chatPaths = ChatPaths()
         let processes = try ProcessManager(configuration: processConfig, logger: Logger(label: "workspace-agent.proc"))
 
         let shutdown = ShutdownController(logger: logger) { processes.killOwnedGroupsNow() }

@@ -1,3 +1,4 @@
+import AgentCore
 import AgentHTTP
 @testable import AgentProc
 import AgentTestSupport
@@ -88,6 +89,22 @@ import Testing
             sockets.removeAll()
             #expect(await eventually(timeout: .seconds(10)) { h.manager.subscriberBudget.usage.subscribers == 0 })
             for id in [first, second] { _ = try await h.signal(id, #"{"signal":"kill"}"#) }
+        }
+    }
+
+    // MARK: Issue 8: chat paths
+
+    @Test func aChatsProcessRecordsItsWorkdirAtExit() async throws {
+        let paths = ChatPaths()
+        let directory = try makeTempDirectory()
+        let chat = "9b2d6c1e-2f4a-4b8e-9c3d-0a1b2c3d4e5f"
+        try await withProcessServer(configure: { $0.chatPaths = paths }) { h in
+            let id = try await h.start("true", workdir: directory, chat: chat)
+            _ = try await h.finalOutput(id, chat: chat)
+            #expect(await eventually { paths.paths(chat: chat) == [directory] })
+            let chatless = try await h.start("true", workdir: "/tmp")
+            _ = try await h.finalOutput(chatless)
+            #expect(paths.chatCount == 1, "a process without a chat records nothing")
         }
     }
 

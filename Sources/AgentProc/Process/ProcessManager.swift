@@ -40,6 +40,9 @@ public final class ProcessManager: Service, Sendable {
         public var maxWait: Duration = .seconds(300)
         /// Entries returned by `/list`.
         public var listLimit: Int = 10
+        /// Where the working directories of chats' processes are recorded when they exit
+        /// (the git watcher finds a chat's repositories there).
+        public var chatPaths: ChatPaths?
         /// Make the agent a child subreaper: orphaned descendants are re-parented to it,
         /// reaped, and terminated at shutdown. Only for a process whose children all come
         /// from process managers (the daemon): any other child would be taken for an orphan.
@@ -207,6 +210,12 @@ public final class ProcessManager: Service, Sendable {
     /// `maxRetainedExited` exited processes (the oldest exits go first).
     private func noteExited(_ process: ManagedProcess) {
         ProcessMetrics.exited.increment()
+        if let chat = process.chatID, let paths = configuration.chatPaths {
+            // The directory it ran in; "" is the agent's own, a relative one is relative to it.
+            let workdir = process.workdir
+            let absolute = workdir.hasPrefix("/") ? workdir : FileManager.default.currentDirectoryPath + (workdir.isEmpty ? "" : "/" + workdir)
+            paths.record(absolute, chat: chat)
+        }
         state.withLock { s in
             guard s.processes[process.id] === process else { return }
             s.exitedOrder.append(process.id)

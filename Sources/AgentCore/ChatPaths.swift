@@ -1,0 +1,99 @@
+import Foundation
+import Synchronization
+
+/// The absolute paths each chat's tool calls touched (a process's working directory, a file
+/// it edited), so that the git watcher can find the repositories a chat works in.
+///
+/// Created once by the executable and shared by the modules that record or read paths.
+/// Bounded: at most ``maxChats`` chats (the one touched longest ago is forgotten first) and
+/// ``maxPathsPerChat`` paths per chat (its oldest path goes first); each subscriber buffers
+/// at most ``subscriberBuffer`` unread arrivals (older ones are dropped: a subscriber that
+/// wants everything reads ``paths(chat:)`` again).
+public final class ChatPaths: Sendable {
+    public let maxChats: Int
+    public let maxPathsPerChat: Int
+    public static let subscriberBuffer = 64
+    /// Subscribers per chat (further subscriptions finish at once).
+    public static let maxSubscribersPerChat = 16
+
+    private struct Chat {
+        /// In arrival order; a path recorded again moves to the end.
+        var paths: [String] = []
+        var lastTouched: UInt64 = 0
+        var subscribers: [UInt64: AsyncStream<String>.Continuation] = [:]
+    }
+
+    private struct State {
+        var chats: [String: Chat] = [:]
+        var clock: UInt64 = 0
+        var nextSubscriber: UInt64 = 0
+    }
+
+    private let state = Mutex(State())
+
+    public init(maxChats: Int = 1024, maxPathsPerChat: Int = 256) {
+        precondition(maxChats > 0 && maxPathsPerChat > 0)
+        self.maxChats = maxChats
+        self.maxPathsPerChat = maxPathsPerChat
+    }
+
+    /// Records that `chat` touched `path` (absolute; standardised, so `/a/./b/../c` is
+    /// `/a/c`; anything else is ignored) and tells that chat's subscribers.
+    public func record(_ path: String, chat: String) {
+        guard path.hasPrefix("/") else { return }
+        let absolute = URL(fileURLWithPath: path).standardizedFileURL.path
+        // Continuations are finished and fed outside the lock: finishing one runs its
+        // termination handler, which takes the lock.
+        var forgotten: [AsyncStream<String>.Continuation] = []
+        let subscribers = state.withLock { s -> [AsyncStream<String>.Continuation] in
+            s.clock += 1
+            if s.chats[chat] == nil, s.chats.count >= maxChats,
+               let oldest = s.chats.min(by: { $0.value.lastTouched < $1.value.lastTouched })?.key {
+                forgotten = Array(s.chats[oldest]!.subscribers.values)
+                s.chats[oldest] = nil
+            }
+            var entry = s.chats[chat] ?? Chat()
+            entry.lastTouched = s.clock
+            if let index = entry.paths.firstIndex(of: absolute) { entry.paths.remove(at: index) }
+            entry.paths.append(absolute)
+            if entry.paths.count > maxPathsPerChat { entry.paths.removeFirst(entry.paths.count - maxPathsPerChat) }
+            s.chats[chat] = entry
+            return Array(entry.subscribers.values)
+        }
+        for continuation in forgotten { continuation.finish() }
+        for continuation in subscribers { continuation.yield(absolute) }
+    }
+
+    /// The chat's paths, oldest first.
+    public func paths(chat: String) -> [String] {
+        state.withLock { $0.chats[chat]?.paths ?? [] }
+    }
+
+    /// Chats known (with paths or subscribers).
+    public var chatCount: Int { state.withLock { $0.chats.count } }
+
+    /// Paths as they arrive for `chat` (not those recorded before). The stream finishes when
+    /// the chat is forgotten; cancelling its consumer unsubscribes.
+    public func arrivals(chat: String) -> AsyncStream<String> {
+        let (stream, continuation) = AsyncStream<String>.makeStream(bufferingPolicy: .bufferingNewest(Self.subscriberBuffer))
+        let id = state.withLock { s -> UInt64? in
+            var entry = s.chats[chat] ?? Chat()
+            guard entry.subscribers.count < Self.maxSubscribersPerChat else { return nil }
+            s.nextSubscriber += 1
+            s.clock += 1
+            entry.lastTouched = max(entry.lastTouched, s.clock)
+            entry.subscribers[s.nextSubscriber] = continuation
+            s.chats[chat] = entry
+            return s.nextSubscriber
+        }
+        guard let id else {
+            continuation.finish()
+            return stream
+        }
+        // Set after registration, outside the lock; a stream finished meanwhile runs it at once.
+        continuation.onTermination = { [weak self] _ in
+            self?.state.withLock { s in _ = s.chats[chat]?.subscribers.removeValue(forKey: id) }
+        }
+        return stream
+    }
+}

@@ -1,0 +1,62 @@
+import AgentCore
+import Testing
+
+/// Issue 8: the chat → paths store.
+@Suite struct ChatPathsTests {
+    @Test func pathsAreStandardisedAndDeduplicated() {
+        let store = ChatPaths()
+        store.record("/work/repo/./src/../", chat: "a")
+        store.record("/work/other", chat: "a")
+        store.record("/work/repo", chat: "a")
+        store.record("relative/path", chat: "a")
+        store.record("", chat: "a")
+        #expect(store.paths(chat: "a") == ["/work/other", "/work/repo"])
+        #expect(store.paths(chat: "b").isEmpty)
+    }
+
+    @Test func boundsForgetTheOldest() {
+        let store = ChatPaths(maxChats: 3, maxPathsPerChat: 2)
+        for path in ["/1", "/2", "/3"] { store.record(path, chat: "a") }
+        #expect(store.paths(chat: "a") == ["/2", "/3"])
+        store.record("/x", chat: "b")
+        store.record("/y", chat: "c")
+        store.record("/4", chat: "a") // a is now the most recent
+        store.record("/z", chat: "d") // forgets b, the one touched longest ago
+        #expect(store.chatCount == 3)
+        #expect(store.paths(chat: "b").isEmpty)
+        #expect(store.paths(chat: "a") == ["/3", "/4"])
+    }
+
+    @Test func subscribersSeeArrivalsAndEndWhenTheChatIsForgotten() async {
+        let store = ChatPaths(maxChats: 1)
+        store.record("/before", chat: "a")
+        var arrivals = store.arrivals(chat: "a").makeAsyncIterator()
+        store.record("/one", chat: "a")
+        store.record("/two", chat: "a")
+        #expect(await arrivals.next() == "/one")
+        #expect(await arrivals.next() == "/two")
+        store.record("/other", chat: "b") // forgets a: its stream finishes
+        #expect(await arrivals.next() == nil)
+    }
+
+    @Test func subscribersPerChatAreBounded() async {
+        let store = ChatPaths()
+        let streams = (0..<ChatPaths.maxSubscribersPerChat).map { _ in store.arrivals(chat: "a") }
+        var extra = store.arrivals(chat: "a").makeAsyncIterator()
+        #expect(await extra.next() == nil, "a subscription over the bound finishes at once")
+        _ = streams.count
+    }
+
+    @Test func concurrentWritersLoseNothingWithinTheBounds() async {
+        let store = ChatPaths(maxChats: 64, maxPathsPerChat: 1000)
+        await withTaskGroup(of: Void.self) { group in
+            for writer in 0..<8 {
+                group.addTask {
+                    for i in 0..<500 { store.record("/w\(writer)/\(i)", chat: "chat-\(writer % 4)") }
+                }
+            }
+        }
+        #expect(store.chatCount == 4)
+        for chat in 0..<4 { #expect(store.paths(chat: "chat-\(chat)").count == 1000) }
+    }
+}
