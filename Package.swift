@@ -104,7 +104,7 @@ let package = Package(
         .target(
             name: "AgentRPC",
             dependencies: [
-                "AgentProto", "DRPC", "Yamux",
+                "AgentCore", "AgentProto", "DRPC", "Yamux",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Logging", package: "swift-log"),
@@ -211,7 +211,7 @@ let package = Package(
         .testTarget(
             name: "AgentRPCTests",
             dependencies: [
-                "AgentRPC", "AgentProto", "AgentTestSupport", "ControlPlaneDouble", "DRPC", "Yamux",
+                "AgentCore", "AgentRPC", "AgentProto", "AgentTestSupport", "ControlPlaneDouble", "DRPC", "Yamux",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),

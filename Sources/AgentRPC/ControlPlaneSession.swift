@@ -1,3 +1,4 @@
+import AgentCore
 import AgentProto
 import DRPC
 import Foundation
@@ -391,6 +392,24 @@ public final class ControlPlaneSession: Service, Sendable {
     }
 
     /// Expands a leading `~` and `$VAR` / `${VAR}` as the reference does for the manifest directory.
+    /// What other modules need of a manifest (AgentCore's seam): the expanded directory and
+    /// the variables processes get, `CODER=true` and the names first, then the manifest's own
+    /// (each expanded against the agent's environment and the variables before it).
+    public static func agentManifest(
+        from manifest: Coder_Agent_V2_Manifest, environment base: [String: String] = ProcessInfo.processInfo.environment
+    ) -> AgentManifest {
+        var variables: [String: String] = [
+            "CODER": "true",
+            "CODER_WORKSPACE_NAME": manifest.workspaceName,
+            "CODER_WORKSPACE_AGENT_NAME": manifest.agentName,
+            "CODER_WORKSPACE_OWNER_NAME": manifest.ownerUsername,
+        ]
+        for (key, value) in manifest.environmentVariables {
+            variables[key] = expand(value, environment: base.merging(variables) { $1 })
+        }
+        return AgentManifest(directory: expand(manifest.directory, environment: base), environment: variables)
+    }
+
     public static func expand(_ path: String, environment: [String: String]) -> String {
         var text = path
         if text == "~" || text.hasPrefix("~/") {

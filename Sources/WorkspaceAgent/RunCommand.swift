@@ -74,8 +74,9 @@ struct RunCommand: AsyncParsableCommand {
 
         let originalNofile = FileDescriptorLimit.raise()
         let environment = ProcessInfo.processInfo.environment
-        let agentEnvironment = UpdatableEnvironmentProvider(directory: config.directory)
-        let controlPlane = Self.makeControlPlane(config, environment: agentEnvironment)
+        let manifests = ManifestStore()
+        let agentEnvironment = ManifestEnvironmentProvider(store: manifests, fallbackDirectory: config.directory)
+        let controlPlane = Self.makeControlPlane(config, manifests: manifests)
         var processConfig = ProcessManager.Configuration(
             environmentProvider: agentEnvironment,
             baseEnvironment: environment,
@@ -155,8 +156,8 @@ struct RunCommand: AsyncParsableCommand {
     }
 
     /// The upward session: connected when a URL is configured, standalone otherwise. Each
-    /// manifest feeds the process API's environment (spec process-api §4, step 2).
-    static func makeControlPlane(_ config: AgentConfiguration, environment: UpdatableEnvironmentProvider) -> ControlPlaneSession {
+    /// manifest is published to the store the process API reads (spec process-api §4, step 2).
+    static func makeControlPlane(_ config: AgentConfiguration, manifests: ManifestStore) -> ControlPlaneSession {
         let logger = Logger(label: "workspace-agent.rpc")
         var dialer: (any ControlPlaneDialer)?
         if let url = config.agentURL, let token = config.agentToken {
@@ -165,18 +166,7 @@ struct RunCommand: AsyncParsableCommand {
         let session = ControlPlaneSession(
             configuration: .init(agentVersion: AgentVersion.current), dialer: dialer, logger: logger
         ) { manifest in
-            var variables: [String: String] = [
-                "CODER": "true",
-                "CODER_WORKSPACE_NAME": manifest.workspaceName,
-                "CODER_WORKSPACE_AGENT_NAME": manifest.agentName,
-                "CODER_WORKSPACE_OWNER_NAME": manifest.ownerUsername,
-            ]
-            let base = ProcessInfo.processInfo.environment
-            for (key, value) in manifest.environmentVariables {
-                variables[key] = ControlPlaneSession.expand(value, environment: base.merging(variables) { $1 })
-            }
-            let directory = ControlPlaneSession.expand(manifest.directory, environment: base)
-            environment.update(environment: variables, directory: directory)
+            manifests.publish(ControlPlaneSession.agentManifest(from: manifest))
         }
         LogForwarder.shared.setSink { level, message in
             session.log(level: level >= .error ? .error : .warn, message)

@@ -108,5 +108,17 @@ import Testing
         }
     }
 
+    @Test func manifestProviderFallsBackUntilAManifestArrives() async throws {
+        let store = ManifestStore()
+        let provider = ManifestEnvironmentProvider(store: store, fallbackDirectory: "/fallback")
+        #expect(await provider.defaultDirectory() == "/fallback")
+        #expect(try await provider.agentEnvironment().isEmpty)
+        store.publish(AgentManifest(directory: "/workspace", environment: ["CODER": "true"]))
+        #expect(await provider.defaultDirectory() == "/workspace")
+        #expect(try await provider.agentEnvironment() == ["CODER": "true"])
+        store.publish(AgentManifest(directory: "", environment: [:]))
+        #expect(await provider.defaultDirectory() == "/fallback", "an empty manifest directory keeps the fallback")
+    }
+
     static func handshake(_ id: String) -> String { .webSocketHandshake("/api/v0/processes/\(id)/stream") }
 }
