@@ -42,7 +42,9 @@ test: deps
 
 # Every figure is a ratio against a baseline measured in the same run.
 bench: release
-	.build/release/agent-bench
+	.build/release/agent-bench proc
+	.build/release/agent-bench rpc
+	.build/release/agent-bench hardening
 
 # Regenerates Sources/AgentProto from proto/ with Debian's protoc and the protoc-gen-swift
 # product of the swift-protobuf package this project already depends on (not its slow

@@ -8,7 +8,6 @@ let swiftSettings: [SwiftSetting] = [
 
 let package = Package(
     name: "workspace-agent",
-    platforms: [.macOS(.v15)],
     products: [
         .executable(name: "workspace-agent", targets: ["WorkspaceAgent"]),
         .executable(name: "agent-bench", targets: ["AgentBench"]),
@@ -31,8 +30,8 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
     ],
     targets: [
-        // Small C shim: fork/exec with an explicit signal mask, process group, rlimit and
-        // oom/nice adjustment, plus pidfd_open (not reachable from Swift: variadic syscall).
+        // Small C shim: clone(CLONE_VM|CLONE_VFORK) + exec with a clean signal state, process
+        // group, rlimit and oom/nice adjustment; pidfd, epoll, waitid(WNOWAIT), /proc scans.
         .target(name: "CAgentSpawn"),
         // What every capability module may share: chat identity, Go quoting, system-call
         // errors. No Hummingbird, no NIO.
@@ -89,9 +88,9 @@ let package = Package(
             dependencies: [.product(name: "SwiftProtobuf", package: "swift-protobuf")],
             swiftSettings: swiftSettings
         ),
-        // dRPC wire format (frames, varints, packet assembly); transport-agnostic.
+        // dRPC: wire format, unary and streaming client and server; transport-agnostic.
         .target(name: "DRPC", swiftSettings: swiftSettings),
-        // yamux framing; transport-agnostic.
+        // yamux: framing and a session over any byte stream, run on its connection's NIO loop.
         .target(
             name: "Yamux",
             dependencies: [

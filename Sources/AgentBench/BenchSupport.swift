@@ -18,6 +18,12 @@ enum Bench {
         return binary
     }
 
+    /// `path` relative to the working directory when it is inside it (output stays portable).
+    static func relative(_ path: String) -> String {
+        let cwd = FileManager.default.currentDirectoryPath + "/"
+        return path.hasPrefix(cwd) ? String(path.dropFirst(cwd.count)) : path
+    }
+
     static func now() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
 
     static func median(_ values: [Double]) -> Double {

@@ -24,7 +24,7 @@ struct ProcessBenchmarks: ParsableCommand {
     func run() throws {
         let binary = try Bench.agentBinary(agent)
         let selfRSS = Bench.rss(getpid())
-        print("agent-bench proc: \(binary)")
+        print("agent-bench proc: \(Bench.relative(binary))")
 
         // Start-up: exec to the first 200 from /healthz, against exec-to-exit of `sh -c true`.
         var startups: [Double] = []

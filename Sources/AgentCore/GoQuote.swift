@@ -20,5 +20,3 @@ public func goQuote(_ text: String) -> String {
     }
     return out + "\""
 }
-
-import Foundation

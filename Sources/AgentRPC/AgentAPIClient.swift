@@ -64,11 +64,3 @@ public struct YamuxDRPCTransport: DRPCTransport {
     nonisolated(nonsending) public func closeWrite() async { await stream.close() }
     nonisolated(nonsending) public func close() async { await stream.reset() }
 }
-
-extension YamuxSession {
-    /// Opens a streaming call on a fresh stream; the stream ends when both halves are done
-    /// (or ``DRPCStreamSender/cancel()`` resets it).
-    public func streamingCall(_ method: String) throws -> (sender: DRPCStreamSender, receiver: DRPCStreamReceiver<YamuxDRPCTransport>) {
-        DRPCClient.stream(method, over: YamuxDRPCTransport(stream: try open()))
-    }
-}

@@ -1,3 +1,5 @@
+import Foundation
+
 /// Reconnect delays: the reference's schedule (floor 100 ms × 1.618 per attempt, cap 10 s,
 /// first attempt immediate) plus jitter, reset after a session that stayed healthy.
 ///
@@ -37,5 +39,3 @@ public struct Backoff: Sendable {
         return .nanoseconds(Int64(seconds * 1e9))
     }
 }
-
-import Foundation

@@ -1,5 +1,6 @@
 import NIOCore
 import NIOPosix
+import Foundation
 
 /// A deliberately small HTTP/1.1 client over a real loopback TCP socket.
 ///
@@ -136,5 +137,3 @@ public struct RawHTTPClient: Sendable {
         return out
     }
 }
-
-import Foundation

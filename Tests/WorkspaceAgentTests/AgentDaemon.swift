@@ -1,6 +1,7 @@
 import AgentTestSupport
 import CAgentSpawn
 import Foundation
+import Synchronization
 import Testing
 
 /// The real `workspace-agent` binary, started as a child with a clean signal mask (via the
@@ -98,5 +99,3 @@ private func cStrings<R>(_ strings: [String], _ body: (UnsafePointer<UnsafeMutab
     defer { for p in pointers { free(p) } }
     return pointers.withUnsafeBufferPointer { body($0.baseAddress!) }
 }
-
-import Synchronization

@@ -1,3 +1,5 @@
+import Foundation
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -39,5 +41,3 @@ public struct ProcessPriority: Sendable, Equatable {
         return Int32(text.trimmingCharacters(in: .whitespacesAndNewlines))
     }
 }
-
-import Foundation

@@ -21,8 +21,6 @@ final class OneShotSignal: Sendable {
         waiter?.resume()
     }
 
-    var isFired: Bool { state.withLock { $0.fired } }
-
     /// Waits for ``fire()``; only one waiter at a time is supported.
     func wait() async {
         await withTaskCancellationHandler {

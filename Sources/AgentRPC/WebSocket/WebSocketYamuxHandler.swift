@@ -7,7 +7,6 @@ import Yamux
 /// when the connection ends. Text frames break the protocol and close the connection.
 final class WebSocketYamuxHandler: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = WebSocketFrame
-    typealias OutboundOut = WebSocketFrame
 
     let session: YamuxSession
     let writer: WebSocketFrameWriter
