@@ -33,8 +33,9 @@ let package = Package(
         // Small C shim: clone(CLONE_VM|CLONE_VFORK) + exec with a clean signal state, process
         // group, rlimit and oom/nice adjustment; pidfd, epoll, waitid(WNOWAIT), /proc scans.
         .target(name: "CAgentSpawn"),
-        // What every capability module may share: chat identity, Go quoting, system-call
-        // errors. No Hummingbird, no NIO.
+        // What every capability module may share: chat identity, the chat -> paths store,
+        // the manifest seam, latches, Go quoting, system-call errors, C strings. No
+        // Hummingbird, no NIO.
         .target(
             name: "AgentCore",
             dependencies: [.product(name: "HTTPTypes", package: "swift-http-types")],
@@ -232,7 +233,7 @@ let package = Package(
         .testTarget(
             name: "WorkspaceAgentTests",
             dependencies: [
-                "AgentTestSupport", "CAgentSpawn", "ControlPlaneDouble", "AgentProto",
+                "AgentCore", "AgentTestSupport", "CAgentSpawn", "ControlPlaneDouble", "AgentProto",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
             swiftSettings: swiftSettings

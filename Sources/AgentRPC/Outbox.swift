@@ -1,3 +1,4 @@
+import AgentCore
 import CoreMetrics
 import Metrics
 import Synchronization

@@ -1,3 +1,4 @@
+import AgentCore
 import AgentTestSupport
 import CAgentSpawn
 import Foundation
@@ -33,8 +34,8 @@ struct AgentDaemon {
         let envp = env.map { "\($0.key)=\($0.value)" }
         var step: Int32 = 0
         var err: Int32 = 0
-        let pid = cStrings(argv) { argvPtr in
-            cStrings(envp) { envpPtr in
+        let pid = withCStrings(argv) { argvPtr in
+            withCStrings(envp) { envpPtr in
                 binaryPath.withCString { path in
                     var options = agent_spawn_options(
                         path: path, argv: argvPtr, envp: envpPtr, cwd: nil, output_fd: fd,
@@ -94,8 +95,3 @@ struct AgentDaemon {
     }
 }
 
-private func cStrings<R>(_ strings: [String], _ body: (UnsafePointer<UnsafeMutablePointer<CChar>?>) -> R) -> R {
-    let pointers = strings.map { strdup($0) } + [nil]
-    defer { for p in pointers { free(p) } }
-    return pointers.withUnsafeBufferPointer { body($0.baseAddress!) }
-}

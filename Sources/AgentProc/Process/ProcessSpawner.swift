@@ -121,13 +121,6 @@ enum ProcessSpawner {
     }
 }
 
-/// Runs `body` with a NULL-terminated C array of the strings.
-func withCStrings<R>(_ strings: [String], _ body: (UnsafePointer<UnsafeMutablePointer<CChar>?>) -> R) -> R {
-    let pointers = strings.map { strdup($0) } + [nil]
-    defer { for p in pointers { free(p) } }
-    return pointers.withUnsafeBufferPointer { body($0.baseAddress!) }
-}
-
 private func withOptionalCString<R>(_ string: String?, _ body: (UnsafePointer<CChar>?) -> R) -> R {
     guard let string, !string.isEmpty else { return body(nil) }
     return string.withCString { body($0) }

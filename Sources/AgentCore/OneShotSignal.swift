@@ -4,14 +4,16 @@ import Synchronization
 ///
 /// Used to race a process's exit, a timeout and a vanished client without leaving any
 /// of the three waiting forever.
-final class OneShotSignal: Sendable {
+public final class OneShotSignal: Sendable {
     private struct State {
         var fired = false
         var waiter: CheckedContinuation<Void, Never>?
     }
     private let state = Mutex(State())
 
-    func fire() {
+    public init() {}
+
+    public func fire() {
         let waiter = state.withLock { s -> CheckedContinuation<Void, Never>? in
             guard !s.fired else { return nil }
             s.fired = true
@@ -22,7 +24,7 @@ final class OneShotSignal: Sendable {
     }
 
     /// Waits for ``fire()``; only one waiter at a time is supported.
-    func wait() async {
+    public func wait() async {
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 let resumeNow = state.withLock { s -> Bool in
