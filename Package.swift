@@ -90,7 +90,7 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         // dRPC: wire format, unary and streaming client and server; transport-agnostic.
-        .target(name: "DRPC", swiftSettings: swiftSettings),
+        .target(name: "DRPC", dependencies: ["AgentCore"], swiftSettings: swiftSettings),
         // yamux: framing and a session over any byte stream, run on its connection's NIO loop.
         .target(
             name: "Yamux",

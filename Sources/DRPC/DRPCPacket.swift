@@ -1,3 +1,5 @@
+import AgentCore
+
 /// A whole dRPC packet: the frames of one (stream, message) ID joined (spec §1.2).
 public struct DRPCPacket: Equatable, Sendable {
     public var streamID: UInt64
@@ -71,32 +73,11 @@ public struct DRPCErrorBody: Equatable, Sendable {
 
     /// The reference's reply to a method nobody serves (code 0, Go `%q` quoting).
     public static func unknownRPC(_ name: String) -> DRPCErrorBody {
-        DRPCErrorBody(code: 0, message: "protocol error: unknown rpc: \(goQuoted(name))")
+        DRPCErrorBody(code: 0, message: "protocol error: unknown rpc: \(goQuote(name))")
     }
 
     /// True for the answers that mean "this server does not have that RPC".
     public var isUnsupported: Bool {
         code == Self.unimplemented || message.contains("unknown rpc: ")
-    }
-
-    static func goQuoted(_ text: String) -> String {
-        var out = "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\t": out += "\\t"
-            case "\r": out += "\\r"
-            default:
-                if scalar.value < 0x20 || scalar.value == 0x7F {
-                    let hex = String(scalar.value, radix: 16)
-                    out += "\\x" + (hex.count < 2 ? "0" + hex : hex)
-                } else {
-                    out.unicodeScalars.append(scalar)
-                }
-            }
-        }
-        return out + "\""
     }
 }
