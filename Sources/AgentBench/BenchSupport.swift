@@ -18,6 +18,33 @@ enum Bench {
         return binary
     }
 
+    /// A blocking TCP connection to 127.0.0.1:`port`, or nil. `receiveBuffer` > 0 shrinks
+    /// the kernel's receive buffer first (a client that does not read).
+    static func connect(port: Int, noDelay: Bool = false, receiveBuffer: Int32 = 0) -> Int32? {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return nil }
+        if noDelay {
+            var one: Int32 = 1
+            setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+        }
+        if receiveBuffer > 0 {
+            var size = receiveBuffer
+            setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        }
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        addr.sin_port = UInt16(port).bigEndian
+        let rc = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard rc == 0 else {
+            close(fd)
+            return nil
+        }
+        return fd
+    }
+
     /// `path` relative to the working directory when it is inside it (output stays portable).
     static func relative(_ path: String) -> String {
         let cwd = FileManager.default.currentDirectoryPath + "/"
@@ -114,18 +141,13 @@ final class BlockingHTTP {
 
     private func connect() -> Bool {
         if fd >= 0 { close(fd) }
-        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var one: Int32 = 1
-        setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        addr.sin_port = UInt16(port).bigEndian
-        let rc = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
         buffer.removeAll()
-        return rc == 0
+        guard let socket = Bench.connect(port: port, noDelay: true) else {
+            fd = -1
+            return false
+        }
+        fd = socket
+        return true
     }
 
     /// Sends a request and returns (status, body); nil on a transport error.

@@ -47,7 +47,7 @@ struct HardeningBenchmarks: ParsableCommand {
         var sockets: [Int32] = []
         for id in ids {
             for _ in 0..<subscribers {
-                let fd = rawConnect(port: port, receiveBuffer: 4096)
+                let fd = (Bench.connect(port: port, receiveBuffer: 4096) ?? -1)
                 let handshake = "GET /api/v0/processes/\(id)/stream HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
                 _ = handshake.withCString { send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
                 sockets.append(fd)
@@ -103,10 +103,10 @@ struct HardeningBenchmarks: ParsableCommand {
             else { throw ValidationError("start failed") }
             chatty = id
         }
-        let partial = rawConnect(port: hostilePort, receiveBuffer: 0)
+        let partial = (Bench.connect(port: hostilePort) ?? -1)
         _ = "POST /api/v0/processes/start HTTP/1.1\r\nHost: x\r\nContent-Le".withCString { send(partial, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
-        let silent = rawConnect(port: hostilePort, receiveBuffer: 0)
-        let stalled = rawConnect(port: hostilePort, receiveBuffer: 4096)
+        let silent = (Bench.connect(port: hostilePort) ?? -1)
+        let stalled = (Bench.connect(port: hostilePort, receiveBuffer: 4096) ?? -1)
         _ = "GET /api/v0/processes/\(chatty)/stream HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
             .withCString { send(stalled, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
         usleep(500_000)
@@ -121,23 +121,5 @@ struct HardeningBenchmarks: ParsableCommand {
         kill(pid, SIGTERM)
         _ = Bench.wait(pid)
         return Double(Bench.now() - start)
-    }
-
-    /// A blocking loopback connection; `receiveBuffer` > 0 shrinks the kernel buffer (a
-    /// client that does not read).
-    func rawConnect(port: Int, receiveBuffer: Int32) -> Int32 {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        if receiveBuffer > 0 {
-            var size = receiveBuffer
-            setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
-        }
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        addr.sin_port = UInt16(port).bigEndian
-        _ = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        return fd
     }
 }

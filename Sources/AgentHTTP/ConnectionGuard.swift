@@ -34,11 +34,12 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     /// Set after the error response: input is dropped until the connection closes.
     private var discarding = false
     private var maskCheck: WebSocketMaskCheck?
-    /// The current request's bytes, kept only while they could be a WebSocket handshake
-    /// (at most ``headCopyLimit``): frames a client sends right behind its handshake have
-    /// already passed here when the connection switches, and are checked from this copy.
+    /// The current request's bytes, kept only until its head shows it is not a WebSocket
+    /// handshake (and at most ``headCopyLimit``): frames a client sends right behind its
+    /// handshake have already passed here when the connection switches, and are checked
+    /// from this copy.
     private var headCopy: [UInt8] = []
-    private var headCopyOverflowed = false
+    private var copyingHead = true
     static let headCopyLimit = AgentHTTPLimits.maxHeaderListSize + AgentHTTPLimits.maxHeaderFieldSize
 
     init(registry: HTTPConnectionRegistry) {
@@ -77,10 +78,9 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
                 requestLineLength = bytesSinceRequestStart + (newline - buffer.readerIndex)
             }
             bytesSinceRequestStart += buffer.readableBytes
-            if !headCopyOverflowed {
+            if copyingHead {
                 if headCopy.count + buffer.readableBytes > Self.headCopyLimit {
-                    headCopyOverflowed = true
-                    headCopy = []
+                    stopCopyingHead()
                 } else {
                     headCopy += buffer.readableBytesView
                 }
@@ -100,7 +100,13 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
         bytesSinceRequestStart = 0
         requestLineLength = nil
         headCopy.removeAll(keepingCapacity: false)
-        headCopyOverflowed = false
+        copyingHead = true
+    }
+
+    /// The current request is not a WebSocket handshake: its bytes need no copy.
+    func stopCopyingHead() {
+        copyingHead = false
+        headCopy = []
     }
 
     func setPhase(_ phase: HTTPConnectionRegistry.Phase) {

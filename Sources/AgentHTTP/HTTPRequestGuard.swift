@@ -92,6 +92,7 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
                 return
             }
             awaitingResponse += 1
+            if !webSocketHandshake { connection.stopCopyingHead() }
             armBodyTimer(context)
             context.fireChannelRead(wrapInboundOut(.head(head)))
         case .body:

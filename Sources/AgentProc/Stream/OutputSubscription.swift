@@ -54,9 +54,14 @@ public final class OutputSubscription: Sendable {
     /// storage header and a queue slot) within the byte bounds.
     static let minimumChunkCost = 512
 
-    /// Called by the producer; never blocks. `bytes` may be shared with other subscribers.
+    /// What `chunk` is charged against the bounds.
+    static func cost(of chunk: ByteBuffer) -> Int { max(chunk.readableBytes, minimumChunkCost) }
+
+    /// Called by the producer with at most ``maxBatchBytes`` at a time; never blocks.
+    /// `bytes` may be shared with other subscribers.
     func push(_ bytes: ByteBuffer) {
-        let count = max(bytes.readableBytes, Self.minimumChunkCost)
+        assert(bytes.readableBytes <= Self.maxBatchBytes, "the producer cuts output into messages")
+        let count = Self.cost(of: bytes)
         let resume = state.withLock { s -> (CheckedContinuation<Event?, Never>, Event)? in
             guard !s.cancelled, s.exit == nil else { return nil }
             if s.pendingBytes + count > Self.maxPendingBytes || !budget.reserve(count) {
@@ -150,28 +155,22 @@ public final class OutputSubscription: Sendable {
             return .omitted(s.omitted)
         }
         if s.pendingBytes > 0 {
-            var batch: ByteBuffer
-            var cost = 0
-            let first = s.chunks[s.chunkStart].readableBytes
-            if first >= maxBatchBytes || s.chunkStart + 1 == s.chunks.count
-                || first + s.chunks[s.chunkStart + 1].readableBytes > maxBatchBytes {
-                batch = s.chunks[s.chunkStart].readSlice(length: min(first, maxBatchBytes))!
-                if s.chunks[s.chunkStart].readableBytes == 0 {
-                    // The whole chunk is out: release what it was charged.
-                    cost = max(first, minimumChunkCost) - (first - batch.readableBytes)
-                    s.chunkStart += 1
-                } else {
-                    cost = batch.readableBytes
-                }
-            } else {
-                batch = ByteBuffer()
-                batch.reserveCapacity(min(s.pendingBytes, maxBatchBytes))
+            // A chunk is at most one message (the producer cuts them so): it goes out whole,
+            // without a copy, or joined with the small ones behind it.
+            var batch = s.chunks[s.chunkStart]
+            var cost = Self.cost(of: batch)
+            s.chunkStart += 1
+            if s.chunkStart < s.chunks.count, batch.readableBytes + s.chunks[s.chunkStart].readableBytes <= maxBatchBytes {
+                var joined = ByteBuffer()
+                joined.reserveCapacity(maxBatchBytes)
+                joined.writeImmutableBuffer(batch)
                 while s.chunkStart < s.chunks.count,
-                      batch.readableBytes + s.chunks[s.chunkStart].readableBytes <= maxBatchBytes {
-                    cost += max(s.chunks[s.chunkStart].readableBytes, minimumChunkCost)
-                    batch.writeImmutableBuffer(s.chunks[s.chunkStart])
+                      joined.readableBytes + s.chunks[s.chunkStart].readableBytes <= maxBatchBytes {
+                    cost += Self.cost(of: s.chunks[s.chunkStart])
+                    joined.writeImmutableBuffer(s.chunks[s.chunkStart])
                     s.chunkStart += 1
                 }
+                batch = joined
             }
             s.pendingBytes -= cost
             budget.release(cost)
@@ -210,14 +209,7 @@ public final class SubscriberBudget: Sendable {
 
     /// Takes `count` bytes from the budget; false (nothing taken) when they do not fit.
     func reserve(_ count: Int) -> Bool {
-        var current = bytes.load(ordering: .relaxed)
-        while true {
-            if current + count > maxBytes { return false }
-            let (exchanged, original) = bytes.compareExchange(
-                expected: current, desired: current + count, ordering: .relaxed)
-            if exchanged { return true }
-            current = original
-        }
+        bytes.add(count, upTo: maxBytes) != nil
     }
 
     func release(_ count: Int) {
@@ -226,17 +218,9 @@ public final class SubscriberBudget: Sendable {
 
     /// Claims a subscriber slot; false when all are taken.
     func admit() -> Bool {
-        var current = subscribers.load(ordering: .relaxed)
-        while current < maxSubscribers {
-            let (exchanged, original) = subscribers.compareExchange(
-                expected: current, desired: current + 1, ordering: .relaxed)
-            if exchanged {
-                ProcessMetrics.subscribers.record(current + 1)
-                return true
-            }
-            current = original
-        }
-        return false
+        guard let now = subscribers.add(1, upTo: maxSubscribers) else { return false }
+        ProcessMetrics.subscribers.record(now)
+        return true
     }
 
     func leave() {
@@ -255,5 +239,18 @@ public final class SubscriberBudget: Sendable {
     /// Subscribers now attached, and the bytes they have queued.
     public var usage: (subscribers: Int, bytes: Int) {
         (subscribers.load(ordering: .relaxed), bytes.load(ordering: .relaxed))
+    }
+}
+
+extension Atomic where Value == Int {
+    /// Adds `count` unless the sum would pass `limit`; the new value, or nil (unchanged).
+    func add(_ count: Int, upTo limit: Int) -> Int? {
+        var current = load(ordering: .relaxed)
+        while current + count <= limit {
+            let (exchanged, original) = compareExchange(expected: current, desired: current + count, ordering: .relaxed)
+            if exchanged { return current + count }
+            current = original
+        }
+        return nil
     }
 }
