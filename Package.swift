@@ -33,25 +33,35 @@ let package = Package(
         // Small C shim: clone(CLONE_VM|CLONE_VFORK) + exec with a clean signal state, process
         // group, rlimit and oom/nice adjustment; pidfd, epoll, waitid(WNOWAIT), /proc scans.
         .target(name: "CAgentSpawn"),
-        // What every capability module may share: chat identity, the chat -> paths store,
-        // the manifest seam, latches, Go quoting, system-call errors, C strings. No
-        // Hummingbird, no NIO.
+        // What every capability module may share: the module contract (AgentModule,
+        // ShutdownPhase, AgentContext, Settings), chat identity, the chat -> paths store, the
+        // upward and manifest seams, latches, Go quoting, system-call errors, C strings.
+        // No Hummingbird, no NIO.
         .target(
             name: "AgentCore",
-            dependencies: [.product(name: "HTTPTypes", package: "swift-http-types")],
+            dependencies: [
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
             swiftSettings: swiftSettings
         ),
         // Structured logging (text and JSON lines) shared by every module.
         .target(
             name: "AgentLogging",
-            dependencies: [.product(name: "Logging", package: "swift-log")],
+            dependencies: [
+                "AgentCore",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
             swiftSettings: swiftSettings
         ),
-        // The HTTP/WebSocket server core that capability modules mount their routes on.
+        // The HTTP/WebSocket server core that capability modules mount their routes on
+        // (HTTPModule: the contract's HTTP half).
         .target(
             name: "AgentHTTP",
             dependencies: [
                 "AgentCore",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
@@ -71,6 +81,7 @@ let package = Package(
                 "AgentCore",
                 "CAgentSpawn",
                 "AgentHTTP",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
@@ -105,6 +116,7 @@ let package = Package(
             name: "AgentRPC",
             dependencies: [
                 "AgentCore", "AgentProto", "DRPC", "Yamux",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Logging", package: "swift-log"),
@@ -118,24 +130,35 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        // The daemon: parses configuration and wires the modules together.
+        // Runs the modules: mounts their routes on the HTTP listeners, runs their services
+        // and stops them phase by phase within the shutdown bound (signals, watchdog).
+        .target(
+            name: "AgentHost",
+            dependencies: [
+                "AgentCore", "AgentHTTP",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The daemon: reads each module's options, builds the modules, hands them to the host.
         .executableTarget(
             name: "WorkspaceAgent",
             dependencies: [
                 "AgentCore",
                 "AgentHTTP",
+                "AgentHost",
                 "AgentProc",
                 "AgentLogging",
                 "AgentRPC",
-                "AgentProto",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Metrics", package: "swift-metrics"),
-                .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ],
             swiftSettings: swiftSettings
@@ -179,6 +202,18 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "AgentHostTests",
+            dependencies: [
+                "AgentCore", "AgentHTTP", "AgentHost", "AgentTestSupport",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "AgentHTTPTests",
             dependencies: [
                 "AgentCore", "AgentHTTP", "AgentTestSupport",
@@ -194,6 +229,8 @@ let package = Package(
             dependencies: ["DRPC", "Yamux", "AgentTestSupport", .product(name: "NIOCore", package: "swift-nio")],
             swiftSettings: swiftSettings
         ),
+        // An in-process control plane that speaks the real wire format byte for byte, for
+        // tests and the rpc benchmark; not part of the agent and in no product.
         .target(
             name: "ControlPlaneDouble",
             dependencies: [
@@ -205,7 +242,6 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOWebSocket", package: "swift-nio"),
             ],
-            path: "Tests/ControlPlaneDouble",
             swiftSettings: swiftSettings
         ),
         .testTarget(
@@ -213,6 +249,7 @@ let package = Package(
             dependencies: [
                 "AgentCore", "AgentRPC", "AgentProto", "AgentTestSupport", "ControlPlaneDouble", "DRPC", "Yamux",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

@@ -13,12 +13,13 @@ public enum AgentHTTPServer {
     /// Makes the application.
     /// - Parameters:
     ///   - address: where to listen (loopback by default, see ``BindTarget``).
-    ///   - providers: every capability's routes.
+    ///   - mounts: every capability module's routes, each at its base path.
+    ///   - connections: the open connections (the host stops and closes them at shutdown).
     ///   - logger: server logger.
     ///   - onServerRunning: called with the listening channel (its local address carries the real port).
     public static func makeApplication(
         address: BindTarget,
-        providers: [any AgentRouteProvider],
+        mounts: [HTTPMount],
         connections: HTTPConnectionRegistry = HTTPConnectionRegistry(),
         headTimeout: Duration = AgentHTTPLimits.requestHeadTimeout,
         bodyTimeout: Duration = AgentHTTPLimits.requestBodyTimeout,
@@ -34,9 +35,10 @@ public enum AgentHTTPServer {
         }
         let wsRouter = Router(context: AgentRequestContext.self)
         var webSocketRoutes: [AgentWebSocketRoute] = []
-        for provider in providers {
-            provider.addRoutes(to: router)
-            webSocketRoutes += provider.webSocketRoutes()
+        // After the router's middleware, so that every mounted route runs inside it.
+        for mount in mounts {
+            router.addRoutes(mount.module.routes(), atPath: RouterPath(mount.path))
+            webSocketRoutes += mount.module.webSocketRoutes().mounted(at: mount.path)
         }
         for route in webSocketRoutes { register(route, http: router, webSocket: wsRouter) }
         // The request guard closes connections that stall before or between requests; the

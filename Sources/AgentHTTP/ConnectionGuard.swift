@@ -39,6 +39,8 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     /// handshake have already passed here when the connection switches, and are checked
     /// from this copy.
     private var headCopy: [UInt8] = []
+    /// Set when the registry refused this connection because the agent is shutting down.
+    private var drainingRefusal = false
     private var copyingHead = true
     static let headCopyLimit = AgentHTTPLimits.maxHeaderListSize + AgentHTTPLimits.maxHeaderFieldSize
 
@@ -48,11 +50,30 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
-        guard let id = registry.admit(context.channel) else {
+        switch registry.admit(context.channel) {
+        case .admitted(let id):
+            self.id = id
+        case .refused:
             context.close(promise: nil)
-            return
+        case .draining:
+            drainingRefusal = true
+            // Accepted channels are usually active already; otherwise channelActive answers.
+            if context.channel.isActive { refuseWhileDraining() }
         }
-        self.id = id
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        if drainingRefusal { refuseWhileDraining() }
+        context.fireChannelActive()
+    }
+
+    /// Answers 503 once, before the request arrives, and closes.
+    private func refuseWhileDraining() {
+        guard drainingRefusal else { return }
+        drainingRefusal = false
+        respondAndClose(
+            .serviceUnavailable,
+            APIErrorBody(message: "The agent is shutting down.", detail: "It accepts no new connections."))
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {

@@ -9,6 +9,8 @@ import Synchronization
 ///   heads); if every connection is busy (a request in progress or a WebSocket), the new
 ///   one is refused. So `/healthz` keeps answering while a local user holds thousands of
 ///   idle or half-open connections.
+/// - ``stopAccepting()`` begins the agent's shutdown: new connections are answered 503 and
+///   closed, idle ones are closed, and busy ones close when their exchange ends.
 /// - ``closeAll()`` ends every connection (the last step of the agent's shutdown bound).
 ///
 /// Memory: one small entry per open connection, at most ``maxConnections``.
@@ -34,6 +36,16 @@ public final class HTTPConnectionRegistry: Sendable {
         var evicted = 0
         var refused = 0
         var closedAll = false
+        var draining = false
+    }
+
+    /// What ``admit(_:)`` decided.
+    enum Admission: Equatable {
+        case admitted(UInt64)
+        /// Over the cap with every connection busy, or after ``closeAll()``: close at once.
+        case refused
+        /// The agent is shutting down: answer 503, then close.
+        case draining
     }
 
     /// The cap on open connections.
@@ -44,13 +56,18 @@ public final class HTTPConnectionRegistry: Sendable {
         self.maxConnections = maxConnections
     }
 
-    /// Registers a new connection; returns its id, or nil when it must be refused.
-    func admit(_ channel: any Channel) -> UInt64? {
-        let (id, victim) = state.withLock { s -> (UInt64?, (any Channel)?) in
+    /// Registers a new connection, or says why it must not be served.
+    func admit(_ channel: any Channel) -> Admission {
+        let (admission, victim) = state.withLock { s -> (Admission, (any Channel)?) in
             if s.closedAll {
                 s.refused += 1
                 HTTPMetrics.refused.increment()
-                return (nil, nil)
+                return (.refused, nil)
+            }
+            if s.draining {
+                s.refused += 1
+                HTTPMetrics.refused.increment()
+                return (.draining, nil)
             }
             var victim: (any Channel)?
             if s.entries.count >= maxConnections {
@@ -64,7 +81,7 @@ public final class HTTPConnectionRegistry: Sendable {
                 guard let (victimID, _) = oldest else {
                     s.refused += 1
                     HTTPMetrics.refused.increment()
-                    return (nil, nil)
+                    return (.refused, nil)
                 }
                 victim = s.entries.removeValue(forKey: victimID)?.channel
                 s.evicted += 1
@@ -74,14 +91,37 @@ public final class HTTPConnectionRegistry: Sendable {
             s.nextID += 1
             s.entries[id] = Entry(channel: channel, phase: .awaitingHead(since: .now()))
             HTTPMetrics.connections.record(s.entries.count)
-            return (id, victim)
+            return (.admitted(id), victim)
         }
         victim?.close(promise: nil)
-        return id
+        return admission
     }
 
+    /// Records what a connection does; while draining, one that goes back to waiting for a
+    /// request head (its exchange is over) is closed instead.
     func setPhase(_ id: UInt64, _ phase: Phase) {
-        state.withLock { s in s.entries[id]?.phase = phase }
+        let close = state.withLock { s -> (any Channel)? in
+            guard s.entries[id] != nil else { return nil }
+            if s.draining, case .awaitingHead = phase { return s.entries.removeValue(forKey: id)?.channel }
+            s.entries[id]!.phase = phase
+            return nil
+        }
+        close?.close(promise: nil)
+    }
+
+    /// Stops taking requests (the first step of the agent's shutdown): new connections are
+    /// answered 503 and closed, connections waiting for a request are closed, and the others
+    /// are closed when their exchange ends. WebSockets stay until their handlers end.
+    public func stopAccepting() {
+        let idle = state.withLock { s -> [any Channel] in
+            s.draining = true
+            let ids = s.entries.compactMap { id, entry -> UInt64? in
+                if case .awaitingHead = entry.phase { return id }
+                return nil
+            }
+            return ids.compactMap { s.entries.removeValue(forKey: $0)?.channel }
+        }
+        for channel in idle { channel.close(promise: nil) }
     }
 
     func remove(_ id: UInt64) {

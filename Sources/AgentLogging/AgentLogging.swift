@@ -1,3 +1,4 @@
+import AgentCore
 import Logging
 
 /// Log output formats selectable with `--log-format`.
@@ -6,22 +7,40 @@ public enum LogFormat: String, Sendable, CaseIterable {
     case json
 }
 
-/// Sets up swift-log once per process.
-public enum AgentLogging {
-    /// Installs the handler for `format` at `level`, writing to stderr.
-    public static func bootstrap(level: Logger.Level, format: LogFormat) {
-        LoggingSystem.bootstrap { label in
-            let base: any LogHandler
-            switch format {
-            case .json:
-                base = JSONLogHandler(label: label, level: level)
-            case .text:
-                var handler = StreamLogHandler.standardError(label: label)
-                handler.logLevel = level
-                base = handler
-            }
-            return ForwardingLogHandler(base: base, label: label)
+/// The agent's logging: a level and format, and the forwarder that carries warnings and
+/// errors upward. ``bootstrap(_:)`` installs it once per process.
+public struct AgentLogging: Sendable {
+    public let level: Logger.Level
+    public let format: LogFormat
+    /// Where warnings and errors of forwarding loggers go (connected to the upward seam
+    /// once the control-plane session exists).
+    public let forwarder: LogForwarder
+
+    /// Installs the handler for `configuration` (stderr); every logger made by
+    /// `Logger(label:)` from now on also forwards its warnings and errors.
+    public static func bootstrap(_ configuration: Configuration) -> AgentLogging {
+        let logging = AgentLogging(level: configuration.level, format: configuration.format, forwarder: LogForwarder())
+        LoggingSystem.bootstrap { label in logging.handler(label: label, forwardsUpward: true) }
+        return logging
+    }
+
+    /// A logger whose records never go upward: for the upward session itself, whose own
+    /// failures would otherwise feed the queue they are about.
+    public func localLogger(label: String) -> Logger {
+        Logger(label: label) { label in handler(label: label, forwardsUpward: false) }
+    }
+
+    func handler(label: String, forwardsUpward: Bool) -> any LogHandler {
+        let base: any LogHandler
+        switch format {
+        case .json:
+            base = JSONLogHandler(label: label, level: level)
+        case .text:
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            base = handler
         }
+        return forwardsUpward ? ForwardingLogHandler(base: base, forwarder: forwarder) : base
     }
 
     /// Parses a `--log-level` value (`trace` ... `critical`, plus `warn` and `err` aliases).

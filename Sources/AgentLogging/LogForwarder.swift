@@ -1,33 +1,30 @@
+import AgentCore
 import Logging
 import Synchronization
 
-/// Carries the agent's own warnings and errors to a sink set later (the control-plane
-/// session ships them upward with BatchCreateLogs).
+/// Carries the agent's own warnings and errors to the upward seam, once connected (the
+/// control-plane session ships them with BatchCreateLogs). Before ``connect(to:)`` they
+/// are only written locally.
 public final class LogForwarder: Sendable {
-    public typealias Sink = @Sendable (_ level: Logger.Level, _ message: String) -> Void
+    private let sink = Mutex<(any UpwardSink)?>(nil)
 
-    public static let shared = LogForwarder()
+    public init() {}
 
-    private let sink = Mutex<Sink?>(nil)
-
-    /// Records forwarded from loggers with these label prefixes are not forwarded (the
-    /// upward session's own failures would otherwise feed themselves).
-    public static let excludedLabelPrefixes = ["workspace-agent.rpc"]
-
-    public func setSink(_ newSink: Sink?) {
-        sink.withLock { $0 = newSink }
+    /// Forwards from now on to `upward`.
+    public func connect(to upward: any UpwardSink) {
+        sink.withLock { $0 = upward }
     }
 
-    func forward(label: String, level: Logger.Level, message: String) {
-        guard level >= .warning, !Self.excludedLabelPrefixes.contains(where: { label.hasPrefix($0) }) else { return }
-        sink.withLock { $0 }?(level, message)
+    func forward(level: Logger.Level, message: String) {
+        guard level >= .warning, let upward = sink.withLock({ $0 }) else { return }
+        upward.send(AgentLogLine(level: level >= .error ? .error : .warn, message: message))
     }
 }
 
-/// Wraps a handler and also hands warnings and errors to ``LogForwarder/shared``.
+/// Wraps a handler and also hands warnings and errors to a ``LogForwarder``.
 struct ForwardingLogHandler: LogHandler {
     var base: any LogHandler
-    let label: String
+    let forwarder: LogForwarder
 
     var metadata: Logger.Metadata {
         get { base.metadata }
@@ -46,6 +43,6 @@ struct ForwardingLogHandler: LogHandler {
 
     func log(event: LogEvent) {
         base.log(event: event)
-        LogForwarder.shared.forward(label: label, level: event.level, message: event.message.description)
+        forwarder.forward(level: event.level, message: event.message.description)
     }
 }

@@ -17,7 +17,7 @@ public struct AgentAPIClient: Sendable {
         _ method: String, _ request: Request, returning: Response.Type = Response.self
     ) async throws -> Response {
         let bytes: [UInt8] = try request.serializedBytes()
-        let reply = try await session.unaryCall(AgentRoutes.agent(method), request: bytes)
+        let reply = try await session.unaryCall(DRPCMethodPath.agent(method), request: bytes)
         return try Response(serializedBytes: reply)
     }
 

@@ -11,11 +11,12 @@ import Yamux
 /// The agent's session with its control plane: connect, fetch the manifest, report
 /// startup and lifecycle, and drain the upward outboxes; reconnect with backoff.
 ///
-/// Other modules send upward through ``reportAppStatus(_:)``, ``reportBoundaryLogs(_:)``
-/// and ``log(level:_:)``: none blocks; each kind has a bounded, ordered outbox that survives
+/// Other modules reach it through AgentCore's seams only: they send upward through
+/// ``UpwardSink`` (app status, boundary logs, log lines) and read the manifest through
+/// ``ManifestSource``. No send blocks; each kind has a bounded, ordered outbox that survives
 /// reconnects, and overflow is counted (``droppedCounts``). Without a control plane
 /// (standalone), the outboxes are drained to the log instead.
-public final class ControlPlaneSession: Service, Sendable {
+public final class ControlPlaneSession: Service, UpwardSink, ManifestSource, Sendable {
     public typealias LifecycleState = Coder_Agent_V2_Lifecycle.State
 
     public struct Configuration: Sendable {
@@ -50,6 +51,7 @@ public final class ControlPlaneSession: Service, Sendable {
     private let logger: Logger
     private let onManifest: @Sendable (Coder_Agent_V2_Manifest) async -> Void
 
+    private let manifestStore = ManifestStore()
     private let work = WorkSignal()
     private let shutdownBegun = WorkSignal()
     public let lifecycle: Outbox<Coder_Agent_V2_Lifecycle>
@@ -63,6 +65,8 @@ public final class ControlPlaneSession: Service, Sendable {
         var shuttingDown = false
         var logsDisabled = false
         var connections = 0
+        /// A connection is up and has fetched its manifest.
+        var connected = false
         /// Set when shutdown begins: no connection outlives it.
         var shutdownDeadline: ContinuousClock.Instant?
         /// The agent's overall shutdown bound, applied once shutdown begins.
@@ -104,23 +108,39 @@ public final class ControlPlaneSession: Service, Sendable {
         lifecycle.append(item)
     }
 
-    public func reportAppStatus(_ request: Coder_Agent_V2_UpdateAppStatusRequest) {
-        appStatus.append(request)
+    @discardableResult
+    public func send(_ status: AppStatusReport) -> UpwardReceipt {
+        let receipt = UpwardReceipt()
+        appStatus.append(Self.request(status), receipt: receipt)
+        return receipt
     }
 
-    public func reportBoundaryLogs(_ request: Coder_Agent_V2_ReportBoundaryLogsRequest) {
-        boundaryLogs.append(request)
+    @discardableResult
+    public func send(_ batch: BoundaryLogBatch) -> UpwardReceipt {
+        let receipt = UpwardReceipt()
+        boundaryLogs.append(Self.request(batch), receipt: receipt)
+        return receipt
     }
 
-    /// Ships one of the agent's own log lines (warnings and errors) with BatchCreateLogs.
-    public func log(level: Coder_Agent_V2_Log.Level, _ message: String) {
+    /// Ships one of the agent's own log lines with BatchCreateLogs (cut to
+    /// ``Configuration/maxLogLineBytes``); nothing once the control plane said the agent's
+    /// log limit is exceeded.
+    public func send(_ line: AgentLogLine) {
         guard !state.withLock({ $0.logsDisabled }) else { return }
         var entry = Coder_Agent_V2_Log()
-        entry.createdAt = Google_Protobuf_Timestamp(date: Date())
-        entry.output = Self.truncated(message, toBytes: configuration.maxLogLineBytes)
-        entry.level = level
+        entry.createdAt = Google_Protobuf_Timestamp(date: line.createdAt)
+        entry.output = Self.truncated(line.message, toBytes: configuration.maxLogLineBytes)
+        entry.level = Coder_Agent_V2_Log.Level(rawValue: line.level.rawValue) ?? .warn
         logs.append(entry)
     }
+
+    public var isConnected: Bool { state.withLock { $0.connected } }
+
+    // MARK: Manifest (ManifestSource)
+
+    public var currentManifest: AgentManifest? { manifestStore.currentManifest }
+
+    public func manifests() -> AsyncStream<AgentManifest> { manifestStore.manifests() }
 
     /// `text` cut to at most `limit` UTF-8 bytes, on a character boundary, marked as cut.
     static func truncated(_ text: String, toBytes limit: Int) -> String {
@@ -158,6 +178,8 @@ public final class ControlPlaneSession: Service, Sendable {
         } onGracefulShutdown: {
             self.beginShutdown()
         }
+        // What could not be delivered before the deadline is gone with the agent.
+        for outbox in [lifecycle.abandonAll, appStatus.abandonAll, boundaryLogs.abandonAll, logs.abandonAll] { outbox() }
     }
 
     /// Queues SHUTTING_DOWN and OFF; the session delivers them, then ends.
@@ -209,18 +231,18 @@ public final class ControlPlaneSession: Service, Sendable {
     private func drainToLog() {
         while let (seq, items) = lifecycle.peek() {
             logger.info("lifecycle", metadata: ["state": "\(items[0].state)"])
-            lifecycle.acknowledge(through: seq)
+            lifecycle.acknowledge(through: seq, as: .logged)
         }
         while let (seq, items) = appStatus.peek() {
             logger.info("app status", metadata: ["slug": "\(items[0].slug)", "state": "\(items[0].state)", "message": "\(items[0].message)"])
-            appStatus.acknowledge(through: seq)
+            appStatus.acknowledge(through: seq, as: .logged)
         }
         while let (seq, items) = boundaryLogs.peek() {
             logger.info("boundary logs", metadata: ["count": "\(items[0].logs.count)", "session_id": "\(items[0].sessionID)"])
-            boundaryLogs.acknowledge(through: seq)
+            boundaryLogs.acknowledge(through: seq, as: .logged)
         }
         while let (seq, _) = logs.peek(configuration.logsPerBatch) {
-            logs.acknowledge(through: seq)
+            logs.acknowledge(through: seq, as: .logged)
         }
     }
 
@@ -311,15 +333,17 @@ public final class ControlPlaneSession: Service, Sendable {
     private func serve(_ session: YamuxSession) async throws {
         let api = AgentAPIClient(session: session)
         let manifest = try await api.getManifest()
+        let agentManifest = Self.agentManifest(from: manifest)
+        manifestStore.publish(agentManifest)
         await onManifest(manifest)
-        _ = try await api.updateStartup(
-            version: configuration.agentVersion,
-            expandedDirectory: Self.expand(manifest.directory, environment: ProcessInfo.processInfo.environment))
+        _ = try await api.updateStartup(version: configuration.agentVersion, expandedDirectory: agentManifest.directory)
         let first = state.withLock { s -> Bool in
             s.connections += 1
+            s.connected = true
             defer { s.manifestSeen = true }
             return !s.manifestSeen
         }
+        defer { state.withLock { $0.connected = false } }
         if first {
             setLifecycle(.starting)
             setLifecycle(.ready)
@@ -386,12 +410,11 @@ public final class ControlPlaneSession: Service, Sendable {
             outbox.acknowledge(through: seq)
         } catch let error as DRPCCallError {
             guard case .remote = error else { throw error }
-            outbox.reject(through: seq)
+            outbox.reject(through: seq, reason: "\(error)")
             logger.warning("control plane rejected \(outbox.name)", metadata: ["error": "\(error)"])
         }
     }
 
-    /// Expands a leading `~` and `$VAR` / `${VAR}` as the reference does for the manifest directory.
     /// What other modules need of a manifest (AgentCore's seam): the expanded directory and
     /// the variables processes get, `CODER=true` and the names first, then the manifest's own
     /// (each expanded against the agent's environment and the variables before it).
@@ -407,9 +430,12 @@ public final class ControlPlaneSession: Service, Sendable {
         for (key, value) in manifest.environmentVariables {
             variables[key] = expand(value, environment: base.merging(variables) { $1 })
         }
-        return AgentManifest(directory: expand(manifest.directory, environment: base), environment: variables)
+        return AgentManifest(
+            directory: expand(manifest.directory, environment: base), environment: variables,
+            workspaceName: manifest.workspaceName, agentName: manifest.agentName, ownerName: manifest.ownerUsername)
     }
 
+    /// Expands a leading `~` and `$VAR` / `${VAR}` as the reference does for the manifest directory.
     public static func expand(_ path: String, environment: [String: String]) -> String {
         var text = path
         if text == "~" || text.hasPrefix("~/") {

@@ -255,8 +255,11 @@ import Testing
 
 /// `POST /echo` answers `{"command": <command>}`; `/ws/:name` is a WebSocket route whose
 /// check refuses the name "refused" with 404 and that greets with a text message "hello".
-struct GuardTestRoutes: AgentRouteProvider {
-    func addRoutes(to router: Router<AgentRequestContext>) {
+struct GuardTestRoutes: HTTPModule {
+    var name: String { "guard test" }
+
+    func routes() -> RouteCollection<AgentRequestContext> {
+        let router = RouteCollection(context: AgentRequestContext.self)
         router.group("/chat").add(middleware: ChatIdentityMiddleware()).get { _, context in
             JSONResponse.make(["chat": context.chat?.id ?? "", "ancestors": (context.chat?.ancestorIDs ?? []).joined(separator: ",")])
         }
@@ -268,17 +271,18 @@ struct GuardTestRoutes: AgentRouteProvider {
             let body = try await JSONRequest.decode(request, context: context, typeName: "EchoRequest")
             return JSONResponse.make(["command": try body.string("command") ?? ""])
         }
+        return router
     }
 
-    func webSocketRoutes() -> [AgentWebSocketRoute] {
-        [
-            AgentWebSocketRoute(path: "/ws/:name") { request throws(APIError) in
-                if request.parameters["name"] == "refused" { throw APIError(.notFound, "No such socket.") }
-            } handler: { inbound, outbound, _ in
-                try await outbound.write(.text("hello"))
-                for try await _ in inbound {}
-            }
-        ]
+    func webSocketRoutes() -> WebSocketRouteCollection {
+        var routes = WebSocketRouteCollection()
+        routes.ws("/ws/:name") { request throws(APIError) in
+            if request.parameters["name"] == "refused" { throw APIError(.notFound, "No such socket.") }
+        } handler: { inbound, outbound, _ in
+            try await outbound.write(.text("hello"))
+            for try await _ in inbound {}
+        }
+        return routes
     }
 }
 
@@ -292,7 +296,7 @@ func withGuardServer(
     let (ports, portSink) = AsyncStream<Int>.makeStream()
     let app = AgentHTTPServer.makeApplication(
         address: BindTarget(kind: .tcp(host: "127.0.0.1", port: 0)),
-        providers: [GuardTestRoutes()], connections: registry, headTimeout: headTimeout, bodyTimeout: bodyTimeout,
+        mounts: [HTTPMount(GuardTestRoutes(), at: "/")], connections: registry, headTimeout: headTimeout, bodyTimeout: bodyTimeout,
         logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
     ) { channel in
         portSink.yield(channel.localAddress?.port ?? 0)

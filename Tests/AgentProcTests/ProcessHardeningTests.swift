@@ -110,7 +110,7 @@ import Testing
 
     @Test func manifestProviderFallsBackUntilAManifestArrives() async throws {
         let store = ManifestStore()
-        let provider = ManifestEnvironmentProvider(store: store, fallbackDirectory: "/fallback")
+        let provider = ManifestEnvironmentProvider(source: store, fallbackDirectory: "/fallback")
         #expect(await provider.defaultDirectory() == "/fallback")
         #expect(try await provider.agentEnvironment().isEmpty)
         store.publish(AgentManifest(directory: "/workspace", environment: ["CODER": "true"]))

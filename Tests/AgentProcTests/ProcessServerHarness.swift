@@ -76,7 +76,7 @@ func withProcessServer(
     let (ports, portSink) = AsyncStream<Int>.makeStream()
     let app = AgentHTTPServer.makeApplication(
         address: BindTarget(kind: .tcp(host: "127.0.0.1", port: 0)),
-        providers: [ProcessRoutes(manager: manager)],
+        mounts: [HTTPMount(ProcessModule(manager: manager), at: "/api/v0/processes")],
         logger: Harness.quiet
     ) { channel in
         portSink.yield(channel.localAddress?.port ?? 0)
@@ -84,6 +84,8 @@ func withProcessServer(
     }
     try await withThrowingTaskGroup(of: Void.self) { group in
         group.addTask { try await app.run() }
+        // The manager's service starts its reactor thread.
+        group.addTask { try await manager.run() }
         var iterator = ports.makeAsyncIterator()
         let port = try #require(await iterator.next())
         let harness = Harness(client: RawHTTPClient(port: port), manager: manager)

@@ -89,8 +89,8 @@ struct AgentProtoWireTests {
         want.dependsOn = "b"
         let wantBytes: [UInt8] = try want.serializedBytes()
         #expect(wantBytes == [0x0A, 0x01, 0x61, 0x12, 0x01, 0x62])
-        #expect(AgentRoutes.agentSocket("SyncWant") == "/coder.agentsocket.v1.AgentSocket/SyncWant")
-        #expect(AgentRoutes.agent("GetManifest") == "/coder.agent.v2.Agent/GetManifest")
+        #expect(DRPCMethodPath.agentSocket("SyncWant") == "/coder.agentsocket.v1.AgentSocket/SyncWant")
+        #expect(DRPCMethodPath.agent("GetManifest") == "/coder.agent.v2.Agent/GetManifest")
     }
 
     @Test func garbageNeverTraps() {

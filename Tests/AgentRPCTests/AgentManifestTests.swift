@@ -22,9 +22,9 @@ import Testing
 
     @Test func theStoreKeepsTheLatest() {
         let store = ManifestStore()
-        #expect(store.current == nil)
+        #expect(store.currentManifest == nil)
         store.publish(AgentManifest(directory: "/a", environment: [:]))
         store.publish(AgentManifest(directory: "/b", environment: ["X": "1"]))
-        #expect(store.current == AgentManifest(directory: "/b", environment: ["X": "1"]))
+        #expect(store.currentManifest == AgentManifest(directory: "/b", environment: ["X": "1"]))
     }
 }

@@ -1,9 +1,11 @@
+import AgentCore
 import AgentProto
 import AgentRPC
 import AgentTestSupport
 import ControlPlaneDouble
 import Foundation
 import Logging
+import SwiftProtobuf
 import Synchronization
 import Testing
 
@@ -54,7 +56,7 @@ struct ControlPlaneSessionTests {
             await double.dropConnections()
             #expect(await eventually { double.recorded.withLock { $0.manifests } >= 2 })
             #expect(await eventually { double.recorded.withLock { $0.startups.count } >= 2 })
-            session.reportAppStatus({ var r = Coder_Agent_V2_UpdateAppStatusRequest(); r.slug = "after"; return r }())
+            session.send(AppStatusReport(slug: "after", state: .working))
             #expect(await eventually { double.recorded.withLock { $0.appStatuses.count } == 1 })
             session.beginShutdown()
             try await running.value
@@ -102,13 +104,13 @@ struct ControlPlaneSessionTests {
         }
         let agent = try #require(session.withLock { $0 })
         // Down: queued work waits in the outbox.
-        var status = Coder_Agent_V2_UpdateAppStatusRequest()
-        status.slug = "queued-while-down"
-        agent.reportAppStatus(status)
+        #expect(await eventually { !agent.isConnected })
+        let receipt = agent.send(AppStatusReport(slug: "queued-while-down", state: .working))
         try await Task.sleep(for: .milliseconds(400))
         let second = ControlPlaneDouble()
         try await second.run(port: port.withLock { $0 }) { _ in
             #expect(await eventually { second.recorded.withLock { $0.appStatuses.count } == 1 })
+            #expect(await receipt.wait() == .delivered)
             let recorded = second.recorded.withLock { $0 }
             #expect(recorded.manifests == 1)
             #expect(recorded.startups.count == 1)
@@ -125,20 +127,22 @@ struct ControlPlaneSessionTests {
         try await double.run { url in
             let session = makeSession(url, token: double.token)
             for i in 0..<5 {
-                var status = Coder_Agent_V2_UpdateAppStatusRequest()
-                status.slug = "app"
-                status.message = "step \(i)"
-                session.reportAppStatus(status)
+                session.send(AppStatusReport(slug: "app", state: .idle, message: "step \(i)"))
             }
-            var boundary = Coder_Agent_V2_ReportBoundaryLogsRequest()
-            boundary.sessionID = "s1"
-            boundary.logs = [Coder_Agent_V2_BoundaryLog()]
-            session.reportBoundaryLogs(boundary)
-            session.log(level: .warn, "disk almost full")
+            session.send(BoundaryLogBatch(
+                entries: [.init(allowed: true, time: Date(timeIntervalSince1970: 1), httpRequest: .init(method: "GET", url: "https://x/", matchedRule: "x"), sequenceNumber: 7)],
+                sessionID: "s1", confinedProcessName: "claude"))
+            session.send(AgentLogLine(level: .warn, message: "disk almost full"))
             let running = Task { try await session.run() }
             #expect(await eventually { double.recorded.withLock { $0.appStatuses.count == 5 && $0.boundaryLogs.count == 1 && $0.logs.count == 1 } })
             let recorded = double.recorded.withLock { $0 }
             #expect(recorded.appStatuses.map(\.message) == (0..<5).map { "step \($0)" })
+            #expect(recorded.appStatuses.allSatisfy { $0.state == .idle && $0.slug == "app" })
+            let boundary = try #require(recorded.boundaryLogs.first)
+            #expect(boundary.sessionID == "s1" && boundary.confinedProcessName == "claude")
+            #expect(boundary.logs.first?.httpRequest.url == "https://x/")
+            #expect(boundary.logs.first?.sequenceNumber == 7)
+            #expect(boundary.logs.first?.time.seconds == 1)
             #expect(recorded.logs.first?.output == "disk almost full")
             #expect(recorded.logs.first?.level == .warn)
             session.beginShutdown()
@@ -152,16 +156,19 @@ struct ControlPlaneSessionTests {
         let double = ControlPlaneDouble()
         try await double.run { url in
             let session = makeSession(url, token: double.token)
-            for message in ["first", String(repeating: "x", count: 161), "third"] {
-                var status = Coder_Agent_V2_UpdateAppStatusRequest()
-                status.slug = "app"
-                status.message = message
-                session.reportAppStatus(status)
+            let receipts = ["first", String(repeating: "x", count: 161), "third"].map { message in
+                session.send(AppStatusReport(slug: "app", state: .working, message: message))
             }
             let running = Task { try await session.run() }
             #expect(await eventually { double.recorded.withLock { $0.appStatuses.count } == 2 })
             #expect(double.recorded.withLock { $0.appStatuses.map(\.message) } == ["first", "third"])
             #expect(session.rejectedCounts["app_status"] == 1)
+            #expect(await receipts[0].wait() == .delivered)
+            guard case .rejected(let reason) = await receipts[1].wait() else {
+                Issue.record("the long message was not rejected")
+                return
+            }
+            #expect(reason.contains("160"), "the control plane's reason reaches the sender: \(reason)")
             #expect(await eventually { session.appStatus.isEmpty })
             #expect(double.recorded.withLock { $0.connections } == 1)
             session.beginShutdown()
@@ -174,7 +181,7 @@ struct ControlPlaneSessionTests {
         let double = ControlPlaneDouble()
         try await double.run { url in
             let session = makeSession(url, token: double.token)
-            for i in 0..<30 { session.log(level: .warn, "\(i) " + String(repeating: "é", count: 100_000)) }
+            for i in 0..<30 { session.send(AgentLogLine(level: .warn, message: "\(i) " + String(repeating: "é", count: 100_000))) }
             let running = Task { try await session.run() }
             #expect(await eventually { double.recorded.withLock { $0.logs.count } == 30 })
             let logs = double.recorded.withLock { $0.logs }
@@ -192,10 +199,10 @@ struct ControlPlaneSessionTests {
         double.logLimitExceeded.withLock { $0 = true }
         try await double.run { url in
             let session = makeSession(url, token: double.token)
-            session.log(level: .error, "first")
+            session.send(AgentLogLine(level: .error, message: "first"))
             let running = Task { try await session.run() }
             #expect(await eventually { double.recorded.withLock { $0.logs.count } == 1 })
-            session.log(level: .error, "second")
+            session.send(AgentLogLine(level: .error, message: "second"))
             try await Task.sleep(for: .milliseconds(300))
             #expect(double.recorded.withLock { $0.logs.count } == 1)
             session.beginShutdown()
@@ -271,7 +278,7 @@ struct ControlPlaneSessionTests {
         // One item over the budget still goes, alone.
         let big = outbox.peek(10, budget: 1000, size: { $0 })!
         #expect(big.items == [5000])
-        outbox.reject(through: big.through)
+        outbox.reject(through: big.through, reason: "too big")
         #expect(outbox.rejected == 1)
         #expect(outbox.peek(10)?.items == [1])
     }
@@ -304,9 +311,10 @@ struct ControlPlaneSessionTests {
 
     @Test func standaloneDrainsToTheLog() async throws {
         let session = ControlPlaneSession(configuration: .init(agentVersion: "0.1.0"), dialer: nil, logger: Self.quiet)
-        session.reportAppStatus(Coder_Agent_V2_UpdateAppStatusRequest())
+        let receipt = session.send(AppStatusReport(slug: "", state: .working))
         let running = Task { try await session.run() }
         #expect(await eventually { session.appStatus.isEmpty && session.lifecycle.isEmpty })
+        #expect(await receipt.wait() == .logged)
         session.beginShutdown()
         try await running.value
         #expect(session.lifecycle.isEmpty)

@@ -1,22 +1,22 @@
 import AgentCore
 
 /// The ``AgentEnvironmentProvider`` of a running agent: the latest manifest's variables and
-/// directory (through AgentCore's ``ManifestStore``), and until one arrives no variables and
-/// the configured fallback directory.
+/// directory (through AgentCore's ``ManifestSource``), and until one arrives no variables
+/// and the configured fallback directory.
 public struct ManifestEnvironmentProvider: AgentEnvironmentProvider {
-    public let store: ManifestStore
+    public let source: any ManifestSource
     /// `--directory`, used until a manifest names a directory.
     public let fallbackDirectory: String?
 
-    public init(store: ManifestStore, fallbackDirectory: String?) {
-        self.store = store
+    public init(source: any ManifestSource, fallbackDirectory: String?) {
+        self.source = source
         self.fallbackDirectory = fallbackDirectory
     }
 
-    public func agentEnvironment() async throws -> [String: String] { store.current?.environment ?? [:] }
+    public func agentEnvironment() async throws -> [String: String] { source.currentManifest?.environment ?? [:] }
 
     public func defaultDirectory() async -> String? {
-        if let directory = store.current?.directory, !directory.isEmpty { return directory }
+        if let directory = source.currentManifest?.directory, !directory.isEmpty { return directory }
         return fallbackDirectory
     }
 }

@@ -13,8 +13,10 @@ import Glibc
 /// Owns every process started through the API: starting, listing, waiting, signalling,
 /// reaping, and terminating their process groups at shutdown.
 ///
-/// It is a `Service`: `run()` reaps exited processes on a timer until graceful shutdown,
-/// then terminates every process group (SIGTERM, a grace period, SIGKILL).
+/// It is a `Service`: `run()` starts the reactor thread (which reads output and sees
+/// exits), reaps exited processes on a timer until graceful shutdown, then terminates every
+/// process group (SIGTERM, a grace period, SIGKILL). Starts made before `run()` are
+/// watched once it begins.
 public final class ProcessManager: Service, Sendable {
     public struct Configuration: Sendable {
         /// Layer 2 of the environment and the default directory (spec §4).
@@ -70,13 +72,21 @@ public final class ProcessManager: Service, Sendable {
         }
     }
 
-    /// Failures of the process core; routes map them to the reference's responses.
-    public enum Failure: Error, Equatable {
+    /// Why a start failed; the route answers each with 500 and a detail.
+    public enum StartFailure: Error, Equatable {
+        /// Shutdown has begun.
         case closed
         case tooManyProcesses(limit: Int)
+        /// The shell could not be started (the OS error, spelled out).
         case spawn(String)
+    }
+
+    /// Why a signal was not sent.
+    public enum SignalFailure: Error, Equatable {
+        /// The process exited (409).
         case notRunning
-        case signal(String)
+        /// kill(2) failed otherwise (500).
+        case failed(String)
     }
 
     /// A supported signal name (case-sensitive, as the reference).
@@ -135,12 +145,12 @@ public final class ProcessManager: Service, Sendable {
         environment: [String: String]?,
         background: Bool,
         chat: ChatIdentity?
-    ) async throws(Failure) -> ManagedProcess {
-        let running = try state.withLock { s throws(Failure) -> Int in
-            if s.closed { throw Failure.closed }
+    ) async throws(StartFailure) -> ManagedProcess {
+        let running = try state.withLock { s throws(StartFailure) -> Int in
+            if s.closed { throw StartFailure.closed }
             return s.runningCount
         }
-        if running >= configuration.maxRunning { throw Failure.tooManyProcesses(limit: configuration.maxRunning) }
+        if running >= configuration.maxRunning { throw StartFailure.tooManyProcesses(limit: configuration.maxRunning) }
 
         var env = configuration.baseEnvironment
         do {
@@ -168,7 +178,7 @@ public final class ProcessManager: Service, Sendable {
                 try ProcessSpawner.spawn(request, agentPath: path)
             }
         } catch {
-            throw Failure.spawn(error.description)
+            throw StartFailure.spawn(error.description)
         }
         let process = ManagedProcess(
             id: UUID().uuidString.lowercased(), command: command, workdir: resolvedDir,
@@ -183,12 +193,12 @@ public final class ProcessManager: Service, Sendable {
             // The reactor stopped (shutdown) while this start was under way.
             state.withLock { _ = $0.processes.removeValue(forKey: process.id) }
             ProcessReactor.discardShell(child.pid)
-            throw Failure.closed
+            throw StartFailure.closed
         }
         process.reactorToken = token
         if closedMeanwhile {
             _ = reactor.signalGroup(token, SIGKILL)
-            throw Failure.closed
+            throw StartFailure.closed
         }
         ProcessMetrics.started.increment()
         ProcessMetrics.running.record(state.withLock { $0.runningCount })
@@ -310,13 +320,13 @@ public final class ProcessManager: Service, Sendable {
     }
 
     /// Sends the signal to the whole process group, if the agent still owns it.
-    public func signal(_ process: ManagedProcess, _ name: SignalName) throws(Failure) {
-        guard process.isRunning, let token = process.reactorToken else { throw Failure.notRunning }
+    public func signal(_ process: ManagedProcess, _ name: SignalName) throws(SignalFailure) {
+        guard process.isRunning, let token = process.reactorToken else { throw SignalFailure.notRunning }
         let code = reactor.signalGroup(token, name.number)
         // ESRCH: the group is gone, the exit is simply not processed yet.
-        if code == ESRCH { throw Failure.notRunning }
+        if code == ESRCH { throw SignalFailure.notRunning }
         if code != 0 {
-            throw Failure.signal("kill process group \(process.pid): \(SystemCallError.message(code))")
+            throw SignalFailure.failed("kill process group \(process.pid): \(SystemCallError.message(code))")
         }
     }
 
@@ -329,6 +339,7 @@ public final class ProcessManager: Service, Sendable {
     // MARK: Lifecycle
 
     public func run() async throws {
+        reactor.start()
         let interval = configuration.reapInterval
         await cancelWhenGracefulShutdown {
             while !Task.isCancelled {

@@ -69,6 +69,8 @@ final class ProcessReactor: Sendable {
         var commands: [Command] = []
         var nextToken: UInt64 = 1
         var stopped = false
+        /// The thread runs (``start()``).
+        var started = false
         /// Orphans re-parented to us (pid → process group), unreaped.
         var adopted: [pid_t: pid_t] = [:]
         /// The signal shutdown sends; orphans adopted later get it too.
@@ -95,6 +97,9 @@ final class ProcessReactor: Sendable {
     private let state = Mutex(State())
     private let finished = OneShotSignal()
 
+    /// Creates the epoll set and, for `adoptOrphans`, takes the subreaper role at once (so
+    /// that no orphan of a child started before ``start()`` escapes); the thread starts in
+    /// ``start()``.
     init(adoptOrphans: Bool = false) throws {
         epfd = agent_epoll_create()
         guard epfd >= 0 else { throw SystemCallError(call: "epoll_create1", errno: errno) }
@@ -116,6 +121,16 @@ final class ProcessReactor: Sendable {
         }
         sigchldfd = sigchld
         self.adoptOrphans = adopt
+    }
+
+    /// Starts the reactor thread (once; later calls do nothing). Children watched before
+    /// it starts are handled as soon as it runs: their events wait in the epoll set.
+    func start() {
+        let first = state.withLock { s -> Bool in
+            defer { s.started = true }
+            return !s.started
+        }
+        guard first else { return }
         let thread = Thread { [self] in self.loop() }
         thread.name = "agent-proc-reactor"
         thread.start()
@@ -195,6 +210,7 @@ final class ProcessReactor: Sendable {
 
     /// Closes every descriptor and ends the thread; children still running are not reaped.
     func stop() async {
+        start()
         send(.stop)
         await finished.wait()
     }

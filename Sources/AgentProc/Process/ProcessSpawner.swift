@@ -1,5 +1,6 @@
 import AgentCore
 import CAgentSpawn
+import Foundation
 import Synchronization
 
 #if canImport(Glibc)

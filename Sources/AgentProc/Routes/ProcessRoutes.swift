@@ -6,26 +6,25 @@ import Hummingbird
 import HummingbirdWebSocket
 import NIOCore
 
-/// The process API's HTTP surface, mounted at `/api/v0/processes` (spec process-api §2).
-public struct ProcessRoutes: AgentRouteProvider {
-    public static let basePath = "/api/v0/processes"
+/// The process API's HTTP handlers (spec process-api §2); ``ProcessModule`` mounts them.
+struct ProcessRoutes: Sendable {
+    let manager: ProcessManager
 
-    public let manager: ProcessManager
-
-    public init(manager: ProcessManager) {
-        self.manager = manager
+    /// Every route, relative to the module's mount point (`/api/v0/processes`), behind the
+    /// chat middleware.
+    func collection() -> RouteCollection<AgentRequestContext> {
+        let routes = RouteCollection(context: AgentRequestContext.self).add(middleware: ChatIdentityMiddleware())
+        routes.post("start") { request, context in try await self.start(request, context) }
+        routes.get("list") { request, context in try self.list(request, context) }
+        routes.get(":id/output") { request, context in try await self.output(request, context) }
+        routes.post(":id/signal") { request, context in try await self.signal(request, context) }
+        return routes
     }
 
-    public func addRoutes(to router: Router<AgentRequestContext>) {
-        let group = router.group(RouterPath(Self.basePath)).add(middleware: ChatIdentityMiddleware())
-        group.post("start") { request, context in try await self.start(request, context) }
-        group.get("list") { request, context in try self.list(request, context) }
-        group.get(":id/output") { request, context in try await self.output(request, context) }
-        group.post(":id/signal") { request, context in try await self.signal(request, context) }
-    }
-
-    public func webSocketRoutes() -> [AgentWebSocketRoute] {
-        [ProcessStream(manager: manager).route(path: Self.basePath + "/:id/stream")]
+    func webSocketCollection() -> WebSocketRouteCollection {
+        var routes = WebSocketRouteCollection()
+        routes.add(ProcessStream(manager: manager).route(path: ":id/stream"))
+        return routes
     }
 
     // MARK: Handlers
@@ -44,12 +43,10 @@ public struct ProcessRoutes: AgentRouteProvider {
                 command: command, workdir: workdir, environment: env, background: background, chat: chat)
             return JSONResponse.make(StartResponse(id: process.id, started: true))
         } catch {
-            let detail: String
-            switch error {
-            case .closed: detail = "manager is closed"
-            case .tooManyProcesses(let limit): detail = "too many running processes (limit \(limit))"
-            case .spawn(let reason): detail = reason
-            case .notRunning, .signal: detail = "\(error)"
+            let detail = switch error {
+            case .closed: "manager is closed"
+            case .tooManyProcesses(let limit): "too many running processes (limit \(limit))"
+            case .spawn(let reason): reason
             }
             throw APIError(.internalServerError, "Failed to start process.", detail: detail)
         }
@@ -88,7 +85,7 @@ public struct ProcessRoutes: AgentRouteProvider {
         } catch {
             switch error {
             case .notRunning: throw APIError(.conflict, "Process \(goQuote(id)) is not running.")
-            default: throw APIError(.internalServerError, "Failed to signal process.", detail: Self.detail(error))
+            case .failed(let reason): throw APIError(.internalServerError, "Failed to signal process.", detail: reason)
             }
         }
         return JSONResponse.make(MessageResponse(message: "Signal \(goQuote(name)) sent to process \(goQuote(id))."))
@@ -126,12 +123,5 @@ public struct ProcessRoutes: AgentRouteProvider {
 
     static func notFound(_ id: String) -> APIError {
         APIError(.notFound, "Process \(goQuote(id)) not found.")
-    }
-
-    static func detail(_ failure: ProcessManager.Failure) -> String {
-        switch failure {
-        case .signal(let text), .spawn(let text): return text
-        default: return "\(failure)"
-        }
     }
 }

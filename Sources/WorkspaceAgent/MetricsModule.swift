@@ -1,3 +1,4 @@
+import AgentCore
 import AgentHTTP
 import Hummingbird
 import NIOCore
@@ -5,18 +6,22 @@ import Prometheus
 
 /// `GET /metrics`: every swift-metrics value in the Prometheus text format. Only the
 /// executable knows the backend; modules use the swift-metrics API.
-struct MetricsRoutes: AgentRouteProvider {
+struct MetricsModule: HTTPModule {
     static let contentType = "text/plain; version=0.0.4; charset=utf-8"
 
     let registry: PrometheusCollectorRegistry
 
-    func addRoutes(to router: Router<AgentRequestContext>) {
-        router.get("/metrics") { _, _ in
+    var name: String { "metrics" }
+
+    func routes() -> RouteCollection<AgentRequestContext> {
+        let routes = RouteCollection(context: AgentRequestContext.self)
+        routes.get("metrics") { [registry] _, _ in
             let buffer = ByteBuffer(bytes: registry.emitToBuffer())
             return Response(
                 status: .ok,
                 headers: [.contentType: Self.contentType, .contentLength: String(buffer.readableBytes)],
                 body: .init(byteBuffer: buffer))
         }
+        return routes
     }
 }

@@ -9,12 +9,15 @@ import Synchronization
 /// `append` never blocks: when the queue holds `capacity` items, the oldest is dropped and
 /// counted in ``dropped``. Items the control plane refused are removed and counted in
 /// ``rejected``. Items carry sequence numbers so an acknowledgement never removes an item
-/// that was not sent.
+/// that was not sent. An item may carry an ``UpwardReceipt``, settled with its fate
+/// (delivered, rejected, dropped, logged or abandoned).
+///
+/// Memory: at most `capacity` items and their receipts.
 public final class Outbox<Item: Sendable>: Sendable {
     public let name: String
     public let capacity: Int
     private struct State {
-        var items: [(seq: UInt64, item: Item)] = []
+        var items: [(seq: UInt64, item: Item, receipt: UpwardReceipt?)] = []
         var head = 0
         var nextSeq: UInt64 = 0
         var dropped = 0
@@ -40,24 +43,27 @@ public final class Outbox<Item: Sendable>: Sendable {
 
     /// Adds an item; returns false when an older item had to be dropped for it.
     @discardableResult
-    public func append(_ item: Item) -> Bool {
-        let kept = state.withLock { s in
+    public func append(_ item: Item, receipt: UpwardReceipt? = nil) -> Bool {
+        let (kept, droppedReceipt) = state.withLock { s -> (Bool, UpwardReceipt?) in
             var kept = true
+            var droppedReceipt: UpwardReceipt?
             if s.items.count - s.head >= capacity {
+                droppedReceipt = s.items[s.head].receipt
                 s.head += 1
                 s.dropped += 1
                 droppedCounter.increment()
                 kept = false
             }
-            s.items.append((s.nextSeq, item))
+            s.items.append((s.nextSeq, item, receipt))
             s.nextSeq += 1
             queuedGauge.record(s.items.count - s.head)
             if s.head > 64 && s.head * 2 > s.items.count {
                 s.items.removeFirst(s.head)
                 s.head = 0
             }
-            return kept
+            return (kept, droppedReceipt)
         }
+        droppedReceipt?.settle(.dropped)
         signal?.notify()
         return kept
     }
@@ -86,23 +92,40 @@ public final class Outbox<Item: Sendable>: Sendable {
         }
     }
 
-    /// Removes every item up to and including sequence number `through`.
-    public func acknowledge(through: UInt64) {
-        state.withLock { s in
-            while s.head < s.items.count, s.items[s.head].seq <= through { s.head += 1 }
-            queuedGauge.record(s.items.count - s.head)
-        }
+    /// Removes every item up to and including sequence number `through`, settling their
+    /// receipts with `outcome` (the control plane acknowledged them, or standalone, they
+    /// were logged).
+    public func acknowledge(through: UInt64, as outcome: UpwardOutcome = .delivered) {
+        for receipt in removeItems(through: through).receipts { receipt.settle(outcome) }
     }
 
     /// Removes every item up to and including `through` because the control plane refused
     /// them (retrying cannot help), counting them in ``rejected``.
-    public func reject(through: UInt64) {
+    public func reject(through: UInt64, reason: String) {
+        let (receipts, removed) = removeItems(through: through, countingRejected: true)
+        rejectedCounter.increment(by: Int64(removed))
+        for receipt in receipts { receipt.settle(.rejected(reason)) }
+    }
+
+    /// Settles the receipts of every queued item as abandoned (the session ended before
+    /// they could go); the items stay, counted in ``count``.
+    public func abandonAll() {
+        let receipts = state.withLock { s in s.items[s.head...].compactMap(\.receipt) }
+        for receipt in receipts { receipt.settle(.abandoned) }
+    }
+
+    private func removeItems(through: UInt64, countingRejected: Bool = false) -> (receipts: [UpwardReceipt], removed: Int) {
         state.withLock { s in
+            var receipts: [UpwardReceipt] = []
+            var removed = 0
             while s.head < s.items.count, s.items[s.head].seq <= through {
+                if let receipt = s.items[s.head].receipt { receipts.append(receipt) }
                 s.head += 1
-                s.rejected += 1
-                rejectedCounter.increment()
+                removed += 1
             }
+            if countingRejected { s.rejected += removed }
+            queuedGauge.record(s.items.count - s.head)
+            return (receipts, removed)
         }
     }
 

@@ -1,6 +1,5 @@
 import AgentCore
 import AgentHTTP
-import AgentProc
 import Hummingbird
 import Logging
 import NIOCore
@@ -41,8 +40,8 @@ struct HTTPService: Service, CustomStringConvertible {
     }
 }
 
-/// A service could not start; it has already logged why.
-struct StartupFailure: Error {}
+/// A service could not start; it has already logged why (the agent exits with status 1).
+public struct StartupFailure: Error {}
 
 /// Set once, read from any thread.
 final class ListeningFlag: Sendable {

@@ -1,3 +1,4 @@
+import AgentCore
 import Foundation
 import Logging
 import ServiceLifecycle
@@ -18,44 +19,35 @@ import Glibc
 ///   signal: a watchdog thread, independent of Swift concurrency and the event loops,
 ///   kills the process groups the agent still owns and exits.
 final class ShutdownController: Sendable {
-    /// SIGTERM to exit, stated in the README: 5 s grace for process groups, then SIGKILL,
-    /// the final lifecycle report and the last connections, all within this.
-    static let bound: Duration = .seconds(7)
     /// A service that fails to start ends the agent within this.
     static let startupFailureBound: Duration = .seconds(1)
 
     private let logger: Logger
-    private let watchdog: Watchdog
+    private let clock: ShutdownClock
+    /// nil when the bound is not enforced (a host inside a test process).
+    private let watchdog: Watchdog?
     private let firstSignalAt = Mutex<ContinuousClock.Instant?>(nil)
+    private var bound: Duration { clock.bound }
 
-    /// - Parameter killChildren: run by the watchdog before it exits (SIGKILL to every
-    ///   process group the agent still owns); must be safe from any thread.
-    init(logger: Logger, killChildren: @escaping @Sendable () -> Void) {
+    /// - Parameters:
+    ///   - enforce: run the watchdog that ends the process at the bound.
+    ///   - killChildren: run by the watchdog before it exits (SIGKILL to every process
+    ///     group the agent still owns); must be safe from any thread.
+    init(logger: Logger, clock: ShutdownClock, enforce: Bool, killChildren: @escaping @Sendable () -> Void) {
         self.logger = logger
-        self.watchdog = Watchdog(killChildren: killChildren)
+        self.clock = clock
+        self.watchdog = enforce ? Watchdog(killChildren: killChildren) : nil
     }
 
     /// Traps the signals (their handlers are installed before this returns) and starts
     /// listening; `onShutdown` runs once, for the first terminating signal.
-    func listen(onShutdown: @escaping @Sendable (ContinuousClock.Instant) async -> Void) async -> Task<Void, Never> {
+    func listen(onShutdown: @escaping @Sendable () async -> Void) async -> Task<Void, Never> {
         let signals = await UnixSignalsSequence(trapping: .sigterm, .sigint, .sighup, .sigusr1, .sigusr2, .sigalrm, .sigpipe)
         return Task { [self] in
             for await signal in signals {
                 switch signal {
                 case .sigterm, .sigint, .sighup:
-                    let now = ContinuousClock.now
-                    let first = firstSignalAt.withLock { at -> Bool in
-                        defer { at = at ?? now }
-                        return at == nil
-                    }
-                    if first {
-                        logger.info("shutting down", metadata: ["signal": "\(signal)", "bound": "\(Self.bound)"])
-                        watchdog.arm(at: now + Self.bound, reason: "shutdown did not finish within \(Self.bound)", exitCode: 1)
-                        await onShutdown(now)
-                    } else {
-                        logger.warning("second terminating signal: exiting now", metadata: ["signal": "\(signal)"])
-                        watchdog.arm(at: now, reason: "second \(signal)", exitCode: 1)
-                    }
+                    await requestShutdown(reason: "\(signal)", onShutdown: onShutdown)
                 default:
                     logger.debug("ignored signal", metadata: ["signal": "\(signal)"])
                 }
@@ -63,17 +55,35 @@ final class ShutdownController: Sendable {
         }
     }
 
+    /// The first request starts the shutdown clock and arms the watchdog at the bound, then
+    /// runs `onShutdown`; a second one ends the agent at once.
+    func requestShutdown(reason: String, onShutdown: @Sendable () async -> Void) async {
+        let now = ContinuousClock.now
+        let first = firstSignalAt.withLock { at -> Bool in
+            defer { at = at ?? now }
+            return at == nil
+        }
+        if first {
+            logger.info("shutting down", metadata: ["signal": "\(reason)", "bound": "\(bound)"])
+            let deadline = clock.begin(at: now)
+            watchdog?.arm(at: deadline, reason: "shutdown did not finish within \(bound)", exitCode: 1)
+            await onShutdown()
+        } else {
+            logger.warning("second terminating signal: exiting now", metadata: ["signal": "\(reason)"])
+            watchdog?.arm(at: now, reason: "second \(reason)", exitCode: 1)
+        }
+    }
+
     /// A service failed to start: the agent exits non-zero within ``startupFailureBound``
     /// even if another service does not stop.
     func startupFailed() {
-        watchdog.arm(
+        watchdog?.arm(
             at: .now + Self.startupFailureBound, reason: "a service failed to start and the agent did not stop in time",
             exitCode: 1)
     }
 }
 
-/// A thread that ends the process at a deadline. It sleeps on a semaphore until armed, so
-/// it costs nothing while the agent runs.
+/// A thread that ends the process at a deadline; started when first armed.
 private final class Watchdog: Sendable {
     private struct Armed {
         var deadline: ContinuousClock.Instant
@@ -82,19 +92,14 @@ private final class Watchdog: Sendable {
     }
 
     private let armed = Mutex<Armed?>(nil)
-    private let wake = DispatchSemaphore(value: 0)
 
     private let killChildren: @Sendable () -> Void
 
     init(killChildren: @escaping @Sendable () -> Void) {
         self.killChildren = killChildren
-        let thread = Thread { [self] in run() }
-        thread.name = "agent-shutdown-watchdog"
-        thread.start()
     }
 
     private func run() {
-        wake.wait()
         while true {
             guard let current = armed.withLock({ $0 }) else { continue }
             let remaining = current.deadline - .now
@@ -121,6 +126,11 @@ private final class Watchdog: Sendable {
             }
             return current != nil
         }
-        if !wasArmed { wake.signal() }
+        if !wasArmed {
+            // The thread exists only once armed: it costs nothing while the agent runs.
+            let thread = Thread { [self] in run() }
+            thread.name = "agent-shutdown-watchdog"
+            thread.start()
+        }
     }
 }

@@ -91,23 +91,23 @@ public final class ControlPlaneDouble: Sendable {
             let wait = self.answerDelay.withLock { $0 }
             if wait > .zero { try? await Task.sleep(for: wait) }
         }
-        server.register(AgentRoutes.agent("GetManifest")) { _ in
+        server.register(DRPCMethodPath.agent("GetManifest")) { _ in
             self.recorded.withLock { $0.manifests += 1 }
             return try self.manifest.serializedBytes()
         }
-        server.register(AgentRoutes.agent("UpdateStartup")) { bytes in
+        server.register(DRPCMethodPath.agent("UpdateStartup")) { bytes in
             let request = try Coder_Agent_V2_UpdateStartupRequest(serializedBytes: bytes)
             guard request.startup.version.hasPrefix("v") else { throw DRPCErrorBody(code: 0, message: "invalid version") }
             self.recorded.withLock { $0.startups.append(request.startup) }
             return try request.startup.serializedBytes()
         }
-        server.register(AgentRoutes.agent("UpdateLifecycle")) { bytes in
+        server.register(DRPCMethodPath.agent("UpdateLifecycle")) { bytes in
             await delay()
             let request = try Coder_Agent_V2_UpdateLifecycleRequest(serializedBytes: bytes)
             self.recorded.withLock { $0.lifecycle.append(request.lifecycle.state) }
             return try request.lifecycle.serializedBytes()
         }
-        server.register(AgentRoutes.agent("UpdateAppStatus")) { bytes in
+        server.register(DRPCMethodPath.agent("UpdateAppStatus")) { bytes in
             await delay()
             let request = try Coder_Agent_V2_UpdateAppStatusRequest(serializedBytes: bytes)
             // coderd refuses messages over 160 bytes.
@@ -117,7 +117,7 @@ public final class ControlPlaneDouble: Sendable {
             self.recorded.withLock { $0.appStatuses.append(request) }
             return try Coder_Agent_V2_UpdateAppStatusResponse().serializedBytes()
         }
-        server.register(AgentRoutes.agent("ReportBoundaryLogs")) { bytes in
+        server.register(DRPCMethodPath.agent("ReportBoundaryLogs")) { bytes in
             // In benchmarks the batch is acknowledged unread, as the echo baseline does.
             let kept = self.keepsPayloads
                 ? try Coder_Agent_V2_ReportBoundaryLogsRequest(serializedBytes: bytes)
@@ -125,7 +125,7 @@ public final class ControlPlaneDouble: Sendable {
             self.recorded.withLock { $0.boundaryLogs.append(kept) }
             return try Coder_Agent_V2_ReportBoundaryLogsResponse().serializedBytes()
         }
-        server.register(AgentRoutes.agent("BatchCreateLogs")) { bytes in
+        server.register(DRPCMethodPath.agent("BatchCreateLogs")) { bytes in
             let request = try Coder_Agent_V2_BatchCreateLogsRequest(serializedBytes: bytes)
             guard request.logSourceID.count == 16 else { throw DRPCErrorBody(code: 0, message: "invalid log source id") }
             self.recorded.withLock { $0.logs += request.logs }

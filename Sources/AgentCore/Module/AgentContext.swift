@@ -1,0 +1,25 @@
+/// What the executable hands every module it builds: the state modules share, behind the
+/// seams AgentCore defines, so that no module reaches into another.
+public struct AgentContext: Sendable {
+    /// The chat -> touched paths store (one per agent).
+    public var chatPaths: ChatPaths
+    /// The control plane's latest manifest, as modules need it.
+    public var manifest: any ManifestSource
+    /// Where modules send what goes up to the control plane.
+    public var upward: any UpwardSink
+    /// The agent's own environment (layer 1 of a child's environment).
+    public var environment: [String: String]
+    /// Directory for state that survives restarts (mode 0700, created at start).
+    public var stateDirectory: String
+
+    public init(
+        chatPaths: ChatPaths, manifest: any ManifestSource, upward: any UpwardSink,
+        environment: [String: String], stateDirectory: String
+    ) {
+        self.chatPaths = chatPaths
+        self.manifest = manifest
+        self.upward = upward
+        self.environment = environment
+        self.stateDirectory = stateDirectory
+    }
+}

@@ -1,0 +1,84 @@
+import Synchronization
+
+/// What the control plane's manifest tells the other modules: the workspace directory, the
+/// variables processes get (`CODER=true`, the workspace, agent and owner names, and the
+/// manifest's own variables, expanded), and the names themselves.
+public struct AgentManifest: Sendable, Equatable {
+    /// Expanded (`~` and `$VAR`); may be empty.
+    public var directory: String
+    public var environment: [String: String]
+    public var workspaceName: String
+    public var agentName: String
+    public var ownerName: String
+
+    public init(
+        directory: String, environment: [String: String],
+        workspaceName: String = "", agentName: String = "", ownerName: String = ""
+    ) {
+        self.directory = directory
+        self.environment = environment
+        self.workspaceName = workspaceName
+        self.agentName = agentName
+        self.ownerName = ownerName
+    }
+}
+
+/// Where modules read the control plane's latest manifest.
+public protocol ManifestSource: Sendable {
+    /// The latest manifest; nil until the first arrives (forever when standalone).
+    var currentManifest: AgentManifest? { get }
+    /// The current manifest (if any) and then every new one. Buffers only the newest
+    /// unread one; cancelling the consumer unsubscribes.
+    func manifests() -> AsyncStream<AgentManifest>
+}
+
+/// The latest manifest, published on every connection, observed by modules.
+///
+/// Memory: one manifest and at most ``maxSubscribers`` subscribers, each buffering one.
+public final class ManifestStore: ManifestSource {
+    /// Further subscriptions finish at once.
+    public static let maxSubscribers = 64
+
+    private struct State {
+        var latest: AgentManifest?
+        var subscribers: [UInt64: AsyncStream<AgentManifest>.Continuation] = [:]
+        var nextID: UInt64 = 0
+    }
+    private let state = Mutex(State())
+
+    public init() {}
+
+    /// Stores `manifest` and tells every subscriber.
+    public func publish(_ manifest: AgentManifest) {
+        let subscribers = state.withLock { s in
+            s.latest = manifest
+            return Array(s.subscribers.values)
+        }
+        for subscriber in subscribers { subscriber.yield(manifest) }
+    }
+
+    public var currentManifest: AgentManifest? { state.withLock { $0.latest } }
+
+    public func manifests() -> AsyncStream<AgentManifest> {
+        let (stream, continuation) = AsyncStream<AgentManifest>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        let id = state.withLock { s -> UInt64? in
+            guard s.subscribers.count < Self.maxSubscribers else { return nil }
+            s.nextID += 1
+            s.subscribers[s.nextID] = continuation
+            // Under the lock, so a publish cannot slip in before the current one.
+            if let latest = s.latest { continuation.yield(latest) }
+            return s.nextID
+        }
+        guard let id else {
+            continuation.finish()
+            return stream
+        }
+        continuation.onTermination = { [weak self] _ in
+            self?.state.withLock { s in _ = s.subscribers.removeValue(forKey: id) }
+        }
+        return stream
+    }
+
+    /// Subscribers now.
+    public var subscriberCount: Int { state.withLock { $0.subscribers.count } }
+}

@@ -1,0 +1,94 @@
+import Foundation
+
+/// An app's status for the control plane (`coder.agent.v2.UpdateAppStatusRequest`).
+public struct AppStatusReport: Sendable, Equatable {
+    /// The wire values of `AppStatusState`.
+    public enum State: Int, Sendable, Equatable {
+        case working = 0
+        case idle = 1
+        case complete = 2
+        case failure = 3
+    }
+
+    /// The control plane refuses messages longer than this many bytes.
+    public static let maxMessageBytes = 160
+
+    public var slug: String
+    public var state: State
+    public var message: String
+    public var uri: String
+
+    public init(slug: String, state: State, message: String = "", uri: String = "") {
+        self.slug = slug
+        self.state = state
+        self.message = message
+        self.uri = uri
+    }
+}
+
+/// A batch of boundary audit logs for the control plane
+/// (`coder.agent.v2.ReportBoundaryLogsRequest`).
+public struct BoundaryLogBatch: Sendable, Equatable {
+    /// One audited request.
+    public struct Entry: Sendable, Equatable {
+        public var allowed: Bool
+        /// When it happened; nil when the producer did not say.
+        public var time: Date?
+        /// The HTTP request, when the resource was one.
+        public var httpRequest: HTTPRequest?
+        public var sequenceNumber: Int32
+
+        public init(allowed: Bool, time: Date?, httpRequest: HTTPRequest?, sequenceNumber: Int32 = 0) {
+            self.allowed = allowed
+            self.time = time
+            self.httpRequest = httpRequest
+            self.sequenceNumber = sequenceNumber
+        }
+    }
+
+    /// `BoundaryLog.HttpRequest`.
+    public struct HTTPRequest: Sendable, Equatable {
+        public var method: String
+        public var url: String
+        public var matchedRule: String
+
+        public init(method: String, url: String, matchedRule: String = "") {
+            self.method = method
+            self.url = url
+            self.matchedRule = matchedRule
+        }
+    }
+
+    public var entries: [Entry]
+    /// One per boundary process (a UUID string, possibly empty from old producers).
+    public var sessionID: String
+    public var confinedProcessName: String
+
+    public init(entries: [Entry], sessionID: String = "", confinedProcessName: String = "") {
+        self.entries = entries
+        self.sessionID = sessionID
+        self.confinedProcessName = confinedProcessName
+    }
+}
+
+/// One of the agent's own log lines for the control plane (`coder.agent.v2.Log`).
+public struct AgentLogLine: Sendable, Equatable {
+    /// The wire values of `Log.Level` the agent sends.
+    public enum Level: Int, Sendable, Equatable {
+        case trace = 1
+        case debug = 2
+        case info = 3
+        case warn = 4
+        case error = 5
+    }
+
+    public var level: Level
+    public var message: String
+    public var createdAt: Date
+
+    public init(level: Level, message: String, createdAt: Date = Date()) {
+        self.level = level
+        self.message = message
+        self.createdAt = createdAt
+    }
+}

@@ -1,0 +1,38 @@
+import AgentCore
+import AgentProto
+import Logging
+
+/// The upward connection as a capability module. Its session is also the agent's
+/// ``UpwardSink`` and ``ManifestSource``, which the executable hands to the other modules.
+///
+/// Shutdown: at `announce` it queues SHUTTING_DOWN and limits the final reports to half a
+/// second before the agent's bound; at `upward` (after the work phase ended the process
+/// groups) it sends the final states and what is queued, then closes the connection.
+public struct ControlPlaneModule: AgentModule {
+    public let session: ControlPlaneSession
+    private let clock: ShutdownClock
+
+    public var name: String { "control plane" }
+
+    /// - Parameter logger: should not forward upward (the session's own failures would feed
+    ///   the queue they are about).
+    public init(configuration: ControlPlaneOptions.Configuration, agentVersion: String, clock: ShutdownClock, logger: Logger) {
+        var dialer: (any ControlPlaneDialer)?
+        if let url = configuration.url, let token = configuration.token {
+            dialer = WebSocketDialer(baseURL: url, token: token, version: "2.10", logger: logger)
+        }
+        session = ControlPlaneSession(configuration: .init(agentVersion: agentVersion), dialer: dialer, logger: logger)
+        self.clock = clock
+    }
+
+    public var services: [ModuleService] {
+        [
+            .onShutdown("announce shutdown", in: .announce) { [session, clock] in
+                let lastCall = (clock.deadline ?? .now + clock.bound) - .milliseconds(500)
+                session.limitShutdown(until: lastCall)
+                session.setLifecycle(.shuttingDown)
+            },
+            ModuleService("control plane", session, stopsIn: .upward),
+        ]
+    }
+}

@@ -1,0 +1,37 @@
+import AgentCore
+import AgentProto
+import Foundation
+import SwiftProtobuf
+
+/// AgentCore's upward items as the Agent API's messages.
+extension ControlPlaneSession {
+    static func request(_ status: AppStatusReport) -> Coder_Agent_V2_UpdateAppStatusRequest {
+        var request = Coder_Agent_V2_UpdateAppStatusRequest()
+        request.slug = status.slug
+        request.state = Coder_Agent_V2_UpdateAppStatusRequest.AppStatusState(rawValue: status.state.rawValue) ?? .working
+        request.message = status.message
+        request.uri = status.uri
+        return request
+    }
+
+    static func request(_ batch: BoundaryLogBatch) -> Coder_Agent_V2_ReportBoundaryLogsRequest {
+        var request = Coder_Agent_V2_ReportBoundaryLogsRequest()
+        request.sessionID = batch.sessionID
+        request.confinedProcessName = batch.confinedProcessName
+        request.logs = batch.entries.map { entry in
+            var log = Coder_Agent_V2_BoundaryLog()
+            log.allowed = entry.allowed
+            if let time = entry.time { log.time = Google_Protobuf_Timestamp(date: time) }
+            if let http = entry.httpRequest {
+                var request = Coder_Agent_V2_BoundaryLog.HttpRequest()
+                request.method = http.method
+                request.url = http.url
+                request.matchedRule = http.matchedRule
+                log.httpRequest = request
+            }
+            log.sequenceNumber = entry.sequenceNumber
+            return log
+        }
+        return request
+    }
+}
