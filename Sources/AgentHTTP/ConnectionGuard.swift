@@ -56,24 +56,13 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
         case .refused:
             context.close(promise: nil)
         case .draining:
+            // Answered 503 once the client has sent something (an answer before the request
+            // would race the client's write); a client that sends nothing is closed after
+            // the linger time.
             drainingRefusal = true
-            // Accepted channels are usually active already; otherwise channelActive answers.
-            if context.channel.isActive { refuseWhileDraining() }
+            let channel = context.channel
+            context.eventLoop.scheduleTask(in: Self.lingerTimeout) { channel.close(promise: nil) }
         }
-    }
-
-    func channelActive(context: ChannelHandlerContext) {
-        if drainingRefusal { refuseWhileDraining() }
-        context.fireChannelActive()
-    }
-
-    /// Answers 503 once, before the request arrives, and closes.
-    private func refuseWhileDraining() {
-        guard drainingRefusal else { return }
-        drainingRefusal = false
-        respondAndClose(
-            .serviceUnavailable,
-            APIErrorBody(message: "The agent is shutting down.", detail: "It accepts no new connections."))
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
@@ -88,6 +77,12 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         if discarding { return }
+        if drainingRefusal {
+            respondAndClose(
+                .serviceUnavailable,
+                APIErrorBody(message: "The agent is shutting down.", detail: "It accepts no new connections."))
+            return
+        }
         let buffer = unwrapInboundIn(data)
         if maskCheck != nil {
             if !maskCheck!.feed(buffer.readableBytesView) {

@@ -9,6 +9,8 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
 #include <dirent.h>
@@ -322,4 +324,10 @@ void agent_unblock_sigchld(void) {
     sigemptyset(&set);
     sigaddset(&set, SIGCHLD);
     pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+}
+
+int agent_is_executable(const char *path) {
+    struct stat info;
+    if (stat(path, &info) != 0 || S_ISDIR(info.st_mode)) return 0;
+    return access(path, X_OK) == 0;
 }

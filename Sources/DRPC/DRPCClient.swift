@@ -1,5 +1,10 @@
 /// Client side of dRPC calls, one call per transport as the reference agent does (a fresh
 /// yamux stream per call, so the dRPC stream ID is always 1).
+///
+/// These read the transport from the calling task (pull mode): for a transport of its own,
+/// such as one unix-socket connection per call. The control-plane session calls through
+/// `YamuxSession.unaryCall` (AgentRPC) instead, which parses replies as they arrive on the
+/// session's loop; both build their request with ``unaryRequest(_:_:)``.
 public enum DRPCClient {
     /// Invoke + Message + CloseSend in one write, then the reply; half-closes afterwards.
     ///

@@ -30,6 +30,26 @@ import Testing
         }
     }
 
+    /// The first step of shutdown: idle connections close, a busy one closes once its answer
+    /// is out, and a new connection is answered 503 with the JSON error body.
+    @Test func stopAcceptingDrainsWithoutCuttingAnswers() async throws {
+        try await withGuardServer { port, registry in
+            let idle = try #require(LoopbackSocket(port: port))
+            let busy = try #require(LoopbackSocket(port: port))
+            #expect(await eventually { registry.count == 2 })
+            #expect(busy.send("GET /slow HTTP/1.1\r\nHost: x\r\n\r\n"))
+            try await Task.sleep(for: .milliseconds(200))
+            registry.stopAccepting()
+            #expect(await idle.isClosedByPeer(within: .seconds(5)), "an idle keep-alive connection is closed")
+            let refused = try await RawHTTPClient(port: port).request("GET", "/healthz")
+            #expect(refused.status == 503)
+            #expect(refused.bodyText.contains("The agent is shutting down."))
+            let (answer, closed) = await busy.readAll(timeout: .seconds(10))
+            #expect(String.httpStatus(of: answer) == 200, "the request under way is answered")
+            #expect(closed, "and its connection closes after the answer")
+        }
+    }
+
     @Test func theLongestIdleConnectionMakesRoom() async throws {
         try await withGuardServer(maxConnections: 50) { port, registry in
             let oldest = try #require(LoopbackSocket(port: port))

@@ -52,7 +52,7 @@ struct ProcessImprovementTests {
         try await withProcessServer(configure: {
             $0.maxRetainedExited = 3
             // Long enough that a process is not reaped between its exit and its final read.
-            $0.reapAfter = .seconds(1)
+            $0.reapAfter = .seconds(3)
             $0.reapInterval = .milliseconds(50)
         }) { h in
             var ids: [String] = []

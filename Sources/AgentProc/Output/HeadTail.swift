@@ -2,8 +2,8 @@
 ///
 /// The first `headCapacity` bytes a child writes are kept verbatim; after that only the
 /// last `tailCapacity` bytes are kept in a ring, so memory is bounded by
-/// `headCapacity + tailCapacity` however much is written. ``HeadTailBuffer`` and
-/// ``ManagedProcess`` wrap it in a lock.
+/// `headCapacity + tailCapacity` however much is written. ``ManagedProcess``
+/// wraps it in its lock.
 public struct HeadTail: Sendable {
     /// Spec constants: 16 KiB head, 16 KiB tail, 2048-byte lines.
     public static let defaultHeadCapacity = 16384

@@ -1,6 +1,5 @@
 import AgentCore
 import CAgentSpawn
-import Foundation
 import Synchronization
 
 #if canImport(Glibc)
@@ -42,10 +41,7 @@ enum ProcessSpawner {
         if name.contains("/") { return access(name, X_OK) == 0 ? name : nil }
         for dir in (path ?? "/usr/bin:/bin").split(separator: ":", omittingEmptySubsequences: false) {
             let candidate = (dir.isEmpty ? "." : String(dir)) + "/" + name
-            var info = stat()
-            if stat(candidate, &info) == 0, (info.st_mode & S_IFMT) != S_IFDIR, access(candidate, X_OK) == 0 {
-                return candidate
-            }
+            if agent_is_executable(candidate) == 1 { return candidate }
         }
         return nil
     }

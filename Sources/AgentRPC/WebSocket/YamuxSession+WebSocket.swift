@@ -4,9 +4,8 @@ import Yamux
 
 extension YamuxSession {
     /// Runs a new yamux session over an upgraded WebSocket channel. Call on the channel's
-    /// event loop, after the upgrade installed the frame codec.
-    ///
-    /// - Parameter masking: true on the client side (RFC 6455 requires masked frames).
+    /// event loop, after the upgrade installed the frame codec. The client `role` masks the
+    /// frames it sends (RFC 6455 requires it of clients); the server does not.
     public static func overWebSocket(
         _ channel: any Channel, role: Role, configuration: Configuration = Configuration()
     ) throws -> YamuxSession {
@@ -20,5 +19,4 @@ extension YamuxSession {
         try channel.pipeline.syncOperations.addHandler(WebSocketYamuxHandler(session: session, writer: writer, masking: masking))
         return session
     }
-
 }

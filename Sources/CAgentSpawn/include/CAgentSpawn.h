@@ -44,6 +44,10 @@ pid_t agent_spawn(const agent_spawn_options *options, int *failed_step, int *chi
 /// pidfd_open(2); -1 with errno on failure. The descriptor is close-on-exec.
 int agent_pidfd_open(pid_t pid);
 
+/// 1 when `path` names something that is not a directory and that this process may execute
+/// (what Go's exec.LookPath accepts), else 0.
+int agent_is_executable(const char *path);
+
 /// A pipe whose read end (fds[0]) is non-blocking; both ends close-on-exec. Returns 0 or -1.
 int agent_output_pipe(int fds[2], int pipe_size);
 
