@@ -151,16 +151,17 @@ public final class ControlPlaneSession: Service, UpwardSink, ManifestSource, Sen
         return String(text[..<cut]) + marker
     }
 
+    /// Every outbox, lifecycle first (the order the drain serves them in).
+    private var outboxes: [any UpwardQueue] { [lifecycle, appStatus, boundaryLogs, logs] }
+
     /// Items each outbox refused to send upward because the control plane rejected them.
     public var rejectedCounts: [String: Int] {
-        [lifecycle.name: lifecycle.rejected, appStatus.name: appStatus.rejected,
-         boundaryLogs.name: boundaryLogs.rejected, logs.name: logs.rejected]
+        Dictionary(uniqueKeysWithValues: outboxes.map { ($0.name, $0.rejected) })
     }
 
     /// Items each outbox dropped because it was full.
     public var droppedCounts: [String: Int] {
-        [lifecycle.name: lifecycle.dropped, appStatus.name: appStatus.dropped,
-         boundaryLogs.name: boundaryLogs.dropped, logs.name: logs.dropped]
+        Dictionary(uniqueKeysWithValues: outboxes.map { ($0.name, $0.dropped) })
     }
 
     /// Successful connections so far.
@@ -179,7 +180,7 @@ public final class ControlPlaneSession: Service, UpwardSink, ManifestSource, Sen
             self.beginShutdown()
         }
         // What could not be delivered before the deadline is gone with the agent.
-        for outbox in [lifecycle.abandonAll, appStatus.abandonAll, boundaryLogs.abandonAll, logs.abandonAll] { outbox() }
+        for outbox in outboxes { outbox.abandonAll() }
     }
 
     /// Queues SHUTTING_DOWN and OFF; the session delivers them, then ends.
@@ -209,7 +210,9 @@ public final class ControlPlaneSession: Service, UpwardSink, ManifestSource, Sen
     private var isShuttingDown: Bool { state.withLock { $0.shuttingDown } }
 
     private var allDrained: Bool {
-        lifecycle.isEmpty && appStatus.isEmpty && boundaryLogs.isEmpty && (logs.isEmpty || state.withLock { $0.logsDisabled })
+        // Logs no longer count once the control plane refuses them (log limit exceeded).
+        let logsDisabled = state.withLock { $0.logsDisabled }
+        return outboxes.allSatisfy { $0.isEmpty || (logsDisabled && $0 === logs) }
     }
 
     /// Standalone: what would go upward is written to the log.

@@ -13,7 +13,7 @@ import Synchronization
 /// (delivered, rejected, dropped, logged or abandoned).
 ///
 /// Memory: at most `capacity` items and their receipts.
-public final class Outbox<Item: Sendable>: Sendable {
+public final class Outbox<Item: Sendable>: UpwardQueue, Sendable {
     public let name: String
     public let capacity: Int
     private struct State {
@@ -136,4 +136,13 @@ public final class Outbox<Item: Sendable>: Sendable {
     public var isEmpty: Bool { count == 0 }
     /// Items dropped because the queue was full.
     public var dropped: Int { state.withLock { $0.dropped } }
+}
+
+/// What the session needs of every outbox whatever its item type: counts and the end.
+protocol UpwardQueue: AnyObject, Sendable {
+    var name: String { get }
+    var isEmpty: Bool { get }
+    var dropped: Int { get }
+    var rejected: Int { get }
+    func abandonAll()
 }
