@@ -109,7 +109,7 @@ private final class UnaryReply {
     func finish(_ result: Result<[UInt8], any Error>, reset: Bool = false, session: isolated YamuxSession) {
         guard let continuation else { return }
         self.continuation = nil
-        if reset { session.resetStream(streamID) } else { session.close(streamID) }
+        if reset { session.resetStream(streamID) } else { session.closeStream(streamID) }
         continuation.resume(with: result)
     }
 }

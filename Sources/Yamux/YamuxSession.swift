@@ -426,9 +426,10 @@ public actor YamuxSession {
         }
     }
 
-    /// FIN and stop reading: what is buffered or still arrives is dropped, so the stream
-    /// is forgotten as soon as the peer's FIN arrives.
-    public func close(_ id: UInt32) {
+    /// FIN and stop reading on stream `id`: what is buffered or still arrives is dropped, so
+    /// the stream is forgotten as soon as the peer's FIN arrives. (``close()`` ends the
+    /// whole session.)
+    public func closeStream(_ id: UInt32) {
         guard let state = streams[id] else { return }
         state.discarding = true
         state.buffer.removeAll()

@@ -27,7 +27,7 @@ public struct YamuxStream: Sendable, Hashable {
     /// so the session forgets the stream once the peer's FIN arrives — what Go's
     /// `Stream.Close` amounts to for a caller that stops reading.
     nonisolated(nonsending) public func close() async {
-        await session.close(id)
+        await session.closeStream(id)
     }
 
     /// Aborts the stream both ways (RST).
