@@ -94,6 +94,21 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // Capability 3: the agent socket (dRPC on a unix socket: the unit graph for
+        // `exp sync`, app status upward) and its client for the CLI.
+        .target(
+            name: "AgentSocket",
+            dependencies: [
+                "AgentCore", "AgentProto", "DRPC",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         // Generated protobuf messages (committed; `make proto` regenerates them from proto/).
         .target(
             name: "AgentProto",
@@ -152,6 +167,8 @@ let package = Package(
                 "AgentHTTP",
                 "AgentHost",
                 "AgentProc",
+                "AgentProto",
+                "AgentSocket",
                 "AgentLogging",
                 "AgentRPC",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

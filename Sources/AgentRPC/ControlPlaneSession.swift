@@ -412,8 +412,9 @@ public final class ControlPlaneSession: Service, UpwardSink, ManifestSource, Sen
             try await call()
             outbox.acknowledge(through: seq)
         } catch let error as DRPCCallError {
-            guard case .remote = error else { throw error }
-            outbox.reject(through: seq, reason: "\(error)")
+            // The control plane's own text, as a caller waiting on the item should see it.
+            guard case .remote(let body) = error else { throw error }
+            outbox.reject(through: seq, reason: body.message)
             logger.warning("control plane rejected \(outbox.name)", metadata: ["error": "\(error)"])
         }
     }

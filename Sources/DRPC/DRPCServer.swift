@@ -43,8 +43,18 @@ public struct DRPCServer: Sendable {
         let task: Task<Void, Never>
     }
 
+    /// How serving a transport ended.
+    public enum End: Sendable, Equatable {
+        /// The peer closed (or the transport failed); a streaming call still running was
+        /// cancelled, as nobody is left to read its answer.
+        case endOfStream
+        /// The peer broke the dRPC rules; the transport was closed.
+        case protocolError(String)
+    }
+
     /// Serves calls on `transport` until EOF or a protocol error (which closes it).
-    nonisolated(nonsending) public func serve(_ transport: some DRPCTransport) async {
+    @discardableResult
+    nonisolated(nonsending) public func serve(_ transport: some DRPCTransport) async -> End {
         var reader = DRPCPacketReader(maxPacketSize: maxMessageSize)
         var unary: (stream: UInt64, handler: UnaryHandler, request: [UInt8]?)?
         var streaming: StreamingCall?
@@ -65,16 +75,17 @@ public struct DRPCServer: Sendable {
                 packet = try reader.next()
             } catch {
                 await abort()
-                return
+                return .protocolError("\(error)")
             }
             guard let packet else {
                 guard let bytes = try? await transport.read() else {
                     if let streaming {
+                        streaming.task.cancel()
                         await streaming.inbox.finish(.failure(.unexpectedEOF))
                         await streaming.task.value
                     }
                     await transport.closeWrite()
-                    return
+                    return .endOfStream
                 }
                 reader.feed(bytes)
                 continue
@@ -87,7 +98,7 @@ public struct DRPCServer: Sendable {
                 if unary?.stream == packet.streamID || streaming?.stream == packet.streamID {
                     // Invoke on an active stream: protocol error, transport closed.
                     await abort()
-                    return
+                    return .protocolError("invoke on the active stream \(packet.streamID)")
                 }
                 // One call at a time: a newer stream supersedes an unfinished one.
                 unary = nil
@@ -116,7 +127,7 @@ public struct DRPCServer: Sendable {
                     _ = await call.inbox.put(packet.data)
                 } else {
                     await abort()
-                    return
+                    return .protocolError("message on stream \(packet.streamID), which has no call")
                 }
             case .closeSend:
                 if let call = unary, call.stream == packet.streamID {

@@ -4,6 +4,7 @@ import AgentHost
 import AgentLogging
 import AgentProc
 import AgentRPC
+import AgentSocket
 import ArgumentParser
 import Foundation
 import Logging
@@ -25,15 +26,17 @@ struct RunCommand: AsyncParsableCommand {
     @OptionGroup var logging: LoggingOptions
     @OptionGroup var controlPlane: ControlPlaneOptions
     @OptionGroup var processes: ProcessOptions
+    @OptionGroup var socket: AgentSocketOptions
 
     func run() async throws {
         let environment = ProcessInfo.processInfo.environment
         let settings = Settings(environment: environment)
         let config: (agent: AgentOptions.Configuration, http: HTTPOptions.Configuration, logging: AgentLogging.Configuration,
-                     controlPlane: ControlPlaneOptions.Configuration, processes: ProcessOptions.Configuration)
+                     controlPlane: ControlPlaneOptions.Configuration, processes: ProcessOptions.Configuration,
+                     socket: AgentSocketOptions.Configuration)
         do {
             config = (try agent.resolve(settings), try http.resolve(settings), try logging.resolve(settings),
-                      try controlPlane.resolve(settings), try processes.resolve(settings))
+                      try controlPlane.resolve(settings), try processes.resolve(settings), try socket.resolve(settings))
             try config.agent.prepareStateDirectory()
         } catch {
             // Exit status 64 (EX_USAGE) with the one-line reason.
@@ -68,6 +71,7 @@ struct RunCommand: AsyncParsableCommand {
         host.add(upward)
         host.mount(try ProcessModule(configuration: config.processes, context: context, childFileLimit: childFileLimit), at: "/api/v0/processes")
         host.mount(MetricsModule(registry: metrics), at: "/")
+        host.add(AgentSocketModule(configuration: config.socket, context: context))
 
         logger.info("workspace agent starting", metadata: [
             "version": "\(AgentVersion.current)",

@@ -9,7 +9,7 @@ struct WorkspaceAgentCommand: AsyncParsableCommand {
         abstract: "The workspace agent: process API and local services for a developer workspace.",
         discussion: "With no subcommand it runs the agent; see `workspace-agent run --help` for its options.",
         version: AgentVersion.current,
-        subcommands: [RunCommand.self],
+        subcommands: [RunCommand.self, ExpCommand.self],
         defaultSubcommand: RunCommand.self
     )
 

@@ -29,8 +29,11 @@ struct AgentDaemon {
         for key in env.keys where key.hasPrefix("CODER_") { env[key] = nil }
         env["XDG_STATE_HOME"] = NSTemporaryDirectory() + "agent-state-\(UUID().uuidString)"
         for (k, v) in extra { env[k] = v }
-        // Concurrent daemons would all want the default Prometheus port.
-        let argv = [binaryPath] + arguments + (arguments.contains("--prometheus-address") ? [] : ["--prometheus-address", ""])
+        // Concurrent daemons would all want the default Prometheus port and socket path.
+        var argv = [binaryPath] + arguments + (arguments.contains("--prometheus-address") ? [] : ["--prometheus-address", ""])
+        if !arguments.contains("--socket-path") && extra["CODER_AGENT_SOCKET_PATH"] == nil {
+            argv += ["--socket-path", NSTemporaryDirectory() + "agent-sock-\(UUID().uuidString.prefix(8))/agent.sock"]
+        }
         let envp = env.map { "\($0.key)=\($0.value)" }
         var step: Int32 = 0
         var err: Int32 = 0

@@ -1,0 +1,180 @@
+import AgentCore
+import AgentProto
+import DRPC
+import NIOCore
+import NIOPosix
+import SwiftProtobuf
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A client of the agent socket (what `exp sync` uses): one connection per call, dRPC on
+/// the raw stream.
+public struct AgentSocketClient: Sendable {
+    public let path: String
+
+    public init(path: String) {
+        self.path = path
+    }
+
+    /// Why a call failed, in the reference's words where it has some.
+    public enum Failure: Error, CustomStringConvertible {
+        /// The socket could not be reached: `connect to agent socket: connect to socket: dial unix ...`
+        /// plus, beyond the reference, how to point the client elsewhere.
+        case dial(path: String, errno: Int32)
+        /// The call failed (the agent's error text, or a transport failure).
+        case call(DRPCCallError)
+
+        public var description: String {
+            switch self {
+            case .dial(let path, let code):
+                return "connect to agent socket: connect to socket: dial unix \(path): connect: \(SystemCallError.message(code))"
+                    + " (tried \(path); set the path with --socket-path or CODER_AGENT_SOCKET_PATH,"
+                    + " and check that the agent runs with its socket server enabled)"
+            case .call(let error):
+                if case .remote(let body) = error { return body.message }
+                return error.description
+            }
+        }
+
+        /// True when the agent does not know the method (an agent without an extension).
+        public var isUnsupported: Bool {
+            if case .call(let error) = self { return error.isUnsupported }
+            return false
+        }
+    }
+
+    // MARK: Calls
+
+    public func ping() async throws(Failure) {
+        _ = try await unary("Ping", Coder_Agentsocket_V1_PingRequest(), as: Coder_Agentsocket_V1_PingResponse.self)
+    }
+
+    public func syncWant(_ unit: String, dependsOn: String) async throws(Failure) {
+        var request = Coder_Agentsocket_V1_SyncWantRequest()
+        request.unit = unit
+        request.dependsOn = dependsOn
+        _ = try await unary("SyncWant", request, as: Coder_Agentsocket_V1_SyncWantResponse.self)
+    }
+
+    public func syncStart(_ unit: String) async throws(Failure) {
+        var request = Coder_Agentsocket_V1_SyncStartRequest()
+        request.unit = unit
+        _ = try await unary("SyncStart", request, as: Coder_Agentsocket_V1_SyncStartResponse.self)
+    }
+
+    public func syncComplete(_ unit: String) async throws(Failure) {
+        var request = Coder_Agentsocket_V1_SyncCompleteRequest()
+        request.unit = unit
+        _ = try await unary("SyncComplete", request, as: Coder_Agentsocket_V1_SyncCompleteResponse.self)
+    }
+
+    public func syncReady(_ unit: String) async throws(Failure) -> Bool {
+        var request = Coder_Agentsocket_V1_SyncReadyRequest()
+        request.unit = unit
+        return try await unary("SyncReady", request, as: Coder_Agentsocket_V1_SyncReadyResponse.self).ready
+    }
+
+    public func syncStatus(_ unit: String) async throws(Failure) -> Coder_Agentsocket_V1_SyncStatusResponse {
+        var request = Coder_Agentsocket_V1_SyncStatusRequest()
+        request.unit = unit
+        return try await unary("SyncStatus", request, as: Coder_Agentsocket_V1_SyncStatusResponse.self)
+    }
+
+    public func syncList() async throws(Failure) -> [Coder_Agentsocket_V1_UnitInfo] {
+        try await unary("SyncList", Coder_Agentsocket_V1_SyncListRequest(), as: Coder_Agentsocket_V1_SyncListResponse.self).units
+    }
+
+    /// Returns whether the agent queued the status (not connected to the control plane).
+    public func updateAppStatus(_ request: Coder_Agent_V2_UpdateAppStatusRequest) async throws(Failure) -> Bool {
+        let bytes = try await call(DRPCMethodPath.agentSocket("UpdateAppStatus"), request)
+        return bytes.suffix(AgentSocketService.queuedFieldBytes.count).elementsEqual(AgentSocketService.queuedFieldBytes)
+    }
+
+    /// The extension: returns once `unit` is ready. Throws a failure whose
+    /// ``Failure/isUnsupported`` is true against an agent that lacks it.
+    public func waitReady(_ unit: String) async throws(Failure) {
+        var request = Coder_Agentsocket_V1_SyncReadyRequest()
+        request.unit = unit
+        let transport = try await connect()
+        defer { Task { await transport.close() } }
+        let (sender, start) = DRPCClient.stream(AgentSocketService.waitReadyMethod, over: transport)
+        var receiver = start
+        do {
+            try await sender.send(try request.serializedBytes())
+            try await sender.closeSend()
+            guard try await receiver.receive() != nil else { throw DRPCCallError.unexpectedEOF }
+        } catch let error as DRPCCallError {
+            throw .call(error)
+        } catch {
+            throw .call(.transport("\(error)"))
+        }
+    }
+
+    // MARK: Plumbing
+
+    private func unary<Request: SwiftProtobuf.Message, Response: SwiftProtobuf.Message>(
+        _ method: String, _ request: Request, as: Response.Type
+    ) async throws(Failure) -> Response {
+        let bytes = try await call(DRPCMethodPath.agentSocket(method), request)
+        do {
+            return try Response(serializedBytes: bytes)
+        } catch {
+            throw .call(.protocolViolation("cannot decode \(Response.protoMessageName): \(error)"))
+        }
+    }
+
+    private func call(_ method: String, _ request: some SwiftProtobuf.Message) async throws(Failure) -> [UInt8] {
+        let payload: [UInt8]
+        do { payload = try request.serializedBytes() } catch { throw .call(.protocolViolation("\(error)")) }
+        let transport = try await connect()
+        do {
+            let reply = try await DRPCClient.unary(method, request: payload, over: transport)
+            await transport.close()
+            return reply
+        } catch {
+            await transport.close()
+            throw .call(error)
+        }
+    }
+
+    /// Connects with a plain `connect(2)` (so a failure names its errno as Go's dialer
+    /// does), then hands the socket to NIO.
+    func connect() async throws(Failure) -> ChannelTransport {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw .dial(path: path, errno: errno) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else {
+            close(fd)
+            throw .dial(path: path, errno: ENAMETOOLONG)
+        }
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            raw.copyBytes(from: bytes)
+            raw[bytes.count] = 0
+        }
+        let result = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        guard result == 0 else {
+            let code = errno
+            close(fd)
+            throw .dial(path: path, errno: code)
+        }
+        do {
+            let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                .channelOption(.allowRemoteHalfClosure, value: true)
+                .withConnectedSocket(fd) { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try NIOAsyncChannel<ByteBuffer, ByteBuffer>(
+                            wrappingChannelSynchronously: channel, configuration: .init(isOutboundHalfClosureEnabled: true))
+                    }
+                }
+            return ChannelTransport(channel)
+        } catch {
+            throw .call(.transport("\(error)"))
+        }
+    }
+}

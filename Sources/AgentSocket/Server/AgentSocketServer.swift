@@ -1,0 +1,158 @@
+import AgentCore
+import DRPC
+import Logging
+import NIOCore
+import NIOPosix
+import ServiceLifecycle
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The agent socket: dRPC on a unix socket (spec agent-socket §1–2), as a service.
+///
+/// `run()` makes the socket (0600 from the start, see ``SocketFile``), serves connections
+/// concurrently until graceful shutdown, then closes them and removes the socket if it is
+/// still the one it made. A failure to make the socket is logged and not fatal, as in the
+/// reference. Beyond the reference, a client of another user (root excepted) is refused.
+public final class AgentSocketServer: Service, Sendable {
+    public struct Configuration: Sendable {
+        public var path: String
+        /// Open connections; a new one beyond this closes the quietest.
+        public var maxConnections = 64
+        /// A frame begun and not finished within this closes the connection.
+        public var partialFrameTimeout: Duration = .seconds(10)
+        /// The uid clients must have (root is always let in); the agent's own by default.
+        public var allowedUID: uid_t = geteuid()
+
+        public init(path: String) {
+            self.path = path
+        }
+    }
+
+    public let configuration: Configuration
+    private let server: DRPCServer
+    private let logger: Logger
+    private let registry: SocketConnectionRegistry
+    private let listening = Mutex<Bool>(false)
+
+    public init(configuration: Configuration, service: AgentSocketService, logger: Logger) {
+        self.configuration = configuration
+        self.server = service.makeServer()
+        self.logger = logger
+        self.registry = SocketConnectionRegistry(maxConnections: configuration.maxConnections)
+    }
+
+    /// True once the socket is in place and accepting.
+    public var isListening: Bool { listening.withLock { $0 } }
+
+    public func run() async throws {
+        let file = SocketFile(path: configuration.path)
+        let serverChannel: NIOAsyncChannel<NIOAsyncChannel<ByteBuffer, ByteBuffer>, Never>
+        let identity: SocketFile.Identity
+        do {
+            let staged = try file.makeStaging()
+            do {
+                serverChannel = try await bind(staged.socket)
+            } catch {
+                rmdir(staged.directory)
+                throw SocketFile.Failure(description: "create socket: listen: \(error)")
+            }
+            do {
+                identity = try file.install(staged: staged)
+            } catch {
+                try? await serverChannel.channel.close()
+                throw error
+            }
+        } catch {
+            logger.error("failed to create socket server", metadata: ["path": "\(configuration.path)", "error": "\(error)"])
+            try? await gracefulShutdown()
+            return
+        }
+        listening.withLock { $0 = true }
+        logger.info("agent socket listening", metadata: ["path": "\(configuration.path)"])
+        await withGracefulShutdownHandler {
+            await withDiscardingTaskGroup { group in
+                try? await serverChannel.executeThenClose { inbound in
+                    for try await connection in inbound {
+                        group.addTask { await self.serve(connection) }
+                    }
+                }
+            }
+        } onGracefulShutdown: {
+            serverChannel.channel.close(promise: nil)
+            self.registry.closeAll()
+        }
+        listening.withLock { $0 = false }
+        if file.remove(ifStill: identity) {
+            logger.debug("agent socket removed", metadata: ["path": "\(configuration.path)"])
+        } else {
+            logger.info("agent socket path now belongs to someone else; left in place", metadata: ["path": "\(configuration.path)"])
+        }
+    }
+
+    private func bind(_ path: String) async throws -> NIOAsyncChannel<NIOAsyncChannel<ByteBuffer, ByteBuffer>, Never> {
+        let registry = registry
+        let timeout = TimeAmount(configuration.partialFrameTimeout)
+        let logger = logger
+        return try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .serverChannelOption(.backlog, value: 128)
+            .childChannelOption(.allowRemoteHalfClosure, value: true)
+            .bind(unixDomainSocketPath: path) { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    guard let (id, evicted) = registry.admit(channel) else {
+                        throw ChannelError.ioOnClosedChannel
+                    }
+                    if evicted {
+                        logger.info("agent socket: too many connections; closed the quietest", metadata: ["limit": "\(registry.maxConnections)"])
+                    }
+                    try channel.pipeline.syncOperations.addHandler(
+                        ConnectionWatch(id: id, registry: registry, partialFrameTimeout: timeout, logger: logger))
+                    return try NIOAsyncChannel<ByteBuffer, ByteBuffer>(
+                        wrappingChannelSynchronously: channel, configuration: .init(isOutboundHalfClosureEnabled: true))
+                }
+            }
+    }
+
+    /// One connection: the peer's user is checked, then calls are served one at a time
+    /// until EOF or a protocol error (logged, then the connection is closed).
+    private func serve(_ connection: NIOAsyncChannel<ByteBuffer, ByteBuffer>) async {
+        if let peer = await PeerCredentials.of(connection.channel), peer.uid != configuration.allowedUID, peer.uid != 0 {
+            logger.warning(
+                "agent socket: refused a client of another user",
+                metadata: ["peer_uid": "\(peer.uid)", "peer_pid": "\(peer.pid)", "agent_uid": "\(configuration.allowedUID)"])
+            try? await connection.channel.close()
+            return
+        }
+        let end = await server.serve(ChannelTransport(connection))
+        if case .protocolError(let reason) = end {
+            logger.warning("agent socket: client broke the protocol; disconnected", metadata: ["error": "\(reason)"])
+        }
+        try? await connection.channel.close()
+    }
+
+    /// Open connections now.
+    public var connectionCount: Int { registry.count }
+}
+
+/// Who is at the other end of a unix socket (SO_PEERCRED).
+struct PeerCredentials: Sendable {
+    var pid: pid_t
+    var uid: uid_t
+
+    /// Linux's `struct ucred` (pid, uid, gid: three 32-bit fields, no padding); glibc
+    /// declares it only under _GNU_SOURCE, so Swift does not see it.
+    private struct UCred: Sendable {
+        var pid: Int32 = 0
+        var uid: UInt32 = 0
+        var gid: UInt32 = 0
+    }
+
+    static func of(_ channel: any Channel) async -> PeerCredentials? {
+        guard let provider = channel as? any SocketOptionProvider else { return nil }
+        let credentials: UCred? = try? await provider.unsafeGetSocketOption(
+            level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(SO_PEERCRED)).get()
+        return credentials.map { PeerCredentials(pid: $0.pid, uid: $0.uid) }
+    }
+}

@@ -1,0 +1,66 @@
+import NIOCore
+import Synchronization
+
+/// The agent socket's open connections: at most ``maxConnections``; a new one beyond that
+/// closes the connection that has been quiet longest, so clients that connect and say
+/// nothing cannot lock others out. ``closeAll()`` ends them at shutdown.
+///
+/// Memory: one small entry per connection; each connection holds at most one dRPC packet
+/// being assembled (4 MiB), so all together at most `maxConnections` x 4 MiB.
+final class SocketConnectionRegistry: Sendable {
+    private struct Entry {
+        var channel: any Channel
+        var lastActive: NIODeadline
+    }
+
+    private struct State {
+        var entries: [UInt64: Entry] = [:]
+        var nextID: UInt64 = 0
+        var closed = false
+    }
+
+    let maxConnections: Int
+    private let state = Mutex(State())
+
+    init(maxConnections: Int) {
+        self.maxConnections = maxConnections
+    }
+
+    /// Registers a connection; returns its id, or nil after ``closeAll()``. May close the
+    /// quietest other connection to make room.
+    func admit(_ channel: any Channel) -> (id: UInt64, evicted: Bool)? {
+        let result = state.withLock { s -> (UInt64, (any Channel)?)? in
+            guard !s.closed else { return nil }
+            var victim: (any Channel)?
+            if s.entries.count >= maxConnections, let quietest = s.entries.min(by: { $0.value.lastActive < $1.value.lastActive }) {
+                victim = s.entries.removeValue(forKey: quietest.key)?.channel
+            }
+            s.nextID += 1
+            s.entries[s.nextID] = Entry(channel: channel, lastActive: .now())
+            return (s.nextID, victim)
+        }
+        guard let (id, victim) = result else { return nil }
+        victim?.close(promise: nil)
+        return (id, victim != nil)
+    }
+
+    func touch(_ id: UInt64) {
+        state.withLock { s in s.entries[id]?.lastActive = .now() }
+    }
+
+    func remove(_ id: UInt64) {
+        state.withLock { s in _ = s.entries.removeValue(forKey: id) }
+    }
+
+    /// Closes every connection and admits no more.
+    func closeAll() {
+        let channels = state.withLock { s -> [any Channel] in
+            s.closed = true
+            defer { s.entries.removeAll() }
+            return s.entries.values.map(\.channel)
+        }
+        for channel in channels { channel.close(promise: nil) }
+    }
+
+    var count: Int { state.withLock { $0.entries.count } }
+}

@@ -1,0 +1,23 @@
+import ArgumentParser
+
+/// `workspace-agent exp`: experimental commands, hidden as in the reference (`coder exp`).
+struct ExpCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "exp",
+        abstract: "Experimental commands.",
+        shouldDisplay: false,
+        subcommands: [SyncCommand.self]
+    )
+}
+
+/// `exp sync`: order startup scripts through the agent socket's unit graph.
+struct SyncCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "sync",
+        abstract: "Order scripts: declare dependencies between units, wait for them, and mark units complete.",
+        subcommands: [
+            SyncPingCommand.self, SyncWantCommand.self, SyncStartCommand.self, SyncCompleteCommand.self,
+            SyncStatusCommand.self, SyncListCommand.self,
+        ]
+    )
+}
