@@ -262,6 +262,16 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "AgentSocketTests",
+            dependencies: [
+                "AgentCore", "AgentSocket", "AgentProto", "AgentRPC", "AgentTestSupport", "ControlPlaneDouble", "DRPC",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "AgentRPCTests",
             dependencies: [
                 "AgentCore", "AgentRPC", "AgentProto", "AgentTestSupport", "ControlPlaneDouble", "DRPC", "Yamux",

@@ -114,6 +114,10 @@ public final class ControlPlaneDouble: Sendable {
             guard request.message.utf8.count <= 160 else {
                 throw DRPCErrorBody(code: 0, message: "message is too long (\(request.message.utf8.count) > 160 bytes)")
             }
+            // coderd looks the app up by slug; this one never exists.
+            guard request.slug != Self.unknownAppSlug else {
+                throw DRPCErrorBody(code: 0, message: "Failed to get workspace app: app not found")
+            }
             self.recorded.withLock { $0.appStatuses.append(request) }
             return try Coder_Agent_V2_UpdateAppStatusResponse().serializedBytes()
         }
@@ -167,6 +171,9 @@ public final class ControlPlaneDouble: Sendable {
     /// Runs the double on a loopback port (0: an ephemeral one) until `body`, which gets
     /// the base URL, returns; then the listener and every connection are closed (the
     /// control plane "killed").
+    /// An app slug the double answers as coderd answers an unknown app.
+    public static let unknownAppSlug = "unknown-app"
+
     public func run(host: String = "127.0.0.1", port: Int = 0, _ body: @escaping @Sendable (String) async throws -> Void) async throws {
         let drpc = makeDRPCServer()
         let group = MultiThreadedEventLoopGroup.singleton

@@ -36,6 +36,7 @@ public final class AgentSocketServer: Service, Sendable {
     private let logger: Logger
     private let registry: SocketConnectionRegistry
     private let listening = Mutex<Bool>(false)
+    private let failure = Mutex<String?>(nil)
 
     public init(configuration: Configuration, service: AgentSocketService, logger: Logger) {
         self.configuration = configuration
@@ -46,6 +47,9 @@ public final class AgentSocketServer: Service, Sendable {
 
     /// True once the socket is in place and accepting.
     public var isListening: Bool { listening.withLock { $0 } }
+
+    /// Why the socket could not be made (`create socket: ...`), if it could not.
+    public var creationFailure: String? { failure.withLock { $0 } }
 
     public func run() async throws {
         let file = SocketFile(path: configuration.path)
@@ -66,6 +70,7 @@ public final class AgentSocketServer: Service, Sendable {
                 throw error
             }
         } catch {
+            failure.withLock { $0 = "\(error)" }
             logger.error("failed to create socket server", metadata: ["path": "\(configuration.path)", "error": "\(error)"])
             try? await gracefulShutdown()
             return

@@ -1,0 +1,162 @@
+import AgentCore
+import AgentProto
+import AgentSocket
+import AgentTestSupport
+import Foundation
+import Logging
+import Synchronization
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Clients that misbehave are disconnected with a log line and never affect others.
+@Suite(.timeLimit(.minutes(1)))
+struct AgentSocketHostileClientTests {
+    static let ping = unaryFrames("/coder.agentsocket.v1.AgentSocket/Ping", [])
+
+    @Test func garbageBytesDisconnectOnlyTheirClient() async throws {
+        let logs = LogRecorder()
+        try await withSocketServer(logger: logs.logger) { client, _ in
+            let bad = try #require(UnixSocketClient(path: client.path))
+            // Kind 0x3F is not a dRPC kind: a protocol error.
+            bad.send([0x7F, 0x01, 0x01, 0x03, 0x41, 0x42, 0x43] + Array(repeating: 0xFF, count: 64))
+            let (_, closed) = await bad.readAll(timeout: .seconds(5))
+            #expect(closed, "the agent closes the connection")
+            try await client.ping()
+            #expect(await eventually { logs.contains("broke the protocol") })
+        }
+    }
+
+    @Test func halfAFrameThenSilenceIsCutAtTheDeadline() async throws {
+        let logs = LogRecorder()
+        try await withSocketServer(configure: { $0.partialFrameTimeout = .milliseconds(300) }, logger: logs.logger) { client, _ in
+            let idle = try #require(UnixSocketClient(path: client.path))
+            let half = try #require(UnixSocketClient(path: client.path))
+            half.send(Array(Self.ping.prefix(5)))
+            let (_, closed) = await half.readAll(timeout: .seconds(5))
+            #expect(closed, "half a frame then nothing: disconnected")
+            #expect(await eventually { logs.contains("part of a frame") })
+            // A client that sent nothing at all is not cut by the frame deadline.
+            idle.send(Self.ping)
+            let (answer, _) = await idle.readAll(timeout: .milliseconds(500))
+            #expect(answer.first == 0x05, "an idle connection still works: \(answer)")
+        }
+    }
+
+    @Test func oversizedFrameIsRefused() async throws {
+        try await withSocketServer { client, _ in
+            let big = try #require(UnixSocketClient(path: client.path))
+            let method = Array("/coder.agentsocket.v1.AgentSocket/Ping".utf8)
+            // Invoke, then a Message frame announcing 4 MiB + 1.
+            big.send([0x03, 0x01, 0x01] + varint(method.count) + method + [0x05, 0x01, 0x02] + varint((4 << 20) + 1) + Array(repeating: 0, count: 1024))
+            let (_, closed) = await big.readAll(timeout: .seconds(5))
+            #expect(closed)
+            try await client.ping()
+        }
+    }
+
+    @Test func vanishingAndSilentClientsCannotLockOthersOut() async throws {
+        try await withSocketServer(configure: { $0.maxConnections = 8 }) { client, server in
+            for _ in 0..<5 {
+                let vanishing = try #require(UnixSocketClient(path: client.path))
+                vanishing.send(Array(Self.ping.prefix(20)))
+            }
+            // Twenty clients that connect and say nothing: the quietest make room.
+            let silent = (0..<20).compactMap { _ in UnixSocketClient(path: client.path) }
+            #expect(silent.count == 20)
+            // Once they are all accepted (the cap holds), a new client still gets through.
+            #expect(await eventually { server.connectionCount == 8 })
+            try await Task.sleep(for: .milliseconds(100))
+            try await client.ping()
+            #expect(server.connectionCount <= 8)
+            _ = silent.count
+        }
+    }
+
+    /// Beyond the reference: a client of another user is refused even when the socket's
+    /// mode would let it in.
+    @Test func aClientOfAnotherUserIsRefused() async throws {
+        guard geteuid() == 0 else {
+            print("skipped: the test needs root to run a client as another user")
+            return
+        }
+        // Debian's python3 (the Makefile installs it): another user can run it.
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv"), FileManager.default.isExecutableFile(atPath: "/usr/bin/python3")
+        else {
+            print("skipped: /usr/bin/setpriv or /usr/bin/python3 is missing")
+            return
+        }
+        let logs = LogRecorder()
+        let directory = try socketDirectory()
+        chmod(directory, 0o755)
+        try await withSocketServer(path: directory + "/agent.sock", logger: logs.logger) { client, _ in
+            // Widen the mode by hand, so that only the peer check stands in the way.
+            chmod(client.path, 0o666)
+            let script = """
+                import socket, sys
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                s.connect(sys.argv[1])
+                data = b""
+                try:
+                    s.sendall(bytes.fromhex(sys.argv[2]))
+                    s.settimeout(5)
+                    while True:
+                        chunk = s.recv(4096)
+                        if not chunk: break
+                        data += chunk
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+                print(len(data))
+                """
+            let hex = Self.ping.map { String(format: "%02x", $0) }.joined()
+            let output = try await runProcess(
+                "/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c", script, client.path, hex])
+            #expect(output.trimmingCharacters(in: .whitespacesAndNewlines) == "0", "no answer for another user: \(output)")
+            #expect(await eventually { logs.contains("refused a client of another user") })
+            try await client.ping()
+        }
+    }
+}
+
+/// Runs a program to completion (bounded by the suite's time limit); returns its stdout.
+func runProcess(_ path: String, _ arguments: [String]) async throws -> String {
+    try await onThread {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: path)
+        process.arguments = arguments
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = pipe
+        do { try process.run() } catch { return "cannot run \(path): \(error)" }
+        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return String(decoding: data, as: UTF8.self)
+    }
+}
+
+/// Keeps the messages a logger writes, for tests that check a log line.
+final class LogRecorder: Sendable {
+    private let lines = Mutex<[String]>([])
+
+    var logger: Logger {
+        Logger(label: "test") { _ in RecordingHandler(recorder: self) }
+    }
+
+    func append(_ line: String) { lines.withLock { $0.append(line) } }
+    func contains(_ text: String) -> Bool { lines.withLock { $0.contains { $0.contains(text) } } }
+
+    struct RecordingHandler: LogHandler {
+        let recorder: LogRecorder
+        var metadata: Logger.Metadata = [:]
+        var logLevel: Logger.Level = .trace
+        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+            get { metadata[key] }
+            set { metadata[key] = newValue }
+        }
+        func log(event: LogEvent) {
+            recorder.append("\(event.message) \(event.metadata ?? [:])")
+        }
+    }
+}
