@@ -26,21 +26,21 @@ struct SyncListCommand: AsyncParsableCommand {
                 let json: GoJSON = units.isEmpty ? .null : .array(units.map { unit in
                     .object([("unit_name", .string(unit.unit)), ("status", .string(unit.status)), ("is_ready", .bool(unit.isReady))])
                 })
-                print(json.render())
+                emit(json.render())
             case "dot":
                 var statuses: [String: Coder_Agentsocket_V1_SyncStatusResponse] = [:]
                 for unit in units {
                     do { statuses[unit.unit] = try await client.syncStatus(unit.unit) } catch { throw SyncFailure("get status failed", error) }
                 }
-                print(Self.dot(units, statuses))
+                emit(Self.dot(units, statuses))
             default:
                 if units.isEmpty {
-                    print("No units registered")
+                    emit("No units registered")
                     return
                 }
                 let selected = try selectColumns(column, from: Self.columns)
                 let rows = units.map { [$0.unit, $0.status, "\($0.isReady)"] }
-                print(renderTable(headers: selected.map { Self.columns[$0].uppercased() }, rows: rows.map { row in selected.map { row[$0] } }))
+                emit(renderTable(headers: selected.map { Self.columns[$0].uppercased() }, rows: rows.map { row in selected.map { row[$0] } }))
             }
         }
     }

@@ -10,7 +10,7 @@ struct SyncPingCommand: AsyncParsableCommand {
     func run() async throws {
         try await runSync {
             do { try await socket.client.ping() } catch { throw SyncFailure("ping failed", error) }
-            print("Success")
+            emit("Success")
         }
     }
 }
@@ -36,7 +36,7 @@ struct SyncWantCommand: AsyncParsableCommand {
                     throw SyncFailure("declare dependency failed", error)
                 }
             }
-            print("Unit \(quoted(unit)) declared dependencies: \(bracketed(Array(units.dropFirst())))")
+            emit("Unit \(quoted(unit)) declared dependencies: \(bracketed(Array(units.dropFirst())))")
         }
     }
 }
@@ -52,7 +52,7 @@ struct SyncCompleteCommand: AsyncParsableCommand {
         try await runSync {
             guard units.count == 1 else { throw SyncFailure("exactly one unit name is required") }
             do { try await socket.client.syncComplete(units[0]) } catch { throw SyncFailure("complete unit failed", error) }
-            print("Success")
+            emit("Success")
         }
     }
 }

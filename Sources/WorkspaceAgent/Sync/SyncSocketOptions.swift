@@ -48,3 +48,9 @@ struct SyncFailure: Error, CustomStringConvertible {
 /// Go's `%q` for a unit name, and `[a, b]` for a list of them.
 func quoted(_ unit: String) -> String { goQuote(unit) }
 func bracketed(_ units: [String]) -> String { "[" + units.joined(separator: ", ") + "]" }
+
+/// Writes a line to stdout at once (unbuffered, so that output and errors keep their order
+/// when both go to one file).
+func emit(_ text: String) {
+    FileHandle.standardOutput.write(Data((text + "\n").utf8))
+}

@@ -42,7 +42,7 @@ struct SyncStartCommand: AsyncParsableCommand {
                 throw SyncFailure("get status failed", error)
             }
             if !status.isReady {
-                print("Unit \(quoted(unit)) is waiting for dependencies to be satisfied: \(bracketed(status.unsatisfied))")
+                emit("Unit \(quoted(unit)) is waiting for dependencies to be satisfied: \(bracketed(status.unsatisfied))")
                 let ready = try await Self.before(deadline) { try await Self.waitReady(unit, client: client) }
                 guard ready != nil else {
                     throw SyncFailure("timeout waiting for dependencies of unit '\(unit)'")
@@ -56,11 +56,11 @@ struct SyncStartCommand: AsyncParsableCommand {
                 throw SyncFailure("start unit failed", error)
             }
             if status.dependencies.isEmpty {
-                print("Unit \(quoted(unit)) started with no dependencies")
+                emit("Unit \(quoted(unit)) started with no dependencies")
             } else if status.isReady {
-                print("Unit \(quoted(unit)) started immediately, dependencies already satisfied: \(bracketed(status.dependencies))")
+                emit("Unit \(quoted(unit)) started immediately, dependencies already satisfied: \(bracketed(status.dependencies))")
             } else {
-                print("Unit \(quoted(unit)) finished waiting for dependencies: \(bracketed(status.unsatisfied))")
+                emit("Unit \(quoted(unit)) finished waiting for dependencies: \(bracketed(status.unsatisfied))")
             }
         }
     }

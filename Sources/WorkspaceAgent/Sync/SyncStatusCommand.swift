@@ -33,7 +33,7 @@ struct SyncStatusCommand: AsyncParsableCommand {
                         ])
                     })),
                 ])
-                print(json.render())
+                emit(json.render())
                 return
             }
             let selected = try selectColumns(column, from: Self.columns)
@@ -49,7 +49,7 @@ struct SyncStatusCommand: AsyncParsableCommand {
                 lines.append(renderTable(
                     headers: selected.map { Self.columns[$0].uppercased() }, rows: rows.map { row in selected.map { row[$0] } }))
             }
-            print(lines.joined(separator: "\n"))
+            emit(lines.joined(separator: "\n"))
         }
     }
 

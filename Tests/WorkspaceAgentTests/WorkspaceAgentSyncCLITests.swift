@@ -1,0 +1,193 @@
+import AgentCore
+import AgentTestSupport
+import CAgentSpawn
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `workspace-agent exp sync` through the real binary against a real agent: the reference's
+/// outputs (spec agent-socket §5 and its goldens), exit codes, and the startup-script pair of
+/// spec §8.
+@Suite(.timeLimit(.minutes(2)))
+struct WorkspaceAgentSyncCLITests {
+    /// Runs `exp sync <arguments> --socket-path <path>`; stdout and stderr together.
+    static func sync(_ arguments: [String], socket: String) async -> (output: String, status: Int32) {
+        await onThread {
+            let logPath = NSTemporaryDirectory() + "sync-cli-\(UUID().uuidString).out"
+            let fd = open(logPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+            defer { unlink(logPath) }
+            let argv = [AgentDaemon.binaryPath, "exp", "sync"] + arguments + ["--socket-path", socket]
+            let env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("CODER_") }.map { "\($0.key)=\($0.value)" }
+            var step: Int32 = 0
+            var err: Int32 = 0
+            let pid = withCStrings(argv) { argvPtr in
+                withCStrings(env) { envPtr in
+                    AgentDaemon.binaryPath.withCString { path in
+                        var options = agent_spawn_options(
+                            path: path, argv: argvPtr, envp: envPtr, cwd: nil, output_fd: fd,
+                            oom_score_adj: AGENT_SPAWN_KEEP, nice_value: AGENT_SPAWN_KEEP, nofile_soft: -1)
+                        return agent_spawn(&options, &step, &err)
+                    }
+                }
+            }
+            close(fd)
+            guard pid > 0 else { return ("spawn failed: step \(step) errno \(err)", -1) }
+            var status: Int32 = 0
+            // Bounded: the suite's time limit ends a CLI that hangs.
+            while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+            let output = (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
+            return (output, (status >> 8) & 0xff)
+        }
+    }
+
+    /// An agent with its socket at a fresh path.
+    static func withAgent(_ body: (String) async throws -> Void) async throws {
+        let directory = NSTemporaryDirectory() + "sync-cli-\(UUID().uuidString.prefix(8))"
+        let socket = directory + "/agent.sock"
+        let agent = try AgentDaemon.launch(["--http-address", "127.0.0.1:0", "--socket-path", socket])
+        defer { agent.cleanup() }
+        _ = try await agent.port()
+        #expect(await eventually { agent.log.contains("agent socket listening") }, "log:\n\(agent.log)")
+        try await body(socket)
+        agent.signal(SIGTERM)
+        #expect(agent.exitStatus() == 0)
+        #expect(!FileManager.default.fileExists(atPath: socket), "the socket is removed at shutdown")
+    }
+
+    @Test func goldenOutputs() async throws {
+        try await Self.withAgent { socket in
+            func run(_ arguments: String...) async -> String { await Self.sync(arguments, socket: socket).output }
+            #expect(await run("ping") == "Success\n")
+            #expect(await run("list") == "No units registered\n")
+            #expect(await run("list", "--output", "json") == "null\n")
+            #expect(await run("start", "test-unit") == "Unit \"test-unit\" started with no dependencies\n")
+            #expect(await run("want", "other", "dep-1", "dep-2", "dep-3") == "Unit \"other\" declared dependencies: [dep-1, dep-2, dep-3]\n")
+            #expect(await run("status", "other").contains("dep-3"))
+
+            _ = await run("want", "pending-unit", "dep-unit")
+            #expect(await run("status", "pending-unit") == """
+                Unit: pending-unit
+                Status: pending
+                Ready: false
+
+                Dependencies:
+                DEPENDS ON  REQUIRED STATUS  CURRENT STATUS  SATISFIED  
+                dep-unit    completed        not registered  false      
+
+                """)
+            _ = await run("want", "two", "dep-a")
+            _ = await run("want", "two", "dep-b")
+            _ = await run("start", "dep-a")
+            #expect(await run("complete", "dep-a") == "Success\n")
+            #expect(await run("status", "two") == """
+                Unit: two
+                Status: pending
+                Ready: false
+
+                Dependencies:
+                DEPENDS ON  REQUIRED STATUS  CURRENT STATUS  SATISFIED  
+                dep-a       completed        completed       true       
+                dep-b       completed        not registered  false      
+
+                """)
+            #expect(await run("status", "test-unit") == "Unit: test-unit\nStatus: started\nReady: true\n\nDependencies:\nNo dependencies found\n")
+            #expect(await run("status", "nobody") == "Unit: nobody\nStatus: not registered\nReady: true\n\nDependencies:\nNo dependencies found\n")
+            _ = await run("start", "dep-b")
+            _ = await run("complete", "dep-b")
+            #expect(await run("status", "two", "--output", "json") == """
+                {
+                  "unit_name": "two",
+                  "status": "pending",
+                  "is_ready": true,
+                  "dependencies": [
+                    {
+                      "depends_on": "dep-a",
+                      "required_status": "completed",
+                      "current_status": "completed",
+                      "is_satisfied": true
+                    },
+                    {
+                      "depends_on": "dep-b",
+                      "required_status": "completed",
+                      "current_status": "completed",
+                      "is_satisfied": true
+                    }
+                  ]
+                }
+
+                """)
+            #expect(await run("start", "two") == "Unit \"two\" started immediately, dependencies already satisfied: [dep-a, dep-b]\n")
+        }
+    }
+
+    @Test func listTableAndJSON() async throws {
+        try await Self.withAgent { socket in
+            func run(_ arguments: String...) async -> String { await Self.sync(arguments, socket: socket).output }
+            _ = await run("start", "unit-a")
+            _ = await run("start", "unit-b")
+            _ = await run("complete", "unit-b")
+            _ = await run("want", "unit-c", "unit-a")
+            #expect(await run("list") == """
+                UNIT    STATUS     READY  
+                unit-a  started    true   
+                unit-b  completed  true   
+                unit-c  pending    false  
+
+                """)
+            #expect(await run("list", "-o", "json").hasPrefix("[\n  {\n    \"unit_name\": \"unit-a\",\n    \"status\": \"started\",\n    \"is_ready\": true\n  },"))
+            let dot = await run("list", "-o", "dot")
+            #expect(dot.hasPrefix("digraph units {"))
+            #expect(dot.contains("\"unit-c\" -> \"unit-a\" [label=\"completed\", color=red, style=dashed];"), "\(dot)")
+        }
+    }
+
+    @Test func errorsAndExitCodes() async throws {
+        try await Self.withAgent { socket in
+            _ = await Self.sync(["want", "foo", "bar"], socket: socket)
+            let cycle = await Self.sync(["want", "bar", "foo"], socket: socket)
+            #expect(cycle.status == 1)
+            #expect(cycle.output == "error: declare dependency failed: cannot add dependency: adding edge for unit \"bar\": failed to add dependency\nadding edge (bar -> foo): cycle detected\n")
+            let waiting = await Self.sync(["start", "test-unit-2", "--timeout", "100ms"], socket: socket)
+            #expect(waiting.status == 0, "no dependencies: starts at once")
+            _ = await Self.sync(["want", "test-unit", "never"], socket: socket)
+            let timeout = await Self.sync(["start", "test-unit", "--timeout", "100ms"], socket: socket)
+            #expect(timeout.status == 1)
+            #expect(timeout.output.hasSuffix("error: timeout waiting for dependencies of unit 'test-unit'\n"), "\(timeout.output)")
+            let arguments = await Self.sync(["want", "lonely"], socket: socket)
+            #expect(arguments.status == 1)
+            #expect(arguments.output == "error: at least two arguments are required: unit and one or more depends-on\n")
+            #expect(await Self.sync(["complete", "foo"], socket: socket).output == "Success\n")
+            let twice = await Self.sync(["complete", "foo"], socket: socket)
+            #expect(twice.status == 1)
+            #expect(twice.output == "error: complete unit failed: cannot complete unit \"foo\": checking status for unit \"foo\": same status already set\n")
+        }
+        // No agent: one line naming the path tried and how to change it.
+        let missing = await Self.sync(["ping"], socket: "/nonexistent-dir/agent.sock")
+        #expect(missing.status == 1)
+        #expect(missing.output.hasPrefix("error: connect to agent socket: connect to socket: dial unix /nonexistent-dir/agent.sock: connect: no such file or directory"))
+        #expect(missing.output.contains("--socket-path or CODER_AGENT_SOCKET_PATH"))
+    }
+
+    /// Spec §8: `want claude git`, `start claude` blocks until `complete git`; the waiting
+    /// start wakes through the SyncWaitReady extension.
+    @Test func startupScriptPair() async throws {
+        try await Self.withAgent { socket in
+            _ = await Self.sync(["want", "claude", "git"], socket: socket)
+            async let claude = Self.sync(["start", "claude"], socket: socket)
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(await Self.sync(["start", "git"], socket: socket).status == 0)
+            #expect(await Self.sync(["complete", "git"], socket: socket).status == 0)
+            let result = await claude
+            #expect(result.status == 0)
+            #expect(result.output == """
+                Unit "claude" is waiting for dependencies to be satisfied: [git]
+                Unit "claude" finished waiting for dependencies: [git]
+
+                """)
+            #expect(await Self.sync(["status", "claude"], socket: socket).output.contains("Status: started"))
+        }
+    }
+}
