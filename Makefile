@@ -45,6 +45,7 @@ bench: release
 	.build/release/agent-bench proc
 	.build/release/agent-bench rpc
 	.build/release/agent-bench hardening
+	.build/release/agent-bench socket
 
 # Regenerates Sources/AgentProto from proto/ with Debian's protoc and the protoc-gen-swift
 # product of the swift-protobuf package this project already depends on (not its slow

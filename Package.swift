@@ -184,7 +184,8 @@ let package = Package(
         .executableTarget(
             name: "AgentBench",
             dependencies: [
-                "CAgentSpawn", "AgentRPC", "AgentProto", "ControlPlaneDouble", "Yamux",
+                "CAgentSpawn", "AgentCore", "AgentRPC", "AgentProto", "AgentSocket", "ControlPlaneDouble", "Yamux",
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOWebSocket", package: "swift-nio"),
