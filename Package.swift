@@ -102,6 +102,8 @@ let package = Package(
                 "AgentCore", "AgentProto", "DRPC",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -298,8 +300,10 @@ let package = Package(
         .testTarget(
             name: "WorkspaceAgentTests",
             dependencies: [
-                "AgentCore", "AgentTestSupport", "CAgentSpawn", "ControlPlaneDouble", "AgentProto",
+                "AgentCore", "AgentTestSupport", "CAgentSpawn", "ControlPlaneDouble", "AgentProto", "AgentRPC", "AgentSocket",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -1,7 +1,11 @@
 import AgentCore
+import AgentRPC
+import AgentSocket
 import AgentTestSupport
 import CAgentSpawn
 import Foundation
+import Logging
+import ServiceLifecycle
 import Testing
 
 #if canImport(Glibc)
@@ -188,6 +192,33 @@ struct WorkspaceAgentSyncCLITests {
 
                 """)
             #expect(await Self.sync(["status", "claude"], socket: socket).output.contains("Status: started"))
+        }
+    }
+
+    /// Against an agent without the extension (the reference's service exactly), `start`
+    /// falls back to polling SyncReady every second and still finishes.
+    @Test func startFallsBackToPollingWithoutTheExtension() async throws {
+        let quiet = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
+        let directory = NSTemporaryDirectory() + "sync-ref-\(UUID().uuidString.prefix(8))"
+        let socket = directory + "/agent.sock"
+        var service = AgentSocketService(
+            units: UnitManager(), upward: ControlPlaneSession(configuration: .init(agentVersion: "0.1.0"), dialer: nil, logger: quiet))
+        service.servesExtensions = false
+        let server = AgentSocketServer(configuration: .init(path: socket), service: service, logger: quiet)
+        let group = ServiceGroup(configuration: .init(services: [server], logger: quiet))
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await group.run() }
+            #expect(await eventually { server.isListening })
+            _ = await Self.sync(["want", "claude", "git"], socket: socket)
+            async let claude = Self.sync(["start", "claude", "--timeout", "20s"], socket: socket)
+            try await Task.sleep(for: .milliseconds(300))
+            _ = await Self.sync(["start", "git"], socket: socket)
+            _ = await Self.sync(["complete", "git"], socket: socket)
+            let result = await claude
+            #expect(result.status == 0, "\(result.output)")
+            #expect(result.output.hasSuffix("Unit \"claude\" finished waiting for dependencies: [git]\n"))
+            await group.triggerGracefulShutdown()
+            try await tasks.next()
         }
     }
 }

@@ -1,4 +1,5 @@
 import AgentCore
+import CoreMetrics
 import DRPC
 import Logging
 import NIOCore
@@ -110,6 +111,7 @@ public final class AgentSocketServer: Service, Sendable {
                         throw ChannelError.ioOnClosedChannel
                     }
                     if evicted {
+                        SocketMetrics.disconnected("evicted").increment()
                         logger.info("agent socket: too many connections; closed the quietest", metadata: ["limit": "\(registry.maxConnections)"])
                     }
                     try channel.pipeline.syncOperations.addHandler(
@@ -127,11 +129,13 @@ public final class AgentSocketServer: Service, Sendable {
             logger.warning(
                 "agent socket: refused a client of another user",
                 metadata: ["peer_uid": "\(peer.uid)", "peer_pid": "\(peer.pid)", "agent_uid": "\(configuration.allowedUID)"])
+            SocketMetrics.disconnected("peer_refused").increment()
             try? await connection.channel.close()
             return
         }
         let end = await server.serve(ChannelTransport(connection))
         if case .protocolError(let reason) = end {
+            SocketMetrics.disconnected("protocol_error").increment()
             logger.warning("agent socket: client broke the protocol; disconnected", metadata: ["error": "\(reason)"])
         }
         try? await connection.channel.close()

@@ -1,5 +1,6 @@
 import AgentCore
 import AgentProto
+import CoreMetrics
 import DRPC
 import SwiftProtobuf
 
@@ -22,6 +23,9 @@ public struct AgentSocketService: Sendable {
 
     public let units: UnitManager
     public let upward: any UpwardSink
+    /// Serve `SyncWaitReady`; off, the service is the reference's exactly (compatibility
+    /// tests run the CLI against it).
+    public var servesExtensions = true
 
     public init(units: UnitManager, upward: any UpwardSink) {
         self.units = units
@@ -30,7 +34,7 @@ public struct AgentSocketService: Sendable {
 
     /// A dRPC server with every method registered.
     public func makeServer() -> DRPCServer {
-        var server = DRPCServer()
+        var server = CountingServer()
         server.register(DRPCMethodPath.agentSocket("Ping")) { _ in
             try Coder_Agentsocket_V1_PingResponse().serializedBytes()
         }
@@ -82,6 +86,7 @@ public struct AgentSocketService: Sendable {
             let request = try Coder_Agent_V2_UpdateAppStatusRequest(serializedBytes: bytes)
             return try await self.updateAppStatus(request)
         }
+        guard servesExtensions else { return server.server }
         server.registerStream(Self.waitReadyMethod) { call in
             guard let bytes = try await call.receive() else { return }
             let request = try Coder_Agentsocket_V1_SyncReadyRequest(serializedBytes: bytes)
@@ -92,7 +97,7 @@ public struct AgentSocketService: Sendable {
             response.ready = true
             try await call.send(try response.serializedBytes())
         }
-        return server
+        return server.server
     }
 
     // MARK: Calls
@@ -177,6 +182,27 @@ public struct AgentSocketService: Sendable {
         case .dropped: throw SocketError("app status dropped: the agent's app status queue is full")
         case .abandoned: throw SocketError("agent is shutting down")
         case nil: return empty + Self.queuedFieldBytes
+        }
+    }
+}
+
+/// A dRPC server whose methods count their calls in `agent_socket_calls_total`.
+private struct CountingServer {
+    var server = DRPCServer()
+
+    mutating func register(_ method: String, _ handler: @escaping DRPCServer.UnaryHandler) {
+        let counter = SocketMetrics.call(String(method.split(separator: "/").last ?? ""))
+        server.register(method) { request in
+            counter.increment()
+            return try await handler(request)
+        }
+    }
+
+    mutating func registerStream(_ method: String, _ handler: @escaping DRPCServer.StreamHandler) {
+        let counter = SocketMetrics.call(String(method.split(separator: "/").last ?? ""))
+        server.registerStream(method) { call in
+            counter.increment()
+            try await handler(call)
         }
     }
 }

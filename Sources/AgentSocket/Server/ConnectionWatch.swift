@@ -1,3 +1,4 @@
+import CoreMetrics
 import Logging
 import NIOCore
 
@@ -34,6 +35,7 @@ final class ConnectionWatch: ChannelDuplexHandler {
             let logger = logger
             let timeout = partialFrameTimeout
             deadline = context.eventLoop.scheduleTask(in: timeout) {
+                SocketMetrics.disconnected("partial_frame").increment()
                 logger.warning("agent socket: a client sent part of a frame and then nothing; disconnected", metadata: ["after": "\(timeout)"])
                 channel.close(promise: nil)
             }

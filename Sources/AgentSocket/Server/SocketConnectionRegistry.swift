@@ -1,3 +1,4 @@
+import CoreMetrics
 import NIOCore
 import Synchronization
 
@@ -37,6 +38,7 @@ final class SocketConnectionRegistry: Sendable {
             }
             s.nextID += 1
             s.entries[s.nextID] = Entry(channel: channel, lastActive: .now())
+            SocketMetrics.connections.record(s.entries.count)
             return (s.nextID, victim)
         }
         guard let (id, victim) = result else { return nil }
@@ -49,7 +51,9 @@ final class SocketConnectionRegistry: Sendable {
     }
 
     func remove(_ id: UInt64) {
-        state.withLock { s in _ = s.entries.removeValue(forKey: id) }
+        state.withLock { s in
+            if s.entries.removeValue(forKey: id) != nil { SocketMetrics.connections.record(s.entries.count) }
+        }
     }
 
     /// Closes every connection and admits no more.
