@@ -136,6 +136,8 @@ public final class ControlPlaneSession: Service, UpwardSink, ManifestSource, Sen
 
     public var isConnected: Bool { state.withLock { $0.connected } }
 
+    public var hasControlPlane: Bool { dialer != nil }
+
     // MARK: Manifest (ManifestSource)
 
     public var currentManifest: AgentManifest? { manifestStore.currentManifest }

@@ -8,12 +8,18 @@ actor DRPCInbox {
     private var readWaiter: CheckedContinuation<Void, Never>?
     private var writeWaiter: CheckedContinuation<Void, Never>?
 
-    /// Queues one message; false when the handler no longer reads (it returned).
+    /// Queues one message; false when the handler no longer reads (it returned), or the
+    /// serving task was cancelled while the handler left the previous message untaken (so
+    /// a handler that stops reading cannot hold its connection's reader forever).
     func put(_ message: [UInt8]) async -> Bool {
-        while slot != nil, !handlerGone, end == nil {
-            await withCheckedContinuation { writeWaiter = $0 }
+        while slot != nil, !handlerGone, end == nil, !Task.isCancelled {
+            await withTaskCancellationHandler {
+                await withCheckedContinuation { writeWaiter = $0 }
+            } onCancel: {
+                Task { await self.wakeWriter() }
+            }
         }
-        guard !handlerGone, end == nil else { return false }
+        guard !handlerGone, end == nil, !Task.isCancelled else { return false }
         slot = message
         readWaiter?.resume()
         readWaiter = nil
@@ -27,6 +33,11 @@ actor DRPCInbox {
         end = result
         readWaiter?.resume()
         readWaiter = nil
+        writeWaiter?.resume()
+        writeWaiter = nil
+    }
+
+    private func wakeWriter() {
         writeWaiter?.resume()
         writeWaiter = nil
     }

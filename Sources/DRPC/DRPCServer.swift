@@ -103,6 +103,9 @@ public struct DRPCServer: Sendable {
                 // One call at a time: a newer stream supersedes an unfinished one.
                 unary = nil
                 if let previous = streaming {
+                    // Cancelled first: a handler that waits on something else than its
+                    // inbox (a readiness wait) must not hold this reader.
+                    previous.task.cancel()
                     await previous.inbox.finish(.failure(.remoteClosed("stream superseded")))
                     await previous.task.value
                     streaming = nil

@@ -33,7 +33,9 @@ struct WorkspaceAgentCommand: AsyncParsableCommand {
             }
             let message = message(for: error).split(separator: "\n").first.map(String.init) ?? "\(error)"
             FileHandle.standardError.write(Data("workspace-agent: \(message)\n".utf8))
-            Foundation.exit(code.rawValue == 0 ? 1 : code.rawValue)
+            // `exp sync` exits 1 on any error, usage errors included, as the reference.
+            let isExp = CommandLine.arguments.dropFirst().first == "exp"
+            Foundation.exit(code.rawValue == 0 || isExp ? 1 : code.rawValue)
         }
     }
 }

@@ -4,6 +4,7 @@ import AgentSocket
 import AgentTestSupport
 import Foundation
 import Logging
+import SwiftProtobuf
 import Synchronization
 import Testing
 
@@ -72,6 +73,56 @@ struct AgentSocketHostileClientTests {
             try await client.ping()
             #expect(server.connectionCount <= 8)
             _ = silent.count
+        }
+    }
+
+    /// A client that holds a waiting call and floods its stream cannot hold the agent's
+    /// shutdown: closing the connection ends the serving task and the wait.
+    @Test func aStuckStreamingCallCannotHoldShutdown() async throws {
+        try await withSocketServer { client, _ in
+            try await client.syncWant("never", dependsOn: "missing")
+            let stuck = try #require(UnixSocketClient(path: client.path))
+            let method = Array("/coder.agentsocket.v1.AgentSocket/SyncWaitReady".utf8)
+            var request = Coder_Agentsocket_V1_SyncReadyRequest()
+            request.unit = "never"
+            let body: [UInt8] = try request.serializedBytes()
+            var frames: [UInt8] = [0x03, 0x01, 0x01] + varint(method.count) + method
+            // Three messages and no CloseSend: the handler takes one and then waits.
+            for message in 2...4 { frames += [0x05, 0x01, UInt8(message)] + varint(body.count) + body }
+            stuck.send(frames)
+            let superseding = try #require(UnixSocketClient(path: client.path))
+            superseding.send([0x03, 0x01, 0x01] + varint(method.count) + method + [0x05, 0x01, 0x02] + varint(body.count) + body)
+            superseding.send(unaryFrames("/coder.agentsocket.v1.AgentSocket/Ping", [], stream: 2))
+            try await Task.sleep(for: .milliseconds(200))
+            try await client.ping()
+        }
+        // Reaching here means the server's graceful shutdown ended.
+    }
+
+    /// The cap never closes a client that is waiting in a call; idle ones make room.
+    @Test func waitingClientsAreNotEvicted() async throws {
+        try await withSocketServer(configure: { $0.maxConnections = 4 }) { client, server in
+            try await client.syncWant("a", dependsOn: "gate")
+            try await client.syncWant("b", dependsOn: "gate")
+            let waiters = [Task { try await client.waitReady("a") }, Task { try await client.waitReady("b") }]
+            try await Task.sleep(for: .milliseconds(200))
+            let silent = (0..<10).compactMap { _ in UnixSocketClient(path: client.path) }
+            #expect(await eventually { server.connectionCount <= 4 })
+            try await Task.sleep(for: .milliseconds(100))
+            try await client.syncStart("gate")
+            try await client.syncComplete("gate")
+            for waiter in waiters { try await waiter.value }
+            _ = silent.count
+        }
+    }
+
+    @Test func standaloneAppStatusIsNotReportedAsQueued() async throws {
+        try await withSocketServer { client, _ in
+            var request = Coder_Agent_V2_UpdateAppStatusRequest()
+            request.slug = "app"
+            request.message = "working"
+            let queued = try await client.updateAppStatus(request)
+            #expect(!queued)
         }
     }
 

@@ -16,4 +16,6 @@ public protocol UpwardSink: Sendable {
     /// True while a control-plane connection is up (false standalone): a caller can tell
     /// its client "queued" rather than "sent".
     var isConnected: Bool { get }
+    /// False when the agent runs standalone: items are only written to its log.
+    var hasControlPlane: Bool { get }
 }

@@ -43,6 +43,15 @@ public struct AgentSocketClient: Sendable {
             if case .call(let error) = self { return error.isUnsupported }
             return false
         }
+
+        /// True when the connection broke rather than the agent answering with an error.
+        public var isTransportFailure: Bool {
+            guard case .call(let error) = self else { return false }
+            switch error {
+            case .unexpectedEOF, .transport, .remoteClosed: return true
+            default: return false
+            }
+        }
     }
 
     // MARK: Calls

@@ -33,7 +33,11 @@ public enum GoDuration {
             case "": throw Invalid(description: "time: missing unit in duration \(goQuote(text))")
             default: throw Invalid(description: "time: unknown unit \(goQuote(String(unit))) in duration \(goQuote(text))")
             }
-            total += .nanoseconds(Int64(value * nanoseconds))
+            let part = value * nanoseconds
+            guard part < 9.2e18, total.components.seconds < 9_000_000_000 else {
+                throw Invalid(description: "time: invalid duration \(goQuote(text))")
+            }
+            total += .nanoseconds(Int64(part))
         }
         return negative ? .zero - total : total
     }

@@ -108,6 +108,14 @@ public final class AgentSocketServer: Service, Sendable {
             .bind(unixDomainSocketPath: path) { channel in
                 channel.eventLoop.makeCompletedFuture {
                     guard let (id, evicted) = registry.admit(channel) else {
+                        // Shutting down, or every connection is in a call.
+                        if !registry.isClosed {
+                            SocketMetrics.disconnected("refused").increment()
+                            logger.warning(
+                                "agent socket: refused a connection: every connection is in a call",
+                                metadata: ["limit": "\(registry.maxConnections)"])
+                        }
+                        channel.close(promise: nil)
                         throw ChannelError.ioOnClosedChannel
                     }
                     if evicted {
@@ -133,7 +141,24 @@ public final class AgentSocketServer: Service, Sendable {
             try? await connection.channel.close()
             return
         }
-        let end = await server.serve(ChannelTransport(connection))
+        let channel = connection.channel
+        let transport = ChannelTransport(connection)
+        let server = server
+        // Serving ends when the connection closes (the peer, or closeAll at shutdown), even
+        // if a handler is busy: closing cancels the serving task.
+        let end = await withTaskGroup(of: DRPCServer.End?.self) { group -> DRPCServer.End in
+            group.addTask { await server.serve(transport) }
+            group.addTask {
+                try? await channel.closeFuture.get()
+                return nil
+            }
+            var end: DRPCServer.End = .endOfStream
+            if let first = await group.next(), let served = first { end = served }
+            group.cancelAll()
+            channel.close(promise: nil)
+            for await result in group { if let served = result { end = served } }
+            return end
+        }
         if case .protocolError(let reason) = end {
             SocketMetrics.disconnected("protocol_error").increment()
             logger.warning("agent socket: client broke the protocol; disconnected", metadata: ["error": "\(reason)"])

@@ -165,6 +165,8 @@ public struct AgentSocketService: Sendable {
         let connected = upward.isConnected
         let receipt = upward.send(AppStatusReport(slug: request.slug, state: state, message: request.message, uri: request.uri))
         let empty = try Coder_Agent_V2_UpdateAppStatusResponse().serializedBytes() as [UInt8]
+        // Standalone there is nothing to queue for: the status is logged, and that is all.
+        guard upward.hasControlPlane else { return empty }
         guard connected else { return empty + Self.queuedFieldBytes }
         let outcome = await withTaskGroup(of: UpwardOutcome?.self) { group in
             group.addTask { await receipt.wait() }

@@ -2,8 +2,10 @@ import CoreMetrics
 import Logging
 import NIOCore
 
-/// The first handler of each agent-socket connection: notes activity for the registry and
-/// closes a connection that began a frame and sent nothing more for ``partialFrameTimeout``.
+/// The first handler of each agent-socket connection: notes activity for the registry,
+/// tells it whether a call is in progress (from an Invoke read until a CloseSend or Error
+/// written), and closes a connection that began a frame and sent nothing more for
+/// ``partialFrameTimeout``.
 final class ConnectionWatch: ChannelDuplexHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
@@ -15,6 +17,7 @@ final class ConnectionWatch: ChannelDuplexHandler {
     private let partialFrameTimeout: TimeAmount
     private let logger: Logger
     private var tracker = FrameTracker()
+    private var outboundTracker = FrameTracker()
     private var deadline: Scheduled<Void>?
 
     init(id: UInt64, registry: SocketConnectionRegistry, partialFrameTimeout: TimeAmount, logger: Logger) {
@@ -26,8 +29,11 @@ final class ConnectionWatch: ChannelDuplexHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let buffer = unwrapInboundIn(data)
-        tracker.feed(count: buffer.readableBytes, bytes: buffer.readableBytesView)
-        registry.touch(id)
+        var invoked = false
+        tracker.feed(count: buffer.readableBytes, bytes: buffer.readableBytesView) { kind in
+            if kind == 1 { invoked = true }
+        }
+        registry.touch(id, busy: invoked ? true : nil)
         deadline?.cancel()
         deadline = nil
         if tracker.isMidFrame {
@@ -44,7 +50,13 @@ final class ConnectionWatch: ChannelDuplexHandler {
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        registry.touch(id)
+        let buffer = unwrapOutboundIn(data)
+        var ended = false
+        outboundTracker.feed(count: buffer.readableBytes, bytes: buffer.readableBytesView) { kind in
+            // Error (3) or CloseSend (6) from the server ends its call.
+            if kind == 3 || kind == 6 { ended = true }
+        }
+        registry.touch(id, busy: ended ? false : nil)
         context.write(data, promise: promise)
     }
 

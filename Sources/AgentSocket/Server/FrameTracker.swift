@@ -17,10 +17,13 @@ struct FrameTracker: Sendable {
         return true
     }
 
-    mutating func feed(_ bytes: some Sequence<UInt8>) {
+    /// Feeds bytes; `onFrame` gets the kind (bits 1–6 of the control byte) of each frame
+    /// that begins.
+    mutating func feed(_ bytes: some Sequence<UInt8>, onFrame: (UInt8) -> Void = { _ in }) {
         for byte in bytes {
             switch phase {
             case .control:
+                onFrame((byte >> 1) & 0x3F)
                 phase = .varint(index: 0, shift: 0, length: 0)
             case .varint(let index, let shift, let length):
                 let value = index == 2 && shift < 64 ? length | (UInt64(byte & 0x7F) << shift) : length
@@ -38,11 +41,11 @@ struct FrameTracker: Sendable {
     }
 
     /// Skips ahead in bulk when a whole buffer falls inside a frame's data.
-    mutating func feed(count: Int, bytes: some Collection<UInt8>) {
+    mutating func feed(count: Int, bytes: some Collection<UInt8>, onFrame: (UInt8) -> Void = { _ in }) {
         if case .data(let remaining) = phase, UInt64(count) < remaining {
             phase = .data(remaining: remaining - UInt64(count))
             return
         }
-        feed(bytes)
+        feed(bytes, onFrame: onFrame)
     }
 }

@@ -3,8 +3,10 @@ import NIOCore
 import Synchronization
 
 /// The agent socket's open connections: at most ``maxConnections``; a new one beyond that
-/// closes the connection that has been quiet longest, so clients that connect and say
-/// nothing cannot lock others out. ``closeAll()`` ends them at shutdown.
+/// closes the idle connection (no call in progress) that has been quiet longest, so clients
+/// that connect and say nothing cannot lock others out, while a client waiting in a call
+/// (`start` waiting for its dependencies) is never closed to make room. When every
+/// connection is in a call, the new one is refused. ``closeAll()`` ends them at shutdown.
 ///
 /// Memory: one small entry per connection; each connection holds at most one dRPC packet
 /// being assembled (4 MiB), so all together at most `maxConnections` x 4 MiB.
@@ -12,6 +14,7 @@ final class SocketConnectionRegistry: Sendable {
     private struct Entry {
         var channel: any Channel
         var lastActive: NIODeadline
+        var busy = false
     }
 
     private struct State {
@@ -27,13 +30,16 @@ final class SocketConnectionRegistry: Sendable {
         self.maxConnections = maxConnections
     }
 
-    /// Registers a connection; returns its id, or nil after ``closeAll()``. May close the
-    /// quietest other connection to make room.
+    /// Registers a connection; returns its id, or nil after ``closeAll()`` or when every
+    /// connection is in a call. May close the quietest idle connection to make room.
     func admit(_ channel: any Channel) -> (id: UInt64, evicted: Bool)? {
         let result = state.withLock { s -> (UInt64, (any Channel)?)? in
             guard !s.closed else { return nil }
             var victim: (any Channel)?
-            if s.entries.count >= maxConnections, let quietest = s.entries.min(by: { $0.value.lastActive < $1.value.lastActive }) {
+            if s.entries.count >= maxConnections {
+                guard let quietest = s.entries.filter({ !$0.value.busy }).min(by: { $0.value.lastActive < $1.value.lastActive }) else {
+                    return nil
+                }
                 victim = s.entries.removeValue(forKey: quietest.key)?.channel
             }
             s.nextID += 1
@@ -46,8 +52,12 @@ final class SocketConnectionRegistry: Sendable {
         return (id, victim != nil)
     }
 
-    func touch(_ id: UInt64) {
-        state.withLock { s in s.entries[id]?.lastActive = .now() }
+    /// Notes activity, and whether a call is now in progress (nil: unchanged).
+    func touch(_ id: UInt64, busy: Bool? = nil) {
+        state.withLock { s in
+            s.entries[id]?.lastActive = .now()
+            if let busy { s.entries[id]?.busy = busy }
+        }
     }
 
     func remove(_ id: UInt64) {
@@ -67,4 +77,7 @@ final class SocketConnectionRegistry: Sendable {
     }
 
     var count: Int { state.withLock { $0.entries.count } }
+
+    /// True after ``closeAll()``.
+    var isClosed: Bool { state.withLock { $0.closed } }
 }

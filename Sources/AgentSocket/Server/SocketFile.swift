@@ -26,8 +26,14 @@ struct SocketFile: Sendable {
         var description: String
     }
 
+    /// The longest path a unix socket can have (`sun_path` holds 108 bytes with the NUL).
+    static let maxPathBytes = 107
+
     /// A private directory next to the final path for the bind; its socket path.
     func makeStaging() throws(Failure) -> (directory: String, socket: String) {
+        guard path.utf8.count <= Self.maxPathBytes else {
+            throw Failure(description: "create socket: socket path \(goQuote(path)) is longer than \(Self.maxPathBytes) bytes")
+        }
         let parent = (path as NSString).deletingLastPathComponent.isEmpty ? "." : (path as NSString).deletingLastPathComponent
         do {
             try FileManager.default.createDirectory(
@@ -35,13 +41,19 @@ struct SocketFile: Sendable {
         } catch {
             throw Failure(description: "create socket: create parent directory \(goQuote(parent)): \(error.localizedDescription)")
         }
-        var template = Array((parent + "/.agent-socket-XXXXXX").utf8CString)
+        // Short, so that a final path near the limit still fits while staged.
+        var template = Array((parent + "/.as-XXXXXX").utf8CString)
         let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
         guard made != nil else {
             throw Failure(description: "create socket: \(SystemCallError(call: "mkdtemp", errno: errno))")
         }
         let directory = String(decoding: template.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        return (directory, directory + "/s")
+        let socket = directory + "/s"
+        guard socket.utf8.count <= Self.maxPathBytes else {
+            rmdir(directory)
+            throw Failure(description: "create socket: socket path \(goQuote(path)) is too long to stage next to it")
+        }
+        return (directory, socket)
     }
 
     /// Whether something listens at `path` (a connect succeeds).
@@ -70,7 +82,7 @@ struct SocketFile: Sendable {
         defer { rmdir(staged.directory) }
         guard chmod(staged.socket, 0o600) == 0 else {
             unlink(staged.socket)
-            throw Failure(description: "set socket permissions: \(SystemCallError(call: "chmod", errno: errno))")
+            throw Failure(description: "create socket: set socket permissions: \(SystemCallError(call: "chmod", errno: errno))")
         }
         var info = stat()
         if lstat(path, &info) == 0 {

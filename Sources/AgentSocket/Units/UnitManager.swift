@@ -163,19 +163,24 @@ public final class UnitManager: Sendable {
     /// Returns once `unit` is ready (at once if it is, or is not registered), or when the
     /// task is cancelled. Throws when ``maxWaiters`` tasks already wait.
     public func waitUntilReady(_ unit: String) async throws(Failure) {
+        // The slot is reserved here, under the same lock as the check, and given back when
+        // the wait ends however it ends.
         let id: UInt64? = try state.withLock { s throws(Failure) -> UInt64? in
             if s.units[unit]?.ready ?? true { return nil }
             guard s.waiterCount < Self.maxWaiters else { throw Failure("too many waiting clients (limit \(Self.maxWaiters))") }
             s.nextWaiter += 1
+            s.waiterCount += 1
             return s.nextWaiter
         }
         guard let id else { return }
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 let now = state.withLock { s -> Bool in
-                    if s.units[unit]?.ready ?? true || Task.isCancelled { return true }
+                    if s.units[unit]?.ready ?? true || Task.isCancelled {
+                        s.waiterCount -= 1
+                        return true
+                    }
                     s.waiters[unit, default: [:]][id] = continuation
-                    s.waiterCount += 1
                     return false
                 }
                 if now { continuation.resume() }

@@ -70,8 +70,9 @@ struct SyncStartCommand: AsyncParsableCommand {
         do {
             try await client.waitReady(unit)
             return
-        } catch where error.isUnsupported {
-            // An agent without the extension: poll as the reference does.
+        } catch where error.isUnsupported || error.isTransportFailure {
+            // An agent without the extension, or the wait's connection was lost: poll as
+            // the reference does (a poll that fails then reports why).
         } catch {
             throw SyncFailure("error checking dependencies: sync ready: \(error)")
         }
