@@ -20,3 +20,28 @@ public func goQuote(_ text: String) -> String {
     }
     return out + "\""
 }
+
+/// A JSON string literal. With `escapingHTML`, also `<`, `>`, `&`, U+2028 and U+2029 as
+/// `\u00XX`, as Go's `encoding/json` writes them (the CLI's JSON output matches Go's).
+public func jsonQuote(_ text: String, escapingHTML: Bool = false) -> String {
+    var out = "\""
+    out.reserveCapacity(text.utf8.count + 2)
+    for scalar in text.unicodeScalars {
+        switch scalar {
+        case "\"": out += "\\\""
+        case "\\": out += "\\\\"
+        case "\n": out += "\\n"
+        case "\r": out += "\\r"
+        case "\t": out += "\\t"
+        case "<", ">", "&", "\u{2028}", "\u{2029}" where escapingHTML:
+            out += String(format: "\\u%04x", scalar.value)
+        default:
+            if scalar.value < 0x20 {
+                out += String(format: "\\u%04x", scalar.value)
+            } else {
+                out.unicodeScalars.append(scalar)
+            }
+        }
+    }
+    return out + "\""
+}
