@@ -111,6 +111,20 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // Capability: the file API (read, read lines, atomic write, list, resolve, create,
+        // move) and the paths chats touched.
+        .target(
+            name: "AgentFiles",
+            dependencies: [
+                "AgentCore", "AgentHTTP",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         // Generated protobuf messages (committed; `make proto` regenerates them from proto/).
         .target(
             name: "AgentProto",
@@ -167,6 +181,7 @@ let package = Package(
             dependencies: [
                 "AgentCore",
                 "AgentHTTP",
+                "AgentFiles",
                 "AgentHost",
                 "AgentProc",
                 "AgentProto",
@@ -261,6 +276,15 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOWebSocket", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "AgentFilesTests",
+            dependencies: [
+                "AgentCore", "AgentFiles", "AgentHTTP", "AgentTestSupport",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -35,10 +35,12 @@ public enum AgentHTTPServer {
         }
         let wsRouter = Router(context: AgentRequestContext.self)
         var webSocketRoutes: [AgentWebSocketRoute] = []
+        var streamingPaths: Set<String> = []
         // After the router's middleware, so that every mounted route runs inside it.
         for mount in mounts {
             router.addRoutes(mount.module.routes(), atPath: RouterPath(mount.path))
             webSocketRoutes += mount.module.webSocketRoutes().mounted(at: mount.path)
+            for path in mount.module.streamingUploadPaths() { streamingPaths.insert(WebSocketRouteCollection.join(mount.path, path)) }
         }
         for route in webSocketRoutes { register(route, http: router, webSocket: wsRouter) }
         // The request guard closes connections that stall before or between requests; the
@@ -56,7 +58,9 @@ public enum AgentHTTPServer {
                 configuration: .init(http1: http1, ws: .init(maxFrameSize: 1 << 20, closeTimeout: .seconds(2))),
                 registry: connections,
                 webSocketRoutes: WebSocketRouteTable(webSocketRoutes),
-                limits: .init(headTimeout: .init(headTimeout), bodyTimeout: .init(bodyTimeout), maxBody: AgentHTTPLimits.maxRequestBody)
+                limits: .init(
+                    headTimeout: .init(headTimeout), bodyTimeout: .init(bodyTimeout), maxBody: AgentHTTPLimits.maxRequestBody,
+                    streamingPaths: streamingPaths)
             ),
             // No accept limit here: the registry caps open connections by closing the
             // longest-idle one, so a flood of idle connections cannot lock others out.

@@ -8,11 +8,15 @@ public protocol HTTPModule: AgentModule {
     func routes() -> RouteCollection<AgentRequestContext>
     /// WebSocket routes; the server also answers plain requests to them.
     func webSocketRoutes() -> WebSocketRouteCollection
+    /// Routes (relative, no parameters) whose handlers stream the request body themselves:
+    /// exempt from the 1 MiB body cap, with an idle body deadline instead of a total one.
+    func streamingUploadPaths() -> [String]
 }
 
 extension HTTPModule {
     public func routes() -> RouteCollection<AgentRequestContext> { RouteCollection(context: AgentRequestContext.self) }
     public func webSocketRoutes() -> WebSocketRouteCollection { WebSocketRouteCollection() }
+    public func streamingUploadPaths() -> [String] { [] }
 }
 
 /// A module mounted at a base path ("/api/v0/processes"; "/" for the root).

@@ -37,6 +37,10 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
         var bodyTimeout: TimeAmount = .seconds(60)
         /// Largest declared body accepted.
         var maxBody: Int = AgentHTTPLimits.maxRequestBody
+        /// Paths (no query) whose bodies are streamed by their handler: no size cap, and
+        /// the body deadline is an idle one (no byte for `bodyTimeout`), so a large upload
+        /// may take as long as it keeps moving.
+        var streamingPaths: Set<String> = []
     }
 
     private let connection: ConnectionGuard
@@ -55,6 +59,8 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
     private var swallowing = false
     /// The connection became a WebSocket: everything passes through.
     private var upgraded = false
+    /// The current request's body is streamed by its handler (``Limits/streamingPaths``).
+    private var streamingBody = false
 
     init(connection: ConnectionGuard, webSocketRoutes: WebSocketRouteTable, limits: Limits) {
         self.connection = connection
@@ -86,6 +92,7 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
             headTimer = nil
             requestOpen = true
             connection.setPhase(.busy)
+            streamingBody = limits.streamingPaths.contains(String(head.uri.prefix { $0 != "?" }))
             if let refusal = refusal(for: &head) {
                 swallowing = true
                 connection.respondAndClose(refusal.status, refusal.body, headers: refusal.headers)
@@ -96,6 +103,7 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
             armBodyTimer(context)
             context.fireChannelRead(wrapInboundOut(.head(head)))
         case .body:
+            if streamingBody, bodyTimer != nil { armBodyTimer(context) }
             if !swallowing { context.fireChannelRead(data) }
         case .end:
             requestOpen = false
@@ -228,9 +236,9 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
                     body: APIErrorBody(message: "Expectation failed.", detail: "Only \"100-continue\" is supported."))
             }
             head.headers.remove(name: "expect")
-            if let declared, declared > limits.maxBody { return tooLarge }
+            if let declared, declared > limits.maxBody, !streamingBody { return tooLarge }
             connection.sendContinue()
-        } else if let declared, declared > limits.maxBody {
+        } else if let declared, declared > limits.maxBody, !streamingBody {
             return tooLarge
         }
         filterUpgrade(&head)

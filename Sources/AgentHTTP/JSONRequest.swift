@@ -116,4 +116,26 @@ public struct JSONRequest: Sendable {
         }
         return result
     }
+
+    /// A `[]string` field; nil when absent or null. A null entry decodes as "", as in Go.
+    public func stringArray(_ key: String) throws(APIError) -> [String]? {
+        var result: [String]?
+        for value in matches(key) {
+            switch value {
+            case .null: result = nil
+            case .array(let items):
+                var strings: [String] = []
+                for item in items {
+                    switch item {
+                    case .string(let s): strings.append(s)
+                    case .null: strings.append("")
+                    default: throw mismatch(key, item, "string")
+                    }
+                }
+                result = strings
+            default: throw mismatch(key, value, "[]string")
+            }
+        }
+        return result
+    }
 }

@@ -1,4 +1,5 @@
 import AgentCore
+import AgentFiles
 import AgentHTTP
 import AgentHost
 import AgentLogging
@@ -70,6 +71,7 @@ struct RunCommand: AsyncParsableCommand {
         }
         host.add(upward)
         host.mount(try ProcessModule(configuration: config.processes, context: context, childFileLimit: childFileLimit), at: "/api/v0/processes")
+        host.mount(FilesModule(context: context), at: "/api/v0")
         host.mount(MetricsModule(registry: metrics), at: "/")
         host.add(AgentSocketModule(configuration: config.socket, context: context))
 

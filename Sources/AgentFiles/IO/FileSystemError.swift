@@ -1,0 +1,34 @@
+import AgentCore
+import AgentHTTP
+import HTTPTypes
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A failed file-system call, answered as the reference does: not-exist 404, permission 403,
+/// anything else 500, with the OS error text as the message.
+struct FileSystemError: Error, CustomStringConvertible {
+    /// Go's form: `open /a/b: no such file or directory`.
+    var operation: String
+    var path: String
+    var code: Int32
+
+    var description: String { "\(operation) \(path): \(SystemCallError.message(code))" }
+
+    var status: HTTPResponse.Status {
+        switch code {
+        case ENOENT: .notFound
+        case EACCES, EPERM: .forbidden
+        case ENOTDIR: .badRequest
+        default: .internalServerError
+        }
+    }
+
+    var apiError: APIError { APIError(status, description) }
+
+    /// The current errno for `operation` on `path`.
+    static func last(_ operation: String, _ path: String) -> FileSystemError {
+        FileSystemError(operation: operation, path: path, code: errno)
+    }
+}

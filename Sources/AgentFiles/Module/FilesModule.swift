@@ -1,0 +1,33 @@
+import AgentCore
+import AgentHTTP
+import Hummingbird
+
+/// The file API as a capability module (spec file-api), mounted at `/api/v0`: reads, line
+/// windows, atomic streamed writes, listings, path resolution, directory creation and moves.
+/// Writes record what a chat touched in the shared ``ChatPaths`` (for the git watcher).
+public struct FilesModule: HTTPModule {
+    let reads = ReadRoutes()
+    let writes: WriteRoutes
+    let directories: DirectoryRoutes
+
+    public var name: String { "files" }
+
+    public init(context: AgentContext) {
+        writes = WriteRoutes(chatPaths: context.chatPaths)
+        directories = DirectoryRoutes(homeDirectory: context.environment["HOME"] ?? "/")
+    }
+
+    public func routes() -> RouteCollection<AgentRequestContext> {
+        let routes = RouteCollection(context: AgentRequestContext.self).add(middleware: ChatIdentityMiddleware())
+        routes.get("read-file") { request, context in try await reads.readFile(request, context) }
+        routes.get("read-file-lines") { request, context in try await reads.readFileLines(request, context) }
+        routes.post("write-file") { request, context in try await writes.writeFile(request, context) }
+        routes.post("create-directory") { request, context in try await writes.createDirectory(request, context) }
+        routes.post("move-file") { request, context in try await writes.moveFile(request, context) }
+        routes.post("list-directory") { request, context in try await directories.listDirectory(request, context) }
+        routes.get("resolve-path") { request, context in try await directories.resolvePath(request, context) }
+        return routes
+    }
+
+    public func streamingUploadPaths() -> [String] { ["write-file"] }
+}

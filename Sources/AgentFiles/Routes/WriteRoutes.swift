@@ -1,0 +1,148 @@
+import AgentCore
+import AgentHTTP
+import Foundation
+import Hummingbird
+import NIOCore
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `POST /write-file`, `POST /create-directory` and `POST /move-file` (spec file-api §1,
+/// §1.8). Each records the paths it touched for the request's chat and its ancestors, after
+/// success only (§3).
+struct WriteRoutes: Sendable {
+    let chatPaths: ChatPaths
+
+    /// Streams the raw body into a temporary file beside the target and renames it over the
+    /// target: memory holds one body part at a time whatever the size, and a body that fails
+    /// mid-way leaves the original as it was.
+    func writeFile(_ request: Request, _ context: AgentRequestContext) async throws -> Response {
+        var query = StrictQuery(request, allowed: ["path"])
+        let path = query.string("path", required: true) ?? ""
+        try query.validate()
+        guard path.hasPrefix("/") else { throw APIError(.badRequest, "file path must be absolute: \(goQuote(path))") }
+        let writer = try await BlockingIO.run { () throws -> AtomicWriter in
+            let target = try Self.writableTarget(path)
+            do { return try AtomicWriter(target: target) } catch let error as FileSystemError { throw error.apiError }
+        }
+        do {
+            for try await part in request.body {
+                try await BlockingIO.run {
+                    try part.withUnsafeReadableBytes { raw in try writer.write(raw) }
+                }
+            }
+        } catch let error as FileSystemError {
+            writer.abandon()
+            throw error.apiError
+        } catch {
+            writer.abandon()
+            throw APIError(.internalServerError, "Failed to read the request body.", detail: "\(error)")
+        }
+        do {
+            try await BlockingIO.run { try writer.commit() }
+        } catch let error as FileSystemError {
+            throw error.apiError
+        }
+        record(path, context)
+        return JSONResponse.make(["message": "Successfully wrote to \(goQuote(path))"])
+    }
+
+    /// The file a write lands in: symbolic links followed (the link itself stays), the
+    /// parents made (0755), never a directory.
+    static func writableTarget(_ path: String) throws -> String {
+        let target: String
+        do { target = try PathResolver.resolve(path) } catch { throw error.apiError }
+        let parent = (target as NSString).deletingLastPathComponent
+        do {
+            try FileManager.default.createDirectory(
+                atPath: parent, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
+        } catch {
+            let code = Self.errnoOf(error) ?? EIO
+            throw FileSystemError(operation: "mkdir", path: parent, code: code).apiError
+        }
+        var info = stat()
+        if stat(target, &info) == 0, info.st_mode & S_IFMT == S_IFDIR {
+            throw APIError(.badRequest, "open \(path): is a directory")
+        }
+        return target
+    }
+
+    /// `{path, parents?}`: makes the directory (0755); an existing directory is fine.
+    func createDirectory(_ request: Request, _ context: AgentRequestContext) async throws -> Response {
+        let body = try await JSONRequest.decode(request, context: context, typeName: "CreateDirectoryRequest")
+        let path = try body.string("path") ?? ""
+        let parents = try body.bool("parents") ?? false
+        guard !path.isEmpty else { throw APIError(.badRequest, "\"path\" is required") }
+        guard path.hasPrefix("/") else { throw APIError(.badRequest, "file path must be absolute: \(goQuote(path))") }
+        try await BlockingIO.run { () throws in
+            var info = stat()
+            if stat(path, &info) == 0 {
+                guard info.st_mode & S_IFMT == S_IFDIR else { throw APIError(.conflict, "mkdir \(path): file exists") }
+                return
+            }
+            if parents {
+                do {
+                    try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
+                } catch {
+                    throw FileSystemError(operation: "mkdir", path: path, code: Self.errnoOf(error) ?? EIO).apiError
+                }
+            } else if mkdir(path, 0o755) != 0 {
+                throw FileSystemError.last("mkdir", path).apiError
+            }
+        }
+        record(PathResolver.clean(path), context)
+        return JSONResponse.make(["message": "Successfully created \(goQuote(path))"])
+    }
+
+    /// `{source, dest, overwrite?}`: a rename; an existing destination needs `overwrite`, and
+    /// a non-empty destination directory is never replaced (409).
+    func moveFile(_ request: Request, _ context: AgentRequestContext) async throws -> Response {
+        let body = try await JSONRequest.decode(request, context: context, typeName: "MoveFileRequest")
+        let source = try body.string("source") ?? ""
+        let destination = try body.string("dest") ?? ""
+        let overwrite = try body.bool("overwrite") ?? false
+        for (field, value) in [("source", source), ("dest", destination)] {
+            guard !value.isEmpty else { throw APIError(.badRequest, "\(goQuote(field)) is required") }
+            guard value.hasPrefix("/") else { throw APIError(.badRequest, "file path must be absolute: \(goQuote(value))") }
+        }
+        try await BlockingIO.run { () throws in
+            var info = stat()
+            guard lstat(source, &info) == 0 else { throw FileSystemError.last("rename", source).apiError }
+            var existing = stat()
+            if lstat(destination, &existing) == 0 {
+                guard overwrite else { throw APIError(.conflict, "rename \(source) \(destination): destination exists") }
+                if existing.st_mode & S_IFMT == S_IFDIR,
+                   let entries = try? FileManager.default.contentsOfDirectory(atPath: destination), !entries.isEmpty {
+                    throw APIError(.conflict, "rename \(source) \(destination): destination is a non-empty directory")
+                }
+            }
+            guard rename(source, destination) == 0 else {
+                throw FileSystemError(operation: "rename \(source)", path: destination, code: errno).apiError
+            }
+        }
+        record(PathResolver.clean(source), context)
+        record(PathResolver.clean(destination), context)
+        return JSONResponse.make(["message": "Successfully moved \(goQuote(source)) to \(goQuote(destination))"])
+    }
+
+    /// Records `path` for the request's chat and every ancestor.
+    func record(_ path: String, _ context: AgentRequestContext) {
+        guard let chat = context.chat else { return }
+        for id in [chat.id] + chat.ancestorIDs { chatPaths.record(path, chat: id) }
+    }
+
+    /// The errno behind a Foundation file error, if it carries one.
+    static func errnoOf(_ error: any Error) -> Int32? {
+        let nsError = error as NSError
+        if let underlying = nsError.userInfo[NSUnderlyingErrorKey] as? NSError, underlying.domain == NSPOSIXErrorDomain {
+            return Int32(underlying.code)
+        }
+        if nsError.domain == NSPOSIXErrorDomain { return Int32(nsError.code) }
+        switch nsError.code {
+        case NSFileWriteNoPermissionError, NSFileReadNoPermissionError: return EACCES
+        case NSFileWriteFileExistsError: return ENOTDIR
+        default: return nil
+        }
+    }
+}

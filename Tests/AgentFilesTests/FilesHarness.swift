@@ -1,0 +1,76 @@
+import AgentCore
+import AgentFiles
+import AgentHTTP
+import AgentTestSupport
+import Foundation
+import Hummingbird
+import Logging
+import Testing
+
+/// A real agent HTTP server with the file module at `/api/v0`, on an ephemeral loopback port.
+struct FilesHarness: Sendable {
+    let client: RawHTTPClient
+    let chatPaths: ChatPaths
+    let directory: String
+
+    static let quiet = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
+
+    func get(_ path: String, headers: [(String, String)] = []) async throws -> RawHTTPClient.Response {
+        try await client.request("GET", "/api/v0/" + path, headers: headers)
+    }
+
+    func post(_ path: String, body: [UInt8], headers: [(String, String)] = []) async throws -> RawHTTPClient.Response {
+        try await client.request("POST", "/api/v0/" + path, headers: headers, body: body)
+    }
+
+    func post(_ path: String, json: String, headers: [(String, String)] = []) async throws -> RawHTTPClient.Response {
+        try await post(path, body: Array(json.utf8), headers: headers)
+    }
+
+    /// Percent-encodes a query value.
+    static func q(_ value: String) -> String {
+        value.addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(CharacterSet(charactersIn: "/-._~"))) ?? value
+    }
+
+    func file(_ name: String) -> String { directory + "/" + name }
+}
+
+func withFilesServer(_ body: (FilesHarness) async throws -> Void) async throws {
+    let directory = NSTemporaryDirectory() + "agent-files-" + UUID().uuidString.prefix(8)
+    try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    let chatPaths = ChatPaths()
+    let context = AgentContext(
+        chatPaths: chatPaths, manifest: ManifestStore(), upward: NoUpward(), environment: ["HOME": directory],
+        stateDirectory: directory)
+    let (ports, portSink) = AsyncStream<Int>.makeStream()
+    let app = AgentHTTPServer.makeApplication(
+        address: BindTarget(kind: .tcp(host: "127.0.0.1", port: 0)),
+        mounts: [HTTPMount(FilesModule(context: context), at: "/api/v0")],
+        logger: FilesHarness.quiet
+    ) { channel in
+        portSink.yield(channel.localAddress?.port ?? 0)
+        portSink.finish()
+    }
+    try await withThrowingTaskGroup(of: Void.self) { group in
+        group.addTask { try await app.run() }
+        var iterator = ports.makeAsyncIterator()
+        let port = try #require(await iterator.next())
+        do {
+            try await body(FilesHarness(client: RawHTTPClient(port: port), chatPaths: chatPaths, directory: directory))
+        } catch {
+            group.cancelAll()
+            throw error
+        }
+        group.cancelAll()
+    }
+}
+
+/// The file API sends nothing upward; this sink only satisfies the context.
+struct NoUpward: UpwardSink {
+    func send(_ status: AppStatusReport) -> UpwardReceipt { .settled(.logged) }
+    func send(_ batch: BoundaryLogBatch) -> UpwardReceipt { .settled(.logged) }
+    func send(_ line: AgentLogLine) {}
+    var isConnected: Bool { false }
+    var hasControlPlane: Bool { false }
+}
