@@ -138,4 +138,16 @@ public struct JSONRequest: Sendable {
         }
         return result
     }
+
+    /// The raw value Go would decode into field `key` (the last match), for nested shapes.
+    public func value(_ key: String) -> JSONValue? {
+        matches(key).last
+    }
+
+    /// A request of type `typeName` made of a nested object (a member of another request);
+    /// anything else decodes as an empty object and the accessors find nothing.
+    public func with(_ value: JSONValue) -> JSONRequest {
+        if case .object(let members) = value { return JSONRequest(typeName: typeName, members: members) }
+        return JSONRequest(typeName: typeName, members: [])
+    }
 }

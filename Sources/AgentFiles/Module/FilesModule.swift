@@ -9,11 +9,13 @@ public struct FilesModule: HTTPModule {
     let reads = ReadRoutes()
     let writes: WriteRoutes
     let directories: DirectoryRoutes
+    let edits: EditRoutes
 
     public var name: String { "files" }
 
     public init(context: AgentContext) {
         writes = WriteRoutes(chatPaths: context.chatPaths)
+        edits = EditRoutes(writes: writes)
         directories = DirectoryRoutes(homeDirectory: context.environment["HOME"] ?? "/")
     }
 
@@ -22,6 +24,7 @@ public struct FilesModule: HTTPModule {
         routes.get("read-file") { request, context in try await reads.readFile(request, context) }
         routes.get("read-file-lines") { request, context in try await reads.readFileLines(request, context) }
         routes.post("write-file") { request, context in try await writes.writeFile(request, context) }
+        routes.post("edit-files") { request, context in try await edits.editFiles(request, context) }
         routes.post("create-directory") { request, context in try await writes.createDirectory(request, context) }
         routes.post("move-file") { request, context in try await writes.moveFile(request, context) }
         routes.post("list-directory") { request, context in try await directories.listDirectory(request, context) }

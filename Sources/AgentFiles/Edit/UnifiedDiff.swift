@@ -1,0 +1,101 @@
+/// A unified diff with three lines of context, `--- <path>` and `+++ <path>` headers (no
+/// `a/` `b/`), as the reference answers `include_diff`; "" when nothing changed.
+enum UnifiedDiff {
+    enum Op: Equatable { case equal, delete, insert }
+
+    /// The middle of the texts is compared line by line (LCS) when it has at most this many
+    /// cells; beyond, it is shown as removed and added whole (bounded time and memory).
+    static let maxCells = 4_000_000
+
+    static func make(path: String, old: [UInt8], new: [UInt8]) -> String {
+        guard old != new else { return "" }
+        let a = TextLine.split(old).map { $0.text + $0.ending }
+        let b = TextLine.split(new).map { $0.text + $0.ending }
+        let ops = script(a, b)
+        var out = "--- \(path)\n+++ \(path)\n"
+        // Group changes with up to 3 lines of context on each side.
+        var index = 0
+        var aLine = 0
+        var bLine = 0
+        var positions: [(op: Op, a: Int, b: Int)] = []
+        for op in ops {
+            positions.append((op, aLine, bLine))
+            switch op {
+            case .equal: aLine += 1; bLine += 1
+            case .delete: aLine += 1
+            case .insert: bLine += 1
+            }
+        }
+        while index < positions.count {
+            guard let change = positions[index...].firstIndex(where: { $0.op != .equal }) else { break }
+            let start = max(0, change - 3)
+            var end = change
+            var lastChange = change
+            while end < positions.count {
+                if positions[end].op != .equal { lastChange = end }
+                if end - lastChange > 6 { break }
+                end += 1
+            }
+            end = min(positions.count, lastChange + 4)
+            let hunk = positions[start..<end]
+            let aStart = hunk.first!.a
+            let bStart = hunk.first!.b
+            let aCount = hunk.filter { $0.op != .insert }.count
+            let bCount = hunk.filter { $0.op != .delete }.count
+            out += "@@ -\(range(aStart, aCount)) +\(range(bStart, bCount)) @@\n"
+            for entry in hunk {
+                switch entry.op {
+                case .equal: out += " " + line(a[entry.a])
+                case .delete: out += "-" + line(a[entry.a])
+                case .insert: out += "+" + line(b[entry.b])
+                }
+            }
+            index = end
+        }
+        return out
+    }
+
+    private static func range(_ start: Int, _ count: Int) -> String {
+        if count == 0 { return "\(start),0" }
+        return count == 1 ? "\(start + 1)" : "\(start + 1),\(count)"
+    }
+
+    private static func line(_ bytes: [UInt8]) -> String {
+        let text = String(decoding: bytes, as: UTF8.self)
+        return text.hasSuffix("\n") ? text : text + "\n\\ No newline at end of file\n"
+    }
+
+    /// The edit script: common prefix and suffix, and an LCS of the middle.
+    static func script(_ a: [[UInt8]], _ b: [[UInt8]]) -> [Op] {
+        var prefix = 0
+        while prefix < a.count, prefix < b.count, a[prefix] == b[prefix] { prefix += 1 }
+        var suffix = 0
+        while suffix < a.count - prefix, suffix < b.count - prefix, a[a.count - 1 - suffix] == b[b.count - 1 - suffix] { suffix += 1 }
+        let x = Array(a[prefix..<(a.count - suffix)])
+        let y = Array(b[prefix..<(b.count - suffix)])
+        var middle: [Op] = []
+        if x.count * y.count <= maxCells && !x.isEmpty && !y.isEmpty {
+            // lengths[i][j]: LCS of x[i...] and y[j...].
+            var lengths = [[Int32]](repeating: [Int32](repeating: 0, count: y.count + 1), count: x.count + 1)
+            for i in stride(from: x.count - 1, through: 0, by: -1) {
+                for j in stride(from: y.count - 1, through: 0, by: -1) {
+                    lengths[i][j] = x[i] == y[j] ? lengths[i + 1][j + 1] + 1 : max(lengths[i + 1][j], lengths[i][j + 1])
+                }
+            }
+            var i = 0
+            var j = 0
+            while i < x.count || j < y.count {
+                if i < x.count, j < y.count, x[i] == y[j] {
+                    middle.append(.equal); i += 1; j += 1
+                } else if i < x.count, j == y.count || lengths[i + 1][j] >= lengths[i][j + 1] {
+                    middle.append(.delete); i += 1
+                } else {
+                    middle.append(.insert); j += 1
+                }
+            }
+        } else {
+            middle = Array(repeating: .delete, count: x.count) + Array(repeating: .insert, count: y.count)
+        }
+        return Array(repeating: .equal, count: prefix) + middle + Array(repeating: .equal, count: suffix)
+    }
+}

@@ -1,0 +1,170 @@
+import AgentCore
+import AgentHTTP
+import Foundation
+import HTTPTypes
+import Hummingbird
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `POST /edit-files` (spec file-api §1): every file validated and edited in memory first;
+/// nothing is written unless every edit applies. Beyond the reference, the writes are
+/// all-or-nothing on disk too: if writing a later file fails, the files already written are
+/// put back as they were.
+struct EditRoutes: Sendable {
+    let writes: WriteRoutes
+
+    struct FileEdits {
+        var path: String
+        var target: String
+        var edits: [EditEngine.Edit]
+    }
+
+    struct FileDiff: Encodable, Sendable {
+        var path: String
+        var diff: String
+    }
+
+    func editFiles(_ request: Request, _ context: AgentRequestContext) async throws -> Response {
+        let body = try await JSONRequest.decode(request, context: context, typeName: "FileEditRequest")
+        let includeDiff = try body.bool("include_diff") ?? false
+        let requested = try Self.parseFiles(body)
+        guard !requested.isEmpty else { throw APIError(.badRequest, "must specify at least one file") }
+
+        let results = try await BlockingIO.run { () throws -> [FileDiff] in
+            try Self.apply(requested)
+        }
+        for file in requested { writes.record(file.path, context) }
+        if includeDiff {
+            return JSONResponse.make(["files": results])
+        }
+        return JSONResponse.make(["message": "Successfully edited file(s)"])
+    }
+
+    /// The request's files and edits (`old_text`/`new_text`, or the older `search`/`replace`).
+    static func parseFiles(_ body: JSONRequest) throws(APIError) -> [(path: String, edits: [EditEngine.Edit])] {
+        guard let value = body.value("files") else { return [] }
+        guard case .array(let items) = value else {
+            throw APIError(.badRequest, "Request body must be valid JSON.", detail: "json: cannot unmarshal \(value.goKind) into Go struct field FileEditRequest.files of type []workspacesdk.FileEdits")
+        }
+        var files: [(String, [EditEngine.Edit])] = []
+        for item in items {
+            let file = try JSONRequest.parse(Array("{}".utf8), typeName: "FileEdits").with(item)
+            let path = try file.string("path") ?? ""
+            var edits: [EditEngine.Edit] = []
+            if case .array(let editItems)? = file.value("edits") {
+                for editItem in editItems {
+                    let edit = try JSONRequest.parse(Array("{}".utf8), typeName: "FileEdit").with(editItem)
+                    let oldText = try edit.string("old_text") ?? ""
+                    let newText = try edit.string("new_text") ?? ""
+                    let search = oldText.isEmpty && newText.isEmpty ? try edit.string("search") ?? "" : oldText
+                    let replace = oldText.isEmpty && newText.isEmpty ? try edit.string("replace") ?? "" : newText
+                    edits.append(EditEngine.Edit(
+                        search: Array(search.utf8), replacement: Array(replace.utf8), replaceAll: try edit.bool("replace_all") ?? false))
+                }
+            }
+            files.append((path, edits))
+        }
+        return files
+    }
+
+    /// Validates, edits in memory, then writes; returns per-file diffs in request order.
+    static func apply(_ requested: [(path: String, edits: [EditEngine.Edit])]) throws -> [FileDiff] {
+        var problems: [(HTTPResponse.Status, String)] = []
+        var merged: [FileEdits] = []
+        var byClean: [String: Int] = [:]
+        var byTarget: [String: String] = [:]
+        for (path, edits) in requested {
+            guard !path.isEmpty else { problems.append((.badRequest, "\"path\" is required")); continue }
+            guard path.hasPrefix("/") else { problems.append((.badRequest, "file path must be absolute: \(goQuote(path))")); continue }
+            guard !edits.isEmpty else { problems.append((.badRequest, "\(path): must specify at least one edit")); continue }
+            let clean = PathResolver.clean(path)
+            if let index = byClean[clean] {
+                // The same file named twice: its edits run in request order.
+                merged[index].edits += edits
+                continue
+            }
+            let target: String
+            do { target = try PathResolver.resolve(path) } catch {
+                problems.append((error.status, error.description))
+                continue
+            }
+            if let other = byTarget[target] {
+                problems.append((.badRequest, "\(path) aliases \(other): both name \(target)"))
+                continue
+            }
+            byTarget[target] = path
+            byClean[clean] = merged.count
+            merged.append(FileEdits(path: path, target: target, edits: edits))
+        }
+        // Phase 1: read and edit everything in memory.
+        var originals: [[UInt8]] = []
+        var edited: [[UInt8]] = []
+        for file in merged {
+            var info = stat()
+            guard stat(file.target, &info) == 0 else {
+                let error = FileSystemError.last("open", file.path)
+                problems.append((error.status, error.description))
+                originals.append([]); edited.append([])
+                continue
+            }
+            guard info.st_mode & S_IFMT == S_IFREG else {
+                problems.append((.badRequest, "open \(file.path): not a file"))
+                originals.append([]); edited.append([])
+                continue
+            }
+            guard let data = FileManager.default.contents(atPath: file.target) else {
+                let code: Int32 = access(file.target, R_OK) != 0 ? EACCES : EIO
+                let error = FileSystemError(operation: "open", path: file.path, code: code)
+                problems.append((error.status, error.description))
+                originals.append([]); edited.append([])
+                continue
+            }
+            let original = [UInt8](data)
+            var content = original
+            for edit in file.edits {
+                do { content = try EditEngine.apply(edit, to: content, path: file.path) } catch {
+                    problems.append((.badRequest, error.message))
+                    break
+                }
+            }
+            originals.append(original)
+            edited.append(content)
+        }
+        if !problems.isEmpty {
+            // Messages joined by newlines; the status is the highest one seen.
+            let status = problems.map(\.0).max { $0.code < $1.code } ?? .badRequest
+            throw APIError(status, problems.map(\.1).joined(separator: "\n"))
+        }
+        // Phase 2: write each file atomically, in request order; on a failure, put back
+        // the ones already written.
+        var written: [Int] = []
+        for (index, file) in merged.enumerated() where edited[index] != originals[index] {
+            do {
+                try write(edited[index], to: file.target)
+                written.append(index)
+            } catch {
+                for done in written.reversed() { try? write(originals[done], to: merged[done].target) }
+                throw error.apiError
+            }
+        }
+        return merged.enumerated().map { index, file in
+            FileDiff(path: file.path, diff: UnifiedDiff.make(path: file.path, old: originals[index], new: edited[index]))
+        }
+    }
+
+    static func write(_ bytes: [UInt8], to target: String) throws(FileSystemError) {
+        let writer = try AtomicWriter(target: target)
+        do {
+            try bytes.withUnsafeBytes { raw in try writer.write(raw) }
+            try writer.commit()
+        } catch let error as FileSystemError {
+            writer.abandon()
+            throw error
+        } catch {
+            writer.abandon()
+            throw FileSystemError(operation: "write", path: target, code: EIO)
+        }
+    }
+}

@@ -1,0 +1,149 @@
+import AgentTestSupport
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Spec file-api §4 items 5–9, and cross-file rollback beyond the reference.
+@Suite(.timeLimit(.minutes(1)))
+struct EditFilesTests {
+    static func body(_ files: [(String, [(String, String, Bool)])], diff: Bool = false) -> String {
+        let entries = files.map { path, edits in
+            let list = edits.map { old, new, all in
+                "{\"old_text\":\(jsonString(old)),\"new_text\":\(jsonString(new))\(all ? ",\"replace_all\":true" : "")}"
+            }.joined(separator: ",")
+            return "{\"path\":\(jsonString(path)),\"edits\":[\(list)]}"
+        }.joined(separator: ",")
+        return "{\"files\":[\(entries)]\(diff ? ",\"include_diff\":true" : "")}"
+    }
+
+    static func jsonString(_ text: String) -> String {
+        String(decoding: try! JSONSerialization.data(withJSONObject: text, options: .fragmentsAllowed), as: UTF8.self)
+    }
+
+    func write(_ text: String, _ path: String) throws { try Data(text.utf8).write(to: URL(fileURLWithPath: path)) }
+    func read(_ path: String) throws -> String { try String(contentsOfFile: path, encoding: .utf8) }
+
+    // 5.
+    @Test func sequentialEditsAndAmbiguity() async throws {
+        try await withFilesServer { h in
+            let path = h.file("a.txt")
+            try write("foo bar", path)
+            let ambiguous = try await h.post("edit-files", json: Self.body([(path, [("foo", "bar", false), ("bar", "qux", false)])]))
+            #expect(ambiguous.status == 400)
+            #expect(ambiguous.bodyText.contains("matches 2 occurrences"))
+            #expect(try read(path) == "foo bar", "nothing written")
+            let all = try await h.post("edit-files", json: Self.body([(path, [("foo", "bar", false), ("bar", "qux", true)])]))
+            #expect(all.status == 200)
+            #expect(try read(path) == "qux qux")
+            // The older key names are still read.
+            try write("old", path)
+            #expect(try await h.post("edit-files", json: "{\"files\":[{\"path\":\"\(path)\",\"edits\":[{\"search\":\"old\",\"replace\":\"new\"}]}]}").status == 200)
+            #expect(try read(path) == "new")
+            #expect(try await h.post("edit-files", json: Self.body([(path, [("", "x", false)])])).status == 400, "an empty search")
+            #expect(try await h.post("edit-files", json: "{\"files\":[]}").bodyText.contains("must specify at least one file"))
+        }
+    }
+
+    // 6.
+    @Test func nothingIsWrittenWhenAnyFileFails() async throws {
+        try await withFilesServer { h in
+            let good = h.file("good.txt")
+            try write("hello", good)
+            let response = try await h.post("edit-files", json: Self.body([
+                (good, [("hello", "HELLO", false)]), (h.file("missing.txt"), [("x", "y", false)]), (good + "x", [("a", "b", false)]),
+            ]))
+            #expect(response.status == 404, "the highest status of the problems")
+            #expect(response.bodyText.contains("missing.txt") && response.bodyText.contains("good.txtx"))
+            #expect(try read(good) == "hello")
+        }
+    }
+
+    // 7.
+    @Test func fuzzyMatching() async throws {
+        try await withFilesServer { h in
+            let code = h.file("code.go")
+            try write("func f() {\n\tif x {\n\t\treturn 1\n\t}\n}\n", code)
+            // Spaces where the file has tabs, one level too shallow; the inserted line gets tabs.
+            let fuzzy = try await h.post("edit-files", json: Self.body([(code, [("if x {\n    return 1\n}", "if x {\n    log()\n    return 1\n}", false)])]))
+            #expect(fuzzy.status == 200, "\(fuzzy)")
+            #expect(try read(code) == "func f() {\n\tif x {\n\t\tlog()\n\t\treturn 1\n\t}\n}\n")
+
+            let crlf = h.file("crlf.txt")
+            try write("one\r\ntwo\r\nthree\r\n", crlf)
+            #expect(try await h.post("edit-files", json: Self.body([(crlf, [("one\ntwo\n", "ONE\nTWO\n", false)])])).status == 200)
+            #expect(try read(crlf) == "ONE\r\nTWO\r\nthree\r\n", "CRLF kept")
+
+            let fold = h.file("fold.txt")
+            try write("line\nbar\n", fold)
+            #expect(try await h.post("edit-files", json: Self.body([(fold, [("line\n", "LINE", false)])])).status == 200)
+            #expect(try read(fold) == "LINEbar\n")
+
+            let blanks = h.file("blanks.txt")
+            try write("a\n\nb\n", blanks)
+            let missing = try await h.post("edit-files", json: Self.body([(blanks, [("a\nb", "c", false)])]))
+            #expect(missing.status == 400 && missing.bodyText.contains("not found"), "blank lines count")
+
+            let noNewline = h.file("nonl.txt")
+            try write("x = 1\ny = 2", noNewline)
+            #expect(try await h.post("edit-files", json: Self.body([(noNewline, [("y = 2  ", "y = 3", false)])])).status == 200)
+            #expect(try read(noNewline) == "x = 1\ny = 3", "a missing final newline stays missing")
+        }
+    }
+
+    // 8.
+    @Test func diffs() async throws {
+        try await withFilesServer { h in
+            let first = h.file("first.txt")
+            let second = h.file("second.txt")
+            try write("hello world\n", first)
+            try write("same\n", second)
+            let response = try await h.post("edit-files", json: Self.body([
+                (first, [("hello world", "HELLO world", false)]), (second, [("same", "same", false)]),
+            ], diff: true))
+            let json = try #require(jsonObject(response.body))
+            let files = try #require(json["files"] as? [[String: Any]])
+            #expect(files.map { $0["path"] as? String } == [first, second], "request order, caller's paths")
+            let diff = try #require(files[0]["diff"] as? String)
+            #expect(diff.contains("--- \(first)") && diff.contains("-hello world") && diff.contains("+HELLO world"))
+            #expect(files[1]["diff"] as? String == "", "a no-op has an empty diff")
+        }
+    }
+
+    // 9.
+    @Test func duplicatesAndAliases() async throws {
+        try await withFilesServer { h in
+            let path = h.file("dup.txt")
+            try write("one two", path)
+            let merged = try await h.post("edit-files", json: Self.body([
+                (path, [("one", "1", false)]), (h.directory + "/./dup.txt", [("two", "2", false)]),
+            ]))
+            #expect(merged.status == 200)
+            #expect(try read(path) == "1 2")
+            symlink(path, h.file("alias.txt"))
+            let alias = try await h.post("edit-files", json: Self.body([(path, [("1", "x", false)]), (h.file("alias.txt"), [("2", "y", false)])]))
+            #expect(alias.status == 400 && alias.bodyText.contains("aliases"))
+            #expect(try read(path) == "1 2")
+        }
+    }
+
+    /// Beyond the reference: if writing a later file fails, the earlier ones are restored.
+    /// The second write fails because its temporary name (`.<name>.tmp.<8>`) is longer than
+    /// a file name may be, while the name itself fits.
+    @Test func crossFileRollback() async throws {
+        try await withFilesServer { h in
+            let first = h.file("first.txt")
+            try write("alpha", first)
+            let long = h.file(String(repeating: "n", count: 250))
+            try write("gamma", long)
+            let response = try await h.post("edit-files", json: Self.body([
+                (first, [("alpha", "ALPHA", false)]), (long, [("gamma", "GAMMA", false)]),
+            ]))
+            #expect(response.status == 500, "\(response)")
+            #expect(try read(first) == "alpha", "the first file is restored")
+            #expect(try read(long) == "gamma")
+        }
+    }
+}
