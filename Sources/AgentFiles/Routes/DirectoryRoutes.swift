@@ -25,18 +25,60 @@ struct DirectoryRoutes: Sendable {
         var absolutePath: [String]
         var absolutePathString: String
         var contents: [Entry]
+        /// Pagination (beyond the reference): where the next page starts; absent on the last.
+        var nextCursor: String?
 
         enum CodingKeys: String, CodingKey {
             case absolutePath = "absolute_path", absolutePathString = "absolute_path_string", contents
+            case nextCursor = "next_cursor"
+        }
+    }
+
+    /// The largest page.
+    static let maxPageSize = 10_000
+
+    /// A cursor names the last entry of a page by its place in the listing's order
+    /// (directories first, then names in byte order), so a page boundary stays put while
+    /// entries are added or removed elsewhere.
+    enum Cursor {
+        static func make(_ entry: Entry) -> String {
+            let key = [entry.isDir ? UInt8(ascii: "d") : UInt8(ascii: "f")] + Array(entry.name.utf8)
+            return SHA256.hexString(key)
+        }
+
+        static func parse(_ text: String) -> (isDir: Bool, name: [UInt8])? {
+            let digits = Array(text.utf8)
+            guard digits.count >= 2, digits.count % 2 == 0 else { return nil }
+            var bytes: [UInt8] = []
+            for index in stride(from: 0, to: digits.count, by: 2) {
+                guard let byte = UInt8(String(decoding: digits[index...index + 1], as: UTF8.self), radix: 16) else { return nil }
+                bytes.append(byte)
+            }
+            guard let kind = bytes.first, kind == UInt8(ascii: "d") || kind == UInt8(ascii: "f") else { return nil }
+            return (kind == UInt8(ascii: "d"), Array(bytes.dropFirst()))
+        }
+
+        /// True when `entry` comes after the cursor's entry in the listing's order.
+        static func isAfter(_ entry: Entry, _ cursor: (isDir: Bool, name: [UInt8])) -> Bool {
+            if entry.isDir != cursor.isDir { return !entry.isDir }
+            return cursor.name.lexicographicallyPrecedes(Array(entry.name.utf8))
         }
     }
 
     /// Lists a directory: directories first, then names in byte order; hidden entries
     /// included; `is_dir` from lstat (a link to a directory is not one).
     func listDirectory(_ request: Request, _ context: AgentRequestContext) async throws -> Response {
-        var query = StrictQuery(request, allowed: ["path"])
+        var query = StrictQuery(request, allowed: ["path", "limit", "cursor"])
         let queryPath = query.string("path")
+        let pageSize = query.int("limit", default: 0)
+        let cursorText = query.string("cursor")
         try query.validate()
+        let cursor = cursorText.flatMap(Cursor.parse)
+        if cursorText != nil, cursor == nil {
+            throw APIError(.badRequest, "Query parameters have invalid values.", validations: [.init(field: "cursor", detail: "not a cursor this agent made")])
+        }
+        let paginated = pageSize > 0 || cursor != nil
+        let limit = min(pageSize == 0 ? Self.maxPageSize : pageSize, Self.maxPageSize)
         var request = request
         let bytes = try await request.collectBody(upTo: context.maxUploadSize)
         guard bytes.readableBytes > 0 else { throw APIError(.badRequest, "Request body must be valid JSON.", detail: "empty body") }
@@ -78,7 +120,15 @@ struct DirectoryRoutes: Sendable {
                 return Array(a.name.utf8).lexicographicallyPrecedes(Array(b.name.utf8))
             }
             let components = directory.split(separator: "/").map(String.init)
-            return Listing(absolutePath: components, absolutePathString: directory, contents: entries)
+            var next: String?
+            if paginated {
+                if let cursor { entries = entries.filter { Cursor.isAfter($0, cursor) } }
+                if entries.count > limit {
+                    entries = Array(entries.prefix(limit))
+                    next = entries.last.map(Cursor.make)
+                }
+            }
+            return Listing(absolutePath: components, absolutePathString: directory, contents: entries, nextCursor: next)
         }
         return JSONResponse.make(listing)
     }

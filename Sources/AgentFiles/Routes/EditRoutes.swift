@@ -3,6 +3,7 @@ import AgentHTTP
 import Foundation
 import HTTPTypes
 import Hummingbird
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -19,11 +20,21 @@ struct EditRoutes: Sendable {
         var path: String
         var target: String
         var edits: [EditEngine.Edit]
+        /// The content hash the client last saw (compare-and-swap), if it sent one.
+        var expected: String?
     }
 
+    /// One file's result: its diff (with `include_diff`) and its new hash.
     struct FileDiff: Encodable, Sendable {
         var path: String
-        var diff: String
+        var diff: String?
+        var sha256: String
+    }
+
+    struct Requested {
+        var path: String
+        var edits: [EditEngine.Edit]
+        var expected: String?
     }
 
     func editFiles(_ request: Request, _ context: AgentRequestContext) async throws -> Response {
@@ -32,23 +43,32 @@ struct EditRoutes: Sendable {
         let requested = try Self.parseFiles(body)
         guard !requested.isEmpty else { throw APIError(.badRequest, "must specify at least one file") }
 
-        let results = try await BlockingIO.run { () throws -> [FileDiff] in
-            try Self.apply(requested)
+        let results: [FileDiff]
+        do {
+            results = try await BlockingIO.run { () throws -> [FileDiff] in try Self.apply(requested) }
+        } catch let conflict as ContentHash.Conflict {
+            return conflict.response
         }
         for file in requested { writes.record(file.path, context) }
         if includeDiff {
             return JSONResponse.make(["files": results])
         }
-        return JSONResponse.make(["message": "Successfully edited file(s)"])
+        return JSONResponse.make(EditedResponse(files: results.map { FileDiff(path: $0.path, diff: nil, sha256: $0.sha256) }))
+    }
+
+    /// Without `include_diff`: the reference's message, and each file's new hash.
+    struct EditedResponse: Encodable, Sendable {
+        var message = "Successfully edited file(s)"
+        var files: [FileDiff]
     }
 
     /// The request's files and edits (`old_text`/`new_text`, or the older `search`/`replace`).
-    static func parseFiles(_ body: JSONRequest) throws(APIError) -> [(path: String, edits: [EditEngine.Edit])] {
+    static func parseFiles(_ body: JSONRequest) throws(APIError) -> [Requested] {
         guard let value = body.value("files") else { return [] }
         guard case .array(let items) = value else {
             throw APIError(.badRequest, "Request body must be valid JSON.", detail: "json: cannot unmarshal \(value.goKind) into Go struct field FileEditRequest.files of type []workspacesdk.FileEdits")
         }
-        var files: [(String, [EditEngine.Edit])] = []
+        var files: [Requested] = []
         for item in items {
             let file = try JSONRequest.parse(Array("{}".utf8), typeName: "FileEdits").with(item)
             let path = try file.string("path") ?? ""
@@ -64,18 +84,19 @@ struct EditRoutes: Sendable {
                         search: Array(search.utf8), replacement: Array(replace.utf8), replaceAll: try edit.bool("replace_all") ?? false))
                 }
             }
-            files.append((path, edits))
+            files.append(Requested(path: path, edits: edits, expected: try file.string("expected_sha256")?.lowercased()))
         }
         return files
     }
 
     /// Validates, edits in memory, then writes; returns per-file diffs in request order.
-    static func apply(_ requested: [(path: String, edits: [EditEngine.Edit])]) throws -> [FileDiff] {
+    static func apply(_ requested: [Requested]) throws -> [FileDiff] {
         var problems: [(HTTPResponse.Status, String)] = []
         var merged: [FileEdits] = []
         var byClean: [String: Int] = [:]
         var byTarget: [String: String] = [:]
-        for (path, edits) in requested {
+        for item in requested {
+            let (path, edits) = (item.path, item.edits)
             guard !path.isEmpty else { problems.append((.badRequest, "\"path\" is required")); continue }
             guard path.hasPrefix("/") else { problems.append((.badRequest, "file path must be absolute: \(goQuote(path))")); continue }
             guard !edits.isEmpty else { problems.append((.badRequest, "\(path): must specify at least one edit")); continue }
@@ -96,9 +117,10 @@ struct EditRoutes: Sendable {
             }
             byTarget[target] = path
             byClean[clean] = merged.count
-            merged.append(FileEdits(path: path, target: target, edits: edits))
+            merged.append(FileEdits(path: path, target: target, edits: edits, expected: item.expected))
         }
         // Phase 1: read and edit everything in memory.
+        var conflicts: [ContentHash.ConflictEntry] = []
         var originals: [[UInt8]] = []
         var edited: [[UInt8]] = []
         for file in merged {
@@ -122,6 +144,9 @@ struct EditRoutes: Sendable {
                 continue
             }
             let original = [UInt8](data)
+            if let expected = file.expected, case let current = SHA256.hex(original), current != expected {
+                conflicts.append(.init(path: file.path, currentSHA256: current))
+            }
             var content = original
             for edit in file.edits {
                 do { content = try EditEngine.apply(edit, to: content, path: file.path) } catch {
@@ -132,6 +157,7 @@ struct EditRoutes: Sendable {
             originals.append(original)
             edited.append(content)
         }
+        if !conflicts.isEmpty, problems.isEmpty { throw ContentHash.Conflict(files: conflicts) }
         if !problems.isEmpty {
             // Messages joined by newlines; the status is the highest one seen.
             let status = problems.map(\.0).max { $0.code < $1.code } ?? .badRequest
@@ -139,18 +165,30 @@ struct EditRoutes: Sendable {
         }
         // Phase 2: write each file atomically, in request order; on a failure, put back
         // the ones already written.
-        var written: [Int] = []
-        for (index, file) in merged.enumerated() where edited[index] != originals[index] {
-            do {
-                try write(edited[index], to: file.target)
-                written.append(index)
-            } catch {
-                for done in written.reversed() { try? write(originals[done], to: merged[done].target) }
-                throw error.apiError
+        // Under the commit lock, each file must still be what phase 1 read: a change
+        // meanwhile is a conflict, not something to overwrite.
+        try ContentHash.commits.withLock { _ throws in
+            var written: [Int] = []
+            func rollBack() { for done in written.reversed() { try? write(originals[done], to: merged[done].target) } }
+            for (index, file) in merged.enumerated() where edited[index] != originals[index] {
+                let current = (try? ContentHash.ofFile(file.target)) ?? ""
+                guard current == SHA256.hex(originals[index]) else {
+                    rollBack()
+                    throw ContentHash.Conflict(files: [.init(path: file.path, currentSHA256: current)])
+                }
+                do {
+                    try write(edited[index], to: file.target)
+                    written.append(index)
+                } catch let error as FileSystemError {
+                    rollBack()
+                    throw error.apiError
+                }
             }
         }
         return merged.enumerated().map { index, file in
-            FileDiff(path: file.path, diff: UnifiedDiff.make(path: file.path, old: originals[index], new: edited[index]))
+            FileDiff(
+                path: file.path, diff: UnifiedDiff.make(path: file.path, old: originals[index], new: edited[index]),
+                sha256: SHA256.hex(edited[index]))
         }
     }
 

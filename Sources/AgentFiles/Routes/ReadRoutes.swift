@@ -13,6 +13,10 @@ import Glibc
 struct ReadRoutes: Sendable {
     /// Bytes read from disk per step of a streamed read-file body.
     static let chunkBytes = 128 << 10
+    /// The whole file's SHA-256 (files up to ``ContentHash/automaticLimit``) and its mtime in
+    /// nanoseconds since the epoch (beyond the reference).
+    static let hashHeader = HTTPField.Name("Coder-File-Sha256")!
+    static let mtimeHeader = HTTPField.Name("Coder-File-Mtime-Unix-Nano")!
 
     /// Raw bytes from `offset`, at most `limit` (0: to the end), streamed in chunks.
     func readFile(_ request: Request, _ context: AgentRequestContext) async throws -> Response {
@@ -22,16 +26,21 @@ struct ReadRoutes: Sendable {
         let limit = query.int("limit", default: 0)
         try query.validate()
         guard path.hasPrefix("/") else { throw APIError(.badRequest, "file path must be absolute: \(goQuote(path))") }
-        let size = try await BlockingIO.run { () throws -> Int in
+        let (size, mtime, digest) = try await BlockingIO.run { () throws -> (Int, Int64, String?) in
             var info = stat()
             guard stat(path, &info) == 0 else { throw FileSystemError.last("open", path).apiError }
             guard info.st_mode & S_IFMT == S_IFREG else { throw APIError(.badRequest, "open \(path): not a file") }
             guard access(path, R_OK) == 0 else { throw FileSystemError.last("open", path).apiError }
-            return Int(info.st_size)
+            let size = Int(info.st_size)
+            // The whole file's hash, for a later compare-and-swap write.
+            let digest = size <= ContentHash.automaticLimit ? try? ContentHash.ofFile(path) : nil
+            return (size, ContentHash.mtime(info), digest)
         }
         let available = max(0, size - offset)
         let length = limit == 0 ? available : min(available, limit)
-        let headers: HTTPFields = [.contentType: Self.contentType(for: path), .contentLength: String(length)]
+        var headers: HTTPFields = [.contentType: Self.contentType(for: path), .contentLength: String(length)]
+        headers[Self.mtimeHeader] = String(mtime)
+        if let digest { headers[Self.hashHeader] = digest }
         guard length > 0 else { return Response(status: .ok, headers: headers, body: .init()) }
         // The file is opened when the body is written, so an abandoned response leaks nothing.
         let body = ResponseBody(contentLength: length) { writer in
@@ -93,7 +102,12 @@ struct ReadRoutes: Sendable {
             guard let data = FileManager.default.contents(atPath: path) else {
                 return LinesResponse(error: access(path, R_OK) != 0 ? "permission denied: \(path)" : "\(FileSystemError.last("read", path))")
             }
-            return LineWindow.render(Array(data), limits: limits)
+            var response = LineWindow.render(Array(data), limits: limits)
+            if response.success {
+                response.sha256 = SHA256.hex(data)
+                response.mtimeUnixNano = ContentHash.mtime(info)
+            }
+            return response
         }
         return JSONResponse.make(result)
     }
@@ -121,6 +135,9 @@ struct LinesResponse: Encodable, Sendable {
     var linesRead = 0
     var content = ""
     var error = ""
+    /// Beyond the reference: the whole file's hash and mtime, for compare-and-swap.
+    var sha256 = ""
+    var mtimeUnixNano: Int64 = 0
 
     init(success: Bool = false, fileSize: Int = 0, totalLines: Int = 0, linesRead: Int = 0, content: String = "", error: String = "") {
         self.success = success
@@ -133,6 +150,7 @@ struct LinesResponse: Encodable, Sendable {
 
     enum CodingKeys: String, CodingKey {
         case success, fileSize = "file_size", totalLines = "total_lines", linesRead = "lines_read", content, error
+        case sha256, mtimeUnixNano = "mtime_unix_nano"
     }
 
     func encode(to encoder: any Encoder) throws {
@@ -143,6 +161,8 @@ struct LinesResponse: Encodable, Sendable {
         if linesRead != 0 { try container.encode(linesRead, forKey: .linesRead) }
         if !content.isEmpty { try container.encode(content, forKey: .content) }
         if !error.isEmpty { try container.encode(error, forKey: .error) }
+        if !sha256.isEmpty { try container.encode(sha256, forKey: .sha256) }
+        if mtimeUnixNano != 0 { try container.encode(mtimeUnixNano, forKey: .mtimeUnixNano) }
     }
 }
 

@@ -3,6 +3,7 @@ import AgentHTTP
 import Foundation
 import Hummingbird
 import NIOCore
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -18,19 +19,26 @@ struct WriteRoutes: Sendable {
     /// target: memory holds one body part at a time whatever the size, and a body that fails
     /// mid-way leaves the original as it was.
     func writeFile(_ request: Request, _ context: AgentRequestContext) async throws -> Response {
-        var query = StrictQuery(request, allowed: ["path"])
+        var query = StrictQuery(request, allowed: ["path", "expected_sha256"])
         let path = query.string("path", required: true) ?? ""
+        let expected = query.string("expected_sha256")?.lowercased()
         try query.validate()
         guard path.hasPrefix("/") else { throw APIError(.badRequest, "file path must be absolute: \(goQuote(path))") }
         let writer = try await BlockingIO.run { () throws -> AtomicWriter in
             let target = try Self.writableTarget(path)
             do { return try AtomicWriter(target: target) } catch let error as FileSystemError { throw error.apiError }
         }
+        // The new content's hash, while it stays small enough to hash on every write.
+        var hasher: SHA256? = SHA256()
+        var written = 0
         do {
             for try await part in request.body {
                 try await BlockingIO.run {
                     try part.withUnsafeReadableBytes { raw in try writer.write(raw) }
                 }
+                written += part.readableBytes
+                if written > ContentHash.automaticLimit { hasher = nil }
+                if hasher != nil { part.withUnsafeReadableBytes { hasher!.update($0) } }
             }
         } catch let error as FileSystemError {
             writer.abandon()
@@ -40,12 +48,33 @@ struct WriteRoutes: Sendable {
             throw APIError(.internalServerError, "Failed to read the request body.", detail: "\(error)")
         }
         do {
-            try await BlockingIO.run { try writer.commit() }
+            try await BlockingIO.run { () throws in
+                try ContentHash.commits.withLock { _ throws in
+                    if let expected {
+                        let current = try ContentHash.ofFile(writer.target)
+                        guard current == expected else {
+                            writer.abandon()
+                            throw ContentHash.Conflict(files: [.init(path: path, currentSHA256: current)])
+                        }
+                    }
+                    try writer.commit()
+                }
+            }
         } catch let error as FileSystemError {
             throw error.apiError
+        } catch let conflict as ContentHash.Conflict {
+            return conflict.response
         }
         record(path, context)
-        return JSONResponse.make(["message": "Successfully wrote to \(goQuote(path))"])
+        let digest = hasher.map { var h = $0; return SHA256.hexString(h.finalize()) }
+        return JSONResponse.make(WriteResponse(message: "Successfully wrote to \(goQuote(path))", sha256: digest))
+    }
+
+    /// The write-file answer; `sha256` (the new content's) is there for bodies up to
+    /// ``ContentHash/automaticLimit``.
+    struct WriteResponse: Encodable, Sendable {
+        var message: String
+        var sha256: String?
     }
 
     /// The file a write lands in: symbolic links followed (the link itself stays), the

@@ -1,0 +1,29 @@
+import AgentCore
+import Foundation
+import Testing
+
+struct HashingTests {
+    @Test func sha256KnownVectors() {
+        #expect(SHA256.hex([UInt8]()) == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
+        #expect(SHA256.hex(Array("abc".utf8)) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+        #expect(SHA256.hex(Array("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq".utf8))
+            == "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1")
+        // Incremental updates in odd pieces give the same digest as one update.
+        let data = (0..<100_000).map { UInt8(truncatingIfNeeded: $0 &* 7) }
+        var pieces = SHA256()
+        var index = 0
+        for size in [1, 63, 64, 65, 1000, 4096] + Array(repeating: 7919, count: 20) where index < data.count {
+            let end = min(data.count, index + size)
+            data[index..<end].withUnsafeBytes { pieces.update($0) }
+            index = end
+        }
+        data[index...].withUnsafeBytes { pieces.update($0) }
+        #expect(SHA256.hexString(pieces.finalize()) == SHA256.hex(data))
+    }
+
+    @Test func uuidV5MatchesRFCExample() {
+        // RFC 9562 appendix A.4: DNS namespace, "www.example.com".
+        let dns: [UInt8] = [0x6b, 0xa7, 0xb8, 0x10, 0x9d, 0xad, 0x11, 0xd1, 0x80, 0xb4, 0x00, 0xc0, 0x4f, 0xd4, 0x30, 0xc8]
+        #expect(uuidV5(namespace: dns, name: Array("www.example.com".utf8)) == "2ed6657d-e927-568b-95e1-2665a8aea6a2")
+    }
+}
