@@ -105,7 +105,7 @@ struct AgentSocketHostileClientTests {
             try await client.syncWant("a", dependsOn: "gate")
             try await client.syncWant("b", dependsOn: "gate")
             let waiters = [Task { try await client.waitReady("a") }, Task { try await client.waitReady("b") }]
-            try await Task.sleep(for: .milliseconds(200))
+            #expect(await eventually { server.busyConnectionCount == 2 })
             let silent = (0..<10).compactMap { _ in UnixSocketClient(path: client.path) }
             #expect(await eventually { server.connectionCount <= 4 })
             try await Task.sleep(for: .milliseconds(100))

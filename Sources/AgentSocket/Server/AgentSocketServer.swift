@@ -168,6 +168,9 @@ public final class AgentSocketServer: Service, Sendable {
 
     /// Open connections now.
     public var connectionCount: Int { registry.count }
+
+    /// Connections with a call in progress now (a `start` waiting counts).
+    public var busyConnectionCount: Int { registry.busyCount }
 }
 
 /// Who is at the other end of a unix socket (SO_PEERCRED).

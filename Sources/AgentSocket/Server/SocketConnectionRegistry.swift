@@ -78,6 +78,9 @@ final class SocketConnectionRegistry: Sendable {
 
     var count: Int { state.withLock { $0.entries.count } }
 
+    /// Connections with a call in progress.
+    var busyCount: Int { state.withLock { $0.entries.values.filter(\.busy).count } }
+
     /// True after ``closeAll()``.
     var isClosed: Bool { state.withLock { $0.closed } }
 }
