@@ -41,7 +41,7 @@ struct AgentSocketHostileClientTests {
             #expect(await eventually { logs.contains("part of a frame") })
             // A client that sent nothing at all is not cut by the frame deadline.
             idle.send(Self.ping)
-            let (answer, _) = await idle.readAll(timeout: .milliseconds(500))
+            let answer = await idle.read(atLeast: 8)
             #expect(answer.first == 0x05, "an idle connection still works: \(answer)")
         }
     }

@@ -59,4 +59,22 @@ public final class UnixSocketClient: Sendable {
             return (out, false)
         }
     }
+
+    /// At least `count` bytes, or what arrived when the peer closed or `timeout` passed.
+    public func read(atLeast count: Int, timeout: Duration = .seconds(10)) async -> [UInt8] {
+        let fd = fd
+        return await onThread {
+            var out: [UInt8] = []
+            let deadline = ContinuousClock.now + timeout
+            var buffer = [UInt8](repeating: 0, count: 65536)
+            while out.count < count, ContinuousClock.now < deadline {
+                var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+                guard poll(&poller, 1, 100) > 0 else { continue }
+                let n = recv(fd, &buffer, buffer.count, 0)
+                if n <= 0 { break }
+                out += buffer[0..<n]
+            }
+            return out
+        }
+    }
 }
