@@ -138,7 +138,8 @@ struct ProcessBenchmarks: ParsableCommand {
     func launch(_ binary: String, port: Int) -> pid_t {
         let state = NSTemporaryDirectory() + "agent-bench-state"
         return Bench.spawn(
-            [binary, "--http-address", "127.0.0.1:\(port)", "--state-dir", state, "--log-level", "warning", "--prometheus-address", ""],
+            [binary, "--http-address", "127.0.0.1:\(port)", "--state-dir", state, "--log-level", "warning", "--prometheus-address", "",
+             "--socket-server-enabled", "false"],
             stdoutPath: NSTemporaryDirectory() + "agent-bench-\(port).log")
     }
 

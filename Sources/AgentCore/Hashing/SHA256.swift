@@ -61,7 +61,11 @@ public struct SHA256: Sendable {
     /// The digest of `bytes` in lowercase hex.
     public static func hex(_ bytes: some Sequence<UInt8>) -> String {
         var hasher = SHA256()
-        hasher.update(bytes)
+        // Contiguous bytes go block by block, not byte by byte.
+        let done: Void? = bytes.withContiguousStorageIfAvailable { buffer in
+            hasher.update(UnsafeRawBufferPointer(buffer))
+        }
+        if done == nil { hasher.update(bytes) }
         return hexString(hasher.finalize())
     }
 

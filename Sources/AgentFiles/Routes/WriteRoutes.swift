@@ -31,15 +31,27 @@ struct WriteRoutes: Sendable {
         // The new content's hash, while it stays small enough to hash on every write.
         var hasher: SHA256? = SHA256()
         var written = 0
+        // Parts are gathered up to this many bytes per trip to the thread pool (the bound on
+        // what a write holds in memory besides NIO's own read buffer).
+        let batchBytes = 256 << 10
+        var batch = ByteBuffer()
+        func flush(_ bytes: ByteBuffer) async throws {
+            guard bytes.readableBytes > 0 else { return }
+            try await BlockingIO.run { try bytes.withUnsafeReadableBytes { raw in try writer.write(raw) } }
+        }
         do {
             for try await part in request.body {
-                try await BlockingIO.run {
-                    try part.withUnsafeReadableBytes { raw in try writer.write(raw) }
-                }
                 written += part.readableBytes
                 if written > ContentHash.automaticLimit { hasher = nil }
                 if hasher != nil { part.withUnsafeReadableBytes { hasher!.update($0) } }
+                var part = part
+                batch.writeBuffer(&part)
+                if batch.readableBytes >= batchBytes {
+                    try await flush(batch)
+                    batch.clear()
+                }
             }
+            try await flush(batch)
         } catch let error as FileSystemError {
             writer.abandon()
             throw error.apiError

@@ -1,0 +1,50 @@
+import AgentCore
+import AgentHTTP
+import Foundation
+import HTTPTypes
+
+/// The tool call a write or edit belongs to (spec file-api §3): three headers, all or none.
+struct ToolCallKey: Hashable, Sendable {
+    static let messageHeader = HTTPField.Name("Coder-Tool-Call-Message-Id")!
+    static let callHeader = HTTPField.Name("Coder-Tool-Call-Id")!
+    static let ageHeader = HTTPField.Name("Coder-Tool-Call-Age-Ms")!
+    static let runAgeHeader = HTTPField.Name("Coder-Tool-Call-Run-Age-Ms")!
+
+    var chat: String
+    var messageID: UInt64
+    var callID: String
+
+    /// The headers' call and its age; nil when none of the three headers is present.
+    static func from(_ headers: HTTPFields, chat: ChatIdentity?) throws(APIError) -> (key: ToolCallKey, ageMs: UInt64)? {
+        let message = headers[values: messageHeader]
+        let call = headers[values: callHeader]
+        let age = headers[values: ageHeader]
+        if message.isEmpty && call.isEmpty && age.isEmpty { return nil }
+        guard message.count == 1, call.count == 1, age.count == 1,
+              let messageID = UInt64(message[0]), messageID > 0,
+              let callID = call[0].removingPercentEncoding, !callID.isEmpty,
+              let ageMs = UInt64(age[0])
+        else {
+            throw APIError(.badRequest, "Invalid tool call headers.", detail: "Send Coder-Tool-Call-Message-Id (> 0), Coder-Tool-Call-Id and Coder-Tool-Call-Age-Ms (>= 0) together, once each.")
+        }
+        guard let chat else {
+            throw APIError(.badRequest, "Invalid tool call headers.", detail: "Tool call headers need a Coder-Chat-Id.")
+        }
+        return (ToolCallKey(chat: chat.id, messageID: messageID, callID: callID), ageMs)
+    }
+
+    /// The id its cancel route carries: a UUIDv5 in the reference's namespace over the chat
+    /// id's 16 bytes, the message id (big-endian) and the raw call id.
+    var cancelID: String {
+        let namespace: [UInt8] = [0xc5, 0x77, 0x3f, 0x4c, 0x0b, 0x3f, 0x57, 0xbc, 0x91, 0x47, 0x36, 0xda, 0xf7, 0x92, 0x1a, 0x1b]
+        var name = Self.uuidBytes(chat)
+        for shift in stride(from: 56, through: 0, by: -8) { name.append(UInt8(truncatingIfNeeded: messageID >> UInt64(shift))) }
+        name += Array(callID.utf8)
+        return uuidV5(namespace: namespace, name: name)
+    }
+
+    static func uuidBytes(_ uuid: String) -> [UInt8] {
+        let hex = Array(uuid.replacingOccurrences(of: "-", with: "").utf8)
+        return stride(from: 0, to: hex.count - 1, by: 2).compactMap { UInt8(String(decoding: hex[$0...$0 + 1], as: UTF8.self), radix: 16) }
+    }
+}

@@ -1,0 +1,162 @@
+import AgentCore
+import Foundation
+import HTTPTypes
+import Synchronization
+
+/// Which tool calls ran and what they answered, so that each runs at most once and a repeat
+/// gets the same answer (spec file-api §3).
+///
+/// Memory: only each chat's latest message is kept; at most ``maxChats`` chats (the one
+/// used longest ago goes first) and ``maxCallsPerMessage`` calls each; a recorded answer
+/// keeps at most ``maxRecordedBody`` bytes (a longer one is replayed as a 500 saying so).
+final class ToolCallLedger: Sendable {
+    static let maxChats = 256
+    static let maxCallsPerMessage = 256
+    static let maxRecordedBody = 1 << 20
+
+    /// A finished call's answer.
+    struct Answer: Sendable {
+        var status: HTTPResponse.Status
+        var contentType: String
+        var body: [UInt8]
+    }
+
+    enum State: Sendable {
+        case running(waiters: [UInt64: CheckedContinuation<Void, Never>])
+        case done(Answer, inputHash: String)
+        case canceled
+    }
+
+    struct Record: Sendable {
+        var state: State
+        var startedAt: ContinuousClock.Instant
+    }
+
+    private struct Chat {
+        var message: UInt64
+        var calls: [String: Record] = [:]
+        var lastUsed: UInt64 = 0
+    }
+
+    private struct Store {
+        var chats: [String: Chat] = [:]
+        var clock: UInt64 = 0
+        var nextWaiter: UInt64 = 0
+    }
+
+    /// What a request for a call should do.
+    enum Decision: Sendable {
+        /// Run it: the first request for this call.
+        case run
+        /// It ran (or runs): wait for it if needed, then replay if the input is the same.
+        case replay
+        case stale
+        case canceled
+        case agentStartedAfterCall
+    }
+
+    let startedAt: ContinuousClock.Instant
+    private let store = Mutex(Store())
+
+    init(startedAt: ContinuousClock.Instant = .now) {
+        self.startedAt = startedAt
+    }
+
+    /// Decides, and for `.run` records the call as running.
+    func begin(_ key: ToolCallKey, ageMs: UInt64, now: ContinuousClock.Instant = .now) -> Decision {
+        store.withLock { s in
+            s.clock += 1
+            var chat = s.chats[key.chat] ?? Chat(message: key.messageID)
+            chat.lastUsed = s.clock
+            defer { s.chats[key.chat] = chat; Self.trim(&s) }
+            if key.messageID < chat.message { return .stale }
+            if key.messageID > chat.message { chat = Chat(message: key.messageID, calls: [:], lastUsed: s.clock) }
+            if let record = chat.calls[key.callID] {
+                if case .canceled = record.state { return .canceled }
+                return .replay
+            }
+            // No record: a call older than this agent may have run in a previous one.
+            let uptime = now - startedAt
+            if Duration.milliseconds(Int64(ageMs)) >= uptime - .seconds(2) { return .agentStartedAfterCall }
+            guard chat.calls.count < Self.maxCallsPerMessage else { return .stale }
+            chat.calls[key.callID] = Record(state: .running(waiters: [:]), startedAt: now)
+            return .run
+        }
+    }
+
+    /// Records the answer of a call that ran and wakes those waiting for it.
+    func finish(_ key: ToolCallKey, answer: Answer, inputHash: String) {
+        let waiters = store.withLock { s -> [CheckedContinuation<Void, Never>] in
+            guard var chat = s.chats[key.chat], var record = chat.calls[key.callID] else { return [] }
+            var woken: [CheckedContinuation<Void, Never>] = []
+            if case .running(let waiters) = record.state { woken = Array(waiters.values) }
+            record.state = .done(answer, inputHash: inputHash)
+            chat.calls[key.callID] = record
+            s.chats[key.chat] = chat
+            return woken
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    /// Waits until the call is no longer running (or the task is cancelled), then returns
+    /// its record.
+    func settled(_ key: ToolCallKey) async -> Record? {
+        let id = store.withLock { s -> UInt64 in
+            s.nextWaiter += 1
+            return s.nextWaiter
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let now = store.withLock { s -> Bool in
+                    guard var chat = s.chats[key.chat], var record = chat.calls[key.callID],
+                          case .running(var waiters) = record.state, !Task.isCancelled
+                    else { return true }
+                    waiters[id] = continuation
+                    record.state = .running(waiters: waiters)
+                    chat.calls[key.callID] = record
+                    s.chats[key.chat] = chat
+                    return false
+                }
+                if now { continuation.resume() }
+            }
+        } onCancel: {
+            let waiter = store.withLock { s -> CheckedContinuation<Void, Never>? in
+                guard var chat = s.chats[key.chat], var record = chat.calls[key.callID],
+                      case .running(var waiters) = record.state, let waiter = waiters.removeValue(forKey: id)
+                else { return nil }
+                record.state = .running(waiters: waiters)
+                chat.calls[key.callID] = record
+                s.chats[key.chat] = chat
+                return waiter
+            }
+            waiter?.resume()
+        }
+        return store.withLock { $0.chats[key.chat]?.calls[key.callID] }
+    }
+
+    /// Cancels a call: one never received is recorded as canceled; returns the record as
+    /// it was (nil: never received).
+    func cancel(_ key: ToolCallKey, now: ContinuousClock.Instant = .now) -> Record? {
+        store.withLock { s in
+            s.clock += 1
+            var chat = s.chats[key.chat] ?? Chat(message: key.messageID)
+            if key.messageID > chat.message { chat = Chat(message: key.messageID) }
+            chat.lastUsed = s.clock
+            defer { s.chats[key.chat] = chat; Self.trim(&s) }
+            guard key.messageID == chat.message else { return nil }
+            if let record = chat.calls[key.callID] { return record }
+            chat.calls[key.callID] = Record(state: .canceled, startedAt: now)
+            return nil
+        }
+    }
+
+    private static func trim(_ s: inout Store) {
+        while s.chats.count > maxChats, let oldest = s.chats.min(by: { $0.value.lastUsed < $1.value.lastUsed }) {
+            // Waiters of a forgotten running call are woken (they find no record: 500).
+            for record in oldest.value.calls.values {
+                if case .running(let waiters) = record.state { for waiter in waiters.values { waiter.resume() } }
+            }
+            s.chats.removeValue(forKey: oldest.key)
+        }
+    }
+}

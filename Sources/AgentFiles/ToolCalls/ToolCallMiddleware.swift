@@ -1,0 +1,156 @@
+import AgentCore
+import AgentHTTP
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
+import Synchronization
+
+/// At-most-once tool calls for write-file and edit-files (spec file-api §3): a request with
+/// the three tool-call headers runs once; a repeat with the same input (method, target and
+/// body, by SHA-256) gets the recorded status and body, errors included; other inputs,
+/// older messages, canceled calls and calls older than this agent get 409 with a `code`.
+struct ToolCallMiddleware: RouterMiddleware {
+    typealias Context = AgentRequestContext
+
+    let ledger: ToolCallLedger
+
+    struct Refusal: Encodable, Sendable {
+        var message: String
+        var code: String
+    }
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        guard let (key, ageMs) = try ToolCallKey.from(request.headers, chat: context.chat) else {
+            return try await next(request, context)
+        }
+        switch ledger.begin(key, ageMs: ageMs) {
+        case .stale:
+            return refuse("A newer message of this chat has tool calls; this one is stale.", "stale_tool_call")
+        case .canceled:
+            return refuse("This tool call was canceled.", "tool_call_canceled")
+        case .agentStartedAfterCall:
+            return refuse("The agent started after this tool call was made; it may have run before.", "agent_started_after_tool_call")
+        case .replay:
+            let inputHash = try await Self.drainHash(request)
+            guard let record = await ledger.settled(key) else {
+                return JSONResponse.make(APIErrorBody(message: "The tool call's record is gone."), status: .internalServerError)
+            }
+            switch record.state {
+            case .done(let answer, let recordedInput):
+                guard recordedInput == inputHash else {
+                    return refuse("This tool call ran with a different input.", "input_mismatch")
+                }
+                return replay(answer, record)
+            case .canceled:
+                return refuse("This tool call was canceled.", "tool_call_canceled")
+            case .running:
+                // Only when the waiting task was cancelled.
+                return JSONResponse.make(APIErrorBody(message: "Stopped waiting for the tool call."), status: .internalServerError)
+            }
+        case .run:
+            let started = ContinuousClock.now
+            let hasher = InputHasher(request)
+            var hashed = request
+            hashed.body = RequestBody(asyncSequence: HashingSequence(base: request.body, hasher: hasher))
+            let response: Response
+            do {
+                response = try await next(hashed, context)
+            } catch let error as any HTTPResponseError {
+                response = try error.response(from: request, context: context)
+            }
+            // Whatever the handler did not read still counts toward the input.
+            for try await _ in hashed.body {}
+            let answer = try await Self.collect(response)
+            ledger.finish(key, answer: answer, inputHash: hasher.finish())
+            var headers = response.headers
+            headers[ToolCallKey.runAgeHeader] = String((ContinuousClock.now - started) / .milliseconds(1))
+            return Response(status: answer.status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: answer.body)))
+        }
+    }
+
+    private func refuse(_ message: String, _ code: String) -> Response {
+        JSONResponse.make(Refusal(message: message, code: code), status: .conflict)
+    }
+
+    private func replay(_ answer: ToolCallLedger.Answer, _ record: ToolCallLedger.Record) -> Response {
+        var headers: HTTPFields = [.contentType: answer.contentType]
+        headers[ToolCallKey.runAgeHeader] = String((ContinuousClock.now - record.startedAt) / .milliseconds(1))
+        return Response(status: answer.status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: answer.body)))
+    }
+
+    /// Reads a repeat's body to the end and hashes its input.
+    static func drainHash(_ request: Request) async throws -> String {
+        let hasher = InputHasher(request)
+        for try await part in request.body { hasher.update(part) }
+        return hasher.finish()
+    }
+
+    /// The answer's bytes (the file API answers small JSON; a larger one is not recorded).
+    static func collect(_ response: Response) async throws -> ToolCallLedger.Answer {
+        let collector = BodyCollector()
+        try await response.body.write(collector)
+        let contentType = response.headers[.contentType] ?? JSONResponse.contentType
+        guard let body = collector.bytes else {
+            return .init(
+                status: .internalServerError, contentType: JSONResponse.contentType,
+                body: Array(#"{"message":"The tool call's answer was too large to record."}"#.utf8))
+        }
+        return .init(status: response.status, contentType: contentType, body: body)
+    }
+}
+
+/// SHA-256 over a request's method, path and query, and body.
+final class InputHasher: Sendable {
+    private let hasher: Mutex<SHA256>
+
+    init(_ request: Request) {
+        var hasher = SHA256()
+        hasher.update(Array("\(request.method.rawValue) \(request.uri.description)\n".utf8))
+        self.hasher = Mutex(hasher)
+    }
+
+    func update(_ buffer: ByteBuffer) {
+        hasher.withLock { h in buffer.withUnsafeReadableBytes { h.update($0) } }
+    }
+
+    func finish() -> String {
+        hasher.withLock { h in SHA256.hexString(h.finalize()) }
+    }
+}
+
+/// A request body that hashes what passes through.
+struct HashingSequence<Base: AsyncSequence & Sendable>: AsyncSequence, Sendable where Base.Element == ByteBuffer {
+    typealias Element = ByteBuffer
+    let base: Base
+    let hasher: InputHasher
+
+    struct AsyncIterator: AsyncIteratorProtocol {
+        var base: Base.AsyncIterator
+        let hasher: InputHasher
+
+        mutating func next() async throws -> ByteBuffer? {
+            guard let part = try await base.next() else { return nil }
+            hasher.update(part)
+            return part
+        }
+    }
+
+    func makeAsyncIterator() -> AsyncIterator {
+        AsyncIterator(base: base.makeAsyncIterator(), hasher: hasher)
+    }
+}
+
+/// Collects a response body up to ``ToolCallLedger/maxRecordedBody`` bytes.
+final class BodyCollector: ResponseBodyWriter, @unchecked Sendable {
+    // @unchecked: written by the one task that writes the response body, read after.
+    private(set) var bytes: [UInt8]? = []
+
+    func write(_ buffer: ByteBuffer) async throws {
+        guard var current = bytes else { return }
+        current += buffer.readableBytesView
+        bytes = current.count > ToolCallLedger.maxRecordedBody ? nil : current
+    }
+
+    func finish(_ trailingHeaders: HTTPFields?) async throws {}
+}
