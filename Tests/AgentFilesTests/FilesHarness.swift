@@ -46,7 +46,7 @@ func withFilesServer(_ body: (FilesHarness) async throws -> Void) async throws {
     let (ports, portSink) = AsyncStream<Int>.makeStream()
     let app = AgentHTTPServer.makeApplication(
         address: BindTarget(kind: .tcp(host: "127.0.0.1", port: 0)),
-        mounts: [HTTPMount(FilesModule(context: context), at: "/api/v0")],
+        mounts: [HTTPMount(FilesModule(context: context, agentStartedAt: .now - .seconds(10)), at: "/api/v0")],
         logger: FilesHarness.quiet
     ) { channel in
         portSink.yield(channel.localAddress?.port ?? 0)

@@ -10,10 +10,15 @@ public struct FilesModule: HTTPModule {
     let writes: WriteRoutes
     let directories: DirectoryRoutes
     let edits: EditRoutes
+    /// Tool calls seen by this agent (at-most-once writes and edits).
+    let ledger: ToolCallLedger
 
     public var name: String { "files" }
 
-    public init(context: AgentContext) {
+    /// - Parameter agentStartedAt: when the agent started: a tool call older than that (less
+    ///   2 s) with no record may have run in a previous agent, and is refused.
+    public init(context: AgentContext, agentStartedAt: ContinuousClock.Instant = .now) {
+        ledger = ToolCallLedger(startedAt: agentStartedAt)
         writes = WriteRoutes(chatPaths: context.chatPaths)
         edits = EditRoutes(writes: writes)
         directories = DirectoryRoutes(homeDirectory: context.environment["HOME"] ?? "/")
@@ -23,12 +28,18 @@ public struct FilesModule: HTTPModule {
         let routes = RouteCollection(context: AgentRequestContext.self).add(middleware: ChatIdentityMiddleware())
         routes.get("read-file") { request, context in try await reads.readFile(request, context) }
         routes.get("read-file-lines") { request, context in try await reads.readFileLines(request, context) }
-        routes.post("write-file") { request, context in try await writes.writeFile(request, context) }
-        routes.post("edit-files") { request, context in try await edits.editFiles(request, context) }
+        let cancel = ToolCallCancel(ledger: ledger)
+        routes.post("write-file/:id/cancel") { request, context in try await cancel.cancel(request, context) }
+        routes.post("edit-files/:id/cancel") { request, context in try await cancel.cancel(request, context) }
         routes.post("create-directory") { request, context in try await writes.createDirectory(request, context) }
         routes.post("move-file") { request, context in try await writes.moveFile(request, context) }
         routes.post("list-directory") { request, context in try await directories.listDirectory(request, context) }
         routes.get("resolve-path") { request, context in try await directories.resolvePath(request, context) }
+        // Writes and edits run at most once per tool call (after the routes above, so only
+        // these two get the middleware).
+        routes.add(middleware: ToolCallMiddleware(ledger: ledger))
+        routes.post("write-file") { request, context in try await writes.writeFile(request, context) }
+        routes.post("edit-files") { request, context in try await edits.editFiles(request, context) }
         return routes
     }
 

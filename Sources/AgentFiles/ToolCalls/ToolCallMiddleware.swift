@@ -59,10 +59,12 @@ struct ToolCallMiddleware: RouterMiddleware {
             } catch let error as any HTTPResponseError {
                 response = try error.response(from: request, context: context)
             }
-            // Whatever the handler did not read still counts toward the input.
-            for try await _ in hashed.body {}
+            // A body the handler never read (it failed first) still counts toward the input;
+            // one it stopped reading part-way cannot be read again, and the input stays
+            // unknown (a repeat then gets input_mismatch rather than a wrong replay).
+            if !hasher.started { for try await _ in hashed.body {} }
             let answer = try await Self.collect(response)
-            ledger.finish(key, answer: answer, inputHash: hasher.finish())
+            ledger.finish(key, answer: answer, inputHash: hasher.ended ? hasher.finish() : "incomplete")
             var headers = response.headers
             headers[ToolCallKey.runAgeHeader] = String((ContinuousClock.now - started) / .milliseconds(1))
             return Response(status: answer.status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: answer.body)))
@@ -83,6 +85,7 @@ struct ToolCallMiddleware: RouterMiddleware {
     static func drainHash(_ request: Request) async throws -> String {
         let hasher = InputHasher(request)
         for try await part in request.body { hasher.update(part) }
+        hasher.markEnded()
         return hasher.finish()
     }
 
@@ -102,20 +105,35 @@ struct ToolCallMiddleware: RouterMiddleware {
 
 /// SHA-256 over a request's method, path and query, and body.
 final class InputHasher: Sendable {
-    private let hasher: Mutex<SHA256>
+    private struct State {
+        var hasher = SHA256()
+        var started = false
+        var ended = false
+    }
+    private let state: Mutex<State>
 
     init(_ request: Request) {
-        var hasher = SHA256()
-        hasher.update(Array("\(request.method.rawValue) \(request.uri.description)\n".utf8))
-        self.hasher = Mutex(hasher)
+        var initial = State()
+        initial.hasher.update(Array("\(request.method.rawValue) \(request.uri.description)\n".utf8))
+        state = Mutex(initial)
     }
 
     func update(_ buffer: ByteBuffer) {
-        hasher.withLock { h in buffer.withUnsafeReadableBytes { h.update($0) } }
+        state.withLock { s in
+            s.started = true
+            buffer.withUnsafeReadableBytes { s.hasher.update($0) }
+        }
     }
 
+    /// The body was read to its end.
+    func markEnded() { state.withLock { $0.started = true; $0.ended = true } }
+    func markStarted() { state.withLock { $0.started = true } }
+
+    var started: Bool { state.withLock { $0.started } }
+    var ended: Bool { state.withLock { $0.ended } }
+
     func finish() -> String {
-        hasher.withLock { h in SHA256.hexString(h.finalize()) }
+        state.withLock { s in SHA256.hexString(s.hasher.finalize()) }
     }
 }
 
@@ -130,7 +148,11 @@ struct HashingSequence<Base: AsyncSequence & Sendable>: AsyncSequence, Sendable 
         let hasher: InputHasher
 
         mutating func next() async throws -> ByteBuffer? {
-            guard let part = try await base.next() else { return nil }
+            hasher.markStarted()
+            guard let part = try await base.next() else {
+                hasher.markEnded()
+                return nil
+            }
             hasher.update(part)
             return part
         }
