@@ -233,7 +233,11 @@ let package = Package(
         ),
         .testTarget(
             name: "AgentCoreTests",
-            dependencies: ["AgentCore"],
+            dependencies: [
+                "AgentCore",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(

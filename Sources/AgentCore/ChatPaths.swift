@@ -30,6 +30,8 @@ public final class ChatPaths: Sendable {
     }
 
     private let state = Mutex(State())
+    /// Notified on every change (the journal that persists the store waits on it).
+    public let changes = WorkSignal()
 
     public init(maxChats: Int = 1024, maxPathsPerChat: Int = 256) {
         precondition(maxChats > 0 && maxPathsPerChat > 0)
@@ -62,6 +64,17 @@ public final class ChatPaths: Sendable {
         }
         for continuation in forgotten { continuation.finish() }
         for continuation in subscribers { continuation.yield(absolute) }
+        changes.notify()
+    }
+
+    /// Every chat and its paths, the chat touched longest ago first (so that recording
+    /// them again in this order rebuilds the same store).
+    public func snapshot() -> [(chat: String, paths: [String])] {
+        state.withLock { s in
+            s.chats.filter { !$0.value.paths.isEmpty }
+                .sorted { $0.value.lastTouched < $1.value.lastTouched }
+                .map { ($0.key, $0.value.paths) }
+        }
     }
 
     /// The chat's paths, oldest first.

@@ -58,8 +58,9 @@ struct RunCommand: AsyncParsableCommand {
             configuration: config.controlPlane, agentVersion: AgentVersion.current, clock: host.clock,
             logger: log.localLogger(label: "workspace-agent.rpc"))
         log.forwarder.connect(to: upward.session)
+        let chatPaths = ChatPaths()
         let context = AgentContext(
-            chatPaths: ChatPaths(), manifest: upward.session, upward: upward.session,
+            chatPaths: chatPaths, manifest: upward.session, upward: upward.session,
             environment: environment, stateDirectory: config.agent.stateDir)
         let childFileLimit = FileDescriptorLimit.raise()
 
@@ -70,6 +71,9 @@ struct RunCommand: AsyncParsableCommand {
                 mounts: [HTTPMount(MetricsModule(registry: metrics), at: "/")])
         }
         host.add(upward)
+        host.add(ChatPathsModule(journal: ChatPathsJournal(paths: chatPaths, file: config.agent.stateDir + "/chat-paths.json") { message in
+            logger.warning("\(message)")
+        }))
         host.mount(try ProcessModule(configuration: config.processes, context: context, childFileLimit: childFileLimit), at: "/api/v0/processes")
         host.mount(FilesModule(context: context), at: "/api/v0")
         host.mount(MetricsModule(registry: metrics), at: "/")
