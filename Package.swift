@@ -125,6 +125,14 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // libgit2 (Debian's libgit2-dev), for the git watcher: the agent never forks git.
+        .systemLibrary(name: "CGit2", pkgConfig: "libgit2", providers: [.apt(["libgit2-dev"])]),
+        // Capability: the git watcher (repository snapshots for a chat's paths).
+        .target(
+            name: "GitWatch",
+            dependencies: ["AgentCore", "CGit2"],
+            swiftSettings: swiftSettings
+        ),
         // Generated protobuf messages (committed; `make proto` regenerates them from proto/).
         .target(
             name: "AgentProto",
@@ -290,6 +298,11 @@ let package = Package(
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
             ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "GitWatchTests",
+            dependencies: ["GitWatch", "AgentTestSupport"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -1,0 +1,100 @@
+import CGit2
+import Foundation
+
+/// Reads repositories with libgit2, in process (the reference forks the git CLI). A
+/// repository handle is opened, used and freed within one call, on the calling thread, so
+/// no libgit2 object is ever shared between threads.
+public enum GitSnapshotter {
+    /// A repository's diff is cut at a file boundary past this many bytes.
+    public static let maxDiffBytes = 3 << 20
+
+    /// The innermost repository containing `path` (its working-tree root), or nil.
+    public static func repositoryRoot(containing path: String) -> String? {
+        GitLibrary.ensure()
+        var repository: OpaquePointer?
+        guard git_repository_open_ext(&repository, path, 0, nil) == 0, let repository else { return nil }
+        defer { git_repository_free(repository) }
+        guard let workdir = git_repository_workdir(repository) else { return nil }
+        let root = String(cString: workdir)
+        return root.count > 1 && root.hasSuffix("/") ? String(root.dropLast()) : root
+    }
+
+    /// The snapshot of the repository whose working tree is `root`.
+    public static func snapshot(root: String, maxDiffBytes: Int = maxDiffBytes) throws(GitError) -> RepositorySnapshot {
+        GitLibrary.ensure()
+        var repository: OpaquePointer?
+        try GitError.check(git_repository_open(&repository, root), "git_repository_open")
+        defer { git_repository_free(repository) }
+        let (diff, truncated) = try unifiedDiff(repository, maxBytes: maxDiffBytes)
+        return RepositorySnapshot(
+            repoRoot: root, branch: branch(repository), remoteOrigin: origin(repository), unifiedDiff: diff, diffTruncated: truncated)
+    }
+
+    /// The checked-out branch's short name; "" when detached. An unborn branch (no commit
+    /// yet) is named from HEAD's symbolic target.
+    static func branch(_ repository: OpaquePointer?) -> String {
+        if git_repository_head_detached(repository) == 1 { return "" }
+        var head: OpaquePointer?
+        if git_repository_head(&head, repository) == 0, let head {
+            defer { git_reference_free(head) }
+            return git_reference_shorthand(head).map { String(cString: $0) } ?? ""
+        }
+        // Unborn: HEAD points at a branch that does not exist yet.
+        var symbolic: OpaquePointer?
+        guard git_reference_lookup(&symbolic, repository, "HEAD") == 0, let symbolic else { return "" }
+        defer { git_reference_free(symbolic) }
+        guard let target = git_reference_symbolic_target(symbolic) else { return "" }
+        let name = String(cString: target)
+        return name.hasPrefix("refs/heads/") ? String(name.dropFirst("refs/heads/".count)) : name
+    }
+
+    static func origin(_ repository: OpaquePointer?) -> String {
+        var config: OpaquePointer?
+        guard git_repository_config_snapshot(&config, repository) == 0, let config else { return "" }
+        defer { git_config_free(config) }
+        var value: UnsafePointer<CChar>?
+        guard git_config_get_string(&value, config, "remote.origin.url") == 0, let value else { return "" }
+        return String(cString: value)
+    }
+
+    /// The working tree (with the index) against HEAD's tree, as `git diff HEAD` prints it,
+    /// then each untracked, non-ignored file as a new file; cut at a file boundary.
+    static func unifiedDiff(_ repository: OpaquePointer?, maxBytes: Int) throws(GitError) -> (String, Bool) {
+        var tree: OpaquePointer?
+        var headObject: OpaquePointer?
+        if git_revparse_single(&headObject, repository, "HEAD^{tree}") == 0 {
+            tree = headObject
+        }
+        defer { git_object_free(headObject) }
+        var options = git_diff_options()
+        try GitError.check(git_diff_options_init(&options, UInt32(GIT_DIFF_OPTIONS_VERSION)), "git_diff_options_init")
+        options.flags = GIT_DIFF_INCLUDE_UNTRACKED.rawValue | GIT_DIFF_RECURSE_UNTRACKED_DIRS.rawValue
+            | GIT_DIFF_SHOW_UNTRACKED_CONTENT.rawValue
+        options.context_lines = 3
+        var diff: OpaquePointer?
+        try GitError.check(git_diff_tree_to_workdir_with_index(&diff, repository, tree, &options), "git_diff_tree_to_workdir_with_index")
+        defer { git_diff_free(diff) }
+        // Renames are shown as git shows them by default (`diff.renames`).
+        var find = git_diff_find_options()
+        git_diff_find_options_init(&find, UInt32(GIT_DIFF_FIND_OPTIONS_VERSION))
+        find.flags = GIT_DIFF_FIND_RENAMES.rawValue
+        git_diff_find_similar(diff, &find)
+
+        var out = ""
+        var bytes = 0
+        let count = git_diff_num_deltas(diff)
+        for index in 0..<count {
+            var patch: OpaquePointer?
+            try GitError.check(git_patch_from_diff(&patch, diff, index), "git_patch_from_diff")
+            defer { git_patch_free(patch) }
+            var buffer = git_buf()
+            try GitError.check(git_patch_to_buf(&buffer, patch), "git_patch_to_buf")
+            defer { git_buf_dispose(&buffer) }
+            let text = buffer.ptr.map { String(decoding: UnsafeRawBufferPointer(start: $0, count: buffer.size), as: UTF8.self) } ?? ""
+            if bytes + text.utf8.count > maxBytes { return (out, true) }
+            out += text
+            bytes += text.utf8.count
+        }
+        return (out, false)
+    }
+}
