@@ -130,7 +130,14 @@ let package = Package(
         // Capability: the git watcher (repository snapshots for a chat's paths).
         .target(
             name: "GitWatch",
-            dependencies: ["AgentCore", "CGit2"],
+            dependencies: [
+                "AgentCore", "AgentHTTP", "CGit2",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
             swiftSettings: swiftSettings
         ),
         // Generated protobuf messages (committed; `make proto` regenerates them from proto/).
@@ -191,6 +198,7 @@ let package = Package(
                 "AgentHTTP",
                 "AgentFiles",
                 "AgentHost",
+                "GitWatch",
                 "AgentProc",
                 "AgentProto",
                 "AgentSocket",
@@ -302,7 +310,11 @@ let package = Package(
         ),
         .testTarget(
             name: "GitWatchTests",
-            dependencies: ["GitWatch", "AgentTestSupport"],
+            dependencies: [
+                "GitWatch", "AgentTestSupport", "AgentCore", "AgentHTTP",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -8,6 +8,7 @@ import AgentRPC
 import AgentSocket
 import ArgumentParser
 import Foundation
+import GitWatch
 import Logging
 import Metrics
 import Prometheus
@@ -76,6 +77,7 @@ struct RunCommand: AsyncParsableCommand {
         }))
         host.mount(try ProcessModule(configuration: config.processes, context: context, childFileLimit: childFileLimit), at: "/api/v0/processes")
         host.mount(FilesModule(context: context), at: "/api/v0")
+        host.mount(GitWatchModule(context: context), at: "/api/v0/git")
         host.mount(MetricsModule(registry: metrics), at: "/")
         host.add(AgentSocketModule(configuration: config.socket, context: context))
 

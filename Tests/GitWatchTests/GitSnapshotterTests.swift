@@ -8,7 +8,7 @@ import Testing
 struct GitSnapshotterTests {
     /// Runs git in `directory`; returns its stdout.
     @discardableResult
-    static func git(_ arguments: [String], in directory: String) async throws -> String {
+    public static func git(_ arguments: [String], in directory: String) async throws -> String {
         try await onThread {
             let process = Process()
             process.executableURL = URL(fileURLWithPath: "/usr/bin/git")
@@ -24,7 +24,7 @@ struct GitSnapshotterTests {
         }
     }
 
-    static func makeRepository() async throws -> String {
+    public static func makeRepository() async throws -> String {
         let root = NSTemporaryDirectory() + "git-watch-" + UUID().uuidString.prefix(8)
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
         try await git(["init", "-q"], in: root)

@@ -1,0 +1,21 @@
+import AgentCore
+import AgentHTTP
+import Hummingbird
+
+/// The git watcher as a capability module, mounted at `/api/v0/git`: the watch socket over
+/// the chat → paths store (libgit2 in process; the agent never forks git).
+public struct GitWatchModule: HTTPModule {
+    let socket: GitWatchSocket
+
+    public var name: String { "git watch" }
+
+    public init(context: AgentContext) {
+        socket = GitWatchSocket(chatPaths: context.chatPaths)
+    }
+
+    public func webSocketRoutes() -> WebSocketRouteCollection {
+        var routes = WebSocketRouteCollection()
+        routes.add(socket.route())
+        return routes
+    }
+}

@@ -1,0 +1,38 @@
+import Foundation
+
+/// Turns the paths a chat touched into repository roots (spec git-watch §2.3): absolute
+/// paths only; a file's directory is searched from; the innermost repository wins (nested
+/// repositories, linked worktrees and submodules are their own roots). Beyond the reference,
+/// a directory inside no repository has the repositories directly below it watched (a
+/// project cloned into the working directory), at most ``maxChildren`` of them.
+enum RepositoryFinder {
+    static let maxChildren = 64
+
+    static func roots(for paths: [String]) -> Set<String> {
+        var roots: Set<String> = []
+        for path in paths where path.hasPrefix("/") {
+            var isDirectory: ObjCBool = false
+            let exists = FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory)
+            let start = exists && isDirectory.boolValue ? path : (path as NSString).deletingLastPathComponent
+            if let root = GitSnapshotter.repositoryRoot(containing: start) {
+                roots.insert(resolved(root))
+                continue
+            }
+            guard exists, isDirectory.boolValue,
+                  let children = try? FileManager.default.contentsOfDirectory(atPath: path) else { continue }
+            var found = 0
+            for child in children.sorted() where found < maxChildren {
+                let candidate = path + "/" + child
+                guard FileManager.default.fileExists(atPath: candidate + "/.git"),
+                      let root = GitSnapshotter.repositoryRoot(containing: candidate) else { continue }
+                roots.insert(resolved(root))
+                found += 1
+            }
+        }
+        return roots
+    }
+
+    static func resolved(_ path: String) -> String {
+        URL(fileURLWithPath: path).resolvingSymlinksInPath().path
+    }
+}

@@ -1,0 +1,84 @@
+import AgentCore
+import AgentHTTP
+import AgentTestSupport
+import Foundation
+import GitWatch
+import Hummingbird
+import Logging
+import Testing
+
+/// The watch socket over a real server, real repositories and a real WebSocket client.
+@Suite(.timeLimit(.minutes(1)))
+struct GitWatchSocketTests {
+    static let chat = "7a6b5c4d-3e2f-4a1b-9c8d-7e6f5a4b3c2d"
+
+    struct NoUpward: UpwardSink {
+        func send(_ status: AppStatusReport) -> UpwardReceipt { .settled(.logged) }
+        func send(_ batch: BoundaryLogBatch) -> UpwardReceipt { .settled(.logged) }
+        func send(_ line: AgentLogLine) {}
+        var isConnected: Bool { false }
+        var hasControlPlane: Bool { false }
+    }
+
+    @Test func changesRefreshErrorsAndRemoval() async throws {
+        let root = try await GitSnapshotterTests.makeRepository()
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        try Data("hello\n".utf8).write(to: URL(fileURLWithPath: root + "/f.txt"))
+        try await GitSnapshotterTests.git(["add", "."], in: root)
+        try await GitSnapshotterTests.git(["commit", "-q", "-m", "init"], in: root)
+        try Data("hello world\n".utf8).write(to: URL(fileURLWithPath: root + "/f.txt"))
+
+        let paths = ChatPaths()
+        paths.record(root + "/f.txt", chat: Self.chat)
+        let context = AgentContext(chatPaths: paths, manifest: ManifestStore(), upward: NoUpward(), environment: [:], stateDirectory: root)
+        let (ports, sink) = AsyncStream<Int>.makeStream()
+        let app = AgentHTTPServer.makeApplication(
+            address: BindTarget(kind: .tcp(host: "127.0.0.1", port: 0)),
+            mounts: [HTTPMount(GitWatchModule(context: context), at: "/api/v0/git")],
+            logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
+        ) { channel in
+            sink.yield(channel.localAddress?.port ?? 0)
+            sink.finish()
+        }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await app.run() }
+            var iterator = ports.makeAsyncIterator()
+            let port = try #require(await iterator.next())
+            try await TestWebSocket.withConnection(port: port, path: "/api/v0/git/watch?chat_id=\(Self.chat)") { ws in
+                func nextJSON() async throws -> [String: Any] {
+                    guard case .text(let text)? = try await ws.next() else { return [:] }
+                    return (try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any]) ?? [:]
+                }
+                let first = try await nextJSON()
+                #expect(first["type"] as? String == "changes")
+                let repos = try #require(first["repositories"] as? [[String: Any]])
+                #expect(repos.first?["branch"] as? String == "main")
+                #expect((repos.first?["unified_diff"] as? String)?.contains("+hello world") == true)
+
+                try await ws.send(opcode: 1, payload: Array(#"{"type":"nope"}"#.utf8))
+                let error = try await nextJSON()
+                #expect(error["type"] as? String == "error" && error["message"] as? String == "unknown message type")
+
+                try Data("hello again\n".utf8).write(to: URL(fileURLWithPath: root + "/f.txt"))
+                try await ws.send(opcode: 1, payload: Array(#"{"type":"refresh"}"#.utf8))
+                var updated: [String: Any] = [:]
+                for _ in 0..<5 {
+                    updated = try await nextJSON()
+                    if updated["repositories"] != nil { break }
+                }
+                #expect(((updated["repositories"] as? [[String: Any]])?.first?["unified_diff"] as? String)?.contains("+hello again") == true)
+
+                try FileManager.default.removeItem(atPath: root + "/.git")
+                try await ws.send(opcode: 1, payload: Array(#"{"type":"refresh"}"#.utf8))
+                var removed: [String: Any] = [:]
+                for _ in 0..<5 {
+                    removed = try await nextJSON()
+                    if removed["repositories"] != nil { break }
+                }
+                #expect((removed["repositories"] as? [[String: Any]])?.first?["removed"] as? Bool == true)
+                try await ws.close()
+            }
+            group.cancelAll()
+        }
+    }
+}
