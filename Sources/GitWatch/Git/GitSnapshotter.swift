@@ -98,3 +98,36 @@ public enum GitSnapshotter {
         return (out, false)
     }
 }
+
+extension GitSnapshotter {
+    /// Why `show` found nothing to return.
+    public enum ShowFailure: Error, Equatable, Sendable {
+        case notFound(String)
+        case binary
+        case tooLarge
+    }
+
+    /// Larger blobs are refused (spec git-watch §1.4).
+    public static let maxShowBytes = 512 << 10
+
+    /// The contents of `path` at `ref` (`git show <ref>:<path>`), as text.
+    public static func show(root: String, path: String, ref: String) throws(ShowFailure) -> String {
+        GitLibrary.ensure()
+        var repository: OpaquePointer?
+        guard git_repository_open(&repository, root) == 0 else { throw .notFound("cannot open \(root)") }
+        defer { git_repository_free(repository) }
+        var object: OpaquePointer?
+        guard git_revparse_single(&object, repository, "\(ref):\(path)") == 0, let object else {
+            let text = git_error_last().map { String(cString: $0.pointee.message) } ?? "not found"
+            throw .notFound(text)
+        }
+        defer { git_object_free(object) }
+        guard git_object_type(object) == GIT_OBJECT_BLOB else { throw .notFound("\(ref):\(path) is not a file") }
+        let size = Int(git_blob_rawsize(object))
+        guard let raw = git_blob_rawcontent(object) else { return "" }
+        let bytes = UnsafeRawBufferPointer(start: raw, count: size)
+        if bytes.prefix(8192).contains(0) { throw .binary }
+        guard size <= maxShowBytes else { throw .tooLarge }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+}

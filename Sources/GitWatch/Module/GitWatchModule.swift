@@ -13,6 +13,13 @@ public struct GitWatchModule: HTTPModule {
         socket = GitWatchSocket(chatPaths: context.chatPaths)
     }
 
+    public func routes() -> RouteCollection<AgentRequestContext> {
+        let routes = RouteCollection(context: AgentRequestContext.self)
+        let show = GitShowRoute()
+        routes.get("show") { request, context in try await show.show(request, context) }
+        return routes
+    }
+
     public func webSocketRoutes() -> WebSocketRouteCollection {
         var routes = WebSocketRouteCollection()
         routes.add(socket.route())

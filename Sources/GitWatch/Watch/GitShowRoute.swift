@@ -1,0 +1,30 @@
+import AgentHTTP
+import Foundation
+import Hummingbird
+import NIOPosix
+
+/// `GET /api/v0/git/show?repo_root=&path=&ref=` (spec git-watch §1.4), read with libgit2.
+struct GitShowRoute: Sendable {
+    struct Contents: Encodable, Sendable {
+        var contents: String
+    }
+
+    func show(_ request: Request, _ context: AgentRequestContext) async throws -> Response {
+        let query = request.uri.queryParameters
+        guard let root = query.get("repo_root"), !root.isEmpty, let path = query.get("path"), !path.isEmpty,
+              let ref = query.get("ref"), !ref.isEmpty
+        else {
+            throw APIError(.badRequest, "Missing required query parameters.", detail: "repo_root, path and ref are required.")
+        }
+        guard FileManager.default.fileExists(atPath: root + "/.git") else { throw APIError(.badRequest, "Not a git repository.") }
+        let result = try await NIOThreadPool.singleton.runIfActive { () -> Result<String, GitSnapshotter.ShowFailure> in
+            Result { () throws(GitSnapshotter.ShowFailure) in try GitSnapshotter.show(root: root, path: path, ref: ref) }
+        }
+        switch result {
+        case .success(let text): return JSONResponse.make(Contents(contents: text))
+        case .failure(.notFound(let detail)): throw APIError(.notFound, "File not found.", detail: detail)
+        case .failure(.binary): throw APIError(.unprocessableContent, "binary file")
+        case .failure(.tooLarge): throw APIError(.unprocessableContent, "file too large")
+        }
+    }
+}

@@ -1,0 +1,54 @@
+import AgentCore
+import AgentHTTP
+import AgentTestSupport
+import Foundation
+import GitWatch
+import Hummingbird
+import Logging
+import Testing
+
+/// `GET /api/v0/git/show` (spec git-watch §1.4) over a real server and repository.
+@Suite(.timeLimit(.minutes(1)))
+struct GitShowTests {
+    @Test func showCases() async throws {
+        let root = try await GitSnapshotterTests.makeRepository()
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        try Data("committed\n".utf8).write(to: URL(fileURLWithPath: root + "/a.txt"))
+        try Data([0x00, 0x01, 0x02]).write(to: URL(fileURLWithPath: root + "/bin.dat"))
+        try Data(String(repeating: "z", count: (512 << 10) + 1).utf8).write(to: URL(fileURLWithPath: root + "/big.txt"))
+        try await GitSnapshotterTests.git(["add", "."], in: root)
+        try await GitSnapshotterTests.git(["commit", "-q", "-m", "init"], in: root)
+        try Data("changed\n".utf8).write(to: URL(fileURLWithPath: root + "/a.txt"))
+
+        let context = AgentContext(
+            chatPaths: ChatPaths(), manifest: ManifestStore(), upward: GitWatchSocketTests.NoUpward(), environment: [:], stateDirectory: root)
+        let (ports, sink) = AsyncStream<Int>.makeStream()
+        let app = AgentHTTPServer.makeApplication(
+            address: BindTarget(kind: .tcp(host: "127.0.0.1", port: 0)),
+            mounts: [HTTPMount(GitWatchModule(context: context), at: "/api/v0/git")],
+            logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
+        ) { channel in
+            sink.yield(channel.localAddress?.port ?? 0)
+            sink.finish()
+        }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await app.run() }
+            var iterator = ports.makeAsyncIterator()
+            let client = RawHTTPClient(port: try #require(await iterator.next()))
+            func show(_ query: String) async throws -> RawHTTPClient.Response {
+                try await client.request("GET", "/api/v0/git/show?" + query)
+            }
+            let ok = try await show("repo_root=\(root)&path=a.txt&ref=HEAD")
+            #expect(ok.status == 200)
+            #expect(try #require(jsonObject(ok.body))["contents"] as? String == "committed\n")
+            #expect(try await show("repo_root=\(root)&path=a.txt").status == 400)
+            #expect(try await show("repo_root=/tmp&path=a.txt&ref=HEAD").bodyText.contains("Not a git repository."))
+            #expect(try await show("repo_root=\(root)&path=missing.txt&ref=HEAD").status == 404)
+            let binary = try await show("repo_root=\(root)&path=bin.dat&ref=HEAD")
+            #expect(binary.status == 422 && binary.bodyText.contains("binary file"))
+            let big = try await show("repo_root=\(root)&path=big.txt&ref=HEAD")
+            #expect(big.status == 422 && big.bodyText.contains("file too large"))
+            group.cancelAll()
+        }
+    }
+}
