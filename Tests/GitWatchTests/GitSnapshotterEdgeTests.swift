@@ -1,0 +1,57 @@
+import Foundation
+import GitWatch
+import Testing
+
+/// More shapes of repository, each compared with git's own output.
+@Suite(.timeLimit(.minutes(1)))
+struct GitSnapshotterEdgeTests {
+    typealias G = GitSnapshotterTests
+
+    func write(_ bytes: [UInt8], _ path: String) throws {
+        try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+    }
+
+    @Test func binaryRenameAndLargeFilesMatchGit() async throws {
+        let root = try await G.makeRepository()
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        try write([0, 1, 2, 3], root + "/image.bin")
+        try write(Array("a\nb\nc\nd\ne\nf\n".utf8), root + "/old-name.txt")
+        try write(Array(String(repeating: "line of text\n", count: 80_000).utf8), root + "/large.txt")
+        try await G.git(["add", "."], in: root)
+        try await G.git(["commit", "-q", "-m", "init"], in: root)
+        try write([0, 9, 9, 9], root + "/image.bin")
+        try await G.git(["mv", "old-name.txt", "new-name.txt"], in: root)
+        try write(Array((String(repeating: "line of text\n", count: 40_000) + "changed\n" + String(repeating: "line of text\n", count: 39_999)).utf8), root + "/large.txt")
+        let snapshot = try GitSnapshotter.snapshot(root: root)
+        let expected = try await G.git(["diff", "HEAD"], in: root)
+        #expect(expected.contains("Binary files") && expected.contains("rename from"))
+        #expect(snapshot.unifiedDiff == expected)
+    }
+
+    @Test func worktreesAndSubmodulesAreTheirOwnRoots() async throws {
+        let root = try await G.makeRepository()
+        let sub = try await G.makeRepository()
+        defer {
+            try? FileManager.default.removeItem(atPath: root)
+            try? FileManager.default.removeItem(atPath: sub)
+            try? FileManager.default.removeItem(atPath: root + "-wt")
+        }
+        try write(Array("x\n".utf8), root + "/x.txt")
+        try write(Array("s\n".utf8), sub + "/s.txt")
+        try await G.git(["add", "."], in: sub)
+        try await G.git(["commit", "-q", "-m", "sub"], in: sub)
+        try await G.git(["add", "."], in: root)
+        try await G.git(["commit", "-q", "-m", "root"], in: root)
+        try await G.git(["-c", "protocol.file.allow=always", "submodule", "add", "-q", sub, "modules/sub"], in: root)
+        try await G.git(["worktree", "add", "-q", root + "-wt"], in: root)
+        func real(_ path: String) -> String { URL(fileURLWithPath: path).resolvingSymlinksInPath().path }
+        #expect(GitSnapshotter.repositoryRoot(containing: root + "/modules/sub/s.txt").map(real) == real(root + "/modules/sub"))
+        #expect(GitSnapshotter.repositoryRoot(containing: root + "-wt/x.txt").map(real) == real(root + "-wt"))
+        #expect(GitSnapshotter.repositoryRoot(containing: root + "/x.txt").map(real) == real(root))
+        try write(Array("changed\n".utf8), root + "-wt/x.txt")
+        let worktree = try GitSnapshotter.snapshot(root: root + "-wt")
+        #expect(worktree.unifiedDiff == (try await G.git(["diff", "HEAD"], in: root + "-wt")))
+        #expect(!worktree.branch.isEmpty)
+    }
+}
