@@ -5,6 +5,7 @@ import Foundation
 import GitWatch
 import Hummingbird
 import Logging
+import ServiceLifecycle
 import Testing
 
 /// The watch socket over a real server, real repositories and a real WebSocket client.
@@ -78,6 +79,38 @@ struct GitWatchSocketTests {
                 #expect((removed["repositories"] as? [[String: Any]])?.first?["removed"] as? Bool == true)
                 try await ws.close()
             }
+            group.cancelAll()
+        }
+    }
+
+    /// At shutdown the module's service closes every watch socket with 1001 (GoingAway).
+    @Test func shutdownClosesWithGoingAway() async throws {
+        let context = AgentContext(
+            chatPaths: ChatPaths(), manifest: ManifestStore(), upward: NoUpward(), environment: [:], stateDirectory: NSTemporaryDirectory())
+        let module = GitWatchModule(context: context)
+        let (ports, sink) = AsyncStream<Int>.makeStream()
+        let app = AgentHTTPServer.makeApplication(
+            address: BindTarget(kind: .tcp(host: "127.0.0.1", port: 0)),
+            mounts: [HTTPMount(module, at: "/api/v0/git")],
+            logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
+        ) { channel in
+            sink.yield(channel.localAddress?.port ?? 0)
+            sink.finish()
+        }
+        let services = ServiceGroup(configuration: .init(
+            services: module.services.map(\.service), logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })))
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await app.run() }
+            group.addTask { try await services.run() }
+            var iterator = ports.makeAsyncIterator()
+            let port = try #require(await iterator.next())
+            let code = try await TestWebSocket.withConnection(port: port, path: "/api/v0/git/watch") { ws -> Int? in
+                try await Task.sleep(for: .milliseconds(100))
+                await services.triggerGracefulShutdown()
+                while try await ws.next() != nil {}
+                return ws.closeCode
+            }
+            #expect(code == 1001)
             group.cancelAll()
         }
     }

@@ -6,11 +6,18 @@ import Hummingbird
 /// the chat → paths store (libgit2 in process; the agent never forks git).
 public struct GitWatchModule: HTTPModule {
     let socket: GitWatchSocket
+    let sessions = WatchSessions()
 
     public var name: String { "git watch" }
 
     public init(context: AgentContext) {
-        socket = GitWatchSocket(chatPaths: context.chatPaths)
+        socket = GitWatchSocket(chatPaths: context.chatPaths, sessions: sessions)
+    }
+
+    /// Closes the watch sockets with 1001 when shutdown reaches the `work` phase (before the
+    /// HTTP listeners close at `serving`).
+    public var services: [ModuleService] {
+        [ModuleService("git watch sockets", sessions, stopsIn: .work)]
     }
 
     public func routes() -> RouteCollection<AgentRequestContext> {

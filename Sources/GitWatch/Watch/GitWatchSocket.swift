@@ -5,6 +5,7 @@ import Hummingbird
 import HummingbirdCore
 import HummingbirdWebSocket
 import NIOCore
+import NIOWebSocket
 
 
 /// `GET /api/v0/git/watch?chat_id=` (spec git-watch §1): scans the chat's repositories on
@@ -13,6 +14,7 @@ import NIOCore
 /// heartbeat) while anything is watched.
 struct GitWatchSocket: Sendable {
     let chatPaths: ChatPaths
+    let sessions: WatchSessions
     static let pollInterval: Duration = .seconds(5)
     static let cooldown: Duration = .seconds(1)
     static let maxMessageBytes = 4 << 20
@@ -27,6 +29,8 @@ struct GitWatchSocket: Sendable {
     func serve(chat: String?, inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter) async throws {
         let scanner = WatchScanner()
         let wake = WorkSignal()
+        let (sessionID, closing) = sessions.register()
+        defer { sessions.remove(sessionID) }
         let encoder = JSONEncoder()
         // Subscribe first, then read what is there, so nothing arriving between is lost.
         let arrivals = chat.map { chatPaths.arrivals(chat: $0) }
@@ -73,7 +77,12 @@ struct GitWatchSocket: Sendable {
                     try await outbound.write(.text(String(decoding: try encoder.encode(message), as: UTF8.self)))
                 }
             }
-            // The reader ends when the client closes; then everything stops.
+            group.addTask {
+                // The agent is shutting down: GoingAway, as the reference closes.
+                await closing.wait()
+                if !Task.isCancelled { try await outbound.close(.goingAway, reason: "agent shutting down") }
+            }
+            // The reader ends when the client closes (or after our close); then everything stops.
             try await group.next()
             group.cancelAll()
         }

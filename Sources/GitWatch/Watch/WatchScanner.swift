@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import NIOPosix
 
 /// One socket's scanning state: the watched roots and the snapshot last sent for each
@@ -6,6 +7,9 @@ import NIOPosix
 actor WatchScanner {
     private var roots: Set<String> = []
     private var sent: [String: RepositorySnapshot] = [:]
+    /// The last failure logged per root, so a repository that stays broken logs once.
+    private var failures: [String: String] = [:]
+    private let logger = Logger(label: "workspace-agent.git")
 
     /// Adds the roots the chat's paths lead to.
     func resolve(_ paths: [String]) async {
@@ -21,11 +25,16 @@ actor WatchScanner {
         guard !roots.isEmpty else { return nil }
         var changed: [RepositoryEntry] = []
         for root in roots.sorted() {
-            let result = try? await NIOThreadPool.singleton.runIfActive { () -> RepositorySnapshot? in
+            let result = try? await NIOThreadPool.singleton.runIfActive { () -> Result<RepositorySnapshot, GitError>? in
                 guard FileManager.default.fileExists(atPath: root + "/.git") else { return nil }
-                return try? GitSnapshotter.snapshot(root: root)
+                return Result { () throws(GitError) in try GitSnapshotter.snapshot(root: root) }
             }
-            guard let snapshot = result ?? nil else {
+            if case .failure(let error)? = result, failures[root] != error.description {
+                // A corrupt HEAD, a lock held by git: kept and tried again next scan.
+                failures[root] = error.description
+                logger.warning("cannot read repository; it stays watched", metadata: ["repo_root": "\(root)", "error": "\(error)"])
+            }
+            guard case .success(let snapshot)? = result else {
                 if !FileManager.default.fileExists(atPath: root + "/.git") {
                     roots.remove(root)
                     sent[root] = nil
@@ -34,6 +43,7 @@ actor WatchScanner {
                 // Otherwise (a corrupt HEAD, a lock): kept, tried again next scan.
                 continue
             }
+            failures[root] = nil
             if sent[root] != snapshot {
                 sent[root] = snapshot
                 changed.append(RepositoryEntry(snapshot))
