@@ -234,6 +234,9 @@ let package = Package(
         .target(
             name: "AgentTestSupport",
             dependencies: [
+                "AgentHTTP",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ],

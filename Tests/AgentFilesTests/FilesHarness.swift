@@ -43,26 +43,8 @@ func withFilesServer(_ body: (FilesHarness) async throws -> Void) async throws {
     let context = AgentContext(
         chatPaths: chatPaths, manifest: ManifestStore(), upward: NoUpward(), environment: ["HOME": directory],
         stateDirectory: directory)
-    let (ports, portSink) = AsyncStream<Int>.makeStream()
-    let app = AgentHTTPServer.makeApplication(
-        address: BindTarget(kind: .tcp(host: "127.0.0.1", port: 0)),
-        mounts: [HTTPMount(FilesModule(context: context, agentStartedAt: .now - .seconds(10)), at: "/api/v0")],
-        logger: FilesHarness.quiet
-    ) { channel in
-        portSink.yield(channel.localAddress?.port ?? 0)
-        portSink.finish()
-    }
-    try await withThrowingTaskGroup(of: Void.self) { group in
-        group.addTask { try await app.run() }
-        var iterator = ports.makeAsyncIterator()
-        let port = try #require(await iterator.next())
-        do {
-            try await body(FilesHarness(client: RawHTTPClient(port: port), chatPaths: chatPaths, directory: directory))
-        } catch {
-            group.cancelAll()
-            throw error
-        }
-        group.cancelAll()
+    try await withAgentServer([HTTPMount(FilesModule(context: context, agentStartedAt: .now - .seconds(10)), at: "/api/v0")]) { port in
+        try await body(FilesHarness(client: RawHTTPClient(port: port), chatPaths: chatPaths, directory: directory))
     }
 }
 

@@ -22,19 +22,8 @@ struct GitShowTests {
 
         let context = AgentContext(
             chatPaths: ChatPaths(), manifest: ManifestStore(), upward: GitWatchSocketTests.NoUpward(), environment: [:], stateDirectory: root)
-        let (ports, sink) = AsyncStream<Int>.makeStream()
-        let app = AgentHTTPServer.makeApplication(
-            address: BindTarget(kind: .tcp(host: "127.0.0.1", port: 0)),
-            mounts: [HTTPMount(GitWatchModule(context: context), at: "/api/v0/git")],
-            logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
-        ) { channel in
-            sink.yield(channel.localAddress?.port ?? 0)
-            sink.finish()
-        }
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await app.run() }
-            var iterator = ports.makeAsyncIterator()
-            let client = RawHTTPClient(port: try #require(await iterator.next()))
+        try await withAgentServer([HTTPMount(GitWatchModule(context: context), at: "/api/v0/git")]) { port in
+            let client = RawHTTPClient(port: port)
             func show(_ query: String) async throws -> RawHTTPClient.Response {
                 try await client.request("GET", "/api/v0/git/show?" + query)
             }
@@ -48,7 +37,6 @@ struct GitShowTests {
             #expect(binary.status == 422 && binary.bodyText.contains("binary file"))
             let big = try await show("repo_root=\(root)&path=big.txt&ref=HEAD")
             #expect(big.status == 422 && big.bodyText.contains("file too large"))
-            group.cancelAll()
         }
     }
 }

@@ -32,19 +32,7 @@ struct GitWatchSocketTests {
         let paths = ChatPaths()
         paths.record(root + "/f.txt", chat: Self.chat)
         let context = AgentContext(chatPaths: paths, manifest: ManifestStore(), upward: NoUpward(), environment: [:], stateDirectory: root)
-        let (ports, sink) = AsyncStream<Int>.makeStream()
-        let app = AgentHTTPServer.makeApplication(
-            address: BindTarget(kind: .tcp(host: "127.0.0.1", port: 0)),
-            mounts: [HTTPMount(GitWatchModule(context: context), at: "/api/v0/git")],
-            logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
-        ) { channel in
-            sink.yield(channel.localAddress?.port ?? 0)
-            sink.finish()
-        }
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await app.run() }
-            var iterator = ports.makeAsyncIterator()
-            let port = try #require(await iterator.next())
+        try await withAgentServer([HTTPMount(GitWatchModule(context: context), at: "/api/v0/git")]) { port in
             try await TestWebSocket.withConnection(port: port, path: "/api/v0/git/watch?chat_id=\(Self.chat)") { ws in
                 func nextJSON() async throws -> [String: Any] {
                     guard case .text(let text)? = try await ws.next() else { return [:] }
@@ -79,7 +67,6 @@ struct GitWatchSocketTests {
                 #expect((removed["repositories"] as? [[String: Any]])?.first?["removed"] as? Bool == true)
                 try await ws.close()
             }
-            group.cancelAll()
         }
     }
 
