@@ -101,4 +101,34 @@ struct GitWatchSocketTests {
             group.cancelAll()
         }
     }
+
+    /// Beyond the reference: a recorded directory inside no repository has the repositories
+    /// directly below it watched (projects cloned into the working directory).
+    @Test func repositoriesOneLevelBelowARecordedDirectoryAreWatched() async throws {
+        let parent = NSTemporaryDirectory() + "git-parent-" + UUID().uuidString.prefix(8)
+        try FileManager.default.createDirectory(atPath: parent, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: parent) }
+        for name in ["alpha", "beta"] {
+            let root = parent + "/" + name
+            try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+            try await GitSnapshotterTests.git(["init", "-q"], in: root)
+            try Data("\(name)\n".utf8).write(to: URL(fileURLWithPath: root + "/readme.txt"))
+        }
+        try FileManager.default.createDirectory(atPath: parent + "/not-a-repo", withIntermediateDirectories: true)
+        let paths = ChatPaths()
+        paths.record(parent, chat: Self.chat)
+        let context = AgentContext(chatPaths: paths, manifest: ManifestStore(), upward: NoUpward(), environment: [:], stateDirectory: parent)
+        try await withAgentServer([HTTPMount(GitWatchModule(context: context), at: "/api/v0/git")]) { port in
+            try await TestWebSocket.withConnection(port: port, path: "/api/v0/git/watch?chat_id=\(Self.chat)") { ws in
+                guard case .text(let text)? = try await ws.next() else {
+                    Issue.record("no changes message")
+                    return
+                }
+                let json = try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any]
+                let roots = ((json?["repositories"] as? [[String: Any]]) ?? []).compactMap { $0["repo_root"] as? String }
+                #expect(roots.map { ($0 as NSString).lastPathComponent }.sorted() == ["alpha", "beta"])
+                try await ws.close()
+            }
+        }
+    }
 }
