@@ -220,7 +220,7 @@ let package = Package(
         .executableTarget(
             name: "AgentBench",
             dependencies: [
-                "CAgentSpawn", "AgentCore", "AgentRPC", "AgentProto", "AgentSocket", "ControlPlaneDouble", "Yamux",
+                "CAgentSpawn", "AgentCore", "AgentRPC", "AgentProto", "AgentSocket", "ControlPlaneDouble", "DRPC", "Yamux",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "Logging", package: "swift-log"),
@@ -234,7 +234,7 @@ let package = Package(
         .target(
             name: "AgentTestSupport",
             dependencies: [
-                "AgentHTTP",
+                "AgentCore", "AgentHTTP",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),

@@ -2,6 +2,7 @@ import AgentCore
 import AgentRPC
 import AgentSocket
 import ArgumentParser
+import DRPC
 import Foundation
 import Logging
 import ServiceLifecycle
@@ -124,19 +125,7 @@ struct SocketBenchmarks: AsyncParsableCommand {
     }
 
     static func connect(_ path: String) -> Int32? {
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { return nil }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: Array(path.utf8)) }
-        let result = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        guard result == 0 else {
-            close(fd)
-            return nil
-        }
-        return fd
+        try? UnixSocket.connect(path).get()
     }
 
     static func sendAll(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
@@ -149,16 +138,7 @@ struct SocketBenchmarks: AsyncParsableCommand {
         return true
     }
 
-    static func varint(_ value: Int) -> [UInt8] {
-        var value = UInt64(value)
-        var out: [UInt8] = []
-        while value >= 0x80 {
-            out.append(UInt8(value & 0x7F) | 0x80)
-            value >>= 7
-        }
-        out.append(UInt8(value))
-        return out
-    }
+    static func varint(_ value: Int) -> [UInt8] { Varint.encoded(UInt64(value)) }
 }
 
 /// The baseline: a unix-socket echo server on its own thread (blocking accept, read, write).
@@ -167,12 +147,7 @@ final class EchoServer: Sendable {
 
     init(path: String) throws {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: Array(path.utf8)) }
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
+        let bound = UnixSocket.withAddress(path) { bind(fd, $0, $1) } ?? -1
         guard fd >= 0, bound == 0, listen(fd, 16) == 0 else { throw ValidationError("cannot listen on \(path)") }
         listener = fd
         let thread = Thread { [fd] in

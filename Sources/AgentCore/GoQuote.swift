@@ -2,28 +2,24 @@ import Foundation
 
 /// Go's `%q` for the strings the API quotes: escapes quotes, backslashes and control bytes.
 public func goQuote(_ text: String) -> String {
-    var out = "\""
-    for scalar in text.unicodeScalars {
-        switch scalar {
-        case "\"": out += "\\\""
-        case "\\": out += "\\\\"
-        case "\n": out += "\\n"
-        case "\r": out += "\\r"
-        case "\t": out += "\\t"
-        default:
-            if scalar.value < 0x20 || scalar.value == 0x7f {
-                out += String(format: "\\x%02x", scalar.value)
-            } else {
-                out.unicodeScalars.append(scalar)
-            }
-        }
+    quoted(text) { scalar in
+        scalar.value < 0x20 || scalar.value == 0x7f ? String(format: "\\x%02x", scalar.value) : nil
     }
-    return out + "\""
 }
 
 /// A JSON string literal. With `escapingHTML`, also `<`, `>`, `&`, U+2028 and U+2029 as
 /// `\u00XX`, as Go's `encoding/json` writes them (the CLI's JSON output matches Go's).
 public func jsonQuote(_ text: String, escapingHTML: Bool = false) -> String {
+    quoted(text) { scalar in
+        // (A `where` after several patterns would guard only the last one.)
+        let html = escapingHTML && ["<", ">", "&", "\u{2028}", "\u{2029}"].contains(scalar)
+        return html || scalar.value < 0x20 ? String(format: "\\u%04x", scalar.value) : nil
+    }
+}
+
+/// `text` in double quotes with `"`, `\`, newline, return and tab escaped, and every other
+/// scalar `escape` returns text for replaced by it.
+private func quoted(_ text: String, escape: (Unicode.Scalar) -> String?) -> String {
     var out = "\""
     out.reserveCapacity(text.utf8.count + 2)
     for scalar in text.unicodeScalars {
@@ -33,14 +29,8 @@ public func jsonQuote(_ text: String, escapingHTML: Bool = false) -> String {
         case "\n": out += "\\n"
         case "\r": out += "\\r"
         case "\t": out += "\\t"
-        case "<", ">", "&", "\u{2028}", "\u{2029}" where escapingHTML:
-            out += String(format: "\\u%04x", scalar.value)
         default:
-            if scalar.value < 0x20 {
-                out += String(format: "\\u%04x", scalar.value)
-            } else {
-                out.unicodeScalars.append(scalar)
-            }
+            if let escaped = escape(scalar) { out += escaped } else { out.unicodeScalars.append(scalar) }
         }
     }
     return out + "\""

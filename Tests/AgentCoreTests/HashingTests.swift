@@ -27,3 +27,11 @@ struct HashingTests {
         #expect(uuidV5(namespace: dns, name: Array("www.example.com".utf8)) == "2ed6657d-e927-568b-95e1-2665a8aea6a2")
     }
 }
+
+struct QuotingTests {
+    @Test func goAndJSONQuoting() {
+        #expect(goQuote("a\"b\\c\n\u{01}\u{7f}<") == #""a\"b\\c\n\x01\x7f<""#)
+        #expect(jsonQuote("<a&b>\u{01}") == #""<a&b>\u0001""#, "HTML characters stay unless asked")
+        #expect(jsonQuote("<a&b>\u{2028}", escapingHTML: true) == #""\u003ca\u0026b\u003e\u2028""#)
+    }
+}

@@ -18,14 +18,7 @@ struct AgentSocketConformanceTests {
         let path = directory + "/agent.sock"
         // A stale socket file (nobody listens) is taken over.
         let listener = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            raw.copyBytes(from: Array(path.utf8))
-        }
-        _ = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
+        _ = UnixSocket.withAddress(path) { bind(listener, $0, $1) }
         close(listener)
         #expect(FileManager.default.fileExists(atPath: path), "a stale socket file exists")
 
@@ -180,7 +173,7 @@ struct AgentSocketConformanceTests {
     // 18.
     @Test func unknownMethodsAndConcurrency() async throws {
         try await withSocketServer { client, server in
-            let raw = try #require(UnixSocketClient(path: client.path))
+            let raw = try #require(LoopbackSocket(unixPath: client.path))
             raw.send(unaryFrames("/coder.agentsocket.v1.AgentSocket/Nope", []))
             raw.send(unaryFrames("/coder.agentsocket.v1.AgentSocket/Ping", [], stream: 2))
             // The agent answers the unknown call with an Error frame and keeps serving.

@@ -20,7 +20,7 @@ struct AgentSocketHostileClientTests {
     @Test func garbageBytesDisconnectOnlyTheirClient() async throws {
         let logs = LogRecorder()
         try await withSocketServer(logger: logs.logger) { client, _ in
-            let bad = try #require(UnixSocketClient(path: client.path))
+            let bad = try #require(LoopbackSocket(unixPath: client.path))
             // Kind 0x3F is not a dRPC kind: a protocol error.
             bad.send([0x7F, 0x01, 0x01, 0x03, 0x41, 0x42, 0x43] + Array(repeating: 0xFF, count: 64))
             let (_, closed) = await bad.readAll(timeout: .seconds(5))
@@ -33,8 +33,8 @@ struct AgentSocketHostileClientTests {
     @Test func halfAFrameThenSilenceIsCutAtTheDeadline() async throws {
         let logs = LogRecorder()
         try await withSocketServer(configure: { $0.partialFrameTimeout = .milliseconds(300) }, logger: logs.logger) { client, _ in
-            let idle = try #require(UnixSocketClient(path: client.path))
-            let half = try #require(UnixSocketClient(path: client.path))
+            let idle = try #require(LoopbackSocket(unixPath: client.path))
+            let half = try #require(LoopbackSocket(unixPath: client.path))
             half.send(Array(Self.ping.prefix(5)))
             let (_, closed) = await half.readAll(timeout: .seconds(5))
             #expect(closed, "half a frame then nothing: disconnected")
@@ -48,7 +48,7 @@ struct AgentSocketHostileClientTests {
 
     @Test func oversizedFrameIsRefused() async throws {
         try await withSocketServer { client, _ in
-            let big = try #require(UnixSocketClient(path: client.path))
+            let big = try #require(LoopbackSocket(unixPath: client.path))
             let method = Array("/coder.agentsocket.v1.AgentSocket/Ping".utf8)
             // Invoke, then a Message frame announcing 4 MiB + 1.
             big.send([0x03, 0x01, 0x01] + varint(method.count) + method + [0x05, 0x01, 0x02] + varint((4 << 20) + 1) + Array(repeating: 0, count: 1024))
@@ -61,11 +61,11 @@ struct AgentSocketHostileClientTests {
     @Test func vanishingAndSilentClientsCannotLockOthersOut() async throws {
         try await withSocketServer(configure: { $0.maxConnections = 8 }) { client, server in
             for _ in 0..<5 {
-                let vanishing = try #require(UnixSocketClient(path: client.path))
+                let vanishing = try #require(LoopbackSocket(unixPath: client.path))
                 vanishing.send(Array(Self.ping.prefix(20)))
             }
             // Twenty clients that connect and say nothing: the quietest make room.
-            let silent = (0..<20).compactMap { _ in UnixSocketClient(path: client.path) }
+            let silent = (0..<20).compactMap { _ in LoopbackSocket(unixPath: client.path) }
             #expect(silent.count == 20)
             // Once they are all accepted (the cap holds), a new client still gets through.
             #expect(await eventually { server.connectionCount == 8 })
@@ -81,7 +81,7 @@ struct AgentSocketHostileClientTests {
     @Test func aStuckStreamingCallCannotHoldShutdown() async throws {
         try await withSocketServer { client, _ in
             try await client.syncWant("never", dependsOn: "missing")
-            let stuck = try #require(UnixSocketClient(path: client.path))
+            let stuck = try #require(LoopbackSocket(unixPath: client.path))
             let method = Array("/coder.agentsocket.v1.AgentSocket/SyncWaitReady".utf8)
             var request = Coder_Agentsocket_V1_SyncReadyRequest()
             request.unit = "never"
@@ -90,7 +90,7 @@ struct AgentSocketHostileClientTests {
             // Three messages and no CloseSend: the handler takes one and then waits.
             for message in 2...4 { frames += [0x05, 0x01, UInt8(message)] + varint(body.count) + body }
             stuck.send(frames)
-            let superseding = try #require(UnixSocketClient(path: client.path))
+            let superseding = try #require(LoopbackSocket(unixPath: client.path))
             superseding.send([0x03, 0x01, 0x01] + varint(method.count) + method + [0x05, 0x01, 0x02] + varint(body.count) + body)
             superseding.send(unaryFrames("/coder.agentsocket.v1.AgentSocket/Ping", [], stream: 2))
             try await Task.sleep(for: .milliseconds(200))
@@ -106,7 +106,7 @@ struct AgentSocketHostileClientTests {
             try await client.syncWant("b", dependsOn: "gate")
             let waiters = [Task { try await client.waitReady("a") }, Task { try await client.waitReady("b") }]
             #expect(await eventually { server.busyConnectionCount == 2 })
-            let silent = (0..<10).compactMap { _ in UnixSocketClient(path: client.path) }
+            let silent = (0..<10).compactMap { _ in LoopbackSocket(unixPath: client.path) }
             #expect(await eventually { server.connectionCount <= 4 })
             try await Task.sleep(for: .milliseconds(100))
             try await client.syncStart("gate")

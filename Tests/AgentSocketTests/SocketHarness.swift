@@ -2,6 +2,7 @@ import AgentCore
 import AgentRPC
 import AgentSocket
 import AgentTestSupport
+import DRPC
 import Foundation
 import Logging
 import ServiceLifecycle
@@ -62,13 +63,4 @@ func unaryFrames(_ method: String, _ request: [UInt8], stream: UInt8 = 1) -> [UI
     return frame(1, 1, Array(method.utf8)) + frame(2, 2, request) + frame(6, 3, [])
 }
 
-func varint(_ value: Int) -> [UInt8] {
-    var value = UInt64(value)
-    var out: [UInt8] = []
-    while value >= 0x80 {
-        out.append(UInt8(value & 0x7F) | 0x80)
-        value >>= 7
-    }
-    out.append(UInt8(value))
-    return out
-}
+func varint(_ value: Int) -> [UInt8] { Varint.encoded(UInt64(value)) }

@@ -1,12 +1,13 @@
+import AgentCore
 import Foundation
 
 #if canImport(Glibc)
 import Glibc
 #endif
 
-/// A plain blocking TCP socket to a loopback port, for tests that need thousands of
-/// connections or byte-exact control (half-sent heads, unmasked frames). Every read is
-/// bounded by a timeout.
+/// A plain socket to a loopback port or a unix socket, for tests that need thousands of
+/// connections or byte-exact control (half-sent heads, unmasked frames, raw dRPC frames).
+/// Every read is bounded by a timeout and never blocks a cooperative thread.
 public final class LoopbackSocket: @unchecked Sendable {
     // @unchecked: the descriptor is only used by the test that owns the socket, one call at
     // a time; nothing is shared between tasks.
@@ -27,6 +28,12 @@ public final class LoopbackSocket: @unchecked Sendable {
             close(fd)
             return nil
         }
+        self.fd = fd
+    }
+
+    /// Connects to the unix socket at `path`; nil when that fails.
+    public init?(unixPath path: String) {
+        guard case .success(let fd) = UnixSocket.connect(path) else { return nil }
         self.fd = fd
     }
 
@@ -78,6 +85,20 @@ public final class LoopbackSocket: @unchecked Sendable {
         let deadline = ContinuousClock.now + timeout
         var out: [UInt8] = []
         while out.firstRange(of: needle) == nil, ContinuousClock.now < deadline {
+            switch receive() {
+            case .data(let bytes): out += bytes
+            case .closed: return out
+            case .nothing: try? await Task.sleep(for: .milliseconds(5))
+            }
+        }
+        return out
+    }
+
+    /// At least `count` bytes, or what arrived when the peer closed or `timeout` passed.
+    public func read(atLeast count: Int, timeout: Duration = .seconds(10)) async -> [UInt8] {
+        let deadline = ContinuousClock.now + timeout
+        var out: [UInt8] = []
+        while out.count < count, ContinuousClock.now < deadline {
             switch receive() {
             case .data(let bytes): out += bytes
             case .closed: return out

@@ -151,26 +151,10 @@ public struct AgentSocketClient: Sendable {
     /// Connects with a plain `connect(2)` (so a failure names its errno as Go's dialer
     /// does), then hands the socket to NIO.
     func connect() async throws(Failure) -> ChannelTransport {
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw .dial(path: path, errno: errno) }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        let bytes = Array(path.utf8)
-        guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else {
-            close(fd)
-            throw .dial(path: path, errno: ENAMETOOLONG)
-        }
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            raw.copyBytes(from: bytes)
-            raw[bytes.count] = 0
-        }
-        let result = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        guard result == 0 else {
-            let code = errno
-            close(fd)
-            throw .dial(path: path, errno: code)
+        let fd: Int32
+        switch UnixSocket.connect(path) {
+        case .success(let connected): fd = connected
+        case .failure(let error): throw .dial(path: path, errno: error.errno)
         }
         do {
             let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)

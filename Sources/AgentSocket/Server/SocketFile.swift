@@ -26,8 +26,7 @@ struct SocketFile: Sendable {
         var description: String
     }
 
-    /// The longest path a unix socket can have (`sun_path` holds 108 bytes with the NUL).
-    static let maxPathBytes = 107
+    static let maxPathBytes = UnixSocket.maxPathBytes
 
     /// A private directory next to the final path for the bind; its socket path.
     func makeStaging() throws(Failure) -> (directory: String, socket: String) {
@@ -58,21 +57,9 @@ struct SocketFile: Sendable {
 
     /// Whether something listens at `path` (a connect succeeds).
     static func isLive(_ path: String) -> Bool {
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { return false }
-        defer { close(fd) }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        let bytes = Array(path.utf8)
-        guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else { return false }
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            raw.copyBytes(from: bytes)
-            raw[bytes.count] = 0
-        }
-        let result = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        return result == 0
+        guard case .success(let fd) = UnixSocket.connect(path) else { return false }
+        close(fd)
+        return true
     }
 
     /// Moves the staged socket (already 0600) to the final path: refuses if a live socket is

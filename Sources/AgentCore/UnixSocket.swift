@@ -1,0 +1,39 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Unix-domain socket addresses and a blocking connect, shared by the agent socket's server
+/// (liveness check), its CLI client, the benchmarks and the tests.
+public enum UnixSocket {
+    /// The longest path a unix socket can have (`sun_path` holds 108 bytes with the NUL).
+    public static let maxPathBytes = 107
+
+    /// Runs `body` with the `sockaddr_un` for `path`; nil when the path is too long.
+    public static func withAddress<T>(_ path: String, _ body: (UnsafePointer<sockaddr>, socklen_t) -> T) -> T? {
+        let bytes = Array(path.utf8)
+        guard bytes.count <= maxPathBytes else { return nil }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            raw.copyBytes(from: bytes)
+            raw[bytes.count] = 0
+        }
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+    }
+
+    /// A connected, blocking, close-on-exec stream socket to `path`, or the errno of the
+    /// step that failed (ENAMETOOLONG for a path that does not fit).
+    public static func connect(_ path: String) -> Result<Int32, SystemCallError> {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { return .failure(SystemCallError(call: "socket", errno: errno)) }
+        let result = withAddress(path) { Glibc.connect(fd, $0, $1) } ?? { errno = ENAMETOOLONG; return -1 }()
+        guard result == 0 else {
+            let code = errno
+            close(fd)
+            return .failure(SystemCallError(call: "connect", errno: code))
+        }
+        return .success(fd)
+    }
+}
