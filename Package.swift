@@ -133,6 +133,7 @@ let package = Package(
             dependencies: [
                 "AgentCore", "AgentHTTP", "CGit2",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
@@ -220,7 +221,7 @@ let package = Package(
         .executableTarget(
             name: "AgentBench",
             dependencies: [
-                "CAgentSpawn", "AgentCore", "AgentRPC", "AgentProto", "AgentSocket", "ControlPlaneDouble", "DRPC", "Yamux",
+                "CAgentSpawn", "AgentCore", "AgentRPC", "AgentProto", "AgentSocket", "ControlPlaneDouble", "DRPC", "Yamux", "GitWatch",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "Logging", package: "swift-log"),

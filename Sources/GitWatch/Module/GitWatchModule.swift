@@ -10,8 +10,11 @@ public struct GitWatchModule: HTTPModule {
 
     public var name: String { "git watch" }
 
-    public init(context: AgentContext) {
-        socket = GitWatchSocket(chatPaths: context.chatPaths, sessions: sessions)
+    /// `timing` is the socket's clock (tests shorten it); `maxWatches` bounds the inotify
+    /// watches of all repositories together.
+    public init(context: AgentContext, timing: WatchTiming = .standard, maxWatches: Int = 8192) {
+        socket = GitWatchSocket(
+            chatPaths: context.chatPaths, sessions: sessions, watcher: TreeWatcher(maxWatches: maxWatches), timing: timing)
     }
 
     /// Closes the watch sockets with 1001 when shutdown reaches the `work` phase (before the

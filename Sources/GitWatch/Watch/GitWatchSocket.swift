@@ -6,17 +6,19 @@ import HummingbirdCore
 import HummingbirdWebSocket
 import NIOCore
 import NIOWebSocket
+import Synchronization
 
 
 /// `GET /api/v0/git/watch?chat_id=` (spec git-watch §1): scans the chat's repositories on
-/// `refresh`, when the chat touches a path, and every ``pollInterval``; at most one scan per
-/// ``cooldown``; each finished scan sends `changes` (the changed repositories, or none as a
-/// heartbeat) while anything is watched.
+/// `refresh`, when the chat touches a path, when inotify sees a change in a watched
+/// repository, and on the fallback poll; at most one scan per cooldown, requests arriving
+/// meanwhile fold into one; each finished scan sends `changes` (the changed repositories, or
+/// none as a heartbeat) while anything is watched.
 struct GitWatchSocket: Sendable {
     let chatPaths: ChatPaths
     let sessions: WatchSessions
-    static let pollInterval: Duration = .seconds(5)
-    static let cooldown: Duration = .seconds(1)
+    let watcher: TreeWatcher
+    let timing: WatchTiming
     static let maxMessageBytes = 4 << 20
 
     func route() -> AgentWebSocketRoute {
@@ -27,11 +29,13 @@ struct GitWatchSocket: Sendable {
     }
 
     func serve(chat: String?, inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter) async throws {
-        let scanner = WatchScanner()
         let wake = WorkSignal()
+        let requests = ScanRequests()
+        let scanner = WatchScanner(watcher: watcher, signal: wake)
         let (sessionID, closing) = sessions.register()
         defer { sessions.remove(sessionID) }
         let encoder = JSONEncoder()
+        let timing = self.timing
         // Subscribe first, then read what is there, so nothing arriving between is lost.
         let arrivals = chat.map { chatPaths.arrivals(chat: $0) }
         if let chat { await scanner.resolve(chatPaths.paths(chat: chat)) }
@@ -42,6 +46,7 @@ struct GitWatchSocket: Sendable {
                     guard case .text(let text) = message else { continue }
                     let type = (try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any])?["type"] as? String
                     if type == "refresh" {
+                        requests.requestFingerprint()
                         wake.notify()
                     } else {
                         let error = String(decoding: try encoder.encode(ErrorMessage(message: "unknown message type")), as: UTF8.self)
@@ -58,8 +63,16 @@ struct GitWatchSocket: Sendable {
                 }
             }
             group.addTask {
+                // The fallback tick, skipped right after a scan; now and then a fingerprint check.
+                var lastVerify = ContinuousClock.now
                 while true {
-                    try await Task.sleep(for: Self.pollInterval)
+                    try await Task.sleep(for: timing.poll)
+                    if ContinuousClock.now - lastVerify >= timing.verify {
+                        lastVerify = .now
+                        requests.requestFingerprint()
+                    } else if requests.scannedWithin(timing.poll / 2) {
+                        continue
+                    }
                     wake.notify()
                 }
             }
@@ -67,11 +80,13 @@ struct GitWatchSocket: Sendable {
                 var lastScan: ContinuousClock.Instant?
                 while !Task.isCancelled {
                     await wake.wait()
-                    if let lastScan, ContinuousClock.now - lastScan < Self.cooldown {
-                        try await Task.sleep(until: lastScan + Self.cooldown, clock: .continuous)
+                    if let lastScan, ContinuousClock.now - lastScan < timing.cooldown {
+                        try await Task.sleep(until: lastScan + timing.cooldown, clock: .continuous)
                     }
-                    guard let changed = await scanner.scan() else { continue }
+                    let changed = await scanner.scan(requests.takeCheck())
                     lastScan = .now
+                    requests.scanEnded()
+                    guard let changed else { continue }
                     let message = ChangesMessage(
                         scannedAt: Date().formatted(.iso8601), repositories: changed.isEmpty ? nil : changed)
                     try await outbound.write(.text(String(decoding: try encoder.encode(message), as: UTF8.self)))
@@ -86,5 +101,30 @@ struct GitWatchSocket: Sendable {
             try await group.next()
             group.cancelAll()
         }
+    }
+}
+
+/// What the next scan of one socket should do, and when its last scan ended.
+final class ScanRequests: Sendable {
+    private struct State {
+        var fingerprint = false
+        var lastScanEnded: ContinuousClock.Instant?
+    }
+    private let state = Mutex(State())
+
+    func requestFingerprint() { state.withLock { $0.fingerprint = true } }
+
+    /// The check the next scan makes; a pending fingerprint request is consumed.
+    func takeCheck() -> WatchScanner.Check {
+        state.withLock { s in
+            defer { s.fingerprint = false }
+            return s.fingerprint ? .fingerprint : .events
+        }
+    }
+
+    func scanEnded() { state.withLock { $0.lastScanEnded = .now } }
+
+    func scannedWithin(_ duration: Duration) -> Bool {
+        state.withLock { s in s.lastScanEnded.map { ContinuousClock.now - $0 < duration } ?? false }
     }
 }

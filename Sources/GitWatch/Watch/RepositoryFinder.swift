@@ -35,4 +35,18 @@ enum RepositoryFinder {
     static func resolved(_ path: String) -> String {
         URL(fileURLWithPath: path).resolvingSymlinksInPath().path
     }
+
+    /// The repository at `root` is gone (spec git-watch §4): its directory or `.git` is
+    /// missing, or `.git` is a file (worktree, submodule) whose git directory is missing.
+    static func isGone(_ root: String) -> Bool {
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: root + "/.git", isDirectory: &isDirectory) else { return true }
+        if isDirectory.boolValue { return false }
+        guard let text = try? String(contentsOfFile: root + "/.git", encoding: .utf8),
+              let line = text.split(separator: "\n").first, line.hasPrefix("gitdir:")
+        else { return false }
+        let target = line.dropFirst("gitdir:".count).trimmingCharacters(in: .whitespaces)
+        let path = target.hasPrefix("/") ? target : root + "/" + target
+        return !FileManager.default.fileExists(atPath: path)
+    }
 }

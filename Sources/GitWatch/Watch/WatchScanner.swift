@@ -1,52 +1,116 @@
+import AgentCore
+import CoreMetrics
 import Foundation
 import Logging
 import NIOPosix
 
-/// One socket's scanning state: the watched roots and the snapshot last sent for each
-/// (spec git-watch §3). Scans run on NIO's thread pool, one repository at a time.
+/// One socket's scanning state: the watched roots, the snapshot last sent for each, and what
+/// each was at that scan (inotify generation, fingerprint), so that an unchanged repository
+/// costs nothing (spec git-watch §3). Scans run on NIO's thread pool, one repository at a time.
+///
+/// Memory: one snapshot (≤ 3 MiB of diff) per watched root; roots come from the chat's paths.
 actor WatchScanner {
+    /// How an already-sent repository is checked.
+    enum Check: Sendable {
+        /// Trust inotify where it covers the whole tree: no event, no work.
+        case events
+        /// Compare the fingerprint (a client's refresh, and the periodic safety net).
+        case fingerprint
+    }
+
+    private let watcher: TreeWatcher
+    /// Signalled by the watcher when a watched repository changes.
+    private let signal: WorkSignal
     private var roots: Set<String> = []
+    private var subscriptions: [String: TreeWatcher.Subscription] = [:]
     private var sent: [String: RepositorySnapshot] = [:]
+    private var generations: [String: UInt64] = [:]
+    private var fingerprints: [String: String] = [:]
     /// The last failure logged per root, so a repository that stays broken logs once.
     private var failures: [String: String] = [:]
     private let logger = Logger(label: "workspace-agent.git")
 
-    /// Adds the roots the chat's paths lead to.
+    init(watcher: TreeWatcher, signal: WorkSignal) {
+        self.watcher = watcher
+        self.signal = signal
+    }
+
+    deinit {
+        for subscription in subscriptions.values { watcher.unsubscribe(subscription) }
+    }
+
+    /// Adds the roots the chat's paths lead to, each watched before it is first scanned.
     func resolve(_ paths: [String]) async {
         let found = (try? await NIOThreadPool.singleton.runIfActive { RepositoryFinder.roots(for: paths) }) ?? []
-        roots.formUnion(found)
+        for root in found.subtracting(roots).sorted() {
+            roots.insert(root)
+            subscriptions[root] = await watcher.subscribe(root: root, signal: signal)
+        }
     }
 
     var isWatching: Bool { !roots.isEmpty }
 
-    /// Scans every root; returns the entries that changed since last sent (a removed
+    private enum Outcome: Sendable {
+        case removed
+        case unchanged
+        case snapshot(RepositorySnapshot, fingerprint: String?)
+        case failed(GitError)
+    }
+
+    /// Checks every root; returns the entries that changed since last sent (a removed
     /// repository once, then it leaves the set), or nil when nothing is watched.
-    func scan() async -> [RepositoryEntry]? {
+    func scan(_ check: Check) async -> [RepositoryEntry]? {
         guard !roots.isEmpty else { return nil }
         var changed: [RepositoryEntry] = []
         for root in roots.sorted() {
-            let result = try? await NIOThreadPool.singleton.runIfActive { () -> Result<RepositorySnapshot, GitError>? in
-                guard FileManager.default.fileExists(atPath: root + "/.git") else { return nil }
-                return Result { () throws(GitError) in try GitSnapshotter.snapshot(root: root) }
-            }
-            if case .failure(let error)? = result, failures[root] != error.description {
-                // A corrupt HEAD, a lock held by git: kept and tried again next scan.
-                failures[root] = error.description
-                logger.warning("cannot read repository; it stays watched", metadata: ["repo_root": "\(root)", "error": "\(error)"])
-            }
-            guard case .success(let snapshot)? = result else {
-                if !FileManager.default.fileExists(atPath: root + "/.git") {
-                    roots.remove(root)
-                    sent[root] = nil
-                    changed.append(RepositoryEntry(removed: root))
-                }
-                // Otherwise (a corrupt HEAD, a lock): kept, tried again next scan.
+            let status = watcher.status(of: root)
+            let known = sent[root] != nil
+            if known, check == .events, status.live, generations[root] == status.generation {
+                GitWatchMetrics.check("unchanged_event").increment()
                 continue
             }
-            failures[root] = nil
-            if sent[root] != snapshot {
-                sent[root] = snapshot
-                changed.append(RepositoryEntry(snapshot))
+            let useFingerprint = check == .fingerprint || !status.live
+            let previous = known ? fingerprints[root] : nil
+            let outcome = (try? await NIOThreadPool.singleton.runIfActive { () -> Outcome in
+                if RepositoryFinder.isGone(root) { return .removed }
+                let fingerprint = useFingerprint ? try? RepositoryFingerprint.compute(root: root) : nil
+                if let fingerprint, fingerprint == previous { return .unchanged }
+                switch Result(catching: { () throws(GitError) in try GitSnapshotter.snapshot(root: root) }) {
+                case .success(let snapshot): return .snapshot(snapshot, fingerprint: fingerprint)
+                case .failure(let error): return RepositoryFinder.isGone(root) ? .removed : .failed(error)
+                }
+            }) ?? .unchanged
+            switch outcome {
+            case .removed:
+                GitWatchMetrics.check("removed").increment()
+                roots.remove(root)
+                sent[root] = nil
+                generations[root] = nil
+                fingerprints[root] = nil
+                failures[root] = nil
+                if let subscription = subscriptions.removeValue(forKey: root) { watcher.unsubscribe(subscription) }
+                changed.append(RepositoryEntry(removed: root))
+            case .unchanged:
+                GitWatchMetrics.check("unchanged_fingerprint").increment()
+                generations[root] = status.generation
+            case .failed(let error):
+                // A corrupt HEAD, a lock held by git: kept and tried again next scan.
+                GitWatchMetrics.check("failed").increment()
+                if failures[root] != error.description {
+                    failures[root] = error.description
+                    logger.warning("cannot read repository; it stays watched", metadata: ["repo_root": "\(root)", "error": "\(error)"])
+                }
+            case .snapshot(let snapshot, let fingerprint):
+                failures[root] = nil
+                generations[root] = status.generation
+                fingerprints[root] = fingerprint
+                if sent[root] != snapshot {
+                    GitWatchMetrics.check("changed").increment()
+                    sent[root] = snapshot
+                    changed.append(RepositoryEntry(snapshot))
+                } else {
+                    GitWatchMetrics.check("same").increment()
+                }
             }
         }
         return changed

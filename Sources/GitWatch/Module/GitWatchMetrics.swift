@@ -1,0 +1,19 @@
+import CoreMetrics
+import Metrics
+
+/// The git watcher's counters (swift-metrics; the executable serves them as Prometheus).
+enum GitWatchMetrics {
+    /// Directories watched with inotify, for all repositories.
+    static let watches = Gauge(label: "agent_git_watch_inotify_watches")
+    /// Repositories checked by polling (their directories did not fit the watch budget, or
+    /// inotify is unavailable).
+    static let polledRepositories = Gauge(label: "agent_git_watch_polled_repositories")
+    /// Times inotify's queue overflowed (every repository is then rescanned and rewatched).
+    static let overflows = Counter(label: "agent_git_watch_inotify_overflows_total")
+    /// Repository checks by outcome: `unchanged_event` (no event since the last scan: free),
+    /// `unchanged_fingerprint` (polled, fingerprint equal), `changed`, `same` (scanned, diff
+    /// equal to the one sent), `removed`, `failed`.
+    static func check(_ outcome: String) -> Counter {
+        Counter(label: "agent_git_watch_checks_total", dimensions: [("outcome", outcome)])
+    }
+}
