@@ -191,4 +191,40 @@ struct GitWatchConformanceTests {
         let status = try await GitSnapshotterTests.git(["status", "--porcelain", "--untracked-files=all"], in: root)
         #expect(status == "?? src/main.go\n")
     }
+
+    /// §5.8, §5.10, §5.15, §5.17: a path recorded after connecting brings its repository;
+    /// the tick alone scans and sends a heartbeat (no repositories, a non-decreasing
+    /// `scanned_at`); reverting the only dirty file sends an entry whose diff no longer
+    /// names it; a second repository recorded later arrives.
+    @Test func laterPathsHeartbeatsAndReverts() async throws {
+        let root = try await WatchHarness.committedRepository()
+        let second = try await WatchHarness.committedRepository()
+        defer {
+            try? FileManager.default.removeItem(atPath: root)
+            try? FileManager.default.removeItem(atPath: second)
+        }
+        try Data("dirty\n".utf8).write(to: URL(fileURLWithPath: root + "/f.txt"))
+        let paths = ChatPaths()
+        let timing = WatchTiming(poll: .milliseconds(200), cooldown: .milliseconds(50))
+        let module = GitWatchModule(context: WatchHarness.context(paths), timing: timing)
+        try await WatchHarness.withSocket(module) { client in
+            paths.record(root + "/f.txt", chat: WatchHarness.chat)
+            let first = try #require(try await client.awaitEntry { $0["repo_root"] as? String == root })
+            #expect(first.diff.contains("+dirty"))
+
+            var stamps: [String] = []
+            for _ in 0..<10 where stamps.count < 2 {
+                guard let message = try await client.next() else { break }
+                if message["repositories"] == nil, let stamp = message["scanned_at"] as? String { stamps.append(stamp) }
+            }
+            #expect(stamps.count == 2 && stamps[0] <= stamps[1], "heartbeats on the tick, time moving forward")
+
+            try await GitSnapshotterTests.git(["checkout", "--", "f.txt"], in: root)
+            let reverted = try await client.awaitEntry { $0["repo_root"] as? String == root }
+            #expect(reverted?.diff == "")
+
+            paths.record(second, chat: WatchHarness.chat)
+            #expect(try await client.awaitEntry { $0["repo_root"] as? String == second } != nil)
+        }
+    }
 }

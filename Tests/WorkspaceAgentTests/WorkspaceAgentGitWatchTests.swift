@@ -1,0 +1,86 @@
+import AgentTestSupport
+import Foundation
+import Testing
+
+/// The git watcher in the real binary: a watch socket sees a tool call's edit (recorded for
+/// the chat's parent through the ancestor header), a plain shell edit, and, after a restart
+/// on the same state directory, the same repository again; tracked diffs equal git's own.
+@Suite(.timeLimit(.minutes(1)))
+struct WorkspaceAgentGitWatchTests {
+    static let parent = "1f2e3d4c-5b6a-4789-9abc-def012345678"
+    static let child = "2a3b4c5d-6e7f-4801-92a3-b4c5d6e7f809"
+
+    @discardableResult
+    static func git(_ arguments: [String], in directory: String) async -> String {
+        await onThread {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/git")
+            process.arguments = ["-C", directory, "-c", "user.name=Test", "-c", "user.email=test@example.invalid",
+                                 "-c", "init.defaultBranch=main"] + arguments
+            let pipe = Pipe()
+            process.standardOutput = pipe
+            process.standardError = FileHandle.nullDevice
+            do { try process.run() } catch { return "" }
+            let data = pipe.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            return String(decoding: data, as: UTF8.self)
+        }
+    }
+
+    /// The first `changes` entry for `root` that satisfies `match` (bounded reads).
+    static func entry(_ ws: inout TestWebSocket, root: String, _ match: (String) -> Bool) async throws -> String? {
+        for _ in 0..<40 {
+            guard case .text(let text)? = try await ws.next() else { return nil }
+            let json = try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any]
+            for repository in (json?["repositories"] as? [[String: Any]]) ?? [] where repository["repo_root"] as? String == root {
+                let diff = repository["unified_diff"] as? String ?? ""
+                if match(diff) { return diff }
+            }
+        }
+        return nil
+    }
+
+    @Test func toolCallsShellEditsAndRestarts() async throws {
+        let state = NSTemporaryDirectory() + "agent-state-\(UUID().uuidString.prefix(8))"
+        let root = NSTemporaryDirectory() + "agent-repo-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        defer {
+            try? FileManager.default.removeItem(atPath: root)
+            try? FileManager.default.removeItem(atPath: state)
+        }
+        await Self.git(["init", "-q"], in: root)
+        try Data("one\ntwo\nthree\n".utf8).write(to: URL(fileURLWithPath: root + "/f.txt"))
+        await Self.git(["add", "."], in: root)
+        await Self.git(["commit", "-q", "-m", "init"], in: root)
+
+        let agent = try AgentDaemon.launch(["--http-address", "127.0.0.1:0", "--state-dir", state])
+        defer { agent.cleanup() }
+        let port = try await agent.port()
+        let client = RawHTTPClient(port: port)
+        let chatHeaders = [("Coder-Chat-Id", Self.child), ("Coder-Ancestor-Chat-Ids", "[\"\(Self.parent)\"]")]
+        let written = try await client.request(
+            "POST", "/api/v0/write-file?path=\(root)/f.txt", headers: chatHeaders, body: Array("one\nTWO\nthree\n".utf8))
+        #expect(written.status == 200)
+
+        try await TestWebSocket.withConnection(port: port, path: "/api/v0/git/watch?chat_id=\(Self.parent)") { ws in
+            let diff = try await Self.entry(&ws, root: root) { $0.contains("+TWO") }
+            #expect(diff == (await Self.git(["diff", "HEAD"], in: root)), "the tool call's edit, as git prints it")
+            // A plain shell edit, made by no tool call.
+            try Data("one\nTWO\nthree\nfour\n".utf8).write(to: URL(fileURLWithPath: root + "/f.txt"))
+            let shell = try await Self.entry(&ws, root: root) { $0.contains("+four") }
+            #expect(shell == (await Self.git(["diff", "HEAD"], in: root)))
+            try await ws.close()
+        }
+        agent.signal(SIGTERM)
+        #expect(agent.exitStatus() == 0)
+
+        let second = try AgentDaemon.launch(["--http-address", "127.0.0.1:0", "--state-dir", state])
+        defer { second.cleanup() }
+        try await TestWebSocket.withConnection(port: try await second.port(), path: "/api/v0/git/watch?chat_id=\(Self.parent)") { ws in
+            #expect(try await Self.entry(&ws, root: root) { $0.contains("+four") } != nil, "the chat's repository survives a restart")
+            try await ws.close()
+        }
+        second.signal(SIGTERM)
+        #expect(second.exitStatus() == 0)
+    }
+}
