@@ -47,6 +47,7 @@ bench: release
 	.build/release/agent-bench hardening
 	.build/release/agent-bench socket
 	.build/release/agent-bench files
+	.build/release/agent-bench git
 
 # Regenerates Sources/AgentProto from proto/ with Debian's protoc and the protoc-gen-swift
 # product of the swift-protobuf package this project already depends on (not its slow

@@ -20,7 +20,7 @@ struct GitBenchmarks: ParsableCommand {
     @Option(help: "Tracked files in the generated repository.") var files = 20_000
     @Option(help: "Rounds per side.") var rounds = 7
     @Option(help: "Writes whose delivery is timed.") var writes = 10
-    @Option(help: "Seconds the agent is left idle while its CPU time is read.") var idleSeconds = 30
+    @Option(help: "Seconds the agent is left idle while its CPU time is read.") var idleSeconds = 60
 
     func run() throws {
         let binary = try Bench.agentBinary(agent)
@@ -60,7 +60,113 @@ struct GitBenchmarks: ParsableCommand {
         report(
             "no-change check, polling fingerprint", value: Bench.format(fingerprint), baseline: Bench.format(cli), ratio: fingerprint / cli,
             goal: "reported (inotify off)", met: true)
-        _ = binary
+
+        try throughAgent(binary: binary, root: root, fullScan: full, cliScan: cli)
+    }
+
+    /// A tool call records the repository for a chat; a watch socket then sees shell writes.
+    func throughAgent(binary: String, root: String, fullScan: Double, cliScan: Double) throws {
+        let benchmarks = ProcessBenchmarks()
+        let port = Bench.freePort()
+        let daemon = benchmarks.launch(binary, port: port)
+        defer { benchmarks.stop(daemon) }
+        guard benchmarks.connectWhenHealthy(port: port) != nil else { throw ValidationError("agent did not answer /healthz") }
+        let chat = "4b3a2c1d-0e9f-4a8b-9c7d-6e5f4a3b2c1d"
+        // Rewriting a file with its own contents records the path and changes nothing.
+        let recorded = root + "/src/d1/f101.txt"
+        let contents = try Data(contentsOf: URL(fileURLWithPath: recorded))
+        guard Self.writeFile(port: port, path: recorded, chat: chat, body: Array(contents)) == 200 else {
+            throw ValidationError("write-file failed")
+        }
+        guard let socket = BenchWebSocket(port: port, path: "/api/v0/git/watch?chat_id=\(chat)") else {
+            throw ValidationError("the watch socket was refused")
+        }
+        guard let first = socket.next(timeoutMs: 30_000), first.contains("repositories") else {
+            throw ValidationError("no first changes message")
+        }
+
+        // Each write waits out the 1 s cooldown first, so what is timed is the event path.
+        var latencies: [Double] = []
+        let target = root + "/src/d5/f500.txt"
+        for index in 0..<writes {
+            usleep(1_200_000)
+            let marker = "bench-marker-\(index)"
+            let start = Bench.now()
+            guard let handle = FileHandle(forWritingAtPath: target) else { throw ValidationError("cannot open \(target)") }
+            handle.seekToEndOfFile()
+            handle.write(Data((marker + "\n").utf8))
+            handle.closeFile()
+            var seen = false
+            for _ in 0..<50 {
+                guard let message = socket.next(timeoutMs: 5000) else { break }
+                if message.contains(marker) {
+                    seen = true
+                    break
+                }
+            }
+            guard seen else { throw ValidationError("write \(index) never reached the socket") }
+            latencies.append(Double(Bench.now() - start))
+            if ProcessInfo.processInfo.environment["BENCH_VERBOSE"] != nil { print("  write \(index): \(Bench.format(latencies.last!))") }
+        }
+        let median = Bench.median(latencies)
+        let worst = latencies.max() ?? 0
+        report(
+            "write -> changes (median of \(writes))", value: Bench.format(median), baseline: Bench.format(fullScan),
+            ratio: median / fullScan, goal: "< 1.5 s (baseline: one full scan)", met: worst < 1.5e9)
+        report(
+            "write -> changes (worst)", value: Bench.format(worst), baseline: Bench.format(fullScan),
+            ratio: worst / fullScan, goal: "< 1.5 s", met: worst < 1.5e9)
+
+        // Idle: the socket stays open (heartbeats read, pings answered) and nothing changes.
+        let before = Self.cpuNanoseconds(daemon)
+        let idleStart = Bench.now()
+        let idleEnd = idleStart + UInt64(idleSeconds) * 1_000_000_000
+        var heartbeats = 0
+        while Bench.now() < idleEnd {
+            let left = Int32((idleEnd - Bench.now()) / 1_000_000) + 1
+            if socket.next(timeoutMs: left) != nil { heartbeats += 1 }
+        }
+        let cpu = Double(Self.cpuNanoseconds(daemon) - before)
+        let minutes = Double(Bench.now() - idleStart) / 60e9
+        let perMinute = cpu / minutes
+        // The reference scans with the git CLI on every 5 s tick: 12 scans a minute.
+        let reference = cliScan * 12
+        report(
+            "agent CPU per idle minute (\(heartbeats) heartbeats)", value: Bench.format(perMinute), baseline: Bench.format(reference),
+            ratio: perMinute / reference, goal: "< 100 ms (baseline: 12 CLI scans)", met: perMinute < 100e6)
+        let perTick = perMinute / 12
+        report(
+            "no-change check, inotify (per tick)", value: Bench.format(perTick), baseline: Bench.format(cliScan),
+            ratio: perTick / cliScan, goal: "<= 0.1x git CLI", met: perTick / cliScan <= 0.1)
+    }
+
+    /// POST /api/v0/write-file for `chat`; the HTTP status, or 0.
+    static func writeFile(port: Int, path: String, chat: String, body: [UInt8]) -> Int {
+        guard let fd = Bench.connect(port: port) else { return 0 }
+        defer { close(fd) }
+        let head = "POST /api/v0/write-file?path=\(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nCoder-Chat-Id: \(chat)\r\n"
+            + "Content-Length: \(body.count)\r\nConnection: close\r\n\r\n"
+        let bytes = Array(head.utf8) + body
+        var sent = 0
+        while sent < bytes.count {
+            let n = bytes[sent...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if n <= 0 { return 0 }
+            sent += n
+        }
+        var answer = [UInt8](repeating: 0, count: 512)
+        let n = recv(fd, &answer, answer.count, 0)
+        guard n > 12 else { return 0 }
+        return Int(String(decoding: answer[9..<12], as: UTF8.self)) ?? 0
+    }
+
+    /// User plus system CPU time of `pid`, from /proc.
+    static func cpuNanoseconds(_ pid: pid_t) -> UInt64 {
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+              let close = text.lastIndex(of: ")") else { return 0 }
+        let fields = text[text.index(after: close)...].split(separator: " ")
+        guard fields.count > 12, let user = UInt64(fields[11]), let system = UInt64(fields[12]) else { return 0 }
+        let ticks = UInt64(sysconf(Int32(_SC_CLK_TCK)))
+        return (user + system) * 1_000_000_000 / max(1, ticks)
     }
 
     /// `git` on PATH.
@@ -72,11 +178,12 @@ struct GitBenchmarks: ParsableCommand {
         throw ValidationError("git not found on PATH")
     }
 
-    /// Runs git in `root` with stdout into `output`; fails on a non-zero exit.
+    /// Runs git in `root` with stdout into `output` (no background gc: its repacking would
+    /// be a change the watcher rightly reports in the middle of the measurements).
     @discardableResult
     static func runGit(_ git: String, _ root: String, _ arguments: [String], output: String = "/dev/null") throws -> Int32 {
         let pid = Bench.spawn(
-            [git, "-C", root, "-c", "user.name=Bench", "-c", "user.email=bench@example.invalid", "-c", "core.autocrlf=false"] + arguments,
+            [git, "-C", root, "-c", "user.name=Bench", "-c", "user.email=bench@example.invalid", "-c", "core.autocrlf=false", "-c", "gc.auto=0"] + arguments,
             stdoutPath: output)
         let status = Bench.wait(pid)
         return status

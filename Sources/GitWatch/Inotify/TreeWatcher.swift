@@ -154,7 +154,15 @@ public final class TreeWatcher: Sendable {
                     added.remove(root)
                 }
             }
-            publish(added: added, touched: engine.drain(), engine: engine)
+            // One write is several events (modify, close); a burst settles first (quiet for
+            // 10 ms, at most 40 ms), so that it costs one scan and not two.
+            var touched = engine.drain()
+            for _ in 0..<4 where !touched.isEmpty {
+                var pending = pollfd(fd: engine.descriptor, events: Int16(POLLIN), revents: 0)
+                guard poll(&pending, 1, 10) > 0 else { break }
+                touched.formUnion(engine.drain())
+            }
+            publish(added: added, touched: touched, engine: engine)
             GitWatchMetrics.watches.record(engine.watchCount)
             GitWatchMetrics.polledRepositories.record(engine.polledCount)
             var fds = [

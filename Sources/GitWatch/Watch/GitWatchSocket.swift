@@ -11,9 +11,10 @@ import Synchronization
 
 /// `GET /api/v0/git/watch?chat_id=` (spec git-watch §1): scans the chat's repositories on
 /// `refresh`, when the chat touches a path, when inotify sees a change in a watched
-/// repository, and on the fallback poll; at most one scan per cooldown, requests arriving
-/// meanwhile fold into one; each finished scan sends `changes` (the changed repositories, or
-/// none as a heartbeat) while anything is watched.
+/// repository, and on the fallback poll; at most one scan that reads repositories per
+/// cooldown (a check that finds no event since the last scan reads nothing), requests
+/// arriving meanwhile fold into one; each finished scan sends `changes` (the changed
+/// repositories, or none as a heartbeat) while anything is watched.
 struct GitWatchSocket: Sendable {
     let chatPaths: ChatPaths
     let sessions: WatchSessions
@@ -83,12 +84,13 @@ struct GitWatchSocket: Sendable {
                     if let lastScan, ContinuousClock.now - lastScan < timing.cooldown {
                         try await Task.sleep(until: lastScan + timing.cooldown, clock: .continuous)
                     }
-                    let changed = await scanner.scan(requests.takeCheck())
-                    lastScan = .now
-                    requests.scanEnded()
-                    guard let changed else { continue }
+                    guard let result = await scanner.scan(requests.takeCheck()) else { continue }
+                    if result.readRepositories {
+                        lastScan = .now
+                        requests.scanEnded()
+                    }
                     let message = ChangesMessage(
-                        scannedAt: Date().formatted(.iso8601), repositories: changed.isEmpty ? nil : changed)
+                        scannedAt: Date().formatted(.iso8601), repositories: result.changed.isEmpty ? nil : result.changed)
                     try await outbound.write(.text(String(decoding: try encoder.encode(message), as: UTF8.self)))
                 }
             }

@@ -57,11 +57,19 @@ actor WatchScanner {
         case failed(GitError)
     }
 
-    /// Checks every root; returns the entries that changed since last sent (a removed
-    /// repository once, then it leaves the set), or nil when nothing is watched.
-    func scan(_ check: Check) async -> [RepositoryEntry]? {
+    /// What one scan found: the entries that changed since last sent (a removed repository
+    /// once, then it leaves the set), and whether any repository was actually read (a scan
+    /// that only saw unchanged generations did no work and does not start the cooldown).
+    struct Result: Sendable {
+        var changed: [RepositoryEntry]
+        var readRepositories: Bool
+    }
+
+    /// Checks every root; nil when nothing is watched.
+    func scan(_ check: Check) async -> Result? {
         guard !roots.isEmpty else { return nil }
         var changed: [RepositoryEntry] = []
+        var read = false
         for root in roots.sorted() {
             let status = watcher.status(of: root)
             let known = sent[root] != nil
@@ -69,13 +77,14 @@ actor WatchScanner {
                 GitWatchMetrics.check("unchanged_event").increment()
                 continue
             }
+            read = true
             let useFingerprint = check == .fingerprint || !status.live
             let previous = known ? fingerprints[root] : nil
             let outcome = (try? await NIOThreadPool.singleton.runIfActive { () -> Outcome in
                 if RepositoryFinder.isGone(root) { return .removed }
                 let fingerprint = useFingerprint ? try? RepositoryFingerprint.compute(root: root) : nil
                 if let fingerprint, fingerprint == previous { return .unchanged }
-                switch Result(catching: { () throws(GitError) in try GitSnapshotter.snapshot(root: root) }) {
+                switch Swift.Result(catching: { () throws(GitError) in try GitSnapshotter.snapshot(root: root) }) {
                 case .success(let snapshot): return .snapshot(snapshot, fingerprint: fingerprint)
                 case .failure(let error): return RepositoryFinder.isGone(root) ? .removed : .failed(error)
                 }
@@ -113,6 +122,6 @@ actor WatchScanner {
                 }
             }
         }
-        return changed
+        return Result(changed: changed, readRepositories: read)
     }
 }
