@@ -111,6 +111,9 @@ public final class TreeWatcher: Sendable {
         }
     }
 
+    /// Whether the watcher thread runs (it ends with the last repository).
+    var isRunning: Bool { shared.withLock { $0.running } }
+
     func status(of root: String) -> Status {
         shared.withLock { s in s.roots[root].map { Status(generation: $0.generation, live: $0.live && $0.ready) } }
             ?? Status(generation: 0, live: false)
@@ -165,6 +168,8 @@ public final class TreeWatcher: Sendable {
             publish(added: added, touched: touched, engine: engine)
             GitWatchMetrics.watches.record(engine.watchCount)
             GitWatchMetrics.polledRepositories.record(engine.polledCount)
+            // The last repository left: end (at the top, under the lock) instead of sleeping.
+            if shared.withLock({ $0.commands.isEmpty && $0.roots.isEmpty }) { continue }
             var fds = [
                 pollfd(fd: engine.descriptor, events: Int16(POLLIN), revents: 0),
                 pollfd(fd: pipeFDs[0], events: Int16(POLLIN), revents: 0),
@@ -178,6 +183,8 @@ public final class TreeWatcher: Sendable {
             close(pipeFDs[0])
             close(pipeFDs[1])
         }
+        GitWatchMetrics.watches.record(0)
+        GitWatchMetrics.polledRepositories.record(0)
     }
 
     /// Marks added repositories ready, bumps touched ones (and any whose liveness changed),
