@@ -40,19 +40,8 @@ func withFilesServer(_ body: (FilesHarness) async throws -> Void) async throws {
     try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(atPath: directory) }
     let chatPaths = ChatPaths()
-    let context = AgentContext(
-        chatPaths: chatPaths, manifest: ManifestStore(), upward: NoUpward(), environment: ["HOME": directory],
-        stateDirectory: directory)
+    let context = AgentContext.forTests(chatPaths: chatPaths, environment: ["HOME": directory], stateDirectory: directory)
     try await withAgentServer([HTTPMount(FilesModule(context: context, agentStartedAt: .now - .seconds(10)), at: "/api/v0")]) { port in
         try await body(FilesHarness(client: RawHTTPClient(port: port), chatPaths: chatPaths, directory: directory))
     }
-}
-
-/// The file API sends nothing upward; this sink only satisfies the context.
-struct NoUpward: UpwardSink {
-    func send(_ status: AppStatusReport) -> UpwardReceipt { .settled(.logged) }
-    func send(_ batch: BoundaryLogBatch) -> UpwardReceipt { .settled(.logged) }
-    func send(_ line: AgentLogLine) {}
-    var isConnected: Bool { false }
-    var hasControlPlane: Bool { false }
 }

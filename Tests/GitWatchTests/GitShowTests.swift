@@ -20,8 +20,7 @@ struct GitShowTests {
         try await GitSnapshotterTests.git(["commit", "-q", "-m", "init"], in: root)
         try Data("changed\n".utf8).write(to: URL(fileURLWithPath: root + "/a.txt"))
 
-        let context = AgentContext(
-            chatPaths: ChatPaths(), manifest: ManifestStore(), upward: GitWatchSocketTests.NoUpward(), environment: [:], stateDirectory: root)
+        let context = AgentContext.forTests(stateDirectory: root)
         try await withAgentServer([HTTPMount(GitWatchModule(context: context), at: "/api/v0/git")]) { port in
             let client = RawHTTPClient(port: port)
             func show(_ query: String) async throws -> RawHTTPClient.Response {

@@ -9,19 +9,7 @@ struct GitSnapshotterTests {
     /// Runs git in `directory`; returns its stdout.
     @discardableResult
     public static func git(_ arguments: [String], in directory: String) async throws -> String {
-        try await onThread {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/git")
-            process.arguments = ["-C", directory, "-c", "user.name=Test", "-c", "user.email=test@example.invalid",
-                                 "-c", "init.defaultBranch=main", "-c", "core.autocrlf=false"] + arguments
-            let pipe = Pipe()
-            process.standardOutput = pipe
-            process.standardError = FileHandle.nullDevice
-            do { try process.run() } catch { return "" }
-            let data = pipe.fileHandleForReading.readDataToEndOfFile()
-            process.waitUntilExit()
-            return String(decoding: data, as: UTF8.self)
-        }
+        await GitCLI.run(arguments, in: directory)
     }
 
     public static func makeRepository() async throws -> String {

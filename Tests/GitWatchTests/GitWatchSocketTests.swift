@@ -11,15 +11,7 @@ import Testing
 /// The watch socket over a real server, real repositories and a real WebSocket client.
 @Suite(.timeLimit(.minutes(1)))
 struct GitWatchSocketTests {
-    static let chat = "7a6b5c4d-3e2f-4a1b-9c8d-7e6f5a4b3c2d"
-
-    struct NoUpward: UpwardSink {
-        func send(_ status: AppStatusReport) -> UpwardReceipt { .settled(.logged) }
-        func send(_ batch: BoundaryLogBatch) -> UpwardReceipt { .settled(.logged) }
-        func send(_ line: AgentLogLine) {}
-        var isConnected: Bool { false }
-        var hasControlPlane: Bool { false }
-    }
+    static let chat = WatchHarness.chat
 
     @Test func changesRefreshErrorsAndRemoval() async throws {
         let root = try await GitSnapshotterTests.makeRepository()
@@ -31,7 +23,7 @@ struct GitWatchSocketTests {
 
         let paths = ChatPaths()
         paths.record(root + "/f.txt", chat: Self.chat)
-        let context = AgentContext(chatPaths: paths, manifest: ManifestStore(), upward: NoUpward(), environment: [:], stateDirectory: root)
+        let context = AgentContext.forTests(chatPaths: paths, stateDirectory: root)
         try await withAgentServer([HTTPMount(GitWatchModule(context: context), at: "/api/v0/git")]) { port in
             try await TestWebSocket.withConnection(port: port, path: "/api/v0/git/watch?chat_id=\(Self.chat)") { ws in
                 func nextJSON() async throws -> [String: Any] {
@@ -72,8 +64,7 @@ struct GitWatchSocketTests {
 
     /// At shutdown the module's service closes every watch socket with 1001 (GoingAway).
     @Test func shutdownClosesWithGoingAway() async throws {
-        let context = AgentContext(
-            chatPaths: ChatPaths(), manifest: ManifestStore(), upward: NoUpward(), environment: [:], stateDirectory: NSTemporaryDirectory())
+        let context = AgentContext.forTests()
         let module = GitWatchModule(context: context)
         let (ports, sink) = AsyncStream<Int>.makeStream()
         let app = AgentHTTPServer.makeApplication(
@@ -117,7 +108,7 @@ struct GitWatchSocketTests {
         try FileManager.default.createDirectory(atPath: parent + "/not-a-repo", withIntermediateDirectories: true)
         let paths = ChatPaths()
         paths.record(parent, chat: Self.chat)
-        let context = AgentContext(chatPaths: paths, manifest: ManifestStore(), upward: NoUpward(), environment: [:], stateDirectory: parent)
+        let context = AgentContext.forTests(chatPaths: paths, stateDirectory: parent)
         try await withAgentServer([HTTPMount(GitWatchModule(context: context), at: "/api/v0/git")]) { port in
             try await TestWebSocket.withConnection(port: port, path: "/api/v0/git/watch?chat_id=\(Self.chat)") { ws in
                 guard case .text(let text)? = try await ws.next() else {

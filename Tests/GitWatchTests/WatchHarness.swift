@@ -9,16 +9,8 @@ import Testing
 enum WatchHarness {
     static let chat = "7a6b5c4d-3e2f-4a1b-9c8d-7e6f5a4b3c2d"
 
-    struct NoUpward: UpwardSink {
-        func send(_ status: AppStatusReport) -> UpwardReceipt { .settled(.logged) }
-        func send(_ batch: BoundaryLogBatch) -> UpwardReceipt { .settled(.logged) }
-        func send(_ line: AgentLogLine) {}
-        var isConnected: Bool { false }
-        var hasControlPlane: Bool { false }
-    }
-
     static func context(_ paths: ChatPaths, state: String = NSTemporaryDirectory()) -> AgentContext {
-        AgentContext(chatPaths: paths, manifest: ManifestStore(), upward: NoUpward(), environment: [:], stateDirectory: state)
+        AgentContext.forTests(chatPaths: paths, stateDirectory: state)
     }
 
     /// Serves `module` and opens one watch socket for `chat`.

@@ -12,19 +12,7 @@ struct WorkspaceAgentGitWatchTests {
 
     @discardableResult
     static func git(_ arguments: [String], in directory: String) async -> String {
-        await onThread {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/git")
-            process.arguments = ["-C", directory, "-c", "user.name=Test", "-c", "user.email=test@example.invalid",
-                                 "-c", "init.defaultBranch=main"] + arguments
-            let pipe = Pipe()
-            process.standardOutput = pipe
-            process.standardError = FileHandle.nullDevice
-            do { try process.run() } catch { return "" }
-            let data = pipe.fileHandleForReading.readDataToEndOfFile()
-            process.waitUntilExit()
-            return String(decoding: data, as: UTF8.self)
-        }
+        await GitCLI.run(arguments, in: directory)
     }
 
     /// The first `changes` entry for `root` that satisfies `match` (bounded reads).

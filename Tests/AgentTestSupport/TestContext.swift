@@ -1,0 +1,43 @@
+import AgentCore
+import Foundation
+
+/// An upward sink that sends nothing (capabilities under test that do not talk upward).
+public struct NoUpward: UpwardSink {
+    public init() {}
+    public func send(_ status: AppStatusReport) -> UpwardReceipt { .settled(.logged) }
+    public func send(_ batch: BoundaryLogBatch) -> UpwardReceipt { .settled(.logged) }
+    public func send(_ line: AgentLogLine) {}
+    public var isConnected: Bool { false }
+    public var hasControlPlane: Bool { false }
+}
+
+extension AgentContext {
+    /// A context over `chatPaths` with no control plane.
+    public static func forTests(
+        chatPaths: ChatPaths = ChatPaths(), environment: [String: String] = [:], stateDirectory: String = NSTemporaryDirectory()
+    ) -> AgentContext {
+        AgentContext(chatPaths: chatPaths, manifest: ManifestStore(), upward: NoUpward(), environment: environment, stateDirectory: stateDirectory)
+    }
+}
+
+/// The git CLI, for tests that build real repositories (no global config: identity, branch
+/// name and line endings are fixed here).
+public enum GitCLI {
+    /// Runs git in `directory`; returns its stdout ("" if it could not start).
+    @discardableResult
+    public static func run(_ arguments: [String], in directory: String) async -> String {
+        await onThread {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/git")
+            process.arguments = ["-C", directory, "-c", "user.name=Test", "-c", "user.email=test@example.invalid",
+                                 "-c", "init.defaultBranch=main", "-c", "core.autocrlf=false", "-c", "gc.auto=0"] + arguments
+            let pipe = Pipe()
+            process.standardOutput = pipe
+            process.standardError = FileHandle.nullDevice
+            do { try process.run() } catch { return "" }
+            let data = pipe.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            return String(decoding: data, as: UTF8.self)
+        }
+    }
+}
