@@ -47,6 +47,7 @@ struct spawn_shared {
     sigset_t parent_mask;
     volatile int failed_step;
     volatile int child_errno;
+    pid_t parent_pid;
 };
 
 static int fail(struct spawn_shared *shared, int step) {
@@ -61,6 +62,12 @@ static int child_main(void *arg) {
     const agent_spawn_options *o = shared->options;
     // Only async-signal-safe calls from here to exec; nothing that allocates or locks.
     setpgid(0, 0);
+    if (o->parent_death_signal > 0) {
+        // Linux ties this to the thread that cloned us: the caller keeps that thread alive
+        // for as long as the child should live. If it already ended, do not start at all.
+        prctl(PR_SET_PDEATHSIG, o->parent_death_signal);
+        if (getppid() != shared->parent_pid) _exit(127);
+    }
     // All signals are blocked (the parent blocked them before clone). Reset every
     // disposition before unblocking, so no parent handler can run in this child.
     struct sigaction dfl;
@@ -127,6 +134,7 @@ pid_t agent_spawn(const agent_spawn_options *o, int *failed_step, int *child_err
     struct spawn_shared shared;
     memset(&shared, 0, sizeof(shared));
     shared.options = o;
+    shared.parent_pid = getpid();
     sigset_t all;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &shared.parent_mask);

@@ -83,7 +83,8 @@ enum ProcessSpawner {
                             output_fd: fds[1],
                             oom_score_adj: request.priority.oomScoreAdj ?? AGENT_SPAWN_KEEP,
                             nice_value: request.priority.nice ?? AGENT_SPAWN_KEEP,
-                            nofile_soft: Int64(request.childNofileSoft ?? -1)
+                            nofile_soft: Int64(request.childNofileSoft ?? -1),
+                            parent_death_signal: 0
                         )
                         return agent_spawn(&options, &failedStep, &childErrno)
                     }

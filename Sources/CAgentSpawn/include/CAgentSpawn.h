@@ -36,6 +36,7 @@ typedef struct agent_spawn_options {
     int oom_score_adj;          // AGENT_SPAWN_KEEP to leave unchanged
     int nice_value;             // absolute nice; AGENT_SPAWN_KEEP to leave unchanged
     long long nofile_soft;      // RLIMIT_NOFILE soft limit for the child; < 0 to leave unchanged
+    int parent_death_signal;    // sent to the child when the spawning *thread* ends; 0 for none
 } agent_spawn_options;
 
 /// Spawns a child. Returns its pid (> 0), or -1 with `*failed_step` and `*child_errno` set.
