@@ -2,9 +2,11 @@
 # with only Swift installed; `deps` installs whatever Debian packages are missing.
 
 SWIFT ?= swift
-# C libraries the agent links (git watching, desktop), pkg-config to find them, and the
-# tools the tests drive (git, procps for ps/pgrep, Python's Prometheus text-format parser).
-DEB_PACKAGES := pkg-config libgit2-dev libssh2-1-dev libvncserver-dev git procps python3-prometheus-client
+# C libraries the agent links (git watching; the desktop's libvncclient, zlib and X keysym
+# names), pkg-config to find them, and the tools the tests drive (git, procps for ps/pgrep,
+# Python's Prometheus text-format parser, TigerVNC's Xvnc and X clients for the desktop).
+DEB_PACKAGES := pkg-config libgit2-dev libssh2-1-dev libvncserver-dev libx11-dev zlib1g-dev git procps python3-prometheus-client \
+	tigervnc-standalone-server xdotool x11-xserver-utils x11-utils
 RUN_ARGS ?=
 
 .PHONY: all deps build release run test bench proto clean

@@ -127,6 +127,30 @@ let package = Package(
         ),
         // libgit2 (Debian's libgit2-dev), for the git watcher: the agent never forks git.
         .systemLibrary(name: "CGit2", pkgConfig: "libgit2", providers: [.apt(["libgit2-dev"])]),
+        // libvncclient (the agent's own VNC connection), zlib (PNG) and X keysym names for the desktop.
+        .target(
+            name: "CDesktop",
+            linkerSettings: [.linkedLibrary("vncclient"), .linkedLibrary("X11"), .linkedLibrary("z")]
+        ),
+        // Capability: the desktop (portabledesktop or Xvnc, the VNC bridge, computer-use actions).
+        .target(
+            name: "Desktop",
+            dependencies: [
+                "AgentCore", "AgentHTTP", "CDesktop", "CAgentSpawn",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         // Capability: the git watcher (repository snapshots for a chat's paths).
         .target(
             name: "GitWatch",
@@ -203,6 +227,7 @@ let package = Package(
                 "AgentFiles",
                 "AgentHost",
                 "GitWatch",
+                "Desktop",
                 "AgentProc",
                 "AgentProto",
                 "AgentSocket",

@@ -76,13 +76,20 @@ public enum AgentHTTPServer {
     static func register(_ route: AgentWebSocketRoute, http: Router<AgentRequestContext>, webSocket: Router<AgentRequestContext>) {
         webSocket.ws(RouterPath(route.path)) { request, context in
             let check = WebSocketRouteRequest(headers: request.headers, parameters: context.parameters.rawParameters)
-            do { try route.check(check) } catch { return .dontUpgrade }
+            do {
+                try route.check(check)
+                try await route.prepare?(check)
+            } catch {
+                return .dontUpgrade
+            }
             return .upgrade([:])
         } onUpgrade: { inbound, outbound, context in
             try await route.handler(inbound, outbound, context)
         }
         http.get(RouterPath(route.path)) { request, context -> Response in
-            try route.check(WebSocketRouteRequest(headers: request.headers, parameters: context.parameters.rawParameters))
+            let admission = WebSocketRouteRequest(headers: request.headers, parameters: context.parameters.rawParameters)
+            try route.check(admission)
+            try await route.prepare?(admission)
             if request.headers[WebSocketRefusal.field] == WebSocketRefusal.badKey {
                 throw APIError(
                     .badRequest, "Invalid WebSocket handshake.",

@@ -20,17 +20,24 @@ public struct WebSocketRouteRequest: Sendable {
 /// The server runs the check before the upgrade (so a refusal is a JSON error, not a bare
 /// 400), registers the handler on the WebSocket router, and answers plain requests to the
 /// same path with the check's error, a 400 for a malformed handshake, or 426.
+///
+/// A route whose admission needs I/O (starting a desktop, reaching a server) adds an async
+/// `prepare`, run after the check and before the upgrade; its error is answered as JSON
+/// too (the plain twin runs it again, so it should remember a recent failure).
 public struct AgentWebSocketRoute: Sendable {
     public typealias Check = @Sendable (WebSocketRouteRequest) throws(APIError) -> Void
+    public typealias Prepare = @Sendable (WebSocketRouteRequest) async throws(APIError) -> Void
     public typealias Handler = WebSocketDataHandler<WebSocketRouterContext<AgentRequestContext>>
 
     public let path: String
     public let check: Check
+    public let prepare: Prepare?
     public let handler: Handler
 
-    public init(path: String, check: @escaping Check, handler: @escaping Handler) {
+    public init(path: String, check: @escaping Check, prepare: Prepare? = nil, handler: @escaping Handler) {
         self.path = path
         self.check = check
+        self.prepare = prepare
         self.handler = handler
     }
 }

@@ -21,7 +21,7 @@ public struct WebSocketRouteCollection: Sendable {
     /// The routes with `base` in front of their paths.
     func mounted(at base: String) -> [AgentWebSocketRoute] {
         routes.map { route in
-            AgentWebSocketRoute(path: Self.join(base, route.path), check: route.check, handler: route.handler)
+            AgentWebSocketRoute(path: Self.join(base, route.path), check: route.check, prepare: route.prepare, handler: route.handler)
         }
     }
 

@@ -7,6 +7,7 @@ import AgentProc
 import AgentRPC
 import AgentSocket
 import ArgumentParser
+import Desktop
 import Foundation
 import GitWatch
 import Logging
@@ -29,16 +30,18 @@ struct RunCommand: AsyncParsableCommand {
     @OptionGroup var controlPlane: ControlPlaneOptions
     @OptionGroup var processes: ProcessOptions
     @OptionGroup var socket: AgentSocketOptions
+    @OptionGroup var desktop: DesktopOptions
 
     func run() async throws {
         let environment = ProcessInfo.processInfo.environment
         let settings = Settings(environment: environment)
         let config: (agent: AgentOptions.Configuration, http: HTTPOptions.Configuration, logging: AgentLogging.Configuration,
                      controlPlane: ControlPlaneOptions.Configuration, processes: ProcessOptions.Configuration,
-                     socket: AgentSocketOptions.Configuration)
+                     socket: AgentSocketOptions.Configuration, desktop: DesktopOptions.Configuration)
         do {
             config = (try agent.resolve(settings), try http.resolve(settings), try logging.resolve(settings),
-                      try controlPlane.resolve(settings), try processes.resolve(settings), try socket.resolve(settings))
+                      try controlPlane.resolve(settings), try processes.resolve(settings), try socket.resolve(settings),
+                      try desktop.resolve(settings))
             try config.agent.prepareStateDirectory()
         } catch {
             // Exit status 64 (EX_USAGE) with the one-line reason.
@@ -78,6 +81,7 @@ struct RunCommand: AsyncParsableCommand {
         host.mount(try ProcessModule(configuration: config.processes, context: context, childFileLimit: childFileLimit), at: "/api/v0/processes")
         host.mount(FilesModule(context: context), at: "/api/v0")
         host.mount(GitWatchModule(context: context), at: "/api/v0/git")
+        host.mount(DesktopModule(configuration: config.desktop, context: context), at: "/api/v0/desktop")
         host.mount(MetricsModule(registry: metrics), at: "/")
         host.add(AgentSocketModule(configuration: config.socket, context: context))
 

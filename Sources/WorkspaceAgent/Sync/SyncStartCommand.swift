@@ -1,3 +1,4 @@
+import AgentCore
 import AgentProto
 import AgentSocket
 import ArgumentParser

@@ -1,5 +1,3 @@
-import AgentCore
-
 /// Parses a Go duration (`5m`, `100ms`, `1h30m`, `1.5s`, `0`), as `--timeout` takes it.
 public enum GoDuration {
     public struct Invalid: Error, CustomStringConvertible {

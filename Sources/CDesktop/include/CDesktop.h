@@ -1,0 +1,50 @@
+// CDesktop: what the desktop module needs from C libraries, behind a small opaque API.
+//
+// - A VNC client (libvncclient): connect to a loopback RFB server, keep its framebuffer
+//   current (32-bit RGBX), send pointer and key events. libvncclient's own structures stay
+//   in C; Swift serialises calls (one lock) and runs the message loop on one thread.
+// - zlib's deflate and crc32, for PNG encoding.
+// - X keysym names (libX11's XStringToKeysym; no display connection is made).
+#ifndef CDESKTOP_H
+#define CDESKTOP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct desktop_vnc desktop_vnc;
+
+/// Connects and completes the RFB handshake (no authentication, shared session) and asks
+/// for the whole framebuffer. NULL on failure, with a message in `error`.
+desktop_vnc *desktop_vnc_connect(const char *host, int port, char *error, size_t error_size);
+
+/// Waits up to `timeout_us` for server data: > 0 data pending, 0 timeout, < 0 error.
+/// Touches only the socket; may run while another thread sends events.
+int desktop_vnc_wait(desktop_vnc *vnc, int timeout_us);
+
+/// Reads and applies one server message; 0 on success, -1 when the connection failed.
+int desktop_vnc_handle(desktop_vnc *vnc);
+
+int desktop_vnc_pointer(desktop_vnc *vnc, int x, int y, int buttons);
+int desktop_vnc_key(desktop_vnc *vnc, uint32_t keysym, int down);
+/// Asks for a full (non-incremental) update of the whole screen.
+int desktop_vnc_request_full(desktop_vnc *vnc);
+
+int desktop_vnc_width(const desktop_vnc *vnc);
+int desktop_vnc_height(const desktop_vnc *vnc);
+/// The framebuffer: width*height pixels of 4 bytes, R G B X; valid until the next handle.
+const uint8_t *desktop_vnc_framebuffer(const desktop_vnc *vnc);
+/// Framebuffer updates completed so far (each one a FramebufferUpdate message).
+uint64_t desktop_vnc_updates(const desktop_vnc *vnc);
+
+void desktop_vnc_close(desktop_vnc *vnc);
+
+/// The keysym for an X keysym name ("Return", "semicolon", "XF86AudioPlay"), or 0.
+uint32_t desktop_keysym(const char *name);
+
+/// zlib deflate of `input` into `output` (capacity in *output_size, result length out).
+/// 0 on success.
+int desktop_deflate(const uint8_t *input, size_t input_size, uint8_t *output, size_t *output_size, int level);
+size_t desktop_deflate_bound(size_t input_size);
+uint32_t desktop_crc32(uint32_t crc, const uint8_t *bytes, size_t count);
+
+#endif

@@ -1,0 +1,63 @@
+import AgentCore
+import AgentHTTP
+import Hummingbird
+import ServiceLifecycle
+
+/// The desktop as a capability module, mounted at `/api/v0/desktop`: the VNC bridge, the
+/// computer-use actions (in process, through the agent's own VNC connection) and recordings,
+/// over one desktop started on first use.
+public struct DesktopModule: HTTPModule {
+    public let supervisor: DesktopSupervisor
+    let recorder: Recorder
+    let runner: ActionRunner
+
+    public var name: String { "desktop" }
+
+    public init(configuration: DesktopOptions.Configuration = .init(), context: AgentContext) {
+        supervisor = DesktopSupervisor(
+            configuration: .init(
+                width: configuration.width, height: configuration.height, idleTimeout: configuration.idleTimeout,
+                environment: context.environment, stateDirectory: context.stateDirectory))
+        recorder = Recorder(supervisor: supervisor)
+        runner = ActionRunner(supervisor: supervisor)
+    }
+
+    /// The idle watch runs while the agent does; at shutdown (`work` phase) recordings end
+    /// and the desktop stops.
+    public var services: [ModuleService] {
+        let supervisor = self.supervisor
+        let recorder = self.recorder
+        let watch = ClosureService {
+            await cancelWhenGracefulShutdown {
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: .seconds(5))
+                    await supervisor.stopIfIdle()
+                    await recorder.stopIdle(lastActivity: await supervisor.lastActivityInstant)
+                }
+            }
+        }
+        return [
+            ModuleService("desktop idle watch", watch, stopsIn: .work),
+            .onShutdown("desktop", in: .work) {
+                await recorder.close()
+                await supervisor.close()
+            },
+        ]
+    }
+
+    public func routes() -> RouteCollection<AgentRequestContext> {
+        let routes = RouteCollection(context: AgentRequestContext.self)
+        let action = ActionRoute(supervisor: supervisor, runner: runner)
+        let recordings = RecordingRoutes(supervisor: supervisor, recorder: recorder)
+        routes.post("action") { request, context in try await action.handle(request, context) }
+        routes.post("recording/start") { request, context in try await recordings.start(request, context) }
+        routes.post("recording/stop") { request, context in try await recordings.stop(request, context) }
+        return routes
+    }
+
+    public func webSocketRoutes() -> WebSocketRouteCollection {
+        var routes = WebSocketRouteCollection()
+        routes.add(VNCBridge(supervisor: supervisor).route())
+        return routes
+    }
+}

@@ -1,0 +1,43 @@
+import AgentCore
+import ArgumentParser
+
+/// The desktop's flags and their environment twins.
+public struct DesktopOptions: ParsableArguments {
+    @Option(name: .long, help: "Stop the desktop after this long with no action and no viewer (Go duration, e.g. 30m); 0 keeps it. Env CODER_AGENT_DESKTOP_IDLE_TIMEOUT. Default 0.")
+    public var desktopIdleTimeout: String?
+
+    @Option(name: .long, help: "Size of the desktop the agent starts, WxH. Env CODER_AGENT_DESKTOP_GEOMETRY. Default 1920x1080.")
+    public var desktopGeometry: String?
+
+    public init() {}
+
+    public struct Configuration: Sendable, Equatable {
+        public var idleTimeout: Duration?
+        public var width = 1920
+        public var height = 1080
+
+        public init(idleTimeout: Duration? = nil, width: Int = 1920, height: Int = 1080) {
+            self.idleTimeout = idleTimeout
+            self.width = width
+            self.height = height
+        }
+    }
+
+    public func resolve(_ settings: Settings) throws(ConfigurationError) -> Configuration {
+        var configuration = Configuration()
+        if let timeout = try settings.parsed(
+            desktopIdleTimeout, flag: "--desktop-idle-timeout", variable: "CODER_AGENT_DESKTOP_IDLE_TIMEOUT", { try GoDuration.parse($0) }),
+            timeout > .zero
+        {
+            configuration.idleTimeout = timeout
+        }
+        if let geometry = try settings.string(desktopGeometry, flag: "--desktop-geometry", variable: "CODER_AGENT_DESKTOP_GEOMETRY") {
+            let parts = geometry.split(separator: "x").compactMap { Int($0) }
+            guard parts.count == 2, (64...8192).contains(parts[0]), (64...8192).contains(parts[1]) else {
+                throw ConfigurationError("invalid value \"\(geometry)\" for --desktop-geometry: expected WxH, each 64 to 8192")
+            }
+            (configuration.width, configuration.height) = (parts[0], parts[1])
+        }
+        return configuration
+    }
+}

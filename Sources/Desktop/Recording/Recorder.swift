@@ -1,0 +1,154 @@
+import AgentHTTP
+import Foundation
+import Glibc
+import HTTPTypes
+import Hummingbird
+import NIOCore
+import NIOPosix
+
+/// Screen recordings through `portabledesktop record` (spec desktop §1.5): at most 5 at once,
+/// stopped with SIGINT (15 s, else killed and reported corrupted), at most 100 MB, answered
+/// as `multipart/mixed` (the video, then the thumbnail when there is one) streamed from the
+/// files, which are then deleted. A recording with no action for 10 minutes stops itself.
+actor Recorder {
+    struct Recording {
+        var child: SupervisedChild
+        var video: String
+        var thumbnail: String
+    }
+
+    static let maxActive = 5
+    static let maxBytes = 100 << 20
+    static let stopGrace: Duration = .seconds(15)
+    static let idleStop: Duration = .seconds(600)
+
+    let supervisor: DesktopSupervisor
+    let directory: String
+    private var recordings: [String: Recording] = [:]
+    private var closed = false
+
+    init(supervisor: DesktopSupervisor, directory: String = NSTemporaryDirectory()) {
+        self.supervisor = supervisor
+        self.directory = directory.hasSuffix("/") ? String(directory.dropLast()) : directory
+    }
+
+    func start(id: String) async throws(APIError) {
+        if closed { throw APIError(.serviceUnavailable, "Desktop API is shutting down.") }
+        guard let binary = await supervisor.portableDesktopBinary() else {
+            throw APIError(
+                .notImplemented, "Desktop recording requires portabledesktop.",
+                detail: "portabledesktop binary not found in PATH or script bin directory; the agent's own Xvnc desktop does not record.")
+        }
+        do {
+            _ = try await supervisor.ensureStarted()
+        } catch where error == .closed {
+            throw APIError(.serviceUnavailable, "Desktop API is shutting down.")
+        } catch {
+            throw APIError(.internalServerError, "Failed to start recording.", detail: error.description)
+        }
+        if let existing = recordings[id], existing.child.isRunning { return }
+        guard recordings.values.filter(\.child.isRunning).count < Self.maxActive else {
+            throw APIError(.internalServerError, "Failed to start recording.", detail: "too many active recordings (at most \(Self.maxActive))")
+        }
+        let video = "\(directory)/coder-recording-\(id).mp4"
+        let thumbnail = "\(directory)/coder-recording-\(id).thumb.jpg"
+        try? FileManager.default.removeItem(atPath: video)
+        try? FileManager.default.removeItem(atPath: thumbnail)
+        let quiet = open("/dev/null", O_WRONLY | O_CLOEXEC)
+        defer { if quiet >= 0 { Glibc.close(quiet) } }
+        let argv = [
+            binary, "record", "--idle-speedup", "20", "--idle-min-duration", "0.35", "--idle-noise-tolerance", "-38dB",
+            "--thumbnail", thumbnail, video,
+        ]
+        do {
+            let child = try await SupervisedChild.spawn(argv, environment: supervisor.configuration.environment, outputFD: quiet)
+            recordings[id] = Recording(child: child, video: video, thumbnail: thumbnail)
+        } catch {
+            throw APIError(.internalServerError, "Failed to start recording.", detail: "\(error)")
+        }
+    }
+
+    func stop(id: String) async throws(APIError) -> Response {
+        if closed { throw APIError(.serviceUnavailable, "Desktop API is shutting down.") }
+        guard let recording = recordings[id] else {
+            throw APIError(.notFound, "Recording not found.", detail: "no recording with id \(id)")
+        }
+        if recording.child.isRunning {
+            recording.child.signal(SIGINT)
+            if !(await recording.child.waitForExit(timeout: Self.stopGrace)) {
+                await recording.child.stop(grace: .seconds(1))
+                throw APIError(.internalServerError, "Recording is corrupted.", detail: "the recorder did not finish within 15 s and was killed")
+            }
+        }
+        let size = (try? FileManager.default.attributesOfItem(atPath: recording.video)[.size] as? NSNumber)?.intValue
+        guard let size, size > 0 else {
+            throw APIError(.internalServerError, "Recording is corrupted.", detail: "the recorder left no video")
+        }
+        guard size <= Self.maxBytes else { throw APIError(.contentTooLarge, "Recording file exceeds maximum allowed size.") }
+        let thumbnailSize = (try? FileManager.default.attributesOfItem(atPath: recording.thumbnail)[.size] as? NSNumber)?.intValue ?? 0
+        return Self.multipart(video: (recording.video, size), thumbnail: thumbnailSize > 0 ? (recording.thumbnail, thumbnailSize) : nil)
+    }
+
+    /// Stops recordings no action touched for ``idleStop`` (their files stay for `stop`).
+    func stopIdle(lastActivity: ContinuousClock.Instant) async {
+        guard ContinuousClock.now - lastActivity >= Self.idleStop else { return }
+        for recording in recordings.values where recording.child.isRunning {
+            recording.child.signal(SIGINT)
+        }
+    }
+
+    /// Ends every recording and deletes its files.
+    func close() async {
+        closed = true
+        for recording in recordings.values {
+            await recording.child.stop(grace: .seconds(1))
+            try? FileManager.default.removeItem(atPath: recording.video)
+            try? FileManager.default.removeItem(atPath: recording.thumbnail)
+        }
+        recordings = [:]
+    }
+
+    /// `multipart/mixed`: the video part, then the thumbnail part, streamed from the files.
+    static func multipart(video: (path: String, size: Int), thumbnail: (path: String, size: Int)?) -> Response {
+        let boundary = "coder-recording-" + UUID().uuidString.lowercased()
+        var found: [(head: String, path: String, size: Int)] = [("Content-Type: video/mp4\r\n\r\n", video.path, video.size)]
+        if let thumbnail { found.append(("Content-Type: image/jpeg\r\n\r\n", thumbnail.path, thumbnail.size)) }
+        let parts = found
+        let heads = parts.map { "--\(boundary)\r\n\($0.head)" }
+        let tail = "--\(boundary)--\r\n"
+        let length = zip(heads, parts).reduce(0) { $0 + $1.0.utf8.count + $1.1.size + 2 } + tail.utf8.count
+        let body = ResponseBody(contentLength: length) { writer in
+            for (head, part) in zip(heads, parts) {
+                try await writer.write(ByteBuffer(string: head))
+                try await streamFile(part.path, size: part.size, into: &writer)
+                try await writer.write(ByteBuffer(string: "\r\n"))
+            }
+            try await writer.write(ByteBuffer(string: tail))
+            try await writer.finish(nil)
+            try? FileManager.default.removeItem(atPath: video.path)
+            if let thumbnail { try? FileManager.default.removeItem(atPath: thumbnail.path) }
+        }
+        return Response(
+            status: .ok, headers: [.contentType: "multipart/mixed; boundary=\(boundary)", .contentLength: String(length)], body: body)
+    }
+
+    /// Writes exactly `size` bytes of `path`, 256 KiB at a time, read on the thread pool.
+    private static func streamFile(_ path: String, size: Int, into writer: inout any ResponseBodyWriter) async throws {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw APIError(.internalServerError, "Failed to stop recording.", detail: "open \(path)") }
+        defer { Glibc.close(fd) }
+        var offset = 0
+        while offset < size {
+            let at = offset
+            let want = min(256 << 10, size - offset)
+            let chunk = try await NIOThreadPool.singleton.runIfActive { () -> ByteBuffer in
+                var buffer = ByteBuffer()
+                _ = buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: want) { raw in max(0, pread(fd, raw.baseAddress, want, off_t(at))) }
+                return buffer
+            }
+            guard chunk.readableBytes > 0 else { throw APIError(.internalServerError, "Failed to stop recording.", detail: "\(path) ended early") }
+            offset += chunk.readableBytes
+            try await writer.write(chunk)
+        }
+    }
+}

@@ -1,0 +1,209 @@
+import CoreMetrics
+import Foundation
+import Logging
+
+/// One desktop per agent, shared by every viewer and action, started on first use (spec
+/// desktop §1.3). Beyond the reference: a desktop whose process died is noticed on the next
+/// use and started again (the reference's check watches a process that has already exited);
+/// at shutdown it is stopped (`portabledesktop down`, or SIGTERM then SIGKILL to our Xvnc);
+/// an idle desktop (no action and no viewer for `idleTimeout`) can be stopped; a failed
+/// start is remembered for 2 s so a retrying client cannot spawn a storm of desktops.
+public actor DesktopSupervisor {
+    public struct Configuration: Sendable {
+        public var width: Int
+        public var height: Int
+        /// Stop the desktop after this long without actions or viewers; nil keeps it.
+        public var idleTimeout: Duration?
+        /// The agent's environment (PATH, CODER_SCRIPT_BIN_DIR, XDG_*), passed to children.
+        public var environment: [String: String]
+        /// Where Xvnc's log goes (`desktop/` below it).
+        public var stateDirectory: String
+
+        public init(
+            width: Int = 1920, height: Int = 1080, idleTimeout: Duration? = nil, environment: [String: String],
+            stateDirectory: String
+        ) {
+            self.width = width
+            self.height = height
+            self.idleTimeout = idleTimeout
+            self.environment = environment
+            self.stateDirectory = stateDirectory
+        }
+    }
+
+    static let failureMemory: Duration = .seconds(2)
+
+    let configuration: Configuration
+    private var current: (any RunningDesktop)?
+    private var client: VNCClient?
+    private var starting: Task<Result<any RunningDesktop, DesktopError>, Never>?
+    private var closed = false
+    private var failure: (error: DesktopError, at: ContinuousClock.Instant)?
+    private var lastActivity = ContinuousClock.now
+    private var viewers = 0
+    private let logger = Logger(label: "workspace-agent.desktop")
+
+    public init(configuration: Configuration) {
+        self.configuration = configuration
+    }
+
+    /// The running desktop, starting one if there is none (or the last one died).
+    public func ensureStarted() async throws(DesktopError) -> DesktopInfo {
+        if closed { throw .closed }
+        if let current {
+            if current.isAlive { return current.info }
+            logger.warning("the desktop stopped; a new one starts on this use", metadata: ["vnc_port": "\(current.info.vncPort)"])
+            DesktopMetrics.crashes.increment()
+            self.current = nil
+            if let old = client {
+                client = nil
+                await old.close()
+            }
+            await current.stop()
+        }
+        if let failure, ContinuousClock.now - failure.at < Self.failureMemory { throw failure.error }
+        let task: Task<Result<any RunningDesktop, DesktopError>, Never>
+        if let starting {
+            task = starting
+        } else {
+            let launcher = try launcher()
+            logger.info("starting the desktop", metadata: ["with": "\(launcher.summary)"])
+            task = Task { () -> Result<any RunningDesktop, DesktopError> in
+                do throws(DesktopError) {
+                    return .success(try await launcher.start())
+                } catch {
+                    return .failure(error)
+                }
+            }
+            starting = task
+        }
+        let result = await task.value
+        if starting == task { starting = nil }
+        switch result {
+        case .success(let desktop):
+            if closed {
+                await desktop.stop()
+                throw .closed
+            }
+            if current == nil {
+                current = desktop
+                DesktopMetrics.starts.increment()
+                logger.info("desktop ready", metadata: ["vnc_port": "\(desktop.info.vncPort)", "geometry": "\(desktop.info.width)x\(desktop.info.height)"])
+            }
+            return current?.info ?? desktop.info
+        case .failure(let error):
+            failure = (error, .now)
+            logger.warning("the desktop did not start", metadata: ["error": "\(error)"])
+            throw error
+        }
+    }
+
+    /// The agent's VNC connection to the running desktop (made on first use, remade when the
+    /// desktop or the connection changed).
+    func vncClient() async throws(DesktopError) -> VNCClient {
+        let info = try await ensureStarted()
+        if let client, client.isUsable, client.port == info.vncPort { return client }
+        if let old = client {
+            client = nil
+            await old.close()
+        }
+        let fresh = try await VNCClient.connect(port: info.vncPort)
+        if let existing = client, existing.isUsable {
+            await fresh.close()
+            return existing
+        }
+        client = fresh
+        return fresh
+    }
+
+    func recordActivity() { lastActivity = .now }
+
+    /// When an action or a viewer last touched the desktop.
+    var lastActivityInstant: ContinuousClock.Instant { lastActivity }
+
+    func viewerOpened() {
+        viewers += 1
+        lastActivity = .now
+        DesktopMetrics.viewers.record(viewers)
+    }
+
+    func viewerClosed() {
+        viewers -= 1
+        lastActivity = .now
+        DesktopMetrics.viewers.record(viewers)
+    }
+
+    /// portabledesktop's path when it is what runs desktops (recordings need it).
+    func portableDesktopBinary() -> String? {
+        (try? launcher()).flatMap { ($0 as? PortableDesktopLauncher)?.binary }
+    }
+
+    /// Stops the desktop when it has been idle for the configured timeout.
+    func stopIfIdle() async {
+        guard let timeout = configuration.idleTimeout, let desktop = current, viewers == 0,
+              ContinuousClock.now - lastActivity >= timeout else { return }
+        logger.info("stopping the idle desktop", metadata: ["idle_timeout": "\(timeout)"])
+        current = nil
+        if let old = client {
+            client = nil
+            await old.close()
+        }
+        await desktop.stop()
+    }
+
+    /// Stops everything; later uses fail with "desktop closed".
+    public func close() async {
+        closed = true
+        if let old = client {
+            client = nil
+            await old.close()
+        }
+        if let starting, case .success(let desktop) = await starting.value { await desktop.stop() }
+        if let desktop = current {
+            current = nil
+            await desktop.stop()
+        }
+    }
+
+    private func launcher() throws(DesktopError) -> any DesktopLauncher {
+        let environment = configuration.environment
+        if let binary = DesktopBinaries.portableDesktop(environment) {
+            return PortableDesktopLauncher(binary: binary, width: configuration.width, height: configuration.height, environment: environment)
+        }
+        if let xvnc = DesktopBinaries.onPath("Xvnc", environment) {
+            return XvncLauncher(
+                xvnc: xvnc, width: configuration.width, height: configuration.height,
+                logDirectory: configuration.stateDirectory + "/desktop", environment: environment)
+        }
+        throw DesktopError("portabledesktop binary not found in PATH or script bin directory, and Xvnc is not installed")
+    }
+}
+
+/// Where the desktop's programs are found.
+enum DesktopBinaries {
+    /// `portabledesktop` on PATH, else `$CODER_SCRIPT_BIN_DIR/portabledesktop` if it is a
+    /// regular file with an execute bit.
+    static func portableDesktop(_ environment: [String: String]) -> String? {
+        if let found = onPath("portabledesktop", environment) { return found }
+        guard let directory = environment["CODER_SCRIPT_BIN_DIR"], !directory.isEmpty else { return nil }
+        let candidate = directory + "/portabledesktop"
+        return isExecutableFile(candidate) ? candidate : nil
+    }
+
+    static func onPath(_ name: String, _ environment: [String: String]) -> String? {
+        for directory in (environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin").split(separator: ":") where !directory.isEmpty {
+            let candidate = "\(directory)/\(name)"
+            if isExecutableFile(candidate) { return candidate }
+        }
+        return nil
+    }
+
+    private static func isExecutableFile(_ path: String) -> Bool {
+        // Symlinks are followed (Debian's Xvnc is one, through the alternatives system).
+        let target = URL(fileURLWithPath: path).resolvingSymlinksInPath().path
+        guard let attributes = try? FileManager.default.attributesOfItem(atPath: target),
+              attributes[.type] as? FileAttributeType == .typeRegular,
+              let permissions = attributes[.posixPermissions] as? NSNumber else { return false }
+        return permissions.intValue & 0o111 != 0
+    }
+}

@@ -1,0 +1,126 @@
+import Foundation
+import Glibc
+import NIOPosix
+
+/// Runs coder/portabledesktop (spec desktop §1.3): `up --json --geometry WxH`, reads the
+/// first JSON value it prints (`vncPort`, `geometry`, `xvncPid`), and `down` to stop it.
+struct PortableDesktopLauncher: DesktopLauncher {
+    let binary: String
+    let width: Int
+    let height: Int
+    let environment: [String: String]
+
+    var summary: String { "portabledesktop at \(binary)" }
+
+    /// `up` must print its state within this long.
+    static let startTimeout: Duration = .seconds(60)
+    /// Its output is read up to this many bytes (the state object is a few hundred).
+    static let maxOutput = 64 << 10
+
+    func start() async throws(DesktopError) -> any RunningDesktop {
+        var fds: [Int32] = [-1, -1]
+        guard pipe(&fds) == 0 else { throw DesktopError("pipe: \(String(cString: strerror(errno)))") }
+        let child: SupervisedChild
+        do {
+            child = try await SupervisedChild.spawn(
+                [binary, "up", "--json", "--geometry", "\(width)x\(height)"], environment: environment, outputFD: fds[1])
+        } catch {
+            close(fds[0])
+            close(fds[1])
+            throw DesktopError("cannot run portabledesktop: \(error)")
+        }
+        close(fds[1])
+        let reader = fds[0]
+        let timeoutMs = Int32(Self.startTimeout.components.seconds * 1000)
+        let output = (try? await NIOThreadPool.singleton.runIfActive { Self.readFirstJSON(reader, timeoutMs: timeoutMs) }) ?? nil
+        close(reader)
+        guard let output, let object = try? JSONSerialization.jsonObject(with: Data(output)) as? [String: Any] else {
+            await child.stop()
+            throw DesktopError("parse portabledesktop output: no JSON object on its standard output")
+        }
+        let port = (object["vncPort"] as? NSNumber)?.intValue ?? 0
+        guard port > 0 else {
+            await child.stop()
+            throw DesktopError("portabledesktop returned port 0")
+        }
+        var size = (width: 0, height: 0)
+        if let geometry = object["geometry"] as? String {
+            let parts = geometry.split(separator: "x").compactMap { Int($0) }
+            if parts.count == 2 { size = (parts[0], parts[1]) }
+        }
+        let info = DesktopInfo(vncPort: port, width: size.width, height: size.height, display: -1)
+        return PortableDesktop(
+            binary: binary, environment: environment, info: info, up: child, xvncPid: (object["xvncPid"] as? NSNumber)?.int32Value)
+    }
+
+    /// Bytes of the first complete top-level JSON object in the stream (anything before its
+    /// `{` is skipped), or nil at EOF, timeout or past ``maxOutput``.
+    static func readFirstJSON(_ fd: Int32, timeoutMs: Int32) -> [UInt8]? {
+        var bytes: [UInt8] = []
+        var depth = 0
+        var inString = false
+        var escaped = false
+        var start: Int?
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        let deadline = DispatchTime.now().uptimeNanoseconds + UInt64(timeoutMs) * 1_000_000
+        while bytes.count < maxOutput {
+            let now = DispatchTime.now().uptimeNanoseconds
+            guard now < deadline else { return nil }
+            var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            guard poll(&pfd, 1, Int32((deadline - now) / 1_000_000) + 1) > 0 else { return nil }
+            let n = read(fd, &buffer, buffer.count)
+            guard n > 0 else { return nil }
+            for byte in buffer[0..<n] {
+                bytes.append(byte)
+                if start == nil {
+                    if byte == UInt8(ascii: "{") {
+                        start = bytes.count - 1
+                        depth = 1
+                    }
+                    continue
+                }
+                if inString {
+                    if escaped { escaped = false } else if byte == UInt8(ascii: "\\") { escaped = true } else if byte == UInt8(ascii: "\"") { inString = false }
+                    continue
+                }
+                switch byte {
+                case UInt8(ascii: "\""): inString = true
+                case UInt8(ascii: "{"), UInt8(ascii: "["): depth += 1
+                case UInt8(ascii: "}"), UInt8(ascii: "]"):
+                    depth -= 1
+                    if depth == 0, let start { return Array(bytes[start...]) }
+                default: break
+                }
+            }
+        }
+        return nil
+    }
+}
+
+/// A desktop portabledesktop runs (detached: its Xvnc is not our child).
+struct PortableDesktop: RunningDesktop {
+    let binary: String
+    let environment: [String: String]
+    let info: DesktopInfo
+    /// The `up` process (it exits once the desktop is up, unless run in the foreground).
+    let up: SupervisedChild
+    let xvncPid: Int32?
+
+    /// Its Xvnc still exists (checked without signalling it) and the port accepts.
+    var isAlive: Bool {
+        if let xvncPid, kill(xvncPid, 0) != 0 && errno == ESRCH { return false }
+        guard let fd = LoopbackProbe.connect(port: info.vncPort) else { return false }
+        close(fd)
+        return true
+    }
+
+    /// `portabledesktop down` (its own teardown), bounded; then the `up` process if it still runs.
+    func stop() async {
+        let quiet = open("/dev/null", O_WRONLY | O_CLOEXEC)
+        if let down = try? await SupervisedChild.spawn([binary, "down"], environment: environment, outputFD: quiet) {
+            if !(await down.waitForExit(timeout: .seconds(10))) { await down.stop(grace: .seconds(1)) }
+        }
+        if quiet >= 0 { close(quiet) }
+        await up.stop(grace: .seconds(3))
+    }
+}

@@ -1,0 +1,85 @@
+import Foundation
+import Glibc
+import NIOPosix
+
+/// Runs TigerVNC's `Xvnc` directly when portabledesktop is absent (spec desktop §1.4):
+/// loopback only (`-localhost -interface 127.0.0.1`), no authentication, shared sessions,
+/// the first free display from 10, a free port, ready once the port answers `RFB 003.`.
+struct XvncLauncher: DesktopLauncher {
+    let xvnc: String
+    let width: Int
+    let height: Int
+    /// Xvnc's output goes to `xvnc-<display>.log` here (truncated at each start).
+    let logDirectory: String
+    let environment: [String: String]
+
+    var summary: String { "Xvnc at \(xvnc)" }
+
+    static let readinessTimeout: Duration = .seconds(15)
+
+    func start() async throws(DesktopError) -> any RunningDesktop {
+        var lastError = DesktopError("Xvnc did not start")
+        // A display or port taken between the check and Xvnc's bind: try the next ones.
+        for _ in 0..<3 {
+            guard let display = Self.freeDisplay(), let port = LoopbackProbe.freePort() else {
+                throw DesktopError("no free X display or loopback port for Xvnc")
+            }
+            try? FileManager.default.createDirectory(atPath: logDirectory, withIntermediateDirectories: true)
+            let logPath = logDirectory + "/xvnc-\(display).log"
+            let logFD = open(logPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+            guard logFD >= 0 else { throw DesktopError("cannot open \(logPath): \(String(cString: strerror(errno)))") }
+            let argv = [
+                xvnc, ":\(display)", "-rfbport", "\(port)", "-localhost", "-interface", "127.0.0.1", "-SecurityTypes", "None",
+                "-AlwaysShared", "-AcceptSetDesktopSize", "-geometry", "\(width)x\(height)", "-depth", "24", "-desktop", "Coder",
+                "-nolisten", "tcp",
+            ]
+            let child: SupervisedChild
+            do {
+                child = try await SupervisedChild.spawn(argv, environment: environment, outputFD: logFD)
+            } catch {
+                close(logFD)
+                throw DesktopError("cannot start Xvnc: \(error)")
+            }
+            close(logFD)
+            if await Self.waitForBanner(port: port, child: child) {
+                return XvncDesktop(child: child, info: DesktopInfo(vncPort: port, width: width, height: height, display: display))
+            }
+            await child.stop()
+            let tail = (try? String(contentsOfFile: logPath, encoding: .utf8)).map { String($0.suffix(400)) } ?? ""
+            lastError = DesktopError("Xvnc did not become ready on 127.0.0.1:\(port): \(tail.trimmingCharacters(in: .whitespacesAndNewlines))")
+        }
+        throw lastError
+    }
+
+    /// Polls every 50 ms for the RFB banner, at most ``readinessTimeout``; false if the
+    /// child exits first.
+    static func waitForBanner(port: Int, child: SupervisedChild) async -> Bool {
+        let deadline = ContinuousClock.now + readinessTimeout
+        while ContinuousClock.now < deadline, child.isRunning {
+            let ready = (try? await NIOThreadPool.singleton.runIfActive { LoopbackProbe.rfbBanner(port: port, timeoutMs: 1000) }) ?? false
+            if ready { return true }
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+        return false
+    }
+
+    /// The first display from 10 with neither a lock file nor a socket.
+    static func freeDisplay() -> Int? {
+        for display in 10..<200 {
+            let taken = FileManager.default.fileExists(atPath: "/tmp/.X\(display)-lock")
+                || FileManager.default.fileExists(atPath: "/tmp/.X11-unix/X\(display)")
+            if !taken { return display }
+        }
+        return nil
+    }
+}
+
+/// An Xvnc the agent started and owns.
+struct XvncDesktop: RunningDesktop {
+    let child: SupervisedChild
+    let info: DesktopInfo
+
+    var isAlive: Bool { child.isRunning }
+
+    func stop() async { await child.stop(grace: .seconds(3)) }
+}

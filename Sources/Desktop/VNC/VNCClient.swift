@@ -1,0 +1,176 @@
+import AgentCore
+import CDesktop
+import Foundation
+import Synchronization
+
+/// The agent's own VNC connection to the desktop (libvncclient, in process): it keeps a
+/// current copy of the framebuffer and sends pointer and key events, so actions need no
+/// helper processes. One thread runs the message loop; every libvncclient call that reads
+/// or writes the client's state happens under one lock; only that thread frees it.
+///
+/// Memory: the framebuffer (width × height × 4 bytes; 7.9 MiB at 1920×1080).
+final class VNCClient: Sendable {
+    /// The C client. Safety: the pointer is dereferenced only under `state`'s lock, and by
+    /// the loop thread in `desktop_vnc_wait` (which reads only the socket); the loop thread
+    /// alone frees it, after which it is nil.
+    private struct Handle: @unchecked Sendable {
+        var pointer: OpaquePointer?
+    }
+
+    private struct State {
+        var handle = Handle()
+        var closing = false
+        var failed = false
+        /// Updates seen, and when the last one arrived (for `settle_ms`).
+        var updates: UInt64 = 0
+        var lastUpdate = ContinuousClock.now
+        /// Where the pointer is, as far as the agent moved it, and the buttons it holds.
+        var pointer = (x: 0, y: 0)
+        var buttons: Int32 = 0
+    }
+
+    private let state: Mutex<State>
+    private let finished = OneShotSignal()
+    let port: Int
+
+    private init(port: Int, handle: OpaquePointer) {
+        self.port = port
+        var initial = State()
+        initial.handle = Handle(pointer: handle)
+        state = Mutex(initial)
+    }
+
+    /// Connects to 127.0.0.1:`port` (blocking handshake, on its own thread) and starts the loop.
+    static func connect(port: Int) async throws(DesktopError) -> VNCClient {
+        let result: Result<VNCClient, DesktopError> = await withCheckedContinuation { continuation in
+            let thread = Thread {
+                var error = [CChar](repeating: 0, count: 256)
+                guard let handle = desktop_vnc_connect("127.0.0.1", Int32(port), &error, error.count) else {
+                    continuation.resume(returning: .failure(DesktopError(String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))))
+                    return
+                }
+                let client = VNCClient(port: port, handle: handle)
+                // The pointer starts where X puts it: the middle of the screen.
+                let (width, height) = (Int(desktop_vnc_width(handle)), Int(desktop_vnc_height(handle)))
+                client.state.withLock { $0.pointer = (width / 2, height / 2) }
+                continuation.resume(returning: .success(client))
+                client.loop()
+            }
+            thread.name = "desktop-vnc"
+            thread.start()
+        }
+        return try result.get()
+    }
+
+    /// The message loop: wait (unlocked, 100 ms at most, so `close` is seen), then handle one
+    /// message under the lock.
+    private func loop() {
+        while true {
+            let pointer = state.withLock { s -> OpaquePointer? in s.closing || s.failed ? nil : s.handle.pointer }
+            guard let pointer else { break }
+            let ready = desktop_vnc_wait(pointer, 100_000)
+            if ready < 0 {
+                state.withLock { $0.failed = true }
+                break
+            }
+            if ready == 0 { continue }
+            state.withLock { s in
+                guard !s.closing, let pointer = s.handle.pointer else { return }
+                if desktop_vnc_handle(pointer) != 0 {
+                    s.failed = true
+                    return
+                }
+                let updates = desktop_vnc_updates(pointer)
+                if updates != s.updates {
+                    s.updates = updates
+                    s.lastUpdate = .now
+                }
+            }
+        }
+        state.withLock { s in
+            desktop_vnc_close(s.handle.pointer)
+            s.handle.pointer = nil
+            s.failed = true
+        }
+        finished.fire()
+    }
+
+    /// The connection still works.
+    var isUsable: Bool { state.withLock { !$0.failed && !$0.closing && $0.handle.pointer != nil } }
+
+    /// Ends the loop and frees the client (within 100 ms).
+    func close() async {
+        state.withLock { $0.closing = true }
+        await finished.wait()
+    }
+
+    /// The framebuffer's size.
+    var size: DisplayGeometry {
+        state.withLock { s in
+            guard let pointer = s.handle.pointer else { return DisplayGeometry(width: 0, height: 0) }
+            return DisplayGeometry(width: Int(desktop_vnc_width(pointer)), height: Int(desktop_vnc_height(pointer)))
+        }
+    }
+
+    var pointerPosition: (x: Int, y: Int) { state.withLock { $0.pointer } }
+
+    /// Moves the pointer (native coordinates), keeping the buttons held.
+    func move(x: Int, y: Int) throws(DesktopError) {
+        try send { s, pointer in
+            s.pointer = (x, y)
+            return desktop_vnc_pointer(pointer, Int32(x), Int32(y), s.buttons)
+        }
+    }
+
+    /// Presses or releases RFB buttons (`mask`: 1 left, 2 middle, 4 right, 8/16 wheel up/down,
+    /// 32/64 wheel left/right) where the pointer is.
+    func button(_ mask: Int32, down: Bool) throws(DesktopError) {
+        try send { s, pointer in
+            s.buttons = down ? s.buttons | mask : s.buttons & ~mask
+            return desktop_vnc_pointer(pointer, Int32(s.pointer.x), Int32(s.pointer.y), s.buttons)
+        }
+    }
+
+    func key(_ keysym: UInt32, down: Bool) throws(DesktopError) {
+        try send { _, pointer in desktop_vnc_key(pointer, keysym, down ? 1 : 0) }
+    }
+
+    private func send(_ body: (inout State, OpaquePointer) -> Int32) throws(DesktopError) {
+        let ok = state.withLock { s -> Bool in
+            guard !s.closing, !s.failed, let pointer = s.handle.pointer else { return false }
+            if body(&s, pointer) != 0 {
+                s.failed = true
+                return false
+            }
+            return true
+        }
+        if !ok { throw DesktopError("the VNC connection to the desktop was lost") }
+    }
+
+    /// A copy of the framebuffer (RGBX rows) and its size.
+    func capture() throws(DesktopError) -> (pixels: [UInt8], size: DisplayGeometry) {
+        let result = state.withLock { s -> ([UInt8], DisplayGeometry)? in
+            guard !s.failed, let pointer = s.handle.pointer, let frame = desktop_vnc_framebuffer(pointer) else { return nil }
+            let width = Int(desktop_vnc_width(pointer))
+            let height = Int(desktop_vnc_height(pointer))
+            let pixels = [UInt8](UnsafeBufferPointer(start: frame, count: width * height * 4))
+            return (pixels, DisplayGeometry(width: width, height: height))
+        }
+        guard let result else { throw DesktopError("the VNC connection to the desktop was lost") }
+        return result
+    }
+
+    /// Waits until no framebuffer update has arrived for `quiet`, at most `timeout`;
+    /// returns how long it waited. Polls every 10 ms.
+    func settle(quiet: Duration, timeout: Duration) async -> Duration {
+        let start = ContinuousClock.now
+        // An update the action causes may still be in flight: count quiet from now at least.
+        while ContinuousClock.now - start < timeout {
+            let last = state.withLock { max($0.lastUpdate, start) }
+            if ContinuousClock.now - last >= quiet { break }
+            try? await Task.sleep(for: .milliseconds(10))
+            if Task.isCancelled { break }
+        }
+        return ContinuousClock.now - start
+    }
+}
