@@ -341,6 +341,14 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "DesktopTests",
+            dependencies: [
+                "Desktop", "AgentTestSupport", "AgentCore", "AgentHTTP",
+                .product(name: "Hummingbird", package: "hummingbird"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "GitWatchTests",
             dependencies: [
                 "GitWatch", "AgentTestSupport", "AgentCore", "AgentHTTP",
