@@ -76,12 +76,8 @@ public enum AgentHTTPServer {
     static func register(_ route: AgentWebSocketRoute, http: Router<AgentRequestContext>, webSocket: Router<AgentRequestContext>) {
         webSocket.ws(RouterPath(route.path)) { request, context in
             let check = WebSocketRouteRequest(headers: request.headers, parameters: context.parameters.rawParameters)
-            do {
-                try route.check(check)
-                try await route.prepare?(check)
-            } catch {
-                return .dontUpgrade
-            }
+            // `prepare` already ran in the request guard, which held the handshake for it.
+            do { try route.check(check) } catch { return .dontUpgrade }
             return .upgrade([:])
         } onUpgrade: { inbound, outbound, context in
             try await route.handler(inbound, outbound, context)

@@ -21,6 +21,10 @@ import NIOHTTP1
 ///   oversized headers 431; each closes the connection.
 /// - Graceful shutdown closes the connection at once if no request is in progress.
 ///
+/// - A WebSocket route with an async `prepare` (starting a desktop): the handshake is held
+///   while it runs, then let through, or turned into a plain request whose twin answers
+///   with the JSON error (Hummingbird can only answer a refused upgrade with an empty 400).
+///
 /// Leaves the pipeline once a WebSocket handshake it let through is complete. Event-loop
 /// only.
 final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
@@ -61,6 +65,13 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
     private var upgraded = false
     /// The current request's body is streamed by its handler (``Limits/streamingPaths``).
     private var streamingBody = false
+    /// A handshake whose route must `prepare` first (set by `filterUpgrade`).
+    private var pendingPrepare: (prepare: AgentWebSocketRoute.Prepare, request: WebSocketRouteRequest)?
+    /// The held handshake and the parts that arrived after it (a GET: its `.end`; more than
+    /// ``maxHeldParts`` closes the connection).
+    private var held: (head: HTTPRequestHead, parts: [HTTPServerRequestPart])?
+    private static let maxHeldParts = 8
+    private var removed = false
 
     init(connection: ConnectionGuard, webSocketRoutes: WebSocketRouteTable, limits: Limits) {
         self.connection = connection
@@ -73,6 +84,7 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
+        removed = true
         headTimer?.cancel()
         headTimer = nil
         bodyTimer?.cancel()
@@ -84,6 +96,11 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         if upgraded {
             context.fireChannelRead(data)
+            return
+        }
+        if held != nil {
+            held!.parts.append(unwrapInboundIn(data))
+            if held!.parts.count > Self.maxHeldParts { context.close(promise: nil) }
             return
         }
         switch unwrapInboundIn(data) {
@@ -98,34 +115,76 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
                 connection.respondAndClose(refusal.status, refusal.body, headers: refusal.headers)
                 return
             }
-            awaitingResponse += 1
-            if !webSocketHandshake { connection.stopCopyingHead() }
-            armBodyTimer(context)
-            context.fireChannelRead(wrapInboundOut(.head(head)))
+            if let (prepare, request) = pendingPrepare {
+                pendingPrepare = nil
+                held = (head, [])
+                let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+                Task {
+                    let admitted: Bool
+                    do {
+                        try await prepare(request)
+                        admitted = true
+                    } catch {
+                        admitted = false
+                    }
+                    bound.eventLoop.execute {
+                        let (handler, context) = bound.value
+                        handler.finishAdmission(context: context, admitted: admitted)
+                    }
+                }
+                return
+            }
+            pass(head, context: context)
         case .body:
             if streamingBody, bodyTimer != nil { armBodyTimer(context) }
             if !swallowing { context.fireChannelRead(data) }
         case .end:
-            requestOpen = false
-            bodyTimer?.cancel()
-            bodyTimer = nil
-            if swallowing { return }
-            if webSocketHandshake {
-                // NIO's upgrade handler removes the HTTP decoder before it writes the 101,
-                // and the decoder then passes leftover bytes on raw: from here on nothing
-                // here may expect HTTP parts. The byte guard takes over (frame masking).
-                upgraded = true
-                headTimer?.cancel()
-                headTimer = nil
-                context.fireChannelRead(data)
-                connection.switchToWebSocket()
-                context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
-                return
-            }
-            connection.requestEnded()
-            context.fireChannelRead(data)
-            idleIfDone(context)
+            ended(context: context, data: data)
         }
+    }
+
+    /// Lets a request head through (the handshake is now up to the upgrade handler).
+    private func pass(_ head: HTTPRequestHead, context: ChannelHandlerContext) {
+        awaitingResponse += 1
+        if !webSocketHandshake { connection.stopCopyingHead() }
+        armBodyTimer(context)
+        context.fireChannelRead(wrapInboundOut(.head(head)))
+    }
+
+    /// The route's `prepare` finished: the handshake goes on, or becomes a plain request
+    /// for the twin route; then the parts held meanwhile follow.
+    private func finishAdmission(context: ChannelHandlerContext, admitted: Bool) {
+        guard !removed, context.channel.isActive, let (held, parts) = held else { return }
+        self.held = nil
+        var head = held
+        webSocketHandshake = admitted
+        if !admitted { Self.stripUpgrade(&head) }
+        pass(head, context: context)
+        for part in parts where !upgraded {
+            channelRead(context: context, data: wrapInboundOut(part))
+        }
+    }
+
+    private func ended(context: ChannelHandlerContext, data: NIOAny) {
+        requestOpen = false
+        bodyTimer?.cancel()
+        bodyTimer = nil
+        if swallowing { return }
+        if webSocketHandshake {
+            // NIO's upgrade handler removes the HTTP decoder before it writes the 101,
+            // and the decoder then passes leftover bytes on raw: from here on nothing
+            // here may expect HTTP parts. The byte guard takes over (frame masking).
+            upgraded = true
+            headTimer?.cancel()
+            headTimer = nil
+            context.fireChannelRead(data)
+            connection.switchToWebSocket()
+            context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
+            return
+        }
+        connection.requestEnded()
+        context.fireChannelRead(data)
+        idleIfDone(context)
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
@@ -223,6 +282,7 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
     private func refusal(for head: inout HTTPRequestHead) -> Refusal? {
         head.headers.remove(name: WebSocketRefusal.headerName)
         webSocketHandshake = false
+        pendingPrepare = nil
         if head.method == .CONNECT {
             return Refusal(
                 status: .methodNotAllowed, body: APIErrorBody(message: "Method not allowed.", detail: "CONNECT is not supported."),
@@ -269,8 +329,13 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
                 head.headers.add(name: WebSocketRefusal.headerName, value: WebSocketRefusal.badKey)
             } else {
                 do {
-                    try route.check(WebSocketRouteRequest(headers: HTTPFields(head.headers), parameters: parameters))
-                    webSocketHandshake = true
+                    let request = WebSocketRouteRequest(headers: HTTPFields(head.headers), parameters: parameters)
+                    try route.check(request)
+                    if let prepare = route.prepare {
+                        pendingPrepare = (prepare, request)
+                    } else {
+                        webSocketHandshake = true
+                    }
                 } catch {
                     // The twin route runs the same check and answers with its JSON error.
                     Self.stripUpgrade(&head)

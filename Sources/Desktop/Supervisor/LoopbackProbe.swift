@@ -2,7 +2,24 @@ import Foundation
 import Glibc
 
 /// Blocking loopback checks used while a desktop starts (run off the cooperative pool).
+///
+/// A VNC server counts every connection that closes before authenticating as a security
+/// failure, and after five it refuses the host for a while ("Too many security failures"):
+/// so whether a port serves is read from the kernel's socket table, not by connecting.
 enum LoopbackProbe {
+    /// Whether some socket listens on TCP `port` (IPv4 or IPv6), from /proc/net/tcp{,6}.
+    static func isListening(port: Int) -> Bool {
+        let suffix = String(format: ":%04X", port)
+        for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+            guard let text = try? String(contentsOfFile: table, encoding: .utf8) else { continue }
+            for line in text.split(separator: "\n").dropFirst() {
+                let fields = line.split(separator: " ", maxSplits: 4, omittingEmptySubsequences: true)
+                if fields.count > 3, fields[3] == "0A", fields[1].hasSuffix(suffix) { return true }
+            }
+        }
+        return false
+    }
+
     /// A TCP port on 127.0.0.1 that nothing listens on now (bound, then released).
     static func freePort() -> Int? {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)

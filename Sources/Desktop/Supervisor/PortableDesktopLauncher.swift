@@ -106,12 +106,10 @@ struct PortableDesktop: RunningDesktop {
     let up: SupervisedChild
     let xvncPid: Int32?
 
-    /// Its Xvnc still exists (checked without signalling it) and the port accepts.
+    /// Its Xvnc still exists (checked without signalling it) and its port listens.
     var isAlive: Bool {
         if let xvncPid, kill(xvncPid, 0) != 0 && errno == ESRCH { return false }
-        guard let fd = LoopbackProbe.connect(port: info.vncPort) else { return false }
-        close(fd)
-        return true
+        return LoopbackProbe.isListening(port: info.vncPort)
     }
 
     /// `portabledesktop down` (its own teardown), bounded; then the `up` process if it still runs.

@@ -32,6 +32,9 @@ struct XvncLauncher: DesktopLauncher {
                 xvnc, ":\(display)", "-rfbport", "\(port)", "-localhost", "-interface", "127.0.0.1", "-SecurityTypes", "None",
                 "-AlwaysShared", "-AcceptSetDesktopSize", "-geometry", "\(width)x\(height)", "-depth", "24", "-desktop", "Coder",
                 "-nolisten", "tcp",
+                // Every viewer that goes away before authenticating is a "security failure";
+                // five would lock all loopback viewers out for 10 s (there is no auth here).
+                "-BlacklistThreshold", "1000000",
             ]
             let child: SupervisedChild
             do {
@@ -51,13 +54,15 @@ struct XvncLauncher: DesktopLauncher {
         throw lastError
     }
 
-    /// Polls every 50 ms for the RFB banner, at most ``readinessTimeout``; false if the
-    /// child exits first.
+    /// Polls every 50 ms until the port listens, then reads the RFB banner once; at most
+    /// ``readinessTimeout``; false if the child exits first.
     static func waitForBanner(port: Int, child: SupervisedChild) async -> Bool {
         let deadline = ContinuousClock.now + readinessTimeout
         while ContinuousClock.now < deadline, child.isRunning {
-            let ready = (try? await NIOThreadPool.singleton.runIfActive { LoopbackProbe.rfbBanner(port: port, timeoutMs: 1000) }) ?? false
-            if ready { return true }
+            let listening = (try? await NIOThreadPool.singleton.runIfActive { LoopbackProbe.isListening(port: port) }) ?? false
+            if listening {
+                return (try? await NIOThreadPool.singleton.runIfActive { LoopbackProbe.rfbBanner(port: port, timeoutMs: 5000) }) ?? false
+            }
             try? await Task.sleep(for: .milliseconds(50))
         }
         return false

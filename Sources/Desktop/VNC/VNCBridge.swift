@@ -30,11 +30,8 @@ struct VNCBridge: Sendable {
             } catch {
                 throw APIError(.internalServerError, "Failed to start desktop session.", detail: error.description)
             }
-            let reachable = (try? await NIOThreadPool.singleton.runIfActive { () -> Bool in
-                guard let fd = LoopbackProbe.connect(port: info.vncPort) else { return false }
-                _ = shutdown(fd, Int32(SHUT_RDWR))
-                return close(fd) == 0
-            }) ?? false
+            // Not by connecting: a VNC server blacklists viewers that leave unauthenticated.
+            let reachable = (try? await NIOThreadPool.singleton.runIfActive { LoopbackProbe.isListening(port: info.vncPort) }) ?? false
             guard reachable else {
                 throw APIError(
                     .internalServerError, "Failed to connect to VNC server.", detail: "dial tcp 127.0.0.1:\(info.vncPort): connection refused")

@@ -1,0 +1,74 @@
+import AgentCore
+import AgentTestSupport
+import Foundation
+import Testing
+
+@testable import Desktop
+
+/// The supervisor with a real Xvnc: one desktop reused, a crash noticed and recovered,
+/// everything stopped at close.
+@Suite(.serialized, .timeLimit(.minutes(2)))
+struct DesktopSupervisorTests {
+    static func supervisor(environment: [String: String] = ProcessInfo.processInfo.environment) -> DesktopSupervisor {
+        DesktopSupervisor(configuration: .init(environment: environment, stateDirectory: NSTemporaryDirectory() + "desktop-supervisor-test"))
+    }
+
+    /// Pids of Xvnc processes serving `display`.
+    static func xvnc(display: Int) async -> [Int32] {
+        let out = await DesktopHarness.run(["pgrep", "-f", "^\\S*Xvnc :\(display) "])
+        return out.split(separator: "\n").compactMap { Int32($0) }
+    }
+
+    @Test func oneDesktopReusedACrashRecoveredAndCloseStopsIt() async throws {
+        let supervisor = Self.supervisor()
+        let first = try await supervisor.ensureStarted()
+        #expect(first.width == 1920 && first.height == 1080 && first.display >= 10)
+        #expect(try await supervisor.ensureStarted() == first, "the second start returns the same desktop")
+        let pids = await Self.xvnc(display: first.display)
+        #expect(pids.count == 1, "one Xvnc")
+        #expect(LoopbackProbe.rfbBanner(port: first.vncPort), "loopback RFB")
+
+        // Xvnc dies behind the agent's back: the next use starts a new one.
+        kill(pids[0], SIGKILL)
+        #expect(await eventually { await Self.xvnc(display: first.display).isEmpty })
+        let second = try await supervisor.ensureStarted()
+        #expect(second != first)
+        #expect(LoopbackProbe.rfbBanner(port: second.vncPort))
+
+        await supervisor.close()
+        #expect(await Self.xvnc(display: second.display).isEmpty, "stopped at close")
+        #expect(LoopbackProbe.connect(port: second.vncPort) == nil, "its port is closed")
+        do {
+            _ = try await supervisor.ensureStarted()
+            Issue.record("started after close")
+        } catch {
+            #expect(error == .closed)
+        }
+    }
+
+    @Test func withNothingToRunTheErrorSaysWhatIsMissingAndIsRemembered() async throws {
+        let supervisor = Self.supervisor(environment: ["PATH": "/nonexistent"])
+        for _ in 0..<2 {
+            do {
+                _ = try await supervisor.ensureStarted()
+                Issue.record("started without Xvnc")
+            } catch {
+                #expect(error.description == "portabledesktop binary not found in PATH or script bin directory, and Xvnc is not installed")
+            }
+        }
+        await supervisor.close()
+    }
+
+    @Test func anIdleDesktopIsStopped() async throws {
+        let supervisor = DesktopSupervisor(
+            configuration: .init(idleTimeout: .milliseconds(1), environment: ProcessInfo.processInfo.environment, stateDirectory: NSTemporaryDirectory()))
+        let info = try await supervisor.ensureStarted()
+        try await Task.sleep(for: .milliseconds(20))
+        await supervisor.stopIfIdle()
+        #expect(await Self.xvnc(display: info.display).isEmpty)
+        // The next use starts one again.
+        let again = try await supervisor.ensureStarted()
+        #expect(LoopbackProbe.rfbBanner(port: again.vncPort))
+        await supervisor.close()
+    }
+}
