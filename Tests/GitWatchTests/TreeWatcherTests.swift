@@ -1,6 +1,7 @@
 import AgentCore
 import AgentTestSupport
 import Foundation
+import Glibc
 import Testing
 
 @testable import GitWatch
@@ -56,5 +57,62 @@ struct TreeWatcherTests {
         watcher.unsubscribe(first)
         watcher.unsubscribe(second)
         #expect(await eventually { !watcher.isRunning })
+    }
+}
+
+/// What a reviewer found the watcher missed, each now seen (or polled).
+@Suite(.timeLimit(.minutes(1)))
+struct TreeWatcherCoverageTests {
+    /// Subscribes, runs `change`, and says whether the generation moved (bounded wait).
+    static func moves(_ root: String, watcher: TreeWatcher = TreeWatcher(), _ change: () async throws -> Void) async throws -> Bool {
+        let subscription = await watcher.subscribe(root: root, signal: WorkSignal())
+        defer { watcher.unsubscribe(subscription) }
+        let before = watcher.status(of: root)
+        try await change()
+        return await eventually(timeout: .seconds(3)) { watcher.status(of: root).generation > before.generation }
+    }
+
+    @Test func trackedFilesUnderIgnoreRulesAreWatched() async throws {
+        let root = try await WatchHarness.committedRepository([".gitignore": "build/\n*.log\n"])
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        try FileManager.default.createDirectory(atPath: root + "/build", withIntermediateDirectories: true)
+        try Data("kept\n".utf8).write(to: URL(fileURLWithPath: root + "/build/keep.txt"))
+        try Data("log\n".utf8).write(to: URL(fileURLWithPath: root + "/app.log"))
+        try await GitSnapshotterTests.git(["add", "-f", "build/keep.txt", "app.log"], in: root)
+        try await GitSnapshotterTests.git(["commit", "-q", "-m", "forced"], in: root)
+        #expect(try await Self.moves(root) { try Data("edited\n".utf8).write(to: URL(fileURLWithPath: root + "/build/keep.txt")) })
+        #expect(try await Self.moves(root) { try Data("edited\n".utf8).write(to: URL(fileURLWithPath: root + "/app.log")) })
+    }
+
+    @Test func infoExcludeEditsAreSeen() async throws {
+        let root = try await WatchHarness.committedRepository()
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        try Data("x.txt\n".utf8).write(to: URL(fileURLWithPath: root + "/.git/info/exclude"))
+        try Data("x\n".utf8).write(to: URL(fileURLWithPath: root + "/x.txt"))
+        #expect(try await Self.moves(root) { try Data("".utf8).write(to: URL(fileURLWithPath: root + "/.git/info/exclude")) })
+    }
+
+    @Test func repositoriesWithSubmodulesOrUnwatchableNamesArePolled() async throws {
+        let inner = try await WatchHarness.committedRepository()
+        let outer = try await WatchHarness.committedRepository()
+        defer {
+            try? FileManager.default.removeItem(atPath: inner)
+            try? FileManager.default.removeItem(atPath: outer)
+        }
+        try await GitSnapshotterTests.git(["-c", "protocol.file.allow=always", "submodule", "add", "-q", inner, "sub"], in: outer)
+        let watcher = TreeWatcher()
+        let first = await watcher.subscribe(root: outer, signal: WorkSignal())
+        #expect(!watcher.status(of: outer).live, "a repository with submodules is polled")
+        watcher.unsubscribe(first)
+
+        let odd = try await WatchHarness.committedRepository()
+        defer { try? FileManager.default.removeItem(atPath: odd) }
+        // A directory whose name is not UTF-8.
+        var path = Array((odd + "/bad").utf8CString.dropLast().map { UInt8(bitPattern: $0) })
+        path += [0xFF, 0]
+        _ = path.withUnsafeBufferPointer { $0.withMemoryRebound(to: CChar.self) { mkdir($0.baseAddress!, 0o755) } }
+        let second = await watcher.subscribe(root: odd, signal: WorkSignal())
+        #expect(!watcher.status(of: odd).live, "a name that is not UTF-8: polled")
+        watcher.unsubscribe(second)
     }
 }

@@ -30,7 +30,30 @@ final class IgnoreMatcher {
         commonDirectory = git_repository_commondir(handle).map(trimmed) ?? trimmed(git_repository_path(handle))
     }
 
-    deinit { git_repository_free(repository) }
+    deinit {
+        git_index_free(index)
+        git_repository_free(repository)
+    }
+
+    /// The repository's index, read again when it changed on disk.
+    private var index: OpaquePointer?
+
+    /// Whether the index tracks `relative` (a file), or anything below it (a directory
+    /// ending in "/"): a tracked file stays in the diff even where an ignore rule matches.
+    func isTracked(_ relative: String) -> Bool {
+        if index == nil, git_repository_index(&index, repository) != 0 { return false }
+        git_index_read(index, 0)
+        if relative.hasSuffix("/") {
+            var position = 0
+            return git_index_find_prefix(&position, index, relative) == 0
+        }
+        return git_index_get_bypath(index, relative, 0) != nil
+    }
+
+    /// Ignored and not tracked: nothing there can change the diff.
+    func isInvisible(_ relative: String) -> Bool {
+        isIgnored(relative) && !isTracked(relative)
+    }
 
     /// Whether `relative` (to the working tree; a directory may end in "/") is ignored,
     /// by itself or through a parent directory.

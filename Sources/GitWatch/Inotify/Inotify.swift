@@ -9,6 +9,8 @@ final class Inotify {
         var mask: UInt32
         /// The entry's name inside the watched directory; "" for the directory itself.
         var name: String
+        /// The name was not UTF-8 (shown with replacement characters).
+        var lossy = false
     }
 
     /// What every watched directory reports: entries created, deleted, moved, written or
@@ -54,8 +56,9 @@ final class Inotify {
                 let length = Int(raw.loadUnaligned(fromByteOffset: offset + 12, as: UInt32.self))
                 guard offset + header + length <= count else { break }
                 let nameBytes = raw[(offset + header)..<(offset + header + length)]
-                let name = String(decoding: nameBytes.prefix { $0 != 0 }, as: UTF8.self)
-                events.append(Event(descriptor: wd, mask: mask, name: name))
+                let bytes = nameBytes.prefix { $0 != 0 }
+                let name = String(decoding: bytes, as: UTF8.self)
+                events.append(Event(descriptor: wd, mask: mask, name: name, lossy: !name.utf8.elementsEqual(bytes)))
                 offset += header + length
             }
         }

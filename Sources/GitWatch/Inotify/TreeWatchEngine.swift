@@ -24,6 +24,10 @@ final class TreeWatchEngine {
         var descriptors: Set<Int32> = []
         /// Every directory is watched, so no event since a scan means no change.
         var live = false
+        /// Its fall back to polling was logged.
+        var announced = false
+        /// It is polled because the budget ran out (another try when budget frees up).
+        var overBudget = false
     }
 
     private let inotify: Inotify?
@@ -65,7 +69,7 @@ final class TreeWatchEngine {
         release(root)
         roots[root] = nil
         // Freed budget: repositories that did not fit get another try.
-        for (other, entry) in roots where !entry.live && entry.matcher != nil { build(other) }
+        for (other, entry) in roots where !entry.live && entry.matcher != nil && entry.overBudget { build(other) }
     }
 
     /// Reads every queued event (bounded per call); returns the repositories they touch.
@@ -107,6 +111,12 @@ final class TreeWatchEngine {
         if !isDirectory, !seen.insert("\(event.descriptor)/\(event.name)").inserted { return }
         for (root, kind) in directory.roots {
             guard let entry = roots[root], entry.live else { continue }
+            if event.lossy {
+                // A name that is not UTF-8 cannot be watched by path: poll this repository.
+                touched.insert(root)
+                degrade(root, reason: "a file name is not UTF-8")
+                continue
+            }
             if event.name.isEmpty {
                 touched.insert(root)
                 if event.has(IN_MOVE_SELF) { rebuild.insert(root) }
@@ -116,36 +126,41 @@ final class TreeWatchEngine {
             switch kind {
             case .git:
                 if event.name.hasSuffix(".lock") { continue }
-                if isDirectory, event.has(IN_CREATE) || event.has(IN_MOVED_TO), let matcher = entry.matcher,
+                if let matcher = entry.matcher, directory.path == matcher.commonDirectory + "/info" {
+                    // info/exclude: the ignore rules changed.
+                    rebuild.insert(root)
+                } else if isDirectory, event.has(IN_CREATE) || event.has(IN_MOVED_TO), let matcher = entry.matcher,
                    path.hasPrefix(matcher.commonDirectory + "/refs/") {
-                    if !watchTree(path, root: root, kind: .git) { degrade(root) }
+                    if !watchTree(path, root: root, kind: .git) { degrade(root, reason: "over the inotify budget") }
                 }
                 touched.insert(root)
             case .tree:
-                if event.name == ".gitignore" {
+                if event.name == ".gitignore" || event.name == ".gitmodules" {
                     rebuild.insert(root)
                     touched.insert(root)
                     continue
                 }
                 if event.name == ".git" {
+                    // A repository appearing below (a clone in progress) is its own root: rewatch.
+                    if directory.path != root { rebuild.insert(root) }
                     touched.insert(root)
                     continue
                 }
                 let relative = String(path.dropFirst(root.count + 1))
                 if isDirectory {
+                    if entry.matcher?.isInvisible(relative + "/") == true { continue }
                     if event.has(IN_MOVED_FROM) {
                         // Watches below it now have stale paths.
                         rebuild.insert(root)
                         touched.insert(root)
                         continue
                     }
-                    if entry.matcher?.isIgnored(relative + "/") == true { continue }
                     if event.has(IN_CREATE) || event.has(IN_MOVED_TO), !DirectoryWalk.exists(path + "/.git") {
-                        if !watchTree(path, root: root, kind: .tree) { degrade(root) }
+                        if !watchTree(path, root: root, kind: .tree) { degrade(root, reason: "over the inotify budget") }
                     }
                     touched.insert(root)
                 } else {
-                    if entry.matcher?.isIgnored(relative) == true { continue }
+                    if entry.matcher?.isInvisible(relative) == true { continue }
                     touched.insert(root)
                 }
             }
@@ -158,13 +173,23 @@ final class TreeWatchEngine {
             roots[root]?.live = false
             return
         }
+        // Submodules change the diff from inside their own trees and git directories, which
+        // are not watched: such a repository is polled (fingerprint) instead.
+        if DirectoryWalk.exists(root + "/.gitmodules") {
+            degrade(root, reason: "it has submodules")
+            return
+        }
         roots[root]?.live = true
+        let common = matcher.commonDirectory
         let ok = watch(matcher.gitDirectory, root: root, kind: .git)
-            && (matcher.commonDirectory == matcher.gitDirectory || watch(matcher.commonDirectory, root: root, kind: .git))
-            && (!DirectoryWalk.isDirectory(matcher.commonDirectory + "/refs/heads")
-                || watchTree(matcher.commonDirectory + "/refs/heads", root: root, kind: .git))
-            && watchTree(root, root: root, kind: .tree)
-        if !ok { degrade(root) }
+            && (common == matcher.gitDirectory || watch(common, root: root, kind: .git))
+            && (!DirectoryWalk.isDirectory(common + "/info") || watch(common + "/info", root: root, kind: .git))
+            && (!DirectoryWalk.isDirectory(common + "/refs/heads") || watchTree(common + "/refs/heads", root: root, kind: .git))
+        if !ok {
+            degrade(root, reason: "over the inotify budget")
+        } else if !watchTree(root, root: root, kind: .tree) {
+            degrade(root, reason: watchCount >= maxWatches ? "over the inotify budget" : "a file name is not UTF-8")
+        }
     }
 
     /// Watches `top` and the directories below it that belong to `root`'s tree.
@@ -172,12 +197,17 @@ final class TreeWatchEngine {
         var pending = [top]
         while let directory = pending.popLast() {
             guard watch(directory, root: root, kind: kind) else { return false }
-            for name in DirectoryWalk.subdirectories(of: directory) ?? [] where name != ".git" {
+            guard let names = DirectoryWalk.subdirectories(of: directory) else {
+                // Unreadable (gone, no permission): nothing to watch there. Not UTF-8: polled.
+                if DirectoryWalk.isDirectory(directory) && access(directory, R_OK) == 0 { return false }
+                continue
+            }
+            for name in names where name != ".git" {
                 let path = directory + "/" + name
                 if kind == .tree {
-                    // A nested repository or submodule is its own root; ignored trees are not shown.
+                    // A nested repository is its own root; ignored, untracked trees are not shown.
                     if DirectoryWalk.exists(path + "/.git") { continue }
-                    if roots[root]?.matcher?.isIgnored(String(path.dropFirst(root.count + 1)) + "/") == true { continue }
+                    if roots[root]?.matcher?.isInvisible(String(path.dropFirst(root.count + 1)) + "/") == true { continue }
                 }
                 pending.append(path)
             }
@@ -223,12 +253,14 @@ final class TreeWatchEngine {
         roots[root]?.descriptors = []
     }
 
-    private func degrade(_ root: String) {
+    /// Stops watching `root`: it is polled with the fingerprint. Logged once per repository.
+    private func degrade(_ root: String, reason: String) {
         release(root)
-        if roots[root]?.live == true {
+        roots[root]?.overBudget = reason == "over the inotify budget"
+        if roots[root]?.announced == false {
+            roots[root]?.announced = true
             logger.notice(
-                "repository has more directories than the inotify budget; it is polled",
-                metadata: ["repo_root": "\(root)", "max_watches": "\(maxWatches)"])
+                "repository is polled instead of watched", metadata: ["repo_root": "\(root)", "reason": "\(reason)", "max_watches": "\(maxWatches)"])
         }
         roots[root]?.live = false
     }

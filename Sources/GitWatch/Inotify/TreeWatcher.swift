@@ -140,6 +140,9 @@ public final class TreeWatcher: Sendable {
                 if s.commands.isEmpty && s.roots.isEmpty {
                     s.running = false
                     s.wake = -1
+                    // Under the lock: a thread started after this one records its own counts later.
+                    GitWatchMetrics.watches.record(0)
+                    GitWatchMetrics.polledRepositories.record(0)
                     return nil
                 }
                 defer { s.commands = [] }
@@ -183,8 +186,6 @@ public final class TreeWatcher: Sendable {
             close(pipeFDs[0])
             close(pipeFDs[1])
         }
-        GitWatchMetrics.watches.record(0)
-        GitWatchMetrics.polledRepositories.record(0)
     }
 
     /// Marks added repositories ready, bumps touched ones (and any whose liveness changed),

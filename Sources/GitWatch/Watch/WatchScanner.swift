@@ -44,7 +44,13 @@ actor WatchScanner {
         let found = (try? await NIOThreadPool.singleton.runIfActive { RepositoryFinder.roots(for: paths) }) ?? []
         for root in found.subtracting(roots).sorted() {
             roots.insert(root)
-            subscriptions[root] = await watcher.subscribe(root: root, signal: signal)
+            let subscription = await watcher.subscribe(root: root, signal: signal)
+            // A scan may have run meanwhile (the actor is reentrant) and found it removed.
+            if roots.contains(root), subscriptions[root] == nil {
+                subscriptions[root] = subscription
+            } else {
+                watcher.unsubscribe(subscription)
+            }
         }
     }
 
