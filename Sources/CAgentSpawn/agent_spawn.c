@@ -89,7 +89,7 @@ static int child_main(void *arg) {
         if (dup2(devnull, 0) < 0) return fail(shared, AGENT_SPAWN_STEP_STDIN);
         close(devnull);
     }
-    if (dup2(o->output_fd, 1) < 0 || dup2(o->output_fd, 2) < 0) return fail(shared, AGENT_SPAWN_STEP_DUP);
+    if (dup2(o->output_fd, 1) < 0 || dup2(o->error_fd >= 0 ? o->error_fd : o->output_fd, 2) < 0) return fail(shared, AGENT_SPAWN_STEP_DUP);
     if (o->cwd != NULL && o->cwd[0] != '\0' && chdir(o->cwd) != 0) return fail(shared, AGENT_SPAWN_STEP_CHDIR);
     if (o->oom_score_adj != AGENT_SPAWN_KEEP) {
         int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);

@@ -84,7 +84,8 @@ enum ProcessSpawner {
                             oom_score_adj: request.priority.oomScoreAdj ?? AGENT_SPAWN_KEEP,
                             nice_value: request.priority.nice ?? AGENT_SPAWN_KEEP,
                             nofile_soft: Int64(request.childNofileSoft ?? -1),
-                            parent_death_signal: 0
+                            parent_death_signal: 0,
+                            error_fd: -1
                         )
                         return agent_spawn(&options, &failedStep, &childErrno)
                     }

@@ -20,10 +20,13 @@ struct PortableDesktopLauncher: DesktopLauncher {
     func start() async throws(DesktopError) -> any RunningDesktop {
         var fds: [Int32] = [-1, -1]
         guard pipe(&fds) == 0 else { throw DesktopError("pipe: \(String(cString: strerror(errno)))") }
+        // Only standard output carries the state; what it says on standard error is dropped.
+        let quiet = open("/dev/null", O_WRONLY | O_CLOEXEC)
+        defer { if quiet >= 0 { close(quiet) } }
         let child: SupervisedChild
         do {
             child = try await SupervisedChild.spawn(
-                [binary, "up", "--json", "--geometry", "\(width)x\(height)"], environment: environment, outputFD: fds[1])
+                [binary, "up", "--json", "--geometry", "\(width)x\(height)"], environment: environment, outputFD: fds[1], errorFD: quiet)
         } catch {
             close(fds[0])
             close(fds[1])
@@ -53,8 +56,8 @@ struct PortableDesktopLauncher: DesktopLauncher {
             binary: binary, environment: environment, info: info, up: child, xvncPid: (object["xvncPid"] as? NSNumber)?.int32Value)
     }
 
-    /// Bytes of the first complete top-level JSON object in the stream (anything before its
-    /// `{` is skipped), or nil at EOF, timeout or past ``maxOutput``.
+    /// Bytes of the first top-level JSON object in the stream (whitespace before it only), or
+    /// nil for anything else, at EOF, timeout or past ``maxOutput``.
     static func readFirstJSON(_ fd: Int32, timeoutMs: Int32) -> [UInt8]? {
         var bytes: [UInt8] = []
         var depth = 0
@@ -76,6 +79,9 @@ struct PortableDesktopLauncher: DesktopLauncher {
                     if byte == UInt8(ascii: "{") {
                         start = bytes.count - 1
                         depth = 1
+                    } else if ![0x20, 0x09, 0x0A, 0x0D].contains(byte) {
+                        // As Go's decoder: the first value must be one; text is an error at once.
+                        return nil
                     }
                     continue
                 }

@@ -29,9 +29,11 @@ final class SupervisedChild: Sendable {
     /// The child's pid (its process group id too).
     var pid: pid_t { state.withLock { $0.pid } }
 
-    /// Starts `argv` with `environment`, stdout and stderr to `outputFD`, in a new process
-    /// group; `deathSignal` reaches it if the agent dies.
-    static func spawn(_ argv: [String], environment: [String: String], outputFD: Int32, deathSignal: Int32 = SIGTERM) async throws(SpawnError)
+    /// Starts `argv` with `environment`, stdout to `outputFD` and stderr to `errorFD` (or
+    /// `outputFD` when -1), in a new process group; `deathSignal` reaches it if the agent dies.
+    static func spawn(
+        _ argv: [String], environment: [String: String], outputFD: Int32, errorFD: Int32 = -1, deathSignal: Int32 = SIGTERM
+    ) async throws(SpawnError)
         -> SupervisedChild
     {
         let child = SupervisedChild()
@@ -46,7 +48,7 @@ final class SupervisedChild: Sendable {
                             var options = agent_spawn_options(
                                 path: path, argv: argvPtr, envp: envpPtr, cwd: nil, output_fd: outputFD,
                                 oom_score_adj: AGENT_SPAWN_KEEP, nice_value: AGENT_SPAWN_KEEP, nofile_soft: -1,
-                                parent_death_signal: deathSignal)
+                                parent_death_signal: deathSignal, error_fd: errorFD)
                             return agent_spawn(&options, &step, &code)
                         }
                     }

@@ -1,0 +1,141 @@
+import AgentTestSupport
+import Foundation
+import Testing
+
+@testable import Desktop
+
+/// portabledesktop preferred when present (a stub with the real CLI's shapes that runs a real
+/// Xvnc), its output checks, its recordings, and how the binary is found.
+@Suite(.serialized, .timeLimit(.minutes(2)))
+struct PortableDesktopTests {
+    static let stub = #"""
+    #!/bin/sh
+    dir="$(dirname "$0")"
+    echo "$*" >> "$dir/calls"
+    case "$1" in
+    up)
+      if [ -n "$STUB_PRINT" ]; then echo "$STUB_PRINT"; exec sleep 30; fi
+      geometry="$4"
+      d=40; while [ -e /tmp/.X$d-lock ] || [ -e /tmp/.X11-unix/X$d ]; do d=$((d+1)); done
+      port=$(python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])')
+      setsid Xvnc :$d -rfbport $port -localhost -interface 127.0.0.1 -SecurityTypes None -AlwaysShared \
+        -BlacklistThreshold 1000000 -geometry "$geometry" -depth 24 >/dev/null 2>&1 </dev/null &
+      echo $! > "$dir/xvnc.pid"
+      i=0
+      while [ $i -lt 200 ] && ! grep -q "$(printf ':%04X 00000000:0000 0A' $port)" /proc/net/tcp; do sleep 0.05; i=$((i+1)); done
+      echo "starting up" >&2
+      printf '{"vncPort":%s,"geometry":"%s","xvncPid":%s,"display":%s}\n' $port "$geometry" "$(cat "$dir/xvnc.pid")" $d
+      ;;
+    down) kill "$(cat "$dir/xvnc.pid")" 2>/dev/null; echo stopped ;;
+    record)
+      shift; thumb=""; out=""
+      while [ $# -gt 0 ]; do case "$1" in --thumbnail) thumb="$2"; shift 2;; --*) shift 2;; *) out="$1"; shift;; esac; done
+      trap 'printf "fake mp4 data" > "$out"; printf "fake jpeg" > "$thumb"; exit 0' INT
+      while :; do sleep 0.05; done
+      ;;
+    esac
+    """#
+
+    /// A directory holding the stub as `portabledesktop`, and an environment finding it first.
+    static func stubDirectory(extra: [String: String] = [:]) throws -> (directory: String, environment: [String: String]) {
+        let directory = NSTemporaryDirectory() + "portabledesktop-stub-" + UUID().uuidString.prefix(8)
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        try Data(stub.utf8).write(to: URL(fileURLWithPath: directory + "/portabledesktop"))
+        chmod(directory + "/portabledesktop", 0o755)
+        var environment = ProcessInfo.processInfo.environment
+        environment["PATH"] = directory + ":" + (environment["PATH"] ?? "/usr/bin:/bin")
+        for (key, value) in extra { environment[key] = value }
+        return (directory, environment)
+    }
+
+    @Test func portableDesktopRunsTheDesktopAndDownStopsIt() async throws {
+        let (directory, environment) = try Self.stubDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try await DesktopHarness.with(environment: environment) { desktop in
+            let info = try await desktop.module.supervisor.ensureStarted()
+            #expect(info.display == -1 && info.width == 1920 && info.height == 1080)
+            let shot = try await desktop.action(#"{"action":"screenshot","scaled_width":64,"scaled_height":36}"#)
+            #expect(shot.status == 200 && shot.body["screenshot_width"] as? Int == 64)
+            let click = try await desktop.action(#"{"action":"left_click","coordinate":[10,20]}"#)
+            #expect(click.status == 200)
+            let xvnc = Int32(try String(contentsOfFile: directory + "/xvnc.pid", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines))!
+            await desktop.module.supervisor.close()
+            let calls = try String(contentsOfFile: directory + "/calls", encoding: .utf8)
+            #expect(calls.hasPrefix("up --json --geometry 1920x1080\n") && calls.contains("down\n"))
+            #expect(await eventually { kill(xvnc, 0) != 0 }, "down stopped its Xvnc")
+        }
+    }
+
+    /// Spec §4.3: port 0 or undecodable output fails the start, and the child is killed.
+    @Test(arguments: [
+        (#"{"vncPort":0,"geometry":"1920x1080"}"#, "portabledesktop returned port 0"),
+        ("not json at all", "parse portabledesktop output"),
+    ])
+    func badOutputFailsTheStart(output: (String, String)) async throws {
+        let (directory, environment) = try Self.stubDirectory(extra: ["STUB_PRINT": output.0])
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let supervisor = DesktopSupervisor(configuration: .init(environment: environment, stateDirectory: directory))
+        do {
+            _ = try await supervisor.ensureStarted()
+            Issue.record("started")
+        } catch {
+            #expect(error.description.hasPrefix(output.1))
+        }
+        #expect(await DesktopHarness.run(["pgrep", "-f", "exec sleep 30|^sleep 30$"]).isEmpty, "the up process was stopped")
+        await supervisor.close()
+    }
+
+    @Test func recordings() async throws {
+        let (directory, environment) = try Self.stubDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try await DesktopHarness.with(environment: environment) { desktop in
+            func post(_ path: String, _ json: String) async throws -> RawHTTPClient.Response {
+                try await desktop.client.request("POST", "/api/v0/desktop/recording/\(path)", json: json)
+            }
+            func message(_ response: RawHTTPClient.Response) -> String? {
+                (try? JSONSerialization.jsonObject(with: Data(response.body)) as? [String: Any])?["message"] as? String
+            }
+            let id = "5e6f7a8b-9c0d-4e1f-8a2b-3c4d5e6f7a8b"
+            #expect(message(try await post("start", "nope")) == "Failed to decode request body.")
+            #expect(message(try await post("start", "{}")) == "Missing recording_id.")
+            #expect(message(try await post("start", #"{"recording_id":"abc"}"#)) == "Invalid recording_id format.")
+            let started = try await post("start", #"{"recording_id":"\#(id)"}"#)
+            #expect(started.status == 200 && message(started) == "Recording started.")
+            #expect(try await post("start", #"{"recording_id":"\#(id)"}"#).status == 200, "idempotent while active")
+            let unknown = try await post("stop", #"{"recording_id":"00000000-0000-4000-8000-000000000001"}"#)
+            #expect(unknown.status == 404 && message(unknown) == "Recording not found.")
+            try await Task.sleep(for: .milliseconds(200))
+            let stopped = try await post("stop", #"{"recording_id":"\#(id)"}"#)
+            #expect(stopped.status == 200)
+            #expect(stopped.headers.first { $0.0.lowercased() == "content-type" }?.1.hasPrefix("multipart/mixed; boundary=") == true)
+            let body = String(decoding: stopped.body, as: UTF8.self)
+            #expect(body.contains("Content-Type: video/mp4\r\n\r\nfake mp4 data\r\n"))
+            #expect(body.contains("Content-Type: image/jpeg\r\n\r\nfake jpeg\r\n"))
+
+            // At most five at once.
+            for index in 0..<5 {
+                #expect(try await post("start", #"{"recording_id":"5e6f7a8b-9c0d-4e1f-8a2b-00000000000\#(index)"}"#).status == 200)
+            }
+            let sixth = try await post("start", #"{"recording_id":"5e6f7a8b-9c0d-4e1f-8a2b-000000000009"}"#)
+            #expect(sixth.status == 500 && message(sixth) == "Failed to start recording.")
+
+            await desktop.module.recorder.close()
+            #expect(try await post("start", #"{"recording_id":"\#(id)"}"#).status == 503)
+        }
+    }
+
+    /// Spec §4.15: PATH first; a script-bin file without an execute bit is not found.
+    @Test func binaryLookup() throws {
+        let bin = NSTemporaryDirectory() + "script-bin-" + UUID().uuidString.prefix(8)
+        try FileManager.default.createDirectory(atPath: bin, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: bin) }
+        try Data("#!/bin/sh\n".utf8).write(to: URL(fileURLWithPath: bin + "/portabledesktop"))
+        chmod(bin + "/portabledesktop", 0o644)
+        #expect(DesktopBinaries.portableDesktop(["PATH": "/nonexistent", "CODER_SCRIPT_BIN_DIR": bin]) == nil)
+        chmod(bin + "/portabledesktop", 0o744)
+        #expect(DesktopBinaries.portableDesktop(["PATH": "/nonexistent", "CODER_SCRIPT_BIN_DIR": bin]) == bin + "/portabledesktop")
+        let (directory, environment) = try Self.stubDirectory(extra: ["CODER_SCRIPT_BIN_DIR": bin])
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        #expect(DesktopBinaries.portableDesktop(environment) == directory + "/portabledesktop", "PATH first")
+    }
+}
