@@ -1,0 +1,75 @@
+import AgentTestSupport
+import Foundation
+import Testing
+
+/// The desktop in the real binary: a model's action sequence end to end with no helper
+/// processes, a viewer that stops reading without growing the agent's memory, and the
+/// agent's Xvnc ended with the agent.
+@Suite(.serialized, .timeLimit(.minutes(2)))
+struct WorkspaceAgentDesktopTests {
+    static func xvncChildren(of agent: pid_t) -> [pid_t] {
+        processes(named: "Xvnc", sessionLeaderOnly: false).filter { isDescendant($0, of: agent) }
+    }
+
+    @Test func aModelsActionSequenceAndShutdown() async throws {
+        let agent = try AgentDaemon.launch(["--http-address", "127.0.0.1:0"])
+        defer { agent.cleanup() }
+        let client = RawHTTPClient(port: try await agent.port())
+        for body in [
+            #"{"action":"screenshot","scaled_width":1280,"scaled_height":720}"#,
+            #"{"action":"left_click","coordinate":[640,360],"scaled_width":1280,"scaled_height":720}"#,
+            #"{"action":"type","text":"hello world"}"#,
+            #"{"action":"key","text":"ctrl+a"}"#,
+            #"{"action":"scroll","coordinate":[100,100],"scroll_direction":"down","scroll_amount":3}"#,
+            #"{"action":"left_click_drag","start_coordinate":[10,10],"coordinate":[200,200]}"#,
+            #"{"action":"cursor_position","scaled_width":1280,"scaled_height":720}"#,
+        ] {
+            let response = try await client.request("POST", "/api/v0/desktop/action", json: body)
+            #expect(response.status == 200, "\(body): \(response.bodyText)")
+        }
+        let position = try await client.request(
+            "POST", "/api/v0/desktop/action", json: #"{"action":"cursor_position","scaled_width":1280,"scaled_height":720}"#)
+        #expect(jsonObject(position.body)?["output"] as? String == "x=133,y=133")
+        let xvnc = Self.xvncChildren(of: agent.pid)
+        #expect(xvnc.count == 1, "one Xvnc, the agent's own; no other helper")
+        agent.signal(SIGTERM)
+        #expect(agent.exitStatus() == 0)
+        #expect(xvnc.allSatisfy { kill($0, 0) != 0 }, "Xvnc ended with the agent")
+    }
+
+    /// A viewer asks for full 1920×1080 updates (8 MiB each, raw) and never reads: the
+    /// bridge stops reading from Xvnc once the viewer's socket is full.
+    @Test func aViewerThatStopsReadingDoesNotGrowTheAgent() async throws {
+        let agent = try AgentDaemon.launch(["--http-address", "127.0.0.1:0"])
+        defer { agent.cleanup() }
+        let port = try await agent.port()
+        let client = RawHTTPClient(port: port)
+        // Start the desktop first, so its memory is not counted as the viewer's.
+        #expect(try await client.request("POST", "/api/v0/desktop/action", json: #"{"action":"cursor_position"}"#).status == 200)
+        try await Task.sleep(for: .milliseconds(300))
+        let before = rss(agent.pid)
+        let socket = try #require(LoopbackSocket(port: port))
+        socket.setReceiveBuffer(4096)
+        socket.send(String.webSocketHandshake("/api/v0/desktop/vnc"))
+        func frame(_ payload: [UInt8]) -> [UInt8] {
+            let key: [UInt8] = [1, 2, 3, 4]
+            return [0x82, 0x80 | UInt8(payload.count)] + key + payload.enumerated().map { $0.element ^ key[$0.offset % 4] }
+        }
+        // Version, security None, ClientInit (shared): sent blind, the server reads them in turn.
+        socket.send(frame(Array("RFB 003.008\n".utf8)) + frame([1]) + frame([1]))
+        var peak = before
+        for _ in 0..<40 {
+            socket.send(frame([3, 0, 0, 0, 0, 0, 0x07, 0x80, 0x04, 0x38]))
+            peak = max(peak, rss(agent.pid))
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        print("stalled viewer: \(before >> 10) KiB before, peak +\((peak - before) >> 10) KiB while 40 full updates (320 MiB) were asked for")
+        #expect(peak - before <= 24 << 20, "the stalled viewer grew the agent by more than 24 MiB")
+    }
+
+    func rss(_ pid: pid_t) -> Int {
+        let status = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""
+        let line = status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") } ?? ""
+        return (Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0) * 1024
+    }
+}
