@@ -42,14 +42,18 @@ test: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build
 
-# Every figure is a ratio against a baseline measured in the same run.
+# Every figure is a ratio against a baseline measured in the same run; the desktop's
+# baselines are websockify and ffmpeg's x11grab.
+BENCH_PACKAGES := websockify ffmpeg
 bench: release
+	@$(MAKE) --no-print-directory deps DEB_PACKAGES="$(BENCH_PACKAGES)"
 	.build/release/agent-bench proc
 	.build/release/agent-bench rpc
 	.build/release/agent-bench hardening
 	.build/release/agent-bench socket
 	.build/release/agent-bench files
 	.build/release/agent-bench git
+	.build/release/agent-bench desktop
 
 # Regenerates Sources/AgentProto from proto/ with Debian's protoc and the protoc-gen-swift
 # product of the swift-protobuf package this project already depends on (not its slow

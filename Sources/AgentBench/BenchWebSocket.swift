@@ -18,7 +18,7 @@ final class BenchWebSocket {
         request += "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
         for (name, value) in headers { request += "\(name): \(value)\r\n" }
         request += "\r\n"
-        guard write(Array(request.utf8)) else { return nil }
+        guard writeAll(Array(request.utf8)) else { return nil }
         let separator = Array("\r\n\r\n".utf8)
         for _ in 0..<1000 where buffer.firstRange(of: separator) == nil {
             guard fill(timeoutMs: 5000) else { return nil }
@@ -50,6 +50,35 @@ final class BenchWebSocket {
 
     func send(text: String) -> Bool { send(opcode: 0x1, payload: Array(text.utf8)) }
 
+    /// Payload bytes of binary frames not yet taken by ``readBinary(_:timeoutMs:)``.
+    private var binary: [UInt8] = []
+    private var binaryOffset = 0
+
+    /// Exactly `count` bytes of the binary stream (frames joined), or nil on timeout or close.
+    func readBinary(_ count: Int, timeoutMs: Int32 = 10_000) -> [UInt8]? {
+        let deadline = Bench.now() + UInt64(timeoutMs) * 1_000_000
+        while binary.count - binaryOffset < count {
+            if let (opcode, payload) = frame() {
+                switch opcode {
+                case 0x2, 0x0: binary += payload
+                case 0x9: _ = send(opcode: 0xA, payload: payload)
+                case 0x8: return nil
+                default: continue
+                }
+                continue
+            }
+            let now = Bench.now()
+            guard now < deadline, fill(timeoutMs: Int32((deadline - now) / 1_000_000) + 1) else { return nil }
+        }
+        let out = Array(binary[binaryOffset..<(binaryOffset + count)])
+        binaryOffset += count
+        if binaryOffset > 1 << 20 {
+            binary.removeFirst(binaryOffset)
+            binaryOffset = 0
+        }
+        return out
+    }
+
     /// Sends one masked frame.
     func send(opcode: UInt8, payload: [UInt8]) -> Bool {
         var frame: [UInt8] = [0x80 | opcode]
@@ -64,7 +93,7 @@ final class BenchWebSocket {
         let mask: [UInt8] = [0x12, 0x34, 0x56, 0x78]
         frame += mask
         for (index, byte) in payload.enumerated() { frame.append(byte ^ mask[index % 4]) }
-        return write(frame)
+        return writeAll(frame)
     }
 
     /// One complete (unmasked, unfragmented) server frame from the buffer, if there is one.
@@ -98,7 +127,7 @@ final class BenchWebSocket {
         return true
     }
 
-    private func write(_ bytes: [UInt8]) -> Bool {
+    private func writeAll(_ bytes: [UInt8]) -> Bool {
         var sent = 0
         while sent < bytes.count {
             let n = bytes[sent...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }

@@ -45,6 +45,9 @@ struct VNCBridge: Sendable {
         let info = try await supervisor.ensureStarted()
         let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            // Full-screen updates are megabytes: read up to 1 MiB at a time (fewer frames,
+            // fewer hops); small updates still come in small reads.
+            .channelOption(.recvAllocator, value: AdaptiveRecvByteBufferAllocator(minimum: 4096, initial: 65536, maximum: 1 << 20))
             .connect(host: "127.0.0.1", port: info.vncPort) { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
