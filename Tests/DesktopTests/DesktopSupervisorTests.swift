@@ -13,9 +13,9 @@ struct DesktopSupervisorTests {
         DesktopSupervisor(configuration: .init(environment: environment, stateDirectory: NSTemporaryDirectory() + "desktop-supervisor-test"))
     }
 
-    /// Pids of Xvnc processes serving `display`.
-    static func xvnc(display: Int) async -> [Int32] {
-        let out = await DesktopHarness.run(["pgrep", "-f", "^\\S*Xvnc :\(display) "])
+    /// Pids of Xvnc processes serving `info`'s display and port (other suites start their own).
+    static func xvnc(_ info: DesktopInfo) async -> [Int32] {
+        let out = await DesktopHarness.run(["pgrep", "-f", "^\\S*Xvnc :\(info.display) -rfbport \(info.vncPort) "])
         return out.split(separator: "\n").compactMap { Int32($0) }
     }
 
@@ -24,19 +24,19 @@ struct DesktopSupervisorTests {
         let first = try await supervisor.ensureStarted()
         #expect(first.width == 1920 && first.height == 1080 && first.display >= 10)
         #expect(try await supervisor.ensureStarted() == first, "the second start returns the same desktop")
-        let pids = await Self.xvnc(display: first.display)
+        let pids = await Self.xvnc(first)
         #expect(pids.count == 1, "one Xvnc")
         #expect(LoopbackProbe.rfbBanner(port: first.vncPort), "loopback RFB")
 
         // Xvnc dies behind the agent's back: the next use starts a new one.
         kill(pids[0], SIGKILL)
-        #expect(await eventually { await Self.xvnc(display: first.display).isEmpty })
+        #expect(await eventually { await Self.xvnc(first).isEmpty })
         let second = try await supervisor.ensureStarted()
         #expect(second != first)
         #expect(LoopbackProbe.rfbBanner(port: second.vncPort))
 
         await supervisor.close()
-        #expect(await Self.xvnc(display: second.display).isEmpty, "stopped at close")
+        #expect(await Self.xvnc(second).isEmpty, "stopped at close")
         #expect(LoopbackProbe.connect(port: second.vncPort) == nil, "its port is closed")
         do {
             _ = try await supervisor.ensureStarted()
@@ -65,7 +65,7 @@ struct DesktopSupervisorTests {
         let info = try await supervisor.ensureStarted()
         try await Task.sleep(for: .milliseconds(20))
         await supervisor.stopIfIdle()
-        #expect(await Self.xvnc(display: info.display).isEmpty)
+        #expect(await Self.xvnc(info).isEmpty)
         // The next use starts one again.
         let again = try await supervisor.ensureStarted()
         #expect(LoopbackProbe.rfbBanner(port: again.vncPort))

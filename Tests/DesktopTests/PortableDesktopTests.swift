@@ -14,7 +14,7 @@ struct PortableDesktopTests {
     echo "$*" >> "$dir/calls"
     case "$1" in
     up)
-      if [ -n "$STUB_PRINT" ]; then echo "$STUB_PRINT"; exec sleep 30; fi
+      if [ -n "$STUB_PRINT" ]; then echo $$ > "$dir/up.pid"; echo "$STUB_PRINT"; exec sleep 30; fi
       geometry="$4"
       d=40; while [ -e /tmp/.X$d-lock ] || [ -e /tmp/.X11-unix/X$d ]; do d=$((d+1)); done
       port=$(python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])')
@@ -58,7 +58,7 @@ struct PortableDesktopTests {
             #expect(shot.status == 200 && shot.body["screenshot_width"] as? Int == 64)
             let click = try await desktop.action(#"{"action":"left_click","coordinate":[10,20]}"#)
             #expect(click.status == 200)
-            let xvnc = Int32(try String(contentsOfFile: directory + "/xvnc.pid", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines))!
+            let xvnc = try #require(Int32(try String(contentsOfFile: directory + "/xvnc.pid", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)))
             await desktop.module.supervisor.close()
             let calls = try String(contentsOfFile: directory + "/calls", encoding: .utf8)
             #expect(calls.hasPrefix("up --json --geometry 1920x1080\n") && calls.contains("down\n"))
@@ -81,7 +81,8 @@ struct PortableDesktopTests {
         } catch {
             #expect(error.description.hasPrefix(output.1))
         }
-        #expect(await DesktopHarness.run(["pgrep", "-f", "exec sleep 30|^sleep 30$"]).isEmpty, "the up process was stopped")
+        let up = try #require(Int32(try String(contentsOfFile: directory + "/up.pid", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)))
+        #expect(await eventually { kill(up, 0) != 0 }, "the up process was stopped")
         await supervisor.close()
     }
 

@@ -67,6 +67,40 @@ struct WorkspaceAgentDesktopTests {
         #expect(peak - before <= 24 << 20, "the stalled viewer grew the agent by more than 24 MiB")
     }
 
+    /// libvncclient waits with select(2), which aborts the process on a descriptor at or
+    /// above 1024 (FD_SETSIZE). With 1100 connections open to the agent, its VNC socket lands
+    /// above that: actions must still work (a helper holds the connections, so this test
+    /// process keeps few descriptors of its own).
+    @Test func actionsWorkWhenTheAgentsVNCSocketIsAboveFDSetSize() async throws {
+        let agent = try AgentDaemon.launch(["--http-address", "127.0.0.1:0"])
+        defer { agent.cleanup() }
+        let port = try await agent.port()
+        let ready = NSTemporaryDirectory() + "fd-holder-\(UUID().uuidString.prefix(8))"
+        defer { try? FileManager.default.removeItem(atPath: ready) }
+        let holder = Process()
+        holder.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        holder.arguments = ["python3", "-c", """
+            import resource, socket, sys, time
+            soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+            resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 4096), hard))
+            held = [socket.create_connection(("127.0.0.1", \(port))) for _ in range(1100)]
+            open(sys.argv[1], "w").close()
+            time.sleep(8)
+            """, ready]
+        try holder.run()
+        defer { holder.terminate() }
+        #expect(await eventually(timeout: .seconds(20)) { FileManager.default.fileExists(atPath: ready) })
+        let client = RawHTTPClient(port: port)
+        let shot = try await client.request(
+            "POST", "/api/v0/desktop/action", json: #"{"action":"screenshot","scaled_width":64,"scaled_height":36}"#)
+        #expect(shot.status == 200)
+        let click = try await client.request("POST", "/api/v0/desktop/action", json: #"{"action":"left_click","coordinate":[3,4]}"#)
+        #expect(click.status == 200)
+        let descriptors = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(agent.pid)/fd"))?.compactMap { Int($0) } ?? []
+        #expect((descriptors.max() ?? 0) >= 1024, "the agent's descriptors went above FD_SETSIZE")
+        #expect(kill(agent.pid, 0) == 0, "the agent is alive")
+    }
+
     func rss(_ pid: pid_t) -> Int {
         let status = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""
         let line = status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") } ?? ""

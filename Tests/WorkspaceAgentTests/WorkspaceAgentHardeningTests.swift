@@ -46,7 +46,8 @@ import Glibc
         let client = RawHTTPClient(port: try await agent.port())
         let started = try await client.request("POST", "/api/v0/processes/start", json: #"{"command":"sleep 1000"}"#)
         let id = try #require(jsonObject(started.body)?["id"] as? String)
-        let shell = try await shellPID(client, id: id, command: "sleep 1000")
+        _ = id
+        let shell = try await shellPID(of: agent, command: "sleep 1000")
         agent.signal(SIGHUP)
         #expect(agent.exitStatus(timeout: .seconds(30)) == 0)
         #expect(kill(-shell, 0) != 0, "the process group survived SIGHUP")
@@ -176,10 +177,11 @@ import Glibc
     }
 
     /// The shell pid of a process (its group id) from `/proc`, by command line.
-    func shellPID(_ client: RawHTTPClient, id: String, command: String) async throws -> pid_t {
+    func shellPID(of agent: AgentDaemon, command: String) async throws -> pid_t {
         var found: pid_t?
         _ = await eventually(timeout: .seconds(10)) {
-            found = processes(commandLine: ["sh", "-c", command]).first
+            // This agent's child: an earlier run that crashed may have left the same command.
+            found = processes(commandLine: ["sh", "-c", command]).first { isDescendant($0, of: agent.pid) }
             return found != nil
         }
         return try #require(found)
