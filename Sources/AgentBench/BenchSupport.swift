@@ -124,6 +124,21 @@ enum Bench {
     }
 
     static func mib(_ bytes: Int) -> String { String(format: "%.1f MiB", Double(bytes) / 1048576) }
+
+    /// Sends every byte on a blocking socket; false if the peer is gone.
+    static func sendAll(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
+        bytes.withUnsafeBytes { sendAll(fd, $0) }
+    }
+
+    static func sendAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) -> Bool {
+        var offset = 0
+        while offset < bytes.count {
+            let n = send(fd, bytes.baseAddress! + offset, bytes.count - offset, Int32(MSG_NOSIGNAL))
+            if n <= 0 { return false }
+            offset += n
+        }
+        return true
+    }
 }
 
 /// A blocking HTTP/1.1 keep-alive client to 127.0.0.1 (benchmarks run on their own thread).
@@ -154,13 +169,7 @@ final class BlockingHTTP {
     func request(_ method: String, _ path: String, body: String? = nil) -> (Int, [UInt8])? {
         var text = "\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\n"
         if let body { text += "Content-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)" } else { text += "\r\n" }
-        let bytes = Array(text.utf8)
-        var sent = 0
-        while sent < bytes.count {
-            let n = bytes[sent...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            if n <= 0 { return nil }
-            sent += n
-        }
+        guard Bench.sendAll(fd, Array(text.utf8)) else { return nil }
         // Read headers.
         var headerEnd: Int?
         for _ in 0..<100_000 {

@@ -30,22 +30,26 @@ final class BenchWebSocket {
 
     deinit { close(fd) }
 
-    /// The next text message, or nil when none arrives within `timeoutMs` or the socket ends.
-    func next(timeoutMs: Int32) -> String? {
+    /// Reads frames, answering pings, until `take` returns a value; nil on close or timeout.
+    private func pump<T>(timeoutMs: Int32, _ take: (UInt8, [UInt8]) -> T?) -> T? {
         let deadline = Bench.now() + UInt64(timeoutMs) * 1_000_000
         while true {
             if let (opcode, payload) = frame() {
                 switch opcode {
-                case 0x1: return String(decoding: payload, as: UTF8.self)
                 case 0x9: _ = send(opcode: 0xA, payload: payload)
                 case 0x8: return nil
-                default: continue
+                default: if let value = take(opcode, payload) { return value }
                 }
                 continue
             }
             let now = Bench.now()
             guard now < deadline, fill(timeoutMs: Int32((deadline - now) / 1_000_000) + 1) else { return nil }
         }
+    }
+
+    /// The next text message, or nil when none arrives within `timeoutMs` or the socket ends.
+    func next(timeoutMs: Int32) -> String? {
+        pump(timeoutMs: timeoutMs) { opcode, payload in opcode == 0x1 ? String(decoding: payload, as: UTF8.self) : nil }
     }
 
     func send(text: String) -> Bool { send(opcode: 0x1, payload: Array(text.utf8)) }
@@ -56,19 +60,12 @@ final class BenchWebSocket {
 
     /// Exactly `count` bytes of the binary stream (frames joined), or nil on timeout or close.
     func readBinary(_ count: Int, timeoutMs: Int32 = 10_000) -> [UInt8]? {
-        let deadline = Bench.now() + UInt64(timeoutMs) * 1_000_000
-        while binary.count - binaryOffset < count {
-            if let (opcode, payload) = frame() {
-                switch opcode {
-                case 0x2, 0x0: binary += payload
-                case 0x9: _ = send(opcode: 0xA, payload: payload)
-                case 0x8: return nil
-                default: continue
-                }
-                continue
+        if binary.count - binaryOffset < count {
+            let filled: Bool? = pump(timeoutMs: timeoutMs) { opcode, payload in
+                if opcode == 0x2 || opcode == 0x0 { binary += payload }
+                return binary.count - binaryOffset >= count ? true : nil
             }
-            let now = Bench.now()
-            guard now < deadline, fill(timeoutMs: Int32((deadline - now) / 1_000_000) + 1) else { return nil }
+            guard filled != nil else { return nil }
         }
         let out = Array(binary[binaryOffset..<(binaryOffset + count)])
         binaryOffset += count
@@ -127,13 +124,6 @@ final class BenchWebSocket {
         return true
     }
 
-    private func writeAll(_ bytes: [UInt8]) -> Bool {
-        var sent = 0
-        while sent < bytes.count {
-            let n = bytes[sent...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            if n <= 0 { return false }
-            sent += n
-        }
-        return true
-    }
+    private func writeAll(_ bytes: [UInt8]) -> Bool { Bench.sendAll(fd, bytes) }
+
 }

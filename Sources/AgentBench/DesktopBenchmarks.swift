@@ -175,15 +175,8 @@ final class TCPTransport: RFBTransport {
 
     deinit { close(fd) }
 
-    func write(_ bytes: [UInt8]) -> Bool {
-        var sent = 0
-        while sent < bytes.count {
-            let n = bytes[sent...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            if n <= 0 { return false }
-            sent += n
-        }
-        return true
-    }
+    func write(_ bytes: [UInt8]) -> Bool { Bench.sendAll(fd, bytes) }
+
 
     func read(_ count: Int) -> [UInt8]? {
         var chunk = [UInt8](repeating: 0, count: 1 << 16)

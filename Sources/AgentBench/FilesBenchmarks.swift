@@ -85,11 +85,11 @@ struct FilesBenchmarks: ParsableCommand {
         defer { close(fd) }
         let head = "POST /api/v0/write-file?path=\(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: \(bytes)\r\nConnection: close\r\n\r\n"
         let start = Bench.now()
-        guard sendAll(fd, Array(head.utf8)) else { throw ValidationError("send failed") }
+        guard Bench.sendAll(fd, Array(head.utf8)) else { throw ValidationError("send failed") }
         var left = bytes
         while left > 0 {
             let n = min(left, chunk.count)
-            guard chunk.withUnsafeBytes({ sendAll(fd, UnsafeRawBufferPointer(rebasing: $0[0..<n])) }) else { throw ValidationError("send failed") }
+            guard chunk.withUnsafeBytes({ Bench.sendAll(fd, UnsafeRawBufferPointer(rebasing: $0[0..<n])) }) else { throw ValidationError("send failed") }
             left -= n
         }
         var answer: [UInt8] = []
@@ -131,20 +131,6 @@ struct FilesBenchmarks: ParsableCommand {
         close(fds[1])
         _ = Bench.wait(pid)
         return Bench.now() - start
-    }
-
-    func sendAll(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
-        bytes.withUnsafeBytes { sendAll(fd, $0) }
-    }
-
-    func sendAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) -> Bool {
-        var offset = 0
-        while offset < bytes.count {
-            let n = send(fd, bytes.baseAddress! + offset, bytes.count - offset, Int32(MSG_NOSIGNAL))
-            if n <= 0 { return false }
-            offset += n
-        }
-        return true
     }
 
     func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) -> Bool {

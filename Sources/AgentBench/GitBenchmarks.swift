@@ -146,13 +146,7 @@ struct GitBenchmarks: ParsableCommand {
         defer { close(fd) }
         let head = "POST /api/v0/write-file?path=\(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nCoder-Chat-Id: \(chat)\r\n"
             + "Content-Length: \(body.count)\r\nConnection: close\r\n\r\n"
-        let bytes = Array(head.utf8) + body
-        var sent = 0
-        while sent < bytes.count {
-            let n = bytes[sent...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            if n <= 0 { return 0 }
-            sent += n
-        }
+        guard Bench.sendAll(fd, Array(head.utf8) + body) else { return 0 }
         var answer = [UInt8](repeating: 0, count: 512)
         let n = recv(fd, &answer, answer.count, 0)
         guard n > 12 else { return 0 }

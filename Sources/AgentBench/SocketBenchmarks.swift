@@ -89,7 +89,7 @@ struct SocketBenchmarks: AsyncParsableCommand {
                 let stream = Self.varint(index)
                 var request: [UInt8] = [0x03] + stream + [0x01] + Self.varint(method.count) + method
                 request += [0x05] + stream + [0x02, 0x00] + [0x0D] + stream + [0x03, 0x00]
-                guard Self.sendAll(fd, request) else { return .nan }
+                guard Bench.sendAll(fd, request) else { return .nan }
                 // The answer: Message (empty) and CloseSend.
                 let expected = 2 * (3 + stream.count)
                 var got = 0
@@ -112,7 +112,7 @@ struct SocketBenchmarks: AsyncParsableCommand {
             let request = [UInt8](repeating: 7, count: 50)
             let start = Bench.now()
             for _ in 0..<calls {
-                guard Self.sendAll(fd, request) else { return .nan }
+                guard Bench.sendAll(fd, request) else { return .nan }
                 var got = 0
                 while got < request.count {
                     let n = recv(fd, &buffer, buffer.count, 0)
@@ -126,16 +126,6 @@ struct SocketBenchmarks: AsyncParsableCommand {
 
     static func connect(_ path: String) -> Int32? {
         try? UnixSocket.connect(path).get()
-    }
-
-    static func sendAll(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
-        var offset = 0
-        while offset < bytes.count {
-            let n = bytes[offset...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            if n <= 0 { return false }
-            offset += n
-        }
-        return true
     }
 
     static func varint(_ value: Int) -> [UInt8] { Varint.encoded(UInt64(value)) }
@@ -159,7 +149,7 @@ final class EchoServer: Sendable {
                     while true {
                         let n = recv(client, &buffer, buffer.count, 0)
                         if n <= 0 { break }
-                        if !SocketBenchmarks.sendAll(client, Array(buffer[0..<n])) { break }
+                        if !Bench.sendAll(client, Array(buffer[0..<n])) { break }
                     }
                     close(client)
                 }
