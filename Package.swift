@@ -151,6 +151,21 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // Capability: the boundary audit-log socket and its forwarder upward.
+        .target(
+            name: "BoundaryLogs",
+            dependencies: [
+                "AgentCore", "AgentProto",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         // Capability: the git watcher (repository snapshots for a chat's paths).
         .target(
             name: "GitWatch",
@@ -228,6 +243,7 @@ let package = Package(
                 "AgentHost",
                 "GitWatch",
                 "Desktop",
+                "BoundaryLogs",
                 "AgentProc",
                 "AgentProto",
                 "AgentSocket",
@@ -337,6 +353,16 @@ let package = Package(
                 "AgentCore", "AgentFiles", "AgentHTTP", "AgentTestSupport",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "BoundaryLogsTests",
+            dependencies: [
+                "BoundaryLogs", "AgentTestSupport", "AgentCore", "AgentProto", "AgentRPC", "ControlPlaneDouble",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
             swiftSettings: swiftSettings
         ),

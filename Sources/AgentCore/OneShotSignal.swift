@@ -23,6 +23,9 @@ public final class OneShotSignal: Sendable {
         waiter?.resume()
     }
 
+    /// Whether ``fire()`` was called.
+    public var isFired: Bool { state.withLock { $0.fired } }
+
     /// Waits for ``fire()``; only one waiter at a time is supported.
     public func wait() async {
         await withTaskCancellationHandler {

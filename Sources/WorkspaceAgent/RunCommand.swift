@@ -7,6 +7,7 @@ import AgentProc
 import AgentRPC
 import AgentSocket
 import ArgumentParser
+import BoundaryLogs
 import Desktop
 import Foundation
 import GitWatch
@@ -31,17 +32,19 @@ struct RunCommand: AsyncParsableCommand {
     @OptionGroup var processes: ProcessOptions
     @OptionGroup var socket: AgentSocketOptions
     @OptionGroup var desktop: DesktopOptions
+    @OptionGroup var boundary: BoundaryLogOptions
 
     func run() async throws {
         let environment = ProcessInfo.processInfo.environment
         let settings = Settings(environment: environment)
         let config: (agent: AgentOptions.Configuration, http: HTTPOptions.Configuration, logging: AgentLogging.Configuration,
                      controlPlane: ControlPlaneOptions.Configuration, processes: ProcessOptions.Configuration,
-                     socket: AgentSocketOptions.Configuration, desktop: DesktopOptions.Configuration)
+                     socket: AgentSocketOptions.Configuration, desktop: DesktopOptions.Configuration,
+                     boundary: BoundaryLogOptions.Configuration)
         do {
             config = (try agent.resolve(settings), try http.resolve(settings), try logging.resolve(settings),
                       try controlPlane.resolve(settings), try processes.resolve(settings), try socket.resolve(settings),
-                      try desktop.resolve(settings))
+                      try desktop.resolve(settings), try boundary.resolve(settings))
             try config.agent.prepareStateDirectory()
         } catch {
             // Exit status 64 (EX_USAGE) with the one-line reason.
@@ -84,6 +87,7 @@ struct RunCommand: AsyncParsableCommand {
         host.mount(DesktopModule(configuration: config.desktop, context: context), at: "/api/v0/desktop")
         host.mount(MetricsModule(registry: metrics), at: "/")
         host.add(AgentSocketModule(configuration: config.socket, context: context))
+        host.add(BoundaryLogModule(configuration: config.boundary, context: context))
 
         logger.info("workspace agent starting", metadata: [
             "version": "\(AgentVersion.current)",

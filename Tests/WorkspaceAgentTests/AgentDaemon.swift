@@ -31,6 +31,10 @@ struct AgentDaemon {
         for (k, v) in extra { env[k] = v }
         // Concurrent daemons would all want the default Prometheus port and socket path.
         var argv = [binaryPath] + arguments + (arguments.contains("--prometheus-address") ? [] : ["--prometheus-address", ""])
+        // Each daemon its own boundary socket too (concurrent tests).
+        if !arguments.contains("--boundary-log-proxy-socket-path") && extra["CODER_AGENT_BOUNDARY_LOG_PROXY_SOCKET_PATH"] == nil {
+            argv += ["--boundary-log-proxy-socket-path", NSTemporaryDirectory() + "boundary-\(UUID().uuidString.prefix(8)).sock"]
+        }
         if !arguments.contains("--socket-path") && extra["CODER_AGENT_SOCKET_PATH"] == nil {
             argv += ["--socket-path", NSTemporaryDirectory() + "agent-sock-\(UUID().uuidString.prefix(8))/agent.sock"]
         }

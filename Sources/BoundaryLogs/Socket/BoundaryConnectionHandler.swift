@@ -1,0 +1,109 @@
+import AgentProto
+import CoreMetrics
+import Logging
+import NIOCore
+import SwiftProtobuf
+
+/// One boundary connection (spec boundary-logs §2.4): decodes each frame; logs go to the
+/// forwarder, status frames straight to the metrics. A body that does not decode is skipped
+/// (the frame was fully read, so the stream stays in sync); a bad header closes the
+/// connection. Beyond the reference: sequence numbers are checked per session, so a gap
+/// (entries boundary lost before sending) is counted and logged.
+final class BoundaryConnectionHandler: ChannelInboundHandler {
+    typealias InboundIn = BoundaryFrame
+
+    private let forwarder: BoundaryForwarder
+    private let logger: Logger
+    private var sequences = SequenceTracker()
+
+    init(forwarder: BoundaryForwarder, logger: Logger) {
+        self.forwarder = forwarder
+        self.logger = logger
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .v1(let payload):
+            guard let request = decode(Coder_Agent_V2_ReportBoundaryLogsRequest.self, payload) else { return }
+            accept(request)
+        case .v2(let payload):
+            guard let message = decode(Coder_Boundarylogproxy_Codec_V1_BoundaryMessage.self, payload) else { return }
+            switch message.msg {
+            case .logs(let request)?: accept(request)
+            case .status(let status)?: Self.record(status)
+            case nil: logger.warning("boundary message with neither logs nor status; ignored")
+            }
+        }
+    }
+
+    private func decode<M: SwiftProtobuf.Message>(_ type: M.Type, _ payload: ByteBuffer) -> M? {
+        do {
+            return try M(serializedBytes: Array(payload.readableBytesView))
+        } catch {
+            logger.warning("undecodable boundary frame skipped", metadata: ["error": "\(error)", "bytes": "\(payload.readableBytes)"])
+            return nil
+        }
+    }
+
+    private func accept(_ request: Coder_Agent_V2_ReportBoundaryLogsRequest) {
+        for gap in sequences.check(session: request.sessionID, numbers: request.logs.map(\.sequenceNumber)) {
+            switch gap {
+            case .missing(let from, let through):
+                BoundaryMetrics.sequenceGaps.increment(by: Int64(through) - Int64(from) + 1)
+                logger.warning(
+                    "boundary skipped sequence numbers", metadata: ["session_id": "\(request.sessionID)", "missing": "\(from)...\(through)"])
+            case .repeated:
+                BoundaryMetrics.sequenceDuplicates.increment()
+            }
+        }
+        forwarder.enqueue(request)
+    }
+
+    /// Boundary's own drop counts (deltas; zero or negative values are ignored).
+    static func record(_ status: Coder_Boundarylogproxy_Codec_V1_BoundaryStatus) {
+        if status.droppedChannelFull > 0 { BoundaryMetrics.logsDropped("boundary_channel_full").increment(by: status.droppedChannelFull) }
+        if status.droppedBatchFull > 0 { BoundaryMetrics.logsDropped("boundary_batch_full").increment(by: status.droppedBatchFull) }
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        if let framing = error as? BoundaryFramingError {
+            BoundaryMetrics.framingErrors.increment()
+            logger.warning("closing a boundary connection", metadata: ["error": "\(framing)"])
+        }
+        context.close(promise: nil)
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        // Silent for the idle timeout: boundary dials again on its next flush.
+        if event is IdleStateHandler.IdleStateEvent { context.close(promise: nil) } else { context.fireUserInboundEventTriggered(event) }
+    }
+}
+
+/// The last sequence number seen per session on one connection (at most 16 sessions: a
+/// boundary process has one).
+struct SequenceTracker {
+    enum Finding: Equatable {
+        case missing(from: Int32, through: Int32)
+        case repeated(Int32)
+    }
+
+    static let maxSessions = 16
+    private var last: [String: Int32] = [:]
+
+    mutating func check(session: String, numbers: [Int32]) -> [Finding] {
+        // Producers older than API 2.9 send no session and no numbers.
+        guard !session.isEmpty else { return [] }
+        var findings: [Finding] = []
+        var previous = last[session]
+        for number in numbers {
+            if let previous {
+                if number > previous &+ 1 { findings.append(.missing(from: previous + 1, through: number - 1)) }
+                if number <= previous { findings.append(.repeated(number)) }
+            }
+            previous = max(previous ?? number, number)
+        }
+        if last[session] == nil && last.count >= Self.maxSessions { last.removeAll() }
+        last[session] = previous
+        return findings
+    }
+}

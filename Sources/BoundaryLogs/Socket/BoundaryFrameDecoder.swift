@@ -1,0 +1,49 @@
+import NIOCore
+
+/// One frame from boundary (spec boundary-logs §2.1): a 4-byte big-endian header, tag in
+/// the top 8 bits and payload length in the low 24, then exactly that many bytes.
+enum BoundaryFrame: Equatable {
+    /// Tag 1: a bare `ReportBoundaryLogsRequest`.
+    case v1(ByteBuffer)
+    /// Tag 2: a `BoundaryMessage` envelope (logs or status).
+    case v2(ByteBuffer)
+}
+
+/// A header the agent refuses: the connection is closed (the stream cannot be resynced).
+struct BoundaryFramingError: Error, Equatable, CustomStringConvertible {
+    var tag: UInt8
+    var length: Int
+    var description: String {
+        tag == 1 || tag == 2
+            ? "frame of \(length) bytes is over the \(BoundaryFrameDecoder.maxPayload)-byte limit"
+            : "unsupported frame tag \(tag)"
+    }
+}
+
+/// Splits the byte stream into frames. The tag is checked before the length (an unknown
+/// tag is refused at any length); at most one header plus 32 KiB is ever buffered.
+struct BoundaryFrameDecoder: ByteToMessageDecoder {
+    typealias InboundOut = BoundaryFrame
+
+    /// The per-tag payload limit (`1<<15`): 32768 is accepted, 32769 is not.
+    static let maxPayload = 1 << 15
+
+    mutating func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
+        guard let header = buffer.getInteger(at: buffer.readerIndex, as: UInt32.self) else { return .needMoreData }
+        let tag = UInt8(header >> 24)
+        let length = Int(header & 0x00FF_FFFF)
+        guard tag == 1 || tag == 2, length <= Self.maxPayload else { throw BoundaryFramingError(tag: tag, length: length) }
+        guard buffer.readableBytes >= 4 + length else { return .needMoreData }
+        buffer.moveReaderIndex(forwardBy: 4)
+        let payload = buffer.readSlice(length: length)!
+        context.fireChannelRead(wrapInboundOut(tag == 1 ? .v1(payload) : .v2(payload)))
+        return .continue
+    }
+
+    mutating func decodeLast(context: ChannelHandlerContext, buffer: inout ByteBuffer, seenEOF: Bool) throws -> DecodingState {
+        // A frame cut off by the client going away is dropped: it was never complete.
+        while try decode(context: context, buffer: &buffer) == .continue {}
+        buffer.moveReaderIndex(to: buffer.writerIndex)
+        return .needMoreData
+    }
+}

@@ -1,0 +1,148 @@
+import AgentCore
+import AgentProto
+import AgentTestSupport
+import Foundation
+import Logging
+import ServiceLifecycle
+import SwiftProtobuf
+import Synchronization
+import Testing
+
+@testable import BoundaryLogs
+
+/// An upward sink that records batches and delivers, holds (an outage) or rejects them.
+final class RecordingUpward: UpwardSink, Sendable {
+    enum Mode: Sendable, Equatable {
+        case deliver
+        case hold
+        case reject(Int)
+    }
+
+    private struct State {
+        var mode: Mode
+        var batches: [BoundaryLogBatch] = []
+        var held: [UpwardReceipt] = []
+    }
+    private let state: Mutex<State>
+
+    init(_ mode: Mode = .deliver) { state = Mutex(State(mode: mode)) }
+
+    func send(_ status: AppStatusReport) -> UpwardReceipt { .settled(.logged) }
+    func send(_ line: AgentLogLine) {}
+
+    func send(_ batch: BoundaryLogBatch) -> UpwardReceipt {
+        state.withLock { s in
+            switch s.mode {
+            case .deliver:
+                s.batches.append(batch)
+                return .settled(.delivered)
+            case .hold:
+                let receipt = UpwardReceipt()
+                s.held.append(receipt)
+                s.batches.append(batch)
+                return receipt
+            case .reject(let left):
+                s.mode = left > 1 ? .reject(left - 1) : .deliver
+                return .settled(.rejected("batch size exceeds maximum of 1000"))
+            }
+        }
+    }
+
+    /// Ends the outage: what was held is delivered, and so is everything after.
+    func release() {
+        let held = state.withLock { s -> [UpwardReceipt] in
+            s.mode = .deliver
+            defer { s.held = [] }
+            return s.held
+        }
+        for receipt in held { receipt.settle(.delivered) }
+    }
+
+    var batches: [BoundaryLogBatch] { state.withLock { $0.batches } }
+    /// Delivered ones only (held receipts may be sent again after a shutdown).
+    var urls: [String] { batches.flatMap { $0.entries.compactMap { $0.httpRequest?.url } } }
+    var isConnected: Bool { state.withLock { $0.mode != .hold } }
+    var hasControlPlane: Bool { true }
+}
+
+/// Frames and requests as boundary makes them.
+enum Boundary {
+    typealias Request = Coder_Agent_V2_ReportBoundaryLogsRequest
+
+    static func request(_ urls: [String], session: String = "", firstSequence: Int32 = 0, allowed: Bool = true) -> Request {
+        var request = Request()
+        request.sessionID = session
+        request.logs = urls.enumerated().map { index, url in
+            var log = Coder_Agent_V2_BoundaryLog()
+            log.allowed = allowed
+            log.time = Google_Protobuf_Timestamp(seconds: 1_767_225_600 + Int64(index), nanos: 123_456_789)
+            var http = Coder_Agent_V2_BoundaryLog.HttpRequest()
+            http.method = "GET"
+            http.url = url
+            if allowed { http.matchedRule = "domain=example.invalid" }
+            log.httpRequest = http
+            log.sequenceNumber = firstSequence + Int32(index)
+            return log
+        }
+        return request
+    }
+
+    static func frame(tag: UInt8, _ payload: [UInt8]) -> [UInt8] {
+        [tag, UInt8((payload.count >> 16) & 0xFF), UInt8((payload.count >> 8) & 0xFF), UInt8(payload.count & 0xFF)] + payload
+    }
+
+    static func v1(_ request: Request) -> [UInt8] { frame(tag: 1, try! request.serializedBytes()) }
+
+    static func v2(_ request: Request) -> [UInt8] {
+        var message = Coder_Boundarylogproxy_Codec_V1_BoundaryMessage()
+        message.logs = request
+        return frame(tag: 2, try! message.serializedBytes())
+    }
+
+    static func status(channelFull: Int64, batchFull: Int64) -> [UInt8] {
+        var status = Coder_Boundarylogproxy_Codec_V1_BoundaryStatus()
+        status.droppedChannelFull = channelFull
+        status.droppedBatchFull = batchFull
+        var message = Coder_Boundarylogproxy_Codec_V1_BoundaryMessage()
+        message.status = status
+        return frame(tag: 2, try! message.serializedBytes())
+    }
+}
+
+/// A socket server and forwarder running in a service group, over a temporary directory.
+struct BoundaryHarness {
+    let path: String
+    let directory: String
+    let upward: RecordingUpward
+    let server: BoundarySocketServer
+    let forwarder: BoundaryForwarder
+
+    static func with(
+        upward: RecordingUpward = RecordingUpward(), spoolBytes: Int = 1 << 20, directory: String? = nil,
+        _ body: (BoundaryHarness) async throws -> Void
+    ) async throws {
+        let directory = directory ?? NSTemporaryDirectory() + "boundary-test-" + UUID().uuidString.prefix(8)
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let quiet = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
+        let spool = spoolBytes > 0 ? BoundarySpool(directory: directory + "/spool", maxBytes: spoolBytes, logger: quiet) : nil
+        let forwarder = BoundaryForwarder(upward: upward, spool: spool)
+        let path = directory + "/audit.sock"
+        let server = BoundarySocketServer(configuration: .init(path: path), forwarder: forwarder)
+        let group = ServiceGroup(configuration: .init(services: [forwarder, server], logger: quiet))
+        let harness = BoundaryHarness(path: path, directory: directory, upward: upward, server: server, forwarder: forwarder)
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await group.run() }
+            #expect(await eventually { server.isListening })
+            do {
+                try await body(harness)
+            } catch {
+                await group.triggerGracefulShutdown()
+                throw error
+            }
+            await group.triggerGracefulShutdown()
+            try await tasks.waitForAll()
+        }
+    }
+
+    func connect() throws -> LoopbackSocket { try #require(LoopbackSocket(unixPath: path)) }
+}

@@ -1,0 +1,194 @@
+import AgentCore
+import AgentProto
+import AgentTestSupport
+import Foundation
+import SwiftProtobuf
+import Testing
+
+@testable import BoundaryLogs
+
+/// Spec boundary-logs §5 at byte level through a real unix socket.
+@Suite(.timeLimit(.minutes(1)))
+struct BoundaryProxyTests {
+    @Test func framesArriveInOrderWithEveryFieldAndBothTags() async throws {
+        try await BoundaryHarness.with { harness in
+            let socket = try harness.connect()
+            let session = "6f1d3a2b-4c5e-4f70-8a9b-0c1d2e3f4a5b"
+            var frames: [UInt8] = Boundary.v2(Boundary.request(["https://one.example.invalid/a"], session: session))
+            frames += Boundary.v1(Boundary.request(["https://two.example.invalid/"], allowed: false))
+            for index in 3...6 { frames += Boundary.v2(Boundary.request(["https://\(index).example.invalid/"], session: session, firstSequence: Int32(index - 2))) }
+            #expect(socket.send(frames))
+            #expect(await eventually { harness.upward.batches.count == 6 })
+            let batches = harness.upward.batches
+            #expect(harness.upward.urls == ["https://one.example.invalid/a", "https://two.example.invalid/"] + (3...6).map { "https://\($0).example.invalid/" })
+            let first = try #require(batches.first?.entries.first)
+            #expect(batches[0].sessionID == session, "session_id unchanged")
+            #expect(first.allowed && first.httpRequest?.method == "GET" && first.httpRequest?.matchedRule == "domain=example.invalid")
+            #expect(abs((first.time?.timeIntervalSince1970 ?? 0) - 1_767_225_600.123456789) < 1e-6, "seconds and nanos unchanged")
+            #expect(batches[1].entries.first?.allowed == false && batches[1].sessionID == "")
+        }
+    }
+
+    @Test func concurrentConnectionsEachForward() async throws {
+        try await BoundaryHarness.with { harness in
+            let sockets = try (0..<3).map { _ in try harness.connect() }
+            for (index, socket) in sockets.enumerated() { socket.send(Boundary.v2(Boundary.request(["https://c\(index).invalid/"]))) }
+            #expect(await eventually { harness.upward.batches.count == 3 })
+            #expect(Set(harness.upward.urls) == ["https://c0.invalid/", "https://c1.invalid/", "https://c2.invalid/"])
+        }
+    }
+
+    @Test(arguments: [[0x01, 0x00, 0x80, 0x01], [0xFF, 0x00, 0x80, 0x01], [0x00, 0x00, 0x80, 0x01], [0x03, 0x00, 0x00, 0x00]] as [[UInt8]])
+    func badHeadersCloseTheConnection(header: [UInt8]) async throws {
+        try await BoundaryHarness.with { harness in
+            let socket = try harness.connect()
+            socket.send(header)
+            let (_, closed) = await socket.readAll(timeout: .seconds(5))
+            #expect(closed)
+            // Others are not affected.
+            let other = try harness.connect()
+            other.send(Boundary.v1(Boundary.request(["https://after.invalid/"])))
+            #expect(await eventually { harness.upward.urls == ["https://after.invalid/"] })
+        }
+    }
+
+    @Test func undecodableBodiesAndEmptyEnvelopesAreSkippedAndTheStreamContinues() async throws {
+        try await BoundaryHarness.with { harness in
+            let socket = try harness.connect()
+            var bytes = Boundary.frame(tag: 1, [0xFF, 0xFF, 0xFF, 0xFF, 0xFF])
+            bytes += Boundary.frame(tag: 2, [])  // no variant
+            bytes += Boundary.status(channelFull: 5, batchFull: 3)
+            bytes += Boundary.status(channelFull: 0, batchFull: -2)
+            bytes += Boundary.frame(tag: 1, [])  // an empty request is forwarded as usual
+            bytes += Boundary.v1(Boundary.request(["https://next.invalid/"]))
+            socket.send(bytes)
+            #expect(await eventually { harness.upward.urls == ["https://next.invalid/"] })
+            #expect(harness.upward.batches.count == 2 && harness.upward.batches[0].entries.isEmpty)
+            // Still open: another frame goes through.
+            socket.send(Boundary.v2(Boundary.request(["https://still.invalid/"])))
+            #expect(await eventually { harness.upward.urls.last == "https://still.invalid/" })
+        }
+    }
+
+    /// §5.11: a payload of exactly 32768 bytes is accepted (and split into parts in flight
+    /// by nothing: one request in, one out).
+    @Test func aPayloadOfExactly32768BytesIsAccepted() async throws {
+        try await BoundaryHarness.with { harness in
+            var url = "https://big.invalid/"
+            var request = Boundary.request([url])
+            var size = (try request.serializedBytes() as [UInt8]).count
+            url += String(repeating: "x", count: 32768 - size)
+            request = Boundary.request([url])
+            size = (try request.serializedBytes() as [UInt8]).count
+            // The length prefix of the URL may grow by a byte: trim to land exactly.
+            while size > 32768 {
+                url.removeLast()
+                request = Boundary.request([url])
+                size = (try request.serializedBytes() as [UInt8]).count
+            }
+            #expect(size == 32768)
+            let socket = try harness.connect()
+            socket.send(Boundary.v1(request))
+            #expect(await eventually { harness.upward.urls == [url] })
+        }
+    }
+
+    /// Beyond the reference: an outage loses nothing up to the spool's bound, and order holds.
+    @Test func anOutageSpoolsAndDeliversEverythingInOrder() async throws {
+        let upward = RecordingUpward(.hold)
+        try await BoundaryHarness.with(upward: upward) { harness in
+            let socket = try harness.connect()
+            let session = "0a0b0c0d-0e0f-4a1b-8c2d-3e4f5a6b7c8d"
+            for batch in 0..<300 {
+                let urls = (0..<10).map { "https://h.invalid/\(batch * 10 + $0)" }
+                socket.send(Boundary.v2(Boundary.request(urls, session: session, firstSequence: Int32(batch * 10))))
+            }
+            // One in flight, 100 in memory, the rest on disk.
+            #expect(await eventually { !FileManager.default.fileExists(atPath: harness.directory + "/spool") || (try? FileManager.default.contentsOfDirectory(atPath: harness.directory + "/spool"))?.isEmpty == false })
+            try await Task.sleep(for: .milliseconds(200))
+            upward.release()
+            #expect(await eventually(timeout: .seconds(20)) { upward.urls.count >= 3000 })
+            let urls = upward.urls
+            #expect(urls.count == 3000 && urls == (0..<3000).map { "https://h.invalid/\($0)" }, "every log once, in order")
+        }
+    }
+
+    @Test func whatIsQueuedAtShutdownArrivesAfterTheNextStart() async throws {
+        let directory = NSTemporaryDirectory() + "boundary-restart-" + UUID().uuidString.prefix(8)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let first = RecordingUpward(.hold)
+        try await BoundaryHarness.with(upward: first, directory: directory) { harness in
+            let socket = try harness.connect()
+            for batch in 0..<150 { socket.send(Boundary.v1(Boundary.request(["https://r.invalid/\(batch)"]))) }
+            try await Task.sleep(for: .milliseconds(300))
+        }
+        let second = RecordingUpward(.deliver)
+        try await BoundaryHarness.with(upward: second, directory: directory) { _ in
+            #expect(await eventually { second.urls.count >= 150 })
+            #expect(second.urls == (0..<150).map { "https://r.invalid/\($0)" })
+        }
+    }
+
+    @Test func aFullSpoolKeepsWhatFitsInOrder() async throws {
+        let upward = RecordingUpward(.hold)
+        try await BoundaryHarness.with(upward: upward, spoolBytes: 4096) { harness in
+            let socket = try harness.connect()
+            for batch in 0..<400 { socket.send(Boundary.v1(Boundary.request(["https://f.invalid/\(batch)"]))) }
+            try await Task.sleep(for: .milliseconds(300))
+            upward.release()
+            try await Task.sleep(for: .milliseconds(500))
+            let urls = upward.urls
+            #expect(urls.count > 101 && urls.count < 400, "memory and what fit in 4 KiB of spool")
+            #expect(urls == (0..<urls.count).map { "https://f.invalid/\($0)" }, "a prefix, in order: the excess was dropped")
+        }
+    }
+
+    @Test func batchesOverTheControlPlanesLimitAreSplit() async throws {
+        let upward = RecordingUpward()
+        try await BoundaryHarness.with(upward: upward) { harness in
+            harness.forwarder.enqueue(Boundary.request((0..<2500).map { "https://s.invalid/\($0)" }))
+            #expect(await eventually { upward.batches.count == 3 })
+            #expect(upward.batches.map(\.entries.count) == [1000, 1000, 500])
+        }
+    }
+
+    @Test func aRefusedBatchIsNotRetriedAndTheNextIsDelivered() async throws {
+        let upward = RecordingUpward(.reject(1))
+        try await BoundaryHarness.with(upward: upward) { harness in
+            let socket = try harness.connect()
+            socket.send(Boundary.v1(Boundary.request(["https://a.invalid/", "https://b.invalid/"])) + Boundary.v1(Boundary.request(["https://c.invalid/"])))
+            #expect(await eventually { upward.urls == ["https://c.invalid/"] })
+        }
+    }
+
+    @Test func theSocketIsPrivateAStaleOneIsReplacedAndALiveOneIsNotTaken() async throws {
+        let directory = NSTemporaryDirectory() + "boundary-sock-" + UUID().uuidString.prefix(8)
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        // A stale socket file: bound, then its listener gone.
+        let stale = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        _ = UnixSocket.withAddress(directory + "/audit.sock") { address, length in bind(stale, address, length) }
+        close(stale)
+        try await BoundaryHarness.with(directory: directory) { harness in
+            var info = stat()
+            #expect(stat(harness.path, &info) == 0 && info.st_mode & 0o777 == 0o600)
+            // A second server on the same live path does not take it over.
+            let second = BoundarySocketServer(configuration: .init(path: harness.path), forwarder: harness.forwarder)
+            try await second.run()
+            #expect(!second.isListening)
+            let socket = try harness.connect()
+            socket.send(Boundary.v1(Boundary.request(["https://live.invalid/"])))
+            #expect(await eventually { harness.upward.urls == ["https://live.invalid/"] })
+        }
+        #expect(!FileManager.default.fileExists(atPath: directory + "/audit.sock"), "removed at shutdown")
+    }
+
+    @Test func sequenceGapsAndRepeatsArePerSession() {
+        var tracker = SequenceTracker()
+        #expect(tracker.check(session: "", numbers: [5, 1]) == [], "no session: not tracked")
+        #expect(tracker.check(session: "a", numbers: [0, 1, 2]) == [])
+        #expect(tracker.check(session: "a", numbers: [6, 7]) == [.missing(from: 3, through: 5)])
+        #expect(tracker.check(session: "a", numbers: [7]) == [.repeated(7)])
+        #expect(tracker.check(session: "b", numbers: [0]) == [])
+    }
+}
