@@ -82,7 +82,9 @@ import Testing
                 #expect(String.httpStatus(of: await socket.read(until: "\r\n\r\n")) == 101)
                 sockets.append(socket)
             }
-            // The second process has no subscriber, but the manager's bound is reached.
+            // The second process has no subscriber, but the manager's bound is reached (once the
+            // three have registered: a handler registers after its upgrade).
+            #expect(await eventually(timeout: .seconds(20)) { h.manager.subscriberBudget.usage.subscribers == 3 })
             let refused = try await h.client.request("GET", "/api/v0/processes/\(second)/stream")
             #expect(refused.status == 429)
             #expect(refused.bodyText.contains("3 in all"))

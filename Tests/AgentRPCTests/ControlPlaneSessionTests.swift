@@ -30,7 +30,7 @@ struct ControlPlaneSessionTests {
             let manifests = Mutex<[Coder_Agent_V2_Manifest]>([])
             let session = makeSession(url, token: double.token) { m in manifests.withLock { $0.append(m) } }
             let running = Task { try await session.run() }
-            #expect(await eventually { double.recorded.withLock { $0.lifecycle.count } == 3 })
+            #expect(await eventually(timeout: .seconds(30)) { double.recorded.withLock { $0.lifecycle.count } == 3 })
             let recorded = double.recorded.withLock { $0 }
             #expect(recorded.lifecycle == [.created, .starting, .ready])
             #expect(recorded.startups.first?.version == "v0.1.0")
@@ -52,7 +52,7 @@ struct ControlPlaneSessionTests {
         try await double.run { url in
             let session = makeSession(url, token: double.token)
             let running = Task { try await session.run() }
-            #expect(await eventually { double.recorded.withLock { $0.lifecycle.count } == 3 })
+            #expect(await eventually(timeout: .seconds(30)) { double.recorded.withLock { $0.lifecycle.count } == 3 })
             await double.dropConnections()
             #expect(await eventually { double.recorded.withLock { $0.manifests } >= 2 })
             #expect(await eventually { double.recorded.withLock { $0.startups.count } >= 2 })
@@ -72,7 +72,7 @@ struct ControlPlaneSessionTests {
                 let before = double.recorded.withLock { $0.upgradeAttempts }
                 let session = makeSession(url, token: token, version: version)
                 let running = Task { try await session.run() }
-                #expect(await eventually { double.recorded.withLock { $0.upgradeAttempts } - before >= 3 })
+                #expect(await eventually(timeout: .seconds(30)) { double.recorded.withLock { $0.upgradeAttempts } - before >= 3 })
                 try await Task.sleep(for: .milliseconds(300))
                 let attempts = double.recorded.withLock { $0.upgradeAttempts } - before
                 // Backoff: 0, ~162, ~262, ~424 ms ... so a second holds only a handful.
@@ -183,7 +183,7 @@ struct ControlPlaneSessionTests {
             let session = makeSession(url, token: double.token)
             for i in 0..<30 { session.send(AgentLogLine(level: .warn, message: "\(i) " + String(repeating: "é", count: 100_000))) }
             let running = Task { try await session.run() }
-            #expect(await eventually { double.recorded.withLock { $0.logs.count } == 30 })
+            #expect(await eventually(timeout: .seconds(40)) { double.recorded.withLock { $0.logs.count } == 30 })
             let logs = double.recorded.withLock { $0.logs }
             #expect(logs.allSatisfy { $0.output.utf8.count <= 64 << 10 && $0.output.hasSuffix("(truncated)") })
             #expect(logs.map { $0.output.split(separator: " ").first.map(String.init) } == (0..<30).map { "\($0)" })
@@ -216,7 +216,7 @@ struct ControlPlaneSessionTests {
         try await double.run { url in
             let session = makeSession(url, token: double.token)
             let running = Task { try await session.run() }
-            #expect(await eventually { double.recorded.withLock { $0.lifecycle.count } == 3 })
+            #expect(await eventually(timeout: .seconds(30)) { double.recorded.withLock { $0.lifecycle.count } == 3 })
             session.beginShutdown()
             try await running.value
             #expect(double.recorded.withLock { $0.lifecycle } == [.created, .starting, .ready, .shuttingDown, .off])
@@ -234,7 +234,7 @@ struct ControlPlaneSessionTests {
                 dialer: WebSocketDialer(baseURL: url, token: double.token, version: "2.10", logger: Self.quiet),
                 logger: Self.quiet)
             let running = Task { try await session.run() }
-            #expect(await eventually { double.recorded.withLock { $0.lifecycle.count } == 3 })
+            #expect(await eventually(timeout: .seconds(30)) { double.recorded.withLock { $0.lifecycle.count } == 3 })
             double.answerDelay.withLock { $0 = .seconds(3600) }
             let begin = ContinuousClock.now
             session.beginShutdown()
@@ -258,7 +258,7 @@ struct ControlPlaneSessionTests {
                 dialer: WebSocketDialer(baseURL: url, token: double.token, version: "2.10", logger: Self.quiet),
                 logger: Self.quiet)
             let running = Task { try await session.run() }
-            #expect(await eventually { double.recorded.withLock { $0.lifecycle.count } == 3 })
+            #expect(await eventually(timeout: .seconds(30)) { double.recorded.withLock { $0.lifecycle.count } == 3 })
             try await Task.sleep(for: .milliseconds(600))
             #expect(session.connectionCount == 1)
             #expect(double.recorded.withLock { $0.connections } == 1)

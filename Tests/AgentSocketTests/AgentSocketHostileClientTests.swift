@@ -23,7 +23,7 @@ struct AgentSocketHostileClientTests {
             let bad = try #require(LoopbackSocket(unixPath: client.path))
             // Kind 0x3F is not a dRPC kind: a protocol error.
             bad.send([0x7F, 0x01, 0x01, 0x03, 0x41, 0x42, 0x43] + Array(repeating: 0xFF, count: 64))
-            let (_, closed) = await bad.readAll(timeout: .seconds(5))
+            let (_, closed) = await bad.readAll(timeout: .seconds(20))
             #expect(closed, "the agent closes the connection")
             try await client.ping()
             #expect(await eventually { logs.contains("broke the protocol") })
@@ -36,7 +36,7 @@ struct AgentSocketHostileClientTests {
             let idle = try #require(LoopbackSocket(unixPath: client.path))
             let half = try #require(LoopbackSocket(unixPath: client.path))
             half.send(Array(Self.ping.prefix(5)))
-            let (_, closed) = await half.readAll(timeout: .seconds(5))
+            let (_, closed) = await half.readAll(timeout: .seconds(20))
             #expect(closed, "half a frame then nothing: disconnected")
             #expect(await eventually { logs.contains("part of a frame") })
             // A client that sent nothing at all is not cut by the frame deadline.
@@ -52,7 +52,7 @@ struct AgentSocketHostileClientTests {
             let method = Array("/coder.agentsocket.v1.AgentSocket/Ping".utf8)
             // Invoke, then a Message frame announcing 4 MiB + 1.
             big.send([0x03, 0x01, 0x01] + varint(method.count) + method + [0x05, 0x01, 0x02] + varint((4 << 20) + 1) + Array(repeating: 0, count: 1024))
-            let (_, closed) = await big.readAll(timeout: .seconds(5))
+            let (_, closed) = await big.readAll(timeout: .seconds(20))
             #expect(closed)
             try await client.ping()
         }

@@ -134,12 +134,33 @@ struct BoundaryProxyTests {
         try await BoundaryHarness.with(upward: upward, spoolBytes: 4096) { harness in
             let socket = try harness.connect()
             for batch in 0..<400 { socket.send(Boundary.v1(Boundary.request(["https://f.invalid/\(batch)"]))) }
-            try await Task.sleep(for: .milliseconds(300))
+            // Everything was read once the last batch was dropped or spooled: wait for the
+            // spool to stop growing, then end the outage.
+            var last = -1
+            _ = await eventually(timeout: .seconds(20)) {
+                let size = Self.spoolSize(harness.directory)
+                defer { last = size }
+                try? await Task.sleep(for: .milliseconds(200))
+                return size == last && size > 0
+            }
             upward.release()
-            try await Task.sleep(for: .milliseconds(500))
+            var stable = -1
+            #expect(await eventually(timeout: .seconds(20)) {
+                let count = upward.urls.count
+                defer { stable = count }
+                try? await Task.sleep(for: .milliseconds(200))
+                return count == stable && count > 101
+            })
             let urls = upward.urls
             #expect(urls.count > 101 && urls.count < 400, "memory and what fit in 4 KiB of spool")
             #expect(urls == (0..<urls.count).map { "https://f.invalid/\($0)" }, "a prefix, in order: the excess was dropped")
+        }
+    }
+
+    static func spoolSize(_ directory: String) -> Int {
+        let spool = directory + "/spool"
+        return ((try? FileManager.default.contentsOfDirectory(atPath: spool)) ?? []).reduce(0) { total, name in
+            total + ((try? FileManager.default.attributesOfItem(atPath: spool + "/" + name)[.size] as? NSNumber)?.intValue ?? 0)
         }
     }
 

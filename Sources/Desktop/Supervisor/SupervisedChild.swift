@@ -22,7 +22,7 @@ final class SupervisedChild: Sendable {
     }
 
     private let state = Mutex(State())
-    private let exit = OneShotSignal()
+    private let exit = Latch()
 
     private init() {}
 
@@ -55,7 +55,7 @@ final class SupervisedChild: Sendable {
                 }
                 guard pid > 0 else {
                     child.state.withLock { $0.exited = true }
-                    child.exit.fire()
+                    child.exit.open()
                     continuation.resume(returning: SpawnError(description: "\(argv[0]): \(SystemCallError.message(code))"))
                     return
                 }
@@ -70,7 +70,7 @@ final class SupervisedChild: Sendable {
                     while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
                     s.status = status
                 }
-                child.exit.fire()
+                child.exit.open()
             }
             thread.name = "desktop-child"
             thread.start()

@@ -30,7 +30,7 @@ final class VNCClient: Sendable {
     }
 
     private let state: Mutex<State>
-    private let finished = OneShotSignal()
+    private let finished = Latch()
     let port: Int
 
     private init(port: Int, handle: OpaquePointer) {
@@ -92,7 +92,7 @@ final class VNCClient: Sendable {
             s.handle.pointer = nil
             s.failed = true
         }
-        finished.fire()
+        finished.open()
     }
 
     /// The connection still works.

@@ -1,9 +1,9 @@
 import Synchronization
 
 /// Opens once; any number of tasks may wait, and a waiter that is cancelled leaves without
-/// opening it (AgentCore's `OneShotSignal` opens on a cancelled wait, by design for its
-/// single-waiter races).
-final class Latch: Sendable {
+/// opening it (``OneShotSignal`` opens on a cancelled wait, by design for its single-waiter
+/// races, so it cannot be waited on again and again, as a shutdown flag is).
+public final class Latch: Sendable {
     private struct State {
         var open = false
         var waiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
@@ -11,9 +11,11 @@ final class Latch: Sendable {
     }
     private let state = Mutex(State())
 
-    var isOpen: Bool { state.withLock { $0.open } }
+    public init() {}
 
-    func open() {
+    public var isOpen: Bool { state.withLock { $0.open } }
+
+    public func open() {
         let waiters = state.withLock { s -> [CheckedContinuation<Void, Never>] in
             guard !s.open else { return [] }
             s.open = true
@@ -24,7 +26,7 @@ final class Latch: Sendable {
     }
 
     /// Returns once open, or when the waiting task is cancelled.
-    func wait() async {
+    public func wait() async {
         let id = state.withLock { s -> UInt64 in
             s.next += 1
             return s.next
