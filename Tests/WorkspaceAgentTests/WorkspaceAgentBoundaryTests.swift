@@ -1,0 +1,119 @@
+import AgentProto
+import AgentTestSupport
+import Foundation
+import SwiftProtobuf
+import Testing
+
+/// The boundary log proxy in the real binary: its socket, and its metrics as a real
+/// Prometheus parser reads them (names and labels exactly as spec boundary-logs §3.3).
+@Suite(.serialized, .timeLimit(.minutes(1)))
+struct WorkspaceAgentBoundaryTests {
+    static func frame(tag: UInt8, _ payload: [UInt8]) -> [UInt8] {
+        [tag, UInt8((payload.count >> 16) & 0xFF), UInt8((payload.count >> 8) & 0xFF), UInt8(payload.count & 0xFF)] + payload
+    }
+
+    static func logs(_ count: Int, url: String = "https://b.invalid/") -> [UInt8] {
+        var request = Coder_Agent_V2_ReportBoundaryLogsRequest()
+        request.logs = (0..<count).map { _ in
+            var log = Coder_Agent_V2_BoundaryLog()
+            var http = Coder_Agent_V2_BoundaryLog.HttpRequest()
+            http.method = "GET"
+            http.url = url
+            log.httpRequest = http
+            return log
+        }
+        var message = Coder_Boundarylogproxy_Codec_V1_BoundaryMessage()
+        message.logs = request
+        return frame(tag: 2, try! message.serializedBytes())
+    }
+
+    static func status(_ channelFull: Int64, _ batchFull: Int64) -> [UInt8] {
+        var status = Coder_Boundarylogproxy_Codec_V1_BoundaryStatus()
+        status.droppedChannelFull = channelFull
+        status.droppedBatchFull = batchFull
+        var message = Coder_Boundarylogproxy_Codec_V1_BoundaryMessage()
+        message.status = status
+        return frame(tag: 2, try! message.serializedBytes())
+    }
+
+    /// Every sample as `name{label="value"}` → value, read by prometheus_client's parser.
+    static func samples(_ text: String) async -> [String: Double] {
+        let script = """
+            import sys
+            from prometheus_client.parser import text_string_to_metric_families
+            for family in text_string_to_metric_families(sys.stdin.read()):
+                for s in family.samples:
+                    labels = ",".join('%s="%s"' % (k, v) for k, v in sorted(s.labels.items()))
+                    print("%s{%s} %s" % (s.name, labels, s.value))
+            """
+        let output: String = await onThread {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+            process.arguments = ["-c", script]
+            let input = Pipe()
+            let out = Pipe()
+            process.standardInput = input
+            process.standardOutput = out
+            do { try process.run() } catch { return "" }
+            input.fileHandleForWriting.write(Data(text.utf8))
+            try? input.fileHandleForWriting.close()
+            let data = out.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            return process.terminationStatus == 0 ? String(decoding: data, as: UTF8.self) : ""
+        }
+        var samples: [String: Double] = [:]
+        for line in output.split(separator: "\n") {
+            guard let space = line.lastIndex(of: " "), let value = Double(line[line.index(after: space)...]) else { continue }
+            samples[String(line[..<space])] = value
+        }
+        return samples
+    }
+
+    @Test func statusCountsAndLoggedBatchesStandalone() async throws {
+        let path = NSTemporaryDirectory() + "boundary-\(UUID().uuidString.prefix(8)).sock"
+        let agent = try AgentDaemon.launch(["--http-address", "127.0.0.1:0", "--boundary-log-proxy-socket-path", path])
+        defer { agent.cleanup() }
+        let client = RawHTTPClient(port: try await agent.port())
+        #expect(await eventually { FileManager.default.fileExists(atPath: path) })
+        var info = stat()
+        #expect(stat(path, &info) == 0 && info.st_mode & 0o777 == 0o600, "the socket is private")
+        let socket = try #require(LoopbackSocket(unixPath: path))
+        socket.send(Self.status(5, 3) + Self.status(0, -1) + Self.logs(2))
+        var samples: [String: Double] = [:]
+        #expect(await eventually {
+            samples = await Self.samples((try? await client.request("GET", "/metrics").bodyText) ?? "")
+            return samples["agent_boundary_log_proxy_batches_logged_total{}"] == 1
+        })
+        #expect(samples[#"agent_boundary_log_proxy_logs_dropped_total{reason="boundary_channel_full"}"#] == 5)
+        #expect(samples[#"agent_boundary_log_proxy_logs_dropped_total{reason="boundary_batch_full"}"#] == 3)
+        #expect(!samples.keys.contains { $0.hasPrefix("agent_boundary_log_proxy_batches_dropped_total") && $0.contains("boundary_") })
+        agent.signal(SIGTERM)
+        #expect(agent.exitStatus() == 0)
+        #expect(!FileManager.default.fileExists(atPath: path), "removed at shutdown")
+    }
+
+    /// With no spool (the reference's behaviour) and a control plane that cannot be reached,
+    /// the 101st waiting batch is dropped as `buffer_full`; reading never blocks.
+    @Test func aFullBufferWithoutSpoolDropsAndCounts() async throws {
+        let path = NSTemporaryDirectory() + "boundary-\(UUID().uuidString.prefix(8)).sock"
+        let unreachable = "http://127.0.0.1:\(Int.random(in: 20000...60000))"
+        let agent = try AgentDaemon.launch(
+            ["--http-address", "127.0.0.1:0", "--boundary-log-proxy-socket-path", path, "--boundary-log-spool-size", "0",
+             "--agent-url", unreachable],
+            environment: ["CODER_AGENT_TOKEN": "not-a-real-token"])
+        defer { agent.cleanup() }
+        let client = RawHTTPClient(port: try await agent.port())
+        #expect(await eventually { FileManager.default.fileExists(atPath: path) })
+        let socket = try #require(LoopbackSocket(unixPath: path))
+        var bytes: [UInt8] = []
+        for _ in 0..<110 { bytes += Self.logs(1) }
+        #expect(socket.send(bytes))
+        var samples: [String: Double] = [:]
+        #expect(await eventually {
+            samples = await Self.samples((try? await client.request("GET", "/metrics").bodyText) ?? "")
+            return (samples[#"agent_boundary_log_proxy_batches_dropped_total{reason="buffer_full"}"#] ?? 0) >= 1
+        })
+        #expect((samples[#"agent_boundary_log_proxy_logs_dropped_total{reason="buffer_full"}"#] ?? 0) >= 1)
+        #expect(samples["agent_boundary_log_proxy_batches_queued{}"] == 100)
+    }
+}
