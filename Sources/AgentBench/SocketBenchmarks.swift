@@ -135,7 +135,8 @@ struct SocketBenchmarks: AsyncParsableCommand {
 final class EchoServer: Sendable {
     private let listener: Int32
 
-    init(path: String) throws {
+    /// `discard`: read and drop instead of echoing (a sink).
+    init(path: String, discard: Bool = false) throws {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         let bound = UnixSocket.withAddress(path) { bind(fd, $0, $1) } ?? -1
         guard fd >= 0, bound == 0, listen(fd, 16) == 0 else { throw ValidationError("cannot listen on \(path)") }
@@ -149,7 +150,7 @@ final class EchoServer: Sendable {
                     while true {
                         let n = recv(client, &buffer, buffer.count, 0)
                         if n <= 0 { break }
-                        if !Bench.sendAll(client, Array(buffer[0..<n])) { break }
+                        if !discard, !Bench.sendAll(client, Array(buffer[0..<n])) { break }
                     }
                     close(client)
                 }

@@ -7,8 +7,8 @@ import ServiceLifecycle
 import SwiftProtobuf
 import Synchronization
 
-/// Batches from every boundary connection, forwarded upward in arrival order, one at a time
-/// (spec boundary-logs §3.1). Enqueueing never blocks a reader. Beyond the reference:
+/// Batches from every boundary connection, forwarded upward in arrival order, one request
+/// at a time (spec boundary-logs §3.1); consecutive batches of one session travel together. Enqueueing never blocks a reader. Beyond the reference:
 /// batches that do not fit the memory queue (the reference's 100) go to a disk spool and
 /// follow in order, so an outage or a slow control plane loses nothing up to the spool's
 /// bound; a batch the control plane would refuse for size (over 1000 entries) is split; at
@@ -29,8 +29,10 @@ final class BoundaryForwarder: Service, Sendable {
     private struct State {
         var queue: [Request] = []
         var spool: BoundarySpool?
-        /// The batch being forwarded (not yet acknowledged).
+        /// The batch being forwarded (not yet acknowledged), and how many of boundary's
+        /// batches it carries (consecutive ones of one session are sent together).
         var inFlight: Request?
+        var inFlightBatches = 0
         var stopped = false
     }
 
@@ -72,22 +74,40 @@ final class BoundaryForwarder: Service, Sendable {
         work.notify()
     }
 
-    /// The next batch: memory first (it is older than anything spooled), then the spool.
-    private func next() -> Request? {
+    /// The next request: memory first (it is older than anything spooled; an empty memory
+    /// queue is refilled from the spool's oldest records), merging the queued batches of the
+    /// first batch's session, in their order, up to the control plane's 1000 logs. Order is
+    /// kept per session (what boundary numbers); batches of different sessions may pass each
+    /// other. The reference sends one RPC per batch of 10: merging is what keeps several
+    /// busy boundaries from outrunning the forwarder.
+    private func next() -> (request: Request, batches: Int)? {
         state.withLock { s in
-            if let request = s.inFlight { return request }
-            var request: Request?
-            if !s.queue.isEmpty {
-                request = s.queue.removeFirst()
-                BoundaryMetrics.queued.record(s.queue.count)
-            } else if let spool = s.spool {
-                while request == nil, let bytes = spool.next() {
-                    request = try? Request(serializedBytes: bytes)
+            if let request = s.inFlight { return (request, s.inFlightBatches) }
+            if s.queue.isEmpty, let spool = s.spool {
+                while s.queue.count < configuration.memoryCapacity, let bytes = spool.next() {
+                    if let request = try? Request(serializedBytes: bytes) { s.queue.append(request) }
                 }
                 BoundaryMetrics.spoolBytes.record(spool.totalBytes)
             }
-            s.inFlight = request
-            return request
+            guard !s.queue.isEmpty else { return nil }
+            var merged = s.queue.removeFirst()
+            var batches = 1
+            var index = 0
+            while index < s.queue.count && merged.logs.count < configuration.maxLogsPerRequest {
+                let candidate = s.queue[index]
+                if candidate.sessionID == merged.sessionID, candidate.confinedProcessName == merged.confinedProcessName,
+                   merged.logs.count + candidate.logs.count <= configuration.maxLogsPerRequest {
+                    merged.logs += candidate.logs
+                    batches += 1
+                    s.queue.remove(at: index)
+                } else {
+                    index += 1
+                }
+            }
+            BoundaryMetrics.queued.record(s.queue.count)
+            s.inFlight = merged
+            s.inFlightBatches = batches
+            return (merged, batches)
         }
     }
 
@@ -107,12 +127,12 @@ final class BoundaryForwarder: Service, Sendable {
         while true {
             if isStopping && flushDeadline == nil { flushDeadline = .now + configuration.shutdownFlush }
             if let flushDeadline, ContinuousClock.now >= flushDeadline || !upward.isConnected { break }
-            guard let request = next() else {
+            guard let (request, batches) = next() else {
                 if isStopping { break }
                 await work.wait()
                 continue
             }
-            guard await send(request, until: flushDeadline) else { break }
+            guard await send(request, batches: batches, until: flushDeadline) else { break }
             state.withLock { $0.inFlight = nil }
         }
         spoolRemaining()
@@ -120,7 +140,7 @@ final class BoundaryForwarder: Service, Sendable {
 
     /// Sends one batch (split at the control plane's limit) and waits for each part's fate;
     /// false when shutdown came first (the batch stays in flight, to be spooled).
-    private func send(_ request: Request, until deadline: ContinuousClock.Instant?) async -> Bool {
+    private func send(_ request: Request, batches: Int, until deadline: ContinuousClock.Instant?) async -> Bool {
         let batch = Self.batch(request)
         var parts: [BoundaryLogBatch] = []
         var start = 0
@@ -137,12 +157,12 @@ final class BoundaryForwarder: Service, Sendable {
         }
         if let refused = outcomes.first(where: { if case .rejected = $0 { true } else if case .dropped = $0 { true } else { false } }) {
             logger.warning("control plane refused boundary logs", metadata: ["error": "\(refused)", "log_count": "\(batch.entries.count)"])
-            BoundaryMetrics.batchesDropped("forward_failed").increment()
+            BoundaryMetrics.batchesDropped("forward_failed").increment(by: Int64(batches))
             BoundaryMetrics.logsDropped("forward_failed").increment(by: Int64(batch.entries.count))
         } else if outcomes.allSatisfy({ $0 == .logged }) {
-            BoundaryMetrics.batchesLogged.increment()
+            BoundaryMetrics.batchesLogged.increment(by: Int64(batches))
         } else {
-            BoundaryMetrics.batchesForwarded.increment()
+            BoundaryMetrics.batchesForwarded.increment(by: Int64(batches))
         }
         return true
     }
