@@ -22,6 +22,7 @@ final class RecordingUpward: UpwardSink, Sendable {
         var mode: Mode
         var batches: [BoundaryLogBatch] = []
         var held: [UpwardReceipt] = []
+        var rejections = 0
     }
     private let state: Mutex<State>
 
@@ -43,6 +44,7 @@ final class RecordingUpward: UpwardSink, Sendable {
                 return receipt
             case .reject(let left):
                 s.mode = left > 1 ? .reject(left - 1) : .deliver
+                s.rejections += 1
                 return .settled(.rejected("batch size exceeds maximum of 1000"))
             }
         }
@@ -59,6 +61,7 @@ final class RecordingUpward: UpwardSink, Sendable {
     }
 
     var batches: [BoundaryLogBatch] { state.withLock { $0.batches } }
+    var rejections: Int { state.withLock { $0.rejections } }
     /// Delivered ones only (held receipts may be sent again after a shutdown).
     var urls: [String] { batches.flatMap { $0.entries.compactMap { $0.httpRequest?.url } } }
     var isConnected: Bool { state.withLock { $0.mode != .hold } }

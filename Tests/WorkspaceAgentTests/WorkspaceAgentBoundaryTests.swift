@@ -74,10 +74,14 @@ struct WorkspaceAgentBoundaryTests {
         let agent = try AgentDaemon.launch(["--http-address", "127.0.0.1:0", "--boundary-log-proxy-socket-path", path])
         defer { agent.cleanup() }
         let client = RawHTTPClient(port: try await agent.port())
-        #expect(await eventually { FileManager.default.fileExists(atPath: path) })
+        var connected: LoopbackSocket?
+        #expect(await eventually {
+            connected = LoopbackSocket(unixPath: path)
+            return connected != nil
+        })
         var info = stat()
         #expect(stat(path, &info) == 0 && info.st_mode & 0o777 == 0o600, "the socket is private")
-        let socket = try #require(LoopbackSocket(unixPath: path))
+        let socket = try #require(connected)
         socket.send(Self.status(5, 3) + Self.status(0, -1) + Self.logs(2))
         var samples: [String: Double] = [:]
         #expect(await eventually {
@@ -103,8 +107,12 @@ struct WorkspaceAgentBoundaryTests {
             environment: ["CODER_AGENT_TOKEN": "not-a-real-token"])
         defer { agent.cleanup() }
         let client = RawHTTPClient(port: try await agent.port())
-        #expect(await eventually { FileManager.default.fileExists(atPath: path) })
-        let socket = try #require(LoopbackSocket(unixPath: path))
+        var connected: LoopbackSocket?
+        #expect(await eventually {
+            connected = LoopbackSocket(unixPath: path)
+            return connected != nil
+        })
+        let socket = try #require(connected)
         var bytes: [UInt8] = []
         for _ in 0..<110 { bytes += Self.logs(1) }
         #expect(socket.send(bytes))
