@@ -2,6 +2,7 @@ import AgentCore
 import AgentProto
 import AgentTestSupport
 import Foundation
+import Logging
 import SwiftProtobuf
 import Testing
 
@@ -160,7 +161,8 @@ struct BoundaryProxyTests {
             let urls = upward.urls
             #expect(urls.count > 101 && urls.count < 400, "memory and what fit in 4 KiB of spool")
             let numbers = urls.compactMap { Int($0.split(separator: "/").last ?? "") }
-            #expect(numbers == numbers.sorted() && Set(numbers).count == numbers.count, "in order, each once: only the excess was dropped")
+            #expect(numbers == numbers.sorted() && Set(numbers).count == numbers.count, "in order, each once")
+            #expect(urls.count + (harness.forwarder.droppedBatches["spool_full"] ?? 0) == 400, "exactly the excess was dropped and counted")
         }
     }
 
@@ -220,5 +222,42 @@ struct BoundaryProxyTests {
         #expect(tracker.check(session: "a", numbers: [6, 7]) == [.missing(from: 3, through: 5)])
         #expect(tracker.check(session: "a", numbers: [7]) == [.repeated(7)])
         #expect(tracker.check(session: "b", numbers: [0]) == [])
+    }
+
+    /// A client that goes away in the middle of a frame loses only that frame.
+    @Test func aClientThatVanishesMidFrameLosesOnlyThatFrame() async throws {
+        try await BoundaryHarness.with { harness in
+            var vanishing: LoopbackSocket? = try harness.connect()
+            let frame = Boundary.v2(Boundary.request(["https://whole.invalid/"])) + Boundary.v2(Boundary.request(["https://cut.invalid/"]))
+            vanishing?.send(Array(frame.dropLast(5)))
+            vanishing = nil
+            let other = try harness.connect()
+            other.send(Boundary.v1(Boundary.request(["https://other.invalid/"])))
+            #expect(await eventually { Set(harness.upward.urls) == ["https://whole.invalid/", "https://other.invalid/"] })
+            _ = vanishing
+        }
+    }
+
+    /// A torn spool record ends its segment (logged, counted) and the next segment is read.
+    @Test func aTornSpoolSegmentIsSkipped() throws {
+        let directory = NSTemporaryDirectory() + "boundary-torn-" + UUID().uuidString.prefix(8)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let quiet = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
+        do {
+            let spool = BoundarySpool(directory: directory, maxBytes: 1 << 20, logger: quiet)
+            #expect(spool.append(Array("first".utf8)) && spool.append(Array("second".utf8)))
+        }
+        // Tear the end of the only segment: its second record's checksum no longer matches.
+        let segment = try #require(try FileManager.default.contentsOfDirectory(atPath: directory).first)
+        let handle = try #require(FileHandle(forUpdatingAtPath: directory + "/" + segment))
+        handle.seekToEndOfFile()
+        handle.seek(toFileOffset: handle.offsetInFile - 2)
+        handle.write(Data("XX".utf8))
+        handle.closeFile()
+        let spool = BoundarySpool(directory: directory, maxBytes: 1 << 20, logger: quiet)
+        #expect(spool.next() == Array("first".utf8))
+        #expect(spool.next() == nil, "the torn record and the rest of its segment are skipped")
+        #expect(spool.isEmpty)
+        #expect(spool.append(Array("third".utf8)) && spool.next() == Array("third".utf8), "and the spool goes on")
     }
 }

@@ -1,7 +1,9 @@
 import AgentProto
 import AgentTestSupport
+import ControlPlaneDouble
 import Foundation
 import SwiftProtobuf
+import Synchronization
 import Testing
 
 /// The boundary log proxy in the real binary: its socket, and its metrics as a real
@@ -122,5 +124,56 @@ struct WorkspaceAgentBoundaryTests {
             return (samples[#"agent_boundary_log_proxy_batches_dropped_total{reason="buffer_full"}"#] ?? 0) >= 1
         })
         #expect((samples[#"agent_boundary_log_proxy_logs_dropped_total{reason="buffer_full"}"#] ?? 0) >= 1)
+    }
+
+    /// Beyond the reference: what the agent still held at shutdown (the control plane was
+    /// away) is spooled under the state directory and sent by the next agent.
+    @Test func logsHeldAtShutdownArriveAfterTheNextStart() async throws {
+        let state = NSTemporaryDirectory() + "boundary-state-\(UUID().uuidString.prefix(8))"
+        let path = NSTemporaryDirectory() + "boundary-\(UUID().uuidString.prefix(8)).sock"
+        defer { try? FileManager.default.removeItem(atPath: state) }
+        let double = ControlPlaneDouble()
+        let port = Int.random(in: 20000...60000)
+        let arguments = [
+            "--http-address", "127.0.0.1:0", "--state-dir", state, "--boundary-log-proxy-socket-path", path,
+            "--agent-url", "http://127.0.0.1:\(port)",
+        ]
+        let first = try AgentDaemon.launch(arguments, environment: ["CODER_AGENT_TOKEN": double.token])
+        defer { first.cleanup() }
+        _ = try await first.port()
+        var connected: LoopbackSocket?
+        #expect(await eventually {
+            connected = LoopbackSocket(unixPath: path)
+            return connected != nil
+        })
+        let socket = try #require(connected)
+        var request = Coder_Agent_V2_ReportBoundaryLogsRequest()
+        request.sessionID = "0f0e0d0c-0b0a-4908-8706-050403020100"
+        var bytes: [UInt8] = []
+        for sequence in 0..<300 {
+            var log = Coder_Agent_V2_BoundaryLog()
+            var http = Coder_Agent_V2_BoundaryLog.HttpRequest()
+            http.url = "https://restart.invalid/\(sequence)"
+            log.httpRequest = http
+            log.sequenceNumber = Int32(sequence)
+            request.logs = [log]
+            bytes += Self.frame(tag: 1, try request.serializedBytes())
+        }
+        #expect(socket.send(bytes))
+        try await Task.sleep(for: .milliseconds(500))
+        first.signal(SIGTERM)
+        #expect(first.exitStatus() == 0)
+
+        try await double.run(port: port) { _ in
+            let second = try AgentDaemon.launch(arguments, environment: ["CODER_AGENT_TOKEN": double.token])
+            defer { second.cleanup() }
+            #expect(await eventually(timeout: .seconds(30)) {
+                double.recorded.withLock { $0.boundaryLogs.reduce(0) { $0 + $1.logs.count } } >= 300
+            })
+            let numbers = double.recorded.withLock { $0.boundaryLogs.flatMap { $0.logs.map(\.sequenceNumber) } }
+            #expect(numbers == (0..<300).map { Int32($0) }, "each once, in order")
+            second.signal(SIGTERM)
+            #expect(second.exitStatus() == 0)
+        }
     }
 }

@@ -34,6 +34,8 @@ final class BoundaryForwarder: Service, Sendable {
         var inFlight: Request?
         var inFlightBatches = 0
         var stopped = false
+        /// Batches dropped by the forwarder, by reason (also in the metrics; kept for tests).
+        var dropped: [String: Int] = [:]
     }
 
     let configuration: Configuration
@@ -60,8 +62,14 @@ final class BoundaryForwarder: Service, Sendable {
                 BoundaryMetrics.queued.record(s.queue.count)
                 return nil
             }
-            guard let spool = s.spool else { return "buffer_full" }
-            guard let bytes: [UInt8] = try? request.serializedBytes(), spool.append(bytes) else { return "spool_full" }
+            guard let spool = s.spool else {
+                s.dropped["buffer_full", default: 0] += 1
+                return "buffer_full"
+            }
+            guard let bytes: [UInt8] = try? request.serializedBytes(), spool.append(bytes) else {
+                s.dropped["spool_full", default: 0] += 1
+                return "spool_full"
+            }
             BoundaryMetrics.batchesSpooled.increment()
             BoundaryMetrics.spoolBytes.record(spool.totalBytes)
             return nil
@@ -73,6 +81,9 @@ final class BoundaryForwarder: Service, Sendable {
         }
         work.notify()
     }
+
+    /// Batches dropped so far, by reason.
+    var droppedBatches: [String: Int] { state.withLock { $0.dropped } }
 
     /// The next request: memory first (it is older than anything spooled; an empty memory
     /// queue is refilled from the spool's oldest records), merging the queued batches of the
