@@ -276,7 +276,8 @@ let package = Package(
         .target(
             name: "AgentTestSupport",
             dependencies: [
-                "AgentCore", "AgentHTTP",
+                "AgentCore", "AgentHTTP", "AgentProto",
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),

@@ -10,32 +10,14 @@ import Testing
 /// Prometheus parser reads them (names and labels exactly as spec boundary-logs §3.3).
 @Suite(.serialized, .timeLimit(.minutes(1)))
 struct WorkspaceAgentBoundaryTests {
-    static func frame(tag: UInt8, _ payload: [UInt8]) -> [UInt8] {
-        [tag, UInt8((payload.count >> 16) & 0xFF), UInt8((payload.count >> 8) & 0xFF), UInt8(payload.count & 0xFF)] + payload
-    }
-
-    static func logs(_ count: Int, url: String = "https://b.invalid/") -> [UInt8] {
-        var request = Coder_Agent_V2_ReportBoundaryLogsRequest()
-        request.logs = (0..<count).map { _ in
-            var log = Coder_Agent_V2_BoundaryLog()
-            var http = Coder_Agent_V2_BoundaryLog.HttpRequest()
-            http.method = "GET"
-            http.url = url
-            log.httpRequest = http
-            return log
-        }
-        var message = Coder_Boundarylogproxy_Codec_V1_BoundaryMessage()
-        message.logs = request
-        return frame(tag: 2, try! message.serializedBytes())
-    }
-
-    static func status(_ channelFull: Int64, _ batchFull: Int64) -> [UInt8] {
-        var status = Coder_Boundarylogproxy_Codec_V1_BoundaryStatus()
-        status.droppedChannelFull = channelFull
-        status.droppedBatchFull = batchFull
-        var message = Coder_Boundarylogproxy_Codec_V1_BoundaryMessage()
-        message.status = status
-        return frame(tag: 2, try! message.serializedBytes())
+    /// Connects to the agent's boundary socket once it listens.
+    static func connect(_ path: String) async throws -> LoopbackSocket {
+        var connected: LoopbackSocket?
+        #expect(await eventually {
+            connected = LoopbackSocket(unixPath: path)
+            return connected != nil
+        })
+        return try #require(connected)
     }
 
     /// Every sample as `name{label="value"}` → value, read by prometheus_client's parser.
@@ -76,15 +58,10 @@ struct WorkspaceAgentBoundaryTests {
         let agent = try AgentDaemon.launch(["--http-address", "127.0.0.1:0", "--boundary-log-proxy-socket-path", path])
         defer { agent.cleanup() }
         let client = RawHTTPClient(port: try await agent.port())
-        var connected: LoopbackSocket?
-        #expect(await eventually {
-            connected = LoopbackSocket(unixPath: path)
-            return connected != nil
-        })
-        var info = stat()
-        #expect(stat(path, &info) == 0 && info.st_mode & 0o777 == 0o600, "the socket is private")
-        let socket = try #require(connected)
-        socket.send(Self.status(5, 3) + Self.status(0, -1) + Self.logs(2))
+        let socket = try await Self.connect(path)
+        let permissions = (try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? NSNumber)?.intValue
+        #expect(permissions == 0o600, "the socket is private")
+        socket.send(Boundary.status(channelFull: 5, batchFull: 3) + Boundary.status(channelFull: 0, batchFull: -1) + Boundary.logs(2))
         var samples: [String: Double] = [:]
         #expect(await eventually {
             samples = await Self.samples((try? await client.request("GET", "/metrics").bodyText) ?? "")
@@ -109,16 +86,11 @@ struct WorkspaceAgentBoundaryTests {
             environment: ["CODER_AGENT_TOKEN": "not-a-real-token"])
         defer { agent.cleanup() }
         let client = RawHTTPClient(port: try await agent.port())
-        var connected: LoopbackSocket?
-        #expect(await eventually {
-            connected = LoopbackSocket(unixPath: path)
-            return connected != nil
-        })
-        let socket = try #require(connected)
+        let socket = try await Self.connect(path)
         // The request in flight takes at most what was queued (100), the queue holds 100 more:
         // of 300, at least 100 are dropped.
         var bytes: [UInt8] = []
-        for _ in 0..<300 { bytes += Self.logs(1) }
+        for _ in 0..<300 { bytes += Boundary.logs(1) }
         #expect(socket.send(bytes))
         var samples: [String: Double] = [:]
         #expect(await eventually {
@@ -143,12 +115,7 @@ struct WorkspaceAgentBoundaryTests {
         let first = try AgentDaemon.launch(arguments, environment: ["CODER_AGENT_TOKEN": double.token])
         defer { first.cleanup() }
         _ = try await first.port()
-        var connected: LoopbackSocket?
-        #expect(await eventually {
-            connected = LoopbackSocket(unixPath: path)
-            return connected != nil
-        })
-        let socket = try #require(connected)
+        let socket = try await Self.connect(path)
         var request = Coder_Agent_V2_ReportBoundaryLogsRequest()
         request.sessionID = "0f0e0d0c-0b0a-4908-8706-050403020100"
         var bytes: [UInt8] = []
@@ -159,7 +126,7 @@ struct WorkspaceAgentBoundaryTests {
             log.httpRequest = http
             log.sequenceNumber = Int32(sequence)
             request.logs = [log]
-            bytes += Self.frame(tag: 1, try request.serializedBytes())
+            bytes += Boundary.frame(tag: 1, try request.serializedBytes())
         }
         #expect(socket.send(bytes))
         try await Task.sleep(for: .milliseconds(500))
