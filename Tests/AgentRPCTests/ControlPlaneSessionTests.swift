@@ -54,10 +54,10 @@ struct ControlPlaneSessionTests {
             let running = Task { try await session.run() }
             #expect(await eventually(timeout: .seconds(30)) { double.recorded.withLock { $0.lifecycle.count } == 3 })
             await double.dropConnections()
-            #expect(await eventually { double.recorded.withLock { $0.manifests } >= 2 })
-            #expect(await eventually { double.recorded.withLock { $0.startups.count } >= 2 })
+            #expect(await eventually(timeout: .seconds(30)) { double.recorded.withLock { $0.manifests } >= 2 })
+            #expect(await eventually(timeout: .seconds(30)) { double.recorded.withLock { $0.startups.count } >= 2 })
             session.send(AppStatusReport(slug: "after", state: .working))
-            #expect(await eventually { double.recorded.withLock { $0.appStatuses.count } == 1 })
+            #expect(await eventually(timeout: .seconds(30)) { double.recorded.withLock { $0.appStatuses.count } == 1 })
             session.beginShutdown()
             try await running.value
             #expect(double.recorded.withLock { $0.lifecycle } == [.created, .starting, .ready, .shuttingDown, .off])
@@ -100,16 +100,16 @@ struct ControlPlaneSessionTests {
             let s = makeSession(url, token: first.token)
             session.withLock { $0 = s }
             running.withLock { $0 = Task { try await s.run() } }
-            #expect(await eventually { first.recorded.withLock { $0.lifecycle.count } == 3 })
+            #expect(await eventually(timeout: .seconds(30)) { first.recorded.withLock { $0.lifecycle.count } == 3 })
         }
         let agent = try #require(session.withLock { $0 })
         // Down: queued work waits in the outbox.
-        #expect(await eventually { !agent.isConnected })
+        #expect(await eventually(timeout: .seconds(30)) { !agent.isConnected })
         let receipt = agent.send(AppStatusReport(slug: "queued-while-down", state: .working))
         try await Task.sleep(for: .milliseconds(400))
         let second = ControlPlaneDouble()
         try await second.run(port: port.withLock { $0 }) { _ in
-            #expect(await eventually { second.recorded.withLock { $0.appStatuses.count } == 1 })
+            #expect(await eventually(timeout: .seconds(30)) { second.recorded.withLock { $0.appStatuses.count } == 1 })
             #expect(await receipt.wait() == .delivered)
             let recorded = second.recorded.withLock { $0 }
             #expect(recorded.manifests == 1)
@@ -134,7 +134,7 @@ struct ControlPlaneSessionTests {
                 sessionID: "s1", confinedProcessName: "claude"))
             session.send(AgentLogLine(level: .warn, message: "disk almost full"))
             let running = Task { try await session.run() }
-            #expect(await eventually { double.recorded.withLock { $0.appStatuses.count == 5 && $0.boundaryLogs.count == 1 && $0.logs.count == 1 } })
+            #expect(await eventually(timeout: .seconds(30)) { double.recorded.withLock { $0.appStatuses.count == 5 && $0.boundaryLogs.count == 1 && $0.logs.count == 1 } })
             let recorded = double.recorded.withLock { $0 }
             #expect(recorded.appStatuses.map(\.message) == (0..<5).map { "step \($0)" })
             #expect(recorded.appStatuses.allSatisfy { $0.state == .idle && $0.slug == "app" })
@@ -160,7 +160,7 @@ struct ControlPlaneSessionTests {
                 session.send(AppStatusReport(slug: "app", state: .working, message: message))
             }
             let running = Task { try await session.run() }
-            #expect(await eventually { double.recorded.withLock { $0.appStatuses.count } == 2 })
+            #expect(await eventually(timeout: .seconds(30)) { double.recorded.withLock { $0.appStatuses.count } == 2 })
             #expect(double.recorded.withLock { $0.appStatuses.map(\.message) } == ["first", "third"])
             #expect(session.rejectedCounts["app_status"] == 1)
             #expect(await receipts[0].wait() == .delivered)
@@ -169,7 +169,7 @@ struct ControlPlaneSessionTests {
                 return
             }
             #expect(reason.contains("160"), "the control plane's reason reaches the sender: \(reason)")
-            #expect(await eventually { session.appStatus.isEmpty })
+            #expect(await eventually(timeout: .seconds(30)) { session.appStatus.isEmpty })
             #expect(double.recorded.withLock { $0.connections } == 1)
             session.beginShutdown()
             try await running.value
@@ -201,7 +201,7 @@ struct ControlPlaneSessionTests {
             let session = makeSession(url, token: double.token)
             session.send(AgentLogLine(level: .error, message: "first"))
             let running = Task { try await session.run() }
-            #expect(await eventually { double.recorded.withLock { $0.logs.count } == 1 })
+            #expect(await eventually(timeout: .seconds(30)) { double.recorded.withLock { $0.logs.count } == 1 })
             session.send(AgentLogLine(level: .error, message: "second"))
             try await Task.sleep(for: .milliseconds(300))
             #expect(double.recorded.withLock { $0.logs.count } == 1)
@@ -313,7 +313,7 @@ struct ControlPlaneSessionTests {
         let session = ControlPlaneSession(configuration: .init(agentVersion: "0.1.0"), dialer: nil, logger: Self.quiet)
         let receipt = session.send(AppStatusReport(slug: "", state: .working))
         let running = Task { try await session.run() }
-        #expect(await eventually { session.appStatus.isEmpty && session.lifecycle.isEmpty })
+        #expect(await eventually(timeout: .seconds(30)) { session.appStatus.isEmpty && session.lifecycle.isEmpty })
         #expect(await receipt.wait() == .logged)
         session.beginShutdown()
         try await running.value

@@ -63,7 +63,7 @@ struct WebSocketDialerTests {
             }
             #expect(double.recorded.withLock { $0.appStatuses.count } == 50)
             // Finished calls leave no stream state behind once both FINs crossed.
-            #expect(await eventually { await session.streamCount == 0 })
+            #expect(await eventually(timeout: .seconds(30)) { await session.streamCount == 0 })
             await session.close()
         }
     }

@@ -24,7 +24,7 @@ struct WorkspaceAgentControlPlaneTests {
             let agent = try AgentDaemon.launch(["--http-address", "127.0.0.1:0", "--agent-url", url, "--agent-token-file", tokenFile])
             defer { agent.cleanup() }
             let client = RawHTTPClient(port: try await agent.port())
-            #expect(await eventually { double.recorded.withLock { $0.lifecycle.count } == 3 })
+            #expect(await eventually(timeout: .seconds(30)) { double.recorded.withLock { $0.lifecycle.count } == 3 })
             #expect(double.recorded.withLock { $0.lifecycle } == [.created, .starting, .ready])
             #expect(double.recorded.withLock { $0.startups.first?.version } == "v0.1.0")
             #expect(!agent.log.contains(double.token))
@@ -37,7 +37,7 @@ struct WorkspaceAgentControlPlaneTests {
             #expect(jsonObject(out.body)?["output"] as? String == "\(workdir)\ntrue\nws\nmain\nalice\nyes\nws-x\n")
 
             await double.dropConnections()
-            #expect(await eventually { double.recorded.withLock { $0.manifests } >= 2 })
+            #expect(await eventually(timeout: .seconds(30)) { double.recorded.withLock { $0.manifests } >= 2 })
 
             agent.signal(SIGTERM)
             #expect(agent.exitStatus() == 0, "\(agent.log)")
