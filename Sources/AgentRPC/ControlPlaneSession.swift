@@ -433,8 +433,13 @@ public final class ControlPlaneSession: Service, UpwardSink, ManifestSource, Sen
             "CODER_WORKSPACE_AGENT_NAME": manifest.agentName,
             "CODER_WORKSPACE_OWNER_NAME": manifest.ownerUsername,
         ]
+        // The environment each value is expanded against grows with each variable (merging
+        // the whole of it again per variable made a large manifest quadratic).
+        var environment = base.merging(variables) { $1 }
         for (key, value) in manifest.environmentVariables {
-            variables[key] = expand(value, environment: base.merging(variables) { $1 })
+            let expanded = expand(value, environment: environment)
+            variables[key] = expanded
+            environment[key] = expanded
         }
         return AgentManifest(
             directory: expand(manifest.directory, environment: base), environment: variables,

@@ -28,3 +28,19 @@ import Testing
         #expect(store.currentManifest == AgentManifest(directory: "/b", environment: ["X": "1"]))
     }
 }
+
+/// Issue 14, item 3: manifest handling stays linear in the number of variables; this checks
+/// the semantics the linear version must keep (a variable sees the agent's environment and
+/// the manifest's variables already expanded, the latter winning).
+@Suite struct AgentManifestExpansionTests {
+    @Test func variablesSeeTheEnvironmentAndEarlierOnes() {
+        var manifest = Coder_Agent_V2_Manifest()
+        manifest.workspaceName = "ws"
+        manifest.environmentVariables = ["GREETING": "hello $USER in $CODER_WORKSPACE_NAME"]
+        for index in 0..<5000 { manifest.environmentVariables["V\(index)"] = "${HOME}/\(index)" }
+        let result = ControlPlaneSession.agentManifest(from: manifest, environment: ["HOME": "/home/alice", "USER": "alice"])
+        #expect(result.environment["GREETING"] == "hello alice in ws")
+        #expect(result.environment["V4999"] == "/home/alice/4999")
+        #expect(result.environment["CODER"] == "true")
+    }
+}
