@@ -28,7 +28,16 @@ enum WatchHarness {
 
     /// Runs a shell command as a separate process (an edit the agent did not make).
     static func shell(_ command: String, in directory: String) async {
-        await runProgram("/bin/sh", ["-c", command], in: directory)
+        _ = await onThread {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/bin/sh")
+            process.arguments = ["-c", command]
+            process.currentDirectoryURL = URL(fileURLWithPath: directory)
+            process.standardError = FileHandle.nullDevice
+            try? process.run()
+            process.waitUntilExit()
+            return process.terminationStatus
+        }
     }
 
     /// A repository with `files` committed on `main`.

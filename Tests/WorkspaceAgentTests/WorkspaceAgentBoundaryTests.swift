@@ -25,15 +25,26 @@ struct WorkspaceAgentBoundaryTests {
         let script = """
             import sys
             from prometheus_client.parser import text_string_to_metric_families
-            lines = []
             for family in text_string_to_metric_families(sys.stdin.read()):
                 for s in family.samples:
                     labels = ",".join('%s="%s"' % (k, v) for k, v in sorted(s.labels.items()))
-                    lines.append("%s{%s} %s" % (s.name, labels, s.value))
-            print("\\n".join(lines))
+                    print("%s{%s} %s" % (s.name, labels, s.value))
             """
-        // The script prints only after parsing everything: a refused text gives no samples.
-        let output = await runProgram("/usr/bin/python3", ["-c", script], input: text)
+        let output: String = await onThread {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+            process.arguments = ["-c", script]
+            let input = Pipe()
+            let out = Pipe()
+            process.standardInput = input
+            process.standardOutput = out
+            do { try process.run() } catch { return "" }
+            input.fileHandleForWriting.write(Data(text.utf8))
+            try? input.fileHandleForWriting.close()
+            let data = out.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            return process.terminationStatus == 0 ? String(decoding: data, as: UTF8.self) : ""
+        }
         var samples: [String: Double] = [:]
         for line in output.split(separator: "\n") {
             guard let space = line.lastIndex(of: " "), let value = Double(line[line.index(after: space)...]) else { continue }
