@@ -141,9 +141,14 @@ struct ActionRunner: Sendable {
         }
         if let settle = request.settleMs, settle > 0 {
             let waited = await client.settle(quiet: .milliseconds(settle), timeout: Self.maxSettle)
-            response.settleWaitedMs = Int(waited.components.seconds * 1000 + waited.components.attoseconds / 1_000_000_000_000_000)
+            response.settleWaitedMs = Self.milliseconds(waited)
         }
         return response
+    }
+
+    /// Whole milliseconds of `duration` (for `settle_waited_ms`).
+    static func milliseconds(_ duration: Duration) -> Int {
+        Int(duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000)
     }
 
     private func click(_ client: VNCClient, _ button: Int32) throws(DesktopError) {
@@ -203,7 +208,7 @@ struct ActionRunner: Sendable {
         guard let png = encoded ?? nil else { throw APIError(.internalServerError, "Screenshot failed.", detail: "PNG encoding failed") }
         var response = DesktopActionResponse(
             output: "screenshot", screenshotData: Data(png).base64EncodedString(), screenshotWidth: size.width, screenshotHeight: size.height)
-        if let waited { response.settleWaitedMs = Int(waited.components.seconds * 1000 + waited.components.attoseconds / 1_000_000_000_000_000) }
+        if let waited { response.settleWaitedMs = Self.milliseconds(waited) }
         return response
     }
 }
