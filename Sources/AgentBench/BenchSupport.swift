@@ -125,6 +125,15 @@ enum Bench {
 
     static func mib(_ bytes: Int) -> String { String(format: "%.1f MiB", Double(bytes) / 1048576) }
 
+    /// `name` on PATH, or nil.
+    static func onPath(_ name: String) -> String? {
+        for directory in (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin").split(separator: ":") {
+            let candidate = "\(directory)/\(name)"
+            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+        }
+        return nil
+    }
+
     /// Sends every byte on a blocking socket; false if the peer is gone.
     static func sendAll(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
         bytes.withUnsafeBytes { sendAll(fd, $0) }

@@ -20,7 +20,7 @@ struct DesktopBenchmarks: ParsableCommand {
 
     func run() throws {
         let binary = try Bench.agentBinary(agent)
-        for tool in ["websockify", "ffmpeg", "xsetroot"] where DesktopBench.onPath(tool) == nil {
+        for tool in ["websockify", "ffmpeg", "xsetroot"] where Bench.onPath(tool) == nil {
             throw ValidationError("\(tool) not found: `make bench` installs websockify, ffmpeg and x11-xserver-utils")
         }
         let benchmarks = ProcessBenchmarks()
@@ -113,14 +113,6 @@ struct DesktopBenchmarks: ParsableCommand {
 
 /// What the desktop benchmark needs around it.
 enum DesktopBench {
-    static func onPath(_ name: String) -> String? {
-        for directory in (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin").split(separator: ":") {
-            let candidate = "\(directory)/\(name)"
-            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
-        }
-        return nil
-    }
-
     /// The RFB port and display of the Xvnc the agent `pid` started (from /proc).
     static func xvnc(under pid: pid_t) -> (port: Int, display: Int)? {
         for _ in 0..<100 {

@@ -165,11 +165,8 @@ struct GitBenchmarks: ParsableCommand {
 
     /// `git` on PATH.
     static func gitPath() throws -> String {
-        for directory in (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin").split(separator: ":") {
-            let candidate = "\(directory)/git"
-            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
-        }
-        throw ValidationError("git not found on PATH")
+        guard let git = Bench.onPath("git") else { throw ValidationError("git not found on PATH") }
+        return git
     }
 
     /// Runs git in `root` with stdout into `output` (no background gc: its repacking would
