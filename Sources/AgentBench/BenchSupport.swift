@@ -155,6 +155,8 @@ final class BlockingHTTP {
     private var fd: Int32 = -1
     private var buffer: [UInt8] = []
     let port: Int
+    /// The last response's status line and header fields.
+    private(set) var lastHead: [String] = []
 
     init?(port: Int) {
         self.port = port
@@ -188,6 +190,7 @@ final class BlockingHTTP {
         guard let headerEnd else { return nil }
         let head = String(decoding: buffer[..<headerEnd], as: UTF8.self)
         let status = Int(head.split(separator: " ")[1]) ?? 0
+        lastHead = head.split(separator: "\r\n").map(String.init)
         var length = 0
         for line in head.split(separator: "\r\n") where line.lowercased().hasPrefix("content-length:") {
             length = Int(line.split(separator: ":")[1].trimmingCharacters(in: .whitespaces)) ?? 0

@@ -1,0 +1,288 @@
+import ArgumentParser
+import Foundation
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `agent-bench http`: the agent's HTTP layer against a bare SwiftNIO HTTP/1.1 server (the
+/// floor of this stack) answering the same bytes, each in its own process, same client, same
+/// run; and Go's `net/http` when a Go toolchain is installed (`make bench` installs one).
+struct HTTPBenchmarks: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "http",
+        abstract: "HTTP: GET /healthz round trip on one keep-alive connection, and requests/s under 64 connections (wrk)."
+    )
+
+    @Option(help: "Round trips per server per round.")
+    var requests = 20_000
+
+    @Option(help: "Rounds (servers alternate within each; medians reported).")
+    var rounds = 3
+
+    @Option(help: "Seconds of wrk load per server per round.")
+    var duration = 4
+
+    @Option(help: "Concurrent keep-alive connections under load.")
+    var connections = 64
+
+    @Option(help: "Path of the workspace-agent binary (default: next to agent-bench).")
+    var agent: String?
+
+    func run() throws {
+        let binary = try Bench.agentBinary(agent)
+        print("agent-bench http: \(Bench.relative(binary))")
+        let agentPort = Bench.freePort()
+        let agentPID = ProcessBenchmarks().launch(binary, port: agentPort)
+        defer { ProcessBenchmarks().stop(agentPID) }
+        guard ProcessBenchmarks().connectWhenHealthy(port: agentPort) != nil else { throw ValidationError("agent did not start") }
+
+        // The baseline answers exactly the bytes the agent answers (its Date header aside,
+        // which both keep current): the same status line, header fields and body.
+        guard let sample = BlockingHTTP(port: agentPort)?.rawResponse("/healthz") else { throw ValidationError("no /healthz answer") }
+        let nioPort = Bench.freePort()
+        let nioPID = Bench.spawn([Bench.selfExecutable(), "nio-http-server", "--port", "\(nioPort)", "--head", sample.head, "--body", sample.body])
+        defer { kill(nioPID, SIGKILL); _ = Bench.wait(nioPID) }
+        guard ProcessBenchmarks().connectWhenHealthy(port: nioPort) != nil else { throw ValidationError("baseline server did not start") }
+        let go = GoHealthz.start()
+        defer { go?.stop() }
+
+        var servers: [(name: String, port: Int)] = [("agent", agentPort), ("nio", nioPort)]
+        if let go { servers.append(("go", go.port)) }
+        var rtt: [String: [Double]] = [:]
+        var rate: [String: [Double]] = [:]
+        let wrk = Bench.onPath("wrk")
+        for _ in 0..<rounds {
+            for server in servers {
+                rtt[server.name, default: []].append(try roundTrip(port: server.port))
+                if let wrk { rate[server.name, default: []].append(try load(wrk, port: server.port)) }
+            }
+        }
+        let agentRTT = Bench.median(rtt["agent"]!)
+        let nioRTT = Bench.median(rtt["nio"]!)
+        report("GET /healthz round trip (median)", value: Bench.format(agentRTT), baseline: Bench.format(nioRTT),
+               ratio: agentRTT / nioRTT, goal: "<= 1.15x bare SwiftNIO", met: agentRTT / nioRTT <= 1.15)
+        if let goRTT = rtt["go"].map(Bench.median) {
+            report("  against Go net/http", value: Bench.format(agentRTT), baseline: Bench.format(goRTT),
+                   ratio: agentRTT / goRTT, goal: "<= 1.0x Go net/http", met: agentRTT <= goRTT)
+        }
+        guard wrk != nil else {
+            print("skip requests/s under load: wrk is not installed (make bench installs it)")
+            return
+        }
+        let agentRate = Bench.median(rate["agent"]!)
+        let nioRate = Bench.median(rate["nio"]!)
+        report("requests/s, \(connections) connections", value: String(format: "%.0f/s", agentRate),
+               baseline: String(format: "%.0f/s", nioRate), ratio: agentRate / nioRate, goal: ">= 0.9x bare SwiftNIO",
+               met: agentRate / nioRate >= 0.9)
+        if let goRate = rate["go"].map(Bench.median) {
+            report("  against Go net/http", value: String(format: "%.0f/s", agentRate), baseline: String(format: "%.0f/s", goRate),
+                   ratio: agentRate / goRate, goal: ">= 1.0x Go net/http", met: agentRate >= goRate)
+        }
+    }
+
+    /// Median round trip of `requests` sequential GETs on one keep-alive connection.
+    func roundTrip(port: Int) throws -> Double {
+        guard let client = RawHTTPClient(port: port) else { throw ValidationError("cannot connect to \(port)") }
+        for _ in 0..<min(1000, requests) { guard client.get() else { throw ValidationError("request failed on \(port)") } }
+        var samples: [Double] = []
+        samples.reserveCapacity(requests)
+        for _ in 0..<requests {
+            let t0 = Bench.now()
+            guard client.get() else { throw ValidationError("request failed on \(port)") }
+            samples.append(Double(Bench.now() - t0))
+        }
+        return Bench.median(samples)
+    }
+
+    /// Requests per second `wrk` reaches against `port`.
+    func load(_ wrk: String, port: Int) throws -> Double {
+        let output = NSTemporaryDirectory() + "agent-bench-wrk-\(port).txt"
+        let pid = Bench.spawn([wrk, "-t2", "-c\(connections)", "-d\(duration)s", "http://127.0.0.1:\(port)/healthz"], stdoutPath: output)
+        _ = Bench.wait(pid)
+        let text = (try? String(contentsOfFile: output, encoding: .utf8)) ?? ""
+        try? FileManager.default.removeItem(atPath: output)
+        for line in text.split(separator: "\n") where line.hasPrefix("Requests/sec:") {
+            if let value = Double(line.dropFirst("Requests/sec:".count).trimmingCharacters(in: .whitespaces)) { return value }
+        }
+        throw ValidationError("wrk printed no rate:\n\(text)")
+    }
+}
+
+extension Bench {
+    /// This executable's own path (to start a helper server as a child).
+    static func selfExecutable() -> String {
+        (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+    }
+}
+
+extension BlockingHTTP {
+    /// One GET's response split into its head lines (status line and fields, without Date)
+    /// and body, for the baseline server to repeat.
+    func rawResponse(_ path: String) -> (head: String, body: String)? {
+        guard let (status, body) = request("GET", path), status == 200 else { return nil }
+        return (lastHead.filter { !$0.lowercased().hasPrefix("date:") }.joined(separator: "\n"), String(decoding: body, as: UTF8.self))
+    }
+}
+
+/// A lean blocking keep-alive client: a fixed request, and a response read to the end of
+/// its `Content-Length` body, so that its own cost is small beside the server's.
+final class RawHTTPClient {
+    private let fd: Int32
+    private let request = Array("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".utf8)
+    private var buffer = [UInt8](repeating: 0, count: 16384)
+
+    init?(port: Int) {
+        guard let fd = Bench.connect(port: port, noDelay: true) else { return nil }
+        self.fd = fd
+    }
+
+    deinit { close(fd) }
+
+    /// One request and its whole response; false on a transport or framing error.
+    func get() -> Bool {
+        guard Bench.sendAll(fd, request) else { return false }
+        var filled = 0
+        var expected = Int.max
+        // At most 64 reads: a response is a few hundred bytes.
+        for _ in 0..<64 {
+            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress! + filled, $0.count - filled, 0) }
+            if n <= 0 { return false }
+            filled += n
+            if expected == Int.max, let length = Self.responseLength(buffer, filled) { expected = length }
+            if filled >= expected { return filled == expected }
+            if filled == buffer.count { return false }
+        }
+        return false
+    }
+
+    /// Head plus `Content-Length` once the head is complete.
+    static func responseLength(_ bytes: [UInt8], _ count: Int) -> Int? {
+        guard count >= 4 else { return nil }
+        for end in 3..<count where bytes[end] == 10 && bytes[end - 1] == 13 && bytes[end - 2] == 10 && bytes[end - 3] == 13 {
+            let head = String(decoding: bytes[0...end], as: UTF8.self).lowercased()
+            guard let range = head.range(of: "content-length:") else { return nil }
+            // (Not `prefix { $0 != "\r" }`: "\r\n" is one Character.)
+            let digits = head[range.upperBound...].prefix { $0.isWhitespace || $0.isNumber }.trimmingCharacters(in: .whitespacesAndNewlines)
+            return Int(digits).map { end + 1 + $0 }
+        }
+        return nil
+    }
+}
+
+/// `agent-bench nio-http-server`: the baseline, a bare SwiftNIO HTTP/1.1 server on the
+/// default event loop group (as the agent's), answering every request with fixed bytes
+/// and a current Date header. Started as a child of `agent-bench http`.
+struct NIOHTTPServerCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "nio-http-server", shouldDisplay: false)
+
+    @Option var port: Int
+    @Option(help: "Status line and header fields, one per line.") var head: String
+    @Option var body: String
+
+    func run() throws {
+        let lines = head.split(separator: "\n").map(String.init)
+        var fields = HTTPHeaders()
+        for line in lines.dropFirst() {
+            guard let colon = line.firstIndex(of: ":") else { continue }
+            fields.add(name: String(line[..<colon]), value: line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces))
+        }
+        let answer = FixedAnswer(fields: fields, body: ByteBuffer(string: body))
+        let channel = try ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .serverChannelOption(.backlog, value: 256)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
+                    try channel.pipeline.syncOperations.addHandler(FixedAnswerHandler(answer: answer))
+                }
+            }
+            .bind(host: "127.0.0.1", port: port).wait()
+        try channel.closeFuture.wait()
+    }
+}
+
+struct FixedAnswer: Sendable {
+    let fields: HTTPHeaders
+    let body: ByteBuffer
+}
+
+/// Answers each request head with the fixed answer once its end arrives.
+final class FixedAnswerHandler: ChannelInboundHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+    let answer: FixedAnswer
+    private var date = HTTPDate()
+    init(answer: FixedAnswer) { self.answer = answer }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard case .end = unwrapInboundIn(data) else { return }
+        var fields = answer.fields
+        fields.replaceOrAdd(name: "Date", value: date.current())
+        context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: fields))), promise: nil)
+        context.write(wrapOutboundOut(.body(.byteBuffer(answer.body))), promise: nil)
+        context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+    }
+}
+
+/// An RFC 9110 date, recomputed at most once a second (per connection).
+struct HTTPDate {
+    private var second = 0
+    private var text = ""
+
+    mutating func current() -> String {
+        var t = time(nil)
+        if t == second { return text }
+        second = t
+        var parts = tm()
+        gmtime_r(&t, &parts)
+        var bytes = [Int8](repeating: 0, count: 40)
+        let n = strftime(&bytes, bytes.count, "%a, %d %b %Y %H:%M:%S GMT", &parts)
+        text = String(decoding: bytes[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return text
+    }
+}
+
+/// A Go `net/http` server answering /healthz like the agent, built from
+/// `bench/go-healthz` when `go` is on PATH (the reference agent's HTTP stack).
+struct GoHealthz {
+    let pid: pid_t
+    let port: Int
+
+    static func start() -> GoHealthz? {
+        guard let go = Bench.onPath("go") else {
+            print("skip Go net/http comparison: go is not installed (make bench installs golang-go)")
+            return nil
+        }
+        let source = FileManager.default.currentDirectoryPath + "/bench/go-healthz/main.go"
+        guard FileManager.default.fileExists(atPath: source) else {
+            print("skip Go net/http comparison: bench/go-healthz/main.go not found (run from the repository)")
+            return nil
+        }
+        let output = NSTemporaryDirectory() + "agent-bench-go-healthz"
+        let log = NSTemporaryDirectory() + "agent-bench-go-build.log"
+        setenv("GOCACHE", NSTemporaryDirectory() + "agent-bench-gocache", 0)
+        let build = Bench.wait(Bench.spawn([go, "build", "-o", output, source], stdoutPath: log))
+        guard build == 0 else {
+            print("skip Go net/http comparison: go build failed (\(Bench.relative(log)))")
+            return nil
+        }
+        let port = Bench.freePort()
+        let pid = Bench.spawn([output, "127.0.0.1:\(port)"])
+        guard ProcessBenchmarks().connectWhenHealthy(port: port) != nil else {
+            kill(pid, SIGKILL)
+            _ = Bench.wait(pid)
+            return nil
+        }
+        return GoHealthz(pid: pid, port: port)
+    }
+
+    func stop() {
+        kill(pid, SIGKILL)
+        _ = Bench.wait(pid)
+    }
+}
