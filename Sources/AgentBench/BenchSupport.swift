@@ -155,8 +155,8 @@ final class BlockingHTTP {
     private var fd: Int32 = -1
     private var buffer: [UInt8] = []
     let port: Int
-    /// The last response's status line and header fields.
-    private(set) var lastHead: [String] = []
+    private var lastHeadBytes: [UInt8] = []
+    private var scratch = [UInt8](repeating: 0, count: 65536)
 
     init?(port: Int) {
         self.port = port
@@ -176,38 +176,38 @@ final class BlockingHTTP {
         return true
     }
 
-    /// Sends a request and returns (status, body); nil on a transport error.
+    /// Sends a request and returns (status, body); nil on a transport error. The response
+    /// is parsed at the byte level: the client's own work is part of every figure it times.
     func request(_ method: String, _ path: String, body: String? = nil) -> (Int, [UInt8])? {
         var text = "\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\n"
         if let body { text += "Content-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)" } else { text += "\r\n" }
         guard Bench.sendAll(fd, Array(text.utf8)) else { return nil }
-        // Read headers.
-        var headerEnd: Int?
+        var head: (end: Int, length: Int)?
         for _ in 0..<100_000 {
-            if let range = buffer.firstRange(of: Array("\r\n\r\n".utf8)) { headerEnd = range.upperBound; break }
+            head = RawHTTPClient.parseHead(buffer, buffer.count)
+            if head != nil { break }
             guard fill() else { return nil }
         }
-        guard let headerEnd else { return nil }
-        let head = String(decoding: buffer[..<headerEnd], as: UTF8.self)
-        let status = Int(head.split(separator: " ")[1]) ?? 0
-        lastHead = head.split(separator: "\r\n").map(String.init)
-        var length = 0
-        for line in head.split(separator: "\r\n") where line.lowercased().hasPrefix("content-length:") {
-            length = Int(line.split(separator: ":")[1].trimmingCharacters(in: .whitespaces)) ?? 0
-        }
-        for _ in 0..<100_000 where buffer.count < headerEnd + length {
+        guard let head, buffer.count >= 12 else { return nil }
+        let status = buffer[9..<12].reduce(0) { $0 * 10 + Int($1) - 48 }
+        lastHeadBytes = Array(buffer[..<head.end])
+        for _ in 0..<100_000 where buffer.count < head.end + head.length {
             guard fill() else { return nil }
         }
-        let body = Array(buffer[headerEnd..<(headerEnd + length)])
-        buffer.removeFirst(headerEnd + length)
+        let body = Array(buffer[head.end..<(head.end + head.length)])
+        buffer.removeFirst(head.end + head.length)
         return (status, body)
     }
 
+    /// The last response's status line and header fields.
+    var lastHead: [String] {
+        String(decoding: lastHeadBytes, as: UTF8.self).split(separator: "\r\n").map(String.init)
+    }
+
     private func fill() -> Bool {
-        var chunk = [UInt8](repeating: 0, count: 65536)
-        let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+        let n = scratch.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
         if n <= 0 { return false }
-        buffer += chunk[0..<n]
+        buffer += scratch[0..<n]
         return true
     }
 }

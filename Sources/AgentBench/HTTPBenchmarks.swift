@@ -3,6 +3,8 @@ import Foundation
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import Hummingbird
+import Logging
 
 #if canImport(Glibc)
 import Glibc
@@ -47,10 +49,14 @@ struct HTTPBenchmarks: ParsableCommand {
         let nioPID = Bench.spawn([Bench.selfExecutable(), "nio-http-server", "--port", "\(nioPort)", "--head", sample.head, "--body", sample.body])
         defer { kill(nioPID, SIGKILL); _ = Bench.wait(nioPID) }
         guard ProcessBenchmarks().connectWhenHealthy(port: nioPort) != nil else { throw ValidationError("baseline server did not start") }
+        let hbPort = Bench.freePort()
+        let hbPID = Bench.spawn([Bench.selfExecutable(), "hummingbird-http-server", "--port", "\(hbPort)", "--body", sample.body])
+        defer { kill(hbPID, SIGKILL); _ = Bench.wait(hbPID) }
+        guard ProcessBenchmarks().connectWhenHealthy(port: hbPort) != nil else { throw ValidationError("Hummingbird server did not start") }
         let go = GoHealthz.start()
         defer { go?.stop() }
 
-        var servers: [(name: String, port: Int)] = [("agent", agentPort), ("nio", nioPort)]
+        var servers: [(name: String, port: Int)] = [("agent", agentPort), ("nio", nioPort), ("hummingbird", hbPort)]
         if let go { servers.append(("go", go.port)) }
         var rtt: [String: [Double]] = [:]
         var rate: [String: [Double]] = [:]
@@ -65,6 +71,9 @@ struct HTTPBenchmarks: ParsableCommand {
         let nioRTT = Bench.median(rtt["nio"]!)
         report("GET /healthz round trip (median)", value: Bench.format(agentRTT), baseline: Bench.format(nioRTT),
                ratio: agentRTT / nioRTT, goal: "<= 1.15x bare SwiftNIO", met: agentRTT / nioRTT <= 1.15)
+        let hbRTT = Bench.median(rtt["hummingbird"]!)
+        report("  against bare Hummingbird", value: Bench.format(agentRTT), baseline: Bench.format(hbRTT),
+               ratio: agentRTT / hbRTT, goal: "(information: same framework, no middleware)", met: true)
         if let goRTT = rtt["go"].map(Bench.median) {
             report("  against Go net/http", value: Bench.format(agentRTT), baseline: Bench.format(goRTT),
                    ratio: agentRTT / goRTT, goal: "<= 1.0x Go net/http", met: agentRTT <= goRTT)
@@ -78,6 +87,9 @@ struct HTTPBenchmarks: ParsableCommand {
         report("requests/s, \(connections) connections", value: String(format: "%.0f/s", agentRate),
                baseline: String(format: "%.0f/s", nioRate), ratio: agentRate / nioRate, goal: ">= 0.9x bare SwiftNIO",
                met: agentRate / nioRate >= 0.9)
+        let hbRate = Bench.median(rate["hummingbird"]!)
+        report("  against bare Hummingbird", value: String(format: "%.0f/s", agentRate), baseline: String(format: "%.0f/s", hbRate),
+               ratio: agentRate / hbRate, goal: "(information: same framework, no middleware)", met: true)
         if let goRate = rate["go"].map(Bench.median) {
             report("  against Go net/http", value: String(format: "%.0f/s", agentRate), baseline: String(format: "%.0f/s", goRate),
                    ratio: agentRate / goRate, goal: ">= 1.0x Go net/http", met: agentRate >= goRate)
@@ -161,13 +173,24 @@ final class RawHTTPClient {
 
     /// Head plus `Content-Length` once the head is complete.
     static func responseLength(_ bytes: [UInt8], _ count: Int) -> Int? {
+        parseHead(bytes, count).map { $0.end + $0.length }
+    }
+
+    /// Where the head ends and the body's `Content-Length`, once the head is complete
+    /// (bytes only: the client's own cost is part of every round trip it measures).
+    static func parseHead(_ bytes: [UInt8], _ count: Int) -> (end: Int, length: Int)? {
         guard count >= 4 else { return nil }
-        for end in 3..<count where bytes[end] == 10 && bytes[end - 1] == 13 && bytes[end - 2] == 10 && bytes[end - 3] == 13 {
-            let head = String(decoding: bytes[0...end], as: UTF8.self).lowercased()
-            guard let range = head.range(of: "content-length:") else { return nil }
-            // (Not `prefix { $0 != "\r" }`: "\r\n" is one Character.)
-            let digits = head[range.upperBound...].prefix { $0.isWhitespace || $0.isNumber }.trimmingCharacters(in: .whitespacesAndNewlines)
-            return Int(digits).map { end + 1 + $0 }
+        let name = Array("content-length:".utf8)
+        var lineStart = 0
+        var length = 0
+        for end in 1..<count where bytes[end] == 10 && bytes[end - 1] == 13 {
+            if end == lineStart + 1 { return (end + 1, length) }
+            if end - lineStart > name.count, zip(name, bytes[lineStart...]).allSatisfy({ $0 == ($1 | 0x20) || $0 == $1 }) {
+                var value = 0
+                for byte in bytes[(lineStart + name.count)..<(end - 1)] where byte >= 48 && byte <= 57 { value = value * 10 + Int(byte - 48) }
+                length = value
+            }
+            lineStart = end + 1
         }
         return nil
     }
@@ -203,6 +226,31 @@ struct NIOHTTPServerCommand: ParsableCommand {
             }
             .bind(host: "127.0.0.1", port: port).wait()
         try channel.closeFuture.wait()
+    }
+}
+
+/// `agent-bench hummingbird-http-server`: Hummingbird with one route and no middleware,
+/// answering /healthz with the agent's body: what the framework itself costs.
+struct HummingbirdHTTPServerCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "hummingbird-http-server", shouldDisplay: false)
+
+    @Option var port: Int
+    @Option var body: String
+
+    func run() async throws {
+        let router = Router()
+        let bytes = ByteBuffer(string: body)
+        router.get("/healthz") { _, _ in
+            Response(
+                status: .ok, headers: [.contentType: "application/json; charset=utf-8", .contentLength: String(bytes.readableBytes)],
+                body: .init(byteBuffer: bytes))
+        }
+        var logger = Logger(label: "hummingbird-http-server")
+        logger.logLevel = .critical
+        let app = Application(
+            router: router, configuration: .init(address: .hostname("127.0.0.1", port: port), serverName: "workspace-agent"),
+            logger: logger)
+        try await app.runService()
     }
 }
 

@@ -34,7 +34,9 @@ struct AgentHTTPChannel<Inner: ServerChildChannel>: ServerChildChannel {
         // here and a local client could flood the log (and the control plane) with it.
         var logger = logger
         logger.logLevel = max(logger.logLevel, .critical)
-        await inner.handle(value: value, logger: logger)
+        await withTaskExecutorPreference(EventLoopTaskExecutor(value.channel.eventLoop)) {
+            await inner.handle(value: value, logger: logger)
+        }
     }
 }
 

@@ -27,12 +27,12 @@ public enum AgentHTTPServer {
         onServerRunning: @escaping @Sendable (any Channel) async -> Void = { _ in }
     ) -> App {
         let router = Router(context: AgentRequestContext.self)
-        router.add(middleware: MetricsMiddleware())
+        router.add(middleware: RequestMetricsMiddleware())
         router.add(middleware: JSONErrorMiddleware())
         router.add(middleware: LogRequestsMiddleware(.debug))
-        router.get("/healthz") { _, _ in
-            JSONResponse.make(["status": "ok"])
-        }
+        // Encoded once: health probes come often and never change.
+        let healthy = JSONResponse.make(["status": "ok"])
+        router.get("/healthz") { _, _ in healthy }
         let wsRouter = Router(context: AgentRequestContext.self)
         var webSocketRoutes: [AgentWebSocketRoute] = []
         var streamingPaths: Set<String> = []

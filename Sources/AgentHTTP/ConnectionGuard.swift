@@ -26,6 +26,7 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
 
     private let registry: HTTPConnectionRegistry
     private(set) var id: UInt64?
+    private var phase: HTTPConnectionRegistry.PhaseCell?
     private var context: ChannelHandlerContext?
     /// Bytes received since the current request began (a partial head when > 0 and no head yet).
     private(set) var bytesSinceRequestStart = 0
@@ -51,8 +52,9 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
         switch registry.admit(context.channel) {
-        case .admitted(let id):
+        case .admitted(let id, let phase):
             self.id = id
+            self.phase = phase
         case .refused:
             context.close(promise: nil)
         case .draining:
@@ -115,18 +117,22 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     func requestEnded() {
         bytesSinceRequestStart = 0
         requestLineLength = nil
-        headCopy.removeAll(keepingCapacity: false)
+        headCopy.removeAll(keepingCapacity: headCopy.capacity <= Self.keptHeadCapacity)
         copyingHead = true
     }
 
     /// The current request is not a WebSocket handshake: its bytes need no copy.
+    /// A typical head's copy keeps its storage between requests (no allocation per
+    /// request); a large one's is freed.
+    static let keptHeadCapacity = 4096
+
     func stopCopyingHead() {
         copyingHead = false
-        headCopy = []
+        headCopy.removeAll(keepingCapacity: headCopy.capacity <= Self.keptHeadCapacity)
     }
 
     func setPhase(_ phase: HTTPConnectionRegistry.Phase) {
-        if let id { registry.setPhase(id, phase) }
+        if let id, let cell = self.phase, registry.setPhase(id, cell, phase) { closeAfterPendingWrites() }
     }
 
     /// The connection is now a WebSocket: check client frames from here on.
@@ -173,6 +179,15 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     /// Closes at once (an idle connection that never started a request).
     func close() {
         context?.close(promise: nil)
+    }
+
+    /// Closes once everything written so far is on the socket. (A response's head, body and
+    /// end are written together and flushed after the last: closing at once from the end's
+    /// write would drop the unflushed head and body.)
+    func closeAfterPendingWrites() {
+        guard let context else { return }
+        let channel = context.channel
+        context.writeAndFlush(wrapOutboundOut(ByteBuffer())).whenComplete { _ in channel.close(promise: nil) }
     }
 
     private func failWebSocket(_ context: ChannelHandlerContext) {

@@ -25,9 +25,37 @@ public final class HTTPConnectionRegistry: Sendable {
         case webSocket
     }
 
+    /// One connection's phase, written by its event loop on every request without the
+    /// registry's lock (two lock round trips per request on a lock every loop shares,
+    /// measured in `agent-bench http`); read under the lock when evicting or draining.
+    final class PhaseCell: Sendable {
+        /// -1 busy, -2 WebSocket, otherwise awaiting a head since this uptime (ns).
+        private let raw: Atomic<Int64>
+
+        init(_ phase: Phase) { raw = Atomic(Self.encode(phase)) }
+
+        var phase: Phase {
+            switch raw.load(ordering: .sequentiallyConsistent) {
+            case -1: return .busy
+            case -2: return .webSocket
+            case let since: return .awaitingHead(since: NIODeadline.uptimeNanoseconds(UInt64(since)))
+            }
+        }
+
+        func store(_ phase: Phase) { raw.store(Self.encode(phase), ordering: .sequentiallyConsistent) }
+
+        private static func encode(_ phase: Phase) -> Int64 {
+            switch phase {
+            case .busy: return -1
+            case .webSocket: return -2
+            case .awaitingHead(let since): return Int64(clamping: since.uptimeNanoseconds)
+            }
+        }
+    }
+
     private struct Entry {
         var channel: any Channel
-        var phase: Phase
+        var phase: PhaseCell
     }
 
     private struct State {
@@ -40,8 +68,8 @@ public final class HTTPConnectionRegistry: Sendable {
     }
 
     /// What ``admit(_:)`` decided.
-    enum Admission: Equatable {
-        case admitted(UInt64)
+    enum Admission {
+        case admitted(UInt64, PhaseCell)
         /// Over the cap with every connection busy, or after ``closeAll()``: close at once.
         case refused
         /// The agent is shutting down: answer 503, then close.
@@ -51,6 +79,8 @@ public final class HTTPConnectionRegistry: Sendable {
     /// The cap on open connections.
     public let maxConnections: Int
     private let state = Mutex(State())
+    /// Mirrors `State.draining` for ``setPhase(_:_:)``'s lock-free path.
+    private let draining = Atomic(false)
 
     public init(maxConnections: Int = AgentHTTPLimits.maxConnections) {
         self.maxConnections = maxConnections
@@ -74,7 +104,7 @@ public final class HTTPConnectionRegistry: Sendable {
                 // Linear in the number of connections, and only when full.
                 var oldest: (UInt64, NIODeadline)?
                 for (id, entry) in s.entries {
-                    if case .awaitingHead(let since) = entry.phase, oldest == nil || since < oldest!.1 {
+                    if case .awaitingHead(let since) = entry.phase.phase, oldest == nil || since < oldest!.1 {
                         oldest = (id, since)
                     }
                 }
@@ -89,24 +119,29 @@ public final class HTTPConnectionRegistry: Sendable {
             }
             let id = s.nextID
             s.nextID += 1
-            s.entries[id] = Entry(channel: channel, phase: .awaitingHead(since: .now()))
+            let cell = PhaseCell(.awaitingHead(since: .now()))
+            s.entries[id] = Entry(channel: channel, phase: cell)
             HTTPMetrics.connections.record(s.entries.count)
-            return (.admitted(id), victim)
+            return (.admitted(id, cell), victim)
         }
         victim?.close(promise: nil)
         return admission
     }
 
     /// Records what a connection does; while draining, one that goes back to waiting for a
-    /// request head (its exchange is over) is closed instead.
-    func setPhase(_ id: UInt64, _ phase: Phase) {
-        let close = state.withLock { s -> (any Channel)? in
-            guard s.entries[id] != nil else { return nil }
-            if s.draining, case .awaitingHead = phase { return s.entries.removeValue(forKey: id)?.channel }
-            s.entries[id]!.phase = phase
-            return nil
-        }
-        close?.close(promise: nil)
+    /// request head (its exchange is over) is to be closed instead.
+    ///
+    /// Lock-free unless draining. `draining` is set before the drain scans the phases and
+    /// read here after the phase is stored (both sequentially consistent), so a connection
+    /// going idle during a drain is closed by the scan, by this call, or by both (closing
+    /// twice is harmless).
+    /// Returns true when the connection must close (the caller closes it once its answer
+    /// is written: a response's parts may still wait for their flush).
+    func setPhase(_ id: UInt64, _ cell: PhaseCell, _ phase: Phase) -> Bool {
+        cell.store(phase)
+        guard case .awaitingHead = phase, draining.load(ordering: .sequentiallyConsistent) else { return false }
+        state.withLock { s in _ = s.entries.removeValue(forKey: id) }
+        return true
     }
 
     /// Stops taking requests (the first step of the agent's shutdown): new connections are
@@ -115,8 +150,9 @@ public final class HTTPConnectionRegistry: Sendable {
     public func stopAccepting() {
         let idle = state.withLock { s -> [any Channel] in
             s.draining = true
+            draining.store(true, ordering: .sequentiallyConsistent)
             let ids = s.entries.compactMap { id, entry -> UInt64? in
-                if case .awaitingHead = entry.phase { return id }
+                if case .awaitingHead = entry.phase.phase { return id }
                 return nil
             }
             return ids.compactMap { s.entries.removeValue(forKey: $0)?.channel }

@@ -50,8 +50,9 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
     private let connection: ConnectionGuard
     private let webSocketRoutes: WebSocketRouteTable
     private let limits: Limits
-    private var headTimer: Scheduled<Void>?
-    private var bodyTimer: Scheduled<Void>?
+    /// Made in `handlerAdded` (they need the event loop); cancelled in `handlerRemoved`.
+    private var headTimer: LazyTimer?
+    private var bodyTimer: LazyTimer?
     /// A request head was received and its `.end` not yet.
     private var requestOpen = false
     /// Requests passed on whose response has not ended: while any is, the connection is
@@ -86,9 +87,7 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
     func handlerRemoved(context: ChannelHandlerContext) {
         removed = true
         headTimer?.cancel()
-        headTimer = nil
         bodyTimer?.cancel()
-        bodyTimer = nil
     }
 
     // MARK: Inbound
@@ -105,8 +104,7 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
         }
         switch unwrapInboundIn(data) {
         case .head(var head):
-            headTimer?.cancel()
-            headTimer = nil
+            headTimer?.disarm()
             requestOpen = true
             connection.setPhase(.busy)
             streamingBody = limits.streamingPaths.contains(String(head.uri.prefix { $0 != "?" }))
@@ -136,7 +134,7 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
             }
             pass(head, context: context)
         case .body:
-            if streamingBody, bodyTimer != nil { armBodyTimer(context) }
+            if streamingBody, bodyTimer?.isArmed == true { armBodyTimer(context) }
             if !swallowing { context.fireChannelRead(data) }
         case .end:
             ended(context: context, data: data)
@@ -167,8 +165,7 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
 
     private func ended(context: ChannelHandlerContext, data: NIOAny) {
         requestOpen = false
-        bodyTimer?.cancel()
-        bodyTimer = nil
+        bodyTimer?.disarm()
         if swallowing { return }
         if webSocketHandshake {
             // NIO's upgrade handler removes the HTTP decoder before it writes the 101,
@@ -176,7 +173,6 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
             // here may expect HTTP parts. The byte guard takes over (frame masking).
             upgraded = true
             headTimer?.cancel()
-            headTimer = nil
             context.fireChannelRead(data)
             connection.switchToWebSocket()
             context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
@@ -193,7 +189,7 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
             return
         }
         swallowing = true
-        headTimer?.cancel()
+        headTimer?.disarm()
         switch parseError {
         case .headerOverflow where (connection.requestLineLength ?? .max) > AgentHTTPLimits.maxHeaderFieldSize:
             connection.respondAndClose(.uriTooLong, APIErrorBody(message: "Request line too long.", detail: "The limit is \(AgentHTTPLimits.maxHeaderFieldSize) bytes."))
@@ -229,7 +225,6 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
             // untouched. (Removing this handler from inside the write loses its flush.)
             upgraded = true
             headTimer?.cancel()
-            headTimer = nil
             connection.switchToWebSocket()
             context.write(data, promise: promise)
         case .head, .body:
@@ -244,31 +239,35 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
     // MARK: Helpers
 
     private func idleIfDone(_ context: ChannelHandlerContext) {
-        guard !requestOpen, awaitingResponse == 0, headTimer == nil else { return }
+        guard !requestOpen, awaitingResponse == 0, headTimer?.isArmed != true else { return }
         connection.setPhase(.awaitingHead(since: .now()))
         armHeadTimer(context)
     }
 
     private func armHeadTimer(_ context: ChannelHandlerContext) {
-        headTimer?.cancel()
-        headTimer = context.eventLoop.assumeIsolated().scheduleTask(in: limits.headTimeout) { [connection, limits] in
-            if connection.bytesSinceRequestStart > 0 {
-                connection.respondAndClose(
-                    .requestTimeout,
-                    APIErrorBody(message: "Request timeout.", detail: "No complete request head within \(limits.headTimeout.nanoseconds / 1_000_000_000) s."))
-            } else {
-                connection.close()
+        if headTimer == nil {
+            headTimer = LazyTimer(loop: context.eventLoop) { [connection, limits] in
+                if connection.bytesSinceRequestStart > 0 {
+                    connection.respondAndClose(
+                        .requestTimeout,
+                        APIErrorBody(message: "Request timeout.", detail: "No complete request head within \(limits.headTimeout.nanoseconds / 1_000_000_000) s."))
+                } else {
+                    connection.close()
+                }
             }
         }
+        headTimer!.arm(in: limits.headTimeout)
     }
 
     private func armBodyTimer(_ context: ChannelHandlerContext) {
-        bodyTimer?.cancel()
-        bodyTimer = context.eventLoop.assumeIsolated().scheduleTask(in: limits.bodyTimeout) { [connection, limits] in
-            connection.respondAndClose(
-                .requestTimeout,
-                APIErrorBody(message: "Request timeout.", detail: "The request body did not arrive within \(limits.bodyTimeout.nanoseconds / 1_000_000_000) s."))
+        if bodyTimer == nil {
+            bodyTimer = LazyTimer(loop: context.eventLoop) { [connection, limits] in
+                connection.respondAndClose(
+                    .requestTimeout,
+                    APIErrorBody(message: "Request timeout.", detail: "The request body did not arrive within \(limits.bodyTimeout.nanoseconds / 1_000_000_000) s."))
+            }
         }
+        bodyTimer!.arm(in: limits.bodyTimeout)
     }
 
     private struct Refusal {

@@ -26,6 +26,9 @@ public final class ControlPlaneDouble: Sendable {
         public var refusals: [Int] = []
         public var connections = 0
         public var manifests = 0
+        /// When each GetManifest and UpdateStartup arrived (the manifest benchmark).
+        public var manifestTimes: [ContinuousClock.Instant] = []
+        public var startupTimes: [ContinuousClock.Instant] = []
         public var startups: [Coder_Agent_V2_Startup] = []
         public var lifecycle: [Coder_Agent_V2_Lifecycle.State] = []
         public var appStatuses: [Coder_Agent_V2_UpdateAppStatusRequest] = []
@@ -92,13 +95,19 @@ public final class ControlPlaneDouble: Sendable {
             if wait > .zero { try? await Task.sleep(for: wait) }
         }
         server.register(DRPCMethodPath.agent("GetManifest")) { _ in
-            self.recorded.withLock { $0.manifests += 1 }
+            self.recorded.withLock {
+                $0.manifests += 1
+                $0.manifestTimes.append(.now)
+            }
             return try self.manifest.serializedBytes()
         }
         server.register(DRPCMethodPath.agent("UpdateStartup")) { bytes in
             let request = try Coder_Agent_V2_UpdateStartupRequest(serializedBytes: bytes)
             guard request.startup.version.hasPrefix("v") else { throw DRPCErrorBody(code: 0, message: "invalid version") }
-            self.recorded.withLock { $0.startups.append(request.startup) }
+            self.recorded.withLock {
+                $0.startups.append(request.startup)
+                $0.startupTimes.append(.now)
+            }
             return try request.startup.serializedBytes()
         }
         server.register(DRPCMethodPath.agent("UpdateLifecycle")) { bytes in

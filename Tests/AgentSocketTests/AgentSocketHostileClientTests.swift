@@ -173,18 +173,8 @@ struct AgentSocketHostileClientTests {
 
 /// Runs a program to completion (bounded by the suite's time limit); returns its stdout.
 func runProcess(_ path: String, _ arguments: [String]) async throws -> String {
-    try await onThread {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: path)
-        process.arguments = arguments
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        do { try process.run() } catch { return "cannot run \(path): \(error)" }
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return String(decoding: data, as: UTF8.self)
-    }
+    let outcome = await ChildProgram.run([path] + arguments, stderrToStdout: true)
+    return outcome.status == -1 ? "cannot run \(path)" : outcome.stdout
 }
 
 /// Keeps the messages a logger writes, for tests that check a log line.

@@ -26,18 +26,9 @@ public enum GitCLI {
     /// Runs git in `directory`; returns its stdout ("" if it could not start).
     @discardableResult
     public static func run(_ arguments: [String], in directory: String) async -> String {
-        await onThread {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/git")
-            process.arguments = ["-C", directory, "-c", "user.name=Test", "-c", "user.email=test@example.invalid",
-                                 "-c", "init.defaultBranch=main", "-c", "core.autocrlf=false", "-c", "gc.auto=0"] + arguments
-            let pipe = Pipe()
-            process.standardOutput = pipe
-            process.standardError = FileHandle.nullDevice
-            do { try process.run() } catch { return "" }
-            let data = pipe.fileHandleForReading.readDataToEndOfFile()
-            process.waitUntilExit()
-            return String(decoding: data, as: UTF8.self)
-        }
+        await ChildProgram.run(
+            ["/usr/bin/git", "-C", directory, "-c", "user.name=Test", "-c", "user.email=test@example.invalid",
+             "-c", "init.defaultBranch=main", "-c", "core.autocrlf=false", "-c", "gc.auto=0"] + arguments
+        ).stdout
     }
 }

@@ -44,25 +44,7 @@ struct DesktopHarness {
     }
 
     static func run(_ arguments: [String], environment: [String: String] = [:], input: String? = nil) async -> String {
-        await onThread {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            process.arguments = arguments
-            var env = ProcessInfo.processInfo.environment
-            for (key, value) in environment { env[key] = value }
-            process.environment = env
-            let output = Pipe()
-            process.standardOutput = output
-            process.standardError = FileHandle.nullDevice
-            let stdin = Pipe()
-            process.standardInput = stdin
-            do { try process.run() } catch { return "" }
-            if let input { stdin.fileHandleForWriting.write(Data(input.utf8)) }
-            try? stdin.fileHandleForWriting.close()
-            let data = output.fileHandleForReading.readDataToEndOfFile()
-            process.waitUntilExit()
-            return String(decoding: data, as: UTF8.self)
-        }
+        await ChildProgram.run(arguments, environment: environment, input: input).stdout
     }
 
     /// The RGB of pixel (`x`, `y`) of a base64 PNG, decoded by Python's zlib (independent

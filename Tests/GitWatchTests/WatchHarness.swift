@@ -28,16 +28,7 @@ enum WatchHarness {
 
     /// Runs a shell command as a separate process (an edit the agent did not make).
     static func shell(_ command: String, in directory: String) async {
-        _ = await onThread {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/bin/sh")
-            process.arguments = ["-c", command]
-            process.currentDirectoryURL = URL(fileURLWithPath: directory)
-            process.standardError = FileHandle.nullDevice
-            try? process.run()
-            process.waitUntilExit()
-            return process.terminationStatus
-        }
+        _ = await ChildProgram.run(["/bin/sh", "-c", command], directory: directory)
     }
 
     /// A repository with `files` committed on `main`.

@@ -30,21 +30,8 @@ struct WorkspaceAgentBoundaryTests {
                     labels = ",".join('%s="%s"' % (k, v) for k, v in sorted(s.labels.items()))
                     print("%s{%s} %s" % (s.name, labels, s.value))
             """
-        let output: String = await onThread {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-            process.arguments = ["-c", script]
-            let input = Pipe()
-            let out = Pipe()
-            process.standardInput = input
-            process.standardOutput = out
-            do { try process.run() } catch { return "" }
-            input.fileHandleForWriting.write(Data(text.utf8))
-            try? input.fileHandleForWriting.close()
-            let data = out.fileHandleForReading.readDataToEndOfFile()
-            process.waitUntilExit()
-            return process.terminationStatus == 0 ? String(decoding: data, as: UTF8.self) : ""
-        }
+        let outcome = await ChildProgram.run(["/usr/bin/python3", "-c", script], input: text)
+        let output = outcome.status == 0 ? outcome.stdout : ""
         var samples: [String: Double] = [:]
         for line in output.split(separator: "\n") {
             guard let space = line.lastIndex(of: " "), let value = Double(line[line.index(after: space)...]) else { continue }

@@ -1,0 +1,158 @@
+import CAgentSpawn
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Runs the programs tests drive (git, sh, X clients, Python) without Foundation's
+/// `Process`, for two reasons found the hard way:
+/// - Foundation learns that a child exited from SIGCHLD, and the agent's process reactor,
+///   running in the same test process, takes SIGCHLD through its signalfd: a
+///   `waitUntilExit` could then wait forever on a zombie. Here each child is reaped by its
+///   own pid with `waitpid`.
+/// - Test threads (dispatch's) block almost every signal, and a spawned child inherits
+///   the mask: `timeout 20 xev` never ended, since xev ignored the SIGTERM it was sent.
+///   Here each child starts with an empty mask and default dispositions.
+public enum ChildProgram {
+    /// How a program ended and what it wrote to stdout.
+    public struct Outcome: Sendable {
+        /// The exit code, or 128 + the signal that ended it; -1 if it could not start.
+        public let status: Int32
+        public let stdout: String
+    }
+
+    /// Runs `arguments` (the first looked up on PATH) to completion on a thread of its own.
+    /// - Parameters:
+    ///   - environment: added to (or replacing) this process's variables.
+    ///   - directory: working directory (default: this process's).
+    ///   - input: written to stdin, which is then closed (stdin is always a pipe).
+    ///   - stderrToStdout: stderr joins stdout instead of going to /dev/null.
+    public static func run(
+        _ arguments: [String], environment: [String: String] = [:], directory: String? = nil, input: String? = nil,
+        stderrToStdout: Bool = false
+    ) async -> Outcome {
+        await onThread {
+            guard let child = start(arguments, environment: environment, directory: directory, stderrToStdout: stderrToStdout) else {
+                return Outcome(status: -1, stdout: "")
+            }
+            if let input {
+                var bytes = Array(input.utf8)
+                var offset = 0
+                while offset < bytes.count {
+                    let n = bytes.withUnsafeMutableBytes { write(child.stdin, $0.baseAddress! + offset, $0.count - offset) }
+                    if n < 0 && errno == EINTR { continue }
+                    if n <= 0 { break }
+                    offset += n
+                }
+            }
+            close(child.stdin)
+            var output: [UInt8] = []
+            var chunk = [UInt8](repeating: 0, count: 65536)
+            while true {
+                let n = chunk.withUnsafeMutableBytes { read(child.stdout, $0.baseAddress, $0.count) }
+                if n < 0 && errno == EINTR { continue }
+                if n <= 0 { break }
+                output += chunk[0..<n]
+            }
+            close(child.stdout)
+            return Outcome(status: child.wait(), stdout: String(decoding: output, as: UTF8.self))
+        }
+    }
+
+    /// A started child: its pid and our ends of its stdin and stdout pipes.
+    public struct Running: Sendable {
+        public let pid: pid_t
+        public let stdin: Int32
+        public let stdout: Int32
+
+        /// Waits for the child (by pid, so no other reaper can take it) and returns
+        /// its exit code, or 128 + its signal.
+        public func wait() -> Int32 {
+            var status: Int32 = 0
+            while waitpid(pid, &status, 0) < 0 {
+                if errno != EINTR { return -1 }
+            }
+            let signal = status & 0x7f
+            return signal == 0 ? (status >> 8) & 0xff : 128 + signal
+        }
+
+        /// Ends the child with SIGKILL and reaps it.
+        public func kill() {
+            _ = Glibc.kill(pid, SIGKILL)
+            _ = wait()
+            close(stdin)
+            close(stdout)
+        }
+    }
+
+    /// Starts `arguments` with stdin and stdout on pipes; nil if it could not start.
+    public static func start(
+        _ arguments: [String], environment: [String: String] = [:], directory: String? = nil, stderrToStdout: Bool = false
+    ) -> Running? {
+        signal(SIGPIPE, SIG_IGN)  // a child that exits before reading its input
+        // Close-on-exec from creation (pipe2), so that no other test's child inherits an
+        // end and holds our EOF; then both ends back to blocking.
+        var input: [Int32] = [0, 0]
+        var output: [Int32] = [0, 0]
+        guard agent_output_pipe(&input, 0) == 0 else { return nil }
+        guard agent_output_pipe(&output, 0) == 0 else {
+            close(input[0]); close(input[1])
+            return nil
+        }
+        for fd in input + output { _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_adddup2(&actions, input[0], 0)
+        posix_spawn_file_actions_adddup2(&actions, output[1], 1)
+        if stderrToStdout {
+            posix_spawn_file_actions_adddup2(&actions, output[1], 2)
+        } else {
+            posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        }
+        // Nothing else of ours reaches the child: this process may hold thousands of
+        // sockets without close-on-exec (the hostile-client tests), which would fill a
+        // child's descriptor table.
+        spawnAddCloseFrom(&actions, 3)
+        if let directory { spawnAddChdir(&actions, directory) }
+
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var empty = sigset_t()
+        sigemptyset(&empty)
+        posix_spawnattr_setsigmask(&attributes, &empty)
+        var all = sigset_t()
+        sigfillset(&all)
+        posix_spawnattr_setsigdefault(&attributes, &all)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+
+        var variables = ProcessInfo.processInfo.environment
+        for (key, value) in environment { variables[key] = value }
+        let argv = arguments.map { strdup($0) } + [nil]
+        let envp = variables.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer {
+            for pointer in argv { free(pointer) }
+            for pointer in envp { free(pointer) }
+        }
+        var pid: pid_t = 0
+        let rc = posix_spawnp(&pid, arguments[0], &actions, &attributes, argv, envp)
+        close(input[0])
+        close(output[1])
+        guard rc == 0 else {
+            close(input[1])
+            close(output[0])
+            return nil
+        }
+        return Running(pid: pid, stdin: input[1], stdout: output[0])
+    }
+}
+
+// glibc 2.34+ (Debian 12 has 2.36); not in Swift's Glibc module, which is built without
+// _GNU_SOURCE.
+@_silgen_name("posix_spawn_file_actions_addclosefrom_np")
+private func spawnAddCloseFrom(_ actions: UnsafeMutablePointer<posix_spawn_file_actions_t>, _ from: Int32) -> Int32
+
+@_silgen_name("posix_spawn_file_actions_addchdir_np")
+private func spawnAddChdir(_ actions: UnsafeMutablePointer<posix_spawn_file_actions_t>, _ path: UnsafePointer<CChar>) -> Int32
