@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <dirent.h>
 #include <malloc.h>
@@ -171,6 +172,16 @@ int agent_output_pipe(int fds[2], int pipe_size) {
     }
     if (pipe_size > 0) fcntl(fds[1], F_SETPIPE_SZ, pipe_size); // best effort
     return 0;
+}
+
+int agent_pipe_pending(int fd) {
+    int pending = 0;
+    return ioctl(fd, FIONREAD, &pending) == 0 ? pending : -1;
+}
+
+long agent_pipe_discard(int pipe_fd, int null_fd, long max) {
+    if (max <= 0) return 0;
+    return (long)splice(pipe_fd, NULL, null_fd, NULL, (size_t)max, SPLICE_F_NONBLOCK);
 }
 
 int agent_eventfd(void) {

@@ -284,6 +284,23 @@ struct ProcessAPITests {
         }
     }
 
+    /// A burst no one watches is dropped unread by the kernel (splice to /dev/null) but
+    /// still counted, and the tail stays the exact last bytes written.
+    @Test func unwatchedBurstsKeepExactCountsAndTail() async throws {
+        try await withProcessServer { h in
+            let expected = (1...4000).map { "\($0)\n" }.joined()
+            // dd writes its block in one write(2): the reactor finds 900 000 bytes waiting.
+            let out = try await h.finalOutput(try await h.start("dd if=/dev/zero bs=900000 count=1 2>/dev/null; seq 1 4000"))
+            let meta = try #require(out["truncated"] as? [String: Any])
+            #expect(jsonInt(meta["original_bytes"]) == 900_000 + expected.utf8.count)
+            let text = try #require(out["output"] as? String)
+            let marker = try #require(text.range(of: " bytes] ...\n\n"))
+            let tail = String(text[marker.upperBound...])
+            #expect(tail.utf8.count >= 8000 && expected.hasSuffix(tail), "the tail is the last bytes, contiguous")
+            #expect(jsonInt(meta["omitted_bytes"])! + jsonInt(meta["retained_bytes"])! == 900_000 + expected.utf8.count)
+        }
+    }
+
     @Test func stdoutAndStderrAreCombined() async throws {
         try await withProcessServer { h in
             let out = try await h.finalOutput(try await h.start("echo out; echo err >&2; echo out2"))

@@ -37,6 +37,19 @@ public struct HeadTail: Sendable {
     /// Bytes currently retained (head plus tail).
     public var retainedCount: Int { head.count + ringCount }
 
+    /// True once the head holds all it can: later bytes only pass through the tail.
+    public var isHeadFull: Bool { head.count >= headCapacity }
+
+    /// Counts `count` bytes written after the head was full but never seen (dropped
+    /// unread). They break the tail's continuity, so the tail starts over with the next
+    /// bytes written (the process reactor drops only what precedes a full tail's worth).
+    public mutating func skip(_ count: Int) {
+        precondition(isHeadFull && count >= 0)
+        totalWritten += count
+        ringStart = 0
+        ringCount = 0
+    }
+
     /// Appends `bytes`; always accepted in full. Costs O(min(n, head + tail)).
     public mutating func write(_ bytes: UnsafeRawBufferPointer) {
         guard bytes.count > 0 else { return }

@@ -174,6 +174,16 @@ extension ManagedProcess: ProcessEventSink {
         }
     }
 
+    func discardUnretained(pending: Int, _ discard: (Int) -> Int) {
+        state.withLock { s in
+            guard s.subscribers.isEmpty, s.output.isHeadFull else { return }
+            let dropped = discard(pending - s.output.tailCapacity)
+            guard dropped > 0 else { return }
+            s.output.skip(dropped)
+            ProcessMetrics.outputBytes.increment(by: dropped)
+        }
+    }
+
     func outputClosed() {
         state.withLock { $0.outputOpen = false }
     }

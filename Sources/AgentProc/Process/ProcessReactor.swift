@@ -31,6 +31,9 @@ import Glibc
 ///   process, and the scan buffers while a scan runs.
 final class ProcessReactor: Sendable {
     static let readChunk = 256 * 1024
+    /// Pending output below this is read, not spliced away (a splice per small write
+    /// would cost more than the copy it saves).
+    static let discardThreshold: Int32 = 64 * 1024
     /// Reads per readiness event, so one chatty child cannot starve the others.
     static let readsPerEvent = 4
     /// Reads when draining at exit: bounded, so an orphan writing forever cannot stall exit.
@@ -93,6 +96,8 @@ final class ProcessReactor: Sendable {
     private let epfd: Int32
     private let wakefd: Int32
     private let sigchldfd: Int32
+    /// /dev/null, where output nobody will keep is spliced (-1: always read).
+    private let nullfd: Int32 = open("/dev/null", O_WRONLY | O_CLOEXEC)
     private let adoptOrphans: Bool
     private let state = Mutex(State())
     private let finished = OneShotSignal()
@@ -296,6 +301,14 @@ final class ProcessReactor: Sendable {
     private func readOutput(_ token: UInt64, _ scratch: UnsafeMutableRawBufferPointer, maxReads: Int) {
         guard let watch = state.withLock({ $0.watches[token] }), watch.pipefd >= 0 else { return }
         for _ in 0..<maxReads {
+            // Bytes that no one will see (no subscriber, the head already full, and more
+            // waiting than the tail keeps) are dropped by the kernel without a copy: the
+            // per-byte cost of a chatty child falls to almost nothing.
+            if nullfd >= 0, case let pending = agent_pipe_pending(watch.pipefd), pending > Self.discardThreshold {
+                let pipefd = watch.pipefd
+                let nullfd = self.nullfd
+                watch.sink.discardUnretained(pending: Int(pending)) { Int(agent_pipe_discard(pipefd, nullfd, $0)) }
+            }
             let n = read(watch.pipefd, scratch.baseAddress, scratch.count)
             if n > 0 {
                 watch.sink.output(UnsafeRawBufferPointer(rebasing: scratch[0..<n]))
@@ -457,6 +470,7 @@ final class ProcessReactor: Sendable {
             if watch.pidfd >= 0 { close(watch.pidfd) }
         }
         close(wakefd)
+        if nullfd >= 0 { close(nullfd) }
         close(epfd)
     }
 

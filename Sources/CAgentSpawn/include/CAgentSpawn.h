@@ -53,6 +53,13 @@ int agent_is_executable(const char *path);
 /// A pipe whose read end (fds[0]) is non-blocking; both ends close-on-exec. Returns 0 or -1.
 int agent_output_pipe(int fds[2], int pipe_size);
 
+/// Bytes waiting in a pipe (FIONREAD), or -1.
+int agent_pipe_pending(int fd);
+
+/// Moves up to `max` bytes from a pipe to `null_fd` (/dev/null) with splice: the kernel
+/// drops the pipe's pages without copying them to user space. Bytes moved, or -1 (errno).
+long agent_pipe_discard(int pipe_fd, int null_fd, long max);
+
 /// eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); -1 with errno on failure.
 int agent_eventfd(void);
 
