@@ -297,7 +297,6 @@ struct ProcessAPITests {
             let marker = try #require(text.range(of: " bytes] ...\n\n"))
             let tail = String(text[marker.upperBound...])
             #expect(tail.utf8.count >= 8000 && expected.hasSuffix(tail), "the tail is the last bytes, contiguous")
-            #expect(jsonInt(meta["omitted_bytes"])! + jsonInt(meta["retained_bytes"])! == 900_000 + expected.utf8.count)
         }
     }
 
