@@ -127,10 +127,11 @@ let package = Package(
         ),
         // libgit2 (Debian's libgit2-dev), for the git watcher: the agent never forks git.
         .systemLibrary(name: "CGit2", pkgConfig: "libgit2", providers: [.apt(["libgit2-dev"])]),
-        // libvncclient (the agent's own VNC connection), zlib (PNG) and X keysym names for the desktop.
+        // libvncclient (the agent's own VNC connection) and X keysym names for the desktop,
+        // loaded with dlopen on first use (headers from libvncserver-dev, libx11-dev); zlib (PNG).
         .target(
             name: "CDesktop",
-            linkerSettings: [.linkedLibrary("vncclient"), .linkedLibrary("X11"), .linkedLibrary("z")]
+            linkerSettings: [.linkedLibrary("z")]
         ),
         // Capability: the desktop (portabledesktop or Xvnc, the VNC bridge, computer-use actions).
         .target(

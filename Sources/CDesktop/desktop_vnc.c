@@ -13,6 +13,69 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <dlfcn.h>
+#include <pthread.h>
+
+// libvncclient and libX11 (with gnutls, sasl, jpeg, xcb and the rest they bring) are
+// loaded on the first desktop use, not at the agent's start: most agents never open a
+// desktop, and mapping them cost every agent about 3 MiB of resident memory.
+static struct {
+    int ok;
+    char error[256];
+    __typeof__(&rfbGetClient) GetClient;
+    __typeof__(&rfbClientCleanup) ClientCleanup;
+    __typeof__(&rfbClientGetClientData) ClientGetClientData;
+    __typeof__(&rfbClientSetClientData) ClientSetClientData;
+    __typeof__(&rfbClientLog) ClientLog;
+    __typeof__(&rfbClientErr) ClientErr;
+    __typeof__(&HandleRFBServerMessage) HandleServerMessage;
+    __typeof__(&InitialiseRFBConnection) InitialiseConnection;
+    __typeof__(&SendFramebufferUpdateRequest) SendUpdateRequest;
+    __typeof__(&SendKeyEvent) SendKey;
+    __typeof__(&SendPointerEvent) SendPointer;
+    __typeof__(&SetFormatAndEncodings) SetFormat;
+    __typeof__(&XStringToKeysym) StringToKeysym;
+} vnc_api;
+static pthread_once_t vnc_api_once = PTHREAD_ONCE_INIT;
+
+#define LOAD(handle, field, name) \
+    if (!(vnc_api.field = (__typeof__(vnc_api.field))dlsym(handle, name))) { \
+        snprintf(vnc_api.error, sizeof(vnc_api.error), "%s: %s missing", #handle, name); \
+        return; \
+    }
+
+static void vnc_api_load(void) {
+    void *vnc = dlopen("libvncclient.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!vnc) {
+        snprintf(vnc_api.error, sizeof(vnc_api.error), "cannot load libvncclient: %s", dlerror());
+        return;
+    }
+    void *x11 = dlopen("libX11.so.6", RTLD_NOW | RTLD_LOCAL);
+    if (!x11) {
+        snprintf(vnc_api.error, sizeof(vnc_api.error), "cannot load libX11: %s", dlerror());
+        return;
+    }
+    LOAD(vnc, GetClient, "rfbGetClient")
+    LOAD(vnc, ClientCleanup, "rfbClientCleanup")
+    LOAD(vnc, ClientGetClientData, "rfbClientGetClientData")
+    LOAD(vnc, ClientSetClientData, "rfbClientSetClientData")
+    LOAD(vnc, ClientLog, "rfbClientLog")
+    LOAD(vnc, ClientErr, "rfbClientErr")
+    LOAD(vnc, HandleServerMessage, "HandleRFBServerMessage")
+    LOAD(vnc, InitialiseConnection, "InitialiseRFBConnection")
+    LOAD(vnc, SendUpdateRequest, "SendFramebufferUpdateRequest")
+    LOAD(vnc, SendKey, "SendKeyEvent")
+    LOAD(vnc, SendPointer, "SendPointerEvent")
+    LOAD(vnc, SetFormat, "SetFormatAndEncodings")
+    LOAD(x11, StringToKeysym, "XStringToKeysym")
+    vnc_api.ok = 1;
+}
+
+/// Loads the libraries once; NULL when ready, else why not.
+static const char *vnc_api_ready(void) {
+    pthread_once(&vnc_api_once, vnc_api_load);
+    return vnc_api.ok ? NULL : vnc_api.error;
+}
 
 struct desktop_vnc {
     rfbClient *client;
@@ -26,7 +89,7 @@ static int tag;
 void desktop_vnc_close(desktop_vnc *vnc);
 
 static void finished_update(rfbClient *client) {
-    desktop_vnc *vnc = (desktop_vnc *)rfbClientGetClientData(client, &tag);
+    desktop_vnc *vnc = (desktop_vnc *)vnc_api.ClientGetClientData(client, &tag);
     if (vnc) vnc->updates++;
 }
 
@@ -51,9 +114,14 @@ static int connect_loopback(const char *host, int port) {
 }
 
 desktop_vnc *desktop_vnc_connect(const char *host, int port, char *error, size_t error_size) {
+    const char *unavailable = vnc_api_ready();
+    if (unavailable) {
+        snprintf(error, error_size, "%s", unavailable);
+        return NULL;
+    }
     // libvncclient logs to stderr through these globals; the agent logs for itself.
-    rfbClientLog = quiet;
-    rfbClientErr = quiet;
+    *vnc_api.ClientLog = quiet;
+    *vnc_api.ClientErr = quiet;
     desktop_vnc *vnc = calloc(1, sizeof(*vnc));
     if (!vnc) {
         snprintf(error, error_size, "out of memory");
@@ -65,7 +133,7 @@ desktop_vnc *desktop_vnc_connect(const char *host, int port, char *error, size_t
         free(vnc);
         return NULL;
     }
-    rfbClient *client = rfbGetClient(8, 3, 4);
+    rfbClient *client = vnc_api.GetClient(8, 3, 4);
     if (!client) {
         close(fd);
         free(vnc);
@@ -80,9 +148,9 @@ desktop_vnc *desktop_vnc_connect(const char *host, int port, char *error, size_t
     client->appData.encodingsString = "copyrect raw";
     client->canHandleNewFBSize = TRUE;
     client->FinishedFrameBufferUpdate = finished_update;
-    rfbClientSetClientData(client, &tag, vnc);
+    vnc_api.ClientSetClientData(client, &tag, vnc);
     vnc->client = client;
-    if (!InitialiseRFBConnection(client)) {
+    if (!vnc_api.InitialiseConnection(client)) {
         snprintf(error, error_size, "RFB handshake with %s:%d failed", host, port);
         desktop_vnc_close(vnc);
         return NULL;
@@ -94,8 +162,8 @@ desktop_vnc *desktop_vnc_connect(const char *host, int port, char *error, size_t
     client->updateRect.y = 0;
     client->updateRect.w = client->width;
     client->updateRect.h = client->height;
-    if (!client->MallocFrameBuffer(client) || !SetFormatAndEncodings(client)
-        || !SendFramebufferUpdateRequest(client, 0, 0, client->width, client->height, FALSE)) {
+    if (!client->MallocFrameBuffer(client) || !vnc_api.SetFormat(client)
+        || !vnc_api.SendUpdateRequest(client, 0, 0, client->width, client->height, FALSE)) {
         snprintf(error, error_size, "RFB setup with %s:%d failed", host, port);
         desktop_vnc_close(vnc);
         return NULL;
@@ -112,18 +180,18 @@ int desktop_vnc_wait(desktop_vnc *vnc, int timeout_us) {
     return rc;
 }
 
-int desktop_vnc_handle(desktop_vnc *vnc) { return HandleRFBServerMessage(vnc->client) ? 0 : -1; }
+int desktop_vnc_handle(desktop_vnc *vnc) { return vnc_api.HandleServerMessage(vnc->client) ? 0 : -1; }
 
 int desktop_vnc_pointer(desktop_vnc *vnc, int x, int y, int buttons) {
-    return SendPointerEvent(vnc->client, x, y, buttons) ? 0 : -1;
+    return vnc_api.SendPointer(vnc->client, x, y, buttons) ? 0 : -1;
 }
 
 int desktop_vnc_key(desktop_vnc *vnc, uint32_t keysym, int down) {
-    return SendKeyEvent(vnc->client, keysym, down ? TRUE : FALSE) ? 0 : -1;
+    return vnc_api.SendKey(vnc->client, keysym, down ? TRUE : FALSE) ? 0 : -1;
 }
 
 int desktop_vnc_request_full(desktop_vnc *vnc) {
-    return SendFramebufferUpdateRequest(vnc->client, 0, 0, vnc->client->width, vnc->client->height, FALSE) ? 0 : -1;
+    return vnc_api.SendUpdateRequest(vnc->client, 0, 0, vnc->client->width, vnc->client->height, FALSE) ? 0 : -1;
 }
 
 int desktop_vnc_width(const desktop_vnc *vnc) { return vnc->client->width; }
@@ -137,13 +205,14 @@ void desktop_vnc_close(desktop_vnc *vnc) {
         // rfbClientCleanup closes the socket but not the framebuffer libvncclient allocated.
         free(vnc->client->frameBuffer);
         vnc->client->frameBuffer = NULL;
-        rfbClientCleanup(vnc->client);
+        vnc_api.ClientCleanup(vnc->client);
     }
     free(vnc);
 }
 
 uint32_t desktop_keysym(const char *name) {
-    KeySym sym = XStringToKeysym(name);
+    if (vnc_api_ready()) return 0;
+    KeySym sym = vnc_api.StringToKeysym(name);
     return sym == NoSymbol ? 0 : (uint32_t)sym;
 }
 
