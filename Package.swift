@@ -225,7 +225,7 @@ let package = Package(
         .target(
             name: "AgentHost",
             dependencies: [
-                "AgentCore", "AgentHTTP",
+                "AgentCore", "AgentHTTP", "CAgentSpawn",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),

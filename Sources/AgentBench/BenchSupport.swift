@@ -103,6 +103,15 @@ enum Bench {
         return 0
     }
 
+    /// A field of /proc/`pid`/smaps_rollup (Pss, Rss, ...) in bytes.
+    static func smapsRollup(_ pid: pid_t, field: String) -> Int {
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/smaps_rollup", encoding: .utf8) else { return 0 }
+        for line in text.split(separator: "\n") where line.hasPrefix(field + ":") {
+            return (Int(line.split(whereSeparator: { $0 == " " || $0 == "\t" })[1]) ?? 0) * 1024
+        }
+        return 0
+    }
+
     /// A free loopback port (bound then released).
     static func freePort() -> Int {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)

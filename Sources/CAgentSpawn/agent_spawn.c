@@ -174,6 +174,28 @@ int agent_output_pipe(int fds[2], int pipe_size) {
     return 0;
 }
 
+#ifndef MADV_PAGEOUT
+#define MADV_PAGEOUT 21
+#endif
+
+int agent_release_file_pages(void) {
+    FILE *maps = fopen("/proc/self/maps", "re");
+    if (!maps) return -1;
+    char line[4096];
+    int advised = 0;
+    while (fgets(line, sizeof(line), maps)) {
+        unsigned long start, end, offset, inode;
+        char perms[5], device[16];
+        int path_at = 0;
+        if (sscanf(line, "%lx-%lx %4s %lx %15s %lu %n", &start, &end, perms, &offset, device, &inode, &path_at) < 6) continue;
+        // File-backed (inode != 0), not writable: text and read-only data only.
+        if (inode == 0 || perms[1] == 'w' || perms[0] != 'r') continue;
+        if (madvise((void *)start, end - start, MADV_PAGEOUT) == 0) advised++;
+    }
+    fclose(maps);
+    return advised;
+}
+
 int agent_pipe_pending(int fd) {
     int pending = 0;
     return ioctl(fd, FIONREAD, &pending) == 0 ? pending : -1;

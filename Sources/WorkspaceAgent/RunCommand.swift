@@ -94,6 +94,8 @@ struct RunCommand: AsyncParsableCommand {
             "state_dir": "\(config.agent.stateDir)",
             "directory": "\(config.processes.directory ?? "")",
         ])
+        let release = Task { await StartupPages.releaseAfterStartup() }
+        defer { release.cancel() }
         do {
             try await host.run()
         } catch is StartupFailure {

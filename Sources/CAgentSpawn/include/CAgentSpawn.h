@@ -53,6 +53,13 @@ int agent_is_executable(const char *path);
 /// A pipe whose read end (fds[0]) is non-blocking; both ends close-on-exec. Returns 0 or -1.
 int agent_output_pipe(int fds[2], int pipe_size);
 
+/// Drops this process's mappings of read-only file pages (code and constants of the
+/// binary and its libraries) with madvise(MADV_PAGEOUT): what start-up ran and will not run
+/// again stops counting in the agent's resident set (the pages stay in the page cache, and
+/// those still used fault back in at first touch). Private and writable memory is left
+/// alone. Returns the number of mappings advised, or -1 if /proc/self/maps is unreadable.
+int agent_release_file_pages(void);
+
 /// Bytes waiting in a pipe (FIONREAD), or -1.
 int agent_pipe_pending(int fd);
 
