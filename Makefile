@@ -43,11 +43,14 @@ test: deps
 	$(SWIFT) test --skip-build
 
 # Every figure is a ratio against a baseline measured in the same run; the desktop's
-# baselines are websockify and ffmpeg's x11grab.
-BENCH_PACKAGES := websockify ffmpeg
+# baselines are websockify and ffmpeg's x11grab, the HTTP layer's a bare SwiftNIO server,
+# bare Hummingbird and Go's net/http (bench/go-healthz), loaded by wrk.
+BENCH_PACKAGES := websockify ffmpeg wrk golang-go
 bench: release
 	@$(MAKE) --no-print-directory deps DEB_PACKAGES="$(BENCH_PACKAGES)"
 	.build/release/agent-bench proc
+	.build/release/agent-bench http
+	.build/release/agent-bench manifest
 	.build/release/agent-bench rpc
 	.build/release/agent-bench hardening
 	.build/release/agent-bench socket

@@ -19,7 +19,7 @@ struct ManifestBenchmarks: AsyncParsableCommand {
 
     @Option(help: "Path of the workspace-agent binary (default: next to agent-bench).")
     var agent: String?
-    @Option(help: "Rounds per size (median reported).") var rounds = 3
+    @Option(help: "Rounds per size (median reported).") var rounds = 5
 
     func run() async throws {
         let binary = try Bench.agentBinary(agent)
