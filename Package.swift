@@ -23,7 +23,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
-        .package(url: "https://github.com/apple/swift-protobuf.git", from: "1.39.0"),
+        // No default traits: BinaryDelimitedStreams imports Foundation (ICU and ~9 MiB resident),
+        // which the agent does without (FoundationEssentials only).
+        .package(url: "https://github.com/apple/swift-protobuf.git", from: "1.39.0", traits: []),
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),

@@ -1,4 +1,7 @@
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 import HTTPTypes
 
 /// The chat a request speaks for (headers `Coder-Chat-Id` and `Coder-Ancestor-Chat-Ids`).
@@ -20,8 +23,8 @@ public struct ChatIdentity: Sendable, Equatable {
         guard let id = canonicalUUID(raw) else { throw InvalidChatID(value: raw) }
         var ancestors: [String] = []
         if let rawAncestors = headers[ancestorChatIDsHeader], !rawAncestors.isEmpty,
-           let items = try? JSONSerialization.jsonObject(with: Data(rawAncestors.utf8), options: [.fragmentsAllowed]) as? [Any] {
-            for case let s as String in items { if let a = canonicalUUID(s) { ancestors.append(a) } }
+           let items = (try? JSONValue.parseFirst(Array(rawAncestors.utf8)))?.arrayValue {
+            for item in items { if let s = item.stringValue, let a = canonicalUUID(s) { ancestors.append(a) } }
         }
         return ChatIdentity(id: id, ancestorIDs: ancestors)
     }

@@ -1,4 +1,7 @@
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 import Synchronization
 
 /// The absolute paths each chat's tool calls touched (a process's working directory, a file

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import ServiceLifecycle
 
 #if canImport(Glibc)
@@ -51,15 +51,15 @@ public final class ChatPathsJournal: Service, Sendable {
             return 0
         }
         guard let data = FileManager.default.contents(atPath: file),
-              let root = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
-              root["version"] as? Int == 1, let chats = root["chats"] as? [[String: Any]]
+              let root = try? JSONValue.parseFirst(data),
+              root["version"]?.intValue == 1, let chats = root["chats"]?.arrayValue
         else {
             log("chat paths file \(file) is unreadable or corrupt; starting without it")
             return 0
         }
         var restored = 0
         for chat in chats {
-            guard let id = chat["id"] as? String, let list = chat["paths"] as? [String] else { continue }
+            guard let id = chat["id"]?.stringValue, let list = chat["paths"]?.arrayValue?.compactMap(\.stringValue) else { continue }
             for path in list where path.hasPrefix("/") && !path.utf8.contains(0) {
                 paths.record(path, chat: id)
                 restored += 1
@@ -83,14 +83,23 @@ public final class ChatPathsJournal: Service, Sendable {
         }
     }
 
+    private struct File: Encodable {
+        struct Chat: Encodable {
+            let id: String
+            let paths: [String]
+        }
+        let version = 1
+        let chats: [Chat]
+    }
+
     static func encode(_ chats: [(chat: String, paths: [String])]) -> Data {
-        let root: [String: Any] = ["version": 1, "chats": chats.map { ["id": $0.chat, "paths": $0.paths] }]
-        return (try? JSONSerialization.data(withJSONObject: root)) ?? Data()
+        let file = File(chats: chats.map { File.Chat(id: $0.chat, paths: $0.paths) })
+        return (try? JSONEncoder().encode(file)) ?? Data()
     }
 
     /// A temporary file beside the target, written and synced, then renamed over it.
     static func writeAtomically(_ data: Data, to path: String) throws {
-        let directory = (path as NSString).deletingLastPathComponent
+        let directory = parentDirectory(of: path)
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         let temporary = path + ".tmp." + UUID().uuidString.prefix(8)
         let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)

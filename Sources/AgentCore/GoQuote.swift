@@ -1,9 +1,12 @@
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Go's `%q` for the strings the API quotes: escapes quotes, backslashes and control bytes.
 public func goQuote(_ text: String) -> String {
     quoted(text) { scalar in
-        scalar.value < 0x20 || scalar.value == 0x7f ? String(format: "\\x%02x", scalar.value) : nil
+        scalar.value < 0x20 || scalar.value == 0x7f ? "\\x" + zeroPadded(scalar.value, width: 2, radix: 16) : nil
     }
 }
 
@@ -13,7 +16,7 @@ public func jsonQuote(_ text: String, escapingHTML: Bool = false) -> String {
     quoted(text) { scalar in
         // (A `where` after several patterns would guard only the last one.)
         let html = escapingHTML && ["<", ">", "&", "\u{2028}", "\u{2029}"].contains(scalar)
-        return html || scalar.value < 0x20 ? String(format: "\\u%04x", scalar.value) : nil
+        return html || scalar.value < 0x20 ? "\\u" + zeroPadded(scalar.value, width: 4, radix: 16) : nil
     }
 }
 

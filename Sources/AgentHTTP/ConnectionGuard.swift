@@ -1,5 +1,8 @@
 import CoreMetrics
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 import HTTPTypes
 import NIOCore
 

@@ -1,4 +1,8 @@
-import Foundation
+import AgentCore
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 import HTTPTypes
 import NIOCore
 import NIOHTTP1
@@ -323,7 +327,7 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
             if versions != ["13"] {
                 Self.stripUpgrade(&head)
                 head.headers.add(name: WebSocketRefusal.headerName, value: WebSocketRefusal.badVersion)
-            } else if keys.count != 1 || Data(base64Encoded: keys[0].trimmingCharacters(in: .whitespaces))?.count != 16 {
+            } else if keys.count != 1 || Data(base64Encoded: keys[0].trimmingSpaces())?.count != 16 {
                 Self.stripUpgrade(&head)
                 head.headers.add(name: WebSocketRefusal.headerName, value: WebSocketRefusal.badKey)
             } else {

@@ -1,3 +1,4 @@
+import AgentCore
 import Hummingbird
 
 /// A request body decoded the way the reference's Go handlers decode it.

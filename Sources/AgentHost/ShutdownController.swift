@@ -1,5 +1,5 @@
 import AgentCore
-import Foundation
+import FoundationEssentials
 import Logging
 import ServiceLifecycle
 import Synchronization
@@ -112,7 +112,7 @@ private final class Watchdog: Sendable {
                 _exit(current.exitCode)
             }
             // Short naps so an earlier deadline (a second signal) takes effect quickly.
-            Thread.sleep(forTimeInterval: min(0.05, Double(remaining / .milliseconds(1)) / 1000))
+            usleep(UInt32(max(0, min(50_000, remaining / .microseconds(1)))))
         }
     }
 
@@ -128,9 +128,7 @@ private final class Watchdog: Sendable {
         }
         if !wasArmed {
             // The thread exists only once armed: it costs nothing while the agent runs.
-            let thread = Thread { [self] in run() }
-            thread.name = "agent-shutdown-watchdog"
-            thread.start()
+            AgentThread.start(name: "agent-shutdown-watchdog") { [self] in run() }
         }
     }
 }

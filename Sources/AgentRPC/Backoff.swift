@@ -1,4 +1,7 @@
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Reconnect delays: the reference's schedule (floor 100 ms × 1.618 per attempt, cap 10 s,
 /// first attempt immediate) plus jitter, reset after a session that stayed healthy.

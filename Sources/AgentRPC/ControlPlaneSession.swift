@@ -1,7 +1,10 @@
 import AgentCore
 import AgentProto
 import DRPC
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 import Logging
 import ServiceLifecycle
 import SwiftProtobuf

@@ -1,7 +1,10 @@
 import AgentCore
 import AgentHTTP
 import ArgumentParser
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The daemon's own flags (state and metrics) and their environment twins; each module
 /// declares its own flags in its options type.
@@ -37,7 +40,7 @@ struct AgentOptions: ParsableArguments {
 
     static func defaultStateDir(_ env: [String: String]) -> String {
         if let xdg = env["XDG_STATE_HOME"], !xdg.isEmpty { return xdg + "/workspace-agent" }
-        let home = env["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? NSTemporaryDirectory()
+        let home = env["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? String(temporaryDirectory().dropLast())
         return home + "/.local/state/workspace-agent"
     }
 }
@@ -49,7 +52,7 @@ extension AgentOptions.Configuration {
             try FileManager.default.createDirectory(
                 atPath: stateDir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         } catch {
-            throw ConfigurationError("--state-dir: cannot create \"\(stateDir)\": \(error.localizedDescription)")
+            throw ConfigurationError("--state-dir: cannot create \"\(stateDir)\": \(error)")
         }
     }
 }

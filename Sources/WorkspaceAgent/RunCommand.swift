@@ -9,7 +9,10 @@ import AgentSocket
 import ArgumentParser
 import BoundaryLogs
 import Desktop
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 import GitWatch
 import Logging
 import Metrics

@@ -1,5 +1,9 @@
+import AgentCore
 import ArgumentParser
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// `workspace-agent`: the daemon. With no subcommand it runs the agent (`run`).
 @main
@@ -24,18 +28,18 @@ struct WorkspaceAgentCommand: AsyncParsableCommand {
             }
         } catch let code as ExitCode {
             // The reason was already logged.
-            Foundation.exit(code.rawValue)
+            Glibc.exit(code.rawValue)
         } catch {
             let code = exitCode(for: error)
             if code == .success {
                 print(fullMessage(for: error))
-                Foundation.exit(0)
+                Glibc.exit(0)
             }
             let message = message(for: error).split(separator: "\n").first.map(String.init) ?? "\(error)"
-            FileHandle.standardError.write(Data("workspace-agent: \(message)\n".utf8))
+            writeAll(2, "workspace-agent: \(message)\n")
             // `exp sync` exits 1 on any error, usage errors included, as the reference.
             let isExp = CommandLine.arguments.dropFirst().first == "exp"
-            Foundation.exit(code.rawValue == 0 || isExp ? 1 : code.rawValue)
+            Glibc.exit(code.rawValue == 0 || isExp ? Int32(1) : code.rawValue)
         }
     }
 }

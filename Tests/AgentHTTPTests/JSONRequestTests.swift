@@ -1,3 +1,4 @@
+import AgentCore
 import AgentHTTP
 import AgentTestSupport
 import Testing

@@ -49,7 +49,7 @@ import Testing
             socket.setReceiveBuffer(4096)
             socket.send(Self.handshake(id))
             // Never read: the server's writes stall, and it must drop the connection.
-            #expect(await eventually(timeout: .seconds(5)) { process.subscriberCount == 1 })
+            #expect(await eventually(timeout: .seconds(20)) { process.subscriberCount == 1 })
             #expect(await eventually(timeout: .seconds(20)) { process.subscriberCount == 0 })
             // What the server had queued in the kernel still arrives before the close: take it fast.
             socket.setReceiveBuffer(4 << 20)

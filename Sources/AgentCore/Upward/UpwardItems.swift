@@ -1,4 +1,7 @@
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// An app's status for the control plane (`coder.agent.v2.UpdateAppStatusRequest`).
 public struct AppStatusReport: Sendable, Equatable {

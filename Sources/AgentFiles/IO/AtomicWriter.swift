@@ -1,4 +1,5 @@
-import Foundation
+import AgentCore
+import FoundationEssentials
 
 #if canImport(Glibc)
 import Glibc
@@ -20,8 +21,8 @@ final class AtomicWriter: @unchecked Sendable {
     /// Creates the temporary file for `target` (already resolved; its parent exists).
     init(target: String) throws(FileSystemError) {
         self.target = target
-        let directory = (target as NSString).deletingLastPathComponent
-        let base = (target as NSString).lastPathComponent
+        let directory = parentDirectory(of: target)
+        let base = lastPathComponent(of: target)
         let suffix = UUID().uuidString.prefix(8).lowercased()
         temporary = (directory.isEmpty ? "/" : directory) + "/." + base + ".tmp." + suffix
         let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o666)

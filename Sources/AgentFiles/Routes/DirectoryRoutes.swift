@@ -1,6 +1,6 @@
 import AgentCore
 import AgentHTTP
-import Foundation
+import FoundationEssentials
 import Hummingbird
 
 #if canImport(Glibc)

@@ -1,6 +1,6 @@
 import AgentCore
 import AgentHTTP
-import Foundation
+import FoundationEssentials
 import HTTPTypes
 import Hummingbird
 import Synchronization

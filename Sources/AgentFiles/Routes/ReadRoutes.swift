@@ -1,6 +1,6 @@
 import AgentCore
 import AgentHTTP
-import Foundation
+import FoundationEssentials
 import HTTPTypes
 import Hummingbird
 import NIOCore
@@ -114,7 +114,7 @@ struct ReadRoutes: Sendable {
 
     /// The type Go's `mime.TypeByExtension` gives the common extensions.
     static func contentType(for path: String) -> String {
-        let ext = (path as NSString).pathExtension.lowercased()
+        let ext = pathExtension(of: path).lowercased()
         return Self.types[ext] ?? "application/octet-stream"
     }
 

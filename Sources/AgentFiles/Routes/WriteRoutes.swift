@@ -1,6 +1,6 @@
 import AgentCore
 import AgentHTTP
-import Foundation
+import FoundationEssentials
 import Hummingbird
 import NIOCore
 import Synchronization
@@ -94,7 +94,7 @@ struct WriteRoutes: Sendable {
     static func writableTarget(_ path: String) throws -> String {
         let target: String
         do { target = try PathResolver.resolve(path) } catch { throw error.apiError }
-        let parent = (target as NSString).deletingLastPathComponent
+        let parent = parentDirectory(of: target)
         do {
             try FileManager.default.createDirectory(
                 atPath: parent, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
@@ -175,14 +175,14 @@ struct WriteRoutes: Sendable {
 
     /// The errno behind a Foundation file error, if it carries one.
     static func errnoOf(_ error: any Error) -> Int32? {
-        let nsError = error as NSError
-        if let underlying = nsError.userInfo[NSUnderlyingErrorKey] as? NSError, underlying.domain == NSPOSIXErrorDomain {
-            return Int32(underlying.code)
-        }
-        if nsError.domain == NSPOSIXErrorDomain { return Int32(nsError.code) }
-        switch nsError.code {
-        case NSFileWriteNoPermissionError, NSFileReadNoPermissionError: return EACCES
-        case NSFileWriteFileExistsError: return ENOTDIR
+        if let posix = error as? POSIXError { return posix.code.rawValue }
+        guard let cocoa = error as? CocoaError else { return nil }
+        // createDirectory with intermediates accepts existing directories: "exists" means
+        // something that is not a directory is in the way.
+        if cocoa.code == .fileWriteFileExists { return ENOTDIR }
+        if let posix = cocoa.userInfo["NSUnderlyingError"] as? POSIXError { return posix.code.rawValue }
+        switch cocoa.code {
+        case .fileWriteNoPermission, .fileReadNoPermission: return EACCES
         default: return nil
         }
     }

@@ -1,6 +1,9 @@
 import AgentCore
 import AgentHTTP
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 import Hummingbird
 
 /// `POST /write-file/{id}/cancel` and `POST /edit-files/{id}/cancel` (spec file-api §3): the

@@ -1,6 +1,9 @@
 import AgentCore
 import AgentHTTP
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 import HTTPTypes
 
 /// The tool call a write or edit belongs to (spec file-api §3): three headers, all or none.
@@ -22,7 +25,7 @@ struct ToolCallKey: Hashable, Sendable {
         if message.isEmpty && call.isEmpty && age.isEmpty { return nil }
         guard message.count == 1, call.count == 1, age.count == 1,
               let messageID = UInt64(message[0]), messageID > 0,
-              let callID = call[0].removingPercentEncoding, !callID.isEmpty,
+              let callID = call[0].percentDecoded(), !callID.isEmpty,
               let ageMs = UInt64(age[0])
         else {
             throw APIError(.badRequest, "Invalid tool call headers.", detail: "Send Coder-Tool-Call-Message-Id (> 0), Coder-Tool-Call-Id and Coder-Tool-Call-Age-Ms (>= 0) together, once each.")
@@ -44,7 +47,7 @@ struct ToolCallKey: Hashable, Sendable {
     }
 
     static func uuidBytes(_ uuid: String) -> [UInt8] {
-        let hex = Array(uuid.replacingOccurrences(of: "-", with: "").utf8)
+        let hex = Array(uuid.filter { $0 != "-" }.utf8)
         return stride(from: 0, to: hex.count - 1, by: 2).compactMap { UInt8(String(decoding: hex[$0...$0 + 1], as: UTF8.self), radix: 16) }
     }
 }

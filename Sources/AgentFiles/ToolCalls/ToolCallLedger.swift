@@ -1,5 +1,8 @@
 import AgentCore
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 import HTTPTypes
 import Synchronization
 

@@ -1,6 +1,9 @@
 import AgentCore
 import AgentHTTP
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 import HTTPTypes
 import Hummingbird
 import NIOCore

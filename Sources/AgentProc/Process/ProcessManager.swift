@@ -1,6 +1,6 @@
 import AgentCore
 import CoreMetrics
-import Foundation
+import FoundationEssentials
 import Logging
 import NIOCore
 import ServiceLifecycle
@@ -209,8 +209,8 @@ public final class ProcessManager: Service, Sendable {
     /// The manifest directory if it exists, else `$HOME`, else "" (the agent's cwd).
     public func defaultDirectory() async -> String {
         if let dir = await configuration.environmentProvider.defaultDirectory(), !dir.isEmpty {
-            var isDir: ObjCBool = false
-            if FileManager.default.fileExists(atPath: dir, isDirectory: &isDir), isDir.boolValue { return dir }
+            var isDir = false
+            if FileManager.default.fileExists(atPath: dir, isDirectory: &isDir), isDir { return dir }
         }
         if let home = configuration.homeDirectory(), !home.isEmpty { return home }
         return ""

@@ -1,4 +1,5 @@
-import Foundation
+import AgentCore
+import FoundationEssentials
 
 #if canImport(Glibc)
 import Glibc
@@ -38,6 +39,6 @@ public struct ProcessPriority: Sendable, Equatable {
 
     static func readOwnOOMScoreAdj() -> Int32? {
         guard let text = try? String(contentsOfFile: "/proc/self/oom_score_adj", encoding: .utf8) else { return nil }
-        return Int32(text.trimmingCharacters(in: .whitespacesAndNewlines))
+        return Int32(text.trimmingWhitespace())
     }
 }

@@ -1,6 +1,6 @@
 import AgentCore
 import CAgentSpawn
-import Foundation
+import FoundationEssentials
 import Synchronization
 
 #if canImport(Glibc)
@@ -136,9 +136,7 @@ final class ProcessReactor: Sendable {
             return !s.started
         }
         guard first else { return }
-        let thread = Thread { [self] in self.loop() }
-        thread.name = "agent-proc-reactor"
-        thread.start()
+        AgentThread.start(name: "agent-proc-reactor") { [self] in self.loop() }
     }
 
     /// Starts watching a child; the reactor owns `pidfd` and `pipefd` from now on.

@@ -1,6 +1,9 @@
 import AgentCore
 import AgentHTTP
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 import HTTPTypes
 import Hummingbird
 import HummingbirdWebSocket
@@ -118,7 +121,7 @@ struct ProcessRoutes: Sendable {
     /// The same for a raw path segment.
     static func processID(_ raw: String) -> String {
         guard raw.contains("%") else { return raw }
-        return raw.removingPercentEncoding ?? raw
+        return raw.percentDecoded() ?? raw
     }
 
     static func notFound(_ id: String) -> APIError {

@@ -1,7 +1,10 @@
 import AgentCore
 import CoreMetrics
 import AgentHTTP
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 import Hummingbird
 import HummingbirdWebSocket
 import NIOCore

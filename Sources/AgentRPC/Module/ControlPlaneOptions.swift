@@ -1,6 +1,9 @@
 import AgentCore
 import ArgumentParser
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The control-plane connection's flags and their environment twins.
 public struct ControlPlaneOptions: ParsableArguments {
@@ -40,7 +43,7 @@ public struct ControlPlaneOptions: ParsableArguments {
             guard let contents = try? String(contentsOfFile: file.text, encoding: .utf8) else {
                 throw ConfigurationError("\(file.source): cannot read \"\(file.text)\"")
             }
-            token = contents.trimmingCharacters(in: .whitespacesAndNewlines)
+            token = contents.trimmingWhitespace()
         } else if let value = settings.environment["CODER_AGENT_TOKEN"], !value.isEmpty {
             token = value
         }

@@ -1,6 +1,9 @@
 import AgentCore
 import AgentProto
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 import SwiftProtobuf
 
 /// AgentCore's upward items as the Agent API's messages.

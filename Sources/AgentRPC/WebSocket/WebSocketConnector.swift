@@ -1,4 +1,8 @@
-import Foundation
+import AgentCore
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 import NIOCore
 import NIOHTTP1
 import NIOPosix
@@ -145,9 +149,7 @@ private final class RefusalReader: ChannelInboundHandler, RemovableChannelHandle
 
     /// coderd's error bodies are `{"message": …, "detail": …}`.
     static func message(in body: [UInt8]) -> String {
-        guard let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any],
-              let message = object["message"] as? String
-        else { return "" }
+        guard let message = (try? JSONValue.parseFirst(body))?["message"]?.stringValue else { return "" }
         return String(message.prefix(500))
     }
 }

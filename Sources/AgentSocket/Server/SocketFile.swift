@@ -1,5 +1,5 @@
 import AgentCore
-import Foundation
+import FoundationEssentials
 
 #if canImport(Glibc)
 import Glibc
@@ -33,12 +33,12 @@ struct SocketFile: Sendable {
         guard path.utf8.count <= Self.maxPathBytes else {
             throw Failure(description: "create socket: socket path \(goQuote(path)) is longer than \(Self.maxPathBytes) bytes")
         }
-        let parent = (path as NSString).deletingLastPathComponent.isEmpty ? "." : (path as NSString).deletingLastPathComponent
+        let parent = parentDirectory(of: path)
         do {
             try FileManager.default.createDirectory(
                 atPath: parent, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         } catch {
-            throw Failure(description: "create socket: create parent directory \(goQuote(parent)): \(error.localizedDescription)")
+            throw Failure(description: "create socket: create parent directory \(goQuote(parent)): \(error)")
         }
         // Short, so that a final path near the limit still fits while staged.
         var template = Array((parent + "/.as-XXXXXX").utf8CString)

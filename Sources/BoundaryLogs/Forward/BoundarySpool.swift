@@ -1,6 +1,6 @@
 import AgentCore
 import CoreMetrics
-import Foundation
+import FoundationEssentials
 import Glibc
 import Logging
 
@@ -32,7 +32,7 @@ final class BoundarySpool {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
         for name in names where name.hasSuffix(".seg") {
             guard let number = Int64(name.dropLast(4)) else { continue }
-            let size = (try? FileManager.default.attributesOfItem(atPath: path(number))[.size] as? NSNumber)?.intValue ?? 0
+            let size = fileSize(atPath: path(number))
             segments.append((number, size))
         }
         segments.sort { $0.number < $1.number }
@@ -41,7 +41,7 @@ final class BoundarySpool {
     var isEmpty: Bool { segments.isEmpty }
     var totalBytes: Int { segments.reduce(0) { $0 + $1.size } }
 
-    private func path(_ number: Int64) -> String { directory + "/" + String(format: "%012lld", number) + ".seg" }
+    private func path(_ number: Int64) -> String { directory + "/" + zeroPadded(number, width: 12) + ".seg" }
 
     /// Appends one record to the newest segment (a new one past ``segmentBytes``); false
     /// when it would pass `maxBytes` or cannot be written.

@@ -1,6 +1,9 @@
 import AgentCore
 import ArgumentParser
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The boundary log proxy's flags and their environment twins.
 public struct BoundaryLogOptions: ParsableArguments {

@@ -1,6 +1,6 @@
 import AgentCore
 import CoreMetrics
-import Foundation
+import FoundationEssentials
 import Glibc
 import Logging
 import NIOCore

@@ -1,5 +1,8 @@
 import AgentHTTP
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 import Hummingbird
 
 /// `POST /api/v0/desktop/action` (spec desktop §2.1): counts as activity, starts the desktop

@@ -1,6 +1,9 @@
 import AgentHTTP
 import CoreMetrics
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 import HTTPTypes
 import NIOPosix
 

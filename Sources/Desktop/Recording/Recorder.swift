@@ -1,5 +1,6 @@
+import AgentCore
 import AgentHTTP
-import Foundation
+import FoundationEssentials
 import Glibc
 import HTTPTypes
 import Hummingbird
@@ -27,7 +28,7 @@ actor Recorder {
     private var recordings: [String: Recording] = [:]
     private var closed = false
 
-    init(supervisor: DesktopSupervisor, directory: String = NSTemporaryDirectory()) {
+    init(supervisor: DesktopSupervisor, directory: String = temporaryDirectory()) {
         self.supervisor = supervisor
         self.directory = directory.hasSuffix("/") ? String(directory.dropLast()) : directory
     }
@@ -80,12 +81,12 @@ actor Recorder {
                 throw APIError(.internalServerError, "Recording is corrupted.", detail: "the recorder did not finish within 15 s and was killed")
             }
         }
-        let size = (try? FileManager.default.attributesOfItem(atPath: recording.video)[.size] as? NSNumber)?.intValue
-        guard let size, size > 0 else {
+        let size = fileSize(atPath: recording.video)
+        guard size > 0 else {
             throw APIError(.internalServerError, "Recording is corrupted.", detail: "the recorder left no video")
         }
         guard size <= Self.maxBytes else { throw APIError(.contentTooLarge, "Recording file exceeds maximum allowed size.") }
-        let thumbnailSize = (try? FileManager.default.attributesOfItem(atPath: recording.thumbnail)[.size] as? NSNumber)?.intValue ?? 0
+        let thumbnailSize = fileSize(atPath: recording.thumbnail)
         return Self.multipart(video: (recording.video, size), thumbnail: thumbnailSize > 0 ? (recording.thumbnail, thumbnailSize) : nil)
     }
 

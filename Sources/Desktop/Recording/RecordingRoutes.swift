@@ -1,6 +1,9 @@
 import AgentCore
 import AgentHTTP
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 import Hummingbird
 
 /// `POST /api/v0/desktop/recording/start|stop` (spec desktop §1.5). Recordings are made by

@@ -1,5 +1,8 @@
 import CoreMetrics
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 import Logging
 
 /// One desktop per agent, shared by every viewer and action, started on first use (spec
@@ -203,7 +206,7 @@ enum DesktopBinaries {
         let target = URL(fileURLWithPath: path).resolvingSymlinksInPath().path
         guard let attributes = try? FileManager.default.attributesOfItem(atPath: target),
               attributes[.type] as? FileAttributeType == .typeRegular,
-              let permissions = attributes[.posixPermissions] as? NSNumber else { return false }
-        return permissions.intValue & 0o111 != 0
+              let permissions = attributes[.posixPermissions] as? Int else { return false }
+        return permissions & 0o111 != 0
     }
 }

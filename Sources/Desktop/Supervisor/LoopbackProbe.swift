@@ -1,4 +1,6 @@
-import Foundation
+import AgentCore
+import Dispatch
+import FoundationEssentials
 import Glibc
 
 /// Blocking loopback checks used while a desktop starts (run off the cooperative pool).
@@ -9,7 +11,7 @@ import Glibc
 enum LoopbackProbe {
     /// Whether some socket listens on TCP `port` (IPv4 or IPv6), from /proc/net/tcp{,6}.
     static func isListening(port: Int) -> Bool {
-        let suffix = String(format: ":%04X", port)
+        let suffix = ":" + zeroPadded(port, width: 4, radix: 16, uppercase: true)
         for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
             guard let text = try? String(contentsOfFile: table, encoding: .utf8) else { continue }
             for line in text.split(separator: "\n").dropFirst() {

@@ -1,4 +1,6 @@
-import Foundation
+import AgentCore
+import Dispatch
+import FoundationEssentials
 import Glibc
 import NIOPosix
 
@@ -37,23 +39,23 @@ struct PortableDesktopLauncher: DesktopLauncher {
         let timeoutMs = Int32(Self.startTimeout.components.seconds * 1000)
         let output = (try? await NIOThreadPool.singleton.runIfActive { Self.readFirstJSON(reader, timeoutMs: timeoutMs) }) ?? nil
         close(reader)
-        guard let output, let object = try? JSONSerialization.jsonObject(with: Data(output)) as? [String: Any] else {
+        guard let output, let object = try? JSONValue.parseFirst(output), case .object = object else {
             await child.stop()
             throw DesktopError("parse portabledesktop output: no JSON object on its standard output")
         }
-        let port = (object["vncPort"] as? NSNumber)?.intValue ?? 0
+        let port = object["vncPort"]?.intValue ?? 0
         guard port > 0 else {
             await child.stop()
             throw DesktopError("portabledesktop returned port 0")
         }
         var size = (width: 0, height: 0)
-        if let geometry = object["geometry"] as? String {
+        if let geometry = object["geometry"]?.stringValue {
             let parts = geometry.split(separator: "x").compactMap { Int($0) }
             if parts.count == 2 { size = (parts[0], parts[1]) }
         }
         let info = DesktopInfo(vncPort: port, width: size.width, height: size.height, display: -1)
         return PortableDesktop(
-            binary: binary, environment: environment, info: info, up: child, xvncPid: (object["xvncPid"] as? NSNumber)?.int32Value)
+            binary: binary, environment: environment, info: info, up: child, xvncPid: object["xvncPid"]?.intValue.flatMap { Int32(exactly: $0) })
     }
 
     /// Bytes of the first top-level JSON object in the stream (whitespace before it only), or

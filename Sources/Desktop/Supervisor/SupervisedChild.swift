@@ -1,6 +1,6 @@
 import AgentCore
 import CAgentSpawn
-import Foundation
+import FoundationEssentials
 import Glibc
 import Synchronization
 
@@ -39,7 +39,7 @@ final class SupervisedChild: Sendable {
         let child = SupervisedChild()
         let envp = environment.map { "\($0.key)=\($0.value)" }
         let failure: SpawnError? = await withCheckedContinuation { continuation in
-            let thread = Thread {
+            AgentThread.start(name: "desktop-child") {
                 var step: Int32 = 0
                 var code: Int32 = 0
                 let pid = withCStrings(argv) { argvPtr in
@@ -72,8 +72,6 @@ final class SupervisedChild: Sendable {
                 }
                 child.exit.open()
             }
-            thread.name = "desktop-child"
-            thread.start()
         }
         if let failure { throw failure }
         return child

@@ -1,4 +1,5 @@
-import Foundation
+import AgentCore
+import FoundationEssentials
 import Glibc
 import NIOPosix
 
@@ -49,7 +50,7 @@ struct XvncLauncher: DesktopLauncher {
             }
             await child.stop()
             let tail = (try? String(contentsOfFile: logPath, encoding: .utf8)).map { String($0.suffix(400)) } ?? ""
-            lastError = DesktopError("Xvnc did not become ready on 127.0.0.1:\(port): \(tail.trimmingCharacters(in: .whitespacesAndNewlines))")
+            lastError = DesktopError("Xvnc did not become ready on 127.0.0.1:\(port): \(tail.trimmingWhitespace())")
         }
         throw lastError
     }

@@ -1,6 +1,9 @@
 import AgentCore
 import CDesktop
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 import Synchronization
 
 /// The agent's own VNC connection to the desktop (libvncclient, in process): it keeps a
@@ -43,7 +46,7 @@ final class VNCClient: Sendable {
     /// Connects to 127.0.0.1:`port` (blocking handshake, on its own thread) and starts the loop.
     static func connect(port: Int) async throws(DesktopError) -> VNCClient {
         let result: Result<VNCClient, DesktopError> = await withCheckedContinuation { continuation in
-            let thread = Thread {
+            AgentThread.start(name: "desktop-vnc") {
                 var error = [CChar](repeating: 0, count: 256)
                 guard let handle = desktop_vnc_connect("127.0.0.1", Int32(port), &error, error.count) else {
                     continuation.resume(returning: .failure(DesktopError(String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))))
@@ -56,8 +59,6 @@ final class VNCClient: Sendable {
                 continuation.resume(returning: .success(client))
                 client.loop()
             }
-            thread.name = "desktop-vnc"
-            thread.start()
         }
         return try result.get()
     }

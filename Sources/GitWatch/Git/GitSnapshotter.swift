@@ -1,5 +1,8 @@
 import CGit2
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Reads repositories with libgit2, in process (the reference forks the git CLI). A
 /// repository handle is opened, used and freed within one call, on the calling thread, so

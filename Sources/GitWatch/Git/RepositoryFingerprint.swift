@@ -1,6 +1,9 @@
 import AgentCore
 import CGit2
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// A cheap summary of everything a repository's snapshot depends on, so that a poll which
 /// finds it unchanged skips the diff (spec git-watch §3.3's newest-form fingerprint, read

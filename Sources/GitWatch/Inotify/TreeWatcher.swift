@@ -1,6 +1,6 @@
 import AgentCore
 import CoreMetrics
-import Foundation
+import FoundationEssentials
 import Glibc
 import Logging
 import Synchronization
@@ -59,7 +59,7 @@ public final class TreeWatcher: Sendable {
     /// per-user limit, which other tools in the workspace share).
     public init(maxWatches: Int = 8192) {
         let kernel = (try? String(contentsOfFile: "/proc/sys/fs/inotify/max_user_watches", encoding: .utf8))
-            .flatMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) } ?? 8192
+            .flatMap { Int($0.trimmingWhitespace()) } ?? 8192
         self.maxWatches = max(0, min(maxWatches, kernel / 2))
     }
 
@@ -79,9 +79,7 @@ public final class TreeWatcher: Sendable {
             return (s.nextID, s.roots[root]?.ready ?? false, start)
         }
         if start {
-            let thread = Thread { [self] in runEngine() }
-            thread.name = "git-inotify"
-            thread.start()
+            AgentThread.start(name: "git-inotify") { [self] in runEngine() }
         }
         if !ready {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in

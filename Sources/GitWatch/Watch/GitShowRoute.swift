@@ -1,5 +1,8 @@
 import AgentHTTP
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 import Hummingbird
 import NIOPosix
 

@@ -1,6 +1,9 @@
 import AgentCore
 import AgentHTTP
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 import Hummingbird
 import HummingbirdCore
 import HummingbirdWebSocket
@@ -45,7 +48,7 @@ struct GitWatchSocket: Sendable {
             group.addTask {
                 for try await message in inbound.messages(maxSize: Self.maxMessageBytes) {
                     guard case .text(let text) = message else { continue }
-                    let type = (try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any])?["type"] as? String
+                    let type = (try? JSONValue.parseFirst(Array(text.utf8)))?["type"]?.stringValue
                     if type == "refresh" {
                         requests.requestFingerprint()
                         wake.notify()

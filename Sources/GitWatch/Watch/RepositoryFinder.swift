@@ -1,4 +1,8 @@
-import Foundation
+import AgentCore
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Turns the paths a chat touched into repository roots (spec git-watch §2.3): absolute
 /// paths only; a file's directory is searched from; the innermost repository wins (nested
@@ -11,14 +15,14 @@ enum RepositoryFinder {
     static func roots(for paths: [String]) -> Set<String> {
         var roots: Set<String> = []
         for path in paths where path.hasPrefix("/") {
-            var isDirectory: ObjCBool = false
+            var isDirectory = false
             let exists = FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory)
-            let start = exists && isDirectory.boolValue ? path : (path as NSString).deletingLastPathComponent
+            let start = exists && isDirectory ? path : parentDirectory(of: path)
             if let root = GitSnapshotter.repositoryRoot(containing: start) {
                 roots.insert(resolved(root))
                 continue
             }
-            guard exists, isDirectory.boolValue,
+            guard exists, isDirectory,
                   let children = try? FileManager.default.contentsOfDirectory(atPath: path) else { continue }
             var found = 0
             for child in children.sorted() where found < maxChildren {
@@ -39,13 +43,13 @@ enum RepositoryFinder {
     /// The repository at `root` is gone (spec git-watch §4): its directory or `.git` is
     /// missing, or `.git` is a file (worktree, submodule) whose git directory is missing.
     static func isGone(_ root: String) -> Bool {
-        var isDirectory: ObjCBool = false
+        var isDirectory = false
         guard FileManager.default.fileExists(atPath: root + "/.git", isDirectory: &isDirectory) else { return true }
-        if isDirectory.boolValue { return false }
+        if isDirectory { return false }
         guard let text = try? String(contentsOfFile: root + "/.git", encoding: .utf8),
               let line = text.split(separator: "\n").first, line.hasPrefix("gitdir:")
         else { return false }
-        let target = line.dropFirst("gitdir:".count).trimmingCharacters(in: .whitespaces)
+        let target = line.dropFirst("gitdir:".count).trimmingSpaces()
         let path = target.hasPrefix("/") ? target : root + "/" + target
         return !FileManager.default.fileExists(atPath: path)
     }

@@ -1,6 +1,9 @@
 import AgentCore
 import CoreMetrics
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 import Logging
 import NIOPosix
 

@@ -1,5 +1,8 @@
 import AgentCore
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The reference CLI's table: every cell, the last column too, padded to its column's
 /// width plus two spaces; a header row in capitals.
@@ -16,7 +19,7 @@ func renderTable(headers: [String], rows: [[String]]) -> String {
 
 /// Picks the columns named with `-c` (case-insensitive), in the order given; all when none.
 func selectColumns(_ chosen: [String], from all: [String]) throws -> [Int] {
-    let names = chosen.flatMap { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() } }
+    let names = chosen.flatMap { $0.split(separator: ",").map { $0.trimmingSpaces().lowercased() } }
     guard !names.isEmpty else { return Array(all.indices) }
     return try names.map { name in
         guard let index = all.firstIndex(of: name) else {

@@ -1,7 +1,10 @@
 import AgentCore
 import AgentSocket
 import ArgumentParser
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// `--socket-path`, shared by every `exp sync` subcommand (env CODER_AGENT_SOCKET_PATH; empty
 /// means the default, as in the reference).
@@ -21,7 +24,7 @@ func runSync(_ body: () async throws -> Void) async throws {
     do {
         try await body()
     } catch let error as SyncFailure {
-        FileHandle.standardError.write(Data("error: \(error.description)\n".utf8))
+        writeAll(2, "error: \(error.description)\n")
         throw ExitCode(1)
     }
 }
@@ -52,5 +55,5 @@ func bracketed(_ units: [String]) -> String { "[" + units.joined(separator: ", "
 /// Writes a line to stdout at once (unbuffered, so that output and errors keep their order
 /// when both go to one file).
 func emit(_ text: String) {
-    FileHandle.standardOutput.write(Data((text + "\n").utf8))
+    writeAll(1, text + "\n")
 }

@@ -1,7 +1,10 @@
 import AgentProto
 import AgentSocket
 import ArgumentParser
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// `exp sync status <unit>`: the unit's status, readiness and dependencies.
 struct SyncStatusCommand: AsyncParsableCommand {

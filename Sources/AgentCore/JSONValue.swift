@@ -282,3 +282,29 @@ struct JSONParser {
         return value
     }
 }
+
+extension JSONValue {
+    /// An object member (the last of duplicates, as in Go); nil for other kinds.
+    public subscript(key: String) -> JSONValue? {
+        guard case .object(let members) = self else { return nil }
+        return members.last { $0.0 == key }?.1
+    }
+
+    /// The string, if this is one.
+    public var stringValue: String? {
+        if case .string(let text) = self { return text }
+        return nil
+    }
+
+    /// The elements, if this is an array.
+    public var arrayValue: [JSONValue]? {
+        if case .array(let items) = self { return items }
+        return nil
+    }
+
+    /// The number as an integer, if this is an integral number.
+    public var intValue: Int? {
+        if case .number(let text) = self { return Int(text) }
+        return nil
+    }
+}

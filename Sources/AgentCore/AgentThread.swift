@@ -1,0 +1,37 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Starts detached OS threads for the few loops that must block in the kernel (the process
+/// reactor's epoll, inotify, the shutdown watchdog, libvncclient). Foundation's `Thread`
+/// would do, but Foundation is not linked (the agent uses FoundationEssentials only).
+public enum AgentThread {
+    private final class Body: @unchecked Sendable {
+        // Safety: written once before the thread starts, read once on it.
+        let name: String
+        let run: @Sendable () -> Void
+        init(name: String, run: @escaping @Sendable () -> Void) {
+            self.name = name
+            self.run = run
+        }
+    }
+
+    /// Runs `body` on a new detached thread named `name` (the kernel keeps 15 bytes of it).
+    /// Crashes if the system cannot create a thread (as Foundation's `Thread` would).
+    public static func start(name: String, _ body: @escaping @Sendable () -> Void) {
+        let box = Unmanaged.passRetained(Body(name: name, run: body)).toOpaque()
+        var thread = pthread_t()
+        let rc = pthread_create(&thread, nil, { argument in
+            let body = Unmanaged<Body>.fromOpaque(argument!).takeRetainedValue()
+            _ = setThreadName(pthread_self(), String(body.name.utf8.prefix(15))!)
+            body.run()
+            return nil
+        }, box)
+        precondition(rc == 0, "pthread_create failed: \(rc)")
+        pthread_detach(thread)
+    }
+}
+
+// glibc's; not in Swift's Glibc module (built without _GNU_SOURCE).
+@_silgen_name("pthread_setname_np")
+private func setThreadName(_ thread: pthread_t, _ name: UnsafePointer<CChar>) -> Int32
