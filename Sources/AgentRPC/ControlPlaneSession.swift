@@ -438,7 +438,9 @@ public final class ControlPlaneSession: Service, UpwardSink, ManifestSource, Sen
         ]
         // The environment each value is expanded against grows with each variable (merging
         // the whole of it again per variable made a large manifest quadratic).
+        variables.reserveCapacity(variables.count + manifest.environmentVariables.count)
         var environment = base.merging(variables) { $1 }
+        environment.reserveCapacity(environment.count + manifest.environmentVariables.count)
         for (key, value) in manifest.environmentVariables {
             let expanded = expand(value, environment: environment)
             variables[key] = expanded
@@ -455,6 +457,10 @@ public final class ControlPlaneSession: Service, UpwardSink, ManifestSource, Sen
         if text == "~" || text.hasPrefix("~/") {
             text = (environment["HOME"] ?? "") + text.dropFirst()
         }
+        // Most values have no `$`, and names are ASCII: a byte-level pass (the character
+        // walk below cost 45 % of handling a 3 MB manifest).
+        if !text.utf8.contains(UInt8(ascii: "$")) { return text }
+        if let fast = expandASCIINames(text, environment: environment) { return fast }
         var out = ""
         var index = text.startIndex
         while index < text.endIndex {
@@ -480,5 +486,43 @@ public final class ControlPlaneSession: Service, UpwardSink, ManifestSource, Sen
             index = name.isEmpty ? text.index(after: index) : nameEnd
         }
         return out
+    }
+
+    /// ``expand(_:environment:)`` over UTF-8 bytes; nil when a name position holds a
+    /// non-ASCII byte (Unicode letters count as name characters there: the slow path decides).
+    static func expandASCIINames(_ text: String, environment: [String: String]) -> String? {
+        let bytes = Array(text.utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count)
+        func isNameByte(_ b: UInt8) -> Bool {
+            (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || b == 0x5F
+        }
+        var i = 0
+        while i < bytes.count {
+            guard bytes[i] == UInt8(ascii: "$") else {
+                out.append(bytes[i])
+                i += 1
+                continue
+            }
+            var nameStart = i + 1
+            var braced = false
+            if nameStart < bytes.count, bytes[nameStart] == UInt8(ascii: "{") {
+                braced = true
+                nameStart += 1
+            }
+            var nameEnd = nameStart
+            while nameEnd < bytes.count, isNameByte(bytes[nameEnd]) { nameEnd += 1 }
+            if nameEnd < bytes.count, bytes[nameEnd] >= 0x80 { return nil }
+            if nameEnd == nameStart {
+                out.append(UInt8(ascii: "$"))
+                i += 1
+                continue
+            }
+            let name = String(decoding: bytes[nameStart..<nameEnd], as: UTF8.self)
+            if braced, nameEnd < bytes.count, bytes[nameEnd] == UInt8(ascii: "}") { nameEnd += 1 }
+            out.append(contentsOf: (environment[name] ?? "").utf8)
+            i = nameEnd
+        }
+        return String(decoding: out, as: UTF8.self)
     }
 }

@@ -42,6 +42,8 @@ public final class ControlPlaneDouble: Sendable {
     public let token: String
     public let version: String
     public let manifest: Coder_Agent_V2_Manifest
+    /// Encoded once, so that timing GetManifest measures the agent, not the double.
+    private let manifestBytes: [UInt8]
     public let recorded = Mutex(Recorded())
     public let logLimitExceeded = Mutex(false)
     /// Every answer waits this long first ("answer slowly"; a huge value stalls).
@@ -62,6 +64,7 @@ public final class ControlPlaneDouble: Sendable {
         self.token = token
         self.version = version
         self.manifest = manifest
+        self.manifestBytes = (try? manifest.serializedBytes()) ?? []
     }
 
     public static var defaultManifest: Coder_Agent_V2_Manifest {
@@ -99,7 +102,7 @@ public final class ControlPlaneDouble: Sendable {
                 $0.manifests += 1
                 $0.manifestTimes.append(.now)
             }
-            return try self.manifest.serializedBytes()
+            return self.manifestBytes
         }
         server.register(DRPCMethodPath.agent("UpdateStartup")) { bytes in
             let request = try Coder_Agent_V2_UpdateStartupRequest(serializedBytes: bytes)

@@ -20,6 +20,20 @@ import Testing
         #expect(result.environment["GREETING"] == "hi alice")
     }
 
+    /// The byte-level expansion gives what the character walk gives, and hands names with
+    /// non-ASCII letters to it.
+    @Test func expansionCases() {
+        let env = ["A": "1", "AB": "2", "HOME": "/h", "Ünï": "u", "A\u{301}": "acute", "_x9": "y"]
+        let cases: [(String, String)] = [
+            ("plain", "plain"), ("$A", "1"), ("${A}", "1"), ("$AB-$A", "2-1"), ("${AB}x", "2x"), ("$", "$"), ("a$", "a$"),
+            ("$-x", "$-x"), ("${", "${"), ("${}", "${}"), ("$MISSING.", "."), ("${A", "1"), ("~/p", "/h/p"), ("$_x9$A", "y1"),
+            ("é$A", "é1"), ("$Ünï", "u"), ("$A\u{301}", "acute"), ("x${Ünï}y", "xuy"), ("$1", ""),
+        ]
+        for (text, expected) in cases {
+            #expect(ControlPlaneSession.expand(text, environment: env) == expected, "\(text)")
+        }
+    }
+
     @Test func theStoreKeepsTheLatest() {
         let store = ManifestStore()
         #expect(store.currentManifest == nil)
