@@ -42,6 +42,7 @@ let package = Package(
         .target(
             name: "AgentCore",
             dependencies: [
+                "CAgentSpawn",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],

@@ -1,3 +1,4 @@
+import CAgentSpawn
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -23,7 +24,7 @@ public enum AgentThread {
         var thread = pthread_t()
         let rc = pthread_create(&thread, nil, { argument in
             let body = Unmanaged<Body>.fromOpaque(argument!).takeRetainedValue()
-            _ = setThreadName(pthread_self(), String(body.name.utf8.prefix(15))!)
+            _ = agent_set_thread_name(body.name)
             body.run()
             return nil
         }, box)
@@ -31,7 +32,3 @@ public enum AgentThread {
         pthread_detach(thread)
     }
 }
-
-// glibc's; not in Swift's Glibc module (built without _GNU_SOURCE).
-@_silgen_name("pthread_setname_np")
-private func setThreadName(_ thread: pthread_t, _ name: UnsafePointer<CChar>) -> Int32

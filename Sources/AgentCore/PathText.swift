@@ -1,3 +1,4 @@
+import FoundationEssentials
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -28,6 +29,13 @@ public func lastPathComponent(of path: String) -> String {
 public func zeroPadded<T: BinaryInteger>(_ value: T, width: Int, radix: Int = 10, uppercase: Bool = false) -> String {
     let digits = String(value, radix: radix, uppercase: uppercase)
     return String(repeating: "0", count: max(0, width - digits.count)) + digits
+}
+
+/// True for a regular file (symbolic links followed) with an execute bit. (Not through
+/// `FileManager` attributes: without Foundation their numbers are `UInt`, not `NSNumber`.)
+public func isExecutableRegularFile(_ path: String) -> Bool {
+    var info = stat()
+    return stat(path, &info) == 0 && info.st_mode & S_IFMT == S_IFREG && info.st_mode & 0o111 != 0
 }
 
 /// The size of the file at `path` in bytes (0 if it cannot be read).
@@ -107,4 +115,14 @@ public func writeAll(_ fd: Int32, _ text: String) {
         if n <= 0 { return }
         offset += n
     }
+}
+
+/// A file-system error in one line, the way Go prints it ("no such file or directory"):
+/// FoundationEssentials' `CocoaError` carries the errno as its underlying `POSIXError`.
+public func errorText(_ error: any Error) -> String {
+    if let posix = error as? POSIXError { return String(cString: strerror(posix.code.rawValue)) }
+    if let cocoa = error as? CocoaError, let posix = cocoa.userInfo["NSUnderlyingError"] as? POSIXError {
+        return String(cString: strerror(posix.code.rawValue))
+    }
+    return "\(error)"
 }

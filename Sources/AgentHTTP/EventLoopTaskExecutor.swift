@@ -3,8 +3,16 @@ import NIOCore
 /// Runs a task's jobs on one NIO event loop: an HTTP connection's handler task prefers its
 /// channel's loop, so a request's reads, handler and writes stay on one thread instead of
 /// hopping to Swift's global executor and back for each of them (two thread wake-ups per
-/// request, measured: `agent-bench http`). Actors keep their own executors; blocking work
-/// already goes to `NIOThreadPool`.
+/// request, measured: `agent-bench http`).
+///
+/// Default actors called from such a task run their methods on the loop too, so anything
+/// that may hold a thread must not: file work goes to `NIOThreadPool`, and routes whose
+/// handlers can block (the desktop's) opt out with ``GlobalExecutorMiddleware``. A process
+/// start's `clone(CLONE_VFORK)` holds the loop until the child has exec'd, as it held a
+/// pool thread before (normally well under a millisecond).
+///
+/// Only for loops of a group that is never shut down (the server's is NIO's singleton):
+/// NIO drops `execute` on a stopped loop, which would strand the task.
 final class EventLoopTaskExecutor: TaskExecutor {
     let loop: any EventLoop
 

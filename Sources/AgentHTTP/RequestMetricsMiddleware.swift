@@ -33,7 +33,8 @@ public struct RequestMetricsMiddleware<Context: RequestContext>: RouterMiddlewar
 
 /// One timer per (route, method, status), made once: the metrics factory's own lookup
 /// takes a lock and builds a label string each time. Bounded by the routes the router
-/// knows (unknown paths all count as "NotFound") times methods times statuses.
+/// knows (unknown paths all count as "NotFound") times the nine standard methods (any
+/// other counts as "_OTHER": a client picks the method) times statuses.
 final class RequestMetricsCache: Sendable {
     struct Key: Hashable {
         let route: String
@@ -42,8 +43,10 @@ final class RequestMetricsCache: Sendable {
     }
 
     private let timers = Mutex<[Key: Timer]>([:])
+    private static let standard: Set<HTTPRequest.Method> = [.get, .head, .post, .put, .delete, .connect, .options, .trace, .patch]
 
     func timer(route: String, method: HTTPRequest.Method, status: HTTPResponse.Status) -> Timer {
+        let method = Self.standard.contains(method) ? method : HTTPRequest.Method("_OTHER")!
         let key = Key(route: route, method: method, status: status.code)
         return timers.withLock { timers in
             if let timer = timers[key] { return timer }

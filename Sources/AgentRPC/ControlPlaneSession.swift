@@ -460,7 +460,9 @@ public final class ControlPlaneSession: Service, UpwardSink, ManifestSource, Sen
         // Most values have no `$`, and names are ASCII: a byte-level pass (the character
         // walk below cost 45 % of handling a 3 MB manifest).
         if !text.utf8.contains(UInt8(ascii: "$")) { return text }
-        if let fast = expandASCIINames(text, environment: environment) { return fast }
+        // All-ASCII text only: grapheme clusters (a combining mark after `}`, a prepend
+        // mark before `$`) make the character walk differ from a byte walk.
+        if text.utf8.allSatisfy({ $0 < 0x80 }), let fast = expandASCIINames(text, environment: environment) { return fast }
         var out = ""
         var index = text.startIndex
         while index < text.endIndex {

@@ -13,6 +13,7 @@
 #include <unistd.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
+#include <spawn.h>
 #include <sys/prctl.h>
 #include <dirent.h>
 #include <malloc.h>
@@ -179,21 +180,46 @@ int agent_output_pipe(int fds[2], int pipe_size) {
 #endif
 
 int agent_release_file_pages(void) {
-    FILE *maps = fopen("/proc/self/maps", "re");
+    // smaps, not maps: a read-only mapping of a file can still hold private anonymous pages
+    // (relocated data, RELRO), which pageout would swap out; only clean file pages go.
+    FILE *maps = fopen("/proc/self/smaps", "re");
     if (!maps) return -1;
     char line[4096];
     int advised = 0;
+    unsigned long start = 0, end = 0;
+    int candidate = 0;
     while (fgets(line, sizeof(line), maps)) {
-        unsigned long start, end, offset, inode;
+        unsigned long s, e, offset, inode;
         char perms[5], device[16];
-        int path_at = 0;
-        if (sscanf(line, "%lx-%lx %4s %lx %15s %lu %n", &start, &end, perms, &offset, device, &inode, &path_at) < 6) continue;
-        // File-backed (inode != 0), not writable: text and read-only data only.
-        if (inode == 0 || perms[1] == 'w' || perms[0] != 'r') continue;
-        if (madvise((void *)start, end - start, MADV_PAGEOUT) == 0) advised++;
+        if (sscanf(line, "%lx-%lx %4s %lx %15s %lu", &s, &e, perms, &offset, device, &inode) == 6) {
+            // A mapping's header: file-backed (inode != 0), readable, not writable.
+            start = s;
+            end = e;
+            candidate = inode != 0 && perms[0] == 'r' && perms[1] != 'w';
+            continue;
+        }
+        unsigned long anonymous;
+        if (candidate && sscanf(line, "Anonymous: %lu kB", &anonymous) == 1) {
+            if (anonymous == 0 && madvise((void *)start, end - start, MADV_PAGEOUT) == 0) advised++;
+            candidate = 0;
+        }
     }
     fclose(maps);
     return advised;
+}
+
+int agent_set_thread_name(const char *name) {
+    char truncated[16];
+    snprintf(truncated, sizeof(truncated), "%s", name);
+    return pthread_setname_np(pthread_self(), truncated);
+}
+
+int agent_spawn_actions_close_from(posix_spawn_file_actions_t *actions, int low) {
+    return posix_spawn_file_actions_addclosefrom_np(actions, low);
+}
+
+int agent_spawn_actions_chdir(posix_spawn_file_actions_t *actions, const char *path) {
+    return posix_spawn_file_actions_addchdir_np(actions, path);
 }
 
 int agent_pipe_pending(int fd) {

@@ -52,7 +52,7 @@ extension AgentOptions.Configuration {
             try FileManager.default.createDirectory(
                 atPath: stateDir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         } catch {
-            throw ConfigurationError("--state-dir: cannot create \"\(stateDir)\": \(error)")
+            throw ConfigurationError("--state-dir: cannot create \"\(stateDir)\": \(errorText(error))")
         }
     }
 }

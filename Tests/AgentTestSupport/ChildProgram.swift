@@ -36,17 +36,24 @@ public enum ChildProgram {
             guard let child = start(arguments, environment: environment, directory: directory, stderrToStdout: stderrToStdout) else {
                 return Outcome(status: -1, stdout: "")
             }
+            // Input is written on a thread of its own, so that a child that writes before it
+            // has read everything cannot deadlock against us.
             if let input {
-                var bytes = Array(input.utf8)
-                var offset = 0
-                while offset < bytes.count {
-                    let n = bytes.withUnsafeMutableBytes { write(child.stdin, $0.baseAddress! + offset, $0.count - offset) }
-                    if n < 0 && errno == EINTR { continue }
-                    if n <= 0 { break }
-                    offset += n
-                }
+                let fd = child.stdin
+                Thread {
+                    var bytes = Array(input.utf8)
+                    var offset = 0
+                    while offset < bytes.count {
+                        let n = bytes.withUnsafeMutableBytes { write(fd, $0.baseAddress! + offset, $0.count - offset) }
+                        if n < 0 && errno == EINTR { continue }
+                        if n <= 0 { break }
+                        offset += n
+                    }
+                    close(fd)
+                }.start()
+            } else {
+                close(child.stdin)
             }
-            close(child.stdin)
             var output: [UInt8] = []
             var chunk = [UInt8](repeating: 0, count: 65536)
             while true {
@@ -114,8 +121,8 @@ public enum ChildProgram {
         // Nothing else of ours reaches the child: this process may hold thousands of
         // sockets without close-on-exec (the hostile-client tests), which would fill a
         // child's descriptor table.
-        spawnAddCloseFrom(&actions, 3)
-        if let directory { spawnAddChdir(&actions, directory) }
+        agent_spawn_actions_close_from(&actions, 3)
+        if let directory { agent_spawn_actions_chdir(&actions, directory) }
 
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
@@ -148,11 +155,3 @@ public enum ChildProgram {
         return Running(pid: pid, stdin: input[1], stdout: output[0])
     }
 }
-
-// glibc 2.34+ (Debian 12 has 2.36); not in Swift's Glibc module, which is built without
-// _GNU_SOURCE.
-@_silgen_name("posix_spawn_file_actions_addclosefrom_np")
-private func spawnAddCloseFrom(_ actions: UnsafeMutablePointer<posix_spawn_file_actions_t>, _ from: Int32) -> Int32
-
-@_silgen_name("posix_spawn_file_actions_addchdir_np")
-private func spawnAddChdir(_ actions: UnsafeMutablePointer<posix_spawn_file_actions_t>, _ path: UnsafePointer<CChar>) -> Int32

@@ -102,3 +102,10 @@ struct AgentDaemon {
     }
 }
 
+
+/// Resident set size of `pid`, in bytes (VmRSS from /proc).
+func rss(_ pid: pid_t) -> Int {
+    let status = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""
+    let line = status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") } ?? ""
+    return (Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0) * 1024
+}

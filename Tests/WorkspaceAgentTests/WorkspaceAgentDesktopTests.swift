@@ -97,10 +97,4 @@ struct WorkspaceAgentDesktopTests {
         #expect((descriptors.max() ?? 0) >= 1024, "the agent's descriptors went above FD_SETSIZE")
         #expect(kill(agent.pid, 0) == 0, "the agent is alive")
     }
-
-    func rss(_ pid: pid_t) -> Int {
-        let status = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""
-        let line = status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") } ?? ""
-        return (Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0) * 1024
-    }
 }

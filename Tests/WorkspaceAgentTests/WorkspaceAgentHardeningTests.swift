@@ -169,13 +169,6 @@ import Glibc
 
     // MARK: Helpers
 
-    /// Resident set size of `pid`, in bytes.
-    func rss(_ pid: pid_t) -> Int {
-        let status = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""
-        let line = status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") } ?? ""
-        return (Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0) * 1024
-    }
-
     /// The shell pid of a process (its group id) from `/proc`, by command line.
     func shellPID(of agent: AgentDaemon, command: String) async throws -> pid_t {
         var found: pid_t?

@@ -97,7 +97,7 @@ final class ProcessReactor: Sendable {
     private let wakefd: Int32
     private let sigchldfd: Int32
     /// /dev/null, where output nobody will keep is spliced (-1: always read).
-    private let nullfd: Int32 = open("/dev/null", O_WRONLY | O_CLOEXEC)
+    private let nullfd: Int32
     private let adoptOrphans: Bool
     private let state = Mutex(State())
     private let finished = OneShotSignal()
@@ -126,6 +126,7 @@ final class ProcessReactor: Sendable {
         }
         sigchldfd = sigchld
         self.adoptOrphans = adopt
+        nullfd = open("/dev/null", O_WRONLY | O_CLOEXEC)
     }
 
     /// Starts the reactor thread (once; later calls do nothing). Children watched before

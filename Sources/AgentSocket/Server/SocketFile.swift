@@ -38,7 +38,7 @@ struct SocketFile: Sendable {
             try FileManager.default.createDirectory(
                 atPath: parent, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         } catch {
-            throw Failure(description: "create socket: create parent directory \(goQuote(parent)): \(error)")
+            throw Failure(description: "create socket: create parent directory \(goQuote(parent)): \(errorText(error))")
         }
         // Short, so that a final path near the limit still fits while staged.
         var template = Array((parent + "/.as-XXXXXX").utf8CString)

@@ -11,6 +11,7 @@
 #ifndef CAGENTSPAWN_H
 #define CAGENTSPAWN_H
 
+#include <spawn.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -53,12 +54,20 @@ int agent_is_executable(const char *path);
 /// A pipe whose read end (fds[0]) is non-blocking; both ends close-on-exec. Returns 0 or -1.
 int agent_output_pipe(int fds[2], int pipe_size);
 
-/// Drops this process's mappings of read-only file pages (code and constants of the
-/// binary and its libraries) with madvise(MADV_PAGEOUT): what start-up ran and will not run
-/// again stops counting in the agent's resident set (the pages stay in the page cache, and
-/// those still used fault back in at first touch). Private and writable memory is left
-/// alone. Returns the number of mappings advised, or -1 if /proc/self/maps is unreadable.
+/// Reclaims this process's clean read-only file pages (code and constants of the binary and
+/// its libraries) with madvise(MADV_PAGEOUT): what start-up ran and will not run again stops
+/// counting in the agent's resident set. Pages no other process maps leave the page cache,
+/// so code used again is read back from the file (a major fault). Mappings holding private
+/// or writable memory are left alone. Returns the mappings advised, or -1 (no smaps).
 int agent_release_file_pages(void);
+
+/// Names the calling thread (pthread_setname_np; the kernel keeps 15 bytes).
+int agent_set_thread_name(const char *name);
+
+/// posix_spawn file actions glibc has but Swift's Glibc module (no _GNU_SOURCE) hides:
+/// close every descriptor from `low` up, and change directory (tests' child programs).
+int agent_spawn_actions_close_from(posix_spawn_file_actions_t *actions, int low);
+int agent_spawn_actions_chdir(posix_spawn_file_actions_t *actions, const char *path);
 
 /// Bytes waiting in a pipe (FIONREAD), or -1.
 int agent_pipe_pending(int fd);

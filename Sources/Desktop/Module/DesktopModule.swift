@@ -47,6 +47,10 @@ public struct DesktopModule: HTTPModule {
 
     public func routes() -> RouteCollection<AgentRequestContext> {
         let routes = RouteCollection(context: AgentRequestContext.self)
+        // Actions wait on the VNC connection's lock (held through a blocking read of an
+        // update) and copy whole framebuffers; the supervisor stats and spawns: not on an
+        // event loop.
+        routes.add(middleware: GlobalExecutorMiddleware())
         let action = ActionRoute(supervisor: supervisor, runner: runner)
         let recordings = RecordingRoutes(supervisor: supervisor, recorder: recorder)
         routes.post("action") { request, context in try await action.handle(request, context) }

@@ -1,3 +1,4 @@
+import AgentCore
 import CoreMetrics
 import FoundationEssentials
 #if canImport(Glibc)
@@ -203,10 +204,6 @@ enum DesktopBinaries {
 
     private static func isExecutableFile(_ path: String) -> Bool {
         // Symlinks are followed (Debian's Xvnc is one, through the alternatives system).
-        let target = URL(fileURLWithPath: path).resolvingSymlinksInPath().path
-        guard let attributes = try? FileManager.default.attributesOfItem(atPath: target),
-              attributes[.type] as? FileAttributeType == .typeRegular,
-              let permissions = attributes[.posixPermissions] as? Int else { return false }
-        return permissions & 0o111 != 0
+        isExecutableRegularFile(path)
     }
 }
