@@ -81,6 +81,34 @@ import Testing
         }
     }
 
+    /// The head deadline moves with every request without a timer per request (a lazy
+    /// deadline): a connection that keeps asking is never cut, and once it goes quiet it is
+    /// closed as before.
+    @Test func theHeadDeadlineFollowsAKeepAliveConnection() async throws {
+        try await withGuardServer(headTimeout: .seconds(1)) { port, _ in
+            let socket = try #require(LoopbackSocket(port: port))
+            // 8 requests 300 ms apart: 2.4 s, past the first request's 1 s deadline.
+            for _ in 0..<8 {
+                socket.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+                #expect(String(decoding: await socket.read(until: "\"ok\"}"), as: UTF8.self).contains("200 OK"))
+                try await Task.sleep(for: .milliseconds(300))
+            }
+            #expect(await socket.isClosedByPeer(within: .seconds(10)))
+        }
+    }
+
+    /// Handlers run on their connection's event loop (no thread hops per request), except
+    /// behind `GlobalExecutorMiddleware`, for handlers that may hold a thread.
+    @Test func handlersRunOnTheEventLoopUnlessTheyOptOut() async throws {
+        try await withGuardServer { port, _ in
+            let client = RawHTTPClient(port: port)
+            let onLoop = try await client.request("GET", "/thread")
+            #expect(onLoop.bodyText.contains("NIO-SGLTN"), "\(onLoop.bodyText)")
+            let offLoop = try await client.request("GET", "/off-loop/thread")
+            #expect(offLoop.status == 200 && !offLoop.bodyText.contains("NIO-SGLTN"), "\(offLoop.bodyText)")
+        }
+    }
+
     @Test func aTrickledBodyHasADeadline() async throws {
         try await withGuardServer(bodyTimeout: .seconds(1)) { port, _ in
             let socket = try #require(LoopbackSocket(port: port))
@@ -282,6 +310,14 @@ struct GuardTestRoutes: HTTPModule {
         let router = RouteCollection(context: AgentRequestContext.self)
         router.group("/chat").add(middleware: ChatIdentityMiddleware()).get { _, context in
             JSONResponse.make(["chat": context.chat?.id ?? "", "ancestors": (context.chat?.ancestorIDs ?? []).joined(separator: ",")])
+        }
+        // Which thread serves: NIO names its event loop threads "NIO-SGLTN-...".
+        let thread = { @Sendable () -> String in
+            ((try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)) ?? "").trimmingWhitespace()
+        }
+        router.get("/thread") { _, _ in JSONResponse.make(["thread": thread()]) }
+        router.group("/off-loop").add(middleware: GlobalExecutorMiddleware()).get("thread") { _, _ in
+            JSONResponse.make(["thread": thread()])
         }
         router.get("/slow") { _, _ in
             try await Task.sleep(for: .seconds(3))
