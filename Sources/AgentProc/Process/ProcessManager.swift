@@ -311,11 +311,19 @@ public final class ProcessManager: Service, Sendable {
         defer { process.removeExitWaiter(waiterID) }
         clientGone?.whenComplete { _ in signal.fire() }
         let maxWait = configuration.maxWait
-        let timer = Task {
-            try? await Task.sleep(for: maxWait)
-            signal.fire()
+        // The bound on the wait: a timer on the connection's event loop when there is one
+        // (no task to create and cancel per request), else a sleeping task.
+        let nanoseconds = maxWait.components.seconds * 1_000_000_000 + maxWait.components.attoseconds / 1_000_000_000
+        let loopTimer = clientGone?.eventLoop.scheduleTask(in: .nanoseconds(nanoseconds)) { signal.fire() }
+        let taskTimer = loopTimer == nil
+            ? Task {
+                try? await Task.sleep(for: maxWait)
+                signal.fire()
+            } : nil
+        defer {
+            loopTimer?.cancel()
+            taskTimer?.cancel()
         }
-        defer { timer.cancel() }
         await signal.wait()
     }
 
