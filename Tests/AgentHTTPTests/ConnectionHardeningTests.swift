@@ -85,10 +85,11 @@ import Testing
     /// deadline): a connection that keeps asking is never cut, and once it goes quiet it is
     /// closed as before.
     @Test func theHeadDeadlineFollowsAKeepAliveConnection() async throws {
-        try await withGuardServer(headTimeout: .seconds(1)) { port, _ in
+        try await withGuardServer(headTimeout: .seconds(2)) { port, _ in
             let socket = try #require(LoopbackSocket(port: port))
-            // 8 requests 300 ms apart: 2.4 s, past the first request's 1 s deadline.
-            for _ in 0..<8 {
+            // 10 requests 300 ms apart: 3 s, past the first request's 2 s deadline (gaps of
+            // 300 ms leave slack for a loaded machine).
+            for _ in 0..<10 {
                 socket.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
                 #expect(String(decoding: await socket.read(until: "\"ok\"}"), as: UTF8.self).contains("200 OK"))
                 try await Task.sleep(for: .milliseconds(300))
