@@ -39,6 +39,12 @@ public actor DesktopSupervisor {
 
     let configuration: Configuration
     private var current: (any RunningDesktop)?
+    /// When `current` was last found alive. A liveness check can read /proc/net/tcp (a
+    /// portabledesktop's Xvnc is not our child), and every action asks twice (the route,
+    /// then the VNC connection): one check a second is enough, a dead desktop also shows as
+    /// a closed VNC connection.
+    private var aliveAt: ContinuousClock.Instant?
+    static let aliveCheckInterval: Duration = .seconds(1)
     private var client: VNCClient?
     private var starting: Task<Result<any RunningDesktop, DesktopError>, Never>?
     private var closed = false
@@ -55,10 +61,16 @@ public actor DesktopSupervisor {
     public func ensureStarted() async throws(DesktopError) -> DesktopInfo {
         if closed { throw .closed }
         if let current {
-            if current.isAlive { return current.info }
+            if let aliveAt, ContinuousClock.now - aliveAt < Self.aliveCheckInterval { return current.info }
+            if current.isAlive {
+                aliveAt = .now
+                return current.info
+            }
+            aliveAt = nil
             logger.warning("the desktop stopped; a new one starts on this use", metadata: ["vnc_port": "\(current.info.vncPort)"])
             DesktopMetrics.crashes.increment()
             self.current = nil
+            aliveAt = nil
             if let old = client {
                 client = nil
                 await old.close()
@@ -91,6 +103,7 @@ public actor DesktopSupervisor {
             }
             if current == nil {
                 current = desktop
+                aliveAt = .now
                 DesktopMetrics.starts.increment()
                 logger.info("desktop ready", metadata: ["vnc_port": "\(desktop.info.vncPort)", "geometry": "\(desktop.info.width)x\(desktop.info.height)"])
             }
@@ -104,14 +117,23 @@ public actor DesktopSupervisor {
 
     /// The agent's VNC connection to the running desktop (made on first use, remade when the
     /// desktop or the connection changed).
-    func vncClient() async throws(DesktopError) -> VNCClient {
+    func vncClient(retrying: Bool = true) async throws(DesktopError) -> VNCClient {
         let info = try await ensureStarted()
         if let client, client.isUsable, client.port == info.vncPort { return client }
         if let old = client {
             client = nil
             await old.close()
         }
-        let fresh = try await VNCClient.connect(port: info.vncPort)
+        let fresh: VNCClient
+        do {
+            fresh = try await VNCClient.connect(port: info.vncPort)
+        } catch {
+            // The desktop may have died since its last liveness check: check now (and
+            // start a new one if so), once.
+            guard retrying, aliveAt != nil else { throw error }
+            aliveAt = nil
+            return try await vncClient(retrying: false)
+        }
         if let existing = client, existing.isUsable {
             await fresh.close()
             return existing
@@ -148,6 +170,7 @@ public actor DesktopSupervisor {
               ContinuousClock.now - lastActivity >= timeout else { return }
         logger.info("stopping the idle desktop", metadata: ["idle_timeout": "\(timeout)"])
         current = nil
+        aliveAt = nil
         if let old = client {
             client = nil
             await old.close()
@@ -165,6 +188,7 @@ public actor DesktopSupervisor {
         if let starting, case .success(let desktop) = await starting.value { await desktop.stop() }
         if let desktop = current {
             current = nil
+            aliveAt = nil
             await desktop.stop()
         }
     }
