@@ -23,6 +23,8 @@ final class BoundarySpool {
     private var segments: [(number: Int64, size: Int)] = []
     /// The oldest segment's bytes and how far it has been read.
     private var reading: (number: Int64, bytes: [UInt8], offset: Int)?
+    /// The newest segment, open for appending (one open per segment, not per record).
+    private var appending: (number: Int64, fd: Int32)?
 
     init(directory: String, maxBytes: Int, logger: Logger) {
         self.directory = directory
@@ -55,10 +57,23 @@ final class BoundarySpool {
             segments.append((next, 0))
         }
         let number = segments[segments.count - 1].number
-        guard write(record, to: path(number), append: true) else { return false }
+        if appending?.number != number {
+            closeAppending()
+            let fd = open(path(number), O_WRONLY | O_CREAT | O_CLOEXEC | O_APPEND, 0o600)
+            guard fd >= 0 else { return false }
+            appending = (number, fd)
+        }
+        guard let fd = appending?.fd, Self.writeAll(record, to: fd) else { return false }
         segments[segments.count - 1].size += record.count
         return true
     }
+
+    private func closeAppending() {
+        if let appending { close(appending.fd) }
+        appending = nil
+    }
+
+    deinit { closeAppending() }
 
     /// Writes `payloads` as a segment older than everything on disk (what memory held at
     /// shutdown comes before what was spooled).
@@ -102,6 +117,7 @@ final class BoundarySpool {
                 BoundaryMetrics.spoolCorrupt.increment()
             }
             // Segment done (or torn): remove it and go on with the next.
+            if appending?.number == oldest.number { closeAppending() }
             unlink(path(oldest.number))
             segments.removeFirst()
             reading = nil
@@ -113,9 +129,14 @@ final class BoundarySpool {
         let fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | (append ? O_APPEND : O_TRUNC), 0o600)
         guard fd >= 0 else { return false }
         defer { close(fd) }
+        return Self.writeAll(bytes, to: fd)
+    }
+
+    private static func writeAll(_ bytes: [UInt8], to fd: Int32) -> Bool {
         var offset = 0
         while offset < bytes.count {
             let n = bytes[offset...].withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+            if n < 0 && errno == EINTR { continue }
             if n <= 0 { return false }
             offset += n
         }
