@@ -1,3 +1,4 @@
+import AgentCore
 import CAgentSpawn
 import Foundation
 
@@ -41,14 +42,7 @@ public enum ChildProgram {
             if let input {
                 let fd = child.stdin
                 Thread {
-                    var bytes = Array(input.utf8)
-                    var offset = 0
-                    while offset < bytes.count {
-                        let n = bytes.withUnsafeMutableBytes { write(fd, $0.baseAddress! + offset, $0.count - offset) }
-                        if n < 0 && errno == EINTR { continue }
-                        if n <= 0 { break }
-                        offset += n
-                    }
+                    writeAll(fd, input)
                     close(fd)
                 }.start()
             } else {
