@@ -66,7 +66,7 @@ struct WorkspaceAgentBoundaryTests {
     /// batches past the 100 waiting are dropped as `buffer_full`; reading never blocks.
     @Test func aFullBufferWithoutSpoolDropsAndCounts() async throws {
         let path = NSTemporaryDirectory() + "boundary-\(UUID().uuidString.prefix(8)).sock"
-        let unreachable = "http://127.0.0.1:\(Int.random(in: 20000...60000))"
+        let unreachable = "http://127.0.0.1:\(freeLoopbackPort())"
         let agent = try AgentDaemon.launch(
             ["--http-address", "127.0.0.1:0", "--boundary-log-proxy-socket-path", path, "--boundary-log-spool-size", "0",
              "--agent-url", unreachable],
@@ -94,7 +94,8 @@ struct WorkspaceAgentBoundaryTests {
         let path = NSTemporaryDirectory() + "boundary-\(UUID().uuidString.prefix(8)).sock"
         defer { try? FileManager.default.removeItem(atPath: state) }
         let double = ControlPlaneDouble()
-        let port = Int.random(in: 20000...60000)
+        // Free a moment ago (a random port could be an ephemeral one in use).
+        let port = freeLoopbackPort()
         let arguments = [
             "--http-address", "127.0.0.1:0", "--state-dir", state, "--boundary-log-proxy-socket-path", path,
             "--agent-url", "http://127.0.0.1:\(port)",
