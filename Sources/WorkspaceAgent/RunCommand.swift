@@ -97,7 +97,9 @@ struct RunCommand: AsyncParsableCommand {
             "state_dir": "\(config.agent.stateDir)",
             "directory": "\(config.processes.directory ?? "")",
         ])
-        let release = Task { await StartupPages.releaseAfterStartup() }
+        let release = Task { [enabled = config.agent.releaseStartupPages] in
+            if enabled { await StartupPages.releaseAfterStartup() }
+        }
         defer { release.cancel() }
         do {
             try await host.run()

@@ -11,6 +11,8 @@ struct WorkspaceAgentDaemonTests {
         (["--http-address", "nowhere"], [:], "--http-address"),
         (["--http-address", "127.0.0.1:99999"], [:], "--http-address"),
         (["--proc-prio-mgmt", "maybe"], [:], "--proc-prio-mgmt"),
+        (["--release-startup-pages", "sometimes"], [:], "--release-startup-pages"),
+        ([], ["CODER_AGENT_RELEASE_STARTUP_PAGES": "perhaps"], "CODER_AGENT_RELEASE_STARTUP_PAGES"),
         ([], ["CODER_AGENT_LOG_LEVEL": "loud"], "CODER_AGENT_LOG_LEVEL"),
         ([], ["CODER_AGENT_HTTP_ADDRESS": "::1:80"], "CODER_AGENT_HTTP_ADDRESS"),
         (["--no-such-flag"], [:], "no-such-flag"),
