@@ -94,18 +94,14 @@ enum Bench {
     }
 
     /// Resident set size of `pid` in bytes, from /proc (`field` VmRSS, or RssAnon for private memory).
-    static func rss(_ pid: pid_t, field: String = "VmRSS") -> Int {
-        guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return 0 }
-        for line in text.split(separator: "\n") where line.hasPrefix(field + ":") {
-            let kb = Int(line.split(whereSeparator: { $0 == " " || $0 == "\t" })[1]) ?? 0
-            return kb * 1024
-        }
-        return 0
-    }
+    static func rss(_ pid: pid_t, field: String = "VmRSS") -> Int { procKiB("/proc/\(pid)/status", field) }
 
     /// A field of /proc/`pid`/smaps_rollup (Pss, Rss, ...) in bytes.
-    static func smapsRollup(_ pid: pid_t, field: String) -> Int {
-        guard let text = try? String(contentsOfFile: "/proc/\(pid)/smaps_rollup", encoding: .utf8) else { return 0 }
+    static func smapsRollup(_ pid: pid_t, field: String) -> Int { procKiB("/proc/\(pid)/smaps_rollup", field) }
+
+    /// The `field:` line of a /proc file whose value is in kB, in bytes (0 if absent).
+    private static func procKiB(_ path: String, _ field: String) -> Int {
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return 0 }
         for line in text.split(separator: "\n") where line.hasPrefix(field + ":") {
             return (Int(line.split(whereSeparator: { $0 == " " || $0 == "\t" })[1]) ?? 0) * 1024
         }

@@ -7,8 +7,7 @@ import Glibc
 /// reactor's epoll, inotify, the shutdown watchdog, libvncclient). Foundation's `Thread`
 /// would do, but Foundation is not linked (the agent uses FoundationEssentials only).
 public enum AgentThread {
-    private final class Body: @unchecked Sendable {
-        // Safety: written once before the thread starts, read once on it.
+    private final class Body: Sendable {
         let name: String
         let run: @Sendable () -> Void
         init(name: String, run: @escaping @Sendable () -> Void) {

@@ -117,12 +117,17 @@ public func writeAll(_ fd: Int32, _ text: String) {
     }
 }
 
-/// A file-system error in one line, the way Go prints it ("no such file or directory"):
-/// FoundationEssentials' `CocoaError` carries the errno as its underlying `POSIXError`.
-public func errorText(_ error: any Error) -> String {
-    if let posix = error as? POSIXError { return String(cString: strerror(posix.code.rawValue)) }
+/// The errno behind a file-system error: a `POSIXError`, or FoundationEssentials'
+/// `CocoaError` with its underlying `POSIXError`; nil for anything else.
+public func posixErrno(of error: any Error) -> Int32? {
+    if let posix = error as? POSIXError { return posix.code.rawValue }
     if let cocoa = error as? CocoaError, let posix = cocoa.userInfo["NSUnderlyingError"] as? POSIXError {
-        return String(cString: strerror(posix.code.rawValue))
+        return posix.code.rawValue
     }
-    return "\(error)"
+    return nil
+}
+
+/// A file-system error in one line, the way Go prints it ("no such file or directory").
+public func errorText(_ error: any Error) -> String {
+    posixErrno(of: error).map { String(cString: strerror($0)) } ?? "\(error)"
 }

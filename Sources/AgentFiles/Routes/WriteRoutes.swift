@@ -175,13 +175,12 @@ struct WriteRoutes: Sendable {
 
     /// The errno behind a Foundation file error, if it carries one.
     static func errnoOf(_ error: any Error) -> Int32? {
-        if let posix = error as? POSIXError { return posix.code.rawValue }
-        guard let cocoa = error as? CocoaError else { return nil }
+        let cocoa = error as? CocoaError
         // createDirectory with intermediates accepts existing directories: "exists" means
         // something that is not a directory is in the way.
-        if cocoa.code == .fileWriteFileExists { return ENOTDIR }
-        if let posix = cocoa.userInfo["NSUnderlyingError"] as? POSIXError { return posix.code.rawValue }
-        switch cocoa.code {
+        if cocoa?.code == .fileWriteFileExists { return ENOTDIR }
+        if let code = posixErrno(of: error) { return code }
+        switch cocoa?.code {
         case .fileWriteNoPermission, .fileReadNoPermission: return EACCES
         default: return nil
         }

@@ -174,10 +174,10 @@ extension ManagedProcess: ProcessEventSink {
         }
     }
 
-    func discardUnretained(pending: Int, _ discard: (Int) -> Int) {
+    func discardUnretained(_ discard: (_ keep: Int) -> Int) {
         state.withLock { s in
             guard s.subscribers.isEmpty, s.output.isHeadFull else { return }
-            let dropped = discard(pending - s.output.tailCapacity)
+            let dropped = discard(s.output.tailCapacity)
             guard dropped > 0 else { return }
             s.output.skip(dropped)
             ProcessMetrics.outputBytes.increment(by: dropped)

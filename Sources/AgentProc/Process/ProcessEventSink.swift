@@ -5,11 +5,11 @@
 protocol ProcessEventSink: AnyObject, Sendable {
     /// A chunk of combined stdout+stderr; the memory is only valid during the call.
     func output(_ bytes: UnsafeRawBufferPointer)
-    /// `pending` bytes wait in the pipe. If none of them can be kept or seen (nobody
-    /// subscribed, the retained head full), lets `discard` drop up to all but the tail's
-    /// worth, under the same lock a subscriber takes to attach (none misses bytes); the
-    /// dropped bytes count as written but not retained.
-    func discardUnretained(pending: Int, _ discard: (Int) -> Int)
+    /// If no byte still waiting can be kept or seen (nobody subscribed, the retained head
+    /// full), calls `discard` with how many bytes the tail keeps: it drops what it may of the
+    /// rest and returns how many. Runs under the same lock a subscriber takes to attach
+    /// (none misses bytes); the dropped bytes count as written but not retained.
+    func discardUnretained(_ discard: (_ keep: Int) -> Int)
     /// The pipe reached EOF (every writer, orphans included, closed it) or was closed by us.
     func outputClosed()
     /// The shell exited with this raw wait status.

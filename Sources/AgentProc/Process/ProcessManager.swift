@@ -305,25 +305,17 @@ public final class ProcessManager: Service, Sendable {
 
     /// Returns when the process exits, `clientGone` completes, `maxWait` passes, or the
     /// task is cancelled, whichever is first. Never throws: the caller answers with a snapshot.
-    public func waitForExit(_ process: ManagedProcess, clientGone: EventLoopFuture<Void>? = nil) async {
+    public func waitForExit(_ process: ManagedProcess, clientGone: EventLoopFuture<Void>) async {
         let signal = OneShotSignal()
         guard let waiterID = process.onExit({ signal.fire() }) else { return }
         defer { process.removeExitWaiter(waiterID) }
-        clientGone?.whenComplete { _ in signal.fire() }
+        clientGone.whenComplete { _ in signal.fire() }
+        // The bound on the wait: a timer on the connection's event loop (no task to create
+        // and cancel per request).
         let maxWait = configuration.maxWait
-        // The bound on the wait: a timer on the connection's event loop when there is one
-        // (no task to create and cancel per request), else a sleeping task.
         let nanoseconds = maxWait.components.seconds * 1_000_000_000 + maxWait.components.attoseconds / 1_000_000_000
-        let loopTimer = clientGone?.eventLoop.scheduleTask(in: .nanoseconds(nanoseconds)) { signal.fire() }
-        let taskTimer = loopTimer == nil
-            ? Task {
-                try? await Task.sleep(for: maxWait)
-                signal.fire()
-            } : nil
-        defer {
-            loopTimer?.cancel()
-            taskTimer?.cancel()
-        }
+        let timer = clientGone.eventLoop.scheduleTask(in: .nanoseconds(nanoseconds)) { signal.fire() }
+        defer { timer.cancel() }
         await signal.wait()
     }
 

@@ -307,10 +307,15 @@ final class ProcessReactor: Sendable {
             // Bytes that no one will see (no subscriber, the head already full, and more
             // waiting than the tail keeps) are dropped by the kernel without a copy: the
             // per-byte cost of a chatty child falls to almost nothing.
-            if nullfd >= 0, case let pending = agent_pipe_pending(watch.pipefd), pending > Self.discardThreshold {
+            // (The pending count is asked for only once the sink says it could drop bytes.)
+            if nullfd >= 0 {
                 let pipefd = watch.pipefd
                 let nullfd = self.nullfd
-                watch.sink.discardUnretained(pending: Int(pending)) { Int(agent_pipe_discard(pipefd, nullfd, $0)) }
+                watch.sink.discardUnretained { keep in
+                    let pending = Int(agent_pipe_pending(pipefd))
+                    guard pending > Int(Self.discardThreshold) else { return 0 }
+                    return Int(agent_pipe_discard(pipefd, nullfd, pending - keep))
+                }
             }
             let n = read(watch.pipefd, scratch.baseAddress, scratch.count)
             if n > 0 {

@@ -88,7 +88,7 @@ final class BoundarySpool {
             written += 1
         }
         let number = (segments.first?.number ?? 1_000_000_001) - 1
-        guard written > 0, write(bytes, to: path(number), append: false) else { return 0 }
+        guard written > 0, writeSegment(bytes, to: path(number)) else { return 0 }
         segments.insert((number, bytes.count), at: 0)
         return written
     }
@@ -125,8 +125,9 @@ final class BoundarySpool {
         return nil
     }
 
-    private func write(_ bytes: [UInt8], to path: String, append: Bool) -> Bool {
-        let fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | (append ? O_APPEND : O_TRUNC), 0o600)
+    /// Writes a whole segment file (appends go through the open newest segment).
+    private func writeSegment(_ bytes: [UInt8], to path: String) -> Bool {
+        let fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_TRUNC, 0o600)
         guard fd >= 0 else { return false }
         defer { close(fd) }
         return Self.writeAll(bytes, to: fd)

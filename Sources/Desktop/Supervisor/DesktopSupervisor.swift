@@ -215,19 +215,15 @@ enum DesktopBinaries {
         if let found = onPath("portabledesktop", environment) { return found }
         guard let directory = environment["CODER_SCRIPT_BIN_DIR"], !directory.isEmpty else { return nil }
         let candidate = directory + "/portabledesktop"
-        return isExecutableFile(candidate) ? candidate : nil
+        return isExecutableRegularFile(candidate) ? candidate : nil
     }
 
     static func onPath(_ name: String, _ environment: [String: String]) -> String? {
         for directory in (environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin").split(separator: ":") where !directory.isEmpty {
             let candidate = "\(directory)/\(name)"
-            if isExecutableFile(candidate) { return candidate }
+            if isExecutableRegularFile(candidate) { return candidate }
         }
         return nil
     }
 
-    private static func isExecutableFile(_ path: String) -> Bool {
-        // Symlinks are followed (Debian's Xvnc is one, through the alternatives system).
-        isExecutableRegularFile(path)
-    }
 }
