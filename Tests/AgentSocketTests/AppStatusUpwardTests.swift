@@ -49,7 +49,8 @@ struct AppStatusUpwardTests {
 
             let second = ControlPlaneDouble()
             try await second.run(port: port.withLock { $0 }) { _ in
-                #expect(await eventually { second.recorded.withLock { $0.appStatuses.count } == 3 })
+                // The session may be in its longest reconnect wait (10 s ± 20 %) when the second double starts.
+                #expect(await eventually(timeout: .seconds(30)) { second.recorded.withLock { $0.appStatuses.count } == 3 })
                 let delivered = second.recorded.withLock { $0.appStatuses }
                 #expect(delivered.map(\.message) == ["step 0", "step 1", "step 2"])
                 #expect(delivered.allSatisfy { $0.slug == "app" && $0.state == .idle && $0.uri == "https://example.invalid/app" })

@@ -64,29 +64,34 @@ struct AgentDaemon {
             if let range = log.range(of: #"(?<![_a-z])address[=":]+127\.0\.0\.1:(\d+)"#, options: .regularExpression) {
                 found = Int(log[range].split(separator: ":").last!.filter(\.isNumber))
             }
-            return found != nil || exitStatus(wait: false) != nil
+            return found != nil || reap() != nil
         }
         return try #require(found, "agent did not report its address; log:\n\(log)")
     }
 
     func signal(_ sig: Int32) { kill(pid, sig) }
 
-    /// The exit code once exited; nil while running. With `wait`, polls up to `timeout`.
+    /// The exit code once exited; nil while running. With `wait`, polls up to `timeout`,
+    /// sleeping between polls: a test waiting for an agent to stop must not hold one of the
+    /// cooperative pool's threads (two cores: two threads), or every other test stalls.
     @discardableResult
-    func exitStatus(wait: Bool = true, timeout: Duration = .seconds(30)) -> Int32? {
+    func exitStatus(wait: Bool = true, timeout: Duration = .seconds(30)) async -> Int32? {
         let deadline = ContinuousClock.now + timeout
         while true {
-            var status: Int32 = 0
-            let r = waitpid(pid, &status, WNOHANG)
-            if r == pid {
-                Self.statuses.withLock { $0[pid] = status }
-            }
-            if let status = Self.statuses.withLock({ $0[pid] }) {
-                return status & 0x7f == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
-            }
+            if let status = reap() { return status }
             if !wait || ContinuousClock.now >= deadline { return nil }
-            usleep(10_000)
+            try? await Task.sleep(for: .milliseconds(10))
         }
+    }
+
+    /// The exit code if the agent has exited (reaped once, remembered), without waiting.
+    func reap() -> Int32? {
+        var status: Int32 = 0
+        if waitpid(pid, &status, WNOHANG) == pid {
+            Self.statuses.withLock { $0[pid] = status }
+        }
+        guard let status = Self.statuses.withLock({ $0[pid] }) else { return nil }
+        return status & 0x7f == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
     }
 
     /// Reaped statuses, so a second query still sees the first one.
@@ -94,9 +99,10 @@ struct AgentDaemon {
 
     /// Kills the agent if a test left it running.
     func cleanup() {
-        if exitStatus(wait: false) == nil {
+        if reap() == nil {
             kill(pid, SIGKILL)
-            exitStatus()
+            // A killed process is reaped at once (bounded: 3 s of 1 ms polls).
+            for _ in 0..<3000 where reap() == nil { usleep(1000) }
         }
         unlink(logPath)
     }

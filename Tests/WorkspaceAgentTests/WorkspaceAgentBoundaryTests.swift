@@ -58,7 +58,7 @@ struct WorkspaceAgentBoundaryTests {
         #expect(samples[#"agent_boundary_log_proxy_logs_dropped_total{reason="boundary_batch_full"}"#] == 3)
         #expect(!samples.keys.contains { $0.hasPrefix("agent_boundary_log_proxy_batches_dropped_total") && $0.contains("boundary_") })
         agent.signal(SIGTERM)
-        #expect(agent.exitStatus() == 0)
+        #expect(await agent.exitStatus() == 0)
         #expect(!FileManager.default.fileExists(atPath: path), "removed at shutdown")
     }
 
@@ -119,7 +119,7 @@ struct WorkspaceAgentBoundaryTests {
         #expect(socket.send(bytes))
         try await Task.sleep(for: .milliseconds(500))
         first.signal(SIGTERM)
-        #expect(first.exitStatus() == 0)
+        #expect(await first.exitStatus() == 0)
 
         try await double.run(port: port) { _ in
             let second = try AgentDaemon.launch(arguments, environment: ["CODER_AGENT_TOKEN": double.token])
@@ -130,7 +130,7 @@ struct WorkspaceAgentBoundaryTests {
             let numbers = double.recorded.withLock { $0.boundaryLogs.flatMap { $0.logs.map(\.sequenceNumber) } }
             #expect(numbers == (0..<300).map { Int32($0) }, "each once, in order")
             second.signal(SIGTERM)
-            #expect(second.exitStatus() == 0)
+            #expect(await second.exitStatus() == 0)
         }
     }
 }

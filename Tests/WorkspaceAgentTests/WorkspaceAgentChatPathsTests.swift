@@ -20,7 +20,7 @@ struct WorkspaceAgentChatPathsTests {
         let id = try #require(jsonObject(started.body)?["id"] as? String)
         _ = try await client.request("GET", "/api/v0/processes/\(id)/output?wait=true", headers: [("Coder-Chat-Id", chat)])
         agent.signal(SIGTERM)
-        #expect(agent.exitStatus() == 0)
+        #expect(await agent.exitStatus() == 0)
         let saved = try String(contentsOfFile: state + "/chat-paths.json", encoding: .utf8)
         #expect(saved.contains(chat) && saved.contains(URL(fileURLWithPath: workdir).standardizedFileURL.path.split(separator: "/").last.map(String.init) ?? "?"))
 
@@ -29,7 +29,7 @@ struct WorkspaceAgentChatPathsTests {
         defer { second.cleanup() }
         _ = try await second.port()
         second.signal(SIGTERM)
-        #expect(second.exitStatus() == 0)
+        #expect(await second.exitStatus() == 0)
         #expect(try String(contentsOfFile: state + "/chat-paths.json", encoding: .utf8).contains(chat))
     }
 }

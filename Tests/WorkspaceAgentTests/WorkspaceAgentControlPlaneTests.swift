@@ -40,7 +40,7 @@ struct WorkspaceAgentControlPlaneTests {
             #expect(await eventually(timeout: .seconds(30)) { double.recorded.withLock { $0.manifests } >= 2 })
 
             agent.signal(SIGTERM)
-            #expect(agent.exitStatus() == 0, "\(agent.log)")
+            #expect(await agent.exitStatus() == 0, "\(agent.log)")
             #expect(double.recorded.withLock { $0.lifecycle } == [.created, .starting, .ready, .shuttingDown, .off], "\(agent.log)")
         }
     }
@@ -48,7 +48,7 @@ struct WorkspaceAgentControlPlaneTests {
     @Test func urlWithoutTokenIsAUsageError() async throws {
         let agent = try AgentDaemon.launch(["--agent-url", "http://127.0.0.1:9"])
         defer { agent.cleanup() }
-        #expect(agent.exitStatus() == 64)
+        #expect(await agent.exitStatus() == 64)
         #expect(agent.log.contains("token"))
     }
 }

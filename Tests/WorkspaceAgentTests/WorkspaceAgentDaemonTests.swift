@@ -20,7 +20,7 @@ struct WorkspaceAgentDaemonTests {
     func badValuesExitNonZeroWithOneLine(arguments: [String], environment: [String: String], names: String) async throws {
         let agent = try AgentDaemon.launch(arguments, environment: environment)
         defer { agent.cleanup() }
-        let code = try #require(agent.exitStatus())
+        let code = try #require(await agent.exitStatus())
         #expect(code == 64)
         let lines = agent.log.split(separator: "\n")
         #expect(lines.count == 1, "\(agent.log)")
@@ -30,11 +30,11 @@ struct WorkspaceAgentDaemonTests {
     @Test func helpExitsZero() async throws {
         let root = try AgentDaemon.launch(["--help"])
         defer { root.cleanup() }
-        #expect(root.exitStatus() == 0)
+        #expect(await root.exitStatus() == 0)
         #expect(root.log.contains("run"))
         let agent = try AgentDaemon.launch(["run", "--help"])
         defer { agent.cleanup() }
-        #expect(agent.exitStatus() == 0)
+        #expect(await agent.exitStatus() == 0)
         #expect(agent.log.contains("--http-address"))
         #expect(agent.log.contains("CODER_AGENT_HTTP_ADDRESS"))
     }
@@ -60,7 +60,7 @@ struct WorkspaceAgentDaemonTests {
         #expect(await eventually { processExists(commandLine: grandchild) })
 
         agent.signal(SIGTERM)
-        #expect(agent.exitStatus() == 0, "\(agent.log)")
+        #expect(await agent.exitStatus() == 0, "\(agent.log)")
         #expect(!processExists(commandLine: grandchild))
         #expect(agent.log.contains("workspace agent stopped"))
     }
@@ -70,7 +70,7 @@ struct WorkspaceAgentDaemonTests {
         defer { agent.cleanup() }
         _ = try await agent.port()
         agent.signal(SIGINT)
-        #expect(agent.exitStatus() == 0)
+        #expect(await agent.exitStatus() == 0)
     }
 
     /// Environment twins configure the agent; a flag beats its twin.
@@ -84,7 +84,7 @@ struct WorkspaceAgentDaemonTests {
             #expect(jsonObject(Array(line.utf8)) != nil, "not JSON: \(line)")
         }
         json.signal(SIGTERM)
-        #expect(json.exitStatus() == 0)
+        #expect(await json.exitStatus() == 0)
 
         let text = try AgentDaemon.launch(["--log-format", "text"], environment: [
             "CODER_AGENT_HTTP_ADDRESS": "127.0.0.1:0", "CODER_AGENT_LOG_FORMAT": "json",
@@ -93,6 +93,6 @@ struct WorkspaceAgentDaemonTests {
         _ = try await text.port()
         #expect(!text.log.hasPrefix("{"))
         text.signal(SIGTERM)
-        #expect(text.exitStatus() == 0)
+        #expect(await text.exitStatus() == 0)
     }
 }

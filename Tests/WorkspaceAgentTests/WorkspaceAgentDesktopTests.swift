@@ -33,7 +33,7 @@ struct WorkspaceAgentDesktopTests {
         let xvnc = Self.xvncChildren(of: agent.pid)
         #expect(xvnc.count == 1, "one Xvnc, the agent's own; no other helper")
         agent.signal(SIGTERM)
-        #expect(agent.exitStatus() == 0)
+        #expect(await agent.exitStatus() == 0)
         #expect(xvnc.allSatisfy { kill($0, 0) != 0 }, "Xvnc ended with the agent")
     }
 

@@ -60,7 +60,7 @@ struct WorkspaceAgentGitWatchTests {
             try await ws.close()
         }
         agent.signal(SIGTERM)
-        #expect(agent.exitStatus() == 0)
+        #expect(await agent.exitStatus() == 0)
 
         let second = try AgentDaemon.launch(["--http-address", "127.0.0.1:0", "--state-dir", state])
         defer { second.cleanup() }
@@ -69,6 +69,6 @@ struct WorkspaceAgentGitWatchTests {
             try await ws.close()
         }
         second.signal(SIGTERM)
-        #expect(second.exitStatus() == 0)
+        #expect(await second.exitStatus() == 0)
     }
 }

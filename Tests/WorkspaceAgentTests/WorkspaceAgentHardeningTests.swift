@@ -17,7 +17,7 @@ import Glibc
         let port = try await first.port()
         let second = try AgentDaemon.launch(["--http-address", "127.0.0.1:\(port)"])
         defer { second.cleanup() }
-        #expect(second.exitStatus(timeout: .seconds(30)) == 1)
+        #expect(await second.exitStatus(timeout: .seconds(30)) == 1)
         let lines = second.log.split(separator: "\n").filter { $0.contains("cannot listen") }
         #expect(lines.count == 1)
         #expect(lines.first?.contains("127.0.0.1:\(port)") == true)
@@ -36,7 +36,7 @@ import Glibc
             agent.signal(sig)
             #expect(try await client.request("GET", "/healthz").status == 200, "signal \(sig) ended the agent")
         }
-        #expect(agent.exitStatus(wait: false) == nil)
+        #expect(agent.reap() == nil)
         #expect(agent.log.contains("ignored signal"))
     }
 
@@ -49,7 +49,7 @@ import Glibc
         _ = id
         let shell = try await shellPID(of: agent, command: "sleep 1000")
         agent.signal(SIGHUP)
-        #expect(agent.exitStatus(timeout: .seconds(30)) == 0)
+        #expect(await agent.exitStatus(timeout: .seconds(30)) == 0)
         #expect(kill(-shell, 0) != 0, "the process group survived SIGHUP")
     }
 
@@ -86,7 +86,7 @@ import Glibc
         }
         print("pid \(victim) reused by an unrelated process group leader")
         agent.signal(SIGTERM)
-        #expect(agent.exitStatus(timeout: .seconds(30)) == 0)
+        #expect(await agent.exitStatus(timeout: .seconds(30)) == 0)
         var status: Int32 = 0
         #expect(waitpid(victim, &status, WNOHANG) == 0, "the agent killed an unrelated process group")
     }
@@ -119,7 +119,7 @@ import Glibc
         agent.signal(SIGTERM)
         // Exit 0 means the graceful path finished: the watchdog that enforces the 7 s bound
         // exits 1.
-        #expect(agent.exitStatus(timeout: .seconds(30)) == 0)
+        #expect(await agent.exitStatus(timeout: .seconds(30)) == 0)
         for pid in grandchildren {
             #expect(kill(pid, 0) != 0, "setsid grandchild \(pid) survived the agent")
         }

@@ -23,13 +23,13 @@ import Glibc
         }
         let listener = RawHTTPClient(port: try #require(metricsPort))
 
-        let before = try parse(try await listener.request("GET", "/metrics").bodyText)
+        let before = try await parse(try await listener.request("GET", "/metrics").bodyText)
         let started = try await api.request("POST", "/api/v0/processes/start", json: #"{"command":"echo metrics"}"#)
         let id = try #require(jsonObject(started.body)?["id"] as? String)
         _ = try await api.request("GET", "/api/v0/processes/\(id)/output?wait=true")
         let afterResponse = try await api.request("GET", "/metrics")
         #expect(afterResponse.header("Content-Type")?.hasPrefix("text/plain; version=0.0.4") == true)
-        let after = try parse(afterResponse.bodyText)
+        let after = try await parse(afterResponse.bodyText)
 
         #expect((after["agent_processes_started"] ?? 0) >= (before["agent_processes_started"] ?? 0) + 1)
         #expect((after["agent_processes_exited"] ?? 0) >= 1)
@@ -40,7 +40,7 @@ import Glibc
 
     /// Parses Prometheus text with the real parser; returns each family's summed samples
     /// (counters without `_total`, histograms by their `_count`).
-    func parse(_ text: String) throws -> [String: Double] {
+    func parse(_ text: String) async throws -> [String: Double] {
         let directory = NSTemporaryDirectory() + "metrics-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -54,7 +54,7 @@ import Glibc
                 total = sum(s.value for s in family.samples if s.name in (family.name, family.name + "_total", family.name + "_count"))
                 print(family.name, total)
             """
-        let status = try run(["/usr/bin/python3", "-c", script, input], output: output)
+        let status = try await run(["/usr/bin/python3", "-c", script, input], output: output)
         let parsed = (try? String(contentsOfFile: output, encoding: .utf8)) ?? ""
         try #require(status == 0, "the Prometheus parser refused the output:\n\(parsed)")
         var families: [String: Double] = [:]
@@ -66,7 +66,7 @@ import Glibc
     }
 
     /// Runs `argv` to completion with stdout and stderr in `output`; its exit status.
-    func run(_ argv: [String], output: String) throws -> Int32 {
+    func run(_ argv: [String], output: String) async throws -> Int32 {
         let fd = open(output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         try #require(fd >= 0)
         defer { close(fd) }
@@ -87,8 +87,12 @@ import Glibc
             }
         }
         try #require(pid > 0, "spawn failed: step \(step) errno \(err)")
-        var status: Int32 = 0
-        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        // Waited for on a thread of its own: a blocking waitpid would hold a cooperative thread.
+        let status = await onThread { () -> Int32 in
+            var status: Int32 = 0
+            while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+            return status
+        }
         return status & 0x7f == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
     }
 }

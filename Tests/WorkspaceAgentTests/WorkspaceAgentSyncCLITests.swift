@@ -57,7 +57,7 @@ struct WorkspaceAgentSyncCLITests {
         #expect(await eventually { agent.log.contains("agent socket listening") }, "log:\n\(agent.log)")
         try await body(socket)
         agent.signal(SIGTERM)
-        #expect(agent.exitStatus() == 0)
+        #expect(await agent.exitStatus() == 0)
         #expect(!FileManager.default.fileExists(atPath: socket), "the socket is removed at shutdown")
     }
 
