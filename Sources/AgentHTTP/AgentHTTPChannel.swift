@@ -1,22 +1,84 @@
+import HTTPTypes
 import Hummingbird
 import HummingbirdCore
 import HummingbirdWebSocket
 import Logging
 import NIOCore
 import NIOHTTP1
+import NIOHTTPTypesHTTP1
+import NIOWebSocket
+@_spi(WSInternal) import WSCore
 
-/// Hummingbird's HTTP/1 + WebSocket-upgrade channel with the agent's guards around it:
-/// ``ConnectionGuard`` first on the socket side (registry, raw error answers, WebSocket
-/// masking) and ``HTTPRequestGuard`` right after the HTTP decoder (head deadline,
-/// `Upgrade`, `Expect`, CONNECT, parse errors).
-struct AgentHTTPChannel<Inner: ServerChildChannel>: ServerChildChannel {
-    let inner: Inner
+/// The agent's HTTP/1 connection: NIO's HTTP/1 codec with pipelining and a WebSocket
+/// upgrade, the agent's guards around it (``ConnectionGuard`` first on the socket side,
+/// ``HTTPRequestGuard`` right after the decoder), and requests served from the pipeline by
+/// ``HTTPResponderHandler`` (Hummingbird's router, without `NIOAsyncChannel` per request).
+///
+/// A WebSocket handshake is only possible as a connection's first request (as with
+/// Hummingbird's own channel): the route comes from the ``WebSocketRouteTable`` the request
+/// guard already checked it against, and the upgraded connection runs Hummingbird's
+/// WebSocket handler on the connection's event loop.
+struct AgentHTTPChannel: ServerChildChannel {
+    typealias WebSocketSession = @Sendable (NIOAsyncChannel<WebSocketFrame, WebSocketFrame>, Logger) async -> Void
+
+    enum Outcome: Sendable {
+        /// Plain HTTP: the pipeline serves every request; the connection task only waits.
+        case http
+        case webSocket(NIOAsyncChannel<WebSocketFrame, WebSocketFrame>, WebSocketSession)
+    }
+
+    struct Value: ServerChildChannelValue {
+        let outcome: EventLoopFuture<Outcome>
+        let channel: any Channel
+    }
+
+    let http: HTTPResponderHandler.Configuration
+    let webSocket: WebSocketServerConfiguration
+    let decoderLimits: (fieldSize: Int, listSize: Int, fieldCount: Int)
     let registry: HTTPConnectionRegistry
     let webSocketRoutes: WebSocketRouteTable
     let limits: HTTPRequestGuard.Limits
 
-    func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Inner.Value> {
-        inner.setup(channel: channel, logger: logger).flatMapThrowing { value in
+    func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
+        channel.eventLoop.makeCompletedFuture {
+            let attempted = NIOLoopBoundBox<WebSocketSession?>(nil, eventLoop: channel.eventLoop)
+            let triedUpgrade = NIOLoopBoundBox(false, eventLoop: channel.eventLoop)
+            let upgrader = NIOTypedWebSocketServerUpgrader<Outcome>(
+                maxFrameSize: webSocket.maxFrameSize,
+                shouldUpgrade: { [self] channel, head in
+                    triedUpgrade.value = true
+                    attempted.value = session(for: head, channel: channel, logger: logger)
+                    return channel.eventLoop.makeSucceededFuture(attempted.value == nil ? nil : HTTPHeaders())
+                },
+                upgradePipelineHandler: { channel, _ in
+                    channel.eventLoop.makeCompletedFuture {
+                        let frames = try NIOAsyncChannel<WebSocketFrame, WebSocketFrame>(
+                            wrappingChannelSynchronously: channel, configuration: .init(isOutboundHalfClosureEnabled: true))
+                        return .webSocket(frames, attempted.value!)
+                    }
+                })
+            let upgrade = NIOTypedHTTPServerUpgradeConfiguration<Outcome>(
+                upgraders: [upgrader],
+                notUpgradingCompletionHandler: { [http] channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        let pipeline = channel.pipeline.syncOperations
+                        try pipeline.addHandler(ConnectionObserver())
+                        try pipeline.addHandler(HTTPResponderHandler(configuration: http, refuseFirstRequest: triedUpgrade.value))
+                        return .http
+                    }
+                })
+            var configuration = NIOUpgradableHTTPServerPipelineConfiguration(upgradeConfiguration: upgrade)
+            // One request at a time reaches the responder; pipelined ones wait, unread.
+            configuration.enablePipelining = true
+            // Parse errors are answered by the request guard; response heads come from
+            // HTTPTypes, which validated them.
+            configuration.enableErrorHandling = false
+            configuration.enableResponseHeaderValidation = false
+            configuration.decoderConfiguration.maxHeaderFieldSize = decoderLimits.fieldSize
+            configuration.decoderConfiguration.maxHeaderListSize = decoderLimits.listSize
+            configuration.decoderConfiguration.maxHeaderFieldCount = decoderLimits.fieldCount
+            let outcome = try channel.pipeline.syncOperations.configureUpgradableHTTPServerPipeline(configuration: configuration)
+
             let pipeline = channel.pipeline.syncOperations
             let connection = ConnectionGuard(registry: registry)
             try pipeline.addHandler(connection, position: .first)
@@ -24,38 +86,80 @@ struct AgentHTTPChannel<Inner: ServerChildChannel>: ServerChildChannel {
             try pipeline.addHandler(
                 HTTPRequestGuard(connection: connection, webSocketRoutes: webSocketRoutes, limits: limits),
                 position: .after(decoder))
-            return value
+            return Value(outcome: outcome, channel: channel)
         }
     }
 
-    func handle(value: Inner.Value, logger: Logger) async {
-        // A connection closed before its first request (idle, evicted, timed out, refused)
-        // fails Hummingbird's upgrade future, which it logs as an error. That is routine
-        // here and a local client could flood the log (and the control plane) with it.
-        var logger = logger
-        logger.logLevel = max(logger.logLevel, .critical)
-        await withTaskExecutorPreference(EventLoopTaskExecutor(value.channel.eventLoop)) {
-            await inner.handle(value: value, logger: logger)
+    func handle(value: Value, logger: Logger) async {
+        guard let outcome = try? await value.outcome.get() else { return }
+        switch outcome {
+        case .http:
+            try? await value.channel.closeFuture.get()
+        case .webSocket(let frames, let session):
+            await withTaskExecutorPreference(EventLoopTaskExecutor(value.channel.eventLoop)) {
+                await session(frames, logger)
+            }
+        }
+    }
+
+    /// The WebSocket session for a handshake the request guard let through, or nil to
+    /// refuse it (the route's check no longer admits it).
+    private func session(for head: HTTPRequestHead, channel: any Channel, logger: Logger) -> WebSocketSession? {
+        let path = head.uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
+        guard let (route, parameters) = webSocketRoutes.match(path),
+            let request = try? Request(head: HTTPRequest(head, secure: false, splitCookie: false), body: RequestBody(buffer: ByteBuffer()))
+        else { return nil }
+        do {
+            try route.check(WebSocketRouteRequest(headers: request.headers, parameters: parameters))
+        } catch {
+            return nil
+        }
+        var requestContext = AgentRequestContext(source: .init(channel: channel, logger: logger))
+        for (name, value) in parameters {
+            requestContext.coreContext.parameters.append(key: Substring(name), value: Substring(value))
+        }
+        let context = AgentWebSocketContext(request: request, requestContext: requestContext)
+        let configuration = WebSocketHandler.Configuration(
+            extensions: [], autoPing: webSocket.autoPing, closeTimeout: webSocket.closeTimeout,
+            validateUTF8: webSocket.validateUTF8, maxFrameSize: webSocket.maxFrameSize)
+        let handler = route.handler
+        return { frames, logger in
+            do {
+                _ = try await WebSocketHandler.handle(
+                    type: .server, configuration: configuration, asyncChannel: frames, context: context, handler: handler)
+            } catch {
+                logger.debug("WebSocket handler error", metadata: ["error.type": "\(error)"])
+            }
         }
     }
 }
 
+/// What a WebSocket route's handler gets: the upgrade request and its request context
+/// (channel, path parameters, logger).
+public struct AgentWebSocketContext: WebSocketContext {
+    public let request: Request
+    public let requestContext: AgentRequestContext
+    public var logger: Logger { requestContext.logger }
+}
+
 extension HTTPServerBuilder {
-    /// `http1WebSocketUpgrade` wrapped in ``AgentHTTPChannel``.
+    /// The agent's HTTP/1 + WebSocket channel (``AgentHTTPChannel``) serving `responder`.
     static func agentHTTP(
-        webSocketRouter: Router<AgentRequestContext>,
-        configuration: HTTP1WebSocketUpgradeChannel.Configuration,
+        responder: RouterResponder<AgentRequestContext>,
+        serverName: String?,
+        webSocket: WebSocketServerConfiguration,
+        decoderLimits: (fieldSize: Int, listSize: Int, fieldCount: Int),
         registry: HTTPConnectionRegistry,
         webSocketRoutes: WebSocketRouteTable,
-        limits: HTTPRequestGuard.Limits
+        limits: HTTPRequestGuard.Limits,
+        logger: Logger
     ) -> HTTPServerBuilder {
-        let webSocketResponder = webSocketRouter.buildResponder()
-        return HTTPServerBuilder { responder in
+        // Hummingbird's responder closure (NIOAsyncChannel based) goes unused: the channel
+        // calls the router itself.
+        HTTPServerBuilder { _ in
             AgentHTTPChannel(
-                inner: HTTP1WebSocketUpgradeChannel(
-                    responder: responder,
-                    webSocketResponder: webSocketResponder,
-                    configuration: configuration),
+                http: .init(responder: responder, serverName: serverName, logger: logger),
+                webSocket: webSocket, decoderLimits: decoderLimits,
                 registry: registry, webSocketRoutes: webSocketRoutes, limits: limits)
         }
     }

@@ -33,7 +33,6 @@ public enum AgentHTTPServer {
         // Encoded once: health probes come often and never change.
         let healthy = JSONResponse.make(["status": "ok"])
         router.get("/healthz") { _, _ in healthy }
-        let wsRouter = Router(context: AgentRequestContext.self)
         var webSocketRoutes: [AgentWebSocketRoute] = []
         var streamingPaths: Set<String> = []
         // After the router's middleware, so that every mounted route runs inside it.
@@ -42,46 +41,40 @@ public enum AgentHTTPServer {
             webSocketRoutes += mount.module.webSocketRoutes().mounted(at: mount.path)
             for path in mount.module.streamingUploadPaths() { streamingPaths.insert(WebSocketRouteCollection.join(mount.path, path)) }
         }
-        for route in webSocketRoutes { register(route, http: router, webSocket: wsRouter) }
-        // The request guard closes connections that stall before or between requests; the
-        // idle timeout covers a stalled body. Neither closes a connection whose request is
-        // being handled (wait=true lasts 5 min).
-        var http1 = HTTP1Channel.Configuration(additionalChannelHandlers: [ConnectionObserver()], idleTimeout: .seconds(60))
-        http1.httpDecoder = .init(
-            maxHeaderFieldSize: AgentHTTPLimits.maxHeaderFieldSize, maxHeaderListSize: AgentHTTPLimits.maxHeaderListSize,
-            maxHeaderFieldCount: AgentHTTPLimits.maxHeaderFieldCount)
+        for route in webSocketRoutes { registerTwin(route, http: router) }
+        let responder = router.buildResponder()
+        let serverName = "workspace-agent"
         return Application(
-            router: router,
+            responder: responder,
             server: .agentHTTP(
-                webSocketRouter: wsRouter,
+                responder: responder,
+                serverName: serverName,
                 // A client that never answers our close frame is dropped after 2 s.
-                configuration: .init(http1: http1, ws: .init(maxFrameSize: 1 << 20, closeTimeout: .seconds(2))),
+                webSocket: .init(maxFrameSize: 1 << 20, closeTimeout: .seconds(2)),
+                decoderLimits: (AgentHTTPLimits.maxHeaderFieldSize, AgentHTTPLimits.maxHeaderListSize, AgentHTTPLimits.maxHeaderFieldCount),
                 registry: connections,
                 webSocketRoutes: WebSocketRouteTable(webSocketRoutes),
+                // The request guard closes connections that stall before, between or inside
+                // requests; none closes a connection whose request is being handled
+                // (wait=true lasts 5 min).
                 limits: .init(
                     headTimeout: .init(headTimeout), bodyTimeout: .init(bodyTimeout), maxBody: AgentHTTPLimits.maxRequestBody,
-                    streamingPaths: streamingPaths)
+                    streamingPaths: streamingPaths),
+                logger: logger
             ),
             // No accept limit here: the registry caps open connections by closing the
             // longest-idle one, so a flood of idle connections cannot lock others out.
-            configuration: .init(address: address.bindAddress, serverName: "workspace-agent"),
+            configuration: .init(address: address.bindAddress, serverName: serverName),
             onServerRunning: onServerRunning,
             logger: logger
         )
     }
 
-    /// Mounts a WebSocket route and its plain-HTTP twin, which answers what is not an
-    /// upgrade: the route's own refusal (404, 429, ...), 400 for a malformed handshake key,
-    /// and otherwise 426 naming the WebSocket version.
-    static func register(_ route: AgentWebSocketRoute, http: Router<AgentRequestContext>, webSocket: Router<AgentRequestContext>) {
-        webSocket.ws(RouterPath(route.path)) { request, context in
-            let check = WebSocketRouteRequest(headers: request.headers, parameters: context.parameters.rawParameters)
-            // `prepare` already ran in the request guard, which held the handshake for it.
-            do { try route.check(check) } catch { return .dontUpgrade }
-            return .upgrade([:])
-        } onUpgrade: { inbound, outbound, context in
-            try await route.handler(inbound, outbound, context)
-        }
+    /// Mounts a WebSocket route's plain-HTTP twin, which answers what is not an upgrade:
+    /// the route's own refusal (404, 429, ...), 400 for a malformed handshake key, and
+    /// otherwise 426 naming the WebSocket version. (The upgrade itself is the channel's:
+    /// ``AgentHTTPChannel``.)
+    static func registerTwin(_ route: AgentWebSocketRoute, http: Router<AgentRequestContext>) {
         http.get(RouterPath(route.path)) { request, context -> Response in
             let admission = WebSocketRouteRequest(headers: request.headers, parameters: context.parameters.rawParameters)
             try route.check(admission)

@@ -27,7 +27,7 @@ public struct WebSocketRouteRequest: Sendable {
 public struct AgentWebSocketRoute: Sendable {
     public typealias Check = @Sendable (WebSocketRouteRequest) throws(APIError) -> Void
     public typealias Prepare = @Sendable (WebSocketRouteRequest) async throws(APIError) -> Void
-    public typealias Handler = WebSocketDataHandler<WebSocketRouterContext<AgentRequestContext>>
+    public typealias Handler = WebSocketDataHandler<AgentWebSocketContext>
 
     public let path: String
     public let check: Check
