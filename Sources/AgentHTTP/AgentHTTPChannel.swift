@@ -9,7 +9,7 @@ import NIOHTTPTypesHTTP1
 import NIOWebSocket
 @_spi(WSInternal) import WSCore
 
-/// The agent's HTTP/1 connection: NIO's HTTP/1 codec with pipelining and a WebSocket
+/// The agent's HTTP/1 connection: NIO's HTTP/1 codec with a WebSocket
 /// upgrade, the agent's guards around it (``ConnectionGuard`` first on the socket side,
 /// ``HTTPRequestGuard`` right after the decoder), and requests served from the pipeline by
 /// ``HTTPResponderHandler`` (Hummingbird's router, without `NIOAsyncChannel` per request).
@@ -68,8 +68,9 @@ struct AgentHTTPChannel: ServerChildChannel {
                     }
                 })
             var configuration = NIOUpgradableHTTPServerPipelineConfiguration(upgradeConfiguration: upgrade)
-            // One request at a time reaches the responder; pipelined ones wait, unread.
-            configuration.enablePipelining = true
+            // The responder queues pipelined requests itself: NIO's pipelining handler would
+            // stop and restart reading around every response (two epoll_ctl calls each).
+            configuration.enablePipelining = false
             // Parse errors are answered by the request guard; response heads come from
             // HTTPTypes, which validated them.
             configuration.enableErrorHandling = false

@@ -15,8 +15,10 @@ import NIOHTTPTypesHTTP1
 /// and continuation; `agent-bench http` measured that path at 0.54× the requests per second
 /// of a bare SwiftNIO server. Here a request costs one task.
 ///
-/// One request at a time: NIO's `HTTPServerPipelineHandler` (earlier in the pipeline) holds
-/// pipelined requests and stops reading until the current response has ended. Bodies:
+/// One request at a time: pipelined requests wait here, reads stopped, until the current
+/// response has ended (NIO's `HTTPServerPipelineHandler` does the same by stopping and
+/// restarting reads around every response, which costs two `epoll_ctl` calls a request
+/// even without pipelining). Bodies:
 /// none (the common GET) is an empty body; a declared length up to ``collectLimit`` is
 /// collected before the handler starts (a JSON command: no stream); anything else (chunked,
 /// larger, uploads) streams with back pressure, reads pausing while the handler has
@@ -52,8 +54,7 @@ final class HTTPResponderHandler: ChannelDuplexHandler, RemovableChannelHandler 
     /// A handler task is running (its response has not ended).
     private var responding = false
     /// Numbers the exchanges: a task's late call cannot end the next request's response
-    /// (NIO's pipelining handler may pass the next request on while the last `.end` is
-    /// written).
+    /// (a pipelined request starts as soon as the last `.end` is written).
     private var exchange: UInt64 = 0
     /// The current request's `.end` has arrived.
     private var requestEnded = true
@@ -63,9 +64,17 @@ final class HTTPResponderHandler: ChannelDuplexHandler, RemovableChannelHandler 
     private var collecting: (head: HTTPRequestHead, body: ByteBuffer)?
     /// The streamed body's producer, while the handler may still read it.
     private var bodyStream: RequestBodyStream.Source?
-    /// Reads are held while the streamed body's consumer has enough buffered.
-    private var readsPaused = false
+    /// Reads are held while the streamed body's consumer has enough buffered, and while
+    /// pipelined requests wait.
+    private var bodyPaused = false
+    private var pipelinePaused = false
     private var readPending = false
+    /// Request parts that arrived behind a request still being answered (pipelining):
+    /// at most what one read decoded into, since reads stop while any wait.
+    private var pipelined = CircularBuffer<HTTPServerRequestPart>()
+    private var draining = false
+    /// The client half-closed behind pipelined requests: acted on once they are served.
+    private var inputClosedAfterPipelined = false
     /// Waiters for the channel to become writable again (at most one: one response at a time).
     private var writable: EventLoopPromise<Void>?
 
@@ -87,7 +96,19 @@ final class HTTPResponderHandler: ChannelDuplexHandler, RemovableChannelHandler 
     // MARK: Inbound
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        switch unwrapInboundIn(data) {
+        let part = unwrapInboundIn(data)
+        // A pipelined request waits, with everything after it, until the current response
+        // has ended; reads stop meanwhile, so at most one read's worth waits.
+        if !pipelined.isEmpty || (responding && part.isHead) {
+            pipelined.append(part)
+            pipelinePaused = true
+            return
+        }
+        handle(part, context: context)
+    }
+
+    private func handle(_ part: HTTPServerRequestPart, context: ChannelHandlerContext) {
+        switch part {
         case .head(let head):
             requestEnded = false
             exchange &+= 1
@@ -111,7 +132,7 @@ final class HTTPResponderHandler: ChannelDuplexHandler, RemovableChannelHandler 
             if collecting != nil {
                 collecting!.body.writeBuffer(&buffer)
             } else if let bodyStream {
-                if bodyStream.yield(buffer) == .stopProducing { readsPaused = true }
+                if bodyStream.yield(buffer) == .stopProducing { bodyPaused = true }
             }
             // Otherwise the handler has answered without reading it all: dropped.
         case .end:
@@ -122,8 +143,29 @@ final class HTTPResponderHandler: ChannelDuplexHandler, RemovableChannelHandler 
             } else if let bodyStream {
                 self.bodyStream = nil
                 bodyStream.finish()
+                bodyPaused = false
                 resumeReads(context)
             }
+        }
+    }
+
+    /// Passes on pipelined parts now that the current response has ended, up to the next
+    /// request that must wait in turn; reading resumes once none is left.
+    private func drainPipelined(_ context: ChannelHandlerContext) {
+        guard !draining else { return }
+        draining = true
+        defer { draining = false }
+        while let next = pipelined.first, !(responding && next.isHead) {
+            pipelined.removeFirst()
+            handle(next, context: context)
+        }
+        if pipelined.isEmpty {
+            pipelinePaused = false
+            if inputClosedAfterPipelined {
+                inputClosedAfterPipelined = false
+                inputEnded(context)
+            }
+            resumeReads(context)
         }
     }
 
@@ -142,8 +184,8 @@ final class HTTPResponderHandler: ChannelDuplexHandler, RemovableChannelHandler 
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if event is ChannelShouldQuiesceEvent {
-            // Shutdown: finish the current exchange, then close (NIO's pipelining handler,
-            // which sees this event first, holds any request that has not started).
+            // Shutdown: finish the current exchange, then close (pipelined requests that
+            // have not started are dropped; the response says `Connection: close`).
             if responding || !requestEnded {
                 closeAfterResponse = true
             } else {
@@ -154,8 +196,12 @@ final class HTTPResponderHandler: ChannelDuplexHandler, RemovableChannelHandler 
         if let event = event as? ChannelEvent, event == .inputClosed {
             // The client sent its last byte. A request still arriving never will: its
             // streamed body fails, a collected one is dropped. A response in progress is
-            // still written, then the connection closes.
-            inputEnded(context)
+            // still written, then the connection closes. Pipelined requests are served first.
+            if pipelined.isEmpty {
+                inputEnded(context)
+            } else {
+                inputClosedAfterPipelined = true
+            }
         }
         context.fireUserInboundEventTriggered(event)
     }
@@ -171,6 +217,7 @@ final class HTTPResponderHandler: ChannelDuplexHandler, RemovableChannelHandler 
         if let bodyStream {
             self.bodyStream = nil
             bodyStream.finish(ChannelError.eof)
+            bodyPaused = false
         }
         if responding {
             closeAfterResponse = true
@@ -182,7 +229,7 @@ final class HTTPResponderHandler: ChannelDuplexHandler, RemovableChannelHandler 
     // MARK: Outbound
 
     func read(context: ChannelHandlerContext) {
-        if readsPaused {
+        if bodyPaused || pipelinePaused {
             readPending = true
         } else {
             context.read()
@@ -194,6 +241,7 @@ final class HTTPResponderHandler: ChannelDuplexHandler, RemovableChannelHandler 
     /// The handler drained its buffered body parts: reading may go on.
     func bodyWantsMore(exchange current: UInt64) {
         guard current == exchange, let context else { return }
+        bodyPaused = false
         resumeReads(context)
     }
 
@@ -202,12 +250,12 @@ final class HTTPResponderHandler: ChannelDuplexHandler, RemovableChannelHandler 
     func bodyAbandoned(exchange current: UInt64) {
         guard current == exchange, let context else { return }
         bodyStream = nil
+        bodyPaused = false
         resumeReads(context)
     }
 
     private func resumeReads(_ context: ChannelHandlerContext) {
-        readsPaused = false
-        if readPending {
+        if readPending, !bodyPaused, !pipelinePaused {
             readPending = false
             context.read()
         }
@@ -323,6 +371,7 @@ final class HTTPResponderHandler: ChannelDuplexHandler, RemovableChannelHandler 
         if let bodyStream {
             self.bodyStream = nil
             bodyStream.finish()
+            bodyPaused = false
             resumeReads(context)
         }
         let end = HTTPServerResponsePart.end(trailers.map { HTTPHeaders($0) })
@@ -331,6 +380,7 @@ final class HTTPResponderHandler: ChannelDuplexHandler, RemovableChannelHandler 
             context.writeAndFlush(wrapOutboundOut(end)).whenComplete { _ in channel.close(promise: nil) }
         } else {
             context.writeAndFlush(wrapOutboundOut(end), promise: nil)
+            if !pipelined.isEmpty { drainPipelined(context) }
         }
     }
 
@@ -358,6 +408,7 @@ final class HTTPResponderHandler: ChannelDuplexHandler, RemovableChannelHandler 
             bodyStream.finish(ChannelError.eof)
         }
         collecting = nil
+        pipelined.removeAll()
     }
 }
 
@@ -393,3 +444,10 @@ struct ChannelBodyWriter: ResponseBodyWriter {
     }
 }
 
+
+extension HTTPServerRequestPart {
+    var isHead: Bool {
+        if case .head = self { return true }
+        return false
+    }
+}
