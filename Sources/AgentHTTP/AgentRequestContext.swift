@@ -1,16 +1,13 @@
 import AgentCore
 import Hummingbird
-import AgentCore
-import HummingbirdWebSocket
 import NIOCore
 
 /// The request context every agent route sees, HTTP and WebSocket alike.
 ///
 /// It keeps the connection's channel so long-polling handlers can notice a client that
 /// went away (see ``AgentRequestContext/clientGone``).
-public struct AgentRequestContext: RequestContext, WebSocketRequestContext {
+public struct AgentRequestContext: RequestContext {
     public var coreContext: CoreRequestContextStorage
-    public let webSocket: WebSocketHandlerReference<Self>
     /// The connection this request arrived on.
     public let channel: any Channel
     /// The chat the request speaks for, set by ``ChatIdentityMiddleware`` (nil: no chat).
@@ -18,7 +15,6 @@ public struct AgentRequestContext: RequestContext, WebSocketRequestContext {
 
     public init(source: ApplicationRequestContextSource) {
         self.coreContext = .init(source: source)
-        self.webSocket = .init()
         self.channel = source.channel
     }
 

@@ -32,11 +32,18 @@ final class HTTPResponderHandler: ChannelDuplexHandler, RemovableChannelHandler 
     typealias OutboundIn = HTTPServerResponsePart
     typealias OutboundOut = HTTPServerResponsePart
 
-    /// What the handler needs from the server, shared by every connection.
-    struct Configuration: Sendable {
+    /// What the handler needs from the server, shared by every connection (one object:
+    /// a request task captures one reference).
+    final class Configuration: Sendable {
         let responder: RouterResponder<AgentRequestContext>
         let serverName: String?
         let logger: Logger
+
+        init(responder: RouterResponder<AgentRequestContext>, serverName: String?, logger: Logger) {
+            self.responder = responder
+            self.serverName = serverName
+            self.logger = logger
+        }
     }
 
     /// Bodies declared up to this length are collected before the handler runs.
@@ -283,7 +290,11 @@ final class HTTPResponderHandler: ChannelDuplexHandler, RemovableChannelHandler 
         _ request: Request, exchange: UInt64, configuration: Configuration, bound: NIOLoopBound<HTTPResponderHandler>,
         executor: EventLoopTaskExecutor
     ) {
-        Task(executorPreference: executor) {
+        // Started on this thread (the loop's) at once: the router and a handler that does
+        // not suspend answer before this read's processing returns, without a trip through
+        // the loop's task queue. After a suspension the task resumes on the loop (its
+        // preferred executor).
+        Task.immediate(executorPreference: executor) {
             await serve(request, exchange: exchange, configuration: configuration, bound: bound, executor: executor)
         }
     }

@@ -52,6 +52,9 @@ struct AgentDaemon {
             }
         }
         try #require(pid > 0, "spawn failed: step \(step) errno \(err)")
+        // Pids are reused (the suite starts thousands of processes): a status remembered
+        // for an earlier daemon with this pid is not this one's.
+        statuses.withLock { $0[pid] = nil }
         return AgentDaemon(pid: pid, logPath: logPath)
     }
 
