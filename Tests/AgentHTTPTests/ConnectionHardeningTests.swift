@@ -329,8 +329,33 @@ struct GuardTestRoutes: HTTPModule {
             let body = try await JSONRequest.decode(request, context: context, typeName: "EchoRequest")
             return JSONResponse.make(["command": try body.string("command") ?? ""])
         }
+        // A streamed upload (see streamingUploadPaths): its length, read part by part.
+        router.post("/count") { request, _ in
+            var count = 0
+            for try await part in request.body { count += part.readableBytes }
+            return JSONResponse.make(["bytes": "\(count)"])
+        }
+        // Answers without reading the body.
+        router.post("/early") { _, _ -> Response in
+            throw APIError(.forbidden, "Not allowed.")
+        }
+        // `size` bytes of "x", written 64 KiB at a time (a streamed response).
+        router.get("/big") { request, _ in
+            let size = request.uri.queryParameters.get("size").flatMap { Int($0) } ?? 0
+            return Response(status: .ok, body: ResponseBody { writer in
+                let chunk = ByteBuffer(repeating: UInt8(ascii: "x"), count: 64 * 1024)
+                var left = size
+                while left > 0 {
+                    try await writer.write(chunk.getSlice(at: 0, length: min(left, chunk.readableBytes))!)
+                    left -= min(left, chunk.readableBytes)
+                }
+                try await writer.finish(nil)
+            })
+        }
         return router
     }
+
+    func streamingUploadPaths() -> [String] { ["/count"] }
 
     func webSocketRoutes() -> WebSocketRouteCollection {
         var routes = WebSocketRouteCollection()

@@ -54,6 +54,9 @@ public final class LoopbackSocket: @unchecked Sendable {
     @discardableResult
     public func send(_ text: String) -> Bool { send(Array(text.utf8)) }
 
+    /// Ends our side of the stream (the peer reads EOF); reading goes on.
+    public func shutdownWrite() { _ = shutdown(fd, Int32(SHUT_WR)) }
+
     /// Shrinks the kernel receive buffer (a client that reads slowly, or not at all).
     public func setReceiveBuffer(_ bytes: Int32) {
         var value = bytes

@@ -1,0 +1,108 @@
+import AgentHTTP
+import AgentTestSupport
+import Foundation
+import Testing
+
+/// How the responder serves a connection's requests from the pipeline (HTTPResponderHandler):
+/// pipelining, connection close, bodies it collects, streams or drops, and responses written
+/// with back pressure. Real server, raw sockets.
+@Suite(.timeLimit(.minutes(1)))
+struct ResponderHandlerTests {
+    static func count(_ needle: String, in bytes: [UInt8]) -> Int {
+        String(decoding: bytes, as: UTF8.self).components(separatedBy: needle).count - 1
+    }
+
+    @Test func pipelinedRequestsAreAnsweredInOrder() async throws {
+        try await withGuardServer { port, _ in
+            let socket = try #require(LoopbackSocket(port: port))
+            // 40 requests in one write, bodies and all; the last asks to close.
+            var batch = ""
+            for n in 0..<40 {
+                let body = #"{"command":"n\#(n)"}"#
+                let close = n == 39 ? "Connection: close\r\n" : ""
+                batch += "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\(close)Content-Length: \(body.utf8.count)\r\n\r\n\(body)"
+            }
+            socket.send(batch)
+            let (bytes, closed) = await socket.readAll(timeout: .seconds(20))
+            let text = String(decoding: bytes, as: UTF8.self)
+            #expect(closed, "Connection: close is honoured after the last one")
+            #expect(Self.count("HTTP/1.1 200 OK", in: bytes) == 40)
+            let order = text.components(separatedBy: #""command":""#).dropFirst().map { $0.prefix { $0 != "\"" } }
+            #expect(order == (0..<40).map { "n\($0)"[...] })
+        }
+    }
+
+    @Test func anHTTP10RequestClosesAfterItsResponse() async throws {
+        try await withGuardServer { port, _ in
+            let socket = try #require(LoopbackSocket(port: port))
+            socket.send("GET /healthz HTTP/1.0\r\n\r\n")
+            let (bytes, closed) = await socket.readAll(timeout: .seconds(10))
+            let text = String(decoding: bytes, as: UTF8.self)
+            #expect(text.hasPrefix("HTTP/1.1 200 OK"))
+            #expect(text.lowercased().contains("connection: close"))
+            #expect(closed)
+        }
+    }
+
+    @Test func aClientThatHalfClosesStillGetsItsAnswer() async throws {
+        try await withGuardServer { port, _ in
+            let socket = try #require(LoopbackSocket(port: port))
+            let body = #"{"command":"late"}"#
+            socket.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)")
+            socket.shutdownWrite()
+            let (bytes, closed) = await socket.readAll(timeout: .seconds(10))
+            #expect(String(decoding: bytes, as: UTF8.self).contains(#""command":"late""#))
+            #expect(closed, "then the connection ends")
+        }
+    }
+
+    /// A handler that answers before reading its (streamed) body: the rest of the body is
+    /// dropped as it arrives and the connection serves the next request.
+    @Test func anEarlyAnswerDropsTheUnreadBodyAndKeepsTheConnection() async throws {
+        try await withGuardServer { port, _ in
+            let socket = try #require(LoopbackSocket(port: port))
+            let size = 300_000
+            let head = "POST /early HTTP/1.1\r\nHost: x\r\nContent-Length: \(size)\r\n\r\n"
+            let sent = await onThread { socket.send(Array(head.utf8) + [UInt8](repeating: 0x61, count: size)) }
+            #expect(sent)
+            #expect(String(decoding: await socket.read(until: "}"), as: UTF8.self).hasPrefix("HTTP/1.1 403"))
+            socket.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            #expect(String(decoding: await socket.read(until: #""ok"}"#), as: UTF8.self).contains("200 OK"))
+        }
+    }
+
+    /// A streamed upload (chunked, 8 MiB) reaches its handler whole, read part by part while
+    /// the socket is throttled by the handler's pace.
+    @Test func aStreamedBodyArrivesWhole() async throws {
+        try await withGuardServer { port, _ in
+            let socket = try #require(LoopbackSocket(port: port))
+            var request = Array("POST /count HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n".utf8)
+            let chunk = [UInt8](repeating: 0x62, count: 64 * 1024)
+            for _ in 0..<128 { request += Array("10000\r\n".utf8) + chunk + Array("\r\n".utf8) }
+            request += Array("0\r\n\r\n".utf8)
+            let bytes = request
+            let sent = await onThread { socket.send(bytes) }
+            #expect(sent)
+            let text = String(decoding: await socket.read(until: "\"}"), as: UTF8.self)
+            #expect(text.contains(#""bytes":"8388608""#), "\(text.prefix(300))")
+        }
+    }
+
+    /// A 32 MiB streamed response to a client that reads slowly through a small receive
+    /// buffer arrives complete (the writer waits for the socket instead of queueing it).
+    @Test func aLargeResponseToASlowReaderArrivesWhole() async throws {
+        try await withGuardServer { port, _ in
+            let socket = try #require(LoopbackSocket(port: port))
+            socket.setReceiveBuffer(16 * 1024)
+            let size = 32 << 20
+            socket.send("GET /big?size=\(size) HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            try await Task.sleep(for: .milliseconds(300))
+            let (bytes, closed) = await socket.readAll(timeout: .seconds(30))
+            #expect(closed)
+            let separator: [UInt8] = [13, 10, 13, 10]
+            let bodyStart = try #require(bytes.firstRange(of: separator)).upperBound
+            // Chunked: the body bytes are the x's.
+            #expect(bytes[bodyStart...].reduce(0) { $0 + ($1 == UInt8(ascii: "x") ? 1 : 0) } == size)
+        }
+    }
+}
