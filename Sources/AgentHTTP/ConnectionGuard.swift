@@ -193,6 +193,16 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
         context.writeAndFlush(wrapOutboundOut(ByteBuffer())).whenComplete { _ in channel.close(promise: nil) }
     }
 
+    /// Shuts our side once everything written so far is on the socket; the client's FIN,
+    /// or the linger timeout, closes the rest. (Closing at once while the client's bytes
+    /// sit unread would reset the connection, and the client could lose the last answer.)
+    func closeGracefullyAfterPendingWrites() {
+        guard let context else { return }
+        let channel = context.channel
+        context.writeAndFlush(wrapOutboundOut(ByteBuffer())).whenComplete { _ in channel.close(mode: .output, promise: nil) }
+        context.eventLoop.scheduleTask(in: Self.lingerTimeout) { channel.close(promise: nil) }
+    }
+
     private func failWebSocket(_ context: ChannelHandlerContext) {
         discarding = true
         // Close frame, status 1002 (protocol error); server frames are unmasked.

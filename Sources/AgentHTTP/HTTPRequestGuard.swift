@@ -17,7 +17,9 @@ import NIOHTTP1
 ///   h2c upgrade or `Upgrade: foo` gets the route's normal answer. On WebSocket routes a
 ///   handshake with a wrong version or a malformed key, or one the route refuses, is
 ///   answered by the route's plain-HTTP twin (426 with `Sec-WebSocket-Version: 13`, 400,
-///   or the route's JSON error).
+///   or the route's JSON error). A handshake that is not the connection's first request
+///   (only the first can upgrade) gets 307 to the same URI and the connection closes, so
+///   the client retries on a new one.
 /// - **`Expect`**: `100-continue` is answered with `100 Continue`, or at once with 413 when
 ///   the declared length is over the body limit; any other expectation gets 417.
 /// - A declared `Content-Length` over the body limit is refused with 413 before any body is
@@ -75,6 +77,9 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
     /// The held handshake and the parts that arrived after it (a GET: its `.end`; more than
     /// ``maxHeldParts`` closes the connection).
     private var held: (head: HTTPRequestHead, parts: [HTTPServerRequestPart])?
+    /// Request heads seen on this connection: only the first can be a WebSocket handshake
+    /// (NIO's upgrade handler leaves after the first request).
+    private var requestCount = 0
     private static let maxHeldParts = 8
     private var removed = false
 
@@ -110,6 +115,7 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
         case .head(var head):
             headTimer?.disarm()
             requestOpen = true
+            requestCount += 1
             connection.setPhase(.busy)
             streamingBody = limits.streamingPaths.contains(String(head.uri.prefix { $0 != "?" }))
             if let refusal = refusal(for: &head) {
@@ -304,8 +310,7 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
         } else if let declared, declared > limits.maxBody, !streamingBody {
             return tooLarge
         }
-        filterUpgrade(&head)
-        return nil
+        return filterUpgrade(&head)
     }
 
     private var tooLarge: Refusal {
@@ -314,13 +319,21 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
 
     /// Leaves a well-formed WebSocket handshake to a WebSocket route that admits it for the
     /// upgrade handler; turns every other `Upgrade` into a plain request.
-    private func filterUpgrade(_ head: inout HTTPRequestHead) {
+    private func filterUpgrade(_ head: inout HTTPRequestHead) -> Refusal? {
         let upgrade = head.headers[canonicalForm: "upgrade"]
-        guard !upgrade.isEmpty else { return }
+        guard !upgrade.isEmpty else { return nil }
         let isWebSocket = head.method == .GET
             && upgrade.contains { $0.lowercased() == "websocket" }
             && head.headers[canonicalForm: "connection"].contains { $0.lowercased() == "upgrade" }
         let path = head.uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
+        if isWebSocket, requestCount > 1, webSocketRoutes.match(path) != nil {
+            // Too late on this connection: the client is sent to a new one (as Hummingbird
+            // answers it).
+            return Refusal(
+                status: .temporaryRedirect,
+                body: APIErrorBody(message: "Upgrade on a new connection.", detail: "A WebSocket handshake must be a connection's first request."),
+                headers: [("Location", String(head.uri))])
+        }
         if isWebSocket, let (route, parameters) = webSocketRoutes.match(path) {
             let versions = head.headers["sec-websocket-version"]
             let keys = head.headers["sec-websocket-key"]
@@ -344,9 +357,10 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
                     Self.stripUpgrade(&head)
                 }
             }
-            return
+            return nil
         }
         Self.stripUpgrade(&head)
+        return nil
     }
 
     private static func stripUpgrade(_ head: inout HTTPRequestHead) {

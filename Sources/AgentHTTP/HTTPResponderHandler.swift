@@ -67,6 +67,16 @@ final class HTTPResponderHandler: ChannelDuplexHandler, RemovableChannelHandler 
     private var requestEnded = true
     /// The connection closes once the current response has ended.
     private var closeAfterResponse = false
+    /// A close is under way: nothing more is served; input is read and dropped until the
+    /// client closes or the linger time passes (closing at once with input unread would
+    /// reset the connection, and the client could lose the last response).
+    private var closing = false
+    /// The connection's first handler, which shuts our side after the pending writes.
+    private var connectionGuard: ConnectionGuard?
+    /// Most request parts that may wait behind a running request (pipelining); beyond it
+    /// the connection closes. Reads stop while any wait, but a half-close makes NIO read
+    /// what the socket holds.
+    static let maxPipelinedParts = 256
     /// A small body being collected: the request's head and the bytes so far.
     private var collecting: (head: HTTPRequestHead, body: ByteBuffer)?
     /// The streamed body's producer, while the handler may still read it.
@@ -93,6 +103,7 @@ final class HTTPResponderHandler: ChannelDuplexHandler, RemovableChannelHandler 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
         executor = EventLoopTaskExecutor(context.eventLoop)
+        connectionGuard = try? context.pipeline.syncOperations.handler(type: ConnectionGuard.self)
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
@@ -103,10 +114,15 @@ final class HTTPResponderHandler: ChannelDuplexHandler, RemovableChannelHandler 
     // MARK: Inbound
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if closing { return }
         let part = unwrapInboundIn(data)
         // A pipelined request waits, with everything after it, until the current response
-        // has ended; reads stop meanwhile, so at most one read's worth waits.
+        // has ended; reads stop meanwhile, so normally at most one read's worth waits.
         if !pipelined.isEmpty || (responding && part.isHead) {
+            guard pipelined.count < Self.maxPipelinedParts else {
+                context.close(promise: nil)
+                return
+            }
             pipelined.append(part)
             pipelinePaused = true
             return
@@ -129,7 +145,8 @@ final class HTTPResponderHandler: ChannelDuplexHandler, RemovableChannelHandler 
             if !chunked && (declared ?? 0) == 0 {
                 start(head, body: RequestBody(buffer: ByteBuffer()), context: context)
             } else if !chunked, let declared, declared <= Self.collectLimit {
-                collecting = (head, context.channel.allocator.buffer(capacity: declared))
+                // The buffer is made when the body starts arriving (a head alone costs nothing).
+                collecting = (head, ByteBuffer())
             } else {
                 let (body, source) = RequestBodyStream.make(handler: NIOLoopBound(self, eventLoop: context.eventLoop), exchange: exchange)
                 bodyStream = source
@@ -137,6 +154,9 @@ final class HTTPResponderHandler: ChannelDuplexHandler, RemovableChannelHandler 
             }
         case .body(var buffer):
             if collecting != nil {
+                if collecting!.body.capacity == 0, let declared = collecting!.head.headers.first(name: "content-length").flatMap({ Int($0) }) {
+                    collecting!.body.reserveCapacity(min(declared, Self.collectLimit))
+                }
                 collecting!.body.writeBuffer(&buffer)
             } else if let bodyStream {
                 if bodyStream.yield(buffer) == .stopProducing { bodyPaused = true }
@@ -153,6 +173,8 @@ final class HTTPResponderHandler: ChannelDuplexHandler, RemovableChannelHandler 
                 bodyPaused = false
                 resumeReads(context)
             }
+            // Answered early, and shutdown (or a close) came meanwhile: nothing left to wait for.
+            if closeAfterResponse, !responding { closeGracefully(context) }
         }
     }
 
@@ -162,7 +184,7 @@ final class HTTPResponderHandler: ChannelDuplexHandler, RemovableChannelHandler 
         guard !draining else { return }
         draining = true
         defer { draining = false }
-        while let next = pipelined.first, !(responding && next.isHead) {
+        while !closing, let next = pipelined.first, !(responding && next.isHead) {
             pipelined.removeFirst()
             handle(next, context: context)
         }
@@ -359,9 +381,15 @@ final class HTTPResponderHandler: ChannelDuplexHandler, RemovableChannelHandler 
     fileprivate func writeBody(_ buffer: ByteBuffer, exchange current: UInt64, flush: Bool) async throws {
         guard let context, context.channel.isActive, current == exchange, responding else { throw ChannelError.ioOnClosedChannel }
         if !context.channel.isWritable {
-            context.flush()
+            // The promise is in place before the flush, which may report writability
+            // synchronously.
             let promise = context.eventLoop.makePromise(of: Void.self)
             writable = promise
+            context.flush()
+            if context.channel.isWritable, let waiting = writable {
+                writable = nil
+                waiting.succeed(())
+            }
             try await promise.futureResult.get()
         }
         guard let context = self.context, current == exchange, responding else { throw ChannelError.ioOnClosedChannel }
@@ -387,11 +415,34 @@ final class HTTPResponderHandler: ChannelDuplexHandler, RemovableChannelHandler 
         }
         let end = HTTPServerResponsePart.end(trailers.map { HTTPHeaders($0) })
         if closeAfterResponse {
-            let channel = context.channel
-            context.writeAndFlush(wrapOutboundOut(end)).whenComplete { _ in channel.close(promise: nil) }
+            context.write(wrapOutboundOut(end), promise: nil)
+            closeGracefully(context)
         } else {
             context.writeAndFlush(wrapOutboundOut(end), promise: nil)
             if !pipelined.isEmpty { drainPipelined(context) }
+        }
+    }
+
+    /// Ends the connection once everything written is out: our side first (the client
+    /// reads every response, then EOF), the rest when the client closes or after
+    /// ``ConnectionGuard/lingerTimeout``. Nothing more is served meanwhile; what arrives is
+    /// dropped.
+    private func closeGracefully(_ context: ChannelHandlerContext) {
+        guard !closing else { return }
+        closing = true
+        pipelined.removeAll()
+        pipelinePaused = false
+        bodyPaused = false
+        collecting = nil
+        if let bodyStream {
+            self.bodyStream = nil
+            bodyStream.finish(ChannelError.outputClosed)
+        }
+        resumeReads(context)
+        if let connectionGuard {
+            connectionGuard.closeGracefullyAfterPendingWrites()
+        } else {
+            context.close(promise: nil)
         }
     }
 

@@ -1,4 +1,5 @@
 import NIOCore
+import Synchronization
 
 /// A streamed request body: the connection's ``HTTPResponderHandler`` yields the body parts
 /// as they arrive, the route handler reads them as an async sequence.
@@ -34,12 +35,45 @@ enum RequestBodyStream {
     }
 
     /// A body sequence and its source.
-    static func make(handler: NIOLoopBound<HTTPResponderHandler>, exchange: UInt64) -> (Producer, Source) {
+    static func make(handler: NIOLoopBound<HTTPResponderHandler>, exchange: UInt64) -> (Body, Source) {
         let made = Producer.makeSequence(
             elementType: ByteBuffer.self,
             backPressureStrategy: .init(lowWatermark: lowWatermark, highWatermark: highWatermark),
             finishOnDeinit: false,
             delegate: Delegate(handler: handler, exchange: exchange))
-        return (made.sequence, made.source)
+        return (Body(made.sequence), made.source)
+    }
+
+    /// The body as its handler reads it: one pass. NIO's producer stops the process when a
+    /// second iterator is made; here a second reader finds the body empty, as with
+    /// Hummingbird's own request bodies.
+    struct Body: AsyncSequence, Sendable {
+        typealias Element = ByteBuffer
+
+        private let producer: Producer
+        private let iterated = Once()
+
+        init(_ producer: Producer) { self.producer = producer }
+
+        func makeAsyncIterator() -> Iterator {
+            Iterator(iterated.take() ? producer.makeAsyncIterator() : nil)
+        }
+
+        struct Iterator: AsyncIteratorProtocol {
+            private var base: Producer.AsyncIterator?
+
+            init(_ base: Producer.AsyncIterator?) { self.base = base }
+
+            mutating func next() async throws -> ByteBuffer? {
+                try await base?.next()
+            }
+        }
+    }
+
+    /// True for the first `take` only.
+    final class Once: Sendable {
+        private let taken = Atomic(false)
+
+        func take() -> Bool { !taken.exchange(true, ordering: .relaxed) }
     }
 }

@@ -335,6 +335,14 @@ struct GuardTestRoutes: HTTPModule {
             for try await part in request.body { count += part.readableBytes }
             return JSONResponse.make(["bytes": "\(count)"])
         }
+        // Reads its streamed body twice: the second pass finds it empty.
+        router.post("/count-twice") { request, _ in
+            var first = 0
+            for try await part in request.body { first += part.readableBytes }
+            var second = 0
+            for try await part in request.body { second += part.readableBytes }
+            return JSONResponse.make(["first": "\(first)", "second": "\(second)"])
+        }
         // Answers without reading the body.
         router.post("/early") { _, _ -> Response in
             throw APIError(.forbidden, "Not allowed.")
@@ -355,7 +363,7 @@ struct GuardTestRoutes: HTTPModule {
         return router
     }
 
-    func streamingUploadPaths() -> [String] { ["/count"] }
+    func streamingUploadPaths() -> [String] { ["/count", "/count-twice"] }
 
     func webSocketRoutes() -> WebSocketRouteCollection {
         var routes = WebSocketRouteCollection()

@@ -32,6 +32,69 @@ struct ResponderHandlerTests {
         }
     }
 
+    /// Nothing after a request that asked to close is served (RFC 9112 §9.6), even when it
+    /// came in the same write.
+    @Test func nothingIsServedAfterAClose() async throws {
+        try await withGuardServer { port, _ in
+            let socket = try #require(LoopbackSocket(port: port))
+            let first = #"{"command":"first"}"#
+            let second = #"{"command":"second"}"#
+            socket.send(
+                "POST /echo HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: \(first.utf8.count)\r\n\r\n\(first)"
+                    + "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: \(second.utf8.count)\r\n\r\n\(second)")
+            let (bytes, closed) = await socket.readAll(timeout: .seconds(10))
+            let text = String(decoding: bytes, as: UTF8.self)
+            #expect(closed)
+            #expect(text.contains(#""command":"first""#))
+            #expect(!text.contains(#""command":"second""#), "the request behind the close is not run")
+        }
+    }
+
+    /// A client that declared an HTTP/1.0 upload too large for its route reads the 413,
+    /// not a reset: the agent shuts its side and drops what is still arriving.
+    @Test func aRefusedUploadIsAnsweredBeforeTheClose() async throws {
+        try await withGuardServer { port, _ in
+            let socket = try #require(LoopbackSocket(port: port))
+            var request = Array("POST /echo HTTP/1.1\r\nHost: x\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n".utf8)
+            let chunk = [UInt8](repeating: 0x63, count: 64 * 1024)
+            for _ in 0..<24 { request += Array("10000\r\n".utf8) + chunk + Array("\r\n".utf8) }
+            request += Array("0\r\n\r\n".utf8)
+            let bytes = request
+            let sender = Task { await onThread { socket.send(bytes) } }
+            let (answer, closed) = await socket.readAll(timeout: .seconds(10))
+            _ = await sender.value
+            #expect(String(decoding: answer, as: UTF8.self).hasPrefix("HTTP/1.1 413"), "\(String(decoding: answer.prefix(200), as: UTF8.self))")
+            #expect(closed)
+        }
+    }
+
+    /// A WebSocket handshake can only be a connection's first request; later it is sent to
+    /// a new connection (307 to the same URI) and this one closes.
+    @Test func aLateWebSocketHandshakeIsRedirected() async throws {
+        try await withGuardServer { port, _ in
+            let socket = try #require(LoopbackSocket(port: port))
+            socket.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            #expect(String(decoding: await socket.read(until: #""ok"}"#), as: UTF8.self).contains("200 OK"))
+            socket.send(String.webSocketHandshake("/ws/late"))
+            let (bytes, closed) = await socket.readAll(timeout: .seconds(10))
+            let text = String(decoding: bytes, as: UTF8.self)
+            #expect(text.hasPrefix("HTTP/1.1 307"), "\(text.prefix(200))")
+            #expect(text.contains("Location: /ws/late"))
+            #expect(closed)
+        }
+    }
+
+    /// A handler that reads its streamed body twice finds it empty the second time (the
+    /// stream underneath would stop the process on a second iterator).
+    @Test func aStreamedBodyReadTwiceIsEmptyTheSecondTime() async throws {
+        try await withGuardServer { port, _ in
+            let socket = try #require(LoopbackSocket(port: port))
+            socket.send("POST /count-twice HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n")
+            let text = String(decoding: await socket.read(until: "\"}"), as: UTF8.self)
+            #expect(text.contains(#""first":"5""#) && text.contains(#""second":"0""#), "\(text)")
+        }
+    }
+
     @Test func anHTTP10RequestClosesAfterItsResponse() async throws {
         try await withGuardServer { port, _ in
             let socket = try #require(LoopbackSocket(port: port))
