@@ -80,6 +80,10 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
     /// Request heads seen on this connection: only the first can be a WebSocket handshake
     /// (NIO's upgrade handler leaves after the first request).
     private var requestCount = 0
+    /// A pipelined request asked for `100 Continue` while earlier responses were still being
+    /// written: sent once this many more responses have ended (so it cannot land inside
+    /// one of them).
+    private var continueAfterResponses = 0
     private static let maxHeldParts = 8
     private var removed = false
 
@@ -241,6 +245,15 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
             context.write(data, promise: promise)
         case .end:
             awaitingResponse = max(0, awaitingResponse - 1)
+            if continueAfterResponses > 0 {
+                continueAfterResponses -= 1
+                if continueAfterResponses == 0 {
+                    context.write(data, promise: promise)
+                    connection.sendContinue()
+                    idleIfDone(context)
+                    return
+                }
+            }
             context.write(data, promise: promise)
             idleIfDone(context)
         }
@@ -306,7 +319,11 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
             }
             head.headers.remove(name: "expect")
             if let declared, declared > limits.maxBody, !streamingBody { return tooLarge }
-            connection.sendContinue()
+            if awaitingResponse == 0 {
+                connection.sendContinue()
+            } else {
+                continueAfterResponses = awaitingResponse
+            }
         } else if let declared, declared > limits.maxBody, !streamingBody {
             return tooLarge
         }

@@ -95,6 +95,25 @@ struct ResponderHandlerTests {
         }
     }
 
+    /// A pipelined request that expects `100 Continue` behind a running one gets it after
+    /// that response, never inside it.
+    @Test func aPipelinedContinueWaitsForTheResponseBeforeIt() async throws {
+        try await withGuardServer { port, _ in
+            let socket = try #require(LoopbackSocket(port: port))
+            let body = #"{"command":"after"}"#
+            socket.send(
+                "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n"
+                    + "POST /echo HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: \(body.utf8.count)\r\n\r\n")
+            let first = String(decoding: await socket.read(until: "100 Continue\r\n\r\n", timeout: .seconds(20)), as: UTF8.self)
+            #expect(first.hasPrefix("HTTP/1.1 200 OK"), "the slow response comes first, whole")
+            let done = try #require(first.range(of: #""status":"done"}"#), "\(first)")
+            let continued = try #require(first.range(of: "HTTP/1.1 100 Continue"))
+            #expect(done.upperBound <= continued.lowerBound, "\(first)")
+            socket.send(body)
+            #expect(String(decoding: await socket.read(until: #""after"}"#), as: UTF8.self).contains("200 OK"))
+        }
+    }
+
     @Test func anHTTP10RequestClosesAfterItsResponse() async throws {
         try await withGuardServer { port, _ in
             let socket = try #require(LoopbackSocket(port: port))
