@@ -350,13 +350,15 @@ final class HTTPResponderHandler: ChannelDuplexHandler, RemovableChannelHandler 
     /// exchange. Runs in the handler task, on the loop.
     private func write(_ response: Response, exchange current: UInt64, executor: EventLoopTaskExecutor) async {
         guard let context, current == exchange, responding else { return }
-        var response = response
-        response.headers[.date] = date.now()
-        if let name = configuration.serverName { response.headers[.server] = name }
-        if closeAfterResponse { response.headers[.connection] = "close" }
         let flushEachWrite = (response.body.contentLength ?? .max) > Self.singleFlushLimit
+        // The server's own fields go on the NIO head, which the conversion has just made:
+        // setting them on the response's fields would first copy them (a prepared
+        // response's fields are shared).
         var head = HTTPResponseHead(response.head)
         head.version = .http1_1
+        head.headers.replaceOrAdd(name: "Date", value: date.now())
+        if let name = configuration.serverName { head.headers.replaceOrAdd(name: "Server", value: name) }
+        if closeAfterResponse { head.headers.replaceOrAdd(name: "Connection", value: "close") }
         context.write(wrapOutboundOut(.head(head)), promise: nil)
         let writer = ChannelBodyWriter(
             handler: NIOLoopBound(self, eventLoop: context.eventLoop), exchange: current, executor: executor, flushEachWrite: flushEachWrite)
