@@ -135,14 +135,6 @@ struct AgentHTTPChannel: ServerChildChannel {
     }
 }
 
-/// What a WebSocket route's handler gets: the upgrade request and its request context
-/// (channel, path parameters, logger).
-public struct AgentWebSocketContext: WebSocketContext {
-    public let request: Request
-    public let requestContext: AgentRequestContext
-    public var logger: Logger { requestContext.logger }
-}
-
 extension HTTPServerBuilder {
     /// The agent's HTTP/1 + WebSocket channel (``AgentHTTPChannel``) serving `responder`.
     static func agentHTTP(

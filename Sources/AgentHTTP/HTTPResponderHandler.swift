@@ -380,7 +380,7 @@ final class HTTPResponderHandler: ChannelDuplexHandler, RemovableChannelHandler 
 
     /// Writes one body part (from ``ChannelBodyWriter``, on the loop); waits while the channel
     /// is not writable.
-    fileprivate func writeBody(_ buffer: ByteBuffer, exchange current: UInt64, flush: Bool) async throws {
+    func writeBody(_ buffer: ByteBuffer, exchange current: UInt64, flush: Bool) async throws {
         guard let context, context.channel.isActive, current == exchange, responding else { throw ChannelError.ioOnClosedChannel }
         if !context.channel.isWritable {
             // The promise is in place before the flush, which may report writability
@@ -404,7 +404,7 @@ final class HTTPResponderHandler: ChannelDuplexHandler, RemovableChannelHandler 
 
     /// Ends the response (once) and the exchange: the next request may start, or the
     /// connection closes when it must.
-    fileprivate func finishResponse(exchange current: UInt64, trailers: HTTPFields?) {
+    func finishResponse(exchange current: UInt64, trailers: HTTPFields?) {
         guard current == exchange, responding, let context else { return }
         responding = false
         // A body the handler left unread is dropped as it arrives (reads go on, so the
@@ -475,39 +475,6 @@ final class HTTPResponderHandler: ChannelDuplexHandler, RemovableChannelHandler 
         pipelined.removeAll()
     }
 }
-
-/// Writes a response body to the connection through its ``HTTPResponderHandler``.
-/// Called in the handler task, normally on the loop already; a body that moved to another
-/// executor is brought back to the loop first.
-struct ChannelBodyWriter: ResponseBodyWriter {
-    let handler: NIOLoopBound<HTTPResponderHandler>
-    let exchange: UInt64
-    let executor: EventLoopTaskExecutor
-    let flushEachWrite: Bool
-
-    mutating func write(_ buffer: ByteBuffer) async throws {
-        if handler.eventLoop.inEventLoop {
-            try await handler.value.writeBody(buffer, exchange: exchange, flush: flushEachWrite)
-        } else {
-            let (handler, exchange, flush) = (handler, exchange, flushEachWrite)
-            try await withTaskExecutorPreference(executor) {
-                try await handler.value.writeBody(buffer, exchange: exchange, flush: flush)
-            }
-        }
-    }
-
-    consuming func finish(_ trailingHeaders: HTTPFields?) async throws {
-        if handler.eventLoop.inEventLoop {
-            handler.value.finishResponse(exchange: exchange, trailers: trailingHeaders)
-        } else {
-            let (handler, exchange) = (handler, exchange)
-            await withTaskExecutorPreference(executor) {
-                handler.value.finishResponse(exchange: exchange, trailers: trailingHeaders)
-            }
-        }
-    }
-}
-
 
 extension HTTPServerRequestPart {
     var isHead: Bool {

@@ -8,6 +8,15 @@ import Testing
 /// with back pressure. Real server, raw sockets.
 @Suite(.timeLimit(.minutes(1)))
 struct ResponderHandlerTests {
+    /// A chunked request: `head` (ending in its blank line), then `chunks` chunks of 64 KiB
+    /// of `byte`, then the last chunk.
+    static func chunked(_ head: String, chunks: Int, of byte: UInt8) -> [UInt8] {
+        var request = Array(head.utf8)
+        let chunk = [UInt8](repeating: byte, count: 64 * 1024)
+        for _ in 0..<chunks { request += Array("10000\r\n".utf8) + chunk + Array("\r\n".utf8) }
+        return request + Array("0\r\n\r\n".utf8)
+    }
+
     static func count(_ needle: String, in bytes: [UInt8]) -> Int {
         String(decoding: bytes, as: UTF8.self).components(separatedBy: needle).count - 1
     }
@@ -50,16 +59,13 @@ struct ResponderHandlerTests {
         }
     }
 
-    /// A client that declared an HTTP/1.0 upload too large for its route reads the 413,
-    /// not a reset: the agent shuts its side and drops what is still arriving.
+    /// A client whose chunked upload (asking to close) is too large for its route reads the
+    /// 413, not a reset: the agent shuts its side and drops what is still arriving.
     @Test func aRefusedUploadIsAnsweredBeforeTheClose() async throws {
         try await withGuardServer { port, _ in
             let socket = try #require(LoopbackSocket(port: port))
-            var request = Array("POST /echo HTTP/1.1\r\nHost: x\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n".utf8)
-            let chunk = [UInt8](repeating: 0x63, count: 64 * 1024)
-            for _ in 0..<24 { request += Array("10000\r\n".utf8) + chunk + Array("\r\n".utf8) }
-            request += Array("0\r\n\r\n".utf8)
-            let bytes = request
+            let bytes = Self.chunked(
+                "POST /echo HTTP/1.1\r\nHost: x\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n", chunks: 24, of: 0x63)
             let sender = Task { await onThread { socket.send(bytes) } }
             let (answer, closed) = await socket.readAll(timeout: .seconds(10))
             _ = await sender.value
@@ -158,11 +164,7 @@ struct ResponderHandlerTests {
     @Test func aStreamedBodyArrivesWhole() async throws {
         try await withGuardServer { port, _ in
             let socket = try #require(LoopbackSocket(port: port))
-            var request = Array("POST /count HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n".utf8)
-            let chunk = [UInt8](repeating: 0x62, count: 64 * 1024)
-            for _ in 0..<128 { request += Array("10000\r\n".utf8) + chunk + Array("\r\n".utf8) }
-            request += Array("0\r\n\r\n".utf8)
-            let bytes = request
+            let bytes = Self.chunked("POST /count HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n", chunks: 128, of: 0x62)
             let sent = await onThread { socket.send(bytes) }
             #expect(sent)
             let text = String(decoding: await socket.read(until: "\"}"), as: UTF8.self)

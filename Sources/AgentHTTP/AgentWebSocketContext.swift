@@ -1,0 +1,12 @@
+import Hummingbird
+import HummingbirdCore
+import Logging
+import WSCore
+
+/// What a WebSocket route's handler gets: the upgrade request and its request context
+/// (channel, path parameters, logger).
+public struct AgentWebSocketContext: WebSocketContext {
+    public let request: Request
+    public let requestContext: AgentRequestContext
+    public var logger: Logger { requestContext.logger }
+}
