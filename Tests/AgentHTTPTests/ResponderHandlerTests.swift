@@ -120,6 +120,35 @@ struct ResponderHandlerTests {
         }
     }
 
+    /// A client that pipelines without bound behind a slow request is cut off once 256
+    /// request parts wait; the server goes on serving others.
+    @Test func aPipelineFloodIsCutOff() async throws {
+        try await withGuardServer { port, _ in
+            let socket = try #require(LoopbackSocket(port: port))
+            socket.send("GET /slow HTTP/1.1\r\nHost: x\r\n\r\n" + String(repeating: "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", count: 400))
+            #expect(await socket.isClosedByPeer(within: .seconds(10)))
+            let other = try #require(LoopbackSocket(port: port))
+            other.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            #expect(String(decoding: await other.read(until: #""ok"}"#), as: UTF8.self).contains("200 OK"))
+        }
+    }
+
+    /// A client that vanishes half-way through a body the responder collects leaves
+    /// nothing behind: the connection closes and others are served.
+    @Test func aClientVanishingInACollectedBodyLeavesNothingBehind() async throws {
+        try await withGuardServer { port, registry in
+            do {
+                let socket = try #require(LoopbackSocket(port: port))
+                socket.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{\"comm")
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            #expect(await eventually { registry.count == 0 }, "the connection is gone")
+            let other = try #require(LoopbackSocket(port: port))
+            other.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            #expect(String(decoding: await other.read(until: #""ok"}"#), as: UTF8.self).contains("200 OK"))
+        }
+    }
+
     @Test func anHTTP10RequestClosesAfterItsResponse() async throws {
         try await withGuardServer { port, _ in
             let socket = try #require(LoopbackSocket(port: port))
