@@ -271,7 +271,13 @@ final class ProcessReactor: Sendable {
                 }
                 let token = data >> 1
                 if data & 1 == 0 {
-                    readOutput(token, scratch, maxReads: Self.readsPerEvent)
+                    if readOutput(token, scratch, maxReads: Self.readsPerEvent) == .closed {
+                        // The pipe closes as the shell exits, a moment before its pidfd
+                        // reports it: when the exit is already there, report it now rather
+                        // than on the next wake-up (one epoll round on every command's
+                        // critical path). Still running: the pidfd will tell.
+                        leaderExited(token, scratch)
+                    }
                 } else {
                     leaderExited(token, scratch)
                 }
@@ -301,8 +307,12 @@ final class ProcessReactor: Sendable {
         return false
     }
 
-    private func readOutput(_ token: UInt64, _ scratch: UnsafeMutableRawBufferPointer, maxReads: Int) {
-        guard let watch = state.withLock({ $0.watches[token] }), watch.pipefd >= 0 else { return }
+    /// What a read pass left of the pipe.
+    enum PipeState { case open, closed }
+
+    @discardableResult
+    private func readOutput(_ token: UInt64, _ scratch: UnsafeMutableRawBufferPointer, maxReads: Int) -> PipeState {
+        guard let watch = state.withLock({ $0.watches[token] }), watch.pipefd >= 0 else { return .closed }
         for _ in 0..<maxReads {
             // Bytes that no one will see (no subscriber, the head already full, and more
             // waiting than the tail keeps) are dropped by the kernel without a copy: the
@@ -320,20 +330,21 @@ final class ProcessReactor: Sendable {
             let n = read(watch.pipefd, scratch.baseAddress, scratch.count)
             if n > 0 {
                 watch.sink.output(UnsafeRawBufferPointer(rebasing: scratch[0..<n]))
-                if n < scratch.count { return }
+                if n < scratch.count { return .open }
             } else if n == 0 {
                 closePipe(token)
-                return
+                return .closed
             } else {
                 switch errno {
                 case EINTR: continue
-                case EAGAIN: return
+                case EAGAIN: return .open
                 default:
                     closePipe(token)
-                    return
+                    return .closed
                 }
             }
         }
+        return .open
     }
 
     private func closePipe(_ token: UInt64) {
