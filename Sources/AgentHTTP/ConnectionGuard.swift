@@ -153,7 +153,7 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
 
     /// `100 Continue`, written ahead of the codec.
     func sendContinue() {
-        guard let context else { return }
+        guard let context, !discarding else { return }
         context.writeAndFlush(wrapOutboundOut(ByteBuffer(string: "HTTP/1.1 100 Continue\r\n\r\n")), promise: nil)
     }
 

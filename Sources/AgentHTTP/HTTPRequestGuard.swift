@@ -20,11 +20,14 @@ import NIOHTTP1
 ///   or the route's JSON error). A handshake that is not the connection's first request
 ///   (only the first can upgrade) gets 307 to the same URI and the connection closes, so
 ///   the client retries on a new one.
-/// - **`Expect`**: `100-continue` is answered with `100 Continue`, or at once with 413 when
-///   the declared length is over the body limit; any other expectation gets 417.
+/// - **`Expect`**: `100-continue` is answered with `100 Continue` (by the responder when it
+///   takes the request up, so never ahead of an earlier pipelined response nor for a
+///   request it will not serve), or with 413 when the declared length is over the body
+///   limit; any other expectation gets 417.
 /// - A declared `Content-Length` over the body limit is refused with 413 before any body is
 ///   read. `CONNECT` gets 405. Malformed HTTP gets 400, an oversized request line 414 and
-///   oversized headers 431; each closes the connection.
+///   oversized headers 431; each closes the connection. A refusal for a request pipelined
+///   behind responses still being written waits until they have ended.
 /// - Graceful shutdown closes the connection at once if no request is in progress.
 ///
 /// - A WebSocket route with an async `prepare` (starting a desktop): the handshake is held
@@ -80,10 +83,10 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
     /// Request heads seen on this connection: only the first can be a WebSocket handshake
     /// (NIO's upgrade handler leaves after the first request).
     private var requestCount = 0
-    /// A pipelined request asked for `100 Continue` while earlier responses were still being
-    /// written: sent once this many more responses have ended (so it cannot land inside
-    /// one of them).
-    private var continueAfterResponses = 0
+    /// A refusal for a request that arrived while earlier responses were still being
+    /// written: sent once they have ended (an answer written ahead of the codec would
+    /// otherwise overtake them); everything after the refused request is dropped.
+    private var deferredRefusal: Refusal?
     private static let maxHeldParts = 8
     private var removed = false
 
@@ -106,6 +109,8 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
     // MARK: Inbound
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        // A refused request waits for the responses before it; nothing after it is served.
+        if deferredRefusal != nil { return }
         if upgraded {
             context.fireChannelRead(data)
             return
@@ -124,7 +129,11 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
             streamingBody = limits.streamingPaths.contains(String(head.uri.prefix { $0 != "?" }))
             if let refusal = refusal(for: &head) {
                 swallowing = true
-                connection.respondAndClose(refusal.status, refusal.body, headers: refusal.headers)
+                if awaitingResponse == 0 {
+                    connection.respondAndClose(refusal.status, refusal.body, headers: refusal.headers)
+                } else {
+                    deferredRefusal = refusal
+                }
                 return
             }
             if let (prepare, request) = pendingPrepare {
@@ -245,14 +254,11 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
             context.write(data, promise: promise)
         case .end:
             awaitingResponse = max(0, awaitingResponse - 1)
-            if continueAfterResponses > 0 {
-                continueAfterResponses -= 1
-                if continueAfterResponses == 0 {
-                    context.write(data, promise: promise)
-                    connection.sendContinue()
-                    idleIfDone(context)
-                    return
-                }
+            if awaitingResponse == 0, let refusal = deferredRefusal {
+                deferredRefusal = nil
+                context.write(data, promise: promise)
+                connection.respondAndClose(refusal.status, refusal.body, headers: refusal.headers)
+                return
             }
             context.write(data, promise: promise)
             idleIfDone(context)
@@ -303,6 +309,7 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
     /// lets the request through.
     private func refusal(for head: inout HTTPRequestHead) -> Refusal? {
         head.headers.remove(name: WebSocketRefusal.headerName)
+        head.headers.remove(name: ContinueMark.headerName)
         webSocketHandshake = false
         pendingPrepare = nil
         if head.method == .CONNECT {
@@ -319,11 +326,11 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
             }
             head.headers.remove(name: "expect")
             if let declared, declared > limits.maxBody, !streamingBody { return tooLarge }
-            if awaitingResponse == 0 {
-                connection.sendContinue()
-            } else {
-                continueAfterResponses = awaitingResponse
-            }
+            if let refusal = filterUpgrade(&head) { return refusal }
+            // Admitted: the responder sends `100 Continue` when it takes the request up
+            // (after any response before it, never for a request it will not serve).
+            head.headers.add(name: ContinueMark.headerName, value: "1")
+            return nil
         } else if let declared, declared > limits.maxBody, !streamingBody {
             return tooLarge
         }
@@ -400,4 +407,10 @@ extension HTTPFields {
             if let field = HTTPField.Name(name) { append(HTTPField(name: field, value: value)) }
         }
     }
+}
+
+/// Marks a request head whose client waits for `100 Continue`: the guard admits it, the
+/// responder answers `100 Continue` when it takes the request up.
+enum ContinueMark {
+    static let headerName = "x-workspace-agent-continue"
 }

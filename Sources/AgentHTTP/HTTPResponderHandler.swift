@@ -132,9 +132,13 @@ final class HTTPResponderHandler: ChannelDuplexHandler, RemovableChannelHandler 
 
     private func handle(_ part: HTTPServerRequestPart, context: ChannelHandlerContext) {
         switch part {
-        case .head(let head):
+        case .head(var head):
             requestEnded = false
             exchange &+= 1
+            if head.headers.contains(name: ContinueMark.headerName) {
+                head.headers.remove(name: ContinueMark.headerName)
+                connectionGuard?.sendContinue()
+            }
             if !head.isKeepAlive { closeAfterResponse = true }
             if refuseFirstRequest {
                 refuse(context)

@@ -149,6 +149,22 @@ struct ResponderHandlerTests {
         }
     }
 
+    /// A request the guard refuses (here CONNECT: 405), pipelined behind a running one, is
+    /// answered after that response, not ahead of it; then the connection closes.
+    @Test func aPipelinedRefusalWaitsForTheResponseBeforeIt() async throws {
+        try await withGuardServer { port, _ in
+            let socket = try #require(LoopbackSocket(port: port))
+            socket.send("GET /slow HTTP/1.1\r\nHost: x\r\n\r\nCONNECT example.invalid:443 HTTP/1.1\r\nHost: x\r\n\r\n")
+            let (bytes, closed) = await socket.readAll(timeout: .seconds(20))
+            let text = String(decoding: bytes, as: UTF8.self)
+            #expect(text.hasPrefix("HTTP/1.1 200 OK"), "\(text.prefix(200))")
+            let done = try #require(text.range(of: #""status":"done"}"#), "\(text)")
+            let refused = try #require(text.range(of: "HTTP/1.1 405"), "\(text)")
+            #expect(done.upperBound <= refused.lowerBound)
+            #expect(closed)
+        }
+    }
+
     @Test func anHTTP10RequestClosesAfterItsResponse() async throws {
         try await withGuardServer { port, _ in
             let socket = try #require(LoopbackSocket(port: port))
