@@ -64,9 +64,12 @@ struct ResponderHandlerTests {
     @Test func aRefusedUploadIsAnsweredBeforeTheClose() async throws {
         try await withGuardServer { port, _ in
             let socket = try #require(LoopbackSocket(port: port))
-            let bytes = Self.chunked(
-                "POST /echo HTTP/1.1\r\nHost: x\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n", chunks: 24, of: 0x63)
-            let sender = Task { await onThread { socket.send(bytes) } }
+            let sender = Task {
+                await onThread {
+                    socket.send(Self.chunked(
+                        "POST /echo HTTP/1.1\r\nHost: x\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n", chunks: 24, of: 0x63))
+                }
+            }
             let (answer, closed) = await socket.readAll(timeout: .seconds(10))
             _ = await sender.value
             #expect(String(decoding: answer, as: UTF8.self).hasPrefix("HTTP/1.1 413"), "\(String(decoding: answer.prefix(200), as: UTF8.self))")
@@ -209,8 +212,11 @@ struct ResponderHandlerTests {
     @Test func aStreamedBodyArrivesWhole() async throws {
         try await withGuardServer { port, _ in
             let socket = try #require(LoopbackSocket(port: port))
-            let bytes = Self.chunked("POST /count HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n", chunks: 128, of: 0x62)
-            let sent = await onThread { socket.send(bytes) }
+            // Built and sent on a thread of its own: megabytes of work in a debug build would
+            // hold a cooperative thread (and stretch every other test's sleeps).
+            let sent = await onThread {
+                socket.send(Self.chunked("POST /count HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n", chunks: 128, of: 0x62))
+            }
             #expect(sent)
             let text = String(decoding: await socket.read(until: "\"}"), as: UTF8.self)
             #expect(text.contains(#""bytes":"8388608""#), "\(text.prefix(300))")
@@ -228,10 +234,17 @@ struct ResponderHandlerTests {
             try await Task.sleep(for: .milliseconds(300))
             let (bytes, closed) = await socket.readAll(timeout: .seconds(30))
             #expect(closed)
-            let separator: [UInt8] = [13, 10, 13, 10]
-            let bodyStart = try #require(bytes.firstRange(of: separator)).upperBound
-            // Chunked: the body bytes are the x's.
-            #expect(bytes[bodyStart...].reduce(0) { $0 + ($1 == UInt8(ascii: "x") ? 1 : 0) } == size)
+            // Chunked: the body bytes are the x's (counted on a thread of their own: 32 MiB
+            // in a debug build would hold a cooperative thread).
+            let received = bytes
+            let xs = await onThread { () -> Int in
+                let separator: [UInt8] = [13, 10, 13, 10]
+                guard let bodyStart = received.firstRange(of: separator)?.upperBound else { return -1 }
+                var count = 0
+                for byte in received[bodyStart...] where byte == UInt8(ascii: "x") { count += 1 }
+                return count
+            }
+            #expect(xs == size)
         }
     }
 }

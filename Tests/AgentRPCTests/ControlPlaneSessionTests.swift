@@ -235,6 +235,9 @@ struct ControlPlaneSessionTests {
                 logger: Self.quiet)
             let running = Task { try await session.run() }
             #expect(await eventually(timeout: .seconds(30)) { double.recorded.withLock { $0.lifecycle.count } == 3 })
+            // And READY's acknowledgement is back (the double records a state before its
+            // answer reaches the agent), so that only the states below stay queued.
+            #expect(await eventually(timeout: .seconds(30)) { session.lifecycle.count == 0 })
             double.answerDelay.withLock { $0 = .seconds(3600) }
             let begin = ContinuousClock.now
             session.beginShutdown()
