@@ -29,7 +29,9 @@ public enum AgentHTTPServer {
         let router = Router(context: AgentRequestContext.self)
         router.add(middleware: RequestMetricsMiddleware())
         router.add(middleware: JSONErrorMiddleware())
-        router.add(middleware: LogRequestsMiddleware(.debug))
+        // Requests are logged at debug: at a higher level the middleware would only cost
+        // its layer (two executor checks and a closure per request), so it is left out.
+        if logger.logLevel <= .debug { router.add(middleware: LogRequestsMiddleware(.debug)) }
         // Encoded once: health probes come often and never change.
         let healthy = JSONResponse.make(["status": "ok"])
         router.get("/healthz") { _, _ in healthy }
