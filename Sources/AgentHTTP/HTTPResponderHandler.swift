@@ -78,7 +78,7 @@ final class HTTPResponderHandler: ChannelDuplexHandler, RemovableChannelHandler 
     /// what the socket holds.
     static let maxPipelinedParts = 256
     /// A small body being collected: the request's head and the bytes so far.
-    private var collecting: (head: HTTPRequestHead, body: ByteBuffer)?
+    private var collecting: (head: HTTPRequestHead, declared: Int, body: ByteBuffer)?
     /// The streamed body's producer, while the handler may still read it.
     private var bodyStream: RequestBodyStream.Source?
     /// Reads are held while the streamed body's consumer has enough buffered, and while
@@ -150,7 +150,7 @@ final class HTTPResponderHandler: ChannelDuplexHandler, RemovableChannelHandler 
                 start(head, body: RequestBody(buffer: ByteBuffer()), context: context)
             } else if !chunked, let declared, declared <= Self.collectLimit {
                 // The buffer is made when the body starts arriving (a head alone costs nothing).
-                collecting = (head, ByteBuffer())
+                collecting = (head, declared, ByteBuffer())
             } else {
                 let (body, source) = RequestBodyStream.make(handler: NIOLoopBound(self, eventLoop: context.eventLoop), exchange: exchange)
                 bodyStream = source
@@ -158,9 +158,7 @@ final class HTTPResponderHandler: ChannelDuplexHandler, RemovableChannelHandler 
             }
         case .body(var buffer):
             if collecting != nil {
-                if collecting!.body.capacity == 0, let declared = collecting!.head.headers.first(name: "content-length").flatMap({ Int($0) }) {
-                    collecting!.body.reserveCapacity(min(declared, Self.collectLimit))
-                }
+                if collecting!.body.capacity == 0 { collecting!.body.reserveCapacity(collecting!.declared) }
                 collecting!.body.writeBuffer(&buffer)
             } else if let bodyStream {
                 if bodyStream.yield(buffer) == .stopProducing { bodyPaused = true }
@@ -168,13 +166,10 @@ final class HTTPResponderHandler: ChannelDuplexHandler, RemovableChannelHandler 
             // Otherwise the handler has answered without reading it all: dropped.
         case .end:
             requestEnded = true
-            if let (head, body) = collecting {
+            if let (head, _, body) = collecting {
                 collecting = nil
                 start(head, body: RequestBody(buffer: body), context: context)
-            } else if let bodyStream {
-                self.bodyStream = nil
-                bodyStream.finish()
-                bodyPaused = false
+            } else if endBody() {
                 resumeReads(context)
             }
             // Answered early, and shutdown (or a close) came meanwhile: nothing left to wait for.
@@ -247,11 +242,7 @@ final class HTTPResponderHandler: ChannelDuplexHandler, RemovableChannelHandler 
 
     private func inputEnded(_ context: ChannelHandlerContext) {
         collecting = nil
-        if let bodyStream {
-            self.bodyStream = nil
-            bodyStream.finish(ChannelError.eof)
-            bodyPaused = false
-        }
+        endBody(failing: ChannelError.eof)
         if responding {
             closeAfterResponse = true
         } else {
@@ -413,12 +404,7 @@ final class HTTPResponderHandler: ChannelDuplexHandler, RemovableChannelHandler 
         responding = false
         // A body the handler left unread is dropped as it arrives (reads go on, so the
         // request can end and the next one start).
-        if let bodyStream {
-            self.bodyStream = nil
-            bodyStream.finish()
-            bodyPaused = false
-            resumeReads(context)
-        }
+        if endBody() { resumeReads(context) }
         let end = HTTPServerResponsePart.end(trailers.map { HTTPHeaders($0) })
         if closeAfterResponse {
             context.write(wrapOutboundOut(end), promise: nil)
@@ -438,12 +424,9 @@ final class HTTPResponderHandler: ChannelDuplexHandler, RemovableChannelHandler 
         closing = true
         pipelined.removeAll()
         pipelinePaused = false
-        bodyPaused = false
         collecting = nil
-        if let bodyStream {
-            self.bodyStream = nil
-            bodyStream.finish(ChannelError.outputClosed)
-        }
+        endBody(failing: ChannelError.outputClosed)
+        bodyPaused = false
         resumeReads(context)
         if let connectionGuard {
             connectionGuard.closeGracefullyAfterPendingWrites()
@@ -471,12 +454,20 @@ final class HTTPResponderHandler: ChannelDuplexHandler, RemovableChannelHandler 
             self.writable = nil
             writable.fail(ChannelError.ioOnClosedChannel)
         }
-        if let bodyStream {
-            self.bodyStream = nil
-            bodyStream.finish(ChannelError.eof)
-        }
+        endBody(failing: ChannelError.eof)
         collecting = nil
         pipelined.removeAll()
+    }
+
+    /// Ends the streamed body, if one is open (its reader sees the end, or `error`); reads
+    /// are no longer held for it. True if there was one.
+    @discardableResult
+    private func endBody(failing error: (any Error)? = nil) -> Bool {
+        guard let bodyStream else { return false }
+        self.bodyStream = nil
+        if let error { bodyStream.finish(error) } else { bodyStream.finish() }
+        bodyPaused = false
+        return true
     }
 }
 
