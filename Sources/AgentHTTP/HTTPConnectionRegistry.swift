@@ -179,6 +179,11 @@ public final class HTTPConnectionRegistry: Sendable {
     /// Open connections.
     public var count: Int { state.withLock { $0.entries.count } }
 
+    /// Open connections with a request being read or answered.
+    public var busyCount: Int {
+        state.withLock { s in s.entries.values.count { if case .busy = $0.phase.phase { true } else { false } } }
+    }
+
     /// Connections closed to make room for new ones, and connections refused because all
     /// were busy.
     public var counters: (evicted: Int, refused: Int) { state.withLock { ($0.evicted, $0.refused) } }

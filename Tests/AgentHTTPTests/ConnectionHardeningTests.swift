@@ -38,7 +38,8 @@ import Testing
             let busy = try #require(LoopbackSocket(port: port))
             #expect(await eventually { registry.count == 2 })
             #expect(busy.send("GET /slow HTTP/1.1\r\nHost: x\r\n\r\n"))
-            try await Task.sleep(for: .milliseconds(200))
+            // Its request is under way (a fixed sleep was too short on a loaded machine).
+            #expect(await eventually { registry.busyCount == 1 })
             registry.stopAccepting()
             #expect(await idle.isClosedByPeer(within: .seconds(5)), "an idle keep-alive connection is closed")
             let refused = try await RawHTTPClient(port: port).request("GET", "/healthz")
