@@ -103,18 +103,14 @@ struct AgentHTTPChannel: ServerChildChannel {
         }
     }
 
-    /// The WebSocket session for a handshake the request guard let through, or nil to
-    /// refuse it (the route's check no longer admits it).
+    /// The WebSocket session for a handshake the request guard let through (it matched the
+    /// route and ran its check and `prepare`; whatever it did not admit reaches here without
+    /// `Upgrade`), or nil if the request cannot be read as one.
     private func session(for head: HTTPRequestHead, channel: any Channel, logger: Logger) -> WebSocketSession? {
         let path = head.uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
         guard let (route, parameters) = webSocketRoutes.match(path),
             let request = try? Request(head: HTTPRequest(head, secure: false, splitCookie: false), body: RequestBody(buffer: ByteBuffer()))
         else { return nil }
-        do {
-            try route.check(WebSocketRouteRequest(headers: request.headers, parameters: parameters))
-        } catch {
-            return nil
-        }
         var requestContext = AgentRequestContext(source: .init(channel: channel, logger: logger))
         for (name, value) in parameters {
             requestContext.coreContext.parameters.append(key: Substring(name), value: Substring(value))

@@ -171,12 +171,8 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
         for (name, value) in headers { buffer.writeString("\(name): \(value)\r\n") }
         buffer.writeString("\r\n")
         buffer.writeImmutableBuffer(json)
-        let channel = context.channel
-        context.writeAndFlush(wrapOutboundOut(buffer)).whenComplete { _ in
-            // Shut our side; the client's FIN (or the linger timeout) closes the rest.
-            channel.close(mode: .output, promise: nil)
-        }
-        context.eventLoop.scheduleTask(in: Self.lingerTimeout) { channel.close(promise: nil) }
+        context.write(wrapOutboundOut(buffer), promise: nil)
+        closeGracefullyAfterPendingWrites()
     }
 
     /// Closes at once (an idle connection that never started a request).
