@@ -20,6 +20,15 @@ public func eventually(timeout: Duration = .seconds(10), _ condition: () async t
     return try await condition()
 }
 
+/// True while `pid` is a live process: it exists and is not a zombie (a killed process
+/// stays a zombie until its new parent reaps it, and `kill(pid, 0)` still succeeds then).
+public func isAlive(_ pid: pid_t) -> Bool {
+    guard kill(pid, 0) == 0 else { return false }
+    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+          let close = stat.lastIndex(of: ")") else { return false }
+    return stat[stat.index(close, offsetBy: 2)] != "Z"
+}
+
 /// True while any process with this exact command line exists (reads /proc).
 public func processExists(commandLine: String) -> Bool {
     guard let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc") else { return false }
