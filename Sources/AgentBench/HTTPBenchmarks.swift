@@ -5,6 +5,7 @@ import NIOHTTP1
 import NIOPosix
 import Hummingbird
 import Logging
+import AgentCore
 
 #if canImport(Glibc)
 import Glibc
@@ -78,6 +79,7 @@ struct HTTPBenchmarks: ParsableCommand {
             report("  against Go net/http", value: Bench.format(agentRTT), baseline: Bench.format(goRTT),
                    ratio: agentRTT / goRTT, goal: "<= 1.0x Go net/http", met: agentRTT <= goRTT)
         }
+        jsonEncoding()
         guard wrk != nil else {
             print("skip requests/s under load: wrk is not installed (make bench installs it)")
             return
@@ -94,6 +96,41 @@ struct HTTPBenchmarks: ParsableCommand {
             report("  against Go net/http", value: String(format: "%.0f/s", agentRate), baseline: String(format: "%.0f/s", goRate),
                    ratio: agentRate / goRate, goal: ">= 1.0x Go net/http", met: agentRate >= goRate)
         }
+    }
+
+    /// A process output answer (the shape of `GET /output`), encoded by the agent's encoder
+    /// and by Foundation's `JSONEncoder` with the same options; medians of 5 rounds.
+    func jsonEncoding() {
+        struct Output: Encodable {
+            var output = String(repeating: "line of output\n", count: 8)
+            var running = false
+            var exitCode: Int? = 0
+            var truncated: Bool? = nil
+            var id = "5abf8495-777c-408e-80dc-64929f78a165"
+            enum CodingKeys: String, CodingKey { case output, running, exitCode = "exit_code", truncated, id }
+        }
+        let value = Output()
+        let foundation = JSONEncoder()
+        foundation.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        let compact = CompactJSONEncoder()
+        precondition((try? compact.encode(value)) == (try? foundation.encode(value)).map(Array.init), "encoders disagree")
+        let count = 20_000
+        var ours: [Double] = []
+        var theirs: [Double] = []
+        var sink = 0
+        for _ in 0..<5 {
+            let t0 = Bench.now()
+            for _ in 0..<count { sink &+= (try? compact.encode(value))?.count ?? 0 }
+            ours.append(Double(Bench.now() - t0) / Double(count))
+            let t1 = Bench.now()
+            for _ in 0..<count { sink &+= (try? foundation.encode(value))?.count ?? 0 }
+            theirs.append(Double(Bench.now() - t1) / Double(count))
+        }
+        precondition(sink > 0)
+        let oursMedian = Bench.median(ours)
+        let theirsMedian = Bench.median(theirs)
+        report("JSON answer encoded (GET /output's shape)", value: Bench.format(oursMedian), baseline: Bench.format(theirsMedian),
+               ratio: oursMedian / theirsMedian, goal: "(information: Foundation JSONEncoder, same options)", met: true)
     }
 
     /// Median round trip of `requests` sequential GETs on one keep-alive connection.

@@ -1,3 +1,4 @@
+import AgentCore
 import FoundationEssentials
 #if canImport(Glibc)
 import Glibc
@@ -63,13 +64,15 @@ public struct APIError: HTTPResponseError, CustomStringConvertible {
 public enum JSONResponse {
     /// The JSON bytes of `value` and a newline (sorted keys, slashes unescaped).
     static func encode(_ value: some Encodable) -> ByteBuffer {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.withoutEscapingSlashes, .sortedKeys]
-        let data = (try? encoder.encode(value)) ?? Data(#"{"message":"Failed to encode response."}"#.utf8)
-        var buffer = ByteBuffer()
-        buffer.writeBytes(data)
-        buffer.writeInteger(UInt8(ascii: "\n"))
-        return buffer
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(128)
+        do {
+            try CompactJSONEncoder().encode(value, into: &bytes)
+        } catch {
+            bytes = Array(#"{"message":"Failed to encode response."}"#.utf8)
+        }
+        bytes.append(UInt8(ascii: "\n"))
+        return ByteBuffer(bytes: bytes)
     }
 
     public static let contentType = "application/json; charset=utf-8"

@@ -109,7 +109,7 @@ struct AgentHTTPChannel: ServerChildChannel {
     private func session(for head: HTTPRequestHead, channel: any Channel, logger: Logger) -> WebSocketSession? {
         let path = head.uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
         guard let (route, parameters) = webSocketRoutes.match(path),
-            let request = try? Request(head: HTTPRequest(head, secure: false, splitCookie: false), body: RequestBody(buffer: ByteBuffer()))
+            let request = try? Request(head: HTTPRequest(agentHead: head), body: RequestBody(buffer: ByteBuffer()))
         else { return nil }
         var requestContext = AgentRequestContext(source: .init(channel: channel, logger: logger))
         for (name, value) in parameters {

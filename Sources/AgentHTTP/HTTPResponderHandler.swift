@@ -289,7 +289,7 @@ final class HTTPResponderHandler: ChannelDuplexHandler, RemovableChannelHandler 
 
     /// Starts the handler task for one request.
     private func start(_ head: HTTPRequestHead, body: RequestBody, context: ChannelHandlerContext) {
-        guard let converted = try? HTTPRequest(head, secure: false, splitCookie: false) else {
+        guard let converted = try? HTTPRequest(agentHead: head) else {
             refuse(context)
             return
         }
