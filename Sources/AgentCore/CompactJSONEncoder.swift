@@ -185,50 +185,34 @@ struct JSONKeyedContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
     }
 }
 
-struct JSONUnkeyedContainer: UnkeyedEncodingContainer {
+struct JSONUnkeyedContainer: UnkeyedEncodingContainer, JSONPrimitiveStore {
     let node: JSONTreeNode
     let encoder: JSONTreeEncoder
     var codingPath: [any CodingKey] { encoder.codingPath }
     var count: Int { node.entries.count }
 
-    private func put(_ value: JSONTreeValue) { node.entries.append(("", value)) }
-
-    mutating func encodeNil() throws { put(.null) }
-    mutating func encode(_ value: Bool) throws { put(.bool(value)) }
-    mutating func encode(_ value: String) throws { put(.string(value)) }
-    mutating func encode(_ value: Double) throws { put(.double(value)) }
-    mutating func encode(_ value: Float) throws { put(.float(value)) }
-    mutating func encode(_ value: Int) throws { put(.int(Int64(value))) }
-    mutating func encode(_ value: Int8) throws { put(.int(Int64(value))) }
-    mutating func encode(_ value: Int16) throws { put(.int(Int64(value))) }
-    mutating func encode(_ value: Int32) throws { put(.int(Int64(value))) }
-    mutating func encode(_ value: Int64) throws { put(.int(value)) }
-    mutating func encode(_ value: UInt) throws { put(.uint(UInt64(value))) }
-    mutating func encode(_ value: UInt8) throws { put(.uint(UInt64(value))) }
-    mutating func encode(_ value: UInt16) throws { put(.uint(UInt64(value))) }
-    mutating func encode(_ value: UInt32) throws { put(.uint(UInt64(value))) }
-    mutating func encode(_ value: UInt64) throws { put(.uint(value)) }
+    func store(_ value: JSONTreeValue) { node.entries.append(("", value)) }
 
     mutating func encode<T: Encodable>(_ value: T) throws {
-        put(.unset)
+        store(.unset)
         let index = node.entries.count - 1
         try JSONTreeEncoder.encode(value, into: node, at: index, key: JSONIndexKey(intValue: index), parent: encoder)
     }
 
     mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type) -> KeyedEncodingContainer<NestedKey> {
         let child = JSONTreeNode(isObject: true)
-        put(.node(child))
+        store(.node(child))
         return KeyedEncodingContainer(JSONKeyedContainer<NestedKey>(node: child, encoder: subEncoder()))
     }
 
     mutating func nestedUnkeyedContainer() -> any UnkeyedEncodingContainer {
         let child = JSONTreeNode(isObject: false)
-        put(.node(child))
+        store(.node(child))
         return JSONUnkeyedContainer(node: child, encoder: subEncoder())
     }
 
     mutating func superEncoder() -> any Encoder {
-        put(.unset)
+        store(.unset)
         return subEncoder()
     }
 
@@ -238,31 +222,39 @@ struct JSONUnkeyedContainer: UnkeyedEncodingContainer {
     }
 }
 
-struct JSONSingleValueContainer: SingleValueEncodingContainer {
+struct JSONSingleValueContainer: SingleValueEncodingContainer, JSONPrimitiveStore {
     let encoder: JSONTreeEncoder
     var codingPath: [any CodingKey] { encoder.codingPath }
 
-    private func set(_ value: JSONTreeValue) { encoder.node.entries[encoder.index].value = value }
-
-    mutating func encodeNil() throws { set(.null) }
-    mutating func encode(_ value: Bool) throws { set(.bool(value)) }
-    mutating func encode(_ value: String) throws { set(.string(value)) }
-    mutating func encode(_ value: Double) throws { set(.double(value)) }
-    mutating func encode(_ value: Float) throws { set(.float(value)) }
-    mutating func encode(_ value: Int) throws { set(.int(Int64(value))) }
-    mutating func encode(_ value: Int8) throws { set(.int(Int64(value))) }
-    mutating func encode(_ value: Int16) throws { set(.int(Int64(value))) }
-    mutating func encode(_ value: Int32) throws { set(.int(Int64(value))) }
-    mutating func encode(_ value: Int64) throws { set(.int(value)) }
-    mutating func encode(_ value: UInt) throws { set(.uint(UInt64(value))) }
-    mutating func encode(_ value: UInt8) throws { set(.uint(UInt64(value))) }
-    mutating func encode(_ value: UInt16) throws { set(.uint(UInt64(value))) }
-    mutating func encode(_ value: UInt32) throws { set(.uint(UInt64(value))) }
-    mutating func encode(_ value: UInt64) throws { set(.uint(value)) }
+    func store(_ value: JSONTreeValue) { encoder.node.entries[encoder.index].value = value }
 
     mutating func encode<T: Encodable>(_ value: T) throws {
         try JSONTreeEncoder.encode(value, into: encoder.node, at: encoder.index, key: encoder.key, parent: encoder.parent)
     }
+}
+
+/// The primitive `encode` methods unkeyed and single-value containers share (the same
+/// requirements in both protocols), written once over where the value goes.
+protocol JSONPrimitiveStore {
+    func store(_ value: JSONTreeValue)
+}
+
+extension JSONPrimitiveStore {
+    mutating func encodeNil() throws { store(.null) }
+    mutating func encode(_ value: Bool) throws { store(.bool(value)) }
+    mutating func encode(_ value: String) throws { store(.string(value)) }
+    mutating func encode(_ value: Double) throws { store(.double(value)) }
+    mutating func encode(_ value: Float) throws { store(.float(value)) }
+    mutating func encode(_ value: Int) throws { store(.int(Int64(value))) }
+    mutating func encode(_ value: Int8) throws { store(.int(Int64(value))) }
+    mutating func encode(_ value: Int16) throws { store(.int(Int64(value))) }
+    mutating func encode(_ value: Int32) throws { store(.int(Int64(value))) }
+    mutating func encode(_ value: Int64) throws { store(.int(value)) }
+    mutating func encode(_ value: UInt) throws { store(.uint(UInt64(value))) }
+    mutating func encode(_ value: UInt8) throws { store(.uint(UInt64(value))) }
+    mutating func encode(_ value: UInt16) throws { store(.uint(UInt64(value))) }
+    mutating func encode(_ value: UInt32) throws { store(.uint(UInt64(value))) }
+    mutating func encode(_ value: UInt64) throws { store(.uint(value)) }
 }
 
 /// Array positions and `super` in coding paths.
