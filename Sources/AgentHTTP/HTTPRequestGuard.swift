@@ -308,8 +308,10 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
     /// Refuses what the server must answer itself, and rewrites `Upgrade` handling; nil
     /// lets the request through.
     private func refusal(for head: inout HTTPRequestHead) -> Refusal? {
-        head.headers.remove(name: WebSocketRefusal.headerName)
-        head.headers.remove(name: ContinueMark.headerName)
+        // Marks only the guard may set (checked first: a removal copies the head's fields,
+        // which the decoder still shares, even when there is nothing to remove).
+        if head.headers.contains(name: WebSocketRefusal.headerName) { head.headers.remove(name: WebSocketRefusal.headerName) }
+        if head.headers.contains(name: ContinueMark.headerName) { head.headers.remove(name: ContinueMark.headerName) }
         webSocketHandshake = false
         pendingPrepare = nil
         if head.method == .CONNECT {

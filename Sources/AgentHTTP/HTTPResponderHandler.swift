@@ -341,20 +341,34 @@ final class HTTPResponderHandler: ChannelDuplexHandler, RemovableChannelHandler 
         }
     }
 
+    /// The NIO head of `response` with the server's own fields (Date, Server, Connection:
+    /// close) replacing any the route set, built in one array of the final size (NIO's
+    /// conversion and `replaceOrAdd` allocated three times per response).
+    private func nioHead(_ response: HTTPResponse) -> HTTPResponseHead {
+        let serverName = configuration.serverName
+        var fields: [(String, String)] = []
+        fields.reserveCapacity(response.headerFields.count + 3)
+        for field in response.headerFields {
+            if field.name == .date || (serverName != nil && field.name == .server) || (closeAfterResponse && field.name == .connection) {
+                continue
+            }
+            fields.append((field.name.rawName, field.value))
+        }
+        fields.append(("Date", date.now()))
+        if let serverName { fields.append(("Server", serverName)) }
+        if closeAfterResponse { fields.append(("Connection", "close")) }
+        return HTTPResponseHead(
+            version: .http1_1,
+            status: HTTPResponseStatus(statusCode: response.status.code, reasonPhrase: response.status.reasonPhrase),
+            headers: HTTPHeaders(fields))
+    }
+
     /// Writes `response` (head, body as its writer produces it, end), then finishes the
     /// exchange. Runs in the handler task, on the loop.
     private func write(_ response: Response, exchange current: UInt64, executor: EventLoopTaskExecutor) async {
         guard let context, current == exchange, responding else { return }
         let flushEachWrite = (response.body.contentLength ?? .max) > Self.singleFlushLimit
-        // The server's own fields go on the NIO head, which the conversion has just made:
-        // setting them on the response's fields would first copy them (a prepared
-        // response's fields are shared).
-        var head = HTTPResponseHead(response.head)
-        head.version = .http1_1
-        head.headers.replaceOrAdd(name: "Date", value: date.now())
-        if let name = configuration.serverName { head.headers.replaceOrAdd(name: "Server", value: name) }
-        if closeAfterResponse { head.headers.replaceOrAdd(name: "Connection", value: "close") }
-        context.write(wrapOutboundOut(.head(head)), promise: nil)
+        context.write(wrapOutboundOut(.head(nioHead(response.head))), promise: nil)
         let writer = ChannelBodyWriter(
             handler: NIOLoopBound(self, eventLoop: context.eventLoop), exchange: current, executor: executor, flushEachWrite: flushEachWrite)
         do {
