@@ -207,21 +207,38 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        guard !upgraded, let parseError = error as? HTTPParserError, awaitingResponse == 0 else {
+        // A parse error inside the request being served (its body) fails that request's
+        // handler: the responder closes. One in a later, pipelined request is answered
+        // like any refusal, after the responses before it.
+        guard !upgraded, let parseError = error as? HTTPParserError, awaitingResponse == 0 || !requestOpen else {
             context.fireErrorCaught(error)
             return
         }
         swallowing = true
         headTimer?.disarm()
+        let refusal = Self.refusal(for: parseError, requestLineLength: connection.requestLineLength)
+        if awaitingResponse == 0 {
+            connection.respondAndClose(refusal.status, refusal.body)
+        } else {
+            deferredRefusal = refusal
+        }
+    }
+
+    /// The answer to a request the decoder could not parse: 414, 431 or 400.
+    private static func refusal(for parseError: HTTPParserError, requestLineLength: Int?) -> Refusal {
         switch parseError {
-        case .headerOverflow where (connection.requestLineLength ?? .max) > AgentHTTPLimits.maxHeaderFieldSize:
-            connection.respondAndClose(.uriTooLong, APIErrorBody(message: "Request line too long.", detail: "The limit is \(AgentHTTPLimits.maxHeaderFieldSize) bytes."))
+        case .headerOverflow where (requestLineLength ?? .max) > AgentHTTPLimits.maxHeaderFieldSize:
+            return Refusal(
+                status: .uriTooLong,
+                body: APIErrorBody(message: "Request line too long.", detail: "The limit is \(AgentHTTPLimits.maxHeaderFieldSize) bytes."))
         case .headerOverflow:
-            connection.respondAndClose(
-                .requestHeaderFieldsTooLarge,
-                APIErrorBody(message: "Request header fields too large.", detail: "The limits are \(AgentHTTPLimits.maxHeaderFieldSize) bytes a field, \(AgentHTTPLimits.maxHeaderListSize) bytes in all and \(AgentHTTPLimits.maxHeaderFieldCount) fields."))
+            return Refusal(
+                status: .requestHeaderFieldsTooLarge,
+                body: APIErrorBody(
+                    message: "Request header fields too large.",
+                    detail: "The limits are \(AgentHTTPLimits.maxHeaderFieldSize) bytes a field, \(AgentHTTPLimits.maxHeaderListSize) bytes in all and \(AgentHTTPLimits.maxHeaderFieldCount) fields."))
         default:
-            connection.respondAndClose(.badRequest, APIErrorBody(message: "Malformed HTTP request.", detail: "\(parseError)"))
+            return Refusal(status: .badRequest, body: APIErrorBody(message: "Malformed HTTP request.", detail: "\(parseError)"))
         }
     }
 

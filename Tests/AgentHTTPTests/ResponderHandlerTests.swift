@@ -168,6 +168,23 @@ struct ResponderHandlerTests {
         }
     }
 
+    /// A pipelined request the decoder cannot parse gets its 400 after the response before
+    /// it (it used to end the connection without a status line); then the connection closes.
+    @Test func aPipelinedParseErrorIsAnsweredAfterTheResponseBeforeIt() async throws {
+        try await withGuardServer { port, _ in
+            let socket = try #require(LoopbackSocket(port: port))
+            socket.send("GET /slow HTTP/1.1\r\nHost: x\r\n\r\nGET /healthz HTTP/1.1\r\nHost x\r\nbroken\r\n\r\n")
+            let (bytes, closed) = await socket.readAll(timeout: .seconds(20))
+            let text = String(decoding: bytes, as: UTF8.self)
+            #expect(text.hasPrefix("HTTP/1.1 200 OK"), "\(text.prefix(200))")
+            let done = try #require(text.range(of: #""status":"done"}"#), "\(text)")
+            let refused = try #require(text.range(of: "HTTP/1.1 400 Bad Request"), "\(text)")
+            #expect(done.upperBound <= refused.lowerBound)
+            #expect(text.contains("Malformed HTTP request."))
+            #expect(closed)
+        }
+    }
+
     @Test func anHTTP10RequestClosesAfterItsResponse() async throws {
         try await withGuardServer { port, _ in
             let socket = try #require(LoopbackSocket(port: port))
