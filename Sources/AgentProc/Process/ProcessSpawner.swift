@@ -68,11 +68,10 @@ enum ProcessSpawner {
             throw SpawnError(description: "start process: " + SystemCallError(call: "pipe", errno: errno).description)
         }
         let argv = ["sh", "-c", request.command]
-        let envp = request.environment.map { "\($0.key)=\($0.value)" }.sorted()
         var failedStep: Int32 = 0
         var childErrno: Int32 = 0
         let pid = withCStrings(argv) { argvPtr in
-            withCStrings(envp) { envpPtr in
+            withEnvironmentBlock(request.environment) { envpPtr in
                 shell.withCString { shellPtr in
                     withOptionalCString(request.workdir) { cwdPtr in
                         var options = agent_spawn_options(

@@ -1,0 +1,26 @@
+import AgentCore
+import Testing
+
+struct CStringsTests {
+    private func strings(_ environment: [String: String]) -> [String] {
+        withEnvironmentBlock(environment) { pointer in
+            var result: [String] = []
+            var index = 0
+            while let entry = pointer[index] {
+                result.append(String(cString: entry))
+                index += 1
+            }
+            return result
+        }
+    }
+
+    @Test func environmentBlockHoldsEveryVariableSortedByKey() {
+        #expect(strings([:]).isEmpty)
+        #expect(strings(["B": "2", "A": "1", "A_B": "x=y", "EMPTY": "", "UTF": "é😀"]) == ["A=1", "A_B=x=y", "B=2", "EMPTY=", "UTF=é😀"])
+        var many: [String: String] = [:]
+        for index in 0..<500 { many["VAR_\(index)"] = String(repeating: "v", count: index) }
+        let block = strings(many)
+        #expect(block.count == 500)
+        #expect(block == many.map { "\($0.key)=\($0.value)" }.sorted { $0.prefix { $0 != "=" } < $1.prefix { $0 != "=" } })
+    }
+}
