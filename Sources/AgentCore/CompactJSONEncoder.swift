@@ -4,10 +4,11 @@
 /// and Foundation's encoder (a boxed value per field, dynamic casts for its Date/Data/URL
 /// strategies) took about 30 µs for a four-field answer here.
 ///
-/// Differences, none of which the agent's types meet: `Data` encodes as its own `Encodable`
-/// form (an array of numbers), not Base64; `Date` as its `Encodable` form (seconds since
-/// 2001, as Foundation's default strategy); `URL` and `Decimal` likewise. Keys compare as
-/// Swift strings (`<`), which is Foundation's order too.
+/// Keys are sorted by their UTF-8 bytes, as Foundation's writer sorts them; nesting deeper
+/// than 512 levels is an error, as there. Differences, none of which the agent's types
+/// meet: `Data` encodes as its own `Encodable` form (an array of numbers), not Base64;
+/// `Date` as its `Encodable` form (seconds since 2001, as Foundation's default strategy);
+/// `URL`, `Decimal` and 128-bit integers likewise (Foundation special-cases them).
 public struct CompactJSONEncoder: Sendable {
     public init() {}
 
@@ -160,15 +161,23 @@ struct JSONKeyedContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
     mutating func nestedContainer<NestedKey: CodingKey>(
         keyedBy keyType: NestedKey.Type, forKey key: Key
     ) -> KeyedEncodingContainer<NestedKey> {
-        let child = JSONTreeNode(isObject: true)
-        put(.node(child), key)
-        return KeyedEncodingContainer(JSONKeyedContainer<NestedKey>(node: child, encoder: subEncoder(key)))
+        KeyedEncodingContainer(JSONKeyedContainer<NestedKey>(node: nestedNode(key, isObject: true), encoder: subEncoder(key)))
     }
 
     mutating func nestedUnkeyedContainer(forKey key: Key) -> any UnkeyedEncodingContainer {
-        let child = JSONTreeNode(isObject: false)
+        JSONUnkeyedContainer(node: nestedNode(key, isObject: false), encoder: subEncoder(key))
+    }
+
+    /// A nested container asked for again under the same key continues the first (as in
+    /// Foundation); otherwise a new one.
+    private func nestedNode(_ key: Key, isObject: Bool) -> JSONTreeNode {
+        let name = key.stringValue
+        if let existing = node.entries.last(where: { $0.key == name }), case .node(let child) = existing.value, child.isObject == isObject {
+            return child
+        }
+        let child = JSONTreeNode(isObject: isObject)
         put(.node(child), key)
-        return JSONUnkeyedContainer(node: child, encoder: subEncoder(key))
+        return child
     }
 
     mutating func superEncoder() -> any Encoder { superEncoder(named: JSONIndexKey(stringValue: "super")) }
@@ -274,7 +283,10 @@ struct JSONIndexKey: CodingKey {
 /// Writes the tree: objects sorted by key (the last of duplicate keys wins, as in
 /// Foundation, whose containers are dictionaries), strings escaped as Foundation escapes them.
 enum JSONTreeWriter {
-    static func write(_ value: JSONTreeValue, into out: inout [UInt8]) throws {
+    /// Foundation's writer refuses deeper nesting too (and recursion stays bounded).
+    static let maxDepth = 512
+
+    static func write(_ value: JSONTreeValue, into out: inout [UInt8], depth: Int = 0) throws {
         switch value {
         case .unset: out.append(contentsOf: "{}".utf8)
         case .null: out.append(contentsOf: "null".utf8)
@@ -285,31 +297,35 @@ enum JSONTreeWriter {
         case .float(let number): try writeDouble(Double(number), description: number.description, into: &out)
         case .string(let text): writeString(text, into: &out)
         case .node(let node):
-            if node.isObject { try writeObject(node, into: &out) } else { try writeArray(node, into: &out) }
+            guard depth < maxDepth else {
+                throw EncodingError.invalidValue(
+                    value, .init(codingPath: [], debugDescription: "Nesting deeper than \(maxDepth) levels."))
+            }
+            if node.isObject { try writeObject(node, into: &out, depth: depth + 1) } else { try writeArray(node, into: &out, depth: depth + 1) }
         }
     }
 
-    private static func writeArray(_ node: JSONTreeNode, into out: inout [UInt8]) throws {
+    private static func writeArray(_ node: JSONTreeNode, into out: inout [UInt8], depth: Int) throws {
         out.append(UInt8(ascii: "["))
         for (position, entry) in node.entries.enumerated() {
             if position > 0 { out.append(UInt8(ascii: ",")) }
-            try write(entry.value, into: &out)
+            try write(entry.value, into: &out, depth: depth)
         }
         out.append(UInt8(ascii: "]"))
     }
 
-    private static func writeObject(_ node: JSONTreeNode, into out: inout [UInt8]) throws {
+    private static func writeObject(_ node: JSONTreeNode, into out: inout [UInt8], depth: Int) throws {
         sortByKey(&node.entries)
         let entries = node.entries
         out.append(UInt8(ascii: "{"))
         var first = true
         for index in entries.indices {
-            if index + 1 < entries.count, entries[index + 1].key == entries[index].key { continue }
+            if index + 1 < entries.count, entries[index + 1].key.utf8.elementsEqual(entries[index].key.utf8) { continue }
             if !first { out.append(UInt8(ascii: ",")) }
             first = false
             writeString(entries[index].key, into: &out)
             out.append(UInt8(ascii: ":"))
-            try write(entries[index].value, into: &out)
+            try write(entries[index].value, into: &out, depth: depth)
         }
         out.append(UInt8(ascii: "}"))
     }
@@ -321,7 +337,7 @@ enum JSONTreeWriter {
             var next = 1
             while next < entries.count {
                 var position = next
-                while position > 0, entries[position].key < entries[position - 1].key {
+                while position > 0, precedes(entries[position].key, entries[position - 1].key) {
                     entries.swapAt(position, position - 1)
                     position -= 1
                 }
@@ -330,9 +346,17 @@ enum JSONTreeWriter {
             return
         }
         let order = entries.indices.sorted { a, b in
-            entries[a].key != entries[b].key ? entries[a].key < entries[b].key : a < b
+            if precedes(entries[a].key, entries[b].key) { return true }
+            if precedes(entries[b].key, entries[a].key) { return false }
+            return a < b
         }
         entries = order.map { entries[$0] }
+    }
+
+    /// Byte order of the keys' UTF-8 (Foundation's order; Swift's `<` would compare
+    /// normalized strings).
+    private static func precedes(_ a: String, _ b: String) -> Bool {
+        a.utf8.lexicographicallyPrecedes(b.utf8)
     }
 
     static func writeInteger(_ value: Int64, into out: inout [UInt8]) {

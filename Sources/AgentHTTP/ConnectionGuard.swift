@@ -35,6 +35,11 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     private(set) var bytesSinceRequestStart = 0
     /// Length of the current request's first line, once it ended.
     private(set) var requestLineLength: Int?
+    /// The current request began inside a read already passed on (pipelined behind the
+    /// request that ended there): its request line cannot be measured from here.
+    private var requestStartUnknown = false
+    /// A read is being passed to the decoder.
+    private var forwarding = false
     /// Set after the error response: input is dropped until the connection closes.
     private var discarding = false
     private var maskCheck: WebSocketMaskCheck?
@@ -95,7 +100,7 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
                 return
             }
         } else {
-            if requestLineLength == nil, let newline = buffer.readableBytesView.firstIndex(of: UInt8(ascii: "\n")) {
+            if requestLineLength == nil, !requestStartUnknown, let newline = buffer.readableBytesView.firstIndex(of: UInt8(ascii: "\n")) {
                 requestLineLength = bytesSinceRequestStart + (newline - buffer.readerIndex)
             }
             bytesSinceRequestStart += buffer.readableBytes
@@ -107,7 +112,9 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
                 }
             }
         }
+        forwarding = true
         context.fireChannelRead(data)
+        forwarding = false
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
@@ -116,10 +123,18 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
 
     // MARK: Called by HTTPRequestGuard (same event loop)
 
+    /// For a head the decoder found too large: whether its request line is what overflowed
+    /// (measured, or never ended so far); false when the line could not be measured.
+    func requestLineExceeds(_ limit: Int) -> Bool {
+        if let requestLineLength { return requestLineLength > limit }
+        return !requestStartUnknown
+    }
+
     /// The previous request is complete: the next bytes start a new one.
     func requestEnded() {
         bytesSinceRequestStart = 0
         requestLineLength = nil
+        requestStartUnknown = forwarding
         headCopy.removeAll(keepingCapacity: headCopy.capacity <= Self.keptHeadCapacity)
         copyingHead = true
     }

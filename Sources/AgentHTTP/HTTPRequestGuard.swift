@@ -87,6 +87,8 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
     /// written: sent once they have ended (an answer written ahead of the codec would
     /// otherwise overtake them); everything after the refused request is dropped.
     private var deferredRefusal: Refusal?
+    /// A response written on this connection said it closes the connection.
+    private var responseCloses = false
     private static let maxHeldParts = 8
     private var removed = false
 
@@ -210,13 +212,16 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
         // A parse error inside the request being served (its body) fails that request's
         // handler: the responder closes. One in a later, pipelined request is answered
         // like any refusal, after the responses before it.
+        // With a refusal waiting, the decoder reports every later read as an error
+        // (`dataReceivedInErrorState`): that input is dropped, like anything after a refusal.
+        if deferredRefusal != nil, error is HTTPParserError || error is ByteToMessageDecoderError { return }
         guard !upgraded, let parseError = error as? HTTPParserError, awaitingResponse == 0 || !requestOpen else {
             context.fireErrorCaught(error)
             return
         }
         swallowing = true
         headTimer?.disarm()
-        let refusal = Self.refusal(for: parseError, requestLineLength: connection.requestLineLength)
+        let refusal = Self.refusal(for: parseError, requestLineTooLong: connection.requestLineExceeds(AgentHTTPLimits.maxHeaderFieldSize))
         if awaitingResponse == 0 {
             connection.respondAndClose(refusal.status, refusal.body)
         } else {
@@ -225,9 +230,9 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     /// The answer to a request the decoder could not parse: 414, 431 or 400.
-    private static func refusal(for parseError: HTTPParserError, requestLineLength: Int?) -> Refusal {
+    private static func refusal(for parseError: HTTPParserError, requestLineTooLong: Bool) -> Refusal {
         switch parseError {
-        case .headerOverflow where (requestLineLength ?? .max) > AgentHTTPLimits.maxHeaderFieldSize:
+        case .headerOverflow where requestLineTooLong:
             return Refusal(
                 status: .uriTooLong,
                 body: APIErrorBody(message: "Request line too long.", detail: "The limit is \(AgentHTTPLimits.maxHeaderFieldSize) bytes."))
@@ -267,10 +272,17 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
             headTimer?.cancel()
             connection.switchToWebSocket()
             context.write(data, promise: promise)
-        case .head, .body:
+        case .head(let head):
+            // A response that closes the connection (HTTP/1.0, `Connection: close`, a
+            // half-closed client, shutdown) is the last: nothing may follow it, not even a
+            // waiting refusal (after an unframed HTTP/1.0 body it would read as body bytes).
+            if head.headers.contains(name: "connection"), !head.isKeepAlive { responseCloses = true }
+            context.write(data, promise: promise)
+        case .body:
             context.write(data, promise: promise)
         case .end:
             awaitingResponse = max(0, awaitingResponse - 1)
+            if responseCloses { deferredRefusal = nil }
             if awaitingResponse == 0, let refusal = deferredRefusal {
                 deferredRefusal = nil
                 context.write(data, promise: promise)

@@ -94,6 +94,30 @@ struct CompactJSONEncoderTests {
         init?(intValue: Int) { nil }
     }
 
+    /// Keys whose byte order differs from their normalized order, and a nested container
+    /// asked for twice under one key.
+    struct Unusual: Encodable {
+        func encode(to encoder: any Encoder) throws {
+            var keyed = encoder.container(keyedBy: JSONKey.self)
+            try keyed.encode(1, forKey: JSONKey("f"))
+            try keyed.encode(2, forKey: JSONKey("e\u{301}x"))  // NFD: sorts before "f" by bytes
+            try keyed.encode(3, forKey: JSONKey("é"))
+            var first = keyed.nestedContainer(keyedBy: JSONKey.self, forKey: JSONKey("n"))
+            try first.encode(1, forKey: JSONKey("a"))
+            var second = keyed.nestedContainer(keyedBy: JSONKey.self, forKey: JSONKey("n"))
+            try second.encode(2, forKey: JSONKey("b"))
+        }
+    }
+
+    /// Arrays nested `depth` deep.
+    struct Deep: Encodable {
+        let depth: Int
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.unkeyedContainer()
+            for _ in 1..<depth { container = container.nestedUnkeyedContainer() }
+        }
+    }
+
     struct Silent: Encodable {
         func encode(to encoder: any Encoder) throws {}
     }
@@ -111,6 +135,10 @@ struct CompactJSONEncoderTests {
         try expectSame("top level string")
         try expectSame(42)
         try expectSame(Optional<Int>.none)
+        try expectSame(Unusual())
+        try expectSame(Deep(depth: 500))
+        #expect(throws: EncodingError.self) { try CompactJSONEncoder().encode(Deep(depth: 600)) }
+        #expect(throws: (any Error).self) { try self.foundation(Deep(depth: 600)) }
     }
 
     @Test func stringsEscapeAsFoundationDoes() throws {

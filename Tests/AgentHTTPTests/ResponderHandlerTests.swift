@@ -152,16 +152,30 @@ struct ResponderHandlerTests {
         }
     }
 
+    /// Sends `GET /slow` (3 s) with `after` pipelined behind it in the same write, then
+    /// `later` 300 ms on (when given); returns everything the server wrote before closing,
+    /// whether it closed, and the range of the slow response's body (which comes first).
+    static func behindSlow(
+        port: Int, version: String = "1.1", _ after: String, later: String? = nil
+    ) async throws -> (text: String, closed: Bool, done: Range<String.Index>) {
+        let socket = try #require(LoopbackSocket(port: port))
+        socket.send("GET /slow HTTP/\(version)\r\nHost: x\r\n\r\n" + after)
+        if let later {
+            try await Task.sleep(for: .milliseconds(300))
+            socket.send(later)
+        }
+        let (bytes, closed) = await socket.readAll(timeout: .seconds(20))
+        let text = String(decoding: bytes, as: UTF8.self)
+        #expect(text.hasPrefix("HTTP/1.1 200 OK"), "\(text.prefix(200))")
+        let done = try #require(text.range(of: #""status":"done"}"#), "\(text)")
+        return (text, closed, done)
+    }
+
     /// A request the guard refuses (here CONNECT: 405), pipelined behind a running one, is
     /// answered after that response, not ahead of it; then the connection closes.
     @Test func aPipelinedRefusalWaitsForTheResponseBeforeIt() async throws {
         try await withGuardServer { port, _ in
-            let socket = try #require(LoopbackSocket(port: port))
-            socket.send("GET /slow HTTP/1.1\r\nHost: x\r\n\r\nCONNECT example.invalid:443 HTTP/1.1\r\nHost: x\r\n\r\n")
-            let (bytes, closed) = await socket.readAll(timeout: .seconds(20))
-            let text = String(decoding: bytes, as: UTF8.self)
-            #expect(text.hasPrefix("HTTP/1.1 200 OK"), "\(text.prefix(200))")
-            let done = try #require(text.range(of: #""status":"done"}"#), "\(text)")
+            let (text, closed, done) = try await Self.behindSlow(port: port, "CONNECT example.invalid:443 HTTP/1.1\r\nHost: x\r\n\r\n")
             let refused = try #require(text.range(of: "HTTP/1.1 405"), "\(text)")
             #expect(done.upperBound <= refused.lowerBound)
             #expect(closed)
@@ -169,18 +183,37 @@ struct ResponderHandlerTests {
     }
 
     /// A pipelined request the decoder cannot parse gets its 400 after the response before
-    /// it (it used to end the connection without a status line); then the connection closes.
+    /// it (it used to end the connection without a status line); then the connection
+    /// closes. The client goes on sending: the decoder reports each later read as an
+    /// error, which must not end the running response or lose the answer.
     @Test func aPipelinedParseErrorIsAnsweredAfterTheResponseBeforeIt() async throws {
         try await withGuardServer { port, _ in
-            let socket = try #require(LoopbackSocket(port: port))
-            socket.send("GET /slow HTTP/1.1\r\nHost: x\r\n\r\nGET /healthz HTTP/1.1\r\nHost x\r\nbroken\r\n\r\n")
-            let (bytes, closed) = await socket.readAll(timeout: .seconds(20))
-            let text = String(decoding: bytes, as: UTF8.self)
-            #expect(text.hasPrefix("HTTP/1.1 200 OK"), "\(text.prefix(200))")
-            let done = try #require(text.range(of: #""status":"done"}"#), "\(text)")
+            let (text, closed, done) = try await Self.behindSlow(
+                port: port, "GET /healthz HTTP/1.1\r\nHost x\r\nbroken\r\n\r\n", later: "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
             let refused = try #require(text.range(of: "HTTP/1.1 400 Bad Request"), "\(text)")
             #expect(done.upperBound <= refused.lowerBound)
             #expect(text.contains("Malformed HTTP request."))
+            #expect(closed)
+        }
+    }
+
+    /// An oversized header field pipelined behind a running request (in the same read)
+    /// is answered 431, not 414: its request line could not be measured, and is short.
+    @Test func aPipelinedOversizedFieldIsAnswered431() async throws {
+        try await withGuardServer { port, _ in
+            let big = String(repeating: "a", count: 20 * 1024)
+            let (text, closed, _) = try await Self.behindSlow(port: port, "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: \(big)\r\n\r\n")
+            #expect(text.contains("HTTP/1.1 431"), "\(text.suffix(300))")
+            #expect(closed)
+        }
+    }
+
+    /// Nothing follows a response that closes the connection (HTTP/1.0 here), not even the
+    /// answer to a bad request pipelined behind it.
+    @Test func nothingFollowsAClosingResponseNotEvenARefusal() async throws {
+        try await withGuardServer { port, _ in
+            let (text, closed, done) = try await Self.behindSlow(port: port, version: "1.0", "GET /healthz HTTP/1.1\r\nHost x\r\nbroken\r\n\r\n")
+            #expect(done.upperBound == text.index(before: text.endIndex), "\(text)")
             #expect(closed)
         }
     }

@@ -71,7 +71,7 @@ enum ProcessSpawner {
         var failedStep: Int32 = 0
         var childErrno: Int32 = 0
         let pid = withCStrings(argv) { argvPtr in
-            withEnvironmentBlock(request.environment) { envpPtr in
+            EnvironmentBlock.cached(for: request.environment).withPointers { envpPtr in
                 shell.withCString { shellPtr in
                     withOptionalCString(request.workdir) { cwdPtr in
                         var options = agent_spawn_options(

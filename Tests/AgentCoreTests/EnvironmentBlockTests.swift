@@ -1,9 +1,9 @@
 import AgentCore
 import Testing
 
-struct CStringsTests {
+struct EnvironmentBlockTests {
     private func strings(_ environment: [String: String]) -> [String] {
-        withEnvironmentBlock(environment) { pointer in
+        EnvironmentBlock(environment).withPointers { pointer in
             var result: [String] = []
             var index = 0
             while let entry = pointer[index] {
@@ -22,5 +22,13 @@ struct CStringsTests {
         let block = strings(many)
         #expect(block.count == 500)
         #expect(block == many.map { "\($0.key)=\($0.value)" }.sorted { $0.prefix { $0 != "=" } < $1.prefix { $0 != "=" } })
+    }
+
+    @Test func cachedBlockIsReusedOnlyForTheSameVariables() {
+        let first = EnvironmentBlock.cached(for: ["A": "1", "B": "2"])
+        #expect(EnvironmentBlock.cached(for: ["B": "2", "A": "1"]) === first)
+        let changed = EnvironmentBlock.cached(for: ["A": "1", "B": "3"])
+        #expect(changed !== first)
+        #expect(changed.environment == ["A": "1", "B": "3"])
     }
 }
