@@ -27,6 +27,8 @@ struct SpawnedChild: Sendable {
 /// Why a spawn failed; `description` is the reference's `detail` text.
 struct SpawnError: Error, CustomStringConvertible {
     var description: String
+    /// The shell's exec failed for want of the file (removed, or not executable any more).
+    var shellMissing = false
 }
 
 /// Starts children through the C shim: new process group, clean signal state, stdin from
@@ -51,18 +53,29 @@ enum ProcessSpawner {
     private static let shellCache = Mutex<(path: String?, shell: String)?>(nil)
 
     static func resolveShell(agentPath: String?) -> String? {
-        if let cached = shellCache.withLock({ $0 }), cached.path == agentPath, access(cached.shell, X_OK) == 0 {
-            return cached.shell
-        }
         guard let shell = lookPath("sh", path: agentPath) else { return nil }
         shellCache.withLock { $0 = (agentPath, shell) }
         return shell
     }
 
+    /// Starts `sh -c command` with the cached `sh` (not checked first: a check cost a
+    /// system call per start); if that `sh` has gone (its exec failed for want of the
+    /// file), the cache is dropped and `sh` looked up again.
     static func spawn(_ request: SpawnRequest, agentPath: String?) throws(SpawnError) -> SpawnedChild {
+        if let cached = shellCache.withLock({ $0 }), cached.path == agentPath {
+            do {
+                return try spawn(request, shell: cached.shell)
+            } catch where error.shellMissing {
+                shellCache.withLock { $0 = nil }
+            }
+        }
         guard let shell = resolveShell(agentPath: agentPath) else {
             throw SpawnError(description: "start process: exec: \"sh\": executable file not found in $PATH")
         }
+        return try spawn(request, shell: shell)
+    }
+
+    private static func spawn(_ request: SpawnRequest, shell: String) throws(SpawnError) -> SpawnedChild {
         var fds: [Int32] = [-1, -1]
         guard agent_output_pipe(&fds, pipeSize) == 0 else {
             throw SpawnError(description: "start process: " + SystemCallError(call: "pipe", errno: errno).description)
@@ -70,6 +83,7 @@ enum ProcessSpawner {
         let argv = ["sh", "-c", request.command]
         var failedStep: Int32 = 0
         var childErrno: Int32 = 0
+        var spawnedPidfd: Int32 = -1
         let pid = withCStrings(argv) { argvPtr in
             EnvironmentBlock.cached(for: request.environment).withPointers { envpPtr in
                 shell.withCString { shellPtr in
@@ -86,7 +100,7 @@ enum ProcessSpawner {
                             parent_death_signal: 0,
                             error_fd: -1
                         )
-                        return agent_spawn(&options, &failedStep, &childErrno)
+                        return agent_spawn_pidfd(&options, &failedStep, &childErrno, &spawnedPidfd)
                     }
                 }
             }
@@ -99,14 +113,15 @@ enum ProcessSpawner {
             case AGENT_SPAWN_STEP_CHDIR.rawValue:
                 throw SpawnError(description: "start process: chdir \(request.workdir ?? ""): \(reason)")
             case AGENT_SPAWN_STEP_EXEC.rawValue:
-                throw SpawnError(description: "start process: fork/exec \(shell): \(reason)")
+                let missing = [ENOENT, ENOTDIR, EACCES, ELOOP].contains(childErrno)
+                throw SpawnError(description: "start process: fork/exec \(shell): \(reason)", shellMissing: missing)
             case AGENT_SPAWN_STEP_FORK.rawValue:
                 throw SpawnError(description: "start process: fork: \(reason)")
             default:
                 throw SpawnError(description: "start process: \(reason)")
             }
         }
-        let pidfd = agent_pidfd_open(pid)
+        let pidfd = spawnedPidfd >= 0 ? spawnedPidfd : agent_pidfd_open(pid)
         guard pidfd >= 0 else {
             let reason = SystemCallError(call: "pidfd_open", errno: errno).description
             kill(-pid, Int32(SIGKILL))

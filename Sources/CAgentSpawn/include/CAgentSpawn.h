@@ -44,6 +44,10 @@ typedef struct agent_spawn_options {
 /// Spawns a child. Returns its pid (> 0), or -1 with `*failed_step` and `*child_errno` set.
 pid_t agent_spawn(const agent_spawn_options *options, int *failed_step, int *child_errno);
 
+/// `agent_spawn`, and the child's pidfd in `*pidfd` (CLONE_PIDFD, close-on-exec), or -1
+/// when the kernel gave none (before 5.2: use agent_pidfd_open). NULL: no pidfd.
+pid_t agent_spawn_pidfd(const agent_spawn_options *options, int *failed_step, int *child_errno, int *pidfd);
+
 /// pidfd_open(2); -1 with errno on failure. The descriptor is close-on-exec.
 int agent_pidfd_open(pid_t pid);
 

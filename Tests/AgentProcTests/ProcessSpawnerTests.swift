@@ -1,0 +1,41 @@
+@testable import AgentProc
+import Foundation
+import Testing
+
+/// The spawner's own bookkeeping: the pidfd that comes with the child, and the cached
+/// `sh` that is used without a check and looked up again once it has gone.
+struct ProcessSpawnerTests {
+    private func run(_ command: String, path: String) throws -> Int32 {
+        let child = try ProcessSpawner.spawn(
+            SpawnRequest(command: command, workdir: nil, environment: ["PATH": path], priority: .unchanged, childNofileSoft: nil),
+            agentPath: path)
+        defer {
+            close(child.pidfd)
+            close(child.outputFD)
+        }
+        #expect(child.pidfd >= 0)
+        var status: Int32 = 0
+        while waitpid(child.pid, &status, 0) < 0 && errno == EINTR {}
+        return (status >> 8) & 0xFF
+    }
+
+    @Test func aCachedShellThatHasGoneIsLookedUpAgain() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("spawner-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try FileManager.default.createSymbolicLink(atPath: dir + "/sh", withDestinationPath: "/bin/sh")
+        let path = dir + ":/usr/bin:/bin"
+        #expect(try run("exit 7", path: path) == 7)
+        // The cached `sh` is removed: the next start finds the one further along PATH.
+        try FileManager.default.removeItem(atPath: dir + "/sh")
+        #expect(try run("exit 8", path: path) == 8)
+        #expect(try run("exit 9", path: path) == 9)
+    }
+
+    @Test func noShellAnywhereIsAClearError() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("spawner-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        #expect(throws: SpawnError.self) { try self.run("true", path: dir) }
+    }
+}
