@@ -209,8 +209,9 @@ int agent_pidfd_open(pid_t pid) {
 
 int agent_output_pipe(int fds[2], int pipe_size) {
     if (pipe2(fds, O_CLOEXEC) != 0) return -1;
-    int flags = fcntl(fds[0], F_GETFL);
-    if (flags < 0 || fcntl(fds[0], F_SETFL, flags | O_NONBLOCK) != 0) {
+    // A new pipe's read end has no status flags but its access mode, which F_SETFL ignores:
+    // no F_GETFL first (one system call fewer per start).
+    if (fcntl(fds[0], F_SETFL, O_NONBLOCK) != 0) {
         close(fds[0]);
         close(fds[1]);
         return -1;
