@@ -183,6 +183,12 @@ pid_t agent_spawn_pidfd(const agent_spawn_options *o, int *failed_step, int *chi
     int pidfd = -1;
     int flags = CLONE_VM | CLONE_VFORK | SIGCHLD | (pidfd_out ? CLONE_PIDFD : 0);
     pid_t pid = clone(child_main, (char *)stack + CHILD_STACK_SIZE, flags, &shared, &pidfd);
+    if (pid < 0 && errno == EINVAL && (flags & CLONE_PIDFD)) {
+        // A sandboxed kernel (or a seccomp filter) that refuses the flag: without it, the
+        // caller falls back to pidfd_open.
+        pidfd = -1;
+        pid = clone(child_main, (char *)stack + CHILD_STACK_SIZE, flags & ~CLONE_PIDFD, &shared, &pidfd);
+    }
     int clone_errno = errno;
     pthread_sigmask(SIG_SETMASK, &shared.parent_mask, NULL);
     return_stack(stack);

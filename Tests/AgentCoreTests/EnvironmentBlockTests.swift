@@ -25,10 +25,17 @@ struct EnvironmentBlockTests {
     }
 
     @Test func cachedBlockIsReusedOnlyForTheSameVariables() {
-        let first = EnvironmentBlock.cached(for: ["A": "1", "B": "2"])
-        #expect(EnvironmentBlock.cached(for: ["B": "2", "A": "1"]) === first)
-        let changed = EnvironmentBlock.cached(for: ["A": "1", "B": "3"])
+        let cache = EnvironmentBlock.Cache()
+        let first = cache.block(for: ["A": "1", "B": "2"])
+        #expect(cache.block(for: ["B": "2", "A": "1"]) === first)
+        let changed = cache.block(for: ["A": "1", "B": "3"])
         #expect(changed !== first)
         #expect(changed.environment == ["A": "1", "B": "3"])
+        // Canonically equal to Swift, different bytes: a new block with the bytes asked for.
+        let composed = cache.block(for: ["P": "caf\u{E9}"])
+        let decomposed = cache.block(for: ["P": "cafe\u{301}"])
+        #expect(decomposed !== composed)
+        #expect(Array(strings(["P": "cafe\u{301}"])[0].utf8) == Array("P=cafe\u{301}".utf8))
+        #expect(decomposed.withPointers { Array(String(cString: $0[0]!).utf8) } == Array("P=cafe\u{301}".utf8))
     }
 }

@@ -32,6 +32,24 @@ struct ProcessSpawnerTests {
         #expect(try run("exit 9", path: path) == 9)
     }
 
+    /// Like Go's exec.LookPath: a first match relative to the current directory is refused
+    /// (the child would run whatever `sh` its working directory holds).
+    @Test func aShellFoundRelativeToTheCurrentDirectoryIsRefused() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("spawner-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try FileManager.default.createSymbolicLink(atPath: dir + "/sh", withDestinationPath: "/bin/sh")
+        // The same directory, written relative to this process's working directory.
+        let depth = FileManager.default.currentDirectoryPath.split(separator: "/").count
+        let relative = String(repeating: "../", count: depth) + dir.dropFirst()
+        do {
+            _ = try run("true", path: relative + ":/bin")
+            Issue.record("a relative sh was run")
+        } catch {
+            #expect("\(error)".contains("relative to current directory"), "\(error)")
+        }
+    }
+
     @Test func noShellAnywhereIsAClearError() throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("spawner-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)

@@ -52,8 +52,17 @@ enum ProcessSpawner {
     /// costs a stat per PATH entry on every start otherwise).
     private static let shellCache = Mutex<(path: String?, shell: String)?>(nil)
 
-    static func resolveShell(agentPath: String?) -> String? {
-        guard let shell = lookPath("sh", path: agentPath) else { return nil }
+    /// Looks `sh` up on `agentPath` and caches it. Like Go's exec.LookPath (which the
+    /// reference's `exec.Command` uses), a first match relative to the current directory
+    /// (an empty or relative PATH entry) is refused: the child would run it from its own
+    /// working directory, whatever is there.
+    static func resolveShell(agentPath: String?) throws(SpawnError) -> String {
+        guard let shell = lookPath("sh", path: agentPath) else {
+            throw SpawnError(description: "start process: exec: \"sh\": executable file not found in $PATH")
+        }
+        guard shell.hasPrefix("/") else {
+            throw SpawnError(description: "start process: exec: \"sh\": cannot run executable found relative to current directory")
+        }
         shellCache.withLock { $0 = (agentPath, shell) }
         return shell
     }
@@ -66,13 +75,11 @@ enum ProcessSpawner {
             do {
                 return try spawn(request, shell: cached.shell)
             } catch where error.shellMissing {
-                shellCache.withLock { $0 = nil }
+                // Only this entry: another start may have cached a newer one meanwhile.
+                shellCache.withLock { if $0?.path == agentPath && $0?.shell == cached.shell { $0 = nil } }
             }
         }
-        guard let shell = resolveShell(agentPath: agentPath) else {
-            throw SpawnError(description: "start process: exec: \"sh\": executable file not found in $PATH")
-        }
-        return try spawn(request, shell: shell)
+        return try spawn(request, shell: try resolveShell(agentPath: agentPath))
     }
 
     private static func spawn(_ request: SpawnRequest, shell: String) throws(SpawnError) -> SpawnedChild {
@@ -85,7 +92,7 @@ enum ProcessSpawner {
         var childErrno: Int32 = 0
         var spawnedPidfd: Int32 = -1
         let pid = withCStrings(argv) { argvPtr in
-            EnvironmentBlock.cached(for: request.environment).withPointers { envpPtr in
+            EnvironmentBlock.cache.block(for: request.environment).withPointers { envpPtr in
                 shell.withCString { shellPtr in
                     withOptionalCString(request.workdir) { cwdPtr in
                         var options = agent_spawn_options(

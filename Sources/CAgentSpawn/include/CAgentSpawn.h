@@ -45,7 +45,8 @@ typedef struct agent_spawn_options {
 pid_t agent_spawn(const agent_spawn_options *options, int *failed_step, int *child_errno);
 
 /// `agent_spawn`, and the child's pidfd in `*pidfd` (CLONE_PIDFD, close-on-exec), or -1
-/// when the kernel gave none (before 5.2: use agent_pidfd_open). NULL: no pidfd.
+/// when the kernel gave none (it ignores or refuses the flag: use agent_pidfd_open, which
+/// needs Linux 5.3). NULL: no pidfd.
 pid_t agent_spawn_pidfd(const agent_spawn_options *options, int *failed_step, int *child_errno, int *pidfd);
 
 /// pidfd_open(2); -1 with errno on failure. The descriptor is close-on-exec.
