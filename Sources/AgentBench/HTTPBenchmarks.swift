@@ -68,42 +68,38 @@ struct HTTPBenchmarks: ParsableCommand {
                 if let wrk { rate[server.name, default: []].append(try load(wrk, port: server.port)) }
             }
         }
-        // Each ratio is the median of per-round ratios: the servers of one round run seconds
-        // apart, and this host's speed drifts more than that between rounds.
-        func pairedRatio(_ samples: [String: [Double]], _ other: String) -> Double {
-            Bench.median(zip(samples["agent"]!, samples[other]!).map { $0 / $1 })
-        }
-        let agentRTT = Bench.median(rtt["agent"]!)
-        let nioRTT = Bench.median(rtt["nio"]!)
-        let rttRatio = pairedRatio(rtt, "nio")
-        report("GET /healthz round trip (median)", value: Bench.format(agentRTT), baseline: Bench.format(nioRTT),
-               ratio: rttRatio, goal: "<= 1.15x bare SwiftNIO", met: rttRatio <= 1.15)
-        let hbRTT = Bench.median(rtt["hummingbird"]!)
-        report("  against bare Hummingbird", value: Bench.format(agentRTT), baseline: Bench.format(hbRTT),
-               ratio: pairedRatio(rtt, "hummingbird"), goal: "(information: same framework, no middleware)", met: true)
-        if let goRTT = rtt["go"].map(Bench.median) {
-            let ratio = pairedRatio(rtt, "go")
-            report("  against Go net/http", value: Bench.format(agentRTT), baseline: Bench.format(goRTT),
-                   ratio: ratio, goal: "<= 1.0x Go net/http", met: ratio <= 1.0)
-        }
+        reportAgainstBaselines(
+            "GET /healthz round trip (median)", rtt, format: Bench.format,
+            nioGoal: ("<= 1.15x bare SwiftNIO", { $0 <= 1.15 }), goGoal: ("<= 1.0x Go net/http", { $0 <= 1.0 }))
         jsonEncoding()
         guard wrk != nil else {
             print("skip requests/s under load: wrk is not installed (make bench installs it)")
             return
         }
-        let agentRate = Bench.median(rate["agent"]!)
-        let nioRate = Bench.median(rate["nio"]!)
-        let rateRatio = pairedRatio(rate, "nio")
-        report("requests/s, \(connections) connections", value: String(format: "%.0f/s", agentRate),
-               baseline: String(format: "%.0f/s", nioRate), ratio: rateRatio, goal: ">= 0.9x bare SwiftNIO",
-               met: rateRatio >= 0.9)
-        let hbRate = Bench.median(rate["hummingbird"]!)
-        report("  against bare Hummingbird", value: String(format: "%.0f/s", agentRate), baseline: String(format: "%.0f/s", hbRate),
-               ratio: pairedRatio(rate, "hummingbird"), goal: "(information: same framework, no middleware)", met: true)
-        if let goRate = rate["go"].map(Bench.median) {
-            let ratio = pairedRatio(rate, "go")
-            report("  against Go net/http", value: String(format: "%.0f/s", agentRate), baseline: String(format: "%.0f/s", goRate),
-                   ratio: ratio, goal: ">= 1.0x Go net/http", met: ratio >= 1.0)
+        reportAgainstBaselines(
+            "requests/s, \(connections) connections", rate, format: { String(format: "%.0f/s", $0) },
+            nioGoal: (">= 0.9x bare SwiftNIO", { $0 >= 0.9 }), goGoal: (">= 1.0x Go net/http", { $0 >= 1.0 }))
+    }
+
+    /// One measure of the agent against each baseline server: bare SwiftNIO (the goal's),
+    /// bare Hummingbird (information) and Go when it ran. Each ratio is the median of
+    /// per-round ratios: the servers of one round run seconds apart, and this host's speed
+    /// drifts more than that between rounds.
+    func reportAgainstBaselines(
+        _ name: String, _ samples: [String: [Double]], format: (Double) -> String,
+        nioGoal: (text: String, met: (Double) -> Bool), goGoal: (text: String, met: (Double) -> Bool)
+    ) {
+        let agent = Bench.median(samples["agent"]!)
+        let baselines: [(server: String, label: String, goal: (text: String, met: (Double) -> Bool))] = [
+            ("nio", name, nioGoal),
+            ("hummingbird", "  against bare Hummingbird", ("(information: same framework, no middleware)", { _ in true })),
+            ("go", "  against Go net/http", goGoal),
+        ]
+        for baseline in baselines {
+            guard let other = samples[baseline.server] else { continue }
+            let ratio = Bench.median(zip(samples["agent"]!, other).map { $0 / $1 })
+            report(baseline.label, value: format(agent), baseline: format(Bench.median(other)),
+                   ratio: ratio, goal: baseline.goal.text, met: baseline.goal.met(ratio))
         }
     }
 

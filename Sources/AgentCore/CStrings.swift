@@ -8,4 +8,3 @@ public func withCStrings<R>(_ strings: [String], _ body: (UnsafePointer<UnsafeMu
     defer { for p in pointers { free(p) } }
     return pointers.withUnsafeBufferPointer { body($0.baseAddress!) }
 }
-

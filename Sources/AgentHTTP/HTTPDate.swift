@@ -1,3 +1,5 @@
+import AgentCore
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -27,7 +29,7 @@ struct HTTPDate {
         var t = time_t(seconds)
         var parts = tm()
         gmtime_r(&t, &parts)
-        func two(_ n: Int32) -> String { n < 10 ? "0\(n)" : "\(n)" }
+        func two(_ n: Int32) -> String { zeroPadded(n, width: 2) }
         return "\(days[Int(parts.tm_wday)]), \(two(parts.tm_mday)) \(months[Int(parts.tm_mon)]) \(1900 + parts.tm_year) "
             + "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec)) GMT"
     }

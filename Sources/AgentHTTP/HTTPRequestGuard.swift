@@ -381,15 +381,15 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
             && upgrade.contains { $0.lowercased() == "websocket" }
             && head.headers[canonicalForm: "connection"].contains { $0.lowercased() == "upgrade" }
         let path = head.uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
-        if isWebSocket, requestCount > 1, webSocketRoutes.match(path) != nil {
-            // Too late on this connection: the client is sent to a new one (as Hummingbird
-            // answers it).
-            return Refusal(
-                status: .temporaryRedirect,
-                body: APIErrorBody(message: "Upgrade on a new connection.", detail: "A WebSocket handshake must be a connection's first request."),
-                headers: [("Location", String(head.uri))])
-        }
         if isWebSocket, let (route, parameters) = webSocketRoutes.match(path) {
+            if requestCount > 1 {
+                // Too late on this connection: the client is sent to a new one (as
+                // Hummingbird answers it).
+                return Refusal(
+                    status: .temporaryRedirect,
+                    body: APIErrorBody(message: "Upgrade on a new connection.", detail: "A WebSocket handshake must be a connection's first request."),
+                    headers: [("Location", String(head.uri))])
+            }
             let versions = head.headers["sec-websocket-version"]
             let keys = head.headers["sec-websocket-key"]
             if versions != ["13"] {

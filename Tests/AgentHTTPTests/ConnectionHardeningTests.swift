@@ -355,8 +355,9 @@ struct GuardTestRoutes: HTTPModule {
                 let chunk = ByteBuffer(repeating: UInt8(ascii: "x"), count: 64 * 1024)
                 var left = size
                 while left > 0 {
-                    try await writer.write(chunk.getSlice(at: 0, length: min(left, chunk.readableBytes))!)
-                    left -= min(left, chunk.readableBytes)
+                    let length = min(left, chunk.readableBytes)
+                    try await writer.write(chunk.getSlice(at: 0, length: length)!)
+                    left -= length
                 }
                 try await writer.finish(nil)
             })

@@ -23,10 +23,15 @@ public func eventually(timeout: Duration = .seconds(10), _ condition: () async t
 /// True while `pid` is a live process: it exists and is not a zombie (a killed process
 /// stays a zombie until its new parent reaps it, and `kill(pid, 0)` still succeeds then).
 public func isAlive(_ pid: pid_t) -> Bool {
-    guard kill(pid, 0) == 0 else { return false }
+    guard kill(pid, 0) == 0, let state = processState("\(pid)") else { return false }
+    return state != "Z"
+}
+
+/// The state letter of `/proc/<pid>/stat` (R, S, Z, ...), or nil when it cannot be read.
+private func processState(_ pid: String) -> Character? {
     guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-          let close = stat.lastIndex(of: ")") else { return false }
-    return stat[stat.index(close, offsetBy: 2)] != "Z"
+          let close = stat.lastIndex(of: ")") else { return nil }
+    return stat[stat.index(close, offsetBy: 2)]
 }
 
 /// True while any process with this exact command line exists (reads /proc).
@@ -37,9 +42,7 @@ public func processExists(commandLine: String) -> Bool {
         let args = data.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }.joined(separator: " ")
         if args == commandLine {
             // Zombies keep a cmdline of "" so a match is a live process; check state anyway.
-            if let stat = try? String(contentsOfFile: "/proc/\(entry)/stat", encoding: .utf8),
-               let close = stat.lastIndex(of: ")"),
-               stat[stat.index(close, offsetBy: 2)] == "Z" { continue }
+            if processState(entry) == "Z" { continue }
             return true
         }
     }
