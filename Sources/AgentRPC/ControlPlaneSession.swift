@@ -175,13 +175,13 @@ public final class ControlPlaneSession: Service, UpwardSink, ManifestSource, Sen
     // MARK: Service
 
     public func run() async throws {
-        await withGracefulShutdownHandler {
+        await withShutdownHandler {
             if dialer == nil {
                 await runStandalone()
             } else {
                 await runConnected()
             }
-        } onGracefulShutdown: {
+        } onShutdown: {
             self.beginShutdown()
         }
         // What could not be delivered before the deadline is gone with the agent.

@@ -3,7 +3,9 @@ import AgentProto
 import AgentTestSupport
 import Foundation
 import Logging
+import ServiceLifecycle
 import SwiftProtobuf
+import Synchronization
 import Testing
 
 @testable import BoundaryLogs
@@ -259,5 +261,27 @@ struct BoundaryProxyTests {
         #expect(spool.next() == nil, "the torn record and the rest of its segment are skipped")
         #expect(spool.isEmpty)
         #expect(spool.append(Array("third".utf8)) && spool.next() == Array("third".utf8), "and the spool goes on")
+    }
+
+    /// A service group cancelled without a graceful shutdown (a parent task cancelled, a
+    /// test's time limit) still ends: the server and the forwarder stop on cancellation too.
+    @Test func aCancelledGroupEnds() async throws {
+        let directory = NSTemporaryDirectory() + "boundary-cancel-" + UUID().uuidString.prefix(8)
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let quiet = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
+        let forwarder = BoundaryForwarder(upward: RecordingUpward(), spool: nil)
+        let server = BoundarySocketServer(configuration: .init(path: directory + "/audit.sock"), forwarder: forwarder)
+        let group = ServiceGroup(configuration: .init(services: [forwarder, server], logger: quiet))
+        let ended = Atomic(false)
+        let running = Task {
+            try? await group.run()
+            ended.store(true, ordering: .relaxed)
+        }
+        #expect(await eventually { server.isListening })
+        running.cancel()
+        // Bounded: a group that does not end fails here instead of holding the test run.
+        #expect(await eventually(timeout: .seconds(10)) { ended.load(ordering: .relaxed) }, "the cancelled group ended")
+        #expect(!server.isListening)
     }
 }

@@ -78,7 +78,7 @@ public final class AgentSocketServer: Service, Sendable {
         }
         listening.withLock { $0 = true }
         logger.info("agent socket listening", metadata: ["path": "\(configuration.path)"])
-        await withGracefulShutdownHandler {
+        await withShutdownHandler {
             await withDiscardingTaskGroup { group in
                 try? await serverChannel.executeThenClose { inbound in
                     for try await connection in inbound {
@@ -86,7 +86,7 @@ public final class AgentSocketServer: Service, Sendable {
                     }
                 }
             }
-        } onGracefulShutdown: {
+        } onShutdown: {
             serverChannel.channel.close(promise: nil)
             self.registry.closeAll()
         }

@@ -126,9 +126,9 @@ final class BoundaryForwarder: Service, Sendable {
     }
 
     func run() async throws {
-        await withGracefulShutdownHandler {
+        await withShutdownHandler {
             await forward()
-        } onGracefulShutdown: {
+        } onShutdown: {
             self.stopping.open()
             self.work.notify()
         }

@@ -87,9 +87,9 @@ final class BoundarySocketServer: Service, Sendable {
         let identity = Self.identity(path)
         listening.withLock { $0 = true }
         logger.info("boundary log proxy listening", metadata: ["path": "\(path)"])
-        await withGracefulShutdownHandler {
+        await withShutdownHandler {
             try? await channel.closeFuture.get()
-        } onGracefulShutdown: {
+        } onShutdown: {
             channel.close(promise: nil)
         }
         listening.withLock { $0 = false }
