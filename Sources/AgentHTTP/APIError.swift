@@ -54,6 +54,11 @@ public struct APIError: HTTPResponseError, CustomStringConvertible {
     public var description: String { "\(status.code) \(body.message)" + (body.detail.map { ": \($0)" } ?? "") }
 
     public func response(from request: Request, context: some RequestContext) throws -> Response {
+        response()
+    }
+
+    /// The JSON answer: the status, the body and the extra headers.
+    public func response() -> Response {
         var response = JSONResponse.make(body, status: status)
         response.headers.append(contentsOf: headers)
         return response

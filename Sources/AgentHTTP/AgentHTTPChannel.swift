@@ -134,7 +134,7 @@ struct AgentHTTPChannel: ServerChildChannel {
 extension HTTPServerBuilder {
     /// The agent's HTTP/1 + WebSocket channel (``AgentHTTPChannel``) serving `responder`.
     static func agentHTTP(
-        responder: RouterResponder<AgentRequestContext>,
+        responder: AgentResponder,
         serverName: String?,
         webSocket: WebSocketServerConfiguration,
         decoderLimits: (fieldSize: Int, listSize: Int, fieldCount: Int),

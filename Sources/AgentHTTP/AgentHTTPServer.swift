@@ -8,7 +8,7 @@ import NIOCore
 /// Builds the agent's one HTTP/WebSocket server from the capability modules' routes.
 public enum AgentHTTPServer {
     /// The concrete application type: a Hummingbird `Application`, itself a `Service`.
-    public typealias App = Application<RouterResponder<AgentRequestContext>>
+    public typealias App = Application<AgentResponder>
 
     /// Makes the application.
     /// - Parameters:
@@ -26,9 +26,8 @@ public enum AgentHTTPServer {
         logger: Logger,
         onServerRunning: @escaping @Sendable (any Channel) async -> Void = { _ in }
     ) -> App {
-        let router = Router(context: AgentRequestContext.self)
-        router.add(middleware: RequestMetricsMiddleware())
-        router.add(middleware: JSONErrorMiddleware())
+        // Request metrics and JSON errors are the responder's own (``AgentResponder``).
+        let router = AgentRouter()
         // Requests are logged at debug: at a higher level the middleware would only cost
         // its layer (two executor checks and a closure per request), so it is left out.
         if logger.logLevel <= .debug { router.add(middleware: LogRequestsMiddleware(.debug)) }
@@ -76,7 +75,7 @@ public enum AgentHTTPServer {
     /// the route's own refusal (404, 429, ...), 400 for a malformed handshake key, and
     /// otherwise 426 naming the WebSocket version. (The upgrade itself is the channel's:
     /// ``AgentHTTPChannel``.)
-    static func registerTwin(_ route: AgentWebSocketRoute, http: Router<AgentRequestContext>) {
+    static func registerTwin(_ route: AgentWebSocketRoute, http: AgentRouter) {
         http.get(RouterPath(route.path)) { request, context -> Response in
             let admission = WebSocketRouteRequest(headers: request.headers, parameters: context.parameters.rawParameters)
             try route.check(admission)

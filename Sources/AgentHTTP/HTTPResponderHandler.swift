@@ -35,11 +35,11 @@ final class HTTPResponderHandler: ChannelDuplexHandler, RemovableChannelHandler 
     /// What the handler needs from the server, shared by every connection (one object:
     /// a request task captures one reference).
     final class Configuration: Sendable {
-        let responder: RouterResponder<AgentRequestContext>
+        let responder: AgentResponder
         let serverName: String?
         let logger: Logger
 
-        init(responder: RouterResponder<AgentRequestContext>, serverName: String?, logger: Logger) {
+        init(responder: AgentResponder, serverName: String?, logger: Logger) {
             self.responder = responder
             self.serverName = serverName
             self.logger = logger
@@ -57,6 +57,8 @@ final class HTTPResponderHandler: ChannelDuplexHandler, RemovableChannelHandler 
     private var context: ChannelHandlerContext?
     private var executor: EventLoopTaskExecutor?
     private var date = HTTPDate()
+    /// The route context every request of this connection starts from (made at its first).
+    private var connectionContext: AgentRequestContext?
 
     /// A handler task is running (its response has not ended).
     private var responding = false
@@ -295,49 +297,39 @@ final class HTTPResponderHandler: ChannelDuplexHandler, RemovableChannelHandler 
         }
         let request = Request(head: converted, body: body)
         responding = true
-        let current = exchange
-        let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
-        let configuration = self.configuration
-        let executor = self.executor!
-        Self.spawn(request, exchange: current, configuration: configuration, bound: bound, executor: executor)
+        Self.spawn(
+            request, context: requestContext(context.channel), exchange: exchange, responder: configuration.responder,
+            bound: NIOLoopBound(self, eventLoop: context.eventLoop), executor: executor!)
+    }
+
+    /// The route context for the next request: a copy of the connection's (its storage is
+    /// made once: Hummingbird's allocates a locked box for the endpoint path), or a new one
+    /// carrying a request id when debug logging is on.
+    private func requestContext(_ channel: any Channel) -> AgentRequestContext {
+        var logger = configuration.logger
+        if logger.logLevel <= .debug {
+            logger[metadataKey: "hb.request.id"] = .stringConvertible(RequestID())
+            return AgentRequestContext(source: .init(channel: channel, logger: logger))
+        }
+        if let connectionContext { return connectionContext }
+        let made = AgentRequestContext(source: .init(channel: channel, logger: logger))
+        connectionContext = made
+        return made
     }
 
     /// Starts the handler task (apart from `self`, which only the loop may touch).
     private static func spawn(
-        _ request: Request, exchange: UInt64, configuration: Configuration, bound: NIOLoopBound<HTTPResponderHandler>,
-        executor: EventLoopTaskExecutor
+        _ request: Request, context: AgentRequestContext, exchange: UInt64, responder: AgentResponder,
+        bound: NIOLoopBound<HTTPResponderHandler>, executor: EventLoopTaskExecutor
     ) {
         // Started on this thread (the loop's) at once: the router and a handler that does
         // not suspend answer before this read's processing returns, without a trip through
         // the loop's task queue. After a suspension the task resumes on the loop (its
         // preferred executor).
         Task.immediate(executorPreference: executor) {
-            await serve(request, exchange: exchange, configuration: configuration, bound: bound, executor: executor)
-        }
-    }
-
-    /// The handler task's body: respond, then write the response.
-    private static func serve(
-        _ request: Request, exchange: UInt64, configuration: Configuration, bound: NIOLoopBound<HTTPResponderHandler>,
-        executor: EventLoopTaskExecutor
-    ) async {
-        let response = await respond(to: request, configuration: configuration, bound: bound)
-        await bound.value.write(response, exchange: exchange, executor: executor)
-    }
-
-    /// The router's response, or 500 for an error no middleware turned into one.
-    private static func respond(
-        to request: Request, configuration: Configuration, bound: NIOLoopBound<HTTPResponderHandler>
-    ) async -> Response {
-        guard let channel = bound.value.context?.channel else { return Response(status: .internalServerError) }
-        var logger = configuration.logger
-        if logger.logLevel <= .debug { logger[metadataKey: "hb.request.id"] = .stringConvertible(RequestID()) }
-        let context = AgentRequestContext(source: .init(channel: channel, logger: logger))
-        do {
-            return try await configuration.responder.respond(to: request, context: context)
-        } catch {
-            logger.debug("Unrecognised Error", metadata: ["error.type": "\(error)"])
-            return Response(status: .internalServerError)
+            // The responder answers every error itself (JSON error bodies).
+            let response = (try? await responder.respond(to: request, context: context)) ?? Response(status: .internalServerError)
+            await bound.value.write(response, exchange: exchange, executor: executor)
         }
     }
 

@@ -16,7 +16,7 @@ public struct JSONRequest: Sendable {
     /// bodies, and 413 for oversized ones. A body of `null` is an empty object.
     public static func decode(_ request: Request, context: AgentRequestContext, typeName: String) async throws -> JSONRequest {
         var request = request
-        // Oversized bodies throw here; JSONErrorMiddleware turns that into 413.
+        // Oversized bodies throw here; AgentResponder turns that into 413.
         let buffer = try await request.collectBody(upTo: context.maxUploadSize)
         return try parse(buffer.readableBytesView, typeName: typeName)
     }

@@ -1,0 +1,108 @@
+import HTTPTypes
+@_spi(Internal) import Hummingbird
+
+/// Collects the agent's routes (the capability modules' `RouteCollection`s, the WebSocket
+/// twins, `/healthz`) and builds an ``AgentResponder`` from them.
+///
+/// It matches paths with Hummingbird's own route trie, so routing is Hummingbird's (literal
+/// components before captures, `:id` parameters, wildcards), but dispatches without
+/// Hummingbird's `RouterResponder` layers: the request metrics and the JSON error mapping,
+/// which every route has, are plain code in ``AgentResponder`` instead of two middleware
+/// layers around each route (measured with `agent-bench http`, README "Core performance").
+/// Middleware added here wraps the routes added after it, as with Hummingbird's `Router`.
+public final class AgentRouter: RouterMethods {
+    public typealias Context = AgentRequestContext
+
+    /// One path's handlers, in the order added.
+    private struct Entry {
+        let path: RouterPath
+        var methods: [(HTTPRequest.Method, any HTTPResponder<Context>)]
+    }
+
+    private var entries: [Entry] = []
+    /// Index into `entries` by the path's text (equal components, equal text).
+    private var index: [String: Int] = [:]
+    private var middlewares: [any MiddlewareProtocol<Request, Response, Context>] = []
+
+    public init() {}
+
+    /// Adds `responder` for `method` at `path` (wrapped in the middleware added so far). A
+    /// second handler for the same path and method is a programming error, as in Hummingbird.
+    @discardableResult
+    public func on<Responder: HTTPResponder>(
+        _ path: RouterPath, method: HTTPRequest.Method, responder: Responder
+    ) -> Self where Responder.Context == Context {
+        let wrapped = wrap(responder)
+        if let at = index[path.description] {
+            precondition(!entries[at].methods.contains { $0.0 == method }, "\(method.rawValue) \(path) already has a handler")
+            entries[at].methods.append((method, wrapped))
+        } else {
+            index[path.description] = entries.count
+            entries.append(Entry(path: path, methods: [(method, wrapped)]))
+        }
+        return self
+    }
+
+    /// Wraps the routes added after this call (and the not-found answer) in `middleware`.
+    @discardableResult
+    public func add(middleware: any MiddlewareProtocol<Request, Response, Context>) -> Self {
+        middlewares.append(middleware)
+        return self
+    }
+
+    /// `responder` inside the middleware added so far (the first added outermost).
+    private func wrap(_ responder: any HTTPResponder<Context>) -> any HTTPResponder<Context> {
+        middlewares.reversed().reduce(responder) { next, middleware in MiddlewareLayer(middleware: middleware, next: next) }
+    }
+
+    /// The responder for the routes added so far.
+    public func buildResponder() -> AgentResponder {
+        let trie = RouterPathTrieBuilder<AgentEndpoint>()
+        for entry in entries {
+            let endpoint = AgentEndpoint(route: entry.path.description, methods: entry.methods)
+            trie.addEntry(entry.path, value: endpoint)
+        }
+        return AgentResponder(
+            trie: trie.build(), notFound: wrap(RouteNotFoundResponder()))
+    }
+}
+
+/// One routed path: its handlers by method and its request-duration timers.
+final class AgentEndpoint: Sendable {
+    /// The route as the metrics label it (`/api/v0/processes/{id}/output`).
+    let route: String
+    /// At most the nine standard methods and a few others: a scan beats hashing.
+    let methods: [(HTTPRequest.Method, any HTTPResponder<AgentRequestContext>)]
+    let timers: RequestTimers
+
+    init(route: String, methods: [(HTTPRequest.Method, any HTTPResponder<AgentRequestContext>)]) {
+        self.route = route
+        self.methods = methods
+        self.timers = RequestTimers(route: route)
+    }
+
+    func responder(for method: HTTPRequest.Method) -> (any HTTPResponder<AgentRequestContext>)? {
+        for (candidate, responder) in methods where candidate == method { return responder }
+        return nil
+    }
+}
+
+/// One middleware around the responder it calls next.
+struct MiddlewareLayer: HTTPResponder {
+    typealias Context = AgentRequestContext
+    let middleware: any MiddlewareProtocol<Request, Response, Context>
+    let next: any HTTPResponder<Context>
+
+    func respond(to request: Request, context: Context) async throws -> Response {
+        try await middleware.handle(request, context: context, next: next.respond(to:context:))
+    }
+}
+
+/// Answers a path no route matches (the responder turns it into the JSON 404).
+struct RouteNotFoundResponder: HTTPResponder {
+    typealias Context = AgentRequestContext
+
+    func respond(to request: Request, context: Context) async throws -> Response {
+        throw HTTPError(.notFound)
+    }
+}

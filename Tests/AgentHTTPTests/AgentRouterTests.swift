@@ -1,0 +1,139 @@
+@testable import AgentHTTP
+import HTTPTypes
+import Hummingbird
+import Logging
+import NIOCore
+import NIOEmbedded
+import Synchronization
+import Testing
+
+/// ``AgentRouter`` routes as Hummingbird's `Router` does (it uses the same trie), and
+/// ``AgentResponder`` answers errors with the reference's JSON bodies.
+struct AgentRouterTests {
+    /// Routes of every component kind the trie knows, overlapping on purpose.
+    static let routes: [(HTTPRequest.Method, String)] = [
+        (.get, "/healthz"), (.get, "/api/v0/processes/list"), (.post, "/api/v0/processes/start"),
+        (.get, "/api/v0/processes/:id/output"), (.post, "/api/v0/processes/:id/signal"),
+        (.get, "/api/v0/processes/special/output"), (.post, "/files/write-file/:id/cancel"),
+        (.get, "/files/*/x"), (.get, "/static/**"), (.get, "/img/{name}.png"), (.delete, "/api/v0/processes/:id/output"),
+        (.get, "/"),
+    ]
+
+    static let requests: [(HTTPRequest.Method, String)] = [
+        (.get, "/healthz"), (.get, "/healthz/"), (.get, "//healthz"), (.post, "/healthz"), (.head, "/healthz"),
+        (.get, "/api/v0/processes/list"), (.get, "/api/v0/processes/abc/output"), (.delete, "/api/v0/processes/abc/output"),
+        (.get, "/api/v0/processes/special/output"), (.post, "/api/v0/processes/special/signal"),
+        (.get, "/api/v0/processes/a%2Fb/output"), (.get, "/api/v0/processes//output"), (.get, "/api/v0/processes/list/output"),
+        (.post, "/files/write-file/7/cancel"), (.get, "/files/any/x"), (.get, "/files/any/y"), (.get, "/static/a/b/c"),
+        (.get, "/static"), (.get, "/img/cat.png"), (.get, "/img/cat.jpg"), (.get, "/"), (.get, ""), (.get, "/HEALTHZ"),
+        (.get, "/nope"), (.init("PURGE")!, "/healthz"),
+    ]
+
+    /// Each handler answers with its route and the parameters it was given.
+    static func handler(_ route: String) -> @Sendable (Request, AgentRequestContext) async throws -> String {
+        { _, context in
+            let parameters = context.parameters.rawParameters.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
+            let catchAll = context.parameters.getCatchAll().joined(separator: "/")
+            return "\(route) \(parameters) \(catchAll)"
+        }
+    }
+
+    static func context() -> AgentRequestContext {
+        AgentRequestContext(source: .init(channel: EmbeddedChannel(), logger: Logger(label: "test")))
+    }
+
+    static func text(_ response: Response) async throws -> String {
+        let collected = Collected()
+        try await response.body.write(Collector(into: collected))
+        return String(buffer: collected.buffer)
+    }
+
+    /// The body's bytes.
+    final class Collected: Sendable {
+        let bytes = Mutex(ByteBuffer())
+        var buffer: ByteBuffer { bytes.withLock { $0 } }
+    }
+
+    struct Collector: ResponseBodyWriter {
+        let into: Collected
+        mutating func write(_ buffer: ByteBuffer) async throws { into.bytes.withLock { $0.writeImmutableBuffer(buffer) } }
+        consuming func finish(_ trailingHeaders: HTTPFields?) async throws {}
+    }
+
+    @Test func routesAsHummingbirdDoes() async throws {
+        let ours = AgentRouter()
+        let theirs = Router(context: AgentRequestContext.self)
+        for (method, path) in Self.routes {
+            ours.on(RouterPath(path), method: method, use: Self.handler("\(method) \(path)"))
+            theirs.on(RouterPath(path), method: method, use: Self.handler("\(method) \(path)"))
+        }
+        let agent = ours.buildResponder()
+        let hummingbird = theirs.buildResponder()
+        for (method, path) in Self.requests {
+            let request = Request(head: HTTPRequest(method: method, scheme: nil, authority: nil, path: path), body: .init(buffer: ByteBuffer()))
+            let answer = try await agent.respond(to: request, context: Self.context())
+            let expected = try await hummingbird.respond(to: request, context: Self.context())
+            #expect(answer.status == expected.status, "\(method) \(path)")
+            if expected.status == .ok {
+                #expect(try await Self.text(answer) == (try await Self.text(expected)), "\(method) \(path)")
+            }
+        }
+    }
+
+    @Test func errorsAnswerWithJSONBodies() async throws {
+        struct Unexpected: Error {}
+        let router = AgentRouter()
+        router.get("/api") { _, _ -> String in throw APIError(.conflict, "Taken.", detail: "d") }
+        router.get("/hb") { _, _ -> String in throw HTTPError(.badRequest, message: "bad thing") }
+        router.get("/big") { _, _ -> String in throw NIOTooManyBytesError(maxBytes: 1) }
+        router.get("/boom") { _, _ -> String in throw Unexpected() }
+        router.get("/cancel") { _, _ -> String in throw CancellationError() }
+        let responder = router.buildResponder()
+        let cases: [(String, HTTPResponse.Status, String)] = [
+            ("/api", .conflict, #"{"detail":"d","message":"Taken."}"#),
+            ("/hb", .badRequest, #"{"message":"bad thing"}"#),
+            ("/big", .contentTooLarge, #"{"detail":"The limit is 1048576 bytes.","message":"Request body too large."}"#),
+            ("/boom", .internalServerError, #"{"message":"Internal error."}"#),
+            ("/cancel", .serviceUnavailable, #"{"message":"Request cancelled."}"#),
+            ("/missing", .notFound, #"{"detail":"GET /missing","message":"Route not found."}"#),
+        ]
+        for (path, status, body) in cases {
+            let request = Request(head: HTTPRequest(method: .get, scheme: nil, authority: nil, path: path), body: .init(buffer: ByteBuffer()))
+            let response = try await responder.respond(to: request, context: Self.context())
+            #expect(response.status == status, "\(path)")
+            #expect(response.headers[.contentType] == JSONResponse.contentType)
+            #expect(try await Self.text(response) == body + "\n", "\(path)")
+        }
+    }
+
+    /// Middleware wraps the routes added after it, and the not-found answer.
+    @Test func middlewareWrapsLaterRoutes() async throws {
+        struct Tag: RouterMiddleware {
+            typealias Context = AgentRequestContext
+            let name: String
+            func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+                do {
+                    var response = try await next(request, context)
+                    response.headers[.init("X-Tag")!] = (response.headers[.init("X-Tag")!] ?? "") + name
+                    return response
+                } catch {
+                    throw APIError(.notFound, "tagged \(name)")
+                }
+            }
+        }
+        let router = AgentRouter()
+        router.get("/before") { _, _ in "b" }
+        router.add(middleware: Tag(name: "outer"))
+        router.add(middleware: Tag(name: "inner"))
+        router.get("/after") { _, _ in "a" }
+        let responder = router.buildResponder()
+        func answer(_ path: String) async throws -> Response {
+            try await responder.respond(
+                to: Request(head: HTTPRequest(method: .get, scheme: nil, authority: nil, path: path), body: .init(buffer: ByteBuffer())),
+                context: Self.context())
+        }
+        #expect(try await answer("/before").headers[.init("X-Tag")!] == nil)
+        #expect(try await answer("/after").headers[.init("X-Tag")!] == "innerouter")
+        #expect(try await Self.text(try await answer("/nowhere")) == #"{"message":"tagged outer"}"# + "\n")
+    }
+}
