@@ -216,7 +216,7 @@ public final class ControlPlaneDouble: Sendable {
                     session.assumeIsolated { $0.serve(drpc) }
                 }
             })
-        let channel = try await ServerBootstrap(group: group)
+        let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
             .childChannelInitializer { [self] channel in
@@ -228,7 +228,7 @@ public final class ControlPlaneDouble: Sendable {
                     try channel.pipeline.syncOperations.addHandler(RefusalHandler(double: self), name: "refusals")
                 }
             }
-            .bind(host: host, port: port).get()
+        let channel = try await Self.bind(bootstrap, host: host, port: port)
         let port = channel.localAddress?.port ?? 0
         let base = host.contains(":") ? "http://[\(host)]:\(port)" : "http://\(host):\(port)"
         do {
@@ -240,6 +240,23 @@ public final class ControlPlaneDouble: Sendable {
         }
         await dropConnections()
         try? await channel.close()
+    }
+}
+
+extension ControlPlaneDouble {
+    /// Binds `port`. A fixed port found in use is retried for up to 5 s, every 50 ms: a
+    /// client dialing it before the double is up can connect to itself (TCP simultaneous
+    /// open) and hold it until it gives that connection up.
+    fileprivate static func bind(_ bootstrap: ServerBootstrap, host: String, port: Int) async throws -> any Channel {
+        var attempts = 0
+        while true {
+            do {
+                return try await bootstrap.bind(host: host, port: port).get()
+            } catch let error as IOError where error.errnoCode == EADDRINUSE && port != 0 && attempts < 100 {
+                attempts += 1
+                try await Task.sleep(for: .milliseconds(50))
+            }
+        }
     }
 }
 

@@ -164,14 +164,38 @@ public func onThread<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> 
     }
 }
 
-/// A loopback TCP port that was free a moment ago (bound to port 0, then released).
+/// A loopback TCP port that was free a moment ago, for a server a test starts later.
+///
+/// Chosen below the kernel's ephemeral range (`ip_local_port_range`), so that no outgoing
+/// connection gets it as its local port meanwhile: a client that dials the port before
+/// the server is up could otherwise connect to itself (TCP simultaneous open) and hold it.
+/// Bounded: at most 200 random candidates, then any free port.
 public func freeLoopbackPort() -> Int {
+    let range = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8))?
+        .split(whereSeparator: \.isWhitespace).compactMap { Int($0) }
+    let low = range?.first ?? 32768
+    if low > 11_000 {
+        for _ in 0..<200 {
+            let candidate = Int.random(in: 10_000..<low)
+            if boundLoopbackPort(candidate) == candidate { return candidate }
+        }
+    }
+    return boundLoopbackPort(0) ?? 0
+}
+
+/// Binds a loopback socket to `port` (0: any), closes it, and returns the port it had.
+private func boundLoopbackPort(_ port: Int) -> Int? {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { return nil }
     defer { close(fd) }
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)
     address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+    address.sin_port = UInt16(port).bigEndian
+    let bound = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+    guard bound == 0 else { return nil }
     var length = socklen_t(MemoryLayout<sockaddr_in>.size)
     _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
     return Int(UInt16(bigEndian: address.sin_port))
