@@ -273,7 +273,8 @@ let package = Package(
         .executableTarget(
             name: "AgentBench",
             dependencies: [
-                "CAgentSpawn", "AgentCore", "AgentRPC", "AgentProto", "AgentSocket", "ControlPlaneDouble", "DRPC", "Yamux", "GitWatch",
+                "CAgentSpawn", "AgentCore", "AgentHTTP", "AgentRPC", "AgentProto", "AgentSocket", "ControlPlaneDouble", "DRPC", "Yamux", "GitWatch",
+                .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "Logging", package: "swift-log"),

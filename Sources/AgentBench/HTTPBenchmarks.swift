@@ -72,6 +72,7 @@ struct HTTPBenchmarks: ParsableCommand {
             "GET /healthz round trip (median)", rtt, format: Bench.format,
             nioGoal: ("<= 1.15x bare SwiftNIO", { $0 <= 1.15 }), goGoal: ("<= 1.0x Go net/http", { $0 <= 1.0 }))
         jsonEncoding()
+        RouteDispatchBenchmark.run()
         guard wrk != nil else {
             print("skip requests/s under load: wrk is not installed (make bench installs it)")
             return

@@ -14,6 +14,8 @@ public struct AgentResponder: HTTPResponder {
     public typealias Context = AgentRequestContext
 
     let trie: RouterTrie<AgentEndpoint>
+    /// The trie's answers for paths that are exactly a route's text, and have no parameters.
+    let exact: [String: AgentEndpoint]
     let notFound: any HTTPResponder<Context>
     /// Timers of requests no route matched.
     let unrouted = RequestTimers(route: "NotFound")
@@ -24,10 +26,13 @@ public struct AgentResponder: HTTPResponder {
         var status: HTTPResponse.Status
         var response: Response
         do {
-            if let (endpoint, parameters) = trie.resolve(request.uri.path), let responder = endpoint.responder(for: request.method) {
+            let path = request.uri.path
+            if let (endpoint, parameters) = exact[path].map({ ($0, Parameters()) }) ?? trie.resolve(path),
+                let responder = endpoint.responder(for: request.method)
+            {
                 timers = endpoint.timers
                 var context = context
-                context.coreContext.parameters = parameters
+                if !parameters.isEmpty { context.coreContext.parameters = parameters }
                 context.coreContext.endpointPath.value = endpoint.route
                 response = try await responder.respond(to: request, context: context)
             } else {
