@@ -17,7 +17,9 @@ let package = Package(
         .library(name: "Yamux", targets: ["Yamux"]),
     ],
     dependencies: [
-        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1", traits: []),
+        // Within 2.28: AgentRouter builds Hummingbird's route trie through its SPI
+        // (`@_spi(Internal)`), which carries no compatibility promise across minor versions.
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", .upToNextMinor(from: "2.28.1"), traits: []),
         .package(url: "https://github.com/hummingbird-project/hummingbird-websocket.git", from: "2.8.1"),
         // WSCore (HummingbirdWebSocket's engine): the agent's channel runs its WebSocket
         // handler itself (AgentHTTPChannel); NIOHTTPTypesHTTP1 converts heads.

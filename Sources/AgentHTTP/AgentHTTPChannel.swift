@@ -12,7 +12,8 @@ import NIOWebSocket
 /// The agent's HTTP/1 connection: NIO's HTTP/1 codec with a WebSocket
 /// upgrade, the agent's guards around it (``ConnectionGuard`` first on the socket side,
 /// ``HTTPRequestGuard`` right after the decoder), and requests served from the pipeline by
-/// ``HTTPResponderHandler`` (Hummingbird's router, without `NIOAsyncChannel` per request).
+/// ``HTTPResponderHandler`` (``AgentResponder`` over the routes, without `NIOAsyncChannel` per
+/// request).
 ///
 /// A WebSocket handshake is only possible as a connection's first request (as with
 /// Hummingbird's own channel): the route comes from the ``WebSocketRouteTable`` the request
@@ -144,7 +145,7 @@ extension HTTPServerBuilder {
         logger: Logger
     ) -> HTTPServerBuilder {
         // Hummingbird's responder closure (NIOAsyncChannel based) goes unused: the channel
-        // calls the router itself.
+        // calls the responder itself.
         HTTPServerBuilder { _ in
             AgentHTTPChannel(
                 http: .init(responder: responder, serverName: serverName, logger: logger),

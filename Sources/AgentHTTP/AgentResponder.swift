@@ -20,7 +20,8 @@ public struct AgentResponder: HTTPResponder {
     /// Timers of requests no route matched.
     let unrouted = RequestTimers(route: "NotFound")
 
-    public func respond(to request: Request, context: Context) async throws -> Response {
+    /// Never throws: every error becomes its JSON answer here.
+    public func respond(to request: Request, context: Context) async -> Response {
         let start = NIODeadline.now().uptimeNanoseconds
         var timers = unrouted
         var status: HTTPResponse.Status
@@ -32,7 +33,7 @@ public struct AgentResponder: HTTPResponder {
             {
                 timers = endpoint.timers
                 var context = context
-                if !parameters.isEmpty { context.coreContext.parameters = parameters }
+                context.coreContext.parameters = parameters
                 context.coreContext.endpointPath.value = endpoint.route
                 response = try await responder.respond(to: request, context: context)
             } else {

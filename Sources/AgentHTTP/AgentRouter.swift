@@ -55,8 +55,22 @@ public final class AgentRouter: RouterMethods {
         middlewares.reversed().reduce(responder) { next, middleware in MiddlewareLayer(middleware: middleware, next: next) }
     }
 
+    /// Throws when a route can never be reached because an earlier one matches its paths
+    /// (Hummingbird's `Router.validate()`, run over the same paths and methods).
+    public func validate() throws {
+        let check = Router(context: Context.self)
+        for entry in entries {
+            for (method, _) in entry.methods { check.on(entry.path, method: method) { _, _ in Response(status: .ok) } }
+        }
+        try check.validate()
+    }
+
     /// The responder for the routes added so far.
     public func buildResponder() -> AgentResponder {
+        #if DEBUG
+        // As Hummingbird's Router does in debug builds: clashing routes fail the tests.
+        do { try validate() } catch { assertionFailure("\(error)") }
+        #endif
         let builder = RouterPathTrieBuilder<AgentEndpoint>()
         let endpoints = entries.map { AgentEndpoint(route: $0.path.description, methods: $0.methods) }
         for (entry, endpoint) in zip(entries, endpoints) { builder.addEntry(entry.path, value: endpoint) }
@@ -111,6 +125,9 @@ struct RouteNotFoundResponder: HTTPResponder {
     typealias Context = AgentRequestContext
 
     func respond(to request: Request, context: Context) async throws -> Response {
+        // As Hummingbird's own not-found responder labels it (a connection's context is
+        // reused, so the previous request's route must not stay).
+        context.coreContext.endpointPath.value = "NotFound"
         throw HTTPError(.notFound)
     }
 }

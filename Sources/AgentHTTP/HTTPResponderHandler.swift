@@ -111,6 +111,7 @@ final class HTTPResponderHandler: ChannelDuplexHandler, RemovableChannelHandler 
     func handlerRemoved(context: ChannelHandlerContext) {
         connectionEnded()
         self.context = nil
+        connectionContext = nil
     }
 
     // MARK: Inbound
@@ -327,8 +328,7 @@ final class HTTPResponderHandler: ChannelDuplexHandler, RemovableChannelHandler 
         // the loop's task queue. After a suspension the task resumes on the loop (its
         // preferred executor).
         Task.immediate(executorPreference: executor) {
-            // The responder answers every error itself (JSON error bodies).
-            let response = (try? await responder.respond(to: request, context: context)) ?? Response(status: .internalServerError)
+            let response = await responder.respond(to: request, context: context)
             await bound.value.write(response, exchange: exchange, executor: executor)
         }
     }

@@ -69,7 +69,8 @@ struct AgentRouterTests {
         }
         let agent = ours.buildResponder()
         let hummingbird = theirs.buildResponder()
-        for (method, path) in Self.requests {
+        // Every route's own text too: where the exact-path table answers without the trie.
+        for (method, path) in Self.requests + Self.routes.map({ ($0.0, RouterPath($0.1).description) }) {
             let request = Request(head: HTTPRequest(method: method, scheme: nil, authority: nil, path: path), body: .init(buffer: ByteBuffer()))
             let answer = try await agent.respond(to: request, context: Self.context())
             let expected = try await hummingbird.respond(to: request, context: Self.context())
@@ -82,12 +83,18 @@ struct AgentRouterTests {
 
     @Test func errorsAnswerWithJSONBodies() async throws {
         struct Unexpected: Error {}
+        /// An HTTPResponseError of another kind: not the agent's, so a plain 500.
+        struct Teapot: HTTPResponseError {
+            var status: HTTPResponse.Status { .init(code: 418) }
+            func response(from request: Request, context: some RequestContext) throws -> Response { Response(status: status) }
+        }
         let router = AgentRouter()
         router.get("/api") { _, _ -> String in throw APIError(.conflict, "Taken.", detail: "d") }
         router.get("/hb") { _, _ -> String in throw HTTPError(.badRequest, message: "bad thing") }
         router.get("/big") { _, _ -> String in throw NIOTooManyBytesError(maxBytes: 1) }
         router.get("/boom") { _, _ -> String in throw Unexpected() }
         router.get("/cancel") { _, _ -> String in throw CancellationError() }
+        router.get("/other") { _, _ -> String in throw Teapot() }
         let responder = router.buildResponder()
         let cases: [(String, HTTPResponse.Status, String)] = [
             ("/api", .conflict, #"{"detail":"d","message":"Taken."}"#),
@@ -96,14 +103,41 @@ struct AgentRouterTests {
             ("/boom", .internalServerError, #"{"message":"Internal error."}"#),
             ("/cancel", .serviceUnavailable, #"{"message":"Request cancelled."}"#),
             ("/missing", .notFound, #"{"detail":"GET /missing","message":"Route not found."}"#),
+            ("/other", .internalServerError, #"{"message":"Internal error."}"#),
+            ("POST /api", .notFound, #"{"detail":"POST /api","message":"Route not found."}"#),
         ]
-        for (path, status, body) in cases {
-            let request = Request(head: HTTPRequest(method: .get, scheme: nil, authority: nil, path: path), body: .init(buffer: ByteBuffer()))
+        for (target, status, body) in cases {
+            let (method, path): (HTTPRequest.Method, String) = target.hasPrefix("POST ") ? (.post, String(target.dropFirst(5))) : (.get, target)
+            let request = Request(head: HTTPRequest(method: method, scheme: nil, authority: nil, path: path), body: .init(buffer: ByteBuffer()))
             let response = try await responder.respond(to: request, context: Self.context())
             #expect(response.status == status, "\(path)")
             #expect(response.headers[.contentType] == JSONResponse.contentType)
             #expect(try await Self.text(response) == body + "\n", "\(path)")
         }
+    }
+
+    /// A connection's requests share one starting context: nothing one request's route set
+    /// (parameters, chat, endpoint path) reaches the next.
+    @Test func aSharedContextCarriesNothingOver() async throws {
+        let router = AgentRouter()
+        router.get("/p/:id") { _, context in "\(context.parameters.rawParameters) \(context.chat.map { "\($0)" } ?? "-") \(context.endpointPath ?? "-")" }
+        router.get("/plain") { _, context in "\(context.parameters.rawParameters) \(context.chat.map { "\($0)" } ?? "-") \(context.endpointPath ?? "-")" }
+        let chats = RouteCollection(context: AgentRequestContext.self)
+        chats.add(middleware: ChatIdentityMiddleware())
+        chats.get("/chat") { _, context in context.chat.map { "\($0)" } ?? "-" }
+        router.addRoutes(chats)
+        let responder = router.buildResponder()
+        let shared = Self.context()
+        func answer(_ path: String, _ headers: HTTPFields = [:]) async throws -> String {
+            let head = HTTPRequest(method: .get, scheme: nil, authority: nil, path: path, headerFields: headers)
+            return try await Self.text(await responder.respond(to: Request(head: head, body: .init(buffer: ByteBuffer())), context: shared))
+        }
+        #expect(try await answer("/p/7") == #"["id": "7"] - /p/{id}"#)
+        #expect(try await answer("/chat", [.init("Coder-Chat-Id")!: "0f0e0d0c-0b0a-4908-8706-050403020100"]) != "-")
+        #expect(try await answer("/plain") == "[:] - /plain")
+        _ = try await answer("/nowhere")
+        #expect(shared.endpointPath == "NotFound")
+        #expect(shared.parameters.isEmpty && shared.chat == nil)
     }
 
     /// Middleware wraps the routes added after it, and the not-found answer.

@@ -69,14 +69,22 @@ struct XvncLauncher: DesktopLauncher {
         return false
     }
 
-    /// The first display from 10 with neither a lock file nor a socket.
+    /// The first free display from 10 (``isFree(_:)``).
     static func freeDisplay() -> Int? {
-        for display in 10..<200 {
-            let taken = FileManager.default.fileExists(atPath: "/tmp/.X\(display)-lock")
-                || FileManager.default.fileExists(atPath: "/tmp/.X11-unix/X\(display)")
-            if !taken { return display }
+        (10..<200).first { isFree($0) }
+    }
+
+    /// True if `display` has neither a lock file nor a socket, or only a stale lock: one
+    /// naming a process that no longer exists (an X server killed without cleaning up). An X
+    /// server replaces a stale lock and its socket itself (Xvnc does), so those displays are
+    /// not lost for good; nothing here removes them.
+    static func isFree(_ display: Int) -> Bool {
+        let lock = "/tmp/.X\(display)-lock"
+        guard let text = try? String(contentsOfFile: lock, encoding: .utf8) else {
+            return !FileManager.default.fileExists(atPath: lock) && !FileManager.default.fileExists(atPath: "/tmp/.X11-unix/X\(display)")
         }
-        return nil
+        guard let pid = Int32(text.trimmingWhitespace()), pid > 0 else { return false }
+        return kill(pid, 0) != 0 && errno == ESRCH
     }
 }
 
