@@ -16,6 +16,8 @@ public struct AgentResponder: HTTPResponder {
     let trie: RouterTrie<AgentEndpoint>
     /// The trie's answers for paths that are exactly a route's text, and have no parameters.
     let exact: [String: AgentEndpoint]
+    /// The trie's rules in byte operations, when every route is literals and captures.
+    let matcher: RouteMatcher?
     let notFound: any HTTPResponder<Context>
     /// Timers of requests no route matched.
     let unrouted = RequestTimers(route: "NotFound")
@@ -28,7 +30,7 @@ public struct AgentResponder: HTTPResponder {
         var response: Response
         do {
             let path = request.uri.path
-            if let (endpoint, parameters) = exact[path].map({ ($0, Parameters()) }) ?? trie.resolve(path),
+            if let (endpoint, parameters) = exact[path].map({ ($0, Parameters()) }) ?? resolve(path),
                 let responder = endpoint.responder(for: request.method)
             {
                 timers = endpoint.timers
@@ -47,6 +49,15 @@ public struct AgentResponder: HTTPResponder {
         }
         timers.record(method: request.method, status: status, nanoseconds: NIODeadline.now().uptimeNanoseconds &- start)
         return response
+    }
+
+    /// The route of a path that is not exactly a route's text.
+    private func resolve(_ path: String) -> (AgentEndpoint, Parameters)? {
+        switch matcher?.resolve(path) ?? .askTheTrie {
+        case .match(let endpoint, let parameters): return (endpoint, parameters)
+        case .noMatch: return nil
+        case .askTheTrie: return trie.resolve(path)
+        }
     }
 
     /// The JSON error a thrown error answers with.

@@ -85,7 +85,8 @@ public final class AgentRouter: RouterMethods {
                 exact[endpoint.route] = found
             }
         }
-        return AgentResponder(trie: trie, exact: exact, notFound: wrap(RouteNotFoundResponder()))
+        let matcher = RouteMatcher(routes: zip(entries, endpoints).map { ($0.path, $1) })
+        return AgentResponder(trie: trie, exact: exact, matcher: matcher, notFound: wrap(RouteNotFoundResponder()))
     }
 }
 

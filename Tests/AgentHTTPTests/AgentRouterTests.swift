@@ -61,22 +61,80 @@ struct AgentRouterTests {
     }
 
     @Test func routesAsHummingbirdDoes() async throws {
+        // Every route's own text too: where the exact-path table answers without the trie.
+        let requests = Self.requests + Self.routes.map { ($0.0, RouterPath($0.1).description) }
+        try await Self.compare(Self.routes, requests)
+        // Without the wildcard routes, RouteMatcher answers instead of the trie.
+        let plain = Self.routes.filter { !$0.1.contains("*") && !$0.1.contains("{") }
+        #expect(RouteMatcher(routes: plain.map { (RouterPath($0.1), AgentEndpoint(route: $0.1, methods: [])) }) != nil)
+        try await Self.compare(plain, requests)
+    }
+
+    /// Random route sets of literals and captures (where ``RouteMatcher`` answers instead of
+    /// the trie) and random paths over the same words, with empty components, a non-ASCII
+    /// component that equals an ASCII one under Unicode rules (the Kelvin sign is a K), and
+    /// two capture names at one node (the matcher then stands aside).
+    @Test func randomRoutesResolveAsHummingbirdDoes() async throws {
+        var random = SplitMix64(seed: 14)
+        let words = ["a", "b", "K", ":id", ":id", ":id", ":name"]
+        let pathWords = ["a", "b", "K", "\u{212A}", "7", "", "a%2Fb"]
+        var matched = 0
+        for _ in 0..<300 {
+            var routes: [(HTTPRequest.Method, String)] = []
+            var seen = Set<String>()
+            for _ in 0..<Int.random(in: 1...12, using: &random) {
+                let depth = Int.random(in: 0...3, using: &random)
+                let path = "/" + (0..<depth).map { _ in words.randomElement(using: &random)! }.joined(separator: "/")
+                let method: HTTPRequest.Method = Bool.random(using: &random) ? .get : .post
+                if seen.insert("\(method) \(RouterPath(path).description)").inserted { routes.append((method, path)) }
+            }
+            var requests: [(HTTPRequest.Method, String)] = []
+            for _ in 0..<40 {
+                let depth = Int.random(in: 0...4, using: &random)
+                let parts = (0..<depth).map { _ in pathWords.randomElement(using: &random)! }
+                requests.append((Bool.random(using: &random) ? .get : .post, "/" + parts.joined(separator: "/") + (Bool.random(using: &random) ? "/" : "")))
+            }
+            // Both routers refuse clashing routes in debug builds (two capture names at one node).
+            let check = Router(context: AgentRequestContext.self)
+            for (method, path) in routes { check.on(RouterPath(path), method: method) { _, _ in "" } }
+            guard (try? check.validate()) != nil else { continue }
+            if RouteMatcher(routes: routes.map { (RouterPath($0.1), AgentEndpoint(route: $0.1, methods: [])) }) != nil { matched += 1 }
+            try await Self.compare(routes, requests)
+        }
+        #expect(matched > 100, "most sets go through the matcher")
+    }
+
+    @Test func theMatcherStandsAsideForWhatItDoesNotKnow() {
+        func matcher(_ paths: [String]) -> RouteMatcher? {
+            RouteMatcher(routes: paths.map { (RouterPath($0), AgentEndpoint(route: $0, methods: [])) })
+        }
+        #expect(matcher(["/a/:id/b", "/a/list", "/"]) != nil)
+        #expect(matcher(["/a/:id", "/a/:name/x"]) == nil, "two capture names at one node")
+        #expect(matcher(["/files/*/x"]) == nil)
+        #expect(matcher(["/static/**"]) == nil)
+        #expect(matcher(["/img/{name}.png"]) == nil)
+        #expect(matcher(["/caf\u{E9}"]) == nil, "a literal that is not ASCII")
+        if case .askTheTrie = matcher(["/a/:id"])!.resolve("/a/\u{212A}") {} else { Issue.record("a non-ASCII path goes to the trie") }
+    }
+
+    /// The agent's router and Hummingbird's answer every request alike (status, and for a
+    /// match the route and its parameters).
+    static func compare(_ routes: [(HTTPRequest.Method, String)], _ requests: [(HTTPRequest.Method, String)]) async throws {
         let ours = AgentRouter()
         let theirs = Router(context: AgentRequestContext.self)
-        for (method, path) in Self.routes {
+        for (method, path) in routes {
             ours.on(RouterPath(path), method: method, use: Self.handler("\(method) \(path)"))
             theirs.on(RouterPath(path), method: method, use: Self.handler("\(method) \(path)"))
         }
         let agent = ours.buildResponder()
         let hummingbird = theirs.buildResponder()
-        // Every route's own text too: where the exact-path table answers without the trie.
-        for (method, path) in Self.requests + Self.routes.map({ ($0.0, RouterPath($0.1).description) }) {
+        for (method, path) in requests {
             let request = Request(head: HTTPRequest(method: method, scheme: nil, authority: nil, path: path), body: .init(buffer: ByteBuffer()))
-            let answer = try await agent.respond(to: request, context: Self.context())
+            let answer = await agent.respond(to: request, context: Self.context())
             let expected = try await hummingbird.respond(to: request, context: Self.context())
-            #expect(answer.status == expected.status, "\(method) \(path)")
+            #expect(answer.status == expected.status, "\(method) \(path) over \(routes)")
             if expected.status == .ok {
-                #expect(try await Self.text(answer) == (try await Self.text(expected)), "\(method) \(path)")
+                #expect(try await Self.text(answer) == (try await Self.text(expected)), "\(method) \(path) over \(routes)")
             }
         }
     }
@@ -169,5 +227,18 @@ struct AgentRouterTests {
         #expect(try await answer("/before").headers[.init("X-Tag")!] == nil)
         #expect(try await answer("/after").headers[.init("X-Tag")!] == "innerouter")
         #expect(try await Self.text(try await answer("/nowhere")) == #"{"message":"tagged outer"}"# + "\n")
+    }
+}
+
+/// A seeded generator (SplitMix64), so that a failing random case can be run again.
+struct SplitMix64: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
     }
 }
