@@ -19,9 +19,8 @@ public final class AgentRouter: RouterMethods {
         var methods: [(HTTPRequest.Method, any HTTPResponder<Context>)]
     }
 
+    /// One per path (equal components; a few dozen, so a scan finds them).
     private var entries: [Entry] = []
-    /// Index into `entries` by the path's text (equal components, equal text).
-    private var index: [String: Int] = [:]
     private var middlewares: [any MiddlewareProtocol<Request, Response, Context>] = []
 
     public init() {}
@@ -33,11 +32,10 @@ public final class AgentRouter: RouterMethods {
         _ path: RouterPath, method: HTTPRequest.Method, responder: Responder
     ) -> Self where Responder.Context == Context {
         let wrapped = wrap(responder)
-        if let at = index[path.description] {
+        if let at = entries.firstIndex(where: { $0.path == path }) {
             precondition(!entries[at].methods.contains { $0.0 == method }, "\(method.rawValue) \(path) already has a handler")
             entries[at].methods.append((method, wrapped))
         } else {
-            index[path.description] = entries.count
             entries.append(Entry(path: path, methods: [(method, wrapped)]))
         }
         return self

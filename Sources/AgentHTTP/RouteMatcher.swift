@@ -39,7 +39,7 @@ struct RouteMatcher: Sendable {
     let root: Node
 
     /// Nil when some route has a component of another kind (wildcards, `{name}.ext`), a
-    /// literal that is not ASCII, or a node has captures of two names (the trie's order
+    /// literal or capture name that is not ASCII, or a node has captures of two names (the trie's order
     /// between those is not defined): the trie then resolves every path.
     init?(routes: [(path: RouterPath, endpoint: AgentEndpoint)]) {
         let root = Builder()
@@ -49,7 +49,10 @@ struct RouteMatcher: Sendable {
                 let text = element.description
                 if element == .path(Substring(text)), text.utf8.allSatisfy({ $0 < 0x80 }) {
                     node = node.literal(Array(text.utf8))
-                } else if text.hasPrefix("{"), text.hasSuffix("}"), element == .capture(Substring(text.dropFirst().dropLast())) {
+                } else if text.hasPrefix("{"), text.hasSuffix("}"), text.utf8.allSatisfy({ $0 < 0x80 }),
+                    element == .capture(Substring(text.dropFirst().dropLast()))
+                {
+                    // (An ASCII name: the trie keeps the first of canonically equal names.)
                     let name = Substring(text.dropFirst().dropLast())
                     if let existing = node.captureName, existing != name { return nil }
                     node.captureName = name
@@ -59,7 +62,8 @@ struct RouteMatcher: Sendable {
                     return nil
                 }
             }
-            node.endpoint = endpoint
+            // The first route of a path keeps it, as in the trie.
+            node.endpoint = node.endpoint ?? endpoint
         }
         self.root = root.frozen()
     }

@@ -114,6 +114,7 @@ struct AgentRouterTests {
         #expect(matcher(["/static/**"]) == nil)
         #expect(matcher(["/img/{name}.png"]) == nil)
         #expect(matcher(["/caf\u{E9}"]) == nil, "a literal that is not ASCII")
+        #expect(matcher(["/K/:\u{212A}"]) == nil, "a capture name that is not ASCII")
         if case .askTheTrie = matcher(["/a/:id"])!.resolve("/a/\u{212A}") {} else { Issue.record("a non-ASCII path goes to the trie") }
     }
 
