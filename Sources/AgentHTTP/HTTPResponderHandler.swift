@@ -336,11 +336,11 @@ final class HTTPResponderHandler: ChannelDuplexHandler, RemovableChannelHandler 
     /// The NIO head of `response` with the server's own fields (Date, Server, Connection:
     /// close) replacing any the route set, built in one array of the final size (NIO's
     /// conversion and `replaceOrAdd` allocated three times per response).
-    private func nioHead(_ response: HTTPResponse) -> HTTPResponseHead {
+    private func nioHead(_ response: Response) -> HTTPResponseHead {
         let serverName = configuration.serverName
         var fields: [(String, String)] = []
-        fields.reserveCapacity(response.headerFields.count + 3)
-        for field in response.headerFields {
+        fields.reserveCapacity(response.headers.count + 3)
+        for field in response.headers {
             if field.name == .date || (serverName != nil && field.name == .server) || (closeAfterResponse && field.name == .connection) {
                 continue
             }
@@ -360,7 +360,8 @@ final class HTTPResponderHandler: ChannelDuplexHandler, RemovableChannelHandler 
     private func write(_ response: Response, exchange current: UInt64, executor: EventLoopTaskExecutor) async {
         guard let context, current == exchange, responding else { return }
         let flushEachWrite = (response.body.contentLength ?? .max) > Self.singleFlushLimit
-        context.write(wrapOutboundOut(.head(nioHead(response.head))), promise: nil)
+        // From the response's status and fields (its `head` builds an HTTPResponse: an allocation).
+        context.write(wrapOutboundOut(.head(nioHead(response))), promise: nil)
         let writer = ChannelBodyWriter(
             handler: NIOLoopBound(self, eventLoop: context.eventLoop), exchange: current, executor: executor, flushEachWrite: flushEachWrite)
         do {

@@ -23,6 +23,8 @@ final class SupervisedChild: Sendable {
 
     private let state = Mutex(State())
     private let exit = Latch()
+    /// Spawn attempts while the program is busy being written (ETXTBSY).
+    static let textBusyAttempts = 5
 
     private init() {}
 
@@ -42,16 +44,24 @@ final class SupervisedChild: Sendable {
             AgentThread.start(name: "desktop-child") {
                 var step: Int32 = 0
                 var code: Int32 = 0
-                let pid = withCStrings(argv) { argvPtr in
-                    withCStrings(envp) { envpPtr in
-                        argv[0].withCString { path in
-                            var options = agent_spawn_options(
-                                path: path, argv: argvPtr, envp: envpPtr, cwd: nil, output_fd: outputFD,
-                                oom_score_adj: AGENT_SPAWN_KEEP, nice_value: AGENT_SPAWN_KEEP, nofile_soft: -1,
-                                parent_death_signal: deathSignal, error_fd: errorFD)
-                            return agent_spawn(&options, &step, &code)
+                var pid: pid_t = -1
+                // ETXTBSY: the program was just written and some process still holds it open
+                // for writing (a child forked meanwhile, anywhere in this process, inherits such
+                // a descriptor until its exec). Transient: tried again, 5 times 20 ms apart.
+                for attempt in 0..<Self.textBusyAttempts {
+                    if attempt > 0 { usleep(20_000) }
+                    pid = withCStrings(argv) { argvPtr in
+                        withCStrings(envp) { envpPtr in
+                            argv[0].withCString { path in
+                                var options = agent_spawn_options(
+                                    path: path, argv: argvPtr, envp: envpPtr, cwd: nil, output_fd: outputFD,
+                                    oom_score_adj: AGENT_SPAWN_KEEP, nice_value: AGENT_SPAWN_KEEP, nofile_soft: -1,
+                                    parent_death_signal: deathSignal, error_fd: errorFD)
+                                return agent_spawn(&options, &step, &code)
+                            }
                         }
                     }
+                    if pid > 0 || code != ETXTBSY { break }
                 }
                 guard pid > 0 else {
                     child.state.withLock { $0.exited = true }
