@@ -32,6 +32,11 @@ import Testing
         for (text, expected) in cases {
             #expect(ControlPlaneSession.expand(text, environment: env) == expected, "\(text)")
         }
+        // The manifest's variables win over the environment, on both paths.
+        let overrides = ["A": "9", "HOME": "/o", "Ünï": "v"]
+        for (text, expected) in [("$A${AB}", "92"), ("~/p", "/o/p"), ("$Ünï$A", "v9"), ("$MISSING", "")] {
+            #expect(ControlPlaneSession.expand(text, environment: env, overrides: overrides) == expected, "\(text)")
+        }
     }
 
     @Test func theStoreKeepsTheLatest() {
