@@ -20,7 +20,7 @@ public struct AgentResponder: HTTPResponder {
     let matcher: RouteMatcher?
     let notFound: any HTTPResponder<Context>
     /// Timers of requests no route matched.
-    let unrouted = RequestTimers(route: "NotFound")
+    let unrouted: RequestTimers
 
     /// Never throws: every error becomes its JSON answer here.
     public func respond(to request: Request, context: Context) async -> Response {

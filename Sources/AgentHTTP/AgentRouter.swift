@@ -1,3 +1,4 @@
+import CoreMetrics
 import HTTPTypes
 @_spi(Internal) import Hummingbird
 
@@ -23,7 +24,11 @@ public final class AgentRouter: RouterMethods {
     private var entries: [Entry] = []
     private var middlewares: [any MiddlewareProtocol<Request, Response, Context>] = []
 
-    public init() {}
+    /// Where request timers are made (nil: the bootstrapped metrics system).
+    private let metrics: (any MetricsFactory)?
+
+    /// - Parameter metrics: where the request-duration timers go (tests pass their own).
+    public init(metrics: (any MetricsFactory)? = nil) { self.metrics = metrics }
 
     /// Adds `responder` for `method` at `path` (wrapped in the middleware added so far). A
     /// second handler for the same path and method is a programming error, as in Hummingbird.
@@ -70,7 +75,7 @@ public final class AgentRouter: RouterMethods {
         do { try validate() } catch { assertionFailure("\(error)") }
         #endif
         let builder = RouterPathTrieBuilder<AgentEndpoint>()
-        let endpoints = entries.map { AgentEndpoint(route: $0.path.description, methods: $0.methods) }
+        let endpoints = entries.map { AgentEndpoint(route: $0.path.description, methods: $0.methods, metrics: metrics) }
         for (entry, endpoint) in zip(entries, endpoints) { builder.addEntry(entry.path, value: endpoint) }
         let trie = builder.build()
         // A request whose path is exactly a route's text (most are) skips the trie's walk
@@ -84,7 +89,9 @@ public final class AgentRouter: RouterMethods {
             }
         }
         let matcher = RouteMatcher(routes: zip(entries, endpoints).map { ($0.path, $1) })
-        return AgentResponder(trie: trie, exact: exact, matcher: matcher, notFound: wrap(RouteNotFoundResponder()))
+        return AgentResponder(
+            trie: trie, exact: exact, matcher: matcher, notFound: wrap(RouteNotFoundResponder()),
+            unrouted: RequestTimers(route: "NotFound", factory: metrics))
     }
 }
 
@@ -96,10 +103,10 @@ final class AgentEndpoint: Sendable {
     let methods: [(HTTPRequest.Method, any HTTPResponder<AgentRequestContext>)]
     let timers: RequestTimers
 
-    init(route: String, methods: [(HTTPRequest.Method, any HTTPResponder<AgentRequestContext>)]) {
+    init(route: String, methods: [(HTTPRequest.Method, any HTTPResponder<AgentRequestContext>)], metrics: (any MetricsFactory)? = nil) {
         self.route = route
         self.methods = methods
-        self.timers = RequestTimers(route: route)
+        self.timers = RequestTimers(route: route, factory: metrics)
     }
 
     func responder(for method: HTTPRequest.Method) -> (any HTTPResponder<AgentRequestContext>)? {

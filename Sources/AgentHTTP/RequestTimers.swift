@@ -13,10 +13,16 @@ import Synchronization
 /// (head, body and end in one syscall) on every response. It is time to the response head.
 final class RequestTimers: Sendable {
     let route: String
+    /// Where the timers are made (nil: the bootstrapped metrics system, looked up when a
+    /// timer is first needed).
+    private let factory: (any MetricsFactory)?
     private let timers = Mutex<[Int: Timer]>([:])
     private static let standard: [HTTPRequest.Method] = [.get, .head, .post, .put, .delete, .connect, .options, .trace, .patch]
 
-    init(route: String) { self.route = route }
+    init(route: String, factory: (any MetricsFactory)? = nil) {
+        self.route = route
+        self.factory = factory
+    }
 
     /// Records one request's duration.
     func record(method: HTTPRequest.Method, status: HTTPResponse.Status, nanoseconds: UInt64) {
@@ -32,7 +38,7 @@ final class RequestTimers: Sendable {
             let timer = Timer(
                 label: "http.server.request.duration",
                 dimensions: [("http.route", route), ("http.request.method", label), ("http.response.status_code", String(status.code))],
-                preferredDisplayUnit: .seconds)
+                preferredDisplayUnit: .seconds, factory: factory ?? MetricsSystem.factory)
             timers[key] = timer
             return timer
         }

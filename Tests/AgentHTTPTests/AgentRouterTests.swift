@@ -2,6 +2,7 @@
 import HTTPTypes
 import Hummingbird
 import Logging
+import MetricsTestKit
 import NIOCore
 import NIOEmbedded
 import Synchronization
@@ -197,6 +198,34 @@ struct AgentRouterTests {
         _ = try await answer("/nowhere")
         #expect(shared.endpointPath == "NotFound")
         #expect(shared.parameters.isEmpty && shared.chat == nil)
+    }
+
+    /// `http.server.request.duration`: the route's pattern, the method (`_OTHER` beyond the
+    /// nine standard ones), the status answered (a thrown error's too), and `NotFound` for a
+    /// path no route has or a method the route does not answer.
+    @Test func requestDurationsCarryRouteMethodAndStatus() async throws {
+        let metrics = TestMetrics()
+        let router = AgentRouter(metrics: metrics)
+        router.get("/p/:id") { _, _ in "ok" }
+        router.get("/err") { _, _ -> String in throw APIError(.conflict, "Taken.") }
+        let responder = router.buildResponder()
+        for (method, path) in [(HTTPRequest.Method.get, "/p/1"), (.get, "/p/2"), (.post, "/p/1"), (.get, "/nope"), (.init("PURGE")!, "/p/1"), (.get, "/err")] {
+            _ = await responder.respond(
+                to: Request(head: HTTPRequest(method: method, scheme: nil, authority: nil, path: path), body: .init(buffer: ByteBuffer())),
+                context: Self.context())
+        }
+        func count(_ route: String, _ method: String, _ status: String) throws -> Int {
+            try metrics.expectTimer(
+                "http.server.request.duration",
+                [("http.route", route), ("http.request.method", method), ("http.response.status_code", status)]
+            ).values.count
+        }
+        #expect(try count("/p/{id}", "GET", "200") == 2)
+        #expect(try count("NotFound", "POST", "404") == 1)
+        #expect(try count("NotFound", "GET", "404") == 1)
+        #expect(try count("NotFound", "_OTHER", "404") == 1)
+        #expect(try count("/err", "GET", "409") == 1)
+        #expect(metrics.timers.count == 5)
     }
 
     /// Middleware wraps the routes added after it, and the not-found answer.
