@@ -44,8 +44,8 @@ test: deps
 
 # Every figure is a ratio against a baseline measured in the same run; the desktop's
 # baselines are websockify and ffmpeg's x11grab, the HTTP layer's a bare SwiftNIO server,
-# bare Hummingbird and Go's net/http (bench/go-healthz), loaded by wrk.
-BENCH_PACKAGES := websockify ffmpeg wrk golang-go
+# bare Hummingbird and Go's net/http (bench/go-healthz), loaded by wrk (curl: bench/side-by-side.sh).
+BENCH_PACKAGES := websockify ffmpeg wrk golang-go curl
 bench: release
 	@$(MAKE) --no-print-directory deps DEB_PACKAGES="$(BENCH_PACKAGES)"
 	.build/release/agent-bench proc
