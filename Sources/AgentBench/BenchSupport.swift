@@ -53,6 +53,22 @@ enum Bench {
 
     static func now() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
 
+    /// Medians of the nanoseconds per call of `a` and of `b`, timed `count` times each,
+    /// alternating over `rounds` rounds (this host's speed drifts between rounds).
+    static func alternate(rounds: Int = 5, count: Int, _ a: () async -> Void, _ b: () async -> Void) async -> (Double, Double) {
+        var first: [Double] = []
+        var second: [Double] = []
+        for _ in 0..<rounds {
+            let t0 = now()
+            for _ in 0..<count { await a() }
+            first.append(Double(now() - t0) / Double(count))
+            let t1 = now()
+            for _ in 0..<count { await b() }
+            second.append(Double(now() - t1) / Double(count))
+        }
+        return (median(first), median(second))
+    }
+
     static func median(_ values: [Double]) -> Double {
         let sorted = values.sorted()
         return sorted.isEmpty ? 0 : sorted[sorted.count / 2]

@@ -14,7 +14,7 @@ import Glibc
 /// `agent-bench http`: the agent's HTTP layer against a bare SwiftNIO HTTP/1.1 server (the
 /// floor of this stack) answering the same bytes, each in its own process, same client, same
 /// run; and Go's `net/http` when a Go toolchain is installed (`make bench` installs one).
-struct HTTPBenchmarks: ParsableCommand {
+struct HTTPBenchmarks: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "http",
         abstract: "HTTP: GET /healthz round trip on one keep-alive connection, and requests/s under 64 connections (wrk)."
@@ -35,7 +35,7 @@ struct HTTPBenchmarks: ParsableCommand {
     @Option(help: "Path of the workspace-agent binary (default: next to agent-bench).")
     var agent: String?
 
-    func run() throws {
+    func run() async throws {
         let binary = try Bench.agentBinary(agent)
         print("agent-bench http: \(Bench.relative(binary))")
         let agentPort = Bench.freePort()
@@ -71,8 +71,8 @@ struct HTTPBenchmarks: ParsableCommand {
         reportAgainstBaselines(
             "GET /healthz round trip (median)", rtt, format: Bench.format,
             nioGoal: ("<= 1.15x bare SwiftNIO", { $0 <= 1.15 }), goGoal: ("<= 1.0x Go net/http", { $0 <= 1.0 }))
-        jsonEncoding()
-        RouteDispatchBenchmark.run()
+        await jsonEncoding()
+        await RouteDispatchBenchmark.run()
         guard wrk != nil else {
             print("skip requests/s under load: wrk is not installed (make bench installs it)")
             return
@@ -90,7 +90,8 @@ struct HTTPBenchmarks: ParsableCommand {
         _ name: String, _ samples: [String: [Double]], format: (Double) -> String,
         nioGoal: (text: String, met: (Double) -> Bool), goGoal: (text: String, met: (Double) -> Bool)
     ) {
-        let agent = Bench.median(samples["agent"]!)
+        let agentSamples = samples["agent"]!
+        let agent = Bench.median(agentSamples)
         let baselines: [(server: String, label: String, goal: (text: String, met: (Double) -> Bool))] = [
             ("nio", name, nioGoal),
             ("hummingbird", "  against bare Hummingbird", ("(information: same framework, no middleware)", { _ in true })),
@@ -98,7 +99,7 @@ struct HTTPBenchmarks: ParsableCommand {
         ]
         for baseline in baselines {
             guard let other = samples[baseline.server] else { continue }
-            let ratio = Bench.median(zip(samples["agent"]!, other).map { $0 / $1 })
+            let ratio = Bench.median(zip(agentSamples, other).map { $0 / $1 })
             report(baseline.label, value: format(agent), baseline: format(Bench.median(other)),
                    ratio: ratio, goal: baseline.goal.text, met: baseline.goal.met(ratio))
         }
@@ -106,7 +107,7 @@ struct HTTPBenchmarks: ParsableCommand {
 
     /// A process output answer (the shape of `GET /output`), encoded by the agent's encoder
     /// and by Foundation's `JSONEncoder` with the same options; medians of 5 rounds.
-    func jsonEncoding() {
+    func jsonEncoding() async {
         struct Output: Encodable {
             var output = String(repeating: "line of output\n", count: 8)
             var running = false
@@ -120,21 +121,10 @@ struct HTTPBenchmarks: ParsableCommand {
         foundation.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         let compact = CompactJSONEncoder()
         precondition((try? compact.encode(value)) == (try? foundation.encode(value)).map(Array.init), "encoders disagree")
-        let count = 20_000
-        var ours: [Double] = []
-        var theirs: [Double] = []
         var sink = 0
-        for _ in 0..<5 {
-            let t0 = Bench.now()
-            for _ in 0..<count { sink &+= (try? compact.encode(value))?.count ?? 0 }
-            ours.append(Double(Bench.now() - t0) / Double(count))
-            let t1 = Bench.now()
-            for _ in 0..<count { sink &+= (try? foundation.encode(value))?.count ?? 0 }
-            theirs.append(Double(Bench.now() - t1) / Double(count))
-        }
+        let (oursMedian, theirsMedian) = await Bench.alternate(
+            count: 20_000, { sink &+= (try? compact.encode(value))?.count ?? 0 }, { sink &+= (try? foundation.encode(value))?.count ?? 0 })
         precondition(sink > 0)
-        let oursMedian = Bench.median(ours)
-        let theirsMedian = Bench.median(theirs)
         report("JSON answer encoded (GET /output's shape)", value: Bench.format(oursMedian), baseline: Bench.format(theirsMedian),
                ratio: oursMedian / theirsMedian, goal: "(information: Foundation JSONEncoder, same options)", met: true)
     }

@@ -5,23 +5,14 @@ import Hummingbird
 import Logging
 import NIOCore
 import NIOEmbedded
-import Synchronization
 
 /// `agent-bench http`'s route dispatch line: ``AgentResponder`` (Hummingbird's route trie,
-/// metrics and JSON errors inline, exact-path table) against Hummingbird's `Router` with
+/// metrics and JSON errors inline, `RouteMatcher`) against Hummingbird's `Router` with
 /// its `MetricsMiddleware`, over the agent's route shapes; warm, in one task, metrics not
 /// bootstrapped (both record into the no-op handler).
 enum RouteDispatchBenchmark {
-    static func run() {
-        let result = Mutex<[(String, Double, Double)]>([])
-        let done = DispatchSemaphore(value: 0)
-        Task {
-            let lines = await measure()
-            result.withLock { $0 = lines }
-            done.signal()
-        }
-        done.wait()
-        for (name, ours, theirs) in result.withLock({ $0 }) {
+    static func run() async {
+        for (name, ours, theirs) in await measure() {
             report(name, value: Bench.format(ours), baseline: Bench.format(theirs), ratio: ours / theirs,
                    goal: "(information: Hummingbird Router + MetricsMiddleware)", met: true)
         }
@@ -52,18 +43,10 @@ enum RouteDispatchBenchmark {
         var lines: [(String, Double, Double)] = []
         for (name, path) in [("route dispatch GET /healthz", "/healthz"), ("route dispatch GET /processes/{id}/output", "/api/v0/processes/5abf8495/output")] {
             let request = Request(head: HTTPRequest(method: .get, scheme: nil, authority: nil, path: path), body: .init(buffer: ByteBuffer()))
-            let count = 50_000
-            var a: [Double] = []
-            var h: [Double] = []
-            for _ in 0..<5 {
-                let t0 = Bench.now()
-                for _ in 0..<count { _ = try? await agent.respond(to: request, context: context) }
-                a.append(Double(Bench.now() - t0) / Double(count))
-                let t1 = Bench.now()
-                for _ in 0..<count { _ = try? await hummingbird.respond(to: request, context: context) }
-                h.append(Double(Bench.now() - t1) / Double(count))
-            }
-            lines.append((name, Bench.median(a), Bench.median(h)))
+            let (ours, theirs) = await Bench.alternate(
+                count: 50_000, { _ = await agent.respond(to: request, context: context) },
+                { _ = try? await hummingbird.respond(to: request, context: context) })
+            lines.append((name, ours, theirs))
         }
         return lines
     }

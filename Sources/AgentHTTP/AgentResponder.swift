@@ -14,8 +14,6 @@ public struct AgentResponder: HTTPResponder {
     public typealias Context = AgentRequestContext
 
     let trie: RouterTrie<AgentEndpoint>
-    /// The trie's answers for paths that are exactly a route's text, and have no parameters.
-    let exact: [String: AgentEndpoint]
     /// The trie's rules in byte operations, when every route is literals and captures.
     let matcher: RouteMatcher?
     let notFound: any HTTPResponder<Context>
@@ -29,8 +27,7 @@ public struct AgentResponder: HTTPResponder {
         var status: HTTPResponse.Status
         var response: Response
         do {
-            let path = request.uri.path
-            if let (endpoint, parameters) = exact[path].map({ ($0, Parameters()) }) ?? resolve(path),
+            if let (endpoint, parameters) = resolve(request.uri.path),
                 let responder = endpoint.responder(for: request.method)
             {
                 timers = endpoint.timers
@@ -51,7 +48,7 @@ public struct AgentResponder: HTTPResponder {
         return response
     }
 
-    /// The route of a path that is not exactly a route's text.
+    /// The route of `path` and its parameters, or nil.
     private func resolve(_ path: String) -> (AgentEndpoint, Parameters)? {
         switch matcher?.resolve(path) ?? .askTheTrie {
         case .match(let endpoint, let parameters): return (endpoint, parameters)

@@ -34,7 +34,7 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     /// Bytes received since the current request began (a partial head when > 0 and no head yet).
     private(set) var bytesSinceRequestStart = 0
     /// Length of the current request's first line, once it ended.
-    private(set) var requestLineLength: Int?
+    private var requestLineLength: Int?
     /// The current request began inside a read already passed on (pipelined behind the
     /// request that ended there): its request line cannot be measured from here.
     private var requestStartUnknown = false

@@ -32,8 +32,7 @@ final class HTTPResponderHandler: ChannelDuplexHandler, RemovableChannelHandler 
     typealias OutboundIn = HTTPServerResponsePart
     typealias OutboundOut = HTTPServerResponsePart
 
-    /// What the handler needs from the server, shared by every connection (one object:
-    /// a request task captures one reference).
+    /// What the handler needs from the server, shared by every connection.
     final class Configuration: Sendable {
         let responder: AgentResponder
         let serverName: String?

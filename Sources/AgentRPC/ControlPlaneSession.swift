@@ -491,7 +491,7 @@ public final class ControlPlaneSession: Service, UpwardSink, ManifestSource, Sen
         return out
     }
 
-    /// ``expand(_:environment:)`` over UTF-8 bytes; nil when a name position holds a
+    /// ``expand(_:environment:overrides:)`` over UTF-8 bytes; nil when a name position holds a
     /// non-ASCII byte (Unicode letters count as name characters there: the slow path decides).
     static func expandASCIINames(_ text: String, environment: [String: String], overrides: [String: String] = [:]) -> String? {
         let bytes = Array(text.utf8)

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <stdio.h>
 #include <sys/resource.h>
+#include <stdatomic.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -158,6 +159,9 @@ pid_t agent_spawn(const agent_spawn_options *o, int *failed_step, int *child_err
     return agent_spawn_pidfd(o, failed_step, child_errno, NULL);
 }
 
+/// Set once clone refused CLONE_PIDFD with EINVAL: every later spawn leaves the flag off.
+static atomic_int clone_pidfd_refused = 0;
+
 pid_t agent_spawn_pidfd(const agent_spawn_options *o, int *failed_step, int *child_errno, int *pidfd_out) {
     if (pidfd_out) *pidfd_out = -1;
     *failed_step = AGENT_SPAWN_STEP_NONE;
@@ -181,11 +185,12 @@ pid_t agent_spawn_pidfd(const agent_spawn_options *o, int *failed_step, int *chi
     // CLONE_PIDFD: the pidfd comes with the child, one system call fewer than
     // pidfd_open afterwards (kernels before 5.2 ignore the flag and leave it at -1).
     int pidfd = -1;
-    int flags = CLONE_VM | CLONE_VFORK | SIGCHLD | (pidfd_out ? CLONE_PIDFD : 0);
+    int flags = CLONE_VM | CLONE_VFORK | SIGCHLD | (pidfd_out && !atomic_load_explicit(&clone_pidfd_refused, memory_order_relaxed) ? CLONE_PIDFD : 0);
     pid_t pid = clone(child_main, (char *)stack + CHILD_STACK_SIZE, flags, &shared, &pidfd);
     if (pid < 0 && errno == EINVAL && (flags & CLONE_PIDFD)) {
         // A sandboxed kernel (or a seccomp filter) that refuses the flag: without it, the
-        // caller falls back to pidfd_open.
+        // caller falls back to pidfd_open; later spawns no longer ask.
+        atomic_store_explicit(&clone_pidfd_refused, 1, memory_order_relaxed);
         pidfd = -1;
         pid = clone(child_main, (char *)stack + CHILD_STACK_SIZE, flags & ~CLONE_PIDFD, &shared, &pidfd);
     }

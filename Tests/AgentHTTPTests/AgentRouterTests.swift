@@ -62,7 +62,7 @@ struct AgentRouterTests {
     }
 
     @Test func routesAsHummingbirdDoes() async throws {
-        // Every route's own text too: where the exact-path table answers without the trie.
+        // Every route's own text too.
         let requests = Self.requests + Self.routes.map { ($0.0, RouterPath($0.1).description) }
         try await Self.compare(Self.routes, requests)
         // Without the wildcard routes, RouteMatcher answers instead of the trie.

@@ -56,7 +56,7 @@ enum ProcessSpawner {
     /// reference's `exec.Command` uses), a first match relative to the current directory
     /// (an empty or relative PATH entry) is refused: the child would run it from its own
     /// working directory, whatever is there.
-    static func resolveShell(agentPath: String?) throws(SpawnError) -> String {
+    private static func resolveShell(agentPath: String?) throws(SpawnError) -> String {
         guard let shell = lookPath("sh", path: agentPath) else {
             throw SpawnError(description: "start process: exec: \"sh\": executable file not found in $PATH")
         }
@@ -77,6 +77,10 @@ enum ProcessSpawner {
             } catch where error.shellMissing {
                 // Only this entry: another start may have cached a newer one meanwhile.
                 shellCache.withLock { if $0?.path == agentPath && $0?.shell == cached.shell { $0 = nil } }
+                let shell = try resolveShell(agentPath: agentPath)
+                // The same file, whose exec has just failed: a second spawn would fail alike.
+                if shell == cached.shell { throw error }
+                return try spawn(request, shell: shell)
             }
         }
         return try spawn(request, shell: try resolveShell(agentPath: agentPath))
