@@ -21,7 +21,7 @@ public struct AgentResponder: HTTPResponder {
     let unrouted: RequestTimers
 
     /// Never throws: every error becomes its JSON answer here.
-    public func respond(to request: Request, context: Context) async -> Response {
+    nonisolated(nonsending) public func respond(to request: Request, context: Context) async -> Response {
         let start = NIODeadline.now().uptimeNanoseconds
         var timers = unrouted
         var status: HTTPResponse.Status

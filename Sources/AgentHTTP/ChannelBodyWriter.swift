@@ -5,31 +5,63 @@ import NIOCore
 /// Writes a response body to the connection through its ``HTTPResponderHandler``.
 /// Called in the handler task, normally on the loop already; a body that moved to another
 /// executor is brought back to the loop first.
+///
+/// Three words (handler, executor, exchange with the flush flag in its low bit), so that the
+/// `any ResponseBodyWriter` Hummingbird's body closure takes holds it inline: a larger writer
+/// (`NIOLoopBound` alone is three words) costs a heap box per response.
 struct ChannelBodyWriter: ResponseBodyWriter {
-    let handler: NIOLoopBound<HTTPResponderHandler>
-    let exchange: UInt64
-    let executor: EventLoopTaskExecutor
-    let flushEachWrite: Bool
+    private let handler: LoopBoundHandler
+    /// The exchange number shifted left by one; the low bit asks for a flush per write.
+    private let exchangeAndFlush: UInt64
 
-    mutating func write(_ buffer: ByteBuffer) async throws {
-        if handler.eventLoop.inEventLoop {
-            try await handler.value.writeBody(buffer, exchange: exchange, flush: flushEachWrite)
+    init(handler: LoopBoundHandler, exchange: UInt64, flushEachWrite: Bool) {
+        self.handler = handler
+        self.exchangeAndFlush = exchange << 1 | (flushEachWrite ? 1 : 0)
+    }
+
+    nonisolated(nonsending) mutating func write(_ buffer: ByteBuffer) async throws {
+        let (exchange, flush) = (exchangeAndFlush >> 1, exchangeAndFlush & 1 == 1)
+        if handler.executor.loop.inEventLoop {
+            try await handler.value.writeBody(buffer, exchange: exchange, flush: flush)
         } else {
-            let (handler, exchange, flush) = (handler, exchange, flushEachWrite)
-            try await withTaskExecutorPreference(executor) {
+            let handler = handler
+            try await withTaskExecutorPreference(handler.executor) {
                 try await handler.value.writeBody(buffer, exchange: exchange, flush: flush)
             }
         }
     }
 
-    consuming func finish(_ trailingHeaders: HTTPFields?) async throws {
-        if handler.eventLoop.inEventLoop {
+    nonisolated(nonsending) consuming func finish(_ trailingHeaders: HTTPFields?) async throws {
+        let exchange = exchangeAndFlush >> 1
+        if handler.executor.loop.inEventLoop {
             handler.value.finishResponse(exchange: exchange, trailers: trailingHeaders)
         } else {
-            let (handler, exchange) = (handler, exchange)
-            await withTaskExecutorPreference(executor) {
+            let handler = handler
+            await withTaskExecutorPreference(handler.executor) {
                 handler.value.finishResponse(exchange: exchange, trailers: trailingHeaders)
             }
         }
+    }
+}
+
+/// A connection's ``HTTPResponderHandler`` with the executor of its event loop: two words
+/// where `NIOLoopBound` takes three (it keeps the loop as an existential).
+///
+/// `@unchecked Sendable`, as `NIOLoopBound` is: the handler is only reachable through
+/// ``value``, which traps unless called on the handler's loop (`executor.loop`), the one
+/// thread that ever touches it.
+struct LoopBoundHandler: @unchecked Sendable {
+    private let handler: HTTPResponderHandler
+    let executor: EventLoopTaskExecutor
+
+    init(_ handler: HTTPResponderHandler, executor: EventLoopTaskExecutor) {
+        self.handler = handler
+        self.executor = executor
+    }
+
+    /// The handler; only on its loop.
+    var value: HTTPResponderHandler {
+        executor.loop.preconditionInEventLoop()
+        return handler
     }
 }

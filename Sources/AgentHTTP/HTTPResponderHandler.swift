@@ -356,13 +356,13 @@ final class HTTPResponderHandler: ChannelDuplexHandler, RemovableChannelHandler 
 
     /// Writes `response` (head, body as its writer produces it, end), then finishes the
     /// exchange. Runs in the handler task, on the loop.
-    private func write(_ response: Response, exchange current: UInt64, executor: EventLoopTaskExecutor) async {
+    nonisolated(nonsending) private func write(_ response: Response, exchange current: UInt64, executor: EventLoopTaskExecutor) async {
         guard let context, current == exchange, responding else { return }
         let flushEachWrite = (response.body.contentLength ?? .max) > Self.singleFlushLimit
         // From the response's status and fields (its `head` builds an HTTPResponse: an allocation).
         context.write(wrapOutboundOut(.head(nioHead(response))), promise: nil)
         let writer = ChannelBodyWriter(
-            handler: NIOLoopBound(self, eventLoop: context.eventLoop), exchange: current, executor: executor, flushEachWrite: flushEachWrite)
+            handler: LoopBoundHandler(self, executor: executor), exchange: current, flushEachWrite: flushEachWrite)
         do {
             try await response.body.write(writer)
         } catch {
@@ -381,7 +381,7 @@ final class HTTPResponderHandler: ChannelDuplexHandler, RemovableChannelHandler 
 
     /// Writes one body part (from ``ChannelBodyWriter``, on the loop); waits while the channel
     /// is not writable.
-    func writeBody(_ buffer: ByteBuffer, exchange current: UInt64, flush: Bool) async throws {
+    nonisolated(nonsending) func writeBody(_ buffer: ByteBuffer, exchange current: UInt64, flush: Bool) async throws {
         guard let context, context.channel.isActive, current == exchange, responding else { throw ChannelError.ioOnClosedChannel }
         if !context.channel.isWritable {
             // The promise is in place before the flush, which may report writability

@@ -112,6 +112,18 @@ import Testing
         }
     }
 
+    /// A body writer called from another executor hops to the connection's loop; the
+    /// response arrives whole and the connection serves the next request.
+    @Test func aBodyWrittenOffTheLoopArrivesWhole() async throws {
+        try await withGuardServer { port, _ in
+            let client = RawHTTPClient(port: port)
+            let answer = try await client.request("GET", "/off-loop/body")
+            #expect(answer.status == 200)
+            #expect(answer.bodyText == (0..<50).map { "part \($0);" }.joined())
+            #expect(try await client.request("GET", "/healthz").status == 200)
+        }
+    }
+
     @Test func aTrickledBodyHasADeadline() async throws {
         try await withGuardServer(bodyTimeout: .seconds(1)) { port, _ in
             let socket = try #require(LoopbackSocket(port: port))
@@ -321,6 +333,15 @@ struct GuardTestRoutes: HTTPModule {
         router.get("/thread") { _, _ in JSONResponse.make(["thread": thread()]) }
         router.group("/off-loop").add(middleware: GlobalExecutorMiddleware()).get("thread") { _, _ in
             JSONResponse.make(["thread": thread()])
+        }
+        // A body written from the global executor, part by part (the writer hops to the loop).
+        router.get("/off-loop/body") { _, _ in
+            Response(status: .ok, headers: [.contentType: "text/plain"], body: ResponseBody { writer in
+                try await withTaskExecutorPreference(globalConcurrentExecutor) {
+                    for index in 0..<50 { try await writer.write(ByteBuffer(string: "part \(index);")) }
+                }
+                try await withTaskExecutorPreference(globalConcurrentExecutor) { try await writer.finish(nil) }
+            })
         }
         router.get("/slow") { _, _ in
             try await Task.sleep(for: .seconds(3))
