@@ -145,6 +145,8 @@ public final class ControlPlaneSession: Service, UpwardSink, ManifestSource, Sen
 
     public var currentManifest: AgentManifest? { manifestStore.currentManifest }
 
+    public var currentPublication: ManifestPublication? { manifestStore.currentPublication }
+
     public func manifests() -> AsyncStream<AgentManifest> { manifestStore.manifests() }
 
     /// `text` cut to at most `limit` UTF-8 bytes, on a character boundary, marked as cut.

@@ -38,6 +38,18 @@ struct UpwardSeamTests {
         #expect(store.currentManifest?.directory == "/two")
     }
 
+    @Test func publicationsAreNumberedFromOne() {
+        let store = ManifestStore()
+        #expect(store.currentPublication == nil)
+        store.publish(AgentManifest(directory: "/one", environment: [:]))
+        #expect(store.currentPublication?.number == 1)
+        // The same manifest again (a reconnect) is a new publication.
+        store.publish(AgentManifest(directory: "/one", environment: [:]))
+        store.publish(AgentManifest(directory: "/two", environment: ["A": "1"]))
+        #expect(store.currentPublication?.number == 3)
+        #expect(store.currentPublication?.manifest.environment == ["A": "1"])
+    }
+
     @Test func manifestSubscriptionsAreBoundedAndEndWithTheirConsumer() async {
         let store = ManifestStore()
         var streams = (0..<ManifestStore.maxSubscribers).map { _ in store.manifests() }

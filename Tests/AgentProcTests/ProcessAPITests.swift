@@ -1,6 +1,7 @@
 import AgentProc
 import AgentTestSupport
 import Foundation
+import Synchronization
 import Testing
 
 /// Spec process-api §5 checklist items 1-18, through real processes and a real HTTP client.
@@ -98,6 +99,38 @@ struct ProcessAPITests {
                 chat: Self.chatA)
             let out = try await h.finalOutput(id)
             #expect(out["output"] as? String == "base\nhook\nreq\nreq\n\(Self.chatA)\n")
+        }
+    }
+
+    /// A start without variables of its own reuses the environment built for the same
+    /// provider generation and chat; new variables, a new generation or another chat build
+    /// a new one.
+    @Test func environmentIsReusedPerGenerationAndChat() async throws {
+        let provider = SteppedEnvironmentProvider(["STEP": "one"], generation: 1)
+        try await withProcessServer(configure: { $0.environmentProvider = provider }) { h in
+            func run(_ chat: String, _ env: [String: String]? = nil) async throws -> String {
+                let out = try await h.finalOutput(try await h.start("printenv STEP CODER_CHAT_ID", env: env, chat: chat))
+                return out["output"] as? String ?? ""
+            }
+            var seen = try await run(Self.chatA)
+            #expect(seen == "one\n\(Self.chatA)\n")
+            seen = try await run(Self.chatB)
+            #expect(seen == "one\n\(Self.chatB)\n")
+            // Same generation: the provider promises the same variables, so the block is reused
+            // (changing them anyway shows that it was).
+            provider.set(["STEP": "two"], generation: 1)
+            seen = try await run(Self.chatA)
+            #expect(seen == "one\n\(Self.chatA)\n")
+            seen = try await run(Self.chatB)
+            #expect(seen == "one\n\(Self.chatB)\n")
+            // Variables of the request's own: built afresh.
+            seen = try await run(Self.chatA, ["OTHER": "x"])
+            #expect(seen == "two\n\(Self.chatA)\n")
+            provider.set(["STEP": "three"], generation: 2)
+            seen = try await run(Self.chatA)
+            #expect(seen == "three\n\(Self.chatA)\n")
+            seen = try await run(Self.chatB)
+            #expect(seen == "three\n\(Self.chatB)\n")
         }
     }
 
@@ -358,4 +391,21 @@ struct ProcessAPITests {
             #expect(r.status == 200)
         }
     }
+}
+
+/// A provider whose variables and generation a test changes between starts.
+final class SteppedEnvironmentProvider: AgentEnvironmentProvider {
+    private let state: Mutex<AgentEnvironmentLayer>
+
+    init(_ variables: [String: String], generation: UInt64) {
+        state = Mutex(AgentEnvironmentLayer(generation: generation, variables: variables))
+    }
+
+    func set(_ variables: [String: String], generation: UInt64) {
+        state.withLock { $0 = AgentEnvironmentLayer(generation: generation, variables: variables) }
+    }
+
+    func agentEnvironment() async throws -> [String: String] { state.withLock { $0.variables } }
+    func agentEnvironmentLayer() async throws -> AgentEnvironmentLayer { state.withLock { $0 } }
+    func defaultDirectory() async -> String? { nil }
 }

@@ -1,4 +1,5 @@
 @testable import AgentProc
+import AgentCore
 import Foundation
 import Testing
 
@@ -7,7 +8,7 @@ import Testing
 struct ProcessSpawnerTests {
     private func run(_ command: String, path: String) throws -> Int32 {
         let child = try ProcessSpawner.spawn(
-            SpawnRequest(command: command, workdir: nil, environment: ["PATH": path], priority: .unchanged, childNofileSoft: nil),
+            SpawnRequest(command: command, workdir: nil, environment: EnvironmentBlock(["PATH": path]), priority: .unchanged, childNofileSoft: nil),
             agentPath: path)
         defer {
             close(child.pidfd)

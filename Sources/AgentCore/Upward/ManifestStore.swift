@@ -27,9 +27,24 @@ public struct AgentManifest: Sendable, Equatable {
 public protocol ManifestSource: Sendable {
     /// The latest manifest; nil until the first arrives (forever when standalone).
     var currentManifest: AgentManifest? { get }
+    /// The latest manifest with its publication's number (1 for the first, a new number for
+    /// each publication), read together: a reader that saw a number has seen that manifest.
+    var currentPublication: ManifestPublication? { get }
     /// The current manifest (if any) and then every new one. Buffers only the newest
     /// unread one; cancelling the consumer unsubscribes.
     func manifests() -> AsyncStream<AgentManifest>
+}
+
+/// A manifest and the number of its publication by the ``ManifestStore``.
+public struct ManifestPublication: Sendable {
+    public var manifest: AgentManifest
+    /// Counts publications from 1; equal numbers from one source mean the same manifest.
+    public var number: UInt64
+
+    public init(manifest: AgentManifest, number: UInt64) {
+        self.manifest = manifest
+        self.number = number
+    }
 }
 
 /// The latest manifest, published on every connection, observed by modules.
@@ -41,6 +56,7 @@ public final class ManifestStore: ManifestSource {
 
     private struct State {
         var latest: AgentManifest?
+        var publications: UInt64 = 0
         var subscribers: [UInt64: AsyncStream<AgentManifest>.Continuation] = [:]
         var nextID: UInt64 = 0
     }
@@ -52,12 +68,17 @@ public final class ManifestStore: ManifestSource {
     public func publish(_ manifest: AgentManifest) {
         let subscribers = state.withLock { s in
             s.latest = manifest
+            s.publications += 1
             return Array(s.subscribers.values)
         }
         for subscriber in subscribers { subscriber.yield(manifest) }
     }
 
     public var currentManifest: AgentManifest? { state.withLock { $0.latest } }
+
+    public var currentPublication: ManifestPublication? {
+        state.withLock { s in s.latest.map { ManifestPublication(manifest: $0, number: s.publications) } }
+    }
 
     public func manifests() -> AsyncStream<AgentManifest> {
         let (stream, continuation) = AsyncStream<AgentManifest>.makeStream(bufferingPolicy: .bufferingNewest(1))

@@ -15,6 +15,12 @@ public struct ManifestEnvironmentProvider: AgentEnvironmentProvider {
 
     public func agentEnvironment() async throws -> [String: String] { source.currentManifest?.environment ?? [:] }
 
+    /// The manifest's publication number is the generation (0 before the first).
+    public func agentEnvironmentLayer() async throws -> AgentEnvironmentLayer {
+        guard let publication = source.currentPublication else { return AgentEnvironmentLayer(generation: 0, variables: [:]) }
+        return AgentEnvironmentLayer(generation: publication.number, variables: publication.manifest.environment)
+    }
+
     public func defaultDirectory() async -> String? {
         if let directory = source.currentManifest?.directory, !directory.isEmpty { return directory }
         return fallbackDirectory

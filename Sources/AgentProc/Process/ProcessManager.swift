@@ -103,6 +103,8 @@ public final class ProcessManager: Service, Sendable {
     private let logger: Logger
     private let reactor: ProcessReactor
     private let state = Mutex(State())
+    /// Environments built for starts without variables of their own (``childEnvironment``).
+    private let environments = Mutex(EnvironmentBlocks())
 
     private struct State {
         var processes: [String: ManagedProcess] = [:]
@@ -138,6 +140,32 @@ public final class ProcessManager: Service, Sendable {
 
     // MARK: Start
 
+    /// The child's environment (spec §4): the agent's own variables, the provider's, the
+    /// request's, then `CODER_CHAT_ID`. A start without variables of its own reuses the
+    /// block built for the same provider generation and chat: no merge, no comparison.
+    private func childEnvironment(_ requested: [String: String]?, chat: ChatIdentity?) async -> EnvironmentBlock {
+        let layer: AgentEnvironmentLayer
+        do {
+            layer = try await configuration.environmentProvider.agentEnvironmentLayer()
+        } catch {
+            logger.warning("agent environment unavailable; using the raw environment", metadata: ["error": "\(error)"])
+            layer = AgentEnvironmentLayer(generation: nil, variables: [:])
+        }
+        let reusable = (requested ?? [:]).isEmpty ? layer.generation : nil
+        if let generation = reusable, let block = environments.withLock({ $0.block(generation: generation, chatID: chat?.id) }) {
+            return block
+        }
+        var env = configuration.baseEnvironment
+        for (key, value) in layer.variables { env[key] = value }
+        for (key, value) in requested ?? [:] { env[key] = value }
+        if let chat { env["CODER_CHAT_ID"] = chat.id }
+        let block = EnvironmentBlock.cache.block(for: env)
+        if let generation = reusable {
+            environments.withLock { $0.store(block, generation: generation, chatID: chat?.id) }
+        }
+        return block
+    }
+
     /// Starts `sh -c command` in its own process group (spec §2.1, §4).
     public func start(
         command: String,
@@ -152,14 +180,7 @@ public final class ProcessManager: Service, Sendable {
         }
         if running >= configuration.maxRunning { throw StartFailure.tooManyProcesses(limit: configuration.maxRunning) }
 
-        var env = configuration.baseEnvironment
-        do {
-            for (key, value) in try await configuration.environmentProvider.agentEnvironment() { env[key] = value }
-        } catch {
-            logger.warning("agent environment unavailable; using the raw environment", metadata: ["error": "\(error)"])
-        }
-        for (key, value) in environment ?? [:] { env[key] = value }
-        if let chat { env["CODER_CHAT_ID"] = chat.id }
+        let env = await childEnvironment(environment, chat: chat)
 
         let resolvedDir: String
         if let workdir, !workdir.isEmpty {
@@ -395,5 +416,26 @@ public final class ProcessManager: Service, Sendable {
             try? await Task.sleep(for: .milliseconds(10))
         }
         return quiet()
+    }
+}
+
+/// The environment blocks of recent starts without variables of their own, by provider
+/// generation and chat; at most ``capacity`` (the most recently used first).
+struct EnvironmentBlocks {
+    static let capacity = 8
+    private var entries: [(generation: UInt64, chatID: String?, block: EnvironmentBlock)] = []
+
+    mutating func block(generation: UInt64, chatID: String?) -> EnvironmentBlock? {
+        guard let index = entries.firstIndex(where: { $0.generation == generation && $0.chatID == chatID }) else { return nil }
+        let entry = entries.remove(at: index)
+        entries.insert(entry, at: 0)
+        return entry.block
+    }
+
+    mutating func store(_ block: EnvironmentBlock, generation: UInt64, chatID: String?) {
+        // Blocks of an older generation are never asked for again.
+        entries.removeAll { $0.generation != generation || $0.chatID == chatID }
+        entries.insert((generation, chatID, block), at: 0)
+        if entries.count > Self.capacity { entries.removeLast(entries.count - Self.capacity) }
     }
 }

@@ -11,7 +11,7 @@ struct SpawnRequest: Sendable {
     var command: String
     /// nil or empty keeps the agent's working directory.
     var workdir: String?
-    var environment: [String: String]
+    var environment: EnvironmentBlock
     var priority: ProcessPriority
     /// RLIMIT_NOFILE soft limit to restore in the child (the agent raises its own).
     var childNofileSoft: Int?
@@ -96,7 +96,7 @@ enum ProcessSpawner {
         var childErrno: Int32 = 0
         var spawnedPidfd: Int32 = -1
         let pid = withCStrings(argv) { argvPtr in
-            EnvironmentBlock.cache.block(for: request.environment).withPointers { envpPtr in
+            request.environment.withPointers { envpPtr in
                 shell.withCString { shellPtr in
                     withOptionalCString(request.workdir) { cwdPtr in
                         var options = agent_spawn_options(
