@@ -12,6 +12,7 @@ import NIOCore
 struct ChannelBodyWriter: ResponseBodyWriter {
     private let handler: LoopBoundHandler
     /// The exchange number shifted left by one; the low bit asks for a flush per write.
+    /// (The shift drops the exchange's top bit: 2^63 requests on one connection.)
     private let exchangeAndFlush: UInt64
 
     init(handler: LoopBoundHandler, exchange: UInt64, flushEachWrite: Bool) {
@@ -54,7 +55,9 @@ struct LoopBoundHandler: @unchecked Sendable {
     private let handler: HTTPResponderHandler
     let executor: EventLoopTaskExecutor
 
+    /// Made on the handler's loop, with that loop's executor.
     init(_ handler: HTTPResponderHandler, executor: EventLoopTaskExecutor) {
+        executor.loop.assertInEventLoop()
         self.handler = handler
         self.executor = executor
     }

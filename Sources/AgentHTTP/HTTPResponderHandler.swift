@@ -394,6 +394,7 @@ final class HTTPResponderHandler: ChannelDuplexHandler, RemovableChannelHandler 
                 waiting.succeed(())
             }
             try await promise.futureResult.get()
+            context.eventLoop.assertInEventLoop()
         }
         guard let context = self.context, current == exchange, responding else { throw ChannelError.ioOnClosedChannel }
         if flush {

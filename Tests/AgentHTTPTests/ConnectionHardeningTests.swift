@@ -119,7 +119,9 @@ import Testing
             let client = RawHTTPClient(port: port)
             let answer = try await client.request("GET", "/off-loop/body")
             #expect(answer.status == 200)
-            #expect(answer.bodyText == (0..<50).map { "part \($0);" }.joined())
+            let (first, parts) = answer.bodyText.splitFirst(";")
+            #expect(first.hasPrefix("thread=") && !first.contains("NIO-SGLTN"), "written off the loop: \(first)")
+            #expect(parts == (0..<50).map { "part \($0);" }.joined())
             #expect(try await client.request("GET", "/healthz").status == 200)
         }
     }
@@ -334,10 +336,12 @@ struct GuardTestRoutes: HTTPModule {
         router.group("/off-loop").add(middleware: GlobalExecutorMiddleware()).get("thread") { _, _ in
             JSONResponse.make(["thread": thread()])
         }
-        // A body written from the global executor, part by part (the writer hops to the loop).
+        // A body written from the global executor, part by part (the writer hops to the loop);
+        // its first part names the thread that wrote it.
         router.get("/off-loop/body") { _, _ in
             Response(status: .ok, headers: [.contentType: "text/plain"], body: ResponseBody { writer in
                 try await withTaskExecutorPreference(globalConcurrentExecutor) {
+                    try await writer.write(ByteBuffer(string: "thread=\(thread());"))
                     for index in 0..<50 { try await writer.write(ByteBuffer(string: "part \(index);")) }
                 }
                 try await withTaskExecutorPreference(globalConcurrentExecutor) { try await writer.finish(nil) }
@@ -369,16 +373,20 @@ struct GuardTestRoutes: HTTPModule {
         router.post("/early") { _, _ -> Response in
             throw APIError(.forbidden, "Not allowed.")
         }
-        // `size` bytes of "x", written 64 KiB at a time (a streamed response).
+        // `size` bytes of "x", written 64 KiB at a time (a streamed response); with
+        // `offLoop=1` written from the global executor.
         router.get("/big") { request, _ in
             let size = request.uri.queryParameters.get("size").flatMap { Int($0) } ?? 0
+            let offLoop = request.uri.queryParameters.get("offLoop") == "1"
             return Response(status: .ok, body: ResponseBody { writer in
                 let chunk = ByteBuffer(repeating: UInt8(ascii: "x"), count: 64 * 1024)
-                var left = size
-                while left > 0 {
-                    let length = min(left, chunk.readableBytes)
-                    try await writer.write(chunk.getSlice(at: 0, length: length)!)
-                    left -= length
+                try await withTaskExecutorPreference(offLoop ? globalConcurrentExecutor : nil) {
+                    var left = size
+                    while left > 0 {
+                        let length = min(left, chunk.readableBytes)
+                        try await writer.write(chunk.getSlice(at: 0, length: length)!)
+                        left -= length
+                    }
                 }
                 try await writer.finish(nil)
             })
@@ -429,5 +437,13 @@ func withGuardServer(
         }
         registry.closeAll()
         group.cancelAll()
+    }
+}
+
+extension String {
+    /// The text before the first `separator` and everything after it.
+    func splitFirst(_ separator: Character) -> (String, String) {
+        guard let index = firstIndex(of: separator) else { return (self, "") }
+        return (String(self[..<index]), String(self[self.index(after: index)...]))
     }
 }

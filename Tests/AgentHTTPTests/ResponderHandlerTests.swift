@@ -276,15 +276,24 @@ struct ResponderHandlerTests {
     /// A 32 MiB streamed response to a client that reads slowly through a small receive
     /// buffer arrives complete (the writer waits for the socket instead of queueing it).
     @Test func aLargeResponseToASlowReaderArrivesWhole() async throws {
+        try await expectWholeResponseToASlowReader(size: 32 << 20, offLoop: false)
+    }
+
+    /// The same, written from the global executor: every write hops to the loop, and the
+    /// writer waits there while the socket is full.
+    @Test func aLargeResponseWrittenOffTheLoopToASlowReaderArrivesWhole() async throws {
+        try await expectWholeResponseToASlowReader(size: 8 << 20, offLoop: true)
+    }
+
+    private func expectWholeResponseToASlowReader(size: Int, offLoop: Bool) async throws {
         try await withGuardServer { port, _ in
             let socket = try #require(LoopbackSocket(port: port))
             socket.setReceiveBuffer(16 * 1024)
-            let size = 32 << 20
-            socket.send("GET /big?size=\(size) HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            socket.send("GET /big?size=\(size)&offLoop=\(offLoop ? 1 : 0) HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
             try await Task.sleep(for: .milliseconds(300))
             let (bytes, closed) = await socket.readAll(timeout: .seconds(30))
             #expect(closed)
-            // Chunked: the body bytes are the x's (counted on a thread of their own: 32 MiB
+            // Chunked: the body bytes are the x's (counted on a thread of their own: megabytes
             // in a debug build would hold a cooperative thread).
             let received = bytes
             let xs = await onThread { () -> Int in

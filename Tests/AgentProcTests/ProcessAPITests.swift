@@ -134,6 +134,19 @@ struct ProcessAPITests {
         }
     }
 
+    /// A provider that gives no generation (the protocol's default) has its variables read
+    /// and merged at every start.
+    @Test func environmentWithoutGenerationIsBuiltEachStart() async throws {
+        let provider = UnversionedEnvironmentProvider(SteppedEnvironmentProvider(["STEP": "one"], generation: 1))
+        try await withProcessServer(configure: { $0.environmentProvider = provider }) { h in
+            var seen = try await h.finalOutput(try await h.start("printenv STEP"))["output"] as? String
+            #expect(seen == "one\n")
+            provider.inner.set(["STEP": "two"], generation: 1)
+            seen = try await h.finalOutput(try await h.start("printenv STEP"))["output"] as? String
+            #expect(seen == "two\n")
+        }
+    }
+
     @Test func emptyListIsAnArray() async throws {
         try await withProcessServer { h in
             let r = try await h.client.request("GET", "/api/v0/processes/list")
@@ -407,5 +420,15 @@ final class SteppedEnvironmentProvider: AgentEnvironmentProvider {
 
     func agentEnvironment() async throws -> [String: String] { state.withLock { $0.variables } }
     func agentEnvironmentLayer() async throws -> AgentEnvironmentLayer { state.withLock { $0 } }
+    func defaultDirectory() async -> String? { nil }
+}
+
+/// Another provider's variables without its generation (the protocol's default layer).
+struct UnversionedEnvironmentProvider: AgentEnvironmentProvider {
+    let inner: SteppedEnvironmentProvider
+
+    init(_ inner: SteppedEnvironmentProvider) { self.inner = inner }
+
+    func agentEnvironment() async throws -> [String: String] { try await inner.agentEnvironment() }
     func defaultDirectory() async -> String? { nil }
 }

@@ -117,11 +117,17 @@ import Testing
         let provider = ManifestEnvironmentProvider(source: store, fallbackDirectory: "/fallback")
         #expect(await provider.defaultDirectory() == "/fallback")
         #expect(try await provider.agentEnvironment().isEmpty)
+        var layer = try await provider.agentEnvironmentLayer()
+        #expect(layer.generation == 0 && layer.variables.isEmpty)
         store.publish(AgentManifest(directory: "/workspace", environment: ["CODER": "true"]))
         #expect(await provider.defaultDirectory() == "/workspace")
         #expect(try await provider.agentEnvironment() == ["CODER": "true"])
+        layer = try await provider.agentEnvironmentLayer()
+        #expect(layer.generation == 1 && layer.variables == ["CODER": "true"])
         store.publish(AgentManifest(directory: "", environment: [:]))
         #expect(await provider.defaultDirectory() == "/fallback", "an empty manifest directory keeps the fallback")
+        layer = try await provider.agentEnvironmentLayer()
+        #expect(layer.generation == 2 && layer.variables.isEmpty, "every publication is a new generation")
     }
 
     static func handshake(_ id: String) -> String { .webSocketHandshake("/api/v0/processes/\(id)/stream") }

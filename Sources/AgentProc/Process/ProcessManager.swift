@@ -433,7 +433,7 @@ struct EnvironmentBlocks {
     }
 
     mutating func store(_ block: EnvironmentBlock, generation: UInt64, chatID: String?) {
-        // Blocks of an older generation are never asked for again.
+        // Blocks of other generations are dropped: a start asks for the provider's current one.
         entries.removeAll { $0.generation != generation || $0.chatID == chatID }
         entries.insert((generation, chatID, block), at: 0)
         if entries.count > Self.capacity { entries.removeLast(entries.count - Self.capacity) }
