@@ -12,6 +12,8 @@ public struct AgentRequestContext: RequestContext {
     public let channel: any Channel
     /// The chat the request speaks for, set by ``ChatIdentityMiddleware`` (nil: no chat).
     public var chat: ChatIdentity?
+    /// The connection's observer, when the HTTP channel made this context.
+    var connectionObserver: ConnectionObserver?
 
     public init(source: ApplicationRequestContextSource) {
         self.coreContext = .init(source: source)
@@ -21,15 +23,30 @@ public struct AgentRequestContext: RequestContext {
     /// Bodies larger than this are refused with 413 (1 MiB: commands, env and JSON fit easily).
     public var maxUploadSize: Int { AgentHTTPLimits.maxRequestBody }
 
-    /// Completes when the client half-closed or closed the connection, or it failed.
+    /// Tells when the client half-closed or closed the connection, or it failed.
     ///
     /// Hummingbird does not cancel a handler when its client disappears; long waits race
-    /// against this instead.
-    public var clientGone: EventLoopFuture<Void> {
-        let channel = self.channel
-        return channel.pipeline.handler(type: ConnectionObserver.self)
-            .flatMap { $0.gone }
-            .flatMapError { _ in channel.closeFuture }
+    /// against this instead, and withdraw their registration when they end.
+    public var clientGone: any GoneSignal {
+        if let connectionObserver { return connectionObserver }
+        // A context made elsewhere (a WebSocket session's, a test's): the pipeline's
+        // observer when on the channel's loop, else the channel's close.
+        if channel.eventLoop.inEventLoop, let found = try? channel.pipeline.syncOperations.handler(type: ConnectionObserver.self) {
+            return found
+        }
+        return ChannelClosedSignal(channel: channel)
+    }
+}
+
+/// The close of a channel without a ``ConnectionObserver``. Its registrations cannot be
+/// withdrawn (each stays with the close future until the channel closes), so it is only
+/// the fallback for contexts the HTTP channel did not make.
+struct ChannelClosedSignal: GoneSignal {
+    let channel: any Channel
+
+    func whenGone(_ action: @escaping @Sendable () -> Void) -> GoneRegistration {
+        channel.closeFuture.whenComplete { _ in action() }
+        return .none
     }
 }
 

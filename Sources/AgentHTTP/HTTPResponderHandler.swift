@@ -74,6 +74,8 @@ final class HTTPResponderHandler: ChannelDuplexHandler, RemovableChannelHandler 
     private var closing = false
     /// The connection's first handler, which shuts our side after the pending writes.
     private var connectionGuard: ConnectionGuard?
+    /// Tells waiting requests when the client has gone (given to their contexts).
+    private var connectionObserver: ConnectionObserver?
     /// Most request parts that may wait behind a running request (pipelining); beyond it
     /// the connection closes. Reads stop while any wait, but a half-close makes NIO read
     /// what the socket holds.
@@ -105,6 +107,7 @@ final class HTTPResponderHandler: ChannelDuplexHandler, RemovableChannelHandler 
         self.context = context
         executor = EventLoopTaskExecutor(context.eventLoop)
         connectionGuard = try? context.pipeline.syncOperations.handler(type: ConnectionGuard.self)
+        connectionObserver = try? context.pipeline.syncOperations.handler(type: ConnectionObserver.self)
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
@@ -309,10 +312,13 @@ final class HTTPResponderHandler: ChannelDuplexHandler, RemovableChannelHandler 
         var logger = configuration.logger
         if logger.logLevel <= .debug {
             logger[metadataKey: "hb.request.id"] = .stringConvertible(RequestID())
-            return AgentRequestContext(source: .init(channel: channel, logger: logger))
+            var made = AgentRequestContext(source: .init(channel: channel, logger: logger))
+            made.connectionObserver = connectionObserver
+            return made
         }
         if let connectionContext { return connectionContext }
-        let made = AgentRequestContext(source: .init(channel: channel, logger: logger))
+        var made = AgentRequestContext(source: .init(channel: channel, logger: logger))
+        made.connectionObserver = connectionObserver
         connectionContext = made
         return made
     }

@@ -324,18 +324,19 @@ public final class ProcessManager: Service, Sendable {
 
     // MARK: Wait and signal
 
-    /// Returns when the process exits, `clientGone` completes, `maxWait` passes, or the
+    /// Returns when the process exits, `clientGone` reports, `maxWait` passes, or the
     /// task is cancelled, whichever is first. Never throws: the caller answers with a snapshot.
-    public func waitForExit(_ process: ManagedProcess, clientGone: EventLoopFuture<Void>) async {
+    /// Every registration it makes (exit, client, timer on `timerLoop`, the connection's
+    /// loop: no task to create and cancel per request) is withdrawn when it returns.
+    public func waitForExit(_ process: ManagedProcess, clientGone: any GoneSignal, timerLoop: any EventLoop) async {
         let signal = OneShotSignal()
         guard let waiterID = process.onExit({ signal.fire() }) else { return }
         defer { process.removeExitWaiter(waiterID) }
-        clientGone.whenComplete { _ in signal.fire() }
-        // The bound on the wait: a timer on the connection's event loop (no task to create
-        // and cancel per request).
+        let client = clientGone.whenGone { signal.fire() }
+        defer { client.cancel() }
         let maxWait = configuration.maxWait
         let nanoseconds = maxWait.components.seconds * 1_000_000_000 + maxWait.components.attoseconds / 1_000_000_000
-        let timer = clientGone.eventLoop.scheduleTask(in: .nanoseconds(nanoseconds)) { signal.fire() }
+        let timer = timerLoop.scheduleTask(in: .nanoseconds(nanoseconds)) { signal.fire() }
         defer { timer.cancel() }
         await signal.wait()
     }

@@ -66,7 +66,7 @@ struct ProcessRoutes: Sendable {
         let id = Self.processID(context)
         guard let process = manager.lookup(id, chat: chat) else { throw Self.notFound(id) }
         if request.uri.queryParameters.get("wait") == "true" {
-            await manager.waitForExit(process, clientGone: context.clientGone)
+            await manager.waitForExit(process, clientGone: context.clientGone, timerLoop: context.channel.eventLoop)
         }
         return JSONResponse.make(OutputResponse(process, process.snapshot()))
     }
