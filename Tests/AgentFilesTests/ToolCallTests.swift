@@ -67,6 +67,24 @@ struct ToolCallTests {
         }
     }
 
+    /// A call whose upload is cut off stops without an answer: it is recorded as run with
+    /// its input unknown, so a repeat is answered at once (refused, never run again) instead
+    /// of waiting forever for a run that ended.
+    @Test func aCallWhoseUploadWasCutOffDoesNotHoldItsRepeats() async throws {
+        try await withFilesServer { h in
+            let path = h.file("cut.txt")
+            try Data("a".utf8).write(to: URL(fileURLWithPath: path))
+            let json = Self.edit(path, "a", "b")
+            // Declared larger than the collected-body limit (64 KiB), so the body streams.
+            var head = "POST /api/v0/edit-files HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 200000\r\n"
+            for (name, value) in Self.headers(call: "cut") { head += "\(name): \(value)\r\n" }
+            try await h.client.sendAndVanish(Array((head + "\r\n" + json).utf8), after: .milliseconds(200))
+            let repeated = try await h.post("edit-files", json: json, headers: Self.headers(call: "cut"))
+            #expect(repeated.status == 409 && repeated.bodyText.contains("input_mismatch"), "\(repeated.status) \(repeated.bodyText)")
+            #expect(try String(contentsOfFile: path, encoding: .utf8) == "a", "not run again")
+        }
+    }
+
     @Test func cancel() async throws {
         try await withFilesServer { h in
             let key = Self.headers(call: "to-cancel")

@@ -67,13 +67,18 @@ final class ToolCallLedger: Sendable {
 
     /// Decides, and for `.run` records the call as running.
     func begin(_ key: ToolCallKey, ageMs: UInt64, now: ContinuousClock.Instant = .now) -> Decision {
-        store.withLock { s in
+        var woken: [CheckedContinuation<Void, Never>] = []
+        defer { for waiter in woken { waiter.resume() } }
+        return store.withLock { s in
             s.clock += 1
             var chat = s.chats[key.chat] ?? Chat(message: key.messageID)
             chat.lastUsed = s.clock
-            defer { s.chats[key.chat] = chat; Self.trim(&s) }
+            defer { s.chats[key.chat] = chat; Self.trim(&s, waking: &woken) }
             if key.messageID < chat.message { return .stale }
-            if key.messageID > chat.message { chat = Chat(message: key.messageID, calls: [:], lastUsed: s.clock) }
+            if key.messageID > chat.message {
+                Self.forget(chat, waking: &woken)
+                chat = Chat(message: key.messageID, calls: [:], lastUsed: s.clock)
+            }
             if let record = chat.calls[key.callID] {
                 if case .canceled = record.state { return .canceled }
                 return .replay
@@ -140,12 +145,17 @@ final class ToolCallLedger: Sendable {
     /// Cancels a call: one never received is recorded as canceled; returns the record as
     /// it was (nil: never received).
     func cancel(_ key: ToolCallKey, now: ContinuousClock.Instant = .now) -> Record? {
-        store.withLock { s in
+        var woken: [CheckedContinuation<Void, Never>] = []
+        defer { for waiter in woken { waiter.resume() } }
+        return store.withLock { s in
             s.clock += 1
             var chat = s.chats[key.chat] ?? Chat(message: key.messageID)
-            if key.messageID > chat.message { chat = Chat(message: key.messageID) }
+            if key.messageID > chat.message {
+                Self.forget(chat, waking: &woken)
+                chat = Chat(message: key.messageID)
+            }
             chat.lastUsed = s.clock
-            defer { s.chats[key.chat] = chat; Self.trim(&s) }
+            defer { s.chats[key.chat] = chat; Self.trim(&s, waking: &woken) }
             guard key.messageID == chat.message else { return nil }
             if let record = chat.calls[key.callID] { return record }
             chat.calls[key.callID] = Record(state: .canceled, startedAt: now)
@@ -153,13 +163,28 @@ final class ToolCallLedger: Sendable {
         }
     }
 
-    private static func trim(_ s: inout Store) {
+    /// Whether anyone waits for `key`'s running call (tests).
+    func hasWaiters(_ key: ToolCallKey) -> Bool {
+        store.withLock { s in
+            guard let record = s.chats[key.chat]?.calls[key.callID], case .running(let waiters) = record.state else { return false }
+            return !waiters.isEmpty
+        }
+    }
+
+    /// Drops the least recently used chats beyond ``maxChats``.
+    private static func trim(_ s: inout Store, waking woken: inout [CheckedContinuation<Void, Never>]) {
         while s.chats.count > maxChats, let oldest = s.chats.min(by: { $0.value.lastUsed < $1.value.lastUsed }) {
-            // Waiters of a forgotten running call are woken (they find no record: 500).
-            for record in oldest.value.calls.values {
-                if case .running(let waiters) = record.state { for waiter in waiters.values { waiter.resume() } }
-            }
+            forget(oldest.value, waking: &woken)
             s.chats.removeValue(forKey: oldest.key)
         }
     }
+
+    /// A chat's records are dropped (a newer message, or trimming): those waiting for its
+    /// running calls are woken, outside the lock, and find no record.
+    private static func forget(_ chat: Chat, waking woken: inout [CheckedContinuation<Void, Never>]) {
+        for record in chat.calls.values {
+            if case .running(let waiters) = record.state { woken += waiters.values }
+        }
+    }
+
 }

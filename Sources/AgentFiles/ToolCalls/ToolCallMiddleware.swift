@@ -52,6 +52,12 @@ struct ToolCallMiddleware: RouterMiddleware {
                 return JSONResponse.make(APIErrorBody(message: "Stopped waiting for the tool call."), status: .internalServerError)
             }
         case .run:
+            // Every way out records an outcome: a call left running would hold every repeat
+            // and cancel waiting for it. One that stopped without an answer (the handler
+            // threw, or its body could not be read) counts as run with its input unknown,
+            // so a repeat is refused (input_mismatch), never run again.
+            var answered = false
+            defer { if !answered { ledger.finish(key, answer: Self.stopped, inputHash: "incomplete") } }
             let started = ContinuousClock.now
             let hasher = InputHasher(request)
             var hashed = request
@@ -68,11 +74,17 @@ struct ToolCallMiddleware: RouterMiddleware {
             if !hasher.started { for try await _ in hashed.body {} }
             let answer = try await Self.collect(response)
             ledger.finish(key, answer: answer, inputHash: hasher.ended ? hasher.finish() : "incomplete")
+            answered = true
             var headers = response.headers
             headers[ToolCallKey.runAgeHeader] = String((ContinuousClock.now - started) / .milliseconds(1))
             return Response(status: answer.status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: answer.body)))
         }
     }
+
+    /// The recorded answer of a call that stopped before it answered.
+    static let stopped = ToolCallLedger.Answer(
+        status: .internalServerError, contentType: JSONResponse.contentType,
+        body: Array(#"{"message":"The tool call stopped before it answered."}"#.utf8))
 
     private func refuse(_ message: String, _ code: String) -> Response {
         JSONResponse.make(Refusal(message: message, code: code), status: .conflict)
