@@ -107,8 +107,13 @@ public final class ChatPaths: Sendable {
             return stream
         }
         // Set after registration, outside the lock; a stream finished meanwhile runs it at once.
+        // A chat that was only watched (no paths) is forgotten with its last subscriber, so
+        // watching unknown chats cannot push out chats with paths.
         continuation.onTermination = { [weak self] _ in
-            self?.state.withLock { s in _ = s.chats[chat]?.subscribers.removeValue(forKey: id) }
+            self?.state.withLock { s in
+                guard var entry = s.chats[chat], entry.subscribers.removeValue(forKey: id) != nil else { return }
+                s.chats[chat] = entry.paths.isEmpty && entry.subscribers.isEmpty ? nil : entry
+            }
         }
         return stream
     }

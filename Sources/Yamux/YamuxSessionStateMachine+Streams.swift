@@ -229,6 +229,12 @@ extension YamuxSessionStateMachine {
     private mutating func closeWrite(_ id: UInt32, now: Duration, into actions: inout [Action]) {
         guard let state = streams[id], !state.localFin, !state.wasReset else { return }
         streams[id]!.localFin = true
+        // Writers still waiting for credit can send nothing after the FIN: they wake and find
+        // the stream closed. (Left waiting, they were lost once the peer's FIN forgot the
+        // stream: a reply that arrives before a large request is fully sent.)
+        let writers = streams[id]!.windowWaiters
+        streams[id]!.windowWaiters.removeAll()
+        if !writers.isEmpty { actions.append(.resume(writers)) }
         if !state.remoteFin {
             streams[id]!.closedAt = now
             scheduleSweep(into: &actions)

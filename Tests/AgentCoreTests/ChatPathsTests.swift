@@ -47,6 +47,21 @@ import Testing
         _ = streams.count
     }
 
+    /// Watching a chat that has no paths leaves nothing behind once the watcher goes, so
+    /// watchers of unknown chats cannot push chats with paths out of the bounded store.
+    @Test func aWatchedChatWithoutPathsIsForgottenWithItsLastWatcher() {
+        let store = ChatPaths()
+        store.record("/kept", chat: "with-paths")
+        do {
+            let first = store.arrivals(chat: "watched-only")
+            let second = store.arrivals(chat: "with-paths")
+            #expect(store.chatCount == 2)
+            _ = (first, second)
+        }
+        #expect(store.chatCount == 1, "the watched-only chat went with its watcher")
+        #expect(store.paths(chat: "with-paths") == ["/kept"])
+    }
+
     @Test func concurrentWritersLoseNothingWithinTheBounds() async {
         let store = ChatPaths(maxChats: 64, maxPathsPerChat: 1000)
         await withTaskGroup(of: Void.self) { group in

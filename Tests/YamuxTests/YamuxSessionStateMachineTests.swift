@@ -70,6 +70,30 @@ struct YamuxSessionStateMachineTests {
         #expect(driver.writes == [YamuxHeader(type: .data, streamID: id, length: 10).encoded + [UInt8](repeating: 7, count: 10)])
     }
 
+    /// A writer waiting for credit when its stream is closed (a reply that came before the
+    /// request was fully sent) wakes and finds the stream closed, rather than waiting on a
+    /// stream the peer's FIN then forgets.
+    @Test func aWriterWaitingForCreditWakesWhenTheStreamIsClosed() throws {
+        let driver = Driver(role: .client)
+        let id = try driver.open()
+        let payload = [UInt8](repeating: 7, count: Int(YamuxHeader.initialWindow) + 10)
+        guard case .queued(let end, let actions) = try driver.machine.write(id, payload, from: 0) else {
+            Issue.record("expected the window's worth to be queued")
+            return
+        }
+        driver.perform(actions)
+        guard case .waitForWindow = try driver.machine.write(id, payload, from: end) else {
+            Issue.record("expected the writer to wait for credit")
+            return
+        }
+        let writer = driver.machine.waitForWindow(id)
+        driver.perform(driver.machine.closeStream(id, now: .zero))
+        #expect(driver.resumed == [writer])
+        #expect(throws: YamuxSessionError.streamClosed) { try driver.machine.write(id, payload, from: end) }
+        driver.receive(YamuxHeader(type: .windowUpdate, flags: .fin, streamID: id, length: 0).encoded)
+        #expect(driver.resumed == [writer], "nobody else was waiting")
+    }
+
     @Test func aFinFromThePeerEndsReadingAndTheStreamIsForgotten() throws {
         let driver = Driver(role: .server)
         driver.receive(

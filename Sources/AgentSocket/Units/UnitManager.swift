@@ -189,6 +189,7 @@ public final class UnitManager: Sendable {
             let waiter = state.withLock { s -> CheckedContinuation<Void, Never>? in
                 guard let waiter = s.waiters[unit]?.removeValue(forKey: id) else { return nil }
                 s.waiterCount -= 1
+                if s.waiters[unit]?.isEmpty == true { s.waiters[unit] = nil }
                 return waiter
             }
             waiter?.resume()
