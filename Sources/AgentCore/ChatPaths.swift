@@ -52,8 +52,10 @@ public final class ChatPaths: Sendable {
         var forgotten: [AsyncStream<String>.Continuation] = []
         let subscribers = state.withLock { s -> [AsyncStream<String>.Continuation] in
             s.clock += 1
+            // Room for a new chat: a chat that is only watched (no paths) goes before any
+            // chat with paths, else the one touched longest ago.
             if s.chats[chat] == nil, s.chats.count >= maxChats,
-               let oldest = s.chats.min(by: { $0.value.lastTouched < $1.value.lastTouched })?.key {
+               let oldest = s.chats.min(by: { ($0.value.paths.isEmpty ? 0 : 1, $0.value.lastTouched) < ($1.value.paths.isEmpty ? 0 : 1, $1.value.lastTouched) })?.key {
                 forgotten = Array(s.chats[oldest]!.subscribers.values)
                 s.chats[oldest] = nil
             }

@@ -62,6 +62,19 @@ import Testing
         #expect(store.paths(chat: "with-paths") == ["/kept"])
     }
 
+    /// When a new chat needs room, a chat that is only watched goes before a chat with
+    /// paths, even one touched longer ago.
+    @Test func aWatchedOnlyChatIsEvictedBeforeAChatWithPaths() async {
+        let store = ChatPaths(maxChats: 2, maxPathsPerChat: 10)
+        store.record("/a", chat: "with-paths")
+        var watched = store.arrivals(chat: "watched-only").makeAsyncIterator()
+        store.record("/b", chat: "new")
+        #expect(store.paths(chat: "with-paths") == ["/a"])
+        #expect(store.paths(chat: "new") == ["/b"])
+        #expect(store.chatCount == 2)
+        #expect(await watched.next() == nil, "the watched-only chat was forgotten: its stream finished")
+    }
+
     @Test func concurrentWritersLoseNothingWithinTheBounds() async {
         let store = ChatPaths(maxChats: 64, maxPathsPerChat: 1000)
         await withTaskGroup(of: Void.self) { group in

@@ -79,7 +79,9 @@ struct ToolCallTests {
             var head = "POST /api/v0/edit-files HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 200000\r\n"
             for (name, value) in Self.headers(call: "cut") { head += "\(name): \(value)\r\n" }
             try await h.client.sendAndVanish(Array((head + "\r\n" + json).utf8), after: .milliseconds(200))
-            let repeated = try await h.post("edit-files", json: json, headers: Self.headers(call: "cut"))
+            // Bounded: a call left running would hold the repeat until this timeout.
+            let repeated = try await h.client.request(
+                "POST", "/api/v0/edit-files", headers: Self.headers(call: "cut"), body: Array(json.utf8), timeout: .seconds(10))
             #expect(repeated.status == 409 && repeated.bodyText.contains("input_mismatch"), "\(repeated.status) \(repeated.bodyText)")
             #expect(try String(contentsOfFile: path, encoding: .utf8) == "a", "not run again")
         }

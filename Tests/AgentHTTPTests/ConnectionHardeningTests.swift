@@ -112,6 +112,15 @@ import Testing
         }
     }
 
+    /// Each request context carries its connection's observer (waits register with it and
+    /// withdraw), not the fallback that holds a future per wait until the connection closes.
+    @Test func requestContextsCarryTheConnectionObserver() async throws {
+        try await withGuardServer { port, _ in
+            let answer = try await RawHTTPClient(port: port).request("GET", "/gone-signal")
+            #expect(answer.bodyText.contains("ConnectionObserver"), "\(answer.bodyText)")
+        }
+    }
+
     /// A body writer called from another executor hops to the connection's loop; the
     /// response arrives whole and the connection serves the next request.
     @Test func aBodyWrittenOffTheLoopArrivesWhole() async throws {
@@ -333,6 +342,8 @@ struct GuardTestRoutes: HTTPModule {
             ((try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)) ?? "").trimmingWhitespace()
         }
         router.get("/thread") { _, _ in JSONResponse.make(["thread": thread()]) }
+        // What a waiting route races against: the connection's observer, given by the channel.
+        router.get("/gone-signal") { _, context in JSONResponse.make(["kind": String(describing: type(of: context.clientGone))]) }
         router.group("/off-loop").add(middleware: GlobalExecutorMiddleware()).get("thread") { _, _ in
             JSONResponse.make(["thread": thread()])
         }

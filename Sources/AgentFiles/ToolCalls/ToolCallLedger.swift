@@ -95,7 +95,9 @@ final class ToolCallLedger: Sendable {
     /// Records the answer of a call that ran and wakes those waiting for it.
     func finish(_ key: ToolCallKey, answer: Answer, inputHash: String) {
         let waiters = store.withLock { s -> [CheckedContinuation<Void, Never>] in
-            guard var chat = s.chats[key.chat], var record = chat.calls[key.callID] else { return [] }
+            // A late answer of a message the chat has moved past is dropped, never recorded
+            // over the newer message's call.
+            guard var chat = s.chats[key.chat], chat.message == key.messageID, var record = chat.calls[key.callID] else { return [] }
             var woken: [CheckedContinuation<Void, Never>] = []
             if case .running(let waiters) = record.state { woken = Array(waiters.values) }
             record.state = .done(answer, inputHash: inputHash)
@@ -116,7 +118,7 @@ final class ToolCallLedger: Sendable {
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 let now = store.withLock { s -> Bool in
-                    guard var chat = s.chats[key.chat], var record = chat.calls[key.callID],
+                    guard var chat = s.chats[key.chat], chat.message == key.messageID, var record = chat.calls[key.callID],
                           case .running(var waiters) = record.state, !Task.isCancelled
                     else { return true }
                     waiters[id] = continuation
@@ -139,7 +141,10 @@ final class ToolCallLedger: Sendable {
             }
             waiter?.resume()
         }
-        return store.withLock { $0.chats[key.chat]?.calls[key.callID] }
+        return store.withLock { s in
+            guard let chat = s.chats[key.chat], chat.message == key.messageID else { return nil }
+            return chat.calls[key.callID]
+        }
     }
 
     /// Cancels a call: one never received is recorded as canceled; returns the record as

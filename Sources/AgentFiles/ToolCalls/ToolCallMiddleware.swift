@@ -56,10 +56,12 @@ struct ToolCallMiddleware: RouterMiddleware {
             // and cancel waiting for it. One that stopped without an answer (the handler
             // threw, or its body could not be read) counts as run with its input unknown,
             // so a repeat is refused (input_mismatch), never run again.
-            var answered = false
-            defer { if !answered { ledger.finish(key, answer: Self.stopped, inputHash: "incomplete") } }
             let started = ContinuousClock.now
             let hasher = InputHasher(request)
+            var answered = false
+            defer {
+                if !answered { ledger.finish(key, answer: Self.stopped, inputHash: hasher.ended ? hasher.finish() : "incomplete") }
+            }
             var hashed = request
             hashed.body = RequestBody(asyncSequence: HashingSequence(base: request.body, hasher: hasher))
             let response: Response
@@ -71,7 +73,11 @@ struct ToolCallMiddleware: RouterMiddleware {
             // A body the handler never read (it failed first) still counts toward the input;
             // one it stopped reading part-way cannot be read again, and the input stays
             // unknown (a repeat then gets input_mismatch rather than a wrong replay).
-            if !hasher.started { for try await _ in hashed.body {} }
+            // A body that cannot be drained (the client went) leaves the input unknown; the
+            // answer the handler gave is still the one recorded.
+            if !hasher.started {
+                do { for try await _ in hashed.body {} } catch {}
+            }
             let answer = try await Self.collect(response)
             ledger.finish(key, answer: answer, inputHash: hasher.ended ? hasher.finish() : "incomplete")
             answered = true
