@@ -24,6 +24,9 @@ public final class ChatPaths: Sendable {
         var paths: [String] = []
         var lastTouched: UInt64 = 0
         var subscribers: [UInt64: AsyncStream<String>.Continuation] = [:]
+
+        /// Smallest goes first when room is needed: watched-only chats, then by age.
+        var evictionOrder: (Int, UInt64) { (paths.isEmpty ? 0 : 1, lastTouched) }
     }
 
     private struct State {
@@ -55,7 +58,7 @@ public final class ChatPaths: Sendable {
             // Room for a new chat: a chat that is only watched (no paths) goes before any
             // chat with paths, else the one touched longest ago.
             if s.chats[chat] == nil, s.chats.count >= maxChats,
-               let oldest = s.chats.min(by: { ($0.value.paths.isEmpty ? 0 : 1, $0.value.lastTouched) < ($1.value.paths.isEmpty ? 0 : 1, $1.value.lastTouched) })?.key {
+               let oldest = s.chats.min(by: { $0.value.evictionOrder < $1.value.evictionOrder })?.key {
                 forgotten = Array(s.chats[oldest]!.subscribers.values)
                 s.chats[oldest] = nil
             }

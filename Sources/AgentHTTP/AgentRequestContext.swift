@@ -28,13 +28,8 @@ public struct AgentRequestContext: RequestContext {
     /// Hummingbird does not cancel a handler when its client disappears; long waits race
     /// against this instead, and withdraw their registration when they end.
     public var clientGone: any GoneSignal {
-        if let connectionObserver { return connectionObserver }
-        // A context made elsewhere (a WebSocket session's, a test's): the pipeline's
-        // observer when on the channel's loop, else the channel's close.
-        if channel.eventLoop.inEventLoop, let found = try? channel.pipeline.syncOperations.handler(type: ConnectionObserver.self) {
-            return found
-        }
-        return ChannelClosedSignal(channel: channel)
+        // A context the HTTP channel did not make (a WebSocket session's): the channel's close.
+        connectionObserver ?? ChannelClosedSignal(channel: channel)
     }
 }
 

@@ -302,7 +302,7 @@ final class HTTPResponderHandler: ChannelDuplexHandler, RemovableChannelHandler 
         responding = true
         Self.spawn(
             request, context: requestContext(context.channel), exchange: exchange, responder: configuration.responder,
-            bound: NIOLoopBound(self, eventLoop: context.eventLoop), executor: executor!)
+            handler: LoopBoundHandler(self, executor: executor!))
     }
 
     /// The route context for the next request: a copy of the connection's (its storage is
@@ -310,31 +310,29 @@ final class HTTPResponderHandler: ChannelDuplexHandler, RemovableChannelHandler 
     /// carrying a request id when debug logging is on.
     private func requestContext(_ channel: any Channel) -> AgentRequestContext {
         var logger = configuration.logger
-        if logger.logLevel <= .debug {
+        let perRequest = logger.logLevel <= .debug
+        if perRequest {
             logger[metadataKey: "hb.request.id"] = .stringConvertible(RequestID())
-            var made = AgentRequestContext(source: .init(channel: channel, logger: logger))
-            made.connectionObserver = connectionObserver
-            return made
+        } else if let connectionContext {
+            return connectionContext
         }
-        if let connectionContext { return connectionContext }
         var made = AgentRequestContext(source: .init(channel: channel, logger: logger))
         made.connectionObserver = connectionObserver
-        connectionContext = made
+        if !perRequest { connectionContext = made }
         return made
     }
 
     /// Starts the handler task (apart from `self`, which only the loop may touch).
     private static func spawn(
-        _ request: Request, context: AgentRequestContext, exchange: UInt64, responder: AgentResponder,
-        bound: NIOLoopBound<HTTPResponderHandler>, executor: EventLoopTaskExecutor
+        _ request: Request, context: AgentRequestContext, exchange: UInt64, responder: AgentResponder, handler: LoopBoundHandler
     ) {
         // Started on this thread (the loop's) at once: the router and a handler that does
         // not suspend answer before this read's processing returns, without a trip through
         // the loop's task queue. After a suspension the task resumes on the loop (its
         // preferred executor).
-        Task.immediate(executorPreference: executor) {
+        Task.immediate(executorPreference: handler.executor) {
             let response = await responder.respond(to: request, context: context)
-            await bound.value.write(response, exchange: exchange, executor: executor)
+            await handler.value.write(response, exchange: exchange)
         }
     }
 
@@ -362,13 +360,13 @@ final class HTTPResponderHandler: ChannelDuplexHandler, RemovableChannelHandler 
 
     /// Writes `response` (head, body as its writer produces it, end), then finishes the
     /// exchange. Runs in the handler task, on the loop.
-    nonisolated(nonsending) private func write(_ response: Response, exchange current: UInt64, executor: EventLoopTaskExecutor) async {
+    nonisolated(nonsending) private func write(_ response: Response, exchange current: UInt64) async {
         guard let context, current == exchange, responding else { return }
         let flushEachWrite = (response.body.contentLength ?? .max) > Self.singleFlushLimit
         // From the response's status and fields (its `head` builds an HTTPResponse: an allocation).
         context.write(wrapOutboundOut(.head(nioHead(response))), promise: nil)
         let writer = ChannelBodyWriter(
-            handler: LoopBoundHandler(self, executor: executor), exchange: current, flushEachWrite: flushEachWrite)
+            handler: LoopBoundHandler(self, executor: executor!), exchange: current, flushEachWrite: flushEachWrite)
         do {
             try await response.body.write(writer)
         } catch {

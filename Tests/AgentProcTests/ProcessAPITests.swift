@@ -108,29 +108,23 @@ struct ProcessAPITests {
     @Test func environmentIsReusedPerGenerationAndChat() async throws {
         let provider = SteppedEnvironmentProvider(["STEP": "one"], generation: 1)
         try await withProcessServer(configure: { $0.environmentProvider = provider }) { h in
-            func run(_ chat: String, _ env: [String: String]? = nil) async throws -> String {
+            /// Starts `printenv` for `chat` and expects it to see `step` and the chat.
+            func expectStep(_ step: String, _ chat: String, env: [String: String]? = nil, sourceLocation: SourceLocation = #_sourceLocation) async throws {
                 let out = try await h.finalOutput(try await h.start("printenv STEP CODER_CHAT_ID", env: env, chat: chat))
-                return out["output"] as? String ?? ""
+                #expect(out["output"] as? String == "\(step)\n\(chat)\n", sourceLocation: sourceLocation)
             }
-            var seen = try await run(Self.chatA)
-            #expect(seen == "one\n\(Self.chatA)\n")
-            seen = try await run(Self.chatB)
-            #expect(seen == "one\n\(Self.chatB)\n")
+            try await expectStep("one", Self.chatA)
+            try await expectStep("one", Self.chatB)
             // Same generation: the provider promises the same variables, so the block is reused
             // (changing them anyway shows that it was).
             provider.set(["STEP": "two"], generation: 1)
-            seen = try await run(Self.chatA)
-            #expect(seen == "one\n\(Self.chatA)\n")
-            seen = try await run(Self.chatB)
-            #expect(seen == "one\n\(Self.chatB)\n")
+            try await expectStep("one", Self.chatA)
+            try await expectStep("one", Self.chatB)
             // Variables of the request's own: built afresh.
-            seen = try await run(Self.chatA, ["OTHER": "x"])
-            #expect(seen == "two\n\(Self.chatA)\n")
+            try await expectStep("two", Self.chatA, env: ["OTHER": "x"])
             provider.set(["STEP": "three"], generation: 2)
-            seen = try await run(Self.chatA)
-            #expect(seen == "three\n\(Self.chatA)\n")
-            seen = try await run(Self.chatB)
-            #expect(seen == "three\n\(Self.chatB)\n")
+            try await expectStep("three", Self.chatA)
+            try await expectStep("three", Self.chatB)
         }
     }
 
