@@ -128,7 +128,7 @@ let package = Package(
         .target(
             name: "AgentFiles",
             dependencies: [
-                "AgentCore", "AgentHTTP",
+                "AgentCore", "AgentHTTP", "CAgentSpawn",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
@@ -139,6 +139,9 @@ let package = Package(
         ),
         // libgit2 (Debian's libgit2-dev), for the git watcher: the agent never forks git.
         .systemLibrary(name: "CGit2", pkgConfig: "libgit2", providers: [.apt(["libgit2-dev"])]),
+        // The repository diff in C under a SIGBUS guard: libgit2 maps working-tree files,
+        // and a file truncated under the mapping must fail the scan, not end the agent.
+        .target(name: "CGitScan", dependencies: ["CGit2"]),
         // libvncclient (the agent's own VNC connection) and X keysym names for the desktop,
         // loaded with dlopen on first use (headers from libvncserver-dev, libx11-dev); zlib (PNG).
         .target(
@@ -183,7 +186,7 @@ let package = Package(
         .target(
             name: "GitWatch",
             dependencies: [
-                "AgentCore", "AgentHTTP", "CGit2",
+                "AgentCore", "AgentHTTP", "CGit2", "CGitScan",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -313,9 +316,14 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "AgentLoggingTests",
+            dependencies: ["AgentLogging", "AgentCore", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "AgentCoreTests",
             dependencies: [
-                "AgentCore",
+                "AgentCore", "AgentTestSupport",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],

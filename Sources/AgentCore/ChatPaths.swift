@@ -96,6 +96,15 @@ public final class ChatPaths: Sendable {
     /// Paths as they arrive for `chat` (not those recorded before). The stream finishes when
     /// the chat is forgotten; cancelling its consumer unsubscribes.
     public func arrivals(chat: String) -> AsyncStream<String> {
+        if let stream = arrivalsIfRoom(chat: chat) { return stream }
+        let (stream, continuation) = AsyncStream<String>.makeStream()
+        continuation.finish()
+        return stream
+    }
+
+    /// As ``arrivals(chat:)``, or nil when the chat already has
+    /// ``maxSubscribersPerChat`` subscribers (so a caller can say why it stops).
+    public func arrivalsIfRoom(chat: String) -> AsyncStream<String>? {
         let (stream, continuation) = AsyncStream<String>.makeStream(bufferingPolicy: .bufferingNewest(Self.subscriberBuffer))
         let id = state.withLock { s -> UInt64? in
             var entry = s.chats[chat] ?? Chat()
@@ -109,7 +118,7 @@ public final class ChatPaths: Sendable {
         }
         guard let id else {
             continuation.finish()
-            return stream
+            return nil
         }
         // Set after registration, outside the lock; a stream finished meanwhile runs it at once.
         // A chat that was only watched (no paths) is forgotten with its last subscriber, so

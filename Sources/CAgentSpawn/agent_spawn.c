@@ -454,3 +454,7 @@ int agent_is_executable(const char *path) {
     if (stat(path, &info) != 0 || S_ISDIR(info.st_mode)) return 0;
     return access(path, X_OK) == 0;
 }
+
+const void *agent_memmem(const void *haystack, size_t haystack_len, const void *needle, size_t needle_len) {
+    return memmem(haystack, haystack_len, needle, needle_len);
+}

@@ -18,7 +18,7 @@ public enum Boundary {
             http.url = url
             if allowed { http.matchedRule = "domain=example.invalid" }
             log.httpRequest = http
-            log.sequenceNumber = firstSequence + Int32(index)
+            log.sequenceNumber = firstSequence &+ Int32(truncatingIfNeeded: index)
             return log
         }
         return request

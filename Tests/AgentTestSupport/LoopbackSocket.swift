@@ -111,6 +111,24 @@ public final class LoopbackSocket: @unchecked Sendable {
         return out
     }
 
+    /// Reads until the bytes contain `needle`, the peer closes or `timeout` passes, blocking
+    /// in `poll(2)`: only for a test's own thread (``onThread(_:)``), where a client must
+    /// answer in time even when the cooperative threads are busy.
+    public func readBlocking(until needle: [UInt8], timeout: Duration) -> (bytes: [UInt8], closed: Bool) {
+        let deadline = ContinuousClock.now + timeout
+        var out: [UInt8] = []
+        while out.firstRange(of: needle) == nil, ContinuousClock.now < deadline {
+            switch receive() {
+            case .data(let bytes): out += bytes
+            case .closed: return (out, true)
+            case .nothing:
+                var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+                _ = poll(&entry, 1, 10)
+            }
+        }
+        return (out, false)
+    }
+
     /// True once the peer has closed (EOF or reset), waiting at most `timeout`.
     public func isClosedByPeer(within timeout: Duration) async -> Bool {
         await readAll(timeout: timeout).closed

@@ -22,6 +22,8 @@ public struct TestWebSocket {
     private var buffer: [UInt8]
     /// Set once the server's close frame arrived.
     public private(set) var closeCode: Int?
+    /// The reason text of the server's close frame.
+    public private(set) var closeReason: String?
 
     /// Connects, upgrades `path`, runs `body`, then closes the socket.
     public static func withConnection<R: Sendable>(
@@ -74,6 +76,7 @@ public struct TestWebSocket {
             switch opcode {
             case 0x8:
                 closeCode = payload.count >= 2 ? Int(payload[0]) << 8 | Int(payload[1]) : 1005
+                closeReason = String(decoding: payload.dropFirst(2), as: UTF8.self)
                 try? await send(opcode: 0x8, payload: Array(payload.prefix(2)))
                 return nil
             case 0x9:

@@ -57,19 +57,7 @@ public final class AgentSocketServer: Service, Sendable {
         let serverChannel: NIOAsyncChannel<NIOAsyncChannel<ByteBuffer, ByteBuffer>, Never>
         let identity: SocketFile.Identity
         do {
-            let staged = try file.makeStaging()
-            do {
-                serverChannel = try await bind(staged.socket)
-            } catch {
-                rmdir(staged.directory)
-                throw SocketFile.Failure(description: "create socket: listen: \(error)")
-            }
-            do {
-                identity = try file.install(staged: staged)
-            } catch {
-                try? await serverChannel.channel.close()
-                throw error
-            }
+            (serverChannel, identity) = try await file.create(bind: bind) { try? await $0.channel.close() }
         } catch {
             failure.withLock { $0 = "\(error)" }
             logger.error("failed to create socket server", metadata: ["path": "\(configuration.path)", "error": "\(error)"])

@@ -40,16 +40,19 @@ public struct AgentSocketService: Sendable {
         }
         server.register(DRPCMethodPath.agentSocket("SyncStart")) { bytes in
             let request = try Coder_Agentsocket_V1_SyncStartRequest(serializedBytes: bytes)
+            try Self.checkNames(request.unit)
             try self.syncStart(request.unit)
             return try Coder_Agentsocket_V1_SyncStartResponse().serializedBytes()
         }
         server.register(DRPCMethodPath.agentSocket("SyncWant")) { bytes in
             let request = try Coder_Agentsocket_V1_SyncWantRequest(serializedBytes: bytes)
+            try Self.checkNames(request.unit, request.dependsOn)
             try self.syncWant(request.unit, dependsOn: request.dependsOn)
             return try Coder_Agentsocket_V1_SyncWantResponse().serializedBytes()
         }
         server.register(DRPCMethodPath.agentSocket("SyncComplete")) { bytes in
             let request = try Coder_Agentsocket_V1_SyncCompleteRequest(serializedBytes: bytes)
+            try Self.checkNames(request.unit)
             do {
                 try self.units.updateStatus(request.unit, .completed)
             } catch {
@@ -59,6 +62,7 @@ public struct AgentSocketService: Sendable {
         }
         server.register(DRPCMethodPath.agentSocket("SyncReady")) { bytes in
             let request = try Coder_Agentsocket_V1_SyncReadyRequest(serializedBytes: bytes)
+            try Self.checkNames(request.unit)
             var response = Coder_Agentsocket_V1_SyncReadyResponse()
             do {
                 response.ready = try self.units.isReady(request.unit)
@@ -69,6 +73,7 @@ public struct AgentSocketService: Sendable {
         }
         server.register(DRPCMethodPath.agentSocket("SyncStatus")) { bytes in
             let request = try Coder_Agentsocket_V1_SyncStatusRequest(serializedBytes: bytes)
+            try Self.checkNames(request.unit)
             return try self.syncStatus(request.unit).serializedBytes()
         }
         server.register(DRPCMethodPath.agentSocket("SyncList")) { _ in
@@ -91,6 +96,7 @@ public struct AgentSocketService: Sendable {
             guard let bytes = try await call.receive() else { return }
             let request = try Coder_Agentsocket_V1_SyncReadyRequest(serializedBytes: bytes)
             guard !request.unit.isEmpty else { throw SocketError("cannot check readiness: unit ID cannot be empty: unit name is required") }
+            try Self.checkNames(request.unit)
             try await self.units.waitUntilReady(request.unit)
             try Task.checkCancellation()
             var response = Coder_Agentsocket_V1_SyncReadyResponse()
@@ -101,6 +107,18 @@ public struct AgentSocketService: Sendable {
     }
 
     // MARK: Calls
+
+    /// Refuses any name over ``UnitManager/maxNameBytes`` before anything is stored or
+    /// quoted back (the answer names the length, not the name).
+    static func checkNames(_ names: String...) throws(SocketError) {
+        for name in names {
+            do {
+                try UnitManager.checkName(name)
+            } catch {
+                throw SocketError(error.description)
+            }
+        }
+    }
 
     func syncStart(_ unit: String) throws(SocketError) {
         do {

@@ -66,6 +66,9 @@ int agent_output_pipe(int fds[2], int pipe_size);
 /// or writable memory are left alone. Returns the mappings advised, or -1 (no smaps).
 int agent_release_file_pages(void);
 
+/// glibc's memmem (linear time, two-way algorithm), hidden from Swift without _GNU_SOURCE.
+const void *agent_memmem(const void *haystack, size_t haystack_len, const void *needle, size_t needle_len);
+
 /// Names the calling thread (pthread_setname_np; the kernel keeps 15 bytes).
 int agent_set_thread_name(const char *name);
 
