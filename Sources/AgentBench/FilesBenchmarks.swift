@@ -77,6 +77,73 @@ struct FilesBenchmarks: ParsableCommand {
         report(
             "read-file-lines, 1 MiB file (median)", value: String(format: "%.0f req/s", lines), baseline: String(format: "%.0f req/s", health),
             ratio: lines / health, goal: "reported (baseline: /healthz)", met: true)
+        try editBenchmarks(client: client, daemon: daemon, directory: directory)
+    }
+
+    /// edit-files on a 16 MiB file of short lines: a one-word edit (exact pass) and a
+    /// whitespace-forgiving edit whose search is 20 000 lines (the line passes), each against
+    /// `sed -i` making the same change (time) and the file's size (the agent's RSS growth).
+    func editBenchmarks(client: BlockingHTTP, daemon: pid_t, directory: String) throws {
+        let file = directory + "/edit.txt"
+        let lineCount = (16 << 20) / 8
+        let content = String(repeating: "a = 1;\n", count: lineCount - 1) + "target\n"
+        func reset() throws { try Data(content.utf8).write(to: URL(fileURLWithPath: file)) }
+        func sed(_ expression: String) throws -> UInt64 {
+            try reset()
+            let start = Bench.now()
+            let pid = Bench.spawn(["/bin/sed", "-i", expression, file])
+            _ = Bench.wait(pid)
+            return Bench.now() - start
+        }
+        func edit(_ search: String, _ replacement: String) throws -> (UInt64, Int) {
+            try reset()
+            let rssBefore = Bench.rss(daemon)
+            let sampler = PeakSampler(pid: daemon)
+            sampler.start()
+            let body = "{\"files\":[{\"path\":\"\(file)\",\"edits\":[{\"old_text\":\"\(search)\",\"new_text\":\"\(replacement)\"}]}]}"
+            let start = Bench.now()
+            guard let (status, answer) = client.request("POST", "/api/v0/edit-files", body: body), status == 200 else {
+                throw ValidationError("edit-files failed")
+            }
+            _ = answer
+            let elapsed = Bench.now() - start
+            return (elapsed, max(0, sampler.stop() - rssBefore))
+        }
+        var agentTimes: [Double] = []
+        var sedTimes: [Double] = []
+        var growth = 0
+        for _ in 0..<3 {
+            let (ns, grew) = try edit("target", "TARGET")
+            agentTimes.append(Double(ns) / 1e6)
+            growth = max(growth, grew)
+            sedTimes.append(Double(try sed("s/^target$/TARGET/")) / 1e6)
+        }
+        let agentMs = Bench.median(agentTimes)
+        let sedMs = Bench.median(sedTimes)
+        report(
+            "edit-files one word, 16 MiB file (median)", value: String(format: "%.0f ms", agentMs), baseline: String(format: "%.0f ms sed -i", sedMs),
+            ratio: agentMs / sedMs, goal: "<= 1x sed -i", met: agentMs <= sedMs)
+        report(
+            "agent RSS growth, one-word edit", value: Bench.mib(growth), baseline: Bench.mib(content.utf8.count),
+            ratio: Double(growth) / Double(content.utf8.count), goal: "<= 4x the file", met: growth <= 4 * content.utf8.count)
+
+        // The line passes: a 20 000-line search that matches only with trailing whitespace forgiven.
+        let window = 20_000
+        let search = String(repeating: "a = 1;\\n", count: window - 1) + "target   \\n"
+        var fuzzyTimes: [Double] = []
+        var fuzzyGrowth = 0
+        for _ in 0..<3 {
+            let (ns, grew) = try edit(search, "replaced\\n")
+            fuzzyTimes.append(Double(ns) / 1e6)
+            fuzzyGrowth = max(fuzzyGrowth, grew)
+        }
+        let fuzzyMs = Bench.median(fuzzyTimes)
+        report(
+            "edit-files 20 000-line fuzzy search, 16 MiB file (median)", value: String(format: "%.0f ms", fuzzyMs),
+            baseline: String(format: "%.0f ms sed -i", sedMs), ratio: fuzzyMs / sedMs, goal: "<= 5x sed -i (one-word edit)", met: fuzzyMs <= 5 * sedMs)
+        report(
+            "agent RSS growth, fuzzy edit", value: Bench.mib(fuzzyGrowth), baseline: Bench.mib(content.utf8.count),
+            ratio: Double(fuzzyGrowth) / Double(content.utf8.count), goal: "<= 8x the file", met: fuzzyGrowth <= 8 * content.utf8.count)
     }
 
     /// Streams `bytes` to write-file on a fresh connection; ns until the answer.

@@ -1,3 +1,10 @@
+import AgentCore
+import CAgentSpawn
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// Applies one search/replace edit to a file's bytes (spec file-api §1, edit-files): an
 /// exact pass, then two passes over windows of lines that forgive trailing whitespace and
 /// then all surrounding whitespace; line endings, indentation and a missing final newline
@@ -14,17 +21,21 @@ enum EditEngine {
         var message: String
     }
 
-    static func apply(_ edit: Edit, to content: [UInt8], path: String) throws(Failure) -> [UInt8] {
+    /// Matching costs time linear in the file and the search (the exact pass with
+    /// `memmem`, the line passes with KMP over per-line hashes); memory is the file, the
+    /// result and 32 bytes per file line. `token` is checked every few thousand lines.
+    static func apply(_ edit: Edit, to content: [UInt8], path: String, token: CancelToken? = nil) throws -> [UInt8] {
         guard !edit.search.isEmpty else { throw Failure(message: "\(path): search string must not be empty") }
-        let fileLines = TextLine.split(content)
         let searchLines = TextLine.split(edit.search)
         let replacementLines = TextLine.split(edit.replacement)
-        let replacement = adaptEndings(edit.replacement, replacementLines, search: searchLines, file: fileLines)
+        let endings = EndingCounts(content)
+        let replacement = adaptEndings(edit.replacement, replacementLines, search: searchLines, file: endings)
 
         // Pass 1: the exact bytes.
-        let hits = occurrences(of: edit.search, in: content)
+        let hits = try occurrences(of: edit.search, in: content, token: token)
         if hits.count == 1 || (edit.replaceAll && !hits.isEmpty) {
             var out: [UInt8] = []
+            out.reserveCapacity(content.count + hits.count * max(0, replacement.count - edit.search.count))
             var position = 0
             for hit in hits {
                 out += content[position..<hit]
@@ -40,19 +51,29 @@ enum EditEngine {
         if let s = searchLines.consistentEnding, let r = replacementLines.consistentEnding, s != r {
             throw Failure(message: "\(path): search string not found in file")
         }
+        let file = FileLines(content)
         for pass in [Pass.trailingWhitespace, .allWhitespace] {
-            let windows = matchingWindows(searchLines, in: fileLines, pass: pass)
+            let windows = try matchingWindows(searchLines, in: file, pass: pass, token: token)
             guard !windows.isEmpty else { continue }
             if windows.count > 1 && !edit.replaceAll {
                 throw Failure(message: "\(path): search string matches \(windows.count) occurrences (expected exactly 1); add surrounding lines to make it unique, or set replace_all")
             }
-            var lines = fileLines
-            for start in windows.reversed() {
-                let window = Array(lines[start..<(start + searchLines.count)])
-                let spliced = splice(window: window, search: searchLines, replacement: replacementLines, file: fileLines)
-                lines.replaceSubrange(start..<(start + searchLines.count), with: spliced)
+            var fileUnit: Indentation.Unit??
+            var out: [UInt8] = []
+            out.reserveCapacity(content.count)
+            var position = 0
+            for start in windows {
+                let window = (start..<(start + searchLines.count)).map { file.line($0) }
+                let unit: Indentation.Unit? = Indentation.unit(of: window) ?? {
+                    if fileUnit == nil { fileUnit = .some(file.indentationUnit()) }
+                    return fileUnit!
+                }()
+                let spliced = splice(window: window, search: searchLines, replacement: replacementLines, fileUnit: unit, fileEnding: endings.dominant)
+                out += content[position..<file.spans[start].start]
+                out += spliced.bytes
+                position = file.spans[start + searchLines.count - 1].end
             }
-            return lines.bytes
+            return out + content[position...]
         }
         throw Failure(message: "\(path): search string not found in file")
     }
@@ -61,62 +82,71 @@ enum EditEngine {
 
     enum Pass { case trailingWhitespace, allWhitespace }
 
-    /// Non-overlapping exact occurrences, in order.
-    static func occurrences(of needle: [UInt8], in haystack: [UInt8]) -> [Int] {
-        guard needle.count <= haystack.count else { return [] }
+    /// Non-overlapping exact occurrences, in order (glibc's `memmem`: linear time).
+    static func occurrences(of needle: [UInt8], in haystack: [UInt8], token: CancelToken? = nil) throws -> [Int] {
+        guard !needle.isEmpty, needle.count <= haystack.count else { return [] }
         var hits: [Int] = []
-        var index = 0
-        let first = needle[0]
-        while index <= haystack.count - needle.count {
-            if haystack[index] == first, haystack[index..<(index + needle.count)].elementsEqual(needle) {
-                hits.append(index)
-                index += needle.count
-            } else {
-                index += 1
+        try haystack.withUnsafeBytes { hay in
+            try needle.withUnsafeBytes { pin in
+                var index = 0
+                while index <= hay.count - pin.count {
+                    if hits.count & 1023 == 1023 { try token?.check() }
+                    guard let found = agent_memmem(hay.baseAddress! + index, hay.count - index, pin.baseAddress!, pin.count) else { break }
+                    let at = hay.baseAddress!.distance(to: UnsafeRawPointer(found))
+                    hits.append(at)
+                    index = at + pin.count
+                }
             }
         }
         return hits
     }
 
-    /// Start indices of non-overlapping windows of file lines matching the search lines.
-    static func matchingWindows(_ search: [TextLine], in file: [TextLine], pass: Pass) -> [Int] {
-        guard !search.isEmpty, search.count <= file.count else { return [] }
+    /// Start indices of non-overlapping windows of file lines matching the search lines:
+    /// KMP over 64-bit hashes of each line's normalised text, each candidate checked byte
+    /// for byte (a hash collision is never taken for a match).
+    static func matchingWindows(_ search: [TextLine], in file: FileLines, pass: Pass, token: CancelToken? = nil) throws -> [Int] {
+        let m = search.count
+        guard m > 0, m <= file.count else { return [] }
+        func key(_ line: TextLine) -> ArraySlice<UInt8> { pass == .trailingWhitespace ? line.trimmedTrailing : line.trimmedAll }
+        let pattern = search.map { LineHash.of(key($0)) }
+        // The KMP failure function of the pattern.
+        var failure = [Int](repeating: 0, count: m)
+        var k = 0
+        for i in 1..<max(m, 1) {
+            while k > 0, pattern[i] != pattern[k] { k = failure[k - 1] }
+            if pattern[i] == pattern[k] { k += 1 }
+            failure[i] = k
+        }
         var windows: [Int] = []
-        var start = 0
-        while start + search.count <= file.count {
-            var matched = true
-            for offset in search.indices {
-                let f = file[start + offset]
-                let s = search[offset]
-                let same = pass == .trailingWhitespace ? f.trimmedTrailing == s.trimmedTrailing : f.trimmedAll == s.trimmedAll
-                if !same || !endingsMatch(f.ending, s.ending) {
-                    matched = false
-                    break
+        var matched = 0
+        var index = 0
+        while index < file.count {
+            if index & 4095 == 0 { try token?.check() }
+            let hash = LineHash.of(file.key(index, pass))
+            while matched > 0, hash != pattern[matched] { matched = failure[matched - 1] }
+            if hash == pattern[matched] { matched += 1 }
+            if matched == m {
+                let start = index - m + 1
+                if (0..<m).allSatisfy({ file.key(start + $0, pass).elementsEqual(key(search[$0])) }) {
+                    windows.append(start)
+                    matched = 0  // non-overlapping: start afresh after the window
+                } else {
+                    matched = failure[m - 1]
                 }
             }
-            if matched {
-                windows.append(start)
-                start += search.count
-            } else {
-                start += 1
-            }
+            index += 1
         }
         return windows
-    }
-
-    /// Equal, `\n` and `\r\n`, or either at the end of the text.
-    static func endingsMatch(_ a: [UInt8], _ b: [UInt8]) -> Bool {
-        a == b || a.isEmpty || b.isEmpty || (a.last == 0x0A && b.last == 0x0A)
     }
 
     // MARK: Line endings
 
     /// The replacement with its line endings made the file's dominant one, when the
     /// replacement is consistent and the search does not insist on other endings.
-    static func adaptEndings(_ replacement: [UInt8], _ lines: [TextLine], search: [TextLine], file: [TextLine]) -> [UInt8] {
-        guard let own = lines.consistentEnding, file.contains(where: { !$0.ending.isEmpty }) else { return replacement }
+    static func adaptEndings(_ replacement: [UInt8], _ lines: [TextLine], search: [TextLine], file: EndingCounts) -> [UInt8] {
+        guard let own = lines.consistentEnding, file.any else { return replacement }
         if let searchEnding = search.consistentEnding, searchEnding != own { return replacement }
-        let target = file.dominantEnding
+        let target = file.dominant
         guard own != target else { return replacement }
         return lines.map { line in TextLine(text: line.text, ending: line.ending.isEmpty ? [] : target) }.bytes
     }
@@ -125,7 +155,9 @@ enum EditEngine {
 
     /// The window rewritten: where search and replacement lines agree the file's bytes stay;
     /// other lines come from the replacement, re-indented to the file's unit and depth.
-    static func splice(window: [TextLine], search: [TextLine], replacement: [TextLine], file: [TextLine]) -> [TextLine] {
+    static func splice(
+        window: [TextLine], search: [TextLine], replacement: [TextLine], fileUnit: Indentation.Unit?, fileEnding: [UInt8]
+    ) -> [TextLine] {
         guard !replacement.isEmpty else {
             // Everything removed; a search without its final newline leaves the file's.
             if let last = search.last, last.ending.isEmpty, let kept = window.last?.ending, !kept.isEmpty {
@@ -133,13 +165,12 @@ enum EditEngine {
             }
             return []
         }
-        let fileUnit = Indentation.unit(of: window) ?? Indentation.unit(of: file)
         let editUnit = Indentation.unit(of: search + replacement)
         let depthShift: Int = {
             guard let fileUnit, let editUnit, let w = window.first, let s = search.first else { return 0 }
             return Indentation.level(w, fileUnit).level - Indentation.level(s, editUnit).level
         }()
-        let interiorEnding: [UInt8]? = replacement.consistentEnding != nil ? file.dominantEnding : nil
+        let interiorEnding: [UInt8]? = replacement.consistentEnding != nil ? fileEnding : nil
         var out: [TextLine] = []
         for (index, line) in replacement.enumerated() {
             var text = line.text
@@ -177,19 +208,21 @@ enum Indentation {
     }
 
     static func unit(of lines: [TextLine]) -> Unit? {
-        var widths: [Int] = []
-        for line in lines where !line.trimmedAll.isEmpty {
-            let lead = line.indentation
+        unit(ofIndentations: lines.lazy.filter { !$0.trimmedAll.isEmpty }.map { $0.indentation })
+    }
+
+    /// The unit of the given leading whitespace of non-blank lines.
+    static func unit<S: Sequence>(ofIndentations indentations: S) -> Unit? where S.Element == ArraySlice<UInt8> {
+        // The GCD of the widths seen, kept as it goes (no list of widths).
+        var gcd: Int?
+        for lead in indentations {
             if lead.contains(0x09) { return .tab }
-            if !lead.isEmpty { widths.append(lead.count) }
-        }
-        guard let first = widths.first else { return nil }
-        let gcd = widths.reduce(first) { a, b in
-            var (x, y) = (a, b)
+            guard !lead.isEmpty else { continue }
+            var (x, y) = (gcd ?? lead.count, lead.count)
             while y != 0 { (x, y) = (y, x % y) }
-            return x
+            gcd = x
         }
-        return .spaces(max(1, gcd))
+        return gcd.map { .spaces(max(1, $0)) }
     }
 
     /// The line's depth in `unit`, and spaces left over.

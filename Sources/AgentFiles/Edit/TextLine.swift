@@ -33,8 +33,10 @@ struct TextLine: Equatable, Sendable {
     }
 
     /// Without any leading or trailing whitespace (match pass 3).
+    static func isSpace(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 || byte == 0x0D || byte == 0x0B || byte == 0x0C }
+
     var trimmedAll: ArraySlice<UInt8> {
-        func isSpace(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 || byte == 0x0D || byte == 0x0B || byte == 0x0C }
+        let isSpace = Self.isSpace
         var start = 0
         var end = text.count
         while start < end, isSpace(text[start]) { start += 1 }
@@ -58,4 +60,89 @@ extension Array where Element == TextLine {
     }
 
     var bytes: [UInt8] { flatMap { $0.text + $0.ending } }
+}
+
+/// A file's lines as byte ranges of its content (no copies): 24 bytes per line.
+struct FileLines {
+    struct Span {
+        var start: Int
+        var textEnd: Int
+        /// Past the line's ending.
+        var end: Int
+    }
+
+    let content: [UInt8]
+    let spans: [Span]
+
+    /// Splits as ``TextLine/split(_:)`` does.
+    init(_ content: [UInt8]) {
+        self.content = content
+        var spans: [Span] = []
+        var start = 0
+        for index in content.indices where content[index] == 0x0A {
+            let crlf = index > start && content[index - 1] == 0x0D
+            spans.append(Span(start: start, textEnd: crlf ? index - 1 : index, end: index + 1))
+            start = index + 1
+        }
+        if start < content.count { spans.append(Span(start: start, textEnd: content.count, end: content.count)) }
+        self.spans = spans
+    }
+
+    var count: Int { spans.count }
+
+    func line(_ index: Int) -> TextLine {
+        let span = spans[index]
+        return TextLine(text: Array(content[span.start..<span.textEnd]), ending: Array(content[span.textEnd..<span.end]))
+    }
+
+    /// The text a pass compares: without trailing spaces and tabs, or without any
+    /// surrounding whitespace (as ``TextLine/trimmedTrailing`` and ``TextLine/trimmedAll``).
+    func key(_ index: Int, _ pass: EditEngine.Pass) -> ArraySlice<UInt8> {
+        let span = spans[index]
+        var start = span.start
+        var end = span.textEnd
+        switch pass {
+        case .trailingWhitespace:
+            while end > start, content[end - 1] == 0x20 || content[end - 1] == 0x09 { end -= 1 }
+        case .allWhitespace:
+            while start < end, TextLine.isSpace(content[start]) { start += 1 }
+            while end > start, TextLine.isSpace(content[end - 1]) { end -= 1 }
+        }
+        return content[start..<end]
+    }
+
+    /// The whole file's indentation unit (only asked when a window has none of its own).
+    func indentationUnit() -> Indentation.Unit? {
+        Indentation.unit(ofIndentations: spans.indices.lazy.filter { !key($0, .allWhitespace).isEmpty }.map { index in
+            let span = spans[index]
+            return content[span.start..<span.textEnd].prefix { $0 == 0x20 || $0 == 0x09 }
+        })
+    }
+}
+
+/// How a file's lines end: whether any does, and the dominant ending (CRLF when CRLF lines
+/// outnumber LF ones), counted in one pass over the bytes.
+struct EndingCounts {
+    var lf = 0
+    var crlf = 0
+
+    init(_ content: [UInt8]) {
+        content.withUnsafeBytes { raw in
+            for index in raw.indices where raw[index] == 0x0A {
+                if index > 0, raw[index - 1] == 0x0D { crlf += 1 } else { lf += 1 }
+            }
+        }
+    }
+
+    var any: Bool { lf + crlf > 0 }
+    var dominant: [UInt8] { crlf > lf ? TextLine.crlf : TextLine.lf }
+}
+
+/// A line's 64-bit FNV-1a hash, for matching windows of lines.
+enum LineHash {
+    static func of(_ bytes: ArraySlice<UInt8>) -> UInt64 {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in bytes { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+        return hash
+    }
 }

@@ -9,8 +9,12 @@ enum UnifiedDiff {
 
     static func make(path: String, old: [UInt8], new: [UInt8]) -> String {
         guard old != new else { return "" }
-        let a = TextLine.split(old).map { $0.text + $0.ending }
-        let b = TextLine.split(new).map { $0.text + $0.ending }
+        // Only the changed middle (with three lines of context each side) is split into
+        // lines: a one-word edit of a large file costs the bytes compared, not a copy of
+        // every line.
+        let (window, skipped) = changedWindow(old, new)
+        let a = TextLine.split(Array(old[window.old])).map { $0.text + $0.ending }
+        let b = TextLine.split(Array(new[window.new])).map { $0.text + $0.ending }
         let ops = script(a, b)
         var out = "--- \(path)\n+++ \(path)\n"
         // Group changes with up to 3 lines of context on each side.
@@ -38,8 +42,8 @@ enum UnifiedDiff {
             }
             end = min(positions.count, lastChange + 4)
             let hunk = positions[start..<end]
-            let aStart = hunk.first!.a
-            let bStart = hunk.first!.b
+            let aStart = hunk.first!.a + skipped
+            let bStart = hunk.first!.b + skipped
             let aCount = hunk.filter { $0.op != .insert }.count
             let bCount = hunk.filter { $0.op != .delete }.count
             out += "@@ -\(range(aStart, aCount)) +\(range(bStart, bCount)) @@\n"
@@ -53,6 +57,33 @@ enum UnifiedDiff {
             index = end
         }
         return out
+    }
+
+    /// The byte ranges of both texts that hold every changed line plus three lines of
+    /// context each side (whole lines), and how many equal lines come before them.
+    static func changedWindow(_ old: [UInt8], _ new: [UInt8]) -> (window: (old: Range<Int>, new: Range<Int>), skipped: Int) {
+        let newline = UInt8(ascii: "\n")
+        let shortest = min(old.count, new.count)
+        var prefix = 0
+        while prefix < shortest, old[prefix] == new[prefix] { prefix += 1 }
+        // Back to a line start, then three more lines back for context.
+        var start = prefix
+        while start > 0, old[start - 1] != newline { start -= 1 }
+        for _ in 0..<3 where start > 0 {
+            start -= 1
+            while start > 0, old[start - 1] != newline { start -= 1 }
+        }
+        var suffix = 0
+        while suffix < shortest - start, old[old.count - 1 - suffix] == new[new.count - 1 - suffix] { suffix += 1 }
+        // The shared tail must be whole lines in both texts, then three lines of context.
+        func atLineStart(_ bytes: [UInt8], _ index: Int) -> Bool { index == start || bytes[index - 1] == newline }
+        while suffix > 0, !(atLineStart(old, old.count - suffix) && atLineStart(new, new.count - suffix)) { suffix -= 1 }
+        for _ in 0..<3 where suffix > 0 {
+            suffix -= 1
+            while suffix > 0, !atLineStart(old, old.count - suffix) { suffix -= 1 }
+        }
+        let skipped = old[0..<start].reduce(0) { $1 == newline ? $0 + 1 : $0 }
+        return ((start..<(old.count - suffix), start..<(new.count - suffix)), skipped)
     }
 
     private static func range(_ start: Int, _ count: Int) -> String {

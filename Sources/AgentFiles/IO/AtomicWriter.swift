@@ -25,7 +25,7 @@ final class AtomicWriter: @unchecked Sendable {
         let base = lastPathComponent(of: target)
         let suffix = UUID().uuidString.prefix(8).lowercased()
         temporary = (directory.isEmpty ? "/" : directory) + "/." + base + ".tmp." + suffix
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o666)
+        let fd = FS.open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o666)
         guard fd >= 0 else { throw FileSystemError.last("open", temporary) }
         self.fd = fd
     }
@@ -33,7 +33,7 @@ final class AtomicWriter: @unchecked Sendable {
     deinit {
         if !finished {
             close(fd)
-            unlink(temporary)
+            FS.unlink(temporary)
         }
     }
 
@@ -50,17 +50,50 @@ final class AtomicWriter: @unchecked Sendable {
         }
     }
 
-    /// Closes, keeps the target's mode, and renames over the target.
+    /// Closes, keeps the target's mode (and, when the agent runs as root, its owner), and
+    /// renames over the target. A target that is not a regular file, or that the agent could
+    /// not open for writing, is refused: the rename must not do what a plain write could not.
+    /// Other hard links to the target keep the old content (the rename makes a new inode).
     func commit() throws(FileSystemError) {
         finished = true
-        defer { unlink(temporary) }
-        guard close(fd) == 0 else { throw FileSystemError.last("close", temporary) }
-        var info = stat()
-        if stat(target, &info) == 0 {
+        defer { FS.unlink(temporary) }
+        if let existing = try Self.checkReplaceable(target) {
             // The reference only logs a failure here.
-            _ = chmod(temporary, info.st_mode & 0o7777)
+            _ = fchmod(fd, existing.st_mode & 0o7777)
+            if geteuid() == 0, existing.st_uid != 0 || existing.st_gid != 0 {
+                guard fchown(fd, existing.st_uid, existing.st_gid) == 0 else {
+                    let error = FileSystemError.last("chown", temporary)
+                    close(fd)
+                    throw error
+                }
+            }
         }
-        guard rename(temporary, target) == 0 else { throw FileSystemError.last("write", target) }
+        guard close(fd) == 0 else { throw FileSystemError.last("close", temporary) }
+        guard FS.rename(temporary, target) == 0 else { throw FileSystemError.last("write", target) }
+    }
+
+    /// The existing target's status, nil when there is none; throws when it is not a
+    /// regular file (EISDIR, or EINVAL for a FIFO, socket or device) or cannot be opened
+    /// for writing (the 403 a plain write would get).
+    static func checkReplaceable(_ target: String) throws(FileSystemError) -> stat? {
+        // O_NONBLOCK: a FIFO without a reader answers at once (ENXIO) instead of blocking.
+        let probe = FS.open(target, O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)
+        if probe < 0 {
+            let code = errno
+            if code == ENOENT { return nil }
+            var info = stat()
+            if FS.stat(target, &info) == 0, info.st_mode & S_IFMT != S_IFREG {
+                throw FileSystemError(operation: "open", path: target, code: info.st_mode & S_IFMT == S_IFDIR ? EISDIR : EINVAL)
+            }
+            throw FileSystemError(operation: "open", path: target, code: code)
+        }
+        defer { close(probe) }
+        var info = stat()
+        guard fstat(probe, &info) == 0 else { throw FileSystemError.last("stat", target) }
+        guard info.st_mode & S_IFMT == S_IFREG else {
+            throw FileSystemError(operation: "open", path: target, code: info.st_mode & S_IFMT == S_IFDIR ? EISDIR : EINVAL)
+        }
+        return info
     }
 
     /// Gives up: the temporary file goes, the target stays.
@@ -68,6 +101,6 @@ final class AtomicWriter: @unchecked Sendable {
         guard !finished else { return }
         finished = true
         close(fd)
-        unlink(temporary)
+        FS.unlink(temporary)
     }
 }

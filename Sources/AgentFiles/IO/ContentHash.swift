@@ -1,7 +1,7 @@
 import AgentCore
 import AgentHTTP
 import Hummingbird
-import Synchronization
+import Dispatch
 
 #if canImport(Glibc)
 import Glibc
@@ -15,30 +15,19 @@ enum ContentHash {
     /// only when a client sends an expected hash (hashing costs CPU time per byte).
     static let automaticLimit = 16 << 20
 
-    /// Serializes the check-then-rename of writes and edits, so that two writers holding
-    /// the same expected hash cannot both win.
-    static let commits = Mutex(())
-
-    /// The SHA-256 (hex) of the file at `path`; "" when it does not exist.
-    static func ofFile(_ path: String) throws(FileSystemError) -> String {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else {
-            if errno == ENOENT { return "" }
-            throw FileSystemError.last("open", path)
-        }
-        defer { close(fd) }
-        var hasher = SHA256()
-        var buffer = [UInt8](repeating: 0, count: 1 << 16)
-        while true {
-            let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw FileSystemError.last("read", path)
+    /// The SHA-256 (hex) of the regular file at `path`; "" when it does not exist. A file
+    /// that grows past its reported size (or a pseudo-file past ``automaticLimit``) by more
+    /// than that limit hashes as "" (unknown), which no expected hash matches.
+    static func ofFile(_ path: String, token: CancelToken? = nil) throws -> String {
+        let file: RegularFile
+        do throws(RegularFile.Failure) { file = try RegularFile(path: path) } catch {
+            switch error {
+            case .system(let failure) where failure.code == ENOENT: return ""
+            case .system(let failure): throw failure
+            case .notRegular(let isDirectory): throw FileSystemError(operation: "open", path: path, code: isDirectory ? EISDIR : EINVAL)
             }
-            if n == 0 { break }
-            buffer.withUnsafeBytes { hasher.update(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
         }
-        return SHA256.hexString(hasher.finalize())
+        return try file.sha256(limit: file.size + automaticLimit, path: path, token: token) ?? ""
     }
 
     /// Modification time in nanoseconds since the epoch.
@@ -62,5 +51,27 @@ enum ContentHash {
         var files: [ConflictEntry]
 
         var response: Response { JSONResponse.make(self, status: .conflict) }
+    }
+}
+
+/// Serializes the check-then-rename of writes and edits per target, so that two writers
+/// holding the same expected hash cannot both win. Striped by path: a slow commit (hashing
+/// a large file) holds up only the few paths that share its stripe, never the whole API.
+enum CommitLocks {
+    static let stripeCount = 64
+    private static let stripes = (0..<stripeCount).map { _ in DispatchSemaphore(value: 1) }
+
+    private static func stripe(_ path: String) -> Int {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in path.utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+        return Int(hash % UInt64(stripeCount))
+    }
+
+    /// Runs `body` holding the stripes of every path (taken in order: no deadlock).
+    static func withLocks<T>(_ paths: [String], _ body: () throws -> T) throws -> T {
+        let indices = Set(paths.map(stripe)).sorted()
+        for index in indices { stripes[index].wait() }
+        defer { for index in indices.reversed() { stripes[index].signal() } }
+        return try body()
     }
 }

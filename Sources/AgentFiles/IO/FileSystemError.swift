@@ -14,13 +14,18 @@ struct FileSystemError: Error, CustomStringConvertible {
     var path: String
     var code: Int32
 
-    var description: String { "\(operation) \(path): \(SystemCallError.message(code))" }
+    var description: String {
+        // EINVAL from the file API's own checks: a FIFO, socket or device where a regular
+        // file must be.
+        let reason = code == EINVAL && operation == "open" ? "not a regular file" : SystemCallError.message(code)
+        return "\(operation) \(path): \(reason)"
+    }
 
     var status: HTTPResponse.Status {
         switch code {
         case ENOENT: .notFound
         case EACCES, EPERM: .forbidden
-        case ENOTDIR: .badRequest
+        case ENOTDIR, EISDIR, EINVAL: .badRequest
         default: .internalServerError
         }
     }

@@ -35,7 +35,7 @@ enum PathResolver {
             }
             let candidate = "/" + (resolved + [part]).joined(separator: "/")
             var info = stat()
-            if lstat(candidate, &info) != 0 {
+            if FS.lstat(candidate, &info) != 0 {
                 if errno == ENOENT || errno == ENOTDIR {
                     // Missing from here on: keep the rest as written.
                     return clean("/" + (resolved + [part] + pending).joined(separator: "/"))
@@ -48,10 +48,7 @@ enum PathResolver {
             }
             links += 1
             guard links <= maxLinks else { throw FileSystemError(operation: "resolve", path: path, code: ELOOP) }
-            var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-            let count = readlink(candidate, &buffer, buffer.count - 1)
-            guard count >= 0 else { throw FileSystemError.last("readlink", candidate) }
-            let target = String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            guard let target = FS.readlink(candidate) else { throw FileSystemError.last("readlink", candidate) }
             if target.hasPrefix("/") { resolved = [] }
             pending = target.split(separator: "/").map(String.init) + pending
         }

@@ -42,7 +42,7 @@ struct DirectoryRoutes: Sendable {
     /// entries are added or removed elsewhere.
     enum Cursor {
         static func make(_ entry: Entry) -> String {
-            let key = [entry.isDir ? UInt8(ascii: "d") : UInt8(ascii: "f")] + Array(entry.name.utf8)
+            let key = [entry.isDir ? UInt8(ascii: "d") : UInt8(ascii: "f")] + FilePathText.encode(entry.name)
             return SHA256.hexString(key)
         }
 
@@ -61,7 +61,7 @@ struct DirectoryRoutes: Sendable {
         /// True when `entry` comes after the cursor's entry in the listing's order.
         static func isAfter(_ entry: Entry, _ cursor: (isDir: Bool, name: [UInt8])) -> Bool {
             if entry.isDir != cursor.isDir { return !entry.isDir }
-            return cursor.name.lexicographicallyPrecedes(Array(entry.name.utf8))
+            return cursor.name.lexicographicallyPrecedes(FilePathText.encode(entry.name))
         }
     }
 
@@ -85,6 +85,8 @@ struct DirectoryRoutes: Sendable {
         let body = try JSONRequest.parse(bytes.readableBytesView, typeName: "LSRequest")
         let parts = try body.stringArray("path") ?? []
         let relativity = try body.string("relativity") ?? ""
+        try PathInput.rejectNUL(queryPath, field: "path")
+        for part in parts { try PathInput.rejectNUL(part, field: "path") }
         let directory: String
         if let queryPath {
             guard queryPath.hasPrefix("/") else {
@@ -100,24 +102,23 @@ struct DirectoryRoutes: Sendable {
         }
         let listing = try await BlockingIO.run { () throws -> Listing in
             var info = stat()
-            guard stat(directory, &info) == 0 else { throw FileSystemError.last("open", directory).apiError }
+            guard FS.stat(directory, &info) == 0 else { throw FileSystemError.last("open", directory).apiError }
             guard info.st_mode & S_IFMT == S_IFDIR else { throw APIError(.internalServerError, "open \(directory): not a directory") }
-            guard let handle = opendir(directory) else { throw FileSystemError.last("open", directory).apiError }
+            guard let handle = FS.opendir(directory) else { throw FileSystemError.last("open", directory).apiError }
             defer { closedir(handle) }
             var entries: [Entry] = []
             while let entry = readdir(handle) {
-                let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                    String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
-                }
+                // Names that are not UTF-8 are kept byte for byte (FilePathText).
+                let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in FilePathText.decode(Array(raw.prefix { $0 != 0 })) }
                 if name == "." || name == ".." { continue }
                 let full = directory == "/" ? "/" + name : directory + "/" + name
                 var entryInfo = stat()
-                let isDir = lstat(full, &entryInfo) == 0 && entryInfo.st_mode & S_IFMT == S_IFDIR
+                let isDir = FS.lstat(full, &entryInfo) == 0 && entryInfo.st_mode & S_IFMT == S_IFDIR
                 entries.append(Entry(name: name, absolutePathString: full, isDir: isDir))
             }
             entries.sort { a, b in
                 if a.isDir != b.isDir { return a.isDir }
-                return Array(a.name.utf8).lexicographicallyPrecedes(Array(b.name.utf8))
+                return FilePathText.encode(a.name).lexicographicallyPrecedes(FilePathText.encode(b.name))
             }
             let components = directory.split(separator: "/").map(String.init)
             var next: String?
@@ -138,6 +139,7 @@ struct DirectoryRoutes: Sendable {
         var query = StrictQuery(request, allowed: ["path"])
         let path = query.string("path", required: true) ?? ""
         try query.validate()
+        try PathInput.rejectNUL(path, field: "path")
         guard path.hasPrefix("/") else { throw APIError(.badRequest, "file path must be absolute: \(goQuote(path))") }
         let resolved = try await BlockingIO.run { () throws -> String in
             do { return try PathResolver.resolve(path) } catch let error as FileSystemError {

@@ -45,7 +45,10 @@ struct EditRoutes: Sendable {
 
         let results: [FileDiff]
         do {
-            results = try await BlockingIO.run { () throws -> [FileDiff] in try Self.apply(requested) }
+            // Bounded CPU time, and stopped when the client leaves (matching and diffs check).
+            results = try await BlockingIO.run(context, budget: Self.cpuBudget) { token throws -> [FileDiff] in
+                try Self.apply(requested, includeDiff: includeDiff, token: token)
+            }
         } catch let conflict as ContentHash.Conflict {
             return conflict.response
         }
@@ -72,6 +75,7 @@ struct EditRoutes: Sendable {
         for item in items {
             let file = try JSONRequest.parse(Array("{}".utf8), typeName: "FileEdits").with(item)
             let path = try file.string("path") ?? ""
+            try PathInput.rejectNUL(path, field: "path")
             var edits: [EditEngine.Edit] = []
             if case .array(let editItems)? = file.value("edits") {
                 for editItem in editItems {
@@ -89,8 +93,14 @@ struct EditRoutes: Sendable {
         return files
     }
 
+    /// How long one edit-files request may work (matching, diffs) before it is refused with
+    /// 422; matching is near-linear, so only pathological requests come near it.
+    static let cpuBudget = Duration.seconds(20)
+    /// The largest file an edit reads (it is held in memory with its edited copy).
+    static let maxFileBytes = 64 << 20
+
     /// Validates, edits in memory, then writes; returns per-file diffs in request order.
-    static func apply(_ requested: [Requested]) throws -> [FileDiff] {
+    static func apply(_ requested: [Requested], includeDiff: Bool = true, token: CancelToken = CancelToken()) throws -> [FileDiff] {
         var problems: [(HTTPResponse.Status, String)] = []
         var merged: [FileEdits] = []
         var byClean: [String: Int] = [:]
@@ -124,32 +134,35 @@ struct EditRoutes: Sendable {
         var originals: [[UInt8]] = []
         var edited: [[UInt8]] = []
         for file in merged {
-            var info = stat()
-            guard stat(file.target, &info) == 0 else {
-                let error = FileSystemError.last("open", file.path)
-                problems.append((error.status, error.description))
+            // Opened without blocking and checked on the descriptor; read with a bound (a
+            // pseudo-file reports size 0 and may never end).
+            let data: [UInt8]
+            do {
+                let handle = try RegularFile(path: file.target)
+                data = try handle.read(upTo: maxFileBytes + 1, path: file.path, token: token)
+            } catch let failure as RegularFile.Failure {
+                switch failure {
+                case .system(let error):
+                    let shown = FileSystemError(operation: "open", path: file.path, code: error.code)
+                    problems.append((shown.status, shown.description))
+                case .notRegular:
+                    problems.append((.badRequest, "open \(file.path): not a file"))
+                }
                 originals.append([]); edited.append([])
                 continue
             }
-            guard info.st_mode & S_IFMT == S_IFREG else {
-                problems.append((.badRequest, "open \(file.path): not a file"))
+            guard data.count <= maxFileBytes else {
+                problems.append((.badRequest, "\(file.path): file is larger than \(maxFileBytes) bytes, the most an edit reads"))
                 originals.append([]); edited.append([])
                 continue
             }
-            guard let data = FileManager.default.contents(atPath: file.target) else {
-                let code: Int32 = access(file.target, R_OK) != 0 ? EACCES : EIO
-                let error = FileSystemError(operation: "open", path: file.path, code: code)
-                problems.append((error.status, error.description))
-                originals.append([]); edited.append([])
-                continue
-            }
-            let original = [UInt8](data)
+            let original = data
             if let expected = file.expected, case let current = SHA256.hex(original), current != expected {
                 conflicts.append(.init(path: file.path, currentSHA256: current))
             }
             var content = original
             for edit in file.edits {
-                do { content = try EditEngine.apply(edit, to: content, path: file.path) } catch {
+                do { content = try EditEngine.apply(edit, to: content, path: file.path, token: token) } catch let error as EditEngine.Failure {
                     problems.append((.badRequest, error.message))
                     break
                 }
@@ -167,11 +180,11 @@ struct EditRoutes: Sendable {
         // the ones already written.
         // Under the commit lock, each file must still be what phase 1 read: a change
         // meanwhile is a conflict, not something to overwrite.
-        try ContentHash.commits.withLock { _ throws in
+        try CommitLocks.withLocks(merged.map(\.target)) { () throws in
             var written: [Int] = []
             func rollBack() { for done in written.reversed() { try? write(originals[done], to: merged[done].target) } }
             for (index, file) in merged.enumerated() where edited[index] != originals[index] {
-                let current = (try? ContentHash.ofFile(file.target)) ?? ""
+                let current = (try? ContentHash.ofFile(file.target, token: token)) ?? ""
                 guard current == SHA256.hex(originals[index]) else {
                     rollBack()
                     throw ContentHash.Conflict(files: [.init(path: file.path, currentSHA256: current)])
@@ -187,7 +200,7 @@ struct EditRoutes: Sendable {
         }
         return merged.enumerated().map { index, file in
             FileDiff(
-                path: file.path, diff: UnifiedDiff.make(path: file.path, old: originals[index], new: edited[index]),
+                path: file.path, diff: includeDiff ? UnifiedDiff.make(path: file.path, old: originals[index], new: edited[index]) : nil,
                 sha256: SHA256.hex(edited[index]))
         }
     }

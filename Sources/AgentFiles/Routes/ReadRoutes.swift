@@ -25,27 +25,54 @@ struct ReadRoutes: Sendable {
         let offset = query.int("offset", default: 0)
         let limit = query.int("limit", default: 0)
         try query.validate()
+        try PathInput.rejectNUL(path, field: "path")
         guard path.hasPrefix("/") else { throw APIError(.badRequest, "file path must be absolute: \(goQuote(path))") }
-        let (size, mtime, digest) = try await BlockingIO.run { () throws -> (Int, Int64, String?) in
-            var info = stat()
-            guard stat(path, &info) == 0 else { throw FileSystemError.last("open", path).apiError }
-            guard info.st_mode & S_IFMT == S_IFREG else { throw APIError(.badRequest, "open \(path): not a file") }
-            guard access(path, R_OK) == 0 else { throw FileSystemError.last("open", path).apiError }
-            let size = Int(info.st_size)
-            // The whole file's hash, for a later compare-and-swap write.
-            let digest = size <= ContentHash.automaticLimit ? try? ContentHash.ofFile(path) : nil
-            return (size, ContentHash.mtime(info), digest)
+        // Opened without blocking and checked on the descriptor: a FIFO, device or socket
+        // is refused at once, and a path swapped meanwhile cannot hang a thread.
+        let head = try await BlockingIO.run(context) { token throws -> ReadHead in
+            let file: RegularFile
+            do throws(RegularFile.Failure) { file = try RegularFile(path: path) } catch { throw error.apiError(path) }
+            let mtime = ContentHash.mtime(file.info)
+            guard file.size == 0 else {
+                // The whole file's hash, for a later compare-and-swap write (bounded).
+                let digest = file.size <= ContentHash.automaticLimit
+                    ? try? file.sha256(limit: ContentHash.automaticLimit, path: path, token: token) : nil
+                return ReadHead(size: file.size, mtime: mtime, digest: digest, identity: file.info, inline: nil)
+            }
+            // Size 0: empty, or a pseudo-file whose size is unknown. Read what is asked,
+            // at most `pseudoFileLimit` bytes, one more to tell whether more is there.
+            let want = limit == 0 ? Self.pseudoFileLimit : min(limit, Self.pseudoFileLimit)
+            let bytes = try file.read(upTo: want + 1, from: offset, path: path, token: token)
+            if bytes.count > want, limit == 0 || limit > Self.pseudoFileLimit {
+                throw APIError(
+                    .badRequest,
+                    "open \(path): the file reports size 0 and holds more than \(Self.pseudoFileLimit) bytes; read it with offset and limit (at most \(Self.pseudoFileLimit) bytes at a time)")
+            }
+            return ReadHead(size: 0, mtime: mtime, digest: nil, identity: file.info, inline: Array(bytes.prefix(want)))
         }
-        let available = max(0, size - offset)
-        let length = limit == 0 ? available : min(available, limit)
+        let length: Int
+        if let inline = head.inline {
+            length = inline.count
+        } else {
+            let available = max(0, head.size - offset)
+            length = limit == 0 ? available : min(available, limit)
+        }
         var headers: HTTPFields = [.contentType: Self.contentType(for: path), .contentLength: String(length)]
-        headers[Self.mtimeHeader] = String(mtime)
-        if let digest { headers[Self.hashHeader] = digest }
+        headers[Self.mtimeHeader] = String(head.mtime)
+        if let digest = head.digest { headers[Self.hashHeader] = digest }
         guard length > 0 else { return Response(status: .ok, headers: headers, body: .init()) }
-        // The file is opened when the body is written, so an abandoned response leaks nothing.
+        if let inline = head.inline {
+            return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: inline)))
+        }
+        // The file is opened again when the body is written, so an abandoned response leaks
+        // nothing; it must still be the file the head described.
+        let identity = head.identity
         let body = ResponseBody(contentLength: length) { writer in
-            let fd = try await BlockingIO.run { () throws -> Int32 in
-                let fd = open(path, O_RDONLY | O_CLOEXEC)
+            let fd = try await BlockingIO.run(context) { _ throws -> Int32 in
+                let file: RegularFile
+                do throws(RegularFile.Failure) { file = try RegularFile(path: path) } catch { throw error.apiError(path) }
+                guard file.isSame(as: identity) else { throw FileSystemError(operation: "open", path: path, code: ESTALE) }
+                let fd = dup(file.descriptor)
                 guard fd >= 0 else { throw FileSystemError.last("open", path) }
                 return fd
             }
@@ -55,7 +82,7 @@ struct ReadRoutes: Sendable {
             while left > 0 {
                 let want = min(left, Self.chunkBytes)
                 let at = position
-                let chunk = try await BlockingIO.run { () throws -> ByteBuffer in
+                let chunk = try await BlockingIO.run(context) { _ throws -> ByteBuffer in
                     var buffer = ByteBuffer()
                     let n = buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: want) { raw in
                         max(0, pread(fd, raw.baseAddress, want, off_t(at)))
@@ -72,6 +99,19 @@ struct ReadRoutes: Sendable {
         return Response(status: .ok, headers: headers, body: body)
     }
 
+    /// What the read-file head phase found.
+    struct ReadHead: Sendable {
+        var size: Int
+        var mtime: Int64
+        var digest: String?
+        var identity: stat
+        /// A pseudo-file's bytes, read whole in the head phase (its size is unknown).
+        var inline: [UInt8]?
+    }
+
+    /// The most a file reporting size 0 (a pseudo-file under /proc or /sys) is read at once.
+    static let pseudoFileLimit = 16 << 20
+
     /// Line-numbered lines within byte and line budgets; always 200 apart from query errors.
     func readFileLines(_ request: Request, _ context: AgentRequestContext) async throws -> Response {
         var query = StrictQuery(
@@ -82,34 +122,53 @@ struct ReadRoutes: Sendable {
             maxFileSize: query.int("max_file_size", default: 1 << 20), maxLineBytes: query.int("max_line_bytes", default: 1024),
             maxResponseLines: query.int("max_response_lines", default: 2000), maxResponseBytes: query.int("max_response_bytes", default: 32768))
         try query.validate()
+        try PathInput.rejectNUL(path, field: "path")
         guard path.hasPrefix("/") else { return JSONResponse.make(LinesResponse(error: "file path must be absolute: \(goQuote(path))")) }
-        let result = await BlockingIO.runReporting { () -> LinesResponse in
-            var info = stat()
-            guard stat(path, &info) == 0 else {
-                switch errno {
-                case ENOENT, ENOTDIR: return LinesResponse(error: "file does not exist: \(path)")
-                case EACCES, EPERM: return LinesResponse(error: "permission denied: \(path)")
-                default: return LinesResponse(error: "\(FileSystemError.last("stat", path))")
+        let result = try await BlockingIO.run(context) { token throws -> LinesResponse in
+            let file: RegularFile
+            do throws(RegularFile.Failure) { file = try RegularFile(path: path) } catch {
+                switch error {
+                case .notRegular: return LinesResponse(error: "not a file: \(path)")
+                case .system(let failure):
+                    switch failure.code {
+                    case ENOENT, ENOTDIR: return LinesResponse(error: "file does not exist: \(path)")
+                    case EACCES, EPERM: return LinesResponse(error: "permission denied: \(path)")
+                    default: return LinesResponse(error: "\(failure)")
+                    }
                 }
             }
-            guard info.st_mode & S_IFMT == S_IFREG else { return LinesResponse(error: "not a file: \(path)") }
-            let size = Int(info.st_size)
-            guard size <= limits.maxFileSize else {
-                return LinesResponse(
-                    fileSize: size,
-                    error: "file is \(size) bytes which exceeds the maximum of \(limits.maxFileSize) bytes. Use offset and limit with a smaller file, or read-file for raw bytes.")
+            let size = file.size
+            var limits = limits
+            // The client's max_file_size, capped: the whole file is held in memory.
+            limits.maxFileSize = min(limits.maxFileSize, Self.maxLinesFileSize)
+            guard size <= limits.maxFileSize else { return Self.tooLarge(size: size, limits: limits) }
+            // Read through the descriptor, at most one byte past the limit: a pseudo-file
+            // reports size 0 and may never end.
+            let data: [UInt8]
+            do { data = try file.read(upTo: limits.maxFileSize + 1, path: path, token: token) } catch let error as FileSystemError {
+                return LinesResponse(error: "\(error)")
             }
-            guard let data = FileManager.default.contents(atPath: path) else {
-                return LinesResponse(error: access(path, R_OK) != 0 ? "permission denied: \(path)" : "\(FileSystemError.last("read", path))")
-            }
-            var response = LineWindow.render(Array(data), limits: limits)
+            guard data.count <= limits.maxFileSize else { return Self.tooLarge(size: nil, limits: limits) }
+            var response = LineWindow.render(data, limits: limits)
             if response.success {
                 response.sha256 = SHA256.hex(data)
-                response.mtimeUnixNano = ContentHash.mtime(info)
+                response.mtimeUnixNano = ContentHash.mtime(file.info)
             }
             return response
         }
         return JSONResponse.make(result)
+    }
+
+    /// The largest file read-file-lines reads, whatever `max_file_size` asks (it is held in
+    /// memory whole).
+    static let maxLinesFileSize = 64 << 20
+
+    /// A file over `max_file_size`: its size when the file system knows it.
+    static func tooLarge(size: Int?, limits: LineWindow.Limits) -> LinesResponse {
+        let what = size.map { "is \($0) bytes" } ?? "is more than \(limits.maxFileSize) bytes"
+        return LinesResponse(
+            fileSize: size ?? 0,
+            error: "file \(what) which exceeds the maximum of \(limits.maxFileSize) bytes. Use offset and limit with a smaller file, or read-file for raw bytes.")
     }
 
     /// The type Go's `mime.TypeByExtension` gives the common extensions.
@@ -192,7 +251,8 @@ enum LineWindow {
                 fileSize: bytes.count, totalLines: total,
                 error: "output would exceed \(limits.maxResponseLines) lines. Use offset and limit to read a smaller window.")
         }
-        let window = lines[(limits.offset - 1)..<min(total, limits.offset - 1 + wanted)]
+        // `wanted` is a client's number (up to Int.max): count what is left, never add to it.
+        let window = lines[(limits.offset - 1)..<(limits.offset - 1 + min(wanted, total - (limits.offset - 1)))]
         var content: [UInt8] = []
         var number = limits.offset
         for line in window {

@@ -23,8 +23,9 @@ struct WriteRoutes: Sendable {
         let path = query.string("path", required: true) ?? ""
         let expected = query.string("expected_sha256")?.lowercased()
         try query.validate()
+        try PathInput.rejectNUL(path, field: "path")
         guard path.hasPrefix("/") else { throw APIError(.badRequest, "file path must be absolute: \(goQuote(path))") }
-        let writer = try await BlockingIO.run { () throws -> AtomicWriter in
+        let writer = try await BlockingIO.run(context) { _ throws -> AtomicWriter in
             let target = try Self.writableTarget(path)
             do { return try AtomicWriter(target: target) } catch let error as FileSystemError { throw error.apiError }
         }
@@ -37,7 +38,7 @@ struct WriteRoutes: Sendable {
         var batch = ByteBuffer()
         func flush(_ bytes: ByteBuffer) async throws {
             guard bytes.readableBytes > 0 else { return }
-            try await BlockingIO.run { try bytes.withUnsafeReadableBytes { raw in try writer.write(raw) } }
+            try await BlockingIO.run(context) { _ in try bytes.withUnsafeReadableBytes { raw in try writer.write(raw) } }
         }
         do {
             for try await part in request.body {
@@ -55,15 +56,18 @@ struct WriteRoutes: Sendable {
         } catch let error as FileSystemError {
             writer.abandon()
             throw error.apiError
+        } catch let error as APIError {
+            writer.abandon()
+            throw error
         } catch {
             writer.abandon()
             throw APIError(.internalServerError, "Failed to read the request body.", detail: "\(error)")
         }
         do {
-            try await BlockingIO.run { () throws in
-                try ContentHash.commits.withLock { _ throws in
+            try await BlockingIO.run(context) { token throws in
+                try CommitLocks.withLocks([writer.target]) { () throws in
                     if let expected {
-                        let current = try ContentHash.ofFile(writer.target)
+                        let current = try ContentHash.ofFile(writer.target, token: token)
                         guard current == expected else {
                             writer.abandon()
                             throw ContentHash.Conflict(files: [.init(path: path, currentSHA256: current)])
@@ -95,16 +99,15 @@ struct WriteRoutes: Sendable {
         let target: String
         do { target = try PathResolver.resolve(path) } catch { throw error.apiError }
         let parent = parentDirectory(of: target)
-        do {
-            try FileManager.default.createDirectory(
-                atPath: parent, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
-        } catch {
-            let code = Self.errnoOf(error) ?? EIO
-            throw FileSystemError(operation: "mkdir", path: parent, code: code).apiError
-        }
+        do throws(FileSystemError) { try FS.makeDirectories(parent) } catch { throw error.apiError }
         var info = stat()
-        if stat(target, &info) == 0, info.st_mode & S_IFMT == S_IFDIR {
+        if FS.stat(target, &info) == 0, info.st_mode & S_IFMT == S_IFDIR {
             throw APIError(.badRequest, "open \(path): is a directory")
+        }
+        // Refused before the body is read: a FIFO, socket or device, or a file the agent
+        // may not write (checked again at the rename).
+        do { _ = try AtomicWriter.checkReplaceable(target) } catch {
+            throw FileSystemError(operation: error.operation, path: path, code: error.code).apiError
         }
         return target
     }
@@ -114,21 +117,18 @@ struct WriteRoutes: Sendable {
         let body = try await JSONRequest.decode(request, context: context, typeName: "CreateDirectoryRequest")
         let path = try body.string("path") ?? ""
         let parents = try body.bool("parents") ?? false
+        try PathInput.rejectNUL(path, field: "path")
         guard !path.isEmpty else { throw APIError(.badRequest, "\"path\" is required") }
         guard path.hasPrefix("/") else { throw APIError(.badRequest, "file path must be absolute: \(goQuote(path))") }
-        try await BlockingIO.run { () throws in
+        try await BlockingIO.run(context) { _ throws in
             var info = stat()
-            if stat(path, &info) == 0 {
+            if FS.stat(path, &info) == 0 {
                 guard info.st_mode & S_IFMT == S_IFDIR else { throw APIError(.conflict, "mkdir \(path): file exists") }
                 return
             }
             if parents {
-                do {
-                    try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
-                } catch {
-                    throw FileSystemError(operation: "mkdir", path: path, code: Self.errnoOf(error) ?? EIO).apiError
-                }
-            } else if mkdir(path, 0o755) != 0 {
+                do throws(FileSystemError) { try FS.makeDirectories(path) } catch { throw error.apiError }
+            } else if FS.mkdir(path, 0o755) != 0 {
                 throw FileSystemError.last("mkdir", path).apiError
             }
         }
@@ -143,22 +143,24 @@ struct WriteRoutes: Sendable {
         let source = try body.string("source") ?? ""
         let destination = try body.string("dest") ?? ""
         let overwrite = try body.bool("overwrite") ?? false
+        try PathInput.rejectNUL(source, field: "source")
+        try PathInput.rejectNUL(destination, field: "dest")
         for (field, value) in [("source", source), ("dest", destination)] {
             guard !value.isEmpty else { throw APIError(.badRequest, "\(goQuote(field)) is required") }
             guard value.hasPrefix("/") else { throw APIError(.badRequest, "file path must be absolute: \(goQuote(value))") }
         }
-        try await BlockingIO.run { () throws in
+        try await BlockingIO.run(context) { _ throws in
             var info = stat()
-            guard lstat(source, &info) == 0 else { throw FileSystemError.last("rename", source).apiError }
+            guard FS.lstat(source, &info) == 0 else { throw FileSystemError.last("rename", source).apiError }
             var existing = stat()
-            if lstat(destination, &existing) == 0 {
+            if FS.lstat(destination, &existing) == 0 {
                 guard overwrite else { throw APIError(.conflict, "rename \(source) \(destination): destination exists") }
                 if existing.st_mode & S_IFMT == S_IFDIR,
-                   let entries = try? FileManager.default.contentsOfDirectory(atPath: destination), !entries.isEmpty {
+                   let entries = FS.entries(destination, limit: 1), !entries.isEmpty {
                     throw APIError(.conflict, "rename \(source) \(destination): destination is a non-empty directory")
                 }
             }
-            guard rename(source, destination) == 0 else {
+            guard FS.rename(source, destination) == 0 else {
                 throw FileSystemError(operation: "rename \(source)", path: destination, code: errno).apiError
             }
         }

@@ -85,7 +85,8 @@ final class ToolCallLedger: Sendable {
             }
             // No record: a call older than this agent may have run in a previous one.
             let uptime = now - startedAt
-            if Duration.milliseconds(Int64(ageMs)) >= uptime - .seconds(2) { return .agentStartedAfterCall }
+            // Clamped: the age is a client's number (up to 2^64 - 1, past Int64).
+            if Duration.milliseconds(Int64(clamping: ageMs)) >= uptime - .seconds(2) { return .agentStartedAfterCall }
             guard chat.calls.count < Self.maxCallsPerMessage else { return .stale }
             chat.calls[key.callID] = Record(state: .running(waiters: [:]), startedAt: now)
             return .run

@@ -1,0 +1,81 @@
+import AgentCore
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The system calls the file API makes, taking paths as text in ``FilePathText``'s form,
+/// so that names which are not UTF-8 can be listed and then addressed (never through
+/// Swift's implicit String-to-C-string bridging, which would write the escape characters'
+/// own UTF-8 instead of the bytes they stand for).
+enum FS {
+    static func open(_ path: String, _ flags: Int32, _ mode: mode_t = 0) -> Int32 {
+        FilePathText.withCString(path) { Glibc.open($0, flags, mode) }
+    }
+
+    static func stat(_ path: String, _ info: inout Glibc.stat) -> Int32 {
+        FilePathText.withCString(path) { systemStat($0, &info) }
+    }
+
+    static func lstat(_ path: String, _ info: inout Glibc.stat) -> Int32 {
+        FilePathText.withCString(path) { systemLstat($0, &info) }
+    }
+
+    static func rename(_ from: String, _ to: String) -> Int32 {
+        FilePathText.withCString(from) { a in FilePathText.withCString(to) { b in Glibc.rename(a, b) } }
+    }
+
+    static func mkdir(_ path: String, _ mode: mode_t) -> Int32 {
+        FilePathText.withCString(path) { Glibc.mkdir($0, mode) }
+    }
+
+    @discardableResult
+    static func unlink(_ path: String) -> Int32 {
+        FilePathText.withCString(path) { Glibc.unlink($0) }
+    }
+
+    static func opendir(_ path: String) -> OpaquePointer? {
+        FilePathText.withCString(path) { Glibc.opendir($0) }
+    }
+
+    /// The target of the link at `path`, or nil with errno set.
+    static func readlink(_ path: String) -> String? {
+        var buffer = [UInt8](repeating: 0, count: Int(PATH_MAX) + 1)
+        let count = FilePathText.withCString(path) { link in
+            buffer.withUnsafeMutableBytes { Glibc.readlink(link, $0.baseAddress!.assumingMemoryBound(to: CChar.self), $0.count - 1) }
+        }
+        guard count >= 0 else { return nil }
+        return FilePathText.decode(buffer[0..<count])
+    }
+
+    /// `mkdir -p` with `mode`: every missing directory of `path` made; an existing
+    /// directory is fine; throws the first failure (ENOTDIR when a file is in the way).
+    static func makeDirectories(_ path: String, mode: mode_t = 0o755) throws(FileSystemError) {
+        var info = Glibc.stat()
+        if stat(path, &info) == 0 {
+            guard info.st_mode & S_IFMT == S_IFDIR else { throw FileSystemError(operation: "mkdir", path: path, code: ENOTDIR) }
+            return
+        }
+        let parent = parentDirectory(of: path)
+        if parent != path, parent != "/", parent != "." { try makeDirectories(parent, mode: mode) }
+        if mkdir(path, mode) != 0, errno != EEXIST { throw FileSystemError.last("mkdir", path) }
+    }
+
+    /// The names in the directory at `path` (without `.` and `..`), or nil with errno set.
+    static func entries(_ path: String, limit: Int = .max) -> [String]? {
+        guard let handle = opendir(path) else { return nil }
+        defer { closedir(handle) }
+        var names: [String] = []
+        while names.count < limit, let entry = readdir(handle) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in FilePathText.decode(Array(raw.prefix { $0 != 0 })) }
+            if name == "." || name == ".." { continue }
+            names.append(name)
+        }
+        return names
+    }
+}
+
+// At file scope `stat` names the function; inside `FS` it names the method (and
+// `Glibc.stat(...)` the struct's initializer).
+private func systemStat(_ path: UnsafePointer<CChar>, _ info: inout stat) -> Int32 { stat(path, &info) }
+private func systemLstat(_ path: UnsafePointer<CChar>, _ info: inout stat) -> Int32 { lstat(path, &info) }
