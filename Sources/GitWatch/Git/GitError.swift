@@ -1,4 +1,5 @@
 import CGit2
+import CGitScan
 
 /// A libgit2 failure: the call and libgit2's own message.
 public struct GitError: Error, CustomStringConvertible, Sendable {
@@ -7,6 +8,10 @@ public struct GitError: Error, CustomStringConvertible, Sendable {
     public var message: String
 
     public var description: String { "\(call): \(message) (\(code))" }
+
+    /// A working-tree file changed size while libgit2 had it mapped: the scan was abandoned
+    /// (the next one retries) instead of the agent taking SIGBUS.
+    public var isFileChangedDuringScan: Bool { code == AGENT_GIT_FILE_CHANGED }
 
     /// Throws for a negative libgit2 result.
     static func check(_ result: Int32, _ call: String) throws(GitError) {
@@ -20,6 +25,8 @@ public struct GitError: Error, CustomStringConvertible, Sendable {
 enum GitLibrary {
     private static let initialized: Bool = {
         git_libgit2_init()
+        // A working-tree file truncated under libgit2's mapping fails the scan (CGitScan.h).
+        agent_git_install_fault_guard()
         return true
     }()
 

@@ -1,4 +1,7 @@
+import AgentCore
 import CGit2
+import CGitScan
+import CoreMetrics
 import FoundationEssentials
 #if canImport(Glibc)
 import Glibc
@@ -61,44 +64,24 @@ public enum GitSnapshotter {
     }
 
     /// The working tree (with the index) against HEAD's tree, as `git diff HEAD` prints it,
-    /// then each untracked, non-ignored file as a new file; cut at a file boundary.
+    /// then each untracked, non-ignored file as a new file; cut at a file boundary. Runs in
+    /// C under a SIGBUS guard (CGitScan.h): a file truncated while libgit2 has it mapped
+    /// fails this scan (the next one retries) instead of ending the agent.
     static func unifiedDiff(_ repository: OpaquePointer?, maxBytes: Int) throws(GitError) -> (String, Bool) {
-        var tree: OpaquePointer?
-        var headObject: OpaquePointer?
-        if git_revparse_single(&headObject, repository, "HEAD^{tree}") == 0 {
-            tree = headObject
+        var bytes: UnsafeMutablePointer<CChar>?
+        var length = 0
+        var truncated: Int32 = 0
+        let rc = agent_git_unified_diff(repository, maxBytes, &bytes, &length, &truncated)
+        if rc == AGENT_GIT_FILE_CHANGED {
+            GitWatchMetrics.fileChangedDuringScan.increment()
+            throw GitError(call: "git diff", code: rc, message: "a working-tree file changed size during the scan")
         }
-        defer { git_object_free(headObject) }
-        var options = git_diff_options()
-        try GitError.check(git_diff_options_init(&options, UInt32(GIT_DIFF_OPTIONS_VERSION)), "git_diff_options_init")
-        options.flags = GIT_DIFF_INCLUDE_UNTRACKED.rawValue | GIT_DIFF_RECURSE_UNTRACKED_DIRS.rawValue
-            | GIT_DIFF_SHOW_UNTRACKED_CONTENT.rawValue
-        options.context_lines = 3
-        var diff: OpaquePointer?
-        try GitError.check(git_diff_tree_to_workdir_with_index(&diff, repository, tree, &options), "git_diff_tree_to_workdir_with_index")
-        defer { git_diff_free(diff) }
-        // Renames are shown as git shows them by default (`diff.renames`).
-        var find = git_diff_find_options()
-        git_diff_find_options_init(&find, UInt32(GIT_DIFF_FIND_OPTIONS_VERSION))
-        find.flags = GIT_DIFF_FIND_RENAMES.rawValue
-        git_diff_find_similar(diff, &find)
-
-        var out = ""
-        var bytes = 0
-        let count = git_diff_num_deltas(diff)
-        for index in 0..<count {
-            var patch: OpaquePointer?
-            try GitError.check(git_patch_from_diff(&patch, diff, index), "git_patch_from_diff")
-            defer { git_patch_free(patch) }
-            var buffer = git_buf()
-            try GitError.check(git_patch_to_buf(&buffer, patch), "git_patch_to_buf")
-            defer { git_buf_dispose(&buffer) }
-            let text = buffer.ptr.map { String(decoding: UnsafeRawBufferPointer(start: $0, count: buffer.size), as: UTF8.self) } ?? ""
-            if bytes + text.utf8.count > maxBytes { return (out, true) }
-            out += text
-            bytes += text.utf8.count
-        }
-        return (out, false)
+        try GitError.check(rc, "git diff")
+        defer { free(bytes) }
+        // Byte-exact: content that is not UTF-8 is carried as FilePathText escapes (U+10FF00
+        // + byte), which a client maps back; valid UTF-8 is unchanged.
+        let text = bytes.map { FilePathText.decode(Array(UnsafeRawBufferPointer(start: $0, count: length))) } ?? ""
+        return (text, truncated != 0)
     }
 }
 

@@ -10,6 +10,13 @@ enum GitWatchMetrics {
     static let polledRepositories = Gauge(label: "agent_git_watch_polled_repositories")
     /// Times inotify's queue overflowed (every repository is then rescanned and rewatched).
     static let overflows = Counter(label: "agent_git_watch_inotify_overflows_total")
+    /// Scans abandoned because a working-tree file shrank under libgit2's mapping (SIGBUS
+    /// caught; the scan is retried).
+    static let fileChangedDuringScan = Counter(label: "agent_git_watch_file_changed_during_scan_total")
+    /// Fingerprints and snapshots one socket took from another's read of the same tree.
+    static func sharedReads(_ kind: String) -> Counter {
+        Counter(label: "agent_git_watch_shared_reads_total", dimensions: [("kind", kind)])
+    }
     /// Repository checks by outcome: `unchanged_event` (no event since the last scan: free),
     /// `unchanged_fingerprint` (polled, fingerprint equal), `changed`, `same` (scanned, diff
     /// equal to the one sent), `removed`, `failed`.

@@ -1,10 +1,10 @@
+import AgentCore
 import AgentHTTP
 import FoundationEssentials
 #if canImport(Glibc)
 import Glibc
 #endif
 import Hummingbird
-import NIOPosix
 
 /// `GET /api/v0/git/show?repo_root=&path=&ref=` (spec git-watch §1.4), read with libgit2.
 struct GitShowRoute: Sendable {
@@ -20,7 +20,7 @@ struct GitShowRoute: Sendable {
             throw APIError(.badRequest, "Missing required query parameters.", detail: "repo_root, path and ref are required.")
         }
         guard FileManager.default.fileExists(atPath: root + "/.git") else { throw APIError(.badRequest, "Not a git repository.") }
-        let result = try await NIOThreadPool.singleton.runIfActive { () -> Result<String, GitSnapshotter.ShowFailure> in
+        let result = try await GitPool.shared.run { _ -> Result<String, GitSnapshotter.ShowFailure> in
             Result { () throws(GitSnapshotter.ShowFailure) in try GitSnapshotter.show(root: root, path: path, ref: ref) }
         }
         switch result {

@@ -23,6 +23,8 @@ struct GitWatchSocket: Sendable {
     let sessions: WatchSessions
     let watcher: TreeWatcher
     let timing: WatchTiming
+    /// What every socket shares of each repository (one poll per repository).
+    let cache = RepositoryCache()
     static let maxMessageBytes = 4 << 20
 
     func route() -> AgentWebSocketRoute {
@@ -35,13 +37,19 @@ struct GitWatchSocket: Sendable {
     func serve(chat: String?, inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter) async throws {
         let wake = WorkSignal()
         let requests = ScanRequests()
-        let scanner = WatchScanner(watcher: watcher, signal: wake)
+        let scanner = WatchScanner(watcher: watcher, signal: wake, cache: cache, sharedFreshness: timing.poll / 2)
         let (sessionID, closing) = sessions.register()
         defer { sessions.remove(sessionID) }
         let encoder = JSONEncoder()
         let timing = self.timing
         // Subscribe first, then read what is there, so nothing arriving between is lost.
-        let arrivals = chat.map { chatPaths.arrivals(chat: $0) }
+        let arrivals = chat.map { chatPaths.arrivalsIfRoom(chat: $0) }
+        if case .some(.none) = arrivals {
+            // The chat's watcher limit: said in the close frame, not a bare 1000.
+            try await outbound.close(
+                .policyViolation, reason: "too many watch sockets for this chat (at most \(ChatPaths.maxSubscribersPerChat))")
+            return
+        }
         if let chat { await scanner.resolve(chatPaths.paths(chat: chat)) }
         wake.notify()
         try await withThrowingTaskGroup(of: Void.self) { group in
@@ -58,11 +66,17 @@ struct GitWatchSocket: Sendable {
                     }
                 }
             }
-            if let arrivals, let chat {
+            if let arrivals = arrivals ?? nil, let chat {
                 group.addTask {
                     for await _ in arrivals {
                         await scanner.resolve(chatPaths.paths(chat: chat))
                         wake.notify()
+                    }
+                    // The stream ends when the bounded path store forgot the chat (evicted
+                    // for newer chats): the socket closes and says so.
+                    if !Task.isCancelled {
+                        try await outbound.close(
+                            .unknown(1013), reason: "chat evicted from the agent's path store (at most \(chatPaths.maxChats) chats); reconnect")
                     }
                 }
             }

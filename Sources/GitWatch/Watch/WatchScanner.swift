@@ -5,7 +5,6 @@ import FoundationEssentials
 import Glibc
 #endif
 import Logging
-import NIOPosix
 
 /// One socket's scanning state: the watched roots, the snapshot last sent for each, and what
 /// each was at that scan (inotify generation, fingerprint), so that an unchanged repository
@@ -33,9 +32,16 @@ actor WatchScanner {
     private var failures: [String: String] = [:]
     private let logger = Logger(label: "workspace-agent.git")
 
-    init(watcher: TreeWatcher, signal: WorkSignal) {
+    /// Shared with every other socket (one poll per repository, not per socket).
+    private let cache: RepositoryCache
+    /// How old a fingerprint another socket took may be for a poll to use it.
+    private let sharedFreshness: Duration
+
+    init(watcher: TreeWatcher, signal: WorkSignal, cache: RepositoryCache = RepositoryCache(), sharedFreshness: Duration = .seconds(2)) {
         self.watcher = watcher
         self.signal = signal
+        self.cache = cache
+        self.sharedFreshness = sharedFreshness
     }
 
     deinit {
@@ -44,7 +50,7 @@ actor WatchScanner {
 
     /// Adds the roots the chat's paths lead to, each watched before it is first scanned.
     func resolve(_ paths: [String]) async {
-        let found = (try? await NIOThreadPool.singleton.runIfActive { RepositoryFinder.roots(for: paths) }) ?? []
+        let found = (try? await GitPool.shared.run { _ in RepositoryFinder.roots(for: paths) }) ?? []
         for root in found.subtracting(roots).sorted() {
             roots.insert(root)
             let subscription = await watcher.subscribe(root: root, signal: signal)
@@ -88,12 +94,22 @@ actor WatchScanner {
             }
             read = true
             let useFingerprint = check == .fingerprint || !status.live
+            // A client's refresh (or the periodic check) reads the tree now; a poll of a
+            // repository inotify cannot cover takes what another socket just read.
+            let freshness = check == .fingerprint ? Duration.zero : sharedFreshness
             let previous = known ? fingerprints[root] : nil
-            let outcome = (try? await NIOThreadPool.singleton.runIfActive { () -> Outcome in
+            let cache = self.cache
+            let outcome = (try? await GitPool.shared.run { _ -> Outcome in
                 if RepositoryFinder.isGone(root) { return .removed }
-                let fingerprint = useFingerprint ? try? RepositoryFingerprint.compute(root: root) : nil
+                let fingerprint = useFingerprint
+                    ? try? cache.fingerprint(root: root, freshWithin: freshness) { () throws(GitError) in
+                        try RepositoryFingerprint.compute(root: root)
+                    } : nil
                 if let fingerprint, fingerprint == previous { return .unchanged }
-                switch Swift.Result(catching: { () throws(GitError) in try GitSnapshotter.snapshot(root: root) }) {
+                let version = RepositoryCache.Version(generation: status.live ? status.generation : nil, fingerprint: fingerprint)
+                switch Swift.Result(catching: { () throws(GitError) in
+                    try cache.snapshot(root: root, version: version) { () throws(GitError) in try GitSnapshotter.snapshot(root: root) }
+                }) {
                 case .success(let snapshot): return .snapshot(snapshot, fingerprint: fingerprint)
                 case .failure(let error): return RepositoryFinder.isGone(root) ? .removed : .failed(error)
                 }
@@ -106,6 +122,7 @@ actor WatchScanner {
                 generations[root] = nil
                 fingerprints[root] = nil
                 failures[root] = nil
+                cache.forget(root)
                 if let subscription = subscriptions.removeValue(forKey: root) { watcher.unsubscribe(subscription) }
                 changed.append(RepositoryEntry(removed: root))
             case .unchanged:

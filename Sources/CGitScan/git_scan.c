@@ -1,0 +1,132 @@
+#define _GNU_SOURCE
+#include "CGitScan.h"
+
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+// The guard of the calling thread while it is inside agent_git_unified_diff.
+static __thread sigjmp_buf *active_guard;
+static struct sigaction previous_bus;
+static pthread_once_t install_once = PTHREAD_ONCE_INIT;
+
+static void on_bus(int signo, siginfo_t *info, void *context) {
+    sigjmp_buf *guard = active_guard;
+    if (guard != NULL) {
+        active_guard = NULL;
+        siglongjmp(*guard, 1);
+    }
+    // Not ours: whoever handled SIGBUS before (or the default action) decides.
+    if (previous_bus.sa_flags & SA_SIGINFO) {
+        if (previous_bus.sa_sigaction != NULL) { previous_bus.sa_sigaction(signo, info, context); return; }
+    } else if (previous_bus.sa_handler != SIG_DFL && previous_bus.sa_handler != SIG_IGN) {
+        previous_bus.sa_handler(signo);
+        return;
+    }
+    signal(SIGBUS, SIG_DFL);
+    raise(SIGBUS);
+}
+
+static void install(void) {
+    struct sigaction action;
+    memset(&action, 0, sizeof(action));
+    action.sa_sigaction = on_bus;
+    action.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGBUS, &action, &previous_bus);
+}
+
+void agent_git_install_fault_guard(void) { pthread_once(&install_once, install); }
+
+// A growing output buffer.
+struct out_buffer {
+    char *data;
+    size_t len;
+    size_t cap;
+};
+
+static int append(struct out_buffer *b, const char *bytes, size_t len) {
+    if (b->len + len > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap < b->len + len) cap *= 2;
+        char *grown = realloc(b->data, cap);
+        if (grown == NULL) return -1;
+        b->data = grown;
+        b->cap = cap;
+    }
+    memcpy(b->data + b->len, bytes, len);
+    b->len += len;
+    return 0;
+}
+
+// The diff itself; every libgit2 object it makes is freed unless a fault abandons it.
+static int unified_diff(git_repository *repo, size_t max_bytes, struct out_buffer *out, int *truncated) {
+    git_object *tree = NULL;
+    if (git_revparse_single(&tree, repo, "HEAD^{tree}") != 0) {
+        tree = NULL;  // unborn branch: everything is new
+        git_error_clear();
+    }
+    git_diff_options options;
+    int rc = git_diff_options_init(&options, GIT_DIFF_OPTIONS_VERSION);
+    if (rc != 0) { git_object_free(tree); return rc; }
+    options.flags = GIT_DIFF_INCLUDE_UNTRACKED | GIT_DIFF_RECURSE_UNTRACKED_DIRS | GIT_DIFF_SHOW_UNTRACKED_CONTENT;
+    options.context_lines = 3;
+    git_diff *diff = NULL;
+    rc = git_diff_tree_to_workdir_with_index(&diff, repo, (git_tree *)tree, &options);
+    git_object_free(tree);
+    if (rc != 0) return rc;
+    git_diff_find_options find;
+    git_diff_find_options_init(&find, GIT_DIFF_FIND_OPTIONS_VERSION);
+    find.flags = GIT_DIFF_FIND_RENAMES;
+    git_diff_find_similar(diff, &find);
+
+    size_t count = git_diff_num_deltas(diff);
+    for (size_t index = 0; index < count; index++) {
+        git_patch *patch = NULL;
+        rc = git_patch_from_diff(&patch, diff, index);
+        if (rc != 0) break;
+        git_buf text = GIT_BUF_INIT;
+        rc = git_patch_to_buf(&text, patch);
+        git_patch_free(patch);
+        if (rc != 0) { git_buf_dispose(&text); break; }
+        if (out->len + text.size > max_bytes) {
+            *truncated = 1;
+            git_buf_dispose(&text);
+            break;
+        }
+        rc = append(out, text.ptr, text.size);
+        git_buf_dispose(&text);
+        if (rc != 0) break;
+    }
+    git_diff_free(diff);
+    return rc;
+}
+
+int agent_git_unified_diff(git_repository *repo, size_t max_bytes, char **out, size_t *out_len, int *truncated) {
+    agent_git_install_fault_guard();
+    // Volatile: read after a siglongjmp.
+    struct out_buffer *volatile buffer = calloc(1, sizeof(struct out_buffer));
+    if (buffer == NULL) return -1;
+    *truncated = 0;
+    sigjmp_buf guard;
+    if (sigsetjmp(guard, 1) != 0) {
+        // A mapped working-tree file shrank under the scan: everything it made is left.
+        free(buffer->data);
+        free(buffer);
+        return AGENT_GIT_FILE_CHANGED;
+    }
+    active_guard = &guard;
+    int rc = unified_diff(repo, max_bytes, buffer, truncated);
+    active_guard = NULL;
+    if (rc != 0) {
+        free(buffer->data);
+        free(buffer);
+        return rc;
+    }
+    *out = buffer->data;
+    *out_len = buffer->len;
+    free(buffer);
+    return 0;
+}
