@@ -53,6 +53,8 @@ struct AgentHTTPChannel: ServerChildChannel {
                 },
                 upgradePipelineHandler: { channel, _ in
                     channel.eventLoop.makeCompletedFuture {
+                        // Called once the 101 has been written: the guard may ping from now on.
+                        try channel.pipeline.syncOperations.handler(type: ConnectionGuard.self).webSocketAnswered()
                         let frames = try NIOAsyncChannel<WebSocketFrame, WebSocketFrame>(
                             wrappingChannelSynchronously: channel, configuration: .init(isOutboundHalfClosureEnabled: true))
                         return .webSocket(frames, attempted.value!)
@@ -82,7 +84,8 @@ struct AgentHTTPChannel: ServerChildChannel {
             let outcome = try channel.pipeline.syncOperations.configureUpgradableHTTPServerPipeline(configuration: configuration)
 
             let pipeline = channel.pipeline.syncOperations
-            let connection = ConnectionGuard(registry: registry)
+            let connection = ConnectionGuard(
+                registry: registry, webSocketPingInterval: limits.webSocketPingInterval, headTimeout: limits.headTimeout)
             try pipeline.addHandler(connection, position: .first)
             let decoder = try pipeline.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self)
             try pipeline.addHandler(
@@ -142,13 +145,14 @@ extension HTTPServerBuilder {
         registry: HTTPConnectionRegistry,
         webSocketRoutes: WebSocketRouteTable,
         limits: HTTPRequestGuard.Limits,
+        writeStallTimeout: TimeAmount,
         logger: Logger
     ) -> HTTPServerBuilder {
         // Hummingbird's responder closure (NIOAsyncChannel based) goes unused: the channel
         // calls the responder itself.
         HTTPServerBuilder { _ in
             AgentHTTPChannel(
-                http: .init(responder: responder, serverName: serverName, logger: logger),
+                http: .init(responder: responder, serverName: serverName, logger: logger, writeStallTimeout: writeStallTimeout),
                 webSocket: webSocket, decoderLimits: decoderLimits,
                 registry: registry, webSocketRoutes: webSocketRoutes, limits: limits)
         }

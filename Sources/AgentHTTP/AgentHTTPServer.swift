@@ -1,3 +1,4 @@
+import AgentCore
 import Hummingbird
 import HummingbirdCore
 import HTTPTypes
@@ -23,6 +24,8 @@ public enum AgentHTTPServer {
         connections: HTTPConnectionRegistry = HTTPConnectionRegistry(),
         headTimeout: Duration = AgentHTTPLimits.requestHeadTimeout,
         bodyTimeout: Duration = AgentHTTPLimits.requestBodyTimeout,
+        webSocketPingInterval: Duration = AgentHTTPLimits.webSocketPingInterval,
+        writeStallTimeout: Duration = AgentHTTPLimits.responseWriteStallTimeout,
         logger: Logger,
         onServerRunning: @escaping @Sendable (any Channel) async -> Void = { _ in }
     ) -> App {
@@ -45,13 +48,42 @@ public enum AgentHTTPServer {
         for route in webSocketRoutes { registerTwin(route, http: router) }
         let responder = router.buildResponder()
         let serverName = "workspace-agent"
+        // A unix listener goes through AgentCore's SocketFile like every unix socket of the
+        // agent: bound in a private directory, given mode 0600 and renamed into place once
+        // listening; removed when the listener closes, if it is still ours. Where the path
+        // is not available (a live socket there), the bind at the path itself fails as
+        // before ("address already in use").
+        var bindAddress = address.bindAddress
+        var unixSocket: (file: SocketFile, staged: SocketFile.Staging)?
+        if case .unix(let path) = address.kind {
+            let file = SocketFile(path: path, stalePolicy: .socketOnly)
+            if let staged = try? file.makeStaging() {
+                bindAddress = .unixDomainSocket(path: staged.socket)
+                unixSocket = (file, staged)
+            }
+        }
+        let installThenRun: @Sendable (any Channel) async -> Void = { [unixSocket] channel in
+            if let (file, staged) = unixSocket {
+                do {
+                    let identity = try file.install(staged: staged)
+                    channel.closeFuture.whenComplete { _ in file.remove(ifStill: identity) }
+                } catch {
+                    logger.critical("cannot listen on \(address): \(error)")
+                    try? await channel.close()
+                    return
+                }
+            }
+            await onServerRunning(channel)
+        }
         return Application(
             responder: responder,
             server: .agentHTTP(
                 responder: responder,
                 serverName: serverName,
-                // A client that never answers our close frame is dropped after 2 s.
-                webSocket: .init(maxFrameSize: 1 << 20, closeTimeout: .seconds(2)),
+                // A client that never answers our close frame is dropped after 2 s. Pings are
+                // the connection guard's (on raw bytes, whether or not a route reads what the
+                // client sends), not the WebSocket handler's.
+                webSocket: .init(maxFrameSize: 1 << 20, autoPing: .disabled, closeTimeout: .seconds(2)),
                 decoderLimits: (AgentHTTPLimits.maxHeaderFieldSize, AgentHTTPLimits.maxHeaderListSize, AgentHTTPLimits.maxHeaderFieldCount),
                 registry: connections,
                 webSocketRoutes: WebSocketRouteTable(webSocketRoutes),
@@ -60,13 +92,14 @@ public enum AgentHTTPServer {
                 // (wait=true lasts 5 min).
                 limits: .init(
                     headTimeout: .init(headTimeout), bodyTimeout: .init(bodyTimeout), maxBody: AgentHTTPLimits.maxRequestBody,
-                    streamingPaths: streamingPaths),
+                    streamingPaths: streamingPaths, webSocketPingInterval: .init(webSocketPingInterval)),
+                writeStallTimeout: .init(writeStallTimeout),
                 logger: logger
             ),
             // No accept limit here: the registry caps open connections by closing the
             // longest-idle one, so a flood of idle connections cannot lock others out.
-            configuration: .init(address: address.bindAddress, serverName: serverName),
-            onServerRunning: onServerRunning,
+            configuration: .init(address: bindAddress, serverName: serverName),
+            onServerRunning: installThenRun,
             logger: logger
         )
     }

@@ -52,6 +52,18 @@ public enum AgentHTTPLimits {
     /// Most open HTTP connections; beyond it the longest-idle one is closed (or, when all are
     /// busy, the new one is refused). See ``HTTPConnectionRegistry``.
     public static let maxConnections = 4096
+    /// The share of ``maxConnections`` that WebSockets (upgraded, long-lived connections) may
+    /// hold: a handshake beyond it is answered 503, so plain requests always keep at least
+    /// a quarter of the cap (1024) however many streams are open.
+    public static func maxWebSockets(of maxConnections: Int) -> Int { maxConnections - maxConnections / 4 }
+    /// The server pings a WebSocket it has heard nothing from for this long; a peer that
+    /// then sends nothing (no pong, no frame) for another interval is sent a close frame
+    /// (1001) and disconnected. So a WebSocket whose peer answers nothing lasts at most two
+    /// intervals.
+    public static let webSocketPingInterval: Duration = .seconds(30)
+    /// A response body write that waits this long for the socket to take data (the client
+    /// reads nothing) closes the connection: a stalled download cannot hold a connection.
+    public static let responseWriteStallTimeout: Duration = .seconds(30)
     /// A complete request head must arrive within this of the accept or of the end of the
     /// previous exchange.
     public static let requestHeadTimeout: Duration = .seconds(10)

@@ -16,6 +16,12 @@ import NIOCore
 /// - Tracks the length of the current request line, which tells 414 from 431.
 /// - After a WebSocket upgrade, checks that every client frame is masked (RFC 6455 §5.1)
 ///   and fails the connection with close code 1002 otherwise.
+/// - Holds the connection's WebSocket slot (``HTTPConnectionRegistry/maxWebSockets``) from
+///   the handshake's admission until the connection ends.
+/// - Keeps a WebSocket's peer honest: after ``webSocketPingInterval`` without a byte from
+///   it, a ping; after another interval still without a byte (no pong, no frame), a close
+///   frame (1001, going away) and the connection closes. This works on raw bytes, so it
+///   holds whether or not the route's handler reads what the client sends.
 ///
 /// Used only on the connection's event loop.
 final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
@@ -53,8 +59,29 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     private var copyingHead = true
     static let headCopyLimit = AgentHTTPLimits.maxHeaderListSize + AgentHTTPLimits.maxHeaderFieldSize
 
-    init(registry: HTTPConnectionRegistry) {
+    /// A WebSocket silent this long is pinged, and closed after as long again.
+    private let webSocketPingInterval: TimeAmount
+    /// Whether this connection holds a WebSocket slot.
+    private var holdsWebSocketSlot = false
+    private var webSocketWatch: RepeatedTask?
+    /// Bytes came from the WebSocket peer since the last tick.
+    private var heardFromPeer = false
+    /// A ping went out at the last tick and nothing has come since.
+    private var pinged = false
+    /// The `101 Switching Protocols` answer has been written: frames (our pings) may follow.
+    private var upgradeAnswered = false
+
+    /// How long a client refused during shutdown may take to send its request (the head
+    /// deadline every connection gets) before it is closed without an answer.
+    private let headTimeout: TimeAmount
+
+    init(
+        registry: HTTPConnectionRegistry, webSocketPingInterval: TimeAmount = .init(AgentHTTPLimits.webSocketPingInterval),
+        headTimeout: TimeAmount = .init(AgentHTTPLimits.requestHeadTimeout)
+    ) {
         self.registry = registry
+        self.webSocketPingInterval = webSocketPingInterval
+        self.headTimeout = headTimeout
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -67,22 +94,31 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
             context.close(promise: nil)
         case .draining:
             // Answered 503 once the client has sent something (an answer before the request
-            // would race the client's write); a client that sends nothing is closed after
-            // the linger time.
+            // would race the client's write); a client that sends nothing is closed at the
+            // head deadline, as any connection is. (The linger time was too short for a
+            // client on a loaded machine: it saw the connection close with no answer.)
             drainingRefusal = true
             let channel = context.channel
-            context.eventLoop.scheduleTask(in: Self.lingerTimeout) { channel.close(promise: nil) }
+            context.eventLoop.scheduleTask(in: headTimeout) { channel.close(promise: nil) }
         }
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
         if let id { registry.remove(id) }
+        connectionEnded()
         self.context = nil
     }
 
     func channelInactive(context: ChannelHandlerContext) {
         if let id { registry.remove(id) }
+        connectionEnded()
         context.fireChannelInactive()
+    }
+
+    private func connectionEnded() {
+        webSocketWatch?.cancel()
+        webSocketWatch = nil
+        releaseWebSocketSlot()
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -95,6 +131,7 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
         }
         let buffer = unwrapInboundIn(data)
         if maskCheck != nil {
+            heardFromPeer = true
             if !maskCheck!.feed(buffer.readableBytesView) {
                 failWebSocket(context)
                 return
@@ -153,9 +190,39 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
         if let id, let cell = self.phase, registry.setPhase(id, cell, phase) { closeAfterPendingWrites() }
     }
 
+    /// The registry's WebSocket budget.
+    var maxWebSockets: Int { registry.maxWebSockets }
+
+    /// Takes a WebSocket slot for a handshake about to be admitted (at most one per
+    /// connection); false when the WebSockets' budget is used up.
+    func reserveWebSocketSlot() -> Bool {
+        if holdsWebSocketSlot { return true }
+        holdsWebSocketSlot = registry.reserveWebSocket()
+        return holdsWebSocketSlot
+    }
+
+    /// The 101 is on the wire (NIO's upgrader calls the upgraded pipeline's setup after
+    /// writing it): pings may go out from now on.
+    func webSocketAnswered() {
+        upgradeAnswered = true
+    }
+
+    /// The handshake was not admitted after all: the slot goes back.
+    func releaseWebSocketSlot() {
+        guard holdsWebSocketSlot else { return }
+        holdsWebSocketSlot = false
+        registry.releaseWebSocket()
+    }
+
     /// The connection is now a WebSocket: check client frames from here on.
     func switchToWebSocket() {
         guard maskCheck == nil else { return }
+        if let context, webSocketWatch == nil {
+            let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
+            webSocketWatch = context.eventLoop.scheduleRepeatedTask(initialDelay: webSocketPingInterval, delay: webSocketPingInterval) { _ in
+                bound.value.webSocketTick()
+            }
+        }
         var check = WebSocketMaskCheck()
         let separator: [UInt8] = [13, 10, 13, 10]
         let afterHead = headCopy.firstRange(of: separator).map { headCopy[$0.upperBound...] } ?? []
@@ -212,6 +279,36 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
         let channel = context.channel
         context.writeAndFlush(wrapOutboundOut(ByteBuffer())).whenComplete { _ in channel.close(mode: .output, promise: nil) }
         context.eventLoop.scheduleTask(in: Self.lingerTimeout) { channel.close(promise: nil) }
+    }
+
+    /// Every ``webSocketPingInterval`` on a WebSocket: a peer heard from is fine; a silent
+    /// one is pinged; one silent since the last ping is closed (1001) and disconnected.
+    private func webSocketTick() {
+        // Nothing may go out before the 101 (the watch starts when the handshake's request
+        // ends, and the answer may come later).
+        guard let context, !discarding, upgradeAnswered else { return }
+        if heardFromPeer {
+            heardFromPeer = false
+            pinged = false
+        } else if !pinged {
+            pinged = true
+            // Ping, no payload; server frames are unmasked. Written whole on the loop, so it
+            // never lands inside a frame the WebSocket handler is writing.
+            context.writeAndFlush(wrapOutboundOut(ByteBuffer(bytes: [0x89, 0x00])), promise: nil)
+        } else {
+            discarding = true
+            webSocketWatch?.cancel()
+            webSocketWatch = nil
+            HTTPMetrics.closed("websocket_idle").increment()
+            // Close frame, status 1001 (going away); the peer answered nothing, so no close
+            // handshake is awaited.
+            let channel = context.channel
+            context.writeAndFlush(wrapOutboundOut(ByteBuffer(bytes: [0x88, 0x02, 0x03, 0xE9]))).whenComplete { _ in
+                channel.close(promise: nil)
+            }
+            // A peer that does not read either: the close frame may never flush.
+            context.eventLoop.scheduleTask(in: Self.lingerTimeout) { channel.close(promise: nil) }
+        }
     }
 
     private func failWebSocket(_ context: ChannelHandlerContext) {

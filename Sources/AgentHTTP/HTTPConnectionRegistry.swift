@@ -1,3 +1,4 @@
+import AgentCore
 import CoreMetrics
 import NIOCore
 import Synchronization
@@ -9,6 +10,9 @@ import Synchronization
 ///   heads); if every connection is busy (a request in progress or a WebSocket), the new
 ///   one is refused. So `/healthz` keeps answering while a local user holds thousands of
 ///   idle or half-open connections.
+/// - WebSockets count against their own budget, ``maxWebSockets`` (by default three
+///   quarters of the cap): a handshake beyond it is refused (503), so plain requests always
+///   have the rest of the cap however many streams are open.
 /// - ``stopAccepting()`` begins the agent's shutdown: new connections are answered 503 and
 ///   closed, idle ones are closed, and busy ones close when their exchange ends.
 /// - ``closeAll()`` ends every connection (the last step of the agent's shutdown bound).
@@ -65,6 +69,11 @@ public final class HTTPConnectionRegistry: Sendable {
         var refused = 0
         var closedAll = false
         var draining = false
+        /// WebSocket slots held (handshakes admitted and upgraded connections).
+        var webSockets = 0
+        var webSocketsRefused = 0
+        /// Most connections open since the heap was last trimmed.
+        var peak = 0
     }
 
     /// What ``admit(_:)`` decided.
@@ -78,13 +87,41 @@ public final class HTTPConnectionRegistry: Sendable {
 
     /// The cap on open connections.
     public let maxConnections: Int
+    /// The cap on WebSockets, part of ``maxConnections``.
+    public let maxWebSockets: Int
     private let state = Mutex(State())
     /// Mirrors `State.draining` for ``setPhase(_:_:)``'s lock-free path.
     private let draining = Atomic(false)
 
-    public init(maxConnections: Int = AgentHTTPLimits.maxConnections) {
+    public init(maxConnections: Int = AgentHTTPLimits.maxConnections, maxWebSockets: Int? = nil) {
         self.maxConnections = maxConnections
+        self.maxWebSockets = min(maxConnections, maxWebSockets ?? AgentHTTPLimits.maxWebSockets(of: maxConnections))
     }
+
+    /// Takes a WebSocket slot for a handshake about to be accepted; false (counted) when
+    /// the WebSockets' budget is used up. Given back with ``releaseWebSocket()``.
+    func reserveWebSocket() -> Bool {
+        state.withLock { s in
+            guard s.webSockets < maxWebSockets else {
+                s.webSocketsRefused += 1
+                HTTPMetrics.webSocketsRefused.increment()
+                return false
+            }
+            s.webSockets += 1
+            HTTPMetrics.webSockets.record(s.webSockets)
+            return true
+        }
+    }
+
+    func releaseWebSocket() {
+        state.withLock { s in
+            s.webSockets -= 1
+            HTTPMetrics.webSockets.record(s.webSockets)
+        }
+    }
+
+    /// WebSocket slots held now, and handshakes refused for want of one.
+    public var webSocketCounters: (open: Int, refused: Int) { state.withLock { ($0.webSockets, $0.webSocketsRefused) } }
 
     /// Registers a new connection, or says why it must not be served.
     func admit(_ channel: any Channel) -> Admission {
@@ -121,6 +158,7 @@ public final class HTTPConnectionRegistry: Sendable {
             s.nextID += 1
             let cell = PhaseCell(.awaitingHead(since: .now()))
             s.entries[id] = Entry(channel: channel, phase: cell)
+            s.peak = max(s.peak, s.entries.count)
             HTTPMetrics.connections.record(s.entries.count)
             return (.admitted(id, cell), victim)
         }
@@ -160,10 +198,20 @@ public final class HTTPConnectionRegistry: Sendable {
         for channel in idle { channel.close(promise: nil) }
     }
 
+    /// A burst of connections that has closed: at least this many were open, and at most a
+    /// quarter of them are left. Then the heap is trimmed (``FreeMemory``): 3072 WebSockets
+    /// left about 130 MiB of free heap resident after they closed.
+    static let burstSize = 256
+
     func remove(_ id: UInt64) {
-        state.withLock { s in
-            if s.entries.removeValue(forKey: id) != nil { HTTPMetrics.connections.record(s.entries.count) }
+        let trim = state.withLock { s -> Bool in
+            guard s.entries.removeValue(forKey: id) != nil else { return false }
+            HTTPMetrics.connections.record(s.entries.count)
+            guard s.peak >= Self.burstSize, s.entries.count <= s.peak / 4 else { return false }
+            s.peak = s.entries.count
+            return true
         }
+        if trim { FreeMemory.releaseSoon() }
     }
 
     /// Closes every connection and refuses new ones.

@@ -54,6 +54,9 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
         /// the body deadline is an idle one (no byte for `bodyTimeout`), so a large upload
         /// may take as long as it keeps moving.
         var streamingPaths: Set<String> = []
+        /// A silent WebSocket peer is pinged after this, and closed after as long again
+        /// (``ConnectionGuard``).
+        var webSocketPingInterval: TimeAmount = .init(AgentHTTPLimits.webSocketPingInterval)
     }
 
     private let connection: ConnectionGuard
@@ -181,7 +184,10 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
         self.held = nil
         var head = held
         webSocketHandshake = admitted
-        if !admitted { Self.stripUpgrade(&head) }
+        if !admitted {
+            Self.stripUpgrade(&head)
+            connection.releaseWebSocketSlot()
+        }
         pass(head, context: context)
         for part in parts where !upgraded {
             channelRead(context: context, data: wrapInboundOut(part))
@@ -402,6 +408,15 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
                 do {
                     let request = WebSocketRouteRequest(headers: HTTPFields(head.headers), parameters: parameters)
                     try route.check(request)
+                    // WebSockets have their own share of the connection cap.
+                    guard connection.reserveWebSocketSlot() else {
+                        return Refusal(
+                            status: .serviceUnavailable,
+                            body: APIErrorBody(
+                                message: "Too many WebSocket connections.",
+                                detail: "At most \(connection.maxWebSockets) WebSockets may be open at once; try again when one has closed."),
+                            headers: [("Retry-After", "1")])
+                    }
                     if let prepare = route.prepare {
                         pendingPrepare = (prepare, request)
                     } else {

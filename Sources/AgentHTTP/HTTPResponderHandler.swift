@@ -1,3 +1,4 @@
+import CoreMetrics
 import HTTPTypes
 import Hummingbird
 import HummingbirdCore
@@ -37,11 +38,18 @@ final class HTTPResponderHandler: ChannelDuplexHandler, RemovableChannelHandler 
         let responder: AgentResponder
         let serverName: String?
         let logger: Logger
+        /// A body write that waits this long for the socket to take data closes the
+        /// connection (``AgentHTTPLimits/responseWriteStallTimeout``).
+        let writeStallTimeout: TimeAmount
 
-        init(responder: AgentResponder, serverName: String?, logger: Logger) {
+        init(
+            responder: AgentResponder, serverName: String?, logger: Logger,
+            writeStallTimeout: TimeAmount = .init(AgentHTTPLimits.responseWriteStallTimeout)
+        ) {
             self.responder = responder
             self.serverName = serverName
             self.logger = logger
+            self.writeStallTimeout = writeStallTimeout
         }
     }
 
@@ -392,6 +400,17 @@ final class HTTPResponderHandler: ChannelDuplexHandler, RemovableChannelHandler 
             // synchronously.
             let promise = context.eventLoop.makePromise(of: Void.self)
             writable = promise
+            // No progress (the client reads nothing) for the stall time: the connection
+            // closes, which fails this wait and ends the response.
+            let channel = context.channel
+            let timeout = configuration.writeStallTimeout
+            let logger = configuration.logger
+            let stall = context.eventLoop.scheduleTask(in: timeout) {
+                HTTPMetrics.closed("write_stall").increment()
+                logger.info("closed a connection whose client stopped reading its response", metadata: ["after": "\(timeout)"])
+                channel.close(promise: nil)
+            }
+            promise.futureResult.whenComplete { _ in stall.cancel() }
             context.flush()
             if context.channel.isWritable, let waiting = writable {
                 writable = nil

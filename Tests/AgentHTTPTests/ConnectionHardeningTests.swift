@@ -423,6 +423,8 @@ struct GuardTestRoutes: HTTPModule {
 func withGuardServer(
     headTimeout: Duration = AgentHTTPLimits.requestHeadTimeout, bodyTimeout: Duration = AgentHTTPLimits.requestBodyTimeout,
     maxConnections: Int = AgentHTTPLimits.maxConnections,
+    webSocketPingInterval: Duration = AgentHTTPLimits.webSocketPingInterval,
+    writeStallTimeout: Duration = AgentHTTPLimits.responseWriteStallTimeout,
     _ body: (Int, HTTPConnectionRegistry) async throws -> Void
 ) async throws {
     let registry = HTTPConnectionRegistry(maxConnections: maxConnections)
@@ -430,6 +432,7 @@ func withGuardServer(
     let app = AgentHTTPServer.makeApplication(
         address: BindTarget(kind: .tcp(host: "127.0.0.1", port: 0)),
         mounts: [HTTPMount(GuardTestRoutes(), at: "/")], connections: registry, headTimeout: headTimeout, bodyTimeout: bodyTimeout,
+        webSocketPingInterval: webSocketPingInterval, writeStallTimeout: writeStallTimeout,
         logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
     ) { channel in
         portSink.yield(channel.localAddress?.port ?? 0)

@@ -1,0 +1,143 @@
+import AgentCore
+import AgentHTTP
+import AgentTestSupport
+import Foundation
+import Testing
+
+/// Issue 24 (A): idle WebSockets and stalled downloads cannot use up the connection cap.
+@Suite(.timeLimit(.minutes(1)))
+struct ConnectionBudgetTests {
+    static let ping: [UInt8] = [0x89, 0x00]
+    static let goingAway: [UInt8] = [0x88, 0x02, 0x03, 0xE9]
+
+    /// Reads until `needle` has arrived (or the peer closed, or 10 s): every byte read.
+    static func read(_ socket: LoopbackSocket, until needle: [UInt8]) async -> [UInt8] {
+        var bytes: [UInt8] = []
+        for _ in 0..<200 where bytes.firstRange(of: needle) == nil {
+            let more = await socket.read(atLeast: 1, timeout: .milliseconds(100))
+            bytes += more
+        }
+        return bytes
+    }
+
+    /// What came after the 101's head (frames: the greeting, and on a loaded machine perhaps
+    /// a ping or a close ahead of it).
+    static func frames(after upgrade: [UInt8]) -> [UInt8] {
+        guard let head = upgrade.firstRange(of: Array("\r\n\r\n".utf8)) else { return [] }
+        return Array(upgrade[head.upperBound...])
+    }
+
+    /// The handshake's answer; `bytes` may run past the greeting (a ping that came along).
+    static func upgrade(_ socket: LoopbackSocket, _ path: String = "/ws/one") async -> (status: Int?, text: String, bytes: [UInt8]) {
+        socket.send(String.webSocketHandshake(path))
+        let bytes = await socket.read(until: "hello", timeout: .seconds(20))
+        return (String.httpStatus(of: bytes), String(decoding: bytes, as: UTF8.self), bytes)
+    }
+
+    /// Upgraded connections have their own share of the cap (here 8 - 8/4 = 6): handshakes
+    /// beyond it are refused with 503, and plain requests still get in. Before, every slot
+    /// could be a WebSocket and new requests were refused.
+    @Test func webSocketsCannotStarvePlainRequests() async throws {
+        try await withGuardServer(maxConnections: 8) { port, registry in
+            #expect(registry.maxWebSockets == 6)
+            var open: [LoopbackSocket] = []
+            for _ in 0..<6 {
+                let socket = try #require(LoopbackSocket(port: port))
+                #expect(await Self.upgrade(socket).status == 101)
+                open.append(socket)
+            }
+            for _ in 0..<2 {
+                let socket = try #require(LoopbackSocket(port: port))
+                let answer = await Self.upgrade(socket)
+                #expect(answer.status == 503)
+                #expect(answer.text.contains("Too many WebSocket connections."))
+                #expect(await socket.isClosedByPeer(within: .seconds(10)))
+            }
+            #expect(registry.webSocketCounters == (open: 6, refused: 2))
+            let health = try await RawHTTPClient(port: port).request("GET", "/healthz")
+            #expect(health.status == 200, "plain requests keep their share")
+            // A WebSocket that closes gives its slot back.
+            open[0].send([0x88, 0x80, 1, 2, 3, 4])  // masked close
+            #expect(await open[0].isClosedByPeer(within: .seconds(10)))
+            #expect(await eventually { registry.webSocketCounters.open == 5 })
+            let again = try #require(LoopbackSocket(port: port))
+            #expect(await Self.upgrade(again).status == 101)
+        }
+    }
+
+    /// A handshake the route refuses (404 from its check) takes no WebSocket slot.
+    @Test func aRefusedHandshakeHoldsNoSlot() async throws {
+        try await withGuardServer(maxConnections: 8) { port, registry in
+            for _ in 0..<10 {
+                let socket = try #require(LoopbackSocket(port: port))
+                socket.send(String.webSocketHandshake("/ws/refused"))
+                #expect(String.httpStatus(of: await socket.read(until: "}\n")) == 404)
+            }
+            #expect(registry.webSocketCounters == (open: 0, refused: 0))
+        }
+    }
+
+    /// A peer that answers nothing is pinged after one interval and sent a close frame
+    /// (1001) and disconnected after another (before: held until the peer went away).
+    @Test func aSilentWebSocketPeerIsPingedThenClosed() async throws {
+        try await withGuardServer(webSocketPingInterval: .seconds(1)) { port, registry in
+            let socket = try #require(LoopbackSocket(port: port))
+            let upgrade = await Self.upgrade(socket)
+            #expect(upgrade.status == 101, "\(upgrade.text)")
+            let (rest, closed) = await socket.readAll(timeout: .seconds(20))
+            let bytes = Self.frames(after: upgrade.bytes) + rest
+            #expect(bytes.firstRange(of: Self.ping) != nil, "pinged: \(bytes)")
+            #expect(bytes.firstRange(of: Self.goingAway) != nil, "close frame 1001: \(bytes)")
+            #expect(closed)
+            #expect(await eventually { registry.count == 0 && registry.webSocketCounters.open == 0 })
+        }
+    }
+
+    /// A peer that answers each ping (its pong is all it sends) stays connected.
+    @Test func aWebSocketPeerThatAnswersPingsStays() async throws {
+        try await withGuardServer(webSocketPingInterval: .seconds(2)) { port, _ in
+            // The client runs on a thread of its own: on a loaded machine a test's task was
+            // seen to wait longer than two intervals for a cooperative thread, and the server
+            // rightly closed a peer that had not answered.
+            let seen = await onThread { () -> (upgrade: Int?, rounds: [[UInt8]], alive: Bool) in
+                guard let socket = LoopbackSocket(port: port) else { return (nil, [], false) }
+                socket.send(String.webSocketHandshake("/ws/one"))
+                let head = socket.readBlocking(until: Array("hello".utf8), timeout: .seconds(20)).bytes
+                var early = Self.frames(after: head)
+                var rounds: [[UInt8]] = []
+                for _ in 0..<3 {
+                    let bytes = early.firstRange(of: Self.ping) != nil ? early : socket.readBlocking(until: Self.ping, timeout: .seconds(20)).bytes
+                    early = []
+                    rounds.append(bytes)
+                    // A masked pong without payload.
+                    guard bytes.firstRange(of: Self.ping) != nil, socket.send([0x8A, 0x80, 9, 8, 7, 6]) else { break }
+                }
+                let alive = !socket.readBlocking(until: Self.goingAway, timeout: .milliseconds(100)).closed
+                return (String.httpStatus(of: head), rounds, alive)
+            }
+            #expect(seen.upgrade == 101)
+            #expect(seen.rounds.count == 3)
+            for (round, bytes) in seen.rounds.enumerated() {
+                #expect(bytes.firstRange(of: Self.ping) != nil, "ping \(round): \(bytes)")
+                #expect(bytes.firstRange(of: Self.goingAway) == nil, "closed in round \(round)")
+            }
+            #expect(seen.alive)
+        }
+    }
+
+    /// A download whose client reads nothing is closed once no write progress was made for
+    /// the write-stall time (before: held forever, with its buffers). (Clients that read are
+    /// covered by the responder tests' large bodies, under the default 30 s.)
+    @Test func aStalledDownloadIsClosed() async throws {
+        try await withGuardServer(writeStallTimeout: .milliseconds(300)) { port, registry in
+            let stalled = try #require(LoopbackSocket(port: port))
+            stalled.setReceiveBuffer(4096)
+            #expect(stalled.send("GET /big?size=\(256 << 20) HTTP/1.1\r\nHost: x\r\n\r\n"))
+            // The answer has begun (the connection is served), then the client reads no more.
+            #expect(await !stalled.read(atLeast: 1, timeout: .seconds(20)).isEmpty)
+            // A connection leaves the registry when its channel closes (before the deadline it
+            // stayed open as long as the client did).
+            #expect(await eventually(timeout: .seconds(20)) { registry.count == 0 }, "the connection was closed")
+        }
+    }
+}
