@@ -78,6 +78,7 @@ struct BoundaryHarness {
 
     static func with(
         upward: RecordingUpward = RecordingUpward(), spoolBytes: Int = 1 << 20, directory: String? = nil,
+        configure: (inout BoundarySocketServer.Configuration) -> Void = { _ in },
         _ body: (BoundaryHarness) async throws -> Void
     ) async throws {
         let directory = directory ?? NSTemporaryDirectory() + "boundary-test-" + UUID().uuidString.prefix(8)
@@ -86,7 +87,9 @@ struct BoundaryHarness {
         let spool = spoolBytes > 0 ? BoundarySpool(directory: directory + "/spool", maxBytes: spoolBytes, logger: quiet) : nil
         let forwarder = BoundaryForwarder(upward: upward, spool: spool)
         let path = directory + "/audit.sock"
-        let server = BoundarySocketServer(configuration: .init(path: path), forwarder: forwarder)
+        var configuration = BoundarySocketServer.Configuration(path: path)
+        configure(&configuration)
+        let server = BoundarySocketServer(configuration: configuration, forwarder: forwarder)
         let group = ServiceGroup(configuration: .init(services: [forwarder, server], logger: quiet))
         let harness = BoundaryHarness(path: path, directory: directory, upward: upward, server: server, forwarder: forwarder)
         try await withThrowingTaskGroup(of: Void.self) { tasks in

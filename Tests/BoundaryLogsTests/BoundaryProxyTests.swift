@@ -221,7 +221,7 @@ struct BoundaryProxyTests {
         var tracker = SequenceTracker()
         #expect(tracker.check(session: "", numbers: [5, 1]) == [], "no session: not tracked")
         #expect(tracker.check(session: "a", numbers: [0, 1, 2]) == [])
-        #expect(tracker.check(session: "a", numbers: [6, 7]) == [.missing(from: 3, through: 5)])
+        #expect(tracker.check(session: "a", numbers: [6, 7]) == [.missing(from: 3, through: 5, count: 3)])
         #expect(tracker.check(session: "a", numbers: [7]) == [.repeated(7)])
         #expect(tracker.check(session: "b", numbers: [0]) == [])
     }

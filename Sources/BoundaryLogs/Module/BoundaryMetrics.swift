@@ -32,3 +32,11 @@ enum BoundaryMetrics {
     static let framingErrors = Counter(label: "agent_boundary_log_proxy_framing_errors_total")
     static let connections = Gauge(label: "agent_boundary_log_proxy_connections")
 }
+
+extension BoundaryMetrics {
+    /// Connections the agent closed, by reason: `evicted` (to let a new producer in),
+    /// `partial_frame` (a frame begun and not finished in time), `idle`.
+    static func disconnected(_ reason: String) -> Counter {
+        Counter(label: "agent_boundary_log_proxy_disconnected_total", dimensions: [("reason", reason)])
+    }
+}

@@ -48,10 +48,11 @@ final class BoundaryConnectionHandler: ChannelInboundHandler {
     private func accept(_ request: Coder_Agent_V2_ReportBoundaryLogsRequest) {
         for gap in sequences.check(session: request.sessionID, numbers: request.logs.map(\.sequenceNumber)) {
             switch gap {
-            case .missing(let from, let through):
-                BoundaryMetrics.sequenceGaps.increment(by: Int64(through) - Int64(from) + 1)
+            case .missing(let from, let through, let count):
+                BoundaryMetrics.sequenceGaps.increment(by: Int64(count))
                 logger.warning(
-                    "boundary skipped sequence numbers", metadata: ["session_id": "\(request.sessionID)", "missing": "\(from)...\(through)"])
+                    "boundary skipped sequence numbers",
+                    metadata: ["session_id": "\(request.sessionID)", "missing": "\(from)...\(through)", "count": "\(count)"])
             case .repeated:
                 BoundaryMetrics.sequenceDuplicates.increment()
             }
@@ -75,15 +76,27 @@ final class BoundaryConnectionHandler: ChannelInboundHandler {
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         // Silent for the idle timeout: boundary dials again on its next flush.
-        if event is IdleStateHandler.IdleStateEvent { context.close(promise: nil) } else { context.fireUserInboundEventTriggered(event) }
+        if event is IdleStateHandler.IdleStateEvent {
+            BoundaryMetrics.disconnected("idle").increment()
+            context.close(promise: nil)
+        } else {
+            context.fireUserInboundEventTriggered(event)
+        }
     }
 }
 
 /// The last sequence number seen per session on one connection (at most 16 sessions: a
 /// boundary process has one).
+///
+/// Sequence numbers are int32 and wrap (Go's `int32` overflow: 2147483647 is followed by
+/// -2147483648), so they are compared as serial numbers (RFC 1982): the forward distance
+/// from the last number, modulo 2^32. A distance of 1 is the next number, 2...2^31-1 a gap
+/// of distance - 1 numbers (across a wrap too), 0 or 2^31 and beyond a repeat (a number
+/// at or before the last one). Arithmetic wraps; nothing traps.
 struct SequenceTracker {
     enum Finding: Equatable {
-        case missing(from: Int32, through: Int32)
+        /// Numbers `from` through `through` (wrapping) never arrived: `count` of them.
+        case missing(from: Int32, through: Int32, count: UInt32)
         case repeated(Int32)
     }
 
@@ -96,11 +109,17 @@ struct SequenceTracker {
         var findings: [Finding] = []
         var previous = last[session]
         for number in numbers {
-            if let previous {
-                if number > previous &+ 1 { findings.append(.missing(from: previous + 1, through: number - 1)) }
-                if number <= previous { findings.append(.repeated(number)) }
+            guard let before = previous else {
+                previous = number
+                continue
             }
-            previous = max(previous ?? number, number)
+            let distance = UInt32(bitPattern: number &- before)
+            if distance == 0 || distance > UInt32(Int32.max) {
+                findings.append(.repeated(number))
+                continue
+            }
+            if distance > 1 { findings.append(.missing(from: before &+ 1, through: number &- 1, count: distance - 1)) }
+            previous = number
         }
         if last[session] == nil && last.count >= Self.maxSessions { last.removeAll() }
         last[session] = previous

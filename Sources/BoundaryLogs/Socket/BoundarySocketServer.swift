@@ -1,123 +1,103 @@
 import AgentCore
 import CoreMetrics
-import FoundationEssentials
-import Glibc
 import Logging
 import NIOCore
 import NIOPosix
 import ServiceLifecycle
 import Synchronization
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// The unix socket boundary sends audit-log batches to (spec boundary-logs §1): any number
-/// of clients (at most ``Configuration/maxConnections`` at once), one decoder per
-/// connection, all feeding one forwarder. Beyond the reference: the socket's mode is set
-/// explicitly (0600 unless configured), a file at the path is replaced only if it is a
-/// socket nobody answers on, and at shutdown the socket is removed only if it is still the
-/// one the agent made.
+/// of clients (at most ``Configuration/maxConnections`` at once; a new one closes the
+/// longest-idle, see ``BoundaryConnectionRegistry``), one decoder per connection, all
+/// feeding one forwarder. Beyond the reference: the socket is made by AgentCore's
+/// ``SocketFile`` (its mode, 0600 unless configured, is set before it appears at the path),
+/// a file at the path is replaced only if it is a socket nobody answers on, and at shutdown
+/// the socket is removed only if it is still the one the agent made.
 final class BoundarySocketServer: Service, Sendable {
     struct Configuration: Sendable {
         var path: String
         var mode: mode_t = 0o600
+        /// Open connections; a new one beyond this closes the longest-idle.
         var maxConnections = 64
         /// A connection silent this long is closed (boundary dials again when it has logs).
         var idleTimeout: TimeAmount = .minutes(5)
+        /// A frame (at most 4 + 32 768 bytes) must end within this of its first byte.
+        var partialFrameTimeout: Duration = .seconds(10)
     }
 
     let configuration: Configuration
     private let forwarder: BoundaryForwarder
     private let logger = Logger(label: "workspace-agent.boundary")
-    /// Connections open now (shared with the channel initializer).
-    private final class Count: Sendable {
-        let value = Mutex(0)
-    }
-    private let open = Count()
+    let registry: BoundaryConnectionRegistry
     private let listening = Mutex(false)
 
     init(configuration: Configuration, forwarder: BoundaryForwarder) {
         self.configuration = configuration
         self.forwarder = forwarder
+        self.registry = BoundaryConnectionRegistry(maxConnections: configuration.maxConnections)
     }
 
     var isListening: Bool { listening.withLock { $0 } }
 
     func run() async throws {
-        let path = configuration.path
-        guard prepare(path) else { return }
-        let forwarder = self.forwarder
-        let logger = self.logger
-        let limit = configuration.maxConnections
-        let idle = configuration.idleTimeout
-        let open = self.open
+        let file = SocketFile(path: configuration.path, mode: configuration.mode, stalePolicy: .socketOnly)
         let channel: any Channel
+        let identity: SocketFile.Identity
         do {
-            channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-                .serverChannelOption(.backlog, value: 64)
-                .childChannelInitializer { channel in
-                    let admitted = open.value.withLock { count -> Bool in
-                        guard count < limit else { return false }
-                        count += 1
-                        return true
-                    }
-                    guard admitted else {
-                        logger.warning("too many boundary connections; refusing one", metadata: ["max": "\(limit)"])
-                        return channel.close()
-                    }
-                    BoundaryMetrics.connections.record(open.value.withLock { $0 })
-                    channel.closeFuture.whenComplete { _ in
-                        BoundaryMetrics.connections.record(open.value.withLock { count in
-                            count -= 1
-                            return count
-                        })
-                    }
-                    return channel.eventLoop.makeCompletedFuture {
-                        try channel.pipeline.syncOperations.addHandlers([
-                            IdleStateHandler(readTimeout: idle),
-                            ByteToMessageHandler(BoundaryFrameDecoder()),
-                            BoundaryConnectionHandler(forwarder: forwarder, logger: logger),
-                        ])
-                    }
-                }
-                .bind(unixDomainSocketPath: path)
-                .get()
+            (channel, identity) = try await file.create(bind: bind) { try? await $0.close() }
         } catch {
-            logger.warning("boundary log proxy not started", metadata: ["path": "\(path)", "error": "\(error)"])
+            logger.warning("boundary log proxy not started", metadata: ["path": "\(configuration.path)", "error": "\(error)"])
             return
         }
-        chmod(path, configuration.mode)
-        let identity = Self.identity(path)
         listening.withLock { $0 = true }
-        logger.info("boundary log proxy listening", metadata: ["path": "\(path)"])
+        logger.info("boundary log proxy listening", metadata: ["path": "\(configuration.path)"])
         await withShutdownHandler {
             try? await channel.closeFuture.get()
         } onShutdown: {
             channel.close(promise: nil)
         }
+        registry.closeAll()
         listening.withLock { $0 = false }
         // Only the socket this agent made: another may have replaced it since.
-        if let identity, Self.identity(path) == identity { unlink(path) }
+        file.remove(ifStill: identity)
     }
 
-    /// Clears the way for the socket: a stale socket file is removed; a live one (another
-    /// agent answers) or anything that is not a socket stops the proxy, with a warning.
-    private func prepare(_ path: String) -> Bool {
-        var info = stat()
-        guard lstat(path, &info) == 0 else { return true }
-        guard (info.st_mode & S_IFMT) == S_IFSOCK else {
-            logger.warning("boundary log proxy not started: the path is not a socket", metadata: ["path": "\(path)"])
-            return false
-        }
-        if let fd = try? UnixSocket.connect(path).get() {
-            close(fd)
-            logger.warning("boundary log proxy not started: another process serves the socket", metadata: ["path": "\(path)"])
-            return false
-        }
-        unlink(path)
-        return true
-    }
-
-    private static func identity(_ path: String) -> [UInt64]? {
-        var info = stat()
-        guard lstat(path, &info) == 0 else { return nil }
-        return [UInt64(info.st_dev), UInt64(info.st_ino)]
+    private func bind(_ path: String) async throws -> any Channel {
+        let forwarder = self.forwarder
+        let logger = self.logger
+        let registry = self.registry
+        let idle = configuration.idleTimeout
+        let partialFrameTimeout = TimeAmount(configuration.partialFrameTimeout)
+        return try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .serverChannelOption(.backlog, value: 64)
+            .childChannelInitializer { channel in
+                guard let (id, evicted) = registry.admit(channel) else { return channel.close() }
+                if evicted {
+                    BoundaryMetrics.disconnected("evicted").increment()
+                    logger.warning(
+                        "too many boundary connections; closed the longest-idle one", metadata: ["max": "\(registry.maxConnections)"])
+                }
+                return channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandlers([
+                        BoundaryConnectionWatch(
+                            id: id, registry: registry, partialFrameTimeout: partialFrameTimeout,
+                            onPartialFrame: {
+                                BoundaryMetrics.disconnected("partial_frame").increment()
+                                logger.warning(
+                                    "a boundary connection sent part of a frame and then nothing; closed",
+                                    metadata: ["after": "\(partialFrameTimeout)"])
+                            }),
+                        IdleStateHandler(readTimeout: idle),
+                        ByteToMessageHandler(BoundaryFrameDecoder()),
+                        BoundaryConnectionHandler(forwarder: forwarder, logger: logger),
+                    ])
+                }
+            }
+            .bind(unixDomainSocketPath: path)
+            .get()
     }
 }
