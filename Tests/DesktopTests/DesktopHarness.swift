@@ -14,12 +14,13 @@ struct DesktopHarness {
 
     /// Serves a fresh desktop module (its own Xvnc), with `environment` for its children.
     static func with(
-        environment: [String: String] = ProcessInfo.processInfo.environment, _ body: (DesktopHarness) async throws -> Void
+        environment: [String: String] = ProcessInfo.processInfo.environment, configuration: DesktopOptions.Configuration = .init(),
+        _ body: (DesktopHarness) async throws -> Void
     ) async throws {
         let state = NSTemporaryDirectory() + "desktop-test-" + UUID().uuidString.prefix(8)
         try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: state) }
-        let module = DesktopModule(context: .forTests(environment: environment, stateDirectory: state))
+        let module = DesktopModule(configuration: configuration, context: .forTests(environment: environment, stateDirectory: state))
         do {
             try await withAgentServer([HTTPMount(module, at: "/api/v0/desktop")]) { port in
                 try await body(DesktopHarness(module: module, client: RawHTTPClient(port: port), port: port))

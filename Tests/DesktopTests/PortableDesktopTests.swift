@@ -125,6 +125,45 @@ struct PortableDesktopTests {
         }
     }
 
+    /// A stop forgets its recording whatever the outcome (its files are sent and deleted, so
+    /// a second stop is 404), and recordings that finished without a stop (idle) are kept
+    /// only up to ``Recorder/maxFinishedKept``, the oldest forgotten with their files. Before,
+    /// every id stayed in memory, and its files on disk, until shutdown.
+    @Test func stoppedAndUnfetchedRecordingsAreForgotten() async throws {
+        let (directory, environment) = try Self.stubDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try await DesktopHarness.with(environment: environment) { desktop in
+            let recorder = desktop.module.recorder
+            func post(_ path: String, _ id: String) async throws -> Int {
+                try await desktop.client.request("POST", "/api/v0/desktop/recording/\(path)", json: #"{"recording_id":"\#(id)"}"#).status
+            }
+            func video(_ id: String) -> String { "\(recorder.directory)/coder-recording-\(id).mp4" }
+            let id = "6a7b8c9d-0e1f-4a2b-8c3d-4e5f6a7b8c9d"
+            #expect(try await post("start", id) == 200)
+            try await Task.sleep(for: .milliseconds(200))
+            #expect(try await post("stop", id) == 200)
+            #expect(await recorder.count == 0)
+            #expect(await eventually { !FileManager.default.fileExists(atPath: video(id)) }, "sent, then deleted")
+            #expect(try await post("stop", id) == 404)
+
+            let ids = (0..<(Recorder.maxFinishedKept + 3)).map { String(format: "6a7b8c9d-0e1f-4a2b-8c3d-%012d", $0) }
+            for id in ids {
+                #expect(try await post("start", id) == 200)
+                try await Task.sleep(for: .milliseconds(100))
+                // As after 10 minutes without an action: SIGINT, the files stay for a stop.
+                await recorder.stopIdle(lastActivity: .now - Recorder.idleStop - .seconds(1))
+                #expect(await eventually { await recorder.runningCount == 0 })
+            }
+            #expect(await recorder.count == Recorder.maxFinishedKept)
+            for id in ids.prefix(3) { #expect(!FileManager.default.fileExists(atPath: video(id)), "forgotten: \(id)") }
+            for id in ids.dropFirst(3) { #expect(FileManager.default.fileExists(atPath: video(id)), "kept: \(id)") }
+            #expect(try await post("stop", ids[0]) == 404)
+            #expect(try await post("stop", ids.last!) == 200)
+            await recorder.close()
+            for id in ids { #expect(!FileManager.default.fileExists(atPath: video(id))) }
+        }
+    }
+
     /// Spec §4.15: PATH first; a script-bin file without an execute bit is not found.
     @Test func binaryLookup() throws {
         let bin = NSTemporaryDirectory() + "script-bin-" + UUID().uuidString.prefix(8)

@@ -13,52 +13,36 @@ import NIOPosix
 struct ActionRunner: Sendable {
     let supervisor: DesktopSupervisor
     let gate = AsyncGate()
-    /// `settle_ms` waits at most this long.
-    static let maxSettle: Duration = .seconds(10)
+    /// `settle_ms` waits at most this long in all (the quiet period it asks for is itself
+    /// at most ``DesktopLimits/maxSettleMilliseconds``).
+    static let maxSettle: Duration = .milliseconds(DesktopLimits.maxSettleMilliseconds)
     static let defaultHold = 1000
 
-    func run(_ request: DesktopActionRequest) async throws(APIError) -> DesktopActionResponse {
-        guard let name = DesktopActionName(rawValue: request.action ?? "") else {
-            DesktopMetrics.action("unknown", "client_error").increment()
-            throw APIError(.badRequest, "Unknown action: \(request.action ?? "")")
-        }
-        do {
-            let response = try await gate.withGate { () throws(APIError) in try await perform(name, request) }
+    /// The answer when the client went away while its action waited or ran: nobody reads it
+    /// (the reference writes no body then either); nginx's "client closed request".
+    static let clientGone = APIError(HTTPResponse.Status(code: 499, reasonPhrase: "Client Closed Request"), "The client went away.")
+
+    /// Runs `action` once the actions before it are done. Cancelling the calling task (its
+    /// client went away) takes it out of the queue, or ends it early: a hold releases its
+    /// keys at once, typing and scrolling stop between events, settling stops waiting.
+    func run(_ action: DesktopAction) async throws(APIError) -> DesktopActionResponse {
+        let name = action.kind
+        do throws(APIError) {
+            guard let response = try await gate.withGate({ () throws(APIError) in try await perform(action) }) else {
+                throw Self.clientGone
+            }
             DesktopMetrics.action(name.rawValue, "ok").increment()
             return response
         } catch {
+            // A client that went away (499) counts as a client error.
             DesktopMetrics.action(name.rawValue, error.status.code >= 500 ? "failed" : "client_error").increment()
             throw error
         }
     }
 
-    private func perform(_ name: DesktopActionName, _ request: DesktopActionRequest) async throws(APIError) -> DesktopActionResponse {
-        // Validation first, as the reference: a missing field is a 400 whatever the desktop does.
-        let coordinate = DesktopActionRequest.point(request.coordinate)
-        switch name {
-        case .mouseMove, .leftClick, .rightClick, .middleClick, .doubleClick, .tripleClick, .scroll:
-            guard coordinate != nil else { throw APIError(.badRequest, "Missing \"coordinate\" for \(name.rawValue) action.") }
-        case .leftClickDrag:
-            guard coordinate != nil, request.startCoordinate != nil else {
-                throw APIError(.badRequest, "Missing \"coordinate\" or \"start_coordinate\" for left_click_drag.")
-            }
-        case .key, .type, .holdKey, .keyDown, .keyUp:
-            guard request.text != nil else { throw APIError(.badRequest, "Missing \"text\" for \(name.rawValue) action.") }
-        case .screenshot, .cursorPosition, .leftMouseDown, .leftMouseUp:
-            break
-        }
-        var scroll = (dx: 0, dy: 0)
-        if name == .scroll {
-            let amount = request.scrollAmount ?? 3
-            switch request.scrollDirection ?? "down" {
-            case "up": scroll.dy = -amount
-            case "down": scroll.dy = amount
-            case "left": scroll.dx = -amount
-            case "right": scroll.dx = amount
-            case let other: throw APIError(.badRequest, "Invalid scroll direction: \(other)")
-            }
-        }
-
+    private func perform(_ action: DesktopAction) async throws(APIError) -> DesktopActionResponse {
+        let name = action.kind
+        let request = action.request
         let client: VNCClient
         do {
             client = try await supervisor.vncClient()
@@ -66,9 +50,7 @@ struct ActionRunner: Sendable {
             throw APIError(.internalServerError, name.failureMessage, detail: error.description)
         }
         let native = client.size
-        let declared = DisplayGeometry(
-            width: (request.scaledWidth ?? 0) > 0 ? request.scaledWidth! : native.width,
-            height: (request.scaledHeight ?? 0) > 0 ? request.scaledHeight! : native.height)
+        let declared = action.declared(native: native)
         func toNative(_ point: (x: Int, y: Int)) -> (x: Int, y: Int) { declared.map(x: point.x, y: point.y, to: native) }
         func fail(_ error: DesktopError, _ message: String = name.failureMessage) -> APIError {
             APIError(.internalServerError, message, detail: error.description)
@@ -78,15 +60,15 @@ struct ActionRunner: Sendable {
         do {
             switch name {
             case .screenshot:
-                return try await screenshot(client, declared: declared, request: request)
+                return try await screenshot(client, declared: declared, action: action)
             case .cursorPosition:
                 let position = native.map(x: client.pointerPosition.x, y: client.pointerPosition.y, to: declared)
                 response.output = "x=\(position.x),y=\(position.y)"
             case .mouseMove:
-                let point = toNative(coordinate!)
+                let point = toNative(action.coordinate!)
                 try client.move(x: point.x, y: point.y)
             case .leftClick, .rightClick, .middleClick, .doubleClick, .tripleClick:
-                let point = toNative(coordinate!)
+                let point = toNative(action.coordinate!)
                 try client.move(x: point.x, y: point.y)
                 let button: Int32 = name == .rightClick ? 4 : name == .middleClick ? 2 : 1
                 let clicks = name == .doubleClick ? 2 : name == .tripleClick ? 3 : 1
@@ -95,8 +77,8 @@ struct ActionRunner: Sendable {
                     try client.button(button, down: false)
                 }
             case .leftClickDrag:
-                let start = toNative(DesktopActionRequest.point(request.startCoordinate)!)
-                let end = toNative(coordinate!)
+                let start = toNative(action.startCoordinate!)
+                let end = toNative(action.coordinate!)
                 try client.move(x: start.x, y: start.y)
                 try client.button(1, down: true)
                 try client.move(x: end.x, y: end.y)
@@ -106,10 +88,18 @@ struct ActionRunner: Sendable {
             case .leftMouseUp:
                 try client.button(1, down: false)
             case .scroll:
-                let point = toNative(coordinate!)
+                let point = toNative(action.coordinate!)
                 try client.move(x: point.x, y: point.y)
-                for _ in 0..<abs(scroll.dy) { try click(client, scroll.dy < 0 ? 8 : 16) }
-                for _ in 0..<abs(scroll.dx) { try click(client, scroll.dx < 0 ? 32 : 64) }
+                // Each click is a press and a release: stopping between two leaves nothing held.
+                // `magnitude`: the amounts are bounded, but never `abs` a client's number.
+                for _ in 0..<action.scroll.dy.magnitude {
+                    if Task.isCancelled { break }
+                    try click(client, action.scroll.dy < 0 ? 8 : 16)
+                }
+                for _ in 0..<action.scroll.dx.magnitude {
+                    if Task.isCancelled { break }
+                    try click(client, action.scroll.dx < 0 ? 32 : 64)
+                }
             case .key:
                 let keys = try keysyms(request.text!)
                 for key in keys { try client.key(key, down: true) }
@@ -119,7 +109,9 @@ struct ActionRunner: Sendable {
             case .keyUp:
                 for key in try keysyms(request.text!).reversed() { try client.key(key, down: false) }
             case .type:
-                for scalar in request.text!.unicodeScalars {
+                // Up to a 1 MiB body of text: stop between characters once the client is gone.
+                for (index, scalar) in request.text!.unicodeScalars.enumerated() {
+                    if index % 64 == 0 && Task.isCancelled { break }
                     let key = KeyNames.keysym(for: scalar)
                     try client.key(key, down: true)
                     try client.key(key, down: false)
@@ -127,8 +119,9 @@ struct ActionRunner: Sendable {
             case .holdKey:
                 let keys = try keysyms(request.text!)
                 for key in keys { try client.key(key, down: true) }
-                // Released however the wait ends (a client that goes away cancels it).
-                try? await Task.sleep(for: .milliseconds(max(0, request.duration ?? Self.defaultHold)))
+                // Released however the wait ends: its time is up, or the client went away
+                // (the route cancels this task then).
+                try? await Task.sleep(for: action.hold)
                 do {
                     for key in keys.reversed() { try client.key(key, down: false) }
                 } catch {
@@ -142,8 +135,9 @@ struct ActionRunner: Sendable {
         } catch {
             throw APIError(.internalServerError, name.failureMessage, detail: "\(error)")
         }
-        if let settle = request.settleMs, settle > 0 {
-            let waited = await client.settle(quiet: .milliseconds(settle), timeout: Self.maxSettle)
+        if Task.isCancelled { throw Self.clientGone }
+        if let settle = action.settle {
+            let waited = await client.settle(quiet: settle, timeout: Self.maxSettle)
             response.settleWaitedMs = Self.milliseconds(waited)
         }
         return response
@@ -169,14 +163,17 @@ struct ActionRunner: Sendable {
         return keys
     }
 
-    /// The screen (or `region` of it at native resolution) as a base64 PNG.
-    private func screenshot(_ client: VNCClient, declared: DisplayGeometry, request: DesktopActionRequest) async throws(APIError)
+    /// The screen (or `region` of it at native resolution) as a base64 PNG, within
+    /// ``DesktopLimits`` (400 beyond: only a desktop resized past them gets there, since
+    /// the declared size was checked already).
+    private func screenshot(_ client: VNCClient, declared: DisplayGeometry, action: DesktopAction) async throws(APIError)
         -> DesktopActionResponse
     {
         var waited: Duration?
-        if let settle = request.settleMs, settle > 0 {
-            waited = await client.settle(quiet: .milliseconds(settle), timeout: Self.maxSettle)
+        if let settle = action.settle {
+            waited = await client.settle(quiet: settle, timeout: Self.maxSettle)
         }
+        if Task.isCancelled { throw Self.clientGone }
         let frame: (pixels: [UInt8], size: DisplayGeometry)
         do {
             frame = try client.capture()
@@ -185,27 +182,31 @@ struct ActionRunner: Sendable {
         }
         var target = declared
         var crop: (x: Int, y: Int, width: Int, height: Int)?
-        if let region = request.region {
-            guard region.count == 4, region[2] > 0, region[3] > 0 else {
-                throw APIError(.badRequest, "Invalid \"region\" for screenshot action.", detail: "region is [x, y, width, height] with a positive size.")
-            }
+        if let region = action.region {
+            // Each end clamped into the screen by the mapping: the crop lies inside it.
             let native = frame.size
-            let x0 = DisplayGeometry.map(region[0], from: declared.width, to: native.width)
-            let y0 = DisplayGeometry.map(region[1], from: declared.height, to: native.height)
-            let x1 = DisplayGeometry.map(region[0] + region[2] - 1, from: declared.width, to: native.width)
-            let y1 = DisplayGeometry.map(region[1] + region[3] - 1, from: declared.height, to: native.height)
+            let x0 = DisplayGeometry.map(region.x0, from: declared.width, to: native.width)
+            let y0 = DisplayGeometry.map(region.y0, from: declared.height, to: native.height)
+            let x1 = DisplayGeometry.map(region.x1, from: declared.width, to: native.width)
+            let y1 = DisplayGeometry.map(region.y1, from: declared.height, to: native.height)
             crop = (x0, y0, max(1, x1 - x0 + 1), max(1, y1 - y0 + 1))
             target = DisplayGeometry(width: crop!.width, height: crop!.height)
+        }
+        guard DesktopLimits.allowsImage(width: target.width, height: target.height) else {
+            throw APIError(
+                .badRequest, "Screenshot too large.",
+                detail: "The screenshot would be \(target.width)x\(target.height); at most \(DesktopLimits.maxSide) pixels a side and \(DesktopLimits.maxPixels) in all: ask for a smaller scaled_width and scaled_height.")
         }
         let chosenCrop = crop
         let size = target
         let encoded = try? await NIOThreadPool.singleton.runIfActive { () -> [UInt8]? in
-            var pixels = frame.pixels
+            let pixels: [UInt8]?
             if let chosenCrop {
-                pixels = PixelScaler.crop(pixels, size: frame.size, x: chosenCrop.x, y: chosenCrop.y, width: chosenCrop.width, height: chosenCrop.height)
+                pixels = PixelScaler.crop(frame.pixels, size: frame.size, x: chosenCrop.x, y: chosenCrop.y, width: chosenCrop.width, height: chosenCrop.height)
             } else {
-                pixels = PixelScaler.resize(pixels, from: frame.size, to: size)
+                pixels = PixelScaler.resize(frame.pixels, from: frame.size, to: size)
             }
+            guard let pixels else { return nil }
             return try? PNGEncoder.encode(rgbx: pixels, width: size.width, height: size.height)
         }
         guard let png = encoded ?? nil else { throw APIError(.internalServerError, "Screenshot failed.", detail: "PNG encoding failed") }

@@ -1,29 +1,59 @@
 /// A FIFO lock for async code: one holder at a time, waiters in arrival order. Actions on
 /// the one desktop run one at a time, so two requests never interleave their events (the
 /// reference's do), and at most one screenshot is in memory.
+///
+/// A waiter whose task is cancelled (its client went away) leaves the queue at once, so
+/// requests nobody will read do not pile up behind a long action. Memory: one entry per
+/// waiting request.
 actor AsyncGate {
     private var held = false
-    private var waiters: [CheckedContinuation<Void, Never>] = []
+    private var nextID: UInt64 = 0
+    private var waiters: [(id: UInt64, continuation: CheckedContinuation<Bool, Never>)] = []
 
-    func withGate<T: Sendable, E: Error>(_ body: @Sendable () async throws(E) -> T) async throws(E) -> T {
-        await enter()
+    /// Requests waiting for the gate.
+    var waiting: Int { waiters.count }
+
+    /// Runs `body` holding the gate; nil, without running it, if the task was cancelled
+    /// before its turn came.
+    func withGate<T: Sendable, E: Error>(_ body: @Sendable () async throws(E) -> T) async throws(E) -> T? {
+        guard await enter() else { return nil }
         defer { leave() }
         return try await body()
     }
 
-    private func enter() async {
+    /// True once the gate is ours; false if the task was cancelled while it waited.
+    private func enter() async -> Bool {
         if !held {
             held = true
-            return
+            return true
         }
-        await withCheckedContinuation { waiters.append($0) }
+        nextID &+= 1
+        let id = nextID
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+                if Task.isCancelled {
+                    continuation.resume(returning: false)
+                } else {
+                    waiters.append((id, continuation))
+                }
+            }
+        } onCancel: {
+            // Runs after the append above (it needs the actor, which the append holds), or
+            // finds the waiter already let in (then it holds the gate and leaves as usual).
+            Task { await self.withdraw(id) }
+        }
+    }
+
+    private func withdraw(_ id: UInt64) {
+        guard let index = waiters.firstIndex(where: { $0.id == id }) else { return }
+        waiters.remove(at: index).continuation.resume(returning: false)
     }
 
     private func leave() {
         if waiters.isEmpty {
             held = false
         } else {
-            waiters.removeFirst().resume()
+            waiters.removeFirst().continuation.resume(returning: true)
         }
     }
 }

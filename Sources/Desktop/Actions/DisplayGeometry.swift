@@ -31,14 +31,20 @@ public struct DisplayGeometry: Sendable, Equatable {
     public static func recommended(forNative native: DisplayGeometry) -> DisplayGeometry {
         let (w, h) = (native.width, native.height)
         let long = max(w, h)
-        if long <= 1568 && w * h <= 1_150_000 { return native }
-        if w >= h {
+        // Products checked for overflow: this is public and takes any size.
+        func area(_ a: Int, _ b: Int) -> Int? {
+            let (product, overflow) = a.multipliedReportingOverflow(by: b)
+            return overflow ? nil : product
+        }
+        if long <= 1568, let whole = area(w, h), whole <= 1_150_000 { return native }
+        if w >= h, w > 0 {
             for candidate in [1280, 1024] {
-                let height = candidate * h / w
+                guard let scaled = area(candidate, h) else { continue }
+                let height = scaled / w
                 if candidate <= 1568 && candidate * height <= 1_150_000 && height > 0 { return DisplayGeometry(width: candidate, height: height) }
             }
         }
-        let factor = min(1, 1568 / Double(long), (1_150_000 / Double(w * h)).squareRoot())
+        let factor = min(1, 1568 / Double(long), (1_150_000 / (Double(w) * Double(h))).squareRoot())
         return DisplayGeometry(width: max(1, Int(Double(w) * factor)), height: max(1, Int(Double(h) * factor)))
     }
 }

@@ -6,9 +6,10 @@ import CDesktop
 enum PNGEncoder {
     struct Failure: Error {}
 
-    /// `pixels` holds `width × height` pixels of 4 bytes (R, G, B, unused).
+    /// `pixels` holds `width × height` pixels of 4 bytes (R, G, B, unused); the size is
+    /// within ``DesktopLimits`` (else `Failure`, not a trap).
     static func encode(rgbx pixels: [UInt8], width: Int, height: Int, level: Int32 = 1) throws(Failure) -> [UInt8] {
-        precondition(pixels.count >= width * height * 4)
+        guard DesktopLimits.allowsImage(width: width, height: height), pixels.count >= width * height * 4 else { throw Failure() }
         let stride = width * 3 + 1
         var filtered = [UInt8](repeating: 0, count: stride * height)
         pixels.withUnsafeBufferPointer { source in

@@ -1,8 +1,14 @@
 /// Resizes and crops RGBX images for screenshots.
+///
+/// Sizes come from the desktop (at most 65535 a side: RFB sizes are 16-bit) and from a
+/// client's declared size, which is checked against ``DesktopLimits`` first; both functions
+/// also refuse (nil) any size or rectangle that does not fit, rather than trap.
 enum PixelScaler {
     /// `pixels` (`from`) resized to `to` by averaging each destination pixel's source area
-    /// when shrinking, and by nearest pixel when growing.
-    static func resize(_ pixels: [UInt8], from: DisplayGeometry, to: DisplayGeometry) -> [UInt8] {
+    /// when shrinking, and by nearest pixel when growing; nil unless `to` is within
+    /// ``DesktopLimits`` and `pixels` holds `from`.
+    static func resize(_ pixels: [UInt8], from: DisplayGeometry, to: DisplayGeometry) -> [UInt8]? {
+        guard holds(pixels, from), DesktopLimits.allowsImage(width: to.width, height: to.height) else { return nil }
         if from == to { return pixels }
         var out = [UInt8](repeating: 0, count: to.width * to.height * 4)
         pixels.withUnsafeBufferPointer { source in
@@ -35,8 +41,12 @@ enum PixelScaler {
         return out
     }
 
-    /// The rectangle `x, y, width, height` of `pixels` (already clamped to the image).
-    static func crop(_ pixels: [UInt8], size: DisplayGeometry, x: Int, y: Int, width: Int, height: Int) -> [UInt8] {
+    /// The rectangle `x, y, width, height` of `pixels`; nil unless it lies inside the image
+    /// and `pixels` holds it.
+    static func crop(_ pixels: [UInt8], size: DisplayGeometry, x: Int, y: Int, width: Int, height: Int) -> [UInt8]? {
+        guard holds(pixels, size), x >= 0, y >= 0, width > 0, height > 0, width <= size.width - x, height <= size.height - y else {
+            return nil
+        }
         var out = [UInt8]()
         out.reserveCapacity(width * height * 4)
         for row in y..<(y + height) {
@@ -44,5 +54,10 @@ enum PixelScaler {
             out += pixels[start..<(start + width * 4)]
         }
         return out
+    }
+
+    /// `pixels` holds a whole image of `size` (each side 1…65535, so the product cannot overflow).
+    private static func holds(_ pixels: [UInt8], _ size: DisplayGeometry) -> Bool {
+        (1...65535).contains(size.width) && (1...65535).contains(size.height) && pixels.count >= size.width * size.height * 4
     }
 }

@@ -11,21 +11,37 @@ import NIOPosix
 /// stopped with SIGINT (15 s, else killed and reported corrupted), at most 100 MB, answered
 /// as `multipart/mixed` (the video, then the thumbnail when there is one) streamed from the
 /// files, which are then deleted. A recording with no action for 10 minutes stops itself.
+///
+/// A stop forgets its recording whatever the outcome: the files are sent and then deleted,
+/// or deleted at once when the stop fails, so a second stop of the id is 404 (the reference
+/// keeps every recording and its file until shutdown and sends the video again). Recordings
+/// that finished without a stop (idle) are kept for one, at most ``maxFinishedKept`` of
+/// them: a start forgets the oldest beyond that, with their files. Memory and disk: at most
+/// 5 running and 16 finished recordings.
 actor Recorder {
     struct Recording {
         var child: SupervisedChild
         var video: String
         var thumbnail: String
+        /// Start order (the oldest finished ones are forgotten first).
+        var sequence: UInt64
     }
 
     static let maxActive = 5
     static let maxBytes = 100 << 20
     static let stopGrace: Duration = .seconds(15)
     static let idleStop: Duration = .seconds(600)
+    /// Finished recordings kept for a stop that has not come.
+    static let maxFinishedKept = 16
+
+    /// Recordings known: running, or finished and not yet stopped.
+    var count: Int { recordings.count }
+    var runningCount: Int { recordings.values.filter(\.child.isRunning).count }
 
     let supervisor: DesktopSupervisor
-    let directory: String
+    nonisolated let directory: String
     private var recordings: [String: Recording] = [:]
+    private var nextSequence: UInt64 = 0
     private var closed = false
 
     init(supervisor: DesktopSupervisor, directory: String = temporaryDirectory()) {
@@ -51,6 +67,7 @@ actor Recorder {
         guard recordings.values.filter(\.child.isRunning).count < Self.maxActive else {
             throw APIError(.internalServerError, "Failed to start recording.", detail: "too many active recordings (at most \(Self.maxActive))")
         }
+        forgetOldFinished(makingRoomFor: id)
         let video = "\(directory)/coder-recording-\(id).mp4"
         let thumbnail = "\(directory)/coder-recording-\(id).thumb.jpg"
         try? FileManager.default.removeItem(atPath: video)
@@ -63,7 +80,8 @@ actor Recorder {
         ]
         do {
             let child = try await SupervisedChild.spawn(argv, environment: supervisor.configuration.environment, outputFD: quiet)
-            recordings[id] = Recording(child: child, video: video, thumbnail: thumbnail)
+            nextSequence += 1
+            recordings[id] = Recording(child: child, video: video, thumbnail: thumbnail, sequence: nextSequence)
         } catch {
             throw APIError(.internalServerError, "Failed to start recording.", detail: "\(error)")
         }
@@ -78,16 +96,46 @@ actor Recorder {
             recording.child.signal(SIGINT)
             if !(await recording.child.waitForExit(timeout: Self.stopGrace)) {
                 await recording.child.stop(grace: .seconds(1))
+                forget(id, recording, deletingFiles: true)
                 throw APIError(.internalServerError, "Recording is corrupted.", detail: "the recorder did not finish within 15 s and was killed")
             }
         }
         let size = fileSize(atPath: recording.video)
         guard size > 0 else {
+            forget(id, recording, deletingFiles: true)
             throw APIError(.internalServerError, "Recording is corrupted.", detail: "the recorder left no video")
         }
-        guard size <= Self.maxBytes else { throw APIError(.contentTooLarge, "Recording file exceeds maximum allowed size.") }
+        guard size <= Self.maxBytes else {
+            forget(id, recording, deletingFiles: true)
+            throw APIError(.contentTooLarge, "Recording file exceeds maximum allowed size.")
+        }
         let thumbnailSize = fileSize(atPath: recording.thumbnail)
+        // The answer deletes the files once sent (or once it fails).
+        forget(id, recording, deletingFiles: false)
         return Self.multipart(video: (recording.video, size), thumbnail: thumbnailSize > 0 ? (recording.thumbnail, thumbnailSize) : nil)
+    }
+
+    /// Drops `id`'s entry if it is still `recording` (a start during the stop's wait may have
+    /// replaced it: that one is left alone), with its files when asked.
+    private func forget(_ id: String, _ recording: Recording, deletingFiles: Bool) {
+        guard let current = recordings[id], current.sequence == recording.sequence else { return }
+        recordings[id] = nil
+        if deletingFiles { Self.deleteFiles(of: current) }
+    }
+
+    /// Before a start: forgets the oldest finished recordings (not `id`, which the start
+    /// replaces) so that at most ``maxFinishedKept`` remain with the new one.
+    private func forgetOldFinished(makingRoomFor id: String) {
+        let finished = recordings.filter { $0.key != id && !$0.value.child.isRunning }.sorted { $0.value.sequence < $1.value.sequence }
+        for (oldID, recording) in finished.dropLast(Self.maxFinishedKept - 1) {
+            recordings[oldID] = nil
+            Self.deleteFiles(of: recording)
+        }
+    }
+
+    private static func deleteFiles(of recording: Recording) {
+        try? FileManager.default.removeItem(atPath: recording.video)
+        try? FileManager.default.removeItem(atPath: recording.thumbnail)
     }
 
     /// Stops recordings no action touched for ``idleStop`` (their files stay for `stop`).
@@ -103,8 +151,7 @@ actor Recorder {
         closed = true
         for recording in recordings.values {
             await recording.child.stop(grace: .seconds(1))
-            try? FileManager.default.removeItem(atPath: recording.video)
-            try? FileManager.default.removeItem(atPath: recording.thumbnail)
+            Self.deleteFiles(of: recording)
         }
         recordings = [:]
     }
@@ -119,6 +166,11 @@ actor Recorder {
         let tail = "--\(boundary)--\r\n"
         let length = zip(heads, parts).reduce(0) { $0 + $1.0.utf8.count + $1.1.size + 2 } + tail.utf8.count
         let body = ResponseBody(contentLength: length) { writer in
+            // Deleted however the answer ends: the recorder has forgotten them already.
+            defer {
+                try? FileManager.default.removeItem(atPath: video.path)
+                if let thumbnail { try? FileManager.default.removeItem(atPath: thumbnail.path) }
+            }
             for (head, part) in zip(heads, parts) {
                 try await writer.write(ByteBuffer(string: head))
                 try await streamFile(part.path, size: part.size, into: &writer)
@@ -126,8 +178,6 @@ actor Recorder {
             }
             try await writer.write(ByteBuffer(string: tail))
             try await writer.finish(nil)
-            try? FileManager.default.removeItem(atPath: video.path)
-            if let thumbnail { try? FileManager.default.removeItem(atPath: thumbnail.path) }
         }
         return Response(
             status: .ok, headers: [.contentType: "multipart/mixed; boundary=\(boundary)", .contentLength: String(length)], body: body)
