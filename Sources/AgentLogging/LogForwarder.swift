@@ -7,6 +7,8 @@ import Synchronization
 /// are only written locally.
 public final class LogForwarder: Sendable {
     private let sink = Mutex<(any UpwardSink)?>(nil)
+    /// Per source and level, a bounded share of what goes upward.
+    private let gate = Mutex(LogFloodGate())
 
     public init() {}
 
@@ -15,9 +17,10 @@ public final class LogForwarder: Sendable {
         sink.withLock { $0 = upward }
     }
 
-    func forward(level: Logger.Level, message: String) {
+    func forward(level: Logger.Level, source: String, message: String) {
         guard level >= .warning, let upward = sink.withLock({ $0 }) else { return }
-        upward.send(AgentLogLine(level: level >= .error ? .error : .warn, message: message))
+        guard let admitted = gate.withLock({ $0.admit(source: source, level: level, message: message) }) else { return }
+        upward.send(AgentLogLine(level: level >= .error ? .error : .warn, message: admitted))
     }
 }
 
@@ -43,6 +46,6 @@ struct ForwardingLogHandler: LogHandler {
 
     func log(event: LogEvent) {
         base.log(event: event)
-        forwarder.forward(level: event.level, message: event.message.description)
+        forwarder.forward(level: event.level, source: event.source, message: event.message.description)
     }
 }

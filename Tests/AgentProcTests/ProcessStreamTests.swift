@@ -28,12 +28,12 @@ struct ProcessStreamTests {
         var closeCode: Int? { state.withLock { $0.closeCode } }
     }
 
-    /// Streams until the server closes; `pauseAfterFirst` stalls reading to simulate a slow client,
+    /// Streams until the server closes; `holdAfterFirst` stops reading until it is set (a slow client),
     /// `stopAfter` closes from the client side after that many messages.
     @discardableResult
     func stream(
         _ h: Harness, _ id: String, chat: String? = nil, into received: Received = Received(),
-        pauseAfterFirst: Duration? = nil, stopAfter: Int? = nil
+        holdAfterFirst: TestFlag? = nil, stopAfter: Int? = nil
     ) async throws -> Received {
         let headers = chat.map { [("Coder-Chat-Id", $0)] } ?? []
         try await TestWebSocket.withConnection(port: h.port, path: "/api/v0/processes/\(id)/stream", headers: headers) { ws in
@@ -46,7 +46,7 @@ struct ProcessStreamTests {
                     let type = jsonObject(Array(text.utf8))?["type"] as? String ?? "?"
                     received.state.withLock { $0.events.append(text); $0.order.append(type) }
                 }
-                if first, let pauseAfterFirst { try await Task.sleep(for: pauseAfterFirst) }
+                if first, let holdAfterFirst { await holdAfterFirst.wait() }
                 first = false
                 if let stopAfter, received.messageCount >= stopAfter {
                     try await ws.close()
@@ -123,7 +123,8 @@ struct ProcessStreamTests {
         try await withProcessServer { h in
             let id = try await h.start("for i in $(seq 1 400); do [ -e \(gate) ] && break; sleep 0.05; done; head -c \(total) /dev/zero")
             let received = Received()
-            async let streamed = stream(h, id, into: received, pauseAfterFirst: .seconds(3))
+            let exited = TestFlag()
+            async let streamed = stream(h, id, into: received, holdAfterFirst: exited)
             let process = try #require(h.manager.lookup(id, chat: nil))
             #expect(await eventually { process.subscriberCount == 1 })
             FileManager.default.createFile(atPath: gate, contents: nil)
@@ -131,6 +132,7 @@ struct ProcessStreamTests {
             let out = try await h.finalOutput(id)
             #expect(jsonInt(out["exit_code"]) == 0)
             #expect(received.messageCount <= 1)
+            exited.set()
             _ = try await streamed
             #expect(received.omitted > 0)
             #expect(received.bytes.count + received.omitted == total)

@@ -52,3 +52,35 @@ struct WorkspaceAgentControlPlaneTests {
         #expect(agent.log.contains("token"))
     }
 }
+
+/// SIGTERM while the control-plane dial is pending (a server that accepts and never
+/// answers the upgrade) used to end through the watchdog with status 1.
+@Suite(.timeLimit(.minutes(1)))
+struct WorkspaceAgentPendingDialTests {
+    @Test func sigtermDuringAPendingDialExitsCleanly() async throws {
+        // Listens, never accepts: the kernel completes the TCP handshake, nobody answers.
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        #expect(listener >= 0)
+        defer { close(listener) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        #expect(bound == 0)
+        #expect(listen(listener, 16) == 0)
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(listener, $0, &length) } }
+        let port = Int(UInt16(bigEndian: address.sin_port))
+
+        let agent = try AgentDaemon.launch(
+            ["--http-address", "127.0.0.1:0", "--agent-url", "http://127.0.0.1:\(port)"], environment: ["CODER_AGENT_TOKEN": "t0ken"])
+        defer { agent.cleanup() }
+        _ = try await agent.port()
+        // The dial is under way (its own timeout is 30 s).
+        try await Task.sleep(for: .milliseconds(500))
+        agent.signal(SIGTERM)
+        #expect(await agent.exitStatus() == 0, "\(agent.log)")
+        #expect(!agent.log.contains("did not finish"), "\(agent.log)")
+    }
+}

@@ -44,12 +44,27 @@ public enum WebSocketConnector {
         headers.add(name: "Content-Length", value: "0")
         let head = HTTPRequestHead(version: .http1_1, method: .GET, uri: path, headers: headers)
         let expired = ExpiryFlag()
+        let cancellation = DialCancellation()
+        return try await withTaskCancellationHandler {
+            try await dial(
+                address: address, port: port, timeout: timeout, sslContext: sslContext, head: head, expired: expired,
+                cancellation: cancellation, group: group, upgraded: upgraded)
+        } onCancel: {
+            cancellation.cancel()
+        }
+    }
 
+    private static func dial<T: Sendable>(
+        address: String, port: Int, timeout: TimeAmount, sslContext: NIOSSLContext?, head: HTTPRequestHead, expired: ExpiryFlag,
+        cancellation: DialCancellation, group: any EventLoopGroup, upgraded: @escaping @Sendable (any Channel) throws -> T
+    ) async throws -> T {
+        if cancellation.isCancelled { throw CancellationError() }
         let upgrade: EventLoopFuture<Upgrade<T>> = try await ClientBootstrap(group: group)
             .connectTimeout(timeout)
             .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             .connect(host: address, port: port) { channel in
-                channel.eventLoop.makeCompletedFuture {
+                cancellation.opened(channel)
+                return channel.eventLoop.makeCompletedFuture {
                     if let sslContext {
                         // SNI carries names only; an address literal is verified without it.
                         let isAddress = (try? SocketAddress(ipAddress: address, port: 0)) != nil
@@ -87,6 +102,7 @@ public enum WebSocketConnector {
             result = try await upgrade.get()
         } catch {
             if expired.isSet { throw DialError.timedOut }
+            if cancellation.isCancelled { throw CancellationError() }
             throw error
         }
         switch result {
@@ -99,6 +115,35 @@ public enum WebSocketConnector {
 }
 
 /// Set once the dial's deadline closed the connection.
+/// The dial's channel, so that cancelling the dialing task (the agent's shutdown) closes
+/// it at once instead of waiting for a server that never answers.
+private final class DialCancellation: Sendable {
+    private struct State {
+        var channel: (any Channel)?
+        var cancelled = false
+    }
+    private let state = Mutex(State())
+
+    /// Records the channel; closes it at once if the dial was already cancelled.
+    func opened(_ channel: any Channel) {
+        let cancelled = state.withLock { s -> Bool in
+            s.channel = channel
+            return s.cancelled
+        }
+        if cancelled { channel.close(promise: nil) }
+    }
+
+    func cancel() {
+        let channel = state.withLock { s -> (any Channel)? in
+            s.cancelled = true
+            return s.channel
+        }
+        channel?.close(promise: nil)
+    }
+
+    var isCancelled: Bool { state.withLock { $0.cancelled } }
+}
+
 private final class ExpiryFlag: Sendable {
     private let value = Mutex(false)
     func set() { value.withLock { $0 = true } }
