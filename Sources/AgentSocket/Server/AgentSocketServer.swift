@@ -35,7 +35,7 @@ public final class AgentSocketServer: Service, Sendable {
     public let configuration: Configuration
     private let server: DRPCServer
     private let logger: Logger
-    private let registry: SocketConnectionRegistry
+    private let registry: LocalConnectionRegistry
     private let listening = Mutex<Bool>(false)
     private let failure = Mutex<String?>(nil)
 
@@ -43,7 +43,14 @@ public final class AgentSocketServer: Service, Sendable {
         self.configuration = configuration
         self.server = service.makeServer()
         self.logger = logger
-        self.registry = SocketConnectionRegistry(maxConnections: configuration.maxConnections)
+        // Beyond the cap a newcomer closes the quietest idle connection; a client waiting in a
+        // call (`start` waiting for its dependencies) is never closed to make room, so when
+        // every connection is in a call the newcomer is refused. Each connection holds at
+        // most one dRPC packet being assembled (4 MiB): all together at most
+        // maxConnections x 4 MiB.
+        self.registry = LocalConnectionRegistry(
+            maxConnections: configuration.maxConnections, whenAllBusy: .refuse,
+            onCount: { SocketMetrics.connections.record($0) })
     }
 
     /// True once the socket is in place and accepting.
@@ -95,7 +102,7 @@ public final class AgentSocketServer: Service, Sendable {
             .childChannelOption(.allowRemoteHalfClosure, value: true)
             .bind(unixDomainSocketPath: path) { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    guard let (id, evicted) = registry.admit(channel) else {
+                    guard let (id, evicted) = registry.admit(close: { channel.close(promise: nil) }) else {
                         // Shutting down, or every connection is in a call.
                         if !registry.isClosed {
                             SocketMetrics.disconnected("refused").increment()

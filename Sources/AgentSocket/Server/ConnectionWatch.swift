@@ -1,3 +1,4 @@
+import AgentCore
 import CoreMetrics
 import Logging
 import NIOCore
@@ -13,14 +14,14 @@ final class ConnectionWatch: ChannelDuplexHandler {
     typealias OutboundOut = ByteBuffer
 
     private let id: UInt64
-    private let registry: SocketConnectionRegistry
+    private let registry: LocalConnectionRegistry
     private let partialFrameTimeout: TimeAmount
     private let logger: Logger
     private var tracker = FrameTracker()
     private var outboundTracker = FrameTracker()
     private var deadline: Scheduled<Void>?
 
-    init(id: UInt64, registry: SocketConnectionRegistry, partialFrameTimeout: TimeAmount, logger: Logger) {
+    init(id: UInt64, registry: LocalConnectionRegistry, partialFrameTimeout: TimeAmount, logger: Logger) {
         self.id = id
         self.registry = registry
         self.partialFrameTimeout = partialFrameTimeout

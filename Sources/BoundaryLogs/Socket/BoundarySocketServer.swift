@@ -12,7 +12,7 @@ import Glibc
 
 /// The unix socket boundary sends audit-log batches to (spec boundary-logs §1): any number
 /// of clients (at most ``Configuration/maxConnections`` at once; a new one closes the
-/// longest-idle, see ``BoundaryConnectionRegistry``), one decoder per connection, all
+/// longest-idle, see ``LocalConnectionRegistry``), one decoder per connection, all
 /// feeding one forwarder. Beyond the reference: the socket is made by AgentCore's
 /// ``SocketFile`` (its mode, 0600 unless configured, is set before it appears at the path),
 /// a file at the path is replaced only if it is a socket nobody answers on, and at shutdown
@@ -32,13 +32,18 @@ final class BoundarySocketServer: Service, Sendable {
     let configuration: Configuration
     private let forwarder: BoundaryForwarder
     private let logger = Logger(label: "workspace-agent.boundary")
-    let registry: BoundaryConnectionRegistry
+    let registry: LocalConnectionRegistry
     private let listening = Mutex(false)
 
     init(configuration: Configuration, forwarder: BoundaryForwarder) {
         self.configuration = configuration
         self.forwarder = forwarder
-        self.registry = BoundaryConnectionRegistry(maxConnections: configuration.maxConnections)
+        // A new producer always gets in: beyond the cap it closes the longest-idle connection,
+        // or when every one is mid-frame the one whose frame began first (a real producer's
+        // frame of at most 32 KiB arrives in one go, so that one is most likely stuck).
+        self.registry = LocalConnectionRegistry(
+            maxConnections: configuration.maxConnections, whenAllBusy: .closeLongestBusy,
+            onCount: { BoundaryMetrics.connections.record($0) })
     }
 
     var isListening: Bool { listening.withLock { $0 } }
@@ -75,7 +80,7 @@ final class BoundarySocketServer: Service, Sendable {
         return try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.backlog, value: 64)
             .childChannelInitializer { channel in
-                guard let (id, evicted) = registry.admit(channel) else { return channel.close() }
+                guard let (id, evicted) = registry.admit(close: { channel.close(promise: nil) }) else { return channel.close() }
                 if evicted {
                     BoundaryMetrics.disconnected("evicted").increment()
                     logger.warning(
