@@ -127,7 +127,10 @@ extension YamuxSessionStateMachine {
                 job.phase = .data
                 streams[id]!.openedAt = nil // any answer (ACK, data, FIN, RST) counts as acknowledged
                 if header.type == .windowUpdate, header.length > 0 {
-                    streams[id]!.sendWindow &+= header.length
+                    // Saturates: a peer whose updates add up past 4 GiB gets the largest window,
+                    // not one that wrapped to a few bytes (a stalled stream).
+                    let (sum, overflow) = streams[id]!.sendWindow.addingReportingOverflow(header.length)
+                    streams[id]!.sendWindow = overflow ? .max : sum
                     let waiters = streams[id]!.windowWaiters
                     streams[id]!.windowWaiters.removeAll()
                     if !waiters.isEmpty { actions.append(.resume(waiters)) }

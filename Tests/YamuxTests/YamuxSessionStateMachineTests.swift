@@ -70,6 +70,16 @@ struct YamuxSessionStateMachineTests {
         #expect(driver.writes == [YamuxHeader(type: .data, streamID: id, length: 10).encoded + [UInt8](repeating: 7, count: 10)])
     }
 
+    /// Window updates that add up past 4 GiB saturate the send window instead of wrapping it
+    /// to a few bytes (a stream that would stall for no reason).
+    @Test func windowUpdatesSaturate() throws {
+        let driver = Driver(role: .client)
+        let id = try driver.open()
+        driver.receive(YamuxHeader(type: .windowUpdate, streamID: id, length: .max).encoded)
+        driver.receive(YamuxHeader(type: .windowUpdate, streamID: id, length: 1000).encoded)
+        #expect(driver.machine.streams[id]?.sendWindow == .max)
+    }
+
     /// A writer waiting for credit when its stream is closed (a reply that came before the
     /// request was fully sent) wakes and finds the stream closed, rather than waiting on a
     /// stream the peer's FIN then forgets.

@@ -28,7 +28,7 @@ struct FrameTracker: Sendable {
             case .varint(let index, let shift, let length):
                 let value = index == 2 && shift < 64 ? length | (UInt64(byte & 0x7F) << shift) : length
                 if byte & 0x80 != 0 {
-                    phase = .varint(index: index, shift: shift + 7, length: value)
+                    phase = .varint(index: index, shift: min(shift + 7, 64), length: value)
                 } else if index < 2 {
                     phase = .varint(index: index + 1, shift: 0, length: 0)
                 } else {
