@@ -30,7 +30,10 @@ public final class BlockingPool: Sendable {
     }
 
     private struct State {
-        var queue: [Job] = []
+        /// Jobs in order; a slot is emptied when its job is taken, so a finished job (and
+        /// what its closure holds, such as a 256 KiB batch of a streamed write) is freed at
+        /// once rather than at the next compaction.
+        var queue: [Job?] = []
         var head = 0
         var started = 0
         var nextID: UInt64 = 0
@@ -60,7 +63,11 @@ public final class BlockingPool: Sendable {
     public func run<T: Sendable>(
         token: CancelToken = CancelToken(), _ body: @escaping @Sendable (CancelToken) throws -> T
     ) async throws -> T {
-        try await withTaskCancellationHandler {
+        // The cancel handler this call registers on `token`, withdrawn when the call ends:
+        // a long-lived token must not collect one handler per job.
+        let handlerKey = Mutex<UInt64?>(nil)
+        defer { token.removeHandler(handlerKey.withLock { $0 }) }
+        return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
                 let completion = Completion(continuation)
                 @Sendable func finish(_ result: Result<T, any Error>) { completion.finish(result) }
@@ -80,12 +87,16 @@ public final class BlockingPool: Sendable {
                 }
                 startThreadIfNeeded()
                 available.signal()
-                // A job cancelled while queued answers at once; its slot is skipped later.
-                token.onCancel { [weak self] in
-                    guard let self else { return }
-                    let stillQueued = self.state.withLock { s in s.queue[s.head...].contains { $0.id == job.id } }
+                // A job cancelled while queued answers at once; its slot is skipped later. Weak:
+                // the job holds the token, and a strong capture here was a cycle that kept
+                // every job, and what its closure captured, alive for good.
+                let key = token.onCancel { [weak self, weak job] in
+                    guard let self, let job else { return }
+                    let id = job.id
+                    let stillQueued = self.state.withLock { s in s.queue[s.head...].contains { $0?.id == id } }
                     if stillQueued { job.drop() }
                 }
+                handlerKey.withLock { $0 = key }
             }
         } onCancel: {
             token.cancel()
@@ -121,6 +132,7 @@ public final class BlockingPool: Sendable {
             let job = state.withLock { s -> Job? in
                 guard s.head < s.queue.count else { return nil }
                 let job = s.queue[s.head]
+                s.queue[s.head] = nil
                 s.head += 1
                 if s.head > 64, s.head * 2 > s.queue.count {
                     s.queue.removeFirst(s.head)
