@@ -26,7 +26,7 @@ struct FilesBenchmarks: ParsableCommand {
         let port = Bench.freePort()
         let daemon = benchmarks.launch(binary, port: port)
         defer { benchmarks.stop(daemon) }
-        guard let client = benchmarks.connectWhenHealthy(port: port) else { throw ValidationError("agent did not answer /healthz") }
+        guard benchmarks.connectWhenHealthy(port: port) != nil else { throw ValidationError("agent did not answer /healthz") }
         print("agent-bench files: 3 rounds of \(Bench.mib(bytes)) per side, \(requests) line reads per side (medians)")
 
         let chunk = [UInt8](repeating: 0x61, count: 1 << 20)
@@ -60,6 +60,9 @@ struct FilesBenchmarks: ParsableCommand {
         let line = String(repeating: "x", count: 63) + "\n"
         try Data(String(repeating: line, count: (1 << 20) / 64).utf8).write(to: URL(fileURLWithPath: file))
         let query = "/api/v0/read-file-lines?path=\(file)&offset=5000&limit=400"
+        // A connection of its own: one kept idle through the writes would have passed the
+        // agent's 10 s head deadline and been closed.
+        guard let client = benchmarks.connectWhenHealthy(port: port) else { throw ValidationError("agent did not answer /healthz") }
         guard client.request("GET", query)?.0 == 200 else { throw ValidationError("read-file-lines failed") }
         func rate(_ path: String) -> Double {
             let start = Bench.now()
@@ -101,6 +104,8 @@ struct FilesBenchmarks: ParsableCommand {
             let sampler = PeakSampler(pid: daemon)
             sampler.start()
             let body = "{\"files\":[{\"path\":\"\(file)\",\"edits\":[{\"old_text\":\"\(search)\",\"new_text\":\"\(replacement)\"}]}]}"
+            // A fresh connection per edit: the file resets and sed runs between edits.
+            guard let client = BlockingHTTP(port: client.port) else { throw ValidationError("cannot connect") }
             let start = Bench.now()
             guard let (status, answer) = client.request("POST", "/api/v0/edit-files", body: body), status == 200 else {
                 throw ValidationError("edit-files failed")

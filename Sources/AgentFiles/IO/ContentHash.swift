@@ -30,6 +30,13 @@ enum ContentHash {
         return try file.sha256(limit: file.size + automaticLimit, path: path, token: token) ?? ""
     }
 
+    /// Whether the regular file at `path` still holds exactly `original` (false when it is
+    /// gone or not a regular file). A byte comparison, cheaper than hashing both sides.
+    static func isUnchanged(_ path: String, from original: [UInt8], token: CancelToken? = nil) throws -> Bool {
+        guard let file = try? RegularFile(path: path) else { return false }
+        return try file.holds(original, path: path, token: token)
+    }
+
     /// Modification time in nanoseconds since the epoch.
     static func mtime(_ info: stat) -> Int64 {
         Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec)

@@ -72,6 +72,28 @@ struct RegularFile: ~Copyable {
         return out
     }
 
+    /// Whether the file holds exactly `expected`: compared 1 MiB at a time (no second copy
+    /// of the file); `token` is checked every chunk.
+    func holds(_ expected: [UInt8], path: String, token: CancelToken? = nil) throws -> Bool {
+        var position = 0
+        var chunk = [UInt8](repeating: 0, count: 1 << 20)
+        while true {
+            try token?.check()
+            let n = chunk.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, $0.count, off_t(position)) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw FileSystemError.last("read", path)
+            }
+            if n == 0 { return position == expected.count }
+            guard position + n <= expected.count else { return false }
+            let same = chunk.withUnsafeBytes { read in
+                expected.withUnsafeBytes { want in memcmp(read.baseAddress!, want.baseAddress! + position, n) == 0 }
+            }
+            guard same else { return false }
+            position += n
+        }
+    }
+
     /// The SHA-256 (hex) of the whole file, or nil when it holds more than `limit` bytes.
     func sha256(limit: Int, path: String, token: CancelToken? = nil) throws -> String? {
         var hasher = SHA256()

@@ -184,9 +184,9 @@ struct EditRoutes: Sendable {
             var written: [Int] = []
             func rollBack() { for done in written.reversed() { try? write(originals[done], to: merged[done].target) } }
             for (index, file) in merged.enumerated() where edited[index] != originals[index] {
-                let current = (try? ContentHash.ofFile(file.target, token: token)) ?? ""
-                guard current == SHA256.hex(originals[index]) else {
+                guard (try? ContentHash.isUnchanged(file.target, from: originals[index], token: token)) == true else {
                     rollBack()
+                    let current = (try? ContentHash.ofFile(file.target, token: token)) ?? ""
                     throw ContentHash.Conflict(files: [.init(path: file.path, currentSHA256: current)])
                 }
                 do {
