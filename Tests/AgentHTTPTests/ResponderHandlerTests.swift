@@ -70,7 +70,7 @@ struct ResponderHandlerTests {
                         "POST /echo HTTP/1.1\r\nHost: x\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n", chunks: 24, of: 0x63))
                 }
             }
-            let (answer, closed) = await socket.readAll(timeout: .seconds(10))
+            let (answer, closed) = await socket.readAll(timeout: .seconds(30))
             _ = await sender.value
             #expect(String(decoding: answer, as: UTF8.self).hasPrefix("HTTP/1.1 413"), "\(String(decoding: answer.prefix(200), as: UTF8.self))")
             #expect(closed)

@@ -75,7 +75,7 @@ struct DesktopBoundsTests {
             #expect(whole.status == 400 && whole.body["message"] as? String == "Screenshot too large.")
             #expect((whole.body["detail"] as? String)?.contains("8192x4096") == true)
             let scaled = try await desktop.action(#"{"action":"screenshot","scaled_width":256,"scaled_height":128}"#)
-            #expect(scaled.status == 200 && scaled.body["screenshot_width"] as? Int == 256)
+            #expect(scaled.status == 200 && scaled.body["screenshot_width"] as? Int == 256, "\(scaled.status) \(scaled.body)")
             // A region of it, at native resolution, is within the cap.
             let region = try await desktop.action(#"{"action":"screenshot","region":[0,0,8192,2048]}"#)
             #expect(region.status == 200 && region.body["screenshot_height"] as? Int == 2048, "\(region.status) \(region.body)")
