@@ -10,16 +10,6 @@ struct ConnectionBudgetTests {
     static let ping: [UInt8] = [0x89, 0x00]
     static let goingAway: [UInt8] = [0x88, 0x02, 0x03, 0xE9]
 
-    /// Reads until `needle` has arrived (or the peer closed, or 10 s): every byte read.
-    static func read(_ socket: LoopbackSocket, until needle: [UInt8]) async -> [UInt8] {
-        var bytes: [UInt8] = []
-        for _ in 0..<200 where bytes.firstRange(of: needle) == nil {
-            let more = await socket.read(atLeast: 1, timeout: .milliseconds(100))
-            bytes += more
-        }
-        return bytes
-    }
-
     /// What came after the 101's head (frames: the greeting, and on a loaded machine perhaps
     /// a ping or a close ahead of it).
     static func frames(after upgrade: [UInt8]) -> [UInt8] {
@@ -99,28 +89,31 @@ struct ConnectionBudgetTests {
             // The client runs on a thread of its own: on a loaded machine a test's task was
             // seen to wait longer than two intervals for a cooperative thread, and the server
             // rightly closed a peer that had not answered.
-            let seen = await onThread { () -> (upgrade: Int?, rounds: [[UInt8]], alive: Bool) in
-                guard let socket = LoopbackSocket(port: port) else { return (nil, [], false) }
+            let seen = await onThread { () -> (all: [UInt8], pings: Int, alive: Bool) in
+                guard let socket = LoopbackSocket(port: port) else { return ([], 0, false) }
                 socket.send(String.webSocketHandshake("/ws/one"))
-                let head = socket.readBlocking(until: Array("hello".utf8), timeout: .seconds(20)).bytes
-                var early = Self.frames(after: head)
-                var rounds: [[UInt8]] = []
-                for _ in 0..<3 {
-                    let bytes = early.firstRange(of: Self.ping) != nil ? early : socket.readBlocking(until: Self.ping, timeout: .seconds(20)).bytes
-                    early = []
-                    rounds.append(bytes)
-                    // A masked pong without payload.
-                    guard bytes.firstRange(of: Self.ping) != nil, socket.send([0x8A, 0x80, 9, 8, 7, 6]) else { break }
+                // Every ping is answered as soon as it is read, as a real client's library
+                // does (the route's greeting may come after a ping when its task waits for a
+                // thread); bounded in rounds and time.
+                var all: [UInt8] = []
+                var pings = 0
+                for _ in 0..<50 where pings < 3 {
+                    let (bytes, closed) = socket.readBlocking(until: Self.ping, timeout: .seconds(20))
+                    all += bytes
+                    var rest = bytes[...]
+                    while let found = rest.firstRange(of: Self.ping) {
+                        pings += 1
+                        socket.send([0x8A, 0x80, 9, 8, 7, 6]) // a masked pong without payload
+                        rest = rest[found.upperBound...]
+                    }
+                    if closed || all.firstRange(of: Self.goingAway) != nil { break }
                 }
                 let alive = !socket.readBlocking(until: Self.goingAway, timeout: .milliseconds(100)).closed
-                return (String.httpStatus(of: head), rounds, alive)
+                return (all, pings, alive)
             }
-            #expect(seen.upgrade == 101)
-            #expect(seen.rounds.count == 3)
-            for (round, bytes) in seen.rounds.enumerated() {
-                #expect(bytes.firstRange(of: Self.ping) != nil, "ping \(round): \(bytes)")
-                #expect(bytes.firstRange(of: Self.goingAway) == nil, "closed in round \(round)")
-            }
+            #expect(String.httpStatus(of: seen.all) == 101)
+            #expect(seen.pings >= 3, "\(seen.all)")
+            #expect(seen.all.firstRange(of: Self.goingAway) == nil, "closed: \(seen.all)")
             #expect(seen.alive)
         }
     }
