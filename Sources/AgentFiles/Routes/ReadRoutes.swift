@@ -102,7 +102,7 @@ struct ReadRoutes: Sendable {
         let limit = query.int("limit", default: 0)
         try query.validate()
         try PathInput.rejectNUL(path, field: "path")
-        guard path.hasPrefix("/") else { throw APIError(.badRequest, "file path must be absolute: \(goQuote(path))") }
+        guard PathInput.isAbsolute(path) else { throw APIError(.badRequest, "file path must be absolute: \(goQuote(path))") }
         return (path, offset, limit)
     }
 
@@ -122,7 +122,7 @@ struct ReadRoutes: Sendable {
     /// Line-numbered lines within byte and line budgets; always 200 apart from query errors.
     func readFileLines(_ request: Request, _ context: AgentRequestContext) async throws -> Response {
         let (path, limits) = try Self.readFileLinesQuery(request)
-        guard path.hasPrefix("/") else { return JSONResponse.make(LinesResponse(error: "file path must be absolute: \(goQuote(path))")) }
+        guard PathInput.isAbsolute(path) else { return JSONResponse.make(LinesResponse(error: "file path must be absolute: \(goQuote(path))")) }
         let result = try await BlockingIO.run(context) { token throws -> LinesResponse in
             let file: RegularFile
             do throws(RegularFile.Failure) { file = try RegularFile(path: path) } catch {
