@@ -56,13 +56,20 @@ FUZZ_SECONDS ?= 3600
 FUZZ_JOBS ?= 2
 FUZZ_SMOKE_RUNS ?= 3000
 FUZZ_SMOKE_SECONDS ?= 15
+# SwiftPM's --sanitize links libFuzzer's runtime (with its main) and AddressSanitizer's;
+# -Xswiftc repeats them so the frontend instruments every module for coverage; lld (in the
+# toolchain) links: Debian's gold fails on some ASan objects ("internal error in
+# format_file_lineno").
 FUZZ_BUILD_FLAGS := --package-path Fuzz -c release --sanitize fuzzer --sanitize address -Xswiftc -sanitize=fuzzer,address \
-	--toolset $(CURDIR)/Fuzz/toolset.json
+	-Xswiftc -Xclang-linker -Xswiftc -fuse-ld=lld
 
+# Without make's own variables in the environment: SwiftPM rebuilds everything when the
+# environment changes, and `make fuzz X=1` or a sub-make would change it.
 fuzz-build:
-	$(SWIFT) build $(FUZZ_BUILD_FLAGS)
+	env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL -u MAKEOVERRIDES $(SWIFT) build $(FUZZ_BUILD_FLAGS)
 
 fuzz: fuzz-build
+	@mkdir -p $(FUZZ_OUT)
 	@echo "fuzzing $(words $(FUZZ_TARGETS)) targets, $(FUZZ_RUNS) runs or $(FUZZ_SECONDS) s each, $(FUZZ_JOBS) at a time; output in $(FUZZ_OUT)/"
 	@printf '%s\n' $(FUZZ_TARGETS) | xargs -P $(FUZZ_JOBS) -I{} nice -n 10 Fuzz/run.sh {} $(FUZZ_RUNS) $(FUZZ_SECONDS) $(abspath $(FUZZ_OUT)) corpus \
 		| tee $(FUZZ_OUT)/summary.txt; test "$$(grep -c 'result=ok' $(FUZZ_OUT)/summary.txt)" -eq $(words $(FUZZ_TARGETS))
