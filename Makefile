@@ -9,7 +9,7 @@ DEB_PACKAGES := pkg-config libgit2-dev libssh2-1-dev libvncserver-dev libx11-dev
 	tigervnc-standalone-server xdotool x11-xserver-utils x11-utils
 RUN_ARGS ?=
 
-.PHONY: all deps build release run test bench proto clean
+.PHONY: all deps build release run test bench proto clean fuzz-build fuzz fuzz-smoke
 
 all: build
 
@@ -41,6 +41,47 @@ run: deps
 test: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build
+	@$(MAKE) --no-print-directory fuzz-smoke
+
+# libFuzzer targets for every decoder of outside bytes (Fuzz/README.md). Fuzz/ is a package
+# of its own, so only it is built with the fuzzer's coverage and AddressSanitizer: libFuzzer's
+# runtime and lld come with the Swift toolchain. Corpora, crashes and logs go to FUZZ_OUT
+# (git-ignored). `fuzz` runs every target for FUZZ_RUNS inputs (or FUZZ_SECONDS each),
+# FUZZ_JOBS at a time, at low priority; `fuzz-smoke` is the short run `make test` ends with.
+FUZZ_TARGETS := FuzzEditMatcher FuzzFileRequests FuzzFilePathText FuzzJSONRequest FuzzProcessStart FuzzDesktopAction \
+	FuzzBoundaryFrames FuzzAgentProto FuzzDRPCFrames FuzzAgentSocket FuzzYamuxSession FuzzWebSocketClient FuzzHTTPGuard
+FUZZ_OUT ?= .fuzz
+FUZZ_RUNS ?= 1000000
+FUZZ_SECONDS ?= 3600
+FUZZ_JOBS ?= 2
+FUZZ_SMOKE_RUNS ?= 3000
+FUZZ_SMOKE_SECONDS ?= 15
+# SwiftPM's --sanitize links libFuzzer's runtime (with its main) and AddressSanitizer's;
+# -Xswiftc repeats them so the frontend instruments every module for coverage; lld (in the
+# toolchain) links: Debian's gold fails on some ASan objects ("internal error in
+# format_file_lineno").
+FUZZ_BUILD_FLAGS := --package-path Fuzz -c release --sanitize fuzzer --sanitize address -Xswiftc -sanitize=fuzzer,address \
+	-Xswiftc -Xclang-linker -Xswiftc -fuse-ld=lld
+
+# Without make's own variables in the environment: SwiftPM rebuilds everything when the
+# environment changes, and `make fuzz X=1` or a sub-make would change it.
+fuzz-build:
+	env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL -u MAKEOVERRIDES $(SWIFT) build $(FUZZ_BUILD_FLAGS)
+
+fuzz: fuzz-build
+	@mkdir -p $(FUZZ_OUT)
+	@echo "fuzzing $(words $(FUZZ_TARGETS)) targets, $(FUZZ_RUNS) runs or $(FUZZ_SECONDS) s each, $(FUZZ_JOBS) at a time; output in $(FUZZ_OUT)/"
+	@printf '%s\n' $(FUZZ_TARGETS) | xargs -P $(FUZZ_JOBS) -I{} nice -n 10 Fuzz/run.sh {} $(FUZZ_RUNS) $(FUZZ_SECONDS) $(abspath $(FUZZ_OUT)) corpus \
+		| tee $(FUZZ_OUT)/summary.txt; test "$$(grep -c 'result=ok' $(FUZZ_OUT)/summary.txt)" -eq $(words $(FUZZ_TARGETS))
+
+fuzz-smoke: fuzz-build
+	@mkdir -p $(FUZZ_OUT)
+	@echo "fuzz smoke: $(FUZZ_SMOKE_RUNS) runs (at most $(FUZZ_SMOKE_SECONDS) s) per target from Fuzz/Seeds"
+	@printf '%s\n' $(FUZZ_TARGETS) | xargs -P $(FUZZ_JOBS) -I{} Fuzz/run.sh {} $(FUZZ_SMOKE_RUNS) $(FUZZ_SMOKE_SECONDS) $(abspath $(FUZZ_OUT)) smoke \
+		| tee $(FUZZ_OUT)/smoke-summary.txt; \
+	passed=$$(grep -c 'result=ok' $(FUZZ_OUT)/smoke-summary.txt); \
+	echo "fuzz-smoke: $$passed of $(words $(FUZZ_TARGETS)) targets ran without a finding"; \
+	test $$passed -eq $(words $(FUZZ_TARGETS))
 
 # Every figure is a ratio against a baseline measured in the same run; the desktop's
 # baselines are websockify and ffmpeg's x11grab, the HTTP layer's a bare SwiftNIO server,
@@ -72,4 +113,4 @@ proto: deps
 		--swift_out=../Sources/AgentProto $(PROTO_FILES)
 
 clean:
-	rm -rf .build
+	rm -rf .build Fuzz/.build

@@ -15,6 +15,14 @@ let package = Package(
         .library(name: "AgentHTTP", targets: ["AgentHTTP"]),
         .library(name: "DRPC", targets: ["DRPC"]),
         .library(name: "Yamux", targets: ["Yamux"]),
+        // Also for the fuzz targets (Fuzz/, a package of its own built with sanitizers).
+        .library(name: "AgentCore", targets: ["AgentCore"]),
+        .library(name: "AgentProto", targets: ["AgentProto"]),
+        .library(name: "AgentFiles", targets: ["AgentFiles"]),
+        .library(name: "AgentSocket", targets: ["AgentSocket"]),
+        .library(name: "AgentRPC", targets: ["AgentRPC"]),
+        .library(name: "BoundaryLogs", targets: ["BoundaryLogs"]),
+        .library(name: "Desktop", targets: ["Desktop"]),
     ],
     dependencies: [
         // Within 2.28: AgentRouter builds Hummingbird's route trie through its SPI

@@ -216,4 +216,24 @@ struct NonUTF8NameTests {
         }
         #expect(FilePathText.decode(Array("é".utf8)) == "é")
     }
+
+    /// Found by the fuzz target FuzzFileRequests: path checks compared `Character`s, and a
+    /// `/` followed by a combining mark is one. Such a path was "not absolute", and cleaning
+    /// `d/\u{301}x/../y` dropped `d` too, so the write landed in the parent directory.
+    @Test func pathsAreSplitOnSlashBytes() async throws {
+        // Every byte but unreserved ASCII percent-encoded (`q` leaves combining marks as they are).
+        func q(_ path: String) -> String {
+            path.utf8.map { byte in
+                byte < 0x80 && (Character(Unicode.Scalar(byte)).isLetter || Character(Unicode.Scalar(byte)).isNumber || "/-._~".utf8.contains(byte))
+                    ? String(Unicode.Scalar(byte)) : String(format: "%%%02X", byte)
+            }.joined()
+        }
+        try await withFilesServer { h in
+            let written = try await h.post("write-file?path=\(q(h.directory + "/\u{301}x/../y.txt"))", body: Array("y".utf8))
+            #expect(written.status == 200, "\(String(decoding: written.body, as: UTF8.self))")
+            #expect(FileManager.default.fileExists(atPath: h.file("y.txt")), "not written in the directory the path names")
+            let lines = try #require(jsonObject(try await h.get("read-file-lines?path=\(q("/\u{301}missing"))").body))
+            #expect((lines["error"] as? String)?.hasPrefix("file does not exist") == true, "\(lines)")
+        }
+    }
 }

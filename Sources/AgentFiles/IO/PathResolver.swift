@@ -6,10 +6,18 @@ import Glibc
 /// `..` allowed, symbolic links followed to depth 40 with relative targets counted from the
 /// link's directory, and missing trailing parts kept.
 enum PathResolver {
+    /// The parts of `path` between `/` bytes, empty ones dropped. Byte-wise, as Go's path
+    /// functions: splitting on `Character`s would keep a `/` followed by a combining mark
+    /// (one grapheme) inside a part, so `a/\u{301}b/..` cleaned to `/`, not `/a`.
+    static func components(_ path: String) -> [String] {
+        // Lossless: a `/` byte is never inside a multi-byte UTF-8 sequence.
+        path.utf8.split(separator: UInt8(ascii: "/")).map { String(decoding: $0, as: UTF8.self) }
+    }
+
     /// Go's `filepath.Clean` for an absolute path.
     static func clean(_ path: String) -> String {
-        var parts: [Substring] = []
-        for part in path.split(separator: "/", omittingEmptySubsequences: true) {
+        var parts: [String] = []
+        for part in components(path) {
             switch part {
             case ".": continue
             case "..": if !parts.isEmpty { parts.removeLast() }
@@ -24,7 +32,7 @@ enum PathResolver {
     /// The path with every existing symbolic link along it followed.
     static func resolve(_ path: String) throws(FileSystemError) -> String {
         var resolved: [String] = []
-        var pending = clean(path).split(separator: "/").map(String.init)
+        var pending = components(clean(path))
         var links = 0
         while !pending.isEmpty {
             let part = pending.removeFirst()
@@ -49,8 +57,8 @@ enum PathResolver {
             links += 1
             guard links <= maxLinks else { throw FileSystemError(operation: "resolve", path: path, code: ELOOP) }
             guard let target = FS.readlink(candidate) else { throw FileSystemError.last("readlink", candidate) }
-            if target.hasPrefix("/") { resolved = [] }
-            pending = target.split(separator: "/").map(String.init) + pending
+            if PathInput.isAbsolute(target) { resolved = [] }
+            pending = components(target) + pending
         }
         return "/" + resolved.joined(separator: "/")
     }

@@ -89,7 +89,7 @@ struct DirectoryRoutes: Sendable {
         for part in parts { try PathInput.rejectNUL(part, field: "path") }
         let directory: String
         if let queryPath {
-            guard queryPath.hasPrefix("/") else {
+            guard PathInput.isAbsolute(queryPath) else {
                 throw APIError(.internalServerError, "path must be absolute: \(goQuote(queryPath))")
             }
             directory = PathResolver.clean(queryPath)
@@ -120,7 +120,7 @@ struct DirectoryRoutes: Sendable {
                 if a.isDir != b.isDir { return a.isDir }
                 return FilePathText.encode(a.name).lexicographicallyPrecedes(FilePathText.encode(b.name))
             }
-            let components = directory.split(separator: "/").map(String.init)
+            let components = PathResolver.components(directory)
             var next: String?
             if paginated {
                 if let cursor { entries = entries.filter { Cursor.isAfter($0, cursor) } }
@@ -140,7 +140,7 @@ struct DirectoryRoutes: Sendable {
         let path = query.string("path", required: true) ?? ""
         try query.validate()
         try PathInput.rejectNUL(path, field: "path")
-        guard path.hasPrefix("/") else { throw APIError(.badRequest, "file path must be absolute: \(goQuote(path))") }
+        guard PathInput.isAbsolute(path) else { throw APIError(.badRequest, "file path must be absolute: \(goQuote(path))") }
         let resolved = try await BlockingIO.run { () throws -> String in
             do { return try PathResolver.resolve(path) } catch let error as FileSystemError {
                 throw APIError(error.code == EACCES || error.code == EPERM ? .forbidden : .internalServerError, error.description)

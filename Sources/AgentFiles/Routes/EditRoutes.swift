@@ -108,7 +108,7 @@ struct EditRoutes: Sendable {
         for item in requested {
             let (path, edits) = (item.path, item.edits)
             guard !path.isEmpty else { problems.append((.badRequest, "\"path\" is required")); continue }
-            guard path.hasPrefix("/") else { problems.append((.badRequest, "file path must be absolute: \(goQuote(path))")); continue }
+            guard PathInput.isAbsolute(path) else { problems.append((.badRequest, "file path must be absolute: \(goQuote(path))")); continue }
             guard !edits.isEmpty else { problems.append((.badRequest, "\(path): must specify at least one edit")); continue }
             let clean = PathResolver.clean(path)
             if let index = byClean[clean] {

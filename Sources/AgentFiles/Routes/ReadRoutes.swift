@@ -20,13 +20,7 @@ struct ReadRoutes: Sendable {
 
     /// Raw bytes from `offset`, at most `limit` (0: to the end), streamed in chunks.
     func readFile(_ request: Request, _ context: AgentRequestContext) async throws -> Response {
-        var query = StrictQuery(request, allowed: ["path", "offset", "limit"])
-        let path = query.string("path", required: true) ?? ""
-        let offset = query.int("offset", default: 0)
-        let limit = query.int("limit", default: 0)
-        try query.validate()
-        try PathInput.rejectNUL(path, field: "path")
-        guard path.hasPrefix("/") else { throw APIError(.badRequest, "file path must be absolute: \(goQuote(path))") }
+        let (path, offset, limit) = try Self.readFileQuery(request)
         // Opened without blocking and checked on the descriptor: a FIFO, device or socket
         // is refused at once, and a path swapped meanwhile cannot hang a thread.
         let head = try await BlockingIO.run(context) { token throws -> ReadHead in
@@ -99,6 +93,19 @@ struct ReadRoutes: Sendable {
         return Response(status: .ok, headers: headers, body: body)
     }
 
+    /// read-file's query: an absolute path without NUL, and the byte window (`limit` 0: to
+    /// the end); 400 otherwise.
+    static func readFileQuery(_ request: Request) throws(APIError) -> (path: String, offset: Int, limit: Int) {
+        var query = StrictQuery(request, allowed: ["path", "offset", "limit"])
+        let path = query.string("path", required: true) ?? ""
+        let offset = query.int("offset", default: 0)
+        let limit = query.int("limit", default: 0)
+        try query.validate()
+        try PathInput.rejectNUL(path, field: "path")
+        guard PathInput.isAbsolute(path) else { throw APIError(.badRequest, "file path must be absolute: \(goQuote(path))") }
+        return (path, offset, limit)
+    }
+
     /// What the read-file head phase found.
     struct ReadHead: Sendable {
         var size: Int
@@ -114,16 +121,8 @@ struct ReadRoutes: Sendable {
 
     /// Line-numbered lines within byte and line budgets; always 200 apart from query errors.
     func readFileLines(_ request: Request, _ context: AgentRequestContext) async throws -> Response {
-        var query = StrictQuery(
-            request, allowed: ["path", "offset", "limit", "max_file_size", "max_line_bytes", "max_response_lines", "max_response_bytes"])
-        let path = query.string("path", required: true) ?? ""
-        let limits = LineWindow.Limits(
-            offset: max(1, query.int("offset", default: 1)), limit: query.int("limit", default: 0),
-            maxFileSize: query.int("max_file_size", default: 1 << 20), maxLineBytes: query.int("max_line_bytes", default: 1024),
-            maxResponseLines: query.int("max_response_lines", default: 2000), maxResponseBytes: query.int("max_response_bytes", default: 32768))
-        try query.validate()
-        try PathInput.rejectNUL(path, field: "path")
-        guard path.hasPrefix("/") else { return JSONResponse.make(LinesResponse(error: "file path must be absolute: \(goQuote(path))")) }
+        let (path, limits) = try Self.readFileLinesQuery(request)
+        guard PathInput.isAbsolute(path) else { return JSONResponse.make(LinesResponse(error: "file path must be absolute: \(goQuote(path))")) }
         let result = try await BlockingIO.run(context) { token throws -> LinesResponse in
             let file: RegularFile
             do throws(RegularFile.Failure) { file = try RegularFile(path: path) } catch {
@@ -157,6 +156,21 @@ struct ReadRoutes: Sendable {
             return response
         }
         return JSONResponse.make(result)
+    }
+
+    /// read-file-lines' query: the path (no NUL; whether it is absolute is answered in the
+    /// body) and the window and budgets, with the reference's defaults; 400 otherwise.
+    static func readFileLinesQuery(_ request: Request) throws(APIError) -> (path: String, limits: LineWindow.Limits) {
+        var query = StrictQuery(
+            request, allowed: ["path", "offset", "limit", "max_file_size", "max_line_bytes", "max_response_lines", "max_response_bytes"])
+        let path = query.string("path", required: true) ?? ""
+        let limits = LineWindow.Limits(
+            offset: max(1, query.int("offset", default: 1)), limit: query.int("limit", default: 0),
+            maxFileSize: query.int("max_file_size", default: 1 << 20), maxLineBytes: query.int("max_line_bytes", default: 1024),
+            maxResponseLines: query.int("max_response_lines", default: 2000), maxResponseBytes: query.int("max_response_bytes", default: 32768))
+        try query.validate()
+        try PathInput.rejectNUL(path, field: "path")
+        return (path, limits)
     }
 
     /// The largest file read-file-lines reads, whatever `max_file_size` asks (it is held in

@@ -24,7 +24,7 @@ struct WriteRoutes: Sendable {
         let expected = query.string("expected_sha256")?.lowercased()
         try query.validate()
         try PathInput.rejectNUL(path, field: "path")
-        guard path.hasPrefix("/") else { throw APIError(.badRequest, "file path must be absolute: \(goQuote(path))") }
+        guard PathInput.isAbsolute(path) else { throw APIError(.badRequest, "file path must be absolute: \(goQuote(path))") }
         let writer = try await BlockingIO.run(context) { _ throws -> AtomicWriter in
             let target = try Self.writableTarget(path)
             do { return try AtomicWriter(target: target) } catch let error as FileSystemError { throw error.apiError }
@@ -119,7 +119,7 @@ struct WriteRoutes: Sendable {
         let parents = try body.bool("parents") ?? false
         try PathInput.rejectNUL(path, field: "path")
         guard !path.isEmpty else { throw APIError(.badRequest, "\"path\" is required") }
-        guard path.hasPrefix("/") else { throw APIError(.badRequest, "file path must be absolute: \(goQuote(path))") }
+        guard PathInput.isAbsolute(path) else { throw APIError(.badRequest, "file path must be absolute: \(goQuote(path))") }
         try await BlockingIO.run(context) { _ throws in
             var info = stat()
             if FS.stat(path, &info) == 0 {
@@ -147,7 +147,7 @@ struct WriteRoutes: Sendable {
         try PathInput.rejectNUL(destination, field: "dest")
         for (field, value) in [("source", source), ("dest", destination)] {
             guard !value.isEmpty else { throw APIError(.badRequest, "\(goQuote(field)) is required") }
-            guard value.hasPrefix("/") else { throw APIError(.badRequest, "file path must be absolute: \(goQuote(value))") }
+            guard PathInput.isAbsolute(value) else { throw APIError(.badRequest, "file path must be absolute: \(goQuote(value))") }
         }
         try await BlockingIO.run(context) { _ throws in
             var info = stat()

@@ -34,13 +34,8 @@ struct ProcessRoutes: Sendable {
 
     func start(_ request: Request, _ context: AgentRequestContext) async throws -> Response {
         let chat = context.chat
-        let body = try await JSONRequest.decode(request, context: context, typeName: "StartProcessRequest")
-        let command = try body.string("command") ?? ""
-        let workdir = try body.string("workdir")
-        let env = try body.stringMap("env")
-        let background = try body.bool("background") ?? false
-        guard !command.isEmpty else { throw APIError(.badRequest, "Command is required.") }
-        try Self.rejectNUL(command: command, workdir: workdir, env: env)
+        let (command, workdir, env, background) = try Self.startRequest(
+            try await JSONRequest.decode(request, context: context, typeName: "StartProcessRequest"))
         do {
             let process = try await manager.start(
                 command: command, workdir: workdir, environment: env, background: background, chat: chat)
@@ -95,6 +90,20 @@ struct ProcessRoutes: Sendable {
     }
 
     // MARK: Helpers
+
+    /// A start body's fields: a command (required), working directory, environment and
+    /// background flag, none holding a NUL; 400 otherwise.
+    static func startRequest(_ body: JSONRequest) throws(APIError) -> (
+        command: String, workdir: String?, env: [String: String]?, background: Bool
+    ) {
+        let command = try body.string("command") ?? ""
+        let workdir = try body.string("workdir")
+        let env = try body.stringMap("env")
+        let background = try body.bool("background") ?? false
+        guard !command.isEmpty else { throw APIError(.badRequest, "Command is required.") }
+        try rejectNUL(command: command, workdir: workdir, env: env)
+        return (command, workdir, env, background)
+    }
 
     /// exec(2) takes C strings: a NUL would silently cut the command, directory or variable
     /// (`echo visible\u0000; rm x` would run `echo visible`). The reference fails such a

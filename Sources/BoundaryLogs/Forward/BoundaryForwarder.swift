@@ -88,6 +88,9 @@ final class BoundaryForwarder: Service, Sendable {
     /// Batches dropped so far, by reason.
     var droppedBatches: [String: Int] { state.withLock { $0.dropped } }
 
+    /// Batches waiting in memory (at most ``Configuration/memoryCapacity``).
+    var queuedBatches: Int { state.withLock { $0.queue.count } }
+
     /// The next request: memory first (it is older than anything spooled; an empty memory
     /// queue is refilled from the spool's oldest records), merging the queued batches of the
     /// first batch's session, in their order, up to the control plane's 1000 logs. Order is

@@ -2,7 +2,7 @@ import NIOCore
 
 /// One frame from boundary (spec boundary-logs §2.1): a 4-byte big-endian header, tag in
 /// the top 8 bits and payload length in the low 24, then exactly that many bytes.
-enum BoundaryFrame: Equatable {
+public enum BoundaryFrame: Equatable, Sendable {
     /// Tag 1: a bare `ReportBoundaryLogsRequest`.
     case v1(ByteBuffer)
     /// Tag 2: a `BoundaryMessage` envelope (logs or status).
@@ -10,10 +10,10 @@ enum BoundaryFrame: Equatable {
 }
 
 /// A header the agent refuses: the connection is closed (the stream cannot be resynced).
-struct BoundaryFramingError: Error, Equatable, CustomStringConvertible {
-    var tag: UInt8
-    var length: Int
-    var description: String {
+public struct BoundaryFramingError: Error, Equatable, CustomStringConvertible {
+    public var tag: UInt8
+    public var length: Int
+    public var description: String {
         tag == 1 || tag == 2
             ? "frame of \(length) bytes is over the \(BoundaryFrameDecoder.maxPayload)-byte limit"
             : "unsupported frame tag \(tag)"
@@ -22,13 +22,16 @@ struct BoundaryFramingError: Error, Equatable, CustomStringConvertible {
 
 /// Splits the byte stream into frames. The tag is checked before the length (an unknown
 /// tag is refused at any length); at most one header plus 32 KiB is ever buffered.
-struct BoundaryFrameDecoder: ByteToMessageDecoder {
-    typealias InboundOut = BoundaryFrame
+/// Public for the fuzz targets (`Fuzz/`), which run it in NIO's `ByteToMessageHandler`.
+public struct BoundaryFrameDecoder: ByteToMessageDecoder {
+    public typealias InboundOut = BoundaryFrame
 
     /// The per-tag payload limit (`1<<15`): 32768 is accepted, 32769 is not.
-    static let maxPayload = 1 << 15
+    public static let maxPayload = 1 << 15
 
-    mutating func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
+    public init() {}
+
+    public mutating func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
         guard let header = buffer.getInteger(at: buffer.readerIndex, as: UInt32.self) else { return .needMoreData }
         let tag = UInt8(header >> 24)
         let length = Int(header & 0x00FF_FFFF)
@@ -40,7 +43,7 @@ struct BoundaryFrameDecoder: ByteToMessageDecoder {
         return .continue
     }
 
-    mutating func decodeLast(context: ChannelHandlerContext, buffer: inout ByteBuffer, seenEOF: Bool) throws -> DecodingState {
+    public mutating func decodeLast(context: ChannelHandlerContext, buffer: inout ByteBuffer, seenEOF: Bool) throws -> DecodingState {
         // A frame cut off by the client going away is dropped: it was never complete.
         while try decode(context: context, buffer: &buffer) == .continue {}
         buffer.moveReaderIndex(to: buffer.writerIndex)

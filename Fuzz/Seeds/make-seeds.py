@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+"""Writes the small seed corpus of every fuzz target (Fuzz/Seeds/<target>/), in each
+target's input layout (Fuzz/Sources/FuzzSupport/FuzzInput.swift): a few well-formed cases,
+so that even a short `make fuzz-smoke` run starts past the first parse errors.
+Run from anywhere: python3 Fuzz/Seeds/make-seeds.py"""
+import os
+import struct
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def u(n, width):
+    return n.to_bytes(width, "little")
+
+
+def data(b, max_length=255):
+    """FuzzInput.data(maxLength:): a 1- or 2-byte length, then the bytes."""
+    return u(len(b), 2 if max_length > 255 else 1) + b
+
+
+def chunks(n=24, size=0xFF):
+    """Trailing chunk sizes: FuzzInput.chunks reads one byte per chunk."""
+    return bytes([size]) * n
+
+
+def varint(n):
+    out = bytearray()
+    while n >= 0x80:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def pb_string(field, text):
+    b = text.encode()
+    return bytes([field << 3 | 2]) + varint(len(b)) + b
+
+
+def drpc(kind, stream, message, payload=b"", done=True):
+    return bytes([kind << 1 | (1 if done else 0)]) + varint(stream) + varint(message) + varint(len(payload)) + payload
+
+
+def call(stream, method, request):
+    return (drpc(1, stream, 1, method.encode()) + drpc(2, stream, 2, request) + drpc(6, stream, 3))
+
+
+def yamux(type_, flags, stream, length, payload=b""):
+    return bytes([0, type_]) + struct.pack(">HII", flags, stream, length) + payload
+
+
+def write(target, name, content):
+    folder = os.path.join(HERE, target)
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, name), "wb") as f:
+        f.write(content)
+
+
+S = "/coder.agentsocket.v1.AgentSocket/"
+
+# FuzzEditMatcher: replace_all, search, replacement (2-byte lengths), then the file.
+write("FuzzEditMatcher", "exact", b"\x00" + data(b"b = 2", 600) + data(b"b = 3", 600) + b"a = 1\nb = 2\nc = 3\n")
+write("FuzzEditMatcher", "fuzzy-indent", b"\x00" + data(b"if x:\n  y()\n", 600) + data(b"if x:\n  z()\n", 600)
+      + b"def f():\n    if x:   \n        y()\n    return\n")
+write("FuzzEditMatcher", "crlf-all", b"\x01" + data(b"a\n", 600) + data(b"b\n", 600) + b"a\r\nx\r\na\r\n")
+
+# FuzzFileRequests: 0 read-file-lines, 1 read-file, 2 edit-files, 3 tool-call headers, 4 clean.
+write("FuzzFileRequests", "lines", b"\x00" + data(b"path=/a&offset=2&limit=2&max_line_bytes=4", 300) + b"one\ntwo\nthree-long\nfour\n")
+write("FuzzFileRequests", "lines-budget", b"\x00" + data(b"path=/a&max_response_bytes=5&max_response_lines=1", 300) + b"x\ny\n")
+write("FuzzFileRequests", "read-file", b"\x01" + b"path=/etc/hosts&offset=3&limit=10")
+write("FuzzFileRequests", "edit-files", b"\x02" + b'{"include_diff":true,"files":[{"path":"/a","expected_sha256":"AB",'
+      b'"edits":[{"old_text":"x","new_text":"y","replace_all":true},{"search":"s","replace":"r"}]}]}')
+write("FuzzFileRequests", "tool-call", b"\x03\x04" + b"\x04\x01" + b"\x00" + data(b"7") + b"\x01" + data(b"call%201")
+      + b"\x02" + data(b"1500"))
+write("FuzzFileRequests", "clean", b"\x04" + b"/a/./b/../../c//d/")
+
+# FuzzFilePathText: any bytes.
+write("FuzzFilePathText", "latin1", b"caf\xe9/\xf4\x8f\xbc\x80-ok")
+
+# FuzzJSONRequest: 0 chat headers, else a body.
+write("FuzzJSONRequest", "start", b"\x01" + b'{"command":"echo \\"hi\\" \\u00e9","env":{"A":"1","B":null},"background":true,"Command":"x"}')
+write("FuzzJSONRequest", "nested", b"\x01" + b'[1.5e3,-0,{"a":[true,false,null,"\\ud83d\\ude00"]}]')
+write("FuzzJSONRequest", "chat", b"\x00" + data(b"{6F1C1F7E-7A0B-4A43-9C53-1D2E3F405162}")
+      + b'["urn:uuid:6f1c1f7e-7a0b-4a43-9c53-1d2e3f405163", "bad"]')
+
+# FuzzProcessStart: 0 start body, 1 id, 2 head/tail.
+write("FuzzProcessStart", "start", b"\x00" + b'{"command":"ls -la","workdir":"/tmp","env":{"Z":"1","A":"x=y"}}')
+write("FuzzProcessStart", "id", b"\x01" + b"proc%2D1%41")
+# Head 8, tail 8, lines of 34, 3 writes (a byte before each once the head is full: 1, no skip).
+write("FuzzProcessStart", "headtail", b"\x02\x08\x08\x11\x03" + data(b"hello world\n" * 3, 200) + b"\x01"
+      + data(b"x" * 40, 200) + b"\x01" + data(b"\nend", 200))
+
+# FuzzDesktopAction: native width, height (2 bytes each), a coordinate (8), a size (2), then JSON.
+native = u(1920, 2) + u(1080, 2) + u(5000, 8) + u(1280, 2)
+write("FuzzDesktopAction", "click", native + b'{"action":"left_click","coordinate":[100,200],"scaled_width":1280,"scaled_height":720}')
+write("FuzzDesktopAction", "region", native + b'{"action":"screenshot","region":[10,10,300,200],"settle_ms":50}')
+write("FuzzDesktopAction", "key", native + b'{"action":"hold_key","text":"CTRL+Shift+F5","duration":20}')
+write("FuzzDesktopAction", "scroll", native + b'{"action":"scroll","coordinate":[5],"scroll_direction":"left","scroll_amount":-3}')
+
+# FuzzBoundaryFrames: 0 sequence numbers, else a stream of frames then chunk sizes.
+log = bytes([1 << 3 | 0, 1]) + bytes([3 << 3 | 2]) + varint(len(pb_string(1, "GET") + pb_string(2, "http://x/"))) \
+    + pb_string(1, "GET") + pb_string(2, "http://x/")
+request = bytes([1 << 3 | 2]) + varint(len(log)) + log + pb_string(2, "session-1")
+v2 = bytes([1 << 3 | 2]) + varint(len(request)) + request
+write("FuzzBoundaryFrames", "v1-v2", b"\x01" + bytes([1]) + len(request).to_bytes(3, "big") + request
+      + bytes([2]) + len(v2).to_bytes(3, "big") + v2 + chunks(16, 7))
+write("FuzzBoundaryFrames", "bad-tag", b"\x01" + bytes([1, 0, 0, 0]) + bytes([9, 0, 0, 1, 0]) + chunks(4))
+write("FuzzBoundaryFrames", "sequences", b"\x00" + u(2147483646, 4) + b"\x05" + u(1, 4) + u(3, 4) + u(3, 4) + u(2, 4))
+
+# FuzzAgentProto: the type's index, then the bytes; 255: `$` expansion.
+write("FuzzAgentProto", "report-boundary-logs", bytes([15]) + request)
+write("FuzzAgentProto", "sync-want", bytes([23]) + pb_string(1, "a") + pb_string(2, "b"))
+write("FuzzAgentProto", "manifest", bytes([5]) + b"")
+write("FuzzAgentProto", "expand", b"\xff" + b"~/x/${A}/$B_1/$/${}/$EMPTY$Z")
+
+# FuzzDRPCFrames: default limit, a unary call, then chunk sizes.
+write("FuzzDRPCFrames", "call", b"\x01" + call(1, S + "Ping", b"") + drpc(3, 2, 1, b"\x00" * 7 + b"\x0cno") + chunks(8, 3))
+
+# FuzzAgentSocket: calls on successive streams, then chunk sizes.
+sync = (call(1, S + "Ping", b"") + call(2, S + "SyncWant", pb_string(1, "b") + pb_string(2, "a"))
+        + call(3, S + "SyncStart", pb_string(1, "a")) + call(4, S + "SyncStatus", pb_string(1, "b"))
+        + call(5, S + "SyncComplete", pb_string(1, "a")) + call(6, S + "SyncList", b"")
+        + call(7, S + "SyncReady", pb_string(1, "b")) + call(8, "/nope/Nope", b""))
+write("FuzzAgentSocket", "sync", sync + chunks(8, 40))
+write("FuzzAgentSocket", "wait-ready", call(1, S + "SyncWant", pb_string(1, "b") + pb_string(2, "a"))
+      + call(2, S + "SyncWaitReady", pb_string(1, "b")) + call(3, S + "SyncComplete", pb_string(1, "a")) + chunks(4))
+
+# FuzzYamuxSession: 0 decoder only; else role, small limits or not, then operations.
+# An operation is a stream byte then an opcode byte (see `operation` in the target).
+ops = b"\x00\x07"  # open
+ops += b"\x00\x03" + b"\x01\x02" + b"\x01\x01" + u(0, 4)  # a WindowUpdate with ACK on stream 1
+ops += b"\x00\x08" + data(b"hello", 600)  # write
+ops += b"\x00\x03" + b"\x00\x01" + b"\x00\x00" + data(b"peer data", 300)  # a Data frame with SYN, the peer's first stream
+ops += b"\x00\x0e\x01"  # accept
+ops += b"\x00\x09"  # read
+ops += b"\x00\x0f"  # ping
+ops += b"\x00\x11" + u(100, 2)  # sweep
+write("FuzzYamuxSession", "session", b"\x01\x01\x00" + ops)
+write("FuzzYamuxSession", "decode", b"\x00" + u(1000, 2) + yamux(0, 1, 1, 3, b"abc") + yamux(2, 1, 0, 7) + chunks(4, 5))
+
+# FuzzWebSocketClient: 0 masking; else raw server bytes (then chunk sizes) or built frames.
+frames = yamux(1, 1, 2, 0) + yamux(0, 0, 2, 2, b"hi") + yamux(2, 1, 0, 9)
+ws = bytes([0x82, len(frames)]) + frames + bytes([0x89, 0x02]) + b"pi" + bytes([0x88, 0x02, 0x03, 0xE8])
+write("FuzzWebSocketClient", "server-raw", b"\x01\x01" + ws + chunks(8, 9))
+write("FuzzWebSocketClient", "masking", b"\x00" + b"\x37\xfa\x21\x3d" + b"0123456789abcdef!")
+
+# FuzzHTTPGuard: 0 mask check; else client bytes, then chunk sizes.
+write("FuzzHTTPGuard", "pipelined", b"\x01" + b"GET /a HTTP/1.1\r\nHost: x\r\n\r\n"
+      b"POST /b HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc"
+      b"POST /c HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\n\r\n" + chunks(8, 30))
+write("FuzzHTTPGuard", "expect", b"\x01" + b"POST /e HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\nok" + chunks(2))
+write("FuzzHTTPGuard", "upgrade", b"\x01" + b"GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+      b"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n" + chunks(2))
+write("FuzzHTTPGuard", "masked", b"\x00" + bytes([0x81, 0x85, 1, 2, 3, 4]) + bytes(b ^ (i % 4 + 1) for i, b in enumerate(b"hello"))
+      + bytes([0x82, 0xFE, 0x00, 0x02, 0, 0, 0, 0, 9, 9]) + chunks(4, 3))

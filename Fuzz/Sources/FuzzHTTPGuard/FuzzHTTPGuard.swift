@@ -1,0 +1,104 @@
+import AgentHTTP
+import FuzzSupport
+import NIOCore
+import NIOEmbedded
+
+/// What every HTTP connection goes through before a route: the byte guard (request-line
+/// tracking for 414 against 431, the refusals written without the codec), NIO's HTTP/1
+/// decoder with the agent's limits and the request guard (Expect, Content-Length, CONNECT,
+/// Upgrade), fed raw client bytes split anywhere. What comes back must be a sequence of
+/// whole HTTP/1.1 responses, and nothing may follow a refusal. The WebSocket mask check of
+/// upgraded connections must agree with a plain reading of the frame headers, however the
+/// bytes are split.
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzHTTPGuard(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
+    var input = FuzzInput(data, size)
+    switch input.byte() % 3 {
+    case 0: maskCheck(&input)
+    default: connection(&input)
+    }
+    return 0
+}
+
+func connection(_ input: inout FuzzInput) {
+    let stream = input.take(input.remaining - min(input.remaining / 4, 64))
+    let chunks = input.chunks(of: stream, maxChunk: 256)
+    let channel = EmbeddedChannel()
+    do {
+        try HTTPFuzzing.installConnection(on: channel, registry: HTTPConnectionRegistry())
+        // An EmbeddedChannel is active once "connected".
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
+    } catch {
+        require(false, "pipeline: \(error)")
+    }
+    var written: [UInt8] = []
+    func drain() {
+        while let buffer = try? channel.readOutbound(as: ByteBuffer.self) { written += buffer.readableBytesView }
+    }
+    for chunk in chunks where channel.isActive {
+        _ = try? channel.writeInbound(ByteBuffer(bytes: chunk))
+        drain()
+    }
+    // The head deadline and the linger time come due.
+    channel.embeddedEventLoop.advanceTime(by: .seconds(30))
+    drain()
+    _ = try? channel.finish(acceptAlreadyClosed: true)
+    checkResponses(written)
+}
+
+/// Whole responses, each with a status line and (but for 100) a Content-Length body;
+/// nothing after a refusal (4xx or 5xx, or 307).
+func checkResponses(_ bytes: [UInt8]) {
+    var at = 0
+    var refused = false
+    let separator: [UInt8] = [13, 10, 13, 10]
+    while at < bytes.count {
+        require(!refused, "bytes after a refusal")
+        let rest = bytes[at...]
+        require(rest.starts(with: Array("HTTP/1.1 ".utf8)), "not a status line: \(String(decoding: rest.prefix(40), as: UTF8.self))")
+        guard let end = rest.firstRange(of: separator) else {
+            require(false, "a cut response head")
+            return
+        }
+        let head = String(decoding: bytes[at..<end.lowerBound], as: UTF8.self)
+        let status = Int(head.dropFirst(9).prefix(3)) ?? 0
+        require((100...599).contains(status), "status \(status)")
+        var length = 0
+        if status != 100 {
+            let lines = head.split(separator: "\r\n").dropFirst()
+            let field = lines.first { $0.lowercased().hasPrefix("content-length:") }
+            require(field != nil, "a response without Content-Length")
+            length = Int(field!.dropFirst("content-length:".count).trimmingPrefix(" ")) ?? -1
+            require(length >= 0, "a bad Content-Length")
+        }
+        require(bytes.count - end.upperBound >= length, "a cut response body")
+        at = end.upperBound + length
+        if status >= 300 { refused = true }
+    }
+}
+
+func maskCheck(_ input: inout FuzzInput) {
+    let stream = input.take(input.remaining - min(input.remaining / 4, 64))
+    let chunks = input.chunks(of: stream, maxChunk: 40)
+    let whole = HTTPFuzzing.maskCheck([stream])
+    require(HTTPFuzzing.maskCheck(chunks) == whole, "the mask check depends on where the bytes are split")
+    require(whole == allMasked(stream), "the mask check disagrees with a plain reading of the frames")
+}
+
+/// Walks frame headers (2 bytes, extended length, 4-byte key) and payloads: false at the
+/// first header, complete in its first two bytes, without the mask bit.
+func allMasked(_ bytes: [UInt8]) -> Bool {
+    var at = 0
+    while bytes.count - at >= 2 {
+        guard bytes[at + 1] & 0x80 != 0 else { return false }
+        let length7 = Int(bytes[at + 1] & 0x7F)
+        let extended = length7 == 126 ? 2 : length7 == 127 ? 8 : 0
+        guard bytes.count - at >= 2 + extended + 4 else { return true }
+        var length: UInt64 = UInt64(length7)
+        if extended > 0 { length = bytes[(at + 2)..<(at + 2 + extended)].reduce(0) { $0 << 8 | UInt64($1) } }
+        let payloadStart = at + 2 + extended + 4
+        guard UInt64(bytes.count - payloadStart) > length else { return true }
+        at = payloadStart + Int(length)
+    }
+    return true
+}
