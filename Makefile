@@ -54,8 +54,8 @@ FUZZ_OUT ?= .fuzz
 FUZZ_RUNS ?= 1000000
 FUZZ_SECONDS ?= 3600
 FUZZ_JOBS ?= 2
-FUZZ_SMOKE_RUNS ?= 3000
-FUZZ_SMOKE_SECONDS ?= 15
+FUZZ_SMOKE_RUNS ?= 20000
+FUZZ_SMOKE_SECONDS ?= 20
 # SwiftPM's --sanitize links libFuzzer's runtime (with its main) and AddressSanitizer's;
 # -Xswiftc repeats them so the frontend instruments every module for coverage; lld (in the
 # toolchain) links: Debian's gold fails on some ASan objects ("internal error in

@@ -6,7 +6,8 @@ import SwiftProtobuf
 
 /// Protobuf decoding of every message the agent reads from outside (control plane, agent
 /// socket clients, boundary): the first byte picks the type. A message that decodes
-/// re-encodes deterministically and decodes to the same message. A manifest becomes the
+/// re-encodes (in deterministic order) to the same bytes twice, and decodes to the same
+/// message. A manifest becomes the
 /// variables processes get: `CODER=true` always, and `$` expansion gives the same result
 /// on its ASCII fast path as on the character walk.
 @_cdecl("LLVMFuzzerTestOneInput")
@@ -43,7 +44,11 @@ let messageTypes: [any SwiftProtobuf.Message.Type] = [
 
 func roundTrip<M: SwiftProtobuf.Message>(_ type: M.Type, _ bytes: [UInt8]) {
     guard let message = try? M(serializedBytes: bytes) else { return }
-    guard let encoded: [UInt8] = try? message.serializedBytes() else {
+    // Map fields (a manifest's variables) are written in dictionary order unless asked for
+    // a deterministic one.
+    var options = BinaryEncodingOptions()
+    options.useDeterministicOrdering = true
+    guard let encoded: [UInt8] = try? message.serializedBytes(options: options) else {
         require(false, "\(M.self) decoded but does not encode")
         return
     }
@@ -52,7 +57,7 @@ func roundTrip<M: SwiftProtobuf.Message>(_ type: M.Type, _ bytes: [UInt8]) {
         return
     }
     require(again.isEqualTo(message: message), "\(M.self) changed across encode and decode")
-    let twice: [UInt8]? = try? again.serializedBytes()
+    let twice: [UInt8]? = try? again.serializedBytes(options: options)
     require(twice == encoded, "\(M.self) encodes differently the second time")
     if let manifest = message as? Coder_Agent_V2_Manifest {
         let result = ControlPlaneSession.agentManifest(from: manifest, environment: ["HOME": "/home/coder", "PATH": "/bin"])
