@@ -216,7 +216,9 @@ struct WorkspaceAgentSyncCLITests {
             #expect(await eventually { server.isListening })
             _ = await Self.sync(["want", "claude", "git"], socket: socket)
             async let claude = Self.sync(["start", "claude", "--timeout", "20s"], socket: socket)
-            try await Task.sleep(for: .milliseconds(300))
+            // Time for the CLI to start and find git not ready (nothing on the agent's side
+            // shows a polling client); 300 ms was too little on a loaded 2-core machine.
+            try await Task.sleep(for: .seconds(3))
             _ = await Self.sync(["start", "git"], socket: socket)
             _ = await Self.sync(["complete", "git"], socket: socket)
             let result = await claude
