@@ -178,7 +178,7 @@ struct AgentSocketConformanceTests {
             raw.send(unaryFrames("/coder.agentsocket.v1.AgentSocket/Ping", [], stream: 2))
             // The agent answers the unknown call with an Error frame and keeps serving.
             var seen: [UInt8] = []
-            _ = await eventually(timeout: .seconds(5)) {
+            _ = await eventually {
                 let (bytes, _) = await raw.readAll(timeout: .milliseconds(200))
                 seen += bytes
                 return String(decoding: seen, as: UTF8.self).contains("unknown rpc") && seen.contains(0x0D)
