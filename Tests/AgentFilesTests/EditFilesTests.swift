@@ -93,6 +93,32 @@ struct EditFilesTests {
         }
     }
 
+    /// Issue 25 §3: the splice rule per line position (lead, body, trail, ending): where
+    /// search and replacement agree the file's bytes stay, otherwise the replacement's.
+    @Test(arguments: [
+        // The replacement spells out its indentation: taken as written (was five tabs).
+        ("\t\t\tdeep()\n\t\t\tnested()", "\tdeep()\n\tnested()", "\t\t\tdeep()\n\t\t\tchanged()", false, "\t\t\tdeep()\n\t\t\tchanged()"),
+        // The file's trailing spaces stay where search and replacement agree (none).
+        ("foo   \nbar\t\t\nbaz", "foo\nbar\nbaz", "replaced", false, "replaced   "),
+        ("hello   \nworld\nhello   \nagain", "hello\n", "bye\n", true, "bye   \nworld\nbye   \nagain"),
+        // An inserted line between agreeing ends takes the file's unit at its depth.
+        ("func f() {\n\tif x {\n\t\treturn 1\n\t}\n}\n", "if x {\n    return 1\n}", "if x {\n    log()\n    return 1\n}", false,
+         "func f() {\n\tif x {\n\t\tlog()\n\t\treturn 1\n\t}\n}\n"),
+        // 4-space caller, 2-space file: one level deeper is two more spaces.
+        ("a:\n  b: 1\n  c: 2\n", "b: 1 \nc: 2", "b: 1\n    d: 3\nc: 2", false, "a:\n  b: 1\n    d: 3\n  c: 2\n"),
+        // A replacement that ends without a newline does not pull the next line onto it.
+        ("x  \ny\nz\n", "x\ny", "w", false, "w  \nz\n"),
+    ] as [(String, String, String, Bool, String)])
+    func fuzzySpliceKeepsWhatSearchAndReplacementAgreeOn(file: String, search: String, replace: String, all: Bool, expected: String) async throws {
+        try await withFilesServer { h in
+            let path = h.file("splice.txt")
+            try write(file, path)
+            let response = try await h.post("edit-files", json: Self.body([(path, [(search, replace, all)])]))
+            #expect(response.status == 200, "\(response)")
+            #expect(try read(path) == expected)
+        }
+    }
+
     // 8.
     @Test func diffs() async throws {
         try await withFilesServer { h in

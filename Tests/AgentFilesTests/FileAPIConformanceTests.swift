@@ -91,6 +91,41 @@ struct FileAPIConformanceTests {
         }
     }
 
+    /// Issue 25 §3: the reference's exact answers for an empty file, the budgets and
+    /// every other failure (`{"success":false,"error":…}` and nothing else).
+    @Test func readFileLinesAnswersExactlyAsTheReference() async throws {
+        try await withFilesServer { h in
+            let empty = h.file("empty.txt")
+            FileManager.default.createFile(atPath: empty, contents: Data())
+            #expect(try await Self.answer(h, "read-file-lines?path=\(FilesHarness.q(empty))") == ["success": true])
+            // The file changes between two reads: one line now.
+            try Data("x".utf8).write(to: URL(fileURLWithPath: empty))
+            #expect(try await h.get("read-file-lines?path=\(FilesHarness.q(empty))").bodyText.contains(#""content":"1\tx""#))
+
+            let path = h.file("ten.txt")
+            try Data((1...10).map { "line \($0)" }.joined(separator: "\n").utf8).write(to: URL(fileURLWithPath: path))
+            let q = FilesHarness.q(path)
+            #expect(try await Self.answer(h, "read-file-lines?path=\(q)&max_response_bytes=20")
+                == ["success": false, "error": "output would exceed 20 bytes. Read less at a time using offset and limit parameters."])
+            #expect(try await Self.answer(h, "read-file-lines?path=\(q)&limit=5&max_response_lines=4")
+                == ["success": false, "error": "output would exceed 4 lines. Read less at a time using offset and limit parameters."])
+            // A limit above the line budget fails only when the file has more lines to give.
+            let fits = try #require(jsonObject(try await h.get("read-file-lines?path=\(q)&offset=8&limit=5&max_response_lines=4").body))
+            #expect(fits["success"] as? Bool == true && fits["lines_read"] as? Int == 3)
+            // Exactly the budget passes: "1\tline 1" is 8 bytes, plus the joiner and "2\tline 2".
+            let exact = try #require(jsonObject(try await h.get("read-file-lines?path=\(q)&limit=2&max_response_bytes=17").body))
+            #expect(exact["content"] as? String == "1\tline 1\n2\tline 2")
+            #expect(try await h.get("read-file-lines?path=\(q)&limit=2&max_response_bytes=16").bodyText.contains("output would exceed 16 bytes"))
+            #expect(try await Self.answer(h, "read-file-lines?path=\(q)&offset=11")
+                == ["success": false, "error": "offset 11 is beyond the file length of 10 lines"])
+        }
+    }
+
+    /// A JSON answer as a dictionary, to compare keys and values exactly.
+    static func answer(_ h: FilesHarness, _ target: String) async throws -> NSDictionary {
+        try #require(jsonObject(try await h.get(target).body) as NSDictionary?)
+    }
+
     // 4, 10.
     @Test func writeFile() async throws {
         try await withFilesServer { h in

@@ -156,7 +156,8 @@ struct FileAPIHardeningTests {
                 "edit-files", json: "{\"files\":[{\"path\":\"\(path)\",\"edits\":[{\"old_text\":\"\(search)\",\"new_text\":\"c\\n\"}]}]}")
             #expect(edit.status == 200, "\(String(decoding: edit.body.prefix(300), as: UTF8.self))")
             let after = try String(contentsOfFile: path, encoding: .utf8)
-            #expect(after == String(repeating: "a \n", count: 100_000) + "c\n")
+            // The first window line's trailing space stays (search and replacement agree on none).
+            #expect(after == String(repeating: "a \n", count: 100_000) + "c \n")
         }
     }
 }

@@ -130,7 +130,10 @@ struct ControlPlaneSessionTests {
                 session.send(AppStatusReport(slug: "app", state: .idle, message: "step \(i)"))
             }
             session.send(BoundaryLogBatch(
-                entries: [.init(allowed: true, time: Date(timeIntervalSince1970: 1), httpRequest: .init(method: "GET", url: "https://x/", matchedRule: "x"), sequenceNumber: 7)],
+                entries: [
+                    .init(allowed: true, time: .init(seconds: 1, nanos: 123_456_789), httpRequest: .init(method: "GET", url: "https://x/", matchedRule: "x"), sequenceNumber: 7),
+                    .init(allowed: false, time: .init(seconds: 1_767_225_600, nanos: 1), httpRequest: nil, sequenceNumber: 8),
+                ],
                 sessionID: "s1", confinedProcessName: "claude"))
             session.send(AgentLogLine(level: .warn, message: "disk almost full"))
             let running = Task { try await session.run() }
@@ -142,7 +145,9 @@ struct ControlPlaneSessionTests {
             #expect(boundary.sessionID == "s1" && boundary.confinedProcessName == "claude")
             #expect(boundary.logs.first?.httpRequest.url == "https://x/")
             #expect(boundary.logs.first?.sequenceNumber == 7)
-            #expect(boundary.logs.first?.time.seconds == 1)
+            // The timestamps arrive exactly as given: no rounding through a floating-point date.
+            #expect(boundary.logs.map(\.time.seconds) == [1, 1_767_225_600])
+            #expect(boundary.logs.map(\.time.nanos) == [123_456_789, 1])
             #expect(recorded.logs.first?.output == "disk almost full")
             #expect(recorded.logs.first?.level == .warn)
             session.beginShutdown()

@@ -6,13 +6,13 @@ import SwiftProtobuf
 public enum Boundary {
     public typealias Request = Coder_Agent_V2_ReportBoundaryLogsRequest
 
-    public static func request(_ urls: [String], session: String = "", firstSequence: Int32 = 0, allowed: Bool = true) -> Request {
+    public static func request(_ urls: [String], session: String = "", firstSequence: Int32 = 0, allowed: Bool = true, nanos: Int32 = 123_456_789) -> Request {
         var request = Request()
         request.sessionID = session
         request.logs = urls.enumerated().map { index, url in
             var log = Coder_Agent_V2_BoundaryLog()
             log.allowed = allowed
-            log.time = Google_Protobuf_Timestamp(seconds: 1_767_225_600 + Int64(index), nanos: 123_456_789)
+            log.time = Google_Protobuf_Timestamp(seconds: 1_767_225_600 + Int64(index), nanos: nanos)
             var http = Coder_Agent_V2_BoundaryLog.HttpRequest()
             http.method = "GET"
             http.url = url

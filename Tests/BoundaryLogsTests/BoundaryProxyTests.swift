@@ -30,11 +30,24 @@ struct BoundaryProxyTests {
             let first = try #require(batches.first?.entries.first)
             #expect(batches[0].sessionID == session, "session_id unchanged")
             #expect(first.allowed && first.httpRequest?.method == "GET" && first.httpRequest?.matchedRule == "domain=example.invalid")
-            #expect(abs((first.time?.timeIntervalSince1970 ?? 0) - 1_767_225_600.123456789) < 1e-6, "seconds and nanos unchanged")
+            #expect(first.time == .init(seconds: 1_767_225_600, nanos: 123_456_789), "seconds and nanos unchanged")
             // The session-less batch is never merged with a session's.
             let unsessioned = batches.first { $0.sessionID == "" }
             #expect(unsessioned?.entries.count == 1 && unsessioned?.entries.first?.allowed == false)
             #expect(batches.allSatisfy { $0.sessionID == "" || $0.sessionID == session })
+        }
+    }
+
+    /// Issue 25 §2: a `Date` in between rounded the nanoseconds (123456789 came out as
+    /// 123456716, 1 as 0); they must reach the upward batch exactly.
+    @Test(arguments: [123_456_789, 1, 0, 999_999_999] as [Int32])
+    func timestampsKeepTheirNanoseconds(nanos: Int32) async throws {
+        try await BoundaryHarness.with { harness in
+            let socket = try harness.connect()
+            #expect(socket.send(Boundary.v2(Boundary.request(["https://t.example.invalid/"], nanos: nanos))))
+            #expect(await eventually { harness.upward.urls.count == 1 })
+            let entry = try #require(harness.upward.batches.first?.entries.first)
+            #expect(entry.time == .init(seconds: 1_767_225_600, nanos: nanos))
         }
     }
 

@@ -32,16 +32,28 @@ public struct AppStatusReport: Sendable, Equatable {
 /// A batch of boundary audit logs for the control plane
 /// (`coder.agent.v2.ReportBoundaryLogsRequest`).
 public struct BoundaryLogBatch: Sendable, Equatable {
+    /// A protobuf `Timestamp` as it arrived: seconds and nanoseconds kept as integers, so
+    /// the time reaches the control plane exactly (a `Date` would round the nanoseconds).
+    public struct Timestamp: Sendable, Equatable {
+        public var seconds: Int64
+        public var nanos: Int32
+
+        public init(seconds: Int64, nanos: Int32) {
+            self.seconds = seconds
+            self.nanos = nanos
+        }
+    }
+
     /// One audited request.
     public struct Entry: Sendable, Equatable {
         public var allowed: Bool
-        /// When it happened; nil when the producer did not say.
-        public var time: Date?
+        /// When it happened, exactly as the producer said; nil when it did not say.
+        public var time: Timestamp?
         /// The HTTP request, when the resource was one.
         public var httpRequest: HTTPRequest?
         public var sequenceNumber: Int32
 
-        public init(allowed: Bool, time: Date?, httpRequest: HTTPRequest?, sequenceNumber: Int32 = 0) {
+        public init(allowed: Bool, time: Timestamp?, httpRequest: HTTPRequest?, sequenceNumber: Int32 = 0) {
             self.allowed = allowed
             self.time = time
             self.httpRequest = httpRequest

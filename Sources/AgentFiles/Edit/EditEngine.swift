@@ -29,7 +29,18 @@ enum EditEngine {
         let searchLines = TextLine.split(edit.search)
         let replacementLines = TextLine.split(edit.replacement)
         let endings = EndingCounts(content)
-        let replacement = adaptEndings(edit.replacement, replacementLines, search: searchLines, file: endings)
+        // A replacement whose interior lines share one ending is spliced with the file's
+        // dominant ending instead, unless the search's interior ending differs from the
+        // replacement's: then the caller means to change endings, and only the exact
+        // pass may match.
+        let searchEnding = searchLines.interiorEnding
+        let replacementEnding = replacementLines.interiorEnding
+        let forcedEnding = replacementEnding.map { _ in endings.dominant }
+        let rewritesEndings = searchEnding != nil && replacementEnding != nil && searchEnding != replacementEnding
+        var replacement = edit.replacement
+        if let forcedEnding, !rewritesEndings, replacementEnding != forcedEnding {
+            replacement = replacementLines.withInteriorEnding(forcedEnding)
+        }
 
         // Pass 1: the exact bytes.
         let hits = try occurrences(of: edit.search, in: content, token: token)
@@ -47,10 +58,7 @@ enum EditEngine {
         if hits.count > 1 {
             throw Failure(message: "\(path): search string matches \(hits.count) occurrences (expected exactly 1); add surrounding lines to make it unique, or set replace_all")
         }
-        // Differing consistent endings of search and replacement: only the exact pass.
-        if let s = searchLines.consistentEnding, let r = replacementLines.consistentEnding, s != r {
-            throw Failure(message: "\(path): search string not found in file")
-        }
+        if rewritesEndings { throw Failure(message: "\(path): search string not found in file") }
         let file = FileLines(content)
         for pass in [Pass.trailingWhitespace, .allWhitespace] {
             let windows = try matchingWindows(searchLines, in: file, pass: pass, token: token)
@@ -68,9 +76,8 @@ enum EditEngine {
                     if fileUnit == nil { fileUnit = .some(file.indentationUnit()) }
                     return fileUnit!
                 }()
-                let spliced = splice(window: window, search: searchLines, replacement: replacementLines, fileUnit: unit, fileEnding: endings.dominant)
                 out += content[position..<file.spans[start].start]
-                out += spliced.bytes
+                out += splice(window: window, search: searchLines, replacement: replacementLines, fileUnit: unit, forcedEnding: forcedEnding)
                 position = file.spans[start + searchLines.count - 1].end
             }
             return out + content[position...]
@@ -139,64 +146,97 @@ enum EditEngine {
         return windows
     }
 
-    // MARK: Line endings
-
-    /// The replacement with its line endings made the file's dominant one, when the
-    /// replacement is consistent and the search does not insist on other endings.
-    static func adaptEndings(_ replacement: [UInt8], _ lines: [TextLine], search: [TextLine], file: EndingCounts) -> [UInt8] {
-        guard let own = lines.consistentEnding, file.any else { return replacement }
-        if let searchEnding = search.consistentEnding, searchEnding != own { return replacement }
-        let target = file.dominant
-        guard own != target else { return replacement }
-        return lines.map { line in TextLine(text: line.text, ending: line.ending.isEmpty ? [] : target) }.bytes
-    }
-
     // MARK: Splicing
 
-    /// The window rewritten: where search and replacement lines agree the file's bytes stay;
-    /// other lines come from the replacement, re-indented to the file's unit and depth.
+    /// The window rewritten line by line, as the reference splices (spec file-api §1): the
+    /// search and replacement lines that agree (whitespace aside) at the start and at the
+    /// end pair up, the lines between pair by position, and replacement lines beyond are
+    /// inserted. For each paired line, part by part (lead, trail, ending), where search and
+    /// replacement agree the file's bytes stay, otherwise the replacement's win; the body is
+    /// the replacement's. An inserted line is indented at its depth relative to its
+    /// neighbour, in the file's unit (tab or a number of spaces). A missing final newline
+    /// stays missing; otherwise the splice ends with one, so the next line never folds on.
     static func splice(
-        window: [TextLine], search: [TextLine], replacement: [TextLine], fileUnit: Indentation.Unit?, fileEnding: [UInt8]
-    ) -> [TextLine] {
-        guard !replacement.isEmpty else {
-            // Everything removed; a search without its final newline leaves the file's.
-            if let last = search.last, last.ending.isEmpty, let kept = window.last?.ending, !kept.isEmpty {
-                return [TextLine(text: [], ending: kept)]
-            }
-            return []
-        }
-        let editUnit = Indentation.unit(of: search + replacement)
-        let depthShift: Int = {
-            guard let fileUnit, let editUnit, let w = window.first, let s = search.first else { return 0 }
-            return Indentation.level(w, fileUnit).level - Indentation.level(s, editUnit).level
-        }()
-        let interiorEnding: [UInt8]? = replacement.consistentEnding != nil ? fileEnding : nil
-        var out: [TextLine] = []
+        window: [TextLine], search: [TextLine], replacement: [TextLine], fileUnit: Indentation.Unit?, forcedEnding: [UInt8]?
+    ) -> [UInt8] {
+        guard !replacement.isEmpty else { return [] }
+        let atEndWithoutNewline = window.last?.ending.isEmpty ?? false
+        let (prefix, suffix) = agreeingEnds(search, replacement)
+        let searchUnit = Indentation.unit(of: search + replacement)
+        let last = replacement.count - 1
+        var out: [UInt8] = []
         for (index, line) in replacement.enumerated() {
-            var text = line.text
-            if index < search.count, search[index].text == line.text {
-                text = window[index].text
-            } else if let fileUnit, let editUnit {
-                text = Indentation.reindent(line, from: editUnit, to: fileUnit, shift: depthShift)
+            let (reference, inserted) = pairing(index, line, prefix: prefix, suffix: suffix, search: search, replacement: replacement)
+            let s = search[reference].parts
+            let r = line.parts
+            let f = window[reference].parts
+            var lead = r.lead
+            var trail = r.trail
+            if r.body.isEmpty {
+                // A body-less line keeps the replacement's whitespace as written.
+            } else if inserted {
+                lead = f.lead
+                if let searchUnit, let fileUnit,
+                    let translated = Indentation.translate(r.lead, search: s.lead, file: f.lead, from: searchUnit, to: fileUnit)
+                {
+                    lead = translated[...]
+                }
+            } else {
+                if s.lead.elementsEqual(r.lead) { lead = f.lead }
+                if s.trail.elementsEqual(r.trail) { trail = f.trail }
             }
             var ending = line.ending
-            let isLast = index == replacement.count - 1
-            if isLast {
-                let windowEnding = window.last?.ending ?? []
-                if line.ending.isEmpty {
-                    // No newline after the replacement: the file's stays unless the search
-                    // took it (then the next line folds on, as in the exact pass).
-                    ending = (search.last?.ending.isEmpty ?? true) ? windowEnding : []
-                } else {
-                    ending = windowEnding.isEmpty ? [] : windowEnding
-                    if windowEnding.isEmpty && !(search.last?.ending.isEmpty ?? true) { ending = [] }
-                }
-            } else if let interiorEnding, !line.ending.isEmpty {
-                ending = interiorEnding
+            if !inserted, TextLine.sameEndingShape(search[reference].ending, line.ending) {
+                let fileEnding = window[reference].ending
+                // Only the last line may take over a missing ending.
+                if !(fileEnding.isEmpty && index < last) { ending = fileEnding }
             }
-            out.append(TextLine(text: text, ending: ending))
+            if inserted, index == last, atEndWithoutNewline { ending = [] }
+            if let forcedEnding, index < last || !atEndWithoutNewline { ending = forcedEnding }
+            if index == last, !atEndWithoutNewline, ending.isEmpty { ending = forcedEnding ?? TextLine.lf }
+            out += lead
+            out += r.body
+            out += trail
+            out += ending
         }
         return out
+    }
+
+    /// How many lines at the start and at the end of search and replacement agree when
+    /// all surrounding whitespace is ignored (the ends never overlap).
+    static func agreeingEnds(_ search: [TextLine], _ replacement: [TextLine]) -> (prefix: Int, suffix: Int) {
+        let shorter = min(search.count, replacement.count)
+        var prefix = 0
+        while prefix < shorter, search[prefix].trimmedAll.elementsEqual(replacement[prefix].trimmedAll) { prefix += 1 }
+        var suffix = 0
+        while suffix < shorter - prefix,
+            search[search.count - 1 - suffix].trimmedAll.elementsEqual(replacement[replacement.count - 1 - suffix].trimmedAll)
+        {
+            suffix += 1
+        }
+        return (prefix, suffix)
+    }
+
+    /// The search (and window) line a replacement line pairs with, and whether it is an
+    /// insertion. An insertion refers to the line of the scope its indentation says it
+    /// belongs to: the agreeing end after it, else the one before it.
+    static func pairing(
+        _ index: Int, _ line: TextLine, prefix: Int, suffix: Int, search: [TextLine], replacement: [TextLine]
+    ) -> (reference: Int, inserted: Bool) {
+        if index < prefix { return (index, false) }
+        if index >= replacement.count - suffix { return (index - (replacement.count - search.count), false) }
+        if index - prefix < search.count - prefix - suffix { return (index, false) }
+        let afterIt = search.count - suffix
+        switch (prefix > 0, suffix > 0) {
+        case (true, true):
+            let lead = line.indentation
+            let sameAsAfter = lead.elementsEqual(replacement[replacement.count - suffix].indentation)
+            let sameAsBefore = lead.elementsEqual(replacement[prefix - 1].indentation)
+            return (!sameAsAfter && sameAsBefore ? prefix - 1 : afterIt, true)
+        case (false, true): return (afterIt, true)
+        case (true, false): return (prefix - 1, true)
+        case (false, false): return (min(index, search.count - 1), true)
+        }
     }
 }
 
@@ -207,43 +247,53 @@ enum Indentation {
         case spaces(Int)
     }
 
+    /// The unit of the lines that have a body; nil when none is indented or they mix tabs
+    /// and spaces.
     static func unit(of lines: [TextLine]) -> Unit? {
-        unit(ofIndentations: lines.lazy.filter { !$0.trimmedAll.isEmpty }.map { $0.indentation })
+        unit(ofIndentations: lines.lazy.filter { !$0.parts.body.isEmpty }.map { $0.indentation })
     }
 
-    /// The unit of the given leading whitespace of non-blank lines.
+    /// The unit of the given leading whitespace (of lines with a body): a tab when every
+    /// indented line uses tabs only, the GCD of the widths when all use spaces only, nil
+    /// otherwise. Kept as it goes (no list of widths).
     static func unit<S: Sequence>(ofIndentations indentations: S) -> Unit? where S.Element == ArraySlice<UInt8> {
-        // The GCD of the widths seen, kept as it goes (no list of widths).
-        var gcd: Int?
-        for lead in indentations {
-            if lead.contains(0x09) { return .tab }
-            guard !lead.isEmpty else { continue }
-            var (x, y) = (gcd ?? lead.count, lead.count)
-            while y != 0 { (x, y) = (y, x % y) }
-            gcd = x
+        var tabs = false
+        var gcd = 0
+        for lead in indentations where !lead.isEmpty {
+            let hasTab = lead.contains(0x09)
+            if hasTab && lead.contains(0x20) { return nil }
+            if hasTab {
+                tabs = true
+            } else {
+                var (x, y) = (gcd, lead.count)
+                while y != 0 { (x, y) = (y, x % y) }
+                gcd = x
+            }
         }
-        return gcd.map { .spaces(max(1, $0)) }
+        if tabs { return gcd == 0 ? .tab : nil }
+        return gcd > 0 ? .spaces(gcd) : nil
     }
 
-    /// The line's depth in `unit`, and spaces left over.
-    static func level(_ line: TextLine, _ unit: Unit) -> (level: Int, extra: Int) {
-        let lead = line.indentation
-        let tabs = lead.filter { $0 == 0x09 }.count
-        let spaces = lead.count - tabs
+    /// The depth of `lead` in whole units, nil when it is not made of them.
+    static func level(_ lead: ArraySlice<UInt8>, _ unit: Unit) -> Int? {
         switch unit {
-        case .tab: return (tabs + spaces / 4, spaces % 4)
-        case .spaces(let width): return ((spaces + tabs * width) / width, (spaces + tabs * width) % width)
+        case .tab: return lead.allSatisfy { $0 == 0x09 } ? lead.count : nil
+        case .spaces(let width): return lead.allSatisfy { $0 == 0x20 } && lead.count % width == 0 ? lead.count / width : nil
         }
     }
 
-    static func reindent(_ line: TextLine, from: Unit, to: Unit, shift: Int) -> [UInt8] {
-        guard !line.trimmedAll.isEmpty else { return line.text }
-        let (depth, extra) = level(line, from)
-        let target = max(0, depth + shift)
-        let body = line.text.dropFirst(line.indentation.count)
+    /// An inserted line's lead in the file: the file line's depth plus how much deeper the
+    /// replacement line is than its search line, in the file's unit; nil when a lead is
+    /// not whole units or the depth would be negative.
+    static func translate(
+        _ replacement: ArraySlice<UInt8>, search: ArraySlice<UInt8>, file: ArraySlice<UInt8>, from: Unit, to: Unit
+    ) -> [UInt8]? {
+        guard let depth = level(replacement, from), let base = level(search, from), let fileBase = level(file, to) else { return nil }
+        let target = fileBase + depth - base
+        guard target >= 0 else { return nil }
         switch to {
-        case .tab: return [UInt8](repeating: 0x09, count: target) + [UInt8](repeating: 0x20, count: extra) + body
-        case .spaces(let width): return [UInt8](repeating: 0x20, count: target * width + extra) + body
+        case .tab: return [UInt8](repeating: 0x09, count: target)
+        case .spaces(let width): return [UInt8](repeating: 0x20, count: target * width)
         }
     }
 }

@@ -25,6 +25,21 @@ struct TextLine: Equatable, Sendable {
     /// Leading spaces and tabs.
     var indentation: ArraySlice<UInt8> { text.prefix { $0 == 0x20 || $0 == 0x09 } }
 
+    /// The text in three parts: leading spaces and tabs, the body, trailing spaces and
+    /// tabs (a blank line is all lead).
+    var parts: (lead: ArraySlice<UInt8>, body: ArraySlice<UInt8>, trail: ArraySlice<UInt8>) {
+        let leadEnd = indentation.count
+        var end = text.count
+        while end > leadEnd, text[end - 1] == 0x20 || text[end - 1] == 0x09 { end -= 1 }
+        return (text[0..<leadEnd], text[leadEnd..<end], text[end...])
+    }
+
+    /// Whether two endings take the same place in a splice: equal, or both a newline
+    /// (`\n` and `\r\n`).
+    static func sameEndingShape(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        a == b || (!a.isEmpty && !b.isEmpty)
+    }
+
     /// Without trailing spaces and tabs (match pass 2).
     var trimmedTrailing: ArraySlice<UInt8> {
         var end = text.count
@@ -46,20 +61,31 @@ struct TextLine: Equatable, Sendable {
 }
 
 extension Array where Element == TextLine {
-    /// The ending most lines use (CRLF when CRLF lines outnumber LF ones).
-    var dominantEnding: [UInt8] {
-        let crlf = filter { $0.ending == TextLine.crlf }.count
-        let lf = filter { $0.ending == TextLine.lf }.count
-        return crlf > lf ? TextLine.crlf : TextLine.lf
+    /// The one ending every line but the last shares (the last may have none); nil for
+    /// fewer than two lines, an interior line without ending, or a mix.
+    var interiorEnding: [UInt8]? {
+        guard count >= 2 else { return nil }
+        var shared: [UInt8]?
+        for (index, line) in enumerated() {
+            if line.ending.isEmpty {
+                if index == count - 1 { continue }
+                return nil
+            }
+            if let shared, shared != line.ending { return nil }
+            shared = line.ending
+        }
+        return shared
     }
 
-    /// The one ending every terminated line shares; nil when they mix or none ends.
-    var consistentEnding: [UInt8]? {
-        let endings = Set(compactMap { $0.ending.isEmpty ? nil : $0.ending })
-        return endings.count == 1 ? endings.first : nil
+    /// The lines with every ending but the last one's made `ending`.
+    func withInteriorEnding(_ ending: [UInt8]) -> [UInt8] {
+        var out: [UInt8] = []
+        for (index, line) in enumerated() {
+            out += line.text
+            out += index == count - 1 || line.ending.isEmpty ? line.ending : ending
+        }
+        return out
     }
-
-    var bytes: [UInt8] { flatMap { $0.text + $0.ending } }
 }
 
 /// A file's lines as byte ranges of its content (no copies): 24 bytes per line.

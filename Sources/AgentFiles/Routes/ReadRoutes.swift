@@ -149,7 +149,8 @@ struct ReadRoutes: Sendable {
             }
             guard data.count <= limits.maxFileSize else { return Self.tooLarge(size: nil, limits: limits) }
             var response = LineWindow.render(data, limits: limits)
-            if response.success {
+            // An empty file's answer is the reference's `{"success":true}`, nothing more.
+            if response.success, !data.isEmpty {
                 response.sha256 = SHA256.hex(data)
                 response.mtimeUnixNano = ContentHash.mtime(file.info)
             }
@@ -253,40 +254,49 @@ enum LineWindow {
 
     static let truncationMarker = "... [truncated]"
 
+    /// The reference's budget refusals, word for word.
+    static func budgetError(_ limit: Int, _ unit: String) -> String {
+        "output would exceed \(limit) \(unit). Read less at a time using offset and limit parameters."
+    }
+
+    /// Every failure is `{"success":false,"error":…}` alone, as the reference answers.
     static func render(_ bytes: [UInt8], limits: Limits) -> LinesResponse {
+        // The reference answers an empty file with `{"success":true}` alone (no line).
+        guard !bytes.isEmpty else { return LinesResponse(success: true) }
         let lines = bytes.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false)
         let total = lines.count
         guard limits.offset <= total else {
-            return LinesResponse(fileSize: bytes.count, totalLines: total, error: "offset \(limits.offset) is beyond the file length of \(total) lines")
+            return LinesResponse(error: "offset \(limits.offset) is beyond the file length of \(total) lines")
         }
         let wanted = limits.limit == 0 ? limits.maxResponseLines : limits.limit
-        if wanted > limits.maxResponseLines {
-            return LinesResponse(
-                fileSize: bytes.count, totalLines: total,
-                error: "output would exceed \(limits.maxResponseLines) lines. Use offset and limit to read a smaller window.")
-        }
         // `wanted` is a client's number (up to Int.max): count what is left, never add to it.
         let window = lines[(limits.offset - 1)..<(limits.offset - 1 + min(wanted, total - (limits.offset - 1)))]
         var content: [UInt8] = []
-        var number = limits.offset
+        var read = 0
+        // As the reference, line by line: the byte budget (joiners count) first, then the
+        // line budget, so a limit above max_response_lines fails only when the file has
+        // more lines than that to give.
         for line in window {
-            if number > limits.offset { content.append(UInt8(ascii: "\n")) }
-            content += Array("\(number)\t".utf8)
+            var numbered = Array("\(limits.offset + read)\t".utf8)
             if line.count > limits.maxLineBytes {
-                content += line.prefix(limits.maxLineBytes)
-                content += Array(truncationMarker.utf8)
+                numbered += line.prefix(limits.maxLineBytes)
+                numbered += Array(truncationMarker.utf8)
             } else {
-                content += line
+                numbered += line
             }
-            number += 1
-            if content.count > limits.maxResponseBytes {
-                return LinesResponse(
-                    fileSize: bytes.count, totalLines: total,
-                    error: "output would exceed \(limits.maxResponseBytes) bytes. Use offset and limit to read a smaller window.")
+            let joiner = read > 0 ? 1 : 0
+            if content.count + joiner + numbered.count > limits.maxResponseBytes {
+                return LinesResponse(error: budgetError(limits.maxResponseBytes, "bytes"))
             }
+            if read >= limits.maxResponseLines {
+                return LinesResponse(error: budgetError(limits.maxResponseLines, "lines"))
+            }
+            if joiner == 1 { content.append(UInt8(ascii: "\n")) }
+            content += numbered
+            read += 1
         }
         return LinesResponse(
-            success: true, fileSize: bytes.count, totalLines: total, linesRead: window.count,
+            success: true, fileSize: bytes.count, totalLines: total, linesRead: read,
             content: String(decoding: content, as: UTF8.self))
     }
 }

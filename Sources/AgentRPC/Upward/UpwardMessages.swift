@@ -24,7 +24,7 @@ extension ControlPlaneSession {
         request.logs = batch.entries.map { entry in
             var log = Coder_Agent_V2_BoundaryLog()
             log.allowed = entry.allowed
-            if let time = entry.time { log.time = Google_Protobuf_Timestamp(date: time) }
+            if let time = entry.time { log.time = Google_Protobuf_Timestamp(seconds: time.seconds, nanos: time.nanos) }
             if let http = entry.httpRequest {
                 var request = Coder_Agent_V2_BoundaryLog.HttpRequest()
                 request.method = http.method

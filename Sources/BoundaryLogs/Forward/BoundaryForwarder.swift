@@ -232,7 +232,7 @@ final class BoundaryForwarder: Service, Sendable {
         BoundaryLogBatch(
             entries: request.logs.map { log in
                 BoundaryLogBatch.Entry(
-                    allowed: log.allowed, time: log.hasTime ? log.time.date : nil,
+                    allowed: log.allowed, time: log.hasTime ? .init(seconds: log.time.seconds, nanos: log.time.nanos) : nil,
                     httpRequest: Self.httpRequest(log),
                     sequenceNumber: log.sequenceNumber)
             },
