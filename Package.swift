@@ -1,9 +1,12 @@
 // swift-tools-version:6.2
 import PackageDescription
 
+// The project's own code builds with zero warnings, and keeps it so: a warning fails the
+// build (SwiftPM applies this to this package's targets only, never to dependencies).
 let swiftSettings: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny"),
     .enableUpcomingFeature("MemberImportVisibility"),
+    .treatAllWarnings(as: .error),
 ]
 
 let package = Package(

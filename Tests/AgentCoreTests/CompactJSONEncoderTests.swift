@@ -161,7 +161,7 @@ struct CompactJSONEncoderTests {
 
     @Test func numbersMatchFoundation() throws {
         let doubles: [Double] = [
-            0, -0.0, 1, -1, 1.5, 0.1, 0.1 + 0.2, 1e15, 1e16, 1e20, 1e-7, 5e-324, 123_456_789.125,
+            0, -0.0, 1, -1, 1.5, 0.1, 0.1 + 0.2, 1e15, 1e16, 1e20, 1e-7, .leastNonzeroMagnitude, 123_456_789.125,
             9_007_199_254_740_991, 9_007_199_254_740_992, -2.5e-3, .greatestFiniteMagnitude,
         ]
         try expectSame(doubles)

@@ -96,7 +96,7 @@ struct FileAPIConformanceTests {
     @Test func readFileLinesAnswersExactlyAsTheReference() async throws {
         try await withFilesServer { h in
             let empty = h.file("empty.txt")
-            FileManager.default.createFile(atPath: empty, contents: Data())
+            _ = FileManager.default.createFile(atPath: empty, contents: Data())
             #expect(try await Self.answer(h, "read-file-lines?path=\(FilesHarness.q(empty))") == ["success": true])
             // The file changes between two reads: one line now.
             try Data("x".utf8).write(to: URL(fileURLWithPath: empty))
@@ -152,7 +152,7 @@ struct FileAPIConformanceTests {
 
             // The mode stays; a symbolic link stays a link and the write lands in its target.
             let script = h.file("run.sh")
-            FileManager.default.createFile(atPath: script, contents: Data("old".utf8), attributes: [.posixPermissions: 0o755])
+            _ = FileManager.default.createFile(atPath: script, contents: Data("old".utf8), attributes: [.posixPermissions: 0o755])
             _ = try await h.post("write-file?path=\(FilesHarness.q(script))", body: Array("new".utf8))
             stat(script, &info)
             #expect(info.st_mode & 0o777 == 0o755)
@@ -201,8 +201,8 @@ struct FileAPIConformanceTests {
             #expect(resolved["resolved_path"] as? String == realDirectory + "/real/dir/missing/x")
             #expect(try await h.get("resolve-path?path=relative").status == 400)
 
-            FileManager.default.createFile(atPath: h.file("b.txt"), contents: Data())
-            FileManager.default.createFile(atPath: h.file(".hidden"), contents: Data())
+            _ = FileManager.default.createFile(atPath: h.file("b.txt"), contents: Data())
+            _ = FileManager.default.createFile(atPath: h.file(".hidden"), contents: Data())
             let listing = try #require(jsonObject(try await h.post("list-directory?path=\(FilesHarness.q(h.directory))", json: "{}").body))
             let names = (listing["contents"] as? [[String: Any]])?.compactMap { $0["name"] as? String }
             #expect(names == ["real", ".hidden", "alias", "b.txt"], "directories first, then byte order; a link is not a directory")
@@ -216,7 +216,7 @@ struct FileAPIConformanceTests {
             #expect(try await h.post("create-directory", json: "{\"path\":\"\(h.file("made/deep"))\"}").status == 200, "idempotent")
             #expect(try await h.post("move-file", json: "{\"source\":\"\(h.file("b.txt"))\",\"dest\":\"\(h.file("made/c.txt"))\"}", headers: headers).status == 200)
             #expect(FileManager.default.fileExists(atPath: h.file("made/c.txt")))
-            FileManager.default.createFile(atPath: h.file("d.txt"), contents: Data())
+            _ = FileManager.default.createFile(atPath: h.file("d.txt"), contents: Data())
             #expect(try await h.post("move-file", json: "{\"source\":\"\(h.file("d.txt"))\",\"dest\":\"\(h.file("made/c.txt"))\"}").status == 409)
             #expect(try await h.post("move-file", json: "{\"source\":\"\(h.file("d.txt"))\",\"dest\":\"\(h.file("made/c.txt"))\",\"overwrite\":true}").status == 200)
             #expect(try await h.post("move-file", json: "{\"source\":\"\(h.file("gone"))\",\"dest\":\"\(h.file("x"))\"}").status == 404)

@@ -57,7 +57,7 @@ struct AgentRouterTests {
 
     struct Collector: ResponseBodyWriter {
         let into: Collected
-        mutating func write(_ buffer: ByteBuffer) async throws { into.bytes.withLock { $0.writeImmutableBuffer(buffer) } }
+        mutating func write(_ buffer: ByteBuffer) async throws { into.bytes.withLock { _ = $0.writeImmutableBuffer(buffer) } }
         consuming func finish(_ trailingHeaders: HTTPFields?) async throws {}
     }
 
@@ -169,7 +169,7 @@ struct AgentRouterTests {
         for (target, status, body) in cases {
             let (method, path): (HTTPRequest.Method, String) = target.hasPrefix("POST ") ? (.post, String(target.dropFirst(5))) : (.get, target)
             let request = Request(head: HTTPRequest(method: method, scheme: nil, authority: nil, path: path), body: .init(buffer: ByteBuffer()))
-            let response = try await responder.respond(to: request, context: Self.context())
+            let response = await responder.respond(to: request, context: Self.context())
             #expect(response.status == status, "\(path)")
             #expect(response.headers[.contentType] == JSONResponse.contentType)
             #expect(try await Self.text(response) == body + "\n", "\(path)")
@@ -250,7 +250,7 @@ struct AgentRouterTests {
         router.get("/after") { _, _ in "a" }
         let responder = router.buildResponder()
         func answer(_ path: String) async throws -> Response {
-            try await responder.respond(
+            await responder.respond(
                 to: Request(head: HTTPRequest(method: .get, scheme: nil, authority: nil, path: path), body: .init(buffer: ByteBuffer())),
                 context: Self.context())
         }

@@ -6,7 +6,7 @@ struct HeadTailTests {
     func text(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self) }
 
     @Test func emptyBufferHasNoOutputAndNoMetadata() {
-        var buffer = HeadTail()
+        let buffer = HeadTail()
         let (bytes, meta) = buffer.output()
         #expect(bytes.isEmpty)
         #expect(meta == nil)

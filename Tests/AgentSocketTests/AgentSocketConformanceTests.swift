@@ -43,12 +43,12 @@ struct AgentSocketConformanceTests {
 
     @Test func aFileOfAnotherKindIsReplacedAndAReplacedSocketIsNotRemoved() async throws {
         let path = try socketDirectory() + "/agent.sock"
-        FileManager.default.createFile(atPath: path, contents: Data("not a socket".utf8))
+        _ = FileManager.default.createFile(atPath: path, contents: Data("not a socket".utf8))
         try await withSocketServer(path: path) { client, _ in
             try await client.ping()
             // Someone else replaces the path: at shutdown the agent leaves theirs alone.
             unlink(path)
-            FileManager.default.createFile(atPath: path, contents: Data("theirs".utf8))
+            _ = FileManager.default.createFile(atPath: path, contents: Data("theirs".utf8))
         }
         #expect(FileManager.default.contents(atPath: path) == Data("theirs".utf8))
     }

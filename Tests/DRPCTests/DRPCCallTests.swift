@@ -115,7 +115,7 @@ struct DRPCCallTests {
         #expect(sent == [0x03, 0x01, 0x01, 0x25] + Array(Self.method.utf8) + [0x05, 0x01, 0x02, 0x0C] + Self.request + [0x0D, 0x01, 0x03, 0x00])
         #expect(serverEnd.written.withLock { $0 } == [0x05, 0x01, 0x01, 0x0A] + Array(Self.request.dropFirst(2)) + [0x0D, 0x01, 0x02, 0x00])
         await client.closeWrite()
-        await serving.value
+        _ = await serving.value
     }
 
     @Test func unknownMethodIsUnsupported() async throws {
@@ -130,7 +130,7 @@ struct DRPCCallTests {
         }
         #expect(Array(serverEnd.written.withLock { $0 }.prefix(12)) == [0x07, 0x01, 0x01, 0x41, 0, 0, 0, 0, 0, 0, 0, 0])
         await client.close()
-        await serving.value
+        _ = await serving.value
     }
 
     @Test func handlerErrors() async throws {
@@ -144,7 +144,7 @@ struct DRPCCallTests {
                 try await DRPCClient.unary(method, request: [1], over: client)
             }
             await client.close()
-            await serving.value
+            _ = await serving.value
         }
     }
 
@@ -155,7 +155,7 @@ struct DRPCCallTests {
         let reply = try await DRPCClient.unary("/test.Svc/Big", request: request, over: client)
         #expect(reply == request + request)
         await client.close()
-        await serving.value
+        _ = await serving.value
     }
 
     @Test func replyOverTheLimitIsRefused() async throws {
@@ -165,7 +165,7 @@ struct DRPCCallTests {
             try await DRPCClient.unary("/test.Svc/Big", request: [UInt8](repeating: 1, count: 600), over: client, maxMessageSize: 1000)
         }
         await client.close()
-        await serving.value
+        _ = await serving.value
     }
 
     @Test func sequentialCallsOnOneTransport() async throws {
@@ -187,14 +187,14 @@ struct DRPCCallTests {
         #expect(packets.map(\.streamID) == [1, 1, 2, 2])
         #expect(packets.map(\.kind) == [.message, .closeSend, .message, .closeSend])
         await client.close()
-        await serving.value
+        _ = await serving.value
     }
 
     @Test func garbageClosesTheTransportWithoutTrapping() async throws {
         let (client, serverEnd) = MemoryDuplex.pair()
         let serving = Task { await lifecycleServer().serve(serverEnd) }
         try await client.write([0x05, 0x00, 0x01, 0x00]) // stream 0: monotonicity violation
-        await serving.value
+        _ = await serving.value
         #expect(try await client.read() == nil)
     }
 

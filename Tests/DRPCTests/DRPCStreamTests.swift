@@ -46,7 +46,7 @@ struct DRPCStreamTests {
         #expect(serverEnd.written.withLock { $0 } == [0x05, 0x01, 0x01, 0x01, 0x03, 0x05, 0x01, 0x02, 0x01, 0x02,
                                                       0x05, 0x01, 0x03, 0x01, 0x01, 0x0D, 0x01, 0x04, 0x00])
         await sender.close()
-        await serving.value
+        _ = await serving.value
     }
 
     @Test func bidirectionalWithConcurrentSenderAndReceiver() async throws {
@@ -63,7 +63,7 @@ struct DRPCStreamTests {
         try await sender.closeSend()
         #expect(try await reading.value == (0..<20).map { [0xFF, UInt8($0)] })
         await sender.close()
-        await serving.value
+        _ = await serving.value
     }
 
     @Test func handlerErrorEndsTheStreamWithThatError() async throws {
@@ -77,7 +77,7 @@ struct DRPCStreamTests {
             _ = try await receiver.receive()
         }
         await sender.close()
-        await serving.value
+        _ = await serving.value
     }
 
     /// One writer, nothing after close: sends after CloseSend fail and write nothing.
@@ -91,7 +91,7 @@ struct DRPCStreamTests {
         await #expect(throws: DRPCCallError.closed) { try await sender.closeSend() }
         #expect(client.written.withLock { $0.count } == written)
         await sender.close()
-        await serving.value
+        _ = await serving.value
     }
 
     /// Concurrent sends of large messages never interleave their frames: the server sees
@@ -113,7 +113,7 @@ struct DRPCStreamTests {
         }
         try await sender.closeSend()
         await sender.close()
-        await serving.value
+        _ = await serving.value
         let messages = seen.withLock { $0 }
         #expect(messages.count == 8)
         #expect(messages.allSatisfy { $0.count == 200_000 && Set($0).count == 1 })
@@ -138,7 +138,7 @@ struct DRPCStreamTests {
         let (sender, _) = DRPCClient.stream(Self.echo, over: client)
         try await sender.send([1])
         await sender.cancel()
-        await serving.value
+        _ = await serving.value
         #expect(handlerSaw.withLock { $0 } == "drpc: EOF")
         await #expect(throws: DRPCCallError.closed) { try await sender.send([2]) }
     }
@@ -162,7 +162,7 @@ struct DRPCStreamTests {
         DRPCPacket(streamID: 1, messageID: 3, kind: .cancel).encode(into: &out)
         try await client.write(out)
         await client.closeWrite()
-        await serving.value
+        _ = await serving.value
         #expect(handlerSaw.withLock { $0 } == .remoteClosed("context canceled"))
     }
 

@@ -106,18 +106,14 @@ public struct AgentSocketClient: Sendable {
     public func waitReady(_ unit: String) async throws(Failure) {
         var request = Coder_Agentsocket_V1_SyncReadyRequest()
         request.unit = unit
-        let transport = try await connect()
-        defer { Task { await transport.close() } }
-        let (sender, start) = DRPCClient.stream(AgentSocketService.waitReadyMethod, over: transport)
-        var receiver = start
-        do {
-            try await sender.send(try request.serializedBytes())
+        let requestBytes: [UInt8]
+        do { requestBytes = try request.serializedBytes() } catch { throw .call(.protocolViolation("\(error)")) }
+        try await withConnection { transport in
+            let (sender, start) = DRPCClient.stream(AgentSocketService.waitReadyMethod, over: transport)
+            var receiver = start
+            try await sender.send(requestBytes)
             try await sender.closeSend()
             guard try await receiver.receive() != nil else { throw DRPCCallError.unexpectedEOF }
-        } catch let error as DRPCCallError {
-            throw .call(error)
-        } catch {
-            throw .call(.transport("\(error)"))
         }
     }
 
@@ -137,27 +133,34 @@ public struct AgentSocketClient: Sendable {
     private func call(_ method: String, _ request: some SwiftProtobuf.Message) async throws(Failure) -> [UInt8] {
         let payload: [UInt8]
         do { payload = try request.serializedBytes() } catch { throw .call(.protocolViolation("\(error)")) }
-        let transport = try await connect()
+        return try await withConnection { transport in try await DRPCClient.unary(method, request: payload, over: transport) }
+    }
+
+    /// Runs `body` over a new connection, closed when it returns; a dRPC error of the
+    /// call becomes ``Failure/call(_:)``.
+    private func withConnection<Result: Sendable>(
+        _ body: (ChannelTransport) async throws -> Result
+    ) async throws(Failure) -> Result {
+        let channel = try await connect()
         do {
-            let reply = try await DRPCClient.unary(method, request: payload, over: transport)
-            await transport.close()
-            return reply
-        } catch {
-            await transport.close()
+            return try await ChannelTransport.using(channel, body)
+        } catch let error as DRPCCallError {
             throw .call(error)
+        } catch {
+            throw .call(.transport("\(error)"))
         }
     }
 
     /// Connects with a plain `connect(2)` (so a failure names its errno as Go's dialer
     /// does), then hands the socket to NIO.
-    func connect() async throws(Failure) -> ChannelTransport {
+    func connect() async throws(Failure) -> NIOAsyncChannel<ByteBuffer, ByteBuffer> {
         let fd: Int32
         switch UnixSocket.connect(path) {
         case .success(let connected): fd = connected
         case .failure(let error): throw .dial(path: path, errno: error.errno)
         }
         do {
-            let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            return try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
                 .channelOption(.allowRemoteHalfClosure, value: true)
                 .withConnectedSocket(fd) { channel in
                     channel.eventLoop.makeCompletedFuture {
@@ -165,7 +168,6 @@ public struct AgentSocketClient: Sendable {
                             wrappingChannelSynchronously: channel, configuration: .init(isOutboundHalfClosureEnabled: true))
                     }
                 }
-            return ChannelTransport(channel)
         } catch {
             throw .call(.transport("\(error)"))
         }

@@ -137,24 +137,25 @@ public final class AgentSocketServer: Service, Sendable {
             return
         }
         let channel = connection.channel
-        let transport = ChannelTransport(connection)
         let server = server
         // Serving ends when the connection closes (the peer, or closeAll at shutdown), even
         // if a handler is busy: closing cancels the serving task.
-        let end = await withTaskGroup(of: DRPCServer.End?.self) { group -> DRPCServer.End in
-            group.addTask { await server.serve(transport) }
-            group.addTask {
-                try? await channel.closeFuture.get()
-                return nil
+        let served = try? await ChannelTransport.using(connection) { transport in
+            await withTaskGroup(of: DRPCServer.End?.self) { group -> DRPCServer.End in
+                group.addTask { await server.serve(transport) }
+                group.addTask {
+                    try? await channel.closeFuture.get()
+                    return nil
+                }
+                var end: DRPCServer.End = .endOfStream
+                if let first = await group.next(), let served = first { end = served }
+                group.cancelAll()
+                channel.close(promise: nil)
+                for await result in group { if let served = result { end = served } }
+                return end
             }
-            var end: DRPCServer.End = .endOfStream
-            if let first = await group.next(), let served = first { end = served }
-            group.cancelAll()
-            channel.close(promise: nil)
-            for await result in group { if let served = result { end = served } }
-            return end
         }
-        if case .protocolError(let reason) = end {
+        if case .protocolError(let reason)? = served {
             SocketMetrics.disconnected("protocol_error").increment()
             logger.warning("agent socket: client broke the protocol; disconnected", metadata: ["error": "\(reason)"])
         }

@@ -14,11 +14,22 @@ public actor ChannelTransport: DRPCTransport {
     private var inbound: NIOAsyncChannelInboundStream<ByteBuffer>.AsyncIterator?
     private let outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>
 
-    /// Call once per connection, with the channel's async wrapper.
-    public init(_ connection: NIOAsyncChannel<ByteBuffer, ByteBuffer>) {
-        channel = connection.channel
-        inbound = connection.inbound.makeAsyncIterator()
-        outbound = connection.outbound
+    private init(
+        channel: any Channel, inbound: NIOAsyncChannelInboundStream<ByteBuffer>, outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>
+    ) {
+        self.channel = channel
+        self.inbound = inbound.makeAsyncIterator()
+        self.outbound = outbound
+    }
+
+    /// Runs `body` with a transport over `connection` (once per connection), inside NIO's
+    /// scope for its streams: the connection is closed when `body` returns or throws.
+    public static func using<Result: Sendable>(
+        _ connection: NIOAsyncChannel<ByteBuffer, ByteBuffer>, _ body: (ChannelTransport) async throws -> Result
+    ) async throws -> Result {
+        try await connection.executeThenClose { inbound, outbound in
+            try await body(ChannelTransport(channel: connection.channel, inbound: inbound, outbound: outbound))
+        }
     }
 
     public nonisolated func read() async throws -> [UInt8]? {

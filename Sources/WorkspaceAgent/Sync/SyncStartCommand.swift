@@ -44,8 +44,8 @@ struct SyncStartCommand: AsyncParsableCommand {
             }
             if !status.isReady {
                 emit("Unit \(quoted(unit)) is waiting for dependencies to be satisfied: \(bracketed(status.unsatisfied))")
-                let ready = try await Self.before(deadline) { try await Self.waitReady(unit, client: client) }
-                guard ready != nil else {
+                let waited: Void? = try await Self.before(deadline) { try await Self.waitReady(unit, client: client) }
+                guard waited != nil else {
                     throw SyncFailure("timeout waiting for dependencies of unit '\(unit)'")
                 }
             }
