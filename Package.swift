@@ -283,8 +283,11 @@ let package = Package(
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ],
-            swiftSettings: swiftSettings
+            swiftSettings: swiftSettings,
+            plugins: ["BuildInfo"]
         ),
+        // Writes the commit the binary is built from (`--version`, the build-info metric).
+        .plugin(name: "BuildInfo", capability: .buildTool()),
         // Benchmarks: every figure is a ratio against a baseline measured in the same run.
         .executableTarget(
             name: "AgentBench",

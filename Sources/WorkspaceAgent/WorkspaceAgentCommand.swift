@@ -11,14 +11,23 @@ struct WorkspaceAgentCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "workspace-agent",
         abstract: "The workspace agent: process API and local services for a developer workspace.",
-        discussion: "With no subcommand it runs the agent; see `workspace-agent run --help` for its options.",
-        version: AgentVersion.current,
+        discussion: """
+            With no subcommand it runs the agent; see `workspace-agent run --help` for its options. \
+            Shell completion: `workspace-agent --generate-completion-script bash|zsh|fish`. \
+            Exit status: 0 on success, 64 for a usage error (an unknown flag, subcommand or value), \
+            1 when an `exp sync` command fails (as the reference), 70 when the agent cannot start.
+            """,
+        version: AgentVersion.description,
         subcommands: [RunCommand.self, ExpCommand.self],
         defaultSubcommand: RunCommand.self
     )
 
     /// Parses, runs, and turns every error into one line on stderr and a non-zero exit.
     static func main() async {
+        if let (word, group) = unknownSubcommand(Array(CommandLine.arguments.dropFirst())) {
+            writeAll(2, "workspace-agent: unknown subcommand '\(word)' for '\(group)'; see '\(group) --help'\n")
+            Glibc.exit(ExitCode.validationFailure.rawValue)
+        }
         do {
             var command = try parseAsRoot()
             if var asyncCommand = command as? any AsyncParsableCommand {
@@ -44,7 +53,32 @@ struct WorkspaceAgentCommand: AsyncParsableCommand {
     }
 }
 
+extension WorkspaceAgentCommand {
+    /// The first word that names no subcommand of a command group (`exp`, `exp sync`),
+    /// with the group's full name; nil when the words name a command (or reach options,
+    /// whose values cannot be told from words). The agent's own flags go to `run`, the
+    /// default, so the top level only checks a first word that is not a flag.
+    static func unknownSubcommand(_ words: [String]) -> (word: String, group: String)? {
+        var command: any ParsableCommand.Type = WorkspaceAgentCommand.self
+        var name = "workspace-agent"
+        for word in words {
+            guard !word.hasPrefix("-"), word != "help" else { return nil }
+            let subcommands = command.configuration.subcommands
+            guard !subcommands.isEmpty else { return nil }
+            guard let next = subcommands.first(where: { $0._commandName == word }) else {
+                // The top level runs `run` by default, which takes no words either.
+                return (word, name)
+            }
+            command = next
+            name += " " + word
+        }
+        return nil
+    }
+}
+
 /// The agent's version, reported upward with a leading `v` by later capabilities.
 enum AgentVersion {
     static let current = "0.1.0"
+    /// `--version`: the version and the commit the binary was built from.
+    static let description = "\(current) (commit \(BuildInfo.commit))"
 }

@@ -19,6 +19,37 @@ struct AgentDaemon {
         return dir.appendingPathComponent("workspace-agent").path
     }
 
+    /// Runs the binary with exactly `arguments` (no agent flags added) to its end; stdout
+    /// and stderr together, and the exit status.
+    static func command(_ arguments: [String]) async -> (output: String, status: Int32) {
+        await onThread {
+            let logPath = NSTemporaryDirectory() + "sync-cli-\(UUID().uuidString).out"
+            let fd = open(logPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+            defer { unlink(logPath) }
+            let argv = [AgentDaemon.binaryPath] + arguments
+            let env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("CODER_") }.map { "\($0.key)=\($0.value)" }
+            var step: Int32 = 0
+            var err: Int32 = 0
+            let pid = withCStrings(argv) { argvPtr in
+                withCStrings(env) { envPtr in
+                    AgentDaemon.binaryPath.withCString { path in
+                        var options = agent_spawn_options(
+                            path: path, argv: argvPtr, envp: envPtr, cwd: nil, output_fd: fd,
+                            oom_score_adj: AGENT_SPAWN_KEEP, nice_value: AGENT_SPAWN_KEEP, nofile_soft: -1, parent_death_signal: 0, error_fd: -1)
+                        return agent_spawn(&options, &step, &err)
+                    }
+                }
+            }
+            close(fd)
+            guard pid > 0 else { return ("spawn failed: step \(step) errno \(err)", -1) }
+            var status: Int32 = 0
+            // Bounded: the suite's time limit ends a CLI that hangs.
+            while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+            let output = (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
+            return (output, (status >> 8) & 0xff)
+        }
+    }
+
     /// Starts the agent with `arguments` and extra environment; output goes to a log file.
     static func launch(_ arguments: [String], environment extra: [String: String] = [:]) throws -> AgentDaemon {
         let logPath = NSTemporaryDirectory() + "agent-daemon-\(UUID().uuidString).log"

@@ -27,6 +27,37 @@ struct WorkspaceAgentDaemonTests {
         #expect(agent.log.contains(names))
     }
 
+    /// Issue 25 §5: an unknown subcommand says so, with the usage exit status (64), at
+    /// every level; `exp` is listed; usages name exactly one unit; `--version` names the
+    /// commit.
+    @Test(arguments: [
+        (["exp", "sync", "wait", "foo"], "unknown subcommand 'wait' for 'workspace-agent exp sync'"),
+        (["exp", "synk"], "unknown subcommand 'synk' for 'workspace-agent exp'"),
+        (["frobnicate"], "unknown subcommand 'frobnicate' for 'workspace-agent'"),
+    ])
+    func unknownSubcommandsAreNamed(arguments: [String], message: String) async throws {
+        let (output, status) = await AgentDaemon.command(arguments)
+        #expect(status == 64)
+        #expect(output.contains(message), "\(output)")
+        #expect(output.split(separator: "\n").count == 1)
+    }
+
+    @Test func helpListsExpAndUsagesNameOneUnit() async throws {
+        let root = await AgentDaemon.command(["--help"])
+        #expect(root.status == 0)
+        #expect(root.output.contains("  exp "), "\(root.output)")
+        for command in ["complete", "start", "status"] {
+            let help = await AgentDaemon.command(["exp", "sync", command, "--help"])
+            #expect(help.status == 0)
+            #expect(help.output.contains("USAGE: workspace-agent exp sync \(command) <unit> "), "\(help.output)")
+            #expect(!help.output.contains("<units>"))
+        }
+        let version = await AgentDaemon.command(["--version"])
+        #expect(version.status == 0)
+        // "0.1.0 (commit 0123456789ab)", "+dirty" for a changed tree, "unknown" outside git.
+        #expect(version.output.range(of: #"^\d+\.\d+\.\d+ \(commit ([0-9a-f]{12}(\+dirty)?|unknown)\)\n$"#, options: .regularExpression) != nil, "\(version.output)")
+    }
+
     @Test func helpExitsZero() async throws {
         let root = try AgentDaemon.launch(["--help"])
         defer { root.cleanup() }

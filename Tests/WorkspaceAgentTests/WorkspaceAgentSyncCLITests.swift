@@ -19,32 +19,7 @@ import Glibc
 struct WorkspaceAgentSyncCLITests {
     /// Runs `exp sync <arguments> --socket-path <path>`; stdout and stderr together.
     static func sync(_ arguments: [String], socket: String) async -> (output: String, status: Int32) {
-        await onThread {
-            let logPath = NSTemporaryDirectory() + "sync-cli-\(UUID().uuidString).out"
-            let fd = open(logPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-            defer { unlink(logPath) }
-            let argv = [AgentDaemon.binaryPath, "exp", "sync"] + arguments + ["--socket-path", socket]
-            let env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("CODER_") }.map { "\($0.key)=\($0.value)" }
-            var step: Int32 = 0
-            var err: Int32 = 0
-            let pid = withCStrings(argv) { argvPtr in
-                withCStrings(env) { envPtr in
-                    AgentDaemon.binaryPath.withCString { path in
-                        var options = agent_spawn_options(
-                            path: path, argv: argvPtr, envp: envPtr, cwd: nil, output_fd: fd,
-                            oom_score_adj: AGENT_SPAWN_KEEP, nice_value: AGENT_SPAWN_KEEP, nofile_soft: -1, parent_death_signal: 0, error_fd: -1)
-                        return agent_spawn(&options, &step, &err)
-                    }
-                }
-            }
-            close(fd)
-            guard pid > 0 else { return ("spawn failed: step \(step) errno \(err)", -1) }
-            var status: Int32 = 0
-            // Bounded: the suite's time limit ends a CLI that hangs.
-            while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
-            let output = (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
-            return (output, (status >> 8) & 0xff)
-        }
+        await AgentDaemon.command(["exp", "sync"] + arguments + ["--socket-path", socket])
     }
 
     /// An agent with its socket at a fresh path.
@@ -98,7 +73,8 @@ struct WorkspaceAgentSyncCLITests {
 
                 """)
             #expect(await run("status", "test-unit") == "Unit: test-unit\nStatus: started\nReady: true\n\nDependencies:\nNo dependencies found\n")
-            #expect(await run("status", "nobody") == "Unit: nobody\nStatus: not registered\nReady: true\n\nDependencies:\nNo dependencies found\n")
+            // Issue 25 §5: an unregistered unit is not claimed ready (the wire says ready).
+            #expect(await run("status", "nobody") == "Unit: nobody\nStatus: not registered\nReady: false\n\nDependencies:\nNo dependencies found\n")
             _ = await run("start", "dep-b")
             _ = await run("complete", "dep-b")
             #expect(await run("status", "two", "--output", "json") == """

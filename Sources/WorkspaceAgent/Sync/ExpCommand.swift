@@ -1,11 +1,11 @@
 import ArgumentParser
 
-/// `workspace-agent exp`: experimental commands, hidden as in the reference (`coder exp`).
+/// `workspace-agent exp`: experimental commands (hidden in the reference's `coder exp`;
+/// listed here, since `exp sync` is what scripts use).
 struct ExpCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "exp",
-        abstract: "Experimental commands.",
-        shouldDisplay: false,
+        abstract: "Experimental commands: `exp sync` orders startup scripts.",
         subcommands: [SyncCommand.self]
     )
 }

@@ -19,10 +19,11 @@ struct SyncPingCommand: AsyncParsableCommand {
 /// to complete.
 struct SyncWantCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "want", abstract: "Declare that a unit depends on other units completing.")
+        commandName: "want", abstract: "Declare that a unit depends on other units completing.",
+        usage: "workspace-agent exp sync want <unit> <depends-on> ... [--socket-path <socket-path>]")
 
     @OptionGroup var socket: SyncSocketOptions
-    @Argument var units: [String] = []
+    @Argument(help: ArgumentHelp("The unit, then the units it depends on.", valueName: "unit")) var units: [String] = []
 
     func run() async throws {
         try await runSync {
@@ -43,10 +44,13 @@ struct SyncWantCommand: AsyncParsableCommand {
 
 /// `exp sync complete <unit>`: marks the unit completed.
 struct SyncCompleteCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "complete", abstract: "Mark a unit completed.")
+    static let configuration = CommandConfiguration(
+        commandName: "complete", abstract: "Mark a unit completed (registered first by want or start).",
+        usage: "workspace-agent exp sync complete <unit> [--socket-path <socket-path>]")
 
     @OptionGroup var socket: SyncSocketOptions
-    @Argument var units: [String] = []
+    /// Exactly one (the reference's message when not); an array so that message is ours.
+    @Argument(help: ArgumentHelp("The unit.", valueName: "unit")) var units: [String] = []
 
     func run() async throws {
         try await runSync {

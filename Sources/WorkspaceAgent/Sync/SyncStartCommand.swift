@@ -11,10 +11,12 @@ import ArgumentParser
 /// second as the reference's CLI does.
 struct SyncStartCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "start", abstract: "Wait for a unit's dependencies, then mark it started.")
+        commandName: "start", abstract: "Wait for a unit's dependencies, then mark it started.",
+        usage: "workspace-agent exp sync start <unit> [--timeout <timeout>] [--socket-path <socket-path>]")
 
     @OptionGroup var socket: SyncSocketOptions
-    @Argument var units: [String] = []
+    /// Exactly one (the reference's message when not); an array so that message is ours.
+    @Argument(help: ArgumentHelp("The unit.", valueName: "unit")) var units: [String] = []
     @Option(name: .long, help: "How long to wait for dependencies (Go duration; 0 waits forever). Default 5m.")
     var timeout: String = "5m"
 

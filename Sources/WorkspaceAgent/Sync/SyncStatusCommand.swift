@@ -8,10 +8,13 @@ import Glibc
 
 /// `exp sync status <unit>`: the unit's status, readiness and dependencies.
 struct SyncStatusCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "status", abstract: "Show a unit's status and dependencies.")
+    static let configuration = CommandConfiguration(
+        commandName: "status", abstract: "Show a unit's status and dependencies.",
+        usage: "workspace-agent exp sync status <unit> [--output <output>] [--column <column> ...] [--socket-path <socket-path>]")
 
     @OptionGroup var socket: SyncSocketOptions
-    @Argument var units: [String] = []
+    /// Exactly one (the reference's message when not); an array so that message is ours.
+    @Argument(help: ArgumentHelp("The unit.", valueName: "unit")) var units: [String] = []
     @Option(name: [.short, .long], help: "table or json.") var output: String = "table"
     @Option(name: [.customShort("c"), .long], help: "Columns: depends on, required status, current status, satisfied.")
     var column: [String] = []
@@ -41,7 +44,7 @@ struct SyncStatusCommand: AsyncParsableCommand {
             }
             let selected = try selectColumns(column, from: Self.columns)
             var lines = [
-                "Unit: \(unit)", "Status: \(Self.shown(status.status))", "Ready: \(status.isReady)", "", "Dependencies:",
+                "Unit: \(unit)", "Status: \(Self.shown(status.status))", "Ready: \(Self.isReady(status))", "", "Dependencies:",
             ]
             if dependencies.isEmpty {
                 lines.append("No dependencies found")
@@ -54,6 +57,12 @@ struct SyncStatusCommand: AsyncParsableCommand {
             }
             emit(lines.joined(separator: "\n"))
         }
+    }
+
+    /// The table's readiness: the wire says an unregistered unit is ready (so `start` may
+    /// register it), but a person reading `Status: not registered` must not be told it is.
+    static func isReady(_ status: Coder_Agentsocket_V1_SyncStatusResponse) -> Bool {
+        !status.status.isEmpty && status.isReady
     }
 
     /// `not registered` for the empty status, as the reference's table shows it.
