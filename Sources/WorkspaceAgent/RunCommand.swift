@@ -69,9 +69,11 @@ struct RunCommand: AsyncParsableCommand {
             logger: log.localLogger(label: "workspace-agent.rpc"))
         log.forwarder.connect(to: upward.session)
         let chatPaths = ChatPaths()
+        // The desktop publishes its DISPLAY here; the process API adds it to children.
+        let sessionEnvironment = SessionEnvironment()
         let context = AgentContext(
             chatPaths: chatPaths, manifest: upward.session, upward: upward.session,
-            environment: environment, stateDirectory: config.agent.stateDir)
+            environment: environment, stateDirectory: config.agent.stateDir, sessionEnvironment: sessionEnvironment)
         let childFileLimit = FileDescriptorLimit.raise()
 
         host.listen(on: config.http.address, for: "the HTTP API", logMessage: "agent HTTP API listening")

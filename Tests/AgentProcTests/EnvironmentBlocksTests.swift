@@ -40,4 +40,16 @@ struct EnvironmentBlocksTests {
         for index in 0..<EnvironmentBlocks.capacity where blocks.block(generation: 7, chatID: "chat-\(index)") != nil { kept += 1 }
         #expect(kept == EnvironmentBlocks.capacity - 1)
     }
+
+    /// A session generation (the desktop's DISPLAY changed) is part of the key: a block of
+    /// another one is not reused, and storing drops it.
+    @Test func sessionGenerationIsPartOfTheKey() {
+        var blocks = EnvironmentBlocks()
+        let before = EnvironmentBlock(["DISPLAY": ":10"])
+        blocks.store(before, generation: 1, session: 1, chatID: nil)
+        #expect(blocks.block(generation: 1, session: 1, chatID: nil) === before)
+        #expect(blocks.block(generation: 1, session: 2, chatID: nil) == nil)
+        blocks.store(EnvironmentBlock([:]), generation: 1, session: 2, chatID: "c")
+        #expect(blocks.block(generation: 1, session: 1, chatID: nil) == nil)
+    }
 }

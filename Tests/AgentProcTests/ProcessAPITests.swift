@@ -1,3 +1,4 @@
+import AgentCore
 import AgentProc
 import AgentTestSupport
 import Foundation
@@ -125,6 +126,31 @@ struct ProcessAPITests {
             provider.set(["STEP": "three"], generation: 2)
             try await expectStep("three", Self.chatA)
             try await expectStep("three", Self.chatB)
+        }
+    }
+
+    /// Issue 25: what running sessions publish (the desktop's `DISPLAY`) is in every start's
+    /// environment, over the agent's and the provider's variables and under the request's;
+    /// a change (the desktop stopped, or started on another display) reaches the next start
+    /// even without a new provider generation (the reused environment is rebuilt).
+    @Test func sessionEnvironmentLayersUnderTheRequest() async throws {
+        let sessions = SessionEnvironment()
+        try await withProcessServer(configure: {
+            $0.baseEnvironment["DISPLAY"] = ":base"
+            $0.environmentProvider = StaticEnvironmentProvider(environment: ["DISPLAY": ":hook"])
+            $0.sessionEnvironment = sessions
+        }) { (h: Harness) async throws in
+            func display(env: [String: String]? = nil) async throws -> String? {
+                try await h.finalOutput(try await h.start("echo $DISPLAY", env: env))["output"] as? String
+            }
+            #expect(try await display() == ":hook\n", "no session yet")
+            sessions.set(["DISPLAY": ":10"], for: "desktop")
+            #expect(try await display() == ":10\n")
+            #expect(try await display(env: ["DISPLAY": ":7"]) == ":7\n", "the request's own wins")
+            sessions.set(["DISPLAY": ":11"], for: "desktop")
+            #expect(try await display() == ":11\n")
+            sessions.set([:], for: "desktop")
+            #expect(try await display() == ":hook\n", "the session ended")
         }
     }
 

@@ -14,9 +14,12 @@ public struct NoUpward: UpwardSink {
 extension AgentContext {
     /// A context over `chatPaths` with no control plane.
     public static func forTests(
-        chatPaths: ChatPaths = ChatPaths(), environment: [String: String] = [:], stateDirectory: String = NSTemporaryDirectory()
+        chatPaths: ChatPaths = ChatPaths(), environment: [String: String] = [:], stateDirectory: String = NSTemporaryDirectory(),
+        sessionEnvironment: SessionEnvironment = SessionEnvironment()
     ) -> AgentContext {
-        AgentContext(chatPaths: chatPaths, manifest: ManifestStore(), upward: NoUpward(), environment: environment, stateDirectory: stateDirectory)
+        AgentContext(
+            chatPaths: chatPaths, manifest: ManifestStore(), upward: NoUpward(), environment: environment, stateDirectory: stateDirectory,
+            sessionEnvironment: sessionEnvironment)
     }
 }
 

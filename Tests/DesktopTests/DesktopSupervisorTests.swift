@@ -9,8 +9,12 @@ import Testing
 /// everything stopped at close.
 @Suite(.serialized, .timeLimit(.minutes(2)))
 struct DesktopSupervisorTests {
-    static func supervisor(environment: [String: String] = ProcessInfo.processInfo.environment) -> DesktopSupervisor {
-        DesktopSupervisor(configuration: .init(environment: environment, stateDirectory: NSTemporaryDirectory() + "desktop-supervisor-test"))
+    static func supervisor(
+        environment: [String: String] = ProcessInfo.processInfo.environment, sessions: SessionEnvironment? = nil
+    ) -> DesktopSupervisor {
+        DesktopSupervisor(
+            configuration: .init(
+                environment: environment, stateDirectory: NSTemporaryDirectory() + "desktop-supervisor-test", sessionEnvironment: sessions))
     }
 
     /// Pids of Xvnc processes serving `info`'s display and port (other suites start their own).
@@ -19,10 +23,15 @@ struct DesktopSupervisorTests {
         return out.split(separator: "\n").compactMap { Int32($0) }
     }
 
+    /// Also issue 25: the running desktop's DISPLAY is published for started processes, the
+    /// new one's after a crash, none after close.
     @Test func oneDesktopReusedACrashRecoveredAndCloseStopsIt() async throws {
-        let supervisor = Self.supervisor()
+        let sessions = SessionEnvironment()
+        let supervisor = Self.supervisor(sessions: sessions)
+        #expect(sessions.current.variables.isEmpty)
         let first = try await supervisor.ensureStarted()
         #expect(first.width == 1920 && first.height == 1080 && first.display >= 10)
+        #expect(sessions.current.variables == ["DISPLAY": ":\(first.display)"])
         #expect(try await supervisor.ensureStarted() == first, "the second start returns the same desktop")
         let pids = await Self.xvnc(first)
         #expect(pids.count == 1, "one Xvnc")
@@ -37,8 +46,10 @@ struct DesktopSupervisorTests {
             return second != first
         })
         #expect(LoopbackProbe.rfbBanner(port: second.vncPort))
+        #expect(sessions.current.variables == ["DISPLAY": ":\(second.display)"])
 
         await supervisor.close()
+        #expect(sessions.current.variables.isEmpty, "withdrawn at close")
         #expect(await Self.xvnc(second).isEmpty, "stopped at close")
         #expect(LoopbackProbe.connect(port: second.vncPort) == nil, "its port is closed")
         do {
@@ -63,12 +74,17 @@ struct DesktopSupervisorTests {
     }
 
     @Test func anIdleDesktopIsStopped() async throws {
+        let sessions = SessionEnvironment()
         let supervisor = DesktopSupervisor(
-            configuration: .init(idleTimeout: .milliseconds(1), environment: ProcessInfo.processInfo.environment, stateDirectory: NSTemporaryDirectory()))
+            configuration: .init(
+                idleTimeout: .milliseconds(1), environment: ProcessInfo.processInfo.environment, stateDirectory: NSTemporaryDirectory(),
+                sessionEnvironment: sessions))
         let info = try await supervisor.ensureStarted()
+        #expect(sessions.current.variables == ["DISPLAY": ":\(info.display)"])
         try await Task.sleep(for: .milliseconds(20))
         await supervisor.stopIfIdle()
         #expect(await Self.xvnc(info).isEmpty)
+        #expect(sessions.current.variables.isEmpty, "withdrawn when the idle desktop stopped")
         // The next use starts one again.
         let again = try await supervisor.ensureStarted()
         #expect(LoopbackProbe.rfbBanner(port: again.vncPort))

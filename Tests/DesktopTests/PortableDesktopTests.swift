@@ -53,12 +53,17 @@ struct PortableDesktopTests {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         try await DesktopHarness.with(environment: environment) { desktop in
             let info = try await desktop.module.supervisor.ensureStarted()
-            #expect(info.display == -1 && info.width == 1920 && info.height == 1080)
+            // The display its state reports (the stub's are from 40); the reference keeps -1,
+            // the agent reads the X server (screenshots, cursor_position) and passes DISPLAY on.
+            #expect(info.display >= 40 && info.width == 1920 && info.height == 1080)
             let shot = try await desktop.action(#"{"action":"screenshot","scaled_width":64,"scaled_height":36}"#)
             #expect(shot.status == 200 && shot.body["screenshot_width"] as? Int == 64)
             let click = try await desktop.action(#"{"action":"left_click","coordinate":[10,20]}"#)
             #expect(click.status == 200)
+            #expect(try await desktop.action(#"{"action":"cursor_position"}"#).body["output"] as? String == "x=10,y=20")
             let xvnc = try #require(Int32(try String(contentsOfFile: directory + "/xvnc.pid", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)))
+            // A state without `display` falls back to its Xvnc's command line.
+            #expect(PortableDesktopLauncher.display(ofXServer: xvnc) == info.display)
             await desktop.module.supervisor.close()
             let calls = try String(contentsOfFile: directory + "/calls", encoding: .utf8)
             #expect(calls.hasPrefix("up --json --geometry 1920x1080\n") && calls.contains("down\n"))

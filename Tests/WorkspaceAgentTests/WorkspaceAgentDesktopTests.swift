@@ -98,3 +98,32 @@ struct WorkspaceAgentDesktopTests {
         #expect(kill(agent.pid, 0) == 0, "the agent is alive")
     }
 }
+
+/// Issue 25: processes started through the process API while the desktop runs get its
+/// `DISPLAY` (over the agent's own), unless the request sets one; the desktop and the
+/// process API share it only through AgentCore (`SessionEnvironment`), wired by the binary.
+@Suite(.serialized, .timeLimit(.minutes(2)))
+struct WorkspaceAgentDesktopEnvironmentTests {
+    @Test func processesStartedWhileTheDesktopRunsGetItsDisplay() async throws {
+        // The agent's own DISPLAY names no server: a child must get the desktop's instead.
+        let agent = try AgentDaemon.launch(["--http-address", "127.0.0.1:0"], environment: ["DISPLAY": ":4242"])
+        defer { agent.cleanup() }
+        let client = RawHTTPClient(port: try await agent.port())
+        func output(_ body: String) async throws -> String {
+            let started = try await client.request("POST", "/api/v0/processes/start", json: body)
+            let id = try #require(jsonObject(started.body)?["id"] as? String, "\(started)")
+            let finished = try await client.request("GET", "/api/v0/processes/\(id)/output?wait=true")
+            return (jsonObject(finished.body)?["output"] as? String ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        #expect(try await output(#"{"command":"echo $DISPLAY"}"#) == ":4242", "no desktop yet: the agent's own")
+
+        #expect(try await client.request("POST", "/api/v0/desktop/action", json: #"{"action":"cursor_position"}"#).status == 200)
+        let status = try await client.request("GET", "/api/v0/desktop")
+        let display = try #require(jsonObject(status.body)?["display"] as? String, "\(status)")
+        #expect(display.hasPrefix(":") && display != ":4242")
+        #expect(try await output(#"{"command":"echo $DISPLAY"}"#) == display)
+        // An X client started that way draws on the desktop.
+        #expect(try await output(#"{"command":"xdotool getdisplaygeometry"}"#) == "1920 1080")
+        #expect(try await output(#"{"command":"echo $DISPLAY","env":{"DISPLAY":":7"}}"#) == ":7", "the request's own wins")
+    }
+}

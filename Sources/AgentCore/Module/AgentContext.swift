@@ -11,15 +11,18 @@ public struct AgentContext: Sendable {
     public var environment: [String: String]
     /// Directory for state that survives restarts (mode 0700, created at start).
     public var stateDirectory: String
+    /// What running sessions (the desktop's `DISPLAY`) add to started processes' environment.
+    public var sessionEnvironment: SessionEnvironment
 
     public init(
         chatPaths: ChatPaths, manifest: any ManifestSource, upward: any UpwardSink,
-        environment: [String: String], stateDirectory: String
+        environment: [String: String], stateDirectory: String, sessionEnvironment: SessionEnvironment = SessionEnvironment()
     ) {
         self.chatPaths = chatPaths
         self.manifest = manifest
         self.upward = upward
         self.environment = environment
         self.stateDirectory = stateDirectory
+        self.sessionEnvironment = sessionEnvironment
     }
 }

@@ -17,7 +17,8 @@ public struct ProcessModule: HTTPModule {
     }
 
     /// The daemon's process API: the manifest gives the environment and default directory,
-    /// exits are recorded in the chat paths, and the agent adopts and reaps orphans.
+    /// running sessions (the desktop) add theirs, exits are recorded in the chat paths, and
+    /// the agent adopts and reaps orphans.
     /// - Parameter childFileLimit: RLIMIT_NOFILE soft limit restored in children (the agent
     ///   raised its own).
     public init(
@@ -32,6 +33,7 @@ public struct ProcessModule: HTTPModule {
         processes.shutdownGrace = .seconds(5)
         processes.adoptOrphans = true
         processes.chatPaths = context.chatPaths
+        processes.sessionEnvironment = context.sessionEnvironment
         manager = try ProcessManager(configuration: processes, logger: logger)
     }
 

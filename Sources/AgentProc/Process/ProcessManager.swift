@@ -23,6 +23,9 @@ public final class ProcessManager: Service, Sendable {
         public var environmentProvider: any AgentEnvironmentProvider
         /// Layer 1: the agent's own environment.
         public var baseEnvironment: [String: String]
+        /// Layer 3: what the agent's running sessions add (the desktop's `DISPLAY`), over
+        /// the provider's variables and under the request's.
+        public var sessionEnvironment: SessionEnvironment?
         /// `$HOME` fallback for the default directory (injectable for tests).
         public var homeDirectory: @Sendable () -> String?
         public var priority: ProcessPriority
@@ -141,8 +144,9 @@ public final class ProcessManager: Service, Sendable {
     // MARK: Start
 
     /// The child's environment (spec §4): the agent's own variables, the provider's, the
-    /// request's, then `CODER_CHAT_ID`. A start without variables of its own reuses the
-    /// block built for the same provider generation and chat: no merge, no comparison.
+    /// running sessions' (``SessionEnvironment``: the desktop's `DISPLAY`), the request's,
+    /// then `CODER_CHAT_ID`. A start without variables of its own reuses the block built
+    /// for the same provider and session generations and chat: no merge, no comparison.
     private func childEnvironment(_ requested: [String: String]?, chat: ChatIdentity?) async -> EnvironmentBlock {
         let layer: AgentEnvironmentLayer
         do {
@@ -151,17 +155,21 @@ public final class ProcessManager: Service, Sendable {
             logger.warning("agent environment unavailable; using the raw environment", metadata: ["error": "\(error)"])
             layer = AgentEnvironmentLayer(generation: nil, variables: [:])
         }
+        let session = configuration.sessionEnvironment?.current ?? SessionEnvironment.Snapshot(generation: 0, variables: [:])
         let reusable = (requested ?? [:]).isEmpty ? layer.generation : nil
-        if let generation = reusable, let block = environments.withLock({ $0.block(generation: generation, chatID: chat?.id) }) {
+        if let generation = reusable,
+           let block = environments.withLock({ $0.block(generation: generation, session: session.generation, chatID: chat?.id) })
+        {
             return block
         }
         var env = configuration.baseEnvironment
         for (key, value) in layer.variables { env[key] = value }
+        for (key, value) in session.variables { env[key] = value }
         for (key, value) in requested ?? [:] { env[key] = value }
         if let chat { env["CODER_CHAT_ID"] = chat.id }
         let block = EnvironmentBlock.cache.block(for: env)
         if let generation = reusable {
-            environments.withLock { $0.store(block, generation: generation, chatID: chat?.id) }
+            environments.withLock { $0.store(block, generation: generation, session: session.generation, chatID: chat?.id) }
         }
         return block
     }
@@ -421,22 +429,24 @@ public final class ProcessManager: Service, Sendable {
 }
 
 /// The environment blocks of recent starts without variables of their own, by provider
-/// generation and chat; at most ``capacity`` (the most recently used first).
+/// generation, session generation and chat; at most ``capacity`` (the most recently used first).
 struct EnvironmentBlocks {
     static let capacity = 8
-    private var entries: [(generation: UInt64, chatID: String?, block: EnvironmentBlock)] = []
+    private var entries: [(generation: UInt64, session: UInt64, chatID: String?, block: EnvironmentBlock)] = []
 
-    mutating func block(generation: UInt64, chatID: String?) -> EnvironmentBlock? {
-        guard let index = entries.firstIndex(where: { $0.generation == generation && $0.chatID == chatID }) else { return nil }
+    mutating func block(generation: UInt64, session: UInt64 = 0, chatID: String?) -> EnvironmentBlock? {
+        guard let index = entries.firstIndex(where: { $0.generation == generation && $0.session == session && $0.chatID == chatID }) else {
+            return nil
+        }
         let entry = entries.remove(at: index)
         entries.insert(entry, at: 0)
         return entry.block
     }
 
-    mutating func store(_ block: EnvironmentBlock, generation: UInt64, chatID: String?) {
-        // Blocks of other generations are dropped: a start asks for the provider's current one.
-        entries.removeAll { $0.generation != generation || $0.chatID == chatID }
-        entries.insert((generation, chatID, block), at: 0)
+    mutating func store(_ block: EnvironmentBlock, generation: UInt64, session: UInt64 = 0, chatID: String?) {
+        // Blocks of other generations are dropped: a start asks for the current ones.
+        entries.removeAll { $0.generation != generation || $0.session != session || $0.chatID == chatID }
+        entries.insert((generation, session, chatID, block), at: 0)
         if entries.count > Self.capacity { entries.removeLast(entries.count - Self.capacity) }
     }
 }

@@ -43,14 +43,16 @@ struct ActionRunner: Sendable {
     private func perform(_ action: DesktopAction) async throws(APIError) -> DesktopActionResponse {
         let name = action.kind
         let request = action.request
+        let info: DesktopInfo
         let client: VNCClient
         do {
-            client = try await supervisor.vncClient()
+            (info, client) = try await supervisor.session()
         } catch {
             throw APIError(.internalServerError, name.failureMessage, detail: error.description)
         }
         let native = client.size
         let declared = action.declared(native: native)
+        if action.scaledWidth != nil || action.scaledHeight != nil { await supervisor.noteDeclared(declared) }
         func toNative(_ point: (x: Int, y: Int)) -> (x: Int, y: Int) { declared.map(x: point.x, y: point.y, to: native) }
         func fail(_ error: DesktopError, _ message: String = name.failureMessage) -> APIError {
             APIError(.internalServerError, message, detail: error.description)
@@ -60,9 +62,13 @@ struct ActionRunner: Sendable {
         do {
             switch name {
             case .screenshot:
-                return try await screenshot(client, declared: declared, action: action)
+                return try await screenshot(client, display: info.display, action: action)
             case .cursorPosition:
-                let position = native.map(x: client.pointerPosition.x, y: client.pointerPosition.y, to: declared)
+                // Where the X server has the pointer (another client may have moved it),
+                // mapped from the screen's size then to the declared one.
+                let display = info.display
+                let pointer = try await XScreenReader.offPool { () throws(DesktopError) in try XScreenReader.pointer(display: display) }
+                let position = pointer.screen.map(x: pointer.x, y: pointer.y, to: action.declared(native: pointer.screen))
                 response.output = "x=\(position.x),y=\(position.y)"
             case .mouseMove:
                 let point = toNative(action.coordinate!)
@@ -83,10 +89,14 @@ struct ActionRunner: Sendable {
                 try client.button(1, down: true)
                 try client.move(x: end.x, y: end.y)
                 try client.button(1, down: false)
-            case .leftMouseDown:
-                try client.button(1, down: true)
-            case .leftMouseUp:
-                try client.button(1, down: false)
+            case .leftMouseDown, .leftMouseUp:
+                // RFB button events carry a position: send them where the pointer is now (it
+                // may have moved since the agent last put it somewhere), when X says so.
+                let display = info.display
+                if let pointer = try? await XScreenReader.offPool({ () throws(DesktopError) in try XScreenReader.pointer(display: display) }) {
+                    try client.move(x: pointer.x, y: pointer.y)
+                }
+                try client.button(1, down: name == .leftMouseDown)
             case .scroll:
                 let point = toNative(action.coordinate!)
                 try client.move(x: point.x, y: point.y)
@@ -166,53 +176,61 @@ struct ActionRunner: Sendable {
     /// The screen (or `region` of it at native resolution) as a base64 PNG, within
     /// ``DesktopLimits`` (400 beyond: only a desktop resized past them gets there, since
     /// the declared size was checked already).
-    private func screenshot(_ client: VNCClient, declared: DisplayGeometry, action: DesktopAction) async throws(APIError)
-        -> DesktopActionResponse
-    {
+    ///
+    /// Fresh: the pixels are read from the X server (``XScreenReader``) after the call
+    /// began, so they show every change the server drew before it, within
+    /// ``XScreenReader/timeout`` or a 500 (never an older image).
+    private func screenshot(_ client: VNCClient, display: Int, action: DesktopAction) async throws(APIError) -> DesktopActionResponse {
         var waited: Duration?
         if let settle = action.settle {
             waited = await client.settle(quiet: settle, timeout: Self.maxSettle)
         }
         if Task.isCancelled { throw Self.clientGone }
-        let frame: (pixels: [UInt8], size: DisplayGeometry)
-        do {
-            frame = try client.capture()
-        } catch {
-            throw APIError(.internalServerError, "Screenshot failed.", detail: error.description)
-        }
-        var target = declared
-        var crop: (x: Int, y: Int, width: Int, height: Int)?
-        if let region = action.region {
-            // Each end clamped into the screen by the mapping: the crop lies inside it.
-            let native = frame.size
-            let x0 = DisplayGeometry.map(region.x0, from: declared.width, to: native.width)
-            let y0 = DisplayGeometry.map(region.y0, from: declared.height, to: native.height)
-            let x1 = DisplayGeometry.map(region.x1, from: declared.width, to: native.width)
-            let y1 = DisplayGeometry.map(region.y1, from: declared.height, to: native.height)
-            crop = (x0, y0, max(1, x1 - x0 + 1), max(1, y1 - y0 + 1))
-            target = DisplayGeometry(width: crop!.width, height: crop!.height)
-        }
-        guard DesktopLimits.allowsImage(width: target.width, height: target.height) else {
-            throw APIError(
-                .badRequest, "Screenshot too large.",
-                detail: "The screenshot would be \(target.width)x\(target.height); at most \(DesktopLimits.maxSide) pixels a side and \(DesktopLimits.maxPixels) in all: ask for a smaller scaled_width and scaled_height.")
-        }
-        let chosenCrop = crop
-        let size = target
-        let encoded = try? await NIOThreadPool.singleton.runIfActive { () -> [UInt8]? in
-            let pixels: [UInt8]?
-            if let chosenCrop {
-                pixels = PixelScaler.crop(frame.pixels, size: frame.size, x: chosenCrop.x, y: chosenCrop.y, width: chosenCrop.width, height: chosenCrop.height)
-            } else {
-                pixels = PixelScaler.resize(frame.pixels, from: frame.size, to: size)
-            }
-            guard let pixels else { return nil }
-            return try? PNGEncoder.encode(rgbx: pixels, width: size.width, height: size.height)
-        }
-        guard let png = encoded ?? nil else { throw APIError(.internalServerError, "Screenshot failed.", detail: "PNG encoding failed") }
-        var response = DesktopActionResponse(
-            output: "screenshot", screenshotData: Data(png).base64EncodedString(), screenshotWidth: size.width, screenshotHeight: size.height)
+        let outcome = try? await NIOThreadPool.singleton.runIfActive { Self.captureScreenshot(display: display, action: action) }
+        guard let outcome else { throw APIError(.internalServerError, "Screenshot failed.", detail: "the agent is shutting down") }
+        var response = try outcome.get()
         if let waited { response.settleWaitedMs = Self.milliseconds(waited) }
         return response
+    }
+
+    /// Captures, scales and encodes a screenshot (blocking: on the thread pool). The part of
+    /// the screen is chosen once the X server told its size: the whole screen, scaled to the
+    /// declared size; or `region`, mapped to native pixels and captured alone.
+    /// Memory: the captured pixels (4 bytes each, at most ``DesktopLimits/maxSide`` a side),
+    /// the scaled copy, and the PNG (the image was checked against ``DesktopLimits`` first).
+    static func captureScreenshot(display: Int, action: DesktopAction) -> Result<DesktopActionResponse, APIError> {
+        var target = DisplayGeometry(width: 0, height: 0)
+        let image: XScreenReader.Image
+        do {
+            image = try XScreenReader.capture(display: display) { screen in
+                let declared = action.declared(native: screen)
+                var rect = XScreenReader.Rect(x: 0, y: 0, width: screen.width, height: screen.height)
+                target = declared
+                if let region = action.region {
+                    // Each end clamped into the screen by the mapping: the crop lies inside it.
+                    let x0 = DisplayGeometry.map(region.x0, from: declared.width, to: screen.width)
+                    let y0 = DisplayGeometry.map(region.y0, from: declared.height, to: screen.height)
+                    let x1 = DisplayGeometry.map(region.x1, from: declared.width, to: screen.width)
+                    let y1 = DisplayGeometry.map(region.y1, from: declared.height, to: screen.height)
+                    rect = XScreenReader.Rect(x: x0, y: y0, width: max(1, x1 - x0 + 1), height: max(1, y1 - y0 + 1))
+                    target = DisplayGeometry(width: rect.width, height: rect.height)
+                }
+                return DesktopLimits.allowsImage(width: target.width, height: target.height) ? rect : nil
+            }
+        } catch {
+            return .failure(APIError(.internalServerError, "Screenshot failed.", detail: error.description))
+        }
+        guard let pixels = image.pixels else {
+            return .failure(APIError(
+                .badRequest, "Screenshot too large.",
+                detail: "The screenshot would be \(target.width)x\(target.height); at most \(DesktopLimits.maxSide) pixels a side and \(DesktopLimits.maxPixels) in all: ask for a smaller scaled_width and scaled_height."))
+        }
+        let captured = DisplayGeometry(width: image.rect.width, height: image.rect.height)
+        guard let scaled = PixelScaler.resize(pixels, from: captured, to: target),
+              let png = try? PNGEncoder.encode(rgbx: scaled, width: target.width, height: target.height)
+        else { return .failure(APIError(.internalServerError, "Screenshot failed.", detail: "PNG encoding failed")) }
+        return .success(DesktopActionResponse(
+            output: "screenshot", screenshotData: Data(png).base64EncodedString(), screenshotWidth: target.width,
+            screenshotHeight: target.height))
     }
 }

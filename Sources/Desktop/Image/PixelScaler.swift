@@ -1,8 +1,8 @@
-/// Resizes and crops RGBX images for screenshots.
+/// Resizes RGBX images for screenshots (a region is captured alone, so needs no crop).
 ///
-/// Sizes come from the desktop (at most 65535 a side: RFB sizes are 16-bit) and from a
-/// client's declared size, which is checked against ``DesktopLimits`` first; both functions
-/// also refuse (nil) any size or rectangle that does not fit, rather than trap.
+/// Sizes come from the desktop (at most 65535 a side: X sizes are 16-bit) and from a
+/// client's declared size, which is checked against ``DesktopLimits`` first; it also
+/// refuses (nil) any size that does not fit, rather than trap.
 enum PixelScaler {
     /// `pixels` (`from`) resized to `to` by averaging each destination pixel's source area
     /// when shrinking, and by nearest pixel when growing; nil unless `to` is within
@@ -37,21 +37,6 @@ enum PixelScaler {
                     }
                 }
             }
-        }
-        return out
-    }
-
-    /// The rectangle `x, y, width, height` of `pixels`; nil unless it lies inside the image
-    /// and `pixels` holds it.
-    static func crop(_ pixels: [UInt8], size: DisplayGeometry, x: Int, y: Int, width: Int, height: Int) -> [UInt8]? {
-        guard holds(pixels, size), x >= 0, y >= 0, width > 0, height > 0, width <= size.width - x, height <= size.height - y else {
-            return nil
-        }
-        var out = [UInt8]()
-        out.reserveCapacity(width * height * 4)
-        for row in y..<(y + height) {
-            let start = (row * size.width + x) * 4
-            out += pixels[start..<(start + width * 4)]
         }
         return out
     }

@@ -3,9 +3,10 @@ import AgentHTTP
 import Hummingbird
 import ServiceLifecycle
 
-/// The desktop as a capability module, mounted at `/api/v0/desktop`: the VNC bridge, the
-/// computer-use actions (in process, through the agent's own VNC connection) and recordings,
-/// over one desktop started on first use.
+/// The desktop as a capability module, mounted at `/api/v0/desktop`: its status, the VNC
+/// bridge, the computer-use actions (in process, through the agent's own VNC connection and
+/// reads of its X server) and recordings, over one desktop started on first use. While it
+/// runs, its `DISPLAY` is in ``AgentContext/sessionEnvironment`` for started processes.
 public struct DesktopModule: HTTPModule {
     public let supervisor: DesktopSupervisor
     let recorder: Recorder
@@ -17,7 +18,8 @@ public struct DesktopModule: HTTPModule {
         supervisor = DesktopSupervisor(
             configuration: .init(
                 width: configuration.width, height: configuration.height, idleTimeout: configuration.idleTimeout,
-                environment: context.environment, stateDirectory: context.stateDirectory))
+                environment: context.environment, stateDirectory: context.stateDirectory,
+                sessionEnvironment: context.sessionEnvironment))
         recorder = Recorder(supervisor: supervisor)
         runner = ActionRunner(supervisor: supervisor)
     }
@@ -48,11 +50,13 @@ public struct DesktopModule: HTTPModule {
     public func routes() -> RouteCollection<AgentRequestContext> {
         let routes = RouteCollection(context: AgentRequestContext.self)
         // Actions wait on the VNC connection's lock (held through a blocking read of an
-        // update) and copy whole framebuffers; the supervisor stats and spawns: not on an
-        // event loop.
+        // update); the supervisor stats and spawns: not on an event loop. (Reads of the X
+        // server and PNG encoding run on the thread pool.)
         routes.add(middleware: GlobalExecutorMiddleware())
         let action = ActionRoute(supervisor: supervisor, runner: runner)
         let recordings = RecordingRoutes(supervisor: supervisor, recorder: recorder)
+        let status = DesktopStatusRoute(supervisor: supervisor)
+        routes.get { request, context in await status.handle(request, context) }
         routes.post("action") { request, context in try await action.handle(request, context) }
         routes.post("recording/start") { request, context in try await recordings.start(request, context) }
         routes.post("recording/stop") { request, context in try await recordings.stop(request, context) }

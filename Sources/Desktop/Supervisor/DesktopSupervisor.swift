@@ -22,23 +22,31 @@ public actor DesktopSupervisor {
         public var environment: [String: String]
         /// Where Xvnc's log goes (`desktop/` below it).
         public var stateDirectory: String
+        /// Where the running desktop's `DISPLAY` is published for processes the agent
+        /// starts (removed when it stops); nil publishes nothing.
+        public var sessionEnvironment: SessionEnvironment?
 
         public init(
             width: Int = 1920, height: Int = 1080, idleTimeout: Duration? = nil, environment: [String: String],
-            stateDirectory: String
+            stateDirectory: String, sessionEnvironment: SessionEnvironment? = nil
         ) {
             self.width = width
             self.height = height
             self.idleTimeout = idleTimeout
             self.environment = environment
             self.stateDirectory = stateDirectory
+            self.sessionEnvironment = sessionEnvironment
         }
     }
 
     static let failureMemory: Duration = .seconds(2)
 
     let configuration: Configuration
+    /// The running desktop; set only through ``adopt(_:)``, which publishes its `DISPLAY`.
     private var current: (any RunningDesktop)?
+    /// The declared size of the latest action that declared one, on this desktop (for the
+    /// status route: the size the model is told the screen has).
+    private var declared: DisplayGeometry?
     /// When `current` was last found alive. A liveness check can read /proc/net/tcp (a
     /// portabledesktop's Xvnc is not our child), and every action asks twice (the route,
     /// then the VNC connection): one check a second is enough, a dead desktop also shows as
@@ -69,7 +77,7 @@ public actor DesktopSupervisor {
             aliveAt = nil
             logger.warning("the desktop stopped; a new one starts on this use", metadata: ["vnc_port": "\(current.info.vncPort)"])
             DesktopMetrics.crashes.increment()
-            self.current = nil
+            adopt(nil)
             aliveAt = nil
             if let old = client {
                 client = nil
@@ -102,7 +110,7 @@ public actor DesktopSupervisor {
                 throw .closed
             }
             if current == nil {
-                current = desktop
+                adopt(desktop)
                 aliveAt = .now
                 DesktopMetrics.starts.increment()
                 logger.info("desktop ready", metadata: ["vnc_port": "\(desktop.info.vncPort)", "geometry": "\(desktop.info.width)x\(desktop.info.height)"])
@@ -115,11 +123,11 @@ public actor DesktopSupervisor {
         }
     }
 
-    /// The agent's VNC connection to the running desktop (made on first use, remade when the
-    /// desktop or the connection changed).
-    func vncClient(retrying: Bool = true) async throws(DesktopError) -> VNCClient {
+    /// The running desktop and the agent's VNC connection to it (made on first use, remade
+    /// when the desktop or the connection changed).
+    func session(retrying: Bool = true) async throws(DesktopError) -> (info: DesktopInfo, client: VNCClient) {
         let info = try await ensureStarted()
-        if let client, client.isUsable, client.port == info.vncPort { return client }
+        if let client, client.isUsable, client.port == info.vncPort { return (info, client) }
         if let old = client {
             client = nil
             await old.close()
@@ -132,14 +140,14 @@ public actor DesktopSupervisor {
             // start a new one if so), once.
             guard retrying, aliveAt != nil else { throw error }
             aliveAt = nil
-            return try await vncClient(retrying: false)
+            return try await session(retrying: false)
         }
         if let existing = client, existing.isUsable {
             await fresh.close()
-            return existing
+            return (info, existing)
         }
         client = fresh
-        return fresh
+        return (info, fresh)
     }
 
     func recordActivity() { lastActivity = .now }
@@ -169,7 +177,7 @@ public actor DesktopSupervisor {
         guard let timeout = configuration.idleTimeout, let desktop = current, viewers == 0,
               ContinuousClock.now - lastActivity >= timeout else { return }
         logger.info("stopping the idle desktop", metadata: ["idle_timeout": "\(timeout)"])
-        current = nil
+        adopt(nil)
         aliveAt = nil
         if let old = client {
             client = nil
@@ -187,10 +195,37 @@ public actor DesktopSupervisor {
         }
         if let starting, case .success(let desktop) = await starting.value { await desktop.stop() }
         if let desktop = current {
-            current = nil
+            adopt(nil)
             aliveAt = nil
             await desktop.stop()
         }
+    }
+
+    /// Makes `desktop` the current one (nil: none) and publishes its `DISPLAY` for the
+    /// processes the agent starts (or withdraws it).
+    private func adopt(_ desktop: (any RunningDesktop)?) {
+        current = desktop
+        declared = nil
+        configuration.sessionEnvironment?.set(desktop?.info.environment ?? [:], for: "desktop")
+    }
+
+    /// Notes the declared size an action used (`scaled_width`/`scaled_height`), for ``status()``.
+    func noteDeclared(_ size: DisplayGeometry) {
+        if current != nil { declared = size }
+    }
+
+    /// The running desktop and the declared size last used on it; nil when none runs (this
+    /// starts nothing and is no activity). A desktop that died is reported as not running,
+    /// and its `DISPLAY` withdrawn at once (the next use starts a new desktop).
+    func status() -> (info: DesktopInfo, declared: DisplayGeometry?)? {
+        guard let current else { return nil }
+        if let aliveAt, ContinuousClock.now - aliveAt < Self.aliveCheckInterval { return (current.info, declared) }
+        guard current.isAlive else {
+            configuration.sessionEnvironment?.set([:], for: "desktop")
+            return nil
+        }
+        aliveAt = .now
+        return (current.info, declared)
     }
 
     private func launcher() throws(DesktopError) -> any DesktopLauncher {

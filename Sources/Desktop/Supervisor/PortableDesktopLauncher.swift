@@ -5,7 +5,8 @@ import Glibc
 import NIOPosix
 
 /// Runs coder/portabledesktop (spec desktop §1.3): `up --json --geometry WxH`, reads the
-/// first JSON value it prints (`vncPort`, `geometry`, `xvncPid`), and `down` to stop it.
+/// first JSON value it prints (`vncPort`, `geometry`, `xvncPid`, `display`), and `down` to
+/// stop it.
 struct PortableDesktopLauncher: DesktopLauncher {
     let binary: String
     let width: Int
@@ -53,9 +54,23 @@ struct PortableDesktopLauncher: DesktopLauncher {
             let parts = geometry.split(separator: "x").compactMap { Int($0) }
             if parts.count == 2 { size = (parts[0], parts[1]) }
         }
-        let info = DesktopInfo(vncPort: port, width: size.width, height: size.height, display: -1)
-        return PortableDesktop(
-            binary: binary, environment: environment, info: info, up: child, xvncPid: object["xvncPid"]?.intValue.flatMap { Int32(exactly: $0) })
+        let xvncPid = object["xvncPid"]?.intValue.flatMap { Int32(exactly: $0) }
+        // The reference reports -1; the agent reads the X server itself (screenshots,
+        // cursor_position) and gives processes its DISPLAY, so it keeps the number: from the
+        // state (`display`), else from its Xvnc's command line (`Xvnc :N ...`).
+        var display = object["display"]?.intValue ?? -1
+        if !(0...65535).contains(display) { display = xvncPid.flatMap(Self.display(ofXServer:)) ?? -1 }
+        let info = DesktopInfo(vncPort: port, width: size.width, height: size.height, display: display)
+        return PortableDesktop(binary: binary, environment: environment, info: info, up: child, xvncPid: xvncPid)
+    }
+
+    /// The display an X server process serves: its first `:N` argument (/proc/<pid>/cmdline).
+    static func display(ofXServer pid: Int32) -> Int? {
+        guard let data = FileManager.default.contents(atPath: "/proc/\(pid)/cmdline") else { return nil }
+        for argument in data.split(separator: 0) where argument.first == UInt8(ascii: ":") {
+            if let number = Int(String(decoding: argument.dropFirst(), as: UTF8.self)), (0...65535).contains(number) { return number }
+        }
+        return nil
     }
 
     /// Bytes of the first top-level JSON object in the stream (whitespace before it only), or

@@ -4,7 +4,8 @@ public struct DesktopInfo: Sendable, Equatable {
     public var vncPort: Int
     public var width: Int
     public var height: Int
-    /// The X display number; -1 when portabledesktop runs it (it reports none we use).
+    /// The X display number (`:10` is 10); -1 when unknown (a portabledesktop that reported
+    /// none: then screenshots and `cursor_position` fail, since they read the X server).
     public var display: Int
 
     public init(vncPort: Int, width: Int, height: Int, display: Int) {
@@ -12,6 +13,12 @@ public struct DesktopInfo: Sendable, Equatable {
         self.width = width
         self.height = height
         self.display = display
+    }
+
+    /// What processes started while it runs get in their environment: its `DISPLAY` (no
+    /// `XAUTHORITY`: the agent's Xvnc and portabledesktop's run without X authorization).
+    public var environment: [String: String] {
+        display >= 0 ? ["DISPLAY": ":\(display)"] : [:]
     }
 }
 

@@ -6,9 +6,10 @@ import Glibc
 #endif
 import Synchronization
 
-/// The agent's own VNC connection to the desktop (libvncclient, in process): it keeps a
-/// current copy of the framebuffer and sends pointer and key events, so actions need no
-/// helper processes. One thread runs the message loop; every libvncclient call that reads
+/// The agent's own VNC connection to the desktop (libvncclient, in process): it sends
+/// pointer and key events, so actions need no helper processes, and follows the
+/// framebuffer's updates (for `settle_ms`). Screenshots do not come from its framebuffer,
+/// which lags behind the screen; they are read from the X server (``XScreenReader``). One thread runs the message loop; every libvncclient call that reads
 /// or writes the client's state happens under one lock; only that thread frees it.
 ///
 /// Memory: the framebuffer (width × height × 4 bytes; 7.9 MiB at 1920×1080).
@@ -27,7 +28,9 @@ final class VNCClient: Sendable {
         /// Updates seen, and when the last one arrived (for `settle_ms`).
         var updates: UInt64 = 0
         var lastUpdate = ContinuousClock.now
-        /// Where the pointer is, as far as the agent moved it, and the buttons it holds.
+        /// Where the agent last put the pointer (RFB pointer events carry a position, so
+        /// button events are sent there), and the buttons it holds. Where the pointer really
+        /// is comes from the X server (``XScreenReader/pointer(display:)``).
         var pointer = (x: 0, y: 0)
         var buttons: Int32 = 0
     }
@@ -113,8 +116,6 @@ final class VNCClient: Sendable {
         }
     }
 
-    var pointerPosition: (x: Int, y: Int) { state.withLock { $0.pointer } }
-
     /// Moves the pointer (native coordinates), keeping the buttons held.
     func move(x: Int, y: Int) throws(DesktopError) {
         try send { s, pointer in
@@ -146,19 +147,6 @@ final class VNCClient: Sendable {
             return true
         }
         if !ok { throw DesktopError("the VNC connection to the desktop was lost") }
-    }
-
-    /// A copy of the framebuffer (RGBX rows) and its size.
-    func capture() throws(DesktopError) -> (pixels: [UInt8], size: DisplayGeometry) {
-        let result = state.withLock { s -> ([UInt8], DisplayGeometry)? in
-            guard !s.failed, let pointer = s.handle.pointer, let frame = desktop_vnc_framebuffer(pointer) else { return nil }
-            let width = Int(desktop_vnc_width(pointer))
-            let height = Int(desktop_vnc_height(pointer))
-            let pixels = [UInt8](UnsafeBufferPointer(start: frame, count: width * height * 4))
-            return (pixels, DisplayGeometry(width: width, height: height))
-        }
-        guard let result else { throw DesktopError("the VNC connection to the desktop was lost") }
-        return result
     }
 
     /// Waits until no framebuffer update has arrived for `quiet`, at most `timeout`;

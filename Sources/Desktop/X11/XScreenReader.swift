@@ -1,0 +1,96 @@
+import Dispatch
+import NIOPosix
+
+/// Reads the screen and the pointer straight from the desktop's X server: what it answers
+/// is the screen as it is when it handles the request, so a screenshot or `cursor_position`
+/// always shows the state after every drawing request the server finished before the call
+/// began (the VNC framebuffer lagged one update behind: the client only learns of a change
+/// when the server sends it, and TigerVNC merges and delays updates).
+///
+/// Bound: each call (connect, setup, request, reply) finishes within ``timeout`` or fails
+/// with "did not answer within …" (counted in `agent_desktop_x_timeouts_total`); never a
+/// stale image. Blocking: call off the cooperative pool. One connection per call (about a
+/// millisecond on a local socket): nothing to keep in step across desktops and failures.
+enum XScreenReader {
+    /// How long one capture or pointer query may take in all.
+    static let timeout: Duration = .seconds(10)
+
+    /// An X rectangle (pixels of the root window).
+    struct Rect: Sendable, Equatable {
+        var x: Int
+        var y: Int
+        var width: Int
+        var height: Int
+    }
+
+    /// What a capture read: the screen's size then, the part captured and its RGBX pixels
+    /// (nil when `area` chose not to capture).
+    struct Image {
+        var screen: DisplayGeometry
+        var rect: Rect
+        var pixels: [UInt8]?
+    }
+
+    /// The part of the root window `area` picks for the screen's size at that moment (nil:
+    /// none) as RGBX rows. Memory: one buffer of `width × height × 4` bytes (the X reply is
+    /// converted in place), sides at most ``DesktopLimits/maxSide``.
+    static func capture(display: Int, within bound: Duration = timeout, area: (DisplayGeometry) -> Rect?) throws(DesktopError) -> Image {
+        let connection = try XConnection(display: display, deadline: deadline(bound), timeout: bound)
+        let setup = connection.setup
+        let screen = DisplayGeometry(width: setup.width, height: setup.height)
+        guard let rect = area(screen) else { return Image(screen: screen, rect: Rect(x: 0, y: 0, width: 0, height: 0), pixels: nil) }
+        guard rect.x >= 0, rect.y >= 0, rect.width > 0, rect.height > 0, rect.width <= DesktopLimits.maxSide,
+              rect.height <= DesktopLimits.maxSide, rect.x + rect.width <= setup.width, rect.y + rect.height <= setup.height
+        else { throw DesktopError("cannot capture \(rect.width)x\(rect.height) at \(rect.x),\(rect.y) of a \(setup.width)x\(setup.height) screen") }
+        let expected = setup.format.bytesPerRow(width: rect.width) * rect.height
+        // GetImage (73): ZPixmap, the root window, the rectangle, all planes.
+        var request: [UInt8] = [73, 2]
+        request += le16(5) + le32(setup.root) + le16(rect.x) + le16(rect.y) + le16(rect.width) + le16(rect.height)
+        request += le32(0xFFFF_FFFF)
+        var reply = try connection.roundTrip(request, maxLength: expected).data
+        guard reply.count == expected else {
+            throw DesktopError("the X server sent \(reply.count) bytes of image, not the \(expected) of \(rect.width)x\(rect.height)")
+        }
+        setup.format.convertToRGBX(&reply, width: rect.width, height: rect.height)
+        return Image(screen: screen, rect: rect, pixels: reply)
+    }
+
+    /// Where the pointer is on the root window, and the screen's size.
+    static func pointer(display: Int, within bound: Duration = timeout) throws(DesktopError) -> (x: Int, y: Int, screen: DisplayGeometry) {
+        let connection = try XConnection(display: display, deadline: deadline(bound), timeout: bound)
+        let setup = connection.setup
+        // QueryPointer (38) on the root window; root-x and root-y at bytes 16 and 18.
+        let header = try connection.roundTrip([38, 0] + le16(2) + le32(setup.root), maxLength: 0).header
+        let bytes = XBytes(header)
+        guard let x = bytes.int16(16), let y = bytes.int16(18) else { throw DesktopError("the X server sent a short pointer reply") }
+        return (x, y, DisplayGeometry(width: setup.width, height: setup.height))
+    }
+
+    /// The screen's size now (from the connection setup alone).
+    static func screen(display: Int, within bound: Duration = timeout) throws(DesktopError) -> DisplayGeometry {
+        let setup = try XConnection(display: display, deadline: deadline(bound), timeout: bound).setup
+        return DisplayGeometry(width: setup.width, height: setup.height)
+    }
+
+    /// Runs `body` (blocking X work, bounded by ``timeout``) on the thread pool, never on
+    /// the cooperative threads.
+    static func offPool<T: Sendable>(_ body: @escaping @Sendable () throws(DesktopError) -> T) async throws(DesktopError) -> T {
+        let result = try? await NIOThreadPool.singleton.runIfActive { () -> Result<T, DesktopError> in
+            do throws(DesktopError) {
+                return .success(try body())
+            } catch {
+                return .failure(error)
+            }
+        }
+        guard let result else { throw DesktopError("the agent is shutting down") }
+        return try result.get()
+    }
+
+    private static func deadline(_ bound: Duration) -> DispatchTime {
+        let (seconds, attoseconds) = bound.components
+        return .now() + .nanoseconds(Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000))
+    }
+
+    private static func le16(_ value: Int) -> [UInt8] { [UInt8(truncatingIfNeeded: value), UInt8(truncatingIfNeeded: value >> 8)] }
+    private static func le32(_ value: UInt32) -> [UInt8] { (0..<4).map { UInt8(truncatingIfNeeded: value >> (8 * $0)) } }
+}
