@@ -27,13 +27,14 @@ public struct AgentResponder: HTTPResponder {
         var status: HTTPResponse.Status
         var response: Response
         do {
-            if let (endpoint, parameters) = resolve(request.uri.path),
-                let responder = endpoint.responder(for: request.method)
-            {
+            if let (endpoint, parameters) = resolve(request.uri.path) {
                 timers = endpoint.timers
                 var context = context
                 context.coreContext.parameters = parameters
                 context.coreContext.endpointPath.value = endpoint.route
+                // A known path with another method: 405 with `Allow`, as chi (the
+                // reference's router) answers.
+                guard let responder = endpoint.responder(for: request.method) else { throw endpoint.methodNotAllowed(request) }
                 response = try await responder.respond(to: request, context: context)
             } else {
                 response = try await notFound.respond(to: request, context: context)

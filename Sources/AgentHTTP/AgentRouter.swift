@@ -103,6 +103,16 @@ final class AgentEndpoint: Sendable {
         for (candidate, responder) in methods where candidate == method { return responder }
         return nil
     }
+
+    /// 405 for a method this path has no handler for, its `Allow` naming those it has.
+    func methodNotAllowed(_ request: Request) -> APIError {
+        var error = APIError(.methodNotAllowed, "Method not allowed.", detail: "\(request.method) \(request.uri.path); allowed: \(allow)")
+        error.headers[.allow] = allow
+        return error
+    }
+
+    /// The path's methods for `Allow` (`GET, POST`).
+    private var allow: String { methods.map(\.0.rawValue).joined(separator: ", ") }
 }
 
 /// One middleware around the responder it calls next.

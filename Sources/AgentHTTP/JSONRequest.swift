@@ -62,7 +62,10 @@ public struct JSONRequest: Sendable {
         return String(out)
     }
 
-    private func mismatch(_ key: String, _ value: JSONValue, _ goType: String) -> APIError {
+    /// Go's answer when field `key` holds `value` where `goType` belongs (400
+    /// `Request body must be valid JSON.`, the detail naming the field), for nested shapes
+    /// a route reads through ``value(_:)``.
+    public func mismatch(_ key: String, _ value: JSONValue, _ goType: String) -> APIError {
         APIError(
             .badRequest, "Request body must be valid JSON.",
             detail: "json: cannot unmarshal \(value.goKind) into Go struct field \(typeName).\(key) of type \(goType)")
@@ -79,6 +82,45 @@ public struct JSONRequest: Sendable {
             }
         }
         return result
+    }
+
+    /// An `int` field; nil when absent or null. As Go: integer syntax only, within `Int`
+    /// (`1e3`, `1.0` or `1e30` are refused with the number in the detail).
+    public func int(_ key: String) throws(APIError) -> Int? {
+        var result: Int?
+        for value in matches(key) {
+            switch value {
+            case .null: continue
+            default: result = try integer(key, value)
+            }
+        }
+        return result
+    }
+
+    /// An `[]int` (or `[N]int`) field; nil when absent or null. A null entry decodes as 0.
+    public func intArray(_ key: String) throws(APIError) -> [Int]? {
+        var result: [Int]?
+        for value in matches(key) {
+            switch value {
+            case .null: result = nil
+            case .array(let items):
+                var numbers: [Int] = []
+                for item in items { numbers.append(item == .null ? 0 : try integer(key, item)) }
+                result = numbers
+            default: throw mismatch(key, value, "[]int")
+            }
+        }
+        return result
+    }
+
+    private func integer(_ key: String, _ value: JSONValue) throws(APIError) -> Int {
+        guard case .number(let text) = value else { throw mismatch(key, value, "int") }
+        guard let number = Int(text) else {
+            throw APIError(
+                .badRequest, "Request body must be valid JSON.",
+                detail: "json: cannot unmarshal number \(text) into Go struct field \(typeName).\(key) of type int")
+        }
+        return number
     }
 
     /// A boolean field; nil when absent or null.

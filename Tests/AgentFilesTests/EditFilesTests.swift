@@ -93,6 +93,23 @@ struct EditFilesTests {
         }
     }
 
+    /// Issue 25 §5: a body of the wrong shape names the field, in Go's words.
+    @Test(arguments: [
+        (#"{"files":[1]}"#, "json: cannot unmarshal number into Go struct field FileEditRequest.files of type workspacesdk.FileEdits"),
+        (#"{"files":[{"path":"/x","edits":{}}]}"#, "json: cannot unmarshal object into Go struct field FileEdits.edits of type []workspacesdk.FileEdit"),
+        (#"{"files":[{"path":"/x","edits":["a"]}]}"#, "json: cannot unmarshal string into Go struct field FileEdits.edits of type workspacesdk.FileEdit"),
+        (#"{"files":[{"path":"/x","edits":[{"old_text":1}]}]}"#, "json: cannot unmarshal number into Go struct field FileEdit.old_text of type string"),
+    ] as [(String, String)])
+    func wrongShapesNameTheField(json: String, detail: String) async throws {
+        try await withFilesServer { h in
+            let response = try await h.post("edit-files", json: json)
+            #expect(response.status == 400)
+            let body = try #require(jsonObject(response.body))
+            #expect(body["message"] as? String == "Request body must be valid JSON.")
+            #expect(body["detail"] as? String == detail)
+        }
+    }
+
     /// Issue 25 §3: the splice rule per line position (lead, body, trail, ending): where
     /// search and replacement agree the file's bytes stay, otherwise the replacement's.
     @Test(arguments: [

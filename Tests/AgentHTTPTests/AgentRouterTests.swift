@@ -120,7 +120,8 @@ struct AgentRouterTests {
     }
 
     /// The agent's router and Hummingbird's answer every request alike (status, and for a
-    /// match the route and its parameters).
+    /// match the route and its parameters), except that where Hummingbird answers 404 for a
+    /// path it has under other methods only, the agent answers 405 naming them.
     static func compare(_ routes: [(HTTPRequest.Method, String)], _ requests: [(HTTPRequest.Method, String)]) async throws {
         let ours = AgentRouter()
         let theirs = Router(context: AgentRequestContext.self)
@@ -134,7 +135,18 @@ struct AgentRouterTests {
             let request = Request(head: HTTPRequest(method: method, scheme: nil, authority: nil, path: path), body: .init(buffer: ByteBuffer()))
             let answer = await agent.respond(to: request, context: Self.context())
             let expected = try await hummingbird.respond(to: request, context: Self.context())
-            #expect(answer.status == expected.status, "\(method) \(path) over \(routes)")
+            if answer.status == .methodNotAllowed {
+                #expect(expected.status == .notFound, "\(method) \(path) over \(routes)")
+                let allowed = try #require(answer.headers[.allow]).split(separator: ", ").map { HTTPRequest.Method(String($0))! }
+                #expect(!allowed.isEmpty && !allowed.contains(method), "\(method) \(path) over \(routes)")
+                // Each allowed method is answered.
+                for other in allowed {
+                    let again = Request(head: HTTPRequest(method: other, scheme: nil, authority: nil, path: path), body: .init(buffer: ByteBuffer()))
+                    #expect(await agent.respond(to: again, context: Self.context()).status == .ok, "\(other) \(path) over \(routes)")
+                }
+            } else {
+                #expect(answer.status == expected.status, "\(method) \(path) over \(routes)")
+            }
             if expected.status == .ok {
                 #expect(try await Self.text(answer) == (try await Self.text(expected)), "\(method) \(path) over \(routes)")
             }
@@ -164,7 +176,9 @@ struct AgentRouterTests {
             ("/cancel", .serviceUnavailable, #"{"message":"Request cancelled."}"#),
             ("/missing", .notFound, #"{"detail":"GET /missing","message":"Route not found."}"#),
             ("/other", .internalServerError, #"{"message":"Internal error."}"#),
-            ("POST /api", .notFound, #"{"detail":"POST /api","message":"Route not found."}"#),
+            // Issue 25 §5: a known path with another method is 405 (with Allow, below).
+            ("POST /api", .methodNotAllowed, #"{"detail":"POST /api; allowed: GET","message":"Method not allowed."}"#),
+            ("POST /nowhere", .notFound, #"{"detail":"POST /nowhere","message":"Route not found."}"#),
         ]
         for (target, status, body) in cases {
             let (method, path): (HTTPRequest.Method, String) = target.hasPrefix("POST ") ? (.post, String(target.dropFirst(5))) : (.get, target)
@@ -173,7 +187,15 @@ struct AgentRouterTests {
             #expect(response.status == status, "\(path)")
             #expect(response.headers[.contentType] == JSONResponse.contentType)
             #expect(try await Self.text(response) == body + "\n", "\(path)")
+            #expect(response.headers[.allow] == (status == .methodNotAllowed ? "GET" : nil), "\(target)")
         }
+        // Every method a path has is allowed, in the order added.
+        router.post("/api") { _, _ in "posted" }
+        let both = router.buildResponder()
+        let put = await both.respond(
+            to: Request(head: HTTPRequest(method: .put, scheme: nil, authority: nil, path: "/api"), body: .init(buffer: ByteBuffer())),
+            context: Self.context())
+        #expect(put.status == .methodNotAllowed && put.headers[.allow] == "GET, POST")
     }
 
     /// A connection's requests share one starting context: nothing one request's route set
@@ -201,8 +223,8 @@ struct AgentRouterTests {
     }
 
     /// `http.server.request.duration`: the route's pattern, the method (`_OTHER` beyond the
-    /// nine standard ones), the status answered (a thrown error's too), and `NotFound` for a
-    /// path no route has or a method the route does not answer.
+    /// nine standard ones), the status answered (a thrown error's too, 405 for a method the
+    /// route does not answer), and `NotFound` for a path no route has.
     @Test func requestDurationsCarryRouteMethodAndStatus() async throws {
         let metrics = TestMetrics()
         let router = AgentRouter(metrics: metrics)
@@ -221,9 +243,10 @@ struct AgentRouterTests {
             ).values.count
         }
         #expect(try count("/p/{id}", "GET", "200") == 2)
-        #expect(try count("NotFound", "POST", "404") == 1)
+        // A method the route does not answer is 405 under the route's label.
+        #expect(try count("/p/{id}", "POST", "405") == 1)
         #expect(try count("NotFound", "GET", "404") == 1)
-        #expect(try count("NotFound", "_OTHER", "404") == 1)
+        #expect(try count("/p/{id}", "_OTHER", "405") == 1)
         #expect(try count("/err", "GET", "409") == 1)
         #expect(metrics.timers.count == 5)
     }

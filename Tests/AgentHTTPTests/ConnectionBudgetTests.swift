@@ -85,7 +85,9 @@ struct ConnectionBudgetTests {
 
     /// A peer that answers each ping (its pong is all it sends) stays connected.
     @Test func aWebSocketPeerThatAnswersPingsStays() async throws {
-        try await withGuardServer(webSocketPingInterval: .seconds(2)) { port, _ in
+        // Four seconds between pings: on a loaded 2-core machine (load 10) a pong sent at once
+        // was seen to reach the server's check after two seconds.
+        try await withGuardServer(webSocketPingInterval: .seconds(4)) { port, _ in
             // The client runs on a thread of its own: on a loaded machine a test's task was
             // seen to wait longer than two intervals for a cooperative thread, and the server
             // rightly closed a peer that had not answered.
@@ -97,7 +99,7 @@ struct ConnectionBudgetTests {
                 // thread); bounded in rounds and time.
                 var all: [UInt8] = []
                 var pings = 0
-                for _ in 0..<50 where pings < 3 {
+                for _ in 0..<50 where pings < 2 {
                     let (bytes, closed) = socket.readBlocking(until: Self.ping, timeout: .seconds(20))
                     all += bytes
                     var rest = bytes[...]
@@ -112,7 +114,7 @@ struct ConnectionBudgetTests {
                 return (all, pings, alive)
             }
             #expect(String.httpStatus(of: seen.all) == 101)
-            #expect(seen.pings >= 3, "\(seen.all)")
+            #expect(seen.pings >= 2, "\(seen.all)")
             #expect(seen.all.firstRange(of: Self.goingAway) == nil, "closed: \(seen.all)")
             #expect(seen.alive)
         }

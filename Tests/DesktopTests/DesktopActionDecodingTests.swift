@@ -20,6 +20,25 @@ struct DesktopActionDecodingTests {
         }
     }
 
+    /// Issue 25 §5: a body of the wrong shape names the field that is wrong.
+    @Test(arguments: [
+        (#"{"action":"mouse_move","coordinate":"x"}"#, "json: cannot unmarshal string into Go struct field DesktopAction.coordinate of type []int"),
+        (#"{"action":"mouse_move","coordinate":[1,"y"]}"#, "json: cannot unmarshal string into Go struct field DesktopAction.coordinate of type int"),
+        (#"{"action":"scroll","scroll_amount":1e30}"#, "json: cannot unmarshal number 1e30 into Go struct field DesktopAction.scroll_amount of type int"),
+        (#"{"action":7}"#, "json: cannot unmarshal number into Go struct field DesktopAction.action of type string"),
+        (#"{"action":"#, "unexpected EOF"),
+    ] as [(String, String)])
+    func wrongShapesNameTheField(json: String, field: String) {
+        do {
+            _ = try DesktopAction.decode(json: Array(json.utf8))
+            Issue.record("accepted \(json)")
+        } catch {
+            #expect(error.statusCode == 400 && error.body.message == "Failed to decode request body.")
+            #expect(error.body.detail?.hasPrefix(field) == true, "\(error.body.detail ?? "-")")
+            #expect(error.body.detail?.contains("DecodingError") != true)
+        }
+    }
+
     @Test(arguments: [
         // Side and pixel caps: 8192 a side, 7680×4320 = 33 177 600 = 8192×4050 in all.
         (#"{"action":"screenshot","scaled_width":8192,"scaled_height":4050}"#, 200),

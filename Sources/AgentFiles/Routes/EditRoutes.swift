@@ -73,12 +73,19 @@ struct EditRoutes: Sendable {
         }
         var files: [Requested] = []
         for item in items {
+            // Each file must be an object (null is an empty one, as in Go).
+            if case .object = item {} else if item != .null { throw body.mismatch("files", item, "workspacesdk.FileEdits") }
             let file = try JSONRequest.parse(Array("{}".utf8), typeName: "FileEdits").with(item)
             let path = try file.string("path") ?? ""
             try PathInput.rejectNUL(path, field: "path")
             var edits: [EditEngine.Edit] = []
-            if case .array(let editItems)? = file.value("edits") {
+            let editsValue = file.value("edits")
+            if let editsValue, editsValue != .null {
+                guard case .array = editsValue else { throw file.mismatch("edits", editsValue, "[]workspacesdk.FileEdit") }
+            }
+            if case .array(let editItems)? = editsValue {
                 for editItem in editItems {
+                    if case .object = editItem {} else if editItem != .null { throw file.mismatch("edits", editItem, "workspacesdk.FileEdit") }
                     let edit = try JSONRequest.parse(Array("{}".utf8), typeName: "FileEdit").with(editItem)
                     let oldText = try edit.string("old_text") ?? ""
                     let newText = try edit.string("new_text") ?? ""

@@ -1,3 +1,4 @@
+import AgentCore
 import AgentHTTP
 import FoundationEssentials
 import HTTPTypes
@@ -5,7 +6,7 @@ import HTTPTypes
 /// `POST /api/v0/desktop/action`'s body (spec desktop §2.1), plus two additions: `region`
 /// for a screenshot of part of the screen at native resolution, and `settle_ms` to wait for
 /// the screen to stop changing after acting.
-struct DesktopActionRequest: Decodable, Sendable {
+struct DesktopActionRequest: Sendable {
     var action: String?
     var coordinate: [Int]?
     var startCoordinate: [Int]?
@@ -18,12 +19,6 @@ struct DesktopActionRequest: Decodable, Sendable {
     /// `[x, y, width, height]` in declared coordinates.
     var region: [Int]?
     var settleMs: Int?
-
-    enum CodingKeys: String, CodingKey {
-        case action, coordinate, startCoordinate = "start_coordinate", text, duration
-        case scrollAmount = "scroll_amount", scrollDirection = "scroll_direction"
-        case scaledWidth = "scaled_width", scaledHeight = "scaled_height", region, settleMs = "settle_ms"
-    }
 
     /// The point as Go decodes `*[2]int`: missing elements are 0, extra ones ignored.
     static func point(_ values: [Int]?) -> (x: Int, y: Int)? {
@@ -88,12 +83,20 @@ public struct DesktopAction: Sendable {
         try validate(decodeRequest(bytes))
     }
 
-    /// The JSON body, not yet checked (400 `Failed to decode request body.`).
+    /// The JSON body, not yet checked: 400 `Failed to decode request body.`, the detail in
+    /// Go's words naming the field (`json: cannot unmarshal string into Go struct field
+    /// DesktopAction.coordinate of type []int`).
     static func decodeRequest(_ bytes: [UInt8]) throws(APIError) -> DesktopActionRequest {
         do {
-            return try JSONDecoder().decode(DesktopActionRequest.self, from: Data(bytes))
+            let body = try JSONRequest.parse(bytes, typeName: "DesktopAction")
+            return DesktopActionRequest(
+                action: try body.string("action"), coordinate: try body.intArray("coordinate"),
+                startCoordinate: try body.intArray("start_coordinate"), text: try body.string("text"),
+                duration: try body.int("duration"), scrollAmount: try body.int("scroll_amount"),
+                scrollDirection: try body.string("scroll_direction"), scaledWidth: try body.int("scaled_width"),
+                scaledHeight: try body.int("scaled_height"), region: try body.intArray("region"), settleMs: try body.int("settle_ms"))
         } catch {
-            throw APIError(.badRequest, "Failed to decode request body.", detail: "\(error)")
+            throw APIError(.badRequest, "Failed to decode request body.", detail: error.body.detail)
         }
     }
 
