@@ -124,6 +124,9 @@ struct AgentHTTPChannel: ServerChildChannel {
             extensions: [], autoPing: webSocket.autoPing, closeTimeout: webSocket.closeTimeout,
             validateUTF8: webSocket.validateUTF8, maxFrameSize: webSocket.maxFrameSize)
         let handler = route.handler
+        let timers = webSocketRoutes.timers(path)
+        let method = request.method
+        let start = NIODeadline.now().uptimeNanoseconds
         return { frames, logger in
             do {
                 _ = try await WebSocketHandler.handle(
@@ -131,6 +134,9 @@ struct AgentHTTPChannel: ServerChildChannel {
             } catch {
                 logger.debug("WebSocket handler error", metadata: ["error.type": "\(error)"])
             }
+            // A WebSocket route counts once its session ends: status 101, the duration from
+            // the handshake to the close (how long the stream lasted).
+            timers?.record(method: method, status: .switchingProtocols, nanoseconds: NIODeadline.now().uptimeNanoseconds &- start)
         }
     }
 }

@@ -47,16 +47,31 @@ struct WebSocketRouteTable: Sendable {
     private struct Entry: Sendable {
         var segments: [Substring]
         var route: AgentWebSocketRoute
+        /// The route's `http.server.request.duration` timers, labelled as a plain route is
+        /// (`/api/v0/processes/{id}/stream`).
+        var timers: RequestTimers
     }
 
     private let entries: [Entry]
 
     init(_ routes: [AgentWebSocketRoute]) {
-        entries = routes.map { Entry(segments: $0.path.split(separator: "/"), route: $0) }
+        entries = routes.map { route in
+            let label = "/" + route.path.split(separator: "/").map { $0.first == ":" ? "{\($0.dropFirst())}" : String($0) }.joined(separator: "/")
+            return Entry(segments: route.path.split(separator: "/"), route: route, timers: RequestTimers(route: label))
+        }
+    }
+
+    /// The request-duration timers of the route `path` matches, if any.
+    func timers(_ path: Substring) -> RequestTimers? {
+        matchEntry(path)?.0.timers
     }
 
     /// The route for `path` (query excluded) and its parameters; `:name` matches one segment.
     func match(_ path: Substring) -> (AgentWebSocketRoute, [String: String])? {
+        matchEntry(path).map { ($0.0.route, $0.1) }
+    }
+
+    private func matchEntry(_ path: Substring) -> (Entry, [String: String])? {
         let segments = path.split(separator: "/")
         for entry in entries where entry.segments.count == segments.count {
             var parameters: [String: String] = [:]
@@ -69,7 +84,7 @@ struct WebSocketRouteTable: Sendable {
                     break
                 }
             }
-            if matched { return (entry.route, parameters) }
+            if matched { return (entry, parameters) }
         }
         return nil
     }

@@ -10,12 +10,15 @@ struct MetricsModule: HTTPModule {
     static let contentType = "text/plain; version=0.0.4; charset=utf-8"
 
     let registry: PrometheusCollectorRegistry
+    /// The agent's own `process_*` values, read at each scrape.
+    let process: ProcessMetrics
 
     var name: String { "metrics" }
 
     func routes() -> RouteCollection<AgentRequestContext> {
         let routes = RouteCollection(context: AgentRequestContext.self)
-        routes.get("metrics") { [registry] _, _ in
+        routes.get("metrics") { [registry, process] _, _ in
+            process.update()
             let buffer = ByteBuffer(bytes: registry.emitToBuffer())
             return Response(
                 status: .ok,

@@ -57,7 +57,8 @@ struct RunCommand: AsyncParsableCommand {
         let log = AgentLogging.bootstrap(config.logging)
         // Before any module creates a metric: those made earlier would stay no-ops.
         let metrics = PrometheusCollectorRegistry()
-        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: metrics))
+        MetricsSystem.bootstrap(AgentMetricsFactory(registry: metrics))
+        let processMetrics = ProcessMetrics(registry: metrics, version: AgentVersion.current, commit: BuildInfo.commit)
         let logger = Logger(label: "workspace-agent")
         if !config.http.address.isLoopback {
             logger.warning("HTTP API listens beyond loopback", metadata: ["address": "\(config.http.address)"])
@@ -80,7 +81,7 @@ struct RunCommand: AsyncParsableCommand {
         if let address = config.agent.prometheusAddress {
             host.listen(
                 on: address, for: "Prometheus metrics", logMessage: "prometheus metrics listening", addressKey: "metrics_address",
-                mounts: [HTTPMount(MetricsModule(registry: metrics), at: "/")])
+                mounts: [HTTPMount(MetricsModule(registry: metrics, process: processMetrics), at: "/")])
         }
         host.add(upward)
         host.add(ChatPathsModule(journal: ChatPathsJournal(paths: chatPaths, file: config.agent.stateDir + "/chat-paths.json") { message in
@@ -90,12 +91,13 @@ struct RunCommand: AsyncParsableCommand {
         host.mount(FilesModule(context: context), at: "/api/v0")
         host.mount(GitWatchModule(context: context), at: "/api/v0/git")
         host.mount(DesktopModule(configuration: config.desktop, context: context), at: "/api/v0/desktop")
-        host.mount(MetricsModule(registry: metrics), at: "/")
+        host.mount(MetricsModule(registry: metrics, process: processMetrics), at: "/")
         host.add(AgentSocketModule(configuration: config.socket, context: context))
         host.add(BoundaryLogModule(configuration: config.boundary, context: context))
 
         logger.info("workspace agent starting", metadata: [
             "version": "\(AgentVersion.current)",
+            "commit": "\(BuildInfo.commit)",
             "state_dir": "\(config.agent.stateDir)",
             "directory": "\(config.processes.directory ?? "")",
         ])

@@ -35,7 +35,48 @@ import Glibc
         #expect((after["agent_processes_exited"] ?? 0) >= 1)
         #expect((after["agent_process_output_bytes"] ?? 0) >= 8)
         #expect(after["agent_upward_items_queued"] != nil)
-        #expect(after["http_server_request_duration"] != nil)
+        #expect(after["http_server_request_duration_seconds"] != nil)
+    }
+
+    /// Issue 25 §5: every family has its own HELP line; the standard process metrics and
+    /// the build info are there; durations are in `_seconds`; a WebSocket route is in the
+    /// request histogram once its session ends.
+    @Test func everyFamilyIsDescribedAndTheAgentsOwnMetricsAreThere() async throws {
+        let agent = try AgentDaemon.launch(["--http-address", "127.0.0.1:0"])
+        defer { agent.cleanup() }
+        let port = try await agent.port()
+        let api = RawHTTPClient(port: port)
+        let started = try await api.request("POST", "/api/v0/processes/start", json: #"{"command":"echo ws"}"#)
+        let id = try #require(jsonObject(started.body)?["id"] as? String)
+        let streamRoute = #"http_route="/api/v0/processes/{id}/stream",http_request_method="GET",http_response_status_code="101""#
+        #expect(!(try await api.request("GET", "/metrics").bodyText.contains(streamRoute)))
+        try await TestWebSocket.withConnection(port: port, path: "/api/v0/processes/\(id)/stream") { socket in
+            try await socket.close()
+        }
+        var text = ""
+        #expect(await eventually {
+            text = (try? await api.request("GET", "/metrics").bodyText) ?? ""
+            return text.contains(streamRoute)
+        }, "\(text)")
+
+        let families = Set(text.split(separator: "\n").compactMap { line -> Substring? in
+            line.hasPrefix("# TYPE ") ? line.dropFirst(7).split(separator: " ").first : nil
+        })
+        #expect(families.count > 10)
+        for family in families {
+            let help = text.split(separator: "\n").first { $0.hasPrefix("# HELP \(family) ") }
+            #expect(help != nil && help?.contains("no description yet") == false, "\(family)")
+        }
+        for family in ["process_cpu_seconds_total", "process_resident_memory_bytes", "process_virtual_memory_bytes", "process_open_fds",
+                       "process_max_fds", "process_start_time_seconds", "http_server_request_duration_seconds"] {
+            #expect(families.contains(Substring(family)), "\(family)")
+        }
+        #expect(!families.contains("http_server_request_duration"))
+        let parsed = try await parse(text)
+        #expect((parsed["process_resident_memory_bytes"] ?? 0) > 1_000_000)
+        #expect((parsed["process_open_fds"] ?? 0) >= 3)
+        #expect((parsed["process_start_time_seconds"] ?? 0) > Date().timeIntervalSince1970 - 3600)
+        #expect(text.range(of: #"workspace_agent_build_info\{version="\d+\.\d+\.\d+",commit="[^"]+"\} 1"#, options: .regularExpression) != nil)
     }
 
     /// Parses Prometheus text with the real parser; returns each family's summed samples

@@ -1,0 +1,74 @@
+/// The `# HELP` text of every metric family the agent exports (issue 25: every family has
+/// one). The modules count through swift-metrics, which carries no description; the
+/// executable owns the Prometheus backend, so the catalog lives beside it. A family missing
+/// here gets a generic line, and a test fails on it.
+enum MetricsHelp {
+    static let generic = "A WorkspaceAgent metric (no description yet)."
+
+    static func text(for name: String) -> String { texts[name] ?? generic }
+
+    static let texts: [String: String] = [
+        // HTTP
+        "http_server_request_duration_seconds":
+            "Time from each request's head to its response head, by route (NotFound when none matches), method and status; a WebSocket route counts once its session ends, status 101, for the session's length.",
+        "agent_http_connections": "Open HTTP connections.",
+        "agent_http_connections_evicted_total": "Idle HTTP connections closed to make room for a new one.",
+        "agent_http_connections_refused_total": "HTTP connections refused because every slot was busy.",
+        "agent_http_connections_closed_total": "HTTP connections closed by the agent, by reason (write_stall, websocket_idle).",
+        "agent_http_guard_responses_total": "Answers the connection guard gave itself, by status (400, 405, 408, 413, 414, 417, 431).",
+        "agent_http_websockets": "WebSocket slots held (handshakes admitted and upgraded connections).",
+        "agent_http_websockets_refused_total": "WebSocket handshakes refused (503) over the WebSockets' budget.",
+        // Processes
+        "agent_processes_started_total": "Processes started through the process API.",
+        "agent_processes_exited_total": "Processes started through the process API that exited.",
+        "agent_processes_running": "Processes whose shell is running.",
+        "agent_process_output_bytes_total": "Bytes read from the processes' output.",
+        "agent_stream_subscribers": "Live-output stream subscribers attached.",
+        "agent_stream_omitted_bytes_total": "Output bytes not sent to slow stream subscribers (they get a gap marker).",
+        "agent_stream_disconnected_total": "Stream subscribers the agent disconnected, by reason (stalled, close_timeout).",
+        // Upward
+        "agent_upward_items_queued": "Items waiting to go to the control plane, by outbox.",
+        "agent_upward_items_dropped_total": "Items dropped because their outbox was full, by outbox.",
+        "agent_upward_items_rejected_total": "Items the control plane refused, by outbox.",
+        // Agent socket
+        "agent_socket_connections": "Open agent-socket connections.",
+        "agent_socket_calls_total": "Agent-socket calls served, by method.",
+        "agent_socket_disconnected_total": "Agent-socket connections the agent closed, by reason.",
+        // Git watching
+        "agent_git_watch_inotify_watches": "Directories watched with inotify, all repositories together.",
+        "agent_git_watch_polled_repositories": "Repositories checked by polling (over the watch budget, or without inotify).",
+        "agent_git_watch_inotify_overflows_total": "inotify queue overflows (every repository is rescanned and rewatched).",
+        "agent_git_watch_checks_total": "Repository checks for watch sockets, by outcome.",
+        "agent_git_watch_shared_reads_total": "Repository scans shared by several watchers of the same repository.",
+        "agent_git_watch_file_changed_during_scan_total": "Scans retried because a file changed while it was read.",
+        // Boundary logs
+        "agent_boundary_log_proxy_batches_dropped_total": "Boundary log batches dropped, by reason (buffer_full, forward_failed, spool_full).",
+        "agent_boundary_log_proxy_logs_dropped_total": "Boundary log entries dropped, by reason.",
+        "agent_boundary_log_proxy_batches_forwarded_total": "Boundary log batches the control plane acknowledged.",
+        "agent_boundary_log_proxy_batches_logged_total": "Boundary log batches written to the agent's log (no control plane).",
+        "agent_boundary_log_proxy_batches_queued": "Boundary log batches held in memory.",
+        "agent_boundary_log_proxy_connections": "Open boundary connections.",
+        "agent_boundary_log_proxy_disconnected_total": "Boundary connections the agent closed, by reason (evicted, partial_frame, idle).",
+        "agent_boundary_log_proxy_framing_errors_total": "Boundary connections closed for a bad frame header.",
+        "agent_boundary_log_proxy_sequence_gaps_total": "Boundary sequence numbers skipped (logs boundary lost before sending).",
+        "agent_boundary_log_proxy_sequence_duplicates_total": "Boundary sequence numbers repeated.",
+        "agent_boundary_log_proxy_spool_batches_total": "Boundary log batches spooled to disk.",
+        "agent_boundary_log_proxy_spool_bytes": "Size of the boundary log disk spool in bytes.",
+        "agent_boundary_log_proxy_spool_corrupt_segments_total": "Torn boundary spool segments skipped.",
+        // Desktop
+        "agent_desktop_starts_total": "Desktops started.",
+        "agent_desktop_crashes_total": "Desktops found dead when used.",
+        "agent_desktop_viewers": "Open VNC viewers.",
+        "agent_desktop_bridge_bytes_total": "Bytes the VNC bridge carried, by direction (to_viewer, to_desktop).",
+        "agent_desktop_actions_total": "Desktop actions run, by action and outcome (ok, client_error, failed).",
+        "agent_desktop_x_timeouts_total": "X server reads (screenshots, cursor_position) that got no answer within 10 seconds.",
+        // The agent itself (ProcessMetrics, BuildInfoMetric)
+        "process_cpu_seconds_total": "Total user and system CPU time the agent spent, in seconds.",
+        "process_resident_memory_bytes": "The agent's resident memory size in bytes.",
+        "process_virtual_memory_bytes": "The agent's virtual memory size in bytes.",
+        "process_open_fds": "File descriptors the agent has open.",
+        "process_max_fds": "The agent's limit on open file descriptors.",
+        "process_start_time_seconds": "When the agent started, in seconds since the Unix epoch.",
+        "workspace_agent_build_info": "Always 1; the labels say which build runs (version, commit).",
+    ]
+}
