@@ -58,6 +58,13 @@ public final class AgentRouter: RouterMethods {
         middlewares.reversed().reduce(responder) { next, middleware in MiddlewareLayer(middleware: middleware, next: next) }
     }
 
+    /// Every route added so far as (method, path), in the order added; the path as
+    /// Hummingbird prints it (`/api/v0/processes/{id}/output`). Logged at trace level when a
+    /// listener starts, which is how `OpenAPIDocumentTests` learns what the agent mounts.
+    public var routeList: [(method: String, path: String)] {
+        entries.flatMap { entry in entry.methods.map { (method: $0.0.rawValue, path: entry.path.description) } }
+    }
+
     /// Throws when a route can never be reached because an earlier one matches its paths
     /// (Hummingbird's `Router.validate()`, run over the same paths and methods).
     public func validate() throws {
