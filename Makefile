@@ -144,8 +144,9 @@ install: static
 
 # Installs into a scratch DESTDIR and checks that the binary needs no Swift toolchain:
 # `ldd` lists no Swift library, and it answers --version and --help under `env -i` with
-# LD_LIBRARY_PATH empty and the toolchain's directory hidden (an empty directory mounted
-# over it in a private mount namespace). A static-stdlib release build: minutes on 2 cores.
+# LD_LIBRARY_PATH empty and the toolchain's runtime libraries hidden (an empty directory mounted
+# over it in a private mount namespace). The first static-stdlib release build took 15 min on
+# 2 cores (under load), so this is not part of `make test`; later runs reuse .build/static.
 install-check: static
 	rm -rf $(STATIC_BUILD)/destdir
 	$(call install-binary,$(STATIC_BUILD)/destdir$(PREFIX)/bin)

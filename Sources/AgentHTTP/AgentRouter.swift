@@ -9,7 +9,7 @@ import HTTPTypes
 /// components before captures, `:id` parameters, wildcards), but dispatches without
 /// Hummingbird's `RouterResponder` layers: the request metrics and the JSON error mapping,
 /// which every route has, are plain code in ``AgentResponder`` instead of two middleware
-/// layers around each route (measured with `agent-bench http`, README "Core performance").
+/// layers around each route (measured with `agent-bench http`, docs/benchmarks.md "Core performance").
 /// Middleware added here wraps the routes added after it, as with Hummingbird's `Router`.
 public final class AgentRouter: RouterMethods {
     public typealias Context = AgentRequestContext

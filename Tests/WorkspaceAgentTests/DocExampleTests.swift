@@ -123,6 +123,33 @@ struct DocExampleTests {
         #expect(await agent.exitStatus(timeout: .seconds(15)) == 0, "the agent did not stop cleanly; log:\n\(agent.log.suffix(3000))")
     }
 
+    /// Every relative link of the markdown files reaches a file, and its `#anchor` a heading
+    /// there (GitHub's slugs), so moving a section cannot leave a dangling reference.
+    @Test func relativeLinksResolve() throws {
+        var broken: [String] = []
+        let link = try NSRegularExpression(pattern: #"\]\(([^)\s]+)\)"#)
+        for file in Self.files {
+            let text = try String(contentsOf: DocExamples.repositoryRoot.appendingPathComponent(file), encoding: .utf8)
+            let prose = DocExamples.withoutCodeBlocks(text)
+            for match in link.matches(in: prose, range: NSRange(prose.startIndex..., in: prose)) {
+                let target = String(prose[Range(match.range(at: 1), in: prose)!])
+                if target.hasPrefix("http://") || target.hasPrefix("https://") || target.hasPrefix("mailto:") { continue }
+                let parts = target.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
+                let base = URL(fileURLWithPath: file, relativeTo: DocExamples.repositoryRoot).deletingLastPathComponent()
+                let resolved = parts[0].isEmpty ? DocExamples.repositoryRoot.appendingPathComponent(file) : base.appendingPathComponent(parts[0]).standardizedFileURL
+                guard FileManager.default.fileExists(atPath: resolved.path) else {
+                    broken.append("\(file): \(target): no such file")
+                    continue
+                }
+                if parts.count == 2, resolved.pathExtension == "md" {
+                    let headings = DocExamples.headingSlugs(try String(contentsOf: resolved, encoding: .utf8))
+                    if !headings.contains(parts[1]) { broken.append("\(file): \(target): no such heading") }
+                }
+            }
+        }
+        #expect(broken.isEmpty, "\(broken.joined(separator: "\n"))")
+    }
+
     @Test func theMatcherHandlesWildcardsAndNormalization() {
         #expect(DocExamples.matches(expected: "a\n...\nz", actual: "a\nb\nc\nz\n"))
         #expect(DocExamples.matches(expected: "a\n...\nz", actual: "a\nz"))

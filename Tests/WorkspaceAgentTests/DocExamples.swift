@@ -149,6 +149,32 @@ struct DocExamples {
         return regex.firstMatch(in: subject, range: NSRange(subject.startIndex..., in: subject)) != nil
     }
 
+    // MARK: Links
+
+    /// The text with fenced blocks blanked out (links in code are not links).
+    static func withoutCodeBlocks(_ text: String) -> String {
+        var inside = false
+        return text.components(separatedBy: "\n").map { line -> String in
+            if line.trimmingCharacters(in: .whitespaces).hasPrefix("```") {
+                inside.toggle()
+                return ""
+            }
+            return inside ? "" : line
+        }.joined(separator: "\n")
+    }
+
+    /// GitHub's anchors for the headings: lower case, punctuation dropped (hyphens and
+    /// underscores kept), spaces as hyphens.
+    static func headingSlugs(_ text: String) -> Set<String> {
+        var slugs: Set<String> = []
+        for line in withoutCodeBlocks(text).components(separatedBy: "\n") where line.hasPrefix("#") {
+            let title = line.drop { $0 == "#" }.trimmingCharacters(in: .whitespaces).lowercased()
+            let kept = title.filter { $0.isLetter || $0.isNumber || $0 == " " || $0 == "-" || $0 == "_" }
+            slugs.insert(kept.replacingOccurrences(of: " ", with: "-"))
+        }
+        return slugs
+    }
+
     // MARK: The files
 
     /// The repository's root (this file is Tests/WorkspaceAgentTests/DocExamples.swift).
