@@ -47,6 +47,15 @@ public enum AgentHTTPServer {
         }
         for route in webSocketRoutes { registerTwin(route, http: router) }
         let responder = router.buildResponder()
+        if logger.logLevel <= .trace {
+            // What is mounted, one line per route (the OpenAPI document's test reads them).
+            let upgrades = Set(webSocketRoutes.map { RouterPath($0.path).description })
+            for route in router.routeList {
+                logger.trace("route mounted", metadata: [
+                    "method": "\(route.method)", "path": "\(route.path)", "websocket": "\(upgrades.contains(route.path))",
+                ])
+            }
+        }
         let serverName = "workspace-agent"
         // A unix listener goes through AgentCore's SocketFile like every unix socket of the
         // agent: bound in a private directory, given mode 0600 and renamed into place once

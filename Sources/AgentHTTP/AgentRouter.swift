@@ -9,7 +9,7 @@ import HTTPTypes
 /// components before captures, `:id` parameters, wildcards), but dispatches without
 /// Hummingbird's `RouterResponder` layers: the request metrics and the JSON error mapping,
 /// which every route has, are plain code in ``AgentResponder`` instead of two middleware
-/// layers around each route (measured with `agent-bench http`, README "Core performance").
+/// layers around each route (measured with `agent-bench http`, docs/benchmarks.md "Core performance").
 /// Middleware added here wraps the routes added after it, as with Hummingbird's `Router`.
 public final class AgentRouter: RouterMethods {
     public typealias Context = AgentRequestContext
@@ -56,6 +56,13 @@ public final class AgentRouter: RouterMethods {
     /// `responder` inside the middleware added so far (the first added outermost).
     private func wrap(_ responder: any HTTPResponder<Context>) -> any HTTPResponder<Context> {
         middlewares.reversed().reduce(responder) { next, middleware in MiddlewareLayer(middleware: middleware, next: next) }
+    }
+
+    /// Every route added so far as (method, path), in the order added; the path as
+    /// Hummingbird prints it (`/api/v0/processes/{id}/output`). Logged at trace level when a
+    /// listener starts, which is how `OpenAPIDocumentTests` learns what the agent mounts.
+    public var routeList: [(method: String, path: String)] {
+        entries.flatMap { entry in entry.methods.map { (method: $0.0.rawValue, path: entry.path.description) } }
     }
 
     /// Throws when a route can never be reached because an earlier one matches its paths

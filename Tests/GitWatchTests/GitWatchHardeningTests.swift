@@ -14,7 +14,7 @@ import Glibc
 /// to diff them, and a file truncated under the mapping raised SIGBUS in the whole process.
 @Suite(.timeLimit(.minutes(2)))
 struct GitWatchHardeningTests {
-    /// How long the rewrite loop runs against concurrent scans (stated in the README).
+    /// How long the rewrite loop runs against concurrent scans (stated in docs/api/git.md).
     static let rewriteSeconds: Double = 8
     /// Scans that met a truncated mapping after which the loop may stop early.
     static let enoughFaults = 5
