@@ -2,14 +2,7 @@ import AgentCore
 import Foundation
 
 /// An upward sink that sends nothing (capabilities under test that do not talk upward).
-public struct NoUpward: UpwardSink {
-    public init() {}
-    public func send(_ status: AppStatusReport) -> UpwardReceipt { .settled(.logged) }
-    public func send(_ batch: BoundaryLogBatch) -> UpwardReceipt { .settled(.logged) }
-    public func send(_ line: AgentLogLine) {}
-    public var isConnected: Bool { false }
-    public var hasControlPlane: Bool { false }
-}
+public typealias NoUpward = DiscardingUpward
 
 extension AgentContext {
     /// A context over `chatPaths` with no control plane.

@@ -97,28 +97,21 @@ struct DesktopBoundsTests {
     /// the key is released at once and the next action runs.
     @Test func aHoldEndsAndReleasesItsKeyWhenTheClientGoes() async throws {
         try await DesktopHarness.with { desktop in
-            let display = try await desktop.module.supervisor.ensureStarted().display
-            let log = NSTemporaryDirectory() + "xev-\(UUID().uuidString.prefix(8)).log"
-            defer { try? FileManager.default.removeItem(atPath: log) }
-            let xev = Task {
-                await DesktopHarness.run(
-                    ["sh", "-c", "exec timeout 60 xev -geometry 400x300+0+0 -event keyboard > \(log)"], environment: ["DISPLAY": ":\(display)"])
-            }
-            defer { xev.cancel() }
-            #expect(await eventually { (try? await desktop.x(["xdotool", "search", "--name", "Event Tester"]))?.isEmpty == false })
-            #expect(try await desktop.action(#"{"action":"mouse_move","coordinate":[200,150]}"#).status == 200)
+            try await desktop.watchingXEvents("keyboard", seconds: 60) { log throws in
+                #expect(try await desktop.action(#"{"action":"mouse_move","coordinate":[200,150]}"#).status == 200)
 
-            let body = #"{"action":"hold_key","text":"shift","duration":60000}"#
-            let request = "POST /api/v0/desktop/action HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)"
-            // The client sends the hold, waits until the key is down, and goes away.
-            let vanish = Task { try await desktop.client.sendAndVanish(Array(request.utf8), after: .seconds(20)) }
-            #expect(await eventually { Self.keyEvents(log).contains("press Shift_L") })
-            vanish.cancel()
-            _ = await vanish.result
-            // Released long before the 60 s are over (before the fix: only then).
-            #expect(await eventually { Self.keyEvents(log).contains("release Shift_L") })
-            // And the desktop serves the next action.
-            #expect(try await desktop.action(#"{"action":"cursor_position"}"#).status == 200)
+                let body = #"{"action":"hold_key","text":"shift","duration":60000}"#
+                let request = "POST /api/v0/desktop/action HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)"
+                // The client sends the hold, waits until the key is down, and goes away.
+                let vanish = Task { try await desktop.client.sendAndVanish(Array(request.utf8), after: .seconds(20)) }
+                #expect(await eventually { Self.keyEvents(log).contains("press Shift_L") })
+                vanish.cancel()
+                _ = await vanish.result
+                // Released long before the 60 s are over (before the fix: only then).
+                #expect(await eventually { Self.keyEvents(log).contains("release Shift_L") })
+                // And the desktop serves the next action.
+                #expect(try await desktop.action(#"{"action":"cursor_position"}"#).status == 200)
+            }
         }
     }
 

@@ -105,38 +105,31 @@ struct DesktopFreshnessTests {
     /// reference (a Go `*string`: only a missing one defaults).
     @Test func scrollWithoutADirectionScrollsDown() async throws {
         try await DesktopHarness.with { desktop in
-            let display = try await desktop.module.supervisor.ensureStarted().display
-            let log = NSTemporaryDirectory() + "xev-\(UUID().uuidString.prefix(8)).log"
-            defer { try? FileManager.default.removeItem(atPath: log) }
-            let xev = Task {
-                await DesktopHarness.run(
-                    ["sh", "-c", "exec timeout 30 xev -geometry 400x300+0+0 -event button > \(log)"], environment: ["DISPLAY": ":\(display)"])
-            }
-            defer { xev.cancel() }
-            #expect(await eventually { (try? await desktop.x(["xdotool", "search", "--name", "Event Tester"]))?.isEmpty == false })
-            func buttons() -> [String] {
-                let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
-                var pressed: [String] = []
-                var inPress = false
-                for line in text.split(separator: "\n") {
-                    if line.hasPrefix("ButtonPress") { inPress = true }
-                    if inPress, let range = line.range(of: #"button \d+"#, options: .regularExpression) {
-                        pressed.append(String(line[range]))
-                        inPress = false
+            try await desktop.watchingXEvents("button", seconds: 30) { log in
+                func buttons() -> [String] {
+                    let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+                    var pressed: [String] = []
+                    var inPress = false
+                    for line in text.split(separator: "\n") {
+                        if line.hasPrefix("ButtonPress") { inPress = true }
+                        if inPress, let range = line.range(of: #"button \d+"#, options: .regularExpression) {
+                            pressed.append(String(line[range]))
+                            inPress = false
+                        }
                     }
+                    return pressed
                 }
-                return pressed
+                let scroll = try await desktop.action(#"{"action":"scroll","coordinate":[200,150]}"#)
+                #expect(scroll.status == 200 && scroll.body["output"] as? String == "scroll action performed")
+                #expect(await eventually { buttons().count >= 3 })
+                #expect(buttons() == ["button 5", "button 5", "button 5"])
+                let null = try await desktop.action(#"{"action":"scroll","coordinate":[200,150],"scroll_direction":null,"scroll_amount":1}"#)
+                #expect(null.status == 200)
+                #expect(await eventually { buttons().count >= 4 })
+                #expect(buttons().last == "button 5")
+                let empty = try await desktop.action(#"{"action":"scroll","coordinate":[200,150],"scroll_direction":""}"#)
+                #expect(empty.status == 400 && empty.body["message"] as? String == "Invalid scroll direction: ")
             }
-            let scroll = try await desktop.action(#"{"action":"scroll","coordinate":[200,150]}"#)
-            #expect(scroll.status == 200 && scroll.body["output"] as? String == "scroll action performed")
-            #expect(await eventually { buttons().count >= 3 })
-            #expect(buttons() == ["button 5", "button 5", "button 5"])
-            let null = try await desktop.action(#"{"action":"scroll","coordinate":[200,150],"scroll_direction":null,"scroll_amount":1}"#)
-            #expect(null.status == 200)
-            #expect(await eventually { buttons().count >= 4 })
-            #expect(buttons().last == "button 5")
-            let empty = try await desktop.action(#"{"action":"scroll","coordinate":[200,150],"scroll_direction":""}"#)
-            #expect(empty.status == 400 && empty.body["message"] as? String == "Invalid scroll direction: ")
         }
     }
 }

@@ -86,3 +86,20 @@ struct DesktopHarness {
         return (numbers[0], numbers[1], Array(numbers[2...]))
     }
 }
+
+extension DesktopHarness {
+    /// Runs `xev` (a 400×300 window at the top left, reporting `events` only, for at most
+    /// `seconds`) on the desktop while `body` runs, and gives `body` the file it logs to.
+    func watchingXEvents(_ events: String, seconds: Int, _ body: (_ log: String) async throws -> Void) async throws {
+        let display = try await module.supervisor.ensureStarted().display
+        let log = NSTemporaryDirectory() + "xev-\(UUID().uuidString.prefix(8)).log"
+        defer { try? FileManager.default.removeItem(atPath: log) }
+        let xev = Task {
+            await DesktopHarness.run(
+                ["sh", "-c", "exec timeout \(seconds) xev -geometry 400x300+0+0 -event \(events) > \(log)"], environment: ["DISPLAY": ":\(display)"])
+        }
+        defer { xev.cancel() }
+        #expect(await eventually { (try? await x(["xdotool", "search", "--name", "Event Tester"]))?.isEmpty == false })
+        try await body(log)
+    }
+}

@@ -18,7 +18,7 @@ public func fuzzAgentSocket(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32
     checkTracker(chunks)
 
     let transport = MemoryTransport(chunks)
-    let server = AgentSocketService(units: UnitManager(), upward: StandaloneUpward()).makeServer()
+    let server = AgentSocketService(units: UnitManager(), upward: DiscardingUpward()).makeServer()
     runBlocking {
         // As the socket server does: serving ends when the connection closes, even if a
         // handler still waits. Here the client hangs up once the agent has stopped reading
@@ -120,11 +120,3 @@ final class MemoryTransport: DRPCTransport {
     func close() async {}
 }
 
-/// No control plane: items are only logged.
-struct StandaloneUpward: UpwardSink {
-    func send(_ status: AppStatusReport) -> UpwardReceipt { .settled(.logged) }
-    func send(_ batch: BoundaryLogBatch) -> UpwardReceipt { .settled(.logged) }
-    func send(_ line: AgentLogLine) {}
-    var isConnected: Bool { false }
-    var hasControlPlane: Bool { false }
-}

@@ -23,7 +23,7 @@ public func fuzzBoundaryFrames(_ data: UnsafePointer<UInt8>?, _ size: Int) -> In
     let expected = referenceFrames(stream)
 
     let channel = EmbeddedChannel()
-    let (handler, queued, capacity) = BoundaryLogsFuzzing.connectionHandler(upward: StandaloneUpward())
+    let (handler, queued, capacity) = BoundaryLogsFuzzing.connectionHandler(upward: DiscardingUpward())
     let tap = FrameTap()
     do {
         try channel.pipeline.syncOperations.addHandlers([ByteToMessageHandler(BoundaryFrameDecoder()), tap, handler])
@@ -91,11 +91,3 @@ func sequences(_ input: inout FuzzInput) {
     require(found.missing <= UInt64(numbers.count) * UInt64(UInt32.max), "a gap larger than the numbers span")
 }
 
-/// No control plane: items are only logged.
-struct StandaloneUpward: UpwardSink {
-    func send(_ status: AppStatusReport) -> UpwardReceipt { .settled(.logged) }
-    func send(_ batch: BoundaryLogBatch) -> UpwardReceipt { .settled(.logged) }
-    func send(_ line: AgentLogLine) {}
-    var isConnected: Bool { false }
-    var hasControlPlane: Bool { false }
-}

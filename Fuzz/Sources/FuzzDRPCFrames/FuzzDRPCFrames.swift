@@ -48,28 +48,12 @@ public func fuzzDRPCFrames(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 
 
 func frames(of chunks: [[UInt8]], limit: Int) -> (frames: [DRPCFrame], error: DRPCWireError?) {
     var decoder = DRPCFrameDecoder(maxFrameData: limit)
-    var out: [DRPCFrame] = []
-    for chunk in chunks {
-        decoder.feed(chunk)
-        do {
-            while let frame = try decoder.next() { out.append(frame) }
-        } catch {
-            return (out, error)
-        }
-    }
-    return (out, nil)
+    let (frames, error) = decodeSplit(chunks, feed: { decoder.feed($0) }, next: { () throws(DRPCWireError) in try decoder.next() })
+    return (frames, error)
 }
 
 func packets(of chunks: [[UInt8]], limit: Int) -> (packets: [DRPCPacket], error: DRPCWireError?) {
     var reader = DRPCPacketReader(maxPacketSize: limit)
-    var out: [DRPCPacket] = []
-    for chunk in chunks {
-        reader.feed(chunk)
-        do {
-            while let packet = try reader.next() { out.append(packet) }
-        } catch {
-            return (out, error)
-        }
-    }
-    return (out, nil)
+    let (packets, error) = decodeSplit(chunks, feed: { reader.feed($0) }, next: { () throws(DRPCWireError) in try reader.next() })
+    return (packets, error)
 }

@@ -77,3 +77,21 @@ public func require(
 ) {
     if !condition() { fatalError("invariant violated: \(message())", file: file, line: line) }
 }
+
+/// A stream decoder driven the way the agent drives one: each chunk fed in turn, and after
+/// each every item it can give pulled out, until the first error. Returns the items and
+/// that error, for the check "the same items and error however the stream is split".
+public func decodeSplit<Item, Failure: Error>(
+    _ chunks: [[UInt8]], feed: ([UInt8]) -> Void, next: () throws(Failure) -> Item?
+) -> (items: [Item], error: Failure?) {
+    var items: [Item] = []
+    for chunk in chunks {
+        feed(chunk)
+        do {
+            while let item = try next() { items.append(item) }
+        } catch {
+            return (items, error)
+        }
+    }
+    return (items, nil)
+}

@@ -90,16 +90,8 @@ func decoding(_ input: inout FuzzInput) {
     let chunks = input.chunks(of: stream, maxChunk: 40)
     func decode(_ chunks: [[UInt8]]) -> ([YamuxFrame], YamuxError?) {
         var decoder = YamuxFrameDecoder(maxPayload: maxPayload)
-        var frames: [YamuxFrame] = []
-        for chunk in chunks {
-            decoder.feed(chunk)
-            do {
-                while let frame = try decoder.next() { frames.append(frame) }
-            } catch {
-                return (frames, error)
-            }
-        }
-        return (frames, nil)
+        let (frames, error) = decodeSplit(chunks, feed: { decoder.feed($0) }, next: { () throws(YamuxError) in try decoder.next() })
+        return (frames, error)
     }
     let whole = decode([stream])
     let split = decode(chunks)
