@@ -145,6 +145,52 @@ struct FileAPIHardeningTests {
         }
     }
 
+    /// A second reader's findings (session 12): one request must not crash the agent.
+    /// An inserted line's indentation was the product of the caller's depth and the file's
+    /// unit (1000 levels x 100 000 spaces = 100 MB here; 100 GB with bigger leads).
+    @Test func anInsertedLinesIndentationIsBounded() async throws {
+        try await withFilesServer { h in
+            let path = h.file("wide.txt")
+            let lead = String(repeating: " ", count: 100_000)
+            try Data("\(lead)a\n\(lead)b\n".utf8).write(to: URL(fileURLWithPath: path))
+            let inserted = String(repeating: " ", count: 1000) + "c"
+            let body = EditFilesTests.body([(path, [("a\n b", "a\n\(inserted)\n b", false)])])
+            #expect(try await h.post("edit-files", json: body).status == 200)
+            // The depth cannot be kept within bounds: the line takes its neighbour's lead.
+            #expect(try String(contentsOfFile: path, encoding: .utf8) == "\(lead)a\n\(lead)c\n\(lead)b\n")
+        }
+    }
+
+    /// `replace_all` of a short search with a long replacement asked for the whole result
+    /// at once (a 64 MiB file of one letter and a 1 KiB replacement: 67 GB).
+    @Test func anEditsResultIsBounded() async throws {
+        try await withFilesServer { h in
+            let path = h.file("letters.txt")
+            try Data(repeating: UInt8(ascii: "a"), count: 1 << 20).write(to: URL(fileURLWithPath: path))
+            let body = EditFilesTests.body([(path, [("a", String(repeating: "b", count: 200), true)])])
+            let refused = try await h.post("edit-files", json: body)
+            #expect(refused.status == 400 && refused.bodyText.contains("larger than 134217728 bytes"), "\(refused.bodyText)")
+            #expect(try Data(contentsOf: URL(fileURLWithPath: path)).count == 1 << 20, "nothing written")
+            // Within the bound it is done.
+            let grown = try await h.post("edit-files", json: EditFilesTests.body([(path, [("a", "bb", true)])]))
+            #expect(grown.status == 200)
+            #expect(try Data(contentsOf: URL(fileURLWithPath: path)).count == 2 << 20)
+        }
+    }
+
+    /// `mkdir -p` recursed once per component: a 200 KB path of `/a` ran the file thread
+    /// out of stack.
+    @Test func aVeryDeepDirectoryPathIsRefusedNotRecursed() async throws {
+        try await withFilesServer { h in
+            let deep = h.directory + String(repeating: "/a", count: 100_000)
+            let refused = try await h.post("create-directory", json: "{\"path\":\"\(deep)\",\"parents\":true}")
+            #expect(refused.status >= 400, "\(refused.status)")
+            #expect(refused.bodyText.contains("name too long") || refused.bodyText.contains("File name too long"), "\(refused.bodyText)")
+            // The agent still serves, and a path within the limit is made.
+            #expect(try await h.post("create-directory", json: "{\"path\":\"\(h.file("x/y/z"))\",\"parents\":true}").status == 200)
+        }
+    }
+
     /// Matching was O(file lines x search lines): 43-71 s of CPU for this shape.
     @Test func pathologicalEditsMatchInLinearTime() async throws {
         try await withFilesServer { h in

@@ -21,6 +21,14 @@ enum EditEngine {
         var message: String
     }
 
+    /// The most an edit's result may hold (the file it reads is at most 64 MiB; each edit
+    /// of a request starts from the previous result).
+    static let maxResultBytes = 128 << 20
+
+    static func tooLarge(_ path: String) -> Failure {
+        Failure(message: "\(path): the edit would make the file larger than \(maxResultBytes) bytes, the most an edit may write")
+    }
+
     /// Matching costs time linear in the file and the search (the exact pass with
     /// `memmem`, the line passes with KMP over per-line hashes); memory is the file, the
     /// result and 32 bytes per file line. `token` is checked every few thousand lines.
@@ -45,8 +53,12 @@ enum EditEngine {
         // Pass 1: the exact bytes.
         let hits = try occurrences(of: edit.search, in: content, token: token)
         if hits.count == 1 || (edit.replaceAll && !hits.isEmpty) {
+            // The result's size before it is built: many hits of a short search with a long
+            // replacement would otherwise ask for gigabytes at once.
+            let (growth, overflow) = hits.count.multipliedReportingOverflow(by: max(0, replacement.count - edit.search.count))
+            guard !overflow, growth <= maxResultBytes - content.count else { throw tooLarge(path) }
             var out: [UInt8] = []
-            out.reserveCapacity(content.count + hits.count * max(0, replacement.count - edit.search.count))
+            out.reserveCapacity(content.count + growth)
             var position = 0
             for hit in hits {
                 out += content[position..<hit]
@@ -78,6 +90,7 @@ enum EditEngine {
                 }()
                 out += content[position..<file.spans[start].start]
                 out += splice(window: window, search: searchLines, replacement: replacementLines, fileUnit: unit, forcedEnding: forcedEnding)
+                if out.count > maxResultBytes { throw tooLarge(path) }
                 position = file.spans[start + searchLines.count - 1].end
             }
             return out + content[position...]
@@ -291,9 +304,14 @@ enum Indentation {
         guard let depth = level(replacement, from), let base = level(search, from), let fileBase = level(file, to) else { return nil }
         let target = fileBase + depth - base
         guard target >= 0 else { return nil }
+        // Never longer than the two leads together (a client's lead of many spaces over a
+        // file unit of many spaces would otherwise ask for their product).
+        let bound = replacement.count + file.count
         switch to {
-        case .tab: return [UInt8](repeating: 0x09, count: target)
-        case .spaces(let width): return [UInt8](repeating: 0x20, count: target * width)
+        case .tab: return target <= bound ? [UInt8](repeating: 0x09, count: target) : nil
+        case .spaces(let width):
+            let (count, overflow) = target.multipliedReportingOverflow(by: width)
+            return !overflow && count <= bound ? [UInt8](repeating: 0x20, count: count) : nil
         }
     }
 }

@@ -57,7 +57,13 @@ final class AtomicWriter: @unchecked Sendable {
     func commit() throws(FileSystemError) {
         finished = true
         defer { FS.unlink(temporary) }
-        if let existing = try Self.checkReplaceable(target) {
+        let replaced: stat?
+        do { replaced = try Self.checkReplaceable(target) } catch {
+            // `finished` is set: nothing else closes the descriptor now.
+            close(fd)
+            throw error
+        }
+        if let existing = replaced {
             // The reference only logs a failure here.
             _ = fchmod(fd, existing.st_mode & 0o7777)
             if geteuid() == 0, existing.st_uid != 0 || existing.st_gid != 0 {

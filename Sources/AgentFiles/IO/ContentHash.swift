@@ -27,7 +27,9 @@ enum ContentHash {
             case .notRegular(let isDirectory): throw FileSystemError(operation: "open", path: path, code: isDirectory ? EISDIR : EINVAL)
             }
         }
-        return try file.sha256(limit: file.size + automaticLimit, path: path, token: token) ?? ""
+        // Saturating: a sparse file may report a size near Int.max.
+        let (limit, overflow) = file.size.addingReportingOverflow(automaticLimit)
+        return try file.sha256(limit: overflow ? .max : limit, path: path, token: token) ?? ""
     }
 
     /// Whether the regular file at `path` still holds exactly `original` (false when it is

@@ -50,15 +50,27 @@ enum FS {
 
     /// `mkdir -p` with `mode`: every missing directory of `path` made; an existing
     /// directory is fine; throws the first failure (ENOTDIR when a file is in the way).
+    /// A loop, not a recursion: a client's path of any length (up to the body cap) must not
+    /// run the thread out of stack; a path longer than PATH_MAX fails at once.
     static func makeDirectories(_ path: String, mode: mode_t = 0o755) throws(FileSystemError) {
-        var info = Glibc.stat()
-        if stat(path, &info) == 0 {
-            guard info.st_mode & S_IFMT == S_IFDIR else { throw FileSystemError(operation: "mkdir", path: path, code: ENOTDIR) }
-            return
+        guard path.utf8.count < Int(PATH_MAX) else { throw FileSystemError(operation: "mkdir", path: path, code: ENAMETOOLONG) }
+        // The missing directories, deepest first, up to the first that exists.
+        var missing: [String] = []
+        var current = path
+        while true {
+            var info = Glibc.stat()
+            if stat(current, &info) == 0 {
+                guard info.st_mode & S_IFMT == S_IFDIR else { throw FileSystemError(operation: "mkdir", path: current, code: ENOTDIR) }
+                break
+            }
+            missing.append(current)
+            let parent = parentDirectory(of: current)
+            if parent == current || parent == "/" || parent == "." { break }
+            current = parent
         }
-        let parent = parentDirectory(of: path)
-        if parent != path, parent != "/", parent != "." { try makeDirectories(parent, mode: mode) }
-        if mkdir(path, mode) != 0, errno != EEXIST { throw FileSystemError.last("mkdir", path) }
+        for directory in missing.reversed() where mkdir(directory, mode) != 0 && errno != EEXIST {
+            throw FileSystemError.last("mkdir", directory)
+        }
     }
 
     /// The names in the directory at `path` (without `.` and `..`), or nil with errno set.

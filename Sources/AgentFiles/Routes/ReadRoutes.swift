@@ -263,14 +263,24 @@ enum LineWindow {
     static func render(_ bytes: [UInt8], limits: Limits) -> LinesResponse {
         // The reference answers an empty file with `{"success":true}` alone (no line).
         guard !bytes.isEmpty else { return LinesResponse(success: true) }
-        let lines = bytes.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false)
-        let total = lines.count
+        // Lines are found as they are needed, never all at once: a file of 64 MiB of
+        // newlines would otherwise hold 67 million slices (2 GiB).
+        let newline = UInt8(ascii: "\n")
+        let total = bytes.reduce(1) { $1 == newline ? $0 + 1 : $0 }
         guard limits.offset <= total else {
             return LinesResponse(error: "offset \(limits.offset) is beyond the file length of \(total) lines")
         }
         let wanted = limits.limit == 0 ? limits.maxResponseLines : limits.limit
         // `wanted` is a client's number (up to Int.max): count what is left, never add to it.
-        let window = lines[(limits.offset - 1)..<(limits.offset - 1 + min(wanted, total - (limits.offset - 1)))]
+        var start = 0
+        for _ in 1..<limits.offset { start = (bytes[start...].firstIndex(of: newline) ?? bytes.count - 1) + 1 }
+        let window = sequence(state: (start, min(wanted, total - (limits.offset - 1)))) { state -> ArraySlice<UInt8>? in
+            guard state.1 > 0 else { return nil }
+            state.1 -= 1
+            let end = bytes[state.0...].firstIndex(of: newline) ?? bytes.count
+            defer { state.0 = end + 1 }
+            return bytes[state.0..<end]
+        }
         var content: [UInt8] = []
         var read = 0
         // As the reference, line by line: the byte budget (joiners count) first, then the
