@@ -106,19 +106,34 @@ enum UnifiedDiff {
         let y = Array(b[prefix..<(b.count - suffix)])
         var middle: [Op] = []
         if x.count * y.count <= maxCells && !x.isEmpty && !y.isEmpty {
-            // lengths[i][j]: LCS of x[i...] and y[j...].
-            var lengths = [[Int32]](repeating: [Int32](repeating: 0, count: y.count + 1), count: x.count + 1)
-            for i in stride(from: x.count - 1, through: 0, by: -1) {
-                for j in stride(from: y.count - 1, through: 0, by: -1) {
-                    lengths[i][j] = x[i] == y[j] ? lengths[i + 1][j + 1] + 1 : max(lengths[i + 1][j], lengths[i][j + 1])
+            // Each distinct line becomes a number, so a cell compares two integers instead of
+            // two byte arrays; the table is one flat array (4 bytes a cell, 16 MB at most).
+            var numbers: [[UInt8]: Int32] = [:]
+            func number(_ line: [UInt8]) -> Int32 {
+                if let known = numbers[line] { return known }
+                let next = Int32(numbers.count)
+                numbers[line] = next
+                return next
+            }
+            let xs = x.map(number)
+            let ys = y.map(number)
+            let width = ys.count + 1
+            // lengths[i * width + j]: LCS of x[i...] and y[j...].
+            var lengths = [Int32](repeating: 0, count: (xs.count + 1) * width)
+            lengths.withUnsafeMutableBufferPointer { cell in
+                for i in stride(from: xs.count - 1, through: 0, by: -1) {
+                    for j in stride(from: ys.count - 1, through: 0, by: -1) {
+                        cell[i * width + j] = xs[i] == ys[j]
+                            ? cell[(i + 1) * width + j + 1] + 1 : max(cell[(i + 1) * width + j], cell[i * width + j + 1])
+                    }
                 }
             }
             var i = 0
             var j = 0
-            while i < x.count || j < y.count {
-                if i < x.count, j < y.count, x[i] == y[j] {
+            while i < xs.count || j < ys.count {
+                if i < xs.count, j < ys.count, xs[i] == ys[j] {
                     middle.append(.equal); i += 1; j += 1
-                } else if i < x.count, j == y.count || lengths[i + 1][j] >= lengths[i][j + 1] {
+                } else if i < xs.count, j == ys.count || lengths[(i + 1) * width + j] >= lengths[i * width + j + 1] {
                     middle.append(.delete); i += 1
                 } else {
                     middle.append(.insert); j += 1
