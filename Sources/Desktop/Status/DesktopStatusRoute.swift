@@ -6,6 +6,8 @@ import Hummingbird
 /// from the X server (a viewer may have resized the screen), else the size it started with.
 struct DesktopStatusRoute: Sendable {
     let supervisor: DesktopSupervisor
+    /// Concurrent status requests share one X read.
+    let probe = ScreenSizeProbe()
 
     func handle(_ request: Request, _ context: AgentRequestContext) async -> Response {
         JSONResponse.make(await status())
@@ -16,9 +18,7 @@ struct DesktopStatusRoute: Sendable {
         let (info, declared) = found
         var size = DisplayGeometry(width: info.width, height: info.height)
         let display = info.display
-        if display >= 0, let screen = try? await XScreenReader.offPool({ () throws(DesktopError) in try XScreenReader.screen(display: display) }) {
-            size = screen
-        }
+        if display >= 0, let screen = await probe.size(display: display) { size = screen }
         return DesktopStatus(
             running: true, display: display >= 0 ? ":\(display)" : nil, width: size.width, height: size.height,
             declaredWidth: declared?.width, declaredHeight: declared?.height)
