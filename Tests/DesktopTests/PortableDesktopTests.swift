@@ -165,7 +165,9 @@ struct PortableDesktopTests {
             #expect(try await post("stop", ids[0]) == 404)
             #expect(try await post("stop", ids.last!) == 200)
             await recorder.close()
-            for id in ids { #expect(!FileManager.default.fileExists(atPath: video(id))) }
+            // The last stop's files are deleted once its answer is sent, which may finish
+            // after the client has read it (seen on a loaded machine).
+            #expect(await eventually { ids.allSatisfy { !FileManager.default.fileExists(atPath: video($0)) } })
         }
     }
 
