@@ -26,12 +26,20 @@ func readFileLines(_ input: inout FuzzInput) {
     let window = answer.window
     let lineCount = content.reduce(0) { $1 == 0x0A ? $0 + 1 : $0 } + 1
     require(window.offset >= 1, "offset below 1")
-    require(answer.fileSize == content.count, "file_size is not the content's size")
-    require(answer.totalLines == lineCount, "total_lines \(answer.totalLines), the content has \(lineCount)")
-    guard answer.success else {
-        require(!answer.error.isEmpty && answer.linesRead == 0 && answer.content.isEmpty, "a failure without its error, or with lines")
+    // As the reference: an empty file is `{"success":true}` alone, and a failure carries
+    // its error and nothing else.
+    if content.isEmpty {
+        require(answer.success && answer.fileSize == 0 && answer.totalLines == 0 && answer.linesRead == 0 && answer.content.isEmpty,
+                "an empty file is not {\"success\":true} alone")
         return
     }
+    guard answer.success else {
+        require(!answer.error.isEmpty && answer.linesRead == 0 && answer.content.isEmpty, "a failure without its error, or with lines")
+        require(answer.fileSize == 0 && answer.totalLines == 0, "a failure with more than its error")
+        return
+    }
+    require(answer.fileSize == content.count, "file_size is not the content's size")
+    require(answer.totalLines == lineCount, "total_lines \(answer.totalLines), the content has \(lineCount)")
     require(answer.error.isEmpty, "a success with an error")
     let wanted = window.limit == 0 ? window.maxResponseLines : window.limit
     require(answer.linesRead <= wanted && answer.linesRead <= window.maxResponseLines, "more lines than asked")
