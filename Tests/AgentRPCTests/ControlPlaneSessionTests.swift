@@ -14,10 +14,13 @@ import Testing
 struct ControlPlaneSessionTests {
     static let quiet = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
 
+    /// `shutdownDeadline` is generous where a test checks that the last states arrive: under a loaded
+    /// CI host two answers can take longer than a tight deadline (it is what the deadline is for).
     func makeSession(_ url: String, token: String, version: String = "2.10",
+                     shutdownDeadline: Duration = .seconds(3),
                      onManifest: @escaping @Sendable (Coder_Agent_V2_Manifest) async -> Void = { _ in }) -> ControlPlaneSession {
         var configuration = ControlPlaneSession.Configuration(agentVersion: "0.1.0")
-        configuration.shutdownDeadline = .seconds(3)
+        configuration.shutdownDeadline = shutdownDeadline
         return ControlPlaneSession(
             configuration: configuration,
             dialer: WebSocketDialer(baseURL: url, token: token, version: version, logger: Self.quiet),
@@ -28,7 +31,7 @@ struct ControlPlaneSessionTests {
         let double = ControlPlaneDouble()
         try await double.run { url in
             let manifests = Mutex<[Coder_Agent_V2_Manifest]>([])
-            let session = makeSession(url, token: double.token) { m in manifests.withLock { $0.append(m) } }
+            let session = makeSession(url, token: double.token, shutdownDeadline: .seconds(30)) { m in manifests.withLock { $0.append(m) } }
             let running = Task { try await session.run() }
             #expect(await eventually(timeout: .seconds(30)) { double.recorded.withLock { $0.lifecycle.count } == 3 })
             let recorded = double.recorded.withLock { $0 }
@@ -50,7 +53,7 @@ struct ControlPlaneSessionTests {
     @Test func reconnectsAfterADropWithoutRepeatingStates() async throws {
         let double = ControlPlaneDouble()
         try await double.run { url in
-            let session = makeSession(url, token: double.token)
+            let session = makeSession(url, token: double.token, shutdownDeadline: .seconds(30))
             let running = Task { try await session.run() }
             #expect(await eventually(timeout: .seconds(30)) { double.recorded.withLock { $0.lifecycle.count } == 3 })
             await double.dropConnections()
@@ -97,7 +100,7 @@ struct ControlPlaneSessionTests {
         let running = Mutex<Task<Void, any Error>?>(nil)
         try await first.run { url in
             port.withLock { $0 = Int(url.split(separator: ":").last!)! }
-            let s = makeSession(url, token: first.token)
+            let s = makeSession(url, token: first.token, shutdownDeadline: .seconds(30))
             session.withLock { $0 = s }
             running.withLock { $0 = Task { try await s.run() } }
             #expect(await eventually(timeout: .seconds(30)) { first.recorded.withLock { $0.lifecycle.count } == 3 })
@@ -219,7 +222,7 @@ struct ControlPlaneSessionTests {
         let double = ControlPlaneDouble()
         double.answerDelay.withLock { $0 = .milliseconds(100) }
         try await double.run { url in
-            let session = makeSession(url, token: double.token)
+            let session = makeSession(url, token: double.token, shutdownDeadline: .seconds(30))
             let running = Task { try await session.run() }
             #expect(await eventually(timeout: .seconds(30)) { double.recorded.withLock { $0.lifecycle.count } == 3 })
             session.beginShutdown()
