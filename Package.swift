@@ -148,6 +148,12 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // The tailnet's cryptography: libsodium (X25519, ChaCha20-Poly1305, NaCl box) and OpenSSL
+        // 3's libcrypto (BLAKE2s), Debian's libsodium-dev and libssl-dev.
+        .target(
+            name: "CTailnetCrypto",
+            linkerSettings: [.linkedLibrary("sodium"), .linkedLibrary("crypto")]
+        ),
         // libgit2 (Debian's libgit2-dev), for the git watcher: the agent never forks git.
         .systemLibrary(name: "CGit2", pkgConfig: "libgit2", providers: [.apt(["libgit2-dev"])]),
         // The repository diff in C under a SIGBUS guard: libgit2 maps working-tree files,
