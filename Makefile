@@ -118,7 +118,7 @@ bench: release
 # Regenerates Sources/AgentProto from proto/ with Debian's protoc and the protoc-gen-swift
 # product of the swift-protobuf package this project already depends on (not its slow
 # build plugin). The generated files are committed.
-PROTO_FILES := agent/v2/agent.proto agentsocket/v1/agentsocket.proto boundarylogproxy/codec/v1/boundary.proto
+PROTO_FILES := tailnet/v2/tailnet.proto agent/v2/agent.proto agentsocket/v1/agentsocket.proto boundarylogproxy/codec/v1/boundary.proto
 proto: deps
 	@command -v protoc >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq protobuf-compiler >/dev/null)
 	$(SWIFT) build --product protoc-gen-swift

@@ -154,6 +154,16 @@ let package = Package(
             name: "CTailnetCrypto",
             linkerSettings: [.linkedLibrary("sodium"), .linkedLibrary("crypto")]
         ),
+        // Capability: the tailnet (coordination, DERP, WireGuard, the tunnel's TCP/IPv6 stack)
+        // through which coderd reaches the HTTP API on port 4.
+        .target(
+            name: "Tailnet",
+            dependencies: [
+                "AgentCore", "AgentProto",
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         // libgit2 (Debian's libgit2-dev), for the git watcher: the agent never forks git.
         .systemLibrary(name: "CGit2", pkgConfig: "libgit2", providers: [.apt(["libgit2-dev"])]),
         // The repository diff in C under a SIGBUS guard: libgit2 maps working-tree files,
@@ -473,6 +483,14 @@ let package = Package(
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "TailnetTests",
+            dependencies: [
+                "Tailnet", "AgentProto", "AgentTestSupport",
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -10,8 +10,7 @@
 
 /// The subset of Coder's agent API (package coder.agent.v2) this agent uses, with the
 /// reference's field numbers (../shared/spec/agent-rpc.md §4). Fields this agent does not
-/// model (e.g. Manifest.derp_map = 9) are kept as unknown fields by SwiftProtobuf, so they
-/// survive a decode/encode round trip.
+/// model are kept as unknown fields by SwiftProtobuf, so they survive a decode/encode round trip.
 
 #if canImport(FoundationEssentials)
 import FoundationEssentials
@@ -445,7 +444,15 @@ public nonisolated struct Coder_Agent_V2_Manifest: @unchecked Sendable {
   /// Clears the value of `parentID`. Subsequent reads from it will return its default value.
   public mutating func clearParentID() {_uniqueStorage()._parentID = nil}
 
-  /// derp_map = 9 (coder.tailnet.v2.DERPMap) is not modelled; kept as an unknown field.
+  public var derpMap: Coder_Tailnet_V2_DERPMap {
+    get {_storage._derpMap ?? Coder_Tailnet_V2_DERPMap()}
+    set {_uniqueStorage()._derpMap = newValue}
+  }
+  /// Returns true if `derpMap` has been explicitly set.
+  public var hasDerpMap: Bool {_storage._derpMap != nil}
+  /// Clears the value of `derpMap`. Subsequent reads from it will return its default value.
+  public mutating func clearDerpMap() {_uniqueStorage()._derpMap = nil}
+
   public var scripts: [Coder_Agent_V2_WorkspaceAgentScript] {
     get {_storage._scripts}
     set {_uniqueStorage()._scripts = newValue}
@@ -1397,7 +1404,7 @@ nonisolated extension Coder_Agent_V2_WorkspaceSecret: SwiftProtobuf.Message, Swi
 
 nonisolated extension Coder_Agent_V2_Manifest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Manifest"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}agent_id\0\u{3}git_auth_configs\0\u{3}environment_variables\0\u{1}directory\0\u{3}vs_code_port_proxy_uri\0\u{3}motd_path\0\u{3}disable_direct_connections\0\u{3}derp_force_websockets\0\u{2}\u{2}scripts\0\u{1}apps\0\u{1}metadata\0\u{3}owner_username\0\u{3}workspace_id\0\u{3}agent_name\0\u{3}workspace_name\0\u{1}devcontainers\0\u{3}parent_id\0\u{1}secrets\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}agent_id\0\u{3}git_auth_configs\0\u{3}environment_variables\0\u{1}directory\0\u{3}vs_code_port_proxy_uri\0\u{3}motd_path\0\u{3}disable_direct_connections\0\u{3}derp_force_websockets\0\u{3}derp_map\0\u{1}scripts\0\u{1}apps\0\u{1}metadata\0\u{3}owner_username\0\u{3}workspace_id\0\u{3}agent_name\0\u{3}workspace_name\0\u{1}devcontainers\0\u{3}parent_id\0\u{1}secrets\0")
 
   fileprivate class _StorageClass {
     var _agentID: Data = Data()
@@ -1413,6 +1420,7 @@ nonisolated extension Coder_Agent_V2_Manifest: SwiftProtobuf.Message, SwiftProto
     var _disableDirectConnections: Bool = false
     var _derpForceWebsockets: Bool = false
     var _parentID: Data? = nil
+    var _derpMap: Coder_Tailnet_V2_DERPMap? = nil
     var _scripts: [Coder_Agent_V2_WorkspaceAgentScript] = []
     var _apps: [Coder_Agent_V2_WorkspaceApp] = []
     var _metadata: [Coder_Agent_V2_WorkspaceAgentMetadata.Description] = []
@@ -1441,6 +1449,7 @@ nonisolated extension Coder_Agent_V2_Manifest: SwiftProtobuf.Message, SwiftProto
       _disableDirectConnections = source._disableDirectConnections
       _derpForceWebsockets = source._derpForceWebsockets
       _parentID = source._parentID
+      _derpMap = source._derpMap
       _scripts = source._scripts
       _apps = source._apps
       _metadata = source._metadata
@@ -1472,6 +1481,7 @@ nonisolated extension Coder_Agent_V2_Manifest: SwiftProtobuf.Message, SwiftProto
         case 6: try { try decoder.decodeSingularStringField(value: &_storage._motdPath) }()
         case 7: try { try decoder.decodeSingularBoolField(value: &_storage._disableDirectConnections) }()
         case 8: try { try decoder.decodeSingularBoolField(value: &_storage._derpForceWebsockets) }()
+        case 9: try { try decoder.decodeSingularMessageField(value: &_storage._derpMap) }()
         case 10: try { try decoder.decodeRepeatedMessageField(value: &_storage._scripts) }()
         case 11: try { try decoder.decodeRepeatedMessageField(value: &_storage._apps) }()
         case 12: try { try decoder.decodeRepeatedMessageField(value: &_storage._metadata) }()
@@ -1518,6 +1528,9 @@ nonisolated extension Coder_Agent_V2_Manifest: SwiftProtobuf.Message, SwiftProto
       if _storage._derpForceWebsockets != false {
         try visitor.visitSingularBoolField(value: _storage._derpForceWebsockets, fieldNumber: 8)
       }
+      try { if let v = _storage._derpMap {
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 9)
+      } }()
       if !_storage._scripts.isEmpty {
         try visitor.visitRepeatedMessageField(value: _storage._scripts, fieldNumber: 10)
       }
@@ -1570,6 +1583,7 @@ nonisolated extension Coder_Agent_V2_Manifest: SwiftProtobuf.Message, SwiftProto
         if _storage._disableDirectConnections != rhs_storage._disableDirectConnections {return false}
         if _storage._derpForceWebsockets != rhs_storage._derpForceWebsockets {return false}
         if _storage._parentID != rhs_storage._parentID {return false}
+        if _storage._derpMap != rhs_storage._derpMap {return false}
         if _storage._scripts != rhs_storage._scripts {return false}
         if _storage._apps != rhs_storage._apps {return false}
         if _storage._metadata != rhs_storage._metadata {return false}

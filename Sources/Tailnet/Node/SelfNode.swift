@@ -1,0 +1,89 @@
+import AgentProto
+import FoundationEssentials
+import SwiftProtobuf
+
+/// What the agent announces about itself on the coordination stream: the Node exactly as
+/// coderd's rules for agents require (../shared/spec/tailnet.md §2): `key` = `np` + the 32-byte
+/// node public key, `disco` = `discokey:` + 64 lowercase hex, a non-zero `preferred_derp` of a
+/// region the agent is connected to, `addresses` = `allowed_ips` = the two UUID-derived /128s,
+/// no `endpoints` (DERP only), `as_of` at microsecond precision.
+public struct SelfNode: Sendable, Equatable {
+    public var addresses: TailnetAddresses
+    public var nodeKey: [UInt8]
+    public var discoKey: [UInt8]
+    /// The home region; the node is not sent while it is 0.
+    public var preferredDERP: Int32
+    /// Region → why the DERP connection uses WebSocket (debug only; `derp_forced_websocket`).
+    public var forcedWebSocket: [Int32: String]
+
+    public init(addresses: TailnetAddresses, nodeKey: [UInt8], discoKey: [UInt8],
+                preferredDERP: Int32 = 0, forcedWebSocket: [Int32: String] = [:]) {
+        self.addresses = addresses
+        self.nodeKey = nodeKey
+        self.discoKey = discoKey
+        self.preferredDERP = preferredDERP
+        self.forcedWebSocket = forcedWebSocket
+    }
+
+    /// Whether coderd would accept and peers would use the node (a home region is known).
+    public var isSendable: Bool { preferredDERP != 0 && nodeKey.count == 32 && discoKey.count == 32 }
+
+    /// The wire Node, stamped with `asOf` (seconds and nanoseconds since 1970, cut to µs).
+    public func message(asOf: (seconds: Int64, nanos: Int32)) -> Coder_Tailnet_V2_Node {
+        var node = Coder_Tailnet_V2_Node()
+        node.id = addresses.nodeID
+        node.asOf = Google_Protobuf_Timestamp(seconds: asOf.seconds, nanos: asOf.nanos / 1000 * 1000)
+        node.key = Data(Self.nodeKeyPrefix + nodeKey)
+        node.disco = Self.discoText(discoKey)
+        node.preferredDerp = preferredDERP
+        node.derpForcedWebsocket = forcedWebSocket
+        node.addresses = addresses.prefixes
+        node.allowedIps = addresses.prefixes
+        node.endpoints = []
+        return node
+    }
+
+    /// `np`: the prefix of a node key in the Node's `key` bytes (Tailscale's binary key form).
+    public static let nodeKeyPrefix: [UInt8] = Array("np".utf8)
+
+    /// `discokey:<64 lowercase hex>`.
+    public static func discoText(_ key: [UInt8]) -> String {
+        "discokey:" + hex(key)
+    }
+
+    static func hex(_ bytes: [UInt8]) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count * 2)
+        for byte in bytes {
+            out.append(digits[Int(byte >> 4)])
+            out.append(digits[Int(byte & 0x0f)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// The 32 bytes of `discokey:<hex>`, or nil.
+    public static func parseDisco(_ text: String) -> [UInt8]? {
+        guard text.hasPrefix("discokey:") else { return nil }
+        let digits = Array(text.utf8.dropFirst(9))
+        guard digits.count == 64 else { return nil }
+        var out: [UInt8] = []
+        out.reserveCapacity(32)
+        var index = 0
+        while index < 64 {
+            guard let high = nibble(digits[index]), let low = nibble(digits[index + 1]) else { return nil }
+            out.append(high << 4 | low)
+            index += 2
+        }
+        return out
+    }
+
+    private static func nibble(_ c: UInt8) -> UInt8? {
+        switch c {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): c - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): c - UInt8(ascii: "A") + 10
+        default: nil
+        }
+    }
+}
