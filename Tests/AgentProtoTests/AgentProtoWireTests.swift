@@ -20,15 +20,28 @@ struct AgentProtoWireTests {
         manifest.directory = "/home/coder"
         manifest.environmentVariables = ["A": "1"]
         var bytes: [UInt8] = try manifest.serializedBytes()
-        // derp_map = 9, length-delimited, not modelled here; a future field 99 too.
-        bytes += [0x4A, 0x03, 0x01, 0x02, 0x03]
+        // A future field 99, not modelled here.
         bytes += [0x9A, 0x06, 0x01, 0x7F]
         let decoded = try Coder_Agent_V2_Manifest(serializedBytes: bytes)
         #expect(decoded.directory == "/home/coder")
         let again: [UInt8] = try decoded.serializedBytes()
         #expect(again.count == bytes.count)
-        #expect(Data(again).range(of: Data([0x4A, 0x03, 0x01, 0x02, 0x03])) != nil)
         #expect(Data(again).range(of: Data([0x9A, 0x06, 0x01, 0x7F])) != nil)
+    }
+
+    /// derp_map = 9 is a coder.tailnet.v2.DERPMap (tag 0x4A); its regions map is field 2.
+    @Test func manifestCarriesTheDERPMap() throws {
+        var region = Coder_Tailnet_V2_DERPMap.Region()
+        region.regionID = 999
+        region.embeddedRelay = true
+        var map = Coder_Tailnet_V2_DERPMap()
+        map.regions[999] = region
+        let mapBytes: [UInt8] = try map.serializedBytes()
+        // regions entry: key 1 = 999 (varint E7 07), value 2 = Region{1: 999, 2: true}.
+        #expect(mapBytes == [0x12, 0x0A, 0x08, 0xE7, 0x07, 0x12, 0x05, 0x08, 0xE7, 0x07, 0x10, 0x01])
+        let bytes: [UInt8] = [0x4A, UInt8(mapBytes.count)] + mapBytes
+        let decoded = try Coder_Agent_V2_Manifest(serializedBytes: bytes)
+        #expect(decoded.derpMap.regions[999]?.embeddedRelay == true)
     }
 
     @Test func fieldNumbersOnTheWire() throws {
