@@ -160,6 +160,7 @@ let package = Package(
             name: "Tailnet",
             dependencies: [
                 "AgentCore", "AgentProto",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
             swiftSettings: swiftSettings

@@ -446,9 +446,15 @@ public final class ControlPlaneSession: Service, UpwardSink, ManifestSource, Sen
         for (key, value) in manifest.environmentVariables {
             variables[key] = expand(value, environment: base, overrides: variables)
         }
+        let tailnet = AgentManifest.Tailnet(
+            agentID: Array(manifest.agentID),
+            derpMap: manifest.hasDerpMap ? ((try? manifest.derpMap.serializedBytes()) ?? []) : [],
+            derpForceWebSockets: manifest.derpForceWebsockets,
+            disableDirectConnections: manifest.disableDirectConnections)
         return AgentManifest(
             directory: expand(manifest.directory, environment: base), environment: variables,
-            workspaceName: manifest.workspaceName, agentName: manifest.agentName, ownerName: manifest.ownerUsername)
+            workspaceName: manifest.workspaceName, agentName: manifest.agentName, ownerName: manifest.ownerUsername,
+            tailnet: tailnet)
     }
 
     /// Expands a leading `~` and `$VAR` / `${VAR}` as the reference does for the manifest

@@ -1,6 +1,8 @@
 import AgentCore
 import AgentProto
 import AgentRPC
+import FoundationEssentials
+import SwiftProtobuf
 import Testing
 
 /// Issue 8: the manifest reaches other modules as AgentCore's `AgentManifest`.
@@ -18,6 +20,22 @@ import Testing
         #expect(result.environment["CODER_WORKSPACE_NAME"] == "ws")
         #expect(result.environment["CODER_WORKSPACE_AGENT_NAME"] == "main")
         #expect(result.environment["GREETING"] == "hi alice")
+    }
+
+    /// The tailnet's part: the agent id, the DERP map (serialized), and the DERP flags.
+    @Test func tailnetFieldsArePassedOn() throws {
+        var manifest = Coder_Agent_V2_Manifest()
+        #expect(ControlPlaneSession.agentManifest(from: manifest, environment: [:]).tailnet == AgentManifest.Tailnet())
+        manifest.agentID = Data([UInt8](repeating: 7, count: 16))
+        manifest.derpForceWebsockets = true
+        manifest.disableDirectConnections = true
+        var region = Coder_Tailnet_V2_DERPMap.Region()
+        region.regionID = 999
+        manifest.derpMap.regions[999] = region
+        let tailnet = ControlPlaneSession.agentManifest(from: manifest, environment: [:]).tailnet
+        #expect(tailnet.agentID == [UInt8](repeating: 7, count: 16))
+        #expect(tailnet.derpForceWebSockets && tailnet.disableDirectConnections)
+        #expect(try Coder_Tailnet_V2_DERPMap(serializedBytes: tailnet.derpMap).regions[999]?.regionID == 999)
     }
 
     /// The byte-level expansion gives what the character walk gives, and hands names with

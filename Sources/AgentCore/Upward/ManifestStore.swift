@@ -10,16 +10,36 @@ public struct AgentManifest: Sendable, Equatable {
     public var workspaceName: String
     public var agentName: String
     public var ownerName: String
+    /// What the tailnet needs of the manifest: the agent's UUID (16 bytes; its tunnel
+    /// addresses), the DERP map as the serialized `coder.tailnet.v2.DERPMap` (empty when none;
+    /// AgentCore carries no protobuf), and the two DERP policy flags.
+    public var tailnet: Tailnet
+
+    public struct Tailnet: Sendable, Equatable {
+        public var agentID: [UInt8]
+        public var derpMap: [UInt8]
+        public var derpForceWebSockets: Bool
+        public var disableDirectConnections: Bool
+
+        public init(agentID: [UInt8] = [], derpMap: [UInt8] = [], derpForceWebSockets: Bool = false,
+                    disableDirectConnections: Bool = false) {
+            self.agentID = agentID
+            self.derpMap = derpMap
+            self.derpForceWebSockets = derpForceWebSockets
+            self.disableDirectConnections = disableDirectConnections
+        }
+    }
 
     public init(
         directory: String, environment: [String: String],
-        workspaceName: String = "", agentName: String = "", ownerName: String = ""
+        workspaceName: String = "", agentName: String = "", ownerName: String = "", tailnet: Tailnet = Tailnet()
     ) {
         self.directory = directory
         self.environment = environment
         self.workspaceName = workspaceName
         self.agentName = agentName
         self.ownerName = ownerName
+        self.tailnet = tailnet
     }
 }
 
