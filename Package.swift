@@ -161,6 +161,7 @@ let package = Package(
             dependencies: [
                 "AgentCore", "AgentProto",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
             swiftSettings: swiftSettings
@@ -490,7 +491,8 @@ let package = Package(
         .testTarget(
             name: "TailnetTests",
             dependencies: [
-                "Tailnet", "AgentProto", "AgentTestSupport",
+                "Tailnet", "AgentProto", "AgentTestSupport", "ControlPlaneDouble",
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
             swiftSettings: swiftSettings

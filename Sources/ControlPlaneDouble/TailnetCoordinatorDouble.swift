@@ -139,7 +139,10 @@ public final class TailnetCoordinatorDouble: Sendable {
                     if request.hasDisconnect { return }
                 }
             }
-            try await group.waitForAll()
+            // Either side ending ends the stream: the agent's disconnect (or its requests
+            // ending), or endStreams() finishing the responses.
+            try await group.next()
+            group.cancelAll()
         }
     }
 
