@@ -1,4 +1,7 @@
 import AgentProto
+import Logging
+import Synchronization
+import SwiftProtobuf
 import Tailnet
 import Testing
 
@@ -66,5 +69,31 @@ import Testing
         #expect(HomeRegion.choose(in: onlyStun) == nil)
         #expect(HomeRegion.choose(in: map, current: 7) == 7)
         #expect(HomeRegion.choose(in: map, current: 1000) == 999)
+    }
+}
+
+/// Streamed maps are rewritten and applied in order; unchanged maps do not notify.
+@Suite struct DERPMapFollowerTests {
+    @Test func everyStreamedMapIsRewrittenAndAppliedOnce() async throws {
+        let seen = Mutex<[Coder_Tailnet_V2_DERPMap]>([])
+        let follower = DERPMapFollower(accessURL: AccessURL("http://127.0.0.1:7080"), logger: Logger(label: "test")) { map in
+            seen.withLock { $0.append(map) }
+        }
+        let map = DERPMapTests.map()
+        follower.apply(map)
+        let (stream, feed) = AsyncStream.makeStream(of: [UInt8].self)
+        feed.yield(try map.serializedBytes())
+        feed.yield([0xff, 0xff])
+        var changed = map
+        changed.regions[7] = nil
+        feed.yield(try changed.serializedBytes())
+        feed.finish()
+        try await follower.follow(stream)
+        let maps = seen.withLock { $0 }
+        #expect(maps.count == 2)
+        #expect(maps[0].regions[999]?.nodes.first?.hostName == "127.0.0.1")
+        #expect(maps[0].regions[999]?.nodes.first?.derpPort == 7080)
+        #expect(maps[1].regions[7] == nil)
+        #expect(follower.map == maps[1])
     }
 }
