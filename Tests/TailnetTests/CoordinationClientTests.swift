@@ -82,6 +82,7 @@ import Testing
         #expect(await eventually { client.peers.first?.value.lost == false })
         // Graceful end: disconnect, then the server closes; DISCONNECTED removes peers.
         #expect(client.disconnect())
+        await client.waitForStreamEnd(within: .seconds(30))
         try await second.value
         #expect(double.recorded.withLock { $0.disconnects } == 1)
         #expect(!client.disconnect())

@@ -1,3 +1,4 @@
+import AgentCore
 import AgentProto
 import Logging
 import SwiftProtobuf
@@ -24,6 +25,8 @@ public final class CoordinationClient: Sendable {
     static let outgoingLimit = 1024
     private let outgoing = Mutex<AsyncStream<Coder_Tailnet_V2_CoordinateRequest>.Continuation?>(nil)
     private let counters = Mutex(Counters())
+    /// Fired when the current stream's `run` returns (one per stream).
+    private let streamEnd = Mutex<OneShotSignal?>(nil)
 
     public struct Counters: Sendable, Equatable {
         public var streams = 0
@@ -52,9 +55,12 @@ public final class CoordinationClient: Sendable {
     ) async throws where Responses.Element == [UInt8] {
         let (requests, continuation) = AsyncStream.makeStream(
             of: Coder_Tailnet_V2_CoordinateRequest.self, bufferingPolicy: .bufferingOldest(Self.outgoingLimit))
+        let ended = OneShotSignal()
         outgoing.withLock { $0 = continuation }
+        streamEnd.withLock { $0 = ended }
         counters.withLock { $0.streams += 1 }
         defer {
+            ended.fire()
             outgoing.withLock { $0 = nil }
             continuation.finish()
             state.withLock { $0.streamEnded() }
@@ -116,6 +122,18 @@ public final class CoordinationClient: Sendable {
         guard let continuation = outgoing.withLock({ $0 }) else { return false }
         if case .enqueued = continuation.yield(CoordinationState.disconnect) { return true }
         return false
+    }
+
+    /// Waits until the current stream ends (the server closed it after `disconnect`), at most
+    /// `limit`; returns at once when no stream is open.
+    public func waitForStreamEnd(within limit: Duration) async {
+        guard let ended = streamEnd.withLock({ $0 }), !ended.isFired else { return }
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await ended.wait() }
+            group.addTask { try? await Task.sleep(for: limit) }
+            await group.next()
+            group.cancelAll()
+        }
     }
 
     /// The wall clock for `as_of`.
