@@ -1,0 +1,33 @@
+/// A peer as the owner configures it (from the coordinator's Node): its key, the addresses
+/// it may use, and an optional persistent keepalive.
+public struct WireGuardPeerConfiguration: Sendable, Equatable {
+    /// The peer's static public key (its node key).
+    public var publicKey: WireGuardPublicKey
+    /// The prefixes routed to the peer and accepted as sources from it.
+    public var allowedIPs: [IPPrefix]
+    /// Seconds between keepalives sent whatever the traffic; 0 = off (tailscale uses 25).
+    public var persistentKeepaliveSeconds: UInt64
+
+    /// A peer configuration.
+    public init(publicKey: WireGuardPublicKey, allowedIPs: [IPPrefix], persistentKeepaliveSeconds: UInt64 = 0) {
+        self.publicKey = publicKey
+        self.allowedIPs = allowedIPs
+        self.persistentKeepaliveSeconds = persistentKeepaliveSeconds
+    }
+}
+
+/// What the owner can read about a peer.
+public struct WireGuardPeerStatus: Sendable, Equatable {
+    /// When the last handshake completed (initiator: response consumed; responder: first
+    /// transport message received), on the owner's clock.
+    public var lastHandshake: WireGuardInstant?
+    /// The timestamp of the last initiation accepted from the peer.
+    public var lastInitiationTimestamp: TAI64N?
+    /// True when a session can send now.
+    public var hasSendableSession: Bool
+    /// Packets waiting for a handshake.
+    public var queuedPackets: Int
+    /// Transport bytes received from and sent to the peer (on the wire).
+    public var receivedBytes: UInt64
+    public var sentBytes: UInt64
+}
