@@ -123,5 +123,6 @@ public struct IPPrefix: Hashable, Sendable, CustomStringConvertible {
         return all & ~(all >> UInt128(bits))
     }
 
+    /// `address/bits`.
     public var description: String { "\(address)/\(bits)" }
 }

@@ -12,10 +12,15 @@ struct PeerTimers: Sendable {
 
     /// The earliest armed deadline.
     var earliest: WireGuardInstant? {
-        var best: WireGuardInstant?
-        for deadline in [retransmitHandshake, sendKeepalive, newHandshake, zeroKeyMaterial, persistentKeepalive] {
-            if let deadline, best.map({ deadline < $0 }) ?? true { best = deadline }
-        }
-        return best
+        // No array: the owner asks after every packet.
+        let first = Self.earlier(retransmitHandshake, sendKeepalive)
+        let second = Self.earlier(newHandshake, zeroKeyMaterial)
+        return Self.earlier(Self.earlier(first, second), persistentKeepalive)
+    }
+
+    static func earlier(_ a: WireGuardInstant?, _ b: WireGuardInstant?) -> WireGuardInstant? {
+        guard let a else { return b }
+        guard let b else { return a }
+        return min(a, b)
     }
 }

@@ -46,6 +46,7 @@ public struct TAI64N: Comparable, Hashable, Sendable {
         return TAI64N(seconds: seconds, nanoseconds: UInt32(ns))
     }
 
+    /// Earlier in time (byte order).
     public static func < (lhs: TAI64N, rhs: TAI64N) -> Bool {
         (lhs.seconds, lhs.nanoseconds) < (rhs.seconds, rhs.nanoseconds)
     }

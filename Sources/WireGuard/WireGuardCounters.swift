@@ -23,6 +23,7 @@ public enum WireGuardDropReason: Int, CaseIterable, Sendable, CustomStringConver
     /// Packets waiting for a handshake that never completed (retries ran out, keys zeroed).
     case handshakeTimeout
 
+    /// The metric label (snake case).
     public var description: String {
         switch self {
         case .noSession: "no_session"
@@ -53,6 +54,7 @@ public enum WireGuardHandshakeFailure: Int, CaseIterable, Sendable, CustomString
     /// A key exchange with a low-order point.
     case badPoint
 
+    /// The metric label (snake case).
     public var description: String {
         switch self {
         case .decryption: "decryption"
@@ -79,17 +81,21 @@ public struct WireGuardCounters: Sendable, Equatable {
     public var handshakesConfirmedAsResponder: UInt64 = 0
     /// Cookie replies accepted.
     public var cookieRepliesAccepted: UInt64 = 0
-    /// Transport messages sent (keepalives included) and their bytes on the wire.
+    /// Transport messages sent (keepalives included).
     public var transportPacketsSent: UInt64 = 0
+    /// Bytes of the transport messages sent, on the wire.
     public var transportBytesSent: UInt64 = 0
-    /// Transport messages received and authenticated, and their bytes on the wire.
+    /// Transport messages received and authenticated.
     public var transportPacketsReceived: UInt64 = 0
+    /// Bytes of the transport messages received and authenticated, on the wire.
     public var transportBytesReceived: UInt64 = 0
-    /// IP packets given to the local stack and their bytes.
+    /// IP packets given to the local stack.
     public var packetsDelivered: UInt64 = 0
+    /// Bytes of the IP packets given to the local stack.
     public var bytesDelivered: UInt64 = 0
-    /// Keepalives sent and received.
+    /// Keepalives sent.
     public var keepalivesSent: UInt64 = 0
+    /// Keepalives received.
     public var keepalivesReceived: UInt64 = 0
 
     /// Creates zeroed counters.

@@ -152,7 +152,10 @@ public struct WireGuardDevice: Sendable {
 
     /// Fires every timer due at `now` (retries, keepalives, re-keys, key zeroing).
     public mutating func tick<S: WireGuardSink>(now: WireGuardInstant, into sink: inout S) {
-        for key in peers.keys where peers[key]!.timers.earliest.map({ $0 <= now }) ?? false {
+        // The due peers first: iterating the table while changing it would copy it.
+        var due: [WireGuardPublicKey] = []
+        for (key, peer) in peers where peer.timers.earliest.map({ $0 <= now }) ?? false { due.append(key) }
+        for key in due where peers[key] != nil {
             peers[key]!.tick(now: now, ctx: &context, sink: &sink)
         }
     }

@@ -27,7 +27,9 @@ public struct WireGuardInstant: Comparable, Hashable, Sendable, CustomStringConv
         nanoseconds >= earlier.nanoseconds ? nanoseconds - earlier.nanoseconds : 0
     }
 
+    /// Earlier on the owner's clock.
     public static func < (lhs: WireGuardInstant, rhs: WireGuardInstant) -> Bool { lhs.nanoseconds < rhs.nanoseconds }
 
+    /// Seconds since the origin.
     public var description: String { "\(Double(nanoseconds) / 1e9)s" }
 }

@@ -23,7 +23,7 @@ public struct WireGuardPublicKey: Hashable, Sendable, CustomStringConvertible {
 
 /// A WireGuard (X25519) private key. X25519 clamps the scalar when it is used (libsodium does,
 /// as RFC 7748 says), so any 32 bytes are a valid key.
-public struct WireGuardPrivateKey: Sendable {
+public struct WireGuardPrivateKey: Sendable, CustomStringConvertible {
     /// The 32 bytes.
     public let raw: Key32
     /// The matching public key.
@@ -35,6 +35,9 @@ public struct WireGuardPrivateKey: Sendable {
         self.raw = raw
         self.publicKey = WireGuardPublicKey(pub)
     }
+
+    /// Names the public half only: the private bytes never reach a log.
+    public var description: String { "WireGuardPrivateKey(\(publicKey))" }
 
     /// A fresh random key from the system CSPRNG.
     public static func generate() -> WireGuardPrivateKey {

@@ -27,7 +27,8 @@ public struct WireGuardPeerStatus: Sendable, Equatable {
     public var hasSendableSession: Bool
     /// Packets waiting for a handshake.
     public var queuedPackets: Int
-    /// Transport bytes received from and sent to the peer (on the wire).
+    /// Transport bytes received from the peer (on the wire).
     public var receivedBytes: UInt64
+    /// Transport bytes sent to the peer (on the wire).
     public var sentBytes: UInt64
 }

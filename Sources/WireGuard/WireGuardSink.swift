@@ -17,10 +17,12 @@ public struct WireGuardCollectingSink: WireGuardSink, Sendable {
     /// An empty sink.
     public init() {}
 
+    /// Copies the datagram.
     public mutating func send(_ datagram: UnsafeRawBufferPointer, to peer: WireGuardPublicKey) {
         datagrams.append((peer, Array(datagram)))
     }
 
+    /// Copies the packet.
     public mutating func deliver(_ packet: UnsafeRawBufferPointer, from peer: WireGuardPublicKey) {
         packets.append((peer, Array(packet)))
     }
