@@ -75,6 +75,21 @@ import WireGuard
         #expect(got4 == .queued(link.keyB.publicKey))
     }
 
+    @Test func responderWithDataOnARejectedSessionBecomesTheInitiator() throws {
+        var link = try TestLink()
+        link.establish()
+        let start = link.now
+        link.advance(to: start.adding(nanoseconds: 181 * Self.second))
+        // B (responder so far) has data for A on a session past RejectAfterTime: it queues
+        // it and starts a handshake of its own, which completes and carries the data.
+        let (result, out) = link.sendFromB(link.packet(fromA: false, [42]))
+        #expect(result == .queued(link.keyA.publicKey))
+        #expect(out.map(messageType) == [1])
+        link.pump(fromB: out)
+        #expect(link.b.counters.handshakesCompletedAsInitiator == 1)
+        #expect(link.deliveredToA.last == link.packet(fromA: false, [42]))
+    }
+
     @Test func keysAreZeroedAfter540Seconds() throws {
         var link = try TestLink()
         link.establish()
