@@ -55,3 +55,11 @@ struct DeviceContext: Sendable {
         return value % WireGuardTimers.rekeyTimeoutJitterMax
     }
 }
+
+extension DeviceContext {
+    /// Counts a drop and returns its result.
+    mutating func dropped(_ reason: WireGuardDropReason) -> WireGuardReceiveResult {
+        counters.drop(reason)
+        return .dropped(reason)
+    }
+}

@@ -1,11 +1,5 @@
 import CTailnetCrypto
 
-/// Zeroes a buffer in a way the compiler keeps.
-@inline(__always)
-func tc_zero_raw(_ raw: UnsafeMutableRawBufferPointer) {
-    if let base = raw.baseAddress { tc_zero(base, raw.count) }
-}
-
 /// WireGuard's primitives (whitepaper §5.4): HASH = BLAKE2s-256, MAC = keyed BLAKE2s-128,
 /// HMAC = HMAC-BLAKE2s, KDF1–3 = the HKDF chain over HMAC, AEAD = ChaCha20-Poly1305 with a
 /// 4-zero-byte ‖ 64-bit LE counter nonce, DH = X25519. Handshake code, not the hot path.
@@ -139,25 +133,4 @@ enum NoiseCrypto {
         }
         return rc == 0
     }
-}
-
-/// The 12-byte AEAD nonce: four zero bytes, then the counter little-endian.
-/// Three 32-bit words, so there is no padding between the zeros and the counter.
-struct Nonce12 {
-    var zero: UInt32 = 0
-    var low: UInt32
-    var high: UInt32
-    init(counter: UInt64) {
-        low = UInt32(truncatingIfNeeded: counter).littleEndian
-        high = UInt32(truncatingIfNeeded: counter >> 32).littleEndian
-    }
-}
-
-extension UnsafeRawBufferPointer {
-    /// The start as bytes (nil for an empty buffer with no base).
-    @inline(__always) var u8: UnsafePointer<UInt8>? { baseAddress?.assumingMemoryBound(to: UInt8.self) }
-}
-
-extension UnsafeMutableRawBufferPointer {
-    @inline(__always) var u8: UnsafeMutablePointer<UInt8>? { baseAddress?.assumingMemoryBound(to: UInt8.self) }
 }

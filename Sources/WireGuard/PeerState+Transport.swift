@@ -213,11 +213,3 @@ extension PeerState {
         lastHandshake = now
     }
 }
-
-extension DeviceContext {
-    /// Counts a drop and returns its result.
-    mutating func dropped(_ reason: WireGuardDropReason) -> WireGuardReceiveResult {
-        counters.drop(reason)
-        return .dropped(reason)
-    }
-}

@@ -13,23 +13,3 @@ public enum WireGuardReceiveResult: Equatable, Sendable {
     /// The message was dropped (and counted).
     case dropped(WireGuardDropReason)
 }
-
-/// What `WireGuardDevice.send` did with an outbound IP packet.
-public enum WireGuardSendResult: Equatable, Sendable {
-    /// Encrypted and handed to the sink for this peer.
-    case sent(WireGuardPublicKey)
-    /// Waiting for a handshake with this peer (an initiation went out if none was recent).
-    case queued(WireGuardPublicKey)
-    /// Dropped (and counted).
-    case dropped(WireGuardDropReason)
-}
-
-/// A refused peer configuration.
-public enum WireGuardConfigurationError: Error, Equatable, Sendable {
-    /// The device holds `maximumPeers` already.
-    case tooManyPeers(limit: Int)
-    /// More allowed IPs than `maximumAllowedIPsPerPeer`.
-    case tooManyAllowedIPs(limit: Int)
-    /// The peer's key is our own.
-    case ownKey
-}
