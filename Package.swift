@@ -26,6 +26,7 @@ let package = Package(
         .library(name: "AgentRPC", targets: ["AgentRPC"]),
         .library(name: "BoundaryLogs", targets: ["BoundaryLogs"]),
         .library(name: "Desktop", targets: ["Desktop"]),
+        .library(name: "WireGuard", targets: ["WireGuard"]),
     ],
     dependencies: [
         // Within 2.28: AgentRouter builds Hummingbird's route trie through its SPI
@@ -166,6 +167,9 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // WireGuard in userspace: a synchronous state machine (Noise IKpsk2 handshakes, transport
+        // keys, timers, cryptokey routing) driven by the tailnet module; no threads, no I/O.
+        .target(name: "WireGuard", dependencies: ["CTailnetCrypto"], swiftSettings: swiftSettings),
         // libgit2 (Debian's libgit2-dev), for the git watcher: the agent never forks git.
         .systemLibrary(name: "CGit2", pkgConfig: "libgit2", providers: [.apt(["libgit2-dev"])]),
         // The repository diff in C under a SIGBUS guard: libgit2 maps working-tree files,
@@ -466,6 +470,11 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOWebSocket", package: "swift-nio"),
             ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "WireGuardTests",
+            dependencies: ["WireGuard", "CTailnetCrypto", "AgentTestSupport"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
