@@ -160,7 +160,7 @@ let package = Package(
         .target(
             name: "Tailnet",
             dependencies: [
-                "AgentCore", "AgentProto",
+                "AgentCore", "AgentProto", "WireGuard",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),

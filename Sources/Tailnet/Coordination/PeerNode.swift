@@ -1,4 +1,5 @@
 import AgentProto
+import WireGuard
 
 /// A peer's Node as the agent uses it: checked and parsed once when it arrives. A Node that
 /// fails a check is ignored as the Go agent ignores it (no key, a bad disco text, no home
