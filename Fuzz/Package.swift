@@ -45,6 +45,7 @@ let targets: [(String, [Target.Dependency])] = [
                              .product(name: "NIOWebSocket", package: "swift-nio")]),
     ("FuzzHTTPGuard", [agent("AgentHTTP"), agent("AgentCore"), nioCore, nioEmbedded,
                        .product(name: "NIOHTTP1", package: "swift-nio")]),
+    ("FuzzTunnelStack", [agent("TunnelStack")]),
 ]
 
 let package = Package(
