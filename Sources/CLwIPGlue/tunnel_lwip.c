@@ -270,7 +270,9 @@ int tl_netif_limit_time_wait(const tl_netif *owner, int limit) {
     struct tcp_pcb *pcb = tcp_tw_pcbs;
     while (pcb != NULL) {
         struct tcp_pcb *next = pcb->next;
-        if (pcb->netif_idx == index) {
+        // A pcb still attached to a relay is left alone: lwIP frees TIME_WAIT pcbs without
+        // calling back, and the relay detaches it in a moment.
+        if (pcb->netif_idx == index && pcb->callback_arg == NULL) {
             seen += 1;
             if (seen > limit) {
                 tcp_abort(pcb);

@@ -74,7 +74,7 @@ final class NamespaceTunnel: Sendable {
         for command in commands {
             let outcome = await ChildProgram.run(["/usr/bin/nsenter", "--net=\(path)"] + command, stderrToStdout: true)
             guard outcome.status == 0 else {
-                close(tun)
+                Glibc.close(tun)
                 holder.kill()
                 throw HarnessError(description: "\(command.joined(separator: " ")) in the namespace failed: \(outcome.stdout)")
             }
@@ -85,7 +85,7 @@ final class NamespaceTunnel: Sendable {
                 addresses: addresses, configuration: configuration,
                 output: { packet in _ = write(tun, packet.baseAddress, packet.count) }, httpHandler: httpHandler)
         } catch {
-            close(tun)
+            Glibc.close(tun)
             holder.kill()
             throw error
         }
@@ -157,7 +157,12 @@ private func openTUN(namespace: String, name: String) -> Result<Int32, HarnessEr
     let namespaceFD = open(namespace, O_RDONLY | O_CLOEXEC)
     guard namespaceFD >= 0 else { return .failure(HarnessError(description: "cannot open \(namespace): errno \(errno)")) }
     defer { Glibc.close(namespaceFD) }
-    guard setns(namespaceFD, CLONE_NEWNET) == 0 else {
+    // setns(2) is not in Swift's Glibc module (it needs _GNU_SOURCE): found at run time.
+    typealias SetNamespace = @convention(c) (Int32, Int32) -> Int32
+    guard let symbol = dlsym(nil, "setns") else { return .failure(HarnessError(description: "setns is not in this libc")) }
+    let setns = unsafeBitCast(symbol, to: SetNamespace.self)
+    let cloneNewNet: Int32 = 0x4000_0000
+    guard setns(namespaceFD, cloneNewNet) == 0 else {
         return .failure(HarnessError(description: "setns(CLONE_NEWNET) failed: errno \(errno)"))
     }
     let tun = open("/dev/net/tun", O_RDWR | O_CLOEXEC)
