@@ -348,7 +348,7 @@ final class StackCore: @unchecked Sendable {
         counters.forwarded.increment()
         channel.eventLoop.execute {
             do {
-                try channel.pipeline.syncOperations.addHandler(TunnelRelayHandler(relay: relay))
+                try channel.pipeline.syncOperations.addHandler(TunnelRelayHandler(relay: relay, connected: true))
             } catch {
                 relay.end(reset: true)
             }
@@ -378,7 +378,7 @@ final class StackCore: @unchecked Sendable {
         loop.execute {
             let bootstrap = self.channelOptions(ClientBootstrap(group: loop)).channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(TunnelRelayHandler(relay: relay))
+                    try channel.pipeline.syncOperations.addHandler(TunnelRelayHandler(relay: relay, connected: false))
                 }
             }
             bootstrap.withConnectedSocket(ours).whenComplete { result in

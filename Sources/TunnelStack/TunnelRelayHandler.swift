@@ -6,15 +6,18 @@ final class TunnelRelayHandler: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
 
     private let relay: TunnelRelay
+    /// Added to a channel that was already connected (a forward): inactive then means closed.
+    private let connected: Bool
 
-    init(relay: TunnelRelay) {
+    init(relay: TunnelRelay, connected: Bool) {
         self.relay = relay
+        self.connected = connected
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
         if context.channel.isActive {
             relay.start(channel: context.channel)
-        } else {
+        } else if connected {
             // Connected channels are active until closed: this one closed before the relay
             // began (a forward whose server hung up at once).
             relay.localInactive()
