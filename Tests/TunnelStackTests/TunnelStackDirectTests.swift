@@ -1,4 +1,5 @@
 import AgentTestSupport
+import NIOCore
 import Synchronization
 import Testing
 @testable import TunnelStack
@@ -105,6 +106,50 @@ struct TunnelStackDirectTests {
         // A peer reset frees its slot.
         stack.input(PacketBuilder.tcp(from: peer, 41000, to: local, 4, sequence: 41000 * 1000 + 1, flags: 0x04))
         #expect(stack.counters().halfOpenConnections == 3)
+        await stack.shutdown()
+    }
+
+    @Test func forwardAnswersTheSynOnlyAfterTheLocalConnectAndTimesOutHandshakes() async throws {
+        let sent = PacketLog()
+        var configuration = TunnelStackConfiguration()
+        configuration.handshakeTimeout = .milliseconds(300)
+        let stack = try makeStack(7, configuration: configuration, sent: sent)
+        let local = stack.addresses[0]
+        let port = freeLoopbackPort()
+        let accepted = TestFlag()
+        let server = try #require(LocalServer(port: port) { connection in
+            accepted.set()
+            _ = readAll(connection, limit: 1)  // until the stack closes it
+        })
+        stack.input(PacketBuilder.tcp(from: peer, 43000, to: local, UInt16(port), sequence: 9000, flags: 0x02))
+        // Nothing is answered before the local connect; then the SYN-ACK.
+        let answered = await eventually(timeout: .seconds(20)) { sent.count == 1 }
+        #expect(answered)
+        await accepted.wait(upTo: .seconds(20))
+        #expect(accepted.isSet)
+        let synAck = try #require(sent.first)
+        #expect(synAck[53] == 0x12 && PacketBuilder.mss(of: synAck) == 1220)
+        #expect(stack.counters().halfOpenConnections == 1)
+        // The peer never completes the handshake: the stack gives up and closes the local side.
+        let expired = await eventually(timeout: .seconds(20)) { stack.counters().handshakeTimeouts == 1 }
+        #expect(expired)
+        #expect(stack.counters().halfOpenConnections == 0)
+        await server.finished.wait(upTo: .seconds(20))
+        #expect(server.finished.isSet)
+        server.stop()
+        await stack.shutdown()
+    }
+
+    @Test func forwardToNothingIsReset() async throws {
+        let sent = PacketLog()
+        let stack = try makeStack(8, sent: sent)
+        let port = UInt16(freeLoopbackPort())
+        stack.input(PacketBuilder.tcp(from: peer, 43001, to: stack.addresses[1], port, sequence: 100, flags: 0x02))
+        let reset = await eventually(timeout: .seconds(20)) { sent.count == 1 }
+        #expect(reset)
+        let packet = try #require(sent.first)
+        #expect(packet[53] == 0x14 && Array(packet[48..<52]) == [0, 0, 0, 101])
+        #expect(stack.counters().refusedNoListener == 1 && stack.counters().halfOpenConnections == 0)
         await stack.shutdown()
     }
 

@@ -1,4 +1,5 @@
 import AgentTestSupport
+import NIOCore
 import Foundation
 import Glibc
 import Synchronization
@@ -181,11 +182,43 @@ struct TunnelStackNamespaceTests {
         let total = written.withLock { $0 }
         let counters = tunnel.stack.counters()
         client.kill()
+        print("a peer that never reads: the local server could write \(total) bytes before the stack stopped reading")
         // Local socket buffers (64 KiB send, the stack's receive), one pending read, lwIP's
         // 64 KiB send buffer and the peer's small receive buffer: well under 4 MiB.
         #expect(total > 0 && total < 4 << 20, "the server wrote \(total) bytes")
         #expect(counters.openConnections == 1)
         #expect(counters.bytesToTunnel < 1 << 20, "\(counters)")
+        server.stop()
+        await tunnel.close()
+    }
+
+    @Test func idleConnectionsAreResetBothWays() async throws {
+        var configuration = TunnelStackConfiguration()
+        configuration.idleTimeout = .milliseconds(500)
+        let port = freeLoopbackPort()
+        let closedLocally = Mutex<Bool>(false)
+        let server = try #require(LocalServer(port: port) { connection in
+            // Nothing is sent either way; the read ends when the stack closes the connection.
+            let bytes = readAll(connection, limit: 1)
+            closedLocally.withLock { $0 = bytes.isEmpty }
+        })
+        let tunnel = try await NamespaceTunnel.make(addresses: stackAddresses(0x16), configuration: configuration, httpHandler: nil)
+        let script = """
+            import socket
+            s = socket.create_connection(('\(tunnel.addresses[0])', \(port)), timeout=20)
+            try:
+                data = s.recv(10)
+                print('closed' if data == b'' else 'data')
+            except ConnectionResetError:
+                print('reset')
+            except Exception as error:
+                print('error', type(error).__name__)
+            """
+        let outcome = await tunnel.python(script)
+        #expect(outcome.stdout.hasPrefix("reset"), "\(outcome.stdout)")
+        await server.finished.wait(upTo: .seconds(20))
+        #expect(closedLocally.withLock { $0 })
+        #expect(tunnel.stack.counters().idleTimeouts == 1)
         server.stop()
         await tunnel.close()
     }
