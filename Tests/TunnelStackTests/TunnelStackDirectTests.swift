@@ -109,6 +109,25 @@ struct TunnelStackDirectTests {
         await stack.shutdown()
     }
 
+    @Test func connectionBoundResetsFurtherSyns() async throws {
+        let sent = PacketLog()
+        var configuration = TunnelStackConfiguration()
+        configuration.maxConnections = 2
+        let stack = try makeStack(9, configuration: configuration, sent: sent)
+        let local = stack.addresses[0]
+        for port in UInt16(44000)..<44003 {
+            stack.input(PacketBuilder.tcp(from: peer, port, to: local, 4, sequence: 1, flags: 0x02))
+        }
+        #expect(sent.count == 3)
+        #expect(sent.first?[53] == 0x12)
+        let counters = stack.counters()
+        #expect(counters.halfOpenConnections == 2 && counters.refusedConnectionLimit == 1)
+        // A retransmitted SYN of a handshake in progress is answered again, not counted anew.
+        stack.input(PacketBuilder.tcp(from: peer, 44000, to: local, 4, sequence: 1, flags: 0x02))
+        #expect(stack.counters().refusedConnectionLimit == 1 && stack.counters().halfOpenConnections == 2)
+        await stack.shutdown()
+    }
+
     @Test func forwardAnswersTheSynOnlyAfterTheLocalConnectAndTimesOutHandshakes() async throws {
         let sent = PacketLog()
         var configuration = TunnelStackConfiguration()
