@@ -27,6 +27,7 @@ let package = Package(
         .library(name: "BoundaryLogs", targets: ["BoundaryLogs"]),
         .library(name: "Desktop", targets: ["Desktop"]),
         .library(name: "WireGuard", targets: ["WireGuard"]),
+        .library(name: "TunnelStack", targets: ["TunnelStack"]),
     ],
     dependencies: [
         // Within 2.28: AgentRouter builds Hummingbird's route trie through its SPI
@@ -170,6 +171,21 @@ let package = Package(
         // WireGuard in userspace: a synchronous state machine (Noise IKpsk2 handshakes, transport
         // keys, timers, cryptokey routing) driven by the tailnet module; no threads, no I/O.
         .target(name: "WireGuard", dependencies: ["CTailnetCrypto"], swiftSettings: swiftSettings),
+        // lwIP (Debian's liblwip-dev 2.1.3) for the tailnet's userspace TCP/IPv6: the include
+        // path and the link only; CLwIPGlue is the C that uses it, TunnelStack the Swift.
+        .systemLibrary(name: "CLwIP", pkgConfig: "lwip", providers: [.apt(["liblwip-dev"])]),
+        .target(name: "CLwIPGlue", dependencies: ["CLwIP"]),
+        // The tunnel's TCP/IPv6 stack: IPv6 packets in and out, port 4 to the agent's HTTP
+        // server through a socketpair, ports 9+ forwarded to the workspace's loopback.
+        .target(
+            name: "TunnelStack",
+            dependencies: [
+                "CLwIPGlue",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         // libgit2 (Debian's libgit2-dev), for the git watcher: the agent never forks git.
         .systemLibrary(name: "CGit2", pkgConfig: "libgit2", providers: [.apt(["libgit2-dev"])]),
         // The repository diff in C under a SIGBUS guard: libgit2 maps working-tree files,
@@ -480,6 +496,15 @@ let package = Package(
         .testTarget(
             name: "AgentProtoTests",
             dependencies: ["AgentProto", .product(name: "SwiftProtobuf", package: "swift-protobuf")],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "TunnelStackTests",
+            dependencies: [
+                "TunnelStack", "AgentTestSupport",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -46,6 +46,7 @@ let targets: [(String, [Target.Dependency])] = [
     ("FuzzHTTPGuard", [agent("AgentHTTP"), agent("AgentCore"), nioCore, nioEmbedded,
                        .product(name: "NIOHTTP1", package: "swift-nio")]),
     ("FuzzWireGuardMessages", [agent("WireGuard")]),
+    ("FuzzTunnelStack", [agent("TunnelStack")]),
 ]
 
 let package = Package(

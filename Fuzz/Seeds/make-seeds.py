@@ -153,3 +153,17 @@ write("FuzzHTTPGuard", "upgrade", b"\x01" + b"GET /ws HTTP/1.1\r\nHost: x\r\nUpg
       b"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n" + chunks(2))
 write("FuzzHTTPGuard", "masked", b"\x00" + bytes([0x81, 0x85, 1, 2, 3, 4]) + bytes(b ^ (i % 4 + 1) for i, b in enumerate(b"hello"))
       + bytes([0x82, 0xFE, 0x00, 0x02, 0, 0, 0, 0, 9, 9]) + chunks(4, 3))
+
+# FuzzTunnelStack: packets; each a kind byte (0 raw, 1 ICMPv6, else TCP) and its fields (see
+# `packet` in the target): peer, destination, ports, sequence and acknowledgment offsets,
+# flags, options, payload, window, checksum choice. A handshake to port 4, data, FIN, echo.
+def tcp(seq, ack, flags_index, payload=b"", syn_options=False):
+    p = b"\x02\x00\x01\x00" + b"\x00\x00" + u(seq, 2) + u(ack, 1) + b"\x00" + bytes([flags_index]) + data(b"")
+    if syn_options:
+        p += b"\x01"
+    return p + data(payload, 1200) + b"\xff\xff\x01"
+
+
+tunnel = tcp(0, 0, 0, syn_options=True) + tcp(1, 9, 1) + tcp(1, 9, 2, b"hello") + tcp(6, 9, 3)
+write("FuzzTunnelStack", "handshake-data-fin", tunnel)
+write("FuzzTunnelStack", "echo", b"\x01\x00\x01\x01\x01" + data(b"ping", 64) + tcp(0, 0, 0))

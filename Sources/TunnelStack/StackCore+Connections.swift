@@ -1,0 +1,196 @@
+import CLwIPGlue
+import Glibc
+import NIOCore
+import NIOPosix
+import Synchronization
+
+/// Forwarded SYNs (connect to 127.0.0.1 first, then let lwIP answer) and accepted
+/// connections (the HTTP port's socketpairs, forwards' relays). The core-lock rule of
+/// ``StackCore`` holds here too.
+extension StackCore {
+    // MARK: forwarding
+
+    private func channelOptions(_ bootstrap: ClientBootstrap) -> ClientBootstrap {
+        bootstrap
+            .channelOption(.autoRead, value: false)
+            .channelOption(.allowRemoteHalfClosure, value: true)
+            .channelOption(.maxMessagesPerRead, value: 1)
+            .channelOption(
+                .recvAllocator,
+                value: AdaptiveRecvByteBufferAllocator(
+                    minimum: 1024, initial: min(16384, configuration.maxLocalRead), maximum: configuration.maxLocalRead))
+    }
+
+    /// Connects to 127.0.0.1:<port> for a new forwarded SYN; then lets lwIP answer it.
+    func startForward(_ flow: TunnelFlow) {
+        let loop = group.next()
+        let address: SocketAddress
+        do {
+            address = try SocketAddress(ipAddress: "127.0.0.1", port: Int(flow.localPort))
+        } catch {
+            forwardConnected(flow, .failure(error))
+            return
+        }
+        channelOptions(ClientBootstrap(group: loop))
+            .connectTimeout(configuration.connectTimeout)
+            .connect(to: address)
+            .whenComplete { result in self.forwardConnected(flow, result) }
+    }
+
+    private func forwardConnected(_ flow: TunnelFlow, _ result: Result<any Channel, any Error>) {
+        switch result {
+        case .success(let channel):
+            let kept: Bool = LwIPCore.locked {
+                guard let netif, !stopping, var handshake = handshakes[flow], handshake.channel == nil else { return false }
+                connecting -= 1
+                guard coreAcquireListener(flow.localPort) else {
+                    handshakes[flow] = nil
+                    counters.refusedOther.increment()
+                    coreSendReset(handshake.segment, local: flow.local, remote: flow.remote)
+                    return false
+                }
+                handshake.channel = channel
+                handshake.timer = channel.eventLoop.scheduleTask(in: configuration.handshakeTimeout) {
+                    self.handshakeExpired(flow)
+                }
+                handshakes[flow] = handshake
+                // The SYN goes to lwIP now that its listener is there: SYN-ACK.
+                handshake.syn.withUnsafeBytes { pass($0, to: netif) }
+                return true
+            }
+            if !kept { channel.close(promise: nil) }
+        case .failure(let error):
+            LwIPCore.locked {
+                guard let handshake = handshakes[flow], handshake.channel == nil else { return }
+                handshakes[flow] = nil
+                connecting -= 1
+                if let error = error as? ChannelError, case .connectTimeout = error {
+                    counters.refusedConnectTimeout.increment()
+                } else if let error = error as? IOError, error.errnoCode == ECONNREFUSED {
+                    counters.refusedNoListener.increment()
+                } else {
+                    counters.refusedOther.increment()
+                }
+                if !stopping { coreSendReset(handshake.segment, local: flow.local, remote: flow.remote) }
+            }
+        }
+    }
+
+    private func handshakeExpired(_ flow: TunnelFlow) {
+        let channel: (any Channel)? = LwIPCore.locked {
+            guard let netif, let handshake = handshakes[flow], let channel = handshake.channel else { return nil }
+            handshakes[flow] = nil
+            coreReleaseListener(flow.localPort)
+            var cFlow = flow.cFlow
+            tl_flow_abort_half_open(netif, &cFlow)
+            counters.handshakeTimeouts.increment()
+            return channel
+        }
+        channel?.close(promise: nil)
+    }
+
+    private func coreAcquireListener(_ port: UInt16) -> Bool {
+        if var entry = forwardListeners[port] {
+            entry.users += 1
+            forwardListeners[port] = entry
+            return true
+        }
+        guard let netif else { return false }
+        var pcbs: [OpaquePointer] = []
+        for address in addresses {
+            guard let listener = tl_listen(netif, address.bytes, port) else {
+                pcbs.forEach { tl_listen_close($0) }
+                return false
+            }
+            pcbs.append(listener)
+        }
+        forwardListeners[port] = (pcbs, 1)
+        return true
+    }
+
+    private func coreReleaseListener(_ port: UInt16) {
+        guard var entry = forwardListeners[port] else { return }
+        entry.users -= 1
+        if entry.users > 0 {
+            forwardListeners[port] = entry
+        } else {
+            forwardListeners[port] = nil
+            entry.pcbs.forEach { tl_listen_close($0) }
+        }
+    }
+
+    // MARK: accepting
+
+    /// lwIP completed a handshake on one of our listeners (lwIP callback).
+    func accept(_ pcb: OpaquePointer, _ flow: TunnelFlow) -> Bool {
+        LwIPCore.assertHeld()
+        guard !stopping else { return false }
+        if flow.localPort == configuration.httpPort, httpHandler != nil {
+            return coreAcceptHTTP(pcb, flow)
+        }
+        guard let handshake = handshakes[flow], let channel = handshake.channel else { return false }
+        handshakes[flow] = nil
+        handshake.timer?.cancel()
+        // Not inside lwIP's call into this listener's accept: closing it frees it.
+        group.any().execute { LwIPCore.locked { self.coreReleaseListener(flow.localPort) } }
+        let relay = coreAdd(flow, eventLoop: channel.eventLoop, pcb: pcb)
+        counters.forwarded.increment()
+        channel.eventLoop.execute {
+            do {
+                try channel.pipeline.syncOperations.addHandler(TunnelRelayHandler(relay: relay, connected: true))
+            } catch {
+                relay.end(reset: true)
+            }
+        }
+        return true
+    }
+
+    private func coreAdd(_ flow: TunnelFlow, eventLoop: any EventLoop, pcb: OpaquePointer) -> TunnelRelay {
+        let relay = TunnelRelay(flow: flow, eventLoop: eventLoop, stack: self, counters: counters, idleTimeout: configuration.idleTimeout)
+        relay.coreAttach(pcb)
+        relays[ObjectIdentifier(relay)] = relay
+        counters.accepted.increment()
+        counters.openConnections.add(1, ordering: .relaxed)
+        return relay
+    }
+
+    private func coreAcceptHTTP(_ pcb: OpaquePointer, _ flow: TunnelFlow) -> Bool {
+        guard let httpHandler else { return false }
+        var descriptors: [CInt] = [-1, -1]
+        guard socketpair(AF_UNIX, CInt(SOCK_STREAM.rawValue) | CInt(SOCK_CLOEXEC.rawValue), 0, &descriptors) == 0 else {
+            counters.refusedOther.increment()
+            return false
+        }
+        let (ours, theirs) = (descriptors[0], descriptors[1])
+        let loop = group.next()
+        let relay = coreAdd(flow, eventLoop: loop, pcb: pcb)
+        loop.execute {
+            let bootstrap = self.channelOptions(ClientBootstrap(group: loop)).channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(TunnelRelayHandler(relay: relay, connected: false))
+                }
+            }
+            bootstrap.withConnectedSocket(ours).whenComplete { result in
+                switch result {
+                case .success:
+                    httpHandler(
+                        TunnelConnection(
+                            descriptor: theirs, remoteAddress: flow.remote, remotePort: flow.remotePort, localAddress: flow.local,
+                            localPort: flow.localPort))
+                case .failure:
+                    close(theirs)
+                    relay.end(reset: true)
+                }
+            }
+        }
+        return true
+    }
+
+    /// A relay ended (its pcb already released).
+    func coreRelayEnded(_ relay: TunnelRelay) {
+        LwIPCore.assertHeld()
+        if relays.removeValue(forKey: ObjectIdentifier(relay)) != nil {
+            counters.openConnections.subtract(1, ordering: .relaxed)
+        }
+    }
+}

@@ -1,0 +1,45 @@
+import NIOCore
+
+/// What a ``TunnelStack`` serves and the bounds it keeps.
+///
+/// Memory per tunnel connection is bounded by: the receive window lwIP announces
+/// (`TCP_WND`, 64 KiB, the most it delivers before the local side consumed it: the stack
+/// calls `tcp_recved` only for bytes written to the local socket), lwIP's send buffer
+/// (`TCP_SND_BUF`, 64 KiB, 180 segments), one local read not yet taken by lwIP
+/// (``maxLocalRead``), and at most ``maxOutOfOrderSegments`` out-of-order segments of at
+/// most the MTU each: about 360 KiB. Times ``maxConnections`` that is the stack's bound.
+public struct TunnelStackConfiguration: Sendable {
+    /// The tunnel's MTU: IPv6 packets in and out are at most this long, and SYNs announce
+    /// an MSS of MTU - 60 (1220 for 1280, tailscale's default).
+    public var mtu: Int = 1280
+    /// The agent's HTTP API port inside the tailnet (coderd dials it).
+    public var httpPort: UInt16 = 4
+    /// Ports below this one are reserved (1–8, as the Go agent): connections to them that
+    /// nothing serves are reset at once. From here up they are forwarded to 127.0.0.1.
+    public var firstForwardedPort: UInt16 = 9
+    /// Forward ports ≥ ``firstForwardedPort`` to the workspace's loopback.
+    public var forwardToLoopback: Bool = true
+    /// Tunnel connections at once: established, closing (lwIP still finishing them) and
+    /// half-open together. A SYN beyond it is reset.
+    public var maxConnections: Int = 256
+    /// Half-open connections at once (handshakes not completed, forwards still connecting
+    /// locally). A SYN beyond it is dropped, as a kernel does when its SYN queue is full.
+    public var maxHalfOpen: Int = 64
+    /// lwIP's TIME_WAIT connections kept (2 × MSL = 2 min each); the oldest beyond go.
+    public var maxTimeWait: Int = 1024
+    /// Out-of-order segments lwIP may hold per connection; beyond, it drops them all and the
+    /// peer retransmits. The window (64 KiB) holds ⌈65535 / 1220⌉ = 54 full segments, so
+    /// a normal peer never reaches 64; one that sends 1-byte segments does.
+    public var maxOutOfOrderSegments: Int = 64
+    /// Largest single read from a local socket (one read waits while lwIP's send buffer
+    /// is full, so this bounds what the stack holds per connection toward the tunnel).
+    public var maxLocalRead: Int = 64 * 1024
+    /// Connecting to 127.0.0.1:<port> for a forwarded SYN; afterwards the peer gets RST.
+    public var connectTimeout: TimeAmount = .seconds(5)
+    /// A handshake (SYN received, final ACK not) is abandoned after this.
+    public var handshakeTimeout: TimeAmount = .seconds(20)
+    /// A connection with no byte either way for this long is reset (both sides).
+    public var idleTimeout: TimeAmount = .hours(2)
+
+    public init() {}
+}

@@ -1,0 +1,50 @@
+/// Helpers for the fuzz target (Fuzz/Sources/FuzzTunnelStack) only: it builds packets whose
+/// checksums hold (so that they get past lwIP's checks) and checks what the stack sends.
+public enum TunnelStackFuzzing {
+    /// `packet` (an IPv6 header and a TCP or ICMPv6 payload) with its payload length set
+    /// from its size and its checksum computed; other packets only get the length.
+    public static func sealed(_ packet: [UInt8]) -> [UInt8] {
+        guard packet.count >= 40, packet.count - 40 <= 0xFFFF else { return packet }
+        var packet = packet
+        let payload = packet.count - 40
+        packet[4] = UInt8(payload >> 8)
+        packet[5] = UInt8(payload & 0xFF)
+        guard let offset = checksumOffset(packet) else { return packet }
+        packet[offset] = 0
+        packet[offset + 1] = 0
+        let checksum = TunnelPacket.transportChecksum(packet)
+        packet[offset] = UInt8(checksum >> 8)
+        packet[offset + 1] = UInt8(checksum & 0xFF)
+        return packet
+    }
+
+    /// True when `packet` is a TCP or ICMPv6 packet whose checksum holds.
+    public static func checksumValid(_ packet: [UInt8]) -> Bool {
+        checksumOffset(packet) != nil && TunnelPacket.transportChecksum(packet) == 0
+    }
+
+    /// The MSS option of a TCP SYN in `packet`, if any.
+    public static func synMSS(_ packet: [UInt8]) -> UInt16? {
+        guard packet.count >= 60, packet[6] == 6, packet[53] & 0x02 != 0 else { return nil }
+        let header = Int(packet[52] >> 4) * 4
+        var index = 60
+        while index + 1 < min(40 + header, packet.count) {  // bounded by the header
+            switch packet[index] {
+            case 0: return nil
+            case 1: index += 1
+            case 2: return index + 3 < packet.count ? UInt16(packet[index + 2]) << 8 | UInt16(packet[index + 3]) : nil
+            default: index += max(2, Int(packet[index + 1]))
+            }
+        }
+        return nil
+    }
+
+    private static func checksumOffset(_ packet: [UInt8]) -> Int? {
+        guard packet.count >= 40 else { return nil }
+        switch packet[6] {
+        case 6: return packet.count >= 60 ? 56 : nil
+        case 58: return packet.count >= 44 ? 42 : nil
+        default: return nil
+        }
+    }
+}

@@ -1,0 +1,134 @@
+import AgentTestSupport
+import Foundation
+import Glibc
+import Synchronization
+import TunnelStack
+
+/// Addresses for one test's stack: the agent's two (fd7a and fd60), with a last byte of
+/// its own so that stacks of different tests never share one.
+func stackAddresses(_ index: UInt8) -> [TunnelAddress] {
+    let suffix = String(format: "%02x", index)
+    return [
+        TunnelAddress("fd7a:115c:a1e0:def0:1234:5678:9abc:de\(suffix)")!,
+        TunnelAddress("fd60:627a:a42b:def0:1234:5678:9abc:de\(suffix)")!,
+    ]
+}
+
+/// Serves one HTTP request on `descriptor` (on a thread of its own): answers 200 with a
+/// body naming the peer, then closes.
+func serveHTTP(_ connection: consuming TunnelConnection, served: Recorder) {
+    let peer = connection.remoteAddressText
+    let descriptor = connection.takeFileDescriptor()
+    served.append(peer)
+    Thread {
+        defer { close(descriptor) }
+        var request: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        // Bounded: at most 64 KiB of request head.
+        while request.count < 65536, !request.ends(with: Array("\r\n\r\n".utf8)) {
+            let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+            if count <= 0 { return }
+            request += chunk[..<count]
+        }
+        let line = String(decoding: request.prefix { $0 != 13 }, as: UTF8.self)
+        let body = "hello \(peer) \(line)\n"
+        let response = "HTTP/1.1 200 OK\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n\(body)"
+        _ = response.withCString { write(descriptor, $0, strlen($0)) }
+    }.start()
+}
+
+extension Array where Element == UInt8 {
+    func ends(with suffix: [UInt8]) -> Bool {
+        count >= suffix.count && Array(self[(count - suffix.count)...]) == suffix
+    }
+}
+
+/// Deterministic test data: `count` bytes of `(i * step + offset) mod 256`.
+func pattern(_ count: Int, step: Int, offset: Int) -> [UInt8] {
+    (0..<count).map { UInt8(truncatingIfNeeded: $0 &* step &+ offset) }
+}
+
+/// The same bytes in Python.
+func pythonPattern(_ count: Int, step: Int, offset: Int) -> String {
+    "(bytes(((i*\(step)+\(offset)) & 255) for i in range(256)) * (\(count)//256 + 1))[:\(count)]"
+}
+
+/// A TCP server on 127.0.0.1:`port` in the test's namespace that takes one connection on a
+/// thread of its own and runs `body` with the connected descriptor.
+final class LocalServer: Sendable {
+    let port: Int
+    private let listener: Int32
+    let finished = TestFlag()
+
+    init?(port: Int, body: @escaping @Sendable (Int32) -> Void) {
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard listener >= 0 else { return nil }
+        var one: Int32 = 1
+        setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = UInt16(port).bigEndian
+        address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0, listen(listener, 16) == 0 else {
+            close(listener)
+            return nil
+        }
+        self.port = port
+        self.listener = listener
+        let finished = self.finished
+        Thread {
+            var poller = pollfd(fd: listener, events: Int16(POLLIN), revents: 0)
+            // Bounded: the test connects within a minute or the server gives up.
+            if poll(&poller, 1, 60_000) > 0 {
+                let connection = accept(listener, nil, nil)
+                if connection >= 0 {
+                    body(connection)
+                    close(connection)
+                }
+            }
+            finished.set()
+        }.start()
+    }
+
+    func stop() {
+        shutdown(listener, Int32(SHUT_RDWR))
+        close(listener)
+    }
+}
+
+/// Writes all of `bytes` to a blocking descriptor; false on error.
+func writeAll(_ descriptor: Int32, _ bytes: [UInt8]) -> Bool {
+    var offset = 0
+    while offset < bytes.count {
+        let count = bytes[offset...].withUnsafeBytes { write(descriptor, $0.baseAddress, min($0.count, 1 << 20)) }
+        if count < 0, errno == EINTR { continue }
+        if count <= 0 { return false }
+        offset += count
+    }
+    return true
+}
+
+/// Reads from a blocking descriptor until EOF or `limit` bytes.
+func readAll(_ descriptor: Int32, limit: Int) -> [UInt8] {
+    var bytes: [UInt8] = []
+    bytes.reserveCapacity(min(limit, 16 << 20))
+    var chunk = [UInt8](repeating: 0, count: 65536)
+    while bytes.count < limit {
+        let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, min($0.count, limit - bytes.count)) }
+        if count < 0, errno == EINTR { continue }
+        if count <= 0 { break }
+        bytes += chunk[..<count]
+    }
+    return bytes
+}
+
+/// Texts recorded from other threads.
+final class Recorder: Sendable {
+    private let items = Mutex<[String]>([])
+
+    func append(_ item: String) { items.withLock { $0.append(item) } }
+    var all: [String] { items.withLock { $0 } }
+}
