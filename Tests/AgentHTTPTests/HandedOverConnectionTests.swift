@@ -31,9 +31,11 @@ struct HandedOverConnectionTests {
             #expect(serving.connections.count == 1, "counted in the listener's registry")
             #expect(handedOver.openCount == 1)
             #expect(client.send("GET /healthz HTTP/1.1\r\nHost: agent\r\nConnection: close\r\n\r\n"))
-            let (second, closed) = await client.readAll()
+            let second = await client.read(until: #"{"status":"ok"}"#)
             #expect(String.httpStatus(of: second) == 200)
-            #expect(String(decoding: second, as: UTF8.self).hasSuffix(#"{"status":"ok"}"#))
+            // The server shuts its side first, then closes at our FIN.
+            client.shutdownWrite()
+            let (_, closed) = await client.readAll()
             #expect(closed, "Connection: close ends a handed-over connection as any other")
             #expect(await eventually { serving.connections.count == 0 && handedOver.openCount == 0 })
         }
@@ -236,12 +238,13 @@ struct HandedOverConnectionTests {
                 let bound = try #require(await iterator.next())
                 port = bound
             }
-            // `run` has begun taking hand-overs once a probe is accepted.
+            // `run` has begun taking hand-overs once a probe is served (and then closed).
             #expect(await eventually {
                 let (probe, theirs) = LoopbackSocket.pair()
                 guard (try? handedOver.serve(descriptor: theirs, listener: ListenerName.tailnet, remote: nil)) != nil else { return false }
-                _ = probe  // closed here: the probe connection ends at once
-                return true
+                probe.send("GET /healthz HTTP/1.1\r\nHost: agent\r\nConnection: close\r\n\r\n")
+                probe.shutdownWrite()
+                return String.httpStatus(of: await probe.readAll().bytes) == 200
             })
             #expect(await eventually { handedOver.openCount == 0 && serving.connections.count == 0 })
             do {
