@@ -21,8 +21,8 @@ public final class AgentHTTPServing: Sendable {
     public let connections: HTTPConnectionRegistry
     /// The server's logger.
     public let logger: Logger
-    /// The channel every connection gets (its origin is set per connection).
-    let channel: AgentHTTPChannel
+    /// How every connection is set up and served (its origin is set per source).
+    let childChannel: AgentHTTPChannel
 
     /// Builds the routes and the per-connection setup.
     /// - Parameters:
@@ -67,7 +67,7 @@ public final class AgentHTTPServing: Sendable {
                 ])
             }
         }
-        channel = AgentHTTPChannel(
+        childChannel = AgentHTTPChannel(
             http: .init(
                 responder: responder, serverName: Self.serverName, logger: logger, writeStallTimeout: .init(writeStallTimeout)),
             // A client that never answers our close frame is dropped after 2 s. Pings are
@@ -126,9 +126,9 @@ public final class AgentHTTPServing: Sendable {
             }
             await onServerRunning(channel)
         }
-        let child = channel.from(ConnectionOrigin(listener: listener))
+        let child = childChannel.from(ConnectionOrigin(listener: listener))
         return Application(
-            responder: channel.http.responder,
+            responder: childChannel.http.responder,
             // Hummingbird's responder closure (NIOAsyncChannel based) goes unused: the
             // channel calls the responder itself.
             server: HTTPServerBuilder { _ in child },

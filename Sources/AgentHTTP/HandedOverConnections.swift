@@ -136,7 +136,7 @@ public final class HandedOverConnections: ConnectionAcceptor, Sendable {
             close(handed.descriptor)
             return
         }
-        let child = serving.channel.from(handed.origin)
+        let child = serving.childChannel.from(handed.origin)
         let value: AgentHTTPChannel.Value
         do {
             // From here NIO owns the descriptor (it closes it if the set-up fails).

@@ -374,7 +374,7 @@ public final class ControlPlaneSession: Service, UpwardSink, ManifestSource, Sen
         // drops (this task is cancelled) or shutdown has sent everything.
         try await withThrowingDiscardingTaskGroup { participantTasks in
             for participant in participants.all {
-                participantTasks.addTask { await self.run(participant, session: number, on: session) }
+                participantTasks.addTask { await self.runParticipant(participant, session: number, on: session) }
             }
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { try await self.drain(api) }
@@ -394,7 +394,7 @@ public final class ControlPlaneSession: Service, UpwardSink, ManifestSource, Sen
 
     /// Runs one participant on session number `number` until it returns or its task is
     /// cancelled; then resets the streams it left open.
-    private func run(_ participant: any UpwardParticipant, session number: Int, on yamux: YamuxSession) async {
+    private func runParticipant(_ participant: any UpwardParticipant, session number: Int, on yamux: YamuxSession) async {
         let view = ParticipantSession(number: number, yamux: yamux)
         logger.debug("upward participant started", metadata: ["participant": "\(participant.name)", "session": "\(number)"])
         do {

@@ -18,6 +18,7 @@ struct UpwardParticipantTests {
     static let ticks = "/test.v1.Test/Ticks"
     static let echo = "/test.v1.Test/Echo"
     static let flood = "/test.v1.Test/Flood"
+    static let sum = "/test.v1.Test/Sum"
 
     func makeSession(_ url: String, token: String, participants: [any UpwardParticipant]) -> ControlPlaneSession {
         var configuration = ControlPlaneSession.Configuration(agentVersion: "0.1.0")
@@ -65,12 +66,18 @@ struct UpwardParticipantTests {
         }
     }
 
-    /// A server stream delivers its messages in order and ends; a unary call and an RPC the
+    /// A server stream delivers its messages in order and ends; a client stream (a bidi
+    /// stream used one way: messages, CloseSend, one reply), a unary call and an RPC the
     /// control plane does not serve, on the same session.
-    @Test func serverStreamUnaryAndUnsupported() async throws {
+    @Test func serverStreamClientStreamUnaryAndUnsupported() async throws {
         let double = ControlPlaneDouble()
         double.handleServerStream(Self.ticks) { request, call in
             for tick in 0..<Int(request.first ?? 0) { try await call.send(Array("tick \(tick)".utf8)) }
+        }
+        double.handleStream(Self.sum) { call in
+            var total = 0
+            while let message = try await call.receive() { total += message.count }
+            try await call.send(Array("sum \(total)".utf8))
         }
         double.handle(Self.echo) { request in Array("echo: ".utf8) + request }
         let results = Mutex<[String]>([])
@@ -80,6 +87,11 @@ struct UpwardParticipantTests {
             for try await message in try await session.serverStream(Self.ticks, request: [5]) {
                 ticks.append(String(decoding: message, as: UTF8.self))
             }
+            let upload = try await session.bidiStream(Self.sum)
+            for part in ["a", "bb", "ccc"] { try await upload.send(Array(part.utf8)) }
+            try await upload.closeSend()
+            let summed = try await upload.messages.next().map { String(decoding: $0, as: UTF8.self) } ?? "none"
+            let ended = try await upload.messages.next() == nil ? "ended" : "more"
             let echoed = try await session.unary(Self.echo, request: Array("hi".utf8))
             var unsupported = "served"
             do {
@@ -87,14 +99,16 @@ struct UpwardParticipantTests {
             } catch {
                 unsupported = (error as? UpwardStreamError)?.kind == .unsupported ? "unsupported" : "\(error)"
             }
-            results.withLock { $0 = ticks + [String(decoding: echoed, as: UTF8.self), unsupported, "session \(session.number)"] }
+            results.withLock { $0 = ticks + [summed, ended, String(decoding: echoed, as: UTF8.self), unsupported, "session \(session.number)"] }
             done.set()
         }
         try await double.run { url in
             let session = makeSession(url, token: double.token, participants: [probe])
             let running = Task { try await session.run() }
             #expect(await eventually { done.isSet })
-            #expect(results.withLock { $0 } == ["tick 0", "tick 1", "tick 2", "tick 3", "tick 4", "echo: hi", "unsupported", "session 1"])
+            #expect(results.withLock { $0 } == [
+                "tick 0", "tick 1", "tick 2", "tick 3", "tick 4", "sum 6", "ended", "echo: hi", "unsupported", "session 1",
+            ])
             session.beginShutdown()
             try await running.value
         }
