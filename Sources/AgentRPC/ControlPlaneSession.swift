@@ -393,7 +393,8 @@ public final class ControlPlaneSession: Service, UpwardSink, ManifestSource, Sen
     }
 
     /// Runs one participant on session number `number` until it returns or its task is
-    /// cancelled; then resets the streams it left open.
+    /// cancelled; then ends the streams it left open (reset when it was stopped, closed
+    /// when it returned or threw on its own).
     private func runParticipant(_ participant: any UpwardParticipant, session number: Int, on yamux: YamuxSession) async {
         let view = ParticipantSession(number: number, yamux: yamux)
         logger.debug("upward participant started", metadata: ["participant": "\(participant.name)", "session": "\(number)"])
@@ -406,7 +407,7 @@ public final class ControlPlaneSession: Service, UpwardSink, ManifestSource, Sen
                     metadata: ["participant": "\(participant.name)", "error": "\(error)"])
             }
         }
-        await view.end()
+        await view.end(abort: Task.isCancelled)
         logger.debug("upward participant stopped", metadata: ["participant": "\(participant.name)", "session": "\(number)"])
     }
 

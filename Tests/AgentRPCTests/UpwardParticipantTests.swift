@@ -201,6 +201,40 @@ struct UpwardParticipantTests {
         }
     }
 
+    /// A participant that returns with a stream still open: the stream is closed after what
+    /// it sent (the control plane's handler gets the message, then sees the stream end without
+    /// a CloseSend) while the session itself stays up.
+    @Test func streamsLeftOpenAreResetWhenTheParticipantEnds() async throws {
+        let double = ControlPlaneDouble()
+        let handlerEnd = Mutex<String?>(nil)
+        let heard = TestFlag()
+        double.handleStream(Self.chat) { call in
+            do {
+                while try await call.receive() != nil { heard.set() }
+                handlerEnd.withLock { $0 = "CloseSend" }
+            } catch {
+                handlerEnd.withLock { $0 = "\(error)" }
+                throw error
+            }
+        }
+        let leaver = ClosureParticipant(name: "leaver") { session in
+            let stream = try await session.bidiStream(Self.chat)
+            try await stream.send(Array("bye".utf8))
+            // Returns at once, without closing the stream.
+        }
+        try await double.run { url in
+            let session = makeSession(url, token: double.token, participants: [leaver])
+            let running = Task { try await session.run() }
+            #expect(await eventually { heard.isSet })
+            #expect(await eventually { handlerEnd.withLock { $0 } != nil })
+            #expect(handlerEnd.withLock { $0 } == "drpc: EOF", "ended by the agent, without a CloseSend")
+            #expect(session.isConnected, "the session stays up")
+            #expect(double.recorded.withLock { $0.connections } == 1)
+            session.beginShutdown()
+            try await running.value
+        }
+    }
+
     /// Standalone (no control plane), participants never start.
     @Test func standaloneStartsNoParticipant() async throws {
         let log = ParticipantLog()

@@ -5,7 +5,7 @@ import Yamux
 
 /// One participant's view of one connected session (AgentCore's ``UpwardSession``): opens
 /// its calls on the session's yamux connection and keeps the streams it opened, so that
-/// ending the participant resets whatever it left open.
+/// ending the participant ends whatever it left open.
 ///
 /// Memory: at most ``UpwardStreamLimits/maxStreams`` streams tracked (an open beyond it
 /// throws ``UpwardStreamError/Kind/tooManyStreams``); a stream leaves the list once both
@@ -88,14 +88,19 @@ final class ParticipantSession: UpwardSession, Sendable {
         state.withLock { _ = $0.open.removeValue(forKey: stream.id) }
     }
 
-    /// The participant has stopped: nothing more opens, and every stream it left open is
-    /// reset (its pending receives and sends throw).
-    func end() async {
+    /// The participant has stopped: nothing more opens, and every stream it left open ends.
+    /// - Parameter abort: reset them (RST: the participant was stopped; pending receives
+    ///   and sends throw at once). Otherwise (it returned on its own) each is closed (FIN,
+    ///   after what it queued: its last messages still arrive, then the control plane reads
+    ///   the end).
+    func end(abort: Bool) async {
         let left = state.withLock { s -> [YamuxStream] in
             s.ended = true
             defer { s.open.removeAll() }
             return Array(s.open.values)
         }
-        for stream in left { await stream.reset() }
+        for stream in left {
+            if abort { await stream.reset() } else { await stream.close() }
+        }
     }
 }

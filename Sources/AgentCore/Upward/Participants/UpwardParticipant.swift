@@ -16,7 +16,8 @@ public protocol UpwardParticipant: Sendable {
     /// When the session drops, or the agent shuts down, the task running this is cancelled
     /// and every stream it opened is reset (pending receives and sends throw); it must then
     /// return promptly (the session waits for it before it reconnects). Returning or throwing
-    /// early ends it for this session only (a throw is logged); it starts again with the
-    /// next session. Messages are bytes (serialized protobufs): AgentCore knows no protobuf.
+    /// early ends it for this session only (a throw is logged); streams it left open are
+    /// closed (what it sent still arrives); it starts again with the next session. Messages
+    /// are bytes (serialized protobufs): AgentCore knows no protobuf.
     func run(on session: any UpwardSession) async throws
 }
