@@ -51,6 +51,10 @@ public final class HandedOverConnections: ConnectionAcceptor, Sendable {
     private let group: any EventLoopGroup
     private let logger: Logger
 
+    /// Hand-overs are refused until ``run(serving:)`` runs.
+    /// - Parameters:
+    ///   - maxWaiting: descriptors that may wait to be taken up.
+    ///   - eventLoopGroup: where adopted connections run.
     public init(
         maxWaiting: Int = defaultMaxWaiting, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         logger: Logger
@@ -60,6 +64,8 @@ public final class HandedOverConnections: ConnectionAcceptor, Sendable {
         self.logger = logger
     }
 
+    /// Queues `descriptor` for ``run(serving:)`` (AgentCore's ``ConnectionAcceptor``): checks
+    /// the name and the socket, never blocks; refused ones are closed and counted.
     public func serve(descriptor: CInt, listener: String, remote: String?) throws(ConnectionHandOverError) {
         var refusal: ConnectionHandOverError?
         if !ListenerName.isValid(listener) {

@@ -28,6 +28,7 @@ public protocol ConnectionAcceptor: Sendable {
 
 /// Why a handed-over connection was not served. Its descriptor has been closed.
 public struct ConnectionHandOverError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// What kept the connection from being served.
     public enum Reason: Equatable, Sendable {
         /// No HTTP API is serving: before the agent started, after it stopped, or an agent
         /// (a test) without one.
@@ -42,8 +43,10 @@ public struct ConnectionHandOverError: Error, Equatable, Sendable, CustomStringC
         case invalidListenerName
     }
 
+    /// Why it was refused.
     public let reason: Reason
 
+    /// An error for `reason`.
     public init(_ reason: Reason) { self.reason = reason }
 
     public var description: String {
@@ -60,8 +63,10 @@ public struct ConnectionHandOverError: Error, Equatable, Sendable, CustomStringC
 /// An acceptor for an agent that serves no HTTP API (tests, tools): every connection handed
 /// to it is closed and refused with ``ConnectionHandOverError/Reason/notServing``.
 public struct NoConnectionAcceptor: ConnectionAcceptor {
+    /// The acceptor of an agent without an HTTP API.
     public init() {}
 
+    /// Closes `descriptor` and throws ``ConnectionHandOverError/Reason/notServing``.
     public func serve(descriptor: CInt, listener: String, remote: String?) throws(ConnectionHandOverError) {
         close(descriptor)
         throw ConnectionHandOverError(.notServing)

@@ -7,6 +7,7 @@ public struct ConnectionOrigin: Sendable, Equatable {
     /// The peer's address as text, when the connection was handed over with one.
     public var remote: String?
 
+    /// An origin named `listener` (a ``ListenerName``), with the peer's address if known.
     public init(listener: String, remote: String? = nil) {
         self.listener = listener
         self.remote = remote

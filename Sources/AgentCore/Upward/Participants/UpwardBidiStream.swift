@@ -6,6 +6,7 @@ public struct UpwardBidiStream: Sendable {
     /// What the control plane sends, in order.
     public let messages: UpwardMessages
 
+    /// A stream of these two sides (the session makes them; tests make fakes).
     public init(sender: any UpwardStreamSender, messages: UpwardMessages) {
         self.sender = sender
         self.messages = messages

@@ -12,6 +12,7 @@ public struct UpwardMessages: AsyncSequence, Sendable {
 
     private let source: any UpwardMessageSource
 
+    /// The messages `source` receives.
     public init(_ source: any UpwardMessageSource) {
         self.source = source
     }
@@ -21,15 +22,19 @@ public struct UpwardMessages: AsyncSequence, Sendable {
         try await source.receive()
     }
 
+    /// An iterator over the stream (they all read the same stream).
     public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(source: source) }
 
+    /// Takes the stream's messages one by one.
     public struct AsyncIterator: AsyncIteratorProtocol {
         let source: any UpwardMessageSource
 
+        /// The next message, or nil once the control plane has closed its side.
         public mutating func next() async throws(UpwardStreamError) -> [UInt8]? {
             try await source.receive()
         }
 
+        /// The next message (the caller's isolation does not matter: the stream has its own).
         public mutating func next(isolation actor: isolated (any Actor)?) async throws(UpwardStreamError) -> [UInt8]? {
             try await source.receive()
         }

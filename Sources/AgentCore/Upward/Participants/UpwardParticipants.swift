@@ -12,6 +12,7 @@ public final class UpwardParticipants: Sendable {
 
     private let participants = Mutex<[any UpwardParticipant]>([])
 
+    /// A registry holding `initial` (tests; the host starts empty and adds modules' ones).
     public init(_ initial: [any UpwardParticipant] = []) {
         for participant in initial { add(participant) }
     }

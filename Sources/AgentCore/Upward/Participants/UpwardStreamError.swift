@@ -1,5 +1,6 @@
 /// Why an upward call or stream failed, in terms a participant can act on.
 public struct UpwardStreamError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// What went wrong.
     public enum Kind: Equatable, Sendable {
         /// The control plane answered with an error (dRPC Error: its code and text).
         case remote(code: UInt64, message: String)
@@ -21,10 +22,12 @@ public struct UpwardStreamError: Error, Equatable, Sendable, CustomStringConvert
         case cancelled
     }
 
+    /// What went wrong, to act on.
     public let kind: Kind
     /// What happened, for logs.
     public let detail: String
 
+    /// An error of `kind`, with text for logs.
     public init(_ kind: Kind, _ detail: String = "") {
         self.kind = kind
         self.detail = detail
