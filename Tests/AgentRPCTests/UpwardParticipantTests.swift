@@ -10,9 +10,12 @@ import Testing
 
 /// Issue 26, seam 2: work that lives on the upward session (``UpwardParticipant``), against
 /// the double over the real wire format (WebSocket, yamux, dRPC) with a test service of its own.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.timeLimit(.minutes(3)))
 struct UpwardParticipantTests {
     static let quiet = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
+    /// How long a wait may take: the whole suite on a loaded 2-core host took 40-50 s for
+    /// what takes under a second alone (a passing wait returns at once).
+    static let patience: Duration = .seconds(90)
 
     static let chat = "/test.v1.Test/Chat"
     static let ticks = "/test.v1.Test/Ticks"
@@ -47,13 +50,13 @@ struct UpwardParticipantTests {
         try await double.run { url in
             let session = makeSession(url, token: double.token, participants: [ChatParticipant(log: log)])
             let running = Task { try await session.run() }
-            #expect(await eventually { log.events.contains("1: 7 bytes") })
+            #expect(await eventually(timeout: Self.patience) { log.events.contains("1: 7 bytes") })
             #expect(log.events.prefix(3) == ["start 1", "1: echo hello 1", "1: 7 bytes"])
             #expect(heard.withLock { $0 } == ["hello 1"])
 
             await double.dropConnections()
-            #expect(await eventually { log.events.contains { $0.hasPrefix("stop 1") } }, "\(log.events)")
-            #expect(await eventually { log.events.contains("2: 7 bytes") }, "\(log.events)")
+            #expect(await eventually(timeout: Self.patience) { log.events.contains { $0.hasPrefix("stop 1") } }, "\(log.events)")
+            #expect(await eventually(timeout: Self.patience) { log.events.contains("2: 7 bytes") }, "\(log.events)")
             #expect(heard.withLock { $0 } == ["hello 1", "hello 2"])
             let events = log.events
             let stop = try #require(events.firstIndex { $0.hasPrefix("stop 1") })
@@ -105,7 +108,7 @@ struct UpwardParticipantTests {
         try await double.run { url in
             let session = makeSession(url, token: double.token, participants: [probe])
             let running = Task { try await session.run() }
-            #expect(await eventually { done.isSet })
+            #expect(await eventually(timeout: Self.patience) { done.isSet })
             #expect(results.withLock { $0 } == [
                 "tick 0", "tick 1", "tick 2", "tick 3", "tick 4", "sum 6", "ended", "echo: hi", "unsupported", "session 1",
             ])
@@ -150,15 +153,15 @@ struct UpwardParticipantTests {
         try await double.run { url in
             let session = makeSession(url, token: double.token, participants: [slow])
             let running = Task { try await session.run() }
-            #expect(await eventually { opened.isSet && sent.load(ordering: .relaxed) >= 3 })
+            #expect(await eventually(timeout: Self.patience) { opened.isSet && sent.load(ordering: .relaxed) >= 3 })
             // Many round trips later the sender is still held: the window (256 KiB) holds
             // three of these messages and part of a fourth.
             let trips = roundTrips.load(ordering: .relaxed)
-            #expect(await eventually { roundTrips.load(ordering: .relaxed) >= trips + 10 })
+            #expect(await eventually(timeout: Self.patience) { roundTrips.load(ordering: .relaxed) >= trips + 10 })
             let held = sent.load(ordering: .relaxed)
             #expect(held <= UpwardStreamLimits.receiveWindowBytes / size, "the control plane sent \(held) messages nobody read")
             readNow.set()
-            #expect(await eventually { received.withLock { $0.count } == messages })
+            #expect(await eventually(timeout: Self.patience) { received.withLock { $0.count } == messages })
             #expect(received.withLock { $0 } == (0..<messages).map { UInt8($0) })
             session.beginShutdown()
             try await running.value
@@ -194,7 +197,7 @@ struct UpwardParticipantTests {
         try await double.run { url in
             let session = makeSession(url, token: double.token, participants: [greedy])
             let running = Task { try await session.run() }
-            #expect(await eventually { done.isSet })
+            #expect(await eventually(timeout: Self.patience) { done.isSet })
             #expect(outcome.withLock { $0 } == "tooManyStreams(limit: \(UpwardStreamLimits.maxStreams)), reopened")
             session.beginShutdown()
             try await running.value
@@ -225,8 +228,8 @@ struct UpwardParticipantTests {
         try await double.run { url in
             let session = makeSession(url, token: double.token, participants: [leaver])
             let running = Task { try await session.run() }
-            #expect(await eventually { heard.isSet })
-            #expect(await eventually { handlerEnd.withLock { $0 } != nil })
+            #expect(await eventually(timeout: Self.patience) { heard.isSet })
+            #expect(await eventually(timeout: Self.patience) { handlerEnd.withLock { $0 } != nil })
             #expect(handlerEnd.withLock { $0 } == "drpc: EOF", "ended by the agent, without a CloseSend")
             #expect(session.isConnected, "the session stays up")
             #expect(double.recorded.withLock { $0.connections } == 1)
@@ -242,7 +245,7 @@ struct UpwardParticipantTests {
             configuration: .init(agentVersion: "0.1.0"), dialer: nil, logger: Self.quiet,
             participants: UpwardParticipants([ChatParticipant(log: log)]))
         let running = Task { try await session.run() }
-        #expect(await eventually { session.currentManifest == nil && !session.isConnected })
+        #expect(await eventually(timeout: Self.patience) { session.currentManifest == nil && !session.isConnected })
         session.beginShutdown()
         try await running.value
         #expect(log.events.isEmpty)
