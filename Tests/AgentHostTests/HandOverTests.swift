@@ -11,9 +11,11 @@ import Testing
 /// Issue 26, seam 1 through the host: a connection handed to ``AgentHost/connections`` (as
 /// the tailnet will hand over each tunnel connection) is served by every mounted route,
 /// real ones included, and is closed by the agent's shutdown like the listener's.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.timeLimit(.minutes(3)))
 struct HandOverTests {
     static let quiet = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
+    /// How long a wait may take on a loaded 2-core host (a passing wait returns at once).
+    static let patience: Duration = .seconds(90)
     static let peer = "[fd7a:115c:a1e0::5]:51234"
 
     @Test func handedOverConnectionsServeMountedRoutesAndCloseAtShutdown() async throws {
@@ -35,13 +37,13 @@ struct HandOverTests {
         #expect(throws: ConnectionHandOverError(.notServing)) {
             try host.connections.serve(descriptor: earlyTheirs, listener: ListenerName.tailnet, remote: nil)
         }
-        #expect(await early.isClosedByPeer(within: .seconds(10)))
+        #expect(await early.isClosedByPeer(within: .seconds(60)))
 
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await host.run() }
             var iterator = ports.makeAsyncIterator()
             let port = try #require(await iterator.next())
-            #expect(await eventually {
+            #expect(await eventually(timeout: Self.patience) {
                 let (probe, theirs) = LoopbackSocket.pair()
                 _ = probe
                 return (try? host.connections.serve(descriptor: theirs, listener: ListenerName.tailnet, remote: nil)) != nil
@@ -86,17 +88,17 @@ struct HandOverTests {
             let (idle, idleTheirs) = LoopbackSocket.pair()
             try host.connections.serve(descriptor: idleTheirs, listener: ListenerName.tailnet, remote: Self.peer)
             #expect(idle.send("GET /healthz HTTP/1.1\r\nHost: agent\r\n\r\n"))
-            #expect(String.httpStatus(of: await idle.read(until: #""ok"}"#)) == 200)
+            #expect(String.httpStatus(of: await idle.read(until: #""ok"}"#, timeout: .seconds(60))) == 200)
             await host.shutdown()
             try await group.next()
-            #expect(await idle.isClosedByPeer(within: .seconds(10)), "shutdown closed the handed-over connection")
+            #expect(await idle.isClosedByPeer(within: .seconds(60)), "shutdown closed the handed-over connection")
         }
         // Once stopped, nothing more is taken.
         let (late, lateTheirs) = LoopbackSocket.pair()
         #expect(throws: ConnectionHandOverError(.notServing)) {
             try host.connections.serve(descriptor: lateTheirs, listener: ListenerName.tailnet, remote: nil)
         }
-        #expect(await late.isClosedByPeer(within: .seconds(10)))
+        #expect(await late.isClosedByPeer(within: .seconds(60)))
     }
 
     @Test func aModulesParticipantsAreRegisteredWhenItIsAdded() {
