@@ -92,6 +92,8 @@ let package = Package(
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "NIOCore", package: "swift-nio"),
+                // Adopts connections handed over as descriptors (HandedOverConnections).
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOWebSocket", package: "swift-nio"),
                 .product(name: "NIOHTTPTypesHTTP1", package: "swift-nio-extras"),
@@ -254,8 +256,9 @@ let package = Package(
             dependencies: [.product(name: "SwiftProtobuf", package: "swift-protobuf")],
             swiftSettings: swiftSettings
         ),
-        // dRPC: wire format, unary and streaming client and server; transport-agnostic.
-        .target(name: "DRPC", dependencies: ["AgentCore"], swiftSettings: swiftSettings),
+        // dRPC: wire format, unary and streaming client and server; transport-agnostic, and
+        // depends on nothing of the agent's (not even AgentCore).
+        .target(name: "DRPC", swiftSettings: swiftSettings),
         // yamux: framing and a session over any byte stream, run on its connection's NIO loop.
         .target(
             name: "Yamux",
@@ -384,7 +387,7 @@ let package = Package(
         .testTarget(
             name: "AgentHostTests",
             dependencies: [
-                "AgentCore", "AgentHTTP", "AgentHost", "AgentTestSupport",
+                "AgentCore", "AgentHTTP", "AgentHost", "AgentProc", "AgentTestSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),

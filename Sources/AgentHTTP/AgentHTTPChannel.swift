@@ -1,3 +1,4 @@
+import AgentCore
 import HTTPTypes
 import Hummingbird
 import HummingbirdCore
@@ -14,6 +15,10 @@ import NIOWebSocket
 /// ``HTTPRequestGuard`` right after the decoder), and requests served from the pipeline by
 /// ``HTTPResponderHandler`` (``AgentResponder`` over the routes, without `NIOAsyncChannel` per
 /// request).
+///
+/// The same channel serves a connection whatever its source (``AgentHTTPServing``): a
+/// listener's accepted connections and connections handed over from elsewhere differ only
+/// in their ``origin``, which every request's context carries.
 ///
 /// A WebSocket handshake is only possible as a connection's first request (as with
 /// Hummingbird's own channel): the route comes from the ``WebSocketRouteTable`` the request
@@ -39,6 +44,15 @@ struct AgentHTTPChannel: ServerChildChannel {
     let registry: HTTPConnectionRegistry
     let webSocketRoutes: WebSocketRouteTable
     let limits: HTTPRequestGuard.Limits
+    /// Where the connections this value serves come from.
+    let origin: ConnectionOrigin
+
+    /// The same channel for connections from `origin`.
+    func from(_ origin: ConnectionOrigin) -> AgentHTTPChannel {
+        AgentHTTPChannel(
+            http: http, webSocket: webSocket, decoderLimits: decoderLimits, registry: registry, webSocketRoutes: webSocketRoutes,
+            limits: limits, origin: origin)
+    }
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         channel.eventLoop.makeCompletedFuture {
@@ -62,11 +76,11 @@ struct AgentHTTPChannel: ServerChildChannel {
                 })
             let upgrade = NIOTypedHTTPServerUpgradeConfiguration<Outcome>(
                 upgraders: [upgrader],
-                notUpgradingCompletionHandler: { [http] channel in
+                notUpgradingCompletionHandler: { [http, origin] channel in
                     channel.eventLoop.makeCompletedFuture {
                         let pipeline = channel.pipeline.syncOperations
                         try pipeline.addHandler(ConnectionObserver())
-                        try pipeline.addHandler(HTTPResponderHandler(configuration: http, refuseFirstRequest: triedUpgrade.value))
+                        try pipeline.addHandler(HTTPResponderHandler(configuration: http, origin: origin, refuseFirstRequest: triedUpgrade.value))
                         return .http
                     }
                 })
@@ -115,7 +129,7 @@ struct AgentHTTPChannel: ServerChildChannel {
         guard let (route, parameters) = webSocketRoutes.match(path),
             let request = try? Request(head: HTTPRequest(agentHead: head), body: RequestBody(buffer: ByteBuffer()))
         else { return nil }
-        var requestContext = AgentRequestContext(source: .init(channel: channel, logger: logger))
+        var requestContext = AgentRequestContext(source: .init(channel: channel, logger: logger), origin: origin)
         for (name, value) in parameters {
             requestContext.coreContext.parameters.append(key: Substring(name), value: Substring(value))
         }
@@ -137,30 +151,6 @@ struct AgentHTTPChannel: ServerChildChannel {
             // A WebSocket route counts once its session ends: status 101, the duration from
             // the handshake to the close (how long the stream lasted).
             timers?.record(method: method, status: .switchingProtocols, nanoseconds: NIODeadline.now().uptimeNanoseconds &- start)
-        }
-    }
-}
-
-extension HTTPServerBuilder {
-    /// The agent's HTTP/1 + WebSocket channel (``AgentHTTPChannel``) serving `responder`.
-    static func agentHTTP(
-        responder: AgentResponder,
-        serverName: String?,
-        webSocket: WebSocketServerConfiguration,
-        decoderLimits: (fieldSize: Int, listSize: Int, fieldCount: Int),
-        registry: HTTPConnectionRegistry,
-        webSocketRoutes: WebSocketRouteTable,
-        limits: HTTPRequestGuard.Limits,
-        writeStallTimeout: TimeAmount,
-        logger: Logger
-    ) -> HTTPServerBuilder {
-        // Hummingbird's responder closure (NIOAsyncChannel based) goes unused: the channel
-        // calls the responder itself.
-        HTTPServerBuilder { _ in
-            AgentHTTPChannel(
-                http: .init(responder: responder, serverName: serverName, logger: logger, writeStallTimeout: writeStallTimeout),
-                webSocket: webSocket, decoderLimits: decoderLimits,
-                registry: registry, webSocketRoutes: webSocketRoutes, limits: limits)
         }
     }
 }

@@ -6,16 +6,19 @@ import HummingbirdWebSocket
 import Logging
 import NIOCore
 
-/// Builds the agent's one HTTP/WebSocket server from the capability modules' routes.
+/// Builds the agent's HTTP/WebSocket server from the capability modules' routes.
 public enum AgentHTTPServer {
     /// The concrete application type: a Hummingbird `Application`, itself a `Service`.
     public typealias App = Application<AgentResponder>
 
-    /// Makes the application.
+    /// Makes a server that listens on `address` and serves `mounts`: an ``AgentHTTPServing``
+    /// and its one listener. (The host builds the serving itself, so that connections
+    /// handed over from elsewhere are served by the same routes: ``HandedOverConnections``.)
     /// - Parameters:
     ///   - address: where to listen (loopback by default, see ``BindTarget``).
     ///   - mounts: every capability module's routes, each at its base path.
     ///   - connections: the open connections (the host stops and closes them at shutdown).
+    ///   - listener: the name requests see as `AgentRequestContext.listener`.
     ///   - logger: server logger.
     ///   - onServerRunning: called with the listening channel (its local address carries the real port).
     public static func makeApplication(
@@ -26,91 +29,14 @@ public enum AgentHTTPServer {
         bodyTimeout: Duration = AgentHTTPLimits.requestBodyTimeout,
         webSocketPingInterval: Duration = AgentHTTPLimits.webSocketPingInterval,
         writeStallTimeout: Duration = AgentHTTPLimits.responseWriteStallTimeout,
+        listener: String = ListenerName.http,
         logger: Logger,
         onServerRunning: @escaping @Sendable (any Channel) async -> Void = { _ in }
     ) -> App {
-        // Request metrics and JSON errors are the responder's own (``AgentResponder``).
-        let router = AgentRouter()
-        // Requests are logged at debug: at a higher level the middleware would only cost
-        // its layer (two executor checks and a closure per request), so it is left out.
-        if logger.logLevel <= .debug { router.add(middleware: LogRequestsMiddleware(.debug)) }
-        // Encoded once: health probes come often and never change.
-        let healthy = JSONResponse.make(["status": "ok"])
-        router.get("/healthz") { _, _ in healthy }
-        var webSocketRoutes: [AgentWebSocketRoute] = []
-        var streamingPaths: Set<String> = []
-        // After the router's middleware, so that every mounted route runs inside it.
-        for mount in mounts {
-            router.addRoutes(mount.module.routes(), atPath: RouterPath(mount.path))
-            webSocketRoutes += mount.module.webSocketRoutes().mounted(at: mount.path)
-            for path in mount.module.streamingUploadPaths() { streamingPaths.insert(WebSocketRouteCollection.join(mount.path, path)) }
-        }
-        for route in webSocketRoutes { registerTwin(route, http: router) }
-        let responder = router.buildResponder()
-        if logger.logLevel <= .trace {
-            // What is mounted, one line per route (the OpenAPI document's test reads them).
-            let upgrades = Set(webSocketRoutes.map { RouterPath($0.path).description })
-            for route in router.routeList {
-                logger.trace("route mounted", metadata: [
-                    "method": "\(route.method)", "path": "\(route.path)", "websocket": "\(upgrades.contains(route.path))",
-                ])
-            }
-        }
-        let serverName = "workspace-agent"
-        // A unix listener goes through AgentCore's SocketFile like every unix socket of the
-        // agent: bound in a private directory, given mode 0600 and renamed into place once
-        // listening; removed when the listener closes, if it is still ours. Where the path
-        // is not available (a live socket there), the bind at the path itself fails as
-        // before ("address already in use").
-        var bindAddress = address.bindAddress
-        var unixSocket: (file: SocketFile, staged: SocketFile.Staging)?
-        if case .unix(let path) = address.kind {
-            let file = SocketFile(path: path, stalePolicy: .socketOnly)
-            if let staged = try? file.makeStaging() {
-                bindAddress = .unixDomainSocket(path: staged.socket)
-                unixSocket = (file, staged)
-            }
-        }
-        let installThenRun: @Sendable (any Channel) async -> Void = { [unixSocket] channel in
-            if let (file, staged) = unixSocket {
-                do {
-                    let identity = try file.install(staged: staged)
-                    channel.closeFuture.whenComplete { _ in file.remove(ifStill: identity) }
-                } catch {
-                    logger.critical("cannot listen on \(address): \(error)")
-                    try? await channel.close()
-                    return
-                }
-            }
-            await onServerRunning(channel)
-        }
-        return Application(
-            responder: responder,
-            server: .agentHTTP(
-                responder: responder,
-                serverName: serverName,
-                // A client that never answers our close frame is dropped after 2 s. Pings are
-                // the connection guard's (on raw bytes, whether or not a route reads what the
-                // client sends), not the WebSocket handler's.
-                webSocket: .init(maxFrameSize: 1 << 20, autoPing: .disabled, closeTimeout: .seconds(2)),
-                decoderLimits: (AgentHTTPLimits.maxHeaderFieldSize, AgentHTTPLimits.maxHeaderListSize, AgentHTTPLimits.maxHeaderFieldCount),
-                registry: connections,
-                webSocketRoutes: WebSocketRouteTable(webSocketRoutes),
-                // The request guard closes connections that stall before, between or inside
-                // requests; none closes a connection whose request is being handled
-                // (wait=true lasts 5 min).
-                limits: .init(
-                    headTimeout: .init(headTimeout), bodyTimeout: .init(bodyTimeout), maxBody: AgentHTTPLimits.maxRequestBody,
-                    streamingPaths: streamingPaths, webSocketPingInterval: .init(webSocketPingInterval)),
-                writeStallTimeout: .init(writeStallTimeout),
-                logger: logger
-            ),
-            // No accept limit here: the registry caps open connections by closing the
-            // longest-idle one, so a flood of idle connections cannot lock others out.
-            configuration: .init(address: bindAddress, serverName: serverName),
-            onServerRunning: installThenRun,
-            logger: logger
-        )
+        AgentHTTPServing(
+            mounts: mounts, connections: connections, headTimeout: headTimeout, bodyTimeout: bodyTimeout,
+            webSocketPingInterval: webSocketPingInterval, writeStallTimeout: writeStallTimeout, logger: logger
+        ).application(address: address, listener: listener, onServerRunning: onServerRunning)
     }
 
     /// Mounts a WebSocket route's plain-HTTP twin, which answers what is not an upgrade:

@@ -1,5 +1,6 @@
 import AgentCore
 import Hummingbird
+import Logging
 import NIOCore
 
 /// The request context every agent route sees, HTTP and WebSocket alike.
@@ -14,10 +15,34 @@ public struct AgentRequestContext: RequestContext {
     public var chat: ChatIdentity?
     /// The connection's observer, when the HTTP channel made this context.
     var connectionObserver: ConnectionObserver?
+    /// Where the connection came from.
+    public let origin: ConnectionOrigin
 
+    /// A context for a connection of the HTTP API's own listener (``ListenerName/http``).
     public init(source: ApplicationRequestContextSource) {
+        self.init(source: source, origin: .http)
+    }
+
+    /// A context for a connection from `origin`; its logger carries the listener's name.
+    public init(source: ApplicationRequestContextSource, origin: ConnectionOrigin) {
         self.coreContext = .init(source: source)
         self.channel = source.channel
+        self.origin = origin
+        logger[metadataKey: "listener"] = .string(origin.listener)
+    }
+
+    /// The listener the request came from (``ListenerName``): `"http"` for the HTTP API's
+    /// own, `"tailnet"` for a connection the tailnet handed over.
+    public var listener: String { origin.listener }
+
+    /// The peer's address as text (`127.0.0.1:52110`, `[fd7a:115c:a1e0::1]:4242`): the one a
+    /// handed-over connection came with, else the socket's; nil when neither is known (a
+    /// unix socket's client).
+    public var remote: String? {
+        if let remote = origin.remote { return remote }
+        guard let address = channel.remoteAddress, let ip = address.ipAddress, let port = address.port else { return nil }
+        if case .v6 = address { return "[\(ip)]:\(port)" }
+        return "\(ip):\(port)"
     }
 
     /// Bodies larger than this are refused with 413 (1 MiB: commands, env and JSON fit easily).

@@ -1,3 +1,4 @@
+import AgentCore
 import CoreMetrics
 import Metrics
 
@@ -20,6 +21,25 @@ enum HTTPMetrics {
     /// WebSocket that answered no ping).
     static func closed(_ reason: String) -> Counter {
         Counter(label: "agent_http_connections_closed_total", dimensions: [("reason", reason)])
+    }
+
+    /// Connections handed over from elsewhere and taken up, by listener (`tailnet`): they
+    /// also count in every connection metric above, as accepted ones do. Listener names come
+    /// from the agent's code, so the series are few.
+    static func handedOver(_ listener: String) {
+        Counter(label: "agent_http_connections_handed_over_total", dimensions: [("listener", listener)]).increment()
+    }
+
+    /// Hand-overs refused before serving, by reason: `not_serving`, `backlog_full`,
+    /// `not_a_stream_socket`, `invalid_listener`.
+    static func handOverRefused(_ reason: ConnectionHandOverError.Reason) {
+        let label = switch reason {
+        case .notServing: "not_serving"
+        case .backlogFull: "backlog_full"
+        case .notAStreamSocket: "not_a_stream_socket"
+        case .invalidListenerName: "invalid_listener"
+        }
+        Counter(label: "agent_http_handovers_refused_total", dimensions: [("reason", label)]).increment()
     }
 
     /// Answers the connection guard gave itself (408, 413, 414, 417, 431, 405, 400), by status.

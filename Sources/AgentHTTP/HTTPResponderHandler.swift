@@ -1,3 +1,4 @@
+import AgentCore
 import CoreMetrics
 import HTTPTypes
 import Hummingbird
@@ -59,6 +60,8 @@ final class HTTPResponderHandler: ChannelDuplexHandler, RemovableChannelHandler 
     static let singleFlushLimit = 64 * 1024
 
     private let configuration: Configuration
+    /// Where the connection came from (every request's context carries it).
+    private let origin: ConnectionOrigin
     /// The first request follows a refused WebSocket handshake: answered 400, then closed.
     private let refuseFirstRequest: Bool
     private var context: ChannelHandlerContext?
@@ -106,8 +109,9 @@ final class HTTPResponderHandler: ChannelDuplexHandler, RemovableChannelHandler 
     /// Waiters for the channel to become writable again (at most one: one response at a time).
     private var writable: EventLoopPromise<Void>?
 
-    init(configuration: Configuration, refuseFirstRequest: Bool = false) {
+    init(configuration: Configuration, origin: ConnectionOrigin = .http, refuseFirstRequest: Bool = false) {
         self.configuration = configuration
+        self.origin = origin
         self.refuseFirstRequest = refuseFirstRequest
     }
 
@@ -324,7 +328,7 @@ final class HTTPResponderHandler: ChannelDuplexHandler, RemovableChannelHandler 
         } else if let connectionContext {
             return connectionContext
         }
-        var made = AgentRequestContext(source: .init(channel: channel, logger: logger))
+        var made = AgentRequestContext(source: .init(channel: channel, logger: logger), origin: origin)
         made.connectionObserver = connectionObserver
         if !perRequest { connectionContext = made }
         return made

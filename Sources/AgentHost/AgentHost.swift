@@ -10,9 +10,14 @@ import Synchronization
 ///
 /// The executable builds each module and hands it over with one line (``mount(_:at:)`` for
 /// a module with routes, ``add(_:)`` for one without); the host does the rest:
-/// - one HTTP server per listener (``listen(on:for:logMessage:addressKey:mounts:)``), each
-///   a service of the `serving` phase; at the `announce` phase they stop taking new
+/// - one HTTP server per listener (``listen(on:for:name:logMessage:addressKey:mounts:onListening:)``),
+///   each a service of the `serving` phase; at the `announce` phase they stop taking new
 ///   connections (503), and connections still open half a second before the bound are closed;
+/// - connections other modules hand over (``connections``, AgentCore's ``ConnectionAcceptor``:
+///   the tailnet's) are served by the HTTP API's routes, registry and limits, as its
+///   listener's are, and stop with them;
+/// - every module's ``AgentModule/upwardParticipants`` go into ``upwardParticipants``, which
+///   the executable gives the control-plane session;
 /// - every module's services in one `ServiceGroup`, ordered by phase: graceful shutdown stops
 ///   `announce` first and `serving` last (service-lifecycle stops services in the reverse
 ///   of their order; the phases, not the order modules were added in, decide it);
@@ -36,6 +41,8 @@ public final class AgentHost: Sendable {
         var address: BindTarget
         /// For the failure line: "the HTTP API".
         var what: String
+        /// What requests see as `AgentRequestContext.listener` (``ListenerName``).
+        var name: String
         /// Logged with the bound address once listening.
         var logMessage: String
         var addressKey: String
@@ -57,6 +64,18 @@ public final class AgentHost: Sendable {
     private let logger: Logger
     private let state = Mutex(State())
     private let controller: ShutdownController
+    /// Connections handed over by modules, served by the HTTP API (the first listener).
+    private let handedOver: HandedOverConnections
+
+    /// Where modules hand over connections they received elsewhere, to be served by the
+    /// HTTP API: give it to them as ``AgentContext/connections``. Refuses (and closes) what
+    /// comes before the host runs, after it stopped, or when there is no listener.
+    public var connections: any ConnectionAcceptor { handedOver }
+
+    /// The participants of every module added (``AgentModule/upwardParticipants``): the
+    /// executable gives this to the control-plane session, which starts them on each
+    /// connected session.
+    public let upwardParticipants = UpwardParticipants()
 
     public init(configuration: Configuration = .init(), clock: ShutdownClock? = nil, logger: Logger) {
         self.configuration = configuration
@@ -68,14 +87,16 @@ public final class AgentHost: Sendable {
             lastResort.run()
         }
         self.lastResort = lastResort
+        handedOver = HandedOverConnections(logger: Logger(label: "workspace-agent.http"))
     }
 
     private let lastResort: LastResort
 
-    /// Adds a module without routes (its services only).
+    /// Adds a module without routes (its services and upward participants).
     public func add(_ module: any AgentModule) {
         state.withLock { $0.modules.append(module) }
         lastResort.append(module)
+        for participant in module.upwardParticipants { upwardParticipants.add(participant) }
     }
 
     /// Adds a module and mounts its routes at `path` on the first listener (the HTTP API).
@@ -88,16 +109,19 @@ public final class AgentHost: Sendable {
     }
 
     /// Adds an HTTP listener. The first one is the HTTP API, where ``mount(_:at:)`` puts
-    /// routes; later ones serve exactly `mounts` (the Prometheus listener).
-    /// - Parameter onListening: called with the bound address (`127.0.0.1:41234`).
+    /// routes and whose routes also serve handed-over ``connections``; later ones serve
+    /// exactly `mounts` (the Prometheus listener).
+    /// - Parameters:
+    ///   - name: what its requests see as `AgentRequestContext.listener` (``ListenerName``).
+    ///   - onListening: called with the bound address (`127.0.0.1:41234`).
     public func listen(
-        on address: BindTarget, for what: String, logMessage: String, addressKey: String = "address",
+        on address: BindTarget, for what: String, name: String = ListenerName.http, logMessage: String, addressKey: String = "address",
         mounts: [HTTPMount] = [], onListening: (@Sendable (String) -> Void)? = nil
     ) {
         state.withLock { s in
             s.listeners.append(
                 Listener(
-                    address: address, what: what, logMessage: logMessage, addressKey: addressKey, mounts: mounts,
+                    address: address, what: what, name: name, logMessage: logMessage, addressKey: addressKey, mounts: mounts,
                     connections: HTTPConnectionRegistry(), onListening: onListening))
         }
     }
@@ -120,7 +144,14 @@ public final class AgentHost: Sendable {
                 }
             }
         ]
-        for listener in listeners { services.append(makeHTTPService(listener)) }
+        for (index, listener) in listeners.enumerated() {
+            let serving = AgentHTTPServing(mounts: listener.mounts, connections: listener.connections, logger: Logger(label: "workspace-agent.http"))
+            services.append(makeHTTPService(listener, serving: serving))
+            // The HTTP API's routes serve what modules hand over, beside its listener.
+            if index == 0 {
+                services.append(ModuleService("handed-over connections", HandedOverService(connections: handedOver, serving: serving), stopsIn: .serving))
+            }
+        }
         for module in modules { services += module.services }
         let group = ServiceGroup(configuration: Self.groupConfiguration(services, logger: logger))
         state.withLock { $0.group = group }
@@ -167,13 +198,10 @@ public final class AgentHost: Sendable {
         return ServiceGroupConfiguration(services: Array(ordered), logger: logger)
     }
 
-    private func makeHTTPService(_ listener: Listener) -> ModuleService {
+    private func makeHTTPService(_ listener: Listener, serving: AgentHTTPServing) -> ModuleService {
         let listening = ListeningFlag()
         let logger = logger
-        let app = AgentHTTPServer.makeApplication(
-            address: listener.address, mounts: listener.mounts, connections: listener.connections,
-            logger: Logger(label: "workspace-agent.http")
-        ) { channel in
+        let app = serving.application(address: listener.address, listener: listener.name) { channel in
             listening.set()
             let bound = channel.localAddress.map(Self.describe) ?? "\(listener.address)"
             logger.info("\(listener.logMessage)", metadata: [listener.addressKey: "\(bound)"])

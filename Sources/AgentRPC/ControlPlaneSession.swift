@@ -19,6 +19,11 @@ import Yamux
 /// ``ManifestSource``. No send blocks; each kind has a bounded, ordered outbox that survives
 /// reconnects, and overflow is counted (``droppedCounts``). Without a control plane
 /// (standalone), the outboxes are drained to the log instead.
+///
+/// Work that needs the live connection rather than a queue (the tailnet's coordination)
+/// runs as ``UpwardParticipant``s: each connected session starts every registered
+/// participant once the manifest is fetched and start-up reported, and stops it (task
+/// cancelled, its streams reset) when the session drops or its shutdown is done.
 public final class ControlPlaneSession: Service, UpwardSink, ManifestSource, Sendable {
     public typealias LifecycleState = Coder_Agent_V2_Lifecycle.State
 
@@ -53,6 +58,8 @@ public final class ControlPlaneSession: Service, UpwardSink, ManifestSource, Sen
     private let dialer: (any ControlPlaneDialer)?
     private let logger: Logger
     private let onManifest: @Sendable (Coder_Agent_V2_Manifest) async -> Void
+    /// Started on each connected session (the host fills it from the modules).
+    public let participants: UpwardParticipants
 
     private let manifestStore = ManifestStore()
     private let work = WorkSignal()
@@ -79,14 +86,17 @@ public final class ControlPlaneSession: Service, UpwardSink, ManifestSource, Sen
 
     /// - Parameters:
     ///   - dialer: nil for standalone mode.
+    ///   - participants: work started on each connected session (``UpwardParticipant``).
     ///   - onManifest: called with every manifest (each connection fetches one).
     public init(
         configuration: Configuration, dialer: (any ControlPlaneDialer)?, logger: Logger,
+        participants: UpwardParticipants = UpwardParticipants(),
         onManifest: @escaping @Sendable (Coder_Agent_V2_Manifest) async -> Void = { _ in }
     ) {
         self.configuration = configuration
         self.dialer = dialer
         self.logger = logger
+        self.participants = participants
         self.onManifest = onManifest
         lifecycle = Outbox(name: "lifecycle", capacity: 32, signal: work)
         appStatus = Outbox(name: "app_status", capacity: configuration.appStatusCapacity, signal: work)
@@ -347,11 +357,11 @@ public final class ControlPlaneSession: Service, UpwardSink, ManifestSource, Sen
         manifestStore.publish(agentManifest)
         await onManifest(manifest)
         _ = try await api.updateStartup(version: configuration.agentVersion, expandedDirectory: agentManifest.directory)
-        let first = state.withLock { s -> Bool in
+        let (first, number) = state.withLock { s -> (Bool, Int) in
             s.connections += 1
             s.connected = true
             defer { s.manifestSeen = true }
-            return !s.manifestSeen
+            return (!s.manifestSeen, s.connections)
         }
         defer { state.withLock { $0.connected = false } }
         if first {
@@ -360,18 +370,45 @@ public final class ControlPlaneSession: Service, UpwardSink, ManifestSource, Sen
         }
         let interval = configuration.pingInterval
         let timeout = configuration.pingTimeout
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await self.drain(api) }
-            group.addTask {
-                while true {
-                    try await Task.sleep(for: interval)
-                    try await session.ping(timeout: timeout)
-                }
+        // The participants run beside the drain and stop with it: when the connection
+        // drops (this task is cancelled) or shutdown has sent everything.
+        try await withThrowingDiscardingTaskGroup { participantTasks in
+            for participant in participants.all {
+                participantTasks.addTask { await self.runParticipant(participant, session: number, on: session) }
             }
-            // The drain ends at shutdown (or throws); either way the pinger stops.
-            try await group.next()
-            group.cancelAll()
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await self.drain(api) }
+                group.addTask {
+                    while true {
+                        try await Task.sleep(for: interval)
+                        try await session.ping(timeout: timeout)
+                    }
+                }
+                // The drain ends at shutdown (or throws); either way the pinger stops.
+                try await group.next()
+                group.cancelAll()
+            }
+            participantTasks.cancelAll()
         }
+    }
+
+    /// Runs one participant on session number `number` until it returns or its task is
+    /// cancelled; then ends the streams it left open (reset when it was stopped, closed
+    /// when it returned or threw on its own).
+    private func runParticipant(_ participant: any UpwardParticipant, session number: Int, on yamux: YamuxSession) async {
+        let view = ParticipantSession(number: number, yamux: yamux)
+        logger.debug("upward participant started", metadata: ["participant": "\(participant.name)", "session": "\(number)"])
+        do {
+            try await participant.run(on: view)
+        } catch {
+            if !Task.isCancelled {
+                logger.warning(
+                    "upward participant failed; it starts again with the next session",
+                    metadata: ["participant": "\(participant.name)", "error": "\(error)"])
+            }
+        }
+        await view.end(abort: Task.isCancelled)
+        logger.debug("upward participant stopped", metadata: ["participant": "\(participant.name)", "session": "\(number)"])
     }
 
     /// Sends queued items in order (lifecycle first) until shutdown has drained everything.

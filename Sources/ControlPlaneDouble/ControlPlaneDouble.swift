@@ -18,7 +18,9 @@ import Yamux
 ///
 /// It can be told to refuse upgrades (``refuseWith``), drop every connection
 /// (``dropConnections()``), answer slowly or stall (``answerDelay``), and report the log
-/// limit (``logLimitExceeded``). It also serves `/echo`, a plain WebSocket echo used as the
+/// limit (``logLimitExceeded``). A test can serve methods of its own beside the Agent API
+/// (``handle(_:unary:)``, ``handleServerStream(_:_:)``, ``handleStream(_:_:)``: a test
+/// service for upward participants). It also serves `/echo`, a plain WebSocket echo used as the
 /// benchmarks' baseline on the same server.
 public final class ControlPlaneDouble: Sendable {
     public struct Recorded: Sendable {
@@ -51,6 +53,13 @@ public final class ControlPlaneDouble: Sendable {
     /// When set, every upgrade is refused with this HTTP status ("reject").
     public let refuseWith = Mutex<Int?>(nil)
     private let sessions = Mutex<[YamuxSession]>([])
+    /// Methods a test added (``handle(_:unary:)`` and the stream variants).
+    private let extraMethods = Mutex<[(String, ExtraMethod)]>([])
+
+    private enum ExtraMethod {
+        case unary(DRPCServer.UnaryHandler)
+        case stream(DRPCServer.StreamHandler)
+    }
 
     /// False (benchmarks): boundary-log batches are acknowledged without being decoded or
     /// kept, only counted.
@@ -86,10 +95,43 @@ public final class ControlPlaneDouble: Sendable {
         for session in live { await session.close() }
     }
 
+    // MARK: A test's own methods
+
+    /// Serves a unary method of the test's own (`/test.v1.Test/Echo`) on connections made
+    /// from now on: the request's bytes in, the response's out; a thrown `DRPCErrorBody`
+    /// is sent as the call's Error.
+    public func handle(_ method: String, unary handler: @escaping DRPCServer.UnaryHandler) {
+        extraMethods.withLock { $0.append((method, .unary(handler))) }
+    }
+
+    /// Serves a server-streaming method on connections made from now on: `handler` gets
+    /// the one request and sends what it likes; returning ends the stream (CloseSend).
+    public func handleServerStream(
+        _ method: String, _ handler: @escaping @Sendable (_ request: [UInt8], _ call: DRPCServerCall) async throws -> Void
+    ) {
+        handleStream(method) { call in
+            guard let request = try await call.receive() else { throw DRPCErrorBody(code: 0, message: "EOF") }
+            try await handler(request, call)
+        }
+    }
+
+    /// Serves a bidirectional (or client-streaming) method on connections made from now on:
+    /// `handler` receives and sends on the call until it returns (CloseSend) or throws (Error).
+    public func handleStream(_ method: String, _ handler: @escaping DRPCServer.StreamHandler) {
+        extraMethods.withLock { $0.append((method, .stream(handler))) }
+    }
+
     // MARK: RPCs
 
+    /// The Agent API and the test's own methods, for one connection.
     func makeDRPCServer() -> DRPCServer {
         var server = DRPCServer()
+        for (method, handler) in extraMethods.withLock({ $0 }) {
+            switch handler {
+            case .unary(let handler): server.register(method, handler)
+            case .stream(let handler): server.registerStream(method, handler)
+            }
+        }
         // No capture lists below: Swift 6.3 drops the `nonisolated(nonsending)` of a
         // closure literal that has one, and the handler would hop off the loop.
         // Runs on the caller's executor (the session's loop): no hop when there is no delay.
@@ -187,7 +229,6 @@ public final class ControlPlaneDouble: Sendable {
     public static let unknownAppSlug = "unknown-app"
 
     public func run(host: String = "127.0.0.1", port: Int = 0, _ body: @escaping @Sendable (String) async throws -> Void) async throws {
-        let drpc = makeDRPCServer()
         let group = MultiThreadedEventLoopGroup.singleton
         let upgrader = NIOWebSocketServerUpgrader(
             maxFrameSize: WebSocketDialer.maxMessageSize,
@@ -213,6 +254,8 @@ public final class ControlPlaneDouble: Sendable {
                     let session = try YamuxSession.overWebSocket(channel, role: .server)
                     sessions.withLock { $0.append(session) }
                     recorded.withLock { $0.connections += 1 }
+                    // Per connection: methods a test added since the last one are served too.
+                    let drpc = makeDRPCServer()
                     session.assumeIsolated { $0.serve(drpc) }
                 }
             })

@@ -18,6 +18,10 @@ enum MetricsHelp {
         "agent_http_guard_responses_total": "Answers the connection guard gave itself, by status (400, 405, 408, 413, 414, 417, 431).",
         "agent_http_websockets": "WebSocket slots held (handshakes admitted and upgraded connections).",
         "agent_http_websockets_refused_total": "WebSocket handshakes refused (503) over the WebSockets' budget.",
+        "agent_http_connections_handed_over_total":
+            "Connections handed over by another module (the tailnet) and served by the HTTP API, by listener; they count in the other HTTP connection metrics too.",
+        "agent_http_handovers_refused_total":
+            "Handed-over connections refused before serving, by reason (not_serving, backlog_full, not_a_stream_socket, invalid_listener).",
         // Processes
         "agent_processes_started_total": "Processes started through the process API.",
         "agent_processes_exited_total": "Processes started through the process API that exited.",

@@ -67,20 +67,22 @@ struct RunCommand: AsyncParsableCommand {
         let host = AgentHost(logger: logger)
         let upward = ControlPlaneModule(
             configuration: config.controlPlane, agentVersion: AgentVersion.current, clock: host.clock,
-            logger: log.localLogger(label: "workspace-agent.rpc"))
+            participants: host.upwardParticipants, logger: log.localLogger(label: "workspace-agent.rpc"))
         log.forwarder.connect(to: upward.session)
         let chatPaths = ChatPaths()
         // The desktop publishes its DISPLAY here; the process API adds it to children.
         let sessionEnvironment = SessionEnvironment()
         let context = AgentContext(
             chatPaths: chatPaths, manifest: upward.session, upward: upward.session,
-            environment: environment, stateDirectory: config.agent.stateDir, sessionEnvironment: sessionEnvironment)
+            environment: environment, stateDirectory: config.agent.stateDir, sessionEnvironment: sessionEnvironment,
+            connections: host.connections)
         let childFileLimit = FileDescriptorLimit.raise()
 
         host.listen(on: config.http.address, for: "the HTTP API", logMessage: "agent HTTP API listening")
         if let address = config.agent.prometheusAddress {
             host.listen(
-                on: address, for: "Prometheus metrics", logMessage: "prometheus metrics listening", addressKey: "metrics_address",
+                on: address, for: "Prometheus metrics", name: ListenerName.prometheus, logMessage: "prometheus metrics listening",
+                addressKey: "metrics_address",
                 mounts: [HTTPMount(MetricsModule(registry: metrics, process: processMetrics), at: "/")])
         }
         host.add(upward)

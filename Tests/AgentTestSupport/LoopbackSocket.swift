@@ -37,6 +37,30 @@ public final class LoopbackSocket: @unchecked Sendable {
         self.fd = fd
     }
 
+    /// Takes ownership of a connected stream socket (one end of ``pair()``).
+    public init(descriptor: Int32) {
+        self.fd = descriptor
+    }
+
+    /// A connected unix socketpair: our end, and the other end's descriptor to hand over
+    /// (as the tailnet hands each tunnel connection to the agent's HTTP API). Close-on-exec
+    /// both, so no child a test starts inherits them.
+    public static func pair() -> (ours: LoopbackSocket, theirs: Int32) {
+        var fds: [Int32] = [-1, -1]
+        let rc = socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &fds)
+        precondition(rc == 0, "socketpair failed: errno \(errno)")
+        return (LoopbackSocket(descriptor: fds[0]), fds[1])
+    }
+
+    /// Both ends of a socketpair as raw descriptors (for clients that adopt theirs, such as
+    /// ``RawHTTPClient/request(over:_:_:headers:body:timeout:)``).
+    public static func descriptorPair() -> (Int32, Int32) {
+        var fds: [Int32] = [-1, -1]
+        let rc = socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &fds)
+        precondition(rc == 0, "socketpair failed: errno \(errno)")
+        return (fds[0], fds[1])
+    }
+
     deinit { close(fd) }
 
     /// Sends every byte (false if the peer is gone).

@@ -63,6 +63,26 @@ public struct RawHTTPClient: Sendable {
         _ = try await exchange(bytes, closeAfter: delay, timeout: delay + .seconds(5))
     }
 
+    /// Sends a well-formed request with `Connection: close` over a connected socket it takes
+    /// ownership of (one end of a socketpair whose other end was handed to the server), and
+    /// returns the response.
+    public static func request(
+        over descriptor: Int32, _ method: String, _ path: String, headers: [(String, String)] = [], body: [UInt8]? = nil,
+        timeout: Duration = .seconds(30)
+    ) async throws -> Response {
+        var text = "\(method) \(path) HTTP/1.1\r\nHost: agent\r\nConnection: close\r\n"
+        for (name, value) in headers { text += "\(name): \(value)\r\n" }
+        if let body { text += "Content-Length: \(body.count)\r\n" }
+        text += "\r\n"
+        let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .withConnectedSocket(descriptor) { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
+                }
+            }
+        return try parse(try await exchange(on: channel, Array(text.utf8) + (body ?? []), closeAfter: nil, timeout: timeout))
+    }
+
     private func exchange(_ bytes: [UInt8], closeAfter: Duration?, timeout: Duration) async throws -> [UInt8] {
         let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .connect(host: host, port: port) { channel in
@@ -70,7 +90,13 @@ public struct RawHTTPClient: Sendable {
                     try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
                 }
             }
-        return try await channel.executeThenClose { inbound, outbound in
+        return try await Self.exchange(on: channel, bytes, closeAfter: closeAfter, timeout: timeout)
+    }
+
+    private static func exchange(
+        on channel: NIOAsyncChannel<ByteBuffer, ByteBuffer>, _ bytes: [UInt8], closeAfter: Duration?, timeout: Duration
+    ) async throws -> [UInt8] {
+        try await channel.executeThenClose { inbound, outbound in
             try await outbound.write(ByteBuffer(bytes: bytes))
             if let closeAfter {
                 try await Task.sleep(for: closeAfter)

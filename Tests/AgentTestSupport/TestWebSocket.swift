@@ -36,8 +36,30 @@ public struct TestWebSocket {
                     try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
                 }
             }
-        return try await channel.executeThenClose { inbound, outbound in
-            var request = "GET \(path) HTTP/1.1\r\nHost: \(host):\(port)\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        return try await upgrade(channel, host: "\(host):\(port)", path: path, headers: headers, body)
+    }
+
+    /// Upgrades `path` over a connected socket it takes ownership of (one end of a
+    /// socketpair whose other end was handed to the server), runs `body`, then closes it.
+    public static func withConnection<R: Sendable>(
+        over descriptor: Int32, path: String, headers: [(String, String)] = [],
+        _ body: (inout TestWebSocket) async throws -> R
+    ) async throws -> R {
+        let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .withConnectedSocket(descriptor) { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
+                }
+            }
+        return try await upgrade(channel, host: "agent", path: path, headers: headers, body)
+    }
+
+    private static func upgrade<R: Sendable>(
+        _ channel: NIOAsyncChannel<ByteBuffer, ByteBuffer>, host: String, path: String, headers: [(String, String)],
+        _ body: (inout TestWebSocket) async throws -> R
+    ) async throws -> R {
+        try await channel.executeThenClose { inbound, outbound in
+            var request = "GET \(path) HTTP/1.1\r\nHost: \(host)\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
             request += "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
             for (name, value) in headers { request += "\(name): \(value)\r\n" }
             request += "\r\n"

@@ -33,6 +33,12 @@ struct DRPCWireTests {
         #expect(String(decoding: bytes.dropFirst(12), as: UTF8.self) == #"protocol error: unknown rpc: "/coder.agent.v2.Agent/Nope""#)
     }
 
+    /// The name is quoted as Go's `%q` does (DRPC's own quoting, without AgentCore).
+    @Test func unknownRouteNameIsQuotedAsGoDoes() {
+        let name = "/a\"b\\c\n\r\t\u{01}\u{7F}é"
+        #expect(DRPCErrorBody.unknownRPC(name).message == #"protocol error: unknown rpc: "/a\"b\\c\n\r\t\x01\x7fé""#)
+    }
+
     @Test func controlBytes() {
         #expect(DRPCFrame(streamID: 1, messageID: 1, kind: .cancel, control: true).controlByte == 0x89)
         let bytes: [(DRPCKind, UInt8)] = [(.invoke, 0x03), (.message, 0x05), (.error, 0x07), (.close, 0x0B), (.closeSend, 0x0D), (.invokeMetadata, 0x0F)]

@@ -13,10 +13,14 @@ public struct AgentContext: Sendable {
     public var stateDirectory: String
     /// What running sessions (the desktop's `DISPLAY`) add to started processes' environment.
     public var sessionEnvironment: SessionEnvironment
+    /// Where a module hands connections it received elsewhere (the tailnet's tunnel port) to
+    /// be served by the HTTP API (the host's; ``NoConnectionAcceptor`` where there is none).
+    public var connections: any ConnectionAcceptor
 
     public init(
         chatPaths: ChatPaths, manifest: any ManifestSource, upward: any UpwardSink,
-        environment: [String: String], stateDirectory: String, sessionEnvironment: SessionEnvironment = SessionEnvironment()
+        environment: [String: String], stateDirectory: String, sessionEnvironment: SessionEnvironment = SessionEnvironment(),
+        connections: any ConnectionAcceptor = NoConnectionAcceptor()
     ) {
         self.chatPaths = chatPaths
         self.manifest = manifest
@@ -24,5 +28,6 @@ public struct AgentContext: Sendable {
         self.environment = environment
         self.stateDirectory = stateDirectory
         self.sessionEnvironment = sessionEnvironment
+        self.connections = connections
     }
 }

@@ -14,14 +14,21 @@ public struct ControlPlaneModule: AgentModule {
 
     public var name: String { "control plane" }
 
-    /// - Parameter logger: should not forward upward (the session's own failures would feed
-    ///   the queue they are about).
-    public init(configuration: ControlPlaneOptions.Configuration, agentVersion: String, clock: ShutdownClock, logger: Logger) {
+    /// - Parameters:
+    ///   - participants: the modules' work on each connected session (the host's
+    ///     `upwardParticipants`).
+    ///   - logger: should not forward upward (the session's own failures would feed the
+    ///     queue they are about).
+    public init(
+        configuration: ControlPlaneOptions.Configuration, agentVersion: String, clock: ShutdownClock,
+        participants: UpwardParticipants = UpwardParticipants(), logger: Logger
+    ) {
         var dialer: (any ControlPlaneDialer)?
         if let url = configuration.url, let token = configuration.token {
             dialer = WebSocketDialer(baseURL: url, token: token, version: "2.10", logger: logger)
         }
-        session = ControlPlaneSession(configuration: .init(agentVersion: agentVersion), dialer: dialer, logger: logger)
+        session = ControlPlaneSession(
+            configuration: .init(agentVersion: agentVersion), dialer: dialer, logger: logger, participants: participants)
         self.clock = clock
     }
 

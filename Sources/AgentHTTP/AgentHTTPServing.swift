@@ -1,0 +1,142 @@
+import AgentCore
+import Hummingbird
+import HummingbirdCore
+import HTTPTypes
+import HummingbirdWebSocket
+import Logging
+import NIOCore
+
+/// How one connection is served, apart from where connections come from: the routes of
+/// every mount (and `/healthz`), the WebSocket routes, the guards, limits and deadlines, and
+/// the connection registry. Built once from the mounts; then any number of sources hand it
+/// connections: a listener (``application(address:listener:onServerRunning:)``, Hummingbird's
+/// `Server` accepting on a bound socket) and ``HandedOverConnections`` (connections another
+/// module received, such as the tailnet's), all counted against the same registry.
+///
+/// Hummingbird's model: this is the `ServerChildChannel` (``AgentHTTPChannel``: set a
+/// connection's pipeline up, then serve it) with what every connection shares; the source
+/// is the `Server.run()` loop around it.
+public final class AgentHTTPServing: Sendable {
+    /// The open connections, from every source (the host stops and closes them at shutdown).
+    public let connections: HTTPConnectionRegistry
+    /// The server's logger.
+    public let logger: Logger
+    /// How every connection is set up and served (its origin is set per source).
+    let childChannel: AgentHTTPChannel
+
+    /// Builds the routes and the per-connection setup.
+    /// - Parameters:
+    ///   - mounts: every capability module's routes, each at its base path.
+    ///   - connections: the open connections (the host stops and closes them at shutdown).
+    ///   - logger: server logger; at debug it logs each request, at trace each route mounted.
+    public init(
+        mounts: [HTTPMount],
+        connections: HTTPConnectionRegistry = HTTPConnectionRegistry(),
+        headTimeout: Duration = AgentHTTPLimits.requestHeadTimeout,
+        bodyTimeout: Duration = AgentHTTPLimits.requestBodyTimeout,
+        webSocketPingInterval: Duration = AgentHTTPLimits.webSocketPingInterval,
+        writeStallTimeout: Duration = AgentHTTPLimits.responseWriteStallTimeout,
+        logger: Logger
+    ) {
+        self.connections = connections
+        self.logger = logger
+        // Request metrics and JSON errors are the responder's own (``AgentResponder``).
+        let router = AgentRouter()
+        // Requests are logged at debug: at a higher level the middleware would only cost
+        // its layer (two executor checks and a closure per request), so it is left out.
+        if logger.logLevel <= .debug { router.add(middleware: LogRequestsMiddleware(.debug)) }
+        // Encoded once: health probes come often and never change.
+        let healthy = JSONResponse.make(["status": "ok"])
+        router.get("/healthz") { _, _ in healthy }
+        var webSocketRoutes: [AgentWebSocketRoute] = []
+        var streamingPaths: Set<String> = []
+        // After the router's middleware, so that every mounted route runs inside it.
+        for mount in mounts {
+            router.addRoutes(mount.module.routes(), atPath: RouterPath(mount.path))
+            webSocketRoutes += mount.module.webSocketRoutes().mounted(at: mount.path)
+            for path in mount.module.streamingUploadPaths() { streamingPaths.insert(WebSocketRouteCollection.join(mount.path, path)) }
+        }
+        for route in webSocketRoutes { AgentHTTPServer.registerTwin(route, http: router) }
+        let responder = router.buildResponder()
+        if logger.logLevel <= .trace {
+            // What is mounted, one line per route (the OpenAPI document's test reads them).
+            let upgrades = Set(webSocketRoutes.map { RouterPath($0.path).description })
+            for route in router.routeList {
+                logger.trace("route mounted", metadata: [
+                    "method": "\(route.method)", "path": "\(route.path)", "websocket": "\(upgrades.contains(route.path))",
+                ])
+            }
+        }
+        childChannel = AgentHTTPChannel(
+            http: .init(
+                responder: responder, serverName: Self.serverName, logger: logger, writeStallTimeout: .init(writeStallTimeout)),
+            // A client that never answers our close frame is dropped after 2 s. Pings are
+            // the connection guard's (on raw bytes, whether or not a route reads what the
+            // client sends), not the WebSocket handler's.
+            webSocket: .init(maxFrameSize: 1 << 20, autoPing: .disabled, closeTimeout: .seconds(2)),
+            decoderLimits: (AgentHTTPLimits.maxHeaderFieldSize, AgentHTTPLimits.maxHeaderListSize, AgentHTTPLimits.maxHeaderFieldCount),
+            registry: connections,
+            webSocketRoutes: WebSocketRouteTable(webSocketRoutes),
+            // The request guard closes connections that stall before, between or inside
+            // requests; none closes a connection whose request is being handled
+            // (wait=true lasts 5 min).
+            limits: .init(
+                headTimeout: .init(headTimeout), bodyTimeout: .init(bodyTimeout), maxBody: AgentHTTPLimits.maxRequestBody,
+                streamingPaths: streamingPaths, webSocketPingInterval: .init(webSocketPingInterval)),
+            origin: .http)
+    }
+
+    /// The `Server` header of every answer.
+    static let serverName = "workspace-agent"
+
+    /// A listener serving these routes: a Hummingbird application (a `Service`) that binds
+    /// `address` and serves every connection it accepts here, each with `listener` as its
+    /// origin.
+    /// - Parameter onServerRunning: called with the listening channel (its local address
+    ///   carries the real port).
+    public func application(
+        address: BindTarget, listener: String = ListenerName.http,
+        onServerRunning: @escaping @Sendable (any Channel) async -> Void = { _ in }
+    ) -> AgentHTTPServer.App {
+        let logger = logger
+        // A unix listener goes through AgentCore's SocketFile like every unix socket of the
+        // agent: bound in a private directory, given mode 0600 and renamed into place once
+        // listening; removed when the listener closes, if it is still ours. Where the path
+        // is not available (a live socket there), the bind at the path itself fails as
+        // before ("address already in use").
+        var bindAddress = address.bindAddress
+        var unixSocket: (file: SocketFile, staged: SocketFile.Staging)?
+        if case .unix(let path) = address.kind {
+            let file = SocketFile(path: path, stalePolicy: .socketOnly)
+            if let staged = try? file.makeStaging() {
+                bindAddress = .unixDomainSocket(path: staged.socket)
+                unixSocket = (file, staged)
+            }
+        }
+        let installThenRun: @Sendable (any Channel) async -> Void = { [unixSocket] channel in
+            if let (file, staged) = unixSocket {
+                do {
+                    let identity = try file.install(staged: staged)
+                    channel.closeFuture.whenComplete { _ in file.remove(ifStill: identity) }
+                } catch {
+                    logger.critical("cannot listen on \(address): \(error)")
+                    try? await channel.close()
+                    return
+                }
+            }
+            await onServerRunning(channel)
+        }
+        let child = childChannel.from(ConnectionOrigin(listener: listener))
+        return Application(
+            responder: childChannel.http.responder,
+            // Hummingbird's responder closure (NIOAsyncChannel based) goes unused: the
+            // channel calls the responder itself.
+            server: HTTPServerBuilder { _ in child },
+            // No accept limit here: the registry caps open connections by closing the
+            // longest-idle one, so a flood of idle connections cannot lock others out.
+            configuration: .init(address: bindAddress, serverName: Self.serverName),
+            onServerRunning: installThenRun,
+            logger: logger
+        )
+    }
+}
