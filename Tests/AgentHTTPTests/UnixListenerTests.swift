@@ -1,6 +1,7 @@
 import AgentCore
 import AgentHTTP
 import AgentTestSupport
+import Dispatch
 import Foundation
 import Hummingbird
 import Logging
