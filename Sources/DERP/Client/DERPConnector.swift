@@ -1,0 +1,182 @@
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import NIOSSL
+import NIOWebSocket
+
+/// Dials one DERP connection (spec tailnet §3): TCP to the node's addresses in order,
+/// TLS with ALPN `http/1.1` unless `force_http`, then `Upgrade: DERP` or a WebSocket
+/// with subprotocol `derp`, then the DERP handshake — all within one deadline.
+enum DERPConnector {
+    /// Largest WebSocket message accepted (a DERP frame is at most 1 MiB; a message may
+    /// carry parts of two).
+    static let maxWebSocketMessage = 2 << 20
+
+    struct Parameters: Sendable {
+        var node: DERPNode
+        var transport: DERPTransport
+        var privateKey: X25519PrivateKey
+        var isHome: Bool
+        var connectTimeout: TimeAmount
+        var readTimeout: TimeAmount
+        var maxQueuedPackets: Int
+        var maxQueuedBytes: Int
+        var counters: DERPCounters
+        var delegate: any DERPConnectionDelegate
+    }
+
+    /// Connects, trying the node's addresses in order until one finishes the handshake;
+    /// an HTTP refusal ends the attempt at once (it is the server's answer, not the path's).
+    static func connect(_ parameters: Parameters, group: any EventLoopGroup) async throws(DERPConnectError) -> DERPConnection {
+        let hosts = parameters.node.dialHosts
+        guard !hosts.isEmpty else { throw .noAddress }
+        let deadline = NIODeadline.now() + parameters.connectTimeout
+        var lastError = DERPConnectError.noAddress
+        // Bounded: at most two addresses (the IPv4 and IPv6 overrides) or one name.
+        for host in hosts {
+            guard NIODeadline.now() < deadline else { throw .timedOut }
+            do {
+                return try await connectOnce(parameters, host: host, deadline: deadline, group: group)
+            } catch {
+                if case .refused = error { throw error }
+                if case .negotiatedHTTP2 = error { throw error }
+                lastError = error
+            }
+        }
+        throw lastError
+    }
+
+    private static func connectOnce(
+        _ p: Parameters, host: String, deadline: NIODeadline, group: any EventLoopGroup
+    ) async throws(DERPConnectError) -> DERPConnection {
+        let sslContext: NIOSSLContext?
+        do {
+            sslContext = p.node.forceHTTP ? nil : try makeSSLContext(insecure: p.node.insecureForTests)
+        } catch {
+            throw .failed("TLS setup: \(error)")
+        }
+        let loop = group.next()
+        let attempt = DERPConnectAttempt(promise: loop.makePromise(of: DERPConnection.self))
+        let ended = loop.makePromise(of: DERPConnectionEnd.self)
+        let timer = loop.scheduleTask(deadline: deadline) { attempt.fail(.timedOut) }
+        let setup = DERPConnectionHandler.Setup(
+            privateKey: p.privateKey, node: p.node, transport: p.transport, isHome: p.isHome, readTimeout: p.readTimeout,
+            maxQueuedPackets: p.maxQueuedPackets, maxQueuedBytes: p.maxQueuedBytes, counters: p.counters, delegate: p.delegate,
+            attempt: attempt, ended: ended)
+        let node = p.node
+        let remaining = max(deadline - .now(), .milliseconds(1))
+        let bootstrap = ClientBootstrap(group: loop)
+            .connectTimeout(remaining)
+            .channelOption(.tcpOption(.tcp_nodelay), value: 1)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    attempt.opened(channel)
+                    let operations = channel.pipeline.syncOperations
+                    if let sslContext {
+                        try operations.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: node.tlsServerName))
+                    }
+                    switch setup.transport {
+                    case .upgrade:
+                        try operations.addHandler(DERPUpgradeHandler(hostHeader: node.hostHeader, attempt: attempt))
+                        try operations.addHandler(DERPConnectionHandler(setup))
+                    case .webSocket:
+                        try addWebSocketUpgrade(to: channel, setup: setup)
+                    }
+                }
+            }
+        let result: DERPConnection
+        do {
+            result = try await withTaskCancellationHandler {
+                do {
+                    _ = try await bootstrap.connect(host: host, port: node.port).get()
+                } catch {
+                    attempt.fail(.failed("connect to \(host):\(node.port): \(error)"))
+                }
+                return try await attempt.future.get()
+            } onCancel: {
+                attempt.fail(.failed("cancelled"))
+            }
+        } catch let error as DERPConnectError {
+            timer.cancel()
+            ended.succeed(DERPConnectionEnd(error: error.description))
+            throw error
+        } catch {
+            timer.cancel()
+            ended.succeed(DERPConnectionEnd(error: "\(error)"))
+            throw .failed("\(error)")
+        }
+        timer.cancel()
+        return result
+    }
+
+    static func makeSSLContext(insecure: Bool) throws -> NIOSSLContext {
+        var configuration = TLSConfiguration.makeClientConfiguration()
+        configuration.applicationProtocols = ["http/1.1"]
+        if insecure { configuration.certificateVerification = .none }
+        return try NIOSSLContext(configuration: configuration)
+    }
+
+    /// The WebSocket handshake (`Sec-WebSocket-Protocol: derp`); on 101 the adapter and
+    /// the DERP handler take over, otherwise the refusal's status fails the attempt.
+    private static func addWebSocketUpgrade(to channel: any Channel, setup: DERPConnectionHandler.Setup) throws {
+        var headers = HTTPHeaders()
+        headers.add(name: "Host", value: setup.node.hostHeader)
+        headers.add(name: "Sec-WebSocket-Protocol", value: "derp")
+        headers.add(name: "User-Agent", value: "coder-agent-swift")
+        headers.add(name: "Content-Length", value: "0")
+        let head = HTTPRequestHead(version: .http1_1, method: .GET, uri: "/derp", headers: headers)
+        let attempt = setup.attempt
+        let upgrader = NIOTypedWebSocketClientUpgrader<Bool>(
+            maxFrameSize: maxWebSocketMessage,
+            upgradePipelineHandler: { channel, _ in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(DERPWebSocketAdapter(masking: true))
+                    try channel.pipeline.syncOperations.addHandler(DERPConnectionHandler(setup))
+                    return true
+                }
+            })
+        let configuration = NIOTypedHTTPClientUpgradeConfiguration<Bool>(
+            upgradeRequestHead: head, upgraders: [upgrader],
+            notUpgradingCompletionHandler: { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(DERPRefusalReader(attempt: attempt))
+                    return false
+                }
+            })
+        let upgraded = try channel.pipeline.syncOperations.configureUpgradableHTTPClientPipeline(
+            configuration: .init(upgradeConfiguration: configuration))
+        upgraded.whenFailure { error in attempt.fail(.failed("WebSocket upgrade: \(error)")) }
+    }
+}
+
+/// Reads a refused WebSocket upgrade's status and up to 4 KiB of body, then fails the
+/// attempt with them.
+final class DERPRefusalReader: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPClientResponsePart
+
+    private let attempt: DERPConnectAttempt
+    private var status = 0
+    private var body: [UInt8] = []
+
+    init(attempt: DERPConnectAttempt) {
+        self.attempt = attempt
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head(let head): status = Int(head.status.code)
+        case .body(let buffer): body += buffer.readableBytesView.prefix(max(0, DERPUpgradeHandler.maxBody - body.count))
+        case .end: answer()
+        }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        answer()
+        context.fireChannelInactive()
+    }
+
+    private func answer() {
+        attempt.fail(status == 0 ? .failed("connection closed before the upgrade was answered")
+            : .refused(status: status, body: String(decoding: body, as: UTF8.self).trimmingSpaces))
+    }
+}
