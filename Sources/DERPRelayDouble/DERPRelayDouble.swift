@@ -13,13 +13,19 @@ public struct ClientInfoRecord: Equatable, Sendable {
     public var frameLength: Int
     /// The JSON the box opened to.
     public var json: String
+
+    public init(key: X25519PublicKey, frameLength: Int, json: String) {
+        self.key = key
+        self.frameLength = frameLength
+        self.json = json
+    }
 }
 
 /// A real DERP relay for tests, speaking the wire format of spec tailnet §3 on loopback:
 /// plain HTTP or TLS (a self-signed certificate), `Upgrade: DERP` and WebSocket (subprotocol
 /// `derp` required). It relays SendPacket to the client with that key (as RecvPacket with
-/// the source key), drops packets for absent keys, sends PeerGone to the clients that had
-/// sent to one that leaves, answers Pings.
+/// the source key), drops packets for absent keys, tells the clients a leaving client had
+/// sent to with PeerGone (reason 0), answers Pings.
 ///
 /// For hostile and failure tests it can refuse the Upgrade with 400 (forcing WebSocket) or
 /// answer 503 a number of times, greet with any bytes, inject raw bytes into a client's
@@ -68,7 +74,7 @@ public final class DERPRelayDouble: Sendable {
         var listener: (any Channel)?
         var port = 0
         var peers: [X25519PublicKey: RelayPeer] = [:]
-        /// For each key, the keys that sent to it (told with PeerGone when it leaves).
+        /// For each key, the keys it sent to (told with PeerGone when it leaves).
         var sentTo: [X25519PublicKey: Set<X25519PublicKey>] = [:]
         var channels: [ObjectIdentifier: any Channel] = [:]
     }
@@ -101,7 +107,7 @@ public final class DERPRelayDouble: Sendable {
         let sslContext = try certificate.map { cert in
             var configuration = TLSConfiguration.makeServerConfiguration(
                 certificateChain: try NIOSSLCertificate.fromPEMFile(cert.certificatePath).map { .certificate($0) },
-                privateKey: .file(cert.keyPath))
+                privateKey: .privateKey(try NIOSSLPrivateKey(file: cert.keyPath, format: .pem)))
             configuration.applicationProtocols = ["http/1.1"]
             return try NIOSSLContext(configuration: configuration)
         }
@@ -221,8 +227,8 @@ public final class DERPRelayDouble: Sendable {
         let notify = state.withLock { s -> [RelayPeer] in
             guard s.peers[peer.key] === peer else { return [] }
             s.peers[peer.key] = nil
-            let senders = s.sentTo.removeValue(forKey: peer.key) ?? []
-            return senders.compactMap { s.peers[$0] }
+            let receivers = s.sentTo.removeValue(forKey: peer.key) ?? []
+            return receivers.compactMap { s.peers[$0] }
         }
         for other in notify { other.write(DERPFrame.peerGone(peer.key, reason: 0).encoded) }
     }
@@ -230,7 +236,7 @@ public final class DERPRelayDouble: Sendable {
     func forward(from source: RelayPeer, to destination: X25519PublicKey, packet: [UInt8]) {
         let target = state.withLock { s -> RelayPeer? in
             guard let target = s.peers[destination] else { return nil }
-            s.sentTo[destination, default: []].insert(source.key)
+            s.sentTo[source.key, default: []].insert(destination)
             return target
         }
         guard let target else {

@@ -1,5 +1,6 @@
 import DERP
 import NIOCore
+import Synchronization
 
 /// The server side of one DERP connection in the double, after the transport: greets
 /// with ServerKey (or the configured hostile greeting), opens ClientInfo, registers the

@@ -1,6 +1,7 @@
 import DERP
 import Foundation
 import NIOCore
+import Synchronization
 import NIOWebSocket
 
 /// Reads the request head (at most 16 KiB) and answers as coderd's `/derp` does: 101 for

@@ -1,6 +1,7 @@
 import AgentTestSupport
 import DERP
 import DERPRelayDouble
+import Synchronization
 import Testing
 
 /// A relay that misbehaves: bad greetings and frames end the connection with a clear

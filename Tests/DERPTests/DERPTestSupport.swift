@@ -19,7 +19,9 @@ enum DERPTest {
     /// Runs `body` with a started relay (TLS when `tls`), stopping it afterwards.
     static func withRelay<T: Sendable>(tls: Bool = false, _ body: (DERPRelayDouble) async throws -> T) async throws -> T {
         let relay = DERPRelayDouble(certificate: tls ? try await SelfSignedCertificate.make() : nil)
-        try await relay.start(port: 0)
+        // Below the ephemeral range: a client redialing a stopped relay cannot connect to
+        // itself on this port (AgentTestSupport's freeLoopbackPort).
+        try await relay.start(port: freeLoopbackPort())
         do {
             let result = try await body(relay)
             await relay.stop()

@@ -1,3 +1,4 @@
+import CoreMetrics
 import Synchronization
 
 /// A client's statistics, shared by its connections (any thread), mirrored to metrics.

@@ -1,3 +1,4 @@
+import CoreMetrics
 import Metrics
 
 /// The DERP client's swift-metrics counters (the backend is the executable's business).

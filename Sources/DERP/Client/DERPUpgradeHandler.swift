@@ -1,5 +1,5 @@
 import NIOCore
-import NIOSSL
+import NIOTLS
 
 /// Sends `GET /derp` with `Upgrade: DERP` and reads the response head. On 101 it hands
 /// every byte after the head to the DERP handler behind it and leaves the pipeline; on
