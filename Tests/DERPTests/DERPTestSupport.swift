@@ -3,6 +3,7 @@ import DERP
 import DERPRelayDouble
 import Logging
 import Synchronization
+import Testing
 
 /// Shared helpers: a relay double around a test, clients that reconnect fast.
 enum DERPTest {
@@ -40,7 +41,9 @@ enum DERPTest {
         let client = DERPClient(
             privateKey: key, node: node ?? relay.node(), configuration: configuration, logger: quiet, packetHandler: packetHandler)
         client.start()
-        _ = await connected(client, relay)
+        if await !connected(client, relay) {
+            Issue.record("not connected: \(client.state.lastError ?? "no error")")
+        }
         return client
     }
 

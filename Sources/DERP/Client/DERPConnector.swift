@@ -1,17 +1,11 @@
 import NIOCore
-import NIOHTTP1
 import NIOPosix
 import NIOSSL
-import NIOWebSocket
 
 /// Dials one DERP connection (spec tailnet §3): TCP to the node's addresses in order,
 /// TLS with ALPN `http/1.1` unless `force_http`, then `Upgrade: DERP` or a WebSocket
 /// with subprotocol `derp`, then the DERP handshake — all within one deadline.
 enum DERPConnector {
-    /// Largest WebSocket message accepted (a DERP frame is at most 1 MiB; a message may
-    /// carry parts of two).
-    static let maxWebSocketMessage = 2 << 20
-
     struct Parameters: Sendable {
         var node: DERPNode
         var transport: DERPTransport
@@ -75,13 +69,9 @@ enum DERPConnector {
                     if let sslContext {
                         try operations.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: node.tlsServerName))
                     }
-                    switch setup.transport {
-                    case .upgrade:
-                        try operations.addHandler(DERPUpgradeHandler(hostHeader: node.hostHeader, attempt: attempt))
-                        try operations.addHandler(DERPConnectionHandler(setup))
-                    case .webSocket:
-                        try addWebSocketUpgrade(to: channel, setup: setup)
-                    }
+                    let upgrade = DERPUpgradeHandler(hostHeader: node.hostHeader, webSocket: setup.transport.isWebSocket, attempt: attempt)
+                    try operations.addHandler(upgrade)
+                    try operations.addHandler(DERPConnectionHandler(setup))
                 }
             }
         let result: DERPConnection
@@ -114,69 +104,5 @@ enum DERPConnector {
         configuration.applicationProtocols = ["http/1.1"]
         if insecure { configuration.certificateVerification = .none }
         return try NIOSSLContext(configuration: configuration)
-    }
-
-    /// The WebSocket handshake (`Sec-WebSocket-Protocol: derp`); on 101 the adapter and
-    /// the DERP handler take over, otherwise the refusal's status fails the attempt.
-    private static func addWebSocketUpgrade(to channel: any Channel, setup: DERPConnectionHandler.Setup) throws {
-        var headers = HTTPHeaders()
-        headers.add(name: "Host", value: setup.node.hostHeader)
-        headers.add(name: "Sec-WebSocket-Protocol", value: "derp")
-        headers.add(name: "User-Agent", value: "coder-agent-swift")
-        headers.add(name: "Content-Length", value: "0")
-        let head = HTTPRequestHead(version: .http1_1, method: .GET, uri: "/derp", headers: headers)
-        let attempt = setup.attempt
-        let upgrader = NIOTypedWebSocketClientUpgrader<Bool>(
-            maxFrameSize: maxWebSocketMessage,
-            upgradePipelineHandler: { channel, _ in
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(DERPWebSocketAdapter(masking: true))
-                    try channel.pipeline.syncOperations.addHandler(DERPConnectionHandler(setup))
-                    return true
-                }
-            })
-        let configuration = NIOTypedHTTPClientUpgradeConfiguration<Bool>(
-            upgradeRequestHead: head, upgraders: [upgrader],
-            notUpgradingCompletionHandler: { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(DERPRefusalReader(attempt: attempt))
-                    return false
-                }
-            })
-        let upgraded = try channel.pipeline.syncOperations.configureUpgradableHTTPClientPipeline(
-            configuration: .init(upgradeConfiguration: configuration))
-        upgraded.whenFailure { error in attempt.fail(.failed("WebSocket upgrade: \(error)")) }
-    }
-}
-
-/// Reads a refused WebSocket upgrade's status and up to 4 KiB of body, then fails the
-/// attempt with them.
-final class DERPRefusalReader: ChannelInboundHandler, RemovableChannelHandler {
-    typealias InboundIn = HTTPClientResponsePart
-
-    private let attempt: DERPConnectAttempt
-    private var status = 0
-    private var body: [UInt8] = []
-
-    init(attempt: DERPConnectAttempt) {
-        self.attempt = attempt
-    }
-
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        switch unwrapInboundIn(data) {
-        case .head(let head): status = Int(head.status.code)
-        case .body(let buffer): body += buffer.readableBytesView.prefix(max(0, DERPUpgradeHandler.maxBody - body.count))
-        case .end: answer()
-        }
-    }
-
-    func channelInactive(context: ChannelHandlerContext) {
-        answer()
-        context.fireChannelInactive()
-    }
-
-    private func answer() {
-        attempt.fail(status == 0 ? .failed("connection closed before the upgrade was answered")
-            : .refused(status: status, body: String(decoding: body, as: UTF8.self).trimmingSpaces))
     }
 }

@@ -1,12 +1,20 @@
+import FoundationEssentials
 import NIOCore
 import NIOTLS
+import NIOWebSocket
 
-/// Sends `GET /derp` with `Upgrade: DERP` and reads the response head. On 101 it hands
-/// every byte after the head to the DERP handler behind it and leaves the pipeline; on
-/// anything else it reads up to ``maxBody`` bytes of the body and fails the attempt with
+/// Sends `GET /derp` with `Upgrade: DERP` (or a WebSocket handshake with subprotocol
+/// `derp`) and reads the response head. On 101 it hands every byte after the head to the
+/// DERP handler behind it — behind a WebSocket codec and ``DERPWebSocketAdapter`` for the
+/// WebSocket transport, whose `Sec-WebSocket-Accept` it checks — and leaves the pipeline;
+/// on anything else it reads up to ``maxBody`` bytes of the body and fails the attempt with
 /// the status (4xx switches the client to WebSocket, 5xx is retried).
 ///
-/// Bounds: the head may be at most ``maxHead`` bytes, the kept body ``maxBody``.
+/// The server speaks first after the 101 (ServerKey), often in the same read as the head,
+/// which is why the head is parsed here and not by NIO's upgrade handlers.
+///
+/// Bounds: the head may be at most ``maxHead`` bytes, the kept body ``maxBody``, a
+/// WebSocket message ``maxWebSocketMessage``.
 final class DERPUpgradeHandler: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
@@ -14,22 +22,38 @@ final class DERPUpgradeHandler: ChannelInboundHandler, RemovableChannelHandler {
 
     static let maxHead = 16 << 10
     static let maxBody = 4 << 10
+    /// Largest WebSocket message accepted (a DERP frame is at most 1 MiB; a message may
+    /// carry parts of two).
+    static let maxWebSocketMessage = 2 << 20
+    static let webSocketGUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 
     private let hostHeader: String
     private let attempt: DERPConnectAttempt
+    /// The WebSocket handshake's key; nil for `Upgrade: DERP`.
+    private let webSocketKey: String?
     private var received: [UInt8] = []
     private var refusal: (status: Int, bodyStart: Int, contentLength: Int?)?
     private var requested = false
     private var upgraded = false
 
-    init(hostHeader: String, attempt: DERPConnectAttempt) {
+    init(hostHeader: String, webSocket: Bool, attempt: DERPConnectAttempt) {
         self.hostHeader = hostHeader
         self.attempt = attempt
+        self.webSocketKey = webSocket ? Data(CryptoSetup.random(count: 16)).base64EncodedString() : nil
     }
 
-    /// The request, byte for byte.
-    static func request(hostHeader: String) -> String {
-        "GET /derp HTTP/1.1\r\nHost: \(hostHeader)\r\nUser-Agent: coder-agent-swift\r\nUpgrade: DERP\r\nConnection: Upgrade\r\n\r\n"
+    /// The request, byte for byte: `Upgrade: DERP`, or a WebSocket handshake with `key`.
+    static func request(hostHeader: String, webSocketKey: String? = nil) -> String {
+        guard let key = webSocketKey else {
+            return "GET /derp HTTP/1.1\r\nHost: \(hostHeader)\r\nUser-Agent: coder-agent-swift\r\nUpgrade: DERP\r\nConnection: Upgrade\r\n\r\n"
+        }
+        return "GET /derp HTTP/1.1\r\nHost: \(hostHeader)\r\nUser-Agent: coder-agent-swift\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            + "Sec-WebSocket-Key: \(key)\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: derp\r\n\r\n"
+    }
+
+    /// What the server must answer in `Sec-WebSocket-Accept` (RFC 6455 §4.2.2).
+    static func webSocketAccept(key: String) -> String {
+        Data(SHA1.hash(Array((key + webSocketGUID).utf8))).base64EncodedString()
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -44,7 +68,7 @@ final class DERPUpgradeHandler: ChannelInboundHandler, RemovableChannelHandler {
     private func sendRequest(context: ChannelHandlerContext) {
         guard !requested else { return }
         requested = true
-        context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(string: Self.request(hostHeader: hostHeader))), promise: nil)
+        context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(string: Self.request(hostHeader: hostHeader, webSocketKey: webSocketKey))), promise: nil)
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
@@ -90,9 +114,31 @@ final class DERPUpgradeHandler: ChannelInboundHandler, RemovableChannelHandler {
         let rest = Array(received[end...])
         received = []
         upgraded = true
-        let pipeline = context.pipeline
+        if let key = webSocketKey {
+            let accept = lines.dropFirst().first { $0.lowercased().hasPrefix("sec-websocket-accept:") }
+                .map { $0.dropFirst("sec-websocket-accept:".count).trimmingSpaces }
+            guard accept == Self.webSocketAccept(key: key) else {
+                attempt.fail(.badResponse("wrong Sec-WebSocket-Accept"))
+                return
+            }
+            do {
+                try installWebSocket(context: context)
+            } catch {
+                attempt.fail(.failed("WebSocket setup: \(error)"))
+                return
+            }
+        }
         if !rest.isEmpty { context.fireChannelRead(wrapInboundOut(context.channel.allocator.buffer(bytes: rest))) }
-        pipeline.syncOperations.removeHandler(self, promise: nil)
+        context.pipeline.syncOperations.removeHandler(self, promise: nil)
+    }
+
+    /// The WebSocket codec between us and the DERP handler: frames in, binary messages out.
+    private func installWebSocket(context: ChannelHandlerContext) throws {
+        let operations = context.pipeline.syncOperations
+        let decoder = ByteToMessageHandler(WebSocketFrameDecoder(maxFrameSize: Self.maxWebSocketMessage))
+        try operations.addHandler(decoder, position: .after(self))
+        try operations.addHandler(DERPWebSocketAdapter(masking: true), position: .after(decoder))
+        try operations.addHandler(WebSocketFrameEncoder(), position: .before(self))
     }
 
     func channelInactive(context: ChannelHandlerContext) {

@@ -1,6 +1,7 @@
-/// SHA-1 (FIPS 180-4), for the WebSocket handshake's `Sec-WebSocket-Accept` only.
-enum SHA1 {
-    static func hash(_ message: [UInt8]) -> [UInt8] {
+/// SHA-1 (FIPS 180-4), for the WebSocket handshake's `Sec-WebSocket-Accept` only (both sides:
+/// the client checks it, the relay double computes it).
+package enum SHA1 {
+    package static func hash(_ message: [UInt8]) -> [UInt8] {
         var h: [UInt32] = [0x67452301, 0xEFCDAB89, 0x98BADCFE, 0x10325476, 0xC3D2E1F0]
         var data = message
         let bitLength = UInt64(message.count) * 8
