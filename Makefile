@@ -64,7 +64,7 @@ test: deps
 # (git-ignored). `fuzz` runs every target for FUZZ_RUNS inputs (or FUZZ_SECONDS each),
 # FUZZ_JOBS at a time, at low priority; `fuzz-smoke` is the short run `make test` ends with.
 FUZZ_TARGETS := FuzzEditMatcher FuzzFileRequests FuzzFilePathText FuzzJSONRequest FuzzProcessStart FuzzDesktopAction \
-	FuzzBoundaryFrames FuzzAgentProto FuzzDRPCFrames FuzzAgentSocket FuzzYamuxSession FuzzWebSocketClient FuzzHTTPGuard
+	FuzzBoundaryFrames FuzzAgentProto FuzzDRPCFrames FuzzAgentSocket FuzzYamuxSession FuzzWebSocketClient FuzzHTTPGuard FuzzDERPFrames
 FUZZ_OUT ?= .fuzz
 FUZZ_RUNS ?= 1000000
 FUZZ_SECONDS ?= 3600

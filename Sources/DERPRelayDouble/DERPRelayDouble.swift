@@ -14,6 +14,7 @@ public struct ClientInfoRecord: Equatable, Sendable {
     /// The JSON the box opened to.
     public var json: String
 
+    /// A record (tests compare against one).
     public init(key: X25519PublicKey, frameLength: Int, json: String) {
         self.key = key
         self.frameLength = frameLength
@@ -54,15 +55,23 @@ public final class DERPRelayDouble: Sendable {
 
     private let state = Mutex(State())
 
+    /// Requests, handshakes and relaying as the double saw them.
     public struct Recorded: Sendable {
         /// Every request head, in order.
         public var requests: [String] = []
+        /// Every ClientInfo that opened.
         public var clientInfos: [ClientInfoRecord] = []
+        /// Connections upgraded with `Upgrade: DERP`.
         public var upgradeConnections = 0
+        /// Connections upgraded to a WebSocket.
         public var webSocketConnections = 0
+        /// Statuses of refused upgrades (400, 503), in order.
         public var refusals: [Int] = []
+        /// The last NotePreferred of each client.
         public var notePreferred: [X25519PublicKey: Bool] = [:]
+        /// Pong payloads received.
         public var pongs: [[UInt8]] = []
+        /// Packets relayed.
         public var relayed = 0
         /// Packets for keys not connected.
         public var droppedAbsent = 0

@@ -3,9 +3,12 @@ import Foundation
 /// A throwaway certificate for `localhost` and 127.0.0.1 (and ::1), made with the
 /// `openssl` CLI in a temporary directory: for the TLS relay in tests.
 public struct SelfSignedCertificate: Sendable {
+    /// The PEM certificate.
     public let certificatePath: String
+    /// Its PEM private key.
     public let keyPath: String
 
+    /// Why no certificate was made.
     public enum Failure: Error, CustomStringConvertible {
         case openssl(status: Int32)
         public var description: String {

@@ -43,13 +43,16 @@ public final class DERPClient: Sendable {
         public var forceWebSocket = false
         /// This is our home region: send NotePreferred(01) after connecting.
         public var isHome = true
+        /// The first redial waits up to this; repeated failures double it.
         public var backoffFloor: Duration = .milliseconds(100)
+        /// The longest wait between failed dials.
         public var backoffCeiling: Duration = .seconds(10)
         /// A connection that lasted this long resets the backoff.
         public var healthyAfter: Duration = .seconds(5)
         /// The longest wait a Restarting frame can impose.
         public var maxRestartWait: Duration = .seconds(60)
 
+        /// The shipped values (the Go client's timeouts).
         public init() {}
     }
 
@@ -60,6 +63,7 @@ public final class DERPClient: Sendable {
     public let publicKey: X25519PublicKey
     /// The region's nodes, tried in order.
     public let nodes: [DERPNode]
+    /// What the client was made with.
     public let configuration: Configuration
     /// Packets from peers, in arrival order (finished at once when a packet handler was
     /// given, and when the client closes).

@@ -1,5 +1,6 @@
 /// What a ``DERPClient`` is doing, for the owner to observe.
 public struct DERPClientState: Equatable, Sendable {
+    /// Where the connection stands.
     public enum Phase: Equatable, Sendable {
         /// Not started.
         case idle
@@ -11,6 +12,7 @@ public struct DERPClientState: Equatable, Sendable {
         case closed
     }
 
+    /// Idle, connecting, connected or closed.
     public var phase: Phase = .idle
     /// The node of the current (or last) connection.
     public var node: DERPNode?
@@ -23,5 +25,6 @@ public struct DERPClientState: Equatable, Sendable {
     /// The relay's public key once the handshake finished.
     public var serverKey: X25519PublicKey?
 
+    /// The state of a client not yet started.
     public init() {}
 }

@@ -5,9 +5,13 @@ public struct DERPClientStatistics: Equatable, Sendable {
     public var connects = 0
     /// Of those, the ones after the first.
     public var reconnects = 0
+    /// Frames written to the socket (packets, handshake, pongs).
     public var framesSent = 0
+    /// Frames read from the relay.
     public var framesReceived = 0
+    /// Their bytes, headers included.
     public var bytesSent = 0
+    /// Their bytes, headers included.
     public var bytesReceived = 0
     /// Packets (or frames) dropped, by reason: `queue_full`, `not_connected`, `too_large`,
     /// `inbound_full`, `malformed_frame`, `unknown_frame`, `closed`.
@@ -19,6 +23,7 @@ public struct DERPClientStatistics: Equatable, Sendable {
     /// The most bytes ever queued at once (never above the configured bound).
     public var peakQueuedBytes = 0
 
+    /// All zero.
     public init() {}
 
     /// All drops, whatever the reason.

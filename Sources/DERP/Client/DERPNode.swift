@@ -1,7 +1,9 @@
 /// One DERP server of a region, as the DERP map describes it (spec tailnet §2 `Node`),
 /// with the URL and dial rules of spec §3.
 public struct DERPNode: Equatable, Sendable {
+    /// The node's name in the DERP map (e.g. `999b`).
     public var name: String
+    /// The region the node belongs to (the Node's `preferred_derp` when it is home).
     public var regionID: Int
     /// DNS name: the Host, and the TLS server name unless `certName` is set.
     public var hostName: String
@@ -21,6 +23,7 @@ public struct DERPNode: Equatable, Sendable {
     /// A STUN-only node has no DERP server.
     public var stunOnly: Bool
 
+    /// A node as the DERP map gives it; empty strings and 0 mean unset.
     public init(
         name: String = "", regionID: Int, hostName: String, certName: String = "", ipv4: String = "", ipv6: String = "",
         derpPort: Int = 0, forceHTTP: Bool = false, insecureForTests: Bool = false, stunOnly: Bool = false

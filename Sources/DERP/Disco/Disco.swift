@@ -10,7 +10,9 @@ public enum Disco {
 
     /// A message opened: who sent it and what it says.
     public struct Received: Equatable, Sendable {
+        /// The sender's disco key (answer to it).
         public var sender: X25519PublicKey
+        /// What it said.
         public var message: DiscoMessage
     }
 

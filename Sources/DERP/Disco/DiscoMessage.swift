@@ -79,9 +79,11 @@ public enum DiscoMessage: Equatable, Sendable {
 
 /// An address (16 bytes, IPv4 as IPv4-mapped IPv6) and a port.
 public struct DiscoEndpoint: Equatable, Sendable {
+    /// 16 bytes.
     public var address: [UInt8]
     public var port: UInt16
 
+    /// An endpoint from a 16-byte address and a port.
     public init(address: [UInt8], port: UInt16) {
         self.address = address
         self.port = port

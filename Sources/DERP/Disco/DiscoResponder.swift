@@ -1,10 +1,12 @@
 /// Answers disco Pings that arrive over DERP (what makes `coder ping` succeed against a
 /// DERP-only agent): hand it every received packet; it consumes disco ones.
 public struct DiscoResponder: Sendable {
+    /// Our disco key.
     public let privateKey: X25519PrivateKey
     /// The home region: the Pong's source port.
     public let regionID: Int
 
+    /// A responder for our disco key, answering for home region `regionID`.
     public init(privateKey: X25519PrivateKey, regionID: Int) {
         self.privateKey = privateKey
         self.regionID = regionID

@@ -7,9 +7,11 @@ import NIOCore
 /// the payload is buffered, so the buffer never holds more than one frame plus what
 /// arrived in the same read.
 public struct DERPFrameDecoder: Sendable {
+    /// A header announcing more than this fails the stream.
     public let maxFrameLength: Int
     private var buffer = ByteBuffer()
 
+    /// A decoder with the given limit (1 MiB as the Go client).
     public init(maxFrameLength: Int = DERPProtocol.maxFrameLength) {
         self.maxFrameLength = maxFrameLength
     }

@@ -9,11 +9,14 @@ public enum DERPHandshake {
 
     /// What the server says about itself (unknown fields are ignored).
     public struct ServerInfo: Equatable, Sendable, Decodable {
+        /// The protocol version (2).
         public var version: Int?
         /// Rate limit the server applies to us; 0 or absent means none.
         public var tokenBucketBytesPerSecond: Int?
+        /// The rate limit's burst; 0 or absent means none.
         public var tokenBucketBytesBurst: Int?
 
+        /// A server info (for servers and tests).
         public init(version: Int? = 2, tokenBucketBytesPerSecond: Int? = nil, tokenBucketBytesBurst: Int? = nil) {
             self.version = version
             self.tokenBucketBytesPerSecond = tokenBucketBytesPerSecond
@@ -29,9 +32,13 @@ public enum DERPHandshake {
 
     /// What a client said about itself (for servers; unknown fields are ignored).
     public struct ClientInfo: Equatable, Sendable, Decodable {
+        /// The protocol version the client speaks.
         public var version: Int?
+        /// The client answers the server's Pings.
         public var canAckPings: Bool?
+        /// Mesh peers only.
         public var meshKey: String?
+        /// A prober (not a real client).
         public var isProber: Bool?
 
         enum CodingKeys: String, CodingKey {

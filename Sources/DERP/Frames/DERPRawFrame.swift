@@ -1,8 +1,11 @@
 /// One frame as it is on the wire: its type byte and its payload.
 public struct DERPRawFrame: Equatable, Sendable {
+    /// The type byte (``DERPFrameType``).
     public var type: UInt8
+    /// The payload, without the 5-byte header.
     public var payload: [UInt8]
 
+    /// A frame of `type` carrying `payload`.
     public init(type: UInt8, payload: [UInt8]) {
         self.type = type
         self.payload = payload
