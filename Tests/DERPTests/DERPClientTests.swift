@@ -112,6 +112,26 @@ struct DERPClientTests {
         }
     }
 
+    @Test func relayAnswersLikeCoderd() async throws {
+        try await DERPTest.withRelay { relay in
+            // A WebSocket without the `derp` subprotocol is accepted, then closed with 1008.
+            let socket = try #require(LoopbackSocket(port: relay.port))
+            socket.send(String.webSocketHandshake("/derp"))
+            let (bytes, closed) = await socket.readAll(timeout: .seconds(20))
+            #expect(String.httpStatus(of: bytes) == 101)
+            let head = try #require(bytes.firstRange(of: Array("\r\n\r\n".utf8))?.upperBound)
+            // An unmasked close frame carrying 1008 (policy violation).
+            #expect(Array(bytes[head...].prefix(4)) == [0x88, 0x02, 0x03, 0xF0])
+            #expect(closed)
+            // No upgrade at all: 426.
+            let plain = try #require(LoopbackSocket(port: relay.port))
+            plain.send("GET /derp HTTP/1.1\r\nHost: x\r\n\r\n")
+            let answer = await plain.readAll(timeout: .seconds(20))
+            #expect(String.httpStatus(of: answer.bytes) == 426)
+            #expect(String(decoding: answer.bytes, as: UTF8.self).hasSuffix("DERP requires connection upgrade"))
+        }
+    }
+
     /// Two clients exchange 20 packets each way (up to 64 KiB), in order.
     private func exchange(_ relay: DERPRelayDouble, configuration: DERPClient.Configuration, expectWebSocket: Bool) async throws {
         let inboxA = PacketCollector()
