@@ -11,10 +11,10 @@ import Synchronization
 ///   set or after the Upgrade got HTTP 4xx (or TLS negotiated h2); a 5xx is retried on the
 ///   same transport. The choice sticks for the client's life and is reported in
 ///   ``DERPClientState/transport`` and ``DERPClientEvent/connected(regionID:transport:)``.
-/// - Reconnects: after a connection ends, the first redial waits a random part of
-///   ``Configuration/backoffFloor``; each failure doubles the wait up to
-///   ``Configuration/backoffCeiling`` (±20 % jitter); a connection that stayed up
-///   ``Configuration/healthyAfter`` resets it. A Restarting frame sets the next wait to its
+/// - Reconnects: after a connection that stayed up ``Configuration/healthyAfter`` ends, the
+///   first redial waits a random part of ``Configuration/backoffFloor``; each failed dial
+///   (or connection shorter than that) doubles the wait up to
+///   ``Configuration/backoffCeiling`` (±20 % jitter). A Restarting frame sets the next wait to its
 ///   reconnect-in (at most ``Configuration/maxRestartWait``), then retries every
 ///   `backoffFloor` for its try-for window. Failed dials move to the next node of the list.
 /// - Bounds: outbound frames not yet written are capped at ``Configuration/maxQueuedPackets``
@@ -193,11 +193,13 @@ public final class DERPClient: Sendable {
                 }
                 let started = ContinuousClock.now
                 let end = try? await connection.ended.get()
-                let reason = end?.error ?? "closed"
-                shared.withLock { s in
+                let reason = shared.withLock { s -> String in
                     if s.current === connection { s.current = nil }
+                    // Our own close() ended it: not the relay's doing.
+                    let reason = s.closed ? "closed" : end?.error ?? "closed"
                     if !s.closed { s.state.phase = .connecting }
                     s.state.lastError = reason
+                    return reason
                 }
                 logger.info("DERP connection ended", metadata: ["region": "\(node.regionID)", "reason": "\(reason)"])
                 eventSink.yield(.disconnected(reason: reason))
@@ -208,7 +210,9 @@ public final class DERPClient: Sendable {
                     try? await Task.sleep(for: wait)
                     continue
                 }
-                if ContinuousClock.now - started >= configuration.healthyAfter { failures = 0 }
+                // A relay that drops us right after the handshake is a failure too: without
+                // this, such a relay would be redialed every backoffFloor forever.
+                if ContinuousClock.now - started >= configuration.healthyAfter { failures = 0 } else { failures += 1 }
             } catch {
                 shared.withLock { $0.state.lastError = error.description }
                 logger.info("DERP connect failed", metadata: ["region": "\(node.regionID)", "transport": "\(transport)", "error": "\(error)"])
