@@ -16,7 +16,7 @@ import Synchronization
 ///   (or connection shorter than that) doubles the wait up to
 ///   ``Configuration/backoffCeiling`` (±20 % jitter). A Restarting frame sets the next wait to its
 ///   reconnect-in (at most ``Configuration/maxRestartWait``), then retries every
-///   `backoffFloor` for its try-for window. Failed dials move to the next node of the list.
+///   `backoffFloor` for its try-for window (at most as long). Failed dials move to the next node of the list.
 /// - Bounds: outbound frames not yet written are capped at ``Configuration/maxQueuedPackets``
 ///   and ``Configuration/maxQueuedBytes`` (more are dropped, `queue_full`); inbound packets
 ///   wait in ``packets`` up to ``Configuration/inboundBuffer`` (more are dropped,
@@ -49,7 +49,8 @@ public final class DERPClient: Sendable {
         public var backoffCeiling: Duration = .seconds(10)
         /// A connection that lasted this long resets the backoff.
         public var healthyAfter: Duration = .seconds(5)
-        /// The longest wait a Restarting frame can impose.
+        /// The longest wait a Restarting frame can impose, and the longest try-for window
+        /// it can open (redials every `backoffFloor` within it).
         public var maxRestartWait: Duration = .seconds(60)
 
         /// The shipped values (the Go client's timeouts).
@@ -205,7 +206,7 @@ public final class DERPClient: Sendable {
                 eventSink.yield(.disconnected(reason: reason))
                 if let restart = end?.restarting {
                     let wait = min(.milliseconds(Int64(restart.reconnectIn)), configuration.maxRestartWait)
-                    restartUntil = .now + wait + .milliseconds(Int64(restart.tryFor))
+                    restartUntil = .now + wait + min(.milliseconds(Int64(restart.tryFor)), configuration.maxRestartWait)
                     failures = 0
                     try? await Task.sleep(for: wait)
                     continue
