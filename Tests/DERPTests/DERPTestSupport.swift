@@ -1,6 +1,7 @@
 import AgentTestSupport
 import DERP
 import DERPRelayDouble
+import Foundation
 import Logging
 import Synchronization
 import Testing
@@ -19,7 +20,7 @@ enum DERPTest {
 
     /// Runs `body` with a started relay (TLS when `tls`), stopping it afterwards.
     static func withRelay<T: Sendable>(tls: Bool = false, _ body: (DERPRelayDouble) async throws -> T) async throws -> T {
-        let relay = DERPRelayDouble(certificate: tls ? try await SelfSignedCertificate.make() : nil)
+        let relay = DERPRelayDouble(certificate: tls ? try await makeCertificate() : nil)
         // Below the ephemeral range: a client redialing a stopped relay cannot connect to
         // itself on this port (AgentTestSupport's freeLoopbackPort).
         try await relay.start(port: freeLoopbackPort())
@@ -31,6 +32,20 @@ enum DERPTest {
             await relay.stop()
             throw error
         }
+    }
+
+    /// A fresh self-signed certificate in a temporary directory (the `openssl` CLI).
+    static func makeCertificate() async throws -> SelfSignedCertificate {
+        let directory = NSTemporaryDirectory() + "derp-cert-\(UInt64.random(in: 0...UInt64.max))"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let certificate = SelfSignedCertificate(directory: directory)
+        let outcome = await ChildProgram.run(certificate.opensslArguments)
+        guard outcome.status == 0 else { throw CertificateFailure(status: outcome.status) }
+        return certificate
+    }
+
+    struct CertificateFailure: Error {
+        var status: Int32
     }
 
     /// A started client of `node`, returned once the relay lists its key.
