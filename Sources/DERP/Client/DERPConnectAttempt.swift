@@ -3,10 +3,16 @@ import Synchronization
 
 /// One connection attempt's outcome, completed once by whoever knows first: the
 /// handshake, a refused upgrade, the deadline, a cancellation or the channel closing.
+/// A failed attempt closes its channel, whenever that channel shows up.
 final class DERPConnectAttempt: Sendable {
+    private struct State {
+        var done = false
+        var failed = false
+        var channel: (any Channel)?
+    }
+
     private let promise: EventLoopPromise<DERPConnection>
-    private let done = Mutex(false)
-    private let channel = Mutex<(any Channel)?>(nil)
+    private let state = Mutex(State())
 
     init(promise: EventLoopPromise<DERPConnection>) {
         self.promise = promise
@@ -14,31 +20,34 @@ final class DERPConnectAttempt: Sendable {
 
     var future: EventLoopFuture<DERPConnection> { promise.futureResult }
 
-    /// Records the attempt's channel, so that failing the attempt closes it.
+    /// Records the attempt's channel, so that failing the attempt closes it (at once if
+    /// it already failed).
     func opened(_ channel: any Channel) {
-        let finished = done.withLock { $0 }
-        self.channel.withLock { $0 = channel }
-        if finished { channel.close(promise: nil) }
+        let failed = state.withLock { s -> Bool in
+            s.channel = channel
+            return s.failed
+        }
+        if failed { channel.close(promise: nil) }
     }
 
     func succeed(_ connection: DERPConnection) {
-        guard take() else { return }
-        promise.succeed(connection)
+        let first = state.withLock { s -> Bool in
+            defer { s.done = true }
+            return !s.done
+        }
+        if first { promise.succeed(connection) }
     }
 
     /// Fails the attempt (first caller wins) and closes its channel.
     func fail(_ error: DERPConnectError) {
-        guard take() else { return }
-        promise.fail(error)
-        channel.withLock { $0 }?.close(promise: nil)
-    }
-
-    var isDone: Bool { done.withLock { $0 } }
-
-    private func take() -> Bool {
-        done.withLock { d in
-            defer { d = true }
-            return !d
+        let (first, channel) = state.withLock { s -> (Bool, (any Channel)?) in
+            guard !s.done else { return (false, nil) }
+            s.done = true
+            s.failed = true
+            return (true, s.channel)
         }
+        guard first else { return }
+        promise.fail(error)
+        channel?.close(promise: nil)
     }
 }
