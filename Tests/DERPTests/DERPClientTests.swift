@@ -112,6 +112,29 @@ struct DERPClientTests {
         }
     }
 
+    @Test func aDeadNodeOfTheRegionIsSkipped() async throws {
+        try await DERPTest.withRelay { relay in
+            var dead = relay.node(name: "dead")
+            dead.derpPort = freeLoopbackPort()
+            let stunOnly = DERPNode(name: "stun", regionID: 1, hostName: "localhost", ipv4: "127.0.0.1", stunOnly: true)
+            let client = DERPClient(
+                privateKey: .generate(), nodes: [stunOnly, dead, relay.node()], configuration: DERPTest.fast, logger: DERPTest.quiet)
+            #expect(client.nodes.map(\.name) == ["dead", "t2"])
+            client.start()
+            #expect(await DERPTest.connected(client, relay))
+            #expect(client.state.node?.name == "t2")
+            await client.close()
+            // Both streams end with the client.
+            var events = client.events.makeAsyncIterator()
+            var count = 0
+            // Bounded: what was buffered before the close.
+            while await events.next() != nil, count < DERPClient.eventBuffer { count += 1 }
+            #expect(count >= 1)
+            var packets = client.packets.makeAsyncIterator()
+            #expect(await packets.next() == nil)
+        }
+    }
+
     @Test func relayAnswersLikeCoderd() async throws {
         try await DERPTest.withRelay { relay in
             // A WebSocket without the `derp` subprotocol is accepted, then closed with 1008.
