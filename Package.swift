@@ -18,6 +18,7 @@ let package = Package(
         .library(name: "AgentHTTP", targets: ["AgentHTTP"]),
         .library(name: "DRPC", targets: ["DRPC"]),
         .library(name: "Yamux", targets: ["Yamux"]),
+        .library(name: "DERP", targets: ["DERP"]),
         // Also for the fuzz targets (Fuzz/, a package of its own built with sanitizers).
         .library(name: "AgentCore", targets: ["AgentCore"]),
         .library(name: "AgentProto", targets: ["AgentProto"]),
@@ -287,6 +288,37 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // DERP: the relay client the tailnet reaches coderd's relay with (frames, handshake,
+        // Upgrade and WebSocket transports, reconnects) and disco ping/pong over it.
+        .target(
+            name: "DERP",
+            dependencies: [
+                "CTailnetCrypto",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOTLS", package: "swift-nio"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // A real DERP relay for tests (Upgrade and WebSocket, plain and TLS, hostile frames);
+        // not part of the agent and in no product.
+        .target(
+            name: "DERPRelayDouble",
+            dependencies: [
+                "DERP", "CTailnetCrypto",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         // Runs the modules: mounts their routes on the HTTP listeners, runs their services
         // and stops them phase by phase within the shutdown bound (signals, watchdog).
         .target(
@@ -505,6 +537,16 @@ let package = Package(
             name: "TunnelStackTests",
             dependencies: [
                 "TunnelStack", "AgentTestSupport",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "DERPTests",
+            dependencies: [
+                "DERP", "DERPRelayDouble", "AgentTestSupport", "CTailnetCrypto",
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ],

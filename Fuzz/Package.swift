@@ -38,6 +38,7 @@ let targets: [(String, [Target.Dependency])] = [
     ("FuzzBoundaryFrames", [agent("BoundaryLogs"), agent("AgentCore"), agent("AgentProto"), nioCore, nioEmbedded]),
     ("FuzzAgentProto", [agent("AgentProto"), agent("AgentRPC"), agent("AgentCore"), .product(name: "SwiftProtobuf", package: "swift-protobuf")]),
     ("FuzzDRPCFrames", [agent("DRPC")]),
+    ("FuzzDERPFrames", [agent("DERP")]),
     ("FuzzAgentSocket", [agent("AgentSocket"), agent("AgentCore"), agent("AgentProto"), agent("DRPC"),
                          .product(name: "SwiftProtobuf", package: "swift-protobuf")]),
     ("FuzzYamuxSession", [agent("Yamux")]),

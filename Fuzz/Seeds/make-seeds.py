@@ -116,6 +116,24 @@ write("FuzzAgentProto", "expand", b"\xff" + b"~/x/${A}/$B_1/$/${}/$EMPTY$Z")
 # FuzzDRPCFrames: default limit, a unary call, then chunk sizes.
 write("FuzzDRPCFrames", "call", b"\x01" + call(1, S + "Ping", b"") + drpc(3, 2, 1, b"\x00" * 7 + b"\x0cno") + chunks(8, 3))
 
+# FuzzDERPFrames: default limit, seal-as-disco flag, a stream of frames (or a disco
+# payload), then 64 chunk sizes.
+def derp(type_, payload):
+    return bytes([type_]) + struct.pack(">I", len(payload)) + payload
+
+
+key = bytes(range(32))
+frames = (derp(1, b"DERP\xf0\x9f\x94\x91" + key) + derp(3, bytes(24) + bytes(29)) + derp(5, key + bytes(100))
+          + derp(6, b"") + derp(0x12, bytes(range(8))) + derp(0x14, b"duplicate") + derp(0x15, struct.pack(">II", 100, 2000))
+          + derp(8, key + b"\x00") + derp(0x7e, b"xyz"))
+write("FuzzDERPFrames", "frames", b"\x01\x00" + frames + chunks(64, 7))
+write("FuzzDERPFrames", "huge-header", b"\x01\x00" + derp(6, b"") + b"\x05\x00\x20\x00\x00" + bytes(190) + chunks(64, 5))
+write("FuzzDERPFrames", "disco-ping", b"\x01\x01" + b"\x01\x01" + bytes(range(12)) + key + bytes(1230 - 44) + chunks(64, 40))
+write("FuzzDERPFrames", "disco-pong", b"\x01\x00" + b"\x02\x01" + bytes(12) + bytes(10) + b"\xff\xff\x7f\x03\x03\x28\x03\xe7"
+      + bytes(1230 - 30) + chunks(64, 40))
+write("FuzzDERPFrames", "server-info-json", b"\x01\x00" + b'{"version":2,"TokenBucketBytesPerSecond":10,"TokenBucketBytesBurst":20}'
+      + bytes(130) + chunks(64, 9))
+
 # FuzzAgentSocket: calls on successive streams, then chunk sizes.
 sync = (call(1, S + "Ping", b"") + call(2, S + "SyncWant", pb_string(1, "b") + pb_string(2, "a"))
         + call(3, S + "SyncStart", pb_string(1, "a")) + call(4, S + "SyncStatus", pb_string(1, "b"))

@@ -1,0 +1,182 @@
+import FoundationEssentials
+import NIOCore
+import NIOTLS
+import NIOWebSocket
+
+/// Sends `GET /derp` with `Upgrade: DERP` (or a WebSocket handshake with subprotocol
+/// `derp`) and reads the response head. On 101 it hands every byte after the head to the
+/// DERP handler behind it — behind a WebSocket codec and ``DERPWebSocketAdapter`` for the
+/// WebSocket transport, whose `Sec-WebSocket-Accept` it checks — and leaves the pipeline;
+/// on anything else it reads up to ``maxBody`` bytes of the body and fails the attempt with
+/// the status (4xx switches the client to WebSocket, 5xx is retried).
+///
+/// The server speaks first after the 101 (ServerKey), often in the same read as the head,
+/// which is why the head is parsed here and not by NIO's upgrade handlers.
+///
+/// Bounds: the head may be at most ``maxHead`` bytes, the kept body ``maxBody``, a
+/// WebSocket message ``maxWebSocketMessage``.
+final class DERPUpgradeHandler: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    static let maxHead = 16 << 10
+    static let maxBody = 4 << 10
+    /// Largest WebSocket message accepted (a DERP frame is at most 1 MiB; a message may
+    /// carry parts of two).
+    static let maxWebSocketMessage = 2 << 20
+    static let webSocketGUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+
+    private let hostHeader: String
+    private let attempt: DERPConnectAttempt
+    /// The WebSocket handshake's key; nil for `Upgrade: DERP`.
+    private let webSocketKey: String?
+    private var received: [UInt8] = []
+    private var refusal: (status: Int, bodyStart: Int, contentLength: Int?)?
+    private var requested = false
+    private var upgraded = false
+
+    init(hostHeader: String, webSocket: Bool, attempt: DERPConnectAttempt) {
+        self.hostHeader = hostHeader
+        self.attempt = attempt
+        self.webSocketKey = webSocket ? Data(CryptoSetup.random(count: 16)).base64EncodedString() : nil
+    }
+
+    /// The request, byte for byte: `Upgrade: DERP`, or a WebSocket handshake with `key`.
+    static func request(hostHeader: String, webSocketKey: String? = nil) -> String {
+        guard let key = webSocketKey else {
+            return "GET /derp HTTP/1.1\r\nHost: \(hostHeader)\r\nUser-Agent: coder-agent-swift\r\nUpgrade: DERP\r\nConnection: Upgrade\r\n\r\n"
+        }
+        return "GET /derp HTTP/1.1\r\nHost: \(hostHeader)\r\nUser-Agent: coder-agent-swift\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            + "Sec-WebSocket-Key: \(key)\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: derp\r\n\r\n"
+    }
+
+    /// What the server must answer in `Sec-WebSocket-Accept` (RFC 6455 §4.2.2).
+    static func webSocketAccept(key: String) -> String {
+        Data(SHA1.hash(Array((key + webSocketGUID).utf8))).base64EncodedString()
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        if context.channel.isActive { sendRequest(context: context) }
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        sendRequest(context: context)
+        context.fireChannelActive()
+    }
+
+    private func sendRequest(context: ChannelHandlerContext) {
+        guard !requested else { return }
+        requested = true
+        context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(string: Self.request(hostHeader: hostHeader, webSocketKey: webSocketKey))), promise: nil)
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let tls = event as? TLSUserEvent, case .handshakeCompleted(let proto) = tls, proto == "h2" {
+            attempt.fail(.negotiatedHTTP2)
+            return
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        var buffer = unwrapInboundIn(data)
+        if upgraded {
+            context.fireChannelRead(data)
+            return
+        }
+        if let refusal {
+            received += buffer.readableBytesView.prefix(max(0, refusal.bodyStart + Self.maxBody - received.count))
+            finishRefusalIfComplete()
+            return
+        }
+        received += buffer.readableBytesView
+        buffer.moveReaderIndex(forwardBy: buffer.readableBytes)
+        guard let end = received.firstRange(of: [13, 10, 13, 10])?.upperBound else {
+            if received.count > Self.maxHead { attempt.fail(.badResponse("response head over \(Self.maxHead) bytes")) }
+            return
+        }
+        let head = String(decoding: received[..<end], as: UTF8.self)
+        let lines = head.split(separator: "\r\n")
+        let parts = lines.first?.split(separator: " ", maxSplits: 2) ?? []
+        guard parts.count >= 2, parts[0].hasPrefix("HTTP/1."), let status = Int(parts[1]) else {
+            attempt.fail(.badResponse("not an HTTP response"))
+            return
+        }
+        guard status == 101 else {
+            let length = lines.dropFirst().first { $0.lowercased().hasPrefix("content-length:") }
+                .flatMap { Int($0.dropFirst("content-length:".count).trimmingSpaces) }
+            refusal = (status, end, length)
+            finishRefusalIfComplete()
+            return
+        }
+        // Frames follow the head at once: whatever came with it belongs to the DERP handler.
+        let rest = Array(received[end...])
+        received = []
+        upgraded = true
+        if let key = webSocketKey {
+            let accept = lines.dropFirst().first { $0.lowercased().hasPrefix("sec-websocket-accept:") }
+                .map { $0.dropFirst("sec-websocket-accept:".count).trimmingSpaces }
+            guard accept == Self.webSocketAccept(key: key) else {
+                attempt.fail(.badResponse("wrong Sec-WebSocket-Accept"))
+                return
+            }
+            do {
+                try installWebSocket(context: context)
+            } catch {
+                attempt.fail(.failed("WebSocket setup: \(error)"))
+                return
+            }
+        }
+        if !rest.isEmpty { context.fireChannelRead(wrapInboundOut(context.channel.allocator.buffer(bytes: rest))) }
+        context.pipeline.syncOperations.removeHandler(self, promise: nil)
+    }
+
+    /// The WebSocket codec between us and the DERP handler: frames in, binary messages out.
+    private func installWebSocket(context: ChannelHandlerContext) throws {
+        let operations = context.pipeline.syncOperations
+        let decoder = ByteToMessageHandler(WebSocketFrameDecoder(maxFrameSize: Self.maxWebSocketMessage))
+        try operations.addHandler(decoder, position: .after(self))
+        try operations.addHandler(DERPWebSocketAdapter(masking: true), position: .after(decoder))
+        try operations.addHandler(WebSocketFrameEncoder(), position: .before(self))
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        if upgraded {
+            context.fireChannelInactive()
+            return
+        }
+        if refusal != nil {
+            failRefused()
+        } else {
+            attempt.fail(.failed("connection closed before the upgrade was answered"))
+        }
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        attempt.fail(.failed("\(error)"))
+        context.fireErrorCaught(error)
+    }
+
+    private func finishRefusalIfComplete() {
+        guard let refusal else { return }
+        let body = received.count - refusal.bodyStart
+        if body >= min(refusal.contentLength ?? Self.maxBody, Self.maxBody) { failRefused() }
+    }
+
+    private func failRefused() {
+        guard let refusal else { return }
+        let body = String(decoding: received[refusal.bodyStart...].prefix(Self.maxBody), as: UTF8.self)
+        attempt.fail(.refused(status: refusal.status, body: body.trimmingSpaces))
+    }
+}
+
+extension StringProtocol {
+    /// Without leading and trailing spaces, tabs and line ends.
+    var trimmingSpaces: String {
+        let isSpace: (Character) -> Bool = { $0 == " " || $0 == "\t" || $0 == "\r" || $0 == "\n" }
+        guard let first = firstIndex(where: { !isSpace($0) }), let last = lastIndex(where: { !isSpace($0) }) else { return "" }
+        return String(self[first...last])
+    }
+}
