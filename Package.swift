@@ -164,9 +164,14 @@ let package = Package(
         .target(
             name: "Tailnet",
             dependencies: [
-                "AgentCore", "AgentProto", "WireGuard",
+                "AgentCore", "AgentHTTP", "AgentProto", "WireGuard", "DERP", "TunnelStack",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
             swiftSettings: swiftSettings
@@ -337,6 +342,7 @@ let package = Package(
         .executableTarget(
             name: "WorkspaceAgent",
             dependencies: [
+                "Tailnet",
                 "AgentCore",
                 "AgentHTTP",
                 "AgentFiles",
@@ -560,6 +566,7 @@ let package = Package(
         .testTarget(
             name: "WorkspaceAgentTests",
             dependencies: [
+                "DERP", "DERPRelayDouble", "WireGuard",
                 "AgentCore", "AgentTestSupport", "CAgentSpawn", "ControlPlaneDouble", "AgentProto", "AgentRPC", "AgentSocket",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "Logging", package: "swift-log"),

@@ -1,4 +1,5 @@
 import AgentProto
+import DRPC
 import FoundationEssentials
 import SwiftProtobuf
 import Synchronization
@@ -160,6 +161,22 @@ public final class TailnetCoordinatorDouble: Sendable {
         defer { _ = state.withLock { $0.mapStreams.removeValue(forKey: id) } }
         for await map in maps {
             try await respond(try map.serializedBytes())
+        }
+    }
+}
+
+extension TailnetCoordinatorDouble {
+    /// Serves `/coder.tailnet.v2.Tailnet/Coordinate` and `/StreamDERPMaps` on `double`'s
+    /// connections made from now on.
+    public func install(on double: ControlPlaneDouble) {
+        double.handleStream("/coder.tailnet.v2.Tailnet/Coordinate") { call in
+            let requests = AsyncThrowingStream<[UInt8], any Error> {
+                try await call.receive()
+            }
+            try await self.coordinate(requests: requests) { bytes in try await call.send(bytes) }
+        }
+        double.handleServerStream("/coder.tailnet.v2.Tailnet/StreamDERPMaps") { _, call in
+            try await self.streamDERPMaps { bytes in try await call.send(bytes) }
         }
     }
 }

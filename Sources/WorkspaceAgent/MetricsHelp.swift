@@ -22,6 +22,25 @@ enum MetricsHelp {
             "Connections handed over by another module (the tailnet) and served by the HTTP API, by listener; they count in the other HTTP connection metrics too.",
         "agent_http_handovers_refused_total":
             "Handed-over connections refused before serving, by reason (not_serving, backlog_full, not_a_stream_socket, invalid_listener).",
+        // Tailnet
+        "agent_tailnet_peers": "WireGuard peers configured from the coordination stream.",
+        "agent_tailnet_handshakes_total": "WireGuard handshakes completed (initiations answered and ours answered).",
+        "agent_tailnet_derp_connects_total": "DERP relay connections established (the home region's and others).",
+        "agent_tailnet_derp_disconnects_total": "DERP relay connections lost.",
+        "agent_tailnet_packets_total": "Inner IP packets through the tunnel, by direction (in, out).",
+        "agent_tailnet_bytes_total": "Bytes of inner IP packets through the tunnel, by direction (in, out).",
+        "agent_tailnet_tsmp_pongs_total": "TSMP pings answered (coderd's reachability check).",
+        "agent_tailnet_disco_pings_total": "Disco pings received over DERP (coder ping) and answered.",
+        "agent_tailnet_dropped_total":
+            "Tunnel packets dropped, by reason (no_session, replay, bad_mac, source_not_allowed, queue_full, unknown_key, malformed, no_route, authentication_failed, handshake_failed, handshake_timeout, no_relay, relay_queue_full).",
+        "agent_tailnet_tcp_connections": "Open TCP connections through the tunnel (port 4 and forwarded ports).",
+        "agent_derp_connects_total": "DERP connections that finished their handshake.",
+        "agent_derp_reconnects_total": "DERP connections made after the first (reconnects).",
+        "agent_derp_frames_sent_total": "DERP frames written.",
+        "agent_derp_frames_received_total": "DERP frames read.",
+        "agent_derp_bytes_sent_total": "Bytes of DERP frames written.",
+        "agent_derp_bytes_received_total": "Bytes of DERP frames read.",
+        "agent_derp_drops_total": "DERP packets dropped, by reason (queue_full, not_connected, too_large, inbound_full, closed, ...).",
         // Processes
         "agent_processes_started_total": "Processes started through the process API.",
         "agent_processes_exited_total": "Processes started through the process API that exited.",

@@ -17,6 +17,7 @@ import GitWatch
 import Logging
 import Metrics
 import Prometheus
+import Tailnet
 
 /// `workspace-agent run`: serves the agent's APIs until SIGINT or SIGTERM.
 ///
@@ -36,6 +37,7 @@ struct RunCommand: AsyncParsableCommand {
     @OptionGroup var socket: AgentSocketOptions
     @OptionGroup var desktop: DesktopOptions
     @OptionGroup var boundary: BoundaryLogOptions
+    @OptionGroup var tailnet: TailnetOptions
 
     func run() async throws {
         let environment = ProcessInfo.processInfo.environment
@@ -44,7 +46,9 @@ struct RunCommand: AsyncParsableCommand {
                      controlPlane: ControlPlaneOptions.Configuration, processes: ProcessOptions.Configuration,
                      socket: AgentSocketOptions.Configuration, desktop: DesktopOptions.Configuration,
                      boundary: BoundaryLogOptions.Configuration)
+        let tailnetConfig: TailnetOptions.Configuration
         do {
+            tailnetConfig = try tailnet.resolve(settings)
             config = (try agent.resolve(settings), try http.resolve(settings), try logging.resolve(settings),
                       try controlPlane.resolve(settings), try processes.resolve(settings), try socket.resolve(settings),
                       try desktop.resolve(settings), try boundary.resolve(settings))
@@ -96,6 +100,13 @@ struct RunCommand: AsyncParsableCommand {
         host.mount(MetricsModule(registry: metrics, process: processMetrics), at: "/")
         host.add(AgentSocketModule(configuration: config.socket, context: context))
         host.add(BoundaryLogModule(configuration: config.boundary, context: context))
+        // Only with a control plane: coderd reaches the HTTP API through it (port 4).
+        host.mount(
+            TailnetModule(
+                configuration: tailnetConfig,
+                accessURL: config.controlPlane.token == nil ? nil : config.controlPlane.url,
+                context: context, logger: log.localLogger(label: "workspace-agent.tailnet")),
+            at: "/api/v0/tailnet")
 
         logger.info("workspace agent starting", metadata: [
             "version": "\(AgentVersion.current)",

@@ -1,7 +1,6 @@
 import AgentCore
 import AgentHTTP
 import AgentTestSupport
-import Dispatch
 import Foundation
 import Hummingbird
 import Logging
@@ -61,8 +60,8 @@ struct UnixListenerTests {
         let events = try #require(DirectoryEvents(directory))
         _ = events.drain()
         try await Self.withUnixServer(path) {
-            var info = stat()
-            #expect(lstat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFSOCK && info.st_mode & 0o777 == 0o600)
+            let attributes = try FileManager.default.attributesOfItem(atPath: path)
+            #expect(attributes[.type] as? FileAttributeType == .typeSocket && (attributes[.posixPermissions] as? Int) == 0o600)
             let seen = events.drain().filter { $0.name == "http.sock" }
             #expect(!seen.contains { $0.isCreate } && seen.contains { $0.isMovedIn }, "renamed into place: \(seen)")
             let client = try #require(LoopbackSocket(unixPath: path))

@@ -1,4 +1,3 @@
-import AgentTestSupport
 import Foundation
 #if canImport(Glibc)
 import Glibc
@@ -8,12 +7,12 @@ import Glibc
 /// real network programs (wireguard-go) without touching the host's network. Commands run
 /// inside it through `nsenter`; sockets are made inside it on a thread that joins it with
 /// setns(2) and then ends (a socket stays in the namespace it was created in).
-struct NetworkNamespace: Sendable {
-    let holder: ChildProgram.Running
-    var path: String { "/proc/\(holder.pid)/ns/net" }
+public struct NetworkNamespace: Sendable {
+    public let holder: ChildProgram.Running
+    public var path: String { "/proc/\(holder.pid)/ns/net" }
 
     /// Starts the holder and waits (at most 30 s) until it has left our namespace.
-    static func make() async -> NetworkNamespace? {
+    public static func make() async -> NetworkNamespace? {
         guard let holder = ChildProgram.start(["unshare", "-n", "sleep", "600"]) else { return nil }
         let ours = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/ns/net")) ?? ""
         let separate = await eventually {
@@ -28,17 +27,17 @@ struct NetworkNamespace: Sendable {
     }
 
     /// Runs a command inside the namespace to completion (stderr joined to stdout).
-    func run(_ arguments: [String], environment: [String: String] = [:]) async -> ChildProgram.Outcome {
+    public func run(_ arguments: [String], environment: [String: String] = [:]) async -> ChildProgram.Outcome {
         await ChildProgram.run(["nsenter", "--net=\(path)"] + arguments, environment: environment, stderrToStdout: true)
     }
 
     /// Starts a long-running command inside the namespace.
-    func start(_ arguments: [String], environment: [String: String] = [:]) -> ChildProgram.Running? {
+    public func start(_ arguments: [String], environment: [String: String] = [:]) -> ChildProgram.Running? {
         ChildProgram.start(["nsenter", "--net=\(path)"] + arguments, environment: environment, stderrToStdout: true)
     }
 
     /// A UDP socket bound to 127.0.0.1 (any port) inside the namespace, with its port.
-    func udpSocket() async -> (fd: Int32, port: UInt16)? {
+    public func udpSocket() async -> (fd: Int32, port: UInt16)? {
         let path = path
         return await onThread {
             // setns is not in Swift's Glibc module: it is looked up in libc.
@@ -69,7 +68,7 @@ struct NetworkNamespace: Sendable {
     }
 
     /// Ends the holder (the namespace goes with its last user).
-    func shutDown() async {
+    public func shutDown() async {
         await onThread { holder.kill() }
     }
 }

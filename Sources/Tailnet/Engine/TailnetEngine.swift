@@ -1,0 +1,347 @@
+import AgentCore
+import AgentProto
+import CoreMetrics
+import DERP
+import Logging
+import NIOCore
+import NIOPosix
+import Synchronization
+import TunnelStack
+import WireGuard
+
+/// The tailnet's data path and its relay connections: DERP ⇄ WireGuard ⇄ (TSMP | the
+/// tunnel's TCP/IPv6 stack). One per agent, made on the first manifest and kept across
+/// control-plane sessions (the keys stay, so peers keep their WireGuard sessions).
+///
+/// Locks: the WireGuard device sits behind one mutex that is never held while calling out
+/// (into the stack, a DERP client or the log): each operation collects its output in a sink,
+/// unlocks, then hands it on. The stack calls `output` under lwIP's core lock, which then
+/// takes the device's: the order is always core → device, never the reverse.
+///
+/// Timers: one task sleeps until the device's next deadline (re-armed when an operation
+/// makes it earlier); with nothing pending it waits without waking (no polling).
+final class TailnetEngine: Sendable {
+    let addresses: TailnetAddresses
+    let nodeKey: WireGuardPrivateKey
+    let derpKey: X25519PrivateKey
+    let discoKey: X25519PrivateKey
+    let announcer: NodeAnnouncer
+    let metrics: TailnetMetrics
+    private let logger: Logger
+    private let device: Mutex<WireGuardDevice>
+    private let stackBox = Mutex<TunnelStack?>(nil)
+    private let origin = ContinuousClock.now
+    private let timerSignal = WorkSignal()
+    /// The deadline the timer task sleeps toward (nanoseconds on the engine's clock; max: none).
+    private let armed = Atomic<UInt64>(.max)
+    private let relays = Mutex(RelayTable())
+    private let forceWebSocket: Bool
+    private let timerTask = Mutex<Task<Void, Never>?>(nil)
+
+    /// Relay connections: the home region's and those opened to reach peers homed elsewhere.
+    struct RelayTable: Sendable {
+        var map = Coder_Tailnet_V2_DERPMap()
+        var home: Int32 = 0
+        var clients: [Int32: DERPClient] = [:]
+        /// Each peer's home region (from its Node) and the region it was last heard on.
+        var peerHome: [WireGuardPublicKey: Int32] = [:]
+        var lastHeard: [WireGuardPublicKey: Int32] = [:]
+        /// Connections to regions other than home: at most this many (peers are coderd
+        /// replicas and a few clients).
+        static let maxExtraRegions = 8
+    }
+
+    init(addresses: TailnetAddresses, nodeKey: WireGuardPrivateKey, discoKey: X25519PrivateKey, forceWebSocket: Bool,
+         announcer: NodeAnnouncer, metrics: TailnetMetrics, logger: Logger) {
+        self.addresses = addresses
+        self.nodeKey = nodeKey
+        self.derpKey = X25519PrivateKey(nodeKey.raw.bytes)!
+        self.discoKey = discoKey
+        self.announcer = announcer
+        self.metrics = metrics
+        self.logger = logger
+        self.forceWebSocket = forceWebSocket
+        var configuration = WireGuardConfiguration(privateKey: nodeKey)
+        configuration.mtu = 1280
+        self.device = Mutex(WireGuardDevice(configuration: configuration))
+    }
+
+    /// Starts the tunnel stack (port 4 handed to `acceptor`) and the timer task.
+    func start(acceptor: any ConnectionAcceptor) throws(TunnelStackError) {
+        let stack = try TunnelStack(
+            addresses: [TunnelAddress(bytes: addresses.primary)!, TunnelAddress(bytes: addresses.coder)!],
+            output: { [weak self] packet in self?.sendFromStack(packet) },
+            httpHandler: { [logger] connection in
+                let remote = connection.remoteAddressText
+                let descriptor = connection.takeFileDescriptor()
+                do {
+                    try acceptor.serve(descriptor: descriptor, listener: ListenerName.tailnet, remote: remote)
+                } catch {
+                    logger.warning("tunnel connection to port 4 not served", metadata: ["error": "\(error)"])
+                }
+            })
+        stackBox.withLock { $0 = stack }
+        let task = Task<Void, Never> { [weak self] in await self?.runTimers() }
+        timerTask.withLock { $0 = task }
+    }
+
+    /// Ends everything: relay connections, the stack, the timer.
+    func stop() async {
+        timerTask.withLock { $0 }?.cancel()
+        let clients = relays.withLock { r in defer { r.clients = [:] }; return Array(r.clients.values) }
+        for client in clients { await client.close() }
+        if let stack = stackBox.withLock({ s in defer { s = nil }; return s }) { await stack.shutdown() }
+    }
+
+    var stackCounters: TunnelStackCounters? { stackBox.withLock { $0 }?.counters() }
+    var wireGuardCounters: WireGuardCounters { device.withLock { $0.counters } }
+    var homeRegion: Int32 { relays.withLock { $0.home } }
+    var relayStates: [Int32: DERPClientState] { relays.withLock { $0.clients.mapValues(\.state) } }
+    var relayStatistics: [Int32: DERPClientStatistics] { relays.withLock { $0.clients.mapValues(\.statistics) } }
+
+    func peerStatus() -> [(key: WireGuardPublicKey, status: WireGuardPeerStatus)] {
+        device.withLock { d in d.peerKeys.compactMap { key in d.status(of: key).map { (key, $0) } } }
+    }
+
+    /// Now on the engine's monotonic clock (WireGuard's time).
+    var instant: WireGuardInstant { now() }
+
+    private func now() -> WireGuardInstant {
+        let elapsed = ContinuousClock.now - origin
+        let (seconds, attoseconds) = elapsed.components
+        return WireGuardInstant(nanoseconds: UInt64(max(0, seconds)) * 1_000_000_000 + UInt64(max(0, attoseconds / 1_000_000_000)))
+    }
+
+    // MARK: Peers
+
+    /// Applies the coordination's peer changes to WireGuard and the relay routing.
+    func apply(_ changes: [CoordinationState.Change]) {
+        for change in changes {
+            switch change {
+            case .upsert(let peer):
+                guard let key = WireGuardPublicKey(bytes: peer.nodeKey) else { continue }
+                let allowed = peer.allowedIPs.compactMap { WireGuard.IPPrefix($0.description) }
+                let configuration = WireGuardPeerConfiguration(publicKey: key, allowedIPs: allowed)
+                let result = device.withLock { d -> (any Error)? in
+                    do { try d.setPeer(configuration); return nil } catch { return error }
+                }
+                if let result {
+                    logger.warning("peer not configured", metadata: ["peer": "\(key)", "error": "\(result)"])
+                    continue
+                }
+                relays.withLock { $0.peerHome[key] = peer.homeRegion }
+            case .remove(_, let nodeKey):
+                guard let key = WireGuardPublicKey(bytes: nodeKey) else { continue }
+                device.withLock { $0.removePeer(key) }
+                relays.withLock { r in
+                    r.peerHome[key] = nil
+                    r.lastHeard[key] = nil
+                }
+            }
+        }
+        metrics.peers.record(device.withLock { $0.peerKeys.count })
+        rearm()
+    }
+
+    // MARK: Relays
+
+    /// Applies a (rewritten) DERP map: picks the home region and connects to it when it changed.
+    func apply(map: Coder_Tailnet_V2_DERPMap) {
+        let (home, previous) = relays.withLock { r -> (Int64?, DERPClient?) in
+            r.map = map
+            let home = HomeRegion.choose(in: map, current: r.home == 0 ? nil : Int64(r.home))
+            guard let home, Int32(home) != r.home || r.clients[r.home] == nil else { return (nil, nil) }
+            let previous = r.clients.removeValue(forKey: r.home)
+            r.home = Int32(home)
+            return (home, previous)
+        }
+        if let previous { Task { await previous.close() } }
+        guard let home else { return }
+        guard let client = makeClient(region: Int32(home), isHome: true) else { return }
+        relays.withLock { $0.clients[Int32(home)] = client }
+        client.start()
+    }
+
+    private func makeClient(region: Int32, isHome: Bool) -> DERPClient? {
+        guard let regionMap = relays.withLock({ $0.map.regions[Int64(region)] }) else { return nil }
+        let nodes = HomeRegion.dialable(regionMap).map { node in
+            DERPNode(name: node.name, regionID: Int(region), hostName: node.hostName, certName: node.certName,
+                     ipv4: node.ipv4, ipv6: node.ipv6, derpPort: Int(node.derpPort), forceHTTP: node.forceHTTP,
+                     insecureForTests: node.insecureForTests, stunOnly: node.stunOnly)
+        }
+        guard !nodes.isEmpty else { return nil }
+        var configuration = DERPClient.Configuration()
+        configuration.forceWebSocket = forceWebSocket
+        configuration.isHome = isHome
+        let responder = DiscoResponder(privateKey: discoKey, regionID: Int(region))
+        let holder = ClientHolder()
+        let client = DERPClient(
+            privateKey: derpKey, nodes: nodes, configuration: configuration, logger: logger,
+            packetHandler: { [weak self] packet in
+                guard let self, let client = holder.client else { return }
+                if responder.handle(packet, via: client) {
+                    metrics.discoPings.increment()
+                    return
+                }
+                self.receive(packet, region: region)
+            })
+        holder.client = client
+        Task { [weak self] in
+            for await event in client.events {
+                self?.handle(event, region: region, isHome: isHome)
+            }
+        }
+        return client
+    }
+
+    private func handle(_ event: DERPClientEvent, region: Int32, isHome: Bool) {
+        switch event {
+        case .connected(_, let transport):
+            metrics.derpConnects.increment()
+            logger.info("DERP connected", metadata: ["region": "\(region)", "transport": "\(transport)"])
+            guard isHome else { return }
+            announcer.update { node in
+                node.preferredDERP = region
+                if case .webSocket(let reason) = transport {
+                    node.forcedWebSocket = [region: reason]
+                } else {
+                    node.forcedWebSocket = [:]
+                }
+            }
+        case .disconnected(let reason):
+            metrics.derpDisconnects.increment()
+            logger.info("DERP disconnected", metadata: ["region": "\(region)", "reason": "\(reason)"])
+        case .health(let text):
+            if let text { logger.warning("DERP relay health", metadata: ["region": "\(region)", "problem": "\(text)"]) }
+        case .peerGone, .restarting:
+            break
+        }
+    }
+
+    /// Where to send to `peer`: a connection to its home region, else the region it was last
+    /// heard on, else a new connection to its home region (bounded), else home.
+    private func client(for peer: WireGuardPublicKey) -> DERPClient? {
+        let (found, dial) = relays.withLock { r -> (DERPClient?, Int32?) in
+            if let region = r.peerHome[peer], let client = r.clients[region] { return (client, nil) }
+            if let region = r.lastHeard[peer], let client = r.clients[region] { return (client, nil) }
+            if let region = r.peerHome[peer], r.map.regions[Int64(region)] != nil,
+               r.clients.count <= RelayTable.maxExtraRegions {
+                return (nil, region)
+            }
+            return (r.clients[r.home], nil)
+        }
+        if let found { return found }
+        guard let dial, let client = makeClient(region: dial, isHome: false) else { return nil }
+        let winner = relays.withLock { r -> DERPClient in
+            if let existing = r.clients[dial] { return existing }
+            r.clients[dial] = client
+            return client
+        }
+        if winner === client { client.start() }
+        return winner
+    }
+
+    // MARK: Packets
+
+    /// A packet from a relay: WireGuard, then TSMP or the stack.
+    private func receive(_ packet: DERPReceivedPacket, region: Int32) {
+        guard let peer = WireGuardPublicKey(bytes: packet.source.bytes) else { return }
+        var sink = EngineSink()
+        let result = device.withLock { $0.receive(packet.packet, now: now(), into: &sink) }
+        switch result {
+        case .dropped(let reason): metrics.dropped(reason)
+        case .initiationAnswered, .handshakeCompleted: metrics.handshakes.increment()
+        default: break
+        }
+        if case .dropped = result {} else { relays.withLock { $0.lastHeard[peer] = region } }
+        flush(&sink)
+    }
+
+    /// A packet the stack sends (under lwIP's core lock: never calls back into the stack).
+    private func sendFromStack(_ packet: UnsafeRawBufferPointer) {
+        var sink = EngineSink()
+        let result = device.withLock { $0.send(packet, now: now(), into: &sink) }
+        if case .dropped(let reason) = result { metrics.dropped(reason) }
+        for (peer, datagram) in sink.datagrams { transmit(datagram, to: peer) }
+        rearm()
+    }
+
+    private func flush(_ sink: inout EngineSink) {
+        for (peer, datagram) in sink.datagrams { transmit(datagram, to: peer) }
+        let delivered = sink.packets
+        sink = EngineSink()
+        for packet in delivered {
+            if let pong = TSMP.pong(answering: packet) {
+                // Answered before any filter, from the pinged address (AwaitReachable).
+                metrics.tsmpPongs.increment()
+                var reply = EngineSink()
+                _ = device.withLock { $0.send(pong, now: now(), into: &reply) }
+                for (peer, datagram) in reply.datagrams { transmit(datagram, to: peer) }
+                continue
+            }
+            stackBox.withLock { $0 }?.input(packet)
+        }
+        rearm()
+    }
+
+    private func transmit(_ datagram: [UInt8], to peer: WireGuardPublicKey) {
+        guard let client = client(for: peer), let key = X25519PublicKey(peer.bytes) else {
+            metrics.noRelay.increment()
+            return
+        }
+        if !client.send(to: key, packet: datagram) { metrics.queueFull.increment() }
+    }
+
+    // MARK: Timers
+
+    private func rearm() {
+        let deadline = device.withLock { $0.nextDeadline() }?.nanoseconds ?? .max
+        if deadline < armed.load(ordering: .relaxed) { timerSignal.notify() }
+    }
+
+    private func runTimers() async {
+        while !Task.isCancelled {
+            let deadline = device.withLock { $0.nextDeadline() }
+            armed.store(deadline?.nanoseconds ?? .max, ordering: .relaxed)
+            if let deadline {
+                let delay = Duration.nanoseconds(Int64(clamping: deadline.since(now())))
+                await withTaskGroup(of: Void.self) { group in
+                    group.addTask { try? await Task.sleep(for: delay) }
+                    group.addTask { [timerSignal] in await timerSignal.wait() }
+                    await group.next()
+                    group.cancelAll()
+                }
+            } else {
+                await timerSignal.wait()
+            }
+            guard !Task.isCancelled else { return }
+            var sink = EngineSink()
+            device.withLock { $0.tick(now: now(), into: &sink) }
+            flush(&sink)
+        }
+    }
+}
+
+/// Lets a DERP client's packet handler reach the client it belongs to (set once, right
+/// after the client is made and before it starts, so every read sees it).
+private final class ClientHolder: Sendable {
+    private let box = Mutex<DERPClient?>(nil)
+    var client: DERPClient? {
+        get { box.withLock { $0 } }
+        set { box.withLock { $0 = newValue } }
+    }
+}
+
+/// Collects what one device operation produced, so it is handed on after the lock is released.
+struct EngineSink: WireGuardSink {
+    var datagrams: [(WireGuardPublicKey, [UInt8])] = []
+    var packets: [[UInt8]] = []
+
+    mutating func send(_ datagram: UnsafeRawBufferPointer, to peer: WireGuardPublicKey) {
+        datagrams.append((peer, Array(datagram)))
+    }
+
+    mutating func deliver(_ packet: UnsafeRawBufferPointer, from peer: WireGuardPublicKey) {
+        packets.append(Array(packet))
+    }
+}

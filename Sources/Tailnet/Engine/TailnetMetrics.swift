@@ -1,0 +1,35 @@
+import CoreMetrics
+import Metrics
+import WireGuard
+
+/// What the tailnet counts, under `agent_tailnet_`: enough to tell "agent unreachable" apart
+/// from `/metrics` alone (no relay, no handshake, drops by reason).
+struct TailnetMetrics: Sendable {
+    /// WireGuard peers configured now.
+    let peers = Gauge(label: "agent_tailnet_peers")
+    /// Handshakes completed (answered initiations and our own answered).
+    let handshakes = Counter(label: "agent_tailnet_handshakes_total")
+    /// DERP connections made and lost (reconnects are the connects after the first).
+    let derpConnects = Counter(label: "agent_tailnet_derp_connects_total")
+    let derpDisconnects = Counter(label: "agent_tailnet_derp_disconnects_total")
+    /// Packets through the tunnel, and their bytes, each way (inner IP packets).
+    let packetsIn = Counter(label: "agent_tailnet_packets_total", dimensions: [("direction", "in")])
+    let packetsOut = Counter(label: "agent_tailnet_packets_total", dimensions: [("direction", "out")])
+    let bytesIn = Counter(label: "agent_tailnet_bytes_total", dimensions: [("direction", "in")])
+    let bytesOut = Counter(label: "agent_tailnet_bytes_total", dimensions: [("direction", "out")])
+    /// TSMP pings answered (coderd's AwaitReachable) and disco pings answered (`coder ping`).
+    let tsmpPongs = Counter(label: "agent_tailnet_tsmp_pongs_total")
+    let discoPings = Counter(label: "agent_tailnet_disco_pings_total")
+    /// WireGuard messages for which no relay connection was available.
+    let noRelay = Counter(label: "agent_tailnet_dropped_total", dimensions: [("reason", "no_relay")])
+    /// Messages a relay connection's bounded queue refused.
+    let queueFull = Counter(label: "agent_tailnet_dropped_total", dimensions: [("reason", "relay_queue_full")])
+    /// Open tunnel TCP connections (port 4 and forwarded ports).
+    let tunnelConnections = Gauge(label: "agent_tailnet_tcp_connections")
+
+    /// Counts one dropped packet by its WireGuard reason (no session, replay, bad mac,
+    /// source not allowed, queue full, unknown key, malformed, ...).
+    func dropped(_ reason: WireGuardDropReason) {
+        Counter(label: "agent_tailnet_dropped_total", dimensions: [("reason", "\(reason)")]).increment()
+    }
+}

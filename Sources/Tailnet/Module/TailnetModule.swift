@@ -1,0 +1,78 @@
+import AgentCore
+import AgentHTTP
+import DERP
+import Hummingbird
+import Logging
+import TunnelStack
+import WireGuard
+
+/// The tailnet as a capability module, mounted at `/api/v0/tailnet`: coordination and the
+/// DERP map on every upward session, the relay connections, WireGuard and the tunnel's
+/// TCP/IPv6 stack, through which coderd reaches the HTTP API on port 4 and forwarded ports.
+/// Off when standalone or with `--tailnet=false`; its status route answers either way.
+public struct TailnetModule: HTTPModule {
+    let runtime: TailnetRuntime?
+
+    public var name: String { "tailnet" }
+
+    /// - Parameters:
+    ///   - accessURL: the control plane URL (`--agent-url`); nil when standalone (the module
+    ///     then does nothing).
+    public init(configuration: TailnetOptions.Configuration, accessURL: String?, context: AgentContext, logger: Logger) {
+        guard configuration.enabled, let accessURL else {
+            runtime = nil
+            return
+        }
+        runtime = TailnetRuntime(accessURL: AccessURL(accessURL), manifest: context.manifest,
+                                 acceptor: context.connections, logger: logger)
+    }
+
+    public var upwardParticipants: [any UpwardParticipant] {
+        guard let runtime else { return [] }
+        return [TailnetParticipant(runtime: runtime)]
+    }
+
+    /// At `work`: the graceful end of coordination (peers hear DISCONNECTED, not LOST), within
+    /// 1 s; at `serving`: relay connections and the tunnel stack close with the other listeners.
+    public var services: [ModuleService] {
+        guard let runtime else { return [] }
+        return [
+            .onShutdown("tailnet disconnect", in: .work) { await runtime.disconnect(within: .seconds(1)) },
+            .onShutdown("tailnet", in: .serving) { await runtime.stop() },
+        ]
+    }
+
+    public func routes() -> RouteCollection<AgentRequestContext> {
+        let routes = RouteCollection(context: AgentRequestContext.self)
+        let runtime = self.runtime
+        routes.get { _, _ in JSONResponse.make(Self.status(runtime)) }
+        return routes
+    }
+
+    static func status(_ runtime: TailnetRuntime?) -> TailnetStatus {
+        guard let runtime else { return TailnetStatus(enabled: false) }
+        var status = TailnetStatus(enabled: true, started: runtime.current != nil)
+        status.nodeKey = "nodekey:" + SelfNode.hex(runtime.nodeKey.publicKey.bytes)
+        status.discoKey = SelfNode.discoText(runtime.discoKey.publicKey.bytes)
+        guard let engine = runtime.current else { return status }
+        status.addresses = engine.addresses.prefixes
+        status.homeRegion = engine.homeRegion == 0 ? nil : engine.homeRegion
+        let statistics = engine.relayStatistics
+        status.relays = engine.relayStates.sorted { $0.key < $1.key }.map { region, state in
+            TailnetStatus.Relay(
+                region: region, state: "\(state.phase)", transport: state.transport.map { "\($0)" }, lastError: state.lastError,
+                connects: statistics[region]?.connects ?? 0, reconnects: statistics[region]?.reconnects ?? 0)
+        }
+        let coordinated = runtime.coordination.peers
+        let now = engine.instant
+        status.peers = engine.peerStatus().map { key, peer in
+            let node = coordinated.values.first { $0.node.nodeKey == key.bytes }
+            return TailnetStatus.Peer(
+                nodeKey: "nodekey:" + SelfNode.hex(key.bytes), homeRegion: node?.node.homeRegion, lost: node?.lost,
+                lastHandshakeSecondsAgo: peer.lastHandshake.map { Double(now.since($0)) / 1e9 },
+                receivedBytes: peer.receivedBytes, sentBytes: peer.sentBytes)
+        }.sorted { $0.nodeKey < $1.nodeKey }
+        status.tunnelConnections = engine.stackCounters?.openConnections
+        return status
+    }
+}

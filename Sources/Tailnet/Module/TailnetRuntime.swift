@@ -1,0 +1,92 @@
+import AgentCore
+import AgentProto
+import DERP
+import Logging
+import Synchronization
+import SwiftProtobuf
+import TunnelStack
+import WireGuard
+
+/// What the tailnet keeps for the agent's whole life: its keys (made once: a node key that is
+/// also the WireGuard static key and the DERP identity, and a disco key), the node announced,
+/// the DERP map, the coordination's peer table, and the engine (made on the first manifest
+/// that carries an agent id).
+final class TailnetRuntime: Sendable {
+    let nodeKey = WireGuardPrivateKey.generate()
+    let discoKey = X25519PrivateKey.generate()
+    let announcer = NodeAnnouncer()
+    let metrics = TailnetMetrics()
+    let follower: DERPMapFollower
+    let coordination: CoordinationClient
+    private let manifest: any ManifestSource
+    private let acceptor: any ConnectionAcceptor
+    private let logger: Logger
+
+    init(accessURL: AccessURL?, manifest: any ManifestSource, acceptor: any ConnectionAcceptor, logger: Logger) {
+        self.manifest = manifest
+        self.acceptor = acceptor
+        self.logger = logger
+        let holder = EngineHolder()
+        self.follower = DERPMapFollower(accessURL: accessURL, logger: logger) { map in holder.engine?.apply(map: map) }
+        self.coordination = CoordinationClient(announcer: announcer, apply: { changes in holder.engine?.apply(changes) }, logger: logger)
+        self.holder = holder
+    }
+
+    private let holder: EngineHolder
+
+    /// The engine, once running.
+    var current: TailnetEngine? { holder.engine }
+
+    /// The engine for the current manifest, made and started on first use; nil (logged) when
+    /// the manifest has no usable agent id.
+    func engineForCurrentManifest() throws -> TailnetEngine? {
+        guard let manifest = manifest.currentManifest else { return nil }
+        let tailnet = manifest.tailnet
+        if let running = holder.engine {
+            applyManifestMap(tailnet.derpMap)
+            return running
+        }
+        guard let addresses = TailnetAddresses(agentID: tailnet.agentID) else {
+            logger.error("the manifest's agent id is not a UUID: the tailnet does not start")
+            return nil
+        }
+        let engine = TailnetEngine(
+            addresses: addresses, nodeKey: nodeKey, discoKey: discoKey, forceWebSocket: tailnet.derpForceWebSockets,
+            announcer: announcer, metrics: metrics, logger: logger)
+        try engine.start(acceptor: acceptor)
+        holder.engine = engine
+        announcer.set(SelfNode(addresses: addresses, nodeKey: nodeKey.publicKey.bytes, discoKey: discoKey.publicKey.bytes))
+        applyManifestMap(tailnet.derpMap)
+        logger.info("tailnet started", metadata: ["address": "\(TailnetAddresses.text(addresses.primary))"])
+        return engine
+    }
+
+    private func applyManifestMap(_ bytes: [UInt8]) {
+        guard !bytes.isEmpty else { return }
+        do {
+            follower.apply(try Coder_Tailnet_V2_DERPMap(serializedBytes: bytes))
+        } catch {
+            logger.warning("the manifest's DERP map does not decode", metadata: ["error": "\(error)"])
+        }
+    }
+
+    /// The graceful end of coordination: `disconnect{}`, then up to `within` for the server
+    /// to close the stream.
+    func disconnect(within limit: Duration) async {
+        guard coordination.disconnect() else { return }
+        await coordination.waitForStreamEnd(within: limit)
+    }
+
+    func stop() async {
+        await holder.engine?.stop()
+    }
+}
+
+/// The engine, set once when it starts; read by callbacks made before it existed.
+final class EngineHolder: Sendable {
+    private let box = Mutex<TailnetEngine?>(nil)
+    var engine: TailnetEngine? {
+        get { box.withLock { $0 } }
+        set { box.withLock { $0 = newValue } }
+    }
+}

@@ -1,0 +1,346 @@
+import AgentProto
+import AgentTestSupport
+import ControlPlaneDouble
+import DERP
+import DERPRelayDouble
+import Foundation
+import Synchronization
+import Testing
+import WireGuard
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Issue 26 end to end, with real parts: the agent binary against the control-plane double
+/// (coordination and DERP map over the real dRPC), the DERP relay double, and Debian's real
+/// wireguard-go with a TUN in a private network namespace as the peer coderd would be. The
+/// test bridges wireguard-go's UDP socket to the relay with a DERP client of its own under
+/// wireguard-go's key; the namespace's kernel does TCP, ICMP and TSMP through the TUN.
+@Suite(.serialized, .timeLimit(.minutes(4)))
+struct WorkspaceAgentTailnetTests {
+    static let peerAddress = "fd7a:115c:a1e0::c0"
+    static let peerID = [UInt8](repeating: 0xc0, count: 16)
+
+    static func missing() -> String? {
+        for tool in ["/usr/bin/wireguard-go", "/usr/bin/wg", "/usr/sbin/ip", "/usr/bin/unshare", "/usr/bin/nsenter", "/usr/bin/curl", "/usr/bin/python3"]
+        where !FileManager.default.isExecutableFile(atPath: tool) {
+            return "\(tool) is missing (Debian: wireguard-go, wireguard-tools, iproute2, util-linux, curl, python3)"
+        }
+        if !FileManager.default.fileExists(atPath: "/dev/net/tun") { return "/dev/net/tun is missing: wireguard-go needs a TUN device" }
+        if getuid() != 0 { return "the test must run as root (network namespaces, TUN)" }
+        return nil
+    }
+
+    static func derpMap(relayPort: Int) -> Coder_Tailnet_V2_DERPMap {
+        var node = Coder_Tailnet_V2_DERPMap.Region.Node()
+        node.name = "t2"
+        node.regionID = 1
+        node.hostName = "127.0.0.1"
+        node.ipv4 = "127.0.0.1"
+        node.ipv6 = "none"
+        node.derpPort = Int32(relayPort)
+        node.forceHTTP = true
+        node.stunPort = -1
+        var region = Coder_Tailnet_V2_DERPMap.Region()
+        region.regionID = 1
+        region.regionCode = "test"
+        region.regionName = "Test"
+        region.nodes = [node]
+        var map = Coder_Tailnet_V2_DERPMap()
+        map.regions[1] = region
+        return map
+    }
+
+    /// The peer's Node as coderd's would be: its key, a disco key, home region 1, one /128.
+    static func peerNode(_ key: WireGuardPrivateKey) -> Coder_Tailnet_V2_Node {
+        var node = Coder_Tailnet_V2_Node()
+        node.id = 42
+        node.key = Data(Array("np".utf8) + key.publicKey.bytes)
+        node.disco = "discokey:" + String(repeating: "5a", count: 32)
+        node.preferredDerp = 1
+        node.addresses = ["\(peerAddress)/128"]
+        node.allowedIps = node.addresses
+        return node
+    }
+
+    @Test func coderdReachesTheHTTPAPIAndForwardedPortsThroughTheTunnel() async throws {
+        if let missing = Self.missing() {
+            Issue.record("the tailnet test cannot run: \(missing)")
+            return
+        }
+        let relay = DERPRelayDouble()
+        try await relay.start()
+        let agentID = (0..<16).map { _ in UInt8.random(in: 0...255) }
+        let addresses = try #require(TailnetTestAddresses(agentID: agentID))
+        var manifest = ControlPlaneDouble.defaultManifest
+        manifest.agentID = Data(agentID)
+        manifest.derpMap = Self.derpMap(relayPort: relay.port)
+        let double = ControlPlaneDouble(manifest: manifest)
+        let coordinator = TailnetCoordinatorDouble(derpMap: Self.derpMap(relayPort: relay.port))
+        coordinator.install(on: double)
+        let tokenFile = NSTemporaryDirectory() + "agent-token-\(UUID().uuidString)"
+        try (double.token + "\n").write(toFile: tokenFile, atomically: true, encoding: .utf8)
+        defer { unlink(tokenFile) }
+
+        try await double.run { url in
+            let agent = try AgentDaemon.launch(["--http-address", "127.0.0.1:0", "--agent-url", url, "--agent-token-file", tokenFile])
+            defer { agent.cleanup() }
+            // The agent connects to its home relay before it announces a node with it.
+            let announced = await eventually(timeout: .seconds(60)) { coordinator.agentNode?.preferredDerp == 1 }
+            #expect(announced, "no node with a home region: \(agent.log)")
+            guard announced, let node = coordinator.agentNode else { return }
+            #expect(node.addresses == addresses.prefixes && node.allowedIps == addresses.prefixes)
+            #expect(node.disco.hasPrefix("discokey:") && node.disco.utf8.count == 73)
+            #expect(node.endpoints.isEmpty && node.key.count == 34)
+            let agentKey = Array(node.key.dropFirst(2))
+            #expect(relay.connectedKeys.contains(X25519PublicKey(agentKey)!))
+
+            let peer = try await PeerInNamespace.start(agentKey: agentKey, agentAddress: addresses.primaryText, relay: relay)
+            defer { peer.stop() }
+            coordinator.setPeer(id: Self.peerID, node: Self.peerNode(peer.key))
+            #expect(await eventually(timeout: .seconds(30)) { coordinator.recorded.withLock { $0.acks.contains(Self.peerID) } })
+
+            // HTTP over the tunnel to port 4: wireguard-go hands the handshake to our bridge,
+            // the relay carries it to the agent (WireGuard may need a retry: 5 s).
+            let lastTry = Mutex("")
+            let reached = await eventually(timeout: .seconds(60)) {
+                let health = await peer.namespace.run(["curl", "-sS", "-g", "--max-time", "8", "http://[\(addresses.primaryText)]:4/healthz"])
+                lastTry.withLock { $0 = "\(health.status): \(health.stdout)" }
+                return health.status == 0
+            }
+            #expect(reached, "curl through the tunnel: \(lastTry.withLock { $0 })\nagent: \(agent.log)")
+            guard reached else { return }
+
+            // TSMP: a ping answered with a pong from the pinged address (coderd's AwaitReachable).
+            let tsmp = await peer.namespace.run(["python3", "-c", TailnetScripts.tsmpPing(to: addresses.primaryText)])
+            #expect(tsmp.status == 0 && tsmp.stdout.contains("pong ok"), "TSMP: \(tsmp.stdout)")
+
+            // A process started and its output read through the tunnel.
+            let start = await peer.namespace.run([
+                "curl", "-sS", "-g", "--max-time", "20", "-X", "POST", "-H", "Content-Type: application/json",
+                "-d", #"{"command":"echo through the tunnel"}"#, "http://[\(addresses.primaryText)]:4/api/v0/processes/start"])
+            let id = try #require(jsonObject(Array(start.stdout.utf8))?["id"] as? String, "start: \(start.stdout)")
+            let output = await peer.namespace.run([
+                "curl", "-sS", "-g", "--max-time", "20", "http://[\(addresses.primaryText)]:4/api/v0/processes/\(id)/output?wait=true"])
+            #expect(jsonObject(Array(output.stdout.utf8))?["output"] as? String == "through the tunnel\n", "output: \(output.stdout)")
+
+            // The operator's status route says the same, on the agent's loopback listener.
+            let client = RawHTTPClient(port: try await agent.port())
+            let status = try await client.request("GET", "/api/v0/tailnet")
+            let statusJSON = try #require(jsonObject(status.body))
+            #expect(statusJSON["enabled"] as? Bool == true && jsonInt(statusJSON["home_region"]) == 1, "\(statusJSON)")
+            #expect((statusJSON["peers"] as? [Any])?.count == 1, "\(statusJSON)")
+
+            // A forwarded port: a server on the workspace's loopback, reached as [agent]:port.
+            let server = try #require(OneShotServer(reply: "forwarded hello\n"))
+            defer { server.stop() }
+            let forwarded = await peer.namespace.run([
+                "curl", "-sS", "-g", "--max-time", "20", "http://[\(addresses.primaryText)]:\(server.port)/"])
+            #expect(forwarded.stdout.contains("forwarded hello"), "forwarded: \(forwarded.stdout)")
+            // A reserved port is refused at once.
+            let reserved = await peer.namespace.run(["curl", "-sS", "-g", "--max-time", "10", "http://[\(addresses.primaryText)]:5/"])
+            #expect(reserved.status == 7, "port 5: \(reserved.status) \(reserved.stdout)")
+
+            agent.signal(SIGTERM)
+            #expect(await agent.exitStatus() == 0, "\(agent.log)")
+            // The graceful end: disconnect{} on the coordination stream.
+            #expect(coordinator.recorded.withLock { $0.disconnects } == 1, "\(agent.log)")
+        }
+        await relay.stop()
+    }
+}
+
+/// The agent's two addresses as the test computes them (the spec's derivation).
+struct TailnetTestAddresses {
+    let primaryText: String
+    let prefixes: [String]
+
+    init?(agentID: [UInt8]) {
+        guard agentID.count == 16 else { return nil }
+        func text(_ prefix: [UInt8]) -> String {
+            let bytes = prefix + agentID[6...]
+            var address = in6_addr()
+            withUnsafeMutableBytes(of: &address) { $0.copyBytes(from: bytes) }
+            var buffer = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
+            inet_ntop(AF_INET6, &address, &buffer, socklen_t(buffer.count))
+            return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        }
+        primaryText = text([0xfd, 0x7a, 0x11, 0x5c, 0xa1, 0xe0])
+        prefixes = [primaryText + "/128", text([0xfd, 0x60, 0x62, 0x7a, 0xa4, 0x2b]) + "/128"]
+    }
+}
+
+/// wireguard-go in a private namespace, its UDP socket bridged to the DERP relay by a DERP
+/// client with wireguard-go's own key (what magicsock does for coderd).
+final class PeerInNamespace: Sendable {
+    let namespace: NetworkNamespace
+    let key: WireGuardPrivateKey
+    let interface: String
+    let wireguardGo: ChildProgram.Running
+    let derp: DERPClient
+    let socket: Int32
+    private let stopping = Atomic<Bool>(false)
+
+    private init(namespace: NetworkNamespace, key: WireGuardPrivateKey, interface: String, wireguardGo: ChildProgram.Running,
+                 derp: DERPClient, socket: Int32) {
+        self.namespace = namespace
+        self.key = key
+        self.interface = interface
+        self.wireguardGo = wireguardGo
+        self.derp = derp
+        self.socket = socket
+    }
+
+    struct Failure: Error, CustomStringConvertible { let description: String }
+
+    static func start(agentKey: [UInt8], agentAddress: String, relay: DERPRelayDouble) async throws -> PeerInNamespace {
+        guard let namespace = await NetworkNamespace.make() else { throw Failure(description: "`unshare -n` gave no private network namespace") }
+        let interface = "wgp\(getpid() % 100_000)"
+        let key = WireGuardPrivateKey.generate()
+        let keyFile = NSTemporaryDirectory() + "/\(interface).key"
+        _ = FileManager.default.createFile(atPath: keyFile, contents: Data(Data(key.raw.bytes).base64EncodedString().utf8))
+        defer { unlink(keyFile) }
+        _ = await namespace.run(["ip", "link", "set", "lo", "up"])
+        guard let wireguardGo = namespace.start(["wireguard-go", "-f", interface], environment: ["WG_I_PREFER_BUGGY_USERSPACE_TO_POLISHED_KMOD": "1"]) else {
+            await namespace.shutDown()
+            throw Failure(description: "wireguard-go did not start")
+        }
+        guard await eventually(timeout: .seconds(30), { FileManager.default.fileExists(atPath: "/var/run/wireguard/\(interface).sock") }),
+              let udp = await namespace.udpSocket()
+        else {
+            await onThread { wireguardGo.kill() }
+            await namespace.shutDown()
+            throw Failure(description: "wireguard-go gave no UAPI socket, or no UDP socket in the namespace")
+        }
+        let agentPublic = Data(agentKey).base64EncodedString()
+        let wgPort = 51820
+        for command in [
+            ["wg", "set", interface, "private-key", keyFile, "listen-port", "\(wgPort)",
+             "peer", agentPublic, "allowed-ips", "\(agentAddress)/128", "endpoint", "127.0.0.1:\(udp.port)"],
+            ["ip", "-6", "addr", "add", "\(WorkspaceAgentTailnetTests.peerAddress)/128", "dev", interface, "nodad"],
+            ["ip", "link", "set", interface, "mtu", "1280", "up"],
+            ["ip", "-6", "route", "add", "\(agentAddress)/128", "dev", interface],
+        ] {
+            let outcome = await namespace.run(command)
+            guard outcome.status == 0 else {
+                close(udp.fd)
+                await onThread { wireguardGo.kill() }
+                await namespace.shutDown()
+                throw Failure(description: "\(command.joined(separator: " ")) failed: \(outcome.stdout)")
+            }
+        }
+        let fd = udp.fd
+        let derpKey = X25519PrivateKey(key.raw.bytes)!
+        let agent = X25519PublicKey(agentKey)!
+        // Relay → wireguard-go: every packet from the agent goes to wireguard-go's port.
+        let derp = DERPClient(privateKey: derpKey, node: relay.node(regionID: 1)) { packet in
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_port = in_port_t(UInt16(wgPort).bigEndian)
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            _ = packet.packet.withUnsafeBytes { bytes in
+                withUnsafePointer(to: &address) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                        sendto(fd, bytes.baseAddress, bytes.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                    }
+                }
+            }
+        }
+        derp.start()
+        let peer = PeerInNamespace(namespace: namespace, key: key, interface: interface, wireguardGo: wireguardGo, derp: derp, socket: fd)
+        // wireguard-go → relay: a thread reads the UDP socket until stop().
+        Thread {
+            var buffer = [UInt8](repeating: 0, count: 65536)
+            var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            while !peer.stopping.load(ordering: .relaxed) {
+                guard poll(&poller, 1, 200) > 0 else { continue }
+                let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+                guard count > 0 else { continue }
+                _ = derp.send(to: agent, packet: buffer[0..<count])
+            }
+        }.start()
+        return peer
+    }
+
+    func stop() {
+        stopping.store(true, ordering: .relaxed)
+        let derp = self.derp
+        let namespace = self.namespace
+        let interface = self.interface
+        let wireguardGo = self.wireguardGo
+        let socket = self.socket
+        Task {
+            await derp.close()
+            _ = await namespace.run(["ip", "link", "del", interface])
+            await onThread { wireguardGo.kill() }
+            await namespace.shutDown()
+            try? await Task.sleep(for: .milliseconds(300))
+            close(socket)
+        }
+    }
+}
+
+/// A one-connection-at-a-time HTTP server on 127.0.0.1 that answers every request with `reply`.
+final class OneShotServer: Sendable {
+    let port: Int
+    let fd: Int32
+
+    init?(reply: String) {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return nil }
+        var one: Int32 = 1
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        let port = freeLoopbackPort()
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+        }
+        guard bound, listen(fd, 8) == 0 else {
+            close(fd)
+            return nil
+        }
+        self.fd = fd
+        self.port = port
+        let response = Array("HTTP/1.1 200 OK\r\nContent-Length: \(reply.utf8.count)\r\nConnection: close\r\n\r\n\(reply)".utf8)
+        Thread {
+            // Bounded: at most 16 connections, then the thread ends.
+            for _ in 0..<16 {
+                let client = accept(fd, nil, nil)
+                guard client >= 0 else { return }
+                var buffer = [UInt8](repeating: 0, count: 4096)
+                _ = buffer.withUnsafeMutableBytes { recv(client, $0.baseAddress, $0.count, 0) }
+                _ = response.withUnsafeBytes { send(client, $0.baseAddress, $0.count, 0) }
+                close(client)
+            }
+        }.start()
+    }
+
+    func stop() {
+        shutdown(fd, Int32(SHUT_RDWR))
+        close(fd)
+    }
+}
+
+enum TailnetScripts {
+    /// A TSMP ping (IP protocol 99, `p` + 8 bytes) to `address` on a raw socket; prints
+    /// `pong ok` when the answer is `o` + the same 8 bytes + port 0.
+    static func tsmpPing(to address: String) -> String {
+        """
+        import socket, os, select, sys
+        s = socket.socket(socket.AF_INET6, socket.SOCK_RAW, 99)
+        data = os.urandom(8)
+        for attempt in range(10):
+            s.sendto(b'p' + data, ('\(address)', 0))
+            r, _, _ = select.select([s], [], [], 2)
+            if r:
+                reply, _ = s.recvfrom(2048)
+                if reply == b'o' + data + b'\\x00\\x00':
+                    print('pong ok'); sys.exit(0)
+                print('unexpected', reply.hex())
+        print('no pong'); sys.exit(1)
+        """
+    }
+}
