@@ -37,6 +37,9 @@ final class TailnetEngine: Sendable {
     private let relays = Mutex(RelayTable())
     private let forceWebSocket: Bool
     private let timerTask = Mutex<Task<Void, Never>?>(nil)
+    /// Inbound packets since the gauge of open tunnel connections was last refreshed: it is
+    /// refreshed on every 64th inbound packet (and by the status route), not on a timer.
+    private let packetsSinceGauge = Atomic<Int>(0)
 
     /// Relay connections: the home region's and those opened to reach peers homed elsewhere.
     struct RelayTable: Sendable {
@@ -261,7 +264,12 @@ final class TailnetEngine: Sendable {
     private func sendFromStack(_ packet: UnsafeRawBufferPointer) {
         var sink = EngineSink()
         let result = device.withLock { $0.send(packet, now: now(), into: &sink) }
-        if case .dropped(let reason) = result { metrics.dropped(reason) }
+        if case .dropped(let reason) = result {
+            metrics.dropped(reason)
+        } else {
+            metrics.packetsOut.increment()
+            metrics.bytesOut.increment(by: Int64(packet.count))
+        }
         for (peer, datagram) in sink.datagrams { transmit(datagram, to: peer) }
         rearm()
     }
@@ -279,7 +287,13 @@ final class TailnetEngine: Sendable {
                 for (peer, datagram) in reply.datagrams { transmit(datagram, to: peer) }
                 continue
             }
-            stackBox.withLock { $0 }?.input(packet)
+            metrics.packetsIn.increment()
+            metrics.bytesIn.increment(by: Int64(packet.count))
+            guard let stack = stackBox.withLock({ $0 }) else { continue }
+            stack.input(packet)
+            if packetsSinceGauge.add(1, ordering: .relaxed).newValue % 64 == 0 {
+                metrics.tunnelConnections.record(stack.counters().openConnections)
+            }
         }
         rearm()
     }

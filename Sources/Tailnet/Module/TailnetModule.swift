@@ -1,5 +1,6 @@
 import AgentCore
 import AgentHTTP
+import CoreMetrics
 import DERP
 import Hummingbird
 import Logging
@@ -73,6 +74,7 @@ public struct TailnetModule: HTTPModule {
                 receivedBytes: peer.receivedBytes, sentBytes: peer.sentBytes)
         }.sorted { $0.nodeKey < $1.nodeKey }
         status.tunnelConnections = engine.stackCounters?.openConnections
+        if let open = status.tunnelConnections { runtime.metrics.tunnelConnections.record(open) }
         return status
     }
 }
