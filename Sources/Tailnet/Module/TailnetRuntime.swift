@@ -33,6 +33,8 @@ final class TailnetRuntime: Sendable {
     }
 
     private let holder: EngineHolder
+    /// The missing agent id is logged once, not on every session.
+    private let warnedAboutID = Atomic<Bool>(false)
 
     /// The engine, once running.
     var current: TailnetEngine? { holder.engine }
@@ -47,7 +49,10 @@ final class TailnetRuntime: Sendable {
             return running
         }
         guard let addresses = TailnetAddresses(agentID: tailnet.agentID) else {
-            logger.error("the manifest's agent id is not a UUID: the tailnet does not start")
+            if !warnedAboutID.exchange(true, ordering: .relaxed) {
+                logger.warning("the manifest has no agent id (16 bytes): the tailnet does not start",
+                               metadata: ["bytes": "\(tailnet.agentID.count)"])
+            }
             return nil
         }
         let engine = TailnetEngine(
