@@ -1,4 +1,5 @@
 import AgentProto
+import DERP
 import FoundationEssentials
 import SwiftProtobuf
 
@@ -48,42 +49,16 @@ public struct SelfNode: Sendable, Equatable {
 
     /// `discokey:<64 lowercase hex>`.
     public static func discoText(_ key: [UInt8]) -> String {
-        "discokey:" + hex(key)
+        X25519PublicKey(key).map(Disco.keyText) ?? ""
     }
 
+    /// Lowercase hex (the status route's `nodekey:` text).
     static func hex(_ bytes: [UInt8]) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var out: [UInt8] = []
-        out.reserveCapacity(bytes.count * 2)
-        for byte in bytes {
-            out.append(digits[Int(byte >> 4)])
-            out.append(digits[Int(byte & 0x0f)])
-        }
-        return String(decoding: out, as: UTF8.self)
+        X25519PublicKey(bytes)?.hex ?? ""
     }
 
     /// The 32 bytes of `discokey:<hex>`, or nil.
     public static func parseDisco(_ text: String) -> [UInt8]? {
-        guard text.hasPrefix("discokey:") else { return nil }
-        let digits = Array(text.utf8.dropFirst(9))
-        guard digits.count == 64 else { return nil }
-        var out: [UInt8] = []
-        out.reserveCapacity(32)
-        var index = 0
-        while index < 64 {
-            guard let high = nibble(digits[index]), let low = nibble(digits[index + 1]) else { return nil }
-            out.append(high << 4 | low)
-            index += 2
-        }
-        return out
-    }
-
-    private static func nibble(_ c: UInt8) -> UInt8? {
-        switch c {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): c - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): c - UInt8(ascii: "A") + 10
-        default: nil
-        }
+        Disco.key(fromText: text)?.bytes
     }
 }
