@@ -191,7 +191,7 @@ struct ControlPlaneSessionTests {
             let session = makeSession(url, token: double.token)
             for i in 0..<30 { session.send(AgentLogLine(level: .warn, message: "\(i) " + String(repeating: "é", count: 100_000))) }
             let running = Task { try await session.run() }
-            #expect(await eventually(timeout: .seconds(40)) { double.recorded.withLock { $0.logs.count } == 30 })
+            #expect(await eventually(timeout: .seconds(90)) { double.recorded.withLock { $0.logs.count } == 30 })
             let logs = double.recorded.withLock { $0.logs }
             #expect(logs.allSatisfy { $0.output.utf8.count <= 64 << 10 && $0.output.hasSuffix("(truncated)") })
             #expect(logs.map { $0.output.split(separator: " ").first.map(String.init) } == (0..<30).map { "\($0)" })

@@ -160,7 +160,7 @@ struct AgentSocketHostileClientTests {
                 data = b""
                 try:
                     s.sendall(bytes.fromhex(sys.argv[2]))
-                    s.settimeout(5)
+                    s.settimeout(60)
                     while True:
                         chunk = s.recv(4096)
                         if not chunk: break

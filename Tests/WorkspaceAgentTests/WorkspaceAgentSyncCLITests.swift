@@ -191,7 +191,7 @@ struct WorkspaceAgentSyncCLITests {
             tasks.addTask { try await group.run() }
             #expect(await eventually { server.isListening })
             _ = await Self.sync(["want", "claude", "git"], socket: socket)
-            async let claude = Self.sync(["start", "claude", "--timeout", "20s"], socket: socket)
+            async let claude = Self.sync(["start", "claude", "--timeout", "120s"], socket: socket)
             // Time for the CLI to start and find git not ready (nothing on the agent's side
             // shows a polling client); 300 ms was too little on a loaded 2-core machine.
             try await Task.sleep(for: .seconds(3))
