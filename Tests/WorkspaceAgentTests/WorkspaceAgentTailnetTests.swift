@@ -64,68 +64,23 @@ struct WorkspaceAgentTailnetTests {
     }
 
     @Test func coderdReachesTheHTTPAPIAndForwardedPortsThroughTheTunnel() async throws {
-        if let missing = Self.missing() {
-            Issue.record("the tailnet test cannot run: \(missing)")
-            return
-        }
-        let relay = DERPRelayDouble()
-        try await relay.start()
-        let agentID = (0..<16).map { _ in UInt8.random(in: 0...255) }
-        let addresses = try #require(TailnetTestAddresses(agentID: agentID))
-        var manifest = ControlPlaneDouble.defaultManifest
-        manifest.agentID = Data(agentID)
-        manifest.derpMap = Self.derpMap(relayPort: relay.port)
-        let double = ControlPlaneDouble(manifest: manifest)
-        let coordinator = TailnetCoordinatorDouble(derpMap: Self.derpMap(relayPort: relay.port))
-        coordinator.install(on: double)
-        let tokenFile = NSTemporaryDirectory() + "agent-token-\(UUID().uuidString)"
-        try (double.token + "\n").write(toFile: tokenFile, atomically: true, encoding: .utf8)
-        defer { unlink(tokenFile) }
-
-        try await double.run { url in
-            let agent = try AgentDaemon.launch(["--http-address", "127.0.0.1:0", "--agent-url", url, "--agent-token-file", tokenFile])
-            defer { agent.cleanup() }
-            // The agent connects to its home relay before it announces a node with it.
-            let announced = await eventually(timeout: .seconds(60)) { coordinator.agentNode?.preferredDerp == 1 }
-            #expect(announced, "no node with a home region: \(agent.log)")
-            guard announced, let node = coordinator.agentNode else { return }
-            #expect(node.addresses == addresses.prefixes && node.allowedIps == addresses.prefixes)
-            #expect(node.disco.hasPrefix("discokey:") && node.disco.utf8.count == 73)
-            #expect(node.endpoints.isEmpty && node.key.count == 34)
-            let agentKey = Array(node.key.dropFirst(2))
-            #expect(relay.connectedKeys.contains(X25519PublicKey(agentKey)!))
-
-            let peer = try await PeerInNamespace.start(agentKey: agentKey, agentAddress: addresses.primaryText, relay: relay)
-            defer { peer.stop() }
-            coordinator.setPeer(id: Self.peerID, node: Self.peerNode(peer.key))
-            #expect(await eventually(timeout: .seconds(30)) { coordinator.recorded.withLock { $0.acks.contains(Self.peerID) } })
-
-            // HTTP over the tunnel to port 4: wireguard-go hands the handshake to our bridge,
-            // the relay carries it to the agent (WireGuard may need a retry: 5 s).
-            let lastTry = Mutex("")
-            let reached = await eventually(timeout: .seconds(60)) {
-                let health = await peer.namespace.run(["curl", "-sS", "-g", "--max-time", "8", "http://[\(addresses.primaryText)]:4/healthz"])
-                lastTry.withLock { $0 = "\(health.status): \(health.stdout)" }
-                return health.status == 0
-            }
-            #expect(reached, "curl through the tunnel: \(lastTry.withLock { $0 })\nagent: \(agent.log)")
-            guard reached else { return }
-
+        try await Self.withTunnel { tunnel in
+            let addresses = tunnel.addresses
+            let peer = tunnel.peer
             // TSMP: a ping answered with a pong from the pinged address (coderd's AwaitReachable).
             let tsmp = await peer.namespace.run(["python3", "-c", TailnetScripts.tsmpPing(to: addresses.primaryText)])
             #expect(tsmp.status == 0 && tsmp.stdout.contains("pong ok"), "TSMP: \(tsmp.stdout)")
 
             // A process started and its output read through the tunnel.
-            let start = await peer.namespace.run([
-                "curl", "-sS", "-g", "--max-time", "20", "-X", "POST", "-H", "Content-Type: application/json",
-                "-d", #"{"command":"echo through the tunnel"}"#, "http://[\(addresses.primaryText)]:4/api/v0/processes/start"])
+            let start = await tunnel.curl([
+                "-X", "POST", "-H", "Content-Type: application/json",
+                "-d", #"{"command":"echo through the tunnel"}"#, tunnel.url("/api/v0/processes/start")])
             let id = try #require(jsonObject(Array(start.stdout.utf8))?["id"] as? String, "start: \(start.stdout)")
-            let output = await peer.namespace.run([
-                "curl", "-sS", "-g", "--max-time", "20", "http://[\(addresses.primaryText)]:4/api/v0/processes/\(id)/output?wait=true"])
+            let output = await tunnel.curl([tunnel.url("/api/v0/processes/\(id)/output?wait=true")])
             #expect(jsonObject(Array(output.stdout.utf8))?["output"] as? String == "through the tunnel\n", "output: \(output.stdout)")
 
             // The operator's status route says the same, on the agent's loopback listener.
-            let client = RawHTTPClient(port: try await agent.port())
+            let client = RawHTTPClient(port: try await tunnel.agent.port())
             let status = try await client.request("GET", "/api/v0/tailnet")
             let statusJSON = try #require(jsonObject(status.body))
             #expect(statusJSON["enabled"] as? Bool == true && jsonInt(statusJSON["home_region"]) == 1, "\(statusJSON)")
@@ -134,19 +89,12 @@ struct WorkspaceAgentTailnetTests {
             // A forwarded port: a server on the workspace's loopback, reached as [agent]:port.
             let server = try #require(OneShotServer(reply: "forwarded hello\n"))
             defer { server.stop() }
-            let forwarded = await peer.namespace.run([
-                "curl", "-sS", "-g", "--max-time", "20", "http://[\(addresses.primaryText)]:\(server.port)/"])
+            let forwarded = await tunnel.curl([tunnel.url(port: server.port, "/")])
             #expect(forwarded.stdout.contains("forwarded hello"), "forwarded: \(forwarded.stdout)")
             // A reserved port is refused at once.
-            let reserved = await peer.namespace.run(["curl", "-sS", "-g", "--max-time", "10", "http://[\(addresses.primaryText)]:5/"])
+            let reserved = await tunnel.curl([tunnel.url(port: 5, "/")], maxTime: 10)
             #expect(reserved.status == 7, "port 5: \(reserved.status) \(reserved.stdout)")
-
-            agent.signal(SIGTERM)
-            #expect(await agent.exitStatus() == 0, "\(agent.log)")
-            // The graceful end: disconnect{} on the coordination stream.
-            #expect(coordinator.recorded.withLock { $0.disconnects } == 1, "\(agent.log)")
         }
-        await relay.stop()
     }
 }
 
@@ -193,9 +141,13 @@ final class PeerInNamespace: Sendable {
 
     struct Failure: Error, CustomStringConvertible { let description: String }
 
+    private static let peerCount = Atomic<Int>(0)
+
     static func start(agentKey: [UInt8], agentAddress: String, relay: DERPRelayDouble) async throws -> PeerInNamespace {
         guard let namespace = await NetworkNamespace.make() else { throw Failure(description: "`unshare -n` gave no private network namespace") }
-        let interface = "wgp\(getpid() % 100_000)"
+        // Unique per peer: wireguard-go's UAPI socket (/var/run/wireguard/<name>.sock) is in
+        // the shared file system, and a previous test's may not be gone yet.
+        let interface = "wgp\(getpid() % 100_000)n\(peerCount.add(1, ordering: .relaxed).newValue % 1000)"
         let key = WireGuardPrivateKey.generate()
         let keyFile = NSTemporaryDirectory() + "/\(interface).key"
         _ = FileManager.default.createFile(atPath: keyFile, contents: Data(Data(key.raw.bytes).base64EncodedString().utf8))
@@ -262,21 +214,17 @@ final class PeerInNamespace: Sendable {
         return peer
     }
 
-    func stop() {
+    /// Ends the bridge, wireguard-go and the namespace (awaited, so that the next test
+    /// starts from a clean slate).
+    func shutDown() async {
         stopping.store(true, ordering: .relaxed)
-        let derp = self.derp
-        let namespace = self.namespace
-        let interface = self.interface
-        let wireguardGo = self.wireguardGo
-        let socket = self.socket
-        Task {
-            await derp.close()
-            _ = await namespace.run(["ip", "link", "del", interface])
-            await onThread { wireguardGo.kill() }
-            await namespace.shutDown()
-            try? await Task.sleep(for: .milliseconds(300))
-            close(socket)
-        }
+        await derp.close()
+        _ = await namespace.run(["ip", "link", "del", interface])
+        await onThread { [wireguardGo] in wireguardGo.kill() }
+        await namespace.shutDown()
+        // The reader thread polls every 200 ms: let it see `stopping` before the close.
+        try? await Task.sleep(for: .milliseconds(300))
+        close(socket)
     }
 }
 
