@@ -33,12 +33,15 @@ public struct TailnetModule: HTTPModule {
         return [TailnetParticipant(runtime: runtime)]
     }
 
-    /// At `work`: the graceful end of coordination (peers hear DISCONNECTED, not LOST), within
-    /// 1 s; at `serving`: relay connections and the tunnel stack close with the other listeners.
+    /// The graceful end of coordination (peers hear DISCONNECTED, not LOST): `disconnect{}` is
+    /// queued at `announce` (which returns at once) and the server's close awaited at `work`,
+    /// at most 1 s; at `serving`, relay connections and the tunnel stack close with the other
+    /// listeners.
     public var services: [ModuleService] {
         guard let runtime else { return [] }
         return [
-            .onShutdown("tailnet disconnect", in: .work) { await runtime.disconnect(within: .seconds(1)) },
+            .onShutdown("tailnet disconnect", in: .announce) { runtime.beginDisconnect() },
+            .onShutdown("tailnet disconnected", in: .work) { await runtime.finishDisconnect(within: .seconds(1)) },
             .onShutdown("tailnet", in: .serving) { await runtime.stop() },
         ]
     }

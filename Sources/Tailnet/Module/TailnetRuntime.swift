@@ -75,10 +75,13 @@ final class TailnetRuntime: Sendable {
         }
     }
 
-    /// The graceful end of coordination: `disconnect{}`, then up to `within` for the server
-    /// to close the stream.
-    func disconnect(within limit: Duration) async {
-        guard coordination.disconnect() else { return }
+    /// The graceful end of coordination, first half: `disconnect{}` is queued (never waits).
+    func beginDisconnect() {
+        coordination.disconnect()
+    }
+
+    /// The second half: up to `limit` for the server to close the stream.
+    func finishDisconnect(within limit: Duration) async {
         await coordination.waitForStreamEnd(within: limit)
     }
 
