@@ -107,15 +107,16 @@ struct HandedOverConnectionTests {
 
     /// The request guard's head deadline holds for handed-over connections too.
     @Test func theHeadDeadlineAppliesToHandedOverConnections() async throws {
-        try await withHandedOver(headTimeout: .seconds(2)) { handedOver, _, _ in
+        // 5 s: the half head must arrive before the idle connection's own deadline, which a
+        // loaded host could otherwise miss (the connection is then closed quietly, no 408).
+        try await withHandedOver(headTimeout: .seconds(5)) { handedOver, _, _ in
             let (client, theirs) = LoopbackSocket.pair()
             try handedOver.serve(descriptor: theirs, listener: ListenerName.tailnet, remote: nil)
             // One exchange first: the connection is being read when the half head follows
             // (the deadline then runs from the end of that exchange).
-            // The half head goes in the same write, so it is buffered before the deadline can
-            // start (a loaded host might otherwise see an idle connection and close it quietly).
-            #expect(client.send("GET /healthz HTTP/1.1\r\nHost: agent\r\n\r\nGET /hea"))
+            #expect(client.send("GET /healthz HTTP/1.1\r\nHost: agent\r\n\r\n"))
             #expect(String.httpStatus(of: await client.read(until: #""ok"}"#, timeout: .seconds(60))) == 200)
+            #expect(client.send("GET /hea"))
             let (bytes, closed) = await client.readAll(timeout: .seconds(60))
             #expect(closed, "a half-sent head is cut at the deadline")
             #expect(String.httpStatus(of: bytes) == 408, "\(String(decoding: bytes, as: UTF8.self))")
