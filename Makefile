@@ -115,6 +115,7 @@ bench: release
 	.build/release/agent-bench git
 	.build/release/agent-bench desktop
 	.build/release/agent-bench boundary
+	.build/release/agent-bench tailnet
 
 # Regenerates Sources/AgentProto from proto/ with Debian's protoc and the protoc-gen-swift
 # product of the swift-protobuf package this project already depends on (not its slow

@@ -372,6 +372,8 @@ let package = Package(
             name: "AgentBench",
             dependencies: [
                 "CAgentSpawn", "AgentCore", "AgentHTTP", "AgentRPC", "AgentProto", "AgentSocket", "ControlPlaneDouble", "DRPC", "Yamux", "GitWatch",
+                // `agent-bench tailnet`: the relay double, a DERP client per bridge, WireGuard keys.
+                "DERP", "DERPRelayDouble", "WireGuard",
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
