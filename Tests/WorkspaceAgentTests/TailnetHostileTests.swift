@@ -69,9 +69,12 @@ struct TailnetHostileTests {
                 default: break                                                      // anything
                 }
                 if stranger.send(to: agentKey, packet: packet) { sent += 1 }
-                if round % 200 == 199 { try await Task.sleep(for: .milliseconds(20)) }
+                // Paced by the stranger's own queue (512 packets), which a loaded host drains slowly.
+                if round % 100 == 99 {
+                    _ = await eventually(timeout: .seconds(30)) { stranger.statistics.queuedPackets < 64 }
+                }
             }
-            #expect(sent > 1000)
+            #expect(sent > 1500)
             // Malformed frames straight from the relay: an unknown type, a short RecvPacket.
             _ = relay.inject([0x7F, 0, 0, 0, 3, 1, 2, 3], to: agentKey)
             _ = relay.inject([0x05, 0, 0, 0, 4, 1, 2, 3, 4], to: agentKey)

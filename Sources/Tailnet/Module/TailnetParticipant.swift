@@ -18,21 +18,23 @@ struct TailnetParticipant: UpwardParticipant {
         guard let engine = try runtime.engineForCurrentManifest() else { return }
         _ = engine
         try await withThrowingTaskGroup(of: Void.self) { group in
+            // The DERP maps: a stream that ends (or fails) leaves the map in use and the
+            // coordination running.
             group.addTask {
-                let request: [UInt8] = try Coder_Tailnet_V2_StreamDERPMapsRequest().serializedBytes()
-                let maps = try await session.serverStream(Self.derpMapsRPC, request: request)
-                try await runtime.follower.follow(maps)
+                do {
+                    let request: [UInt8] = try Coder_Tailnet_V2_StreamDERPMapsRequest().serializedBytes()
+                    let maps = try await session.serverStream(Self.derpMapsRPC, request: request)
+                    try await runtime.follower.follow(maps)
+                } catch {
+                    runtime.logger.debug("DERP map stream ended", metadata: ["error": "\(error)"])
+                }
             }
-            group.addTask {
-                let stream = try await session.bidiStream(Self.coordinateRPC)
-                try await runtime.coordination.run(responses: stream.messages) { bytes in try await stream.send(bytes) }
-                // The server closed the stream (after our disconnect, or its own end):
-                // half-close ours too.
-                try? await stream.closeSend()
-            }
-            // Either stream ending ends this session's work (the session reconnects both).
-            try await group.next()
-            group.cancelAll()
+            // The coordination: when it ends (the server closed it after our disconnect, or
+            // on its own), this session's work ends; the next session opens both again.
+            let stream = try await session.bidiStream(Self.coordinateRPC)
+            defer { group.cancelAll() }
+            try await runtime.coordination.run(responses: stream.messages) { bytes in try await stream.send(bytes) }
+            try? await stream.closeSend()
         }
     }
 }

@@ -20,7 +20,7 @@ final class TailnetRuntime: Sendable {
     let coordination: CoordinationClient
     private let manifest: any ManifestSource
     private let acceptor: any ConnectionAcceptor
-    private let logger: Logger
+    let logger: Logger
 
     init(accessURL: AccessURL?, manifest: any ManifestSource, acceptor: any ConnectionAcceptor, logger: Logger) {
         self.manifest = manifest
