@@ -90,11 +90,12 @@ import Testing
     /// deadline): a connection that keeps asking is never cut, and once it goes quiet it is
     /// closed as before.
     @Test func theHeadDeadlineFollowsAKeepAliveConnection() async throws {
-        try await withGuardServer(headTimeout: .seconds(5)) { port, _ in
+        try await withGuardServer(headTimeout: .seconds(10)) { port, _ in
             let socket = try #require(LoopbackSocket(port: port))
-            // 20 requests 300 ms apart: 6 s, past the first request's 5 s deadline. The client
+            // 20 requests 600 ms apart: 12 s, past the first request's 10 s deadline. The client
             // runs on a thread of its own: on a loaded 2-core machine a 300 ms sleep on the
-            // cooperative threads was seen to last past the deadline itself.
+            // cooperative threads was seen to last past the deadline itself, and with a 5 s
+            // deadline a starved client thread still missed it once.
             let answered = await onThread { () -> Int in
                 var answered = 0
                 for _ in 0..<20 {
@@ -102,12 +103,12 @@ import Testing
                     let reply = socket.readBlocking(until: Array("\"ok\"}".utf8), timeout: .seconds(20))
                     guard String(decoding: reply.bytes, as: UTF8.self).contains("200 OK") else { break }
                     answered += 1
-                    usleep(300_000)
+                    usleep(600_000)
                 }
                 return answered
             }
             #expect(answered == 20)
-            #expect(await socket.isClosedByPeer(within: .seconds(15)))
+            #expect(await socket.isClosedByPeer(within: .seconds(30)))
         }
     }
 

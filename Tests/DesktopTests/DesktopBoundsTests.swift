@@ -17,6 +17,11 @@ struct DesktopBoundsTests {
     /// ends past `Int.max`, a 2^32 scaled size multiplied into a pixel count.
     @Test func extremeNumbersAreAnsweredNotTrapped() async throws {
         try await DesktopHarness.with { desktop in
+            // The desktop first: on a loaded host its first start can fail (the next use
+            // starts it again), and the cases below are about the numbers, not the start.
+            #expect(await eventually(timeout: .seconds(90)) {
+                (try? await desktop.action(#"{"action":"cursor_position"}"#))?.status == 200
+            })
             let scaled = #"Invalid "scaled_width" or "scaled_height"."#
             let cases: [(String, Int, String?)] = [
                 // scroll_amount: at most 1000 wheel clicks either way.
