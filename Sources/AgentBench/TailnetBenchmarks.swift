@@ -52,9 +52,9 @@ struct TailnetBenchmarks: AsyncParsableCommand {
         let agentAddress = Self.primaryAddress(agentID: agentID)
         var manifest = ControlPlaneDouble.defaultManifest
         manifest.agentID = Data(agentID)
-        manifest.derpMap = Self.derpMap(relayPort: relay.port)
+        manifest.derpMap = TailnetCoordinatorDouble.loopbackDERPMap(relayPort: relay.port)
         let double = ControlPlaneDouble(manifest: manifest)
-        let coordinator = TailnetCoordinatorDouble(derpMap: Self.derpMap(relayPort: relay.port))
+        let coordinator = TailnetCoordinatorDouble(derpMap: TailnetCoordinatorDouble.loopbackDERPMap(relayPort: relay.port))
         coordinator.install(on: double)
         let directory = NSTemporaryDirectory() + "agent-bench-tailnet-\(getpid())"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
@@ -333,23 +333,4 @@ struct TailnetBenchmarks: AsyncParsableCommand {
         return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
-    static func derpMap(relayPort: Int) -> Coder_Tailnet_V2_DERPMap {
-        var node = Coder_Tailnet_V2_DERPMap.Region.Node()
-        node.name = "t2"
-        node.regionID = 1
-        node.hostName = "127.0.0.1"
-        node.ipv4 = "127.0.0.1"
-        node.ipv6 = "none"
-        node.derpPort = Int32(relayPort)
-        node.forceHTTP = true
-        node.stunPort = -1
-        var region = Coder_Tailnet_V2_DERPMap.Region()
-        region.regionID = 1
-        region.regionCode = "bench"
-        region.regionName = "Bench"
-        region.nodes = [node]
-        var map = Coder_Tailnet_V2_DERPMap()
-        map.regions[1] = region
-        return map
-    }
 }

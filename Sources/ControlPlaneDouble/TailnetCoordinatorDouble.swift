@@ -180,3 +180,27 @@ extension TailnetCoordinatorDouble {
         }
     }
 }
+
+extension TailnetCoordinatorDouble {
+    /// The DERP map tests and benchmarks give the agent: region 1 (`test`) with one node, a
+    /// relay on 127.0.0.1:`relayPort` over plain HTTP (as coder's `tailnettest` does, IPv6 off).
+    public static func loopbackDERPMap(relayPort: Int) -> Coder_Tailnet_V2_DERPMap {
+        var node = Coder_Tailnet_V2_DERPMap.Region.Node()
+        node.name = "t2"
+        node.regionID = 1
+        node.hostName = "127.0.0.1"
+        node.ipv4 = "127.0.0.1"
+        node.ipv6 = "none"
+        node.derpPort = Int32(relayPort)
+        node.forceHTTP = true
+        node.stunPort = -1
+        var region = Coder_Tailnet_V2_DERPMap.Region()
+        region.regionID = 1
+        region.regionCode = "test"
+        region.regionName = "Test"
+        region.nodes = [node]
+        var map = Coder_Tailnet_V2_DERPMap()
+        map.regions[1] = region
+        return map
+    }
+}

@@ -69,6 +69,12 @@ import Testing
         #expect(HomeRegion.choose(in: onlyStun) == nil)
         #expect(HomeRegion.choose(in: map, current: 7) == 7)
         #expect(HomeRegion.choose(in: map, current: 1000) == 999)
+        // A port from the map that is no TCP port makes a node undialable, not a crash.
+        var badPorts = map
+        badPorts.regions[999]!.nodes[0].derpPort = 70000
+        badPorts.regions[7]!.nodes[0].derpPort = -1
+        #expect(HomeRegion.dialable(badPorts.regions[999]!).isEmpty)
+        #expect(HomeRegion.choose(in: badPorts) == nil)
     }
 }
 

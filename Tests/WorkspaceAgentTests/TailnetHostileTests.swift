@@ -15,31 +15,14 @@ import Glibc
 /// local API and the tunnel's status keep answering.
 @Suite(.serialized, .timeLimit(.minutes(3)))
 struct TailnetHostileTests {
-    static func relayMap(port: Int) -> Coder_Tailnet_V2_DERPMap {
-        var node = Coder_Tailnet_V2_DERPMap.Region.Node()
-        node.name = "h1"
-        node.regionID = 1
-        node.hostName = "127.0.0.1"
-        node.ipv4 = "127.0.0.1"
-        node.ipv6 = "none"
-        node.derpPort = Int32(port)
-        node.forceHTTP = true
-        var region = Coder_Tailnet_V2_DERPMap.Region()
-        region.regionID = 1
-        region.nodes = [node]
-        var map = Coder_Tailnet_V2_DERPMap()
-        map.regions[1] = region
-        return map
-    }
-
     @Test func garbageOverTheRelayIsDroppedAndCounted() async throws {
         let relay = DERPRelayDouble()
         try await relay.start()
         var manifest = ControlPlaneDouble.defaultManifest
         manifest.agentID = Data((0..<16).map { _ in UInt8.random(in: 0...255) })
-        manifest.derpMap = Self.relayMap(port: relay.port)
+        manifest.derpMap = TailnetCoordinatorDouble.loopbackDERPMap(relayPort: relay.port)
         let double = ControlPlaneDouble(manifest: manifest)
-        let coordinator = TailnetCoordinatorDouble(derpMap: Self.relayMap(port: relay.port))
+        let coordinator = TailnetCoordinatorDouble(derpMap: TailnetCoordinatorDouble.loopbackDERPMap(relayPort: relay.port))
         coordinator.install(on: double)
         let tokenFile = NSTemporaryDirectory() + "agent-token-\(UUID().uuidString)"
         try (double.token + "\n").write(toFile: tokenFile, atomically: true, encoding: .utf8)

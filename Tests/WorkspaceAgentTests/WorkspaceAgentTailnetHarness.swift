@@ -82,10 +82,10 @@ extension WorkspaceAgentTailnetTests {
         let addresses = try #require(TailnetTestAddresses(agentID: agentID))
         var manifest = ControlPlaneDouble.defaultManifest
         manifest.agentID = Data(agentID)
-        manifest.derpMap = Self.derpMap(relayPort: relay.port)
+        manifest.derpMap = TailnetCoordinatorDouble.loopbackDERPMap(relayPort: relay.port)
         configure(&manifest, relay)
         let double = ControlPlaneDouble(manifest: manifest)
-        let coordinator = TailnetCoordinatorDouble(derpMap: Self.derpMap(relayPort: relay.port))
+        let coordinator = TailnetCoordinatorDouble(derpMap: TailnetCoordinatorDouble.loopbackDERPMap(relayPort: relay.port))
         coordinator.install(on: double)
         let tokenFile = NSTemporaryDirectory() + "agent-token-\(UUID().uuidString)"
         try (double.token + "\n").write(toFile: tokenFile, atomically: true, encoding: .utf8)

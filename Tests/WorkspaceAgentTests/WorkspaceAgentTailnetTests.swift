@@ -31,26 +31,6 @@ struct WorkspaceAgentTailnetTests {
         return nil
     }
 
-    static func derpMap(relayPort: Int) -> Coder_Tailnet_V2_DERPMap {
-        var node = Coder_Tailnet_V2_DERPMap.Region.Node()
-        node.name = "t2"
-        node.regionID = 1
-        node.hostName = "127.0.0.1"
-        node.ipv4 = "127.0.0.1"
-        node.ipv6 = "none"
-        node.derpPort = Int32(relayPort)
-        node.forceHTTP = true
-        node.stunPort = -1
-        var region = Coder_Tailnet_V2_DERPMap.Region()
-        region.regionID = 1
-        region.regionCode = "test"
-        region.regionName = "Test"
-        region.nodes = [node]
-        var map = Coder_Tailnet_V2_DERPMap()
-        map.regions[1] = region
-        return map
-    }
-
     /// The peer's Node as coderd's would be: its key, a disco key, home region 1, one /128.
     static func peerNode(_ key: WireGuardPrivateKey) -> Coder_Tailnet_V2_Node {
         var node = Coder_Tailnet_V2_Node()
