@@ -29,6 +29,7 @@ let package = Package(
         .library(name: "Desktop", targets: ["Desktop"]),
         .library(name: "WireGuard", targets: ["WireGuard"]),
         .library(name: "TunnelStack", targets: ["TunnelStack"]),
+        .library(name: "Scripts", targets: ["Scripts"]),
     ],
     dependencies: [
         // Within 2.28: AgentRouter builds Hummingbird's route trie through its SPI
@@ -172,6 +173,25 @@ let package = Package(
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The manifest's scripts (start, stop, cron), the lifecycle outcomes, startup logs with a
+        // durable upload journal, metadata, app health and stats: the agent's remaining upward
+        // reports, as an upward participant.
+        .target(
+            name: "Scripts",
+            dependencies: [
+                "AgentCore", "AgentHTTP", "AgentProto", "CAgentSpawn",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
             swiftSettings: swiftSettings
@@ -343,6 +363,7 @@ let package = Package(
             name: "WorkspaceAgent",
             dependencies: [
                 "Tailnet",
+                "Scripts",
                 "AgentCore",
                 "AgentHTTP",
                 "AgentFiles",
@@ -573,6 +594,15 @@ let package = Package(
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "ScriptsTests",
+            dependencies: [
+                "Scripts", "AgentCore", "AgentProto", "AgentTestSupport", "ControlPlaneDouble",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
             swiftSettings: swiftSettings
         ),

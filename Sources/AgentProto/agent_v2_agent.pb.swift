@@ -29,6 +29,52 @@ fileprivate nonisolated struct _GeneratedWithProtocGenSwiftVersion: SwiftProtobu
   typealias Version = _2
 }
 
+public nonisolated enum Coder_Agent_V2_AppHealth: SwiftProtobuf.Enum, Swift.CaseIterable {
+  public typealias RawValue = Int
+  case unspecified // = 0
+  case disabled // = 1
+  case initializing // = 2
+  case healthy // = 3
+  case unhealthy // = 4
+  case UNRECOGNIZED(Int)
+
+  public init() {
+    self = .unspecified
+  }
+
+  public init?(rawValue: Int) {
+    switch rawValue {
+    case 0: self = .unspecified
+    case 1: self = .disabled
+    case 2: self = .initializing
+    case 3: self = .healthy
+    case 4: self = .unhealthy
+    default: self = .UNRECOGNIZED(rawValue)
+    }
+  }
+
+  public var rawValue: Int {
+    switch self {
+    case .unspecified: return 0
+    case .disabled: return 1
+    case .initializing: return 2
+    case .healthy: return 3
+    case .unhealthy: return 4
+    case .UNRECOGNIZED(let i): return i
+    }
+  }
+
+  // The compiler won't synthesize support with the UNRECOGNIZED case.
+  public static let allCases: [Coder_Agent_V2_AppHealth] = [
+    .unspecified,
+    .disabled,
+    .initializing,
+    .healthy,
+    .unhealthy,
+  ]
+
+}
+
 public nonisolated struct Coder_Agent_V2_WorkspaceApp: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -937,9 +983,392 @@ public nonisolated struct Coder_Agent_V2_UpdateAppStatusResponse: Sendable {
   public init() {}
 }
 
+/// UpdateStats (agent-rpc.md §4; scripts.md §9). A request without `stats` is the interval probe.
+public nonisolated struct Coder_Agent_V2_Stats: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var connectionsByProto: Dictionary<String,Int64> = [:]
+
+  public var connectionCount: Int64 = 0
+
+  public var connectionMedianLatencyMs: Double = 0
+
+  public var rxPackets: Int64 = 0
+
+  public var rxBytes: Int64 = 0
+
+  public var txPackets: Int64 = 0
+
+  public var txBytes: Int64 = 0
+
+  public var sessionCountVscode: Int64 = 0
+
+  public var sessionCountJetbrains: Int64 = 0
+
+  public var sessionCountReconnectingPty: Int64 = 0
+
+  public var sessionCountSsh: Int64 = 0
+
+  public var metrics: [Coder_Agent_V2_Stats.Metric] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public nonisolated struct Metric: Sendable {
+    // SwiftProtobuf.Message conformance is added in an extension below. See the
+    // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+    // methods supported on all messages.
+
+    public var name: String = String()
+
+    public var type: Coder_Agent_V2_Stats.Metric.TypeEnum = .unspecified
+
+    public var value: Double = 0
+
+    public var labels: [Coder_Agent_V2_Stats.Metric.Label] = []
+
+    public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+    public nonisolated enum TypeEnum: SwiftProtobuf.Enum, Swift.CaseIterable {
+      public typealias RawValue = Int
+      case unspecified // = 0
+      case counter // = 1
+      case gauge // = 2
+      case UNRECOGNIZED(Int)
+
+      public init() {
+        self = .unspecified
+      }
+
+      public init?(rawValue: Int) {
+        switch rawValue {
+        case 0: self = .unspecified
+        case 1: self = .counter
+        case 2: self = .gauge
+        default: self = .UNRECOGNIZED(rawValue)
+        }
+      }
+
+      public var rawValue: Int {
+        switch self {
+        case .unspecified: return 0
+        case .counter: return 1
+        case .gauge: return 2
+        case .UNRECOGNIZED(let i): return i
+        }
+      }
+
+      // The compiler won't synthesize support with the UNRECOGNIZED case.
+      public static let allCases: [Coder_Agent_V2_Stats.Metric.TypeEnum] = [
+        .unspecified,
+        .counter,
+        .gauge,
+      ]
+
+    }
+
+    public nonisolated struct Label: Sendable {
+      // SwiftProtobuf.Message conformance is added in an extension below. See the
+      // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+      // methods supported on all messages.
+
+      public var name: String = String()
+
+      public var value: String = String()
+
+      public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+      public init() {}
+    }
+
+    public init() {}
+  }
+
+  public init() {}
+}
+
+public nonisolated struct Coder_Agent_V2_UpdateStatsRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var stats: Coder_Agent_V2_Stats {
+    get {_stats ?? Coder_Agent_V2_Stats()}
+    set {_stats = newValue}
+  }
+  /// Returns true if `stats` has been explicitly set.
+  public var hasStats: Bool {self._stats != nil}
+  /// Clears the value of `stats`. Subsequent reads from it will return its default value.
+  public mutating func clearStats() {self._stats = nil}
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _stats: Coder_Agent_V2_Stats? = nil
+}
+
+public nonisolated struct Coder_Agent_V2_UpdateStatsResponse: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var reportInterval: SwiftProtobuf.Google_Protobuf_Duration {
+    get {_reportInterval ?? SwiftProtobuf.Google_Protobuf_Duration()}
+    set {_reportInterval = newValue}
+  }
+  /// Returns true if `reportInterval` has been explicitly set.
+  public var hasReportInterval: Bool {self._reportInterval != nil}
+  /// Clears the value of `reportInterval`. Subsequent reads from it will return its default value.
+  public mutating func clearReportInterval() {self._reportInterval = nil}
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _reportInterval: SwiftProtobuf.Google_Protobuf_Duration? = nil
+}
+
+public nonisolated struct Coder_Agent_V2_BatchUpdateAppHealthRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var updates: [Coder_Agent_V2_BatchUpdateAppHealthRequest.HealthUpdate] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public nonisolated struct HealthUpdate: Sendable {
+    // SwiftProtobuf.Message conformance is added in an extension below. See the
+    // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+    // methods supported on all messages.
+
+    public var id: Data = Data()
+
+    public var health: Coder_Agent_V2_AppHealth = .unspecified
+
+    public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+    public init() {}
+  }
+
+  public init() {}
+}
+
+public nonisolated struct Coder_Agent_V2_BatchUpdateAppHealthResponse: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// Field 1 is unused by the reference.
+public nonisolated struct Coder_Agent_V2_BatchUpdateMetadataRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var metadata: [Coder_Agent_V2_BatchUpdateMetadataRequest.Metadata] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public nonisolated struct Metadata: Sendable {
+    // SwiftProtobuf.Message conformance is added in an extension below. See the
+    // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+    // methods supported on all messages.
+
+    public var key: String = String()
+
+    public var result: Coder_Agent_V2_WorkspaceAgentMetadata.Result {
+      get {_result ?? Coder_Agent_V2_WorkspaceAgentMetadata.Result()}
+      set {_result = newValue}
+    }
+    /// Returns true if `result` has been explicitly set.
+    public var hasResult: Bool {self._result != nil}
+    /// Clears the value of `result`. Subsequent reads from it will return its default value.
+    public mutating func clearResult() {self._result = nil}
+
+    public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+    public init() {}
+
+    fileprivate var _result: Coder_Agent_V2_WorkspaceAgentMetadata.Result? = nil
+  }
+
+  public init() {}
+}
+
+public nonisolated struct Coder_Agent_V2_BatchUpdateMetadataResponse: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Coder_Agent_V2_Timing: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var scriptID: Data = Data()
+
+  public var start: SwiftProtobuf.Google_Protobuf_Timestamp {
+    get {_start ?? SwiftProtobuf.Google_Protobuf_Timestamp()}
+    set {_start = newValue}
+  }
+  /// Returns true if `start` has been explicitly set.
+  public var hasStart: Bool {self._start != nil}
+  /// Clears the value of `start`. Subsequent reads from it will return its default value.
+  public mutating func clearStart() {self._start = nil}
+
+  public var end: SwiftProtobuf.Google_Protobuf_Timestamp {
+    get {_end ?? SwiftProtobuf.Google_Protobuf_Timestamp()}
+    set {_end = newValue}
+  }
+  /// Returns true if `end` has been explicitly set.
+  public var hasEnd: Bool {self._end != nil}
+  /// Clears the value of `end`. Subsequent reads from it will return its default value.
+  public mutating func clearEnd() {self._end = nil}
+
+  public var exitCode: Int32 = 0
+
+  public var stage: Coder_Agent_V2_Timing.Stage = .start
+
+  public var status: Coder_Agent_V2_Timing.Status = .ok
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public nonisolated enum Stage: SwiftProtobuf.Enum, Swift.CaseIterable {
+    public typealias RawValue = Int
+    case start // = 0
+    case stop // = 1
+    case cron // = 2
+    case UNRECOGNIZED(Int)
+
+    public init() {
+      self = .start
+    }
+
+    public init?(rawValue: Int) {
+      switch rawValue {
+      case 0: self = .start
+      case 1: self = .stop
+      case 2: self = .cron
+      default: self = .UNRECOGNIZED(rawValue)
+      }
+    }
+
+    public var rawValue: Int {
+      switch self {
+      case .start: return 0
+      case .stop: return 1
+      case .cron: return 2
+      case .UNRECOGNIZED(let i): return i
+      }
+    }
+
+    // The compiler won't synthesize support with the UNRECOGNIZED case.
+    public static let allCases: [Coder_Agent_V2_Timing.Stage] = [
+      .start,
+      .stop,
+      .cron,
+    ]
+
+  }
+
+  public nonisolated enum Status: SwiftProtobuf.Enum, Swift.CaseIterable {
+    public typealias RawValue = Int
+    case ok // = 0
+    case exitFailure // = 1
+    case timedOut // = 2
+    case pipesLeftOpen // = 3
+    case UNRECOGNIZED(Int)
+
+    public init() {
+      self = .ok
+    }
+
+    public init?(rawValue: Int) {
+      switch rawValue {
+      case 0: self = .ok
+      case 1: self = .exitFailure
+      case 2: self = .timedOut
+      case 3: self = .pipesLeftOpen
+      default: self = .UNRECOGNIZED(rawValue)
+      }
+    }
+
+    public var rawValue: Int {
+      switch self {
+      case .ok: return 0
+      case .exitFailure: return 1
+      case .timedOut: return 2
+      case .pipesLeftOpen: return 3
+      case .UNRECOGNIZED(let i): return i
+      }
+    }
+
+    // The compiler won't synthesize support with the UNRECOGNIZED case.
+    public static let allCases: [Coder_Agent_V2_Timing.Status] = [
+      .ok,
+      .exitFailure,
+      .timedOut,
+      .pipesLeftOpen,
+    ]
+
+  }
+
+  public init() {}
+
+  fileprivate var _start: SwiftProtobuf.Google_Protobuf_Timestamp? = nil
+  fileprivate var _end: SwiftProtobuf.Google_Protobuf_Timestamp? = nil
+}
+
+public nonisolated struct Coder_Agent_V2_WorkspaceAgentScriptCompletedRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var timing: Coder_Agent_V2_Timing {
+    get {_timing ?? Coder_Agent_V2_Timing()}
+    set {_timing = newValue}
+  }
+  /// Returns true if `timing` has been explicitly set.
+  public var hasTiming: Bool {self._timing != nil}
+  /// Clears the value of `timing`. Subsequent reads from it will return its default value.
+  public mutating func clearTiming() {self._timing = nil}
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _timing: Coder_Agent_V2_Timing? = nil
+}
+
+public nonisolated struct Coder_Agent_V2_WorkspaceAgentScriptCompletedResponse: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
 
 fileprivate nonisolated let _protobuf_package = "coder.agent.v2"
+
+nonisolated extension Coder_Agent_V2_AppHealth: SwiftProtobuf._ProtoNameProviding {
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0APP_HEALTH_UNSPECIFIED\0\u{1}DISABLED\0\u{1}INITIALIZING\0\u{1}HEALTHY\0\u{1}UNHEALTHY\0")
+}
 
 nonisolated extension Coder_Agent_V2_WorkspaceApp: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".WorkspaceApp"
@@ -2108,6 +2537,535 @@ nonisolated extension Coder_Agent_V2_UpdateAppStatusResponse: SwiftProtobuf.Mess
   }
 
   public static func ==(lhs: Coder_Agent_V2_UpdateAppStatusResponse, rhs: Coder_Agent_V2_UpdateAppStatusResponse) -> Bool {
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Coder_Agent_V2_Stats: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".Stats"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}connections_by_proto\0\u{3}connection_count\0\u{3}connection_median_latency_ms\0\u{3}rx_packets\0\u{3}rx_bytes\0\u{3}tx_packets\0\u{3}tx_bytes\0\u{3}session_count_vscode\0\u{3}session_count_jetbrains\0\u{3}session_count_reconnecting_pty\0\u{3}session_count_ssh\0\u{1}metrics\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeMapField(fieldType: SwiftProtobuf._ProtobufMap<SwiftProtobuf.ProtobufString,SwiftProtobuf.ProtobufInt64>.self, value: &self.connectionsByProto) }()
+      case 2: try { try decoder.decodeSingularInt64Field(value: &self.connectionCount) }()
+      case 3: try { try decoder.decodeSingularDoubleField(value: &self.connectionMedianLatencyMs) }()
+      case 4: try { try decoder.decodeSingularInt64Field(value: &self.rxPackets) }()
+      case 5: try { try decoder.decodeSingularInt64Field(value: &self.rxBytes) }()
+      case 6: try { try decoder.decodeSingularInt64Field(value: &self.txPackets) }()
+      case 7: try { try decoder.decodeSingularInt64Field(value: &self.txBytes) }()
+      case 8: try { try decoder.decodeSingularInt64Field(value: &self.sessionCountVscode) }()
+      case 9: try { try decoder.decodeSingularInt64Field(value: &self.sessionCountJetbrains) }()
+      case 10: try { try decoder.decodeSingularInt64Field(value: &self.sessionCountReconnectingPty) }()
+      case 11: try { try decoder.decodeSingularInt64Field(value: &self.sessionCountSsh) }()
+      case 12: try { try decoder.decodeRepeatedMessageField(value: &self.metrics) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.connectionsByProto.isEmpty {
+      try visitor.visitMapField(fieldType: SwiftProtobuf._ProtobufMap<SwiftProtobuf.ProtobufString,SwiftProtobuf.ProtobufInt64>.self, value: self.connectionsByProto, fieldNumber: 1)
+    }
+    if self.connectionCount != 0 {
+      try visitor.visitSingularInt64Field(value: self.connectionCount, fieldNumber: 2)
+    }
+    if self.connectionMedianLatencyMs.bitPattern != 0 {
+      try visitor.visitSingularDoubleField(value: self.connectionMedianLatencyMs, fieldNumber: 3)
+    }
+    if self.rxPackets != 0 {
+      try visitor.visitSingularInt64Field(value: self.rxPackets, fieldNumber: 4)
+    }
+    if self.rxBytes != 0 {
+      try visitor.visitSingularInt64Field(value: self.rxBytes, fieldNumber: 5)
+    }
+    if self.txPackets != 0 {
+      try visitor.visitSingularInt64Field(value: self.txPackets, fieldNumber: 6)
+    }
+    if self.txBytes != 0 {
+      try visitor.visitSingularInt64Field(value: self.txBytes, fieldNumber: 7)
+    }
+    if self.sessionCountVscode != 0 {
+      try visitor.visitSingularInt64Field(value: self.sessionCountVscode, fieldNumber: 8)
+    }
+    if self.sessionCountJetbrains != 0 {
+      try visitor.visitSingularInt64Field(value: self.sessionCountJetbrains, fieldNumber: 9)
+    }
+    if self.sessionCountReconnectingPty != 0 {
+      try visitor.visitSingularInt64Field(value: self.sessionCountReconnectingPty, fieldNumber: 10)
+    }
+    if self.sessionCountSsh != 0 {
+      try visitor.visitSingularInt64Field(value: self.sessionCountSsh, fieldNumber: 11)
+    }
+    if !self.metrics.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.metrics, fieldNumber: 12)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Coder_Agent_V2_Stats, rhs: Coder_Agent_V2_Stats) -> Bool {
+    if lhs.connectionsByProto != rhs.connectionsByProto {return false}
+    if lhs.connectionCount != rhs.connectionCount {return false}
+    if lhs.connectionMedianLatencyMs != rhs.connectionMedianLatencyMs {return false}
+    if lhs.rxPackets != rhs.rxPackets {return false}
+    if lhs.rxBytes != rhs.rxBytes {return false}
+    if lhs.txPackets != rhs.txPackets {return false}
+    if lhs.txBytes != rhs.txBytes {return false}
+    if lhs.sessionCountVscode != rhs.sessionCountVscode {return false}
+    if lhs.sessionCountJetbrains != rhs.sessionCountJetbrains {return false}
+    if lhs.sessionCountReconnectingPty != rhs.sessionCountReconnectingPty {return false}
+    if lhs.sessionCountSsh != rhs.sessionCountSsh {return false}
+    if lhs.metrics != rhs.metrics {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Coder_Agent_V2_Stats.Metric: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = Coder_Agent_V2_Stats.protoMessageName + ".Metric"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}name\0\u{1}type\0\u{1}value\0\u{1}labels\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.name) }()
+      case 2: try { try decoder.decodeSingularEnumField(value: &self.type) }()
+      case 3: try { try decoder.decodeSingularDoubleField(value: &self.value) }()
+      case 4: try { try decoder.decodeRepeatedMessageField(value: &self.labels) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.name.isEmpty {
+      try visitor.visitSingularStringField(value: self.name, fieldNumber: 1)
+    }
+    if self.type != .unspecified {
+      try visitor.visitSingularEnumField(value: self.type, fieldNumber: 2)
+    }
+    if self.value.bitPattern != 0 {
+      try visitor.visitSingularDoubleField(value: self.value, fieldNumber: 3)
+    }
+    if !self.labels.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.labels, fieldNumber: 4)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Coder_Agent_V2_Stats.Metric, rhs: Coder_Agent_V2_Stats.Metric) -> Bool {
+    if lhs.name != rhs.name {return false}
+    if lhs.type != rhs.type {return false}
+    if lhs.value != rhs.value {return false}
+    if lhs.labels != rhs.labels {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Coder_Agent_V2_Stats.Metric.TypeEnum: SwiftProtobuf._ProtoNameProviding {
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0TYPE_UNSPECIFIED\0\u{1}COUNTER\0\u{1}GAUGE\0")
+}
+
+nonisolated extension Coder_Agent_V2_Stats.Metric.Label: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = Coder_Agent_V2_Stats.Metric.protoMessageName + ".Label"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}name\0\u{1}value\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.name) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.value) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.name.isEmpty {
+      try visitor.visitSingularStringField(value: self.name, fieldNumber: 1)
+    }
+    if !self.value.isEmpty {
+      try visitor.visitSingularStringField(value: self.value, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Coder_Agent_V2_Stats.Metric.Label, rhs: Coder_Agent_V2_Stats.Metric.Label) -> Bool {
+    if lhs.name != rhs.name {return false}
+    if lhs.value != rhs.value {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Coder_Agent_V2_UpdateStatsRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".UpdateStatsRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}stats\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularMessageField(value: &self._stats) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    try { if let v = self._stats {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
+    } }()
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Coder_Agent_V2_UpdateStatsRequest, rhs: Coder_Agent_V2_UpdateStatsRequest) -> Bool {
+    if lhs._stats != rhs._stats {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Coder_Agent_V2_UpdateStatsResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".UpdateStatsResponse"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}report_interval\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularMessageField(value: &self._reportInterval) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    try { if let v = self._reportInterval {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
+    } }()
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Coder_Agent_V2_UpdateStatsResponse, rhs: Coder_Agent_V2_UpdateStatsResponse) -> Bool {
+    if lhs._reportInterval != rhs._reportInterval {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Coder_Agent_V2_BatchUpdateAppHealthRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".BatchUpdateAppHealthRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}updates\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedMessageField(value: &self.updates) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.updates.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.updates, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Coder_Agent_V2_BatchUpdateAppHealthRequest, rhs: Coder_Agent_V2_BatchUpdateAppHealthRequest) -> Bool {
+    if lhs.updates != rhs.updates {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Coder_Agent_V2_BatchUpdateAppHealthRequest.HealthUpdate: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = Coder_Agent_V2_BatchUpdateAppHealthRequest.protoMessageName + ".HealthUpdate"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}id\0\u{1}health\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularBytesField(value: &self.id) }()
+      case 2: try { try decoder.decodeSingularEnumField(value: &self.health) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.id.isEmpty {
+      try visitor.visitSingularBytesField(value: self.id, fieldNumber: 1)
+    }
+    if self.health != .unspecified {
+      try visitor.visitSingularEnumField(value: self.health, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Coder_Agent_V2_BatchUpdateAppHealthRequest.HealthUpdate, rhs: Coder_Agent_V2_BatchUpdateAppHealthRequest.HealthUpdate) -> Bool {
+    if lhs.id != rhs.id {return false}
+    if lhs.health != rhs.health {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Coder_Agent_V2_BatchUpdateAppHealthResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".BatchUpdateAppHealthResponse"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap()
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    // Load everything into unknown fields
+    while try decoder.nextFieldNumber() != nil {}
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Coder_Agent_V2_BatchUpdateAppHealthResponse, rhs: Coder_Agent_V2_BatchUpdateAppHealthResponse) -> Bool {
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Coder_Agent_V2_BatchUpdateMetadataRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".BatchUpdateMetadataRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\u{2}metadata\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 2: try { try decoder.decodeRepeatedMessageField(value: &self.metadata) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.metadata.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.metadata, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Coder_Agent_V2_BatchUpdateMetadataRequest, rhs: Coder_Agent_V2_BatchUpdateMetadataRequest) -> Bool {
+    if lhs.metadata != rhs.metadata {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Coder_Agent_V2_BatchUpdateMetadataRequest.Metadata: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = Coder_Agent_V2_BatchUpdateMetadataRequest.protoMessageName + ".Metadata"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}key\0\u{1}result\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.key) }()
+      case 2: try { try decoder.decodeSingularMessageField(value: &self._result) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if !self.key.isEmpty {
+      try visitor.visitSingularStringField(value: self.key, fieldNumber: 1)
+    }
+    try { if let v = self._result {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
+    } }()
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Coder_Agent_V2_BatchUpdateMetadataRequest.Metadata, rhs: Coder_Agent_V2_BatchUpdateMetadataRequest.Metadata) -> Bool {
+    if lhs.key != rhs.key {return false}
+    if lhs._result != rhs._result {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Coder_Agent_V2_BatchUpdateMetadataResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".BatchUpdateMetadataResponse"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap()
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    // Load everything into unknown fields
+    while try decoder.nextFieldNumber() != nil {}
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Coder_Agent_V2_BatchUpdateMetadataResponse, rhs: Coder_Agent_V2_BatchUpdateMetadataResponse) -> Bool {
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Coder_Agent_V2_Timing: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".Timing"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}script_id\0\u{1}start\0\u{1}end\0\u{3}exit_code\0\u{1}stage\0\u{1}status\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularBytesField(value: &self.scriptID) }()
+      case 2: try { try decoder.decodeSingularMessageField(value: &self._start) }()
+      case 3: try { try decoder.decodeSingularMessageField(value: &self._end) }()
+      case 4: try { try decoder.decodeSingularInt32Field(value: &self.exitCode) }()
+      case 5: try { try decoder.decodeSingularEnumField(value: &self.stage) }()
+      case 6: try { try decoder.decodeSingularEnumField(value: &self.status) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if !self.scriptID.isEmpty {
+      try visitor.visitSingularBytesField(value: self.scriptID, fieldNumber: 1)
+    }
+    try { if let v = self._start {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
+    } }()
+    try { if let v = self._end {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 3)
+    } }()
+    if self.exitCode != 0 {
+      try visitor.visitSingularInt32Field(value: self.exitCode, fieldNumber: 4)
+    }
+    if self.stage != .start {
+      try visitor.visitSingularEnumField(value: self.stage, fieldNumber: 5)
+    }
+    if self.status != .ok {
+      try visitor.visitSingularEnumField(value: self.status, fieldNumber: 6)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Coder_Agent_V2_Timing, rhs: Coder_Agent_V2_Timing) -> Bool {
+    if lhs.scriptID != rhs.scriptID {return false}
+    if lhs._start != rhs._start {return false}
+    if lhs._end != rhs._end {return false}
+    if lhs.exitCode != rhs.exitCode {return false}
+    if lhs.stage != rhs.stage {return false}
+    if lhs.status != rhs.status {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Coder_Agent_V2_Timing.Stage: SwiftProtobuf._ProtoNameProviding {
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0START\0\u{1}STOP\0\u{1}CRON\0")
+}
+
+nonisolated extension Coder_Agent_V2_Timing.Status: SwiftProtobuf._ProtoNameProviding {
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0OK\0\u{1}EXIT_FAILURE\0\u{1}TIMED_OUT\0\u{1}PIPES_LEFT_OPEN\0")
+}
+
+nonisolated extension Coder_Agent_V2_WorkspaceAgentScriptCompletedRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".WorkspaceAgentScriptCompletedRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}timing\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularMessageField(value: &self._timing) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    try { if let v = self._timing {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
+    } }()
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Coder_Agent_V2_WorkspaceAgentScriptCompletedRequest, rhs: Coder_Agent_V2_WorkspaceAgentScriptCompletedRequest) -> Bool {
+    if lhs._timing != rhs._timing {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Coder_Agent_V2_WorkspaceAgentScriptCompletedResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".WorkspaceAgentScriptCompletedResponse"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap()
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    // Load everything into unknown fields
+    while try decoder.nextFieldNumber() != nil {}
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Coder_Agent_V2_WorkspaceAgentScriptCompletedResponse, rhs: Coder_Agent_V2_WorkspaceAgentScriptCompletedResponse) -> Bool {
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -24,7 +24,7 @@ import Yamux
 /// runs as ``UpwardParticipant``s: each connected session starts every registered
 /// participant once the manifest is fetched and start-up reported, and stops it (task
 /// cancelled, its streams reset) when the session drops or its shutdown is done.
-public final class ControlPlaneSession: Service, UpwardSink, ManifestSource, Sendable {
+public final class ControlPlaneSession: Service, UpwardSink, ManifestSource, LifecycleReporter, Sendable {
     public typealias LifecycleState = Coder_Agent_V2_Lifecycle.State
 
     public struct Configuration: Sendable {
@@ -48,6 +48,10 @@ public final class ControlPlaneSession: Service, UpwardSink, ManifestSource, Sen
         /// connection (the reference's 30 s / 10 s).
         public var pingInterval: Duration = .seconds(30)
         public var pingTimeout: Duration = .seconds(10)
+        /// A module (the manifest's scripts) reports STARTING, the start outcome (READY,
+        /// START_TIMEOUT, START_ERROR) and the stop outcome; otherwise the session reports
+        /// STARTING and READY with the first manifest, and OFF at shutdown.
+        public var startOutcomeFromModule = false
 
         public init(agentVersion: String) {
             self.agentVersion = agentVersion.hasPrefix("v") ? agentVersion : "v" + agentVersion
@@ -108,17 +112,34 @@ public final class ControlPlaneSession: Service, UpwardSink, ManifestSource, Sen
     // MARK: Upward API (never blocks)
 
     /// Queues a lifecycle state; states only move forward, and each is delivered once.
-    public func setLifecycle(_ next: LifecycleState) {
+    /// Returns false (and queues nothing) for a state not later than the last.
+    @discardableResult
+    public func setLifecycle(_ next: LifecycleState) -> Bool {
         let accepted = state.withLock { s -> Bool in
             guard next.rawValue > s.lastState.rawValue else { return false }
             s.lastState = next
             return true
         }
-        guard accepted else { return }
+        guard accepted else {
+            logger.debug("lifecycle state refused: not later than the last", metadata: ["state": "\(next)"])
+            return false
+        }
         var item = Coder_Agent_V2_Lifecycle()
         item.state = next
         item.changedAt = Google_Protobuf_Timestamp(date: Date())
         lifecycle.append(item)
+        return true
+    }
+
+    // MARK: LifecycleReporter
+
+    @discardableResult
+    public func report(_ state: AgentLifecycleState) -> Bool {
+        setLifecycle(LifecycleState(rawValue: state.rawValue) ?? .unspecified)
+    }
+
+    public var currentLifecycle: AgentLifecycleState {
+        AgentLifecycleState(rawValue: state.withLock { $0.lastState.rawValue }) ?? .created
     }
 
     @discardableResult
@@ -200,12 +221,14 @@ public final class ControlPlaneSession: Service, UpwardSink, ManifestSource, Sen
         for outbox in outboxes { outbox.abandonAll() }
     }
 
-    /// Queues SHUTTING_DOWN and OFF; the session delivers them, then ends.
+    /// Queues SHUTTING_DOWN and, unless a final state (OFF, SHUTDOWN_TIMEOUT,
+    /// SHUTDOWN_ERROR) was already reported by the stop scripts, OFF; the session delivers
+    /// them, then ends.
     public func beginShutdown() {
         // The final states are queued before the flag is set: a sender that sees the flag
         // and an empty queue may end the session, so OFF must already be in it.
         setLifecycle(.shuttingDown)
-        setLifecycle(.off)
+        if !currentLifecycle.isFinal { setLifecycle(.off) }
         let deadline = ContinuousClock.now + configuration.shutdownDeadline
         state.withLock { s in
             s.shuttingDown = true
@@ -364,7 +387,7 @@ public final class ControlPlaneSession: Service, UpwardSink, ManifestSource, Sen
             return (!s.manifestSeen, s.connections)
         }
         defer { state.withLock { $0.connected = false } }
-        if first {
+        if first && !configuration.startOutcomeFromModule {
             setLifecycle(.starting)
             setLifecycle(.ready)
         }
@@ -442,7 +465,13 @@ public final class ControlPlaneSession: Service, UpwardSink, ManifestSource, Sen
                 }
                 continue
             }
-            if isShuttingDown { return }
+            if isShuttingDown {
+                // What participants still send (stop scripts' logs and reports) goes before
+                // the connection closes; the agent's own lines logged meanwhile go too.
+                for participant in participants.all { await participant.drained() }
+                if allDrained { return }
+                continue
+            }
             await work.wait()
         }
     }
@@ -488,10 +517,36 @@ public final class ControlPlaneSession: Service, UpwardSink, ManifestSource, Sen
             derpMap: manifest.hasDerpMap ? ((try? manifest.derpMap.serializedBytes()) ?? []) : [],
             derpForceWebSockets: manifest.derpForceWebsockets,
             disableDirectConnections: manifest.disableDirectConnections)
-        return AgentManifest(
+        var result = AgentManifest(
             directory: expand(manifest.directory, environment: base), environment: variables,
             workspaceName: manifest.workspaceName, agentName: manifest.agentName, ownerName: manifest.ownerUsername,
             tailnet: tailnet)
+        result.workspaceID = Array(manifest.workspaceID)
+        result.scripts = manifest.scripts.map { script in
+            ManifestScript(
+                id: Array(script.id), logSourceID: Array(script.logSourceID), logPath: script.logPath, script: script.script,
+                cron: script.cron, runOnStart: script.runOnStart, runOnStop: script.runOnStop,
+                startBlocksLogin: script.startBlocksLogin, timeout: duration(script.timeout),
+                displayName: script.displayName)
+        }
+        result.metadata = manifest.metadata.map { description in
+            ManifestMetadata(
+                key: description.key, displayName: description.displayName, script: description.script,
+                interval: ManifestMetadata.seconds(fromWire: description.interval.seconds, nanos: description.interval.nanos),
+                timeout: ManifestMetadata.seconds(fromWire: description.timeout.seconds, nanos: description.timeout.nanos))
+        }
+        result.apps = manifest.apps.map { app in
+            ManifestApp(
+                id: Array(app.id), slug: app.slug, healthcheckURL: app.healthcheck.url,
+                healthcheckInterval: duration(app.healthcheck.interval), healthcheckThreshold: app.healthcheck.threshold,
+                health: ManifestApp.Health(rawValue: app.health.rawValue) ?? .unspecified)
+        }
+        return result
+    }
+
+    /// A protobuf Duration as a Swift one; negative parts count as zero.
+    static func duration(_ value: Google_Protobuf_Duration) -> Duration {
+        .seconds(max(0, value.seconds)) + .nanoseconds(Int64(max(0, value.nanos)))
     }
 
     /// Expands a leading `~` and `$VAR` / `${VAR}` as the reference does for the manifest

@@ -16,11 +16,19 @@ public struct AgentContext: Sendable {
     /// Where a module hands connections it received elsewhere (the tailnet's tunnel port) to
     /// be served by the HTTP API (the host's; ``NoConnectionAcceptor`` where there is none).
     public var connections: any ConnectionAcceptor
+    /// Where the start and stop outcomes go (the control-plane session's lifecycle).
+    public var lifecycle: any LifecycleReporter
+    /// The tunnel's traffic, counted by the tailnet and read by the stats report.
+    public var tunnelTraffic: TunnelTraffic
+    /// The agent's own counters and gauges, as the stats report sends them upward.
+    public var metrics: any MetricsSnapshotSource
 
     public init(
         chatPaths: ChatPaths, manifest: any ManifestSource, upward: any UpwardSink,
         environment: [String: String], stateDirectory: String, sessionEnvironment: SessionEnvironment = SessionEnvironment(),
-        connections: any ConnectionAcceptor = NoConnectionAcceptor()
+        connections: any ConnectionAcceptor = NoConnectionAcceptor(),
+        lifecycle: any LifecycleReporter = NoLifecycleReporter(), tunnelTraffic: TunnelTraffic = TunnelTraffic(),
+        metrics: any MetricsSnapshotSource = NoMetricsSnapshot()
     ) {
         self.chatPaths = chatPaths
         self.manifest = manifest
@@ -29,5 +37,8 @@ public struct AgentContext: Sendable {
         self.stateDirectory = stateDirectory
         self.sessionEnvironment = sessionEnvironment
         self.connections = connections
+        self.lifecycle = lifecycle
+        self.tunnelTraffic = tunnelTraffic
+        self.metrics = metrics
     }
 }

@@ -14,6 +14,13 @@ public struct AgentManifest: Sendable, Equatable {
     /// addresses), the DERP map as the serialized `coder.tailnet.v2.DERPMap` (empty when none;
     /// AgentCore carries no protobuf), and the two DERP policy flags.
     public var tailnet: Tailnet
+    /// The workspace's UUID (16 bytes; empty when the manifest had none).
+    public var workspaceID: [UInt8] = []
+    /// The manifest's `coder_script`s, metadata keys and apps (the `Scripts` module runs
+    /// and reports them).
+    public var scripts: [ManifestScript] = []
+    public var metadata: [ManifestMetadata] = []
+    public var apps: [ManifestApp] = []
 
     public struct Tailnet: Sendable, Equatable {
         public var agentID: [UInt8]

@@ -89,13 +89,8 @@ final class ProcessReactor: Sendable {
     /// `token << 1` and its pidfd `token << 1 | 1` (tokens start at 1).
     private static let sigchldWord: UInt64 = 1
 
-    /// Shell pids of every reactor in this process (the children that are not orphans), and
-    /// how many spawns are under way (a child that exists but is not registered yet).
-    private struct Shells {
-        var pids: Set<pid_t> = []
-        var spawning = 0
-    }
-    private static let shells = Mutex(Shells())
+    // The shells are registered in AgentCore's `OwnedChildren` (with every other module's
+    // children), so that no scan takes them for orphans.
 
     private let epfd: Int32
     private let wakefd: Int32
@@ -380,7 +375,7 @@ final class ProcessReactor: Sendable {
                 // ECHILD: someone else reaped it; report a plain failure, own nothing.
                 status = 0xff00
                 watch.leader = .released
-                Self.shells.withLock { _ = $0.pids.remove(watch.pid) }
+                OwnedChildren.forget(watch.pid)
             } else {
                 watch.leader = .held
             }
@@ -442,11 +437,8 @@ final class ProcessReactor: Sendable {
     private static func collectOrphans(_ s: inout State) {
         // The shell set is locked while children are listed: a spawn registers its shell
         // under the same lock, so a new shell is never taken for an orphan.
-        guard let children = shells.withLock({ shells -> [pid_t]? in
-            // A spawn under way has a child that is not registered yet: try again shortly.
-            guard shells.spawning == 0 else { return nil }
-            return ProcessTable.children().filter { !shells.pids.contains($0) }
-        }) else {
+        // A spawn under way has a child that is not registered yet: try again shortly.
+        guard let children = OwnedChildren.unowned(of: ProcessTable.children) else {
             let at = ContinuousClock.now + scanDelay
             s.nextScan = min(s.nextScan ?? at, at)
             return
@@ -483,7 +475,7 @@ final class ProcessReactor: Sendable {
             for watch in s.watches.values where watch.leader == .held { Self.reapShell(watch.pid) }
             return Array(s.watches.values)
         }
-        Self.shells.withLock { shells in for watch in watches { shells.pids.remove(watch.pid) } }
+        for watch in watches { OwnedChildren.forget(watch.pid) }
         for watch in watches {
             if watch.pipefd >= 0 { close(watch.pipefd); watch.sink.outputClosed() }
             if watch.pidfd >= 0 { close(watch.pidfd) }
@@ -497,38 +489,24 @@ final class ProcessReactor: Sendable {
     /// that no scan mistakes the child for an orphan. (The lock is not held across the
     /// spawn: a `chdir` stuck on a hung mount must not block the reactor.)
     static func registeringShell(_ spawn: () throws(SpawnError) -> SpawnedChild) throws(SpawnError) -> SpawnedChild {
-        shells.withLock { $0.spawning += 1 }
-        do {
-            let child = try spawn()
-            shells.withLock { shells in
-                shells.spawning -= 1
-                shells.pids.insert(child.pid)
-            }
-            return child
-        } catch {
-            shells.withLock { $0.spawning -= 1 }
-            throw error
+        var child: SpawnedChild?
+        _ = try OwnedChildren.spawning { () throws(SpawnError) -> pid_t in
+            child = try spawn()
+            return child!.pid
         }
+        return child!
     }
 
     /// Reaps a shell and forgets it in one step, so that a new shell that gets the same pid
     /// is never forgotten by mistake.
     static func reapShell(_ pid: pid_t) {
-        shells.withLock { shells in
-            var status: Int32 = 0
-            _ = waitpid(pid, &status, WNOHANG)
-            shells.pids.remove(pid)
-        }
+        OwnedChildren.reap(pid)
     }
 
     /// A shell that could not be watched (the reactor had stopped): kill, reap, forget.
     static func discardShell(_ pid: pid_t) {
         kill(-pid, SIGKILL)
-        shells.withLock { shells in
-            var status: Int32 = 0
-            while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
-            shells.pids.remove(pid)
-        }
+        OwnedChildren.reap(pid, wait: true)
     }
 }
 

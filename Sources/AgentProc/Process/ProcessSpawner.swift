@@ -109,7 +109,8 @@ enum ProcessSpawner {
                             nice_value: request.priority.nice ?? AGENT_SPAWN_KEEP,
                             nofile_soft: Int64(request.childNofileSoft ?? -1),
                             parent_death_signal: 0,
-                            error_fd: -1
+                            error_fd: -1,
+                            new_session: 0
                         )
                         return agent_spawn_pidfd(&options, &failedStep, &childErrno, &spawnedPidfd)
                     }

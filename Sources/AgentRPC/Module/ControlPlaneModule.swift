@@ -17,18 +17,21 @@ public struct ControlPlaneModule: AgentModule {
     /// - Parameters:
     ///   - participants: the modules' work on each connected session (the host's
     ///     `upwardParticipants`).
+    ///   - startOutcomeFromModule: a module (the scripts) reports the start and stop outcomes.
     ///   - logger: should not forward upward (the session's own failures would feed the
     ///     queue they are about).
     public init(
         configuration: ControlPlaneOptions.Configuration, agentVersion: String, clock: ShutdownClock,
-        participants: UpwardParticipants = UpwardParticipants(), logger: Logger
+        participants: UpwardParticipants = UpwardParticipants(), startOutcomeFromModule: Bool = false, logger: Logger
     ) {
         var dialer: (any ControlPlaneDialer)?
         if let url = configuration.url, let token = configuration.token {
             dialer = WebSocketDialer(baseURL: url, token: token, version: "2.10", logger: logger)
         }
+        var sessionConfiguration = ControlPlaneSession.Configuration(agentVersion: agentVersion)
+        sessionConfiguration.startOutcomeFromModule = startOutcomeFromModule
         session = ControlPlaneSession(
-            configuration: .init(agentVersion: agentVersion), dialer: dialer, logger: logger, participants: participants)
+            configuration: sessionConfiguration, dialer: dialer, logger: logger, participants: participants)
         self.clock = clock
     }
 

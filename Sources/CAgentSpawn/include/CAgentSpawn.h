@@ -39,6 +39,7 @@ typedef struct agent_spawn_options {
     long long nofile_soft;      // RLIMIT_NOFILE soft limit for the child; < 0 to leave unchanged
     int parent_death_signal;    // sent to the child when the spawning *thread* ends; 0 for none
     int error_fd;               // becomes fd 2 instead of output_fd when >= 0
+    int new_session;            // 1: setsid() (a new session and group), 0: a new group only
 } agent_spawn_options;
 
 /// Spawns a child. Returns its pid (> 0), or -1 with `*failed_step` and `*child_errno` set.

@@ -50,14 +50,17 @@ final class SupervisedChild: Sendable {
                 // a descriptor until its exec). Transient: tried again, 5 times 20 ms apart.
                 for attempt in 0..<Self.textBusyAttempts {
                     if attempt > 0 { usleep(20_000) }
-                    pid = withCStrings(argv) { argvPtr in
-                        withCStrings(envp) { envpPtr in
-                            argv[0].withCString { path in
-                                var options = agent_spawn_options(
-                                    path: path, argv: argvPtr, envp: envpPtr, cwd: nil, output_fd: outputFD,
-                                    oom_score_adj: AGENT_SPAWN_KEEP, nice_value: AGENT_SPAWN_KEEP, nofile_soft: -1,
-                                    parent_death_signal: deathSignal, error_fd: errorFD)
-                                return agent_spawn(&options, &step, &code)
+                    // Owned: the process API's orphan scan must never reap or signal it.
+                    pid = OwnedChildren.spawning {
+                        withCStrings(argv) { argvPtr in
+                            withCStrings(envp) { envpPtr in
+                                argv[0].withCString { path in
+                                    var options = agent_spawn_options(
+                                        path: path, argv: argvPtr, envp: envpPtr, cwd: nil, output_fd: outputFD,
+                                        oom_score_adj: AGENT_SPAWN_KEEP, nice_value: AGENT_SPAWN_KEEP, nofile_soft: -1,
+                                        parent_death_signal: deathSignal, error_fd: errorFD, new_session: 0)
+                                    return agent_spawn(&options, &step, &code)
+                                }
                             }
                         }
                     }
@@ -76,9 +79,7 @@ final class SupervisedChild: Sendable {
                 while waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT) < 0 && errno == EINTR {}
                 child.state.withLock { s in
                     s.exited = true
-                    var status: Int32 = 0
-                    while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
-                    s.status = status
+                    s.status = OwnedChildren.reap(pid, wait: true) ?? 0
                 }
                 child.exit.open()
             }

@@ -20,4 +20,14 @@ public protocol UpwardParticipant: Sendable {
     /// closed (what it sent still arrives); it starts again with the next session. Messages
     /// are bytes (serialized protobufs): AgentCore knows no protobuf.
     func run(on session: any UpwardSession) async throws
+
+    /// At shutdown, once the session's own queues are empty, it waits for this before it
+    /// closes (within its shutdown deadline): returns when what the participant still has to
+    /// send upward (stop scripts' logs and reports) is sent, or can never be. The default
+    /// returns at once.
+    func drained() async
+}
+
+extension UpwardParticipant {
+    public func drained() async {}
 }

@@ -1,0 +1,1 @@
+// The Scripts module: see Module/ScriptsModule.swift.
