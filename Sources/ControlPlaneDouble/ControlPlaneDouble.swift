@@ -36,6 +36,14 @@ public final class ControlPlaneDouble: Sendable {
         public var appStatuses: [Coder_Agent_V2_UpdateAppStatusRequest] = []
         public var boundaryLogs: [Coder_Agent_V2_ReportBoundaryLogsRequest] = []
         public var logs: [Coder_Agent_V2_Log] = []
+        /// Every BatchCreateLogs request in arrival order (source and lines).
+        public var logBatches: [Coder_Agent_V2_BatchCreateLogsRequest] = []
+        public var scriptTimings: [Coder_Agent_V2_Timing] = []
+        public var metadataBatches: [Coder_Agent_V2_BatchUpdateMetadataRequest] = []
+        public var metadataTimes: [ContinuousClock.Instant] = []
+        public var appHealthBatches: [Coder_Agent_V2_BatchUpdateAppHealthRequest] = []
+        public var statsRequests: [Coder_Agent_V2_UpdateStatsRequest] = []
+        public var statsTimes: [ContinuousClock.Instant] = []
         public var queries: [String] = []
     }
 
@@ -48,6 +56,8 @@ public final class ControlPlaneDouble: Sendable {
     private let manifestBytes: [UInt8]
     public let recorded = Mutex(Recorded())
     public let logLimitExceeded = Mutex(false)
+    /// What UpdateStats answers as `report_interval` (coderd's default 30 s).
+    public let statsReportInterval = Mutex<Duration>(.seconds(30))
     /// Every answer waits this long first ("answer slowly"; a huge value stalls).
     public let answerDelay = Mutex<Duration>(.zero)
     /// When set, every upgrade is refused with this HTTP status ("reject").
@@ -186,9 +196,67 @@ public final class ControlPlaneDouble: Sendable {
         server.register(DRPCMethodPath.agent("BatchCreateLogs")) { bytes in
             let request = try Coder_Agent_V2_BatchCreateLogsRequest(serializedBytes: bytes)
             guard request.logSourceID.count == 16 else { throw DRPCErrorBody(code: 0, message: "invalid log source id") }
-            self.recorded.withLock { $0.logs += request.logs }
+            self.recorded.withLock {
+                $0.logs += request.logs
+                $0.logBatches.append(request)
+            }
             var response = Coder_Agent_V2_BatchCreateLogsResponse()
             response.logLimitExceeded = self.logLimitExceeded.withLock { $0 }
+            return try response.serializedBytes()
+        }
+        server.register(DRPCMethodPath.agent("ScriptCompleted")) { bytes in
+            await delay()
+            let request = try Coder_Agent_V2_WorkspaceAgentScriptCompletedRequest(serializedBytes: bytes)
+            // coderd's checks (coderd/agentapi/scripts.go), texts exact.
+            guard request.hasTiming else { throw DRPCErrorBody(code: 0, message: "script timing is required") }
+            let timing = request.timing
+            guard timing.scriptID.count == 16 else {
+                throw DRPCErrorBody(code: 0, message: "script id from bytes: invalid UUID (got \(timing.scriptID.count) bytes)")
+            }
+            guard timing.hasStart, timing.start.seconds != 0 || timing.start.nanos != 0 else {
+                throw DRPCErrorBody(code: 0, message: "script start time is required and cannot be zero")
+            }
+            guard timing.hasEnd, timing.end.seconds != 0 || timing.end.nanos != 0 else {
+                throw DRPCErrorBody(code: 0, message: "script end time is required and cannot be zero")
+            }
+            guard (timing.start.seconds, timing.start.nanos) <= (timing.end.seconds, timing.end.nanos) else {
+                throw DRPCErrorBody(code: 0, message: "script start time cannot be after end time")
+            }
+            self.recorded.withLock { $0.scriptTimings.append(timing) }
+            return try Coder_Agent_V2_WorkspaceAgentScriptCompletedResponse().serializedBytes()
+        }
+        server.register(DRPCMethodPath.agent("BatchUpdateMetadata")) { bytes in
+            let request = try Coder_Agent_V2_BatchUpdateMetadataRequest(serializedBytes: bytes)
+            // coderd sums the keys' lengths over the request (6144 bytes at most).
+            let keyBytes = request.metadata.reduce(0) { $0 + $1.key.utf8.count }
+            guard keyBytes <= 6144 else {
+                throw DRPCErrorBody(code: 0, message: "metadata keys of \(keyBytes) bytes exceeded 6144 bytes")
+            }
+            self.recorded.withLock {
+                $0.metadataBatches.append(request)
+                $0.metadataTimes.append(.now)
+            }
+            return try Coder_Agent_V2_BatchUpdateMetadataResponse().serializedBytes()
+        }
+        server.register(DRPCMethodPath.agent("BatchUpdateAppHealths")) { bytes in
+            let request = try Coder_Agent_V2_BatchUpdateAppHealthRequest(serializedBytes: bytes)
+            let known = Set(self.manifest.apps.map(\.id))
+            for update in request.updates where !known.contains(update.id) {
+                throw DRPCErrorBody(code: 0, message: "workspace app ID \"\(Self.uuidText(update.id))\" not found")
+            }
+            self.recorded.withLock { $0.appHealthBatches.append(request) }
+            return try Coder_Agent_V2_BatchUpdateAppHealthResponse().serializedBytes()
+        }
+        server.register(DRPCMethodPath.agent("UpdateStats")) { bytes in
+            let request = try Coder_Agent_V2_UpdateStatsRequest(serializedBytes: bytes)
+            self.recorded.withLock {
+                $0.statsRequests.append(request)
+                $0.statsTimes.append(.now)
+            }
+            var response = Coder_Agent_V2_UpdateStatsResponse()
+            let interval = self.statsReportInterval.withLock { $0 }
+            let (seconds, attoseconds) = interval.components
+            response.reportInterval = Google_Protobuf_Duration(seconds: seconds, nanos: Int32(attoseconds / 1_000_000_000))
             return try response.serializedBytes()
         }
         return server
@@ -227,6 +295,16 @@ public final class ControlPlaneDouble: Sendable {
     /// control plane "killed").
     /// An app slug the double answers as coderd answers an unknown app.
     public static let unknownAppSlug = "unknown-app"
+
+    /// 16 bytes as UUID text (`xxxxxxxx-xxxx-...`); other lengths as hex.
+    public static func uuidText(_ bytes: Data) -> String {
+        let hex = bytes.map { String(format: "%02x", $0) }.joined()
+        guard bytes.count == 16 else { return hex }
+        let parts = [0..<8, 8..<12, 12..<16, 16..<20, 20..<32].map { range in
+            String(hex[hex.index(hex.startIndex, offsetBy: range.lowerBound)..<hex.index(hex.startIndex, offsetBy: range.upperBound)])
+        }
+        return parts.joined(separator: "-")
+    }
 
     public func run(host: String = "127.0.0.1", port: Int = 0, _ body: @escaping @Sendable (String) async throws -> Void) async throws {
         let group = MultiThreadedEventLoopGroup.singleton
