@@ -17,6 +17,7 @@ import GitWatch
 import Logging
 import Metrics
 import Prometheus
+import Scripts
 import Tailnet
 
 /// `workspace-agent run`: serves the agent's APIs until SIGINT or SIGTERM.
@@ -38,6 +39,7 @@ struct RunCommand: AsyncParsableCommand {
     @OptionGroup var desktop: DesktopOptions
     @OptionGroup var boundary: BoundaryLogOptions
     @OptionGroup var tailnet: TailnetOptions
+    @OptionGroup var scripts: ScriptsOptions
 
     func run() async throws {
         let environment = ProcessInfo.processInfo.environment
@@ -47,8 +49,10 @@ struct RunCommand: AsyncParsableCommand {
                      socket: AgentSocketOptions.Configuration, desktop: DesktopOptions.Configuration,
                      boundary: BoundaryLogOptions.Configuration)
         let tailnetConfig: TailnetOptions.Configuration
+        let scriptsConfig: ScriptsOptions.Configuration
         do {
             tailnetConfig = try tailnet.resolve(settings)
+            scriptsConfig = try scripts.resolve(settings)
             config = (try agent.resolve(settings), try http.resolve(settings), try logging.resolve(settings),
                       try controlPlane.resolve(settings), try processes.resolve(settings), try socket.resolve(settings),
                       try desktop.resolve(settings), try boundary.resolve(settings))
@@ -71,7 +75,8 @@ struct RunCommand: AsyncParsableCommand {
         let host = AgentHost(logger: logger)
         let upward = ControlPlaneModule(
             configuration: config.controlPlane, agentVersion: AgentVersion.current, clock: host.clock,
-            participants: host.upwardParticipants, logger: log.localLogger(label: "workspace-agent.rpc"))
+            participants: host.upwardParticipants, startOutcomeFromModule: true,
+            logger: log.localLogger(label: "workspace-agent.rpc"))
         log.forwarder.connect(to: upward.session)
         let chatPaths = ChatPaths()
         // The desktop publishes its DISPLAY here; the process API adds it to children.
@@ -79,7 +84,8 @@ struct RunCommand: AsyncParsableCommand {
         let context = AgentContext(
             chatPaths: chatPaths, manifest: upward.session, upward: upward.session,
             environment: environment, stateDirectory: config.agent.stateDir, sessionEnvironment: sessionEnvironment,
-            connections: host.connections)
+            connections: host.connections, lifecycle: upward.session,
+            metrics: PrometheusSnapshot(registry: metrics, process: processMetrics))
         let childFileLimit = FileDescriptorLimit.raise()
 
         host.listen(on: config.http.address, for: "the HTTP API", logMessage: "agent HTTP API listening")
@@ -100,6 +106,12 @@ struct RunCommand: AsyncParsableCommand {
         host.mount(MetricsModule(registry: metrics, process: processMetrics), at: "/")
         host.add(AgentSocketModule(configuration: config.socket, context: context))
         host.add(BoundaryLogModule(configuration: config.boundary, context: context))
+        host.mount(
+            try ScriptsModule(
+                configuration: scriptsConfig, context: context, agentToken: config.controlPlane.token,
+                agentSocketPath: config.socket.enabled ? config.socket.path : nil, clock: host.clock,
+                logger: log.localLogger(label: "workspace-agent.scripts")),
+            at: "/api/v0/scripts")
         // Only with a control plane: coderd reaches the HTTP API through it (port 4).
         host.mount(
             TailnetModule(

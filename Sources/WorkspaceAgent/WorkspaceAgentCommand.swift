@@ -24,6 +24,13 @@ struct WorkspaceAgentCommand: AsyncParsableCommand {
 
     /// Parses, runs, and turns every error into one line on stderr and a non-zero exit.
     static func main() async {
+        // Run through the `coder` link the scripts' bin dir holds, only `exp sync` exists:
+        // templates written for Coder's docs (`coder exp sync want a b`) work unchanged, and
+        // a bare `coder` never starts a second agent.
+        if invokedAsCoder, CommandLine.arguments.dropFirst().first != "exp" {
+            writeAll(2, "coder: this is the workspace agent; only `coder exp sync ...` is available here (see `coder exp sync --help`)\n")
+            Glibc.exit(1)
+        }
         if let (word, group) = unknownSubcommand(Array(CommandLine.arguments.dropFirst())) {
             writeAll(2, "workspace-agent: unknown subcommand '\(word)' for '\(group)'; see '\(group) --help'\n")
             Glibc.exit(ExitCode.validationFailure.rawValue)
@@ -54,6 +61,12 @@ struct WorkspaceAgentCommand: AsyncParsableCommand {
 }
 
 extension WorkspaceAgentCommand {
+    /// Whether the binary was started under the name `coder` (the scripts' link).
+    static var invokedAsCoder: Bool {
+        let name = CommandLine.arguments.first?.split(separator: "/").last ?? ""
+        return name == "coder"
+    }
+
     /// The first word that names no subcommand of a command group (`exp`, `exp sync`),
     /// with the group's full name; nil when the words name a command (or reach options,
     /// whose values cannot be told from words). The agent's own flags go to `run`, the

@@ -69,6 +69,13 @@ struct AgentDaemon {
         if !arguments.contains("--socket-path") && extra["CODER_AGENT_SOCKET_PATH"] == nil {
             argv += ["--socket-path", NSTemporaryDirectory() + "agent-sock-\(UUID().uuidString.prefix(8))/agent.sock"]
         }
+        // Scripts' data and log files in the daemon's own directories.
+        if !arguments.contains("--script-data-dir") && extra["CODER_AGENT_SCRIPT_DATA_DIR"] == nil {
+            argv += ["--script-data-dir", NSTemporaryDirectory() + "agent-script-data-\(UUID().uuidString.prefix(8))"]
+        }
+        if !arguments.contains("--log-dir") && extra["CODER_AGENT_LOG_DIR"] == nil {
+            argv += ["--log-dir", NSTemporaryDirectory() + "agent-logs-\(UUID().uuidString.prefix(8))"]
+        }
         let envp = env.map { "\($0.key)=\($0.value)" }
         var step: Int32 = 0
         var err: Int32 = 0

@@ -1,0 +1,183 @@
+import AgentCore
+import CAgentSpawn
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// How a script (or a metadata command) is run: the user's shell or the script's shebang
+/// interpreter, its arguments, working directory and environment (spec scripts §2.2–§2.4).
+struct ScriptCommand: Sendable, Equatable {
+    /// The executable, resolved to a path.
+    var executable: String
+    /// argv, `argv[0]` included.
+    var arguments: [String]
+    var directory: String
+    var environment: [String: String]
+
+    /// Why a command could not be built; the text reaches the script's log and the dashboard.
+    struct SetupError: Error, CustomStringConvertible, Equatable {
+        var description: String
+    }
+
+    /// What the agent knows that every script's command needs.
+    struct Context: Sendable {
+        /// The agent's own environment.
+        var agentEnvironment: [String: String]
+        /// The manifest's variables (`CODER=true`, the names, the manifest's own, expanded).
+        var manifestEnvironment: [String: String]
+        /// The manifest's directory, expanded; may be empty.
+        var manifestDirectory: String
+        /// The workspace id as UUID text (empty when none).
+        var workspaceID: String
+        /// The agent token, for the `coder` subcommands that need it (never logged).
+        var agentToken: String?
+        /// `CODER_AGENT_SOCKET_PATH` for `coder exp sync` (nil when the socket is off).
+        var agentSocketPath: String?
+        /// `<data dir>/coder-script-data/bin`, first on PATH.
+        var binDirectory: String
+        /// `<data dir>/coder-script-data`.
+        var dataRoot: String
+    }
+
+    /// The command for `script`; `dataDirectory` is the script's `CODER_SCRIPT_DATA_DIR`
+    /// (nil for a metadata command, which gets neither `CODER_SCRIPT_*` variable).
+    static func make(script: String, context: Context, dataDirectory: String?) throws(SetupError) -> ScriptCommand {
+        let user = UserAccount.current(environment: context.agentEnvironment)
+        guard let shell = user.shell else {
+            throw SetupError(description: "shell for user \"\(user.name)\" not found in /etc/passwd or $SHELL")
+        }
+        var environment = Self.environment(context: context, user: user, shell: shell, dataDirectory: dataDirectory)
+        var words = [shell]
+        if let interpreter = shebang(script) {
+            guard !interpreter.isEmpty else { throw SetupError(description: "script has an empty shebang line") }
+            words = interpreter
+        }
+        let path = environment["PATH"]
+        guard let executable = resolve(words[0], path: path) else {
+            throw SetupError(description: "exec: \"\(words[0])\": executable file not found in $PATH")
+        }
+        environment["SHELL"] = shell
+        return ScriptCommand(
+            executable: executable, arguments: words + ["-c", script],
+            directory: workingDirectory(context.manifestDirectory, home: user.home), environment: environment)
+    }
+
+    /// The shebang's words when the script (leading whitespace trimmed) starts with `#!`:
+    /// its first line, `#!` removed, split with shell quoting; nil without one.
+    static func shebang(_ script: String) -> [String]? {
+        let trimmed = script.drop { $0 == " " || $0 == "\t" || $0 == "\n" || $0 == "\r" }
+        guard trimmed.hasPrefix("#!") else { return nil }
+        let line = trimmed.dropFirst(2).prefix { $0 != "\n" }
+        return ShellWords.split(String(line))
+    }
+
+    /// The manifest directory when it is an existing directory, else the home directory.
+    static func workingDirectory(_ directory: String, home: String) -> String {
+        var info = stat()
+        if !directory.isEmpty, stat(directory, &info) == 0, info.st_mode & S_IFMT == S_IFDIR { return directory }
+        return home
+    }
+
+    /// An executable as Go's `exec.LookPath` finds it: a name with a slash as it is, else
+    /// the first executable match on `path` (never one relative to the current directory).
+    static func resolve(_ name: String, path: String?) -> String? {
+        if name.contains("/") { return agent_is_executable(name) == 1 ? name : nil }
+        for dir in (path ?? "/usr/bin:/bin").split(separator: ":", omittingEmptySubsequences: true) where dir.hasPrefix("/") {
+            let candidate = String(dir) + "/" + name
+            if agent_is_executable(candidate) == 1 { return candidate }
+        }
+        return nil
+    }
+
+    /// The environment (spec §2.4): the agent's own (minus `GOTRACEBACK=none`) with `USER`,
+    /// `LOGNAME` and `SHELL`; the manifest's variables and the agent's own over it; the script
+    /// bin dir first on PATH; the SSH-compatibility and script variables; and, beyond the
+    /// reference, `CODER_AGENT_SOCKET_PATH` so that `coder exp sync` finds the agent.
+    static func environment(context: Context, user: UserAccount, shell: String, dataDirectory: String?) -> [String: String] {
+        var env = context.agentEnvironment
+        if env["GOTRACEBACK"] == "none" { env["GOTRACEBACK"] = nil }
+        env["USER"] = user.name
+        env["LOGNAME"] = user.name
+        env["SHELL"] = shell
+        env["CODER"] = "true"
+        env["CS_DISABLE_GETTING_STARTED_OVERRIDE"] = "true"
+        if !context.workspaceID.isEmpty { env["CODER_WORKSPACE_ID"] = context.workspaceID }
+        if let token = context.agentToken { env["CODER_AGENT_TOKEN"] = token }
+        for (key, value) in context.manifestEnvironment { env[key] = value }
+        if let socket = context.agentSocketPath { env["CODER_AGENT_SOCKET_PATH"] = socket }
+        env["PATH"] = context.binDirectory + ":" + (env["PATH"] ?? "/usr/local/bin:/usr/bin:/bin")
+        env["SSH_CLIENT"] = "0.0.0.0 0 0"
+        env["SSH_CONNECTION"] = "0.0.0.0 0 0.0.0.0 0"
+        if let dataDirectory {
+            env["CODER_SCRIPT_DATA_DIR"] = dataDirectory
+            env["CODER_SCRIPT_BIN_DIR"] = context.binDirectory
+        }
+        return env
+    }
+}
+
+/// The user the agent runs as: name, home and login shell (`/etc/passwd`, else `$SHELL`).
+struct UserAccount: Sendable, Equatable {
+    var name: String
+    var home: String
+    /// nil when neither `/etc/passwd` nor `$SHELL` names one.
+    var shell: String?
+
+    static func current(environment: [String: String]) -> UserAccount {
+        var entry = passwd()
+        var result: UnsafeMutablePointer<passwd>?
+        var buffer = [CChar](repeating: 0, count: 16 << 10)
+        let uid = getuid()
+        var name = environment["USER"] ?? "\(uid)"
+        var home = environment["HOME"] ?? "/"
+        var shell: String?
+        if getpwuid_r(uid, &entry, &buffer, buffer.count, &result) == 0, result != nil {
+            name = String(cString: entry.pw_name)
+            if environment["HOME"] == nil || environment["HOME"]!.isEmpty { home = String(cString: entry.pw_dir) }
+            let loginShell = String(cString: entry.pw_shell)
+            if !loginShell.isEmpty { shell = loginShell }
+        }
+        if shell == nil, let fallback = environment["SHELL"], !fallback.isEmpty { shell = fallback }
+        return UserAccount(name: name, home: home, shell: shell)
+    }
+}
+
+/// Splits a line into words as a POSIX shell would without expansions: blanks separate,
+/// single quotes keep everything, double quotes keep all but `\"`, `\\`, `\$` and `` \` ``,
+/// a backslash outside quotes escapes the next character (the reference's shellquote).
+enum ShellWords {
+    static func split(_ line: String) -> [String] {
+        var words: [String] = []
+        var current = ""
+        var inWord = false
+        var iterator = Array(line).makeIterator()
+        var quote: Character?
+        while let c = iterator.next() {
+            switch (quote, c) {
+            case (nil, " "), (nil, "\t"), (nil, "\r"):
+                if inWord { words.append(current) }
+                current = ""
+                inWord = false
+            case (nil, "'"), (nil, "\""):
+                quote = c
+                inWord = true
+            case (nil, "\\"):
+                if let next = iterator.next() { current.append(next) }
+                inWord = true
+            case ("'", "'"), ("\"", "\""):
+                quote = nil
+            case ("\"", "\\"):
+                if let next = iterator.next() {
+                    if !"\"\\$`".contains(next) { current.append("\\") }
+                    current.append(next)
+                }
+            default:
+                current.append(c)
+                inWord = true
+            }
+        }
+        if inWord { words.append(current) }
+        return words
+    }
+}

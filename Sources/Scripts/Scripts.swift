@@ -1,1 +1,0 @@
-// The Scripts module: see Module/ScriptsModule.swift.

@@ -1,0 +1,140 @@
+import AgentCore
+import CoreMetrics
+import AgentProto
+import FoundationEssentials
+import Logging
+import SwiftProtobuf
+
+/// Sends the journal's log lines with `BatchCreateLogs` on one connected session, oldest
+/// first: one log source per request, Σ(len + 21) ≤ 1 MiB, paced per source as the
+/// reference (at once after a quiet second, else once a second, at once for a full batch,
+/// a flush or shutdown). A line leaves the journal only once the control plane has
+/// acknowledged it; a transport failure ends this session's upload and the same lines go
+/// again on the next one.
+struct LogUploader: Sendable {
+    static let rpc = "/coder.agent.v2.Agent/BatchCreateLogs"
+    /// Records read per peek (the batch budget then decides what goes).
+    static let peekRecords = 20_000
+
+    let uploads: ScriptUploads
+    let metrics: ScriptsMetrics
+    let logger: Logger
+    /// Shutdown is under way: no pacing.
+    let shuttingDown: @Sendable () -> Bool
+
+    func run(on session: any UpwardSession) async throws {
+        // Memory: one planner per log source seen (the manifest's scripts, a handful).
+        var planners: [[UInt8]: LogBatchPlanner] = [:]
+        while !Task.isCancelled {
+            if uploads.logsDisabled {
+                // For the life of the process (the reference's rule); reports still go.
+                try await Task.sleep(for: .seconds(3600))
+                continue
+            }
+            guard let batch = uploads.logs.peek(maxRecords: Self.peekRecords, maxBytes: LogBatching.budgetBytes + Self.peekRecords * LogBatching.overheadPerLog) else {
+                await uploads.logs.waitForRecords()
+                continue
+            }
+            var records: [LogRecord] = []
+            records.reserveCapacity(batch.records.count)
+            var undecodable = 0
+            for bytes in batch.records {
+                if let record = try? LogRecord(decoding: bytes) { records.append(record) } else { undecodable += 1; break }
+            }
+            guard !records.isEmpty else {
+                // A record that does not decode (a journal from another version) is skipped.
+                uploads.logs.acknowledge(through: batch.position(after: 1))
+                metrics.logLinesRejected.increment()
+                continue
+            }
+            let count = LogBatching.sameSourcePrefix(records)
+            let source = records[0].sourceID
+            let cost = records[0..<count].reduce(0) { $0 + $1.batchCost }
+            let now = ContinuousClock.now
+            let decision = (planners[source] ?? LogBatchPlanner()).decision(
+                now: now, pendingBytes: cost, flushRequested: uploads.takeFlush(), shuttingDown: shuttingDown())
+            if case .wait(let until) = decision {
+                await waitUntil(until)
+                continue
+            }
+            var request = Coder_Agent_V2_BatchCreateLogsRequest()
+            request.logSourceID = Data(source)
+            request.logs = records[0..<count].map { record in
+                var log = Coder_Agent_V2_Log()
+                log.createdAt = Google_Protobuf_Timestamp(
+                    seconds: record.createdAt / 1_000_000_000, nanos: Int32(record.createdAt % 1_000_000_000))
+                log.output = record.output
+                log.level = Coder_Agent_V2_Log.Level(rawValue: Int(record.level)) ?? .info
+                return log
+            }
+            let bytes: [UInt8] = try request.serializedBytes()
+            do {
+                let answer = try await session.unary(Self.rpc, request: bytes, maxMessageBytes: 4096)
+                let response = try Coder_Agent_V2_BatchCreateLogsResponse(serializedBytes: answer)
+                uploads.logs.acknowledge(through: batch.position(after: count))
+                planners[source, default: LogBatchPlanner()].sent(at: now)
+                metrics.logLinesSent.increment(by: count)
+                metrics.logBatchesSent.increment()
+                if response.logLimitExceeded {
+                    logger.warning("server log limit exceeded; logs truncated (the script log files keep everything)")
+                    uploads.disableLogs()
+                }
+            } catch let error as UpwardStreamError {
+                guard case .remote(_, let message) = error.kind else { throw error }
+                // The control plane refused the batch (it cannot be fixed by sending it
+                // again): dropped, counted and logged, and the queue moves on.
+                uploads.logs.acknowledge(through: batch.position(after: count))
+                metrics.logLinesRejected.increment(by: count)
+                logger.warning("control plane rejected script logs", metadata: ["error": "\(message)", "lines": "\(count)"])
+            }
+            uploads.wake()
+        }
+    }
+
+    /// Sleeps until `instant`, or less when new lines or a flush arrive.
+    private func waitUntil(_ instant: ContinuousClock.Instant) async {
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { try? await Task.sleep(until: instant, clock: .continuous) }
+            group.addTask { [uploads] in await uploads.waitForFlush() }
+            await group.next()
+            group.cancelAll()
+        }
+    }
+}
+
+/// Sends the journal's `ScriptCompleted` reports in order on one connected session. A report
+/// the control plane refuses is dropped (counted, logged); a transport failure ends this
+/// session's upload and the report goes again on the next one.
+struct ReportUploader: Sendable {
+    static let rpc = "/coder.agent.v2.Agent/ScriptCompleted"
+
+    let uploads: ScriptUploads
+    let metrics: ScriptsMetrics
+    let logger: Logger
+
+    func run(on session: any UpwardSession) async throws {
+        while !Task.isCancelled {
+            guard let batch = uploads.reports.peek(maxRecords: 1, maxBytes: 64 << 10) else {
+                await uploads.reports.waitForRecords()
+                continue
+            }
+            do {
+                _ = try await session.unary(Self.rpc, request: batch.records[0], maxMessageBytes: 4096)
+                metrics.reportsSent.increment()
+            } catch {
+                switch error.kind {
+                case .remote(_, let message):
+                    metrics.reportsRejected.increment()
+                    logger.warning("control plane rejected a script completion report", metadata: ["error": "\(message)"])
+                case .unsupported:
+                    // An older control plane (API < 2.3) has no ScriptCompleted.
+                    metrics.reportsRejected.increment()
+                default:
+                    throw error
+                }
+            }
+            uploads.reports.acknowledge(through: batch.end)
+            uploads.wake()
+        }
+    }
+}

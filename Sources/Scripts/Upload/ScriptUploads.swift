@@ -1,0 +1,149 @@
+import AgentCore
+import CoreMetrics
+import AgentProto
+import FoundationEssentials
+import Synchronization
+import SwiftProtobuf
+
+/// What the scripts send upward, kept on disk until the control plane has acknowledged it:
+/// log lines (``UploadJournal`` of ``LogRecord``s) and `ScriptCompleted` reports (a second
+/// journal of serialized requests). Both survive control-plane outages and agent restarts,
+/// and each upload moves a persisted cursor, so nothing is sent twice after a restart (but
+/// for one batch when the agent dies between the control plane's answer and the cursor
+/// write).
+///
+/// Disk: at most ``logCapacityBytes`` of unsent lines (further lines are refused and
+/// counted; the script's log file still has them) and ``reportCapacityBytes`` of unsent
+/// reports (about 20,000 runs).
+final class ScriptUploads: Sendable {
+    static let logCapacityBytes = 16 << 20
+    static let reportCapacityBytes = 2 << 20
+
+    let logs: UploadJournal
+    let reports: UploadJournal
+    private let metrics: ScriptsMetrics
+    /// Wakes the log uploader's pacing wait (one waiting task: the uploader).
+    private let flushSignal = WorkSignal()
+
+    private struct State {
+        /// The control plane said the agent's log limit is exceeded: no more lines are kept
+        /// or sent for the life of the process (the reference's rule).
+        var logsDisabled = false
+        /// A run ended: its lines go out without the 1 s pacing.
+        var flushRequested = false
+        var waiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
+        var nextWaiter: UInt64 = 0
+    }
+    private let state = Mutex(State())
+
+    init(directory: String, metrics: ScriptsMetrics) throws {
+        logs = try UploadJournal(directory: directory, name: "logs", capacityBytes: Self.logCapacityBytes)
+        reports = try UploadJournal(directory: directory, name: "script-completed", capacityBytes: Self.reportCapacityBytes)
+        self.metrics = metrics
+    }
+
+    var logsDisabled: Bool { state.withLock { $0.logsDisabled } }
+
+    /// Keeps encoded ``LogRecord``s for upload (one write for all of them).
+    func appendLogs(_ records: [[UInt8]]) {
+        guard !records.isEmpty, !logsDisabled else { return }
+        let accepted = logs.append(records)
+        metrics.logLinesQueued.increment(by: accepted)
+        if accepted < records.count { metrics.logLinesRefused.increment(by: records.count - accepted) }
+    }
+
+    /// One line of the agent's own about a script (a setup error), on the script's source.
+    func note(_ text: String, sourceID: [UInt8], level: UInt8 = LogRecord.levelError) {
+        let record = LogRecord(
+            sourceID: sourceID, level: level, createdAt: Self.nanoseconds(Date()), output: LogSanitizer.sanitize(Array(text.utf8)))
+        appendLogs([record.encode()])
+    }
+
+    /// Keeps a `ScriptCompleted` report for upload.
+    func report(_ exit: ScriptExit, scriptID: [UInt8], stage: Coder_Agent_V2_Timing.Stage) {
+        var timing = Coder_Agent_V2_Timing()
+        timing.scriptID = Data(scriptID)
+        timing.start = Google_Protobuf_Timestamp(date: exit.start)
+        timing.end = Google_Protobuf_Timestamp(date: max(exit.end, exit.start))
+        timing.exitCode = exit.exitCode
+        timing.stage = stage
+        timing.status = Coder_Agent_V2_Timing.Status(rawValue: exit.status.rawValue) ?? .exitFailure
+        var request = Coder_Agent_V2_WorkspaceAgentScriptCompletedRequest()
+        request.timing = timing
+        guard let bytes: [UInt8] = try? request.serializedBytes() else { return }
+        if !reports.append(bytes) { metrics.reportsRefused.increment() }
+        requestFlush()
+    }
+
+    /// Asks the uploader to send what is queued without waiting for the 1 s pacing.
+    func requestFlush() {
+        state.withLock { $0.flushRequested = true }
+        flushSignal.notify()
+        wake()
+    }
+
+    /// Returns after a flush request (possibly an earlier one) or when cancelled.
+    func waitForFlush() async {
+        await flushSignal.wait()
+    }
+
+    /// Takes the flush request (true once per request).
+    func takeFlush() -> Bool {
+        state.withLock { s in
+            defer { s.flushRequested = false }
+            return s.flushRequested
+        }
+    }
+
+    /// The control plane refused more logs: everything queued is dropped (the files have it).
+    func disableLogs() {
+        state.withLock { $0.logsDisabled = true }
+        logs.discardAll()
+        wake()
+    }
+
+    /// True when nothing is left to send (or logs can no longer be sent).
+    var isDrained: Bool {
+        reports.pendingRecords == 0 && (logs.pendingRecords == 0 || logsDisabled)
+    }
+
+    /// Called by the uploaders after each acknowledgement and by ``disableLogs()``.
+    func wake() {
+        let waiters = state.withLock { s in
+            defer { s.waiters.removeAll() }
+            return Array(s.waiters.values)
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    /// Returns once ``isDrained`` (checked after every acknowledgement) or when cancelled.
+    func waitDrained() async {
+        while !isDrained, !Task.isCancelled {
+            let id = state.withLock { s -> UInt64 in
+                s.nextWaiter += 1
+                return s.nextWaiter
+            }
+            await withTaskCancellationHandler {
+                await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                    let now = state.withLock { s -> Bool in
+                        if Task.isCancelled || isDrainedUnlocked(s) { return true }
+                        s.waiters[id] = continuation
+                        return false
+                    }
+                    if now { continuation.resume() }
+                }
+            } onCancel: {
+                let waiter = state.withLock { $0.waiters.removeValue(forKey: id) }
+                waiter?.resume()
+            }
+        }
+    }
+
+    private func isDrainedUnlocked(_ s: State) -> Bool {
+        reports.pendingRecords == 0 && (logs.pendingRecords == 0 || s.logsDisabled)
+    }
+
+    static func nanoseconds(_ date: Date) -> Int64 {
+        Int64((date.timeIntervalSince1970 * 1_000_000_000).rounded())
+    }
+}
