@@ -11,6 +11,7 @@ import Glibc
 struct JournalFrameReader {
     static let frameHeaderBytes = 8
 
+    /// The outcome of one ``next(copy:admit:)``.
     enum Step: Equatable {
         /// The next frame is whole and its checksum matches; `payload` is empty unless
         /// asked for. ``offset`` is now past it.

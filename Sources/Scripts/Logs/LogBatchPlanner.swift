@@ -7,7 +7,9 @@
 struct LogBatchPlanner: Sendable {
     static let interval: Duration = .seconds(1)
 
+    /// What the sender does next for this source.
     enum Decision: Equatable, Sendable {
+        /// Send a batch (``LogBatching/sameSourcePrefix(_:budget:)``) now.
         case sendNow
         /// Nothing to do before this instant (unless more lines or a flush arrive).
         case wait(until: ContinuousClock.Instant)
@@ -18,7 +20,9 @@ struct LogBatchPlanner: Sendable {
     /// When the last request for this source went out; nil before the first.
     private(set) var lastSent: ContinuousClock.Instant?
 
-    /// `pendingBytes`: the waiting lines' cost (Σ len(output) + 21), 0 when none wait.
+    /// `pendingBytes`: the waiting lines' cost (Σ len(output) + 21), 0 when none wait; an
+    /// upper estimate such as ``UploadJournal/pendingBytes`` (frames are 13 bytes per line
+    /// larger) only makes a "full batch" come a little early.
     func decision(now: ContinuousClock.Instant, pendingBytes: Int, flushRequested: Bool = false, shuttingDown: Bool = false) -> Decision {
         guard pendingBytes > 0 else { return .idle }
         if flushRequested || shuttingDown || pendingBytes >= LogBatching.budgetBytes { return .sendNow }

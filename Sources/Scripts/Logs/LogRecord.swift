@@ -19,6 +19,7 @@ struct LogRecord: Equatable, Sendable {
     static let headerBytes = 26
     static let sourceIDBytes = 16
 
+    /// Why bytes are not a record (see ``init(decoding:)``).
     enum DecodingError: Error, Equatable {
         case tooShort(Int)
         case unknownVersion(UInt8)

@@ -1,7 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#endif
-
 /// Makes a script's output line fit for the control plane, as the reference's
 /// `SanitizeLogOutput` does (`strings.ToValidUTF8(s, "❌")`, then every NUL to `❌`): protobuf
 /// string fields must be valid UTF-8 and PostgreSQL text columns reject NUL.
@@ -12,8 +8,8 @@ import Glibc
 /// valid character (ASCII included) ends the run. Each NUL is a valid character in that
 /// pass and is then replaced on its own, so `"\xff\0\xff"` gives three `❌`.
 ///
-/// Fast path: `memchr` for NUL and the standard library's UTF-8 validation, no copy beyond
-/// the String itself. Memory: the result, at most 3 × the input (each invalid byte or NUL
+/// Fast path: one validating pass (eight bytes per step over ASCII) and then the String,
+/// no other copy. Memory: the result, at most 3 × the input (each invalid byte or NUL
 /// may become 3 bytes).
 enum LogSanitizer {
     /// `❌` (U+274C) in UTF-8.
@@ -25,11 +21,39 @@ enum LogSanitizer {
 
     static func sanitize(_ bytes: UnsafeRawBufferPointer) -> String {
         guard let base = bytes.baseAddress, bytes.count > 0 else { return "" }
-        if memchr(base, 0, bytes.count) == nil,
-            let string = String(validating: UnsafeBufferPointer(start: base.assumingMemoryBound(to: UInt8.self), count: bytes.count), as: UTF8.self) {
-            return string
+        let input = UnsafeBufferPointer(start: base.assumingMemoryBound(to: UInt8.self), count: bytes.count)
+        // `String(decoding:)` of valid input is the cheap way in (`String(validating:)` takes
+        // its generic path here, about four times slower).
+        return isCleanUTF8(input) ? String(decoding: input, as: UTF8.self) : repaired(input)
+    }
+
+    /// Valid UTF-8 without NUL; eight ASCII bytes per step while it is ASCII.
+    static func isCleanUTF8(_ input: UnsafeBufferPointer<UInt8>) -> Bool {
+        let count = input.count
+        guard let base = input.baseAddress else { return true }
+        let raw = UnsafeRawPointer(base)
+        var index = 0
+        while index < count {
+            if index + 8 <= count {
+                let word = raw.loadUnaligned(fromByteOffset: index, as: UInt64.self)
+                // No high bit set and no zero byte (the classic has-zero-byte test).
+                let hasZero = (word &- 0x0101_0101_0101_0101) & ~word & 0x8080_8080_8080_8080
+                if word & 0x8080_8080_8080_8080 == 0 && hasZero == 0 {
+                    index += 8
+                    continue
+                }
+            }
+            let byte = input[index]
+            if byte < 0x80 {
+                guard byte != 0 else { return false }
+                index += 1
+                continue
+            }
+            let width = validSequenceWidth(input, at: index)
+            guard width > 0 else { return false }
+            index += width
         }
-        return repaired(UnsafeBufferPointer(start: base.assumingMemoryBound(to: UInt8.self), count: bytes.count))
+        return true
     }
 
     /// The slow path: copies valid characters, one `❌` per run of invalid bytes, one per NUL.

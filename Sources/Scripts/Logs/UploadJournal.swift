@@ -15,9 +15,9 @@ import Glibc
 /// - `<name>.cursor`: 24 bytes (`"CJC1"`, CRC-32C of the rest, generation u64, file offset
 ///   u64 of the first unacknowledged frame), rewritten in place by one `pwrite`. Chosen over
 ///   write-temporary-and-rename because an acknowledgement is then one system call and no
-///   directory update; a 24-byte `pwrite` at offset 0 cannot be torn by a process crash (a
-///   killed process dies on return from the system call, never in the middle of the copy
-///   into the page cache), and a garbled cursor (power loss) fails its checksum and means
+///   directory update; a 24-byte `pwrite` at offset 0 lies within one page and cannot be torn
+///   by a process crash (the kernel copies it into the page cache whole; a fatal signal is
+///   only looked at between pages or on return from the call), and a garbled cursor (power loss) fails its checksum and means
 ///   "deliver everything again" (duplicates, never loss). It also carries the `flock` that
 ///   keeps a second agent off the same journal.
 /// - `<name>.journal.tmp`: only during compaction; a leftover one is deleted at open.
@@ -74,6 +74,7 @@ final class UploadJournal: Sendable {
         }
     }
 
+    /// Why the journal could not be opened.
     enum OpenError: Error, Equatable {
         case invalidName(String)
         /// Another process (or journal in this one) holds it.
@@ -297,6 +298,8 @@ final class UploadJournal: Sendable {
             else { return }
             state.fileCursor = state.fileOffset(position.offset)
             state.ackedIndex = position.index
+            // Should this write fail, the records stay acknowledged in memory (they are not
+            // handed out again by this process); a restart would deliver them again.
             Self.writeCursor(state.cursorFD, generation: state.generation, offset: state.fileCursor)
             compactIfNeeded(&state)
         }

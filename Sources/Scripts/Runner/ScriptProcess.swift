@@ -95,18 +95,24 @@ final class ScriptProcess: Sendable {
 
     /// Runs `command` and returns how it ended; `merge` puts stderr on the stdout pipe.
     /// The start failing is an `EXIT_FAILURE` with code 255 and the error text.
+    /// `signal` ends the run at its deadline (SIGKILL for metadata commands, as the
+    /// reference kills those at once); `waitDelay` is the grace after it and the wait for
+    /// pipes a finished shell left open.
     func run(
-        _ command: ScriptCommand, timeout: Duration, merge: Bool = false, handler: some ScriptOutputHandler
+        _ command: ScriptCommand, timeout: Duration, merge: Bool = false, signal: Int32 = SIGHUP,
+        waitDelay: Duration = ScriptProcess.waitDelay, handler: some ScriptOutputHandler
     ) async -> ScriptExit {
         await withCheckedContinuation { (continuation: CheckedContinuation<ScriptExit, Never>) in
             AgentThread.start(name: "agent-script") { [self] in
-                let exit = runOnThread(command, timeout: timeout, merge: merge, handler: handler)
+                let exit = runOnThread(command, timeout: timeout, merge: merge, signal: signal, waitDelay: waitDelay, handler: handler)
                 continuation.resume(returning: exit)
             }
         }
     }
 
-    private func runOnThread(_ command: ScriptCommand, timeout: Duration, merge: Bool, handler: some ScriptOutputHandler) -> ScriptExit {
+    private func runOnThread(
+        _ command: ScriptCommand, timeout: Duration, merge: Bool, signal: Int32, waitDelay: Duration, handler: some ScriptOutputHandler
+    ) -> ScriptExit {
         let start = Date()
         func failed(_ text: String) -> ScriptExit {
             handler.finished()
@@ -177,8 +183,8 @@ final class ScriptProcess: Sendable {
             // The next moment something must happen without an event.
             var next: ContinuousClock.Instant?
             if exitedAt == nil, !timedOut, !cancelled, let deadline { next = deadline }
-            if exitedAt == nil, !killed, let signalledAt { next = min(next ?? signalledAt + Self.waitDelay, signalledAt + Self.waitDelay) }
-            if let exitedAt { next = min(next ?? exitedAt + Self.waitDelay, exitedAt + Self.waitDelay) }
+            if exitedAt == nil, !killed, let signalledAt { next = min(next ?? signalledAt + waitDelay, signalledAt + waitDelay) }
+            if let exitedAt { next = min(next ?? exitedAt + waitDelay, exitedAt + waitDelay) }
             if exitedAt == nil && pidfd < 0 { next = min(next ?? now() + .milliseconds(50), now() + .milliseconds(50)) }
             var polled: [pollfd] = []
             for fd in fds where fd >= 0 { polled.append(pollfd(fd: fd, events: Int16(POLLIN), revents: 0)) }
@@ -229,13 +235,13 @@ final class ScriptProcess: Sendable {
                 if !timedOut, !cancelled, let deadline, now() >= deadline {
                     timedOut = true
                     signalledAt = now()
-                    kill(-pid, SIGHUP)
+                    kill(-pid, signal)
                 }
-                if !killed, let signalledAt, now() >= signalledAt + Self.waitDelay {
+                if !killed, let signalledAt, now() >= signalledAt + waitDelay {
                     killed = true
                     kill(-pid, SIGKILL)
                 }
-            } else if let exitedAt, fds.contains(where: { $0 >= 0 }), now() >= exitedAt + Self.waitDelay {
+            } else if let exitedAt, fds.contains(where: { $0 >= 0 }), now() >= exitedAt + waitDelay {
                 // Something the script started still holds the pipes: stop reading.
                 pipesAbandoned = true
                 for index in fds.indices where fds[index] >= 0 {

@@ -27,6 +27,8 @@ final class TailnetEngine: Sendable {
     let discoKey: X25519PrivateKey
     let announcer: NodeAnnouncer
     let metrics: TailnetMetrics
+    /// Every packet through the tunnel, by flow (the stats report's honest connection count).
+    let traffic: TunnelTraffic
     private let logger: Logger
     private let device: Mutex<WireGuardDevice>
     private let stackBox = Mutex<TunnelStack?>(nil)
@@ -55,7 +57,8 @@ final class TailnetEngine: Sendable {
     }
 
     init(addresses: TailnetAddresses, nodeKey: WireGuardPrivateKey, discoKey: X25519PrivateKey, forceWebSocket: Bool,
-         announcer: NodeAnnouncer, metrics: TailnetMetrics, logger: Logger) {
+         announcer: NodeAnnouncer, metrics: TailnetMetrics, traffic: TunnelTraffic = TunnelTraffic(), logger: Logger) {
+        self.traffic = traffic
         self.addresses = addresses
         self.nodeKey = nodeKey
         self.derpKey = X25519PrivateKey(nodeKey.raw.bytes)!
@@ -269,6 +272,7 @@ final class TailnetEngine: Sendable {
         } else {
             metrics.packetsOut.increment()
             metrics.bytesOut.increment(by: Int64(packet.count))
+            traffic.record(packet: packet, inbound: false)
         }
         for (peer, datagram) in sink.datagrams { transmit(datagram, to: peer) }
         rearm()
@@ -289,6 +293,7 @@ final class TailnetEngine: Sendable {
             }
             metrics.packetsIn.increment()
             metrics.bytesIn.increment(by: Int64(packet.count))
+            packet.withUnsafeBytes { traffic.record(packet: $0, inbound: true) }
             guard let stack = stackBox.withLock({ $0 }) else { continue }
             stack.input(packet)
             if packetsSinceGauge.add(1, ordering: .relaxed).newValue % 64 == 0 {

@@ -25,7 +25,7 @@ public struct TailnetModule: HTTPModule {
             return
         }
         runtime = TailnetRuntime(accessURL: AccessURL(accessURL), manifest: context.manifest,
-                                 acceptor: context.connections, logger: logger)
+                                 acceptor: context.connections, traffic: context.tunnelTraffic, logger: logger)
     }
 
     public var upwardParticipants: [any UpwardParticipant] {

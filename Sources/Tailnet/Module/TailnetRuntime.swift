@@ -22,7 +22,12 @@ final class TailnetRuntime: Sendable {
     private let acceptor: any ConnectionAcceptor
     let logger: Logger
 
-    init(accessURL: AccessURL?, manifest: any ManifestSource, acceptor: any ConnectionAcceptor, logger: Logger) {
+    /// Where the engine counts the tunnel's flows (read by the stats report).
+    let traffic: TunnelTraffic
+
+    init(accessURL: AccessURL?, manifest: any ManifestSource, acceptor: any ConnectionAcceptor,
+         traffic: TunnelTraffic = TunnelTraffic(), logger: Logger) {
+        self.traffic = traffic
         self.manifest = manifest
         self.acceptor = acceptor
         self.logger = logger
@@ -57,7 +62,7 @@ final class TailnetRuntime: Sendable {
         }
         let engine = TailnetEngine(
             addresses: addresses, nodeKey: nodeKey, discoKey: discoKey, forceWebSocket: tailnet.derpForceWebSockets,
-            announcer: announcer, metrics: metrics, logger: logger)
+            announcer: announcer, metrics: metrics, traffic: traffic, logger: logger)
         try engine.start(acceptor: acceptor)
         holder.engine = engine
         announcer.set(SelfNode(addresses: addresses, nodeKey: nodeKey.publicKey.bytes, discoKey: discoKey.publicKey.bytes))
