@@ -1,0 +1,182 @@
+import FoundationEssentials
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import NIOSSL
+
+/// One app health check (../shared/spec/scripts.md §8): `GET url`, healthy when the answer's
+/// status is below 500. The body is never read: the connection is closed as soon as the
+/// response head has arrived. A 5xx, any transport or TLS error, or no answer within the
+/// timeout is a failure.
+///
+/// Like Go's default client it follows redirects (301, 302, 303, 307 and 308 with a
+/// `Location`, resolved against the current URL, always as a GET since the check has no
+/// body), with Go's limit: at most 10 requests in all; a 10th answer that is still a
+/// redirect fails the check (`stopped after 10 redirects`). A redirect without `Location`
+/// is an answer like any other (healthy: its status is below 500). Each request is a new
+/// connection (`Connection: close`, no pooling: checks are seconds apart).
+///
+/// Differences from the reference, on purpose: **no proxy support** (Go's client honours
+/// `HTTP_PROXY`/`HTTPS_PROXY`/`NO_PROXY`; apps are on the workspace's own network, usually
+/// loopback, which Go never proxies either); no cookies across redirects; no
+/// `Accept-Encoding: gzip` (the body is not read anyway).
+///
+/// https uses the system trust store with full certificate and hostname verification
+/// (NIOSSL's defaults; an IP literal is checked against the certificate's IP addresses).
+///
+/// Runs on `group`'s event loops (default: NIO's shared singleton), never blocking the
+/// caller's thread; the TLS context, which reads the trust store from disk, is made once,
+/// on NIO's thread pool.
+///
+/// Memory: per check one connection and one response head (NIO's HTTP decoder bounds the
+/// head at 80 KiB); nothing survives the check but the cached TLS context.
+public struct AppHealthProbe: Sendable {
+    /// What one check found.
+    public enum Outcome: Sendable, Equatable, CustomStringConvertible {
+        /// An answer below 500 (its status).
+        case healthy(status: Int)
+        /// Why the check failed: `status 503`, a transport error's text, `timed out`.
+        case failed(String)
+
+        public var isHealthy: Bool {
+            if case .healthy = self { return true }
+            return false
+        }
+
+        public var description: String {
+            switch self {
+            case .healthy(let status): "healthy (status \(status))"
+            case .failed(let reason): "failed: \(reason)"
+            }
+        }
+    }
+
+    /// Requests per check at most, redirects included (Go's `defaultCheckRedirect`).
+    public static let maxRequests = 10
+
+    private let group: any EventLoopGroup
+    private let tls: TLSContextCache
+
+    /// A probe running on `group`, with `tlsConfiguration` for https URLs (default: the
+    /// system trust store, full verification).
+    public init(
+        group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        tlsConfiguration: TLSConfiguration = .makeClientConfiguration()
+    ) {
+        self.group = group
+        self.tls = TLSContextCache(configuration: tlsConfiguration)
+    }
+
+    /// Checks `url` once, within `timeout` for the whole check (redirects included). Returns
+    /// early as a failure when the calling task is cancelled.
+    public func check(_ url: String, timeout: Duration) async -> Outcome {
+        let deadline = NIODeadline.now() + .nanoseconds(Self.nanoseconds(timeout))
+        guard var current = URL(string: url) else { return .failed("invalid URL \"\(url)\"") }
+        for request in 1...Self.maxRequests {
+            guard let target = Target(current) else { return .failed("unsupported URL \"\(current.absoluteString)\"") }
+            let head: HTTPResponseHead
+            do {
+                head = try await fetchHead(target, deadline: deadline)
+            } catch {
+                return .failed("\(error)")
+            }
+            let status = Int(head.status.code)
+            if [301, 302, 303, 307, 308].contains(status), let location = head.headers.first(name: "location") {
+                guard request < Self.maxRequests else { return .failed("stopped after \(Self.maxRequests) redirects") }
+                guard let next = URL(string: location, relativeTo: current)?.absoluteURL else {
+                    return .failed("failed to parse Location header \"\(location)\"")
+                }
+                current = next
+                continue
+            }
+            return status < 500 ? .healthy(status: status) : .failed("status \(status)")
+        }
+        return .failed("stopped after \(Self.maxRequests) redirects")
+    }
+
+    static func nanoseconds(_ duration: Duration) -> Int64 {
+        let (seconds, attoseconds) = duration.components
+        return max(0, seconds) * 1_000_000_000 + max(0, attoseconds) / 1_000_000_000
+    }
+
+    /// Where one request goes.
+    struct Target: Sendable {
+        var secure: Bool
+        var host: String
+        var port: Int
+        var hostHeader: String
+        var pathAndQuery: String
+
+        init?(_ url: URL) {
+            switch url.scheme?.lowercased() {
+            case "http": secure = false
+            case "https": secure = true
+            default: return nil
+            }
+            guard let host = url.host, !host.isEmpty else { return nil }
+            self.host = host
+            port = url.port ?? (secure ? 443 : 80)
+            let bracketed = host.contains(":") ? "[\(host)]" : host
+            hostHeader = url.port.map { "\(bracketed):\($0)" } ?? bracketed
+            var path = url.path(percentEncoded: true)
+            if path.isEmpty { path = "/" }
+            if let query = url.query(percentEncoded: true) { path += "?\(query)" }
+            pathAndQuery = path
+        }
+
+        /// The name for SNI and certificate checks (nil for an IP literal: NIOSSL then checks
+        /// the certificate against the connected address).
+        var serverName: String? {
+            if host.contains(":") { return nil }
+            if host.split(separator: ".").count == 4, host.allSatisfy({ $0 == "." || $0.isASCII && $0.isNumber }) { return nil }
+            return host
+        }
+    }
+
+    /// Why a request ended without an answer (the other failures are NIO's own errors).
+    struct RequestFailure: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    /// Connects, sends the GET, waits for the response head, closes.
+    private func fetchHead(_ target: Target, deadline: NIODeadline) async throws -> HTTPResponseHead {
+        let ssl = target.secure ? try await tls.context() : nil
+        let loop = group.next()
+        let promise = loop.makePromise(of: HTTPResponseHead.self)
+        let remaining = deadline - .now()
+        guard remaining > .zero else { throw RequestFailure(description: "timed out") }
+        let timer = loop.scheduleTask(deadline: deadline) { promise.fail(RequestFailure(description: "timed out")) }
+        promise.futureResult.whenComplete { _ in timer.cancel() }
+
+        var head = HTTPRequestHead(version: .http1_1, method: .GET, uri: target.pathAndQuery)
+        head.headers.add(name: "Host", value: target.hostHeader)
+        head.headers.add(name: "User-Agent", value: "Go-http-client/1.1")
+        head.headers.add(name: "Connection", value: "close")
+        let request = head
+        let serverName = target.serverName
+        let bootstrap = ClientBootstrap(group: loop)
+            .connectTimeout(remaining)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let pipeline = channel.pipeline.syncOperations
+                    if let ssl { try pipeline.addHandler(NIOSSLClientHandler(context: ssl, serverHostname: serverName)) }
+                    try pipeline.addHTTPClientHandlers()
+                    try pipeline.addHandler(ResponseHeadHandler(request: request, promise: promise))
+                }
+            }
+        bootstrap.connect(host: target.host, port: target.port).whenComplete { result in
+            switch result {
+            case .success(let channel):
+                // Done either way (head, error, timeout, cancel): the connection goes.
+                promise.futureResult.whenComplete { _ in channel.close(promise: nil) }
+            case .failure(let error):
+                promise.fail(error)
+            }
+        }
+        return try await withTaskCancellationHandler {
+            try await promise.futureResult.get()
+        } onCancel: {
+            promise.fail(CancellationError())
+        }
+    }
+}

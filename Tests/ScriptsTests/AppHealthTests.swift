@@ -1,0 +1,264 @@
+import AgentCore
+import AgentProto
+import AgentRPC
+import AgentTestSupport
+import ControlPlaneDouble
+import Foundation
+import NIOSSL
+import Synchronization
+import SwiftProtobuf
+import Testing
+@testable import Scripts
+
+/// App health (../shared/spec/scripts.md §8): the tracker's exact rules, one check against a
+/// real loopback server, and the reporter end to end against the control-plane double.
+@Suite(.timeLimit(.minutes(5)))
+struct AppHealthTests {
+    typealias Kit = ReporterTestKit
+
+    // MARK: Tracker
+
+    static func app(_ byte: UInt8, health: ManifestApp.Health = .initializing, threshold: Int32 = 1,
+                    url: String = "http://127.0.0.1:1/", interval: Duration = .seconds(1)) -> ManifestApp {
+        ManifestApp(
+            id: Kit.uuid(byte), slug: "app\(byte)", healthcheckURL: url, healthcheckInterval: interval,
+            healthcheckThreshold: threshold, health: health)
+    }
+
+    @Test func thresholdOneTurnsUnhealthyOnTheSecondFailure() {
+        var tracker = AppHealthTracker(apps: [Self.app(1)])
+        #expect(tracker.record(Kit.uuid(1), healthy: false) == .initializing, "the first failure only counts")
+        #expect(tracker.record(Kit.uuid(1), healthy: false) == .unhealthy)
+        #expect(tracker.record(Kit.uuid(1), healthy: false) == .unhealthy)
+        #expect(tracker.record(Kit.uuid(1), healthy: true) == .healthy)
+    }
+
+    @Test func thresholdThreeKeepsTheStateForThreeFailuresAndRecovers() {
+        var tracker = AppHealthTracker(apps: [Self.app(1, threshold: 3)])
+        #expect(tracker.record(Kit.uuid(1), healthy: true) == .healthy)
+        for failure in 1...3 {
+            #expect(tracker.record(Kit.uuid(1), healthy: false) == .healthy, "failure \(failure) is only counted")
+        }
+        #expect(tracker.entries[0].failures == 3)
+        #expect(tracker.record(Kit.uuid(1), healthy: false) == .unhealthy, "the 4th consecutive failure")
+        #expect(tracker.record(Kit.uuid(1), healthy: true) == .healthy)
+        #expect(tracker.entries[0].failures == 0, "a success resets the counter")
+        // Counting starts over: three more failures keep HEALTHY.
+        for _ in 1...3 { tracker.record(Kit.uuid(1), healthy: false) }
+        #expect(tracker.health(of: Kit.uuid(1)) == .healthy)
+        // A success in between resets the run of failures.
+        tracker.record(Kit.uuid(1), healthy: true)
+        for _ in 1...3 { tracker.record(Kit.uuid(1), healthy: false) }
+        #expect(tracker.health(of: Kit.uuid(1)) == .healthy)
+    }
+
+    @Test func trackedAndCheckedApps() {
+        let apps = [
+            Self.app(1),
+            Self.app(2, health: .disabled),
+            Self.app(3, url: ""),
+            Self.app(4, interval: .zero),
+            Self.app(5, threshold: 0),
+            Self.app(6, health: .unhealthy),
+        ]
+        let tracker = AppHealthTracker(apps: apps)
+        #expect(tracker.entries.map(\.id) == [1, 3, 4, 5, 6].map { Kit.uuid($0) }, "all but the DISABLED one")
+        #expect(tracker.health(of: Kit.uuid(6)) == .unhealthy, "starts from the manifest's value")
+        #expect(AppHealthTracker.checkedApps(apps).map(\.id) == [Kit.uuid(1), Kit.uuid(6)])
+        #expect(AppHealthTracker(apps: [Self.app(2, health: .disabled)]).isEmpty)
+        var untracked = tracker
+        #expect(untracked.record(Kit.uuid(2), healthy: true) == nil)
+        #expect(untracked == tracker, "an untracked app changes nothing")
+    }
+
+    @Test func changesCarryEveryTrackedAppOnlyWhenSomethingChanged() throws {
+        var tracker = AppHealthTracker(apps: [Self.app(1), Self.app(2), Self.app(3, health: .disabled)])
+        let atStart = tracker.takeChanges()
+        #expect(atStart == nil, "the manifest's states are not a change")
+        tracker.record(Kit.uuid(1), healthy: false)
+        let afterCountedFailure = tracker.takeChanges()
+        #expect(afterCountedFailure == nil, "a counted failure is not a change")
+        tracker.record(Kit.uuid(1), healthy: true)
+        let taken = tracker.takeChanges()
+        let changes = try #require(taken)
+        #expect(changes.map(\.id) == [Kit.uuid(1), Kit.uuid(2)])
+        #expect(changes.map(\.health) == [.healthy, .initializing])
+        let again = tracker.takeChanges()
+        #expect(again == nil, "taken once: not retried")
+        tracker.record(Kit.uuid(1), healthy: true)
+        let unchanged = tracker.takeChanges()
+        #expect(unchanged == nil, "HEALTHY again is no change")
+    }
+
+    // MARK: Probe
+
+    @Test func probeAgainstARealServer() async throws {
+        let server = try await Kit.HTTPServer.start()
+        server.set("/ok", .status(200))
+        server.set("/missing", .status(404))
+        server.set("/broken", .status(500))
+        server.set("/unavailable", .status(503))
+        server.set("/moved", .redirect("/ok"))
+        server.set("/moved-to-broken", .redirect("/broken"))
+        server.set("/loop", .redirect("/loop"))
+        let probe = AppHealthProbe()
+        let timeout = Duration.seconds(20)
+        #expect(await probe.check(server.url("/ok"), timeout: timeout) == .healthy(status: 200))
+        #expect(await probe.check(server.url("/missing"), timeout: timeout) == .healthy(status: 404), "below 500 is healthy")
+        #expect(await probe.check(server.url("/broken"), timeout: timeout) == .failed("status 500"))
+        #expect(await probe.check(server.url("/unavailable"), timeout: timeout) == .failed("status 503"))
+        #expect(await probe.check(server.url("/moved"), timeout: timeout) == .healthy(status: 200), "redirects are followed")
+        #expect(await probe.check(server.url("/moved-to-broken"), timeout: timeout) == .failed("status 500"))
+        let before = server.hits.count
+        #expect(await probe.check(server.url("/loop"), timeout: timeout) == .failed("stopped after 10 redirects"))
+        #expect(server.hits.count - before == 10, "Go's limit: 10 requests in all")
+        #expect(!(await probe.check("ftp://127.0.0.1/", timeout: timeout)).isHealthy)
+        #expect(!(await probe.check("not a url", timeout: timeout)).isHealthy)
+        await server.stop()
+    }
+
+    /// https: healthy through a server whose certificate the probe trusts (by name and by IP
+    /// address); a failure with the system's trust store, which does not know it.
+    @Test func httpsVerifiesTheCertificate() async throws {
+        let (certificate, key, directory) = try await Kit.selfSignedCertificate()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let serverConfiguration = TLSConfiguration.makeServerConfiguration(
+            certificateChain: try NIOSSLCertificate.fromPEMFile(certificate).map { .certificate($0) },
+            privateKey: .privateKey(try NIOSSLPrivateKey(file: key, format: .pem)))
+        let server = try await Kit.HTTPServer.start(tls: try NIOSSLContext(configuration: serverConfiguration))
+        server.set("/missing", .status(404))
+        var trusting = TLSConfiguration.makeClientConfiguration()
+        trusting.trustRoots = .file(certificate)
+        let probe = AppHealthProbe(tlsConfiguration: trusting)
+        #expect(await probe.check(server.url("/ok", scheme: "https", host: "localhost"), timeout: .seconds(20)) == .healthy(status: 200))
+        #expect(await probe.check(server.url("/missing", scheme: "https"), timeout: .seconds(20)) == .healthy(status: 404))
+        let untrusted = await AppHealthProbe().check(server.url("/ok", scheme: "https", host: "localhost"), timeout: .seconds(20))
+        #expect("\(untrusted)".contains("CERTIFICATE_VERIFY_FAILED"), "\(untrusted)")
+        // Plain http to the TLS port is no answer either.
+        #expect(!(await probe.check(server.url("/ok"), timeout: .seconds(5))).isHealthy)
+        await server.stop()
+    }
+
+    @Test func refusedAndSilentServersFail() async throws {
+        let probe = AppHealthProbe()
+        let refused = await probe.check("http://127.0.0.1:\(freeLoopbackPort())/", timeout: .seconds(20))
+        #expect(!refused.isHealthy, "\(refused)")
+
+        let server = try await Kit.HTTPServer.start()
+        server.set("/silent", .silent)
+        let started = ContinuousClock.now
+        let silent = await probe.check(server.url("/silent"), timeout: .seconds(1))
+        #expect(silent == .failed("timed out"))
+        #expect(server.hits == ["/silent"], "the request did arrive")
+        // Loose: the check gives up at its timeout, not at some transport default.
+        #expect(ContinuousClock.now - started < .seconds(30))
+        await server.stop()
+    }
+
+    @Test func cancellingAProbeEndsIt() async throws {
+        let server = try await Kit.HTTPServer.start()
+        server.set("/silent", .silent)
+        let check = Task { await AppHealthProbe().check(server.url("/silent"), timeout: .seconds(600)) }
+        #expect(await eventually(timeout: Kit.patience) { server.hits.count == 1 })
+        check.cancel()
+        let outcome = await check.value
+        #expect(!outcome.isHealthy)
+        await server.stop()
+    }
+
+    // MARK: Reporter, end to end
+
+    /// INITIALIZING → HEALTHY (404 counts as healthy) → UNHEALTHY only after threshold + 1
+    /// failures → HEALTHY, reported only on change, every tracked app in every batch; an app
+    /// whose server never answers turns UNHEALTHY (each check gives up within its interval).
+    @Test func reporterUpAndDownAgainstTheDouble() async throws {
+        let server = try await Kit.HTTPServer.start()
+        server.set("/a", .status(404))
+        server.set("/b", .status(200))
+        server.set("/c", .silent)
+        var manifest = ControlPlaneDouble.defaultManifest
+        func app(_ byte: UInt8, path: String, health: Coder_Agent_V2_WorkspaceApp.Health) -> Coder_Agent_V2_WorkspaceApp {
+            var app = Coder_Agent_V2_WorkspaceApp()
+            app.id = Data(Kit.uuid(byte))
+            app.slug = "app\(byte)"
+            app.health = health
+            if !path.isEmpty {
+                app.healthcheck.url = server.url(path)
+                app.healthcheck.interval = .init(seconds: 1)
+                app.healthcheck.threshold = 1
+            }
+            return app
+        }
+        manifest.apps = [
+            app(1, path: "/a", health: .initializing),
+            app(2, path: "/b", health: .initializing),
+            app(3, path: "/c", health: .initializing),
+            app(4, path: "", health: .disabled),
+        ]
+        let double = ControlPlaneDouble(manifest: manifest)
+        let apps = ControlPlaneSession.agentManifest(from: manifest).apps
+        #expect(apps.count == 4)
+        let reporter = AppHealthReporter(apps: apps, logger: Kit.quiet)
+        let participant = Kit.Participant(name: "app health") { try await reporter.run(on: $0) }
+        @Sendable func batches() -> [[[UInt8]: Coder_Agent_V2_AppHealth]] {
+            double.recorded.withLock { $0.appHealthBatches }.map { batch in
+                Dictionary(uniqueKeysWithValues: batch.updates.map { (Array($0.id), $0.health) })
+            }
+        }
+        @Sendable func latest(_ byte: UInt8) -> Coder_Agent_V2_AppHealth? { batches().last?[Kit.uuid(byte)] }
+
+        try await double.run { url in
+            let session = Kit.makeSession(url, token: double.token, participants: [participant])
+            let running = Task { try await session.run() }
+            #expect(await eventually(timeout: Kit.patience) {
+                latest(1) == .healthy && latest(2) == .healthy && latest(3) == .unhealthy
+            }, "\(batches())")
+
+            // Stable: no more batches while nothing changes.
+            let stable = batches().count
+            try await Task.sleep(for: .seconds(3))
+            #expect(batches().count == stable, "only on change")
+
+            server.set("/a", .status(500))
+            let failingSince = server.hits.filter { $0 == "/a" }.count
+            #expect(await eventually(timeout: Kit.patience) { latest(1) == .unhealthy }, "\(batches())")
+            #expect(server.hits.filter { $0 == "/a" }.count - failingSince >= 2, "threshold 1: the second failure")
+            #expect(latest(2) == .healthy)
+
+            server.set("/a", .status(200))
+            #expect(await eventually(timeout: Kit.patience) { latest(1) == .healthy }, "\(batches())")
+
+            session.beginShutdown()
+            try await running.value
+        }
+        let all = batches()
+        for batch in all {
+            #expect(Set(batch.keys) == [Kit.uuid(1), Kit.uuid(2), Kit.uuid(3)], "every tracked app, never the DISABLED one")
+        }
+        for (previous, next) in zip(all, all.dropFirst()) {
+            #expect(previous != next, "each batch reports a change: \(all)")
+        }
+        #expect(all.first?.values.contains { $0 != .initializing } == true, "the first batch reports a change too")
+        #expect(all.map { $0[Kit.uuid(1)] }.contains(.unhealthy))
+        await server.stop()
+    }
+
+    /// No tracked app: the reporter returns at once and never calls.
+    @Test func nothingRunsWithoutTrackedApps() async throws {
+        let double = ControlPlaneDouble()
+        let returned = TestFlag()
+        let reporter = AppHealthReporter(apps: [Self.app(1, health: .disabled)], logger: Kit.quiet)
+        let participant = Kit.Participant(name: "app health") { session in
+            try await reporter.run(on: session)
+            returned.set()
+        }
+        try await double.run { url in
+            let session = Kit.makeSession(url, token: double.token, participants: [participant])
+            let running = Task { try await session.run() }
+            #expect(await eventually(timeout: Kit.patience) { returned.isSet })
+            session.beginShutdown()
+            try await running.value
+        }
+        #expect(double.recorded.withLock { $0.appHealthBatches }.isEmpty)
+    }
+}
