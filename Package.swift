@@ -600,7 +600,11 @@ let package = Package(
         .testTarget(
             name: "ScriptsTests",
             dependencies: [
-                "Scripts", "AgentCore", "AgentProto", "AgentTestSupport", "ControlPlaneDouble",
+                "Scripts", "AgentCore", "AgentProto", "AgentRPC", "AgentTestSupport", "ControlPlaneDouble",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],

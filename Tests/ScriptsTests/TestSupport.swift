@@ -1,5 +1,4 @@
 import Foundation
-import Dispatch
 import Synchronization
 import Testing
 
@@ -56,15 +55,19 @@ func writeFile(_ path: String, _ bytes: [UInt8]) {
 }
 
 func fileMode(_ path: String) -> mode_t {
-    var info = stat()
-    precondition(stat(path, &info) == 0)
-    return info.st_mode & 0o777
+    let attributes = try? FileManager.default.attributesOfItem(atPath: path)
+    let permissions = (attributes?[.posixPermissions] as? NSNumber)?.uint16Value
+    precondition(permissions != nil, "no such file: \(path)")
+    return mode_t(permissions! & 0o777)
 }
 
+private let processStart = ContinuousClock.now
+
 func nowNanoseconds() -> UInt64 {
-    var time = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &time)
-    return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
+    let start = processStart
+    let elapsed = ContinuousClock.now - start
+    let (seconds, attoseconds) = elapsed.components
+    return UInt64(seconds) * 1_000_000_000 + UInt64(attoseconds / 1_000_000_000)
 }
 
 private final class ThreadBody: Sendable {

@@ -24,12 +24,12 @@ enum MetadataCommand {
         let exit = await ScriptProcess().run(
             command, timeout: timeout, merge: true, signal: SIGKILL, waitDelay: .seconds(1), handler: output)
         let (bytes, total) = output.taken
-        let value = String(decoding: bytes, as: UTF8.self)
+        let (value, note) = MetadataReporter.capped(bytes, totalBytes: total)
         if exit.status == .exitFailure, exit.exitCode == 255, let error = exit.error, error.hasPrefix("start command") {
             return (value, "start cmd: " + error.dropFirst("start command: ".count))
         }
         var errors: [String] = []
-        if total > maxOutputBytes { errors.append("output truncated from \(total) to \(maxOutputBytes) bytes") }
+        if let note { errors.append(note) }
         switch exit.status {
         case .timedOut: errors.append("signal: killed\ncontext deadline exceeded")
         case .exitFailure: if let error = exit.error { errors.append(error) }

@@ -308,6 +308,16 @@ final class ScriptRunner: Sendable {
 
     // MARK: One run
 
+    /// What every command started for `manifest` needs (scripts and metadata commands).
+    func commandContext(_ manifest: AgentManifest) -> ScriptCommand.Context {
+        ScriptCommand.Context(
+            agentEnvironment: environment.agentEnvironment, manifestEnvironment: manifest.environment,
+            manifestDirectory: manifest.directory,
+            workspaceID: manifest.workspaceID.count == 16 ? UUIDText.format(manifest.workspaceID) : "",
+            agentToken: environment.agentToken, agentSocketPath: environment.agentSocketPath,
+            binDirectory: binDirectory, dataRoot: dataRoot)
+    }
+
     /// Runs the script at `index` once and reports it; nil when it did not run (the runner
     /// stopped). Stop-stage runs use ``stopTimeout(_:)``.
     private func execute(_ index: Int, stage: ScriptStage) async -> ScriptExit? {
@@ -324,11 +334,7 @@ final class ScriptRunner: Sendable {
         let timeout = stage == .stop ? stopTimeout(script) : script.timeout
         let exit: ScriptExit
         do throws(ScriptCommand.SetupError) {
-            let context = ScriptCommand.Context(
-                agentEnvironment: environment.agentEnvironment, manifestEnvironment: manifest.environment,
-                manifestDirectory: manifest.directory, workspaceID: manifest.workspaceID.count == 16 ? UUIDText.format(manifest.workspaceID) : "",
-                agentToken: environment.agentToken, agentSocketPath: environment.agentSocketPath,
-                binDirectory: binDirectory, dataRoot: dataRoot)
+            let context = commandContext(manifest)
             let dataDirectory = try ScriptSetup.dataDirectory(root: dataRoot, logSourceID: script.logSourceID)
             let file = try ScriptSetup.openLog(logPath)
             let command: ScriptCommand
