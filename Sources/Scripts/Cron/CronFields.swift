@@ -15,7 +15,7 @@ struct CronFields: Sendable, Equatable {
     struct Kind: Sendable {
         var name: String
         var range: ClosedRange<Int>
-        /// Lower-case names; `names[i]` stands for `range.lowerBound + i`... see `value(named:)`.
+        /// Lower-case three-letter names; `names[i]` stands for `nameBase + i`.
         var names: [String]
         var nameBase: Int
         var nameNoun: String
@@ -139,7 +139,37 @@ struct CronFields: Sendable, Equatable {
         return domMatch || dowMatch
     }
 
-    /// Steps a search may take before giving up (far above what five years need: at most a
+    /// Whether a wall-clock reading matches every field.
+    func matches(_ time: CivilTime) -> Bool {
+        second & (1 << UInt64(time.second)) != 0 && matchesMinute(time)
+    }
+
+    func matchesMinute(_ time: CivilTime) -> Bool {
+        minute & (1 << UInt64(time.minute)) != 0 && hour & (1 << UInt64(time.hour)) != 0
+            && month & (1 << UInt64(time.month)) != 0 && dayMatches(time)
+    }
+
+    /// The first second after `instant` whose wall clock in `zone` matches, exactly: real
+    /// time is cut into spans of one UTC offset, and in each the search runs on the plain
+    /// calendar (where robfig's search is right). For where robfig's own answer is wrong
+    /// around a DST change. nil when nothing matches within five years.
+    func exactNext(after instant: Int64, in zone: ZoneInfo, budget: inout Int) -> Int64? {
+        var spanStart = instant + 1
+        let yearLimit = zone.civil(at: spanStart).year + 5
+        while budget > 0 {
+            budget -= 1
+            let offset = Int64(zone.offset(at: spanStart))
+            let spanEnd = zone.nextChange(after: spanStart)
+            guard let local = next(after: spanStart + offset - 1, in: .utc, budget: &budget) else { return nil }
+            let found = local - offset
+            if found < spanEnd { return found }
+            guard spanEnd < .max, zone.civil(at: spanEnd).year <= yearLimit else { return nil }
+            spanStart = spanEnd
+        }
+        return nil
+    }
+
+    /// Steps one `next` may take before giving up (far above what five years need: at most a
     /// few thousand).
     static let stepBudget = 200_000
 
@@ -149,11 +179,10 @@ struct CronFields: Sendable, Equatable {
     /// a wrap-around starts the comparison over. Hours, minutes and seconds advance in real
     /// time, so an hour that a DST gap skips is skipped (a job at 02:30 does not run on that
     /// day) and an hour a DST overlap repeats matches twice. nil after five years.
-    func next(after instant: Int64, in zone: ZoneInfo) -> Int64? {
+    func next(after instant: Int64, in zone: ZoneInfo, budget: inout Int) -> Int64? {
         var t = instant + 1
         var added = false
         let yearLimit = zone.civil(at: t).year + 5
-        var budget = Self.stepBudget
 
         func date(_ year: Int, _ month: Int, _ day: Int, _ hour: Int) -> Int64 {
             zone.instant(localSeconds: CivilTime.localSeconds(year: year, month: month, day: day, hour: hour, minute: 0, second: 0))
@@ -172,10 +201,12 @@ struct CronFields: Sendable, Equatable {
                     now = zone.civil(at: t)
                 }
                 // Go's AddDate(0, 1, 0): the same wall clock a month on, normalised.
+                let before = t
                 t = zone.instant(
                     localSeconds: CivilTime.localSeconds(
                         year: now.year, month: now.month + 1, day: now.day, hour: now.hour, minute: now.minute,
                         second: now.second))
+                if t <= before { t = before + 86_400 }  // never backwards (robfig could loop forever)
                 now = zone.civil(at: t)
                 if now.month == 1 { continue search }
             }
@@ -188,10 +219,14 @@ struct CronFields: Sendable, Equatable {
                     t = date(now.year, now.month, now.day, 0)
                     now = zone.civil(at: t)
                 }
+                let before = t
                 t = zone.instant(
                     localSeconds: CivilTime.localSeconds(
                         year: now.year, month: now.month, day: now.day + 1, hour: now.hour, minute: now.minute,
                         second: now.second))
+                // Where a whole day is skipped (Pacific/Apia, 2011-12-30), Go's normalisation
+                // lands on the day before and robfig loops forever: step a real day instead.
+                if t <= before { t = before + 86_400 }
                 now = zone.civil(at: t)
                 // Where midnight does not exist, the day starts an hour off: move back to it.
                 if now.hour != 0 {

@@ -45,15 +45,14 @@ public struct CronSchedule: Sendable, Equatable {
         case .every(let interval):
             return Date(timeIntervalSince1970: Double(instant + interval))
         case .fields(let fields):
-            var from = instant
-            // Robfig's search can, in a zone whose clock falls back by more than an hour, land
-            // before where it started; search on from there (a few times at most).
-            for _ in 0..<8 {
-                guard let found = fields.next(after: from, in: zone) else { return nil }
-                if found > instant { return Date(timeIntervalSince1970: Double(found)) }
-                from = max(found, from + 1)
+            var budget = CronFields.stepBudget
+            guard let found = fields.next(after: instant, in: zone, budget: &budget) else { return nil }
+            if found > instant, fields.matches(zone.civil(at: found)) {
+                return Date(timeIntervalSince1970: Double(found))
             }
-            return nil
+            // Robfig's search misread a DST change (it can answer a time that does not match,
+            // or one not after the asked time): the first matching second instead.
+            return fields.exactNext(after: instant, in: zone, budget: &budget).map { Date(timeIntervalSince1970: Double($0)) }
         }
     }
 }

@@ -89,6 +89,23 @@ struct PosixTZRule: Sendable, Equatable {
         return ZoneInfo.Period(offset: insideOffset, start: yearStart + startSecond, end: yearStart + endSecond)
     }
 
+    /// The first instant after `instant` where ``period(at:lastTransition:)`` may answer a
+    /// different offset: one of this UTC year's two changes, or the next year's start (the
+    /// rule is applied year by year).
+    func nextChange(after instant: Int64) -> Int64 {
+        guard let daylight else { return .max }
+        guard instant < ZoneInfo.instantLimit else { return .max }
+        let sec = max(instant, -ZoneInfo.instantLimit)
+        let year = Int64(CivilTime.civil(fromDays: CivilTime.floorDiv(sec, 86_400)).year)
+        let yearStart = CivilTime.days(year: year, month: 1, day: 1) * 86_400
+        let candidates = [
+            yearStart + Self.secondOfYear(daylight.start, year: year, offset: standardOffset),
+            yearStart + Self.secondOfYear(daylight.end, year: year, offset: daylight.offset),
+            CivilTime.days(year: year + 1, month: 1, day: 1) * 86_400,
+        ]
+        return candidates.filter { $0 > instant }.min() ?? .max
+    }
+
     /// UTC seconds after the start of `year` at which `change` happens, the clock then
     /// reading `offset` seconds east of UTC.
     static func secondOfYear(_ change: Change, year: Int64, offset: Int) -> Int64 {

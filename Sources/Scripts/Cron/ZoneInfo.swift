@@ -71,6 +71,22 @@ public struct ZoneInfo: Sendable, Equatable {
         return Period(offset: Int(offsets[low]), start: transitions[low], end: end)
     }
 
+    /// The first instant after `instant` where ``offset(at:)`` may change (`Int64.max` if
+    /// never): the next transition, or the footer rule's next change.
+    func nextChange(after instant: Int64) -> Int64 {
+        if let last = transitions.last, instant < last {
+            var low = 0
+            var high = transitions.count - 1
+            // The first transition after `instant`.
+            while low < high {
+                let middle = low + (high - low) / 2
+                if transitions[middle] > instant { high = middle } else { low = middle + 1 }
+            }
+            return transitions[low]
+        }
+        return rule?.nextChange(after: instant) ?? .max
+    }
+
     /// The wall clock at a UTC instant.
     func civil(at instant: Int64) -> CivilTime {
         CivilTime(localSeconds: instant + Int64(offset(at: instant)))

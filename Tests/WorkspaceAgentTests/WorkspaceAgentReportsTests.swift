@@ -1,0 +1,110 @@
+import AgentCore
+import AgentProto
+import AgentTestSupport
+import ControlPlaneDouble
+import Foundation
+import Synchronization
+import SwiftProtobuf
+import Testing
+
+/// Metadata, app health and stats from the agent binary to the control-plane double.
+@Suite(.timeLimit(.minutes(4)))
+struct WorkspaceAgentReportsTests {
+    /// Metadata keys (intervals sent coderd's way, as nanoseconds meaning seconds) are
+    /// collected and reported; an HTTP app goes HEALTHY while its server answers and
+    /// UNHEALTHY once it is gone; stats start with the interval probe, then report at the
+    /// interval the answer asked for, with no invented connection.
+    @Test func metadataAppHealthAndStats() async throws {
+        let dir = try ScriptsHarness.directory("reports")
+        // A real HTTP server the test starts and stops.
+        let port = try freeLoopbackPort()
+        var manifest = ControlPlaneDouble.defaultManifest
+        var counter = Coder_Agent_V2_WorkspaceAgentMetadata.Description()
+        counter.key = "counter"
+        counter.script = "echo $(( $(cat \(dir)/n 2>/dev/null || echo 0) + 1 )) | tee \(dir)/n"
+        counter.interval = Google_Protobuf_Duration(seconds: 0, nanos: 1)
+        var failing = Coder_Agent_V2_WorkspaceAgentMetadata.Description()
+        failing.key = "failing"
+        failing.script = "echo partial; exit 3"
+        failing.interval = Google_Protobuf_Duration(seconds: 0, nanos: 1)
+        manifest.metadata = [counter, failing]
+        var app = Coder_Agent_V2_WorkspaceApp()
+        app.id = ScriptsHarness.uuidBytes()
+        app.slug = "web"
+        app.healthcheck.url = "http://127.0.0.1:\(port)/"
+        app.healthcheck.interval = Google_Protobuf_Duration(seconds: 1)
+        app.healthcheck.threshold = 1
+        app.health = .initializing
+        manifest.apps = [app]
+        let appID = app.id
+        let double = ControlPlaneDouble(manifest: manifest)
+        double.statsReportInterval.withLock { $0 = .seconds(1) }
+        let tokenFile = try ScriptsHarness.tokenFile(double)
+        let server = Mutex<pid_t?>(try startHTTPServer(port: port, directory: dir))
+        defer { stop(server) }
+        try await double.run { url in
+            let agent = try AgentDaemon.launch(["--http-address", "127.0.0.1:0", "--agent-url", url, "--agent-token-file", tokenFile])
+            defer { agent.cleanup() }
+            func latest(_ key: String) -> Coder_Agent_V2_WorkspaceAgentMetadata.Result? {
+                double.recorded.withLock { r in r.metadataBatches.flatMap(\.metadata).last { $0.key == key }?.result }
+            }
+            #expect(await eventually(timeout: .seconds(60)) { (Int(latest("counter")?.value.trimmingCharacters(in: .whitespacesAndNewlines) ?? "") ?? 0) >= 3 }, "\(agent.log)")
+            #expect(latest("failing")?.value == "partial\n")
+            #expect(latest("failing")?.error == "run cmd: exit status 3")
+
+            func health() -> [Coder_Agent_V2_AppHealth] {
+                double.recorded.withLock { r in r.appHealthBatches.compactMap { $0.updates.first { $0.id == appID }?.health } }
+            }
+            #expect(await eventually(timeout: .seconds(60)) { health().last == .healthy }, "\(agent.log)")
+            stop(server)
+            #expect(await eventually(timeout: .seconds(60)) { health().last == .unhealthy }, "\(agent.log)")
+            #expect(Array(health().prefix(2)) == [.healthy, .unhealthy])
+
+            #expect(await eventually(timeout: .seconds(60)) { double.recorded.withLock { $0.statsRequests.count } >= 3 }, "\(agent.log)")
+            let stats = double.recorded.withLock { $0.statsRequests }
+            #expect(!stats[0].hasStats, "the first call is the interval probe")
+            #expect(stats.dropFirst().allSatisfy { $0.hasStats && $0.stats.connectionCount == 0 && $0.stats.connectionMedianLatencyMs == -1 })
+            #expect(stats.last?.stats.metrics.contains { $0.name == "agent_scripts_executed_total" || $0.name.hasPrefix("agent_") } == true)
+            agent.signal(SIGTERM)
+            #expect(await agent.exitStatus() == 0, "\(agent.log)")
+        }
+    }
+
+    /// A port on 127.0.0.1 nothing listens on now.
+    func freeLoopbackPort() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    /// `python3 -m http.server` on 127.0.0.1:`port` (spawned directly: Foundation's
+    /// `Process.waitUntilExit` spins its run loop).
+    func startHTTPServer(port: Int, directory: String) throws -> pid_t {
+        var pid: pid_t = 0
+        let argv = ["python3", "-m", "http.server", "\(port)", "--bind", "127.0.0.1", "--directory", directory]
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        let rc = withCStrings(argv) { argvPtr in
+            posix_spawnp(&pid, "python3", &actions, nil, UnsafeMutablePointer(mutating: argvPtr), environ)
+        }
+        #expect(rc == 0)
+        return pid
+    }
+
+    /// Kills and reaps the server, once (a reaped pid may belong to someone else).
+    func stop(_ server: Mutex<pid_t?>) {
+        guard let pid = server.withLock({ pid in defer { pid = nil }; return pid }) else { return }
+        kill(pid, SIGKILL)
+        var status: Int32 = 0
+        _ = waitpid(pid, &status, 0)
+    }
+}
