@@ -101,7 +101,7 @@ struct WorkspaceAgentReportsTests {
     }
 
     /// Kills and reaps the server, once (a reaped pid may belong to someone else).
-    func stop(_ server: Mutex<pid_t?>) {
+    func stop(_ server: borrowing Mutex<pid_t?>) {
         guard let pid = server.withLock({ pid in defer { pid = nil }; return pid }) else { return }
         kill(pid, SIGKILL)
         var status: Int32 = 0
