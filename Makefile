@@ -66,7 +66,7 @@ test: deps
 # FUZZ_JOBS at a time, at low priority; `fuzz-smoke` is the short run `make test` ends with.
 FUZZ_TARGETS := FuzzEditMatcher FuzzFileRequests FuzzFilePathText FuzzJSONRequest FuzzProcessStart FuzzDesktopAction \
 	FuzzBoundaryFrames FuzzAgentProto FuzzDRPCFrames FuzzAgentSocket FuzzYamuxSession FuzzWebSocketClient FuzzHTTPGuard \
-	FuzzWireGuardMessages FuzzTunnelStack FuzzDERPFrames
+	FuzzWireGuardMessages FuzzTunnelStack FuzzDERPFrames FuzzCron FuzzScriptLogs
 FUZZ_OUT ?= .fuzz
 FUZZ_RUNS ?= 1000000
 FUZZ_SECONDS ?= 3600
@@ -117,6 +117,7 @@ bench: release
 	.build/release/agent-bench desktop
 	.build/release/agent-bench boundary
 	.build/release/agent-bench tailnet
+	.build/release/agent-bench scripts
 
 # Regenerates Sources/AgentProto from proto/ with Debian's protoc and the protoc-gen-swift
 # product of the swift-protobuf package this project already depends on (not its slow

@@ -48,6 +48,8 @@ let targets: [(String, [Target.Dependency])] = [
                        .product(name: "NIOHTTP1", package: "swift-nio")]),
     ("FuzzWireGuardMessages", [agent("WireGuard")]),
     ("FuzzTunnelStack", [agent("TunnelStack")]),
+    ("FuzzCron", [agent("Scripts")]),
+    ("FuzzScriptLogs", [agent("Scripts")]),
 ]
 
 let package = Package(

@@ -185,3 +185,61 @@ def tcp(seq, ack, flags_index, payload=b"", syn_options=False):
 tunnel = tcp(0, 0, 0, syn_options=True) + tcp(1, 9, 1) + tcp(1, 9, 2, b"hello") + tcp(6, 9, 3)
 write("FuzzTunnelStack", "handshake-data-fin", tunnel)
 write("FuzzTunnelStack", "echo", b"\x01\x00\x01\x01\x01" + data(b"ping", 64) + tcp(0, 0, 0))
+
+# FuzzCron: 0 (even: the zone's index times 2) a spec, or 1 a TZif file; a 5-byte start
+# (2023-11-14 here, 1.7e9 s); then the spec or the file. The TZif seeds are the system's
+# zone files (written when /usr/share/zoneinfo has them; the committed ones otherwise).
+start = u(3_700_000_000, 5)
+for name, zone, spec in [("every-second", 0, "* * * * * *"), ("five-fields", 1, "*/5 * * * *"),
+                         ("six-fields", 2, "0 30 2 * * MON-FRI"), ("names", 3, "0 0 9 1,15 JAN-MAR ?"),
+                         ("tz-prefix", 4, "CRON_TZ=America/New_York 0 30 2 * * *"), ("every", 5, "@every 1h30m"),
+                         ("descriptor", 6, "@weekly"), ("steps", 7, "5/20 10-50/7 */3 */2 */4 1-5")]:
+    write("FuzzCron", "spec-" + name, bytes([zone << 1]) + start + spec.encode())
+for zone in ["UTC", "America/New_York", "Australia/Lord_Howe"]:
+    path = os.path.join("/usr/share/zoneinfo", zone)
+    if os.path.isfile(path):
+        with open(path, "rb") as f:
+            write("FuzzCron", "tzif-" + zone.replace("/", "-"), b"\x01" + start + f.read())
+
+# FuzzScriptLogs: 0 lines: a 2-byte bound (0xFFFF: the default), the stream (2-byte length),
+# the largest chunk, chunk sizes; 1 a record; 2 the journal (see `fuzzJournal` in the target).
+write("FuzzScriptLogs", "lines-crlf", b"\x00" + u(16, 2) + data(b"one\r\ntwo\rthree\n\nlong line that goes past sixteen bytes\r\n"
+      + "❌❌❌❌xx\n".encode() + b"tail\r", 4096) + b"\x07" + bytes([3, 1, 6, 2, 5, 4, 0, 6] * 4))
+write("FuzzScriptLogs", "lines-invalid", b"\x00" + u(0xFFFF, 2) + data(b"ok\x00\xff\xfe\xc0\xafA\xed\xa0\x80\xf4\x90\x80\x80"
+      b"\xe2\x82\n\xf0\x9f\x98\x80\n\x00\x00x\xc3", 4096) + b"\x03" + bytes([0, 1, 2] * 10))
+record = b"\x01\x03" + u(1_700_000_000_123_456_789, 8) + bytes(range(16))
+write("FuzzScriptLogs", "record", b"\x01" + record + "hello ❌ world".encode())
+write("FuzzScriptLogs", "record-invalid", b"\x01" + record + b"bad \xc0\xaf")
+
+
+def journal_frame(payload):
+    return u(len(payload), 4) + u(crc32c(payload), 4) + payload
+
+
+def crc32c(b):
+    crc = 0xFFFFFFFF
+    for byte in b:
+        crc ^= byte
+        for _ in range(8):
+            crc = 0x82F63B78 ^ (crc >> 1) if crc & 1 else crc >> 1
+    return crc ^ 0xFFFFFFFF
+
+
+def journal_ops():
+    return (b"\x00\x02\x0a\x01"  # peek 2 records / 40 bytes, acknowledge 1
+            + b"\x02" + data(b"appended", 300)  # append
+            + b"\x04"  # reopen
+            + b"\x03\x00\x00"  # an old batch again
+            + b"\x01\x05\xff\x07")  # peek 5 / 1020 bytes, acknowledge all
+
+
+records = [b"first", b"second record", b""]
+# Built frames (flags 15: data, cursor, built header and frames, built cursor), capacity
+# 4000, generation 1, a torn tail, the cursor (generation 1) after the first record.
+built = b"\x01" + bytes([len(records)]) + b"".join(data(r, 300) for r in records) + data(b"\x05\x00\x00\x00\x01")
+write("FuzzScriptLogs", "journal-frames", b"\x02\x0f\x00" + u(4000, 2) + built + b"\x01" + u(16 + 8 + 5, 2) + journal_ops())
+# The cursor of another generation: everything is pending.
+write("FuzzScriptLogs", "journal-stale-cursor", b"\x02\x0f\x00" + u(100, 2) + built + b"\x02" + u(16 + 8 + 5, 2) + journal_ops())
+# Raw files (flags 3): a header and frames, the second one's checksum wrong; a short cursor.
+raw = b"CJN1" + bytes(4) + u(0, 8) + journal_frame(b"kept") + u(3, 4) + u(0, 4) + b"bad" + journal_frame(b"lost")
+write("FuzzScriptLogs", "journal-raw", b"\x02\x03\x01" + data(raw, 2048) + data(b"CJC1\x00\x00") + journal_ops())

@@ -36,6 +36,8 @@ public final class ControlPlaneDouble: Sendable {
         public var appStatuses: [Coder_Agent_V2_UpdateAppStatusRequest] = []
         public var boundaryLogs: [Coder_Agent_V2_ReportBoundaryLogsRequest] = []
         public var logs: [Coder_Agent_V2_Log] = []
+        /// Log lines received (kept or not: see ``keepsPayloads``).
+        public var logLineCount = 0
         /// Every BatchCreateLogs request in arrival order (source and lines).
         public var logBatches: [Coder_Agent_V2_BatchCreateLogsRequest] = []
         public var scriptTimings: [Coder_Agent_V2_Timing] = []
@@ -72,7 +74,7 @@ public final class ControlPlaneDouble: Sendable {
     }
 
     /// False (benchmarks): boundary-log batches are acknowledged without being decoded or
-    /// kept, only counted.
+    /// kept, and log lines decoded but only counted.
     public let keepsPayloads: Bool
 
     public init(
@@ -194,9 +196,19 @@ public final class ControlPlaneDouble: Sendable {
             return try Coder_Agent_V2_ReportBoundaryLogsResponse().serializedBytes()
         }
         server.register(DRPCMethodPath.agent("BatchCreateLogs")) { bytes in
+            if !self.keepsPayloads, let lines = Self.countLogs(bytes) {
+                // Benchmarks: the lines are counted from the wire, not decoded.
+                self.recorded.withLock { $0.logLineCount += lines }
+                var response = Coder_Agent_V2_BatchCreateLogsResponse()
+                response.logLimitExceeded = self.logLimitExceeded.withLock { $0 }
+                return try response.serializedBytes()
+            }
             let request = try Coder_Agent_V2_BatchCreateLogsRequest(serializedBytes: bytes)
             guard request.logSourceID.count == 16 else { throw DRPCErrorBody(code: 0, message: "invalid log source id") }
+            let keep = self.keepsPayloads
             self.recorded.withLock {
+                $0.logLineCount += request.logs.count
+                guard keep else { return }
                 $0.logs += request.logs
                 $0.logBatches.append(request)
             }
@@ -295,6 +307,33 @@ public final class ControlPlaneDouble: Sendable {
     /// control plane "killed").
     /// An app slug the double answers as coderd answers an unknown app.
     public static let unknownAppSlug = "unknown-app"
+
+    /// The `logs` (field 2) in a serialized BatchCreateLogsRequest with a 16-byte
+    /// `log_source_id` (field 1), read from the top-level fields only; nil when malformed.
+    static func countLogs(_ bytes: [UInt8]) -> Int? {
+        var index = 0
+        var logs = 0
+        var sourceLength = -1
+        func varint() -> Int? {
+            var value = 0
+            var shift = 0
+            while index < bytes.count, shift < 64 {
+                let byte = bytes[index]
+                index += 1
+                value |= Int(byte & 0x7F) << shift
+                if byte & 0x80 == 0 { return value }
+                shift += 7
+            }
+            return nil
+        }
+        while index < bytes.count {
+            guard let key = varint(), key & 7 == 2, let length = varint(), length >= 0, index + length <= bytes.count else { return nil }
+            if key >> 3 == 1 { sourceLength = length }
+            if key >> 3 == 2 { logs += 1 }
+            index += length
+        }
+        return sourceLength == 16 ? logs : nil
+    }
 
     /// 16 bytes as UUID text (`xxxxxxxx-xxxx-...`); other lengths as hex.
     public static func uuidText(_ bytes: Data) -> String {

@@ -14,7 +14,7 @@ import SwiftProtobuf
 struct LogUploader: Sendable {
     static let rpc = "/coder.agent.v2.Agent/BatchCreateLogs"
     /// Records read per peek (the batch budget then decides what goes).
-    static let peekRecords = 20_000
+    static let peekRecords = 50_000
 
     let uploads: ScriptUploads
     let metrics: ScriptsMetrics
@@ -49,10 +49,12 @@ struct LogUploader: Sendable {
             }
             let count = LogBatching.sameSourcePrefix(records)
             let source = records[0].sourceID
-            let cost = records[0..<count].reduce(0) { $0 + $1.batchCost }
+            // More lines wait behind this batch: it cannot grow by waiting, so it is full.
+            let full = uploads.logs.pendingRecords > count
+            let cost = full ? LogBatching.budgetBytes : records[0..<count].reduce(0) { $0 + $1.batchCost }
             let now = ContinuousClock.now
             let decision = (planners[source] ?? LogBatchPlanner()).decision(
-                now: now, pendingBytes: cost, flushRequested: uploads.takeFlush(), shuttingDown: shuttingDown())
+                now: now, pendingBytes: cost, flushRequested: uploads.flushRequested, shuttingDown: shuttingDown())
             if case .wait(let until) = decision {
                 await waitUntil(until)
                 continue
@@ -72,6 +74,7 @@ struct LogUploader: Sendable {
                 let answer = try await session.unary(Self.rpc, request: bytes, maxMessageBytes: 4096)
                 let response = try Coder_Agent_V2_BatchCreateLogsResponse(serializedBytes: answer)
                 uploads.logs.acknowledge(through: batch.position(after: count))
+                if uploads.logs.pendingRecords == 0 { uploads.flushDone() }
                 planners[source, default: LogBatchPlanner()].sent(at: now)
                 metrics.logLinesSent.increment(by: count)
                 metrics.logBatchesSent.increment()

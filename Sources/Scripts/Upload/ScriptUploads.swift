@@ -12,11 +12,11 @@ import SwiftProtobuf
 /// for one batch when the agent dies between the control plane's answer and the cursor
 /// write).
 ///
-/// Disk: at most ``logCapacityBytes`` of unsent lines (further lines are refused and
-/// counted; the script's log file still has them) and ``reportCapacityBytes`` of unsent
-/// reports (about 20,000 runs).
+/// Disk: at most ``logCapacityBytes`` of unsent lines (about 1.5 million short lines; further
+/// lines are refused and counted, the script's log file still has them) and
+/// ``reportCapacityBytes`` of unsent reports (about 20,000 runs).
 final class ScriptUploads: Sendable {
-    static let logCapacityBytes = 16 << 20
+    static let logCapacityBytes = 64 << 20
     static let reportCapacityBytes = 2 << 20
 
     let logs: UploadJournal
@@ -87,12 +87,13 @@ final class ScriptUploads: Sendable {
         await flushSignal.wait()
     }
 
-    /// Takes the flush request (true once per request).
-    func takeFlush() -> Bool {
-        state.withLock { s in
-            defer { s.flushRequested = false }
-            return s.flushRequested
-        }
+    /// A flush was requested and the lines queued before it may not all be sent yet: it
+    /// holds until the journal has been empty once (``flushDone()``).
+    var flushRequested: Bool { state.withLock { $0.flushRequested } }
+
+    /// Everything queued is sent: the flush request is met.
+    func flushDone() {
+        state.withLock { $0.flushRequested = false }
     }
 
     /// The control plane refused more logs: everything queued is dropped (the files have it).
