@@ -22,6 +22,22 @@ enum MetricsHelp {
             "Connections handed over by another module (the tailnet) and served by the HTTP API, by listener; they count in the other HTTP connection metrics too.",
         "agent_http_handovers_refused_total":
             "Handed-over connections refused before serving, by reason (not_serving, backlog_full, not_a_stream_socket, invalid_listener).",
+        // Scripts and the per-session reports
+        "agent_scripts_executed_total": "Script runs (start, stop, cron, on demand), by success (the reference's series).",
+        "coderd_agentstats_startup_script_seconds": "How long the start phase took, by success (set once; the reference's series).",
+        "agent_scripts_running": "Script runs going on now.",
+        "agent_scripts_cron_skipped_total": "Cron ticks skipped because the script already had 4 runs going.",
+        "agent_scripts_output_bytes_total": "Bytes the scripts wrote to stdout and stderr.",
+        "agent_scripts_log_lines_total":
+            "Script log lines by result: queued in the upload journal, sent, refused (the journal was full; the log file has them), rejected (by the control plane).",
+        "agent_scripts_log_batches_total": "BatchCreateLogs requests the control plane acknowledged.",
+        "agent_scripts_completed_reports_total": "ScriptCompleted reports by result (sent, rejected by the control plane, refused by the full journal).",
+        "agent_app_health_checks_total": "App health checks by result (healthy: a response below 500; failed).",
+        "agent_app_health_reports_total": "BatchUpdateAppHealths calls by result (ok, error).",
+        "agent_metadata_collections_total": "Metadata collections by result (ok, error: the result carries error text).",
+        "agent_metadata_reports_total": "BatchUpdateMetadata calls by result (ok, error).",
+        "agent_stats_reports_total": "UpdateStats calls by result (ok, error), the interval probe included.",
+        "agent_stats_report_interval_seconds": "The stats report interval the control plane asked for.",
         // Tailnet
         "agent_tailnet_peers": "WireGuard peers configured from the coordination stream.",
         "agent_tailnet_handshakes_total": "WireGuard handshakes completed (initiations answered and ours answered).",
