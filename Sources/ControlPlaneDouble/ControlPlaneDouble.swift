@@ -65,6 +65,10 @@ public final class ControlPlaneDouble: Sendable {
     /// When set, every upgrade is refused with this HTTP status ("reject").
     public let refuseWith = Mutex<Int?>(nil)
     private let sessions = Mutex<[YamuxSession]>([])
+    /// Every accepted connection while the double runs, and whether it has stopped: when
+    /// `run`'s body returns, all are closed, including one still upgrading (a control plane
+    /// "killed" must not keep serving a connection that was half made).
+    private let accepted = Mutex<(channels: [ObjectIdentifier: any Channel], stopped: Bool)>(([:], false))
     /// Methods a test added (``handle(_:unary:)`` and the stream variants).
     private let extraMethods = Mutex<[(String, ExtraMethod)]>([])
 
@@ -380,7 +384,16 @@ public final class ControlPlaneDouble: Sendable {
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
             .childChannelInitializer { [self] channel in
-                channel.eventLoop.makeCompletedFuture {
+                let admitted = accepted.withLock { state -> Bool in
+                    guard !state.stopped else { return false }
+                    state.channels[ObjectIdentifier(channel)] = channel
+                    return true
+                }
+                guard admitted else { return channel.close() }
+                channel.closeFuture.whenComplete { [self] _ in
+                    _ = accepted.withLock { $0.channels.removeValue(forKey: ObjectIdentifier(channel)) }
+                }
+                return channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline(
                         withServerUpgrade: (upgraders: [upgrader], completionHandler: { context in
                             context.pipeline.removeHandler(name: "refusals", promise: nil)
@@ -394,12 +407,22 @@ public final class ControlPlaneDouble: Sendable {
         do {
             try await body(base)
         } catch {
-            await dropConnections()
-            try? await channel.close()
+            await stopServing(channel)
             throw error
         }
+        await stopServing(channel)
+    }
+
+    /// Closes the listener, every session and every accepted connection (upgrading ones too).
+    private func stopServing(_ listener: any Channel) async {
+        try? await listener.close()
+        let open = accepted.withLock { state -> [any Channel] in
+            state.stopped = true
+            defer { state.channels.removeAll() }
+            return Array(state.channels.values)
+        }
         await dropConnections()
-        try? await channel.close()
+        for connection in open { try? await connection.close() }
     }
 }
 

@@ -21,7 +21,7 @@ struct WorkspaceAgentReportsTests {
         var manifest = ControlPlaneDouble.defaultManifest
         var counter = Coder_Agent_V2_WorkspaceAgentMetadata.Description()
         counter.key = "counter"
-        counter.script = "echo $(( $(cat \(dir)/n 2>/dev/null || echo 0) + 1 )) | tee \(dir)/n"
+        counter.script = "n=$(( $(cat \(dir)/n 2>/dev/null || echo 0) + 1 )); echo $n > \(dir)/n; echo $n"
         counter.interval = Google_Protobuf_Duration(seconds: 0, nanos: 1)
         var failing = Coder_Agent_V2_WorkspaceAgentMetadata.Description()
         failing.key = "failing"
