@@ -162,3 +162,13 @@ struct TunnelTrafficTests {
         #expect(traffic.takeWindow().received.packets == 1)
     }
 }
+
+/// coderd's metadata Durations: N nanoseconds meaning N seconds; a proper one as it is.
+struct ManifestDurationTests {
+    @Test func metadataIntervalsAreReadAsCoderdSendsThem() {
+        #expect(ManifestMetadata.seconds(fromWire: 0, nanos: 5) == .seconds(5))
+        #expect(ManifestMetadata.seconds(fromWire: 0, nanos: 0) == .zero)
+        #expect(ManifestMetadata.seconds(fromWire: 10, nanos: 0) == .seconds(10))
+        #expect(ManifestMetadata.seconds(fromWire: 0, nanos: -3) == .zero)
+    }
+}

@@ -132,7 +132,8 @@ struct WorkspaceAgentScriptOutcomeTests {
             defer { agent.cleanup() }
             #expect(await eventually(timeout: .seconds(90)) { ScriptsHarness.lifecycle(double).last == .ready }, "\(agent.log)")
             #expect(try String(contentsOfFile: order, encoding: .utf8) == "B\nA\n")
-            #expect(ScriptsHarness.timings(double, script: first.id).first?.status == .ok)
+            // The report travels apart from the lifecycle: it may come a little later.
+            #expect(await eventually(timeout: .seconds(60)) { ScriptsHarness.timings(double, script: first.id).first?.status == .ok })
             agent.signal(SIGTERM)
             #expect(await agent.exitStatus() == 0, "\(agent.log)")
         }
@@ -155,6 +156,7 @@ struct WorkspaceAgentScriptOutcomeTests {
             defer { agent.cleanup() }
             let client = RawHTTPClient(port: try await agent.port())
             #expect(await eventually(timeout: .seconds(60)) { ScriptsHarness.lifecycle(double).last == .startError }, "\(agent.log)")
+            #expect(await eventually(timeout: .seconds(60)) { !ScriptsHarness.timings(double, script: broken.id).isEmpty })
             let brokenTiming = try #require(ScriptsHarness.timings(double, script: broken.id).first)
             #expect(brokenTiming.status == .exitFailure && brokenTiming.exitCode == 255)
             #expect(await eventually(timeout: .seconds(30)) {
