@@ -18,7 +18,9 @@ struct WorkspaceAgentScriptOutcomeTests {
         var manifest = ControlPlaneDouble.defaultManifest
         let slow = ScriptsHarness.script("sleep 120 & echo $! > \(dir)/child; wait", timeout: 1)
         let holder = ScriptsHarness.script("sleep 40 & echo started")
-        manifest.scripts = [slow, holder]
+        // Writes without pause: reading it must not keep the deadline from being checked.
+        let flood = ScriptsHarness.script("cat /dev/zero", timeout: 1, logPath: "/dev/null")
+        manifest.scripts = [slow, holder, flood]
         let double = ControlPlaneDouble(manifest: manifest)
         let tokenFile = try ScriptsHarness.tokenFile(double)
         try await double.run { url in
@@ -27,6 +29,7 @@ struct WorkspaceAgentScriptOutcomeTests {
             #expect(await eventually(timeout: .seconds(60)) { ScriptsHarness.timings(double, script: slow.id).count == 1 }, "\(agent.log)")
             let timedOut = try #require(ScriptsHarness.timings(double, script: slow.id).first)
             #expect(timedOut.status == .timedOut && timedOut.exitCode == 255)
+            #expect(await eventually(timeout: .seconds(60)) { ScriptsHarness.timings(double, script: flood.id).first?.status == .timedOut }, "\(agent.log)")
             let child = try #require(Int32(try String(contentsOfFile: dir + "/child", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)))
             #expect(await eventually(timeout: .seconds(30)) { kill(child, 0) != 0 }, "the timed-out script's background child still runs")
 

@@ -58,6 +58,8 @@ final class ScriptProcess: Sendable {
     /// Grace after the deadline or a cancel before SIGKILL, and wait for pipes after exit.
     static let waitDelay: Duration = .seconds(10)
     static let readBufferBytes = 64 << 10
+    /// Full buffers read from one pipe before the deadline and cancel are checked again.
+    static let readsPerWake = 16
     static let pipeSize: Int32 = 1 << 20
     static let pipesLeftOpenWarning = """
         WARNING: script exited successfully, but output pipes were not closed after 10s. This usually means a \
@@ -198,9 +200,11 @@ final class ScriptProcess: Sendable {
             let ready = poll(&polled, nfds_t(polled.count), timeoutMS)
             if ready < 0 && errno != EINTR { usleep(10_000) }
 
-            // Output first, so that nothing written before the exit is lost.
+            // Output first, so that nothing written before the exit is lost. At most
+            // `readsPerWake` full buffers per pipe and wake-up: a script that writes without
+            // pause (`yes`) must not keep the deadline and the cancel from being checked.
             for index in fds.indices where fds[index] >= 0 {
-                while true {
+                for _ in 0..<Self.readsPerWake {
                     let n = buffer.withUnsafeMutableBytes { read(fds[index], $0.baseAddress, $0.count) }
                     if n > 0 {
                         buffer.withUnsafeBytes { handler.output(UnsafeRawBufferPointer(rebasing: $0[0..<n]), from: index == 0 ? .stdout : .stderr) }
