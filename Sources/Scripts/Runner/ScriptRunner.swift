@@ -174,7 +174,8 @@ final class ScriptRunner: Sendable {
 
     private func startCron() {
         state.withLock { s in
-            guard !s.stopped else { return }
+            // A start phase that ended because shutdown began schedules nothing.
+            guard !s.stopped, !s.shuttingDown else { return }
             for index in s.entries.indices {
                 guard let schedule = s.entries[index].schedule else { continue }
                 s.cron.append(Task { await self.cronLoop(index, schedule: schedule) })
