@@ -10,7 +10,7 @@ public enum ShutdownPhase: Int, CaseIterable, Comparable, Sendable, CustomString
     /// the deadlines of the later phases.
     case announce
     /// The workspace's own shutdown work: the manifest's `run_on_stop` scripts run while
-    /// every capability still serves them (the agent socket, the process API); the phase
+    /// the agent socket still serves them (`exp sync`, app status); the phase
     /// ends when they have ended. The host's bound grows by what they may take
     /// (``ShutdownClock/allow(_:)``).
     case scripts

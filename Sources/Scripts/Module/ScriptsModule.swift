@@ -10,7 +10,7 @@ import ServiceLifecycle
 /// stats reports.
 ///
 /// Shutdown: at `announce` the start-phase runs are cancelled; the `scripts` phase runs the
-/// stop scripts (the agent socket and the process API still serve them) and reports the
+/// stop scripts (the agent socket still serves them) and reports the
 /// final state; what they logged goes upward before the session closes (``UpwardParticipant/drained()``).
 public struct ScriptsModule: HTTPModule {
     let runner: ScriptRunner
