@@ -109,7 +109,8 @@ struct RunCommand: AsyncParsableCommand {
         host.mount(
             try ScriptsModule(
                 configuration: scriptsConfig, context: context, agentToken: config.controlPlane.token,
-                agentSocketPath: config.socket.enabled ? config.socket.path : nil, clock: host.clock,
+                agentSocketPath: config.socket.enabled ? config.socket.path : nil,
+                priority: config.processes.priority ? ProcessPriority.defaults(environment: environment) : .unchanged, clock: host.clock,
                 logger: log.localLogger(label: "workspace-agent.scripts")),
             at: "/api/v0/scripts")
         // Only with a control plane: coderd reaches the HTTP API through it (port 4).

@@ -1,3 +1,4 @@
+import AgentCore
 import AgentHTTP
 import AgentProc
 import AgentTestSupport

@@ -27,6 +27,7 @@ struct WorkspaceAgentScriptsTests {
             echo "data=$CODER_SCRIPT_DATA_DIR exists=$(test -d "$CODER_SCRIPT_DATA_DIR" && echo yes)"
             echo "path0=${PATH%%:*} bin=$CODER_SCRIPT_BIN_DIR"
             echo "socket=${CODER_AGENT_SOCKET_PATH:+set} manifest=$FROM_MANIFEST coder=$CODER"
+            echo "prio=$(cat /proc/self/oom_score_adj) $(awk '{print $19}' /proc/self/stat)"
             printf 'tail without newline'
             """, logPath: "ok.log")
         let failing = ScriptsHarness.script("echo about to fail; exit 7")
@@ -37,7 +38,7 @@ struct WorkspaceAgentScriptsTests {
         try await double.run { url in
             let agent = try AgentDaemon.launch([
                 "--http-address", "127.0.0.1:0", "--agent-url", url, "--agent-token-file", tokenFile, "--log-dir", logs,
-            ])
+            ], environment: ["CODER_PROC_OOM_SCORE": "900", "CODER_PROC_NICE_SCORE": "7"])
             defer { agent.cleanup() }
             #expect(await eventually(timeout: .seconds(60)) {
                 ScriptsHarness.timings(double, script: ok.id).count == 1 && ScriptsHarness.timings(double, script: failing.id).count == 1
@@ -52,7 +53,7 @@ struct WorkspaceAgentScriptsTests {
             let failTiming = try #require(ScriptsHarness.timings(double, script: failing.id).first)
             #expect(failTiming.status == .exitFailure && failTiming.exitCode == 7)
 
-            #expect(await eventually(timeout: .seconds(30)) { ScriptsHarness.outputs(double, source: ok.logSourceID).count == 8 })
+            #expect(await eventually(timeout: .seconds(30)) { ScriptsHarness.outputs(double, source: ok.logSourceID).count == 9 })
             let lines = ScriptsHarness.lines(double, source: ok.logSourceID)
             let info = lines.filter { $0.level == .info }.map(\.output)
             let errors = lines.filter { $0.level == .error }.map(\.output)
@@ -66,6 +67,7 @@ struct WorkspaceAgentScriptsTests {
                 return parts.count == 2 && parts[0].dropFirst(6) == parts[1].dropFirst(4) && line.hasSuffix("/coder-script-data/bin")
             })
             #expect(info.contains("socket=set manifest=yes coder=true"))
+            #expect(info.contains("prio=900 7"), "scripts get the process API's priority (--proc-prio-mgmt)")
             #expect(info.last == "tail without newline")
             #expect(await eventually(timeout: .seconds(30)) { ScriptsHarness.outputs(double, source: python.logSourceID) == ["from python 3"] })
             #expect(ScriptsHarness.outputs(double, source: failing.logSourceID) == ["about to fail"])

@@ -23,11 +23,12 @@ public struct ScriptsModule: HTTPModule {
     /// - Parameters:
     ///   - agentToken: handed to scripts as `CODER_AGENT_TOKEN` (nil standalone).
     ///   - agentSocketPath: handed to scripts as `CODER_AGENT_SOCKET_PATH` (nil when the socket is off).
+    ///   - priority: oom_score_adj and nice for scripts (`--proc-prio-mgmt`, as the process API's children).
     ///   - clock: the agent's shutdown clock, which grows by what stop scripts may take.
     /// - Throws: when the upload journal under the state dir cannot be opened.
     public init(
         configuration: ScriptsOptions.Configuration, context: AgentContext, agentToken: String?, agentSocketPath: String?,
-        clock: ShutdownClock?, logger: Logger
+        priority: ProcessPriority = .unchanged, clock: ShutdownClock?, logger: Logger
     ) throws {
         let metrics = ScriptsMetrics()
         let uploads: ScriptUploads
@@ -38,7 +39,8 @@ public struct ScriptsModule: HTTPModule {
         }
         let runner = ScriptRunner(
             configuration: configuration,
-            environment: .init(agentEnvironment: context.environment, agentToken: agentToken, agentSocketPath: agentSocketPath),
+            environment: .init(
+                agentEnvironment: context.environment, agentToken: agentToken, agentSocketPath: agentSocketPath, priority: priority),
             uploads: uploads, lifecycle: context.lifecycle, clock: clock, metrics: metrics, logger: logger)
         self.runner = runner
         self.uploads = uploads

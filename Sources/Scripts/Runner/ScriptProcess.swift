@@ -102,18 +102,20 @@ final class ScriptProcess: Sendable {
     /// pipes a finished shell left open.
     func run(
         _ command: ScriptCommand, timeout: Duration, merge: Bool = false, signal: Int32 = SIGHUP,
-        waitDelay: Duration = ScriptProcess.waitDelay, handler: some ScriptOutputHandler
+        waitDelay: Duration = ScriptProcess.waitDelay, priority: ProcessPriority = .unchanged, handler: some ScriptOutputHandler
     ) async -> ScriptExit {
         await withCheckedContinuation { (continuation: CheckedContinuation<ScriptExit, Never>) in
             AgentThread.start(name: "agent-script") { [self] in
-                let exit = runOnThread(command, timeout: timeout, merge: merge, signal: signal, waitDelay: waitDelay, handler: handler)
+                let exit = runOnThread(
+                    command, timeout: timeout, merge: merge, signal: signal, waitDelay: waitDelay, priority: priority, handler: handler)
                 continuation.resume(returning: exit)
             }
         }
     }
 
     private func runOnThread(
-        _ command: ScriptCommand, timeout: Duration, merge: Bool, signal: Int32, waitDelay: Duration, handler: some ScriptOutputHandler
+        _ command: ScriptCommand, timeout: Duration, merge: Bool, signal: Int32, waitDelay: Duration, priority: ProcessPriority,
+        handler: some ScriptOutputHandler
     ) -> ScriptExit {
         let start = Date()
         func failed(_ text: String) -> ScriptExit {
@@ -140,7 +142,8 @@ final class ScriptProcess: Sendable {
                         command.directory.withCString { cwd in
                             var options = agent_spawn_options(
                                 path: path, argv: argv, envp: env, cwd: cwd, output_fd: outPipe[1],
-                                oom_score_adj: AGENT_SPAWN_KEEP, nice_value: AGENT_SPAWN_KEEP, nofile_soft: -1,
+                                oom_score_adj: priority.oomScoreAdj ?? AGENT_SPAWN_KEEP, nice_value: priority.nice ?? AGENT_SPAWN_KEEP,
+                                nofile_soft: -1,
                                 parent_death_signal: 0, error_fd: merge ? -1 : errPipe[1], new_session: 1)
                             return agent_spawn_pidfd(&options, &step, &code, &pidfd)
                         }

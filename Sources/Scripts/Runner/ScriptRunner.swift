@@ -33,6 +33,8 @@ final class ScriptRunner: Sendable {
         var agentEnvironment: [String: String]
         var agentToken: String?
         var agentSocketPath: String?
+        /// oom_score_adj and nice for scripts, as for the process API's children.
+        var priority: ProcessPriority = .unchanged
     }
 
     private struct Entry: Sendable {
@@ -348,7 +350,7 @@ final class ScriptRunner: Sendable {
                 throw error
             }
             let output = ScriptLogOutput(file: file, sourceID: script.logSourceID, uploads: uploads, metrics: metrics)
-            exit = await process.run(command, timeout: timeout, handler: output)
+            exit = await process.run(command, timeout: timeout, priority: environment.priority, handler: output)
             if let error = exit.error, exit.exitCode == 255, exit.status == .exitFailure, error.hasPrefix("start command") {
                 uploads.note("\(logPath) script: \(error)", sourceID: script.logSourceID)
             }

@@ -1,11 +1,11 @@
-import AgentCore
 import FoundationEssentials
 
 #if canImport(Glibc)
 import Glibc
 #endif
 
-/// oom_score_adj and nice for children (Linux), applied between fork and exec.
+/// oom_score_adj and nice for children (Linux), applied between fork and exec: the process
+/// API's and the manifest's scripts' (`--proc-prio-mgmt`).
 ///
 /// Defaults follow the reference's `agent-exec`: oom_score_adj 998 (0 if the agent's own is
 /// negative, 1000 if it is already >= 998), so the kernel kills a runaway child before the
