@@ -60,6 +60,28 @@ struct LogRecord: Equatable, Sendable {
         }
     }
 
+    /// The record for one line of a script's output, sanitised (``LogSanitizer``), made
+    /// straight from the line's bytes: clean text (the common case) is copied once, with no
+    /// `String` in between.
+    static func encode(sourceID: [UInt8], level: UInt8, createdAt: Int64, sanitizing line: UnsafeRawBufferPointer) -> [UInt8] {
+        let clean = line.withMemoryRebound(to: UInt8.self) { LogSanitizer.isCleanUTF8($0) }
+        guard clean else {
+            return LogRecord(sourceID: sourceID, level: level, createdAt: createdAt, output: LogSanitizer.sanitize(line)).encode()
+        }
+        precondition(sourceID.count == sourceIDBytes, "a log source ID is 16 bytes")
+        return [UInt8](unsafeUninitializedCapacity: headerBytes + line.count) { buffer, initialized in
+            buffer[0] = formatVersion
+            buffer[1] = level
+            let time = UInt64(bitPattern: createdAt)
+            for index in 0..<8 { buffer[2 + index] = UInt8(truncatingIfNeeded: time >> (8 * UInt64(index))) }
+            for index in 0..<sourceIDBytes { buffer[10 + index] = sourceID[index] }
+            if let source = line.baseAddress, line.count > 0, let target = buffer.baseAddress {
+                UnsafeMutableRawPointer(target + headerBytes).copyMemory(from: source, byteCount: line.count)
+            }
+            initialized = headerBytes + line.count
+        }
+    }
+
     init(decoding bytes: some Collection<UInt8>) throws(DecodingError) {
         let bytes = Array(bytes)
         guard bytes.count >= Self.headerBytes else { throw .tooShort(bytes.count) }

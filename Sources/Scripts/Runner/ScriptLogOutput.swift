@@ -39,7 +39,7 @@ final class ScriptLogOutput: ScriptOutputHandler {
         streams.withLock { s in
             if file >= 0, !s.fileFailed { s.fileFailed = !Self.writeAll(file, chunk) }
             let emit = { (line: LogLineSplitter.Line) in
-                records.append(LogRecord(sourceID: self.sourceID, level: level, createdAt: now, output: LogSanitizer.sanitize(line.bytes)).encode())
+                records.append(LogRecord.encode(sourceID: self.sourceID, level: level, createdAt: now, sanitizing: line.bytes))
             }
             if stream == .stdout { s.stdout.feed(chunk, into: emit) } else { s.stderr.feed(chunk, into: emit) }
         }
@@ -50,8 +50,8 @@ final class ScriptLogOutput: ScriptOutputHandler {
         let now = ScriptUploads.nanoseconds(Date())
         var records: [[UInt8]] = []
         streams.withLock { s in
-            s.stdout.finish { records.append(LogRecord(sourceID: sourceID, level: LogRecord.levelInfo, createdAt: now, output: LogSanitizer.sanitize($0.bytes)).encode()) }
-            s.stderr.finish { records.append(LogRecord(sourceID: sourceID, level: LogRecord.levelError, createdAt: now, output: LogSanitizer.sanitize($0.bytes)).encode()) }
+            s.stdout.finish { records.append(LogRecord.encode(sourceID: sourceID, level: LogRecord.levelInfo, createdAt: now, sanitizing: $0.bytes)) }
+            s.stderr.finish { records.append(LogRecord.encode(sourceID: sourceID, level: LogRecord.levelError, createdAt: now, sanitizing: $0.bytes)) }
         }
         uploads.appendLogs(records)
         if file >= 0 { close(file) }

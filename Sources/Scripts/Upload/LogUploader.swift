@@ -35,23 +35,23 @@ struct LogUploader: Sendable {
                 await uploads.logs.waitForRecords()
                 continue
             }
-            var records: [LogRecord] = []
-            records.reserveCapacity(batch.records.count)
-            var undecodable = 0
-            for bytes in batch.records {
-                if let record = try? LogRecord(decoding: bytes) { records.append(record) } else { undecodable += 1; break }
-            }
-            guard !records.isEmpty else {
-                // A record that does not decode (a journal from another version) is skipped.
+            // The longest prefix of one source within the budget (at least one line); a
+            // record that is not a version-1 LogRecord (another version's journal) is skipped.
+            guard let firstFields = LogRequestEncoding.fields(batch.records[0]) else {
                 uploads.logs.acknowledge(through: batch.position(after: 1))
                 metrics.logLinesRejected.increment()
                 continue
             }
-            let count = LogBatching.sameSourcePrefix(records)
-            let source = records[0].sourceID
+            var count = 1
+            var cost = firstFields.batchCost
+            while count < batch.records.count, LogRequestEncoding.sameSource(batch.records[0], batch.records[count]),
+                  let fields = LogRequestEncoding.fields(batch.records[count]), cost + fields.batchCost <= LogBatching.budgetBytes {
+                cost += fields.batchCost
+                count += 1
+            }
+            let source = Array(batch.records[0][10..<26])
             // More lines wait behind this batch: it cannot grow by waiting, so it is full.
-            let full = uploads.logs.pendingRecords > count
-            let cost = full ? LogBatching.budgetBytes : records[0..<count].reduce(0) { $0 + $1.batchCost }
+            if uploads.logs.pendingRecords > count { cost = LogBatching.budgetBytes }
             let now = ContinuousClock.now
             let decision = (planners[source] ?? LogBatchPlanner()).decision(
                 now: now, pendingBytes: cost, flushRequested: uploads.flushRequested, shuttingDown: shuttingDown())
@@ -59,17 +59,7 @@ struct LogUploader: Sendable {
                 await waitUntil(until)
                 continue
             }
-            var request = Coder_Agent_V2_BatchCreateLogsRequest()
-            request.logSourceID = Data(source)
-            request.logs = records[0..<count].map { record in
-                var log = Coder_Agent_V2_Log()
-                log.createdAt = Google_Protobuf_Timestamp(
-                    seconds: record.createdAt / 1_000_000_000, nanos: Int32(record.createdAt % 1_000_000_000))
-                log.output = record.output
-                log.level = Coder_Agent_V2_Log.Level(rawValue: Int(record.level)) ?? .info
-                return log
-            }
-            let bytes: [UInt8] = try request.serializedBytes()
+            let bytes = LogRequestEncoding.request(batch.records[0..<count])
             do {
                 let answer = try await session.unary(Self.rpc, request: bytes, maxMessageBytes: 4096)
                 let response = try Coder_Agent_V2_BatchCreateLogsResponse(serializedBytes: answer)
