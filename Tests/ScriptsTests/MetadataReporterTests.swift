@@ -133,8 +133,11 @@ struct MetadataReporterTests {
                 return zip(starts, starts.dropFirst()).map { $1 - $0 }
             }
             #expect(await eventually(timeout: Kit.patience) { Self.results(double, "slow").count >= 3 })
-            #expect(spacing("slow").allSatisfy { $0 >= 2.0 }, "\(spacing("slow"))")
-            #expect(spacing("fast").allSatisfy { $0 >= 0.5 }, "\(spacing("fast"))")
+            // On average: a tick that wakes late shortens the gap after it and lengthens the
+            // one before (due times follow the schedule, not the late wake-up).
+            func mean(_ values: [Double]) -> Double { values.isEmpty ? 0 : values.reduce(0, +) / Double(values.count) }
+            #expect(mean(spacing("slow")) >= 2.0, "\(spacing("slow"))")
+            #expect(mean(spacing("fast")) >= 0.5, "\(spacing("fast"))")
 
             let failed = try #require(Self.results(double, "fails").first)
             #expect(failed.value == "oops\n", "stderr is in the value")
