@@ -109,6 +109,32 @@ struct WorkspaceAgentScriptOutcomeTests {
         }
     }
 
+    /// A stop script that outlives the agent's own 7 s bound is allowed its timeout: it is
+    /// cut at 9 s (SHUTDOWN_TIMEOUT, its group killed) and the agent still exits 0, not
+    /// through the watchdog (the bound grew by the stop scripts' allowance).
+    @Test func aStopScriptTimeoutExtendsTheShutdownBound() async throws {
+        let dir = try ScriptsHarness.directory("scripts-stop-timeout")
+        var manifest = ControlPlaneDouble.defaultManifest
+        let slow = ScriptsHarness.script("echo stopping; sleep 120 & echo $! > \(dir)/child; wait", onStart: false, onStop: true, timeout: 9)
+        manifest.scripts = [slow]
+        let double = ControlPlaneDouble(manifest: manifest)
+        let tokenFile = try ScriptsHarness.tokenFile(double)
+        try await double.run { url in
+            let agent = try AgentDaemon.launch(["--http-address", "127.0.0.1:0", "--agent-url", url, "--agent-token-file", tokenFile])
+            defer { agent.cleanup() }
+            #expect(await eventually(timeout: .seconds(60)) { ScriptsHarness.lifecycle(double).last == .ready }, "\(agent.log)")
+            agent.signal(SIGTERM)
+            #expect(await agent.exitStatus(timeout: .seconds(60)) == 0, "\(agent.log)")
+            #expect(!agent.log.contains("did not finish"), "\(agent.log)")
+            #expect(ScriptsHarness.lifecycle(double) == [.created, .starting, .ready, .shuttingDown, .shutdownTimeout], "\(agent.log)")
+            let timing = try #require(ScriptsHarness.timings(double, script: slow.id).first)
+            #expect(timing.stage == .stop && timing.status == .timedOut && timing.exitCode == 255)
+            #expect(timing.end.date.timeIntervalSince(timing.start.date) >= 8.5)
+            let child = try #require(Int32(try String(contentsOfFile: dir + "/child", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)))
+            #expect(await eventually(timeout: .seconds(30)) { kill(child, 0) != 0 }, "the stop script's background child still runs")
+        }
+    }
+
     /// Two start scripts ordered with `coder exp sync` (the docs' form, through the link):
     /// `a` wants `b`, so `b` writes first although it starts a second later; READY after both.
     @Test func scriptsOrderedWithCoderExpSync() async throws {
