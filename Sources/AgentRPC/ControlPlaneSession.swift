@@ -544,9 +544,11 @@ public final class ControlPlaneSession: Service, UpwardSink, ManifestSource, Lif
         return result
     }
 
-    /// A protobuf Duration as a Swift one; negative parts count as zero.
+    /// A protobuf Duration as a Swift one; negative parts count as zero and more than
+    /// ``ManifestMetadata/maxSeconds`` counts as that (a deadline that far off must not
+    /// overflow the clock's arithmetic).
     static func duration(_ value: Google_Protobuf_Duration) -> Duration {
-        .seconds(max(0, value.seconds)) + .nanoseconds(Int64(max(0, value.nanos)))
+        .seconds(min(max(0, value.seconds), ManifestMetadata.maxSeconds)) + .nanoseconds(Int64(max(0, value.nanos)))
     }
 
     /// Expands a leading `~` and `$VAR` / `${VAR}` as the reference does for the manifest

@@ -37,17 +37,18 @@ import Testing
 
     @Test func batching() {
         let other: [UInt8] = Array(repeating: 7, count: 16)
-        func record(_ bytes: Int, _ id: [UInt8]) -> LogRecord {
-            LogRecord(sourceID: id, level: 3, createdAt: 0, output: String(repeating: "a", count: bytes))
+        func record(_ bytes: Int, _ id: [UInt8]) -> [UInt8] {
+            LogRecord(sourceID: id, level: 3, createdAt: 0, output: String(repeating: "a", count: bytes)).encode()
         }
-        #expect(LogBatching.sameSourcePrefix([LogRecord](), budget: 100) == 0)
-        #expect(LogBatching.sameSourcePrefix([record(10, source), record(10, source), record(10, other)], budget: 1000) == 2)
+        #expect(LogBatching.sameSourcePrefix([[UInt8]](), budget: 100).count == 0)
+        #expect(LogBatching.sameSourcePrefix([record(10, source), record(10, source), record(10, other)], budget: 1000).count == 2)
         // 31 + 31 + 31 = 93 ≤ 93; a fourth would pass it.
-        #expect(LogBatching.sameSourcePrefix(Array(repeating: record(10, source), count: 5), budget: 93) == 3)
-        #expect(LogBatching.sameSourcePrefix(Array(repeating: record(10, source), count: 5), budget: 92) == 2)
-        #expect(LogBatching.sameSourcePrefix([record(2_000_000, source), record(1, source)]) == 1)
+        #expect(LogBatching.sameSourcePrefix(Array(repeating: record(10, source), count: 5), budget: 93) == (3, 93))
+        #expect(LogBatching.sameSourcePrefix(Array(repeating: record(10, source), count: 5), budget: 92).count == 2)
+        #expect(LogBatching.sameSourcePrefix([record(2_000_000, source), record(1, source)]).count == 1)
         let lines = Array(repeating: record(1000, source), count: 2000)
-        #expect(LogBatching.sameSourcePrefix(lines) == (1 << 20) / 1021)
+        #expect(LogBatching.sameSourcePrefix(lines).count == (1 << 20) / 1021)
+        #expect(LogBatching.sameSourcePrefix([[2, 3], record(10, source)]).count == 0, "a malformed first record")
     }
 
     @Test func planner() {

@@ -1,6 +1,9 @@
 import AgentCore
 import Foundation
 import Logging
+import AgentProto
+import AgentRPC
+import SwiftProtobuf
 import Testing
 
 @testable import Scripts
@@ -170,5 +173,24 @@ struct ManifestDurationTests {
         #expect(ManifestMetadata.seconds(fromWire: 0, nanos: 0) == .zero)
         #expect(ManifestMetadata.seconds(fromWire: 10, nanos: 0) == .seconds(10))
         #expect(ManifestMetadata.seconds(fromWire: 0, nanos: -3) == .zero)
+    }
+}
+
+/// Durations from the manifest are bounded before any deadline is computed from them.
+struct ManifestDurationBoundTests {
+    @Test func hugeDurationsAreClamped() {
+        #expect(ManifestMetadata.seconds(fromWire: .max, nanos: .max) == .seconds(ManifestMetadata.maxSeconds) + .nanoseconds(Int64(Int32.max)))
+        var manifest = Coder_Agent_V2_Manifest()
+        var script = Coder_Agent_V2_WorkspaceAgentScript()
+        script.timeout = Google_Protobuf_Duration(seconds: .max, nanos: 0)
+        manifest.scripts = [script]
+        var app = Coder_Agent_V2_WorkspaceApp()
+        app.healthcheck.interval = Google_Protobuf_Duration(seconds: .max, nanos: 0)
+        manifest.apps = [app]
+        let converted = ControlPlaneSession.agentManifest(from: manifest)
+        #expect(converted.scripts.first?.timeout == .seconds(ManifestMetadata.maxSeconds))
+        #expect(converted.apps.first?.healthcheckInterval == .seconds(ManifestMetadata.maxSeconds))
+        // A deadline that far off is representable.
+        _ = ContinuousClock.now + .seconds(ManifestMetadata.maxSeconds) * 2
     }
 }

@@ -58,9 +58,13 @@ public struct ManifestMetadata: Sendable, Equatable {
     /// nanosecond count back as seconds. A Duration with whole seconds set (a control plane
     /// that encodes properly) is taken as it is.
     public static func seconds(fromWire seconds: Int64, nanos: Int32) -> Duration {
-        if seconds > 0 { return .seconds(seconds) + .nanoseconds(Int64(nanos)) }
+        if seconds > 0 { return .seconds(min(seconds, maxSeconds)) + .nanoseconds(Int64(max(0, nanos))) }
         return .seconds(Int64(max(0, nanos)))
     }
+
+    /// The longest interval, timeout or period the agent takes from a manifest (10 years):
+    /// longer ones count as this, so deadlines never overflow the clock's arithmetic.
+    public static let maxSeconds: Int64 = 315_360_000
 }
 
 /// One app of the manifest (`WorkspaceApp`), as far as its health check goes.

@@ -38,15 +38,6 @@ enum ProcessSpawner {
     /// writer rarely waits on the reader.
     static let pipeSize: Int32 = 1 << 20
 
-    /// Finds `sh` on the agent's PATH, as Go's exec.LookPath does.
-    static func lookPath(_ name: String, path: String?) -> String? {
-        if name.contains("/") { return access(name, X_OK) == 0 ? name : nil }
-        for dir in (path ?? "/usr/bin:/bin").split(separator: ":", omittingEmptySubsequences: false) {
-            let candidate = (dir.isEmpty ? "." : String(dir)) + "/" + name
-            if agent_is_executable(candidate) == 1 { return candidate }
-        }
-        return nil
-    }
 
     /// The last `sh` resolved, with the PATH it was resolved against (a cache: the lookup
     /// costs a stat per PATH entry on every start otherwise).
@@ -57,7 +48,7 @@ enum ProcessSpawner {
     /// (an empty or relative PATH entry) is refused: the child would run it from its own
     /// working directory, whatever is there.
     private static func resolveShell(agentPath: String?) throws(SpawnError) -> String {
-        guard let shell = lookPath("sh", path: agentPath) else {
+        guard let shell = ExecutableLookup.find("sh", path: agentPath) else {
             throw SpawnError(description: "start process: exec: \"sh\": executable file not found in $PATH")
         }
         guard shell.hasPrefix("/") else {

@@ -5,19 +5,22 @@ enum LogBatching {
     static let budgetBytes = 1 << 20
     static let overheadPerLog = 21
 
-    /// The length of the longest prefix of `records` that shares the first record's source
-    /// and whose costs sum to at most `budget`; at least 1 when `records` is not empty (a
-    /// single line over the budget still goes, alone), 0 when it is.
-    static func sameSourcePrefix(_ records: some Collection<LogRecord>, budget: Int = budgetBytes) -> Int {
-        guard let first = records.first else { return 0 }
-        var total = 0
-        var count = 0
-        for record in records {
-            guard record.sourceID == first.sourceID else { break }
-            total += record.batchCost
-            if count > 0 && total > budget { break }
+    /// The longest prefix of journal records (encoded ``LogRecord``s) that shares the first
+    /// record's source and whose costs sum to at most `budget`, read in place (no `String`
+    /// per line), with its cost; at least one record when the first is well-formed (a single
+    /// line over the budget still goes, alone), none when `records` is empty or its first
+    /// record is not a version-1 ``LogRecord``. A malformed record ends the prefix.
+    static func sameSourcePrefix(_ records: some Collection<[UInt8]>, budget: Int = budgetBytes) -> (count: Int, cost: Int) {
+        guard let first = records.first, let firstFields = LogRequestEncoding.fields(first) else { return (0, 0) }
+        var count = 1
+        var cost = firstFields.batchCost
+        for record in records.dropFirst() {
+            guard LogRequestEncoding.sameSource(first, record), let fields = LogRequestEncoding.fields(record),
+                  cost + fields.batchCost <= budget
+            else { break }
+            cost += fields.batchCost
             count += 1
         }
-        return count
+        return (count, cost)
     }
 }

@@ -25,7 +25,7 @@ enum MetadataCommand {
             command, timeout: timeout, merge: true, signal: SIGKILL, waitDelay: .seconds(1), handler: output)
         let (bytes, total) = output.taken
         let (value, note) = MetadataReporter.capped(bytes, totalBytes: total)
-        if exit.status == .exitFailure, exit.exitCode == 255, let error = exit.error, error.hasPrefix("start command") {
+        if exit.startFailed, let error = exit.error, error.hasPrefix("start command: ") {
             return (value, "start cmd: " + error.dropFirst("start command: ".count))
         }
         var errors: [String] = []

@@ -79,15 +79,12 @@ struct ScriptCommand: Sendable, Equatable {
         return home
     }
 
-    /// An executable as Go's `exec.LookPath` finds it: a name with a slash as it is, else
-    /// the first executable match on `path` (never one relative to the current directory).
+    /// An executable as Go's `exec.LookPath` finds it (``ExecutableLookup``), never a
+    /// directory; a match relative to the current directory is refused, as Go does.
     static func resolve(_ name: String, path: String?) -> String? {
         if name.contains("/") { return agent_is_executable(name) == 1 ? name : nil }
-        for dir in (path ?? "/usr/bin:/bin").split(separator: ":", omittingEmptySubsequences: true) where dir.hasPrefix("/") {
-            let candidate = String(dir) + "/" + name
-            if agent_is_executable(candidate) == 1 { return candidate }
-        }
-        return nil
+        guard let found = ExecutableLookup.find(name, path: path), found.hasPrefix("/") else { return nil }
+        return found
     }
 
     /// The environment (spec §2.4): the agent's own (minus `GOTRACEBACK=none`) with `USER`,

@@ -37,6 +37,8 @@ struct ScriptExit: Sendable, Equatable {
     var error: String?
     /// The shell's wait status, when it exited while the run was watched.
     var waitStatus: Int32?
+    /// The command never started (pipes, fork, chdir or exec failed); `error` says why.
+    var startFailed = false
     var start: Date
     var end: Date
 }
@@ -120,7 +122,7 @@ final class ScriptProcess: Sendable {
         let start = Date()
         func failed(_ text: String) -> ScriptExit {
             handler.finished()
-            return ScriptExit(status: .exitFailure, exitCode: 255, error: text, start: start, end: Date())
+            return ScriptExit(status: .exitFailure, exitCode: 255, error: text, startFailed: true, start: start, end: Date())
         }
         var outPipe: [Int32] = [-1, -1]
         var errPipe: [Int32] = [-1, -1]

@@ -351,7 +351,7 @@ final class ScriptRunner: Sendable {
             }
             let output = ScriptLogOutput(file: file, sourceID: script.logSourceID, uploads: uploads, metrics: metrics)
             exit = await process.run(command, timeout: timeout, priority: environment.priority, handler: output)
-            if let error = exit.error, exit.exitCode == 255, exit.status == .exitFailure, error.hasPrefix("start command") {
+            if exit.startFailed, let error = exit.error {
                 uploads.note("\(logPath) script: \(error)", sourceID: script.logSourceID)
             }
         } catch {

@@ -35,19 +35,13 @@ struct LogUploader: Sendable {
                 await uploads.logs.waitForRecords()
                 continue
             }
-            // The longest prefix of one source within the budget (at least one line); a
-            // record that is not a version-1 LogRecord (another version's journal) is skipped.
-            guard let firstFields = LogRequestEncoding.fields(batch.records[0]) else {
+            // The longest prefix of one source within the budget; a record that is not a
+            // version-1 LogRecord (another version's journal) is skipped.
+            var (count, cost) = LogBatching.sameSourcePrefix(batch.records)
+            guard count > 0 else {
                 uploads.logs.acknowledge(through: batch.position(after: 1))
                 metrics.logLinesRejected.increment()
                 continue
-            }
-            var count = 1
-            var cost = firstFields.batchCost
-            while count < batch.records.count, LogRequestEncoding.sameSource(batch.records[0], batch.records[count]),
-                  let fields = LogRequestEncoding.fields(batch.records[count]), cost + fields.batchCost <= LogBatching.budgetBytes {
-                cost += fields.batchCost
-                count += 1
             }
             let source = Array(batch.records[0][10..<26])
             // More lines wait behind this batch: it cannot grow by waiting, so it is full.

@@ -24,6 +24,8 @@ final class ScriptUploads: Sendable {
     private let metrics: ScriptsMetrics
     /// Wakes the log uploader's pacing wait (one waiting task: the uploader).
     private let flushSignal = WorkSignal()
+    /// Wakes ``waitDrained()`` after an acknowledgement (one waiting task: the session).
+    private let drainSignal = WorkSignal()
 
     private struct State {
         /// The control plane said the agent's log limit is exceeded: no more lines are kept
@@ -31,8 +33,6 @@ final class ScriptUploads: Sendable {
         var logsDisabled = false
         /// A run ended: its lines go out without the 1 s pacing.
         var flushRequested = false
-        var waiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
-        var nextWaiter: UInt64 = 0
     }
     private let state = Mutex(State())
 
@@ -110,38 +110,13 @@ final class ScriptUploads: Sendable {
 
     /// Called by the uploaders after each acknowledgement and by ``disableLogs()``.
     func wake() {
-        let waiters = state.withLock { s in
-            defer { s.waiters.removeAll() }
-            return Array(s.waiters.values)
-        }
-        for waiter in waiters { waiter.resume() }
+        drainSignal.notify()
     }
 
     /// Returns once ``isDrained`` (checked after every acknowledgement) or when cancelled.
+    /// One waiter at a time: the session's drain at shutdown.
     func waitDrained() async {
-        while !isDrained, !Task.isCancelled {
-            let id = state.withLock { s -> UInt64 in
-                s.nextWaiter += 1
-                return s.nextWaiter
-            }
-            await withTaskCancellationHandler {
-                await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                    let now = state.withLock { s -> Bool in
-                        if Task.isCancelled || isDrainedUnlocked(s) { return true }
-                        s.waiters[id] = continuation
-                        return false
-                    }
-                    if now { continuation.resume() }
-                }
-            } onCancel: {
-                let waiter = state.withLock { $0.waiters.removeValue(forKey: id) }
-                waiter?.resume()
-            }
-        }
-    }
-
-    private func isDrainedUnlocked(_ s: State) -> Bool {
-        reports.pendingRecords == 0 && (logs.pendingRecords == 0 || s.logsDisabled)
+        while !isDrained, !Task.isCancelled { await drainSignal.wait() }
     }
 
     static func nanoseconds(_ date: Date) -> Int64 {
