@@ -144,12 +144,21 @@ public final class HandedOverConnections: ConnectionAcceptor, Sendable {
         }
         let child = serving.childChannel.from(handed.origin)
         let value: AgentHTTPChannel.Value
+        // Counted as open before the pipeline exists: plain HTTP is answered inside the
+        // pipeline, so a request can be served before `withConnectedSocket` returns.
+        let adopted = Mutex<ObjectIdentifier?>(nil)
         do {
             // From here NIO owns the descriptor (it closes it if the set-up fails).
             value = try await ClientBootstrap(group: group)
                 .channelOption(.allowRemoteHalfClosure, value: true)
-                .withConnectedSocket(handed.descriptor) { channel in child.setup(channel: channel, logger: serving.logger) }
+                .withConnectedSocket(handed.descriptor) { [self] channel in
+                    let id = ObjectIdentifier(channel)
+                    adopted.withLock { $0 = id }
+                    state.withLock { $0.open[id] = channel }
+                    return child.setup(channel: channel, logger: serving.logger)
+                }
         } catch {
+            if let id = adopted.withLock({ $0 }) { state.withLock { _ = $0.open.removeValue(forKey: id) } }
             logger.info("could not serve a handed-over connection", metadata: [
                 "listener": "\(handed.origin.listener)", "error": "\(error)",
             ])
@@ -161,7 +170,6 @@ public final class HandedOverConnections: ConnectionAcceptor, Sendable {
         ])
         let channel = value.channel
         let id = ObjectIdentifier(channel)
-        state.withLock { $0.open[id] = channel }
         await withTaskCancellationHandler {
             await child.handle(value: value, logger: serving.logger)
         } onCancel: {
