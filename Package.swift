@@ -15,6 +15,7 @@ let package = Package(
         .executable(name: "workspace-agent", targets: ["WorkspaceAgent"]),
         .executable(name: "agent-bench", targets: ["AgentBench"]),
         .library(name: "AgentProc", targets: ["AgentProc"]),
+        .library(name: "LineRegex", targets: ["LineRegex"]),
         .library(name: "AgentHTTP", targets: ["AgentHTTP"]),
         .library(name: "DRPC", targets: ["DRPC"]),
         .library(name: "Yamux", targets: ["Yamux"]),
@@ -103,13 +104,17 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        // Capability 1: the process API (spawn, head/tail output, wait, signal, stream).
+        // Linear-time regular expressions in RE2 syntax (the process API's `until=`).
+        .target(name: "LineRegex", swiftSettings: swiftSettings),
+        // Capability 1: the process API (spawn, head/tail output, wait, signal, stream,
+        // stdin and terminals, awaits, durable spools, at-most-once starts).
         .target(
             name: "AgentProc",
             dependencies: [
                 "AgentCore",
                 "CAgentSpawn",
                 "AgentHTTP",
+                "LineRegex",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
@@ -419,6 +424,11 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
             ],
             path: "Tests/AgentTestSupport",
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "LineRegexTests",
+            dependencies: ["LineRegex"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -50,6 +50,7 @@ let targets: [(String, [Target.Dependency])] = [
     ("FuzzTunnelStack", [agent("TunnelStack")]),
     ("FuzzCron", [agent("Scripts")]),
     ("FuzzScriptLogs", [agent("Scripts")]),
+    ("FuzzProcessAwait", [agent("AgentProc"), agent("LineRegex")]),
 ]
 
 let package = Package(

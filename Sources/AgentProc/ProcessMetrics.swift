@@ -14,6 +14,24 @@ enum ProcessMetrics {
     /// Output bytes dropped for slow stream subscribers (announced to them as `omitted`).
     static let omittedBytes = Counter(label: "agent_stream_omitted_bytes_total")
 
+    /// Starts answered with an earlier start's process (the same tool call retried).
+    static let startsReplayed = Counter(label: "agent_process_starts_replayed_total")
+    /// Bytes written to children's stdin (pipes and terminals).
+    static let stdinBytes = Counter(label: "agent_process_stdin_bytes_total")
+    /// Processes of an earlier agent restored at start-up (`lost` ones included).
+    static let restored = Counter(label: "agent_processes_restored_total")
+
+    /// A stdin write that failed: `stalled` (the child did not read in time), `closed`,
+    /// `busy` (too much queued), `too_large`, `error`.
+    static func stdinRefused(_ reason: String) {
+        Counter(label: "agent_process_stdin_refused_total", dimensions: [("reason", reason)]).increment()
+    }
+
+    /// An await that ended: `matched`, `port_open`, `exited`, `timeout` or `client_gone`.
+    static func awaited(_ condition: String) {
+        Counter(label: "agent_process_awaits_total", dimensions: [("condition", condition)]).increment()
+    }
+
     /// A stream subscriber the agent disconnected: `stalled` (accepted no data in time) or
     /// `close_timeout` (did not answer the close frame).
     static func disconnected(_ reason: String) {

@@ -1,5 +1,6 @@
 #define _GNU_SOURCE
 #include "CAgentSpawn.h"
+#include <termios.h>
 
 #include <errno.h>
 #include <pthread.h>
@@ -87,13 +88,20 @@ static int child_main(void *arg) {
             syscall(SYS_rt_sigaction, sig, &ksa, NULL, sizeof(ksa.mask));
         }
     }
-    int devnull = open("/dev/null", O_RDONLY);
-    if (devnull < 0) return fail(shared, AGENT_SPAWN_STEP_STDIN);
-    if (devnull != 0) {
-        if (dup2(devnull, 0) < 0) return fail(shared, AGENT_SPAWN_STEP_STDIN);
-        close(devnull);
+    if (o->input_fd >= 0) {
+        if (dup2(o->input_fd, 0) < 0) return fail(shared, AGENT_SPAWN_STEP_STDIN);
+    } else {
+        int devnull = open("/dev/null", O_RDONLY);
+        if (devnull < 0) return fail(shared, AGENT_SPAWN_STEP_STDIN);
+        if (devnull != 0) {
+            if (dup2(devnull, 0) < 0) return fail(shared, AGENT_SPAWN_STEP_STDIN);
+            close(devnull);
+        }
     }
     if (dup2(o->output_fd, 1) < 0 || dup2(o->error_fd >= 0 ? o->error_fd : o->output_fd, 2) < 0) return fail(shared, AGENT_SPAWN_STEP_DUP);
+    // The terminal on fd 0 becomes the new session's controlling terminal (the session
+    // leader's first terminal would only if opened without O_NOCTTY, and it was opened so).
+    if (o->controlling_terminal && ioctl(0, TIOCSCTTY, 0) != 0) return fail(shared, AGENT_SPAWN_STEP_DUP);
     if (o->cwd != NULL && o->cwd[0] != '\0' && chdir(o->cwd) != 0) return fail(shared, AGENT_SPAWN_STEP_CHDIR);
     if (o->oom_score_adj != AGENT_SPAWN_KEEP) {
         int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
@@ -232,6 +240,51 @@ int agent_output_pipe(int fds[2], int pipe_size) {
     return 0;
 }
 
+int agent_input_pipe(int fds[2]) {
+    if (pipe2(fds, O_CLOEXEC) != 0) return -1;
+    if (fcntl(fds[1], F_SETFL, O_NONBLOCK) != 0) {
+        close(fds[0]);
+        close(fds[1]);
+        return -1;
+    }
+    return 0;
+}
+
+int agent_open_pty(int *primary, int *secondary, unsigned short rows, unsigned short cols) {
+    int m = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC | O_NONBLOCK);
+    if (m < 0) return -1;
+    char name[128];
+    if (grantpt(m) != 0 || unlockpt(m) != 0 || ptsname_r(m, name, sizeof(name)) != 0) {
+        int saved = errno;
+        close(m);
+        errno = saved;
+        return -1;
+    }
+    int s = open(name, O_RDWR | O_NOCTTY | O_CLOEXEC);
+    if (s < 0) {
+        int saved = errno;
+        close(m);
+        errno = saved;
+        return -1;
+    }
+    struct winsize size = { .ws_row = rows, .ws_col = cols, .ws_xpixel = 0, .ws_ypixel = 0 };
+    ioctl(m, TIOCSWINSZ, &size);
+    *primary = m;
+    *secondary = s;
+    return 0;
+}
+
+int agent_pty_resize(int fd, unsigned short rows, unsigned short cols) {
+    struct winsize size = { .ws_row = rows, .ws_col = cols, .ws_xpixel = 0, .ws_ypixel = 0 };
+    return ioctl(fd, TIOCSWINSZ, &size);
+}
+
+int agent_pty_eof_char(int fd) {
+    struct termios t;
+    if (tcgetattr(fd, &t) != 0) return 4;
+    return t.c_cc[VEOF];
+}
+
 #ifndef MADV_PAGEOUT
 #define MADV_PAGEOUT 21
 #endif
@@ -301,6 +354,14 @@ int agent_epoll_add(int epfd, int fd, uint64_t data) {
     struct epoll_event event;
     memset(&event, 0, sizeof(event));
     event.events = EPOLLIN;
+    event.data.u64 = data;
+    return epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &event);
+}
+
+int agent_epoll_add_writable(int epfd, int fd, uint64_t data) {
+    struct epoll_event event;
+    memset(&event, 0, sizeof(event));
+    event.events = EPOLLOUT | EPOLLONESHOT;
     event.data.u64 = data;
     return epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &event);
 }

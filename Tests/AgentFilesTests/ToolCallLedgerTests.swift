@@ -1,3 +1,4 @@
+import AgentHTTP
 @testable import AgentFiles
 import Synchronization
 import Testing

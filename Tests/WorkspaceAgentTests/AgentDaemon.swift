@@ -35,7 +35,7 @@ struct AgentDaemon {
                     AgentDaemon.binaryPath.withCString { path in
                         var options = agent_spawn_options(
                             path: path, argv: argvPtr, envp: envPtr, cwd: nil, output_fd: fd,
-                            oom_score_adj: AGENT_SPAWN_KEEP, nice_value: AGENT_SPAWN_KEEP, nofile_soft: -1, parent_death_signal: 0, error_fd: -1, new_session: 0)
+                            oom_score_adj: AGENT_SPAWN_KEEP, nice_value: AGENT_SPAWN_KEEP, nofile_soft: -1, parent_death_signal: 0, error_fd: -1, new_session: 0, input_fd: -1, controlling_terminal: 0)
                         return agent_spawn(&options, &step, &err)
                     }
                 }
@@ -84,7 +84,7 @@ struct AgentDaemon {
                 binaryPath.withCString { path in
                     var options = agent_spawn_options(
                         path: path, argv: argvPtr, envp: envpPtr, cwd: nil, output_fd: fd,
-                        oom_score_adj: AGENT_SPAWN_KEEP, nice_value: AGENT_SPAWN_KEEP, nofile_soft: -1, parent_death_signal: 0, error_fd: -1, new_session: 0)
+                        oom_score_adj: AGENT_SPAWN_KEEP, nice_value: AGENT_SPAWN_KEEP, nofile_soft: -1, parent_death_signal: 0, error_fd: -1, new_session: 0, input_fd: -1, controlling_terminal: 0)
                     return agent_spawn(&options, &step, &err)
                 }
             }

@@ -196,7 +196,7 @@ import Glibc
             "/bin/sleep".withCString { path in
                 var options = agent_spawn_options(
                     path: path, argv: argvPtr.baseAddress, envp: argvPtr.baseAddress! + 2, cwd: nil, output_fd: 2,
-                    oom_score_adj: AGENT_SPAWN_KEEP, nice_value: AGENT_SPAWN_KEEP, nofile_soft: -1, parent_death_signal: 0, error_fd: -1, new_session: 0)
+                    oom_score_adj: AGENT_SPAWN_KEEP, nice_value: AGENT_SPAWN_KEEP, nofile_soft: -1, parent_death_signal: 0, error_fd: -1, new_session: 0, input_fd: -1, controlling_terminal: 0)
                 return agent_spawn(&options, &step, &err)
             }
         }

@@ -1,4 +1,5 @@
 import AgentCore
+import AgentHTTP
 import FoundationEssentials
 #if canImport(Glibc)
 import Glibc

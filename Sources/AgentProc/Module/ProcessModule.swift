@@ -34,6 +34,9 @@ public struct ProcessModule: HTTPModule {
         processes.adoptOrphans = true
         processes.chatPaths = context.chatPaths
         processes.sessionEnvironment = context.sessionEnvironment
+        // Records, output spools and tool-call claims survive restarts under the state dir.
+        processes.stateDirectory = context.stateDirectory
+        processes.spoolLimits = configuration.spoolLimits
         manager = try ProcessManager(configuration: processes, logger: logger)
     }
 

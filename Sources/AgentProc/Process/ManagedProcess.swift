@@ -29,6 +29,15 @@ public final class ManagedProcess: Sendable {
     public let startedAtUnix: Int64
     /// Monotonic start time, for ordering ties deterministically.
     let startedAt: ContinuousClock.Instant
+    /// The child's stdin when one was asked for (a pipe, or its terminal).
+    let input: ProcessInput?
+    /// The whole output on disk, addressed by offset (nil only where no spool could be made).
+    let spool: OutputSpool?
+    /// Restored after an agent restart from a record that said it was still running: the
+    /// agent could not see how it ended.
+    public let lost: Bool
+    /// What the start asked for beyond the reference (kept for the durable record).
+    let options: StartOptions
 
     struct Exit: Sendable {
         var status: ExitStatus
@@ -43,6 +52,8 @@ public final class ManagedProcess: Sendable {
         var reactorToken: UInt64?
         var exitWaiters: [UInt64: @Sendable () -> Void] = [:]
         var subscribers: [UInt64: OutputSubscription] = [:]
+        /// Awaits matching output as it is written (``OutputWatch``).
+        var watches: [UInt64: OutputWatch] = [:]
         var nextID: UInt64 = 0
     }
 
@@ -54,7 +65,8 @@ public final class ManagedProcess: Sendable {
 
     init(
         id: String, command: String, workdir: String, background: Bool, chatID: String?, pid: Int32,
-        budget: SubscriberBudget, exitObserver: (@Sendable (ManagedProcess) -> Void)? = nil
+        budget: SubscriberBudget, input: ProcessInput? = nil, spool: OutputSpool? = nil,
+        options: StartOptions = StartOptions(), exitObserver: (@Sendable (ManagedProcess) -> Void)? = nil
     ) {
         self.budget = budget
         self.exitObserver = exitObserver
@@ -66,6 +78,54 @@ public final class ManagedProcess: Sendable {
         self.pid = pid
         self.startedAtUnix = Int64(Date().timeIntervalSince1970)
         self.startedAt = .now
+        self.input = input
+        self.spool = spool
+        self.lost = false
+        self.options = options
+    }
+
+    /// A process of an earlier agent, restored from its record and spool: exited (or lost),
+    /// its head and tail rebuilt from the spool.
+    init(restored record: ProcessRecord, spool: OutputSpool?, budget: SubscriberBudget, nowUnix: Int64) {
+        self.budget = budget
+        self.exitObserver = nil
+        id = record.id
+        command = record.command
+        workdir = record.workdir
+        background = record.background
+        chatID = record.chatID
+        pid = 0
+        startedAtUnix = record.startedAtUnix
+        // Monotonic instants of the past, placed as far back as the wall clock says.
+        startedAt = ContinuousClock.now - .seconds(max(0, nowUnix - record.startedAtUnix))
+        input = nil
+        self.spool = spool
+        lost = record.exit == nil
+        options = record.options
+        var state = State()
+        state.outputOpen = false
+        if let spool { state.output = Self.headTail(from: spool) }
+        let exitedAtUnix = record.exit?.exitedAtUnix ?? nowUnix
+        state.exit = Exit(
+            status: record.exit.map { ExitStatus(code: $0.code, signal: $0.signal) } ?? ExitStatus(code: -1, signal: nil),
+            exitedAtUnix: exitedAtUnix, exitedAt: ContinuousClock.now - .seconds(max(0, nowUnix - exitedAtUnix)))
+        self.state.withLock { $0 = state }
+    }
+
+    /// The head and tail of a spooled output (from its oldest kept byte).
+    static func headTail(from spool: OutputSpool) -> HeadTail {
+        var output = HeadTail()
+        let start = spool.dropped
+        let end = spool.end
+        let head = spool.read(from: start, limit: output.headCapacity)
+        output.write(head.bytes)
+        let tailStart = max(head.next, end >= UInt64(output.tailCapacity) ? end - UInt64(output.tailCapacity) : 0)
+        // Bytes before the oldest kept one, and between head and tail, count as omitted.
+        // (A head that is not full means everything kept fit in it: nothing to skip then.)
+        let unseen = Int(start) + Int(tailStart - head.next)
+        if unseen > 0, output.isHeadFull { output.skip(unseen) }
+        if tailStart < end { output.write(spool.read(from: tailStart, limit: Int(end - tailStart)).bytes) }
+        return output
     }
 
     /// A consistent view: state is read together with output, so `running == false`
@@ -79,6 +139,27 @@ public final class ManagedProcess: Sendable {
     }
 
     public var isRunning: Bool { state.withLock { $0.exit == nil } }
+
+    /// Bytes written so far (the offset the next byte will have).
+    public var outputEnd: UInt64 { state.withLock { UInt64($0.output.totalWritten) } }
+
+    /// Attaches an await's watch; the offset up to which it must catch up from the spool
+    /// (live output from there on is fed to it), and whether the output is complete already.
+    func attach(_ watch: OutputWatch) -> (catchUpTo: UInt64, complete: Bool) {
+        state.withLock { s in
+            let end = UInt64(s.output.totalWritten)
+            guard s.outputOpen || s.exit == nil else { return (end, true) }
+            s.nextID += 1
+            s.watches[s.nextID] = watch
+            return (end, false)
+        }
+    }
+
+    func detach(_ watch: OutputWatch) {
+        state.withLock { s in
+            if let key = s.watches.first(where: { $0.value === watch })?.key { s.watches[key] = nil }
+        }
+    }
 
     var exitInfo: Exit? { state.withLock { $0.exit } }
 
@@ -159,6 +240,11 @@ extension ManagedProcess: ProcessEventSink {
     func output(_ bytes: UnsafeRawBufferPointer) {
         ProcessMetrics.outputBytes.increment(by: bytes.count)
         state.withLock { s in
+            let offset = UInt64(s.output.totalWritten)
+            // The spool is appended under the lock too: a reader that saw `totalWritten`
+            // finds every byte before it on disk.
+            spool?.append(bytes)
+            for watch in s.watches.values { watch.feed(bytes, at: offset) }
             s.output.write(bytes)
             if !s.subscribers.isEmpty {
                 // One copy, shared by every subscriber, in pieces of one WebSocket message
@@ -175,8 +261,10 @@ extension ManagedProcess: ProcessEventSink {
     }
 
     func discardUnretained(_ discard: (_ keep: Int) -> Int) {
+        // Spooled output keeps every byte; a terminal cannot be spliced.
+        guard spool == nil, input?.kind != .terminal else { return }
         state.withLock { s in
-            guard s.subscribers.isEmpty, s.output.isHeadFull else { return }
+            guard s.subscribers.isEmpty, s.output.isHeadFull, s.watches.isEmpty else { return }
             let dropped = discard(s.output.tailCapacity)
             guard dropped > 0 else { return }
             s.output.skip(dropped)
@@ -185,7 +273,13 @@ extension ManagedProcess: ProcessEventSink {
     }
 
     func outputClosed() {
-        state.withLock { $0.outputOpen = false }
+        let watches = state.withLock { s -> [OutputWatch] in
+            s.outputOpen = false
+            defer { s.watches.removeAll() }
+            return Array(s.watches.values)
+        }
+        spool?.finish()
+        for watch in watches { watch.outputEnded() }
     }
 
     func exited(waitStatus: Int32) {
@@ -198,6 +292,9 @@ extension ManagedProcess: ProcessEventSink {
             }
             return (Array(s.exitWaiters.values), Array(s.subscribers.values))
         }
+        input?.processExited()
+        // What the shell wrote is all read: an unfinished last line counts now.
+        for watch in state.withLock({ Array($0.watches.values) }) { watch.outputEnded() }
         exitObserver?(self)
         for subscriber in subscribers {
             subscriber.finish(status)

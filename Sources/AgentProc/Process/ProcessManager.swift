@@ -1,4 +1,5 @@
 import AgentCore
+import AgentHTTP
 import CoreMetrics
 import FoundationEssentials
 import Logging
@@ -58,6 +59,14 @@ public final class ProcessManager: Service, Sendable {
         public var maxSubscriberBytes: Int = 64 << 20
         /// A stream subscriber that accepts no data for this long is disconnected.
         public var subscriberStallTimeout: Duration = .seconds(30)
+        /// Where processes' records, output spools and tool-call claims are kept
+        /// (`<dir>/processes`), so they survive an agent restart; nil: a private temporary
+        /// directory, removed at shutdown (nothing survives).
+        public var stateDirectory: String?
+        /// Bounds of the output spools (per process and in total).
+        public var spoolLimits = OutputSpoolStore.Limits()
+        /// How long a stdin write waits for a child that does not read.
+        public var stdinWriteTimeout: Duration = .seconds(10)
 
         public init(
             environmentProvider: any AgentEnvironmentProvider = StaticEnvironmentProvider(),
@@ -105,6 +114,12 @@ public final class ProcessManager: Service, Sendable {
     public let subscriberBudget: SubscriberBudget
     private let logger: Logger
     private let reactor: ProcessReactor
+    /// Every process's output on disk, and the records beside it.
+    let spools: OutputSpoolStore
+    /// Tool calls' starts (at most once each).
+    let toolCalls: ToolCallStarts
+    /// The directory the manager made for itself (no state directory given), removed at shutdown.
+    private let privateDirectory: String?
     private let state = Mutex(State())
     /// Environments built for starts without variables of their own (``childEnvironment``).
     private let environments = Mutex(EnvironmentBlocks())
@@ -139,6 +154,64 @@ public final class ProcessManager: Service, Sendable {
             maxSubscribers: configuration.maxSubscribers, maxBytes: configuration.maxSubscriberBytes)
         self.logger = logger
         self.reactor = try ProcessReactor(adoptOrphans: configuration.adoptOrphans)
+        let base: String
+        if let directory = configuration.stateDirectory {
+            base = directory + "/processes"
+            privateDirectory = nil
+        } else {
+            base = try Self.makePrivateDirectory()
+            privateDirectory = base
+        }
+        try Self.makeDirectory(base)
+        spools = try OutputSpoolStore(directory: base + "/spool", limits: configuration.spoolLimits, extraOwnedFiles: [ProcessRecord.fileName])
+        toolCalls = ToolCallStarts(directory: base)
+        restore()
+    }
+
+    private static func makeDirectory(_ path: String) throws {
+        if mkdir(path, 0o700) != 0 && errno != EEXIST { throw SystemCallError(call: "mkdir \(path)", errno: errno) }
+    }
+
+    private static func makePrivateDirectory() throws -> String {
+        let parent = ProcessInfo.processInfo.environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
+        var template = Array((parent + "/agent-proc-XXXXXX").utf8CString)
+        guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
+            throw SystemCallError(call: "mkdtemp", errno: errno)
+        }
+        return String(cString: made)
+    }
+
+    // MARK: Restore
+
+    /// Takes up the processes an earlier agent left (their records and spools): exited ones
+    /// as they ended, running ones as `lost`; the newest ``Configuration/maxRetainedExited``
+    /// are kept, the rest (and anything unreadable) removed.
+    private func restore() {
+        let nowUnix = Int64(Date().timeIntervalSince1970)
+        var restored: [ManagedProcess] = []
+        for id in spools.storedIDs() {
+            guard let spool = spools.restore(id: id), let record = ProcessRecord.read(from: spool.directory), record.id == id else {
+                spools.remove(id: id)
+                continue
+            }
+            restored.append(ManagedProcess(restored: record, spool: spool, budget: subscriberBudget, nowUnix: nowUnix))
+        }
+        restored.sort { ($0.exitInfo?.exitedAtUnix ?? 0, $0.startedAtUnix) < ($1.exitInfo?.exitedAtUnix ?? 0, $1.startedAtUnix) }
+        let excess = max(0, restored.count - configuration.maxRetainedExited)
+        for process in restored.prefix(excess) { spools.remove(id: process.id) }
+        let kept = restored.dropFirst(excess)
+        state.withLock { s in
+            for process in kept {
+                s.processes[process.id] = process
+                s.exitedOrder.append(process.id)
+            }
+        }
+        if !kept.isEmpty {
+            ProcessMetrics.restored.increment(by: kept.count)
+            logger.info("restored processes of an earlier agent", metadata: [
+                "count": "\(kept.count)", "lost": "\(kept.filter(\.lost).count)",
+            ])
+        }
     }
 
     // MARK: Start
@@ -174,13 +247,81 @@ public final class ProcessManager: Service, Sendable {
         return block
     }
 
+    /// What a start with tool-call headers did.
+    public enum StartOnce: Sendable {
+        /// The call's first start: the command runs.
+        case started(ManagedProcess)
+        /// A retry: the call ran before (in this agent or an earlier one) as `id`; its process
+        /// when it is still retained, else how it ended if known.
+        case attached(id: String, process: ManagedProcess?, exit: ExitStatus?)
+        /// The same call with a different request (409).
+        case mismatch
+        /// The call is older than the agent's record of calls and may have run (409).
+        case unknownBeforeHorizon
+    }
+
+    /// Starts at most once per tool call: a retry with the same `toolCall` and the same
+    /// request answers with the first start's process (also after an agent restart).
+    public func startOnce(
+        command: String, workdir: String?, environment: [String: String]?, background: Bool,
+        chat: ChatIdentity?, options: StartOptions, toolCall: ToolCallKey, ageMs: UInt64
+    ) async throws(StartFailure) -> StartOnce {
+        let digest = Self.requestDigest(command: command, workdir: workdir, environment: environment, background: background, options: options)
+        switch await toolCalls.claim(toolCall, digest: digest, ageMs: ageMs, newID: UUID().uuidString.lowercased()) {
+        case .mismatch:
+            return .mismatch
+        case .beforeHorizon:
+            return .unknownBeforeHorizon
+        case .existing(let entry):
+            ProcessMetrics.startsReplayed.increment()
+            let process = state.withLock { $0.processes[entry.id] }
+            return .attached(id: entry.id, process: process, exit: entry.exit.map { ExitStatus(code: $0.code, signal: $0.signal) })
+        case .run(let id):
+            do {
+                let process = try await start(
+                    command: command, workdir: workdir, environment: environment, background: background, chat: chat,
+                    options: options, id: id) as ManagedProcess
+                toolCalls.settle(toolCall, started: true)
+                return .started(process)
+            } catch {
+                toolCalls.settle(toolCall, started: false)
+                throw error
+            }
+        }
+    }
+
+    /// SHA-256 over what a start asks for, in a fixed order (the environment sorted).
+    static func requestDigest(
+        command: String, workdir: String?, environment: [String: String]?, background: Bool, options: StartOptions
+    ) -> String {
+        var hasher = SHA256()
+        func add(_ text: String) {
+            var bytes = Array(text.utf8)
+            var length = UInt64(bytes.count).bigEndian
+            withUnsafeBytes(of: &length) { hasher.update($0) }
+            bytes.withUnsafeMutableBytes { hasher.update(UnsafeRawBufferPointer($0)) }
+        }
+        add(command)
+        add(workdir ?? "\u{0}none")
+        for key in (environment ?? [:]).keys.sorted() {
+            add(key)
+            add(environment?[key] ?? "")
+        }
+        add(background ? "bg" : "fg")
+        add(options.stdin ? "stdin" : "")
+        if let terminal = options.terminal { add("pty \(terminal.rows)x\(terminal.cols) \(terminal.term ?? "")") }
+        return SHA256.hexString(hasher.finalize())
+    }
+
     /// Starts `sh -c command` in its own process group (spec §2.1, §4).
     public func start(
         command: String,
         workdir: String?,
         environment: [String: String]?,
         background: Bool,
-        chat: ChatIdentity?
+        chat: ChatIdentity?,
+        options: StartOptions = StartOptions(),
+        id: String = UUID().uuidString.lowercased()
     ) async throws(StartFailure) -> ManagedProcess {
         let running = try state.withLock { s throws(StartFailure) -> Int in
             if s.closed { throw StartFailure.closed }
@@ -188,7 +329,13 @@ public final class ProcessManager: Service, Sendable {
         }
         if running >= configuration.maxRunning { throw StartFailure.tooManyProcesses(limit: configuration.maxRunning) }
 
-        let env = await childEnvironment(environment, chat: chat)
+        var requested = environment
+        if let terminal = options.terminal {
+            var withTerm = environment ?? [:]
+            withTerm["TERM"] = terminal.term ?? withTerm["TERM"] ?? StartOptions.defaultTerm
+            requested = withTerm
+        }
+        let env = await childEnvironment(requested, chat: chat)
 
         let resolvedDir: String
         if let workdir, !workdir.isEmpty {
@@ -201,7 +348,8 @@ public final class ProcessManager: Service, Sendable {
         do {
             let request = SpawnRequest(
                 command: command, workdir: resolvedDir, environment: env,
-                priority: configuration.priority, childNofileSoft: configuration.childNofileSoft)
+                priority: configuration.priority, childNofileSoft: configuration.childNofileSoft,
+                input: options.spawnInput)
             let path = configuration.baseEnvironment["PATH"]
             child = try ProcessReactor.registeringShell { () throws(SpawnError) in
                 try ProcessSpawner.spawn(request, agentPath: path)
@@ -209,10 +357,22 @@ public final class ProcessManager: Service, Sendable {
         } catch {
             throw StartFailure.spawn(error.description)
         }
+        let input = child.inputFD >= 0 ? ProcessInput(fd: child.inputFD, kind: options.terminal == nil ? .pipe : .terminal) : nil
+        // No spool (the disk refused a directory) still runs the command: only the offset
+        // reads and the restart lose it.
+        let spool: OutputSpool?
+        do {
+            spool = try spools.create(id: id)
+        } catch {
+            logger.warning("no output spool for a process", metadata: ["id": "\(id)", "error": "\(error)"])
+            spool = nil
+        }
         let process = ManagedProcess(
-            id: UUID().uuidString.lowercased(), command: command, workdir: resolvedDir,
-            background: background, chatID: chat?.id, pid: child.pid, budget: subscriberBudget
+            id: id, command: command, workdir: resolvedDir,
+            background: background, chatID: chat?.id, pid: child.pid, budget: subscriberBudget,
+            input: input, spool: spool, options: options
         ) { [weak self] exited in self?.noteExited(exited) }
+        if let spool { Self.saveRecord(process, in: spool, logger: logger) }
         // Registered before the reactor sees the child, so its exit always finds it here.
         let closedMeanwhile = state.withLock { s -> Bool in
             s.processes[process.id] = process
@@ -249,6 +409,10 @@ public final class ProcessManager: Service, Sendable {
     /// `maxRetainedExited` exited processes (the oldest exits go first).
     private func noteExited(_ process: ManagedProcess) {
         ProcessMetrics.exited.increment()
+        if let spool = process.spool { Self.saveRecord(process, in: spool, logger: logger) }
+        if let exit = process.exitInfo {
+            toolCalls.recordExit(id: process.id, ProcessRecord.Exit(code: exit.status.code, signal: exit.status.signal, exitedAtUnix: exit.exitedAtUnix))
+        }
         if let chat = process.chatID, let paths = configuration.chatPaths {
             // The directory it ran in; "" is the agent's own, a relative one is relative to it.
             let workdir = process.workdir
@@ -268,6 +432,16 @@ public final class ProcessManager: Service, Sendable {
     private func forget(_ process: ManagedProcess, in s: inout State) {
         s.processes[process.id] = nil
         if process.isOutputOpen, let token = process.reactorToken { reactor.closeOutput(token) }
+        if process.spool != nil { spools.remove(id: process.id) }
+    }
+
+    /// Writes the process's record beside its spool (a failure only costs the restart).
+    private static func saveRecord(_ process: ManagedProcess, in spool: OutputSpool, logger: Logger) {
+        do {
+            try ProcessRecord(process).write(into: spool.directory)
+        } catch {
+            logger.warning("could not save a process record", metadata: ["id": "\(process.id)", "error": "\(error)"])
+        }
     }
 
     // MARK: Query
@@ -407,6 +581,12 @@ public final class ProcessManager: Service, Sendable {
             _ = await waitUntilQuiet(processes, within: Self.killWait)
         }
         await reactor.stop()
+        if let privateDirectory {
+            for id in spools.storedIDs() { spools.remove(id: id) }
+            unlink(privateDirectory + "/" + ToolCallStarts.fileName)
+            rmdir(privateDirectory + "/spool")
+            rmdir(privateDirectory)
+        }
     }
 
     /// After SIGKILL, how long the kernel gets to end the groups and close their pipes

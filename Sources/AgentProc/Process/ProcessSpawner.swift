@@ -15,6 +15,16 @@ struct SpawnRequest: Sendable {
     var priority: ProcessPriority
     /// RLIMIT_NOFILE soft limit to restore in the child (the agent raises its own).
     var childNofileSoft: Int?
+    /// What the child's stdin is.
+    var input: SpawnInput = .none
+}
+
+/// A child's stdin: /dev/null (the reference), a pipe, or a pseudo-terminal that is also its
+/// stdout, stderr and controlling terminal.
+enum SpawnInput: Sendable, Equatable {
+    case none
+    case pipe
+    case terminal(rows: UInt16, cols: UInt16)
 }
 
 /// A started child: the reactor takes ownership of both descriptors.
@@ -22,6 +32,9 @@ struct SpawnedChild: Sendable {
     var pid: pid_t
     var pidfd: Int32
     var outputFD: Int32
+    /// The agent's end of the child's stdin (non-blocking; for a terminal, a second
+    /// descriptor of its primary side), or -1 for /dev/null.
+    var inputFD: Int32 = -1
 }
 
 /// Why a spawn failed; `description` is the reference's `detail` text.
@@ -32,7 +45,7 @@ struct SpawnError: Error, CustomStringConvertible {
 }
 
 /// Starts children through the C shim: new process group, clean signal state, stdin from
-/// /dev/null, stdout+stderr on one pipe.
+/// /dev/null (or a pipe), stdout+stderr on one pipe; or a new session on a pseudo-terminal.
 enum ProcessSpawner {
     /// Kernel pipe size requested for output: 1 MiB (the unprivileged maximum) so a fast
     /// writer rarely waits on the reader.
@@ -78,9 +91,48 @@ enum ProcessSpawner {
     }
 
     private static func spawn(_ request: SpawnRequest, shell: String) throws(SpawnError) -> SpawnedChild {
+        // fds[0]: the agent's read end of the output; fds[1]: the child's output (stdout and
+        // stderr); input: the child's stdin (agent end, child end); -1 where unused.
         var fds: [Int32] = [-1, -1]
-        guard agent_output_pipe(&fds, pipeSize) == 0 else {
-            throw SpawnError(description: "start process: " + SystemCallError(call: "pipe", errno: errno).description)
+        var input: [Int32] = [-1, -1]
+        var terminal = false
+        switch request.input {
+        case .terminal(let rows, let cols):
+            var primary: Int32 = -1
+            var secondary: Int32 = -1
+            guard agent_open_pty(&primary, &secondary, rows, cols) == 0 else {
+                throw SpawnError(description: "start process: " + SystemCallError(call: "open pty", errno: errno).description)
+            }
+            let writer = fcntl(primary, F_DUPFD_CLOEXEC, 3)
+            guard writer >= 0 else {
+                let code = errno
+                close(primary)
+                close(secondary)
+                throw SpawnError(description: "start process: " + SystemCallError(call: "dup", errno: code).description)
+            }
+            fds = [primary, secondary]
+            input = [writer, secondary]
+            terminal = true
+        case .pipe, .none:
+            guard agent_output_pipe(&fds, pipeSize) == 0 else {
+                throw SpawnError(description: "start process: " + SystemCallError(call: "pipe", errno: errno).description)
+            }
+            if request.input == .pipe {
+                var pair: [Int32] = [-1, -1]
+                guard agent_input_pipe(&pair) == 0 else {
+                    let code = errno
+                    close(fds[0])
+                    close(fds[1])
+                    throw SpawnError(description: "start process: " + SystemCallError(call: "pipe", errno: code).description)
+                }
+                // Agent end first, as for the terminal.
+                input = [pair[1], pair[0]]
+            }
+        }
+        /// Closes the child's ends (after the spawn) or everything (on failure).
+        func closeChildEnds() {
+            close(fds[1])
+            if input[1] >= 0 && input[1] != fds[1] { close(input[1]) }
         }
         let argv = ["sh", "-c", request.command]
         var failedStep: Int32 = 0
@@ -101,16 +153,19 @@ enum ProcessSpawner {
                             nofile_soft: Int64(request.childNofileSoft ?? -1),
                             parent_death_signal: 0,
                             error_fd: -1,
-                            new_session: 0
+                            new_session: terminal ? 1 : 0,
+                            input_fd: input[1],
+                            controlling_terminal: terminal ? 1 : 0
                         )
                         return agent_spawn_pidfd(&options, &failedStep, &childErrno, &spawnedPidfd)
                     }
                 }
             }
         }
-        close(fds[1])
+        closeChildEnds()
         guard pid > 0 else {
             close(fds[0])
+            if input[0] >= 0 { close(input[0]) }
             let reason = SystemCallError.message(childErrno)
             switch UInt32(failedStep) {
             case AGENT_SPAWN_STEP_CHDIR.rawValue:
@@ -131,9 +186,10 @@ enum ProcessSpawner {
             var status: Int32 = 0
             waitpid(pid, &status, 0)
             close(fds[0])
+            if input[0] >= 0 { close(input[0]) }
             throw SpawnError(description: "start process: \(reason)")
         }
-        return SpawnedChild(pid: pid, pidfd: pidfd, outputFD: fds[0])
+        return SpawnedChild(pid: pid, pidfd: pidfd, outputFD: fds[0], inputFD: input[0])
     }
 }
 

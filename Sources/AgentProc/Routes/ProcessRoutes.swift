@@ -1,4 +1,5 @@
 import AgentCore
+import CoreMetrics
 import AgentHTTP
 import FoundationEssentials
 #if canImport(Glibc)
@@ -21,6 +22,9 @@ struct ProcessRoutes: Sendable {
         routes.get("list") { request, context in try self.list(request, context) }
         routes.get(":id/output") { request, context in try await self.output(request, context) }
         routes.post(":id/signal") { request, context in try await self.signal(request, context) }
+        routes.post(":id/stdin") { request, context in try await self.stdin(request, context) }
+        routes.post(":id/stdin/close") { request, context in try await self.closeStdin(request, context) }
+        routes.post(":id/resize") { request, context in try await self.resize(request, context) }
         return routes
     }
 
@@ -34,12 +38,35 @@ struct ProcessRoutes: Sendable {
 
     func start(_ request: Request, _ context: AgentRequestContext) async throws -> Response {
         let chat = context.chat
-        let (command, workdir, env, background) = try Self.startRequest(
+        let toolCall = try ToolCallKey.from(request.headers, chat: chat)
+        let fields = try Self.startRequest(
             try await JSONRequest.decode(request, context: context, typeName: "StartProcessRequest"))
         do {
-            let process = try await manager.start(
-                command: command, workdir: workdir, environment: env, background: background, chat: chat)
-            return JSONResponse.make(StartResponse(id: process.id, started: true))
+            guard let (key, ageMs) = toolCall else {
+                let process = try await manager.start(
+                    command: fields.command, workdir: fields.workdir, environment: fields.env, background: fields.background,
+                    chat: chat, options: fields.options)
+                return JSONResponse.make(StartResponse(id: process.id, started: true))
+            }
+            switch try await manager.startOnce(
+                command: fields.command, workdir: fields.workdir, environment: fields.env, background: fields.background,
+                chat: chat, options: fields.options, toolCall: key, ageMs: ageMs)
+            {
+            case .started(let process):
+                return JSONResponse.make(StartResponse(id: process.id, started: true))
+            case .attached(let id, let process, let exit):
+                return JSONResponse.make(StartResponse(attached: id, process: process, exit: exit))
+            case .mismatch:
+                return JSONResponse.make(
+                    ToolCallRefusal(message: "This tool call started a process with a different request.", code: "input_mismatch"),
+                    status: .conflict)
+            case .unknownBeforeHorizon:
+                return JSONResponse.make(
+                    ToolCallRefusal(
+                        message: "This tool call is older than the agent's record of tool calls; it may have run.",
+                        code: "agent_started_after_tool_call"),
+                    status: .conflict)
+            }
         } catch {
             let detail = switch error {
             case .closed: "manager is closed"
@@ -60,10 +87,120 @@ struct ProcessRoutes: Sendable {
         let chat = context.chat
         let id = Self.processID(context)
         guard let process = manager.lookup(id, chat: chat) else { throw Self.notFound(id) }
-        if request.uri.queryParameters.get("wait") == "true" {
+        let query = try OutputQuery(request.uri.queryParameters, maxWait: manager.configuration.maxWait)
+        if let read = query.cursor {
+            return JSONResponse.make(CursorResponse(process, read: read))
+        }
+        if let awaited = query.`await` {
+            let (condition, match) = await manager.awaitCondition(
+                process, awaited, clientGone: context.clientGone, timerLoop: context.channel.eventLoop)
+            var answer = OutputResponse(process, process.snapshot())
+            answer.condition = condition.rawValue
+            answer.match = match.map { MatchResponse(line: String(decoding: $0.line, as: UTF8.self), offset: $0.offset) }
+            return JSONResponse.make(answer)
+        }
+        if query.wait {
             await manager.waitForExit(process, clientGone: context.clientGone, timerLoop: context.channel.eventLoop)
         }
         return JSONResponse.make(OutputResponse(process, process.snapshot()))
+    }
+
+    // MARK: stdin and terminal
+
+    /// `POST /{id}/stdin`: the raw body goes to the child's stdin, after earlier writes.
+    func stdin(_ request: Request, _ context: AgentRequestContext) async throws -> Response {
+        let (id, input) = try inputOf(context)
+        var request = request
+        let body: ByteBuffer
+        do {
+            body = try await request.collectBody(upTo: ProcessInput.maxWriteBytes)
+        } catch {
+            ProcessMetrics.stdinRefused("too_large")
+            throw APIError(
+                .contentTooLarge, "Input is too large.",
+                detail: "At most \(ProcessInput.maxWriteBytes) bytes per call; send more in further calls.")
+        }
+        let bytes = Array(body.readableBytesView)
+        switch await input.write(bytes, timeout: manager.configuration.stdinWriteTimeout) {
+        case .success(let written):
+            ProcessMetrics.stdinBytes.increment(by: written)
+            return JSONResponse.make(StdinResponse(written: written))
+        case .failure(let failure):
+            throw Self.inputError(failure, id: id)
+        }
+    }
+
+    /// `POST /{id}/stdin/close`: end-of-file (a pipe closes; a terminal gets ^D).
+    func closeStdin(_ request: Request, _ context: AgentRequestContext) async throws -> Response {
+        let (id, input) = try inputOf(context)
+        switch await input.close() {
+        case .success:
+            return JSONResponse.make(MessageResponse(message: "Input of process \(goQuote(id)) closed."))
+        case .failure(let failure):
+            throw Self.inputError(failure, id: id)
+        }
+    }
+
+    /// `POST /{id}/resize {"rows","cols"}`: the terminal's size (SIGWINCH to the child).
+    func resize(_ request: Request, _ context: AgentRequestContext) async throws -> Response {
+        let id = Self.processID(context)
+        guard let process = manager.lookup(id, chat: context.chat) else { throw Self.notFound(id) }
+        let body = try await JSONRequest.decode(request, context: context, typeName: "ResizeRequest")
+        let (rows, cols) = try Self.dimensions(body)
+        guard let input = process.input, input.kind == .terminal else {
+            throw APIError(.conflict, "Process \(goQuote(id)) has no terminal.")
+        }
+        guard input.resize(rows: rows, cols: cols) else {
+            throw APIError(.conflict, "Process \(goQuote(id)) is not running.")
+        }
+        return JSONResponse.make(MessageResponse(message: "Terminal of process \(goQuote(id)) resized to \(rows)x\(cols)."))
+    }
+
+    private func inputOf(_ context: AgentRequestContext) throws(APIError) -> (String, ProcessInput) {
+        let id = Self.processID(context)
+        guard let process = manager.lookup(id, chat: context.chat) else { throw Self.notFound(id) }
+        guard let input = process.input else {
+            ProcessMetrics.stdinRefused("closed")
+            throw APIError(.conflict, "Process \(goQuote(id)) was not started with stdin.", detail: "Start it with \"stdin\": true or \"pty\".")
+        }
+        return (id, input)
+    }
+
+    static func inputError(_ failure: ProcessInput.Failure, id: String) -> APIError {
+        switch failure {
+        case .closed:
+            ProcessMetrics.stdinRefused("closed")
+            return APIError(.conflict, "Input of process \(goQuote(id)) is closed.", detail: "stdin was closed or the process exited.")
+        case .stalled(let written):
+            ProcessMetrics.stdinRefused("stalled")
+            return APIError(
+                .gatewayTimeout, "Process \(goQuote(id)) did not read its input in time.",
+                detail: "\(written) bytes were written before the wait for the child ended; the rest was not.")
+        case .busy:
+            ProcessMetrics.stdinRefused("busy")
+            return APIError(
+                .tooManyRequests, "Too much input is waiting for process \(goQuote(id)).",
+                detail: "At most \(ProcessInput.maxQueuedBytes) bytes may wait; nothing of this call was written.")
+        case .tooLarge:
+            ProcessMetrics.stdinRefused("too_large")
+            return APIError(.contentTooLarge, "Input is too large.", detail: "At most \(ProcessInput.maxWriteBytes) bytes per call.")
+        case .failed(let reason, let written):
+            ProcessMetrics.stdinRefused("error")
+            return APIError(.internalServerError, "Failed to write input.", detail: "\(reason) (\(written) bytes written first)")
+        }
+    }
+
+    /// `rows` and `cols` of a resize or a `pty` object: both required, 1...10000.
+    static func dimensions(_ body: JSONRequest) throws(APIError) -> (UInt16, UInt16) {
+        let rows = try body.int("rows")
+        let cols = try body.int("cols")
+        guard let rows, let cols, (1...Int(StartOptions.maxDimension)).contains(rows), (1...Int(StartOptions.maxDimension)).contains(cols) else {
+            throw APIError(
+                .badRequest, "Terminal size is invalid.",
+                detail: "rows and cols must both be between 1 and \(StartOptions.maxDimension).",
+                validations: [.init(field: "rows", detail: "1...\(StartOptions.maxDimension)"), .init(field: "cols", detail: "1...\(StartOptions.maxDimension)")])
+        }
+        return (UInt16(rows), UInt16(cols))
     }
 
     func signal(_ request: Request, _ context: AgentRequestContext) async throws -> Response {
@@ -92,17 +229,40 @@ struct ProcessRoutes: Sendable {
     // MARK: Helpers
 
     /// A start body's fields: a command (required), working directory, environment and
-    /// background flag, none holding a NUL; 400 otherwise.
-    static func startRequest(_ body: JSONRequest) throws(APIError) -> (
-        command: String, workdir: String?, env: [String: String]?, background: Bool
-    ) {
+    /// background flag, none holding a NUL, and the optional `stdin` and `pty`; 400 otherwise.
+    static func startRequest(_ body: JSONRequest) throws(APIError) -> StartFields {
         let command = try body.string("command") ?? ""
         let workdir = try body.string("workdir")
         let env = try body.stringMap("env")
         let background = try body.bool("background") ?? false
+        let stdin = try body.bool("stdin") ?? false
+        var terminal: StartOptions.Terminal?
+        if let pty = body.value("pty"), pty != .null {
+            guard case .object = pty else { throw body.mismatch("pty", pty, "workspacesdk.ProcessPTY") }
+            let nested = body.with(pty)
+            let (rows, cols) = try dimensions(nested)
+            let term = try nested.string("term")
+            if let term, term.isEmpty || term.utf8.count > 64 || !term.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7f }) {
+                throw APIError(
+                    .badRequest, "Terminal type is invalid.", detail: "term must be 1 to 64 printable ASCII characters.",
+                    validations: [.init(field: "pty.term", detail: "1 to 64 printable ASCII characters")])
+            }
+            terminal = StartOptions.Terminal(rows: rows, cols: cols, term: term)
+        }
         guard !command.isEmpty else { throw APIError(.badRequest, "Command is required.") }
         try rejectNUL(command: command, workdir: workdir, env: env)
-        return (command, workdir, env, background)
+        return StartFields(
+            command: command, workdir: workdir, env: env, background: background,
+            options: StartOptions(stdin: stdin, terminal: terminal))
+    }
+
+    /// What a start body asks for.
+    struct StartFields: Sendable {
+        var command: String
+        var workdir: String?
+        var env: [String: String]?
+        var background: Bool
+        var options: StartOptions
     }
 
     /// exec(2) takes C strings: a NUL would silently cut the command, directory or variable

@@ -27,9 +27,14 @@ public final class OutputSubscription: Sendable {
         case output(ByteBuffer)
         /// This many bytes were not delivered here (never retained, or dropped while slow).
         case omitted(Int)
+        /// A text event for this client (its input was refused), before further output.
+        case notice(String)
         /// The process exited; always the last event.
         case exit(ExitStatus)
     }
+
+    /// Notices waiting at most (a client sending input that keeps failing gets no more).
+    static let maxNotices = 4
 
     private struct State {
         var chunks: [ByteBuffer] = []
@@ -38,6 +43,7 @@ public final class OutputSubscription: Sendable {
         var omitted = 0
         var exit: ExitStatus?
         var exitDelivered = false
+        var notices: [String] = []
         var cancelled = false
         var waiter: CheckedContinuation<Event?, Never>?
     }
@@ -90,6 +96,16 @@ public final class OutputSubscription: Sendable {
     func addOmitted(_ count: Int) {
         guard count > 0 else { return }
         state.withLock { $0.omitted += count }
+    }
+
+    /// Queues a text event for this client (dropped beyond ``maxNotices`` waiting).
+    func notify(_ text: String) {
+        let resume = state.withLock { s -> (CheckedContinuation<Event?, Never>, Event)? in
+            guard !s.cancelled, !s.exitDelivered, s.notices.count < Self.maxNotices else { return nil }
+            s.notices.append(text)
+            return Self.takeEvent(&s, budget)
+        }
+        if let (waiter, event) = resume { waiter.resume(returning: event) }
     }
 
     /// Called once when the process exits.
@@ -150,6 +166,7 @@ public final class OutputSubscription: Sendable {
     /// Output is a slice of the shared buffer when one chunk fills the batch; small chunks
     /// are joined (one copy) so a chatty process does not become one frame per line.
     private static func nextEvent(_ s: inout State, _ budget: SubscriberBudget) -> Event? {
+        if !s.notices.isEmpty { return .notice(s.notices.removeFirst()) }
         if s.omitted > 0 {
             defer { s.omitted = 0 }
             return .omitted(s.omitted)

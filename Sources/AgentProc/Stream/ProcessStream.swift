@@ -83,7 +83,7 @@ struct ProcessStream: Sendable {
         enum Finished { case reader, sender, closeTimeout, stalled, monitorEnded }
         try await withThrowingTaskGroup(of: Finished.self) { group in
             group.addTask {
-                do { for try await _ in inbound {} } catch {}
+                await Self.readInput(inbound, into: process, notifying: subscription, timeout: manager.configuration.stdinWriteTimeout)
                 subscription.cancel()
                 return .reader
             }
@@ -134,6 +134,44 @@ struct ProcessStream: Sendable {
         }
     }
 
+    /// Reads the client's messages: binary ones go to the process's stdin (in order, waiting
+    /// while the child does not read, which holds this client's further frames back), text
+    /// ones are ignored. A refused write is told to the client as
+    /// `{"type":"stdin_error","message":...}`, and its later input is not written.
+    static func readInput(
+        _ inbound: WebSocketInboundStream, into process: ManagedProcess, notifying subscription: OutputSubscription, timeout: Duration
+    ) async {
+        var binary = false
+        var refused = false
+        do {
+            for try await frame in inbound {
+                switch frame.opcode {
+                case .binary: binary = true
+                case .text: binary = false
+                case .continuation: break
+                }
+                guard binary, !refused, frame.data.readableBytes > 0 else { continue }
+                guard let input = process.input else {
+                    refused = true
+                    subscription.notify(stdinError("The process was not started with stdin."))
+                    continue
+                }
+                switch await input.write(Array(frame.data.readableBytesView), timeout: timeout) {
+                case .success(let written):
+                    ProcessMetrics.stdinBytes.increment(by: written)
+                case .failure(let failure):
+                    refused = true
+                    subscription.notify(stdinError(ProcessRoutes.inputError(failure, id: process.id).description))
+                }
+            }
+        } catch {}
+    }
+
+    static func stdinError(_ message: String) -> String {
+        let encoded = (try? JSONEncoder().encode(message)).map { String(decoding: $0, as: UTF8.self) } ?? "\"\""
+        return #"{"type":"stdin_error","message":\#(encoded)}"#
+    }
+
     /// Sends the retained output, then live events; true once the exit event was sent.
     static func send(
         head: [UInt8], omitted: Int, tail: [UInt8], from subscription: OutputSubscription, to outbound: WatchedWriter
@@ -147,6 +185,8 @@ struct ProcessStream: Sendable {
                 try await outbound.write(.binary(bytes))
             case .omitted(let count):
                 try await outbound.write(.text(omittedEvent(count)))
+            case .notice(let text):
+                try await outbound.write(.text(text))
             case .exit(let status):
                 try await outbound.write(.text(exitEvent(status)))
                 return true

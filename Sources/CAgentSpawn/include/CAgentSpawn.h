@@ -40,6 +40,9 @@ typedef struct agent_spawn_options {
     int parent_death_signal;    // sent to the child when the spawning *thread* ends; 0 for none
     int error_fd;               // becomes fd 2 instead of output_fd when >= 0
     int new_session;            // 1: setsid() (a new session and group), 0: a new group only
+    int input_fd;               // becomes fd 0 when >= 0; < 0: /dev/null
+    int controlling_terminal;   // 1: fd 0 (a terminal) becomes the controlling terminal of the
+                                // new session (needs new_session); 0: none
 } agent_spawn_options;
 
 /// Spawns a child. Returns its pid (> 0), or -1 with `*failed_step` and `*child_errno` set.
@@ -59,6 +62,21 @@ int agent_is_executable(const char *path);
 
 /// A pipe whose read end (fds[0]) is non-blocking; both ends close-on-exec. Returns 0 or -1.
 int agent_output_pipe(int fds[2], int pipe_size);
+
+/// A pipe for a child's stdin: the write end (fds[1]) is non-blocking; both ends
+/// close-on-exec. Returns 0 or -1.
+int agent_input_pipe(int fds[2]);
+
+/// A pseudo-terminal pair: `*primary` (non-blocking, close-on-exec) stays with the agent,
+/// `*secondary` (close-on-exec) becomes the child's fd 0, 1 and 2. The window size is set
+/// to rows x cols. Returns 0, or -1 with errno (nothing left open).
+int agent_open_pty(int *primary, int *secondary, unsigned short rows, unsigned short cols);
+
+/// TIOCSWINSZ on a terminal: the kernel sends SIGWINCH to its foreground group. 0 or -1.
+int agent_pty_resize(int fd, unsigned short rows, unsigned short cols);
+
+/// The terminal's end-of-file character (VEOF, normally ^D), or 4 when it cannot be read.
+int agent_pty_eof_char(int fd);
 
 /// Reclaims this process's clean read-only file pages (code and constants of the binary and
 /// its libraries) with madvise(MADV_PAGEOUT): what start-up ran and will not run again stops
@@ -99,6 +117,9 @@ int agent_eventfd(void);
 /// epoll without the packed `struct epoll_event` (awkward from Swift). Level-triggered EPOLLIN.
 int agent_epoll_create(void);
 int agent_epoll_add(int epfd, int fd, uint64_t data);
+/// One-shot EPOLLOUT (with EPOLLERR/EPOLLHUP, always reported): for a writer waiting on a
+/// full pipe or terminal. Delete it after it fires or is given up.
+int agent_epoll_add_writable(int epfd, int fd, uint64_t data);
 int agent_epoll_del(int epfd, int fd);
 /// Waits and stores each ready descriptor's data word in `out`; returns the count or -1.
 int agent_epoll_wait(int epfd, uint64_t *out, int max, int timeout_ms);

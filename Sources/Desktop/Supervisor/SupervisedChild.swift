@@ -58,7 +58,7 @@ final class SupervisedChild: Sendable {
                                     var options = agent_spawn_options(
                                         path: path, argv: argvPtr, envp: envpPtr, cwd: nil, output_fd: outputFD,
                                         oom_score_adj: AGENT_SPAWN_KEEP, nice_value: AGENT_SPAWN_KEEP, nofile_soft: -1,
-                                        parent_death_signal: deathSignal, error_fd: errorFD, new_session: 0)
+                                        parent_death_signal: deathSignal, error_fd: errorFD, new_session: 0, input_fd: -1, controlling_terminal: 0)
                                     return agent_spawn(&options, &step, &code)
                                 }
                             }

@@ -146,7 +146,7 @@ final class ScriptProcess: Sendable {
                                 path: path, argv: argv, envp: env, cwd: cwd, output_fd: outPipe[1],
                                 oom_score_adj: priority.oomScoreAdj ?? AGENT_SPAWN_KEEP, nice_value: priority.nice ?? AGENT_SPAWN_KEEP,
                                 nofile_soft: -1,
-                                parent_death_signal: 0, error_fd: merge ? -1 : errPipe[1], new_session: 1)
+                                parent_death_signal: 0, error_fd: merge ? -1 : errPipe[1], new_session: 1, input_fd: -1, controlling_terminal: 0)
                             return agent_spawn_pidfd(&options, &step, &code, &pidfd)
                         }
                     }

@@ -1,24 +1,31 @@
 import AgentCore
-import AgentHTTP
 import FoundationEssentials
 #if canImport(Glibc)
 import Glibc
 #endif
 import HTTPTypes
 
-/// The tool call a write or edit belongs to (spec file-api §3): three headers, all or none.
-struct ToolCallKey: Hashable, Sendable {
-    static let messageHeader = HTTPField.Name("Coder-Tool-Call-Message-Id")!
-    static let callHeader = HTTPField.Name("Coder-Tool-Call-Id")!
-    static let ageHeader = HTTPField.Name("Coder-Tool-Call-Age-Ms")!
-    static let runAgeHeader = HTTPField.Name("Coder-Tool-Call-Run-Age-Ms")!
+/// The tool call a request belongs to (spec file-api §3): three headers, all or none, and
+/// a chat. The file API's writes and edits and the process API's starts run at most once per
+/// tool call.
+public struct ToolCallKey: Hashable, Sendable {
+    public static let messageHeader = HTTPField.Name("Coder-Tool-Call-Message-Id")!
+    public static let callHeader = HTTPField.Name("Coder-Tool-Call-Id")!
+    public static let ageHeader = HTTPField.Name("Coder-Tool-Call-Age-Ms")!
+    public static let runAgeHeader = HTTPField.Name("Coder-Tool-Call-Run-Age-Ms")!
 
-    var chat: String
-    var messageID: UInt64
-    var callID: String
+    public var chat: String
+    public var messageID: UInt64
+    public var callID: String
+
+    public init(chat: String, messageID: UInt64, callID: String) {
+        self.chat = chat
+        self.messageID = messageID
+        self.callID = callID
+    }
 
     /// The headers' call and its age; nil when none of the three headers is present.
-    static func from(_ headers: HTTPFields, chat: ChatIdentity?) throws(APIError) -> (key: ToolCallKey, ageMs: UInt64)? {
+    public static func from(_ headers: HTTPFields, chat: ChatIdentity?) throws(APIError) -> (key: ToolCallKey, ageMs: UInt64)? {
         let message = headers[values: messageHeader]
         let call = headers[values: callHeader]
         let age = headers[values: ageHeader]
@@ -38,7 +45,7 @@ struct ToolCallKey: Hashable, Sendable {
 
     /// The id its cancel route carries: a UUIDv5 in the reference's namespace over the chat
     /// id's 16 bytes, the message id (big-endian) and the raw call id.
-    var cancelID: String {
+    public var cancelID: String {
         let namespace: [UInt8] = [0xc5, 0x77, 0x3f, 0x4c, 0x0b, 0x3f, 0x57, 0xbc, 0x91, 0x47, 0x36, 0xda, 0xf7, 0x92, 0x1a, 0x1b]
         var name = Self.uuidBytes(chat)
         for shift in stride(from: 56, through: 0, by: -8) { name.append(UInt8(truncatingIfNeeded: messageID >> UInt64(shift))) }

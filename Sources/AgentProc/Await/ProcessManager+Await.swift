@@ -1,0 +1,107 @@
+import AgentCore
+import NIOCore
+
+/// Which condition ended an await (`"condition"` in the answer).
+public enum AwaitCondition: String, Sendable {
+    case matched
+    case portOpen = "port_open"
+    case exited
+    case timeout
+}
+
+extension ProcessManager {
+    /// What an await asks for: a line condition from an offset, a port, or both (the first
+    /// to hold ends it), and how long to wait at most.
+    public struct AwaitRequest: Sendable {
+        public var condition: LineCondition?
+        public var from: UInt64 = 0
+        public var port: UInt16?
+        public var timeout: Duration
+
+        public init(condition: LineCondition? = nil, from: UInt64 = 0, port: UInt16? = nil, timeout: Duration) {
+            self.condition = condition
+            self.from = from
+            self.port = port
+            self.timeout = timeout
+        }
+    }
+
+    /// Waits until a line of the process's output (from `from` on) satisfies the condition,
+    /// the port accepts a connection, the process exits, `timeout` passes or the client goes
+    /// (answered as `timeout`). Output is matched on the reactor's output path as it is
+    /// written; output written before the await is read back from the spool first.
+    public func awaitCondition(
+        _ process: ManagedProcess, _ request: AwaitRequest, clientGone: any GoneSignal, timerLoop: any EventLoop
+    ) async -> (AwaitCondition, OutputWatch.Match?) {
+        let signal = OneShotSignal()
+        var watch: OutputWatch?
+        var watchTask: Task<Void, Never>?
+        if let condition = request.condition {
+            let from = min(request.from, process.outputEnd)
+            let made = OutputWatch(condition: condition, from: from)
+            watch = made
+            let (catchUpTo, complete) = process.attach(made)
+            if let spool = process.spool {
+                var offset = max(from, spool.dropped)
+                while offset < catchUpTo, made.match == nil {
+                    let read = spool.read(from: offset, limit: min(1 << 20, Int(catchUpTo - offset)))
+                    guard !read.bytes.isEmpty else { break }
+                    made.catchUp(read.bytes, at: read.offset)
+                    offset = read.next
+                }
+            }
+            made.endCatchUp()
+            if complete { made.outputEnded() }
+            watchTask = Task {
+                await made.matched.wait()
+                signal.fire()
+            }
+        }
+        defer {
+            watchTask?.cancel()
+            if let watch {
+                process.detach(watch)
+                watch.matched.fire()  // ends the watch task
+            }
+        }
+        let exitWaiter = process.onExit { signal.fire() }
+        defer { if let exitWaiter { process.removeExitWaiter(exitWaiter) } }
+        if exitWaiter == nil { signal.fire() }
+
+        let portOpen = OneShotSignal()
+        var portTask: Task<Void, Never>?
+        if let port = request.port {
+            portTask = Task.detached {
+                while !Task.isCancelled {
+                    if PortProbe.isOpen(port) {
+                        portOpen.fire()
+                        signal.fire()
+                        return
+                    }
+                    try? await Task.sleep(for: PortProbe.interval)
+                }
+            }
+        }
+        defer { portTask?.cancel() }
+        let client = clientGone.whenGone { signal.fire() }
+        defer { client.cancel() }
+        let limit = min(request.timeout, configuration.maxWait)
+        let nanoseconds = limit.components.seconds * 1_000_000_000 + limit.components.attoseconds / 1_000_000_000
+        let timer = timerLoop.scheduleTask(in: .nanoseconds(nanoseconds)) { signal.fire() }
+        defer { timer.cancel() }
+        await signal.wait()
+
+        let outcome: (AwaitCondition, OutputWatch.Match?)
+        if let match = watch?.match {
+            outcome = (.matched, match)
+        } else if portOpen.isFired {
+            outcome = (.portOpen, nil)
+        } else if !process.isRunning {
+            outcome = (.exited, nil)
+        } else {
+            outcome = (.timeout, nil)
+        }
+        ProcessMetrics.awaited(outcome.0.rawValue)
+        return outcome
+    }
+}

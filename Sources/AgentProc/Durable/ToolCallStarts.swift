@@ -1,0 +1,250 @@
+import AgentCore
+import AgentHTTP
+import FoundationEssentials
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Which tool calls started which process, kept on disk so that a retried start (the same
+/// `Coder-Chat-Id` and `Coder-Tool-Call-*` headers) never runs its command twice, even
+/// across an agent restart (coder/coder #29605: a retried call re-ran a 31-minute command).
+///
+/// A claim is written **before** the spawn (and withdrawn if the spawn fails), so a crash
+/// between the two leaves a claim whose process is unknown: it is reported `lost`, never
+/// run again. The file is an append-only log of JSON lines (`tool-calls.jsonl`), compacted
+/// when it holds twice what is live; a torn last line is skipped when read back.
+///
+/// Bounds: at most ``maxEntries`` calls, none older than ``maxAge`` (the oldest go first).
+/// A call older than what the ledger still covers (``horizonUnixMs``: when it was created,
+/// or the newest entry it forgot) that it has no entry for may have run: it is refused.
+final class ToolCallStarts: Sendable {
+    static let maxEntries = 4096
+    static let maxAge: Duration = .seconds(24 * 3600)
+    static let fileName = "tool-calls.jsonl"
+    /// Largest log read back (4096 live entries of at most ~1 KiB, and as many dead lines).
+    static let maxFileBytes = 16 << 20
+
+    struct Entry: Sendable, Equatable {
+        var key: ToolCallKey
+        var digest: String
+        var id: String
+        var atUnixMs: Int64
+        var exit: ProcessRecord.Exit?
+        /// The spawn is under way.
+        var pending = false
+    }
+
+    /// What a start with tool-call headers should do.
+    enum Claim: Sendable {
+        /// Run it under `id` (then ``settle(_:started:)``).
+        case run(id: String)
+        /// It ran (or runs) as `entry.id`: answer with that process.
+        case existing(Entry)
+        /// The same call with a different request.
+        case mismatch
+        /// No entry, but the call is older than what the ledger covers: it may have run.
+        case beforeHorizon
+    }
+
+    private struct Line: Codable {
+        var t: String
+        var chat: String?
+        var message: UInt64?
+        var call: String?
+        var digest: String?
+        var id: String?
+        var at: Int64?
+        var code: Int?
+        var signal: String?
+        var exited: Int64?
+    }
+
+    private struct State {
+        var entries: [ToolCallKey: Entry] = [:]
+        var keyByID: [String: ToolCallKey] = [:]
+        var horizonUnixMs: Int64
+        var lines = 0
+        var fd: Int32 = -1
+        var waiters: [ToolCallKey: [CheckedContinuation<Void, Never>]] = [:]
+    }
+
+    private let path: String
+    private let state: Mutex<State>
+
+    /// Opens (or starts) the log in `directory`.
+    init(directory: String, nowUnixMs: Int64 = ToolCallStarts.nowUnixMs()) {
+        path = directory + "/" + Self.fileName
+        var s = State(horizonUnixMs: nowUnixMs)
+        if let bytes = AtomicFile.read(path, maxBytes: Self.maxFileBytes) {
+            Self.load(bytes, into: &s)
+        }
+        Self.evict(&s, nowUnixMs: nowUnixMs)
+        state = Mutex(s)
+        state.withLock { s in self.rewrite(&s) }
+    }
+
+    deinit {
+        state.withLock { s in if s.fd >= 0 { close(s.fd) } }
+    }
+
+    static func nowUnixMs() -> Int64 {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        return Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000
+    }
+
+    var horizonUnixMs: Int64 { state.withLock { $0.horizonUnixMs } }
+    var count: Int { state.withLock { $0.entries.count } }
+
+    /// Claims `key` for a start whose request hashes to `digest`; waits while another start
+    /// of the same call is spawning.
+    func claim(_ key: ToolCallKey, digest: String, ageMs: UInt64, newID: String) async -> Claim {
+        let now = Self.nowUnixMs()
+        while true {
+            enum Step { case decided(Claim), wait }
+            let step = state.withLock { s -> Step in
+                if let entry = s.entries[key] {
+                    if entry.pending { return .wait }
+                    return .decided(entry.digest == digest ? .existing(entry) : .mismatch)
+                }
+                let madeAt = now - Int64(clamping: ageMs)
+                if madeAt < s.horizonUnixMs { return .decided(.beforeHorizon) }
+                var entry = Entry(key: key, digest: digest, id: newID, atUnixMs: now)
+                entry.pending = true
+                s.entries[key] = entry
+                s.keyByID[newID] = key
+                append(&s, Line(t: "start", chat: key.chat, message: key.messageID, call: key.callID, digest: digest, id: newID, at: now))
+                Self.evict(&s, nowUnixMs: now)
+                return .decided(.run(id: newID))
+            }
+            switch step {
+            case .decided(let claim): return claim
+            case .wait:
+                await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                    let stillPending = state.withLock { s -> Bool in
+                        guard s.entries[key]?.pending == true else { return false }
+                        s.waiters[key, default: []].append(continuation)
+                        return true
+                    }
+                    if !stillPending { continuation.resume() }
+                }
+            }
+        }
+    }
+
+    /// The spawn of a claimed call ended: kept if it started, withdrawn if not (a retry may
+    /// then run it).
+    func settle(_ key: ToolCallKey, started: Bool) {
+        let waiters = state.withLock { s -> [CheckedContinuation<Void, Never>] in
+            if started {
+                s.entries[key]?.pending = false
+            } else if let entry = s.entries.removeValue(forKey: key) {
+                s.keyByID[entry.id] = nil
+                append(&s, Line(t: "failed", id: entry.id))
+            }
+            return s.waiters.removeValue(forKey: key) ?? []
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    /// Records how a claimed call's process ended (it outlives the process's own record).
+    func recordExit(id: String, _ exit: ProcessRecord.Exit) {
+        state.withLock { s in
+            guard let key = s.keyByID[id] else { return }
+            s.entries[key]?.exit = exit
+            append(&s, Line(t: "exit", id: id, code: exit.code, signal: exit.signal, exited: exit.exitedAtUnix))
+        }
+    }
+
+    func entry(id: String) -> Entry? {
+        state.withLock { s in s.keyByID[id].flatMap { s.entries[$0] } }
+    }
+
+    // MARK: Log
+
+    private static func load(_ bytes: [UInt8], into s: inout State) {
+        let decoder = JSONDecoder()
+        for raw in bytes.split(separator: UInt8(ascii: "\n")) {
+            guard let line = try? decoder.decode(Line.self, from: Data(raw)) else { continue }
+            switch line.t {
+            case "horizon":
+                if let at = line.at { s.horizonUnixMs = at }
+            case "start":
+                guard let chat = line.chat, let message = line.message, let call = line.call, let digest = line.digest,
+                      let id = line.id, let at = line.at
+                else { continue }
+                let key = ToolCallKey(chat: chat, messageID: message, callID: call)
+                if let old = s.entries[key] { s.keyByID[old.id] = nil }
+                s.entries[key] = Entry(key: key, digest: digest, id: id, atUnixMs: at)
+                s.keyByID[id] = key
+            case "failed":
+                if let id = line.id, let key = s.keyByID.removeValue(forKey: id) { s.entries[key] = nil }
+            case "exit":
+                if let id = line.id, let key = s.keyByID[id], let code = line.code, let exited = line.exited {
+                    s.entries[key]?.exit = ProcessRecord.Exit(code: code, signal: line.signal, exitedAtUnix: exited)
+                }
+            default:
+                continue
+            }
+        }
+    }
+
+    /// Drops entries beyond the bounds (oldest first, never one being spawned) and moves the
+    /// horizon past them.
+    private static func evict(_ s: inout State, nowUnixMs: Int64) {
+        let oldestKept = nowUnixMs - Int64(maxAge / .milliseconds(1))
+        let stale = s.entries.values.filter { !$0.pending && $0.atUnixMs < oldestKept }
+        var victims = stale
+        let over = s.entries.count - stale.count - maxEntries
+        if over > 0 {
+            let rest = s.entries.values.filter { !$0.pending && $0.atUnixMs >= oldestKept }.sorted { $0.atUnixMs < $1.atUnixMs }
+            victims += rest.prefix(over)
+        }
+        for victim in victims {
+            s.entries[victim.key] = nil
+            s.keyByID[victim.id] = nil
+            s.horizonUnixMs = max(s.horizonUnixMs, victim.atUnixMs + 1)
+        }
+    }
+
+    private func append(_ s: inout State, _ line: Line) {
+        if s.lines > 2 * s.entries.count + 1024 {
+            rewrite(&s)
+            if line.t == "start" || line.t == "exit" {
+                // The rewrite wrote the current state, this line's effect included.
+                return
+            }
+        }
+        guard s.fd >= 0, var bytes = try? JSONEncoder().encode(line) else { return }
+        bytes.append(UInt8(ascii: "\n"))
+        _ = bytes.withUnsafeBytes { Glibc.write(s.fd, $0.baseAddress, $0.count) }
+        s.lines += 1
+    }
+
+    /// Rewrites the log as it stands (horizon, then each entry), atomically, and reopens it
+    /// for appending.
+    private func rewrite(_ s: inout State) {
+        let encoder = JSONEncoder()
+        var out: [UInt8] = []
+        func add(_ line: Line) {
+            guard let data = try? encoder.encode(line) else { return }
+            out += data
+            out.append(UInt8(ascii: "\n"))
+        }
+        add(Line(t: "horizon", at: s.horizonUnixMs))
+        for entry in s.entries.values.sorted(by: { $0.atUnixMs < $1.atUnixMs }) {
+            add(Line(t: "start", chat: entry.key.chat, message: entry.key.messageID, call: entry.key.callID,
+                     digest: entry.digest, id: entry.id, at: entry.atUnixMs))
+            if let exit = entry.exit {
+                add(Line(t: "exit", id: entry.id, code: exit.code, signal: exit.signal, exited: exit.exitedAtUnix))
+            }
+        }
+        if s.fd >= 0 { close(s.fd) }
+        s.fd = -1
+        do { try AtomicFile.write(out, to: path) } catch { return }
+        s.lines = 1 + s.entries.count
+        s.fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW)
+    }
+}

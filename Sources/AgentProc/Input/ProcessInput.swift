@@ -1,0 +1,202 @@
+import AgentCore
+import CAgentSpawn
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A child's stdin: a pipe (`"stdin": true`) or its terminal (`"pty"`). Writes land in call
+/// order, each whole or with the count that made it; a child that does not read makes a
+/// write wait (back pressure) up to ``writeTimeout``, then it fails saying how much was
+/// written. Nothing is dropped silently.
+///
+/// Memory: at most ``maxQueuedBytes`` of request bodies wait for their turn per process
+/// (beyond that a write is refused at once), each at most ``maxWriteBytes``.
+final class ProcessInput: Sendable {
+    /// Largest single write (one `POST /stdin` body, one WebSocket frame).
+    static let maxWriteBytes = 1 << 20
+    /// Bytes of writes waiting their turn, per process.
+    static let maxQueuedBytes = 4 << 20
+    /// How long a write waits for a child that does not read.
+    static let writeTimeout: Duration = .seconds(10)
+
+    enum Kind: Sendable, Equatable {
+        case pipe
+        case terminal
+    }
+
+    /// Why a write (or close) did not complete.
+    enum Failure: Error, Equatable {
+        /// stdin was closed, or the process exited (409).
+        case closed
+        /// The child did not take the bytes in time (504); `written` of them went in.
+        case stalled(written: Int)
+        /// More than ``maxQueuedBytes`` wait already (429).
+        case busy
+        /// The body is larger than ``maxWriteBytes`` (413).
+        case tooLarge
+        /// The write failed otherwise (500): the OS error, and how much went in first.
+        case failed(String, written: Int)
+    }
+
+    let kind: Kind
+    private struct State {
+        var fd: Int32
+        /// No more writes: closed by the client, or the process exited.
+        var closed = false
+        var exited = false
+        /// A write (or the close) holds the descriptor.
+        var busy = false
+        var queuedBytes = 0
+        var turns: [CheckedContinuation<Void, Never>] = []
+    }
+    private let state: Mutex<State>
+
+    /// Takes ownership of `fd` (non-blocking).
+    init(fd: Int32, kind: Kind) {
+        self.kind = kind
+        state = Mutex(State(fd: fd))
+        // A child that closed its stdin must make a write fail with EPIPE, not end the agent
+        // (the daemon ignores SIGPIPE already; processes embedding the manager may not).
+        Self.ignoreSIGPIPE
+    }
+
+    private static let ignoreSIGPIPE: Void = { _ = signal(SIGPIPE, SIG_IGN) }()
+
+    var isOpen: Bool { state.withLock { !$0.closed } }
+
+    /// Writes all of `bytes` after the writes before it; the count written, or why not.
+    func write(_ bytes: [UInt8], timeout: Duration = writeTimeout) async -> Result<Int, Failure> {
+        guard bytes.count <= Self.maxWriteBytes else { return .failure(.tooLarge) }
+        let admitted = state.withLock { s -> Failure? in
+            if s.closed { return .closed }
+            if s.queuedBytes + bytes.count > Self.maxQueuedBytes { return .busy }
+            s.queuedBytes += bytes.count
+            return nil
+        }
+        if let admitted { return .failure(admitted) }
+        defer { state.withLock { $0.queuedBytes -= bytes.count } }
+        guard let fd = await takeTurn() else { return .failure(.closed) }
+        defer { endTurn() }
+        return await Self.writeAll(bytes, to: fd, timeout: timeout)
+    }
+
+    /// Ends the input after the writes queued before it: a pipe is closed (the child reads
+    /// end-of-file); a terminal gets its end-of-file character (^D), so a program reading
+    /// lines sees end-of-file as it would from a keyboard.
+    func close() async -> Result<Void, Failure> {
+        let already = state.withLock { s -> Bool in
+            if s.closed { return true }
+            return false
+        }
+        if already { return .failure(.closed) }
+        guard let fd = await takeTurn() else { return .failure(.closed) }
+        switch kind {
+        case .pipe:
+            state.withLock { $0.closed = true }
+            endTurn()
+            return .success(())
+        case .terminal:
+            // The terminal stays open (for resize) until the process exits.
+            let eof = UInt8(truncatingIfNeeded: agent_pty_eof_char(fd))
+            let result = await Self.writeAll([eof], to: fd, timeout: Self.writeTimeout)
+            state.withLock { $0.closed = true }
+            endTurn()
+            switch result {
+            case .success: return .success(())
+            case .failure(let failure): return .failure(failure)
+            }
+        }
+    }
+
+    /// Sets a terminal's window size (the kernel sends SIGWINCH to its foreground group);
+    /// false for a pipe, or once the input is closed.
+    func resize(rows: UInt16, cols: UInt16) -> Bool {
+        state.withLock { s in
+            guard kind == .terminal, !s.exited, s.fd >= 0 else { return false }
+            return agent_pty_resize(s.fd, rows, cols) == 0
+        }
+    }
+
+    /// The process exited: no more input; the descriptor closes once no write holds it.
+    func processExited() {
+        state.withLock { s in
+            s.closed = true
+            s.exited = true
+            if !s.busy, s.fd >= 0 {
+                Glibc.close(s.fd)
+                s.fd = -1
+            }
+        }
+    }
+
+    /// Waits for this caller's turn (first come, first served); the descriptor, or nil when
+    /// the input closed meanwhile.
+    private func takeTurn() async -> Int32? {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let now = state.withLock { s -> Bool in
+                if s.busy {
+                    s.turns.append(continuation)
+                    return false
+                }
+                s.busy = true
+                return true
+            }
+            if now { continuation.resume() }
+        }
+        return state.withLock { s -> Int32? in
+            if s.closed || s.fd < 0 {
+                return nil
+            }
+            return s.fd
+        }
+    }
+
+    /// Hands the descriptor to the next writer, or closes it if the input was closed.
+    private func endTurn() {
+        let next = state.withLock { s -> CheckedContinuation<Void, Never>? in
+            if !s.turns.isEmpty { return s.turns.removeFirst() }
+            s.busy = false
+            if s.closed && (kind == .pipe || s.exited), s.fd >= 0 {
+                Glibc.close(s.fd)
+                s.fd = -1
+            }
+            return nil
+        }
+        next?.resume()
+    }
+
+    /// Writes until done, waiting (event-driven) while the descriptor is full, at most
+    /// `timeout` in all.
+    static func writeAll(_ bytes: [UInt8], to fd: Int32, timeout: Duration) async -> Result<Int, Failure> {
+        let deadline = ContinuousClock.now + timeout
+        var written = 0
+        while written < bytes.count {
+            let n = bytes.withUnsafeBytes { raw in
+                Glibc.write(fd, raw.baseAddress! + written, raw.count - written)
+            }
+            if n > 0 {
+                written += n
+                continue
+            }
+            let code = n < 0 ? errno : EAGAIN
+            switch code {
+            case EINTR:
+                continue
+            case EAGAIN:
+                let left = deadline - .now
+                guard left > .zero, await WritableWaiter.shared.waitWritable(fd, timeout: left) else {
+                    return .failure(.stalled(written: written))
+                }
+            case EPIPE, EIO:
+                // The reader is gone (the child closed its stdin or exited; a terminal with
+                // no process left on it).
+                return written == 0 ? .failure(.closed) : .failure(.failed(SystemCallError.message(code), written: written))
+            default:
+                return .failure(.failed(SystemCallError.message(code), written: written))
+            }
+        }
+        return .success(written)
+    }
+}
