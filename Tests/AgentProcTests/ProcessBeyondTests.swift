@@ -61,6 +61,39 @@ struct ProcessBeyondTests {
         }
     }
 
+    @Test func theStreamTakesBinaryFramesAsInput() async throws {
+        try await withProcessServer { h in
+            let id = try await Self.start(h, #"{"command":"cat","stdin":true}"#)
+            let seen = try await TestWebSocket.withConnection(port: h.port, path: "\(Self.base)/\(id)/stream") { ws -> String in
+                try await ws.send(opcode: 0x2, payload: Array("typed on the socket\n".utf8))
+                // Text frames are not input.
+                try await ws.send(opcode: 0x1, payload: Array("ignored\n".utf8))
+                try await ws.send(opcode: 0x2, payload: Array("second\n".utf8))
+                var text = ""
+                while !text.contains("second\n"), let message = try await ws.next() {
+                    if case .binary(let bytes) = message { text += String(decoding: bytes, as: UTF8.self) }
+                }
+                try await ws.close()
+                return text
+            }
+            #expect(seen == "typed on the socket\nsecond\n")
+            // Input to a process without stdin is refused with a text event, not dropped silently.
+            let plain = try await Self.start(h, #"{"command":"sleep 30"}"#)
+            let event = try await TestWebSocket.withConnection(port: h.port, path: "\(Self.base)/\(plain)/stream") { ws -> String? in
+                try await ws.send(opcode: 0x2, payload: Array("x".utf8))
+                while let message = try await ws.next() {
+                    if case .text(let text) = message { try await ws.close(); return text }
+                }
+                return nil
+            }
+            let json = try #require(event.flatMap { jsonObject(Array($0.utf8)) })
+            #expect(json["type"] as? String == "stdin_error")
+            #expect((json["message"] as? String)?.contains("not started with stdin") == true)
+            #expect(try await h.signal(id, #"{"signal":"kill"}"#).status == 200)
+            #expect(try await h.signal(plain, #"{"signal":"kill"}"#).status == 200)
+        }
+    }
+
     @Test func stdinWithoutAskingIsRefusedAndResizeNeedsATerminal() async throws {
         try await withProcessServer { h in
             let id = try await Self.start(h, #"{"command":"sleep 30"}"#)
@@ -300,6 +333,17 @@ struct ProcessBeyondTests {
             let used = directoryBytes(state + "/processes/spool")
             // Segment files within the cap, plus the small cursor and record files.
             #expect(used <= total + 300 * 8192, "disk use \(used) for a cap of \(total)")
+        }
+    }
+
+    @Test func withoutASpoolAwaitsReadTheMemoryAndOffsetReadsAre409() async throws {
+        try await withProcessServer(configure: { $0.spoolOutput = false }) { h in
+            let id = try await Self.start(h, #"{"command":"echo early-line; sleep 60"}"#)
+            let early = try await Self.awaitOutput(h, id, "until_literal=early-line&timeout=60s")
+            #expect(early["condition"] as? String == "matched")
+            let read = try await h.client.request("GET", "\(Self.base)/\(id)/output?offset=0")
+            #expect(read.status == 409)
+            #expect(try await h.signal(id, #"{"signal":"kill"}"#).status == 200)
         }
     }
 

@@ -40,7 +40,7 @@ extension ProcessManager {
             let from = min(request.from, process.outputEnd)
             let made = OutputWatch(condition: condition, from: from)
             watch = made
-            let (catchUpTo, complete) = process.attach(made)
+            let (catchUpTo, complete, head, tail) = process.attach(made)
             if let spool = process.spool {
                 var offset = max(from, spool.dropped)
                 while offset < catchUpTo, made.match == nil {
@@ -48,6 +48,14 @@ extension ProcessManager {
                     guard !read.bytes.isEmpty else { break }
                     made.catchUp(read.bytes, at: read.offset)
                     offset = read.next
+                }
+            } else {
+                // No spool: the head and tail kept in memory (what lies between is gone).
+                for (bytes, start) in [(head, UInt64(0)), (tail, catchUpTo - UInt64(tail.count))] where !bytes.isEmpty {
+                    let end = start + UInt64(bytes.count)
+                    guard end > from else { continue }
+                    let skip = from > start ? Int(from - start) : 0
+                    made.catchUp(Array(bytes[skip...]), at: start + UInt64(skip))
                 }
             }
             made.endCatchUp()

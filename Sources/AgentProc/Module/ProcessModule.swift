@@ -37,6 +37,7 @@ public struct ProcessModule: HTTPModule {
         // Records, output spools and tool-call claims survive restarts under the state dir.
         processes.stateDirectory = context.stateDirectory
         processes.spoolLimits = configuration.spoolLimits
+        processes.spoolOutput = configuration.spool
         manager = try ProcessManager(configuration: processes, logger: logger)
     }
 

@@ -15,6 +15,9 @@ public struct ProcessOptions: ParsableArguments {
     @Option(name: .long, help: "Most bytes of all processes' output kept on disk (oldest dropped first). Env CODER_AGENT_PROC_SPOOL_TOTAL_BYTES. Default 256 MiB.")
     public var procSpoolTotalBytes: String?
 
+    @Option(name: .long, help: "Spool processes' output to disk under the state dir (offset reads, output across restarts): true or false. Env CODER_AGENT_PROC_SPOOL. Default true.")
+    public var procSpool: String?
+
     public init() {}
 
     /// The resolved settings.
@@ -23,12 +26,15 @@ public struct ProcessOptions: ParsableArguments {
         public var directory: String?
         /// Lower children's priority (the reference's switch keeps its name).
         public var priority = true
+        /// Spool processes' output to disk.
+        public var spool = true
         /// Bounds of the processes' output on disk.
         public var spoolLimits = OutputSpoolStore.Limits()
 
-        public init(directory: String? = nil, priority: Bool = true, spoolLimits: OutputSpoolStore.Limits = .init()) {
+        public init(directory: String? = nil, priority: Bool = true, spool: Bool = true, spoolLimits: OutputSpoolStore.Limits = .init()) {
             self.directory = directory
             self.priority = priority
+            self.spool = spool
             self.spoolLimits = spoolLimits
         }
     }
@@ -52,6 +58,7 @@ public struct ProcessOptions: ParsableArguments {
         return Configuration(
             directory: try settings.string(directory, flag: "--directory", variable: "CODER_AGENT_DIRECTORY"),
             priority: try settings.bool(procPrioMgmt, flag: "--proc-prio-mgmt", variable: "CODER_PROC_PRIO_MGMT") ?? true,
+            spool: try settings.bool(procSpool, flag: "--proc-spool", variable: "CODER_AGENT_PROC_SPOOL") ?? true,
             spoolLimits: limits)
     }
 }

@@ -145,13 +145,17 @@ public final class ManagedProcess: Sendable {
 
     /// Attaches an await's watch; the offset up to which it must catch up from the spool
     /// (live output from there on is fed to it), and whether the output is complete already.
-    func attach(_ watch: OutputWatch) -> (catchUpTo: UInt64, complete: Bool) {
+    /// Without a spool, what is retained in memory comes with it: the head (from offset 0)
+    /// and the tail (ending at `catchUpTo`).
+    func attach(_ watch: OutputWatch) -> (catchUpTo: UInt64, complete: Bool, head: [UInt8], tail: [UInt8]) {
         state.withLock { s in
             let end = UInt64(s.output.totalWritten)
-            guard s.outputOpen || s.exit == nil else { return (end, true) }
+            let head = spool == nil ? s.output.headBytes : []
+            let tail = spool == nil ? s.output.tailBytes : []
+            guard s.outputOpen || s.exit == nil else { return (end, true, head, tail) }
             s.nextID += 1
             s.watches[s.nextID] = watch
-            return (end, false)
+            return (end, false, head, tail)
         }
     }
 

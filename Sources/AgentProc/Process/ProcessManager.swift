@@ -65,6 +65,9 @@ public final class ProcessManager: Service, Sendable {
         public var stateDirectory: String?
         /// Bounds of the output spools (per process and in total).
         public var spoolLimits = OutputSpoolStore.Limits()
+        /// Spool every process's output to disk (cursor reads, awaits from any offset,
+        /// output across restarts). Off: only the head and tail in memory, as the reference.
+        public var spoolOutput = true
         /// How long a stdin write waits for a child that does not read.
         public var stdinWriteTimeout: Duration = .seconds(10)
 
@@ -360,12 +363,13 @@ public final class ProcessManager: Service, Sendable {
         let input = child.inputFD >= 0 ? ProcessInput(fd: child.inputFD, kind: options.terminal == nil ? .pipe : .terminal) : nil
         // No spool (the disk refused a directory) still runs the command: only the offset
         // reads and the restart lose it.
-        let spool: OutputSpool?
-        do {
-            spool = try spools.create(id: id)
-        } catch {
-            logger.warning("no output spool for a process", metadata: ["id": "\(id)", "error": "\(error)"])
-            spool = nil
+        var spool: OutputSpool?
+        if configuration.spoolOutput {
+            do {
+                spool = try spools.create(id: id)
+            } catch {
+                logger.warning("no output spool for a process", metadata: ["id": "\(id)", "error": "\(error)"])
+            }
         }
         let process = ManagedProcess(
             id: id, command: command, workdir: resolvedDir,
