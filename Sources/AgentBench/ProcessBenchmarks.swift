@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -24,10 +25,21 @@ struct ProcessBenchmarks: ParsableCommand {
     @Option(help: "Path of the workspace-agent binary (default: next to agent-bench).")
     var agent: String?
 
+    @Flag(help: "Only the figures beyond the reference (stdin, await, spool cost).")
+    var beyondOnly = false
+
     func run() throws {
         let binary = try Bench.agentBinary(agent)
         let selfRSS = Bench.rss(getpid())
         print("agent-bench proc: \(Bench.relative(binary))")
+        if beyondOnly {
+            let port = Bench.freePort()
+            let daemon = launch(binary, port: port)
+            defer { stop(daemon) }
+            guard let client = connectWhenHealthy(port: port) else { throw ValidationError("agent did not start") }
+            try beyondTheReference(binary: binary, client: client, port: port)
+            return
+        }
 
         // Start-up: exec to the first 200 from /healthz, against exec-to-exit of `sh -c true`.
         var startups: [Double] = []
@@ -146,6 +158,8 @@ struct ProcessBenchmarks: ParsableCommand {
         let growth = max(0, maxRSS - before)
         report("RSS growth during it", value: Bench.mib(growth), baseline: Bench.mib(before),
                ratio: Double(growth) / Double(max(before, 1)), goal: "< 8 MiB", met: growth < 8 << 20)
+
+        try beyondTheReference(binary: binary, client: client, port: port)
     }
 
     /// Polls /healthz every 200 µs (at most 5000 times, about 1 s plus request time) and
@@ -169,19 +183,27 @@ struct ProcessBenchmarks: ParsableCommand {
         return String(decoding: out, as: UTF8.self)
     }
 
-    func launch(_ binary: String, port: Int) -> pid_t {
-        let state = NSTemporaryDirectory() + "agent-bench-state"
-        return Bench.spawn(
+    func launch(_ binary: String, port: Int, extra: [String] = []) -> pid_t {
+        // Each daemon its own state (two run at once for the spool cost).
+        let state = NSTemporaryDirectory() + "agent-bench-state-\(getpid())-\(port)"
+        let pid = Bench.spawn(
             [binary, "--http-address", "127.0.0.1:\(port)", "--state-dir", state, "--log-level", "warning", "--prometheus-address", "",
-             "--socket-server-enabled", "false"],
+             "--socket-server-enabled", "false"] + extra,
             stdoutPath: NSTemporaryDirectory() + "agent-bench-\(port).log")
+        benchStates.withLock { $0[pid] = state }
+        return pid
     }
 
+    /// Stops the daemon and removes the state directory it was given (its output spools).
     func stop(_ pid: pid_t) {
         kill(pid, SIGTERM)
         _ = Bench.wait(pid)
+        if let state = benchStates.withLock({ $0.removeValue(forKey: pid) }) { try? FileManager.default.removeItem(atPath: state) }
     }
 }
+
+/// The state directory of each daemon the benchmark started.
+let benchStates = Mutex<[pid_t: String]>([:])
 
 /// Samples a process's RSS every 5 ms on a background thread and keeps the maximum.
 final class PeakSampler: @unchecked Sendable {

@@ -342,6 +342,12 @@ long agent_pipe_discard(int pipe_fd, int null_fd, long max) {
     return (long)splice(pipe_fd, NULL, null_fd, NULL, (size_t)max, SPLICE_F_NONBLOCK);
 }
 
+long agent_pipe_splice_to_file(int pipe_fd, int file_fd, long long offset, long max) {
+    if (max <= 0) return 0;
+    loff_t at = (loff_t)offset;
+    return (long)splice(pipe_fd, NULL, file_fd, &at, (size_t)max, SPLICE_F_NONBLOCK);
+}
+
 int agent_eventfd(void) {
     return eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 }

@@ -265,8 +265,8 @@ extension ManagedProcess: ProcessEventSink {
     }
 
     func discardUnretained(_ discard: (_ keep: Int) -> Int) {
-        // Spooled output keeps every byte; a terminal cannot be spliced.
-        guard spool == nil, input?.kind != .terminal else { return }
+        // A terminal cannot be spliced. (Spooled output is spliced into its spool, not dropped.)
+        guard input?.kind != .terminal else { return }
         state.withLock { s in
             guard s.subscribers.isEmpty, s.output.isHeadFull, s.watches.isEmpty else { return }
             let dropped = discard(s.output.tailCapacity)

@@ -10,6 +10,8 @@ protocol ProcessEventSink: AnyObject, Sendable {
     /// rest and returns how many. Runs under the same lock a subscriber takes to attach
     /// (none misses bytes); the dropped bytes count as written but not retained.
     func discardUnretained(_ discard: (_ keep: Int) -> Int)
+    /// Where bytes nobody reads live go instead of /dev/null: the process's output spool.
+    var spool: OutputSpool? { get }
     /// The pipe reached EOF (every writer, orphans included, closed it) or was closed by us.
     func outputClosed()
     /// The shell exited with this raw wait status.

@@ -34,6 +34,9 @@ final class ProcessReactor: Sendable {
     /// Pending output below this is read, not spliced away (a splice per small write
     /// would cost more than the copy it saves).
     static let discardThreshold: Int32 = 64 * 1024
+    /// Bytes beyond the tail's worth that make splicing into the spool worth its system
+    /// calls (a splice replaces a read and a write of the same bytes).
+    static let spliceToSpoolThreshold = 4096
     /// Reads per readiness event, so one chatty child cannot starve the others.
     static let readsPerEvent = 4
     /// Reads when draining at exit: bounded, so an orphan writing forever cannot stall exit.
@@ -316,8 +319,15 @@ final class ProcessReactor: Sendable {
             if nullfd >= 0 {
                 let pipefd = watch.pipefd
                 let nullfd = self.nullfd
+                let spool = watch.sink.spool
                 watch.sink.discardUnretained { keep in
                     let pending = Int(agent_pipe_pending(pipefd))
+                    // Spooled output keeps every byte: into the spool file, still without a copy
+                    // through user space (which saves a copy for anything past the tail).
+                    if let spool {
+                        guard pending > keep + Self.spliceToSpoolThreshold else { return 0 }
+                        return spool.appendSplicing(from: pipefd, count: pending - keep)
+                    }
                     guard pending > Int(Self.discardThreshold) else { return 0 }
                     return Int(agent_pipe_discard(pipefd, nullfd, pending - keep))
                 }

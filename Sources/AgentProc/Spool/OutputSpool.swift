@@ -1,3 +1,4 @@
+import CAgentSpawn
 import Synchronization
 import Glibc
 
@@ -71,6 +72,33 @@ public final class OutputSpool: Sendable {
             let ok = encoded.withUnsafeBytes { Posix.pwriteAll(fd, $0.baseAddress!, $0.count, 0) }
             if !ok { store.state.withLock { $0.counters.writeErrors += 1 } }
         }
+    }
+
+    /// Moves up to `count` bytes waiting in `pipe` (a non-blocking pipe's read end) into the
+    /// spool with splice(2): the kernel copies them into the page cache without a pass
+    /// through user space (the process reactor's path for output nobody reads live). Stops
+    /// early when the pipe has less, or at an error (the caller then reads what is left and
+    /// appends it, which reports a failing disk). Returns the bytes moved.
+    public func appendSplicing(from pipe: Int32, count: Int) -> Int {
+        guard isWriter, count > 0 else { return 0 }
+        var done = 0
+        var cursorUpdate: (cursorFD: Int32, cursor: SpoolCursor)? = nil
+        splicing: while done < count {
+            let prepared = store.state.withLock { $0.prepareWrite(key) }
+            guard case .write(let fd, let position, let room) = prepared else { break splicing }
+            let want = min(room, count - done)
+            let n = agent_pipe_splice_to_file(pipe, fd, Int64(position), want)
+            guard n > 0 else { break splicing }
+            cursorUpdate = store.state.withLock { $0.commitWrite(key, n) }
+            done += n
+            if n < want { break splicing }
+        }
+        if let (fd, cursor) = cursorUpdate, fd >= 0 {
+            let encoded = cursor.encoded()
+            let ok = encoded.withUnsafeBytes { Posix.pwriteAll(fd, $0.baseAddress!, $0.count, 0) }
+            if !ok { store.state.withLock { $0.counters.writeErrors += 1 } }
+        }
+        return done
     }
 
     /// Convenience for tests and callers holding arrays.

@@ -111,6 +111,11 @@ int agent_pipe_pending(int fd);
 /// drops the pipe's pages without copying them to user space. Bytes moved, or -1 (errno).
 long agent_pipe_discard(int pipe_fd, int null_fd, long max);
 
+/// Moves up to `max` bytes from a pipe into a regular file at `offset` with splice: the
+/// kernel copies the pipe's pages into the page cache without a pass through user space.
+/// Bytes moved, or -1 (errno).
+long agent_pipe_splice_to_file(int pipe_fd, int file_fd, long long offset, long max);
+
 /// eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); -1 with errno on failure.
 int agent_eventfd(void);
 
