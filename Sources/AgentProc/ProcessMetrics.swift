@@ -21,13 +21,31 @@ enum ProcessMetrics {
     /// Processes of an earlier agent restored at start-up (`lost` ones included).
     static let restored = Counter(label: "agent_processes_restored_total")
 
+    /// Bytes written to output spools on disk.
+    static let spoolBytesWritten = Counter(label: "agent_process_spool_written_bytes_total")
+    /// Failed writes to spool files (the bytes involved count as dropped).
+    static let spoolWriteErrors = Counter(label: "agent_process_spool_write_errors_total")
+    /// Bytes of output on disk now (all spools).
+    static let spoolBytes = Gauge(label: "agent_process_spool_bytes")
+
+    /// Spooled bytes dropped, oldest first: `process_cap` (a process's own bound), `total_cap`
+    /// (the bound on all), `write_error`.
+    static func spoolDropped(_ count: UInt64, _ cause: StoreState.Cause) {
+        let reason = switch cause {
+        case .perSpool: "process_cap"
+        case .total: "total_cap"
+        case .writeError: "write_error"
+        }
+        Counter(label: "agent_process_spool_dropped_bytes_total", dimensions: [("reason", reason)]).increment(by: Int(clamping: count))
+    }
+
     /// A stdin write that failed: `stalled` (the child did not read in time), `closed`,
     /// `busy` (too much queued), `too_large`, `error`.
     static func stdinRefused(_ reason: String) {
         Counter(label: "agent_process_stdin_refused_total", dimensions: [("reason", reason)]).increment()
     }
 
-    /// An await that ended: `matched`, `port_open`, `exited`, `timeout` or `client_gone`.
+    /// An await that ended: `matched`, `port_open`, `exited` or `timeout` (a client that left counts as `timeout`).
     static func awaited(_ condition: String) {
         Counter(label: "agent_process_awaits_total", dimensions: [("condition", condition)]).increment()
     }

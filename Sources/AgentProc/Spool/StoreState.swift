@@ -1,3 +1,4 @@
+import CoreMetrics
 import Synchronization
 import Glibc
 
@@ -25,7 +26,9 @@ struct StoreState {
     /// segments get negative, mtime-ordered values so they are always older).
     var nextSeq: Int64 = 1
     /// Sum of `Segment.accounted` over all live segments.
-    var total = 0
+    var total = 0 {
+        didSet { ProcessMetrics.spoolBytes.record(total) }
+    }
     var counters = SpoolCounters()
     var heap = EvictionHeap()
 
@@ -102,6 +105,7 @@ struct StoreState {
         case .total: counters.bytesDroppedTotalCap &+= n
         case .writeError: counters.bytesDroppedWriteErrors &+= n
         }
+        ProcessMetrics.spoolDropped(n, cause)
     }
 
     /// Evicts globally oldest segments until `total + reserving <= maxTotalBytes` or nothing
@@ -187,6 +191,7 @@ struct StoreState {
         spools[key]!.segments[last].filled += count
         spools[key]!.end = newEnd
         counters.bytesWritten &+= UInt64(count)
+        ProcessMetrics.spoolBytesWritten.increment(by: count)
         return (cursorFD, SpoolCursor(dropped: dropped, end: newEnd))
     }
 
@@ -195,6 +200,7 @@ struct StoreState {
     mutating func commitFailure(_ key: Int, _ count: Int) -> (cursorFD: Int32, cursor: SpoolCursor)? {
         guard let sp = spools[key], !sp.removed else { return nil }
         counters.writeErrors += 1
+        ProcessMetrics.spoolWriteErrors.increment()
         spools[key]!.end += UInt64(count)
         dropAllSegments(key, cause: .writeError)
         let now = spools[key]!
@@ -252,6 +258,7 @@ struct StoreState {
             let bytes = SpoolCursor(dropped: now.dropped, end: now.end).encoded()
             if !bytes.withUnsafeBytes({ Posix.pwriteAll(now.cursorFD, $0.baseAddress!, $0.count, 0) }) {
                 counters.writeErrors += 1
+        ProcessMetrics.spoolWriteErrors.increment()
             }
         }
         closeWriterDescriptors(key)
