@@ -243,3 +243,14 @@ write("FuzzScriptLogs", "journal-stale-cursor", b"\x02\x0f\x00" + u(100, 2) + bu
 # Raw files (flags 3): a header and frames, the second one's checksum wrong; a short cursor.
 raw = b"CJN1" + bytes(4) + u(0, 8) + journal_frame(b"kept") + u(3, 4) + u(0, 4) + b"bad" + journal_frame(b"lost")
 write("FuzzScriptLogs", "journal-raw", b"\x02\x03\x01" + data(raw, 2048) + data(b"CJC1\x00\x00") + journal_ops())
+
+# FuzzProcessAwait: 0 an `until=` pattern, a NUL, a line (LineRegexFuzzing); 1 an output
+# query string; 2 a literal (up to 4 bytes), a chunk count, chunks (up to 40 bytes), how
+# many chunks are read back before the live part.
+write("FuzzProcessAwait", "regex-server-up", b"\x00" + rb"^(ready|listening)[: ]+\w+ on :\d{2,5}$" + b"\x00" + b"listening: server on :8080")
+write("FuzzProcessAwait", "regex-classes", b"\x00" + rb"(?i)[[:alpha:]]+\s*\[y/N\]\s*$|\pL+\b" + b"\x00" + "Continuer? [Y/n] ".encode())
+write("FuzzProcessAwait", "regex-nested", b"\x00" + rb"((a|b)*c){2,5}(?:x+x+)+y" + b"\x00" + b"abcabcxxxxy")
+write("FuzzProcessAwait", "query", b"\x01" + b"until=%5Eready&from=3&timeout=2m&port=8080")
+write("FuzzProcessAwait", "query-cursor", b"\x01" + b"offset=1024&limit=65536")
+write("FuzzProcessAwait", "watch-split", b"\x02" + data(b"up", 4) + b"\x04" + data(b"boot\nready: serv", 40)
+      + data(b"er u", 40) + data(b"p\r\nrest\n", 40) + data(b"", 40) + b"\x01")
