@@ -36,12 +36,7 @@ extension ProcessBenchmarks {
             let a1 = Bench.now()
             let r0 = Bench.now()
             _ = payload.withUnsafeBytes { write(catIn, $0.baseAddress, $0.count) }
-            var got = 0
-            while got < payload.count {
-                let n = scratch.withUnsafeMutableBytes { read(catOut, $0.baseAddress! + got, payload.count - got) }
-                guard n > 0 else { fatalError("cat ended") }
-                got += n
-            }
+            Self.readExactly(catOut, payload.count, into: &scratch)
             let r1 = Bench.now()
             if i >= 20 {
                 agent.append(Double(a1 - a0))
@@ -108,12 +103,7 @@ extension ProcessBenchmarks {
             agent.append(Double(at - w0))
             let r0 = Bench.now()
             _ = line.withUnsafeBytes { write(rawIn, $0.baseAddress, $0.count) }
-            var got = 0
-            while got < line.count {
-                let n = scratch.withUnsafeMutableBytes { read(rawOut, $0.baseAddress! + got, line.count - got) }
-                guard n > 0 else { fatalError("cat ended") }
-                got += n
-            }
+            Self.readExactly(rawOut, line.count, into: &scratch)
             raw.append(Double(Bench.now() - r0))
         }
         let agentMedian = Bench.median(agent)
@@ -148,6 +138,16 @@ extension ProcessBenchmarks {
         report("drain with the output spooled", value: String(format: "%.0f MiB/s", Bench.median(spooledRates)),
                baseline: String(format: "%.0f MiB/s", Bench.median(plainRates)), ratio: ratio,
                goal: ">= 0.8x --proc-spool false", met: ratio >= 0.8)
+    }
+
+    /// Reads exactly `count` bytes (at most `scratch.count`) from `fd`; the child ending first is fatal.
+    static func readExactly(_ fd: Int32, _ count: Int, into scratch: inout [UInt8]) {
+        var got = 0
+        while got < count {
+            let n = scratch.withUnsafeMutableBytes { read(fd, $0.baseAddress! + got, count - got) }
+            guard n > 0 else { fatalError("cat ended") }
+            got += n
+        }
     }
 
     /// Spawns `argv` with its stdin and stdout on pipes: (pid, our write end, our read end).

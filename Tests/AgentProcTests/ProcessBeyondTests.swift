@@ -2,6 +2,7 @@ import AgentCore
 @testable import AgentProc
 import AgentTestSupport
 import Foundation
+import Synchronization
 import Testing
 
 /// Issue 28: stdin, terminals, awaits, cursor reads and at-most-once starts, through the
@@ -58,6 +59,48 @@ struct ProcessBeyondTests {
             let late = try await Self.stdin(h, id, "late\n")
             #expect(late.status == 409)
             #expect((jsonObject(late.body)?["message"] as? String)?.contains("is closed") == true)
+        }
+    }
+
+    @Test func aCloseQueuedBehindAStalledWriteStillEndsTheInput() async throws {
+        try await withProcessServer(configure: { $0.stdinWriteTimeout = .seconds(60) }) { h in
+            // The child reads nothing for 2 s, then everything until end-of-file.
+            let id = try await Self.start(h, #"{"command":"sleep 2; cat > /dev/null; echo eof-seen","stdin":true}"#)
+            let input = try #require(h.manager.lookup(id, chat: nil)?.input)
+            let big = String(repeating: "z", count: 1 << 20)
+            async let first = Self.stdin(h, id, big)
+            #expect(await eventually(timeout: .seconds(60)) { input.pending.bytes == 1 << 20 })
+            async let close = h.client.request("POST", "\(Self.base)/\(id)/stdin/close", body: Array("{}".utf8), timeout: .seconds(90))
+            #expect(await eventually(timeout: .seconds(60)) { input.pending.waiting == 1 })
+            async let late = Self.stdin(h, id, "late\n")
+            let (a, c, b) = try await (first, close, late)
+            #expect(a.status == 200)
+            #expect(jsonInt(jsonObject(a.body)?["written"]) == 1 << 20)
+            #expect(c.status == 200)
+            // Queued behind the close (or arriving after it): refused, and the turn passes on.
+            #expect(b.status == 409, "\(b)")
+            let out = try await h.finalOutput(id)
+            #expect(out["output"] as? String == "eof-seen\n", "the pipe was closed: cat saw end-of-file")
+        }
+    }
+
+    @Test func awaitsAreBoundedPerProcess() async throws {
+        try await withProcessServer { h in
+            let id = try await Self.start(h, #"{"command":"sleep 120"}"#)
+            let process = try #require(h.manager.lookup(id, chat: nil))
+            try await withThrowingTaskGroup(of: String?.self) { group in
+                for _ in 0..<ManagedProcess.maxWatches {
+                    group.addTask { try await Self.awaitOutput(h, id, "until_literal=never&timeout=120s")["condition"] as? String }
+                }
+                #expect(await eventually(timeout: .seconds(60)) { process.watchCount == ManagedProcess.maxWatches })
+                let refused = try await h.client.request("GET", "\(Self.base)/\(id)/output?until_literal=never&timeout=1s")
+                #expect(refused.status == 429)
+                #expect(jsonObject(refused.body)?["message"] as? String == "Too many awaits.")
+                #expect(try await h.signal(id, #"{"signal":"kill"}"#).status == 200)
+                for try await condition in group { #expect(condition == "exited") }
+            }
+            #expect(process.watchCount == 0)
+            #expect(h.manager.activeAwaits.load(ordering: .relaxed) == 0)
         }
     }
 

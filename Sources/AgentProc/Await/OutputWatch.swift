@@ -36,10 +36,14 @@ public enum LineCondition: Sendable {
 /// Memory: the unfinished line, at most ``maxLineBytes`` (a longer line is matched on its
 /// first ``maxLineBytes``); live output arriving during the catch-up, at most
 /// ``maxPendingBytes`` (beyond that it is skipped and matching resumes at the next line).
+/// Cost: each byte is matched once as part of its line, plus the re-tests of an unfinished
+/// line, at most ``promptBudget`` bytes per line (output arriving a byte at a time would
+/// otherwise re-test a growing prompt once per byte); then the line waits for its end.
 public final class OutputWatch: Sendable {
     public static let maxLineBytes = 64 * 1024
     public static let promptBytes = 4096
-    public static let maxPendingBytes = 4 << 20
+    public static let promptBudget = 64 * 1024
+    public static let maxPendingBytes = 1 << 20
 
     /// A line that satisfied the condition and the offset of its first byte in the whole
     /// output.
@@ -57,6 +61,10 @@ public final class OutputWatch: Sendable {
         var pending: [(offset: UInt64, bytes: [UInt8])] = []
         var pendingBytes = 0
         var match: Match?
+        /// Bytes of this line spent re-testing it unfinished.
+        var promptSpent = 0
+        /// The output ended while catching up: the unfinished line is tested at its end.
+        var ended = false
     }
 
     let condition: LineCondition
@@ -112,15 +120,22 @@ public final class OutputWatch: Sendable {
                 let hit = bytes.withUnsafeBytes { scan(&s, UnsafeRawBufferPointer(rebasing: $0[skip...]), at: offset + UInt64(skip)) }
                 if hit { return true }
             }
+            if s.ended, s.match == nil, !s.line.isEmpty { return test(&s, s.line) }
             return false
         }
         if fired { matched.fire() }
     }
 
-    /// The process's output is complete: the unfinished last line is tested whatever its length.
+    /// The process's output is complete: the unfinished last line is tested whatever its
+    /// length (after the catch-up, if one is under way).
     func outputEnded() {
         let fired = state.withLock { s -> Bool in
-            guard s.match == nil, !s.catchingUp, !s.line.isEmpty else { return false }
+            guard s.match == nil else { return false }
+            guard !s.catchingUp else {
+                s.ended = true
+                return false
+            }
+            guard !s.line.isEmpty else { return false }
             return test(&s, s.line)
         }
         if fired { matched.fire() }
@@ -133,6 +148,7 @@ public final class OutputWatch: Sendable {
             // A gap (bytes dropped before they were seen): start afresh where output resumes.
             s.line.removeAll(keepingCapacity: true)
             s.lineStart = offset
+            s.promptSpent = 0
         }
         s.position = offset + UInt64(bytes.count)
         var start = 0
@@ -147,9 +163,13 @@ public final class OutputWatch: Sendable {
             if test(&s, s.line) { return true }
             s.line.removeAll(keepingCapacity: true)
             s.lineStart = offset + UInt64(end + 1)
+            s.promptSpent = 0
             start = end + 1
         }
-        if !s.line.isEmpty, s.line.count <= Self.promptBytes, test(&s, s.line) { return true }
+        if !s.line.isEmpty, s.line.count <= Self.promptBytes, s.promptSpent + s.line.count <= Self.promptBudget {
+            s.promptSpent += s.line.count
+            if test(&s, s.line) { return true }
+        }
         return false
     }
 

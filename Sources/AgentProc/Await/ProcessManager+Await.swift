@@ -1,5 +1,6 @@
 import AgentCore
 import NIOCore
+import Synchronization
 
 /// Which condition ended an await (`"condition"` in the answer).
 public enum AwaitCondition: String, Sendable {
@@ -9,7 +10,19 @@ public enum AwaitCondition: String, Sendable {
     case timeout
 }
 
+/// Why an await was not started (429).
+public enum AwaitRefusal: Error, Equatable {
+    /// ``ManagedProcess/maxWatches`` awaits match this process's output already.
+    case processFull
+    /// ``ProcessManager/maxAwaits`` awaits match output in all.
+    case allFull
+}
+
 extension ProcessManager {
+    /// Most awaits matching output at once, over all processes (each holds at most a line of
+    /// 64 KiB and 1 MiB of output arriving during its catch-up).
+    public static let maxAwaits = 256
+
     /// What an await asks for: a line condition from an offset, a port, or both (the first
     /// to hold ends it), and how long to wait at most.
     public struct AwaitRequest: Sendable {
@@ -32,15 +45,19 @@ extension ProcessManager {
     /// written; output written before the await is read back from the spool first.
     public func awaitCondition(
         _ process: ManagedProcess, _ request: AwaitRequest, clientGone: any GoneSignal, timerLoop: any EventLoop
-    ) async -> (AwaitCondition, OutputWatch.Match?) {
+    ) async throws(AwaitRefusal) -> (AwaitCondition, OutputWatch.Match?) {
         let signal = OneShotSignal()
         var watch: OutputWatch?
         var watchTask: Task<Void, Never>?
+        if request.condition != nil {
+            guard activeAwaits.add(1, upTo: Self.maxAwaits) != nil else { throw .allFull }
+        }
+        defer { if request.condition != nil { activeAwaits.subtract(1, ordering: .relaxed) } }
         if let condition = request.condition {
             let from = min(request.from, process.outputEnd)
             let made = OutputWatch(condition: condition, from: from)
             watch = made
-            let (catchUpTo, complete, head, tail) = process.attach(made)
+            guard let (catchUpTo, complete, head, tail) = process.attach(made) else { throw .processFull }
             if let spool = process.spool {
                 var offset = max(from, spool.dropped)
                 while offset < catchUpTo, made.match == nil {

@@ -1,5 +1,6 @@
 import AgentCore
 import AgentHTTP
+import CoreMetrics
 import FoundationEssentials
 import Synchronization
 
@@ -209,17 +210,28 @@ final class ToolCallStarts: Sendable {
         }
     }
 
+    /// Appends one line; the effect of `line` is in the state already. A log that could not
+    /// be written (no file, a failed or short write) is rewritten whole from the state at the
+    /// next change, so one failure never silently ends the recording.
     private func append(_ s: inout State, _ line: Line) {
-        if s.lines > 2 * s.entries.count + 1024 {
+        if s.fd < 0 || s.lines > 2 * s.entries.count + 1024 {
+            // The rewrite writes the current state, this line's effect included.
             rewrite(&s)
-            if line.t == "start" || line.t == "exit" {
-                // The rewrite wrote the current state, this line's effect included.
-                return
-            }
+            return
         }
-        guard s.fd >= 0, var bytes = try? JSONEncoder().encode(line) else { return }
+        guard var bytes = try? JSONEncoder().encode(line) else { return }
         bytes.append(UInt8(ascii: "\n"))
-        _ = bytes.withUnsafeBytes { Glibc.write(s.fd, $0.baseAddress, $0.count) }
+        let before = lseek(s.fd, 0, SEEK_END)
+        let written = bytes.withUnsafeBytes { Glibc.write(s.fd, $0.baseAddress, $0.count) }
+        if written != bytes.count {
+            // A torn line would swallow the next one when read back: cut it off, and rewrite
+            // the whole log at the next change.
+            if before >= 0 { _ = ftruncate(s.fd, before) }
+            close(s.fd)
+            s.fd = -1
+            ProcessMetrics.toolCallLogFailures.increment()
+            return
+        }
         s.lines += 1
     }
 
@@ -243,7 +255,12 @@ final class ToolCallStarts: Sendable {
         }
         if s.fd >= 0 { close(s.fd) }
         s.fd = -1
-        do { try AtomicFile.write(out, to: path) } catch { return }
+        do {
+            try AtomicFile.write(out, to: path)
+        } catch {
+            ProcessMetrics.toolCallLogFailures.increment()
+            return
+        }
         s.lines = 1 + s.entries.count
         s.fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW)
     }

@@ -66,6 +66,9 @@ final class ProcessInput: Sendable {
 
     var isOpen: Bool { state.withLock { !$0.closed } }
 
+    /// Bytes of writes admitted and not finished, and callers waiting for their turn (tests).
+    var pending: (bytes: Int, waiting: Int) { state.withLock { ($0.queuedBytes, $0.turns.count) } }
+
     /// Writes all of `bytes` after the writes before it; the count written, or why not.
     func write(_ bytes: [UInt8], timeout: Duration = writeTimeout) async -> Result<Int, Failure> {
         guard bytes.count <= Self.maxWriteBytes else { return .failure(.tooLarge) }
@@ -77,8 +80,10 @@ final class ProcessInput: Sendable {
         }
         if let admitted { return .failure(admitted) }
         defer { state.withLock { $0.queuedBytes -= bytes.count } }
-        guard let fd = await takeTurn() else { return .failure(.closed) }
+        // Every turn taken is handed on, also when it brings no descriptor.
+        let fd = await takeTurn()
         defer { endTurn() }
+        guard let fd else { return .failure(.closed) }
         return await Self.writeAll(bytes, to: fd, timeout: timeout)
     }
 
@@ -91,18 +96,18 @@ final class ProcessInput: Sendable {
             return false
         }
         if already { return .failure(.closed) }
-        guard let fd = await takeTurn() else { return .failure(.closed) }
+        let fd = await takeTurn()
+        defer { endTurn() }
+        guard let fd else { return .failure(.closed) }
         switch kind {
         case .pipe:
             state.withLock { $0.closed = true }
-            endTurn()
             return .success(())
         case .terminal:
             // The terminal stays open (for resize) until the process exits.
             let eof = UInt8(truncatingIfNeeded: agent_pty_eof_char(fd))
             let result = await Self.writeAll([eof], to: fd, timeout: Self.writeTimeout)
             state.withLock { $0.closed = true }
-            endTurn()
             switch result {
             case .success: return .success(())
             case .failure(let failure): return .failure(failure)
@@ -153,18 +158,26 @@ final class ProcessInput: Sendable {
         }
     }
 
-    /// Hands the descriptor to the next writer, or closes it if the input was closed.
+    /// Closes the descriptor once no more input can go through it (a closed pipe, or the
+    /// process exited), then hands the turn to the next writer (who then finds it closed).
     private func endTurn() {
         let next = state.withLock { s -> CheckedContinuation<Void, Never>? in
-            if !s.turns.isEmpty { return s.turns.removeFirst() }
-            s.busy = false
             if s.closed && (kind == .pipe || s.exited), s.fd >= 0 {
                 Glibc.close(s.fd)
                 s.fd = -1
             }
+            if !s.turns.isEmpty { return s.turns.removeFirst() }
+            s.busy = false
             return nil
         }
         next?.resume()
+    }
+
+    deinit {
+        // A process that was never watched (the reactor stopped during its start).
+        state.withLock { s in
+            if s.fd >= 0 { Glibc.close(s.fd) }
+        }
     }
 
     /// Writes until done, waiting (event-driven) while the descriptor is full, at most

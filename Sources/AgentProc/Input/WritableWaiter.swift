@@ -54,11 +54,10 @@ final class WritableWaiter: Sendable {
             defer { s.nextToken += 1 }
             return s.nextToken
         }
-        let timer = Task {
-            try? await Task.sleep(for: timeout)
-            self.finish(token, epfd: epfd, writable: false)
-        }
-        defer { timer.cancel() }
+        // The deadline's timer starts once the wait is registered, so it cannot fire first
+        // and be lost.
+        let timer = Mutex<Task<Void, Never>?>(nil)
+        defer { timer.withLock { $0?.cancel() } }
         return await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
                 let added = state.withLock { s -> Bool in
@@ -72,7 +71,16 @@ final class WritableWaiter: Sendable {
                 }
                 // Not registered (cancelled, or a descriptor epoll refuses): say "try the write",
                 // which reports the real state.
-                if !added { continuation.resume(returning: !Task.isCancelled) }
+                guard added else {
+                    continuation.resume(returning: !Task.isCancelled)
+                    return
+                }
+                timer.withLock {
+                    $0 = Task {
+                        try? await Task.sleep(for: timeout)
+                        self.finish(token, epfd: epfd, writable: false)
+                    }
+                }
             }
         } onCancel: {
             self.finish(token, epfd: epfd, writable: false)

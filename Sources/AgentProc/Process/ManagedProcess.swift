@@ -122,9 +122,9 @@ public final class ManagedProcess: Sendable {
         let tailStart = max(head.next, end >= UInt64(output.tailCapacity) ? end - UInt64(output.tailCapacity) : 0)
         // Bytes before the oldest kept one, and between head and tail, count as omitted.
         // (A head that is not full means everything kept fit in it: nothing to skip then.)
-        let unseen = Int(start) + Int(tailStart - head.next)
-        if unseen > 0, output.isHeadFull { output.skip(unseen) }
-        if tailStart < end { output.write(spool.read(from: tailStart, limit: Int(end - tailStart)).bytes) }
+        let unseen = Int(clamping: start) &+ Int(clamping: tailStart - head.next)
+        if unseen > 0, output.isHeadFull { output.skip(max(0, unseen)) }
+        if tailStart < end { output.write(spool.read(from: tailStart, limit: Int(clamping: end - tailStart)).bytes) }
         return output
     }
 
@@ -147,17 +147,22 @@ public final class ManagedProcess: Sendable {
     /// (live output from there on is fed to it), and whether the output is complete already.
     /// Without a spool, what is retained in memory comes with it: the head (from offset 0)
     /// and the tail (ending at `catchUpTo`).
-    func attach(_ watch: OutputWatch) -> (catchUpTo: UInt64, complete: Bool, head: [UInt8], tail: [UInt8]) {
+    /// Nil when ``maxWatches`` awaits are attached already.
+    func attach(_ watch: OutputWatch) -> (catchUpTo: UInt64, complete: Bool, head: [UInt8], tail: [UInt8])? {
         state.withLock { s in
             let end = UInt64(s.output.totalWritten)
             let head = spool == nil ? s.output.headBytes : []
             let tail = spool == nil ? s.output.tailBytes : []
             guard s.outputOpen || s.exit == nil else { return (end, true, head, tail) }
+            guard s.watches.count < Self.maxWatches else { return nil }
             s.nextID += 1
             s.watches[s.nextID] = watch
             return (end, false, head, tail)
         }
     }
+
+    /// Most awaits matching one process's output at once.
+    public static let maxWatches = 16
 
     func detach(_ watch: OutputWatch) {
         state.withLock { s in
@@ -235,6 +240,9 @@ public final class ManagedProcess: Sendable {
     }
 
     var subscriberCount: Int { state.withLock { $0.subscribers.count } }
+
+    /// Awaits matching this process's output now.
+    var watchCount: Int { state.withLock { $0.watches.count } }
 
     /// Requests currently blocked in `wait=true` (for tests and diagnostics).
     var exitWaiterCount: Int { state.withLock { $0.exitWaiters.count } }

@@ -123,6 +123,8 @@ public final class ProcessManager: Service, Sendable {
     let toolCalls: ToolCallStarts
     /// The directory the manager made for itself (no state directory given), removed at shutdown.
     private let privateDirectory: String?
+    /// Awaits matching output now (bounded by ``maxAwaits``).
+    let activeAwaits = Atomic<Int>(0)
     private let state = Mutex(State())
     /// Environments built for starts without variables of their own (``childEnvironment``).
     private let environments = Mutex(EnvironmentBlocks())
@@ -383,9 +385,11 @@ public final class ProcessManager: Service, Sendable {
             return s.closed
         }
         guard let token = reactor.watch(pid: child.pid, pidfd: child.pidfd, pipefd: child.outputFD, sink: process) else {
-            // The reactor stopped (shutdown) while this start was under way.
+            // The reactor stopped (shutdown) while this start was under way: nothing of it stays.
             state.withLock { _ = $0.processes.removeValue(forKey: process.id) }
             ProcessReactor.discardShell(child.pid)
+            input?.processExited()
+            if spool != nil { spools.remove(id: id) }
             throw StartFailure.closed
         }
         process.reactorToken = token

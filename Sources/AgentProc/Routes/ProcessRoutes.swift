@@ -97,8 +97,15 @@ struct ProcessRoutes: Sendable {
             return JSONResponse.make(CursorResponse(process, read: read))
         }
         if let awaited = query.`await` {
-            let (condition, match) = await manager.awaitCondition(
-                process, awaited, clientGone: context.clientGone, timerLoop: context.channel.eventLoop)
+            let (condition, match): (AwaitCondition, OutputWatch.Match?)
+            do {
+                (condition, match) = try await manager.awaitCondition(
+                    process, awaited, clientGone: context.clientGone, timerLoop: context.channel.eventLoop)
+            } catch {
+                throw APIError(
+                    .tooManyRequests, "Too many awaits.",
+                    detail: "At most \(ManagedProcess.maxWatches) per process and \(ProcessManager.maxAwaits) in all wait for output at once.")
+            }
             var answer = OutputResponse(process, process.snapshot())
             answer.condition = condition.rawValue
             answer.match = match.map { MatchResponse(line: String(decoding: $0.line, as: UTF8.self), offset: $0.offset) }
