@@ -64,8 +64,13 @@ struct ProcessBeyondTests {
 
     @Test func aCloseQueuedBehindAStalledWriteStillEndsTheInput() async throws {
         try await withProcessServer(configure: { $0.stdinWriteTimeout = .seconds(60) }) { h in
-            // The child reads nothing for 2 s, then everything until end-of-file.
-            let id = try await Self.start(h, #"{"command":"sleep 2; cat > /dev/null; echo eof-seen","stdin":true}"#)
+            // The child reads nothing until the test opens the gate (at most 2 minutes), then
+            // everything until end-of-file.
+            let gate = try makeTempDirectory() + "/gate"
+            let wait = "i=0; while [ ! -e \(gate) ] && [ $i -lt 2400 ]; do sleep 0.05; i=$((i+1)); done"
+            let body = try JSONSerialization.data(withJSONObject: ["command": "\(wait); cat > /dev/null; echo eof-seen", "stdin": true])
+            let started = try await h.client.request("POST", "\(Self.base)/start", body: Array(body))
+            let id = try #require(jsonObject(started.body)?["id"] as? String)
             let input = try #require(h.manager.lookup(id, chat: nil)?.input)
             let big = String(repeating: "z", count: 1 << 20)
             async let first = Self.stdin(h, id, big)
@@ -73,6 +78,8 @@ struct ProcessBeyondTests {
             async let close = h.client.request("POST", "\(Self.base)/\(id)/stdin/close", body: Array("{}".utf8), timeout: .seconds(90))
             #expect(await eventually(timeout: .seconds(60)) { input.pending.waiting == 1 })
             async let late = Self.stdin(h, id, "late\n")
+            #expect(await eventually(timeout: .seconds(60)) { input.pending.waiting == 2 })
+            _ = FileManager.default.createFile(atPath: gate, contents: nil)
             let (a, c, b) = try await (first, close, late)
             #expect(a.status == 200)
             #expect(jsonInt(jsonObject(a.body)?["written"]) == 1 << 20)
