@@ -21,8 +21,9 @@ enum ProcessMetrics {
     /// Processes of an earlier agent restored at start-up (`lost` ones included).
     static let restored = Counter(label: "agent_processes_restored_total")
 
-    /// Writes of the tool-call claims log that failed (it is rewritten whole at the next change).
-    static let toolCallLogFailures = Counter(label: "agent_process_tool_call_log_failures_total")
+    /// Writes of the process records or tool-call claims logs that failed (each is rewritten
+    /// whole at its next change).
+    static let durableLogFailures = Counter(label: "agent_process_durable_log_failures_total")
     /// Bytes written to output spools on disk.
     static let spoolBytesWritten = Counter(label: "agent_process_spool_written_bytes_total")
     /// Failed writes to spool files (the bytes involved count as dropped).

@@ -74,7 +74,7 @@ enum MetricsHelp {
         "agent_process_spool_dropped_bytes_total": "Spooled output dropped, oldest first, by reason (process_cap, total_cap, write_error).",
         "agent_process_spool_write_errors_total": "Failed writes to output spool files.",
         "agent_process_spool_bytes": "Bytes of process output on disk now.",
-        "agent_process_tool_call_log_failures_total": "Failed writes of the tool-call claims log (rewritten whole at the next change).",
+        "agent_process_durable_log_failures_total": "Failed writes of the process records or tool-call claims logs (rewritten whole at the next change).",
         // Upward
         "agent_upward_items_queued": "Items waiting to go to the control plane, by outbox.",
         "agent_upward_items_dropped_total": "Items dropped because their outbox was full, by outbox.",

@@ -1,13 +1,7 @@
-import AgentCore
-import FoundationEssentials
 
-#if canImport(Glibc)
-import Glibc
-#endif
-
-/// A process as kept on disk beside its spool (`record.json`), so that an agent restart
-/// finds it again: written at start and at exit. A record still without an exit after a
-/// restart is a process whose end the agent could not see (`lost`).
+/// A process as kept on disk (``ProcessLog``), so that an agent restart finds it again. A
+/// record still without an exit after a restart is a process whose end the agent could not
+/// see (`lost`).
 struct ProcessRecord: Codable, Sendable, Equatable {
     struct Exit: Codable, Sendable, Equatable {
         var code: Int
@@ -40,10 +34,6 @@ struct ProcessRecord: Codable, Sendable, Equatable {
         case exit
     }
 
-    static let fileName = "record.json"
-    /// Largest record read back (a command is at most the HTTP body limit; bigger is not ours).
-    static let maxFileBytes = 4 << 20
-
     init(_ process: ManagedProcess) {
         id = process.id
         command = process.command
@@ -55,20 +45,5 @@ struct ProcessRecord: Codable, Sendable, Equatable {
         if let exit = process.exitInfo, !process.lost {
             self.exit = Exit(code: exit.status.code, signal: exit.status.signal, exitedAtUnix: exit.exitedAtUnix)
         }
-    }
-
-    /// Writes the record into `directory` atomically (a temporary file renamed over it).
-    func write(into directory: String) throws {
-        let data = try JSONEncoder().encode(self)
-        try AtomicFile.write(Array(data), to: directory + "/" + Self.fileName, mode: 0o600)
-    }
-
-    /// The record in `directory`, or nil if there is none or it cannot be read as one.
-    static func read(from directory: String) -> ProcessRecord? {
-        guard let bytes = AtomicFile.read(directory + "/" + fileName, maxBytes: maxFileBytes),
-              let record = try? JSONDecoder().decode(ProcessRecord.self, from: Data(bytes)),
-              record.version == 1
-        else { return nil }
-        return record
     }
 }

@@ -1,6 +1,5 @@
 import AgentCore
 import AgentHTTP
-import CoreMetrics
 import FoundationEssentials
 import Synchronization
 
@@ -62,32 +61,23 @@ final class ToolCallStarts: Sendable {
         var exited: Int64?
     }
 
-    private struct State {
+    private struct State: ~Copyable {
         var entries: [ToolCallKey: Entry] = [:]
         var keyByID: [String: ToolCallKey] = [:]
         var horizonUnixMs: Int64
-        var lines = 0
-        var fd: Int32 = -1
+        var log: JSONLinesLog
         var waiters: [ToolCallKey: [CheckedContinuation<Void, Never>]] = [:]
     }
 
-    private let path: String
     private let state: Mutex<State>
 
     /// Opens (or starts) the log in `directory`.
     init(directory: String, nowUnixMs: Int64 = ToolCallStarts.nowUnixMs()) {
-        path = directory + "/" + Self.fileName
-        var s = State(horizonUnixMs: nowUnixMs)
-        if let bytes = AtomicFile.read(path, maxBytes: Self.maxFileBytes) {
-            Self.load(bytes, into: &s)
-        }
+        var s = State(horizonUnixMs: nowUnixMs, log: JSONLinesLog(path: directory + "/" + Self.fileName, maxFileBytes: Self.maxFileBytes))
+        Self.load(s.log.read(Line.self), into: &s)
         Self.evict(&s, nowUnixMs: nowUnixMs)
+        Self.rewrite(&s)
         state = Mutex(s)
-        state.withLock { s in self.rewrite(&s) }
-    }
-
-    deinit {
-        state.withLock { s in if s.fd >= 0 { close(s.fd) } }
     }
 
     static func nowUnixMs() -> Int64 {
@@ -165,10 +155,8 @@ final class ToolCallStarts: Sendable {
 
     // MARK: Log
 
-    private static func load(_ bytes: [UInt8], into s: inout State) {
-        let decoder = JSONDecoder()
-        for raw in bytes.split(separator: UInt8(ascii: "\n")) {
-            guard let line = try? decoder.decode(Line.self, from: Data(raw)) else { continue }
+    private static func load(_ lines: [Line], into s: inout State) {
+        for line in lines {
             switch line.t {
             case "horizon":
                 if let at = line.at { s.horizonUnixMs = at }
@@ -210,58 +198,25 @@ final class ToolCallStarts: Sendable {
         }
     }
 
-    /// Appends one line; the effect of `line` is in the state already. A log that could not
-    /// be written (no file, a failed or short write) is rewritten whole from the state at the
-    /// next change, so one failure never silently ends the recording.
+    /// Appends one line; its effect is in the state already (a rewrite writes the state).
     private func append(_ s: inout State, _ line: Line) {
-        if s.fd < 0 || s.lines > 2 * s.entries.count + 1024 {
-            // The rewrite writes the current state, this line's effect included.
-            rewrite(&s)
-            return
+        if s.log.needsRewrite(live: s.entries.count) {
+            Self.rewrite(&s)
+        } else {
+            s.log.append(line)
         }
-        guard var bytes = try? JSONEncoder().encode(line) else { return }
-        bytes.append(UInt8(ascii: "\n"))
-        let before = lseek(s.fd, 0, SEEK_END)
-        let written = bytes.withUnsafeBytes { Glibc.write(s.fd, $0.baseAddress, $0.count) }
-        if written != bytes.count {
-            // A torn line would swallow the next one when read back: cut it off, and rewrite
-            // the whole log at the next change.
-            if before >= 0 { _ = ftruncate(s.fd, before) }
-            close(s.fd)
-            s.fd = -1
-            ProcessMetrics.toolCallLogFailures.increment()
-            return
-        }
-        s.lines += 1
     }
 
-    /// Rewrites the log as it stands (horizon, then each entry), atomically, and reopens it
-    /// for appending.
-    private func rewrite(_ s: inout State) {
-        let encoder = JSONEncoder()
-        var out: [UInt8] = []
-        func add(_ line: Line) {
-            guard let data = try? encoder.encode(line) else { return }
-            out += data
-            out.append(UInt8(ascii: "\n"))
-        }
-        add(Line(t: "horizon", at: s.horizonUnixMs))
+    /// Rewrites the log as it stands: the horizon, then each entry (and its exit).
+    private static func rewrite(_ s: inout State) {
+        var lines = [Line(t: "horizon", at: s.horizonUnixMs)]
         for entry in s.entries.values.sorted(by: { $0.atUnixMs < $1.atUnixMs }) {
-            add(Line(t: "start", chat: entry.key.chat, message: entry.key.messageID, call: entry.key.callID,
-                     digest: entry.digest, id: entry.id, at: entry.atUnixMs))
+            lines.append(Line(t: "start", chat: entry.key.chat, message: entry.key.messageID, call: entry.key.callID,
+                              digest: entry.digest, id: entry.id, at: entry.atUnixMs))
             if let exit = entry.exit {
-                add(Line(t: "exit", id: entry.id, code: exit.code, signal: exit.signal, exited: exit.exitedAtUnix))
+                lines.append(Line(t: "exit", id: entry.id, code: exit.code, signal: exit.signal, exited: exit.exitedAtUnix))
             }
         }
-        if s.fd >= 0 { close(s.fd) }
-        s.fd = -1
-        do {
-            try AtomicFile.write(out, to: path)
-        } catch {
-            ProcessMetrics.toolCallLogFailures.increment()
-            return
-        }
-        s.lines = 1 + s.entries.count
-        s.fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW)
+        s.log.rewrite(lines)
     }
 }

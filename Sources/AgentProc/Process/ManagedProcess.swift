@@ -31,8 +31,9 @@ public final class ManagedProcess: Sendable {
     let startedAt: ContinuousClock.Instant
     /// The child's stdin when one was asked for (a pipe, or its terminal).
     let input: ProcessInput?
-    /// The whole output on disk, addressed by offset (nil only where no spool could be made).
-    let spool: OutputSpool?
+    /// Makes the process's output spool on its first output (a process that prints nothing
+    /// makes no files); nil without spooling.
+    private let spoolMaker: (@Sendable () -> OutputSpool?)?
     /// Restored after an agent restart from a record that said it was still running: the
     /// agent could not see how it ended.
     public let lost: Bool
@@ -55,6 +56,10 @@ public final class ManagedProcess: Sendable {
         /// Awaits matching output as it is written (``OutputWatch``).
         var watches: [UInt64: OutputWatch] = [:]
         var nextID: UInt64 = 0
+        /// The whole output on disk, addressed by offset (see ``spoolMaker``).
+        var spool: OutputSpool?
+        /// The spool was made, or making it failed or is no longer wanted.
+        var spoolSettled = false
     }
 
     private let state = Mutex(State())
@@ -65,7 +70,7 @@ public final class ManagedProcess: Sendable {
 
     init(
         id: String, command: String, workdir: String, background: Bool, chatID: String?, pid: Int32,
-        budget: SubscriberBudget, input: ProcessInput? = nil, spool: OutputSpool? = nil,
+        budget: SubscriberBudget, input: ProcessInput? = nil, spoolMaker: (@Sendable () -> OutputSpool?)? = nil,
         options: StartOptions = StartOptions(), exitObserver: (@Sendable (ManagedProcess) -> Void)? = nil
     ) {
         self.budget = budget
@@ -79,7 +84,7 @@ public final class ManagedProcess: Sendable {
         self.startedAtUnix = Int64(Date().timeIntervalSince1970)
         self.startedAt = .now
         self.input = input
-        self.spool = spool
+        self.spoolMaker = spoolMaker
         self.lost = false
         self.options = options
     }
@@ -99,11 +104,13 @@ public final class ManagedProcess: Sendable {
         // Monotonic instants of the past, placed as far back as the wall clock says.
         startedAt = ContinuousClock.now - .seconds(max(0, nowUnix - record.startedAtUnix))
         input = nil
-        self.spool = spool
+        spoolMaker = nil
         lost = record.exit == nil
         options = record.options
         var state = State()
         state.outputOpen = false
+        state.spool = spool
+        state.spoolSettled = true
         if let spool { state.output = Self.headTail(from: spool) }
         let exitedAtUnix = record.exit?.exitedAtUnix ?? nowUnix
         state.exit = Exit(
@@ -140,6 +147,25 @@ public final class ManagedProcess: Sendable {
 
     public var isRunning: Bool { state.withLock { $0.exit == nil } }
 
+    /// The output spool as it is now (nil before the first output, or without spooling).
+    var spool: OutputSpool? { state.withLock { $0.spool } }
+
+    /// No spool is made from now on (the process is forgotten); the one there is, if any.
+    func retireSpool() -> OutputSpool? {
+        state.withLock { s in
+            s.spoolSettled = true
+            return s.spool
+        }
+    }
+
+    private static func settleSpool(_ s: inout State, _ maker: (@Sendable () -> OutputSpool?)?) -> OutputSpool? {
+        if !s.spoolSettled {
+            s.spoolSettled = true
+            s.spool = maker?()
+        }
+        return s.spool
+    }
+
     /// Bytes written so far (the offset the next byte will have).
     public var outputEnd: UInt64 { state.withLock { UInt64($0.output.totalWritten) } }
 
@@ -151,8 +177,8 @@ public final class ManagedProcess: Sendable {
     func attach(_ watch: OutputWatch) -> (catchUpTo: UInt64, complete: Bool, head: [UInt8], tail: [UInt8])? {
         state.withLock { s in
             let end = UInt64(s.output.totalWritten)
-            let head = spool == nil ? s.output.headBytes : []
-            let tail = spool == nil ? s.output.tailBytes : []
+            let head = s.spool == nil ? s.output.headBytes : []
+            let tail = s.spool == nil ? s.output.tailBytes : []
             guard s.outputOpen || s.exit == nil else { return (end, true, head, tail) }
             guard s.watches.count < Self.maxWatches else { return nil }
             s.nextID += 1
@@ -255,7 +281,7 @@ extension ManagedProcess: ProcessEventSink {
             let offset = UInt64(s.output.totalWritten)
             // The spool is appended under the lock too: a reader that saw `totalWritten`
             // finds every byte before it on disk.
-            spool?.append(bytes)
+            Self.settleSpool(&s, spoolMaker)?.append(bytes)
             for watch in s.watches.values { watch.feed(bytes, at: offset) }
             s.output.write(bytes)
             if !s.subscribers.isEmpty {
@@ -285,10 +311,10 @@ extension ManagedProcess: ProcessEventSink {
     }
 
     func outputClosed() {
-        let watches = state.withLock { s -> [OutputWatch] in
+        let (watches, spool) = state.withLock { s -> ([OutputWatch], OutputSpool?) in
             s.outputOpen = false
             defer { s.watches.removeAll() }
-            return Array(s.watches.values)
+            return (Array(s.watches.values), s.spool)
         }
         spool?.finish()
         for watch in watches { watch.outputEnded() }

@@ -125,6 +125,10 @@ public final class ProcessManager: Service, Sendable {
     private let privateDirectory: String?
     /// Awaits matching output now (bounded by ``maxAwaits``).
     let activeAwaits = Atomic<Int>(0)
+    /// Processes' records on disk (with spooling on).
+    private let processLog: ProcessLog
+    /// Removes forgotten processes' spools off the lock.
+    private let remover: SpoolRemover
     private let state = Mutex(State())
     /// Environments built for starts without variables of their own (``childEnvironment``).
     private let environments = Mutex(EnvironmentBlocks())
@@ -168,8 +172,10 @@ public final class ProcessManager: Service, Sendable {
             privateDirectory = base
         }
         try Self.makeDirectory(base)
-        spools = try OutputSpoolStore(directory: base + "/spool", limits: configuration.spoolLimits, extraOwnedFiles: [ProcessRecord.fileName])
+        spools = try OutputSpoolStore(directory: base + "/spool", limits: configuration.spoolLimits)
         toolCalls = ToolCallStarts(directory: base)
+        processLog = ProcessLog(directory: base)
+        remover = SpoolRemover(spools: spools)
         restore()
     }
 
@@ -193,17 +199,21 @@ public final class ProcessManager: Service, Sendable {
     /// are kept, the rest (and anything unreadable) removed.
     private func restore() {
         let nowUnix = Int64(Date().timeIntervalSince1970)
+        let records = Dictionary(processLog.restored.map { ($0.id, $0) }, uniquingKeysWith: { _, last in last })
+        // Spools without a record are of processes forgotten (or never recorded): removed.
+        for id in spools.storedIDs() where records[id] == nil { spools.remove(id: id) }
         var restored: [ManagedProcess] = []
-        for id in spools.storedIDs() {
-            guard let spool = spools.restore(id: id), let record = ProcessRecord.read(from: spool.directory), record.id == id else {
-                spools.remove(id: id)
-                continue
-            }
+        for record in records.values {
+            // A process that printed nothing has no spool.
+            let spool = spools.restore(id: record.id)
             restored.append(ManagedProcess(restored: record, spool: spool, budget: subscriberBudget, nowUnix: nowUnix))
         }
         restored.sort { ($0.exitInfo?.exitedAtUnix ?? 0, $0.startedAtUnix) < ($1.exitInfo?.exitedAtUnix ?? 0, $1.startedAtUnix) }
         let excess = max(0, restored.count - configuration.maxRetainedExited)
-        for process in restored.prefix(excess) { spools.remove(id: process.id) }
+        for process in restored.prefix(excess) {
+            spools.remove(id: process.id)
+            processLog.forgot(process.id)
+        }
         let kept = restored.dropFirst(excess)
         state.withLock { s in
             for process in kept {
@@ -365,20 +375,23 @@ public final class ProcessManager: Service, Sendable {
         let input = child.inputFD >= 0 ? ProcessInput(fd: child.inputFD, kind: options.terminal == nil ? .pipe : .terminal) : nil
         // No spool (the disk refused a directory) still runs the command: only the offset
         // reads and the restart lose it.
-        var spool: OutputSpool?
+        var spoolMaker: (@Sendable () -> OutputSpool?)?
         if configuration.spoolOutput {
-            do {
-                spool = try spools.create(id: id)
-            } catch {
-                logger.warning("no output spool for a process", metadata: ["id": "\(id)", "error": "\(error)"])
+            spoolMaker = { [spools, logger] in
+                do {
+                    return try spools.create(id: id)
+                } catch {
+                    logger.warning("no output spool for a process", metadata: ["id": "\(id)", "error": "\(error)"])
+                    return nil
+                }
             }
         }
         let process = ManagedProcess(
             id: id, command: command, workdir: resolvedDir,
             background: background, chatID: chat?.id, pid: child.pid, budget: subscriberBudget,
-            input: input, spool: spool, options: options
+            input: input, spoolMaker: spoolMaker, options: options
         ) { [weak self] exited in self?.noteExited(exited) }
-        if let spool { Self.saveRecord(process, in: spool, logger: logger) }
+        if configuration.spoolOutput { processLog.started(ProcessRecord(process)) }
         // Registered before the reactor sees the child, so its exit always finds it here.
         let closedMeanwhile = state.withLock { s -> Bool in
             s.processes[process.id] = process
@@ -389,7 +402,8 @@ public final class ProcessManager: Service, Sendable {
             state.withLock { _ = $0.processes.removeValue(forKey: process.id) }
             ProcessReactor.discardShell(child.pid)
             input?.processExited()
-            if spool != nil { spools.remove(id: id) }
+            if process.retireSpool() != nil { remover.remove(id) }
+            if configuration.spoolOutput { processLog.forgot(id) }
             throw StartFailure.closed
         }
         process.reactorToken = token
@@ -417,9 +431,10 @@ public final class ProcessManager: Service, Sendable {
     /// `maxRetainedExited` exited processes (the oldest exits go first).
     private func noteExited(_ process: ManagedProcess) {
         ProcessMetrics.exited.increment()
-        if let spool = process.spool { Self.saveRecord(process, in: spool, logger: logger) }
         if let exit = process.exitInfo {
-            toolCalls.recordExit(id: process.id, ProcessRecord.Exit(code: exit.status.code, signal: exit.status.signal, exitedAtUnix: exit.exitedAtUnix))
+            let recorded = ProcessRecord.Exit(code: exit.status.code, signal: exit.status.signal, exitedAtUnix: exit.exitedAtUnix)
+            if configuration.spoolOutput { processLog.exited(process.id, recorded) }
+            toolCalls.recordExit(id: process.id, recorded)
         }
         if let chat = process.chatID, let paths = configuration.chatPaths {
             // The directory it ran in; "" is the agent's own, a relative one is relative to it.
@@ -440,17 +455,11 @@ public final class ProcessManager: Service, Sendable {
     private func forget(_ process: ManagedProcess, in s: inout State) {
         s.processes[process.id] = nil
         if process.isOutputOpen, let token = process.reactorToken { reactor.closeOutput(token) }
-        if process.spool != nil { spools.remove(id: process.id) }
+        // The files go off this lock.
+        if process.retireSpool() != nil { remover.remove(process.id) }
+        if configuration.spoolOutput || process.lost || process.pid == 0 { processLog.forgot(process.id) }
     }
 
-    /// Writes the process's record beside its spool (a failure only costs the restart).
-    private static func saveRecord(_ process: ManagedProcess, in spool: OutputSpool, logger: Logger) {
-        do {
-            try ProcessRecord(process).write(into: spool.directory)
-        } catch {
-            logger.warning("could not save a process record", metadata: ["id": "\(process.id)", "error": "\(error)"])
-        }
-    }
 
     // MARK: Query
 
@@ -589,9 +598,11 @@ public final class ProcessManager: Service, Sendable {
             _ = await waitUntilQuiet(processes, within: Self.killWait)
         }
         await reactor.stop()
+        await remover.flush()
         if let privateDirectory {
             for id in spools.storedIDs() { spools.remove(id: id) }
             unlink(privateDirectory + "/" + ToolCallStarts.fileName)
+            unlink(privateDirectory + "/" + ProcessLog.fileName)
             rmdir(privateDirectory + "/spool")
             rmdir(privateDirectory)
         }

@@ -87,9 +87,11 @@ struct CursorResponse: Encodable {
         exitCode = info.exitCode
         exitSignal = info.exitSignal
         guard let spool = process.spool else {
+            // Nothing printed yet (the spool is made with the first byte), or the disk refused
+            // the spool: whatever was written is gone.
             output = ""
-            nextOffset = request.offset
-            droppedBytes = 0
+            nextOffset = process.outputEnd
+            droppedBytes = process.outputEnd
             return
         }
         let read = spool.read(from: request.offset, limit: request.limit)

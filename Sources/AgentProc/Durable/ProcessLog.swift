@@ -1,0 +1,83 @@
+import Synchronization
+
+/// The records of the processes the manager knows, on disk (`processes.jsonl`), so that an
+/// agent restart finds them again: a line when a process starts, one when it exits, one
+/// when it is forgotten (reaped or evicted). Each is one `write` on the start and exit paths
+/// (no file made per process: a command that prints nothing costs the disk two short lines).
+/// A record still without an exit after a restart is a process whose end the agent could not
+/// see (`lost`).
+///
+/// Bounds: the live records are the processes the manager keeps (1024 running and 256
+/// exited at most); a record keeps at most ``maxCommandBytes`` of its command; the file is
+/// rewritten from the live records once it holds twice as many lines (and 1024 more).
+final class ProcessLog: Sendable {
+    static let fileName = "processes.jsonl"
+    /// Of a command, what its record keeps (the rest is cut; the process runs it whole).
+    static let maxCommandBytes = 16 * 1024
+    /// Largest log read back: 1280 live records of at most ~17 KiB, and the dead lines the
+    /// compaction allows.
+    static let maxFileBytes = 96 << 20
+
+    private struct Line: Codable {
+        var t: String
+        var record: ProcessRecord?
+        var id: String?
+        var exit: ProcessRecord.Exit?
+    }
+
+    private struct State: ~Copyable {
+        var live: [String: ProcessRecord] = [:]
+        var log: JSONLinesLog
+    }
+
+    private let state: Mutex<State>
+    /// The records found at start (oldest start first).
+    let restored: [ProcessRecord]
+
+    init(directory: String) {
+        var s = State(log: JSONLinesLog(path: directory + "/" + Self.fileName, maxFileBytes: Self.maxFileBytes))
+        for line in s.log.read(Line.self) {
+            switch line.t {
+            case "start": if let record = line.record, record.version == 1 { s.live[record.id] = record }
+            case "exit": if let id = line.id, let exit = line.exit { s.live[id]?.exit = exit }
+            case "forget": if let id = line.id { s.live[id] = nil }
+            default: continue
+            }
+        }
+        restored = s.live.values.sorted { ($0.startedAtUnix, $0.id) < ($1.startedAtUnix, $1.id) }
+        Self.rewrite(&s)
+        state = Mutex(s)
+    }
+
+    func started(_ record: ProcessRecord) {
+        var record = record
+        if record.command.utf8.count > Self.maxCommandBytes {
+            record.command = String(decoding: record.command.utf8.prefix(Self.maxCommandBytes), as: UTF8.self)
+        }
+        let kept = record
+        change(Line(t: "start", record: kept)) { $0[kept.id] = kept }
+    }
+
+    func exited(_ id: String, _ exit: ProcessRecord.Exit) {
+        change(Line(t: "exit", id: id, exit: exit)) { $0[id]?.exit = exit }
+    }
+
+    func forgot(_ id: String) {
+        change(Line(t: "forget", id: id)) { $0[id] = nil }
+    }
+
+    private func change(_ line: Line, _ apply: (inout [String: ProcessRecord]) -> Void) {
+        state.withLock { s in
+            apply(&s.live)
+            if s.log.needsRewrite(live: s.live.count) {
+                Self.rewrite(&s)
+            } else {
+                s.log.append(line)
+            }
+        }
+    }
+
+    private static func rewrite(_ s: inout State) {
+        s.log.rewrite(s.live.values.sorted { $0.startedAtUnix < $1.startedAtUnix }.map { Line(t: "start", record: $0) })
+    }
+}
