@@ -254,3 +254,10 @@ write("FuzzProcessAwait", "query", b"\x01" + b"until=%5Eready&from=3&timeout=2m&
 write("FuzzProcessAwait", "query-cursor", b"\x01" + b"offset=1024&limit=65536")
 write("FuzzProcessAwait", "watch-split", b"\x02" + data(b"up", 4) + b"\x04" + data(b"boot\nready: serv", 40)
       + data(b"er u", 40) + data(b"p\r\nrest\n", 40) + data(b"", 40) + b"\x01")
+# 3: a state directory: segment size, read limit, dropped and length (2 bytes each), a
+# valid cursor (not 0 mod 4), segments (a name kind, a 2-byte start, bytes), the records log.
+seg = lambda start, body: b"\x01" + u(start, 2) + data(body, 96)
+write("FuzzProcessAwait", "restore-two-segments", b"\x03" + bytes([15, 7]) + u(3, 2) + u(29, 2) + b"\x01" + b"\x02"
+      + seg(0, b"0123456789abcdef") + seg(16, b"ghijklmnopqrstuv")
+      + b'{"t":"start","record":{"version":1,"id":"f0","command":"seq 1 9","workdir":"/","background":false,"started_at_unix":1700000000,"options":{"stdin":false}}}\n'
+      + b'{"t":"exit","id":"f0","exit":{"code":0,"exited_at_unix":1700000001}}\n{"t":"st')

@@ -10,17 +10,23 @@ import LineRegex
 ///   `limit`): accepted or a 400, never a trap;
 /// - output in chunks with a literal to await: the first matching line's offset equals a
 ///   model's (lines split at `\n`, a trailing `\r` ignored), however the output is cut into
-///   chunks and however much of it is read back before the live part.
+///   chunks and however much of it is read back before the live part;
+/// - a state directory an earlier agent left or a disk corrupted (a spool's cursor, valid or
+///   raw, its segment files, the records log): restored without a trap, the kept range
+///   consistent (`dropped` ≤ `end`), at most that range read back, and the head/tail answer
+///   rebuilt from it counting no more than the output's end.
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzProcessAwait(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
     var input = FuzzInput(data, size)
-    switch input.byte() % 3 {
+    switch input.byte() % 4 {
     case 0:
         LineRegexFuzzing.fuzz(input.rest())
     case 1:
         _ = ProcessFuzzing.outputQueryAccepted(String(decoding: input.rest(), as: UTF8.self))
-    default:
+    case 2:
         watch(&input)
+    default:
+        restore(&input)
     }
     return 0
 }
@@ -51,4 +57,33 @@ func contains(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool {
     guard needle.count <= haystack.count else { return false }
     for i in 0...(haystack.count - needle.count) where Array(haystack[i..<(i + needle.count)]) == needle { return true }
     return false
+}
+
+func restore(_ input: inout FuzzInput) {
+    let segmentBytes = 1 + Int(input.byte() % 64)
+    let readLimit = 1 + Int(input.byte() % 200)
+    let dropped = input.uint(2)
+    let end = dropped + input.uint(2)
+    let rawCursor: [UInt8]? = input.byte() % 4 == 0 ? input.data(maxLength: 40) : nil
+    var segments: [(name: String, bytes: [UInt8])] = []
+    for _ in 0..<Int(input.byte() % 6) {
+        // Mostly segment names (16 hex digits of a start offset), sometimes anything.
+        let name: String
+        if input.byte() % 5 == 0 {
+            name = String(decoding: input.data(maxLength: 20), as: UTF8.self)
+        } else {
+            let hex = String(input.uint(2), radix: 16)
+            name = String(repeating: "0", count: 16 - hex.count) + hex
+        }
+        segments.append((name, input.data(maxLength: 96)))
+    }
+    let log = input.rest()
+    let state = ProcessFuzzing.restore(
+        dropped: dropped, end: end, rawCursor: rawCursor, segments: segments, processLog: log,
+        segmentBytes: segmentBytes, readLimit: readLimit)
+    if let dropped = state.dropped, let end = state.end {
+        require(dropped <= end, "a restored spool keeps [\(dropped), \(end))")
+        require(UInt64(state.readBack.count) <= end - dropped, "more read back than the spool keeps")
+        if let total = state.headTailTotal { require(UInt64(total) <= end, "the head/tail counts past the end") }
+    }
 }
