@@ -340,6 +340,33 @@ struct ProcessBeyondTests {
         }
     }
 
+    @Test func theTailOfOutputSplicedIntoTheSpoolIsReadBackExactly() async throws {
+        try await withProcessServer { h in
+            // Nobody reads it live: most of it goes into the spool without passing the tail.
+            let id = try await Self.start(h, #"{"command":"seq 1 1000000"}"#)
+            let out = try await h.finalOutput(id)
+            let expected = Array((1...1_000_000).map { "\($0)\n" }.joined().utf8)
+            let text = Array((out["output"] as? String ?? "").utf8)
+            let headKept = text.starts(with: expected.prefix(16384))
+            #expect(headKept, "the head is the first 16 KiB")
+            let tailKept = Array(text.suffix(16384)) == Array(expected.suffix(16384))
+            #expect(tailKept, "the tail is the last 16 KiB")
+            let truncated = try #require(out["truncated"] as? [String: Any])
+            #expect(jsonInt(truncated["original_bytes"]) == expected.count)
+            #expect(jsonInt(truncated["omitted_bytes"]) == expected.count - 32768)
+            // A stream attached now starts with the same tail.
+            let stream = try await TestWebSocket.withConnection(port: h.port, path: "\(Self.base)/\(id)/stream") { ws -> [UInt8] in
+                var bytes: [UInt8] = []
+                while let message = try await ws.next() {
+                    if case .binary(let part) = message { bytes += part }
+                }
+                return bytes
+            }
+            let streamTail = Array(stream.suffix(16384)) == Array(expected.suffix(16384))
+            #expect(streamTail, "a stream starts with the same tail")
+        }
+    }
+
     @Test func theOldestBytesAreDroppedFirstAndReported() async throws {
         try await withProcessServer(configure: {
             $0.spoolLimits.segmentBytes = 64 * 1024
