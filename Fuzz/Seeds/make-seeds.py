@@ -261,3 +261,6 @@ write("FuzzProcessAwait", "restore-two-segments", b"\x03" + bytes([15, 7]) + u(3
       + seg(0, b"0123456789abcdef") + seg(16, b"ghijklmnopqrstuv")
       + b'{"t":"start","record":{"version":1,"id":"f0","command":"seq 1 9","workdir":"/","background":false,"started_at_unix":1700000000,"options":{"stdin":false}}}\n'
       + b'{"t":"exit","id":"f0","exit":{"code":0,"exited_at_unix":1700000001}}\n{"t":"st')
+write("FuzzProcessAwait", "restore-extreme-times", b"\x03" + bytes([15, 7]) + u(0, 2) + u(0, 2) + b"\x01" + b"\x00"
+      + b'{"t":"start","record":{"version":1,"id":"f1","command":"x","workdir":"","background":false,"started_at_unix":-9223372036854775808,"options":{"stdin":false}}}\n'
+      + b'{"t":"exit","id":"f1","exit":{"code":-9223372036854775808,"exited_at_unix":9223372036854775807}}\n')

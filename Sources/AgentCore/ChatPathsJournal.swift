@@ -97,33 +97,12 @@ public final class ChatPathsJournal: Service, Sendable {
         return (try? JSONEncoder().encode(file)) ?? Data()
     }
 
-    /// A temporary file beside the target, written and synced, then renamed over it.
+    /// A temporary file beside the target, written and synced, then renamed over it
+    /// (``AtomicFile``), and the directory synced.
     static func writeAtomically(_ data: Data, to path: String) throws {
         let directory = parentDirectory(of: path)
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        let temporary = path + ".tmp." + UUID().uuidString.prefix(8)
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw SystemCallError(call: "open", errno: errno) }
-        var failure: SystemCallError?
-        data.withUnsafeBytes { raw in
-            var offset = 0
-            while offset < raw.count {
-                let n = write(fd, raw.baseAddress! + offset, raw.count - offset)
-                if n < 0 {
-                    if errno == EINTR { continue }
-                    failure = SystemCallError(call: "write", errno: errno)
-                    return
-                }
-                offset += n
-            }
-        }
-        if failure == nil, fsync(fd) != 0 { failure = SystemCallError(call: "fsync", errno: errno) }
-        close(fd)
-        if failure == nil, rename(temporary, path) != 0 { failure = SystemCallError(call: "rename", errno: errno) }
-        if let failure {
-            unlink(temporary)
-            throw failure
-        }
+        try AtomicFile.write(Array(data), to: path, mode: 0o600, sync: true)
         let directoryFD = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         if directoryFD >= 0 {
             fsync(directoryFD)

@@ -17,7 +17,7 @@ import Glibc
 /// when it holds twice what is live; a torn last line is skipped when read back.
 ///
 /// Bounds: at most ``maxEntries`` calls, none older than ``maxAge`` (the oldest go first).
-/// A call older than what the ledger still covers (``horizonUnixMs``: when it was created,
+/// A call older than what the ledger still covers (its horizon: when it was created,
 /// or the newest entry it forgot) that it has no entry for may have run: it is refused.
 final class ToolCallStarts: Sendable {
     static let maxEntries = 4096
@@ -86,8 +86,6 @@ final class ToolCallStarts: Sendable {
         return Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000
     }
 
-    var horizonUnixMs: Int64 { state.withLock { $0.horizonUnixMs } }
-    var count: Int { state.withLock { $0.entries.count } }
 
     /// Claims `key` for a start whose request hashes to `digest`; waits while another start
     /// of the same call is spawning.
@@ -149,10 +147,6 @@ final class ToolCallStarts: Sendable {
         }
     }
 
-    func entry(id: String) -> Entry? {
-        state.withLock { s in s.keyByID[id].flatMap { s.entries[$0] } }
-    }
-
     // MARK: Log
 
     private static func load(_ lines: [Line], into s: inout State) {
@@ -194,7 +188,8 @@ final class ToolCallStarts: Sendable {
         for victim in victims {
             s.entries[victim.key] = nil
             s.keyByID[victim.id] = nil
-            s.horizonUnixMs = max(s.horizonUnixMs, victim.atUnixMs + 1)
+            // (A time read from disk may be anything: no overflow past the largest.)
+            s.horizonUnixMs = max(s.horizonUnixMs, victim.atUnixMs == .max ? .max : victim.atUnixMs + 1)
         }
     }
 

@@ -64,8 +64,6 @@ final class ProcessInput: Sendable {
 
     private static let ignoreSIGPIPE: Void = { _ = signal(SIGPIPE, SIG_IGN) }()
 
-    var isOpen: Bool { state.withLock { !$0.closed } }
-
     /// Bytes of writes admitted and not finished, and callers waiting for their turn (tests).
     var pending: (bytes: Int, waiting: Int) { state.withLock { ($0.queuedBytes, $0.turns.count) } }
 

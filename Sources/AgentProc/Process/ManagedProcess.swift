@@ -102,7 +102,7 @@ public final class ManagedProcess: Sendable {
         pid = 0
         startedAtUnix = record.startedAtUnix
         // Monotonic instants of the past, placed as far back as the wall clock says.
-        startedAt = ContinuousClock.now - .seconds(max(0, nowUnix - record.startedAtUnix))
+        startedAt = Self.instant(unix: record.startedAtUnix, nowUnix: nowUnix)
         input = nil
         spoolMaker = nil
         lost = record.exit == nil
@@ -115,8 +115,16 @@ public final class ManagedProcess: Sendable {
         let exitedAtUnix = record.exit?.exitedAtUnix ?? nowUnix
         state.exit = Exit(
             status: record.exit.map { ExitStatus(code: $0.code, signal: $0.signal) } ?? ExitStatus(code: -1, signal: nil),
-            exitedAtUnix: exitedAtUnix, exitedAt: ContinuousClock.now - .seconds(max(0, nowUnix - exitedAtUnix)))
+            exitedAtUnix: exitedAtUnix, exitedAt: Self.instant(unix: exitedAtUnix, nowUnix: nowUnix))
         self.state.withLock { $0 = state }
+    }
+
+    /// The monotonic instant of a Unix time at most 100 years past (times from disk may be
+    /// anything; later ones are now).
+    static func instant(unix: Int64, nowUnix: Int64) -> ContinuousClock.Instant {
+        let (ago, overflow) = nowUnix.subtractingReportingOverflow(unix)
+        let limit: Int64 = 100 * 366 * 86_400
+        return ContinuousClock.now - .seconds(overflow ? (unix < 0 ? limit : 0) : min(max(0, ago), limit))
     }
 
     /// The head and tail of a spooled output (from its oldest kept byte).
