@@ -14,6 +14,9 @@ public struct ToolCallKey: Hashable, Sendable {
     public static let ageHeader = HTTPField.Name("Coder-Tool-Call-Age-Ms")!
     public static let runAgeHeader = HTTPField.Name("Coder-Tool-Call-Run-Age-Ms")!
 
+    /// Longest call id accepted (decoded).
+    public static let maxCallIDBytes = 1024
+
     public var chat: String
     public var messageID: UInt64
     public var callID: String
@@ -36,6 +39,10 @@ public struct ToolCallKey: Hashable, Sendable {
               let ageMs = UInt64(age[0])
         else {
             throw APIError(.badRequest, "Invalid tool call headers.", detail: "Send Coder-Tool-Call-Message-Id (> 0), Coder-Tool-Call-Id and Coder-Tool-Call-Age-Ms (>= 0) together, once each.")
+        }
+        // Kept in ledgers (the process API's on disk): a bounded size each.
+        guard callID.utf8.count <= maxCallIDBytes else {
+            throw APIError(.badRequest, "Invalid tool call headers.", detail: "Coder-Tool-Call-Id is at most \(maxCallIDBytes) bytes.")
         }
         guard let chat else {
             throw APIError(.badRequest, "Invalid tool call headers.", detail: "Tool call headers need a Coder-Chat-Id.")

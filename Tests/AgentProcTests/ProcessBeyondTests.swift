@@ -457,6 +457,11 @@ struct ProcessBeyondTests {
             // Partial headers: 400.
             let partial = try await h.client.request("POST", "\(Self.base)/start", headers: Array(headers.prefix(2)), json: body)
             #expect(partial.status == 400)
+            // A call id too long to keep in the ledger: 400, nothing runs.
+            var long = headers
+            long[2] = ("Coder-Tool-Call-Id", String(repeating: "c", count: 1025))
+            let tooLong = try await h.client.request("POST", "\(Self.base)/start", headers: long, json: body)
+            #expect(tooLong.status == 400)
         }
         // A new manager on the same state directory: the agent restarted.
         try await withProcessServer(configure: { $0.stateDirectory = state }) { h in

@@ -44,6 +44,9 @@ struct BoundaryBudgetTests {
             let frame = Boundary.v2(Boundary.request(["https://mid.invalid/"]))
             let midFrame = try harness.connect()
             #expect(midFrame.send(Array(frame.prefix(6))))
+            // The server has read the frame's start (else, on a loaded host, the mid-frame
+            // connection still looks idle, and the longest-idle, when the third arrives).
+            #expect(await eventually { harness.server.registry.busyCount == 1 })
             let idle = try harness.connect()
             #expect(idle.send(Boundary.v2(Boundary.request(["https://idle.invalid/"]))))
             #expect(await eventually { harness.upward.urls == ["https://idle.invalid/"] })
