@@ -1,5 +1,6 @@
 import AgentCore
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -211,7 +212,9 @@ public func onThread<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> 
 /// Chosen below the kernel's ephemeral range (`ip_local_port_range`), so that no outgoing
 /// connection gets it as its local port meanwhile: a client that dials the port before
 /// the server is up could otherwise connect to itself (TCP simultaneous open) and hold it.
-/// Bounded: at most 200 random candidates, then any free port.
+/// A port is never handed out twice in one test process, so that two concurrent tests
+/// cannot both pick it and race to bind it. Bounded: at most 200 random candidates, then
+/// any free port.
 public func freeLoopbackPort() -> Int {
     let range = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8))?
         .split(whereSeparator: \.isWhitespace).compactMap { Int($0) }
@@ -219,11 +222,16 @@ public func freeLoopbackPort() -> Int {
     if low > 11_000 {
         for _ in 0..<200 {
             let candidate = Int.random(in: 10_000..<low)
+            guard handedOutPorts.withLock({ $0.insert(candidate).inserted }) else { continue }
             if boundLoopbackPort(candidate) == candidate { return candidate }
         }
     }
     return boundLoopbackPort(0) ?? 0
 }
+
+/// Ports `freeLoopbackPort` returned or tried (at most 200 per call; a test run makes a
+/// few dozen calls).
+private let handedOutPorts = Mutex<Set<Int>>([])
 
 /// Binds a loopback socket to `port` (0: any), closes it, and returns the port it had.
 private func boundLoopbackPort(_ port: Int) -> Int? {

@@ -53,30 +53,36 @@ func pythonPattern(_ count: Int, step: Int, offset: Int) -> String {
     "(bytes(((i*\(step)+\(offset)) & 255) for i in range(256)) * (\(count)//256 + 1))[:\(count)]"
 }
 
-/// A TCP server on 127.0.0.1:`port` in the test's namespace that takes one connection on a
-/// thread of its own and runs `body` with the connected descriptor.
+/// A TCP server on 127.0.0.1 in the test's namespace that takes one connection on a
+/// thread of its own and runs `body` with the connected descriptor. Its port is the
+/// kernel's choice, read back after the bind: a port picked beforehand could be taken by
+/// a concurrent test in between.
 final class LocalServer: Sendable {
     let port: Int
     private let listener: Int32
     let finished = TestFlag()
 
-    init?(port: Int, body: @escaping @Sendable (Int32) -> Void) {
+    init?(body: @escaping @Sendable (Int32) -> Void) {
         let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard listener >= 0 else { return nil }
         var one: Int32 = 1
         setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = UInt16(port).bigEndian
+        address.sin_port = 0
         address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
         let bound = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
-        guard bound == 0, listen(listener, 16) == 0 else {
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let named = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(listener, $0, &length) }
+        }
+        guard bound == 0, named == 0, listen(listener, 16) == 0 else {
             close(listener)
             return nil
         }
-        self.port = port
+        self.port = Int(UInt16(bigEndian: address.sin_port))
         self.listener = listener
         let finished = self.finished
         Thread {

@@ -135,13 +135,12 @@ struct TunnelStackDirectTests {
         configuration.handshakeTimeout = .seconds(2)
         let stack = try makeStack(7, configuration: configuration, sent: sent)
         let local = stack.addresses[0]
-        let port = freeLoopbackPort()
         let accepted = TestFlag()
-        let server = try #require(LocalServer(port: port) { connection in
+        let server = try #require(LocalServer { connection in
             accepted.set()
             _ = readAll(connection, limit: 1)  // until the stack closes it
         })
-        stack.input(PacketBuilder.tcp(from: peer, 43000, to: local, UInt16(port), sequence: 9000, flags: 0x02))
+        stack.input(PacketBuilder.tcp(from: peer, 43000, to: local, UInt16(server.port), sequence: 9000, flags: 0x02))
         // Nothing is answered before the local connect; then the SYN-ACK.
         let answered = await eventually(timeout: .seconds(20)) { sent.count >= 1 }
         #expect(answered)

@@ -44,11 +44,10 @@ struct TunnelStackNamespaceTests {
 
     @Test func forwardsTenMiBExactlyEachWay() async throws {
         let size = 10 << 20
-        let port = freeLoopbackPort()
         let received = Mutex<(count: Int, match: Bool)?>(nil)
         let toServer = pattern(size, step: 7, offset: 3)
         let toClient = pattern(size, step: 13, offset: 5)
-        let server = try #require(LocalServer(port: port) { connection in
+        let server = try #require(LocalServer { connection in
             let writer = TestFlag()
             Thread {
                 _ = writeAll(connection, toClient)
@@ -67,7 +66,7 @@ struct TunnelStackNamespaceTests {
             import socket, threading, time
             out = \(pythonPattern(size, step: 7, offset: 3))
             expected = \(pythonPattern(size, step: 13, offset: 5))
-            s = socket.create_connection(('\(address)', \(port)), timeout=120)
+            s = socket.create_connection(('\(address)', \(server.port)), timeout=120)
             start = time.monotonic()
             def send():
                 s.sendall(out)
@@ -145,10 +144,9 @@ struct TunnelStackNamespaceTests {
     }
 
     @Test func aPeerThatNeverReadsHoldsABoundedAmount() async throws {
-        let port = freeLoopbackPort()
         let written = Mutex<Int>(0)
         let limit = 64 << 20
-        let server = try #require(LocalServer(port: port) { connection in
+        let server = try #require(LocalServer { connection in
             var size: Int32 = 65536
             setsockopt(connection, SOL_SOCKET, SO_SNDBUF, &size, socklen_t(MemoryLayout<Int32>.size))
             _ = fcntl(connection, F_SETFL, fcntl(connection, F_GETFL) | O_NONBLOCK)
@@ -173,7 +171,7 @@ struct TunnelStackNamespaceTests {
             import socket, time
             s = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
             s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-            s.connect(('\(tunnel.addresses[0])', \(port)))
+            s.connect(('\(tunnel.addresses[0])', \(server.port)))
             print('connected', flush=True)
             time.sleep(120)
             """
@@ -195,9 +193,8 @@ struct TunnelStackNamespaceTests {
     @Test func idleConnectionsAreResetBothWays() async throws {
         var configuration = TunnelStackConfiguration()
         configuration.idleTimeout = .milliseconds(500)
-        let port = freeLoopbackPort()
         let closedLocally = Mutex<Bool>(false)
-        let server = try #require(LocalServer(port: port) { connection in
+        let server = try #require(LocalServer { connection in
             // Nothing is sent either way; the read ends when the stack closes the connection.
             let bytes = readAll(connection, limit: 1)
             closedLocally.withLock { $0 = bytes.isEmpty }
@@ -205,7 +202,7 @@ struct TunnelStackNamespaceTests {
         let tunnel = try await NamespaceTunnel.make(addresses: stackAddresses(0x16), configuration: configuration, httpHandler: nil)
         let script = """
             import socket
-            s = socket.create_connection(('\(tunnel.addresses[0])', \(port)), timeout=20)
+            s = socket.create_connection(('\(tunnel.addresses[0])', \(server.port)), timeout=20)
             try:
                 data = s.recv(10)
                 print('closed' if data == b'' else 'data')
