@@ -82,7 +82,12 @@ FUZZ_BUILD_FLAGS := --package-path Fuzz -c release --sanitize fuzzer --sanitize 
 
 # Without make's own variables in the environment: SwiftPM rebuilds everything when the
 # environment changes, and `make fuzz X=1` or a sub-make would change it.
+# SwiftPM does not notice a file added to the agent's package (a path dependency here): its
+# build plan is dropped whenever the list of the agent's source files changed.
 fuzz-build:
+	@mkdir -p Fuzz/.build; list=$$(find Sources -name '*.swift' -o -name '*.c' -o -name '*.h' | LC_ALL=C sort | cksum); \
+	if [ "$$list" != "$$(cat Fuzz/.build/agent-sources.txt 2>/dev/null)" ]; then \
+		rm -f Fuzz/.build/release.yaml; echo "$$list" > Fuzz/.build/agent-sources.txt; fi
 	env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL -u MAKEOVERRIDES $(SWIFT) build $(FUZZ_BUILD_FLAGS)
 
 fuzz: fuzz-build

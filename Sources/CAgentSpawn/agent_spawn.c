@@ -342,10 +342,42 @@ long agent_pipe_discard(int pipe_fd, int null_fd, long max) {
     return (long)splice(pipe_fd, NULL, null_fd, NULL, (size_t)max, SPLICE_F_NONBLOCK);
 }
 
-long agent_pipe_splice_to_file(int pipe_fd, int file_fd, long long offset, long max) {
+int agent_staging_pipe(int fds[2], int size) {
+    if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) return -1;
+    if (size > 0) fcntl(fds[1], F_SETPIPE_SZ, size); // best effort: a smaller pipe moves less per call
+    return 0;
+}
+
+long agent_pipe_splice_staged(int pipe_fd, int staging_read, int staging_write, int null_fd,
+                              int file_fd, long long offset, long max, long *unwritten) {
+    *unwritten = 0;
     if (max <= 0) return 0;
+    ssize_t moved = splice(pipe_fd, NULL, staging_write, NULL, (size_t)max, SPLICE_F_NONBLOCK);
+    if (moved <= 0) return (long)moved;
     loff_t at = (loff_t)offset;
-    return (long)splice(pipe_fd, NULL, file_fd, &at, (size_t)max, SPLICE_F_NONBLOCK);
+    ssize_t done = 0;
+    while (done < moved) {
+        ssize_t n = splice(staging_read, NULL, file_fd, &at, (size_t)(moved - done), SPLICE_F_NONBLOCK);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        done += n;
+    }
+    ssize_t rest = moved - done;
+    *unwritten = (long)rest;
+    // Empties the staging pipe whatever happened (bounded: it holds at most `moved` bytes,
+    // and each pass takes at least one or stops).
+    while (rest > 0) {
+        ssize_t n = null_fd >= 0 ? splice(staging_read, NULL, null_fd, NULL, (size_t)rest, SPLICE_F_NONBLOCK) : -1;
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+            char scratch[4096];
+            n = read(staging_read, scratch, rest < (ssize_t)sizeof scratch ? (size_t)rest : sizeof scratch);
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) break;
+        }
+        rest -= n;
+    }
+    return (long)moved;
 }
 
 int agent_eventfd(void) {

@@ -100,6 +100,8 @@ final class ProcessReactor: Sendable {
     private let sigchldfd: Int32
     /// /dev/null, where output nobody will keep is spliced (-1: always read).
     private let nullfd: Int32
+    /// The pipe through which spooled output nobody reads live moves into its spool.
+    private let staging: SpliceStaging?
     private let adoptOrphans: Bool
     private let state = Mutex(State())
     private let finished = OneShotSignal()
@@ -129,6 +131,7 @@ final class ProcessReactor: Sendable {
         sigchldfd = sigchld
         self.adoptOrphans = adopt
         nullfd = open("/dev/null", O_WRONLY | O_CLOEXEC)
+        staging = nullfd >= 0 ? SpliceStaging(nullfd: nullfd) : nil
     }
 
     /// Starts the reactor thread (once; later calls do nothing). Children watched before
@@ -320,17 +323,25 @@ final class ProcessReactor: Sendable {
                 let pipefd = watch.pipefd
                 let nullfd = self.nullfd
                 let spool = watch.sink.spool
+                let staging = self.staging
+                var moved = 0
                 watch.sink.discardUnretained { keep in
                     let pending = Int(agent_pipe_pending(pipefd))
                     // Spooled output keeps every byte: into the spool file, still without a copy
                     // through user space (which saves a copy for anything past the tail).
                     if let spool {
-                        guard pending > keep + Self.spliceToSpoolThreshold else { return 0 }
-                        return spool.appendSplicing(from: pipefd, count: pending - keep)
+                        guard let staging, pending > keep + Self.spliceToSpoolThreshold else { return 0 }
+                        moved = spool.appendSplicing(from: pipefd, count: pending - keep, through: staging)
+                    } else {
+                        guard pending > Int(Self.discardThreshold) else { return 0 }
+                        moved = max(0, Int(agent_pipe_discard(pipefd, nullfd, pending - keep)))
                     }
-                    guard pending > Int(Self.discardThreshold) else { return 0 }
-                    return Int(agent_pipe_discard(pipefd, nullfd, pending - keep))
+                    return moved
                 }
+                // What the child wrote meanwhile is left for the next pass to move too: a read
+                // now would copy it (a fast writer refills the pipe during a move). The tail's
+                // worth left behind is read once the pipe holds no more than that.
+                if moved > 0 { continue }
             }
             let n = read(watch.pipefd, scratch.baseAddress, scratch.count)
             if n > 0 {
@@ -491,6 +502,7 @@ final class ProcessReactor: Sendable {
             if watch.pidfd >= 0 { close(watch.pidfd) }
         }
         close(wakefd)
+        staging?.close()
         if nullfd >= 0 { close(nullfd) }
         close(epfd)
     }

@@ -75,11 +75,12 @@ public final class OutputSpool: Sendable {
     }
 
     /// Moves up to `count` bytes waiting in `pipe` (a non-blocking pipe's read end) into the
-    /// spool with splice(2): the kernel copies them into the page cache without a pass
-    /// through user space (the process reactor's path for output nobody reads live). Stops
-    /// early when the pipe has less, or at an error (the caller then reads what is left and
-    /// appends it, which reports a failing disk). Returns the bytes moved.
-    public func appendSplicing(from pipe: Int32, count: Int) -> Int {
+    /// spool through `staging` (see ``SpliceStaging``): the kernel copies them into the page
+    /// cache without a pass through user space (the process reactor's path for output nobody
+    /// reads live). Stops early when the pipe has less. Bytes taken from the pipe that could
+    /// not be written (ENOSPC, EIO) are dropped and counted like a failed ``append(_:)``.
+    /// Returns the bytes taken from the pipe.
+    func appendSplicing(from pipe: Int32, count: Int, through staging: SpliceStaging) -> Int {
         guard isWriter, count > 0 else { return 0 }
         var done = 0
         var cursorUpdate: (cursorFD: Int32, cursor: SpoolCursor)? = nil
@@ -87,10 +88,15 @@ public final class OutputSpool: Sendable {
             let prepared = store.state.withLock { $0.prepareWrite(key) }
             guard case .write(let fd, let position, let room) = prepared else { break splicing }
             let want = min(room, count - done)
-            let n = agent_pipe_splice_to_file(pipe, fd, Int64(position), want)
+            var unwritten = 0
+            let n = agent_pipe_splice_staged(pipe, staging.readEnd, staging.writeEnd, staging.nullfd, fd, Int64(position), want, &unwritten)
             guard n > 0 else { break splicing }
-            cursorUpdate = store.state.withLock { $0.commitWrite(key, n) }
+            if n > unwritten { cursorUpdate = store.state.withLock { $0.commitWrite(key, n - unwritten) } }
             done += n
+            if unwritten > 0 {
+                cursorUpdate = store.state.withLock { $0.commitFailure(key, unwritten) }
+                break splicing
+            }
             if n < want { break splicing }
         }
         if let (fd, cursor) = cursorUpdate, fd >= 0 {

@@ -111,10 +111,20 @@ int agent_pipe_pending(int fd);
 /// drops the pipe's pages without copying them to user space. Bytes moved, or -1 (errno).
 long agent_pipe_discard(int pipe_fd, int null_fd, long max);
 
-/// Moves up to `max` bytes from a pipe into a regular file at `offset` with splice: the
-/// kernel copies the pipe's pages into the page cache without a pass through user space.
-/// Bytes moved, or -1 (errno).
-long agent_pipe_splice_to_file(int pipe_fd, int file_fd, long long offset, long max);
+/// Makes the staging pipe of `agent_pipe_splice_staged`: both ends non-blocking and
+/// close-on-exec, `size` bytes of room (best effort). 0, or -1 (errno).
+int agent_staging_pipe(int fds[2], int size);
+
+/// Moves up to `max` bytes from a pipe into a regular file at `offset` without a pass through
+/// user space, through `staging` (an empty pipe of the caller's, made by
+/// `agent_staging_pipe`): the pipe-to-pipe splice moves page references and holds the source
+/// pipe's lock only for that, so the source's writer goes on while the kernel copies the
+/// pages into the page cache under the staging pipe's lock (a direct splice into the file
+/// holds the source's lock across that copy and stalls the writer). Returns the bytes taken
+/// from `pipe_fd` (0: none waiting; -1: errno). `*unwritten` is how many of them did not
+/// reach the file (a write error): they are dropped, so the staging pipe is empty again.
+long agent_pipe_splice_staged(int pipe_fd, int staging_read, int staging_write, int null_fd,
+                              int file_fd, long long offset, long max, long *unwritten);
 
 /// eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); -1 with errno on failure.
 int agent_eventfd(void);
