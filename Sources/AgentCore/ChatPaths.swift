@@ -93,6 +93,9 @@ public final class ChatPaths: Sendable {
     /// Chats known (with paths or subscribers).
     public var chatCount: Int { state.withLock { $0.chats.count } }
 
+    /// Subscribers of `chat` now (diagnostics and tests).
+    public func subscriberCount(chat: String) -> Int { state.withLock { $0.chats[chat]?.subscribers.count ?? 0 } }
+
     /// Paths as they arrive for `chat` (not those recorded before). The stream finishes when
     /// the chat is forgotten; cancelling its consumer unsubscribes.
     public func arrivals(chat: String) -> AsyncStream<String> {

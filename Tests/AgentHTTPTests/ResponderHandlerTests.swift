@@ -291,7 +291,9 @@ struct ResponderHandlerTests {
             socket.setReceiveBuffer(16 * 1024)
             socket.send("GET /big?size=\(size)&offLoop=\(offLoop ? 1 : 0) HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
             try await Task.sleep(for: .milliseconds(300))
-            let (bytes, closed) = await socket.readAll(timeout: .seconds(30))
+            // Generous: each empty poll sleeps on the cooperative pool, which a loaded host
+            // stretches; tens of megabytes take a thousand or more of them.
+            let (bytes, closed) = await socket.readAll(timeout: .seconds(120))
             #expect(closed)
             // Chunked: the body bytes are the x's (counted on a thread of their own: megabytes
             // in a debug build would hold a cooperative thread).

@@ -98,7 +98,9 @@ struct ControlPlaneSessionTests {
         let port = Mutex(0)
         let session = Mutex<ControlPlaneSession?>(nil)
         let running = Mutex<Task<Void, any Error>?>(nil)
-        try await first.run { url in
+        // Not a kernel-chosen port: the second control plane binds it again after an outage,
+        // during which the kernel could hand a chosen one to another socket.
+        try await first.run(port: freeLoopbackPort()) { url in
             port.withLock { $0 = Int(url.split(separator: ":").last!)! }
             let s = makeSession(url, token: first.token, shutdownDeadline: .seconds(30))
             session.withLock { $0 = s }

@@ -70,7 +70,7 @@ struct DesktopActionTests {
             let log = NSTemporaryDirectory() + "xev-\(UUID().uuidString.prefix(8)).log"
             defer { try? FileManager.default.removeItem(atPath: log) }
             let xev = Task {
-                await DesktopHarness.run(["sh", "-c", "exec timeout 20 xev -geometry 400x300+0+0 -event keyboard > \(log)"], environment: ["DISPLAY": ":\(display)"])
+                await DesktopHarness.run(["sh", "-c", "exec timeout 60 xev -geometry 400x300+0+0 -event keyboard > \(log)"], environment: ["DISPLAY": ":\(display)"])
             }
             defer { xev.cancel() }
             #expect(await eventually { (try? await desktop.x(["xdotool", "search", "--name", "Event Tester"]))?.isEmpty == false })
@@ -131,15 +131,19 @@ struct DesktopActionTests {
         try await DesktopHarness.with { desktop in
             let display = try await desktop.module.supervisor.ensureStarted().display
             _ = try await desktop.action(#"{"action":"screenshot"}"#)
+            let started = NSTemporaryDirectory() + "animation-\(UUID().uuidString.prefix(8))"
+            defer { unlink(started) }
             let animation = Task {
                 await DesktopHarness.run(
-                    ["sh", "-c", "for i in 1 2 3 4 5 6 7 8 9 10; do xsetroot -solid '#000080'; sleep 0.05; xsetroot -solid '#008000'; sleep 0.05; done; xsetroot -solid '#00ff00'"],
+                    ["sh", "-c", "xsetroot -solid '#000080'; touch \(started); for i in 1 2 3 4 5; do sleep 0.05; xsetroot -solid '#008000'; sleep 0.05; xsetroot -solid '#000080'; done; xsetroot -solid '#00ff00'"],
                     environment: ["DISPLAY": ":\(display)"])
             }
-            try await Task.sleep(for: .milliseconds(100))
-            let settled = try await desktop.action(#"{"action":"screenshot","settle_ms":400,"scaled_width":64,"scaled_height":36}"#)
+            // The animation runs (its first frame is drawn) before the action starts; 1.5 s of
+            // quiet is longer than a loaded host's gap between two `xsetroot` runs.
+            #expect(await eventually(timeout: .seconds(30)) { FileManager.default.fileExists(atPath: started) })
+            let settled = try await desktop.action(#"{"action":"screenshot","settle_ms":1500,"scaled_width":64,"scaled_height":36}"#)
             _ = await animation.value
-            #expect((settled.body["settle_waited_ms"] as? Int ?? 0) >= 400)
+            #expect((settled.body["settle_waited_ms"] as? Int ?? 0) >= 1500)
             let pixel = await DesktopHarness.pixel(settled.body["screenshot_data"] as? String ?? "", x: 5, y: 5)
             #expect(pixel.rgb == [0, 255, 0], "the last frame, not one in the middle of the animation")
         }

@@ -31,10 +31,20 @@ struct PortableDesktopTests {
       shift; thumb=""; out=""
       while [ $# -gt 0 ]; do case "$1" in --thumbnail) thumb="$2"; shift 2;; --*) shift 2;; *) out="$1"; shift;; esac; done
       trap 'printf "fake mp4 data" > "$out"; printf "fake jpeg" > "$thumb"; exit 0' INT
+      # The test waits for this before it stops the recording (a SIGINT before the trap
+      # would end the stub without its files).
+      touch "$dir/$(basename "$out").ready"
       while :; do sleep 0.05; done
       ;;
     esac
     """#
+
+    /// The stub's recorder for `id` has set its SIGINT trap (it touched its marker).
+    static func recorderReady(_ stubDirectory: String, _ id: String) async -> Bool {
+        await eventually(timeout: .seconds(30)) {
+            FileManager.default.fileExists(atPath: "\(stubDirectory)/coder-recording-\(id).mp4.ready")
+        }
+    }
 
     /// A directory holding the stub as `portabledesktop`, and an environment finding it first.
     static func stubDirectory(extra: [String: String] = [:]) throws -> (directory: String, environment: [String: String]) {
@@ -110,7 +120,7 @@ struct PortableDesktopTests {
             #expect(try await post("start", #"{"recording_id":"\#(id)"}"#).status == 200, "idempotent while active")
             let unknown = try await post("stop", #"{"recording_id":"00000000-0000-4000-8000-000000000001"}"#)
             #expect(unknown.status == 404 && message(unknown) == "Recording not found.")
-            try await Task.sleep(for: .milliseconds(200))
+            #expect(await Self.recorderReady(directory, id))
             let stopped = try await post("stop", #"{"recording_id":"\#(id)"}"#)
             #expect(stopped.status == 200)
             #expect(stopped.headers.first { $0.0.lowercased() == "content-type" }?.1.hasPrefix("multipart/mixed; boundary=") == true)
@@ -137,7 +147,7 @@ struct PortableDesktopTests {
     @Test func stoppedAndUnfetchedRecordingsAreForgotten() async throws {
         let (directory, environment) = try Self.stubDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        try await DesktopHarness.with(environment: environment) { desktop in
+        try await DesktopHarness.with(environment: environment) { desktop throws in
             let recorder = desktop.module.recorder
             func post(_ path: String, _ id: String) async throws -> Int {
                 try await desktop.client.request("POST", "/api/v0/desktop/recording/\(path)", json: #"{"recording_id":"\#(id)"}"#).status
@@ -145,7 +155,7 @@ struct PortableDesktopTests {
             func video(_ id: String) -> String { "\(recorder.directory)/coder-recording-\(id).mp4" }
             let id = "6a7b8c9d-0e1f-4a2b-8c3d-4e5f6a7b8c9d"
             #expect(try await post("start", id) == 200)
-            try await Task.sleep(for: .milliseconds(200))
+            #expect(await Self.recorderReady(directory, id))
             #expect(try await post("stop", id) == 200)
             #expect(await recorder.count == 0)
             #expect(await eventually { !FileManager.default.fileExists(atPath: video(id)) }, "sent, then deleted")
@@ -154,7 +164,7 @@ struct PortableDesktopTests {
             let ids = (0..<(Recorder.maxFinishedKept + 3)).map { String(format: "6a7b8c9d-0e1f-4a2b-8c3d-%012d", $0) }
             for id in ids {
                 #expect(try await post("start", id) == 200)
-                try await Task.sleep(for: .milliseconds(100))
+                #expect(await Self.recorderReady(directory, id))
                 // As after 10 minutes without an action: SIGINT, the files stay for a stop.
                 await recorder.stopIdle(lastActivity: .now - Recorder.idleStop - .seconds(1))
                 #expect(await eventually { await recorder.runningCount == 0 })

@@ -109,7 +109,7 @@ struct GitWatchCloseReasonTests {
         try await withAgentServer([HTTPMount(module, at: "/api/v0/git")]) { port in
             let path = "/api/v0/git/watch?chat_id=\(WatchHarness.chat)"
             // Sixteen sockets hold the chat's subscriptions; the seventeenth is refused.
-            try await Self.nest(ChatPaths.maxSubscribersPerChat, port: port, path: path) {
+            try await Self.nest(ChatPaths.maxSubscribersPerChat, port: port, path: path, paths: paths) {
                 try await TestWebSocket.withConnection(port: port, path: path) { ws in
                     let message = try await ws.next()
                     #expect(message == nil)
@@ -141,10 +141,14 @@ struct GitWatchCloseReasonTests {
     }
 
     /// Opens `count` sockets one inside the other, then runs `body` with all of them open.
-    static func nest(_ count: Int, port: Int, path: String, _ body: () async throws -> Void) async throws {
+    /// Opens `count` sockets, one inside the other, each registered before the next opens
+    /// (the upgrade's answer comes before the handler subscribes), then runs `body`.
+    static func nest(_ count: Int, port: Int, path: String, paths: ChatPaths, depth: Int = 1, _ body: () async throws -> Void) async throws {
         guard count > 0 else { return try await body() }
         try await TestWebSocket.withConnection(port: port, path: path) { _ in
-            try await nest(count - 1, port: port, path: path, body)
+            let registered = await eventually(timeout: .seconds(30)) { paths.subscriberCount(chat: WatchHarness.chat) >= depth }
+            #expect(registered, "socket \(depth) was not registered")
+            try await nest(count - 1, port: port, path: path, paths: paths, depth: depth + 1, body)
         }
     }
 }

@@ -118,7 +118,8 @@ struct ScriptCommandTests {
         let big = await MetadataCommand.collect(script: "head -c 20000 /dev/zero | tr '\\0' a", timeout: .seconds(10), context: context)
         #expect(big.value.utf8.count == 10_240)
         #expect(big.error == "run cmd: output truncated from 20000 to 10240 bytes")
-        let slow = await MetadataCommand.collect(script: "echo before; sleep 30", timeout: .milliseconds(300), context: context)
+        // Long enough for a loaded host to start the shell and print before the deadline.
+        let slow = await MetadataCommand.collect(script: "echo before; sleep 60", timeout: .seconds(5), context: context)
         #expect(slow.value == "before\n")
         #expect(slow.error == "run cmd: signal: killed\ncontext deadline exceeded")
     }

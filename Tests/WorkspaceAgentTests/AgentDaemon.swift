@@ -21,11 +21,13 @@ struct AgentDaemon {
 
     /// Runs the binary with exactly `arguments` (no agent flags added) to its end; stdout
     /// and stderr together, and the exit status.
-    static func command(_ arguments: [String]) async -> (output: String, status: Int32) {
+    /// `outputPath`: where the output goes while the command runs, for a test to watch (the
+    /// caller removes it); by default a file of its own, removed at the end.
+    static func command(_ arguments: [String], outputPath: String? = nil) async -> (output: String, status: Int32) {
         await onThread {
-            let logPath = NSTemporaryDirectory() + "sync-cli-\(UUID().uuidString).out"
+            let logPath = outputPath ?? NSTemporaryDirectory() + "sync-cli-\(UUID().uuidString).out"
             let fd = open(logPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-            defer { unlink(logPath) }
+            defer { if outputPath == nil { unlink(logPath) } }
             let argv = [AgentDaemon.binaryPath] + arguments
             let env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("CODER_") }.map { "\($0.key)=\($0.value)" }
             var step: Int32 = 0

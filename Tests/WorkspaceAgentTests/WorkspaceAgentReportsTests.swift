@@ -17,7 +17,8 @@ struct WorkspaceAgentReportsTests {
     @Test func metadataAppHealthAndStats() async throws {
         let dir = try ScriptsHarness.directory("reports")
         // A real HTTP server the test starts and stops.
-        let port = try freeLoopbackPort()
+        // Below the ephemeral range (the shared helper): python binds it later.
+        let port = freeLoopbackPort()
         var manifest = ControlPlaneDouble.defaultManifest
         var counter = Coder_Agent_V2_WorkspaceAgentMetadata.Description()
         counter.key = "counter"
@@ -68,19 +69,6 @@ struct WorkspaceAgentReportsTests {
             agent.signal(SIGTERM)
             #expect(await agent.exitStatus() == 0, "\(agent.log)")
         }
-    }
-
-    /// A port on 127.0.0.1 nothing listens on now.
-    func freeLoopbackPort() throws -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
-        return Int(UInt16(bigEndian: address.sin_port))
     }
 
     /// `python3 -m http.server` on 127.0.0.1:`port` (spawned directly: Foundation's

@@ -54,7 +54,8 @@ struct WorkspaceAgentScriptLogTests {
         let port = Mutex(0)
         let agentBox = Mutex<AgentDaemon?>(nil)
         defer { agentBox.withLock { $0?.cleanup() } }
-        try await first.run { url in
+        // Not a kernel-chosen port: the second control plane binds it again after the outage.
+        try await first.run(port: freeLoopbackPort()) { url in
             port.withLock { $0 = URLComponents(string: url)?.port ?? 0 }
             let agent = try AgentDaemon.launch(["--http-address", "127.0.0.1:0", "--agent-url", url, "--agent-token-file", tokenFile])
             agentBox.withLock { $0 = agent }

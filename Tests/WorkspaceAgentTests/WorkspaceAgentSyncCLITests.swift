@@ -18,8 +18,15 @@ import Glibc
 @Suite(.timeLimit(.minutes(2)))
 struct WorkspaceAgentSyncCLITests {
     /// Runs `exp sync <arguments> --socket-path <path>`; stdout and stderr together.
-    static func sync(_ arguments: [String], socket: String) async -> (output: String, status: Int32) {
-        await AgentDaemon.command(["exp", "sync"] + arguments + ["--socket-path", socket])
+    static func sync(_ arguments: [String], socket: String, outputPath: String? = nil) async -> (output: String, status: Int32) {
+        await AgentDaemon.command(["exp", "sync"] + arguments + ["--socket-path", socket], outputPath: outputPath)
+    }
+
+    /// Until the CLI writing to `path` has said it waits (it found its dependency not ready).
+    static func waiting(_ path: String) async -> Bool {
+        await eventually(timeout: .seconds(60)) {
+            ((try? String(contentsOfFile: path, encoding: .utf8)) ?? "").contains("is waiting for dependencies")
+        }
     }
 
     /// An agent with its socket at a fresh path.
@@ -161,8 +168,10 @@ struct WorkspaceAgentSyncCLITests {
     @Test func startupScriptPair() async throws {
         try await Self.withAgent { socket in
             _ = await Self.sync(["want", "claude", "git"], socket: socket)
-            async let claude = Self.sync(["start", "claude"], socket: socket)
-            try await Task.sleep(for: .milliseconds(300))
+            let output = NSTemporaryDirectory() + "sync-claude-\(UUID().uuidString.prefix(8)).out"
+            defer { unlink(output) }
+            async let claude = Self.sync(["start", "claude"], socket: socket, outputPath: output)
+            #expect(await Self.waiting(output))
             #expect(await Self.sync(["start", "git"], socket: socket).status == 0)
             #expect(await Self.sync(["complete", "git"], socket: socket).status == 0)
             let result = await claude
@@ -191,10 +200,12 @@ struct WorkspaceAgentSyncCLITests {
             tasks.addTask { try await group.run() }
             #expect(await eventually { server.isListening })
             _ = await Self.sync(["want", "claude", "git"], socket: socket)
-            async let claude = Self.sync(["start", "claude", "--timeout", "120s"], socket: socket)
-            // Time for the CLI to start and find git not ready (nothing on the agent's side
-            // shows a polling client); 300 ms was too little on a loaded 2-core machine.
-            try await Task.sleep(for: .seconds(3))
+            let output = directory + "-claude.out"
+            defer { unlink(output) }
+            async let claude = Self.sync(["start", "claude", "--timeout", "120s"], socket: socket, outputPath: output)
+            // Until the CLI has found git not ready (nothing on the agent's side shows a
+            // polling client; a fixed 300 ms was too little on a loaded 2-core machine).
+            #expect(await Self.waiting(output))
             _ = await Self.sync(["start", "git"], socket: socket)
             _ = await Self.sync(["complete", "git"], socket: socket)
             let result = await claude

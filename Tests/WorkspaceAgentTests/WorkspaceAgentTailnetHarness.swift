@@ -64,7 +64,9 @@ extension WorkspaceAgentTailnetTests {
             return
         }
         let relay = DERPRelayDouble()
-        try await relay.start()
+        // A port below the ephemeral range: a resilience test restarts the relay on it, and a
+        // kernel-chosen one could be handed to another socket while the relay is down.
+        try await relay.start(port: freeLoopbackPort())
         do {
             try await withTunnel(relay: relay, configure: configure, body)
         } catch {

@@ -20,8 +20,10 @@ struct XvncLauncher: DesktopLauncher {
 
     func start() async throws(DesktopError) -> any RunningDesktop {
         var lastError = DesktopError("Xvnc did not start")
-        // A display or port taken between the check and Xvnc's bind: try the next ones.
-        for _ in 0..<3 {
+        // A display or port taken between the check and Xvnc's bind: try the next ones. Eight
+        // tries: agents (or tests) starting desktops at once all see the same first free
+        // display, and each round only one of them gets it (a loser's Xvnc exits at once).
+        for _ in 0..<8 {
             guard let display = Self.freeDisplay(), let port = LoopbackProbe.freePort() else {
                 throw DesktopError("no free X display or loopback port for Xvnc")
             }
