@@ -93,6 +93,7 @@ enum MetricsHelp {
         // Boundary logs
         "agent_boundary_log_proxy_batches_dropped_total": "Boundary log batches dropped, by reason (buffer_full, forward_failed, spool_full).",
         "agent_boundary_log_proxy_logs_dropped_total": "Boundary log entries dropped, by reason.",
+        "agent_boundary_log_proxy_batches_received_total": "Boundary log batches read from boundary's connections.",
         "agent_boundary_log_proxy_batches_forwarded_total": "Boundary log batches the control plane acknowledged.",
         "agent_boundary_log_proxy_batches_logged_total": "Boundary log batches written to the agent's log (no control plane).",
         "agent_boundary_log_proxy_batches_queued": "Boundary log batches held in memory.",

@@ -142,7 +142,9 @@ struct BoundaryProxyTests {
         try await BoundaryHarness.with(upward: first, directory: directory) { harness in
             let socket = try harness.connect()
             for batch in 0..<150 { socket.send(Boundary.v1(Boundary.request(["https://r.invalid/\(batch)"]))) }
-            try await Task.sleep(for: .milliseconds(300))
+            // Every frame read before the shutdown (a frame still unread in the socket is the
+            // sender's to resend: the connection closes under it).
+            #expect(await eventually(timeout: .seconds(30)) { harness.forwarder.enqueuedBatches == 150 })
         }
         let second = RecordingUpward(.deliver)
         try await BoundaryHarness.with(upward: second, directory: directory) { _ in

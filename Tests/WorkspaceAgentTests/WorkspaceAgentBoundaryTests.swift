@@ -102,7 +102,7 @@ struct WorkspaceAgentBoundaryTests {
         ]
         let first = try AgentDaemon.launch(arguments, environment: ["CODER_AGENT_TOKEN": double.token])
         defer { first.cleanup() }
-        _ = try await first.port()
+        let client = RawHTTPClient(port: try await first.port())
         let socket = try await Self.connect(path)
         var request = Coder_Agent_V2_ReportBoundaryLogsRequest()
         request.sessionID = "0f0e0d0c-0b0a-4908-8706-050403020100"
@@ -117,7 +117,12 @@ struct WorkspaceAgentBoundaryTests {
             bytes += Boundary.frame(tag: 1, try request.serializedBytes())
         }
         #expect(socket.send(bytes))
-        try await Task.sleep(for: .milliseconds(500))
+        // Every frame read before the shutdown (one still unread when the connection closes
+        // is the sender's to resend).
+        #expect(await eventually(timeout: .seconds(60)) {
+            let samples = await Self.samples((try? await client.request("GET", "/metrics").bodyText) ?? "")
+            return samples["agent_boundary_log_proxy_batches_received_total{}"] == 300
+        })
         first.signal(SIGTERM)
         #expect(await first.exitStatus() == 0)
 

@@ -1,6 +1,7 @@
 import AgentCore
 import AgentProto
 import AgentTestSupport
+import CAgentSpawn
 import ControlPlaneDouble
 import Foundation
 import Synchronization
@@ -24,10 +25,13 @@ struct WorkspaceAgentReportsTests {
         counter.key = "counter"
         counter.script = "n=$(( $(cat \(dir)/n 2>/dev/null || echo 0) + 1 )); echo $n > \(dir)/n; echo $n"
         counter.interval = Google_Protobuf_Duration(seconds: 0, nanos: 1)
+        // Generous: a run cut by its deadline on a loaded host would report no value.
+        counter.timeout = Google_Protobuf_Duration(seconds: 10)
         var failing = Coder_Agent_V2_WorkspaceAgentMetadata.Description()
         failing.key = "failing"
         failing.script = "echo partial; exit 3"
         failing.interval = Google_Protobuf_Duration(seconds: 0, nanos: 1)
+        failing.timeout = Google_Protobuf_Duration(seconds: 10)
         manifest.metadata = [counter, failing]
         var app = Coder_Agent_V2_WorkspaceApp()
         app.id = ScriptsHarness.uuidBytes()
@@ -43,6 +47,8 @@ struct WorkspaceAgentReportsTests {
         let tokenFile = try ScriptsHarness.tokenFile(double)
         let server = Mutex<pid_t?>(try startHTTPServer(port: port, directory: dir))
         defer { stop(server) }
+        // Serving before the agent starts, so that the app's first checks pass.
+        #expect(await eventually(timeout: .seconds(60)) { LoopbackSocket(port: port) != nil })
         try await double.run { url in
             let agent = try AgentDaemon.launch(["--http-address", "127.0.0.1:0", "--agent-url", url, "--agent-token-file", tokenFile])
             defer { agent.cleanup() }
@@ -81,6 +87,9 @@ struct WorkspaceAgentReportsTests {
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        // None of this process's other descriptors (other tests' sockets): the server would
+        // hold them open for its whole life.
+        agent_spawn_actions_close_from(&actions, 3)
         let rc = withCStrings(argv) { argvPtr in
             posix_spawnp(&pid, "python3", &actions, nil, UnsafeMutablePointer(mutating: argvPtr), environ)
         }

@@ -39,6 +39,8 @@ final class BoundaryForwarder: Service, Sendable {
         var stopped = false
         /// Batches dropped by the forwarder, by reason (also in the metrics; kept for tests).
         var dropped: [String: Int] = [:]
+        /// Batches handed to ``enqueue(_:)`` so far, whatever became of them.
+        var enqueued = 0
     }
 
     let configuration: Configuration
@@ -58,7 +60,9 @@ final class BoundaryForwarder: Service, Sendable {
     /// Takes one decoded batch; never waits.
     func enqueue(_ request: Request) {
         let entries = request.logs.count
+        BoundaryMetrics.batchesReceived.increment()
         let dropped: String? = state.withLock { s in
+            s.enqueued += 1
             let spoolHasItems = !(s.spool?.isEmpty ?? true)
             if !spoolHasItems && s.queue.count < configuration.memoryCapacity && !s.stopped {
                 s.queue.append(request)
@@ -90,6 +94,9 @@ final class BoundaryForwarder: Service, Sendable {
 
     /// Batches waiting in memory (at most ``Configuration/memoryCapacity``).
     var queuedBatches: Int { state.withLock { $0.queue.count } }
+
+    /// Batches handed over by the socket server so far (diagnostics and tests).
+    var enqueuedBatches: Int { state.withLock { $0.enqueued } }
 
     /// The next request: memory first (it is older than anything spooled; an empty memory
     /// queue is refilled from the spool's oldest records), merging the queued batches of the

@@ -14,6 +14,8 @@ enum BoundaryMetrics {
     static func logsDropped(_ reason: String) -> Counter {
         Counter(label: "agent_boundary_log_proxy_logs_dropped_total", dimensions: [("reason", reason)])
     }
+    /// Batches read from boundary's connections (before any is forwarded, spooled or dropped).
+    static let batchesReceived = Counter(label: "agent_boundary_log_proxy_batches_received_total")
     /// Batches the control plane acknowledged.
     static let batchesForwarded = Counter(label: "agent_boundary_log_proxy_batches_forwarded_total")
     /// Batches written to the agent's log because no control plane is configured.
