@@ -23,6 +23,22 @@ struct DesktopSupervisorTests {
         return out.split(separator: "\n").compactMap { Int32($0) }
     }
 
+    /// Desktops started at the same moment (agents sharing a machine, or tests) all see the
+    /// same first free display; each still gets one of its own (a loser's Xvnc exits and the
+    /// next display is tried).
+    @Test func desktopsStartedAtOnceEachGetADisplay() async throws {
+        let supervisors = (0..<6).map { _ in Self.supervisor() }
+        let started = await withTaskGroup(of: DesktopInfo?.self) { group in
+            for supervisor in supervisors { group.addTask { try? await supervisor.ensureStarted() } }
+            var infos: [DesktopInfo] = []
+            for await info in group { if let info { infos.append(info) } }
+            return infos
+        }
+        #expect(started.count == 6, "every start succeeded")
+        #expect(Set(started.map(\.display)).count == started.count, "displays of their own: \(started.map(\.display))")
+        for supervisor in supervisors { await supervisor.close() }
+    }
+
     /// Also issue 25: the running desktop's DISPLAY is published for started processes, the
     /// new one's after a crash, none after close.
     @Test func oneDesktopReusedACrashRecoveredAndCloseStopsIt() async throws {

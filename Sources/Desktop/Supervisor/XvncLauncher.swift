@@ -17,13 +17,17 @@ struct XvncLauncher: DesktopLauncher {
     var summary: String { "Xvnc at \(xvnc)" }
 
     static let readinessTimeout: Duration = .seconds(15)
+    /// Displays tried in one start (each failed try is an Xvnc that exited at once).
+    static let maxTries = 16
 
     func start() async throws(DesktopError) -> any RunningDesktop {
         var lastError = DesktopError("Xvnc did not start")
-        // A display or port taken between the check and Xvnc's bind: try the next ones. Eight
-        // tries: agents (or tests) starting desktops at once all see the same first free
-        // display, and each round only one of them gets it (a loser's Xvnc exits at once).
-        for _ in 0..<8 {
+        // A display or port taken between the check and Xvnc's bind: try the next ones.
+        // Agents (or tests) starting desktops at once all see the same first free display,
+        // and each round only one of them gets it; a loser's Xvnc exits at once, so a try
+        // costs little. An Xvnc that neither listens nor exits within the readiness timeout
+        // is not tried again (the next would most likely hang the same way).
+        for _ in 0..<Self.maxTries {
             guard let display = Self.freeDisplay(), let port = LoopbackProbe.freePort() else {
                 throw DesktopError("no free X display or loopback port for Xvnc")
             }
@@ -47,12 +51,15 @@ struct XvncLauncher: DesktopLauncher {
                 throw DesktopError("cannot start Xvnc: \(error)")
             }
             close(logFD)
+            let waitStarted = ContinuousClock.now
             if await Self.waitForBanner(port: port, child: child) {
                 return XvncDesktop(child: child, info: DesktopInfo(vncPort: port, width: width, height: height, display: display))
             }
+            let hung = child.isRunning && ContinuousClock.now - waitStarted >= Self.readinessTimeout
             await child.stop()
             let tail = (try? String(contentsOfFile: logPath, encoding: .utf8)).map { String($0.suffix(400)) } ?? ""
             lastError = DesktopError("Xvnc did not become ready on 127.0.0.1:\(port): \(tail.trimmingWhitespace())")
+            if hung { break }
         }
         throw lastError
     }
