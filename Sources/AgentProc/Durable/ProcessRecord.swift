@@ -1,4 +1,3 @@
-
 /// A process as kept on disk (``ProcessLog``), so that an agent restart finds it again. A
 /// record still without an exit after a restart is a process whose end the agent could not
 /// see (`lost`).

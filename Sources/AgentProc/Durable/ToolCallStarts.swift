@@ -86,7 +86,6 @@ final class ToolCallStarts: Sendable {
         return Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000
     }
 
-
     /// Claims `key` for a start whose request hashes to `digest`; waits while another start
     /// of the same call is spawning.
     func claim(_ key: ToolCallKey, digest: String, ageMs: UInt64, newID: String) async -> Claim {

@@ -457,9 +457,9 @@ public final class ProcessManager: Service, Sendable {
         if process.isOutputOpen, let token = process.reactorToken { reactor.closeOutput(token) }
         // The files go off this lock.
         if process.retireSpool() != nil { remover.remove(process.id) }
-        if configuration.spoolOutput || process.lost || process.pid == 0 { processLog.forgot(process.id) }
+        // A restored process (pid 0) has a record even when this run spools nothing.
+        if configuration.spoolOutput || process.pid == 0 { processLog.forgot(process.id) }
     }
-
 
     // MARK: Query
 

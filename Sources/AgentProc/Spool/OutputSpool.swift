@@ -66,12 +66,13 @@ public final class OutputSpool: Sendable {
                 }
             }
         }
-        // Written after the data, so a SIGKILL leaves a cursor that never claims unwritten bytes.
-        if let (fd, cursor) = cursorUpdate, fd >= 0 {
-            let encoded = cursor.encoded()
-            let ok = encoded.withUnsafeBytes { Posix.pwriteAll(fd, $0.baseAddress!, $0.count, 0) }
-            if !ok { store.state.withLock { $0.counters.writeErrors += 1 } }
-        }
+        writeCursor(cursorUpdate)
+    }
+
+    /// Written after the data, so a SIGKILL leaves a cursor that never claims unwritten bytes.
+    private func writeCursor(_ update: (cursorFD: Int32, cursor: SpoolCursor)?) {
+        guard let (fd, cursor) = update, fd >= 0, !cursor.write(to: fd) else { return }
+        store.state.withLock { $0.countWriteError() }
     }
 
     /// Moves up to `count` bytes waiting in `pipe` (a non-blocking pipe's read end) into the
@@ -99,11 +100,7 @@ public final class OutputSpool: Sendable {
             }
             if n < want { break splicing }
         }
-        if let (fd, cursor) = cursorUpdate, fd >= 0 {
-            let encoded = cursor.encoded()
-            let ok = encoded.withUnsafeBytes { Posix.pwriteAll(fd, $0.baseAddress!, $0.count, 0) }
-            if !ok { store.state.withLock { $0.counters.writeErrors += 1 } }
-        }
+        writeCursor(cursorUpdate)
         return done
     }
 

@@ -82,8 +82,7 @@ public final class OutputSpoolStore: Sendable {
                 rmdir(dir)
                 return .failure(.system(call: "open", path: dir + "/cursor", errno: e))
             }
-            let bytes = SpoolCursor(dropped: 0, end: 0).encoded()
-            _ = bytes.withUnsafeBytes { Posix.pwriteAll(cfd, $0.baseAddress!, $0.count, 0) }
+            _ = SpoolCursor(dropped: 0, end: 0).write(to: cfd)
             var sp = SpoolState(id: id, directory: dir)
             sp.cursorFD = cfd
             let key = s.nextKey

@@ -21,6 +21,11 @@ struct SpoolCursor: Equatable {
         return h
     }
 
+    /// Writes the cursor over the start of `fd` (one `pwrite`); false if it failed.
+    func write(to fd: Int32) -> Bool {
+        encoded().withUnsafeBytes { Posix.pwriteAll(fd, $0.baseAddress!, $0.count, 0) }
+    }
+
     /// Encodes into exactly `size` bytes.
     func encoded() -> [UInt8] {
         var out: [UInt8] = []

@@ -195,12 +195,17 @@ struct StoreState {
         return (cursorFD, SpoolCursor(dropped: dropped, end: newEnd))
     }
 
+    /// A failed write, in the store's counters and the metrics alike.
+    mutating func countWriteError() {
+        counters.writeErrors += 1
+        ProcessMetrics.spoolWriteErrors.increment()
+    }
+
     /// A write failed: the `count` bytes still pending in this append are lost, and so is
     /// everything before them (offsets stay consistent: `dropped = end`).
     mutating func commitFailure(_ key: Int, _ count: Int) -> (cursorFD: Int32, cursor: SpoolCursor)? {
         guard let sp = spools[key], !sp.removed else { return nil }
-        counters.writeErrors += 1
-        ProcessMetrics.spoolWriteErrors.increment()
+        countWriteError()
         spools[key]!.end += UInt64(count)
         dropAllSegments(key, cause: .writeError)
         let now = spools[key]!
@@ -255,11 +260,7 @@ struct StoreState {
         spools[key]!.active = false
         let now = spools[key]!
         if now.cursorFD >= 0 {
-            let bytes = SpoolCursor(dropped: now.dropped, end: now.end).encoded()
-            if !bytes.withUnsafeBytes({ Posix.pwriteAll(now.cursorFD, $0.baseAddress!, $0.count, 0) }) {
-                counters.writeErrors += 1
-        ProcessMetrics.spoolWriteErrors.increment()
-            }
+            if !SpoolCursor(dropped: now.dropped, end: now.end).write(to: now.cursorFD) { countWriteError() }
         }
         closeWriterDescriptors(key)
     }
