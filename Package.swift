@@ -428,7 +428,7 @@ let package = Package(
         ),
         .testTarget(
             name: "LineRegexTests",
-            dependencies: ["LineRegex"],
+            dependencies: ["LineRegex", "AgentTestSupport"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -7,6 +7,7 @@ import Testing
 
 #if canImport(Glibc)
 import Glibc
+import AgentTestSupport
 #endif
 
 @Suite(.timeLimit(.minutes(1)))
@@ -52,7 +53,7 @@ struct ChatPathsJournalTests {
         #expect(messages.withLock { $0.allSatisfy { $0.contains("unreadable or corrupt") } })
     }
 
-    @Test func theFileStaysBounded() throws {
+    @Test(.ownThreads) func theFileStaysBounded() throws {
         let file = try directory() + "/chat-paths.json"
         let paths = ChatPaths(maxChats: 1024, maxPathsPerChat: 256)
         let long = "/" + String(repeating: "p", count: 4000)

@@ -1,13 +1,14 @@
 import Testing
 
 @testable import AgentFiles
+import AgentTestSupport
 
 /// The edit-files diff's line comparison (LCS) at its bound.
 struct UnifiedDiffTests {
     /// The fuzzer's timeout (session 12): `replace_all` turned 60 lines into 13 000, and the
     /// LCS compared byte arrays in each of its 4 million cells (20 s under the sanitizers).
     /// Lines are compared as numbers now; the script stays exact.
-    @Test func theLCSAtItsBoundIsExact() {
+    @Test(.ownThreads) func theLCSAtItsBoundIsExact() {
         let old = (0..<2000).map { "line \($0 % 7)\n" }.joined()
         let new = (0..<2000).map { "line \($0 % 5)\n" }.joined()
         let a = TextLine.split(Array(old.utf8)).map { $0.text + $0.ending }

@@ -75,7 +75,7 @@ struct JSONRequestTests {
     }
 
     /// Random and mutated inputs: the parser must answer or throw, never trap or hang.
-    @Test func fuzzedInputsNeverCrash() {
+    @Test(.ownThreads) func fuzzedInputsNeverCrash() {
         var rng = SplitMix64(seed: 0x5eed)
         let seeds = [#"{"command":"echo hi","env":{"A":"b"},"background":true}"#, #"[1,{"a":[null,"\u0041"]}]"#]
         for i in 0..<20_000 {

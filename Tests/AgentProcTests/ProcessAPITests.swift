@@ -207,7 +207,7 @@ struct ProcessAPITests {
         try await withProcessServer { h in
             let done = try await h.start("true")
             _ = try await h.finalOutput(done)
-            let running = try await h.start("sleep 30")
+            let running = try await h.start("sleep 600")
             let listed = try await h.list()
             #expect(listed.first?["id"] as? String == running)
             #expect(listed.first?["running"] as? Bool == true)
@@ -234,7 +234,7 @@ struct ProcessAPITests {
     @Test func exitCodes() async throws {
         try await withProcessServer { h in
             #expect(jsonInt(try await h.finalOutput(try await h.start("exit 42"))["exit_code"]) == 42)
-            let sleeper = try await h.start("sleep 30")
+            let sleeper = try await h.start("sleep 600")
             #expect(try await h.signal(sleeper, #"{"signal":"kill"}"#).status == 200)
             let killed = try await h.finalOutput(sleeper)
             #expect(jsonInt(killed["exit_code"]) == -1)
@@ -268,7 +268,7 @@ struct ProcessAPITests {
             let again = try await h.output(id, wait: true)
             #expect(jsonObject(again.body)?["running"] as? Bool == false)
             // Anything but exactly wait=true does not wait.
-            let slow = try await h.start("sleep 30")
+            let slow = try await h.start("sleep 600")
             let notWaiting = try await h.client.request("GET", "/api/v0/processes/\(slow)/output?wait=1")
             #expect(jsonObject(notWaiting.body)?["running"] as? Bool == true)
             _ = try await h.signal(slow, #"{"signal":"kill"}"#)
@@ -290,7 +290,7 @@ struct ProcessAPITests {
 
     @Test func waitIsCappedByMaxWait() async throws {
         try await withProcessServer(configure: { $0.maxWait = .milliseconds(300) }) { h in
-            let id = try await h.start("sleep 30")
+            let id = try await h.start("sleep 600")
             let r = try await h.output(id, wait: true)
             #expect(r.status == 200)
             #expect(jsonObject(r.body)?["running"] as? Bool == true)
@@ -329,7 +329,7 @@ struct ProcessAPITests {
             #expect(exited.status == 409)
             #expect(jsonObject(exited.body)?["message"] as? String == #"Process "\#(done)" is not running."#)
             // A foreign chat's process is 404 even with a bad body.
-            let mine = try await h.start("sleep 30", chat: Self.chatA)
+            let mine = try await h.start("sleep 600", chat: Self.chatA)
             #expect(try await h.signal(mine, "{bad", chat: Self.chatB).status == 404)
             #expect(try await h.signal(mine, #"{"signal":"kill"}"#, chat: Self.chatA).status == 200)
         }

@@ -14,7 +14,7 @@ struct ProcessBadInputTests {
                 #expect(r.status == 400)
                 #expect(jsonObject(r.body)?["detail"] as? String == "EOF")
             }
-            let id = try await h.start("sleep 30")
+            let id = try await h.start("sleep 600")
             let r = try await h.client.request("POST", "/api/v0/processes/\(id)/signal")
             #expect(r.status == 400)
             #expect(jsonObject(r.body)?["message"] as? String == "Request body must be valid JSON.")

@@ -128,7 +128,7 @@ struct ProcessBeyondTests {
             }
             #expect(seen == "typed on the socket\nsecond\n")
             // Input to a process without stdin is refused with a text event, not dropped silently.
-            let plain = try await Self.start(h, #"{"command":"sleep 30"}"#)
+            let plain = try await Self.start(h, #"{"command":"sleep 600"}"#)
             let event = try await TestWebSocket.withConnection(port: h.port, path: "\(Self.base)/\(plain)/stream") { ws -> String? in
                 try await ws.send(opcode: 0x2, payload: Array("x".utf8))
                 while let message = try await ws.next() {
@@ -146,13 +146,13 @@ struct ProcessBeyondTests {
 
     @Test func stdinWithoutAskingIsRefusedAndResizeNeedsATerminal() async throws {
         try await withProcessServer { h in
-            let id = try await Self.start(h, #"{"command":"sleep 30"}"#)
+            let id = try await Self.start(h, #"{"command":"sleep 600"}"#)
             let write = try await Self.stdin(h, id, "x")
             #expect(write.status == 409)
             #expect((jsonObject(write.body)?["message"] as? String)?.contains("not started with stdin") == true)
             let resize = try await h.client.request("POST", "\(Self.base)/\(id)/resize", json: #"{"rows":10,"cols":10}"#)
             #expect(resize.status == 409)
-            let piped = try await Self.start(h, #"{"command":"sleep 30","stdin":true}"#)
+            let piped = try await Self.start(h, #"{"command":"sleep 600","stdin":true}"#)
             let bad = try await h.client.request("POST", "\(Self.base)/\(piped)/resize", json: #"{"rows":0,"cols":10}"#)
             #expect(bad.status == 400)
             #expect(try await h.client.request("POST", "\(Self.base)/\(piped)/resize", json: #"{"rows":10,"cols":10}"#).status == 409)
@@ -345,7 +345,9 @@ struct ProcessBeyondTests {
             // Nobody reads it live: most of it goes into the spool without passing the tail.
             let id = try await Self.start(h, #"{"command":"seq 1 1000000"}"#)
             let out = try await h.finalOutput(id)
-            let expected = Array((1...1_000_000).map { "\($0)\n" }.joined().utf8)
+            // 6.9 MB built on a thread of its own: seconds of work in a debug build would hold
+            // one of the cooperative threads the server under test needs.
+            let expected = await onThread { Array((1...1_000_000).map { "\($0)\n" }.joined().utf8) }
             let text = Array((out["output"] as? String ?? "").utf8)
             let headKept = text.starts(with: expected.prefix(16384))
             #expect(headKept, "the head is the first 16 KiB")

@@ -75,8 +75,8 @@ import Testing
 
     @Test func subscribersAreBoundedInAll() async throws {
         try await withProcessServer(configure: { $0.maxSubscribers = 3 }) { h in
-            let first = try await h.start("sleep 30")
-            let second = try await h.start("sleep 30")
+            let first = try await h.start("sleep 600")
+            let second = try await h.start("sleep 600")
             var sockets: [LoopbackSocket] = []
             for _ in 0..<3 {
                 let socket = try #require(LoopbackSocket(port: h.port))

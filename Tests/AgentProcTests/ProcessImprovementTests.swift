@@ -79,7 +79,7 @@ struct ProcessImprovementTests {
     /// Improvement 5: a chat header that is not a UUID is a 400 on every route.
     @Test func invalidChatHeaderIs400Everywhere() async throws {
         try await withProcessServer { h in
-            let id = try await h.start("sleep 30")
+            let id = try await h.start("sleep 600")
             let headers = [("Coder-Chat-Id", "not-a-uuid")]
             let requests: [(String, String, String?)] = [
                 ("POST", "/api/v0/processes/start", #"{"command":"true"}"#),

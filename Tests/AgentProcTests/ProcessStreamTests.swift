@@ -155,7 +155,7 @@ struct ProcessStreamTests {
         let chatA = "9b2d6c1e-2f4a-4b8e-9c3d-0a1b2c3d4e5f"
         let chatB = "1f2e3d4c-5b6a-4789-8a9b-0c1d2e3f4a5b"
         try await withProcessServer { h in
-            let id = try await h.start("sleep 30", chat: chatA)
+            let id = try await h.start("sleep 600", chat: chatA)
             // Plain GET without the upgrade headers.
             #expect(try await h.client.request("GET", "/api/v0/processes/\(id)/stream").status == 426)
             // Unknown id and foreign chat: the upgrade is refused with 404.

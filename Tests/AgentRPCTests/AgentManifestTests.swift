@@ -4,6 +4,7 @@ import AgentRPC
 import FoundationEssentials
 import SwiftProtobuf
 import Testing
+import AgentTestSupport
 
 /// Issue 8: the manifest reaches other modules as AgentCore's `AgentManifest`.
 @Suite struct AgentManifestTests {
@@ -70,7 +71,7 @@ import Testing
 /// the semantics the linear version must keep (a variable sees the agent's environment and
 /// the manifest's variables already expanded, the latter winning).
 @Suite struct AgentManifestExpansionTests {
-    @Test func variablesSeeTheEnvironmentAndEarlierOnes() {
+    @Test(.ownThreads) func variablesSeeTheEnvironmentAndEarlierOnes() {
         var manifest = Coder_Agent_V2_Manifest()
         manifest.workspaceName = "ws"
         manifest.environmentVariables = ["GREETING": "hello $USER in $CODER_WORKSPACE_NAME"]

@@ -45,7 +45,7 @@ struct UnitNameLimitTests {
         }
     }
 
-    @Test func theManagerChecksNamesAndTheTotalEdgeCount() throws {
+    @Test(.ownThreads) func theManagerChecksNamesAndTheTotalEdgeCount() throws {
         let units = UnitManager()
         let long = String(repeating: "é", count: UnitManager.maxNameBytes / 2 + 1)  // 2 bytes each
         #expect(throws: UnitManager.Failure.self) { try units.register(long) }

@@ -12,12 +12,13 @@ public func jsonInt(_ value: Any?) -> Int? {
 
 /// Polls `condition` every 20 ms until it holds or `timeout` passes; returns the final value.
 /// The default is generous: a passing check returns at once, and a 2-core machine running
-/// the whole suite was seen to take over 10 s for what takes milliseconds alone.
+/// the whole suite was seen to take over 10 s for what takes milliseconds alone. Time in
+/// which the poll itself could not run does not count (``PollDeadline``).
 public func eventually(timeout: Duration = .seconds(30), _ condition: () async throws -> Bool) async rethrows -> Bool {
-    let deadline = ContinuousClock.now + timeout
-    while ContinuousClock.now < deadline {
+    var deadline = PollDeadline(timeout)
+    while !deadline.hasPassed {
         if try await condition() { return true }
-        try? await Task.sleep(for: .milliseconds(20))
+        await deadline.sleep(.milliseconds(20))
     }
     return try await condition()
 }

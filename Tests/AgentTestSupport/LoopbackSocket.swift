@@ -93,15 +93,15 @@ public final class LoopbackSocket: @unchecked Sendable {
     /// cooperative threads (the server under test needs them).
     public func readAll(timeout: Duration = .seconds(10)) async -> (bytes: [UInt8], closed: Bool) {
         var out: [UInt8] = []
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
+        var deadline = PollDeadline(timeout)
+        while !deadline.hasPassed {
             switch receive() {
             case .data(let bytes):
                 out += bytes
             case .closed:
                 return (out, true)
             case .nothing:
-                try? await Task.sleep(for: .milliseconds(5))
+                await deadline.sleep(.milliseconds(5))
             }
         }
         return (out, false)
@@ -110,13 +110,13 @@ public final class LoopbackSocket: @unchecked Sendable {
     /// Reads until the bytes contain `marker` (or the peer closes, or `timeout` passes).
     public func read(until marker: String, timeout: Duration = .seconds(10)) async -> [UInt8] {
         let needle = Array(marker.utf8)
-        let deadline = ContinuousClock.now + timeout
+        var deadline = PollDeadline(timeout)
         var out: [UInt8] = []
-        while out.firstRange(of: needle) == nil, ContinuousClock.now < deadline {
+        while out.firstRange(of: needle) == nil, !deadline.hasPassed {
             switch receive() {
             case .data(let bytes): out += bytes
             case .closed: return out
-            case .nothing: try? await Task.sleep(for: .milliseconds(5))
+            case .nothing: await deadline.sleep(.milliseconds(5))
             }
         }
         return out
@@ -124,13 +124,13 @@ public final class LoopbackSocket: @unchecked Sendable {
 
     /// At least `count` bytes, or what arrived when the peer closed or `timeout` passed.
     public func read(atLeast count: Int, timeout: Duration = .seconds(10)) async -> [UInt8] {
-        let deadline = ContinuousClock.now + timeout
+        var deadline = PollDeadline(timeout)
         var out: [UInt8] = []
-        while out.count < count, ContinuousClock.now < deadline {
+        while out.count < count, !deadline.hasPassed {
             switch receive() {
             case .data(let bytes): out += bytes
             case .closed: return out
-            case .nothing: try? await Task.sleep(for: .milliseconds(5))
+            case .nothing: await deadline.sleep(.milliseconds(5))
             }
         }
         return out

@@ -11,11 +11,12 @@ public final class TestFlag: Sendable {
 
     public var isSet: Bool { value.load(ordering: .acquiring) }
 
-    /// Waits until the flag is set or `timeout` passes (polls every 10 ms; bounded).
+    /// Waits until the flag is set or `timeout` passes (polls every 10 ms; bounded; time
+    /// the poll could not run does not count: ``PollDeadline``).
     public func wait(upTo timeout: Duration = .seconds(60)) async {
-        let deadline = ContinuousClock.now + timeout
-        while !isSet, ContinuousClock.now < deadline {
-            try? await Task.sleep(for: .milliseconds(10))
+        var deadline = PollDeadline(timeout)
+        while !isSet, !deadline.hasPassed {
+            await deadline.sleep(.milliseconds(10))
         }
     }
 }

@@ -121,9 +121,13 @@ struct BoundaryProxyTests {
         try await BoundaryHarness.with(upward: upward) { harness in
             let socket = try harness.connect()
             let session = "0a0b0c0d-0e0f-4a1b-8c2d-3e4f5a6b7c8d"
-            for batch in 0..<300 {
-                let urls = (0..<10).map { "https://h.invalid/\(batch * 10 + $0)" }
-                socket.send(Boundary.v2(Boundary.request(urls, session: session, firstSequence: Int32(batch * 10))))
+            // Sent from a thread of its own: a blocking send of 300 frames must not hold one
+            // of the cooperative threads the proxy under test needs.
+            await onThread {
+                for batch in 0..<300 {
+                    let urls = (0..<10).map { "https://h.invalid/\(batch * 10 + $0)" }
+                    socket.send(Boundary.v2(Boundary.request(urls, session: session, firstSequence: Int32(batch * 10))))
+                }
             }
             // One in flight, 100 in memory, the rest on disk.
             #expect(await eventually { !FileManager.default.fileExists(atPath: harness.directory + "/spool") || (try? FileManager.default.contentsOfDirectory(atPath: harness.directory + "/spool"))?.isEmpty == false })

@@ -53,7 +53,10 @@ struct DERPClientTests {
         try await DERPTest.withRelay { relay in
             relay.refuseUpgrade.withLock { $0 = true }
             try await exchange(relay, configuration: DERPTest.fast, expectWebSocket: true)
-            #expect(relay.recorded.withLock { $0.refusals } == [400, 400])
+            // One refusal per client; a loaded host can add one (an attempt whose connect
+            // timed out before it read the 400 is retried with the upgrade).
+            let refusals = relay.recorded.withLock { $0.refusals }
+            #expect(refusals.count >= 2 && refusals.allSatisfy { $0 == 400 }, "\(refusals)")
         }
     }
 

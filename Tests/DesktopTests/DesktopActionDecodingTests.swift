@@ -89,7 +89,7 @@ struct DesktopActionDecodingTests {
     /// Random bodies: every action, each numeric field absent or one of the numbers that
     /// broke arithmetic before; each must come back as an action or a 400, never a trap.
     /// 4000 bodies, seeded, so a failure repeats.
-    @Test func randomExtremeBodiesNeverTrap() throws {
+    @Test(.ownThreads) func randomExtremeBodiesNeverTrap() throws {
         var random = SplitMix64(seed: 24)
         let numbers = [
             "0", "1", "-1", "3", "1000", "1001", "8192", "8193", "60000", "4294967296", "65536",

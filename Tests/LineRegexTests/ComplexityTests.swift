@@ -1,7 +1,8 @@
 import Testing
 @testable import LineRegex
+import AgentTestSupport
 
-@Suite struct ComplexityTests {
+@Suite(.ownThreads) struct ComplexityTests {
     static let size = 100_000
 
     static let pathological: [(pattern: String, text: [UInt8], expected: Bool)] = [

@@ -1,5 +1,6 @@
 import Testing
 @testable import LineRegex
+import AgentTestSupport
 
 /// Restricted regex AST for the reference matcher: literals a/b/c, `.`, classes, `* + ?`,
 /// alternation, groups and `^`/`$`.
@@ -111,7 +112,7 @@ struct RefGenerator {
     }
 }
 
-@Suite struct DifferentialTests {
+@Suite(.ownThreads) struct DifferentialTests {
     @Test func randomPatternsAgreeWithBacktracker() throws {
         var generator = RefGenerator(rng: SeededGenerator(seed: 0x5EED_2024))
         var checked = 0

@@ -1,7 +1,8 @@
 import Testing
 @testable import LineRegex
+import AgentTestSupport
 
-@Suite struct FuzzTests {
+@Suite(.ownThreads) struct FuzzTests {
     static let tokens: [String] = [
         "a", "b", "é", "☺", "(", ")", "(?:", "(?i)", "(?s)", "(?m)", "(?P<n>", "*", "+", "?", "*?", "|", "[", "]",
         "[^", "-", "^", "$", ".", "\\", "\\b", "\\B", "\\d", "\\W", "\\pL", "\\p{Lu}", "\\x{41}", "\\Q", "\\E",

@@ -1,6 +1,7 @@
 import Testing
 
 @testable import Scripts
+import AgentTestSupport
 
 private struct Out: Equatable, CustomStringConvertible {
     let bytes: [UInt8]
@@ -41,7 +42,7 @@ private func split(_ chunks: [[UInt8]], max: Int = LogLineSplitter.defaultMaxLin
 
 private func texts(_ lines: [Out]) -> [String] { lines.map { String(decoding: $0.bytes, as: UTF8.self) } }
 
-@Suite struct LogLineSplitterTests {
+@Suite(.ownThreads) struct LogLineSplitterTests {
     @Test func basicRules() {
         #expect(texts(split([bytes("a\nb\r\nc")]).lines) == ["a", "b", "c"])
         #expect(texts(split([bytes("a\rb\n")]).lines) == ["a\rb"])

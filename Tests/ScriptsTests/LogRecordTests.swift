@@ -1,8 +1,9 @@
 import Testing
 
 @testable import Scripts
+import AgentTestSupport
 
-@Suite struct LogRecordTests {
+@Suite(.ownThreads) struct LogRecordTests {
     let source: [UInt8] = Array(0..<16)
 
     @Test func roundTrip() throws {

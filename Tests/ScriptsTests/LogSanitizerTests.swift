@@ -1,6 +1,7 @@
 import Testing
 
 @testable import Scripts
+import AgentTestSupport
 
 /// An independent model: the standard library's UTF-8 decoder (maximal-subpart errors),
 /// consecutive errors collapsed into one ❌, NUL to ❌.
@@ -49,7 +50,7 @@ private let goCases: [([UInt8], String)] = [
         (bytes("❌"), "❌"),
 ]
 
-@Suite struct LogSanitizerTests {
+@Suite(.ownThreads) struct LogSanitizerTests {
     @Test(arguments: goCases)
     func goEquivalent(input: [UInt8], expected: String) {
         #expect(LogSanitizer.sanitize(input) == expected)

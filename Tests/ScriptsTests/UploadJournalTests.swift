@@ -6,6 +6,7 @@ import Glibc
 #endif
 
 @testable import Scripts
+import AgentTestSupport
 
 private func record(_ index: Int, size: Int = 20) -> [UInt8] {
     var bytes = Array("r\(index):".utf8)
@@ -116,7 +117,7 @@ private func generation(ofDataFile path: String) -> UInt64 {
         }
     }
 
-    @Test func oneJournalPerFiles() throws {
+    @Test(.ownThreads) func oneJournalPerFiles() throws {
         let directory = temporaryDirectory()
         defer { removeTree(directory) }
         let journal = try UploadJournal(directory: directory, name: "logs", capacityBytes: 1000)
@@ -255,7 +256,7 @@ private func generation(ofDataFile path: String) -> UInt64 {
         #expect(reopened.fileBytes == 16)
     }
 
-    @Test func compactionOfAcknowledgedPrefix() throws {
+    @Test(.ownThreads) func compactionOfAcknowledgedPrefix() throws {
         let directory = temporaryDirectory()
         defer { removeTree(directory) }
         let journal = try UploadJournal(directory: directory, name: "logs", capacityBytes: 8 << 20)
@@ -283,7 +284,7 @@ private func generation(ofDataFile path: String) -> UInt64 {
         #expect(reopened.fileBytes == 16)
     }
 
-    @Test func concurrentAppendsThenDrain() throws {
+    @Test(.ownThreads) func concurrentAppendsThenDrain() throws {
         let directory = temporaryDirectory()
         defer { removeTree(directory) }
         let journal = try UploadJournal(directory: directory, name: "logs", capacityBytes: 64 << 20)
@@ -323,7 +324,7 @@ private func generation(ofDataFile path: String) -> UInt64 {
         #expect(journal.pendingRecords == 0)
     }
 
-    @Test func concurrentAppendsWhileConsuming() async throws {
+    @Test(.ownThreads) func concurrentAppendsWhileConsuming() async throws {
         let directory = temporaryDirectory()
         defer { removeTree(directory) }
         let journal = try UploadJournal(directory: directory, name: "logs", capacityBytes: 1 << 20)
@@ -406,7 +407,7 @@ private func generation(ofDataFile path: String) -> UInt64 {
         #expect(!journal.append(record(2)))
     }
 
-    @Test func throughput() throws {
+    @Test(.ownThreads) func throughput() throws {
         let directory = temporaryDirectory()
         defer { removeTree(directory) }
         let journal = try UploadJournal(directory: directory, name: "logs", capacityBytes: 256 << 20)

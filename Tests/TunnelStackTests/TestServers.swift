@@ -45,7 +45,14 @@ extension Array where Element == UInt8 {
 
 /// Deterministic test data: `count` bytes of `(i * step + offset) mod 256`.
 func pattern(_ count: Int, step: Int, offset: Int) -> [UInt8] {
-    (0..<count).map { UInt8(truncatingIfNeeded: $0 &* step &+ offset) }
+    // One 256-byte period, copied: a closure per byte over 10 MiB takes seconds in a debug
+    // build, holding one of the two cooperative threads the in-process stack needs.
+    let period = (0..<256).map { UInt8(truncatingIfNeeded: $0 &* step &+ offset) }
+    var out: [UInt8] = []
+    out.reserveCapacity(count + period.count)
+    while out.count < count { out += period }
+    out.removeLast(out.count - count)
+    return out
 }
 
 /// The same bytes in Python.

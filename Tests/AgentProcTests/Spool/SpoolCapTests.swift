@@ -1,8 +1,9 @@
 import Glibc
 import Testing
 @testable import AgentProc
+import AgentTestSupport
 
-@Suite struct CapTests {
+@Suite(.ownThreads) struct CapTests {
     @Test func perSpoolCapKeepsExactlyTheLastBytes() throws {
         let tmp = TempDir()
         defer { tmp.cleanup() }

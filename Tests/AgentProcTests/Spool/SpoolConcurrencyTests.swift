@@ -2,8 +2,9 @@ import Glibc
 import Synchronization
 import Testing
 @testable import AgentProc
+import AgentTestSupport
 
-@Suite struct ConcurrencyTests {
+@Suite(.ownThreads) struct ConcurrencyTests {
     /// Readers hammer random ranges while the writer recycles segments under them; every
     /// byte returned must be the pattern byte of its offset.
     @Test func readersNeverSeeWrongBytesWhileWriterRecycles() throws {

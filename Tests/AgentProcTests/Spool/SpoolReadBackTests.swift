@@ -2,8 +2,9 @@ import Glibc
 import Testing
 import AgentCore
 @testable import AgentProc
+import AgentTestSupport
 
-@Suite struct ReadBackTests {
+@Suite(.ownThreads) struct ReadBackTests {
     @Test func smallWritesAndSegmentCrossingReadBackExactly() throws {
         let tmp = TempDir()
         defer { tmp.cleanup() }

@@ -1,8 +1,9 @@
 import Glibc
 import Testing
 @testable import AgentProc
+import AgentTestSupport
 
-@Suite struct RestoreTests {
+@Suite(.ownThreads) struct RestoreTests {
     static let limits = OutputSpoolStore.Limits(segmentBytes: 1 << 20, maxBytesPerSpool: 4 << 20, maxTotalBytes: 64 << 20)
 
     /// Writes without finish() (as if SIGKILLed), then a new store restores identical reads.
