@@ -144,8 +144,9 @@ struct MetadataReporterTests {
             #expect(failed.error == "run cmd: exit status 3")
 
             let batches = double.recorded.withLock { $0.metadataBatches }
-            let first = try #require(batches.first)
-            #expect(first.metadata.count >= 2, "several keys per request: \(first.metadata.map(\.key))")
+            // Several keys per request (not necessarily the first: on a loaded host one key's
+            // result can be ready alone at the first tick).
+            #expect(batches.contains { $0.metadata.count >= 2 }, "several keys per request: \(batches.map { $0.metadata.map(\.key) })")
             #expect(batches.allSatisfy { batch in Set(batch.metadata.map(\.key)).count == batch.metadata.count })
             for result in batches.flatMap({ $0.metadata.map(\.result) }) {
                 #expect(result.hasCollectedAt && result.collectedAt.seconds > 0)
