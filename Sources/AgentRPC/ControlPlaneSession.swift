@@ -32,8 +32,12 @@ public final class ControlPlaneSession: Service, UpwardSink, ManifestSource, Lif
         public var agentVersion: String
         /// A session that stayed up this long resets the backoff.
         public var healthyAfter: Duration = .seconds(60)
-        /// How long shutdown waits for the final lifecycle states and queued items.
-        public var shutdownDeadline: Duration = .seconds(5)
+        /// How long shutdown waits for the final lifecycle states and queued items, at most;
+        /// in the agent, ``ControlPlaneSession/limitShutdown(until:)`` cuts it at the shutdown
+        /// bound less 0.5 s. Long enough that the bound decides: after stop scripts the bound
+        /// leaves up to ~13 s, and a loaded host was seen to need more than 5 s for the final
+        /// reports (a 5 s default then dropped SHUTDOWN_TIMEOUT well inside the bound).
+        public var shutdownDeadline: Duration = .seconds(15)
         /// Outbox bounds.
         public var appStatusCapacity = 256
         public var boundaryLogsCapacity = 1024

@@ -26,8 +26,9 @@ struct Harness: Sendable {
         if let env { body["env"] = env }
         if let background { body["background"] = background }
         let data = try JSONSerialization.data(withJSONObject: body)
+        // 60 s: 200 starts at once on a loaded 2-core host were seen to take over 30 s.
         let response = try await client.request(
-            "POST", "/api/v0/processes/start", headers: chatHeaders(chat), body: Array(data))
+            "POST", "/api/v0/processes/start", headers: chatHeaders(chat), body: Array(data), timeout: .seconds(60))
         try #require(response.status == 200, "start failed: \(response)")
         let json = try #require(jsonObject(response.body))
         #expect(json["started"] as? Bool == true)
