@@ -92,48 +92,33 @@ public final class LoopbackSocket: @unchecked Sendable {
     /// peer closed. Polls without blocking, so the test's task never holds one of Swift's
     /// cooperative threads (the server under test needs them).
     public func readAll(timeout: Duration = .seconds(10)) async -> (bytes: [UInt8], closed: Bool) {
-        var out: [UInt8] = []
-        var deadline = PollDeadline(timeout)
-        while !deadline.hasPassed {
-            switch receive() {
-            case .data(let bytes):
-                out += bytes
-            case .closed:
-                return (out, true)
-            case .nothing:
-                await deadline.sleep(.milliseconds(5))
-            }
-        }
-        return (out, false)
+        await read(timeout: timeout) { _ in false }
     }
 
     /// Reads until the bytes contain `marker` (or the peer closes, or `timeout` passes).
     public func read(until marker: String, timeout: Duration = .seconds(10)) async -> [UInt8] {
         let needle = Array(marker.utf8)
-        var deadline = PollDeadline(timeout)
-        var out: [UInt8] = []
-        while out.firstRange(of: needle) == nil, !deadline.hasPassed {
-            switch receive() {
-            case .data(let bytes): out += bytes
-            case .closed: return out
-            case .nothing: await deadline.sleep(.milliseconds(5))
-            }
-        }
-        return out
+        return await read(timeout: timeout) { $0.firstRange(of: needle) != nil }.bytes
     }
 
     /// At least `count` bytes, or what arrived when the peer closed or `timeout` passed.
     public func read(atLeast count: Int, timeout: Duration = .seconds(10)) async -> [UInt8] {
+        await read(timeout: timeout) { $0.count >= count }.bytes
+    }
+
+    /// The polling loop of the reads above: until `done` holds for what arrived, the peer
+    /// closes or `timeout` passes (time the poll could not run does not count: ``PollDeadline``).
+    private func read(timeout: Duration, until done: ([UInt8]) -> Bool) async -> (bytes: [UInt8], closed: Bool) {
         var deadline = PollDeadline(timeout)
         var out: [UInt8] = []
-        while out.count < count, !deadline.hasPassed {
+        while !done(out), !deadline.hasPassed {
             switch receive() {
             case .data(let bytes): out += bytes
-            case .closed: return out
+            case .closed: return (out, true)
             case .nothing: await deadline.sleep(.milliseconds(5))
             }
         }
-        return out
+        return (out, false)
     }
 
     /// Reads until the bytes contain `needle`, the peer closes or `timeout` passes, blocking

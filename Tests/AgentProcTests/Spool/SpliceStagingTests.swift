@@ -18,9 +18,7 @@ import AgentCore
     @Test func bytesMoveInOrderAcrossSegmentsAndTheStagingPipeIsLeftEmpty() throws {
         let tmp = TempDir()
         defer { tmp.cleanup() }
-        let store = try OutputSpoolStore(
-            directory: tmp.path + "/store",
-            limits: .init(segmentBytes: 4096, maxBytesPerSpool: 1 << 20, maxTotalBytes: 4 << 20))
+        let store = try smallStore(in: tmp)
         let spool = try store.create(id: "abc-02")
         let nullfd = open("/dev/null", O_WRONLY | O_CLOEXEC)
         defer { close(nullfd) }

@@ -8,9 +8,7 @@ import AgentTestSupport
     @Test func smallWritesAndSegmentCrossingReadBackExactly() throws {
         let tmp = TempDir()
         defer { tmp.cleanup() }
-        let store = try OutputSpoolStore(
-            directory: tmp.path + "/store",
-            limits: .init(segmentBytes: 4096, maxBytesPerSpool: 1 << 20, maxTotalBytes: 4 << 20))
+        let store = try smallStore(in: tmp)
         let spool = try store.create(id: "abc-01")
         #expect(spool.end == 0 && spool.dropped == 0)
         #expect(spool.read(from: 0, limit: 10) == SpoolRead(bytes: [], offset: 0, next: 0, dropped: 0, end: 0))

@@ -62,6 +62,13 @@ func segmentDiskUsage(_ path: String) -> (size: Int, blocks: Int, files: Int) {
     return (size, blocks, files)
 }
 
+/// A store of 4 KiB segments (1 MiB per spool, 4 MiB in all) in `tmp`'s `store` directory.
+func smallStore(in tmp: TempDir) throws -> OutputSpoolStore {
+    try OutputSpoolStore(
+        directory: tmp.path + "/store",
+        limits: .init(segmentBytes: 4096, maxBytesPerSpool: 1 << 20, maxTotalBytes: 4 << 20))
+}
+
 func fileSize(_ path: String) -> Int? { Posix.lstatInfo(path).map { $0.size } }
 
 func writeFile(_ path: String, _ bytes: [UInt8]) {
