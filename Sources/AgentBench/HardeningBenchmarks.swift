@@ -6,7 +6,7 @@ import Glibc
 #endif
 
 /// `agent-bench hardening`: memory under stalled stream subscribers and the SIGTERM bound
-/// with hostile clients connected (issue 7).
+/// with hostile clients connected.
 struct HardeningBenchmarks: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "hardening",

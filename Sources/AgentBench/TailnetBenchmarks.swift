@@ -11,7 +11,7 @@ import WireGuard
 import Glibc
 #endif
 
-/// `agent-bench tailnet` (issue 26): coderd's path to the agent against the path two
+/// `agent-bench tailnet`: coderd's path to the agent against the path two
 /// WireGuard peers get, through the same DERP relay (the relay double, in process, plain
 /// HTTP on 127.0.0.1). Side A is Debian's wireguard-go in a private namespace N1, bridged to
 /// the relay under its own key (what magicsock does). Target 1 is the release agent (its

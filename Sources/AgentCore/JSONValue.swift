@@ -1,6 +1,6 @@
 /// A parsed JSON value.
 ///
-/// The agent's request decoding follows Go's `encoding/json` (spec process-api §1): only the
+/// The agent's request decoding follows Go's `encoding/json`: only the
 /// first value is read and trailing bytes are ignored, unknown keys are ignored, keys match
 /// case-insensitively, and `null` leaves a field unset. Foundation's decoder differs on all
 /// four, so requests are parsed with this small parser instead.

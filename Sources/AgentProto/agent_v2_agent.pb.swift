@@ -9,7 +9,7 @@
 //   https://github.com/apple/swift-protobuf/
 
 /// The subset of Coder's agent API (package coder.agent.v2) this agent uses, with the
-/// reference's field numbers (../shared/spec/agent-rpc.md §4). Fields this agent does not
+/// reference's field numbers. Fields this agent does not
 /// model are kept as unknown fields by SwiftProtobuf, so they survive a decode/encode round trip.
 
 #if canImport(FoundationEssentials)
@@ -983,7 +983,7 @@ public nonisolated struct Coder_Agent_V2_UpdateAppStatusResponse: Sendable {
   public init() {}
 }
 
-/// UpdateStats (agent-rpc.md §4; scripts.md §9). A request without `stats` is the interval probe.
+/// UpdateStats. A request without `stats` is the interval probe.
 public nonisolated struct Coder_Agent_V2_Stats: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for

@@ -8,7 +8,7 @@
 // For information on using the generated types, please see the documentation:
 //   https://github.com/apple/swift-protobuf/
 
-/// The agent socket's service (package coder.agentsocket.v1), ../shared/spec/agent-socket.md §3.
+/// The agent socket's service (package coder.agentsocket.v1).
 
 import SwiftProtobuf
 

@@ -9,7 +9,7 @@
 //   https://github.com/apple/swift-protobuf/
 
 /// The envelope boundary sends on its audit socket (package
-/// coder.boundarylogproxy.codec.v1), ../shared/spec/boundary-logs.md §2.2.
+/// coder.boundarylogproxy.codec.v1).
 
 import SwiftProtobuf
 

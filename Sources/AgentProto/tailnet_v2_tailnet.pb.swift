@@ -9,7 +9,7 @@
 //   https://github.com/apple/swift-protobuf/
 
 /// The subset of Coder's tailnet API (package coder.tailnet.v2) the agent uses, with the
-/// reference's field numbers (../shared/spec/tailnet.md §2). The service is served by coderd
+/// reference's field numbers. The service is served by coderd
 /// on the same dRPC-over-yamux connection as coder.agent.v2.Agent:
 ///   /coder.tailnet.v2.Tailnet/Coordinate      (bidi stream: CoordinateRequest -> CoordinateResponse)
 ///   /coder.tailnet.v2.Tailnet/StreamDERPMaps  (server stream: StreamDERPMapsRequest -> DERPMap)

@@ -8,7 +8,7 @@ import Glibc
 ///
 /// The reference has no jitter and never resets, so every agent retries on the same
 /// 0 / 162 / 262 / 424 ms … schedule after a control-plane restart; we spread retries over
-/// ±20 % of each delay (spec agent-rpc §3.5, §6).
+/// ±20 % of each delay.
 public struct Backoff: Sendable {
     public static let floor: Duration = .milliseconds(100)
     public static let ceiling: Duration = .seconds(10)

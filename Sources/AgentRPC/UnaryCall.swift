@@ -4,7 +4,7 @@ import Synchronization
 import Yamux
 
 extension YamuxSession {
-    /// One unary dRPC call on a fresh stream (spec §2: a stream per call).
+    /// One unary dRPC call on a fresh stream.
     ///
     /// The call is started on the session's loop and its reply is parsed there as it
     /// arrives (push mode), resuming the caller straight from the read: one hop in, one

@@ -5,7 +5,7 @@ import SwiftProtobuf
 import Synchronization
 
 /// coderd's tailnet coordinator as the agent sees it, for tests: the agent's side of
-/// `/coder.tailnet.v2.Tailnet/Coordinate` and `/StreamDERPMaps` (../shared/spec/tailnet.md §2).
+/// `/coder.tailnet.v2.Tailnet/Coordinate` and `/StreamDERPMaps`.
 /// It records every Node the agent sends (`update_self`), every `ready_for_handshake` ack and
 /// `disconnect`, tells each new stream of the peers set with ``setPeer(id:node:)`` (NODE,
 /// reason `add tunnel`) and every stream of later changes (NODE / DISCONNECTED), and streams

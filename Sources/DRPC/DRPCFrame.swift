@@ -1,4 +1,4 @@
-/// One dRPC frame: control byte, stream ID, message ID, length-prefixed data (spec §1.1).
+/// One dRPC frame: control byte, stream ID, message ID, length-prefixed data.
 ///
 /// `kind` is kept raw so frames of kinds this implementation does not know can still be
 /// decoded and then ignored (control flag set) or refused (control flag clear).

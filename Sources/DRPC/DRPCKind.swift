@@ -1,4 +1,4 @@
-/// dRPC packet kinds (spec agent-rpc §1.1). The raw value sits in bits 6..1 of the control byte.
+/// dRPC packet kinds. The raw value sits in bits 6..1 of the control byte.
 public enum DRPCKind: UInt8, Sendable, CaseIterable {
     case invoke = 1
     case message = 2

@@ -1,4 +1,4 @@
-/// A whole dRPC packet: the frames of one (stream, message) ID joined (spec §1.2).
+/// A whole dRPC packet: the frames of one (stream, message) ID joined.
 public struct DRPCPacket: Equatable, Sendable {
     public var streamID: UInt64
     public var messageID: UInt64
@@ -24,7 +24,7 @@ public struct DRPCPacket: Equatable, Sendable {
         out.reserveCapacity(out.count + data.count + frames * 31)
         var offset = 0
         repeat {
-            // The frame header (spec §1.1), then the slice: one copy of the data.
+            // The frame header, then the slice: one copy of the data.
             let end = min(data.count, offset + maxFrameSize)
             DRPCFrame.encodeHeader(
                 controlByte: (kind.rawValue & 0x3F) << 1 | (end == data.count ? 0x01 : 0) | control,
@@ -41,7 +41,7 @@ public struct DRPCPacket: Equatable, Sendable {
     }
 }
 
-/// The body of an Error packet: an 8-byte big-endian code, then UTF-8 text (spec §1.3).
+/// The body of an Error packet: an 8-byte big-endian code, then UTF-8 text.
 public struct DRPCErrorBody: Equatable, Sendable {
     /// Code 12: the method is not implemented.
     public static let unimplemented: UInt64 = 12

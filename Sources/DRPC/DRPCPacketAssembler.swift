@@ -1,4 +1,4 @@
-/// Joins frames into packets and enforces the receiver's rules (spec §1.2, §1.4):
+/// Joins frames into packets and enforces the receiver's rules:
 ///
 /// - IDs (stream, message) never go backwards and a completed ID is never reused; stream 0
 ///   is invalid (the first valid ID is (1, 1));

@@ -1,4 +1,4 @@
-/// What a client makes of one packet the server sent on its stream (spec §1.4).
+/// What a client makes of one packet the server sent on its stream.
 public enum DRPCReply: Equatable, Sendable {
     /// A message.
     case message([UInt8])

@@ -1,4 +1,4 @@
-/// The sending half of one dRPC stream: the stream's single writer (spec §3.7).
+/// The sending half of one dRPC stream: the stream's single writer.
 ///
 /// Sends are serialized, so the frames of one packet are contiguous on the transport even
 /// when a large message waits for flow-control credit; message IDs increase by one per

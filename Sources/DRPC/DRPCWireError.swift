@@ -1,4 +1,4 @@
-/// Why a dRPC byte stream was refused; each one closes the transport (spec §1.2, §1.4).
+/// Why a dRPC byte stream was refused; each one closes the transport.
 public enum DRPCWireError: Error, Equatable, Sendable, CustomStringConvertible {
     case varintTooLong
     /// A (stream, message) ID went backwards, was reused, or was (0, _).

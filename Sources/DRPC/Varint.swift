@@ -1,4 +1,4 @@
-/// Protobuf-style unsigned LEB128, as dRPC frame headers use (spec agent-rpc §1.1).
+/// Protobuf-style unsigned LEB128, as dRPC frame headers use.
 public enum Varint {
     /// Longest encoding of a UInt64; an 11th byte is "varint too long".
     public static let maxLength = 10

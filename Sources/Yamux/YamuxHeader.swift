@@ -1,4 +1,4 @@
-/// yamux frame types (spec agent-rpc §2).
+/// yamux frame types.
 public enum YamuxType: UInt8, Sendable, CaseIterable {
     case data = 0
     case windowUpdate = 1

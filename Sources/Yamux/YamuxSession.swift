@@ -1,7 +1,7 @@
 import NIOCore
 import NIOPosix
 
-/// A yamux session (spec agent-rpc §2) over any ``YamuxTransport``.
+/// A yamux session over any ``YamuxTransport``.
 ///
 /// The session is an actor whose executor is one NIO event loop: the loop of the channel it
 /// runs over. A channel handler feeds received bytes synchronously

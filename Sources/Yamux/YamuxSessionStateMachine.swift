@@ -1,4 +1,4 @@
-/// A yamux session's protocol state and rules (spec agent-rpc §2), as a plain value with no
+/// A yamux session's protocol state and rules, as a plain value with no
 /// I/O, timers or concurrency, so the protocol can be driven and checked byte by byte.
 ///
 /// ``YamuxSession`` feeds it events (bytes read, calls on streams, timers firing, the

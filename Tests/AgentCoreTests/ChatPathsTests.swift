@@ -1,7 +1,7 @@
 import AgentCore
 import Testing
 
-/// Issue 8: the chat → paths store.
+/// The chat → paths store.
 @Suite struct ChatPathsTests {
     @Test func pathsAreStandardisedAndDeduplicated() {
         let store = ChatPaths()

@@ -6,7 +6,7 @@ import Testing
 import Glibc
 #endif
 
-/// AgentCore's one socket-file lifecycle (issue 24, D): restrictive mode before the socket
+/// AgentCore's one socket-file lifecycle: restrictive mode before the socket
 /// appears, stale entries replaced by policy, a live socket never taken, and removal of our
 /// own socket only.
 @Suite(.timeLimit(.minutes(1)))

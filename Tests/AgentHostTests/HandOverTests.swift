@@ -8,7 +8,7 @@ import Logging
 import Synchronization
 import Testing
 
-/// Issue 26, seam 1 through the host: a connection handed to ``AgentHost/connections`` (as
+/// A connection handed to ``AgentHost/connections`` (as
 /// the tailnet will hand over each tunnel connection) is served by every mounted route,
 /// real ones included, and is closed by the agent's shutdown like the listener's.
 @Suite(.timeLimit(.minutes(3)))

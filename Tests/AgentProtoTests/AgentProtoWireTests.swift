@@ -3,7 +3,7 @@ import Foundation
 import SwiftProtobuf
 import Testing
 
-/// Field numbers and wire bytes of the generated messages (spec agent-rpc §1.5 and §4).
+/// Field numbers and wire bytes of the generated messages.
 struct AgentProtoWireTests {
     @Test func updateLifecycleGoldenBytes() throws {
         var request = Coder_Agent_V2_UpdateLifecycleRequest()

@@ -6,7 +6,7 @@ import SwiftProtobuf
 import Testing
 import AgentTestSupport
 
-/// Issue 8: the manifest reaches other modules as AgentCore's `AgentManifest`.
+/// The manifest reaches other modules as AgentCore's `AgentManifest`.
 @Suite struct AgentManifestTests {
     @Test func variablesAndDirectoryAreExpandedInOrder() {
         var manifest = Coder_Agent_V2_Manifest()
@@ -67,7 +67,7 @@ import AgentTestSupport
     }
 }
 
-/// Issue 14, item 3: manifest handling stays linear in the number of variables; this checks
+/// Manifest handling stays linear in the number of variables; this checks
 /// the semantics the linear version must keep (a variable sees the agent's environment and
 /// the manifest's variables already expanded, the latter winning).
 @Suite struct AgentManifestExpansionTests {

@@ -8,7 +8,7 @@ import Logging
 import Synchronization
 import Testing
 
-/// Issue 26, seam 2: work that lives on the upward session (``UpwardParticipant``), against
+/// Work that lives on the upward session (``UpwardParticipant``), against
 /// the double over the real wire format (WebSocket, yamux, dRPC) with a test service of its own.
 @Suite(.timeLimit(.minutes(3)))
 struct UpwardParticipantTests {

@@ -8,7 +8,7 @@ import Testing
 import Glibc
 #endif
 
-/// The agent socket goes through AgentCore's `SocketFile` (issue 24, D): renamed into place
+/// The agent socket goes through AgentCore's `SocketFile`: renamed into place
 /// with its mode, never created at its path; a socket someone else put there stays.
 @Suite(.timeLimit(.minutes(1)))
 struct AgentSocketFileTests {

@@ -9,7 +9,7 @@ import Synchronization
 import Testing
 
 /// UpdateAppStatus from the socket to the control plane, through the real session and the
-/// control-plane double (spec agent-socket §6, and the "beyond the reference").
+/// control-plane double.
 @Suite(.timeLimit(.minutes(1)))
 struct AppStatusUpwardTests {
     static func status(_ slug: String, _ message: String, _ state: Coder_Agent_V2_UpdateAppStatusRequest.AppStatusState = .working) -> Coder_Agent_V2_UpdateAppStatusRequest {

@@ -4,7 +4,7 @@ import AgentSocket
 import AgentTestSupport
 import Testing
 
-/// Issue 24 (C): unit names are bounded (200 calls with 4 MiB names held 880 MiB).
+/// Unit names are bounded (200 calls with 4 MiB names held 880 MiB).
 @Suite(.timeLimit(.minutes(1)))
 struct UnitNameLimitTests {
     @Test func namesOverTheLimitAreRefusedWithAClearErrorAndStoreNothing() async throws {

@@ -8,7 +8,7 @@ import Testing
 
 @testable import BoundaryLogs
 
-/// Issue 24 (B): half frames cannot lock the producer out, and sequence numbers wrap.
+/// Half frames cannot lock the producer out, and sequence numbers wrap.
 @Suite(.timeLimit(.minutes(1)))
 struct BoundaryBudgetTests {
     /// 64 connections that each send half a frame and stop used to fill every slot, and the

@@ -10,7 +10,7 @@ import Testing
 
 @testable import BoundaryLogs
 
-/// Spec boundary-logs §5 at byte level through a real unix socket.
+/// The boundary protocol at byte level through a real unix socket.
 @Suite(.timeLimit(.minutes(1)))
 struct BoundaryProxyTests {
     @Test func framesArriveInOrderWithEveryFieldAndBothTags() async throws {
@@ -38,7 +38,7 @@ struct BoundaryProxyTests {
         }
     }
 
-    /// Issue 25 §2: a `Date` in between rounded the nanoseconds (123456789 came out as
+    /// A `Date` in between rounded the nanoseconds (123456789 came out as
     /// 123456716, 1 as 0); they must reach the upward batch exactly.
     @Test(arguments: [123_456_789, 1, 0, 999_999_999] as [Int32])
     func timestampsKeepTheirNanoseconds(nanos: Int32) async throws {
@@ -92,7 +92,7 @@ struct BoundaryProxyTests {
         }
     }
 
-    /// §5.11: a payload of exactly 32768 bytes is accepted (and split into parts in flight
+    /// A payload of exactly 32768 bytes is accepted (and split into parts in flight
     /// by nothing: one request in, one out).
     @Test func aPayloadOfExactly32768BytesIsAccepted() async throws {
         try await BoundaryHarness.with { harness in

@@ -9,7 +9,7 @@ import Glibc
 
 @testable import BoundaryLogs
 
-/// Issue 24 (D): the boundary socket goes through AgentCore's `SocketFile`, as the agent
+/// The boundary socket goes through AgentCore's `SocketFile`, as the agent
 /// socket does: it never exists at its path with the umask's mode (it used to be bound
 /// there, then chmod-ed), and it is removed at shutdown only if it is still ours.
 @Suite(.timeLimit(.minutes(1)))

@@ -10,7 +10,7 @@ import SwiftProtobuf
 import Testing
 @testable import Scripts
 
-/// App health (../shared/spec/scripts.md §8): the tracker's exact rules, one check against a
+/// App health: the tracker's exact rules, one check against a
 /// real loopback server, and the reporter end to end against the control-plane double.
 @Suite(.timeLimit(.minutes(5)))
 struct AppHealthTests {

@@ -9,7 +9,7 @@ import SwiftProtobuf
 import Testing
 @testable import Scripts
 
-/// Metadata (../shared/spec/scripts.md §7): the 10 KiB cap, the timeout rule, and the
+/// Metadata: the 10 KiB cap, the timeout rule, and the
 /// reporter end to end against the control-plane double with real `/bin/sh` collections.
 @Suite(.timeLimit(.minutes(5)))
 struct MetadataReporterTests {

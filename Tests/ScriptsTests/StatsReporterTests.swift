@@ -8,7 +8,7 @@ import SwiftProtobuf
 import Testing
 @testable import Scripts
 
-/// Stats (../shared/spec/scripts.md §9): the probe, the interval the answers set, honest
+/// Stats: the probe, the interval the answers set, honest
 /// zeros without traffic, the tunnel's flows once there are some, the agent's metrics.
 @Suite(.timeLimit(.minutes(5)))
 struct StatsReporterTests {

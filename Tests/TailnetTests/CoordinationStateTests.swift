@@ -3,7 +3,7 @@ import FoundationEssentials
 import Tailnet
 import Testing
 
-/// Peer updates and acks on the coordination stream (../shared/spec/tailnet.md §2).
+/// Peer updates and acks on the coordination stream.
 @Suite struct CoordinationStateTests {
     static func update(_ id: UInt8, kind: Coder_Tailnet_V2_CoordinateResponse.PeerUpdate.Kind,
                        key: UInt8 = 1, derp: Int32 = 999) -> Coder_Tailnet_V2_CoordinateResponse.PeerUpdate {

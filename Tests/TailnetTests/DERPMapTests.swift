@@ -5,7 +5,7 @@ import SwiftProtobuf
 import Tailnet
 import Testing
 
-/// The embedded-relay rewrite and the home-region choice (../shared/spec/tailnet.md §1, §2).
+/// The embedded-relay rewrite and the home-region choice.
 @Suite struct DERPMapTests {
     static func map() -> Coder_Tailnet_V2_DERPMap {
         var map = Coder_Tailnet_V2_DERPMap()

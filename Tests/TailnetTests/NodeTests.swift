@@ -3,7 +3,7 @@ import SwiftProtobuf
 import Tailnet
 import Testing
 
-/// The agent's addresses, node id and Node as coderd checks them (../shared/spec/tailnet.md §1, §2).
+/// The agent's addresses, node id and Node as coderd checks them.
 @Suite struct NodeTests {
     /// 12345678-9abc-def0-1234-56789abcdef0, the spec's example.
     static let agentID: [UInt8] = [0x12, 0x34, 0x56, 0x78, 0x9a, 0xbc, 0xde, 0xf0,

@@ -5,7 +5,7 @@ import Yamux
 
 /// Dials `GET /api/v2/workspaceagents/me/rpc?version=…&role=agent` as a WebSocket with
 /// `Coder-Session-Token`, binary messages up to 4 MiB, no subprotocol, no compression, no
-/// `Origin` (spec agent-rpc §3.1); `wss://` uses the system trust store.
+/// `Origin`; `wss://` uses the system trust store.
 ///
 /// Built directly on SwiftNIO: the yamux session runs on the connection's event loop, so
 /// received bytes reach it without a thread hop.

@@ -1,7 +1,7 @@
 import AgentCore
 import ArgumentParser
 
-/// The agent socket's flags and their environment twins (spec agent-socket §1).
+/// The agent socket's flags and their environment twins.
 public struct AgentSocketOptions: ParsableArguments {
     @Option(name: .long, help: "Serve the agent socket: true or false. Env CODER_AGENT_SOCKET_SERVER_ENABLED. Default true.")
     public var socketServerEnabled: String?

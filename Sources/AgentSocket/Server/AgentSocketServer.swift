@@ -11,7 +11,7 @@ import Synchronization
 import Glibc
 #endif
 
-/// The agent socket: dRPC on a unix socket (spec agent-socket §1–2), as a service.
+/// The agent socket: dRPC on a unix socket, as a service.
 ///
 /// `run()` makes the socket (0600 from the start, see ``SocketFile``), serves connections
 /// concurrently until graceful shutdown, then closes them and removes the socket if it is

@@ -4,7 +4,7 @@ import CoreMetrics
 import DRPC
 import SwiftProtobuf
 
-/// The `coder.agentsocket.v1.AgentSocket` service (spec agent-socket §3) on a dRPC server:
+/// The `coder.agentsocket.v1.AgentSocket` service on a dRPC server:
 /// Ping, the Sync calls on a ``UnitManager``, UpdateAppStatus through the upward seam, and
 /// one extension, `SyncWaitReady`.
 public struct AgentSocketService: Sendable {

@@ -1,7 +1,7 @@
 import AgentCore
 import Synchronization
 
-/// The unit dependency graph behind `exp sync` (spec agent-socket §4): units with a status,
+/// The unit dependency graph behind `exp sync`: units with a status,
 /// "unit wants dependency" edges that require the dependency to reach a status, and each
 /// unit's readiness. In memory only, one per agent.
 ///

@@ -11,7 +11,7 @@ import SwiftProtobuf
 import Synchronization
 
 /// Batches from every boundary connection, forwarded upward in arrival order, one request
-/// at a time (spec boundary-logs §3.1); consecutive batches of one session travel together. Enqueueing never blocks a reader. Beyond the reference:
+/// at a time; consecutive batches of one session travel together. Enqueueing never blocks a reader. Beyond the reference:
 /// batches that do not fit the memory queue (the reference's 100) go to a disk spool and
 /// follow in order, so an outage or a slow control plane loses nothing up to the spool's
 /// bound; a batch the control plane would refuse for size (over 1000 entries) is split; at

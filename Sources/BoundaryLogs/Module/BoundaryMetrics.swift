@@ -1,7 +1,7 @@
 import CoreMetrics
 import Metrics
 
-/// The boundary log proxy's counters: the reference's three (spec boundary-logs §3.3) and
+/// The boundary log proxy's counters: the reference's three and
 /// the spool's and sequence checks' own, all under `agent_boundary_log_proxy_`.
 enum BoundaryMetrics {
     /// Batches dropped, by reason: `buffer_full` (memory queue full and no spool),

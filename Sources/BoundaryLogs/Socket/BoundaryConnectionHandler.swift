@@ -4,7 +4,7 @@ import Logging
 import NIOCore
 import SwiftProtobuf
 
-/// One boundary connection (spec boundary-logs §2.4): decodes each frame; logs go to the
+/// One boundary connection: decodes each frame; logs go to the
 /// forwarder, status frames straight to the metrics. A body that does not decode is skipped
 /// (the frame was fully read, so the stream stays in sync); a bad header closes the
 /// connection. Beyond the reference: sequence numbers are checked per session, so a gap

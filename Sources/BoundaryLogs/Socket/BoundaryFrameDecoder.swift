@@ -1,6 +1,6 @@
 import NIOCore
 
-/// One frame from boundary (spec boundary-logs §2.1): a 4-byte big-endian header, tag in
+/// One frame from boundary: a 4-byte big-endian header, tag in
 /// the top 8 bits and payload length in the low 24, then exactly that many bytes.
 public enum BoundaryFrame: Equatable, Sendable {
     /// Tag 1: a bare `ReportBoundaryLogsRequest`.

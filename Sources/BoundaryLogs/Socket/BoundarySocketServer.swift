@@ -10,7 +10,7 @@ import Synchronization
 import Glibc
 #endif
 
-/// The unix socket boundary sends audit-log batches to (spec boundary-logs §1): any number
+/// The unix socket boundary sends audit-log batches to: any number
 /// of clients (at most ``Configuration/maxConnections`` at once; a new one closes the
 /// longest-idle, see ``LocalConnectionRegistry``), one decoder per connection, all
 /// feeding one forwarder. Beyond the reference: the socket is made by AgentCore's

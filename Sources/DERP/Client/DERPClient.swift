@@ -3,7 +3,7 @@ import NIOCore
 import NIOPosix
 import Synchronization
 
-/// The agent's connection to a DERP relay (spec tailnet §3): dials one of a region's
+/// The agent's connection to a DERP relay: dials one of a region's
 /// nodes, keeps the connection alive and reconnects, sends packets to peers by node key
 /// and delivers what peers send.
 ///

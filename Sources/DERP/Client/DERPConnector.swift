@@ -2,7 +2,7 @@ import NIOCore
 import NIOPosix
 import NIOSSL
 
-/// Dials one DERP connection (spec tailnet §3): TCP to the node's addresses in order,
+/// Dials one DERP connection: TCP to the node's addresses in order,
 /// TLS with ALPN `http/1.1` unless `force_http`, then `Upgrade: DERP` or a WebSocket
 /// with subprotocol `derp`, then the DERP handshake — all within one deadline.
 enum DERPConnector {

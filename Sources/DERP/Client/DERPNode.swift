@@ -1,5 +1,5 @@
-/// One DERP server of a region, as the DERP map describes it (spec tailnet §2 `Node`),
-/// with the URL and dial rules of spec §3.
+/// One DERP server of a region, as the DERP map describes it,
+/// with the URL and dial rules of the reference.
 public struct DERPNode: Equatable, Sendable {
     /// The node's name in the DERP map (e.g. `999b`).
     public var name: String

@@ -1,4 +1,4 @@
-/// Disco messages carried over DERP (spec tailnet §4): `TS💬` ‖ sender disco key (32) ‖
+/// Disco messages carried over DERP: `TS💬` ‖ sender disco key (32) ‖
 /// nonce (24) ‖ NaCl box (sender → recipient disco keys) of a ``DiscoMessage``.
 public enum Disco {
     /// `TS💬`.

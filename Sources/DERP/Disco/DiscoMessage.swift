@@ -1,4 +1,4 @@
-/// A disco message inside its box (spec tailnet §4): type byte, version byte, payload.
+/// A disco message inside its box: type byte, version byte, payload.
 public enum DiscoMessage: Equatable, Sendable {
     /// Type 1: a transaction ID (12 bytes) and, optionally, the sender's node key.
     case ping(txID: [UInt8], nodeKey: X25519PublicKey?)

@@ -1,4 +1,4 @@
-/// A DERP frame by meaning (spec tailnet §3). ``init(_:)`` checks each type's minimum
+/// A DERP frame by meaning. ``init(_:)`` checks each type's minimum
 /// length; ``raw`` encodes it back.
 public enum DERPFrame: Equatable, Sendable {
     /// S→C greeting: the server's public key (after the 8-byte magic).

@@ -1,4 +1,4 @@
-/// DERP frame types (spec tailnet §3); protocol version 2.
+/// DERP frame types; protocol version 2.
 public enum DERPFrameType {
     public static let serverKey: UInt8 = 0x01
     public static let clientInfo: UInt8 = 0x02

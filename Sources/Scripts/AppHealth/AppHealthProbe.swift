@@ -4,7 +4,7 @@ import NIOHTTP1
 import NIOPosix
 import NIOSSL
 
-/// One app health check (../shared/spec/scripts.md §8): `GET url`, healthy when the answer's
+/// One app health check: `GET url`, healthy when the answer's
 /// status is below 500. The body is never read: the connection is closed as soon as the
 /// response head has arrived. A 5xx, any transport or TLS error, or no answer within the
 /// timeout is a failure.

@@ -4,8 +4,7 @@ import FoundationEssentials
 import Logging
 import Synchronization
 
-/// Checks the manifest's apps and reports their health upward on one connected session
-/// (../shared/spec/scripts.md §8).
+/// Checks the manifest's apps and reports their health upward on one connected session.
 ///
 /// - Nothing runs when no app is tracked (every app `DISABLED`): ``run(on:)`` returns at once.
 /// - Per checked app (URL, interval > 0, threshold > 0) one loop: the first check one

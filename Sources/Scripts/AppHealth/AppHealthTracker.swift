@@ -1,6 +1,6 @@
 import AgentCore
 
-/// The health of the manifest's apps as the agent tracks it (../shared/spec/scripts.md §8): a
+/// The health of the manifest's apps as the agent tracks it: a
 /// pure state machine, fed with check outcomes by ``AppHealthReporter`` and asked each tick
 /// what to report. No clock, no I/O.
 ///

@@ -4,7 +4,7 @@ import Synchronization
 import Glibc
 #endif
 
-/// Runs one metadata key's command (spec scripts §7): the scripts' shell, shebang rule,
+/// Runs one metadata key's command: the scripts' shell, shebang rule,
 /// working directory and environment without the `CODER_SCRIPT_*` variables; stdout and
 /// stderr into one buffer of at most 10 KiB; at the timeout the whole group is killed at
 /// once. The value is the output as it is (not trimmed); the error is the reference's

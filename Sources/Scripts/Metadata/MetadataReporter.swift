@@ -5,8 +5,7 @@ import Logging
 import SwiftProtobuf
 import Synchronization
 
-/// Collects the manifest's metadata and reports it upward on one connected session
-/// (../shared/spec/scripts.md §7).
+/// Collects the manifest's metadata and reports it upward on one connected session.
 ///
 /// - A 1 s tick drives collection and reporting; the first tick is at once.
 /// - Each tick, every key whose previous collection has ended (per-key single flight) and

@@ -6,7 +6,7 @@ import Glibc
 #endif
 
 /// How a script (or a metadata command) is run: the user's shell or the script's shebang
-/// interpreter, its arguments, working directory and environment (spec scripts §2.2–§2.4).
+/// interpreter, its arguments, working directory and environment.
 struct ScriptCommand: Sendable, Equatable {
     /// The executable, resolved to a path.
     var executable: String
@@ -87,7 +87,7 @@ struct ScriptCommand: Sendable, Equatable {
         return found
     }
 
-    /// The environment (spec §2.4): the agent's own (minus `GOTRACEBACK=none`) with `USER`,
+    /// The environment: the agent's own (minus `GOTRACEBACK=none`) with `USER`,
     /// `LOGNAME` and `SHELL`; the manifest's variables and the agent's own over it; the script
     /// bin dir first on PATH; the SSH-compatibility and script variables; and, beyond the
     /// reference, `CODER_AGENT_SOCKET_PATH` so that `coder exp sync` finds the agent.

@@ -21,7 +21,7 @@ enum ScriptStream: Sendable {
     case stderr
 }
 
-/// How one run ended (spec scripts §2.8), before it is reported.
+/// How one run ended, before it is reported.
 struct ScriptExit: Sendable, Equatable {
     /// The wire values of `Timing.Status`.
     enum Status: Int, Sendable, Equatable {
@@ -44,7 +44,7 @@ struct ScriptExit: Sendable, Equatable {
 }
 
 /// One run of a command in its own session, watched on a dedicated thread: both pipes read
-/// until they close, the deadline enforced, cancellation honoured (spec scripts §2.7).
+/// until they close, the deadline enforced, cancellation honoured.
 ///
 /// - At the deadline, or on ``cancel()``, the whole process group gets SIGHUP; if the shell
 ///   still lives 10 s later the group gets SIGKILL (the reference kills only the shell,

@@ -8,7 +8,7 @@ import Synchronization
 import Glibc
 #endif
 
-/// Runs the manifest's scripts and reports their outcomes (spec scripts §2–§4):
+/// Runs the manifest's scripts and reports their outcomes:
 ///
 /// - **Start**: with the first manifest of the process, STARTING, then every `run_on_start`
 ///   script at once (never serially: `coder exp sync` pairs would deadlock); when all have

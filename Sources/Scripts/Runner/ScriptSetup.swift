@@ -4,7 +4,7 @@ import FoundationEssentials
 import Glibc
 #endif
 
-/// The files and directories a run needs (spec scripts §2.5–§2.6), made before it starts.
+/// The files and directories a run needs, made before it starts.
 enum ScriptSetup {
     /// `<data dir>/coder-script-data/<log source id>`, created (0700) before each run.
     static func dataDirectory(root: String, logSourceID: [UInt8]) throws(ScriptCommand.SetupError) -> String {

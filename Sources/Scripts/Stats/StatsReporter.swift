@@ -4,7 +4,7 @@ import Logging
 import SwiftProtobuf
 import Synchronization
 
-/// Reports the agent's stats upward on one connected session (../shared/spec/scripts.md §9).
+/// Reports the agent's stats upward on one connected session.
 ///
 /// - First `UpdateStatsRequest{}` without `stats`: the probe, whose answer carries
 ///   `report_interval` (30 s when absent or not positive; clamped to 1 s ... 1 h). A probe

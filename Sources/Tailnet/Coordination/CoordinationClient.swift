@@ -7,7 +7,7 @@ import Synchronization
 import Glibc
 #endif
 
-/// Runs the agent's side of one `Coordinate` stream (../shared/spec/tailnet.md §2): sends
+/// Runs the agent's side of one `Coordinate` stream: sends
 /// `update_self` with the current node as soon as it is sendable (a home region is known, i.e.
 /// DERP is up) and on every change, applies each response's peer updates through the shared
 /// ``CoordinationState`` (kept across streams: peers survive a dropped stream, marked lost),

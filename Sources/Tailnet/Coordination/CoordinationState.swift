@@ -1,7 +1,7 @@
 import AgentProto
 import FoundationEssentials
 
-/// The agent's side of `Coordinate` as a pure state machine (../shared/spec/tailnet.md §2):
+/// The agent's side of `Coordinate` as a pure state machine:
 /// it applies each response's peer updates (NODE adds or replaces, DISCONNECTED removes, LOST
 /// keeps) and says which `ready_for_handshake` acks to send — one for every NODE update,
 /// repeats and refused nodes included, as the Go agent does. The owner turns the changes into

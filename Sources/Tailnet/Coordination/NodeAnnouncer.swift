@@ -2,7 +2,7 @@ import Synchronization
 
 /// The agent's current Node, with a change feed for each coordination stream: every stream
 /// sends the latest node when it starts and again whenever it changes (`update_self` on every
-/// change, ../shared/spec/tailnet.md §2). A subscriber that falls behind sees only the latest
+/// change). A subscriber that falls behind sees only the latest
 /// node (bounded: one pending value per subscriber).
 public final class NodeAnnouncer: Sendable {
     private struct State {

@@ -4,7 +4,7 @@ import Synchronization
 import SwiftProtobuf
 
 /// Holds the DERP map the agent uses: the manifest's, then each one `StreamDERPMaps` sends,
-/// every one rewritten for the embedded relay (../shared/spec/tailnet.md §1) before it is
+/// every one rewritten for the embedded relay before it is
 /// applied. `onChange` runs when the rewritten map differs from the last.
 public final class DERPMapFollower: Sendable {
     private let accessURL: AccessURL?

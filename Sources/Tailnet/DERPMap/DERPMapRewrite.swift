@@ -1,6 +1,6 @@
 import AgentProto
 
-/// The embedded-relay rewrite (../shared/spec/tailnet.md §1): in every region with
+/// The embedded-relay rewrite: in every region with
 /// `embedded_relay`, each node that is not STUN-only is pointed at the agent's own access URL
 /// (host, port, plain HTTP when the URL is http), because the agent may reach coderd by a
 /// different URL than the deployment's. Applied to the manifest's map and every streamed map.

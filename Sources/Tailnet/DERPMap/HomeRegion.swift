@@ -1,8 +1,8 @@
 import AgentProto
 
 /// Picks the agent's home DERP region. The Go agent measures latency (netcheck); a DERP-only
-/// agent needs only a region it is connected to with at least one node that is not STUN-only
-/// (../shared/spec/tailnet.md §2). The choice here is deterministic: the embedded relay if the
+/// agent needs only a region it is connected to with at least one node that is not STUN-only.
+/// The choice here is deterministic: the embedded relay if the
 /// map has one (coderd's own relay, the shortest path to it), else the lowest-numbered usable
 /// region not marked `avoid`, else the lowest-numbered usable one. Never 0, never STUN-only.
 public enum HomeRegion {

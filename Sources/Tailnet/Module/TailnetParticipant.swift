@@ -5,7 +5,7 @@ import SwiftProtobuf
 
 /// The tailnet's work on each upward session: `StreamDERPMaps` (every map applied, rewritten)
 /// and `Coordinate` (the agent's node up, peers down), both reopened on every new session
-/// with the same keys (../shared/spec/tailnet.md §2).
+/// with the same keys.
 struct TailnetParticipant: UpwardParticipant {
     static let coordinateRPC = "/coder.tailnet.v2.Tailnet/Coordinate"
     static let derpMapsRPC = "/coder.tailnet.v2.Tailnet/StreamDERPMaps"

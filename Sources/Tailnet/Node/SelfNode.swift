@@ -4,7 +4,7 @@ import FoundationEssentials
 import SwiftProtobuf
 
 /// What the agent announces about itself on the coordination stream: the Node exactly as
-/// coderd's rules for agents require (../shared/spec/tailnet.md §2): `key` = `np` + the 32-byte
+/// coderd's rules for agents require: `key` = `np` + the 32-byte
 /// node public key, `disco` = `discokey:` + 64 lowercase hex, a non-zero `preferred_derp` of a
 /// region the agent is connected to, `addresses` = `allowed_ips` = the two UUID-derived /128s,
 /// no `endpoints` (DERP only), `as_of` at microsecond precision.

@@ -2,8 +2,8 @@
 import Glibc
 #endif
 
-/// The agent's two tunnel addresses and its node id, all derived from the agent's UUID
-/// (../shared/spec/tailnet.md §1, §2): the UUID's 16 bytes with the first 6 replaced by the
+/// The agent's two tunnel addresses and its node id, all derived from the agent's UUID:
+/// the UUID's 16 bytes with the first 6 replaced by the
 /// Tailscale prefix `fd7a:115c:a1e0::/48` (the address coderd dials) or the Coder prefix
 /// `fd60:627a:a42b::/48` (Coder Connect); the node id is the UUID's last 8 bytes, big-endian,
 /// made non-negative.
