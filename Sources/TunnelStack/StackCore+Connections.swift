@@ -153,7 +153,9 @@ extension StackCore {
     }
 
     private func coreAdd(_ flow: TunnelFlow, eventLoop: any EventLoop, pcb: OpaquePointer) -> TunnelRelay {
-        let relay = TunnelRelay(flow: flow, eventLoop: eventLoop, stack: self, counters: counters, idleTimeout: configuration.idleTimeout)
+        let relay = TunnelRelay(
+            flow: flow, eventLoop: eventLoop, stack: self, counters: counters, idleTimeout: configuration.idleTimeout,
+            halfClosedTimeout: configuration.halfClosedTimeout)
         relay.coreAttach(pcb)
         relays[ObjectIdentifier(relay)] = relay
         counters.accepted.increment()

@@ -40,6 +40,13 @@ public struct TunnelStackConfiguration: Sendable {
     public var handshakeTimeout: TimeAmount = .seconds(20)
     /// A connection with no byte either way for this long is reset (both sides).
     public var idleTimeout: TimeAmount = .hours(2)
+    /// A connection one direction of which has finished (FIN from the peer or EOF from the
+    /// local socket) and that moved no byte for this long is closed, not reset: what is
+    /// queued toward the peer still goes, then FIN, and the local socket is closed. lwIP
+    /// then ends the connection alone within its own bounds (20 s in FIN_WAIT_2,
+    /// retransmissions). Without it a peer that never closes would hold a connection slot
+    /// for ``idleTimeout``.
+    public var halfClosedTimeout: TimeAmount = .minutes(5)
 
     public init() {}
 }

@@ -1,6 +1,7 @@
 import AgentTestSupport
 import Foundation
 import Glibc
+import NIOCore
 import Synchronization
 import Testing
 import TunnelStack
@@ -182,6 +183,36 @@ struct TunnelStackCloseOrderTests {
         await server.finished.wait(upTo: .seconds(60))
         let drained = await eventually(timeout: .seconds(30)) { tunnel.stack.counters().openConnections == 0 }
         #expect(drained, "\(tunnel.stack.counters())")
+        server.stop()
+        await tunnel.close()
+    }
+
+    @Test func aHalfClosedConnectionThatGoesQuietIsClosedAfterItsBound() async throws {
+        var configuration = TunnelStackConfiguration()
+        configuration.halfClosedTimeout = .seconds(1)
+        let endedLocally = TestFlag()
+        let server = try #require(LocalServer { connection in
+            _ = writeAll(connection, Array("bye".utf8))
+            shutdown(connection, Int32(SHUT_WR))
+            // The peer never sends nor closes: the read ends when the stack gives up.
+            if readAll(connection, limit: 1).isEmpty { endedLocally.set() }
+        })
+        let tunnel = try await NamespaceTunnel.make(addresses: stackAddresses(0x24), configuration: configuration, httpHandler: nil)
+        let script = Self.prelude + """
+            import sys
+            s = socket.create_connection(('\(tunnel.addresses[0])', \(server.port)), timeout=20)
+            print('read', read_to_end(s), flush=True)
+            sys.stdin.read()
+            """
+        let client = try #require(tunnel.startPython(script))
+        let closed = await eventually(timeout: .seconds(30)) { tunnel.stack.counters().halfClosedTimeouts == 1 }
+        #expect(closed, "\(tunnel.stack.counters())")
+        await server.finished.wait(upTo: .seconds(30))
+        #expect(endedLocally.isSet)
+        let drained = await eventually(timeout: .seconds(30)) { tunnel.stack.counters().openConnections == 0 }
+        #expect(drained)
+        #expect(tunnel.stack.counters().idleTimeouts == 0)
+        client.kill()
         server.stop()
         await tunnel.close()
     }
