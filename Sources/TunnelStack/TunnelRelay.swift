@@ -9,7 +9,14 @@ import Synchronization
 /// the window) only once written to the local socket, so what waits here is at most the
 /// window (``receiveLimit``); the local socket is read only when lwIP has taken the last
 /// read, so at most one read (``TunnelStackConfiguration/maxLocalRead``) waits for lwIP's
-/// send buffer.
+/// send buffer (after a local EOF NIO reads to the end at once: see
+/// ``TunnelStackConfiguration``).
+///
+/// Order of data and FIN: the local EOF becomes `tcp_shutdown` (FIN) only once every byte
+/// read before it was queued in lwIP; the peer's FIN (lwIP delivers it after its data)
+/// becomes a local `shutdown(SHUT_WR)` only after the last write to the local socket
+/// completed; the pcb is closed when both directions finished (or after the half-closed
+/// timeout), and the local channel after its last write.
 ///
 /// `@unchecked Sendable`: the mutable state is in two groups with one rule each. `core*`
 /// properties are read and written only with lwIP's core lock held (inside

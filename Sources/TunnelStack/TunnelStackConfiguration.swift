@@ -8,6 +8,10 @@ import NIOCore
 /// (`TCP_SND_BUF`, 64 KiB, 180 segments), one local read not yet taken by lwIP
 /// (``maxLocalRead``), and at most ``maxOutOfOrderSegments`` out-of-order segments of at
 /// most the MTU each: about 360 KiB. Times ``maxConnections`` that is the stack's bound.
+/// One exception: when a local service shuts down its side, NIO reads its socket to EOF at
+/// once, so what the kernel still held for that socket (our receive buffer and the
+/// service's send buffer, finite since nothing can follow EOF) waits in the stack until
+/// lwIP takes it.
 public struct TunnelStackConfiguration: Sendable {
     /// The tunnel's MTU: IPv6 packets in and out are at most this long, and SYNs announce
     /// an MSS of MTU - 60 (1220 for 1280, tailscale's default).
