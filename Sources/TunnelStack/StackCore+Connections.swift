@@ -33,6 +33,11 @@ extension StackCore {
         }
         channelOptions(ClientBootstrap(group: loop))
             .connectTimeout(configuration.connectTimeout)
+            .channelInitializer { channel in
+                // From the start: what the service sends before the tunnel handshake ends
+                // (and its EOF) waits there for the relay.
+                channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(TunnelRelayHandler()) }
+            }
             .connect(to: address)
             .whenComplete { result in self.forwardConnected(flow, result) }
     }
@@ -40,6 +45,13 @@ extension StackCore {
     private func forwardConnected(_ flow: TunnelFlow, _ result: Result<any Channel, any Error>) {
         switch result {
         case .success(let channel):
+            // On the channel's loop (the connect future's): the handler the initializer added.
+            guard let handler = try? channel.pipeline.syncOperations.handler(type: TunnelRelayHandler.self) else {
+                forwardConnected(flow, .failure(ChannelError.ioOnClosedChannel))
+                channel.close(promise: nil)
+                return
+            }
+            let bound = NIOLoopBound(handler, eventLoop: channel.eventLoop)
             let kept: Bool = LwIPCore.locked {
                 guard let netif, !stopping, var handshake = handshakes[flow], handshake.channel == nil else { return false }
                 connecting -= 1
@@ -50,6 +62,7 @@ extension StackCore {
                     return false
                 }
                 handshake.channel = channel
+                handshake.handler = bound
                 handshake.timer = channel.eventLoop.scheduleTask(in: configuration.handshakeTimeout) {
                     self.handshakeExpired(flow)
                 }
@@ -128,25 +141,21 @@ extension StackCore {
         if flow.localPort == configuration.httpPort, httpHandler != nil {
             return coreAcceptHTTP(pcb, flow)
         }
-        guard let handshake = handshakes[flow], let channel = handshake.channel else { return false }
+        guard let handshake = handshakes[flow], let channel = handshake.channel, let handler = handshake.handler else { return false }
         handshakes[flow] = nil
         handshake.timer?.cancel()
         // Not inside lwIP's call into this listener's accept: closing it frees it.
         group.any().execute { LwIPCore.locked { self.coreReleaseListener(flow.localPort) } }
         let relay = coreAdd(flow, eventLoop: channel.eventLoop, pcb: pcb)
         counters.forwarded.increment()
-        channel.eventLoop.execute {
-            do {
-                try channel.pipeline.syncOperations.addHandler(TunnelRelayHandler(relay: relay, connected: true))
-            } catch {
-                relay.end(reset: true)
-            }
-        }
+        channel.eventLoop.execute { handler.value.attach(relay) }
         return true
     }
 
     private func coreAdd(_ flow: TunnelFlow, eventLoop: any EventLoop, pcb: OpaquePointer) -> TunnelRelay {
-        let relay = TunnelRelay(flow: flow, eventLoop: eventLoop, stack: self, counters: counters, idleTimeout: configuration.idleTimeout)
+        let relay = TunnelRelay(
+            flow: flow, eventLoop: eventLoop, stack: self, counters: counters, idleTimeout: configuration.idleTimeout,
+            halfClosedTimeout: configuration.halfClosedTimeout)
         relay.coreAttach(pcb)
         relays[ObjectIdentifier(relay)] = relay
         counters.accepted.increment()
@@ -167,7 +176,7 @@ extension StackCore {
         loop.execute {
             let bootstrap = self.channelOptions(ClientBootstrap(group: loop)).channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(TunnelRelayHandler(relay: relay, connected: false))
+                    try channel.pipeline.syncOperations.addHandler(TunnelRelayHandler(relay: relay))
                 }
             }
             bootstrap.withConnectedSocket(ours).whenComplete { result in

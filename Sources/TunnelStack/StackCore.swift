@@ -22,11 +22,13 @@ final class StackCore: @unchecked Sendable {
     let httpHandler: TunnelConnectionHandler?
 
     /// A forwarded SYN: connecting to 127.0.0.1 (`channel` nil), then waiting for the
-    /// peer's final ACK (the SYN was handed to lwIP's listener).
+    /// peer's final ACK (the SYN was handed to lwIP's listener). `handler` holds what the
+    /// local socket delivers meanwhile.
     struct Handshake {
         var segment: TunnelPacket.TCPSegment
         var syn: [UInt8]
         var channel: (any Channel)?
+        var handler: NIOLoopBound<TunnelRelayHandler>?
         var timer: Scheduled<Void>?
     }
 
@@ -206,7 +208,7 @@ final class StackCore: @unchecked Sendable {
             pass(wire, to: netif)
             return nil
         }
-        handshakes[flow] = Handshake(segment: segment, syn: Array(wire), channel: nil, timer: nil)
+        handshakes[flow] = Handshake(segment: segment, syn: Array(wire), channel: nil, handler: nil, timer: nil)
         connecting += 1
         return flow
     }

@@ -9,7 +9,14 @@ import Synchronization
 /// the window) only once written to the local socket, so what waits here is at most the
 /// window (``receiveLimit``); the local socket is read only when lwIP has taken the last
 /// read, so at most one read (``TunnelStackConfiguration/maxLocalRead``) waits for lwIP's
-/// send buffer.
+/// send buffer (after a local EOF NIO reads to the end at once: see
+/// ``TunnelStackConfiguration``).
+///
+/// Order of data and FIN: the local EOF becomes `tcp_shutdown` (FIN) only once every byte
+/// read before it was queued in lwIP; the peer's FIN (lwIP delivers it after its data)
+/// becomes a local `shutdown(SHUT_WR)` only after the last write to the local socket
+/// completed; the pcb is closed when both directions finished (or after the half-closed
+/// timeout), and the local channel after its last write.
 ///
 /// `@unchecked Sendable`: the mutable state is in two groups with one rule each. `core*`
 /// properties are read and written only with lwIP's core lock held (inside
@@ -22,6 +29,7 @@ final class TunnelRelay: @unchecked Sendable {
     private let stack: StackCore
     private let counters: TunnelCounters
     private let idleTimeout: TimeAmount
+    private let halfClosedTimeout: TimeAmount
     /// The most bytes from the peer held before the local side took them: lwIP's window
     /// (TCP_WND, 65535) never lets more arrive; beyond it lwIP keeps them (`ERR_MEM`).
     static let receiveLimit = 65535
@@ -45,12 +53,16 @@ final class TunnelRelay: @unchecked Sendable {
     private var loopLastActivity = NIODeadline.now()
     private var loopIdleTimer: Scheduled<Void>?
 
-    init(flow: TunnelFlow, eventLoop: any EventLoop, stack: StackCore, counters: TunnelCounters, idleTimeout: TimeAmount) {
+    init(
+        flow: TunnelFlow, eventLoop: any EventLoop, stack: StackCore, counters: TunnelCounters, idleTimeout: TimeAmount,
+        halfClosedTimeout: TimeAmount
+    ) {
         self.flow = flow
         self.eventLoop = eventLoop
         self.stack = stack
         self.counters = counters
         self.idleTimeout = idleTimeout
+        self.halfClosedTimeout = halfClosedTimeout
         coreTowardLocal = ByteBuffer()
     }
 
@@ -183,6 +195,7 @@ final class TunnelRelay: @unchecked Sendable {
                 return
             }
             counters.bytesToTunnel.increment(by: UInt64(written))
+            if written > 0 { touch() }
             pending.moveReaderIndex(forwardBy: written)
             loopPending = pending.readableBytes > 0 ? pending : nil
             if loopPending != nil { return }  // lwIP's `sent` calls push again
@@ -198,6 +211,7 @@ final class TunnelRelay: @unchecked Sendable {
                 LwIPCore.locked {
                     if let pcb = corePCB { tl_pcb_shutdown_output(pcb) }
                 }
+                rearmIdleTimer()
             }
             finishIfDone()
             return
@@ -238,6 +252,7 @@ final class TunnelRelay: @unchecked Sendable {
         }
         if finished, !loopOutputClosed {
             loopOutputClosed = true
+            rearmIdleTimer()
             let closeOutput: @Sendable (Result<Void, any Error>) -> Void = { _ in channel.close(mode: .output, promise: nil) }
             if let last = loopLastWrite { last.whenComplete(closeOutput) } else { closeOutput(.success(())) }
             finishIfDone()
@@ -277,18 +292,35 @@ final class TunnelRelay: @unchecked Sendable {
         loopLastActivity = .now()
     }
 
+    /// Whether one direction has finished (the shorter ``halfClosedTimeout`` applies).
+    private var halfClosed: Bool { loopFinSent || loopOutputClosed }
+
+    /// How long the relay may go without a byte now.
+    private var quietBound: TimeAmount { halfClosed ? min(idleTimeout, halfClosedTimeout) : idleTimeout }
+
     private func armIdleTimer(at deadline: NIODeadline) {
         loopIdleTimer = eventLoop.scheduleTask(deadline: deadline) { self.idleCheck() }
     }
 
+    /// The bound just became shorter (half-closed): the timer follows.
+    private func rearmIdleTimer() {
+        guard loopStarted, !loopEnded else { return }
+        loopIdleTimer?.cancel()
+        armIdleTimer(at: loopLastActivity + quietBound)
+    }
+
     private func idleCheck() {
         guard !loopEnded else { return }
-        let due = loopLastActivity + idleTimeout
-        if NIODeadline.now() >= due {
+        let due = loopLastActivity + quietBound
+        if NIODeadline.now() < due {
+            armIdleTimer(at: due)
+        } else if halfClosed {
+            // Closed, not reset: bytes still queued toward either side go first.
+            counters.halfClosedTimeouts.increment()
+            end(reset: false)
+        } else {
             counters.idleTimeouts.increment()
             end(reset: true)
-        } else {
-            armIdleTimer(at: due)
         }
     }
 }

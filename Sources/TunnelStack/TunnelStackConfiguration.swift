@@ -8,6 +8,10 @@ import NIOCore
 /// (`TCP_SND_BUF`, 64 KiB, 180 segments), one local read not yet taken by lwIP
 /// (``maxLocalRead``), and at most ``maxOutOfOrderSegments`` out-of-order segments of at
 /// most the MTU each: about 360 KiB. Times ``maxConnections`` that is the stack's bound.
+/// One exception: when a local service shuts down its side, NIO reads its socket to EOF at
+/// once, so what the kernel still held for that socket (our receive buffer and the
+/// service's send buffer, finite since nothing can follow EOF) waits in the stack until
+/// lwIP takes it.
 public struct TunnelStackConfiguration: Sendable {
     /// The tunnel's MTU: IPv6 packets in and out are at most this long, and SYNs announce
     /// an MSS of MTU - 60 (1220 for 1280, tailscale's default).
@@ -40,6 +44,13 @@ public struct TunnelStackConfiguration: Sendable {
     public var handshakeTimeout: TimeAmount = .seconds(20)
     /// A connection with no byte either way for this long is reset (both sides).
     public var idleTimeout: TimeAmount = .hours(2)
+    /// A connection one direction of which has finished (FIN from the peer or EOF from the
+    /// local socket) and that moved no byte for this long is closed, not reset: what is
+    /// queued toward the peer still goes, then FIN, and the local socket is closed. lwIP
+    /// then ends the connection alone within its own bounds (20 s in FIN_WAIT_2,
+    /// retransmissions). Without it a peer that never closes would hold a connection slot
+    /// for ``idleTimeout``.
+    public var halfClosedTimeout: TimeAmount = .minutes(5)
 
     public init() {}
 }

@@ -27,6 +27,8 @@ public struct TunnelStackCounters: Sendable, Equatable {
     public var handshakeTimeouts: UInt64 = 0
     /// Connections reset after the idle timeout.
     public var idleTimeouts: UInt64 = 0
+    /// Half-closed connections closed after the half-closed timeout.
+    public var halfClosedTimeouts: UInt64 = 0
     /// Payload bytes from tunnel peers to local sockets, and back.
     public var bytesFromTunnel: UInt64 = 0
     public var bytesToTunnel: UInt64 = 0
@@ -55,6 +57,7 @@ final class TunnelCounters: Sendable {
     let droppedHalfOpenLimit = Atomic<UInt64>(0)
     let handshakeTimeouts = Atomic<UInt64>(0)
     let idleTimeouts = Atomic<UInt64>(0)
+    let halfClosedTimeouts = Atomic<UInt64>(0)
     let bytesFromTunnel = Atomic<UInt64>(0)
     let bytesToTunnel = Atomic<UInt64>(0)
     let packetsIn = Atomic<UInt64>(0)
@@ -76,6 +79,7 @@ final class TunnelCounters: Sendable {
         counters.droppedHalfOpenLimit = droppedHalfOpenLimit.load(ordering: .relaxed)
         counters.handshakeTimeouts = handshakeTimeouts.load(ordering: .relaxed)
         counters.idleTimeouts = idleTimeouts.load(ordering: .relaxed)
+        counters.halfClosedTimeouts = halfClosedTimeouts.load(ordering: .relaxed)
         counters.bytesFromTunnel = bytesFromTunnel.load(ordering: .relaxed)
         counters.bytesToTunnel = bytesToTunnel.load(ordering: .relaxed)
         counters.packetsIn = packetsIn.load(ordering: .relaxed)

@@ -60,16 +60,23 @@ func pythonPattern(_ count: Int, step: Int, offset: Int) -> String {
     "(bytes(((i*\(step)+\(offset)) & 255) for i in range(256)) * (\(count)//256 + 1))[:\(count)]"
 }
 
-/// A TCP server on 127.0.0.1 in the test's namespace that takes one connection on a
-/// thread of its own and runs `body` with the connected descriptor. Its port is the
-/// kernel's choice, read back after the bind: a port picked beforehand could be taken by
-/// a concurrent test in between.
+/// A TCP server on 127.0.0.1 in the test's namespace that takes `connections` connections
+/// one after the other on a thread of its own and runs `body` with each connected
+/// descriptor and its index (closing it afterwards). Its port is the kernel's choice, read
+/// back after the bind: a port picked beforehand could be taken by a concurrent test in
+/// between. `closed` runs after each connection's descriptor was closed.
 final class LocalServer: Sendable {
     let port: Int
     private let listener: Int32
     let finished = TestFlag()
 
-    init?(body: @escaping @Sendable (Int32) -> Void) {
+    convenience init?(body: @escaping @Sendable (Int32) -> Void) {
+        self.init(connections: 1) { connection, _ in body(connection) }
+    }
+
+    init?(
+        connections: Int, closed: (@Sendable (Int) -> Void)? = nil, body: @escaping @Sendable (Int32, Int) -> Void
+    ) {
         let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard listener >= 0 else { return nil }
         var one: Int32 = 1
@@ -93,14 +100,15 @@ final class LocalServer: Sendable {
         self.listener = listener
         let finished = self.finished
         Thread {
-            var poller = pollfd(fd: listener, events: Int16(POLLIN), revents: 0)
-            // Bounded: the test connects within a minute or the server gives up.
-            if poll(&poller, 1, 60_000) > 0 {
+            for index in 0..<connections {
+                var poller = pollfd(fd: listener, events: Int16(POLLIN), revents: 0)
+                // Bounded: the test connects within a minute or the server gives up.
+                guard poll(&poller, 1, 60_000) > 0 else { break }
                 let connection = accept(listener, nil, nil)
-                if connection >= 0 {
-                    body(connection)
-                    close(connection)
-                }
+                guard connection >= 0 else { break }
+                body(connection, index)
+                close(connection)
+                closed?(index)
             }
             finished.set()
         }.start()
