@@ -21,11 +21,16 @@ RUN_ARGS ?=
 PREFIX ?= /usr/local
 DESTDIR ?=
 BINDIR ?= $(PREFIX)/bin
+# Beside the binary: the systemd unit (systemd reads /usr/local/lib/systemd/system too), its
+# environment file, and the documentation the unit's Documentation= names.
+SYSCONFDIR ?= /etc
+UNITDIR ?= $(PREFIX)/lib/systemd/system
+DOCDIR ?= $(PREFIX)/share/doc/workspace-agent
 STATIC_BUILD := .build/static
 STATIC_FLAGS := -c release --product workspace-agent --static-swift-stdlib --scratch-path $(STATIC_BUILD)
 IMAGE ?= workspace-agent:latest
 
-.PHONY: all deps build release run test bench proto clean fuzz-build fuzz fuzz-smoke static install install-check image
+.PHONY: all deps build release run test bench proto clean fuzz-build fuzz fuzz-smoke static install install-files install-check image
 
 all: build
 
@@ -150,18 +155,35 @@ define install-binary
 	strip "$(1)/workspace-agent"
 endef
 
-install: static
+install: static install-files
 	$(call install-binary,$(DESTDIR)$(BINDIR))
 
-# Installs into a scratch DESTDIR and checks that the binary needs no Swift toolchain:
+# The files beside the binary (no build): the unit with its paths set to where they are
+# installed, the environment file (0600: it may hold a token; one already there is the
+# administrator's and is kept), README.md and docs/ (README's links stay valid).
+install-files:
+	install -d "$(DESTDIR)$(UNITDIR)" "$(DESTDIR)$(SYSCONFDIR)" "$(DESTDIR)$(DOCDIR)"
+	sed -e 's|/usr/local/bin/workspace-agent|$(BINDIR)/workspace-agent|g' -e 's|/usr/local/share/doc/workspace-agent|$(DOCDIR)|g' \
+		-e 's|/etc/workspace-agent.env|$(SYSCONFDIR)/workspace-agent.env|g' packaging/workspace-agent.service > "$(DESTDIR)$(UNITDIR)/workspace-agent.service"
+	chmod 0644 "$(DESTDIR)$(UNITDIR)/workspace-agent.service"
+	@if [ -e "$(DESTDIR)$(SYSCONFDIR)/workspace-agent.env" ]; then \
+		echo "kept $(DESTDIR)$(SYSCONFDIR)/workspace-agent.env (already there)"; \
+	else install -m 0600 packaging/workspace-agent.env "$(DESTDIR)$(SYSCONFDIR)/workspace-agent.env"; fi
+	install -m 0644 README.md "$(DESTDIR)$(DOCDIR)/README.md"
+	find docs -type f \( -name '*.md' -o -name '*.yaml' \) | while read -r f; do \
+		install -D -m 0644 "$$f" "$(DESTDIR)$(DOCDIR)/$$f" || exit 1; done
+
+# Installs into a scratch DESTDIR, checks that the unit's files are where it names them, and
+# that the binary needs no Swift toolchain:
 # `ldd` lists no Swift library, and it answers --version and --help under `env -i` with
 # LD_LIBRARY_PATH empty and the toolchain's runtime libraries hidden (an empty directory mounted
 # over it in a private mount namespace). The first static-stdlib release build took 15 min on
 # 2 cores (under load), so this is not part of `make test`; later runs reuse .build/static.
 install-check: static
 	rm -rf $(STATIC_BUILD)/destdir
-	$(call install-binary,$(STATIC_BUILD)/destdir$(PREFIX)/bin)
-	packaging/check-install.sh $(STATIC_BUILD)/destdir$(PREFIX)/bin/workspace-agent
+	$(MAKE) --no-print-directory install-files DESTDIR=$(abspath $(STATIC_BUILD)/destdir)
+	$(call install-binary,$(STATIC_BUILD)/destdir$(BINDIR))
+	packaging/check-install.sh --destdir $(STATIC_BUILD)/destdir $(UNITDIR)/workspace-agent.service
 
 # A workspace image (Debian 12) with the agent: packaging/Dockerfile. Needs Docker.
 image:

@@ -46,6 +46,9 @@ public final class AgentHost: Sendable {
         /// Logged with the bound address once listening.
         var logMessage: String
         var addressKey: String
+        /// Whether the agent cannot run without it (the HTTP API); an optional one (the
+        /// Prometheus listener) that cannot bind is a logged warning and the agent runs on.
+        var required: Bool
         var mounts: [HTTPMount]
         var connections: HTTPConnectionRegistry
         var onListening: (@Sendable (String) -> Void)?
@@ -113,21 +116,23 @@ public final class AgentHost: Sendable {
     /// exactly `mounts` (the Prometheus listener).
     /// - Parameters:
     ///   - name: what its requests see as `AgentRequestContext.listener` (``ListenerName``).
+    ///   - required: false for a listener the agent can run without: when it cannot bind,
+    ///     a warning is logged and the agent serves on without it.
     ///   - onListening: called with the bound address (`127.0.0.1:41234`).
     public func listen(
         on address: BindTarget, for what: String, name: String = ListenerName.http, logMessage: String, addressKey: String = "address",
-        mounts: [HTTPMount] = [], onListening: (@Sendable (String) -> Void)? = nil
+        required: Bool = true, mounts: [HTTPMount] = [], onListening: (@Sendable (String) -> Void)? = nil
     ) {
         state.withLock { s in
             s.listeners.append(
                 Listener(
-                    address: address, what: what, name: name, logMessage: logMessage, addressKey: addressKey, mounts: mounts,
+                    address: address, what: what, name: name, logMessage: logMessage, addressKey: addressKey, required: required, mounts: mounts,
                     connections: HTTPConnectionRegistry(), onListening: onListening))
         }
     }
 
-    /// Runs until graceful shutdown completes; throws ``StartupFailure`` when a listener
-    /// could not bind, and rethrows a service's error.
+    /// Runs until graceful shutdown completes; throws ``StartupFailure`` when a required
+    /// listener could not bind, and rethrows a service's error.
     public func run() async throws {
         let (modules, listeners) = state.withLock { ($0.modules, $0.listeners) }
         var services: [ModuleService] = [
@@ -207,9 +212,9 @@ public final class AgentHost: Sendable {
             logger.info("\(listener.logMessage)", metadata: [listener.addressKey: "\(bound)"])
             listener.onListening?(bound)
         }
-        let service = HTTPService(app: app, address: listener.address, what: listener.what, listening: listening, logger: logger) {
-            [controller] in controller.startupFailed()
-        }
+        let service = HTTPService(
+            app: app, address: listener.address, what: listener.what, required: listener.required, listening: listening, logger: logger
+        ) { [controller] in controller.startupFailed() }
         return ModuleService(listener.what, service, stopsIn: .serving)
     }
 

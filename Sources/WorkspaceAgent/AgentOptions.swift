@@ -12,7 +12,7 @@ struct AgentOptions: ParsableArguments {
     @Option(name: .long, help: "Directory for state that survives restarts. Env CODER_AGENT_STATE_DIR. Default: $XDG_STATE_HOME/workspace-agent.")
     var stateDir: String?
 
-    @Option(name: .long, help: "Prometheus metrics listener: host:port, [v6]:port or unix:/path; empty disables. Env CODER_AGENT_PROMETHEUS_ADDRESS. Default \(AgentOptions.defaultPrometheusAddress).")
+    @Option(name: .long, help: "Prometheus metrics listener: host:port, [v6]:port or unix:/path; empty disables; if it cannot be bound the agent warns and runs on. Env CODER_AGENT_PROMETHEUS_ADDRESS. Default \(AgentOptions.defaultPrometheusAddress).")
     var prometheusAddress: String?
 
     @Option(name: .long, help: "Reclaim start-up code pages 2 s after start (smaller idle RSS; code used again is read back once): true or false. Env CODER_AGENT_RELEASE_STARTUP_PAGES. Default true.")

@@ -89,10 +89,11 @@ struct RunCommand: AsyncParsableCommand {
         let childFileLimit = FileDescriptorLimit.raise()
 
         host.listen(on: config.http.address, for: "the HTTP API", logMessage: "agent HTTP API listening")
+        // Optional: when its port is busy the agent warns and serves on (the API has /metrics too).
         if let address = config.agent.prometheusAddress {
             host.listen(
                 on: address, for: "Prometheus metrics", name: ListenerName.prometheus, logMessage: "prometheus metrics listening",
-                addressKey: "metrics_address",
+                addressKey: "metrics_address", required: false,
                 mounts: [HTTPMount(MetricsModule(registry: metrics, process: processMetrics), at: "/")])
         }
         host.add(upward)

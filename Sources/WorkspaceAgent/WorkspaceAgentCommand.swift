@@ -14,8 +14,11 @@ struct WorkspaceAgentCommand: AsyncParsableCommand {
         discussion: """
             With no subcommand it runs the agent; see `workspace-agent run --help` for its options. \
             Shell completion: `workspace-agent --generate-completion-script bash|zsh|fish`. \
-            Exit status: 0 on success, 64 for a usage error (an unknown flag, subcommand or value), \
-            1 when an `exp sync` command fails (as the reference), 70 when the agent cannot start.
+            Exit status: 0 after a graceful stop (SIGTERM, SIGINT or SIGHUP) and for --help and \
+            --version; 64 for a usage error (an unknown flag, subcommand or value, or a setting the \
+            agent cannot use, such as a state directory it cannot create); 1 when the agent cannot \
+            start (a listener cannot bind), stops on an error, outlasts its shutdown bound or gets a \
+            second terminating signal, and when an `exp sync` command fails (as the reference).
             """,
         version: AgentVersion.description,
         subcommands: [RunCommand.self, ExpCommand.self],

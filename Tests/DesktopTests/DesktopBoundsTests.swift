@@ -41,9 +41,9 @@ struct DesktopBoundsTests {
                 (#"{"action":"screenshot","scaled_width":\#(Self.max)}"#, 400, scaled),
                 (#"{"action":"left_click","coordinate":[1,1],"scaled_width":\#(Self.max),"scaled_height":\#(Self.max)}"#, 400, scaled),
                 (#"{"action":"cursor_position","scaled_width":\#(Self.min),"scaled_height":\#(Self.min)}"#, 200, nil),
-                // Regions: ends past Int.max saturate; the crop stays inside the screen.
-                (#"{"action":"screenshot","region":[\#(Self.max),\#(Self.max),\#(Self.max),\#(Self.max)]}"#, 200, "screenshot"),
-                (#"{"action":"screenshot","region":[\#(Self.min),\#(Self.min),\#(Self.max),\#(Self.max)]}"#, 200, "screenshot"),
+                // Regions: ends past Int.max saturate; one beyond the screen is refused.
+                (#"{"action":"screenshot","region":[\#(Self.max),\#(Self.max),\#(Self.max),\#(Self.max)]}"#, 400, #"Invalid "region" for screenshot action."#),
+                (#"{"action":"screenshot","region":[\#(Self.min),\#(Self.min),\#(Self.max),\#(Self.max)]}"#, 400, #"Invalid "region" for screenshot action."#),
                 (#"{"action":"screenshot","region":[0,0,\#(Self.min),5]}"#, 400, #"Invalid "region" for screenshot action."#),
                 // Durations: hold_key at most 60 s (negative holds 0, as the reference);
                 // settle_ms at most 10 s.
@@ -61,13 +61,42 @@ struct DesktopBoundsTests {
                     #expect(said == message, "\(body)")
                 }
             }
-            // The corner region is one native pixel; the other covers nothing on screen and
-            // is clamped to the pixel at the origin.
-            let corner = try await desktop.action(#"{"action":"screenshot","region":[\#(Self.max),\#(Self.max),\#(Self.max),\#(Self.max)]}"#)
-            #expect(corner.body["screenshot_width"] as? Int == 1 && corner.body["screenshot_height"] as? Int == 1)
             // The desktop still works afterwards.
             let position = try await desktop.action(#"{"action":"cursor_position"}"#)
             #expect(position.status == 200)
+        }
+    }
+
+    /// A screenshot `region` must lie on the screen (in declared coordinates): one that
+    /// reaches beyond it is 400 with the screen's bounds in `detail`, never a clamped
+    /// 1-pixel image; one that ends exactly at the far corner is captured.
+    @Test func aRegionBeyondTheScreenIsRefusedWithTheScreensBounds() async throws {
+        try await DesktopHarness.with { desktop in
+            #expect(await eventually(timeout: .seconds(90)) {
+                (try? await desktop.action(#"{"action":"cursor_position"}"#))?.status == 200
+            })
+            let outside = [
+                #"{"action":"screenshot","region":[5000,5000,10,10]}"#,
+                #"{"action":"screenshot","region":[1915,0,10,10]}"#,
+                #"{"action":"screenshot","region":[-1,0,10,10]}"#,
+                #"{"action":"screenshot","region":[0,-20,10,10]}"#,
+                #"{"action":"screenshot","region":[0,1075,10,10]}"#,
+            ]
+            for body in outside {
+                let answer = try await desktop.action(body)
+                #expect(answer.status == 400, "\(body): \(answer.status) \(answer.body)")
+                #expect(answer.body["message"] as? String == #"Invalid "region" for screenshot action."#, "\(body)")
+                let detail = answer.body["detail"] as? String ?? ""
+                #expect(detail.contains("1920x1080"), "\(body): \(detail)")
+            }
+            // In declared coordinates: 1280x720 is the screen's size then.
+            let scaled = try await desktop.action(#"{"action":"screenshot","scaled_width":1280,"scaled_height":720,"region":[1200,0,100,10]}"#)
+            #expect(scaled.status == 400, "\(scaled.body)")
+            #expect((scaled.body["detail"] as? String)?.contains("1280x720") == true, "\(scaled.body)")
+            // The far corner exactly: captured.
+            let corner = try await desktop.action(#"{"action":"screenshot","region":[1910,1070,10,10]}"#)
+            #expect(corner.status == 200 && corner.body["screenshot_width"] as? Int == 10 && corner.body["screenshot_height"] as? Int == 10,
+                    "\(corner.status) \(corner.body)")
         }
     }
 

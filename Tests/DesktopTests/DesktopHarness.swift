@@ -11,6 +11,8 @@ struct DesktopHarness {
     let module: DesktopModule
     let client: RawHTTPClient
     let port: Int
+    /// The module's state directory (the desktop keeps Xvnc's logs under it).
+    let state: String
 
     /// Serves a fresh desktop module (its own Xvnc), with `environment` for its children.
     static func with(
@@ -23,7 +25,7 @@ struct DesktopHarness {
         let module = DesktopModule(configuration: configuration, context: .forTests(environment: environment, stateDirectory: state))
         do {
             try await withAgentServer([HTTPMount(module, at: "/api/v0/desktop")]) { port in
-                try await body(DesktopHarness(module: module, client: RawHTTPClient(port: port), port: port))
+                try await body(DesktopHarness(module: module, client: RawHTTPClient(port: port), port: port, state: state))
             }
         } catch {
             await module.supervisor.close()

@@ -106,4 +106,27 @@ struct DesktopSupervisorTests {
         #expect(LoopbackProbe.rfbBanner(port: again.vncPort))
         await supervisor.close()
     }
+
+    /// The desktop's own files are private whatever the umask (the agent is not run with a
+    /// restrictive one, which its children would inherit): Xvnc's log directory 0700, its
+    /// logs 0600.
+    @Test func theDesktopsOwnFilesArePrivateUnderAPermissiveUmask() async throws {
+        let previous = umask(0o022)
+        defer { umask(previous) }
+        try await DesktopHarness.with { desktop in
+            #expect(await eventually(timeout: .seconds(90)) {
+                (try? await desktop.action(#"{"action":"cursor_position"}"#))?.status == 200
+            })
+            let directory = desktop.state + "/desktop"
+            var info = stat()
+            try #require(stat(directory, &info) == 0, "no \(directory)")
+            #expect(info.st_mode & 0o777 == 0o700, "\(directory): \(String(info.st_mode & 0o777, radix: 8))")
+            let logs = try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasPrefix("xvnc-") }
+            #expect(!logs.isEmpty)
+            for log in logs {
+                try #require(stat(directory + "/" + log, &info) == 0)
+                #expect(info.st_mode & 0o777 == 0o600, "\(log): \(String(info.st_mode & 0o777, radix: 8))")
+            }
+        }
+    }
 }

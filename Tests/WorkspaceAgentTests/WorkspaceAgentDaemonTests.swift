@@ -58,6 +58,31 @@ struct WorkspaceAgentDaemonTests {
         #expect(version.output.range(of: #"^\d+\.\d+\.\d+ \(commit ([0-9a-f]{12}(\+dirty)?|unknown)\)\n$"#, options: .regularExpression) != nil, "\(version.output)")
     }
 
+    /// `--help` states the exit statuses the binary uses: a usage error and a start failure
+    /// (the HTTP API's address taken) exit with the statuses it names.
+    @Test func helpStatesTheExitStatusesTheBinaryUses() async throws {
+        let help = await AgentDaemon.command(["--help"])
+        #expect(help.status == 0)
+        // Help text is wrapped: read it as one line.
+        let text = help.output.split(whereSeparator: \.isWhitespace).joined(separator: " ")
+        func stated(_ pattern: String) -> Int32? {
+            guard let range = text.range(of: pattern, options: .regularExpression) else { return nil }
+            return Int32(text[range].prefix { $0.isNumber })
+        }
+        let startFailure = try #require(stated(#"\d+ when the agent cannot start"#), "\(help.output)")
+        let usage = try #require(stated(#"\d+ for a usage error"#), "\(help.output)")
+
+        let occupied = try #require(ListeningLoopbackSocket())
+        defer { occupied.close() }
+        let agent = try AgentDaemon.launch(["--http-address", "127.0.0.1:\(occupied.port)"])
+        defer { agent.cleanup() }
+        #expect(await agent.exitStatus() == startFailure, "\(agent.log)")
+        #expect(agent.log.contains("cannot listen on 127.0.0.1:\(occupied.port) for the HTTP API"), "\(agent.log)")
+
+        let misuse = await AgentDaemon.command(["--log-level", "loud"])
+        #expect(misuse.status == usage, "\(misuse.output)")
+    }
+
     @Test func helpExitsZero() async throws {
         let root = try AgentDaemon.launch(["--help"])
         defer { root.cleanup() }

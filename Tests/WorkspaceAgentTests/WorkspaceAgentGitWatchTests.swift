@@ -71,4 +71,68 @@ struct WorkspaceAgentGitWatchTests {
         second.signal(SIGTERM)
         #expect(await second.exitStatus() == 0)
     }
+
+    /// A scan that finds nothing new is a heartbeat of exactly `type` and `scanned_at`
+    /// (RFC 3339 UTC), with no `repositories` key, as Coder's agent sends it; and
+    /// docs/openapi.yaml's `GitWatchChanges` allows both shapes: `type` and `scanned_at`
+    /// required, `repositories` optional.
+    @Test func aHeartbeatHasTheDocumentedShape() async throws {
+        let root = NSTemporaryDirectory() + "agent-repo-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        await Self.git(["init", "-q"], in: root)
+        try Data("one\n".utf8).write(to: URL(fileURLWithPath: root + "/f.txt"))
+        await Self.git(["add", "."], in: root)
+        await Self.git(["commit", "-q", "-m", "init"], in: root)
+
+        let agent = try AgentDaemon.launch(["--http-address", "127.0.0.1:0"])
+        defer { agent.cleanup() }
+        let port = try await agent.port()
+        let written = try await RawHTTPClient(port: port).request(
+            "POST", "/api/v0/write-file?path=\(root)/f.txt", headers: [("Coder-Chat-Id", Self.parent)], body: Array("two\n".utf8))
+        #expect(written.status == 200)
+
+        var full: [String: Any]?
+        var heartbeat: [String: Any]?
+        try await TestWebSocket.withConnection(port: port, path: "/api/v0/git/watch?chat_id=\(Self.parent)") { ws in
+            // The first scan reports the repository; a refresh then finds nothing new.
+            for _ in 0..<40 where heartbeat == nil {
+                guard case .text(let text)? = try await ws.next() else { break }
+                let message = try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any] ?? [:]
+                if message["repositories"] != nil {
+                    full = message
+                    try await ws.send(opcode: 1, payload: Array(#"{"type":"refresh"}"#.utf8))
+                } else if full != nil {
+                    heartbeat = message
+                }
+            }
+            try await ws.close()
+        }
+        let changes = try #require(full, "no changes message with the repository")
+        let beat = try #require(heartbeat, "no heartbeat after a refresh")
+        #expect(Set(changes.keys) == ["type", "scanned_at", "repositories"])
+        #expect(Set(beat.keys) == ["type", "scanned_at"], "\(beat)")
+        #expect(beat["type"] as? String == "changes")
+        let stamp = beat["scanned_at"] as? String ?? ""
+        #expect(stamp.range(of: #"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$"#, options: .regularExpression) != nil, "\(stamp)")
+
+        let path = DocExamples.repositoryRoot.appendingPathComponent("docs/openapi.yaml").path
+        let script = """
+            import json, sys, yaml
+            schema = yaml.safe_load(open(sys.argv[1]))["components"]["schemas"].get("GitWatchChanges", {})
+            print(json.dumps({"required": schema.get("required", []), "properties": sorted(schema.get("properties", {}))}))
+            """
+        let outcome = await ChildProgram.run(["/usr/bin/python3", "-c", script, path], stderrToStdout: true)
+        try #require(outcome.status == 0, "\(outcome.stdout)")
+        let schema = try JSONSerialization.jsonObject(with: Data(outcome.stdout.utf8)) as? [String: [String]] ?? [:]
+        let required = Set(schema["required"] ?? [])
+        let properties = Set(schema["properties"] ?? [])
+        #expect(required == ["type", "scanned_at"], "GitWatchChanges.required: \(required)")
+        for message in [changes, beat] {
+            #expect(Set(message.keys).isSubset(of: properties), "undocumented keys in \(message.keys.sorted())")
+            #expect(required.isSubset(of: Set(message.keys)))
+        }
+        agent.signal(SIGTERM)
+        #expect(await agent.exitStatus() == 0)
+    }
 }

@@ -80,6 +80,34 @@ import Glibc
         #expect(text.range(of: #"workspace_agent_build_info\{version="\d+\.\d+\.\d+",commit="[^"]+"\} 1"#, options: .regularExpression) != nil)
     }
 
+    /// The Prometheus listener is optional: a busy `--prometheus-address` is logged as a
+    /// warning and the agent serves on, `/metrics` on the API included.
+    @Test func aBusyPrometheusPortIsAWarningNotAnExit() async throws {
+        let occupied = try #require(ListeningLoopbackSocket())
+        defer { occupied.close() }
+        let agent = try AgentDaemon.launch([
+            "--http-address", "127.0.0.1:0", "--prometheus-address", "127.0.0.1:\(occupied.port)", "--log-format", "json",
+        ])
+        defer { agent.cleanup() }
+        let api = RawHTTPClient(port: try await agent.port())
+        // The warning is logged once the bind failed; the agent is still running after it.
+        var warning: Substring?
+        #expect(await eventually(timeout: .seconds(30)) {
+            warning = agent.log.split(separator: "\n").first { $0.contains("Prometheus") && $0.contains("127.0.0.1:\(occupied.port)") }
+            return warning != nil || agent.reap() != nil
+        }, "\(agent.log)")
+        let line = try #require(warning, "\(agent.log)")
+        #expect(line.contains(#""level":"warning""#), "\(line)")
+        #expect(line.contains("address already in use (errno 98)"), "\(line)")
+        #expect(agent.reap() == nil, "the agent exited: \(agent.log)")
+        #expect(try await api.request("GET", "/healthz").status == 200)
+        let metrics = try await api.request("GET", "/metrics")
+        #expect(metrics.status == 200)
+        #expect(metrics.bodyText.contains("# HELP "))
+        agent.signal(SIGTERM)
+        #expect(await agent.exitStatus() == 0, "\(agent.log)")
+    }
+
     /// Parses Prometheus text with the real parser; returns each family's summed samples
     /// (counters without `_total`, histograms by their `_count`).
     func parse(_ text: String) async throws -> [String: Double] {
@@ -137,4 +165,33 @@ import Glibc
         }
         return status & 0x7f == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
     }
+}
+
+/// A loopback TCP socket bound to a port the kernel picked and listening on it, so that
+/// nothing else can bind that port until it is closed.
+final class ListeningLoopbackSocket: Sendable {
+    let fd: Int32
+    let port: Int
+
+    init?() {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return nil }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let ok = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, length) == 0 && listen(fd, 8) == 0 && getsockname(fd, $0, &length) == 0
+            }
+        }
+        guard ok else {
+            Glibc.close(fd)
+            return nil
+        }
+        self.fd = fd
+        port = Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    func close() { Glibc.close(fd) }
 }

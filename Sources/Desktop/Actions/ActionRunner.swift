@@ -200,25 +200,32 @@ struct ActionRunner: Sendable {
     /// the scaled copy, and the PNG (the image was checked against ``DesktopLimits`` first).
     static func captureScreenshot(display: Int, action: DesktopAction) -> Result<DesktopActionResponse, APIError> {
         var target = DisplayGeometry(width: 0, height: 0)
+        // The declared screen, when `region` reaches beyond it (nothing is captured).
+        var regionOutside: DisplayGeometry?
         let image: XScreenReader.Image
         do {
             image = try XScreenReader.capture(display: display) { screen in
                 let declared = action.declared(native: screen)
                 var rect = XScreenReader.Rect(x: 0, y: 0, width: screen.width, height: screen.height)
                 target = declared
-                if let region = action.region {
-                    // Each end clamped into the screen by the mapping: the crop lies inside it.
-                    let x0 = DisplayGeometry.map(region.x0, from: declared.width, to: screen.width)
-                    let y0 = DisplayGeometry.map(region.y0, from: declared.height, to: screen.height)
-                    let x1 = DisplayGeometry.map(region.x1, from: declared.width, to: screen.width)
-                    let y1 = DisplayGeometry.map(region.y1, from: declared.height, to: screen.height)
-                    rect = XScreenReader.Rect(x: x0, y: y0, width: max(1, x1 - x0 + 1), height: max(1, y1 - y0 + 1))
+                if action.region != nil {
+                    guard let crop = action.regionCrop(native: screen) else {
+                        regionOutside = declared
+                        return nil
+                    }
+                    rect = XScreenReader.Rect(x: crop.x, y: crop.y, width: crop.width, height: crop.height)
                     target = DisplayGeometry(width: rect.width, height: rect.height)
                 }
                 return DesktopLimits.allowsImage(width: target.width, height: target.height) ? rect : nil
             }
         } catch {
             return .failure(APIError(.internalServerError, "Screenshot failed.", detail: error.description))
+        }
+        if let screen = regionOutside {
+            let asked = (action.request.region ?? []).map(String.init).joined(separator: ", ")
+            return .failure(APIError(
+                .badRequest, "Invalid \"region\" for screenshot action.",
+                detail: "The region [\(asked)] reaches beyond the screen, which is \(screen.width)x\(screen.height) in declared coordinates: x and y at least 0, x + width at most \(screen.width), y + height at most \(screen.height)."))
         }
         guard let pixels = image.pixels else {
             return .failure(APIError(

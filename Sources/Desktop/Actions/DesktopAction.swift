@@ -193,6 +193,21 @@ public struct DesktopAction: Sendable {
     func declared(native: DisplayGeometry) -> DisplayGeometry {
         DisplayGeometry(width: scaledWidth ?? native.width, height: scaledHeight ?? native.height)
     }
+
+    /// `region` in native pixels for a desktop of `native` size; nil when the region
+    /// reaches beyond the declared screen (the screenshot answers 400 then, never a crop
+    /// clamped to the edge).
+    func regionCrop(native: DisplayGeometry) -> (x: Int, y: Int, width: Int, height: Int)? {
+        guard let region else { return nil }
+        let declared = declared(native: native)
+        guard region.x0 >= 0, region.y0 >= 0, region.x1 < declared.width, region.y1 < declared.height else { return nil }
+        // Inside the declared screen, so each end maps inside the native one.
+        let x0 = DisplayGeometry.map(region.x0, from: declared.width, to: native.width)
+        let y0 = DisplayGeometry.map(region.y0, from: declared.height, to: native.height)
+        let x1 = DisplayGeometry.map(region.x1, from: declared.width, to: native.width)
+        let y1 = DisplayGeometry.map(region.y1, from: declared.height, to: native.height)
+        return (x0, y0, max(1, x1 - x0 + 1), max(1, y1 - y0 + 1))
+    }
 }
 
 /// The answer; empty fields are left out.

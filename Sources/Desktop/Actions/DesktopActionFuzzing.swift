@@ -17,7 +17,8 @@ public enum DesktopActionFuzzing {
         /// `coordinate` and `start_coordinate` in native pixels.
         public var coordinate: (x: Int, y: Int)?
         public var startCoordinate: (x: Int, y: Int)?
-        /// A screenshot region's crop in native pixels, as the screenshot computes it.
+        /// A screenshot region's crop in native pixels, as the screenshot computes it (nil
+        /// when the region reaches beyond the screen: the screenshot refuses it).
         public var crop: (x: Int, y: Int, width: Int, height: Int)?
     }
 
@@ -27,17 +28,9 @@ public enum DesktopActionFuzzing {
         let action = try DesktopAction.decode(json: json)
         let declared = action.declared(native: native)
         func toNative(_ point: (x: Int, y: Int)) -> (x: Int, y: Int) { declared.map(x: point.x, y: point.y, to: native) }
-        var crop: (x: Int, y: Int, width: Int, height: Int)?
-        if let region = action.region {
-            let x0 = DisplayGeometry.map(region.x0, from: declared.width, to: native.width)
-            let y0 = DisplayGeometry.map(region.y0, from: declared.height, to: native.height)
-            let x1 = DisplayGeometry.map(region.x1, from: declared.width, to: native.width)
-            let y1 = DisplayGeometry.map(region.y1, from: declared.height, to: native.height)
-            crop = (x0, y0, max(1, x1 - x0 + 1), max(1, y1 - y0 + 1))
-        }
         return Facts(
             name: action.name, text: action.request.text, scroll: action.scroll, hold: action.hold, settle: action.settle,
             declared: declared, coordinate: action.coordinate.map(toNative), startCoordinate: action.startCoordinate.map(toNative),
-            crop: crop)
+            crop: action.regionCrop(native: native))
     }
 }

@@ -31,7 +31,9 @@ struct XvncLauncher: DesktopLauncher {
             guard let display = Self.freeDisplay(), let port = LoopbackProbe.freePort() else {
                 throw DesktopError("no free X display or loopback port for Xvnc")
             }
-            try? FileManager.default.createDirectory(atPath: logDirectory, withIntermediateDirectories: true)
+            // Private whatever the umask: the logs show what ran on the user's screen.
+            try? FileManager.default.createDirectory(
+                atPath: logDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
             let logPath = logDirectory + "/xvnc-\(display).log"
             let logFD = open(logPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
             guard logFD >= 0 else { throw DesktopError("cannot open \(logPath): \(String(cString: strerror(errno)))") }

@@ -1,4 +1,5 @@
-/// Server messages of the watch socket (spec git-watch §1.3).
+/// Server messages of the watch socket (docs/api/git.md). A heartbeat leaves `repositories`
+/// out (nil), as Coder's agent does: the wire shape clients of either agent read.
 struct ChangesMessage: Encodable, Sendable {
     var type = "changes"
     var scannedAt: String
