@@ -106,15 +106,13 @@ final class ListingCache: Sendable {
 
     /// Drops listing `id` (its last page was served).
     func drop(_ id: String) {
-        state.withLock { state in
-            remove(id, from: &state)
-            FilesMetrics.keptListingEntries.record(state.entries)
-        }
+        state.withLock { state in remove(id, from: &state) }
     }
 
     private func remove(_ id: String, from state: inout State) {
         guard let kept = state.kept.removeValue(forKey: id) else { return }
         state.entries -= kept.items.count
+        FilesMetrics.keptListingEntries.record(state.entries)
     }
 
     private func dropExpired(_ state: inout State, now: ContinuousClock.Instant) {
