@@ -68,8 +68,8 @@ write("FuzzEditMatcher", "crlf-all", b"\x01" + data(b"a\n", 600) + data(b"b\n", 
 write("FuzzFileRequests", "lines", b"\x00" + data(b"path=/a&offset=2&limit=2&max_line_bytes=4", 300) + b"one\ntwo\nthree-long\nfour\n")
 write("FuzzFileRequests", "lines-budget", b"\x00" + data(b"path=/a&max_response_bytes=5&max_response_lines=1", 300) + b"x\ny\n")
 write("FuzzFileRequests", "read-file", b"\x01" + b"path=/etc/hosts&offset=3&limit=10")
-write("FuzzFileRequests", "edit-files", b"\x02" + b'{"include_diff":true,"files":[{"path":"/a","expected_sha256":"AB",'
-      b'"edits":[{"old_text":"x","new_text":"y","replace_all":true},{"search":"s","replace":"r"}]}]}')
+write("FuzzFileRequests", "edit-files", b"\x02" + b'{"include_diff":true,"files":[{"path":"/a","expected_sha256":"'
+      + b"AB" * 32 + b'","edits":[{"old_text":"x","new_text":"y","replace_all":true},{"search":"s","replace":"r"}]}]}')
 write("FuzzFileRequests", "tool-call", b"\x03\x04" + b"\x04\x01" + b"\x00" + data(b"7") + b"\x01" + data(b"call%201")
       + b"\x02" + data(b"1500"))
 write("FuzzFileRequests", "clean", b"\x04" + b"/a/./b/../../c//d/")

@@ -83,6 +83,9 @@ enum MetricsHelp {
         "agent_socket_connections": "Open agent-socket connections.",
         "agent_socket_calls_total": "Agent-socket calls served, by method.",
         "agent_socket_disconnected_total": "Agent-socket connections the agent closed, by reason.",
+        // Files
+        "agent_files_list_directory_reads_total": "Directories read whole by list-directory; later pages of a kept listing read nothing.",
+        "agent_files_kept_listing_entries": "Entries held in the listings kept for list-directory's pages.",
         // Git watching
         "agent_git_watch_inotify_watches": "Directories watched with inotify, all repositories together.",
         "agent_git_watch_polled_repositories": "Repositories checked by polling (over the watch budget, or without inotify).",

@@ -93,12 +93,14 @@ struct EditFilesTests {
         }
     }
 
-    /// Issue 25 §5: a body of the wrong shape names the field, in Go's words.
+    /// A body of the wrong shape names the field by its path from the body's root, in Go's
+    /// words (Go's `UnmarshalTypeError`: the innermost struct, then the field path).
     @Test(arguments: [
         (#"{"files":[1]}"#, "json: cannot unmarshal number into Go struct field FileEditRequest.files of type workspacesdk.FileEdits"),
-        (#"{"files":[{"path":"/x","edits":{}}]}"#, "json: cannot unmarshal object into Go struct field FileEdits.edits of type []workspacesdk.FileEdit"),
-        (#"{"files":[{"path":"/x","edits":["a"]}]}"#, "json: cannot unmarshal string into Go struct field FileEdits.edits of type workspacesdk.FileEdit"),
-        (#"{"files":[{"path":"/x","edits":[{"old_text":1}]}]}"#, "json: cannot unmarshal number into Go struct field FileEdit.old_text of type string"),
+        (#"{"files":[{"path":"/x","edits":{}}]}"#, "json: cannot unmarshal object into Go struct field FileEdits.files.edits of type []workspacesdk.FileEdit"),
+        (#"{"files":[{"path":"/x","edits":["a"]}]}"#, "json: cannot unmarshal string into Go struct field FileEdits.files.edits of type workspacesdk.FileEdit"),
+        (#"{"files":[{"path":"/x","edits":[{"old_text":1}]}]}"#, "json: cannot unmarshal number into Go struct field FileEdit.files.edits.old_text of type string"),
+        (#"{"files":[{"path":1}]}"#, "json: cannot unmarshal number into Go struct field FileEdits.files.path of type string"),
     ] as [(String, String)])
     func wrongShapesNameTheField(json: String, detail: String) async throws {
         try await withFilesServer { h in

@@ -120,4 +120,28 @@ struct FileAPIBeyondReferenceTests {
             #expect(try await h.post("list-directory?path=\(FilesHarness.q(directory))&cursor=zz", json: "{}").status == 400)
         }
     }
+
+    /// An `expected_sha256` that is not 64 hex digits is a client's mistake (400 naming the
+    /// field), not a conflict (409): no file can have that hash.
+    @Test func aMalformedExpectedHashIsRefused() async throws {
+        try await withFilesServer { h in
+            let path = h.file("cas.txt")
+            try Data("v1".utf8).write(to: URL(fileURLWithPath: path))
+            let good = SHA256.hex(Array("v1".utf8))
+            for bad in ["xyz", String(good.dropLast()), good + "0", String(repeating: "g", count: 64)] {
+                let write = try await h.post("write-file?path=\(FilesHarness.q(path))&expected_sha256=\(bad)", body: Array("v2".utf8))
+                #expect(write.status == 400, "\(bad): \(write)")
+                #expect(write.bodyText.contains(#""field":"expected_sha256""#), "\(write)")
+                let edit = try await h.post(
+                    "edit-files",
+                    json: "{\"files\":[{\"path\":\"\(path)\",\"expected_sha256\":\"\(bad)\",\"edits\":[{\"old_text\":\"v1\",\"new_text\":\"v2\"}]}]}")
+                #expect(edit.status == 400, "\(bad): \(edit)")
+                #expect(edit.bodyText.contains(#""field":"files[0].expected_sha256""#), "\(edit)")
+            }
+            #expect(try String(contentsOfFile: path, encoding: .utf8) == "v1", "nothing was written")
+            // Upper-case hex is the same hash.
+            let upper = try await h.post("write-file?path=\(FilesHarness.q(path))&expected_sha256=\(good.uppercased())", body: Array("v2".utf8))
+            #expect(upper.status == 200, "\(upper)")
+        }
+    }
 }

@@ -1,11 +1,12 @@
 import AgentCore
-import AgentFiles
 import AgentHTTP
 import AgentTestSupport
 import Foundation
 import Hummingbird
 import Logging
 import Testing
+
+@testable import AgentFiles
 
 /// A real agent HTTP server with the file module at `/api/v0`, on an ephemeral loopback port.
 struct FilesHarness: Sendable {
@@ -36,12 +37,17 @@ struct FilesHarness: Sendable {
 }
 
 func withFilesServer(_ body: (FilesHarness) async throws -> Void) async throws {
+    try await withFilesServer(listings: ListingCache(), body)
+}
+
+/// As ``withFilesServer(_:)`` with the listings kept for list-directory's pages given.
+func withFilesServer(listings: ListingCache, _ body: (FilesHarness) async throws -> Void) async throws {
     let directory = NSTemporaryDirectory() + "agent-files-" + UUID().uuidString.prefix(8)
     try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(atPath: directory) }
     let chatPaths = ChatPaths()
     let context = AgentContext.forTests(chatPaths: chatPaths, environment: ["HOME": directory], stateDirectory: directory)
-    try await withAgentServer([HTTPMount(FilesModule(context: context, agentStartedAt: .now - .seconds(10)), at: "/api/v0")]) { port in
+    try await withAgentServer([HTTPMount(FilesModule(context: context, agentStartedAt: .now - .seconds(10), listings: listings), at: "/api/v0")]) { port in
         try await body(FilesHarness(client: RawHTTPClient(port: port), chatPaths: chatPaths, directory: directory))
     }
 }

@@ -39,6 +39,21 @@ enum ContentHash {
         return try file.holds(original, path: path, token: token)
     }
 
+    /// A client's expected hash: nil when absent or empty (no condition), else 64 hex digits
+    /// (either case; compared lower-case). Anything else is a 400 naming `field` (a JSON
+    /// path, or the query parameter): no file has such a hash, so it is a mistake, not a
+    /// conflict.
+    static func expected(_ text: String?, field: String, in message: String) throws(APIError) -> String? {
+        guard let text, !text.isEmpty else { return nil }
+        let hex = text.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0 | 0x20) }
+        guard text.utf8.count == 64, hex else {
+            throw APIError(
+                .badRequest, message,
+                validations: [.init(field: field, detail: "\(field) must be a SHA-256 in 64 hexadecimal digits (got \(text.utf8.count) characters)")])
+        }
+        return text.lowercased()
+    }
+
     /// Modification time in nanoseconds since the epoch.
     static func mtime(_ info: stat) -> Int64 {
         Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec)

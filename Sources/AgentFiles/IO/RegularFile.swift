@@ -43,6 +43,13 @@ struct RegularFile: ~Copyable {
 
     deinit { close(descriptor) }
 
+    /// Hands the open descriptor to the caller, who closes it from then on.
+    consuming func releaseDescriptor() -> Int32 {
+        let fd = descriptor
+        discard self
+        return fd
+    }
+
     /// The size the file system reports (0 for most pseudo-files).
     var size: Int { Int(info.st_size) }
 

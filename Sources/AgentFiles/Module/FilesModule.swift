@@ -18,10 +18,16 @@ public struct FilesModule: HTTPModule {
     /// - Parameter agentStartedAt: when the agent started: a tool call older than that (less
     ///   2 s) with no record may have run in a previous agent, and is refused.
     public init(context: AgentContext, agentStartedAt: ContinuousClock.Instant = .now) {
+        self.init(context: context, agentStartedAt: agentStartedAt, listings: ListingCache())
+    }
+
+    /// As ``init(context:agentStartedAt:)`` with the listings kept for paging given (tests
+    /// inject one with their own clock).
+    init(context: AgentContext, agentStartedAt: ContinuousClock.Instant, listings: ListingCache) {
         ledger = ToolCallLedger(startedAt: agentStartedAt)
         writes = WriteRoutes(chatPaths: context.chatPaths)
         edits = EditRoutes(writes: writes)
-        directories = DirectoryRoutes(homeDirectory: context.environment["HOME"] ?? "/")
+        directories = DirectoryRoutes(homeDirectory: context.environment["HOME"] ?? "/", listings: listings)
     }
 
     public func routes() -> RouteCollection<AgentRequestContext> {

@@ -10,6 +10,8 @@ import Glibc
 /// `POST /list-directory` and `GET /resolve-path` (spec file-api §1).
 struct DirectoryRoutes: Sendable {
     let homeDirectory: String
+    /// Listings kept between pages.
+    let listings: ListingCache
 
     struct Entry: Encodable, Sendable {
         var name: String
@@ -34,20 +36,28 @@ struct DirectoryRoutes: Sendable {
         }
     }
 
-    /// The largest page.
+    /// The largest page (`limit` is 1...maxPageSize; a cursor without `limit` asks this many).
     static let maxPageSize = 10_000
 
-    /// A cursor names the last entry of a page by its place in the listing's order
-    /// (directories first, then names in byte order), so a page boundary stays put while
-    /// entries are added or removed elsewhere.
-    enum Cursor {
-        static func make(_ entry: Entry) -> String {
-            let key = [entry.isDir ? UInt8(ascii: "d") : UInt8(ascii: "f")] + FilePathText.encode(entry.name)
-            return SHA256.hexString(key)
+    /// A cursor names its kept listing and the last entry of its page by its place in the
+    /// listing's order (directories first, then names in byte order): `<listing>.<entry>`,
+    /// the entry as hex of `d`/`f` and the name's bytes. When the listing is gone (expired,
+    /// dropped for room, another agent), the next page is read again from the directory
+    /// and starts after that entry, so an entry present throughout still appears once.
+    struct Cursor {
+        var listing: String?
+        var isDir: Bool
+        var name: [UInt8]
+
+        static func make(listing: String?, _ item: ListingCache.Item) -> String {
+            let key = [item.isDir ? UInt8(ascii: "d") : UInt8(ascii: "f")] + FilePathText.encode(item.name)
+            return (listing.map { $0 + "." } ?? "") + SHA256.hexString(key)
         }
 
-        static func parse(_ text: String) -> (isDir: Bool, name: [UInt8])? {
-            let digits = Array(text.utf8)
+        init?(_ text: String) {
+            let parts = text.split(separator: ".", omittingEmptySubsequences: false)
+            guard parts.count <= 2 else { return nil }
+            let digits = Array(parts.last!.utf8)
             guard digits.count >= 2, digits.count % 2 == 0 else { return nil }
             var bytes: [UInt8] = []
             for index in stride(from: 0, to: digits.count, by: 2) {
@@ -55,30 +65,50 @@ struct DirectoryRoutes: Sendable {
                 bytes.append(byte)
             }
             guard let kind = bytes.first, kind == UInt8(ascii: "d") || kind == UInt8(ascii: "f") else { return nil }
-            return (kind == UInt8(ascii: "d"), Array(bytes.dropFirst()))
+            listing = parts.count == 2 ? String(parts[0]) : nil
+            isDir = kind == UInt8(ascii: "d")
+            name = Array(bytes.dropFirst())
         }
 
-        /// True when `entry` comes after the cursor's entry in the listing's order.
-        static func isAfter(_ entry: Entry, _ cursor: (isDir: Bool, name: [UInt8])) -> Bool {
-            if entry.isDir != cursor.isDir { return !entry.isDir }
-            return cursor.name.lexicographicallyPrecedes(FilePathText.encode(entry.name))
+        /// True when `item` comes after the cursor's entry in the listing's order.
+        func precedes(_ item: ListingCache.Item) -> Bool {
+            if item.isDir != isDir { return !item.isDir }
+            return name.lexicographicallyPrecedes(FilePathText.encode(item.name))
+        }
+
+        /// Where the page after the cursor starts in `items` (sorted): a binary search.
+        func start(in items: [ListingCache.Item]) -> Int {
+            var low = 0
+            var high = items.count
+            while low < high {
+                let middle = (low + high) / 2
+                if precedes(items[middle]) { high = middle } else { low = middle + 1 }
+            }
+            return low
         }
     }
 
     /// Lists a directory: directories first, then names in byte order; hidden entries
-    /// included; `is_dir` from lstat (a link to a directory is not one).
+    /// included; `is_dir` from lstat (a link to a directory is not one). Paged with `limit`
+    /// (1...10 000) and `cursor`: the first page reads the directory and keeps the listing
+    /// (``ListingCache``), later pages are cut from it.
     func listDirectory(_ request: Request, _ context: AgentRequestContext) async throws -> Response {
         var query = StrictQuery(request, allowed: ["path", "limit", "cursor"])
         let queryPath = query.string("path")
-        let pageSize = query.int("limit", default: 0)
+        let pageSize = query.int("limit", default: -1)
         let cursorText = query.string("cursor")
         try query.validate()
-        let cursor = cursorText.flatMap(Cursor.parse)
+        if pageSize != -1, !(1...Self.maxPageSize).contains(pageSize) {
+            throw APIError(
+                .badRequest, "Query parameters have invalid values.",
+                validations: [.init(field: "limit", detail: "Query param \"limit\" must be between 1 and \(Self.maxPageSize)")])
+        }
+        let cursor = cursorText.flatMap(Cursor.init)
         if cursorText != nil, cursor == nil {
             throw APIError(.badRequest, "Query parameters have invalid values.", validations: [.init(field: "cursor", detail: "not a cursor this agent made")])
         }
-        let paginated = pageSize > 0 || cursor != nil
-        let limit = min(pageSize == 0 ? Self.maxPageSize : pageSize, Self.maxPageSize)
+        let paginated = pageSize != -1 || cursor != nil
+        let limit = pageSize == -1 ? Self.maxPageSize : pageSize
         var request = request
         let bytes = try await request.collectBody(upTo: context.maxUploadSize)
         guard bytes.readableBytes > 0 else { throw APIError(.badRequest, "Request body must be valid JSON.", detail: "empty body") }
@@ -100,36 +130,34 @@ struct DirectoryRoutes: Sendable {
             default: throw APIError(.internalServerError, "unsupported relativity type \(goQuote(relativity))")
             }
         }
+        let listings = listings
         let listing = try await BlockingIO.run { () throws -> Listing in
-            var info = stat()
-            guard FS.stat(directory, &info) == 0 else { throw FileSystemError.last("open", directory).apiError }
-            guard info.st_mode & S_IFMT == S_IFDIR else { throw APIError(.internalServerError, "open \(directory): not a directory") }
-            guard let handle = FS.opendir(directory) else { throw FileSystemError.last("open", directory).apiError }
-            defer { closedir(handle) }
-            var entries: [Entry] = []
-            while let entry = readdir(handle) {
-                // Names that are not UTF-8 are kept byte for byte (FilePathText).
-                let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in FilePathText.decode(Array(raw.prefix { $0 != 0 })) }
-                if name == "." || name == ".." { continue }
-                let full = directory == "/" ? "/" + name : directory + "/" + name
-                var entryInfo = stat()
-                let isDir = FS.lstat(full, &entryInfo) == 0 && entryInfo.st_mode & S_IFMT == S_IFDIR
-                entries.append(Entry(name: name, absolutePathString: full, isDir: isDir))
+            let items: [ListingCache.Item]
+            var kept: String?
+            if let cursor, let id = cursor.listing, let found = listings.lookup(id, directory: directory) {
+                items = found
+                kept = id
+            } else {
+                items = try listings.read(directory)
             }
-            entries.sort { a, b in
-                if a.isDir != b.isDir { return a.isDir }
-                return FilePathText.encode(a.name).lexicographicallyPrecedes(FilePathText.encode(b.name))
-            }
-            let components = PathResolver.components(directory)
+            let page: ArraySlice<ListingCache.Item>
             var next: String?
             if paginated {
-                if let cursor { entries = entries.filter { Cursor.isAfter($0, cursor) } }
-                if entries.count > limit {
-                    entries = Array(entries.prefix(limit))
-                    next = entries.last.map(Cursor.make)
+                let start = cursor?.start(in: items) ?? 0
+                page = items[start..<min(items.count, start + limit)]
+                if page.endIndex < items.count {
+                    if kept == nil { kept = listings.keep(items, directory: directory) }
+                    next = Cursor.make(listing: kept, page.last!)
+                } else if let kept {
+                    listings.drop(kept)
                 }
+            } else {
+                page = items[...]
             }
-            return Listing(absolutePath: components, absolutePathString: directory, contents: entries, nextCursor: next)
+            let entries = page.map { item in
+                Entry(name: item.name, absolutePathString: directory == "/" ? "/" + item.name : directory + "/" + item.name, isDir: item.isDir)
+            }
+            return Listing(absolutePath: PathResolver.components(directory), absolutePathString: directory, contents: entries, nextCursor: next)
         }
         return JSONResponse.make(listing)
     }

@@ -72,10 +72,12 @@ struct EditRoutes: Sendable {
             throw APIError(.badRequest, "Request body must be valid JSON.", detail: "json: cannot unmarshal \(value.goKind) into Go struct field FileEditRequest.files of type []workspacesdk.FileEdits")
         }
         var files: [Requested] = []
-        for item in items {
+        // Nested objects are named as Go's decoder names them in a type error: the innermost
+        // struct, then the field path from the body's root (`FileEdit.files.edits.old_text`).
+        for (index, item) in items.enumerated() {
             // Each file must be an object (null is an empty one, as in Go).
             if case .object = item {} else if item != .null { throw body.mismatch("files", item, "workspacesdk.FileEdits") }
-            let file = try JSONRequest.parse(Array("{}".utf8), typeName: "FileEdits").with(item)
+            let file = try JSONRequest.parse(Array("{}".utf8), typeName: "FileEdits.files").with(item)
             let path = try file.string("path") ?? ""
             try PathInput.rejectNUL(path, field: "path")
             var edits: [EditEngine.Edit] = []
@@ -86,7 +88,7 @@ struct EditRoutes: Sendable {
             if case .array(let editItems)? = editsValue {
                 for editItem in editItems {
                     if case .object = editItem {} else if editItem != .null { throw file.mismatch("edits", editItem, "workspacesdk.FileEdit") }
-                    let edit = try JSONRequest.parse(Array("{}".utf8), typeName: "FileEdit").with(editItem)
+                    let edit = try JSONRequest.parse(Array("{}".utf8), typeName: "FileEdit.files.edits").with(editItem)
                     let oldText = try edit.string("old_text") ?? ""
                     let newText = try edit.string("new_text") ?? ""
                     let search = oldText.isEmpty && newText.isEmpty ? try edit.string("search") ?? "" : oldText
@@ -95,7 +97,9 @@ struct EditRoutes: Sendable {
                         search: Array(search.utf8), replacement: Array(replace.utf8), replaceAll: try edit.bool("replace_all") ?? false))
                 }
             }
-            files.append(Requested(path: path, edits: edits, expected: try file.string("expected_sha256")?.lowercased()))
+            let expected = try ContentHash.expected(
+                try file.string("expected_sha256"), field: "files[\(index)].expected_sha256", in: "Request body has invalid values.")
+            files.append(Requested(path: path, edits: edits, expected: expected))
         }
         return files
     }

@@ -19,71 +19,37 @@ struct ReadRoutes: Sendable {
     static let mtimeHeader = HTTPField.Name("Coder-File-Mtime-Unix-Nano")!
 
     /// Raw bytes from `offset`, at most `limit` (0: to the end), streamed in chunks.
+    ///
+    /// The file is opened once: its size, mtime and hash are taken from that descriptor and
+    /// the body is read from it, so they describe exactly the bytes sent even when the path
+    /// is renamed over meanwhile (an editor's atomic save). A file written in place while
+    /// the head is prepared is measured again (``maxMeasureAttempts``), then refused with
+    /// 503; one written in place while its body streams ends the response short of its
+    /// `Content-Length` (the client sees a truncated body, never wrong bytes as whole).
     func readFile(_ request: Request, _ context: AgentRequestContext) async throws -> Response {
         let (path, offset, limit) = try Self.readFileQuery(request)
-        // Opened without blocking and checked on the descriptor: a FIFO, device or socket
-        // is refused at once, and a path swapped meanwhile cannot hang a thread.
         let head = try await BlockingIO.run(context) { token throws -> ReadHead in
-            let file: RegularFile
-            do throws(RegularFile.Failure) { file = try RegularFile(path: path) } catch { throw error.apiError(path) }
-            let mtime = ContentHash.mtime(file.info)
-            guard file.size == 0 else {
-                // The whole file's hash, for a later compare-and-swap write (bounded).
-                let digest = file.size <= ContentHash.automaticLimit
-                    ? try? file.sha256(limit: ContentHash.automaticLimit, path: path, token: token) : nil
-                return ReadHead(size: file.size, mtime: mtime, digest: digest, identity: file.info, inline: nil)
-            }
-            // Size 0: empty, or a pseudo-file whose size is unknown. Read what is asked,
-            // at most `pseudoFileLimit` bytes, one more to tell whether more is there.
-            let want = limit == 0 ? Self.pseudoFileLimit : min(limit, Self.pseudoFileLimit)
-            let bytes = try file.read(upTo: want + 1, from: offset, path: path, token: token)
-            if bytes.count > want, limit == 0 || limit > Self.pseudoFileLimit {
-                throw APIError(
-                    .badRequest,
-                    "open \(path): the file reports size 0 and holds more than \(Self.pseudoFileLimit) bytes; read it with offset and limit (at most \(Self.pseudoFileLimit) bytes at a time)")
-            }
-            return ReadHead(size: 0, mtime: mtime, digest: nil, identity: file.info, inline: Array(bytes.prefix(want)))
+            try Self.measure(path: path, offset: offset, limit: limit, token: token)
         }
-        let length: Int
-        if let inline = head.inline {
-            length = inline.count
-        } else {
-            let available = max(0, head.size - offset)
-            length = limit == 0 ? available : min(available, limit)
-        }
-        var headers: HTTPFields = [.contentType: Self.contentType(for: path), .contentLength: String(length)]
+        var headers: HTTPFields = [.contentType: Self.contentType(for: path), .contentLength: String(head.length)]
         headers[Self.mtimeHeader] = String(head.mtime)
         if let digest = head.digest { headers[Self.hashHeader] = digest }
-        guard length > 0 else { return Response(status: .ok, headers: headers, body: .init()) }
-        if let inline = head.inline {
-            return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: inline)))
+        guard head.length > 0 else { return Response(status: .ok, headers: headers, body: .init()) }
+        guard let snapshot = head.snapshot else {
+            return Response(status: .ok, headers: headers, body: .init(byteBuffer: head.first))
         }
-        // The file is opened again when the body is written, so an abandoned response leaks
-        // nothing; it must still be the file the head described.
-        let identity = head.identity
+        // The first chunk was read (and the file found unchanged) before the head, so a
+        // failure that can still be answered is; the rest comes from the same descriptor.
+        let first = head.first
+        let length = head.length
         let body = ResponseBody(contentLength: length) { writer in
-            let fd = try await BlockingIO.run(context) { _ throws -> Int32 in
-                let file: RegularFile
-                do throws(RegularFile.Failure) { file = try RegularFile(path: path) } catch { throw error.apiError(path) }
-                guard file.isSame(as: identity) else { throw FileSystemError(operation: "open", path: path, code: ESTALE) }
-                let fd = dup(file.descriptor)
-                guard fd >= 0 else { throw FileSystemError.last("open", path) }
-                return fd
-            }
-            defer { close(fd) }
-            var position = offset
-            var left = length
+            try await writer.write(first)
+            var position = offset + first.readableBytes
+            var left = length - first.readableBytes
             while left > 0 {
                 let want = min(left, Self.chunkBytes)
                 let at = position
-                let chunk = try await BlockingIO.run(context) { _ throws -> ByteBuffer in
-                    var buffer = ByteBuffer()
-                    let n = buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: want) { raw in
-                        max(0, pread(fd, raw.baseAddress, want, off_t(at)))
-                    }
-                    guard n > 0 else { throw FileSystemError(operation: "read", path: path, code: n == 0 ? EIO : errno) }
-                    return buffer
-                }
+                let chunk = try await BlockingIO.run(context) { _ throws -> ByteBuffer in try snapshot.read(want, at: at) }
                 position += chunk.readableBytes
                 left -= chunk.readableBytes
                 try await writer.write(chunk)
@@ -91,6 +57,53 @@ struct ReadRoutes: Sendable {
             try await writer.finish(nil)
         }
         return Response(status: .ok, headers: headers, body: body)
+    }
+
+    /// How many times read-file opens and measures a file that keeps changing in place
+    /// before it answers 503.
+    static let maxMeasureAttempts = 3
+
+    /// read-file's head phase: opens `path` without blocking (a FIFO, device or socket is
+    /// refused at once), measures and hashes it through that descriptor, reads the first
+    /// chunk of the window, and checks that the file did not change meanwhile.
+    static func measure(path: String, offset: Int, limit: Int, token: CancelToken) throws -> ReadHead {
+        for _ in 0..<maxMeasureAttempts {
+            let file: RegularFile
+            do throws(RegularFile.Failure) { file = try RegularFile(path: path) } catch { throw error.apiError(path) }
+            let mtime = ContentHash.mtime(file.info)
+            guard file.size > 0 else {
+                // Size 0: empty, or a pseudo-file whose size is unknown. Read what is asked,
+                // at most `pseudoFileLimit` bytes, one more to tell whether more is there.
+                let want = limit == 0 ? Self.pseudoFileLimit : min(limit, Self.pseudoFileLimit)
+                let bytes = try file.read(upTo: want + 1, from: offset, path: path, token: token)
+                if bytes.count > want, limit == 0 || limit > Self.pseudoFileLimit {
+                    throw APIError(
+                        .badRequest,
+                        "open \(path): the file reports size 0 and holds more than \(Self.pseudoFileLimit) bytes; read it with offset and limit (at most \(Self.pseudoFileLimit) bytes at a time)")
+                }
+                let inline = bytes.prefix(want)
+                return ReadHead(length: inline.count, mtime: mtime, digest: nil, first: ByteBuffer(bytes: inline), snapshot: nil)
+            }
+            // The whole file's hash, for a later compare-and-swap write (bounded).
+            let digest = file.size <= ContentHash.automaticLimit
+                ? try? file.sha256(limit: ContentHash.automaticLimit, path: path, token: token) : nil
+            let snapshot = FileSnapshot(file, path: path)
+            let available = max(0, snapshot.size - offset)
+            let length = limit == 0 ? available : min(available, limit)
+            do {
+                let first = try snapshot.read(min(length, chunkBytes), at: offset)
+                return ReadHead(length: length, mtime: mtime, digest: digest, first: first, snapshot: length > first.readableBytes ? snapshot : nil)
+            } catch is FileSnapshot.Changed {
+                continue
+            } catch let error as FileSystemError {
+                throw error.apiError
+            }
+        }
+        var busy = APIError(
+            .serviceUnavailable, "The file changed while it was read.",
+            detail: "\(path) was written in place \(maxMeasureAttempts) times while it was measured; read it again")
+        busy.headers[.retryAfter] = "1"
+        throw busy
     }
 
     /// read-file's query: an absolute path without NUL, and the byte window (`limit` 0: to
@@ -108,12 +121,14 @@ struct ReadRoutes: Sendable {
 
     /// What the read-file head phase found.
     struct ReadHead: Sendable {
-        var size: Int
+        /// The body's length, its file's mtime and (up to the automatic limit) hash.
+        var length: Int
         var mtime: Int64
         var digest: String?
-        var identity: stat
-        /// A pseudo-file's bytes, read whole in the head phase (its size is unknown).
-        var inline: [UInt8]?
+        /// The body's first chunk (a pseudo-file's whole window).
+        var first: ByteBuffer
+        /// Where the rest of the body is read from; nil when `first` is all of it.
+        var snapshot: FileSnapshot?
     }
 
     /// The most a file reporting size 0 (a pseudo-file under /proc or /sys) is read at once.

@@ -21,8 +21,9 @@ struct WriteRoutes: Sendable {
     func writeFile(_ request: Request, _ context: AgentRequestContext) async throws -> Response {
         var query = StrictQuery(request, allowed: ["path", "expected_sha256"])
         let path = query.string("path", required: true) ?? ""
-        let expected = query.string("expected_sha256")?.lowercased()
+        let expectedText = query.string("expected_sha256")
         try query.validate()
+        let expected = try ContentHash.expected(expectedText, field: "expected_sha256", in: "Query parameters have invalid values.")
         try PathInput.rejectNUL(path, field: "path")
         guard PathInput.isAbsolute(path) else { throw APIError(.badRequest, "file path must be absolute: \(goQuote(path))") }
         let writer = try await BlockingIO.run(context) { _ throws -> AtomicWriter in
