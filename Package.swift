@@ -492,7 +492,7 @@ let package = Package(
         .target(
             name: "ControlPlaneDouble",
             dependencies: [
-                "AgentRPC", "AgentProto", "DRPC", "Yamux",
+                "AgentCore", "AgentRPC", "AgentProto", "DRPC", "Yamux",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
