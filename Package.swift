@@ -281,6 +281,9 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // Capability (in progress): the chat context resolver (instruction files, skills,
+        // .mcp.json) into the snapshot that is pushed upward; synchronous, over a file-system seam.
+        .target(name: "ChatContext", dependencies: ["AgentCore"], swiftSettings: swiftSettings),
         // Generated protobuf messages (committed; `make proto` regenerates them from proto/).
         .target(
             name: "AgentProto",
@@ -565,6 +568,11 @@ let package = Package(
         .testTarget(
             name: "WireGuardTests",
             dependencies: ["WireGuard", "CTailnetCrypto", "AgentTestSupport"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "ChatContextTests",
+            dependencies: ["ChatContext", "AgentCore", "AgentTestSupport"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
