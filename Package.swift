@@ -31,6 +31,8 @@ let package = Package(
         .library(name: "WireGuard", targets: ["WireGuard"]),
         .library(name: "TunnelStack", targets: ["TunnelStack"]),
         .library(name: "Scripts", targets: ["Scripts"]),
+        // Also for the fuzz targets of the front-matter reader.
+        .library(name: "ChatContext", targets: ["ChatContext"]),
     ],
     dependencies: [
         // Within 2.28: AgentRouter builds Hummingbird's route trie through its SPI
