@@ -31,6 +31,8 @@ let package = Package(
         .library(name: "WireGuard", targets: ["WireGuard"]),
         .library(name: "TunnelStack", targets: ["TunnelStack"]),
         .library(name: "Scripts", targets: ["Scripts"]),
+        // Also for the fuzz targets of the front-matter reader.
+        .library(name: "ChatContext", targets: ["ChatContext"]),
     ],
     dependencies: [
         // Within 2.28: AgentRouter builds Hummingbird's route trie through its SPI
@@ -283,6 +285,9 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // Capability (in progress): the chat context resolver (instruction files, skills,
+        // .mcp.json) into the snapshot that is pushed upward; synchronous, over a file-system seam.
+        .target(name: "ChatContext", dependencies: ["AgentCore"], swiftSettings: swiftSettings),
         // Generated protobuf messages (committed; `make proto` regenerates them from proto/).
         .target(
             name: "AgentProto",
@@ -494,7 +499,7 @@ let package = Package(
         .target(
             name: "ControlPlaneDouble",
             dependencies: [
-                "AgentRPC", "AgentProto", "DRPC", "Yamux",
+                "AgentCore", "AgentRPC", "AgentProto", "DRPC", "Yamux",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -567,6 +572,11 @@ let package = Package(
         .testTarget(
             name: "WireGuardTests",
             dependencies: ["WireGuard", "CTailnetCrypto", "AgentTestSupport"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "ChatContextTests",
+            dependencies: ["ChatContext", "AgentCore", "AgentTestSupport"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

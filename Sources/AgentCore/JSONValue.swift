@@ -43,6 +43,13 @@ public enum JSONValue: Sendable, Equatable {
         var parser = JSONParser(Array(bytes))
         return try parser.parseDocument()
     }
+
+    /// Parses `bytes` as exactly one JSON value (whitespace around it allowed), as Go's
+    /// `json.Unmarshal` does: empty input and trailing bytes are errors.
+    public static func parseWhole(_ bytes: some Collection<UInt8>) throws(JSONSyntaxError) -> JSONValue {
+        var parser = JSONParser(Array(bytes))
+        return try parser.parseWholeDocument()
+    }
 }
 
 /// A syntax error, worded like Go's.
@@ -65,6 +72,15 @@ struct JSONParser {
         skipWhitespace()
         if index >= bytes.count { throw JSONSyntaxError("EOF") }
         return try parseValue(context: "looking for beginning of value")
+    }
+
+    mutating func parseWholeDocument() throws(JSONSyntaxError) -> JSONValue {
+        skipWhitespace()
+        if index >= bytes.count { throw JSONSyntaxError("unexpected end of JSON input") }
+        let value = try parseValue(context: "looking for beginning of value")
+        skipWhitespace()
+        if index < bytes.count { throw invalid(bytes[index], "after top-level value") }
+        return value
     }
 
     private mutating func skipWhitespace() {

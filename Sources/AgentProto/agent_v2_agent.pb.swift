@@ -1362,6 +1362,259 @@ public nonisolated struct Coder_Agent_V2_WorkspaceAgentScriptCompletedResponse: 
   public init() {}
 }
 
+/// One resolved piece of workspace context (an instruction file, a skill, an `.mcp.json`, a
+/// live MCP server's tools) in a PushContextStateRequest (Agent API v2.10).
+public nonisolated struct Coder_Agent_V2_ContextResource: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// The resource's locator: a file or skill-directory path, or the MCP server's name.
+  public var source: String = String()
+
+  /// The user-declared scan root that produced the resource; unset for built-in roots.
+  public var sourcePath: String {
+    get {_sourcePath ?? String()}
+    set {_sourcePath = newValue}
+  }
+  /// Returns true if `sourcePath` has been explicitly set.
+  public var hasSourcePath: Bool {self._sourcePath != nil}
+  /// Clears the value of `sourcePath`. Subsequent reads from it will return its default value.
+  public mutating func clearSourcePath() {self._sourcePath = nil}
+
+  /// sha256 of the bytes on disk (or of the agent's canonical encoding for MCP servers).
+  public var contentHash: Data = Data()
+
+  /// The original size in bytes.
+  public var sizeBytes: UInt64 = 0
+
+  public var status: Coder_Agent_V2_ContextResource.Status = .unspecified
+
+  /// Why the status is not OK, or a warning when it is.
+  public var error: String = String()
+
+  /// The kind and its payload; set for every status, so a failure keeps its kind.
+  public var body: Coder_Agent_V2_ContextResource.OneOf_Body? = nil
+
+  public var instructionFile: Coder_Agent_V2_InstructionFileBody {
+    get {
+      if case .instructionFile(let v)? = body {return v}
+      return Coder_Agent_V2_InstructionFileBody()
+    }
+    set {body = .instructionFile(newValue)}
+  }
+
+  public var skill: Coder_Agent_V2_SkillMetaBody {
+    get {
+      if case .skill(let v)? = body {return v}
+      return Coder_Agent_V2_SkillMetaBody()
+    }
+    set {body = .skill(newValue)}
+  }
+
+  public var mcpConfig: Coder_Agent_V2_MCPConfigBody {
+    get {
+      if case .mcpConfig(let v)? = body {return v}
+      return Coder_Agent_V2_MCPConfigBody()
+    }
+    set {body = .mcpConfig(newValue)}
+  }
+
+  public var mcpServer: Coder_Agent_V2_MCPServerBody {
+    get {
+      if case .mcpServer(let v)? = body {return v}
+      return Coder_Agent_V2_MCPServerBody()
+    }
+    set {body = .mcpServer(newValue)}
+  }
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  /// The kind and its payload; set for every status, so a failure keeps its kind.
+  public nonisolated enum OneOf_Body: Equatable, Sendable {
+    case instructionFile(Coder_Agent_V2_InstructionFileBody)
+    case skill(Coder_Agent_V2_SkillMetaBody)
+    case mcpConfig(Coder_Agent_V2_MCPConfigBody)
+    case mcpServer(Coder_Agent_V2_MCPServerBody)
+
+  }
+
+  public nonisolated enum Status: SwiftProtobuf.Enum, Swift.CaseIterable {
+    public typealias RawValue = Int
+    case unspecified // = 0
+    case ok // = 1
+    case oversize // = 2
+    case unreadable // = 3
+    case invalid // = 4
+    case excluded // = 5
+    case UNRECOGNIZED(Int)
+
+    public init() {
+      self = .unspecified
+    }
+
+    public init?(rawValue: Int) {
+      switch rawValue {
+      case 0: self = .unspecified
+      case 1: self = .ok
+      case 2: self = .oversize
+      case 3: self = .unreadable
+      case 4: self = .invalid
+      case 5: self = .excluded
+      default: self = .UNRECOGNIZED(rawValue)
+      }
+    }
+
+    public var rawValue: Int {
+      switch self {
+      case .unspecified: return 0
+      case .ok: return 1
+      case .oversize: return 2
+      case .unreadable: return 3
+      case .invalid: return 4
+      case .excluded: return 5
+      case .UNRECOGNIZED(let i): return i
+      }
+    }
+
+    // The compiler won't synthesize support with the UNRECOGNIZED case.
+    public static let allCases: [Coder_Agent_V2_ContextResource.Status] = [
+      .unspecified,
+      .ok,
+      .oversize,
+      .unreadable,
+      .invalid,
+      .excluded,
+    ]
+
+  }
+
+  public init() {}
+
+  fileprivate var _sourcePath: String? = nil
+}
+
+/// An AGENTS.md, CLAUDE.md or .cursorrules file: its bytes verbatim, only when OK.
+public nonisolated struct Coder_Agent_V2_InstructionFileBody: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var content: Data = Data()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// A skill: the raw SKILL.md (only when OK) and its front matter's name and description.
+public nonisolated struct Coder_Agent_V2_SkillMetaBody: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var meta: Data = Data()
+
+  public var name: String = String()
+
+  public var description_p: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// An .mcp.json: empty on purpose (its env blocks may hold secrets); hash and size say when
+/// it changed.
+public nonisolated struct Coder_Agent_V2_MCPConfigBody: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// A live MCP server and its tools.
+public nonisolated struct Coder_Agent_V2_MCPServerBody: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var serverName: String = String()
+
+  public var description_p: String = String()
+
+  public var tools: [Coder_Agent_V2_MCPTool] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// One tool of an MCP server: its unprefixed name, description and JSON Schema input.
+public nonisolated struct Coder_Agent_V2_MCPTool: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var name: String = String()
+
+  public var description_p: String = String()
+
+  public var inputSchema: SwiftProtobuf.Google_Protobuf_Struct {
+    get {_inputSchema ?? SwiftProtobuf.Google_Protobuf_Struct()}
+    set {_inputSchema = newValue}
+  }
+  /// Returns true if `inputSchema` has been explicitly set.
+  public var hasInputSchema: Bool {self._inputSchema != nil}
+  /// Clears the value of `inputSchema`. Subsequent reads from it will return its default value.
+  public mutating func clearInputSchema() {self._inputSchema = nil}
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _inputSchema: SwiftProtobuf.Google_Protobuf_Struct? = nil
+}
+
+/// The agent's whole context snapshot, resources sorted by source id.
+public nonisolated struct Coder_Agent_V2_PushContextStateRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var version: UInt64 = 0
+
+  /// sha256 over the non-MCP resources (drift detection for pinned chats).
+  public var aggregateHash: Data = Data()
+
+  public var resources: [Coder_Agent_V2_ContextResource] = []
+
+  /// The first push on this connection (accepted whatever the stored version).
+  public var initial: Bool = false
+
+  public var snapshotError: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Coder_Agent_V2_PushContextStateResponse: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// False when the control plane already holds this version or a newer one.
+  public var accepted: Bool = false
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
 
 fileprivate nonisolated let _protobuf_package = "coder.agent.v2"
@@ -3066,6 +3319,394 @@ nonisolated extension Coder_Agent_V2_WorkspaceAgentScriptCompletedResponse: Swif
   }
 
   public static func ==(lhs: Coder_Agent_V2_WorkspaceAgentScriptCompletedResponse, rhs: Coder_Agent_V2_WorkspaceAgentScriptCompletedResponse) -> Bool {
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Coder_Agent_V2_ContextResource: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ContextResource"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}source\0\u{3}source_path\0\u{3}content_hash\0\u{3}size_bytes\0\u{1}status\0\u{1}error\0\u{4}\u{4}instruction_file\0\u{1}skill\0\u{3}mcp_config\0\u{3}mcp_server\0\u{c}\u{7}\u{1}\u{c}\u{8}\u{1}\u{c}\u{9}\u{1}\u{c}\u{e}\u{1}\u{c}\u{f}\u{1}\u{c}\u{10}\u{1}")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.source) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self._sourcePath) }()
+      case 3: try { try decoder.decodeSingularBytesField(value: &self.contentHash) }()
+      case 4: try { try decoder.decodeSingularUInt64Field(value: &self.sizeBytes) }()
+      case 5: try { try decoder.decodeSingularEnumField(value: &self.status) }()
+      case 6: try { try decoder.decodeSingularStringField(value: &self.error) }()
+      case 10: try {
+        var v: Coder_Agent_V2_InstructionFileBody?
+        var hadOneofValue = false
+        if let current = self.body {
+          hadOneofValue = true
+          if case .instructionFile(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.body = .instructionFile(v)
+        }
+      }()
+      case 11: try {
+        var v: Coder_Agent_V2_SkillMetaBody?
+        var hadOneofValue = false
+        if let current = self.body {
+          hadOneofValue = true
+          if case .skill(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.body = .skill(v)
+        }
+      }()
+      case 12: try {
+        var v: Coder_Agent_V2_MCPConfigBody?
+        var hadOneofValue = false
+        if let current = self.body {
+          hadOneofValue = true
+          if case .mcpConfig(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.body = .mcpConfig(v)
+        }
+      }()
+      case 13: try {
+        var v: Coder_Agent_V2_MCPServerBody?
+        var hadOneofValue = false
+        if let current = self.body {
+          hadOneofValue = true
+          if case .mcpServer(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.body = .mcpServer(v)
+        }
+      }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if !self.source.isEmpty {
+      try visitor.visitSingularStringField(value: self.source, fieldNumber: 1)
+    }
+    try { if let v = self._sourcePath {
+      try visitor.visitSingularStringField(value: v, fieldNumber: 2)
+    } }()
+    if !self.contentHash.isEmpty {
+      try visitor.visitSingularBytesField(value: self.contentHash, fieldNumber: 3)
+    }
+    if self.sizeBytes != 0 {
+      try visitor.visitSingularUInt64Field(value: self.sizeBytes, fieldNumber: 4)
+    }
+    if self.status != .unspecified {
+      try visitor.visitSingularEnumField(value: self.status, fieldNumber: 5)
+    }
+    if !self.error.isEmpty {
+      try visitor.visitSingularStringField(value: self.error, fieldNumber: 6)
+    }
+    switch self.body {
+    case .instructionFile?: try {
+      guard case .instructionFile(let v)? = self.body else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 10)
+    }()
+    case .skill?: try {
+      guard case .skill(let v)? = self.body else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 11)
+    }()
+    case .mcpConfig?: try {
+      guard case .mcpConfig(let v)? = self.body else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 12)
+    }()
+    case .mcpServer?: try {
+      guard case .mcpServer(let v)? = self.body else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 13)
+    }()
+    case nil: break
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Coder_Agent_V2_ContextResource, rhs: Coder_Agent_V2_ContextResource) -> Bool {
+    if lhs.source != rhs.source {return false}
+    if lhs._sourcePath != rhs._sourcePath {return false}
+    if lhs.contentHash != rhs.contentHash {return false}
+    if lhs.sizeBytes != rhs.sizeBytes {return false}
+    if lhs.status != rhs.status {return false}
+    if lhs.error != rhs.error {return false}
+    if lhs.body != rhs.body {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Coder_Agent_V2_ContextResource.Status: SwiftProtobuf._ProtoNameProviding {
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0STATUS_UNSPECIFIED\0\u{1}OK\0\u{1}OVERSIZE\0\u{1}UNREADABLE\0\u{1}INVALID\0\u{1}EXCLUDED\0")
+}
+
+nonisolated extension Coder_Agent_V2_InstructionFileBody: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".InstructionFileBody"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}content\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularBytesField(value: &self.content) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.content.isEmpty {
+      try visitor.visitSingularBytesField(value: self.content, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Coder_Agent_V2_InstructionFileBody, rhs: Coder_Agent_V2_InstructionFileBody) -> Bool {
+    if lhs.content != rhs.content {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Coder_Agent_V2_SkillMetaBody: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".SkillMetaBody"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}meta\0\u{1}name\0\u{1}description\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularBytesField(value: &self.meta) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.name) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.description_p) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.meta.isEmpty {
+      try visitor.visitSingularBytesField(value: self.meta, fieldNumber: 1)
+    }
+    if !self.name.isEmpty {
+      try visitor.visitSingularStringField(value: self.name, fieldNumber: 2)
+    }
+    if !self.description_p.isEmpty {
+      try visitor.visitSingularStringField(value: self.description_p, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Coder_Agent_V2_SkillMetaBody, rhs: Coder_Agent_V2_SkillMetaBody) -> Bool {
+    if lhs.meta != rhs.meta {return false}
+    if lhs.name != rhs.name {return false}
+    if lhs.description_p != rhs.description_p {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Coder_Agent_V2_MCPConfigBody: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".MCPConfigBody"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap()
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    // Load everything into unknown fields
+    while try decoder.nextFieldNumber() != nil {}
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Coder_Agent_V2_MCPConfigBody, rhs: Coder_Agent_V2_MCPConfigBody) -> Bool {
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Coder_Agent_V2_MCPServerBody: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".MCPServerBody"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}server_name\0\u{1}description\0\u{1}tools\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.serverName) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.description_p) }()
+      case 3: try { try decoder.decodeRepeatedMessageField(value: &self.tools) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.serverName.isEmpty {
+      try visitor.visitSingularStringField(value: self.serverName, fieldNumber: 1)
+    }
+    if !self.description_p.isEmpty {
+      try visitor.visitSingularStringField(value: self.description_p, fieldNumber: 2)
+    }
+    if !self.tools.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.tools, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Coder_Agent_V2_MCPServerBody, rhs: Coder_Agent_V2_MCPServerBody) -> Bool {
+    if lhs.serverName != rhs.serverName {return false}
+    if lhs.description_p != rhs.description_p {return false}
+    if lhs.tools != rhs.tools {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Coder_Agent_V2_MCPTool: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".MCPTool"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}name\0\u{1}description\0\u{3}input_schema\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.name) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.description_p) }()
+      case 3: try { try decoder.decodeSingularMessageField(value: &self._inputSchema) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if !self.name.isEmpty {
+      try visitor.visitSingularStringField(value: self.name, fieldNumber: 1)
+    }
+    if !self.description_p.isEmpty {
+      try visitor.visitSingularStringField(value: self.description_p, fieldNumber: 2)
+    }
+    try { if let v = self._inputSchema {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 3)
+    } }()
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Coder_Agent_V2_MCPTool, rhs: Coder_Agent_V2_MCPTool) -> Bool {
+    if lhs.name != rhs.name {return false}
+    if lhs.description_p != rhs.description_p {return false}
+    if lhs._inputSchema != rhs._inputSchema {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Coder_Agent_V2_PushContextStateRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".PushContextStateRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}version\0\u{3}aggregate_hash\0\u{1}resources\0\u{1}initial\0\u{4}\u{2}snapshot_error\0\u{c}\u{5}\u{1}")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt64Field(value: &self.version) }()
+      case 2: try { try decoder.decodeSingularBytesField(value: &self.aggregateHash) }()
+      case 3: try { try decoder.decodeRepeatedMessageField(value: &self.resources) }()
+      case 4: try { try decoder.decodeSingularBoolField(value: &self.initial) }()
+      case 6: try { try decoder.decodeSingularStringField(value: &self.snapshotError) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.version != 0 {
+      try visitor.visitSingularUInt64Field(value: self.version, fieldNumber: 1)
+    }
+    if !self.aggregateHash.isEmpty {
+      try visitor.visitSingularBytesField(value: self.aggregateHash, fieldNumber: 2)
+    }
+    if !self.resources.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.resources, fieldNumber: 3)
+    }
+    if self.initial != false {
+      try visitor.visitSingularBoolField(value: self.initial, fieldNumber: 4)
+    }
+    if !self.snapshotError.isEmpty {
+      try visitor.visitSingularStringField(value: self.snapshotError, fieldNumber: 6)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Coder_Agent_V2_PushContextStateRequest, rhs: Coder_Agent_V2_PushContextStateRequest) -> Bool {
+    if lhs.version != rhs.version {return false}
+    if lhs.aggregateHash != rhs.aggregateHash {return false}
+    if lhs.resources != rhs.resources {return false}
+    if lhs.initial != rhs.initial {return false}
+    if lhs.snapshotError != rhs.snapshotError {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Coder_Agent_V2_PushContextStateResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".PushContextStateResponse"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}accepted\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularBoolField(value: &self.accepted) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.accepted != false {
+      try visitor.visitSingularBoolField(value: self.accepted, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Coder_Agent_V2_PushContextStateResponse, rhs: Coder_Agent_V2_PushContextStateResponse) -> Bool {
+    if lhs.accepted != rhs.accepted {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -18,7 +18,8 @@ import Yamux
 ///
 /// It can be told to refuse upgrades (``refuseWith``), drop every connection
 /// (``dropConnections()``), answer slowly or stall (``answerDelay``), and report the log
-/// limit (``logLimitExceeded``). A test can serve methods of its own beside the Agent API
+/// limit (``logLimitExceeded``). Context-state pushes are validated as coderd does and kept in
+/// ``contextState``. A test can serve methods of its own beside the Agent API
 /// (``handle(_:unary:)``, ``handleServerStream(_:_:)``, ``handleStream(_:_:)``: a test
 /// service for upward participants). It also serves `/echo`, a plain WebSocket echo used as the
 /// benchmarks' baseline on the same server.
@@ -69,6 +70,8 @@ public final class ControlPlaneDouble: Sendable {
     /// `run`'s body returns, all are closed, including one still upgrading (a control plane
     /// "killed" must not keep serving a connection that was half made).
     private let accepted = Mutex<(channels: [ObjectIdentifier: any Channel], stopped: Bool)>(([:], false))
+    /// PushContextState: what was pushed and stored (see ``ContextState``).
+    public let contextState = Mutex(ContextState())
     /// Methods a test added (``handle(_:unary:)`` and the stream variants).
     private let extraMethods = Mutex<[(String, ExtraMethod)]>([])
 
@@ -275,6 +278,7 @@ public final class ControlPlaneDouble: Sendable {
             response.reportInterval = Google_Protobuf_Duration(seconds: seconds, nanos: Int32(attoseconds / 1_000_000_000))
             return try response.serializedBytes()
         }
+        registerContextState(on: &server)
         return server
     }
 

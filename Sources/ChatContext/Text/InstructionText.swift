@@ -1,0 +1,79 @@
+/// The text rules for instruction files: the description line, and the sanitising the
+/// legacy `context-config` answer applies (the pushed snapshot carries the bytes verbatim).
+public enum InstructionText {
+    /// The first non-empty line, trimmed, without a leading Markdown heading marker (`#`s
+    /// and the spaces after them).
+    public static func firstLine(_ text: String) -> String {
+        for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
+            let trimmed = String(line).goTrimmed
+            if trimmed.isEmpty { continue }
+            guard trimmed.hasPrefix("#") else { return trimmed }
+            return String(trimmed.drop { $0 == "#" }).goTrimmed
+        }
+        return ""
+    }
+
+    /// Sanitises instruction text for a prompt: CRLF and lone CR become LF, HTML comments
+    /// go (multi-line, shortest match), invisible characters go, and the result is trimmed.
+    public static func sanitized(_ text: String) -> String {
+        var scalars = String.UnicodeScalarView()
+        var previousCR = false
+        for scalar in text.unicodeScalars {
+            if scalar == "\r" {
+                scalars.append("\n")
+                previousCR = true
+                continue
+            }
+            if scalar == "\n", previousCR {
+                previousCR = false
+                continue
+            }
+            previousCR = false
+            scalars.append(scalar)
+        }
+        let uncommented = removingHTMLComments(String(scalars))
+        var visible = String.UnicodeScalarView()
+        for scalar in uncommented.unicodeScalars where !isInvisible(scalar) { visible.append(scalar) }
+        return String(visible).goTrimmed
+    }
+
+    /// Every `<!--` … `-->`, shortest match first; an unclosed `<!--` stays.
+    public static func removingHTMLComments(_ text: String) -> String {
+        let bytes = Array(text.utf8)
+        let open = Array("<!--".utf8), close = Array("-->".utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count)
+        var i = 0
+        while i < bytes.count {
+            if bytes[i] == open[0], bytes[i...].starts(with: open),
+               let end = firstIndex(of: close, in: bytes, from: i + open.count) {
+                i = end + close.count
+                continue
+            }
+            out.append(bytes[i])
+            i += 1
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    private static func firstIndex(of needle: [UInt8], in bytes: [UInt8], from start: Int) -> Int? {
+        var i = start
+        while i + needle.count <= bytes.count {
+            if bytes[i] == needle[0], bytes[i...].starts(with: needle) { return i }
+            i += 1
+        }
+        return nil
+    }
+
+    /// The invisible code points stripped from instructions (soft hyphens, zero-width and
+    /// bidirectional controls, variation selectors, fillers, the BOM, interlinear marks).
+    public static func isInvisible(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.value {
+        case 0x00AD, 0x034F, 0x061C, 0x070F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x180B...0x180F, 0x200B,
+             0x200D...0x200F, 0x202A...0x202E, 0x2060...0x206F, 0x3164, 0xFE00...0xFE0F, 0xFEFF, 0xFFA0, 0xFFF0...0xFFF8:
+            true
+        default:
+            false
+        }
+    }
+}
