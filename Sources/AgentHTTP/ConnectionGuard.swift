@@ -149,10 +149,29 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
                 }
             }
         }
+        chunkFraming?.received(buffer.readableBytes)
         forwarding = true
         context.fireChannelRead(data)
         forwarding = false
+        if chunkFraming?.isExceeded == true {
+            chunkFraming = nil
+            // The body's reader fails and its route answers 400 (``HTTPResponderHandler``);
+            // nothing after this is parsed.
+            discarding = true
+            context.fireErrorCaught(RequestBodyError.malformed(
+                "More than \(ChunkFramingBudget.maxExcess) bytes of chunk framing (sizes, extensions) beyond what the chunks' data allows."))
+        }
     }
+
+    // MARK: Chunked bodies (called by HTTPRequestGuard, same event loop)
+
+    /// The chunk framing of the chunked body being read; nil when none is. The read that
+    /// carried the head is not counted (its bytes are mostly the head's).
+    private var chunkFraming: ChunkFramingBudget?
+
+    func chunkedBodyBegins() { chunkFraming = ChunkFramingBudget() }
+    func chunkedBodyData(_ bytes: Int) { chunkFraming?.data(bytes) }
+    func chunkedBodyEnds() { chunkFraming = nil }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         context.write(data, promise: promise)

@@ -252,14 +252,16 @@ final class HTTPResponderHandler: ChannelDuplexHandler, RemovableChannelHandler 
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        // A parse error inside a request (the guard answers those between requests).
-        inputEnded(context)
+        // A parse error inside a request (the guard answers those between requests): the
+        // body's reader fails with it, the route answers 400, and the connection closes
+        // (nothing after broken framing can be read).
+        inputEnded(context, failing: RequestBodyError.malformed(HTTPRequestGuard.describe(error)))
         context.fireErrorCaught(error)
     }
 
-    private func inputEnded(_ context: ChannelHandlerContext) {
+    private func inputEnded(_ context: ChannelHandlerContext, failing error: RequestBodyError = .incomplete) {
         collecting = nil
-        endBody(failing: ChannelError.eof)
+        endBody(failing: error)
         if responding {
             closeAfterResponse = true
         } else {
@@ -488,7 +490,7 @@ final class HTTPResponderHandler: ChannelDuplexHandler, RemovableChannelHandler 
             self.writable = nil
             writable.fail(ChannelError.ioOnClosedChannel)
         }
-        endBody(failing: ChannelError.eof)
+        endBody(failing: RequestBodyError.incomplete)
         collecting = nil
         pipelined.removeAll()
     }
