@@ -68,7 +68,10 @@ struct AgentHTTPChannel: ServerChildChannel {
                 upgradePipelineHandler: { channel, _ in
                     channel.eventLoop.makeCompletedFuture {
                         // Called once the 101 has been written: the guard may ping from now on.
-                        try channel.pipeline.syncOperations.handler(type: ConnectionGuard.self).webSocketAnswered()
+                        let connection = try channel.pipeline.syncOperations.handler(type: ConnectionGuard.self)
+                        connection.webSocketAnswered()
+                        // Every route's inbound messages are bounded and checked before its handler.
+                        try channel.pipeline.syncOperations.addHandler(WebSocketMessageGuard(connection: connection))
                         let frames = try NIOAsyncChannel<WebSocketFrame, WebSocketFrame>(
                             wrappingChannelSynchronously: channel, configuration: .init(isOutboundHalfClosureEnabled: true))
                         return .webSocket(frames, attempted.value!)

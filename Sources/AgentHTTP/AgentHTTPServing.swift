@@ -73,7 +73,7 @@ public final class AgentHTTPServing: Sendable {
             // A client that never answers our close frame is dropped after 2 s. Pings are
             // the connection guard's (on raw bytes, whether or not a route reads what the
             // client sends), not the WebSocket handler's.
-            webSocket: .init(maxFrameSize: 1 << 20, autoPing: .disabled, closeTimeout: .seconds(2)),
+            webSocket: .init(maxFrameSize: WebSocketLimits.maxFrameBytes, autoPing: .disabled, closeTimeout: .seconds(2)),
             decoderLimits: (AgentHTTPLimits.maxHeaderFieldSize, AgentHTTPLimits.maxHeaderListSize, AgentHTTPLimits.maxHeaderFieldCount),
             registry: connections,
             webSocketRoutes: WebSocketRouteTable(webSocketRoutes),

@@ -5,6 +5,7 @@ import Glibc
 #endif
 import HTTPTypes
 import NIOCore
+import NIOWebSocket
 
 /// The first handler of every connection (raw bytes, socket side of the HTTP codec).
 ///
@@ -328,6 +329,21 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
             // A peer that does not read either: the close frame may never flush.
             context.eventLoop.scheduleTask(in: Self.lingerTimeout) { channel.close(promise: nil) }
         }
+    }
+
+    /// Ends a WebSocket whose client broke a rule (``WebSocketMessageGuard``): the close
+    /// frame with `code`, then our side shuts and the client's remaining bytes are dropped
+    /// until it closes or the linger time passes (so it reads the close frame rather than a
+    /// reset).
+    func closeWebSocket(code: WebSocketErrorCode) {
+        guard let context, !discarding else { return }
+        discarding = true
+        webSocketWatch?.cancel()
+        webSocketWatch = nil
+        var frame = ByteBuffer(bytes: [0x88, 0x02])
+        frame.write(webSocketErrorCode: code)
+        context.write(wrapOutboundOut(frame), promise: nil)
+        closeGracefullyAfterPendingWrites()
     }
 
     private func failWebSocket(_ context: ChannelHandlerContext) {

@@ -16,9 +16,11 @@ enum HTTPMetrics {
     /// WebSocket handshakes refused (503) because the WebSockets' share of the cap was used.
     static let webSocketsRefused = Counter(label: "agent_http_websockets_refused_total")
 
-    /// Connections the server closed because the client stopped answering, by reason:
-    /// `write_stall` (a response body the client did not read), `websocket_idle` (a
-    /// WebSocket that answered no ping).
+    /// Connections the server closed because the client stopped answering or broke a rule,
+    /// by reason: `write_stall` (a response body the client did not read), `websocket_idle`
+    /// (a WebSocket that answered no ping), `websocket_message_too_large` (a message over
+    /// ``WebSocketLimits``), `websocket_protocol_error` (a continuation out of place),
+    /// `websocket_invalid_utf8` (text that is not UTF-8).
     static func closed(_ reason: String) -> Counter {
         Counter(label: "agent_http_connections_closed_total", dimensions: [("reason", reason)])
     }

@@ -341,7 +341,8 @@ import Testing
 }
 
 /// `POST /echo` answers `{"command": <command>}`; `/ws/:name` is a WebSocket route whose
-/// check refuses the name "refused" with 404 and that greets with a text message "hello".
+/// check refuses the name "refused" with 404 and that greets with a text message "hello";
+/// `/messages` greets the same way and then answers each message with its kind and size.
 struct GuardTestRoutes: HTTPModule {
     var name: String { "guard test" }
 
@@ -426,6 +427,17 @@ struct GuardTestRoutes: HTTPModule {
 
     func webSocketRoutes() -> WebSocketRouteCollection {
         var routes = WebSocketRouteCollection()
+        // Collates each message (its own cap far above the server's) and answers its size
+        // and kind: `text <bytes>` or `binary <bytes>`.
+        routes.ws("/messages") { _ throws(APIError) in } handler: { inbound, outbound, _ in
+            try await outbound.write(.text("hello"))
+            for try await message in inbound.messages(maxSize: 1 << 30) {
+                switch message {
+                case .text(let text): try await outbound.write(.text("text \(text.utf8.count)"))
+                case .binary(let data): try await outbound.write(.text("binary \(data.readableBytes)"))
+                }
+            }
+        }
         routes.ws("/ws/:name") { request throws(APIError) in
             if request.parameters["name"] == "refused" { throw APIError(.notFound, "No such socket.") }
         } handler: { inbound, outbound, _ in
