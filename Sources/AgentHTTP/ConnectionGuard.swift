@@ -296,6 +296,9 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     /// sit unread would reset the connection, and the client could lose the last answer.)
     func closeGracefullyAfterPendingWrites() {
         guard let context else { return }
+        // Its last answer is written: while it lingers it is the first connection evicted
+        // to make room (a flood of refused handshakes cannot fill the cap).
+        if maskCheck == nil { phase?.store(.awaitingHead(since: .uptimeNanoseconds(0))) }
         let channel = context.channel
         context.writeAndFlush(wrapOutboundOut(ByteBuffer())).whenComplete { _ in channel.close(mode: .output, promise: nil) }
         context.eventLoop.scheduleTask(in: Self.lingerTimeout) { channel.close(promise: nil) }

@@ -431,7 +431,7 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
                 do {
                     let request = WebSocketRouteRequest(headers: HTTPFields(head.headers), parameters: parameters)
                     try route.check(request)
-                    // WebSockets have their own share of the connection cap.
+                    // WebSockets have their own budget, beside the connection cap.
                     guard connection.reserveWebSocketSlot() else {
                         return Refusal(
                             status: .serviceUnavailable,
