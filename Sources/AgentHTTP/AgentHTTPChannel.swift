@@ -144,7 +144,11 @@ struct AgentHTTPChannel: ServerChildChannel {
         let timers = webSocketRoutes.timers(path)
         let method = request.method
         let start = NIODeadline.now().uptimeNanoseconds
-        return { frames, logger in
+        let accessLog = http.accessLog
+        var access = AccessLog.Entry(method: head.method.rawValue, uri: head.uri)
+        access.status = 101
+        let listener = origin.listener
+        return { [access] frames, logger in
             do {
                 _ = try await WebSocketHandler.handle(
                     type: .server, configuration: configuration, asyncChannel: frames, context: context, handler: handler)
@@ -154,6 +158,8 @@ struct AgentHTTPChannel: ServerChildChannel {
             // A WebSocket route counts once its session ends: status 101, the duration from
             // the handshake to the close (how long the stream lasted).
             timers?.record(method: method, status: .switchingProtocols, nanoseconds: NIODeadline.now().uptimeNanoseconds &- start)
+            // Its access-log line too: status 101, the session's length.
+            accessLog.record(access, listener: listener)
         }
     }
 }
