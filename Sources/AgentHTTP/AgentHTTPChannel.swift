@@ -68,7 +68,10 @@ struct AgentHTTPChannel: ServerChildChannel {
                 upgradePipelineHandler: { channel, _ in
                     channel.eventLoop.makeCompletedFuture {
                         // Called once the 101 has been written: the guard may ping from now on.
-                        try channel.pipeline.syncOperations.handler(type: ConnectionGuard.self).webSocketAnswered()
+                        let connection = try channel.pipeline.syncOperations.handler(type: ConnectionGuard.self)
+                        connection.webSocketAnswered()
+                        // Every route's inbound messages are bounded and checked before its handler.
+                        try channel.pipeline.syncOperations.addHandler(WebSocketMessageGuard(connection: connection))
                         let frames = try NIOAsyncChannel<WebSocketFrame, WebSocketFrame>(
                             wrappingChannelSynchronously: channel, configuration: .init(isOutboundHalfClosureEnabled: true))
                         return .webSocket(frames, attempted.value!)
@@ -141,7 +144,11 @@ struct AgentHTTPChannel: ServerChildChannel {
         let timers = webSocketRoutes.timers(path)
         let method = request.method
         let start = NIODeadline.now().uptimeNanoseconds
-        return { frames, logger in
+        let accessLog = http.accessLog
+        var access = AccessLog.Entry(method: head.method.rawValue, uri: head.uri)
+        access.status = 101
+        let listener = origin.listener
+        return { [access] frames, logger in
             do {
                 _ = try await WebSocketHandler.handle(
                     type: .server, configuration: configuration, asyncChannel: frames, context: context, handler: handler)
@@ -151,6 +158,8 @@ struct AgentHTTPChannel: ServerChildChannel {
             // A WebSocket route counts once its session ends: status 101, the duration from
             // the handshake to the close (how long the stream lasted).
             timers?.record(method: method, status: .switchingProtocols, nanoseconds: NIODeadline.now().uptimeNanoseconds &- start)
+            // Its access-log line too: status 101, the session's length.
+            accessLog.record(access, listener: listener)
         }
     }
 }

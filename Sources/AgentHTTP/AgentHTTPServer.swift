@@ -19,6 +19,7 @@ public enum AgentHTTPServer {
     ///   - mounts: every capability module's routes, each at its base path.
     ///   - connections: the open connections (the host stops and closes them at shutdown).
     ///   - listener: the name requests see as `AgentRequestContext.listener`.
+    ///   - accessLog: log one line per request at info.
     ///   - logger: server logger.
     ///   - onServerRunning: called with the listening channel (its local address carries the real port).
     public static func makeApplication(
@@ -30,12 +31,13 @@ public enum AgentHTTPServer {
         webSocketPingInterval: Duration = AgentHTTPLimits.webSocketPingInterval,
         writeStallTimeout: Duration = AgentHTTPLimits.responseWriteStallTimeout,
         listener: String = ListenerName.http,
+        accessLog: Bool = true,
         logger: Logger,
         onServerRunning: @escaping @Sendable (any Channel) async -> Void = { _ in }
     ) -> App {
         AgentHTTPServing(
             mounts: mounts, connections: connections, headTimeout: headTimeout, bodyTimeout: bodyTimeout,
-            webSocketPingInterval: webSocketPingInterval, writeStallTimeout: writeStallTimeout, logger: logger
+            webSocketPingInterval: webSocketPingInterval, writeStallTimeout: writeStallTimeout, accessLog: accessLog, logger: logger
         ).application(address: address, listener: listener, onServerRunning: onServerRunning)
     }
 

@@ -28,7 +28,9 @@ public final class AgentHTTPServing: Sendable {
     /// - Parameters:
     ///   - mounts: every capability module's routes, each at its base path.
     ///   - connections: the open connections (the host stops and closes them at shutdown).
-    ///   - logger: server logger; at debug it logs each request, at trace each route mounted.
+    ///   - accessLog: log one line per request at info (``AccessLog``); off, requests are
+    ///     logged at debug only.
+    ///   - logger: server logger; at trace it logs each route mounted.
     public init(
         mounts: [HTTPMount],
         connections: HTTPConnectionRegistry = HTTPConnectionRegistry(),
@@ -36,15 +38,17 @@ public final class AgentHTTPServing: Sendable {
         bodyTimeout: Duration = AgentHTTPLimits.requestBodyTimeout,
         webSocketPingInterval: Duration = AgentHTTPLimits.webSocketPingInterval,
         writeStallTimeout: Duration = AgentHTTPLimits.responseWriteStallTimeout,
+        accessLog: Bool = true,
         logger: Logger
     ) {
         self.connections = connections
         self.logger = logger
         // Request metrics and JSON errors are the responder's own (``AgentResponder``).
         let router = AgentRouter()
-        // Requests are logged at debug: at a higher level the middleware would only cost
-        // its layer (two executor checks and a closure per request), so it is left out.
-        if logger.logLevel <= .debug { router.add(middleware: LogRequestsMiddleware(.debug)) }
+        // Without the access log, requests are logged at debug: at a higher level the
+        // middleware would only cost its layer (two executor checks and a closure per
+        // request), so it is left out.
+        if !accessLog, logger.logLevel <= .debug { router.add(middleware: LogRequestsMiddleware(.debug)) }
         // Encoded once: health probes come often and never change.
         let healthy = JSONResponse.make(["status": "ok"])
         router.get("/healthz") { _, _ in healthy }
@@ -69,11 +73,12 @@ public final class AgentHTTPServing: Sendable {
         }
         childChannel = AgentHTTPChannel(
             http: .init(
-                responder: responder, serverName: Self.serverName, logger: logger, writeStallTimeout: .init(writeStallTimeout)),
+                responder: responder, serverName: Self.serverName, logger: logger, writeStallTimeout: .init(writeStallTimeout),
+                accessLog: accessLog),
             // A client that never answers our close frame is dropped after 2 s. Pings are
             // the connection guard's (on raw bytes, whether or not a route reads what the
             // client sends), not the WebSocket handler's.
-            webSocket: .init(maxFrameSize: 1 << 20, autoPing: .disabled, closeTimeout: .seconds(2)),
+            webSocket: .init(maxFrameSize: WebSocketLimits.maxFrameBytes, autoPing: .disabled, closeTimeout: .seconds(2)),
             decoderLimits: (AgentHTTPLimits.maxHeaderFieldSize, AgentHTTPLimits.maxHeaderListSize, AgentHTTPLimits.maxHeaderFieldCount),
             registry: connections,
             webSocketRoutes: WebSocketRouteTable(webSocketRoutes),

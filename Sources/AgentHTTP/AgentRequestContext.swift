@@ -74,13 +74,14 @@ struct ChannelClosedSignal: GoneSignal {
 public enum AgentHTTPLimits {
     /// Largest accepted request body, in bytes.
     public static let maxRequestBody = 1 << 20
-    /// Most open HTTP connections; beyond it the longest-idle one is closed (or, when all are
-    /// busy, the new one is refused). See ``HTTPConnectionRegistry``.
+    /// Most open plain HTTP connections (WebSockets not included); beyond it the longest-idle
+    /// one is closed (or, when all are busy, the new one is refused). See
+    /// ``HTTPConnectionRegistry``.
     public static let maxConnections = 4096
-    /// The share of ``maxConnections`` that WebSockets (upgraded, long-lived connections) may
-    /// hold: a handshake beyond it is answered 503, so plain requests always keep at least
-    /// a quarter of the cap (1024) however many streams are open.
-    public static func maxWebSockets(of maxConnections: Int) -> Int { maxConnections - maxConnections / 4 }
+    /// Most open WebSockets (upgraded, long-lived connections), a budget of their own beside
+    /// ``maxConnections``: a handshake beyond it is answered 503 with a JSON error, and plain
+    /// requests keep the whole connection cap however many streams are open.
+    public static let maxWebSockets = 3072
     /// The server pings a WebSocket it has heard nothing from for this long; a peer that
     /// then sends nothing (no pong, no frame) for another interval is sent a close frame
     /// (1001) and disconnected. So a WebSocket whose peer answers nothing lasts at most two

@@ -63,6 +63,11 @@ public struct AgentResponder: HTTPResponder {
         switch error {
         case let error as APIError:
             return error
+        case let error as RequestBodyError:
+            switch error {
+            case .malformed(let detail): return APIError(.badRequest, "Malformed HTTP request.", detail: detail)
+            case .incomplete: return APIError(.badRequest, "Request body incomplete.", detail: "The connection ended before the body did.")
+            }
         case is NIOTooManyBytesError:
             // Any route that collects a body with a limit.
             return .bodyTooLarge

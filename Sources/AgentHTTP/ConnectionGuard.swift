@@ -5,6 +5,7 @@ import Glibc
 #endif
 import HTTPTypes
 import NIOCore
+import NIOWebSocket
 
 /// The first handler of every connection (raw bytes, socket side of the HTTP codec).
 ///
@@ -149,10 +150,29 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
                 }
             }
         }
+        chunkFraming?.received(buffer.readableBytes)
         forwarding = true
         context.fireChannelRead(data)
         forwarding = false
+        if chunkFraming?.isExceeded == true {
+            chunkFraming = nil
+            // The body's reader fails and its route answers 400 (``HTTPResponderHandler``);
+            // nothing after this is parsed.
+            discarding = true
+            context.fireErrorCaught(RequestBodyError.malformed(
+                "More than \(ChunkFramingBudget.maxExcess) bytes of chunk framing (sizes, extensions) beyond what the chunks' data allows."))
+        }
     }
+
+    // MARK: Chunked bodies (called by HTTPRequestGuard, same event loop)
+
+    /// The chunk framing of the chunked body being read; nil when none is. The read that
+    /// carried the head is not counted (its bytes are mostly the head's).
+    private var chunkFraming: ChunkFramingBudget?
+
+    func chunkedBodyBegins() { chunkFraming = ChunkFramingBudget() }
+    func chunkedBodyData(_ bytes: Int) { chunkFraming?.data(bytes) }
+    func chunkedBodyEnds() { chunkFraming = nil }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         context.write(data, promise: promise)
@@ -276,6 +296,9 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     /// sit unread would reset the connection, and the client could lose the last answer.)
     func closeGracefullyAfterPendingWrites() {
         guard let context else { return }
+        // Its last answer is written: while it lingers it is the first connection evicted
+        // to make room (a flood of refused handshakes cannot fill the cap).
+        if maskCheck == nil { phase?.store(.awaitingHead(since: .uptimeNanoseconds(0))) }
         let channel = context.channel
         context.writeAndFlush(wrapOutboundOut(ByteBuffer())).whenComplete { _ in channel.close(mode: .output, promise: nil) }
         context.eventLoop.scheduleTask(in: Self.lingerTimeout) { channel.close(promise: nil) }
@@ -309,6 +332,21 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
             // A peer that does not read either: the close frame may never flush.
             context.eventLoop.scheduleTask(in: Self.lingerTimeout) { channel.close(promise: nil) }
         }
+    }
+
+    /// Ends a WebSocket whose client broke a rule (``WebSocketMessageGuard``): the close
+    /// frame with `code`, then our side shuts and the client's remaining bytes are dropped
+    /// until it closes or the linger time passes (so it reads the close frame rather than a
+    /// reset).
+    func closeWebSocket(code: WebSocketErrorCode) {
+        guard let context, !discarding else { return }
+        discarding = true
+        webSocketWatch?.cancel()
+        webSocketWatch = nil
+        var frame = ByteBuffer(bytes: [0x88, 0x02])
+        frame.write(webSocketErrorCode: code)
+        context.write(wrapOutboundOut(frame), promise: nil)
+        closeGracefullyAfterPendingWrites()
     }
 
     private func failWebSocket(_ context: ChannelHandlerContext) {

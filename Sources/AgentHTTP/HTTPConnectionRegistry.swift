@@ -5,19 +5,22 @@ import Synchronization
 
 /// Every open connection of one HTTP server, so that none can hold the agent up.
 ///
-/// - At most ``maxConnections`` are open. A new connection beyond that closes the
-///   connection that has waited longest for a request head (idle keep-alive or half-sent
-///   heads); if every connection is busy (a request in progress or a WebSocket), the new
-///   one is refused. So `/healthz` keeps answering while a local user holds thousands of
-///   idle or half-open connections.
-/// - WebSockets count against their own budget, ``maxWebSockets`` (by default three
-///   quarters of the cap): a handshake beyond it is refused (503), so plain requests always
-///   have the rest of the cap however many streams are open.
+/// - At most ``maxConnections`` plain connections (HTTP requests, handshakes in progress)
+///   are open. A new connection beyond that closes the connection that has waited longest
+///   for a request head (one closing after a refusal first, then idle keep-alive or
+///   half-sent heads); if every connection is busy (a request in progress), the new one is
+///   refused. So `/healthz` keeps answering while a local user holds thousands of idle or
+///   half-open connections.
+/// - WebSockets (long-lived streams) count against their own budget, ``maxWebSockets``,
+///   and not against ``maxConnections``: a handshake beyond it is refused (503 with a JSON
+///   error), and however many streams are open, plain requests keep the whole connection
+///   cap.
 /// - ``stopAccepting()`` begins the agent's shutdown: new connections are answered 503 and
 ///   closed, idle ones are closed, and busy ones close when their exchange ends.
 /// - ``closeAll()`` ends every connection (the last step of the agent's shutdown bound).
 ///
-/// Memory: one small entry per open connection, at most ``maxConnections``.
+/// Memory: one small entry per open connection, at most ``maxConnections`` plus
+/// ``maxWebSockets``.
 public final class HTTPConnectionRegistry: Sendable {
     /// What a connection is doing, which decides whether it may be evicted.
     enum Phase: Sendable {
@@ -63,7 +66,10 @@ public final class HTTPConnectionRegistry: Sendable {
     }
 
     private struct State {
+        /// Plain connections: what ``maxConnections`` counts.
         var entries: [UInt64: Entry] = [:]
+        /// Upgraded connections, counted by ``maxWebSockets`` instead.
+        var streams: [UInt64: Entry] = [:]
         var nextID: UInt64 = 1
         var evicted = 0
         var refused = 0
@@ -85,17 +91,17 @@ public final class HTTPConnectionRegistry: Sendable {
         case draining
     }
 
-    /// The cap on open connections.
+    /// The cap on open plain connections (WebSockets not included).
     public let maxConnections: Int
-    /// The cap on WebSockets, part of ``maxConnections``.
+    /// The cap on WebSockets, a budget of their own beside ``maxConnections``.
     public let maxWebSockets: Int
     private let state = Mutex(State())
     /// Mirrors `State.draining` for ``setPhase(_:_:)``'s lock-free path.
     private let draining = Atomic(false)
 
-    public init(maxConnections: Int = AgentHTTPLimits.maxConnections, maxWebSockets: Int? = nil) {
+    public init(maxConnections: Int = AgentHTTPLimits.maxConnections, maxWebSockets: Int = AgentHTTPLimits.maxWebSockets) {
         self.maxConnections = maxConnections
-        self.maxWebSockets = min(maxConnections, maxWebSockets ?? AgentHTTPLimits.maxWebSockets(of: maxConnections))
+        self.maxWebSockets = maxWebSockets
     }
 
     /// Takes a WebSocket slot for a handshake about to be accepted; false (counted) when
@@ -158,8 +164,8 @@ public final class HTTPConnectionRegistry: Sendable {
             s.nextID += 1
             let cell = PhaseCell(.awaitingHead(since: .now()))
             s.entries[id] = Entry(channel: channel, phase: cell)
-            s.peak = max(s.peak, s.entries.count)
-            HTTPMetrics.connections.record(s.entries.count)
+            s.peak = max(s.peak, s.entries.count + s.streams.count)
+            HTTPMetrics.connections.record(s.entries.count + s.streams.count)
             return (.admitted(id, cell), victim)
         }
         victim?.close(promise: nil)
@@ -177,6 +183,13 @@ public final class HTTPConnectionRegistry: Sendable {
     /// is written: a response's parts may still wait for their flush).
     func setPhase(_ id: UInt64, _ cell: PhaseCell, _ phase: Phase) -> Bool {
         cell.store(phase)
+        if case .webSocket = phase {
+            // Once per WebSocket: it leaves the connection cap for the stream budget.
+            state.withLock { s in
+                if let entry = s.entries.removeValue(forKey: id) { s.streams[id] = entry }
+            }
+            return false
+        }
         guard case .awaitingHead = phase, draining.load(ordering: .sequentiallyConsistent) else { return false }
         state.withLock { s in _ = s.entries.removeValue(forKey: id) }
         return true
@@ -205,10 +218,11 @@ public final class HTTPConnectionRegistry: Sendable {
 
     func remove(_ id: UInt64) {
         let trim = state.withLock { s -> Bool in
-            guard s.entries.removeValue(forKey: id) != nil else { return false }
-            HTTPMetrics.connections.record(s.entries.count)
-            guard s.peak >= Self.burstSize, s.entries.count <= s.peak / 4 else { return false }
-            s.peak = s.entries.count
+            guard s.entries.removeValue(forKey: id) != nil || s.streams.removeValue(forKey: id) != nil else { return false }
+            let open = s.entries.count + s.streams.count
+            HTTPMetrics.connections.record(open)
+            guard s.peak >= Self.burstSize, open <= s.peak / 4 else { return false }
+            s.peak = open
             return true
         }
         if trim { FreeMemory.releaseSoon() }
@@ -218,14 +232,17 @@ public final class HTTPConnectionRegistry: Sendable {
     public func closeAll() {
         let channels = state.withLock { s -> [any Channel] in
             s.closedAll = true
-            defer { s.entries.removeAll() }
-            return s.entries.values.map(\.channel)
+            defer {
+                s.entries.removeAll()
+                s.streams.removeAll()
+            }
+            return s.entries.values.map(\.channel) + s.streams.values.map(\.channel)
         }
         for channel in channels { channel.close(promise: nil) }
     }
 
-    /// Open connections.
-    public var count: Int { state.withLock { $0.entries.count } }
+    /// Open connections, WebSockets included.
+    public var count: Int { state.withLock { $0.entries.count + $0.streams.count } }
 
     /// Open connections with a request being read or answered.
     public var busyCount: Int {

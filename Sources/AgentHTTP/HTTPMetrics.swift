@@ -4,21 +4,23 @@ import Metrics
 
 /// What the HTTP server counts (swift-metrics; the executable chooses the backend).
 enum HTTPMetrics {
-    /// Open connections.
+    /// Open connections (plain and WebSockets).
     static let connections = Gauge(label: "agent_http_connections")
     /// Connections closed to make room (they had waited longest for a request head).
     static let evicted = Counter(label: "agent_http_connections_evicted_total")
     /// Connections refused because every open one was busy.
     static let refused = Counter(label: "agent_http_connections_refused_total")
 
-    /// Open WebSockets (they count against their own share of the cap).
+    /// Open WebSockets (they count against their own budget, not the connection cap).
     static let webSockets = Gauge(label: "agent_http_websockets")
-    /// WebSocket handshakes refused (503) because the WebSockets' share of the cap was used.
+    /// WebSocket handshakes refused (503) because the WebSockets' budget was used.
     static let webSocketsRefused = Counter(label: "agent_http_websockets_refused_total")
 
-    /// Connections the server closed because the client stopped answering, by reason:
-    /// `write_stall` (a response body the client did not read), `websocket_idle` (a
-    /// WebSocket that answered no ping).
+    /// Connections the server closed because the client stopped answering or broke a rule,
+    /// by reason: `write_stall` (a response body the client did not read), `websocket_idle`
+    /// (a WebSocket that answered no ping), `websocket_message_too_large` (a message over
+    /// ``WebSocketLimits``), `websocket_protocol_error` (a continuation out of place),
+    /// `websocket_invalid_utf8` (text that is not UTF-8).
     static func closed(_ reason: String) -> Counter {
         Counter(label: "agent_http_connections_closed_total", dimensions: [("reason", reason)])
     }

@@ -132,6 +132,8 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
             requestCount += 1
             connection.setPhase(.busy)
             streamingBody = limits.streamingPaths.contains(String(head.uri.prefix { $0 != "?" }))
+            let codings = head.headers[canonicalForm: "transfer-encoding"]
+            if !codings.isEmpty, codings.allSatisfy({ $0.lowercased() == "chunked" }) { connection.chunkedBodyBegins() }
             if let refusal = refusal(for: &head) {
                 swallowing = true
                 if awaitingResponse == 0 {
@@ -161,7 +163,8 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
                 return
             }
             pass(head, context: context)
-        case .body:
+        case .body(let part):
+            connection.chunkedBodyData(part.readableBytes)
             if streamingBody, bodyTimer?.isArmed == true { armBodyTimer(context) }
             if !swallowing { context.fireChannelRead(data) }
         case .end:
@@ -196,6 +199,7 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
 
     private func ended(context: ChannelHandlerContext, data: NIOAny) {
         requestOpen = false
+        connection.chunkedBodyEnds()
         bodyTimer?.disarm()
         if swallowing { return }
         if webSocketHandshake {
@@ -249,7 +253,16 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
                     message: "Request header fields too large.",
                     detail: "The limits are \(AgentHTTPLimits.maxHeaderFieldSize) bytes a field, \(AgentHTTPLimits.maxHeaderListSize) bytes in all and \(AgentHTTPLimits.maxHeaderFieldCount) fields."))
         default:
-            return Refusal(status: .badRequest, body: APIErrorBody(message: "Malformed HTTP request.", detail: "\(parseError)"))
+            return Refusal(status: .badRequest, body: APIErrorBody(message: "Malformed HTTP request.", detail: describe(parseError)))
+        }
+    }
+
+    /// A parse error in words, for an answer's `detail`.
+    static func describe(_ error: any Error) -> String {
+        switch error {
+        case let error as HTTPParserError: return error.debugDescription
+        case let error as RequestBodyError: return error.description
+        default: return "The request could not be parsed."
         }
     }
 
@@ -354,6 +367,16 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
                 status: .methodNotAllowed, body: APIErrorBody(message: "Method not allowed.", detail: "CONNECT is not supported."),
                 headers: [("Allow", "GET, POST")])
         }
+        let codings = head.headers[canonicalForm: "transfer-encoding"]
+        if !codings.isEmpty, !codings.allSatisfy({ $0.lowercased() == "chunked" }) {
+            // RFC 9112 §6.1: a transfer coding the server does not know is answered 501; the
+            // body cannot be framed, so the connection closes.
+            return Refusal(
+                status: .notImplemented,
+                body: APIErrorBody(
+                    message: "Transfer coding not supported.",
+                    detail: "Only Transfer-Encoding: chunked is accepted; got \"\(codings.joined(separator: ", "))\"."))
+        }
         let declared = head.headers.first(name: "content-length").flatMap { Int($0) }
         if let expect = head.headers.first(name: "expect") {
             guard expect.lowercased() == "100-continue" else {
@@ -408,7 +431,7 @@ final class HTTPRequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
                 do {
                     let request = WebSocketRouteRequest(headers: HTTPFields(head.headers), parameters: parameters)
                     try route.check(request)
-                    // WebSockets have their own share of the connection cap.
+                    // WebSockets have their own budget, beside the connection cap.
                     guard connection.reserveWebSocketSlot() else {
                         return Refusal(
                             status: .serviceUnavailable,

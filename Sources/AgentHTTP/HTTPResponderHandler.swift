@@ -42,15 +42,18 @@ final class HTTPResponderHandler: ChannelDuplexHandler, RemovableChannelHandler 
         /// A body write that waits this long for the socket to take data closes the
         /// connection (``AgentHTTPLimits/responseWriteStallTimeout``).
         let writeStallTimeout: TimeAmount
+        /// One line per request at info (``AccessLog``).
+        let accessLog: AccessLog
 
         init(
             responder: AgentResponder, serverName: String?, logger: Logger,
-            writeStallTimeout: TimeAmount = .init(AgentHTTPLimits.responseWriteStallTimeout)
+            writeStallTimeout: TimeAmount = .init(AgentHTTPLimits.responseWriteStallTimeout), accessLog: Bool = true
         ) {
             self.responder = responder
             self.serverName = serverName
             self.logger = logger
             self.writeStallTimeout = writeStallTimeout
+            self.accessLog = AccessLog(logger: logger, enabled: accessLog)
         }
     }
 
@@ -108,6 +111,8 @@ final class HTTPResponderHandler: ChannelDuplexHandler, RemovableChannelHandler 
     private var inputClosedAfterPipelined = false
     /// Waiters for the channel to become writable again (at most one: one response at a time).
     private var writable: EventLoopPromise<Void>?
+    /// The current request's access-log line, while the access log is on.
+    private var access: AccessLog.Entry?
 
     init(configuration: Configuration, origin: ConnectionOrigin = .http, refuseFirstRequest: Bool = false) {
         self.configuration = configuration
@@ -252,14 +257,16 @@ final class HTTPResponderHandler: ChannelDuplexHandler, RemovableChannelHandler 
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        // A parse error inside a request (the guard answers those between requests).
-        inputEnded(context)
+        // A parse error inside a request (the guard answers those between requests): the
+        // body's reader fails with it, the route answers 400, and the connection closes
+        // (nothing after broken framing can be read).
+        inputEnded(context, failing: RequestBodyError.malformed(HTTPRequestGuard.describe(error)))
         context.fireErrorCaught(error)
     }
 
-    private func inputEnded(_ context: ChannelHandlerContext) {
+    private func inputEnded(_ context: ChannelHandlerContext, failing error: RequestBodyError = .incomplete) {
         collecting = nil
-        endBody(failing: ChannelError.eof)
+        endBody(failing: error)
         if responding {
             closeAfterResponse = true
         } else {
@@ -311,6 +318,7 @@ final class HTTPResponderHandler: ChannelDuplexHandler, RemovableChannelHandler 
             return
         }
         let request = Request(head: converted, body: body)
+        if configuration.accessLog.isOn { access = AccessLog.Entry(method: head.method.rawValue, uri: head.uri) }
         responding = true
         Self.spawn(
             request, context: requestContext(context.channel), exchange: exchange, responder: configuration.responder,
@@ -374,6 +382,7 @@ final class HTTPResponderHandler: ChannelDuplexHandler, RemovableChannelHandler 
     /// exchange. Runs in the handler task, on the loop.
     nonisolated(nonsending) private func write(_ response: Response, exchange current: UInt64) async {
         guard let context, current == exchange, responding else { return }
+        access?.status = Int(response.status.code)
         let flushEachWrite = (response.body.contentLength ?? .max) > Self.singleFlushLimit
         // From the response's status and fields (its `head` builds an HTTPResponse: an allocation).
         context.write(wrapOutboundOut(.head(nioHead(response))), promise: nil)
@@ -386,6 +395,7 @@ final class HTTPResponderHandler: ChannelDuplexHandler, RemovableChannelHandler 
             // connection end before the declared length or the final chunk.
             configuration.logger.debug("response body failed", metadata: ["error": "\(error)"])
             if current == exchange, responding {
+                logAccess(outcome: "body_failed")
                 responding = false
                 self.context?.close(promise: nil)
             }
@@ -424,6 +434,7 @@ final class HTTPResponderHandler: ChannelDuplexHandler, RemovableChannelHandler 
             context.eventLoop.assertInEventLoop()
         }
         guard let context = self.context, current == exchange, responding else { throw ChannelError.ioOnClosedChannel }
+        access?.bytes += buffer.readableBytes
         if flush {
             context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(buffer))), promise: nil)
         } else {
@@ -435,6 +446,7 @@ final class HTTPResponderHandler: ChannelDuplexHandler, RemovableChannelHandler 
     /// connection closes when it must.
     func finishResponse(exchange current: UInt64, trailers: HTTPFields?) {
         guard current == exchange, responding, let context else { return }
+        logAccess()
         responding = false
         // A body the handler left unread is dropped as it arrives (reads go on, so the
         // request can end and the next one start).
@@ -447,6 +459,13 @@ final class HTTPResponderHandler: ChannelDuplexHandler, RemovableChannelHandler 
             context.writeAndFlush(wrapOutboundOut(end), promise: nil)
             if !pipelined.isEmpty { drainPipelined(context) }
         }
+    }
+
+    /// Writes the current request's access-log line, once.
+    private func logAccess(outcome: String? = nil) {
+        guard let entry = access else { return }
+        access = nil
+        configuration.accessLog.record(entry, listener: origin.listener, outcome: outcome)
     }
 
     /// Ends the connection once everything written is out: our side first (the client
@@ -484,11 +503,12 @@ final class HTTPResponderHandler: ChannelDuplexHandler, RemovableChannelHandler 
     /// The connection closed or the handler left: a waiting writer and a body reader learn
     /// it at once.
     private func connectionEnded() {
+        if responding { logAccess(outcome: "connection_closed") }
         if let writable {
             self.writable = nil
             writable.fail(ChannelError.ioOnClosedChannel)
         }
-        endBody(failing: ChannelError.eof)
+        endBody(failing: RequestBodyError.incomplete)
         collecting = nil
         pipelined.removeAll()
     }

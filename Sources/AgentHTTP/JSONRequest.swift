@@ -8,7 +8,21 @@ import Hummingbird
 public struct JSONRequest: Sendable {
     /// The Go struct name used in error details.
     public let typeName: String
+    /// Where this object sits in the body (`pty`, `files[0]`); empty for the body itself.
+    /// Error details name a field by its whole path from the body (`pty.rows`).
+    public let path: String
     private let members: [(String, JSONValue)]
+
+    private init(typeName: String, path: String = "", members: [(String, JSONValue)]) {
+        self.typeName = typeName
+        self.path = path
+        self.members = members
+    }
+
+    /// `key` as a path from the body: `pty.rows` inside `pty`, `rows` at the top.
+    public func fieldPath(_ key: String) -> String {
+        path.isEmpty ? key : "\(path).\(key)"
+    }
 
     /// Reads the body (up to ``AgentHTTPLimits/maxRequestBody``) and parses its first JSON value.
     ///
@@ -68,7 +82,7 @@ public struct JSONRequest: Sendable {
     public func mismatch(_ key: String, _ value: JSONValue, _ goType: String) -> APIError {
         APIError(
             .badRequest, "Request body must be valid JSON.",
-            detail: "json: cannot unmarshal \(value.goKind) into Go struct field \(typeName).\(key) of type \(goType)")
+            detail: "json: cannot unmarshal \(value.goKind) into Go struct field \(typeName).\(fieldPath(key)) of type \(goType)")
     }
 
     /// A string field; nil when absent or null.
@@ -118,7 +132,7 @@ public struct JSONRequest: Sendable {
         guard let number = Int(text) else {
             throw APIError(
                 .badRequest, "Request body must be valid JSON.",
-                detail: "json: cannot unmarshal number \(text) into Go struct field \(typeName).\(key) of type int")
+                detail: "json: cannot unmarshal number \(text) into Go struct field \(typeName).\(fieldPath(key)) of type int")
         }
         return number
     }
@@ -188,9 +202,19 @@ public struct JSONRequest: Sendable {
     }
 
     /// A request of type `typeName` made of a nested object (a member of another request);
-    /// anything else decodes as an empty object and the accessors find nothing.
+    /// anything else decodes as an empty object and the accessors find nothing. Its errors
+    /// name fields from where this request sits (prefer ``with(_:at:)``, which names them
+    /// from the body).
     public func with(_ value: JSONValue) -> JSONRequest {
-        if case .object(let members) = value { return JSONRequest(typeName: typeName, members: members) }
-        return JSONRequest(typeName: typeName, members: [])
+        if case .object(let members) = value { return JSONRequest(typeName: typeName, path: path, members: members) }
+        return JSONRequest(typeName: typeName, path: path, members: [])
+    }
+
+    /// The nested object `value` found at `key` (a member name, or `files[2]` for an array's
+    /// item): its errors name fields by their whole JSON path (`pty.rows`), as Go's do.
+    public func with(_ value: JSONValue, at key: String) -> JSONRequest {
+        let nested = key.hasPrefix("[") ? path + key : fieldPath(key)
+        if case .object(let members) = value { return JSONRequest(typeName: typeName, path: nested, members: members) }
+        return JSONRequest(typeName: typeName, path: nested, members: [])
     }
 }

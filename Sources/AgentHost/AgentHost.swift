@@ -32,6 +32,8 @@ public final class AgentHost: Sendable {
         public var handlesSignals = true
         /// Run the watchdog that ends the process at the bound (not inside a test process).
         public var enforcesBound = true
+        /// The HTTP API (the first listener) logs one line per request at info.
+        public var accessLog = true
 
         public init() {}
     }
@@ -150,7 +152,9 @@ public final class AgentHost: Sendable {
             }
         ]
         for (index, listener) in listeners.enumerated() {
-            let serving = AgentHTTPServing(mounts: listener.mounts, connections: listener.connections, logger: Logger(label: "workspace-agent.http"))
+            let serving = AgentHTTPServing(
+                mounts: listener.mounts, connections: listener.connections, accessLog: index == 0 && configuration.accessLog,
+                logger: Logger(label: "workspace-agent.http"))
             services.append(makeHTTPService(listener, serving: serving))
             // The HTTP API's routes serve what modules hand over, beside its listener.
             if index == 0 {

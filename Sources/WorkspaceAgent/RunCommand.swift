@@ -72,7 +72,9 @@ struct RunCommand: AsyncParsableCommand {
             logger.warning("HTTP API listens beyond loopback", metadata: ["address": "\(config.http.address)"])
         }
 
-        let host = AgentHost(logger: logger)
+        var hostConfiguration = AgentHost.Configuration()
+        hostConfiguration.accessLog = config.http.accessLog
+        let host = AgentHost(configuration: hostConfiguration, logger: logger)
         let upward = ControlPlaneModule(
             configuration: config.controlPlane, agentVersion: AgentVersion.current, clock: host.clock,
             participants: host.upwardParticipants, startOutcomeFromModule: true,

@@ -24,11 +24,11 @@ struct ConnectionBudgetTests {
         return (String.httpStatus(of: bytes), String(decoding: bytes, as: UTF8.self), bytes)
     }
 
-    /// Upgraded connections have their own share of the cap (here 8 - 8/4 = 6): handshakes
-    /// beyond it are refused with 503, and plain requests still get in. Before, every slot
-    /// could be a WebSocket and new requests were refused.
+    /// Upgraded connections have their own budget (here 6): handshakes beyond it are
+    /// refused with 503, and plain requests still get in. Before, every slot could be a
+    /// WebSocket and new requests were refused.
     @Test func webSocketsCannotStarvePlainRequests() async throws {
-        try await withGuardServer(maxConnections: 8) { port, registry in
+        try await withGuardServer(maxConnections: 8, maxWebSockets: 6) { port, registry in
             #expect(registry.maxWebSockets == 6)
             var open: [LoopbackSocket] = []
             for _ in 0..<6 {
@@ -52,6 +52,36 @@ struct ConnectionBudgetTests {
             #expect(await eventually { registry.webSocketCounters.open == 5 })
             let again = try #require(LoopbackSocket(port: port))
             #expect(await Self.upgrade(again).status == 101)
+        }
+    }
+
+    /// WebSockets do not count against the connection cap: with the stream budget full and
+    /// as many plain requests in progress as WebSockets open, a plain request still gets
+    /// 200 (before, the two shared the cap, every connection was busy, and the new one was
+    /// reset), and one more handshake gets a JSON 503 rather than a reset.
+    @Test func aPlainRequestGetsInWithTheStreamBudgetFull() async throws {
+        try await withGuardServer(maxConnections: 8, maxWebSockets: 4) { port, registry in
+            var open: [LoopbackSocket] = []
+            for _ in 0..<4 {
+                let socket = try #require(LoopbackSocket(port: port))
+                #expect(await Self.upgrade(socket).status == 101)
+                open.append(socket)
+            }
+            // Four slow plain requests: busy connections, which cannot be evicted.
+            for _ in 0..<4 {
+                let socket = try #require(LoopbackSocket(port: port))
+                socket.send("GET /slower HTTP/1.1\r\nHost: x\r\n\r\n")
+                open.append(socket)
+            }
+            #expect(await eventually { registry.busyCount == 4 })
+            let health = try await RawHTTPClient(port: port).request("GET", "/healthz")
+            #expect(health.status == 200, "a plain request gets in")
+            let refused = try #require(LoopbackSocket(port: port))
+            let answer = await Self.upgrade(refused)
+            #expect(answer.status == 503, "\(answer.text)")
+            #expect(answer.text.contains("Too many WebSocket connections."))
+            #expect(answer.text.contains("\"detail\""))
+            #expect(registry.webSocketCounters.open == 4)
         }
     }
 

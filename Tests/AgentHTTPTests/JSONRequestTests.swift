@@ -132,3 +132,65 @@ struct JSONRequestTests {
         }
     }
 }
+
+/// A field's error names it by its JSON path from the body, never by a Swift type.
+struct JSONPathErrorTests {
+    func detail(_ text: String, _ read: (JSONRequest) throws(APIError) -> Void) -> String? {
+        do {
+            try read(try JSONRequest.parse(Array(text.utf8), typeName: "StartProcessRequest"))
+            return nil
+        } catch {
+            return error.body.detail
+        }
+    }
+
+    @Test func nestedObjectsNameTheWholePath() {
+        let rows = detail(#"{"pty":{"rows":"tall"}}"#) { body throws(APIError) in
+            _ = try body.with(body.value("pty")!, at: "pty").int("rows")
+        }
+        #expect(rows == "json: cannot unmarshal string into Go struct field StartProcessRequest.pty.rows of type int")
+        let deeper = detail(#"{"files":[{},{"edit":{"old_text":1}}]}"#) { body throws(APIError) in
+            guard case .array(let files) = body.value("files")! else { return }
+            let file = body.with(files[1], at: "files").with(files[1], at: "[1]")
+            _ = try file.with(file.value("edit")!, at: "edit").string("old_text")
+        }
+        #expect(deeper == "json: cannot unmarshal number into Go struct field StartProcessRequest.files[1].edit.old_text of type string")
+        // Top-level fields read as before.
+        #expect(detail(#"{"command":5}"#) { body throws(APIError) in _ = try body.string("command") }
+            == "json: cannot unmarshal number into Go struct field StartProcessRequest.command of type string")
+    }
+
+    struct Start: Decodable {
+        struct Terminal: Decodable {
+            var rows: UInt16
+            var cols: UInt16
+        }
+        var command: String
+        var pty: Terminal?
+        var env: [String]?
+        var background: Bool?
+    }
+
+    func decodable(_ text: String) -> String? {
+        do {
+            _ = try JSONRequest.decode(Start.self, from: Array(text.utf8))
+            return nil
+        } catch {
+            #expect(error.statusCode == 400)
+            return error.body.detail
+        }
+    }
+
+    @Test func decodableTypesNameTheJSONPath() throws {
+        #expect(decodable(#"{"command":"ls","pty":{"rows":"x","cols":80}}"#) == "pty.rows: expected an integer")
+        #expect(decodable(#"{"command":"ls","env":["A=1","B=2",3]}"#) == "env[2]: expected a string")
+        #expect(decodable(#"{"command":"ls","pty":{"rows":24}}"#) == "pty.cols: required")
+        #expect(decodable(#"{"command":"ls","background":"yes"}"#) == "background: expected a boolean")
+        #expect(decodable(#"{"command":"ls","pty":{"rows":24,"cols":null}}"#) == "pty.cols: expected an integer, got null")
+        #expect(decodable(#"{"command":"ls","pty":[]}"#) == "pty: expected an object")
+        #expect(decodable(#"{"command":"ls","pty":{"rows":70000,"cols":80}}"#) == "The body is not valid JSON, or a number in it is out of range for its field.")
+        #expect(decodable("{") == "The body is not valid JSON, or a number in it is out of range for its field.")
+        let start = try JSONRequest.decode(Start.self, from: Array(#"{"command":"ls","pty":{"rows":24,"cols":80}}"#.utf8))
+        #expect(start.pty?.cols == 80)
+    }
+}

@@ -150,7 +150,18 @@ public struct TestWebSocket {
 
     /// Sends a masked client frame.
     public func send(opcode: UInt8, payload: [UInt8]) async throws {
-        var frame: [UInt8] = [0x80 | opcode]
+        try await outbound.write(ByteBuffer(bytes: Self.maskedFrame(opcode: opcode, payload: payload)))
+    }
+
+    /// Sends bytes as they are (frames made with ``maskedFrame(fin:opcode:payload:)``, many
+    /// in one write).
+    public func send(raw bytes: [UInt8]) async throws {
+        try await outbound.write(ByteBuffer(bytes: bytes))
+    }
+
+    /// A masked client frame; `fin` false for a fragment that more follow.
+    public static func maskedFrame(fin: Bool = true, opcode: UInt8, payload: [UInt8]) -> [UInt8] {
+        var frame: [UInt8] = [(fin ? 0x80 : 0) | opcode]
         if payload.count < 126 {
             frame.append(0x80 | UInt8(payload.count))
         } else if payload.count < 65536 {
@@ -162,7 +173,7 @@ public struct TestWebSocket {
         let key: [UInt8] = [0x12, 0x34, 0x56, 0x78]
         frame += key
         frame += payload.enumerated().map { $0.element ^ key[$0.offset % 4] }
-        try await outbound.write(ByteBuffer(bytes: frame))
+        return frame
     }
 
     /// Starts the close handshake from the client side.
