@@ -75,6 +75,9 @@ enum MetricsHelp {
         "agent_process_spool_write_errors_total": "Failed writes to output spool files.",
         "agent_process_spool_bytes": "Bytes of process output on disk now.",
         "agent_process_durable_log_failures_total": "Failed writes of the process records or tool-call claims logs (rewritten whole at the next change).",
+        "agent_process_durable_failure_logs_suppressed_total":
+            "Failed writes of the process records, tool-call claims or spools not logged because one about the same file was logged less than 30 s before.",
+        "agent_process_starts_unclaimed_total": "Tool-call starts refused (503) because their claim could not be written durably; nothing ran.",
         // Upward
         "agent_upward_items_queued": "Items waiting to go to the control plane, by outbox.",
         "agent_upward_items_dropped_total": "Items dropped because their outbox was full, by outbox.",

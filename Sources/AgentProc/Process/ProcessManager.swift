@@ -121,6 +121,8 @@ public final class ProcessManager: Service, Sendable {
     let spools: OutputSpoolStore
     /// Tool calls' starts (at most once each).
     let toolCalls: ToolCallStarts
+    /// Failed writes of the files that outlive the agent (counted, logged rate-limited).
+    let failures: DurableFailures
     /// The directory the manager made for itself (no state directory given), removed at shutdown.
     private let privateDirectory: String?
     /// Awaits matching output now (bounded by ``maxAwaits``).
@@ -172,9 +174,11 @@ public final class ProcessManager: Service, Sendable {
             privateDirectory = base
         }
         try Self.makeDirectory(base)
-        spools = try OutputSpoolStore(directory: base + "/spool", limits: configuration.spoolLimits)
-        toolCalls = ToolCallStarts(directory: base)
-        processLog = ProcessLog(directory: base)
+        let failures = DurableFailures(logger: logger)
+        self.failures = failures
+        spools = try OutputSpoolStore(directory: base + "/spool", limits: configuration.spoolLimits) { failures.report(.spool, $0) }
+        toolCalls = ToolCallStarts(directory: base, failures: failures)
+        processLog = ProcessLog(directory: base, failures: failures)
         remover = SpoolRemover(spools: spools)
         restore()
     }
@@ -273,6 +277,8 @@ public final class ProcessManager: Service, Sendable {
         case mismatch
         /// The call is older than the agent's record of calls and may have run (409).
         case unknownBeforeHorizon
+        /// The call's claim could not be written durably (the error): nothing ran (503).
+        case notRecorded(String)
     }
 
     /// Starts at most once per tool call: a retry with the same `toolCall` and the same
@@ -287,6 +293,9 @@ public final class ProcessManager: Service, Sendable {
             return .mismatch
         case .beforeHorizon:
             return .unknownBeforeHorizon
+        case .notRecorded(let error):
+            ProcessMetrics.startsUnclaimed.increment()
+            return .notRecorded(error.description)
         case .existing(let entry):
             ProcessMetrics.startsReplayed.increment()
             let process = state.withLock { $0.processes[entry.id] }
@@ -391,7 +400,9 @@ public final class ProcessManager: Service, Sendable {
             background: background, chatID: chat?.id, pid: child.pid, budget: subscriberBudget,
             input: input, spoolMaker: spoolMaker, options: options
         ) { [weak self] exited in self?.noteExited(exited) }
-        if configuration.spoolOutput { processLog.started(ProcessRecord(process)) }
+        if configuration.spoolOutput, let failure = processLog.started(ProcessRecord(process)) {
+            process.noteRecordFailure(failure.description)
+        }
         // Registered before the reactor sees the child, so its exit always finds it here.
         let closedMeanwhile = state.withLock { s -> Bool in
             s.processes[process.id] = process

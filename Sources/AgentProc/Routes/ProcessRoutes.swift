@@ -20,6 +20,7 @@ struct ProcessRoutes: Sendable {
         let routes = RouteCollection(context: AgentRequestContext.self).add(middleware: ChatIdentityMiddleware())
         routes.post("start") { request, context in try await self.start(request, context) }
         routes.get("list") { request, context in try self.list(request, context) }
+        routes.get("status") { request, context in self.status(request, context) }
         routes.get(":id/output") { request, context in try await self.output(request, context) }
         routes.post(":id/signal") { request, context in try await self.signal(request, context) }
         routes.post(":id/stdin") { request, context in try await self.stdin(request, context) }
@@ -41,40 +42,61 @@ struct ProcessRoutes: Sendable {
         let toolCall = try ToolCallKey.from(request.headers, chat: chat)
         let fields = try Self.startRequest(
             try await JSONRequest.decode(request, context: context, typeName: "StartProcessRequest"))
-        do {
-            guard let (key, ageMs) = toolCall else {
-                let process = try await manager.start(
+        guard let (key, ageMs) = toolCall else {
+            let process: ManagedProcess
+            do {
+                process = try await manager.start(
                     command: fields.command, workdir: fields.workdir, environment: fields.env, background: fields.background,
                     chat: chat, options: fields.options)
-                return JSONResponse.make(StartResponse(id: process.id, started: true))
+            } catch {
+                throw Self.startError(error)
             }
-            switch try await manager.startOnce(
+            return JSONResponse.make(StartResponse(started: process))
+        }
+        let outcome: ProcessManager.StartOnce
+        do {
+            outcome = try await manager.startOnce(
                 command: fields.command, workdir: fields.workdir, environment: fields.env, background: fields.background,
                 chat: chat, options: fields.options, toolCall: key, ageMs: ageMs)
-            {
-            case .started(let process):
-                return JSONResponse.make(StartResponse(id: process.id, started: true))
-            case .attached(let id, let process, let exit):
-                return JSONResponse.make(StartResponse(attached: id, process: process, exit: exit))
-            case .mismatch:
-                return JSONResponse.make(
-                    ToolCallRefusal(message: "This tool call started a process with a different request.", code: "input_mismatch"),
-                    status: .conflict)
-            case .unknownBeforeHorizon:
-                return JSONResponse.make(
-                    ToolCallRefusal(
-                        message: "This tool call is older than the agent's record of tool calls; it may have run.",
-                        code: "agent_started_after_tool_call"),
-                    status: .conflict)
-            }
         } catch {
-            let detail = switch error {
-            case .closed: "manager is closed"
-            case .tooManyProcesses(let limit): "too many running processes (limit \(limit))"
-            case .spawn(let reason): reason
-            }
-            throw APIError(.internalServerError, "Failed to start process.", detail: detail)
+            throw Self.startError(error)
         }
+        switch outcome {
+        case .started(let process):
+            return JSONResponse.make(StartResponse(started: process))
+        case .attached(let id, let process, let exit):
+            return JSONResponse.make(StartResponse(attached: id, process: process, exit: exit))
+        case .mismatch:
+            return JSONResponse.make(
+                ToolCallRefusal(message: "This tool call started a process with a different request.", code: "input_mismatch"),
+                status: .conflict)
+        case .unknownBeforeHorizon:
+            return JSONResponse.make(
+                ToolCallRefusal(
+                    message: "This tool call is older than the agent's record of tool calls; it may have run.",
+                    code: "agent_started_after_tool_call"),
+                status: .conflict)
+        case .notRecorded(let reason):
+            throw APIError(
+                .serviceUnavailable, "The tool call could not be recorded, so it was not started.",
+                detail: "Writing its claim to \(ToolCallStarts.fileName) failed (\(reason)); nothing ran. Retry once the state directory's disk has room.")
+        }
+    }
+
+    /// A failed start: 500 with what failed.
+    static func startError(_ error: ProcessManager.StartFailure) -> APIError {
+        let detail = switch error {
+        case .closed: "manager is closed"
+        case .tooManyProcesses(let limit): "too many running processes (limit \(limit))"
+        case .spawn(let reason): reason
+        }
+        return APIError(.internalServerError, "Failed to start process.", detail: detail)
+    }
+
+    /// `GET /status`: whether output is spooled, and the failed writes of the files that
+    /// outlive the agent.
+    func status(_ request: Request, _ context: AgentRequestContext) -> Response {
+        JSONResponse.make(StatusResponse(manager))
     }
 
     func list(_ request: Request, _ context: AgentRequestContext) throws -> Response {

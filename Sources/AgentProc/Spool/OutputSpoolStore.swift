@@ -1,3 +1,4 @@
+import AgentCore
 import Glibc
 import Synchronization
 
@@ -53,7 +54,11 @@ public final class OutputSpoolStore: Sendable {
 
     /// Opens (creating 0700 if missing) the store directory. `extraOwnedFiles` are file names
     /// the caller keeps in spool directories (e.g. `["record.json"]`) that `remove(id:)` may delete.
-    public init(directory: String, limits: Limits = .init(), extraOwnedFiles: [String] = []) throws {
+    /// `onWriteError` is told of every failed write (under the store's lock).
+    public init(
+        directory: String, limits: Limits = .init(), extraOwnedFiles: [String] = [],
+        onWriteError: (@Sendable (SystemCallError) -> Void)? = nil
+    ) throws {
         guard limits.segmentBytes >= 1, limits.segmentBytes <= 1 << 30,
             limits.maxBytesPerSpool >= limits.segmentBytes, limits.maxTotalBytes >= limits.segmentBytes
         else { throw SpoolError.invalidLimits }
@@ -63,7 +68,7 @@ public final class OutputSpoolStore: Sendable {
         let extras = Set(extraOwnedFiles.filter { !$0.isEmpty && !$0.contains("/") && $0 != "." && $0 != ".." })
         self.directory = dir
         self.limits = limits
-        self.state = Mutex(StoreState(directory: dir, limits: limits, extraOwnedFiles: extras))
+        self.state = Mutex(StoreState(directory: dir, limits: limits, extraOwnedFiles: extras, onWriteError: onWriteError))
     }
 
     /// Creates `<directory>/<id>/` (0700) with an empty cursor and returns its writer handle.
