@@ -46,8 +46,9 @@ enum ProcessMetrics {
         Counter(label: "agent_process_spool_dropped_bytes_total", dimensions: [("reason", reason)]).increment(by: Int(clamping: count))
     }
 
-    /// A stdin write that failed: `stalled` (the child did not read in time), `closed`,
-    /// `busy` (too much queued), `too_large`, `error`.
+    /// A stdin write that failed: `stalled` (the child did not read in time, or a write
+    /// before it did not), `closed`, `busy` (too much queued), `too_large`, `line_too_long`
+    /// (a terminal in line mode would discard part of it), `error`.
     static func stdinRefused(_ reason: String) {
         Counter(label: "agent_process_stdin_refused_total", dimensions: [("reason", reason)]).increment()
     }

@@ -67,7 +67,7 @@ enum MetricsHelp {
         "agent_stream_disconnected_total": "Stream subscribers the agent disconnected, by reason (stalled, close_timeout).",
         "agent_process_starts_replayed_total": "Starts answered with the process an earlier start of the same tool call made.",
         "agent_process_stdin_bytes_total": "Bytes written to processes' stdin (pipes and terminals).",
-        "agent_process_stdin_refused_total": "Stdin writes refused, by reason (stalled, closed, busy, too_large, error).",
+        "agent_process_stdin_refused_total": "Stdin writes refused, by reason (stalled, closed, busy, too_large, line_too_long, error).",
         "agent_process_awaits_total": "Output awaits that ended, by condition (matched, port_open, exited, timeout).",
         "agent_processes_restored_total": "Processes of an earlier agent restored from the state dir (lost ones included).",
         "agent_process_spool_written_bytes_total": "Output bytes written to the processes' spools on disk.",

@@ -68,7 +68,8 @@ public final class ProcessManager: Service, Sendable {
         /// Spool every process's output to disk (cursor reads, awaits from any offset,
         /// output across restarts). Off: only the head and tail in memory, as the reference.
         public var spoolOutput = true
-        /// How long a stdin write waits for a child that does not read.
+        /// How long a stdin write or close may take from its arrival (its wait behind earlier
+        /// writes included) when the child does not read.
         public var stdinWriteTimeout: Duration = .seconds(10)
 
         public init(

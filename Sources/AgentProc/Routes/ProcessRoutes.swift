@@ -167,7 +167,7 @@ struct ProcessRoutes: Sendable {
     /// `POST /{id}/stdin/close`: end-of-file (a pipe closes; a terminal gets ^D).
     func closeStdin(_ request: Request, _ context: AgentRequestContext) async throws -> Response {
         let (id, input) = try inputOf(context)
-        switch await input.close() {
+        switch await input.close(timeout: manager.configuration.stdinWriteTimeout) {
         case .success:
             return JSONResponse.make(MessageResponse(message: "Input of process \(goQuote(id)) closed."))
         case .failure(let failure):
@@ -210,6 +210,21 @@ struct ProcessRoutes: Sendable {
             return APIError(
                 .gatewayTimeout, "Process \(goQuote(id)) did not read its input in time.",
                 detail: "\(written) bytes were written before the wait for the child ended; the rest was not.")
+        case .behindStalled:
+            ProcessMetrics.stdinRefused("stalled")
+            return APIError(
+                .gatewayTimeout, "Process \(goQuote(id)) did not read its input in time.",
+                detail: "0 bytes were written: a write before it was not read in time, so this one was not tried.")
+        case .expired:
+            ProcessMetrics.stdinRefused("stalled")
+            return APIError(
+                .gatewayTimeout, "Process \(goQuote(id)) did not read its input in time.",
+                detail: "0 bytes were written: its time ran out while the writes before it waited.")
+        case .lineTooLong:
+            ProcessMetrics.stdinRefused("line_too_long")
+            return APIError(
+                .contentTooLarge, "Input is longer than the terminal's line.",
+                detail: "The terminal is in line (canonical) mode: it keeps at most \(TerminalLine.maxLineBytes) bytes of a line until a newline and would silently discard the rest. Nothing of this call was written; end the line (\\n or \\r) sooner.")
         case .busy:
             ProcessMetrics.stdinRefused("busy")
             return APIError(
