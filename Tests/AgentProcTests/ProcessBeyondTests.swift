@@ -408,7 +408,7 @@ struct ProcessBeyondTests {
                     try await group.waitForAll()
                 }
             }
-            #expect(h.manager.spools.totalBytes <= total)
+            #expect((h.manager.spools?.totalBytes ?? 0) <= total)
             let used = directoryBytes(state + "/processes/spool")
             // Segment files within the cap, plus the small cursor and record files.
             #expect(used <= total + 300 * 8192, "disk use \(used) for a cap of \(total)")

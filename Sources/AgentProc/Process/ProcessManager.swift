@@ -118,8 +118,12 @@ public final class ProcessManager: Service, Sendable {
     public let subscriberBudget: SubscriberBudget
     private let logger: Logger
     private let reactor: ProcessReactor
-    /// Every process's output on disk, and the records beside it.
-    let spools: OutputSpoolStore
+    /// Every process's output on disk; nil when the spool directory could not be made (see
+    /// ``spoolUnavailable``): the manager then runs as with spooling off.
+    let spools: OutputSpoolStore?
+    /// Why output is not spooled although spooling is on (the spool path is not a
+    /// directory, or the disk refused it); shown by `GET /status`.
+    public let spoolUnavailable: String?
     /// Tool calls' starts (at most once each).
     let toolCalls: ToolCallStarts
     /// Failed writes of the files that outlive the agent (counted, logged rate-limited).
@@ -177,12 +181,25 @@ public final class ProcessManager: Service, Sendable {
         try Self.makeDirectory(base)
         let failures = DurableFailures(logger: logger)
         self.failures = failures
-        spools = try OutputSpoolStore(directory: base + "/spool", limits: configuration.spoolLimits) { failures.report(.spool, $0) }
+        do {
+            spools = try OutputSpoolStore(directory: base + "/spool", limits: configuration.spoolLimits) { failures.report(.spool, $0) }
+            spoolUnavailable = nil
+        } catch {
+            // The API is the product; durable output is a feature of it: run on without it.
+            spools = nil
+            spoolUnavailable = "\(error)"
+            logger.warning("process output is not spooled: the spool directory is unusable", metadata: [
+                "error": "\(error)", "path": "\(base)/spool",
+            ])
+        }
         toolCalls = ToolCallStarts(directory: base, failures: failures)
         processLog = ProcessLog(directory: base, failures: failures)
         remover = SpoolRemover(spools: spools)
         restore()
     }
+
+    /// Output is spooled (and processes recorded): spooling is on and the spool directory usable.
+    public var spooling: Bool { configuration.spoolOutput && spools != nil }
 
     private static func makeDirectory(_ path: String) throws {
         if mkdir(path, 0o700) != 0 && errno != EEXIST { throw SystemCallError(call: "mkdir \(path)", errno: errno) }
@@ -205,18 +222,27 @@ public final class ProcessManager: Service, Sendable {
     private func restore() {
         let nowUnix = Int64(Date().timeIntervalSince1970)
         let records = Dictionary(processLog.restored.map { ($0.id, $0) }, uniquingKeysWith: { _, last in last })
-        // Spools without a record are of processes forgotten (or never recorded): removed.
-        for id in spools.storedIDs() where records[id] == nil { spools.remove(id: id) }
+        if let spools {
+            // What cannot be a spool (links, files, stray directories) goes first, then the
+            // spools without a record (of processes forgotten, or never recorded).
+            let strays = spools.removeStrays()
+            if !strays.removed.isEmpty || !strays.left.isEmpty {
+                logger.info("stray entries in the spool directory", metadata: [
+                    "removed": "\(strays.removed.count)", "left": "\(strays.left)",
+                ])
+            }
+            for id in spools.storedIDs() where records[id] == nil { spools.remove(id: id) }
+        }
         var restored: [ManagedProcess] = []
         for record in records.values {
             // A process that printed nothing has no spool.
-            let spool = spools.restore(id: record.id)
+            let spool = spools?.restore(id: record.id)
             restored.append(ManagedProcess(restored: record, spool: spool, budget: subscriberBudget, nowUnix: nowUnix))
         }
         restored.sort { ($0.exitInfo?.exitedAtUnix ?? 0, $0.startedAtUnix) < ($1.exitInfo?.exitedAtUnix ?? 0, $1.startedAtUnix) }
         let excess = max(0, restored.count - configuration.maxRetainedExited)
         for process in restored.prefix(excess) {
-            spools.remove(id: process.id)
+            spools?.remove(id: process.id)
             processLog.forgot(process.id)
         }
         let kept = restored.dropFirst(excess)
@@ -386,7 +412,7 @@ public final class ProcessManager: Service, Sendable {
         // No spool (the disk refused a directory) still runs the command: only the offset
         // reads and the restart lose it.
         var spoolMaker: (@Sendable () -> OutputSpool?)?
-        if configuration.spoolOutput {
+        if spooling, let spools {
             spoolMaker = { [spools, logger] in
                 do {
                     return try spools.create(id: id)
@@ -401,7 +427,7 @@ public final class ProcessManager: Service, Sendable {
             background: background, chatID: chat?.id, pid: child.pid, budget: subscriberBudget,
             input: input, spoolMaker: spoolMaker, options: options
         ) { [weak self] exited in self?.noteExited(exited) }
-        if configuration.spoolOutput, let failure = processLog.started(ProcessRecord(process)) {
+        if spooling, let failure = processLog.started(ProcessRecord(process)) {
             process.noteRecordFailure(failure.description)
         }
         // Registered before the reactor sees the child, so its exit always finds it here.
@@ -415,7 +441,7 @@ public final class ProcessManager: Service, Sendable {
             ProcessReactor.discardShell(child.pid)
             input?.processExited()
             if process.retireSpool() != nil { remover.remove(id) }
-            if configuration.spoolOutput { processLog.forgot(id) }
+            if spooling { processLog.forgot(id) }
             throw StartFailure.closed
         }
         process.reactorToken = token
@@ -445,7 +471,7 @@ public final class ProcessManager: Service, Sendable {
         ProcessMetrics.exited.increment()
         if let exit = process.exitInfo {
             let recorded = ProcessRecord.Exit(code: exit.status.code, signal: exit.status.signal, exitedAtUnix: exit.exitedAtUnix)
-            if configuration.spoolOutput { processLog.exited(process.id, recorded) }
+            if spooling { processLog.exited(process.id, recorded) }
             toolCalls.recordExit(id: process.id, recorded)
         }
         if let chat = process.chatID, let paths = configuration.chatPaths {
@@ -470,7 +496,7 @@ public final class ProcessManager: Service, Sendable {
         // The files go off this lock.
         if process.retireSpool() != nil { remover.remove(process.id) }
         // A restored process (pid 0) has a record even when this run spools nothing.
-        if configuration.spoolOutput || process.pid == 0 { processLog.forgot(process.id) }
+        if spooling || process.pid == 0 { processLog.forgot(process.id) }
     }
 
     // MARK: Query
@@ -612,7 +638,7 @@ public final class ProcessManager: Service, Sendable {
         await reactor.stop()
         await remover.flush()
         if let privateDirectory {
-            for id in spools.storedIDs() { spools.remove(id: id) }
+            for id in spools?.storedIDs() ?? [] { spools?.remove(id: id) }
             unlink(privateDirectory + "/" + ToolCallStarts.fileName)
             unlink(privateDirectory + "/" + ProcessLog.fileName)
             rmdir(privateDirectory + "/spool")

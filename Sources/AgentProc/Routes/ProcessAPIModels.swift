@@ -262,7 +262,12 @@ struct StatusResponse: Encodable {
     }
 
     init(_ manager: ProcessManager) {
-        spool = Spool(enabled: manager.configuration.spoolOutput, reason: manager.configuration.spoolOutput ? nil : "off (--proc-spool=false)")
+        let reason: String? = if !manager.configuration.spoolOutput {
+            "off (--proc-spool false)"
+        } else {
+            manager.spoolUnavailable.map { "disabled: \($0)" }
+        }
+        spool = Spool(enabled: manager.spooling, reason: reason)
         let last = manager.failures.last
         durableWrites = DurableWrites(
             failures: manager.failures.count,

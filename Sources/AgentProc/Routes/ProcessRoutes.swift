@@ -111,7 +111,7 @@ struct ProcessRoutes: Sendable {
         guard let process = manager.lookup(id, chat: chat) else { throw Self.notFound(id) }
         let query = try OutputQuery(request.uri.queryParameters, maxWait: manager.configuration.maxWait)
         if let read = query.cursor {
-            guard manager.configuration.spoolOutput || process.spool != nil else {
+            guard manager.spooling || process.spool != nil else {
                 throw APIError(
                     .conflict, "Output of process \(goQuote(id)) is not spooled.",
                     detail: "Offset reads need the output spool (--proc-spool, on by default, and a writable state dir).")

@@ -128,6 +128,37 @@ public final class OutputSpoolStore: Sendable {
         state.withLock { s in s.remove(id: id, extra: extra) }
     }
 
+    /// Removes what is in the store's directory but cannot be a spool, before any spool is
+    /// made (at start): entries that are not directories (a symlink is removed itself, never
+    /// followed; so are regular files and the rest), and directories whose name is not a
+    /// spool id once they are empty. A directory holding anything is left as it is (its
+    /// content is not the store's), and so are spool-named directories (``restore(id:)``
+    /// and ``remove(id:alsoDeleting:)`` judge those). Works through the directory's own
+    /// descriptor, so nothing outside it is ever touched. Returns the names removed and
+    /// the names left.
+    public func removeStrays() -> (removed: [String], left: [String]) {
+        state.withLock { s in
+            let dfd = Posix.retryEINTR { open(s.directory, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) }
+            guard dfd >= 0 else { return ([], []) }
+            defer { close(dfd) }
+            var removed: [String] = []
+            var left: [String] = []
+            for name in Posix.listDirectory(s.directory) {
+                var st = stat()
+                guard fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 else { continue }
+                if st.st_mode & S_IFMT == S_IFDIR {
+                    if Posix.isValidID(name) { continue }
+                    if unlinkat(dfd, name, AT_REMOVEDIR) == 0 { removed.append(name) } else { left.append(name) }
+                } else if unlinkat(dfd, name, 0) == 0 {
+                    removed.append(name)
+                } else {
+                    left.append(name)
+                }
+            }
+            return (removed, left)
+        }
+    }
+
     /// Bytes of segment files currently charged against `maxTotalBytes`.
     public var totalBytes: Int { state.withLock { $0.total } }
 
