@@ -68,7 +68,7 @@ extension ProcessManager {
     }
 
     /// Reap, filter by chat (exact match; chat-less processes hidden from chats), sort
-    /// (running first, newest first), cap (spec §2.2).
+    /// (running first, newest first), cap (at most `listLimit`).
     public func list(chat: ChatIdentity?) -> [ManagedProcess] {
         reap()
         let all = state.withLock { Array($0.processes.values) }

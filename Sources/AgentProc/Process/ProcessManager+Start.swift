@@ -13,7 +13,7 @@ import Glibc
 
 /// Starting processes: the environment, the at-most-once tool-call starts, the spawn.
 extension ProcessManager {
-    /// The child's environment (spec §4): the agent's own variables, the provider's, the
+    /// The child's environment: the agent's own variables, the provider's, the
     /// running sessions' (``SessionEnvironment``: the desktop's `DISPLAY`), the request's,
     /// then `CODER_CHAT_ID`. A start without variables of its own reuses the block built
     /// for the same provider and session generations and chat: no merge, no comparison.
@@ -115,7 +115,7 @@ extension ProcessManager {
         return SHA256.hexString(hasher.finalize())
     }
 
-    /// Starts `sh -c command` in its own process group (spec §2.1, §4).
+    /// Starts `sh -c command` in its own process group, with the layered environment.
     public func start(
         command: String,
         workdir: String?,

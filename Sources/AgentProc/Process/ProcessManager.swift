@@ -20,7 +20,7 @@ import Glibc
 /// watched once it begins.
 public final class ProcessManager: Service, Sendable {
     public struct Configuration: Sendable {
-        /// Layer 2 of the environment and the default directory (spec §4).
+        /// Layer 2 of the environment, and the default directory.
         public var environmentProvider: any AgentEnvironmentProvider
         /// Layer 1: the agent's own environment.
         public var baseEnvironment: [String: String]
@@ -42,7 +42,7 @@ public final class ProcessManager: Service, Sendable {
         public var reapInterval: Duration = .seconds(30)
         /// Time between SIGTERM and SIGKILL at shutdown.
         public var shutdownGrace: Duration = .seconds(5)
-        /// Longest `wait=true` (spec: 5 minutes).
+        /// Longest `wait=true` (5 minutes, as the reference).
         public var maxWait: Duration = .seconds(300)
         /// Entries returned by `/list`.
         public var listLimit: Int = 10
