@@ -24,6 +24,10 @@ enum ProcessMetrics {
     /// Writes of the process records or tool-call claims logs that failed (each is rewritten
     /// whole at its next change).
     static let durableLogFailures = Counter(label: "agent_process_durable_log_failures_total")
+    /// Failure log lines left out by the rate limit (``DurableFailures/logInterval``).
+    static let failureLogsSuppressed = Counter(label: "agent_process_durable_failure_logs_suppressed_total")
+    /// Tool-call starts refused (503) because their claim could not be written durably.
+    static let startsUnclaimed = Counter(label: "agent_process_starts_unclaimed_total")
     /// Bytes written to output spools on disk.
     static let spoolBytesWritten = Counter(label: "agent_process_spool_written_bytes_total")
     /// Failed writes to spool files (the bytes involved count as dropped).
@@ -42,8 +46,9 @@ enum ProcessMetrics {
         Counter(label: "agent_process_spool_dropped_bytes_total", dimensions: [("reason", reason)]).increment(by: Int(clamping: count))
     }
 
-    /// A stdin write that failed: `stalled` (the child did not read in time), `closed`,
-    /// `busy` (too much queued), `too_large`, `error`.
+    /// A stdin write that failed: `stalled` (the child did not read in time, or a write
+    /// before it did not), `closed`, `busy` (too much queued), `too_large`, `line_too_long`
+    /// (a terminal in line mode would discard part of it), `error`.
     static func stdinRefused(_ reason: String) {
         Counter(label: "agent_process_stdin_refused_total", dimensions: [("reason", reason)]).increment()
     }

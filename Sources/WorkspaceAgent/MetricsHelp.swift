@@ -67,7 +67,7 @@ enum MetricsHelp {
         "agent_stream_disconnected_total": "Stream subscribers the agent disconnected, by reason (stalled, close_timeout).",
         "agent_process_starts_replayed_total": "Starts answered with the process an earlier start of the same tool call made.",
         "agent_process_stdin_bytes_total": "Bytes written to processes' stdin (pipes and terminals).",
-        "agent_process_stdin_refused_total": "Stdin writes refused, by reason (stalled, closed, busy, too_large, error).",
+        "agent_process_stdin_refused_total": "Stdin writes refused, by reason (stalled, closed, busy, too_large, line_too_long, error).",
         "agent_process_awaits_total": "Output awaits that ended, by condition (matched, port_open, exited, timeout).",
         "agent_processes_restored_total": "Processes of an earlier agent restored from the state dir (lost ones included).",
         "agent_process_spool_written_bytes_total": "Output bytes written to the processes' spools on disk.",
@@ -75,6 +75,9 @@ enum MetricsHelp {
         "agent_process_spool_write_errors_total": "Failed writes to output spool files.",
         "agent_process_spool_bytes": "Bytes of process output on disk now.",
         "agent_process_durable_log_failures_total": "Failed writes of the process records or tool-call claims logs (rewritten whole at the next change).",
+        "agent_process_durable_failure_logs_suppressed_total":
+            "Failed writes of the process records, tool-call claims or spools not logged because one about the same file was logged less than 30 s before.",
+        "agent_process_starts_unclaimed_total": "Tool-call starts refused (503) because their claim could not be written durably; nothing ran.",
         // Upward
         "agent_upward_items_queued": "Items waiting to go to the control plane, by outbox.",
         "agent_upward_items_dropped_total": "Items dropped because their outbox was full, by outbox.",

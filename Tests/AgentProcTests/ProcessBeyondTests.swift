@@ -305,10 +305,16 @@ struct ProcessBeyondTests {
                 "until=\(Self.query("(a"))", "until=\(Self.query("(a)\\1"))", "until=a&until_literal=b", "port=0", "port=70000",
                 "until=a&timeout=10m", "until=a&timeout=-1s", "until=a&timeout=soon", "from=3", "offset=-1", "limit=5",
                 "offset=0&until=a", "until_literal=",
+                // limit outside 1...4 MiB, on either side (the OpenAPI document's bounds).
+                "offset=0&limit=0", "offset=0&limit=4194305", "offset=0&limit=99999999999",
             ] {
                 let response = try await h.client.request("GET", "\(Self.base)/\(id)/output?\(query)")
                 #expect(response.status == 400, "\(query): \(response)")
             }
+            let largest = try await h.client.request("GET", "\(Self.base)/\(id)/output?offset=0&limit=4194304")
+            #expect(largest.status == 200, "\(largest)")
+            let over = try await h.client.request("GET", "\(Self.base)/\(id)/output?offset=0&limit=4194305")
+            #expect((jsonObject(over.body)?["detail"] as? String) == "limit must be 1 to 4194304.", "\(over)")
             let regex = try await h.client.request("GET", "\(Self.base)/\(id)/output?until=\(Self.query("(a)\\1"))")
             #expect((jsonObject(regex.body)?["detail"] as? String)?.contains("backreferences are not supported") == true)
         }
@@ -408,7 +414,7 @@ struct ProcessBeyondTests {
                     try await group.waitForAll()
                 }
             }
-            #expect(h.manager.spools.totalBytes <= total)
+            #expect((h.manager.spools?.totalBytes ?? 0) <= total)
             let used = directoryBytes(state + "/processes/spool")
             // Segment files within the cap, plus the small cursor and record files.
             #expect(used <= total + 300 * 8192, "disk use \(used) for a cap of \(total)")

@@ -69,12 +69,13 @@ struct Harness: Sendable {
 /// Runs `body` against a fresh server; shuts everything down afterwards.
 func withProcessServer(
     configure: (inout ProcessManager.Configuration) -> Void = { _ in },
+    logger: Logger = Harness.quiet,
     _ body: (Harness) async throws -> Void
 ) async throws {
     var configuration = ProcessManager.Configuration(priority: .unchanged)
     configuration.shutdownGrace = .seconds(2)
     configure(&configuration)
-    let manager = try ProcessManager(configuration: configuration, logger: Harness.quiet)
+    let manager = try ProcessManager(configuration: configuration, logger: logger)
     let (ports, portSink) = AsyncStream<Int>.makeStream()
     let app = AgentHTTPServer.makeApplication(
         address: BindTarget(kind: .tcp(host: "127.0.0.1", port: 0)),

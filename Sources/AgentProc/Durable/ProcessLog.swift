@@ -1,3 +1,4 @@
+import AgentCore
 import Synchronization
 
 /// The records of the processes the manager knows, on disk (`processes.jsonl`), so that an
@@ -6,6 +7,11 @@ import Synchronization
 /// (no file made per process: a command that prints nothing costs the disk two short lines).
 /// A record still without an exit after a restart is a process whose end the agent could not
 /// see (`lost`).
+///
+/// Nothing is synced (a record serves an agent restart; after a machine's, no process runs
+/// on). A record that cannot be written (a full disk) does not stop its process: the
+/// failure is reported (``DurableFailures``: counted, logged, shown by `GET /status`), the
+/// start's answer carries a warning, and the file is rewritten whole at the next change.
 ///
 /// Bounds: the live records are the processes the manager keeps (1024 running and 256
 /// exited at most); a record keeps at most ``maxCommandBytes`` of its command; the file is
@@ -31,10 +37,12 @@ final class ProcessLog: Sendable {
     }
 
     private let state: Mutex<State>
+    private let failures: DurableFailures
     /// The records found at start (oldest start first).
     let restored: [ProcessRecord]
 
-    init(directory: String) {
+    init(directory: String, failures: DurableFailures) {
+        self.failures = failures
         var s = State(log: JSONLinesLog(path: directory + "/" + Self.fileName, maxFileBytes: Self.maxFileBytes))
         for line in s.log.read(Line.self) {
             switch line.t {
@@ -45,17 +53,23 @@ final class ProcessLog: Sendable {
             }
         }
         restored = s.live.values.sorted { ($0.startedAtUnix, $0.id) < ($1.startedAtUnix, $1.id) }
-        Self.rewrite(&s)
+        do {
+            try Self.rewrite(&s)
+        } catch {
+            failures.report(.processRecords, error)
+        }
         state = Mutex(s)
     }
 
-    func started(_ record: ProcessRecord) {
+    /// Records a start; the error (already reported) if the record could not be written.
+    @discardableResult
+    func started(_ record: ProcessRecord) -> SystemCallError? {
         var record = record
         if record.command.utf8.count > Self.maxCommandBytes {
             record.command = String(decoding: record.command.utf8.prefix(Self.maxCommandBytes), as: UTF8.self)
         }
         let kept = record
-        change(Line(t: "start", record: kept)) { $0[kept.id] = kept }
+        return change(Line(t: "start", record: kept)) { $0[kept.id] = kept }
     }
 
     func exited(_ id: String, _ exit: ProcessRecord.Exit) {
@@ -66,18 +80,26 @@ final class ProcessLog: Sendable {
         change(Line(t: "forget", id: id)) { $0[id] = nil }
     }
 
-    private func change(_ line: Line, _ apply: (inout [String: ProcessRecord]) -> Void) {
-        state.withLock { s in
+    @discardableResult
+    private func change(_ line: Line, _ apply: (inout [String: ProcessRecord]) -> Void) -> SystemCallError? {
+        let failure = state.withLock { s -> SystemCallError? in
             apply(&s.live)
-            if s.log.needsRewrite(live: s.live.count) {
-                Self.rewrite(&s)
-            } else {
-                s.log.append(line)
+            do throws(SystemCallError) {
+                if s.log.needsRewrite(live: s.live.count) {
+                    try Self.rewrite(&s)
+                } else {
+                    try s.log.append(line)
+                }
+                return nil
+            } catch {
+                return error
             }
         }
+        if let failure { failures.report(.processRecords, failure) }
+        return failure
     }
 
-    private static func rewrite(_ s: inout State) {
-        s.log.rewrite(s.live.values.sorted { $0.startedAtUnix < $1.startedAtUnix }.map { Line(t: "start", record: $0) })
+    private static func rewrite(_ s: inout State) throws(SystemCallError) {
+        try s.log.rewrite(s.live.values.sorted { $0.startedAtUnix < $1.startedAtUnix }.map { Line(t: "start", record: $0) })
     }
 }

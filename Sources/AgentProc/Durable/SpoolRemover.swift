@@ -12,14 +12,16 @@ final class SpoolRemover: Sendable {
     }
 
     private let state = Mutex(State())
-    private let spools: OutputSpoolStore
+    /// Nil when nothing is spooled (then nothing is to remove).
+    private let spools: OutputSpoolStore?
 
-    init(spools: OutputSpoolStore) {
+    init(spools: OutputSpoolStore?) {
         self.spools = spools
     }
 
     /// Queues the removal of the spool of `id`.
     func remove(_ id: String) {
+        guard spools != nil else { return }
         let start = state.withLock { s -> Bool in
             s.pending.append(id)
             defer { s.running = true }
@@ -52,7 +54,7 @@ final class SpoolRemover: Sendable {
                 for flusher in flushers { flusher.resume() }
                 return
             }
-            spools.remove(id: next)
+            spools?.remove(id: next)
         }
     }
 }

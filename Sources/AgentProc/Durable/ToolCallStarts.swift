@@ -13,8 +13,11 @@ import Glibc
 ///
 /// A claim is written **before** the spawn (and withdrawn if the spawn fails), so a crash
 /// between the two leaves a claim whose process is unknown: it is reported `lost`, never
-/// run again. The file is an append-only log of JSON lines (`tool-calls.jsonl`), compacted
-/// when it holds twice what is live; a torn last line is skipped when read back.
+/// run again. A claim that cannot be written whole and synced (`fdatasync`: a disk that
+/// reports ENOSPC or EIO only at write-back is caught too) refuses the start: nothing runs
+/// (``Claim/notRecorded(_:)``). The file is an append-only log of JSON lines
+/// (`tool-calls.jsonl`), compacted when it holds twice what is live (a compaction is synced,
+/// its directory too); a torn last line is skipped when read back.
 ///
 /// Bounds: at most ``maxEntries`` calls, none older than ``maxAge`` (the oldest go first).
 /// A call older than what the ledger still covers (its horizon: when it was created,
@@ -46,6 +49,8 @@ final class ToolCallStarts: Sendable {
         case mismatch
         /// No entry, but the call is older than what the ledger covers: it may have run.
         case beforeHorizon
+        /// The claim could not be written durably: the call must not run now.
+        case notRecorded(SystemCallError)
     }
 
     private struct Line: Codable {
@@ -70,13 +75,19 @@ final class ToolCallStarts: Sendable {
     }
 
     private let state: Mutex<State>
+    private let failures: DurableFailures
 
     /// Opens (or starts) the log in `directory`.
-    init(directory: String, nowUnixMs: Int64 = ToolCallStarts.nowUnixMs()) {
+    init(directory: String, failures: DurableFailures, nowUnixMs: Int64 = ToolCallStarts.nowUnixMs()) {
+        self.failures = failures
         var s = State(horizonUnixMs: nowUnixMs, log: JSONLinesLog(path: directory + "/" + Self.fileName, maxFileBytes: Self.maxFileBytes))
         Self.load(s.log.read(Line.self), into: &s)
         Self.evict(&s, nowUnixMs: nowUnixMs)
-        Self.rewrite(&s)
+        do {
+            try Self.rewrite(&s)
+        } catch {
+            failures.report(.toolCalls, error)
+        }
         state = Mutex(s)
     }
 
@@ -91,7 +102,7 @@ final class ToolCallStarts: Sendable {
     func claim(_ key: ToolCallKey, digest: String, ageMs: UInt64, newID: String) async -> Claim {
         let now = Self.nowUnixMs()
         while true {
-            enum Step { case decided(Claim), wait }
+            enum Step { case decided(Claim), wait, sync(fd: Int32, errno: Int32) }
             let step = state.withLock { s -> Step in
                 if let entry = s.entries[key] {
                     if entry.pending { return .wait }
@@ -103,11 +114,37 @@ final class ToolCallStarts: Sendable {
                 entry.pending = true
                 s.entries[key] = entry
                 s.keyByID[newID] = key
-                append(&s, Line(t: "start", chat: key.chat, message: key.messageID, call: key.callID, digest: digest, id: newID, at: now))
-                Self.evict(&s, nowUnixMs: now)
-                return .decided(.run(id: newID))
+                let line = Line(t: "start", chat: key.chat, message: key.messageID, call: key.callID, digest: digest, id: newID, at: now)
+                do throws(SystemCallError) {
+                    let synced = try Self.write(&s, line)
+                    Self.evict(&s, nowUnixMs: now)
+                    // An appended line is synced off the lock (a slow disk must not hold up
+                    // the exits the reactor records).
+                    if synced { return .decided(.run(id: newID)) }
+                    let fd = s.log.syncDescriptor()
+                    return .sync(fd: fd, errno: fd < 0 ? errno : 0)
+                } catch {
+                    s.entries[key] = nil
+                    s.keyByID[newID] = nil
+                    return .decided(.notRecorded(error))
+                }
             }
             switch step {
+            case .sync(let fd, let code):
+                let failure: SystemCallError?
+                if fd < 0 {
+                    failure = SystemCallError(call: "dup", errno: code)
+                } else {
+                    failure = fdatasync(fd) == 0 ? nil : SystemCallError(call: "fdatasync", errno: errno)
+                    close(fd)
+                }
+                guard let failure else { return .run(id: newID) }
+                withdraw(key, id: newID)
+                failures.report(.toolCalls, failure)
+                return .notRecorded(failure)
+            case .decided(.notRecorded(let error)):
+                failures.report(.toolCalls, error)
+                return .notRecorded(error)
             case .decided(let claim): return claim
             case .wait:
                 await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
@@ -120,6 +157,21 @@ final class ToolCallStarts: Sendable {
                 }
             }
         }
+    }
+
+    /// A claim whose line was written but not synced is dropped, and the file rewritten at
+    /// the next change without it (until then, an agent restart finds the call `lost`: it
+    /// is not run again, so nothing runs twice). Its waiters try again.
+    private func withdraw(_ key: ToolCallKey, id: String) {
+        let waiters = state.withLock { s -> [CheckedContinuation<Void, Never>] in
+            if s.entries[key]?.id == id {
+                s.entries[key] = nil
+                s.keyByID[id] = nil
+            }
+            s.log.markBroken()
+            return s.waiters.removeValue(forKey: key) ?? []
+        }
+        for waiter in waiters { waiter.resume() }
     }
 
     /// The spawn of a claimed call ended: kept if it started, withdrawn if not (a retry may
@@ -193,16 +245,30 @@ final class ToolCallStarts: Sendable {
     }
 
     /// Appends one line; its effect is in the state already (a rewrite writes the state).
+    /// A failure is reported; the next change rewrites the file.
     private func append(_ s: inout State, _ line: Line) {
-        if s.log.needsRewrite(live: s.entries.count) {
-            Self.rewrite(&s)
-        } else {
-            s.log.append(line)
+        do {
+            _ = try Self.write(&s, line)
+        } catch {
+            failures.report(.toolCalls, error)
         }
     }
 
-    /// Rewrites the log as it stands: the horizon, then each entry (and its exit).
-    private static func rewrite(_ s: inout State) {
+    /// Appends `line`, or rewrites the file when due; true if the file was rewritten (a
+    /// rewrite is synced), false if the line was appended (not synced: the caller syncs
+    /// what must be).
+    private static func write(_ s: inout State, _ line: Line) throws(SystemCallError) -> Bool {
+        if s.log.needsRewrite(live: s.entries.count) {
+            try rewrite(&s)
+            return true
+        }
+        try s.log.append(line)
+        return false
+    }
+
+    /// Rewrites the log as it stands: the horizon, then each entry (and its exit). Synced
+    /// (file and directory), so a compaction never loses a synced claim to a machine crash.
+    private static func rewrite(_ s: inout State) throws(SystemCallError) {
         var lines = [Line(t: "horizon", at: s.horizonUnixMs)]
         for entry in s.entries.values.sorted(by: { $0.atUnixMs < $1.atUnixMs }) {
             lines.append(Line(t: "start", chat: entry.key.chat, message: entry.key.messageID, call: entry.key.callID,
@@ -211,6 +277,6 @@ final class ToolCallStarts: Sendable {
                 lines.append(Line(t: "exit", id: entry.id, code: exit.code, signal: exit.signal, exited: exit.exitedAtUnix))
             }
         }
-        s.log.rewrite(lines)
+        try s.log.rewrite(lines, sync: true)
     }
 }

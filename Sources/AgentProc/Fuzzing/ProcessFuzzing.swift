@@ -2,6 +2,7 @@ import AgentCore
 import AgentHTTP
 import Hummingbird
 import HummingbirdCore
+import Logging
 
 #if canImport(Glibc)
 import Glibc
@@ -103,7 +104,7 @@ public enum ProcessFuzzing {
                 result.headTailTotal = ManagedProcess.headTail(from: spool).totalWritten
             }
             // Each record becomes a restored process as at start (times from disk may be anything).
-            let records = ProcessLog(directory: base).restored
+            let records = ProcessLog(directory: base, failures: DurableFailures(logger: Logger(label: "fuzz", factory: { _ in SwiftLogNoOpLogHandler() }))).restored
             for record in records {
                 _ = ManagedProcess(restored: record, spool: nil, budget: SubscriberBudget(), nowUnix: 1_700_000_000)
             }

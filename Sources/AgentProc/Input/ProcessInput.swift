@@ -8,8 +8,11 @@ import Glibc
 
 /// A child's stdin: a pipe (`"stdin": true`) or its terminal (`"pty"`). Writes land in call
 /// order, each whole or with the count that made it; a child that does not read makes a
-/// write wait (back pressure) up to ``writeTimeout``, then it fails saying how much was
-/// written. Nothing is dropped silently.
+/// write wait (back pressure) until ``writeTimeout`` after it arrived (waiting for its turn
+/// included), then it fails saying how much was written, and every write queued behind it
+/// then fails at once without being tried (they would only wait for the same child). A
+/// close is bounded the same way. Nothing is dropped silently: a terminal in line mode
+/// refuses a line longer than the kernel keeps (``TerminalLine``).
 ///
 /// Memory: at most ``maxQueuedBytes`` of request bodies wait for their turn per process
 /// (beyond that a write is refused at once), each at most ``maxWriteBytes``.
@@ -18,7 +21,8 @@ final class ProcessInput: Sendable {
     static let maxWriteBytes = 1 << 20
     /// Bytes of writes waiting their turn, per process.
     static let maxQueuedBytes = 4 << 20
-    /// How long a write waits for a child that does not read.
+    /// How long a write (or close) may take from its arrival, its wait for its turn
+    /// included, when the child does not read.
     static let writeTimeout: Duration = .seconds(10)
 
     enum Kind: Sendable, Equatable {
@@ -32,6 +36,13 @@ final class ProcessInput: Sendable {
         case closed
         /// The child did not take the bytes in time (504); `written` of them went in.
         case stalled(written: Int)
+        /// A write queued before this one timed out; this one was not tried (504).
+        case behindStalled
+        /// The time allowed ran out while writes before it waited; it was not tried (504).
+        case expired
+        /// A terminal in line mode would discard the end of this line (413): its
+        /// unfinished line would exceed ``TerminalLine/maxLineBytes``; nothing was written.
+        case lineTooLong
         /// More than ``maxQueuedBytes`` wait already (429).
         case busy
         /// The body is larger than ``maxWriteBytes`` (413).
@@ -50,6 +61,12 @@ final class ProcessInput: Sendable {
         var busy = false
         var queuedBytes = 0
         var turns: [CheckedContinuation<Void, Never>] = []
+        /// Tickets of writes in arrival order; those up to ``failThrough`` were queued when a
+        /// write timed out, and fail without being tried.
+        var nextTicket: UInt64 = 1
+        var failThrough: UInt64 = 0
+        /// A terminal's unfinished line.
+        var line = TerminalLine()
     }
     private let state: Mutex<State>
 
@@ -67,28 +84,53 @@ final class ProcessInput: Sendable {
     /// Bytes of writes admitted and not finished, and callers waiting for their turn (tests).
     var pending: (bytes: Int, waiting: Int) { state.withLock { ($0.queuedBytes, $0.turns.count) } }
 
-    /// Writes all of `bytes` after the writes before it; the count written, or why not.
+    /// Writes all of `bytes` after the writes before it, within `timeout` of the call; the
+    /// count written, or why not.
     func write(_ bytes: [UInt8], timeout: Duration = writeTimeout) async -> Result<Int, Failure> {
+        let deadline = ContinuousClock.now + timeout
         guard bytes.count <= Self.maxWriteBytes else { return .failure(.tooLarge) }
-        let admitted = state.withLock { s -> Failure? in
-            if s.closed { return .closed }
-            if s.queuedBytes + bytes.count > Self.maxQueuedBytes { return .busy }
+        let admitted = state.withLock { s -> Result<UInt64, Failure> in
+            if s.closed { return .failure(.closed) }
+            if s.queuedBytes + bytes.count > Self.maxQueuedBytes { return .failure(.busy) }
             s.queuedBytes += bytes.count
-            return nil
+            defer { s.nextTicket += 1 }
+            return .success(s.nextTicket)
         }
-        if let admitted { return .failure(admitted) }
+        guard case .success(let ticket) = admitted else {
+            if case .failure(let failure) = admitted { return .failure(failure) }
+            return .failure(.closed)
+        }
         defer { state.withLock { $0.queuedBytes -= bytes.count } }
         // Every turn taken is handed on, also when it brings no descriptor.
         let fd = await takeTurn()
         defer { endTurn() }
         guard let fd else { return .failure(.closed) }
-        return await Self.writeAll(bytes, to: fd, timeout: timeout)
+        if state.withLock({ ticket <= $0.failThrough }) { return .failure(.behindStalled) }
+        if ContinuousClock.now >= deadline { return .failure(.expired) }
+        let mode = kind == .terminal ? TerminalLine.Mode(fd: fd) : nil
+        if let mode, state.withLock({ $0.line.after(bytes, mode: mode) }) == nil { return .failure(.lineTooLong) }
+        let result = await Self.writeAll(bytes, to: fd, deadline: deadline)
+        state.withLock { s in
+            if kind == .terminal {
+                let written = switch result {
+                case .success(let n): n
+                case .failure(.stalled(let n)), .failure(.failed(_, let n)): n
+                default: 0
+                }
+                s.line.wrote(bytes.prefix(written), mode: mode)
+            }
+            // Everything queued now waits for the same child: it fails at once.
+            if case .failure(.stalled) = result { s.failThrough = s.nextTicket - 1 }
+        }
+        return result
     }
 
-    /// Ends the input after the writes queued before it: a pipe is closed (the child reads
-    /// end-of-file); a terminal gets its end-of-file character (^D), so a program reading
-    /// lines sees end-of-file as it would from a keyboard.
-    func close() async -> Result<Void, Failure> {
+    /// Ends the input after the writes queued before it, within `timeout` of the call: a
+    /// pipe is closed (the child reads end-of-file); a terminal gets its end-of-file
+    /// character (^D), so a program reading lines sees end-of-file as it would from a
+    /// keyboard. A close is not failed by a write before it that timed out.
+    func close(timeout: Duration = writeTimeout) async -> Result<Void, Failure> {
+        let deadline = ContinuousClock.now + timeout
         let already = state.withLock { s -> Bool in
             if s.closed { return true }
             return false
@@ -104,7 +146,7 @@ final class ProcessInput: Sendable {
         case .terminal:
             // The terminal stays open (for resize) until the process exits.
             let eof = UInt8(truncatingIfNeeded: agent_pty_eof_char(fd))
-            let result = await Self.writeAll([eof], to: fd, timeout: Self.writeTimeout)
+            let result = await Self.writeAll([eof], to: fd, deadline: deadline)
             state.withLock { $0.closed = true }
             switch result {
             case .success: return .success(())
@@ -178,10 +220,8 @@ final class ProcessInput: Sendable {
         }
     }
 
-    /// Writes until done, waiting (event-driven) while the descriptor is full, at most
-    /// `timeout` in all.
-    static func writeAll(_ bytes: [UInt8], to fd: Int32, timeout: Duration) async -> Result<Int, Failure> {
-        let deadline = ContinuousClock.now + timeout
+    /// Writes until done, waiting (event-driven) while the descriptor is full, until `deadline`.
+    static func writeAll(_ bytes: [UInt8], to fd: Int32, deadline: ContinuousClock.Instant) async -> Result<Int, Failure> {
         var written = 0
         while written < bytes.count {
             let n = bytes.withUnsafeBytes { raw in

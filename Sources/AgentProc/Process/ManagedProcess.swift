@@ -60,6 +60,8 @@ public final class ManagedProcess: Sendable {
         var spool: OutputSpool?
         /// The spool was made, or making it failed or is no longer wanted.
         var spoolSettled = false
+        /// Why the process's record could not be written (an agent restart will not know it).
+        var recordFailure: String?
     }
 
     private let state = Mutex(State())
@@ -154,6 +156,16 @@ public final class ManagedProcess: Sendable {
     }
 
     public var isRunning: Bool { state.withLock { $0.exit == nil } }
+
+    /// Why the record of the start could not be written, if it could not: the process runs,
+    /// but an agent restart will not find it.
+    public var recordFailure: String? {
+        get { state.withLock { $0.recordFailure } }
+    }
+
+    func noteRecordFailure(_ reason: String) {
+        state.withLock { $0.recordFailure = reason }
+    }
 
     /// The output spool as it is now (nil before the first output, or without spooling).
     var spool: OutputSpool? { state.withLock { $0.spool } }

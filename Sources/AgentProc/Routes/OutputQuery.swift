@@ -10,7 +10,7 @@ import LineRegex
 ///   an await (implies waiting);
 /// - `offset=<n>&limit=<m>`: a cursor read from the spool, answered at once.
 struct OutputQuery: Sendable {
-    /// Largest `limit` of a cursor read, and the default.
+    /// Largest `limit` of a cursor read (a larger one is 400), and the default.
     static let maxLimit = 4 << 20
     static let defaultLimit = 64 * 1024
 
@@ -29,8 +29,11 @@ struct OutputQuery: Sendable {
             guard let value = UInt64(offset) else { throw Self.invalid("offset", "a byte offset (0 or more)") }
             var limit = Self.defaultLimit
             if let text = query.get("limit") {
-                guard let value = Int(text), value > 0 else { throw Self.invalid("limit", "1 to \(Self.maxLimit)") }
-                limit = min(value, Self.maxLimit)
+                // Outside 1...maxLimit on either side: 400 (not clamped), as the OpenAPI document says.
+                guard let value = Int(text), (1...Self.maxLimit).contains(value) else {
+                    throw Self.invalid("limit", "1 to \(Self.maxLimit)")
+                }
+                limit = value
             }
             cursor = CursorRead(offset: value, limit: limit)
             if query.get("until") != nil || query.get("until_literal") != nil || query.get("port") != nil {

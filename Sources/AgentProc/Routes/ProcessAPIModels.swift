@@ -7,9 +7,11 @@ struct StartResponse: Encodable {
     var state: String?
     var exitCode: Int?
     var exitSignal: String?
+    /// Set when the process runs but its record could not be written.
+    var warning: String?
 
     enum CodingKeys: String, CodingKey {
-        case id, started, attached, running, state
+        case id, started, attached, running, state, warning
         case exitCode = "exit_code"
         case exitSignal = "exit_signal"
     }
@@ -17,6 +19,14 @@ struct StartResponse: Encodable {
     init(id: String, started: Bool) {
         self.id = id
         self.started = started
+    }
+
+    /// A new process; a warning if its record could not be written.
+    init(started process: ManagedProcess) {
+        self.init(id: process.id, started: true)
+        if let failure = process.recordFailure {
+            warning = "The process runs, but its record could not be written (\(failure)): an agent restart will not know it."
+        }
     }
 
     /// The answer to a retry: the first start's id and the process's current state (from
@@ -212,4 +222,55 @@ struct OutputResponse: Encodable {
 
 struct MessageResponse: Encodable {
     var message: String
+}
+
+/// `GET /status` reply.
+struct StatusResponse: Encodable {
+    struct Spool: Encodable {
+        var enabled: Bool
+        /// Why not, when spooling is off.
+        var reason: String?
+    }
+
+    struct DurableWrites: Encodable {
+        var failures: Int
+        var lastFailure: LastFailure?
+
+        enum CodingKeys: String, CodingKey {
+            case failures
+            case lastFailure = "last_failure"
+        }
+    }
+
+    struct LastFailure: Encodable {
+        var file: String
+        var error: String
+        var atUnix: Int64
+
+        enum CodingKeys: String, CodingKey {
+            case file, error
+            case atUnix = "at_unix"
+        }
+    }
+
+    var spool: Spool
+    var durableWrites: DurableWrites
+
+    enum CodingKeys: String, CodingKey {
+        case spool
+        case durableWrites = "durable_writes"
+    }
+
+    init(_ manager: ProcessManager) {
+        let reason: String? = if !manager.configuration.spoolOutput {
+            "off (--proc-spool false)"
+        } else {
+            manager.spoolUnavailable.map { "disabled: \($0)" }
+        }
+        spool = Spool(enabled: manager.spooling, reason: reason)
+        let last = manager.failures.last
+        durableWrites = DurableWrites(
+            failures: manager.failures.count,
+            lastFailure: last.map { LastFailure(file: $0.file.rawValue, error: $0.error, atUnix: $0.atUnix) })
+    }
 }

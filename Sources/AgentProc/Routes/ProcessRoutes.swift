@@ -20,6 +20,7 @@ struct ProcessRoutes: Sendable {
         let routes = RouteCollection(context: AgentRequestContext.self).add(middleware: ChatIdentityMiddleware())
         routes.post("start") { request, context in try await self.start(request, context) }
         routes.get("list") { request, context in try self.list(request, context) }
+        routes.get("status") { request, context in self.status(request, context) }
         routes.get(":id/output") { request, context in try await self.output(request, context) }
         routes.post(":id/signal") { request, context in try await self.signal(request, context) }
         routes.post(":id/stdin") { request, context in try await self.stdin(request, context) }
@@ -41,40 +42,61 @@ struct ProcessRoutes: Sendable {
         let toolCall = try ToolCallKey.from(request.headers, chat: chat)
         let fields = try Self.startRequest(
             try await JSONRequest.decode(request, context: context, typeName: "StartProcessRequest"))
-        do {
-            guard let (key, ageMs) = toolCall else {
-                let process = try await manager.start(
+        guard let (key, ageMs) = toolCall else {
+            let process: ManagedProcess
+            do {
+                process = try await manager.start(
                     command: fields.command, workdir: fields.workdir, environment: fields.env, background: fields.background,
                     chat: chat, options: fields.options)
-                return JSONResponse.make(StartResponse(id: process.id, started: true))
+            } catch {
+                throw Self.startError(error)
             }
-            switch try await manager.startOnce(
+            return JSONResponse.make(StartResponse(started: process))
+        }
+        let outcome: ProcessManager.StartOnce
+        do {
+            outcome = try await manager.startOnce(
                 command: fields.command, workdir: fields.workdir, environment: fields.env, background: fields.background,
                 chat: chat, options: fields.options, toolCall: key, ageMs: ageMs)
-            {
-            case .started(let process):
-                return JSONResponse.make(StartResponse(id: process.id, started: true))
-            case .attached(let id, let process, let exit):
-                return JSONResponse.make(StartResponse(attached: id, process: process, exit: exit))
-            case .mismatch:
-                return JSONResponse.make(
-                    ToolCallRefusal(message: "This tool call started a process with a different request.", code: "input_mismatch"),
-                    status: .conflict)
-            case .unknownBeforeHorizon:
-                return JSONResponse.make(
-                    ToolCallRefusal(
-                        message: "This tool call is older than the agent's record of tool calls; it may have run.",
-                        code: "agent_started_after_tool_call"),
-                    status: .conflict)
-            }
         } catch {
-            let detail = switch error {
-            case .closed: "manager is closed"
-            case .tooManyProcesses(let limit): "too many running processes (limit \(limit))"
-            case .spawn(let reason): reason
-            }
-            throw APIError(.internalServerError, "Failed to start process.", detail: detail)
+            throw Self.startError(error)
         }
+        switch outcome {
+        case .started(let process):
+            return JSONResponse.make(StartResponse(started: process))
+        case .attached(let id, let process, let exit):
+            return JSONResponse.make(StartResponse(attached: id, process: process, exit: exit))
+        case .mismatch:
+            return JSONResponse.make(
+                ToolCallRefusal(message: "This tool call started a process with a different request.", code: "input_mismatch"),
+                status: .conflict)
+        case .unknownBeforeHorizon:
+            return JSONResponse.make(
+                ToolCallRefusal(
+                    message: "This tool call is older than the agent's record of tool calls; it may have run.",
+                    code: "agent_started_after_tool_call"),
+                status: .conflict)
+        case .notRecorded(let reason):
+            throw APIError(
+                .serviceUnavailable, "The tool call could not be recorded, so it was not started.",
+                detail: "Writing its claim to \(ToolCallStarts.fileName) failed (\(reason)); nothing ran. Retry once the state directory's disk has room.")
+        }
+    }
+
+    /// A failed start: 500 with what failed.
+    static func startError(_ error: ProcessManager.StartFailure) -> APIError {
+        let detail = switch error {
+        case .closed: "manager is closed"
+        case .tooManyProcesses(let limit): "too many running processes (limit \(limit))"
+        case .spawn(let reason): reason
+        }
+        return APIError(.internalServerError, "Failed to start process.", detail: detail)
+    }
+
+    /// `GET /status`: whether output is spooled, and the failed writes of the files that
+    /// outlive the agent.
+    func status(_ request: Request, _ context: AgentRequestContext) -> Response {
+        JSONResponse.make(StatusResponse(manager))
     }
 
     func list(_ request: Request, _ context: AgentRequestContext) throws -> Response {
@@ -89,7 +111,7 @@ struct ProcessRoutes: Sendable {
         guard let process = manager.lookup(id, chat: chat) else { throw Self.notFound(id) }
         let query = try OutputQuery(request.uri.queryParameters, maxWait: manager.configuration.maxWait)
         if let read = query.cursor {
-            guard manager.configuration.spoolOutput || process.spool != nil else {
+            guard manager.spooling || process.spool != nil else {
                 throw APIError(
                     .conflict, "Output of process \(goQuote(id)) is not spooled.",
                     detail: "Offset reads need the output spool (--proc-spool, on by default, and a writable state dir).")
@@ -145,7 +167,7 @@ struct ProcessRoutes: Sendable {
     /// `POST /{id}/stdin/close`: end-of-file (a pipe closes; a terminal gets ^D).
     func closeStdin(_ request: Request, _ context: AgentRequestContext) async throws -> Response {
         let (id, input) = try inputOf(context)
-        switch await input.close() {
+        switch await input.close(timeout: manager.configuration.stdinWriteTimeout) {
         case .success:
             return JSONResponse.make(MessageResponse(message: "Input of process \(goQuote(id)) closed."))
         case .failure(let failure):
@@ -188,6 +210,21 @@ struct ProcessRoutes: Sendable {
             return APIError(
                 .gatewayTimeout, "Process \(goQuote(id)) did not read its input in time.",
                 detail: "\(written) bytes were written before the wait for the child ended; the rest was not.")
+        case .behindStalled:
+            ProcessMetrics.stdinRefused("stalled")
+            return APIError(
+                .gatewayTimeout, "Process \(goQuote(id)) did not read its input in time.",
+                detail: "0 bytes were written: a write before it was not read in time, so this one was not tried.")
+        case .expired:
+            ProcessMetrics.stdinRefused("stalled")
+            return APIError(
+                .gatewayTimeout, "Process \(goQuote(id)) did not read its input in time.",
+                detail: "0 bytes were written: its time ran out while the writes before it waited.")
+        case .lineTooLong:
+            ProcessMetrics.stdinRefused("line_too_long")
+            return APIError(
+                .contentTooLarge, "Input is longer than the terminal's line.",
+                detail: "The terminal is in line (canonical) mode: it keeps at most \(TerminalLine.maxLineBytes) bytes of a line until a newline and would silently discard the rest. Nothing of this call was written; end the line (\\n or \\r) sooner.")
         case .busy:
             ProcessMetrics.stdinRefused("busy")
             return APIError(

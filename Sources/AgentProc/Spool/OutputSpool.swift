@@ -1,3 +1,4 @@
+import AgentCore
 import CAgentSpawn
 import Synchronization
 import Glibc
@@ -50,9 +51,10 @@ public final class OutputSpool: Sendable {
             switch prepared {
             case .ignore:
                 return
-            case .failed:
+            case .failed(let code):
                 let rest = bytes.count - done
-                cursorUpdate = store.state.withLock { $0.commitFailure(key, rest) }
+                let error = SystemCallError(call: "open segment in \(directory)", errno: code)
+                cursorUpdate = store.state.withLock { $0.commitFailure(key, rest, error) }
                 done = bytes.count
             case .write(let fd, let position, let room):
                 let n = min(room, bytes.count - done)
@@ -60,8 +62,9 @@ public final class OutputSpool: Sendable {
                     cursorUpdate = store.state.withLock { $0.commitWrite(key, n) }
                     done += n
                 } else {
+                    let error = SystemCallError(call: "pwrite segment in \(directory)", errno: errno)
                     let rest = bytes.count - done
-                    cursorUpdate = store.state.withLock { $0.commitFailure(key, rest) }
+                    cursorUpdate = store.state.withLock { $0.commitFailure(key, rest, error) }
                     done = bytes.count
                 }
             }
@@ -72,7 +75,8 @@ public final class OutputSpool: Sendable {
     /// Written after the data, so a SIGKILL leaves a cursor that never claims unwritten bytes.
     private func writeCursor(_ update: (cursorFD: Int32, cursor: SpoolCursor)?) {
         guard let (fd, cursor) = update, fd >= 0, !cursor.write(to: fd) else { return }
-        store.state.withLock { $0.countWriteError() }
+        let error = SystemCallError(call: "pwrite \(directory)/cursor", errno: errno)
+        store.state.withLock { $0.countWriteError(error) }
     }
 
     /// Moves up to `count` bytes waiting in `pipe` (a non-blocking pipe's read end) into the
@@ -95,7 +99,9 @@ public final class OutputSpool: Sendable {
             if n > unwritten { cursorUpdate = store.state.withLock { $0.commitWrite(key, n - unwritten) } }
             done += n
             if unwritten > 0 {
-                cursorUpdate = store.state.withLock { $0.commitFailure(key, unwritten) }
+                // The staged bytes the file refused (the splice's own errno).
+                let error = SystemCallError(call: "splice to segment in \(directory)", errno: errno == 0 ? EIO : errno)
+                cursorUpdate = store.state.withLock { $0.commitFailure(key, unwritten, error) }
                 break splicing
             }
             if n < want { break splicing }

@@ -1,3 +1,4 @@
+import AgentCore
 import Glibc
 import Synchronization
 
@@ -53,7 +54,11 @@ public final class OutputSpoolStore: Sendable {
 
     /// Opens (creating 0700 if missing) the store directory. `extraOwnedFiles` are file names
     /// the caller keeps in spool directories (e.g. `["record.json"]`) that `remove(id:)` may delete.
-    public init(directory: String, limits: Limits = .init(), extraOwnedFiles: [String] = []) throws {
+    /// `onWriteError` is told of every failed write (under the store's lock).
+    public init(
+        directory: String, limits: Limits = .init(), extraOwnedFiles: [String] = [],
+        onWriteError: (@Sendable (SystemCallError) -> Void)? = nil
+    ) throws {
         guard limits.segmentBytes >= 1, limits.segmentBytes <= 1 << 30,
             limits.maxBytesPerSpool >= limits.segmentBytes, limits.maxTotalBytes >= limits.segmentBytes
         else { throw SpoolError.invalidLimits }
@@ -63,7 +68,7 @@ public final class OutputSpoolStore: Sendable {
         let extras = Set(extraOwnedFiles.filter { !$0.isEmpty && !$0.contains("/") && $0 != "." && $0 != ".." })
         self.directory = dir
         self.limits = limits
-        self.state = Mutex(StoreState(directory: dir, limits: limits, extraOwnedFiles: extras))
+        self.state = Mutex(StoreState(directory: dir, limits: limits, extraOwnedFiles: extras, onWriteError: onWriteError))
     }
 
     /// Creates `<directory>/<id>/` (0700) with an empty cursor and returns its writer handle.
@@ -121,6 +126,37 @@ public final class OutputSpoolStore: Sendable {
         guard Posix.isValidID(id) else { return }
         let extra = Set(alsoDeleting.filter { !$0.isEmpty && !$0.contains("/") && $0 != "." && $0 != ".." })
         state.withLock { s in s.remove(id: id, extra: extra) }
+    }
+
+    /// Removes what is in the store's directory but cannot be a spool, before any spool is
+    /// made (at start): entries that are not directories (a symlink is removed itself, never
+    /// followed; so are regular files and the rest), and directories whose name is not a
+    /// spool id once they are empty. A directory holding anything is left as it is (its
+    /// content is not the store's), and so are spool-named directories (``restore(id:)``
+    /// and ``remove(id:alsoDeleting:)`` judge those). Works through the directory's own
+    /// descriptor, so nothing outside it is ever touched. Returns the names removed and
+    /// the names left.
+    public func removeStrays() -> (removed: [String], left: [String]) {
+        state.withLock { s in
+            let dfd = Posix.retryEINTR { open(s.directory, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) }
+            guard dfd >= 0 else { return ([], []) }
+            defer { close(dfd) }
+            var removed: [String] = []
+            var left: [String] = []
+            for name in Posix.listDirectory(s.directory) {
+                var st = stat()
+                guard fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 else { continue }
+                if st.st_mode & S_IFMT == S_IFDIR {
+                    if Posix.isValidID(name) { continue }
+                    if unlinkat(dfd, name, AT_REMOVEDIR) == 0 { removed.append(name) } else { left.append(name) }
+                } else if unlinkat(dfd, name, 0) == 0 {
+                    removed.append(name)
+                } else {
+                    left.append(name)
+                }
+            }
+            return (removed, left)
+        }
     }
 
     /// Bytes of segment files currently charged against `maxTotalBytes`.

@@ -1,6 +1,8 @@
+import AgentCore
+
 /// Errors thrown by `OutputSpoolStore` set-up calls (never by the write path, which
 /// counts failures instead of throwing).
-public enum SpoolError: Error, Sendable, Equatable {
+public enum SpoolError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The id is not 1...64 characters of `[0-9a-f-]`.
     case invalidID(String)
     /// `Limits` violate `segmentBytes >= 1`, `maxBytesPerSpool >= segmentBytes`, `maxTotalBytes >= segmentBytes`.
@@ -9,4 +11,14 @@ public enum SpoolError: Error, Sendable, Equatable {
     case alreadyExists(String)
     /// A system call failed; `errno` is the raw error number.
     case system(call: String, path: String, errno: Int32)
+
+    /// `mkdir /state/processes/spool: not a directory`, as a log line or a status wants it.
+    public var description: String {
+        switch self {
+        case .invalidID(let id): "invalid spool id \(id)"
+        case .invalidLimits: "invalid spool limits"
+        case .alreadyExists(let id): "spool \(id) exists already"
+        case .system(let call, let path, let code): "\(call) \(path): \(SystemCallError.message(code))"
+        }
+    }
 }

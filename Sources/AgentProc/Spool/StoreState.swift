@@ -1,3 +1,4 @@
+import AgentCore
 import CoreMetrics
 import Synchronization
 import Glibc
@@ -31,16 +32,23 @@ struct StoreState {
     }
     var counters = SpoolCounters()
     var heap = EvictionHeap()
+    /// Told of every failed write (under the store's lock: it must not take this lock).
+    let onWriteError: (@Sendable (SystemCallError) -> Void)?
 
     enum Cause { case perSpool, total, writeError }
 
     enum Prepared {
         case write(fd: Int32, position: Int, room: Int)
         case ignore
-        case failed
+        /// Making the segment failed (`errno` of the failed call).
+        case failed(errno: Int32)
     }
 
-    init(directory: String, limits: OutputSpoolStore.Limits, extraOwnedFiles: Set<String>) {
+    init(
+        directory: String, limits: OutputSpoolStore.Limits, extraOwnedFiles: Set<String>,
+        onWriteError: (@Sendable (SystemCallError) -> Void)? = nil
+    ) {
+        self.onWriteError = onWriteError
         self.directory = directory
         self.segmentBytes = limits.segmentBytes
         self.maxSegmentsPerSpool = max(1, limits.maxBytesPerSpool / limits.segmentBytes)
@@ -156,21 +164,25 @@ struct StoreState {
         let start = spools[key]!.end
         let path = spools[key]!.path(start)
         var fd: Int32 = -1
+        var code: Int32 = 0
         var accounted = segmentBytes
         if let r = recycled {
             if rename(r.path, path) == 0 {
                 fd = Posix.openWrite(path)
+                code = errno
                 accounted = r.accounted
                 if fd >= 0 { counters.segmentsRecycled += 1 } else { unlink(path) }
             } else {
+                code = errno
                 unlink(r.path)
             }
             if fd < 0 { total -= r.accounted }
         } else {
             fd = Posix.create(path)
+            code = errno
             if fd >= 0 { total += segmentBytes }
         }
-        guard fd >= 0 else { return .failed }  // counted by commitFailure
+        guard fd >= 0 else { return .failed(errno: code) }  // counted by commitFailure
         let wasEmpty = spools[key]!.segments.isEmpty
         spools[key]!.segments.append(Segment(start: start, filled: 0, accounted: accounted, seq: nextSeq))
         nextSeq += 1
@@ -195,17 +207,19 @@ struct StoreState {
         return (cursorFD, SpoolCursor(dropped: dropped, end: newEnd))
     }
 
-    /// A failed write, in the store's counters and the metrics alike.
-    mutating func countWriteError() {
+    /// A failed write, in the store's counters and the metrics alike, and told to the
+    /// store's observer (which logs it).
+    mutating func countWriteError(_ error: SystemCallError) {
         counters.writeErrors += 1
         ProcessMetrics.spoolWriteErrors.increment()
+        onWriteError?(error)
     }
 
     /// A write failed: the `count` bytes still pending in this append are lost, and so is
     /// everything before them (offsets stay consistent: `dropped = end`).
-    mutating func commitFailure(_ key: Int, _ count: Int) -> (cursorFD: Int32, cursor: SpoolCursor)? {
+    mutating func commitFailure(_ key: Int, _ count: Int, _ error: SystemCallError) -> (cursorFD: Int32, cursor: SpoolCursor)? {
         guard let sp = spools[key], !sp.removed else { return nil }
-        countWriteError()
+        countWriteError(error)
         spools[key]!.end += UInt64(count)
         dropAllSegments(key, cause: .writeError)
         let now = spools[key]!
@@ -260,7 +274,9 @@ struct StoreState {
         spools[key]!.active = false
         let now = spools[key]!
         if now.cursorFD >= 0 {
-            if !SpoolCursor(dropped: now.dropped, end: now.end).write(to: now.cursorFD) { countWriteError() }
+            if !SpoolCursor(dropped: now.dropped, end: now.end).write(to: now.cursorFD) {
+                countWriteError(SystemCallError(call: "pwrite \(sp.directory)/cursor", errno: errno))
+            }
         }
         closeWriterDescriptors(key)
     }
