@@ -32,6 +32,8 @@ struct ProcessBadInputTests {
                 (#"{"command":"ls","background":1}"#, "json: cannot unmarshal number into Go struct field StartProcessRequest.background of type bool"),
                 (#"{"command":"ls","workdir":false}"#, "json: cannot unmarshal bool into Go struct field StartProcessRequest.workdir of type string"),
                 ("[]", "json: cannot unmarshal array into Go value of type StartProcessRequest"),
+                // A nested field is named by its path from the body.
+                (#"{"command":"ls","pty":{"rows":"24","cols":80}}"#, "json: cannot unmarshal string into Go struct field StartProcessRequest.pty.rows of type int"),
             ]
             for (body, detail) in cases {
                 let r = try await h.client.request("POST", "/api/v0/processes/start", json: body)

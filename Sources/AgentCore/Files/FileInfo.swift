@@ -42,4 +42,11 @@ public struct FileInfo: Sendable, Equatable {
         var st = stat()
         return fstat(descriptor, &st) == 0 ? FileInfo(st) : nil
     }
+
+    /// `fstatat(2)` of `name` in the directory open as `directory`, links not followed;
+    /// nil when it fails.
+    public static func of(name: String, inDirectory directory: Int32) -> FileInfo? {
+        var st = stat()
+        return fstatat(directory, name, &st, AT_SYMLINK_NOFOLLOW) == 0 ? FileInfo(st) : nil
+    }
 }

@@ -288,7 +288,7 @@ struct ProcessRoutes: Sendable {
         var terminal: StartOptions.Terminal?
         if let pty = body.value("pty"), pty != .null {
             guard case .object = pty else { throw body.mismatch("pty", pty, "workspacesdk.ProcessPTY") }
-            let nested = body.with(pty)
+            let nested = body.with(pty, at: "pty")
             let (rows, cols) = try dimensions(nested)
             let term = try nested.string("term")
             if let term, term.isEmpty || term.utf8.count > 64 || !term.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7f }) {

@@ -144,9 +144,8 @@ public final class OutputSpoolStore: Sendable {
             var removed: [String] = []
             var left: [String] = []
             for name in Posix.listDirectory(s.directory) {
-                var st = stat()
-                guard fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 else { continue }
-                if st.st_mode & S_IFMT == S_IFDIR {
+                guard let info = FileInfo.of(name: name, inDirectory: dfd) else { continue }
+                if info.kind == .directory {
                     if Posix.isValidID(name) { continue }
                     if unlinkat(dfd, name, AT_REMOVEDIR) == 0 { removed.append(name) } else { left.append(name) }
                 } else if unlinkat(dfd, name, 0) == 0 {
