@@ -5,7 +5,7 @@ import Foundation
 import Glibc
 #endif
 
-/// Issue 28's figures for `agent-bench proc`: the stdin round trip, the await's wake-up, and
+/// The figures for `agent-bench proc`: the stdin round trip, the await's wake-up, and
 /// what spooling the output to disk costs the drain.
 extension ProcessBenchmarks {
     func beyondTheReference(binary: String, client: BlockingHTTP, port: Int) throws {

@@ -22,7 +22,7 @@ public struct ClientInfoRecord: Equatable, Sendable {
     }
 }
 
-/// A real DERP relay for tests, speaking the wire format of spec tailnet §3 on loopback:
+/// A real DERP relay for tests, speaking the wire format on loopback:
 /// plain HTTP or TLS (a self-signed certificate), `Upgrade: DERP` and WebSocket (subprotocol
 /// `derp` required). It relays SendPacket to the client with that key (as RecvPacket with
 /// the source key), drops packets for absent keys, tells the clients a leaving client had

@@ -50,7 +50,7 @@ public enum DRPCClient {
     /// The Invoke leaves with the first message (or the CloseSend), as the reference does.
     /// The sender is the stream's only writer; the receiver its only reader; either may
     /// be handed to its own task. Cancel with ``DRPCStreamSender/cancel()``, which closes
-    /// the transport (Coder leaves dRPC soft-cancel off, spec §1.4).
+    /// the transport (Coder leaves dRPC soft-cancel off).
     public static func stream<T: DRPCTransport>(
         _ method: String, over transport: T,
         maxMessageSize: Int = DRPCPacketAssembler.defaultMaxPacketSize

@@ -1,4 +1,4 @@
-/// The `# HELP` text of every metric family the agent exports (issue 25: every family has
+/// The `# HELP` text of every metric family the agent exports (every family has
 /// one). The modules count through swift-metrics, which carries no description; the
 /// executable owns the Prometheus backend, so the catalog lives beside it. A family missing
 /// here gets a generic line, and a test fails on it.

@@ -6,7 +6,7 @@ import Testing
 import Glibc
 #endif
 
-/// Spec file-api §4 items 5–9, and cross-file rollback beyond the reference.
+/// Edits as the reference makes them, and cross-file rollback beyond the reference.
 @Suite(.timeLimit(.minutes(1)))
 struct EditFilesTests {
     static func body(_ files: [(String, [(String, String, Bool)])], diff: Bool = false) -> String {
@@ -112,7 +112,7 @@ struct EditFilesTests {
         }
     }
 
-    /// Issue 25 §3: the splice rule per line position (lead, body, trail, ending): where
+    /// The splice rule per line position (lead, body, trail, ending): where
     /// search and replacement agree the file's bytes stay, otherwise the replacement's.
     @Test(arguments: [
         // The replacement spells out its indentation: taken as written (was five tabs).

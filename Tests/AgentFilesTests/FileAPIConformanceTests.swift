@@ -7,7 +7,7 @@ import Testing
 import Glibc
 #endif
 
-/// Spec file-api §4 (items 1–4 and 10, and the §1.8 endpoints) through real files and the
+/// The reference's behaviour (reads, writes, lists, and the create and move endpoints) through real files and the
 /// real HTTP server.
 @Suite(.timeLimit(.minutes(1)))
 struct FileAPIConformanceTests {
@@ -91,7 +91,7 @@ struct FileAPIConformanceTests {
         }
     }
 
-    /// Issue 25 §3: the reference's exact answers for an empty file, the budgets and
+    /// The reference's exact answers for an empty file, the budgets and
     /// every other failure (`{"success":false,"error":…}` and nothing else).
     @Test func readFileLinesAnswersExactlyAsTheReference() async throws {
         try await withFilesServer { h in

@@ -7,7 +7,7 @@ import Testing
 import Glibc
 #endif
 
-/// Hostile and ordinary input that used to kill, freeze or bloat the agent (issue 24): each
+/// Hostile and ordinary input that used to kill, freeze or bloat the agent: each
 /// case crashed the server process, hung a thread or grew memory without bound before.
 @Suite(.timeLimit(.minutes(2)))
 struct FileAPIHardeningTests {
@@ -208,7 +208,7 @@ struct FileAPIHardeningTests {
     }
 }
 
-/// Names that are not UTF-8 (issue 24): listed without loss, paginated, and addressable.
+/// Names that are not UTF-8: listed without loss, paginated, and addressable.
 @Suite(.timeLimit(.minutes(1)))
 struct NonUTF8NameTests {
     @Test func namesThatAreNotUTF8CanBeListedAndAddressed() async throws {

@@ -3,7 +3,7 @@ import AgentTestSupport
 import Foundation
 import Testing
 
-/// Spec file-api §4 items 11 and 12: at-most-once tool calls and their cancel routes.
+/// At-most-once tool calls and their cancel routes.
 @Suite(.timeLimit(.minutes(1)))
 struct ToolCallTests {
     static let chat = "3f2e1d0c-9b8a-4765-8432-10fedcba9876"

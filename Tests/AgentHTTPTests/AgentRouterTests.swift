@@ -176,7 +176,7 @@ struct AgentRouterTests {
             ("/cancel", .serviceUnavailable, #"{"message":"Request cancelled."}"#),
             ("/missing", .notFound, #"{"detail":"GET /missing","message":"Route not found."}"#),
             ("/other", .internalServerError, #"{"message":"Internal error."}"#),
-            // Issue 25 §5: a known path with another method is 405 (with Allow, below).
+            // A known path with another method is 405 (with Allow, below).
             ("POST /api", .methodNotAllowed, #"{"detail":"POST /api; allowed: GET","message":"Method not allowed."}"#),
             ("POST /nowhere", .notFound, #"{"detail":"POST /nowhere","message":"Route not found."}"#),
         ]

@@ -2,7 +2,7 @@ import AgentHTTP
 import AgentTestSupport
 import Testing
 
-/// Issue 8, item 3: the chat headers are parsed once, by one middleware, into the context.
+/// The chat headers are parsed once, by one middleware, into the context.
 @Suite struct ChatIdentityMiddlewareTests {
     @Test func absentValidMalformedAndAncestors() async throws {
         try await withGuardServer { port, _ in

@@ -4,7 +4,7 @@ import AgentTestSupport
 import Foundation
 import Testing
 
-/// Issue 24 (A): idle WebSockets and stalled downloads cannot use up the connection cap.
+/// Idle WebSockets and stalled downloads cannot use up the connection cap.
 @Suite(.timeLimit(.minutes(2)))
 struct ConnectionBudgetTests {
     static let ping: [UInt8] = [0x89, 0x00]

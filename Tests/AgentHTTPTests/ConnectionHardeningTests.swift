@@ -7,7 +7,7 @@ import HummingbirdWebSocket
 import Logging
 import Testing
 
-/// Issue 7, defects 2, 8 and 9: hostile and buggy clients against a real server on loopback.
+/// Hostile and buggy clients against a real server on loopback.
 @Suite struct ConnectionHardeningTests {
     // MARK: Defect 2: idle and half-open connections
 

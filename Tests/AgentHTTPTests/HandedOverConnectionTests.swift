@@ -9,7 +9,7 @@ import NIOCore
 import Synchronization
 import Testing
 
-/// Issue 26, seam 1: connections the server did not accept (one end of a socketpair, as the
+/// Connections the server did not accept (one end of a socketpair, as the
 /// tailnet hands over each tunnel connection) served by the same routes, guards and
 /// registry as the listener's, with the listener's name in every request's context.
 @Suite(.timeLimit(.minutes(3)))

@@ -3,7 +3,7 @@ import AgentTestSupport
 import Foundation
 import Testing
 
-/// Issue 7: seeded mutations of valid requests and WebSocket traffic, each on its own
+/// Seeded mutations of valid requests and WebSocket traffic, each on its own
 /// connection, against a real server. The server must answer or close every one (never
 /// hang or crash) and still serve `/healthz` afterwards. Bounded: 400 cases, 2 s each.
 @Suite struct HostileInputFuzzTests {

@@ -3,7 +3,7 @@ import AgentHTTP
 import AgentTestSupport
 import Testing
 
-/// Request decoding must behave like Go's encoding/json (spec process-api §1).
+/// Request decoding must behave like Go's encoding/json.
 struct JSONRequestTests {
     @Test func readsOnlyTheFirstValue() throws {
         let r = try JSONRequest.parse(Array(#"{"command":"a"} trailing garbage {"#.utf8), typeName: "T")
@@ -98,7 +98,7 @@ struct JSONRequestTests {
     }
 }
 
-/// Issue 7, defect 10: repeated keys decode as Go's `encoding/json` does.
+/// Repeated keys decode as Go's `encoding/json` does.
 @Suite struct JSONRequestGoDuplicateKeyTests {
     @Test func theLastMatchingKeyWins() throws {
         let r = try JSONRequest.parse(Array(#"{"command":"echo lower","Command":"echo upper"}"#.utf8), typeName: "T")

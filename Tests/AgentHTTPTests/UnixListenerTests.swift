@@ -10,7 +10,7 @@ import Testing
 import Glibc
 #endif
 
-/// Issue 24 (D): an HTTP listener at `unix:/path` is made by AgentCore's `SocketFile`, like
+/// An HTTP listener at `unix:/path` is made by AgentCore's `SocketFile`, like
 /// the agent and boundary sockets: never at its path with another mode, a stale socket
 /// replaced, and removed when it closes only if it is still ours.
 @Suite(.timeLimit(.minutes(1)))

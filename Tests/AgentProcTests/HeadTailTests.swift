@@ -1,7 +1,7 @@
 import AgentProc
 import Testing
 
-/// Spec process-api §3 and checklist items 19-24, plus improvement 1 (no invented seam).
+/// The reference's head/tail output rules, and no invented seam.
 struct HeadTailTests {
     func text(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self) }
 

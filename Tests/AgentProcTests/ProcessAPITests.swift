@@ -5,7 +5,7 @@ import Foundation
 import Synchronization
 import Testing
 
-/// Spec process-api §5 checklist items 1-18, through real processes and a real HTTP client.
+/// The reference's process API, through real processes and a real HTTP client.
 @Suite(.timeLimit(.minutes(2)))
 struct ProcessAPITests {
     static let chatA = "9b2d6c1e-2f4a-4b8e-9c3d-0a1b2c3d4e5f"
@@ -129,7 +129,7 @@ struct ProcessAPITests {
         }
     }
 
-    /// Issue 25: what running sessions publish (the desktop's `DISPLAY`) is in every start's
+    /// What running sessions publish (the desktop's `DISPLAY`) is in every start's
     /// environment, over the agent's and the provider's variables and under the request's;
     /// a change (the desktop stopped, or started on another display) reaches the next start
     /// even without a new provider generation (the reused environment is rebuilt).

@@ -5,7 +5,7 @@ import Foundation
 import Synchronization
 import Testing
 
-/// Issue 28: stdin, terminals, awaits, cursor reads and at-most-once starts, through the
+/// Stdin, terminals, awaits, cursor reads and at-most-once starts, through the
 /// HTTP API with real children.
 @Suite(.timeLimit(.minutes(5)))
 struct ProcessBeyondTests {

@@ -5,7 +5,7 @@ import AgentTestSupport
 import Foundation
 import Testing
 
-/// Issue 7, defects 6, 7 and 10 through the real server.
+/// Hostile and buggy clients through the real server.
 @Suite struct ProcessHardeningTests {
     // MARK: Defect 7: NUL bytes
 
@@ -96,7 +96,7 @@ import Testing
         }
     }
 
-    // MARK: Issue 8: chat paths
+    // MARK: chat paths
 
     @Test func aChatsProcessRecordsItsWorkdirAtExit() async throws {
         let paths = ChatPaths()

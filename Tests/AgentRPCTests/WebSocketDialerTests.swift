@@ -95,7 +95,7 @@ struct WebSocketDialerTests {
         }
     }
 
-    /// Spec §5.3 on a live session: a message over 4 MiB either way fails only its own
+    /// On a live session: a message over 4 MiB either way fails only its own
     /// call (its yamux stream is reset); the session keeps serving.
     @Test func oversizedMessagesFailOnlyTheirStream() async throws {
         var manifest = ControlPlaneDouble.defaultManifest

@@ -9,7 +9,7 @@ import Testing
 import Glibc
 #endif
 
-/// Spec agent-socket §7, through a real unix socket and real dRPC frames.
+/// The reference's behaviour, through a real unix socket and real dRPC frames.
 @Suite(.timeLimit(.minutes(1)))
 struct AgentSocketConformanceTests {
     // 1, 2: lifecycle.

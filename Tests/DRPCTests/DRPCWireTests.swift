@@ -2,12 +2,12 @@ import AgentTestSupport
 import DRPC
 import Testing
 
-/// Spec agent-rpc §1 and the §5 conformance items that concern the dRPC wire.
+/// The dRPC wire, byte for byte.
 struct DRPCWireTests {
     static let lifecycleRequest: [UInt8] = [0x0A, 0x0A, 0x08, 0x05, 0x12, 0x06, 0x08, 0x80, 0xE2, 0xCF, 0xAA, 0x06]
     static let method = "/coder.agent.v2.Agent/UpdateLifecycle"
 
-    /// §1.5: the worked example, byte for byte.
+    /// The worked example, byte for byte.
     @Test func goldenUnaryCallBytes() {
         var out: [UInt8] = []
         DRPCPacket(streamID: 1, messageID: 1, kind: .invoke, data: Array(Self.method.utf8)).encode(into: &out)

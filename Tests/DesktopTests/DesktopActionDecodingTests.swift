@@ -20,7 +20,7 @@ struct DesktopActionDecodingTests {
         }
     }
 
-    /// Issue 25 §5: a body of the wrong shape names the field that is wrong.
+    /// A body of the wrong shape names the field that is wrong.
     @Test(arguments: [
         (#"{"action":"mouse_move","coordinate":"x"}"#, "json: cannot unmarshal string into Go struct field DesktopAction.coordinate of type []int"),
         (#"{"action":"mouse_move","coordinate":[1,"y"]}"#, "json: cannot unmarshal string into Go struct field DesktopAction.coordinate of type int"),

@@ -4,7 +4,7 @@ import Testing
 
 @testable import Desktop
 
-/// Issue 24, "crash-proof and bounded", against a real Xvnc: no number a client sends can
+/// Crash-proof and bounded, against a real Xvnc: no number a client sends can
 /// trap the agent, size a screenshot past the cap, or hold the desktop past a bound; and an
 /// action whose client has gone is cancelled, with what it held released.
 @Suite(.serialized, .timeLimit(.minutes(2)))
@@ -126,7 +126,7 @@ struct DesktopBoundsTests {
         }
     }
 
-    /// Issue 24: a `hold_key` whose client went away blocked every other action for its whole
+    /// A `hold_key` whose client went away blocked every other action for its whole
     /// duration and kept the key down. Now the hold is cancelled when the connection closes:
     /// the key is released at once and the next action runs.
     @Test func aHoldEndsAndReleasesItsKeyWhenTheClientGoes() async throws {

@@ -4,7 +4,7 @@ import Testing
 
 @testable import Desktop
 
-/// Issue 25, "correctness mends", against a real Xvnc changed by other X clients: a
+/// Correctness mends, against a real Xvnc changed by other X clients: a
 /// screenshot shows the screen as it is when asked (not the framebuffer the agent's VNC
 /// connection last received), `cursor_position` reports where the X pointer is (not where
 /// the agent last put it), and `GET /api/v0/desktop` reports the desktop.
@@ -100,7 +100,7 @@ struct DesktopFreshnessTests {
         }
     }
 
-    /// Spec §2.1: `scroll` without `scroll_direction` (or with `null`) scrolls down
+    /// `scroll` without `scroll_direction` (or with `null`) scrolls down
     /// (`scroll_amount` default 3: X buttons 5); an empty direction is invalid, as the
     /// reference (a Go `*string`: only a missing one defaults).
     @Test func scrollWithoutADirectionScrollsDown() async throws {

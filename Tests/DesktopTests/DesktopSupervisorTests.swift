@@ -39,7 +39,7 @@ struct DesktopSupervisorTests {
         for supervisor in supervisors { await supervisor.close() }
     }
 
-    /// Also issue 25: the running desktop's DISPLAY is published for started processes, the
+    /// The running desktop's DISPLAY is published for started processes, the
     /// new one's after a crash, none after close.
     @Test func oneDesktopReusedACrashRecoveredAndCloseStopsIt() async throws {
         let sessions = SessionEnvironment()

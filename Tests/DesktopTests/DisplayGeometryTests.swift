@@ -2,7 +2,7 @@ import Testing
 
 @testable import Desktop
 
-/// Spec desktop §2.2 and §4.8, §4.17: every pinned scaling value and key normalization.
+/// Every pinned scaling value and key normalization.
 struct DisplayGeometryTests {
     @Test(arguments: [
         (1366, 768, 1366, 768), (1920, 1200, 1280, 800), (2048, 1536, 1024, 768), (3840, 2160, 1280, 720),

@@ -81,7 +81,7 @@ struct PortableDesktopTests {
         }
     }
 
-    /// Spec §4.3: port 0 or undecodable output fails the start, and the child is killed.
+    /// Port 0 or undecodable output fails the start, and the child is killed.
     @Test(arguments: [
         (#"{"vncPort":0,"geometry":"1920x1080"}"#, "portabledesktop returned port 0"),
         ("not json at all", "parse portabledesktop output"),
@@ -181,7 +181,7 @@ struct PortableDesktopTests {
         }
     }
 
-    /// Spec §4.15: PATH first; a script-bin file without an execute bit is not found.
+    /// PATH first; a script-bin file without an execute bit is not found.
     @Test func binaryLookup() throws {
         let bin = NSTemporaryDirectory() + "script-bin-" + UUID().uuidString.prefix(8)
         try FileManager.default.createDirectory(atPath: bin, withIntermediateDirectories: true)

@@ -65,7 +65,7 @@ struct VNCBridgeTests {
         }
     }
 
-    /// Spec §4.4, §4.5: a desktop that cannot start is a JSON 500 before any upgrade.
+    /// A desktop that cannot start is a JSON 500 before any upgrade.
     @Test func aDesktopThatCannotStartIsAJSONErrorNotAWebSocketClose() async throws {
         try await DesktopHarness.with(environment: ["PATH": "/nonexistent"]) { desktop in
             let response = try await desktop.client.request(

@@ -7,7 +7,7 @@ import Hummingbird
 import Logging
 import Testing
 
-/// `GET /api/v0/git/show` (spec git-watch §1.4) over a real server and repository.
+/// `GET /api/v0/git/show` over a real server and repository.
 @Suite(.timeLimit(.minutes(1)))
 struct GitShowTests {
     @Test func showCases() async throws {

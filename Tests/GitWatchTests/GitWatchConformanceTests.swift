@@ -5,12 +5,12 @@ import Foundation
 import GitWatch
 import Testing
 
-/// Spec git-watch §5, the checks that run on the agent side, through the watch socket.
+/// The reference's behaviour, the checks that run on the agent side, through the watch socket.
 @Suite(.timeLimit(.minutes(1)))
 struct GitWatchConformanceTests {
     static let fast = WatchTiming(poll: .seconds(30), cooldown: .milliseconds(100))
 
-    /// §5.2, §5.21: bogus, relative and outside paths add nothing; 499 bogus paths and one
+    /// Bogus, relative and outside paths add nothing; 499 bogus paths and one
     /// good one make exactly one repository; with nothing watched, a scan sends nothing.
     @Test func bogusPathsAddNothingAndNoRootsSendNothing() async throws {
         let root = try await WatchHarness.committedRepository()
@@ -35,7 +35,7 @@ struct GitWatchConformanceTests {
         }
     }
 
-    /// §5.3, §5.4, §5.14: a deep file maps to its repository; an inner repository nested
+    /// A deep file maps to its repository; an inner repository nested
     /// in an outer one is its own root; two repositories arrive in one message.
     @Test func deepFilesNestedRepositoriesAndTwoRootsInOneMessage() async throws {
         let outer = try await WatchHarness.committedRepository(["top.txt": "top\n"])
@@ -62,7 +62,7 @@ struct GitWatchConformanceTests {
         }
     }
 
-    /// §5.11, §5.12: a deleted repository, a deleted `.git`, and a linked worktree whose
+    /// A deleted repository, a deleted `.git`, and a linked worktree whose
     /// administrative directory is deleted are each removed once, and not reported again.
     @Test func removals() async throws {
         let main = try await WatchHarness.committedRepository()
@@ -93,7 +93,7 @@ struct GitWatchConformanceTests {
         }
     }
 
-    /// §5.13: a corrupt HEAD is not a removal; after the repair and a new file, the
+    /// A corrupt HEAD is not a removal; after the repair and a new file, the
     /// repository is reported again.
     @Test func aCorruptHeadStaysWatched() async throws {
         let root = try await WatchHarness.committedRepository()
@@ -118,7 +118,7 @@ struct GitWatchConformanceTests {
         }
     }
 
-    /// §5.19, §5.20: two sockets for one chat each get their own first `changes`; a chat's
+    /// Two sockets for one chat each get their own first `changes`; a chat's
     /// socket never shows another chat's repository.
     @Test func twoSocketsForOneChatAndChatsAreApart() async throws {
         let mine = try await WatchHarness.committedRepository()
@@ -147,7 +147,7 @@ struct GitWatchConformanceTests {
         }
     }
 
-    /// §5.23: 100 files of 50 KiB go over the 3 MiB cap: the diff is cut at a file boundary
+    /// 100 files of 50 KiB go over the 3 MiB cap: the diff is cut at a file boundary
     /// with `diff_truncated`, and branch and origin are still sent.
     @Test func theCapThroughTheSocket() async throws {
         let root = try await WatchHarness.committedRepository()
@@ -173,7 +173,7 @@ struct GitWatchConformanceTests {
         }
     }
 
-    /// §5.6: ignored files (`*.log`, `build/`) are absent, and a nested `.gitignore` with
+    /// Ignored files (`*.log`, `build/`) are absent, and a nested `.gitignore` with
     /// `!*` under an ignored `node_modules/` does not bring its files back; git agrees.
     @Test func nestedNegationUnderAnIgnoredDirectory() async throws {
         let root = try await WatchHarness.committedRepository([".gitignore": "*.log\nbuild/\nnode_modules/\n"])
@@ -192,7 +192,7 @@ struct GitWatchConformanceTests {
         #expect(status == "?? src/main.go\n")
     }
 
-    /// §5.8, §5.10, §5.15, §5.17: a path recorded after connecting brings its repository;
+    /// A path recorded after connecting brings its repository;
     /// the tick alone scans and sends a heartbeat (no repositories, a non-decreasing
     /// `scanned_at`); reverting the only dirty file sends an entry whose diff no longer
     /// names it; a second repository recorded later arrives.

@@ -10,7 +10,7 @@ import Testing
 import Glibc
 #endif
 
-/// Ordinary editing must never end the agent (issue 24): libgit2 mapped working-tree files
+/// Ordinary editing must never end the agent: libgit2 mapped working-tree files
 /// to diff them, and a file truncated under the mapping raised SIGBUS in the whole process.
 @Suite(.timeLimit(.minutes(2)))
 struct GitWatchHardeningTests {

@@ -4,7 +4,7 @@ import Foundation
 @testable import GitWatch
 import Testing
 
-/// One poll per repository, not per socket (issue 24): sockets watching a repository too
+/// One poll per repository, not per socket: sockets watching a repository too
 /// big for inotify each computed its fingerprint on every tick.
 @Suite(.timeLimit(.minutes(1)))
 struct RepositoryCacheTests {

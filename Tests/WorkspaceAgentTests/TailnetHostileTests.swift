@@ -9,7 +9,7 @@ import Testing
 import Glibc
 #endif
 
-/// Issue 26, hostile peers: whatever arrives over the relay (garbage, truncated and forged
+/// Whatever arrives over the relay (garbage, truncated and forged
 /// WireGuard messages, packets from keys the agent never heard of, disco garbage, malformed
 /// DERP frames) is dropped and counted; the agent stays up, its memory stays bounded, and the
 /// local API and the tunnel's status keep answering.

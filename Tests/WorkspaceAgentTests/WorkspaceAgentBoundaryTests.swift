@@ -7,7 +7,7 @@ import Synchronization
 import Testing
 
 /// The boundary log proxy in the real binary: its socket, and its metrics as a real
-/// Prometheus parser reads them (names and labels exactly as spec boundary-logs §3.3).
+/// Prometheus parser reads them (names and labels exactly as the reference's).
 @Suite(.serialized, .timeLimit(.minutes(1)))
 struct WorkspaceAgentBoundaryTests {
     /// Connects to the agent's boundary socket once it listens.

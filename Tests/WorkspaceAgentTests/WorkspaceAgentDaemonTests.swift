@@ -27,7 +27,7 @@ struct WorkspaceAgentDaemonTests {
         #expect(agent.log.contains(names))
     }
 
-    /// Issue 25 §5: an unknown subcommand says so, with the usage exit status (64), at
+    /// An unknown subcommand says so, with the usage exit status (64), at
     /// every level; `exp` is listed; usages name exactly one unit; `--version` names the
     /// commit.
     @Test(arguments: [

@@ -99,7 +99,7 @@ struct WorkspaceAgentDesktopTests {
     }
 }
 
-/// Issue 25: processes started through the process API while the desktop runs get its
+/// Processes started through the process API while the desktop runs get its
 /// `DISPLAY` (over the agent's own), unless the request sets one; the desktop and the
 /// process API share it only through AgentCore (`SessionEnvironment`), wired by the binary.
 @Suite(.serialized, .timeLimit(.minutes(2)))

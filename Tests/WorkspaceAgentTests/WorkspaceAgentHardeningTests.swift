@@ -7,7 +7,7 @@ import Testing
 import Glibc
 #endif
 
-/// Issue 7, defects 1, 3, 4 and 5, against the real binary.
+/// Hostile and buggy clients against the real binary.
 @Suite struct WorkspaceAgentHardeningTests {
     // MARK: Defect 4: start-up failures
 

@@ -7,7 +7,7 @@ import Testing
 import Glibc
 #endif
 
-/// Issue 8, item 4: `/metrics` on the API and on the Prometheus listener, in a format a real
+/// `/metrics` on the API and on the Prometheus listener, in a format a real
 /// Prometheus parser (Debian's python3-prometheus-client) reads, with counters that move.
 @Suite struct WorkspaceAgentMetricsTests {
     @Test func metricsParseAndMove() async throws {
@@ -38,7 +38,7 @@ import Glibc
         #expect(after["http_server_request_duration_seconds"] != nil)
     }
 
-    /// Issue 25 §5: every family has its own HELP line; the standard process metrics and
+    /// Every family has its own HELP line; the standard process metrics and
     /// the build info are there; durations are in `_seconds`; a WebSocket route is in the
     /// request histogram once its session ends.
     @Test func everyFamilyIsDescribedAndTheAgentsOwnMetricsAreThere() async throws {

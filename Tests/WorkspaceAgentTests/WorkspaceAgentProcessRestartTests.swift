@@ -6,7 +6,7 @@ import Testing
 import Glibc
 #endif
 
-/// Issue 28 with the agent binary: processes, their output and their tool calls across an
+/// With the agent binary: processes, their output and their tool calls across an
 /// agent that is killed (SIGKILL) and started again on the same state directory.
 @Suite(.timeLimit(.minutes(5)))
 struct WorkspaceAgentProcessRestartTests {

@@ -13,8 +13,8 @@ import Glibc
 #endif
 
 /// `workspace-agent exp sync` through the real binary against a real agent: the reference's
-/// outputs (spec agent-socket §5 and its goldens), exit codes, and the startup-script pair of
-/// spec §8.
+/// outputs, exit codes, and the startup-script pair of
+/// the reference's documentation.
 @Suite(.timeLimit(.minutes(2)))
 struct WorkspaceAgentSyncCLITests {
     /// Runs `exp sync <arguments> --socket-path <path>`; stdout and stderr together.
@@ -80,7 +80,7 @@ struct WorkspaceAgentSyncCLITests {
 
                 """)
             #expect(await run("status", "test-unit") == "Unit: test-unit\nStatus: started\nReady: true\n\nDependencies:\nNo dependencies found\n")
-            // Issue 25 §5: an unregistered unit is not claimed ready (the wire says ready).
+            // An unregistered unit is not claimed ready (the wire says ready).
             #expect(await run("status", "nobody") == "Unit: nobody\nStatus: not registered\nReady: false\n\nDependencies:\nNo dependencies found\n")
             _ = await run("start", "dep-b")
             _ = await run("complete", "dep-b")
@@ -163,7 +163,7 @@ struct WorkspaceAgentSyncCLITests {
         #expect(missing.output.contains("--socket-path or CODER_AGENT_SOCKET_PATH"))
     }
 
-    /// Spec §8: `want claude git`, `start claude` blocks until `complete git`; the waiting
+    /// `want claude git`, `start claude` blocks until `complete git`; the waiting
     /// start wakes through the SyncWaitReady extension.
     @Test func startupScriptPair() async throws {
         try await Self.withAgent { socket in

@@ -11,7 +11,7 @@ import WireGuard
 import Glibc
 #endif
 
-/// Issue 26, the relay and the coordination: DERP over WebSocket (forced by the manifest or
+/// DERP over WebSocket (forced by the manifest or
 /// by a relay that refuses `Upgrade: DERP`), a relay restart on the same port, and a restart
 /// of the upward session (a new Coordinate stream). Same suite, so still serialized.
 extension WorkspaceAgentTailnetTests {

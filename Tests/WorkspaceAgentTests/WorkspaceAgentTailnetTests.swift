@@ -11,7 +11,7 @@ import WireGuard
 import Glibc
 #endif
 
-/// Issue 26 end to end, with real parts: the agent binary against the control-plane double
+/// End to end, with real parts: the agent binary against the control-plane double
 /// (coordination and DERP map over the real dRPC), the DERP relay double, and Debian's real
 /// wireguard-go with a TUN in a private network namespace as the peer coderd would be. The
 /// test bridges wireguard-go's UDP socket to the relay with a DERP client of its own under

@@ -11,7 +11,7 @@ import WireGuard
 import Glibc
 #endif
 
-/// Issue 26, traffic: bulk bytes both ways (a forwarded port and the file API on port 4),
+/// Bulk bytes both ways (a forwarded port and the file API on port 4),
 /// and a WebSocket (git watch) through the tunnel. Same suite, so still serialized.
 extension WorkspaceAgentTailnetTests {
     static let tenMiB = 10 * 1024 * 1024

@@ -1,7 +1,7 @@
 import Testing
 import Yamux
 
-/// Spec agent-rpc §2 framing, including the §1.5 example's yamux bytes.
+/// Yamux framing, including a worked example's bytes.
 struct YamuxFramingTests {
     @Test func goldenHeaders() {
         #expect(YamuxHeader(type: .windowUpdate, flags: .syn, streamID: 1, length: 0).encoded

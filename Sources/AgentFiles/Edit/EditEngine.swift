@@ -5,7 +5,7 @@ import CAgentSpawn
 import Glibc
 #endif
 
-/// Applies one search/replace edit to a file's bytes (spec file-api §1, edit-files): an
+/// Applies one search/replace edit to a file's bytes: an
 /// exact pass, then two passes over windows of lines that forgive trailing whitespace and
 /// then all surrounding whitespace; line endings, indentation and a missing final newline
 /// of the file are kept.
@@ -161,7 +161,7 @@ enum EditEngine {
 
     // MARK: Splicing
 
-    /// The window rewritten line by line, as the reference splices (spec file-api §1): the
+    /// The window rewritten line by line, as the reference splices: the
     /// search and replacement lines that agree (whitespace aside) at the start and at the
     /// end pair up, the lines between pair by position, and replacement lines beyond are
     /// inserted. For each paired line, part by part (lead, trail, ending), where search and

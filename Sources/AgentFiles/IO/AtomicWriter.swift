@@ -5,7 +5,7 @@ import FoundationEssentials
 import Glibc
 #endif
 
-/// The atomic write of spec file-api §1: a temporary file `.<base>.tmp.<8 chars>` beside the
+/// The atomic write: a temporary file `.<base>.tmp.<8 chars>` beside the
 /// target (O_EXCL, 0666 before the umask), the content, the old mode kept, then a rename over
 /// the target. Any failure removes the temporary file and leaves the target as it was.
 ///

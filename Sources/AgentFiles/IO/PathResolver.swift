@@ -2,7 +2,7 @@
 import Glibc
 #endif
 
-/// Path rules of the file API (spec file-api §2): absolute paths only, no `~` expansion,
+/// Path rules of the file API: absolute paths only, no `~` expansion,
 /// `..` allowed, symbolic links followed to depth 40 with relative targets counted from the
 /// link's directory, and missing trailing parts kept.
 enum PathResolver {

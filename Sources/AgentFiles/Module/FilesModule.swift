@@ -2,7 +2,7 @@ import AgentCore
 import AgentHTTP
 import Hummingbird
 
-/// The file API as a capability module (spec file-api), mounted at `/api/v0`: reads, line
+/// The file API as a capability module, mounted at `/api/v0`: reads, line
 /// windows, atomic streamed writes, listings, path resolution, directory creation and moves.
 /// Writes record what a chat touched in the shared ``ChatPaths`` (for the git watcher).
 public struct FilesModule: HTTPModule {

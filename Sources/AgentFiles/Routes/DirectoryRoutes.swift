@@ -7,7 +7,7 @@ import Hummingbird
 import Glibc
 #endif
 
-/// `POST /list-directory` and `GET /resolve-path` (spec file-api §1).
+/// `POST /list-directory` and `GET /resolve-path`.
 struct DirectoryRoutes: Sendable {
     let homeDirectory: String
     /// Listings kept between pages.
@@ -162,7 +162,7 @@ struct DirectoryRoutes: Sendable {
         return JSONResponse.make(listing)
     }
 
-    /// `{"resolved_path"}`: the cleaned path with its links followed (spec §2).
+    /// `{"resolved_path"}`: the cleaned path with its links followed.
     func resolvePath(_ request: Request, _ context: AgentRequestContext) async throws -> Response {
         var query = StrictQuery(request, allowed: ["path"])
         let path = query.string("path", required: true) ?? ""

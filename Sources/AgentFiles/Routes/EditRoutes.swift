@@ -9,7 +9,7 @@ import Synchronization
 import Glibc
 #endif
 
-/// `POST /edit-files` (spec file-api §1): every file validated and edited in memory first;
+/// `POST /edit-files`: every file validated and edited in memory first;
 /// nothing is written unless every edit applies. Beyond the reference, the writes are
 /// all-or-nothing on disk too: if writing a later file fails, the files already written are
 /// put back as they were.

@@ -9,7 +9,7 @@ import NIOCore
 import Glibc
 #endif
 
-/// `GET /read-file` and `GET /read-file-lines` (spec file-api §1).
+/// `GET /read-file` and `GET /read-file-lines`.
 struct ReadRoutes: Sendable {
     /// Bytes read from disk per step of a streamed read-file body.
     static let chunkBytes = 128 << 10

@@ -9,9 +9,8 @@ import Synchronization
 import Glibc
 #endif
 
-/// `POST /write-file`, `POST /create-directory` and `POST /move-file` (spec file-api §1,
-/// §1.8). Each records the paths it touched for the request's chat and its ancestors, after
-/// success only (§3).
+/// `POST /write-file`, `POST /create-directory` and `POST /move-file`. Each records the paths it touched for the request's chat and its ancestors, after
+/// success only.
 struct WriteRoutes: Sendable {
     let chatPaths: ChatPaths
 

@@ -6,7 +6,7 @@ import Glibc
 #endif
 import Hummingbird
 
-/// `POST /write-file/{id}/cancel` and `POST /edit-files/{id}/cancel` (spec file-api §3): the
+/// `POST /write-file/{id}/cancel` and `POST /edit-files/{id}/cancel`: the
 /// id must be the call's UUIDv5; a call never received is recorded as canceled (`{}`), one
 /// in progress is waited for and its recorded answer returned.
 struct ToolCallCancel: Sendable {

@@ -8,7 +8,7 @@ import HTTPTypes
 import Synchronization
 
 /// Which tool calls ran and what they answered, so that each runs at most once and a repeat
-/// gets the same answer (spec file-api §3).
+/// gets the same answer.
 ///
 /// Memory: only each chat's latest message is kept; at most ``maxChats`` chats (the one
 /// used longest ago goes first) and ``maxCallsPerMessage`` calls each; a recorded answer

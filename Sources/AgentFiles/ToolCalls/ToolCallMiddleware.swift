@@ -9,7 +9,7 @@ import Hummingbird
 import NIOCore
 import Synchronization
 
-/// At-most-once tool calls for write-file and edit-files (spec file-api §3): a request with
+/// At-most-once tool calls for write-file and edit-files: a request with
 /// the three tool-call headers runs once; a repeat with the same input (method, target and
 /// body, by SHA-256) gets the recorded status and body, errors included; other inputs,
 /// older messages, canceled calls and calls older than this agent get 409 with a `code`.

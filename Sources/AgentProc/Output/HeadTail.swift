@@ -1,4 +1,4 @@
-/// The head/tail output store of spec process-api §3, without locking.
+/// The head/tail output store, without locking.
 ///
 /// The first `headCapacity` bytes a child writes are kept verbatim; after that only the
 /// last `tailCapacity` bytes are kept in a ring, so memory is bounded by
@@ -123,7 +123,7 @@ public struct HeadTail: Sendable {
     /// Bytes written but no longer retained.
     public var omittedCount: Int { totalWritten - retainedCount }
 
-    /// The rendered output and its truncation metadata (spec §3 `Output()`).
+    /// The rendered output and its truncation metadata.
     ///
     /// Unlike the reference, when nothing was omitted the head and tail are joined as the
     /// contiguous original: no `"\n"` is invented at the seam.
@@ -174,7 +174,7 @@ public struct HeadTail: Sendable {
     }
 }
 
-/// The `truncated` object of the output response (spec §3); JSON keys are the reference's.
+/// The `truncated` object of the output response; JSON keys are the reference's.
 public struct OutputTruncation: Codable, Sendable, Equatable {
     public static let headTailStrategy = "head_tail"
 

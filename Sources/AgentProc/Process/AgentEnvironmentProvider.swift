@@ -1,4 +1,4 @@
-/// Supplies what the agent knows beyond its own environment (spec process-api §4, step 2).
+/// Supplies what the agent knows beyond its own environment.
 ///
 /// Standalone, it is a ``StaticEnvironmentProvider`` built from flags; with a control plane,
 /// the manifest fills it (directory, `CODER_*` variables, manifest variables).

@@ -6,7 +6,7 @@ import Synchronization
 import Glibc
 #endif
 
-/// What to run: always `sh -c <command>` (spec process-api §4).
+/// What to run: always `sh -c <command>`.
 struct SpawnRequest: Sendable {
     var command: String
     /// nil or empty keeps the agent's working directory.

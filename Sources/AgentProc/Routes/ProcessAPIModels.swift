@@ -134,7 +134,7 @@ enum UTF8Boundary {
     }
 }
 
-/// One entry of `GET /list` (spec §2.2), plus `exit_signal` when a signal killed it.
+/// One entry of `GET /list`, plus `exit_signal` when a signal killed it.
 struct ProcessInfoResponse: Encodable {
     var id: String
     var command: String
@@ -183,7 +183,7 @@ struct ListResponse: Encodable {
     var processes: [ProcessInfoResponse]
 }
 
-/// `GET /{id}/output` reply (spec §2.3).
+/// `GET /{id}/output` reply.
 struct OutputResponse: Encodable {
     var output: String
     var truncated: OutputTruncation?

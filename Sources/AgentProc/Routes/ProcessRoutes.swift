@@ -10,7 +10,7 @@ import Hummingbird
 import HummingbirdWebSocket
 import NIOCore
 
-/// The process API's HTTP handlers (spec process-api §2); ``ProcessModule`` mounts them.
+/// The process API's HTTP handlers; ``ProcessModule`` mounts them.
 struct ProcessRoutes: Sendable {
     let manager: ProcessManager
 
@@ -255,7 +255,7 @@ struct ProcessRoutes: Sendable {
     func signal(_ request: Request, _ context: AgentRequestContext) async throws -> Response {
         let chat = context.chat
         let id = Self.processID(context)
-        // Order matters for compatibility (spec §2.4): foreign chat, body, name, unknown, state.
+        // Order matters for compatibility: foreign chat, body, name, unknown, state.
         if manager.isForeign(id, chat: chat) { throw Self.notFound(id) }
         let body = try await JSONRequest.decode(request, context: context, typeName: "SignalProcessRequest")
         let name = try body.string("signal") ?? ""

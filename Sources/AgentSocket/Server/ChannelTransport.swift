@@ -2,7 +2,7 @@ import DRPC
 import NIOCore
 
 /// A dRPC transport over one socket connection (the agent socket carries dRPC on the raw
-/// stream, spec agent-socket §2). Used by the server for each connection and by the CLI.
+/// stream). Used by the server for each connection and by the CLI.
 ///
 /// Memory: NIO's async channel reads with back-pressure (it stops reading the socket while
 /// its small buffer is full), so a connection holds at most that buffer plus what the dRPC

@@ -7,7 +7,7 @@ import Glibc
 import CoreMetrics
 import Hummingbird
 
-/// `POST /api/v0/desktop/action` (spec desktop §2.1): counts as activity, starts the desktop
+/// `POST /api/v0/desktop/action`: counts as activity, starts the desktop
 /// (500 before the body is read, as the reference), decodes and checks the body (400), runs
 /// the action, and cancels it if its client goes away (as the reference's request context):
 /// a `hold_key` then releases its keys at once and a queued action never runs.

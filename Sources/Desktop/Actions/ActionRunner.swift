@@ -8,7 +8,7 @@ import HTTPTypes
 import NIOPosix
 
 /// Runs one computer-use action against the desktop through the agent's VNC connection
-/// (spec desktop §2): validation and error texts as the reference, coordinates mapped from
+///: validation and error texts as the reference, coordinates mapped from
 /// the declared size to the native one, one action at a time.
 struct ActionRunner: Sendable {
     let supervisor: DesktopSupervisor

@@ -3,7 +3,7 @@ import AgentHTTP
 import FoundationEssentials
 import HTTPTypes
 
-/// `POST /api/v0/desktop/action`'s body (spec desktop §2.1), plus two additions: `region`
+/// `POST /api/v0/desktop/action`'s body, plus two additions: `region`
 /// for a screenshot of part of the screen at native resolution, and `settle_ms` to wait for
 /// the screen to stop changing after acting.
 struct DesktopActionRequest: Sendable {
@@ -27,7 +27,7 @@ struct DesktopActionRequest: Sendable {
     }
 }
 
-/// What a client may ask of the desktop (issue 24). Every number in an action body is checked
+/// What a client may ask of the desktop. Every number in an action body is checked
 /// against these before any arithmetic on it, so none can trap, size an allocation or hold
 /// the desktop beyond them; past a bound the answer is 400 with the bound in `detail`.
 /// Coordinates need no bound: any `Int` is clamped to the screen, as the reference does.

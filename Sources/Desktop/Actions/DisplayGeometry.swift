@@ -1,5 +1,5 @@
 /// The model-facing ("declared") screen size and the mapping between it and the desktop's
-/// native size (spec desktop §2.2).
+/// native size.
 public struct DisplayGeometry: Sendable, Equatable {
     public var width: Int
     public var height: Int

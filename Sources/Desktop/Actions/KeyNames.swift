@@ -1,7 +1,7 @@
 import CDesktop
 
-/// Key names as models write them, normalized as portabledesktop does for xdotool (spec
-/// desktop §3), then turned into X keysyms for the VNC key events.
+/// Key names as models write them, normalized as portabledesktop does for xdotool,
+/// then turned into X keysyms for the VNC key events.
 public enum KeyNames {
     private static let aliases: [String: String] = [
         "ctrl": "ctrl", "control": "ctrl", "alt": "alt", "shift": "shift",

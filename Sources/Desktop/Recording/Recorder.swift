@@ -7,7 +7,7 @@ import Hummingbird
 import NIOCore
 import NIOPosix
 
-/// Screen recordings through `portabledesktop record` (spec desktop §1.5): at most 5 at once,
+/// Screen recordings through `portabledesktop record`: at most 5 at once,
 /// stopped with SIGINT (15 s, else killed and reported corrupted), at most 100 MB, answered
 /// as `multipart/mixed` (the video, then the thumbnail when there is one) streamed from the
 /// files, which are then deleted. A recording with no action for 10 minutes stops itself.

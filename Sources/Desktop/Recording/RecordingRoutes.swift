@@ -6,7 +6,7 @@ import Glibc
 #endif
 import Hummingbird
 
-/// `POST /api/v0/desktop/recording/start|stop` (spec desktop §1.5). Recordings are made by
+/// `POST /api/v0/desktop/recording/start|stop`. Recordings are made by
 /// portabledesktop (`record`); without it the agent answers 501 with a clear message after
 /// the same body checks as the reference.
 struct RecordingRoutes: Sendable {

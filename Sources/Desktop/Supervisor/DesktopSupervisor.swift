@@ -6,8 +6,8 @@ import Glibc
 #endif
 import Logging
 
-/// One desktop per agent, shared by every viewer and action, started on first use (spec
-/// desktop §1.3). Beyond the reference: a desktop whose process died is noticed on the next
+/// One desktop per agent, shared by every viewer and action, started on first use.
+/// Beyond the reference: a desktop whose process died is noticed on the next
 /// use and started again (the reference's check watches a process that has already exited);
 /// at shutdown it is stopped (`portabledesktop down`, or SIGTERM then SIGKILL to our Xvnc);
 /// an idle desktop (no action and no viewer for `idleTimeout`) can be stopped; a failed

@@ -4,7 +4,7 @@ import FoundationEssentials
 import Glibc
 import NIOPosix
 
-/// Runs coder/portabledesktop (spec desktop §1.3): `up --json --geometry WxH`, reads the
+/// Runs coder/portabledesktop: `up --json --geometry WxH`, reads the
 /// first JSON value it prints (`vncPort`, `geometry`, `xvncPid`, `display`), and `down` to
 /// stop it.
 struct PortableDesktopLauncher: DesktopLauncher {

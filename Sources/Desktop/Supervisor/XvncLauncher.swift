@@ -3,7 +3,7 @@ import FoundationEssentials
 import Glibc
 import NIOPosix
 
-/// Runs TigerVNC's `Xvnc` directly when portabledesktop is absent (spec desktop §1.4):
+/// Runs TigerVNC's `Xvnc` directly when portabledesktop is absent:
 /// loopback only (`-localhost -interface 127.0.0.1`), no authentication, shared sessions,
 /// the first free display from 10, a free port, ready once the port answers `RFB 003.`.
 struct XvncLauncher: DesktopLauncher {

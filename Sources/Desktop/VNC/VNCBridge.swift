@@ -9,7 +9,7 @@ import NIOCore
 import NIOPosix
 import NIOWebSocket
 
-/// `GET /api/v0/desktop/vnc` (spec desktop §1.2): a WebSocket carrying the RFB stream of a
+/// `GET /api/v0/desktop/vnc`: a WebSocket carrying the RFB stream of a
 /// new TCP connection to the desktop's VNC port, bytes copied both ways unchanged, one
 /// connection per viewer. Errors before the upgrade are JSON (`Failed to start desktop
 /// session.`, `Failed to connect to VNC server.`).

@@ -93,7 +93,7 @@ extension GitSnapshotter {
         case tooLarge
     }
 
-    /// Larger blobs are refused (spec git-watch §1.4).
+    /// Larger blobs are refused.
     public static let maxShowBytes = 512 << 10
 
     /// The contents of `path` at `ref` (`git show <ref>:<path>`), as text.

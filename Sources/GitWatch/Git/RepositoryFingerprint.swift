@@ -6,7 +6,7 @@ import Glibc
 #endif
 
 /// A cheap summary of everything a repository's snapshot depends on, so that a poll which
-/// finds it unchanged skips the diff (spec git-watch §3.3's newest-form fingerprint, read
+/// finds it unchanged skips the diff (the reference's newest-form fingerprint, read
 /// with libgit2 instead of three git processes): HEAD's target and branch, the origin URL,
 /// and for each path that differs from HEAD its status, its staged blob and its file's
 /// size, times, inode and mode. Two equal fingerprints mean an unchanged diff unless a file

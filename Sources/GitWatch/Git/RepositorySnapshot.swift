@@ -1,4 +1,4 @@
-/// What a chat's UI shows of one repository (spec git-watch §3): its branch, its origin and
+/// What a chat's UI shows of one repository: its branch, its origin and
 /// the diff of the working tree against HEAD, untracked files included.
 public struct RepositorySnapshot: Sendable, Equatable {
     public var repoRoot: String

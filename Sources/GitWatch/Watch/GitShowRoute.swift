@@ -6,7 +6,7 @@ import Glibc
 #endif
 import Hummingbird
 
-/// `GET /api/v0/git/show?repo_root=&path=&ref=` (spec git-watch §1.4), read with libgit2.
+/// `GET /api/v0/git/show?repo_root=&path=&ref=`, read with libgit2.
 struct GitShowRoute: Sendable {
     struct Contents: Encodable, Sendable {
         var contents: String

@@ -12,7 +12,7 @@ import NIOWebSocket
 import Synchronization
 
 
-/// `GET /api/v0/git/watch?chat_id=` (spec git-watch §1): scans the chat's repositories on
+/// `GET /api/v0/git/watch?chat_id=`: scans the chat's repositories on
 /// `refresh`, when the chat touches a path, when inotify sees a change in a watched
 /// repository, and on the fallback poll; at most one scan that reads repositories per
 /// cooldown (a check that finds no event since the last scan reads nothing), requests

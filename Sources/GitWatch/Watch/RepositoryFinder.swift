@@ -4,7 +4,7 @@ import FoundationEssentials
 import Glibc
 #endif
 
-/// Turns the paths a chat touched into repository roots (spec git-watch §2.3): absolute
+/// Turns the paths a chat touched into repository roots: absolute
 /// paths only; a file's directory is searched from; the innermost repository wins (nested
 /// repositories, linked worktrees and submodules are their own roots). Beyond the reference,
 /// a directory inside no repository has the repositories directly below it watched (a
@@ -40,7 +40,7 @@ enum RepositoryFinder {
         URL(fileURLWithPath: path).resolvingSymlinksInPath().path
     }
 
-    /// The repository at `root` is gone (spec git-watch §4): its directory or `.git` is
+    /// The repository at `root` is gone: its directory or `.git` is
     /// missing, or `.git` is a file (worktree, submodule) whose git directory is missing.
     static func isGone(_ root: String) -> Bool {
         var isDirectory = false

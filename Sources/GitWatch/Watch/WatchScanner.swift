@@ -8,7 +8,7 @@ import Logging
 
 /// One socket's scanning state: the watched roots, the snapshot last sent for each, and what
 /// each was at that scan (inotify generation, fingerprint), so that an unchanged repository
-/// costs nothing (spec git-watch §3). Scans run on NIO's thread pool, one repository at a time.
+/// costs nothing. Scans run on NIO's thread pool, one repository at a time.
 ///
 /// Memory: one snapshot (≤ 3 MiB of diff) per watched root; roots come from the chat's paths.
 actor WatchScanner {

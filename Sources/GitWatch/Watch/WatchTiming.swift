@@ -1,4 +1,4 @@
-/// The watch socket's clock (spec git-watch §3.1): the fallback poll, the least time between
+/// The watch socket's clock: the fallback poll, the least time between
 /// two scans, and how often a poll checks fingerprints even where inotify saw nothing.
 public struct WatchTiming: Sendable {
     /// The fallback tick; a tick is skipped when a scan ended less than half of it ago.

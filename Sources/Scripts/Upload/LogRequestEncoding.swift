@@ -3,7 +3,7 @@
 /// cost is a header check and one copy of the text. The journal's records are the agent's
 /// own (sanitised when written, CRC-checked when read), so their text is valid UTF-8.
 ///
-/// Wire form (agent-rpc §4): `log_source_id = 1` (16 bytes), then per line `logs = 2`
+/// Wire form: `log_source_id = 1` (16 bytes), then per line `logs = 2`
 /// `Log{created_at = 1 Timestamp{seconds = 1, nanos = 2}, output = 2, level = 3}`; zero
 /// fields are left out, as protobuf encoders do.
 enum LogRequestEncoding {

@@ -4,7 +4,7 @@ import AgentSocket
 import ArgumentParser
 
 /// `exp sync start <unit>`: waits until every dependency of the unit is satisfied, then
-/// marks it started (spec agent-socket §5).
+/// marks it started.
 ///
 /// It waits through the agent's `SyncWaitReady` extension, which answers as soon as the
 /// unit is ready; against an agent without it (the reference), it polls SyncReady every
