@@ -589,8 +589,9 @@ let package = Package(
         .testTarget(
             name: "ChatContextTests",
             dependencies: [
-                "ChatContext", "AgentCore", "AgentHTTP", "AgentTestSupport",
+                "ChatContext", "AgentCore", "AgentHTTP", "AgentTestSupport", "AgentProto", "ControlPlaneDouble",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings

@@ -128,7 +128,9 @@ struct RunCommand: AsyncParsableCommand {
                 logger: log.localLogger(label: "workspace-agent.scripts")),
             at: "/api/v0/scripts")
         host.mount(
-            ChatContextModule(configuration: chatContextConfig, context: context, directory: config.processes.directory),
+            ChatContextModule(
+                configuration: chatContextConfig, context: context, directory: config.processes.directory,
+                agentToken: config.controlPlane.token),
             at: "/api/v0")
         // Only with a control plane: coderd reaches the HTTP API through it (port 4).
         host.mount(

@@ -69,6 +69,7 @@ public final class ContextManager: Service, Sendable {
     private let pending = WorkSignal()
     private let pool = BlockingPool(name: "context", threads: 1, maxQueued: 4)
     let watcher: ContextWatcher
+    let metrics = ContextMetrics()
     private let logger: Logger
 
     /// `directory` is the working directory until a manifest names one (`--directory`, else
@@ -304,6 +305,7 @@ public final class ContextManager: Service, Sendable {
             for id in due.keys { s.waiters[id] = nil }
             return (snapshot, due.values.map(\.continuation), Array(s.subscribers.values))
         }
+        metrics.resolved(version: snapshot.version)
         logger.debug("context resolved", metadata: [
             "version": "\(snapshot.version)", "resources": "\(snapshot.resources.count)",
         ])
