@@ -95,3 +95,29 @@ struct ContextManagerTests {
         #expect(!ContextWatcher.isRelevant(mask: UInt32(IN_MODIFY), name: "notes.txt"))
     }
 }
+
+/// A manifest's directory becomes the working directory: its seeds replace the earlier
+/// ones, and a source the user added stays.
+@Suite(.timeLimit(.minutes(1)))
+struct ContextManagerSeedTests {
+    @Test func aManifestReseeds() async throws {
+        let tree = try TempTree()
+        try tree.write("first/AGENTS.md", "one\n")
+        try tree.write("second/AGENTS.md", "two\n")
+        try tree.write("mine/CLAUDE.md", "mine\n")
+        let store = ManifestStore()
+        let manager = ContextManager(
+            configuration: .init(), home: tree.root, directory: tree.path("first"), manifest: store, gate: .open)
+        #expect(manager.sources == [tree.path(".coder"), tree.path(".coder/skills"), tree.path("first/.agents/skills"), tree.path("first/.mcp.json")])
+        let task = Task { try await manager.run() }
+        defer { task.cancel() }
+        #expect(await eventually { manager.snapshot.version >= 1 })
+        try manager.addSource(tree.path("mine"))
+        store.publish(AgentManifest(directory: tree.path("second"), environment: [:]))
+        #expect(await eventually { manager.workingDirectory == tree.path("second") })
+        #expect(manager.sources == [tree.path(".coder"), tree.path(".coder/skills"), tree.path("mine"), tree.path("second/.agents/skills"), tree.path("second/.mcp.json")])
+        let resynced = try await manager.resync()
+        #expect(resynced.resources.contains { $0.source == tree.path("second/AGENTS.md") })
+        #expect(!resynced.resources.contains { $0.source == tree.path("first/AGENTS.md") })
+    }
+}

@@ -151,6 +151,8 @@ public final class ContextManager: Service, Sendable {
             throw .invalid(error.message)
         }
         let added = try state.withLock { s throws(SourceError) -> Bool in
+            // Added by the user now, so a later manifest's re-seed keeps it.
+            s.seeded.remove(path)
             guard !s.sources.contains(path) else { return false }
             guard s.sources.count < Self.maxSources else { throw .tooMany }
             s.sources.append(path)
@@ -256,12 +258,15 @@ public final class ContextManager: Service, Sendable {
         for await manifest in manifest.manifests() {
             state.withLock { s in
                 if !manifest.directory.isEmpty { s.workingDirectory = manifest.directory }
-                for seed in configuration.seeds(home: home, workingDirectory: s.workingDirectory) {
-                    if let path = try? ContextSourcePath.lexical(seed, home: home), !s.sources.contains(path),
-                       s.sources.count < Self.maxSources {
-                        s.sources.append(path)
-                        s.seeded.insert(path)
-                    }
+                // Seeds of an earlier working directory go; sources added through the API stay.
+                let seeds = configuration.seeds(home: home, workingDirectory: s.workingDirectory)
+                    .compactMap { try? ContextSourcePath.lexical($0, home: home) }
+                let current = Set(seeds)
+                s.sources.removeAll { s.seeded.contains($0) && !current.contains($0) }
+                s.seeded = s.seeded.intersection(current)
+                for path in seeds where !s.sources.contains(path) && s.sources.count < Self.maxSources {
+                    s.sources.append(path)
+                    s.seeded.insert(path)
                 }
             }
             trigger()
