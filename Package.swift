@@ -287,7 +287,18 @@ let package = Package(
         ),
         // Capability (in progress): the chat context resolver (instruction files, skills,
         // .mcp.json) into the snapshot that is pushed upward; synchronous, over a file-system seam.
-        .target(name: "ChatContext", dependencies: ["AgentCore"], swiftSettings: swiftSettings),
+        .target(
+            name: "ChatContext",
+            dependencies: [
+                "AgentCore", "AgentHTTP", "AgentProto",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            swiftSettings: swiftSettings),
         // Generated protobuf messages (committed; `make proto` regenerates them from proto/).
         .target(
             name: "AgentProto",
@@ -376,6 +387,7 @@ let package = Package(
             dependencies: [
                 "Tailnet",
                 "Scripts",
+                "ChatContext",
                 "AgentCore",
                 "AgentHTTP",
                 "AgentFiles",
@@ -576,7 +588,12 @@ let package = Package(
         ),
         .testTarget(
             name: "ChatContextTests",
-            dependencies: ["ChatContext", "AgentCore", "AgentTestSupport"],
+            dependencies: [
+                "ChatContext", "AgentCore", "AgentHTTP", "AgentTestSupport", "AgentProto", "ControlPlaneDouble",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -23,6 +23,9 @@ enum MetricsHelp {
         "agent_http_handovers_refused_total":
             "Handed-over connections refused before serving, by reason (not_serving, backlog_full, not_a_stream_socket, invalid_listener).",
         // Scripts and the per-session reports
+        "agent_chat_context_resolves_total": "Chat context resolves (each is a new snapshot version).",
+        "agent_chat_context_version": "The latest chat context snapshot's version (0 before the readiness gate opens).",
+        "agent_chat_context_pushes_total": "PushContextState calls, by outcome (accepted, not_accepted, error, unimplemented).",
         "agent_scripts_executed_total": "Script runs (start, stop, cron, on demand), by success (the reference's series).",
         "coderd_agentstats_startup_script_seconds": "How long the start phase took, by success (set once; the reference's series).",
         "agent_scripts_running": "Script runs going on now.",

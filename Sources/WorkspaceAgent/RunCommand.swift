@@ -8,6 +8,7 @@ import AgentRPC
 import AgentSocket
 import ArgumentParser
 import BoundaryLogs
+import ChatContext
 import Desktop
 import FoundationEssentials
 #if canImport(Glibc)
@@ -40,18 +41,27 @@ struct RunCommand: AsyncParsableCommand {
     @OptionGroup var boundary: BoundaryLogOptions
     @OptionGroup var tailnet: TailnetOptions
     @OptionGroup var scripts: ScriptsOptions
+    @OptionGroup var chatContext: ChatContextOptions
 
     func run() async throws {
-        let environment = ProcessInfo.processInfo.environment
-        let settings = Settings(environment: environment)
+        let startEnvironment = ProcessInfo.processInfo.environment
+        let settings = Settings(environment: startEnvironment)
+        // Read once, then not inherited by children (as the reference does).
+        var environment = startEnvironment
+        for variable in ChatContextOptions.variables {
+            environment[variable] = nil
+            unsetenv(variable)
+        }
         let config: (agent: AgentOptions.Configuration, http: HTTPOptions.Configuration, logging: AgentLogging.Configuration,
                      controlPlane: ControlPlaneOptions.Configuration, processes: ProcessOptions.Configuration,
                      socket: AgentSocketOptions.Configuration, desktop: DesktopOptions.Configuration,
                      boundary: BoundaryLogOptions.Configuration)
         let tailnetConfig: TailnetOptions.Configuration
         let scriptsConfig: ScriptsOptions.Configuration
+        let chatContextConfig: ChatContextOptions.Configuration
         do {
             tailnetConfig = try tailnet.resolve(settings)
+            chatContextConfig = try chatContext.resolve(settings)
             scriptsConfig = try scripts.resolve(settings)
             config = (try agent.resolve(settings), try http.resolve(settings), try logging.resolve(settings),
                       try controlPlane.resolve(settings), try processes.resolve(settings), try socket.resolve(settings),
@@ -83,11 +93,14 @@ struct RunCommand: AsyncParsableCommand {
         let chatPaths = ChatPaths()
         // The desktop publishes its DISPLAY here; the process API adds it to children.
         let sessionEnvironment = SessionEnvironment()
+        // When the first manifest's startup scripts end (what the chat context waits for).
+        let lifecycle = StartPhaseWatch(forwardingTo: upward.session)
         let context = AgentContext(
             chatPaths: chatPaths, manifest: upward.session, upward: upward.session,
             environment: environment, stateDirectory: config.agent.stateDir, sessionEnvironment: sessionEnvironment,
-            connections: host.connections, lifecycle: upward.session,
-            metrics: PrometheusSnapshot(registry: metrics, process: processMetrics))
+            connections: host.connections, lifecycle: lifecycle,
+            metrics: PrometheusSnapshot(registry: metrics, process: processMetrics),
+            startPhase: config.controlPlane.token == nil ? nil : lifecycle)
         let childFileLimit = FileDescriptorLimit.raise()
 
         host.listen(on: config.http.address, for: "the HTTP API", logMessage: "agent HTTP API listening")
@@ -116,6 +129,11 @@ struct RunCommand: AsyncParsableCommand {
                 priority: config.processes.priority ? ProcessPriority.defaults(environment: environment) : .unchanged, clock: host.clock,
                 logger: log.localLogger(label: "workspace-agent.scripts")),
             at: "/api/v0/scripts")
+        host.mount(
+            ChatContextModule(
+                configuration: chatContextConfig, context: context, directory: config.processes.directory,
+                agentToken: config.controlPlane.token),
+            at: "/api/v0")
         // Only with a control plane: coderd reaches the HTTP API through it (port 4).
         host.mount(
             TailnetModule(

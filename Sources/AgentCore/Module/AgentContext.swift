@@ -22,13 +22,16 @@ public struct AgentContext: Sendable {
     public var tunnelTraffic: TunnelTraffic
     /// The agent's own counters and gauges, as the stats report sends them upward.
     public var metrics: any MetricsSnapshotSource
+    /// When the first manifest's startup scripts end; nil without a control plane (there are
+    /// none to wait for).
+    public var startPhase: StartPhaseWatch?
 
     public init(
         chatPaths: ChatPaths, manifest: any ManifestSource, upward: any UpwardSink,
         environment: [String: String], stateDirectory: String, sessionEnvironment: SessionEnvironment = SessionEnvironment(),
         connections: any ConnectionAcceptor = NoConnectionAcceptor(),
         lifecycle: any LifecycleReporter = NoLifecycleReporter(), tunnelTraffic: TunnelTraffic = TunnelTraffic(),
-        metrics: any MetricsSnapshotSource = NoMetricsSnapshot()
+        metrics: any MetricsSnapshotSource = NoMetricsSnapshot(), startPhase: StartPhaseWatch? = nil
     ) {
         self.chatPaths = chatPaths
         self.manifest = manifest
@@ -40,5 +43,6 @@ public struct AgentContext: Sendable {
         self.lifecycle = lifecycle
         self.tunnelTraffic = tunnelTraffic
         self.metrics = metrics
+        self.startPhase = startPhase
     }
 }
