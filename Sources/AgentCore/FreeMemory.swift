@@ -18,6 +18,10 @@ public enum FreeMemory {
 
     private static let pending = Mutex(Pending())
 
+    /// Trims after the last request, at 4×, 16× and 64× the delay (2 s, 8 s and 32 s by
+    /// default): each costs milliseconds, so a burst's close costs at most four trims.
+    static let settleTrims = 3
+
     /// Trims the heap a moment from now (after the closing connections' buffers are freed).
     /// A request while a trim is scheduled is not lost: one more trim follows `delay` after
     /// it, so the last trim comes after the last request (at most one trim per `delay`).
@@ -32,19 +36,40 @@ public enum FreeMemory {
         }
         guard start else { return }
         Task.detached(priority: .background) {
-            // Bounded: each round needs a request made during the previous one.
+            // Bounded: each round needs a request made during the previous one; after the
+            // last, `settleTrims` more follow at growing intervals, because what closing
+            // connections hold (their tasks, subscriptions and buffers) is freed over the
+            // seconds after the count that asked for the trim fell.
+            var settle = 0
+            var wait = delay
             while true {
-                try? await Task.sleep(for: delay)
+                try? await Task.sleep(for: wait)
                 agent_release_free_memory()
                 let more = pending.withLock { p -> Bool in
                     if p.again {
                         p.again = false
                         return true
                     }
-                    p.scheduled = false
                     return false
                 }
-                if !more { return }
+                if more {
+                    settle = 0
+                    wait = delay
+                    continue
+                }
+                if settle == settleTrims {
+                    let done = pending.withLock { p -> Bool in
+                        if p.again { return false }
+                        p.scheduled = false
+                        return true
+                    }
+                    if done { return }
+                    settle = 0
+                    wait = delay
+                    continue
+                }
+                settle += 1
+                wait = wait * 4
             }
         }
     }
