@@ -5,12 +5,12 @@ import Foundation
 import Glibc
 #endif
 
-/// `agent-bench hardening`: memory under stalled stream subscribers and the SIGTERM bound
-/// with hostile clients connected.
+/// `agent-bench hardening`: memory after a burst of connections, memory under stalled
+/// stream subscribers, and the SIGTERM bound with hostile clients connected.
 struct HardeningBenchmarks: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "hardening",
-        abstract: "RSS per stalled stream subscriber, and SIGTERM-to-exit with hostile clients."
+        abstract: "RSS after a burst of connections, RSS per stalled stream subscriber, and SIGTERM-to-exit with hostile clients."
     )
 
     @Option(help: "Processes, each with --subscribers stalled subscribers.")
@@ -25,9 +25,14 @@ struct HardeningBenchmarks: ParsableCommand {
     @Option(help: "Path of the workspace-agent binary (default: next to agent-bench).")
     var agent: String?
 
+    @Option(help: "burst: run only the memory-after-a-burst part (default: every part).")
+    var only: String?
+
     func run() throws {
         let binary = try Bench.agentBinary(agent)
         let runner = ProcessBenchmarks()
+        if only == nil || only == "burst" { try burst(runner, binary) }
+        if only == "burst" { return }
         print("agent-bench hardening: \(processes) processes x \(subscribers) stalled subscribers, \(bytes / 1_000_000) MB each")
 
         // 1. Stalled subscribers.

@@ -80,6 +80,8 @@ public final class HTTPConnectionRegistry: Sendable {
         var webSocketsRefused = 0
         /// Most connections open since the heap was last trimmed.
         var peak = 0
+        /// A burst is closing: trims are asked for at each further quarter of the peak.
+        var burstClosing = false
     }
 
     /// What ``admit(_:)`` decided.
@@ -95,13 +97,24 @@ public final class HTTPConnectionRegistry: Sendable {
     public let maxConnections: Int
     /// The cap on WebSockets, a budget of their own beside ``maxConnections``.
     public let maxWebSockets: Int
+    /// Connections (of both kinds) that make a burst worth giving memory back after.
+    let burstSize: Int
+    /// Gives the free heap back to the OS (``FreeMemory/releaseSoon(after:)``); called
+    /// outside the lock.
+    private let releaseMemory: @Sendable () -> Void
     private let state = Mutex(State())
     /// Mirrors `State.draining` for ``setPhase(_:_:)``'s lock-free path.
     private let draining = Atomic(false)
 
-    public init(maxConnections: Int = AgentHTTPLimits.maxConnections, maxWebSockets: Int = AgentHTTPLimits.maxWebSockets) {
+    public init(
+        maxConnections: Int = AgentHTTPLimits.maxConnections, maxWebSockets: Int = AgentHTTPLimits.maxWebSockets,
+        burstSize: Int = HTTPConnectionRegistry.defaultBurstSize,
+        releaseMemory: @escaping @Sendable () -> Void = { FreeMemory.releaseSoon() }
+    ) {
         self.maxConnections = maxConnections
         self.maxWebSockets = maxWebSockets
+        self.burstSize = burstSize
+        self.releaseMemory = releaseMemory
     }
 
     /// Takes a WebSocket slot for a handshake about to be accepted; false (counted) when
@@ -211,21 +224,24 @@ public final class HTTPConnectionRegistry: Sendable {
         for channel in idle { channel.close(promise: nil) }
     }
 
-    /// A burst of connections that has closed: at least this many were open, and at most a
-    /// quarter of them are left. Then the heap is trimmed (``FreeMemory``): 3072 WebSockets
-    /// left about 130 MiB of free heap resident after they closed.
-    static let burstSize = 256
+    /// A burst of connections (plain and WebSockets together): at least this many were
+    /// open. When a quarter of them is left the heap is trimmed (``FreeMemory``), and again
+    /// at each further quarter until at most a sixteenth of this is left, so the last trim
+    /// comes after nearly all of the burst's buffers were freed: 3072 WebSockets and 500
+    /// idle connections otherwise left about 57 MiB of free heap resident.
+    public static let defaultBurstSize = 256
 
     func remove(_ id: UInt64) {
         let trim = state.withLock { s -> Bool in
             guard s.entries.removeValue(forKey: id) != nil || s.streams.removeValue(forKey: id) != nil else { return false }
             let open = s.entries.count + s.streams.count
             HTTPMetrics.connections.record(open)
-            guard s.peak >= Self.burstSize, open <= s.peak / 4 else { return false }
+            guard s.burstClosing || s.peak >= burstSize, open <= s.peak / 4 else { return false }
             s.peak = open
+            s.burstClosing = open > burstSize / 16
             return true
         }
-        if trim { FreeMemory.releaseSoon() }
+        if trim { releaseMemory() }
     }
 
     /// Closes every connection and refuses new ones.

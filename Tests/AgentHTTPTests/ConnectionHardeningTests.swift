@@ -455,9 +455,10 @@ func withGuardServer(
     maxWebSockets: Int = AgentHTTPLimits.maxWebSockets,
     webSocketPingInterval: Duration = AgentHTTPLimits.webSocketPingInterval,
     writeStallTimeout: Duration = AgentHTTPLimits.responseWriteStallTimeout,
+    registry given: HTTPConnectionRegistry? = nil,
     _ body: (Int, HTTPConnectionRegistry) async throws -> Void
 ) async throws {
-    let registry = HTTPConnectionRegistry(maxConnections: maxConnections, maxWebSockets: maxWebSockets)
+    let registry = given ?? HTTPConnectionRegistry(maxConnections: maxConnections, maxWebSockets: maxWebSockets)
     let (ports, portSink) = AsyncStream<Int>.makeStream()
     let app = AgentHTTPServer.makeApplication(
         address: BindTarget(kind: .tcp(host: "127.0.0.1", port: 0)),
