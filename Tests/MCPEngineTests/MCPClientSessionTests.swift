@@ -94,15 +94,19 @@ struct MCPClientSessionTests {
     }
 
     @Test func stubbornServerIsKilledAfterTheGraces() async throws {
-        // It ignores stdin's end and SIGTERM: only the SIGKILL at the end of the sequence ends it.
+        // It ignores stdin's end and SIGTERM: only the SIGKILL at the end of the sequence ends
+        // it, and that goes to its whole group (the `sleep` it started too).
         let log = LogLines()
-        await #expect {
-            try await MCPTestServers.connect(
-                "not_mcp.py", ["stubborn"], timeouts: .init(connect: .milliseconds(300)),
-                timing: .init(stdinGrace: .milliseconds(200), termGrace: .milliseconds(200)), log: log)
-        } throws: { error in
-            (error as? MCPError)?.kind == .timeout
-        }
+        let process = try MCPStdioProcess.start(
+            try MCPTestServers.command("not_mcp.py", ["stubborn"]), timing: .init(stdinGrace: .milliseconds(200), termGrace: .milliseconds(200)),
+            stderrLine: { log.append("test", $0) }, events: { _ in })
+        #expect(await eventually { log.all.contains { $0.line.hasPrefix("child ") } })
+        let childLine = try #require(log.all.first { $0.line.hasPrefix("child ") })
+        let child = try #require(Int32(childLine.line.dropFirst("child ".count)))
+        await process.close()
+        #expect(process.isFinished)
+        #expect(MCPTestServers.isGone(process.pid))
+        #expect(await eventually { MCPTestServers.isGoneOrZombie(child) })
     }
 
     @Test func garbageOutputIsReportedInTheError() async throws {

@@ -43,6 +43,18 @@ enum MCPTestServers {
 
     /// Whether `pid` is gone (reaped: no such process).
     static func isGone(_ pid: Int32) -> Bool { kill(pid, 0) != 0 && errno == ESRCH }
+
+    /// Whether `pid` is gone or dead and waiting for its new parent to reap it.
+    static func isGoneOrZombie(_ pid: Int32) -> Bool {
+        if isGone(pid) { return true }
+        guard let file = fopen("/proc/\(pid)/stat", "r") else { return true }
+        defer { fclose(file) }
+        var buffer = [CChar](repeating: 0, count: 512)
+        guard fgets(&buffer, Int32(buffer.count), file) != nil else { return true }
+        let text = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        guard let close = text.lastIndex(of: ")") else { return false }
+        return text[text.index(after: close)...].hasPrefix(" Z")
+    }
 }
 
 /// Log lines a session produced, for assertions.

@@ -92,6 +92,9 @@ public final class MCPClientSession: Sendable {
         box.set(self)
     }
 
+    /// A session dropped without ``close()`` still shuts its server down.
+    deinit { process.requestClose() }
+
     /// Starts `command` and initializes the session; on failure the server is shut down.
     /// `log` gets the server's stderr lines and the session's complaints about its output,
     /// with the server's name.
