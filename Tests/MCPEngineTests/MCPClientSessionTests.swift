@@ -183,6 +183,26 @@ struct MCPClientSessionTests {
         await session.close()
     }
 
+    @Test func callsInFlightAreBounded() async throws {
+        let session = try await MCPTestServers.connect()
+        var calls: [Task<MCPToolResult, any Error>] = []
+        for _ in 0..<MCPLimits.maxConcurrentCalls {
+            calls.append(Task { try await session.callTool("wait_forever", arguments: nil) })
+        }
+        // Each admitted call holds its slot until it ends; one more is refused at once.
+        #expect(await eventually { session.callsInFlight == MCPLimits.maxConcurrentCalls })
+        await #expect {
+            try await session.callTool("echo", arguments: .object([("text", .string("x"))]))
+        } throws: { error in
+            let error = error as? MCPError
+            return error?.kind == .unavailable && error?.message == "server \"test\" has 16 calls in flight"
+        }
+        for call in calls { call.cancel() }
+        for call in calls { _ = try? await call.value }
+        #expect(try await session.callTool("echo", arguments: .object([("text", .string("free"))])).content.first?.text == "free")
+        await session.close()
+    }
+
     @Test func callTimeoutCancelsOnTheServer() async throws {
         let session = try await MCPTestServers.connect()
         await #expect {

@@ -72,6 +72,8 @@ public final class MCPClientSession: Sendable {
     /// The server's `serverInfo` name and version.
     public var serverInfo: (name: String, version: String) { handshake.withLock { ($0.serverName, $0.serverVersion) } }
     public var serverName: String { process.serverName }
+    /// `tools/call` requests waiting for their answer.
+    public var callsInFlight: Int { state.withLock { $0.callsInFlight } }
     /// The server's pid (and process group).
     public var pid: Int32 { process.pid }
 
