@@ -23,12 +23,25 @@ struct JSONRPCFramingTests {
         #expect(try lines([exact + "\r\n"]) == [exact])
         #expect(throws: JSONLineDecoder.LineTooLong.self) { try lines([exact + "x\n"]) }
         // Without a newline the decoder fails as soon as the unfinished line passes the
-        // bound, and stays failed.
+        // bound (and a CR that may end it), and stays failed.
         var decoder = JSONLineDecoder(maxLineBytes: 64)
         try decoder.feed(Array(exact.utf8)) { _ in }
+        try decoder.feed([UInt8(ascii: "\r")]) { _ in }
         #expect(throws: JSONLineDecoder.LineTooLong.self) { try decoder.feed([UInt8(ascii: "y")]) { _ in } }
         #expect(decoder.bufferedBytes == 0)
         #expect(throws: JSONLineDecoder.LineTooLong.self) { try decoder.feed([UInt8(ascii: "\n")]) { _ in } }
+    }
+
+    @Test func resultDoesNotDependOnTheSplitAtTheBound() throws {
+        // A line of exactly the bound ended by CRLF, fed whole and byte by byte.
+        let line = Array(String(repeating: "x", count: 64).utf8) + [13, 10]
+        var whole = JSONLineDecoder(maxLineBytes: 64)
+        var wholeLines: [[UInt8]] = []
+        try whole.feed(line) { wholeLines.append($0) }
+        var split = JSONLineDecoder(maxLineBytes: 64)
+        var splitLines: [[UInt8]] = []
+        for byte in line { try split.feed([byte]) { splitLines.append($0) } }
+        #expect(wholeLines == splitLines && wholeLines.count == 1)
     }
 
     @Test func hugeLineNeverBuffersPastTheBound() throws {
@@ -37,7 +50,7 @@ struct JSONRPCFramingTests {
         var failedAt = 0
         for round in 1...100 {
             do { try decoder.feed(chunk) { _ in } } catch { failedAt = round; break }
-            #expect(decoder.bufferedBytes <= 1 << 10)
+            #expect(decoder.bufferedBytes <= 1 << 10 + 1)
         }
         #expect(failedAt == 4)
     }

@@ -48,7 +48,7 @@ func lines(of chunks: [[UInt8]], limit: Int) -> (lines: [[UInt8]], failed: Bool)
             require(decoder.bufferedBytes == 0, "a failed decoder holds bytes")
             return (out, true)
         }
-        require(decoder.bufferedBytes <= limit, "the decoder holds more than the limit")
+        require(decoder.bufferedBytes <= limit + 1, "the decoder holds more than the limit and a CR")
     }
     return (out, false)
 }

@@ -1,5 +1,5 @@
 /// Splits a byte stream into newline-delimited messages, holding at most one unfinished
-/// message of ``maxLineBytes`` (plus the chunk being fed).
+/// message of ``maxLineBytes`` (and the CR that may end it), whatever the chunks.
 ///
 /// A trailing `\r` is dropped (a server on a CRLF platform) and empty lines are skipped. A
 /// line longer than the bound is an error that ends the stream: there is no resynchronising
@@ -28,7 +28,8 @@ public struct JSONLineDecoder: Sendable {
         while start < chunk.count {
             guard let newline = chunk[start...].firstIndex(of: UInt8(ascii: "\n")) else {
                 let rest = chunk.count - start
-                if pending.count + rest > maxLineBytes { return try fail() }
+                // One byte more than the bound may be the CR of a CRLF, which is not counted.
+                if pending.count + rest > maxLineBytes + 1 { return try fail() }
                 pending.append(contentsOf: chunk[start...])
                 return
             }
