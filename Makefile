@@ -34,6 +34,9 @@ IMAGE ?= workspace-agent:latest
 
 all: build
 
+# The MCP Python SDK the MCP client tests run servers with.
+MCP_PYTHON_VERSION = 2.3.0
+
 deps:
 	@missing=""; \
 	for p in $(DEB_PACKAGES); do \
@@ -45,6 +48,11 @@ deps:
 		$$SUDO apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	fi
+	@# The official MCP Python SDK, for the MCP client's test servers.
+	@# (Debian's own python3 refuses pip installs outside a virtual environment unless told.)
+	@python3 -c 'import mcp' 2>/dev/null || { echo "installing the mcp Python package"; \
+		python3 -m pip install -q 'mcp==$(MCP_PYTHON_VERSION)' 2>/dev/null || \
+		python3 -m pip install -q --break-system-packages 'mcp==$(MCP_PYTHON_VERSION)'; }
 
 build: deps
 	$(SWIFT) build
@@ -71,7 +79,7 @@ test: deps
 # FUZZ_JOBS at a time, at low priority; `fuzz-smoke` is the short run `make test` ends with.
 FUZZ_TARGETS := FuzzEditMatcher FuzzFileRequests FuzzFilePathText FuzzJSONRequest FuzzProcessStart FuzzDesktopAction \
 	FuzzBoundaryFrames FuzzAgentProto FuzzDRPCFrames FuzzAgentSocket FuzzYamuxSession FuzzWebSocketClient FuzzHTTPGuard \
-	FuzzWireGuardMessages FuzzTunnelStack FuzzDERPFrames FuzzCron FuzzScriptLogs FuzzProcessAwait
+	FuzzWireGuardMessages FuzzTunnelStack FuzzDERPFrames FuzzCron FuzzScriptLogs FuzzProcessAwait FuzzMCPFrames
 FUZZ_OUT ?= .fuzz
 FUZZ_RUNS ?= 1000000
 FUZZ_SECONDS ?= 3600

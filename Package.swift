@@ -33,6 +33,7 @@ let package = Package(
         .library(name: "Scripts", targets: ["Scripts"]),
         // Also for the fuzz targets of the front-matter reader.
         .library(name: "ChatContext", targets: ["ChatContext"]),
+        .library(name: "MCPEngine", targets: ["MCPEngine"]),
     ],
     dependencies: [
         // Within 2.28: AgentRouter builds Hummingbird's route trie through its SPI
@@ -299,6 +300,9 @@ let package = Package(
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
             swiftSettings: swiftSettings),
+        // Capability (in progress): the MCP client (JSON-RPC over a stdio server the agent
+        // spawns and owns); hand-written on FoundationEssentials, see docs/api/mcp.md.
+        .target(name: "MCPEngine", dependencies: ["AgentCore", "CAgentSpawn"], swiftSettings: swiftSettings),
         // Generated protobuf messages (committed; `make proto` regenerates them from proto/).
         .target(
             name: "AgentProto",
@@ -443,6 +447,12 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
             ],
             path: "Tests/AgentTestSupport",
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "MCPEngineTests",
+            dependencies: ["MCPEngine", "AgentCore", "AgentTestSupport"],
+            exclude: ["Servers"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -51,6 +51,7 @@ let targets: [(String, [Target.Dependency])] = [
     ("FuzzCron", [agent("Scripts")]),
     ("FuzzScriptLogs", [agent("Scripts")]),
     ("FuzzProcessAwait", [agent("AgentProc"), agent("LineRegex")]),
+    ("FuzzMCPFrames", [agent("MCPEngine"), agent("AgentCore")]),
 ]
 
 let package = Package(

@@ -264,3 +264,16 @@ write("FuzzProcessAwait", "restore-two-segments", b"\x03" + bytes([15, 7]) + u(3
 write("FuzzProcessAwait", "restore-extreme-times", b"\x03" + bytes([15, 7]) + u(0, 2) + u(0, 2) + b"\x01" + b"\x00"
       + b'{"t":"start","record":{"version":1,"id":"f1","command":"x","workdir":"","background":false,"started_at_unix":-9223372036854775808,"options":{"stdin":false}}}\n'
       + b'{"t":"exit","id":"f1","exit":{"code":-9223372036854775808,"exited_at_unix":9223372036854775807}}\n')
+
+# FuzzMCPFrames: the 16 MiB limit, a server's answers to initialize, tools/list and
+# tools/call (text, image, an error result), a notification and a ping, then chunk sizes.
+mcp = (b'{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{"listChanged":true}},'
+       b'"serverInfo":{"name":"s","version":"1"}}}\n'
+       b'{"jsonrpc":"2.0","id":2,"result":{"tools":[{"name":"echo","inputSchema":{"type":"object"}}],"nextCursor":"2"}}\r\n'
+       b'{"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"text","text":"hi"},{"type":"image","data":"iVBO","mimeType":"image/png"},'
+       b'{"type":"resource_link","uri":"file:///x"}],"isError":true}}\n'
+       b'{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}\n\n'
+       b'{"jsonrpc":"2.0","id":"p","method":"ping"}\n'
+       b'{"jsonrpc":"2.0","id":4,"error":{"code":-32601,"message":"Method not found"}}\n')
+write("FuzzMCPFrames", "session", b"\x01" + mcp + chunks(64, 9))
+write("FuzzMCPFrames", "small-limit", b"\x00\x40\x00" + mcp + chunks(64, 5))

@@ -1,0 +1,77 @@
+import AgentCore
+
+/// A tool as a server lists it.
+public struct MCPTool: Sendable, Equatable {
+    public var name: String
+    public var description: String
+    /// The server's `inputSchema`, as sent.
+    public var inputSchema: JSONValue?
+
+    public init(name: String, description: String = "", inputSchema: JSONValue? = nil) {
+        self.name = name
+        self.description = description
+        self.inputSchema = inputSchema
+    }
+}
+
+/// One item of a tool result as the agent's API returns it: `type` is `text`, `image`,
+/// `audio` or `resource`.
+public struct MCPContentItem: Sendable, Equatable {
+    public var type: String
+    public var text: String?
+    /// Base64, for images and audio.
+    public var data: String?
+    public var mediaType: String?
+
+    public init(type: String, text: String? = nil, data: String? = nil, mediaType: String? = nil) {
+        self.type = type
+        self.text = text
+        self.data = data
+        self.mediaType = mediaType
+    }
+}
+
+/// A `tools/call` result: its content mapped for the agent's API, and `isError` (a tool that
+/// failed, which is still an answer).
+public struct MCPToolResult: Sendable, Equatable {
+    public var content: [MCPContentItem]
+    public var isError: Bool
+
+    public init(content: [MCPContentItem], isError: Bool) {
+        self.content = content
+        self.isError = isError
+    }
+
+    /// Maps a `CallToolResult`: text as is; image and audio as base64 data with their MIME
+    /// type; an embedded resource and a resource link as a `resource` item naming its URI;
+    /// anything else as a text item naming the unsupported type. `structuredContent` is not
+    /// carried.
+    public init(mapping result: JSONValue) throws(MCPError) {
+        guard case .object = result else { throw MCPError(.invalidResponse, "tools/call result is not an object") }
+        isError = result["isError"] == .bool(true)
+        content = []
+        switch result["content"] {
+        case nil, .null?: break
+        case .array(let items)?:
+            for item in items { content.append(Self.map(item)) }
+        default: throw MCPError(.invalidResponse, "tools/call result's content is not an array")
+        }
+    }
+
+    static func map(_ item: JSONValue) -> MCPContentItem {
+        let type = item["type"]?.stringValue ?? ""
+        switch type {
+        case "text":
+            return MCPContentItem(type: "text", text: item["text"]?.stringValue ?? "")
+        case "image", "audio":
+            return MCPContentItem(type: type, data: item["data"]?.stringValue ?? "", mediaType: item["mimeType"]?.stringValue ?? "")
+        case "resource":
+            let uri = item["resource"]?["uri"]?.stringValue ?? ""
+            return MCPContentItem(type: "resource", text: "[embedded resource: \(uri)]")
+        case "resource_link":
+            return MCPContentItem(type: "resource", text: "[resource link: \(item["uri"]?.stringValue ?? "")]")
+        default:
+            return MCPContentItem(type: "text", text: "[unsupported content type: \(goQuote(type))]")
+        }
+    }
+}

@@ -1,0 +1,358 @@
+import AgentCore
+import CAgentSpawn
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What a stdio server's output thread hands to its session.
+public enum MCPStdioEvent: Sendable {
+    /// One JSON-RPC message read from stdout.
+    case message(JSONRPCMessage)
+    /// A stdout line that is not a JSON-RPC message (the reason).
+    case invalid(String)
+    /// The session is over (the server exited, closed stdout, wrote an overlong line, or was
+    /// closed); the last event.
+    case ended(String)
+}
+
+/// A stdio MCP server the agent spawned and owns: its own session and process group, stdin
+/// and stdout pipes for newline-delimited JSON-RPC, stderr handed to a log callback line by
+/// line (bounded and rate-limited, see ``StderrLines``), all on one thread of its own that
+/// polls the pipes, the child's pidfd and a wake-up eventfd.
+///
+/// Closing runs the MCP stdio shutdown: stdin closed, ``Timing/stdinGrace`` for the server to
+/// exit, SIGTERM to its group, ``Timing/termGrace``, SIGKILL to the group. The child stays
+/// unreaped (a zombie) until its thread ends, so its pid and group id cannot be reused while
+/// they may still be signalled; it is registered in ``OwnedChildren`` meanwhile.
+///
+/// Memory: a 64 KiB read buffer, one unfinished message (``MCPLimits/maxMessageBytes``), one
+/// stderr line, and the input not yet written (``MCPLimits/maxPendingInputBytes``).
+public final class MCPStdioProcess: Sendable {
+    /// The waits of the shutdown sequence.
+    public struct Timing: Sendable {
+        public var stdinGrace: Duration
+        public var termGrace: Duration
+        public init(stdinGrace: Duration = .seconds(5), termGrace: Duration = .seconds(5)) {
+            self.stdinGrace = stdinGrace
+            self.termGrace = termGrace
+        }
+    }
+
+    static let readBufferBytes = 64 << 10
+    /// Full buffers read from one pipe per wake-up, so that a flooding server cannot keep the
+    /// thread from its other pipes and deadlines.
+    static let readsPerWake = 16
+    static let pipeSize: Int32 = 1 << 20
+
+    private struct State {
+        var queue: [[UInt8]] = []
+        var queuedBytes = 0
+        var closeRequested = false
+        var ended = false
+    }
+    private let state = Mutex(State())
+    private let wakeFD: Int32
+    private let done = OneShotSignal()
+    /// The server's pid (its process group id too).
+    public let pid: pid_t
+    public let serverName: String
+
+    /// Starts `command`. `events` is called on the server's thread, in order; `stderrLine`
+    /// with each stderr line to log.
+    public static func start(
+        _ command: MCPStdioCommand, timing: Timing = Timing(), stderrLine: @escaping @Sendable (String) -> Void,
+        events: @escaping @Sendable (MCPStdioEvent) -> Void
+    ) throws(MCPError) -> MCPStdioProcess {
+        Self.ignoreSIGPIPE
+        var inPipe: [Int32] = [-1, -1]
+        var outPipe: [Int32] = [-1, -1]
+        var errPipe: [Int32] = [-1, -1]
+        func closeAll() { for fd in inPipe + outPipe + errPipe where fd >= 0 { Glibc.close(fd) } }
+        guard agent_input_pipe(&inPipe) == 0, agent_output_pipe(&outPipe, pipeSize) == 0, agent_output_pipe(&errPipe, pipeSize) == 0 else {
+            let code = errno
+            closeAll()
+            throw MCPError(.start, "start server \(goQuote(command.serverName)): pipe: \(SystemCallError.message(code))")
+        }
+        let wake = agent_eventfd()
+        guard wake >= 0 else {
+            let code = errno
+            closeAll()
+            throw MCPError(.start, "start server \(goQuote(command.serverName)): eventfd: \(SystemCallError.message(code))")
+        }
+        var step: Int32 = 0
+        var code: Int32 = 0
+        var pidfd: Int32 = -1
+        let envp = command.environment.map { "\($0.key)=\($0.value)" }
+        let pid = OwnedChildren.spawning { () -> pid_t in
+            withCStrings(command.arguments) { argv in
+                withCStrings(envp) { env in
+                    command.executable.withCString { path in
+                        command.directory.withCString { cwd in
+                            var options = agent_spawn_options(
+                                path: path, argv: argv, envp: env, cwd: cwd, output_fd: outPipe[1],
+                                oom_score_adj: AGENT_SPAWN_KEEP, nice_value: AGENT_SPAWN_KEEP, nofile_soft: -1,
+                                parent_death_signal: 0, error_fd: errPipe[1], new_session: 1, input_fd: inPipe[0], controlling_terminal: 0)
+                            return agent_spawn_pidfd(&options, &step, &code, &pidfd)
+                        }
+                    }
+                }
+            }
+        }
+        Glibc.close(inPipe[0])
+        Glibc.close(outPipe[1])
+        Glibc.close(errPipe[1])
+        guard pid > 0 else {
+            Glibc.close(inPipe[1]); Glibc.close(outPipe[0]); Glibc.close(errPipe[0]); Glibc.close(wake)
+            let what = step == AGENT_SPAWN_STEP_CHDIR.rawValue ? "chdir \(command.directory)" : "fork/exec \(command.executable)"
+            throw MCPError(.start, "start server \(goQuote(command.serverName)): \(what): \(SystemCallError.message(code))")
+        }
+        if pidfd < 0 { pidfd = agent_pidfd_open(pid) }
+        let process = MCPStdioProcess(pid: pid, serverName: command.serverName, wakeFD: wake)
+        let fds = Descriptors(stdin: inPipe[1], stdout: outPipe[0], stderr: errPipe[0], pidfd: pidfd)
+        AgentThread.start(name: "agent-mcp-stdio") {
+            process.run(fds, timing: timing, stderrLine: stderrLine, events: events)
+        }
+        return process
+    }
+
+    private init(pid: pid_t, serverName: String, wakeFD: Int32) {
+        self.pid = pid
+        self.serverName = serverName
+        self.wakeFD = wakeFD
+    }
+
+    deinit { Glibc.close(wakeFD) }
+
+    private static let ignoreSIGPIPE: Void = { _ = signal(SIGPIPE, SIG_IGN) }()
+
+    /// Queues one encoded message for the server's stdin.
+    public func send(_ line: [UInt8]) throws(MCPError) {
+        let refused: String? = state.withLock { s in
+            if s.ended || s.closeRequested { return "server \(goQuote(serverName)) is closed" }
+            if s.queuedBytes + line.count > MCPLimits.maxPendingInputBytes {
+                return "server \(goQuote(serverName)) is not reading its input (\(s.queuedBytes) bytes waiting)"
+            }
+            s.queue.append(line)
+            s.queuedBytes += line.count
+            return nil
+        }
+        if let refused { throw MCPError(.unavailable, refused) }
+        wake()
+    }
+
+    /// Starts the shutdown sequence (idempotent) without waiting for it.
+    public func requestClose() {
+        state.withLock { $0.closeRequested = true }
+        wake()
+    }
+
+    /// Shuts the server down and returns once it has exited and been reaped.
+    public func close() async {
+        requestClose()
+        await done.wait()
+    }
+
+    /// Whether the server's thread has finished (exited and reaped).
+    public var isFinished: Bool { done.isFired }
+
+    private func wake() {
+        var one: UInt64 = 1
+        _ = write(wakeFD, &one, 8)
+    }
+
+    private struct Descriptors {
+        var stdin: Int32
+        var stdout: Int32
+        var stderr: Int32
+        var pidfd: Int32
+    }
+
+    private func run(_ initial: Descriptors, timing: Timing, stderrLine: @Sendable (String) -> Void, events: @Sendable (MCPStdioEvent) -> Void) {
+        var fds = initial
+        var decoder = JSONLineDecoder()
+        var stderrLines = StderrLines()
+        var buffer = [UInt8](repeating: 0, count: Self.readBufferBytes)
+        var writing: [UInt8] = []
+        var written = 0
+        var endReason: String?
+        var exitStatus: Int32?
+        var closingSince: ContinuousClock.Instant?
+        var termSent = false
+        var killSent = false
+        var exitedAt: ContinuousClock.Instant?
+        let now = { ContinuousClock.now }
+        let name = serverName
+
+        func end(_ reason: String) {
+            guard endReason == nil else { return }
+            endReason = reason
+            state.withLock { $0.ended = true }
+            events(.ended(reason))
+        }
+        func closeFD(_ fd: inout Int32) {
+            if fd >= 0 { Glibc.close(fd) }
+            fd = -1
+        }
+        func startClosing() {
+            if closingSince == nil { closingSince = now() }
+            closeFD(&fds.stdin)
+            state.withLock { s in
+                s.queue = []
+                s.queuedBytes = 0
+            }
+            writing = []
+        }
+
+        while true {
+            if exitedAt != nil && fds.stdout < 0 && fds.stderr < 0 { break }
+            var next: ContinuousClock.Instant?
+            if exitedAt == nil, let closingSince {
+                next = termSent ? (killSent ? nil : closingSince + timing.stdinGrace + timing.termGrace) : closingSince + timing.stdinGrace
+            }
+            // Pipes a descendant still holds after the server exited: a short wait, then dropped.
+            if let exitedAt { next = exitedAt + .seconds(1) }
+            if exitedAt == nil && fds.pidfd < 0 { next = min(next ?? now() + .milliseconds(50), now() + .milliseconds(50)) }
+            if writing.isEmpty, fds.stdin >= 0 {
+                state.withLock { s in
+                    if !s.queue.isEmpty {
+                        writing = s.queue.removeFirst()
+                        s.queuedBytes -= writing.count
+                    }
+                }
+                written = 0
+            }
+            var polled: [pollfd] = []
+            if fds.stdout >= 0 { polled.append(pollfd(fd: fds.stdout, events: Int16(POLLIN), revents: 0)) }
+            if fds.stderr >= 0 { polled.append(pollfd(fd: fds.stderr, events: Int16(POLLIN), revents: 0)) }
+            if exitedAt == nil, fds.pidfd >= 0 { polled.append(pollfd(fd: fds.pidfd, events: Int16(POLLIN), revents: 0)) }
+            if fds.stdin >= 0, !writing.isEmpty { polled.append(pollfd(fd: fds.stdin, events: Int16(POLLOUT), revents: 0)) }
+            polled.append(pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0))
+            var timeoutMS: Int32 = -1
+            if let next {
+                let remaining = next - now()
+                timeoutMS = remaining <= .zero ? 0 : Int32(min(60_000, remaining / .milliseconds(1) + 1))
+            }
+            let ready = poll(&polled, nfds_t(polled.count), timeoutMS)
+            if ready < 0 && errno != EINTR { usleep(10_000) }
+            var wakeValue: UInt64 = 0
+            _ = read(wakeFD, &wakeValue, 8)
+
+            // stdout: messages, in order.
+            if fds.stdout >= 0 {
+                for _ in 0..<Self.readsPerWake {
+                    let n = buffer.withUnsafeMutableBytes { read(fds.stdout, $0.baseAddress, $0.count) }
+                    if n > 0 {
+                        var tooLong: JSONLineDecoder.LineTooLong?
+                        buffer.withUnsafeBytes { raw in
+                            do throws(JSONLineDecoder.LineTooLong) {
+                                try decoder.feed(UnsafeRawBufferPointer(rebasing: raw[0..<n])) { line in
+                                    do throws(JSONRPCMessage.ParseError) {
+                                        events(.message(try JSONRPCMessage.parse(line)))
+                                    } catch {
+                                        events(.invalid(error.description))
+                                    }
+                                }
+                            } catch {
+                                tooLong = error
+                            }
+                        }
+                        if let error = tooLong {
+                            end("server \(goQuote(name)) wrote a \(error.description)")
+                            closeFD(&fds.stdout)
+                            startClosing()
+                            break
+                        }
+                        if n < buffer.count { break }
+                        continue
+                    }
+                    if n == 0 || (errno != EAGAIN && errno != EINTR) {
+                        closeFD(&fds.stdout)
+                        if exitedAt == nil { startClosing() }
+                    }
+                    break
+                }
+            }
+            if fds.stderr >= 0 {
+                for _ in 0..<Self.readsPerWake {
+                    let n = buffer.withUnsafeMutableBytes { read(fds.stderr, $0.baseAddress, $0.count) }
+                    if n > 0 {
+                        buffer.withUnsafeBytes { stderrLines.feed(UnsafeRawBufferPointer(rebasing: $0[0..<n]), now: now(), emit: stderrLine) }
+                        if n < buffer.count { break }
+                        continue
+                    }
+                    if n == 0 || (errno != EAGAIN && errno != EINTR) {
+                        closeFD(&fds.stderr)
+                        stderrLines.finish(now: now(), emit: stderrLine)
+                    }
+                    break
+                }
+            }
+            // stdin: what is queued, without blocking.
+            if fds.stdin >= 0, !writing.isEmpty {
+                while written < writing.count {
+                    let n = writing.withUnsafeBytes { Glibc.write(fds.stdin, $0.baseAddress! + written, $0.count - written) }
+                    if n > 0 {
+                        written += n
+                        continue
+                    }
+                    if n < 0 && (errno == EAGAIN || errno == EINTR) { break }
+                    // EPIPE: the server closed its stdin; its exit follows.
+                    startClosing()
+                    break
+                }
+                if written >= writing.count { writing = [] }
+            }
+            if fds.stdin >= 0, state.withLock({ $0.closeRequested }) {
+                startClosing()
+            }
+            if exitedAt == nil {
+                var status: Int32 = 0
+                if agent_peek_exit(pid, &status) == 1 {
+                    exitedAt = now()
+                    exitStatus = status
+                    closeFD(&fds.pidfd)
+                    closeFD(&fds.stdin)
+                }
+            }
+            if exitedAt == nil, let closingSince {
+                if !termSent, now() >= closingSince + timing.stdinGrace {
+                    termSent = true
+                    kill(-pid, SIGTERM)
+                }
+                if termSent, !killSent, now() >= closingSince + timing.stdinGrace + timing.termGrace {
+                    killSent = true
+                    kill(-pid, SIGKILL)
+                }
+            } else if let exitedAt, now() >= exitedAt + .seconds(1) {
+                closeFD(&fds.stdout)
+                if fds.stderr >= 0 {
+                    closeFD(&fds.stderr)
+                    stderrLines.finish(now: now(), emit: stderrLine)
+                }
+            }
+            if let exitStatus, fds.stdout < 0 {
+                end(state.withLock { $0.closeRequested } ? "server \(goQuote(name)) was closed" : "server \(goQuote(name)) exited (\(Self.describe(exitStatus)))")
+            }
+        }
+        closeFD(&fds.stdin)
+        closeFD(&fds.pidfd)
+        // Reaped only now: until here the pid and the group id stayed ours to signal.
+        OwnedChildren.reap(pid, wait: true)
+        end("server \(goQuote(name)) exited")
+        done.fire()
+    }
+
+    /// A wait status as Go's `ProcessState.String` words it.
+    static func describe(_ status: Int32) -> String {
+        if status & 0x7f == 0 { return "exit status \((status >> 8) & 0xff)" }
+        let signal = status & 0x7f
+        return switch signal {
+        case SIGKILL: "signal: killed"
+        case SIGTERM: "signal: terminated"
+        case SIGSEGV: "signal: segmentation fault"
+        case SIGABRT: "signal: aborted"
+        default: "signal: \(signal)"
+        }
+    }
+}
