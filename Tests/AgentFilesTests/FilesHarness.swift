@@ -13,6 +13,8 @@ struct FilesHarness: Sendable {
     let client: RawHTTPClient
     let chatPaths: ChatPaths
     let directory: String
+    /// The module's tool-call ledger, to wait until a request reached it.
+    let ledger: ToolCallLedger
 
     static let quiet = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
 
@@ -47,7 +49,8 @@ func withFilesServer(listings: ListingCache, _ body: (FilesHarness) async throws
     defer { try? FileManager.default.removeItem(atPath: directory) }
     let chatPaths = ChatPaths()
     let context = AgentContext.forTests(chatPaths: chatPaths, environment: ["HOME": directory], stateDirectory: directory)
-    try await withAgentServer([HTTPMount(FilesModule(context: context, agentStartedAt: .now - .seconds(10), listings: listings), at: "/api/v0")]) { port in
-        try await body(FilesHarness(client: RawHTTPClient(port: port), chatPaths: chatPaths, directory: directory))
+    let module = FilesModule(context: context, agentStartedAt: .now - .seconds(10), listings: listings)
+    try await withAgentServer([HTTPMount(module, at: "/api/v0")]) { port in
+        try await body(FilesHarness(client: RawHTTPClient(port: port), chatPaths: chatPaths, directory: directory, ledger: module.ledger))
     }
 }

@@ -3,6 +3,8 @@ import AgentTestSupport
 import Foundation
 import Testing
 
+@testable import AgentFiles
+
 /// At-most-once tool calls and their cancel routes.
 @Suite(.timeLimit(.minutes(1)))
 struct ToolCallTests {
@@ -78,7 +80,12 @@ struct ToolCallTests {
             // Declared larger than the collected-body limit (64 KiB), so the body streams.
             var head = "POST /api/v0/edit-files HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 200000\r\n"
             for (name, value) in Self.headers(call: "cut") { head += "\(name): \(value)\r\n" }
-            try await h.client.sendAndVanish(Array((head + "\r\n" + json).utf8), after: .milliseconds(200))
+            // The client goes only once the call has reached the ledger (on a loaded host the
+            // server may read the head later than any fixed delay).
+            var socket = LoopbackSocket(port: h.client.port)
+            #expect(socket?.send(head + "\r\n" + json) == true)
+            #expect(await eventually(timeout: .seconds(30)) { h.ledger.knows(callID: "cut") })
+            socket = nil
             // Bounded: a call left running would hold the repeat until this timeout.
             let repeated = try await h.client.request(
                 "POST", "/api/v0/edit-files", headers: Self.headers(call: "cut"), body: Array(json.utf8), timeout: .seconds(10))

@@ -171,6 +171,11 @@ final class ToolCallLedger: Sendable {
     }
 
     /// Whether anyone waits for `key`'s running call (tests).
+    /// Whether any chat has a record of the call `callID` (running or settled).
+    func knows(callID: String) -> Bool {
+        store.withLock { s in s.chats.values.contains { $0.calls[callID] != nil } }
+    }
+
     func hasWaiters(_ key: ToolCallKey) -> Bool {
         store.withLock { s in
             guard let record = s.chats[key.chat]?.calls[key.callID], case .running(let waiters) = record.state else { return false }
