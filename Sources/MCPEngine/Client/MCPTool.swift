@@ -1,18 +1,8 @@
 import AgentCore
 
-/// A tool as a server lists it.
-public struct MCPTool: Sendable, Equatable {
-    public var name: String
-    public var description: String
-    /// The server's `inputSchema`, as sent.
-    public var inputSchema: JSONValue?
-
-    public init(name: String, description: String = "", inputSchema: JSONValue? = nil) {
-        self.name = name
-        self.description = description
-        self.inputSchema = inputSchema
-    }
-}
+/// A tool as a server lists it: AgentCore's ``ContextTool`` (name, description, input
+/// schema), the shape the catalog publishes; here its schema is as the server sent it.
+public typealias MCPTool = ContextTool
 
 /// One item of a tool result as the agent's API returns it: `type` is `text`, `image`,
 /// `audio` or `resource`.
