@@ -25,13 +25,16 @@ public struct AgentContext: Sendable {
     /// When the first manifest's startup scripts end; nil without a control plane (there are
     /// none to wait for).
     public var startPhase: StartPhaseWatch?
+    /// The MCP engine's servers and tools, which the chat context publishes.
+    public var mcpCatalog: MCPCatalog
 
     public init(
         chatPaths: ChatPaths, manifest: any ManifestSource, upward: any UpwardSink,
         environment: [String: String], stateDirectory: String, sessionEnvironment: SessionEnvironment = SessionEnvironment(),
         connections: any ConnectionAcceptor = NoConnectionAcceptor(),
         lifecycle: any LifecycleReporter = NoLifecycleReporter(), tunnelTraffic: TunnelTraffic = TunnelTraffic(),
-        metrics: any MetricsSnapshotSource = NoMetricsSnapshot(), startPhase: StartPhaseWatch? = nil
+        metrics: any MetricsSnapshotSource = NoMetricsSnapshot(), startPhase: StartPhaseWatch? = nil,
+        mcpCatalog: MCPCatalog = MCPCatalog()
     ) {
         self.chatPaths = chatPaths
         self.manifest = manifest
@@ -44,5 +47,6 @@ public struct AgentContext: Sendable {
         self.tunnelTraffic = tunnelTraffic
         self.metrics = metrics
         self.startPhase = startPhase
+        self.mcpCatalog = mcpCatalog
     }
 }
