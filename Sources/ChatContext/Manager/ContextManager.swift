@@ -95,7 +95,7 @@ public final class ContextManager: Service, Sendable {
         }
         self.state = Mutex(initial)
         let relay = ChangeRelay()
-        self.watcher = ContextWatcher(maxWatches: maxWatches) { relay.fire() }
+        self.watcher = ContextWatcher.context(maxWatches: maxWatches) { relay.fire() }
         relay.set { [weak self] in self?.trigger() }
     }
 
