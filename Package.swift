@@ -300,9 +300,18 @@ let package = Package(
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
             swiftSettings: swiftSettings),
-        // Capability (in progress): the MCP client (JSON-RPC over a stdio server the agent
-        // spawns and owns); hand-written on FoundationEssentials, see docs/api/mcp.md.
-        .target(name: "MCPEngine", dependencies: ["AgentCore", "CAgentSpawn"], swiftSettings: swiftSettings),
+        // Capability: the MCP engine (the workspace's `.mcp.json` servers, their sessions and
+        // tool calls); the client is hand-written on FoundationEssentials, see docs/api/mcp.md.
+        .target(
+            name: "MCPEngine",
+            dependencies: [
+                "AgentCore", "AgentHTTP", "CAgentSpawn",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings),
         // Generated protobuf messages (committed; `make proto` regenerates them from proto/).
         .target(
             name: "AgentProto",
@@ -392,6 +401,7 @@ let package = Package(
                 "Tailnet",
                 "Scripts",
                 "ChatContext",
+                "MCPEngine",
                 "AgentCore",
                 "AgentHTTP",
                 "AgentFiles",

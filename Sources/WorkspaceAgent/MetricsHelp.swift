@@ -26,6 +26,11 @@ enum MetricsHelp {
         "agent_chat_context_resolves_total": "Chat context resolves (each is a new snapshot version).",
         "agent_chat_context_version": "The latest chat context snapshot's version (0 before the readiness gate opens).",
         "agent_chat_context_pushes_total": "PushContextState calls, by outcome (accepted, not_accepted, error, unimplemented).",
+        "agent_mcp_tool_calls_total":
+            "MCP tool calls through the agent, by outcome (ok, tool_error, failed, timeout, cancelled, busy, unknown_server, invalid_name).",
+        "agent_mcp_tool_call_duration_seconds": "Time of each MCP tool call through the agent that reached a server.",
+        "agent_mcp_servers": "Declared MCP servers, by state (connecting, connected, list_failed, restarting).",
+        "agent_mcp_server_restarts_total": "MCP server sessions started again after a crash or a failed connect.",
         "agent_scripts_executed_total": "Script runs (start, stop, cron, on demand), by success (the reference's series).",
         "coderd_agentstats_startup_script_seconds": "How long the start phase took, by success (set once; the reference's series).",
         "agent_scripts_running": "Script runs going on now.",

@@ -16,6 +16,7 @@ import Glibc
 #endif
 import GitWatch
 import Logging
+import MCPEngine
 import Metrics
 import Prometheus
 import Scripts
@@ -134,6 +135,11 @@ struct RunCommand: AsyncParsableCommand {
                 configuration: chatContextConfig, context: context, directory: config.processes.directory,
                 agentToken: config.controlPlane.token),
             at: "/api/v0")
+        host.mount(
+            MCPEngineModule(
+                configFiles: chatContextConfig.mcpConfigFiles, clientVersion: AgentVersion.current, context: context,
+                directory: config.processes.directory, agentToken: config.controlPlane.token),
+            at: "/api/v0/mcp")
         // Only with a control plane: coderd reaches the HTTP API through it (port 4).
         host.mount(
             TailnetModule(

@@ -37,6 +37,12 @@ public struct FileInfo: Sendable, Equatable {
         return lstat(path, &st) == 0 ? FileInfo(st) : nil
     }
 
+    /// `stat(2)`: links are followed; nil when it fails.
+    public static func following(path: String) -> FileInfo? {
+        var st = stat()
+        return stat(path, &st) == 0 ? FileInfo(st) : nil
+    }
+
     /// `fstat(2)`; nil when it fails.
     public static func of(descriptor: Int32) -> FileInfo? {
         var st = stat()

@@ -64,6 +64,7 @@ public final class ContextManager: Service, Sendable {
     public let home: String
     private let gate: Gate
     private let manifest: any ManifestSource
+    private let mcpCatalog: MCPCatalog
     private let resolver: ContextResolver
     private let state: Mutex<State>
     private let pending = WorkSignal()
@@ -76,9 +77,10 @@ public final class ContextManager: Service, Sendable {
     /// `home`).
     public init(
         configuration: ChatContextOptions.Configuration, home: String, directory: String?, manifest: any ManifestSource,
-        gate: Gate, resolver: ContextResolver = ContextResolver(), maxWatches: Int = ContextWatcher.defaultMaxWatches,
-        logger: Logger = Logger(label: "workspace-agent.context")
+        gate: Gate, mcpCatalog: MCPCatalog = MCPCatalog(), resolver: ContextResolver = ContextResolver(),
+        maxWatches: Int = ContextWatcher.defaultMaxWatches, logger: Logger = Logger(label: "workspace-agent.context")
     ) {
+        self.mcpCatalog = mcpCatalog
         self.configuration = configuration
         self.home = home
         self.gate = gate
@@ -232,6 +234,9 @@ public final class ContextManager: Service, Sendable {
             await withDiscardingTaskGroup { group in
                 group.addTask { await self.followManifests() }
                 group.addTask {
+                    for await _ in self.mcpCatalog.changes() { self.trigger() }
+                }
+                group.addTask {
                     if case .afterStartPhase(let watch) = self.gate { await watch.waitEnded() }
                     guard !Task.isCancelled else { return }
                     self.state.withLock { $0.ready = true }
@@ -281,12 +286,13 @@ public final class ContextManager: Service, Sendable {
             let resolver = self.resolver
             let watcher = self.watcher
             let home = self.home
+            let mcpServers = MCPServerResources.make(mcpCatalog.entries)
             let resolved: ContextSnapshot
             do {
                 resolved = try await pool.run { _ in
                     let roots = ContextScanRoots.make(
                         workingDirectory: workingDirectory, home: home, userSources: sources, fileSystem: resolver.fileSystem)
-                    let snapshot = resolver.resolve(roots: roots)
+                    let snapshot = resolver.resolve(roots: roots, mcpServers: mcpServers)
                     watcher.watch(ContextWatchSet.directories(for: roots, fileSystem: resolver.fileSystem, limit: watcher.maxWatches + 1))
                     return snapshot
                 }

@@ -23,7 +23,8 @@ public struct ChatContextModule: HTTPModule {
         let home = Self.home(context.environment)
         manager = ContextManager(
             configuration: configuration, home: home, directory: directory, manifest: context.manifest,
-            gate: context.startPhase.map { .afterStartPhase($0) } ?? .open, maxWatches: maxWatches)
+            gate: context.startPhase.map { .afterStartPhase($0) } ?? .open, mcpCatalog: context.mcpCatalog,
+            maxWatches: maxWatches)
     }
 
     public var services: [ModuleService] {

@@ -1,4 +1,3 @@
-import AgentCore
 
 /// Scrubs secrets from every diagnostic that goes upward: each known secret value is
 /// replaced with `[redacted]`, longest first, values under 4 bytes skipped (they would

@@ -1,9 +1,7 @@
-import AgentCore
-
 /// Writes a ``JSONValue`` as compact JSON: members in their order, numbers as parsed, strings
 /// escaped as JSON requires (control characters, quote, backslash; the rest is UTF-8 as is).
-enum JSONWriter {
-    static func write(_ value: JSONValue, into bytes: inout [UInt8]) {
+public enum JSONWriter {
+    public static func write(_ value: JSONValue, into bytes: inout [UInt8]) {
         switch value {
         case .null: bytes.append(contentsOf: "null".utf8)
         case .bool(let flag): bytes.append(contentsOf: (flag ? "true" : "false").utf8)
@@ -55,5 +53,14 @@ extension JSONValue {
         var bytes: [UInt8] = []
         JSONWriter.write(self, into: &bytes)
         return String(decoding: bytes, as: UTF8.self)
+    }
+}
+
+extension JSONValue {
+    /// The value as compact JSON (``JSONWriter``).
+    public var encoded: [UInt8] {
+        var bytes: [UInt8] = []
+        JSONWriter.write(self, into: &bytes)
+        return bytes
     }
 }

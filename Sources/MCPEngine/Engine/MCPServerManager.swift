@@ -1,0 +1,262 @@
+import AgentCore
+import Glibc
+import Logging
+import ServiceLifecycle
+import Synchronization
+
+/// Owns every MCP server connection of the workspace: loads the configured `.mcp.json` files
+/// once the gate opens (after the first manifest's startup scripts; at start without a
+/// control plane), reloads them when its watcher sees them change, keeps one session per
+/// server, tries failed servers again with back-off, publishes the catalog (servers and their
+/// tools) to AgentCore's ``MCPCatalog`` and proxies tool calls.
+///
+/// Reloads are differential: a server whose entry is unchanged keeps its session; new and
+/// changed servers connect in parallel; a changed server whose new session fails keeps its
+/// old one (with a warning); removed servers are closed. Reloads run one at a time on one
+/// task, and a reload whose files' size and modification time are unchanged does nothing.
+///
+/// Memory: one record per declared server (at most ``maxServers``), each with its session's
+/// bounds (``MCPLimits``) and its listed tools (``MCPLimits/maxTools``); at most
+/// ``Configuration/maxCallsInFlight`` calls in all; two tasks per server (its session's
+/// monitor and at most one pending retry).
+public final class MCPServerManager: Service, Sendable {
+    /// Servers declared across all files at most; entries past it are left out.
+    public static let maxServers = 256
+
+    public struct Configuration: Sendable {
+        /// The `.mcp.json` files as configured (comma list entries: `~` expanded, relative
+        /// ones joined to the working directory).
+        public var configFiles: [String]
+        /// The version given in `initialize` (the agent's).
+        public var clientVersion: String
+        public var timeouts: MCPClientSession.Timeouts
+        public var restart: MCPRestartPolicy
+        public var timing: MCPStdioProcess.Timing
+        /// Calls in flight across every server; more are refused at once.
+        public var maxCallsInFlight: Int
+
+        public init(
+            configFiles: [String] = [".mcp.json"], clientVersion: String, timeouts: MCPClientSession.Timeouts = .init(),
+            restart: MCPRestartPolicy = .init(), timing: MCPStdioProcess.Timing = .init(), maxCallsInFlight: Int = 64
+        ) {
+            self.configFiles = configFiles
+            self.clientVersion = clientVersion
+            self.timeouts = timeouts
+            self.restart = restart
+            self.timing = timing
+            self.maxCallsInFlight = maxCallsInFlight
+        }
+    }
+
+    /// What opens the gate.
+    public enum Gate: Sendable {
+        case open
+        case afterStartPhase(StartPhaseWatch)
+    }
+
+    struct Server {
+        /// The entry as the files say now.
+        var desired: MCPServerConfig
+        /// The entry the session was made from.
+        var running: MCPServerConfig?
+        var session: MCPClientSession?
+        /// Changes whenever the session does, so that a monitor or retry of an earlier one
+        /// knows it is stale.
+        var generation: UInt64
+        var state: MCPServerState
+        /// Listed tools (reduced schemas, sorted); nil until a listing succeeded.
+        var tools: [ContextTool]?
+        var error = ""
+        var restarts = 0
+        /// Failures since the last session that stayed up.
+        var failures = 0
+        /// The pending retry's id; a retry that wakes with another id is stale.
+        var retry: UInt64?
+    }
+
+    struct State {
+        var ready = false
+        var closed = false
+        var servers: [String: Server] = [:]
+        var fingerprints: [String: MCPConfigSet.Fingerprint?]?
+        var files: [String] = []
+        var nextGeneration: UInt64 = 0
+        var callsInFlight = 0
+        var redactor = ContextRedactor()
+        var watchedNames: Set<String> = []
+
+        mutating func generation() -> UInt64 {
+            nextGeneration += 1
+            return nextGeneration
+        }
+    }
+
+    public let configuration: Configuration
+    let home: String
+    let fallbackDirectory: String?
+    let environment: [String: String]
+    let agentToken: String?
+    let manifest: any ManifestSource
+    let sessionEnvironment: SessionEnvironment
+    let gate: Gate
+    let catalog: MCPCatalog
+    let logger: Logger
+    let metrics = MCPMetrics()
+    let random: @Sendable () -> Double
+    let state = Mutex(State())
+    let reloadSignal = WorkSignal()
+    let jobs: AsyncStream<@Sendable () async -> Void>
+    let jobQueue: AsyncStream<@Sendable () async -> Void>.Continuation
+    let watcher: DirectoryWatcher
+
+    /// `directory` is the working directory until a manifest names one (`--directory`, else
+    /// `home`); `environment` is the agent's own (expanding `env` values, and under each stdio
+    /// server's environment); `agentToken` is redacted from every error shown.
+    public init(
+        configuration: Configuration, home: String, directory: String?, environment: [String: String], agentToken: String? = nil,
+        manifest: any ManifestSource, sessionEnvironment: SessionEnvironment = SessionEnvironment(), gate: Gate,
+        catalog: MCPCatalog, logger: Logger = Logger(label: "workspace-agent.mcp"),
+        random: @escaping @Sendable () -> Double = { Double.random(in: 0...1) }
+    ) {
+        self.configuration = configuration
+        self.home = home
+        self.fallbackDirectory = directory
+        self.environment = environment
+        self.agentToken = agentToken
+        self.manifest = manifest
+        self.sessionEnvironment = sessionEnvironment
+        self.gate = gate
+        self.catalog = catalog
+        self.logger = logger
+        self.random = random
+        // Unbounded in type, bounded in use: two jobs per declared server at most.
+        (jobs, jobQueue) = AsyncStream.makeStream(of: (@Sendable () async -> Void).self)
+        let relay = WatchRelay()
+        watcher = DirectoryWatcher(name: "mcp watcher", isRelevant: { relay.isRelevant($0, $1) }, onChange: { relay.fire() })
+        relay.set(
+            isRelevant: { [weak self] mask, name in
+                mask & DirectoryWatcher.structural != 0 || (self?.state.withLock { $0.watchedNames.contains(name) } ?? false)
+            },
+            fire: { [weak self] in self?.reloadSignal.notify() })
+    }
+
+    // MARK: Reading
+
+    /// Every declared server, sorted by name.
+    public var servers: [MCPServerStatus] {
+        state.withLock { s in
+            s.servers.values.sorted { bytewisePrecedes($0.desired.name, $1.desired.name) }.map { server in
+                MCPServerStatus(
+                    name: server.desired.name, transport: Self.transportName(server.desired), state: server.state,
+                    lastError: server.error, toolCount: server.tools?.count ?? 0, restarts: server.restarts,
+                    pid: server.session.flatMap { $0.pid > 0 ? $0.pid : nil },
+                    protocolVersion: server.session.map(\.protocolVersion), callsInFlight: server.session?.callsInFlight ?? 0)
+            }
+        }
+    }
+
+    /// Whether the first load has happened (the gate opened).
+    public var isReady: Bool { state.withLock { $0.ready } }
+
+    static func transportName(_ config: MCPServerConfig) -> String {
+        config.transport.isEmpty ? "http" : config.transport
+    }
+
+    // MARK: Running
+
+    public func run() async throws {
+        watcher.start()
+        defer { watcher.stop() }
+        await cancelWhenGracefulShutdown {
+            await withDiscardingTaskGroup { group in
+                group.addTask {
+                    if case .afterStartPhase(let watch) = self.gate { await watch.waitEnded() }
+                    guard !Task.isCancelled else { return }
+                    self.state.withLock { $0.ready = true }
+                    self.reloadSignal.notify()
+                }
+                group.addTask {
+                    for await _ in self.manifest.manifests() { self.reloadSignal.notify() }
+                }
+                group.addTask { await self.reloadLoop() }
+                await withTaskCancellationHandler {
+                    for await job in self.jobs { group.addTask { await job() } }
+                } onCancel: {
+                    self.jobQueue.finish()
+                }
+                group.cancelAll()
+            }
+        }
+        await closeAll()
+    }
+
+    /// Terminates at once what the sessions run (the watchdog's last resort).
+    public func terminateNow() {
+        let pids = state.withLock { s in s.servers.values.compactMap { $0.session?.pid } }
+        for pid in pids where pid > 0 && OwnedChildren.owns(pid) { kill(-pid, SIGKILL) }
+    }
+
+    private func reloadLoop() async {
+        while !Task.isCancelled {
+            await reloadSignal.wait()
+            guard !Task.isCancelled else { return }
+            guard state.withLock({ $0.ready }) else { continue }
+            await reload()
+        }
+    }
+
+    /// Closes every session (in parallel) and forgets the servers.
+    private func closeAll() async {
+        let sessions = state.withLock { s -> [MCPClientSession] in
+            s.closed = true
+            defer { s.servers = [:] }
+            return s.servers.values.compactMap(\.session)
+        }
+        await Self.close(sessions)
+        catalog.publish([])
+        metrics.servers([])
+    }
+
+    static func close(_ sessions: [MCPClientSession]) async {
+        await withDiscardingTaskGroup { group in
+            for session in sessions { group.addTask { await session.close() } }
+        }
+    }
+
+    /// Runs `job` in the service's task group (dropped once the service stopped).
+    func spawn(_ job: @escaping @Sendable () async -> Void) {
+        jobQueue.yield(job)
+    }
+
+    /// The working directory: the manifest's when it names an existing directory, else
+    /// `--directory`, else the home directory.
+    var workingDirectory: String {
+        if let directory = manifest.currentManifest?.directory, !directory.isEmpty,
+           FileInfo.following(path: directory)?.kind == .directory {
+            return directory
+        }
+        if let fallbackDirectory, !fallbackDirectory.isEmpty { return fallbackDirectory }
+        return home
+    }
+
+    /// The environment a stdio server starts from: the agent's, the manifest's variables and
+    /// the running sessions' (the desktop's `DISPLAY`); its entry's `env` goes over it.
+    var serverEnvironment: [String: String] {
+        var env = environment
+        for (key, value) in manifest.currentManifest?.environment ?? [:] { env[key] = value }
+        for (key, value) in sessionEnvironment.current.variables { env[key] = value }
+        return env
+    }
+}
+
+/// Hands the watcher's questions and bursts to the manager, which is built after it.
+private final class WatchRelay: Sendable {
+    private let target = Mutex<(relevant: DirectoryWatcher.Relevance, fire: @Sendable () -> Void)?>(nil)
+
+    func set(isRelevant: @escaping DirectoryWatcher.Relevance, fire: @escaping @Sendable () -> Void) {
+        target.withLock { $0 = (isRelevant, fire) }
+    }
+
+    func isRelevant(_ mask: UInt32, _ name: String) -> Bool { target.withLock { $0 }?.relevant(mask, name) ?? false }
+    func fire() { target.withLock { $0 }?.fire() }
+}

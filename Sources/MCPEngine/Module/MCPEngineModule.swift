@@ -1,0 +1,39 @@
+import AgentCore
+import AgentHTTP
+import Glibc
+import Hummingbird
+
+/// The MCP engine as a capability module, mounted at `/api/v0/mcp`: the server manager (a
+/// service that stops with the work phase, closing every server) and its routes.
+public struct MCPEngineModule: HTTPModule {
+    public let manager: MCPServerManager
+
+    public var name: String { "mcp" }
+
+    /// `configFiles` are the `.mcp.json` list entries (`CODER_AGENT_EXP_MCP_CONFIG_FILES`);
+    /// `directory` is `--directory`; `agentToken` is redacted from every error shown.
+    public init(configFiles: [String], clientVersion: String, context: AgentContext, directory: String?, agentToken: String? = nil) {
+        manager = MCPServerManager(
+            configuration: .init(configFiles: configFiles, clientVersion: clientVersion), home: Self.home(context.environment),
+            directory: directory, environment: context.environment, agentToken: agentToken, manifest: context.manifest,
+            sessionEnvironment: context.sessionEnvironment, gate: context.startPhase.map { .afterStartPhase($0) } ?? .open,
+            catalog: context.mcpCatalog)
+    }
+
+    public var services: [ModuleService] {
+        [ModuleService("mcp", manager, stopsIn: .work)]
+    }
+
+    public func terminateNow() { manager.terminateNow() }
+
+    public func routes() -> RouteCollection<AgentRequestContext> {
+        MCPRoutes(manager: manager).collection()
+    }
+
+    /// `$HOME`, else the user's home from the password database, else `/`.
+    static func home(_ environment: [String: String]) -> String {
+        if let home = environment["HOME"], !home.isEmpty { return home }
+        if let entry = getpwuid(getuid()), let dir = entry.pointee.pw_dir { return String(cString: dir) }
+        return "/"
+    }
+}
