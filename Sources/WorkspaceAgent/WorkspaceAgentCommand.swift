@@ -18,7 +18,7 @@ struct WorkspaceAgentCommand: AsyncParsableCommand {
             --version; 64 for a usage error (an unknown flag, subcommand or value, or a setting the \
             agent cannot use, such as a state directory it cannot create); 1 when the agent cannot \
             start (a listener cannot bind), stops on an error, outlasts its shutdown bound or gets a \
-            second terminating signal, and when an `exp sync` command fails (as the reference).
+            second terminating signal, and when an `exp` command (`exp sync`, `exp chat context`) fails (as the reference).
             """,
         version: AgentVersion.description,
         subcommands: [RunCommand.self, ExpCommand.self],
