@@ -581,7 +581,7 @@ let package = Package(
         .testTarget(
             name: "AgentSocketTests",
             dependencies: [
-                "AgentCore", "AgentSocket", "AgentProto", "AgentRPC", "AgentTestSupport", "ControlPlaneDouble", "DRPC",
+                "AgentCore", "AgentSocket", "AgentProto", "AgentRPC", "AgentTestSupport", "ChatContext", "ControlPlaneDouble", "DRPC",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),

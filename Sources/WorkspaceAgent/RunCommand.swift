@@ -121,7 +121,11 @@ struct RunCommand: AsyncParsableCommand {
         host.mount(GitWatchModule(context: context), at: "/api/v0/git")
         host.mount(DesktopModule(configuration: config.desktop, context: context), at: "/api/v0/desktop")
         host.mount(MetricsModule(registry: metrics, process: processMetrics), at: "/")
-        host.add(AgentSocketModule(configuration: config.socket, context: context))
+        // Built here so the agent socket can serve its context calls; mounted below.
+        let chatContextModule = ChatContextModule(
+            configuration: chatContextConfig, context: context, directory: config.processes.directory,
+            agentToken: config.controlPlane.token)
+        host.add(AgentSocketModule(configuration: config.socket, context: context, chatContext: chatContextModule.manager))
         host.add(BoundaryLogModule(configuration: config.boundary, context: context))
         host.mount(
             try ScriptsModule(
@@ -130,11 +134,7 @@ struct RunCommand: AsyncParsableCommand {
                 priority: config.processes.priority ? ProcessPriority.defaults(environment: environment) : .unchanged, clock: host.clock,
                 logger: log.localLogger(label: "workspace-agent.scripts")),
             at: "/api/v0/scripts")
-        host.mount(
-            ChatContextModule(
-                configuration: chatContextConfig, context: context, directory: config.processes.directory,
-                agentToken: config.controlPlane.token),
-            at: "/api/v0")
+        host.mount(chatContextModule, at: "/api/v0")
         host.mount(
             MCPEngineModule(
                 configFiles: chatContextConfig.mcpConfigFiles, clientVersion: AgentVersion.current, context: context,

@@ -18,7 +18,7 @@ struct WorkspaceAgentCommand: AsyncParsableCommand {
             --version; 64 for a usage error (an unknown flag, subcommand or value, or a setting the \
             agent cannot use, such as a state directory it cannot create); 1 when the agent cannot \
             start (a listener cannot bind), stops on an error, outlasts its shutdown bound or gets a \
-            second terminating signal, and when an `exp sync` command fails (as the reference).
+            second terminating signal, and when an `exp` command (`exp sync`, `exp chat context`) fails (as the reference).
             """,
         version: AgentVersion.description,
         subcommands: [RunCommand.self, ExpCommand.self],
@@ -27,11 +27,11 @@ struct WorkspaceAgentCommand: AsyncParsableCommand {
 
     /// Parses, runs, and turns every error into one line on stderr and a non-zero exit.
     static func main() async {
-        // Run through the `coder` link the scripts' bin dir holds, only `exp sync` exists:
+        // Run through the `coder` link the scripts' bin dir holds, only the `exp` commands exist:
         // templates written for Coder's docs (`coder exp sync want a b`) work unchanged, and
         // a bare `coder` never starts a second agent.
         if invokedAsCoder, CommandLine.arguments.dropFirst().first != "exp" {
-            writeAll(2, "coder: this is the workspace agent; only `coder exp sync ...` is available here (see `coder exp sync --help`)\n")
+            writeAll(2, "coder: this is the workspace agent; only `coder exp sync ...` and `coder exp chat context ...` are available here (see `coder exp --help`)\n")
             Glibc.exit(1)
         }
         if let (word, group) = unknownSubcommand(Array(CommandLine.arguments.dropFirst())) {

@@ -31,6 +31,7 @@ func standaloneUpward() -> ControlPlaneSession {
 func withSocketServer(
     path: String? = nil,
     upward: any UpwardSink = standaloneUpward(),
+    context: (any ContextControl)? = nil,
     configure: (inout AgentSocketServer.Configuration) -> Void = { _ in },
     logger: Logger = quiet,
     _ body: (AgentSocketClient, AgentSocketServer) async throws -> Void
@@ -39,7 +40,7 @@ func withSocketServer(
     var configuration = AgentSocketServer.Configuration(path: socketPath)
     configure(&configuration)
     let server = AgentSocketServer(
-        configuration: configuration, service: AgentSocketService(units: UnitManager(), upward: upward), logger: logger)
+        configuration: configuration, service: AgentSocketService(units: UnitManager(), upward: upward, context: context), logger: logger)
     let group = ServiceGroup(configuration: .init(services: [server], logger: quiet))
     try await withThrowingTaskGroup(of: Void.self) { tasks in
         tasks.addTask { try await group.run() }

@@ -23,7 +23,8 @@ struct AgentDaemon {
     /// and stderr together, and the exit status.
     /// `outputPath`: where the output goes while the command runs, for a test to watch (the
     /// caller removes it); by default a file of its own, removed at the end.
-    static func command(_ arguments: [String], outputPath: String? = nil) async -> (output: String, status: Int32) {
+    /// `directory`: the command's working directory (the test's when nil).
+    static func command(_ arguments: [String], outputPath: String? = nil, directory: String? = nil) async -> (output: String, status: Int32) {
         await onThread {
             let logPath = outputPath ?? NSTemporaryDirectory() + "sync-cli-\(UUID().uuidString).out"
             let fd = open(logPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
@@ -35,10 +36,12 @@ struct AgentDaemon {
             let pid = withCStrings(argv) { argvPtr in
                 withCStrings(env) { envPtr in
                     AgentDaemon.binaryPath.withCString { path in
-                        var options = agent_spawn_options(
-                            path: path, argv: argvPtr, envp: envPtr, cwd: nil, output_fd: fd,
-                            oom_score_adj: AGENT_SPAWN_KEEP, nice_value: AGENT_SPAWN_KEEP, nofile_soft: -1, parent_death_signal: 0, error_fd: -1, new_session: 0, input_fd: -1, controlling_terminal: 0)
-                        return agent_spawn(&options, &step, &err)
+                        withOptionalCString(directory) { cwd in
+                            var options = agent_spawn_options(
+                                path: path, argv: argvPtr, envp: envPtr, cwd: cwd, output_fd: fd,
+                                oom_score_adj: AGENT_SPAWN_KEEP, nice_value: AGENT_SPAWN_KEEP, nofile_soft: -1, parent_death_signal: 0, error_fd: -1, new_session: 0, input_fd: -1, controlling_terminal: 0)
+                            return agent_spawn(&options, &step, &err)
+                        }
                     }
                 }
             }
@@ -157,4 +160,10 @@ func rss(_ pid: pid_t) -> Int {
     let status = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""
     let line = status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") } ?? ""
     return (Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0) * 1024
+}
+
+/// `body` with `text` as a C string, or with nil when there is none.
+private func withOptionalCString<R>(_ text: String?, _ body: (UnsafePointer<CChar>?) -> R) -> R {
+    guard let text else { return body(nil) }
+    return text.withCString { body($0) }
 }

@@ -119,7 +119,7 @@ public struct AgentSocketClient: Sendable {
 
     // MARK: Plumbing
 
-    private func unary<Request: SwiftProtobuf.Message, Response: SwiftProtobuf.Message>(
+    func unary<Request: SwiftProtobuf.Message, Response: SwiftProtobuf.Message>(
         _ method: String, _ request: Request, as: Response.Type
     ) async throws(Failure) -> Response {
         let bytes = try await call(DRPCMethodPath.agentSocket(method), request)

@@ -2,7 +2,8 @@ import AgentCore
 import Logging
 
 /// The agent socket as a capability module: the unit graph for `exp sync` and app status
-/// upward, served on a unix socket. Its server stops in the `work` phase (the socket the
+/// upward, and the chat context's calls (when given its ``ContextControl``), served on a unix
+/// socket. Its server stops in the `work` phase (the socket the
 /// agent made is removed before the final reports go up).
 public struct AgentSocketModule: AgentModule {
     public let units: UnitManager
@@ -11,14 +12,14 @@ public struct AgentSocketModule: AgentModule {
     public var name: String { "agent socket" }
 
     public init(
-        configuration: AgentSocketOptions.Configuration, context: AgentContext,
+        configuration: AgentSocketOptions.Configuration, context: AgentContext, chatContext: (any ContextControl)? = nil,
         logger: Logger = Logger(label: "workspace-agent.socket")
     ) {
         units = UnitManager()
         if configuration.enabled {
             server = AgentSocketServer(
                 configuration: .init(path: configuration.path),
-                service: AgentSocketService(units: units, upward: context.upward), logger: logger)
+                service: AgentSocketService(units: units, upward: context.upward, context: chatContext), logger: logger)
         } else {
             logger.info("socket server is disabled")
             server = nil

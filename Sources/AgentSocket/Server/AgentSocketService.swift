@@ -5,8 +5,9 @@ import DRPC
 import SwiftProtobuf
 
 /// The `coder.agentsocket.v1.AgentSocket` service on a dRPC server:
-/// Ping, the Sync calls on a ``UnitManager``, UpdateAppStatus through the upward seam, and
-/// one extension, `SyncWaitReady`.
+/// Ping, the Sync calls on a ``UnitManager``, UpdateAppStatus through the upward seam, the
+/// chat context calls on a ``ContextControl`` (when given one), and one extension,
+/// `SyncWaitReady`.
 public struct AgentSocketService: Sendable {
     /// Extension (not in the reference): a server-streaming call that sends one
     /// `SyncReadyResponse{ready: true}` as soon as the unit is ready, then ends. The CLI's
@@ -23,13 +24,17 @@ public struct AgentSocketService: Sendable {
 
     public let units: UnitManager
     public let upward: any UpwardSink
+    /// The chat context the context calls act on; without one they answer
+    /// `context manager not available`, as the reference's socket without a manager.
+    public let context: (any ContextControl)?
     /// Serve `SyncWaitReady`; off, the service is the reference's exactly (compatibility
     /// tests run the CLI against it).
     public var servesExtensions = true
 
-    public init(units: UnitManager, upward: any UpwardSink) {
+    public init(units: UnitManager, upward: any UpwardSink, context: (any ContextControl)? = nil) {
         self.units = units
         self.upward = upward
+        self.context = context
     }
 
     /// A dRPC server with every method registered.
@@ -91,6 +96,7 @@ public struct AgentSocketService: Sendable {
             let request = try Coder_Agent_V2_UpdateAppStatusRequest(serializedBytes: bytes)
             return try await self.updateAppStatus(request)
         }
+        registerContext(on: &server)
         guard servesExtensions else { return server.server }
         server.registerStream(Self.waitReadyMethod) { call in
             guard let bytes = try await call.receive() else { return }
@@ -207,7 +213,7 @@ public struct AgentSocketService: Sendable {
 }
 
 /// A dRPC server whose methods count their calls in `agent_socket_calls_total`.
-private struct CountingServer {
+struct CountingServer {
     var server = DRPCServer()
 
     mutating func register(_ method: String, _ handler: @escaping DRPCServer.UnaryHandler) {

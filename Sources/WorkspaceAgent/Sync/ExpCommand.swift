@@ -5,8 +5,8 @@ import ArgumentParser
 struct ExpCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "exp",
-        abstract: "Experimental commands: `exp sync` orders startup scripts.",
-        subcommands: [SyncCommand.self]
+        abstract: "Experimental commands: `exp sync` orders startup scripts; `exp chat context` manages the chat context.",
+        subcommands: [SyncCommand.self, ChatCommand.self]
     )
 }
 

@@ -34,6 +34,7 @@ func selectColumns(_ chosen: [String], from all: [String]) throws -> [Int] {
 indirect enum GoJSON {
     case string(String)
     case bool(Bool)
+    case integer(UInt64)
     case object([(String, GoJSON)])
     case array([GoJSON])
     case null
@@ -43,6 +44,7 @@ indirect enum GoJSON {
         switch self {
         case .string(let text): return Self.quote(text)
         case .bool(let value): return value ? "true" : "false"
+        case .integer(let value): return String(value)
         case .null: return "null"
         case .array(let items):
             if items.isEmpty { return "[]" }
