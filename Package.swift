@@ -55,6 +55,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        // The MCP client's Streamable HTTP and HTTP+SSE transports (streamed bodies, on NIO).
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
     ],
     targets: [
         // Small C shim: clone(CLONE_VM|CLONE_VFORK) + exec with a clean signal state, process
@@ -302,7 +304,17 @@ let package = Package(
             swiftSettings: swiftSettings),
         // Capability (in progress): the MCP client (JSON-RPC over a stdio server the agent
         // spawns and owns); hand-written on FoundationEssentials, see docs/api/mcp.md.
-        .target(name: "MCPEngine", dependencies: ["AgentCore", "CAgentSpawn"], swiftSettings: swiftSettings),
+        .target(
+            name: "MCPEngine",
+            dependencies: [
+                "AgentCore", "CAgentSpawn",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         // Generated protobuf messages (committed; `make proto` regenerates them from proto/).
         .target(
             name: "AgentProto",

@@ -1,10 +1,15 @@
 """An MCP stdio server for the MCPEngine tests, built on the official Python SDK.
 
-Usage: mcp_test_server.py [--page-size N] [--flood-stderr N] [--marker-dir DIR]
+Usage: mcp_test_server.py [--page-size N] [--flood-stderr N] [--marker-dir DIR] [--transport T]
+
+--transport stdio (the default), streamable-http or sse: the HTTP ones listen on 127.0.0.1,
+on a port the system picks, and write "PORT <n>" to stderr once it accepts connections
+(Streamable HTTP at /mcp, SSE at /sse).
 """
 import argparse
 import base64
 import os
+import socket
 import sys
 
 import anyio
@@ -15,6 +20,7 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--page-size", type=int, default=0)
 parser.add_argument("--flood-stderr", type=int, default=0)
 parser.add_argument("--marker-dir", default="")
+parser.add_argument("--transport", default="stdio", choices=["stdio", "streamable-http", "sse"])
 options = parser.parse_args()
 
 # A 1x1 PNG.
@@ -74,6 +80,12 @@ async def wait_forever() -> str:
     return "never"
 
 
+@server.tool(description="Returns the value of an HTTP request header (<unset> when absent).")
+def header(name: str, ctx: Context) -> str:
+    headers = ctx.headers or {}
+    return headers.get(name, "<unset>")
+
+
 @server.tool(description="Exits the server in the middle of the call.")
 def crash() -> str:
     sys.stderr.flush()
@@ -106,4 +118,16 @@ if options.flood_stderr:
         sys.stderr.write(line)
     sys.stderr.flush()
 
-server.run()
+if options.transport == "stdio":
+    server.run()
+else:
+    import uvicorn
+
+    app = server.streamable_http_app() if options.transport == "streamable-http" else server.sse_app()
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(128)
+    sys.stderr.write(f"PORT {listener.getsockname()[1]}\n")
+    sys.stderr.flush()
+    config = uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=1)
+    uvicorn.Server(config).run(sockets=[listener])
