@@ -9,6 +9,8 @@ struct MCPHTTPTestServer {
 
     let process: MCPStdioProcess
     let port: Int
+    /// The server's stderr lines.
+    let log: LogLines
 
     static func start(_ script: String, _ args: [String]) async throws -> MCPHTTPTestServer {
         let log = LogLines()
@@ -22,7 +24,7 @@ struct MCPHTTPTestServer {
             await process.close()
             throw Failure.noPort(log.all.map(\.line))
         }
-        return MCPHTTPTestServer(process: process, port: port)
+        return MCPHTTPTestServer(process: process, port: port, log: log)
     }
 
     /// The MCP test server over `transport` (`streamable-http` or `sse`).

@@ -19,7 +19,7 @@ struct MCPHTTPTransportTests {
         #expect(session.pid == 0)
         #expect(session.transportName == (transport == "sse" ? "sse" : "http"))
         let tools = try await session.listTools()
-        #expect(tools.count == 14 && tools.contains { $0.name == "echo" })
+        #expect(tools.count == 15 && tools.contains { $0.name == "echo" })
         let echoed = try await session.callTool("echo", arguments: .object([("text", .string("hé \"quoted\"\n"))]))
         #expect(echoed == MCPToolResult(content: [MCPContentItem(type: "text", text: "hé \"quoted\"\n")], isError: false))
         let picture = try await session.callTool("picture", arguments: nil)
@@ -38,7 +38,7 @@ struct MCPHTTPTransportTests {
         let server = try await MCPHTTPTestServer.mcp(transport, ["--page-size", "4"])
         let session = try await MCPTestServers.connect(server.endpoint(transport))
         let tools = try await session.listTools()
-        #expect(tools.count == 14 && Set(tools.map(\.name)).count == 14)
+        #expect(tools.count == 15 && Set(tools.map(\.name)).count == 15)
         await session.close()
         await server.close()
     }
@@ -201,11 +201,53 @@ struct MCPHTTPTransportTests {
         let server = try await MCPHTTPTestServer.start("not_mcp_http.py", ["status"])
         await server.close()
         await #expect {
-            // A refused connection is retried until the connect timeout.
-            try await MCPTestServers.connect(server.endpoint(transport), timeouts: .init(connect: .seconds(2)))
+            // A refused connection fails at once, not at the connect timeout.
+            try await MCPTestServers.connect(server.endpoint(transport), timeouts: .init(connect: .seconds(600)))
         } throws: { error in
             let error = error as? MCPError
             return error?.kind == .closed && error?.message == "initialize: server \"test\": \(transport == "sse" ? "GET" : "POST") \(server.url(transport == "sse" ? "/sse" : "/mcp")): connection refused"
         }
+    }
+
+    @Test func jsonAnswersSessionIDAndExpiry() async throws {
+        let server = try await MCPHTTPTestServer.start("not_mcp_http.py", ["json"])
+        let endpoint = MCPEndpoint.streamableHTTP(url: server.url("/mcp"), headers: [:])
+        let session = try await MCPTestServers.connect(endpoint)
+        #expect(session.protocolVersion == "2025-06-18")
+        // The server answers only requests that carry its session id, and names the version.
+        #expect(try await session.callTool("echo", arguments: nil).content.first?.text == "echo 2025-06-18")
+        await session.close()
+        #expect(await eventually { server.log.all.contains { $0.line == "DELETE sid-1" } })
+
+        let expiring = try await MCPTestServers.connect(endpoint)
+        await #expect {
+            try await expiring.callTool("expire", arguments: nil)
+        } throws: { error in
+            let error = error as? MCPError
+            return error?.kind == .closed && error?.message == "tools/call: server \"test\": the session expired (HTTP 404)"
+        }
+        var events: [MCPSessionEvent] = []
+        for await event in expiring.events { events.append(event) }
+        #expect(events.last == .ended("server \"test\": the session expired (HTTP 404)"))
+        await expiring.close()
+        await server.close()
+    }
+
+    @Test(arguments: transports) func callsRunConcurrentlyOnTheServer(_ transport: String) async throws {
+        let server = try await MCPHTTPTestServer.mcp(transport)
+        let session = try await MCPTestServers.connect(server.endpoint(transport))
+        let waiting = MCPLimits.maxConcurrentCalls - 1
+        var calls: [Task<MCPToolResult, any Error>] = []
+        for _ in 0..<waiting {
+            calls.append(Task { try await session.callTool("wait_forever", arguments: nil) })
+        }
+        // Every call reaches the server at once (none queued behind another's connection).
+        #expect(await eventually {
+            (try? await session.callTool("waiting", arguments: nil, timeout: .seconds(5)))?.content.first?.text == String(waiting)
+        })
+        for call in calls { call.cancel() }
+        for call in calls { _ = try? await call.value }
+        await session.close()
+        await server.close()
     }
 }

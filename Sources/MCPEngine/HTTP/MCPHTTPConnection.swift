@@ -44,7 +44,12 @@ final class MCPHTTPConnection: Sendable {
         }
         var configuration = HTTPClient.Configuration(
             redirectConfiguration: .disallow, timeout: .init(connect: connectTimeout.timeAmount), decompression: .disabled)
-        configuration.httpVersion = .http1Only
+        // A call's answer streams on its own connection for as long as the call runs: room for
+        // every exchange the transport allows at once, none queued behind another.
+        configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = MCPHTTPExchanges.maxInFlight
+        // A refused connection fails its request at once rather than being retried until the
+        // connect timeout: the engine reconnects with its own back-off.
+        configuration.connectionPool.retryConnectionEstablishment = false
         client = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: configuration)
     }
 

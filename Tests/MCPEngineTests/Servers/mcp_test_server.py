@@ -64,8 +64,17 @@ def environment(name: str) -> str:
     return os.environ.get(name, "<unset>")
 
 
+WAITING = [0]
+
+
+@server.tool(description="How many wait_forever calls are waiting.")
+def waiting() -> str:
+    return str(WAITING[0])
+
+
 @server.tool(description="Waits until cancelled; writes <marker-dir>/cancelled when it is.")
 async def wait_forever() -> str:
+    WAITING[0] += 1
     if options.marker_dir:
         with open(os.path.join(options.marker_dir, "started"), "w") as f:
             f.write("started")
@@ -77,6 +86,8 @@ async def wait_forever() -> str:
         with open(os.path.join(options.marker_dir, "cancelled"), "w") as f:
             f.write("cancelled")
         raise
+    finally:
+        WAITING[0] -= 1
     return "never"
 
 

@@ -8,7 +8,11 @@ huge-sse: answers every POST with an event stream whose one event never ends (40
 status: answers every POST with 500 and a text body.
 redirect: answers every request with 307 to the same path on another origin (localhost).
 sse-off-origin: a legacy SSE stream whose endpoint event names another origin.
+json: a minimal Streamable HTTP server that answers with JSON bodies: session "sid-1",
+  202 to notifications, 405 to GET, tools/call "expire" answered 404 (the session expired),
+  any other tool echoes its name; it writes "DELETE <session id>" to stderr when deleted.
 """
+import json
 import socket
 import sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -48,7 +52,47 @@ class Handler(BaseHTTPRequestHandler):
         self.send_response(405)
         self.end_headers()
 
+    def do_DELETE(self):
+        sys.stderr.write(f"DELETE {self.headers.get('Mcp-Session-Id')}\n")
+        sys.stderr.flush()
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def answer_json(self):
+        length = int(self.headers.get("Content-Length") or 0)
+        message = json.loads(self.rfile.read(length))
+        if "id" not in message:
+            self.send_response(202)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        if message["method"] == "initialize":
+            result = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}}, "serverInfo": {"name": "raw", "version": "1"}}
+        elif self.headers.get("Mcp-Session-Id") != "sid-1":
+            self.send_response(400)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        elif message["method"] == "tools/call" and message["params"]["name"] == "expire":
+            self.send_response(404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        else:
+            text = message["params"]["name"] + " " + self.headers.get("MCP-Protocol-Version", "")
+            result = {"content": [{"type": "text", "text": text}]}
+        body = json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json; charset=utf-8")
+        self.send_header("Mcp-Session-Id", "sid-1")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
     def do_POST(self):
+        if mode == "json":
+            return self.answer_json()
         self.read_body()
         try:
             if mode == "garbage":
