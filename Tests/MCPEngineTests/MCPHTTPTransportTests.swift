@@ -178,8 +178,8 @@ struct MCPHTTPTransportTests {
                 try await MCPTestServers.connect(endpoint)
             } throws: { error in
                 let error = error as? MCPError
-                return error?.message == "initialize: server \"test\": refusing redirect from \(server.url(path)) to http://localhost:\(server.port)\(path): another origin"
-                    || error?.message == "initialize: refusing redirect from \(server.url(path)) to http://localhost:\(server.port)\(path): another origin"
+                return error?.kind == .invalidResponse
+                    && error?.message == "initialize: refusing redirect from \(server.url(path)) to http://localhost:\(server.port)\(path): another origin"
             }
         }
         await server.close()
@@ -249,5 +249,16 @@ struct MCPHTTPTransportTests {
         for call in calls { _ = try? await call.value }
         await session.close()
         await server.close()
+    }
+
+    @Test func aURLThatIsNotHTTPIsRefused() async throws {
+        for endpoint in [MCPEndpoint.streamableHTTP(url: "ftp://127.0.0.1/mcp", headers: [:]), .sse(url: "not a url", headers: [:])] {
+            await #expect {
+                try await MCPTestServers.connect(endpoint)
+            } throws: { error in
+                let error = error as? MCPError
+                return error?.kind == .start && error?.message.hasPrefix("server \"test\": ") == true && error?.message.hasSuffix(" is not an http or https URL") == true
+            }
+        }
     }
 }

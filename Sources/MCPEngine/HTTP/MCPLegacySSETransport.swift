@@ -143,7 +143,10 @@ final class MCPLegacySSETransport: MCPTransport {
         } catch {
             switch error {
             case .cancelled: return
-            case .connection(let text), .refused(let text): reason = "server \(goQuote(serverName)): \(text)"
+            case .connection(let text): reason = "server \(goQuote(serverName)): \(text)"
+            case .refused(let text):
+                settle(.failure(MCPError(.invalidResponse, "initialize: \(text)")))
+                reason = "server \(goQuote(serverName)): \(text)"
             }
         }
         settle(.failure(MCPError(.closed, "initialize: \(reason)")))
