@@ -303,7 +303,8 @@ let package = Package(
             ],
             swiftSettings: swiftSettings),
         // Capability (in progress): the MCP client (JSON-RPC over a stdio server the agent
-        // spawns and owns); hand-written on FoundationEssentials, see docs/api/mcp.md.
+        // spawns and owns, Streamable HTTP and HTTP+SSE on AsyncHTTPClient); hand-written on
+        // FoundationEssentials, see docs/api/mcp.md.
         .target(
             name: "MCPEngine",
             dependencies: [
