@@ -55,6 +55,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        // The MCP client's Streamable HTTP and HTTP+SSE transports (streamed bodies, on NIO).
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
     ],
     targets: [
         // Small C shim: clone(CLONE_VM|CLONE_VFORK) + exec with a clean signal state, process
@@ -301,14 +303,19 @@ let package = Package(
             ],
             swiftSettings: swiftSettings),
         // Capability: the MCP engine (the workspace's `.mcp.json` servers, their sessions and
-        // tool calls); the client is hand-written on FoundationEssentials, see docs/api/mcp.md.
+        // tool calls; stdio children the agent owns, Streamable HTTP and HTTP+SSE on
+        // AsyncHTTPClient); the client is hand-written on FoundationEssentials, see docs/api/mcp.md.
         .target(
             name: "MCPEngine",
             dependencies: [
                 "AgentCore", "AgentHTTP", "CAgentSpawn",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings),

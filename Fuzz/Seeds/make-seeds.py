@@ -277,3 +277,10 @@ mcp = (b'{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-11-25","capab
        b'{"jsonrpc":"2.0","id":4,"error":{"code":-32601,"message":"Method not found"}}\n')
 write("FuzzMCPFrames", "session", b"\x01" + mcp + chunks(64, 9))
 write("FuzzMCPFrames", "small-limit", b"\x00\x40\x00" + mcp + chunks(64, 5))
+# The same target reads its stream as an HTTP event stream too: an endpoint event, messages
+# over CRLF and CR lines, a comment, an id, multi-line data and an unfinished event.
+sse = (b': keep-alive\r\nevent: endpoint\r\ndata: /messages/?session_id=1\r\n\r\n'
+       b'id: 7\nevent: message\ndata: {"jsonrpc":"2.0","id":1,"result":{}}\n\n'
+       b'data: {"jsonrpc":"2.0",\rdata: "method":"notifications/tools/list_changed"}\r\r'
+       b'retry: 1000\ndata\n\ndata: {"unfinished"')
+write("FuzzMCPFrames", "event-stream", b"\x01" + sse + chunks(64, 7))

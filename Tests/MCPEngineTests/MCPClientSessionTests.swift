@@ -14,7 +14,7 @@ struct MCPClientSessionTests {
         #expect(session.serverInfo.name == "engine-test")
         let tools = try await session.listTools()
         let names = tools.map(\.name)
-        #expect(names.contains("echo") && names.contains("numbered_4") && names.count == 13)
+        #expect(names.contains("echo") && names.contains("numbered_4") && names.count == 15)
         #expect(tools.first { $0.name == "echo" }?.description == "Echoes its text.")
         #expect(tools.first { $0.name == "echo" }?.inputSchema?["required"] == .array([.string("text")]))
         let result = try await session.callTool("echo", arguments: .object([("text", .string("hé \"quoted\"\n"))]))

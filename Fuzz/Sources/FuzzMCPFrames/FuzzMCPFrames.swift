@@ -6,7 +6,10 @@ import MCPEngine
 /// and where the decoder fails must not depend on where the stream is split; no line is
 /// empty, over the limit, or holds a newline; the lines never account for more bytes than
 /// were given; a parsed message encodes to one line that parses back to it; a result maps
-/// to content items of the four known types.
+/// to content items of the four known types. The same bytes as an HTTP event stream
+/// (`SSEDecoder`): the events and the failure do not depend on the split either, no event's
+/// data is over the limit, a failed decoder holds nothing and a working one at most the limit
+/// and its slack.
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzMCPFrames(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
     var input = FuzzInput(data, size)
@@ -35,7 +38,29 @@ public func fuzzMCPFrames(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
         }
     }
     require(total <= stream.count, "lines account for \(total) bytes of \(stream.count)")
+
+    let wholeEvents = events(of: [stream], limit: limit)
+    let splitEvents = events(of: chunks, limit: limit)
+    require(wholeEvents.events == splitEvents.events && wholeEvents.failed == splitEvents.failed, "events depend on where the stream is split")
+    for event in wholeEvents.events {
+        require(!event.type.isEmpty && event.data.count <= limit, "an event without a type or over the limit")
+    }
     return 0
+}
+
+func events(of chunks: [[UInt8]], limit: Int) -> (events: [SSEEvent], failed: Bool) {
+    var decoder = SSEDecoder(maxEventBytes: limit)
+    var out: [SSEEvent] = []
+    for chunk in chunks {
+        do throws(SSEDecoder.EventTooLong) {
+            try decoder.feed(chunk) { out.append($0) }
+        } catch {
+            require(decoder.bufferedBytes == 0, "a failed event decoder holds bytes")
+            return (out, true)
+        }
+        require(decoder.bufferedBytes <= limit + SSEDecoder.fieldSlack, "the event decoder holds more than the limit and its slack")
+    }
+    return (out, false)
 }
 
 func lines(of chunks: [[UInt8]], limit: Int) -> (lines: [[UInt8]], failed: Bool) {

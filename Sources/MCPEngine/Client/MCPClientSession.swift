@@ -9,17 +9,18 @@ public enum MCPSessionEvent: Sendable, Equatable {
     case ended(String)
 }
 
-/// An MCP client session with one stdio server: `initialize` with version negotiation,
+/// An MCP client session with one server over any ``MCPTransport`` (stdio, Streamable HTTP,
+/// HTTP+SSE): `initialize` with version negotiation,
 /// `notifications/initialized`, `tools/list` with paging, `tools/call` with a timeout and
 /// cancellation, and the server's notifications as ``events``.
 ///
-/// Requests are matched to answers by id in a table under a lock; the server's thread
-/// delivers answers, and each waiting request ends at its answer, its timeout, its task's
+/// Requests are matched to answers by id in a table under a lock; the transport delivers
+/// answers, and each waiting request ends at its answer, its timeout, its task's
 /// cancellation (which sends `notifications/cancelled`), or the end of the session (which
 /// fails every request in flight with why it ended).
 ///
 /// Memory: one entry per request in flight (calls at most ``MCPLimits/maxConcurrentCalls``),
-/// ``MCPLimits/maxBufferedEvents`` events, and the server process's bounds.
+/// ``MCPLimits/maxBufferedEvents`` events, and the transport's bounds.
 public final class MCPClientSession: Sendable {
     /// How long each step may take.
     public struct Timeouts: Sendable {
@@ -59,7 +60,7 @@ public final class MCPClientSession: Sendable {
     }
 
     private let state = Mutex(State())
-    private let process: MCPStdioProcess
+    private let transport: any MCPTransport
     private let eventContinuation: AsyncStream<MCPSessionEvent>.Continuation
     private let log: @Sendable (_ server: String, _ line: String) -> Void
     public let timeouts: Timeouts
@@ -71,31 +72,40 @@ public final class MCPClientSession: Sendable {
     public var protocolVersion: String { handshake.withLock { $0.version } }
     /// The server's `serverInfo` name and version.
     public var serverInfo: (name: String, version: String) { handshake.withLock { ($0.serverName, $0.serverVersion) } }
-    public var serverName: String { process.serverName }
+    public let serverName: String
     /// `tools/call` requests waiting for their answer.
     public var callsInFlight: Int { state.withLock { $0.callsInFlight } }
-    /// The server's pid (and process group).
-    public var pid: Int32 { process.pid }
+    /// The server's pid (and process group) for a stdio server; 0 for an HTTP one.
+    public var pid: Int32 { (transport as? MCPStdioProcess)?.pid ?? 0 }
+    /// `stdio`, `http` or `sse`.
+    public var transportName: String {
+        switch transport {
+        case is MCPStdioProcess: "stdio"
+        case is MCPLegacySSETransport: "sse"
+        default: "http"
+        }
+    }
 
+    /// A session over the transport `start` makes with the callback it is given.
     private init(
-        command: MCPStdioCommand, timeouts: Timeouts, timing: MCPStdioProcess.Timing,
-        log: @escaping @Sendable (_ server: String, _ line: String) -> Void
-    ) throws(MCPError) {
+        serverName: String, timeouts: Timeouts, log: @escaping @Sendable (_ server: String, _ line: String) -> Void,
+        start: (_ events: @escaping @Sendable (MCPTransportEvent) -> Void) async throws(MCPError) -> any MCPTransport
+    ) async throws(MCPError) {
+        self.serverName = serverName
         self.timeouts = timeouts
         self.log = log
         (events, eventContinuation) = AsyncStream.makeStream(of: MCPSessionEvent.self, bufferingPolicy: .bufferingNewest(MCPLimits.maxBufferedEvents))
-        // The process's thread calls back into the session; the session is not retained by
-        // it beyond the process's life, and `box` breaks the initialisation order.
+        // The transport calls back into the session; the session is not retained by it
+        // beyond the transport's life, and `box` breaks the initialisation order.
         let box = SessionBox()
-        let name = command.serverName
-        process = try MCPStdioProcess.start(command, timing: timing, stderrLine: { log(name, $0) }) { event in
+        transport = try await start { event in
             box.session?.handle(event)
         }
         box.set(self)
     }
 
     /// A session dropped without ``close()`` still shuts its server down.
-    deinit { process.requestClose() }
+    deinit { transport.requestClose() }
 
     /// Starts `command` and initializes the session; on failure the server is shut down.
     /// `log` gets the server's stderr lines and the session's complaints about its output,
@@ -104,23 +114,60 @@ public final class MCPClientSession: Sendable {
         _ command: MCPStdioCommand, clientVersion: String, timeouts: Timeouts = Timeouts(), timing: MCPStdioProcess.Timing = .init(),
         log: @escaping @Sendable (_ server: String, _ line: String) -> Void
     ) async throws(MCPError) -> MCPClientSession {
-        let session = try MCPClientSession(command: command, timeouts: timeouts, timing: timing, log: log)
-        do {
-            try await session.initialize(clientVersion: clientVersion)
-        } catch {
-            await session.close()
-            throw error
+        let name = command.serverName
+        let session = try await MCPClientSession(serverName: name, timeouts: timeouts, log: log) { events throws(MCPError) in
+            try MCPStdioProcess.start(command, timing: timing, stderrLine: { log(name, $0) }, events: events)
         }
+        try await session.initialize(clientVersion: clientVersion, timeout: timeouts.connect)
         return session
     }
 
-    private func initialize(clientVersion: String) async throws(MCPError) {
+    /// Connects to a Streamable HTTP server at `url` and initializes the session; the HTTP
+    /// connect timeout is the session's connect timeout.
+    static func connectHTTP(
+        url: String, headers: [String: String], serverName: String, clientVersion: String, timeouts: Timeouts,
+        log: @escaping @Sendable (_ server: String, _ line: String) -> Void
+    ) async throws(MCPError) -> MCPClientSession {
+        let session = try await MCPClientSession(serverName: serverName, timeouts: timeouts, log: log) { events throws(MCPError) in
+            try MCPStreamableHTTPTransport(serverName: serverName, url: url, headers: headers, connectTimeout: timeouts.connect, log: log, events: events)
+        }
+        try await session.initialize(clientVersion: clientVersion, timeout: timeouts.connect)
+        return session
+    }
+
+    /// Connects to a legacy HTTP+SSE server at `url` (its event stream and endpoint, then
+    /// `initialize`, all within the connect timeout).
+    static func connectSSE(
+        url: String, headers: [String: String], serverName: String, clientVersion: String, timeouts: Timeouts,
+        log: @escaping @Sendable (_ server: String, _ line: String) -> Void
+    ) async throws(MCPError) -> MCPClientSession {
+        let started = ContinuousClock.now
+        let session = try await MCPClientSession(serverName: serverName, timeouts: timeouts, log: log) { events throws(MCPError) in
+            try await MCPLegacySSETransport.connect(
+                serverName: serverName, url: url, headers: headers, connectTimeout: timeouts.connect, log: log, events: events)
+        }
+        let remaining = timeouts.connect - (ContinuousClock.now - started)
+        try await session.initialize(clientVersion: clientVersion, timeout: max(remaining, .milliseconds(1)), timeoutText: "initialize: timed out after \(timeouts.connect)")
+        return session
+    }
+
+    /// Runs `initialize`; on failure the transport is closed.
+    private func initialize(clientVersion: String, timeout: Duration, timeoutText: String? = nil) async throws(MCPError) {
+        do {
+            try await handshake(clientVersion: clientVersion, timeout: timeout, timeoutText: timeoutText)
+        } catch {
+            await close()
+            throw error
+        }
+    }
+
+    private func handshake(clientVersion: String, timeout: Duration, timeoutText: String?) async throws(MCPError) {
         let params: JSONValue = .object([
             ("protocolVersion", .string(Self.protocolVersions[0])),
             ("capabilities", .object([])),
             ("clientInfo", .object([("name", .string(Self.clientName)), ("version", .string(clientVersion))])),
         ])
-        let result = try await request("initialize", params, timeout: timeouts.connect, isInitialize: true)
+        let result = try await request("initialize", params, timeout: timeout, timeoutText: timeoutText, isInitialize: true)
         guard let version = result["protocolVersion"]?.stringValue else {
             throw MCPError(.invalidResponse, "initialize: the answer has no protocolVersion")
         }
@@ -130,7 +177,8 @@ public final class MCPClientSession: Sendable {
         handshake.withLock {
             $0 = (version, result["serverInfo"]?["name"]?.stringValue ?? "", result["serverInfo"]?["version"]?.stringValue ?? "")
         }
-        try process.send(JSONRPCMessage.notification(method: "notifications/initialized", params: nil).encodedLine())
+        transport.negotiated(protocolVersion: version)
+        try transport.send(JSONRPCMessage.notification(method: "notifications/initialized", params: nil))
     }
 
     /// Every tool, following `nextCursor` (at most ``MCPLimits/maxListPages`` pages and
@@ -180,9 +228,10 @@ public final class MCPClientSession: Sendable {
         return try MCPToolResult(mapping: result)
     }
 
-    /// Shuts the server down (stdin closed, then SIGTERM, then SIGKILL) and waits for it.
+    /// Shuts the server down (stdio: stdin closed, then SIGTERM, then SIGKILL; HTTP: the
+    /// exchanges cancelled, the session deleted, the client shut down) and waits for it.
     public func close() async {
-        await process.close()
+        await transport.close()
     }
 
     /// Sends a request and waits for its answer, the timeout, cancellation, or the end.
@@ -213,7 +262,7 @@ public final class MCPClientSession: Sendable {
                     return
                 }
                 do throws(MCPError) {
-                    try process.send(JSONRPCMessage.request(id: .number(id), method: method, params: params).encodedLine())
+                    try transport.send(JSONRPCMessage.request(id: .number(id), method: method, params: params))
                 } catch {
                     complete(id, .failure(MCPError(error.kind, "\(method): \(error.message)")))
                     return
@@ -246,7 +295,8 @@ public final class MCPClientSession: Sendable {
             let reason = error.kind == .cancelled ? "cancelled by the client" : "timed out"
             let note = JSONRPCMessage.notification(
                 method: "notifications/cancelled", params: .object([("requestId", .number(String(id))), ("reason", .string(reason))]))
-            try? process.send(note.encodedLine())
+            try? transport.send(note)
+            transport.abandon(.number(id))
         }
         pending.continuation.resume(returning: result)
     }
@@ -256,7 +306,7 @@ public final class MCPClientSession: Sendable {
         return "\(text) (the server wrote output that is not JSON-RPC: \(last))"
     }
 
-    fileprivate func handle(_ event: MCPStdioEvent) {
+    fileprivate func handle(_ event: MCPTransportEvent) {
         switch event {
         case .message(.result(.number(let id), let value)):
             complete(id, .success(value))
@@ -270,7 +320,7 @@ public final class MCPClientSession: Sendable {
                 method == "ping"
                 ? .result(id: id, .object([]))
                 : .error(id: id, JSONRPCError(code: JSONRPCError.methodNotFound, message: "Method not found: \(method)"))
-            try? process.send(answer.encodedLine())
+            try? transport.send(answer)
         case .message(.notification(let method, _)):
             if method == "notifications/tools/list_changed" { eventContinuation.yield(.toolsChanged) }
         case .invalid(let reason):
@@ -279,14 +329,19 @@ public final class MCPClientSession: Sendable {
                 s.lastInvalid = reason
                 return (s.invalidLines, s.invalidLines <= Self.invalidLinesLogged, s.initializeID)
             }
-            if logIt { log(serverName, "stdout line is not JSON-RPC: \(reason)") }
+            if logIt { log(serverName, "\(transport is MCPStdioProcess ? "stdout line" : "message") is not JSON-RPC: \(reason)") }
             if let initializing {
                 complete(initializing, .failure(MCPError(.invalidResponse, "initialize: the server wrote output that is not JSON-RPC: \(reason)")))
             }
             if count > MCPLimits.maxInvalidMessages {
                 endSession("server \(goQuote(serverName)) wrote more than \(MCPLimits.maxInvalidMessages) lines that are not JSON-RPC (last: \(reason))")
-                process.requestClose()
+                transport.requestClose()
             }
+        case .requestFailed(.number(let id), let error):
+            let method = state.withLock { $0.pending[id]?.method } ?? "request"
+            complete(id, .failure(MCPError(error.kind, "\(method): \(error.message)")))
+        case .requestFailed:
+            break
         case .ended(let reason):
             endSession(reason)
         }

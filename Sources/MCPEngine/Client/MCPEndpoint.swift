@@ -43,8 +43,10 @@ extension MCPClientSession {
         switch endpoint {
         case .stdio(let command):
             return try await connect(command, clientVersion: clientVersion, timeouts: timeouts, timing: timing, log: log)
-        case .streamableHTTP, .sse:
-            throw MCPError(.start, "server \(goQuote(serverName)): the \(endpoint.transportName) transport is not available yet")
+        case .streamableHTTP(let url, let headers):
+            return try await connectHTTP(url: url, headers: headers, serverName: serverName, clientVersion: clientVersion, timeouts: timeouts, log: log)
+        case .sse(let url, let headers):
+            return try await connectSSE(url: url, headers: headers, serverName: serverName, clientVersion: clientVersion, timeouts: timeouts, log: log)
         }
     }
 }

@@ -5,17 +5,6 @@ import Synchronization
 import Glibc
 #endif
 
-/// What a stdio server's output thread hands to its session.
-public enum MCPStdioEvent: Sendable {
-    /// One JSON-RPC message read from stdout.
-    case message(JSONRPCMessage)
-    /// A stdout line that is not a JSON-RPC message (the reason).
-    case invalid(String)
-    /// The session is over (the server exited, closed stdout, wrote an overlong line, or was
-    /// closed); the last event.
-    case ended(String)
-}
-
 /// A stdio MCP server the agent spawned and owns: its own session and process group, stdin
 /// and stdout pipes for newline-delimited JSON-RPC, stderr handed to a log callback line by
 /// line (bounded and rate-limited, see ``StderrLines``), all on one thread of its own that

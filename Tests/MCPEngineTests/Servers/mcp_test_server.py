@@ -1,10 +1,15 @@
 """An MCP stdio server for the MCPEngine tests, built on the official Python SDK.
 
-Usage: mcp_test_server.py [--page-size N] [--flood-stderr N] [--marker-dir DIR]
+Usage: mcp_test_server.py [--page-size N] [--flood-stderr N] [--marker-dir DIR] [--transport T]
+
+--transport stdio (the default), streamable-http or sse: the HTTP ones listen on 127.0.0.1,
+on a port the system picks, and write "PORT <n>" to stderr once it accepts connections
+(Streamable HTTP at /mcp, SSE at /sse).
 """
 import argparse
 import base64
 import os
+import socket
 import sys
 
 import anyio
@@ -15,6 +20,7 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--page-size", type=int, default=0)
 parser.add_argument("--flood-stderr", type=int, default=0)
 parser.add_argument("--marker-dir", default="")
+parser.add_argument("--transport", default="stdio", choices=["stdio", "streamable-http", "sse"])
 options = parser.parse_args()
 
 # A 1x1 PNG.
@@ -58,8 +64,17 @@ def environment(name: str) -> str:
     return os.environ.get(name, "<unset>")
 
 
+WAITING = [0]
+
+
+@server.tool(description="How many wait_forever calls are waiting.")
+def waiting() -> str:
+    return str(WAITING[0])
+
+
 @server.tool(description="Waits until cancelled; writes <marker-dir>/cancelled when it is.")
 async def wait_forever() -> str:
+    WAITING[0] += 1
     if options.marker_dir:
         with open(os.path.join(options.marker_dir, "started"), "w") as f:
             f.write("started")
@@ -71,7 +86,15 @@ async def wait_forever() -> str:
         with open(os.path.join(options.marker_dir, "cancelled"), "w") as f:
             f.write("cancelled")
         raise
+    finally:
+        WAITING[0] -= 1
     return "never"
+
+
+@server.tool(description="Returns the value of an HTTP request header (<unset> when absent).")
+def header(name: str, ctx: Context) -> str:
+    headers = ctx.headers or {}
+    return headers.get(name, "<unset>")
 
 
 @server.tool(description="Exits the server in the middle of the call.")
@@ -106,4 +129,16 @@ if options.flood_stderr:
         sys.stderr.write(line)
     sys.stderr.flush()
 
-server.run()
+if options.transport == "stdio":
+    server.run()
+else:
+    import uvicorn
+
+    app = server.streamable_http_app() if options.transport == "streamable-http" else server.sse_app()
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(128)
+    sys.stderr.write(f"PORT {listener.getsockname()[1]}\n")
+    sys.stderr.flush()
+    config = uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=1)
+    uvicorn.Server(config).run(sockets=[listener])

@@ -1,0 +1,146 @@
+"""HTTP servers that break MCP, for the MCPEngine tests: usage not_mcp_http.py MODE.
+
+It listens on 127.0.0.1 on a port the system picks and writes "PORT <n>" to stderr.
+
+garbage: answers every POST with 200 application/json that is not JSON-RPC.
+huge-json: answers every POST with a 40 MiB JSON body (no Content-Length).
+huge-sse: answers every POST with an event stream whose one event never ends (40 MiB).
+status: answers every POST with 500 and a text body.
+redirect: answers every request with 307 to the same path on another origin (localhost).
+sse-off-origin: a legacy SSE stream whose endpoint event names another origin.
+json: a minimal Streamable HTTP server that answers with JSON bodies: session "sid-1",
+  202 to notifications, 405 to GET, tools/call "expire" answered 404 (the session expired),
+  any other tool echoes its name; it writes "DELETE <session id>" to stderr when deleted.
+"""
+import json
+import socket
+import sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+mode = sys.argv[1]
+CHUNK = b"x" * (1 << 20)
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.0"
+
+    def log_message(self, *args):
+        pass
+
+    def read_body(self):
+        length = int(self.headers.get("Content-Length") or 0)
+        if length:
+            self.rfile.read(length)
+
+    def do_GET(self):
+        port = self.server.server_address[1]
+        if mode == "redirect":
+            return self.redirect()
+        if mode == "sse-off-origin":
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            self.wfile.write(f"event: endpoint\ndata: http://localhost:{port}/messages\n\n".encode())
+            self.wfile.flush()
+            # Hold the stream until the client leaves.
+            try:
+                while self.rfile.read(1):
+                    pass
+            except OSError:
+                pass
+            return
+        self.send_response(405)
+        self.end_headers()
+
+    def do_DELETE(self):
+        sys.stderr.write(f"DELETE {self.headers.get('Mcp-Session-Id')}\n")
+        sys.stderr.flush()
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def answer_json(self):
+        length = int(self.headers.get("Content-Length") or 0)
+        message = json.loads(self.rfile.read(length))
+        if "id" not in message:
+            self.send_response(202)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        if message["method"] == "initialize":
+            result = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}}, "serverInfo": {"name": "raw", "version": "1"}}
+        elif self.headers.get("Mcp-Session-Id") != "sid-1":
+            self.send_response(400)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        elif message["method"] == "tools/call" and message["params"]["name"] == "expire":
+            self.send_response(404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        else:
+            text = message["params"]["name"] + " " + self.headers.get("MCP-Protocol-Version", "")
+            result = {"content": [{"type": "text", "text": text}]}
+        body = json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json; charset=utf-8")
+        self.send_header("Mcp-Session-Id", "sid-1")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_POST(self):
+        if mode == "json":
+            return self.answer_json()
+        self.read_body()
+        try:
+            if mode == "garbage":
+                body = b"this is not JSON-RPC"
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+            elif mode == "huge-json":
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                self.wfile.write(b'{"jsonrpc":"2.0","id":1,"result":"')
+                for _ in range(40):
+                    self.wfile.write(CHUNK)
+            elif mode == "huge-sse":
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()
+                self.wfile.write(b'data: {"jsonrpc":"2.0","id":1,"result":"')
+                for _ in range(40):
+                    self.wfile.write(CHUNK)
+            elif mode == "status":
+                body = b"the server broke"
+                self.send_response(500)
+                self.send_header("Content-Type", "text/plain")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+            elif mode == "redirect":
+                self.redirect()
+            else:
+                self.send_response(404)
+                self.end_headers()
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+    def redirect(self):
+        port = self.server.server_address[1]
+        self.send_response(307)
+        self.send_header("Location", f"http://localhost:{port}{self.path}")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+
+server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+server.daemon_threads = True
+sys.stderr.write(f"PORT {server.server_address[1]}\n")
+sys.stderr.flush()
+server.serve_forever()
