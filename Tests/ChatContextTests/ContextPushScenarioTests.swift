@@ -120,15 +120,39 @@ struct ContextPushScenarioTests {
         }
     }
 
-    /// Diagnostics far over coderd's 4096 bytes (a skill whose front-matter name of 60 KiB
-    /// does not match its directory, an `.mcp.json` entry named with 60 KiB), and 2000 skill
-    /// directories (past the resolver's 1000 files and 500 counted resources): every push
-    /// passes coderd's validation.
-    @Test(.ownThreads) func hostileTreesNeverBreakCoderdsLimits() async throws {
+    /// Diagnostics far over coderd's 4096 bytes, from files: a skill whose front-matter name
+    /// of 60 KiB does not match its directory, and an `.mcp.json` entry named with 60 KiB
+    /// (files are read up to 64 KiB, so no file's diagnostic is longer). They are pushed cut,
+    /// and every push passes coderd's validation.
+    @Test func hugeDiagnosticsArePushedCut() async throws {
         let tree = try TempTree()
         let long = String(repeating: "x", count: 60 << 10)
         try tree.write("project/.claude/skills/named/SKILL.md", "---\nname: \(long)\ndescription: d\n---\n")
         try tree.write("project/.mcp.json", "{\"mcpServers\":{\"_\(long)\":{\"command\":\"x\"}}}")
+        let manager = ContextManager(
+            configuration: .init(), home: tree.root, directory: tree.path("project"), manifest: ManifestStore(), gate: .open)
+        let double = ControlPlaneDouble()
+        try await pushing(manager, to: double) {
+            #expect(await eventually(timeout: Self.patience) { Self.state(double).stored != nil || !Self.state(double).rejections.isEmpty })
+            let state = Self.state(double)
+            #expect(state.rejections.isEmpty, "\(state.rejections.map { $0.prefix(200) })")
+            let stored = try #require(state.stored)
+            let named = try #require(stored.resources.first { $0.source == tree.path("project/.claude/skills/named") })
+            let entry = try #require(stored.resources.first { $0.source.hasPrefix(tree.path("project/.mcp.json#")) })
+            for row in [named, entry] {
+                #expect(row.status == .invalid && row.error.utf8.count <= 4096 && row.error.hasSuffix("... [truncated]"), "\(row.error.prefix(100))")
+            }
+            #expect(named.error.hasPrefix("front-matter name \"xxx"))
+            #expect(entry.source.utf8.count <= 1024)
+            #expect(Self.allValid(double))
+        }
+    }
+
+    /// 2000 skill directories (past the resolver's 1000 files and 500 counted resources): the
+    /// push lists at most 1000 resources, at most 500 of them counted, says why, and passes
+    /// coderd's validation.
+    @Test(.ownThreads) func aTwoThousandSkillTreeStaysWithinCoderdsLimits() async throws {
+        let tree = try TempTree()
         for index in 0..<2_000 {
             try tree.write("project/.agents/skills/s\(index)/SKILL.md", TempTree.skill("s\(index)"))
         }
@@ -140,15 +164,10 @@ struct ContextPushScenarioTests {
             let state = Self.state(double)
             #expect(state.rejections.isEmpty, "\(state.rejections.map { $0.prefix(200) })")
             let stored = try #require(state.stored)
-            #expect(stored.resources.count <= 1000 && stored.resources.count >= 500)
-            #expect(stored.resources.filter { $0.status == .ok }.count <= 500)
-            #expect(!stored.snapshotError.isEmpty && stored.snapshotError.utf8.count <= 4096)
-            let named = stored.resources.first { $0.source == tree.path("project/.claude/skills/named") }
-            let entry = stored.resources.first { $0.source.hasPrefix(tree.path("project/.mcp.json#")) }
-            // Each is pushed (with its error cut), or left out past the count cap: never too long.
-            for row in [named, entry].compactMap({ $0 }) {
-                #expect(row.error.utf8.count <= 4096 && row.error.hasSuffix("... [truncated]"), "\(row.error.prefix(100))")
-            }
+            #expect(stored.resources.count == 1000)
+            #expect(stored.resources.filter { $0.status == .ok }.count == 500)
+            #expect(stored.resources.filter { $0.status == .excluded }.count == 500)
+            #expect(stored.snapshotError == "more than 1000 context files found; the rest are not read")
             #expect(Self.allValid(double))
         }
     }

@@ -14,9 +14,9 @@ struct InstructionTextTests {
         #expect(InstructionText.firstLine("  \n") == "")
     }
 
-    /// Unclosed `<!--`s cost one pass, not a search to the end from each of them: a SKILL.md
-    /// body or an instruction file of 64 KiB of them took seconds per resolve. 256 KiB here,
-    /// minutes when each opening searched the rest.
+    /// Unclosed `<!--`s cost one pass, not a search to the end from each of them (a 64 KiB
+    /// SKILL.md of them cost hundreds of millions of byte comparisons on each resolve). 256 KiB
+    /// here: over two minutes when each opening searched the rest.
     @Test(.timeLimit(.minutes(1))) func unclosedCommentsCostOnePass() {
         let open = String(repeating: "<!--", count: 64 << 10)
         #expect(InstructionText.removingHTMLComments(open) == open)
