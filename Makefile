@@ -79,7 +79,8 @@ test: deps
 # FUZZ_JOBS at a time, at low priority; `fuzz-smoke` is the short run `make test` ends with.
 FUZZ_TARGETS := FuzzEditMatcher FuzzFileRequests FuzzFilePathText FuzzJSONRequest FuzzProcessStart FuzzDesktopAction \
 	FuzzBoundaryFrames FuzzAgentProto FuzzDRPCFrames FuzzAgentSocket FuzzYamuxSession FuzzWebSocketClient FuzzHTTPGuard \
-	FuzzWireGuardMessages FuzzTunnelStack FuzzDERPFrames FuzzCron FuzzScriptLogs FuzzProcessAwait FuzzMCPFrames
+	FuzzWireGuardMessages FuzzTunnelStack FuzzDERPFrames FuzzCron FuzzScriptLogs FuzzProcessAwait FuzzMCPFrames \
+	FuzzMCPConfig FuzzFrontMatter
 FUZZ_OUT ?= .fuzz
 FUZZ_RUNS ?= 1000000
 FUZZ_SECONDS ?= 3600

@@ -616,8 +616,9 @@ let package = Package(
         .testTarget(
             name: "ChatContextTests",
             dependencies: [
-                "ChatContext", "AgentCore", "AgentHTTP", "AgentTestSupport", "AgentProto", "ControlPlaneDouble",
+                "ChatContext", "AgentCore", "AgentHTTP", "AgentTestSupport", "AgentProto", "AgentRPC", "ControlPlaneDouble",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],

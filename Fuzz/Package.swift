@@ -52,6 +52,8 @@ let targets: [(String, [Target.Dependency])] = [
     ("FuzzScriptLogs", [agent("Scripts")]),
     ("FuzzProcessAwait", [agent("AgentProc"), agent("LineRegex")]),
     ("FuzzMCPFrames", [agent("MCPEngine"), agent("AgentCore")]),
+    ("FuzzMCPConfig", [agent("AgentCore")]),
+    ("FuzzFrontMatter", [agent("ChatContext")]),
 ]
 
 let package = Package(

@@ -284,3 +284,24 @@ sse = (b': keep-alive\r\nevent: endpoint\r\ndata: /messages/?session_id=1\r\n\r\
        b'data: {"jsonrpc":"2.0",\rdata: "method":"notifications/tools/list_changed"}\r\r'
        b'retry: 1000\ndata\n\ndata: {"unfinished"')
 write("FuzzMCPFrames", "event-stream", b"\x01" + sse + chunks(64, 7))
+
+# FuzzMCPConfig: mode byte (0 expansion, 1 a generated document, 2-3 raw JSON), then the case.
+mcp_config = (b'{"mcpServers":{"github":{"type":"http","url":"https://api.example/mcp?key=v",'
+              b'"headers":{"Authorization":"Bearer t0ken"}},'
+              b'"files":{"command":"npx","args":["-y","@scope/server","--root=/w"],"env":{"TOKEN":"$TOKEN","H":"${HOME}/x","D":"$$"}},'
+              b'"bad__name":{"command":"x"},"_lead":{"url":"u"},"empty":{},"notobj":[1],"typed":{"command":7,"Args":"no"},'
+              b'"Files":{"COMMAND":"sh","Command":"bash"}},"other":true}')
+write("FuzzMCPConfig", "servers", b"\x02" + mcp_config)
+write("FuzzMCPConfig", "not-an-object", b"\x02" + b'{"mcpServers":[1,2]}')
+write("FuzzMCPConfig", "generated", b"\x01" + bytes([9]) + bytes(range(7, 200)))
+write("FuzzMCPConfig", "expansion", b"\x00" + bytes([15]) + bytes([2, 3, 0x61, 0x62, 0x63, 0, 3, 2, 0x7b, 0x41, 4, 5, 1, 6, 3, 0, 2, 0x78, 0x24, 1])
+      + b"plain text")
+
+# FuzzFrontMatter: mode byte (even: raw SKILL.md text; odd: a name and description written
+# into front matter and read back), then the case.
+skill = (b'\xef\xbb\xbf---\r\nname: "my-skill"\r\ndescription: >-\r\n  Does a thing\r\n\r\n  well # not a comment\r\n'
+         b'metadata:\r\n  owner: me\r\n  tags: [a, b]\r\nother: \'it\'\'s\'\r\n---\r\n# Body <!-- hidden -->\r\n\xe2\x80\x8bText\r\n')
+write("FuzzFrontMatter", "skill", b"\x00" + skill)
+write("FuzzFrontMatter", "escapes", b"\x00" + b'---\nname: x\ndescription: "tab\\there \\u00e9 \\U0001F600 \\x41"\nlist:\n  - a\n---\nbody\n')
+write("FuzzFrontMatter", "round-trip", b"\x01" + bytes([1, 0, 1, 0x0f, 12]) + "na\u00efve \"skill\"\n".encode()
+      + bytes([30]) + b"line one\nline two # x\nthree" + bytes([2, 0, 1, 1, 3]) + b"Body\n")

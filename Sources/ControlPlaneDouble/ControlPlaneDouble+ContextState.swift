@@ -31,11 +31,17 @@ extension ControlPlaneDouble {
         /// When set, every push is answered with dRPC Unimplemented (code 12), as a coderd
         /// with context sync disabled or from before v2.10.
         public var unimplemented = false
+        /// Calls answered with Unimplemented (they are in neither ``pushes`` nor ``rejections``).
+        public var unimplementedAnswers = 0
     }
 
     func registerContextState(on server: inout DRPCServer) {
         server.register(DRPCMethodPath.agent("PushContextState")) { bytes in
-            if self.contextState.withLock({ $0.unimplemented }) {
+            let unimplemented = self.contextState.withLock { state -> Bool in
+                if state.unimplemented { state.unimplementedAnswers += 1 }
+                return state.unimplemented
+            }
+            if unimplemented {
                 throw DRPCErrorBody(
                     code: DRPCErrorBody.unimplemented,
                     message: "agentapi: workspace agent context sync is disabled on this deployment")

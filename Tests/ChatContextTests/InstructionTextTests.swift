@@ -13,4 +13,15 @@ struct InstructionTextTests {
         #expect(InstructionText.firstLine("plain\n") == "plain")
         #expect(InstructionText.firstLine("  \n") == "")
     }
+
+    /// Unclosed `<!--`s cost one pass, not a search to the end from each of them (a 64 KiB
+    /// SKILL.md of them cost hundreds of millions of byte comparisons on each resolve). 256 KiB
+    /// here: over two minutes when each opening searched the rest.
+    @Test(.timeLimit(.minutes(1))) func unclosedCommentsCostOnePass() {
+        let open = String(repeating: "<!--", count: 64 << 10)
+        #expect(InstructionText.removingHTMLComments(open) == open)
+        #expect(InstructionText.removingHTMLComments(open + "-->tail") == "tail")
+        #expect(InstructionText.removingHTMLComments("a<!--b-->c" + open + "d") == "ac" + open + "d")
+        #expect(InstructionText.sanitized(open + "\r\n") == open)
+    }
 }

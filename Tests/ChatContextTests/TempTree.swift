@@ -2,7 +2,7 @@ import AgentCore
 import Foundation
 
 /// A directory tree made for one test under the temporary directory, removed at the end.
-final class TempTree {
+final class TempTree: Sendable {
     let root: String
 
     init() throws {

@@ -37,7 +37,8 @@ public enum InstructionText {
         return String(visible).goTrimmed
     }
 
-    /// Every `<!--` … `-->`, shortest match first; an unclosed `<!--` stays.
+    /// Every `<!--` … `-->`, shortest match first; an unclosed `<!--` stays. One pass: once
+    /// no `-->` follows an opening, none follows a later one either, so the rest is kept.
     public static func removingHTMLComments(_ text: String) -> String {
         let bytes = Array(text.utf8)
         let open = Array("<!--".utf8), close = Array("-->".utf8)
@@ -45,14 +46,15 @@ public enum InstructionText {
         out.reserveCapacity(bytes.count)
         var i = 0
         while i < bytes.count {
-            if bytes[i] == open[0], bytes[i...].starts(with: open),
-               let end = firstIndex(of: close, in: bytes, from: i + open.count) {
+            if bytes[i] == open[0], bytes[i...].starts(with: open) {
+                guard let end = firstIndex(of: close, in: bytes, from: i + open.count) else { break }
                 i = end + close.count
                 continue
             }
             out.append(bytes[i])
             i += 1
         }
+        out += bytes[min(i, bytes.count)...]
         return String(decoding: out, as: UTF8.self)
     }
 

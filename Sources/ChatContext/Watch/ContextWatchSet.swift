@@ -4,14 +4,21 @@
 enum ContextWatchSet {
     static let containers = ["skills", ".agents/skills", ".claude/skills", ".codex/skills"]
 
-    /// At most `limit` directories, in root order.
+    /// At most `limit` directories, in root order; at most
+    /// ``ContextLimits/directoryEntries`` entries read from each container.
     static func directories(for roots: [ContextScanRoot], fileSystem: any ContextFileSystem, limit: Int) -> [String] {
         var out: [String] = []
         func add(_ path: String) { if out.count < limit { out.append(path) } }
         func addSubdirectories(_ path: String) {
             add(path)
-            guard let listing = fileSystem.directoryEntries(path, limit: limit) else { return }
-            for entry in listing.entries where entry.isDirectory { add(joinPath(path, entry.name)) }
+            guard out.count < limit else { return }
+            // As many entries as the resolver reads: cut at `limit` entries, the directories
+            // among the rest would go unwatched with nothing said.
+            guard let listing = fileSystem.directoryEntries(path, limit: ContextLimits.default.directoryEntries) else { return }
+            for entry in listing.entries where entry.isDirectory {
+                guard out.count < limit else { return }
+                add(joinPath(path, entry.name))
+            }
         }
         for root in roots where !root.path.isEmpty {
             guard out.count < limit else { break }
