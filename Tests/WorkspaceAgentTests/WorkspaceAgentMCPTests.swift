@@ -106,6 +106,55 @@ struct WorkspaceAgentMCPTests {
         #expect(await eventually { (try? await Self.servers(client))?.first?["calls_in_flight"] as? Int == 0 })
     }
 
+    /// SIGTERM ends the agent with its MCP servers: a connected one, and one that never
+    /// answers `initialize` and ignores stdin's end and SIGTERM (with a child in its group).
+    @Test func shutdownEndsEveryServerTheAgentStarted() async throws {
+        let base = NSTemporaryDirectory() + "mcp-stop-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: base, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: base) }
+        let marker = "stubborn-\(UUID().uuidString)"
+        let config = """
+            {"mcpServers": {
+              "alpha": {"command": "python3", "args": ["\(Self.servers)/mcp_test_server.py"]},
+              "stubborn": {"command": "python3", "args": ["\(Self.servers)/not_mcp.py", "stubborn", "\(marker)"]}
+            }}
+            """
+        try config.write(toFile: base + "/.mcp.json", atomically: true, encoding: .utf8)
+        var environment = Self.pythonEnvironment()
+        environment["HOME"] = base
+        let agent = try AgentDaemon.launch(["--http-address", "127.0.0.1:0", "--directory", base], environment: environment)
+        defer { agent.cleanup() }
+        let client = RawHTTPClient(port: try await agent.port())
+        #expect(await eventually { (try? await Self.servers(client))?.first { $0["name"] as? String == "alpha" }?["state"] as? String == "connected" })
+        let alpha = try #require(try await Self.servers(client).first { $0["name"] as? String == "alpha" }?["pid"] as? Int)
+        // The stubborn server has started its child (it names it on stderr, which the agent logs).
+        var child: Int32?
+        #expect(await eventually {
+            if let range = agent.log.range(of: #"child (\d+)"#, options: .regularExpression) {
+                child = Int32(agent.log[range].split(separator: " ").last!)
+            }
+            return child != nil
+        })
+        #expect(Self.processes(containing: marker).count == 1)
+
+        agent.signal(SIGTERM)
+        #expect(await agent.exitStatus(timeout: .seconds(60)) != nil)
+        #expect(await eventually { kill(pid_t(alpha), 0) != 0 })
+        #expect(await eventually { Self.processes(containing: marker).isEmpty }, "\(agent.log)")
+        if let child { #expect(await eventually { kill(child, 0) != 0 }) }
+    }
+
+    /// Pids whose command line contains `text`.
+    static func processes(containing text: String) -> [Int32] {
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        return entries.compactMap { entry -> Int32? in
+            guard let pid = Int32(entry),
+                  let data = FileManager.default.contents(atPath: "/proc/\(entry)/cmdline")
+            else { return nil }
+            return String(decoding: data, as: UTF8.self).contains(text) ? pid : nil
+        }
+    }
+
     static func connect(port: Int) throws -> Int32 {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         var address = sockaddr_in()

@@ -70,10 +70,17 @@ public struct PosixContextFileSystem: ContextFileSystem {
         let fd = FilePathText.withCString(path) { open($0, O_RDONLY | O_CLOEXEC | O_NONBLOCK) }
         guard fd >= 0 else { throw Self.error("open", path) }
         defer { close(fd) }
-        var bytes = [UInt8](repeating: 0, count: limit)
+        // Sized by the file (one byte more, to see the end at once), grown while it grows:
+        // most context files are far below `limit`.
+        let expected = FileInfo.of(descriptor: fd).map { $0.kind == .regular ? $0.size + 1 : 4096 } ?? 4096
+        var bytes = [UInt8](repeating: 0, count: min(limit, max(expected, 1)))
         var filled = 0
         while filled < limit {
-            let count = bytes.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress! + filled, limit - filled) }
+            if filled == bytes.count {
+                bytes.append(contentsOf: repeatElement(0, count: min(limit, bytes.count * 2) - bytes.count))
+            }
+            let room = bytes.count - filled
+            let count = bytes.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress! + filled, room) }
             if count < 0 {
                 if errno == EINTR { continue }
                 throw Self.error("read", path)

@@ -112,11 +112,11 @@ public final class MCPClientSession: Sendable {
     /// with the server's name.
     public static func connect(
         _ command: MCPStdioCommand, clientVersion: String, timeouts: Timeouts = Timeouts(), timing: MCPStdioProcess.Timing = .init(),
-        log: @escaping @Sendable (_ server: String, _ line: String) -> Void
+        owner: MCPStdioOwner? = nil, log: @escaping @Sendable (_ server: String, _ line: String) -> Void
     ) async throws(MCPError) -> MCPClientSession {
         let name = command.serverName
         let session = try await MCPClientSession(serverName: name, timeouts: timeouts, log: log) { events throws(MCPError) in
-            try MCPStdioProcess.start(command, timing: timing, stderrLine: { log(name, $0) }, events: events)
+            try MCPStdioProcess.start(command, timing: timing, owner: owner, stderrLine: { log(name, $0) }, events: events)
         }
         try await session.initialize(clientVersion: clientVersion, timeout: timeouts.connect)
         return session

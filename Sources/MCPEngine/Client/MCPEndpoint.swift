@@ -38,11 +38,12 @@ extension MCPClientSession {
     /// Connects to `endpoint` as `serverName` and initializes the session.
     public static func connect(
         _ endpoint: MCPEndpoint, serverName: String, clientVersion: String, timeouts: Timeouts = Timeouts(),
-        timing: MCPStdioProcess.Timing = .init(), log: @escaping @Sendable (_ server: String, _ line: String) -> Void
+        timing: MCPStdioProcess.Timing = .init(), owner: MCPStdioOwner? = nil,
+        log: @escaping @Sendable (_ server: String, _ line: String) -> Void
     ) async throws(MCPError) -> MCPClientSession {
         switch endpoint {
         case .stdio(let command):
-            return try await connect(command, clientVersion: clientVersion, timeouts: timeouts, timing: timing, log: log)
+            return try await connect(command, clientVersion: clientVersion, timeouts: timeouts, timing: timing, owner: owner, log: log)
         case .streamableHTTP(let url, let headers):
             return try await connectHTTP(url: url, headers: headers, serverName: serverName, clientVersion: clientVersion, timeouts: timeouts, log: log)
         case .sse(let url, let headers):

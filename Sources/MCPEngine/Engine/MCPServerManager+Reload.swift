@@ -92,7 +92,7 @@ extension MCPServerManager {
             let endpoint = try MCPEndpoint.make(config, environment: environment, directory: directory)
             let session = try await MCPClientSession.connect(
                 endpoint, serverName: config.name, clientVersion: configuration.clientVersion, timeouts: configuration.timeouts,
-                timing: configuration.timing
+                timing: configuration.timing, owner: children
             ) { server, line in
                 logger.info("\(line)", metadata: ["mcp_server": "\(server)"])
             }

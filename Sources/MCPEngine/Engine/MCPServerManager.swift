@@ -108,6 +108,8 @@ public final class MCPServerManager: Service, Sendable {
     let jobs: AsyncStream<@Sendable () async -> Void>
     let jobQueue: AsyncStream<@Sendable () async -> Void>.Continuation
     let watcher: DirectoryWatcher
+    /// Every stdio server this engine started that is not reaped yet.
+    let children = MCPStdioOwner()
 
     /// `directory` is the working directory until a manifest names one (`--directory`, else
     /// `home`); `environment` is the agent's own (expanding `env` values, and under each stdio
@@ -190,10 +192,10 @@ public final class MCPServerManager: Service, Sendable {
         await closeAll()
     }
 
-    /// Terminates at once what the sessions run (the watchdog's last resort).
+    /// Kills at once every stdio server still alive, connected or not yet (the watchdog's
+    /// last resort when shutdown overran its bound).
     public func terminateNow() {
-        let pids = state.withLock { s in s.servers.values.compactMap { $0.session?.pid } }
-        for pid in pids where pid > 0 && OwnedChildren.owns(pid) { kill(-pid, SIGKILL) }
+        children.killAll()
     }
 
     private func reloadLoop() async {
@@ -205,14 +207,21 @@ public final class MCPServerManager: Service, Sendable {
         }
     }
 
-    /// Closes every session (in parallel) and forgets the servers.
+    /// Closes every session and forgets the servers: every stdio server this engine started
+    /// (also one still connecting) gets the shutdown with the hurried graces
+    /// (``MCPStdioProcess/Timing/hurried``), HTTP sessions are closed, all in parallel.
     private func closeAll() async {
         let sessions = state.withLock { s -> [MCPClientSession] in
             s.closed = true
             defer { s.servers = [:] }
             return s.servers.values.compactMap(\.session)
         }
-        await Self.close(sessions)
+        let children = self.children
+        await Task {
+            async let stdio: Void = children.closeAll()
+            await Self.close(sessions)
+            await stdio
+        }.value
         catalog.publish([])
         metrics.servers([])
     }

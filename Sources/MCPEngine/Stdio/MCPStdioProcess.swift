@@ -26,6 +26,12 @@ public final class MCPStdioProcess: Sendable {
             self.stdinGrace = stdinGrace
             self.termGrace = termGrace
         }
+
+        /// The graces when the agent itself stops: at most 2 s each, so that the agent's
+        /// shutdown (its work phase, then the final reports) stays within its bound.
+        public var hurried: Timing {
+            Timing(stdinGrace: min(stdinGrace, .seconds(2)), termGrace: min(termGrace, .seconds(2)))
+        }
     }
 
     static let readBufferBytes = 64 << 10
@@ -38,20 +44,23 @@ public final class MCPStdioProcess: Sendable {
         var queue: [[UInt8]] = []
         var queuedBytes = 0
         var closeRequested = false
+        var hurried = false
         var ended = false
     }
     private let state = Mutex(State())
     private let wakeFD: Int32
-    private let done = OneShotSignal()
+    /// Opens when the server has exited and been reaped; any number of waiters.
+    private let done = Latch()
     /// The server's pid (its process group id too).
     public let pid: pid_t
     public let serverName: String
 
     /// Starts `command`. `events` is called on the server's thread, in order; `stderrLine`
     /// with each stderr line to log.
+    /// `owner` keeps it until it is reaped.
     public static func start(
-        _ command: MCPStdioCommand, timing: Timing = Timing(), stderrLine: @escaping @Sendable (String) -> Void,
-        events: @escaping @Sendable (MCPStdioEvent) -> Void
+        _ command: MCPStdioCommand, timing: Timing = Timing(), owner: MCPStdioOwner? = nil,
+        stderrLine: @escaping @Sendable (String) -> Void, events: @escaping @Sendable (MCPStdioEvent) -> Void
     ) throws(MCPError) -> MCPStdioProcess {
         Self.ignoreSIGPIPE
         var inPipe: [Int32] = [-1, -1]
@@ -97,7 +106,8 @@ public final class MCPStdioProcess: Sendable {
             throw MCPError(.start, "start server \(goQuote(command.serverName)): \(what): \(SystemCallError.message(code))")
         }
         if pidfd < 0 { pidfd = agent_pidfd_open(pid) }
-        let process = MCPStdioProcess(pid: pid, serverName: command.serverName, wakeFD: wake)
+        let process = MCPStdioProcess(pid: pid, serverName: command.serverName, wakeFD: wake, owner: owner)
+        owner?.add(process)
         let fds = Descriptors(stdin: inPipe[1], stdout: outPipe[0], stderr: errPipe[0], pidfd: pidfd)
         AgentThread.start(name: "agent-mcp-stdio") {
             process.run(fds, timing: timing, stderrLine: stderrLine, events: events)
@@ -105,10 +115,14 @@ public final class MCPStdioProcess: Sendable {
         return process
     }
 
-    private init(pid: pid_t, serverName: String, wakeFD: Int32) {
+    /// Holds the process until it is reaped (a cycle that ends then).
+    private let owner: MCPStdioOwner?
+
+    private init(pid: pid_t, serverName: String, wakeFD: Int32, owner: MCPStdioOwner?) {
         self.pid = pid
         self.serverName = serverName
         self.wakeFD = wakeFD
+        self.owner = owner
     }
 
     deinit { Glibc.close(wakeFD) }
@@ -130,10 +144,21 @@ public final class MCPStdioProcess: Sendable {
         wake()
     }
 
-    /// Starts the shutdown sequence (idempotent) without waiting for it.
-    public func requestClose() {
-        state.withLock { $0.closeRequested = true }
+    /// Starts the shutdown sequence (idempotent) without waiting for it; `hurry` shortens its
+    /// graces to ``Timing/hurried`` (also once it has begun).
+    public func requestClose() { requestClose(hurry: false) }
+
+    public func requestClose(hurry: Bool) {
+        state.withLock { s in
+            s.closeRequested = true
+            if hurry { s.hurried = true }
+        }
         wake()
+    }
+
+    /// Returns once the server has exited and been reaped, without closing it.
+    func waitFinished() async {
+        await done.wait()
     }
 
     /// Shuts the server down and returns once it has exited and been reaped.
@@ -143,7 +168,7 @@ public final class MCPStdioProcess: Sendable {
     }
 
     /// Whether the server's thread has finished (exited and reaped).
-    public var isFinished: Bool { done.isFired }
+    public var isFinished: Bool { done.isOpen }
 
     private func wake() {
         var one: UInt64 = 1
@@ -196,8 +221,9 @@ public final class MCPStdioProcess: Sendable {
         while true {
             if exitedAt != nil && fds.stdout < 0 && fds.stderr < 0 { break }
             var next: ContinuousClock.Instant?
+            let graces = state.withLock { $0.hurried } ? timing.hurried : timing
             if exitedAt == nil, let closingSince {
-                next = termSent ? (killSent ? nil : closingSince + timing.stdinGrace + timing.termGrace) : closingSince + timing.stdinGrace
+                next = termSent ? (killSent ? nil : closingSince + graces.stdinGrace + graces.termGrace) : closingSince + graces.stdinGrace
             }
             // Pipes a descendant still holds after the server exited: a short wait, then dropped.
             if let exitedAt { next = exitedAt + .seconds(1) }
@@ -305,11 +331,11 @@ public final class MCPStdioProcess: Sendable {
                 }
             }
             if exitedAt == nil, let closingSince {
-                if !termSent, now() >= closingSince + timing.stdinGrace {
+                if !termSent, now() >= closingSince + graces.stdinGrace {
                     termSent = true
                     kill(-pid, SIGTERM)
                 }
-                if termSent, !killSent, now() >= closingSince + timing.stdinGrace + timing.termGrace {
+                if termSent, !killSent, now() >= closingSince + graces.stdinGrace + graces.termGrace {
                     killSent = true
                     kill(-pid, SIGKILL)
                 }
@@ -327,9 +353,10 @@ public final class MCPStdioProcess: Sendable {
         closeFD(&fds.stdin)
         closeFD(&fds.pidfd)
         // Reaped only now: until here the pid and the group id stayed ours to signal.
+        owner?.remove(pid)
         OwnedChildren.reap(pid, wait: true)
         end("server \(goQuote(name)) exited")
-        done.fire()
+        done.open()
     }
 
     /// A wait status as Go's `ProcessState.String` words it.
