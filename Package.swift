@@ -438,6 +438,8 @@ let package = Package(
             name: "AgentBench",
             dependencies: [
                 "CAgentSpawn", "AgentCore", "AgentHTTP", "AgentRPC", "AgentProto", "AgentSocket", "ControlPlaneDouble", "DRPC", "Yamux", "GitWatch",
+                // `agent-bench chat`: the MCP client and the context resolver in process.
+                "ChatContext", "MCPEngine",
                 // `agent-bench tailnet`: the relay double, a DERP client per bridge, WireGuard keys.
                 "DERP", "DERPRelayDouble", "WireGuard",
                 .product(name: "NIOEmbedded", package: "swift-nio"),

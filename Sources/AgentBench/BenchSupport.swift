@@ -79,8 +79,9 @@ enum Bench {
         return sorted.isEmpty ? 0 : sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]
     }
 
-    /// Spawns with raw posix_spawn (the baseline) and an explicit empty signal mask.
-    static func spawn(_ argv: [String], stdoutPath: String? = nil) -> pid_t {
+    /// Spawns with raw posix_spawn (the baseline) and an explicit empty signal mask, with
+    /// this process's environment or `environment` instead.
+    static func spawn(_ argv: [String], stdoutPath: String? = nil, environment: [String: String]? = nil) -> pid_t {
         var attr = posix_spawnattr_t()
         posix_spawnattr_init(&attr)
         defer { posix_spawnattr_destroy(&attr) }
@@ -98,7 +99,9 @@ enum Bench {
         var pid: pid_t = 0
         let args = argv.map { strdup($0) } + [nil]
         defer { for a in args { free(a) } }
-        let rc = posix_spawn(&pid, argv[0], &actions, &attr, args, environ)
+        let envp: [UnsafeMutablePointer<CChar>?]? = environment.map { $0.map { strdup("\($0.key)=\($0.value)") } + [nil] }
+        defer { for e in envp ?? [] { free(e) } }
+        let rc = envp.map { posix_spawn(&pid, argv[0], &actions, &attr, args, $0) } ?? posix_spawn(&pid, argv[0], &actions, &attr, args, environ)
         precondition(rc == 0, "posix_spawn \(argv[0]) failed: \(rc)")
         return pid
     }
