@@ -145,6 +145,30 @@ struct MCPServerManagerTests {
         await h.stop()
     }
 
+    /// A server whose `initialize` fails with a 1 MiB message: the error kept (and published
+    /// upward) is cut to the control plane's 4096 bytes, and its secrets are redacted.
+    @Test func aHugeErrorIsCutAndRedacted() async throws {
+        let script = """
+            import json, sys
+            msg = json.loads(sys.stdin.readline())
+            text = "key=hunter2-secret " + "x" * (1 << 20)
+            print(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "error": {"code": -32000, "message": text}}), flush=True)
+            sys.stdin.read()
+            """
+        let h = try Harness(
+            servers: ["huge": ["command": "python3", "args": ["-c", script], "env": ["API_KEY": "hunter2-secret"]]],
+            restart: MCPRestartPolicy(initial: .seconds(30), maximum: .seconds(30)))
+        h.start()
+        #expect(await eventually { h.entry("huge")?.error.isEmpty == false })
+        let error = try #require(h.entry("huge")?.error)
+        #expect(error.utf8.count <= ContextRedactor.maxTextBytes, "\(error.utf8.count)")
+        #expect(error.hasPrefix("failed to connect: initialize: key=[redacted] xxx"), "\(error.prefix(80))")
+        #expect(error.hasSuffix(ContextRedactor.truncatedSuffix))
+        #expect(!error.contains("hunter2"))
+        #expect(h.server("huge")?.lastError == error)
+        await h.stop()
+    }
+
     @Test func aListChangeReachesTheCatalog() async throws {
         let h = try Harness(servers: ["alpha": Self.python()])
         h.start()
