@@ -34,6 +34,7 @@ let package = Package(
         // Also for the fuzz targets of the front-matter reader.
         .library(name: "ChatContext", targets: ["ChatContext"]),
         .library(name: "MCPEngine", targets: ["MCPEngine"]),
+        .library(name: "MCPWire", targets: ["MCPWire"]),
     ],
     dependencies: [
         // Within 2.28: AgentRouter builds Hummingbird's route trie through its SPI
@@ -305,10 +306,13 @@ let package = Package(
         // Capability: the MCP engine (the workspace's `.mcp.json` servers, their sessions and
         // tool calls; stdio children the agent owns, Streamable HTTP and HTTP+SSE on
         // AsyncHTTPClient); the client is hand-written on FoundationEssentials, see docs/api/mcp.md.
+        // MCP's wire: JSON-RPC framing and messages, the SSE decoder, tool results, errors and
+        // bounds; its own target so that the fuzz targets build it without the HTTP client.
+        .target(name: "MCPWire", dependencies: ["AgentCore"], swiftSettings: swiftSettings),
         .target(
             name: "MCPEngine",
             dependencies: [
-                "AgentCore", "AgentHTTP", "CAgentSpawn",
+                "AgentCore", "AgentHTTP", "CAgentSpawn", "MCPWire",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),

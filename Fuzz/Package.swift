@@ -51,7 +51,7 @@ let targets: [(String, [Target.Dependency])] = [
     ("FuzzCron", [agent("Scripts")]),
     ("FuzzScriptLogs", [agent("Scripts")]),
     ("FuzzProcessAwait", [agent("AgentProc"), agent("LineRegex")]),
-    ("FuzzMCPFrames", [agent("MCPEngine"), agent("AgentCore")]),
+    ("FuzzMCPFrames", [agent("MCPWire"), agent("AgentCore")]),
     ("FuzzMCPConfig", [agent("AgentCore")]),
     ("FuzzFrontMatter", [agent("ChatContext")]),
 ]

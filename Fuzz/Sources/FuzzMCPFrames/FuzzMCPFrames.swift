@@ -1,6 +1,6 @@
 import AgentCore
 import FuzzSupport
-import MCPEngine
+import MCPWire
 
 /// MCP's stdio framing and JSON-RPC messages as a server's stdout delivers them: the lines
 /// and where the decoder fails must not depend on where the stream is split; no line is
