@@ -31,6 +31,7 @@ enum MetricsHelp {
         "agent_mcp_tool_call_duration_seconds": "Time of each MCP tool call through the agent that reached a server.",
         "agent_mcp_servers": "Declared MCP servers, by state (connecting, connected, list_failed, restarting).",
         "agent_mcp_server_restarts_total": "MCP server sessions started again after a crash or a failed connect.",
+        "agent_mcp_http_retries_total": "MCP HTTP requests sent again on a fresh connection after their connection closed before any answer.",
         "agent_scripts_executed_total": "Script runs (start, stop, cron, on demand), by success (the reference's series).",
         "coderd_agentstats_startup_script_seconds": "How long the start phase took, by success (set once; the reference's series).",
         "agent_scripts_running": "Script runs going on now.",

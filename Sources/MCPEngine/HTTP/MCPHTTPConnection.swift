@@ -4,6 +4,7 @@ import FoundationEssentials
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import Synchronization
 
 /// Why an HTTP exchange failed: the connection (the server went away: the session ends) or
 /// the answer (this request fails, the session goes on).
@@ -20,9 +21,18 @@ enum MCPHTTPFailure: Error {
 /// (no threads of its own; shut down when the session closes), the entry's static headers
 /// on every request, and redirects followed by hand (at most ``maxRedirects``, never to
 /// another origin, so never from https to http and never taking the headers elsewhere).
+///
+/// A pooled connection idle for ``idleTimeout`` is closed by the client, before common
+/// servers' keep-alive timeouts close it under a request. A request whose connection closes
+/// before any answer is sent once more on a fresh connection when that is safe: always when
+/// none of its body left, otherwise only when the caller says it may be repeated.
 final class MCPHTTPConnection: Sendable {
     /// Redirects followed for one request.
     static let maxRedirects = 10
+    /// A pooled connection idle this long is closed: well under the keep-alive timeouts of
+    /// common servers (uvicorn, Node.js and Apache 5 s, gunicorn 2 s), so that the server does
+    /// not close it just as a request goes out on it.
+    static let idleTimeout: Duration = .seconds(1)
     /// Bytes of an error answer's body quoted in the error.
     static let errorBodyBytes = 512
     /// Header names the transport sets itself: an entry's header of the same name is ignored.
@@ -34,6 +44,9 @@ final class MCPHTTPConnection: Sendable {
     let serverName: String
     let origin: MCPHTTPOrigin
     private let client: HTTPClient
+    /// Sends a retried request, each on a connection of its own (used once, never pooled), so
+    /// a retry never meets another stale connection.
+    private let freshClient: HTTPClient
     private let staticHeaders: [(String, String)]
 
     init(serverName: String, origin: MCPHTTPOrigin, headers: [String: String], connectTimeout: Duration) {
@@ -50,29 +63,23 @@ final class MCPHTTPConnection: Sendable {
         // A refused connection fails its request at once rather than being retried until the
         // connect timeout: the engine reconnects with its own back-off.
         configuration.connectionPool.retryConnectionEstablishment = false
+        configuration.connectionPool.idleTimeout = Self.idleTimeout.timeAmount
         client = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: configuration)
+        configuration.maximumUsesPerConnection = 1
+        freshClient = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: configuration)
     }
 
     /// Sends `method` to `url` with the static headers and `headers` (which win), following
     /// redirects; returns the answer (its body not read yet) and the URL that gave it.
-    /// `deadline` bounds the wait for the answer's head, never its body.
+    /// `deadline` bounds the wait for the answer's head, never its body. `replayable` says
+    /// the request may be sent again after its connection closed with no answer, even though
+    /// the server may have read it.
     func execute(
-        _ method: HTTPMethod, _ url: URL, headers: [(String, String)], body: [UInt8]?, deadline: NIODeadline
+        _ method: HTTPMethod, _ url: URL, headers: [(String, String)], body: [UInt8]?, deadline: NIODeadline, replayable: Bool
     ) async throws(MCPHTTPFailure) -> (HTTPClientResponse, URL) {
         var current = url
         for _ in 0...Self.maxRedirects {
-            var request = HTTPClientRequest(url: current.absoluteString)
-            request.method = method
-            for (name, value) in staticHeaders { request.headers.add(name: name, value: value) }
-            for (name, value) in headers { request.headers.replaceOrAdd(name: name, value: value) }
-            if let body { request.body = .bytes(ByteBuffer(bytes: body)) }
-            let response: HTTPClientResponse
-            do {
-                response = try await client.execute(request, deadline: deadline)
-            } catch {
-                if Task.isCancelled || error is CancellationError { throw .cancelled }
-                throw .connection("\(method) \(current.absoluteString): \(Self.describe(error))")
-            }
+            let response = try await send(method, current, headers: headers, body: body, deadline: deadline, replayable: replayable)
             guard [301, 302, 303, 307, 308].contains(response.status.code), let location = response.headers.first(name: "location") else {
                 return (response, current)
             }
@@ -85,6 +92,33 @@ final class MCPHTTPConnection: Sendable {
             current = next
         }
         throw .refused("\(method) \(url.absoluteString): stopped after \(Self.maxRedirects) redirects")
+    }
+
+    /// One request without redirects: sent again once, on a fresh connection, when its
+    /// connection closed before any answer and the server cannot have read the message (none
+    /// of the body left) or may read it twice (`replayable`).
+    private func send(
+        _ method: HTTPMethod, _ url: URL, headers: [(String, String)], body: [UInt8]?, deadline: NIODeadline, replayable: Bool
+    ) async throws(MCPHTTPFailure) -> HTTPClientResponse {
+        var retried = false
+        while true {
+            var request = HTTPClientRequest(url: url.absoluteString)
+            request.method = method
+            for (name, value) in staticHeaders { request.headers.add(name: name, value: value) }
+            for (name, value) in headers { request.headers.replaceOrAdd(name: name, value: value) }
+            let tracked = body.map { MCPHTTPTrackedBody(ByteBuffer(bytes: $0)) }
+            if let tracked { request.body = .stream(tracked, length: .known(Int64(tracked.bytes.readableBytes))) }
+            do {
+                return try await (retried ? freshClient : client).execute(request, deadline: deadline)
+            } catch {
+                if Task.isCancelled || error is CancellationError { throw .cancelled }
+                guard !retried, Self.closedBeforeAnswer(error), replayable || tracked?.taken != true else {
+                    throw .connection("\(method) \(url.absoluteString): \(Self.describe(error))")
+                }
+                retried = true
+                MCPHTTPMetrics.retried()
+            }
+        }
     }
 
     /// `HTTP <code>: <the first bytes of the body>`, for an answer that is an error.
@@ -152,9 +186,32 @@ final class MCPHTTPConnection: Sendable {
         return trimmed(String(value.prefix { $0 != ";" })).lowercased()
     }
 
-    /// Shuts the client down (its connections closed); waits for it.
+    /// Shuts the clients down (their connections closed); waits for them.
     func shutdown() async {
         try? await client.shutdown()
+        try? await freshClient.shutdown()
+    }
+
+    /// Requests a server may get twice without harm: `initialize` (a second session the
+    /// server expires at worst) and the ones that only read. A `tools/call` is not: a tool may
+    /// act, so it is sent again only when none of it left.
+    static let repeatableMethods: Set<String> = ["initialize", "ping", "tools/list"]
+
+    /// Whether `message` may reach the server twice: a notification (`initialized`,
+    /// `cancelled`: the second changes nothing), a response (the server ignores an id it no
+    /// longer waits for), or a request in ``repeatableMethods``.
+    static func mayRepeat(_ message: JSONRPCMessage) -> Bool {
+        if case .request(_, let method, _) = message { return repeatableMethods.contains(method) }
+        return true
+    }
+
+    /// Whether `error` says the connection closed before the answer's first byte (a request
+    /// sent on a connection the server was closing, or found closed when leased).
+    static func closedBeforeAnswer(_ error: any Error) -> Bool {
+        if let error = error as? HTTPClientError { return error == .remoteConnectionClosed }
+        if let error = error as? ChannelError { return error == .ioOnClosedChannel || error == .eof || error == .outputClosed }
+        if let error = error as? IOError { return [ECONNRESET, EPIPE].contains(error.errnoCode) }
+        return false
     }
 
     /// An error of the HTTP client in a few words.
@@ -183,6 +240,33 @@ final class MCPHTTPConnection: Sendable {
         !name.isEmpty && name.utf8.allSatisfy { byte in
             (0x30...0x39).contains(byte) || (0x41...0x5a).contains(byte) || (0x61...0x7a).contains(byte)
                 || "!#$%&'*+-.^_`|~".utf8.contains(byte)
+        }
+    }
+}
+
+/// A request's body that records whether the HTTP client ever asked for it: until it does,
+/// none of it has left, so the server cannot have read the message.
+final class MCPHTTPTrackedBody: AsyncSequence, Sendable {
+    typealias Element = ByteBuffer
+    let bytes: ByteBuffer
+    private let asked = Atomic<Bool>(false)
+
+    init(_ bytes: ByteBuffer) { self.bytes = bytes }
+
+    /// Whether the client asked for the body (so some of it may have been written).
+    var taken: Bool { asked.load(ordering: .acquiring) }
+
+    func makeAsyncIterator() -> Iterator { Iterator(body: self) }
+
+    struct Iterator: AsyncIteratorProtocol {
+        let body: MCPHTTPTrackedBody
+        var done = false
+
+        mutating func next() async -> ByteBuffer? {
+            guard !done else { return nil }
+            done = true
+            body.asked.store(true, ordering: .releasing)
+            return body.bytes
         }
     }
 }

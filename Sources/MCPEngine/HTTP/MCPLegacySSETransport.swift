@@ -57,11 +57,12 @@ final class MCPLegacySSETransport: MCPTransport {
         }
         let body = Array(message.encodedLine().dropLast())
         let request: JSONRPCID? = if case .request(let id, _, _) = message { id } else { nil }
+        let replayable = MCPHTTPConnection.mayRepeat(message)
         try exchanges.start(request: request) { [self] in
             do throws(MCPHTTPFailure) {
                 let (response, _) = try await exchanges.connection.execute(
                     .POST, endpoint, headers: [("Content-Type", "application/json"), ("Accept", "application/json, text/event-stream")],
-                    body: body, deadline: .now() + postTimeout.timeAmount)
+                    body: body, deadline: .now() + postTimeout.timeAmount, replayable: replayable)
                 let text = await MCPHTTPConnection.statusText(response)
                 guard (200..<300).contains(response.status.code) else { throw MCPHTTPFailure.refused(text) }
             } catch {
@@ -128,7 +129,8 @@ final class MCPLegacySSETransport: MCPTransport {
         var reason = "server \(goQuote(serverName)) ended its event stream"
         do throws(MCPHTTPFailure) {
             let (response, streamURL) = try await exchanges.connection.execute(
-                .GET, url, headers: [("Accept", "text/event-stream")], body: nil, deadline: .now() + connectTimeout.timeAmount)
+                .GET, url, headers: [("Accept", "text/event-stream")], body: nil, deadline: .now() + connectTimeout.timeAmount,
+                replayable: true)
             guard (200..<300).contains(response.status.code), MCPHTTPConnection.mediaType(response) == "text/event-stream" else {
                 throw MCPHTTPFailure.refused(await MCPHTTPConnection.statusText(response))
             }

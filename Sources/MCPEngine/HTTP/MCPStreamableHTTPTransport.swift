@@ -51,8 +51,9 @@ final class MCPStreamableHTTPTransport: MCPTransport {
         let body = Array(message.encodedLine().dropLast())
         let request: JSONRPCID? = if case .request(let id, _, _) = message { id } else { nil }
         let method: String? = if case .notification(let method, _) = message { method } else { nil }
+        let replayable = MCPHTTPConnection.mayRepeat(message)
         try exchanges.start(request: request) { [self] in
-            await post(body, request: request, notification: method)
+            await post(body, request: request, notification: method, replayable: replayable)
         }
     }
 
@@ -71,7 +72,7 @@ final class MCPStreamableHTTPTransport: MCPTransport {
             guard let sessionID = state.withLock({ $0.sessionID }) else { return }
             let headers = [("Mcp-Session-Id", sessionID)] + versionHeader
             if let (response, _) = try? await exchanges.connection.execute(
-                .DELETE, url, headers: headers, body: nil, deadline: .now() + Self.goodbyeTimeout.timeAmount)
+                .DELETE, url, headers: headers, body: nil, deadline: .now() + Self.goodbyeTimeout.timeAmount, replayable: true)
             {
                 _ = await MCPHTTPConnection.statusText(response)
             }
@@ -83,7 +84,7 @@ final class MCPStreamableHTTPTransport: MCPTransport {
     }
 
     /// One POST and its answer.
-    private func post(_ body: [UInt8], request: JSONRPCID?, notification: String?) async {
+    private func post(_ body: [UInt8], request: JSONRPCID?, notification: String?, replayable: Bool) async {
         let sessionID = state.withLock { $0.sessionID }
         var headers = [("Content-Type", "application/json"), ("Accept", "application/json, text/event-stream")] + versionHeader
         if let sessionID { headers.append(("Mcp-Session-Id", sessionID)) }
@@ -91,7 +92,8 @@ final class MCPStreamableHTTPTransport: MCPTransport {
         // response gets the connect timeout.
         let deadline: NIODeadline = request == nil ? .now() + connectTimeout.timeAmount : .distantFuture
         do throws(MCPHTTPFailure) {
-            let (response, _) = try await exchanges.connection.execute(.POST, url, headers: headers, body: body, deadline: deadline)
+            let (response, _) = try await exchanges.connection.execute(
+                .POST, url, headers: headers, body: body, deadline: deadline, replayable: replayable)
             try takeSessionID(response)
             let status = response.status.code
             if status == 404, sessionID != nil {
@@ -177,7 +179,7 @@ final class MCPStreamableHTTPTransport: MCPTransport {
             if let sessionID = state.withLock({ $0.sessionID }) { headers.append(("Mcp-Session-Id", sessionID)) }
             do throws(MCPHTTPFailure) {
                 let (response, _) = try await exchanges.connection.execute(
-                    .GET, url, headers: headers, body: nil, deadline: .now() + connectTimeout.timeAmount)
+                    .GET, url, headers: headers, body: nil, deadline: .now() + connectTimeout.timeAmount, replayable: true)
                 let status = response.status.code
                 if status == 405 {
                     _ = await MCPHTTPConnection.statusText(response)

@@ -9,23 +9,53 @@ status: answers every POST with 500 and a text body.
 redirect: answers every request with 307 to the same path on another origin (localhost).
 sse-off-origin: a legacy SSE stream whose endpoint event names another origin.
 json: a minimal Streamable HTTP server that answers with JSON bodies: session "sid-1",
-  202 to notifications, 405 to GET, tools/call "expire" answered 404 (the session expired),
-  any other tool echoes its name; it writes "DELETE <session id>" to stderr when deleted.
+  202 to notifications, 405 to GET, tools/list names one tool "echo", tools/call "expire"
+  answered 404 (the session expired), any other tool echoes its name; it writes
+  "DELETE <session id>" to stderr when deleted.
+json-keepalive: json over HTTP/1.1 keep-alive connections that only the client closes; it
+  writes "OPEN <connection>" when one opens and "END <connection>" when it ends.
+json-drop-once: json-keepalive, but the first time each JSON-RPC method arrives the server
+  reads the whole request and closes the connection without answering (what a client sees
+  when a server closes an idle connection just as the request arrives); it writes
+  "REQUEST <connection> <nth request on it> <method>" for every POST and "DROPPED <method>".
 """
+import itertools
 import json
 import socket
 import sys
+import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 mode = sys.argv[1]
 CHUNK = b"x" * (1 << 20)
+CONNECTIONS = itertools.count(1)
+DROPPED = set()
+LOCK = threading.Lock()
+
+
+def note(line):
+    with LOCK:
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
 
 
 class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.0"
+    protocol_version = "HTTP/1.1" if mode.startswith("json-") else "HTTP/1.0"
 
     def log_message(self, *args):
         pass
+
+    def setup(self):
+        super().setup()
+        self.connection_number = next(CONNECTIONS)
+        self.requests_served = 0
+        if mode.startswith("json-"):
+            note(f"OPEN {self.connection_number}")
+
+    def finish(self):
+        super().finish()
+        if mode.startswith("json-"):
+            note(f"END {self.connection_number}")
 
     def read_body(self):
         length = int(self.headers.get("Content-Length") or 0)
@@ -50,11 +80,11 @@ class Handler(BaseHTTPRequestHandler):
                 pass
             return
         self.send_response(405)
+        self.send_header("Content-Length", "0")
         self.end_headers()
 
     def do_DELETE(self):
-        sys.stderr.write(f"DELETE {self.headers.get('Mcp-Session-Id')}\n")
-        sys.stderr.flush()
+        note(f"DELETE {self.headers.get('Mcp-Session-Id')}")
         self.send_response(200)
         self.send_header("Content-Length", "0")
         self.end_headers()
@@ -62,6 +92,17 @@ class Handler(BaseHTTPRequestHandler):
     def answer_json(self):
         length = int(self.headers.get("Content-Length") or 0)
         message = json.loads(self.rfile.read(length))
+        self.requests_served += 1
+        method = message.get("method", "response")
+        if mode == "json-drop-once":
+            note(f"REQUEST {self.connection_number} {self.requests_served} {method}")
+            with LOCK:
+                first = method not in DROPPED
+                DROPPED.add(method)
+            if first:
+                note(f"DROPPED {method}")
+                self.close_connection = True
+                return
         if "id" not in message:
             self.send_response(202)
             self.send_header("Content-Length", "0")
@@ -74,6 +115,8 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Length", "0")
             self.end_headers()
             return
+        elif message["method"] == "tools/list":
+            result = {"tools": [{"name": "echo", "inputSchema": {"type": "object"}}]}
         elif message["method"] == "tools/call" and message["params"]["name"] == "expire":
             self.send_response(404)
             self.send_header("Content-Length", "0")
@@ -91,7 +134,7 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def do_POST(self):
-        if mode == "json":
+        if mode.startswith("json"):
             return self.answer_json()
         self.read_body()
         try:
