@@ -9,8 +9,9 @@ import Synchronization
 /// It starts gated: the snapshot is version 0 and empty, and triggers are ignored until the
 /// gate opens (with a control plane, when the first manifest's startup scripts end; without
 /// one, at start). From then on every trigger (the gate, a manifest, a source added or
-/// removed, a resync, a watcher burst) asks for a resolve; triggers coalesce into one pending
-/// resolve, which runs on a thread of the manager's own pool, never on an event loop. Each
+/// removed, a resync, a watcher burst, a change of the MCP engine's catalog) asks for a
+/// resolve; triggers coalesce into one pending resolve, which runs on a thread of the
+/// manager's own pool, never on an event loop. Each
 /// resolve is a new version (from 1, bumped even when nothing changed) and is published to
 /// the subscribers.
 ///
