@@ -23,7 +23,8 @@ enum MCPHTTPFailure: Error {
 /// another origin, so never from https to http and never taking the headers elsewhere).
 ///
 /// A pooled connection idle for ``idleTimeout`` is closed by the client, before common
-/// servers' keep-alive timeouts close it under a request. A request whose connection closes
+/// servers' keep-alive timeouts close it under a request; a request that may not be repeated
+/// (a `tools/call`) always goes out on a fresh connection. A request whose connection closes
 /// before any answer is sent once more on a fresh connection when that is safe: always when
 /// none of its body left, otherwise only when the caller says it may be repeated.
 final class MCPHTTPConnection: Sendable {
@@ -109,7 +110,9 @@ final class MCPHTTPConnection: Sendable {
             let tracked = body.map { MCPHTTPTrackedBody(ByteBuffer(bytes: $0)) }
             if let tracked { request.body = .stream(tracked, length: .known(Int64(tracked.bytes.readableBytes))) }
             do {
-                return try await (retried ? freshClient : client).execute(request, deadline: deadline)
+                // A request that must not reach the server twice never rides a pooled
+                // connection: a fresh one cannot be one the server is closing as it goes out.
+                return try await (retried || !replayable ? freshClient : client).execute(request, deadline: deadline)
             } catch {
                 if Task.isCancelled || error is CancellationError { throw .cancelled }
                 guard !retried, Self.closedBeforeAnswer(error), replayable || tracked?.taken != true else {
