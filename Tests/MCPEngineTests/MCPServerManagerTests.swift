@@ -8,7 +8,7 @@ import Testing
 
 /// The engine with real Python MCP servers: loading `.mcp.json` after the gate, the catalog,
 /// calls, crashes and restarts, hangs, list changes, differential reloads and cancellation.
-@Suite(.ownThreads)
+@Suite(.timeLimit(.minutes(3)))
 struct MCPServerManagerTests {
     /// A working directory with an `.mcp.json`, an engine over it, and its run task.
     final class Harness: Sendable {
