@@ -7,6 +7,9 @@ import Glibc
 #endif
 
 /// The MCP client against real stdio servers written with the official Python SDK.
+/// Serialized: each test starts Python SDK servers (about a CPU-second each to start); run
+/// at once they would take both cores from the rest of the suite for a minute.
+@Suite(.serialized, .timeLimit(.minutes(5)))
 struct MCPClientSessionTests {
     @Test func initializesListsAndCalls() async throws {
         let session = try await MCPTestServers.connect()

@@ -8,6 +8,9 @@ import Glibc
 
 /// The MCP client over Streamable HTTP and the legacy HTTP+SSE transport, against the
 /// official Python SDK's servers and raw HTTP servers that break the protocol.
+/// Serialized: each test starts Python SDK servers (about a CPU-second each to start); run
+/// at once they would take both cores from the rest of the suite for a minute.
+@Suite(.serialized, .timeLimit(.minutes(5)))
 struct MCPHTTPTransportTests {
     static let transports = ["streamable-http", "sse"]
 

@@ -8,7 +8,9 @@ import Testing
 
 /// The engine with real Python MCP servers: loading `.mcp.json` after the gate, the catalog,
 /// calls, crashes and restarts, hangs, list changes, differential reloads and cancellation.
-@Suite(.timeLimit(.minutes(3)))
+/// Serialized: each test starts Python SDK servers (about a CPU-second each to start); run
+/// at once they would take both cores from the rest of the suite for a minute.
+@Suite(.serialized, .timeLimit(.minutes(5)))
 struct MCPServerManagerTests {
     /// A working directory with an `.mcp.json`, an engine over it, and its run task.
     final class Harness: Sendable {

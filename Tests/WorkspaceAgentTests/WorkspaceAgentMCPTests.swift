@@ -10,7 +10,9 @@ import Glibc
 /// Python SDK server declared in the working directory's `.mcp.json`: the servers list,
 /// call-tool's shapes, statuses and texts, the server in the context snapshot, the agent's
 /// variables withheld from the server, and a call cancelled by the client leaving.
-@Suite(.timeLimit(.minutes(3)))
+/// Serialized: each test starts Python SDK servers (about a CPU-second each to start); run
+/// at once they would take both cores from the rest of the suite for a minute.
+@Suite(.serialized, .timeLimit(.minutes(5)))
 struct WorkspaceAgentMCPTests {
     static let servers: String = {
         let file = "\(#filePath)"
