@@ -218,7 +218,8 @@ struct ContextPushScenarioTests {
 
 /// The resolver's walk over a hostile tree costs what its caps say, whatever the tree holds.
 struct ContextWalkBoundTests {
-    /// 100 000 entries in one skills container (past the 65 536 read from a directory), and
+    /// 12 000 entries in one skills container (past the 8192 a directory read is cut to here:
+    /// the same code as the agent's 65 536, at a size a loaded test host makes quickly), and
     /// link loops in another: the snapshot says the directory was cut, the loop is a failed
     /// resource, and the watch set stops at its bound.
     @Test(.ownThreads) func aHugeDirectoryAndLinkLoopsAreBounded() throws {
@@ -226,7 +227,7 @@ struct ContextWalkBoundTests {
         let crowded = tree.path("project/.agents/skills")
         try tree.mkdir("project/.agents/skills")
         // Every tenth entry a directory (a skill directory without its SKILL.md), the rest files.
-        for index in 0..<100_000 {
+        for index in 0..<12_000 {
             if index % 10 == 0 {
                 try #require(mkdir(crowded + "/d\(index)", 0o755) == 0)
             } else {
@@ -238,8 +239,10 @@ struct ContextWalkBoundTests {
         try tree.link("project/.claude/skills/self", to: ".")
         try tree.write("project/.claude/skills/good/SKILL.md", TempTree.skill("good"))
         let roots = [ContextScanRoot(path: tree.path("project"))]
-        let snapshot = ContextResolver().resolve(roots: roots)
-        #expect(snapshot.snapshotError == "directory \"\(crowded)\" has more than 65536 entries; the rest are not read")
+        var limits = ContextLimits()
+        limits.directoryEntries = 8192
+        let snapshot = ContextResolver(limits: limits).resolve(roots: roots)
+        #expect(snapshot.snapshotError == "directory \"\(crowded)\" has more than 8192 entries; the rest are not read")
         let byID = Dictionary(uniqueKeysWithValues: snapshot.resources.map { ($0.id, $0) })
         let looped = try #require(byID["skill:" + tree.path("project/.claude/skills/looped")])
         #expect(looped.status == .unreadable && looped.error == "symlink resolve: EvalSymlinks: too many links")
@@ -247,6 +250,6 @@ struct ContextWalkBoundTests {
         #expect(!snapshot.resources.contains { $0.source.hasSuffix("/self") })
         #expect(snapshot.resources.count == 2)
         let watched = ContextWatchSet.directories(for: roots, fileSystem: PosixContextFileSystem(), limit: ContextWatcher.defaultMaxWatches + 1)
-        #expect(watched.count == ContextWatcher.defaultMaxWatches + 1, "cut at the bound, not all 10 000 directories")
+        #expect(watched.count == ContextWatcher.defaultMaxWatches + 1, "cut at the bound, not all 1200 directories")
     }
 }
