@@ -13,7 +13,7 @@ import Yamux
 
 /// The dialer against the double's real HTTP handling: coderd's refusals come back as
 /// typed errors with the JSON message, and an accepted upgrade carries RPCs.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct WebSocketDialerTests {
     static let quiet = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
 

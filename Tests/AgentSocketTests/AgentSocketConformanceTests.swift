@@ -10,7 +10,7 @@ import Glibc
 #endif
 
 /// The reference's behaviour, through a real unix socket and real dRPC frames.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct AgentSocketConformanceTests {
     // 1, 2: lifecycle.
     @Test func socketLifecycle() async throws {

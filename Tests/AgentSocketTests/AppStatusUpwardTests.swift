@@ -10,7 +10,7 @@ import Testing
 
 /// UpdateAppStatus from the socket to the control plane, through the real session and the
 /// control-plane double.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct AppStatusUpwardTests {
     static func status(_ slug: String, _ message: String, _ state: Coder_Agent_V2_UpdateAppStatusRequest.AppStatusState = .working) -> Coder_Agent_V2_UpdateAppStatusRequest {
         var request = Coder_Agent_V2_UpdateAppStatusRequest()

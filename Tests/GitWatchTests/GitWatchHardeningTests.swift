@@ -101,7 +101,7 @@ final class AtomicCount: Sendable {
 }
 
 /// A socket closed for a limit or an eviction says why (it was a bare 1000).
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct GitWatchCloseReasonTests {
     @Test func theWatcherLimitIsNamedInTheCloseFrame() async throws {
         let paths = ChatPaths()
@@ -153,7 +153,7 @@ struct GitWatchCloseReasonTests {
     }
 }
 
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct GitDiffBytesTests {
     /// Content that is not UTF-8 reaches the client byte for byte (it was replaced by U+FFFD).
     @Test func aDiffOfNonUTF8ContentIsByteExact() async throws {
