@@ -107,9 +107,10 @@ struct HandedOverConnectionTests {
 
     /// The request guard's head deadline holds for handed-over connections too.
     @Test func theHeadDeadlineAppliesToHandedOverConnections() async throws {
-        // 5 s: the half head must arrive before the idle connection's own deadline, which a
-        // loaded host could otherwise miss (the connection is then closed quietly, no 408).
-        try await withHandedOver(headTimeout: .seconds(5)) { handedOver, _, _ in
+        // 15 s: the half head must arrive before the idle connection's own deadline, which a
+        // loaded host could otherwise miss (the connection is then closed quietly, no 408);
+        // the first minute of a full run has stalled test tasks for more than 5 s.
+        try await withHandedOver(headTimeout: .seconds(15)) { handedOver, _, _ in
             let (client, theirs) = LoopbackSocket.pair()
             try handedOver.serve(descriptor: theirs, listener: ListenerName.tailnet, remote: nil)
             // One exchange first: the connection is being read when the half head follows
