@@ -81,7 +81,11 @@ struct WorkspaceAgentScriptsTests {
 
             agent.signal(SIGTERM)
             #expect(await agent.exitStatus() == 0, "\(agent.log)")
-            #expect(ScriptsHarness.lifecycle(double) == [.created, .starting, .startError, .shuttingDown, .off])
+            // The double records a report as its handler runs, which may be just after the
+            // agent (which had its answer on the wire) has exited.
+            #expect(await eventually(timeout: .seconds(10)) {
+                ScriptsHarness.lifecycle(double) == [.created, .starting, .startError, .shuttingDown, .off]
+            }, "\(ScriptsHarness.lifecycle(double)) \(agent.log)")
         }
     }
 
