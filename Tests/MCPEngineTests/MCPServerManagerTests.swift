@@ -258,6 +258,7 @@ struct MCPServerManagerTests {
         #expect(policy.ceiling(afterFailures: 2) == .seconds(2))
         #expect(policy.ceiling(afterFailures: 7) == .seconds(60))
         #expect(policy.ceiling(afterFailures: 1000) == .seconds(60))
+        #expect(policy.ceiling(afterFailures: .max) == .seconds(60))
         #expect(policy.delay(afterFailures: 3, unit: 0) == .seconds(2))
         #expect(policy.delay(afterFailures: 3, unit: 1) == .seconds(4))
     }

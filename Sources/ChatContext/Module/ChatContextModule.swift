@@ -20,7 +20,7 @@ public struct ChatContextModule: HTTPModule {
                 agentToken: String? = nil, maxWatches: Int = ContextWatcher.defaultMaxWatches) {
         self.agentToken = agentToken
         self.environment = context.environment
-        let home = Self.home(context.environment)
+        let home = ContextSourcePath.clean(context.homeDirectory)
         manager = ContextManager(
             configuration: configuration, home: home, directory: directory, manifest: context.manifest,
             gate: context.startPhase.map { .afterStartPhase($0) } ?? .open, mcpCatalog: context.mcpCatalog,
@@ -53,12 +53,5 @@ public struct ChatContextModule: HTTPModule {
 
     public func routes() -> RouteCollection<AgentRequestContext> {
         ContextRoutes(manager: manager).collection()
-    }
-
-    /// `$HOME`, else the user's home from the password database, else `/`.
-    static func home(_ environment: [String: String]) -> String {
-        if let home = environment["HOME"], !home.isEmpty { return ContextSourcePath.clean(home) }
-        if let entry = getpwuid(getuid()), let dir = entry.pointee.pw_dir { return String(cString: dir) }
-        return "/"
     }
 }

@@ -17,7 +17,8 @@ public struct MCPRestartPolicy: Sendable, Equatable {
     /// The ceiling of the delay before attempt `failures` (1 for the first retry).
     public func ceiling(afterFailures failures: Int) -> Duration {
         var delay = initial
-        for _ in 1..<max(failures, 1) where delay < maximum { delay = delay * 2 }
+        // At most 62 doublings: any failure count costs bounded work and cannot overflow.
+        for _ in 1..<min(max(failures, 1), 63) where delay < maximum { delay = delay * 2 }
         return min(delay, maximum)
     }
 

@@ -14,7 +14,7 @@ public struct MCPEngineModule: HTTPModule {
     /// `directory` is `--directory`; `agentToken` is redacted from every error shown.
     public init(configFiles: [String], clientVersion: String, context: AgentContext, directory: String?, agentToken: String? = nil) {
         manager = MCPServerManager(
-            configuration: .init(configFiles: configFiles, clientVersion: clientVersion), home: Self.home(context.environment),
+            configuration: .init(configFiles: configFiles, clientVersion: clientVersion), home: context.homeDirectory,
             directory: directory, environment: context.environment, agentToken: agentToken, manifest: context.manifest,
             sessionEnvironment: context.sessionEnvironment, gate: context.startPhase.map { .afterStartPhase($0) } ?? .open,
             catalog: context.mcpCatalog)
@@ -28,12 +28,5 @@ public struct MCPEngineModule: HTTPModule {
 
     public func routes() -> RouteCollection<AgentRequestContext> {
         MCPRoutes(manager: manager).collection()
-    }
-
-    /// `$HOME`, else the user's home from the password database, else `/`.
-    static func home(_ environment: [String: String]) -> String {
-        if let home = environment["HOME"], !home.isEmpty { return home }
-        if let entry = getpwuid(getuid()), let dir = entry.pointee.pw_dir { return String(cString: dir) }
-        return "/"
     }
 }
