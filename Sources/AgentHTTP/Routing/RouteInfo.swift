@@ -1,0 +1,45 @@
+import HTTPTypes
+
+/// How a route takes its request body.
+public enum RouteBodyMode: Sendable, Equatable {
+    /// At most `limit` bytes (a larger declared length is answered 413 before the body is
+    /// read), with a total deadline for the whole body.
+    case collect(limit: Int)
+    /// Streamed to the handler, which reads it itself: no size cap; the deadline is an idle
+    /// one (`idle` without a byte closes the connection).
+    case stream(idle: Duration)
+}
+
+/// Where a route's handler runs.
+public enum RouteExecutor: Sendable, Equatable {
+    /// Swift's global concurrent executor (the default): a handler that spawns, touches the
+    /// disk or computes never holds a connection's event loop.
+    case pool
+    /// The connection's event loop: only for audited handlers that never block (health,
+    /// small in-memory answers), which then answer without a thread hop.
+    case eventLoop
+}
+
+/// What the connection core needs to know about the route a request head matches, before
+/// it reads any of the body: how to take the body, where to run the handler, and whether
+/// the path is a WebSocket route (with its path parameters).
+public struct RouteInfo: Sendable {
+    public var body: RouteBodyMode
+    public var executor: RouteExecutor
+    public var webSocket: (route: AgentWebSocketRoute, parameters: [String: String])?
+
+    public init(
+        body: RouteBodyMode, executor: RouteExecutor,
+        webSocket: (route: AgentWebSocketRoute, parameters: [String: String])? = nil
+    ) {
+        self.body = body
+        self.executor = executor
+        self.webSocket = webSocket
+    }
+}
+
+/// Answers ``RouteInfo`` for a request head (method and path without the query). The one
+/// route table implements it; the connection core asks it once per request head.
+protocol RouteLookup: Sendable {
+    func info(method: HTTPRequest.Method, path: Substring) -> RouteInfo
+}
