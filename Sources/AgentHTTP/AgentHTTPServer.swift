@@ -13,7 +13,7 @@ public enum AgentHTTPServer {
 
     /// Makes a server that listens on `address` and serves `mounts`: an ``AgentHTTPServing``
     /// and its one listener. (The host builds the serving itself, so that connections
-    /// handed over from elsewhere are served by the same routes: ``HandedOverConnections``.)
+    /// handed over from elsewhere are served by the same routes: ``AgentHTTPServing/serve(_:listener:remote:)``.)
     /// - Parameters:
     ///   - address: where to listen (loopback by default, see ``BindTarget``).
     ///   - mounts: every capability module's routes, each at its base path.

@@ -10,7 +10,7 @@ import NIOCore
 /// every mount (and `/healthz`), the WebSocket routes, the guards, limits and deadlines, and
 /// the connection registry. Built once from the mounts; then any number of sources hand it
 /// connections: a listener (``application(address:listener:onServerRunning:)``, Hummingbird's
-/// `Server` accepting on a bound socket) and ``HandedOverConnections`` (connections another
+/// `Server` accepting on a bound socket) and ``serve(_:listener:remote:)`` (channels another
 /// module received, such as the tailnet's), all counted against the same registry.
 ///
 /// Hummingbird's model: this is the `ServerChildChannel` (``AgentHTTPChannel``: set a

@@ -13,9 +13,9 @@ import Synchronization
 /// - one HTTP server per listener (``listen(on:for:name:logMessage:addressKey:mounts:onListening:)``),
 ///   each a service of the `serving` phase; at the `announce` phase they stop taking new
 ///   connections (503), and connections still open half a second before the bound are closed;
-/// - connections other modules hand over (``connections``, AgentCore's ``ConnectionAcceptor``:
-///   the tailnet's) are served by the HTTP API's routes, registry and limits, as its
-///   listener's are, and stop with them;
+/// - connections other modules hand over (``connections``, AgentHTTP's ``ChannelAcceptor``:
+///   the tailnet's tunnel channels) are served by the HTTP API's routes, registry and
+///   limits, as its listener's are, and stop with them;
 /// - every module's ``AgentModule/upwardParticipants`` go into ``upwardParticipants``, which
 ///   the executable gives the control-plane session;
 /// - every module's services in one `ServiceGroup`, ordered by phase: graceful shutdown stops
@@ -70,12 +70,13 @@ public final class AgentHost: Sendable {
     private let state = Mutex(State())
     private let controller: ShutdownController
     /// Connections handed over by modules, served by the HTTP API (the first listener).
-    private let handedOver: HandedOverConnections
+    private let handedOver: HostConnections
 
-    /// Where modules hand over connections they received elsewhere, to be served by the
-    /// HTTP API: give it to them as ``AgentContext/connections``. Refuses (and closes) what
-    /// comes before the host runs, after it stopped, or when there is no listener.
-    public var connections: any ConnectionAcceptor { handedOver }
+    /// Where modules hand over connections they received elsewhere (channels or
+    /// descriptors), to be served by the HTTP API: give it to them as
+    /// ``AgentContext/connections``. Refuses (and closes) what comes before the host runs,
+    /// after it stopped, or when there is no listener.
+    public var connections: any ChannelAcceptor { handedOver }
 
     /// The participants of every module added (``AgentModule/upwardParticipants``): the
     /// executable gives this to the control-plane session, which starts them on each
@@ -92,7 +93,7 @@ public final class AgentHost: Sendable {
             lastResort.run()
         }
         self.lastResort = lastResort
-        handedOver = HandedOverConnections(logger: Logger(label: "workspace-agent.http"))
+        handedOver = HostConnections()
     }
 
     private let lastResort: LastResort

@@ -58,16 +58,3 @@ final class ListeningFlag: Sendable {
     func set() { value.store(true, ordering: .releasing) }
     var isSet: Bool { value.load(ordering: .acquiring) }
 }
-
-/// Serves the connections modules hand over (``AgentHost/connections``) with the HTTP API's
-/// routes until graceful shutdown reaches the `serving` phase and they have closed.
-struct HandedOverService: Service, CustomStringConvertible {
-    let connections: HandedOverConnections
-    let serving: AgentHTTPServing
-
-    var description: String { "HandedOverService" }
-
-    func run() async throws {
-        await connections.run(serving: serving)
-    }
-}

@@ -10,7 +10,9 @@
 #include "lwip/netif.h"
 #include "lwip/pbuf.h"
 #include "lwip/tcp.h"
+#include "lwip/init.h"
 #include "lwip/tcpip.h"
+#include "lwip/timeouts.h"
 #include "lwip/priv/memp_priv.h"
 #include "lwip/priv/tcp_priv.h"
 
@@ -30,28 +32,13 @@ struct tl_netif {
 
 static tl_callbacks callbacks;
 static pthread_mutex_t start_mutex = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t start_cond = PTHREAD_COND_INITIALIZER;
 static int start_state;  // 0 not started, 1 started, <0 failed
-static int tcpip_ready;
 
-/// tl_lock calls outstanding on this thread, and whether the outermost one took the mutex.
-static __thread int lock_depth;
-static __thread int lock_owned;
-/// Nesting of lwIP callbacks on this thread (lwIP holds the lock while it calls them).
-static __thread int callback_depth;
 /// Nesting of tl_netif_input on this thread.
 static __thread int input_depth;
 
 /// Largest packet the output path copies out of a pbuf chain (the tunnel MTU is 1280).
 #define TL_MAX_PACKET 2048
-
-static void tcpip_started(void *argument) {
-    (void)argument;
-    pthread_mutex_lock(&start_mutex);
-    tcpip_ready = 1;
-    pthread_cond_broadcast(&start_cond);
-    pthread_mutex_unlock(&start_mutex);
-}
 
 /// The library's pools were sized with its own options: equal sizes here mean the
 /// structures (and the options that shape them) agree.
@@ -65,48 +52,26 @@ static int layout_matches(void) {
 
 int tl_core_start(const tl_callbacks *given) {
     pthread_mutex_lock(&start_mutex);
-    if (start_state != 0) {
-        int state = start_state;
-        pthread_mutex_unlock(&start_mutex);
-        return state > 0 ? 0 : state;
+    if (start_state == 0) {
+        if (!layout_matches()) {
+            start_state = -1;
+        } else {
+            callbacks = *given;
+            // lwIP's core without its tcpip thread: the caller's one thread runs every call
+            // and the timers (tl_timers_run). The core lock is never created; its check
+            // (sys_check_core_locking) passes while no thread is marked as tcpip's.
+            lwip_init();
+            start_state = 1;
+        }
     }
-    if (!layout_matches()) {
-        start_state = -1;
-        pthread_mutex_unlock(&start_mutex);
-        return -1;
-    }
-    callbacks = *given;
-    tcpip_init(tcpip_started, NULL);
-    // Bounded wait (10 s) for the tcpip thread's first run.
-    struct timespec deadline;
-    clock_gettime(CLOCK_REALTIME, &deadline);
-    deadline.tv_sec += 10;
-    while (!tcpip_ready) {
-        if (pthread_cond_timedwait(&start_cond, &start_mutex, &deadline) == ETIMEDOUT) break;
-    }
-    start_state = tcpip_ready ? 1 : -2;
     int state = start_state;
     pthread_mutex_unlock(&start_mutex);
     return state > 0 ? 0 : state;
 }
 
-void tl_lock(void) {
-    lock_depth += 1;
-    if (lock_depth == 1 && callback_depth == 0) {
-        LOCK_TCPIP_CORE();
-        lock_owned = 1;
-    }
-}
+void tl_timers_run(void) { sys_check_timeouts(); }
 
-void tl_unlock(void) {
-    lock_depth -= 1;
-    if (lock_depth == 0 && lock_owned) {
-        lock_owned = 0;
-        UNLOCK_TCPIP_CORE();
-    }
-}
-
-int tl_lock_held(void) { return lock_depth > 0 || callback_depth > 0; }
+uint32_t tl_timers_sleep(void) { return sys_timeouts_sleeptime(); }
 
 int tl_in_input(void) { return input_depth > 0; }
 
@@ -116,7 +81,6 @@ static err_t netif_output(struct netif *netif, struct pbuf *p, const ip6_addr_t 
     // A tunnel has no multicast: MLD reports and neighbour discovery never leave.
     if (ip6_addr_ismulticast(destination)) return ERR_OK;
     tl_netif *owner = (tl_netif *)netif;
-    callback_depth += 1;
     if (p->next == NULL) {
         callbacks.output(owner->context, (const uint8_t *)p->payload, p->len);
     } else if (p->tot_len <= TL_MAX_PACKET) {
@@ -124,7 +88,6 @@ static err_t netif_output(struct netif *netif, struct pbuf *p, const ip6_addr_t 
         pbuf_copy_partial(p, packet, p->tot_len, 0);
         callbacks.output(owner->context, packet, p->tot_len);
     }
-    callback_depth -= 1;
     return ERR_OK;
 }
 
@@ -330,9 +293,7 @@ static err_t on_accept(void *argument, struct tcp_pcb *pcb, err_t error) {
     memcpy(flow.local, ip_2_ip6(&pcb->local_ip)->addr, 16);
     flow.remote_port = pcb->remote_port;
     flow.local_port = pcb->local_port;
-    callback_depth += 1;
     int keep = callbacks.accept(owner->context, (tl_pcb *)pcb, &flow);
-    callback_depth -= 1;
     // Anything but ERR_OK makes lwIP abort the new pcb (RST).
     return keep ? ERR_OK : ERR_VAL;
 }
@@ -340,14 +301,10 @@ static err_t on_accept(void *argument, struct tcp_pcb *pcb, err_t error) {
 static err_t on_receive(void *argument, struct tcp_pcb *pcb, struct pbuf *p, err_t error) {
     if (argument == NULL) return tcp_recv_null(NULL, pcb, p, error);
     if (p == NULL) {
-        callback_depth += 1;
         callbacks.finished(argument);
-        callback_depth -= 1;
         return ERR_OK;
     }
-    callback_depth += 1;
     int taken = callbacks.receive(argument, (tl_data *)p, p->tot_len);
-    callback_depth -= 1;
     if (!taken) return ERR_MEM;  // lwIP keeps it and offers it again (tl_pcb_received)
     pbuf_free(p);
     return ERR_OK;
@@ -356,18 +313,14 @@ static err_t on_receive(void *argument, struct tcp_pcb *pcb, struct pbuf *p, err
 static err_t on_sent(void *argument, struct tcp_pcb *pcb, u16_t length) {
     (void)pcb;
     if (argument != NULL) {
-        callback_depth += 1;
         callbacks.sent(argument, length);
-        callback_depth -= 1;
     }
     return ERR_OK;
 }
 
 static void on_error(void *argument, err_t error) {
     if (argument == NULL) return;
-    callback_depth += 1;
     callbacks.failed(argument, error);
-    callback_depth -= 1;
 }
 
 tl_pcb *tl_listen(tl_netif *owner, const uint8_t address[16], uint16_t port) {

@@ -5,8 +5,8 @@ import NIOPosix
 import Synchronization
 
 /// Forwarded SYNs (connect to 127.0.0.1 first, then let lwIP answer) and accepted
-/// connections (the HTTP port's socketpairs, forwards' relays). The core-lock rule of
-/// ``StackCore`` holds here too.
+/// connections (the acceptors' channels, forwards' relays). The loop rule of ``StackCore``
+/// holds here too.
 extension StackCore {
     // MARK: forwarding
 
@@ -23,7 +23,7 @@ extension StackCore {
 
     /// Connects to 127.0.0.1:<port> for a new forwarded SYN; then lets lwIP answer it.
     func startForward(_ flow: TunnelFlow) {
-        let loop = group.next()
+        let loop = eventLoop
         let address: SocketAddress
         do {
             address = try SocketAddress(ipAddress: "127.0.0.1", port: Int(flow.localPort))
@@ -52,7 +52,7 @@ extension StackCore {
                 return
             }
             let bound = NIOLoopBound(handler, eventLoop: channel.eventLoop)
-            let kept: Bool = LwIPCore.locked {
+            let kept: Bool = LwIPCore.confined {
                 guard let netif, !stopping, var handshake = handshakes[flow], handshake.channel == nil else { return false }
                 connecting -= 1
                 guard coreAcquireListener(flow.localPort) else {
@@ -73,7 +73,7 @@ extension StackCore {
             }
             if !kept { channel.close(promise: nil) }
         case .failure(let error):
-            LwIPCore.locked {
+            LwIPCore.confined {
                 guard let handshake = handshakes[flow], handshake.channel == nil else { return }
                 handshakes[flow] = nil
                 connecting -= 1
@@ -90,13 +90,14 @@ extension StackCore {
     }
 
     private func handshakeExpired(_ flow: TunnelFlow) {
-        let channel: (any Channel)? = LwIPCore.locked {
+        let channel: (any Channel)? = LwIPCore.confined {
             guard let netif, let handshake = handshakes[flow], let channel = handshake.channel else { return nil }
             handshakes[flow] = nil
             coreReleaseListener(flow.localPort)
             var cFlow = flow.cFlow
             tl_flow_abort_half_open(netif, &cFlow)
             counters.handshakeTimeouts.increment()
+            halfOpenSeen.store(coreHalfOpen(), ordering: .relaxed)
             return channel
         }
         channel?.close(promise: nil)
@@ -136,68 +137,64 @@ extension StackCore {
 
     /// lwIP completed a handshake on one of our listeners (lwIP callback).
     func accept(_ pcb: OpaquePointer, _ flow: TunnelFlow) -> Bool {
-        LwIPCore.assertHeld()
+        LwIPCore.assertConfined()
         guard !stopping else { return false }
-        if flow.localPort == configuration.httpPort, httpHandler != nil {
-            return coreAcceptHTTP(pcb, flow)
+        defer { halfOpenSeen.store(coreHalfOpen(), ordering: .relaxed) }
+        if let acceptor = acceptors[flow.localPort] {
+            return coreAcceptChannel(pcb, flow, acceptor)
         }
         guard let handshake = handshakes[flow], let channel = handshake.channel, let handler = handshake.handler else { return false }
         handshakes[flow] = nil
         handshake.timer?.cancel()
         // Not inside lwIP's call into this listener's accept: closing it frees it.
-        group.any().execute { LwIPCore.locked { self.coreReleaseListener(flow.localPort) } }
-        let relay = coreAdd(flow, eventLoop: channel.eventLoop, pcb: pcb)
-        counters.forwarded.increment()
-        channel.eventLoop.execute { handler.value.attach(relay) }
-        return true
-    }
-
-    private func coreAdd(_ flow: TunnelFlow, eventLoop: any EventLoop, pcb: OpaquePointer) -> TunnelRelay {
+        eventLoop.execute { LwIPCore.confined { self.coreReleaseListener(flow.localPort) } }
         let relay = TunnelRelay(
-            flow: flow, eventLoop: eventLoop, stack: self, counters: counters, idleTimeout: configuration.idleTimeout,
+            flow: flow, eventLoop: channel.eventLoop, stack: self, counters: counters, idleTimeout: configuration.idleTimeout,
             halfClosedTimeout: configuration.halfClosedTimeout)
         relay.coreAttach(pcb)
         relays[ObjectIdentifier(relay)] = relay
         counters.accepted.increment()
         counters.openConnections.add(1, ordering: .relaxed)
-        return relay
+        counters.forwarded.increment()
+        channel.eventLoop.execute { handler.value.attach(relay) }
+        return true
     }
 
-    private func coreAcceptHTTP(_ pcb: OpaquePointer, _ flow: TunnelFlow) -> Bool {
-        guard let httpHandler else { return false }
-        var descriptors: [CInt] = [-1, -1]
-        guard socketpair(AF_UNIX, CInt(SOCK_STREAM.rawValue) | CInt(SOCK_CLOEXEC.rawValue), 0, &descriptors) == 0 else {
-            counters.refusedOther.increment()
-            return false
-        }
-        let (ours, theirs) = (descriptors[0], descriptors[1])
-        let loop = group.next()
-        let relay = coreAdd(flow, eventLoop: loop, pcb: pcb)
-        loop.execute {
-            let bootstrap = self.channelOptions(ClientBootstrap(group: loop)).channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(TunnelRelayHandler(relay: relay))
-                }
-            }
-            bootstrap.withConnectedSocket(ours).whenComplete { result in
+    /// A connection to an acceptor's port: a ``TunnelChannel``, active once the acceptor's
+    /// initializer set up its pipeline (bytes that arrive meanwhile wait in it,
+    /// unacknowledged).
+    private func coreAcceptChannel(_ pcb: OpaquePointer, _ flow: TunnelFlow, _ acceptor: TunnelAcceptor) -> Bool {
+        let channel = TunnelChannel(pcb: pcb, flow: flow, stack: self)
+        channels[ObjectIdentifier(channel)] = channel
+        counters.accepted.increment()
+        counters.openConnections.add(1, ordering: .relaxed)
+        // Not inside lwIP's accept callback: the initializer may write.
+        eventLoop.execute {
+            acceptor.initializer(channel).hop(to: self.eventLoop).whenComplete { result in
                 switch result {
-                case .success:
-                    httpHandler(
-                        TunnelConnection(
-                            descriptor: theirs, remoteAddress: flow.remote, remotePort: flow.remotePort, localAddress: flow.local,
-                            localPort: flow.localPort))
-                case .failure:
-                    close(theirs)
-                    relay.end(reset: true)
+                case .success: channel.activate()
+                case .failure: channel.abort()
                 }
             }
         }
         return true
     }
 
+    /// A channel closed (its pcb already released).
+    func channelClosed(_ channel: TunnelChannel) {
+        if channels.removeValue(forKey: ObjectIdentifier(channel)) != nil {
+            counters.openConnections.subtract(1, ordering: .relaxed)
+        }
+    }
+
+    /// Runs `channel`'s work once lwIP returns (from inside an lwIP callback).
+    func deferUntilLwIPReturns(_ channel: TunnelChannel, failed: Bool = false) {
+        LwIPCore.timers.defer(channel, failed: failed)
+    }
+
     /// A relay ended (its pcb already released).
     func coreRelayEnded(_ relay: TunnelRelay) {
-        LwIPCore.assertHeld()
+        LwIPCore.assertConfined()
         if relays.removeValue(forKey: ObjectIdentifier(relay)) != nil {
             counters.openConnections.subtract(1, ordering: .relaxed)
         }

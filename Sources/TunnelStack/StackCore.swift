@@ -5,21 +5,26 @@ import NIOPosix
 import Synchronization
 
 /// The state of one ``TunnelStack`` behind its public face: its netif, listeners,
-/// handshakes and relays, and the decisions on incoming SYNs.
+/// handshakes, channels and relays, and the decisions on incoming SYNs.
 ///
 /// Connections (forwards, accepting) are in `StackCore+Connections.swift`.
 ///
-/// `@unchecked Sendable`: every mutable property is read and written only with lwIP's core
-/// lock held (methods named `core…` are entered that way: inside ``LwIPCore/locked(_:)`` or
-/// from an lwIP callback, and check it with ``LwIPCore/assertHeld()``); the rest is
-/// immutable and Sendable.
+/// `@unchecked Sendable`: every mutable property is read and written only on lwIP's loop
+/// (``eventLoop``; methods named `core…` are entered there, inside
+/// ``LwIPCore/confined(_:)`` or from an lwIP callback, and check it with
+/// ``LwIPCore/assertConfined()``); the rest is immutable and Sendable.
 final class StackCore: @unchecked Sendable {
     let configuration: TunnelStackConfiguration
     let addresses: [TunnelAddress]
     let counters = TunnelCounters()
-    let group: any EventLoopGroup
+    /// lwIP's loop: every call into lwIP, every callback, the forwards' local sockets.
+    let eventLoop: any EventLoop
     private let output: @Sendable (UnsafeRawBufferPointer) -> Void
-    let httpHandler: TunnelConnectionHandler?
+    /// Ports served by a channel initializer (the HTTP API on 4).
+    let acceptors: [UInt16: TunnelAcceptor]
+    /// Half-open connections as of the last SYN, RST or accepted handshake (for
+    /// ``TunnelStack/counters()`` off the loop).
+    let halfOpenSeen = Atomic<Int>(0)
 
     /// A forwarded SYN: connecting to 127.0.0.1 (`channel` nil), then waiting for the
     /// peer's final ACK (the SYN was handed to lwIP's listener). `handler` holds what the
@@ -33,34 +38,36 @@ final class StackCore: @unchecked Sendable {
     }
 
     var netif: OpaquePointer?
-    private var httpListeners: [OpaquePointer] = []
+    private var acceptorListeners: [OpaquePointer] = []
     /// Listeners of forwarded ports, open while a handshake to that port is in progress.
     var forwardListeners: [UInt16: (pcbs: [OpaquePointer], users: Int)] = [:]
     var handshakes: [TunnelFlow: Handshake] = [:]
     /// Handshakes still connecting locally (no lwIP pcb yet).
     var connecting = 0
     var relays: [ObjectIdentifier: TunnelRelay] = [:]
+    /// Accepted connections served as channels, until they close.
+    var channels: [ObjectIdentifier: TunnelChannel] = [:]
     var stopping = false
 
     init(
-        addresses: [TunnelAddress], configuration: TunnelStackConfiguration, group: any EventLoopGroup,
-        output: @escaping @Sendable (UnsafeRawBufferPointer) -> Void, httpHandler: TunnelConnectionHandler?
+        addresses: [TunnelAddress], configuration: TunnelStackConfiguration, eventLoop: any EventLoop,
+        output: @escaping @Sendable (UnsafeRawBufferPointer) -> Void, acceptors: [UInt16: TunnelAcceptor]
     ) {
         self.addresses = addresses
         self.configuration = configuration
-        self.group = group
+        self.eventLoop = eventLoop
         self.output = output
-        self.httpHandler = httpHandler
+        self.acceptors = acceptors
     }
 
     static func from(_ pointer: UnsafeMutableRawPointer) -> StackCore {
         Unmanaged<StackCore>.fromOpaque(pointer).takeUnretainedValue()
     }
 
-    /// Adds the netif (it holds a reference to self until ``coreRemove()``) and the HTTP
-    /// listeners.
+    /// Adds the netif (it holds a reference to self until ``coreRemove()``) and the
+    /// acceptors' listeners.
     func coreStart() throws(TunnelStackError) {
-        LwIPCore.assertHeld()
+        LwIPCore.assertConfined()
         let bytes = addresses.flatMap(\.bytes)
         let context = Unmanaged.passRetained(self).toOpaque()
         guard let netif = tl_netif_add(context, bytes, Int32(addresses.count), UInt16(configuration.mtu)) else {
@@ -68,13 +75,13 @@ final class StackCore: @unchecked Sendable {
             throw TunnelStackError(description: "lwIP refused the tunnel interface (or its structures differ from ours)")
         }
         self.netif = netif
-        if httpHandler != nil {
+        for port in acceptors.keys.sorted() {
             for address in addresses {
-                guard let listener = tl_listen(netif, address.bytes, configuration.httpPort) else {
+                guard let listener = tl_listen(netif, address.bytes, port) else {
                     coreRemove()
-                    throw TunnelStackError(description: "lwIP refused to listen on port \(configuration.httpPort)")
+                    throw TunnelStackError(description: "lwIP refused to listen on port \(port)")
                 }
-                httpListeners.append(listener)
+                acceptorListeners.append(listener)
             }
         }
     }
@@ -90,7 +97,7 @@ final class StackCore: @unchecked Sendable {
     /// Decides on one incoming packet and hands it to lwIP when it passes; returns a flow to
     /// connect locally (after the lock is released) for a new forwarded SYN.
     func coreInput(_ bytes: UnsafeRawBufferPointer) -> TunnelFlow? {
-        LwIPCore.assertHeld()
+        LwIPCore.assertConfined()
         counters.packetsIn.increment()
         guard let netif, !stopping, bytes.count <= configuration.mtu, let packet = TunnelPacket.parse(bytes),
               addresses.contains(packet.destination), !packet.source.isMulticast, !packet.source.isUnspecifiedOrLoopback,
@@ -127,6 +134,8 @@ final class StackCore: @unchecked Sendable {
             counters.packetsDropped.increment()
             return nil
         }
+        // Handshakes begin and end on SYNs and RSTs: the half-open count off the loop follows.
+        defer { if segment.syn || segment.rst { halfOpenSeen.store(coreHalfOpen(), ordering: .relaxed) } }
         let flow = TunnelFlow(remote: packet.source, remotePort: segment.sourcePort, local: packet.destination, localPort: segment.destinationPort)
         var cFlow = flow.cFlow
         var state = tl_flow_state()
@@ -172,11 +181,12 @@ final class StackCore: @unchecked Sendable {
         netif: OpaquePointer
     ) -> TunnelFlow? {
         let port = segment.destinationPort
-        if port == configuration.httpPort {
-            guard httpHandler != nil else {
-                coreReset(segment, of: packet, counter: counters.refusedOther)
-                return nil
-            }
+        let accepted = acceptors[port] != nil
+        if accepted {
+            // Served here: lwIP answers.
+        } else if port == configuration.httpPort {
+            coreReset(segment, of: packet, counter: counters.refusedOther)
+            return nil
         } else if port < configuration.firstForwardedPort {
             coreReset(segment, of: packet, counter: counters.refusedReservedPort)
             return nil
@@ -204,7 +214,7 @@ final class StackCore: @unchecked Sendable {
             counters.packetsDropped.increment()
             return nil
         }
-        if port == configuration.httpPort {
+        if accepted {
             pass(wire, to: netif)
             return nil
         }
@@ -226,7 +236,7 @@ final class StackCore: @unchecked Sendable {
     // MARK: counters and shutdown
 
     func coreHalfOpen() -> Int {
-        LwIPCore.assertHeld()
+        LwIPCore.assertConfined()
         guard let netif else { return 0 }
         return Int(tl_netif_counts(netif).syn_rcvd_low_ports) + handshakes.count
     }
@@ -234,7 +244,8 @@ final class StackCore: @unchecked Sendable {
     /// Stops taking connections; resets every connection and returns the local channels to
     /// close and the relays to end.
     func coreStop() -> (channels: [any Channel], relays: [TunnelRelay]) {
-        LwIPCore.assertHeld()
+        LwIPCore.assertConfined()
+        for channel in Array(self.channels.values) { channel.abort() }
         stopping = true
         var channels: [any Channel] = []
         for handshake in handshakes.values {
@@ -250,9 +261,9 @@ final class StackCore: @unchecked Sendable {
 
     /// Closes the listeners and removes the netif (ending whatever lwIP still held of it).
     func coreRemove() {
-        LwIPCore.assertHeld()
-        httpListeners.forEach { tl_listen_close($0) }
-        httpListeners = []
+        LwIPCore.assertConfined()
+        acceptorListeners.forEach { tl_listen_close($0) }
+        acceptorListeners = []
         forwardListeners.values.forEach { $0.pcbs.forEach { tl_listen_close($0) } }
         forwardListeners = [:]
         guard let netif else { return }

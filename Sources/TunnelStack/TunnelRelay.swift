@@ -2,8 +2,8 @@ import CLwIPGlue
 import NIOCore
 import Synchronization
 
-/// One tunnel connection relayed to a local stream socket (the HTTP handler's socketpair
-/// or a forward to 127.0.0.1): bytes each way, half-closes, resets, idle timeout.
+/// One tunnel connection forwarded to a local stream socket (127.0.0.1:<port>): bytes each
+/// way, half-closes, resets, idle timeout. The local channel runs on lwIP's loop too.
 ///
 /// Flow control: bytes from the peer are acknowledged to lwIP (`tcp_recved`, which opens
 /// the window) only once written to the local socket, so what waits here is at most the
@@ -19,11 +19,11 @@ import Synchronization
 /// timeout), and the local channel after its last write.
 ///
 /// `@unchecked Sendable`: the mutable state is in two groups with one rule each. `core*`
-/// properties are read and written only with lwIP's core lock held (inside
-/// ``LwIPCore/locked(_:)`` or an lwIP callback; ``LwIPCore/assertHeld()`` checks the entry
-/// points). `loop*` properties only on ``eventLoop`` (checked with
+/// properties are read and written only on lwIP's loop (inside ``LwIPCore/confined(_:)``
+/// or an lwIP callback; ``LwIPCore/assertConfined()`` checks the entry points). `loop*`
+/// properties only on ``eventLoop`` (the same loop; checked with
 /// `eventLoop.preconditionInEventLoop()` at the entry points). The rest is immutable.
-final class TunnelRelay: @unchecked Sendable {
+final class TunnelRelay: TunnelPCBOwner, @unchecked Sendable {
     let flow: TunnelFlow
     let eventLoop: any EventLoop
     private let stack: StackCore
@@ -35,6 +35,7 @@ final class TunnelRelay: @unchecked Sendable {
     static let receiveLimit = 65535
 
     private var corePCB: OpaquePointer?
+    private var coreLink: Unmanaged<PCBLink>?
     private var coreTowardLocal: ByteBuffer
     private var coreDrainScheduled = false
     private var corePeerFinished = false
@@ -66,31 +67,28 @@ final class TunnelRelay: @unchecked Sendable {
         coreTowardLocal = ByteBuffer()
     }
 
-    static func from(_ pointer: UnsafeMutableRawPointer) -> TunnelRelay {
-        Unmanaged<TunnelRelay>.fromOpaque(pointer).takeUnretainedValue()
-    }
-
     // MARK: lwIP side (core lock held)
 
     /// Takes `pcb`: its events come here; lwIP holds a reference until detached or failed.
     func coreAttach(_ pcb: OpaquePointer) {
-        LwIPCore.assertHeld()
+        LwIPCore.assertConfined()
         corePCB = pcb
-        tl_pcb_attach(pcb, Unmanaged.passRetained(self).toOpaque())
+        coreLink = PCBLink.attach(pcb, to: self)
     }
 
     /// Detaches and closes (FIN) or aborts (RST) the pcb, if it is still ours.
     func coreRelease(reset: Bool) {
-        LwIPCore.assertHeld()
+        LwIPCore.assertConfined()
         guard let pcb = corePCB else { return }
         corePCB = nil
         tl_pcb_detach(pcb)
         if reset { tl_pcb_abort(pcb) } else { tl_pcb_close(pcb) }
-        Unmanaged.passUnretained(self).release()
+        coreLink?.release()
+        coreLink = nil
     }
 
-    func coreReceive(_ data: OpaquePointer, length: Int) -> Bool {
-        LwIPCore.assertHeld()
+    func pcbReceive(_ data: OpaquePointer, length: Int) -> Bool {
+        LwIPCore.assertConfined()
         guard coreTowardLocal.readableBytes + length <= Self.receiveLimit else { return false }
         coreTowardLocal.writeWithUnsafeMutableBytes(minimumWritableBytes: length) { buffer in
             tl_data_copy(data, buffer.baseAddress, length, 0)
@@ -101,25 +99,26 @@ final class TunnelRelay: @unchecked Sendable {
         return true
     }
 
-    func coreFinished() {
-        LwIPCore.assertHeld()
+    func pcbFinished() {
+        LwIPCore.assertConfined()
         corePeerFinished = true
         coreScheduleDrain()
     }
 
-    func coreSent() {
-        LwIPCore.assertHeld()
+    func pcbSent() {
+        LwIPCore.assertConfined()
         guard coreAwaitingSpace else { return }
         coreAwaitingSpace = false
         eventLoop.execute { self.push() }
     }
 
     /// lwIP freed the pcb (peer reset, retransmissions exhausted, closed by both sides).
-    func coreFailed(error: Int32) {
-        LwIPCore.assertHeld()
+    func pcbFailed(error: Int32) {
+        LwIPCore.assertConfined()
         guard corePCB != nil else { return }
         corePCB = nil
-        Unmanaged.passUnretained(self).release()
+        coreLink?.release()
+        coreLink = nil
         eventLoop.execute { self.end(reset: false) }
     }
 
@@ -184,7 +183,7 @@ final class TunnelRelay: @unchecked Sendable {
     private func push() {
         guard !loopEnded else { return }
         if var pending = loopPending, pending.readableBytes > 0 {
-            let written: Int? = LwIPCore.locked {
+            let written: Int? = LwIPCore.confined {
                 guard let pcb = corePCB else { return nil }
                 let count = pending.withUnsafeReadableBytes { tl_pcb_write(pcb, $0.baseAddress, $0.count) }
                 if count < pending.readableBytes { coreAwaitingSpace = true }
@@ -208,7 +207,7 @@ final class TunnelRelay: @unchecked Sendable {
             }
             if !loopFinSent {
                 loopFinSent = true
-                LwIPCore.locked {
+                LwIPCore.confined {
                     if let pcb = corePCB { tl_pcb_shutdown_output(pcb) }
                 }
                 rearmIdleTimer()
@@ -225,7 +224,7 @@ final class TunnelRelay: @unchecked Sendable {
     /// Writes what lwIP delivered to the local socket; the peer's FIN becomes a half-close.
     private func drain() {
         guard !loopEnded, loopStarted, let channel = loopChannel else { return }
-        let (bytes, finished): (ByteBuffer?, Bool) = LwIPCore.locked {
+        let (bytes, finished): (ByteBuffer?, Bool) = LwIPCore.confined {
             coreDrainScheduled = false
             var bytes: ByteBuffer?
             if coreTowardLocal.readableBytes > 0 {
@@ -242,7 +241,7 @@ final class TunnelRelay: @unchecked Sendable {
             write.whenComplete { result in
                 switch result {
                 case .success:
-                    LwIPCore.locked {
+                    LwIPCore.confined {
                         if let pcb = self.corePCB { tl_pcb_received(pcb, count) }
                     }
                 case .failure:
@@ -273,7 +272,7 @@ final class TunnelRelay: @unchecked Sendable {
         loopEnded = true
         loopIdleTimer?.cancel()
         loopIdleTimer = nil
-        LwIPCore.locked {
+        LwIPCore.confined {
             coreRelease(reset: reset)
             stack.coreRelayEnded(self)
         }

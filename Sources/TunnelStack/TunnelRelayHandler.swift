@@ -21,12 +21,6 @@ final class TunnelRelayHandler: ChannelInboundHandler {
     private var heldInactive = false
     private var heldFailed = false
 
-    /// A handler for a relay that exists (the HTTP port's socketpair, added before the
-    /// socket is active).
-    init(relay: TunnelRelay) {
-        self.relay = relay
-    }
-
     /// A handler that holds the channel's events until ``attach(_:)`` (a forward).
     init() {}
 

@@ -1,5 +1,6 @@
 import NIOCore
 import NIOPosix
+import Synchronization
 
 /// A userspace TCP/IPv6 stack for the tailnet (lwIP), with no TUN and no privileges: the
 /// owner feeds it the IPv6 packets WireGuard decrypted (``input(_:)``) and sends on what it
@@ -8,32 +9,36 @@ import NIOPosix
 /// - Addresses: the agent's /128s (the fd7a:115c:a1e0::/48 and fd60:627a:a42b::/48 ones);
 ///   packets to anything else, IPv4, and everything but TCP and ICMPv6 echo are dropped.
 ///   Echo requests are answered.
-/// - TCP by destination port: ``TunnelStackConfiguration/httpPort`` (4) → `httpHandler`
-///   gets one end of a unix socketpair per connection (``TunnelConnection``); ports from
+/// - TCP by destination port: a port with a ``TunnelAcceptor`` (the HTTP API on
+///   ``TunnelStackConfiguration/httpPort``, 4) → each connection is a ``TunnelChannel``
+///   given to the acceptor's initializer; ports from
 ///   ``TunnelStackConfiguration/firstForwardedPort`` (9) up → relayed to 127.0.0.1:<port>,
 ///   connected before the handshake is answered, so the peer gets RST when nothing listens
 ///   there; other ports (0–8) → RST at once.
 /// - Bounds: see ``TunnelStackConfiguration``; counters: ``counters()``.
 ///
-/// Threads: lwIP runs process-wide (see `LwIPCore`); each stack is one lwIP netif, so
-/// several stacks may live in one process (with different addresses). `input` and
-/// `output` run under lwIP's core lock: `output` is called on whichever thread holds it
-/// (the caller of `input`, an event loop of `group`, or lwIP's tcpip thread for
-/// retransmissions) and must neither block nor call back into the stack. Call
-/// ``shutdown()`` to stop: the netif holds the stack until then.
+/// Threads: lwIP runs process-wide on one event loop (``eventLoop``: the first stack's
+/// choice, see `LwIPCore`), with no lock and no thread of its own; each stack is one lwIP
+/// netif, so several stacks may live in one process (with different addresses). `output`
+/// and every channel run on that loop; `output` must neither block nor call back into the
+/// stack. ``input(_:)`` on the loop goes straight to lwIP (elsewhere it hops there, with a
+/// copy). Call ``shutdown()`` to stop: the netif holds the stack until then.
 public final class TunnelStack: Sendable {
     private let core: StackCore
 
     /// Starts a stack on `addresses` (one to four /128s).
     /// - Parameters:
-    ///   - output: takes each outgoing IPv6 packet (valid during the call only).
-    ///   - httpHandler: serves connections to the HTTP port; nil resets them.
-    ///   - group: runs the local sockets (forwards, socketpairs) and the timers.
+    ///   - eventLoop: the loop lwIP is confined to, if this is the process's first stack
+    ///     (else the first stack's loop is used: see ``eventLoop``); nil: one of NIO's
+    ///     singleton group.
+    ///   - output: takes each outgoing IPv6 packet (valid during the call only), on the loop.
+    ///   - acceptors: the ports served as channels (the HTTP API on 4); any other port below
+    ///     ``TunnelStackConfiguration/firstForwardedPort`` is reset.
     public init(
         addresses: [TunnelAddress], configuration: TunnelStackConfiguration = TunnelStackConfiguration(),
-        group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        eventLoop: (any EventLoop)? = nil,
         output: @escaping @Sendable (UnsafeRawBufferPointer) -> Void,
-        httpHandler: TunnelConnectionHandler?
+        acceptors: [UInt16: TunnelAcceptor] = [:]
     ) throws(TunnelStackError) {
         guard (1...4).contains(addresses.count) else {
             throw TunnelStackError(description: "a tunnel stack needs one to four addresses, got \(addresses.count)")
@@ -41,10 +46,26 @@ public final class TunnelStack: Sendable {
         guard configuration.mtu >= 1280, configuration.mtu <= 65535 else {
             throw TunnelStackError(description: "the MTU must be between 1280 and 65535, got \(configuration.mtu)")
         }
-        try LwIPCore.start()
-        core = StackCore(addresses: addresses, configuration: configuration, group: group, output: output, httpHandler: httpHandler)
-        try LwIPCore.locked { () throws(TunnelStackError) in try core.coreStart() }
+        let loop = try LwIPCore.start(preferred: eventLoop ?? MultiThreadedEventLoopGroup.singleton.next())
+        let core = StackCore(addresses: addresses, configuration: configuration, eventLoop: loop, output: output, acceptors: acceptors)
+        self.core = core
+        let started: Result<Void, TunnelStackError>
+        if loop.inEventLoop {
+            started = Result { () throws(TunnelStackError) in try LwIPCore.confined { () throws(TunnelStackError) in try core.coreStart() } }
+        } else {
+            do {
+                started = try loop.submit {
+                    Result { () throws(TunnelStackError) in try LwIPCore.confined { () throws(TunnelStackError) in try core.coreStart() } }
+                }.wait()
+            } catch {
+                throw TunnelStackError(description: "lwIP's event loop is not running: \(error)")
+            }
+        }
+        try started.get()
     }
+
+    /// The loop lwIP (and so this stack, its channels and `output`) runs on.
+    public var eventLoop: any EventLoop { core.eventLoop }
 
     /// The addresses the stack answers on.
     public var addresses: [TunnelAddress] { core.addresses }
@@ -52,8 +73,12 @@ public final class TunnelStack: Sendable {
     /// Takes one IPv6 packet from the tunnel (copied; the caller keeps the buffer).
     /// Anything that is not for the stack is dropped and counted.
     public func input(_ packet: UnsafeRawBufferPointer) {
-        let forward = LwIPCore.locked { core.coreInput(packet) }
-        if let forward { core.startForward(forward) }
+        if core.eventLoop.inEventLoop {
+            inputOnLoop(packet)
+        } else {
+            let copy = Array(packet)
+            core.eventLoop.execute { [self] in copy.withUnsafeBytes { inputOnLoop($0) } }
+        }
     }
 
     /// Takes one IPv6 packet from the tunnel.
@@ -61,21 +86,31 @@ public final class TunnelStack: Sendable {
         packet.withUnsafeBytes { input($0) }
     }
 
-    /// The counters now.
+    private func inputOnLoop(_ packet: UnsafeRawBufferPointer) {
+        let forward = LwIPCore.confined { core.coreInput(packet) }
+        if let forward { core.startForward(forward) }
+    }
+
+    /// The counters now (half-open connections as of the last handshake event when called
+    /// off the loop).
     public func counters() -> TunnelStackCounters {
-        let halfOpen = LwIPCore.locked { core.coreHalfOpen() }
+        let halfOpen = core.eventLoop.inEventLoop ? core.coreHalfOpen() : core.halfOpenSeen.load(ordering: .relaxed)
         return core.counters.snapshot(halfOpen: halfOpen)
     }
 
     /// Resets every connection, closes the local sockets and removes the netif. Packets
-    /// given afterwards are dropped. lwIP's thread stays (idle) for other stacks.
+    /// given afterwards are dropped. lwIP stays (idle) for other stacks.
     public func shutdown() async {
-        let (channels, relays) = LwIPCore.locked { core.coreStop() }
-        for relay in relays {
-            relay.eventLoop.execute { relay.end(reset: true) }
-        }
-        LwIPCore.locked { core.coreRemove() }
-        for channel in channels {
+        let core = self.core
+        let channels = try? await core.eventLoop.submit {
+            LwIPCore.confined {
+                let (channels, relays) = core.coreStop()
+                for relay in relays { relay.end(reset: true) }
+                core.coreRemove()
+                return channels
+            }
+        }.get()
+        for channel in channels ?? [] {
             try? await channel.close()
         }
     }

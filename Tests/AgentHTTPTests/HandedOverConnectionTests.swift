@@ -9,9 +9,11 @@ import NIOCore
 import Synchronization
 import Testing
 
-/// Connections the server did not accept (one end of a socketpair, as the
-/// tailnet hands over each tunnel connection) served by the same routes, guards and
-/// registry as the listener's, with the listener's name in every request's context.
+/// Connections the server did not accept, served as channels through
+/// `AgentHTTPServing.serve(_:listener:remote:)` (here: NIO channels over one end of a
+/// socketpair; the tailnet's tunnel channels take the same entry point) by the same routes,
+/// guards and registry as the listener's, with the listener's name in every request's
+/// context.
 @Suite(.timeLimit(.minutes(3)))
 struct HandedOverConnectionTests {
     static let quiet = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
@@ -125,14 +127,9 @@ struct HandedOverConnectionTests {
     }
 
     @Test func refusalsCloseTheDescriptor() async throws {
-        let handedOver = HandedOverConnections(logger: Self.quiet)
-        // Not running yet. (Whether a descriptor was closed is seen from the other end:
-        // checking the number itself races with tests that open files meanwhile.)
-        let (early, earlyTheirs) = LoopbackSocket.pair()
-        #expect(throws: ConnectionHandOverError(.notServing)) {
-            try handedOver.serve(descriptor: earlyTheirs, listener: ListenerName.tailnet, remote: nil)
-        }
-        #expect(await early.isClosedByPeer(within: .seconds(60)), "the descriptor was closed")
+        let handedOver = ChannelHandOver(serving: AgentHTTPServing(mounts: [], logger: Self.quiet))
+        // (Whether a descriptor was closed is seen from the other end: checking the number
+        // itself races with tests that open files meanwhile.)
         // A name that cannot be a listener's.
         let (badNamePeer, badName) = LoopbackSocket.pair()
         #expect(throws: ConnectionHandOverError(.invalidListenerName)) {
@@ -156,55 +153,18 @@ struct HandedOverConnectionTests {
         #expect(await standalonePeer.isClosedByPeer(within: .seconds(60)))
     }
 
-    @Test func aFullBacklogRefuses() async {
-        let serving = AgentHTTPServing(mounts: [], logger: Self.quiet)
-        let handedOver = HandedOverConnections(maxWaiting: 0, logger: Self.quiet)
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask { await handedOver.run(serving: serving) }
-            let (_, theirs) = LoopbackSocket.pair()
-            // Running, but nothing may wait.
-            #expect(await eventually(timeout: Self.patience) {
-                do {
-                    let (_, probe) = LoopbackSocket.pair()
-                    try handedOver.serve(descriptor: probe, listener: ListenerName.tailnet, remote: nil)
-                    return false
-                } catch let error as ConnectionHandOverError {
-                    return error == ConnectionHandOverError(.backlogFull)
-                } catch {
-                    return false
-                }
-            })
-            #expect(throws: ConnectionHandOverError(.backlogFull)) {
-                try handedOver.serve(descriptor: theirs, listener: ListenerName.tailnet, remote: nil)
-            }
-            group.cancelAll()
-        }
-    }
-
-    /// Cancelling the serving task closes what it serves (the host's last resort).
-    @Test func cancellationClosesHandedOverConnections() async throws {
-        let serving = AgentHTTPServing(mounts: [HTTPMount(OriginRoutes(), at: "/t")], logger: Self.quiet)
-        let handedOver = HandedOverConnections(logger: Self.quiet)
-        let (client, theirs) = LoopbackSocket.pair()
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { await handedOver.run(serving: serving) }
-            #expect(await eventually(timeout: Self.patience) {
-                do {
-                    let (_, probe) = LoopbackSocket.pair()
-                    try handedOver.serve(descriptor: probe, listener: ListenerName.tailnet, remote: nil)
-                    return true
-                } catch {
-                    return false
-                }
-            })
+    /// The registry's last resort (the shutdown bound) closes channel-served connections too.
+    @Test func closeAllClosesHandedOverConnections() async throws {
+        try await withHandedOver { handedOver, serving, _ in
+            let (client, theirs) = LoopbackSocket.pair()
             try handedOver.serve(descriptor: theirs, listener: ListenerName.tailnet, remote: nil)
             #expect(client.send("GET /healthz HTTP/1.1\r\nHost: agent\r\n\r\n"))
             #expect(String.httpStatus(of: await client.read(until: "ok", timeout: .seconds(60))) == 200)
-            group.cancelAll()
-            try await group.waitForAll()
+            #expect(handedOver.openCount == 1)
+            serving.connections.closeAll()
+            #expect(await client.isClosedByPeer(within: .seconds(60)))
+            #expect(await eventually(timeout: Self.patience) { handedOver.openCount == 0 })
         }
-        #expect(await client.isClosedByPeer(within: .seconds(60)))
-        #expect(handedOver.openCount == 0)
     }
 
     // MARK: Harness
@@ -212,7 +172,7 @@ struct HandedOverConnectionTests {
     /// Serves handed-over connections (and no listener) with ``OriginRoutes`` at `/t`.
     func withHandedOver(
         headTimeout: Duration = AgentHTTPLimits.requestHeadTimeout,
-        _ body: (HandedOverConnections, AgentHTTPServing, OriginRoutes) async throws -> Void
+        _ body: (ChannelHandOver, AgentHTTPServing, OriginRoutes) async throws -> Void
     ) async throws {
         try await withServing(listening: false, headTimeout: headTimeout) { handedOver, serving, routes, _ in
             try await body(handedOver, serving, routes)
@@ -220,7 +180,7 @@ struct HandedOverConnectionTests {
     }
 
     /// The same, beside a loopback listener of the same serving; `body` gets its port.
-    func withListenerAndHandedOver(_ body: (HandedOverConnections, Int) async throws -> Void) async throws {
+    func withListenerAndHandedOver(_ body: (ChannelHandOver, Int) async throws -> Void) async throws {
         try await withServing(listening: true, headTimeout: AgentHTTPLimits.requestHeadTimeout) { handedOver, _, _, port in
             try await body(handedOver, try #require(port))
         }
@@ -228,14 +188,13 @@ struct HandedOverConnectionTests {
 
     private func withServing(
         listening: Bool, headTimeout: Duration,
-        _ body: (HandedOverConnections, AgentHTTPServing, OriginRoutes, Int?) async throws -> Void
+        _ body: (ChannelHandOver, AgentHTTPServing, OriginRoutes, Int?) async throws -> Void
     ) async throws {
         let routes = OriginRoutes()
         let serving = AgentHTTPServing(mounts: [HTTPMount(routes, at: "/t")], headTimeout: headTimeout, logger: Self.quiet)
-        let handedOver = HandedOverConnections(logger: Self.quiet)
+        let handedOver = ChannelHandOver(serving: serving)
         let (ports, portSink) = AsyncStream<Int>.makeStream()
         try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { await handedOver.run(serving: serving) }
             var port: Int?
             if listening {
                 let app = serving.application(address: BindTarget(kind: .tcp(host: "127.0.0.1", port: 0))) { channel in
@@ -247,7 +206,7 @@ struct HandedOverConnectionTests {
                 let bound = try #require(await iterator.next())
                 port = bound
             }
-            // `run` has begun taking hand-overs once a probe is served (and then closed).
+            // A probe is served (and then closed).
             #expect(await eventually(timeout: Self.patience) {
                 let (probe, theirs) = LoopbackSocket.pair()
                 guard (try? handedOver.serve(descriptor: theirs, listener: ListenerName.tailnet, remote: nil)) != nil else { return false }
@@ -267,6 +226,18 @@ struct HandedOverConnectionTests {
             group.cancelAll()
         }
     }
+}
+
+/// Descriptors served as NIO channels through the serving's channel entry point.
+struct ChannelHandOver {
+    let serving: AgentHTTPServing
+
+    func serve(descriptor: CInt, listener: String, remote: String?) throws(ConnectionHandOverError) {
+        try serving.serve(descriptor: descriptor, listener: listener, remote: remote)
+    }
+
+    /// Connections open in the serving's registry.
+    var openCount: Int { serving.connections.count }
 }
 
 /// Routes that report where their request came from, stream a body, wait for their client

@@ -37,7 +37,7 @@ final class NamespaceTunnel: Sendable {
     /// Builds the namespace, the TUN and the stack on `addresses`.
     static func make(
         addresses: [TunnelAddress], configuration: TunnelStackConfiguration = TunnelStackConfiguration(),
-        httpHandler: TunnelConnectionHandler?
+        acceptors: [UInt16: TunnelAcceptor] = [:]
     ) async throws -> NamespaceTunnel {
         guard getuid() == 0 else { throw HarnessError(description: "the tunnel tests need root (a network namespace and /dev/net/tun)") }
         for tool in ["/usr/bin/unshare", "/usr/bin/nsenter", "/usr/sbin/ip", "/usr/bin/python3"] where access(tool, X_OK) != 0 {
@@ -83,7 +83,7 @@ final class NamespaceTunnel: Sendable {
         do {
             stack = try TunnelStack(
                 addresses: addresses, configuration: configuration,
-                output: { packet in _ = write(tun, packet.baseAddress, packet.count) }, httpHandler: httpHandler)
+                output: { packet in _ = write(tun, packet.baseAddress, packet.count) }, acceptors: acceptors)
         } catch {
             Glibc.close(tun)
             holder.kill()

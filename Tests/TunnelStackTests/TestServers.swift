@@ -1,6 +1,7 @@
 import AgentTestSupport
 import Foundation
 import Glibc
+import NIOCore
 import Synchronization
 import TunnelStack
 
@@ -14,27 +15,43 @@ func stackAddresses(_ index: UInt8) -> [TunnelAddress] {
     ]
 }
 
-/// Serves one HTTP request on `descriptor` (on a thread of its own): answers 200 with a
-/// body naming the peer, then closes.
-func serveHTTP(_ connection: consuming TunnelConnection, served: Recorder) {
-    let peer = connection.remoteAddressText
-    let descriptor = connection.takeFileDescriptor()
-    served.append(peer)
-    Thread {
-        defer { close(descriptor) }
-        var request: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 4096)
-        // Bounded: at most 64 KiB of request head.
-        while request.count < 65536, !request.ends(with: Array("\r\n\r\n".utf8)) {
-            let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
-            if count <= 0 { return }
-            request += chunk[..<count]
+/// Port 4 served by ``OneRequestHandler``: each connection's peer is recorded in `served`.
+func httpAcceptor(served: Recorder) -> [UInt16: TunnelAcceptor] {
+    [4: TunnelAcceptor { channel in
+        channel.eventLoop.makeCompletedFuture {
+            let peer = channel.remoteAddress.map { "[\($0.ipAddress ?? "?")]:\($0.port ?? 0)" } ?? "?"
+            served.append(peer)
+            try channel.pipeline.syncOperations.addHandler(OneRequestHandler(peer: peer))
         }
+    }]
+}
+
+/// Serves one HTTP request on a tunnel channel: answers 200 with a body naming the peer,
+/// then closes.
+final class OneRequestHandler: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+    private let peer: String
+    private var request: [UInt8] = []
+    private var answered = false
+
+    init(peer: String) {
+        self.peer = peer
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let buffer = unwrapInboundIn(data)
+        // Bounded: at most 64 KiB of request head.
+        guard !answered, request.count < 65536 else { return }
+        request += buffer.readableBytesView
+        guard request.ends(with: Array("\r\n\r\n".utf8)) else { return }
+        answered = true
         let line = String(decoding: request.prefix { $0 != 13 }, as: UTF8.self)
         let body = "hello \(peer) \(line)\n"
         let response = "HTTP/1.1 200 OK\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n\(body)"
-        _ = response.withCString { write(descriptor, $0, strlen($0)) }
-    }.start()
+        let channel = context.channel
+        context.writeAndFlush(wrapOutboundOut(ByteBuffer(string: response))).whenComplete { _ in channel.close(promise: nil) }
+    }
 }
 
 extension Array where Element == UInt8 {

@@ -25,7 +25,7 @@ struct TunnelStackCloseOrderTests {
             if index % 4 >= 2 { _ = readAll(connection, limit: 4) }
             _ = writeAll(connection, pattern(index % 2 == 0 ? 65536 + 7 : 5, step: 7, offset: index))
         })
-        let tunnel = try await NamespaceTunnel.make(addresses: stackAddresses(0x20), httpHandler: nil)
+        let tunnel = try await NamespaceTunnel.make(addresses: stackAddresses(0x20))
         let script = Self.prelude + """
             for i in range(\(rounds)):
                 size = 65536 + 7 if i % 2 == 0 else 5
@@ -65,7 +65,7 @@ struct TunnelStackCloseOrderTests {
             let bytes = readAll(connection, limit: expected.count + 1)
             results.withLock { $0[index] = bytes == expected }
         })
-        let tunnel = try await NamespaceTunnel.make(addresses: stackAddresses(0x21), httpHandler: nil)
+        let tunnel = try await NamespaceTunnel.make(addresses: stackAddresses(0x21))
         let script = Self.prelude + """
             for i in range(\(rounds)):
                 size = \(Self.halfCloseSizePython)
@@ -112,7 +112,7 @@ struct TunnelStackCloseOrderTests {
             setsockopt(connection, SOL_SOCKET, soSendBufferForce, &size, socklen_t(MemoryLayout<Int32>.size))
             _ = writeAll(connection, pattern(200_000 + index, step: 13, offset: index))
         })
-        let tunnel = try await NamespaceTunnel.make(addresses: stackAddresses(0x22), httpHandler: nil)
+        let tunnel = try await NamespaceTunnel.make(addresses: stackAddresses(0x22))
         let script = Self.prelude + """
             import os
             for i in range(\(rounds)):
@@ -158,7 +158,7 @@ struct TunnelStackCloseOrderTests {
             let reply = bytes == pattern(size, step: 17, offset: index) ? "ok \(size)" : "bad \(bytes.count)"
             _ = writeAll(connection, Array(reply.utf8))
         })
-        let tunnel = try await NamespaceTunnel.make(addresses: stackAddresses(0x23), httpHandler: nil)
+        let tunnel = try await NamespaceTunnel.make(addresses: stackAddresses(0x23))
         let script = Self.prelude + """
             for i in range(\(rounds)):
                 size = \(Self.reverseSizePython)
@@ -197,7 +197,7 @@ struct TunnelStackCloseOrderTests {
             // The peer never sends nor closes: the read ends when the stack gives up.
             if readAll(connection, limit: 1).isEmpty { endedLocally.set() }
         })
-        let tunnel = try await NamespaceTunnel.make(addresses: stackAddresses(0x24), configuration: configuration, httpHandler: nil)
+        let tunnel = try await NamespaceTunnel.make(addresses: stackAddresses(0x24), configuration: configuration)
         let script = Self.prelude + """
             import sys
             s = socket.create_connection(('\(tunnel.addresses[0])', \(server.port)), timeout=20)

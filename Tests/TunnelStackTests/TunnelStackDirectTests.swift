@@ -12,11 +12,11 @@ struct TunnelStackDirectTests {
     /// A stack whose packets land in `sent`.
     func makeStack(
         _ index: UInt8, configuration: TunnelStackConfiguration = TunnelStackConfiguration(), sent: PacketLog,
-        handler: TunnelConnectionHandler? = { _ in }
+        acceptors: [UInt16: TunnelAcceptor] = [4: TunnelAcceptor { $0.eventLoop.makeSucceededVoidFuture() }]
     ) throws -> TunnelStack {
         try TunnelStack(
             addresses: stackAddresses(index), configuration: configuration,
-            output: { packet in sent.append(Array(packet)) }, httpHandler: handler)
+            output: { packet in sent.append(Array(packet)) }, acceptors: acceptors)
     }
 
     @Test func parsesSegmentsAndBuildsCheckedResets() throws {
@@ -50,20 +50,20 @@ struct TunnelStackDirectTests {
         let stack = try makeStack(2, sent: sent)
         let local = stack.addresses[0]
         // MSS 1460 offered: the SYN-ACK must still say 1220 (MTU 1280 - 60).
-        stack.input(PacketBuilder.tcp(from: peer, 40001, to: local, 4, sequence: 5000, flags: 0x02, options: [2, 4, 0x05, 0xB4]))
+        await stack.feed(PacketBuilder.tcp(from: peer, 40001, to: local, 4, sequence: 5000, flags: 0x02, options: [2, 4, 0x05, 0xB4]))
         let synAck = try #require(sent.first)
         #expect(synAck[53] == 0x12)  // SYN|ACK
         #expect(Array(synAck[8..<24]) == local.bytes && Array(synAck[24..<40]) == peer.bytes)
         #expect(PacketBuilder.mss(of: synAck) == 1220)
         #expect(TunnelPacket.transportChecksum(synAck) == 0)
-        #expect(stack.counters().halfOpenConnections == 1)
+        #expect(await stack.countersOnLoop().halfOpenConnections == 1)
         sent.clear()
         // Reserved port 5: RST|ACK acknowledging the SYN.
-        stack.input(PacketBuilder.tcp(from: peer, 40002, to: local, 5, sequence: 7000, flags: 0x02))
+        await stack.feed(PacketBuilder.tcp(from: peer, 40002, to: local, 5, sequence: 7000, flags: 0x02))
         let reset = try #require(sent.first)
         #expect(reset[53] == 0x14)
         #expect(Array(reset[48..<52]) == [0, 0, 0x1B, 0x59])  // 7001
-        #expect(stack.counters().refusedReservedPort == 1)
+        #expect(await stack.countersOnLoop().refusedReservedPort == 1)
         await stack.shutdown()
     }
 
@@ -71,22 +71,22 @@ struct TunnelStackDirectTests {
         let sent = PacketLog()
         let stack = try makeStack(3, sent: sent)
         let local = stack.addresses[1]
-        stack.input(PacketBuilder.echoRequest(from: peer, to: local, identifier: 0x4242, data: Array("ping".utf8)))
+        await stack.feed(PacketBuilder.echoRequest(from: peer, to: local, identifier: 0x4242, data: Array("ping".utf8)))
         let reply = try #require(sent.first)
         #expect(reply[6] == 58 && reply[40] == 129)
         #expect(Array(reply[8..<24]) == local.bytes && Array(reply.suffix(4)) == Array("ping".utf8))
         sent.clear()
-        let before = stack.counters().packetsDropped
+        let before = await stack.countersOnLoop().packetsDropped
         // IPv4, another destination, UDP, a router advertisement: all dropped, nothing sent.
-        stack.input([0x45] + [UInt8](repeating: 0, count: 59))
-        stack.input(PacketBuilder.echoRequest(from: peer, to: TunnelAddress("fd7a:115c:a1e0::99")!, identifier: 1, data: []))
-        stack.input(PacketBuilder.ipv6(from: peer, to: local, nextHeader: 17, payload: [UInt8](repeating: 0, count: 12)))
-        stack.input(PacketBuilder.ipv6(from: peer, to: local, nextHeader: 58, payload: [134, 0, 0, 0] + [UInt8](repeating: 0, count: 12)))
-        #expect(stack.counters().packetsDropped == before + 4)
+        await stack.feed([0x45] + [UInt8](repeating: 0, count: 59))
+        await stack.feed(PacketBuilder.echoRequest(from: peer, to: TunnelAddress("fd7a:115c:a1e0::99")!, identifier: 1, data: []))
+        await stack.feed(PacketBuilder.ipv6(from: peer, to: local, nextHeader: 17, payload: [UInt8](repeating: 0, count: 12)))
+        await stack.feed(PacketBuilder.ipv6(from: peer, to: local, nextHeader: 58, payload: [134, 0, 0, 0] + [UInt8](repeating: 0, count: 12)))
+        #expect(await stack.countersOnLoop().packetsDropped == before + 4)
         #expect(sent.count == 0)
         await stack.shutdown()
         // After shutdown the stack drops everything.
-        stack.input(PacketBuilder.echoRequest(from: peer, to: local, identifier: 2, data: []))
+        await stack.feed(PacketBuilder.echoRequest(from: peer, to: local, identifier: 2, data: []))
         #expect(sent.count == 0)
     }
 
@@ -97,15 +97,15 @@ struct TunnelStackDirectTests {
         let stack = try makeStack(4, configuration: configuration, sent: sent)
         let local = stack.addresses[0]
         for port in UInt16(41000)..<41010 {
-            stack.input(PacketBuilder.tcp(from: peer, port, to: local, 4, sequence: UInt32(port) * 1000, flags: 0x02))
+            await stack.feed(PacketBuilder.tcp(from: peer, port, to: local, 4, sequence: UInt32(port) * 1000, flags: 0x02))
         }
-        let counters = stack.counters()
+        let counters = await stack.countersOnLoop()
         #expect(counters.halfOpenConnections == 4)
         #expect(counters.droppedHalfOpenLimit == 6)
         #expect(sent.count == 4)
         // A peer reset frees its slot.
-        stack.input(PacketBuilder.tcp(from: peer, 41000, to: local, 4, sequence: 41000 * 1000 + 1, flags: 0x04))
-        #expect(stack.counters().halfOpenConnections == 3)
+        await stack.feed(PacketBuilder.tcp(from: peer, 41000, to: local, 4, sequence: 41000 * 1000 + 1, flags: 0x04))
+        #expect(await stack.countersOnLoop().halfOpenConnections == 3)
         await stack.shutdown()
     }
 
@@ -116,15 +116,16 @@ struct TunnelStackDirectTests {
         let stack = try makeStack(9, configuration: configuration, sent: sent)
         let local = stack.addresses[0]
         for port in UInt16(44000)..<44003 {
-            stack.input(PacketBuilder.tcp(from: peer, port, to: local, 4, sequence: 1, flags: 0x02))
+            await stack.feed(PacketBuilder.tcp(from: peer, port, to: local, 4, sequence: 1, flags: 0x02))
         }
         #expect(sent.count == 3)
         #expect(sent.first?[53] == 0x12)
-        let counters = stack.counters()
+        let counters = await stack.countersOnLoop()
         #expect(counters.halfOpenConnections == 2 && counters.refusedConnectionLimit == 1)
         // A retransmitted SYN of a handshake in progress is answered again, not counted anew.
-        stack.input(PacketBuilder.tcp(from: peer, 44000, to: local, 4, sequence: 1, flags: 0x02))
-        #expect(stack.counters().refusedConnectionLimit == 1 && stack.counters().halfOpenConnections == 2)
+        await stack.feed(PacketBuilder.tcp(from: peer, 44000, to: local, 4, sequence: 1, flags: 0x02))
+        let limited = await stack.countersOnLoop()
+        #expect(limited.refusedConnectionLimit == 1 && limited.halfOpenConnections == 2)
         await stack.shutdown()
     }
 
@@ -140,7 +141,7 @@ struct TunnelStackDirectTests {
             accepted.set()
             _ = readAll(connection, limit: 1)  // until the stack closes it
         })
-        stack.input(PacketBuilder.tcp(from: peer, 43000, to: local, UInt16(server.port), sequence: 9000, flags: 0x02))
+        await stack.feed(PacketBuilder.tcp(from: peer, 43000, to: local, UInt16(server.port), sequence: 9000, flags: 0x02))
         // Nothing is answered before the local connect; then the SYN-ACK.
         let answered = await eventually(timeout: .seconds(20)) { sent.count >= 1 }
         #expect(answered)
@@ -149,12 +150,12 @@ struct TunnelStackDirectTests {
         let synAck = try #require(sent.first)
         #expect(synAck[53] == 0x12 && PacketBuilder.mss(of: synAck) == 1220)
         // Half-open until the timeout (which a stalled host may already have reached).
-        let now = stack.counters()
+        let now = await stack.countersOnLoop()
         #expect(now.halfOpenConnections == 1 || now.handshakeTimeouts == 1)
         // The peer never completes the handshake: the stack gives up and closes the local side.
         let expired = await eventually(timeout: .seconds(20)) { stack.counters().handshakeTimeouts == 1 }
         #expect(expired)
-        #expect(stack.counters().halfOpenConnections == 0)
+        #expect(await stack.countersOnLoop().halfOpenConnections == 0)
         await server.finished.wait(upTo: .seconds(20))
         #expect(server.finished.isSet)
         server.stop()
@@ -165,12 +166,13 @@ struct TunnelStackDirectTests {
         let sent = PacketLog()
         let stack = try makeStack(8, sent: sent)
         let port = UInt16(freeLoopbackPort())
-        stack.input(PacketBuilder.tcp(from: peer, 43001, to: stack.addresses[1], port, sequence: 100, flags: 0x02))
+        await stack.feed(PacketBuilder.tcp(from: peer, 43001, to: stack.addresses[1], port, sequence: 100, flags: 0x02))
         let reset = await eventually(timeout: .seconds(20)) { sent.count == 1 }
         #expect(reset)
         let packet = try #require(sent.first)
         #expect(packet[53] == 0x14 && Array(packet[48..<52]) == [0, 0, 0, 101])
-        #expect(stack.counters().refusedNoListener == 1 && stack.counters().halfOpenConnections == 0)
+        let refused = await stack.countersOnLoop()
+        #expect(refused.refusedNoListener == 1 && refused.halfOpenConnections == 0)
         await stack.shutdown()
     }
 
@@ -179,14 +181,14 @@ struct TunnelStackDirectTests {
         let sentB = PacketLog()
         let a = try makeStack(5, sent: sentA)
         let b = try makeStack(6, sent: sentB)
-        a.input(PacketBuilder.echoRequest(from: peer, to: a.addresses[0], identifier: 1, data: []))
-        b.input(PacketBuilder.echoRequest(from: peer, to: b.addresses[0], identifier: 2, data: []))
+        await a.feed(PacketBuilder.echoRequest(from: peer, to: a.addresses[0], identifier: 1, data: []))
+        await b.feed(PacketBuilder.echoRequest(from: peer, to: b.addresses[0], identifier: 2, data: []))
         // Each answers its own, through its own output.
         #expect(sentA.count == 1 && sentB.count == 1)
-        b.input(PacketBuilder.echoRequest(from: peer, to: a.addresses[0], identifier: 3, data: []))
+        await b.feed(PacketBuilder.echoRequest(from: peer, to: a.addresses[0], identifier: 3, data: []))
         #expect(sentA.count == 1 && sentB.count == 1)
         await a.shutdown()
-        b.input(PacketBuilder.tcp(from: peer, 42000, to: b.addresses[0], 4, sequence: 1, flags: 0x02))
+        await b.feed(PacketBuilder.tcp(from: peer, 42000, to: b.addresses[0], 4, sequence: 1, flags: 0x02))
         #expect(sentB.count == 2)
         await b.shutdown()
     }
@@ -200,4 +202,17 @@ final class PacketLog: Sendable {
     func clear() { packets.withLock { $0 = [] } }
     var count: Int { packets.withLock { $0.count } }
     var first: [UInt8]? { packets.withLock { $0.first } }
+}
+
+extension TunnelStack {
+    /// Feeds `packet` on the stack's loop and returns once lwIP has handled it (and sent
+    /// whatever it answers).
+    func feed(_ packet: [UInt8]) async {
+        try? await eventLoop.submit { self.input(packet) }.get()
+    }
+
+    /// The counters read on the stack's loop (the half-open count is exact there).
+    func countersOnLoop() async -> TunnelStackCounters {
+        (try? await eventLoop.submit { self.counters() }.get()) ?? counters()
+    }
 }

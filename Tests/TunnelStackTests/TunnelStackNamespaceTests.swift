@@ -13,7 +13,7 @@ import TunnelStack
 @Suite(.serialized)
 struct TunnelStackNamespaceTests {
     @Test func pingIsAnsweredOnBothAddresses() async throws {
-        let tunnel = try await NamespaceTunnel.make(addresses: stackAddresses(0x10), httpHandler: nil)
+        let tunnel = try await NamespaceTunnel.make(addresses: stackAddresses(0x10))
         for address in tunnel.addresses {
             let outcome = await tunnel.python(pingScript(address))
             #expect(outcome.status == 0, "\(outcome.stdout)")
@@ -22,11 +22,9 @@ struct TunnelStackNamespaceTests {
         await tunnel.close()
     }
 
-    @Test func httpPortIsServedThroughASocketpair() async throws {
+    @Test func httpPortIsServedAsChannels() async throws {
         let served = Recorder()
-        let tunnel = try await NamespaceTunnel.make(addresses: stackAddresses(0x11)) { connection in
-            serveHTTP(connection, served: served)
-        }
+        let tunnel = try await NamespaceTunnel.make(addresses: stackAddresses(0x11), acceptors: httpAcceptor(served: served))
         for address in tunnel.addresses {
             let outcome = await tunnel.run(["/usr/bin/curl", "-g", "-s", "--max-time", "20", "http://[\(address)]:4/hello"])
             #expect(outcome.status == 0, "curl: \(outcome.stdout)")
@@ -60,7 +58,7 @@ struct TunnelStackNamespaceTests {
             let deadline = ContinuousClock.now + .seconds(120)
             while !writer.isSet, ContinuousClock.now < deadline { usleep(10_000) }
         })
-        let tunnel = try await NamespaceTunnel.make(addresses: stackAddresses(0x12), httpHandler: nil)
+        let tunnel = try await NamespaceTunnel.make(addresses: stackAddresses(0x12))
         let address = tunnel.addresses[0]
         let script = """
             import socket, threading, time
@@ -102,7 +100,7 @@ struct TunnelStackNamespaceTests {
     }
 
     @Test func nothingListeningAndReservedPortsAreRefused() async throws {
-        let tunnel = try await NamespaceTunnel.make(addresses: stackAddresses(0x13), httpHandler: nil)
+        let tunnel = try await NamespaceTunnel.make(addresses: stackAddresses(0x13))
         let address = tunnel.addresses[0]
         let unused = freeLoopbackPort()
         for port in [unused, 5, 1, 4] {
@@ -121,9 +119,7 @@ struct TunnelStackNamespaceTests {
         var configuration = TunnelStackConfiguration()
         configuration.maxHalfOpen = 8
         let served = Recorder()
-        let tunnel = try await NamespaceTunnel.make(addresses: stackAddresses(0x14), configuration: configuration) { connection in
-            serveHTTP(connection, served: served)
-        }
+        let tunnel = try await NamespaceTunnel.make(addresses: stackAddresses(0x14), configuration: configuration, acceptors: httpAcceptor(served: served))
         let address = tunnel.addresses[0]
         let flood = await tunnel.python(floodScript(address, count: 200, flags: 0x02, sequenceOffset: 0))
         #expect(flood.stdout.contains("sent 200"), "\(flood.stdout)")
@@ -166,7 +162,7 @@ struct TunnelStackNamespaceTests {
             }
             written.withLock { $0 = total }
         })
-        let tunnel = try await NamespaceTunnel.make(addresses: stackAddresses(0x15), httpHandler: nil)
+        let tunnel = try await NamespaceTunnel.make(addresses: stackAddresses(0x15))
         let script = """
             import socket, time
             s = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
@@ -199,7 +195,7 @@ struct TunnelStackNamespaceTests {
             let bytes = readAll(connection, limit: 1)
             closedLocally.withLock { $0 = bytes.isEmpty }
         })
-        let tunnel = try await NamespaceTunnel.make(addresses: stackAddresses(0x16), configuration: configuration, httpHandler: nil)
+        let tunnel = try await NamespaceTunnel.make(addresses: stackAddresses(0x16), configuration: configuration)
         let script = """
             import socket
             s = socket.create_connection(('\(tunnel.addresses[0])', \(server.port)), timeout=20)

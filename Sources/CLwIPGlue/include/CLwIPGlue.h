@@ -6,10 +6,8 @@
 // must equal sizeof() of the structures seen here). Swift sees only this header: opaque
 // pointers, plain integers and byte arrays.
 //
-// Locking: lwIP runs with LWIP_TCPIP_CORE_LOCKING; every tl_* function except
-// tl_core_start, tl_lock, tl_unlock and tl_lock_held must be called with the core lock
-// held (tl_lock), or from inside one of the callbacks (lwIP calls them with the lock held,
-// from whichever thread holds it: the tcpip thread for timers, or a caller of tl_lock).
+// Threads: lwIP runs on one thread of the caller's choosing (one NIO event loop), without
+// its tcpip thread: every tl_* function and every callback runs there, no lock is taken.
 
 #include <stddef.h>
 #include <stdint.h>
@@ -49,7 +47,7 @@ typedef struct tl_counts {
     int time_wait;
 } tl_counts;
 
-/// Callbacks into Swift, set once by tl_core_start; all run with the core lock held.
+/// Callbacks into Swift, set once by tl_core_start; all run on lwIP's one thread.
 typedef struct tl_callbacks {
     /// One outgoing IPv6 packet of `netif_context`'s netif (valid during the call only).
     void (*output)(void *netif_context, const uint8_t *packet, size_t length);
@@ -68,18 +66,17 @@ typedef struct tl_callbacks {
     void (*failed)(void *connection, int error);
 } tl_callbacks;
 
-/// Starts lwIP once per process (tcpip_init and its thread) and records the callbacks.
+/// Starts lwIP once per process (lwip_init, no tcpip thread) and records the callbacks.
 /// Returns 0, or -1 when the structures seen here differ in size from the library's (built
-/// with other options), -2 when the thread did not start. Later calls return the first
-/// call's result and ignore their arguments.
+/// with other options). Later calls return the first call's result and ignore their
+/// arguments.
 int tl_core_start(const tl_callbacks *callbacks);
 
-/// Takes lwIP's core lock (nests: a thread that holds it just counts).
-void tl_lock(void);
-/// Releases one tl_lock.
-void tl_unlock(void);
-/// Nonzero when this thread holds the core lock (through tl_lock or inside a callback).
-int tl_lock_held(void);
+/// Runs lwIP's timers that are due (TCP every 250 ms while connections exist, ND, MLD,
+/// reassembly).
+void tl_timers_run(void);
+/// Milliseconds until lwIP's next timer is due (0xFFFFFFFF: none).
+uint32_t tl_timers_sleep(void);
 /// Nonzero while this thread is inside lwIP's input processing (a callback of
 /// tl_netif_input): input must not be re-entered then.
 int tl_in_input(void);

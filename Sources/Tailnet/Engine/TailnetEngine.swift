@@ -1,4 +1,5 @@
 import AgentCore
+import AgentHTTP
 import AgentProto
 import CoreMetrics
 import DERP
@@ -13,10 +14,13 @@ import WireGuard
 /// tunnel's TCP/IPv6 stack). One per agent, made on the first manifest and kept across
 /// control-plane sessions (the keys stay, so peers keep their WireGuard sessions).
 ///
-/// Locks: the WireGuard device sits behind one mutex that is never held while calling out
-/// (into the stack, a DERP client or the log): each operation collects its output in a sink,
-/// unlocks, then hands it on. The stack calls `output` under lwIP's core lock, which then
-/// takes the device's: the order is always core → device, never the reverse.
+/// Threads: the engine is confined to one event loop (``eventLoop``, from the agent's
+/// group): the tunnel stack (lwIP) runs there, the DERP clients' connections run there (so
+/// a packet goes DERP → WireGuard → lwIP → the tunnel channel and back without crossing a
+/// thread), and the timer's ticks are carried out there. The WireGuard device still sits
+/// behind a mutex, uncontended on the data path, for the status and peer updates that come
+/// from other threads; it is never held while calling out (into the stack, a DERP client or
+/// the log): each operation collects its output in a sink, unlocks, then hands it on.
 ///
 /// Timers: one task sleeps until the device's next deadline (re-armed when an operation
 /// makes it earlier); with nothing pending it waits without waking (no polling).
@@ -29,6 +33,8 @@ final class TailnetEngine: Sendable {
     let metrics: TailnetMetrics
     /// Every packet through the tunnel, by flow (the stats report's honest connection count).
     let traffic: TunnelTraffic
+    /// The loop the data path runs on (lwIP's, the DERP connections', the timer's ticks).
+    let eventLoop: any EventLoop
     private let logger: Logger
     private let device: Mutex<WireGuardDevice>
     private let stackBox = Mutex<TunnelStack?>(nil)
@@ -57,8 +63,10 @@ final class TailnetEngine: Sendable {
     }
 
     init(addresses: TailnetAddresses, nodeKey: WireGuardPrivateKey, discoKey: X25519PrivateKey, forceWebSocket: Bool,
-         announcer: NodeAnnouncer, metrics: TailnetMetrics, traffic: TunnelTraffic = TunnelTraffic(), logger: Logger) {
+         announcer: NodeAnnouncer, metrics: TailnetMetrics, traffic: TunnelTraffic = TunnelTraffic(),
+         eventLoop: any EventLoop = MultiThreadedEventLoopGroup.singleton.next(), logger: Logger) {
         self.traffic = traffic
+        self.eventLoop = eventLoop
         self.addresses = addresses
         self.nodeKey = nodeKey
         self.derpKey = X25519PrivateKey(nodeKey.raw.bytes)!
@@ -72,20 +80,27 @@ final class TailnetEngine: Sendable {
         self.device = Mutex(WireGuardDevice(configuration: configuration))
     }
 
-    /// Starts the tunnel stack (port 4 handed to `acceptor`) and the timer task.
+    /// Starts the tunnel stack (port 4's channels served by `acceptor`, when it takes
+    /// channels; else port 4 is reset) and the timer task.
     func start(acceptor: any ConnectionAcceptor) throws(TunnelStackError) {
-        let stack = try TunnelStack(
-            addresses: [TunnelAddress(bytes: addresses.primary)!, TunnelAddress(bytes: addresses.coder)!],
-            output: { [weak self] packet in self?.sendFromStack(packet) },
-            httpHandler: { [logger] connection in
-                let remote = connection.remoteAddressText
-                let descriptor = connection.takeFileDescriptor()
-                do {
-                    try acceptor.serve(descriptor: descriptor, listener: ListenerName.tailnet, remote: remote)
-                } catch {
+        var acceptors: [UInt16: TunnelAcceptor] = [:]
+        if let channels = acceptor as? any ChannelAcceptor {
+            acceptors[TunnelStackConfiguration().httpPort] = TunnelAcceptor { [logger] channel in
+                let remote = channel.remoteAddress.map { "[\($0.ipAddress ?? "")]:\($0.port ?? 0)" }
+                let served = channels.serve(channel, listener: ListenerName.tailnet, remote: remote)
+                served.whenFailure { error in
                     logger.warning("tunnel connection to port 4 not served", metadata: ["error": "\(error)"])
                 }
-            })
+                return served
+            }
+        } else {
+            logger.warning("no HTTP API takes tunnel connections: port 4 is reset")
+        }
+        let stack = try TunnelStack(
+            addresses: [TunnelAddress(bytes: addresses.primary)!, TunnelAddress(bytes: addresses.coder)!],
+            eventLoop: eventLoop,
+            output: { [weak self] packet in self?.sendFromStack(packet) },
+            acceptors: acceptors)
         stackBox.withLock { $0 = stack }
         let task = Task<Void, Never> { [weak self] in await self?.runTimers() }
         timerTask.withLock { $0 = task }
@@ -182,7 +197,7 @@ final class TailnetEngine: Sendable {
         let responder = DiscoResponder(privateKey: discoKey, regionID: Int(region))
         let holder = ClientHolder()
         let client = DERPClient(
-            privateKey: derpKey, nodes: nodes, configuration: configuration, logger: logger,
+            privateKey: derpKey, nodes: nodes, configuration: configuration, logger: logger, group: eventLoop,
             packetHandler: { [weak self] packet in
                 guard let self, let client = holder.client else { return }
                 if responder.handle(packet, via: client) {
@@ -263,7 +278,7 @@ final class TailnetEngine: Sendable {
         flush(&sink)
     }
 
-    /// A packet the stack sends (under lwIP's core lock: never calls back into the stack).
+    /// A packet the stack sends (on lwIP's loop, inside lwIP: never calls back into the stack).
     private func sendFromStack(_ packet: UnsafeRawBufferPointer) {
         var sink = EngineSink()
         let result = device.withLock { $0.send(packet, now: now(), into: &sink) }
@@ -334,9 +349,12 @@ final class TailnetEngine: Sendable {
                 await timerSignal.wait()
             }
             guard !Task.isCancelled else { return }
-            var sink = EngineSink()
-            device.withLock { $0.tick(now: now(), into: &sink) }
-            flush(&sink)
+            // On the engine's loop, so what the tick delivers reaches lwIP there directly.
+            try? await eventLoop.submit { [self] in
+                var sink = EngineSink()
+                device.withLock { $0.tick(now: now(), into: &sink) }
+                flush(&sink)
+            }.get()
         }
     }
 }
