@@ -26,7 +26,8 @@ import Synchronization
 public final class TunnelStack: Sendable {
     private let core: StackCore
 
-    /// Starts a stack on `addresses` (one to four /128s).
+    /// Starts a stack on `addresses` (one to four /128s). Call it on lwIP's loop or off every
+    /// event loop (it waits for the loop to add the netif).
     /// - Parameters:
     ///   - eventLoop: the loop lwIP is confined to, if this is the process's first stack
     ///     (else the first stack's loop is used: see ``eventLoop``); nil: one of NIO's
