@@ -75,6 +75,40 @@ extension WorkspaceAgentTailnetTests {
         }
     }
 
+    /// The open-connections gauge from the agent's loopback metrics (the request asking
+    /// counts itself), or nil if it did not answer.
+    static func openConnections(_ api: RawHTTPClient) async -> Int? {
+        guard let text = try? await api.request("GET", "/metrics").bodyText else { return nil }
+        let line = text.split(separator: "\n").first { $0.hasPrefix("agent_http_connections ") }
+        return line.flatMap { Double($0.split(separator: " ").last ?? "") }.map { Int($0) }
+    }
+
+    /// A tunnel client that vanishes in the middle of a download: its channel closes and
+    /// its connection slot is given back.
+    @Test func aClientThatVanishesMidDownloadFreesItsConnection() async throws {
+        try await Self.withTunnel { tunnel in
+            let directory = NSTemporaryDirectory() + "tailnet-vanish-\(UUID().uuidString.prefix(8))"
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(atPath: directory) }
+            // 1 GiB, sparse: far more than the client reads before it goes.
+            let big = directory + "/big.bin"
+            #expect(FileManager.default.createFile(atPath: big, contents: nil))
+            #expect(truncate(big, 1 << 30) == 0)
+            let api = RawHTTPClient(port: try await tunnel.agent.port())
+            // Read slowly, then killed by its own time limit mid-body.
+            let download = Task {
+                await tunnel.curl(["-o", "/dev/null", "--limit-rate", "512K", tunnel.url("/api/v0/read-file?path=\(big)")], maxTime: 4)
+            }
+            // Counted while it reads: this request's connection and the download's.
+            #expect(await eventually(timeout: .seconds(60)) { (await Self.openConnections(api) ?? 0) >= 2 }, "\(tunnel.agent.log)")
+            let outcome = await download.value
+            #expect(outcome.status == 28, "curl should stop at its time limit: \(outcome.status) \(outcome.stdout)")
+            // Gone: only the asking connection is left.
+            #expect(await eventually(timeout: .seconds(60)) { await Self.openConnections(api) == 1 }, "\(tunnel.agent.log)")
+            #expect(await tunnel.healthz().reached)
+        }
+    }
+
     @Test func gitWatchWebSocketUpgradesAndStreamsThroughTheTunnel() async throws {
         try await Self.withTunnel { tunnel in
             let chat = "3b4c5d6e-7f80-4912-a3b4-c5d6e7f8091a"
