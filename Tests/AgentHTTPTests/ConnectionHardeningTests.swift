@@ -384,7 +384,10 @@ struct GuardTestRoutes: HTTPModule {
             try await Task.sleep(for: .seconds(10))
             return JSONResponse.make(["status": "done"])
         }
-        router.post("/echo") { request, context in
+        // On the loop: pipelined after a malformed request, its answer must be written before
+        // the parse error is read (the connection core forwards a parse error that arrives
+        // while a pool handler is still answering to that handler, then closes unanswered).
+        router.post("/echo", executor: .eventLoop) { request, context in
             let body = try await JSONRequest.decode(request, context: context, typeName: "EchoRequest")
             return JSONResponse.make(["command": try body.string("command") ?? ""])
         }
