@@ -37,9 +37,9 @@ let package = Package(
         .library(name: "MCPWire", targets: ["MCPWire"]),
     ],
     dependencies: [
-        // Within 2.28: AgentRouter builds Hummingbird's route trie through its SPI
-        // (`@_spi(Internal)`), which carries no compatibility promise across minor versions.
-        .package(url: "https://github.com/hummingbird-project/hummingbird.git", .upToNextMinor(from: "2.28.1"), traits: []),
+        // Public API only (Request, Response, HTTPResponder, middleware, the server): the
+        // agent routes with its own table (AgentHTTP's Routing/).
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1", traits: []),
         .package(url: "https://github.com/hummingbird-project/hummingbird-websocket.git", from: "2.8.1"),
         // WSCore (HummingbirdWebSocket's engine): the agent's channel runs its WebSocket
         // handler itself (AgentHTTPChannel); NIOHTTPTypesHTTP1 converts heads.

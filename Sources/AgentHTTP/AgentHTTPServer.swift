@@ -40,28 +40,6 @@ public enum AgentHTTPServer {
             webSocketPingInterval: webSocketPingInterval, writeStallTimeout: writeStallTimeout, accessLog: accessLog, logger: logger
         ).application(address: address, listener: listener, onServerRunning: onServerRunning)
     }
-
-    /// Mounts a WebSocket route's plain-HTTP twin, which answers what is not an upgrade:
-    /// the route's own refusal (404, 429, ...), 400 for a malformed handshake key, and
-    /// otherwise 426 naming the WebSocket version. (The upgrade itself is the channel's:
-    /// ``AgentHTTPChannel``.)
-    static func registerTwin(_ route: AgentWebSocketRoute, http: AgentRouter) {
-        http.get(RouterPath(route.path)) { request, context -> Response in
-            let admission = WebSocketRouteRequest(headers: request.headers, parameters: context.parameters.rawParameters)
-            try route.check(admission)
-            try await route.prepare?(admission)
-            if request.headers[WebSocketRefusal.field] == WebSocketRefusal.badKey {
-                throw APIError(
-                    .badRequest, "Invalid WebSocket handshake.",
-                    detail: "Sec-WebSocket-Key must be one header holding 16 bytes in base64.")
-            }
-            var error = APIError(
-                .upgradeRequired, "Expected a WebSocket upgrade request.",
-                detail: "Send a WebSocket handshake with Sec-WebSocket-Version: 13.")
-            error.headers = [.secWebSocketVersion: "13", .upgrade: "websocket", .connection: "Upgrade"]
-            throw error
-        }
-    }
 }
 
 extension Parameters {

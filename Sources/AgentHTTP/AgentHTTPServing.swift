@@ -6,8 +6,8 @@ import HummingbirdWebSocket
 import Logging
 import NIOCore
 
-/// How one connection is served, apart from where connections come from: the routes of
-/// every mount (and `/healthz`), the WebSocket routes, the guards, limits and deadlines, and
+/// How one connection is served, apart from where connections come from: the route table
+/// (every mount's routes, `/healthz`, the WebSocket routes), the guards, limits and deadlines, and
 /// the connection registry. Built once from the mounts; then any number of sources hand it
 /// connections: a listener (``application(address:listener:onServerRunning:)``, Hummingbird's
 /// `Server` accepting on a bound socket) and ``serve(_:listener:remote:)`` (channels another
@@ -21,6 +21,8 @@ public final class AgentHTTPServing: Sendable {
     public let connections: HTTPConnectionRegistry
     /// The server's logger.
     public let logger: Logger
+    /// Every route, as the responder and the connection core ask for them.
+    public let routes: RouteTable
     /// How every connection is set up and served (its origin is set per source).
     let childChannel: AgentHTTPChannel
 
@@ -43,37 +45,32 @@ public final class AgentHTTPServing: Sendable {
     ) {
         self.connections = connections
         self.logger = logger
-        // Request metrics and JSON errors are the responder's own (``AgentResponder``).
-        let router = AgentRouter()
         // Without the access log, requests are logged at debug: at a higher level the
         // middleware would only cost its layer (two executor checks and a closure per
         // request), so it is left out.
-        if !accessLog, logger.logLevel <= .debug { router.add(middleware: LogRequestsMiddleware(.debug)) }
-        // Encoded once: health probes come often and never change.
-        let healthy = JSONResponse.make(["status": "ok"])
-        router.get("/healthz") { _, _ in healthy }
-        var webSocketRoutes: [AgentWebSocketRoute] = []
-        var streamingPaths: Set<String> = []
-        // After the router's middleware, so that every mounted route runs inside it.
-        for mount in mounts {
-            router.addRoutes(mount.module.routes(), atPath: RouterPath(mount.path))
-            webSocketRoutes += mount.module.webSocketRoutes().mounted(at: mount.path)
-            for path in mount.module.streamingUploadPaths() { streamingPaths.insert(WebSocketRouteCollection.join(mount.path, path)) }
+        let middleware: [any MiddlewareProtocol<Request, Response, AgentRequestContext>] =
+            !accessLog && logger.logLevel <= .debug ? [LogRequestsMiddleware(.debug)] : []
+        // One table: every mount's routes, `/healthz`, the WebSocket routes and their twins.
+        let table: RouteTable
+        do {
+            table = try RouteTable(mounts: mounts, middleware: middleware)
+        } catch {
+            // A module declared routes that clash: a programming error, caught by any test
+            // that starts the agent.
+            preconditionFailure("\(error)")
         }
-        for route in webSocketRoutes { AgentHTTPServer.registerTwin(route, http: router) }
-        let responder = router.buildResponder()
+        self.routes = table
         if logger.logLevel <= .trace {
             // What is mounted, one line per route (the OpenAPI document's test reads them).
-            let upgrades = Set(webSocketRoutes.map { RouterPath($0.path).description })
-            for route in router.routeList {
+            for route in table.routeList {
                 logger.trace("route mounted", metadata: [
-                    "method": "\(route.method)", "path": "\(route.path)", "websocket": "\(upgrades.contains(route.path))",
+                    "method": "\(route.method)", "path": "\(route.path)", "websocket": "\(route.webSocket)",
                 ])
             }
         }
         childChannel = AgentHTTPChannel(
             http: .init(
-                responder: responder, serverName: Self.serverName, logger: logger, writeStallTimeout: .init(writeStallTimeout),
+                responder: AgentResponder(table: table), serverName: Self.serverName, logger: logger, writeStallTimeout: .init(writeStallTimeout),
                 accessLog: accessLog),
             // A client that never answers our close frame is dropped after 2 s. Pings are
             // the connection guard's (on raw bytes, whether or not a route reads what the
@@ -81,13 +78,13 @@ public final class AgentHTTPServing: Sendable {
             webSocket: .init(maxFrameSize: WebSocketLimits.maxFrameBytes, autoPing: .disabled, closeTimeout: .seconds(2)),
             decoderLimits: (AgentHTTPLimits.maxHeaderFieldSize, AgentHTTPLimits.maxHeaderListSize, AgentHTTPLimits.maxHeaderFieldCount),
             registry: connections,
-            webSocketRoutes: WebSocketRouteTable(webSocketRoutes),
+            webSocketRoutes: WebSocketRouteTable(table: table),
             // The request guard closes connections that stall before, between or inside
             // requests; none closes a connection whose request is being handled
             // (wait=true lasts 5 min).
             limits: .init(
                 headTimeout: .init(headTimeout), bodyTimeout: .init(bodyTimeout), maxBody: AgentHTTPLimits.maxRequestBody,
-                streamingPaths: streamingPaths, webSocketPingInterval: .init(webSocketPingInterval)),
+                streamingPaths: table.streamingPaths, webSocketPingInterval: .init(webSocketPingInterval)),
             origin: .http)
     }
 

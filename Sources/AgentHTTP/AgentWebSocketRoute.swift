@@ -18,8 +18,9 @@ public struct WebSocketRouteRequest: Sendable {
 /// check, and the handler that runs once upgraded.
 ///
 /// The server runs the check before the upgrade (so a refusal is a JSON error, not a bare
-/// 400), registers the handler on the WebSocket router, and answers plain requests to the
-/// same path with the check's error, a 400 for a malformed handshake, or 426.
+/// 400), and answers plain requests to the same path (``WebSocketTwinResponder``) with the
+/// check's error, a 400 for a malformed handshake, or 426. Declared in a module's
+/// ``AgentRoutes`` with ``AgentRoutes/webSocket(_:executor:)``.
 ///
 /// A route whose admission needs I/O (starting a desktop, reaching a server) adds an async
 /// `prepare`, run after the check and before the upgrade; its error is answered as JSON
@@ -42,51 +43,27 @@ public struct AgentWebSocketRoute: Sendable {
     }
 }
 
-/// The WebSocket routes, matched synchronously on the event loop before an upgrade.
-struct WebSocketRouteTable: Sendable {
-    private struct Entry: Sendable {
-        var segments: [Substring]
-        var route: AgentWebSocketRoute
-        /// The route's `http.server.request.duration` timers, labelled as a plain route is
-        /// (`/api/v0/processes/{id}/stream`).
-        var timers: RequestTimers
-    }
+/// A WebSocket route's plain-HTTP twin, which answers what is not an upgrade: the route's
+/// own refusal (404, 429, ...), 400 for a malformed handshake key, and otherwise 426 naming
+/// the WebSocket version. (The upgrade itself is the channel's: ``AgentHTTPChannel``.)
+struct WebSocketTwinResponder: HTTPResponder {
+    typealias Context = AgentRequestContext
+    let route: AgentWebSocketRoute
 
-    private let entries: [Entry]
-
-    init(_ routes: [AgentWebSocketRoute]) {
-        entries = routes.map { route in
-            let label = "/" + route.path.split(separator: "/").map { $0.first == ":" ? "{\($0.dropFirst())}" : String($0) }.joined(separator: "/")
-            return Entry(segments: route.path.split(separator: "/"), route: route, timers: RequestTimers(route: label))
+    func respond(to request: Request, context: AgentRequestContext) async throws -> Response {
+        let admission = WebSocketRouteRequest(headers: request.headers, parameters: context.parameters.rawParameters)
+        try route.check(admission)
+        try await route.prepare?(admission)
+        if request.headers[WebSocketRefusal.field] == WebSocketRefusal.badKey {
+            throw APIError(
+                .badRequest, "Invalid WebSocket handshake.",
+                detail: "Sec-WebSocket-Key must be one header holding 16 bytes in base64.")
         }
-    }
-
-    /// The request-duration timers of the route `path` matches, if any.
-    func timers(_ path: Substring) -> RequestTimers? {
-        matchEntry(path)?.0.timers
-    }
-
-    /// The route for `path` (query excluded) and its parameters; `:name` matches one segment.
-    func match(_ path: Substring) -> (AgentWebSocketRoute, [String: String])? {
-        matchEntry(path).map { ($0.0.route, $0.1) }
-    }
-
-    private func matchEntry(_ path: Substring) -> (Entry, [String: String])? {
-        let segments = path.split(separator: "/")
-        for entry in entries where entry.segments.count == segments.count {
-            var parameters: [String: String] = [:]
-            var matched = true
-            for (pattern, segment) in zip(entry.segments, segments) {
-                if pattern.first == ":" {
-                    parameters[String(pattern.dropFirst())] = String(segment)
-                } else if pattern != segment {
-                    matched = false
-                    break
-                }
-            }
-            if matched { return (entry, parameters) }
-        }
-        return nil
+        var error = APIError(
+            .upgradeRequired, "Expected a WebSocket upgrade request.",
+            detail: "Send a WebSocket handshake with Sec-WebSocket-Version: 13.")
+        error.headers = [.secWebSocketVersion: "13", .upgrade: "websocket", .connection: "Upgrade"]
+        throw error
     }
 }
 

@@ -5,11 +5,9 @@ import NIOCore
 /// hopping to Swift's global executor and back for each of them (two thread wake-ups per
 /// request, measured: `agent-bench http`).
 ///
-/// Default actors called from such a task run their methods on the loop too, so anything
-/// that may hold a thread must not: file work goes to `NIOThreadPool`, and routes whose
-/// handlers can block (the desktop's) opt out with ``GlobalExecutorMiddleware``. A process
-/// start's `clone(CLONE_VFORK)` holds the loop until the child has exec'd, as it held a
-/// pool thread before (normally well under a millisecond).
+/// Default actors called from such a task run their methods on the loop too, so only
+/// handlers audited as never blocking run here (``RouteExecutor/eventLoop``); every other
+/// route's handler runs on Swift's global executor (``RouteExecutor/pool``, the default).
 ///
 /// Only for loops of a group that is never shut down (the server's is NIO's singleton):
 /// NIO drops `execute` on a stopped loop, which would strand the task.

@@ -15,8 +15,8 @@ struct MetricsModule: HTTPModule {
 
     var name: String { "metrics" }
 
-    func routes() -> RouteCollection<AgentRequestContext> {
-        let routes = RouteCollection(context: AgentRequestContext.self)
+    /// A scrape reads `/proc` and formats every metric: on the pool.
+    func routes(_ routes: inout AgentRoutes) {
         routes.get("metrics") { [registry, process] _, _ in
             process.update()
             let buffer = ByteBuffer(bytes: registry.emitToBuffer())
@@ -25,6 +25,5 @@ struct MetricsModule: HTTPModule {
                 headers: [.contentType: Self.contentType, .contentLength: String(buffer.readableBytes)],
                 body: .init(byteBuffer: buffer))
         }
-        return routes
     }
 }

@@ -112,9 +112,9 @@ import Testing
         }
     }
 
-    /// Handlers run on their connection's event loop (no thread hops per request), except
-    /// behind `GlobalExecutorMiddleware`, for handlers that may hold a thread.
-    @Test func handlersRunOnTheEventLoopUnlessTheyOptOut() async throws {
+    /// Handlers run off their connection's event loop (`.pool`), except on routes that opt
+    /// in to the loop (`.eventLoop`, for audited handlers that never block).
+    @Test func handlersRunOffTheEventLoopUnlessTheyOptIn() async throws {
         try await withGuardServer { port, _ in
             let client = RawHTTPClient(port: port)
             let onLoop = try await client.request("GET", "/thread")
@@ -345,20 +345,24 @@ import Testing
 /// `/messages` greets the same way and then answers each message with its kind and size.
 struct GuardTestRoutes: HTTPModule {
     var name: String { "guard test" }
+    /// The streamed uploads' idle deadline.
+    var streamIdle = AgentHTTPLimits.requestBodyTimeout
 
-    func routes() -> RouteCollection<AgentRequestContext> {
-        let router = RouteCollection(context: AgentRequestContext.self)
-        router.group("/chat").add(middleware: ChatIdentityMiddleware()).get { _, context in
+    func routes(_ router: inout AgentRoutes) {
+        var chat = AgentRoutes()
+        chat.add(middleware: ChatIdentityMiddleware())
+        chat.get(executor: .eventLoop) { _, context in
             JSONResponse.make(["chat": context.chat?.id ?? "", "ancestors": (context.chat?.ancestorIDs ?? []).joined(separator: ",")])
         }
+        router.add(chat, at: "/chat")
         // Which thread serves: NIO names its event loop threads "NIO-SGLTN-...".
         let thread = { @Sendable () -> String in
             ((try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)) ?? "").trimmingWhitespace()
         }
-        router.get("/thread") { _, _ in JSONResponse.make(["thread": thread()]) }
+        router.get("/thread", executor: .eventLoop) { _, _ in JSONResponse.make(["thread": thread()]) }
         // What a waiting route races against: the connection's observer, given by the channel.
         router.get("/gone-signal") { _, context in JSONResponse.make(["kind": String(describing: type(of: context.clientGone))]) }
-        router.group("/off-loop").add(middleware: GlobalExecutorMiddleware()).get("thread") { _, _ in
+        router.get("/off-loop/thread") { _, _ in
             JSONResponse.make(["thread": thread()])
         }
         // A body written from the global executor, part by part (the writer hops to the loop);
@@ -380,18 +384,21 @@ struct GuardTestRoutes: HTTPModule {
             try await Task.sleep(for: .seconds(10))
             return JSONResponse.make(["status": "done"])
         }
-        router.post("/echo") { request, context in
+        // On the loop: pipelined after a malformed request, its answer must be written before
+        // the parse error is read (the connection core forwards a parse error that arrives
+        // while a pool handler is still answering to that handler, then closes unanswered).
+        router.post("/echo", executor: .eventLoop) { request, context in
             let body = try await JSONRequest.decode(request, context: context, typeName: "EchoRequest")
             return JSONResponse.make(["command": try body.string("command") ?? ""])
         }
-        // A streamed upload (see streamingUploadPaths): its length, read part by part.
-        router.post("/count") { request, _ in
+        // A streamed upload: its length, read part by part.
+        router.post("/count", body: .stream(idle: streamIdle)) { request, _ in
             var count = 0
             for try await part in request.body { count += part.readableBytes }
             return JSONResponse.make(["bytes": "\(count)"])
         }
         // Reads its streamed body twice: the second pass finds it empty.
-        router.post("/count-twice") { request, _ in
+        router.post("/count-twice", body: .stream(idle: streamIdle)) { request, _ in
             var first = 0
             for try await part in request.body { first += part.readableBytes }
             var second = 0
@@ -420,16 +427,9 @@ struct GuardTestRoutes: HTTPModule {
                 try await writer.finish(nil)
             })
         }
-        return router
-    }
-
-    func streamingUploadPaths() -> [String] { ["/count", "/count-twice"] }
-
-    func webSocketRoutes() -> WebSocketRouteCollection {
-        var routes = WebSocketRouteCollection()
         // Collates each message (its own cap far above the server's) and answers its size
         // and kind: `text <bytes>` or `binary <bytes>`.
-        routes.ws("/messages") { _ throws(APIError) in } handler: { inbound, outbound, _ in
+        router.webSocket("/messages") { _ throws(APIError) in } handler: { inbound, outbound, _ in
             try await outbound.write(.text("hello"))
             for try await message in inbound.messages(maxSize: 1 << 30) {
                 switch message {
@@ -438,13 +438,12 @@ struct GuardTestRoutes: HTTPModule {
                 }
             }
         }
-        routes.ws("/ws/:name") { request throws(APIError) in
+        router.webSocket("/ws/:name") { request throws(APIError) in
             if request.parameters["name"] == "refused" { throw APIError(.notFound, "No such socket.") }
         } handler: { inbound, outbound, _ in
             try await outbound.write(.text("hello"))
             for try await _ in inbound {}
         }
-        return routes
     }
 }
 
@@ -462,7 +461,7 @@ func withGuardServer(
     let (ports, portSink) = AsyncStream<Int>.makeStream()
     let app = AgentHTTPServer.makeApplication(
         address: BindTarget(kind: .tcp(host: "127.0.0.1", port: 0)),
-        mounts: [HTTPMount(GuardTestRoutes(), at: "/")], connections: registry, headTimeout: headTimeout, bodyTimeout: bodyTimeout,
+        mounts: [HTTPMount(GuardTestRoutes(streamIdle: bodyTimeout), at: "/")], connections: registry, headTimeout: headTimeout, bodyTimeout: bodyTimeout,
         webSocketPingInterval: webSocketPingInterval, writeStallTimeout: writeStallTimeout,
         logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
     ) { channel in

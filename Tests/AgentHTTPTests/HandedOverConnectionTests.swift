@@ -252,8 +252,7 @@ struct OriginRoutes: HTTPModule {
 
     var name: String { "origin" }
 
-    func routes() -> RouteCollection<AgentRequestContext> {
-        let routes = RouteCollection(context: AgentRequestContext.self)
+    func routes(_ routes: inout AgentRoutes) {
         routes.get("where") { _, context in
             JSONResponse.make(["listener": context.listener, "remote": context.remote ?? ""])
         }
@@ -274,18 +273,12 @@ struct OriginRoutes: HTTPModule {
             sawClientGo.set()
             return Response(status: .ok)
         }
-        return routes
-    }
-
-    func webSocketRoutes() -> WebSocketRouteCollection {
-        var routes = WebSocketRouteCollection()
-        routes.ws("socket") { _ throws(APIError) in } handler: { inbound, outbound, context in
+        routes.webSocket("socket") { _ throws(APIError) in } handler: { inbound, outbound, context in
             let origin = context.requestContext
             try await outbound.write(.text("hello from \(origin.listener) \(origin.remote ?? "?")"))
             for try await message in inbound.messages(maxSize: 1 << 16) {
                 if case .text(let text) = message { try await outbound.write(.text("echo \(text)")) }
             }
         }
-        return routes
     }
 }

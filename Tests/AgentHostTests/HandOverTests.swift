@@ -112,10 +112,8 @@ struct HandOverTests {
 struct ListenerReportModule: HTTPModule {
     var name: String { "origin" }
 
-    func routes() -> RouteCollection<AgentRequestContext> {
-        let routes = RouteCollection(context: AgentRequestContext.self)
+    func routes(_ routes: inout AgentRoutes) {
         routes.get { _, context in JSONResponse.make(["listener": context.listener, "remote": context.remote ?? ""]) }
-        return routes
     }
 }
 

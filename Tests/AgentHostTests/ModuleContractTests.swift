@@ -148,19 +148,12 @@ struct GreeterModule: HTTPModule {
 
     var name: String { "greeter" }
 
-    func routes() -> RouteCollection<AgentRequestContext> {
-        let routes = RouteCollection(context: AgentRequestContext.self)
+    func routes(_ routes: inout AgentRoutes) {
         let greeting = configuration.loud ? configuration.greeting.uppercased() : configuration.greeting
         routes.get("greeting") { _, _ in JSONResponse.make(["greeting": greeting]) }
-        return routes
-    }
-
-    func webSocketRoutes() -> WebSocketRouteCollection {
-        var routes = WebSocketRouteCollection()
-        routes.ws("socket") { _ throws(APIError) in } handler: { _, outbound, _ in
+        routes.webSocket("socket") { _ throws(APIError) in } handler: { _, outbound, _ in
             try await outbound.write(.text("hello"))
         }
-        return routes
     }
 
     var services: [ModuleService] {

@@ -30,8 +30,9 @@ public struct FilesModule: HTTPModule {
         directories = DirectoryRoutes(homeDirectory: context.environment["HOME"] ?? "/", listings: listings)
     }
 
-    public func routes() -> RouteCollection<AgentRequestContext> {
-        let routes = RouteCollection(context: AgentRequestContext.self).add(middleware: ChatIdentityMiddleware())
+    /// Every handler touches the file system: all on the pool.
+    public func routes(_ routes: inout AgentRoutes) {
+        routes.add(middleware: ChatIdentityMiddleware())
         routes.get("read-file") { request, context in try await reads.readFile(request, context) }
         routes.get("read-file-lines") { request, context in try await reads.readFileLines(request, context) }
         let cancel = ToolCallCancel(ledger: ledger)
@@ -44,10 +45,8 @@ public struct FilesModule: HTTPModule {
         // Writes and edits run at most once per tool call (after the routes above, so only
         // these two get the middleware).
         routes.add(middleware: ToolCallMiddleware(ledger: ledger))
-        routes.post("write-file") { request, context in try await writes.writeFile(request, context) }
+        // The upload streams (no size cap, an idle deadline).
+        routes.post("write-file", body: AgentRoute.streamedBody) { request, context in try await writes.writeFile(request, context) }
         routes.post("edit-files") { request, context in try await edits.editFiles(request, context) }
-        return routes
     }
-
-    public func streamingUploadPaths() -> [String] { ["write-file"] }
 }

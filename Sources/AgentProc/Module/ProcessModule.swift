@@ -49,11 +49,7 @@ public struct ProcessModule: HTTPModule {
         manager.killOwnedGroupsNow()
     }
 
-    public func routes() -> RouteCollection<AgentRequestContext> {
-        ProcessRoutes(manager: manager).collection()
-    }
-
-    public func webSocketRoutes() -> WebSocketRouteCollection {
-        ProcessRoutes(manager: manager).webSocketCollection()
+    public func routes(_ routes: inout AgentRoutes) {
+        ProcessRoutes(manager: manager).add(to: &routes)
     }
 }

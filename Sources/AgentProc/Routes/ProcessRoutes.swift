@@ -15,24 +15,20 @@ struct ProcessRoutes: Sendable {
     let manager: ProcessManager
 
     /// Every route, relative to the module's mount point (`/api/v0/processes`), behind the
-    /// chat middleware.
-    func collection() -> RouteCollection<AgentRequestContext> {
-        let routes = RouteCollection(context: AgentRequestContext.self).add(middleware: ChatIdentityMiddleware())
+    /// chat middleware. Handlers run on the pool (a start clones and execs and opens spool
+    /// files; output reads the spool; a listing reaps, which retires spools), except the
+    /// status, a few fields from memory.
+    func add(to routes: inout AgentRoutes) {
+        routes.add(middleware: ChatIdentityMiddleware())
         routes.post("start") { request, context in try await self.start(request, context) }
         routes.get("list") { request, context in try self.list(request, context) }
-        routes.get("status") { request, context in self.status(request, context) }
+        routes.get("status", executor: .eventLoop) { request, context in self.status(request, context) }
         routes.get(":id/output") { request, context in try await self.output(request, context) }
         routes.post(":id/signal") { request, context in try await self.signal(request, context) }
         routes.post(":id/stdin") { request, context in try await self.stdin(request, context) }
         routes.post(":id/stdin/close") { request, context in try await self.closeStdin(request, context) }
         routes.post(":id/resize") { request, context in try await self.resize(request, context) }
-        return routes
-    }
-
-    func webSocketCollection() -> WebSocketRouteCollection {
-        var routes = WebSocketRouteCollection()
-        routes.add(ProcessStream(manager: manager).route(path: ":id/stream"))
-        return routes
+        routes.webSocket(ProcessStream(manager: manager).route(path: ":id/stream"))
     }
 
     // MARK: Handlers

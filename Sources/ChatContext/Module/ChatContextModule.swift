@@ -51,7 +51,7 @@ public struct ChatContextModule: HTTPModule {
         return ContextRedactor(secrets: agentToken.map { [$0] } ?? []).adding(servers: servers)
     }
 
-    public func routes() -> RouteCollection<AgentRequestContext> {
-        ContextRoutes(manager: manager).collection()
+    public func routes(_ routes: inout AgentRoutes) {
+        ContextRoutes(manager: manager).add(to: &routes)
     }
 }

@@ -8,10 +8,11 @@ import Hummingbird
 struct ContextRoutes: Sendable {
     let manager: ContextManager
 
-    func collection() -> RouteCollection<AgentRequestContext> {
-        let routes = RouteCollection(context: AgentRequestContext.self)
+    /// On the pool (adding a source resolves paths on disk, a resync waits for the resolver),
+    /// except the list of sources, copied from memory under the manager's lock.
+    func add(to routes: inout AgentRoutes) {
         let manager = self.manager
-        routes.get("context/sources") { _, _ in
+        routes.get("context/sources", executor: .eventLoop) { _, _ in
             JSONResponse.make(manager.sources.map(ContextSourceJSON.init(path:)))
         }
         routes.post("context/sources") { request, context in
@@ -58,7 +59,6 @@ struct ContextRoutes: Sendable {
                 configuration: manager.configuration, home: manager.home, workingDirectory: manager.workingDirectory)
             return JSONResponse.make(config.response())
         }
-        return routes
     }
 
     /// The `{path}` parameter, percent-decoded.

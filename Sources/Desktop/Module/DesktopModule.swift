@@ -47,12 +47,10 @@ public struct DesktopModule: HTTPModule {
         ]
     }
 
-    public func routes() -> RouteCollection<AgentRequestContext> {
-        let routes = RouteCollection(context: AgentRequestContext.self)
-        // Actions wait on the VNC connection's lock (held through a blocking read of an
-        // update); the supervisor stats and spawns: not on an event loop. (Reads of the X
-        // server and PNG encoding run on the thread pool.)
-        routes.add(middleware: GlobalExecutorMiddleware())
+    /// Every handler on the pool: actions wait on the VNC connection's lock (held through
+    /// a blocking read of an update); the supervisor stats and spawns. (Reads of the X
+    /// server and PNG encoding run on the thread pool.)
+    public func routes(_ routes: inout AgentRoutes) {
         let action = ActionRoute(supervisor: supervisor, runner: runner)
         let recordings = RecordingRoutes(supervisor: supervisor, recorder: recorder)
         let status = DesktopStatusRoute(supervisor: supervisor)
@@ -60,12 +58,6 @@ public struct DesktopModule: HTTPModule {
         routes.post("action") { request, context in try await action.handle(request, context) }
         routes.post("recording/start") { request, context in try await recordings.start(request, context) }
         routes.post("recording/stop") { request, context in try await recordings.stop(request, context) }
-        return routes
-    }
-
-    public func webSocketRoutes() -> WebSocketRouteCollection {
-        var routes = WebSocketRouteCollection()
-        routes.add(VNCBridge(supervisor: supervisor).route())
-        return routes
+        routes.webSocket(VNCBridge(supervisor: supervisor).route())
     }
 }

@@ -23,16 +23,10 @@ public struct GitWatchModule: HTTPModule {
         [ModuleService("git watch sockets", sessions, stopsIn: .work)]
     }
 
-    public func routes() -> RouteCollection<AgentRequestContext> {
-        let routes = RouteCollection(context: AgentRequestContext.self)
+    /// `show` reads a repository (pool); the watch socket.
+    public func routes(_ routes: inout AgentRoutes) {
         let show = GitShowRoute()
         routes.get("show") { request, context in try await show.show(request, context) }
-        return routes
-    }
-
-    public func webSocketRoutes() -> WebSocketRouteCollection {
-        var routes = WebSocketRouteCollection()
-        routes.add(socket.route())
-        return routes
+        routes.webSocket(socket.route())
     }
 }

@@ -26,7 +26,7 @@ public struct MCPEngineModule: HTTPModule {
 
     public func terminateNow() { manager.terminateNow() }
 
-    public func routes() -> RouteCollection<AgentRequestContext> {
-        MCPRoutes(manager: manager).collection()
+    public func routes(_ routes: inout AgentRoutes) {
+        MCPRoutes(manager: manager).add(to: &routes)
     }
 }

@@ -7,8 +7,9 @@ import Hummingbird
 struct MCPRoutes: Sendable {
     let manager: MCPServerManager
 
-    func collection() -> RouteCollection<AgentRequestContext> {
-        let routes = RouteCollection(context: AgentRequestContext.self)
+    /// A call on the pool (it waits on a server); the servers' list, from memory under the
+    /// manager's lock, on the loop.
+    func add(to routes: inout AgentRoutes) {
         let manager = self.manager
         routes.post("call-tool") { request, context in
             let body = try await JSONRequest.decode(request, context: context, typeName: "workspacesdk.CallMCPToolRequest")
@@ -35,10 +36,9 @@ struct MCPRoutes: Sendable {
             case .failure(let failure): throw Self.apiError(failure)
             }
         }
-        routes.get("servers") { _, _ in
+        routes.get("servers", executor: .eventLoop) { _, _ in
             JSONResponse.make(MCPServersJSON(servers: manager.servers.map(MCPServersJSON.Server.init)))
         }
-        return routes
     }
 
     static func apiError(_ failure: MCPCallFailure) -> APIError {

@@ -63,8 +63,8 @@ public struct ScriptsModule: HTTPModule {
         ]
     }
 
-    public func routes() -> RouteCollection<AgentRequestContext> {
-        ScriptsRoutes(runner: runner).collection()
+    public func routes(_ routes: inout AgentRoutes) {
+        ScriptsRoutes(runner: runner).add(to: &routes)
     }
 
     public func terminateNow() {

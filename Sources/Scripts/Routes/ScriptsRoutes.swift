@@ -15,10 +15,11 @@ struct ScriptsRoutes: Sendable {
         enum CodingKeys: String, CodingKey { case scriptID = "script_id", run }
     }
 
-    func collection() -> RouteCollection<AgentRequestContext> {
-        let routes = RouteCollection(context: AgentRequestContext.self)
+    /// The status is copied from memory under the runner's lock (on the loop); a run starts
+    /// a thread (on the pool).
+    func add(to routes: inout AgentRoutes) {
         let runner = self.runner
-        routes.get { _, _ in JSONResponse.make(runner.status()) }
+        routes.get(executor: .eventLoop) { _, _ in JSONResponse.make(runner.status()) }
         routes.post(":id/run") { _, context in
             let text = context.parameters.get("id") ?? ""
             guard let id = UUIDText.parse(text) else {
@@ -40,6 +41,5 @@ struct ScriptsRoutes: Sendable {
                 }
             }
         }
-        return routes
     }
 }

@@ -46,11 +46,11 @@ public struct TailnetModule: HTTPModule {
         ]
     }
 
-    public func routes() -> RouteCollection<AgentRequestContext> {
-        let routes = RouteCollection(context: AgentRequestContext.self)
+    /// The status, on the pool: it reads the engine's relay and peer tables under their
+    /// locks, which the engine's thread holds while it works.
+    public func routes(_ routes: inout AgentRoutes) {
         let runtime = self.runtime
         routes.get { _, _ in JSONResponse.make(Self.status(runtime)) }
-        return routes
     }
 
     static func status(_ runtime: TailnetRuntime?) -> TailnetStatus {

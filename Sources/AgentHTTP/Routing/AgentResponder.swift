@@ -1,0 +1,105 @@
+import HTTPTypes
+import Hummingbird
+import Logging
+import NIOCore
+
+/// Answers every routed request: finds the route in the ``RouteTable``, runs its handler on
+/// the route's executor, turns what it throws into the reference's JSON error body, and
+/// records the request in `http.server.request.duration`.
+///
+/// Errors: unmatched routes become 404 `Route not found.`, a routed path with another
+/// method 405 with `Allow` (as chi, the reference's router, answers), ``APIError``s answer
+/// as they are, Hummingbird's own errors keep their status, and anything unexpected becomes
+/// 500 without leaking internals. The request metrics and the error mapping are plain code
+/// here rather than middleware layers around each route (measured with `agent-bench http`).
+public struct AgentResponder: HTTPResponder {
+    public typealias Context = AgentRequestContext
+
+    let table: RouteTable
+
+    public init(table: RouteTable) { self.table = table }
+
+    /// Never throws: every error becomes its JSON answer here.
+    nonisolated(nonsending) public func respond(to request: Request, context: Context) async -> Response {
+        let start = NIODeadline.now().uptimeNanoseconds
+        var timers = table.unroutedTimers
+        var status: HTTPResponse.Status
+        var response: Response
+        do {
+            let path = request.uri.path
+            switch table.resolve(method: request.method, path: Substring(path)) {
+            case .route(let route, let endpoint, let captures):
+                timers = endpoint.timers
+                var context = context
+                context.coreContext.parameters = RouteTable.parameters(captures, of: path)
+                context.coreContext.endpointPath.value = endpoint.label
+                switch route.executor {
+                case .eventLoop:
+                    response = try await route.handler.respond(to: request, context: context)
+                case .pool:
+                    response = try await withTaskExecutorPreference(globalConcurrentExecutor) { [context] in
+                        try await route.handler.respond(to: request, context: context)
+                    }
+                }
+            case .methodNotAllowed(let endpoint):
+                timers = endpoint.timers
+                context.coreContext.endpointPath.value = endpoint.label
+                throw Self.methodNotAllowed(request, allow: endpoint.allow)
+            case .notFound:
+                response = try await table.notFound.respond(to: request, context: context)
+            }
+            status = response.status
+        } catch {
+            let answer = Self.apiError(for: error, request: request, logger: context.logger)
+            status = answer.status
+            response = answer.response()
+        }
+        timers.record(method: request.method, status: status, nanoseconds: NIODeadline.now().uptimeNanoseconds &- start)
+        return response
+    }
+
+    /// 405 for a method a routed path has no handler for, its `Allow` naming those it has.
+    static func methodNotAllowed(_ request: Request, allow: String) -> APIError {
+        var error = APIError(.methodNotAllowed, "Method not allowed.", detail: "\(request.method) \(request.uri.path); allowed: \(allow)")
+        error.headers[.allow] = allow
+        return error
+    }
+
+    /// The JSON error a thrown error answers with.
+    static func apiError(for error: any Error, request: Request, logger: Logger) -> APIError {
+        switch error {
+        case let error as APIError:
+            return error
+        case let error as RequestBodyError:
+            switch error {
+            case .malformed(let detail): return APIError(.badRequest, "Malformed HTTP request.", detail: detail)
+            case .incomplete: return APIError(.badRequest, "Request body incomplete.", detail: "The connection ended before the body did.")
+            }
+        case is NIOTooManyBytesError:
+            // Any route that collects a body with a limit.
+            return .bodyTooLarge
+        case let error as HTTPError:
+            switch error.status {
+            case .notFound: return APIError(.notFound, "Route not found.", detail: "\(request.method) \(request.uri.path)")
+            case .contentTooLarge: return .bodyTooLarge
+            default: return APIError(error.status, error.body ?? error.status.reasonPhrase)
+            }
+        case is CancellationError:
+            return APIError(.serviceUnavailable, "Request cancelled.")
+        default:
+            logger.error("unhandled route error", metadata: ["error": "\(error)", "path": "\(request.uri.path)"])
+            return APIError(.internalServerError, "Internal error.")
+        }
+    }
+}
+
+/// Answers a path no route matches (the responder turns it into the JSON 404).
+struct RouteNotFoundResponder: HTTPResponder {
+    typealias Context = AgentRequestContext
+
+    func respond(to request: Request, context: Context) async throws -> Response {
+        // A connection's context is reused, so the previous request's route must not stay.
+        context.coreContext.endpointPath.value = "NotFound"
+        throw HTTPError(.notFound)
+    }
+}

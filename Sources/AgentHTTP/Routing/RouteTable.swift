@@ -1,0 +1,181 @@
+import CoreMetrics
+import HTTPTypes
+import Hummingbird
+
+/// Every route of every mount, `/healthz` and the WebSocket routes (with their plain-HTTP
+/// twins) compiled into one trie (``RouteTrie``). It answers the responder (the handler,
+/// its parameters, or 404/405 with `Allow`) and the connection core (``RouteLookup``: the
+/// body mode, executor and upgrade of a request head's route).
+public final class RouteTable: RouteLookup, Sendable {
+    /// One routed path: its routes by method and its request-duration timers.
+    final class Endpoint: Sendable {
+        /// The path as metrics and the mounted-routes log show it (`/api/v0/processes/{id}/output`).
+        let label: String
+        /// At most the nine standard methods and a few others: a scan beats hashing.
+        let routes: [AgentRoute]
+        let timers: RequestTimers
+        /// The path's methods for `Allow` (`GET, POST`), in the order added.
+        let allow: String
+
+        init(label: String, routes: [AgentRoute], metrics: (any MetricsFactory)?) {
+            self.label = label
+            self.routes = routes
+            self.timers = RequestTimers(route: label, factory: metrics)
+            self.allow = routes.map(\.method.rawValue).joined(separator: ", ")
+        }
+
+        func route(for method: HTTPRequest.Method) -> AgentRoute? {
+            for route in routes where route.method == method { return route }
+            return nil
+        }
+    }
+
+    /// What a request resolves to.
+    enum Resolution {
+        case route(AgentRoute, Endpoint, [RouteTrie<Endpoint>.Capture])
+        /// The path is routed, not for this method.
+        case methodNotAllowed(Endpoint)
+        case notFound
+    }
+
+    /// Why routes cannot form a table (a programming error in a module's declarations).
+    public struct BuildError: Error, CustomStringConvertible {
+        public let description: String
+    }
+
+    private let trie: RouteTrie<Endpoint>
+    /// Every route as (method, label, upgrade), in the order added.
+    let routeList: [(method: String, path: String, webSocket: Bool)]
+    /// Paths (no parameters) of the routes whose bodies stream, for a connection core that
+    /// asks by path.
+    let streamingPaths: Set<String>
+    /// What a request head nothing routes is read with (its answer, 404 or 405, is cheap).
+    static let unrouted = RouteInfo(body: AgentRoute.collectedBody, executor: .eventLoop)
+
+    /// Answers a path no route has (inside the table's middleware).
+    let notFound: any HTTPResponder<AgentRequestContext>
+    /// Timers of requests no route matched.
+    let unroutedTimers: RequestTimers
+
+    /// Builds the table of `routes` (full paths). Throws for a second route with the same
+    /// method and path, two capture names at one place, or a component of another kind
+    /// (wildcards, `{name}.ext`: none is supported).
+    /// - Parameters:
+    ///   - middleware: wraps every route's handler and the not-found answer (the first
+    ///     outermost).
+    ///   - metrics: where the request-duration timers go (tests pass their own).
+    public init(
+        routes: [AgentRoute], middleware: [any MiddlewareProtocol<Request, Response, AgentRequestContext>] = [],
+        metrics: (any MetricsFactory)? = nil
+    ) throws(BuildError) {
+        notFound = middleware.wrapping(RouteNotFoundResponder())
+        unroutedTimers = RequestTimers(route: "NotFound", factory: metrics)
+        var order: [String] = []
+        var byLabel: [String: (components: [RouteTrie<Endpoint>.Component], routes: [AgentRoute])] = [:]
+        var list: [(method: String, path: String, webSocket: Bool)] = []
+        var streaming: Set<String> = []
+        for var route in routes {
+            if !middleware.isEmpty { route.handler = middleware.wrapping(route.handler) }
+            for part in route.path.split(separator: "/") where part.contains("*") || (part.contains("{") && !(part.first == "{" && part.last == "}")) {
+                throw BuildError(description: "\(route.method) \(route.path): unsupported path component \"\(part)\"")
+            }
+            let components = RouteTrie<Endpoint>.components(route.path)
+            let label = Self.label(components)
+            if byLabel[label] == nil {
+                order.append(label)
+                byLabel[label] = (components, [])
+            }
+            guard !byLabel[label]!.routes.contains(where: { $0.method == route.method }) else {
+                throw BuildError(description: "\(route.method) \(label) already has a handler")
+            }
+            byLabel[label]!.routes.append(route)
+            list.append((route.method.rawValue, label, route.upgrade != nil))
+            if case .stream = route.body, !components.contains(where: { if case .capture = $0 { true } else { false } }) {
+                streaming.insert(label)
+            }
+        }
+        do {
+            trie = try RouteTrie(order.map { label in
+                let entry = byLabel[label]!
+                return (entry.components, Endpoint(label: label, routes: entry.routes, metrics: metrics))
+            })
+        } catch {
+            guard case .captureNames(let one, let other) = error else { throw BuildError(description: "\(error)") }
+            throw BuildError(description: "two capture names at one place: \(one) and \(other)")
+        }
+        routeList = list
+        streamingPaths = streaming
+    }
+
+    /// The table of every mount's routes at its base path, with `/healthz` first.
+    public convenience init(
+        mounts: [HTTPMount], middleware: [any MiddlewareProtocol<Request, Response, AgentRequestContext>] = [],
+        metrics: (any MetricsFactory)? = nil
+    ) throws(BuildError) {
+        var routes = [Self.health]
+        for mount in mounts {
+            var declared = AgentRoutes()
+            mount.module.routes(&declared)
+            routes += declared.routes.map { $0.mounted(at: mount.path) }
+        }
+        try self.init(routes: routes, middleware: middleware, metrics: metrics)
+    }
+
+    /// `GET /healthz`: its answer encoded once (probes come often and it never changes); on
+    /// the event loop (it does nothing else).
+    static let health: AgentRoute = {
+        let healthy = JSONResponse.make(["status": "ok"])
+        return AgentRoute(.get, "/healthz", executor: .eventLoop, handler: ClosureResponder { _, _ in healthy })
+    }()
+
+    /// `/a/{id}` for `/a/:id`.
+    static func label(_ components: [RouteTrie<Endpoint>.Component]) -> String {
+        "/" + components.map { component in
+            switch component {
+            case .literal(let text): String(decoding: text, as: UTF8.self)
+            case .capture(let name): "{\(name)}"
+            }
+        }.joined(separator: "/")
+    }
+
+    /// The route of `method` at `path` (no query), its endpoint and captures.
+    func resolve(method: HTTPRequest.Method, path: Substring) -> Resolution {
+        guard let (endpoint, captures) = trie.resolve(path) else { return .notFound }
+        guard let route = endpoint.route(for: method) else { return .methodNotAllowed(endpoint) }
+        return .route(route, endpoint, captures)
+    }
+
+    /// The endpoint `path` resolves to, whatever the method.
+    func endpoint(_ path: Substring) -> Endpoint? {
+        trie.resolve(path)?.value
+    }
+
+    public func info(method: HTTPRequest.Method, path: Substring) -> RouteInfo {
+        guard case .route(let route, _, let captures) = resolve(method: method, path: path) else { return Self.unrouted }
+        var info = RouteInfo(body: route.body, executor: route.executor)
+        if let upgrade = route.upgrade { info.webSocket = (upgrade, Self.parameters(captures, of: path)) }
+        return info
+    }
+
+    /// The captures as `[name: value]`, values as they appear in `path`.
+    static func parameters(_ captures: [RouteTrie<Endpoint>.Capture], of path: Substring) -> [String: String] {
+        var out: [String: String] = [:]
+        for capture in captures { out[String(capture.name)] = String(substring(path, capture.range)) }
+        return out
+    }
+
+    /// The captures as Hummingbird's `Parameters` (what handlers read), slices of `path`.
+    static func parameters(_ captures: [RouteTrie<Endpoint>.Capture], of path: String) -> Parameters {
+        var out = Parameters()
+        for capture in captures { out[capture.name] = substring(Substring(path), capture.range) }
+        return out
+    }
+
+    /// The bytes `range` of `path` (component boundaries are `/`, so always whole characters).
+    private static func substring(_ path: Substring, _ range: Range<Int>) -> Substring {
+        let utf8 = path.utf8
+        let lower = utf8.index(utf8.startIndex, offsetBy: range.lowerBound)
+        let upper = utf8.index(lower, offsetBy: range.count)
+        return path[lower..<upper]
+    }
+}
