@@ -105,8 +105,9 @@ struct ProcessBenchmarks: ParsableCommand {
         }
         let apiMedian = Bench.median(api)
         let rawMedian = Bench.median(raw)
+        // Both sides run the same `sh -c true` (the agent runs every command through `sh -c`).
         report("start->exit `true` (median)", value: Bench.format(apiMedian), baseline: Bench.format(rawMedian),
-               ratio: apiMedian / rawMedian, goal: "<= 1.5x posix_spawn+waitpid", met: apiMedian / rawMedian <= 1.5)
+               ratio: apiMedian / rawMedian, goal: "<= 1.3x posix_spawn+waitpid", met: apiMedian / rawMedian <= 1.3)
         var rtts: [Double] = []
         for _ in 0..<iterations {
             let h0 = Bench.now()

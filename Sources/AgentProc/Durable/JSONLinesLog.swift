@@ -51,7 +51,6 @@ struct JSONLinesLog: ~Copyable {
         guard fd >= 0 else { throw SystemCallError(call: "open \(path)", errno: EBADF) }
         guard var bytes = try? CompactJSONEncoder().encode(line) else { throw SystemCallError(call: "encode", errno: EINVAL) }
         bytes.append(UInt8(ascii: "\n"))
-        let before = lseek(fd, 0, SEEK_END)
         var written = -1
         var code: Int32 = 0
         repeat {
@@ -59,8 +58,10 @@ struct JSONLinesLog: ~Copyable {
             code = written < 0 ? errno : 0
         } while written < 0 && code == EINTR
         guard written == bytes.count else {
-            // A short write is the disk running out (the next write would say ENOSPC).
-            if before >= 0 { _ = ftruncate(fd, before) }
+            // A short write is the disk running out (the next write would say ENOSPC). The
+            // appended part ends at the descriptor's offset (O_APPEND): cut it off again. (Asked
+            // only on failure: an `lseek` per append was a system call on every start and exit.)
+            if written > 0, case let end = lseek(fd, 0, SEEK_CUR), end >= written { _ = ftruncate(fd, end - off_t(written)) }
             markBroken()
             throw SystemCallError(call: "write", errno: written < 0 ? code : ENOSPC)
         }

@@ -97,54 +97,23 @@ final class ToolCallStarts: Sendable {
         return Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000
     }
 
+    /// One pass of a claim: decided (its line written and synced), or wait for the start of
+    /// the same call that is spawning.
+    enum ClaimStep: Sendable {
+        case decided(Claim)
+        case wait
+    }
+
     /// Claims `key` for a start whose request hashes to `digest`; waits while another start
-    /// of the same call is spawning.
-    func claim(_ key: ToolCallKey, digest: String, ageMs: UInt64, newID: String) async -> Claim {
+    /// of the same call is spawning. Each pass writes (and syncs) the log, so it runs
+    /// through `offLoop` (a thread where blocking on the disk is allowed).
+    func claim(
+        _ key: ToolCallKey, digest: String, ageMs: UInt64, newID: String,
+        offLoop: (@escaping @Sendable () -> ClaimStep) async -> ClaimStep
+    ) async -> Claim {
         let now = Self.nowUnixMs()
         while true {
-            enum Step { case decided(Claim), wait, sync(fd: Int32, errno: Int32) }
-            let step = state.withLock { s -> Step in
-                if let entry = s.entries[key] {
-                    if entry.pending { return .wait }
-                    return .decided(entry.digest == digest ? .existing(entry) : .mismatch)
-                }
-                let madeAt = now - Int64(clamping: ageMs)
-                if madeAt < s.horizonUnixMs { return .decided(.beforeHorizon) }
-                var entry = Entry(key: key, digest: digest, id: newID, atUnixMs: now)
-                entry.pending = true
-                s.entries[key] = entry
-                s.keyByID[newID] = key
-                let line = Line(t: "start", chat: key.chat, message: key.messageID, call: key.callID, digest: digest, id: newID, at: now)
-                do throws(SystemCallError) {
-                    let synced = try Self.write(&s, line)
-                    Self.evict(&s, nowUnixMs: now)
-                    // An appended line is synced off the lock (a slow disk must not hold up
-                    // the exits the reactor records).
-                    if synced { return .decided(.run(id: newID)) }
-                    let fd = s.log.syncDescriptor()
-                    return .sync(fd: fd, errno: fd < 0 ? errno : 0)
-                } catch {
-                    s.entries[key] = nil
-                    s.keyByID[newID] = nil
-                    return .decided(.notRecorded(error))
-                }
-            }
-            switch step {
-            case .sync(let fd, let code):
-                let failure: SystemCallError?
-                if fd < 0 {
-                    failure = SystemCallError(call: "dup", errno: code)
-                } else {
-                    failure = fdatasync(fd) == 0 ? nil : SystemCallError(call: "fdatasync", errno: errno)
-                    close(fd)
-                }
-                guard let failure else { return .run(id: newID) }
-                withdraw(key, id: newID)
-                failures.report(.toolCalls, failure)
-                return .notRecorded(failure)
-            case .decided(.notRecorded(let error)):
-                failures.report(.toolCalls, error)
-                return .notRecorded(error)
+            switch await offLoop({ self.claimPass(key, digest: digest, ageMs: ageMs, newID: newID, now: now) }) {
             case .decided(let claim): return claim
             case .wait:
                 await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
@@ -156,6 +125,56 @@ final class ToolCallStarts: Sendable {
                     if !stillPending { continuation.resume() }
                 }
             }
+        }
+    }
+
+    /// Decides a claim and, for a new one, writes its line and syncs it (blocking).
+    private func claimPass(_ key: ToolCallKey, digest: String, ageMs: UInt64, newID: String, now: Int64) -> ClaimStep {
+        enum Step { case decided(Claim), wait, sync(fd: Int32, errno: Int32) }
+        let step = state.withLock { s -> Step in
+            if let entry = s.entries[key] {
+                if entry.pending { return .wait }
+                return .decided(entry.digest == digest ? .existing(entry) : .mismatch)
+            }
+            let madeAt = now - Int64(clamping: ageMs)
+            if madeAt < s.horizonUnixMs { return .decided(.beforeHorizon) }
+            var entry = Entry(key: key, digest: digest, id: newID, atUnixMs: now)
+            entry.pending = true
+            s.entries[key] = entry
+            s.keyByID[newID] = key
+            let line = Line(t: "start", chat: key.chat, message: key.messageID, call: key.callID, digest: digest, id: newID, at: now)
+            do throws(SystemCallError) {
+                let synced = try Self.write(&s, line)
+                Self.evict(&s, nowUnixMs: now)
+                // An appended line is synced off the lock (a slow disk must not hold up
+                // the exits the reactor records).
+                if synced { return .decided(.run(id: newID)) }
+                let fd = s.log.syncDescriptor()
+                return .sync(fd: fd, errno: fd < 0 ? errno : 0)
+            } catch {
+                s.entries[key] = nil
+                s.keyByID[newID] = nil
+                return .decided(.notRecorded(error))
+            }
+        }
+        switch step {
+        case .sync(let fd, let code):
+            let failure: SystemCallError?
+            if fd < 0 {
+                failure = SystemCallError(call: "dup", errno: code)
+            } else {
+                failure = fdatasync(fd) == 0 ? nil : SystemCallError(call: "fdatasync", errno: errno)
+                close(fd)
+            }
+            guard let failure else { return .decided(.run(id: newID)) }
+            withdraw(key, id: newID)
+            failures.report(.toolCalls, failure)
+            return .decided(.notRecorded(failure))
+        case .decided(.notRecorded(let error)):
+            failures.report(.toolCalls, error)
+            return .decided(.notRecorded(error))
+        case .decided(let claim): return .decided(claim)
+        case .wait: return .wait
         }
     }
 

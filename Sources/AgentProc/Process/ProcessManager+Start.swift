@@ -66,7 +66,15 @@ extension ProcessManager {
         chat: ChatIdentity?, options: StartOptions, toolCall: ToolCallKey, ageMs: UInt64
     ) async throws(StartFailure) -> StartOnce {
         let digest = Self.requestDigest(command: command, workdir: workdir, environment: environment, background: background, options: options)
-        switch await toolCalls.claim(toolCall, digest: digest, ageMs: ageMs, newID: UUID().uuidString.lowercased()) {
+        let claimed = await toolCalls.claim(toolCall, digest: digest, ageMs: ageMs, newID: UUID().uuidString.lowercased()) {
+            [self] decide in
+            do throws(StartFailure) {
+                return try await offLoop(decide)
+            } catch {
+                return .decided(.notRecorded(SystemCallError(call: "queue the claim", errno: EAGAIN)))
+            }
+        }
+        switch claimed {
         case .mismatch:
             return .mismatch
         case .beforeHorizon:
@@ -86,7 +94,14 @@ extension ProcessManager {
                 toolCalls.settle(toolCall, started: true)
                 return .started(process)
             } catch {
-                toolCalls.settle(toolCall, started: false)
+                // Withdrawing the claim appends a line: off the caller's thread too.
+                let toolCalls = self.toolCalls
+                do throws(StartFailure) {
+                    try await offLoop { toolCalls.settle(toolCall, started: false) }
+                } catch _ {
+                    // The pool refused (full): the claim must be withdrawn all the same.
+                    toolCalls.settle(toolCall, started: false)
+                }
                 throw error
             }
         }
@@ -138,14 +153,30 @@ extension ProcessManager {
             requested = withTerm
         }
         let env = await childEnvironment(requested, chat: chat)
-
-        let resolvedDir: String
-        if let workdir, !workdir.isEmpty {
-            resolvedDir = workdir
-        } else {
-            resolvedDir = await defaultDirectory()
+        // The directory is checked (a `stat`) with the rest of the blocking work.
+        let candidate: String? = if let workdir, !workdir.isEmpty { nil } else {
+            await configuration.environmentProvider.defaultDirectory()
         }
+        let result = try await offLoop { [self] () -> Result<ManagedProcess, StartFailure> in
+            let resolvedDir: String = if let workdir, !workdir.isEmpty { workdir } else { defaultDirectory(candidate) }
+            return Result { () throws(StartFailure) in
+                try spawnAndWatch(
+                    command: command, resolvedDir: resolvedDir, environment: env, background: background, chat: chat,
+                    options: options, id: id)
+            }
+        }
+        let process = try result.get()
+        ProcessMetrics.started.increment()
+        ProcessMetrics.running.record(state.withLock { $0.runningCount })
+        logger.debug("process started", metadata: ["id": "\(process.id)", "pid": "\(process.pid)"])
+        return process
+    }
 
+    /// The blocking part of a start (on ``startPool``): the spawn, the record, the watch.
+    private func spawnAndWatch(
+        command: String, resolvedDir: String, environment env: EnvironmentBlock, background: Bool, chat: ChatIdentity?,
+        options: StartOptions, id: String
+    ) throws(StartFailure) -> ManagedProcess {
         let child: SpawnedChild
         do {
             let request = SpawnRequest(
@@ -200,15 +231,13 @@ extension ProcessManager {
             _ = reactor.signalGroup(token, SIGKILL)
             throw StartFailure.closed
         }
-        ProcessMetrics.started.increment()
-        ProcessMetrics.running.record(state.withLock { $0.runningCount })
-        logger.debug("process started", metadata: ["id": "\(process.id)", "pid": "\(child.pid)"])
         return process
     }
 
-    /// The manifest directory if it exists, else `$HOME`, else "" (the agent's cwd).
-    public func defaultDirectory() async -> String {
-        if let dir = await configuration.environmentProvider.defaultDirectory(), !dir.isEmpty {
+    /// `candidate` (the manifest directory) if it is a directory, else `$HOME`, else ""
+    /// (the agent's cwd). Blocking: a `stat`.
+    func defaultDirectory(_ candidate: String?) -> String {
+        if let dir = candidate, !dir.isEmpty {
             var isDir = false
             if FileManager.default.fileExists(atPath: dir, isDirectory: &isDir), isDir { return dir }
         }

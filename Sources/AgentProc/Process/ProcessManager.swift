@@ -71,6 +71,9 @@ public final class ProcessManager: Service, Sendable {
         /// How long a stdin write or close may take from its arrival (its wait behind earlier
         /// writes included) when the child does not read.
         public var stdinWriteTimeout: Duration = .seconds(10)
+        /// Called on the thread that is about to spawn a child or write a start's records
+        /// (tests check that it is never an event loop).
+        var onStartWork: (@Sendable () -> Void)?
 
         public init(
             environmentProvider: any AgentEnvironmentProvider = StaticEnvironmentProvider(),
@@ -139,6 +142,31 @@ public final class ProcessManager: Service, Sendable {
     let state = Mutex(State())
     /// Environments built for starts without variables of their own (``childEnvironment``).
     let environments = Mutex(EnvironmentBlocks())
+
+    /// Where a start's blocking work runs (the clone and exec, whose child may wait in
+    /// `chdir` on a hung mount; the records' writes; a tool call's `fdatasync`): never on
+    /// the caller's thread, which may be a connection's event loop. Two threads, so one
+    /// stuck spawn does not stop the others; at most ``maxQueuedStarts`` starts wait.
+    static let startPool = BlockingPool(name: "proc-start", threads: 2, maxQueued: maxQueuedStarts)
+    /// Starts waiting for a thread of ``startPool`` at once; beyond, a start fails (500).
+    static let maxQueuedStarts = 1024
+
+    /// Runs a start's blocking `work` on ``startPool`` and waits for it without holding the
+    /// caller's thread.
+    func offLoop<T: Sendable>(_ work: @escaping @Sendable () -> T) async throws(StartFailure) -> T {
+        let observe = configuration.onStartWork
+        do {
+            return try await Self.startPool.run { _ in
+                observe?()
+                return work()
+            }
+        } catch let overloaded as BlockingPool.Overloaded {
+            throw StartFailure.spawn("start process: \(overloaded.description)")
+        } catch {
+            // Cancelled while queued: nothing ran.
+            throw StartFailure.spawn("start process: cancelled")
+        }
+    }
 
     struct State {
         var processes: [String: ManagedProcess] = [:]

@@ -138,6 +138,11 @@ int agent_epoll_add_writable(int epfd, int fd, uint64_t data);
 int agent_epoll_del(int epfd, int fd);
 /// Waits and stores each ready descriptor's data word in `out`; returns the count or -1.
 int agent_epoll_wait(int epfd, uint64_t *out, int max, int timeout_ms);
+/// The same with a timeout in nanoseconds (epoll_pwait2; rounded up to milliseconds on
+/// kernels without it); a negative timeout waits for ever.
+int agent_epoll_wait_ns(int epfd, uint64_t *out, int max, long long timeout_ns);
+/// Turns a descriptor's EPOLLIN on or off (off, its hang-up and errors still wake).
+int agent_epoll_set_readable(int epfd, int fd, uint64_t data, int readable);
 
 /// waitid(WNOWAIT): 1 with `*wait_status` (waitpid's encoding) if the child has exited, in
 /// which case it stays a zombie until reaped; 0 if it is still running; -1 with errno.
