@@ -49,3 +49,16 @@ struct ConnectionRegistryTests {
         #expect(releases.load(ordering: .relaxed) == 1)
     }
 }
+
+struct PartialFrameDeadlineTests {
+    /// Armed at a frame's first byte, not again while it trickles, cancelled at its end.
+    @Test func armsOncePerFrame() {
+        var deadline = PartialFrameDeadline()
+        #expect(deadline.afterRead(midFrame: false) == .none)
+        #expect(deadline.afterRead(midFrame: true) == .arm)
+        #expect(deadline.afterRead(midFrame: true) == .none, "more bytes of the same frame do not re-arm it")
+        #expect(deadline.isMidFrame)
+        #expect(deadline.afterRead(midFrame: false) == .cancel)
+        #expect(deadline.afterRead(midFrame: true) == .arm)
+    }
+}
