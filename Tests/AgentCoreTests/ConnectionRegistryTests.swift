@@ -4,11 +4,7 @@ import Testing
 
 /// The shared registry's stream budget, drain and burst release, as pure state.
 struct ConnectionRegistryTests {
-    final class Closed: Sendable {
-        private let names = Mutex<[String]>([])
-        func closer(_ name: String) -> @Sendable () -> Void { { self.names.withLock { $0.append(name) } } }
-        var all: [String] { names.withLock { $0 } }
-    }
+    typealias Closed = LocalConnectionRegistryTests.Closed
 
     @Test func aStreamLeavesTheCapForItsOwnBudget() throws {
         let closed = Closed()

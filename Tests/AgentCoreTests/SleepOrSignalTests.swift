@@ -71,12 +71,20 @@ final class ManualClock: Clock, Sendable {
 }
 
 struct SleepOrSignalTests {
+    /// A wait on `clock` for `seconds` or `signal`, once its sleep has reached the clock.
+    static func waiting(
+        _ clock: ManualClock, seconds: Int64, signal: @escaping @Sendable () async -> Void
+    ) async -> Task<SleepOutcome, Never> {
+        let task = Task { await sleep(until: clock.now.advanced(by: .seconds(seconds)), clock: clock, orUntil: signal) }
+        var arrivals = clock.arrivals.makeAsyncIterator()
+        await arrivals.next()
+        return task
+    }
+
     @Test func theDeadlineEndsTheWaitAndCancelsTheSignal() async {
         let clock = ManualClock()
         let signal = WorkSignal()
-        let waiting = Task { await sleep(until: clock.now.advanced(by: .seconds(10)), clock: clock, orUntil: { await signal.wait() }) }
-        var arrivals = clock.arrivals.makeAsyncIterator()
-        await arrivals.next()
+        let waiting = await Self.waiting(clock, seconds: 10) { await signal.wait() }
         clock.advance(by: .seconds(9))
         #expect(clock.sleeping == 1, "not due before its deadline")
         clock.advance(by: .seconds(1))
@@ -86,26 +94,19 @@ struct SleepOrSignalTests {
         await signal.wait()
     }
 
-    @Test func theSignalEndsTheWaitAndCancelsTheSleep() async {
+    /// The signal, or the caller's cancellation, ends the wait and cancels the clock's sleep.
+    @Test(arguments: [SleepOutcome.signalled, .cancelled])
+    func anEndBeforeTheDeadlineCancelsTheSleep(_ end: SleepOutcome) async {
         let clock = ManualClock()
         let signal = OneShotSignal()
-        let waiting = Task { await sleep(until: clock.now.advanced(by: .seconds(3600)), clock: clock, orUntil: { await signal.wait() }) }
-        var arrivals = clock.arrivals.makeAsyncIterator()
-        await arrivals.next()
-        signal.fire()
-        #expect(await waiting.value == .signalled)
+        let waiting = await Self.waiting(clock, seconds: 3600) { await signal.wait() }
+        if end == .signalled { signal.fire() } else { waiting.cancel() }
+        #expect(await waiting.value == end)
         #expect(clock.sleeping == 0, "the sleep was cancelled, not left behind")
     }
 
-    @Test func cancellingTheCallerEndsBoth() async {
-        let clock = ManualClock()
+    @Test func aCancelledCallerDoesNotWait() async {
         let signal = WorkSignal()
-        let waiting = Task { await sleep(until: clock.now.advanced(by: .seconds(3600)), clock: clock, orUntil: { await signal.wait() }) }
-        var arrivals = clock.arrivals.makeAsyncIterator()
-        await arrivals.next()
-        waiting.cancel()
-        #expect(await waiting.value == .cancelled)
-        #expect(clock.sleeping == 0)
         let already = Task {
             withUnsafeCurrentTask { $0?.cancel() }
             return await sleep(for: .seconds(3600), orUntil: { await signal.wait() })
