@@ -22,6 +22,8 @@ let package = Package(
         .library(name: "DERP", targets: ["DERP"]),
         // Also for the fuzz targets (Fuzz/, a package of its own built with sanitizers).
         .library(name: "AgentCore", targets: ["AgentCore"]),
+        .library(name: "AgentSystem", targets: ["AgentSystem"]),
+        .library(name: "AgentJSON", targets: ["AgentJSON"]),
         .library(name: "AgentProto", targets: ["AgentProto"]),
         .library(name: "AgentFiles", targets: ["AgentFiles"]),
         .library(name: "AgentSocket", targets: ["AgentSocket"]),
@@ -63,6 +65,14 @@ let package = Package(
         // Small C shim: clone(CLONE_VM|CLONE_VFORK) + exec with a clean signal state, process
         // group, rlimit and oom/nice adjustment; pidfd, epoll, waitid(WNOWAIT), /proc scans.
         .target(name: "CAgentSpawn"),
+        // Message digests (SHA-1, SHA-256) from OpenSSL 3's libcrypto (Debian's libssl-dev).
+        .target(name: "CAgentDigest", linkerSettings: [.linkedLibrary("crypto")]),
+        // What the agent needs of the system apart from the module contract: hashing (over
+        // libcrypto), the retry backoff and the sleep-or-signal wait.
+        .target(name: "AgentSystem", dependencies: ["CAgentDigest"], swiftSettings: swiftSettings),
+        // JSON without Foundation: the Go-compatible parser (JSONValue), its writer, the
+        // compact encoder of API answers, Go and JSON string quoting. Depends on nothing.
+        .target(name: "AgentJSON", swiftSettings: swiftSettings),
         // What every capability module may share: the module contract (AgentModule,
         // ShutdownPhase, AgentContext, Settings), chat identity, the chat -> paths store, the
         // upward and manifest seams, latches, Go quoting, system-call errors, C strings.
@@ -70,7 +80,7 @@ let package = Package(
         .target(
             name: "AgentCore",
             dependencies: [
-                "CAgentSpawn",
+                "AgentSystem", "AgentJSON", "CAgentSpawn",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
@@ -365,7 +375,7 @@ let package = Package(
         .target(
             name: "DERP",
             dependencies: [
-                "CTailnetCrypto",
+                "AgentSystem", "CTailnetCrypto",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
@@ -382,7 +392,7 @@ let package = Package(
         .target(
             name: "DERPRelayDouble",
             dependencies: [
-                "DERP", "CTailnetCrypto",
+                "DERP", "AgentSystem", "CTailnetCrypto",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

@@ -25,12 +25,6 @@ public func lastPathComponent(of path: String) -> String {
     return String(trimmed[trimmed.index(after: slash)...])
 }
 
-/// `value` in `radix`, zero-padded to `width` digits (`String(format: "%04x")` and kin).
-public func zeroPadded<T: BinaryInteger>(_ value: T, width: Int, radix: Int = 10, uppercase: Bool = false) -> String {
-    let digits = String(value, radix: radix, uppercase: uppercase)
-    return String(repeating: "0", count: max(0, width - digits.count)) + digits
-}
-
 /// True for a regular file (symbolic links followed) with an execute bit. (Not through
 /// `FileManager` attributes: without Foundation their numbers are `UInt`, not `NSNumber`.)
 public func isExecutableRegularFile(_ path: String) -> Bool {

@@ -19,8 +19,10 @@ import Synchronization
 ///   closed, idle ones are closed, and busy ones close when their exchange ends.
 /// - ``closeAll()`` ends every connection (the last step of the agent's shutdown bound).
 ///
-/// Memory: one small entry per open connection, at most ``maxConnections`` plus
-/// ``maxWebSockets``.
+/// The HTTP face of AgentCore's ``ConnectionRegistry`` (which the agent socket and the
+/// boundary socket use too): channels, request phases and WebSockets in its terms, and the
+/// HTTP metrics. Memory: one small entry per open connection, at most ``maxConnections``
+/// plus ``maxWebSockets``.
 public final class HTTPConnectionRegistry: Sendable {
     /// What a connection is doing, which decides whether it may be evicted.
     enum Phase: Sendable {
@@ -35,54 +37,7 @@ public final class HTTPConnectionRegistry: Sendable {
     /// One connection's phase, written by its event loop on every request without the
     /// registry's lock (two lock round trips per request on a lock every loop shares,
     /// measured in `agent-bench http`); read under the lock when evicting or draining.
-    final class PhaseCell: Sendable {
-        /// -1 busy, -2 WebSocket, otherwise awaiting a head since this uptime (ns).
-        private let raw: Atomic<Int64>
-
-        init(_ phase: Phase) { raw = Atomic(Self.encode(phase)) }
-
-        var phase: Phase {
-            switch raw.load(ordering: .sequentiallyConsistent) {
-            case -1: return .busy
-            case -2: return .webSocket
-            case let since: return .awaitingHead(since: NIODeadline.uptimeNanoseconds(UInt64(since)))
-            }
-        }
-
-        func store(_ phase: Phase) { raw.store(Self.encode(phase), ordering: .sequentiallyConsistent) }
-
-        private static func encode(_ phase: Phase) -> Int64 {
-            switch phase {
-            case .busy: return -1
-            case .webSocket: return -2
-            case .awaitingHead(let since): return Int64(clamping: since.uptimeNanoseconds)
-            }
-        }
-    }
-
-    private struct Entry {
-        var channel: any Channel
-        var phase: PhaseCell
-    }
-
-    private struct State {
-        /// Plain connections: what ``maxConnections`` counts.
-        var entries: [UInt64: Entry] = [:]
-        /// Upgraded connections, counted by ``maxWebSockets`` instead.
-        var streams: [UInt64: Entry] = [:]
-        var nextID: UInt64 = 1
-        var evicted = 0
-        var refused = 0
-        var closedAll = false
-        var draining = false
-        /// WebSocket slots held (handshakes admitted and upgraded connections).
-        var webSockets = 0
-        var webSocketsRefused = 0
-        /// Most connections open since the heap was last trimmed.
-        var peak = 0
-        /// A burst is closing: trims are asked for at each further quarter of the peak.
-        var burstClosing = false
-    }
+    typealias PhaseCell = ConnectionRegistry.Connection
 
     /// What ``admit(_:)`` decided.
     enum Admission {
@@ -93,136 +48,63 @@ public final class HTTPConnectionRegistry: Sendable {
         case draining
     }
 
+    /// The shared registry this one speaks HTTP for.
+    let core: ConnectionRegistry
+
     /// The cap on open plain connections (WebSockets not included).
-    public let maxConnections: Int
+    public var maxConnections: Int { core.maxConnections }
     /// The cap on WebSockets, a budget of their own beside ``maxConnections``.
-    public let maxWebSockets: Int
-    /// Connections (of both kinds) that make a burst worth giving memory back after.
-    let burstSize: Int
-    /// Gives the free heap back to the OS (``FreeMemory/releaseSoon(after:)``); called
-    /// outside the lock.
-    private let releaseMemory: @Sendable () -> Void
-    private let state = Mutex(State())
-    /// Mirrors `State.draining` for ``setPhase(_:_:)``'s lock-free path.
-    private let draining = Atomic(false)
+    public var maxWebSockets: Int { core.maxStreams }
 
     public init(
         maxConnections: Int = AgentHTTPLimits.maxConnections, maxWebSockets: Int = AgentHTTPLimits.maxWebSockets,
         burstSize: Int = HTTPConnectionRegistry.defaultBurstSize,
         releaseMemory: @escaping @Sendable () -> Void = { FreeMemory.releaseSoon() }
     ) {
-        self.maxConnections = maxConnections
-        self.maxWebSockets = maxWebSockets
-        self.burstSize = burstSize
-        self.releaseMemory = releaseMemory
+        let observer = ConnectionRegistry.Observer(
+            open: { HTTPMetrics.connections.record($0) },
+            evicted: { HTTPMetrics.evicted.increment() },
+            refused: { HTTPMetrics.refused.increment() },
+            streams: { HTTPMetrics.webSockets.record($0) },
+            streamRefused: { HTTPMetrics.webSocketsRefused.increment() })
+        core = ConnectionRegistry(
+            maxConnections: maxConnections, maxStreams: maxWebSockets, whenAllBusy: .refuse, observer: observer,
+            burstSize: burstSize, releaseMemory: releaseMemory)
     }
 
     /// Takes a WebSocket slot for a handshake about to be accepted; false (counted) when
     /// the WebSockets' budget is used up. Given back with ``releaseWebSocket()``.
-    func reserveWebSocket() -> Bool {
-        state.withLock { s in
-            guard s.webSockets < maxWebSockets else {
-                s.webSocketsRefused += 1
-                HTTPMetrics.webSocketsRefused.increment()
-                return false
-            }
-            s.webSockets += 1
-            HTTPMetrics.webSockets.record(s.webSockets)
-            return true
-        }
-    }
+    func reserveWebSocket() -> Bool { core.reserveStream() }
 
-    func releaseWebSocket() {
-        state.withLock { s in
-            s.webSockets -= 1
-            HTTPMetrics.webSockets.record(s.webSockets)
-        }
-    }
+    func releaseWebSocket() { core.releaseStream() }
 
     /// WebSocket slots held now, and handshakes refused for want of one.
-    public var webSocketCounters: (open: Int, refused: Int) { state.withLock { ($0.webSockets, $0.webSocketsRefused) } }
+    public var webSocketCounters: (open: Int, refused: Int) { core.streamCounters }
 
-    /// Registers a new connection, or says why it must not be served.
+    /// Registers a new connection, or says why it must not be served. Beyond the cap, the
+    /// connection that has waited longest for a request head is closed (one closing after a
+    /// refusal first); if every connection is busy, the new one is refused.
     func admit(_ channel: any Channel) -> Admission {
-        let (admission, victim) = state.withLock { s -> (Admission, (any Channel)?) in
-            if s.closedAll {
-                s.refused += 1
-                HTTPMetrics.refused.increment()
-                return (.refused, nil)
-            }
-            if s.draining {
-                s.refused += 1
-                HTTPMetrics.refused.increment()
-                return (.draining, nil)
-            }
-            var victim: (any Channel)?
-            if s.entries.count >= maxConnections {
-                // Linear in the number of connections, and only when full.
-                var oldest: (UInt64, NIODeadline)?
-                for (id, entry) in s.entries {
-                    if case .awaitingHead(let since) = entry.phase.phase, oldest == nil || since < oldest!.1 {
-                        oldest = (id, since)
-                    }
-                }
-                guard let (victimID, _) = oldest else {
-                    s.refused += 1
-                    HTTPMetrics.refused.increment()
-                    return (.refused, nil)
-                }
-                victim = s.entries.removeValue(forKey: victimID)?.channel
-                s.evicted += 1
-                HTTPMetrics.evicted.increment()
-            }
-            let id = s.nextID
-            s.nextID += 1
-            let cell = PhaseCell(.awaitingHead(since: .now()))
-            s.entries[id] = Entry(channel: channel, phase: cell)
-            s.peak = max(s.peak, s.entries.count + s.streams.count)
-            HTTPMetrics.connections.record(s.entries.count + s.streams.count)
-            return (.admitted(id, cell), victim)
+        switch core.register(close: { channel.close(promise: nil) }) {
+        case .admitted(let connection, _): return .admitted(connection.id, connection)
+        case .refused: return .refused
+        case .draining: return .draining
         }
-        victim?.close(promise: nil)
-        return admission
     }
 
     /// Records what a connection does; while draining, one that goes back to waiting for a
-    /// request head (its exchange is over) is to be closed instead.
-    ///
-    /// Lock-free unless draining. `draining` is set before the drain scans the phases and
-    /// read here after the phase is stored (both sequentially consistent), so a connection
-    /// going idle during a drain is closed by the scan, by this call, or by both (closing
-    /// twice is harmless).
-    /// Returns true when the connection must close (the caller closes it once its answer
-    /// is written: a response's parts may still wait for their flush).
+    /// request head (its exchange is over) is to be closed instead. Lock-free unless
+    /// draining or upgrading. Returns true when the connection must close (the caller
+    /// closes it once its answer is written: a response's parts may still wait for their
+    /// flush).
     func setPhase(_ id: UInt64, _ cell: PhaseCell, _ phase: Phase) -> Bool {
-        cell.store(phase)
-        if case .webSocket = phase {
-            // Once per WebSocket: it leaves the connection cap for the stream budget.
-            state.withLock { s in
-                if let entry = s.entries.removeValue(forKey: id) { s.streams[id] = entry }
-            }
-            return false
-        }
-        guard case .awaitingHead = phase, draining.load(ordering: .sequentiallyConsistent) else { return false }
-        state.withLock { s in _ = s.entries.removeValue(forKey: id) }
-        return true
+        core.setPhase(cell, ConnectionRegistry.Phase(phase))
     }
 
     /// Stops taking requests (the first step of the agent's shutdown): new connections are
     /// answered 503 and closed, connections waiting for a request are closed, and the others
     /// are closed when their exchange ends. WebSockets stay until their handlers end.
-    public func stopAccepting() {
-        let idle = state.withLock { s -> [any Channel] in
-            s.draining = true
-            draining.store(true, ordering: .sequentiallyConsistent)
-            let ids = s.entries.compactMap { id, entry -> UInt64? in
-                if case .awaitingHead = entry.phase.phase { return id }
-                return nil
-            }
-            return ids.compactMap { s.entries.removeValue(forKey: $0)?.channel }
-        }
-        for channel in idle { channel.close(promise: nil) }
-    }
+    public func stopAccepting() { core.stopAccepting() }
 
     /// A burst of connections (plain and WebSockets together): at least this many were
     /// open. When a quarter of them is left the heap is trimmed (``FreeMemory``), and again
@@ -231,41 +113,36 @@ public final class HTTPConnectionRegistry: Sendable {
     /// idle connections otherwise left about 57 MiB of free heap resident.
     public static let defaultBurstSize = 256
 
-    func remove(_ id: UInt64) {
-        let trim = state.withLock { s -> Bool in
-            guard s.entries.removeValue(forKey: id) != nil || s.streams.removeValue(forKey: id) != nil else { return false }
-            let open = s.entries.count + s.streams.count
-            HTTPMetrics.connections.record(open)
-            guard s.burstClosing || s.peak >= burstSize, open <= s.peak / 4 else { return false }
-            s.peak = open
-            s.burstClosing = open > burstSize / 16
-            return true
-        }
-        if trim { releaseMemory() }
-    }
+    func remove(_ id: UInt64) { core.remove(id) }
 
     /// Closes every connection and refuses new ones.
-    public func closeAll() {
-        let channels = state.withLock { s -> [any Channel] in
-            s.closedAll = true
-            defer {
-                s.entries.removeAll()
-                s.streams.removeAll()
-            }
-            return s.entries.values.map(\.channel) + s.streams.values.map(\.channel)
-        }
-        for channel in channels { channel.close(promise: nil) }
-    }
+    public func closeAll() { core.closeAll() }
 
     /// Open connections, WebSockets included.
-    public var count: Int { state.withLock { $0.entries.count + $0.streams.count } }
+    public var count: Int { core.count }
 
     /// Open connections with a request being read or answered.
-    public var busyCount: Int {
-        state.withLock { s in s.entries.values.count { if case .busy = $0.phase.phase { true } else { false } } }
-    }
+    public var busyCount: Int { core.busyCount }
 
     /// Connections closed to make room for new ones, and connections refused because all
     /// were busy.
-    public var counters: (evicted: Int, refused: Int) { state.withLock { ($0.evicted, $0.refused) } }
+    public var counters: (evicted: Int, refused: Int) { core.counters }
+}
+
+extension ConnectionRegistry.Phase {
+    init(_ phase: HTTPConnectionRegistry.Phase) {
+        switch phase {
+        case .awaitingHead(let since): self = .idle(since: since.uptimeNanoseconds)
+        // HTTP refuses rather than close a busy connection, so its time is never read (and
+        // the clock is not read twice per request).
+        case .busy: self = .busy(since: 0)
+        case .webSocket: self = .stream
+        }
+    }
+}
+
+extension ConnectionRegistry.Connection {
+    /// Stores an HTTP phase without the registry's bookkeeping (a refusing connection marks
+    /// itself the first to evict).
+    func store(_ phase: HTTPConnectionRegistry.Phase) { store(ConnectionRegistry.Phase(phase)) }
 }

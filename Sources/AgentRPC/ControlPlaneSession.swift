@@ -293,8 +293,13 @@ public final class ControlPlaneSession: Service, UpwardSink, ManifestSource, Lif
         }
     }
 
+    /// Reconnect delays: the reference's schedule (100 ms × 1.618 per attempt, cap 10 s,
+    /// first attempt immediate) plus ±20 % jitter, so agents do not all retry on the same
+    /// schedule after a control-plane restart; reset after a session that stayed healthy.
+    public static let reconnectBackoff = Backoff(initial: .milliseconds(100) * 1.618, maximum: .seconds(10), factor: 1.618, jitter: .spread(0.2))
+
     private func runConnected() async {
-        var backoff = Backoff()
+        var backoff = Self.reconnectBackoff
         while true {
             if Task.isCancelled { return }
             if let deadline = state.withLock({ $0.shutdownDeadline }) {
@@ -303,12 +308,7 @@ public final class ControlPlaneSession: Service, UpwardSink, ManifestSource, Lif
             let wait = backoff.next()
             if wait > .zero {
                 // Shutdown cuts the wait short.
-                await withTaskGroup(of: Void.self) { group in
-                    group.addTask { try? await Task.sleep(for: wait) }
-                    group.addTask { [work] in await work.wait() }
-                    await group.next()
-                    group.cancelAll()
-                }
+                await sleep(for: wait, orUntil: { [work] in await work.wait() })
                 if isShuttingDown && allDrained { return }
             }
             let started = ContinuousClock.now

@@ -1,3 +1,4 @@
+import AgentSystem
 import DERP
 import Foundation
 import NIOCore

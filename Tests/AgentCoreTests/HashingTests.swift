@@ -22,10 +22,37 @@ struct HashingTests {
         #expect(SHA256.hexString(pieces.finalize()) == SHA256.hex(data))
     }
 
-    /// The CPU's SHA extensions (where this machine has them), the portable code and
-    /// coreutils' sha256sum agree, at every length around the block and padding edges.
-    @Test func sha256MatchesThePortableCodeAndSha256sum() async throws {
-        print("SHA-256 with the CPU's SHA extensions: \(SHA256.isAccelerated)")
+    /// FIPS 180 examples for SHA-1, including the million `a`s fed in uneven pieces.
+    @Test func sha1KnownVectors() {
+        #expect(SHA256.hexString(SHA1.hash([UInt8]())) == "da39a3ee5e6b4b0d3255bfef95601890afd80709")
+        #expect(SHA256.hexString(SHA1.hash(Array("abc".utf8))) == "a9993e364706816aba3e25717850c26c9cd0d89d")
+        #expect(SHA256.hexString(SHA1.hash(Array("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq".utf8)))
+            == "84983e441c3bd26ebaae4aa1f95129e5e54670f1")
+        #expect(SHA256.hexString(SHA1.hash([UInt8](repeating: 0x61, count: 1_000_000)))
+            == "34aa973cd4c4daa4f61eeb2bdbad27316534016f")
+        // The WebSocket handshake's example (RFC 6455 section 1.3).
+        let accept = SHA1.hash(Array("dGhlIHNhbXBsZSBub25jZQ==258EAFA5-E914-47DA-95CA-C5AB0DC85B11".utf8))
+        #expect(Data(accept).base64EncodedString() == "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=")
+    }
+
+    /// A million `a`s (FIPS 180's long example) in pieces; a copy taken midway hashes on
+    /// its own (copy on write), and a finalized hasher starts again empty.
+    @Test func sha256IncrementalCopiesAndReuse() {
+        var hasher = SHA256()
+        let piece = [UInt8](repeating: 0x61, count: 1000)
+        for _ in 0..<500 { hasher.update(piece) }
+        var copy = hasher
+        for _ in 0..<500 { hasher.update(piece) }
+        #expect(SHA256.hexString(hasher.finalize()) == "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0")
+        #expect(copy.finalize() == SHA256.hash([UInt8](repeating: 0x61, count: 500_000)))
+        #expect(hasher.finalize() == SHA256.hash([UInt8]()))
+        hasher.update(Array("abc".utf8))
+        #expect(SHA256.hexString(hasher.finalize()) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+    }
+
+    /// libcrypto and coreutils' sha256sum agree, at every length around the block and
+    /// padding edges (streamed) and for a file of a few MiB.
+    @Test func sha256MatchesSha256sum() async throws {
         // Random bytes from a fast generator seeded at random (the system one is slow in a
         // debug build for megabytes).
         var state = UInt64.random(in: 1...UInt64.max)
@@ -35,18 +62,19 @@ struct HashingTests {
                 return UInt8(truncatingIfNeeded: state)
             }
         }
-        for length in [0, 1, 55, 56, 57, 63, 64, 65, 119, 120, 127, 128, 129, 1000, 4096, (1 << 20) + 13] {
+        let directory = NSTemporaryDirectory() + "sha256-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        for length in [0, 1, 55, 56, 57, 63, 64, 65, 119, 120, 127, 128, 129, 1000, 4096, (4 << 20) + 5] {
             let data = bytes(length)
-            var portable = SHA256(portable: true)
-            portable.update(data)
-            #expect(SHA256.hexString(portable.finalize()) == SHA256.hex(data), "length \(length)")
+            var streamed = SHA256()
+            for start in stride(from: 0, to: data.count, by: 61) { streamed.update(data[start..<min(data.count, start + 61)]) }
+            #expect(SHA256.hexString(streamed.finalize()) == SHA256.hex(data), "length \(length)")
+            let file = directory + "/\(length)"
+            try Data(data).write(to: URL(fileURLWithPath: file))
+            let sum = await ChildProgram.run(["sha256sum", file]).stdout
+            #expect(sum.hasPrefix(SHA256.hex(data) + " "), "length \(length): \(sum)")
         }
-        let data = bytes((4 << 20) + 5)
-        let file = NSTemporaryDirectory() + "sha256-\(UUID().uuidString)"
-        try Data(data).write(to: URL(fileURLWithPath: file))
-        defer { try? FileManager.default.removeItem(atPath: file) }
-        let sum = await ChildProgram.run(["sha256sum", file]).stdout
-        #expect(sum.hasPrefix(SHA256.hex(data) + " "), "\(sum)")
     }
 
     @Test func uuidV5MatchesRFCExample() {

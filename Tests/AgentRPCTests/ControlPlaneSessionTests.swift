@@ -310,11 +310,12 @@ struct ControlPlaneSessionTests {
     @Test func backoffSchedule() {
         let expected = [0.0, 0.1618, 0.2618, 0.4236, 0.6854, 1.109, 1.794, 2.903, 4.697, 7.600, 10.0, 10.0]
         for (attempt, seconds) in expected.enumerated() {
-            let d = Backoff.delay(attempt: attempt)
+            let d = ControlPlaneSession.reconnectBackoff.ceiling(afterFailures: attempt)
             let actual = Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18
             #expect(abs(actual - seconds) < 0.01, "attempt \(attempt): \(actual)")
         }
-        var backoff = Backoff()
+        var backoff = ControlPlaneSession.reconnectBackoff
+        #expect(backoff.next() == .zero)
         for _ in 0..<20 { _ = backoff.next() }
         let jittered = backoff.next()
         #expect(jittered >= .seconds(8) && jittered <= .seconds(12))

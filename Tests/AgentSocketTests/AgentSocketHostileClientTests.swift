@@ -46,6 +46,30 @@ struct AgentSocketHostileClientTests {
         }
     }
 
+    /// The deadline runs from the frame's first byte: a client that trickles a byte at a
+    /// time, well within the timeout each, is still cut (as on the boundary socket).
+    @Test func aTrickledFrameIsCutAtTheDeadlineFromItsFirstByte() async throws {
+        try await withSocketServer(configure: { $0.partialFrameTimeout = .milliseconds(300) }) { client, _ in
+            let trickle = try #require(LoopbackSocket(unixPath: client.path))
+            // An Invoke frame announcing a 1000-byte method name: mid-frame for 1000 bytes.
+            let frame: [UInt8] = [0x03, 0x01, 0x01] + varint(1000) + Array(repeating: 0x41, count: 1000)
+            var closed = false
+            // At most 200 turns of at least 100 ms: bounded whatever the host's load.
+            for byte in frame.prefix(200) {
+                guard trickle.send([byte]) else {
+                    closed = true
+                    break
+                }
+                if await trickle.readAll(timeout: .milliseconds(100)).closed {
+                    closed = true
+                    break
+                }
+            }
+            #expect(closed, "a trickled frame is disconnected")
+            try await client.ping()
+        }
+    }
+
     @Test func oversizedFrameIsRefused() async throws {
         try await withSocketServer { client, _ in
             let big = try #require(LoopbackSocket(unixPath: client.path))

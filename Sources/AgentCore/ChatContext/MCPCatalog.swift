@@ -32,11 +32,10 @@ public final class MCPCatalog: Sendable {
 
     private struct State {
         var entries: [MCPCatalogEntry] = []
-        var subscribers: [UInt64: AsyncStream<Void>.Continuation] = [:]
-        var nextID: UInt64 = 0
     }
 
     private let state = Mutex(State())
+    private let changed = LatestValueBroadcast<Void>(maxSubscribers: MCPCatalog.maxSubscribers, replaysLatest: false)
 
     public init() {}
 
@@ -47,31 +46,15 @@ public final class MCPCatalog: Sendable {
     /// differs from the current one.
     public func publish(_ entries: [MCPCatalogEntry]) {
         let sorted = entries.sorted { bytewisePrecedes($0.name, $1.name) }
-        let subscribers = state.withLock { s -> [AsyncStream<Void>.Continuation] in
-            guard s.entries != sorted else { return [] }
+        state.withLock { s in
+            guard s.entries != sorted else { return }
             s.entries = sorted
-            return Array(s.subscribers.values)
+            // Under the lock: wake-ups follow the order of the changes.
+            changed.publish(())
         }
-        for subscriber in subscribers { subscriber.yield() }
     }
 
     /// A wake-up after each change (coalesced: one buffered); cancelling the consumer
     /// unsubscribes.
-    public func changes() -> AsyncStream<Void> {
-        let (stream, continuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
-        let id = state.withLock { s -> UInt64? in
-            guard s.subscribers.count < Self.maxSubscribers else { return nil }
-            s.nextID += 1
-            s.subscribers[s.nextID] = continuation
-            return s.nextID
-        }
-        guard let id else {
-            continuation.finish()
-            return stream
-        }
-        continuation.onTermination = { [weak self] _ in
-            self?.state.withLock { s in _ = s.subscribers.removeValue(forKey: id) }
-        }
-        return stream
-    }
+    public func changes() -> AsyncStream<Void> { changed.subscribe() }
 }

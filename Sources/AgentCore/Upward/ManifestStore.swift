@@ -84,21 +84,20 @@ public final class ManifestStore: ManifestSource {
     private struct State {
         var latest: AgentManifest?
         var publications: UInt64 = 0
-        var subscribers: [UInt64: AsyncStream<AgentManifest>.Continuation] = [:]
-        var nextID: UInt64 = 0
     }
     private let state = Mutex(State())
+    private let broadcast = LatestValueBroadcast<AgentManifest>(maxSubscribers: ManifestStore.maxSubscribers)
 
     public init() {}
 
     /// Stores `manifest` and tells every subscriber.
     public func publish(_ manifest: AgentManifest) {
-        let subscribers = state.withLock { s in
+        state.withLock { s in
             s.latest = manifest
             s.publications += 1
-            return Array(s.subscribers.values)
+            // Under the lock: subscribers see the manifests in the order they were stored.
+            broadcast.publish(manifest)
         }
-        for subscriber in subscribers { subscriber.yield(manifest) }
     }
 
     public var currentManifest: AgentManifest? { state.withLock { $0.latest } }
@@ -107,26 +106,9 @@ public final class ManifestStore: ManifestSource {
         state.withLock { s in s.latest.map { ManifestPublication(manifest: $0, number: s.publications) } }
     }
 
-    public func manifests() -> AsyncStream<AgentManifest> {
-        let (stream, continuation) = AsyncStream<AgentManifest>.makeStream(bufferingPolicy: .bufferingNewest(1))
-        let id = state.withLock { s -> UInt64? in
-            guard s.subscribers.count < Self.maxSubscribers else { return nil }
-            s.nextID += 1
-            s.subscribers[s.nextID] = continuation
-            // Under the lock, so a publish cannot slip in before the current one.
-            if let latest = s.latest { continuation.yield(latest) }
-            return s.nextID
-        }
-        guard let id else {
-            continuation.finish()
-            return stream
-        }
-        continuation.onTermination = { [weak self] _ in
-            self?.state.withLock { s in _ = s.subscribers.removeValue(forKey: id) }
-        }
-        return stream
-    }
+    /// The current manifest (when there is one), then each new one.
+    public func manifests() -> AsyncStream<AgentManifest> { broadcast.subscribe() }
 
     /// Subscribers now.
-    public var subscriberCount: Int { state.withLock { $0.subscribers.count } }
+    public var subscriberCount: Int { broadcast.subscriberCount }
 }

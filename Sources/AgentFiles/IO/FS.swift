@@ -39,14 +39,7 @@ enum FS {
     }
 
     /// The target of the link at `path`, or nil with errno set.
-    static func readlink(_ path: String) -> String? {
-        var buffer = [UInt8](repeating: 0, count: Int(PATH_MAX) + 1)
-        let count = FilePathText.withCString(path) { link in
-            buffer.withUnsafeMutableBytes { Glibc.readlink(link, $0.baseAddress!.assumingMemoryBound(to: CChar.self), $0.count - 1) }
-        }
-        guard count >= 0 else { return nil }
-        return FilePathText.decode(buffer[0..<count])
-    }
+    static func readlink(_ path: String) -> String? { readSymbolicLink(path) }
 
     /// `mkdir -p` with `mode`: every missing directory of `path` made; an existing
     /// directory is fine; throws the first failure (ENOTDIR when a file is in the way).

@@ -18,15 +18,12 @@ extension AgentSocketService {
     static let contextUnavailable = "context manager not available"
 
     func registerContext(on server: inout CountingServer) {
-        server.register(DRPCMethodPath.agentSocket("ContextSources")) { _ in
-            let control = try self.contextControl()
+        contextCall("ContextSources", on: &server) { control in
             var response = Coder_Agentsocket_V1_ContextSourcesResponse()
             response.sources = control.sources.map(Self.source)
-            return try response.serializedBytes()
+            return response
         }
-        server.register(DRPCMethodPath.agentSocket("GetContextSource")) { bytes in
-            let request = try Coder_Agentsocket_V1_GetContextSourceRequest(serializedBytes: bytes)
-            let control = try self.contextControl()
+        contextCall("GetContextSource", Coder_Agentsocket_V1_GetContextSourceRequest.self, on: &server) { request, control in
             try Self.checkPath(request.path, prefix: "")
             let path: String
             do throws(ContextControlError) {
@@ -37,11 +34,9 @@ extension AgentSocketService {
             }
             var response = Coder_Agentsocket_V1_GetContextSourceResponse()
             response.source = Self.source(path)
-            return try response.serializedBytes()
+            return response
         }
-        server.register(DRPCMethodPath.agentSocket("AddContextSource")) { bytes in
-            let request = try Coder_Agentsocket_V1_AddContextSourceRequest(serializedBytes: bytes)
-            let control = try self.contextControl()
+        contextCall("AddContextSource", Coder_Agentsocket_V1_AddContextSourceRequest.self, on: &server) { request, control in
             try Self.checkPath(request.path, prefix: "add context source: ")
             let path: String
             do throws(ContextControlError) {
@@ -51,11 +46,9 @@ extension AgentSocketService {
             }
             var response = Coder_Agentsocket_V1_AddContextSourceResponse()
             response.source = Self.source(path)
-            return try response.serializedBytes()
+            return response
         }
-        server.register(DRPCMethodPath.agentSocket("RemoveContextSource")) { bytes in
-            let request = try Coder_Agentsocket_V1_RemoveContextSourceRequest(serializedBytes: bytes)
-            let control = try self.contextControl()
+        contextCall("RemoveContextSource", Coder_Agentsocket_V1_RemoveContextSourceRequest.self, on: &server) { request, control in
             try Self.checkPath(request.path, prefix: "remove context source: ")
             do throws(ContextControlError) {
                 try control.unregisterSource(request.path)
@@ -63,16 +56,14 @@ extension AgentSocketService {
                 if case .notFound = error { throw SocketError("\(goQuote(request.path)): context source not found") }
                 throw SocketError("remove context source: \(error)")
             }
-            return try Coder_Agentsocket_V1_RemoveContextSourceResponse().serializedBytes()
+            return Coder_Agentsocket_V1_RemoveContextSourceResponse()
         }
-        server.register(DRPCMethodPath.agentSocket("GetContextSnapshot")) { _ in
-            let control = try self.contextControl()
+        contextCall("GetContextSnapshot", on: &server) { control in
             var response = Coder_Agentsocket_V1_ContextSnapshotResponse()
             response.snapshot = Self.wire(control.snapshot)
-            return try response.serializedBytes()
+            return response
         }
-        server.register(DRPCMethodPath.agentSocket("ResyncContext")) { _ in
-            let control = try self.contextControl()
+        contextCall("ResyncContext", on: &server) { control in
             let snapshot: ContextSnapshot
             do {
                 snapshot = try await control.resyncSnapshot()
@@ -81,7 +72,29 @@ extension AgentSocketService {
             }
             var response = Coder_Agentsocket_V1_ResyncContextResponse()
             response.snapshot = Self.wire(snapshot)
-            return try response.serializedBytes()
+            return response
+        }
+    }
+
+    /// One context RPC: its request decoded, then the context control (or the reference's
+    /// "not available"), then `body`'s answer encoded.
+    private func contextCall<Request: SwiftProtobuf.Message, Response: SwiftProtobuf.Message>(
+        _ method: String, _ request: Request.Type, on server: inout CountingServer,
+        _ body: @escaping @Sendable (Request, any ContextControl) async throws -> Response
+    ) {
+        server.register(DRPCMethodPath.agentSocket(method)) { bytes in
+            let request = try Request(serializedBytes: bytes)
+            return try await body(request, try self.contextControl()).serializedBytes()
+        }
+    }
+
+    /// One context RPC whose request carries nothing (its bytes are not read).
+    private func contextCall<Response: SwiftProtobuf.Message>(
+        _ method: String, on server: inout CountingServer,
+        _ body: @escaping @Sendable (any ContextControl) async throws -> Response
+    ) {
+        server.register(DRPCMethodPath.agentSocket(method)) { _ in
+            try await body(try self.contextControl()).serializedBytes()
         }
     }
 

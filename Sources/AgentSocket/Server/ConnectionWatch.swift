@@ -5,8 +5,9 @@ import NIOCore
 
 /// The first handler of each agent-socket connection: notes activity for the registry,
 /// tells it whether a call is in progress (from an Invoke read until a CloseSend or Error
-/// written), and closes a connection that began a frame and sent nothing more for
-/// ``partialFrameTimeout``.
+/// written), and closes a connection that began a frame and has not finished it within
+/// ``partialFrameTimeout`` of the frame's first byte (AgentCore's ``PartialFrameDeadline``,
+/// as on the boundary socket).
 final class ConnectionWatch: ChannelDuplexHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
@@ -19,6 +20,7 @@ final class ConnectionWatch: ChannelDuplexHandler {
     private let logger: Logger
     private var tracker = FrameTracker()
     private var outboundTracker = FrameTracker()
+    private var frameDeadline = PartialFrameDeadline()
     private var deadline: Scheduled<Void>?
 
     init(id: UInt64, registry: LocalConnectionRegistry, partialFrameTimeout: TimeAmount, logger: Logger) {
@@ -35,17 +37,21 @@ final class ConnectionWatch: ChannelDuplexHandler {
             if kind == 1 { invoked = true }
         }
         registry.touch(id, busy: invoked ? true : nil)
-        deadline?.cancel()
-        deadline = nil
-        if tracker.isMidFrame {
+        switch frameDeadline.afterRead(midFrame: tracker.isMidFrame) {
+        case .arm:
             let channel = context.channel
             let logger = logger
             let timeout = partialFrameTimeout
             deadline = context.eventLoop.scheduleTask(in: timeout) {
                 SocketMetrics.disconnected("partial_frame").increment()
-                logger.warning("agent socket: a client sent part of a frame and then nothing; disconnected", metadata: ["after": "\(timeout)"])
+                logger.warning("agent socket: a client sent part of a frame and did not finish it; disconnected", metadata: ["after": "\(timeout)"])
                 channel.close(promise: nil)
             }
+        case .cancel:
+            deadline?.cancel()
+            deadline = nil
+        case .none:
+            break
         }
         context.fireChannelRead(data)
     }

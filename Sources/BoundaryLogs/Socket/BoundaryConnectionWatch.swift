@@ -13,7 +13,7 @@ final class BoundaryConnectionWatch: ChannelInboundHandler {
     private let partialFrameTimeout: TimeAmount
     private let onPartialFrame: @Sendable () -> Void
     private var tracker = BoundaryFrameTracker()
-    private var frameStarted: NIODeadline?
+    private var frameDeadline = PartialFrameDeadline()
     private var deadline: Scheduled<Void>?
 
     init(id: UInt64, registry: LocalConnectionRegistry, partialFrameTimeout: TimeAmount, onPartialFrame: @escaping @Sendable () -> Void) {
@@ -26,24 +26,21 @@ final class BoundaryConnectionWatch: ChannelInboundHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let buffer = unwrapInboundIn(data)
         tracker.feed(buffer.readableBytesView)
-        if tracker.isMidFrame {
-            // The deadline runs from the frame's first byte: a client that trickles a byte
-            // now and then gains nothing.
-            if frameStarted == nil {
-                frameStarted = .now()
-                let channel = context.channel
-                let onPartialFrame = onPartialFrame
-                deadline = context.eventLoop.scheduleTask(in: partialFrameTimeout) {
-                    onPartialFrame()
-                    channel.close(promise: nil)
-                }
+        switch frameDeadline.afterRead(midFrame: tracker.isMidFrame) {
+        case .arm:
+            let channel = context.channel
+            let onPartialFrame = onPartialFrame
+            deadline = context.eventLoop.scheduleTask(in: partialFrameTimeout) {
+                onPartialFrame()
+                channel.close(promise: nil)
             }
-        } else if frameStarted != nil {
-            frameStarted = nil
+        case .cancel:
             deadline?.cancel()
             deadline = nil
+        case .none:
+            break
         }
-        registry.touch(id, busy: frameStarted != nil)
+        registry.touch(id, busy: frameDeadline.isMidFrame)
         context.fireChannelRead(data)
     }
 

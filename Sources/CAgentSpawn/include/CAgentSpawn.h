@@ -88,14 +88,6 @@ int agent_release_file_pages(void);
 /// glibc's memmem (linear time, two-way algorithm), hidden from Swift without _GNU_SOURCE.
 const void *agent_memmem(const void *haystack, size_t haystack_len, const void *needle, size_t needle_len);
 
-/// SHA-256 compression of `blocks` whole 64-byte blocks into `state` (agent_sha256.c): the
-/// x86 SHA extensions when the CPU has them, else portable C.
-void agent_sha256_blocks(uint32_t state[8], const void *data, size_t blocks);
-/// The same, always portable C (tests compare the two).
-void agent_sha256_blocks_portable(uint32_t state[8], const void *data, size_t blocks);
-/// 1 when agent_sha256_blocks uses the CPU's SHA extensions.
-int agent_sha256_accelerated(void);
-
 /// Names the calling thread (pthread_setname_np; the kernel keeps 15 bytes).
 int agent_set_thread_name(const char *name);
 

@@ -57,9 +57,10 @@ public final class ContextManager: Service, Sendable {
         var requested: UInt64 = 0
         var completed: UInt64 = 0
         var waiters: [UInt64: (after: UInt64, continuation: CheckedContinuation<ContextSnapshot, any Error>)] = [:]
-        var subscribers: [UInt64: AsyncStream<ContextSnapshot>.Continuation] = [:]
         var nextID: UInt64 = 0
     }
+    /// Snapshot subscribers; the latest is published only once version 1 exists.
+    private let broadcast = LatestValueBroadcast<ContextSnapshot>(maxSubscribers: ContextManager.maxSubscribers)
 
     public let configuration: ChatContextOptions.Configuration
     public let home: String
@@ -113,24 +114,7 @@ public final class ContextManager: Service, Sendable {
 
     /// The current snapshot when there is one (version > 0), then each new one. Buffers only
     /// the newest unread one; cancelling the consumer unsubscribes.
-    public func snapshots() -> AsyncStream<ContextSnapshot> {
-        let (stream, continuation) = AsyncStream<ContextSnapshot>.makeStream(bufferingPolicy: .bufferingNewest(1))
-        let id = state.withLock { s -> UInt64? in
-            guard s.subscribers.count < Self.maxSubscribers, !s.closed else { return nil }
-            s.nextID += 1
-            s.subscribers[s.nextID] = continuation
-            if s.snapshot.version > 0 { continuation.yield(s.snapshot) }
-            return s.nextID
-        }
-        guard let id else {
-            continuation.finish()
-            return stream
-        }
-        continuation.onTermination = { [weak self] _ in
-            self?.state.withLock { s in _ = s.subscribers.removeValue(forKey: id) }
-        }
-        return stream
-    }
+    public func snapshots() -> AsyncStream<ContextSnapshot> { broadcast.subscribe() }
 
     // MARK: Sources
 
@@ -246,16 +230,13 @@ public final class ContextManager: Service, Sendable {
                 group.addTask { await self.resolveLoop() }
             }
         }
-        let (waiters, subscribers) = state.withLock { s in
+        let waiters = state.withLock { s in
             s.closed = true
-            defer {
-                s.waiters = [:]
-                s.subscribers = [:]
-            }
-            return (Array(s.waiters.values), Array(s.subscribers.values))
+            defer { s.waiters = [:] }
+            return Array(s.waiters.values)
         }
+        broadcast.finish()
         for waiter in waiters { waiter.continuation.resume(throwing: ClosedError()) }
-        for subscriber in subscribers { subscriber.finish() }
     }
 
     /// Each manifest: its directory becomes the working directory, the lists seed again,
@@ -306,7 +287,7 @@ public final class ContextManager: Service, Sendable {
 
     private func publish(_ resolved: ContextSnapshot, request: UInt64) {
         let problem = watcher.problem
-        let (snapshot, waiters, subscribers) = state.withLock { s in
+        let (snapshot, waiters) = state.withLock { s in
             s.version += 1
             var snapshot = resolved
             snapshot.version = s.version
@@ -315,14 +296,15 @@ public final class ContextManager: Service, Sendable {
             s.completed = max(s.completed, request)
             let due = s.waiters.filter { $0.value.after <= request }
             for id in due.keys { s.waiters[id] = nil }
-            return (snapshot, due.values.map(\.continuation), Array(s.subscribers.values))
+            // Under the lock: subscribers see the versions in order.
+            broadcast.publish(snapshot)
+            return (snapshot, due.values.map(\.continuation))
         }
         metrics.resolved(version: snapshot.version)
         logger.debug("context resolved", metadata: [
             "version": "\(snapshot.version)", "resources": "\(snapshot.resources.count)",
         ])
         for waiter in waiters { waiter.resume(returning: snapshot) }
-        for subscriber in subscribers { subscriber.yield(snapshot) }
     }
 }
 

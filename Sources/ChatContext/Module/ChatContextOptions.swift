@@ -52,14 +52,7 @@ public struct ChatContextOptions: ParsableArguments {
         /// Every list entry as a path: `~` and `~/…` expanded with `home`, absolute kept,
         /// relative joined to `workingDirectory`; empty entries dropped.
         public static func resolve(_ entries: [String], home: String, workingDirectory: String) -> [String] {
-            entries.compactMap { raw in
-                let entry = raw.goTrimmed
-                if entry.isEmpty { return nil }
-                if entry == "~" { return home }
-                if entry.hasPrefix("~/") { return ContextSourcePath.clean(home + entry.dropFirst()) }
-                if entry.hasPrefix("/") { return ContextSourcePath.clean(entry) }
-                return ContextSourcePath.clean(workingDirectory + "/" + entry)
-            }
+            ConfiguredPaths.resolve(entries, home: home, workingDirectory: workingDirectory)
         }
 
         /// The sources the lists seed, in order (instruction dirs, skill dirs, MCP files),

@@ -32,13 +32,13 @@ struct ContextSnapshotJSON: Encodable, Sendable {
 
     init(_ snapshot: ContextSnapshot) {
         version = snapshot.version
-        aggregateHash = hex(snapshot.aggregateHash)
+        aggregateHash = SHA256.hexString(snapshot.aggregateHash)
         payloadBytes = snapshot.payloadBytes
         snapshotError = snapshot.snapshotError.isEmpty ? nil : snapshot.snapshotError
         resources = snapshot.resources.map { r in
             Resource(
                 id: r.id, kind: r.kind.name, source: r.source, sourcePath: r.sourcePath.flatMap { $0.isEmpty ? nil : $0 },
-                contentHash: hex(r.contentHash), sizeBytes: r.sizeBytes, status: r.status.name,
+                contentHash: SHA256.hexString(r.contentHash), sizeBytes: r.sizeBytes, status: r.status.name,
                 error: r.error.isEmpty ? nil : r.error, name: r.name.isEmpty ? nil : r.name,
                 description: r.description.isEmpty ? nil : r.description)
         }
@@ -48,15 +48,4 @@ struct ContextSnapshotJSON: Encodable, Sendable {
 /// `{"path"}`: a source in the sources API.
 struct ContextSourceJSON: Encodable, Sendable {
     var path: String
-}
-
-func hex(_ bytes: [UInt8]) -> String {
-    let digits = Array("0123456789abcdef".utf8)
-    var out: [UInt8] = []
-    out.reserveCapacity(bytes.count * 2)
-    for byte in bytes {
-        out.append(digits[Int(byte >> 4)])
-        out.append(digits[Int(byte & 0x0F)])
-    }
-    return String(decoding: out, as: UTF8.self)
 }

@@ -11,8 +11,8 @@ import SwiftProtobuf
 /// not take context); `accepted=false` is not retried.
 struct ContextPushParticipant: UpwardParticipant {
     static let rpc = DRPCMethodPath.agent("PushContextState")
-    static let firstBackoff: Duration = .milliseconds(250)
-    static let maxBackoff: Duration = .seconds(30)
+    /// A failed push is retried after 250 ms, doubling to 30 s.
+    static let retry = Backoff(initial: .milliseconds(250), maximum: .seconds(30), jitter: .none)
 
     let manager: ContextManager
     let redactor: @Sendable () -> ContextRedactor
@@ -28,7 +28,7 @@ struct ContextPushParticipant: UpwardParticipant {
             if let delivered, Self.sameContent(delivered, snapshot) { continue }
             let request = ContextPushRequest.make(snapshot, initial: initial, redactor: redactor())
             let bytes = try request.serializedBytes() as [UInt8]
-            var backoff = Self.firstBackoff
+            var failures = 0
             while true {
                 do {
                     let answer = try await session.unary(Self.rpc, request: bytes)
@@ -46,9 +46,10 @@ struct ContextPushParticipant: UpwardParticipant {
                         throw error
                     default:
                         metrics.push("error")
-                        logger.warning("context push failed; retrying", metadata: ["error": "\(error)", "retry_in": "\(backoff)"])
-                        try await Task.sleep(for: backoff)
-                        backoff = min(backoff * 2, Self.maxBackoff)
+                        failures += 1
+                        let wait = Self.retry.delay(afterFailures: failures)
+                        logger.warning("context push failed; retrying", metadata: ["error": "\(error)", "retry_in": "\(wait)"])
+                        try await Task.sleep(for: wait)
                     }
                 }
             }

@@ -58,16 +58,5 @@ public enum ContextSourcePath {
     }
 
     /// Go's `filepath.Clean` for absolute paths: repeated `/`, `.` and `..` removed lexically.
-    public static func clean(_ path: String) -> String {
-        var parts: [Substring] = []
-        for part in path.split(separator: "/", omittingEmptySubsequences: true) {
-            if part == "." { continue }
-            if part == ".." {
-                if !parts.isEmpty { parts.removeLast() }
-                continue
-            }
-            parts.append(part)
-        }
-        return "/" + parts.joined(separator: "/")
-    }
+    public static func clean(_ path: String) -> String { cleanAbsolutePath(path) }
 }

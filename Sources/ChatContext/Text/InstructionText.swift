@@ -1,3 +1,4 @@
+import AgentCore
 /// The text rules for instruction files: the description line, and the sanitising the
 /// legacy `context-config` answer applies (the pushed snapshot carries the bytes verbatim).
 public enum InstructionText {

@@ -84,15 +84,6 @@ public struct SkillFrontMatter: Sendable, Equatable {
 }
 
 extension String {
-    /// Go's `strings.TrimSpace`: Unicode white space off both ends.
-    var goTrimmed: String {
-        let scalars = unicodeScalars
-        guard let start = scalars.firstIndex(where: { !$0.properties.isWhitespace }),
-              let end = scalars.lastIndex(where: { !$0.properties.isWhitespace })
-        else { return "" }
-        return String(scalars[start...end])
-    }
-
     var trimmingTrailingLineBreaks: String {
         var scalars = Substring(self).unicodeScalars
         while let last = scalars.last, last == "\n" || last == "\r" { scalars.removeLast() }

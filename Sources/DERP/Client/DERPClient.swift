@@ -1,3 +1,4 @@
+import AgentSystem
 import Logging
 import NIOCore
 import NIOPosix
@@ -236,12 +237,9 @@ public final class DERPClient: Sendable {
 
     /// The wait before a redial after `failures` failed attempts in a row.
     func backoff(failures: Int) -> Duration {
-        let floor = Double(configuration.backoffFloor.components.seconds) + Double(configuration.backoffFloor.components.attoseconds) / 1e18
-        let ceiling = Double(configuration.backoffCeiling.components.seconds) + Double(configuration.backoffCeiling.components.attoseconds) / 1e18
-        let seconds = failures == 0
-            ? Double.random(in: 0...floor)
-            : min(floor * Double(1 << min(failures - 1, 20)), ceiling) * Double.random(in: 0.8...1.2)
-        return .nanoseconds(Int64(seconds * 1e9))
+        failures == 0
+            ? configuration.backoffFloor * Double.random(in: 0...1)
+            : Backoff(initial: configuration.backoffFloor, maximum: configuration.backoffCeiling, jitter: .spread(0.2)).delay(afterFailures: failures)
     }
 
     private func parameters(node: DERPNode, transport: DERPTransport) -> DERPConnector.Parameters {

@@ -1,3 +1,4 @@
+import AgentSystem
 import FoundationEssentials
 import NIOCore
 import NIOTLS

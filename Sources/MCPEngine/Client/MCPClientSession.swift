@@ -77,21 +77,16 @@ public final class MCPClientSession: Sendable {
     public var callsInFlight: Int { state.withLock { $0.callsInFlight } }
     /// The server's pid (and process group) for a stdio server; 0 for an HTTP one.
     public var pid: Int32 { (transport as? MCPStdioProcess)?.pid ?? 0 }
-    /// `stdio`, `http` or `sse`.
-    public var transportName: String {
-        switch transport {
-        case is MCPStdioProcess: "stdio"
-        case is MCPLegacySSETransport: "sse"
-        default: "http"
-        }
-    }
+    /// `stdio`, `http` or `sse` (``MCPEndpoint/transportName``).
+    public let transportName: String
 
     /// A session over the transport `start` makes with the callback it is given.
     private init(
-        serverName: String, timeouts: Timeouts, log: @escaping @Sendable (_ server: String, _ line: String) -> Void,
+        serverName: String, transportName: String, timeouts: Timeouts, log: @escaping @Sendable (_ server: String, _ line: String) -> Void,
         start: (_ events: @escaping @Sendable (MCPTransportEvent) -> Void) async throws(MCPError) -> any MCPTransport
     ) async throws(MCPError) {
         self.serverName = serverName
+        self.transportName = transportName
         self.timeouts = timeouts
         self.log = log
         (events, eventContinuation) = AsyncStream.makeStream(of: MCPSessionEvent.self, bufferingPolicy: .bufferingNewest(MCPLimits.maxBufferedEvents))
@@ -115,39 +110,37 @@ public final class MCPClientSession: Sendable {
         owner: MCPStdioOwner? = nil, log: @escaping @Sendable (_ server: String, _ line: String) -> Void
     ) async throws(MCPError) -> MCPClientSession {
         let name = command.serverName
-        let session = try await MCPClientSession(serverName: name, timeouts: timeouts, log: log) { events throws(MCPError) in
+        let session = try await MCPClientSession(
+            serverName: name, transportName: MCPEndpoint.stdio(command).transportName, timeouts: timeouts, log: log
+        ) { events throws(MCPError) in
             try MCPStdioProcess.start(command, timing: timing, owner: owner, stderrLine: { log(name, $0) }, events: events)
         }
         try await session.initialize(clientVersion: clientVersion, timeout: timeouts.connect)
         return session
     }
 
-    /// Connects to a Streamable HTTP server at `url` and initializes the session; the HTTP
-    /// connect timeout is the session's connect timeout.
-    static func connectHTTP(
-        url: String, headers: [String: String], serverName: String, clientVersion: String, timeouts: Timeouts,
-        log: @escaping @Sendable (_ server: String, _ line: String) -> Void
-    ) async throws(MCPError) -> MCPClientSession {
-        let session = try await MCPClientSession(serverName: serverName, timeouts: timeouts, log: log) { events throws(MCPError) in
-            try MCPStreamableHTTPTransport(serverName: serverName, url: url, headers: headers, connectTimeout: timeouts.connect, log: log, events: events)
-        }
-        try await session.initialize(clientVersion: clientVersion, timeout: timeouts.connect)
-        return session
-    }
-
-    /// Connects to a legacy HTTP+SSE server at `url` (its event stream and endpoint, then
-    /// `initialize`, all within the connect timeout).
-    static func connectSSE(
-        url: String, headers: [String: String], serverName: String, clientVersion: String, timeouts: Timeouts,
+    /// Connects to a Streamable HTTP server (`legacySSE` false) or a legacy HTTP+SSE server
+    /// (its event stream and endpoint first) at `url` and initializes the session, all within
+    /// the session's connect timeout.
+    static func connectRemote(
+        url: String, headers: [String: String], legacySSE: Bool, serverName: String, clientVersion: String, timeouts: Timeouts,
         log: @escaping @Sendable (_ server: String, _ line: String) -> Void
     ) async throws(MCPError) -> MCPClientSession {
         let started = ContinuousClock.now
-        let session = try await MCPClientSession(serverName: serverName, timeouts: timeouts, log: log) { events throws(MCPError) in
-            try await MCPLegacySSETransport.connect(
+        let endpoint: MCPEndpoint = legacySSE ? .sse(url: url, headers: headers) : .streamableHTTP(url: url, headers: headers)
+        let session = try await MCPClientSession(
+            serverName: serverName, transportName: endpoint.transportName, timeouts: timeouts, log: log
+        ) { events throws(MCPError) -> any MCPTransport in
+            if legacySSE {
+                return try await MCPLegacySSETransport.connect(
+                    serverName: serverName, url: url, headers: headers, connectTimeout: timeouts.connect, log: log, events: events)
+            }
+            return try MCPStreamableHTTPTransport(
                 serverName: serverName, url: url, headers: headers, connectTimeout: timeouts.connect, log: log, events: events)
         }
         let remaining = timeouts.connect - (ContinuousClock.now - started)
-        try await session.initialize(clientVersion: clientVersion, timeout: max(remaining, .milliseconds(1)), timeoutText: "initialize: timed out after \(timeouts.connect)")
+        try await session.initialize(
+            clientVersion: clientVersion, timeout: max(remaining, .milliseconds(1)), timeoutText: "initialize: timed out after \(timeouts.connect)")
         return session
     }
 

@@ -45,9 +45,9 @@ extension MCPClientSession {
         case .stdio(let command):
             return try await connect(command, clientVersion: clientVersion, timeouts: timeouts, timing: timing, owner: owner, log: log)
         case .streamableHTTP(let url, let headers):
-            return try await connectHTTP(url: url, headers: headers, serverName: serverName, clientVersion: clientVersion, timeouts: timeouts, log: log)
+            return try await connectRemote(url: url, headers: headers, legacySSE: false, serverName: serverName, clientVersion: clientVersion, timeouts: timeouts, log: log)
         case .sse(let url, let headers):
-            return try await connectSSE(url: url, headers: headers, serverName: serverName, clientVersion: clientVersion, timeouts: timeouts, log: log)
+            return try await connectRemote(url: url, headers: headers, legacySSE: true, serverName: serverName, clientVersion: clientVersion, timeouts: timeouts, log: log)
         }
     }
 }

@@ -1,3 +1,5 @@
+import AgentCore
+
 /// When a server whose session ended (a stdio server that crashed, an HTTP server that went
 /// away) or that could not connect is tried again: after `initial`, doubling per consecutive
 /// failure up to `maximum`, each delay drawn uniformly from its upper half (jitter, so
@@ -14,17 +16,16 @@ public struct MCPRestartPolicy: Sendable, Equatable {
         self.stable = stable
     }
 
+    /// The schedule: doubling from `initial` to `maximum`, each delay in its upper half.
+    public var backoff: Backoff { Backoff(initial: initial, maximum: maximum, jitter: .upperHalf) }
+
     /// The ceiling of the delay before attempt `failures` (1 for the first retry).
     public func ceiling(afterFailures failures: Int) -> Duration {
-        var delay = initial
-        // At most 62 doublings: any failure count costs bounded work and cannot overflow.
-        for _ in 1..<min(max(failures, 1), 63) where delay < maximum { delay = delay * 2 }
-        return min(delay, maximum)
+        backoff.ceiling(afterFailures: max(failures, 1))
     }
 
     /// The delay before the next attempt: uniformly in [ceiling/2, ceiling], `unit` in 0...1.
     public func delay(afterFailures failures: Int, unit: Double) -> Duration {
-        let ceiling = ceiling(afterFailures: failures)
-        return ceiling / 2 + ceiling / 2 * min(max(unit, 0), 1)
+        backoff.delay(afterFailures: max(failures, 1), unit: unit)
     }
 }

@@ -5,19 +5,12 @@ import Glibc
 import Logging
 
 extension MCPServerManager {
-    /// The configured files as paths: `~` and `~/…` expanded, absolute kept, relative joined
-    /// to the working directory, empty entries dropped.
+    /// The configured files as paths (AgentCore's ``ConfiguredPaths``, as the chat context
+    /// resolves its lists), each once.
     func resolvedFiles() -> [String] {
-        let directory = workingDirectory
         var seen = Set<String>()
-        return configuration.configFiles.compactMap { raw -> String? in
-            let entry = Self.trimmed(raw)
-            if entry.isEmpty { return nil }
-            if entry == "~" { return home }
-            if entry.hasPrefix("~/") { return home + entry.dropFirst() }
-            if entry.hasPrefix("/") { return entry }
-            return directory + "/" + entry
-        }.filter { seen.insert($0).inserted }
+        return ConfiguredPaths.resolve(configuration.configFiles, home: home, workingDirectory: workingDirectory)
+            .filter { seen.insert($0).inserted }
     }
 
     /// Loads the files again when they changed (size, modification time, existence) and
@@ -208,26 +201,9 @@ extension MCPServerManager {
     /// Where a symbolic link points (resolved against its directory), or nil.
     static func linkTarget(_ path: String) -> String? {
         guard FileInfo.of(path: path)?.kind == .symbolicLink,
-              let target = readLink(path)
+              let target = readSymbolicLink(path)
         else { return nil }
         return target.hasPrefix("/") ? target : parent(of: path) + "/" + target
     }
 
-    static func readLink(_ path: String) -> String? {
-        var buffer = [UInt8](repeating: 0, count: Int(PATH_MAX) + 1)
-        let count = buffer.withUnsafeMutableBufferPointer { raw in
-            raw.withMemoryRebound(to: CChar.self) { Glibc.readlink(path, $0.baseAddress!, $0.count - 1) }
-        }
-        guard count > 0 else { return nil }
-        return String(decoding: buffer[..<count], as: UTF8.self)
-    }
-
-    /// `text` without leading and trailing white space (Go's `strings.TrimSpace`).
-    static func trimmed(_ text: String) -> String {
-        let scalars = text.unicodeScalars
-        guard let first = scalars.firstIndex(where: { !$0.properties.isWhitespace }),
-              let last = scalars.lastIndex(where: { !$0.properties.isWhitespace })
-        else { return "" }
-        return String(scalars[first...last])
-    }
 }

@@ -133,7 +133,7 @@ final class MCPHTTPConnection: Sendable {
                 if bytes.count >= errorBodyBytes { break }
             }
         } catch {}
-        let text = trimmed(String(decoding: bytes, as: UTF8.self))
+        let text = String(decoding: bytes, as: UTF8.self).trimmingWhitespace()
         return text.isEmpty ? "HTTP \(response.status.code)" : "HTTP \(response.status.code): \(text)"
     }
 
@@ -186,7 +186,7 @@ final class MCPHTTPConnection: Sendable {
     /// The media type of an answer, lower-cased, without parameters.
     static func mediaType(_ response: HTTPClientResponse) -> String {
         let value = response.headers.first(name: "content-type") ?? ""
-        return trimmed(String(value.prefix { $0 != ";" })).lowercased()
+        return String(value.prefix { $0 != ";" }).trimmingWhitespace().lowercased()
     }
 
     /// Shuts the clients down (their connections closed); waits for them.
@@ -233,10 +233,6 @@ final class MCPHTTPConnection: Sendable {
         }
         if let error = error as? IOError { return SystemCallError.message(error.errnoCode) }
         return "\(error)"
-    }
-
-    static func trimmed(_ text: String) -> String {
-        String(text.drop { $0.isWhitespace }.reversed().drop { $0.isWhitespace }.reversed())
     }
 
     private static func isToken(_ name: String) -> Bool {

@@ -80,12 +80,7 @@ struct LogUploader: Sendable {
 
     /// Sleeps until `instant`, or less when new lines or a flush arrive.
     private func waitUntil(_ instant: ContinuousClock.Instant) async {
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask { try? await Task.sleep(until: instant, clock: .continuous) }
-            group.addTask { [uploads] in await uploads.waitForFlush() }
-            await group.next()
-            group.cancelAll()
-        }
+        await sleep(until: instant, clock: .continuous, orUntil: { [uploads] in await uploads.waitForFlush() })
     }
 }
 

@@ -128,12 +128,7 @@ public final class CoordinationClient: Sendable {
     /// `limit`; returns at once when no stream is open.
     public func waitForStreamEnd(within limit: Duration) async {
         guard let ended = streamEnd.withLock({ $0 }), !ended.isFired else { return }
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask { await ended.wait() }
-            group.addTask { try? await Task.sleep(for: limit) }
-            await group.next()
-            group.cancelAll()
-        }
+        await sleep(for: limit, orUntil: { await ended.wait() })
     }
 
     /// The wall clock for `as_of`.

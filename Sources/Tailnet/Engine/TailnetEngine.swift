@@ -339,12 +339,7 @@ final class TailnetEngine: Sendable {
             armed.store(deadline?.nanoseconds ?? .max, ordering: .relaxed)
             if let deadline {
                 let delay = Duration.nanoseconds(Int64(clamping: deadline.since(now())))
-                await withTaskGroup(of: Void.self) { group in
-                    group.addTask { try? await Task.sleep(for: delay) }
-                    group.addTask { [timerSignal] in await timerSignal.wait() }
-                    await group.next()
-                    group.cancelAll()
-                }
+                await sleep(for: delay, orUntil: { [timerSignal] in await timerSignal.wait() })
             } else {
                 await timerSignal.wait()
             }

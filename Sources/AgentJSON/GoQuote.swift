@@ -38,3 +38,9 @@ private func quoted(_ text: String, escape: (Unicode.Scalar) -> String?) -> Stri
     }
     return out + "\""
 }
+
+/// `value` in `radix`, zero-padded to `width` digits (`String(format: "%04x")` and kin).
+public func zeroPadded<T: BinaryInteger>(_ value: T, width: Int, radix: Int = 10, uppercase: Bool = false) -> String {
+    let digits = String(value, radix: radix, uppercase: uppercase)
+    return String(repeating: "0", count: max(0, width - digits.count)) + digits
+}
