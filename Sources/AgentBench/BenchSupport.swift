@@ -112,6 +112,16 @@ enum Bench {
         return status
     }
 
+    /// User plus system CPU time of `pid` in seconds (/proc/pid/stat fields 14 and 15).
+    static func cpuSeconds(_ pid: pid_t) -> Double {
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+              let close = text.lastIndex(of: ")")
+        else { return 0 }
+        let fields = text[text.index(after: close)...].split(separator: " ")
+        guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
+        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+    }
+
     /// Resident set size of `pid` in bytes, from /proc (`field` VmRSS, or RssAnon for private memory).
     static func rss(_ pid: pid_t, field: String = "VmRSS") -> Int { procKiB("/proc/\(pid)/status", field) }
 

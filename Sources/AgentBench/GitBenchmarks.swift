@@ -118,7 +118,7 @@ struct GitBenchmarks: ParsableCommand {
             ratio: worst / fullScan, goal: "< 1.5 s", met: worst < 1.5e9)
 
         // Idle: the socket stays open (heartbeats read, pings answered) and nothing changes.
-        let before = Self.cpuNanoseconds(daemon)
+        let before = Bench.cpuSeconds(daemon)
         let idleStart = Bench.now()
         let idleEnd = idleStart + UInt64(idleSeconds) * 1_000_000_000
         var heartbeats = 0
@@ -126,7 +126,7 @@ struct GitBenchmarks: ParsableCommand {
             let left = Int32((idleEnd - Bench.now()) / 1_000_000) + 1
             if socket.next(timeoutMs: left) != nil { heartbeats += 1 }
         }
-        let cpu = Double(Self.cpuNanoseconds(daemon) - before)
+        let cpu = Double((Bench.cpuSeconds(daemon) - before) * 1e9)
         let minutes = Double(Bench.now() - idleStart) / 60e9
         let perMinute = cpu / minutes
         // The reference scans with the git CLI on every 5 s tick: 12 scans a minute.
@@ -151,16 +151,6 @@ struct GitBenchmarks: ParsableCommand {
         let n = recv(fd, &answer, answer.count, 0)
         guard n > 12 else { return 0 }
         return Int(String(decoding: answer[9..<12], as: UTF8.self)) ?? 0
-    }
-
-    /// User plus system CPU time of `pid`, from /proc.
-    static func cpuNanoseconds(_ pid: pid_t) -> UInt64 {
-        guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-              let close = text.lastIndex(of: ")") else { return 0 }
-        let fields = text[text.index(after: close)...].split(separator: " ")
-        guard fields.count > 12, let user = UInt64(fields[11]), let system = UInt64(fields[12]) else { return 0 }
-        let ticks = UInt64(sysconf(Int32(_SC_CLK_TCK)))
-        return (user + system) * 1_000_000_000 / max(1, ticks)
     }
 
     /// `git` on PATH.

@@ -57,15 +57,24 @@ struct HTTPBenchmarks: AsyncParsableCommand {
         let go = GoHealthz.start()
         defer { go?.stop() }
 
-        var servers: [(name: String, port: Int)] = [("agent", agentPort), ("nio", nioPort), ("hummingbird", hbPort)]
-        if let go { servers.append(("go", go.port)) }
+        var servers: [(name: String, port: Int, pid: pid_t)] = [
+            ("agent", agentPort, agentPID), ("nio", nioPort, nioPID), ("hummingbird", hbPort, hbPID),
+        ]
+        if let go { servers.append(("go", go.port, go.pid)) }
         var rtt: [String: [Double]] = [:]
         var rate: [String: [Double]] = [:]
+        var cpu: [String: [Double]] = [:]
+        var p99: [String: [Double]] = [:]
         let wrk = Bench.onPath("wrk")
         for _ in 0..<rounds {
             for server in servers {
                 rtt[server.name, default: []].append(try roundTrip(port: server.port))
-                if let wrk { rate[server.name, default: []].append(try load(wrk, port: server.port)) }
+                if let wrk {
+                    let measured = try load(wrk, port: server.port, pid: server.pid)
+                    rate[server.name, default: []].append(measured.rate)
+                    cpu[server.name, default: []].append(measured.cpuPerRequest)
+                    p99[server.name, default: []].append(measured.p99)
+                }
             }
         }
         reportAgainstBaselines(
@@ -80,6 +89,12 @@ struct HTTPBenchmarks: AsyncParsableCommand {
         reportAgainstBaselines(
             "requests/s, \(connections) connections", rate, format: { String(format: "%.0f/s", $0) },
             nioGoal: (">= 0.9x bare SwiftNIO", { $0 >= 0.9 }), goGoal: (">= 1.0x Go net/http", { $0 >= 1.0 }))
+        reportAgainstBaselines(
+            "server CPU per request under load", cpu, format: { String(format: "%.1f µs", $0 / 1000) },
+            nioGoal: ("reported", { _ in true }), goGoal: ("reported", { _ in true }))
+        reportAgainstBaselines(
+            "p99 latency under load", p99, format: Bench.format,
+            nioGoal: ("reported", { _ in true }), goGoal: ("reported", { _ in true }))
     }
 
     /// One measure of the agent against each baseline server: bare SwiftNIO (the goal's),
@@ -143,17 +158,40 @@ struct HTTPBenchmarks: AsyncParsableCommand {
         return Bench.median(samples)
     }
 
-    /// Requests per second `wrk` reaches against `port`.
-    func load(_ wrk: String, port: Int) throws -> Double {
+    /// What `wrk` measures against `port` served by `server`: requests per second, the
+    /// server's CPU time per request (ns, from /proc) and wrk's p99 latency (ns).
+    func load(_ wrk: String, port: Int, pid server: pid_t) throws -> (rate: Double, cpuPerRequest: Double, p99: Double) {
         let output = NSTemporaryDirectory() + "agent-bench-wrk-\(port).txt"
-        let pid = Bench.spawn([wrk, "-t2", "-c\(connections)", "-d\(duration)s", "http://127.0.0.1:\(port)/healthz"], stdoutPath: output)
+        let cpuBefore = Bench.cpuSeconds(server)
+        let pid = Bench.spawn(
+            [wrk, "-t2", "-c\(connections)", "-d\(duration)s", "--latency", "http://127.0.0.1:\(port)/healthz"], stdoutPath: output)
         _ = Bench.wait(pid)
+        let cpu = Bench.cpuSeconds(server) - cpuBefore
         let text = (try? String(contentsOfFile: output, encoding: .utf8)) ?? ""
         try? FileManager.default.removeItem(atPath: output)
-        for line in text.split(separator: "\n") where line.hasPrefix("Requests/sec:") {
-            if let value = Double(line.dropFirst("Requests/sec:".count).trimmingCharacters(in: .whitespaces)) { return value }
+        var rate: Double?
+        var requests: Double?
+        var p99: Double?
+        for line in text.split(separator: "\n") {
+            let words = line.split(separator: " ")
+            if line.hasPrefix("Requests/sec:") {
+                rate = Double(line.dropFirst("Requests/sec:".count).trimmingCharacters(in: .whitespaces))
+            } else if words.count >= 2, words[1] == "requests", let count = Double(words[0]) {
+                requests = count
+            } else if words.count == 2, words[0] == "99%" {
+                p99 = Self.wrkDuration(words[1])
+            }
         }
-        throw ValidationError("wrk printed no rate:\n\(text)")
+        guard let rate, let requests, requests > 0 else { throw ValidationError("wrk printed no rate:\n\(text)") }
+        return (rate, cpu * 1e9 / requests, p99 ?? 0)
+    }
+
+    /// A wrk latency (`812.00us`, `1.23ms`, `2.00s`) in nanoseconds.
+    static func wrkDuration(_ text: Substring) -> Double? {
+        for (suffix, scale) in [("us", 1e3), ("ms", 1e6), ("s", 1e9)] where text.hasSuffix(suffix) {
+            return Double(text.dropLast(suffix.count)).map { $0 * scale }
+        }
+        return nil
     }
 }
 

@@ -69,7 +69,7 @@ struct ScriptsBenchmarks: AsyncParsableCommand {
                     kill(pid, SIGTERM)
                     _ = Bench.wait(pid)
                 }
-                let cpuBefore = TailnetBench.cpuSeconds(pid)
+                let cpuBefore = Bench.cpuSeconds(pid)
                 var delivered = 0
                 for _ in 0..<24_000 {
                     delivered = double.recorded.withLock { $0.logLineCount }
@@ -77,7 +77,7 @@ struct ScriptsBenchmarks: AsyncParsableCommand {
                     usleep(2_500)
                 }
                 let done = Date()
-                let cpuAfter = TailnetBench.cpuSeconds(pid)
+                let cpuAfter = Bench.cpuSeconds(pid)
                 // The run's own start, as the agent reported it.
                 var started: Date?
                 for _ in 0..<2_000 {

@@ -67,16 +67,6 @@ enum TailnetBench {
         return ((status >> 8) & 0xff, output)
     }
 
-    /// user and system CPU time of `pid` in seconds (/proc/pid/stat fields 14 and 15).
-    static func cpuSeconds(_ pid: pid_t) -> Double {
-        guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-              let close = text.lastIndex(of: ")")
-        else { return 0 }
-        let fields = text[text.index(after: close)...].split(separator: " ")
-        guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
-        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
-    }
-
     /// A TCP socket to `address` (IPv6 text, or IPv4) port `port`, made in the calling
     /// thread's namespace, with 10 s send/receive timeouts (connect obeys the send one).
     static func tcpSocket(ipv6: Bool) -> Int32? {
