@@ -21,7 +21,7 @@ extension HTTP1ConnectionStateMachine {
         /// Write `100 Continue` ahead of the codec.
         case send100Continue
         /// Write this JSON answer ahead of the codec (it says `Connection: close`).
-        case refuse(ConnectionRefusal)
+        indirect case refuse(ConnectionRefusal)
         /// End the request's body with this error (its handler answers 400).
         case failBody(BodyFailure)
         /// The connection is a WebSocket from here on: check client frames for masks (from
