@@ -8,7 +8,7 @@ import NIOHTTP1
 /// Carrying out the machine's actions.
 extension HTTP1ConnectionHandler {
     func perform(_ actions: Machine.Actions) {
-        for action in actions { perform(action) }
+        for index in 0..<actions.count { perform(actions[index]) }
     }
 
     func perform(_ action: Machine.Action) {
@@ -51,8 +51,8 @@ extension HTTP1ConnectionHandler {
                 readPending = false
                 context.read()
             }
-        case .armTimer(let timer, let at):
-            arm(timer, at: at)
+        case .armTimer(let timer, let delay):
+            arm(timer, in: delay)
         case .setPhase(let phase):
             setPhase(phase)
         case .countClose(let reason):
@@ -121,10 +121,9 @@ extension HTTP1ConnectionHandler {
         writeRaw(buffer, flush: false)
     }
 
-    private func arm(_ timer: ConnectionTimer, at: ContinuousClock.Instant) {
+    private func arm(_ timer: ConnectionTimer, in delay: Duration) {
         guard let loop = channel?.eventLoop else { return }
         timers[timer.rawValue]?.cancel()
-        let delay = clock.now.duration(to: at)
         let nanoseconds = max(0, delay.components.seconds * 1_000_000_000 + delay.components.attoseconds / 1_000_000_000)
         timers[timer.rawValue] = loop.assumeIsolated().scheduleTask(in: .nanoseconds(nanoseconds)) { [self] in
             timers[timer.rawValue] = nil
@@ -132,7 +131,7 @@ extension HTTP1ConnectionHandler {
         }
     }
 
-    private func setPhase(_ phase: ConnectionPhaseReport<ContinuousClock.Instant>) {
+    private func setPhase(_ phase: ConnectionPhaseReport) {
         guard let (id, cell) = registration else { return }
         let registryPhase: HTTPConnectionRegistry.Phase
         switch phase {

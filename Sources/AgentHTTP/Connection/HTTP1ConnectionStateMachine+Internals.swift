@@ -51,11 +51,11 @@ extension HTTP1ConnectionStateMachine {
                 actions.append(.countClose("websocket_idle"))
                 actions.append(.sendClose(code: 1001))
                 actions.append(.closeAfterWrites)
-                Self.arm(&deadlines.linger, at: now.advanced(by: configuration.lingerTimeout), .linger, &actions)
+                Self.arm(&deadlines.linger, at: now.advanced(by: configuration.lingerTimeout), .linger, now: now, &actions)
                 return actions
             }
             state = .webSocket(watch)
-            Self.arm(&deadlines.ping, at: now.advanced(by: configuration.webSocketPingInterval), .webSocketPing, &actions)
+            Self.arm(&deadlines.ping, at: now.advanced(by: configuration.webSocketPingInterval), .webSocketPing, now: now, &actions)
         case .writeStall:
             if state != .closed {
                 state = .closed
@@ -166,7 +166,7 @@ extension HTTP1ConnectionStateMachine {
             pausedForPipeline = true
             readsChanged(wasPaused: wasPaused, &actions)
         }
-        Self.arm(&deadlines.body, at: now.advanced(by: deadline), .body, &actions)
+        Self.arm(&deadlines.body, at: now.advanced(by: deadline), .body, now: now, &actions)
     }
 
     static func isCollect(_ plan: RequestBodyPlan) -> Bool {
@@ -195,8 +195,8 @@ extension HTTP1ConnectionStateMachine {
     }
 
     mutating func becomeIdle(now: C.Instant, _ actions: inout Actions) {
-        actions.append(.setPhase(.awaitingHead(since: now)))
-        Self.arm(&deadlines.head, at: now.advanced(by: configuration.headTimeout), .head, &actions)
+        actions.append(.setPhase(.awaitingHead))
+        Self.arm(&deadlines.head, at: now.advanced(by: configuration.headTimeout), .head, now: now, &actions)
     }
 
     /// The input of the request being read failed: its body ends with `failure`, nothing
@@ -236,7 +236,7 @@ extension HTTP1ConnectionStateMachine {
         // Its last answer is written: while it lingers it is the first evicted.
         if !wasWebSocket { actions.append(.setPhase(.lingering)) }
         actions.append(.closeOutput)
-        Self.arm(&deadlines.linger, at: now.advanced(by: configuration.lingerTimeout), .linger, &actions)
+        Self.arm(&deadlines.linger, at: now.advanced(by: configuration.lingerTimeout), .linger, now: now, &actions)
     }
 
     mutating func closeNow(_ actions: inout Actions) {
@@ -264,11 +264,11 @@ extension HTTP1ConnectionStateMachine {
     }
 
     /// Moves `deadline` to `at`; arms the timer only when no wake-up comes first.
-    static func arm(_ deadline: inout Deadline, at: C.Instant, _ timer: ConnectionTimer, _ actions: inout Actions) {
+    static func arm(_ deadline: inout Deadline, at: C.Instant, _ timer: ConnectionTimer, now: C.Instant, _ actions: inout Actions) {
         deadline.at = at
         if let scheduled = deadline.scheduled, scheduled <= at { return }
         deadline.scheduled = at
-        actions.append(.armTimer(timer, at))
+        actions.append(.armTimer(timer, now.duration(to: at)))
     }
 
     /// For a wake-up of `timer`: true if its deadline has passed (then cleared); false if
@@ -287,7 +287,7 @@ extension HTTP1ConnectionStateMachine {
         if let at = deadline.at {
             if at > now {
                 deadline.scheduled = at
-                actions.append(.armTimer(timer, at))
+                actions.append(.armTimer(timer, now.duration(to: at)))
             } else {
                 deadline.at = nil
                 result = true

@@ -55,7 +55,7 @@ extension HTTP1ConnectionStateMachine {
         guard case .webSocket(var watch) = state, !watch.answered else { return actions }
         watch.answered = true
         state = .webSocket(watch)
-        Self.arm(&deadlines.ping, at: now.advanced(by: configuration.webSocketPingInterval), .webSocketPing, &actions)
+        Self.arm(&deadlines.ping, at: now.advanced(by: configuration.webSocketPingInterval), .webSocketPing, now: now, &actions)
         return actions
     }
 
@@ -86,7 +86,7 @@ extension HTTP1ConnectionStateMachine {
     /// A write waits for the socket to take data (the channel is not writable).
     mutating func writeBlocked(now: C.Instant) -> Actions {
         var actions = Actions()
-        Self.arm(&deadlines.stall, at: now.advanced(by: configuration.writeStallTimeout), .writeStall, &actions)
+        Self.arm(&deadlines.stall, at: now.advanced(by: configuration.writeStallTimeout), .writeStall, now: now, &actions)
         return actions
     }
 

@@ -188,7 +188,7 @@ struct HTTP1ConnectionStateMachine<C: Clock> where C.Duration == Duration {
         var actions = Actions()
         switch admission {
         case .admitted:
-            Self.arm(&deadlines.head, at: now.advanced(by: configuration.headTimeout), .head, &actions)
+            Self.arm(&deadlines.head, at: now.advanced(by: configuration.headTimeout), .head, now: now, &actions)
         case .refused:
             state = .closed
             actions.append(.close)
@@ -196,7 +196,7 @@ struct HTTP1ConnectionStateMachine<C: Clock> where C.Duration == Duration {
             // Answered 503 once the client sent something (an answer before the request
             // would race its write); a client that sends nothing is closed at the head deadline.
             state = .drainingRefusal
-            Self.arm(&deadlines.head, at: now.advanced(by: configuration.headTimeout), .head, &actions)
+            Self.arm(&deadlines.head, at: now.advanced(by: configuration.headTimeout), .head, now: now, &actions)
         }
         return actions
     }
@@ -323,7 +323,7 @@ struct HTTP1ConnectionStateMachine<C: Clock> where C.Duration == Duration {
             request.chunkFraming?.data(bytes)
             state = .request(request)
             if let idle = request.idle, deadlines.body.at != nil {
-                Self.arm(&deadlines.body, at: now.advanced(by: idle), .body, &actions)
+                Self.arm(&deadlines.body, at: now.advanced(by: idle), .body, now: now, &actions)
             }
             actions.append(.forward)
         case .upgrading(var upgrading):

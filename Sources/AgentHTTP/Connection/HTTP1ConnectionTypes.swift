@@ -97,8 +97,9 @@ enum RequestBodyPlan: Sendable, Equatable {
 
 /// The connection's phase as the connection registry sees it (eviction picks the
 /// longest-idle connection awaiting a head).
-enum ConnectionPhaseReport<Instant: Sendable>: Sendable {
-    case awaitingHead(since: Instant)
+enum ConnectionPhaseReport: Sendable, Equatable {
+    /// Since now.
+    case awaitingHead
     case busy
     case webSocket
     /// Its last answer is written and it lingers: the first to be evicted.
@@ -138,5 +139,3 @@ enum WebSocketAdmission: Sendable, Equatable {
     /// The WebSocket budget is used up: 503.
     case noSlot
 }
-
-extension ConnectionPhaseReport: Equatable where Instant: Equatable {}
