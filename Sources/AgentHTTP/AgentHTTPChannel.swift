@@ -10,20 +10,18 @@ import NIOHTTPTypesHTTP1
 import NIOWebSocket
 @_spi(WSInternal) import WSCore
 
-/// The agent's HTTP/1 connection: NIO's HTTP/1 codec with a WebSocket
-/// upgrade, the agent's guards around it (``ConnectionGuard`` first on the socket side,
-/// ``HTTPRequestGuard`` right after the decoder), and requests served from the pipeline by
-/// ``HTTPResponderHandler`` (``AgentResponder`` over the routes, without `NIOAsyncChannel` per
-/// request).
+/// The agent's HTTP/1 connection: ``ConnectionBytesHandler`` on the socket side, NIO's
+/// HTTP/1 codec, and ``HTTP1ConnectionHandler``, which runs the connection's state machine
+/// and serves its requests from the pipeline (``AgentResponder`` over the routes, without
+/// `NIOAsyncChannel` per request).
 ///
 /// The same channel serves a connection whatever its source (``AgentHTTPServing``): a
 /// listener's accepted connections and connections handed over from elsewhere differ only
 /// in their ``origin``, which every request's context carries.
 ///
-/// A WebSocket handshake is only possible as a connection's first request (as with
-/// Hummingbird's own channel): the route comes from the ``WebSocketRouteTable`` the request
-/// guard already checked it against, and the upgraded connection runs Hummingbird's
-/// WebSocket handler on the connection's event loop.
+/// A WebSocket handshake is only possible as a connection's first request: the route comes
+/// from the route lookup the connection handler asked at the head, and the upgraded
+/// connection runs Hummingbird's WebSocket handler on the connection's event loop.
 struct AgentHTTPChannel: ServerChildChannel {
     typealias WebSocketSession = @Sendable (NIOAsyncChannel<WebSocketFrame, WebSocketFrame>, Logger) async -> Void
 
@@ -38,77 +36,55 @@ struct AgentHTTPChannel: ServerChildChannel {
         let channel: any Channel
     }
 
-    let http: HTTPResponderHandler.Configuration
+    let http: HTTP1ConnectionHandler.Configuration
     let webSocket: WebSocketServerConfiguration
     let decoderLimits: (fieldSize: Int, listSize: Int, fieldCount: Int)
-    let registry: HTTPConnectionRegistry
     let webSocketRoutes: WebSocketRouteTable
-    let limits: HTTPRequestGuard.Limits
     /// Where the connections this value serves come from.
     let origin: ConnectionOrigin
 
     /// The same channel for connections from `origin`.
     func from(_ origin: ConnectionOrigin) -> AgentHTTPChannel {
-        AgentHTTPChannel(
-            http: http, webSocket: webSocket, decoderLimits: decoderLimits, registry: registry, webSocketRoutes: webSocketRoutes,
-            limits: limits, origin: origin)
+        AgentHTTPChannel(http: http, webSocket: webSocket, decoderLimits: decoderLimits, webSocketRoutes: webSocketRoutes, origin: origin)
     }
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         channel.eventLoop.makeCompletedFuture {
             let attempted = NIOLoopBoundBox<WebSocketSession?>(nil, eventLoop: channel.eventLoop)
-            let triedUpgrade = NIOLoopBoundBox(false, eventLoop: channel.eventLoop)
             let upgrader = NIOTypedWebSocketServerUpgrader<Outcome>(
                 maxFrameSize: webSocket.maxFrameSize,
                 shouldUpgrade: { [self] channel, head in
-                    triedUpgrade.value = true
                     attempted.value = session(for: head, channel: channel, logger: logger)
                     return channel.eventLoop.makeSucceededFuture(attempted.value == nil ? nil : HTTPHeaders())
                 },
                 upgradePipelineHandler: { channel, _ in
                     channel.eventLoop.makeCompletedFuture {
-                        // Called once the 101 has been written: the guard may ping from now on.
-                        let connection = try channel.pipeline.syncOperations.handler(type: ConnectionGuard.self)
-                        connection.webSocketAnswered()
+                        let bytes = try channel.pipeline.syncOperations.handler(type: ConnectionBytesHandler.self)
                         // Every route's inbound messages are bounded and checked before its handler.
-                        try channel.pipeline.syncOperations.addHandler(WebSocketMessageGuard(connection: connection))
+                        try channel.pipeline.syncOperations.addHandler(WebSocketMessageGuard(connection: bytes.connection))
                         let frames = try NIOAsyncChannel<WebSocketFrame, WebSocketFrame>(
                             wrappingChannelSynchronously: channel, configuration: .init(isOutboundHalfClosureEnabled: true))
                         return .webSocket(frames, attempted.value!)
                     }
                 })
-            let upgrade = NIOTypedHTTPServerUpgradeConfiguration<Outcome>(
-                upgraders: [upgrader],
-                notUpgradingCompletionHandler: { [http, origin] channel in
-                    channel.eventLoop.makeCompletedFuture {
-                        let pipeline = channel.pipeline.syncOperations
-                        try pipeline.addHandler(ConnectionObserver())
-                        try pipeline.addHandler(HTTPResponderHandler(configuration: http, origin: origin, refuseFirstRequest: triedUpgrade.value))
-                        return .http
-                    }
-                })
-            var configuration = NIOUpgradableHTTPServerPipelineConfiguration(upgradeConfiguration: upgrade)
-            // The responder queues pipelined requests itself: NIO's pipelining handler would
-            // stop and restart reading around every response (two epoll_ctl calls each).
-            configuration.enablePipelining = false
-            // Parse errors are answered by the request guard; response heads come from
-            // HTTPTypes, which validated them.
-            configuration.enableErrorHandling = false
-            configuration.enableResponseHeaderValidation = false
-            configuration.decoderConfiguration.maxHeaderFieldSize = decoderLimits.fieldSize
-            configuration.decoderConfiguration.maxHeaderListSize = decoderLimits.listSize
-            configuration.decoderConfiguration.maxHeaderFieldCount = decoderLimits.fieldCount
-            let outcome = try channel.pipeline.syncOperations.configureUpgradableHTTPServerPipeline(configuration: configuration)
-
+            let outcome = channel.eventLoop.makePromise(of: Outcome.self)
+            var limits = NIOHTTPDecoderLimitConfiguration()
+            limits.maxHeaderFieldSize = decoderLimits.fieldSize
+            limits.maxHeaderListSize = decoderLimits.listSize
+            limits.maxHeaderFieldCount = decoderLimits.fieldCount
+            let connection = HTTP1ConnectionHandler(
+                configuration: http, origin: origin, upgrade: WebSocketUpgrade(upgrader: upgrader, outcome: outcome))
+            let bytes = ConnectionBytesHandler(connection: connection)
+            connection.bytes = bytes
             let pipeline = channel.pipeline.syncOperations
-            let connection = ConnectionGuard(
-                registry: registry, webSocketPingInterval: limits.webSocketPingInterval, headTimeout: limits.headTimeout)
-            try pipeline.addHandler(connection, position: .first)
-            let decoder = try pipeline.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self)
-            try pipeline.addHandler(
-                HTTPRequestGuard(connection: connection, webSocketRoutes: webSocketRoutes, limits: limits),
-                position: .after(decoder))
-            return Value(outcome: outcome, channel: channel)
+            try pipeline.addHandler(bytes)
+            try pipeline.addHandler(HTTPResponseEncoder())
+            // Bytes left in the decoder at an upgrade are client frames: the bytes handler
+            // keeps its own copy of them.
+            try pipeline.addHandler(ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .dropBytes, limitConfiguration: limits)))
+            try pipeline.addHandler(ConnectionObserver())
+            try pipeline.addHandler(connection)
+            return Value(outcome: outcome.futureResult, channel: channel)
         }
     }
 
@@ -124,9 +100,8 @@ struct AgentHTTPChannel: ServerChildChannel {
         }
     }
 
-    /// The WebSocket session for a handshake the request guard let through (it matched the
-    /// route and ran its check and `prepare`; whatever it did not admit reaches here without
-    /// `Upgrade`), or nil if the request cannot be read as one.
+    /// The WebSocket session for a handshake the connection's state machine let through (its
+    /// route ran its check and `prepare`), or nil if the request cannot be read as one.
     private func session(for head: HTTPRequestHead, channel: any Channel, logger: Logger) -> WebSocketSession? {
         let path = head.uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
         guard let (route, parameters) = webSocketRoutes.match(path),

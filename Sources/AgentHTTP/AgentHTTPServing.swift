@@ -68,23 +68,24 @@ public final class AgentHTTPServing: Sendable {
                 ])
             }
         }
+        var machine = HTTP1ConnectionHandler.Machine.Configuration()
+        // Deadlines for connections that stall before, between or inside requests; none
+        // closes a connection whose request is being handled (wait=true lasts 5 min).
+        machine.headTimeout = headTimeout
+        machine.bodyTimeout = bodyTimeout
+        machine.webSocketPingInterval = webSocketPingInterval
+        machine.writeStallTimeout = writeStallTimeout
+        machine.maxWebSockets = connections.maxWebSockets
         childChannel = AgentHTTPChannel(
             http: .init(
-                responder: AgentResponder(table: table), serverName: Self.serverName, logger: logger, writeStallTimeout: .init(writeStallTimeout),
-                accessLog: accessLog),
+                responder: AgentResponder(table: table), serverName: Self.serverName, logger: logger, accessLog: accessLog, routes: table,
+                machine: machine, registry: connections),
             // A client that never answers our close frame is dropped after 2 s. Pings are
-            // the connection guard's (on raw bytes, whether or not a route reads what the
+            // the connection core's (on raw bytes, whether or not a route reads what the
             // client sends), not the WebSocket handler's.
             webSocket: .init(maxFrameSize: WebSocketLimits.maxFrameBytes, autoPing: .disabled, closeTimeout: .seconds(2)),
             decoderLimits: (AgentHTTPLimits.maxHeaderFieldSize, AgentHTTPLimits.maxHeaderListSize, AgentHTTPLimits.maxHeaderFieldCount),
-            registry: connections,
             webSocketRoutes: WebSocketRouteTable(table: table),
-            // The request guard closes connections that stall before, between or inside
-            // requests; none closes a connection whose request is being handled
-            // (wait=true lasts 5 min).
-            limits: .init(
-                headTimeout: .init(headTimeout), bodyTimeout: .init(bodyTimeout), maxBody: AgentHTTPLimits.maxRequestBody,
-                streamingPaths: table.streamingPaths, webSocketPingInterval: .init(webSocketPingInterval)),
             origin: .http)
     }
 

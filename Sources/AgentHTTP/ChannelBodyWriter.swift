@@ -2,7 +2,7 @@ import HTTPTypes
 import HummingbirdCore
 import NIOCore
 
-/// Writes a response body to the connection through its ``HTTPResponderHandler``.
+/// Writes a response body to the connection through its ``HTTP1ConnectionHandler``.
 /// Called in the handler task, normally on the loop already; a body that moved to another
 /// executor is brought back to the loop first.
 ///
@@ -45,25 +45,25 @@ struct ChannelBodyWriter: ResponseBodyWriter {
     }
 }
 
-/// A connection's ``HTTPResponderHandler`` with the executor of its event loop: two words
+/// A connection's ``HTTP1ConnectionHandler`` with the executor of its event loop: two words
 /// where `NIOLoopBound` takes three (it keeps the loop as an existential).
 ///
 /// `@unchecked Sendable`, as `NIOLoopBound` is: the handler is only reachable through
 /// ``value``, which traps unless called on the handler's loop (`executor.loop`), the one
 /// thread that ever touches it.
 struct LoopBoundHandler: @unchecked Sendable {
-    private let handler: HTTPResponderHandler
+    private let handler: HTTP1ConnectionHandler
     let executor: EventLoopTaskExecutor
 
     /// Made on the handler's loop, with that loop's executor.
-    init(_ handler: HTTPResponderHandler, executor: EventLoopTaskExecutor) {
+    init(_ handler: HTTP1ConnectionHandler, executor: EventLoopTaskExecutor) {
         executor.loop.assertInEventLoop()
         self.handler = handler
         self.executor = executor
     }
 
     /// The handler; only on its loop.
-    var value: HTTPResponderHandler {
+    var value: HTTP1ConnectionHandler {
         executor.loop.preconditionInEventLoop()
         return handler
     }

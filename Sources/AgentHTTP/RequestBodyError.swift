@@ -20,7 +20,7 @@ public enum RequestBodyError: Error, Sendable, CustomStringConvertible {
 /// chunk's data earns twice its length plus 16 bytes of framing, and at most
 /// ``maxExcess`` more is allowed: a 100 KB chunk extension is refused (400), a stream of
 /// tiny chunks is not.
-struct ChunkFramingBudget {
+struct ChunkFramingBudget: Sendable, Equatable {
     /// Framing beyond what the data pays for.
     static let maxExcess = 16 * 1024
 

@@ -1,7 +1,7 @@
 import NIOCore
 import Synchronization
 
-/// A streamed request body: the connection's ``HTTPResponderHandler`` yields the body parts
+/// A streamed request body: the connection's ``HTTP1ConnectionHandler`` yields the body parts
 /// as they arrive, the route handler reads them as an async sequence.
 ///
 /// Back pressure: once ``highWatermark`` parts wait unread, `yield` says stop and the
@@ -19,7 +19,7 @@ enum RequestBodyStream {
 
     /// Tells the handler, on its loop, that the reader wants more or has gone.
     struct Delegate: NIOAsyncSequenceProducerDelegate {
-        let handler: NIOLoopBound<HTTPResponderHandler>
+        let handler: NIOLoopBound<HTTP1ConnectionHandler>
         /// The request this body belongs to (the handler may be on a later one by then).
         let exchange: UInt64
 
@@ -35,7 +35,7 @@ enum RequestBodyStream {
     }
 
     /// A body sequence and its source.
-    static func make(handler: NIOLoopBound<HTTPResponderHandler>, exchange: UInt64) -> (Body, Source) {
+    static func make(handler: NIOLoopBound<HTTP1ConnectionHandler>, exchange: UInt64) -> (Body, Source) {
         let made = Producer.makeSequence(
             elementType: ByteBuffer.self,
             backPressureStrategy: .init(lowWatermark: lowWatermark, highWatermark: highWatermark),

@@ -13,18 +13,18 @@ import NIOWebSocket
 ///
 /// Control frames (ping, pong, close) pass, also between fragments. After a violation the
 /// close frame goes out, nothing more is passed on, and the connection closes
-/// (``ConnectionGuard/closeWebSocket(code:)``). State: two counters and three bytes of a
+/// (``HTTP1ConnectionHandler/webSocketViolation(_:)``). State: two counters and three bytes of a
 /// pending UTF-8 sequence. Used only on the connection's event loop.
 final class WebSocketMessageGuard: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = WebSocketFrame
     typealias InboundOut = WebSocketFrame
 
-    private let connection: ConnectionGuard
+    private let connection: HTTP1ConnectionHandler
     /// The message being received: its bytes and frames so far, and (for text) its UTF-8 state.
     private var message: (bytes: Int, fragments: Int, utf8: UTF8Check?)?
     private var failed = false
 
-    init(connection: ConnectionGuard) {
+    init(connection: HTTP1ConnectionHandler) {
         self.connection = connection
     }
 
@@ -61,7 +61,7 @@ final class WebSocketMessageGuard: ChannelInboundHandler, RemovableChannelHandle
         failed = true
         message = nil
         HTTPMetrics.closed(reason).increment()
-        connection.closeWebSocket(code: code)
+        connection.webSocketViolation(code)
     }
 }
 

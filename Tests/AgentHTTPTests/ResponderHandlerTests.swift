@@ -3,7 +3,7 @@ import AgentTestSupport
 import Foundation
 import Testing
 
-/// How the responder serves a connection's requests from the pipeline (HTTPResponderHandler):
+/// How HTTP1ConnectionHandler serves a connection's requests from the pipeline:
 /// pipelining, connection close, bodies it collects, streams or drops, and responses written
 /// with back pressure. Real server, raw sockets.
 @Suite(.timeLimit(.minutes(3)))

@@ -1,0 +1,280 @@
+import AgentCore
+import HTTPTypes
+import Hummingbird
+import HummingbirdCore
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOHTTPTypesHTTP1
+
+/// Serving requests: one route task per request, its body, the requests pipelined behind
+/// it, and the response's write path.
+extension HTTP1ConnectionHandler {
+    /// A part let through by the machine: served now, or queued behind the running request
+    /// (pipelining; the machine has stopped reads meanwhile).
+    func serve(_ part: HTTPServerRequestPart, executor: RouteExecutor? = nil) {
+        guard let context else { return }
+        if !pipelined.isEmpty || (responding && part.isHead) {
+            guard pipelined.count < Self.maxPipelinedParts else {
+                context.close(promise: nil)
+                return
+            }
+            pipelined.append(part)
+            if let executor, part.isHead { pipelinedExecutors.append(executor) }
+            return
+        }
+        handle(part, executor: executor ?? route.executor, context: context)
+    }
+
+    private func handle(_ part: HTTPServerRequestPart, executor: RouteExecutor, context: ChannelHandlerContext) {
+        switch part {
+        case .head(let head):
+            exchange &+= 1
+            currentExecutor = executor
+            let declared = head.headers.first(name: "content-length").flatMap { Int($0) }
+            let chunked = head.headers.contains(name: "transfer-encoding")
+            if !chunked && (declared ?? 0) == 0 {
+                start(head, body: RequestBody(buffer: ByteBuffer()), context: context)
+            } else if !chunked, let declared, declared <= Machine.collectLimit {
+                // The buffer is made when the body starts arriving (a head alone costs nothing).
+                collecting = (head, declared, ByteBuffer())
+            } else {
+                let (body, source) = RequestBodyStream.make(handler: NIOLoopBound(self, eventLoop: context.eventLoop), exchange: exchange)
+                bodyStream = source
+                start(head, body: RequestBody(asyncSequence: body), context: context)
+            }
+        case .body(var buffer):
+            if collecting != nil {
+                if collecting!.body.capacity == 0 { collecting!.body.reserveCapacity(collecting!.declared) }
+                collecting!.body.writeBuffer(&buffer)
+            } else if let bodyStream {
+                if bodyStream.yield(buffer) == .stopProducing { perform(machine.bodyBackPressure(stop: true)) }
+            }
+            // Otherwise the handler has answered without reading it all: dropped.
+        case .end:
+            if let (head, _, body) = collecting {
+                collecting = nil
+                start(head, body: RequestBody(buffer: body), context: context)
+            } else if endBody() {
+                perform(machine.bodyBackPressure(stop: false))
+            }
+        }
+    }
+
+    /// Passes on pipelined parts now that the current response has ended, up to the next
+    /// request that must wait in turn.
+    private func drainPipelined(_ context: ChannelHandlerContext) {
+        guard !draining else { return }
+        draining = true
+        defer { draining = false }
+        while let next = pipelined.first, !(responding && next.isHead), self.context != nil, machine.isServing {
+            pipelined.removeFirst()
+            let executor = next.isHead && !pipelinedExecutors.isEmpty ? pipelinedExecutors.removeFirst() : currentExecutor
+            handle(next, executor: executor, context: context)
+        }
+    }
+
+    // MARK: Request body back pressure (from RequestBodyStream, on the loop)
+
+    /// The handler drained its buffered body parts: reading may go on.
+    func bodyWantsMore(exchange current: UInt64) {
+        guard current == exchange else { return }
+        perform(machine.bodyBackPressure(stop: false))
+    }
+
+    /// The body's reader has gone: the rest is dropped as it arrives.
+    func bodyAbandoned(exchange current: UInt64) {
+        guard current == exchange else { return }
+        bodyStream = nil
+        perform(machine.bodyBackPressure(stop: false))
+    }
+
+    // MARK: The route task
+
+    private func start(_ head: HTTPRequestHead, body: RequestBody, context: ChannelHandlerContext) {
+        guard let converted = try? HTTPRequest(agentHead: head) else {
+            badRequest(context)
+            return
+        }
+        let request = Request(head: converted, body: body)
+        if configuration.accessLog.isOn { access = AccessLog.Entry(method: head.method.rawValue, uri: head.uri) }
+        responding = true
+        Self.spawn(
+            request, context: requestContext(context.channel), exchange: exchange, responder: configuration.responder,
+            handler: LoopBoundHandler(self, executor: executor!), onLoop: currentExecutor == .eventLoop)
+    }
+
+    /// The route context for the next request: a copy of the connection's (made once), or a
+    /// new one carrying a request id when debug logging is on.
+    private func requestContext(_ channel: any Channel) -> AgentRequestContext {
+        var logger = configuration.logger
+        let perRequest = logger.logLevel <= .debug
+        if perRequest {
+            logger[metadataKey: "hb.request.id"] = .stringConvertible(RequestID())
+        } else if let connectionContext {
+            return connectionContext
+        }
+        var made = AgentRequestContext(source: .init(channel: channel, logger: logger), origin: origin)
+        made.connectionObserver = connectionObserver
+        if !perRequest { connectionContext = made }
+        return made
+    }
+
+    /// Starts the route task (apart from `self`, which only the loop may touch). On the
+    /// loop: started on this thread at once, so a handler that does not suspend answers
+    /// before this read's processing returns. On the pool: the handler runs on Swift's
+    /// global executor; the response is written from the loop (one hop).
+    private static func spawn(
+        _ request: Request, context: AgentRequestContext, exchange: UInt64, responder: AgentResponder, handler: LoopBoundHandler,
+        onLoop: Bool
+    ) {
+        if onLoop {
+            Task.immediate(executorPreference: handler.executor) {
+                let response = await responder.respond(to: request, context: context)
+                await handler.value.write(response, exchange: exchange)
+            }
+        } else {
+            Task(executorPreference: globalConcurrentExecutor) {
+                let response = await responder.respond(to: request, context: context)
+                await withTaskExecutorPreference(handler.executor) {
+                    await handler.value.write(response, exchange: exchange)
+                }
+            }
+        }
+    }
+
+    /// The NIO head of `response` with the server's own fields (Date, Server, Connection:
+    /// close) replacing any the route set, built in one array of the final size.
+    private func nioHead(_ response: Response, closes: Bool) -> HTTPResponseHead {
+        let serverName = configuration.serverName
+        var fields: [(String, String)] = []
+        fields.reserveCapacity(response.headers.count + 3)
+        for field in response.headers {
+            if field.name == .date || (serverName != nil && field.name == .server) || (closes && field.name == .connection) {
+                continue
+            }
+            fields.append((field.name.rawName, field.value))
+        }
+        fields.append(("Date", date.now()))
+        if let serverName { fields.append(("Server", serverName)) }
+        if closes { fields.append(("Connection", "close")) }
+        return HTTPResponseHead(
+            version: .http1_1,
+            status: HTTPResponseStatus(statusCode: response.status.code, reasonPhrase: response.status.reasonPhrase),
+            headers: HTTPHeaders(fields))
+    }
+
+    /// Writes `response` (head, body as its writer produces it, end). Runs on the loop.
+    nonisolated(nonsending) func write(_ response: Response, exchange current: UInt64) async {
+        guard let context, current == exchange, responding else { return }
+        access?.status = Int(response.status.code)
+        let flushEachWrite = (response.body.contentLength ?? .max) > Self.singleFlushLimit
+        let closes = machine.responseMustClose
+        let head = nioHead(response, closes: closes)
+        perform(machine.responseHeadWritten(switchingProtocols: false, closes: closes || (head.headers.contains(name: "connection") && !head.isKeepAlive)))
+        context.write(wrapOutboundOut(.head(head)), promise: nil)
+        let writer = ChannelBodyWriter(
+            handler: LoopBoundHandler(self, executor: executor!), exchange: current, flushEachWrite: flushEachWrite)
+        do {
+            try await response.body.write(writer)
+        } catch {
+            // A body that failed half-way cannot be answered any more: the client sees the
+            // connection end before the declared length or the final chunk.
+            configuration.logger.debug("response body failed", metadata: ["error": "\(error)"])
+            if current == exchange, responding {
+                logAccess(outcome: "body_failed")
+                responding = false
+                self.context?.close(promise: nil)
+            }
+            return
+        }
+        finishResponse(exchange: current, trailers: nil)
+    }
+
+    /// Writes one body part (from ``ChannelBodyWriter``, on the loop); waits while the
+    /// channel is not writable, for at most the write-stall time.
+    nonisolated(nonsending) func writeBody(_ buffer: ByteBuffer, exchange current: UInt64, flush: Bool) async throws {
+        guard let context, context.channel.isActive, current == exchange, responding else { throw ChannelError.ioOnClosedChannel }
+        if !context.channel.isWritable {
+            // The promise is in place before the flush, which may report writability
+            // synchronously.
+            let promise = context.eventLoop.makePromise(of: Void.self)
+            writable = promise
+            perform(machine.writeBlocked(now: clock.now))
+            context.flush()
+            if context.channel.isWritable, let waiting = writable {
+                writable = nil
+                machine.writeUnblocked()
+                waiting.succeed(())
+            }
+            try await promise.futureResult.get()
+            context.eventLoop.assertInEventLoop()
+        }
+        guard let context = self.context, current == exchange, responding else { throw ChannelError.ioOnClosedChannel }
+        access?.bytes += buffer.readableBytes
+        if flush {
+            context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(buffer))), promise: nil)
+        } else {
+            context.write(wrapOutboundOut(.body(.byteBuffer(buffer))), promise: nil)
+        }
+    }
+
+    /// Ends the response (once): the next request may start, or the connection closes.
+    func finishResponse(exchange current: UInt64, trailers: HTTPFields?) {
+        guard current == exchange, responding, let context else { return }
+        logAccess()
+        responding = false
+        // A body the handler left unread is dropped as it arrives.
+        if endBody() { perform(machine.bodyBackPressure(stop: false)) }
+        context.write(wrapOutboundOut(.end(trailers.map { HTTPHeaders($0) })), promise: nil)
+        perform(machine.responseEnded(now: clock.now))
+        guard machine.isServing else { return }
+        context.flush()
+        if !pipelined.isEmpty { drainPipelined(context) }
+    }
+
+    func logAccess(outcome: String? = nil) {
+        guard let entry = access else { return }
+        access = nil
+        configuration.accessLog.record(entry, listener: origin.listener, outcome: outcome)
+    }
+
+    /// Answers 400 and closes: a request head that is not valid HTTP semantics.
+    private func badRequest(_ context: ChannelHandlerContext) {
+        machine.closeAfterResponse = true
+        responding = true
+        var headers = HTTPHeaders()
+        headers.add(name: "connection", value: "close")
+        headers.add(name: "content-length", value: "0")
+        perform(machine.responseHeadWritten(switchingProtocols: false, closes: true))
+        context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .badRequest, headers: headers))), promise: nil)
+        finishResponse(exchange: exchange, trailers: nil)
+    }
+
+    /// Ends the streamed body, if one is open (its reader sees the end, or `error`). True
+    /// if there was one.
+    @discardableResult
+    func endBody(failing error: (any Error)? = nil) -> Bool {
+        guard let bodyStream else { return false }
+        self.bodyStream = nil
+        if let error { bodyStream.finish(error) } else { bodyStream.finish() }
+        return true
+    }
+}
+
+extension HTTPServerRequestPart {
+    var isHead: Bool {
+        if case .head = self { return true }
+        return false
+    }
+}
+
+extension HTTP1ConnectionStateMachine {
+    /// Requests are still served (those before a waiting refusal too).
+    var isServing: Bool {
+        switch state {
+        case .awaitingHead, .request, .upgrading, .refusing: return true
+        default: return false
+        }
+    }
+}

@@ -1,0 +1,331 @@
+import AgentCore
+import FoundationEssentials
+import HTTPTypes
+import Hummingbird
+import HummingbirdCore
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOWebSocket
+
+/// Serves one HTTP/1 connection after NIO's decoder: feeds every event to the connection's
+/// ``HTTP1ConnectionStateMachine`` and carries out its actions. The rules live in the
+/// machine; what is here is I/O and the data of the request in progress: the route task
+/// (one per request, on the connection's loop or on the global executor as its route says),
+/// its body (collected up to ``HTTP1ConnectionStateMachine/collectLimit``, otherwise
+/// streamed with back pressure), the requests pipelined behind it, the response's write
+/// path and the access log. ``ConnectionBytesHandler`` reports the raw reads to it.
+///
+/// A WebSocket handshake the machine let through is upgraded here (NIO's WebSocket
+/// upgrader builds the 101 and the frame handlers); the handler then leaves the pipeline.
+///
+/// Used only on the connection's event loop.
+final class HTTP1ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundIn = HTTPServerResponsePart
+    typealias OutboundOut = HTTPServerResponsePart
+    typealias Machine = HTTP1ConnectionStateMachine<ContinuousClock>
+
+    /// What every connection of a server shares.
+    final class Configuration: Sendable {
+        let responder: AgentResponder
+        let serverName: String?
+        let logger: Logger
+        /// One line per request at info (``AccessLog``).
+        let accessLog: AccessLog
+        let routes: any RouteLookup
+        let machine: Machine.Configuration
+        let registry: HTTPConnectionRegistry
+
+        init(
+            responder: AgentResponder, serverName: String?, logger: Logger, accessLog: Bool = true, routes: any RouteLookup,
+            machine: Machine.Configuration, registry: HTTPConnectionRegistry
+        ) {
+            self.responder = responder
+            self.serverName = serverName
+            self.logger = logger
+            self.accessLog = AccessLog(logger: logger, enabled: accessLog)
+            self.routes = routes
+            self.machine = machine
+            self.registry = registry
+        }
+    }
+
+    /// A response body of known length up to this goes out in one flush with its head.
+    static let singleFlushLimit = 64 * 1024
+    /// Most request parts that may wait behind a running request (pipelining); beyond it
+    /// the connection closes.
+    static let maxPipelinedParts = 256
+
+    let configuration: Configuration
+    let origin: ConnectionOrigin
+    let upgrade: WebSocketUpgrade
+    var machine: Machine
+    let clock = ContinuousClock()
+
+    var context: ChannelHandlerContext?
+    var bytes: ConnectionBytesHandler?
+    var executor: EventLoopTaskExecutor?
+    var registration: (id: UInt64, phase: HTTPConnectionRegistry.PhaseCell)?
+    var timers: [Scheduled<Void>?] = Array(repeating: nil, count: ConnectionTimer.allCases.count)
+    var date = HTTPDate()
+    var connectionContext: AgentRequestContext?
+    var connectionObserver: ConnectionObserver?
+    /// The route of the request head being handled (its body mode and executor).
+    var route = RouteInfo(body: .collect(limit: AgentHTTPLimits.maxRequestBody), executor: .eventLoop)
+    /// The head in progress and what the machine said of it (held during admission).
+    var pendingHead: HTTPRequestHead?
+    /// Parts held while a handshake's route prepares.
+    var heldParts: [HTTPServerRequestPart] = []
+    /// A WebSocket slot is held for this connection.
+    var holdsWebSocketSlot = false
+    /// The WebSocket handshake being upgraded.
+    var handshake: HTTPRequestHead?
+    var upgrading = false
+
+    // The request being served (data, not rules).
+    /// A route task runs (its response has not ended).
+    var responding = false
+    /// Numbers the exchanges: a task's late call cannot touch the next request's response.
+    var exchange: UInt64 = 0
+    var collecting: (head: HTTPRequestHead, declared: Int, body: ByteBuffer)?
+    var bodyStream: RequestBodyStream.Source?
+    /// Parts of requests pipelined behind the running one.
+    var pipelined = CircularBuffer<HTTPServerRequestPart>()
+    var draining = false
+    var readsPaused = false
+    var readPending = false
+    var writable: EventLoopPromise<Void>?
+    var access: AccessLog.Entry?
+    /// Parts of a request the machine dropped are not served.
+    var droppingRequest = false
+    /// Where each pipelined head's route runs, in order.
+    var pipelinedExecutors = CircularBuffer<RouteExecutor>()
+    /// Where the current request's route task runs.
+    var currentExecutor = RouteExecutor.eventLoop
+
+    init(configuration: Configuration, origin: ConnectionOrigin, upgrade: WebSocketUpgrade) {
+        self.configuration = configuration
+        self.origin = origin
+        self.upgrade = upgrade
+        self.machine = Machine(configuration: configuration.machine)
+    }
+
+    // MARK: Lifecycle
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+        executor = EventLoopTaskExecutor(context.eventLoop)
+        connectionObserver = try? context.pipeline.syncOperations.handler(type: ConnectionObserver.self)
+        let admission: ConnectionAdmission
+        switch configuration.registry.admit(context.channel) {
+        case .admitted(let id, let phase):
+            registration = (id, phase)
+            admission = .admitted
+        case .refused:
+            admission = .refused
+        case .draining:
+            admission = .draining
+        }
+        perform(machine.connectionOpened(admission, now: clock.now))
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        // Upgraded, the connection lives on: the bytes handler reports its end.
+        if !upgrading { connectionEnded() }
+        self.context = nil
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        connectionEnded()
+        context.fireChannelInactive()
+    }
+
+    func connectionEnded() {
+        if let registration { configuration.registry.remove(registration.id) }
+        registration = nil
+        machine.connectionClosed()
+        for index in timers.indices {
+            timers[index]?.cancel()
+            timers[index] = nil
+        }
+        if responding { logAccess(outcome: "connection_closed") }
+        if let writable {
+            self.writable = nil
+            writable.fail(ChannelError.ioOnClosedChannel)
+        }
+        endBody(failing: RequestBodyError.incomplete)
+        collecting = nil
+        pipelined.removeAll()
+        releaseWebSocketSlot()
+        upgrade.connectionEnded()
+        bytes = nil
+    }
+
+    // MARK: From the bytes handler
+
+    /// A raw read arrived; true if it goes on to the decoder.
+    func bytesReceived(count: Int, newline: Int?) -> Bool {
+        let actions = machine.bytesReceived(count: count, newline: newline, now: clock.now)
+        var forward = false
+        for action in actions {
+            if case .forward = action { forward = true } else { perform(action) }
+        }
+        return forward
+    }
+
+    func bytesProcessed() {
+        perform(machine.bytesProcessed(now: clock.now))
+    }
+
+    func webSocketUnmasked() {
+        perform(machine.webSocketUnmasked())
+    }
+
+    /// A WebSocket message broke a bound (``WebSocketMessageGuard``).
+    func webSocketViolation(_ code: WebSocketErrorCode) {
+        var buffer = ByteBuffer()
+        buffer.write(webSocketErrorCode: code)
+        perform(machine.webSocketViolation(code: buffer.readInteger(as: UInt16.self) ?? 1002, now: clock.now))
+    }
+
+    // MARK: Inbound
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let part = unwrapInboundIn(data)
+        if upgrading { return }
+        if case .upgrading = machine.state {
+            // Held while the route prepares (the machine bounds how many).
+            switch part {
+            case .head: return
+            case .body: for action in machine.bodyReceived(bytes: 0, now: clock.now) { if action == .hold { heldParts.append(part) } else { perform(action) } }
+            case .end: for action in machine.endReceived(now: clock.now) { if action == .hold { heldParts.append(part) } else { perform(action) } }
+            }
+            return
+        }
+        switch part {
+        case .head(let head):
+            receivedHead(head)
+        case .body(let buffer):
+            let actions = machine.bodyReceived(bytes: buffer.readableBytes, now: clock.now)
+            for action in actions {
+                if case .forward = action {
+                    if !droppingRequest { serve(part) }
+                } else {
+                    perform(action)
+                }
+            }
+        case .end:
+            let actions = machine.endReceived(now: clock.now)
+            for action in actions {
+                switch action {
+                case .forward:
+                    if !droppingRequest {
+                        bytes?.requestEnded()
+                        serve(part)
+                    }
+                case .switchToWebSocket:
+                    beginUpgrade()
+                default:
+                    perform(action)
+                }
+            }
+        }
+    }
+
+    private func receivedHead(_ head: HTTPRequestHead) {
+        droppingRequest = true
+        let path = head.uri.prefix { $0 != "?" }
+        route = configuration.routes.info(method: HTTPRequest.Method(head.method.rawValue) ?? .get, path: path)
+        pendingHead = head
+        perform(machine.headReceived(Self.facts(head), route: route, now: clock.now))
+    }
+
+    /// The head's facts the machine decides on.
+    static func facts(_ head: HTTPRequestHead) -> RequestHeadFacts {
+        var facts = RequestHeadFacts(isConnect: head.method == .CONNECT, keepAlive: head.isKeepAlive, uri: head.uri)
+        let codings = head.headers[canonicalForm: "transfer-encoding"]
+        if !codings.isEmpty {
+            facts.transferCoding = codings.allSatisfy({ $0.lowercased() == "chunked" }) ? .chunked : .other(codings.joined(separator: ", "))
+        }
+        facts.declaredLength = head.headers.first(name: "content-length").flatMap { Int($0) }
+        if let expect = head.headers.first(name: "expect") {
+            facts.expectation = expect.lowercased() == "100-continue" ? .continue100 : .other
+        }
+        let upgrade = head.headers[canonicalForm: "upgrade"]
+        if !upgrade.isEmpty {
+            let isWebSocket = head.method == .GET
+                && upgrade.contains { $0.lowercased() == "websocket" }
+                && head.headers[canonicalForm: "connection"].contains { $0.lowercased() == "upgrade" }
+            if isWebSocket {
+                let keys = head.headers["sec-websocket-key"]
+                facts.upgrade = .webSocket(
+                    versionOK: head.headers["sec-websocket-version"] == ["13"],
+                    keyOK: keys.count == 1 && Data(base64Encoded: keys[0].trimmingSpaces())?.count == 16)
+            } else {
+                facts.upgrade = .other
+            }
+        }
+        return facts
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        if upgrading { return }
+        guard error is HTTPParserError || error is ByteToMessageDecoderError else {
+            context.fireErrorCaught(error)
+            return
+        }
+        let parseError: Machine.ParseError
+        if let error = error as? HTTPParserError, error == .headerOverflow {
+            parseError = .headerOverflow
+        } else {
+            parseError = .other(Self.describe(error))
+        }
+        perform(machine.parseError(parseError, now: clock.now))
+    }
+
+    /// A parse error in words, for an answer's `detail`.
+    static func describe(_ error: any Error) -> String {
+        switch error {
+        case let error as HTTPParserError: return error.debugDescription
+        case let error as RequestBodyError: return error.description
+        default: return "The request could not be parsed."
+        }
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if event is ChannelShouldQuiesceEvent {
+            perform(machine.quiesce())
+            return
+        }
+        if let event = event as? ChannelEvent, event == .inputClosed {
+            perform(machine.inputEnded(now: clock.now))
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable {
+            machine.writeUnblocked()
+            if let writable {
+                self.writable = nil
+                writable.succeed(())
+            }
+        }
+        context.fireChannelWritabilityChanged()
+    }
+
+    // MARK: Outbound
+
+    func read(context: ChannelHandlerContext) {
+        if readsPaused {
+            readPending = true
+        } else {
+            context.read()
+        }
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        context.write(data, promise: promise)
+    }
+}

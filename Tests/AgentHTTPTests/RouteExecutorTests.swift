@@ -1,0 +1,90 @@
+import AgentCore
+@testable import AgentHTTP
+import AgentTestSupport
+import HTTPTypes
+import Hummingbird
+import HummingbirdWebSocket
+import Logging
+import NIOCore
+import NIOPosix
+import Testing
+import WSCore
+
+/// Where a route's handler runs (``RouteExecutor``): on the connection's event loop, or on
+/// Swift's global executor with its body read and its response written from the loop. A
+/// real server on loopback whose routes report the thread they ran on.
+@Suite(.timeLimit(.minutes(2)))
+struct RouteExecutorTests {
+    static func withServer(_ body: (Int) async throws -> Void) async throws {
+        var routes = AgentRoutes()
+        let whereAmI: @Sendable (Request, AgentRequestContext) async throws -> String = { _, context in
+            context.channel.eventLoop.inEventLoop ? "loop" : "pool"
+        }
+        routes.get("/loop/where", executor: .eventLoop, use: whereAmI)
+        routes.get("/pool/where", executor: .pool, use: whereAmI)
+        // Reads a streamed body off the loop, then answers 256 KiB (several body writes,
+        // each flushed: the write path's back pressure from the pool).
+        routes.post("/pool/upload", body: .stream(idle: .seconds(60)), executor: .pool) { request, context -> Response in
+            let onLoop = context.channel.eventLoop.inEventLoop
+            var received = 0
+            for try await part in request.body { received += part.readableBytes }
+            let total = received
+            return Response(
+                status: .ok, headers: [.contentType: "text/plain"],
+                body: ResponseBody { writer in
+                    for _ in 0..<4 { try await writer.write(ByteBuffer(repeating: UInt8(ascii: "x"), count: 64 * 1024)) }
+                    try await writer.write(ByteBuffer(string: "\n\(total) \(onLoop ? "loop" : "pool")"))
+                    try await writer.finish(nil)
+                })
+        }
+        let logger = { var logger = Logger(label: "test"); logger.logLevel = .critical; return logger }()
+        let registry = HTTPConnectionRegistry()
+        let table = try RouteTable(routes: routes.routes)
+        let channel = AgentHTTPChannel(
+            http: .init(
+                responder: AgentResponder(table: table), serverName: "test", logger: logger, accessLog: false, routes: table,
+                machine: .init(), registry: registry),
+            webSocket: .init(maxFrameSize: 1 << 16, autoPing: .disabled, closeTimeout: .seconds(2)),
+            decoderLimits: (AgentHTTPLimits.maxHeaderFieldSize, AgentHTTPLimits.maxHeaderListSize, AgentHTTPLimits.maxHeaderFieldCount),
+            webSocketRoutes: WebSocketRouteTable(table: table), origin: .http)
+        let server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .childChannelOption(.allowRemoteHalfClosure, value: true)
+            .childChannelInitializer { child in
+                channel.setup(channel: child, logger: logger).map { value in
+                    Task { await channel.handle(value: value, logger: logger) }
+                }
+            }
+            .bind(host: "127.0.0.1", port: 0).get()
+        do {
+            try await body(server.localAddress!.port!)
+        } catch {
+            registry.closeAll()
+            try? await server.close()
+            throw error
+        }
+        registry.closeAll()
+        try? await server.close()
+    }
+
+    @Test func aLoopRouteRunsOnTheLoopAndAPoolRouteOffIt() async throws {
+        try await Self.withServer { port in
+            let client = RawHTTPClient(port: port)
+            let loop = try await client.request("GET", "/loop/where")
+            #expect(loop.status == 200)
+            #expect(loop.bodyText == "loop")
+            let pool = try await client.request("GET", "/pool/where")
+            #expect(pool.status == 200)
+            #expect(pool.bodyText == "pool")
+        }
+    }
+
+    @Test func aPoolRouteStreamsItsBodyInAndItsResponseOut() async throws {
+        try await Self.withServer { port in
+            let upload = [UInt8](repeating: 7, count: 3 << 20)
+            let response = try await RawHTTPClient(port: port).request("POST", "/pool/upload", body: upload, timeout: .seconds(60))
+            #expect(response.status == 200)
+            #expect(response.body.count == 4 * 64 * 1024 + "\n\(upload.count) pool".utf8.count)
+            #expect(response.bodyText.hasSuffix("\n\(upload.count) pool"))
+        }
+    }
+}
