@@ -325,6 +325,21 @@ import Testing
         #expect(ended.contains(.closeOutput))
     }
 
+    /// Requests pipelined ahead of a `Connection: close` one are all answered: only the
+    /// closing request's response is the last.
+    @Test func aClosingRequestBehindPipelinedOnesEndsTheConnectionAfterItsOwnResponse() {
+        var driver = Driver()
+        driver.get()
+        driver.get()
+        driver.get(.init(keepAlive: false))
+        #expect(!driver.machine.responseMustClose)
+        #expect(!driver.respond().contains(.closeOutput), "the first of three responses keeps the connection")
+        #expect(!driver.machine.responseMustClose)
+        #expect(!driver.respond().contains(.closeOutput), "so does the second")
+        #expect(driver.machine.responseMustClose, "the closing request's response says Connection: close")
+        #expect(driver.respond(closes: true).contains(.closeOutput))
+    }
+
     @Test func pipelinedRequestsBeyondTheBoundCloseTheConnection() {
         var driver = Driver()
         driver.get()

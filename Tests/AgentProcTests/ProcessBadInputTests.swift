@@ -135,7 +135,7 @@ struct ProcessBadInputTests {
             raw += "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
             let r = try await h.client.raw(Array(raw.utf8))
             #expect(r.status == 200)
-            #expect(r.bodyText.components(separatedBy: "HTTP/1.1 200").count == 6)
+            #expect(r.bodyText.components(separatedBy: "HTTP/1.1 200").count == 6, "\(r.bodyText)")
         }
     }
 }

@@ -136,8 +136,17 @@ struct HTTP1ConnectionStateMachine<C: Clock> where C.Duration == Duration {
     /// Heads seen: only the first may be a WebSocket handshake.
     var requestCount = 0
     /// The connection closes after the response in progress (shutdown, the client's FIN,
-    /// an HTTP/1.0 or `Connection: close` request, broken framing).
+    /// broken framing).
     var closeAfterResponse = false
+    /// The number of the first request that asked to close (HTTP/1.0 or `Connection:
+    /// close`): its response is the last, however many requests were pipelined before it.
+    var closeAfterRequest: Int?
+    /// Responses ended so far (numbered as the requests they answer).
+    var responsesEnded = 0
+    /// The response that just ended, or is being started, is the connection's last.
+    private var isLastResponse: Bool {
+        closeAfterResponse || closeAfterRequest.map { responsesEnded >= $0 } ?? false
+    }
     /// The client half-closed: pipelined requests are served, then the connection closes.
     var inputClosed = false
     /// A response written here said it closes the connection.
@@ -159,6 +168,7 @@ struct HTTP1ConnectionStateMachine<C: Clock> where C.Duration == Duration {
     /// Whether the response being started must say `Connection: close`.
     var responseMustClose: Bool {
         if closeAfterResponse { return true }
+        if let last = closeAfterRequest, responsesEnded + 1 >= last { return true }
         guard inputClosed else { return false }
         switch state {
         case .awaitingHead(let waiting): return waiting.outstanding <= 1
@@ -279,7 +289,7 @@ struct HTTP1ConnectionStateMachine<C: Clock> where C.Duration == Duration {
         forwarded.keepAlive = head.keepAlive
         forwarded.queued = outstanding > 0
         forwarded.body = Self.bodyPlan(head)
-        if !head.keepAlive { closeAfterResponse = true }
+        if !head.keepAlive, closeAfterRequest == nil { closeAfterRequest = requestCount }
         let wantsContinue = head.expectation == .continue100
         if wantsContinue { forwarded.rewrite.insert(.removeExpect) }
         switch head.upgrade {
@@ -422,11 +432,12 @@ struct HTTP1ConnectionStateMachine<C: Clock> where C.Duration == Duration {
     /// A response ended.
     mutating func responseEnded(now: C.Instant) -> Actions {
         var actions = Actions()
+        responsesEnded += 1
         switch state {
         case .awaitingHead(var waiting):
             waiting.outstanding = max(0, waiting.outstanding - 1)
             state = .awaitingHead(waiting)
-            if responseCloses || closeAfterResponse {
+            if responseCloses || isLastResponse {
                 closeGracefully(now: now, &actions)
             } else if waiting.outstanding == 0 {
                 if inputClosed {
@@ -437,7 +448,7 @@ struct HTTP1ConnectionStateMachine<C: Clock> where C.Duration == Duration {
             }
         case .request(var request):
             request.outstanding = max(0, request.outstanding - 1)
-            if responseCloses || closeAfterResponse {
+            if responseCloses || isLastResponse {
                 state = .request(request)
                 closeGracefully(now: now, &actions)
                 return actions
