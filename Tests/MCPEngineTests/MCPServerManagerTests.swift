@@ -226,7 +226,7 @@ struct MCPServerManagerTests {
         await #expect(throws: MCPCallFailure.busy(1)) { try await manager.callTool("alpha__echo", arguments: .object([("text", .string("x"))])) }
         call.cancel()
         await #expect(throws: MCPCallFailure.self) { try await call.value }
-        #expect(await eventually { FileManager.default.fileExists(atPath: markers + "/cancelled") })
+        #expect(await eventually(timeout: .seconds(90)) { FileManager.default.fileExists(atPath: markers + "/cancelled") })
         #expect(h.manager.callsInFlight == 0)
         await h.stop()
     }
