@@ -1,4 +1,5 @@
 @testable import AgentHTTP
+import AgentTestSupport
 import HTTPTypes
 import Testing
 
