@@ -94,9 +94,7 @@ struct AgentHTTPChannel: ServerChildChannel {
         case .http:
             try? await value.channel.closeFuture.get()
         case .webSocket(let frames, let session):
-            await withTaskExecutorPreference(EventLoopTaskExecutor(value.channel.eventLoop)) {
-                await session(frames, logger)
-            }
+            await session(frames, logger)
         }
     }
 
@@ -104,10 +102,14 @@ struct AgentHTTPChannel: ServerChildChannel {
     /// route ran its check and `prepare`), or nil if the request cannot be read as one.
     private func session(for head: HTTPRequestHead, channel: any Channel, logger: Logger) -> WebSocketSession? {
         let path = head.uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
-        guard let (route, parameters) = webSocketRoutes.match(path),
+        let info = webSocketRoutes.table.info(method: .get, path: path)
+        guard let (route, parameters) = info.webSocket,
             let request = try? Request(head: HTTPRequest(agentHead: head), body: RequestBody(buffer: ByteBuffer()))
         else { return nil }
         var requestContext = AgentRequestContext(source: .init(channel: channel, logger: logger), origin: origin)
+        // The same watch for the client going as the connection's plain requests had (it
+        // outlives its removal from the pipeline: it follows the channel's close).
+        requestContext.connectionObserver = try? channel.pipeline.syncOperations.handler(type: ConnectionObserver.self)
         for (name, value) in parameters {
             requestContext.coreContext.parameters.append(key: Substring(name), value: Substring(value))
         }
@@ -123,7 +125,7 @@ struct AgentHTTPChannel: ServerChildChannel {
         var access = AccessLog.Entry(method: head.method.rawValue, uri: head.uri)
         access.status = 101
         let listener = origin.listener
-        return { [access] frames, logger in
+        let run: WebSocketSession = { [access] frames, logger in
             do {
                 _ = try await WebSocketHandler.handle(
                     type: .server, configuration: configuration, asyncChannel: frames, context: context, handler: handler)
@@ -135,6 +137,17 @@ struct AgentHTTPChannel: ServerChildChannel {
             timers?.record(method: method, status: .switchingProtocols, nanoseconds: NIODeadline.now().uptimeNanoseconds &- start)
             // Its access-log line too: status 101, the session's length.
             accessLog.record(access, listener: listener)
+        }
+        // Where the route said its handler runs: the connection's loop, or (the default)
+        // Swift's global executor, the frames hopping through the async channel.
+        switch info.executor {
+        case .eventLoop:
+            let loop = channel.eventLoop
+            return { frames, logger in
+                await withTaskExecutorPreference(EventLoopTaskExecutor(loop)) { await run(frames, logger) }
+            }
+        case .pool:
+            return run
         }
     }
 }

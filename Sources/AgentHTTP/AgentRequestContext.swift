@@ -53,20 +53,8 @@ public struct AgentRequestContext: RequestContext {
     /// Hummingbird does not cancel a handler when its client disappears; long waits race
     /// against this instead, and withdraw their registration when they end.
     public var clientGone: any GoneSignal {
-        // A context the HTTP channel did not make (a WebSocket session's): the channel's close.
-        connectionObserver ?? ChannelClosedSignal(channel: channel)
-    }
-}
-
-/// The close of a channel without a ``ConnectionObserver``. Its registrations cannot be
-/// withdrawn (each stays with the close future until the channel closes), so it is only
-/// the fallback for contexts the HTTP channel did not make.
-struct ChannelClosedSignal: GoneSignal {
-    let channel: any Channel
-
-    func whenGone(_ action: @escaping @Sendable () -> Void) -> GoneRegistration {
-        channel.closeFuture.whenComplete { _ in action() }
-        return .none
+        // A context the HTTP channel did not make: the same watch, on the channel's close.
+        connectionObserver ?? ConnectionObserver(watching: channel)
     }
 }
 

@@ -21,6 +21,13 @@ final class ConnectionObserver: ChannelInboundHandler, RemovableChannelHandler, 
     }
     private let waiters = Mutex(Waiters())
 
+    init() {}
+
+    /// An observer outside any pipeline, for a channel it only watches close.
+    init(watching channel: any Channel) {
+        channel.closeFuture.whenComplete { [self] _ in markGone() }
+    }
+
     /// Registrations not yet run or cancelled.
     var registrationCount: Int { waiters.withLock { $0.actions.count } }
 
