@@ -33,9 +33,6 @@ public struct ConnectionHandOverError: Error, Equatable, Sendable, CustomStringC
         /// No HTTP API is serving: before the agent started, after it stopped, or an agent
         /// (a test) without one.
         case notServing
-        /// Too many handed-over connections are waiting to be taken up (the acceptor's
-        /// bound): the caller hands over faster than the server can register them.
-        case backlogFull
         /// The descriptor is not a stream socket: the errno of the check (ENOTSOCK, EBADF),
         /// or 0 for a socket of another type.
         case notAStreamSocket(errno: Int32)
@@ -52,7 +49,6 @@ public struct ConnectionHandOverError: Error, Equatable, Sendable, CustomStringC
     public var description: String {
         switch reason {
         case .notServing: return "no HTTP server is serving handed-over connections"
-        case .backlogFull: return "too many handed-over connections are waiting to be served"
         case .notAStreamSocket(let code):
             return code == 0 ? "not a stream socket" : "not a stream socket: \(SystemCallError.message(code))"
         case .invalidListenerName: return "invalid listener name"
