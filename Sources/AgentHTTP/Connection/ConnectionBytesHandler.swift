@@ -6,8 +6,8 @@ import NIOCore
 /// framing and watches a WebSocket peer) and passes it to the decoder when told to. Beside
 /// that it holds bytes, not state:
 ///
-/// - a copy of the current request's bytes until its head shows it is not a WebSocket
-///   handshake (at most ``headCopyLimit``): frames a client sends right behind its handshake
+/// - a copy of the connection's first request's bytes (only a first request may be a
+///   WebSocket handshake) until its head shows it is not one (at most ``headCopyLimit``): frames a client sends right behind its handshake
 ///   are already inside the decoder when the connection switches, and are taken from here;
 /// - after the switch, the WebSocket mask check over every client byte, and the reads that
 ///   arrive while the upgrade completes.
@@ -19,8 +19,6 @@ final class ConnectionBytesHandler: ChannelInboundHandler, RemovableChannelHandl
 
     /// The longest head that can be a handshake the decoder accepts, plus a header field.
     static let headCopyLimit = AgentHTTPLimits.maxHeaderListSize + AgentHTTPLimits.maxHeaderFieldSize
-    /// A typical head's copy keeps its storage between requests (no allocation per request).
-    static let keptHeadCapacity = 4096
 
     /// The connection's handler (kept alive here after it leaves the pipeline at an upgrade).
     let connection: HTTP1ConnectionHandler
@@ -80,16 +78,17 @@ final class ConnectionBytesHandler: ChannelInboundHandler, RemovableChannelHandl
         connection.bytesProcessed()
     }
 
-    /// The current request is complete: the next bytes start a new one.
+    /// The current request is complete. Only a connection's first request may be a
+    /// handshake (a later one is refused before any switch), so no later head is copied.
     func requestEnded() {
-        headCopy.removeAll(keepingCapacity: headCopy.capacity <= Self.keptHeadCapacity)
-        copying = true
+        headCopy = []
+        copying = false
     }
 
     /// The current request is not a WebSocket handshake: its bytes need no copy.
     func stopCopyingHead() {
         copying = false
-        headCopy.removeAll(keepingCapacity: headCopy.capacity <= Self.keptHeadCapacity)
+        headCopy = []
     }
 
     /// The handshake's request ended: from here on the bytes are client frames. Those that

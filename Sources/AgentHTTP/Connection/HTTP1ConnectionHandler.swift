@@ -62,6 +62,8 @@ final class HTTP1ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
     let upgrade: WebSocketUpgrade
     var machine: Machine
     let clock = ContinuousClock()
+    /// When the read being decoded arrived (nil between reads).
+    var readInstant: ContinuousClock.Instant?
 
     var context: ChannelHandlerContext?
     var bytes: ConnectionBytesHandler?
@@ -166,17 +168,25 @@ final class HTTP1ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
 
     /// A raw read arrived; true if it goes on to the decoder.
     func bytesReceived(count: Int, newline: Int?) -> Bool {
-        let actions = machine.bytesReceived(count: count, newline: newline, now: clock.now)
+        let now = clock.now
+        let actions = machine.bytesReceived(count: count, newline: newline, now: now)
         var forward = false
         for action in actions {
             if case .forward = action { forward = true } else { perform(action) }
         }
+        if forward { readInstant = now }
         return forward
     }
 
     func bytesProcessed() {
-        perform(machine.bytesProcessed(now: clock.now))
+        let now = readNow
+        readInstant = nil
+        perform(machine.bytesProcessed(now: now))
     }
+
+    /// The instant of the read being decoded, for the events the decoder yields from it
+    /// (one clock read per read, not one per event); the clock's now outside a read.
+    var readNow: ContinuousClock.Instant { readInstant ?? clock.now }
 
     func webSocketUnmasked() {
         perform(machine.webSocketUnmasked())
@@ -198,8 +208,8 @@ final class HTTP1ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
             // Held while the route prepares (the machine bounds how many).
             switch part {
             case .head: return
-            case .body: for action in machine.bodyReceived(bytes: 0, now: clock.now) { if action == .hold { heldParts.append(part) } else { perform(action) } }
-            case .end: for action in machine.endReceived(now: clock.now) { if action == .hold { heldParts.append(part) } else { perform(action) } }
+            case .body: for action in machine.bodyReceived(bytes: 0, now: readNow) { if action == .hold { heldParts.append(part) } else { perform(action) } }
+            case .end: for action in machine.endReceived(now: readNow) { if action == .hold { heldParts.append(part) } else { perform(action) } }
             }
             return
         }
@@ -207,7 +217,7 @@ final class HTTP1ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
         case .head(let head):
             receivedHead(head)
         case .body(let buffer):
-            let actions = machine.bodyReceived(bytes: buffer.readableBytes, now: clock.now)
+            let actions = machine.bodyReceived(bytes: buffer.readableBytes, now: readNow)
             for action in actions {
                 if case .forward = action {
                     if !droppingRequest { serve(part) }
@@ -216,7 +226,7 @@ final class HTTP1ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
                 }
             }
         case .end:
-            let actions = machine.endReceived(now: clock.now)
+            let actions = machine.endReceived(now: readNow)
             for action in actions {
                 switch action {
                 case .forward:
@@ -238,7 +248,7 @@ final class HTTP1ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
         let path = head.uri.prefix { $0 != "?" }
         route = configuration.routes.info(method: HTTPRequest.Method(head.method.rawValue) ?? .get, path: path)
         pendingHead = head
-        perform(machine.headReceived(Self.facts(head), route: route, now: clock.now))
+        perform(machine.headReceived(Self.facts(head), route: route, now: readNow))
     }
 
     /// The head's facts the machine decides on.
@@ -281,7 +291,7 @@ final class HTTP1ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
         } else {
             parseError = .other(Self.describe(error))
         }
-        perform(machine.parseError(parseError, now: clock.now))
+        perform(machine.parseError(parseError, now: readNow))
     }
 
     /// A parse error in words, for an answer's `detail`.
