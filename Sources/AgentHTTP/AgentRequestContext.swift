@@ -15,6 +15,9 @@ public struct AgentRequestContext: RequestContext {
     public var chat: ChatIdentity?
     /// The connection's observer, when the HTTP channel made this context.
     var connectionObserver: ConnectionObserver?
+    /// The connection core refused this request's WebSocket handshake for its key (the
+    /// route's plain twin answers 400 instead of 426).
+    var webSocketKeyRefused = false
     /// Where the connection came from.
     public let origin: ConnectionOrigin
 

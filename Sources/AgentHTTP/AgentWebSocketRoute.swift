@@ -54,7 +54,7 @@ struct WebSocketTwinResponder: HTTPResponder {
         let admission = WebSocketRouteRequest(headers: request.headers, parameters: context.parameters.rawParameters)
         try route.check(admission)
         try await route.prepare?(admission)
-        if request.headers[WebSocketRefusal.field] == WebSocketRefusal.badKey {
+        if context.webSocketKeyRefused {
             throw APIError(
                 .badRequest, "Invalid WebSocket handshake.",
                 detail: "Sec-WebSocket-Key must be one header holding 16 bytes in base64.")
@@ -67,13 +67,3 @@ struct WebSocketTwinResponder: HTTPResponder {
     }
 }
 
-/// Marks a request whose WebSocket handshake the connection guard refused, so that the
-/// route's plain-HTTP twin answers it. Any copy sent by a client is removed first.
-enum WebSocketRefusal {
-    static let headerName = "x-workspace-agent-websocket-refusal"
-    static let field = HTTPField.Name(headerName)!
-    /// Wrong or missing `Sec-WebSocket-Version`.
-    static let badVersion = "version"
-    /// Missing, repeated or malformed `Sec-WebSocket-Key`.
-    static let badKey = "key"
-}

@@ -229,6 +229,10 @@ import Testing
             let plain = try await RawHTTPClient(port: port).request("GET", "/ws/one")
             #expect(plain.status == 426)
             #expect(plain.header("Sec-WebSocket-Version") == "13")
+            // No header a client sends can pass for the core's verdict on a handshake.
+            let forged = try await RawHTTPClient(port: port).request(
+                "GET", "/ws/one", headers: [("X-Workspace-Agent-WebSocket-Refusal", "key")])
+            #expect(forged.status == 426)
         }
     }
 

@@ -161,15 +161,9 @@ extension HTTP1ConnectionHandler {
     private func forwardHead(_ forwarded: Machine.ForwardedHead) {
         guard var head = pendingHead else { return }
         pendingHead = nil
-        // Marks only the core may set (checked first: a removal copies the head's fields).
-        if head.headers.contains(name: WebSocketRefusal.headerName) { head.headers.remove(name: WebSocketRefusal.headerName) }
         if forwarded.rewrite.contains(.removeExpect) { head.headers.remove(name: "expect") }
         if forwarded.rewrite.contains(.stripUpgrade) { Self.stripUpgrade(&head) }
-        switch forwarded.handshakeRefusal {
-        case .badVersion: head.headers.add(name: WebSocketRefusal.headerName, value: WebSocketRefusal.badVersion)
-        case .badKey: head.headers.add(name: WebSocketRefusal.headerName, value: WebSocketRefusal.badKey)
-        case .route, nil: break
-        }
+        if forwarded.handshakeRefusal == .badKey { webSocketKeyRefused = true }
         if forwarded.handshake {
             handshake = head
             return

@@ -99,24 +99,27 @@ extension HTTP1ConnectionHandler {
         let request = Request(head: converted, body: body)
         if configuration.accessLog.isOn { access = AccessLog.Entry(method: head.method.rawValue, uri: head.uri) }
         responding = true
+        defer { webSocketKeyRefused = false }
         Self.spawn(
-            request, context: requestContext(context.channel), exchange: exchange, responder: configuration.responder,
+            request, context: requestContext(context.channel, keyRefused: webSocketKeyRefused), exchange: exchange, responder: configuration.responder,
             handler: LoopBoundHandler(self, executor: executor!), onLoop: currentExecutor == .eventLoop)
     }
 
     /// The route context for the next request: a copy of the connection's (made once), or a
     /// new one carrying a request id when debug logging is on.
-    private func requestContext(_ channel: any Channel) -> AgentRequestContext {
+    private func requestContext(_ channel: any Channel, keyRefused: Bool) -> AgentRequestContext {
         var logger = configuration.logger
         let perRequest = logger.logLevel <= .debug
         if perRequest {
             logger[metadataKey: "hb.request.id"] = .stringConvertible(RequestID())
-        } else if let connectionContext {
+        } else if var connectionContext {
+            connectionContext.webSocketKeyRefused = keyRefused
             return connectionContext
         }
         var made = AgentRequestContext(source: .init(channel: channel, logger: logger), origin: origin)
         made.connectionObserver = connectionObserver
         if !perRequest { connectionContext = made }
+        made.webSocketKeyRefused = keyRefused
         return made
     }
 

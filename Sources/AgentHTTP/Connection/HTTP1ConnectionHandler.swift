@@ -77,6 +77,9 @@ final class HTTP1ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
     var route = RouteInfo(body: .collect(limit: AgentHTTPLimits.maxRequestBody), executor: .eventLoop)
     /// The head in progress and what the machine said of it (held during admission).
     var pendingHead: HTTPRequestHead?
+    /// The next request served is a handshake refused for its key (only ever a connection's
+    /// first request, never queued behind another).
+    var webSocketKeyRefused = false
     /// Parts held while a handshake's route prepares.
     var heldParts: [HTTPServerRequestPart] = []
     /// A WebSocket slot is held for this connection.
