@@ -102,8 +102,7 @@ struct AgentHTTPChannel: ServerChildChannel {
     /// route ran its check and `prepare`), or nil if the request cannot be read as one.
     private func session(for head: HTTPRequestHead, channel: any Channel, logger: Logger) -> WebSocketSession? {
         let path = head.uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
-        let info = webSocketRoutes.table.info(method: .get, path: path)
-        guard let (route, parameters) = info.webSocket,
+        guard let (route, parameters) = webSocketRoutes.match(path),
             let request = try? Request(head: HTTPRequest(agentHead: head), body: RequestBody(buffer: ByteBuffer()))
         else { return nil }
         var requestContext = AgentRequestContext(source: .init(channel: channel, logger: logger), origin: origin)
@@ -138,16 +137,12 @@ struct AgentHTTPChannel: ServerChildChannel {
             // Its access-log line too: status 101, the session's length.
             accessLog.record(access, listener: listener)
         }
-        // Where the route said its handler runs: the connection's loop, or (the default)
-        // Swift's global executor, the frames hopping through the async channel.
-        switch info.executor {
-        case .eventLoop:
-            let loop = channel.eventLoop
-            return { frames, logger in
-                await withTaskExecutorPreference(EventLoopTaskExecutor(loop)) { await run(frames, logger) }
-            }
-        case .pool:
-            return run
+        // On the connection's loop whatever the route's executor: a session is a pump of
+        // awaits on its frames, and on the global executor (as wide as the cores) a stalled
+        // subscriber's disconnect waited behind every blocked task of a loaded host.
+        let loop = channel.eventLoop
+        return { frames, logger in
+            await withTaskExecutorPreference(EventLoopTaskExecutor(loop)) { await run(frames, logger) }
         }
     }
 }
