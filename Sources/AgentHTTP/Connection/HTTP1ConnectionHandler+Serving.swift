@@ -137,7 +137,7 @@ extension HTTP1ConnectionHandler {
                 await handler.value.write(response, exchange: exchange)
             }
         } else {
-            Task(executorPreference: globalConcurrentExecutor) {
+            Task(executorPreference: HandlerPoolExecutor.shared) {
                 let response = await responder.respond(to: request, context: context)
                 await withTaskExecutorPreference(handler.executor) {
                     await handler.value.write(response, exchange: exchange)

@@ -37,7 +37,7 @@ public struct AgentResponder: HTTPResponder {
                 case .eventLoop:
                     response = try await route.handler.respond(to: request, context: context)
                 case .pool:
-                    response = try await withTaskExecutorPreference(globalConcurrentExecutor) { [context] in
+                    response = try await withTaskExecutorPreference(HandlerPoolExecutor.shared) { [context] in
                         try await route.handler.respond(to: request, context: context)
                     }
                 }

@@ -12,8 +12,8 @@ public enum RouteBodyMode: Sendable, Equatable {
 
 /// Where a route's handler runs.
 public enum RouteExecutor: Sendable, Equatable {
-    /// Swift's global concurrent executor (the default): a handler that spawns, touches the
-    /// disk or computes never holds a connection's event loop.
+    /// The handler pool (``HandlerPoolExecutor``, the default): a handler that spawns,
+    /// touches the disk or computes never holds a connection's event loop.
     case pool
     /// The connection's event loop: only for audited handlers that never block (health,
     /// small in-memory answers), which then answer without a thread hop.

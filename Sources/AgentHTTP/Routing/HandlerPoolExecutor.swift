@@ -1,0 +1,27 @@
+import NIOPosix
+
+/// Where `.pool` routes' handlers run: threads of their own, not Swift's global executor.
+///
+/// The global executor is as wide as the cores (2 on a small workspace): two handlers, or
+/// any module code, blocking on it (a file read, a lock, a child's pipe) would stall every
+/// other pooled request and every task of the agent. Here a blocked handler holds one of
+/// ``threads`` threads; the rest keep answering.
+final class HandlerPoolExecutor: TaskExecutor {
+    /// The pool's width: the most handlers that may block at once before others wait.
+    static let threads = 16
+
+    /// Started on first use and never stopped (it serves every listener until exit).
+    static let shared = HandlerPoolExecutor()
+
+    private let pool: NIOThreadPool
+
+    private init() {
+        pool = NIOThreadPool(numberOfThreads: Self.threads)
+        pool.start()
+    }
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        pool.submit { _ in job.runSynchronously(on: self.asUnownedTaskExecutor()) }
+    }
+}
