@@ -1,4 +1,5 @@
 import FuzzSupport
+import NIOCore
 import Synchronization
 import TunnelStack
 
@@ -20,8 +21,7 @@ public func fuzzTunnelStack(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32
     let stack: TunnelStack
     do {
         stack = try TunnelStack(
-            addresses: addresses, configuration: configuration, output: { sent.append(Array($0)) },
-            httpHandler: { _ in })
+            addresses: addresses, configuration: configuration, output: { sent.append(Array($0)) })
     } catch {
         require(false, "the stack did not start: \(error)")
         return 0
@@ -29,11 +29,16 @@ public func fuzzTunnelStack(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32
     var steps = 0
     while !input.isEmpty, steps < 64 {
         steps += 1
-        stack.input(packet(&input, sent: sent))
+        let next = packet(&input, sent: sent)
+        // Fed on lwIP's loop and waited for: what the stack answers is sent by then.
+        let counters = try? stack.eventLoop.submit { () -> TunnelStackCounters in
+            stack.input(next)
+            return stack.counters()
+        }.wait()
         for packet in sent.take() {
             check(packet, mtu: configuration.mtu)
         }
-        let counters = stack.counters()
+        guard let counters else { break }
         require(counters.halfOpenConnections <= configuration.maxHalfOpen, "half-open \(counters.halfOpenConnections)")
         require(counters.openConnections <= configuration.maxConnections, "open \(counters.openConnections)")
     }
