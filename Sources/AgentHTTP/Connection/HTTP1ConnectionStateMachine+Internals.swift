@@ -174,6 +174,17 @@ extension HTTP1ConnectionStateMachine {
         return false
     }
 
+    /// A body part or end outside a request: held while a handshake is being admitted,
+    /// passed on once upgraded (frames), otherwise dropped (nothing is parsed after a
+    /// refusal).
+    mutating func partOutsideARequest(_ actions: inout Actions) {
+        switch state {
+        case .upgrading(var upgrading): holdPart(&upgrading, &actions)
+        case .webSocket: actions.append(.forward)
+        default: break
+        }
+    }
+
     mutating func holdPart(_ upgrading: inout Upgrading, _ actions: inout Actions) {
         upgrading.heldParts += 1
         if upgrading.heldParts > Self.maxHeldParts {

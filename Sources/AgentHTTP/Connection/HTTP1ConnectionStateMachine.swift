@@ -336,12 +336,8 @@ struct HTTP1ConnectionStateMachine<C: Clock> where C.Duration == Duration {
                 Self.arm(&deadlines.body, at: now.advanced(by: idle), .body, now: now, &actions)
             }
             actions.append(.forward)
-        case .upgrading(var upgrading):
-            holdPart(&upgrading, &actions)
-        case .webSocket:
-            actions.append(.forward)
         default:
-            break
+            partOutsideARequest(&actions)
         }
         return actions
     }
@@ -361,12 +357,8 @@ struct HTTP1ConnectionStateMachine<C: Clock> where C.Duration == Duration {
             line.unknown = inRead
             state = .awaitingHead(AwaitingHead(outstanding: request.outstanding, line: line))
             if request.outstanding == 0 { becomeIdle(now: now, &actions) }
-        case .upgrading(var upgrading):
-            holdPart(&upgrading, &actions)
-        case .webSocket:
-            actions.append(.forward)
         default:
-            break
+            partOutsideARequest(&actions)
         }
         return actions
     }

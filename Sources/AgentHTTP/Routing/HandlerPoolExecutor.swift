@@ -5,7 +5,9 @@ import NIOPosix
 /// The global executor is as wide as the cores (2 on a small workspace): two handlers, or
 /// any module code, blocking on it (a file read, a lock, a child's pipe) would stall every
 /// other pooled request and every task of the agent. Here a blocked handler holds one of
-/// ``threads`` threads; the rest keep answering.
+/// ``threads`` threads; the rest keep answering. Its queue holds at most one request task
+/// per connection (a connection runs one request at a time), so the HTTP connection cap
+/// bounds it.
 final class HandlerPoolExecutor: TaskExecutor {
     /// The pool's width: the most handlers that may block at once before others wait.
     static let threads = 16

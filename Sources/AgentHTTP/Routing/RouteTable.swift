@@ -46,9 +46,6 @@ public final class RouteTable: RouteLookup, Sendable {
     private let trie: RouteTrie<Endpoint>
     /// Every route as (method, label, upgrade), in the order added.
     let routeList: [(method: String, path: String, webSocket: Bool)]
-    /// Paths (no parameters) of the routes whose bodies stream, for a connection core that
-    /// asks by path.
-    let streamingPaths: Set<String>
     /// What a request head nothing routes is read with (its answer, 404 or 405, is cheap).
     static let unrouted = RouteInfo(body: AgentRoute.collectedBody, executor: .eventLoop)
 
@@ -73,7 +70,6 @@ public final class RouteTable: RouteLookup, Sendable {
         var order: [String] = []
         var byLabel: [String: (components: [RouteTrie<Endpoint>.Component], routes: [AgentRoute])] = [:]
         var list: [(method: String, path: String, webSocket: Bool)] = []
-        var streaming: Set<String> = []
         for var route in routes {
             if !middleware.isEmpty { route.handler = middleware.wrapping(route.handler) }
             for part in route.path.split(separator: "/") where part.contains("*") || (part.contains("{") && !(part.first == "{" && part.last == "}")) {
@@ -90,9 +86,6 @@ public final class RouteTable: RouteLookup, Sendable {
             }
             byLabel[label]!.routes.append(route)
             list.append((route.method.rawValue, label, route.upgrade != nil))
-            if case .stream = route.body, !components.contains(where: { if case .capture = $0 { true } else { false } }) {
-                streaming.insert(label)
-            }
         }
         do {
             trie = try RouteTrie(order.map { label in
@@ -104,7 +97,6 @@ public final class RouteTable: RouteLookup, Sendable {
             throw BuildError(description: "two capture names at one place: \(one) and \(other)")
         }
         routeList = list
-        streamingPaths = streaming
     }
 
     /// The table of every mount's routes at its base path, with `/healthz` first.

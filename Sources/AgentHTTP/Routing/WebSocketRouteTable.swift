@@ -7,15 +7,6 @@ struct WebSocketRouteTable: Sendable {
 
     init(table: RouteTable) { self.table = table }
 
-    /// A table of `routes` alone (full paths).
-    init(_ routes: [AgentWebSocketRoute]) {
-        do {
-            table = try RouteTable(routes: routes.map { AgentRoute(webSocket: $0) })
-        } catch {
-            preconditionFailure("\(error)")
-        }
-    }
-
     /// The request-duration timers of the route `path` matches, if any.
     func timers(_ path: Substring) -> RequestTimers? {
         table.endpoint(path)?.timers
