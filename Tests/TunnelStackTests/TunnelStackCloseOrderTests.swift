@@ -46,7 +46,7 @@ struct TunnelStackCloseOrderTests {
                 print('all', \(rounds))
             """
         let outcome = await tunnel.python(script)
-        #expect(outcome.stdout.contains("all \(rounds)"), "\(outcome.stdout)")
+        #expect(outcome.stdout.contains("all \(rounds)"), "\(outcome.stdout)\nstack: \(tunnel.stack.counters())")
         await server.finished.wait(upTo: .seconds(60))
         #expect(server.finished.isSet)
         let drained = await eventually(timeout: .seconds(30)) { tunnel.stack.counters().openConnections == 0 }
@@ -86,7 +86,7 @@ struct TunnelStackCloseOrderTests {
                 print('all', \(rounds))
             """
         let outcome = await tunnel.python(script)
-        #expect(outcome.stdout.contains("all \(rounds)"), "\(outcome.stdout)")
+        #expect(outcome.stdout.contains("all \(rounds)"), "\(outcome.stdout)\nstack: \(tunnel.stack.counters())")
         await server.finished.wait(upTo: .seconds(60))
         let seen = results.withLock { $0 }
         #expect(seen.count == rounds && seen.values.allSatisfy { $0 }, "\(seen.filter { !$0.value }.keys.sorted()) of \(seen.count)")
@@ -142,7 +142,7 @@ struct TunnelStackCloseOrderTests {
                 print('all', \(rounds))
             """
         let outcome = await tunnel.python(script)
-        #expect(outcome.stdout.contains("all \(rounds)"), "\(outcome.stdout)")
+        #expect(outcome.stdout.contains("all \(rounds)"), "\(outcome.stdout)\nstack: \(tunnel.stack.counters())")
         await server.finished.wait(upTo: .seconds(60))
         let drained = await eventually(timeout: .seconds(30)) { tunnel.stack.counters().openConnections == 0 }
         #expect(drained, "\(tunnel.stack.counters())")
@@ -179,7 +179,7 @@ struct TunnelStackCloseOrderTests {
                 print('all', \(rounds))
             """
         let outcome = await tunnel.python(script)
-        #expect(outcome.stdout.contains("all \(rounds)"), "\(outcome.stdout)")
+        #expect(outcome.stdout.contains("all \(rounds)"), "\(outcome.stdout)\nstack: \(tunnel.stack.counters())")
         await server.finished.wait(upTo: .seconds(60))
         let drained = await eventually(timeout: .seconds(30)) { tunnel.stack.counters().openConnections == 0 }
         #expect(drained, "\(tunnel.stack.counters())")
