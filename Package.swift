@@ -339,9 +339,9 @@ let package = Package(
             dependencies: [.product(name: "SwiftProtobuf", package: "swift-protobuf")],
             swiftSettings: swiftSettings
         ),
-        // dRPC: wire format, unary and streaming client and server; transport-agnostic, and
-        // depends on nothing of the agent's (not even AgentCore).
-        .target(name: "DRPC", swiftSettings: swiftSettings),
+        // dRPC: wire format, unary and streaming client and server; transport-agnostic. Needs
+        // only AgentJSON (Go's quoting of a method name in its errors), not AgentCore.
+        .target(name: "DRPC", dependencies: ["AgentJSON"], swiftSettings: swiftSettings),
         // yamux: framing and a session over any byte stream, run on its connection's NIO loop.
         .target(
             name: "Yamux",

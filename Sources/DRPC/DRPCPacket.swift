@@ -1,3 +1,4 @@
+import AgentJSON
 /// A whole dRPC packet: the frames of one (stream, message) ID joined.
 public struct DRPCPacket: Equatable, Sendable {
     public var streamID: UInt64
@@ -71,7 +72,7 @@ public struct DRPCErrorBody: Equatable, Sendable {
 
     /// The reference's reply to a method nobody serves (code 0, Go `%q` quoting).
     public static func unknownRPC(_ name: String) -> DRPCErrorBody {
-        DRPCErrorBody(code: 0, message: "protocol error: unknown rpc: \(DRPCMethodName.quoted(name))")
+        DRPCErrorBody(code: 0, message: "protocol error: unknown rpc: \(goQuote(name))")
     }
 
     /// True for the answers that mean "this server does not have that RPC".

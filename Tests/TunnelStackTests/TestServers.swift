@@ -77,6 +77,34 @@ func pythonPattern(_ count: Int, step: Int, offset: Int) -> String {
     "(bytes(((i*\(step)+\(offset)) & 255) for i in range(256)) * (\(count)//256 + 1))[:\(count)]"
 }
 
+/// A Python client that connects to `host`:`port`, sends `size` bytes of pattern (7, 3)
+/// while it reads until the server's end, and prints `received N match B seconds S`, where
+/// the match is against pattern (13, 5).
+func pythonTransferScript(host: String, port: Int, size: Int) -> String {
+    """
+    import socket, threading, time
+    out = \(pythonPattern(size, step: 7, offset: 3))
+    expected = \(pythonPattern(size, step: 13, offset: 5))
+    s = socket.create_connection(('\(host)', \(port)), timeout=120)
+    start = time.monotonic()
+    def send():
+        s.sendall(out)
+        s.shutdown(socket.SHUT_WR)
+    sender = threading.Thread(target=send)
+    sender.start()
+    chunks = []
+    while True:
+        data = s.recv(1 << 20)
+        if not data:
+            break
+        chunks.append(data)
+    sender.join()
+    elapsed = time.monotonic() - start
+    data = b''.join(chunks)
+    print('received', len(data), 'match', data == expected, 'seconds %.3f' % elapsed)
+    """
+}
+
 /// A TCP server on 127.0.0.1 in the test's namespace that takes `connections` connections
 /// one after the other on a thread of its own and runs `body` with each connected
 /// descriptor and its index (closing it afterwards). Its port is the kernel's choice, read

@@ -21,26 +21,7 @@ struct TunnelChannelTransferTests {
             }
         }
         let tunnel = try await NamespaceTunnel.make(addresses: stackAddresses(0x30), acceptors: [4: acceptor])
-        let script = """
-            import socket, threading
-            out = \(pythonPattern(size, step: 7, offset: 3))
-            expected = \(pythonPattern(size, step: 13, offset: 5))
-            s = socket.create_connection(('\(tunnel.addresses[0])', 4), timeout=120)
-            def send():
-                s.sendall(out)
-                s.shutdown(socket.SHUT_WR)
-            sender = threading.Thread(target=send)
-            sender.start()
-            chunks = []
-            while True:
-                data = s.recv(1 << 20)
-                if not data:
-                    break
-                chunks.append(data)
-            sender.join()
-            data = b''.join(chunks)
-            print('received', len(data), 'match', data == expected)
-            """
+        let script = pythonTransferScript(host: "\(tunnel.addresses[0])", port: 4, size: size)
         let run = await tunnel.python(script)
         #expect(run.stdout.contains("received \(size) match True"), "\(run.stdout)")
         let done = await eventually(timeout: .seconds(60)) { outcome.withLock { $0 } != nil }

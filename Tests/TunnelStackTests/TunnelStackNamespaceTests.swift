@@ -60,28 +60,7 @@ struct TunnelStackNamespaceTests {
         })
         let tunnel = try await NamespaceTunnel.make(addresses: stackAddresses(0x12))
         let address = tunnel.addresses[0]
-        let script = """
-            import socket, threading, time
-            out = \(pythonPattern(size, step: 7, offset: 3))
-            expected = \(pythonPattern(size, step: 13, offset: 5))
-            s = socket.create_connection(('\(address)', \(server.port)), timeout=120)
-            start = time.monotonic()
-            def send():
-                s.sendall(out)
-                s.shutdown(socket.SHUT_WR)
-            sender = threading.Thread(target=send)
-            sender.start()
-            chunks = []
-            while True:
-                data = s.recv(1 << 20)
-                if not data:
-                    break
-                chunks.append(data)
-            sender.join()
-            elapsed = time.monotonic() - start
-            data = b''.join(chunks)
-            print('received', len(data), 'match', data == expected, 'seconds %.3f' % elapsed)
-            """
+        let script = pythonTransferScript(host: "\(address)", port: server.port, size: size)
         let outcome = await tunnel.python(script)
         #expect(outcome.stdout.contains("received \(size) match True"), "\(outcome.stdout)")
         await server.finished.wait(upTo: .seconds(120))

@@ -1,3 +1,4 @@
+import AgentCore
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -14,18 +15,8 @@ enum PathResolver {
         path.utf8.split(separator: UInt8(ascii: "/")).map { String(decoding: $0, as: UTF8.self) }
     }
 
-    /// Go's `filepath.Clean` for an absolute path.
-    static func clean(_ path: String) -> String {
-        var parts: [String] = []
-        for part in components(path) {
-            switch part {
-            case ".": continue
-            case "..": if !parts.isEmpty { parts.removeLast() }
-            default: parts.append(part)
-            }
-        }
-        return "/" + parts.joined(separator: "/")
-    }
+    /// Go's `filepath.Clean` for an absolute path (AgentCore's one rule).
+    static func clean(_ path: String) -> String { cleanAbsolutePath(path) }
 
     static let maxLinks = 40
 

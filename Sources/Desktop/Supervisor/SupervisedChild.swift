@@ -105,19 +105,8 @@ final class SupervisedChild: Sendable {
     /// Waits for the exit, at most `timeout`; true if it exited.
     func waitForExit(timeout: Duration) async -> Bool {
         if !isRunning { return true }
-        return await withTaskGroup(of: Bool.self) { group in
-            group.addTask {
-                await self.exit.wait()
-                return true
-            }
-            group.addTask {
-                try? await Task.sleep(for: timeout)
-                return false
-            }
-            let first = await group.next() ?? false
-            group.cancelAll()
-            return first || !isRunning
-        }
+        let outcome = await sleep(for: timeout, orUntil: { [exit] in await exit.wait() })
+        return outcome == .signalled || !isRunning
     }
 
     /// SIGTERM, then SIGKILL after `grace`; returns once it exited (or after the kill's wait).
