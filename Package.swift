@@ -67,20 +67,22 @@ let package = Package(
         .target(name: "CAgentSpawn"),
         // Message digests (SHA-1, SHA-256) from OpenSSL 3's libcrypto (Debian's libssl-dev).
         .target(name: "CAgentDigest", linkerSettings: [.linkedLibrary("crypto")]),
-        // What the agent needs of the system apart from the module contract: hashing (over
-        // libcrypto), the retry backoff and the sleep-or-signal wait.
-        .target(name: "AgentSystem", dependencies: ["CAgentDigest"], swiftSettings: swiftSettings),
+        // What the agent needs of the system apart from the module contract: POSIX helpers
+        // (files, sockets, threads, environment blocks, owned children, inotify), blocking
+        // pools, latches and signals, hashing over libcrypto, the retry backoff and the
+        // sleep-or-signal wait. No NIO, no Hummingbird.
+        .target(name: "AgentSystem", dependencies: ["AgentJSON", "CAgentDigest", "CAgentSpawn"], swiftSettings: swiftSettings),
         // JSON without Foundation: the Go-compatible parser (JSONValue), its writer, the
         // compact encoder of API answers, Go and JSON string quoting. Depends on nothing.
         .target(name: "AgentJSON", swiftSettings: swiftSettings),
         // What every capability module may share: the module contract (AgentModule,
         // ShutdownPhase, AgentContext, Settings), chat identity, the chat -> paths store, the
-        // upward and manifest seams, latches, Go quoting, system-call errors, C strings.
-        // No Hummingbird, no NIO.
+        // upward and manifest seams, connection caps and origins, the chat context's shared
+        // types. It re-exports AgentSystem and AgentJSON. No Hummingbird, no NIO.
         .target(
             name: "AgentCore",
             dependencies: [
-                "AgentSystem", "AgentJSON", "CAgentSpawn",
+                "AgentSystem", "AgentJSON",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],

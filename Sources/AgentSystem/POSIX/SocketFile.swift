@@ -1,3 +1,4 @@
+import AgentJSON
 import FoundationEssentials
 
 #if canImport(Glibc)
