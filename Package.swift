@@ -29,6 +29,7 @@ let package = Package(
         .library(name: "AgentSocket", targets: ["AgentSocket"]),
         .library(name: "AgentRPC", targets: ["AgentRPC"]),
         .library(name: "BoundaryLogs", targets: ["BoundaryLogs"]),
+        .library(name: "Diagnostics", targets: ["Diagnostics"]),
         .library(name: "Desktop", targets: ["Desktop"]),
         .library(name: "WireGuard", targets: ["WireGuard"]),
         .library(name: "TunnelStack", targets: ["TunnelStack"]),
@@ -270,6 +271,16 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         // Capability: the boundary audit-log socket and its forwarder upward.
+        // The agent's answers about itself and the workspace: hello, listening ports (IPv4 and
+        // IPv6, from /proc), the manifest and recent logs for support bundles, containers' 403.
+        .target(
+            name: "Diagnostics",
+            dependencies: [
+                "AgentCore", "AgentHTTP", "AgentLogging",
+                .product(name: "Hummingbird", package: "hummingbird"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .target(
             name: "BoundaryLogs",
             dependencies: [
@@ -432,6 +443,7 @@ let package = Package(
                 "GitWatch",
                 "Desktop",
                 "BoundaryLogs",
+                "Diagnostics",
                 "AgentProc",
                 "AgentProto",
                 "AgentSocket",
@@ -576,6 +588,11 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "DiagnosticsTests",
+            dependencies: ["Diagnostics", "AgentTestSupport", "AgentCore", "AgentHTTP", "AgentLogging"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "BoundaryLogsTests",
             dependencies: [
                 "BoundaryLogs", "AgentTestSupport", "AgentCore", "AgentProto", "AgentRPC", "ControlPlaneDouble",
@@ -698,7 +715,7 @@ let package = Package(
         .testTarget(
             name: "TailnetTests",
             dependencies: [
-                "Tailnet", "AgentProto", "AgentTestSupport", "ControlPlaneDouble",
+                "Tailnet", "AgentProto", "AgentTestSupport", "ControlPlaneDouble", "AgentHTTP", "AgentCore",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],

@@ -54,6 +54,7 @@ let targets: [(String, [Target.Dependency])] = [
     ("FuzzMCPFrames", [agent("MCPWire"), agent("AgentCore")]),
     ("FuzzMCPConfig", [agent("AgentCore")]),
     ("FuzzFrontMatter", [agent("ChatContext")]),
+    ("FuzzProcNetTCP", [agent("Diagnostics")]),
 ]
 
 let package = Package(

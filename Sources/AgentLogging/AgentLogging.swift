@@ -15,11 +15,14 @@ public struct AgentLogging: Sendable {
     /// Where warnings and errors of forwarding loggers go (connected to the upward seam
     /// once the control-plane session exists).
     public let forwarder: LogForwarder
+    /// The newest log lines, for `GET /debug/logs`.
+    public let recent: RecentLogs
 
     /// Installs the handler for `configuration` (stderr); every logger made by
     /// `Logger(label:)` from now on also forwards its warnings and errors.
     public static func bootstrap(_ configuration: Configuration) -> AgentLogging {
-        let logging = AgentLogging(level: configuration.level, format: configuration.format, forwarder: LogForwarder())
+        let logging = AgentLogging(
+            level: configuration.level, format: configuration.format, forwarder: LogForwarder(), recent: RecentLogs())
         LoggingSystem.bootstrap { label in logging.handler(label: label, forwardsUpward: true) }
         return logging
     }
@@ -40,7 +43,8 @@ public struct AgentLogging: Sendable {
             handler.logLevel = level
             base = handler
         }
-        return forwardsUpward ? ForwardingLogHandler(base: base, forwarder: forwarder) : base
+        let recorded = RecordingLogHandler(base: base, recent: recent, label: label)
+        return forwardsUpward ? ForwardingLogHandler(base: recorded, forwarder: forwarder) : recorded
     }
 
     /// Parses a `--log-level` value (`trace` ... `critical`, plus `warn` and `err` aliases).

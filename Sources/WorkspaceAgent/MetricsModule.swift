@@ -4,20 +4,23 @@ import Hummingbird
 import NIOCore
 import Prometheus
 
-/// `GET /metrics`: every swift-metrics value in the Prometheus text format. Only the
-/// executable knows the backend; modules use the swift-metrics API.
+/// `GET /metrics` (and `/debug/prometheus`, where the reference's support bundle reads it):
+/// every swift-metrics value in the Prometheus text format. Only the executable knows the
+/// backend; modules use the swift-metrics API.
 struct MetricsModule: HTTPModule {
     static let contentType = "text/plain; version=0.0.4; charset=utf-8"
 
     let registry: PrometheusCollectorRegistry
     /// The agent's own `process_*` values, read at each scrape.
     let process: ProcessMetrics
+    /// The route's path below the mount point.
+    var path = "metrics"
 
     var name: String { "metrics" }
 
     /// A scrape reads `/proc` and formats every metric: on the pool.
     func routes(_ routes: inout AgentRoutes) {
-        routes.get("metrics") { [registry, process] _, _ in
+        routes.get(path) { [registry, process] _, _ in
             process.update()
             let buffer = ByteBuffer(bytes: registry.emitToBuffer())
             return Response(

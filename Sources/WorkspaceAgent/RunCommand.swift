@@ -8,6 +8,7 @@ import AgentRPC
 import AgentSocket
 import ArgumentParser
 import BoundaryLogs
+import Diagnostics
 import ChatContext
 import Desktop
 import FoundationEssentials
@@ -121,6 +122,8 @@ struct RunCommand: AsyncParsableCommand {
         host.mount(GitWatchModule(context: context), at: "/api/v0/git")
         host.mount(DesktopModule(configuration: config.desktop, context: context), at: "/api/v0/desktop")
         host.mount(MetricsModule(registry: metrics, process: processMetrics), at: "/")
+        host.mount(MetricsModule(registry: metrics, process: processMetrics, path: "prometheus"), at: "/debug")
+        host.mount(DiagnosticsModule(context: context, recentLogs: log.recent, ignoredPorts: Self.ownPorts((config.agent, config.http))), at: "/")
         // Built here so the agent socket can serve its context calls; mounted below.
         let chatContextModule = ChatContextModule(
             configuration: chatContextConfig, context: context, directory: config.processes.directory,
@@ -141,12 +144,12 @@ struct RunCommand: AsyncParsableCommand {
                 directory: config.processes.directory, agentToken: config.controlPlane.token),
             at: "/api/v0/mcp")
         // Only with a control plane: coderd reaches the HTTP API through it (port 4).
-        host.mount(
-            TailnetModule(
-                configuration: tailnetConfig,
-                accessURL: config.controlPlane.token == nil ? nil : config.controlPlane.url,
-                context: context, logger: log.localLogger(label: "workspace-agent.tailnet")),
-            at: "/api/v0/tailnet")
+        let tailnet = TailnetModule(
+            configuration: tailnetConfig,
+            accessURL: config.controlPlane.token == nil ? nil : config.controlPlane.url,
+            context: context, logger: log.localLogger(label: "workspace-agent.tailnet"))
+        host.mount(tailnet, at: "/api/v0/tailnet")
+        host.mount(tailnet.diagnostics, at: "/")
 
         logger.info("workspace agent starting", metadata: [
             "version": "\(AgentVersion.current)",
@@ -167,5 +170,15 @@ struct RunCommand: AsyncParsableCommand {
             throw ExitCode(1)
         }
         logger.info("workspace agent stopped")
+    }
+
+    /// The agent's own TCP ports (its HTTP API, the metrics listener), which the listening
+    /// ports route leaves out as the reference leaves out its own.
+    static func ownPorts(_ config: (agent: AgentOptions.Configuration, http: HTTPOptions.Configuration)) -> Set<UInt16> {
+        var ports: Set<UInt16> = []
+        for target in [config.http.address, config.agent.prometheusAddress].compactMap({ $0 }) {
+            if case .tcp(_, let port) = target.kind, let port = UInt16(exactly: port) { ports.insert(port) }
+        }
+        return ports
     }
 }

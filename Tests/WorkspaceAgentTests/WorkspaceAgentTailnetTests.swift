@@ -66,6 +66,22 @@ struct WorkspaceAgentTailnetTests {
             #expect(statusJSON["enabled"] as? Bool == true && jsonInt(statusJSON["home_region"]) == 1, "\(statusJSON)")
             #expect((statusJSON["peers"] as? [Any])?.count == 1, "\(statusJSON)")
 
+            // The diagnostics coderd and support bundles read, through the tunnel: netcheck's
+            // DERP-only truth, the magicsock page, the manifest, the metrics.
+            let netcheck = await tunnel.curl([tunnel.url("/api/v0/netcheck")])
+            let netcheckJSON = try #require(jsonObject(Array(netcheck.stdout.utf8)), "netcheck: \(netcheck.stdout)")
+            let netInfo = try #require(netcheckJSON["net_info"] as? [String: Any], "\(netcheckJSON)")
+            #expect(jsonInt(netInfo["PreferredDERP"]) == 1 && netInfo["WorkingUDP"] as? Bool == false, "\(netInfo)")
+            #expect(netcheckJSON["severity"] as? String != nil && netcheckJSON["interfaces"] is [String: Any], "\(netcheckJSON)")
+            let page = await tunnel.curl([tunnel.url("/debug/magicsock")])
+            #expect(page.stdout.contains("<h1>magicsock</h1>") && page.stdout.contains("nodekey:"), "magicsock: \(page.stdout)")
+            let manifest = await tunnel.curl([tunnel.url("/debug/manifest")])
+            #expect(jsonObject(Array(manifest.stdout.utf8))?["agent_name"] is String, "manifest: \(manifest.stdout)")
+            let prometheus = await tunnel.curl([tunnel.url("/debug/prometheus")])
+            #expect(prometheus.stdout.contains("# TYPE"), "prometheus: \(prometheus.stdout.prefix(200))")
+            let hello = await tunnel.curl([tunnel.url("/")])
+            #expect(hello.stdout.contains("Hello from the agent!"), "hello: \(hello.stdout)")
+
             // A forwarded port: a server on the workspace's loopback, reached as [agent]:port.
             let server = try #require(OneShotServer(reply: "forwarded hello\n"))
             defer { server.stop() }

@@ -16,6 +16,9 @@ final class TailnetRuntime: Sendable {
     let discoKey = X25519PrivateKey.generate()
     let announcer = NodeAnnouncer()
     let metrics = TailnetMetrics()
+    /// The `/debug/magicsock/debug-logging/{state}` switch, shown on the page (there are no
+    /// UDP-path logs to turn on in a DERP-only agent).
+    let debugLogging = Mutex(false)
     let follower: DERPMapFollower
     let coordination: CoordinationClient
     private let manifest: any ManifestSource

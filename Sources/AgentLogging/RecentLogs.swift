@@ -1,0 +1,95 @@
+import Logging
+import Synchronization
+
+/// The agent's most recent log lines, kept in memory for `GET /debug/logs` (what a support
+/// bundle collects): the reference reads its log file; this agent logs to standard error
+/// only, so it keeps the newest lines itself.
+///
+/// Memory: at most ``maxBytes`` of text; the oldest lines go first, and a single line is cut
+/// to ``maxLineBytes``.
+public final class RecentLogs: Sendable {
+    public static let maxBytes = 1 << 20
+    public static let maxLineBytes = 8 << 10
+
+    private struct State {
+        var lines: [String] = []
+        /// Index of the oldest line in `lines` (a ring over a growing array).
+        var head = 0
+        var bytes = 0
+    }
+
+    private let state = Mutex(State())
+    private let limit: Int
+
+    public init(maxBytes: Int = RecentLogs.maxBytes) {
+        limit = maxBytes
+    }
+
+    /// Adds one line (without its newline).
+    public func append(_ line: String) {
+        var text = line
+        if text.utf8.count > Self.maxLineBytes {
+            text = String(decoding: text.utf8.prefix(Self.maxLineBytes), as: UTF8.self) + " …"
+        }
+        let size = text.utf8.count + 1
+        state.withLock { s in
+            s.lines.append(text)
+            s.bytes += size
+            while s.bytes > limit, s.head < s.lines.count {
+                s.bytes -= s.lines[s.head].utf8.count + 1
+                s.lines[s.head] = ""
+                s.head += 1
+            }
+            // Compact once the dropped prefix is as long as what is kept.
+            if s.head > 64, s.head * 2 > s.lines.count {
+                s.lines.removeFirst(s.head)
+                s.head = 0
+            }
+        }
+    }
+
+    /// Every kept line, oldest first, each ending in a newline.
+    public func text() -> String {
+        state.withLock { s in
+            var out = ""
+            out.reserveCapacity(s.bytes)
+            for line in s.lines[s.head...] {
+                out += line
+                out += "\n"
+            }
+            return out
+        }
+    }
+}
+
+/// Writes every record to `base` and a text line of it to the agent's ``RecentLogs``.
+struct RecordingLogHandler: LogHandler {
+    var base: any LogHandler
+    let recent: RecentLogs
+    let label: String
+
+    var metadata: Logger.Metadata {
+        get { base.metadata }
+        set { base.metadata = newValue }
+    }
+
+    var logLevel: Logger.Level {
+        get { base.logLevel }
+        set { base.logLevel = newValue }
+    }
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { base[metadataKey: key] }
+        set { base[metadataKey: key] = newValue }
+    }
+
+    func log(event: LogEvent) {
+        base.log(event: event)
+        var line = JSONLogHandler.timestamp() + " " + event.level.rawValue + " " + label + ": " + event.message.description
+        let merged = base.metadata.merging(event.metadata ?? [:]) { _, new in new }
+        for key in merged.keys.sorted() {
+            line += " " + key + "=" + "\(merged[key]!)"
+        }
+        recent.append(line)
+    }
+}
