@@ -30,6 +30,7 @@ let package = Package(
         .library(name: "AgentRPC", targets: ["AgentRPC"]),
         .library(name: "BoundaryLogs", targets: ["BoundaryLogs"]),
         .library(name: "Diagnostics", targets: ["Diagnostics"]),
+        .library(name: "AgentSSH", targets: ["AgentSSH"]),
         .library(name: "Desktop", targets: ["Desktop"]),
         .library(name: "WireGuard", targets: ["WireGuard"]),
         .library(name: "TunnelStack", targets: ["TunnelStack"]),
@@ -57,6 +58,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-protobuf.git", from: "1.39.0", traits: []),
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
+        // The SSH server (tailnet ports 1 and 22, `--ssh-address`) and its Ed25519 host key.
+        .package(url: "https://github.com/apple/swift-nio-ssh.git", from: "0.15.1"),
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         // The MCP client's Streamable HTTP and HTTP+SSE transports (streamed bodies, on NIO).
@@ -271,6 +275,23 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         // Capability: the boundary audit-log socket and its forwarder upward.
+        // The SSH server: sessions (shell, exec, PTY, env, signals, exit status and signal) on
+        // swift-nio-ssh, no client authentication (reaching the port is the authorization).
+        .target(
+            name: "AgentSSH",
+            dependencies: [
+                "AgentCore", "AgentHTTP", "CAgentSpawn",
+                .product(name: "NIOSSH", package: "swift-nio-ssh"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         // The agent's answers about itself and the workspace: hello, listening ports (IPv4 and
         // IPv6, from /proc), the manifest and recent logs for support bundles, containers' 403.
         .target(
@@ -444,6 +465,7 @@ let package = Package(
                 "Desktop",
                 "BoundaryLogs",
                 "Diagnostics",
+                "AgentSSH",
                 "AgentProc",
                 "AgentProto",
                 "AgentSocket",
@@ -585,6 +607,11 @@ let package = Package(
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
             ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "AgentSSHTests",
+            dependencies: ["AgentSSH", "AgentTestSupport", "AgentCore", "AgentHTTP"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

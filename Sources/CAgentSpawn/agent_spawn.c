@@ -285,6 +285,40 @@ int agent_pty_eof_char(int fd) {
     return t.c_cc[VEOF];
 }
 
+int agent_pty_number(int fd) {
+    unsigned int number = 0;
+    if (ioctl(fd, TIOCGPTN, &number) != 0) return -1;
+    return (int)number;
+}
+
+int agent_pty_set_mode(int fd, int opcode, unsigned int value) {
+    struct termios t;
+    if (tcgetattr(fd, &t) != 0) return -1;
+    // RFC 4254 section 8: control characters, then input, local, output and control flags.
+    switch (opcode) {
+#define CC(code, index) case code: t.c_cc[index] = (cc_t)value; break;
+    CC(1, VINTR) CC(2, VQUIT) CC(3, VERASE) CC(4, VKILL) CC(5, VEOF) CC(6, VEOL) CC(7, VEOL2)
+    CC(8, VSTART) CC(9, VSTOP) CC(10, VSUSP) CC(12, VREPRINT) CC(13, VWERASE) CC(14, VLNEXT)
+    CC(18, VDISCARD)
+#undef CC
+#define FLAG(code, field, bit) case code: if (value) t.field |= bit; else t.field &= ~bit; break;
+    FLAG(30, c_iflag, IGNPAR) FLAG(31, c_iflag, PARMRK) FLAG(32, c_iflag, INPCK) FLAG(33, c_iflag, ISTRIP)
+    FLAG(34, c_iflag, INLCR) FLAG(35, c_iflag, IGNCR) FLAG(36, c_iflag, ICRNL) FLAG(37, c_iflag, IUCLC)
+    FLAG(38, c_iflag, IXON) FLAG(39, c_iflag, IXANY) FLAG(40, c_iflag, IXOFF) FLAG(41, c_iflag, IMAXBEL)
+    FLAG(42, c_iflag, IUTF8)
+    FLAG(50, c_lflag, ISIG) FLAG(51, c_lflag, ICANON) FLAG(52, c_lflag, XCASE) FLAG(53, c_lflag, ECHO)
+    FLAG(54, c_lflag, ECHOE) FLAG(55, c_lflag, ECHOK) FLAG(56, c_lflag, ECHONL) FLAG(57, c_lflag, NOFLSH)
+    FLAG(58, c_lflag, TOSTOP) FLAG(59, c_lflag, IEXTEN) FLAG(60, c_lflag, ECHOCTL) FLAG(61, c_lflag, ECHOKE)
+    FLAG(62, c_lflag, PENDIN)
+    FLAG(70, c_oflag, OPOST) FLAG(71, c_oflag, OLCUC) FLAG(72, c_oflag, ONLCR) FLAG(73, c_oflag, OCRNL)
+    FLAG(74, c_oflag, ONOCR) FLAG(75, c_oflag, ONLRET)
+    FLAG(90, c_cflag, CS7) FLAG(91, c_cflag, CS8) FLAG(92, c_cflag, PARENB) FLAG(93, c_cflag, PARODD)
+#undef FLAG
+    default: return 0;  // speeds and unknown modes are ignored
+    }
+    return tcsetattr(fd, TCSANOW, &t);
+}
+
 #ifndef MADV_PAGEOUT
 #define MADV_PAGEOUT 21
 #endif

@@ -6,6 +6,7 @@ import AgentLogging
 import AgentProc
 import AgentRPC
 import AgentSocket
+import AgentSSH
 import ArgumentParser
 import BoundaryLogs
 import Diagnostics
@@ -44,6 +45,7 @@ struct RunCommand: AsyncParsableCommand {
     @OptionGroup var tailnet: TailnetOptions
     @OptionGroup var scripts: ScriptsOptions
     @OptionGroup var chatContext: ChatContextOptions
+    @OptionGroup var ssh: SSHOptions
 
     func run() async throws {
         let startEnvironment = ProcessInfo.processInfo.environment
@@ -61,8 +63,10 @@ struct RunCommand: AsyncParsableCommand {
         let tailnetConfig: TailnetOptions.Configuration
         let scriptsConfig: ScriptsOptions.Configuration
         let chatContextConfig: ChatContextOptions.Configuration
+        let sshConfig: SSHOptions.Configuration
         do {
             tailnetConfig = try tailnet.resolve(settings)
+            sshConfig = try ssh.resolve(settings)
             chatContextConfig = try chatContext.resolve(settings)
             scriptsConfig = try scripts.resolve(settings)
             config = (try agent.resolve(settings), try http.resolve(settings), try logging.resolve(settings),
@@ -144,10 +148,15 @@ struct RunCommand: AsyncParsableCommand {
                 directory: config.processes.directory, agentToken: config.controlPlane.token),
             at: "/api/v0/mcp")
         // Only with a control plane: coderd reaches the HTTP API through it (port 4).
+        // SSH: tailnet ports 1 and 22, and the loopback listener of `--ssh-address`.
+        let sshModule = SSHModule(configuration: sshConfig, context: context, logger: Logger(label: "workspace-agent.ssh"))
+        host.add(sshModule)
+        let tunnelPorts = TunnelPortServices()
+        for port: UInt16 in [1, 22] { tunnelPorts.register(port: port) { channel, _ in sshModule.serve(channel) } }
         let tailnet = TailnetModule(
             configuration: tailnetConfig,
             accessURL: config.controlPlane.token == nil ? nil : config.controlPlane.url,
-            context: context, logger: log.localLogger(label: "workspace-agent.tailnet"))
+            context: context, ports: tunnelPorts, logger: log.localLogger(label: "workspace-agent.tailnet"))
         host.mount(tailnet, at: "/api/v0/tailnet")
         host.mount(tailnet.diagnostics, at: "/")
 

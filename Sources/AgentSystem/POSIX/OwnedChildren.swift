@@ -65,6 +65,17 @@ public enum OwnedChildren {
         }
     }
 
+    /// Sends `signal` to `pid` (its process group with `group`) only while it is an owned
+    /// child not yet reaped, checked and sent under the lock (so a reaped pid, which the
+    /// kernel may have given to another process, is never signalled). True if sent.
+    @discardableResult
+    public static func signal(_ pid: pid_t, _ signal: Int32, group: Bool = false) -> Bool {
+        state.withLock { s in
+            guard s.pids.contains(pid) else { return false }
+            return kill(group ? -pid : pid, signal) == 0
+        }
+    }
+
     /// Whether `pid` is an owned child.
     public static func owns(_ pid: pid_t) -> Bool { state.withLock { $0.pids.contains(pid) } }
 }

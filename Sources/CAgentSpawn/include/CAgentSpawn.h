@@ -78,6 +78,13 @@ int agent_pty_resize(int fd, unsigned short rows, unsigned short cols);
 /// The terminal's end-of-file character (VEOF, normally ^D), or 4 when it cannot be read.
 int agent_pty_eof_char(int fd);
 
+/// The number N of the terminal `/dev/pts/N` whose primary side is `fd`, or -1.
+int agent_pty_number(int fd);
+
+/// Applies one SSH terminal mode (RFC 4254 section 8: opcode and value) to the terminal's
+/// settings; speeds and unknown opcodes are ignored. 0, or -1 with errno.
+int agent_pty_set_mode(int fd, int opcode, unsigned int value);
+
 /// Reclaims this process's clean read-only file pages (code and constants of the binary and
 /// its libraries) with madvise(MADV_PAGEOUT): what start-up ran and will not run again stops
 /// counting in the agent's resident set. Pages no other process maps leave the page cache,

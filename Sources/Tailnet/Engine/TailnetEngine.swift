@@ -81,9 +81,20 @@ final class TailnetEngine: Sendable {
     }
 
     /// Starts the tunnel stack (port 4's channels served by `acceptor`, when it takes
-    /// channels; else port 4 is reset) and the timer task.
-    func start(acceptor: any ConnectionAcceptor) throws(TunnelStackError) {
+    /// channels; else port 4 is reset; the ports of `ports` by their services) and the
+    /// timer task.
+    func start(acceptor: any ConnectionAcceptor, ports: TunnelPortServices = TunnelPortServices()) throws(TunnelStackError) {
         var acceptors: [UInt16: TunnelAcceptor] = [:]
+        for (port, serve) in ports.all {
+            acceptors[port] = TunnelAcceptor { [logger] channel in
+                let remote = channel.remoteAddress.map { "[\($0.ipAddress ?? "")]:\($0.port ?? 0)" }
+                let served = serve(channel, remote)
+                served.whenFailure { error in
+                    logger.warning("tunnel connection not served", metadata: ["port": "\(port)", "error": "\(error)"])
+                }
+                return served
+            }
+        }
         if let channels = acceptor as? any ChannelAcceptor {
             acceptors[TunnelStackConfiguration().httpPort] = TunnelAcceptor { [logger] channel in
                 let remote = channel.remoteAddress.map { "[\($0.ipAddress ?? "")]:\($0.port ?? 0)" }

@@ -19,13 +19,17 @@ public struct TailnetModule: HTTPModule {
     /// - Parameters:
     ///   - accessURL: the control plane URL (`--agent-url`); nil when standalone (the module
     ///     then does nothing).
-    public init(configuration: TailnetOptions.Configuration, accessURL: String?, context: AgentContext, logger: Logger) {
+    ///   - ports: what other modules serve on the tunnel's own ports (SSH on 1 and 22).
+    public init(
+        configuration: TailnetOptions.Configuration, accessURL: String?, context: AgentContext,
+        ports: TunnelPortServices = TunnelPortServices(), logger: Logger
+    ) {
         guard configuration.enabled, let accessURL else {
             runtime = nil
             return
         }
         runtime = TailnetRuntime(accessURL: AccessURL(accessURL), manifest: context.manifest,
-                                 acceptor: context.connections, traffic: context.tunnelTraffic, logger: logger)
+                                 acceptor: context.connections, ports: ports, traffic: context.tunnelTraffic, logger: logger)
     }
 
     public var upwardParticipants: [any UpwardParticipant] {

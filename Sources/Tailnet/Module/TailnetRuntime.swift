@@ -1,4 +1,5 @@
 import AgentCore
+import AgentHTTP
 import AgentProto
 import DERP
 import Logging
@@ -27,12 +28,15 @@ final class TailnetRuntime: Sendable {
 
     /// Where the engine counts the tunnel's flows (read by the stats report).
     let traffic: TunnelTraffic
+    /// Services of other modules on the tunnel's own ports.
+    let ports: TunnelPortServices
 
     init(accessURL: AccessURL?, manifest: any ManifestSource, acceptor: any ConnectionAcceptor,
-         traffic: TunnelTraffic = TunnelTraffic(), logger: Logger) {
+         ports: TunnelPortServices = TunnelPortServices(), traffic: TunnelTraffic = TunnelTraffic(), logger: Logger) {
         self.traffic = traffic
         self.manifest = manifest
         self.acceptor = acceptor
+        self.ports = ports
         self.logger = logger
         let holder = EngineHolder()
         self.follower = DERPMapFollower(accessURL: accessURL, logger: logger) { map in holder.engine?.apply(map: map) }
@@ -66,7 +70,7 @@ final class TailnetRuntime: Sendable {
         let engine = TailnetEngine(
             addresses: addresses, nodeKey: nodeKey, discoKey: discoKey, forceWebSocket: tailnet.derpForceWebSockets,
             announcer: announcer, metrics: metrics, traffic: traffic, logger: logger)
-        try engine.start(acceptor: acceptor)
+        try engine.start(acceptor: acceptor, ports: ports)
         holder.engine = engine
         announcer.set(SelfNode(addresses: addresses, nodeKey: nodeKey.publicKey.bytes, discoKey: discoKey.publicKey.bytes))
         applyManifestMap(tailnet.derpMap)

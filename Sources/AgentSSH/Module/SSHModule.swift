@@ -1,0 +1,61 @@
+import AgentCore
+import AgentHTTP
+import Logging
+import NIOCore
+import NIOPosix
+import ServiceLifecycle
+
+/// SSH into the workspace: the server of tailnet ports 1 and 22 (the reference's
+/// `coder ssh`, `config-ssh` and Coder Connect entry) and, with `--ssh-address`, the same
+/// server on a loopback listener.
+public struct SSHModule: AgentModule {
+    public var name: String { "ssh" }
+
+    let configuration: SSHOptions.Configuration
+    let server: SSHServer
+
+    public init(configuration: SSHOptions.Configuration, context: AgentContext, logger: Logger) {
+        self.configuration = configuration
+        server = SSHServer(manifest: context.manifest, environment: context.environment, logger: logger)
+    }
+
+    /// Serves `channel` (a tunnel connection to port 1 or 22, on its loop, not active yet).
+    public func serve(_ channel: any Channel) -> EventLoopFuture<Void> {
+        server.serve(channel)
+    }
+
+    public var services: [ModuleService] {
+        var services: [ModuleService] = []
+        if let address = configuration.address {
+            services.append(ModuleService("ssh listener", SSHListener(address: address, server: server), stopsIn: .work, onSuccess: .ignore))
+        }
+        services.append(.onShutdown("ssh sessions", in: .work) { [server] in server.closeAll() })
+        return services
+    }
+}
+
+/// The loopback listener: accepts connections until graceful shutdown, then stops
+/// accepting and closes the open ones.
+struct SSHListener: Service {
+    let address: BindTarget
+    let server: SSHServer
+
+    func run() async throws {
+        guard case .tcp(let host, let port) = address.kind else { return }
+        let server = self.server
+        let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .serverChannelOption(.backlog, value: 64)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            .childChannelInitializer { channel in server.serve(channel) }
+            .bind(host: host, port: port)
+            .get()
+        server.logger.info("ssh listening", metadata: ["address": "\(channel.localAddress.map { "\($0)" } ?? "\(address)")"])
+        await withGracefulShutdownHandler {
+            try? await channel.closeFuture.get()
+        } onGracefulShutdown: {
+            channel.close(promise: nil)
+        }
+        server.closeAll()
+    }
+}

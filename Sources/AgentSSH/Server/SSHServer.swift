@@ -1,0 +1,108 @@
+import AgentCore
+import Logging
+import NIOCore
+import NIOPosix
+import NIOSSH
+import ServiceLifecycle
+import Synchronization
+
+/// The SSH server: one NIOSSH pipeline per connection, whatever its source (the loopback
+/// listener, tailnet ports 1 and 22), with the host key of the current manifest, no client
+/// authentication, and `session` channels (other channel types are refused).
+///
+/// Bounds: at most ``maxConnections`` connections (further ones are closed at once), at most
+/// ``SessionRegistry/maxSessions`` running sessions, and at most ``maxChannelsPerConnection``
+/// open channels on one connection (further opens are refused).
+final class SSHServer: Sendable {
+    static let maxConnections = 256
+    static let maxChannelsPerConnection = 64
+
+    let manifest: any ManifestSource
+    let environment: [String: String]
+    let sessions = SessionRegistry()
+    let logger: Logger
+    private let connections = Mutex<[ObjectIdentifier: any Channel]>([:])
+
+    init(manifest: any ManifestSource, environment: [String: String], logger: Logger) {
+        self.manifest = manifest
+        self.environment = environment
+        self.logger = logger
+    }
+
+    /// Sets up `channel` (on its event loop, before it is active) as an SSH connection.
+    func serve(_ channel: any Channel) -> EventLoopFuture<Void> {
+        let admitted = connections.withLock { open -> Bool in
+            guard open.count < Self.maxConnections else { return false }
+            open[ObjectIdentifier(channel)] = channel
+            return true
+        }
+        guard admitted else {
+            logger.warning("too many SSH connections; refused one", metadata: ["max": "\(Self.maxConnections)"])
+            return channel.close()
+        }
+        channel.closeFuture.whenComplete { [self] _ in _ = connections.withLock { $0.removeValue(forKey: ObjectIdentifier(channel)) } }
+        let current = manifest.currentManifest
+        let configuration = SSHServerConfiguration(hostKeys: [SSHHostKey.key(for: current)], userAuthDelegate: NoClientAuthentication())
+        let builder = sessionEnvironment(current)
+        let directory = workingDirectory(current)
+        let sessions = self.sessions
+        let logger = self.logger
+        let channels = Mutex(0)
+        return channel.eventLoop.makeCompletedFuture {
+            try channel.pipeline.syncOperations.addHandler(
+                NIOSSHHandler(
+                    role: .server(configuration), allocator: channel.allocator,
+                    inboundChildChannelInitializer: { child, type in
+                        guard case .session = type else {
+                            return child.eventLoop.makeFailedFuture(SSHServerError.unsupportedChannelType)
+                        }
+                        let open = channels.withLock { count -> Bool in
+                            guard count < Self.maxChannelsPerConnection else { return false }
+                            count += 1
+                            return true
+                        }
+                        guard open else { return child.eventLoop.makeFailedFuture(SSHServerError.tooManyChannels) }
+                        child.closeFuture.whenComplete { _ in channels.withLock { $0 -= 1 } }
+                        return child.eventLoop.makeCompletedFuture {
+                            try child.pipeline.syncOperations.addHandler(
+                                SSHSessionHandler(environment: builder, directory: directory, sessions: sessions, logger: logger))
+                        }
+                    }))
+            try channel.pipeline.syncOperations.addHandler(SSHConnectionErrors(logger: logger))
+        }
+    }
+
+    /// Closes every connection (their sessions' processes get SIGHUP).
+    func closeAll() {
+        for channel in connections.withLock({ Array($0.values) }) { channel.close(promise: nil) }
+    }
+
+    private func sessionEnvironment(_ manifest: AgentManifest?) -> SessionEnvironmentBuilder {
+        let shell = SessionCommand.loginShell(environment: environment) ?? "/bin/sh"
+        let user = SessionCommand.currentUserName() ?? environment["USER"] ?? ""
+        return SessionEnvironmentBuilder(agent: environment, manifest: manifest?.environment ?? [:], user: user, shell: shell)
+    }
+
+    /// The manifest's directory when it is one, else the user's home (the reference's rule).
+    private func workingDirectory(_ manifest: AgentManifest?) -> String {
+        if let directory = manifest?.directory, !directory.isEmpty, FileInfo.following(path: directory)?.kind == .directory { return directory }
+        return SessionCommand.homeDirectory(environment: environment)
+    }
+}
+
+enum SSHServerError: Error {
+    case unsupportedChannelType
+    case tooManyChannels
+}
+
+/// Logs what ends a connection with an error and closes it.
+private final class SSHConnectionErrors: ChannelInboundHandler {
+    typealias InboundIn = Any
+    let logger: Logger
+    init(logger: Logger) { self.logger = logger }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        logger.debug("ssh connection error", metadata: ["error": "\(error)"])
+        context.close(promise: nil)
+    }
+}

@@ -1,0 +1,400 @@
+import AgentCore
+import CAgentSpawn
+import Logging
+import NIOCore
+import NIOPosix
+import NIOSSH
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One `session` channel: collects `env` and `pty-req`, runs the shell or command at `shell`
+/// or `exec`, relays its terminal or its three pipes both ways with back pressure, passes
+/// `window-change` and `signal` on, and ends with `exit-status` (or, beyond the reference,
+/// `exit-signal` for a process killed by a signal) and the channel's close.
+///
+/// The channel closing before the process ended (the client went) sends SIGHUP to the
+/// process's group, as OpenSSH's closing terminal does: a `nohup` or `setsid` child lives on.
+final class SSHSessionHandler: ChannelDuplexHandler {
+    typealias InboundIn = SSHChannelData
+    typealias InboundOut = SSHChannelData
+    typealias OutboundIn = SSHChannelData
+    typealias OutboundOut = SSHChannelData
+
+    /// Signals a client sends before its process runs are kept, at most this many.
+    static let maxPendingSignals = 128
+    /// After a terminal's process exits, how long its remaining output may take to drain
+    /// (a background job holding the terminal must not keep the session open).
+    static let terminalDrain: TimeAmount = .milliseconds(250)
+
+    let environment: SessionEnvironmentBuilder
+    let directory: String
+    let logger: Logger
+    let sessions: SessionRegistry
+
+    private var context: ChannelHandlerContext?
+    private var clientVariables: [(name: String, value: String)] = []
+    private var terminal: SSHChannelRequestEvent.PseudoTerminalRequest?
+    private var process: SessionProcess?
+    private var started = false
+    private var pendingSignals: [Int32] = []
+    /// The relays of the process's output (stdout and stderr, or the terminal) still open.
+    private var openOutputs = 0
+    /// Where client bytes go: the stdin pipe's or the terminal's channel.
+    private var inputChannel: (any Channel)?
+    private var outputChannels: [any Channel] = []
+    private var exitStatus: Int32?
+    private var ended = false
+    private var sessionID: Int?
+
+    init(environment: SessionEnvironmentBuilder, directory: String, sessions: SessionRegistry, logger: Logger) {
+        self.environment = environment
+        self.directory = directory
+        self.sessions = sessions
+        self.logger = logger
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+        _ = context.channel.setOption(ChannelOptions.allowRemoteHalfClosure, value: true)
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.context = nil
+    }
+
+    // MARK: Requests
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        switch event {
+        case let request as SSHChannelRequestEvent.EnvironmentRequest:
+            let accepted = !started && clientVariables.count < SessionEnvironmentBuilder.maxClientVariables
+                && request.name.utf8.count + request.value.utf8.count <= SessionEnvironmentBuilder.maxClientVariableBytes
+            if accepted { clientVariables.append((request.name, request.value)) }
+            reply(request.wantReply, accepted, context)
+        case let request as SSHChannelRequestEvent.PseudoTerminalRequest:
+            let accepted = !started && terminal == nil
+            if accepted { terminal = request }
+            reply(request.wantReply, accepted, context)
+        case let request as SSHChannelRequestEvent.ShellRequest:
+            reply(request.wantReply, start(command: nil, context: context), context)
+        case let request as SSHChannelRequestEvent.ExecRequest:
+            reply(request.wantReply, start(command: request.command, context: context), context)
+        case let request as SSHChannelRequestEvent.SubsystemRequest:
+            reply(request.wantReply, false, context)
+        case let request as SSHChannelRequestEvent.WindowChangeRequest:
+            if let process, terminal != nil {
+                _ = agent_pty_resize(
+                    process.output, UInt16(clamping: request.terminalRowHeight), UInt16(clamping: request.terminalCharacterWidth))
+            }
+        case let request as SSHChannelRequestEvent.SignalRequest:
+            let number = Self.signalNumber(request.signal)
+            if let process {
+                process.signalChild(number)
+            } else if pendingSignals.count < Self.maxPendingSignals {
+                pendingSignals.append(number)
+            }
+        case let event as ChannelEvent where event == .inputClosed:
+            clientFinishedInput()
+        default:
+            context.fireUserInboundEventTriggered(event)
+        }
+    }
+
+    private func reply(_ wanted: Bool, _ success: Bool, _ context: ChannelHandlerContext) {
+        guard wanted else { return }
+        if success {
+            context.triggerUserOutboundEvent(ChannelSuccessEvent(), promise: nil)
+        } else {
+            context.triggerUserOutboundEvent(ChannelFailureEvent(), promise: nil)
+        }
+    }
+
+    /// Starts the session's process; false (a failure reply) for a second start or a
+    /// process that could not start (the channel then ends with status 1 and the reason on
+    /// its error stream).
+    private func start(command: String?, context: ChannelHandlerContext) -> Bool {
+        guard !started else { return false }
+        started = true
+        guard let id = sessions.open() else {
+            fail("too many SSH sessions (at most \(sessions.maxSessions))", context: context)
+            return true
+        }
+        sessionID = id
+        let argv = SessionCommand(shell: environment.shell, command: command).argv
+        let size = terminal.map { (rows: UInt16(clamping: $0.terminalRowHeight), columns: UInt16(clamping: $0.terminalCharacterWidth)) }
+        let spawned: SessionProcess
+        do {
+            spawned = try SessionProcess.spawn(
+                argv: argv,
+                environment: { [environment, clientVariables, terminal] extra in
+                    var variables = environment.build(client: clientVariables, terminal: terminal.map { ($0.term, "") })
+                    for (name, value) in extra ?? [:] { variables[name] = value }
+                    return variables
+                },
+                directory: directory, terminal: size)
+        } catch {
+            fail(error.description, context: context)
+            return true
+        }
+        process = spawned
+        if let terminal {
+            // The client's terminal modes (ECHO, ICANON, the control characters, ...).
+            for (opcode, value) in terminal.terminalModes.modeMapping {
+                _ = agent_pty_set_mode(spawned.output, Int32(opcode.rawValue), value.rawValue)
+            }
+        }
+        for signal in pendingSignals { spawned.signalChild(signal) }
+        pendingSignals = []
+        relay(spawned, context: context)
+        let loop = context.eventLoop
+        let bound = NIOLoopBound(self, eventLoop: loop)
+        AgentThread.start(name: "ssh-session-wait") {
+            let status = spawned.waitForExit()
+            loop.execute { bound.value.processExited(status) }
+        }
+        return true
+    }
+
+    /// The process could not start: the reason on stderr, exit status 1, close.
+    private func fail(_ reason: String, context: ChannelHandlerContext) {
+        logger.warning("ssh session did not start", metadata: ["error": "\(reason)"])
+        let text = context.channel.allocator.buffer(string: reason + "\r\n")
+        context.writeAndFlush(wrapOutboundOut(SSHChannelData(type: .stdErr, data: .byteBuffer(text))), promise: nil)
+        exitStatus = 1 << 8
+        finish(context: context)
+    }
+
+    // MARK: Relays
+
+    private func relay(_ process: SessionProcess, context: ChannelHandlerContext) {
+        let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        func bootstrap(_ type: SSHChannelData.DataType) -> NIOPipeBootstrap {
+            NIOPipeBootstrap(group: context.eventLoop)
+                .channelOption(ChannelOptions.allowRemoteHalfClosure, value: true)
+                .channelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.addHandler(OutputRelay(session: bound, type: type))
+                    }
+                }
+        }
+        if terminal != nil {
+            openOutputs = 1
+            let future = bootstrap(.channel).takingOwnershipOfDescriptor(inputOutput: process.output)
+            future.whenSuccess { channel in bound.value.attached(output: channel, input: true) }
+            future.whenFailure { _ in bound.value.outputEnded() }
+        } else {
+            openOutputs = 2
+            let main = bootstrap(.channel).takingOwnershipOfDescriptors(input: process.output, output: process.input)
+            main.whenSuccess { channel in bound.value.attached(output: channel, input: true) }
+            main.whenFailure { _ in bound.value.outputEnded() }
+            let errors = bootstrap(.stdErr).takingOwnershipOfDescriptor(input: process.errors)
+            errors.whenSuccess { channel in bound.value.attached(output: channel, input: false) }
+            errors.whenFailure { _ in bound.value.outputEnded() }
+        }
+    }
+
+    fileprivate func attached(output channel: any Channel, input: Bool) {
+        outputChannels.append(channel)
+        if input {
+            inputChannel = channel
+            try? channel.pipeline.syncOperations.addHandler(InputWatch(session: NIOLoopBound(self, eventLoop: channel.eventLoop)))
+        }
+        if ended { channel.close(promise: nil) }
+    }
+
+    /// Output from the process: to the client, reading paused while the channel is full.
+    fileprivate func forward(_ buffer: ByteBuffer, type: SSHChannelData.DataType, from relay: any Channel) {
+        guard let context, !ended else { return }
+        context.writeAndFlush(wrapOutboundOut(SSHChannelData(type: type, data: .byteBuffer(buffer))), promise: nil)
+        if !context.channel.isWritable { _ = relay.setOption(ChannelOptions.autoRead, value: false) }
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable {
+            for channel in outputChannels { _ = channel.setOption(ChannelOptions.autoRead, value: true) }
+        }
+        context.fireChannelWritabilityChanged()
+    }
+
+    /// Client bytes: to the process, the client's reads paused while its input is full.
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let message = unwrapInboundIn(data)
+        guard message.type == .channel, case .byteBuffer(let buffer) = message.data, let inputChannel else { return }
+        inputChannel.writeAndFlush(buffer, promise: nil)
+        if !inputChannel.isWritable { _ = context.channel.setOption(ChannelOptions.autoRead, value: false) }
+    }
+
+    fileprivate func inputWritable() {
+        guard let context else { return }
+        // An SSH channel does not read again by itself when autoRead comes back on.
+        let channel = context.channel
+        channel.setOption(ChannelOptions.autoRead, value: true).whenSuccess { channel.read() }
+    }
+
+    /// The client's EOF: the pipe's end closes; a terminal gets its end-of-file character.
+    private func clientFinishedInput() {
+        guard let inputChannel, let process else { return }
+        if terminal != nil {
+            var buffer = inputChannel.allocator.buffer(capacity: 1)
+            buffer.writeInteger(UInt8(truncatingIfNeeded: agent_pty_eof_char(process.output)))
+            inputChannel.writeAndFlush(buffer, promise: nil)
+        } else {
+            // After every byte queued before the EOF has been written (a half-close would
+            // drop writes still pending).
+            inputChannel.writeAndFlush(inputChannel.allocator.buffer(capacity: 0)).whenComplete { _ in
+                inputChannel.close(mode: .output, promise: nil)
+            }
+        }
+    }
+
+    fileprivate func outputEnded() {
+        openOutputs -= 1
+        finishIfDone()
+    }
+
+    // MARK: The end
+
+    private func processExited(_ status: Int32) {
+        exitStatus = status
+        if let id = sessionID {
+            sessions.close(id)
+            sessionID = nil
+        }
+        if terminal != nil, openOutputs > 0, let context {
+            // What the terminal still holds drains; a background job holding it does not
+            // keep the session.
+            let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
+            context.eventLoop.scheduleTask(in: Self.terminalDrain) { bound.value.finishAfterDrain() }
+        }
+        finishIfDone()
+    }
+
+    private func finishAfterDrain() {
+        guard let context, !ended else { return }
+        finish(context: context)
+    }
+
+    private func finishIfDone() {
+        guard let context, !ended, exitStatus != nil, openOutputs <= 0 else { return }
+        finish(context: context)
+    }
+
+    /// Sends the exit status (or signal) and closes the channel.
+    private func finish(context: ChannelHandlerContext) {
+        guard !ended else { return }
+        ended = true
+        let status = exitStatus ?? 0
+        if Self.signalled(status) {
+            let number = status & 0x7f
+            context.triggerUserOutboundEvent(
+                SSHChannelRequestEvent.ExitSignal(
+                    signalName: Self.signalName(number), errorMessage: "", language: "", dumpedCore: status & 0x80 != 0),
+                promise: nil)
+        } else {
+            context.triggerUserOutboundEvent(SSHChannelRequestEvent.ExitStatus(exitStatus: Int((status >> 8) & 0xff)), promise: nil)
+        }
+        for channel in outputChannels { channel.close(promise: nil) }
+        context.close(promise: nil)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        if !ended, exitStatus == nil, let process {
+            // The client went before the process ended: a closing terminal's SIGHUP.
+            process.signalGroup(SIGHUP)
+        }
+        ended = true
+        if let id = sessionID {
+            sessions.close(id)
+            sessionID = nil
+        }
+        for channel in outputChannels { channel.close(promise: nil) }
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        logger.debug("ssh session error", metadata: ["error": "\(error)"])
+        context.close(promise: nil)
+    }
+
+    // MARK: Signals
+
+    static func signalled(_ status: Int32) -> Bool {
+        let low = status & 0x7f
+        return low != 0 && low != 0x7f
+    }
+
+    /// RFC 4254's names (no `SIG` prefix) for the signals the reference maps; any other name
+    /// is SIGKILL, as in the reference.
+    static let signals: [(String, Int32)] = [
+        ("ABRT", SIGABRT), ("ALRM", SIGALRM), ("FPE", SIGFPE), ("HUP", SIGHUP), ("ILL", SIGILL), ("INT", SIGINT),
+        ("KILL", SIGKILL), ("PIPE", SIGPIPE), ("QUIT", SIGQUIT), ("SEGV", SIGSEGV), ("TERM", SIGTERM), ("USR1", SIGUSR1),
+        ("USR2", SIGUSR2),
+    ]
+
+    static func signalNumber(_ name: String) -> Int32 {
+        signals.first { $0.0 == name }?.1 ?? SIGKILL
+    }
+
+    static func signalName(_ number: Int32) -> String {
+        if let known = signals.first(where: { $0.1 == number }) { return known.0 }
+        let extra: [Int32: String] = [SIGBUS: "BUS", SIGCHLD: "CHLD", SIGCONT: "CONT", SIGSTOP: "STOP", SIGTSTP: "TSTP", SIGTRAP: "TRAP", SIGSYS: "SYS", SIGXCPU: "XCPU", SIGXFSZ: "XFSZ", SIGWINCH: "WINCH", SIGTTIN: "TTIN", SIGTTOU: "TTOU", SIGURG: "URG", SIGPROF: "PROF", SIGVTALRM: "VTALRM", SIGIO: "IO", SIGPWR: "PWR"]
+        return extra[number] ?? "KILL"
+    }
+}
+
+/// Reads a process's output pipe (or terminal) into its session.
+private final class OutputRelay: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+    let session: NIOLoopBound<SSHSessionHandler>
+    let type: SSHChannelData.DataType
+    private var ended = false
+
+    init(session: NIOLoopBound<SSHSessionHandler>, type: SSHChannelData.DataType) {
+        self.session = session
+        self.type = type
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        session.value.forward(unwrapInboundIn(data), type: type, from: context.channel)
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if case ChannelEvent.inputClosed = event { end() }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        end()
+        context.fireChannelInactive()
+    }
+
+    /// A terminal whose last writer closed reads as EIO: the end of its output.
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        end()
+        context.close(promise: nil)
+    }
+
+    private func end() {
+        guard !ended else { return }
+        ended = true
+        session.value.outputEnded()
+    }
+}
+
+/// Tells the session when the process's input can take more again.
+private final class InputWatch: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+    let session: NIOLoopBound<SSHSessionHandler>
+
+    init(session: NIOLoopBound<SSHSessionHandler>) { self.session = session }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        context.fireChannelRead(data)
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable { session.value.inputWritable() }
+        context.fireChannelWritabilityChanged()
+    }
+}

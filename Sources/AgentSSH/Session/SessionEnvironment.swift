@@ -1,0 +1,48 @@
+/// A session's environment, in the reference's order of precedence: the agent's own
+/// environment, then what the client sent (`env` requests; never replacing an agent
+/// variable), `USER`, `LOGNAME` and `SHELL`; the manifest's variables (`CODER=true`, the
+/// workspace's names, the template's variables) over all of those; then `SSH_CLIENT`,
+/// `SSH_CONNECTION` (the reference's fixed dummies), and with a terminal `TERM` and `SSH_TTY`.
+struct SessionEnvironmentBuilder: Sendable {
+    /// Client variables the reference strips (they select session types and containers).
+    static let stripped: Set<String> = ["CODER_SSH_SESSION_TYPE", "CODER_CONTAINER", "CODER_CONTAINER_USER"]
+    /// At most this many client `env` requests are kept per session (more are refused).
+    static let maxClientVariables = 256
+    /// A client variable's name and value together, at most.
+    static let maxClientVariableBytes = 32 << 10
+
+    var agent: [String: String]
+    var manifest: [String: String]
+    var user: String
+    var shell: String
+
+    func build(client: [(name: String, value: String)], terminal: (term: String, tty: String)?) -> [String: String] {
+        var environment = agent
+        environment["GOTRACEBACK"] = environment["GOTRACEBACK"] == "none" ? nil : environment["GOTRACEBACK"]
+        for (name, value) in client where !Self.stripped.contains(name) && environment[name] == nil {
+            environment[name] = value
+        }
+        for (name, value) in [("USER", user), ("LOGNAME", user), ("SHELL", shell)] where environment[name] == nil {
+            environment[name] = value
+        }
+        for (name, value) in manifest { environment[name] = value }
+        environment["SSH_CLIENT"] = "0.0.0.0 0 0"
+        environment["SSH_CONNECTION"] = "0.0.0.0 0 0.0.0.0 0"
+        if let terminal {
+            environment["TERM"] = terminal.term
+            environment["SSH_TTY"] = terminal.tty
+        }
+        return environment
+    }
+
+    /// The session type a client asked for with `CODER_SSH_SESSION_TYPE` (the last one
+    /// sent, lowercased): `ssh`, `vscode` or `jetbrains`; anything else is `unknown`.
+    static func sessionType(client: [(name: String, value: String)]) -> String {
+        let requested = client.last { $0.name == "CODER_SSH_SESSION_TYPE" }?.value.lowercased() ?? ""
+        switch requested {
+        case "", "ssh": return "ssh"
+        case "vscode", "jetbrains": return requested
+        default: return "unknown"
+        }
+    }
+}

@@ -1,0 +1,124 @@
+import AgentCore
+import CAgentSpawn
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A session's child: spawned in a session of its own (so its group can be signalled as a
+/// whole), with a terminal or with three pipes, registered with ``OwnedChildren`` until it is
+/// reaped (the process API's adoption never takes it), and waited for on a thread of its own.
+struct SessionProcess: Sendable {
+    /// The agent's ends: for a terminal, `output` is the terminal's primary side (read and
+    /// written), `input` and `errors` are -1.
+    let pid: pid_t
+    let output: Int32
+    let input: Int32
+    let errors: Int32
+
+    struct SpawnError: Error, CustomStringConvertible {
+        let description: String
+    }
+
+    /// Spawns `argv` (its first element an absolute path) in `directory`, with the
+    /// environment `environment` gives for the terminal's name (nil without one).
+    static func spawn(
+        argv: [String], environment: ([String: String]?) -> [String: String], directory: String,
+        terminal: (rows: UInt16, columns: UInt16)?
+    ) throws(SpawnError) -> SessionProcess {
+        var agentOutput: Int32 = -1
+        var agentInput: Int32 = -1
+        var agentErrors: Int32 = -1
+        var childIn: Int32 = -1
+        var childOut: Int32 = -1
+        var childErr: Int32 = -1
+        if let terminal {
+            var primary: Int32 = -1
+            var secondary: Int32 = -1
+            guard agent_open_pty(&primary, &secondary, terminal.rows, terminal.columns) == 0 else {
+                throw SpawnError(description: "open pty: " + SystemCallError(call: "openpty", errno: errno).description)
+            }
+            agentOutput = primary
+            childIn = secondary
+            childOut = secondary
+        } else {
+            var stdinPair: [Int32] = [-1, -1]
+            var stdoutPair: [Int32] = [-1, -1]
+            var stderrPair: [Int32] = [-1, -1]
+            guard agent_input_pipe(&stdinPair) == 0 else { throw SpawnError(description: "pipe: \(SystemCallError.message(errno))") }
+            guard agent_output_pipe(&stdoutPair, 0) == 0 else {
+                for fd in stdinPair { close(fd) }
+                throw SpawnError(description: "pipe: \(SystemCallError.message(errno))")
+            }
+            guard agent_output_pipe(&stderrPair, 0) == 0 else {
+                for fd in stdinPair + stdoutPair { close(fd) }
+                throw SpawnError(description: "pipe: \(SystemCallError.message(errno))")
+            }
+            agentInput = stdinPair[1]
+            agentOutput = stdoutPair[0]
+            agentErrors = stderrPair[0]
+            childIn = stdinPair[0]
+            childOut = stdoutPair[1]
+            childErr = stderrPair[1]
+        }
+        func closeChildEnds() {
+            for fd in Set([childIn, childOut, childErr]) where fd >= 0 { close(fd) }
+        }
+        func closeAgentEnds() {
+            for fd in [agentOutput, agentInput, agentErrors] where fd >= 0 { close(fd) }
+        }
+        var failedStep: Int32 = 0
+        var childErrno: Int32 = 0
+        let block = EnvironmentBlock(environment(terminal == nil ? nil : ["SSH_TTY": terminalName(agentOutput)]))
+        let pid = OwnedChildren.spawning { () -> pid_t in
+            withCStrings(argv) { argvPointer in
+                block.withPointers { envPointer in
+                    argv[0].withCString { path in
+                        directory.withCString { cwd in
+                            var options = agent_spawn_options(
+                                path: path, argv: argvPointer, envp: envPointer, cwd: cwd, output_fd: childOut,
+                                oom_score_adj: AGENT_SPAWN_KEEP, nice_value: AGENT_SPAWN_KEEP, nofile_soft: -1,
+                                parent_death_signal: 0, error_fd: childErr, new_session: 1, input_fd: childIn,
+                                controlling_terminal: terminal == nil ? 0 : 1)
+                            return agent_spawn(&options, &failedStep, &childErrno)
+                        }
+                    }
+                }
+            }
+        }
+        closeChildEnds()
+        guard pid > 0 else {
+            closeAgentEnds()
+            let reason = SystemCallError.message(childErrno)
+            switch UInt32(failedStep) {
+            case AGENT_SPAWN_STEP_CHDIR.rawValue: throw SpawnError(description: "chdir \(directory): \(reason)")
+            case AGENT_SPAWN_STEP_EXEC.rawValue: throw SpawnError(description: "fork/exec \(argv[0]): \(reason)")
+            default: throw SpawnError(description: "start: \(reason)")
+            }
+        }
+        return SessionProcess(pid: pid, output: agentOutput, input: agentInput, errors: agentErrors)
+    }
+
+    /// The path of the terminal whose primary side is `primary` (`/dev/pts/3`).
+    static func terminalName(_ primary: Int32) -> String {
+        let number = agent_pty_number(primary)
+        return number < 0 ? "" : "/dev/pts/\(number)"
+    }
+
+    /// Blocks until the child has exited, reaps it and returns its wait status. Call once, on
+    /// a thread that may block.
+    func waitForExit() -> Int32 {
+        var info = siginfo_t()
+        while waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT) < 0, errno == EINTR {}
+        return OwnedChildren.reap(pid) ?? 0
+    }
+
+    /// Sends `signal` to the child's process group (it leads a session of its own).
+    func signalGroup(_ signal: Int32) {
+        OwnedChildren.signal(pid, signal, group: true)
+    }
+
+    /// Sends `signal` to the child alone (what a client's `signal` request does).
+    func signalChild(_ signal: Int32) {
+        OwnedChildren.signal(pid, signal)
+    }
+}
