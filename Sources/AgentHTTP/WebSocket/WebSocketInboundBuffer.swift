@@ -26,6 +26,9 @@ final class WebSocketInboundBuffer: Sendable {
 
     private let state = Mutex(State())
 
+    /// What is held now (for tests and the fuzz target).
+    var held: (frames: Int, bytes: Int) { state.withLock { ($0.frames.count, $0.bytes) } }
+
     /// Adds `frame` (dropped once finished), then waits while the buffer is full, until
     /// the route reads, the buffer is finished, or the task is cancelled.
     func push(_ frame: WebSocketDataFrame) async {

@@ -178,6 +178,8 @@ struct WebSocketSessionStateMachine<C: Clock> where C.Duration == Duration {
     /// A frame breaking the protocol: close 1002; the route's inbound ends. While a close is
     /// already out, the connection just closes.
     private mutating func protocolError(now: C.Instant) -> [Action] {
+        // The broken message is over: later frames are judged on their own.
+        fragmented = false
         switch state {
         case .open:
             return finishInbound() + sendOwnClose(.protocolError, reason: nil, now: now)
