@@ -261,3 +261,17 @@ import Testing
         #expect(await buffer.next() == Self.frame(.text, "after"))
     }
 }
+
+/// The session machine's rules over random event sequences (the fuzz target's check, a
+/// fixed seed here; `make fuzz` explores further).
+@Suite struct WebSocketSessionFuzzTests {
+    @Test func randomEventSequencesKeepTheSessionsRules() {
+        var random = SplitMix64(seed: 0x5EED_0036)
+        for _ in 0..<2000 {
+            let bytes = (0..<Int(random.next() % 200)).map { _ in UInt8(truncatingIfNeeded: random.next()) }
+            let broken = HTTPFuzzing.webSocketSession(bytes)
+            #expect(broken == nil, "\(bytes)")
+            if broken != nil { return }
+        }
+    }
+}
