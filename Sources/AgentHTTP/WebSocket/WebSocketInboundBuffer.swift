@@ -10,9 +10,9 @@ import Synchronization
 /// frame (a frame is at most ``WebSocketLimits/maxFrameBytes``).
 final class WebSocketInboundBuffer: Sendable {
     /// Most frames held for a route that does not read.
-    static let maxFrames = 16
+    static let maxFrames = 8
     /// Bytes held beyond which the session stops reading the channel.
-    static let maxBytes = 1 << 20
+    static let maxBytes = 1 << 16
 
     private struct State {
         var frames = CircularBuffer<WebSocketDataFrame>(initialCapacity: 4)
