@@ -2,13 +2,11 @@ import AgentCore
 import HTTPTypes
 import Hummingbird
 import HummingbirdCore
-import HummingbirdWebSocket
 import Logging
 import NIOCore
 import NIOHTTP1
 import NIOHTTPTypesHTTP1
 import NIOWebSocket
-@_spi(WSInternal) import WSCore
 
 /// The agent's HTTP/1 connection: ``ConnectionBytesHandler`` on the socket side, NIO's
 /// HTTP/1 codec, and ``HTTP1ConnectionHandler``, which runs the connection's state machine
@@ -21,14 +19,22 @@ import NIOWebSocket
 ///
 /// A WebSocket handshake is only possible as a connection's first request: the route comes
 /// from the route lookup the connection handler asked at the head, and the upgraded
-/// connection runs Hummingbird's WebSocket handler on the connection's event loop.
+/// connection runs the agent's own ``WebSocketSession`` on the connection's event loop.
 struct AgentHTTPChannel: ServerChildChannel {
-    typealias WebSocketSession = @Sendable (NIOAsyncChannel<WebSocketFrame, WebSocketFrame>, Logger) async -> Void
+    /// What every upgraded connection of this channel gets.
+    struct WebSocketConfiguration: Sendable {
+        /// Largest frame payload NIO's frame decoder takes (a larger one is closed with 1009).
+        var maxFrameSize: Int
+        /// How long the client has to answer our close frame.
+        var closeTimeout: Duration
+    }
+
+    typealias SessionRun = @Sendable (NIOAsyncChannel<WebSocketFrame, WebSocketFrame>, Logger) async -> Void
 
     enum Outcome: Sendable {
         /// Plain HTTP: the pipeline serves every request; the connection task only waits.
         case http
-        case webSocket(NIOAsyncChannel<WebSocketFrame, WebSocketFrame>, WebSocketSession)
+        case webSocket(NIOAsyncChannel<WebSocketFrame, WebSocketFrame>, SessionRun)
     }
 
     struct Value: ServerChildChannelValue {
@@ -37,7 +43,7 @@ struct AgentHTTPChannel: ServerChildChannel {
     }
 
     let http: HTTP1ConnectionHandler.Configuration
-    let webSocket: WebSocketServerConfiguration
+    let webSocket: WebSocketConfiguration
     let decoderLimits: (fieldSize: Int, listSize: Int, fieldCount: Int)
     let webSocketRoutes: WebSocketRouteTable
     /// Where the connections this value serves come from.
@@ -50,7 +56,7 @@ struct AgentHTTPChannel: ServerChildChannel {
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         channel.eventLoop.makeCompletedFuture {
-            let attempted = NIOLoopBoundBox<WebSocketSession?>(nil, eventLoop: channel.eventLoop)
+            let attempted = NIOLoopBoundBox<SessionRun?>(nil, eventLoop: channel.eventLoop)
             let upgrader = NIOTypedWebSocketServerUpgrader<Outcome>(
                 maxFrameSize: webSocket.maxFrameSize,
                 shouldUpgrade: { [self] channel, head in
@@ -100,7 +106,7 @@ struct AgentHTTPChannel: ServerChildChannel {
 
     /// The WebSocket session for a handshake the connection's state machine let through (its
     /// route ran its check and `prepare`), or nil if the request cannot be read as one.
-    private func session(for head: HTTPRequestHead, channel: any Channel, logger: Logger) -> WebSocketSession? {
+    private func session(for head: HTTPRequestHead, channel: any Channel, logger: Logger) -> SessionRun? {
         let path = head.uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
         guard let (route, parameters) = webSocketRoutes.match(path),
             let request = try? Request(head: HTTPRequest(agentHead: head), body: RequestBody(buffer: ByteBuffer()))
@@ -113,9 +119,7 @@ struct AgentHTTPChannel: ServerChildChannel {
             requestContext.coreContext.parameters.append(key: Substring(name), value: Substring(value))
         }
         let context = AgentWebSocketContext(request: request, requestContext: requestContext)
-        let configuration = WebSocketHandler.Configuration(
-            extensions: [], autoPing: webSocket.autoPing, closeTimeout: webSocket.closeTimeout,
-            validateUTF8: webSocket.validateUTF8, maxFrameSize: webSocket.maxFrameSize)
+        let configuration = WebSocketSession.Machine.Configuration(closeTimeout: webSocket.closeTimeout)
         let handler = route.handler
         let timers = webSocketRoutes.timers(path)
         let method = request.method
@@ -124,12 +128,9 @@ struct AgentHTTPChannel: ServerChildChannel {
         var access = AccessLog.Entry(method: head.method.rawValue, uri: head.uri)
         access.status = 101
         let listener = origin.listener
-        let run: WebSocketSession = { [access] frames, logger in
-            do {
-                _ = try await WebSocketHandler.handle(
-                    type: .server, configuration: configuration, asyncChannel: frames, context: context, handler: handler)
-            } catch {
-                logger.debug("WebSocket handler error", metadata: ["error.type": "\(error)"])
+        let run: SessionRun = { [access] frames, logger in
+            await WebSocketSession.run(frames, configuration: configuration, logger: logger) { inbound, outbound in
+                try await handler(inbound, outbound, context)
             }
             // A WebSocket route counts once its session ends: status 101, the duration from
             // the handshake to the close (how long the stream lasted).

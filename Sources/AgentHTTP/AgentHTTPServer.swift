@@ -2,7 +2,6 @@ import AgentCore
 import Hummingbird
 import HummingbirdCore
 import HTTPTypes
-import HummingbirdWebSocket
 import Logging
 import NIOCore
 

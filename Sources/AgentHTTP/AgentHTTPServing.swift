@@ -2,7 +2,6 @@ import AgentCore
 import Hummingbird
 import HummingbirdCore
 import HTTPTypes
-import HummingbirdWebSocket
 import Logging
 import NIOCore
 
@@ -82,8 +81,8 @@ public final class AgentHTTPServing: Sendable {
                 machine: machine, registry: connections),
             // A client that never answers our close frame is dropped after 2 s. Pings are
             // the connection core's (on raw bytes, whether or not a route reads what the
-            // client sends), not the WebSocket handler's.
-            webSocket: .init(maxFrameSize: WebSocketLimits.maxFrameBytes, autoPing: .disabled, closeTimeout: .seconds(2)),
+            // client sends), not the WebSocket session's.
+            webSocket: .init(maxFrameSize: WebSocketLimits.maxFrameBytes, closeTimeout: .seconds(2)),
             decoderLimits: (AgentHTTPLimits.maxHeaderFieldSize, AgentHTTPLimits.maxHeaderListSize, AgentHTTPLimits.maxHeaderFieldCount),
             webSocketRoutes: WebSocketRouteTable(table: table),
             origin: .http)

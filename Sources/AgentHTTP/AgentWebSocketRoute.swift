@@ -1,6 +1,5 @@
 import HTTPTypes
 import Hummingbird
-import HummingbirdWebSocket
 
 /// What an admission check sees of a WebSocket request: headers and path parameters
 /// (raw, as they appear in the path).
@@ -28,7 +27,10 @@ public struct WebSocketRouteRequest: Sendable {
 public struct AgentWebSocketRoute: Sendable {
     public typealias Check = @Sendable (WebSocketRouteRequest) throws(APIError) -> Void
     public typealias Prepare = @Sendable (WebSocketRouteRequest) async throws(APIError) -> Void
-    public typealias Handler = WebSocketDataHandler<AgentWebSocketContext>
+    /// The session once upgraded: the client's data frames, the writer, the request. When it
+    /// returns the session closes with 1000 (1011 if it throws, or a thrown
+    /// ``WebSocketCloseError``'s code).
+    public typealias Handler = @Sendable (WebSocketInbound, WebSocketOutbound, AgentWebSocketContext) async throws -> Void
 
     public let path: String
     public let check: Check

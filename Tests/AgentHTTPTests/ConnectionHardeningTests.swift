@@ -3,7 +3,6 @@ import AgentHTTP
 import AgentTestSupport
 import Foundation
 import Hummingbird
-import HummingbirdWebSocket
 import Logging
 import Testing
 
@@ -448,7 +447,7 @@ struct GuardTestRoutes: HTTPModule {
             if request.parameters["name"] == "refused" { throw APIError(.notFound, "No such socket.") }
         } handler: { inbound, outbound, _ in
             try await outbound.write(.text("hello"))
-            for try await _ in inbound {}
+            for await _ in inbound {}
         }
     }
 }

@@ -3,7 +3,6 @@ import AgentHTTP
 import AgentTestSupport
 import Foundation
 import Hummingbird
-import HummingbirdWebSocket
 import Logging
 import NIOCore
 import Synchronization

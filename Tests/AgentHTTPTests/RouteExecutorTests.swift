@@ -3,12 +3,10 @@ import AgentCore
 import AgentTestSupport
 import HTTPTypes
 import Hummingbird
-import HummingbirdWebSocket
 import Logging
 import NIOCore
 import NIOPosix
 import Testing
-import WSCore
 
 /// Where a route's handler runs (``RouteExecutor``): on the connection's event loop, or on
 /// Swift's global executor with its body read and its response written from the loop. A
@@ -44,7 +42,7 @@ struct RouteExecutorTests {
             http: .init(
                 responder: AgentResponder(table: table), serverName: "test", logger: logger, accessLog: false, routes: table,
                 machine: .init(), registry: registry),
-            webSocket: .init(maxFrameSize: 1 << 16, autoPing: .disabled, closeTimeout: .seconds(2)),
+            webSocket: .init(maxFrameSize: 1 << 16, closeTimeout: .seconds(2)),
             decoderLimits: (AgentHTTPLimits.maxHeaderFieldSize, AgentHTTPLimits.maxHeaderListSize, AgentHTTPLimits.maxHeaderFieldCount),
             webSocketRoutes: WebSocketRouteTable(table: table), origin: .http)
         let server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)

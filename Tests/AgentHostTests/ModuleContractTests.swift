@@ -4,7 +4,6 @@ import AgentHost
 import AgentTestSupport
 import ArgumentParser
 import Hummingbird
-import HummingbirdWebSocket
 import Logging
 import ServiceLifecycle
 import Synchronization

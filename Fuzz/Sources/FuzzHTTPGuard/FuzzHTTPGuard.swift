@@ -9,12 +9,14 @@ import NIOEmbedded
 /// Upgrade), fed raw client bytes split anywhere. What comes back must be a sequence of
 /// whole HTTP/1.1 responses, and nothing may follow a refusal. The WebSocket mask check of
 /// upgraded connections must agree with a plain reading of the frame headers, however the
-/// bytes are split.
+/// bytes are split; the WebSocket session's state machine must keep its rules whatever
+/// frames and events come.
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzHTTPGuard(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
     var input = FuzzInput(data, size)
-    switch input.byte() % 3 {
+    switch input.byte() % 4 {
     case 0: maskCheck(&input)
+    case 1: webSocketSession(&input)
     default: connection(&input)
     }
     return 0
@@ -75,6 +77,12 @@ func checkResponses(_ bytes: [UInt8]) {
         require(bytes.count - end.upperBound >= length, "a cut response body")
         at = end.upperBound + length
         if head.lowercased().contains("\r\nconnection: close") { refused = true }
+    }
+}
+
+func webSocketSession(_ input: inout FuzzInput) {
+    if let broken = HTTPFuzzing.webSocketSession(input.rest()) {
+        require(false, "WebSocket session: \(broken)")
     }
 }
 

@@ -7,7 +7,6 @@ import Glibc
 #endif
 import HTTPTypes
 import Hummingbird
-import HummingbirdWebSocket
 import NIOCore
 
 /// The process API's HTTP handlers; ``ProcessModule`` mounts them.

@@ -6,7 +6,6 @@ import FoundationEssentials
 import Glibc
 #endif
 import Hummingbird
-import HummingbirdWebSocket
 import NIOCore
 import NIOWebSocket
 import Synchronization
@@ -65,7 +64,7 @@ struct ProcessStream: Sendable {
     }
 
     func stream(
-        _ process: ManagedProcess, inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter, channel: any Channel
+        _ process: ManagedProcess, inbound: WebSocketInbound, outbound: WebSocketOutbound, channel: any Channel
     ) async throws {
         let (head, omitted, tail, subscription): ([UInt8], Int, [UInt8], OutputSubscription)
         do {
@@ -77,9 +76,8 @@ struct ProcessStream: Sendable {
         defer { process.unsubscribe(subscription) }
         let progress = WriteProgress()
         let manager = self.manager
-        // The reader must never be cancelled: WSCore needs the inbound stream afterwards for
-        // the close handshake. So the sender ends the stream with a close frame, and the
-        // reader ends when the client answers it (or leaves first, which stops the sender).
+        // The sender ends the stream with a close frame, and the reader ends when the
+        // client answers it (or leaves first, which stops the sender).
         enum Finished { case reader, sender, closeTimeout, stalled, monitorEnded }
         try await withThrowingTaskGroup(of: Finished.self) { group in
             group.addTask {
@@ -139,32 +137,30 @@ struct ProcessStream: Sendable {
     /// ones are ignored. A refused write is told to the client as
     /// `{"type":"stdin_error","message":...}`, and its later input is not written.
     static func readInput(
-        _ inbound: WebSocketInboundStream, into process: ManagedProcess, notifying subscription: OutputSubscription, timeout: Duration
+        _ inbound: WebSocketInbound, into process: ManagedProcess, notifying subscription: OutputSubscription, timeout: Duration
     ) async {
         var binary = false
         var refused = false
-        do {
-            for try await frame in inbound {
-                switch frame.opcode {
-                case .binary: binary = true
-                case .text: binary = false
-                case .continuation: break
-                }
-                guard binary, !refused, frame.data.readableBytes > 0 else { continue }
-                guard let input = process.input else {
-                    refused = true
-                    subscription.notify(stdinError("The process was not started with stdin."))
-                    continue
-                }
-                switch await input.write(Array(frame.data.readableBytesView), timeout: timeout) {
-                case .success(let written):
-                    ProcessMetrics.stdinBytes.increment(by: written)
-                case .failure(let failure):
-                    refused = true
-                    subscription.notify(stdinError(ProcessRoutes.inputError(failure, id: process.id).description))
-                }
+        for await frame in inbound {
+            switch frame.opcode {
+            case .binary: binary = true
+            case .text: binary = false
+            case .continuation: break
             }
-        } catch {}
+            guard binary, !refused, frame.data.readableBytes > 0 else { continue }
+            guard let input = process.input else {
+                refused = true
+                subscription.notify(stdinError("The process was not started with stdin."))
+                continue
+            }
+            switch await input.write(Array(frame.data.readableBytesView), timeout: timeout) {
+            case .success(let written):
+                ProcessMetrics.stdinBytes.increment(by: written)
+            case .failure(let failure):
+                refused = true
+                subscription.notify(stdinError(ProcessRoutes.inputError(failure, id: process.id).description))
+            }
+        }
     }
 
     static func stdinError(_ message: String) -> String {
@@ -223,17 +219,17 @@ final class WriteProgress: Sendable {
 /// The WebSocket writer with each write timed for the stall monitor, and paced by the
 /// connection's event loop.
 ///
-/// WSCore's `write` returns once the frame is handed to NIO's async writer, which learns
+/// The session's `write` returns once the frame is handed to NIO's async writer, which learns
 /// that the socket is full only when the event loop gets to the frame. On a busy machine a
 /// sender could hand over many frames before that, each held in memory. Waiting for one turn
 /// of the connection's loop after each write keeps at most one frame in flight beyond NIO's
 /// write-buffer watermark, so a subscriber's memory is its queue plus one message.
 struct WatchedWriter: Sendable {
-    let outbound: WebSocketOutboundWriter
+    let outbound: WebSocketOutbound
     let progress: WriteProgress
     let eventLoop: any EventLoop
 
-    func write(_ message: WebSocketOutboundWriter.OutboundFrame) async throws {
+    func write(_ message: WebSocketMessage) async throws {
         try await progress.track {
             try await outbound.write(message)
             try await eventLoop.submit {}.get()

@@ -3,7 +3,6 @@ import AgentHTTP
 import CoreMetrics
 import Glibc
 import HTTPTypes
-import HummingbirdWebSocket
 import Logging
 import NIOCore
 import NIOPosix
@@ -41,7 +40,7 @@ struct VNCBridge: Sendable {
         }
     }
 
-    func bridge(inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter) async throws {
+    func bridge(inbound: WebSocketInbound, outbound: WebSocketOutbound) async throws {
         let info = try await supervisor.ensureStarted()
         let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
@@ -69,7 +68,7 @@ struct VNCBridge: Sendable {
                 }
                 group.addTask {
                     // Viewer → desktop: frame payloads as they come (RFB is not message-aligned).
-                    for try await frame in inbound where frame.opcode != .text {
+                    for await frame in inbound where frame.opcode != .text {
                         toDesktop.increment(by: Int64(frame.data.readableBytes))
                         try await vncOutbound.write(frame.data)
                     }

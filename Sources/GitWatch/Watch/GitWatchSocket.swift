@@ -6,7 +6,6 @@ import Glibc
 #endif
 import Hummingbird
 import HummingbirdCore
-import HummingbirdWebSocket
 import NIOCore
 import NIOWebSocket
 import Synchronization
@@ -34,7 +33,7 @@ struct GitWatchSocket: Sendable {
         }
     }
 
-    func serve(chat: String?, inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter) async throws {
+    func serve(chat: String?, inbound: WebSocketInbound, outbound: WebSocketOutbound) async throws {
         let wake = WorkSignal()
         let requests = ScanRequests()
         let scanner = WatchScanner(watcher: watcher, signal: wake, cache: cache, sharedFreshness: timing.poll / 2)
