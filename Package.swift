@@ -601,7 +601,12 @@ let package = Package(
         ),
         .testTarget(
             name: "AgentSSHTests",
-            dependencies: ["AgentSSH", "AgentTestSupport", "AgentCore", "AgentHTTP"],
+            dependencies: [
+                "AgentSSH", "AgentTestSupport", "AgentCore", "AgentHTTP",
+                .product(name: "NIOSSH", package: "swift-nio-ssh"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -1,0 +1,171 @@
+import AgentCore
+import AgentTestSupport
+@testable import AgentSSH
+import Foundation
+import Logging
+import NIOCore
+import NIOPosix
+import NIOSSH
+import Testing
+
+/// The SSH server driven by OpenSSH's own client (`ssh`) over loopback: commands and their
+/// exit codes and signals, stdout and stderr apart, stdin to EOF, a 10 MiB round trip byte
+/// for byte, the environment, terminals, and a client that goes before its command ends.
+@Suite(.timeLimit(.minutes(3)))
+struct SSHSessionTests {
+    /// An in-process server on an ephemeral loopback port.
+    final class Server: Sendable {
+        let server: SSHServer
+        let channel: any Channel
+        var port: Int { channel.localAddress?.port ?? 0 }
+
+        init(manifest: AgentManifest? = nil, environment: [String: String] = ProcessInfo.processInfo.environment) async throws {
+            let store = ManifestStore()
+            if let manifest { store.publish(manifest) }
+            let server = SSHServer(
+                manifest: store, environment: environment, logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
+            self.server = server
+            channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                .childChannelInitializer { channel in server.serve(channel) }
+                .bind(host: "127.0.0.1", port: 0).get()
+        }
+
+        func stop() async {
+            server.closeAll()
+            try? await channel.close()
+        }
+
+        /// `ssh` with options for a throwaway host key and no configuration of the user's.
+        func ssh(_ command: String, options: [String] = [], input: String? = nil) async -> ChildProgram.Outcome {
+            await ChildProgram.run(
+                ["ssh", "-F", "/dev/null", "-p", "\(port)", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+                 "-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-o", "ConnectTimeout=60"] + options + ["127.0.0.1", command],
+                input: input, stderrToStdout: false)
+        }
+    }
+
+    @Test func exitCodesStdoutAndStdinToEOF() async throws {
+        let server = try await Server()
+        defer { Task { await server.stop() } }
+        let plain = await server.ssh("echo hello; echo to-stderr >&2; exit 3")
+        #expect(plain.status == 3 && plain.stdout == "hello\n", "\(plain)")
+        let piped = await server.ssh("cat; echo done", input: "line one\nline two\n")
+        #expect(piped.status == 0 && piped.stdout == "line one\nline two\ndone\n", "\(piped)")
+        // A #! command runs under its interpreter.
+        let script = await server.ssh("#!/usr/bin/python3\nimport sys\nprint('from python', sys.version_info[0])")
+        #expect(script.stdout == "from python 3\n", "\(script)")
+    }
+
+    @Test func stderrStaysApartFromStdout() async throws {
+        let server = try await Server()
+        defer { Task { await server.stop() } }
+        let errorFile = NSTemporaryDirectory() + "ssh-stderr-\(UUID().uuidString)"
+        defer { unlink(errorFile) }
+        let outcome = await ChildProgram.run(
+            ["sh", "-c", "ssh -F /dev/null -p \(server.port) -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BatchMode=yes -o LogLevel=ERROR 127.0.0.1 'echo out; echo err >&2' 2>\(errorFile)"])
+        #expect(outcome.stdout == "out\n")
+        #expect((try? String(contentsOfFile: errorFile, encoding: .utf8)) == "err\n")
+    }
+
+    @Test func aProcessKilledByASignalEndsWithExitSignal() async throws {
+        let server = try await Server()
+        defer { Task { await server.stop() } }
+        // OpenSSH reports an exit-signal as status 255 and, verbosely, the request's name.
+        let outcome = await ChildProgram.run(
+            ["ssh", "-v", "-F", "/dev/null", "-p", "\(server.port)", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+             "-o", "BatchMode=yes", "127.0.0.1", "kill -TERM $$"],
+            stderrToStdout: true)
+        #expect(outcome.status == 255)
+        #expect(outcome.stdout.contains("rtype exit-signal"), "\(outcome.stdout.suffix(800))")
+    }
+
+    @Test func tenMiBRoundTripByteForByte() async throws {
+        let server = try await Server()
+        defer { Task { await server.stop() } }
+        let directory = NSTemporaryDirectory() + "ssh-bulk-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        var generator = SplitMix64(seed: 7)
+        let bytes = (0..<(10 << 20)).map { _ in UInt8(truncatingIfNeeded: generator.next()) }
+        try Data(bytes).write(to: URL(fileURLWithPath: directory + "/in"))
+        let outcome = await ChildProgram.run([
+            "sh", "-c",
+            "ssh -F /dev/null -p \(server.port) -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BatchMode=yes -o LogLevel=ERROR 127.0.0.1 cat < \(directory)/in > \(directory)/out; echo $?",
+        ])
+        #expect(outcome.stdout == "0\n")
+        let back = try Data(contentsOf: URL(fileURLWithPath: directory + "/out"))
+        #expect(back.count == bytes.count && back == Data(bytes))
+    }
+
+    @Test func theEnvironmentFollowsTheReferencesOrder() async throws {
+        let manifest = AgentManifest(
+            directory: "/", environment: ["CODER": "true", "CODER_WORKSPACE_NAME": "ws", "FROM_MANIFEST": "m"],
+            workspaceName: "ws", agentName: "main", ownerName: "alice")
+        let server = try await Server(manifest: manifest, environment: ["PATH": "/usr/bin:/bin", "AGENT_ONLY": "agent", "HOME": "/root"])
+        defer { Task { await server.stop() } }
+        let outcome = await server.ssh(
+            "echo $CLIENT_VAR $AGENT_ONLY $CODER $CODER_WORKSPACE_NAME $FROM_MANIFEST [$CODER_SSH_SESSION_TYPE] $SSH_CONNECTION; pwd",
+            options: ["-o", "SetEnv=CLIENT_VAR=client AGENT_ONLY=overridden CODER_WORKSPACE_NAME=mine CODER_SSH_SESSION_TYPE=vscode"])
+        #expect(outcome.stdout == "client agent true ws m [] 0.0.0.0 0 0.0.0.0 0\n/\n", "\(outcome)")
+    }
+
+    @Test func aTerminalSessionHasItsTTYAndSize() async throws {
+        let server = try await Server()
+        defer { Task { await server.stop() } }
+        let outcome = await server.ssh("tty; echo TERM=$TERM; echo SSH_TTY=$SSH_TTY; stty size; exit 4", options: ["-tt"])
+        #expect(outcome.status == 4, "\(outcome)")
+        let lines = outcome.stdout.split(whereSeparator: \.isNewline).map(String.init)
+        let tty = lines.first ?? ""
+        #expect(tty.hasPrefix("/dev/pts/"), "\(outcome)")
+        #expect(lines.contains("SSH_TTY=\(tty)"), "\(outcome)")
+    }
+
+    @Test func aClientThatGoesHangsUpItsSession() async throws {
+        let server = try await Server()
+        defer { Task { await server.stop() } }
+        let marker = NSTemporaryDirectory() + "ssh-hup-\(UUID().uuidString)"
+        defer { unlink(marker) }
+        // The command records its pid and waits; the client is killed; SIGHUP must end it.
+        let client = try #require(ChildProgram.start(
+            ["ssh", "-F", "/dev/null", "-p", "\(server.port)", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+             "-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "127.0.0.1", "echo $$ > \(marker); echo ready; exec sleep 600"]))
+        var line = [UInt8](repeating: 0, count: 6)
+        #expect(read(client.stdout, &line, 6) == 6)
+        let pid = try #require(Int32(try String(contentsOfFile: marker, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)))
+        #expect(kill(pid, 0) == 0)
+        client.kill()
+        let gone = await eventually(timeout: .seconds(60)) { kill(pid, 0) != 0 }
+        #expect(gone, "the session's process outlived its client")
+    }
+
+    @Test func fiftyConcurrentSessions() async throws {
+        let server = try await Server()
+        defer { Task { await server.stop() } }
+        let outcomes = await withTaskGroup(of: ChildProgram.Outcome.self) { group in
+            for index in 0..<50 { group.addTask { await server.ssh("echo session \(index)") } }
+            var all: [ChildProgram.Outcome] = []
+            for await outcome in group { all.append(outcome) }
+            return all
+        }
+        #expect(outcomes.filter { $0.status == 0 }.count == 50, "\(outcomes.filter { $0.status != 0 })")
+        #expect(Set(outcomes.map(\.stdout)).count == 50)
+        #expect(await eventually(timeout: .seconds(30)) { server.server.sessions.count == 0 })
+    }
+
+    @Test func theHostKeyIsStableForAWorkspacesNames() {
+        #expect(SSHHostKey.seed(owner: "admin", workspace: "dev", agent: "main") == -261_101_927_900_401_156)
+        #expect(SSHHostKey.seed(owner: "alice", workspace: "myws", agent: "main") == -7_252_753_921_750_590_186)
+        let one = SSHHostKey.key(seed: 1).publicKey
+        #expect(one == SSHHostKey.key(seed: 1).publicKey)
+        #expect(one != SSHHostKey.key(seed: 2).publicKey)
+    }
+
+    @Test func commandsAndShellWords() {
+        #expect(SessionCommand(shell: "/bin/bash", command: nil).argv == ["/bin/bash", "-l"])
+        #expect(SessionCommand(shell: "/bin/bash", command: "").argv == ["/bin/bash", "-l"])
+        #expect(SessionCommand(shell: "/bin/bash", command: "ls -l").argv == ["/bin/bash", "-c", "ls -l"])
+        #expect(SessionCommand(shell: "/bin/sh", command: "#!/usr/bin/env python3 -u\nprint(1)").argv
+            == ["/usr/bin/env", "python3", "-u", "-c", "#!/usr/bin/env python3 -u\nprint(1)"])
+        #expect(SessionCommand.shellWords(#"a 'b c' "d \"e\"" f\ g"#) == ["a", "b c", #"d "e""#, "f g"])
+    }
+}
