@@ -82,6 +82,16 @@ struct WorkspaceAgentTailnetTests {
             let hello = await tunnel.curl([tunnel.url("/")])
             #expect(hello.stdout.contains("Hello from the agent!"), "hello: \(hello.stdout)")
 
+            // SSH on ports 1 (coder ssh) and 22 (Coder Connect), with OpenSSH's client in the
+            // peer's namespace.
+            for (port, address) in [(1, addresses.primaryText), (22, addresses.primaryText)] {
+                let ssh = await peer.namespace.run([
+                    "ssh", "-F", "/dev/null", "-p", "\(port)", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+                    "-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-o", "ConnectTimeout=60", address, "echo ssh via port \(port); exit 7",
+                ])
+                #expect(ssh.status == 7 && ssh.stdout == "ssh via port \(port)\n", "ssh to [\(address)]:\(port): \(ssh)")
+            }
+
             // A forwarded port: a server on the workspace's loopback, reached as [agent]:port.
             let server = try #require(OneShotServer(reply: "forwarded hello\n"))
             defer { server.stop() }
