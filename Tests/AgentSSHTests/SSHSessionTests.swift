@@ -169,3 +169,77 @@ struct SSHSessionTests {
         #expect(SessionCommand.shellWords(#"a 'b c' "d \"e\"" f\ g"#) == ["a", "b c", #"d "e""#, "f g"])
     }
 }
+
+/// File transfer and port forwarding with OpenSSH's own tools: `scp`, `sftp` and `rsync`
+/// byte for byte, `ssh -L` to a service in the workspace and `ssh -R` back to the client.
+@Suite(.timeLimit(.minutes(3)))
+struct SSHTransferAndForwardingTests {
+    static let options = "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BatchMode=yes -o LogLevel=ERROR"
+
+    @Test func scpSftpAndRsyncCopyByteForByte() async throws {
+        let server = try await SSHSessionTests.Server()
+        defer { Task { await server.stop() } }
+        let directory = NSTemporaryDirectory() + "ssh-files-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        var generator = SplitMix64(seed: 11)
+        let bytes = Data((0..<(8 << 20)).map { _ in UInt8(truncatingIfNeeded: generator.next()) })
+        try bytes.write(to: URL(fileURLWithPath: directory + "/source"))
+        let port = server.port
+        let script = """
+            set -e
+            cd \(directory)
+            scp -P \(port) \(Self.options) source 127.0.0.1:\(directory)/by-scp
+            echo "get \(directory)/source by-sftp" | sftp -P \(port) \(Self.options) 127.0.0.1 >/dev/null
+            rsync -e "ssh -F /dev/null -p \(port) \(Self.options)" source 127.0.0.1:\(directory)/by-rsync
+            echo copied
+            """
+        let outcome = await ChildProgram.run(["sh", "-c", script], stderrToStdout: true)
+        #expect(outcome.stdout.hasSuffix("copied\n"), "\(outcome)")
+        for name in ["by-scp", "by-sftp", "by-rsync"] {
+            let copy = try? Data(contentsOf: URL(fileURLWithPath: directory + "/" + name))
+            #expect(copy == bytes, "\(name): \(copy?.count ?? -1) bytes")
+        }
+    }
+
+    @Test func localAndRemoteForwards() async throws {
+        let server = try await SSHSessionTests.Server()
+        defer { Task { await server.stop() } }
+        // A service in the "workspace" (this host) answering one line, reached through -L.
+        let script = """
+            import socket, subprocess, sys, threading
+            def serve(s, reply):
+                while True:
+                    c, _ = s.accept()
+                    c.recv(100)
+                    c.sendall(reply)
+                    c.close()
+            def listener(reply):
+                s = socket.socket()
+                s.bind(('127.0.0.1', 0))
+                s.listen()
+                threading.Thread(target=serve, args=(s, reply), daemon=True).start()
+                return s.getsockname()[1]
+            service = listener(b'from the workspace\\n')
+            client_side = listener(b'from the client\\n')
+            local = socket.socket(); local.bind(('127.0.0.1', 0)); free_l = local.getsockname()[1]; local.close()
+            remote = socket.socket(); remote.bind(('127.0.0.1', 0)); free_r = remote.getsockname()[1]; remote.close()
+            ssh = ['ssh', '-F', '/dev/null', '-p', sys.argv[1], '-o', 'StrictHostKeyChecking=no', '-o', 'UserKnownHostsFile=/dev/null',
+                   '-o', 'BatchMode=yes', '-o', 'LogLevel=ERROR', '-o', 'ExitOnForwardFailure=yes',
+                   '-L', '127.0.0.1:%d:127.0.0.1:%d' % (free_l, service), '-R', '127.0.0.1:%d:127.0.0.1:%d' % (free_r, client_side),
+                   '127.0.0.1',
+                   'python3 -c "import socket; s = socket.create_connection((\\'127.0.0.1\\', %d), timeout=30); s.sendall(b\\'hi\\'); print(s.recv(100).decode().strip())"; sleep 2' % free_r]
+            p = subprocess.Popen(ssh, stdout=subprocess.PIPE, text=True)
+            print('remote:', p.stdout.readline().strip(), flush=True)
+            c = socket.create_connection(('127.0.0.1', free_l), timeout=30)
+            c.sendall(b'hi')
+            print('local:', c.recv(100).decode().strip(), flush=True)
+            c.close()
+            print('ssh exited', p.wait(timeout=60), flush=True)
+            """
+        let outcome = await ChildProgram.run(["python3", "-c", script, "\(server.port)"], stderrToStdout: true)
+        #expect(outcome.stdout.contains("remote: from the client"), "\(outcome)")
+        #expect(outcome.stdout.contains("local: from the workspace"), "\(outcome)")
+        #expect(outcome.stdout.contains("ssh exited 0"), "\(outcome)")
+    }
+}

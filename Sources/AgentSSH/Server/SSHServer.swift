@@ -42,7 +42,10 @@ final class SSHServer: Sendable {
         }
         channel.closeFuture.whenComplete { [self] _ in _ = connections.withLock { $0.removeValue(forKey: ObjectIdentifier(channel)) } }
         let current = manifest.currentManifest
-        let configuration = SSHServerConfiguration(hostKeys: [SSHHostKey.key(for: current)], userAuthDelegate: NoClientAuthentication())
+        let forwarding = ReverseForwarding(loop: channel.eventLoop)
+        channel.closeFuture.whenComplete { _ in forwarding.closeAll() }
+        let configuration = SSHServerConfiguration(
+            hostKeys: [SSHHostKey.key(for: current)], userAuthDelegate: NoClientAuthentication(), globalRequestDelegate: forwarding)
         let builder = sessionEnvironment(current)
         let directory = workingDirectory(current)
         let sessions = self.sessions
@@ -53,9 +56,6 @@ final class SSHServer: Sendable {
                 NIOSSHHandler(
                     role: .server(configuration), allocator: channel.allocator,
                     inboundChildChannelInitializer: { child, type in
-                        guard case .session = type else {
-                            return child.eventLoop.makeFailedFuture(SSHServerError.unsupportedChannelType)
-                        }
                         let open = channels.withLock { count -> Bool in
                             guard count < Self.maxChannelsPerConnection else { return false }
                             count += 1
@@ -63,6 +63,11 @@ final class SSHServer: Sendable {
                         }
                         guard open else { return child.eventLoop.makeFailedFuture(SSHServerError.tooManyChannels) }
                         child.closeFuture.whenComplete { _ in channels.withLock { $0 -= 1 } }
+                        switch type {
+                        case .session: break
+                        case .directTCPIP(let target): return DirectTCPIP.open(child, to: target)
+                        default: return child.eventLoop.makeFailedFuture(SSHServerError.unsupportedChannelType)
+                        }
                         return child.eventLoop.makeCompletedFuture {
                             try child.pipeline.syncOperations.addHandler(
                                 SSHSessionHandler(environment: builder, directory: directory, sessions: sessions, logger: logger))

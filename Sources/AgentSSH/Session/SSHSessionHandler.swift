@@ -77,11 +77,17 @@ final class SSHSessionHandler: ChannelDuplexHandler {
             if accepted { terminal = request }
             reply(request.wantReply, accepted, context)
         case let request as SSHChannelRequestEvent.ShellRequest:
-            reply(request.wantReply, start(command: nil, context: context), context)
+            reply(request.wantReply, start(argv: SessionCommand(shell: environment.shell, command: nil).argv, context: context), context)
         case let request as SSHChannelRequestEvent.ExecRequest:
-            reply(request.wantReply, start(command: request.command, context: context), context)
+            let argv = SessionCommand(shell: environment.shell, command: request.command).argv
+            reply(request.wantReply, start(argv: argv, context: context), context)
         case let request as SSHChannelRequestEvent.SubsystemRequest:
-            reply(request.wantReply, false, context)
+            // Only `sftp` (which `scp` uses too), served by OpenSSH's own sftp-server.
+            guard request.subsystem == "sftp", let server = Self.sftpServer else {
+                reply(request.wantReply, false, context)
+                return
+            }
+            reply(request.wantReply, start(argv: [server], terminal: false, context: context), context)
         case let request as SSHChannelRequestEvent.WindowChangeRequest:
             if let process, terminal != nil {
                 _ = agent_pty_resize(
@@ -110,18 +116,23 @@ final class SSHSessionHandler: ChannelDuplexHandler {
         }
     }
 
-    /// Starts the session's process; false (a failure reply) for a second start or a
-    /// process that could not start (the channel then ends with status 1 and the reason on
-    /// its error stream).
-    private func start(command: String?, context: ChannelHandlerContext) -> Bool {
+    /// OpenSSH's SFTP server (Debian's openssh-sftp-server), when installed.
+    static let sftpServer: String? = ["/usr/lib/openssh/sftp-server", "/usr/libexec/sftp-server", "/usr/libexec/openssh/sftp-server"]
+        .first { access($0, X_OK) == 0 }
+
+    /// Starts the session's process (in the terminal the client asked for, unless
+    /// `terminal` is false: SFTP never gets one); false (a failure reply) for a second start.
+    /// A process that cannot start ends the channel with status 1 and the reason on its
+    /// error stream.
+    private func start(argv: [String], terminal useTerminal: Bool = true, context: ChannelHandlerContext) -> Bool {
         guard !started else { return false }
+        if !useTerminal { terminal = nil }
         started = true
         guard let id = sessions.open() else {
             fail("too many SSH sessions (at most \(sessions.maxSessions))", context: context)
             return true
         }
         sessionID = id
-        let argv = SessionCommand(shell: environment.shell, command: command).argv
         let size = terminal.map { (rows: UInt16(clamping: $0.terminalRowHeight), columns: UInt16(clamping: $0.terminalCharacterWidth)) }
         let spawned: SessionProcess
         do {

@@ -1,0 +1,21 @@
+import NIOCore
+import NIOPosix
+import NIOSSH
+
+/// `ssh -L`: a `direct-tcpip` channel connects from the workspace to the host and port the
+/// client names (any host the workspace can reach, as in the reference) and carries the
+/// bytes both ways. A failed connect refuses the channel (the client sees the error).
+enum DirectTCPIP {
+    /// How long a connect may take before the channel is refused.
+    static let connectTimeout: TimeAmount = .seconds(10)
+
+    static func open(_ child: any Channel, to target: SSHChannelType.DirectTCPIP) -> EventLoopFuture<Void> {
+        _ = child.setOption(ChannelOptions.allowRemoteHalfClosure, value: true)
+        return ClientBootstrap(group: child.eventLoop)
+            .connectTimeout(connectTimeout)
+            .channelOption(.allowRemoteHalfClosure, value: true)
+            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .connect(host: target.targetHost, port: target.targetPort)
+            .flatMapThrowing { tcp in try ChannelGlue.join(ssh: child, tcp: tcp) }
+    }
+}

@@ -1,0 +1,127 @@
+import NIOCore
+import NIOPosix
+import NIOSSH
+
+/// `ssh -R`: the client's `tcpip-forward` requests on one connection. Each listens in the
+/// workspace (an empty address is every interface, as the reference does; OpenSSH's client
+/// asks for `localhost` unless told otherwise) and opens a `forwarded-tcpip` channel to the
+/// client for each connection it accepts. Listeners close on `cancel-tcpip-forward` and
+/// with the SSH connection.
+///
+/// Bounds: at most ``maxListeners`` listeners and ``maxConnections`` forwarded connections
+/// open per SSH connection (further ones are refused or closed at once).
+final class ReverseForwarding: GlobalRequestDelegate, @unchecked Sendable {
+    // Sendable by confinement: NIOSSH calls the delegate on its connection's event loop, and
+    // every member is touched only there (listeners' callbacks hop to `loop` first).
+    static let maxListeners = 16
+    static let maxConnections = 256
+
+    let loop: any EventLoop
+    private var listeners: [String: any Channel] = [:]
+    private var open = 0
+    private var closed = false
+
+    init(loop: any EventLoop) {
+        self.loop = loop
+    }
+
+    func tcpForwardingRequest(
+        _ request: GlobalRequest.TCPForwardingRequest, handler: NIOSSHHandler,
+        promise: EventLoopPromise<GlobalRequest.TCPForwardingResponse>
+    ) {
+        loop.preconditionInEventLoop()
+        switch request {
+        case .listen(let host, let port):
+            guard !closed, listeners.count < Self.maxListeners else {
+                promise.fail(ReverseForwardingError.tooManyListeners)
+                return
+            }
+            listen(host: host, port: port, handler: NIOLoopBound(handler, eventLoop: loop), promise: promise)
+        case .cancel(let host, let port):
+            listeners.removeValue(forKey: Self.key(host, port))?.close(promise: nil)
+            promise.succeed(.init(boundPort: nil))
+        }
+    }
+
+    private func listen(
+        host: String, port: Int, handler: NIOLoopBound<NIOSSHHandler>, promise: EventLoopPromise<GlobalRequest.TCPForwardingResponse>
+    ) {
+        let bound = NIOLoopBound(self, eventLoop: loop)
+        let address = host.isEmpty ? "0.0.0.0" : host
+        ServerBootstrap(group: loop)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.autoRead, value: false)
+            .childChannelOption(.allowRemoteHalfClosure, value: true)
+            .childChannelInitializer { accepted in
+                accepted.eventLoop.makeCompletedFuture {
+                    bound.value.forward(accepted, host: host, handler: handler)
+                }
+            }
+            .bind(host: address, port: port)
+            .whenComplete { result in
+                let this = bound.value
+                switch result {
+                case .success(let listener):
+                    let actual = listener.localAddress?.port ?? port
+                    if this.closed {
+                        listener.close(promise: nil)
+                        promise.fail(ReverseForwardingError.closed)
+                        return
+                    }
+                    this.listeners[Self.key(host, port)] = listener
+                    if port != actual { this.listeners[Self.key(host, actual)] = listener }
+                    promise.succeed(.init(boundPort: port == 0 ? actual : nil))
+                case .failure(let error):
+                    promise.fail(error)
+                }
+            }
+    }
+
+    /// Opens a `forwarded-tcpip` channel for `accepted` and joins the two once it is open.
+    private func forward(_ accepted: any Channel, host: String, handler: NIOLoopBound<NIOSSHHandler>) {
+        guard !closed, open < Self.maxConnections else {
+            accepted.close(promise: nil)
+            return
+        }
+        open += 1
+        let bound = NIOLoopBound(self, eventLoop: loop)
+        accepted.closeFuture.whenComplete { _ in bound.value.open -= 1 }
+        let listeningPort = accepted.localAddress?.port ?? 0
+        guard let origin = accepted.remoteAddress else {
+            accepted.close(promise: nil)
+            return
+        }
+        let promise = loop.makePromise(of: (any Channel).self)
+        handler.value.createChannel(
+            promise, channelType: .forwardedTCPIP(.init(listeningHost: host, listeningPort: listeningPort, originatorAddress: origin))
+        ) { child, _ in
+            _ = child.setOption(ChannelOptions.allowRemoteHalfClosure, value: true)
+            return child.eventLoop.makeCompletedFuture { try ChannelGlue.join(ssh: child, tcp: accepted) }
+        }
+        promise.futureResult.whenComplete { result in
+            switch result {
+            case .success: _ = accepted.setOption(ChannelOptions.autoRead, value: true)
+            case .failure: accepted.close(promise: nil)
+            }
+        }
+    }
+
+    /// Closes every listener (the SSH connection ended).
+    func closeAll() {
+        loop.execute { [self] in
+            closed = true
+            var seen = Set<ObjectIdentifier>()
+            for listener in listeners.values where seen.insert(ObjectIdentifier(listener)).inserted {
+                listener.close(promise: nil)
+            }
+            listeners = [:]
+        }
+    }
+
+    static func key(_ host: String, _ port: Int) -> String { "\(host)|\(port)" }
+}
+
+enum ReverseForwardingError: Error {
+    case tooManyListeners
+    case closed
+}
