@@ -138,6 +138,26 @@ struct SSHSessionTests {
         #expect(gone, "the session's process outlived its client")
     }
 
+    @Test func runningSessionsAreCountedByType() async throws {
+        let server = try await Server()
+        defer { Task { await server.stop() } }
+        let counts = server.server.counts
+        func start(_ options: [String]) throws -> ChildProgram.Running {
+            try #require(ChildProgram.start(
+                ["ssh", "-F", "/dev/null", "-p", "\(server.port)", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+                 "-o", "BatchMode=yes", "-o", "LogLevel=ERROR"] + options + ["127.0.0.1", "read line"]))
+        }
+        let plain = try start([])
+        let vscode = try start(["-o", "SetEnv=CODER_SSH_SESSION_TYPE=VSCode"])
+        #expect(await eventually(timeout: .seconds(60)) { counts.count(.ssh) == 1 && counts.count(.vscode) == 1 })
+        // A line ends each `read`, and so each session.
+        for child in [plain, vscode] {
+            _ = write(child.stdin, "x\n", 2)
+            #expect(child.wait() == 0)
+        }
+        #expect(await eventually(timeout: .seconds(60)) { counts.count(.ssh) == 0 && counts.count(.vscode) == 0 })
+    }
+
     @Test func fiftyConcurrentSessions() async throws {
         let server = try await Server()
         defer { Task { await server.stop() } }

@@ -27,6 +27,8 @@ public struct AgentContext: Sendable {
     public var startPhase: StartPhaseWatch?
     /// The MCP engine's servers and tools, which the chat context publishes.
     public var mcpCatalog: MCPCatalog
+    /// Running SSH and terminal sessions by kind, for the stats report.
+    public var sessionCounts: SessionCounts
 
     public init(
         chatPaths: ChatPaths, manifest: any ManifestSource, upward: any UpwardSink,
@@ -34,7 +36,7 @@ public struct AgentContext: Sendable {
         connections: any ConnectionAcceptor = NoConnectionAcceptor(),
         lifecycle: any LifecycleReporter = NoLifecycleReporter(), tunnelTraffic: TunnelTraffic = TunnelTraffic(),
         metrics: any MetricsSnapshotSource = NoMetricsSnapshot(), startPhase: StartPhaseWatch? = nil,
-        mcpCatalog: MCPCatalog = MCPCatalog()
+        mcpCatalog: MCPCatalog = MCPCatalog(), sessionCounts: SessionCounts = SessionCounts()
     ) {
         self.chatPaths = chatPaths
         self.manifest = manifest
@@ -48,5 +50,6 @@ public struct AgentContext: Sendable {
         self.metrics = metrics
         self.startPhase = startPhase
         self.mcpCatalog = mcpCatalog
+        self.sessionCounts = sessionCounts
     }
 }

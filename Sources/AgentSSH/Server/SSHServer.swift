@@ -23,7 +23,11 @@ final class SSHServer: Sendable {
     let logger: Logger
     private let connections = Mutex<[ObjectIdentifier: any Channel]>([:])
 
-    init(manifest: any ManifestSource, environment: [String: String], logger: Logger) {
+    /// Running sessions by kind, for the stats report.
+    let counts: SessionCounts
+
+    init(manifest: any ManifestSource, environment: [String: String], counts: SessionCounts = SessionCounts(), logger: Logger) {
+        self.counts = counts
         self.manifest = manifest
         self.environment = environment
         self.logger = logger
@@ -49,6 +53,7 @@ final class SSHServer: Sendable {
         let builder = sessionEnvironment(current)
         let directory = workingDirectory(current)
         let sessions = self.sessions
+        let counts = self.counts
         let logger = self.logger
         let channels = Mutex(0)
         return channel.eventLoop.makeCompletedFuture {
@@ -70,7 +75,7 @@ final class SSHServer: Sendable {
                         }
                         return child.eventLoop.makeCompletedFuture {
                             try child.pipeline.syncOperations.addHandler(
-                                SSHSessionHandler(environment: builder, directory: directory, sessions: sessions, logger: logger))
+                                SSHSessionHandler(environment: builder, directory: directory, sessions: sessions, counts: counts, logger: logger))
                         }
                     }))
             try channel.pipeline.syncOperations.addHandler(SSHConnectionErrors(logger: logger))

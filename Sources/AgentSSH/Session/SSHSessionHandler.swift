@@ -31,6 +31,10 @@ final class SSHSessionHandler: ChannelDuplexHandler {
     let directory: String
     let logger: Logger
     let sessions: SessionRegistry
+    /// The stats report's counts: a session counts by its type (`CODER_SSH_SESSION_TYPE`);
+    /// JetBrains and unknown types are not counted as sessions (the reference's rule).
+    let counts: SessionCounts
+    private var counted: SessionCounts.Kind?
 
     private var context: ChannelHandlerContext?
     private var clientVariables: [(name: String, value: String)] = []
@@ -47,7 +51,10 @@ final class SSHSessionHandler: ChannelDuplexHandler {
     private var ended = false
     private var sessionID: Int?
 
-    init(environment: SessionEnvironmentBuilder, directory: String, sessions: SessionRegistry, logger: Logger) {
+    init(
+        environment: SessionEnvironmentBuilder, directory: String, sessions: SessionRegistry, counts: SessionCounts, logger: Logger
+    ) {
+        self.counts = counts
         self.environment = environment
         self.directory = directory
         self.sessions = sessions
@@ -133,6 +140,12 @@ final class SSHSessionHandler: ChannelDuplexHandler {
             return true
         }
         sessionID = id
+        switch SessionEnvironmentBuilder.sessionType(client: clientVariables) {
+        case "ssh": counted = .ssh
+        case "vscode": counted = .vscode
+        default: counted = nil
+        }
+        if let counted { counts.started(counted) }
         let size = terminal.map { (rows: UInt16(clamping: $0.terminalRowHeight), columns: UInt16(clamping: $0.terminalCharacterWidth)) }
         let spawned: SessionProcess
         do {
@@ -268,10 +281,7 @@ final class SSHSessionHandler: ChannelDuplexHandler {
 
     private func processExited(_ status: Int32) {
         exitStatus = status
-        if let id = sessionID {
-            sessions.close(id)
-            sessionID = nil
-        }
+        endSession()
         if terminal != nil, openOutputs > 0, let context {
             // What the terminal still holds drains; a background job holding it does not
             // keep the session.
@@ -279,6 +289,18 @@ final class SSHSessionHandler: ChannelDuplexHandler {
             context.eventLoop.scheduleTask(in: Self.terminalDrain) { bound.value.finishAfterDrain() }
         }
         finishIfDone()
+    }
+
+    /// The session no longer counts (its process ended, or the client went).
+    private func endSession() {
+        if let id = sessionID {
+            sessions.close(id)
+            sessionID = nil
+        }
+        if let kind = counted {
+            counts.ended(kind)
+            counted = nil
+        }
     }
 
     private func finishAfterDrain() {
@@ -315,10 +337,7 @@ final class SSHSessionHandler: ChannelDuplexHandler {
             process.signalGroup(SIGHUP)
         }
         ended = true
-        if let id = sessionID {
-            sessions.close(id)
-            sessionID = nil
-        }
+        endSession()
         for channel in outputChannels { channel.close(promise: nil) }
         context.fireChannelInactive()
     }

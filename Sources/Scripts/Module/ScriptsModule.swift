@@ -47,7 +47,7 @@ public struct ScriptsModule: HTTPModule {
         self.manifest = context.manifest
         let source = context.manifest
         // One for the agent's life: a window a failed report could not send goes with the next.
-        let stats = StatsReporter(traffic: context.tunnelTraffic, metrics: context.metrics, logger: logger)
+        let stats = StatsReporter(traffic: context.tunnelTraffic, metrics: context.metrics, sessions: context.sessionCounts, logger: logger)
         self.participant = ScriptsParticipant(
             uploads: uploads, metrics: metrics, logger: logger,
             reporters: { ScriptsReporters.make(manifest: source.currentManifest, stats: stats, runner: runner, logger: logger) },

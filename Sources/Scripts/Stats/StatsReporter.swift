@@ -11,7 +11,7 @@ import Synchronization
 ///   that fails is logged and the default interval used.
 /// - Then every interval one `UpdateStats` with `stats` present: the tunnel's traffic
 ///   window (``TunnelTraffic/takeWindow()``, taken right before the send, so nothing is
-///   counted twice), session counts 0 (this agent has no SSH server nor reconnecting PTY),
+///   counted twice), the running sessions by kind (``SessionCounts``),
 ///   `connection_median_latency_ms = -1` (it pings no peers), and the agent's counters and
 ///   gauges (``MetricsSnapshotSource/samples()``). Every answer's `report_interval` is
 ///   applied when it differs.
@@ -31,6 +31,8 @@ public final class StatsReporter: Sendable {
 
     private let traffic: TunnelTraffic
     private let metrics: any MetricsSnapshotSource
+    /// Running sessions by kind (the SSH server and the reconnecting PTY count them).
+    private let sessions: SessionCounts
     private let logger: Logger
     /// Traffic of reports that failed, for the next one.
     private let carried = Mutex<TunnelTraffic.Window?>(nil)
@@ -38,7 +40,11 @@ public final class StatsReporter: Sendable {
     /// - Parameters:
     ///   - traffic: the tunnel's traffic (the tailnet records it; zero without a tunnel).
     ///   - metrics: the agent's counters and gauges, forwarded in `metrics`.
-    public init(traffic: TunnelTraffic, metrics: any MetricsSnapshotSource = NoMetricsSnapshot(), logger: Logger) {
+    public init(
+        traffic: TunnelTraffic, metrics: any MetricsSnapshotSource = NoMetricsSnapshot(), sessions: SessionCounts = SessionCounts(),
+        logger: Logger
+    ) {
+        self.sessions = sessions
         self.traffic = traffic
         self.metrics = metrics
         self.logger = logger
@@ -62,7 +68,7 @@ public final class StatsReporter: Sendable {
                 try await Task.sleep(for: interval)
                 let window = takeWindow()
                 var request = Coder_Agent_V2_UpdateStatsRequest()
-                request.stats = Self.stats(window, samples: metrics.samples())
+                request.stats = Self.stats(window, samples: metrics.samples(), sessions: sessions)
                 do {
                     let answer = try await UpwardCall.unary(session, Self.rpc, request)
                     ReportMetrics.statsReport(ok: true)
@@ -116,8 +122,8 @@ public final class StatsReporter: Sendable {
     }
 
     /// One report's `stats`: `window`'s traffic (rx = into the workspace, tx = out of it),
-    /// zero sessions, no latency (-1), and `samples` as metrics.
-    static func stats(_ window: TunnelTraffic.Window, samples: [MetricSample]) -> Coder_Agent_V2_Stats {
+    /// the sessions running now, no latency (-1), and `samples` as metrics.
+    static func stats(_ window: TunnelTraffic.Window, samples: [MetricSample], sessions: SessionCounts? = nil) -> Coder_Agent_V2_Stats {
         var stats = Coder_Agent_V2_Stats()
         stats.connectionsByProto = window.flowsByProtocol
         stats.connectionCount = window.flows
@@ -125,10 +131,10 @@ public final class StatsReporter: Sendable {
         stats.rxBytes = window.received.bytes
         stats.txPackets = window.sent.packets
         stats.txBytes = window.sent.bytes
-        stats.sessionCountSsh = 0
-        stats.sessionCountVscode = 0
-        stats.sessionCountJetbrains = 0
-        stats.sessionCountReconnectingPty = 0
+        stats.sessionCountSsh = Int64(sessions?.count(.ssh) ?? 0)
+        stats.sessionCountVscode = Int64(sessions?.count(.vscode) ?? 0)
+        stats.sessionCountJetbrains = Int64(sessions?.count(.jetbrains) ?? 0)
+        stats.sessionCountReconnectingPty = Int64(sessions?.count(.reconnectingPTY) ?? 0)
         stats.connectionMedianLatencyMs = -1
         stats.metrics = samples.map { sample in
             var metric = Coder_Agent_V2_Stats.Metric()
