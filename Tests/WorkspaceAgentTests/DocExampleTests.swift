@@ -63,14 +63,23 @@ struct DocExampleTests {
         let socket = root + "/agent.sock"
 
         let agent = try AgentDaemon.launch(
-            ["--http-address", "127.0.0.1:0", "--state-dir", root + "/state", "--socket-path", socket, "--log-level", "info"],
+            ["--http-address", "127.0.0.1:0", "--state-dir", root + "/state", "--socket-path", socket, "--log-level", "info",
+             "--ssh-address", "127.0.0.1:0"],
             environment: ["HOME": home, "TMPDIR": root])
         defer { agent.cleanup() }
         let port = try await agent.port()
         let address = "127.0.0.1:\(port)"
+        // Examples reach the SSH listener as `-p 2222` (`-P 2222` for scp and sftp).
+        var sshPort = ""
+        _ = await eventually {
+            sshPort = agent.log.split(separator: "\n").first { $0.contains("ssh listening") }
+                .flatMap { $0.split(separator: ":").last.map { String($0.prefix { $0.isNumber }) } } ?? ""
+            return !sshPort.isEmpty
+        }
 
         let script = parsed.script(outputDirectory: outputs) { code in
             code.replacingOccurrences(of: "127.0.0.1:2114", with: address)
+                .replacingOccurrences(of: "-p 2222", with: "-p \(sshPort)").replacingOccurrences(of: "-P 2222", with: "-P \(sshPort)")
         }
         let binaries = URL(fileURLWithPath: AgentDaemon.binaryPath).deletingLastPathComponent().path
         let outcome = await ChildProgram.run(

@@ -50,7 +50,8 @@ struct SSHListener: Service {
             .childChannelInitializer { channel in server.serve(channel) }
             .bind(host: host, port: port)
             .get()
-        server.logger.info("ssh listening", metadata: ["address": "\(channel.localAddress.map { "\($0)" } ?? "\(address)")"])
+        let bound = channel.localAddress?.port ?? port
+        server.logger.info("ssh listening", metadata: ["ssh_address": "\(host.contains(":") ? "[\(host)]" : host):\(bound)"])
         await withGracefulShutdownHandler {
             try? await channel.closeFuture.get()
         } onGracefulShutdown: {
