@@ -122,7 +122,7 @@ fuzz-smoke: fuzz-build
 # Every figure is a ratio against a baseline measured in the same run; the desktop's
 # baselines are websockify and ffmpeg's x11grab, the HTTP layer's a bare SwiftNIO server,
 # bare Hummingbird and Go's net/http (bench/go-healthz), loaded by wrk (curl: bench/side-by-side.sh).
-BENCH_PACKAGES := websockify ffmpeg wrk golang-go curl python3
+BENCH_PACKAGES := websockify ffmpeg wrk golang-go curl python3 openssh-server
 bench: release
 	@$(MAKE) --no-print-directory deps DEB_PACKAGES="$(BENCH_PACKAGES)"
 	.build/release/agent-bench proc
@@ -138,6 +138,7 @@ bench: release
 	.build/release/agent-bench tailnet
 	.build/release/agent-bench scripts
 	.build/release/agent-bench chat
+	.build/release/agent-bench ssh
 
 # Regenerates Sources/AgentProto from proto/ with Debian's protoc and the protoc-gen-swift
 # product of the swift-protobuf package this project already depends on (not its slow
