@@ -19,11 +19,13 @@ struct SSHSessionTests {
         let channel: any Channel
         var port: Int { channel.localAddress?.port ?? 0 }
 
-        init(manifest: AgentManifest? = nil, environment: [String: String] = ProcessInfo.processInfo.environment) async throws {
+        init(
+            manifest: AgentManifest? = nil, environment: [String: String] = ProcessInfo.processInfo.environment, policy: SSHPolicy = SSHPolicy()
+        ) async throws {
             let store = ManifestStore()
             if let manifest { store.publish(manifest) }
             let server = SSHServer(
-                manifest: store, environment: environment, logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
+                manifest: store, environment: environment, policy: policy, logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
             self.server = server
             channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
                 .childChannelInitializer { channel in server.serve(channel) }
@@ -261,5 +263,37 @@ struct SSHTransferAndForwardingTests {
         #expect(outcome.stdout.contains("remote: from the client"), "\(outcome)")
         #expect(outcome.stdout.contains("local: from the workspace"), "\(outcome)")
         #expect(outcome.stdout.contains("ssh exited 0"), "\(outcome)")
+    }
+}
+
+/// The reference's switches: file transfers and each kind of port forward refused.
+@Suite(.timeLimit(.minutes(3)))
+struct SSHPolicyTests {
+    @Test func blockedFileTransferExitsWith65AndTheReferencesMessage() async throws {
+        let server = try await SSHSessionTests.Server(policy: SSHPolicy(blockFileTransfer: true))
+        defer { Task { await server.stop() } }
+        let scp = await server.ssh("scp -t /tmp")
+        #expect(scp.status == 65 && scp.stdout == "\u{02}File transfer has been disabled.\n", "\(scp)")
+        let rsync = await server.ssh("/usr/bin/rsync --server .")
+        #expect(rsync.status == 65, "\(rsync)")
+        // Other commands still run.
+        let echo = await server.ssh("echo fine")
+        #expect(echo.status == 0 && echo.stdout == "fine\n")
+        let sftp = await ChildProgram.run(
+            ["sh", "-c", "echo ls | sftp -P \(server.port) \(SSHTransferAndForwardingTests.options) 127.0.0.1; echo status $?"], stderrToStdout: true)
+        #expect(sftp.stdout.hasSuffix("status 1\n") || sftp.stdout.contains("status 255"), "\(sftp)")
+    }
+
+    @Test func blockedForwardsAreRefused() async throws {
+        let server = try await SSHSessionTests.Server(policy: SSHPolicy(blockLocalPortForwarding: true, blockReversePortForwarding: true))
+        defer { Task { await server.stop() } }
+        let local = await server.ssh("true", options: ["-o", "ExitOnForwardFailure=yes", "-L", "127.0.0.1:0:127.0.0.1:22", "-W", "127.0.0.1:22"])
+        #expect(local.status != 0, "\(local)")
+        let remote = await server.ssh("true", options: ["-o", "ExitOnForwardFailure=yes", "-R", "127.0.0.1:0:127.0.0.1:22"])
+        #expect(remote.status == 255, "\(remote)")
+        let allowed = try await SSHSessionTests.Server()
+        defer { Task { await allowed.stop() } }
+        let fine = await allowed.ssh("true", options: ["-o", "ExitOnForwardFailure=yes", "-R", "127.0.0.1:0:127.0.0.1:22"])
+        #expect(fine.status == 0, "\(fine)")
     }
 }

@@ -21,8 +21,12 @@ final class ReverseForwarding: GlobalRequestDelegate, @unchecked Sendable {
     private var open = 0
     private var closed = false
 
-    init(loop: any EventLoop) {
+    /// `--block-reverse-port-forwarding`: every request fails.
+    let refused: Bool
+
+    init(loop: any EventLoop, refused: Bool = false) {
         self.loop = loop
+        self.refused = refused
     }
 
     func tcpForwardingRequest(
@@ -32,6 +36,10 @@ final class ReverseForwarding: GlobalRequestDelegate, @unchecked Sendable {
         loop.preconditionInEventLoop()
         switch request {
         case .listen(let host, let port):
+            guard !refused else {
+                promise.fail(ReverseForwardingError.disabled)
+                return
+            }
             guard !closed, listeners.count < Self.maxListeners else {
                 promise.fail(ReverseForwardingError.tooManyListeners)
                 return
@@ -122,6 +130,7 @@ final class ReverseForwarding: GlobalRequestDelegate, @unchecked Sendable {
 }
 
 enum ReverseForwardingError: Error {
+    case disabled
     case tooManyListeners
     case closed
 }

@@ -16,7 +16,9 @@ public struct SSHModule: AgentModule {
 
     public init(configuration: SSHOptions.Configuration, context: AgentContext, logger: Logger) {
         self.configuration = configuration
-        server = SSHServer(manifest: context.manifest, environment: context.environment, counts: context.sessionCounts, logger: logger)
+        server = SSHServer(
+            manifest: context.manifest, environment: context.environment, policy: configuration.policy, counts: context.sessionCounts,
+            logger: logger)
     }
 
     /// Serves `channel` (a tunnel connection to port 1 or 22, on its loop, not active yet).

@@ -7,14 +7,25 @@ public struct SSHOptions: ParsableArguments {
     @Option(name: .long, help: "A loopback listener for the SSH server (host:port, e.g. 127.0.0.1:2222), serving what tailnet ports 1 and 22 serve; anyone who can reach it gets a shell as the agent's user. Env CODER_AGENT_SSH_ADDRESS. Default: off.")
     var sshAddress: String?
 
+    @Option(name: .long, help: "Refuse SFTP and scp, rsync, sftp and nc commands (exit status 65), as a do-not-trespass sign, not security: true or false. Env CODER_AGENT_BLOCK_FILE_TRANSFER. Default false.")
+    var blockFileTransfer: String?
+
+    @Option(name: .long, help: "Refuse ssh -L (direct-tcpip): true or false. Env CODER_AGENT_BLOCK_LOCAL_PORT_FORWARDING. Default false.")
+    var blockLocalPortForwarding: String?
+
+    @Option(name: .long, help: "Refuse ssh -R (tcpip-forward): true or false. Env CODER_AGENT_BLOCK_REVERSE_PORT_FORWARDING. Default false.")
+    var blockReversePortForwarding: String?
+
     public init() {}
 
     public struct Configuration: Sendable, Equatable {
         /// nil: no loopback listener.
         public var address: BindTarget?
+        public var policy: SSHPolicy
 
-        public init(address: BindTarget? = nil) {
+        public init(address: BindTarget? = nil, policy: SSHPolicy = SSHPolicy()) {
             self.address = address
+            self.policy = policy
         }
     }
 
@@ -26,7 +37,13 @@ public struct SSHOptions: ParsableArguments {
             guard case .tcp = target.kind else { throw SSHAddressError(description: "invalid address \"\(text)\": the SSH listener takes host:port") }
             return target
         }
-        return Configuration(address: address.flatMap { $0 })
+        let policy = SSHPolicy(
+            blockFileTransfer: try settings.bool(blockFileTransfer, flag: "--block-file-transfer", variable: "CODER_AGENT_BLOCK_FILE_TRANSFER") ?? false,
+            blockLocalPortForwarding: try settings.bool(
+                blockLocalPortForwarding, flag: "--block-local-port-forwarding", variable: "CODER_AGENT_BLOCK_LOCAL_PORT_FORWARDING") ?? false,
+            blockReversePortForwarding: try settings.bool(
+                blockReversePortForwarding, flag: "--block-reverse-port-forwarding", variable: "CODER_AGENT_BLOCK_REVERSE_PORT_FORWARDING") ?? false)
+        return Configuration(address: address.flatMap { $0 }, policy: policy)
     }
 }
 

@@ -26,7 +26,13 @@ final class SSHServer: Sendable {
     /// Running sessions by kind, for the stats report.
     let counts: SessionCounts
 
-    init(manifest: any ManifestSource, environment: [String: String], counts: SessionCounts = SessionCounts(), logger: Logger) {
+    let policy: SSHPolicy
+
+    init(
+        manifest: any ManifestSource, environment: [String: String], policy: SSHPolicy = SSHPolicy(), counts: SessionCounts = SessionCounts(),
+        logger: Logger
+    ) {
+        self.policy = policy
         self.counts = counts
         self.manifest = manifest
         self.environment = environment
@@ -46,7 +52,8 @@ final class SSHServer: Sendable {
         }
         channel.closeFuture.whenComplete { [self] _ in _ = connections.withLock { $0.removeValue(forKey: ObjectIdentifier(channel)) } }
         let current = manifest.currentManifest
-        let forwarding = ReverseForwarding(loop: channel.eventLoop)
+        let policy = self.policy
+        let forwarding = ReverseForwarding(loop: channel.eventLoop, refused: policy.blockReversePortForwarding)
         channel.closeFuture.whenComplete { _ in forwarding.closeAll() }
         let configuration = SSHServerConfiguration(
             hostKeys: [SSHHostKey.key(for: current)], userAuthDelegate: NoClientAuthentication(), globalRequestDelegate: forwarding)
@@ -70,12 +77,17 @@ final class SSHServer: Sendable {
                         child.closeFuture.whenComplete { _ in channels.withLock { $0 -= 1 } }
                         switch type {
                         case .session: break
-                        case .directTCPIP(let target): return DirectTCPIP.open(child, to: target)
+                        case .directTCPIP(let target):
+                            guard !policy.blockLocalPortForwarding else {
+                                return child.eventLoop.makeFailedFuture(SSHServerError.portForwardingDisabled)
+                            }
+                            return DirectTCPIP.open(child, to: target)
                         default: return child.eventLoop.makeFailedFuture(SSHServerError.unsupportedChannelType)
                         }
                         return child.eventLoop.makeCompletedFuture {
                             try child.pipeline.syncOperations.addHandler(
-                                SSHSessionHandler(environment: builder, directory: directory, sessions: sessions, counts: counts, logger: logger))
+                                SSHSessionHandler(
+                                    environment: builder, directory: directory, policy: policy, sessions: sessions, counts: counts, logger: logger))
                         }
                     }))
             try channel.pipeline.syncOperations.addHandler(SSHConnectionErrors(logger: logger))
@@ -103,6 +115,7 @@ final class SSHServer: Sendable {
 enum SSHServerError: Error {
     case unsupportedChannelType
     case tooManyChannels
+    case portForwardingDisabled
 }
 
 /// Logs what ends a connection with an error and closes it.

@@ -28,6 +28,7 @@ final class SSHSessionHandler: ChannelDuplexHandler {
     static let terminalDrain: TimeAmount = .milliseconds(250)
 
     let environment: SessionEnvironmentBuilder
+    let policy: SSHPolicy
     let directory: String
     let logger: Logger
     let sessions: SessionRegistry
@@ -52,8 +53,10 @@ final class SSHSessionHandler: ChannelDuplexHandler {
     private var sessionID: Int?
 
     init(
-        environment: SessionEnvironmentBuilder, directory: String, sessions: SessionRegistry, counts: SessionCounts, logger: Logger
+        environment: SessionEnvironmentBuilder, directory: String, policy: SSHPolicy = SSHPolicy(), sessions: SessionRegistry,
+        counts: SessionCounts, logger: Logger
     ) {
+        self.policy = policy
         self.counts = counts
         self.environment = environment
         self.directory = directory
@@ -86,12 +89,20 @@ final class SSHSessionHandler: ChannelDuplexHandler {
         case let request as SSHChannelRequestEvent.ShellRequest:
             reply(request.wantReply, start(argv: SessionCommand(shell: environment.shell, command: nil).argv, context: context), context)
         case let request as SSHChannelRequestEvent.ExecRequest:
+            if policy.blockFileTransfer, SSHPolicy.isFileTransfer(request.command) {
+                reply(request.wantReply, refuseFileTransfer(message: true, context: context), context)
+                return
+            }
             let argv = SessionCommand(shell: environment.shell, command: request.command).argv
             reply(request.wantReply, start(argv: argv, context: context), context)
         case let request as SSHChannelRequestEvent.SubsystemRequest:
             // Only `sftp` (which `scp` uses too), served by OpenSSH's own sftp-server.
             guard request.subsystem == "sftp", let server = Self.sftpServer else {
                 reply(request.wantReply, false, context)
+                return
+            }
+            if policy.blockFileTransfer {
+                reply(request.wantReply, refuseFileTransfer(message: false, context: context), context)
                 return
             }
             reply(request.wantReply, start(argv: [server], terminal: false, context: context), context)
@@ -177,6 +188,21 @@ final class SSHSessionHandler: ChannelDuplexHandler {
             let status = spawned.waitForExit()
             loop.execute { bound.value.processExited(status) }
         }
+        return true
+    }
+
+    /// `--block-file-transfer`: the reference's message on stdout (for commands), status 65.
+    private func refuseFileTransfer(message: Bool, context: ChannelHandlerContext) -> Bool {
+        guard !started else { return false }
+        started = true
+        if message {
+            let text = context.channel.allocator.buffer(string: SSHPolicy.fileTransferMessage)
+            context.writeAndFlush(wrapOutboundOut(SSHChannelData(type: .channel, data: .byteBuffer(text))), promise: nil)
+        }
+        exitStatus = SSHPolicy.fileTransferStatus << 8
+        // After the request's reply, which the caller sends next.
+        let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        context.eventLoop.execute { bound.value.finishAfterDrain() }
         return true
     }
 
