@@ -1,0 +1,35 @@
+import AgentSSH
+import FuzzSupport
+
+/// What the SSH server reads of a client's text itself (swift-nio-ssh parses the protocol):
+/// exec commands and `env` requests. The first byte picks the case.
+///
+/// A command: never a trap; no command runs with an empty argv; a command without `#!`
+/// runs as `/bin/sh -c <command>` exactly.
+/// `env` requests: the manifest's `CODER` and the agent's own variables always win, the
+/// stripped names never appear, and `SSH_CONNECTION` is the reference's fixed value.
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzSSHSession(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
+    var input = FuzzInput(data, size)
+    if input.byte() & 1 == 0 {
+        let text = String(decoding: input.rest(), as: UTF8.self)
+        let parsed = SSHFuzzing.command(text)
+        require(!parsed.argv.isEmpty, "an empty argv")
+        if !text.isEmpty, !text.contains("#!") {
+            require(parsed.argv == ["/bin/sh", "-c", text], "argv \(parsed.argv) for \(text.debugDescription)")
+        }
+        return 0
+    }
+    var client: [(name: String, value: String)] = []
+    while client.count < 32, !input.isEmpty {
+        let name = String(decoding: input.data(maxLength: 16), as: UTF8.self)
+        let value = String(decoding: input.data(maxLength: 32), as: UTF8.self)
+        client.append((name, value))
+    }
+    let (environment, type) = SSHFuzzing.environment(client)
+    require(environment["CODER"] == "true" && environment["AGENT"] == "a" && environment["PATH"] == "/usr/bin:/bin", "a protected variable changed")
+    require(environment["CODER_SSH_SESSION_TYPE"] == nil && environment["CODER_CONTAINER"] == nil, "a stripped variable kept")
+    require(environment["SSH_CONNECTION"] == "0.0.0.0 0 0.0.0.0 0", "SSH_CONNECTION changed")
+    require(["ssh", "vscode", "jetbrains", "unknown"].contains(type), "session type \(type)")
+    return 0
+}
