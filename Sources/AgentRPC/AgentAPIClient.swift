@@ -49,6 +49,10 @@ public struct AgentAPIClient: Sendable {
     public func updateAppStatus(_ request: Coder_Agent_V2_UpdateAppStatusRequest) async throws {
         let _: Coder_Agent_V2_UpdateAppStatusResponse = try await call("UpdateAppStatus", request)
     }
+
+    public func reportConnection(_ request: Coder_Agent_V2_ReportConnectionRequest) async throws {
+        let _: Google_Protobuf_Empty = try await call("ReportConnection", request)
+    }
 }
 
 /// A yamux stream as a dRPC transport: graceful end is FIN (reading stops), abort is RST.

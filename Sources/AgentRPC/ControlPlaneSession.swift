@@ -41,6 +41,8 @@ public final class ControlPlaneSession: Service, UpwardSink, ManifestSource, Lif
         /// Outbox bounds.
         public var appStatusCapacity = 256
         public var boundaryLogsCapacity = 1024
+        /// Connection reports waiting (the reference's 2048; beyond it they are dropped).
+        public var connectionsCapacity = 2048
         public var logsCapacity = 1000
         /// Logs per BatchCreateLogs call, and bytes of output per call (the reference's 1 MiB:
         /// far below the 4 MiB message limit).
@@ -76,6 +78,7 @@ public final class ControlPlaneSession: Service, UpwardSink, ManifestSource, Lif
     public let appStatus: Outbox<Coder_Agent_V2_UpdateAppStatusRequest>
     public let boundaryLogs: Outbox<Coder_Agent_V2_ReportBoundaryLogsRequest>
     public let logs: Outbox<Coder_Agent_V2_Log>
+    public let connections: Outbox<Coder_Agent_V2_ReportConnectionRequest>
 
     private struct State {
         var lastState: LifecycleState = .unspecified
@@ -110,6 +113,7 @@ public final class ControlPlaneSession: Service, UpwardSink, ManifestSource, Lif
         appStatus = Outbox(name: "app_status", capacity: configuration.appStatusCapacity, signal: work)
         boundaryLogs = Outbox(name: "boundary_logs", capacity: configuration.boundaryLogsCapacity, signal: work)
         logs = Outbox(name: "logs", capacity: configuration.logsCapacity, signal: work)
+        connections = Outbox(name: "connections", capacity: configuration.connectionsCapacity, signal: work)
         setLifecycle(.created)
     }
 
@@ -172,6 +176,14 @@ public final class ControlPlaneSession: Service, UpwardSink, ManifestSource, Lif
         logs.append(entry)
     }
 
+    /// Queues a connection's start or end for ReportConnection; one that finds the outbox
+    /// full is dropped with a warning, as the reference drops it.
+    public func send(_ report: ConnectionReport) {
+        if !connections.append(Self.request(report)) {
+            logger.warning("connection report dropped: too many waiting", metadata: ["max": "\(configuration.connectionsCapacity)"])
+        }
+    }
+
     public var isConnected: Bool { state.withLock { $0.connected } }
 
     public var hasControlPlane: Bool { dialer != nil }
@@ -194,7 +206,7 @@ public final class ControlPlaneSession: Service, UpwardSink, ManifestSource, Lif
     }
 
     /// Every outbox, lifecycle first (the order the drain serves them in).
-    private var outboxes: [any UpwardQueue] { [lifecycle, appStatus, boundaryLogs, logs] }
+    private var outboxes: [any UpwardQueue] { [lifecycle, appStatus, boundaryLogs, connections, logs] }
 
     /// Items each outbox refused to send upward because the control plane rejected them.
     public var rejectedCounts: [String: Int] {
@@ -287,6 +299,14 @@ public final class ControlPlaneSession: Service, UpwardSink, ManifestSource, Lif
         while let (seq, items) = boundaryLogs.peek() {
             logger.info("boundary logs", metadata: ["count": "\(items[0].logs.count)", "session_id": "\(items[0].sessionID)"])
             boundaryLogs.acknowledge(through: seq, as: .logged)
+        }
+        while let (seq, items) = connections.peek() {
+            let connection = items[0].connection
+            logger.info("connection", metadata: [
+                "action": "\(connection.action)", "type": "\(connection.type)", "ip": "\(connection.ip)",
+                "status_code": "\(connection.statusCode)",
+            ])
+            connections.acknowledge(through: seq, as: .logged)
         }
         while let (seq, _) = logs.peek(configuration.logsPerBatch) {
             logs.acknowledge(through: seq, as: .logged)
@@ -453,6 +473,10 @@ public final class ControlPlaneSession: Service, UpwardSink, ManifestSource, Lif
             }
             if let (seq, items) = boundaryLogs.peek() {
                 try await deliver(boundaryLogs, through: seq) { try await api.reportBoundaryLogs(items[0]) }
+                continue
+            }
+            if let (seq, items) = connections.peek() {
+                try await deliver(connections, through: seq) { try await api.reportConnection(items[0]) }
                 continue
             }
             if !state.withLock({ $0.logsDisabled }),

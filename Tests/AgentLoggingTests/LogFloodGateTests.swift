@@ -41,6 +41,7 @@ final class RecordingSink: UpwardSink {
     var lines: [AgentLogLine] { recorded.withLock { $0 } }
     func send(_ status: AppStatusReport) -> UpwardReceipt { UpwardReceipt() }
     func send(_ batch: BoundaryLogBatch) -> UpwardReceipt { UpwardReceipt() }
+    func send(_ report: ConnectionReport) {}
     func send(_ line: AgentLogLine) { recorded.withLock { $0.append(line) } }
     var isConnected: Bool { true }
     var hasControlPlane: Bool { true }

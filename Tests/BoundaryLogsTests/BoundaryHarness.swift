@@ -29,6 +29,7 @@ final class RecordingUpward: UpwardSink, Sendable {
     init(_ mode: Mode = .deliver) { state = Mutex(State(mode: mode)) }
 
     func send(_ status: AppStatusReport) -> UpwardReceipt { .settled(.logged) }
+    func send(_ report: ConnectionReport) {}
     func send(_ line: AgentLogLine) {}
 
     func send(_ batch: BoundaryLogBatch) -> UpwardReceipt {

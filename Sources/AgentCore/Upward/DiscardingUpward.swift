@@ -5,6 +5,7 @@ public struct DiscardingUpward: UpwardSink {
     public func send(_ status: AppStatusReport) -> UpwardReceipt { .settled(.logged) }
     public func send(_ batch: BoundaryLogBatch) -> UpwardReceipt { .settled(.logged) }
     public func send(_ line: AgentLogLine) {}
+    public func send(_ report: ConnectionReport) {}
     public var isConnected: Bool { false }
     public var hasControlPlane: Bool { false }
 }

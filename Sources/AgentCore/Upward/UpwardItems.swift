@@ -107,3 +107,49 @@ public struct AgentLogLine: Sendable, Equatable {
         self.createdAt = createdAt
     }
 }
+
+/// One SSH or terminal connection's start or end for the control plane's connection log
+/// (`ReportConnection`).
+public struct ConnectionReport: Sendable, Equatable {
+    public enum Action: Int, Sendable, Equatable {
+        case connect = 1
+        case disconnect = 2
+    }
+
+    /// The wire values of `Connection.Type`.
+    public enum Kind: Int, Sendable, Equatable {
+        case unspecified = 0
+        case ssh = 1
+        case vscode = 2
+        case jetbrains = 3
+        case reconnectingPTY = 4
+    }
+
+    /// 16 random bytes, shared by a connection's connect and disconnect.
+    public var id: [UInt8]
+    public var action: Action
+    public var kind: Kind
+    public var timestamp: Date
+    /// The remote address without its port; may be empty.
+    public var ip: String
+    public var statusCode: Int32
+    public var reason: String?
+
+    public init(
+        id: [UInt8], action: Action, kind: Kind, timestamp: Date = Date(), ip: String, statusCode: Int32 = 0, reason: String? = nil
+    ) {
+        self.id = id
+        self.action = action
+        self.kind = kind
+        self.timestamp = timestamp
+        self.ip = ip
+        self.statusCode = statusCode
+        self.reason = reason
+    }
+
+    /// A fresh random id.
+    public static func newID() -> [UInt8] {
+        var generator = SystemRandomNumberGenerator()
+        return (0..<16).map { _ in UInt8.random(in: 0...255, using: &generator) }
+    }
+}

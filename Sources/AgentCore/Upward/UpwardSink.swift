@@ -13,6 +13,9 @@ public protocol UpwardSink: Sendable {
     /// Queues one of the agent's own log lines (BatchCreateLogs); no receipt, as nobody
     /// waits on a log line.
     func send(_ line: AgentLogLine)
+    /// Queues an SSH or terminal connection's start or end (ReportConnection); no receipt:
+    /// the reference drops what it cannot send, with a warning.
+    func send(_ report: ConnectionReport)
     /// True while a control-plane connection is up (false standalone): a caller can tell
     /// its client "queued" rather than "sent".
     var isConnected: Bool { get }

@@ -8,6 +8,20 @@ import SwiftProtobuf
 
 /// AgentCore's upward items as the Agent API's messages.
 extension ControlPlaneSession {
+    static func request(_ report: ConnectionReport) -> Coder_Agent_V2_ReportConnectionRequest {
+        var connection = Coder_Agent_V2_Connection()
+        connection.id = Data(report.id)
+        connection.action = Coder_Agent_V2_Connection.Action(rawValue: report.action.rawValue) ?? .unspecified
+        connection.type = Coder_Agent_V2_Connection.TypeEnum(rawValue: report.kind.rawValue) ?? .unspecified
+        connection.timestamp = Google_Protobuf_Timestamp(date: report.timestamp)
+        connection.ip = report.ip
+        connection.statusCode = report.statusCode
+        if let reason = report.reason { connection.reason = reason }
+        var request = Coder_Agent_V2_ReportConnectionRequest()
+        request.connection = connection
+        return request
+    }
+
     static func request(_ status: AppStatusReport) -> Coder_Agent_V2_UpdateAppStatusRequest {
         var request = Coder_Agent_V2_UpdateAppStatusRequest()
         request.slug = status.slug
