@@ -55,6 +55,7 @@ let targets: [(String, [Target.Dependency])] = [
     ("FuzzMCPConfig", [agent("AgentCore")]),
     ("FuzzFrontMatter", [agent("ChatContext")]),
     ("FuzzProcNetTCP", [agent("Diagnostics")]),
+    ("FuzzSpeedtestRequest", [agent("AgentSpeedtest")]),
 ]
 
 let package = Package(

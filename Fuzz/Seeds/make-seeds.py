@@ -305,3 +305,8 @@ write("FuzzFrontMatter", "skill", b"\x00" + skill)
 write("FuzzFrontMatter", "escapes", b"\x00" + b'---\nname: x\ndescription: "tab\\there \\u00e9 \\U0001F600 \\x41"\nlist:\n  - a\n---\nbody\n')
 write("FuzzFrontMatter", "round-trip", b"\x01" + bytes([1, 0, 1, 0x0f, 12]) + "na\u00efve \"skill\"\n".encode()
       + bytes([30]) + b"line one\nline two # x\nthree" + bytes([2, 0, 1, 1, 3]) + b"Body\n")
+
+# FuzzSpeedtestRequest: the request's raw bytes.
+write("FuzzSpeedtestRequest", "download", b'{"version":2,"time":5000000000,"direction":0}\n')
+write("FuzzSpeedtestRequest", "upload", b'{"Version":2,"TIME":1000,"direction":1,"x":["}",{"y":"\\""}]}\nrest')
+write("FuzzSpeedtestRequest", "mismatch", b'{"version":1,"time":"5s"}')

@@ -92,6 +92,26 @@ struct WorkspaceAgentTailnetTests {
                 #expect(ssh.status == 7 && ssh.stdout == "ssh via port \(port)\n", "ssh to [\(address)]:\(port): \(ssh)")
             }
 
+            // The speed test on port 3 (`coder speedtest`): a 1 s download, whole 2 MiB blocks
+            // until the agent closes.
+            let speedtest = await peer.namespace.run(["python3", "-c", """
+                import socket
+                s = socket.create_connection(("\(addresses.primaryText)", 3), timeout=60)
+                s.sendall(b'{"version":2,"time":1000000000,"direction":0}\\n')
+                answer = b""
+                while not answer.endswith(b"\\n"):
+                    chunk = s.recv(1)
+                    if not chunk: break
+                    answer += chunk
+                total = 0
+                while True:
+                    data = s.recv(1 << 20)
+                    if not data: break
+                    total += len(data)
+                print(answer.decode().strip(), total > 0 and total % (2 << 20) == 0)
+                """])
+            #expect(speedtest.stdout == "{} True\n", "speedtest: \(speedtest)")
+
             // A forwarded port: a server on the workspace's loopback, reached as [agent]:port.
             let server = try #require(OneShotServer(reply: "forwarded hello\n"))
             defer { server.stop() }
