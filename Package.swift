@@ -32,6 +32,7 @@ let package = Package(
         .library(name: "Diagnostics", targets: ["Diagnostics"]),
         .library(name: "AgentSSH", targets: ["AgentSSH"]),
         .library(name: "AgentSpeedtest", targets: ["AgentSpeedtest"]),
+        .library(name: "ReconnectingPTY", targets: ["ReconnectingPTY"]),
         .library(name: "Desktop", targets: ["Desktop"]),
         .library(name: "WireGuard", targets: ["WireGuard"]),
         .library(name: "TunnelStack", targets: ["TunnelStack"]),
@@ -286,6 +287,19 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // The reconnecting PTY of tailnet port 2 (the web terminal): sessions by ID that outlive
+        // their connections, the buffered backend's 64 KiB replay, several attachments at once.
+        .target(
+            name: "ReconnectingPTY",
+            dependencies: [
+                "AgentCore", "CAgentSpawn",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         // The speed test of tailnet port 3: tailscale's protocol version 2, both directions.
         .target(
             name: "AgentSpeedtest",
@@ -470,6 +484,7 @@ let package = Package(
                 "Diagnostics",
                 "AgentSSH",
                 "AgentSpeedtest",
+                "ReconnectingPTY",
                 "AgentProc",
                 "AgentProto",
                 "AgentSocket",
@@ -616,6 +631,16 @@ let package = Package(
             dependencies: [
                 "AgentSSH", "AgentTestSupport", "AgentCore", "AgentHTTP",
                 .product(name: "NIOSSH", package: "swift-nio-ssh"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "ReconnectingPTYTests",
+            dependencies: [
+                "ReconnectingPTY", "AgentTestSupport", "AgentCore",
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],
