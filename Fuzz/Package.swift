@@ -56,6 +56,7 @@ let targets: [(String, [Target.Dependency])] = [
     ("FuzzFrontMatter", [agent("ChatContext")]),
     ("FuzzProcNetTCP", [agent("Diagnostics")]),
     ("FuzzSpeedtestRequest", [agent("AgentSpeedtest")]),
+    ("FuzzReconnectingPTY", [agent("ReconnectingPTY")]),
 ]
 
 let package = Package(
