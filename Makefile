@@ -80,7 +80,7 @@ test: deps
 FUZZ_TARGETS := FuzzEditMatcher FuzzFileRequests FuzzFilePathText FuzzJSONRequest FuzzProcessStart FuzzDesktopAction \
 	FuzzBoundaryFrames FuzzAgentProto FuzzDRPCFrames FuzzAgentSocket FuzzYamuxSession FuzzWebSocketClient FuzzHTTPGuard \
 	FuzzWireGuardMessages FuzzTunnelStack FuzzDERPFrames FuzzCron FuzzScriptLogs FuzzProcessAwait FuzzMCPFrames \
-	FuzzMCPConfig FuzzFrontMatter FuzzProcNetTCP FuzzSSHSession
+	FuzzMCPConfig FuzzFrontMatter FuzzProcNetTCP FuzzSSHSession FuzzSpeedtestRequest FuzzReconnectingPTY
 FUZZ_OUT ?= .fuzz
 FUZZ_RUNS ?= 1000000
 FUZZ_SECONDS ?= 3600

@@ -31,6 +31,8 @@ let package = Package(
         .library(name: "BoundaryLogs", targets: ["BoundaryLogs"]),
         .library(name: "Diagnostics", targets: ["Diagnostics"]),
         .library(name: "AgentSSH", targets: ["AgentSSH"]),
+        .library(name: "AgentSpeedtest", targets: ["AgentSpeedtest"]),
+        .library(name: "ReconnectingPTY", targets: ["ReconnectingPTY"]),
         .library(name: "Desktop", targets: ["Desktop"]),
         .library(name: "WireGuard", targets: ["WireGuard"]),
         .library(name: "TunnelStack", targets: ["TunnelStack"]),
@@ -285,6 +287,29 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // The reconnecting PTY of tailnet port 2 (the web terminal): sessions by ID that outlive
+        // their connections, the buffered backend's 64 KiB replay, several attachments at once.
+        .target(
+            name: "ReconnectingPTY",
+            dependencies: [
+                "AgentCore", "CAgentSpawn",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The speed test of tailnet port 3: tailscale's protocol version 2, both directions.
+        .target(
+            name: "AgentSpeedtest",
+            dependencies: [
+                "AgentCore",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "Metrics", package: "swift-metrics"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         // The agent's answers about itself and the workspace: hello, listening ports (IPv4 and
         // IPv6, from /proc), the manifest and recent logs for support bundles, containers' 403.
         .target(
@@ -458,6 +483,8 @@ let package = Package(
                 "BoundaryLogs",
                 "Diagnostics",
                 "AgentSSH",
+                "AgentSpeedtest",
+                "ReconnectingPTY",
                 "AgentProc",
                 "AgentProto",
                 "AgentSocket",
@@ -606,6 +633,25 @@ let package = Package(
                 .product(name: "NIOSSH", package: "swift-nio-ssh"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "ReconnectingPTYTests",
+            dependencies: [
+                "ReconnectingPTY", "AgentTestSupport", "AgentCore",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "AgentSpeedtestTests",
+            dependencies: [
+                "AgentSpeedtest", "AgentTestSupport", "AgentCore",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -56,6 +56,8 @@ let targets: [(String, [Target.Dependency])] = [
     ("FuzzFrontMatter", [agent("ChatContext")]),
     ("FuzzProcNetTCP", [agent("Diagnostics")]),
     ("FuzzSSHSession", [agent("AgentSSH")]),
+    ("FuzzSpeedtestRequest", [agent("AgentSpeedtest")]),
+    ("FuzzReconnectingPTY", [agent("ReconnectingPTY")]),
 ]
 
 let package = Package(

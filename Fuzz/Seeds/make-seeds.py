@@ -305,3 +305,18 @@ write("FuzzFrontMatter", "skill", b"\x00" + skill)
 write("FuzzFrontMatter", "escapes", b"\x00" + b'---\nname: x\ndescription: "tab\\there \\u00e9 \\U0001F600 \\x41"\nlist:\n  - a\n---\nbody\n')
 write("FuzzFrontMatter", "round-trip", b"\x01" + bytes([1, 0, 1, 0x0f, 12]) + "na\u00efve \"skill\"\n".encode()
       + bytes([30]) + b"line one\nline two # x\nthree" + bytes([2, 0, 1, 1, 3]) + b"Body\n")
+
+# FuzzSpeedtestRequest: the request's raw bytes.
+write("FuzzSpeedtestRequest", "download", b'{"version":2,"time":5000000000,"direction":0}\n')
+write("FuzzSpeedtestRequest", "upload", b'{"Version":2,"TIME":1000,"direction":1,"x":["}",{"y":"\\""}]}\nrest')
+write("FuzzSpeedtestRequest", "mismatch", b'{"version":1,"time":"5s"}')
+
+# FuzzReconnectingPTY: a byte choosing the split, then a connection's bytes (init frame, input objects).
+def pty_frame(d):
+    import json
+    b = json.dumps(d).encode()
+    return struct.pack("<H", len(b)) + b
+write("FuzzReconnectingPTY", "attach", b"\x03" + pty_frame({"ID": "7d1c2b6e-0000-4000-8000-000000000001", "Height": 24, "Width": 80, "Command": "",
+      "Container": "", "ContainerUser": "", "BackendType": ""}) + b'{"data":"ls\\r"}{"height":40,"width":120}\n{"data":"a}\\"{"}')
+write("FuzzReconnectingPTY", "folded", b"\x01" + pty_frame({"id": "x", "HEIGHT": 1, "width": 2, "command": "top"}) + b' {"DATA":"\\u00e9"} [1]')
+write("FuzzReconnectingPTY", "partial", b"\x05\x20\x00{\"ID\":\"abc\"")

@@ -63,18 +63,7 @@ public struct JSONRequest: Sendable {
     }
 
     /// Go's `foldName` restricted to what can equal an ASCII field name.
-    static func goFold(_ name: String) -> String {
-        var out = String.UnicodeScalarView()
-        for scalar in name.unicodeScalars {
-            switch scalar.value {
-            case 0x61...0x7A: out.append(Unicode.Scalar(scalar.value - 0x20)!)
-            case 0x17F: out.append("S")
-            case 0x212A: out.append("K")
-            default: out.append(scalar)
-            }
-        }
-        return String(out)
-    }
+    static func goFold(_ name: String) -> String { goFoldName(name) }
 
     /// Go's answer when field `key` holds `value` where `goType` belongs (400
     /// `Request body must be valid JSON.`, the detail naming the field), for nested shapes

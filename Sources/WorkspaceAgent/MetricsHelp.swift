@@ -13,6 +13,12 @@ enum MetricsHelp {
             "Time from each request's head to its response head, by route (NotFound when none matches), method and status; a WebSocket route counts once its session ends, status 101, for the session's length.",
         "agent_http_connections": "Open HTTP connections.",
         "agent_ssh_sessions": "SSH sessions whose process is running (loopback listener and tailnet ports 1 and 22).",
+        "agent_reconnecting_pty_connections_total": "Connections to the reconnecting PTY (tailnet port 2, the web terminal) served.",
+        "agent_reconnecting_pty_sessions": "Reconnecting PTY sessions (a process on a terminal each, attached or not); at most 64.",
+        "agent_speedtest_tests_total": "Speed tests started on tailnet port 3, by direction (the client's: download, upload).",
+        "agent_speedtest_bytes_total": "Bytes the speed test wrote (download) or read (upload), by direction (the client's).",
+        "agent_speedtest_refused_total":
+            "Speed test connections refused: a bad request (answered with its error) or more than 8 tests at once.",
         "agent_http_connections_evicted_total": "Idle HTTP connections closed to make room for a new one.",
         "agent_http_connections_refused_total": "HTTP connections refused because every slot was busy.",
         "agent_http_connections_closed_total": "HTTP connections closed by the agent, by reason (write_stall, websocket_idle).",

@@ -7,6 +7,8 @@ import AgentProc
 import AgentRPC
 import AgentSocket
 import AgentSSH
+import AgentSpeedtest
+import ReconnectingPTY
 import ArgumentParser
 import BoundaryLogs
 import Diagnostics
@@ -153,6 +155,13 @@ struct RunCommand: AsyncParsableCommand {
         host.add(sshModule)
         let tunnelPorts = TunnelPortServices()
         for port: UInt16 in [1, 22] { tunnelPorts.register(port: port) { channel, _ in sshModule.serve(channel) } }
+        // The reconnecting PTY (the dashboard's web terminal): tailnet port 2.
+        let reconnectingPTY = ReconnectingPTYModule(context: context, logger: Logger(label: "workspace-agent.reconnecting-pty"))
+        host.add(reconnectingPTY)
+        tunnelPorts.register(port: 2) { channel, _ in reconnectingPTY.serve(channel) }
+        // The speed test (`coder speedtest`): tailnet port 3.
+        let speedtest = SpeedtestServer()
+        tunnelPorts.register(port: 3) { channel, _ in speedtest.serve(channel) }
         let tailnet = TailnetModule(
             configuration: tailnetConfig,
             accessURL: config.controlPlane.token == nil ? nil : config.controlPlane.url,

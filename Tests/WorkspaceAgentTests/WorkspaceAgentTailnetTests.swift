@@ -92,6 +92,55 @@ struct WorkspaceAgentTailnetTests {
                 #expect(ssh.status == 7 && ssh.stdout == "ssh via port \(port)\n", "ssh to [\(address)]:\(port): \(ssh)")
             }
 
+            // The reconnecting PTY on port 2 (the web terminal): attach, type, detach, reattach
+            // and see the replay, then exit (which closes the connection).
+            let pty = await peer.namespace.run(["python3", "-c", """
+                import json, socket, struct, uuid
+                rid = str(uuid.uuid4())
+                def attach():
+                    s = socket.create_connection(("\(addresses.primaryText)", 2), timeout=60)
+                    body = json.dumps({"ID": rid, "Height": 24, "Width": 80, "Command": "sh", "Container": "", "ContainerUser": "", "BackendType": ""}).encode()
+                    s.sendall(struct.pack("<H", len(body)) + body)
+                    return s
+                def read_until(s, marker):
+                    got = b""
+                    while marker not in got:
+                        chunk = s.recv(65536)
+                        if not chunk: break
+                        got += chunk
+                    return got
+                s = attach()
+                s.sendall(json.dumps({"data": "echo tun-$((6*7))\\r"}).encode())
+                print("typed", b"tun-42" in read_until(s, b"tun-42"))
+                s.close()
+                s = attach()
+                print("replayed", b"tun-42" in read_until(s, b"tun-42"))
+                s.sendall(json.dumps({"data": "exit\\r"}).encode())
+                read_until(s, b"never")
+                print("closed")
+                """])
+            #expect(pty.stdout == "typed True\nreplayed True\nclosed\n", "reconnecting pty: \(pty)")
+
+            // The speed test on port 3 (`coder speedtest`): a 1 s download, whole 2 MiB blocks
+            // until the agent closes.
+            let speedtest = await peer.namespace.run(["python3", "-c", """
+                import socket
+                s = socket.create_connection(("\(addresses.primaryText)", 3), timeout=60)
+                s.sendall(b'{"version":2,"time":1000000000,"direction":0}\\n')
+                answer = b""
+                while not answer.endswith(b"\\n"):
+                    chunk = s.recv(1)
+                    if not chunk: break
+                    answer += chunk
+                total = 0
+                while True:
+                    data = s.recv(1 << 20)
+                    if not data: break
+                    total += len(data)
+                print(answer.decode().strip(), total > 0 and total % (2 << 20) == 0)
+                """])
+            #expect(speedtest.stdout == "{} True\n", "speedtest: \(speedtest)")
+
             // A forwarded port: a server on the workspace's loopback, reached as [agent]:port.
             let server = try #require(OneShotServer(reply: "forwarded hello\n"))
             defer { server.stop() }

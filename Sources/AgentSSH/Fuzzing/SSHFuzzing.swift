@@ -1,3 +1,5 @@
+import AgentCore
+
 /// What the SSH server reads of a client's own text (the fuzz targets' entry points): an
 /// exec request's command (shell words, `#!` lines, the file-transfer check) and the
 /// environment built from `env` requests.

@@ -1,3 +1,5 @@
+import AgentCore
+
 /// What the SSH server refuses (the reference's switches; all off by default).
 public struct SSHPolicy: Sendable, Equatable {
     /// SFTP, and commands whose first word is one of ``fileTransferCommands``: exit status 65,

@@ -162,10 +162,8 @@ final class SSHSessionHandler: ChannelDuplexHandler {
         do {
             spawned = try SessionProcess.spawn(
                 argv: argv,
-                environment: { [environment, clientVariables, terminal] extra in
-                    var variables = environment.build(client: clientVariables, terminal: terminal.map { ($0.term, "") })
-                    for (name, value) in extra ?? [:] { variables[name] = value }
-                    return variables
+                environment: { [environment, clientVariables, terminal] tty in
+                    environment.build(client: clientVariables, terminal: terminal.map { ($0.term, tty ?? "") })
                 },
                 directory: directory, terminal: size)
         } catch {

@@ -1,7 +1,7 @@
-/// A session's environment, in the reference's order of precedence: the agent's own
-/// environment, then what the client sent (`env` requests; never replacing an agent
-/// variable), `USER`, `LOGNAME` and `SHELL`; the manifest's variables (`CODER=true`, the
-/// workspace's names, the template's variables) over all of those; then `SSH_CLIENT`,
+import AgentCore
+
+/// An SSH session's environment: AgentCore's ``SessionVariables/base`` with the client's
+/// `env` requests (less the ones the reference strips); then `SSH_CLIENT`,
 /// `SSH_CONNECTION` (the reference's fixed dummies), and with a terminal `TERM` and `SSH_TTY`.
 struct SessionEnvironmentBuilder: Sendable {
     /// Client variables the reference strips (they select session types and containers).
@@ -17,15 +17,8 @@ struct SessionEnvironmentBuilder: Sendable {
     var shell: String
 
     func build(client: [(name: String, value: String)], terminal: (term: String, tty: String)?) -> [String: String] {
-        var environment = agent
-        environment["GOTRACEBACK"] = environment["GOTRACEBACK"] == "none" ? nil : environment["GOTRACEBACK"]
-        for (name, value) in client where !Self.stripped.contains(name) && environment[name] == nil {
-            environment[name] = value
-        }
-        for (name, value) in [("USER", user), ("LOGNAME", user), ("SHELL", shell)] where environment[name] == nil {
-            environment[name] = value
-        }
-        for (name, value) in manifest { environment[name] = value }
+        var environment = SessionVariables.base(
+            agent: agent, client: client.filter { !Self.stripped.contains($0.name) }, manifest: manifest, user: user, shell: shell)
         environment["SSH_CLIENT"] = "0.0.0.0 0 0"
         environment["SSH_CONNECTION"] = "0.0.0.0 0 0.0.0.0 0"
         if let terminal {

@@ -1,15 +1,15 @@
-import AgentCore
 #if canImport(Glibc)
 import Glibc
 #endif
 
-/// What a session runs, by the reference's rules: the user's login shell as `<shell> -l`
-/// without a command, `<shell> -c <command>` with one, and a command whose first line is
-/// `#!interpreter args` as `<interpreter> args -c <whole command>`.
-struct SessionCommand: Equatable, Sendable {
-    var argv: [String]
+/// What a session (SSH, the reconnecting PTY) runs, by the reference's rules: the user's
+/// login shell as `<shell> -l` without a command, `<shell> -c <command>` with one, and a
+/// command whose first line is `#!interpreter args` as `<interpreter> args -c <whole command>`;
+/// and where the user's shell, name and home are.
+public struct SessionCommand: Equatable, Sendable {
+    public var argv: [String]
 
-    init(shell: String, command: String?) {
+    public init(shell: String, command: String?) {
         guard let command, !command.isEmpty else {
             argv = [shell, "-l"]
             return
@@ -29,7 +29,7 @@ struct SessionCommand: Equatable, Sendable {
     /// Splits `text` as a POSIX shell splits words: blanks separate, single quotes keep
     /// everything, double quotes keep all but `\"` and `\\`, a backslash outside quotes
     /// escapes the next character.
-    static func shellWords(_ text: String) -> [String] {
+    public static func shellWords(_ text: String) -> [String] {
         var words: [String] = []
         var current = ""
         var inWord = false
@@ -65,7 +65,7 @@ struct SessionCommand: Equatable, Sendable {
 
     /// The agent's user's login shell: `/etc/passwd`'s seventh field for the user, else
     /// `$SHELL`; nil when neither names one.
-    static func loginShell(environment: [String: String], passwd: String = "/etc/passwd") -> String? {
+    public static func loginShell(environment: [String: String], passwd: String = "/etc/passwd") -> String? {
         if let user = currentUserName(), let bytes = AtomicFile.read(passwd, maxBytes: 16 << 20) {
             for line in bytes.split(separator: UInt8(ascii: "\n")) {
                 let fields = line.split(separator: UInt8(ascii: ":"), omittingEmptySubsequences: false)
@@ -79,17 +79,23 @@ struct SessionCommand: Equatable, Sendable {
     }
 
     /// The name of the process's user (getpwuid), or nil.
-    static func currentUserName() -> String? {
+    public static func currentUserName() -> String? {
         guard let entry = getpwuid(getuid()), let name = entry.pointee.pw_name else { return nil }
         return String(cString: name)
     }
 
     /// The user's home directory (getpwuid, else `$HOME`, else `/`).
-    static func homeDirectory(environment: [String: String]) -> String {
+    public static func homeDirectory(environment: [String: String]) -> String {
         if let entry = getpwuid(getuid()), let dir = entry.pointee.pw_dir {
             let home = String(cString: dir)
             if !home.isEmpty { return home }
         }
         return environment["HOME"] ?? "/"
+    }
+
+    /// Where a session starts: the manifest's directory when it is one, else the user's home.
+    public static func workingDirectory(manifestDirectory: String?, environment: [String: String]) -> String {
+        if let directory = manifestDirectory, !directory.isEmpty, FileInfo.following(path: directory)?.kind == .directory { return directory }
+        return homeDirectory(environment: environment)
     }
 }

@@ -1,28 +1,28 @@
-import AgentCore
 import CAgentSpawn
 #if canImport(Glibc)
 import Glibc
 #endif
 
-/// A session's child: spawned in a session of its own (so its group can be signalled as a
-/// whole), with a terminal or with three pipes, registered with ``OwnedChildren`` until it is
-/// reaped (the process API's adoption never takes it), and waited for on a thread of its own.
-struct SessionProcess: Sendable {
+/// A session's child (SSH, the reconnecting PTY): spawned in a session of its own (so its
+/// group can be signalled as a whole), with a terminal or with three pipes, registered with
+/// ``OwnedChildren`` until it is reaped (the process API's adoption never takes it), and
+/// waited for on a thread of its own.
+public struct SessionProcess: Sendable {
     /// The agent's ends: for a terminal, `output` is the terminal's primary side (read and
     /// written), `input` and `errors` are -1.
-    let pid: pid_t
-    let output: Int32
-    let input: Int32
-    let errors: Int32
+    public let pid: pid_t
+    public let output: Int32
+    public let input: Int32
+    public let errors: Int32
 
-    struct SpawnError: Error, CustomStringConvertible {
-        let description: String
+    public struct SpawnError: Error, CustomStringConvertible {
+        public let description: String
     }
 
     /// Spawns `argv` (its first element an absolute path) in `directory`, with the
-    /// environment `environment` gives for the terminal's name (nil without one).
-    static func spawn(
-        argv: [String], environment: ([String: String]?) -> [String: String], directory: String,
+    /// environment `environment` gives for the terminal's path (`/dev/pts/3`; nil without one).
+    public static func spawn(
+        argv: [String], environment: (_ terminal: String?) -> [String: String], directory: String,
         terminal: (rows: UInt16, columns: UInt16)?
     ) throws(SpawnError) -> SessionProcess {
         var agentOutput: Int32 = -1
@@ -68,7 +68,7 @@ struct SessionProcess: Sendable {
         }
         var failedStep: Int32 = 0
         var childErrno: Int32 = 0
-        let block = EnvironmentBlock(environment(terminal == nil ? nil : ["SSH_TTY": terminalName(agentOutput)]))
+        let block = EnvironmentBlock(environment(terminal == nil ? nil : terminalName(agentOutput)))
         let pid = OwnedChildren.spawning { () -> pid_t in
             withCStrings(argv) { argvPointer in
                 block.withPointers { envPointer in
@@ -99,26 +99,26 @@ struct SessionProcess: Sendable {
     }
 
     /// The path of the terminal whose primary side is `primary` (`/dev/pts/3`).
-    static func terminalName(_ primary: Int32) -> String {
+    public static func terminalName(_ primary: Int32) -> String {
         let number = agent_pty_number(primary)
         return number < 0 ? "" : "/dev/pts/\(number)"
     }
 
     /// Blocks until the child has exited, reaps it and returns its wait status. Call once, on
     /// a thread that may block.
-    func waitForExit() -> Int32 {
+    public func waitForExit() -> Int32 {
         var info = siginfo_t()
         while waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT) < 0, errno == EINTR {}
         return OwnedChildren.reap(pid) ?? 0
     }
 
     /// Sends `signal` to the child's process group (it leads a session of its own).
-    func signalGroup(_ signal: Int32) {
+    public func signalGroup(_ signal: Int32) {
         OwnedChildren.signal(pid, signal, group: true)
     }
 
     /// Sends `signal` to the child alone (what a client's `signal` request does).
-    func signalChild(_ signal: Int32) {
+    public func signalChild(_ signal: Int32) {
         OwnedChildren.signal(pid, signal)
     }
 }

@@ -1,0 +1,166 @@
+import AgentCore
+import Metrics
+import NIOCore
+
+/// One speed test connection: reads the request (at most ``SpeedtestRequest/maxBytes``, within
+/// ``SpeedtestServer/requestTimeout``), answers it, then writes 2 MiB blocks until the test's
+/// time has passed and closes (the client downloads), or reads and drops what the client sends
+/// until its EOF or the time and 5 s more (the client uploads).
+///
+/// Memory: the request's bytes, one shared block, and NIO's queue of at most one block's
+/// write beyond the channel's high-water mark (the next block waits for writability).
+final class SpeedtestHandler: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    /// The size of each block the agent writes (the reference's).
+    static let blockSize = 2 << 20
+    /// After an upload's time, how long the client may still send before the agent closes.
+    static let uploadGrace: TimeAmount = .seconds(5)
+    /// After a download's time, how long the last block may take to drain before the agent
+    /// closes anyway (a client that stopped reading cannot hold the connection).
+    static let drainGrace: TimeAmount = .seconds(5)
+
+    private enum State {
+        case request
+        case download(deadline: NIODeadline)
+        case upload
+        case finished
+    }
+
+    private let block: ByteBuffer
+    private let requestTimeout: TimeAmount
+    private var state = State.request
+    private var received: ByteBuffer?
+    private var timer: Scheduled<Void>?
+    private var lastWrite: EventLoopFuture<Void>?
+    private let metrics: SpeedtestMetrics
+
+    init(block: ByteBuffer, requestTimeout: TimeAmount, metrics: SpeedtestMetrics) {
+        self.block = block
+        self.requestTimeout = requestTimeout
+        self.metrics = metrics
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        _ = context.channel.setOption(ChannelOptions.allowRemoteHalfClosure, value: true)
+        let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+        timer = context.eventLoop.scheduleTask(in: requestTimeout) { bound.value.close(promise: nil) }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        timer?.cancel()
+        state = .finished
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        var buffer = unwrapInboundIn(data)
+        switch state {
+        case .request:
+            if received == nil {
+                received = buffer
+            } else {
+                received!.writeBuffer(&buffer)
+            }
+            let bytes = received!.readableBytesView
+            let end = SpeedtestRequest.end(of: bytes.prefix(SpeedtestRequest.maxBytes + 1))
+            if let end, end <= SpeedtestRequest.maxBytes {
+                answer(SpeedtestRequest.answer(bytes.prefix(end)), context: context)
+            } else if bytes.count > SpeedtestRequest.maxBytes {
+                answer(.refuse("speedtest request longer than \(SpeedtestRequest.maxBytes) bytes"), context: context)
+            }
+        case .upload:
+            metrics.uploaded.increment(by: buffer.readableBytes)
+        case .download, .finished:
+            break
+        }
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        guard case ChannelEvent.inputClosed = event else {
+            context.fireUserInboundEventTriggered(event)
+            return
+        }
+        switch state {
+        case .request:
+            // The client's EOF ends its request: answer what arrived (Go's decoder does).
+            answer(SpeedtestRequest.answer(received?.readableBytesView ?? ByteBuffer().readableBytesView), context: context)
+        case .upload:
+            finish(context: context)
+        case .download, .finished:
+            break
+        }
+    }
+
+    private func answer(_ answer: SpeedtestRequest.Answer, context: ChannelHandlerContext) {
+        timer?.cancel()
+        received = nil
+        context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(bytes: answer.bytes)), promise: nil)
+        let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        let contextBound = NIOLoopBound(context, eventLoop: context.eventLoop)
+        switch answer {
+        case .refuse:
+            metrics.refused.increment()
+            finish(context: context)
+        case .start(let request):
+            let time = TimeAmount.nanoseconds(Int64(request.duration.components.seconds) * 1_000_000_000
+                + request.duration.components.attoseconds / 1_000_000_000)
+            switch request.direction {
+            case .upload:
+                metrics.uploads.increment()
+                state = .upload
+                timer = context.eventLoop.scheduleTask(in: time + Self.uploadGrace) { bound.value.finish(context: contextBound.value) }
+            case .download:
+                metrics.downloads.increment()
+                state = .download(deadline: .now() + time)
+                timer = context.eventLoop.scheduleTask(in: time) { bound.value.finish(context: contextBound.value) }
+                pump(context: context, first: true)
+            }
+        }
+    }
+
+    /// Writes blocks while the channel takes them and the time has not passed (the first
+    /// block goes out whatever the time, as the reference writes before it checks).
+    private func pump(context: ChannelHandlerContext, first: Bool = false) {
+        guard case .download(let deadline) = state else { return }
+        var first = first
+        while context.channel.isWritable {
+            guard first || NIODeadline.now() < deadline else {
+                finish(context: context)
+                return
+            }
+            first = false
+            lastWrite = context.writeAndFlush(wrapOutboundOut(block))
+            metrics.downloaded.increment(by: block.readableBytes)
+        }
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        pump(context: context)
+        context.fireChannelWritabilityChanged()
+    }
+
+    /// Closes once what was written has gone out (at most ``drainGrace`` later).
+    private func finish(context: ChannelHandlerContext) {
+        if case .finished = state { return }
+        state = .finished
+        timer?.cancel()
+        let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+        let written = lastWrite ?? context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(capacity: 0)))
+        let grace = context.eventLoop.scheduleTask(in: Self.drainGrace) { bound.value.close(promise: nil) }
+        written.whenComplete { _ in
+            grace.cancel()
+            bound.value.close(promise: nil)
+        }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        timer?.cancel()
+        state = .finished
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        context.close(promise: nil)
+    }
+}

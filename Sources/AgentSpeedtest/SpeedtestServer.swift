@@ -1,0 +1,48 @@
+import AgentCore
+import Metrics
+import NIOCore
+import Synchronization
+
+/// The speed test of tailnet port 3 (`coder speedtest`): tailscale's protocol version 2 on
+/// each connection the tailnet hands over (see ``SpeedtestHandler``).
+///
+/// Bounds: at most ``maxConnections`` tests at once (a further connection is closed at once;
+/// each test can fill a core and the link), the request within ``requestTimeout``.
+public final class SpeedtestServer: Sendable {
+    /// Tests running at once, at most.
+    public static let maxConnections = 8
+    /// How long a client may take to send its request.
+    public static let defaultRequestTimeout: TimeAmount = .seconds(30)
+
+    let requestTimeout: TimeAmount
+    private let open = Mutex(0)
+    private let metrics = SpeedtestMetrics()
+    /// One block of random bytes, written again and again (ByteBuffer shares its storage).
+    private let block: ByteBuffer
+
+    public init(requestTimeout: TimeAmount = SpeedtestServer.defaultRequestTimeout) {
+        self.requestTimeout = requestTimeout
+        var generator = SystemRandomNumberGenerator()
+        var block = ByteBufferAllocator().buffer(capacity: SpeedtestHandler.blockSize)
+        for _ in 0..<(SpeedtestHandler.blockSize / 8) { block.writeInteger(generator.next() as UInt64) }
+        self.block = block
+    }
+
+    /// Serves `channel` (on its loop, before it is active) as one speed test connection.
+    public func serve(_ channel: any Channel) -> EventLoopFuture<Void> {
+        let admitted = open.withLock { count -> Bool in
+            guard count < Self.maxConnections else { return false }
+            count += 1
+            return true
+        }
+        guard admitted else {
+            metrics.refused.increment()
+            return channel.close()
+        }
+        channel.closeFuture.whenComplete { [self] _ in open.withLock { $0 -= 1 } }
+        let handler = SpeedtestHandler(block: block, requestTimeout: requestTimeout, metrics: metrics)
+        return channel.eventLoop.makeCompletedFuture {
+            try channel.pipeline.syncOperations.addHandler(handler)
+        }
+    }
+}

@@ -1,0 +1,266 @@
+import AgentCore
+import CAgentSpawn
+import NIOCore
+import NIOPosix
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One reconnecting PTY (the buffered backend): a process on a terminal that outlives its
+/// connections. Its output goes into a ``ReplayBuffer`` and to every attached connection;
+/// each connection's input goes to the terminal. The process's end (its output's end, or its
+/// exit and a short drain) closes every attachment and forgets the ID; so does
+/// ``PTYLifetime``'s expiry (the process then gets SIGHUP to its group and SIGKILL).
+///
+/// Everything mutable lives on `loop` (the first connection's event loop): other loops hop
+/// to it. Back pressure: reading the terminal pauses while any attachment cannot take more
+/// output; reading a connection pauses while the terminal cannot take more input.
+final class PTYSession: Sendable {
+    /// After the process exits, how long the output it left may take to drain (a background
+    /// job holding the terminal must not keep the session).
+    static let exitDrain: TimeAmount = .milliseconds(250)
+    /// Input that arrives before the terminal's channel is open is held, at most this much.
+    static let maxEarlyInput = 64 << 10
+
+    struct State {
+        var replay = ReplayBuffer()
+        var attachments: [ObjectIdentifier: any Channel] = [:]
+        var lifetime: PTYLifetime
+        var terminal: (any Channel)?
+        var earlyInput: [ByteBuffer] = []
+        var earlyInputBytes = 0
+        var pausedInputs: [ObjectIdentifier: any Channel] = [:]
+        var exited = false
+        var ended = false
+    }
+
+    let id: String
+    let loop: any EventLoop
+    let process: SessionProcess
+    let maxAttachments: Int
+    private let state: NIOLoopBoundBox<State>
+    private let sleep: @Sendable (Duration) async throws -> Void
+    private let onEnd: @Sendable (PTYSession) -> Void
+
+    /// Starts the relay, the waiting thread and the first timer; call on `loop`.
+    init(
+        id: String, loop: any EventLoop, process: SessionProcess, lifetime: PTYLifetime, maxAttachments: Int,
+        sleep: @escaping @Sendable (Duration) async throws -> Void, onEnd: @escaping @Sendable (PTYSession) -> Void
+    ) {
+        self.id = id
+        self.loop = loop
+        self.process = process
+        self.maxAttachments = maxAttachments
+        self.sleep = sleep
+        self.onEnd = onEnd
+        state = NIOLoopBoundBox(State(lifetime: lifetime), eventLoop: loop)
+        perform(lifetime.start)
+        let session = self
+        NIOPipeBootstrap(group: loop)
+            .channelOption(ChannelOptions.allowRemoteHalfClosure, value: true)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(TerminalRelay(session: session))
+                }
+            }
+            .takingOwnershipOfDescriptor(inputOutput: process.output)
+            .whenComplete { result in
+                switch result {
+                case .success(let channel): session.terminalOpened(channel)
+                case .failure: session.end()
+                }
+            }
+        AgentThread.start(name: "pty-wait") {
+            _ = process.waitForExit()
+            loop.execute { session.processExited() }
+        }
+    }
+
+    /// Runs `body` on the session's loop: at once when already there, else queued (calls from
+    /// one thread keep their order either way).
+    func onLoop(_ body: @escaping @Sendable () -> Void) {
+        if loop.inEventLoop { body() } else { loop.execute(body) }
+    }
+
+    // MARK: Attachments
+
+    /// Attaches `channel`: the replay first, then the terminal's size set to `size` (when both
+    /// are non-zero), then live output. Closes `channel` when the session has ended or is full.
+    func attach(_ channel: any Channel, size: (rows: UInt16, columns: UInt16)) {
+        onLoop { [self] in
+            guard !state.value.ended, state.value.attachments.count < maxAttachments else {
+                channel.close(promise: nil)
+                return
+            }
+            let key = ObjectIdentifier(channel)
+            state.value.attachments[key] = channel
+            let replay = state.value.replay.contents
+            if !replay.isEmpty { channel.writeAndFlush(channel.allocator.buffer(bytes: replay), promise: nil) }
+            resize(size.rows, size.columns)
+            perform(state.value.lifetime.attach())
+            channel.closeFuture.whenComplete { [self] _ in onLoop { self.detach(key) } }
+        }
+    }
+
+    private func detach(_ key: ObjectIdentifier) {
+        guard state.value.attachments.removeValue(forKey: key) != nil else { return }
+        state.value.pausedInputs[key] = nil
+        resumeTerminalIfWritable()
+        perform(state.value.lifetime.detach())
+    }
+
+    /// A connection's input object: its data to the terminal, then its size.
+    func input(_ input: PTYInput, from channel: any Channel) {
+        onLoop { [self] in
+            guard !state.value.ended else { return }
+            if !input.data.isEmpty {
+                let bytes = channel.allocator.buffer(string: input.data)
+                if let terminal = state.value.terminal {
+                    terminal.writeAndFlush(bytes, promise: nil)
+                    if !terminal.isWritable {
+                        state.value.pausedInputs[ObjectIdentifier(channel)] = channel
+                        _ = channel.setOption(ChannelOptions.autoRead, value: false)
+                    }
+                } else if state.value.earlyInputBytes + bytes.readableBytes <= Self.maxEarlyInput {
+                    state.value.earlyInput.append(bytes)
+                    state.value.earlyInputBytes += bytes.readableBytes
+                }
+            }
+            if let size = input.size { resize(size.rows, size.columns) }
+        }
+    }
+
+    private func resize(_ rows: UInt16, _ columns: UInt16) {
+        guard rows != 0, columns != 0, !state.value.ended else { return }
+        _ = agent_pty_resize(process.output, rows, columns)
+    }
+
+    /// An attachment can take output again: the terminal is read again once all can.
+    func attachmentWritable() {
+        onLoop { [self] in resumeTerminalIfWritable() }
+    }
+
+    private func resumeTerminalIfWritable() {
+        guard let terminal = state.value.terminal, state.value.attachments.values.allSatisfy(\.isWritable) else { return }
+        _ = terminal.setOption(ChannelOptions.autoRead, value: true)
+    }
+
+    // MARK: The terminal
+
+    private func terminalOpened(_ channel: any Channel) {
+        guard !state.value.ended else {
+            channel.close(promise: nil)
+            return
+        }
+        state.value.terminal = channel
+        for bytes in state.value.earlyInput { channel.write(bytes, promise: nil) }
+        channel.flush()
+        state.value.earlyInput = []
+        state.value.earlyInputBytes = 0
+    }
+
+    /// Output: kept for replays and written to every attachment.
+    fileprivate func output(_ buffer: ByteBuffer, from terminal: any Channel) {
+        guard !state.value.ended else { return }
+        state.value.replay.append(buffer.readableBytesView)
+        var full = false
+        for channel in state.value.attachments.values {
+            channel.writeAndFlush(buffer, promise: nil)
+            if !channel.isWritable { full = true }
+        }
+        if full { _ = terminal.setOption(ChannelOptions.autoRead, value: false) }
+    }
+
+    fileprivate func terminalWritable() {
+        for channel in state.value.pausedInputs.values {
+            channel.setOption(ChannelOptions.autoRead, value: true).whenSuccess { channel.read() }
+        }
+        state.value.pausedInputs = [:]
+    }
+
+    fileprivate func outputEnded() {
+        end()
+    }
+
+    private func processExited() {
+        state.value.exited = true
+        guard !state.value.ended else { return }
+        loop.scheduleTask(in: Self.exitDrain) { [self] in end() }
+    }
+
+    // MARK: Lifetime
+
+    private func perform(_ action: PTYLifetime.Action) {
+        switch action {
+        case .none:
+            break
+        case .arm(let duration, let generation):
+            let sleep = self.sleep
+            Task { [self] in
+                guard (try? await sleep(duration)) != nil else { return }
+                onLoop { self.perform(self.state.value.lifetime.timerFired(generation: generation)) }
+            }
+        case .expire:
+            terminate()
+        }
+    }
+
+    /// Ends the session and its process (expiry, the agent's shutdown).
+    func terminate() {
+        onLoop { [self] in
+            if !state.value.exited {
+                process.signalGroup(SIGHUP)
+                process.signalChild(SIGKILL)
+            }
+            end()
+        }
+    }
+
+    /// Closes every attachment and the terminal, and forgets the ID.
+    private func end() {
+        guard !state.value.ended else { return }
+        state.value.ended = true
+        for channel in state.value.attachments.values { channel.close(promise: nil) }
+        state.value.attachments = [:]
+        state.value.terminal?.close(promise: nil)
+        onEnd(self)
+    }
+
+    /// The attachments now (for tests and the stats), read on the loop.
+    var attachmentCount: EventLoopFuture<Int> {
+        loop.submit { [self] in state.value.attachments.count }
+    }
+}
+
+/// Reads the terminal's primary side into its session.
+private final class TerminalRelay: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+    let session: PTYSession
+
+    init(session: PTYSession) { self.session = session }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        session.output(unwrapInboundIn(data), from: context.channel)
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable { session.terminalWritable() }
+        context.fireChannelWritabilityChanged()
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if case ChannelEvent.inputClosed = event { session.outputEnded() }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        session.outputEnded()
+        context.fireChannelInactive()
+    }
+
+    /// A terminal whose last writer closed reads as EIO: the end of its output.
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        session.outputEnded()
+        context.close(promise: nil)
+    }
+}

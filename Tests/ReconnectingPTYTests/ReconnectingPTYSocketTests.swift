@@ -1,0 +1,148 @@
+import AgentCore
+import AgentTestSupport
+import Foundation
+import Logging
+import NIOCore
+import NIOPosix
+@testable import ReconnectingPTY
+import Testing
+
+/// Real processes on real terminals, reached over loopback connections served by the same
+/// handler as tailnet port 2: attach, type, detach, reattach with the replay, resize, two
+/// attachments at once, the process's end, and the idle timeout on a test's clock.
+@Suite(.timeLimit(.minutes(3)))
+struct ReconnectingPTYSocketTests {
+    final class Server: Sendable {
+        let server: ReconnectingPTYServer
+        let channel: any Channel
+        var port: Int { channel.localAddress?.port ?? 0 }
+
+        init(limits: ReconnectingPTYServer.Limits = .init()) async throws {
+            var environment = ProcessInfo.processInfo.environment
+            environment["PS1"] = "$ "
+            let server = ReconnectingPTYServer(
+                manifest: ManifestStore(), environment: environment, limits: limits,
+                logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
+            self.server = server
+            channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                .childChannelInitializer { channel in server.serve(channel) }
+                .bind(host: "127.0.0.1", port: 0).get()
+        }
+
+        func stop() async {
+            server.closeAll()
+            try? await channel.close()
+        }
+
+        /// A connection that has sent its init.
+        func attach(_ id: String, command: String = "sh", rows: UInt16 = 24, columns: UInt16 = 80) throws -> LoopbackSocket {
+            let socket = try #require(LoopbackSocket(port: port))
+            #expect(socket.send(PTYInit(id: id, height: rows, width: columns, command: command).frameBytes))
+            return socket
+        }
+    }
+
+    /// Detaches: the connection's end, as a browser tab that closes.
+    func hangUp(_ socket: LoopbackSocket) {
+        _ = shutdown(socket.fd, Int32(SHUT_RDWR))
+    }
+
+    static func type(_ socket: LoopbackSocket, _ text: String) {
+        #expect(socket.send("{\"data\":\(jsonQuote(text))}"))
+    }
+
+    @Test func attachTypeDetachReattachWithTheReplayAndResize() async throws {
+        let server = try await Server()
+        defer { Task { await server.stop() } }
+        let id = UUID().uuidString
+        let first = try server.attach(id)
+        Self.type(first, "echo one-$((40+2))\r")
+        let one = String(decoding: await first.read(until: "one-42"), as: UTF8.self)
+        #expect(one.contains("one-42"), "\(one)")
+        // A resize object, then the terminal's size as the shell sees it.
+        #expect(first.send(#"{"height":33,"width":101}"#))
+        Self.type(first, "stty size\r")
+        let size = String(decoding: await first.read(until: "33 101"), as: UTF8.self)
+        #expect(size.contains("33 101"), "\(size)")
+        hangUp(first)
+
+        // Reattached (its command ignored): the replay first, then the init's size, then live.
+        let second = try server.attach(id, command: "echo never-$((1+1))", rows: 20, columns: 70)
+        let replay = String(decoding: await second.read(until: "33 101"), as: UTF8.self)
+        #expect(replay.contains("one-42") && replay.contains("33 101"), "\(replay)")
+        Self.type(second, "stty size; echo two-$((1+1))\r")
+        let live = String(decoding: await second.read(until: "two-2"), as: UTF8.self)
+        #expect(live.contains("20 70") && live.contains("two-2") && !live.contains("never-2"), "\(live)")
+        #expect(server.server.count == 1)
+    }
+
+    @Test func twoAttachmentsBothSeeAndTypeAndTheProcesssEndClosesBoth() async throws {
+        let server = try await Server()
+        defer { Task { await server.stop() } }
+        let id = UUID().uuidString
+        let first = try server.attach(id)
+        Self.type(first, "echo ready-$((1+2))\r")
+        _ = await first.read(until: "ready-3")
+        let second = try server.attach(id)
+        _ = await second.read(until: "ready-3")
+        Self.type(first, "echo from-first-$((2+3))\r")
+        #expect(String(decoding: await second.read(until: "from-first-5"), as: UTF8.self).contains("from-first-5"))
+        #expect(String(decoding: await first.read(until: "from-first-5"), as: UTF8.self).contains("from-first-5"))
+        Self.type(second, "echo from-second-$((3+4))\r")
+        #expect(String(decoding: await first.read(until: "from-second-7"), as: UTF8.self).contains("from-second-7"))
+        // The shell's exit ends the session: both connections close and the ID is forgotten.
+        Self.type(second, "exit\r")
+        #expect(await first.isClosedByPeer(within: .seconds(30)))
+        #expect(await second.isClosedByPeer(within: .seconds(30)))
+        #expect(await eventually { server.server.count == 0 })
+        // The same ID now starts afresh, with its own command and no replay of the old one.
+        let third = try server.attach(id, command: "echo fresh-$((3+4)); sleep 0.2")
+        let fresh = await third.readAll(timeout: .seconds(30))
+        let text = String(decoding: fresh.bytes, as: UTF8.self)
+        #expect(fresh.closed && text.contains("fresh-7") && !text.contains("from-first"), "\(text)")
+    }
+
+    @Test func aDetachedSessionEndsAfterTheIdleTimeoutOnTheTestsClock() async throws {
+        let clock = ManualClock()
+        var limits = ReconnectingPTYServer.Limits()
+        limits.sleep = { try await clock.sleep(for: $0) }
+        let server = try await Server(limits: limits)
+        defer { Task { await server.stop() } }
+        let id = UUID().uuidString
+        let first = try server.attach(id, command: "echo started; exec sleep 600")
+        _ = await first.read(until: "started")
+        // The attach timer (stale once attached) is asleep; detaching arms the idle one.
+        #expect(await eventually { clock.sleeping == 1 })
+        hangUp(first)
+        #expect(await eventually { clock.sleeping == 2 })
+        clock.advance(by: .seconds(299))
+        #expect(await eventually { clock.sleeping == 1 })
+        #expect(server.server.count == 1)
+        // Reattaching within the time keeps the session (the same process's replay).
+        let second = try server.attach(id)
+        #expect(String(decoding: await second.read(until: "started"), as: UTF8.self).contains("started"))
+        hangUp(second)
+        #expect(await eventually { clock.sleeping == 2 })
+        clock.advance(by: .seconds(299))
+        #expect(await eventually { clock.sleeping == 1 })
+        #expect(server.server.count == 1)
+        clock.advance(by: .seconds(1))
+        #expect(await eventually { server.server.count == 0 })
+    }
+
+    @Test func badInitsAndInputsCloseTheConnection() async throws {
+        let server = try await Server()
+        defer { Task { await server.stop() } }
+        let bad = try #require(LoopbackSocket(port: server.port))
+        #expect(bad.send([3, 0] + Array("{x}".utf8)))
+        #expect(await bad.isClosedByPeer(within: .seconds(30)))
+        let id = UUID().uuidString
+        let attached = try server.attach(id)
+        Self.type(attached, "echo ok-$((2*3))\r")
+        _ = await attached.read(until: "ok-6")
+        #expect(attached.send("[1]"))
+        #expect(await attached.isClosedByPeer(within: .seconds(30)))
+        // The session lives on for the next attach.
+        #expect(server.server.count == 1)
+    }
+}
