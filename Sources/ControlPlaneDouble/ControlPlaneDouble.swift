@@ -36,6 +36,7 @@ public final class ControlPlaneDouble: Sendable {
         public var lifecycle: [Coder_Agent_V2_Lifecycle.State] = []
         public var appStatuses: [Coder_Agent_V2_UpdateAppStatusRequest] = []
         public var boundaryLogs: [Coder_Agent_V2_ReportBoundaryLogsRequest] = []
+        public var connectionReports: [Coder_Agent_V2_Connection] = []
         public var logs: [Coder_Agent_V2_Log] = []
         /// Log lines received (kept or not: see ``keepsPayloads``).
         public var logLineCount = 0
@@ -201,6 +202,11 @@ public final class ControlPlaneDouble: Sendable {
                 : Coder_Agent_V2_ReportBoundaryLogsRequest()
             self.recorded.withLock { $0.boundaryLogs.append(kept) }
             return try Coder_Agent_V2_ReportBoundaryLogsResponse().serializedBytes()
+        }
+        server.register(DRPCMethodPath.agent("ReportConnection")) { bytes in
+            let request = try Coder_Agent_V2_ReportConnectionRequest(serializedBytes: bytes)
+            self.recorded.withLock { $0.connectionReports.append(request.connection) }
+            return try Google_Protobuf_Empty().serializedBytes()
         }
         server.register(DRPCMethodPath.agent("BatchCreateLogs")) { bytes in
             if !self.keepsPayloads, let lines = Self.countLogs(bytes) {

@@ -11,7 +11,7 @@ import Testing
 /// The SSH server driven by OpenSSH's own client (`ssh`) over loopback: commands and their
 /// exit codes and signals, stdout and stderr apart, stdin to EOF, a 10 MiB round trip byte
 /// for byte, the environment, terminals, and a client that goes before its command ends.
-@Suite(.timeLimit(.minutes(3)))
+@Suite(.serialized, .timeLimit(.minutes(3)))
 struct SSHSessionTests {
     /// An in-process server on an ephemeral loopback port.
     final class Server: Sendable {
@@ -160,17 +160,27 @@ struct SSHSessionTests {
         #expect(await eventually(timeout: .seconds(60)) { counts.count(.ssh) == 0 && counts.count(.vscode) == 0 })
     }
 
+    /// Fifty sessions at once on one connection (OpenSSH's connection sharing: one key
+    /// exchange, fifty session channels), each with its own process and answer.
     @Test func fiftyConcurrentSessions() async throws {
         let server = try await Server()
         defer { Task { await server.stop() } }
+        let control = NSTemporaryDirectory() + "ssh-mux-\(UUID().uuidString.prefix(8))"
+        defer { unlink(control) }
+        let shared = ["-o", "ControlPath=\(control)"]
+        let master = try #require(ChildProgram.start(
+            ["ssh", "-F", "/dev/null", "-p", "\(server.port)", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+             "-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-o", "ControlMaster=yes", "-o", "ControlPath=\(control)", "-N", "127.0.0.1"]))
+        defer { master.kill() }
+        #expect(await eventually(timeout: .seconds(60)) { access(control, F_OK) == 0 })
         let outcomes = await withTaskGroup(of: ChildProgram.Outcome.self) { group in
-            for index in 0..<50 { group.addTask { await server.ssh("echo session \(index)") } }
+            for index in 0..<50 { group.addTask { await server.ssh("echo session $((\(index) * 2))", options: shared) } }
             var all: [ChildProgram.Outcome] = []
             for await outcome in group { all.append(outcome) }
             return all
         }
         #expect(outcomes.filter { $0.status == 0 }.count == 50, "\(outcomes.filter { $0.status != 0 })")
-        #expect(Set(outcomes.map(\.stdout)).count == 50)
+        #expect(Set(outcomes.map(\.stdout)) == Set((0..<50).map { "session \($0 * 2)\n" }))
         #expect(await eventually(timeout: .seconds(30)) { server.server.sessions.count == 0 })
     }
 
@@ -194,7 +204,7 @@ struct SSHSessionTests {
 
 /// File transfer and port forwarding with OpenSSH's own tools: `scp`, `sftp` and `rsync`
 /// byte for byte, `ssh -L` to a service in the workspace and `ssh -R` back to the client.
-@Suite(.timeLimit(.minutes(3)))
+@Suite(.serialized, .timeLimit(.minutes(3)))
 struct SSHTransferAndForwardingTests {
     static let options = "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BatchMode=yes -o LogLevel=ERROR"
 
@@ -267,7 +277,7 @@ struct SSHTransferAndForwardingTests {
 }
 
 /// The reference's switches: file transfers and each kind of port forward refused.
-@Suite(.timeLimit(.minutes(3)))
+@Suite(.serialized, .timeLimit(.minutes(3)))
 struct SSHPolicyTests {
     @Test func blockedFileTransferExitsWith65AndTheReferencesMessage() async throws {
         let server = try await SSHSessionTests.Server(policy: SSHPolicy(blockFileTransfer: true))

@@ -45,6 +45,40 @@ struct WorkspaceAgentControlPlaneTests {
         }
     }
 
+    /// An SSH session's CONNECT and DISCONNECT reach the control plane (ReportConnection),
+    /// with the session's type, the client's address and the exit status.
+    @Test func sshSessionsAreReportedUpward() async throws {
+        let double = ControlPlaneDouble(manifest: Coder_Agent_V2_Manifest())
+        let tokenFile = NSTemporaryDirectory() + "agent-token-\(UUID().uuidString)"
+        try (double.token + "\n").write(toFile: tokenFile, atomically: true, encoding: .utf8)
+        defer { unlink(tokenFile) }
+        try await double.run { url in
+            let agent = try AgentDaemon.launch([
+                "--http-address", "127.0.0.1:0", "--agent-url", url, "--agent-token-file", tokenFile, "--ssh-address", "127.0.0.1:0",
+                "--log-level", "info",
+            ])
+            defer { agent.cleanup() }
+            _ = try await agent.port()
+            var sshPort = ""
+            #expect(await eventually {
+                sshPort = agent.log.split(separator: "\n").first { $0.contains("ssh listening") }
+                    .flatMap { $0.split(separator: ":").last.map { String($0.prefix { $0.isNumber }) } } ?? ""
+                return !sshPort.isEmpty
+            })
+            let ssh = await ChildProgram.run([
+                "ssh", "-F", "/dev/null", "-p", sshPort, "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+                "-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-o", "SetEnv=CODER_SSH_SESSION_TYPE=vscode", "127.0.0.1", "exit 3",
+            ])
+            #expect(ssh.status == 3)
+            #expect(await eventually(timeout: .seconds(30)) { double.recorded.withLock { $0.connectionReports.count } == 2 })
+            let reports = double.recorded.withLock { $0.connectionReports }
+            #expect(reports.map(\.action) == [.connect, .disconnect])
+            #expect(reports.allSatisfy { $0.type == .vscode && $0.ip == "127.0.0.1" && $0.id.count == 16 })
+            #expect(Set(reports.map(\.id)).count == 1, "CONNECT and DISCONNECT share one id")
+            #expect(reports.last?.statusCode == 3 && reports.last?.reason == "process exited with error status: 3", "\(reports)")
+        }
+    }
+
     @Test func urlWithoutTokenIsAUsageError() async throws {
         let agent = try AgentDaemon.launch(["--agent-url", "http://127.0.0.1:9"])
         defer { agent.cleanup() }

@@ -17,7 +17,7 @@ public struct SSHModule: AgentModule {
     public init(configuration: SSHOptions.Configuration, context: AgentContext, logger: Logger) {
         self.configuration = configuration
         server = SSHServer(
-            manifest: context.manifest, environment: context.environment, policy: configuration.policy, counts: context.sessionCounts,
+            manifest: context.manifest, environment: context.environment, policy: configuration.policy, counts: context.sessionCounts, upward: context.upward,
             logger: logger)
     }
 

@@ -27,11 +27,14 @@ final class SSHServer: Sendable {
     let counts: SessionCounts
 
     let policy: SSHPolicy
+    /// Where sessions' connection reports go.
+    let upward: any UpwardSink
 
     init(
         manifest: any ManifestSource, environment: [String: String], policy: SSHPolicy = SSHPolicy(), counts: SessionCounts = SessionCounts(),
-        logger: Logger
+        upward: any UpwardSink = DiscardingUpward(), logger: Logger
     ) {
+        self.upward = upward
         self.policy = policy
         self.counts = counts
         self.manifest = manifest
@@ -61,6 +64,7 @@ final class SSHServer: Sendable {
         let directory = workingDirectory(current)
         let sessions = self.sessions
         let counts = self.counts
+        let upward = self.upward
         let logger = self.logger
         let channels = Mutex(0)
         return channel.eventLoop.makeCompletedFuture {
@@ -87,7 +91,8 @@ final class SSHServer: Sendable {
                         return child.eventLoop.makeCompletedFuture {
                             try child.pipeline.syncOperations.addHandler(
                                 SSHSessionHandler(
-                                    environment: builder, directory: directory, policy: policy, sessions: sessions, counts: counts, logger: logger))
+                                    environment: builder, directory: directory, policy: policy, sessions: sessions, counts: counts, upward: upward,
+                                    logger: logger))
                         }
                     }))
             try channel.pipeline.syncOperations.addHandler(SSHConnectionErrors(logger: logger))

@@ -1,5 +1,6 @@
 import AgentCore
 import CAgentSpawn
+import FoundationEssentials
 import Logging
 import NIOCore
 import NIOPosix
@@ -36,6 +37,9 @@ final class SSHSessionHandler: ChannelDuplexHandler {
     /// JetBrains and unknown types are not counted as sessions (the reference's rule).
     let counts: SessionCounts
     private var counted: SessionCounts.Kind?
+    /// Where connection reports go, and this session's CONNECT (for its DISCONNECT).
+    let upward: any UpwardSink
+    private var connectReport: ConnectionReport?
 
     private var context: ChannelHandlerContext?
     private var clientVariables: [(name: String, value: String)] = []
@@ -54,8 +58,9 @@ final class SSHSessionHandler: ChannelDuplexHandler {
 
     init(
         environment: SessionEnvironmentBuilder, directory: String, policy: SSHPolicy = SSHPolicy(), sessions: SessionRegistry,
-        counts: SessionCounts, logger: Logger
+        counts: SessionCounts, upward: any UpwardSink = DiscardingUpward(), logger: Logger
     ) {
+        self.upward = upward
         self.policy = policy
         self.counts = counts
         self.environment = environment
@@ -157,6 +162,7 @@ final class SSHSessionHandler: ChannelDuplexHandler {
         default: counted = nil
         }
         if let counted { counts.started(counted) }
+        reportConnect(type: SessionEnvironmentBuilder.sessionType(client: clientVariables), context: context)
         let size = terminal.map { (rows: UInt16(clamping: $0.terminalRowHeight), columns: UInt16(clamping: $0.terminalCharacterWidth)) }
         let spawned: SessionProcess
         do {
@@ -315,8 +321,47 @@ final class SSHSessionHandler: ChannelDuplexHandler {
         finishIfDone()
     }
 
+    /// CONNECT for the control plane's connection log when the session starts (JetBrains
+    /// sessions are not reported, as in the reference; an unknown type is `TYPE_UNSPECIFIED`).
+    private func reportConnect(type: String, context: ChannelHandlerContext) {
+        let kind: ConnectionReport.Kind
+        switch type {
+        case "ssh": kind = .ssh
+        case "vscode": kind = .vscode
+        case "jetbrains": return
+        default: kind = .unspecified
+        }
+        let ip = context.channel.parent?.remoteAddress?.ipAddress ?? ""
+        let report = ConnectionReport(id: ConnectionReport.newID(), action: .connect, kind: kind, ip: ip)
+        upward.send(report)
+        connectReport = report
+    }
+
+    /// DISCONNECT with the status the client got (1 when it went first) and why.
+    private func reportDisconnect() {
+        guard var report = connectReport else { return }
+        connectReport = nil
+        report.action = .disconnect
+        report.timestamp = Date()
+        if let status = exitStatus {
+            if Self.signalled(status) {
+                report.statusCode = 255
+                report.reason = "process exited with signal: \(Self.signalName(status & 0x7f))"
+            } else {
+                let code = (status >> 8) & 0xff
+                report.statusCode = code
+                report.reason = code == 0 ? "graceful" : "process exited with error status: \(code)"
+            }
+        } else {
+            report.statusCode = 1
+            report.reason = "the client closed the session"
+        }
+        upward.send(report)
+    }
+
     /// The session no longer counts (its process ended, or the client went).
     private func endSession() {
+        reportDisconnect()
         if let id = sessionID {
             sessions.close(id)
             sessionID = nil
