@@ -9,7 +9,9 @@ public struct ReconnectingPTYModule: AgentModule {
     public let server: ReconnectingPTYServer
 
     public init(context: AgentContext, logger: Logger) {
-        server = ReconnectingPTYServer(manifest: context.manifest, environment: context.environment, logger: logger)
+        server = ReconnectingPTYServer(
+            manifest: context.manifest, environment: context.environment, upward: context.upward, counts: context.sessionCounts,
+            logger: logger)
     }
 
     /// Serves `channel` (a tunnel connection to port 2, on its loop, not active yet).

@@ -5,6 +5,7 @@ import Logging
 import NIOCore
 import NIOPosix
 @testable import ReconnectingPTY
+import Synchronization
 import Testing
 
 /// Real processes on real terminals, reached over loopback connections served by the same
@@ -17,11 +18,14 @@ struct ReconnectingPTYSocketTests {
         let channel: any Channel
         var port: Int { channel.localAddress?.port ?? 0 }
 
+        let reports = ReportRecorder()
+        let counts = SessionCounts()
+
         init(limits: ReconnectingPTYServer.Limits = .init()) async throws {
             var environment = ProcessInfo.processInfo.environment
             environment["PS1"] = "$ "
             let server = ReconnectingPTYServer(
-                manifest: ManifestStore(), environment: environment, limits: limits,
+                manifest: ManifestStore(), environment: environment, limits: limits, upward: reports, counts: counts,
                 logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
             self.server = server
             channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
@@ -49,6 +53,21 @@ struct ReconnectingPTYSocketTests {
 
     static func type(_ socket: LoopbackSocket, _ text: String) {
         #expect(socket.send("{\"data\":\(jsonQuote(text))}"))
+    }
+
+    @Test func eachConnectionIsReportedAndCounted() async throws {
+        let server = try await Server()
+        defer { Task { await server.stop() } }
+        let socket = try server.attach(UUID().uuidString)
+        Self.type(socket, "echo counted\r")
+        _ = await socket.read(until: "counted")
+        #expect(server.counts.count(.reconnectingPTY) == 1)
+        #expect(server.reports.all.map(\.action) == [.connect])
+        #expect(server.reports.all.first?.kind == .reconnectingPTY && server.reports.all.first?.ip == "127.0.0.1")
+        hangUp(socket)
+        #expect(await eventually(timeout: .seconds(30)) { server.counts.count(.reconnectingPTY) == 0 && server.reports.all.count == 2 })
+        let end = server.reports.all.last
+        #expect(end?.action == .disconnect && end?.statusCode == 0 && end?.reason == "graceful" && end?.id == server.reports.all.first?.id)
     }
 
     @Test func attachTypeDetachReattachWithTheReplayAndResize() async throws {
@@ -145,4 +164,16 @@ struct ReconnectingPTYSocketTests {
         // The session lives on for the next attach.
         #expect(server.server.count == 1)
     }
+}
+
+/// An upward sink that keeps the connection reports it is given.
+final class ReportRecorder: UpwardSink, Sendable {
+    private let reports = Mutex<[ConnectionReport]>([])
+    var all: [ConnectionReport] { reports.withLock { $0 } }
+    func send(_ status: AppStatusReport) -> UpwardReceipt { .settled(.logged) }
+    func send(_ batch: BoundaryLogBatch) -> UpwardReceipt { .settled(.logged) }
+    func send(_ line: AgentLogLine) {}
+    func send(_ report: ConnectionReport) { reports.withLock { $0.append(report) } }
+    var isConnected: Bool { false }
+    var hasControlPlane: Bool { false }
 }

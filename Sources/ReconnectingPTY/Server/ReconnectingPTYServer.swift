@@ -1,4 +1,5 @@
 import AgentCore
+import FoundationEssentials
 import Logging
 import Metrics
 import NIOCore
@@ -37,10 +38,22 @@ public final class ReconnectingPTYServer: Sendable {
     let logger: Logger
     private let sessions = Mutex<[String: PTYSession]>([:])
     private let connections = Mutex<[ObjectIdentifier: any Channel]>([:])
+    /// Set by ``closeAll()``: connections ending after it end for the shutdown.
+    private let closing = Mutex(false)
     private let connectionsTotal = Counter(label: "agent_reconnecting_pty_connections_total")
     private let sessionsGauge = Gauge(label: "agent_reconnecting_pty_sessions")
 
-    public init(manifest: any ManifestSource, environment: [String: String], limits: Limits = Limits(), logger: Logger) {
+    /// Where each connection's CONNECT and DISCONNECT go, and the count of connections the
+    /// stats report sends as `session_count_reconnecting_pty`.
+    let upward: any UpwardSink
+    let counts: SessionCounts
+
+    public init(
+        manifest: any ManifestSource, environment: [String: String], limits: Limits = Limits(),
+        upward: any UpwardSink = DiscardingUpward(), counts: SessionCounts = SessionCounts(), logger: Logger
+    ) {
+        self.upward = upward
+        self.counts = counts
         self.manifest = manifest
         self.environment = environment
         self.limits = limits
@@ -59,7 +72,23 @@ public final class ReconnectingPTYServer: Sendable {
             return channel.close()
         }
         connectionsTotal.increment()
-        channel.closeFuture.whenComplete { [self] _ in _ = connections.withLock { $0.removeValue(forKey: ObjectIdentifier(channel)) } }
+        // Reported at once, before the init is read (the reference's order); the end is
+        // graceful unless the agent is shutting it down.
+        let connect = ConnectionReport(
+            id: ConnectionReport.newID(), action: .connect, kind: .reconnectingPTY, ip: channel.remoteAddress?.ipAddress ?? "")
+        upward.send(connect)
+        counts.started(.reconnectingPTY)
+        channel.closeFuture.whenComplete { [self] _ in
+            _ = connections.withLock { $0.removeValue(forKey: ObjectIdentifier(channel)) }
+            counts.ended(.reconnectingPTY)
+            var disconnect = connect
+            disconnect.action = .disconnect
+            disconnect.timestamp = Date()
+            let shuttingDown = closing.withLock { $0 }
+            disconnect.statusCode = shuttingDown ? 1 : 0
+            disconnect.reason = shuttingDown ? "server_shutdown" : "graceful"
+            upward.send(disconnect)
+        }
         return channel.eventLoop.makeCompletedFuture {
             try channel.pipeline.syncOperations.addHandler(PTYConnectionHandler(server: self))
         }
@@ -128,6 +157,7 @@ public final class ReconnectingPTYServer: Sendable {
 
     /// Ends every session (their processes get SIGHUP and SIGKILL) and closes every connection.
     public func closeAll() {
+        closing.withLock { $0 = true }
         for session in sessions.withLock({ Array($0.values) }) { session.terminate() }
         for channel in connections.withLock({ Array($0.values) }) { channel.close(promise: nil) }
     }
