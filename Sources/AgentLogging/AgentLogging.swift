@@ -43,8 +43,7 @@ public struct AgentLogging: Sendable {
             handler.logLevel = level
             base = handler
         }
-        let recorded = RecordingLogHandler(base: base, recent: recent, label: label)
-        return forwardsUpward ? ForwardingLogHandler(base: recorded, forwarder: forwarder) : recorded
+        return AgentLogHandler(base: base, recent: recent, forwarder: forwardsUpward ? forwarder : nil, label: label)
     }
 
     /// Parses a `--log-level` value (`trace` ... `critical`, plus `warn` and `err` aliases).

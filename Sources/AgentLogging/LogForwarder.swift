@@ -23,29 +23,3 @@ public final class LogForwarder: Sendable {
         upward.send(AgentLogLine(level: level >= .error ? .error : .warn, message: admitted))
     }
 }
-
-/// Wraps a handler and also hands warnings and errors to a ``LogForwarder``.
-struct ForwardingLogHandler: LogHandler {
-    var base: any LogHandler
-    let forwarder: LogForwarder
-
-    var metadata: Logger.Metadata {
-        get { base.metadata }
-        set { base.metadata = newValue }
-    }
-
-    var logLevel: Logger.Level {
-        get { base.logLevel }
-        set { base.logLevel = newValue }
-    }
-
-    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-        get { base[metadataKey: key] }
-        set { base[metadataKey: key] = newValue }
-    }
-
-    func log(event: LogEvent) {
-        base.log(event: event)
-        forwarder.forward(level: event.level, source: event.source, message: event.message.description)
-    }
-}

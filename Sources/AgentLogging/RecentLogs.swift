@@ -62,10 +62,13 @@ public final class RecentLogs: Sendable {
     }
 }
 
-/// Writes every record to `base` and a text line of it to the agent's ``RecentLogs``.
-struct RecordingLogHandler: LogHandler {
+/// The agent's handler around the chosen format's: every record goes to `base`, a text line
+/// of it to the agent's ``RecentLogs``, and warnings and errors to the ``LogForwarder`` when
+/// the logger forwards upward.
+struct AgentLogHandler: LogHandler {
     var base: any LogHandler
     let recent: RecentLogs
+    let forwarder: LogForwarder?
     let label: String
 
     var metadata: Logger.Metadata {
@@ -91,5 +94,6 @@ struct RecordingLogHandler: LogHandler {
             line += " " + key + "=" + "\(merged[key]!)"
         }
         recent.append(line)
+        forwarder?.forward(level: event.level, source: event.source, message: event.message.description)
     }
 }

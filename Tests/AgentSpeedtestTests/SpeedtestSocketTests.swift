@@ -41,13 +41,11 @@ struct SpeedtestSocketTests {
         """#
 
     final class Server: Sendable {
-        let channel: any Channel
-        var port: Int { channel.localAddress?.port ?? 0 }
+        let listener: LoopbackListener
+        var port: Int { listener.port }
 
         init(_ server: SpeedtestServer = SpeedtestServer()) async throws {
-            channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-                .childChannelInitializer { channel in server.serve(channel) }
-                .bind(host: "127.0.0.1", port: 0).get()
+            listener = try await LoopbackListener { channel in server.serve(channel) }
         }
 
         func run(_ request: String, uploadSeconds: Double = 0) async -> [String] {
@@ -58,7 +56,7 @@ struct SpeedtestSocketTests {
 
     @Test func downloadWritesWholeBlocksUntilTheTimeThenCloses() async throws {
         let server = try await Server()
-        defer { Task { try? await server.channel.close() } }
+        defer { Task { await server.listener.close() } }
         let lines = await server.run(#"{"version":2,"time":300000000,"direction":0}"# + "\n")
         #expect(lines.first == "answer {}", "\(lines)")
         let total = Int(lines.last?.split(separator: " ").last ?? "") ?? -1
@@ -67,14 +65,14 @@ struct SpeedtestSocketTests {
 
     @Test func uploadReadsUntilTheClientsEOFThenCloses() async throws {
         let server = try await Server()
-        defer { Task { try? await server.channel.close() } }
+        defer { Task { await server.listener.close() } }
         let lines = await server.run(#"{"version":2,"time":5000000000,"direction":1}"# + "\n", uploadSeconds: 0.3)
         #expect(lines == ["answer {}", "uploaded True closed True"], "\(lines)")
     }
 
     @Test func badRequestsGetTheErrorLineAndTheClose() async throws {
         let server = try await Server()
-        defer { Task { try? await server.channel.close() } }
+        defer { Task { await server.listener.close() } }
         let old = await server.run(#"{"version":1,"time":1,"direction":0}"# + "\n")
         #expect(old == [#"answer {"error":"version mismatch! Server is version 2, client is version 1"}"#, "downloaded 0"], "\(old)")
         let long = await server.run("{\"pad\":\"" + String(repeating: "a", count: 5000) + "\"}")
@@ -83,7 +81,7 @@ struct SpeedtestSocketTests {
 
     @Test func aClientThatSendsNothingIsClosedAfterTheRequestTimeout() async throws {
         let server = try await Server(SpeedtestServer(requestTimeout: .milliseconds(200)))
-        defer { Task { try? await server.channel.close() } }
+        defer { Task { await server.listener.close() } }
         let lines = await server.run("")
         #expect(lines == ["answer ", "downloaded 0"], "\(lines)")
     }

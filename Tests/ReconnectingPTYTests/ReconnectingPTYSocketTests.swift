@@ -15,8 +15,8 @@ import Testing
 struct ReconnectingPTYSocketTests {
     final class Server: Sendable {
         let server: ReconnectingPTYServer
-        let channel: any Channel
-        var port: Int { channel.localAddress?.port ?? 0 }
+        let listener: LoopbackListener
+        var port: Int { listener.port }
 
         let reports = ReportRecorder()
         let counts = SessionCounts()
@@ -28,14 +28,12 @@ struct ReconnectingPTYSocketTests {
                 manifest: ManifestStore(), environment: environment, limits: limits, upward: reports, counts: counts,
                 logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
             self.server = server
-            channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-                .childChannelInitializer { channel in server.serve(channel) }
-                .bind(host: "127.0.0.1", port: 0).get()
+            listener = try await LoopbackListener { channel in server.serve(channel) }
         }
 
         func stop() async {
             server.closeAll()
-            try? await channel.close()
+            await listener.close()
         }
 
         /// A connection that has sent its init.

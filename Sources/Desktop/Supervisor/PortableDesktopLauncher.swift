@@ -77,10 +77,6 @@ struct PortableDesktopLauncher: DesktopLauncher {
     /// nil for anything else, at EOF, timeout or past ``maxOutput``.
     static func readFirstJSON(_ fd: Int32, timeoutMs: Int32) -> [UInt8]? {
         var bytes: [UInt8] = []
-        var depth = 0
-        var inString = false
-        var escaped = false
-        var start: Int?
         var buffer = [UInt8](repeating: 0, count: 4096)
         let deadline = DispatchTime.now().uptimeNanoseconds + UInt64(timeoutMs) * 1_000_000
         while bytes.count < maxOutput {
@@ -90,31 +86,11 @@ struct PortableDesktopLauncher: DesktopLauncher {
             guard poll(&pfd, 1, Int32((deadline - now) / 1_000_000) + 1) > 0 else { return nil }
             let n = read(fd, &buffer, buffer.count)
             guard n > 0 else { return nil }
-            for byte in buffer[0..<n] {
-                bytes.append(byte)
-                if start == nil {
-                    if byte == UInt8(ascii: "{") {
-                        start = bytes.count - 1
-                        depth = 1
-                    } else if ![0x20, 0x09, 0x0A, 0x0D].contains(byte) {
-                        // As Go's decoder: the first value must be one; text is an error at once.
-                        return nil
-                    }
-                    continue
-                }
-                if inString {
-                    if escaped { escaped = false } else if byte == UInt8(ascii: "\\") { escaped = true } else if byte == UInt8(ascii: "\"") { inString = false }
-                    continue
-                }
-                switch byte {
-                case UInt8(ascii: "\""): inString = true
-                case UInt8(ascii: "{"), UInt8(ascii: "["): depth += 1
-                case UInt8(ascii: "}"), UInt8(ascii: "]"):
-                    depth -= 1
-                    if depth == 0, let start { return Array(bytes[start...]) }
-                default: break
-                }
-            }
+            bytes += buffer[0..<n]
+            // As Go's decoder: the first value must be an object; text is an error at once.
+            guard let start = bytes.firstIndex(where: { ![0x20, 0x09, 0x0A, 0x0D].contains($0) }) else { continue }
+            guard bytes[start] == UInt8(ascii: "{") else { return nil }
+            if let end = JSONValue.endOfFirstValue(in: bytes[start...]) { return Array(bytes[start..<(start + end)]) }
         }
         return nil
     }
