@@ -130,11 +130,15 @@ struct SSHSessionTests {
         let client = try #require(ChildProgram.start(
             ["ssh", "-F", "/dev/null", "-p", "\(server.port)", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
              "-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "127.0.0.1", "echo $$ > \(marker); echo ready; exec sleep 600"]))
-        var line = [UInt8](repeating: 0, count: 6)
-        #expect(read(client.stdout, &line, 6) == 6)
+        let stdout = client.stdout
+        let ready = await onThread { () -> Int in
+            var line = [UInt8](repeating: 0, count: 6)
+            return read(stdout, &line, 6)
+        }
+        #expect(ready == 6)
         let pid = try #require(Int32(try String(contentsOfFile: marker, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)))
         #expect(kill(pid, 0) == 0)
-        client.kill()
+        await onThread { client.kill() }
         let gone = await eventually(timeout: .seconds(60)) { kill(pid, 0) != 0 }
         #expect(gone, "the session's process outlived its client")
     }
@@ -154,7 +158,7 @@ struct SSHSessionTests {
         // A line ends each `read`, and so each session.
         for child in [plain, vscode] {
             _ = write(child.stdin, "x\n", 2)
-            #expect(child.wait() == 0)
+            #expect(await onThread { child.wait() } == 0)
         }
         #expect(await eventually(timeout: .seconds(60)) { counts.count(.ssh) == 0 && counts.count(.vscode) == 0 })
     }
@@ -170,7 +174,7 @@ struct SSHSessionTests {
         let master = try #require(ChildProgram.start(
             ["ssh", "-F", "/dev/null", "-p", "\(server.port)", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
              "-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-o", "ControlMaster=yes", "-o", "ControlPath=\(control)", "-N", "127.0.0.1"]))
-        defer { master.kill() }
+        defer { Task { await onThread { master.kill() } } }
         #expect(await eventually(timeout: .seconds(60)) { access(control, F_OK) == 0 })
         let outcomes = await withTaskGroup(of: ChildProgram.Outcome.self) { group in
             for index in 0..<50 { group.addTask { await server.ssh("echo session $((\(index) * 2))", options: shared) } }

@@ -41,7 +41,7 @@ struct ListeningPortsTests {
             sys.stdin.read()
             """
         let child = try #require(ChildProgram.start(["/usr/bin/python3", "-c", script]))
-        let line = readLine(child.stdout)
+        let line = await readLine(child.stdout)
         let ports = line.split(separator: " ").compactMap { UInt16($0) }
         try #require(ports.count == 3, "child said \(line)")
 
@@ -58,7 +58,7 @@ struct ListeningPortsTests {
         // Ignored ports stay out; once the child is gone its ports are too.
         let ignoring = try ListeningPortScanner(ignored: [ports[0]]).scan()
         #expect(!ignoring.contains { $0.port == ports[0] })
-        child.kill()
+        await onThread { child.kill() }
         let after = try scanner.scan()
         for port in ports { #expect(!after.contains { $0.port == port }, "port \(port) still listed") }
     }
@@ -78,16 +78,16 @@ struct ListeningPortsTests {
         }
     }
 
-    @Test func theCacheAnswersForASecondThenScansAgain() throws {
+    @Test func theCacheAnswersForASecondThenScansAgain() async throws {
         let child = try #require(ChildProgram.start([
             "/usr/bin/python3", "-c",
             "import socket, sys\ns = socket.socket()\ns.bind(('127.0.0.1', 0))\ns.listen()\nprint(s.getsockname()[1], flush=True)\nsys.stdin.read()",
         ]))
-        let port = try #require(UInt16(readLine(child.stdout)))
+        let port = try #require(UInt16(await readLine(child.stdout)))
         let cache = ListeningPortCache(scanner: ListeningPortScanner())
         let start = ContinuousClock.now
         #expect(try cache.current(at: start).contains { $0.port == port })
-        child.kill()
+        await onThread { child.kill() }
         #expect(try cache.current(at: start + .milliseconds(500)).contains { $0.port == port }, "cached")
         #expect(try !cache.current(at: start + .milliseconds(1500)).contains { $0.port == port }, "scanned again")
     }
@@ -145,11 +145,14 @@ struct ListeningPortsTests {
         #expect(wide.text().utf8.count < RecentLogs.maxLineBytes + 16)
     }
 
-    /// One line from `fd` (bounded: 4 KiB).
-    func readLine(_ fd: Int32) -> String {
-        var bytes: [UInt8] = []
-        var byte: UInt8 = 0
-        while bytes.count < 4096, read(fd, &byte, 1) == 1, byte != 10 { bytes.append(byte) }
-        return String(decoding: bytes, as: UTF8.self)
+    /// One line from `fd` (bounded: 4 KiB), read on a thread of its own (a blocking read
+    /// must not hold one of the test pool's two threads).
+    func readLine(_ fd: Int32) async -> String {
+        await onThread {
+            var bytes: [UInt8] = []
+            var byte: UInt8 = 0
+            while bytes.count < 4096, read(fd, &byte, 1) == 1, byte != 10 { bytes.append(byte) }
+            return String(decoding: bytes, as: UTF8.self)
+        }
     }
 }
