@@ -17,15 +17,34 @@ public final class SpeedtestServer: Sendable {
     let requestTimeout: TimeAmount
     private let open = Mutex(0)
     private let metrics = SpeedtestMetrics()
-    /// One block of random bytes, written again and again (ByteBuffer shares its storage).
-    private let block: ByteBuffer
+    /// One block of random bytes, written again and again (ByteBuffer shares its storage);
+    /// made by the first test, so an agent that never runs one holds none of its 2 MiB.
+    private let sharedBlock = Mutex<ByteBuffer?>(nil)
 
     public init(requestTimeout: TimeAmount = SpeedtestServer.defaultRequestTimeout) {
         self.requestTimeout = requestTimeout
-        var generator = SystemRandomNumberGenerator()
-        var block = ByteBufferAllocator().buffer(capacity: SpeedtestHandler.blockSize)
-        for _ in 0..<(SpeedtestHandler.blockSize / 8) { block.writeInteger(generator.next() as UInt64) }
-        self.block = block
+    }
+
+    /// The block: random bytes from a generator seeded once from the system's.
+    private var block: ByteBuffer {
+        sharedBlock.withLock { stored in
+            if let stored { return stored }
+            var state = UInt64.random(in: 1...UInt64.max)
+            var block = ByteBufferAllocator().buffer(capacity: SpeedtestHandler.blockSize)
+            block.writeWithUnsafeMutableBytes(minimumWritableBytes: SpeedtestHandler.blockSize) { raw in
+                let words = raw.bindMemory(to: UInt64.self)
+                for index in 0..<(SpeedtestHandler.blockSize / 8) {
+                    // xorshift64*: fast, and random enough for bytes nobody inspects.
+                    state ^= state >> 12
+                    state ^= state << 25
+                    state ^= state >> 27
+                    words[index] = state &* 0x2545_F491_4F6C_DD1D
+                }
+                return SpeedtestHandler.blockSize
+            }
+            stored = block
+            return block
+        }
     }
 
     /// Serves `channel` (on its loop, before it is active) as one speed test connection.

@@ -66,7 +66,7 @@ struct SpeedtestSocketTests {
     @Test func uploadReadsUntilTheClientsEOFThenCloses() async throws {
         let server = try await Server()
         defer { Task { await server.listener.close() } }
-        let lines = await server.run(#"{"version":2,"time":5000000000,"direction":1}"# + "\n", uploadSeconds: 0.3)
+        let lines = await server.run(#"{"version":2,"time":20000000000,"direction":1}"# + "\n", uploadSeconds: 0.3)
         #expect(lines == ["answer {}", "uploaded True closed True"], "\(lines)")
     }
 

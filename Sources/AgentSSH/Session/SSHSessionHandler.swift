@@ -250,6 +250,11 @@ final class SSHSessionHandler: ChannelDuplexHandler {
 
     fileprivate func attached(output channel: any Channel, input: Bool) {
         outputChannels.append(channel)
+        // A terminal whose process ended before it was open drains from now.
+        if terminal != nil, exitStatus != nil, let context {
+            let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
+            context.eventLoop.scheduleTask(in: Self.terminalDrain) { bound.value.finishAfterDrain() }
+        }
         if input {
             inputChannel = channel
             try? channel.pipeline.syncOperations.addHandler(InputWatch(session: NIOLoopBound(self, eventLoop: channel.eventLoop)))
@@ -312,7 +317,7 @@ final class SSHSessionHandler: ChannelDuplexHandler {
     private func processExited(_ status: Int32) {
         exitStatus = status
         endSession()
-        if terminal != nil, openOutputs > 0, let context {
+        if terminal != nil, openOutputs > 0, !outputChannels.isEmpty, let context {
             // What the terminal still holds drains; a background job holding it does not
             // keep the session.
             let bound = NIOLoopBound(self, eventLoop: context.eventLoop)

@@ -157,6 +157,8 @@ final class PTYSession: Sendable {
         channel.flush()
         state.value.earlyInput = []
         state.value.earlyInputBytes = 0
+        // A process that ended before its terminal was open still has its output read.
+        if state.value.exited { loop.scheduleTask(in: Self.exitDrain) { [self] in end() } }
     }
 
     /// Output: kept for replays and written to every attachment.
@@ -184,7 +186,9 @@ final class PTYSession: Sendable {
 
     private func processExited() {
         state.value.exited = true
-        guard !state.value.ended else { return }
+        // The drain starts once the terminal is open (``terminalOpened``), so what the
+        // process wrote is read even when it ended first.
+        guard !state.value.ended, state.value.terminal != nil else { return }
         loop.scheduleTask(in: Self.exitDrain) { [self] in end() }
     }
 
