@@ -21,7 +21,7 @@ final class SSHServer: Sendable {
     let environment: [String: String]
     let sessions = SessionRegistry()
     let logger: Logger
-    private let connections = Mutex<[ObjectIdentifier: any Channel]>([:])
+    private let connections = BoundedRegistry<any Channel>(capacity: SSHServer.maxConnections)
 
     /// Running sessions by kind, for the stats report.
     let counts: SessionCounts
@@ -44,16 +44,11 @@ final class SSHServer: Sendable {
 
     /// Sets up `channel` (on its event loop, before it is active) as an SSH connection.
     func serve(_ channel: any Channel) -> EventLoopFuture<Void> {
-        let admitted = connections.withLock { open -> Bool in
-            guard open.count < Self.maxConnections else { return false }
-            open[ObjectIdentifier(channel)] = channel
-            return true
-        }
-        guard admitted else {
+        guard connections.admit(ObjectIdentifier(channel), channel) else {
             logger.warning("too many SSH connections; refused one", metadata: ["max": "\(Self.maxConnections)"])
             return channel.close()
         }
-        channel.closeFuture.whenComplete { [self] _ in _ = connections.withLock { $0.removeValue(forKey: ObjectIdentifier(channel)) } }
+        channel.closeFuture.whenComplete { [connections] _ in connections.remove(ObjectIdentifier(channel)) }
         let current = manifest.currentManifest
         let policy = self.policy
         let forwarding = ReverseForwarding(loop: channel.eventLoop, refused: policy.blockReversePortForwarding)
@@ -101,7 +96,7 @@ final class SSHServer: Sendable {
 
     /// Closes every connection (their sessions' processes get SIGHUP).
     func closeAll() {
-        for channel in connections.withLock({ Array($0.values) }) { channel.close(promise: nil) }
+        for channel in connections.all { channel.close(promise: nil) }
     }
 
     private func sessionEnvironment(_ manifest: AgentManifest?) -> SessionEnvironmentBuilder {

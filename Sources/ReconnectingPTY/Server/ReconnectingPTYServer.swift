@@ -37,7 +37,7 @@ public final class ReconnectingPTYServer: Sendable {
     let environment: [String: String]
     let logger: Logger
     private let sessions = Mutex<[String: PTYSession]>([:])
-    private let connections = Mutex<[ObjectIdentifier: any Channel]>([:])
+    private let connections: BoundedRegistry<any Channel>
     /// Set by ``closeAll()``: connections ending after it end for the shutdown.
     private let closing = Mutex(false)
     private let connectionsTotal = Counter(label: "agent_reconnecting_pty_connections_total")
@@ -57,17 +57,13 @@ public final class ReconnectingPTYServer: Sendable {
         self.manifest = manifest
         self.environment = environment
         self.limits = limits
+        connections = BoundedRegistry(capacity: limits.maxConnections)
         self.logger = logger
     }
 
     /// Serves `channel` (on its loop, before it is active) as one reconnecting-PTY connection.
     public func serve(_ channel: any Channel) -> EventLoopFuture<Void> {
-        let admitted = connections.withLock { open -> Bool in
-            guard open.count < limits.maxConnections else { return false }
-            open[ObjectIdentifier(channel)] = channel
-            return true
-        }
-        guard admitted else {
+        guard connections.admit(ObjectIdentifier(channel), channel) else {
             logger.warning("too many reconnecting pty connections; refused one", metadata: ["max": "\(limits.maxConnections)"])
             return channel.close()
         }
@@ -79,7 +75,7 @@ public final class ReconnectingPTYServer: Sendable {
         upward.send(connect)
         counts.started(.reconnectingPTY)
         channel.closeFuture.whenComplete { [self] _ in
-            _ = connections.withLock { $0.removeValue(forKey: ObjectIdentifier(channel)) }
+            connections.remove(ObjectIdentifier(channel))
             counts.ended(.reconnectingPTY)
             var disconnect = connect
             disconnect.action = .disconnect
@@ -159,6 +155,6 @@ public final class ReconnectingPTYServer: Sendable {
     public func closeAll() {
         closing.withLock { $0 = true }
         for session in sessions.withLock({ Array($0.values) }) { session.terminate() }
-        for channel in connections.withLock({ Array($0.values) }) { channel.close(promise: nil) }
+        for channel in connections.all { channel.close(promise: nil) }
     }
 }
