@@ -56,7 +56,7 @@ let targets: [(String, [Target.Dependency])] = [
     ("FuzzFrontMatter", [agent("ChatContext")]),
     ("FuzzProcNetTCP", [agent("Diagnostics")]),
     ("FuzzSSHSession", [agent("AgentSSH")]),
-    ("FuzzSpeedtestRequest", [agent("AgentSpeedtest")]),
+    ("FuzzSpeedtestRequest", [agent("AgentSpeedtest"), agent("AgentJSON")]),
     ("FuzzReconnectingPTY", [agent("ReconnectingPTY")]),
 ]
 

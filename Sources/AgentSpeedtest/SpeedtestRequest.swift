@@ -63,7 +63,8 @@ public struct SpeedtestRequest: Equatable, Sendable {
         } catch {
             // Go's decoder on a stream that ends early says EOF (nothing) or unexpected EOF.
             if bytes.allSatisfy({ [0x20, 0x09, 0x0a, 0x0d].contains($0) }) { return .refuse("EOF") }
-            return .refuse(end(of: bytes) == nil ? "unexpected EOF" : error.description)
+            // Only when the input ran out; an error before its end is Go's own text.
+            return .refuse("\(error)" == "unexpected end of JSON input" ? "unexpected EOF" : "\(error)")
         }
         switch value {
         case .null:

@@ -24,6 +24,16 @@ struct SpeedtestRequestTests {
         #expect(answer(#"{"version":2,"time":-5,"direction":1}"#) == .start(.init(duration: .zero, direction: .upload)))
     }
 
+    /// A fuzz finding: an error before the input runs out is the syntax error, not
+    /// `unexpected EOF` (only input that stops mid-value is), whatever follows.
+    @Test func aSyntaxErrorBeforeTheEndIsNotUnexpectedEOF() {
+        let early = answer("ttt")
+        #expect(early == answer("ttt {\"version\":1}"))
+        guard case .refuse(let text) = early else { Issue.record("\(early)"); return }
+        #expect(text != "unexpected EOF", "\(text)")
+        #expect(answer(#"{"version":2"#) == .refuse("unexpected EOF"))
+    }
+
     @Test func errorsAreTheReferencesTexts() {
         #expect(answer(#"{"version":1,"time":5,"direction":0}"#)
             == .refuse("version mismatch! Server is version 2, client is version 1"))
