@@ -265,7 +265,8 @@ struct ControlPlaneSessionTests {
         try await double.run { url in
             var configuration = ControlPlaneSession.Configuration(agentVersion: "0.1.0")
             configuration.pingInterval = .milliseconds(50)
-            configuration.pingTimeout = .seconds(5)
+            // Generous: a loaded host has taken more than 5 s to answer a ping.
+            configuration.pingTimeout = .seconds(30)
             let session = ControlPlaneSession(
                 configuration: configuration,
                 dialer: WebSocketDialer(baseURL: url, token: double.token, version: "2.10", logger: Self.quiet),
