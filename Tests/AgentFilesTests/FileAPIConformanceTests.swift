@@ -9,7 +9,7 @@ import Glibc
 
 /// The reference's behaviour (reads, writes, lists, and the create and move endpoints) through real files and the
 /// real HTTP server.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct FileAPIConformanceTests {
     static let chat = "6f1c3a9e-1b2c-4d5e-8f90-1a2b3c4d5e6f"
     static let ancestor = "0d9c8b7a-6e5f-4a3b-9c2d-1e0f9a8b7c6d"

@@ -82,7 +82,7 @@ func readAll(_ stream: YamuxStream, limit: Int = 8 << 20) async throws -> [UInt8
     return out
 }
 
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct YamuxSessionTests {
     @Test func openWriteFinEchoWithOneByteSplits() async throws {
         let pair = await SessionPair(split: true)
