@@ -550,6 +550,7 @@ public final class ControlPlaneSession: Service, UpwardSink, ManifestSource, Lif
             workspaceName: manifest.workspaceName, agentName: manifest.agentName, ownerName: manifest.ownerUsername,
             tailnet: tailnet)
         result.workspaceID = Array(manifest.workspaceID)
+        result.motdFile = expand(manifest.motdPath, environment: base)
         result.scripts = manifest.scripts.map { script in
             ManifestScript(
                 id: Array(script.id), logSourceID: Array(script.logSourceID), logPath: script.logPath, script: script.script,

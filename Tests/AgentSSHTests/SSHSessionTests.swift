@@ -121,6 +121,28 @@ struct SSHSessionTests {
         #expect(lines.contains("SSH_TTY=\(tty)"), "\(outcome)")
     }
 
+    /// A login shell in a terminal shows the manifest's MOTD first (CR LF lines); a command
+    /// does not, nor does a shell when `~/.hushlogin` exists.
+    @Test func theMessageOfTheDayGreetsALoginShell() async throws {
+        let home = NSTemporaryDirectory() + "ssh-motd-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: home, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: home) }
+        try "Welcome to the workspace\nsecond line\n".write(toFile: home + "/motd", atomically: true, encoding: .utf8)
+        var manifest = AgentManifest(directory: home, environment: [:])
+        manifest.motdFile = home + "/motd"
+        var environment = ProcessInfo.processInfo.environment
+        environment["HOME"] = home
+        let server = try await Server(manifest: manifest, environment: environment)
+        defer { Task { await server.stop() } }
+        let shell = await server.ssh("", options: ["-tt"], input: "exit 0\n")
+        #expect(shell.stdout.hasPrefix("Welcome to the workspace\r\nsecond line\r\n"), "\(shell.stdout.debugDescription)")
+        let command = await server.ssh("echo plain", options: ["-tt"])
+        #expect(!command.stdout.contains("Welcome"), "\(command.stdout.debugDescription)")
+        #expect(FileManager.default.createFile(atPath: home + "/.hushlogin", contents: Data()))
+        let quiet = await server.ssh("", options: ["-tt"], input: "exit 0\n")
+        #expect(!quiet.stdout.contains("Welcome"), "\(quiet.stdout.debugDescription)")
+    }
+
     @Test func aClientThatGoesHangsUpItsSession() async throws {
         let server = try await Server()
         defer { Task { await server.stop() } }

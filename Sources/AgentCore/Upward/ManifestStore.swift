@@ -21,6 +21,9 @@ public struct AgentManifest: Sendable, Equatable {
     public var scripts: [ManifestScript] = []
     public var metadata: [ManifestMetadata] = []
     public var apps: [ManifestApp] = []
+    /// The message-of-the-day file login shells with a terminal show (`motd_path`; may be
+    /// empty or missing).
+    public var motdFile: String = ""
 
     public struct Tailnet: Sendable, Equatable {
         public var agentID: [UInt8]

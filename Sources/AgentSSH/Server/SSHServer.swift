@@ -57,6 +57,7 @@ final class SSHServer: Sendable {
             hostKeys: [SSHHostKey.key(for: current)], userAuthDelegate: NoClientAuthentication(), globalRequestDelegate: forwarding)
         let builder = sessionEnvironment(current)
         let directory = workingDirectory(current)
+        let motdFile = current?.motdFile ?? ""
         let sessions = self.sessions
         let counts = self.counts
         let upward = self.upward
@@ -84,10 +85,11 @@ final class SSHServer: Sendable {
                         default: return child.eventLoop.makeFailedFuture(SSHServerError.unsupportedChannelType)
                         }
                         return child.eventLoop.makeCompletedFuture {
-                            try child.pipeline.syncOperations.addHandler(
-                                SSHSessionHandler(
-                                    environment: builder, directory: directory, policy: policy, sessions: sessions, counts: counts, upward: upward,
-                                    logger: logger))
+                            let session = SSHSessionHandler(
+                                environment: builder, directory: directory, policy: policy, sessions: sessions, counts: counts, upward: upward,
+                                logger: logger)
+                            session.motdFile = motdFile
+                            try child.pipeline.syncOperations.addHandler(session)
                         }
                     }))
             try channel.pipeline.syncOperations.addHandler(SSHConnectionErrors(logger: logger))

@@ -29,6 +29,8 @@ final class SSHSessionHandler: ChannelDuplexHandler {
     static let terminalDrain: TimeAmount = .milliseconds(250)
 
     let environment: SessionEnvironmentBuilder
+    /// The manifest's message-of-the-day file ("" for none).
+    var motdFile = ""
     let policy: SSHPolicy
     let directory: String
     let logger: Logger
@@ -92,6 +94,7 @@ final class SSHSessionHandler: ChannelDuplexHandler {
             if accepted { terminal = request }
             reply(request.wantReply, accepted, context)
         case let request as SSHChannelRequestEvent.ShellRequest:
+            if terminal != nil, !started { showMOTD(context: context) }
             reply(request.wantReply, start(argv: SessionCommand(shell: environment.shell, command: nil).argv, context: context), context)
         case let request as SSHChannelRequestEvent.ExecRequest:
             if policy.blockFileTransfer, SSHPolicy.isFileTransfer(request.command) {
@@ -193,6 +196,21 @@ final class SSHSessionHandler: ChannelDuplexHandler {
             loop.execute { bound.value.processExited(status) }
         }
         return true
+    }
+
+    /// The message of the day, for a login shell in a terminal, unless `~/.hushlogin`
+    /// exists: each line ending in CR LF. A missing file shows nothing. At most 64 KiB.
+    private func showMOTD(context: ChannelHandlerContext) {
+        guard !motdFile.isEmpty else { return }
+        let home = environment.agent["HOME"] ?? SessionCommand.homeDirectory(environment: environment.agent)
+        if access(home + "/.hushlogin", F_OK) == 0 { return }
+        guard let bytes = AtomicFile.read(motdFile, maxBytes: 64 << 10) else { return }
+        let text = String(decoding: bytes, as: UTF8.self)
+        var lines = text.split(separator: "\n", omittingEmptySubsequences: false).map { $0.hasSuffix("\r") ? $0.dropLast() : $0 }
+        if lines.last?.isEmpty == true { lines.removeLast() }
+        guard !lines.isEmpty else { return }
+        let out = context.channel.allocator.buffer(string: lines.map { $0 + "\r\n" }.joined())
+        context.writeAndFlush(wrapOutboundOut(SSHChannelData(type: .channel, data: .byteBuffer(out))), promise: nil)
     }
 
     /// `--block-file-transfer`: the reference's message on stdout (for commands), status 65.
