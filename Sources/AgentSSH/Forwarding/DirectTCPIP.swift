@@ -10,6 +10,10 @@ enum DirectTCPIP {
     static let connectTimeout: TimeAmount = .seconds(10)
 
     static func open(_ child: any Channel, to target: SSHChannelType.DirectTCPIP) -> EventLoopFuture<Void> {
+        // The port is a client's uint32: anything outside TCP's range is refused, never used.
+        guard (1...65535).contains(target.targetPort) else {
+            return child.eventLoop.makeFailedFuture(ReverseForwardingError.invalidPort)
+        }
         _ = child.setOption(ChannelOptions.allowRemoteHalfClosure, value: true)
         return ClientBootstrap(group: child.eventLoop)
             .connectTimeout(connectTimeout)

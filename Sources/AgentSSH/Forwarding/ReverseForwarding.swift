@@ -40,6 +40,11 @@ final class ReverseForwarding: GlobalRequestDelegate, @unchecked Sendable {
                 promise.fail(ReverseForwardingError.disabled)
                 return
             }
+            // A client's uint32: outside TCP's range is refused before any bind.
+            guard (0...65535).contains(port) else {
+                promise.fail(ReverseForwardingError.invalidPort)
+                return
+            }
             guard !closed, listeners.count < Self.maxListeners else {
                 promise.fail(ReverseForwardingError.tooManyListeners)
                 return
@@ -131,6 +136,7 @@ final class ReverseForwarding: GlobalRequestDelegate, @unchecked Sendable {
 
 enum ReverseForwardingError: Error {
     case disabled
+    case invalidPort
     case tooManyListeners
     case closed
 }
