@@ -85,10 +85,18 @@ final class PTYSession: Sendable {
     // MARK: Attachments
 
     /// Attaches `channel`: the replay first, then the terminal's size set to `size` (when both
-    /// are non-zero), then live output. Closes `channel` when the session has ended or is full.
+    /// are non-zero), then live output. Closes `channel` when the session is full, or after the
+    /// replay when it has ended.
     func attach(_ channel: any Channel, size: (rows: UInt16, columns: UInt16)) {
         onLoop { [self] in
-            guard !state.value.ended, state.value.attachments.count < maxAttachments else {
+            if state.value.ended {
+                // It ended before this connection got here (a short command on a busy host):
+                // what it wrote still reaches it, then the close.
+                let replay = state.value.replay.contents
+                channel.writeAndFlush(channel.allocator.buffer(bytes: replay)).whenComplete { _ in channel.close(promise: nil) }
+                return
+            }
+            guard state.value.attachments.count < maxAttachments else {
                 channel.close(promise: nil)
                 return
             }
