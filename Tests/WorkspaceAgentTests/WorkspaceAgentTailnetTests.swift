@@ -92,6 +92,21 @@ struct WorkspaceAgentTailnetTests {
                 #expect(ssh.status == 7 && ssh.stdout == "ssh via port \(port)\n", "ssh to [\(address)]:\(port): \(ssh)")
             }
 
+            // 100 MiB up with scp and back down with sftp through the tunnel, byte for byte.
+            let files = NSTemporaryDirectory() + "tunnel-scp-\(UUID().uuidString)"
+            try FileManager.default.createDirectory(atPath: files, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(atPath: files) }
+            let sshOptions = "-F /dev/null -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BatchMode=yes -o LogLevel=ERROR -o ConnectTimeout=60"
+            let copies = await peer.namespace.run(["sh", "-c", """
+                set -e
+                cd \(files)
+                head -c \(100 << 20) /dev/urandom > source
+                scp -P 1 \(sshOptions) source '[\(addresses.primaryText)]':\(files)/by-scp
+                echo "get \(files)/by-scp by-sftp" | sftp -q -P 1 \(sshOptions) '[\(addresses.primaryText)]' >/dev/null
+                cmp source by-scp && cmp source by-sftp && wc -c < by-sftp
+                """])
+            #expect(copies.status == 0 && copies.stdout == "\(100 << 20)\n", "scp and sftp through the tunnel: \(copies)")
+
             // The reconnecting PTY on port 2 (the web terminal): attach, type, detach, reattach
             // and see the replay, then exit (which closes the connection).
             let pty = await peer.namespace.run(["python3", "-c", """
