@@ -82,17 +82,25 @@ struct AgentDaemon {
             argv += ["--log-dir", NSTemporaryDirectory() + "agent-logs-\(UUID().uuidString.prefix(8))"]
         }
         let envp = env.map { "\($0.key)=\($0.value)" }
-        var step: Int32 = 0
-        var err: Int32 = 0
-        let pid = withCStrings(argv) { argvPtr in
-            withCStrings(envp) { envpPtr in
-                binaryPath.withCString { path in
-                    var options = agent_spawn_options(
-                        path: path, argv: argvPtr, envp: envpPtr, cwd: nil, output_fd: fd,
-                        oom_score_adj: AGENT_SPAWN_KEEP, nice_value: AGENT_SPAWN_KEEP, nofile_soft: -1, parent_death_signal: 0, error_fd: -1, new_session: 0, input_fd: -1, controlling_terminal: 0)
-                    return agent_spawn(&options, &step, &err)
+        let binaryPath = binaryPath
+        let argvStrings = argv
+        // Spawned from the lifelong thread with SIGTERM as the parent-death signal: a test
+        // run that hangs or is killed takes its daemons (and their children) with it.
+        let (pid, step, err) = LifelongThread.run { () -> (pid_t, Int32, Int32) in
+            var step: Int32 = 0
+            var err: Int32 = 0
+            let pid = withCStrings(argvStrings) { argvPtr in
+                withCStrings(envp) { envpPtr in
+                    binaryPath.withCString { path in
+                        var options = agent_spawn_options(
+                            path: path, argv: argvPtr, envp: envpPtr, cwd: nil, output_fd: fd,
+                            oom_score_adj: AGENT_SPAWN_KEEP, nice_value: AGENT_SPAWN_KEEP, nofile_soft: -1, parent_death_signal: SIGTERM,
+                            error_fd: -1, new_session: 0, input_fd: -1, controlling_terminal: 0)
+                        return agent_spawn(&options, &step, &err)
+                    }
                 }
             }
+            return (pid, step, err)
         }
         try #require(pid > 0, "spawn failed: step \(step) errno \(err)")
         // Pids are reused (the suite starts thousands of processes): a status remembered
@@ -144,8 +152,13 @@ struct AgentDaemon {
     static let statuses = Mutex<[pid_t: Int32]>([:])
 
     /// Kills the agent if a test left it running.
+    /// Ends the agent and whatever it started that still runs (a killed agent cannot stop
+    /// its children, and they would outlive the test): the agent is stopped first, so that
+    /// it reaps nothing and the pids found below it stay its descendants until killed.
     func cleanup() {
         if reap() == nil {
+            kill(pid, SIGSTOP)
+            for descendant in allPids() where isDescendant(descendant, of: pid) { kill(descendant, SIGKILL) }
             kill(pid, SIGKILL)
             // A killed process is reaped at once (bounded: 3 s of 1 ms polls).
             for _ in 0..<3000 where reap() == nil { usleep(1000) }

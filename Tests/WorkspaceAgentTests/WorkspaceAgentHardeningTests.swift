@@ -254,6 +254,6 @@ func isDescendant(_ pid: pid_t, of ancestor: pid_t) -> Bool {
     return false
 }
 
-private func allPids() -> [pid_t] {
+func allPids() -> [pid_t] {
     ((try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []).compactMap { pid_t($0) }
 }
