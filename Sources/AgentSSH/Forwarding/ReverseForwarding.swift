@@ -1,6 +1,11 @@
+import AgentCore
 import NIOCore
 import NIOPosix
 import NIOSSH
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// `ssh -R`: the client's `tcpip-forward` requests on one connection. Each listens in the
 /// workspace (an empty address is every interface, as the reference does; OpenSSH's client
@@ -35,6 +40,29 @@ final class ReverseForwarding: GlobalRequestDelegate, @unchecked Sendable {
     ) {
         loop.preconditionInEventLoop()
         switch request {
+        case .listen(SSHExtensionMarker.keepalive, _):
+            // `keepalive@openssh.com`, answered (the reference refuses it).
+            promise.succeed(.init(boundPort: nil))
+        case .listen(let host, _) where SSHExtensionMarker.streamLocalPath(host) != nil:
+            guard !refused else {
+                promise.fail(ReverseForwardingError.disabled)
+                return
+            }
+            guard listeners[Self.key(host, 0)] == nil else {
+                // The same path again on this connection: success, nothing new.
+                promise.succeed(.init(boundPort: nil))
+                return
+            }
+            guard !closed, listeners.count < Self.maxListeners else {
+                promise.fail(ReverseForwardingError.tooManyListeners)
+                return
+            }
+            listenUnix(marked: host, path: SSHExtensionMarker.streamLocalPath(host)!, handler: NIOLoopBound(handler, eventLoop: loop), promise: promise)
+        case .cancel(let host, _) where SSHExtensionMarker.streamLocalPath(host) != nil:
+            if let listener = listeners.removeValue(forKey: Self.key(host, 0)) {
+                listener.close(promise: nil)
+            }
+            promise.succeed(.init(boundPort: nil))
         case .listen(let host, let port):
             guard !refused else {
                 promise.fail(ReverseForwardingError.disabled)
@@ -90,6 +118,60 @@ final class ReverseForwarding: GlobalRequestDelegate, @unchecked Sendable {
             }
     }
 
+    /// `ssh -R` to a Unix socket (`streamlocal-forward@openssh.com`): made with the agent's
+    /// socket lifecycle (``SocketFile``: parent directory made 0700, mode 0600 before it
+    /// appears, a stale socket replaced, a live one or a non-socket refused where the
+    /// reference unlinks whatever is there), removed when the listener closes if it is still
+    /// the same file.
+    private func listenUnix(
+        marked: String, path: String, handler: NIOLoopBound<NIOSSHHandler>, promise: EventLoopPromise<GlobalRequest.TCPForwardingResponse>
+    ) {
+        let bound = NIOLoopBound(self, eventLoop: loop)
+        let file = SocketFile(path: path, mode: 0o600, stalePolicy: .socketOnly)
+        let staged: SocketFile.Staging
+        do {
+            staged = try file.makeStaging()
+        } catch {
+            promise.fail(error)
+            return
+        }
+        ServerBootstrap(group: loop)
+            .childChannelOption(.autoRead, value: false)
+            .childChannelOption(.allowRemoteHalfClosure, value: true)
+            .childChannelInitializer { accepted in
+                accepted.eventLoop.makeCompletedFuture {
+                    bound.value.forward(accepted, host: marked, handler: handler)
+                }
+            }
+            .bind(unixDomainSocketPath: staged.socket)
+            .whenComplete { result in
+                let this = bound.value
+                switch result {
+                case .success(let listener):
+                    let identity: SocketFile.Identity
+                    do {
+                        identity = try file.install(staged: staged)
+                    } catch {
+                        listener.close(promise: nil)
+                        promise.fail(error)
+                        return
+                    }
+                    listener.closeFuture.whenComplete { _ in file.remove(ifStill: identity) }
+                    if this.closed {
+                        listener.close(promise: nil)
+                        promise.fail(ReverseForwardingError.closed)
+                        return
+                    }
+                    this.listeners[Self.key(marked, 0)] = listener
+                    promise.succeed(.init(boundPort: nil))
+                case .failure(let error):
+                    unlink(staged.socket)
+                    rmdir(staged.directory)
+                    promise.fail(error)
+                }
+            }
+    }
+
     /// Opens a `forwarded-tcpip` channel for `accepted` and joins the two once it is open.
     private func forward(_ accepted: any Channel, host: String, handler: NIOLoopBound<NIOSSHHandler>) {
         guard !closed, open < Self.maxConnections else {
@@ -100,7 +182,9 @@ final class ReverseForwarding: GlobalRequestDelegate, @unchecked Sendable {
         let bound = NIOLoopBound(self, eventLoop: loop)
         accepted.closeFuture.whenComplete { _ in bound.value.open -= 1 }
         let listeningPort = accepted.localAddress?.port ?? 0
-        guard let origin = accepted.remoteAddress else {
+        // A Unix socket's peer has no address the channel could name: 0.0.0.0:0 (the
+        // rewriter sends `forwarded-streamlocal@openssh.com`, which carries none).
+        guard let origin = SSHExtensionMarker.isMarked(host) ? try? SocketAddress(ipAddress: "0.0.0.0", port: 0) : accepted.remoteAddress else {
             accepted.close(promise: nil)
             return
         }
@@ -137,6 +221,7 @@ final class ReverseForwarding: GlobalRequestDelegate, @unchecked Sendable {
 enum ReverseForwardingError: Error {
     case disabled
     case invalidPort
+    case invalidPath
     case tooManyListeners
     case closed
 }

@@ -53,8 +53,10 @@ final class SSHServer: Sendable {
         let policy = self.policy
         let forwarding = ReverseForwarding(loop: channel.eventLoop, refused: policy.blockReversePortForwarding)
         channel.closeFuture.whenComplete { _ in forwarding.closeAll() }
-        let configuration = SSHServerConfiguration(
+        var configuration = SSHServerConfiguration(
             hostKeys: [SSHHostKey.key(for: current)], userAuthDelegate: NoClientAuthentication(), globalRequestDelegate: forwarding)
+        // AES-GCM with the rewriter that lets OpenSSH's extensions through swift-nio-ssh.
+        configuration.transportProtectionSchemes = [InterposingAES128GCM.self, InterposingAES256GCM.self]
         let builder = sessionEnvironment(current)
         let directory = workingDirectory(current)
         let motdFile = current?.motdFile ?? ""
@@ -78,6 +80,7 @@ final class SSHServer: Sendable {
                         switch type {
                         case .session: break
                         case .directTCPIP(let target):
+                            if let marked = DirectStreamLocal.route(child, to: target, policy: policy) { return marked }
                             guard !policy.blockLocalPortForwarding else {
                                 return child.eventLoop.makeFailedFuture(SSHServerError.portForwardingDisabled)
                             }

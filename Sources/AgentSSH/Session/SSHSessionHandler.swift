@@ -57,6 +57,8 @@ final class SSHSessionHandler: ChannelDuplexHandler {
     private var exitStatus: Int32?
     private var ended = false
     private var sessionID: Int?
+    /// `ssh -A` and `ssh -X` for this session, and `keepalive@openssh.com` answers.
+    private var forwarding: SessionForwarding?
 
     init(
         environment: SessionEnvironmentBuilder, directory: String, policy: SSHPolicy = SSHPolicy(), sessions: SessionRegistry,
@@ -73,6 +75,7 @@ final class SSHSessionHandler: ChannelDuplexHandler {
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
+        forwarding = SessionForwarding(channel: context.channel, environment: environment.agent, logger: logger)
         _ = context.channel.setOption(ChannelOptions.allowRemoteHalfClosure, value: true)
     }
 
@@ -84,6 +87,8 @@ final class SSHSessionHandler: ChannelDuplexHandler {
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         switch event {
+        case let request as SSHChannelRequestEvent.EnvironmentRequest where SSHExtensionMarker.isMarked(request.name):
+            reply(request.wantReply, forwarding?.request(name: request.name, value: request.value, started: started) ?? false, context)
         case let request as SSHChannelRequestEvent.EnvironmentRequest:
             let accepted = !started && clientVariables.count < SessionEnvironmentBuilder.maxClientVariables
                 && request.name.utf8.count + request.value.utf8.count <= SessionEnvironmentBuilder.maxClientVariableBytes
@@ -171,8 +176,9 @@ final class SSHSessionHandler: ChannelDuplexHandler {
         do {
             spawned = try SessionProcess.spawn(
                 argv: argv,
-                environment: { [environment, clientVariables, terminal] tty in
+                environment: { [environment, clientVariables, terminal, forwarded = forwarding?.variables ?? [:]] tty in
                     environment.build(client: clientVariables, terminal: terminal.map { ($0.term, tty ?? "") })
+                        .merging(forwarded) { _, forwarded in forwarded }
                 },
                 directory: directory, terminal: size)
         } catch {
@@ -430,6 +436,7 @@ final class SSHSessionHandler: ChannelDuplexHandler {
         }
         ended = true
         endSession()
+        forwarding?.close()
         for channel in outputChannels { channel.close(promise: nil) }
         context.fireChannelInactive()
     }

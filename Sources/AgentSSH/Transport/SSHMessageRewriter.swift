@@ -1,0 +1,222 @@
+import NIOCore
+
+/// Rewrites decrypted SSH messages so that swift-nio-ssh can carry OpenSSH's extensions.
+///
+/// swift-nio-ssh's set of channel types and channel requests is closed: an unknown channel
+/// type, or an unknown channel request with a body (`x11-req`), fails its parser and ends
+/// the whole connection. Inbound, each such message becomes a marked one it knows (see
+/// ``SSHExtensionMarker``), or an empty unknown request it refuses cleanly; outbound, the
+/// agent's marked messages become the real ones. Every other message passes untouched
+/// (the first byte decides).
+struct SSHMessageRewriter {
+    static let globalRequest: UInt8 = 80
+    static let channelOpen: UInt8 = 90
+    static let channelOpenFailure: UInt8 = 92
+    static let channelRequest: UInt8 = 98
+
+    /// The channel requests swift-nio-ssh parses itself.
+    static let knownChannelRequests: Set<String> = [
+        "env", "exec", "exit-status", "exit-signal", "pty-req", "shell", "subsystem", "window-change", "xon-xoff", "signal",
+    ]
+    /// The name an inbound request gets when it must be refused (unknown to everyone).
+    static let refused = "refused@workspace-agent"
+    /// Client channels whose open was turned into a refusal, remembered so that the refusal
+    /// says "unsupported channel type" (reason 3). Bounded: beyond it the refusal keeps
+    /// swift-nio-ssh's reason 2 without text.
+    static let maxRemembered = 64
+
+    private(set) var unsupportedChannels: Set<UInt32> = []
+
+    // MARK: Inbound (client to agent)
+
+    mutating func inbound(_ payload: ByteBuffer) -> ByteBuffer {
+        switch payload.getInteger(at: payload.readerIndex, as: UInt8.self) {
+        case Self.channelOpen: return inboundChannelOpen(payload) ?? payload
+        case Self.globalRequest: return inboundGlobalRequest(payload) ?? payload
+        case Self.channelRequest: return inboundChannelRequest(payload) ?? payload
+        default: return payload
+        }
+    }
+
+    private mutating func inboundChannelOpen(_ payload: ByteBuffer) -> ByteBuffer? {
+        var reader = payload
+        reader.moveReaderIndex(forwardBy: 1)
+        guard let type = reader.readSSHText(), let sender = reader.readInteger(as: UInt32.self),
+              let window = reader.readInteger(as: UInt32.self), let maxPacket = reader.readInteger(as: UInt32.self)
+        else { return nil }
+        let header = (sender: sender, window: window, maxPacket: maxPacket)
+        switch type {
+        case "session", "forwarded-tcpip":
+            return nil
+        case "direct-tcpip":
+            guard let host = reader.readSSHText(), SSHExtensionMarker.isMarked(host) else { return nil }
+            return Self.directTCPIP(header, host: SSHExtensionMarker.unsupported(type))
+        case "direct-streamlocal@openssh.com":
+            // {socket path, reserved string, reserved uint32}; an unreadable path is an empty one.
+            let path = reader.readSSHText() ?? ""
+            return Self.directTCPIP(header, host: SSHExtensionMarker.streamLocal(path))
+        default:
+            if unsupportedChannels.count < Self.maxRemembered { unsupportedChannels.insert(sender) }
+            return Self.directTCPIP(header, host: SSHExtensionMarker.unsupported(String(type.prefix(64))))
+        }
+    }
+
+    private func inboundGlobalRequest(_ payload: ByteBuffer) -> ByteBuffer? {
+        var reader = payload
+        reader.moveReaderIndex(forwardBy: 1)
+        guard let name = reader.readSSHText(), let wantReply = reader.readInteger(as: UInt8.self) else { return nil }
+        switch name {
+        case "streamlocal-forward@openssh.com", "cancel-streamlocal-forward@openssh.com":
+            let path = reader.readSSHText() ?? ""
+            let forward = name.hasPrefix("cancel") ? "cancel-tcpip-forward" : "tcpip-forward"
+            return Self.forwardRequest(forward, wantReply: wantReply, host: SSHExtensionMarker.streamLocal(path))
+        case "keepalive@openssh.com":
+            return Self.forwardRequest("tcpip-forward", wantReply: wantReply, host: SSHExtensionMarker.keepalive)
+        case "tcpip-forward", "cancel-tcpip-forward":
+            guard let host = reader.readSSHText(), SSHExtensionMarker.isMarked(host) else { return nil }
+            return Self.message(Self.globalRequest) { $0.writeSSHText(Self.refused); $0.writeInteger(wantReply) }
+        default:
+            return nil
+        }
+    }
+
+    private func inboundChannelRequest(_ payload: ByteBuffer) -> ByteBuffer? {
+        var reader = payload
+        reader.moveReaderIndex(forwardBy: 1)
+        guard let recipient = reader.readInteger(as: UInt32.self), let type = reader.readSSHText(),
+              let wantReply = reader.readInteger(as: UInt8.self)
+        else { return nil }
+        func env(_ name: String, _ value: String) -> ByteBuffer {
+            Self.channelRequest(recipient, "env", wantReply: wantReply) { $0.writeSSHText(name); $0.writeSSHText(value) }
+        }
+        let refusal = Self.channelRequest(recipient, Self.refused, wantReply: wantReply) { _ in }
+        switch type {
+        case "env":
+            guard let name = reader.readSSHText(), SSHExtensionMarker.isMarked(name) else { return nil }
+            return refusal
+        case _ where Self.knownChannelRequests.contains(type):
+            return nil
+        case "x11-req":
+            guard let single = reader.readInteger(as: UInt8.self), let proto = reader.readSSHText(), let cookie = reader.readSSHText(),
+                  let screen = reader.readInteger(as: UInt32.self), !proto.contains(" "), !cookie.contains(" ")
+            else { return refusal }
+            let request = X11Request(singleConnection: single != 0, authProtocol: proto, authCookie: cookie, screen: screen)
+            return env(SSHExtensionMarker.x11Request, request.encoded)
+        case "auth-agent-req@openssh.com":
+            return env(SSHExtensionMarker.agentRequest, "")
+        case "keepalive@openssh.com":
+            return env(SSHExtensionMarker.keepalive, "")
+        default:
+            // Unknown, with its body dropped: swift-nio-ssh refuses it without losing its place.
+            return Self.channelRequest(recipient, String(type.prefix(64)), wantReply: wantReply) { _ in }
+        }
+    }
+
+    // MARK: Outbound (agent to client)
+
+    mutating func outbound(_ payload: ByteBuffer) -> ByteBuffer {
+        switch payload.getInteger(at: payload.readerIndex, as: UInt8.self) {
+        case Self.channelOpen: return Self.outboundChannelOpen(payload) ?? payload
+        case Self.channelRequest: return Self.outboundChannelRequest(payload) ?? payload
+        case Self.channelOpenFailure: return outboundOpenFailure(payload) ?? payload
+        default: return payload
+        }
+    }
+
+    private static func outboundChannelOpen(_ payload: ByteBuffer) -> ByteBuffer? {
+        var reader = payload
+        reader.moveReaderIndex(forwardBy: 1)
+        guard reader.readSSHText() == "forwarded-tcpip", let sender = reader.readInteger(as: UInt32.self),
+              let window = reader.readInteger(as: UInt32.self), let maxPacket = reader.readInteger(as: UInt32.self),
+              let host = reader.readSSHText(), SSHExtensionMarker.isMarked(host), reader.readInteger(as: UInt32.self) != nil,
+              let origin = reader.readSSHText(), let originPort = reader.readInteger(as: UInt32.self)
+        else { return nil }
+        func open(_ type: String, _ body: (inout ByteBuffer) -> Void) -> ByteBuffer {
+            message(channelOpen) {
+                $0.writeSSHText(type)
+                $0.writeMultipleIntegers(sender, window, maxPacket)
+                body(&$0)
+            }
+        }
+        if let path = SSHExtensionMarker.streamLocalPath(host) {
+            return open("forwarded-streamlocal@openssh.com") { $0.writeSSHText(path); $0.writeSSHText("") }
+        }
+        switch host {
+        case SSHExtensionMarker.x11Channel: return open("x11") { $0.writeSSHText(origin); $0.writeInteger(originPort) }
+        case SSHExtensionMarker.agentChannel: return open("auth-agent@openssh.com") { _ in }
+        default: return nil
+        }
+    }
+
+    private static func outboundChannelRequest(_ payload: ByteBuffer) -> ByteBuffer? {
+        var reader = payload
+        reader.moveReaderIndex(forwardBy: 1)
+        guard let recipient = reader.readInteger(as: UInt32.self), reader.readSSHText() == "env",
+              let wantReply = reader.readInteger(as: UInt8.self), reader.readSSHText() == SSHExtensionMarker.keepalive
+        else { return nil }
+        return channelRequest(recipient, "keepalive@openssh.com", wantReply: wantReply) { _ in }
+    }
+
+    private mutating func outboundOpenFailure(_ payload: ByteBuffer) -> ByteBuffer? {
+        var reader = payload
+        reader.moveReaderIndex(forwardBy: 1)
+        guard let recipient = reader.readInteger(as: UInt32.self), unsupportedChannels.remove(recipient) != nil else { return nil }
+        return Self.message(Self.channelOpenFailure) {
+            $0.writeMultipleIntegers(recipient, UInt32(3))
+            $0.writeSSHText("unsupported channel type")
+            $0.writeSSHText("")
+        }
+    }
+
+    // MARK: Building messages
+
+    private static func message(_ type: UInt8, _ body: (inout ByteBuffer) -> Void) -> ByteBuffer {
+        var buffer = ByteBufferAllocator().buffer(capacity: 64)
+        buffer.writeInteger(type)
+        body(&buffer)
+        return buffer
+    }
+
+    private static func directTCPIP(_ header: (sender: UInt32, window: UInt32, maxPacket: UInt32), host: String) -> ByteBuffer {
+        message(channelOpen) {
+            $0.writeSSHText("direct-tcpip")
+            $0.writeMultipleIntegers(header.sender, header.window, header.maxPacket)
+            $0.writeSSHText(host)
+            $0.writeInteger(UInt32(0))
+            $0.writeSSHText("0.0.0.0")
+            $0.writeInteger(UInt32(0))
+        }
+    }
+
+    private static func forwardRequest(_ name: String, wantReply: UInt8, host: String) -> ByteBuffer {
+        message(globalRequest) {
+            $0.writeSSHText(name)
+            $0.writeInteger(wantReply)
+            $0.writeSSHText(host)
+            $0.writeInteger(UInt32(0))
+        }
+    }
+
+    private static func channelRequest(_ recipient: UInt32, _ type: String, wantReply: UInt8, _ body: (inout ByteBuffer) -> Void) -> ByteBuffer {
+        message(Self.channelRequest) {
+            $0.writeInteger(recipient)
+            $0.writeSSHText(type)
+            $0.writeInteger(wantReply)
+            body(&$0)
+        }
+    }
+}
+
+extension ByteBuffer {
+    /// An SSH `string` (uint32 length, bytes) read as UTF-8 text; nil when short or not UTF-8.
+    mutating func readSSHText() -> String? {
+        guard let length = getInteger(at: readerIndex, as: UInt32.self), Int(length) <= readableBytes - 4 else { return nil }
+        moveReaderIndex(forwardBy: 4)
+        return readString(length: Int(length))
+    }
+
+    mutating func writeSSHText(_ text: String) {
+        writeInteger(UInt32(text.utf8.count))
+        writeString(text)
+    }
+}
