@@ -11,7 +11,7 @@ SWIFT ?= swift
 # namespace; the openssl CLI makes the DERP relay double's test certificate).
 DEB_PACKAGES := pkg-config libgit2-dev libssh2-1-dev libvncserver-dev libx11-dev zlib1g-dev git procps python3-prometheus-client \
 	tigervnc-standalone-server xdotool x11-xserver-utils x11-utils curl jq python3-websockets python3-yaml \
-	libsodium-dev libssl-dev liblwip-dev wireguard-go wireguard-tools iproute2 busybox openssl openssh-client openssh-sftp-server rsync
+	libsodium-dev libssl-dev liblwip-dev wireguard-go wireguard-tools iproute2 busybox openssl openssh-client openssh-sftp-server rsync xvfb xauth
 RUN_ARGS ?=
 
 # `make install`: a release binary with the Swift runtime linked in (--static-swift-stdlib),
