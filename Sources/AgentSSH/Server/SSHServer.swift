@@ -29,12 +29,15 @@ final class SSHServer: Sendable {
     let policy: SSHPolicy
     /// Where sessions' connection reports go.
     let upward: any UpwardSink
+    /// The control plane's announcement banners, which login shells show.
+    let banners: AnnouncementBanners
 
     init(
         manifest: any ManifestSource, environment: [String: String], policy: SSHPolicy = SSHPolicy(), counts: SessionCounts = SessionCounts(),
-        upward: any UpwardSink = DiscardingUpward(), logger: Logger
+        upward: any UpwardSink = DiscardingUpward(), banners: AnnouncementBanners = AnnouncementBanners(), logger: Logger
     ) {
         self.upward = upward
+        self.banners = banners
         self.policy = policy
         self.counts = counts
         self.manifest = manifest
@@ -61,6 +64,7 @@ final class SSHServer: Sendable {
         let sessions = self.sessions
         let counts = self.counts
         let upward = self.upward
+        let banners = self.banners
         let logger = self.logger
         let channels = Mutex(0)
         return channel.eventLoop.makeCompletedFuture {
@@ -89,6 +93,7 @@ final class SSHServer: Sendable {
                                 environment: builder, directory: directory, policy: policy, sessions: sessions, counts: counts, upward: upward,
                                 logger: logger)
                             session.motdFile = motdFile
+                            session.banners = banners
                             try child.pipeline.syncOperations.addHandler(session)
                         }
                     }))
