@@ -31,11 +31,15 @@ final class SSHServer: Sendable {
     let upward: any UpwardSink
     /// The control plane's announcement banners, which login shells show.
     let banners: AnnouncementBanners
+    /// `--ssh-max-timeout` for each connection.
+    let timeoutRule: SSHTimeoutRule
 
     init(
         manifest: any ManifestSource, environment: [String: String], policy: SSHPolicy = SSHPolicy(), counts: SessionCounts = SessionCounts(),
-        upward: any UpwardSink = DiscardingUpward(), banners: AnnouncementBanners = AnnouncementBanners(), logger: Logger
+        upward: any UpwardSink = DiscardingUpward(), banners: AnnouncementBanners = AnnouncementBanners(),
+        timeoutRule: SSHTimeoutRule = SSHTimeoutRule(maxTimeout: SSHTimeoutRule.defaultTimeout), logger: Logger
     ) {
+        self.timeoutRule = timeoutRule
         self.upward = upward
         self.banners = banners
         self.policy = policy
@@ -67,7 +71,9 @@ final class SSHServer: Sendable {
         let banners = self.banners
         let logger = self.logger
         let channels = Mutex(0)
+        let timeoutRule = self.timeoutRule
         return channel.eventLoop.makeCompletedFuture {
+            try channel.pipeline.syncOperations.addHandler(SSHTimeoutHandler(rule: timeoutRule, logger: logger))
             try channel.pipeline.syncOperations.addHandler(
                 NIOSSHHandler(
                     role: .server(configuration), allocator: channel.allocator,
