@@ -72,6 +72,7 @@ final class SSHServer: Sendable {
         let logger = self.logger
         let channels = Mutex(0)
         let timeoutRule = self.timeoutRule
+        let jetbrains = JetBrainsForward(counts: counts, upward: upward)
         return channel.eventLoop.makeCompletedFuture {
             try channel.pipeline.syncOperations.addHandler(SSHTimeoutHandler(rule: timeoutRule, logger: logger))
             try channel.pipeline.syncOperations.addHandler(
@@ -91,7 +92,7 @@ final class SSHServer: Sendable {
                             guard !policy.blockLocalPortForwarding else {
                                 return child.eventLoop.makeFailedFuture(SSHServerError.portForwardingDisabled)
                             }
-                            return DirectTCPIP.open(child, to: target)
+                            return DirectTCPIP.open(child, to: target, jetbrains: jetbrains)
                         default: return child.eventLoop.makeFailedFuture(SSHServerError.unsupportedChannelType)
                         }
                         return child.eventLoop.makeCompletedFuture {
