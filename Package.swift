@@ -630,6 +630,7 @@ let package = Package(
             name: "AgentSSHTests",
             dependencies: [
                 "AgentSSH", "AgentTestSupport", "AgentCore", "AgentHTTP",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "NIOSSH", package: "swift-nio-ssh"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),

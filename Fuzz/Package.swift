@@ -54,7 +54,7 @@ let targets: [(String, [Target.Dependency])] = [
     ("FuzzMCPFrames", [agent("MCPWire"), agent("AgentCore")]),
     ("FuzzMCPConfig", [agent("AgentCore")]),
     ("FuzzFrontMatter", [agent("ChatContext")]),
-    ("FuzzProcNetTCP", [agent("Diagnostics")]),
+    ("FuzzProcNetTCP", [agent("AgentSystem")]),
     ("FuzzSSHSession", [agent("AgentSSH")]),
     ("FuzzSpeedtestRequest", [agent("AgentSpeedtest"), agent("AgentJSON")]),
     ("FuzzReconnectingPTY", [agent("ReconnectingPTY")]),

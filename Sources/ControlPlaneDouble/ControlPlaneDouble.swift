@@ -18,10 +18,11 @@ import Yamux
 ///
 /// It can be told to refuse upgrades (``refuseWith``), drop every connection
 /// (``dropConnections()``), answer slowly or stall (``answerDelay``), and report the log
-/// limit (``logLimitExceeded``). Context-state pushes are validated as coderd does and kept in
-/// ``contextState``. A test can serve methods of its own beside the Agent API
-/// (``handle(_:unary:)``, ``handleServerStream(_:_:)``, ``handleStream(_:_:)``: a test
-/// service for upward participants). It also serves `/echo`, a plain WebSocket echo used as the
+/// limit (``logLimitExceeded``). Announcement banners are configurable (``bannerState``).
+/// Context-state pushes are validated as coderd does and kept in ``contextState``. A test
+/// can serve methods of its own beside the Agent API (``handle(_:unary:)``,
+/// ``handleServerStream(_:_:)``, ``handleStream(_:_:)``: a test service for upward
+/// participants). It also serves `/echo`, a plain WebSocket echo used as the
 /// benchmarks' baseline on the same server.
 public final class ControlPlaneDouble: Sendable {
     public struct Recorded: Sendable {
@@ -73,6 +74,8 @@ public final class ControlPlaneDouble: Sendable {
     private let accepted = Mutex<(channels: [ObjectIdentifier: any Channel], stopped: Bool)>(([:], false))
     /// PushContextState: what was pushed and stored (see ``ContextState``).
     public let contextState = Mutex(ContextState())
+    /// GetAnnouncementBanners: what it answers and how often it was called (``BannerState``).
+    public let bannerState = Mutex(BannerState())
     /// Methods a test added (``handle(_:unary:)`` and the stream variants).
     private let extraMethods = Mutex<[(String, ExtraMethod)]>([])
 
@@ -285,6 +288,7 @@ public final class ControlPlaneDouble: Sendable {
             return try response.serializedBytes()
         }
         registerContextState(on: &server)
+        registerBanners(on: &server)
         return server
     }
 

@@ -93,9 +93,11 @@ struct RunCommand: AsyncParsableCommand {
         var hostConfiguration = AgentHost.Configuration()
         hostConfiguration.accessLog = config.http.accessLog
         let host = AgentHost(configuration: hostConfiguration, logger: logger)
+        // Fetched by the control-plane session, shown by SSH login shells.
+        let banners = AnnouncementBanners()
         let upward = ControlPlaneModule(
             configuration: config.controlPlane, agentVersion: AgentVersion.current, clock: host.clock,
-            participants: host.upwardParticipants, startOutcomeFromModule: true,
+            participants: host.upwardParticipants, startOutcomeFromModule: true, banners: banners,
             logger: log.localLogger(label: "workspace-agent.rpc"))
         log.forwarder.connect(to: upward.session)
         let chatPaths = ChatPaths()
@@ -108,7 +110,7 @@ struct RunCommand: AsyncParsableCommand {
             environment: environment, stateDirectory: config.agent.stateDir, sessionEnvironment: sessionEnvironment,
             connections: host.connections, lifecycle: lifecycle,
             metrics: PrometheusSnapshot(registry: metrics, process: processMetrics),
-            startPhase: config.controlPlane.token == nil ? nil : lifecycle)
+            startPhase: config.controlPlane.token == nil ? nil : lifecycle, announcementBanners: banners)
         let childFileLimit = FileDescriptorLimit.raise()
 
         host.listen(on: config.http.address, for: "the HTTP API", logMessage: "agent HTTP API listening")

@@ -21,12 +21,15 @@ struct SSHSessionTests {
         var port: Int { listener.port }
 
         init(
-            manifest: AgentManifest? = nil, environment: [String: String] = ProcessInfo.processInfo.environment, policy: SSHPolicy = SSHPolicy()
+            manifest: AgentManifest? = nil, environment: [String: String] = ProcessInfo.processInfo.environment, policy: SSHPolicy = SSHPolicy(),
+            banners: AnnouncementBanners = AnnouncementBanners(), timeoutRule: SSHTimeoutRule = .silence(.seconds(72 * 3600)),
+            upward: any UpwardSink = DiscardingUpward()
         ) async throws {
             let store = ManifestStore()
             if let manifest { store.publish(manifest) }
             let server = SSHServer(
-                manifest: store, environment: environment, policy: policy, logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
+                manifest: store, environment: environment, policy: policy, upward: upward, banners: banners, timeoutRule: timeoutRule,
+                logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
             self.server = server
             listener = try await LoopbackListener { channel in server.serve(channel) }
         }
@@ -141,6 +144,41 @@ struct SSHSessionTests {
         #expect(FileManager.default.createFile(atPath: home + "/.hushlogin", contents: Data()))
         let quiet = await server.ssh("", options: ["-tt"], input: "exit 0\n")
         #expect(!quiet.stdout.contains("Welcome"), "\(quiet.stdout.debugDescription)")
+    }
+
+    /// Enabled announcement banners come first (trimmed, a blank line after each), then the
+    /// MOTD; a disabled or empty banner shows nothing, and a command shows neither.
+    @Test func announcementBannersGreetALoginShellBeforeTheMOTD() async throws {
+        let home = NSTemporaryDirectory() + "ssh-banner-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: home, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: home) }
+        try "Welcome to the workspace\n".write(toFile: home + "/motd", atomically: true, encoding: .utf8)
+        var manifest = AgentManifest(directory: home, environment: [:])
+        manifest.motdFile = home + "/motd"
+        var environment = ProcessInfo.processInfo.environment
+        environment["HOME"] = home
+        let banners = AnnouncementBanners()
+        banners.store([
+            AnnouncementBanner(enabled: true, message: "  Maintenance at 5 pm\nsave your work \n"),
+            AnnouncementBanner(enabled: false, message: "a disabled banner"),
+            AnnouncementBanner(enabled: true, message: " \n "),
+            AnnouncementBanner(enabled: true, message: "Second banner"),
+        ])
+        let server = try await Server(manifest: manifest, environment: environment, banners: banners)
+        defer { Task { await server.stop() } }
+        let shell = await server.ssh("", options: ["-tt"], input: "exit 0\n")
+        #expect(
+            shell.stdout.hasPrefix("Maintenance at 5 pm\r\nsave your work\r\n\r\nSecond banner\r\n\r\nWelcome to the workspace\r\n"),
+            "\(shell.stdout.debugDescription)")
+        #expect(!shell.stdout.contains("disabled"), "\(shell.stdout.debugDescription)")
+        let command = await server.ssh("echo plain", options: ["-tt"])
+        #expect(!command.stdout.contains("Maintenance"), "\(command.stdout.debugDescription)")
+    }
+
+    @Test func theGreetingsTextIsCRLFLines() {
+        #expect(LoginGreeting.text(banners: [], motd: nil) == "")
+        #expect(LoginGreeting.text(banners: [AnnouncementBanner(enabled: true, message: "a\r\nb")], motd: "m1\nm2") == "a\r\nb\r\n\r\nm1\r\nm2\r\n")
+        #expect(LoginGreeting.text(banners: [AnnouncementBanner(enabled: false, message: "x")], motd: "\n") == "\r\n")
     }
 
     @Test func aClientThatGoesHangsUpItsSession() async throws {

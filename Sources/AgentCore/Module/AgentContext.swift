@@ -29,6 +29,8 @@ public struct AgentContext: Sendable {
     public var mcpCatalog: MCPCatalog
     /// Running SSH and terminal sessions by kind, for the stats report.
     public var sessionCounts: SessionCounts
+    /// The control plane's announcement banners (the upward session stores, SSH login shells show).
+    public var announcementBanners: AnnouncementBanners
 
     public init(
         chatPaths: ChatPaths, manifest: any ManifestSource, upward: any UpwardSink,
@@ -36,7 +38,8 @@ public struct AgentContext: Sendable {
         connections: any ConnectionAcceptor = NoConnectionAcceptor(),
         lifecycle: any LifecycleReporter = NoLifecycleReporter(), tunnelTraffic: TunnelTraffic = TunnelTraffic(),
         metrics: any MetricsSnapshotSource = NoMetricsSnapshot(), startPhase: StartPhaseWatch? = nil,
-        mcpCatalog: MCPCatalog = MCPCatalog(), sessionCounts: SessionCounts = SessionCounts()
+        mcpCatalog: MCPCatalog = MCPCatalog(), sessionCounts: SessionCounts = SessionCounts(),
+        announcementBanners: AnnouncementBanners = AnnouncementBanners()
     ) {
         self.chatPaths = chatPaths
         self.manifest = manifest
@@ -51,5 +54,6 @@ public struct AgentContext: Sendable {
         self.startPhase = startPhase
         self.mcpCatalog = mcpCatalog
         self.sessionCounts = sessionCounts
+        self.announcementBanners = announcementBanners
     }
 }

@@ -11,6 +11,8 @@ import Logging
 public struct ControlPlaneModule: AgentModule {
     public let session: ControlPlaneSession
     private let clock: ShutdownClock
+    /// Keeps the deployment's announcement banners fresh on each connected session.
+    private let banners: AnnouncementBannerRefresh
 
     public var name: String { "control plane" }
 
@@ -18,11 +20,13 @@ public struct ControlPlaneModule: AgentModule {
     ///   - participants: the modules' work on each connected session (the host's
     ///     `upwardParticipants`).
     ///   - startOutcomeFromModule: a module (the scripts) reports the start and stop outcomes.
+    ///   - banners: where the announcement banners are stored (``AgentContext/announcementBanners``).
     ///   - logger: should not forward upward (the session's own failures would feed the
     ///     queue they are about).
     public init(
         configuration: ControlPlaneOptions.Configuration, agentVersion: String, clock: ShutdownClock,
-        participants: UpwardParticipants = UpwardParticipants(), startOutcomeFromModule: Bool = false, logger: Logger
+        participants: UpwardParticipants = UpwardParticipants(), startOutcomeFromModule: Bool = false,
+        banners: AnnouncementBanners = AnnouncementBanners(), logger: Logger
     ) {
         var dialer: (any ControlPlaneDialer)?
         if let url = configuration.url, let token = configuration.token {
@@ -33,7 +37,10 @@ public struct ControlPlaneModule: AgentModule {
         session = ControlPlaneSession(
             configuration: sessionConfiguration, dialer: dialer, logger: logger, participants: participants)
         self.clock = clock
+        self.banners = AnnouncementBannerRefresh(store: banners, logger: logger)
     }
+
+    public var upwardParticipants: [any UpwardParticipant] { [banners] }
 
     public var services: [ModuleService] {
         [

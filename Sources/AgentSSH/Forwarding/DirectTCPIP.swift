@@ -9,7 +9,9 @@ enum DirectTCPIP {
     /// How long a connect may take before the channel is refused.
     static let connectTimeout: TimeAmount = .seconds(10)
 
-    static func open(_ child: any Channel, to target: SSHChannelType.DirectTCPIP) -> EventLoopFuture<Void> {
+    /// Connects `child` to its target; once joined, `jetbrains` (when given) watches whether
+    /// the target is a JetBrains IDE's port.
+    static func open(_ child: any Channel, to target: SSHChannelType.DirectTCPIP, jetbrains: JetBrainsForward? = nil) -> EventLoopFuture<Void> {
         // The port is a client's uint32: anything outside TCP's range is refused, never used.
         guard (1...65535).contains(target.targetPort) else {
             return child.eventLoop.makeFailedFuture(ReverseForwardingError.invalidPort)
@@ -20,6 +22,9 @@ enum DirectTCPIP {
             .channelOption(.allowRemoteHalfClosure, value: true)
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .connect(host: target.targetHost, port: target.targetPort)
-            .flatMapThrowing { tcp in try ChannelGlue.join(ssh: child, tcp: tcp) }
+            .flatMapThrowing { tcp in
+                try ChannelGlue.join(ssh: child, tcp: tcp)
+                jetbrains?.watch(child, port: UInt16(target.targetPort), origin: target.originatorAddress.ipAddress ?? "")
+            }
     }
 }

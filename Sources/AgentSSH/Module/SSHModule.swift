@@ -18,7 +18,7 @@ public struct SSHModule: AgentModule {
         self.configuration = configuration
         server = SSHServer(
             manifest: context.manifest, environment: context.environment, policy: configuration.policy, counts: context.sessionCounts, upward: context.upward,
-            logger: logger)
+            banners: context.announcementBanners, timeoutRule: SSHTimeoutRule(maxTimeout: configuration.maxTimeout), logger: logger)
     }
 
     /// Serves `channel` (a tunnel connection to port 1 or 22, on its loop, not active yet).

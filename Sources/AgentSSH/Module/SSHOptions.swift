@@ -16,16 +16,22 @@ public struct SSHOptions: ParsableArguments {
     @Option(name: .long, help: "Refuse ssh -R (tcpip-forward): true or false. Env CODER_AGENT_BLOCK_REVERSE_PORT_FORWARDING. Default false.")
     var blockReversePortForwarding: String?
 
+    @Option(name: .long, help: "Close an SSH connection from which nothing arrived for this long (Go duration); below 3s, the longest a connection may last; 0 neither. Env CODER_AGENT_SSH_MAX_TIMEOUT. Default 72h.")
+    var sshMaxTimeout: String?
+
     public init() {}
 
     public struct Configuration: Sendable, Equatable {
         /// nil: no loopback listener.
         public var address: BindTarget?
         public var policy: SSHPolicy
+        /// `--ssh-max-timeout` (``SSHTimeoutRule``).
+        public var maxTimeout: Duration
 
-        public init(address: BindTarget? = nil, policy: SSHPolicy = SSHPolicy()) {
+        public init(address: BindTarget? = nil, policy: SSHPolicy = SSHPolicy(), maxTimeout: Duration = .seconds(72 * 3600)) {
             self.address = address
             self.policy = policy
+            self.maxTimeout = maxTimeout
         }
     }
 
@@ -43,7 +49,9 @@ public struct SSHOptions: ParsableArguments {
                 blockLocalPortForwarding, flag: "--block-local-port-forwarding", variable: "CODER_AGENT_BLOCK_LOCAL_PORT_FORWARDING") ?? false,
             blockReversePortForwarding: try settings.bool(
                 blockReversePortForwarding, flag: "--block-reverse-port-forwarding", variable: "CODER_AGENT_BLOCK_REVERSE_PORT_FORWARDING") ?? false)
-        return Configuration(address: address.flatMap { $0 }, policy: policy)
+        let maxTimeout = try settings.parsed(
+            sshMaxTimeout, flag: "--ssh-max-timeout", variable: "CODER_AGENT_SSH_MAX_TIMEOUT", { try GoDuration.parse($0) })
+        return Configuration(address: address.flatMap { $0 }, policy: policy, maxTimeout: maxTimeout ?? SSHTimeoutRule.defaultTimeout)
     }
 }
 

@@ -29,12 +29,19 @@ final class SSHServer: Sendable {
     let policy: SSHPolicy
     /// Where sessions' connection reports go.
     let upward: any UpwardSink
+    /// The control plane's announcement banners, which login shells show.
+    let banners: AnnouncementBanners
+    /// `--ssh-max-timeout` for each connection.
+    let timeoutRule: SSHTimeoutRule
 
     init(
         manifest: any ManifestSource, environment: [String: String], policy: SSHPolicy = SSHPolicy(), counts: SessionCounts = SessionCounts(),
-        upward: any UpwardSink = DiscardingUpward(), logger: Logger
+        upward: any UpwardSink = DiscardingUpward(), banners: AnnouncementBanners = AnnouncementBanners(),
+        timeoutRule: SSHTimeoutRule = SSHTimeoutRule(maxTimeout: SSHTimeoutRule.defaultTimeout), logger: Logger
     ) {
+        self.timeoutRule = timeoutRule
         self.upward = upward
+        self.banners = banners
         self.policy = policy
         self.counts = counts
         self.manifest = manifest
@@ -63,9 +70,13 @@ final class SSHServer: Sendable {
         let sessions = self.sessions
         let counts = self.counts
         let upward = self.upward
+        let banners = self.banners
         let logger = self.logger
         let channels = Mutex(0)
+        let timeoutRule = self.timeoutRule
+        let jetbrains = JetBrainsForward(counts: counts, upward: upward)
         return channel.eventLoop.makeCompletedFuture {
+            try channel.pipeline.syncOperations.addHandler(SSHTimeoutHandler(rule: timeoutRule, logger: logger))
             try channel.pipeline.syncOperations.addHandler(
                 NIOSSHHandler(
                     role: .server(configuration), allocator: channel.allocator,
@@ -84,7 +95,7 @@ final class SSHServer: Sendable {
                             guard !policy.blockLocalPortForwarding else {
                                 return child.eventLoop.makeFailedFuture(SSHServerError.portForwardingDisabled)
                             }
-                            return DirectTCPIP.open(child, to: target)
+                            return DirectTCPIP.open(child, to: target, jetbrains: jetbrains)
                         default: return child.eventLoop.makeFailedFuture(SSHServerError.unsupportedChannelType)
                         }
                         return child.eventLoop.makeCompletedFuture {
@@ -92,6 +103,7 @@ final class SSHServer: Sendable {
                                 environment: builder, directory: directory, policy: policy, sessions: sessions, counts: counts, upward: upward,
                                 logger: logger)
                             session.motdFile = motdFile
+                            session.banners = banners
                             try child.pipeline.syncOperations.addHandler(session)
                         }
                     }))

@@ -31,6 +31,8 @@ final class SSHSessionHandler: ChannelDuplexHandler {
     let environment: SessionEnvironmentBuilder
     /// The manifest's message-of-the-day file ("" for none).
     var motdFile = ""
+    /// The control plane's announcement banners, shown to login shells before the MOTD.
+    var banners = AnnouncementBanners()
     let policy: SSHPolicy
     let directory: String
     let logger: Logger
@@ -99,13 +101,15 @@ final class SSHSessionHandler: ChannelDuplexHandler {
             if accepted { terminal = request }
             reply(request.wantReply, accepted, context)
         case let request as SSHChannelRequestEvent.ShellRequest:
-            if terminal != nil, !started { showMOTD(context: context) }
+            if terminal != nil, !started { showGreeting(context: context) }
             reply(request.wantReply, start(argv: SessionCommand(shell: environment.shell, command: nil).argv, context: context), context)
         case let request as SSHChannelRequestEvent.ExecRequest:
             if policy.blockFileTransfer, SSHPolicy.isFileTransfer(request.command) {
                 reply(request.wantReply, refuseFileTransfer(message: true, context: context), context)
                 return
             }
+            // An empty command is a login shell too, greeted as one.
+            if terminal != nil, !started, request.command.isEmpty { showGreeting(context: context) }
             let argv = SessionCommand(shell: environment.shell, command: request.command).argv
             reply(request.wantReply, start(argv: argv, context: context), context)
         case let request as SSHChannelRequestEvent.SubsystemRequest:
@@ -204,18 +208,13 @@ final class SSHSessionHandler: ChannelDuplexHandler {
         return true
     }
 
-    /// The message of the day, for a login shell in a terminal, unless `~/.hushlogin`
-    /// exists: each line ending in CR LF. A missing file shows nothing. At most 64 KiB.
-    private func showMOTD(context: ChannelHandlerContext) {
-        guard !motdFile.isEmpty else { return }
+    /// The greeting of a login shell in a terminal (``LoginGreeting``): the announcement
+    /// banners, then the message of the day.
+    private func showGreeting(context: ChannelHandlerContext) {
         let home = environment.agent["HOME"] ?? SessionCommand.homeDirectory(environment: environment.agent)
-        if access(home + "/.hushlogin", F_OK) == 0 { return }
-        guard let bytes = AtomicFile.read(motdFile, maxBytes: 64 << 10) else { return }
-        let text = String(decoding: bytes, as: UTF8.self)
-        var lines = text.split(separator: "\n", omittingEmptySubsequences: false).map { $0.hasSuffix("\r") ? $0.dropLast() : $0 }
-        if lines.last?.isEmpty == true { lines.removeLast() }
-        guard !lines.isEmpty else { return }
-        let out = context.channel.allocator.buffer(string: lines.map { $0 + "\r\n" }.joined())
+        let text = LoginGreeting.text(banners: banners.current, motd: LoginGreeting.motd(file: motdFile, home: home))
+        guard !text.isEmpty else { return }
+        let out = context.channel.allocator.buffer(string: text)
         context.writeAndFlush(wrapOutboundOut(SSHChannelData(type: .channel, data: .byteBuffer(out))), promise: nil)
     }
 
