@@ -7,7 +7,7 @@ import Testing
 
 /// `--ssh-max-timeout`: the rule as a plain value over a manual clock, then real connections
 /// the server closes (a silent client, and an active one past an absolute deadline) and one
-/// it keeps (OpenSSH's `ServerAliveInterval`).
+/// it keeps (a live client answers the agent's keepalive probes).
 @Suite(.serialized, .timeLimit(.minutes(3)))
 struct SSHMaxTimeoutTests {
     typealias Instant = ManualClock.Instant
@@ -21,18 +21,25 @@ struct SSHMaxTimeoutTests {
         #expect(SSHTimeoutRule(maxTimeout: .seconds(-5)) == .none)
     }
 
-    @Test func silenceIsResetByEachArrival() {
-        var timeout = SSHConnectionTimeout(rule: .silence(.seconds(10)), openedAt: Self.at(0))
-        #expect(timeout.check(at: Self.at(0)) == .wake(at: Self.at(10)))
+    @Test func silenceIsProbedTwiceThenClosedAndEachArrivalStartsOver() {
+        var timeout = SSHConnectionTimeout(rule: .silence(.seconds(9)), openedAt: Self.at(0))
+        #expect(timeout.check(at: Self.at(0)) == .wake(at: Self.at(3)))
+        #expect(timeout.check(at: Self.at(3)) == .probe)
+        timeout.probed()
+        #expect(timeout.check(at: Self.at(3)) == .wake(at: Self.at(6)))
+        // The answer arrives: a new silence, probes from its start.
         timeout.received(at: Self.at(4))
-        // The timer set for 10 s finds the new deadline and sleeps on.
-        #expect(timeout.check(at: Self.at(10)) == .wake(at: Self.at(14)))
-        timeout.received(at: Self.at(13))
-        #expect(timeout.check(at: Self.at(14)) == .wake(at: Self.at(23)))
-        #expect(timeout.check(at: Self.at(23)) == .close)
+        #expect(timeout.check(at: Self.at(6)) == .wake(at: Self.at(7)))
+        #expect(timeout.check(at: Self.at(7)) == .probe)
+        timeout.probed()
+        #expect(timeout.check(at: Self.at(10)) == .probe)
+        timeout.probed()
+        // Two probes unanswered: nothing more is sent, the connection closes at the timeout.
+        #expect(timeout.check(at: Self.at(10)) == .wake(at: Self.at(13)))
+        #expect(timeout.check(at: Self.at(13)) == .close)
         // An arrival stamped earlier than one seen (reordered reads) moves nothing back.
         timeout.received(at: Self.at(2))
-        #expect(timeout.deadline == Self.at(23))
+        #expect(timeout.deadline == Self.at(13))
     }
 
     @Test func anAbsoluteDeadlineIgnoresTraffic() {
@@ -74,11 +81,12 @@ struct SSHMaxTimeoutTests {
         #expect(outcome.stdout.hasPrefix("tick\n"), "\(outcome.stdout.prefix(100))")
     }
 
-    /// OpenSSH's `ServerAliveInterval` keeps an otherwise silent session past the timeout.
-    @Test func aClientsKeepalivesKeepItsSession() async throws {
-        let server = try await SSHSessionTests.Server(timeoutRule: .silence(.seconds(8)))
+    /// The agent's keepalive probes keep a live client's silent session past the timeout:
+    /// the client answers each (without probes it would be closed at 9 s).
+    @Test func theAgentsProbesKeepALiveClientsSession() async throws {
+        let server = try await SSHSessionTests.Server(timeoutRule: .silence(.seconds(9)))
         defer { Task { await server.stop() } }
-        let outcome = await server.ssh("sleep 10; echo still here", options: ["-o", "ServerAliveInterval=1"])
+        let outcome = await server.ssh("sleep 12; echo still here")
         #expect(outcome.status == 0 && outcome.stdout == "still here\n", "\(outcome)")
     }
 }

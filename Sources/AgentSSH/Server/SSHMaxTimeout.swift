@@ -1,11 +1,11 @@
 /// What `--ssh-max-timeout` does to each SSH connection.
 ///
-/// The reference turns a timeout of 3 s or more into keepalive (a `keepalive@openssh.com`
-/// probe every timeout/3, the session closed after 3 unanswered) and a shorter one into an
-/// absolute deadline. swift-nio-ssh cannot send a channel request of its own, so here a
-/// timeout of 3 s or more closes a connection from which no byte arrived for that long
-/// (a client with `ServerAliveInterval`, or any traffic, keeps it); a shorter one is the
-/// reference's absolute deadline from the connection's start. Zero or less: neither.
+/// As in the reference, a timeout of 3 s or more is keepalive: after timeout/3 with nothing
+/// from the client the agent sends a `keepalive@openssh.com` request (which any live client
+/// answers), again after 2/3, and closes the connection once the whole timeout passed in
+/// silence. The reference probes each session channel; the agent probes the connection (a
+/// global request), so a connection with only forwards is kept alive too. A shorter timeout
+/// is the reference's absolute deadline from the connection's start. Zero or less: neither.
 enum SSHTimeoutRule: Sendable, Equatable {
     case none
     /// Closed this long after it opened, whatever happens.
@@ -30,20 +30,26 @@ enum SSHTimeoutRule: Sendable, Equatable {
 }
 
 /// One connection's timeout as a plain value over an injected clock's instants: told when
-/// bytes arrive, asked what to do when its timer fires.
+/// bytes arrive and when it probed, asked what to do when its timer fires.
 struct SSHConnectionTimeout<Instant: InstantProtocol>: Sendable where Instant.Duration == Duration {
     enum Action: Equatable {
         /// Close the connection: its time is up.
         case close
+        /// Send a keepalive probe now (then call ``probed()`` and check again).
+        case probe
         /// Check again at this instant.
         case wake(at: Instant)
         /// No timer (no rule).
         case idle
     }
 
+    /// Probes sent in one silence before it closes (at 1/3 and 2/3 of the timeout).
+    static var probesPerSilence: Int { 2 }
+
     let rule: SSHTimeoutRule
     private let opened: Instant
     private var lastReceived: Instant
+    private var probes = 0
 
     init(rule: SSHTimeoutRule, openedAt now: Instant) {
         self.rule = rule
@@ -53,8 +59,14 @@ struct SSHConnectionTimeout<Instant: InstantProtocol>: Sendable where Instant.Du
 
     /// Bytes arrived from the client at `now` (only the silence rule cares).
     mutating func received(at now: Instant) {
-        if lastReceived < now { lastReceived = now }
+        if lastReceived < now {
+            lastReceived = now
+            probes = 0
+        }
     }
+
+    /// A probe went out.
+    mutating func probed() { probes += 1 }
 
     /// When the connection's time is up if nothing else arrives; nil without a rule.
     var deadline: Instant? {
@@ -65,9 +77,17 @@ struct SSHConnectionTimeout<Instant: InstantProtocol>: Sendable where Instant.Du
         }
     }
 
+    /// When the next probe is due in this silence; nil when none is left (or no keepalive).
+    var nextProbe: Instant? {
+        guard case .silence(let timeout) = rule, probes < Self.probesPerSilence else { return nil }
+        return lastReceived.advanced(by: timeout / 3 * (probes + 1))
+    }
+
     /// What to do at `now` (at the start, and whenever the timer fires).
     func check(at now: Instant) -> Action {
         guard let deadline else { return .idle }
-        return now < deadline ? .wake(at: deadline) : .close
+        if now >= deadline { return .close }
+        guard let probe = nextProbe else { return .wake(at: deadline) }
+        return now >= probe ? .probe : .wake(at: probe)
     }
 }

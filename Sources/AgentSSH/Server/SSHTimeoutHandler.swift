@@ -1,9 +1,11 @@
 import Logging
 import Metrics
 import NIOCore
+import NIOSSH
 
 /// Applies ``SSHConnectionTimeout`` to one connection: first in its pipeline, it notes each
-/// read of the client's bytes and closes the connection when its timer finds the time up.
+/// read of the client's bytes, sends the keepalive probes and closes the connection when its
+/// timer finds the time up.
 /// One timer per connection at a time; reads only move a timestamp.
 final class SSHTimeoutHandler: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
@@ -48,6 +50,16 @@ final class SSHTimeoutHandler: ChannelInboundHandler {
             Self.closed.increment()
             logger.info("ssh connection closed: --ssh-max-timeout", metadata: ["rule": "\(timeout.rule)"])
             context.close(promise: nil)
+        case .probe:
+            // A `tcpip-forward` marked as keepalive: the rewriter sends `keepalive@openssh.com`;
+            // the client's answer (success or failure) is bytes received.
+            timeout.probed()
+            if let ssh = try? context.pipeline.syncOperations.handler(type: NIOSSHHandler.self) {
+                let answered = context.eventLoop.makePromise(of: GlobalRequest.TCPForwardingResponse?.self)
+                answered.futureResult.whenFailure { _ in }
+                ssh.sendTCPForwardingRequest(.listen(host: SSHExtensionMarker.keepalive, port: 0), promise: answered)
+            }
+            check(context: context)
         case .wake(let instant):
             // At most a day at a time (a far deadline is checked again then), so the
             // nanoseconds cannot overflow.

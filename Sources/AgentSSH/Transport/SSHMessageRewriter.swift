@@ -118,6 +118,7 @@ struct SSHMessageRewriter {
         switch payload.getInteger(at: payload.readerIndex, as: UInt8.self) {
         case Self.channelOpen: return Self.outboundChannelOpen(payload) ?? payload
         case Self.channelRequest: return Self.outboundChannelRequest(payload) ?? payload
+        case Self.globalRequest: return Self.outboundGlobalRequest(payload) ?? payload
         case Self.channelOpenFailure: return outboundOpenFailure(payload) ?? payload
         default: return payload
         }
@@ -155,6 +156,16 @@ struct SSHMessageRewriter {
               let wantReply = reader.readInteger(as: UInt8.self), reader.readSSHText() == SSHExtensionMarker.keepalive
         else { return nil }
         return channelRequest(recipient, "keepalive@openssh.com", wantReply: wantReply) { _ in }
+    }
+
+    /// The agent's keepalive probe (a marked `tcpip-forward`) becomes `keepalive@openssh.com`.
+    private static func outboundGlobalRequest(_ payload: ByteBuffer) -> ByteBuffer? {
+        var reader = payload
+        reader.moveReaderIndex(forwardBy: 1)
+        guard reader.readSSHText() == "tcpip-forward", let wantReply = reader.readInteger(as: UInt8.self),
+              reader.readSSHText() == SSHExtensionMarker.keepalive
+        else { return nil }
+        return message(globalRequest) { $0.writeSSHText("keepalive@openssh.com"); $0.writeInteger(wantReply) }
     }
 
     private mutating func outboundOpenFailure(_ payload: ByteBuffer) -> ByteBuffer? {
