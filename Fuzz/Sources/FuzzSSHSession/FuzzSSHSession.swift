@@ -1,17 +1,38 @@
 import AgentSSH
 import FuzzSupport
 
-/// What the SSH server reads of a client's text itself (swift-nio-ssh parses the protocol):
-/// exec commands and `env` requests. The first byte picks the case.
+/// What the SSH server reads of a client's bytes itself (swift-nio-ssh parses the protocol):
+/// exec commands, `env` requests, decrypted messages through the rewriter, Xauthority files.
+/// The first byte picks the case.
 ///
 /// A command: never a trap; no command runs with an empty argv; a command without `#!`
 /// runs as `/bin/sh -c <command>` exactly.
 /// `env` requests: the manifest's `CODER` and the agent's own variables always win, the
 /// stripped names never appear, and `SSH_CONNECTION` is the reference's fixed value.
+/// The rewriter: never a trap; a message that is not a global request, channel open, open
+/// failure or channel request passes untouched; a rewritten channel open is a `direct-tcpip`.
+/// Xauthority: what parses encodes back to the same bytes.
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzSSHSession(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
     var input = FuzzInput(data, size)
-    if input.byte() & 1 == 0 {
+    let selector = input.byte()
+    if selector % 4 == 2 {
+        let message = input.rest()
+        let (inbound, outbound) = SSHFuzzing.rewrite(message)
+        if let type = message.first, ![80, 90, 92, 98].contains(type) {
+            require(inbound == message && outbound == message, "type \(type) was rewritten")
+        }
+        if message.first == 90, inbound != message {
+            require(inbound.starts(with: [90, 0, 0, 0, 12] + Array("direct-tcpip".utf8)), "a rewritten open is not direct-tcpip")
+        }
+        return 0
+    }
+    if selector % 4 == 3 {
+        let bytes = input.rest()
+        if let encoded = SSHFuzzing.xauthority(bytes) { require(encoded == bytes, "an Xauthority file changed on a round trip") }
+        return 0
+    }
+    if selector & 1 == 0 {
         let text = String(decoding: input.rest(), as: UTF8.self)
         let parsed = SSHFuzzing.command(text)
         require(!parsed.argv.isEmpty, "an empty argv")
