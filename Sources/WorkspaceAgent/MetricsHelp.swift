@@ -13,7 +13,7 @@ enum MetricsHelp {
             "Time from each request's head to its response head, by route (NotFound when none matches), method and status; a WebSocket route counts once its session ends, status 101, for the session's length.",
         "agent_http_connections": "Open HTTP connections.",
         "agent_ssh_sessions": "SSH sessions whose process is running (loopback listener and tailnet ports 1 and 22).",
-        "agent_ssh_timeouts_total": "SSH connections closed by --ssh-max-timeout (silence for that long, or its absolute deadline below 3s).",
+        "agent_ssh_timeouts_total": "SSH connections closed by --ssh-max-timeout (unanswered keepalive for that long, or its absolute deadline below 3s).",
         "agent_reconnecting_pty_connections_total": "Connections to the reconnecting PTY (tailnet port 2, the web terminal) served.",
         "agent_reconnecting_pty_sessions": "Reconnecting PTY sessions (a process on a terminal each, attached or not); at most 64.",
         "agent_speedtest_tests_total": "Speed tests started on tailnet port 3, by direction (the client's: download, upload).",

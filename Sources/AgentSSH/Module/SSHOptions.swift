@@ -16,7 +16,7 @@ public struct SSHOptions: ParsableArguments {
     @Option(name: .long, help: "Refuse ssh -R (tcpip-forward): true or false. Env CODER_AGENT_BLOCK_REVERSE_PORT_FORWARDING. Default false.")
     var blockReversePortForwarding: String?
 
-    @Option(name: .long, help: "Close an SSH connection from which nothing arrived for this long (Go duration); below 3s, the longest a connection may last; 0 neither. Env CODER_AGENT_SSH_MAX_TIMEOUT. Default 72h.")
+    @Option(name: .long, help: "SSH keepalive (Go duration): from 3s up, probes at a third and two thirds of it and a connection silent for all of it closed; below 3s, the longest a connection may last; 0 neither. Env CODER_AGENT_SSH_MAX_TIMEOUT. Default 72h.")
     var sshMaxTimeout: String?
 
     public init() {}
