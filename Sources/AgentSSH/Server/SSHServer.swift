@@ -77,6 +77,7 @@ final class SSHServer: Sendable {
         let jetbrains = JetBrainsForward(counts: counts, upward: upward)
         return channel.eventLoop.makeCompletedFuture {
             try channel.pipeline.syncOperations.addHandler(SSHTimeoutHandler(rule: timeoutRule, logger: logger))
+            try channel.pipeline.syncOperations.addHandler(SSHParsingScopeHandler(policy: policy))
             try channel.pipeline.syncOperations.addHandler(
                 NIOSSHHandler(
                     role: .server(configuration), allocator: channel.allocator,

@@ -20,12 +20,23 @@ struct SSHMessageRewriter {
     ]
     /// The name an inbound request gets when it must be refused (unknown to everyone).
     static let refused = "refused@workspace-agent"
-    /// Client channels whose open was turned into a refusal, remembered so that the refusal
-    /// says "unsupported channel type" (reason 3). Bounded: beyond it the refusal keeps
-    /// swift-nio-ssh's reason 2 without text.
+    /// Client channels the agent will refuse, remembered with the reference's reason and
+    /// text for the refusal (swift-nio-ssh sends reason 2 without text). Bounded: beyond it a
+    /// refusal keeps swift-nio-ssh's.
     static let maxRemembered = 64
 
-    private(set) var unsupportedChannels: Set<UInt32> = []
+    /// RFC 4254's reason codes the reference uses.
+    static let administrativelyProhibited: UInt32 = 1
+    static let unknownChannelType: UInt32 = 3
+
+    private(set) var refusals: [UInt32: (reason: UInt32, text: String)] = [:]
+
+    /// The connection's policy while swift-nio-ssh parses (nil in unit tests: nothing blocked).
+    var policy: SSHPolicy? { SSHParsingScope.current.currentValue?.policy }
+
+    private mutating func remember(_ channel: UInt32, _ reason: UInt32, _ text: String) {
+        if refusals.count < Self.maxRemembered { refusals[channel] = (reason, text) }
+    }
 
     // MARK: Inbound (client to agent)
 
@@ -49,14 +60,18 @@ struct SSHMessageRewriter {
         case "session", "forwarded-tcpip":
             return nil
         case "direct-tcpip":
+            if policy?.blockLocalPortForwarding == true { remember(sender, Self.administrativelyProhibited, "port forwarding is disabled") }
             guard let host = reader.readSSHText(), SSHExtensionMarker.isMarked(host) else { return nil }
             return Self.directTCPIP(header, host: SSHExtensionMarker.unsupported(type))
         case "direct-streamlocal@openssh.com":
+            if policy?.blockLocalPortForwarding == true {
+                remember(sender, Self.administrativelyProhibited, "local port forwarding is disabled")
+            }
             // {socket path, reserved string, reserved uint32}; an unreadable path is an empty one.
             let path = reader.readSSHText() ?? ""
             return Self.directTCPIP(header, host: SSHExtensionMarker.streamLocal(path))
         default:
-            if unsupportedChannels.count < Self.maxRemembered { unsupportedChannels.insert(sender) }
+            remember(sender, Self.unknownChannelType, "unsupported channel type")
             return Self.directTCPIP(header, host: SSHExtensionMarker.unsupported(String(type.prefix(64))))
         }
     }
@@ -171,10 +186,10 @@ struct SSHMessageRewriter {
     private mutating func outboundOpenFailure(_ payload: ByteBuffer) -> ByteBuffer? {
         var reader = payload
         reader.moveReaderIndex(forwardBy: 1)
-        guard let recipient = reader.readInteger(as: UInt32.self), unsupportedChannels.remove(recipient) != nil else { return nil }
+        guard let recipient = reader.readInteger(as: UInt32.self), let refusal = refusals.removeValue(forKey: recipient) else { return nil }
         return Self.message(Self.channelOpenFailure) {
-            $0.writeMultipleIntegers(recipient, UInt32(3))
-            $0.writeSSHText("unsupported channel type")
+            $0.writeMultipleIntegers(recipient, refusal.reason)
+            $0.writeSSHText(refusal.text)
             $0.writeSSHText("")
         }
     }
