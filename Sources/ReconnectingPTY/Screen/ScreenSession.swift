@@ -26,6 +26,9 @@ import Glibc
 final class ScreenSession: ReconnectingSession {
     /// Input held per connection until its client is up.
     static let maxEarlyInput = PTYSession.maxEarlyInput
+    /// How often a starting client's terminal is checked for raw mode (within
+    /// ``ScreenCommandPoll/limit``).
+    static let rawModeInterval: Duration = .milliseconds(10)
 
     struct Client {
         /// Tells this client's events from those of an earlier one of the same key.
@@ -161,8 +164,25 @@ final class ScreenSession: ReconnectingSession {
             let reply = await control.poll(
                 "version", noSessionIsDone: false,
                 stop: { await (try? loop.submit { session.isStarting(key, serial: serial) }.get()) != true })
+            if reply == .done {
+                // The client reads its terminal only once it has made it raw: keys written
+                // before that are echoed by the terminal and dropped, so input waits for it.
+                var waited = Duration.zero
+                while waited < ScreenCommandPoll.limit,
+                    await (try? loop.submit { session.isCanonical(key, serial: serial) }.get()) == true
+                {
+                    guard (try? await Task.sleep(for: Self.rawModeInterval)) != nil else { break }
+                    waited += Self.rawModeInterval
+                }
+            }
             session.onLoop { session.clientPolled(key, serial: serial, reply: reply) }
         }
+    }
+
+    /// Whether a starting client's terminal is still in line mode (screen has not taken it).
+    private func isCanonical(_ key: ObjectIdentifier, serial: Int) -> Bool {
+        guard isStarting(key, serial: serial), let process = client(key, serial)?.process else { return false }
+        return agent_pty_is_canonical(process.output) == 1
     }
 
     private func client(_ key: ObjectIdentifier, _ serial: Int) -> Client? {
