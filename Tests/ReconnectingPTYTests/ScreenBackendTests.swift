@@ -112,8 +112,13 @@ struct ScreenBackendTests {
         Self.type(socket, "echo up-$((1+1))\r")
         _ = await socket.read(until: "up-2", timeout: .seconds(60))
         #expect(socket.send(#"{"height":33,"width":101}"#))
-        Self.type(socket, "stty size\r")
-        let size = Self.text(await socket.read(until: "33 101", timeout: .seconds(60)))
+        // Screen passes the size on to the window by itself, after the client's SIGWINCH:
+        // asked again until the shell sees it (bounded).
+        var size = ""
+        for _ in 0..<12 where !size.contains("33 101") {
+            Self.type(socket, "stty size\r")
+            size = Self.text(await socket.read(until: "33 101", timeout: .seconds(5)))
+        }
         #expect(size.contains("33 101"), "\(size)")
         await server.stop()
     }

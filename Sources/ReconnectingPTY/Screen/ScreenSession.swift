@@ -29,6 +29,9 @@ final class ScreenSession: ReconnectingSession {
     /// How often a starting client's terminal is checked for raw mode (within
     /// ``ScreenCommandPoll/limit``).
     static let rawModeInterval: Duration = .milliseconds(10)
+    /// After a client ends by itself, how long screen is asked whether its session is gone
+    /// (a client detached by the user's `^S d` leaves it running; the lifetime ends it then).
+    static let endCheckLimit: Duration = .seconds(5)
 
     struct Client {
         /// Tells this client's events from those of an earlier one of the same key.
@@ -40,6 +43,8 @@ final class ScreenSession: ReconnectingSession {
         var pendingSize: (rows: UInt16, columns: UInt16)?
         var ready = false
         var exited = false
+        /// The client ended by itself (not killed for its connection's end).
+        var endedByItself = false
         var earlyInput: [ByteBuffer] = []
         var earlyInputBytes = 0
         var inputPaused = false
@@ -211,7 +216,7 @@ final class ScreenSession: ReconnectingSession {
         startNextClient()
     }
 
-    /// A connection's end: its client is killed (the session lives on).
+    /// A connection's end: its client is killed (the session lives on); or the client's end.
     private func detach(_ key: ObjectIdentifier) {
         guard let client = state.value.clients.removeValue(forKey: key) else { return }
         state.value.waiting.removeAll { $0 == key }
@@ -222,6 +227,7 @@ final class ScreenSession: ReconnectingSession {
             startNextClient()
         }
         perform(state.value.lifetime.detach())
+        if client.endedByItself { checkSessionGone() }
     }
 
     func input(_ input: PTYInput, from channel: any Channel) {
@@ -302,21 +308,36 @@ final class ScreenSession: ReconnectingSession {
 
     /// The client's terminal reached its end: its connection closes.
     fileprivate func clientEnded(_ key: ObjectIdentifier, serial: Int) {
-        client(key, serial)?.connection.close(promise: nil)
+        guard let client = client(key, serial) else { return }
+        state.value.clients[key]?.endedByItself = true
+        client.connection.close(promise: nil)
     }
 
     /// The client has exited (and was reaped): its connection closes once the output it left
-    /// is read, or after ``PTYSession/exitDrain``. One that was not killed for its
-    /// connection's end may have seen the session end: when screen says so, the session ends.
+    /// is read, or after ``PTYSession/exitDrain``.
     private func clientExited(_ key: ObjectIdentifier, serial: Int) {
         guard let client = client(key, serial) else { return }
         state.value.clients[key]?.exited = true
+        state.value.clients[key]?.endedByItself = true
         let connection = client.connection
         loop.scheduleTask(in: PTYSession.exitDrain) { connection.close(promise: nil) }
+    }
+
+    /// A client that ended by itself may have seen the session end (its command exited):
+    /// when screen says the session is gone, the session ends.
+    private func checkSessionGone() {
         guard !state.value.ended else { return }
         let control = self.control
         Task {
-            if await control.run("version") == .noSession {
+            // A session whose command ended still answers for a moment while it exits.
+            var waited = Duration.zero
+            var reply = await control.run("version")
+            while reply != .noSession, waited < Self.endCheckLimit {
+                guard (try? await Task.sleep(for: ScreenCommandPoll.interval)) != nil else { return }
+                waited += ScreenCommandPoll.interval
+                reply = await control.run("version")
+            }
+            if reply == .noSession {
                 self.onLoop {
                     self.logger.debug("reconnecting pty: the screen session ended", metadata: ["id": "\(self.id)"])
                     self.end()
