@@ -36,17 +36,20 @@ struct ScreenControl: Sendable {
     }
 
     /// Runs `command` until it succeeds (or, with `noSessionIsDone`, screen says the session
-    /// is gone), by ``ScreenCommandPoll``; `stop` is asked before each run and ends the
-    /// poll early (its last reply returned). `pause` waits between runs.
+    /// is gone), by ``ScreenCommandPoll`` and at most its limit of wall-clock time; `stop` is
+    /// asked before each run and ends the poll early. `pause` waits between runs.
     func poll(
         _ command: String, noSessionIsDone: Bool, pause: @Sendable (Duration) async throws -> Void = { try await Task.sleep(for: $0) },
         stop: @Sendable () async -> Bool = { false }
     ) async -> Reply {
         var poll = ScreenCommandPoll()
+        // Commands that each take their whole time must not stretch the poll past its limit.
+        let deadline = ContinuousClock.now + ScreenCommandPoll.limit
         while true {
             if await stop() { return .failed("stopped") }
             let reply = await run(command)
             if reply == .done || (noSessionIsDone && reply == .noSession) { return reply }
+            guard ContinuousClock.now < deadline else { return reply }
             switch poll.failed() {
             case .retry(let duration):
                 guard (try? await pause(duration)) != nil else { return reply }
