@@ -35,6 +35,8 @@ struct ScreenBackendTests {
         func stop() async {
             await server.shutdown()
             await listener.close()
+            let names = await sessionNames()
+            #expect(names.isEmpty || names == ["foreign1"], "the agent's screen sessions outlived its shutdown: \(names)")
             // Whatever a failed test left: the test's own directory's sessions only.
             _ = await ChildProgram.run(["sh", "-c", "screen -ls | awk '/\\t[0-9]+\\./ {print $1}' | xargs -r -n1 -I{} screen -S {} -X quit"], environment: ["SCREENDIR": sockets])
             try? FileManager.default.removeItem(atPath: (directory as NSString).deletingLastPathComponent)

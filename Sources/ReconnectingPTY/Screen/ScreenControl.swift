@@ -35,12 +35,12 @@ struct ScreenControl: Sendable {
         }
     }
 
-    /// Runs `command` until it succeeds (or, with `noSessionIsDone`, screen says the session
-    /// is gone), by ``ScreenCommandPoll`` and at most its limit of wall-clock time; `stop` is
-    /// asked before each run and ends the poll early. `pause` waits between runs.
+    /// Runs `command` until `isDone` accepts screen's reply, by ``ScreenCommandPoll`` and at
+    /// most its limit of wall-clock time; `stop` is asked before each run and ends the poll
+    /// early. `pause` waits between runs. Returns the last reply.
     func poll(
-        _ command: String, noSessionIsDone: Bool, pause: @Sendable (Duration) async throws -> Void = { try await Task.sleep(for: $0) },
-        stop: @Sendable () async -> Bool = { false }
+        _ command: String, until isDone: @Sendable (Reply) -> Bool,
+        pause: @Sendable (Duration) async throws -> Void = { try await Task.sleep(for: $0) }, stop: @Sendable () async -> Bool = { false }
     ) async -> Reply {
         var poll = ScreenCommandPoll()
         // Commands that each take their whole time must not stretch the poll past its limit.
@@ -48,7 +48,7 @@ struct ScreenControl: Sendable {
         while true {
             if await stop() { return .failed("stopped") }
             let reply = await run(command)
-            if reply == .done || (noSessionIsDone && reply == .noSession) { return reply }
+            if isDone(reply) { return reply }
             guard ContinuousClock.now < deadline else { return reply }
             switch poll.failed() {
             case .retry(let duration):
@@ -57,6 +57,12 @@ struct ScreenControl: Sendable {
                 return reply
             }
         }
+    }
+
+    /// Quits the session: `quit` until screen says there is no such session (it answers a
+    /// quit before acting on it, so one answered quit is not yet a session gone).
+    func quit() async -> Reply {
+        await poll("quit", until: { $0 == .noSession })
     }
 
     private func runBlocking(_ command: String) -> Reply {

@@ -167,7 +167,7 @@ final class ScreenSession: ReconnectingSession {
         let control = self.control
         Task {
             let reply = await control.poll(
-                "version", noSessionIsDone: false,
+                "version", until: { $0 == .done },
                 stop: { await (try? loop.submit { session.isStarting(key, serial: serial) }.get()) != true })
             if reply == .done {
                 // The client reads its terminal only once it has made it raw: keys written
@@ -386,8 +386,8 @@ final class ScreenSession: ReconnectingSession {
         onEnd(self)
         let (control, logger, countError, finished) = (self.control, self.logger, self.countError, self.finished)
         Task {
-            let reply = await control.poll("quit", noSessionIsDone: true)
-            if reply != .done && reply != .noSession {
+            let reply = await control.quit()
+            if reply != .noSession {
                 logger.error("reconnecting pty: could not quit the screen session", metadata: ["error": "\(reply)"])
                 countError("screen_quit")
             }
