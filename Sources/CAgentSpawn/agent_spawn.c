@@ -285,6 +285,12 @@ int agent_pty_eof_char(int fd) {
     return t.c_cc[VEOF];
 }
 
+int agent_pty_is_canonical(int fd) {
+    struct termios t;
+    if (tcgetattr(fd, &t) != 0) return -1;
+    return (t.c_lflag & ICANON) ? 1 : 0;
+}
+
 int agent_pty_number(int fd) {
     unsigned int number = 0;
     if (ioctl(fd, TIOCGPTN, &number) != 0) return -1;

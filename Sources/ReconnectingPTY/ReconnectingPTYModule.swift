@@ -20,6 +20,6 @@ public struct ReconnectingPTYModule: AgentModule {
     }
 
     public var services: [ModuleService] {
-        [.onShutdown("reconnecting pty sessions", in: .work) { [server] in server.closeAll() }]
+        [.onShutdown("reconnecting pty sessions", in: .work) { [server] in await server.shutdown() }]
     }
 }

@@ -16,6 +16,8 @@ enum MetricsHelp {
         "agent_ssh_timeouts_total": "SSH connections closed by --ssh-max-timeout (unanswered keepalive for that long, or its absolute deadline below 3s).",
         "agent_reconnecting_pty_connections_total": "Connections to the reconnecting PTY (tailnet port 2, the web terminal) served.",
         "agent_reconnecting_pty_sessions": "Reconnecting PTY sessions (a process on a terminal each, attached or not); at most 64.",
+        "agent_reconnecting_pty_errors_total":
+            "Reconnecting PTY screen backend failures, by error_type (screen_spawn, screen_wait, screen_quit).",
         "agent_speedtest_tests_total": "Speed tests started on tailnet port 3, by direction (the client's: download, upload).",
         "agent_speedtest_bytes_total": "Bytes the speed test wrote (download) or read (upload), by direction (the client's).",
         "agent_speedtest_refused_total":

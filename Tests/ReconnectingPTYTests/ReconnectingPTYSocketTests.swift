@@ -36,10 +36,11 @@ struct ReconnectingPTYSocketTests {
             await listener.close()
         }
 
-        /// A connection that has sent its init.
+        /// A connection that has sent its init, asking for the buffered backend (the screen
+        /// backend has a suite of its own).
         func attach(_ id: String, command: String = "sh", rows: UInt16 = 24, columns: UInt16 = 80) throws -> LoopbackSocket {
             let socket = try #require(LoopbackSocket(port: port))
-            #expect(socket.send(PTYInit(id: id, height: rows, width: columns, command: command).frameBytes))
+            #expect(socket.send(PTYInit(id: id, height: rows, width: columns, command: command, backendType: "buffered").frameBytes))
             return socket
         }
     }

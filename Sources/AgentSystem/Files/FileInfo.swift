@@ -17,6 +17,8 @@ public struct FileInfo: Sendable, Equatable {
     public var allocatedBytes: Int
     /// Modification time, nanoseconds since the epoch.
     public var modifiedNanoseconds: Int64
+    /// The owner's user ID.
+    public var owner: UInt32
 
     init(_ st: stat) {
         switch st.st_mode & S_IFMT {
@@ -29,6 +31,7 @@ public struct FileInfo: Sendable, Equatable {
         size = Int(st.st_size)
         allocatedBytes = Int(st.st_blocks) * 512
         modifiedNanoseconds = Int64(st.st_mtim.tv_sec) &* 1_000_000_000 &+ Int64(st.st_mtim.tv_nsec)
+        owner = UInt32(st.st_uid)
     }
 
     /// `lstat(2)`: links are not followed; nil when it fails.

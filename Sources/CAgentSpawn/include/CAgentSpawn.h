@@ -75,6 +75,10 @@ int agent_open_pty(int *primary, int *secondary, unsigned short rows, unsigned s
 /// TIOCSWINSZ on a terminal: the kernel sends SIGWINCH to its foreground group. 0 or -1.
 int agent_pty_resize(int fd, unsigned short rows, unsigned short cols);
 
+/// 1 while the terminal is in canonical (line) mode, 0 once a program has made it raw,
+/// -1 when it cannot be read.
+int agent_pty_is_canonical(int fd);
+
 /// The terminal's end-of-file character (VEOF, normally ^D), or 4 when it cannot be read.
 int agent_pty_eof_char(int fd);
 

@@ -13,7 +13,7 @@ final class PTYConnectionHandler: ChannelInboundHandler {
 
     private enum State {
         case reading([UInt8])
-        case attached(PTYSession, PTYInputDecoder)
+        case attached(any ReconnectingSession, PTYInputDecoder)
         case closed
     }
 
@@ -79,7 +79,7 @@ final class PTYConnectionHandler: ChannelInboundHandler {
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
-        if context.channel.isWritable, case .attached(let session, _) = state { session.attachmentWritable() }
+        if context.channel.isWritable, case .attached(let session, _) = state { session.attachmentWritable(context.channel) }
         context.fireChannelWritabilityChanged()
     }
 

@@ -6,8 +6,8 @@ import NIOCore
 import Synchronization
 
 /// The reconnecting PTY of tailnet port 2 (the dashboard's web terminal): sessions by ID,
-/// each a process on a terminal (see ``PTYSession``), attached to by connections (see
-/// ``PTYConnectionHandler``).
+/// each a process on a terminal (``PTYSession``, the buffered backend) or a GNU screen
+/// session (``ScreenSession``), attached to by connections (see ``PTYConnectionHandler``).
 ///
 /// Bounds: at most ``Limits/maxSessions`` sessions (a connection for a new ID beyond it is
 /// closed), ``Limits/maxAttachments`` connections attached to one session, and
@@ -26,6 +26,10 @@ public final class ReconnectingPTYServer: Sendable {
         public var idleTimeout = PTYLifetime.defaultIdleTimeout
         /// How the lifetime's timers wait (a test's clock can stand in).
         public var sleep: @Sendable (Duration) async throws -> Void = { try await Task.sleep(for: $0) }
+        /// The screen backend's program, looked up on the agent's `PATH` (nil: never screen).
+        public var screenProgram: String? = "screen"
+        /// Where the screen backend keeps its config and sockets (nil: `$TMPDIR/coder-screen`).
+        public var screenDirectory: String?
 
         public init() {}
     }
@@ -36,7 +40,7 @@ public final class ReconnectingPTYServer: Sendable {
     let manifest: any ManifestSource
     let environment: [String: String]
     let logger: Logger
-    private let sessions = Mutex<[String: PTYSession]>([:])
+    private let sessions = Mutex<[String: any ReconnectingSession]>([:])
     private let connections: BoundedRegistry<any Channel>
     /// Set by ``closeAll()``: connections ending after it end for the shutdown.
     private let closing = Mutex(false)
@@ -90,10 +94,10 @@ public final class ReconnectingPTYServer: Sendable {
         }
     }
 
-    /// The session of `frame`'s ID, created (its process started on `loop`) when there is
-    /// none; nil at the cap or when the process cannot start.
-    func session(for frame: PTYInit, on loop: any EventLoop) -> PTYSession? {
-        let result = sessions.withLock { sessions -> Result<PTYSession, SessionProcess.SpawnError>? in
+    /// The session of `frame`'s ID, created (on `loop`) when there is none, by the backend
+    /// ``PTYBackend`` picks; nil at the cap or when it cannot start.
+    func session(for frame: PTYInit, on loop: any EventLoop) -> (any ReconnectingSession)? {
+        let result = sessions.withLock { sessions -> Result<any ReconnectingSession, SessionProcess.SpawnError>? in
             if let existing = sessions[frame.id] { return .success(existing) }
             guard sessions.count < limits.maxSessions else { return nil }
             let current = manifest.currentManifest
@@ -101,19 +105,27 @@ public final class ReconnectingPTYServer: Sendable {
             let user = SessionCommand.currentUserName() ?? environment["USER"] ?? ""
             var variables = SessionVariables.base(agent: environment, manifest: current?.environment ?? [:], user: user, shell: shell)
             Self.addTerminalVariables(&variables)
+            let argv = SessionCommand(shell: shell, command: frame.command).argv
+            let directory = SessionCommand.workingDirectory(manifestDirectory: current?.directory, environment: environment)
+            let lifetime = PTYLifetime(attachTimeout: limits.attachTimeout, idleTimeout: limits.idleTimeout)
+            if let screen = screenControl(for: frame, variables: variables, directory: directory) {
+                let session = ScreenSession(
+                    id: frame.id, loop: loop, control: screen, command: argv, lifetime: lifetime, maxAttachments: limits.maxAttachments,
+                    logger: logger, sleep: limits.sleep, countError: { Counter(label: "agent_reconnecting_pty_errors_total", dimensions: [("error_type", $0)]).increment() }
+                ) { [self] ended in forget(ended) }
+                sessions[frame.id] = session
+                return .success(session)
+            }
             let process: SessionProcess
             do throws(SessionProcess.SpawnError) {
                 process = try SessionProcess.spawn(
-                    argv: SessionCommand(shell: shell, command: frame.command).argv, environment: { _ in variables },
-                    directory: SessionCommand.workingDirectory(manifestDirectory: current?.directory, environment: environment),
+                    argv: argv, environment: { _ in variables }, directory: directory,
                     terminal: (frame.height == 0 ? 24 : frame.height, frame.width == 0 ? 80 : frame.width))
             } catch {
                 return .failure(error)
             }
             let session = PTYSession(
-                id: frame.id, loop: loop, process: process,
-                lifetime: PTYLifetime(attachTimeout: limits.attachTimeout, idleTimeout: limits.idleTimeout),
-                maxAttachments: limits.maxAttachments, sleep: limits.sleep
+                id: frame.id, loop: loop, process: process, lifetime: lifetime, maxAttachments: limits.maxAttachments, sleep: limits.sleep
             ) { [self] ended in forget(ended) }
             sessions[frame.id] = session
             return .success(session)
@@ -131,7 +143,34 @@ public final class ReconnectingPTYServer: Sendable {
         }
     }
 
-    private func forget(_ session: PTYSession) {
+    /// How a new session of `frame` reaches its screen session, or nil when the buffered
+    /// backend serves it (screen not asked for, not installed, or its directory unusable;
+    /// the last two are logged when screen was asked for by name).
+    private func screenControl(for frame: PTYInit, variables: [String: String], directory: String) -> ScreenControl? {
+        let found = limits.screenProgram.flatMap { ExecutableLookup.find($0, path: environment["PATH"]) }
+        let (backend, note) = PTYBackend.choose(requested: frame.backendType, screenPath: found.flatMap { $0.hasPrefix("/") ? $0 : nil })
+        if let note { logger.info("reconnecting pty: \(note)", metadata: ["id": "\(frame.id)"]) }
+        guard case .screen(let program) = backend else { return nil }
+        let screenDirectory = ScreenDirectory(base: limits.screenDirectory ?? ScreenDirectory.defaultBase(environment: environment))
+        do throws(ScreenDirectory.SetupError) {
+            try screenDirectory.prepare()
+        } catch {
+            logger.warning("reconnecting pty: screen cannot be used; the buffered backend serves the session", metadata: ["error": "\(error)"])
+            return nil
+        }
+        var screenVariables = variables
+        screenVariables["SCREENDIR"] = screenDirectory.sockets
+        return ScreenControl(
+            program: program, name: Self.screenName(), directory: screenDirectory, environment: screenVariables, workingDirectory: directory)
+    }
+
+    /// A screen session's name: 8 random hex characters (short, for the socket path's limit).
+    static func screenName() -> String {
+        let hex = String(UInt32.random(in: .min ... .max), radix: 16)
+        return String(repeating: "0", count: 8 - hex.count) + hex
+    }
+
+    private func forget(_ session: any ReconnectingSession) {
         sessions.withLock { sessions in
             if sessions[session.id] === session { sessions[session.id] = nil }
         }
@@ -151,10 +190,19 @@ public final class ReconnectingPTYServer: Sendable {
     /// Sessions now.
     public var count: Int { sessions.withLock { $0.count } }
 
-    /// Ends every session (their processes get SIGHUP and SIGKILL) and closes every connection.
-    public func closeAll() {
+    /// Ends every session (their processes get SIGHUP and SIGKILL, screen sessions are quit)
+    /// and closes every connection; the futures complete as each session has ended.
+    @discardableResult
+    public func closeAll() -> [EventLoopFuture<Void>] {
         closing.withLock { $0 = true }
-        for session in sessions.withLock({ Array($0.values) }) { session.terminate() }
+        let ended = sessions.withLock({ Array($0.values) }).map { $0.terminate() }
         for channel in connections.all { channel.close(promise: nil) }
+        return ended
+    }
+
+    /// ``closeAll()``, then waits until every session has ended (screen's quits are bounded
+    /// by ``ScreenCommandPoll``).
+    public func shutdown() async {
+        for ended in closeAll() { try? await ended.get() }
     }
 }

@@ -15,7 +15,7 @@ import Glibc
 /// Everything mutable lives on `loop` (the first connection's event loop): other loops hop
 /// to it. Back pressure: reading the terminal pauses while any attachment cannot take more
 /// output; reading a connection pauses while the terminal cannot take more input.
-final class PTYSession: Sendable {
+final class PTYSession: ReconnectingSession {
     /// After the process exits, how long the output it left may take to drain (a background
     /// job holding the terminal must not keep the session).
     static let exitDrain: TimeAmount = .milliseconds(250)
@@ -144,7 +144,7 @@ final class PTYSession: Sendable {
     }
 
     /// An attachment can take output again: the terminal is read again once all can.
-    func attachmentWritable() {
+    func attachmentWritable(_ channel: any Channel) {
         onLoop { [self] in resumeTerminalIfWritable() }
     }
 
@@ -218,8 +218,9 @@ final class PTYSession: Sendable {
     }
 
     /// Ends the session and its process (expiry, the agent's shutdown).
-    func terminate() {
-        onLoop { [self] in
+    @discardableResult
+    func terminate() -> EventLoopFuture<Void> {
+        loop.submit { [self] in
             if !state.value.exited {
                 process.signalGroup(SIGHUP)
                 process.signalChild(SIGKILL)
