@@ -1,5 +1,6 @@
 @testable import AgentSSH
 import NIOCore
+import NIOPosix
 import Testing
 
 /// The rewriter between AES-GCM and swift-nio-ssh's parser, byte for byte: what each
@@ -72,6 +73,21 @@ struct SSHMessageRewriterTests {
         let failure = Self.message(SSHMessageRewriter.channelOpenFailure, [UInt32(9), UInt32(2), "", ""])
         #expect(rewriter.outbound(failure) == Self.message(SSHMessageRewriter.channelOpenFailure, [UInt32(9), UInt32(3), "unsupported channel type", ""]))
         #expect(rewriter.outbound(failure) == failure)
+    }
+
+    /// With the connection's policy blocking local forwards, the refusal of a `direct-tcpip`
+    /// or `direct-streamlocal` channel gets the reference's reason 1 and text.
+    @Test func blockedForwardsAreRefusedWithTheReferencesText() {
+        var rewriter = SSHMessageRewriter()
+        SSHParsingScope.current.currentValue = SSHParsingScope(policy: SSHPolicy(blockLocalPortForwarding: true))
+        defer { SSHParsingScope.current.currentValue = nil }
+        _ = rewriter.inbound(Self.message(Self.open, ["direct-tcpip", UInt32(1), UInt32(1), UInt32(1), "localhost", UInt32(22), "127.0.0.1", UInt32(5)]))
+        _ = rewriter.inbound(Self.message(Self.open, ["direct-streamlocal@openssh.com", UInt32(2), UInt32(1), UInt32(1), "/s", "", UInt32(0)]))
+        let failure = { (id: UInt32) in Self.message(SSHMessageRewriter.channelOpenFailure, [id, UInt32(2), "", ""]) }
+        #expect(rewriter.outbound(failure(1)) == Self.message(
+            SSHMessageRewriter.channelOpenFailure, [UInt32(1), UInt32(1), "port forwarding is disabled", ""]))
+        #expect(rewriter.outbound(failure(2)) == Self.message(
+            SSHMessageRewriter.channelOpenFailure, [UInt32(2), UInt32(1), "local port forwarding is disabled", ""]))
     }
 
     @Test func aClientCannotSendAMarker() {

@@ -359,6 +359,11 @@ struct SSHPolicyTests {
         defer { Task { await server.stop() } }
         let local = await server.ssh("true", options: ["-o", "ExitOnForwardFailure=yes", "-L", "127.0.0.1:0:127.0.0.1:22", "-W", "127.0.0.1:22"])
         #expect(local.status != 0, "\(local)")
+        // The client hears the reference's reason and text.
+        let refused = await ChildProgram.run(
+            ["ssh", "-F", "/dev/null", "-p", "\(server.port)", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+             "-o", "BatchMode=yes", "-W", "127.0.0.1:22", "127.0.0.1"], stderrToStdout: true)
+        #expect(refused.stdout.contains("open failed: administratively prohibited: port forwarding is disabled"), "\(refused)")
         let remote = await server.ssh("true", options: ["-o", "ExitOnForwardFailure=yes", "-R", "127.0.0.1:0:127.0.0.1:22"])
         #expect(remote.status == 255, "\(remote)")
         let allowed = try await SSHSessionTests.Server()

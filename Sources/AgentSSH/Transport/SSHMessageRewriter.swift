@@ -32,7 +32,7 @@ struct SSHMessageRewriter {
     private(set) var refusals: [UInt32: (reason: UInt32, text: String)] = [:]
 
     /// The connection's policy while swift-nio-ssh parses (nil in unit tests: nothing blocked).
-    var policy: SSHPolicy? { SSHParsingScope.current.currentValue?.policy }
+    var policy: SSHPolicy? { SSHParsingScope.currentPolicy }
 
     private mutating func remember(_ channel: UInt32, _ reason: UInt32, _ text: String) {
         if refusals.count < Self.maxRemembered { refusals[channel] = (reason, text) }

@@ -11,6 +11,9 @@ final class SSHParsingScope: Sendable {
     init(policy: SSHPolicy) { self.policy = policy }
 
     static let current = ThreadSpecificVariable<SSHParsingScope>()
+
+    /// The policy of the connection being parsed on this thread, if any.
+    static var currentPolicy: SSHPolicy? { current.currentValue?.policy }
 }
 
 /// Puts its connection's ``SSHParsingScope`` in place for the length of each read.
