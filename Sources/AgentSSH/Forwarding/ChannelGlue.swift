@@ -15,6 +15,23 @@ enum ChannelGlue {
         try tcp.pipeline.syncOperations.addHandler(tcpSide)
     }
 
+    /// Opens a channel of `type` to the client for `accepted` (a connection the agent accepted
+    /// with autoRead off), joins the two once it is open and starts reading; closes
+    /// `accepted` if the client refuses. Call on the connection's event loop.
+    static func forwardToClient(_ accepted: any Channel, through handler: NIOSSHHandler, as type: SSHChannelType) {
+        let promise = accepted.eventLoop.makePromise(of: (any Channel).self)
+        handler.createChannel(promise, channelType: type) { child, _ in
+            _ = child.setOption(ChannelOptions.allowRemoteHalfClosure, value: true)
+            return child.eventLoop.makeCompletedFuture { try ChannelGlue.join(ssh: child, tcp: accepted) }
+        }
+        promise.futureResult.whenComplete { result in
+            switch result {
+            case .success: _ = accepted.setOption(ChannelOptions.autoRead, value: true)
+            case .failure: accepted.close(promise: nil)
+            }
+        }
+    }
+
     /// Reads again on an SSH child channel (it does not by itself when autoRead comes back).
     static func resume(_ channel: any Channel) {
         channel.setOption(ChannelOptions.autoRead, value: true).whenSuccess { channel.read() }

@@ -188,19 +188,9 @@ final class ReverseForwarding: GlobalRequestDelegate, @unchecked Sendable {
             accepted.close(promise: nil)
             return
         }
-        let promise = loop.makePromise(of: (any Channel).self)
-        handler.value.createChannel(
-            promise, channelType: .forwardedTCPIP(.init(listeningHost: host, listeningPort: listeningPort, originatorAddress: origin))
-        ) { child, _ in
-            _ = child.setOption(ChannelOptions.allowRemoteHalfClosure, value: true)
-            return child.eventLoop.makeCompletedFuture { try ChannelGlue.join(ssh: child, tcp: accepted) }
-        }
-        promise.futureResult.whenComplete { result in
-            switch result {
-            case .success: _ = accepted.setOption(ChannelOptions.autoRead, value: true)
-            case .failure: accepted.close(promise: nil)
-            }
-        }
+        ChannelGlue.forwardToClient(
+            accepted, through: handler.value,
+            as: .forwardedTCPIP(.init(listeningHost: host, listeningPort: listeningPort, originatorAddress: origin)))
     }
 
     /// Closes every listener (the SSH connection ended).

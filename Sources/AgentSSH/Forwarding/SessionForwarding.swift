@@ -173,19 +173,8 @@ final class SessionForwarding {
             accepted.close(promise: nil)
             return
         }
-        let promise = channel.eventLoop.makePromise(of: (any Channel).self)
-        handler.createChannel(
-            promise, channelType: .forwardedTCPIP(.init(listeningHost: marker, listeningPort: 0, originatorAddress: origin))
-        ) { child, _ in
-            _ = child.setOption(ChannelOptions.allowRemoteHalfClosure, value: true)
-            return child.eventLoop.makeCompletedFuture { try ChannelGlue.join(ssh: child, tcp: accepted) }
-        }
-        promise.futureResult.whenComplete { result in
-            switch result {
-            case .success: _ = accepted.setOption(ChannelOptions.autoRead, value: true)
-            case .failure: accepted.close(promise: nil)
-            }
-        }
+        ChannelGlue.forwardToClient(
+            accepted, through: handler, as: .forwardedTCPIP(.init(listeningHost: marker, listeningPort: 0, originatorAddress: origin)))
     }
 
     static func hexBytes(_ text: String) -> [UInt8]? {
