@@ -1,6 +1,7 @@
 import AgentCore
 import CAgentSpawn
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -66,6 +67,15 @@ public enum ChildProgram {
         public let pid: pid_t
         public let stdin: Int32
         public let stdout: Int32
+        /// Set by the first ``kill()``: a second one must not signal a pid or close
+        /// descriptors that may belong to someone else by then.
+        private let killed = KillOnce()
+
+        init(pid: pid_t, stdin: Int32, stdout: Int32) {
+            self.pid = pid
+            self.stdin = stdin
+            self.stdout = stdout
+        }
 
         /// Waits for the child (by pid, so no other reaper can take it) and returns
         /// its exit code, or 128 + its signal.
@@ -78,8 +88,10 @@ public enum ChildProgram {
             return signal == 0 ? (status >> 8) & 0xff : 128 + signal
         }
 
-        /// Ends the child with SIGKILL and reaps it.
+        /// Ends the child with SIGKILL, reaps it and closes its pipes; once (later calls do
+        /// nothing).
         public func kill() {
+            guard killed.first() else { return }
             _ = Glibc.kill(pid, SIGKILL)
             _ = wait()
             close(stdin)
@@ -148,4 +160,10 @@ public enum ChildProgram {
         }
         return Running(pid: pid, stdin: input[1], stdout: output[0])
     }
+}
+
+/// A flag that reports `true` once.
+final class KillOnce: Sendable {
+    private let done = Atomic<Bool>(false)
+    func first() -> Bool { !done.exchange(true, ordering: .acquiringAndReleasing) }
 }
