@@ -90,6 +90,22 @@ struct SSHMessageRewriterTests {
             SSHMessageRewriter.channelOpenFailure, [UInt32(2), UInt32(1), "local port forwarding is disabled", ""]))
     }
 
+    /// A refused reverse forward's failure carries "port forwarding is disabled", as the
+    /// reference's does; replies are paired with requests in order.
+    @Test func aBlockedReverseForwardsFailureSaysWhy() {
+        var rewriter = SSHMessageRewriter()
+        SSHParsingScope.current.currentValue = SSHParsingScope(policy: SSHPolicy(blockReversePortForwarding: true))
+        defer { SSHParsingScope.current.currentValue = nil }
+        _ = rewriter.inbound(Self.message(Self.global, ["keepalive@openssh.com", UInt8(1)]))
+        _ = rewriter.inbound(Self.message(Self.global, ["no-more-sessions@openssh.com", UInt8(0)]))
+        _ = rewriter.inbound(Self.message(Self.global, ["tcpip-forward", UInt8(1), "localhost", UInt32(8080)]))
+        let success = Self.message(SSHMessageRewriter.requestSuccess, [])
+        let failure = Self.message(SSHMessageRewriter.requestFailure, [])
+        #expect(rewriter.outbound(success) == success)
+        #expect(rewriter.outbound(failure) == Self.message(SSHMessageRewriter.requestFailure, ["port forwarding is disabled"]))
+        #expect(rewriter.outbound(failure) == failure)
+    }
+
     @Test func aClientCannotSendAMarker() {
         var rewriter = SSHMessageRewriter()
         let env = Self.message(Self.request, [UInt32(1), "env", UInt8(1), SSHExtensionMarker.agentRequest, ""])

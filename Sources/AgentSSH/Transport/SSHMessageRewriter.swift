@@ -13,6 +13,8 @@ struct SSHMessageRewriter {
     static let channelOpen: UInt8 = 90
     static let channelOpenFailure: UInt8 = 92
     static let channelRequest: UInt8 = 98
+    static let requestSuccess: UInt8 = 81
+    static let requestFailure: UInt8 = 82
 
     /// The channel requests swift-nio-ssh parses itself.
     static let knownChannelRequests: Set<String> = [
@@ -34,6 +36,35 @@ struct SSHMessageRewriter {
     /// The connection's policy while swift-nio-ssh parses (nil in unit tests: nothing blocked).
     var policy: SSHPolicy? { SSHParsingScope.currentPolicy }
 
+    /// The client's global requests still waiting for a reply, in order (replies come in
+    /// order): the text a failure gets, as the reference's reply payload ("" for none).
+    /// Bounded: past ``maxRemembered`` the connection's replies are left as they are.
+    private var pendingReplies: [String] = []
+    private var repliesUntracked = false
+
+    private mutating func noteGlobalRequest(_ payload: ByteBuffer) {
+        var reader = payload
+        reader.moveReaderIndex(forwardBy: 1)
+        guard !repliesUntracked, let name = reader.readSSHText(), reader.readInteger(as: UInt8.self) == 1 else { return }
+        guard pendingReplies.count < Self.maxRemembered else {
+            repliesUntracked = true
+            pendingReplies = []
+            return
+        }
+        let forward = name == "tcpip-forward" || name == "streamlocal-forward@openssh.com"
+        pendingReplies.append(forward && policy?.blockReversePortForwarding == true ? "port forwarding is disabled" : "")
+    }
+
+    /// A refused reverse forward's failure carries the reference's text.
+    private mutating func outboundGlobalReply(_ payload: ByteBuffer) -> ByteBuffer? {
+        guard !repliesUntracked, !pendingReplies.isEmpty else { return nil }
+        let text = pendingReplies.removeFirst()
+        guard payload.getInteger(at: payload.readerIndex, as: UInt8.self) == Self.requestFailure, !text.isEmpty,
+              payload.readableBytes == 1
+        else { return nil }
+        return Self.message(Self.requestFailure) { $0.writeSSHText(text) }
+    }
+
     private mutating func remember(_ channel: UInt32, _ reason: UInt32, _ text: String) {
         if refusals.count < Self.maxRemembered { refusals[channel] = (reason, text) }
     }
@@ -43,7 +74,9 @@ struct SSHMessageRewriter {
     mutating func inbound(_ payload: ByteBuffer) -> ByteBuffer {
         switch payload.getInteger(at: payload.readerIndex, as: UInt8.self) {
         case Self.channelOpen: return inboundChannelOpen(payload) ?? payload
-        case Self.globalRequest: return inboundGlobalRequest(payload) ?? payload
+        case Self.globalRequest:
+            noteGlobalRequest(payload)
+            return inboundGlobalRequest(payload) ?? payload
         case Self.channelRequest: return inboundChannelRequest(payload) ?? payload
         default: return payload
         }
@@ -134,6 +167,7 @@ struct SSHMessageRewriter {
         case Self.channelOpen: return Self.outboundChannelOpen(payload) ?? payload
         case Self.channelRequest: return Self.outboundChannelRequest(payload) ?? payload
         case Self.globalRequest: return Self.outboundGlobalRequest(payload) ?? payload
+        case Self.requestSuccess, Self.requestFailure: return outboundGlobalReply(payload) ?? payload
         case Self.channelOpenFailure: return outboundOpenFailure(payload) ?? payload
         default: return payload
         }
