@@ -99,13 +99,19 @@ struct ScreenBackendTests {
         // A reattach at another size: the client's terminal has the init's size, which
         // screen gives the window (a smaller one pushes the top lines into screen's own
         // scrollback, as screen does).
+        // The hang-up killed that client alone: screen lists the session as detached.
+        let detached = await eventually(timeout: .seconds(60)) { await server.sessionList().contains("(Detached)") }
+        let listing = await server.sessionList()
+        #expect(detached, "\(listing)")
         let third = try server.attach(id, rows: 30, columns: 90)
         Self.type(third, "echo three-$((1+2))\r")
         let attached = Self.text(await third.read(until: "three-3", timeout: .seconds(60)))
         #expect(attached.contains("three-3"), "\(attached)")
-        // Screen passes the size on by itself: asked again until the shell sees it (bounded).
+        // Screen passes the size on by itself, once the earlier client is gone: asked again
+        // (with the size said again, as a browser's resize does) until the shell sees it.
         var sized = ""
         for _ in 0..<12 where !sized.contains("30 90") {
+            #expect(third.send(#"{"height":30,"width":90}"#))
             Self.type(third, "stty size\r")
             sized = Self.text(await third.read(until: "30 90", timeout: .seconds(5)))
         }
