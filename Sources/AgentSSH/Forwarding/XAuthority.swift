@@ -1,8 +1,4 @@
 import AgentCore
-import FoundationEssentials
-#if canImport(Glibc)
-import Glibc
-#endif
 
 /// The Xauthority file X clients read their display's cookie from (libXau's format: per
 /// entry a big-endian uint16 family, then address, display number, protocol name and data,
@@ -52,28 +48,23 @@ enum XAuthority {
         return entries
     }
 
-    /// Adds `entry` to the file at `path`, replacing one for the same host and display;
-    /// written to a temporary file (0600) and renamed over the old one. A file that does not
-    /// parse is left alone (an error).
+    /// Adds `entry` to the file at `path`, replacing one for the same host and display,
+    /// atomically (``AtomicFile``, mode 0600). A file that is too large or does not parse is
+    /// left alone (an error).
     static func add(_ entry: Entry, to path: String) throws {
         var entries: [Entry] = []
-        if let existing = FileManager.default.contents(atPath: path) {
-            guard existing.count <= maxFileBytes, let parsed = parse(Array(existing)) else {
+        if FileInfo.of(path: path) != nil {
+            guard let existing = AtomicFile.read(path, maxBytes: maxFileBytes), let parsed = parse(existing) else {
                 throw Failure(description: "\(path) is not an Xauthority file this agent can extend")
             }
             entries = parsed
         }
         entries.removeAll { $0.family == entry.family && $0.address == entry.address && $0.number == entry.number }
         entries.append(entry)
-        let temporary = path + ".agent-\(UInt32.random(in: 0...UInt32.max))"
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw Failure(description: "create \(temporary): errno \(errno)") }
-        let bytes = entries.flatMap(\.encoded)
-        let written = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-        close(fd)
-        guard written == bytes.count, rename(temporary, path) == 0 else {
-            unlink(temporary)
-            throw Failure(description: "write \(path): errno \(errno)")
+        do {
+            try AtomicFile.write(entries.flatMap(\.encoded), to: path)
+        } catch {
+            throw Failure(description: "write \(path): \(error)")
         }
     }
 }
