@@ -44,7 +44,7 @@ struct ChatPathsJournalTests {
         let messages = Mutex<[String]>([])
         for content in ["{\"version\":1,\"chats\":[{\"id\":\"x\",\"pa", "not json", "{\"version\":2}", ""] {
             let file = dir + "/chat-paths.json"
-            try Data(content.utf8).write(to: URL(fileURLWithPath: file))
+            try TestFile.write(file, content.utf8)
             let paths = ChatPaths()
             let journal = ChatPathsJournal(paths: paths, file: file) { message in messages.withLock { $0.append(message) } }
             #expect(journal.restore() == 0)

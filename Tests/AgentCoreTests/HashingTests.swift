@@ -71,7 +71,7 @@ struct HashingTests {
             for start in stride(from: 0, to: data.count, by: 61) { streamed.update(data[start..<min(data.count, start + 61)]) }
             #expect(SHA256.hexString(streamed.finalize()) == SHA256.hex(data), "length \(length)")
             let file = directory + "/\(length)"
-            try Data(data).write(to: URL(fileURLWithPath: file))
+            try TestFile.write(file, data)
             let sum = await ChildProgram.run(["sha256sum", file]).stdout
             #expect(sum.hasPrefix(SHA256.hex(data) + " "), "length \(length): \(sum)")
         }

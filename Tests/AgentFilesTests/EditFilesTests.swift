@@ -23,7 +23,7 @@ struct EditFilesTests {
         String(decoding: try! JSONSerialization.data(withJSONObject: text, options: .fragmentsAllowed), as: UTF8.self)
     }
 
-    func write(_ text: String, _ path: String) throws { try Data(text.utf8).write(to: URL(fileURLWithPath: path)) }
+    func write(_ text: String, _ path: String) throws { try TestFile.write(path, text.utf8) }
     func read(_ path: String) throws -> String { try String(contentsOfFile: path, encoding: .utf8) }
 
     // 5.

@@ -14,7 +14,7 @@ struct FileAPIBeyondReferenceTests {
     @Test func compareAndSwapWrites() async throws {
         try await withFilesServer { h in
             let path = h.file("cas.txt")
-            try Data("v1".utf8).write(to: URL(fileURLWithPath: path))
+            try TestFile.write(path, "v1".utf8)
             let lines = try #require(jsonObject(try await h.get("read-file-lines?path=\(FilesHarness.q(path))").body))
             let v1 = try #require(lines["sha256"] as? String)
             #expect(v1 == SHA256.hex(Array("v1".utf8)))
@@ -37,7 +37,7 @@ struct FileAPIBeyondReferenceTests {
     @Test func concurrentWritersWithTheSameExpectationOneWins() async throws {
         try await withFilesServer { h in
             let path = h.file("race.txt")
-            try Data("base".utf8).write(to: URL(fileURLWithPath: path))
+            try TestFile.write(path, "base".utf8)
             let base = SHA256.hex(Array("base".utf8))
             let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
                 for writer in 0..<8 {
@@ -55,7 +55,7 @@ struct FileAPIBeyondReferenceTests {
     @Test func compareAndSwapEdits() async throws {
         try await withFilesServer { h in
             let path = h.file("edit.txt")
-            try Data("alpha beta".utf8).write(to: URL(fileURLWithPath: path))
+            try TestFile.write(path, "alpha beta".utf8)
             let body = { (expected: String) in
                 "{\"files\":[{\"path\":\"\(path)\",\"expected_sha256\":\"\(expected)\",\"edits\":[{\"old_text\":\"alpha\",\"new_text\":\"ALPHA\"}]}]}"
             }
@@ -75,7 +75,7 @@ struct FileAPIBeyondReferenceTests {
         try await withFilesServer { h in
             let path = h.file("keep.txt")
             let bom: [UInt8] = [0xEF, 0xBB, 0xBF]
-            try Data(bom + Array("first\r\nsecond\r\nthird".utf8)).write(to: URL(fileURLWithPath: path))
+            try TestFile.write(path, bom + Array("first\r\nsecond\r\nthird".utf8))
             chmod(path, 0o640)
             let response = try await h.post("edit-files", json: "{\"files\":[{\"path\":\"\(path)\",\"edits\":[{\"old_text\":\"second\\n\",\"new_text\":\"SECOND\\nextra\\n\"}]}]}")
             #expect(response.status == 200, "\(response)")
@@ -126,7 +126,7 @@ struct FileAPIBeyondReferenceTests {
     @Test func aMalformedExpectedHashIsRefused() async throws {
         try await withFilesServer { h in
             let path = h.file("cas.txt")
-            try Data("v1".utf8).write(to: URL(fileURLWithPath: path))
+            try TestFile.write(path, "v1".utf8)
             let good = SHA256.hex(Array("v1".utf8))
             for bad in ["xyz", String(good.dropLast()), good + "0", String(repeating: "g", count: 64)] {
                 let write = try await h.post("write-file?path=\(FilesHarness.q(path))&expected_sha256=\(bad)", body: Array("v2".utf8))

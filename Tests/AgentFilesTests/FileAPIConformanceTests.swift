@@ -18,7 +18,7 @@ struct FileAPIConformanceTests {
     @Test func readFileByteRanges() async throws {
         try await withFilesServer { h in
             let path = h.file("content.txt")
-            try Data("content".utf8).write(to: URL(fileURLWithPath: path))
+            try TestFile.write(path, "content".utf8)
             func read(_ query: String) async throws -> RawHTTPClient.Response {
                 try await h.get("read-file?path=\(FilesHarness.q(path))" + query)
             }
@@ -30,12 +30,12 @@ struct FileAPIConformanceTests {
             #expect(try await read("&unknown=1").status == 400)
             #expect(try await read("").header("Content-Type")?.hasPrefix("text/plain") == true)
             let png = h.file("image.png")
-            try Data([0x89, 0x50]).write(to: URL(fileURLWithPath: png))
+            try TestFile.write(png, [0x89, 0x50])
             #expect(try await h.get("read-file?path=\(FilesHarness.q(png))").header("Content-Type") == "image/png")
             // A file larger than one read chunk streams whole.
             let big = h.file("big.bin")
             let bytes = (0..<(300 << 10)).map { UInt8(truncatingIfNeeded: $0 &* 31) }
-            try Data(bytes).write(to: URL(fileURLWithPath: big))
+            try TestFile.write(big, bytes)
             let whole = try await h.get("read-file?path=\(FilesHarness.q(big))")
             #expect(whole.body == bytes)
         }
@@ -54,7 +54,7 @@ struct FileAPIConformanceTests {
             #expect(try await h.get("read-file?path=\(FilesHarness.q(h.directory))").status == 400)
             #expect(try await h.get("read-file?path=\(FilesHarness.q(h.file("missing")))").status == 404)
             let locked = h.file("locked")
-            try Data("secret".utf8).write(to: URL(fileURLWithPath: locked))
+            try TestFile.write(locked, "secret".utf8)
             chmod(locked, 0)
             if geteuid() == 0 {
                 print("skipped: the 403 case needs a non-root server (root reads a mode-000 file)")
@@ -68,7 +68,7 @@ struct FileAPIConformanceTests {
     @Test func readFileLines() async throws {
         try await withFilesServer { h in
             let path = h.file("lines.txt")
-            try Data("line1\nline2\nline3".utf8).write(to: URL(fileURLWithPath: path))
+            try TestFile.write(path, "line1\nline2\nline3".utf8)
             let all = try await h.get("read-file-lines?path=\(FilesHarness.q(path))")
             let json = try #require(jsonObject(all.body))
             #expect(json["content"] as? String == "1\tline1\n2\tline2\n3\tline3")
@@ -79,11 +79,11 @@ struct FileAPIConformanceTests {
             let beyond = try #require(jsonObject(try await h.get("read-file-lines?path=\(FilesHarness.q(path))&offset=100").body))
             #expect((beyond["error"] as? String)?.hasPrefix("offset 100 is beyond the file length of 3 lines") == true)
             let long = h.file("long.txt")
-            try Data(Array(repeating: UInt8(ascii: "x"), count: 1025)).write(to: URL(fileURLWithPath: long))
+            try TestFile.write(long, Array(repeating: UInt8(ascii: "x"), count: 1025))
             let cut = try #require(jsonObject(try await h.get("read-file-lines?path=\(FilesHarness.q(long))").body))
             #expect(cut["content"] as? String == "1\t" + String(repeating: "x", count: 1024) + "... [truncated]")
             let huge = h.file("huge.txt")
-            try Data(Array(repeating: UInt8(ascii: "y"), count: (1 << 20) + 1)).write(to: URL(fileURLWithPath: huge))
+            try TestFile.write(huge, Array(repeating: UInt8(ascii: "y"), count: (1 << 20) + 1))
             let refused = try #require(jsonObject(try await h.get("read-file-lines?path=\(FilesHarness.q(huge))").body))
             #expect((refused["error"] as? String)?.contains("exceeds the maximum of 1048576 bytes") == true)
             let missing = try #require(jsonObject(try await h.get("read-file-lines?path=\(FilesHarness.q(h.file("nope")))").body))
@@ -96,14 +96,14 @@ struct FileAPIConformanceTests {
     @Test func readFileLinesAnswersExactlyAsTheReference() async throws {
         try await withFilesServer { h in
             let empty = h.file("empty.txt")
-            _ = FileManager.default.createFile(atPath: empty, contents: Data())
+            try TestFile.write(empty, [UInt8]())
             #expect(try await Self.answer(h, "read-file-lines?path=\(FilesHarness.q(empty))") == ["success": true])
             // The file changes between two reads: one line now.
-            try Data("x".utf8).write(to: URL(fileURLWithPath: empty))
+            try TestFile.write(empty, "x".utf8)
             #expect(try await h.get("read-file-lines?path=\(FilesHarness.q(empty))").bodyText.contains(#""content":"1\tx""#))
 
             let path = h.file("ten.txt")
-            try Data((1...10).map { "line \($0)" }.joined(separator: "\n").utf8).write(to: URL(fileURLWithPath: path))
+            try TestFile.write(path, (1...10).map { "line \($0)" }.joined(separator: "\n").utf8)
             let q = FilesHarness.q(path)
             #expect(try await Self.answer(h, "read-file-lines?path=\(q)&max_response_bytes=20")
                 == ["success": false, "error": "output would exceed 20 bytes. Read less at a time using offset and limit parameters."])
@@ -177,7 +177,7 @@ struct FileAPIConformanceTests {
     @Test func vanishingWriterLeavesNoTrace() async throws {
         try await withFilesServer { h in
             let path = h.file("keep.txt")
-            try Data("original".utf8).write(to: URL(fileURLWithPath: path))
+            try TestFile.write(path, "original".utf8)
             do {
                 let socket = try #require(LoopbackSocket(port: h.client.port))
                 socket.send("POST /api/v0/write-file?path=\(FilesHarness.q(path)) HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n" + String(repeating: "z", count: 5000))
@@ -201,8 +201,8 @@ struct FileAPIConformanceTests {
             #expect(resolved["resolved_path"] as? String == realDirectory + "/real/dir/missing/x")
             #expect(try await h.get("resolve-path?path=relative").status == 400)
 
-            _ = FileManager.default.createFile(atPath: h.file("b.txt"), contents: Data())
-            _ = FileManager.default.createFile(atPath: h.file(".hidden"), contents: Data())
+            try TestFile.write(h.file("b.txt"), [UInt8]())
+            try TestFile.write(h.file(".hidden"), [UInt8]())
             let listing = try #require(jsonObject(try await h.post("list-directory?path=\(FilesHarness.q(h.directory))", json: "{}").body))
             let names = (listing["contents"] as? [[String: Any]])?.compactMap { $0["name"] as? String }
             #expect(names == ["real", ".hidden", "alias", "b.txt"], "directories first, then byte order; a link is not a directory")
@@ -216,7 +216,7 @@ struct FileAPIConformanceTests {
             #expect(try await h.post("create-directory", json: "{\"path\":\"\(h.file("made/deep"))\"}").status == 200, "idempotent")
             #expect(try await h.post("move-file", json: "{\"source\":\"\(h.file("b.txt"))\",\"dest\":\"\(h.file("made/c.txt"))\"}", headers: headers).status == 200)
             #expect(FileManager.default.fileExists(atPath: h.file("made/c.txt")))
-            _ = FileManager.default.createFile(atPath: h.file("d.txt"), contents: Data())
+            try TestFile.write(h.file("d.txt"), [UInt8]())
             #expect(try await h.post("move-file", json: "{\"source\":\"\(h.file("d.txt"))\",\"dest\":\"\(h.file("made/c.txt"))\"}").status == 409)
             #expect(try await h.post("move-file", json: "{\"source\":\"\(h.file("d.txt"))\",\"dest\":\"\(h.file("made/c.txt"))\",\"overwrite\":true}").status == 200)
             #expect(try await h.post("move-file", json: "{\"source\":\"\(h.file("gone"))\",\"dest\":\"\(h.file("x"))\"}").status == 404)

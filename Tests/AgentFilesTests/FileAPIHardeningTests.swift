@@ -15,7 +15,7 @@ struct FileAPIHardeningTests {
     @Test func hugeLineNumbersDoNotOverflow() async throws {
         try await withFilesServer { h in
             let path = h.file("lines.txt")
-            try Data("one\ntwo\nthree\n".utf8).write(to: URL(fileURLWithPath: path))
+            try TestFile.write(path, "one\ntwo\nthree\n".utf8)
             for query in [
                 "offset=2&max_response_lines=9223372036854775807",
                 "offset=2&limit=9223372036854775807&max_response_lines=9223372036854775807",
@@ -104,7 +104,7 @@ struct FileAPIHardeningTests {
         guard geteuid() == 0 else { return }
         try await withFilesServer { h in
             let path = h.file("owned.txt")
-            try Data("before".utf8).write(to: URL(fileURLWithPath: path))
+            try TestFile.write(path, "before".utf8)
             #expect(chown(path, 4321, 4322) == 0)
             #expect(chmod(path, 0o640) == 0)
             #expect(try await h.post("write-file?path=\(FilesHarness.q(path))", body: Array("after".utf8)).status == 200)
@@ -123,7 +123,7 @@ struct FileAPIHardeningTests {
     @Test func nulInPathsIsRefused() async throws {
         try await withFilesServer { h in
             let real = h.file("real.txt")
-            try Data("keep".utf8).write(to: URL(fileURLWithPath: real))
+            try TestFile.write(real, "keep".utf8)
             let cut = FilesHarness.q(real) + "%00.bak"
             for response in [
                 try await h.post("write-file?path=\(cut)", body: Array("lost".utf8)),
@@ -152,7 +152,7 @@ struct FileAPIHardeningTests {
         try await withFilesServer { h in
             let path = h.file("wide.txt")
             let lead = String(repeating: " ", count: 100_000)
-            try Data("\(lead)a\n\(lead)b\n".utf8).write(to: URL(fileURLWithPath: path))
+            try TestFile.write(path, "\(lead)a\n\(lead)b\n".utf8)
             let inserted = String(repeating: " ", count: 1000) + "c"
             let body = EditFilesTests.body([(path, [("a\n b", "a\n\(inserted)\n b", false)])])
             #expect(try await h.post("edit-files", json: body).status == 200)
@@ -166,7 +166,7 @@ struct FileAPIHardeningTests {
     @Test func anEditsResultIsBounded() async throws {
         try await withFilesServer { h in
             let path = h.file("letters.txt")
-            try Data(repeating: UInt8(ascii: "a"), count: 1 << 20).write(to: URL(fileURLWithPath: path))
+            try TestFile.write(path, repeatElement(UInt8(ascii: "a"), count: 1 << 20))
             let body = EditFilesTests.body([(path, [("a", String(repeating: "b", count: 200), true)])])
             let refused = try await h.post("edit-files", json: body)
             #expect(refused.status == 400 && refused.bodyText.contains("larger than 134217728 bytes"), "\(refused.bodyText)")
@@ -196,7 +196,7 @@ struct FileAPIHardeningTests {
         try await withFilesServer { h in
             let path = h.file("many.txt")
             let file = String(repeating: "a \n", count: 200_000) + "b\n"
-            try Data(file.utf8).write(to: URL(fileURLWithPath: path))
+            try TestFile.write(path, file.utf8)
             let search = String(repeating: "a\\n", count: 100_000) + "b\\n"
             let edit = try await h.post(
                 "edit-files", json: "{\"files\":[{\"path\":\"\(path)\",\"edits\":[{\"old_text\":\"\(search)\",\"new_text\":\"c\\n\"}]}]}")

@@ -31,7 +31,7 @@ struct ReadDuringAtomicSaveTests {
         try await withFilesServer { h in
             let path = h.file("saved.txt")
             let temporary = h.file(".saved.txt.tmp")
-            try Data(Self.versions[0]).write(to: URL(fileURLWithPath: path))
+            try TestFile.write(path, Self.versions[0])
             let hashes = Set(Self.versions.map { SHA256.hex($0) })
 
             let stop = Atomic<Bool>(false)
@@ -106,9 +106,9 @@ struct ReadDuringAtomicSaveTests {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let path = directory + "/f"
-        try Data("first version".utf8).write(to: URL(fileURLWithPath: path))
+        try TestFile.write(path, "first version".utf8)
         let snapshot = FileSnapshot(try RegularFile(path: path), path: path)
-        try Data("second, longer version".utf8).write(to: URL(fileURLWithPath: directory + "/tmp"))
+        try TestFile.write(directory + "/tmp", "second, longer version".utf8)
         #expect(rename(directory + "/tmp", path) == 0)
         #expect(String(buffer: try snapshot.read(snapshot.size, at: 0)) == "first version")
 

@@ -21,7 +21,7 @@ struct ToolCallTests {
     @Test func aCallRunsOnceAndRepeatsReplay() async throws {
         try await withFilesServer { h in
             let path = h.file("once.txt")
-            try Data("a".utf8).write(to: URL(fileURLWithPath: path))
+            try TestFile.write(path, "a".utf8)
             let first = try await h.post("edit-files", json: Self.edit(path, "a", "aa"), headers: Self.headers(call: "call-1"))
             #expect(first.status == 200)
             #expect(first.header("Coder-Tool-Call-Run-Age-Ms") != nil)
@@ -44,7 +44,7 @@ struct ToolCallTests {
     @Test func eightConcurrentIdenticalCallsWriteOnce() async throws {
         try await withFilesServer { h in
             let path = h.file("race.txt")
-            try Data("a".utf8).write(to: URL(fileURLWithPath: path))
+            try TestFile.write(path, "a".utf8)
             let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
                 for _ in 0..<8 {
                     group.addTask { try await h.post("edit-files", json: Self.edit(path, "a", "aa"), headers: Self.headers(call: "same")).status }
@@ -59,10 +59,10 @@ struct ToolCallTests {
     @Test func aRecordedErrorStillReplaysAfterTheFileIsFixed() async throws {
         try await withFilesServer { h in
             let path = h.file("fix.txt")
-            try Data("nothing here".utf8).write(to: URL(fileURLWithPath: path))
+            try TestFile.write(path, "nothing here".utf8)
             let first = try await h.post("edit-files", json: Self.edit(path, "needle", "pin"), headers: Self.headers(call: "err"))
             #expect(first.status == 400)
-            try Data("needle".utf8).write(to: URL(fileURLWithPath: path))
+            try TestFile.write(path, "needle".utf8)
             let again = try await h.post("edit-files", json: Self.edit(path, "needle", "pin"), headers: Self.headers(call: "err"))
             #expect(again.status == 400 && again.body == first.body)
             #expect(try String(contentsOfFile: path, encoding: .utf8) == "needle")
@@ -75,7 +75,7 @@ struct ToolCallTests {
     @Test func aCallWhoseUploadWasCutOffDoesNotHoldItsRepeats() async throws {
         try await withFilesServer { h in
             let path = h.file("cut.txt")
-            try Data("a".utf8).write(to: URL(fileURLWithPath: path))
+            try TestFile.write(path, "a".utf8)
             let json = Self.edit(path, "a", "b")
             // Declared larger than the collected-body limit (64 KiB), so the body streams.
             var head = "POST /api/v0/edit-files HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 200000\r\n"

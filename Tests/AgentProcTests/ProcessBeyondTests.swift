@@ -79,7 +79,7 @@ struct ProcessBeyondTests {
             #expect(await eventually(timeout: .seconds(60)) { input.pending.waiting == 1 })
             async let late = Self.stdin(h, id, "late\n")
             #expect(await eventually(timeout: .seconds(60)) { input.pending.waiting == 2 })
-            _ = FileManager.default.createFile(atPath: gate, contents: nil)
+            try TestFile.write(gate, [UInt8]())
             let (a, c, b) = try await (first, close, late)
             #expect(a.status == 200)
             #expect(jsonInt(jsonObject(a.body)?["written"]) == 1 << 20)

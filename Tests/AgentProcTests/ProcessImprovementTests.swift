@@ -37,7 +37,7 @@ struct ProcessImprovementTests {
             let out = try await h.finalOutput(id)
             #expect(jsonInt(out["exit_code"]) == 7)
             #expect(out["output"] as? String == "started\n")
-            _ = FileManager.default.createFile(atPath: gate, contents: nil)
+            try TestFile.write(gate, [UInt8]())
             let late = await eventually {
                 let r = try? await h.output(id)
                 return (r.flatMap { jsonObject($0.body) }?["output"] as? String)?.contains("orphan-late") == true

@@ -104,7 +104,7 @@ struct ProcessStreamTests {
                 for r in results { group.addTask { try await self.stream(h, id, into: r) } }
                 let process = try #require(h.manager.lookup(id, chat: nil))
                 #expect(await eventually { process.subscriberCount == 5 })
-                _ = FileManager.default.createFile(atPath: gate, contents: nil)
+                try TestFile.write(gate, [UInt8]())
                 try await group.waitForAll()
             }
             for r in results {
@@ -127,7 +127,7 @@ struct ProcessStreamTests {
             async let streamed = stream(h, id, into: received, holdAfterFirst: exited)
             let process = try #require(h.manager.lookup(id, chat: nil))
             #expect(await eventually { process.subscriberCount == 1 })
-            _ = FileManager.default.createFile(atPath: gate, contents: nil)
+            try TestFile.write(gate, [UInt8]())
             // The child finishes while the client is still asleep after its first message.
             let out = try await h.finalOutput(id)
             #expect(jsonInt(out["exit_code"]) == 0)

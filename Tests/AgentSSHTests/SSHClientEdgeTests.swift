@@ -33,7 +33,7 @@ struct SSHClientEdgeTests {
         let server = try await SSHSessionTests.Server()
         defer { Task { await server.stop() } }
         let script = NSTemporaryDirectory() + "ssh-proxy-\(UUID().uuidString.prefix(8)).py"
-        try Self.stdioProxy.write(toFile: script, atomically: true, encoding: .utf8)
+        try TestFile.write(script, Self.stdioProxy, atomically: true)
         defer { unlink(script) }
         let outcome = await ChildProgram.run(
             ["ssh"] + Self.options + ["-o", "ProxyCommand=python3 \(script) %h %p", "-p", "\(server.port)", "127.0.0.1",

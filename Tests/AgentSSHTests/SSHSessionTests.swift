@@ -91,7 +91,7 @@ struct SSHSessionTests {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         var generator = SplitMix64(seed: 7)
         let bytes = (0..<(2 << 20)).map { _ in UInt8(truncatingIfNeeded: generator.next()) }
-        try Data(bytes).write(to: URL(fileURLWithPath: directory + "/in"))
+        try TestFile.write(directory + "/in", bytes)
         let outcome = await ChildProgram.run([
             "sh", "-c",
             "ssh -F /dev/null -p \(server.port) -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BatchMode=yes -o LogLevel=ERROR 127.0.0.1 cat < \(directory)/in > \(directory)/out; echo $?",
@@ -130,7 +130,7 @@ struct SSHSessionTests {
         let home = NSTemporaryDirectory() + "ssh-motd-\(UUID().uuidString.prefix(8))"
         try FileManager.default.createDirectory(atPath: home, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: home) }
-        try "Welcome to the workspace\nsecond line\n".write(toFile: home + "/motd", atomically: true, encoding: .utf8)
+        try TestFile.write(home + "/motd", "Welcome to the workspace\nsecond line\n", atomically: true)
         var manifest = AgentManifest(directory: home, environment: [:])
         manifest.motdFile = home + "/motd"
         var environment = ProcessInfo.processInfo.environment
@@ -141,7 +141,7 @@ struct SSHSessionTests {
         #expect(shell.stdout.hasPrefix("Welcome to the workspace\r\nsecond line\r\n"), "\(shell.stdout.debugDescription)")
         let command = await server.ssh("echo plain", options: ["-tt"])
         #expect(!command.stdout.contains("Welcome"), "\(command.stdout.debugDescription)")
-        #expect(FileManager.default.createFile(atPath: home + "/.hushlogin", contents: Data()))
+        try TestFile.write(home + "/.hushlogin", [UInt8]())
         let quiet = await server.ssh("", options: ["-tt"], input: "exit 0\n")
         #expect(!quiet.stdout.contains("Welcome"), "\(quiet.stdout.debugDescription)")
     }
@@ -152,7 +152,7 @@ struct SSHSessionTests {
         let home = NSTemporaryDirectory() + "ssh-banner-\(UUID().uuidString.prefix(8))"
         try FileManager.default.createDirectory(atPath: home, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: home) }
-        try "Welcome to the workspace\n".write(toFile: home + "/motd", atomically: true, encoding: .utf8)
+        try TestFile.write(home + "/motd", "Welcome to the workspace\n", atomically: true)
         var manifest = AgentManifest(directory: home, environment: [:])
         manifest.motdFile = home + "/motd"
         var environment = ProcessInfo.processInfo.environment

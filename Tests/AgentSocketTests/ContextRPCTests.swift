@@ -17,7 +17,7 @@ struct ContextRPCTests {
             let base = NSTemporaryDirectory() + "socket-context-\(UUID().uuidString.prefix(8))"
             try FileManager.default.createDirectory(atPath: base + "/project", withIntermediateDirectories: true)
             root = URL(fileURLWithPath: base).resolvingSymlinksInPath().path
-            try "# Project rules\n".write(toFile: root + "/project/AGENTS.md", atomically: true, encoding: .utf8)
+            try TestFile.write(root + "/project/AGENTS.md", "# Project rules\n", atomically: true)
         }
         deinit { try? FileManager.default.removeItem(atPath: root) }
     }
@@ -68,7 +68,7 @@ struct ContextRPCTests {
 
             // A source of the user's, added twice (the lexical path both times), then resolved.
             try FileManager.default.createDirectory(atPath: home.root + "/notes", withIntermediateDirectories: true)
-            try "be brief\n".write(toFile: home.root + "/notes/CLAUDE.md", atomically: true, encoding: .utf8)
+            try TestFile.write(home.root + "/notes/CLAUDE.md", "be brief\n", atomically: true)
             #expect(try await client.addContextSource("~/notes/") == home.root + "/notes")
             #expect(try await client.addContextSource(home.root + "/notes/.") == home.root + "/notes")
             #expect(try await client.contextSources() == [home.root + "/notes"])

@@ -231,7 +231,7 @@ struct ContextWalkBoundTests {
             if index % 10 == 0 {
                 try #require(mkdir(crowded + "/d\(index)", 0o755) == 0)
             } else {
-                try #require(FileManager.default.createFile(atPath: crowded + "/f\(index)", contents: nil))
+                try TestFile.write(crowded + "/f\(index)", [UInt8]())
             }
         }
         try tree.mkdir("project/.claude/skills/looped")

@@ -1,3 +1,4 @@
+import AgentTestSupport
 import AgentCore
 import Foundation
 
@@ -25,7 +26,7 @@ final class TempTree: Sendable {
     func write(_ relative: String, bytes: [UInt8]) throws -> String {
         let full = path(relative)
         try FileManager.default.createDirectory(atPath: (full as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
-        guard FileManager.default.createFile(atPath: full, contents: Data(bytes)) else { throw CocoaError(.fileWriteUnknown) }
+        try TestFile.write(full, bytes)
         return full
     }
 

@@ -50,7 +50,7 @@ struct PortableDesktopTests {
     static func stubDirectory(extra: [String: String] = [:]) throws -> (directory: String, environment: [String: String]) {
         let directory = NSTemporaryDirectory() + "portabledesktop-stub-" + UUID().uuidString.prefix(8)
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        try Data(stub.utf8).write(to: URL(fileURLWithPath: directory + "/portabledesktop"))
+        try TestFile.write(directory + "/portabledesktop", stub.utf8)
         chmod(directory + "/portabledesktop", 0o755)
         var environment = ProcessInfo.processInfo.environment
         environment["PATH"] = directory + ":" + (environment["PATH"] ?? "/usr/bin:/bin")
@@ -186,7 +186,7 @@ struct PortableDesktopTests {
         let bin = NSTemporaryDirectory() + "script-bin-" + UUID().uuidString.prefix(8)
         try FileManager.default.createDirectory(atPath: bin, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: bin) }
-        try Data("#!/bin/sh\n".utf8).write(to: URL(fileURLWithPath: bin + "/portabledesktop"))
+        try TestFile.write(bin + "/portabledesktop", "#!/bin/sh\n".utf8)
         chmod(bin + "/portabledesktop", 0o644)
         #expect(DesktopBinaries.portableDesktop(["PATH": "/nonexistent", "CODER_SCRIPT_BIN_DIR": bin]) == nil)
         chmod(bin + "/portabledesktop", 0o744)

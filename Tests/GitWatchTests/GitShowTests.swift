@@ -13,12 +13,12 @@ struct GitShowTests {
     @Test func showCases() async throws {
         let root = try await GitSnapshotterTests.makeRepository()
         defer { try? FileManager.default.removeItem(atPath: root) }
-        try Data("committed\n".utf8).write(to: URL(fileURLWithPath: root + "/a.txt"))
-        try Data([0x00, 0x01, 0x02]).write(to: URL(fileURLWithPath: root + "/bin.dat"))
-        try Data(String(repeating: "z", count: (512 << 10) + 1).utf8).write(to: URL(fileURLWithPath: root + "/big.txt"))
+        try TestFile.write(root + "/a.txt", "committed\n".utf8)
+        try TestFile.write(root + "/bin.dat", [0x00, 0x01, 0x02])
+        try TestFile.write(root + "/big.txt", String(repeating: "z", count: (512 << 10) + 1).utf8)
         try await GitSnapshotterTests.git(["add", "."], in: root)
         try await GitSnapshotterTests.git(["commit", "-q", "-m", "init"], in: root)
-        try Data("changed\n".utf8).write(to: URL(fileURLWithPath: root + "/a.txt"))
+        try TestFile.write(root + "/a.txt", "changed\n".utf8)
 
         let context = AgentContext.forTests(stateDirectory: root)
         try await withAgentServer([HTTPMount(GitWatchModule(context: context), at: "/api/v0/git")]) { port in

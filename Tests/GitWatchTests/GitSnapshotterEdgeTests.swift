@@ -1,3 +1,4 @@
+import AgentTestSupport
 import Foundation
 import GitWatch
 import Testing
@@ -9,7 +10,7 @@ struct GitSnapshotterEdgeTests {
 
     func write(_ bytes: [UInt8], _ path: String) throws {
         try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
-        try Data(bytes).write(to: URL(fileURLWithPath: path))
+        try TestFile.write(path, bytes)
     }
 
     @Test func binaryRenameAndLargeFilesMatchGit() async throws {

@@ -21,7 +21,7 @@ struct GitSnapshotterTests {
 
     func write(_ text: String, _ path: String) throws {
         try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
-        try Data(text.utf8).write(to: URL(fileURLWithPath: path))
+        try TestFile.write(path, text.utf8)
     }
 
     @Test func trackedChangesMatchGitDiffHead() async throws {
@@ -50,7 +50,7 @@ struct GitSnapshotterTests {
         #expect(!snapshot.diffTruncated)
         // git itself accepts it: reversed, it applies to the working tree.
         let patch = root + "/../" + UUID().uuidString + ".patch"
-        try Data(snapshot.unifiedDiff.utf8).write(to: URL(fileURLWithPath: patch))
+        try TestFile.write(patch, snapshot.unifiedDiff.utf8)
         defer { try? FileManager.default.removeItem(atPath: patch) }
         let check = try await Self.git(["apply", "--check", "-R", "-v", patch], in: root)
         #expect(!check.contains("error"))

@@ -43,11 +43,11 @@ struct GitWatchConformanceTests {
         let inner = outer + "/vendor/inner"
         try FileManager.default.createDirectory(atPath: inner, withIntermediateDirectories: true)
         try await GitSnapshotterTests.git(["init", "-q"], in: inner)
-        try Data("deep\n".utf8).write(to: URL(fileURLWithPath: inner + "/x.txt"))
+        try TestFile.write(inner + "/x.txt", "deep\n".utf8)
         let other = try await WatchHarness.committedRepository()
         defer { try? FileManager.default.removeItem(atPath: other) }
         try FileManager.default.createDirectory(atPath: other + "/a/b/c", withIntermediateDirectories: true)
-        try Data("package deep\n".utf8).write(to: URL(fileURLWithPath: other + "/a/b/c/deep.go"))
+        try TestFile.write(other + "/a/b/c/deep.go", "package deep\n".utf8)
 
         let paths = ChatPaths()
         paths.record(inner + "/x.txt", chat: WatchHarness.chat)
@@ -104,7 +104,7 @@ struct GitWatchConformanceTests {
         try await WatchHarness.withSocket(module) { client in
             _ = try await client.nextRepositories()
             let head = try String(contentsOfFile: root + "/.git/HEAD", encoding: .utf8)
-            try Data("garbage\n".utf8).write(to: URL(fileURLWithPath: root + "/.git/HEAD"))
+            try TestFile.write(root + "/.git/HEAD", "garbage\n".utf8)
             try await client.send(#"{"type":"refresh"}"#)
             // A heartbeat, not a removal.
             for _ in 0..<3 {
@@ -112,8 +112,8 @@ struct GitWatchConformanceTests {
                 #expect((message?["repositories"] as? [[String: Any]])?.contains { $0["removed"] as? Bool == true } != true)
                 if message?["repositories"] == nil { break }
             }
-            try Data(head.utf8).write(to: URL(fileURLWithPath: root + "/.git/HEAD"))
-            try Data("after repair\n".utf8).write(to: URL(fileURLWithPath: root + "/new.txt"))
+            try TestFile.write(root + "/.git/HEAD", head.utf8)
+            try TestFile.write(root + "/new.txt", "after repair\n".utf8)
             #expect(try await client.awaitEntry { $0.diff.contains("+after repair") } != nil)
         }
     }
@@ -155,7 +155,7 @@ struct GitWatchConformanceTests {
         try await GitSnapshotterTests.git(["remote", "add", "origin", "https://example.invalid/r.git"], in: root)
         let line = String(repeating: "z", count: 99) + "\n"
         for index in 0..<100 {
-            try Data(String(repeating: line, count: 512).utf8).write(to: URL(fileURLWithPath: root + String(format: "/big-%03d.txt", index)))
+            try TestFile.write(root + String(format: "/big-%03d.txt", index), String(repeating: line, count: 512).utf8)
         }
         let paths = ChatPaths()
         paths.record(root, chat: WatchHarness.chat)
@@ -183,7 +183,7 @@ struct GitWatchConformanceTests {
             "src/main.go": "package main\n",
         ] {
             try FileManager.default.createDirectory(atPath: ((root + "/" + path) as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
-            try Data(text.utf8).write(to: URL(fileURLWithPath: root + "/" + path))
+            try TestFile.write(root + "/" + path, text.utf8)
         }
         let diff = try GitSnapshotter.snapshot(root: root).unifiedDiff
         #expect(diff.contains("src/main.go"))
@@ -203,7 +203,7 @@ struct GitWatchConformanceTests {
             try? FileManager.default.removeItem(atPath: root)
             try? FileManager.default.removeItem(atPath: second)
         }
-        try Data("dirty\n".utf8).write(to: URL(fileURLWithPath: root + "/f.txt"))
+        try TestFile.write(root + "/f.txt", "dirty\n".utf8)
         let paths = ChatPaths()
         let timing = WatchTiming(poll: .milliseconds(200), cooldown: .milliseconds(50))
         let module = GitWatchModule(context: WatchHarness.context(paths), timing: timing)

@@ -160,7 +160,7 @@ struct GitDiffBytesTests {
         let root = try await WatchHarness.committedRepository(["latin1.txt": "plain\n"])
         defer { try? FileManager.default.removeItem(atPath: root) }
         let line: [UInt8] = [0x63, 0x61, 0x66, 0xE9, 0x20, 0xFF, 0x0A]
-        try Data(Array("plain\n".utf8) + line).write(to: URL(fileURLWithPath: root + "/latin1.txt"))
+        try TestFile.write(root + "/latin1.txt", Array("plain\n".utf8) + line)
         let snapshot = try GitSnapshotter.snapshot(root: root)
         let bytes = FilePathText.encode(snapshot.unifiedDiff)
         #expect(bytes.firstRange(of: [0x2B] + line) != nil, "\(snapshot.unifiedDiff)")

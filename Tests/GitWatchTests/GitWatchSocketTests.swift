@@ -16,10 +16,10 @@ struct GitWatchSocketTests {
     @Test func changesRefreshErrorsAndRemoval() async throws {
         let root = try await GitSnapshotterTests.makeRepository()
         defer { try? FileManager.default.removeItem(atPath: root) }
-        try Data("hello\n".utf8).write(to: URL(fileURLWithPath: root + "/f.txt"))
+        try TestFile.write(root + "/f.txt", "hello\n".utf8)
         try await GitSnapshotterTests.git(["add", "."], in: root)
         try await GitSnapshotterTests.git(["commit", "-q", "-m", "init"], in: root)
-        try Data("hello world\n".utf8).write(to: URL(fileURLWithPath: root + "/f.txt"))
+        try TestFile.write(root + "/f.txt", "hello world\n".utf8)
 
         let paths = ChatPaths()
         paths.record(root + "/f.txt", chat: Self.chat)
@@ -42,7 +42,7 @@ struct GitWatchSocketTests {
                 for _ in 0..<5 where error["type"] as? String == "changes" { error = try await nextJSON() }
                 #expect(error["type"] as? String == "error" && error["message"] as? String == "unknown message type")
 
-                try Data("hello again\n".utf8).write(to: URL(fileURLWithPath: root + "/f.txt"))
+                try TestFile.write(root + "/f.txt", "hello again\n".utf8)
                 try await ws.send(opcode: 1, payload: Array(#"{"type":"refresh"}"#.utf8))
                 var updated: [String: Any] = [:]
                 for _ in 0..<5 {
@@ -105,7 +105,7 @@ struct GitWatchSocketTests {
             let root = parent + "/" + name
             try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
             try await GitSnapshotterTests.git(["init", "-q"], in: root)
-            try Data("\(name)\n".utf8).write(to: URL(fileURLWithPath: root + "/readme.txt"))
+            try TestFile.write(root + "/readme.txt", "\(name)\n".utf8)
         }
         try FileManager.default.createDirectory(atPath: parent + "/not-a-repo", withIntermediateDirectories: true)
         let paths = ChatPaths()

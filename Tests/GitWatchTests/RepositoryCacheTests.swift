@@ -24,7 +24,7 @@ struct RepositoryCacheTests {
         #expect(cache.readCounts.fingerprints == 1)
 
         // A client's refresh reads the tree now, and sees a change made meanwhile.
-        try Data("two\n".utf8).write(to: URL(fileURLWithPath: root + "/a.txt"))
+        try TestFile.write(root + "/a.txt", "two\n".utf8)
         let refreshed = await scanners[0].scan(.fingerprint)
         #expect(cache.readCounts.fingerprints == 2)
         #expect(refreshed?.changed.first?.unifiedDiff?.contains("+two") == true)

@@ -20,7 +20,7 @@ struct TreeWatcherTests {
         #expect(before.live)
 
         // A tracked file deep in the tree moves it and wakes the subscriber.
-        try Data("y\n".utf8).write(to: URL(fileURLWithPath: root + "/a/b/f.txt"))
+        try TestFile.write(root + "/a/b/f.txt", "y\n".utf8)
         await signal.wait()
         #expect(await eventually { watcher.status(of: root).generation > before.generation })
 
@@ -77,20 +77,20 @@ struct TreeWatcherCoverageTests {
         let root = try await WatchHarness.committedRepository([".gitignore": "build/\n*.log\n"])
         defer { try? FileManager.default.removeItem(atPath: root) }
         try FileManager.default.createDirectory(atPath: root + "/build", withIntermediateDirectories: true)
-        try Data("kept\n".utf8).write(to: URL(fileURLWithPath: root + "/build/keep.txt"))
-        try Data("log\n".utf8).write(to: URL(fileURLWithPath: root + "/app.log"))
+        try TestFile.write(root + "/build/keep.txt", "kept\n".utf8)
+        try TestFile.write(root + "/app.log", "log\n".utf8)
         try await GitSnapshotterTests.git(["add", "-f", "build/keep.txt", "app.log"], in: root)
         try await GitSnapshotterTests.git(["commit", "-q", "-m", "forced"], in: root)
-        #expect(try await Self.moves(root) { try Data("edited\n".utf8).write(to: URL(fileURLWithPath: root + "/build/keep.txt")) })
-        #expect(try await Self.moves(root) { try Data("edited\n".utf8).write(to: URL(fileURLWithPath: root + "/app.log")) })
+        #expect(try await Self.moves(root) { try TestFile.write(root + "/build/keep.txt", "edited\n".utf8) })
+        #expect(try await Self.moves(root) { try TestFile.write(root + "/app.log", "edited\n".utf8) })
     }
 
     @Test func infoExcludeEditsAreSeen() async throws {
         let root = try await WatchHarness.committedRepository()
         defer { try? FileManager.default.removeItem(atPath: root) }
-        try Data("x.txt\n".utf8).write(to: URL(fileURLWithPath: root + "/.git/info/exclude"))
-        try Data("x\n".utf8).write(to: URL(fileURLWithPath: root + "/x.txt"))
-        #expect(try await Self.moves(root) { try Data("".utf8).write(to: URL(fileURLWithPath: root + "/.git/info/exclude")) })
+        try TestFile.write(root + "/.git/info/exclude", "x.txt\n".utf8)
+        try TestFile.write(root + "/x.txt", "x\n".utf8)
+        #expect(try await Self.moves(root) { try TestFile.write(root + "/.git/info/exclude", "".utf8) })
     }
 
     @Test func repositoriesWithSubmodulesOrUnwatchableNamesArePolled() async throws {

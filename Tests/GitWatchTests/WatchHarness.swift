@@ -37,7 +37,7 @@ enum WatchHarness {
         for (name, text) in files {
             let path = root + "/" + name
             try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
-            try Data(text.utf8).write(to: URL(fileURLWithPath: path))
+            try TestFile.write(path, text.utf8)
         }
         try await GitSnapshotterTests.git(["add", "."], in: root)
         try await GitSnapshotterTests.git(["commit", "-q", "-m", "init"], in: root)

@@ -20,13 +20,16 @@ struct ReconnectingPTYSocketTests {
 
         let reports = ReportRecorder()
         let counts = SessionCounts()
+        let log: CapturedLog
 
         init(limits: ReconnectingPTYServer.Limits = .init()) async throws {
             var environment = ProcessInfo.processInfo.environment
             environment["PS1"] = "$ "
+            let log = CapturedLog()
+            self.log = log
             let server = ReconnectingPTYServer(
                 manifest: ManifestStore(), environment: environment, limits: limits, upward: reports, counts: counts,
-                logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
+                logger: log.logger)
             self.server = server
             listener = try await LoopbackListener { channel in server.serve(channel) }
         }
@@ -117,7 +120,44 @@ struct ReconnectingPTYSocketTests {
         let third = try server.attach(id, command: "echo fresh-$((3+4)); sleep 0.2")
         let fresh = await third.readAll(timeout: .seconds(30))
         let text = String(decoding: fresh.bytes, as: UTF8.self)
-        #expect(fresh.closed && text.contains("fresh-7") && !text.contains("from-first"), "\(text)")
+        #expect(fresh.closed && text.contains("fresh-7") && !text.contains("from-first"), "\(fresh.closed) \(text)\n\(server.log.text)")
+    }
+
+    /// The exit bound at zero: the session ends as soon as the exit is seen, and still every
+    /// byte the process wrote reaches the attachment (the terminal is read to its end first,
+    /// whether or not the loop polled it since the last write). Several rounds: without the
+    /// final read the tail was lost in most of them.
+    @Test(arguments: 0..<4) func theExitBoundLosesNoOutput(round: Int) async throws {
+        var limits = ReconnectingPTYServer.Limits()
+        limits.exitDrainBound = .zero
+        let server = try await Server(limits: limits)
+        defer { Task { await server.stop() } }
+        let socket = try server.attach(UUID().uuidString, command: "seq 1 20000; echo end-$((\(round)+40))")
+        let all = await socket.readAll(timeout: .seconds(60))
+        let text = String(decoding: all.bytes, as: UTF8.self)
+        #expect(all.closed && text.contains("19999\r\n20000\r\nend-\(round + 40)"), "\(all.closed) \(text.suffix(200))\n\(server.log.text)")
+    }
+
+    /// A background job does not keep the session: the shell's exit hangs the terminal up
+    /// (or, failing that, the exit bound passes) and the session ends while the job, which
+    /// ignores the hangup, still runs.
+    @Test func aBackgroundJobDoesNotKeepTheSession() async throws {
+        var limits = ReconnectingPTYServer.Limits()
+        limits.exitDrainBound = .milliseconds(300)
+        let server = try await Server(limits: limits)
+        defer { Task { await server.stop() } }
+        let directory = NSTemporaryDirectory() + "pty-bg-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let socket = try server.attach(UUID().uuidString, command: "(trap '' HUP; exec sleep 600) & echo $! > \(directory)/job; echo started")
+        let all = await socket.readAll(timeout: .seconds(60))
+        #expect(all.closed && String(decoding: all.bytes, as: UTF8.self).contains("started"))
+        #expect(await eventually { server.server.count == 0 })
+        let written = try #require(FileManager.default.contents(atPath: directory + "/job"))
+        let job = try #require(pid_t(String(decoding: written, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)))
+        // Still running when the session had ended: not the job's end ended the session.
+        #expect(kill(job, 0) == 0)
+        kill(job, SIGKILL)
     }
 
     @Test func aDetachedSessionEndsAfterTheIdleTimeoutOnTheTestsClock() async throws {

@@ -103,7 +103,7 @@ struct TunnelStackCloseOrderTests {
         // stack and the local socket when the service closes.
         let server = try #require(LocalServer(
             connections: rounds,
-            closed: { index in _ = FileManager.default.createFile(atPath: "\(markers)/closed-\(index)", contents: nil) }
+            closed: { index in try? TestFile.write("\(markers)/closed-\(index)", [UInt8]()) }
         ) { connection, index in
             // Room for everything in the service's own send buffer: its write and close
             // finish while the peer reads nothing (root may exceed wmem_max).

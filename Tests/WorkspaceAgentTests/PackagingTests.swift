@@ -58,7 +58,7 @@ struct PackagingTests {
         defer { try? FileManager.default.removeItem(atPath: destdir) }
         try FileManager.default.createDirectory(atPath: destdir + "/opt/etc", withIntermediateDirectories: true)
         let settings = destdir + "/opt/etc/workspace-agent.env"
-        try Data("CODER_AGENT_URL=https://mine.example\n".utf8).write(to: URL(fileURLWithPath: settings))
+        try TestFile.write(settings, "CODER_AGENT_URL=https://mine.example\n".utf8)
         chmod(settings, 0o600)
         let make = await ChildProgram.run(
             ["make", "--no-print-directory", "-C", Self.root, "install-files", "DESTDIR=\(destdir)", "PREFIX=/opt/wa", "SYSCONFDIR=/opt/etc"],

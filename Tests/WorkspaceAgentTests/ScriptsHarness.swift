@@ -37,7 +37,7 @@ struct ScriptsHarness {
 
     static func tokenFile(_ double: ControlPlaneDouble) throws -> String {
         let path = NSTemporaryDirectory() + "agent-token-\(UUID().uuidString)"
-        try (double.token + "\n").write(toFile: path, atomically: true, encoding: .utf8)
+        try TestFile.write(path, (double.token + "\n"), atomically: true)
         return path
     }
 

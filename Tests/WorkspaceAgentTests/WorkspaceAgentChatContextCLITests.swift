@@ -56,7 +56,7 @@ struct WorkspaceAgentChatContextCLITests {
 
             // A relative path is resolved against the CLI's directory; the agent answers the lexical path.
             try FileManager.default.createDirectory(atPath: home + "/notes", withIntermediateDirectories: true)
-            try "# Notes\nbe brief\n".write(toFile: home + "/notes/AGENTS.md", atomically: true, encoding: .utf8)
+            try TestFile.write(home + "/notes/AGENTS.md", "# Notes\nbe brief\n", atomically: true)
             #expect(await run("add", "notes", in: home) == ("Registered context source \(home)/notes\n", 0))
             // `~` is left for the agent to expand against its own home.
             #expect(await run("add", "~/notes/") == ("Registered context source \(home)/notes\n", 0))
@@ -75,7 +75,7 @@ struct WorkspaceAgentChatContextCLITests {
             #expect(shownJSON.output.contains("    \"content_hash\": \"") && shownJSON.output.hasSuffix("  }\n]\n"), "\(shownJSON)")
 
             // An AGENTS.md that appears in the working directory is in the snapshot after a refresh.
-            try "# Project\n".write(toFile: home + "/project/AGENTS.md", atomically: true, encoding: .utf8)
+            try TestFile.write(home + "/project/AGENTS.md", "# Project\n", atomically: true)
             #expect(await run("refresh").status == 0)
             let all = await run("show")
             #expect(all.status == 0 && all.output.contains("instruction_file  ") && all.output.contains(home + "/project/AGENTS.md  "), "\(all)")

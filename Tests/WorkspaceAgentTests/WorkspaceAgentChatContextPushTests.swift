@@ -30,7 +30,7 @@ struct WorkspaceAgentChatContextPushTests {
             #expect(jsonInt(jsonObject(gated.body)?["version"]) == 0, "\(gated)")
             #expect(double.contextState.withLock { $0.pushes.isEmpty })
 
-            try Data().write(to: URL(fileURLWithPath: home + "/go"))
+            try TestFile.write(home + "/go", [UInt8]())
             #expect(await eventually(timeout: .seconds(60)) { !double.contextState.withLock { $0.pushes.isEmpty } }, "\(agent.log)")
             #expect(ScriptsHarness.lifecycle(double).contains(.ready))
             let first = try #require(double.contextState.withLock { $0.pushes.first })
@@ -39,7 +39,7 @@ struct WorkspaceAgentChatContextPushTests {
             #expect(agents?.status == .ok && agents?.instructionFile.content == Data("# Project rules\nbe kind\n".utf8))
 
             // An edit reaches the control plane as a newer, non-initial version.
-            try "# Project rules\nbe kinder\n".write(toFile: workdir + "/AGENTS.md", atomically: true, encoding: .utf8)
+            try TestFile.write(workdir + "/AGENTS.md", "# Project rules\nbe kinder\n", atomically: true)
             #expect(await eventually(timeout: .seconds(60)) {
                 double.contextState.withLock { state in
                     state.stored.map { stored in
@@ -76,7 +76,7 @@ struct WorkspaceAgentChatContextPushTests {
             #expect(try await eventually(timeout: .seconds(60)) { try await metric(unimplemented) == 1 }, "\(agent.log)")
             let version = try #require(try await metric("agent_chat_context_version"))
             // A later snapshot is not pushed on this session.
-            try "# Project rules\nchanged\n".write(toFile: workdir + "/AGENTS.md", atomically: true, encoding: .utf8)
+            try TestFile.write(workdir + "/AGENTS.md", "# Project rules\nchanged\n", atomically: true)
             #expect(try await eventually(timeout: .seconds(60)) { (try await metric("agent_chat_context_version") ?? 0) > version })
             #expect(try await metric(unimplemented) == 1)
             #expect(try await metric(#"agent_chat_context_pushes_total{outcome="error"}"#) == nil)

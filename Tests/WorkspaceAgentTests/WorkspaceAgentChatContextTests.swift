@@ -12,7 +12,7 @@ struct WorkspaceAgentChatContextTests {
         let base = NSTemporaryDirectory() + "ctx-home-\(UUID().uuidString.prefix(8))"
         try FileManager.default.createDirectory(atPath: base + "/project", withIntermediateDirectories: true)
         let home = URL(fileURLWithPath: base).resolvingSymlinksInPath().path
-        try "# Project rules\nbe kind\n".write(toFile: home + "/project/AGENTS.md", atomically: true, encoding: .utf8)
+        try TestFile.write(home + "/project/AGENTS.md", "# Project rules\nbe kind\n", atomically: true)
         return (home, home + "/project")
     }
 
@@ -45,7 +45,7 @@ struct WorkspaceAgentChatContextTests {
 
         // A source of the user's: 201 (again 201 when it exists), its resources carry source_path.
         try FileManager.default.createDirectory(atPath: home + "/extra", withIntermediateDirectories: true)
-        try "extra rules\n".write(toFile: home + "/extra/CLAUDE.md", atomically: true, encoding: .utf8)
+        try TestFile.write(home + "/extra/CLAUDE.md", "extra rules\n", atomically: true)
         for _ in 0..<2 {
             let added = try await client.request("POST", "/api/v0/context/sources", json: #"{"path":"~/extra/"}"#)
             #expect(added.status == 201 && jsonObject(added.body)?["path"] as? String == home + "/extra", "\(added)")
@@ -60,7 +60,7 @@ struct WorkspaceAgentChatContextTests {
 
         // An edit is a new hash in a newer version.
         let hashBefore = instruction?["content_hash"] as? String
-        try "# Project rules\nbe kinder\n".write(toFile: workdir + "/AGENTS.md", atomically: true, encoding: .utf8)
+        try TestFile.write(workdir + "/AGENTS.md", "# Project rules\nbe kinder\n", atomically: true)
         let third = try await client.request("POST", "/api/v0/context/resync", json: "")
         let edited = Self.resources(third).first { $0["id"] as? String == "instruction_file:\(workdir)/AGENTS.md" }
         #expect(edited?["content_hash"] as? String != hashBefore && jsonInt(jsonObject(third.body)?["version"])! > version2)

@@ -19,7 +19,7 @@ struct WorkspaceAgentControlPlaneTests {
         manifest.environmentVariables = ["FROM_MANIFEST": "yes", "DERIVED": "$CODER_WORKSPACE_NAME-x"]
         let double = ControlPlaneDouble(manifest: manifest)
         let tokenFile = NSTemporaryDirectory() + "agent-token-\(UUID().uuidString)"
-        try (double.token + "\n").write(toFile: tokenFile, atomically: true, encoding: .utf8)
+        try TestFile.write(tokenFile, (double.token + "\n"), atomically: true)
         try await double.run { url in
             let agent = try AgentDaemon.launch(["--http-address", "127.0.0.1:0", "--agent-url", url, "--agent-token-file", tokenFile])
             defer { agent.cleanup() }
@@ -50,7 +50,7 @@ struct WorkspaceAgentControlPlaneTests {
     @Test func sshSessionsAreReportedUpward() async throws {
         let double = ControlPlaneDouble(manifest: Coder_Agent_V2_Manifest())
         let tokenFile = NSTemporaryDirectory() + "agent-token-\(UUID().uuidString)"
-        try (double.token + "\n").write(toFile: tokenFile, atomically: true, encoding: .utf8)
+        try TestFile.write(tokenFile, (double.token + "\n"), atomically: true)
         defer { unlink(tokenFile) }
         try await double.run { url in
             let agent = try AgentDaemon.launch([

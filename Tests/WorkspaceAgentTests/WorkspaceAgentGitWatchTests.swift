@@ -37,7 +37,7 @@ struct WorkspaceAgentGitWatchTests {
             try? FileManager.default.removeItem(atPath: state)
         }
         await Self.git(["init", "-q"], in: root)
-        try Data("one\ntwo\nthree\n".utf8).write(to: URL(fileURLWithPath: root + "/f.txt"))
+        try TestFile.write(root + "/f.txt", "one\ntwo\nthree\n".utf8)
         await Self.git(["add", "."], in: root)
         await Self.git(["commit", "-q", "-m", "init"], in: root)
 
@@ -54,7 +54,7 @@ struct WorkspaceAgentGitWatchTests {
             let diff = try await Self.entry(&ws, root: root) { $0.contains("+TWO") }
             #expect(diff == (await Self.git(["diff", "HEAD"], in: root)), "the tool call's edit, as git prints it")
             // A plain shell edit, made by no tool call.
-            try Data("one\nTWO\nthree\nfour\n".utf8).write(to: URL(fileURLWithPath: root + "/f.txt"))
+            try TestFile.write(root + "/f.txt", "one\nTWO\nthree\nfour\n".utf8)
             let shell = try await Self.entry(&ws, root: root) { $0.contains("+four") }
             #expect(shell == (await Self.git(["diff", "HEAD"], in: root)))
             try await ws.close()
@@ -81,7 +81,7 @@ struct WorkspaceAgentGitWatchTests {
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: root) }
         await Self.git(["init", "-q"], in: root)
-        try Data("one\n".utf8).write(to: URL(fileURLWithPath: root + "/f.txt"))
+        try TestFile.write(root + "/f.txt", "one\n".utf8)
         await Self.git(["add", "."], in: root)
         await Self.git(["commit", "-q", "-m", "init"], in: root)
 

@@ -45,7 +45,7 @@ struct WorkspaceAgentMCPTests {
               "bad__name": {"command": "true"}
             }}
             """
-        try config.write(toFile: workdir + "/.mcp.json", atomically: true, encoding: .utf8)
+        try TestFile.write(workdir + "/.mcp.json", config, atomically: true)
         var environment = Self.pythonEnvironment()
         environment["HOME"] = base
         environment["CODER_AGENT_SECRET_FOR_TEST"] = "do-not-leak"
@@ -121,7 +121,7 @@ struct WorkspaceAgentMCPTests {
               "stubborn": {"command": "python3", "args": ["\(Self.servers)/not_mcp.py", "stubborn", "\(marker)"]}
             }}
             """
-        try config.write(toFile: base + "/.mcp.json", atomically: true, encoding: .utf8)
+        try TestFile.write(base + "/.mcp.json", config, atomically: true)
         var environment = Self.pythonEnvironment()
         environment["HOME"] = base
         let agent = try AgentDaemon.launch(["--http-address", "127.0.0.1:0", "--directory", base], environment: environment)

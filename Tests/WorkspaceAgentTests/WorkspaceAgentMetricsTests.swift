@@ -116,7 +116,7 @@ import Glibc
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let input = directory + "/metrics.txt"
         let output = directory + "/parsed.txt"
-        try text.write(toFile: input, atomically: true, encoding: .utf8)
+        try TestFile.write(input, text, atomically: true)
         let script = """
             import sys
             from prometheus_client.parser import text_string_to_metric_families

@@ -62,7 +62,7 @@ struct WorkspaceAgentScriptLogTests {
             #expect(await eventually(timeout: .seconds(60)) { ScriptsHarness.lines(first, source: script.logSourceID).count == 10_000 }, "\(agent.log)")
         }
         // The first control plane is gone; the second half is written meanwhile.
-        _ = FileManager.default.createFile(atPath: dir + "/go", contents: nil)
+        try TestFile.write(dir + "/go", [UInt8]())
         let agent = try #require(agentBox.withLock { $0 })
         #expect(await eventually(timeout: .seconds(60)) { FileManager.default.fileExists(atPath: dir + "/runs") })
         try await second.run(port: port.withLock { $0 }) { _ in
@@ -97,7 +97,7 @@ struct WorkspaceAgentScriptLogTests {
             let agent = try AgentDaemon.launch(["--http-address", "127.0.0.1:0", "--agent-url", url, "--agent-token-file", tokenFile])
             defer { agent.cleanup() }
             #expect(await eventually(timeout: .seconds(60)) { ScriptsHarness.outputs(double, source: script.logSourceID) == ["first"] }, "\(agent.log)")
-            _ = FileManager.default.createFile(atPath: dir + "/go", contents: nil)
+            try TestFile.write(dir + "/go", [UInt8]())
             #expect(await eventually(timeout: .seconds(60)) { ScriptsHarness.timings(double, script: script.id).count == 1 }, "\(agent.log)")
             #expect(ScriptsHarness.timings(double, script: script.id).first?.status == .ok)
             #expect(ScriptsHarness.outputs(double, source: script.logSourceID) == ["first"])
@@ -134,7 +134,7 @@ struct WorkspaceAgentScriptLogTests {
             #expect(await eventually(timeout: .seconds(60)) { ScriptsHarness.lifecycle(double).contains(.starting) }, "\(first.log)")
             double.refuseWith.withLock { $0 = 503 }
             await double.dropConnections()
-            _ = FileManager.default.createFile(atPath: dir + "/go", contents: nil)
+            try TestFile.write(dir + "/go", [UInt8]())
             #expect(await eventually(timeout: .seconds(60)) {
                 let status = try? await client.request("GET", "/api/v0/scripts")
                 let scripts = status.flatMap { jsonObject($0.body)?["scripts"] as? [[String: Any]] }

@@ -90,7 +90,7 @@ extension WorkspaceAgentTailnetTests {
         let coordinator = TailnetCoordinatorDouble(derpMap: TailnetCoordinatorDouble.loopbackDERPMap(relayPort: relay.port))
         coordinator.install(on: double)
         let tokenFile = NSTemporaryDirectory() + "agent-token-\(UUID().uuidString)"
-        try (double.token + "\n").write(toFile: tokenFile, atomically: true, encoding: .utf8)
+        try TestFile.write(tokenFile, (double.token + "\n"), atomically: true)
         defer { unlink(tokenFile) }
 
         try await double.run { url in

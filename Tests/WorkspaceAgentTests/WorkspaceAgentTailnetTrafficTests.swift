@@ -92,7 +92,7 @@ extension WorkspaceAgentTailnetTests {
             defer { try? FileManager.default.removeItem(atPath: directory) }
             // 1 GiB, sparse: far more than the client reads before it goes.
             let big = directory + "/big.bin"
-            #expect(FileManager.default.createFile(atPath: big, contents: nil))
+            try TestFile.write(big, [UInt8]())
             #expect(truncate(big, 1 << 30) == 0)
             let api = RawHTTPClient(port: try await tunnel.agent.port())
             // Read slowly, then killed by its own time limit mid-body.
@@ -116,7 +116,7 @@ extension WorkspaceAgentTailnetTests {
             try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
             defer { try? FileManager.default.removeItem(atPath: root) }
             await GitCLI.run(["init", "-q"], in: root)
-            try Data("one\ntwo\nthree\n".utf8).write(to: URL(fileURLWithPath: root + "/f.txt"))
+            try TestFile.write(root + "/f.txt", "one\ntwo\nthree\n".utf8)
             await GitCLI.run(["add", "."], in: root)
             await GitCLI.run(["commit", "-q", "-m", "init"], in: root)
 

@@ -67,6 +67,8 @@ final class ScreenSession: ReconnectingSession {
     /// What the session runs (the shell, or the init's command through it).
     let command: [String]
     let maxAttachments: Int
+    /// How long a client that exited has for the output it left (as ``PTYSession``'s).
+    let exitDrainBound: TimeAmount
     let logger: Logger
     private let state: NIOLoopBoundBox<State>
     private let sleep: @Sendable (Duration) async throws -> Void
@@ -77,7 +79,7 @@ final class ScreenSession: ReconnectingSession {
     /// Arms the first timer; the session itself starts with the first attach. Call on `loop`.
     init(
         id: String, loop: any EventLoop, control: ScreenControl, command: [String], lifetime: PTYLifetime, maxAttachments: Int,
-        logger: Logger, sleep: @escaping @Sendable (Duration) async throws -> Void, countError: @escaping @Sendable (String) -> Void,
+        exitDrainBound: TimeAmount, logger: Logger, sleep: @escaping @Sendable (Duration) async throws -> Void, countError: @escaping @Sendable (String) -> Void,
         onEnd: @escaping @Sendable (ScreenSession) -> Void
     ) {
         self.id = id
@@ -85,6 +87,7 @@ final class ScreenSession: ReconnectingSession {
         self.control = control
         self.command = command
         self.maxAttachments = maxAttachments
+        self.exitDrainBound = exitDrainBound
         self.logger = logger
         self.sleep = sleep
         self.countError = countError
@@ -314,13 +317,13 @@ final class ScreenSession: ReconnectingSession {
     }
 
     /// The client has exited (and was reaped): its connection closes once the output it left
-    /// is read, or after ``PTYSession/exitDrain``.
+    /// is read, or after ``exitDrainBound``.
     private func clientExited(_ key: ObjectIdentifier, serial: Int) {
         guard let client = client(key, serial) else { return }
         state.value.clients[key]?.exited = true
         state.value.clients[key]?.endedByItself = true
         let connection = client.connection
-        loop.scheduleTask(in: PTYSession.exitDrain) { connection.close(promise: nil) }
+        loop.scheduleTask(in: exitDrainBound) { connection.close(promise: nil) }
     }
 
     /// A client that ended by itself may have seen the session end (its command exited):

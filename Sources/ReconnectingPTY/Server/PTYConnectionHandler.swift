@@ -27,7 +27,11 @@ final class PTYConnectionHandler: ChannelInboundHandler {
 
     func handlerAdded(context: ChannelHandlerContext) {
         let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
-        timer = context.eventLoop.scheduleTask(in: server.initTimeout) { bound.value.close(promise: nil) }
+        let logger = server.logger
+        timer = context.eventLoop.scheduleTask(in: server.initTimeout) {
+            logger.debug("reconnecting pty: no init in time; closed the connection")
+            bound.value.close(promise: nil)
+        }
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {

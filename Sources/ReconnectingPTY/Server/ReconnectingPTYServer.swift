@@ -24,6 +24,9 @@ public final class ReconnectingPTYServer: Sendable {
         /// last connection detached this long after that.
         public var attachTimeout = PTYLifetime.defaultAttachTimeout
         public var idleTimeout = PTYLifetime.defaultIdleTimeout
+        /// After a session's process exits, how long it waits for the end of the terminal's
+        /// output (a background job may keep the terminal open) before it ends anyway.
+        public var exitDrainBound: TimeAmount = .seconds(2)
         /// How the lifetime's timers wait (a test's clock can stand in).
         public var sleep: @Sendable (Duration) async throws -> Void = { try await Task.sleep(for: $0) }
         /// The screen backend's program, looked up on the agent's `PATH` (nil: never screen).
@@ -111,7 +114,7 @@ public final class ReconnectingPTYServer: Sendable {
             if let screen = screenControl(for: frame, variables: variables, directory: directory) {
                 let session = ScreenSession(
                     id: frame.id, loop: loop, control: screen, command: argv, lifetime: lifetime, maxAttachments: limits.maxAttachments,
-                    logger: logger, sleep: limits.sleep, countError: { Counter(label: "agent_reconnecting_pty_errors_total", dimensions: [("error_type", $0)]).increment() }
+                    exitDrainBound: limits.exitDrainBound, logger: logger, sleep: limits.sleep, countError: { Counter(label: "agent_reconnecting_pty_errors_total", dimensions: [("error_type", $0)]).increment() }
                 ) { [self] ended in forget(ended) }
                 sessions[frame.id] = session
                 return .success(session)
@@ -125,7 +128,8 @@ public final class ReconnectingPTYServer: Sendable {
                 return .failure(error)
             }
             let session = PTYSession(
-                id: frame.id, loop: loop, process: process, lifetime: lifetime, maxAttachments: limits.maxAttachments, sleep: limits.sleep
+                id: frame.id, loop: loop, process: process, lifetime: lifetime, maxAttachments: limits.maxAttachments, exitDrainBound: limits.exitDrainBound, logger: logger,
+                sleep: limits.sleep
             ) { [self] ended in forget(ended) }
             sessions[frame.id] = session
             return .success(session)

@@ -1,5 +1,6 @@
 import AgentCore
 import CAgentSpawn
+import Logging
 import NIOCore
 import NIOPosix
 #if canImport(Glibc)
@@ -8,19 +9,20 @@ import Glibc
 
 /// One reconnecting PTY (the buffered backend): a process on a terminal that outlives its
 /// connections. Its output goes into a ``ReplayBuffer`` and to every attached connection;
-/// each connection's input goes to the terminal. The process's end (its output's end, or its
-/// exit and a short drain) closes every attachment and forgets the ID; so does
+/// each connection's input goes to the terminal. The end of the terminal's output (every
+/// writer gone: the kernel hands over what they wrote first) closes every attachment and
+/// forgets the ID; so does the process's exit when a background job keeps the terminal
+/// open past its exit drain bound, and so does
 /// ``PTYLifetime``'s expiry (the process then gets SIGHUP to its group and SIGKILL).
 ///
 /// Everything mutable lives on `loop` (the first connection's event loop): other loops hop
 /// to it. Back pressure: reading the terminal pauses while any attachment cannot take more
 /// output; reading a connection pauses while the terminal cannot take more input.
 final class PTYSession: ReconnectingSession {
-    /// After the process exits, how long the output it left may take to drain (a background
-    /// job holding the terminal must not keep the session).
-    static let exitDrain: TimeAmount = .milliseconds(250)
     /// Input that arrives before the terminal's channel is open is held, at most this much.
     static let maxEarlyInput = 64 << 10
+    /// What the exit bound reads from the terminal before it ends the session, at most.
+    static let maxFinalDrain = 1 << 20
 
     struct State {
         var replay = ReplayBuffer()
@@ -38,20 +40,28 @@ final class PTYSession: ReconnectingSession {
     let loop: any EventLoop
     let process: SessionProcess
     let maxAttachments: Int
+    /// After the process exits, how long the session waits for the end of the terminal's
+    /// output before it ends anyway (a background job holding the terminal must not keep the
+    /// session; normally the end of output comes first).
+    let exitDrainBound: TimeAmount
     private let state: NIOLoopBoundBox<State>
     private let sleep: @Sendable (Duration) async throws -> Void
+    private let logger: Logger
     private let onEnd: @Sendable (PTYSession) -> Void
 
     /// Starts the relay, the waiting thread and the first timer; call on `loop`.
     init(
-        id: String, loop: any EventLoop, process: SessionProcess, lifetime: PTYLifetime, maxAttachments: Int,
+        id: String, loop: any EventLoop, process: SessionProcess, lifetime: PTYLifetime, maxAttachments: Int, exitDrainBound: TimeAmount,
+        logger: Logger,
         sleep: @escaping @Sendable (Duration) async throws -> Void, onEnd: @escaping @Sendable (PTYSession) -> Void
     ) {
         self.id = id
         self.loop = loop
         self.process = process
         self.maxAttachments = maxAttachments
+        self.exitDrainBound = exitDrainBound
         self.sleep = sleep
+        self.logger = logger
         self.onEnd = onEnd
         state = NIOLoopBoundBox(State(lifetime: lifetime), eventLoop: loop)
         perform(lifetime.start)
@@ -67,7 +77,7 @@ final class PTYSession: ReconnectingSession {
             .whenComplete { result in
                 switch result {
                 case .success(let channel): session.terminalOpened(channel)
-                case .failure: session.end()
+                case .failure(let error): session.end("the terminal could not be read: \(error)")
                 }
             }
         AgentThread.start(name: "pty-wait") {
@@ -93,6 +103,7 @@ final class PTYSession: ReconnectingSession {
                 // It ended before this connection got here (a short command on a busy host):
                 // what it wrote still reaches it, then the close.
                 let replay = state.value.replay.contents
+                logger.debug("reconnecting pty: attached to an ended session", metadata: ["id": "\(id)", "replay": "\(replay.count)"])
                 channel.writeAndFlush(channel.allocator.buffer(bytes: replay)).whenComplete { _ in channel.close(promise: nil) }
                 return
             }
@@ -166,7 +177,7 @@ final class PTYSession: ReconnectingSession {
         state.value.earlyInput = []
         state.value.earlyInputBytes = 0
         // A process that ended before its terminal was open still has its output read.
-        if state.value.exited { loop.scheduleTask(in: Self.exitDrain) { [self] in end() } }
+        if state.value.exited { scheduleExitBound() }
     }
 
     /// Output: kept for replays and written to every attachment.
@@ -188,16 +199,47 @@ final class PTYSession: ReconnectingSession {
         state.value.pausedInputs = [:]
     }
 
-    fileprivate func outputEnded() {
-        end()
+    fileprivate func outputEnded(_ why: String) {
+        end(why)
     }
 
     private func processExited() {
         state.value.exited = true
-        // The drain starts once the terminal is open (``terminalOpened``), so what the
+        // The bound starts once the terminal is open (``terminalOpened``), so what the
         // process wrote is read even when it ended first.
         guard !state.value.ended, state.value.terminal != nil else { return }
-        loop.scheduleTask(in: Self.exitDrain) { [self] in end() }
+        scheduleExitBound()
+    }
+
+    /// Ends the session ``exitDrainBound`` after the exit unless the output's end came first;
+    /// what the terminal holds then is read first (``drainTerminal()``).
+    private func scheduleExitBound() {
+        loop.scheduleTask(in: exitDrainBound) { [self] in
+            guard !state.value.ended else { return }
+            drainTerminal()
+            end("exited; the terminal was still open")
+        }
+    }
+
+    /// Reads what the terminal holds now straight from its primary side, at most
+    /// ``maxFinalDrain`` bytes: a loop that was late (blocked in another channel's handler)
+    /// may not have polled the terminal since the process wrote its last output. Safe: this
+    /// runs on the loop, so the channel's own reads cannot interleave, and the channel is
+    /// open (the session has not ended), so the descriptor is still the terminal's; NIO made
+    /// it non-blocking.
+    private func drainTerminal() {
+        guard let terminal = state.value.terminal else { return }
+        var buffer = terminal.allocator.buffer(capacity: 16 << 10)
+        var total = 0
+        while total < Self.maxFinalDrain {
+            buffer.clear()
+            let count = buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: 16 << 10) { bytes in
+                max(0, Glibc.read(process.output, bytes.baseAddress, bytes.count))
+            }
+            guard count > 0 else { return }
+            output(buffer, from: terminal)
+            total += count
+        }
     }
 
     // MARK: Lifetime
@@ -225,14 +267,15 @@ final class PTYSession: ReconnectingSession {
                 process.signalGroup(SIGHUP)
                 process.signalChild(SIGKILL)
             }
-            end()
+            end("terminated")
         }
     }
 
     /// Closes every attachment and the terminal, and forgets the ID.
-    private func end() {
+    private func end(_ why: String) {
         guard !state.value.ended else { return }
         state.value.ended = true
+        logger.debug("reconnecting pty: session ended", metadata: ["id": "\(id)", "why": "\(why)", "attachments": "\(state.value.attachments.count)", "replay": "\(state.value.replay.contents.count)"])
         for channel in state.value.attachments.values { channel.close(promise: nil) }
         state.value.attachments = [:]
         state.value.terminal?.close(promise: nil)
@@ -262,18 +305,18 @@ private final class TerminalRelay: ChannelInboundHandler {
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if case ChannelEvent.inputClosed = event { session.outputEnded() }
+        if case ChannelEvent.inputClosed = event { session.outputEnded("end of output") }
         context.fireUserInboundEventTriggered(event)
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        session.outputEnded()
+        session.outputEnded("terminal closed")
         context.fireChannelInactive()
     }
 
     /// A terminal whose last writer closed reads as EIO: the end of its output.
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        session.outputEnded()
+        session.outputEnded("terminal: \(error)")
         context.close(promise: nil)
     }
 }

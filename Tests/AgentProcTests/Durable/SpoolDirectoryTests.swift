@@ -37,9 +37,9 @@ struct SpoolDirectoryTests {
         }
         try FileManager.default.createDirectory(atPath: state + "/processes", withIntermediateDirectories: true)
         let spool = state + "/processes/spool"
-        try Data("keep me".utf8).write(to: URL(fileURLWithPath: outside + "/precious"))
+        try TestFile.write(outside + "/precious", "keep me".utf8)
         if kind == "file" {
-            try Data("not a directory".utf8).write(to: URL(fileURLWithPath: spool))
+            try TestFile.write(spool, "not a directory".utf8)
         } else {
             try FileManager.default.createSymbolicLink(atPath: spool, withDestinationPath: outside)
         }
@@ -71,18 +71,18 @@ struct SpoolDirectoryTests {
         let spool = state + "/processes/spool"
         try FileManager.default.createDirectory(atPath: spool, withIntermediateDirectories: true)
         try FileManager.default.createDirectory(atPath: outside + "/dir", withIntermediateDirectories: true)
-        try Data("outside".utf8).write(to: URL(fileURLWithPath: outside + "/dir/0000000000000000"))
-        try Data("outside".utf8).write(to: URL(fileURLWithPath: outside + "/file"))
+        try TestFile.write(outside + "/dir/0000000000000000", "outside".utf8)
+        try TestFile.write(outside + "/file", "outside".utf8)
         // A link named like a spool, to a directory holding a segment-named file.
         let uuid = UUID().uuidString.lowercased()
         try FileManager.default.createSymbolicLink(atPath: spool + "/" + uuid, withDestinationPath: outside + "/dir")
         try FileManager.default.createSymbolicLink(atPath: spool + "/link", withDestinationPath: outside + "/file")
         try FileManager.default.createSymbolicLink(atPath: spool + "/dangling", withDestinationPath: outside + "/missing")
-        try Data("stray".utf8).write(to: URL(fileURLWithPath: spool + "/not-a-spool.txt"))
+        try TestFile.write(spool + "/not-a-spool.txt", "stray".utf8)
         try FileManager.default.createDirectory(atPath: spool + "/Empty Dir", withIntermediateDirectories: false)
         // A directory with something the agent did not make: left, with its content.
         try FileManager.default.createDirectory(atPath: spool + "/keep", withIntermediateDirectories: false)
-        try Data("user".utf8).write(to: URL(fileURLWithPath: spool + "/keep/notes"))
+        try TestFile.write(spool + "/keep/notes", "user".utf8)
         try await withProcessServer(configure: { $0.stateDirectory = state }) { h in
             let id = try await h.start("echo spooled")
             _ = try await h.finalOutput(id)
