@@ -363,8 +363,14 @@ public final class ControlPlaneDouble: Sendable {
         return parts.joined(separator: "-")
     }
 
+    /// The loops every double serves on: its own, not NIO's singleton group, so that decoding
+    /// a large batch (a debug build spends seconds on 10 000 boundary logs) does not stall
+    /// the agent and clients that share a test process with it. Two threads, for the process's
+    /// lifetime, as the singleton's.
+    static let group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
+
     public func run(host: String = "127.0.0.1", port: Int = 0, _ body: @escaping @Sendable (String) async throws -> Void) async throws {
-        let group = MultiThreadedEventLoopGroup.singleton
+        let group = Self.group
         let upgrader = NIOWebSocketServerUpgrader(
             maxFrameSize: WebSocketDialer.maxMessageSize,
             shouldUpgrade: { [self] channel, head in

@@ -27,7 +27,8 @@ public final class TunnelStack: Sendable {
     private let core: StackCore
 
     /// Starts a stack on `addresses` (one to four /128s). Call it on lwIP's loop or off every
-    /// event loop (it waits for the loop to add the netif).
+    /// event loop (it waits for the loop to add the netif); from a task, ``start(addresses:configuration:eventLoop:output:acceptors:)``
+    /// waits without holding a thread.
     /// - Parameters:
     ///   - eventLoop: the loop lwIP is confined to, if this is the process's first stack
     ///     (else the first stack's loop is used: see ``eventLoop``); nil: one of NIO's
@@ -35,12 +36,56 @@ public final class TunnelStack: Sendable {
     ///   - output: takes each outgoing IPv6 packet (valid during the call only), on the loop.
     ///   - acceptors: the ports served as channels (the HTTP API on 4); any other port below
     ///     ``TunnelStackConfiguration/firstForwardedPort`` is reset.
-    public init(
+    public convenience init(
         addresses: [TunnelAddress], configuration: TunnelStackConfiguration = TunnelStackConfiguration(),
         eventLoop: (any EventLoop)? = nil,
         output: @escaping @Sendable (UnsafeRawBufferPointer) -> Void,
         acceptors: [UInt16: TunnelAcceptor] = [:]
     ) throws(TunnelStackError) {
+        let core = try Self.makeCore(addresses: addresses, configuration: configuration, eventLoop: eventLoop, output: output, acceptors: acceptors)
+        self.init(core: core)
+        let started: Result<Void, TunnelStackError>
+        if core.eventLoop.inEventLoop {
+            started = Self.startOnLoop(core)
+        } else {
+            do {
+                started = try core.eventLoop.submit { Self.startOnLoop(core) }.wait()
+            } catch {
+                throw TunnelStackError(description: "lwIP's event loop is not running: \(error)")
+            }
+        }
+        try started.get()
+    }
+
+    /// Starts a stack as ``init(addresses:configuration:eventLoop:output:acceptors:)`` does,
+    /// awaiting lwIP's loop instead of blocking the caller's thread.
+    public static func start(
+        addresses: [TunnelAddress], configuration: TunnelStackConfiguration = TunnelStackConfiguration(),
+        eventLoop: (any EventLoop)? = nil,
+        output: @escaping @Sendable (UnsafeRawBufferPointer) -> Void,
+        acceptors: [UInt16: TunnelAcceptor] = [:]
+    ) async throws(TunnelStackError) -> TunnelStack {
+        let core = try makeCore(addresses: addresses, configuration: configuration, eventLoop: eventLoop, output: output, acceptors: acceptors)
+        let stack = TunnelStack(core: core)
+        let started: Result<Void, TunnelStackError>
+        do {
+            started = try await core.eventLoop.submit { startOnLoop(core) }.get()
+        } catch {
+            throw TunnelStackError(description: "lwIP's event loop is not running: \(error)")
+        }
+        try started.get()
+        return stack
+    }
+
+    private init(core: StackCore) {
+        self.core = core
+    }
+
+    /// Checks the addresses and MTU and binds the stack to lwIP's loop (not yet started).
+    private static func makeCore(
+        addresses: [TunnelAddress], configuration: TunnelStackConfiguration, eventLoop: (any EventLoop)?,
+        output: @escaping @Sendable (UnsafeRawBufferPointer) -> Void, acceptors: [UInt16: TunnelAcceptor]
+    ) throws(TunnelStackError) -> StackCore {
         guard (1...4).contains(addresses.count) else {
             throw TunnelStackError(description: "a tunnel stack needs one to four addresses, got \(addresses.count)")
         }
@@ -48,21 +93,12 @@ public final class TunnelStack: Sendable {
             throw TunnelStackError(description: "the MTU must be between 1280 and 65535, got \(configuration.mtu)")
         }
         let loop = try LwIPCore.start(preferred: eventLoop ?? MultiThreadedEventLoopGroup.singleton.next())
-        let core = StackCore(addresses: addresses, configuration: configuration, eventLoop: loop, output: output, acceptors: acceptors)
-        self.core = core
-        let started: Result<Void, TunnelStackError>
-        if loop.inEventLoop {
-            started = Result { () throws(TunnelStackError) in try LwIPCore.confined { () throws(TunnelStackError) in try core.coreStart() } }
-        } else {
-            do {
-                started = try loop.submit {
-                    Result { () throws(TunnelStackError) in try LwIPCore.confined { () throws(TunnelStackError) in try core.coreStart() } }
-                }.wait()
-            } catch {
-                throw TunnelStackError(description: "lwIP's event loop is not running: \(error)")
-            }
-        }
-        try started.get()
+        return StackCore(addresses: addresses, configuration: configuration, eventLoop: loop, output: output, acceptors: acceptors)
+    }
+
+    /// Adds the netif; on lwIP's loop.
+    private static func startOnLoop(_ core: StackCore) -> Result<Void, TunnelStackError> {
+        Result { () throws(TunnelStackError) in try LwIPCore.confined { () throws(TunnelStackError) in try core.coreStart() } }
     }
 
     /// The loop lwIP (and so this stack, its channels and `output`) runs on.

@@ -7,7 +7,7 @@ import Testing
 import Glibc
 #endif
 
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct BlockingPoolTests {
     @Test func runsWorkAndReturnsItsResult() async throws {
         let pool = BlockingPool(name: "t1", threads: 2, maxQueued: 4)

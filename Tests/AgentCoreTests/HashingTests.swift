@@ -52,7 +52,7 @@ struct HashingTests {
 
     /// libcrypto and coreutils' sha256sum agree, at every length around the block and
     /// padding edges (streamed) and for a file of a few MiB.
-    @Test func sha256MatchesSha256sum() async throws {
+    @Test(.ownThreads) func sha256MatchesSha256sum() async throws {
         // Random bytes from a fast generator seeded at random (the system one is slow in a
         // debug build for megabytes).
         var state = UInt64.random(in: 1...UInt64.max)

@@ -9,7 +9,7 @@ import Glibc
 /// AgentCore's one socket-file lifecycle: restrictive mode before the socket
 /// appears, stale entries replaced by policy, a live socket never taken, and removal of our
 /// own socket only.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct SocketFileTests {
     func directory() throws -> String {
         let path = NSTemporaryDirectory() + "socket-file-" + UUID().uuidString.prefix(8)

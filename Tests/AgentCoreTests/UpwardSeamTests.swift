@@ -2,7 +2,7 @@ import AgentCore
 import Synchronization
 import Testing
 
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct UpwardSeamTests {
     @Test func aReceiptSettlesOnceForEveryWaiter() async {
         let receipt = UpwardReceipt()

@@ -7,7 +7,7 @@ import Glibc
 #endif
 
 /// Edits as the reference makes them, and cross-file rollback beyond the reference.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct EditFilesTests {
     static func body(_ files: [(String, [(String, String, Bool)])], diff: Bool = false) -> String {
         let entries = files.map { path, edits in

@@ -209,7 +209,7 @@ struct FileAPIHardeningTests {
 }
 
 /// Names that are not UTF-8: listed without loss, paginated, and addressable.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct NonUTF8NameTests {
     @Test func namesThatAreNotUTF8CanBeListedAndAddressed() async throws {
         try await withFilesServer { h in

@@ -4,7 +4,7 @@ import Synchronization
 import Testing
 
 /// The ledger wakes whoever waits for a running call whenever it drops that call's record.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct ToolCallLedgerTests {
     static func key(message: UInt64, call: String) -> ToolCallKey {
         ToolCallKey(chat: "3f2e1d0c-9b8a-4765-8432-10fedcba9876", messageID: message, callID: call)

@@ -6,7 +6,7 @@ import Testing
 @testable import AgentFiles
 
 /// At-most-once tool calls and their cancel routes.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct ToolCallTests {
     static let chat = "3f2e1d0c-9b8a-4765-8432-10fedcba9876"
 
@@ -88,7 +88,7 @@ struct ToolCallTests {
             socket = nil
             // Bounded: a call left running would hold the repeat until this timeout.
             let repeated = try await h.client.request(
-                "POST", "/api/v0/edit-files", headers: Self.headers(call: "cut"), body: Array(json.utf8), timeout: .seconds(10))
+                "POST", "/api/v0/edit-files", headers: Self.headers(call: "cut"), body: Array(json.utf8), timeout: .seconds(30))
             #expect(repeated.status == 409 && repeated.bodyText.contains("input_mismatch"), "\(repeated.status) \(repeated.bodyText)")
             #expect(try String(contentsOfFile: path, encoding: .utf8) == "a", "not run again")
         }

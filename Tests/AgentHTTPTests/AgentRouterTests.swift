@@ -1,4 +1,5 @@
 @testable import AgentHTTP
+import AgentTestSupport
 import HTTPTypes
 import Hummingbird
 import Logging
@@ -69,7 +70,7 @@ struct AgentRouterTests {
 
     /// Random route sets of literals and captures and random ASCII paths over the same
     /// words, with empty components and trailing slashes.
-    @Test func randomRoutesResolveAsHummingbirdDoes() async throws {
+    @Test(.ownThreads) func randomRoutesResolveAsHummingbirdDoes() async throws {
         var random = SplitMix64(seed: 14)
         let words = ["a", "b", "K", ":id", ":id", ":id", ":name"]
         let pathWords = ["a", "b", "K", "7", "", "a%2Fb"]

@@ -13,7 +13,7 @@ import Glibc
 /// An HTTP listener at `unix:/path` is made by AgentCore's `SocketFile`, like
 /// the agent and boundary sockets: never at its path with another mode, a stale socket
 /// replaced, and removed when it closes only if it is still ours.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct UnixListenerTests {
     static func directory() throws -> String {
         let directory = NSTemporaryDirectory() + "http-unix-" + UUID().uuidString.prefix(8)

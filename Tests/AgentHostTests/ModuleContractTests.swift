@@ -11,7 +11,7 @@ import Testing
 
 /// A small module built only through the contract: options with an environment twin,
 /// routes mounted at a base path, and services in each shutdown phase.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct ModuleContractTests {
     static let quiet = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
 

@@ -10,7 +10,7 @@ import Glibc
 
 /// The agent socket goes through AgentCore's `SocketFile`: renamed into place
 /// with its mode, never created at its path; a socket someone else put there stays.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct AgentSocketFileTests {
     @Test func theSocketIsRenamedIntoPlaceAndSomeoneElsesIsLeftAtShutdown() async throws {
         let directory = try socketDirectory()

@@ -13,7 +13,7 @@ import Glibc
 #endif
 
 /// Clients that misbehave are disconnected with a log line and never affect others.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct AgentSocketHostileClientTests {
     static let ping = unaryFrames("/coder.agentsocket.v1.AgentSocket/Ping", [])
 

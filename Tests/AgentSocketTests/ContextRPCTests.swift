@@ -8,7 +8,7 @@ import Testing
 
 /// The chat context calls over a real socket, on the real context manager over real files:
 /// sources, the snapshot, resync, and the reference's error texts; and without a manager.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct ContextRPCTests {
     /// A home (canonical) with a project holding an `AGENTS.md`, removed at the end.
     final class Home {

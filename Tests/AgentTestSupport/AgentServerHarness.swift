@@ -6,10 +6,16 @@ import Testing
 
 /// Runs a real agent HTTP server with `mounts` on an ephemeral loopback port, hands `body`
 /// the port, and stops the server afterwards.
-public func withAgentServer(_ mounts: [HTTPMount], _ body: (Int) async throws -> Void) async throws {
+///
+/// The request head may take `headTimeout` (two minutes unless a test is about that
+/// deadline): a client that writes from a test's task may wait for a cooperative thread
+/// between its connect and its request, on a loaded host for longer than the agent's 10 s.
+public func withAgentServer(
+    _ mounts: [HTTPMount], headTimeout: Duration = .seconds(120), _ body: (Int) async throws -> Void
+) async throws {
     let (ports, sink) = AsyncStream<Int>.makeStream()
     let app = AgentHTTPServer.makeApplication(
-        address: BindTarget(kind: .tcp(host: "127.0.0.1", port: 0)), mounts: mounts,
+        address: BindTarget(kind: .tcp(host: "127.0.0.1", port: 0)), mounts: mounts, headTimeout: headTimeout,
         logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
     ) { channel in
         sink.yield(channel.localAddress?.port ?? 0)

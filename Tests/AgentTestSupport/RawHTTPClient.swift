@@ -37,7 +37,7 @@ public struct RawHTTPClient: Sendable {
     /// Sends a well-formed request with `Connection: close` and returns the response.
     public func request(
         _ method: String, _ path: String, headers: [(String, String)] = [], body: [UInt8]? = nil,
-        timeout: Duration = .seconds(30)
+        timeout: Duration = .seconds(60)
     ) async throws -> Response {
         var text = "\(method) \(path) HTTP/1.1\r\nHost: \(host):\(port)\r\nConnection: close\r\n"
         for (name, value) in headers { text += "\(name): \(value)\r\n" }
@@ -52,7 +52,7 @@ public struct RawHTTPClient: Sendable {
     }
 
     /// Sends `bytes` and reads until the server closes or `timeout` passes.
-    public func raw(_ bytes: [UInt8], timeout: Duration = .seconds(30)) async throws -> Response {
+    public func raw(_ bytes: [UInt8], timeout: Duration = .seconds(60)) async throws -> Response {
         let received = try await exchange(bytes, closeAfter: nil, timeout: timeout)
         return try Self.parse(received)
     }
@@ -68,7 +68,7 @@ public struct RawHTTPClient: Sendable {
     /// returns the response.
     public static func request(
         over descriptor: Int32, _ method: String, _ path: String, headers: [(String, String)] = [], body: [UInt8]? = nil,
-        timeout: Duration = .seconds(30)
+        timeout: Duration = .seconds(60)
     ) async throws -> Response {
         var text = "\(method) \(path) HTTP/1.1\r\nHost: agent\r\nConnection: close\r\n"
         for (name, value) in headers { text += "\(name): \(value)\r\n" }

@@ -9,7 +9,7 @@ import Testing
 @testable import BoundaryLogs
 
 /// Half frames cannot lock the producer out, and sequence numbers wrap.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct BoundaryBudgetTests {
     /// 64 connections that each send half a frame and stop used to fill every slot, and the
     /// real producer was refused for the 5-minute idle time (its logs lost). Now a new

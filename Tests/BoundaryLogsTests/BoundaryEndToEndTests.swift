@@ -42,10 +42,13 @@ struct BoundaryEndToEndTests {
             #expect(await eventually { server.isListening })
             // 10 000 logs from two boundaries, interleaved, while no control plane answers.
             let clients = try sessions.map { _ in try #require(LoopbackSocket(unixPath: path)) }
-            for batch in 0..<500 {
-                for (client, session) in zip(clients, sessions) {
-                    let urls = (0..<10).map { "https://\(session.prefix(4)).invalid/\(batch * 10 + $0)" }
-                    client.send(Boundary.v2(Boundary.request(urls, session: session, firstSequence: Int32(batch * 10))))
+            // Blocking sends (the server spools at its own pace): on a thread of their own.
+            await onThread {
+                for batch in 0..<500 {
+                    for (client, session) in zip(clients, sessions) {
+                        let urls = (0..<10).map { "https://\(session.prefix(4)).invalid/\(batch * 10 + $0)" }
+                        client.send(Boundary.v2(Boundary.request(urls, session: session, firstSequence: Int32(batch * 10))))
+                    }
                 }
             }
             try await Task.sleep(for: .milliseconds(500))

@@ -11,7 +11,7 @@ import Testing
 @testable import BoundaryLogs
 
 /// The boundary protocol at byte level through a real unix socket.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct BoundaryProxyTests {
     @Test func framesArriveInOrderWithEveryFieldAndBothTags() async throws {
         try await BoundaryHarness.with { harness in

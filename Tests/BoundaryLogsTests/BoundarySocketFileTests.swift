@@ -12,7 +12,7 @@ import Glibc
 /// The boundary socket goes through AgentCore's `SocketFile`, as the agent
 /// socket does: it never exists at its path with the umask's mode (it used to be bound
 /// there, then chmod-ed), and it is removed at shutdown only if it is still ours.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct BoundarySocketFileTests {
     static func directory() throws -> String {
         let directory = NSTemporaryDirectory() + "boundary-file-" + UUID().uuidString.prefix(8)

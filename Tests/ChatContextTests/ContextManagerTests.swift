@@ -7,7 +7,7 @@ import Testing
 
 /// The context manager over real files: the gate, the version counter, and the inotify
 /// watcher's debounced resolves.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct ContextManagerTests {
     /// Runs `manager` for the body's length.
     func running(_ manager: ContextManager, _ body: () async throws -> Void) async throws {
@@ -98,7 +98,7 @@ struct ContextManagerTests {
 
 /// A manifest's directory becomes the working directory: its seeds replace the earlier
 /// ones, and a source the user added stays.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct ContextManagerSeedTests {
     @Test func aManifestReseeds() async throws {
         let tree = try TempTree()

@@ -1,5 +1,6 @@
 import AgentCore
 import AgentProto
+import AgentTestSupport
 @testable import ChatContext
 import ControlPlaneDouble
 import Foundation
@@ -8,7 +9,7 @@ import Testing
 /// A push is always one coderd accepts: texts cut and redacted, sources unique and bounded,
 /// bodies within coderd's caps (checked with the double's copy of coderd's validation).
 struct ContextPushRequestTests {
-    @Test func hostileSnapshotStillPasses() throws {
+    @Test(.ownThreads) func hostileSnapshotStillPasses() throws {
         let secret = "sk-live-0123456789"
         let huge = String(repeating: "é", count: 600_000) // 1.2 MB of two-byte characters
         var resources: [ContextResource] = [
@@ -35,7 +36,7 @@ struct ContextPushRequestTests {
         #expect(request.resources.contains { $0.status == .excluded && $0.error.contains("4194304-byte total") } || request.resources.count == 1000)
     }
 
-    @Test func bigBodiesAreExcluded() throws {
+    @Test(.ownThreads) func bigBodiesAreExcluded() throws {
         var resources: [ContextResource] = []
         for index in 0..<30 {
             resources.append(ContextResource(kind: .instructionFile, source: "/big/\(index)", payload: [UInt8](repeating: 0x61, count: 150 << 10)))

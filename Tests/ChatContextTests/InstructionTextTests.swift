@@ -1,3 +1,4 @@
+import AgentTestSupport
 import ChatContext
 import Testing
 
@@ -17,7 +18,8 @@ struct InstructionTextTests {
     /// Unclosed `<!--`s cost one pass, not a search to the end from each of them (a 64 KiB
     /// SKILL.md of them cost hundreds of millions of byte comparisons on each resolve). 256 KiB
     /// here: over two minutes when each opening searched the rest.
-    @Test(.timeLimit(.minutes(1))) func unclosedCommentsCostOnePass() {
+    // Three minutes: on `.ownThreads` it may wait behind other long tests for one of the two threads.
+    @Test(.timeLimit(.minutes(3)), .ownThreads) func unclosedCommentsCostOnePass() {
         let open = String(repeating: "<!--", count: 64 << 10)
         #expect(InstructionText.removingHTMLComments(open) == open)
         #expect(InstructionText.removingHTMLComments(open + "-->tail") == "tail")

@@ -5,7 +5,7 @@ import Yamux
 
 /// Streaming calls: server-streaming and bidirectional, errors, close-send, cancel, and the
 /// single-writer rule, over an in-memory duplex and over yamux.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct DRPCStreamTests {
     static let countdown = "/test.Svc/Countdown"
     static let echo = "/test.Svc/Echo"

@@ -8,7 +8,7 @@ import Logging
 import Testing
 
 /// `GET /api/v0/git/show` over a real server and repository.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct GitShowTests {
     @Test func showCases() async throws {
         let root = try await GitSnapshotterTests.makeRepository()

@@ -4,7 +4,7 @@ import GitWatch
 import Testing
 
 /// More shapes of repository, each compared with git's own output.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct GitSnapshotterEdgeTests {
     typealias G = GitSnapshotterTests
 

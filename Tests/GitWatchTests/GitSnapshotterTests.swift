@@ -4,7 +4,7 @@ import GitWatch
 import Testing
 
 /// Snapshots of real repositories made with the git CLI, compared with git's own output.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct GitSnapshotterTests {
     /// Runs git in `directory`; returns its stdout.
     @discardableResult

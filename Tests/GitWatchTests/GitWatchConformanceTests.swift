@@ -6,7 +6,7 @@ import GitWatch
 import Testing
 
 /// The reference's behaviour, the checks that run on the agent side, through the watch socket.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct GitWatchConformanceTests {
     static let fast = WatchTiming(poll: .seconds(30), cooldown: .milliseconds(100))
 

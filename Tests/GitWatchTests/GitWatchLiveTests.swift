@@ -8,7 +8,7 @@ import Testing
 /// refresh, a tool call or the poll (the poll here is 30 s and an unchanged generation is
 /// trusted, so only an event can deliver them); a tree too large for the watch budget is
 /// polled with the fingerprint.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct GitWatchLiveTests {
     static let slowPoll = WatchTiming(poll: .seconds(30), cooldown: .milliseconds(100))
 

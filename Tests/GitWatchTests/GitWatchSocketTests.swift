@@ -9,7 +9,7 @@ import ServiceLifecycle
 import Testing
 
 /// The watch socket over a real server, real repositories and a real WebSocket client.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct GitWatchSocketTests {
     static let chat = WatchHarness.chat
 
@@ -72,6 +72,7 @@ struct GitWatchSocketTests {
         let app = AgentHTTPServer.makeApplication(
             address: BindTarget(kind: .tcp(host: "127.0.0.1", port: 0)),
             mounts: [HTTPMount(module, at: "/api/v0/git")],
+            headTimeout: .seconds(120),
             logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
         ) { channel in
             sink.yield(channel.localAddress?.port ?? 0)

@@ -6,7 +6,7 @@ import Testing
 
 /// One poll per repository, not per socket: sockets watching a repository too
 /// big for inotify each computed its fingerprint on every tick.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct RepositoryCacheTests {
     @Test func socketsOfOneRepositoryShareItsPoll() async throws {
         let root = try await WatchHarness.committedRepository(["a.txt": "one\n"])

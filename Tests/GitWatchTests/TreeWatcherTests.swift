@@ -7,7 +7,7 @@ import Testing
 @testable import GitWatch
 
 /// The inotify watcher on its own: generations, signals, the budget, and its thread's life.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct TreeWatcherTests {
     @Test func eventsMoveTheGenerationAndTheThreadEndsWithTheLastRepository() async throws {
         let root = try await WatchHarness.committedRepository(["a/b/f.txt": "x\n"])
@@ -61,7 +61,7 @@ struct TreeWatcherTests {
 }
 
 /// What a reviewer found the watcher missed, each now seen (or polled).
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct TreeWatcherCoverageTests {
     /// Subscribes, runs `change`, and says whether the generation moved (bounded wait).
     static func moves(_ root: String, watcher: TreeWatcher = TreeWatcher(), _ change: () async throws -> Void) async throws -> Bool {

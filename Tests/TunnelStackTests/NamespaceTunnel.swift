@@ -81,8 +81,8 @@ final class NamespaceTunnel: Sendable {
         }
         let stack: TunnelStack
         do {
-            stack = try TunnelStack(
-                addresses: addresses, configuration: configuration,
+            stack = try await TunnelStack.start(
+                addresses: addresses, configuration: configuration, eventLoop: lwIPTestLoop,
                 output: { packet in _ = write(tun, packet.baseAddress, packet.count) }, acceptors: acceptors)
         } catch {
             Glibc.close(tun)

@@ -2,6 +2,7 @@ import AgentTestSupport
 import Foundation
 import Glibc
 import NIOCore
+import NIOPosix
 import Synchronization
 import TunnelStack
 
@@ -76,6 +77,11 @@ func pattern(_ count: Int, step: Int, offset: Int) -> [UInt8] {
 func pythonPattern(_ count: Int, step: Int, offset: Int) -> String {
     "(bytes(((i*\(step)+\(offset)) & 255) for i in range(256)) * (\(count)//256 + 1))[:\(count)]"
 }
+
+/// The loop lwIP runs on in the test process: its own thread, not one of NIO's singleton
+/// loops that every other in-process server shares (a busy one delayed local connects and
+/// handshakes past the stack's deadlines). The first stack's choice holds for the process.
+let lwIPTestLoop: any EventLoop = MultiThreadedEventLoopGroup(numberOfThreads: 1).next()
 
 /// A Python client that connects to `host`:`port`, sends `size` bytes of pattern (7, 3)
 /// while it reads until the server's end, and prints `received N match B seconds S`, where

@@ -13,9 +13,9 @@ struct TunnelStackDirectTests {
     func makeStack(
         _ index: UInt8, configuration: TunnelStackConfiguration = TunnelStackConfiguration(), sent: PacketLog,
         acceptors: [UInt16: TunnelAcceptor] = [4: TunnelAcceptor { $0.eventLoop.makeSucceededVoidFuture() }]
-    ) throws -> TunnelStack {
-        try TunnelStack(
-            addresses: stackAddresses(index), configuration: configuration,
+    ) async throws -> TunnelStack {
+        try await TunnelStack.start(
+            addresses: stackAddresses(index), configuration: configuration, eventLoop: lwIPTestLoop,
             output: { packet in sent.append(Array(packet)) }, acceptors: acceptors)
     }
 
@@ -47,7 +47,7 @@ struct TunnelStackDirectTests {
 
     @Test func answersSynWithTheTunnelMSSAndResetsReservedPorts() async throws {
         let sent = PacketLog()
-        let stack = try makeStack(2, sent: sent)
+        let stack = try await makeStack(2, sent: sent)
         let local = stack.addresses[0]
         // MSS 1460 offered: the SYN-ACK must still say 1220 (MTU 1280 - 60).
         await stack.feed(PacketBuilder.tcp(from: peer, 40001, to: local, 4, sequence: 5000, flags: 0x02, options: [2, 4, 0x05, 0xB4]))
@@ -69,7 +69,7 @@ struct TunnelStackDirectTests {
 
     @Test func answersEchoAndDropsWhatIsNotForIt() async throws {
         let sent = PacketLog()
-        let stack = try makeStack(3, sent: sent)
+        let stack = try await makeStack(3, sent: sent)
         let local = stack.addresses[1]
         await stack.feed(PacketBuilder.echoRequest(from: peer, to: local, identifier: 0x4242, data: Array("ping".utf8)))
         let reply = try #require(sent.first)
@@ -94,7 +94,7 @@ struct TunnelStackDirectTests {
         let sent = PacketLog()
         var configuration = TunnelStackConfiguration()
         configuration.maxHalfOpen = 4
-        let stack = try makeStack(4, configuration: configuration, sent: sent)
+        let stack = try await makeStack(4, configuration: configuration, sent: sent)
         let local = stack.addresses[0]
         for port in UInt16(41000)..<41010 {
             await stack.feed(PacketBuilder.tcp(from: peer, port, to: local, 4, sequence: UInt32(port) * 1000, flags: 0x02))
@@ -114,7 +114,7 @@ struct TunnelStackDirectTests {
         let sent = PacketLog()
         var configuration = TunnelStackConfiguration()
         configuration.maxConnections = 2
-        let stack = try makeStack(9, configuration: configuration, sent: sent)
+        let stack = try await makeStack(9, configuration: configuration, sent: sent)
         let local = stack.addresses[0]
         for port in UInt16(44000)..<44003 {
             await stack.feed(PacketBuilder.tcp(from: peer, port, to: local, 4, sequence: 1, flags: 0x02))
@@ -135,7 +135,7 @@ struct TunnelStackDirectTests {
         var configuration = TunnelStackConfiguration()
         // Long enough that a loaded host sees the half-open state before it expires.
         configuration.handshakeTimeout = .seconds(2)
-        let stack = try makeStack(7, configuration: configuration, sent: sent)
+        let stack = try await makeStack(7, configuration: configuration, sent: sent)
         let local = stack.addresses[0]
         let accepted = TestFlag()
         let server = try #require(LocalServer { connection in
@@ -165,7 +165,7 @@ struct TunnelStackDirectTests {
 
     @Test func forwardToNothingIsReset() async throws {
         let sent = PacketLog()
-        let stack = try makeStack(8, sent: sent)
+        let stack = try await makeStack(8, sent: sent)
         let port = UInt16(freeLoopbackPort())
         await stack.feed(PacketBuilder.tcp(from: peer, 43001, to: stack.addresses[1], port, sequence: 100, flags: 0x02))
         let reset = await eventually(timeout: .seconds(20)) { sent.count == 1 }
@@ -180,8 +180,8 @@ struct TunnelStackDirectTests {
     @Test func twoStacksLiveInOneProcess() async throws {
         let sentA = PacketLog()
         let sentB = PacketLog()
-        let a = try makeStack(5, sent: sentA)
-        let b = try makeStack(6, sent: sentB)
+        let a = try await makeStack(5, sent: sentA)
+        let b = try await makeStack(6, sent: sentB)
         await a.feed(PacketBuilder.echoRequest(from: peer, to: a.addresses[0], identifier: 1, data: []))
         await b.feed(PacketBuilder.echoRequest(from: peer, to: b.addresses[0], identifier: 2, data: []))
         // Each answers its own, through its own output.

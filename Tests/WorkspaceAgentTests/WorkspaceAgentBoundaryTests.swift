@@ -8,7 +8,7 @@ import Testing
 
 /// The boundary log proxy in the real binary: its socket, and its metrics as a real
 /// Prometheus parser reads them (names and labels exactly as the reference's).
-@Suite(.serialized, .timeLimit(.minutes(1)))
+@Suite(.serialized, .timeLimit(.minutes(3)))
 struct WorkspaceAgentBoundaryTests {
     /// Connects to the agent's boundary socket once it listens.
     static func connect(_ path: String) async throws -> LoopbackSocket {

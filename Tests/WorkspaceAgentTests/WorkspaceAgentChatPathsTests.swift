@@ -4,7 +4,7 @@ import Testing
 
 /// The chat → paths store survives a restart (beyond the reference): the real binary saves
 /// it under its state directory and restores it.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct WorkspaceAgentChatPathsTests {
     @Test func aChatsPathsAreSavedUnderTheStateDirectory() async throws {
         let state = NSTemporaryDirectory() + "agent-state-\(UUID().uuidString.prefix(8))"

@@ -89,7 +89,7 @@ struct WorkspaceAgentControlPlaneTests {
 
 /// SIGTERM while the control-plane dial is pending (a server that accepts and never
 /// answers the upgrade) used to end through the watchdog with status 1.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct WorkspaceAgentPendingDialTests {
     @Test func sigtermDuringAPendingDialExitsCleanly() async throws {
         // Listens, never accepts: the kernel completes the TCP handshake, nobody answers.

@@ -5,7 +5,7 @@ import Testing
 /// The git watcher in the real binary: a watch socket sees a tool call's edit (recorded for
 /// the chat's parent through the ancestor header), a plain shell edit, and, after a restart
 /// on the same state directory, the same repository again; tracked diffs equal git's own.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct WorkspaceAgentGitWatchTests {
     static let parent = "1f2e3d4c-5b6a-4789-9abc-def012345678"
     static let child = "2a3b4c5d-6e7f-4801-92a3-b4c5d6e7f809"
