@@ -149,7 +149,8 @@ struct ReconnectingPTYSocketTests {
         let directory = NSTemporaryDirectory() + "pty-bg-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let socket = try server.attach(UUID().uuidString, command: "(trap '' HUP; exec sleep 600) & echo $! > \(directory)/job; echo started")
+        // The shell exits only once the job ignores the hangup its exit brings.
+        let socket = try server.attach(UUID().uuidString, command: "sh -c 'trap \"\" HUP; echo $$ > \(directory)/job.tmp; mv \(directory)/job.tmp \(directory)/job; exec sleep 600' & i=0; while [ ! -s \(directory)/job ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done; echo started")
         let all = await socket.readAll(timeout: .seconds(60))
         #expect(all.closed && String(decoding: all.bytes, as: UTF8.self).contains("started"))
         #expect(await eventually { server.server.count == 0 })

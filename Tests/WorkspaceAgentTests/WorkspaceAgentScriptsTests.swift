@@ -25,7 +25,7 @@ struct WorkspaceAgentScriptsTests {
             printf 'crlf\\r\\n'
             echo "dir=$(pwd)"
             echo "data=$CODER_SCRIPT_DATA_DIR exists=$(test -d "$CODER_SCRIPT_DATA_DIR" && echo yes)"
-            echo "path0=${PATH%%:*} bin=$CODER_SCRIPT_BIN_DIR"
+            echo "path=$PATH bin=$CODER_SCRIPT_BIN_DIR"
             echo "socket=${CODER_AGENT_SOCKET_PATH:+set} manifest=$FROM_MANIFEST coder=$CODER"
             echo "prio=$(cat /proc/self/oom_score_adj) $(awk '{print $19}' /proc/self/stat)"
             printf 'tail without newline'
@@ -62,10 +62,15 @@ struct WorkspaceAgentScriptsTests {
             #expect(info.contains("crlf"))
             #expect(info.contains("dir=\(workdir)"))
             #expect(info.contains { $0.hasPrefix("data=") && $0.hasSuffix("exists=yes") && $0.contains("/coder-script-data/") })
+            // The script bin directory comes before the system's directories (a login
+            // profile, such as cargo's, may still put its own in front).
             #expect(info.contains { line in
                 let parts = line.split(separator: " ")
-                return parts.count == 2 && parts[0].dropFirst(6) == parts[1].dropFirst(4) && line.hasSuffix("/coder-script-data/bin")
-            })
+                guard parts.count == 2, parts[0].hasPrefix("path="), parts[1].hasPrefix("bin="), line.hasSuffix("/coder-script-data/bin") else { return false }
+                let entries = parts[0].dropFirst(5).split(separator: ":")
+                guard let bin = entries.firstIndex(of: parts[1].dropFirst(4)) else { return false }
+                return entries.firstIndex(of: "/usr/bin").map { bin < $0 } ?? true
+            }, "\(info)")
             #expect(info.contains("socket=set manifest=yes coder=true"))
             #expect(info.contains("prio=900 7"), "scripts get the process API's priority (--proc-prio-mgmt)")
             #expect(info.last == "tail without newline")
