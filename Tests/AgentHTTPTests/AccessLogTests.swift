@@ -12,37 +12,12 @@ import Testing
 /// duration and bytes; never a query string or a header. A flag turns it off.
 @Suite(.timeLimit(.minutes(2)))
 struct AccessLogTests {
-    /// Every record logged through it: the message and its metadata as text.
-    final class Captured: Sendable {
-        let lines = Mutex<[(message: String, metadata: [String: String])]>([])
-        var all: [(message: String, metadata: [String: String])] { lines.withLock { $0 } }
-        var requests: [[String: String]] { all.filter { $0.message == "request" }.map(\.metadata) }
-    }
-
-    struct CapturingHandler: LogHandler {
-        let captured: Captured
-        var metadata: Logger.Metadata = [:]
-        var logLevel: Logger.Level = .info
-
-        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-            get { metadata[key] }
-            set { metadata[key] = newValue }
-        }
-
-        func log(event: LogEvent) {
-            var merged: [String: String] = [:]
-            for (key, value) in metadata { merged[key] = "\(value)" }
-            for (key, value) in event.metadata ?? [:] { merged[key] = "\(value)" }
-            captured.lines.withLock { $0.append(("\(event.message)", merged)) }
-        }
-    }
-
-    static func withServer(accessLog: Bool, _ body: (Int, Captured) async throws -> Void) async throws {
-        let captured = Captured()
+    static func withServer(accessLog: Bool, _ body: (Int, CapturedLog) async throws -> Void) async throws {
+        let captured = CapturedLog(level: .info)
         let (ports, portSink) = AsyncStream<Int>.makeStream()
         let app = AgentHTTPServer.makeApplication(
             address: BindTarget(kind: .tcp(host: "127.0.0.1", port: 0)), mounts: [HTTPMount(GuardTestRoutes(), at: "/")],
-            accessLog: accessLog, logger: Logger(label: "test", factory: { _ in CapturingHandler(captured: captured) })
+            accessLog: accessLog, logger: captured.logger
         ) { channel in
             portSink.yield(channel.localAddress?.port ?? 0)
             portSink.finish()
@@ -119,4 +94,9 @@ struct AccessLogTests {
         #expect(try resolve("true", ["CODER_AGENT_HTTP_ACCESS_LOG": "off"]).accessLog)
         #expect(throws: ConfigurationError.self) { try resolve("maybe") }
     }
+}
+
+extension CapturedLog {
+    /// The access log's lines: each request's metadata.
+    var requests: [[String: String]] { all.filter { $0.message == "request" }.map(\.metadata) }
 }

@@ -18,7 +18,7 @@ struct AgentSocketHostileClientTests {
     static let ping = unaryFrames("/coder.agentsocket.v1.AgentSocket/Ping", [])
 
     @Test func garbageBytesDisconnectOnlyTheirClient() async throws {
-        let logs = LogRecorder()
+        let logs = CapturedLog()
         try await withSocketServer(logger: logs.logger) { client, _ in
             let bad = try #require(LoopbackSocket(unixPath: client.path))
             // Kind 0x3F is not a dRPC kind: a protocol error.
@@ -31,7 +31,7 @@ struct AgentSocketHostileClientTests {
     }
 
     @Test func halfAFrameThenSilenceIsCutAtTheDeadline() async throws {
-        let logs = LogRecorder()
+        let logs = CapturedLog()
         try await withSocketServer(configure: { $0.partialFrameTimeout = .milliseconds(300) }, logger: logs.logger) { client, _ in
             let idle = try #require(LoopbackSocket(unixPath: client.path))
             let half = try #require(LoopbackSocket(unixPath: client.path))
@@ -171,7 +171,7 @@ struct AgentSocketHostileClientTests {
             print("skipped: /usr/bin/setpriv or /usr/bin/python3 is missing")
             return
         }
-        let logs = LogRecorder()
+        let logs = CapturedLog()
         let directory = try socketDirectory()
         chmod(directory, 0o755)
         try await withSocketServer(path: directory + "/agent.sock", logger: logs.logger) { client, _ in
@@ -207,29 +207,4 @@ struct AgentSocketHostileClientTests {
 func runProcess(_ path: String, _ arguments: [String]) async throws -> String {
     let outcome = await ChildProgram.run([path] + arguments, stderrToStdout: true)
     return outcome.status == -1 ? "cannot run \(path)" : outcome.stdout
-}
-
-/// Keeps the messages a logger writes, for tests that check a log line.
-final class LogRecorder: Sendable {
-    private let lines = Mutex<[String]>([])
-
-    var logger: Logger {
-        Logger(label: "test") { _ in RecordingHandler(recorder: self) }
-    }
-
-    func append(_ line: String) { lines.withLock { $0.append(line) } }
-    func contains(_ text: String) -> Bool { lines.withLock { $0.contains { $0.contains(text) } } }
-
-    struct RecordingHandler: LogHandler {
-        let recorder: LogRecorder
-        var metadata: Logger.Metadata = [:]
-        var logLevel: Logger.Level = .trace
-        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-            get { metadata[key] }
-            set { metadata[key] = newValue }
-        }
-        func log(event: LogEvent) {
-            recorder.append("\(event.message) \(event.metadata ?? [:])")
-        }
-    }
 }

@@ -11,14 +11,24 @@ public final class CapturedLog: Sendable {
 
     private let lines = Mutex<[Line]>([])
 
-    public init() {}
+    private let level: Logger.Level
+
+    /// Keeps lines at `level` and above.
+    public init(level: Logger.Level = .trace) {
+        self.level = level
+    }
 
     public var all: [Line] { lines.withLock { $0 } }
 
     public var logger: Logger {
-        var logger = Logger(label: "test.captured") { _ in Handler(sink: self) }
-        logger.logLevel = .debug
+        var logger = Logger(label: "test.captured") { [level] _ in Handler(sink: self, logLevel: level) }
+        logger.logLevel = level
         return logger
+    }
+
+    /// Whether a line's message or metadata contains `text`.
+    public func contains(_ text: String) -> Bool {
+        all.contains { line in line.message.contains(text) || line.metadata.values.contains { $0.contains(text) } }
     }
 
     /// Every line as `level: message key=value ...`, one per line (for a failure's message).
@@ -34,8 +44,8 @@ public final class CapturedLog: Sendable {
 
     private struct Handler: LogHandler {
         let sink: CapturedLog
+        var logLevel: Logger.Level
         var metadata: Logger.Metadata = [:]
-        var logLevel: Logger.Level = .debug
 
         subscript(metadataKey key: String) -> Logger.Metadata.Value? {
             get { metadata[key] }
