@@ -24,9 +24,13 @@ final class SSHSessionHandler: ChannelDuplexHandler {
 
     /// Signals a client sends before its process runs are kept, at most this many.
     static let maxPendingSignals = 128
-    /// After a terminal's process exits, how long its remaining output may take to drain
-    /// (a background job holding the terminal must not keep the session open).
-    static let terminalDrain: TimeAmount = .milliseconds(250)
+    /// After a terminal's process exits, how long the session waits for the end of the
+    /// terminal's output (normally at once: the exit hangs the terminal up) before it reads
+    /// what the terminal still holds and ends anyway (a background job holding the terminal
+    /// must not keep the session).
+    static let terminalDrain: TimeAmount = .seconds(2)
+    /// What the end after ``terminalDrain`` reads from the terminal, at most.
+    static let maxFinalDrain = 1 << 20
 
     let environment: SessionEnvironmentBuilder
     /// The manifest's message-of-the-day file ("" for none).
@@ -402,7 +406,28 @@ final class SSHSessionHandler: ChannelDuplexHandler {
 
     private func finishAfterDrain() {
         guard let context, !ended else { return }
+        drainTerminal()
         finish(context: context)
+    }
+
+    /// Reads what the terminal holds now straight from its primary side (at most
+    /// ``maxFinalDrain`` bytes) and sends it: a loop that was late may not have polled the
+    /// terminal since the process's last output. Safe: on the loop the relay's own reads
+    /// cannot interleave, and the relay channel is still open (its end would have finished
+    /// the session), so the descriptor is still the terminal's; NIO made it non-blocking.
+    private func drainTerminal() {
+        guard terminal != nil, openOutputs > 0, let process, let relay = outputChannels.first else { return }
+        var buffer = relay.allocator.buffer(capacity: 16 << 10)
+        var total = 0
+        while total < Self.maxFinalDrain {
+            buffer.clear()
+            let count = buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: 16 << 10) { bytes in
+                max(0, Glibc.read(process.output, bytes.baseAddress, bytes.count))
+            }
+            guard count > 0 else { return }
+            forward(buffer, type: .channel, from: relay)
+            total += count
+        }
     }
 
     private func finishIfDone() {
