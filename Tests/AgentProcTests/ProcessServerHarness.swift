@@ -80,9 +80,7 @@ func withProcessServer(
     let app = AgentHTTPServer.makeApplication(
         address: BindTarget(kind: .tcp(host: "127.0.0.1", port: 0)),
         mounts: [HTTPMount(ProcessModule(manager: manager), at: "/api/v0/processes")],
-        // Longer than the agent's 10 s: a test's client may wait for a cooperative thread
-        // between its connect and its request on a loaded host.
-        headTimeout: .seconds(120),
+        headTimeout: testServerHeadTimeout,
         logger: Harness.quiet
     ) { channel in
         portSink.yield(channel.localAddress?.port ?? 0)

@@ -9,18 +9,6 @@ import Testing
 /// reported upward while open, found by the command line of the process owning the port.
 @Suite(.serialized, .timeLimit(.minutes(3)))
 struct JetBrainsForwardTests {
-    /// An upward sink that keeps the connection reports it is given.
-    final class Reports: UpwardSink, Sendable {
-        private let reports = Mutex<[ConnectionReport]>([])
-        var all: [ConnectionReport] { reports.withLock { $0 } }
-        func send(_ status: AppStatusReport) -> UpwardReceipt { .settled(.logged) }
-        func send(_ batch: BoundaryLogBatch) -> UpwardReceipt { .settled(.logged) }
-        func send(_ line: AgentLogLine) {}
-        func send(_ report: ConnectionReport) { reports.withLock { $0.append(report) } }
-        var isConnected: Bool { false }
-        var hasControlPlane: Bool { false }
-    }
-
     /// An echo server on loopback whose command line carries `marker` (none: a plain one).
     static func echoServer(marker: String?) async throws -> (ChildProgram.Running, Int) {
         let script = """
@@ -87,7 +75,7 @@ struct JetBrainsForwardTests {
     @Test func aForwardToAJetBrainsProcessIsCountedAndReported() async throws {
         let (ide, idePort) = try await Self.echoServer(marker: "-Didea.vendor.name=JetBrains")
         defer { ide.kill() }
-        let reports = Reports()
+        let reports = ReportRecorder()
         let server = try await SSHSessionTests.Server(upward: reports)
         defer { Task { await server.stop() } }
         let counts = server.server.counts
@@ -125,7 +113,7 @@ struct JetBrainsForwardTests {
     @Test func plainForwardsAndJetBrainsTypedSessionsCountNowhere() async throws {
         let (plain, plainPort) = try await Self.echoServer(marker: nil)
         defer { plain.kill() }
-        let reports = Reports()
+        let reports = ReportRecorder()
         let server = try await SSHSessionTests.Server(upward: reports)
         defer { Task { await server.stop() } }
         let counts = server.server.counts

@@ -4,14 +4,15 @@ import Logging
 import NIOCore
 import Testing
 
+/// The request-head deadline of test servers that are not about that deadline: a client
+/// that writes from a test's task may wait for a cooperative thread between its connect and
+/// its request, on a loaded host for longer than the agent's 10 s.
+public let testServerHeadTimeout: Duration = .seconds(120)
+
 /// Runs a real agent HTTP server with `mounts` on an ephemeral loopback port, hands `body`
-/// the port, and stops the server afterwards.
-///
-/// The request head may take `headTimeout` (two minutes unless a test is about that
-/// deadline): a client that writes from a test's task may wait for a cooperative thread
-/// between its connect and its request, on a loaded host for longer than the agent's 10 s.
+/// the port, and stops the server afterwards. The request head may take `headTimeout`.
 public func withAgentServer(
-    _ mounts: [HTTPMount], headTimeout: Duration = .seconds(120), _ body: (Int) async throws -> Void
+    _ mounts: [HTTPMount], headTimeout: Duration = testServerHeadTimeout, _ body: (Int) async throws -> Void
 ) async throws {
     let (ports, sink) = AsyncStream<Int>.makeStream()
     let app = AgentHTTPServer.makeApplication(

@@ -72,7 +72,7 @@ struct GitWatchSocketTests {
         let app = AgentHTTPServer.makeApplication(
             address: BindTarget(kind: .tcp(host: "127.0.0.1", port: 0)),
             mounts: [HTTPMount(module, at: "/api/v0/git")],
-            headTimeout: .seconds(120),
+            headTimeout: testServerHeadTimeout,
             logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
         ) { channel in
             sink.yield(channel.localAddress?.port ?? 0)

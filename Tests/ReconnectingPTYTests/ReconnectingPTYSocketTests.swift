@@ -205,15 +205,3 @@ struct ReconnectingPTYSocketTests {
         #expect(server.server.count == 1)
     }
 }
-
-/// An upward sink that keeps the connection reports it is given.
-final class ReportRecorder: UpwardSink, Sendable {
-    private let reports = Mutex<[ConnectionReport]>([])
-    var all: [ConnectionReport] { reports.withLock { $0 } }
-    func send(_ status: AppStatusReport) -> UpwardReceipt { .settled(.logged) }
-    func send(_ batch: BoundaryLogBatch) -> UpwardReceipt { .settled(.logged) }
-    func send(_ line: AgentLogLine) {}
-    func send(_ report: ConnectionReport) { reports.withLock { $0.append(report) } }
-    var isConnected: Bool { false }
-    var hasControlPlane: Bool { false }
-}

@@ -410,23 +410,14 @@ final class SSHSessionHandler: ChannelDuplexHandler {
         finish(context: context)
     }
 
-    /// Reads what the terminal holds now straight from its primary side (at most
-    /// ``maxFinalDrain`` bytes) and sends it: a loop that was late may not have polled the
-    /// terminal since the process's last output. Safe: on the loop the relay's own reads
-    /// cannot interleave, and the relay channel is still open (its end would have finished
-    /// the session), so the descriptor is still the terminal's; NIO made it non-blocking.
+    /// Sends what the terminal holds now (at most ``maxFinalDrain`` bytes): a loop that was
+    /// late may not have polled the terminal since the process's last output. On the loop,
+    /// with the relay open (its end would have finished the session), as
+    /// ``SessionProcess/readHeldOutput(maxBytes:_:)`` asks.
     private func drainTerminal() {
         guard terminal != nil, openOutputs > 0, let process, let relay = outputChannels.first else { return }
-        var buffer = relay.allocator.buffer(capacity: 16 << 10)
-        var total = 0
-        while total < Self.maxFinalDrain {
-            buffer.clear()
-            let count = buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: 16 << 10) { bytes in
-                max(0, Glibc.read(process.output, bytes.baseAddress, bytes.count))
-            }
-            guard count > 0 else { return }
-            forward(buffer, type: .channel, from: relay)
-            total += count
+        process.readHeldOutput(maxBytes: Self.maxFinalDrain) { bytes in
+            forward(relay.allocator.buffer(bytes: bytes), type: .channel, from: relay)
         }
     }
 

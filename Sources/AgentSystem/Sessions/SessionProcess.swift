@@ -112,6 +112,23 @@ public struct SessionProcess: Sendable {
         return OwnedChildren.reap(pid) ?? 0
     }
 
+    /// Reads what the terminal's primary side holds now, at most `maxBytes`, handing each
+    /// chunk to `body`; stops at the first read that brings nothing (no more data, the end
+    /// of output, or an error). For a session ending after its process exited, whose loop
+    /// may not have polled the terminal since the last output. Call only where the
+    /// descriptor's own reader cannot run meanwhile (its event loop) and while it is open and
+    /// non-blocking (as NIO keeps it).
+    public func readHeldOutput(maxBytes: Int, _ body: ([UInt8]) -> Void) {
+        var chunk = [UInt8](repeating: 0, count: 16 << 10)
+        var total = 0
+        while total < maxBytes {
+            let count = chunk.withUnsafeMutableBytes { read(output, $0.baseAddress, min($0.count, maxBytes - total)) }
+            guard count > 0 else { return }
+            body(Array(chunk[..<count]))
+            total += count
+        }
+    }
+
     /// Sends `signal` to the child's process group (it leads a session of its own).
     public func signalGroup(_ signal: Int32) {
         OwnedChildren.signal(pid, signal, group: true)

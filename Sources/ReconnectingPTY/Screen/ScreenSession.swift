@@ -352,19 +352,12 @@ final class ScreenSession: ReconnectingSession {
     // MARK: Lifetime
 
     private func perform(_ action: PTYLifetime.Action) {
-        switch action {
-        case .none:
-            break
-        case .arm(let duration, let generation):
-            let sleep = self.sleep
-            Task { [self] in
-                guard (try? await sleep(duration)) != nil else { return }
-                onLoop { self.perform(self.state.value.lifetime.timerFired(generation: generation)) }
-            }
-        case .expire:
-            logger.debug("reconnecting pty timeout", metadata: ["id": "\(id)"])
-            end()
-        }
+        action.run(
+            sleep: sleep, fired: { [self] generation in onLoop { self.perform(self.state.value.lifetime.timerFired(generation: generation)) } },
+            expire: {
+                logger.debug("reconnecting pty timeout", metadata: ["id": "\(id)"])
+                end()
+            })
     }
 
     @discardableResult

@@ -51,3 +51,24 @@ struct PTYLifetime: Sendable {
         return .expire
     }
 }
+
+extension PTYLifetime.Action {
+    /// Carries the action out for a session: an arming as a task that waits `duration` with
+    /// `sleep` and then hands its generation to `fired` (nothing if the wait throws), the
+    /// expiry by calling `expire`.
+    func run(
+        sleep: @escaping @Sendable (Duration) async throws -> Void, fired: @escaping @Sendable (Int) -> Void, expire: () -> Void
+    ) {
+        switch self {
+        case .none:
+            break
+        case .arm(let duration, let generation):
+            Task {
+                guard (try? await sleep(duration)) != nil else { return }
+                fired(generation)
+            }
+        case .expire:
+            expire()
+        }
+    }
+}

@@ -221,42 +221,23 @@ final class PTYSession: ReconnectingSession {
         }
     }
 
-    /// Reads what the terminal holds now straight from its primary side, at most
-    /// ``maxFinalDrain`` bytes: a loop that was late (blocked in another channel's handler)
-    /// may not have polled the terminal since the process wrote its last output. Safe: this
-    /// runs on the loop, so the channel's own reads cannot interleave, and the channel is
-    /// open (the session has not ended), so the descriptor is still the terminal's; NIO made
-    /// it non-blocking.
+    /// Reads what the terminal holds now (at most ``maxFinalDrain`` bytes): a loop that was
+    /// late (blocked in another channel's handler) may not have polled the terminal since the
+    /// process wrote its last output. On the loop, with the channel open (the session has not
+    /// ended), as ``SessionProcess/readHeldOutput(maxBytes:_:)`` asks.
     private func drainTerminal() {
         guard let terminal = state.value.terminal else { return }
-        var buffer = terminal.allocator.buffer(capacity: 16 << 10)
-        var total = 0
-        while total < Self.maxFinalDrain {
-            buffer.clear()
-            let count = buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: 16 << 10) { bytes in
-                max(0, Glibc.read(process.output, bytes.baseAddress, bytes.count))
-            }
-            guard count > 0 else { return }
-            output(buffer, from: terminal)
-            total += count
+        process.readHeldOutput(maxBytes: Self.maxFinalDrain) { bytes in
+            output(terminal.allocator.buffer(bytes: bytes), from: terminal)
         }
     }
 
     // MARK: Lifetime
 
     private func perform(_ action: PTYLifetime.Action) {
-        switch action {
-        case .none:
-            break
-        case .arm(let duration, let generation):
-            let sleep = self.sleep
-            Task { [self] in
-                guard (try? await sleep(duration)) != nil else { return }
-                onLoop { self.perform(self.state.value.lifetime.timerFired(generation: generation)) }
-            }
-        case .expire:
-            terminate()
-        }
+        action.run(
+            sleep: sleep, fired: { [self] generation in onLoop { self.perform(self.state.value.lifetime.timerFired(generation: generation)) } },
+            expire: { terminate() })
     }
 
     /// Ends the session and its process (expiry, the agent's shutdown).
