@@ -207,6 +207,28 @@ import Testing
         }
     }
 
+    /// An upgrade offer the route does not take, followed on the same connection by another
+    /// request (`curl --http2 URL1 URL2`): the first is answered with `Connection: close`
+    /// and the connection ends at once, instead of the second request stalling into a 408.
+    @Test func aDeclinedUpgradeDoesNotStallTheConnection() async throws {
+        try await withGuardServer { port, _ in
+            let offers = [
+                "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n",
+                "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
+            ]
+            for offer in offers {
+                let socket = try #require(LoopbackSocket(port: port))
+                socket.send(offer + "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+                let (bytes, closed) = await socket.readAll(timeout: .seconds(60))
+                let text = String(decoding: bytes, as: UTF8.self)
+                #expect(String.httpStatus(of: bytes) == 200, "\(text)")
+                #expect(text.lowercased().contains("connection: close"), "\(text)")
+                #expect(closed, "the connection ends after the answer")
+                #expect(!text.contains("408"), "\(text)")
+            }
+        }
+    }
+
     @Test func badHandshakesOnWebSocketRoutes() async throws {
         try await withGuardServer { port, _ in
             func answer(_ request: String) async -> (status: Int?, text: String) {

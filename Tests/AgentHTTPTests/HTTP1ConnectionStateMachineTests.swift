@@ -399,6 +399,14 @@ import Testing
         // An upgrade to anything else is ignored.
         var other = Driver()
         #expect(Self.forwarded(in: other.head(.init(upgrade: .other)))?.rewrite == [.stripUpgrade])
+        #expect(!other.machine.responseMustClose, "an Upgrade without Connection: upgrade leaves the decoder reading")
+        // With `Connection: upgrade` the decoder reads nothing more: the answer closes.
+        var stops = Driver()
+        #expect(Self.forwarded(in: stops.head(.init(upgrade: .other, decoderStops: true)))?.keepAlive == false)
+        #expect(stops.machine.responseMustClose)
+        var declined = Driver()
+        declined.head(.init(upgrade: .webSocket(versionOK: true, keyOK: true), decoderStops: true))
+        #expect(declined.machine.responseMustClose, "a handshake to a plain route closes after its answer")
     }
 
     @Test func anUnmaskedFrameCloses1002() {

@@ -267,9 +267,9 @@ final class HTTP1ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
         }
         let upgrade = head.headers[canonicalForm: "upgrade"]
         if !upgrade.isEmpty {
-            let isWebSocket = head.method == .GET
-                && upgrade.contains { $0.lowercased() == "websocket" }
-                && head.headers[canonicalForm: "connection"].contains { $0.lowercased() == "upgrade" }
+            let connectionUpgrade = head.headers[canonicalForm: "connection"].contains { $0.lowercased() == "upgrade" }
+            facts.decoderStops = connectionUpgrade
+            let isWebSocket = head.method == .GET && connectionUpgrade && upgrade.contains { $0.lowercased() == "websocket" }
             if isWebSocket {
                 let keys = head.headers["sec-websocket-key"]
                 facts.upgrade = .webSocket(

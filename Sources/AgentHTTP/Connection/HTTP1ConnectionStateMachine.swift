@@ -321,6 +321,13 @@ struct HTTP1ConnectionStateMachine<C: Clock> where C.Duration == Duration {
             actions.append(.admitWebSocket)
             return actions
         }
+        if head.decoderStops {
+            // An upgrade not taken: the decoder reads nothing after it, so the answer ends
+            // the connection (the client's next request goes on a new one) instead of
+            // leaving it to stall until the head deadline.
+            forwarded.keepAlive = false
+            closeAfterRequest = min(closeAfterRequest ?? requestCount, requestCount)
+        }
         forward(forwarded, route: route, chunked: head.transferCoding == .chunked, wantsContinue: wantsContinue, outstanding: outstanding, now: now, &actions)
         return actions
     }

@@ -32,6 +32,9 @@ struct RequestHeadFacts: Sendable, Equatable {
     var declaredLength: Int?
     var expectation: Expectation = .none
     var upgrade: Upgrade = .none
+    /// `Upgrade` with `Connection: upgrade`: NIO's decoder (llhttp) parses nothing after this
+    /// request, so a connection whose upgrade is not taken closes after its answer.
+    var decoderStops = false
     /// HTTP/1.1 without `Connection: close`, or HTTP/1.0 with `keep-alive`.
     var keepAlive = true
     /// The request target, for a 307's `Location`.
@@ -39,8 +42,9 @@ struct RequestHeadFacts: Sendable, Equatable {
 
     init(
         isConnect: Bool = false, transferCoding: TransferCoding = .none, declaredLength: Int? = nil,
-        expectation: Expectation = .none, upgrade: Upgrade = .none, keepAlive: Bool = true, uri: String = ""
+        expectation: Expectation = .none, upgrade: Upgrade = .none, decoderStops: Bool = false, keepAlive: Bool = true, uri: String = ""
     ) {
+        self.decoderStops = decoderStops
         self.isConnect = isConnect
         self.transferCoding = transferCoding
         self.declaredLength = declaredLength
