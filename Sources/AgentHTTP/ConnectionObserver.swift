@@ -1,5 +1,6 @@
 import AgentCore
 import NIOCore
+import NIOHTTP1
 import Synchronization
 
 /// Watches a connection for the client going away (half-close, close or error), and tells
@@ -16,6 +17,8 @@ final class ConnectionObserver: ChannelInboundHandler, RemovableChannelHandler, 
 
     private struct Waiters {
         var gone = false
+        /// Why the input broke, when the decoder could not parse it (nil: it did not).
+        var malformed: String?
         var nextID: UInt64 = 0
         var actions: [UInt64: @Sendable () -> Void] = [:]
     }
@@ -70,7 +73,15 @@ final class ConnectionObserver: ChannelInboundHandler, RemovableChannelHandler, 
         context.fireUserInboundEventTriggered(event)
     }
 
+    /// The decoder's words when the connection's input could not be parsed: a request cut
+    /// short by it (its body reader, or a wait cancelled with it) answers 400, not 503.
+    var malformedInput: String? { waiters.withLock { $0.malformed } }
+
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        if error is HTTPParserError || error is ByteToMessageDecoderError {
+            let detail = HTTP1ConnectionHandler.describe(error)
+            waiters.withLock { if $0.malformed == nil { $0.malformed = detail } }
+        }
         markGone()
         context.fireErrorCaught(error)
     }

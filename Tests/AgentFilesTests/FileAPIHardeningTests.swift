@@ -120,6 +120,25 @@ struct FileAPIHardeningTests {
     }
 
     /// A NUL cut the path: the call acted on the path before it and reported success.
+    /// A streamed write whose chunked framing breaks (a chunk size of 18 hex digits) is the
+    /// client's mistake: 400 `Malformed HTTP request.`, as on routes that collect their
+    /// body, not 503 "The request was cancelled." (the broken input cancelled its wait).
+    @Test func aMalformedChunkOnAStreamedWriteIs400() async throws {
+        try await withFilesServer { files in
+            let target = files.file("streamed.txt")
+            for body in ["FFFFFFFFFFFFFFFFFF\r\nabc\r\n0\r\n\r\n", "3\r\nabc\r\nzz\r\n"] {
+                let socket = try #require(LoopbackSocket(port: files.client.port))
+                socket.send(
+                    "POST /api/v0/write-file?path=\(FilesHarness.q(target)) HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n" + body)
+                let (bytes, _) = await socket.readAll(timeout: .seconds(30))
+                let text = String(decoding: bytes, as: UTF8.self)
+                #expect(String.httpStatus(of: bytes) == 400, "\(text)")
+                #expect(text.contains("Malformed HTTP request."), "\(text)")
+                #expect(!FileManager.default.fileExists(atPath: target), "nothing is written")
+            }
+        }
+    }
+
     @Test func nulInPathsIsRefused() async throws {
         try await withFilesServer { h in
             let real = h.file("real.txt")

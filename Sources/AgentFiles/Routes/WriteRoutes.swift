@@ -59,6 +59,10 @@ struct WriteRoutes: Sendable {
         } catch let error as APIError {
             writer.abandon()
             throw error
+        } catch let error as RequestBodyError {
+            // Broken framing or a body cut short: the responder's 400.
+            writer.abandon()
+            throw error
         } catch {
             writer.abandon()
             throw APIError(.internalServerError, "Failed to read the request body.", detail: "\(error)")

@@ -50,12 +50,22 @@ public struct AgentResponder: HTTPResponder {
             }
             status = response.status
         } catch {
-            let answer = Self.apiError(for: error, request: request, logger: context.logger)
+            var answer = Self.apiError(for: error, request: request, logger: context.logger)
+            if let detail = context.connectionObserver?.malformedInput, Self.isCutShort(answer) {
+                // Broken framing (a chunk size of 18 hex digits) cancelled the request: the
+                // client's mistake, as on a route that collects its body.
+                answer = APIError(.badRequest, "Malformed HTTP request.", detail: detail)
+            }
             status = answer.status
             response = answer.response()
         }
         timers.record(method: request.method, status: status, nanoseconds: NIODeadline.now().uptimeNanoseconds &- start)
         return response
+    }
+
+    /// An answer that only says the request was cut short (cancelled, its body ended early).
+    static func isCutShort(_ answer: APIError) -> Bool {
+        answer.status == .serviceUnavailable || answer.status == .badRequest || answer.status == .internalServerError
     }
 
     /// 405 for a method a routed path has no handler for, its `Allow` naming those it has.
