@@ -243,6 +243,11 @@ struct ContextResolverTests {
         #expect(try ContextSourcePath.lexical("  ~/a//b/./c/../d ", home: "/home/u") == "/home/u/a/b/d")
         #expect(throws: ContextSourcePath.Problem("path is empty")) { try ContextSourcePath.lexical(" ", home: "/h") }
         #expect(throws: ContextSourcePath.Problem("path \"rel\" is not absolute")) { try ContextSourcePath.lexical("rel", home: "/h") }
+        #expect(throws: ContextSourcePath.Problem("path contains a NUL byte")) { try ContextSourcePath.lexical("/h/a\0b", home: "/h") }
+        #expect(throws: ContextSourcePath.Problem("path is longer than 4096 bytes")) {
+            try ContextSourcePath.lexical("/" + String(repeating: "a", count: 4096), home: "/h")
+        }
+        #expect(try ContextSourcePath.lexical("/" + String(repeating: "a", count: 4095), home: "/h").utf8.count == 4096)
         try tree.link("work/out", to: "/etc")
         #expect(throws: ContextSourcePath.Problem("path \"\(tree.path("work/out"))\" is not inside any allowed root")) {
             try ContextSourcePath.checkAddable(tree.path("work/out"), allowedRoots: [tree.path("work")], fileSystem: fs)

@@ -85,6 +85,14 @@ struct WorkspaceAgentChatContextTests {
         #expect(outside.status == 400 && jsonObject(outside.body)?["detail"] as? String == "path \"/etc\" is not inside any allowed root", "\(outside)")
         let notJSON = try await client.request("POST", "/api/v0/context/sources", json: "{path")
         #expect(notJSON.status == 400 && jsonObject(notJSON.body)?["message"] as? String == "Request body must be valid JSON.")
+        // A NUL byte and a 300 KB path name no file: 400, nothing added.
+        let nul = try await client.request("POST", "/api/v0/context/sources", json: #"{"path":"~/extra\u0000x"}"#)
+        #expect(nul.status == 400 && jsonObject(nul.body)?["detail"] as? String == "canonicalize: path contains a NUL byte", "\(nul)")
+        let long = try await client.request(
+            "POST", "/api/v0/context/sources", json: #"{"path":"~/"# + String(repeating: "a", count: 300_000) + #""}"#)
+        #expect(long.status == 400 && jsonObject(long.body)?["detail"] as? String == "canonicalize: path is longer than 4096 bytes", "\(long.status)")
+        let nulShow = try await client.request("GET", "/api/v0/context/sources/%2Ftmp%00x")
+        #expect(nulShow.status == 400, "\(nulShow)")
         let badShow = try await client.request("GET", "/api/v0/context/sources/notes")
         #expect(badShow.status == 400 && jsonObject(badShow.body)?["message"] as? String == "Invalid context source path.", "\(badShow)")
         let badDelete = try await client.request("DELETE", "/api/v0/context/sources/notes")

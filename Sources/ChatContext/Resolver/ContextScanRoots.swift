@@ -32,11 +32,17 @@ public enum ContextSourcePath {
         public var description: String { message }
     }
 
+    /// The longest path a source may have (Linux's PATH_MAX).
+    public static let maxPathBytes = 4096
+
     /// Trimmed, `~` and `~/…` expanded with `home`, cleaned as Go's `filepath.Clean`; links
     /// are not resolved, and the result must be absolute.
     public static func lexical(_ raw: String, home: String) throws(Problem) -> String {
         var path = raw.goTrimmed
         guard !path.isEmpty else { throw Problem("path is empty") }
+        // No file can have such a name: refused before any lookup.
+        guard !path.utf8.contains(0) else { throw Problem("path contains a NUL byte") }
+        guard path.utf8.count <= maxPathBytes else { throw Problem("path is longer than \(maxPathBytes) bytes") }
         if path == "~" { path = home } else if path.hasPrefix("~/") { path = home + path.dropFirst() }
         guard path.hasPrefix("/") else { throw Problem("path \(goQuote(raw.goTrimmed)) is not absolute") }
         return clean(path)
