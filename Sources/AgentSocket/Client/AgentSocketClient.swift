@@ -23,6 +23,9 @@ public struct AgentSocketClient: Sendable {
         /// The socket could not be reached: `connect to agent socket: connect to socket: dial unix ...`
         /// plus, beyond the reference, how to point the client elsewhere.
         case dial(path: String, errno: Int32)
+        /// The socket belongs to another agent (`server`) than the one that started this
+        /// command (`own`), which runs without a socket: nothing is sent.
+        case foreignAgent(path: String, server: Int32, own: Int32)
         /// The call failed (the agent's error text, or a transport failure).
         case call(DRPCCallError)
 
@@ -32,6 +35,10 @@ public struct AgentSocketClient: Sendable {
                 return "connect to agent socket: connect to socket: dial unix \(path): connect: \(SystemCallError.message(code))"
                     + " (tried \(path); set the path with --socket-path or CODER_AGENT_SOCKET_PATH,"
                     + " and check that the agent runs with its socket server enabled)"
+            case .foreignAgent(let path, let server, let own):
+                return "connect to agent socket: \(path) is served by another agent (pid \(server)), not the agent that started"
+                    + " this command (pid \(own)), which runs without its socket; start that agent with --socket-path"
+                    + " (CODER_AGENT_SOCKET_PATH) set to a free path and give this command the same"
             case .call(let error):
                 if case .remote(let body) = error { return body.message }
                 return error.description
@@ -158,6 +165,12 @@ public struct AgentSocketClient: Sendable {
         switch UnixSocket.connect(path) {
         case .success(let connected): fd = connected
         case .failure(let error): throw .dial(path: path, errno: error.errno)
+        }
+        // A command an agent started talks only to that agent: a second agent whose path
+        // another holds must not have its commands land in the first one's units.
+        if let own = PeerProcess.nearestAncestorRunningThisExecutable(), let server = PeerProcess.of(socket: fd), server != own {
+            close(fd)
+            throw .foreignAgent(path: path, server: server, own: own)
         }
         do {
             return try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)

@@ -59,6 +59,15 @@ public final class AgentSocketServer: Service, Sendable {
     /// Why the socket could not be made (`create socket: ...`), if it could not.
     public var creationFailure: String? { failure.withLock { $0 } }
 
+    /// The creation failure in words; when another live agent holds the path, which one and
+    /// how to choose another path (this agent then runs without its socket).
+    static func explain(_ error: SocketFile.Failure, path: String) -> String {
+        guard SocketFile.isLive(path) else { return "\(error)" }
+        let holder = PeerProcess.listening(at: path).map { " (pid \($0))" } ?? ""
+        return "\(error): another agent\(holder) is listening on it; this agent runs without its socket."
+            + " Give each agent its own path with --socket-path or CODER_AGENT_SOCKET_PATH (and the same to exp sync and exp chat)"
+    }
+
     public func run() async throws {
         let file = SocketFile(path: configuration.path)
         let serverChannel: NIOAsyncChannel<NIOAsyncChannel<ByteBuffer, ByteBuffer>, Never>
@@ -66,8 +75,9 @@ public final class AgentSocketServer: Service, Sendable {
         do {
             (serverChannel, identity) = try await file.create(bind: bind) { try? await $0.channel.close() }
         } catch {
-            failure.withLock { $0 = "\(error)" }
-            logger.error("failed to create socket server", metadata: ["path": "\(configuration.path)", "error": "\(error)"])
+            let text = Self.explain(error, path: configuration.path)
+            failure.withLock { $0 = text }
+            logger.error("failed to create socket server", metadata: ["path": "\(configuration.path)", "error": "\(text)"])
             try? await gracefulShutdown()
             return
         }

@@ -1,0 +1,75 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Who is at the other end of a unix socket, and which agent started this process: so a
+/// second agent can name the one holding its socket path, and a command an agent started
+/// never talks to another agent's socket by accident.
+public enum PeerProcess {
+    /// How many generations ``nearestAncestorRunningThisExecutable()`` looks up at most.
+    public static let maxGenerations = 64
+
+    /// The pid of the process at the other end of the connected unix socket `fd`
+    /// (`SO_PEERCRED`); nil when it is not known (0: a process of another pid namespace).
+    public static func of(socket fd: Int32) -> pid_t? {
+        // `struct ucred` (pid, uid, gid: three 32-bit fields), which Glibc exports to Swift
+        // only under _GNU_SOURCE.
+        var credentials: (pid: Int32, uid: UInt32, gid: UInt32) = (0, 0, 0)
+        var length = socklen_t(MemoryLayout<(Int32, UInt32, UInt32)>.size)
+        guard getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) == 0, credentials.pid > 0 else { return nil }
+        return credentials.pid
+    }
+
+    /// The pid of the process listening at `path`, nil when nothing listens (or it is not known).
+    public static func listening(at path: String) -> pid_t? {
+        guard case .success(let fd) = UnixSocket.connect(path) else { return nil }
+        defer { close(fd) }
+        return of(socket: fd)
+    }
+
+    /// The nearest ancestor (parent, its parent, ...) that runs this process's own
+    /// executable (the same file: device and inode), nil when none does within
+    /// ``maxGenerations``: for a command the agent started, directly or through a shell, the agent.
+    public static func nearestAncestorRunningThisExecutable() -> pid_t? {
+        guard let own = executableIdentity("/proc/self/exe") else { return nil }
+        var pid = getppid()
+        for _ in 0..<maxGenerations {
+            guard pid > 1 else { return nil }
+            if executableIdentity("/proc/\(pid)/exe") == own { return pid }
+            guard let parent = parentPID(of: pid) else { return nil }
+            pid = parent
+        }
+        return nil
+    }
+
+    private struct FileIdentity: Equatable {
+        var device: UInt64
+        var inode: UInt64
+    }
+
+    private static func executableIdentity(_ link: String) -> FileIdentity? {
+        var info = stat()
+        guard stat(link, &info) == 0 else { return nil }
+        return FileIdentity(device: UInt64(info.st_dev), inode: UInt64(info.st_ino))
+    }
+
+    /// The fourth field of `/proc/<pid>/stat`, read after the command name's closing
+    /// parenthesis (the name itself may hold spaces and parentheses). At most 4 KiB read.
+    static func parentPID(of pid: pid_t) -> pid_t? {
+        let fd = open("/proc/\(pid)/stat", O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        guard count > 0 else { return nil }
+        return parentPID(statLine: buffer[0..<count])
+    }
+
+    /// `pid (comm) state ppid ...` → ppid.
+    static func parentPID(statLine: ArraySlice<UInt8>) -> pid_t? {
+        guard let close = statLine.lastIndex(of: UInt8(ascii: ")")) else { return nil }
+        let fields = statLine[(close + 1)...].split(separator: UInt8(ascii: " "))
+        guard fields.count >= 2 else { return nil }
+        return pid_t(String(decoding: fields[1], as: UTF8.self))
+    }
+}
