@@ -113,13 +113,18 @@ struct RunCommand: AsyncParsableCommand {
             startPhase: config.controlPlane.token == nil ? nil : lifecycle, announcementBanners: banners)
         let childFileLimit = FileDescriptorLimit.raise()
 
-        host.listen(on: config.http.address, for: "the HTTP API", logMessage: "agent HTTP API listening")
+        // The agent's own ports as bound (port 0: the kernel's choice), left out of listening-ports.
+        let ownPorts = OwnListenerPorts(Self.ownPorts((config.agent, config.http)))
+        host.listen(
+            on: config.http.address, for: "the HTTP API", logMessage: "agent HTTP API listening",
+            onListening: { ownPorts.insert(boundAddress: $0) })
         // Optional: when its port is busy the agent warns and serves on (the API has /metrics too).
         if let address = config.agent.prometheusAddress {
             host.listen(
                 on: address, for: "Prometheus metrics", name: ListenerName.prometheus, logMessage: "prometheus metrics listening",
                 addressKey: "metrics_address", required: false,
-                mounts: [HTTPMount(MetricsModule(registry: metrics, process: processMetrics), at: "/")])
+                mounts: [HTTPMount(MetricsModule(registry: metrics, process: processMetrics), at: "/")],
+                onListening: { ownPorts.insert(boundAddress: $0) })
         }
         host.add(upward)
         host.add(ChatPathsModule(journal: ChatPathsJournal(paths: chatPaths, file: config.agent.stateDir + "/chat-paths.json") { message in
@@ -131,7 +136,7 @@ struct RunCommand: AsyncParsableCommand {
         host.mount(DesktopModule(configuration: config.desktop, context: context), at: "/api/v0/desktop")
         host.mount(MetricsModule(registry: metrics, process: processMetrics), at: "/")
         host.mount(MetricsModule(registry: metrics, process: processMetrics, path: "prometheus"), at: "/debug")
-        host.mount(DiagnosticsModule(context: context, recentLogs: log.recent, ignoredPorts: Self.ownPorts((config.agent, config.http))), at: "/")
+        host.mount(DiagnosticsModule(context: context, recentLogs: log.recent, ignoredPorts: ownPorts), at: "/")
         // Built here so the agent socket can serve its context calls; mounted below.
         let chatContextModule = ChatContextModule(
             configuration: chatContextConfig, context: context, directory: config.processes.directory,
@@ -197,7 +202,7 @@ struct RunCommand: AsyncParsableCommand {
     static func ownPorts(_ config: (agent: AgentOptions.Configuration, http: HTTPOptions.Configuration)) -> Set<UInt16> {
         var ports: Set<UInt16> = []
         for target in [config.http.address, config.agent.prometheusAddress].compactMap({ $0 }) {
-            if case .tcp(_, let port) = target.kind, let port = UInt16(exactly: port) { ports.insert(port) }
+            if case .tcp(_, let port) = target.kind, let port = UInt16(exactly: port), port != 0 { ports.insert(port) }
         }
         return ports
     }

@@ -22,6 +22,12 @@ import Glibc
             return metricsPort != nil
         }
         let listener = RawHTTPClient(port: try #require(metricsPort))
+        // Both listeners were given port 0: the ports the kernel chose are the agent's own,
+        // left out of listening-ports.
+        let ports = try await api.request("GET", "/api/v0/listening-ports")
+        let listed = (jsonObject(ports.body)?["ports"] as? [[String: Any]] ?? []).compactMap { ($0["port"] as? NSNumber)?.intValue }
+        #expect(ports.status == 200)
+        #expect(!listed.contains(try #require(metricsPort)) && !listed.contains(api.port), "\(ports.bodyText)")
 
         let before = try await parse(try await listener.request("GET", "/metrics").bodyText)
         let started = try await api.request("POST", "/api/v0/processes/start", json: #"{"command":"echo metrics"}"#)

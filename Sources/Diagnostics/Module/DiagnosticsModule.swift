@@ -14,7 +14,7 @@ public struct DiagnosticsModule: HTTPModule {
     let ports: ListeningPortCache
 
     /// - Parameter ignoredPorts: the agent's own listeners (metrics, debug), never listed.
-    public init(context: AgentContext, recentLogs: RecentLogs, ignoredPorts: Set<UInt16> = []) {
+    public init(context: AgentContext, recentLogs: RecentLogs, ignoredPorts: OwnListenerPorts = OwnListenerPorts()) {
         manifest = context.manifest
         self.recentLogs = recentLogs
         ports = ListeningPortCache(scanner: ListeningPortScanner(ignored: ignoredPorts))

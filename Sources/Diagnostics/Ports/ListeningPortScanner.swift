@@ -35,12 +35,16 @@ public struct ListeningPortScanner: Sendable {
 
     /// Where `net/tcp`, `net/tcp6` and the processes are (a test may point elsewhere).
     let proc: ProcSocketOwners
-    /// Ports never listed (the agent's own listeners: metrics, debug).
-    let ignored: Set<UInt16>
+    /// Ports never listed (the agent's own listeners: metrics, debug), read at each scan.
+    let ignored: OwnListenerPorts
 
-    public init(procRoot: String = "/proc", ignored: Set<UInt16> = []) {
+    public init(procRoot: String = "/proc", ignored: OwnListenerPorts = OwnListenerPorts()) {
         self.proc = ProcSocketOwners(procRoot: procRoot)
         self.ignored = ignored
+    }
+
+    public init(procRoot: String = "/proc", ignored: Set<UInt16>) {
+        self.init(procRoot: procRoot, ignored: OwnListenerPorts(ignored))
     }
 
     public struct ScanError: Error, CustomStringConvertible {
@@ -53,6 +57,7 @@ public struct ListeningPortScanner: Sendable {
         guard v4 != nil || v6 != nil else {
             throw ScanError(description: "open \(proc.procRoot)/net/tcp: \(String(cString: strerror(errno)))")
         }
+        let ignored = ignored.all
         var byPort: [UInt16: UInt64] = [:]
         var order: [UInt16] = []
         for listener in ProcNetTCP.listeners(v4 ?? []) + ProcNetTCP.listeners(v6 ?? [])
