@@ -1,3 +1,5 @@
+import CAgentSpawn
+import Foundation
 import Synchronization
 import Testing
 
@@ -35,6 +37,80 @@ private func cursorBytes(generation: UInt64, offset: UInt64) -> [UInt8] {
 private func generation(ofDataFile path: String) -> UInt64 {
     let bytes = readFile(path)
     return (0..<8).reduce(0) { $0 | UInt64(bytes[8 + $1]) << (8 * UInt64($1)) }
+}
+
+/// The path with symbolic links resolved, as `/proc/*/fd` shows it.
+private func canonicalPath(_ path: String) -> String? {
+    guard let resolved = realpath(path, nil) else { return nil }
+    defer { free(resolved) }
+    return String(cString: resolved)
+}
+
+private func readLink(_ path: String) -> String? {
+    var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+    let count = readlink(path, &buffer, buffer.count - 1)
+    guard count > 0 else { return nil }
+    return String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+}
+
+/// This process's descriptors open on `path` (read from `/proc/self/fd`, without opening
+/// the file: closing a descriptor of it would drop the journal's record lock).
+private func descriptors(of path: String) -> [Int32] {
+    let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+    return entries.compactMap { Int32($0) }.filter { readLink("/proc/self/fd/\($0)") == path }
+}
+
+/// A `sleep` child holding a copy of `fd` as its fd 3 (and nothing else of ours).
+private struct Holder {
+    let pid: pid_t
+
+    /// Kills and reaps the child (ours: started by this test).
+    func end() {
+        _ = kill(pid, SIGKILL)
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+    }
+}
+
+private func spawnHolding(_ fd: Int32) -> Holder? {
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+    posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+    posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+    // dup2 clears close-on-exec on fd 3; every other descriptor of ours is closed, so the
+    // child keeps no other test's socket open.
+    posix_spawn_file_actions_adddup2(&actions, fd, 3)
+    agent_spawn_actions_close_from(&actions, 4)
+    var attributes = posix_spawnattr_t()
+    posix_spawnattr_init(&attributes)
+    defer { posix_spawnattr_destroy(&attributes) }
+    var empty = sigset_t()
+    sigemptyset(&empty)
+    posix_spawnattr_setsigmask(&attributes, &empty)
+    posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK))
+    let argv: [UnsafeMutablePointer<CChar>?] = [strdup("sleep"), strdup("600"), nil]
+    defer { for pointer in argv { free(pointer) } }
+    var pid: pid_t = 0
+    // posix_spawn returns once the child has exec'd (or failed to).
+    guard posix_spawnp(&pid, "sleep", &actions, &attributes, argv, environ) == 0 else { return nil }
+    return Holder(pid: pid)
+}
+
+/// What another process finds when it tries an fcntl record lock on `path` (as another
+/// agent would): "held" or "free".
+private func otherProcessLock(_ path: String) async -> String {
+    let script = """
+        import fcntl, sys
+        f = open(sys.argv[1], "r+")
+        try:
+            fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            print("free")
+        except OSError:
+            print("held")
+        """
+    return await ChildProgram.run(["python3", "-c", script, path]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
 }
 
 @Suite struct UploadJournalTests {
@@ -130,6 +206,64 @@ private func generation(ofDataFile path: String) -> UInt64 {
         journal.close()
         _ = try UploadJournal(directory: directory, name: "logs", capacityBytes: 1000)
     }
+
+    /// The lock is the process's, not the open file's: a child that holds a copy of the
+    /// locked descriptor (as every child does between fork and exec) does not keep a
+    /// closed journal from being reopened — a flock did, `.locked` after a fork elsewhere —
+    /// while a second journal in this process and another process are still kept out.
+    @Test func aChildHoldingTheDescriptorDoesNotKeepTheLock() async throws {
+        let directory = temporaryDirectory()
+        defer { removeTree(directory) }
+        let first = try UploadJournal(directory: directory, name: "logs", capacityBytes: 1000)
+        let cursor = try #require(canonicalPath(first.cursorPath))
+        let lockFD = try #require(descriptors(of: cursor).first, "the journal's descriptor of its cursor")
+        // A real child holding the locked open file as its fd 3 (after exec, so for as long
+        // as it lives), as a child spawned by another thread would until its exec.
+        let holder = try #require(spawnHolding(lockFD))
+        defer { holder.end() }
+        #expect(readLink("/proc/\(holder.pid)/fd/3") == cursor, "the child holds the journal's open file")
+        first.close()
+        let reopened = try UploadJournal(directory: directory, name: "logs", capacityBytes: 1000)
+        #expect(readLink("/proc/\(holder.pid)/fd/3") == cursor, "still, while reopening")
+        // Still kept out: a second journal in this process (refused without touching the
+        // lock), and another process locking as an agent does (fcntl record lock).
+        #expect(throws: UploadJournal.OpenError.locked(reopened.cursorPath)) {
+            _ = try UploadJournal(directory: directory, name: "logs", capacityBytes: 1000)
+        }
+        #expect(await otherProcessLock(reopened.cursorPath) == "held")
+        reopened.append(record(1))
+        reopened.close()
+        #expect(await otherProcessLock(reopened.cursorPath) == "free")
+        // And another process's lock keeps this one out.
+        let other = try #require(ChildProgram.start(["python3", "-c", Self.lockAndWait, reopened.cursorPath]))
+        defer { other.kill() }
+        // Its first line, read on a thread of our own (a blocking read; it ends at the line
+        // or when the child exits).
+        let stdout = other.stdout
+        let line = await onThread { () -> String in
+            var bytes: [UInt8] = []
+            var byte: UInt8 = 0
+            while byte != 0x0A, read(stdout, &byte, 1) == 1 { bytes.append(byte) }
+            return String(decoding: bytes, as: UTF8.self)
+        }
+        #expect(line == "locked\n")
+        #expect(throws: UploadJournal.OpenError.locked(reopened.cursorPath)) {
+            _ = try UploadJournal(directory: directory, name: "logs", capacityBytes: 1000)
+        }
+        other.kill()
+        let last = try UploadJournal(directory: directory, name: "logs", capacityBytes: 1000)
+        #expect(drain(last) == [record(1)])
+    }
+
+    /// Takes an fcntl record lock on argv[1] (as another agent would), says so, and keeps it
+    /// until killed (stdin is a pipe nobody writes to).
+    private static let lockAndWait = """
+        import fcntl, sys
+        f = open(sys.argv[1], "r+")
+        fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        print("locked", flush=True)
+        sys.stdin.read()
+        """
 
     @Test func tornTailIsCutAway() throws {
         let directory = temporaryDirectory()

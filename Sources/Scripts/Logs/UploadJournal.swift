@@ -18,8 +18,9 @@ import Glibc
 ///   directory update; a 24-byte `pwrite` at offset 0 lies within one page and cannot be torn
 ///   by a process crash (the kernel copies it into the page cache whole; a fatal signal is
 ///   only looked at between pages or on return from the call), and a garbled cursor (power loss) fails its checksum and means
-///   "deliver everything again" (duplicates, never loss). It also carries the `flock` that
-///   keeps a second agent off the same journal.
+///   "deliver everything again" (duplicates, never loss). It also carries the lock that
+///   keeps a second agent (or a second journal in this process) off the same files: a
+///   ``ProcessFileLock``, which a spawned child cannot keep after the journal is closed.
 /// - `<name>.journal.tmp`: only during compaction; a leftover one is deleted at open.
 ///
 /// Durability: no `fsync`. What `write` put in the page cache survives the process
@@ -89,9 +90,6 @@ final class UploadJournal: Sendable {
     static let compactionThresholdBytes = 1 << 20
     static let readChunkBytes = 256 << 10
     static let copyChunkBytes = 1 << 20
-    /// How long opening waits for the journal's lock (in ``lockTries`` steps).
-    static let lockWaitMicroseconds = 200_000
-    static let lockTries = 20
     private static let dataMagic: [UInt8] = Array("CJN1".utf8)
     private static let cursorMagic: [UInt8] = Array("CJC1".utf8)
 
@@ -145,7 +143,7 @@ final class UploadJournal: Sendable {
         state.withLock { state in
             guard !state.closed else { return }
             Glibc.close(state.dataFD)
-            Glibc.close(state.cursorFD)
+            ProcessFileLock.close(state.cursorFD)
         }
     }
 
@@ -156,7 +154,7 @@ final class UploadJournal: Sendable {
             guard !state.closed else { return [] }
             state.closed = true
             Glibc.close(state.dataFD)
-            Glibc.close(state.cursorFD)
+            ProcessFileLock.close(state.cursorFD)
             defer { state.waiters = [:] }
             return Array(state.waiters.values)
         }
@@ -391,36 +389,29 @@ final class UploadJournal: Sendable {
 
     private static func open(directory: String, dataPath: String, cursorPath: String, temporaryPath: String) throws(OpenError) -> State {
         try makeDirectories(directory)
-        let cursorFD = Glibc.open(cursorPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-        guard cursorFD >= 0 else { throw .system(call: "open \(cursorPath)", errno: errno) }
-        // A child being spawned holds copies of our descriptors between fork and exec
-        // (they are close-on-exec), and with them the lock of a journal just closed: a few
-        // tries over at most ``lockWaitMicroseconds`` before giving up.
-        var tries = 0
-        while flock(cursorFD, LOCK_EX | LOCK_NB) != 0 {
-            let code = errno
-            tries += 1
-            if code == EINTR { continue }
-            if code == EWOULDBLOCK && tries < lockTries {
-                usleep(useconds_t(lockWaitMicroseconds / lockTries))
-                continue
+        // A record lock, not a flock: a child spawned by any thread shares our open file
+        // descriptions until it execs, and would keep a flock of a journal closed meanwhile.
+        let cursorFD: Int32
+        do throws(ProcessFileLock.Failure) {
+            cursorFD = try ProcessFileLock.open(cursorPath, mode: 0o600)
+        } catch {
+            switch error {
+            case .held: throw .locked(cursorPath)
+            case .system(let call, let code): throw .system(call: "\(call) \(cursorPath)", errno: code)
             }
-            Glibc.close(cursorFD)
-            if code == EWOULDBLOCK { throw .locked(cursorPath) }
-            throw .system(call: "flock \(cursorPath)", errno: code)
         }
         _ = unlink(temporaryPath)
         let dataFD = Glibc.open(dataPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard dataFD >= 0 else {
             let code = errno
-            Glibc.close(cursorFD)
+            ProcessFileLock.close(cursorFD)
             throw .system(call: "open \(dataPath)", errno: code)
         }
         do {
             return try recover(dataFD: dataFD, cursorFD: cursorFD)
         } catch {
             Glibc.close(dataFD)
-            Glibc.close(cursorFD)
+            ProcessFileLock.close(cursorFD)
             throw error
         }
     }
