@@ -157,40 +157,29 @@ struct BoundaryProxyTests {
         }
     }
 
+    /// Ordered by counters, never by a quiet interval: the outage ends once every batch was
+    /// read (a spool that stopped growing only says it is full, not that reading is done),
+    /// and the outcome is read once nothing is left in flight, queued or spooled.
     @Test func aFullSpoolKeepsWhatFitsInOrder() async throws {
         let upward = RecordingUpward(.hold)
         try await BoundaryHarness.with(upward: upward, spoolBytes: 4096) { harness in
             let socket = try harness.connect()
-            for batch in 0..<400 { socket.send(Boundary.v1(Boundary.request(["https://f.invalid/\(batch)"]))) }
-            // Everything was read once the last batch was dropped or spooled: wait for the
-            // spool to stop growing, then end the outage.
-            var last = -1
-            _ = await eventually(timeout: .seconds(20)) {
-                let size = Self.spoolSize(harness.directory)
-                defer { last = size }
-                try? await Task.sleep(for: .milliseconds(200))
-                return size == last && size > 0
+            // From a thread of its own: a blocking send must not hold a cooperative thread.
+            await onThread {
+                for batch in 0..<400 { socket.send(Boundary.v1(Boundary.request(["https://f.invalid/\(batch)"]))) }
             }
+            #expect(await eventually(timeout: .seconds(60)) { harness.forwarder.enqueuedBatches == 400 }, "every batch read")
+            let held = harness.forwarder.accounting
+            #expect(held.received == 400)
+            #expect(held.inFlight + held.queued + held.spooled + held.dropped == 400, "every batch read is somewhere or counted: \(held)")
+            #expect(held.inFlight + held.queued >= 100 && held.spooled > 0 && held.dropped > 0, "memory, then spool, then dropped: \(held)")
             upward.release()
-            var stable = -1
-            #expect(await eventually(timeout: .seconds(20)) {
-                let count = upward.urls.count
-                defer { stable = count }
-                try? await Task.sleep(for: .milliseconds(200))
-                return count == stable && count > 101
-            })
+            #expect(await eventually(timeout: .seconds(60)) { harness.forwarder.isDrained }, "everything held was delivered")
             let urls = upward.urls
-            #expect(urls.count > 101 && urls.count < 400, "memory and what fit in 4 KiB of spool")
+            #expect(urls.count == held.inFlight + held.queued + held.spooled, "what was in memory and in the spool, each once: \(held)")
             let numbers = urls.compactMap { Int($0.split(separator: "/").last ?? "") }
             #expect(numbers == numbers.sorted() && Set(numbers).count == numbers.count, "in order, each once")
             #expect(urls.count + (harness.forwarder.droppedBatches["spool_full"] ?? 0) == 400, "exactly the excess was dropped and counted")
-        }
-    }
-
-    static func spoolSize(_ directory: String) -> Int {
-        let spool = directory + "/spool"
-        return ((try? FileManager.default.contentsOfDirectory(atPath: spool)) ?? []).reduce(0) { total, name in
-            total + ((try? FileManager.default.attributesOfItem(atPath: spool + "/" + name)[.size] as? NSNumber)?.intValue ?? 0)
         }
     }
 

@@ -41,6 +41,8 @@ final class BoundaryForwarder: Service, Sendable {
         var dropped: [String: Int] = [:]
         /// Batches handed to ``enqueue(_:)`` so far, whatever became of them.
         var enqueued = 0
+        /// Of those, batches written to the spool (some may have been taken back since).
+        var spooled = 0
     }
 
     let configuration: Configuration
@@ -77,6 +79,7 @@ final class BoundaryForwarder: Service, Sendable {
                 s.dropped["spool_full", default: 0] += 1
                 return "spool_full"
             }
+            s.spooled += 1
             BoundaryMetrics.batchesSpooled.increment()
             BoundaryMetrics.spoolBytes.record(spool.totalBytes)
             return nil
@@ -97,6 +100,34 @@ final class BoundaryForwarder: Service, Sendable {
 
     /// Batches handed over by the socket server so far (diagnostics and tests).
     var enqueuedBatches: Int { state.withLock { $0.enqueued } }
+
+    /// Where the batches read so far went, counted at one instant (under the lock).
+    struct Accounting: Equatable, Sendable {
+        /// Handed to ``enqueue(_:)``.
+        var received: Int
+        /// Being forwarded, and waiting in memory.
+        var inFlight: Int
+        var queued: Int
+        /// Written to the spool by ``enqueue(_:)`` (including any taken back since).
+        var spooled: Int
+        /// Dropped, every reason.
+        var dropped: Int
+    }
+
+    /// Until anything is forwarded or taken back from the spool, `received == inFlight +
+    /// queued + spooled + dropped`: every batch read is somewhere or counted (tests).
+    var accounting: Accounting {
+        state.withLock { s in
+            Accounting(
+                received: s.enqueued, inFlight: s.inFlight == nil ? 0 : s.inFlightBatches, queued: s.queue.count,
+                spooled: s.spooled, dropped: s.dropped.values.reduce(0, +))
+        }
+    }
+
+    /// Nothing in flight, queued or spooled: everything read so far was forwarded or dropped.
+    var isDrained: Bool {
+        state.withLock { $0.inFlight == nil && $0.queue.isEmpty && ($0.spool?.isEmpty ?? true) }
+    }
 
     /// The next request: memory first (it is older than anything spooled; an empty memory
     /// queue is refilled from the spool's oldest records), merging the queued batches of the
@@ -216,10 +247,14 @@ final class BoundaryForwarder: Service, Sendable {
             s.inFlight = nil
             s.queue = []
             BoundaryMetrics.queued.record(0)
-            guard let spool = s.spool else { return (0, remaining.count) }
-            let payloads = remaining.compactMap { try? $0.serializedBytes() as [UInt8] }
-            let written = spool.prepend(payloads)
-            BoundaryMetrics.spoolBytes.record(spool.totalBytes)
+            var written = 0
+            if let spool = s.spool {
+                let payloads = remaining.compactMap { try? $0.serializedBytes() as [UInt8] }
+                written = spool.prepend(payloads)
+                BoundaryMetrics.spoolBytes.record(spool.totalBytes)
+            }
+            // Counted in ``droppedBatches`` too, not only in the metrics.
+            if remaining.count > written { s.dropped["spool_full", default: 0] += remaining.count - written }
             return (written, remaining.count - written)
         }
         if count > 0 { logger.info("boundary logs spooled for the next start", metadata: ["batches": "\(count)"]) }
