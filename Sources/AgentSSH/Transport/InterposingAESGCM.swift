@@ -31,6 +31,13 @@ class InterposingAESGCM {
         return (keys.outboundEncryptionKey, keys.inboundEncryptionKey, keys.initialOutboundIV, keys.initialInboundIV)
     }
 
+    /// What a decrypted message becomes before swift-nio-ssh parses it: the server's
+    /// ``SSHMessageRewriter``. A test's client overrides both to send what clients send.
+    func rewriteInbound(_ payload: ByteBuffer) -> ByteBuffer { rewriter.inbound(payload) }
+
+    /// What a message swift-nio-ssh serialized becomes before it is encrypted.
+    func rewriteOutbound(_ payload: ByteBuffer) -> ByteBuffer { rewriter.outbound(payload) }
+
     /// Adds one to the nonce's 64-bit big-endian invocation counter (its last 8 bytes).
     static func increment(_ nonce: inout [UInt8]) {
         for index in stride(from: 11, through: 4, by: -1) {
@@ -69,7 +76,7 @@ extension InterposingAESGCM: NIOSSHTransportProtection {
         }
         var payload = ByteBufferAllocator().buffer(capacity: plaintext.count - padding - 1)
         payload.writeBytes(plaintext[plaintext.startIndex + 1 ..< plaintext.endIndex - padding])
-        return rewriter.inbound(payload)
+        return rewriteInbound(payload)
     }
 
     func encryptPacket(_ destination: inout ByteBuffer, sequenceNumber: UInt32) throws {
@@ -77,7 +84,7 @@ extension InterposingAESGCM: NIOSSHTransportProtection {
         // The serializer wrote length, padding_length, payload and padding in clear.
         if let padding = destination.getInteger(at: start + 4, as: UInt8.self),
            let payload = destination.getSlice(at: start + 5, length: destination.readableBytes - 5 - Int(padding)) {
-            let rewritten = rewriter.outbound(payload)
+            let rewritten = rewriteOutbound(payload)
             if rewritten != payload { Self.reframe(&destination, payload: rewritten) }
         }
         let sealed = try AES.GCM.seal(

@@ -4,8 +4,9 @@ import NIOCore
 ///
 /// swift-nio-ssh's set of channel types and channel requests is closed: an unknown channel
 /// type, or an unknown channel request with a body (`x11-req`), fails its parser and ends
-/// the whole connection. Inbound, each such message becomes a marked one it knows (see
-/// ``SSHExtensionMarker``), or an empty unknown request it refuses cleanly; outbound, the
+/// the whole connection, and so does a `direct-tcpip` whose originator is not an IP address.
+/// Inbound, each such message becomes a marked one it knows (see ``SSHExtensionMarker``), an
+/// empty unknown request it refuses cleanly, or a `direct-tcpip` it can parse; outbound, the
 /// agent's marked messages become the real ones. Every other message passes untouched
 /// (the first byte decides).
 struct SSHMessageRewriter {
@@ -29,6 +30,7 @@ struct SSHMessageRewriter {
 
     /// RFC 4254's reason codes the reference uses.
     static let administrativelyProhibited: UInt32 = 1
+    static let connectFailed: UInt32 = 2
     static let unknownChannelType: UInt32 = 3
 
     private(set) var refusals: [UInt32: (reason: UInt32, text: String)] = [:]
@@ -65,8 +67,9 @@ struct SSHMessageRewriter {
         return Self.message(Self.requestFailure) { $0.writeSSHText(text) }
     }
 
+    /// Notes how channel `channel` is to be refused; the first reason noted wins.
     private mutating func remember(_ channel: UInt32, _ reason: UInt32, _ text: String) {
-        if refusals.count < Self.maxRemembered { refusals[channel] = (reason, text) }
+        if refusals.count < Self.maxRemembered, refusals[channel] == nil { refusals[channel] = (reason, text) }
     }
 
     // MARK: Inbound (client to agent)
@@ -90,12 +93,11 @@ struct SSHMessageRewriter {
         else { return nil }
         let header = (sender: sender, window: window, maxPacket: maxPacket)
         switch type {
-        case "session", "forwarded-tcpip":
+        case "session":
             return nil
         case "direct-tcpip":
             if policy?.blockLocalPortForwarding == true { remember(sender, Self.administrativelyProhibited, "port forwarding is disabled") }
-            guard let host = reader.readSSHText(), SSHExtensionMarker.isMarked(host) else { return nil }
-            return Self.directTCPIP(header, host: SSHExtensionMarker.unsupported(type))
+            return inboundDirectTCPIP(header, reader)
         case "direct-streamlocal@openssh.com":
             if policy?.blockLocalPortForwarding == true {
                 remember(sender, Self.administrativelyProhibited, "local port forwarding is disabled")
@@ -107,6 +109,33 @@ struct SSHMessageRewriter {
             remember(sender, Self.unknownChannelType, "unsupported channel type")
             return Self.directTCPIP(header, host: SSHExtensionMarker.unsupported(String(type.prefix(64))))
         }
+    }
+
+    /// A `direct-tcpip` open as swift-nio-ssh can parse it, or nil when it can as it is.
+    ///
+    /// RFC 4254 §7.2 makes the originator a free string (asyncssh sends "", others a host
+    /// name), but swift-nio-ssh parses it as an IP address and ends the whole connection,
+    /// every session on it, when it cannot. The agent never uses the originator beyond the
+    /// JetBrains report, so one that is not an IP address (or a port beyond 65535) becomes
+    /// 0.0.0.0 port 0; a target port beyond 65535 becomes 0, which refuses that channel
+    /// alone, as does a payload too short to read (the reference's `ConnectionFailed` text).
+    private mutating func inboundDirectTCPIP(_ header: (sender: UInt32, window: UInt32, maxPacket: UInt32), _ body: ByteBuffer) -> ByteBuffer? {
+        var reader = body
+        guard let host = reader.readSSHText(), let port = reader.readInteger(as: UInt32.self) else {
+            remember(header.sender, Self.connectFailed, "error parsing forward data")
+            return Self.directTCPIP(header, host: SSHExtensionMarker.unsupported("direct-tcpip"))
+        }
+        if SSHExtensionMarker.isMarked(host) { return Self.directTCPIP(header, host: SSHExtensionMarker.unsupported("direct-tcpip")) }
+        let origin = reader.readSSHText()
+        let originPort = reader.readInteger(as: UInt32.self)
+        if port <= 65535, let origin, let originPort, originPort <= 65535, Self.isIPAddress(origin) { return nil }
+        return Self.directTCPIP(header, host: host, port: port <= 65535 ? port : 0)
+    }
+
+    /// Whether swift-nio-ssh's parser takes `text` as an originator (it calls the same
+    /// `SocketAddress(ipAddress:port:)`, inet_pton underneath).
+    static func isIPAddress(_ text: String) -> Bool {
+        (try? SocketAddress(ipAddress: text, port: 0)) != nil
     }
 
     private func inboundGlobalRequest(_ payload: ByteBuffer) -> ByteBuffer? {
@@ -237,12 +266,12 @@ struct SSHMessageRewriter {
         return buffer
     }
 
-    private static func directTCPIP(_ header: (sender: UInt32, window: UInt32, maxPacket: UInt32), host: String) -> ByteBuffer {
+    private static func directTCPIP(_ header: (sender: UInt32, window: UInt32, maxPacket: UInt32), host: String, port: UInt32 = 0) -> ByteBuffer {
         message(channelOpen) {
             $0.writeSSHText("direct-tcpip")
             $0.writeMultipleIntegers(header.sender, header.window, header.maxPacket)
             $0.writeSSHText(host)
-            $0.writeInteger(UInt32(0))
+            $0.writeInteger(port)
             $0.writeSSHText("0.0.0.0")
             $0.writeInteger(UInt32(0))
         }
