@@ -23,6 +23,12 @@ public struct HTTPOptions: ParsableArguments {
         }
     }
 
+    /// The one wording of the warning a listener bound beyond loopback logs, the HTTP API's
+    /// and the SSH server's alike (with the address as `address` metadata).
+    public static func beyondLoopbackWarning(_ listener: String) -> String {
+        "\(listener) listens beyond loopback"
+    }
+
     public func resolve(_ settings: Settings) throws(ConfigurationError) -> Configuration {
         let address = try settings.parsed(httpAddress, flag: "--http-address", variable: "CODER_AGENT_HTTP_ADDRESS") {
             try BindTarget(parsing: $0)

@@ -22,7 +22,11 @@ final class ReverseForwarding: GlobalRequestDelegate, @unchecked Sendable {
     static let maxConnections = 256
 
     let loop: any EventLoop
+    /// By key (``key(_:_:)``): a listener asked for port 0 is filed under both that and the
+    /// port it got (a cancel names either), so the keys outnumber the listeners.
     private var listeners: [String: any Channel] = [:]
+    /// Binds under way, which count against ``maxListeners`` too.
+    private var binding = 0
     private var open = 0
     private var closed = false
 
@@ -53,15 +57,13 @@ final class ReverseForwarding: GlobalRequestDelegate, @unchecked Sendable {
                 promise.succeed(.init(boundPort: nil))
                 return
             }
-            guard !closed, listeners.count < Self.maxListeners else {
+            guard !closed, listenerCount < Self.maxListeners else {
                 promise.fail(ReverseForwardingError.tooManyListeners)
                 return
             }
             listenUnix(marked: host, path: SSHExtensionMarker.streamLocalPath(host)!, handler: NIOLoopBound(handler, eventLoop: loop), promise: promise)
         case .cancel(let host, _) where SSHExtensionMarker.streamLocalPath(host) != nil:
-            if let listener = listeners.removeValue(forKey: Self.key(host, 0)) {
-                listener.close(promise: nil)
-            }
+            remove(listenerAt: Self.key(host, 0))
             promise.succeed(.init(boundPort: nil))
         case .listen(let host, let port):
             guard !refused else {
@@ -73,15 +75,29 @@ final class ReverseForwarding: GlobalRequestDelegate, @unchecked Sendable {
                 promise.fail(ReverseForwardingError.invalidPort)
                 return
             }
-            guard !closed, listeners.count < Self.maxListeners else {
+            guard !closed, listenerCount < Self.maxListeners else {
                 promise.fail(ReverseForwardingError.tooManyListeners)
                 return
             }
             listen(host: host, port: port, handler: NIOLoopBound(handler, eventLoop: loop), promise: promise)
         case .cancel(let host, let port):
-            listeners.removeValue(forKey: Self.key(host, port))?.close(promise: nil)
+            remove(listenerAt: Self.key(host, port))
             promise.succeed(.init(boundPort: nil))
         }
+    }
+
+    /// Listeners open or being bound, each once (the cap counts these, not keys: a port-0
+    /// listener's two keys made the 16-listener cap grant fewer).
+    private var listenerCount: Int {
+        Set(listeners.values.map { ObjectIdentifier($0) }).count + binding
+    }
+
+    /// Closes the listener filed under `key` and forgets every key it is filed under.
+    private func remove(listenerAt key: String) {
+        guard let listener = listeners[key] else { return }
+        let id = ObjectIdentifier(listener)
+        listeners = listeners.filter { ObjectIdentifier($0.value) != id }
+        listener.close(promise: nil)
     }
 
     private func listen(
@@ -89,6 +105,7 @@ final class ReverseForwarding: GlobalRequestDelegate, @unchecked Sendable {
     ) {
         let bound = NIOLoopBound(self, eventLoop: loop)
         let address = host.isEmpty ? "0.0.0.0" : host
+        binding += 1
         ServerBootstrap(group: loop)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.autoRead, value: false)
@@ -101,6 +118,7 @@ final class ReverseForwarding: GlobalRequestDelegate, @unchecked Sendable {
             .bind(host: address, port: port)
             .whenComplete { result in
                 let this = bound.value
+                this.binding -= 1
                 switch result {
                 case .success(let listener):
                     let actual = listener.localAddress?.port ?? port
@@ -135,6 +153,7 @@ final class ReverseForwarding: GlobalRequestDelegate, @unchecked Sendable {
             promise.fail(error)
             return
         }
+        binding += 1
         ServerBootstrap(group: loop)
             .childChannelOption(.autoRead, value: false)
             .childChannelOption(.allowRemoteHalfClosure, value: true)
@@ -146,6 +165,7 @@ final class ReverseForwarding: GlobalRequestDelegate, @unchecked Sendable {
             .bind(unixDomainSocketPath: staged.socket)
             .whenComplete { result in
                 let this = bound.value
+                this.binding -= 1
                 switch result {
                 case .success(let listener):
                     let identity: SocketFile.Identity

@@ -19,11 +19,18 @@ public struct SSHModule: AgentModule {
         server = SSHServer(
             manifest: context.manifest, environment: context.environment, policy: configuration.policy, counts: context.sessionCounts, upward: context.upward,
             banners: context.announcementBanners, timeoutRule: SSHTimeoutRule(maxTimeout: configuration.maxTimeout), logger: logger)
+        // Only with --ssh-allow-non-loopback (the options refuse it otherwise); the HTTP API's
+        // warning has the same words.
+        if let address = configuration.address, !address.isLoopback {
+            logger.warning(
+                "\(HTTPOptions.beyondLoopbackWarning("SSH server"))",
+                metadata: ["address": "\(address)", "authentication": "none", "flag": "--ssh-allow-non-loopback"])
+        }
     }
 
     /// Serves `channel` (a tunnel connection to port 1 or 22, on its loop, not active yet).
     public func serve(_ channel: any Channel) -> EventLoopFuture<Void> {
-        server.serve(channel)
+        server.serve(channel, from: .tailnet)
     }
 
     public var services: [ModuleService] {
@@ -31,7 +38,9 @@ public struct SSHModule: AgentModule {
         if let address = configuration.address {
             services.append(ModuleService("ssh listener", SSHListener(address: address, server: server), stopsIn: .work, onSuccess: .ignore))
         }
-        services.append(.onShutdown("ssh sessions", in: .work) { [server] in server.closeAll() })
+        // Connections close (sessions get SIGHUP), then every session process still running
+        // gets SIGTERM to its group and SIGKILL 5 s later.
+        services.append(.onShutdown("ssh sessions", in: .work) { [server] in await server.shutdown() })
         return services
     }
 }
@@ -49,7 +58,7 @@ struct SSHListener: Service {
             .serverChannelOption(.backlog, value: 64)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
-            .childChannelInitializer { channel in server.serve(channel) }
+            .childChannelInitializer { channel in server.serve(channel, from: .loopback) }
             .bind(host: host, port: port)
             .get()
         let bound = channel.localAddress?.port ?? port

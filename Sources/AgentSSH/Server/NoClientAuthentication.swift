@@ -7,12 +7,17 @@ import NIOSSH
 /// client that tries them first falls back to `none`.
 struct NoClientAuthentication: NIOSSHServerUserAuthenticationDelegate {
     var supportedAuthenticationMethods: NIOSSHAvailableUserAuthenticationMethods { [] }
+    /// Called (on the connection's loop) when the `none` method succeeds: the handshake is
+    /// done, the connection no longer evictable.
+    var onAuthenticated: @Sendable () -> Void = {}
 
     func requestReceived(
         request: NIOSSHUserAuthenticationRequest, responsePromise: EventLoopPromise<NIOSSHUserAuthenticationOutcome>
     ) {
         switch request.request {
-        case .none: responsePromise.succeed(.success)
+        case .none:
+            onAuthenticated()
+            responsePromise.succeed(.success)
         default: responsePromise.succeed(.failure)
         }
     }

@@ -29,12 +29,17 @@ enum SSHTimeoutRule: Sendable, Equatable {
     }
 }
 
-/// One connection's timeout as a plain value over an injected clock's instants: told when
-/// bytes arrive and when it probed, asked what to do when its timer fires.
+/// One connection's timeouts as a plain value over an injected clock's instants: told when
+/// bytes arrive, when it probed and when the client authenticated, asked what to do when its
+/// timer fires. Besides ``SSHTimeoutRule`` a connection has until its handshake deadline to
+/// authenticate (OpenSSH's LoginGraceTime), so one that never does is not held for the rule's
+/// days.
 struct SSHConnectionTimeout<Instant: InstantProtocol>: Sendable where Instant.Duration == Duration {
     enum Action: Equatable {
         /// Close the connection: its time is up.
         case close
+        /// Close the connection: it did not authenticate in time.
+        case closeUnauthenticated
         /// Send a keepalive probe now (then call ``probed()`` and check again).
         case probe
         /// Check again at this instant.
@@ -50,12 +55,18 @@ struct SSHConnectionTimeout<Instant: InstantProtocol>: Sendable where Instant.Du
     private let opened: Instant
     private var lastReceived: Instant
     private var probes = 0
+    /// Until authentication (nil without a handshake limit, and after it).
+    private(set) var handshakeDeadline: Instant?
 
-    init(rule: SSHTimeoutRule, openedAt now: Instant) {
+    init(rule: SSHTimeoutRule, handshake: Duration? = nil, openedAt now: Instant) {
         self.rule = rule
         opened = now
         lastReceived = now
+        handshakeDeadline = handshake.map { now.advanced(by: $0) }
     }
+
+    /// The client authenticated: the handshake deadline no longer applies.
+    mutating func authenticated() { handshakeDeadline = nil }
 
     /// Bytes arrived from the client at `now` (only the silence rule cares).
     mutating func received(at now: Instant) {
@@ -85,6 +96,18 @@ struct SSHConnectionTimeout<Instant: InstantProtocol>: Sendable where Instant.Du
 
     /// What to do at `now` (at the start, and whenever the timer fires).
     func check(at now: Instant) -> Action {
+        guard let handshake = handshakeDeadline else { return checkRule(at: now) }
+        if now >= handshake { return .closeUnauthenticated }
+        switch checkRule(at: now) {
+        case .close: return .close
+        case .closeUnauthenticated: return .closeUnauthenticated
+        case .probe: return .probe
+        case .wake(let instant): return .wake(at: min(instant, handshake))
+        case .idle: return .wake(at: handshake)
+        }
+    }
+
+    private func checkRule(at now: Instant) -> Action {
         guard let deadline else { return .idle }
         if now >= deadline { return .close }
         guard let probe = nextProbe else { return .wake(at: deadline) }

@@ -10,18 +10,21 @@ import Synchronization
 /// listener, tailnet ports 1 and 22), with the host key of the current manifest, no client
 /// authentication, and `session` channels (other channel types are refused).
 ///
-/// Bounds: at most ``maxConnections`` connections (further ones are closed at once), at most
+/// Bounds (``SSHConnectionLimits``): per source (``SSHConnectionSource``) at most
+/// ``SSHConnectionLimits/maxConnectionsPerSource`` connections (``SSHConnections``: a
+/// newcomer beyond it closes the oldest unauthenticated one, or is closed when all have
+/// authenticated), each with ``SSHConnectionLimits/handshakeTimeout`` to authenticate; at most
 /// ``SessionRegistry/maxSessions`` running sessions, and at most ``maxChannelsPerConnection``
 /// open channels on one connection (further opens are refused).
 final class SSHServer: Sendable {
-    static let maxConnections = 256
     static let maxChannelsPerConnection = 64
 
     let manifest: any ManifestSource
     let environment: [String: String]
-    let sessions = SessionRegistry()
+    let limits: SSHConnectionLimits
+    let sessions: SessionRegistry
     let logger: Logger
-    private let connections = BoundedRegistry<any Channel>(capacity: SSHServer.maxConnections)
+    let connections: SSHConnections
 
     /// Running sessions by kind, for the stats report.
     let counts: SessionCounts
@@ -37,8 +40,12 @@ final class SSHServer: Sendable {
     init(
         manifest: any ManifestSource, environment: [String: String], policy: SSHPolicy = SSHPolicy(), counts: SessionCounts = SessionCounts(),
         upward: any UpwardSink = DiscardingUpward(), banners: AnnouncementBanners = AnnouncementBanners(),
-        timeoutRule: SSHTimeoutRule = SSHTimeoutRule(maxTimeout: SSHTimeoutRule.defaultTimeout), logger: Logger
+        timeoutRule: SSHTimeoutRule = SSHTimeoutRule(maxTimeout: SSHTimeoutRule.defaultTimeout), limits: SSHConnectionLimits = SSHConnectionLimits(),
+        logger: Logger
     ) {
+        self.limits = limits
+        sessions = SessionRegistry(maxSessions: limits.maxSessions)
+        connections = SSHConnections(maxPerSource: limits.maxConnectionsPerSource)
         self.timeoutRule = timeoutRule
         self.upward = upward
         self.banners = banners
@@ -49,19 +56,27 @@ final class SSHServer: Sendable {
         self.logger = logger
     }
 
-    /// Sets up `channel` (on its event loop, before it is active) as an SSH connection.
-    func serve(_ channel: any Channel) -> EventLoopFuture<Void> {
-        guard connections.admit(ObjectIdentifier(channel), channel) else {
-            logger.warning("too many SSH connections; refused one", metadata: ["max": "\(Self.maxConnections)"])
+    /// Sets up `channel` (on its event loop, before it is active) as an SSH connection from
+    /// `source`.
+    func serve(_ channel: any Channel, from source: SSHConnectionSource) -> EventLoopFuture<Void> {
+        guard let admitted = connections.admit(channel, from: source) else {
+            logger.warning(
+                "too many SSH connections; refused one",
+                metadata: ["max": "\(limits.maxConnectionsPerSource)", "source": "\(source.rawValue)"])
             return channel.close()
         }
-        channel.closeFuture.whenComplete { [connections] _ in connections.remove(ObjectIdentifier(channel)) }
         let current = manifest.currentManifest
         let policy = self.policy
         let forwarding = ReverseForwarding(loop: channel.eventLoop, refused: policy.blockReversePortForwarding)
         channel.closeFuture.whenComplete { _ in forwarding.closeAll() }
+        let timeout = SSHTimeoutHandler(rule: timeoutRule, handshake: limits.handshakeTimeout, logger: logger)
+        let boundTimeout = NIOLoopBound(timeout, eventLoop: channel.eventLoop)
+        let authentication = NoClientAuthentication { [connections] in
+            connections.authenticated(admitted, from: source)
+            boundTimeout.value.authenticated()
+        }
         var configuration = SSHServerConfiguration(
-            hostKeys: [SSHHostKey.key(for: current)], userAuthDelegate: NoClientAuthentication(), globalRequestDelegate: forwarding)
+            hostKeys: [SSHHostKey.key(for: current)], userAuthDelegate: authentication, globalRequestDelegate: forwarding)
         // AES-GCM with the rewriter that lets OpenSSH's extensions through swift-nio-ssh.
         configuration.transportProtectionSchemes = [InterposingAES128GCM.self, InterposingAES256GCM.self]
         let builder = sessionEnvironment(current)
@@ -73,10 +88,9 @@ final class SSHServer: Sendable {
         let banners = self.banners
         let logger = self.logger
         let channels = Mutex(0)
-        let timeoutRule = self.timeoutRule
         let jetbrains = JetBrainsForward(counts: counts, upward: upward)
         return channel.eventLoop.makeCompletedFuture {
-            try channel.pipeline.syncOperations.addHandler(SSHTimeoutHandler(rule: timeoutRule, logger: logger))
+            try channel.pipeline.syncOperations.addHandler(timeout)
             try channel.pipeline.syncOperations.addHandler(SSHParsingScopeHandler(policy: policy))
             try channel.pipeline.syncOperations.addHandler(
                 NIOSSHHandler(
@@ -112,9 +126,17 @@ final class SSHServer: Sendable {
         }
     }
 
-    /// Closes every connection (their sessions' processes get SIGHUP).
+    /// Closes every connection (their sessions' processes get SIGHUP) and admits no more.
     func closeAll() {
-        for channel in connections.all { channel.close(promise: nil) }
+        connections.closeAll()
+    }
+
+    /// Agent shutdown: closes every connection, then ends every session process not yet
+    /// reaped, those that ignore the hangup too: SIGTERM to its group, SIGKILL after
+    /// ``SSHConnectionLimits/shutdownGrace``.
+    func shutdown() async {
+        closeAll()
+        await sessions.terminateProcesses(grace: limits.shutdownGrace)
     }
 
     private func sessionEnvironment(_ manifest: AgentManifest?) -> SessionEnvironmentBuilder {

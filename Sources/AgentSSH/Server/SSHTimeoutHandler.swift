@@ -4,8 +4,8 @@ import NIOCore
 import NIOSSH
 
 /// Applies ``SSHConnectionTimeout`` to one connection: first in its pipeline, it notes each
-/// read of the client's bytes, sends the keepalive probes and closes the connection when its
-/// timer finds the time up.
+/// read of the client's bytes and the authentication, sends the keepalive probes and closes
+/// the connection when its timer finds the time up (or the handshake not done in time).
 /// One timer per connection at a time; reads only move a timestamp.
 final class SSHTimeoutHandler: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
@@ -15,10 +15,17 @@ final class SSHTimeoutHandler: ChannelInboundHandler {
     private var timer: Scheduled<Void>?
     private let logger: Logger
     private static let closed = Counter(label: "agent_ssh_timeouts_total")
+    private static let unauthenticated = Counter(label: "agent_ssh_handshake_timeouts_total")
 
-    init(rule: SSHTimeoutRule, logger: Logger) {
-        timeout = SSHConnectionTimeout(rule: rule, openedAt: .now)
+    init(rule: SSHTimeoutRule, handshake: Duration? = nil, logger: Logger) {
+        timeout = SSHConnectionTimeout(rule: rule, handshake: handshake, openedAt: .now)
         self.logger = logger
+    }
+
+    /// The client authenticated (on the connection's loop); the timer, when it next fires,
+    /// goes by the rule alone.
+    func authenticated() {
+        timeout.authenticated()
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -46,6 +53,10 @@ final class SSHTimeoutHandler: ChannelInboundHandler {
         switch timeout.check(at: .now) {
         case .idle:
             return
+        case .closeUnauthenticated:
+            Self.unauthenticated.increment()
+            logger.info("ssh connection closed: no authentication within the handshake deadline")
+            context.close(promise: nil)
         case .close:
             Self.closed.increment()
             logger.info("ssh connection closed: --ssh-max-timeout", metadata: ["rule": "\(timeout.rule)"])

@@ -1,17 +1,32 @@
+import AgentCore
 import Metrics
 import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
 
-/// The SSH sessions running now, across connections: a cap on them and the count the stats
-/// report and the metrics read.
+/// The SSH sessions running now, across connections: a cap on them, the count the stats
+/// report and the metrics read, and the sessions' processes until they are reaped, which
+/// agent shutdown ends (``terminateProcesses(grace:)``).
 ///
-/// Memory: one integer per running session, at most ``maxSessions``.
+/// Memory: one integer per running session, at most ``maxSessions``, and one pid per
+/// session process not yet reaped. A process that ignores the hangup of its client's going
+/// outlives its session (as under OpenSSH) and keeps its pid here, and its waiting thread,
+/// until it exits or the agent stops.
 final class SessionRegistry: Sendable {
+    static let defaultMaxSessions = 256
     /// Each running session holds a waiting thread and its process: at most this many.
     let maxSessions: Int
-    private let state = Mutex<(next: Int, open: Set<Int>)>((1, []))
+    private struct State {
+        var next = 1
+        var open: Set<Int> = []
+        var processes: Set<pid_t> = []
+        var stopping = false
+    }
+    private let state = Mutex(State())
     private let gauge = Gauge(label: "agent_ssh_sessions")
 
-    init(maxSessions: Int = 256) {
+    init(maxSessions: Int = SessionRegistry.defaultMaxSessions) {
         self.maxSessions = maxSessions
     }
 
@@ -34,4 +49,42 @@ final class SessionRegistry: Sendable {
     }
 
     var count: Int { state.withLock { $0.open.count } }
+
+    // MARK: Processes
+
+    /// A session's process, from its spawn until ``reaped(_:)``. One spawned while the agent
+    /// stops gets SIGTERM at once.
+    func track(_ pid: pid_t) {
+        let stopping = state.withLock { s in
+            s.processes.insert(pid)
+            return s.stopping
+        }
+        if stopping { OwnedChildren.signal(pid, SIGTERM, group: true) }
+    }
+
+    /// The process was reaped: it is no longer the agent's to signal.
+    func reaped(_ pid: pid_t) {
+        _ = state.withLock { $0.processes.remove(pid) }
+    }
+
+    /// Session processes not yet reaped.
+    var processes: Set<pid_t> { state.withLock { $0.processes } }
+
+    /// Agent shutdown: SIGTERM to every session process's group, then, for those not reaped
+    /// within `grace`, SIGKILL. Only groups of children the agent has not reaped are signalled
+    /// (``OwnedChildren/signal(_:_:group:)``), so a pid reused by another process never is.
+    func terminateProcesses(grace: Duration) async {
+        let pids = state.withLock { s in
+            s.stopping = true
+            return s.processes
+        }
+        guard !pids.isEmpty else { return }
+        for pid in pids { OwnedChildren.signal(pid, SIGTERM, group: true) }
+        let deadline = ContinuousClock.now + grace
+        // Polled: reaping happens on each session's own waiting thread.
+        while !processes.isEmpty, ContinuousClock.now < deadline {
+            do { try await Task.sleep(for: .milliseconds(20)) } catch { break }
+        }
+        for pid in processes { OwnedChildren.signal(pid, SIGKILL, group: true) }
+    }
 }

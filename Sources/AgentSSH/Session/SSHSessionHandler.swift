@@ -16,6 +16,7 @@ import Glibc
 ///
 /// The channel closing before the process ended (the client went) sends SIGHUP to the
 /// process's group, as OpenSSH's closing terminal does: a `nohup` or `setsid` child lives on.
+/// Until it is reaped the process stays in ``SessionRegistry``, whose shutdown ends it.
 final class SSHSessionHandler: ChannelDuplexHandler {
     typealias InboundIn = SSHChannelData
     typealias InboundOut = SSHChannelData
@@ -168,8 +169,9 @@ final class SSHSessionHandler: ChannelDuplexHandler {
         if !useTerminal { terminal = nil }
         started = true
         guard let id = sessions.open() else {
-            fail("too many SSH sessions (at most \(sessions.maxSessions))", context: context)
-            return true
+            // A failure reply first: a client that waits for it must not hang.
+            failAfterReply("too many SSH sessions (at most \(sessions.maxSessions))", context: context)
+            return false
         }
         sessionID = id
         switch SessionEnvironmentBuilder.sessionType(client: clientVariables) {
@@ -190,10 +192,11 @@ final class SSHSessionHandler: ChannelDuplexHandler {
                 },
                 directory: directory, terminal: size)
         } catch {
-            fail(error.description, context: context)
+            failAfterReply(error.description, context: context)
             return true
         }
         process = spawned
+        sessions.track(spawned.pid)
         if let terminal {
             // The client's terminal modes (ECHO, ICANON, the control characters, ...).
             for (opcode, value) in terminal.terminalModes.modeMapping {
@@ -205,8 +208,9 @@ final class SSHSessionHandler: ChannelDuplexHandler {
         relay(spawned, context: context)
         let loop = context.eventLoop
         let bound = NIOLoopBound(self, eventLoop: loop)
-        AgentThread.start(name: "ssh-session-wait") {
+        AgentThread.start(name: "ssh-session-wait") { [sessions] in
             let status = spawned.waitForExit()
+            sessions.reaped(spawned.pid)
             loop.execute { bound.value.processExited(status) }
         }
         return true
@@ -235,6 +239,16 @@ final class SSHSessionHandler: ChannelDuplexHandler {
         let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
         context.eventLoop.execute { bound.value.finishAfterDrain() }
         return true
+    }
+
+    /// ``fail(_:context:)`` once the request's reply, which the caller sends next, is out
+    /// (a reply after the close would never be sent).
+    private func failAfterReply(_ reason: String, context: ChannelHandlerContext) {
+        let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        context.eventLoop.execute {
+            guard let context = bound.value.context else { return }
+            bound.value.fail(reason, context: context)
+        }
     }
 
     /// The process could not start: the reason on stderr, exit status 1, close.
@@ -275,7 +289,7 @@ final class SSHSessionHandler: ChannelDuplexHandler {
         }
     }
 
-    fileprivate func attached(output channel: any Channel, input: Bool) {
+    func attached(output channel: any Channel, input: Bool) {
         outputChannels.append(channel)
         // A terminal whose process ended before it was open drains from now.
         if terminal != nil, exitStatus != nil, let context {
@@ -290,7 +304,7 @@ final class SSHSessionHandler: ChannelDuplexHandler {
     }
 
     /// Output from the process: to the client, reading paused while the channel is full.
-    fileprivate func forward(_ buffer: ByteBuffer, type: SSHChannelData.DataType, from relay: any Channel) {
+    func forward(_ buffer: ByteBuffer, type: SSHChannelData.DataType, from relay: any Channel) {
         guard let context, !ended else { return }
         context.writeAndFlush(wrapOutboundOut(SSHChannelData(type: type, data: .byteBuffer(buffer))), promise: nil)
         if !context.channel.isWritable { _ = relay.setOption(ChannelOptions.autoRead, value: false) }
@@ -311,7 +325,7 @@ final class SSHSessionHandler: ChannelDuplexHandler {
         if !inputChannel.isWritable { _ = context.channel.setOption(ChannelOptions.autoRead, value: false) }
     }
 
-    fileprivate func inputWritable() {
+    func inputWritable() {
         guard let context else { return }
         // An SSH channel does not read again by itself when autoRead comes back on.
         let channel = context.channel
@@ -334,7 +348,7 @@ final class SSHSessionHandler: ChannelDuplexHandler {
         }
     }
 
-    fileprivate func outputEnded() {
+    func outputEnded() {
         openOutputs -= 1
         finishIfDone()
     }
@@ -459,86 +473,5 @@ final class SSHSessionHandler: ChannelDuplexHandler {
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         logger.debug("ssh session error", metadata: ["error": "\(error)"])
         context.close(promise: nil)
-    }
-
-    // MARK: Signals
-
-    static func signalled(_ status: Int32) -> Bool {
-        let low = status & 0x7f
-        return low != 0 && low != 0x7f
-    }
-
-    /// RFC 4254's names (no `SIG` prefix) for the signals the reference maps; any other name
-    /// is SIGKILL, as in the reference.
-    static let signals: [(String, Int32)] = [
-        ("ABRT", SIGABRT), ("ALRM", SIGALRM), ("FPE", SIGFPE), ("HUP", SIGHUP), ("ILL", SIGILL), ("INT", SIGINT),
-        ("KILL", SIGKILL), ("PIPE", SIGPIPE), ("QUIT", SIGQUIT), ("SEGV", SIGSEGV), ("TERM", SIGTERM), ("USR1", SIGUSR1),
-        ("USR2", SIGUSR2),
-    ]
-
-    static func signalNumber(_ name: String) -> Int32 {
-        signals.first { $0.0 == name }?.1 ?? SIGKILL
-    }
-
-    static func signalName(_ number: Int32) -> String {
-        if let known = signals.first(where: { $0.1 == number }) { return known.0 }
-        let extra: [Int32: String] = [SIGBUS: "BUS", SIGCHLD: "CHLD", SIGCONT: "CONT", SIGSTOP: "STOP", SIGTSTP: "TSTP", SIGTRAP: "TRAP", SIGSYS: "SYS", SIGXCPU: "XCPU", SIGXFSZ: "XFSZ", SIGWINCH: "WINCH", SIGTTIN: "TTIN", SIGTTOU: "TTOU", SIGURG: "URG", SIGPROF: "PROF", SIGVTALRM: "VTALRM", SIGIO: "IO", SIGPWR: "PWR"]
-        return extra[number] ?? "KILL"
-    }
-}
-
-/// Reads a process's output pipe (or terminal) into its session.
-private final class OutputRelay: ChannelInboundHandler {
-    typealias InboundIn = ByteBuffer
-    let session: NIOLoopBound<SSHSessionHandler>
-    let type: SSHChannelData.DataType
-    private var ended = false
-
-    init(session: NIOLoopBound<SSHSessionHandler>, type: SSHChannelData.DataType) {
-        self.session = session
-        self.type = type
-    }
-
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        session.value.forward(unwrapInboundIn(data), type: type, from: context.channel)
-    }
-
-    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if case ChannelEvent.inputClosed = event { end() }
-        context.fireUserInboundEventTriggered(event)
-    }
-
-    func channelInactive(context: ChannelHandlerContext) {
-        end()
-        context.fireChannelInactive()
-    }
-
-    /// A terminal whose last writer closed reads as EIO: the end of its output.
-    func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        end()
-        context.close(promise: nil)
-    }
-
-    private func end() {
-        guard !ended else { return }
-        ended = true
-        session.value.outputEnded()
-    }
-}
-
-/// Tells the session when the process's input can take more again.
-private final class InputWatch: ChannelInboundHandler {
-    typealias InboundIn = ByteBuffer
-    let session: NIOLoopBound<SSHSessionHandler>
-
-    init(session: NIOLoopBound<SSHSessionHandler>) { self.session = session }
-
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        context.fireChannelRead(data)
-    }
-
-    func channelWritabilityChanged(context: ChannelHandlerContext) {
-        if context.channel.isWritable { session.value.inputWritable() }
-        context.fireChannelWritabilityChanged()
     }
 }
