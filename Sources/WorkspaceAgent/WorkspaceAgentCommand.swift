@@ -39,7 +39,7 @@ struct WorkspaceAgentCommand: AsyncParsableCommand {
             Glibc.exit(ExitCode.validationFailure.rawValue)
         }
         do {
-            var command = try parseAsRoot()
+            var command = try parseAsRoot(emptyAssignmentsSplit(Array(CommandLine.arguments.dropFirst())))
             if var asyncCommand = command as? any AsyncParsableCommand {
                 try await asyncCommand.run()
             } else {
@@ -68,6 +68,26 @@ extension WorkspaceAgentCommand {
     static var invokedAsCoder: Bool {
         let name = CommandLine.arguments.first?.split(separator: "/").last ?? ""
         return name == "coder"
+    }
+
+    /// `--flag=` as `--flag ""`: ArgumentParser takes `--flag=` for a missing value, while
+    /// an empty value means something for several flags (`--prometheus-address=` disables the
+    /// listener, as `CODER_AGENT_PROMETHEUS_ADDRESS=` does). Words after `--` are left alone.
+    static func emptyAssignmentsSplit(_ words: [String]) -> [String] {
+        var out: [String] = []
+        out.reserveCapacity(words.count)
+        for (index, word) in words.enumerated() {
+            if word == "--" {
+                out += words[index...]
+                break
+            }
+            if word.hasPrefix("--"), word.count > 3, word.hasSuffix("="), !word.dropLast().contains("=") {
+                out += [String(word.dropLast()), ""]
+            } else {
+                out.append(word)
+            }
+        }
+        return out
     }
 
     /// The first word that names no subcommand of a command group (`exp`, `exp sync`),

@@ -42,6 +42,16 @@ struct WorkspaceAgentDaemonTests {
         #expect(output.split(separator: "\n").count == 1)
     }
 
+    /// `--prometheus-address=` (the `=` form, empty) disables the listener as the doc says,
+    /// instead of a usage error for a missing value.
+    @Test func anEmptyAssignmentIsAnEmptyValue() async throws {
+        let agent = try AgentDaemon.launch(["--http-address", "127.0.0.1:0", "--prometheus-address="])
+        defer { agent.cleanup() }
+        _ = try await agent.port()
+        #expect(!agent.log.contains("prometheus metrics listening"), "\(agent.log)")
+        #expect(!agent.log.contains("Missing value"), "\(agent.log)")
+    }
+
     @Test func helpListsExpAndUsagesNameOneUnit() async throws {
         let root = await AgentDaemon.command(["--help"])
         #expect(root.status == 0)

@@ -22,8 +22,14 @@ public struct TailnetDiagnostics: HTTPModule {
                 homeRegion: status.enabled ? (home ?? 0) : nil, homeConnected: connected, interfaces: NetcheckReport.hostInterfaces()))
         }
         routes.get("debug/magicsock") { _, _ in
-            guard runtime?.current != nil else { throw APIError(.internalServerError, "network is not ready yet") }
-            let buffer = ByteBuffer(string: MagicsockPage.html(TailnetModule.status(runtime), debugLogging: runtime?.debugLogging.withLock { $0 } ?? false))
+            guard let runtime else {
+                // Standalone (no control plane) or --tailnet off: there will never be one.
+                throw APIError(
+                    .notFound, "There is no tailnet.",
+                    detail: "The agent runs without a control plane (no --agent-url) or with the tailnet disabled, so it has no tailnet.")
+            }
+            guard runtime.current != nil else { throw APIError(.internalServerError, "network is not ready yet") }
+            let buffer = ByteBuffer(string: MagicsockPage.html(TailnetModule.status(runtime), debugLogging: runtime.debugLogging.withLock { $0 }))
             return Response(
                 status: .ok, headers: [.contentType: "text/html; charset=utf-8", .contentLength: String(buffer.readableBytes)],
                 body: .init(byteBuffer: buffer))
