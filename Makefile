@@ -10,8 +10,8 @@ SWIFT ?= swift
 # Debian's wireguard-go with wireguard-tools, iproute2 and busybox's ping in a private network
 # namespace; the openssl CLI makes the DERP relay double's test certificate; GNU screen for
 # the reconnecting PTY's screen backend, tmux to drive an interactive ssh in the SSH tests,
-# Xvfb and xauth for ssh -X).
-DEB_PACKAGES := pkg-config libgit2-dev libssh2-1-dev libvncserver-dev libx11-dev zlib1g-dev git procps python3-prometheus-client \
+# Xvfb and xauth for ssh -X; systemd for `systemd-analyze verify` of the installed unit).
+DEB_PACKAGES := pkg-config systemd libgit2-dev libssh2-1-dev libvncserver-dev libx11-dev zlib1g-dev git procps python3-prometheus-client \
 	tigervnc-standalone-server xdotool x11-xserver-utils x11-utils curl jq python3-websockets python3-yaml \
 	libsodium-dev libssl-dev liblwip-dev wireguard-go wireguard-tools iproute2 busybox openssl openssh-client openssh-sftp-server rsync screen tmux xvfb xauth
 RUN_ARGS ?=
@@ -23,16 +23,32 @@ RUN_ARGS ?=
 PREFIX ?= /usr/local
 DESTDIR ?=
 BINDIR ?= $(PREFIX)/bin
+DOCDIR ?= $(PREFIX)/share/doc/workspace-agent
+# The layout: `system` (a system unit run as AGENT_USER, its environment file in /etc) unless
+# PREFIX is in your home directory (`make install PREFIX=$HOME/.local`): then `user`, a user
+# unit (~/.config/systemd/user, run by `systemctl --user` as you, so without User= and Group=)
+# with its environment file in ~/.config. LAYOUT=system or LAYOUT=user chooses either.
+LAYOUT ?= $(if $(and $(filter-out /,$(HOME)),$(filter $(HOME) $(HOME)/%,$(PREFIX))),user,system)
+ifeq ($(LAYOUT),user)
+CONFIG_HOME := $(or $(XDG_CONFIG_HOME),$(HOME)/.config)
+SYSCONFDIR ?= $(CONFIG_HOME)
+UNITDIR ?= $(CONFIG_HOME)/systemd/user
+else ifeq ($(LAYOUT),system)
 # Beside the binary: the systemd unit (systemd reads /usr/local/lib/systemd/system too), its
 # environment file, and the documentation the unit's Documentation= names.
 SYSCONFDIR ?= /etc
 UNITDIR ?= $(PREFIX)/lib/systemd/system
-DOCDIR ?= $(PREFIX)/share/doc/workspace-agent
+else
+$(error LAYOUT=$(LAYOUT): write LAYOUT=system or LAYOUT=user)
+endif
+# The system unit's User= and Group= (the workspace's user; Group= defaults to its primary group).
+AGENT_USER ?= coder
+AGENT_GROUP ?= $(shell id -gn '$(AGENT_USER)' 2>/dev/null || echo '$(AGENT_USER)')
 STATIC_BUILD := .build/static
 STATIC_FLAGS := -c release --product workspace-agent --static-swift-stdlib --scratch-path $(STATIC_BUILD)
 IMAGE ?= workspace-agent:latest
 
-.PHONY: all deps build release run test bench proto clean fuzz-build fuzz fuzz-smoke static install install-files install-check image
+.PHONY: all deps build release run test bench proto clean fuzz-build fuzz fuzz-smoke static install install-files install-user-check install-check image
 
 all: build
 
@@ -168,16 +184,46 @@ define install-binary
 	strip "$(1)/workspace-agent"
 endef
 
-install: static install-files
+install: install-user-check static install-files
 	$(call install-binary,$(DESTDIR)$(BINDIR))
+
+# The system unit runs the agent as AGENT_USER: without DESTDIR that user must exist (else the
+# unit would fail at every start with status 217/USER); with DESTDIR (a package, an image) a
+# user missing here is only a warning.
+install-user-check:
+ifeq ($(LAYOUT),system)
+	@if ! id -u '$(AGENT_USER)' >/dev/null 2>&1; then \
+		if [ -n "$(DESTDIR)" ]; then \
+			echo "warning: no user '$(AGENT_USER)' here; the unit runs the agent as User=$(AGENT_USER), Group=$(AGENT_GROUP): create it where the unit runs" >&2; \
+		else \
+			echo "make install: there is no user '$(AGENT_USER)': the unit runs the agent as the workspace's user (User=$(AGENT_USER))." >&2; \
+			echo "  Name an existing one: make install AGENT_USER=name [AGENT_GROUP=group], or create it: useradd --create-home $(AGENT_USER)" >&2; \
+			echo "  (on an installed unit, a drop-in overrides it: systemctl edit workspace-agent, then [Service] User=name Group=group)" >&2; \
+			exit 1; \
+		fi; \
+	fi
+endif
+
+# The unit's rewrites: its paths to where things went; in the system layout User= and Group=
+# set to AGENT_USER and AGENT_GROUP; in the user layout no User=/Group= (a user unit runs as
+# its user), no ordering after the system's network-online.target (a user manager has none)
+# and default.target (a user manager has no multi-user.target).
+UNIT_EDITS := -e 's|/usr/local/bin/workspace-agent|$(BINDIR)/workspace-agent|g' -e 's|/usr/local/share/doc/workspace-agent|$(DOCDIR)|g' \
+	-e 's|/etc/workspace-agent.env|$(SYSCONFDIR)/workspace-agent.env|g'
+ifeq ($(LAYOUT),user)
+UNIT_EDITS += -e '/^User=/d' -e '/^Group=/d' -e "/^\# The workspace's user;/d" -e '/^After=network-online.target$$/d' \
+	-e '/^Wants=network-online.target$$/d' -e 's|^WantedBy=multi-user.target$$|WantedBy=default.target|'
+else
+UNIT_EDITS += -e 's|^User=coder$$|User=$(AGENT_USER)|' -e 's|^Group=coder$$|Group=$(AGENT_GROUP)|'
+endif
 
 # The files beside the binary (no build): the unit with its paths set to where they are
 # installed, the environment file (0600: it may hold a token; one already there is the
-# administrator's and is kept), README.md and docs/ (README's links stay valid).
-install-files:
+# administrator's and is kept), README.md and docs/ (README's links stay valid). Without
+# DESTDIR it then says how to start the unit.
+install-files: install-user-check
 	install -d "$(DESTDIR)$(UNITDIR)" "$(DESTDIR)$(SYSCONFDIR)" "$(DESTDIR)$(DOCDIR)"
-	sed -e 's|/usr/local/bin/workspace-agent|$(BINDIR)/workspace-agent|g' -e 's|/usr/local/share/doc/workspace-agent|$(DOCDIR)|g' \
-		-e 's|/etc/workspace-agent.env|$(SYSCONFDIR)/workspace-agent.env|g' packaging/workspace-agent.service > "$(DESTDIR)$(UNITDIR)/workspace-agent.service"
+	sed $(UNIT_EDITS) packaging/workspace-agent.service > "$(DESTDIR)$(UNITDIR)/workspace-agent.service"
 	chmod 0644 "$(DESTDIR)$(UNITDIR)/workspace-agent.service"
 	@if [ -e "$(DESTDIR)$(SYSCONFDIR)/workspace-agent.env" ]; then \
 		echo "kept $(DESTDIR)$(SYSCONFDIR)/workspace-agent.env (already there)"; \
@@ -185,6 +231,19 @@ install-files:
 	install -m 0644 README.md "$(DESTDIR)$(DOCDIR)/README.md"
 	find docs -type f \( -name '*.md' -o -name '*.yaml' \) | while read -r f; do \
 		install -D -m 0644 "$$f" "$(DESTDIR)$(DOCDIR)/$$f" || exit 1; done
+ifeq ($(DESTDIR),)
+ifeq ($(LAYOUT),user)
+	@echo "installed a user unit: $(UNITDIR)/workspace-agent.service (settings: $(SYSCONFDIR)/workspace-agent.env); start it with"
+	@echo "  systemctl --user daemon-reload && systemctl --user enable --now workspace-agent"
+	@echo "  (loginctl enable-linger $$(id -un) keeps it running while you are logged out)"
+else
+	@echo "installed $(UNITDIR)/workspace-agent.service, running the agent as User=$(AGENT_USER) Group=$(AGENT_GROUP)"
+	@echo "  (another user: make install AGENT_USER=name, or a drop-in: systemctl edit workspace-agent, then [Service] User=name Group=group)"
+	@case "$(UNITDIR)" in /etc/systemd/system|/usr/local/lib/systemd/system|/usr/lib/systemd/system|/lib/systemd/system) \
+		echo "  settings: $(SYSCONFDIR)/workspace-agent.env; start it with: systemctl daemon-reload && systemctl enable --now workspace-agent" ;; \
+	*) echo "  systemd does not read units from $(UNITDIR): systemctl link $(UNITDIR)/workspace-agent.service && systemctl enable --now workspace-agent" ;; esac
+endif
+endif
 
 # Installs into a scratch DESTDIR, checks that the unit's files are where it names them, and
 # that the binary needs no Swift toolchain:
