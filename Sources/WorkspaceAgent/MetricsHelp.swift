@@ -14,6 +14,11 @@ enum MetricsHelp {
         "agent_http_connections": "Open HTTP connections.",
         "agent_ssh_sessions": "SSH sessions whose process is running (loopback listener and tailnet ports 1 and 22).",
         "agent_ssh_timeouts_total": "SSH connections closed by --ssh-max-timeout (unanswered keepalive for that long, or its absolute deadline below 3s).",
+        "agent_ssh_connections": "Open SSH connections, by source (tailnet: ports 1 and 22; loopback: --ssh-address); each source has a cap of 256.",
+        "agent_ssh_preauth_evicted_total":
+            "SSH connections closed before authenticating to make room for a newcomer at their source's cap (the oldest unauthenticated first), by source.",
+        "agent_ssh_connections_refused_total": "SSH connections refused at their source's cap with every open one authenticated, by source.",
+        "agent_ssh_handshake_timeouts_total": "SSH connections closed for not completing the handshake (to authentication) within 60 s.",
         "agent_reconnecting_pty_connections_total": "Connections to the reconnecting PTY (tailnet port 2, the web terminal) served.",
         "agent_reconnecting_pty_sessions": "Reconnecting PTY sessions (a process on a terminal each, attached or not); at most 64.",
         "agent_reconnecting_pty_errors_total":
