@@ -55,10 +55,13 @@ all: build
 # The MCP Python SDK the MCP client tests run servers with.
 MCP_PYTHON_VERSION = 2.3.0
 
+# One dpkg-query for every package and a look-up of the mcp module without importing it:
+# about 0.1 s when everything is there (`make run` starts with it).
 deps:
-	@missing=""; \
+	@installed=" $$(dpkg-query -W -f='$${Package} $${Status}\n' $(DEB_PACKAGES) 2>/dev/null | awk '$$NF == "installed" { printf "%s ", $$1 }')"; \
+	missing=""; \
 	for p in $(DEB_PACKAGES); do \
-		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
+		case "$$installed" in *" $$p "*) ;; *) missing="$$missing $$p" ;; esac; \
 	done; \
 	if [ -n "$$missing" ]; then \
 		echo "installing Debian packages:$$missing"; \
@@ -68,7 +71,8 @@ deps:
 	fi
 	@# The official MCP Python SDK, for the MCP client's test servers.
 	@# (Debian's own python3 refuses pip installs outside a virtual environment unless told.)
-	@python3 -c 'import mcp' 2>/dev/null || { echo "installing the mcp Python package"; \
+	@python3 -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("mcp") is None)' 2>/dev/null || { \
+		echo "installing the mcp Python package"; \
 		python3 -m pip install -q 'mcp==$(MCP_PYTHON_VERSION)' 2>/dev/null || \
 		python3 -m pip install -q --break-system-packages 'mcp==$(MCP_PYTHON_VERSION)'; }
 
@@ -81,8 +85,32 @@ release: deps
 
 # Builds (release) and starts the agent on its embedded defaults: HTTP API on
 # 127.0.0.1:2114, no control plane. Stop it with Ctrl-C (SIGINT) or SIGTERM.
+# SwiftPM takes 10-20 s to find that nothing changed, so the build is skipped when no input
+# of it (RUN_INPUTS, the directories too: a file added, removed or renamed changes its
+# directory; the toolchain) is newer than RUN_STAMP, touched when the last successful build
+# started. (A file given an older time, e.g. by `cp -p`, is not noticed: `touch` it.) The
+# build runs without make's variables in its environment (SwiftPM rebuilds everything when
+# that changes, and `make run RUN_ARGS=...` changes it), and the warnings SwiftPM prints for
+# a dependency's unhandled CMakeLists.txt files are left out of its output.
+RUN_INPUTS = $(wildcard Sources Plugins Package.swift Package.resolved Makefile)
+RUN_STAMP := .build/run.stamp
+# (SwiftPM's "waiting for another instance" message ends without a newline: the warning may
+# follow it on the same line, where only the warning is cut.)
+RUN_QUIET := -e "/^warning: 'swift-distributed-tracing': found [0-9]* file(s) which are unhandled;/d" \
+	-e "s/warning: 'swift-distributed-tracing': found [0-9]* file(s) which are unhandled;.*//" \
+	-e "/^ *[^ ]*\/\.build\/checkouts\/swift-distributed-tracing\/.*\/CMakeLists\.txt$$/d"
+run: private SHELL := /bin/bash
+run: private .SHELLFLAGS := -o pipefail -c
 run: deps
-	$(SWIFT) build -c release --product workspace-agent
+	@swift=$$(readlink -f "$$(command -v $(SWIFT))") || swift=; \
+	if [ -x .build/release/workspace-agent ] && [ -f $(RUN_STAMP) ] && [ -n "$$swift" ] && \
+		newer=$$(find -H $(RUN_INPUTS) "$$swift" -newer $(RUN_STAMP) -print -quit) && [ -z "$$newer" ]; then \
+		echo "make run: no source changed since the last build"; \
+	else \
+		mkdir -p .build && touch $(RUN_STAMP).next && \
+		$(SWIFT_CLEAN_ENV) build -c release --product workspace-agent 2>&1 | sed -u $(RUN_QUIET) && \
+		mv -f $(RUN_STAMP).next $(RUN_STAMP); \
+	fi
 	exec .build/release/workspace-agent $(RUN_ARGS)
 
 test: deps
