@@ -9,7 +9,7 @@ public enum MCPLimits {
     public static let maxPendingInputBytes = 32 << 20
     /// Lines a server may write to stdout that are not JSON-RPC before its session fails.
     public static let maxInvalidMessages = 1000
-    /// Calls in flight on one server; more wait for a slot (within their own timeout).
+    /// Calls in flight on one server; the engine refuses more as busy (503 with `Retry-After`).
     public static let maxConcurrentCalls = 16
     /// `tools/list` pages followed for one listing.
     public static let maxListPages = 64

@@ -10,6 +10,8 @@ public enum MCPCallFailure: Error, Sendable, Equatable {
     case unknownServer(String)
     /// Every call slot of the agent is taken (503).
     case busy(Int)
+    /// Every call slot of that server is taken (503, as ``busy(_:)``: try again later).
+    case serverBusy(server: String, limit: Int)
     /// Anything else: not connected, transport, timeout, JSON-RPC error (502); the text is
     /// `call tool "<tool>" on "<server>": <why>`.
     case failed(String)
@@ -19,6 +21,7 @@ public enum MCPCallFailure: Error, Sendable, Equatable {
         case .invalidName(let name): "invalid tool name format: expected format \"server__tool\", got \(goQuote(name))"
         case .unknownServer(let server): "unknown MCP server: \(goQuote(server))"
         case .busy(let limit): "\(limit) MCP tool calls are in flight; try again later"
+        case .serverBusy(let server, let limit): "MCP server \(goQuote(server)) has \(limit) calls in flight; try again later"
         case .failed(let text): text
         }
     }
@@ -33,7 +36,7 @@ extension MCPServerManager {
             metrics.call("invalid_name")
             throw .invalidName(toolName)
         }
-        enum Admission { case unknown, busy(Int), notConnected(String), admitted(MCPClientSession, ContextRedactor) }
+        enum Admission { case unknown, busy(Int), serverBusy, notConnected(String), admitted(MCPClientSession, ContextRedactor) }
         let limit = configuration.maxCallsInFlight
         let admission = state.withLock { s -> Admission in
             guard let server = s.servers[serverName] else { return .unknown }
@@ -41,6 +44,9 @@ extension MCPServerManager {
                 return .notConnected(server.error.isEmpty ? "not connected" : server.error)
             }
             guard s.callsInFlight < limit else { return .busy(limit) }
+            // The session's own cap, reserved here so that the session never refuses (its
+            // refusal would be a 502); under the manager's lock, so admissions are ordered.
+            guard Self.sessionSlots.reserve(session) else { return .serverBusy }
             s.callsInFlight += 1
             return .admitted(session, s.redactor)
         }
@@ -52,11 +58,17 @@ extension MCPServerManager {
         case .busy(let limit):
             metrics.call("busy")
             throw .busy(limit)
+        case .serverBusy:
+            metrics.call("busy")
+            throw .serverBusy(server: serverName, limit: MCPLimits.maxConcurrentCalls)
         case .notConnected(let why):
             metrics.call("failed")
             throw .failed(prefix + "server \(goQuote(serverName)) is not connected: \(why)")
         case .admitted(let session, let redactor):
-            defer { state.withLock { $0.callsInFlight -= 1 } }
+            defer {
+                Self.sessionSlots.release(session)
+                state.withLock { $0.callsInFlight -= 1 }
+            }
             let started = ContinuousClock.now
             defer { metrics.recordCall(since: started) }
             do throws(MCPError) {
@@ -87,4 +99,38 @@ extension MCPServerManager {
 
     /// Calls in flight across every server.
     public var callsInFlight: Int { state.withLock { $0.callsInFlight } }
+
+    /// The call slots taken on each session (``MCPLimits/maxConcurrentCalls`` each), shared
+    /// by every manager of the process (a session belongs to one).
+    static let sessionSlots = SessionSlots()
+}
+
+/// Calls admitted per session, counted before the session sees them, so that a call past a
+/// server's cap is refused as busy (503) and not by the session (502).
+///
+/// Memory: one entry per session with a call admitted (at most the managers' call caps);
+/// an entry goes when its count returns to zero, so an identifier is never reused while
+/// counted (the caller holds the session for as long as its slot is taken).
+final class SessionSlots: Sendable {
+    private let counts = Mutex<[ObjectIdentifier: Int]>([:])
+
+    /// Takes a slot on `session`; false when its ``MCPLimits/maxConcurrentCalls`` are taken.
+    func reserve(_ session: MCPClientSession) -> Bool {
+        counts.withLock { counts in
+            let key = ObjectIdentifier(session)
+            let taken = counts[key, default: 0]
+            guard taken < MCPLimits.maxConcurrentCalls else { return false }
+            counts[key] = taken + 1
+            return true
+        }
+    }
+
+    /// Gives back a slot taken with ``reserve(_:)``, after the session's call returned.
+    func release(_ session: MCPClientSession) {
+        counts.withLock { counts in
+            let key = ObjectIdentifier(session)
+            let taken = counts[key, default: 1] - 1
+            counts[key] = taken > 0 ? taken : nil
+        }
+    }
 }

@@ -3,12 +3,13 @@ import AgentHTTP
 import Hummingbird
 
 /// The MCP routes under `/api/v0/mcp`: `POST /call-tool` with the reference's shapes,
-/// statuses and texts, and `GET /servers`, the engine's view of each declared server.
+/// statuses and texts; beyond the reference, `GET /servers` (the engine's view of each
+/// declared server, `?tools=true` with its tools) and `POST /servers/{name}/restart`.
 struct MCPRoutes: Sendable {
     let manager: MCPServerManager
 
-    /// A call on the pool (it waits on a server); the servers' list, from memory under the
-    /// manager's lock, on the loop.
+    /// A call and a restart on the pool (they wait on a server); the servers' list, from
+    /// memory under the manager's lock, on the loop unless its tools are asked for.
     func add(to routes: inout AgentRoutes) {
         let manager = self.manager
         routes.post("call-tool") { request, context in
@@ -36,8 +37,42 @@ struct MCPRoutes: Sendable {
             case .failure(let failure): throw Self.apiError(failure)
             }
         }
-        routes.get("servers", executor: .eventLoop) { _, _ in
-            JSONResponse.make(MCPServersJSON(servers: manager.servers.map(MCPServersJSON.Server.init)))
+        routes.get("servers") { request, _ in
+            let raw = request.uri.queryParameters.get("tools")
+            guard let withTools = Self.parseBool(raw) else {
+                throw APIError(.badRequest, "Invalid query parameter.", detail: "tools must be true or false, got \(goQuote(raw ?? ""))")
+            }
+            return JSONResponse.make(MCPServersJSON(manager.servers, tools: withTools ? manager.serverTools : nil))
+        }
+        routes.post("servers/:name/restart") { _, context in
+            let raw = context.parameters.get("name") ?? ""
+            let name = raw.contains("%") ? raw.percentDecoded() ?? raw : raw
+            let task = Task { () -> Result<MCPServerStatus, MCPRestartFailure> in
+                do throws(MCPRestartFailure) {
+                    return .success(try await manager.restart(name))
+                } catch {
+                    return .failure(error)
+                }
+            }
+            switch await task.value {
+            case .success(let status):
+                return JSONResponse.make(MCPServersJSON.Server(status, tools: manager.serverTools))
+            case .failure(let failure):
+                switch failure {
+                case .unknownServer: throw APIError(.notFound, "MCP server not found.", detail: failure.detail)
+                case .closed: throw APIError(.serviceUnavailable, "Could not restart MCP server.", detail: failure.detail)
+                case .failed: throw APIError(.badGateway, "Could not restart MCP server.", detail: failure.detail)
+                }
+            }
+        }
+    }
+
+    /// Go's `strconv.ParseBool` over a query value; absent or empty is false, nil is invalid.
+    static func parseBool(_ raw: String?) -> Bool? {
+        switch raw ?? "" {
+        case "", "0", "f", "F", "false", "FALSE", "False": false
+        case "1", "t", "T", "true", "TRUE", "True": true
+        default: nil
         }
     }
 
@@ -45,7 +80,7 @@ struct MCPRoutes: Sendable {
         switch failure {
         case .invalidName: return APIError(.badRequest, "MCP tool call failed.", detail: failure.detail)
         case .unknownServer: return APIError(.notFound, "MCP tool call failed.", detail: failure.detail)
-        case .busy:
+        case .busy, .serverBusy:
             var error = APIError(.serviceUnavailable, "MCP tool call failed.", detail: failure.detail)
             error.headers[.retryAfter] = "1"
             return error
@@ -90,8 +125,21 @@ struct MCPCallToolJSON: Encodable, Sendable {
     }
 }
 
-/// `{"servers":[…]}` for `GET /api/v0/mcp/servers`.
+/// `{"servers":[…]}` for `GET /api/v0/mcp/servers`; with tools, each server's `tools`
+/// (name and description) within ``maxToolBytes`` for the whole answer.
 struct MCPServersJSON: Encodable, Sendable {
+    /// A tool's description is cut to this many bytes (at a character boundary, `…` added).
+    static let maxDescriptionBytes = 512
+    /// Tool names and descriptions in one answer at most (with 256 servers of 1024 tools
+    /// the answer would otherwise reach hundreds of MiB); tools past it are left out and
+    /// counted in their server's `tools_omitted`.
+    static let maxToolBytes = 4 << 20
+
+    struct Tool: Encodable, Sendable {
+        var name: String
+        var description: String
+    }
+
     struct Server: Encodable, Sendable {
         var name: String
         var transport: String
@@ -102,10 +150,12 @@ struct MCPServersJSON: Encodable, Sendable {
         var pid: Int32?
         var protocolVersion: String?
         var callsInFlight: Int
+        var tools: [Tool]?
+        var toolsOmitted: Int?
 
         enum CodingKeys: String, CodingKey {
             case name, transport, state, lastError = "last_error", toolCount = "tool_count", restarts, pid
-            case protocolVersion = "protocol_version", callsInFlight = "calls_in_flight"
+            case protocolVersion = "protocol_version", callsInFlight = "calls_in_flight", tools, toolsOmitted = "tools_omitted"
         }
 
         init(_ status: MCPServerStatus) {
@@ -122,4 +172,42 @@ struct MCPServersJSON: Encodable, Sendable {
     }
 
     var servers: [Server]
+
+    /// The servers; with `tools`, each one's (none when not listed), within the bounds.
+    init(_ statuses: [MCPServerStatus], tools: [String: [ContextTool]]?) {
+        var budget = Self.maxToolBytes
+        servers = statuses.map { status in
+            var server = Server(status)
+            guard let tools else { return server }
+            let listed = tools[status.name] ?? []
+            var kept: [Tool] = []
+            for tool in listed {
+                let description = Self.cut(tool.description, to: Self.maxDescriptionBytes)
+                let size = tool.name.utf8.count + description.utf8.count
+                guard size <= budget else { break }
+                budget -= size
+                kept.append(Tool(name: tool.name, description: description))
+            }
+            server.tools = kept
+            if kept.count < listed.count { server.toolsOmitted = listed.count - kept.count }
+            return server
+        }
+    }
+
+    /// `text` cut to at most `limit` bytes at a character boundary, `…` appended when cut.
+    static func cut(_ text: String, to limit: Int) -> String {
+        guard text.utf8.count > limit else { return text }
+        let ellipsis = "…"
+        var end = text.utf8.index(text.utf8.startIndex, offsetBy: limit - ellipsis.utf8.count)
+        // Back to the first byte of a character (a UTF-8 continuation byte is 0b10xxxxxx).
+        while end > text.utf8.startIndex, text.utf8[end] & 0xC0 == 0x80 { end = text.utf8.index(before: end) }
+        return String(decoding: text.utf8[..<end], as: UTF8.self) + ellipsis
+    }
+}
+
+extension MCPServersJSON.Server {
+    /// One server's row with its tools (the restart's answer).
+    init(_ status: MCPServerStatus, tools: [String: [ContextTool]]) {
+        self = MCPServersJSON([status], tools: tools).servers[0]
+    }
 }
