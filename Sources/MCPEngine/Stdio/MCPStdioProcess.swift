@@ -15,6 +15,10 @@ import Glibc
 /// unreaped (a zombie) until its thread ends, so its pid and group id cannot be reused while
 /// they may still be signalled; it is registered in ``OwnedChildren`` meanwhile.
 ///
+/// When the server exits by itself (or on stdin EOF) while processes it started are still in
+/// its group, the group gets SIGTERM at once and SIGKILL after ``Timing/termGrace``, before
+/// the server is reaped (see ``settleGroup``): its descendants do not outlive it.
+///
 /// Memory: a 64 KiB read buffer, one unfinished message (``MCPLimits/maxMessageBytes``), one
 /// stderr line, and the input not yet written (``MCPLimits/maxPendingInputBytes``).
 public final class MCPStdioProcess: Sendable {
@@ -195,6 +199,7 @@ public final class MCPStdioProcess: Sendable {
         var termSent = false
         var killSent = false
         var exitedAt: ContinuousClock.Instant?
+        var group = GroupSweep()
         let now = { ContinuousClock.now }
         let name = serverName
 
@@ -219,7 +224,7 @@ public final class MCPStdioProcess: Sendable {
         }
 
         while true {
-            if exitedAt != nil && fds.stdout < 0 && fds.stderr < 0 { break }
+            if exitedAt != nil && fds.stdout < 0 && fds.stderr < 0 && group.settled { break }
             var next: ContinuousClock.Instant?
             let graces = state.withLock { $0.hurried } ? timing.hurried : timing
             if exitedAt == nil, let closingSince {
@@ -228,6 +233,8 @@ public final class MCPStdioProcess: Sendable {
             // Pipes a descendant still holds after the server exited: a short wait, then dropped.
             if let exitedAt { next = exitedAt + .seconds(1) }
             if exitedAt == nil && fds.pidfd < 0 { next = min(next ?? now() + .milliseconds(50), now() + .milliseconds(50)) }
+            // The group's members are looked for again every 50 ms until it is empty.
+            if exitedAt != nil, !group.settled { next = min(next ?? now() + GroupSweep.interval, now() + GroupSweep.interval) }
             if writing.isEmpty, fds.stdin >= 0 {
                 state.withLock { s in
                     if !s.queue.isEmpty {
@@ -330,6 +337,9 @@ public final class MCPStdioProcess: Sendable {
                     closeFD(&fds.stdin)
                 }
             }
+            if exitedAt != nil, !group.settled {
+                settleGroup(&group, termGrace: graces.termGrace, now: now())
+            }
             if exitedAt == nil, let closingSince {
                 if !termSent, now() >= closingSince + graces.stdinGrace {
                     termSent = true
@@ -357,6 +367,45 @@ public final class MCPStdioProcess: Sendable {
         OwnedChildren.reap(pid, wait: true)
         end("server \(goQuote(name)) exited")
         done.open()
+    }
+
+    /// Where the sweep of the exited server's process group stands.
+    struct GroupSweep {
+        static let interval: Duration = .milliseconds(50)
+        /// After SIGKILL, how long members may take to die (one in uninterruptible sleep)
+        /// before the server is reaped anyway.
+        static let killBound: Duration = .seconds(1)
+        var termSentAt: ContinuousClock.Instant?
+        var killSentAt: ContinuousClock.Instant?
+        var settled = false
+    }
+
+    /// One step of the sweep after the server (the group's leader) exited: SIGTERM to the
+    /// group when members are alive, SIGKILL after `termGrace`, settled when none is left (or
+    /// ``GroupSweep/killBound`` after the SIGKILL).
+    ///
+    /// Why signalling `-pid` reaches only what the agent owns: the server was the agent's
+    /// child and made its own session and group (pgid = pid) before exec. It is not reaped
+    /// before the sweep settles, so its pid, and with it the group id, stays allocated and no
+    /// other process or group can take it. A process can only join a group of its own
+    /// session, so the group holds the server's descendants and nothing else; one that left
+    /// it (`setsid`, `setpgid`) is not signalled.
+    private func settleGroup(_ group: inout GroupSweep, termGrace: Duration, now: ContinuousClock.Instant) {
+        guard ProcessGroupScan.hasOtherMembers(group: pid, leader: pid) else {
+            group.settled = true
+            return
+        }
+        guard let termSentAt = group.termSentAt else {
+            group.termSentAt = now
+            kill(-pid, SIGTERM)
+            return
+        }
+        if let killSentAt = group.killSentAt {
+            if now >= killSentAt + GroupSweep.killBound { group.settled = true }
+        } else if now >= termSentAt + termGrace {
+            group.killSentAt = now
+            kill(-pid, SIGKILL)
+        }
     }
 
     /// A wait status as Go's `ProcessState.String` words it.
