@@ -307,3 +307,71 @@ struct ServiceUnitTests {
         try await Self.expectSetuidWorks(under: unit, userUnit: true)
     }
 }
+
+/// `make run`'s build step, with a stand-in for `swift` (a script that records its calls,
+/// prints the dependency warnings SwiftPM prints, and writes a stand-in binary) in a scratch
+/// directory of the test's own: the first run builds and starts the binary; a second with no
+/// change starts it without calling swift; a changed or added source file builds again; a
+/// failed build starts nothing and is retried by the next run; the swift-distributed-tracing
+/// warnings are left out, other output is kept.
+@Suite(.timeLimit(.minutes(2)))
+struct MakeRunTests {
+    static let makefile = DocExamples.repositoryRoot.path + "/Makefile"
+
+    @Test func aRunWithNothingChangedStartsTheBuiltBinaryWithoutBuilding() async throws {
+        let scratch = NSTemporaryDirectory() + "make-run-\(UUID().uuidString.prefix(8))"
+        defer { try? FileManager.default.removeItem(atPath: scratch) }
+        try FileManager.default.createDirectory(atPath: scratch + "/Sources/Agent", withIntermediateDirectories: true)
+        try TestFile.write(scratch + "/Package.swift", "// swift-tools-version:6.0\n")
+        try TestFile.write(scratch + "/Sources/Agent/main.swift", "print(1)\n")
+        let swift = scratch + "/fake-swift"
+        try TestFile.write(swift, """
+            #!/bin/sh
+            echo "$*" >> "\(scratch)/swift-calls"
+            [ -e "\(scratch)/fail" ] && { echo "error: the build failed"; exit 1; }
+            echo "warning: 'swift-distributed-tracing': found 1 file(s) which are unhandled; explicitly declare them as resources or exclude from the target"
+            echo "    $PWD/.build/checkouts/swift-distributed-tracing/Sources/Tracing/CMakeLists.txt"
+            echo "Building for production..."
+            mkdir -p .build/release
+            printf '#!/bin/sh\\necho "agent ran: $*"\\n' > .build/release/workspace-agent
+            chmod 755 .build/release/workspace-agent
+            echo "Build of product 'workspace-agent' complete!"
+
+            """)
+        chmod(swift, 0o755)
+        func run() async -> (ChildProgram.Outcome, calls: Int) {
+            let outcome = await ChildProgram.run(
+                ["make", "--no-print-directory", "-f", Self.makefile, "run", "SWIFT=\(swift)", "DEB_PACKAGES=", "RUN_ARGS=--version"],
+                directory: scratch, stderrToStdout: true)
+            let calls = (try? String(contentsOfFile: scratch + "/swift-calls", encoding: .utf8))?.split(separator: "\n").count ?? 0
+            return (outcome, calls)
+        }
+
+        let (first, firstCalls) = await run()
+        #expect(first.status == 0 && first.stdout.contains("agent ran: --version"), "\(first.stdout)")
+        #expect(firstCalls == 1)
+        #expect(first.stdout.contains("Build of product 'workspace-agent' complete!"), "the build's own output is kept:\n\(first.stdout)")
+        #expect(!first.stdout.contains("swift-distributed-tracing"), "the dependency's warnings are left out:\n\(first.stdout)")
+
+        let (second, secondCalls) = await run()
+        #expect(second.status == 0 && second.stdout.contains("agent ran: --version"), "\(second.stdout)")
+        #expect(secondCalls == 1, "nothing changed, yet swift was called again:\n\(second.stdout)")
+
+        try TestFile.write(scratch + "/Sources/Agent/main.swift", "print(2)\n")
+        let (changed, changedCalls) = await run()
+        #expect(changed.status == 0 && changedCalls == 2, "a changed source file was not built:\n\(changed.stdout)")
+
+        try TestFile.write(scratch + "/Sources/Agent/Added.swift", "let added = 1\n")
+        try TestFile.write(scratch + "/fail", "")
+        let (failed, failedCalls) = await run()
+        #expect(failed.status != 0 && failedCalls == 3, "\(failed.stdout)")
+        #expect(failed.stdout.contains("error: the build failed"), "\(failed.stdout)")
+        #expect(!failed.stdout.contains("agent ran"), "a failed build started the old binary:\n\(failed.stdout)")
+
+        try FileManager.default.removeItem(atPath: scratch + "/fail")
+        let (retried, retriedCalls) = await run()
+        #expect(retried.status == 0 && retriedCalls == 4, "the run after a failed build did not build:\n\(retried.stdout)")
+        let (again, againCalls) = await run()
+        #expect(again.status == 0 && againCalls == 4, "\(again.stdout)")
+    }
+}
