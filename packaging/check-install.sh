@@ -3,7 +3,8 @@
 #
 # With --destdir, first the files beside the binary, read from the installed systemd unit:
 #  - the unit is at UNIT under DESTDIR, sets no UMask= (the user's commands would inherit
-#    it), and its TimeoutStopSec exceeds the agent's documented stop bound with stop scripts
+#    it) and none of the sandboxing settings that would reach them (NoNewPrivileges= breaks
+#    sudo, ProtectSystem= `sudo apt-get install`, ...: the unit's comments), and its TimeoutStopSec exceeds the agent's documented stop bound with stop scripts
 #    at their default limit (7 s + 300 s + 12 s, docs/api/signals-and-shutdown.md);
 #  - the EnvironmentFile= it names is under DESTDIR, mode 0600 (it may hold a token);
 #  - every file:// document its Documentation= names is under DESTDIR;
@@ -32,6 +33,8 @@ check_files() {
     local destdir=$1 unit=$2 path value seconds
     [[ -f "$destdir$unit" ]] || fail "no unit at $destdir$unit"
     ! grep -q '^UMask=' "$destdir$unit" || fail "the unit sets UMask= (the user's commands inherit it)"
+    value=$(grep -E '^(NoNewPrivileges|RestrictSUIDSGID|ProtectSystem|ProtectHome|ProtectKernel[A-Za-z]*|ProtectControlGroups|ProtectClock|ProtectHostname|ProtectProc|PrivateTmp|PrivateDevices|PrivateNetwork|PrivateUsers|RestrictRealtime|RestrictAddressFamilies|RestrictNamespaces|SystemCallFilter|SystemCallArchitectures|LockPersonality|MemoryDenyWriteExecute|CapabilityBoundingSet|LimitNOFILE)=' "$destdir$unit" | grep -vE '=(no|false|off|0)$' || true)
+    [[ -z "$value" ]] || fail "the unit sets what reaches the user's commands (sudo, apt-get, ...): $value"
     value=$(unit_values "$destdir$unit" TimeoutStopSec)
     # `330`, `330s` or `6min` (what this check reads; systemd takes more forms).
     case "$value" in
@@ -40,7 +43,7 @@ check_files() {
     esac
     [[ "$seconds" =~ ^[0-9]+$ ]] || fail "TimeoutStopSec=$value is not N, Ns or Nmin"
     (( seconds > stop_bound )) || fail "TimeoutStopSec=$value does not exceed the agent's stop bound ($stop_bound s)"
-    echo "check-install: unit $unit: no UMask=, TimeoutStopSec=$value > $stop_bound s" >&2
+    echo "check-install: unit $unit: no UMask=, no sandboxing, TimeoutStopSec=$value > $stop_bound s" >&2
     while read -r path; do
         [[ -n "$path" ]] || continue
         path=${path#-}
