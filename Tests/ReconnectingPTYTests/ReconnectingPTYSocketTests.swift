@@ -161,6 +161,35 @@ struct ReconnectingPTYSocketTests {
         kill(job, SIGKILL)
     }
 
+    /// At the agent's shutdown a job that ignores the hangup dies too, though an interactive
+    /// shell ran it in a process group of its own: SIGTERM to every group of the session, and
+    /// SIGKILL after the grace for one that ignores SIGTERM as well.
+    @Test(arguments: ["HUP", "HUP TERM"]) func theShutdownEndsJobsThatIgnoreTheHangup(ignored: String) async throws {
+        var limits = ReconnectingPTYServer.Limits()
+        limits.shutdownGrace = .milliseconds(300)
+        let server = try await Server(limits: limits)
+        defer { Task { await server.stop() } }
+        let directory = NSTemporaryDirectory() + "pty-shutdown-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let socket = try server.attach(UUID().uuidString, command: "bash --norc -i")
+        Self.type(socket, "trap '' \(ignored); sh -c 'echo $$ > \(directory)/job.tmp; mv \(directory)/job.tmp \(directory)/job; exec sleep 300'\r")
+        #expect(await eventually(timeout: .seconds(60)) { FileManager.default.fileExists(atPath: directory + "/job") })
+        let written = try #require(FileManager.default.contents(atPath: directory + "/job"))
+        let job = try #require(pid_t(String(decoding: written, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)))
+        #expect(getpgid(job) == job, "the interactive shell gave the job a group of its own")
+        await server.server.shutdown()
+        #expect(await eventually(timeout: .seconds(30)) { Self.isGone(job) }, "job \(job) outlived the shutdown")
+        if !Self.isGone(job) { kill(job, SIGKILL) }
+    }
+
+    /// Gone or a zombie (an orphan waits for whoever adopted it to reap it).
+    static func isGone(_ pid: pid_t) -> Bool {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8) else { return true }
+        guard let close = stat.lastIndex(of: ")") else { return true }
+        return stat[stat.index(after: close)...].trimmingCharacters(in: .whitespaces).hasPrefix("Z")
+    }
+
     @Test func aDetachedSessionEndsAfterTheIdleTimeoutOnTheTestsClock() async throws {
         let clock = ManualClock()
         var limits = ReconnectingPTYServer.Limits()

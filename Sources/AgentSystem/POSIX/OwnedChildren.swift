@@ -76,6 +76,21 @@ public enum OwnedChildren {
         }
     }
 
+    /// Sends `signal` to every process group of the session `leader` leads (``SessionMembers``)
+    /// while `leader` is an owned child not yet reaped: its pid, hence the session id, cannot
+    /// be reused meanwhile, and a group id stays taken while the group has a member, so only
+    /// the session's own groups are reached (a group that empties between the scan and the
+    /// signal could be taken again only after the pid counter wraps). Returns how many groups.
+    @discardableResult
+    public static func signalSession(_ leader: pid_t, _ signal: Int32) -> Int {
+        state.withLock { s in
+            guard s.pids.contains(leader) else { return 0 }
+            var groups = SessionMembers.groups(ofSession: leader)
+            groups.insert(leader)
+            return groups.reduce(0) { $0 + (kill(-$1, signal) == 0 ? 1 : 0) }
+        }
+    }
+
     /// Whether `pid` is an owned child.
     public static func owns(_ pid: pid_t) -> Bool { state.withLock { $0.pids.contains(pid) } }
 }

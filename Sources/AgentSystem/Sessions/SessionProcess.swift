@@ -134,6 +134,12 @@ public struct SessionProcess: Sendable {
         OwnedChildren.signal(pid, signal, group: true)
     }
 
+    /// Sends `signal` to every process group of the child's session (it leads one: jobs an
+    /// interactive shell started in groups of their own are reached too), until it is reaped.
+    public func signalSession(_ signal: Int32) {
+        OwnedChildren.signalSession(pid, signal)
+    }
+
     /// Sends `signal` to the child alone (what a client's `signal` request does).
     public func signalChild(_ signal: Int32) {
         OwnedChildren.signal(pid, signal)

@@ -27,6 +27,8 @@ public final class ReconnectingPTYServer: Sendable {
         /// After a session's process exits, how long it waits for the end of the terminal's
         /// output (a background job may keep the terminal open) before it ends anyway.
         public var exitDrainBound: TimeAmount = .seconds(2)
+        /// At the agent's shutdown, from SIGTERM to a session's processes to SIGKILL.
+        public var shutdownGrace: TimeAmount = .seconds(5)
         /// How the lifetime's timers wait (a test's clock can stand in).
         public var sleep: @Sendable (Duration) async throws -> Void = { try await Task.sleep(for: $0) }
         /// The screen backend's program, looked up on the agent's `PATH` (nil: never screen).
@@ -204,9 +206,13 @@ public final class ReconnectingPTYServer: Sendable {
         return ended
     }
 
-    /// ``closeAll()``, then waits until every session has ended (screen's quits are bounded
-    /// by ``ScreenCommandPoll``).
+    /// The agent's shutdown: as ``closeAll()``, but a session's processes get SIGTERM, and
+    /// SIGKILL after ``Limits/shutdownGrace`` (for the buffered backend; screen's sessions are
+    /// quit, bounded by ``ScreenCommandPoll``); waits until every session has ended.
     public func shutdown() async {
-        for ended in closeAll() { try? await ended.get() }
+        closing.withLock { $0 = true }
+        let ended = sessions.withLock({ Array($0.values) }).map { $0.shutdown(grace: limits.shutdownGrace) }
+        for channel in connections.all { channel.close(promise: nil) }
+        for session in ended { try? await session.get() }
     }
 }

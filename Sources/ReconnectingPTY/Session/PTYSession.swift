@@ -34,6 +34,8 @@ final class PTYSession: ReconnectingSession {
         var pausedInputs: [ObjectIdentifier: any Channel] = [:]
         var exited = false
         var ended = false
+        /// Shutdowns waiting for the exit (at most one per shutdown call).
+        var exitWaiters: [EventLoopPromise<Void>] = []
     }
 
     let id: String
@@ -205,6 +207,9 @@ final class PTYSession: ReconnectingSession {
 
     private func processExited() {
         state.value.exited = true
+        let waiters = state.value.exitWaiters
+        state.value.exitWaiters = []
+        for waiter in waiters { waiter.succeed() }
         // The bound starts once the terminal is open (``terminalOpened``), so what the
         // process wrote is read even when it ended first.
         guard !state.value.ended, state.value.terminal != nil else { return }
@@ -250,6 +255,32 @@ final class PTYSession: ReconnectingSession {
             }
             end("terminated")
         }
+    }
+
+    /// The agent's shutdown: SIGHUP and SIGTERM to every process group of the session (an
+    /// interactive shell's jobs have groups of their own), SIGKILL to them `grace` later if
+    /// the shell has not exited by then (docs/limits.md: TERM, then KILL after 5 s, for
+    /// everything the agent started). Completes at the exit or at the kill.
+    func shutdown(grace: TimeAmount) -> EventLoopFuture<Void> {
+        let done = loop.makePromise(of: Void.self)
+        onLoop { [self] in
+            guard !state.value.exited else {
+                end("terminated")
+                done.succeed()
+                return
+            }
+            process.signalSession(SIGHUP)
+            process.signalSession(SIGTERM)
+            state.value.exitWaiters.append(done)
+            end("terminated")
+            loop.scheduleTask(in: grace) { [self] in
+                guard !state.value.exited else { return }
+                process.signalSession(SIGKILL)
+                state.value.exitWaiters.removeAll { $0.futureResult === done.futureResult }
+                done.succeed()
+            }
+        }
+        return done.futureResult
     }
 
     /// Closes every attachment and the terminal, and forgets the ID.

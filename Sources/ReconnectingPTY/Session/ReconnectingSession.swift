@@ -15,4 +15,11 @@ protocol ReconnectingSession: AnyObject, Sendable {
     /// processes have been told to end (for screen, once the session was quit).
     @discardableResult
     func terminate() -> EventLoopFuture<Void>
+    /// Ends the session at the agent's shutdown: its processes get SIGTERM, and SIGKILL once
+    /// `grace` has passed; the future completes when they have gone or been killed.
+    func shutdown(grace: TimeAmount) -> EventLoopFuture<Void>
+}
+
+extension ReconnectingSession {
+    func shutdown(grace: TimeAmount) -> EventLoopFuture<Void> { terminate() }
 }
