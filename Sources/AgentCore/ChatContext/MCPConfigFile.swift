@@ -112,8 +112,13 @@ public struct MCPConfigFile: Sendable, Equatable {
         }
     }
 
-    /// A server name the tool prefix `<server>__<tool>` can be split back from.
+    /// A server name the tool prefix `<server>__<tool>` can be split back from, and that
+    /// names one entry only: invalid UTF-8 decodes to U+FFFD, so two such keys could collide
+    /// (and the last would silently win); a name with U+FFFD is refused.
     public static func nameProblem(_ name: String) -> String? {
+        if name.unicodeScalars.contains("\u{FFFD}") {
+            return "server name \(goQuote(name)) is not valid UTF-8 (or contains U+FFFD): such names cannot be told apart"
+        }
         if name.contains("__") || name.hasPrefix("_") || name.hasSuffix("_") {
             return "server name \(goQuote(name)) contains reserved separator \"__\" or leading/trailing underscore"
         }
