@@ -3,7 +3,8 @@ import Synchronization
 
 /// Watches a set of directories with inotify on one thread of its own and calls `onChange`
 /// after a burst of relevant events (as its owner's `isRelevant` decides) has been quiet for
-/// the debounce delay (250 ms, trailing). Nothing is polled.
+/// the debounce delay (250 ms, trailing), or 1 s after the burst's first event under churn
+/// (``TrailingDebounce``). Nothing is polled.
 ///
 /// ``watch(_:)`` replaces the watched set synchronously, so a change made after it returns
 /// is seen. Bounded: at most ``maxWatches`` directories; past them, or when the kernel's
@@ -22,6 +23,14 @@ public final class DirectoryWatcher: Sendable {
         var stopped = false
     }
 
+    /// A test seam: a kernel failure injected instead of exhausting the host's inotify limits.
+    public enum Fault: Sendable, Equatable {
+        /// `inotify_init1` fails with this errno (EMFILE: the per-user instance limit).
+        case initialization(Int32)
+        /// Every `inotify_add_watch` fails with this errno (ENOSPC: the per-user watch limit).
+        case addWatch(Int32)
+    }
+
     /// Whether one event (its inotify mask and the entry's name) asks for `onChange`.
     public typealias Relevance = @Sendable (_ mask: UInt32, _ name: String) -> Bool
 
@@ -29,15 +38,17 @@ public final class DirectoryWatcher: Sendable {
     public let name: String
     public let maxWatches: Int
     private let delay: Duration
+    private let fault: Fault?
     private let shared = Mutex(Shared())
     private let isRelevant: Relevance
     private let onChange: @Sendable () -> Void
 
     public init(name: String, maxWatches: Int = DirectoryWatcher.defaultMaxWatches, delay: Duration = TrailingDebounce.standardDelay,
-                isRelevant: @escaping Relevance, onChange: @escaping @Sendable () -> Void) {
+                fault: Fault? = nil, isRelevant: @escaping Relevance, onChange: @escaping @Sendable () -> Void) {
         self.name = name
         self.maxWatches = maxWatches
         self.delay = delay
+        self.fault = fault
         self.isRelevant = isRelevant
         self.onChange = onChange
     }
@@ -47,9 +58,11 @@ public final class DirectoryWatcher: Sendable {
 
     /// Opens inotify and starts the thread; a failure is kept as ``problem``.
     public func start() {
-        let fd = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
+        var injected: Int32?
+        if case .initialization(let code) = fault { injected = code }
+        let fd = injected == nil ? inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK)) : -1
         guard fd >= 0 else {
-            let error = SystemCallError(call: "inotify_init1", errno: errno)
+            let error = SystemCallError(call: "inotify_init1", errno: injected ?? errno)
             shared.withLock { $0.initProblem = "inotify init failed: \(error)" }
             return
         }
@@ -107,10 +120,17 @@ public final class DirectoryWatcher: Sendable {
                 s.watched[path] = nil
             }
             for path in wanted where s.watched[path] == nil {
-                let wd = inotify_add_watch(s.inotify, path, Self.mask)
+                var failure: Int32 = 0
+                var wd: Int32 = -1
+                if case .addWatch(let code) = fault {
+                    failure = code
+                } else {
+                    wd = inotify_add_watch(s.inotify, path, Self.mask)
+                    if wd < 0 { failure = errno }
+                }
                 if wd >= 0 {
                     s.watched[path] = wd
-                } else if errno == ENOSPC {
+                } else if failure == ENOSPC {
                     problem = "inotify watch limit exceeded (ENOSPC)"
                     break
                 }
