@@ -237,7 +237,12 @@ struct MCPServerManagerTests {
         #expect(await eventually { h.manager.isReady })
         try h.write(["alpha": Self.python()])
         #expect(await eventually { h.entry("alpha")?.connected == true })
+        // An unusable file keeps its last good servers (see MCPConfigReloadTests); an empty
+        // one removes them.
         try h.write("[1,2]")
+        #expect(await eventually { h.manager.servers.contains { $0.transport == "config" && $0.state == .invalid } })
+        #expect(h.entry("alpha")?.connected == true)
+        try h.write("{}")
         #expect(await eventually { h.manager.servers.isEmpty && h.catalog.entries.isEmpty })
         await h.stop()
     }

@@ -13,17 +13,24 @@ extension MCPServerManager {
             .filter { seen.insert($0).inserted }
     }
 
-    /// Loads the files again when they changed (size, modification time, existence) and
-    /// brings the sessions in line with them; then lists every session's tools and
-    /// publishes the catalog.
+    /// Loads the files again when their fingerprints changed (or a missing file's grace
+    /// ended) and brings the servers in line with them at once: removed servers are closed
+    /// and new or changed ones connect, each on a task of its own that lists its tools and
+    /// publishes when it is done; live sessions list their tools again. Nothing here waits
+    /// for a server.
     func reload() async {
         let files = resolvedFiles()
         watch(files)
         let prints = MCPConfigSet.fingerprints(files)
-        let unchanged = state.withLock { $0.files == files && $0.fingerprints == prints }
+        let now = ContinuousClock.now
+        let (unchanged, memory) = state.withLock { s in
+            let graceEnded = s.recheck.map { now >= $0 } ?? false
+            return (s.files == files && s.fingerprints == prints && !graceEnded, s.fileMemory)
+        }
         if unchanged { return }
         let environment = self.environment
-        var set = MCPConfigSet.load(files, environment: { environment[$0] })
+        var set = MCPConfigSet.load(
+            files, memory: memory, now: now, missingGrace: configuration.missingGrace, environment: { environment[$0] })
         if set.servers.count > Self.maxServers {
             set.problems.append("more than \(Self.maxServers) MCP servers declared; the rest are left out")
             set.servers.removeSubrange(Self.maxServers...)
@@ -31,50 +38,93 @@ extension MCPServerManager {
         for problem in set.problems { logger.warning("\(problem)") }
         let redactor = ContextRedactor(secrets: agentToken.map { [$0] } ?? []).adding(servers: set.servers)
 
-        // The plan, made under the lock: which servers go, which connect.
-        let (removed, toConnect) = state.withLock { s -> ([MCPClientSession], [MCPServerConfig]) in
+        // The plan, made under the lock: which servers go, which connect, which list again.
+        struct Plan {
+            var removed: [MCPClientSession] = []
+            var connect: [(MCPServerConfig, UInt64)] = []
+            var list: [String] = []
+            var recheck: ContinuousClock.Instant?
+        }
+        let plan = state.withLock { s -> Plan in
+            var plan = Plan()
             s.files = files
             s.fingerprints = prints
             s.redactor = redactor
+            s.fileMemory = set.memory
+            s.fileProblems = set.fileProblems.map { problem in
+                var scrubbed = problem
+                scrubbed.message = redactor.scrub(problem.message)
+                return scrubbed
+            }
+            if set.recheck != s.recheck { plan.recheck = set.recheck }
+            s.recheck = set.recheck
             let wanted = Dictionary(uniqueKeysWithValues: set.servers.map { ($0.name, $0) })
-            var removed: [MCPClientSession] = []
             for (name, server) in s.servers where wanted[name] == nil {
-                if let session = server.session { removed.append(session) }
+                server.connectTask?.cancel()
+                if let session = server.session { plan.removed.append(session) }
                 s.servers[name] = nil
             }
-            var toConnect: [MCPServerConfig] = []
             for config in set.servers {
-                if var server = s.servers[config.name] {
-                    guard server.desired != config || (server.session == nil && server.running != config) else {
+                var server: Server
+                if let existing = s.servers[config.name] {
+                    server = existing
+                    let stale = server.desired != config || (server.session == nil && server.running != config && server.attempt == nil)
+                    guard stale else {
+                        if server.session != nil { plan.list.append(config.name) }
                         continue
                     }
+                    server.connectTask?.cancel()
+                    server.connectTask = nil
                     server.desired = config
                     server.retry = nil
-                    s.servers[config.name] = server
                 } else {
-                    s.servers[config.name] = Server(desired: config, generation: s.generation(), state: .connecting)
+                    server = Server(desired: config, generation: s.generation(), state: .connecting)
                 }
-                toConnect.append(config)
+                let attempt = s.generation()
+                server.attempt = attempt
+                s.servers[config.name] = server
+                plan.connect.append((config, attempt))
             }
-            return (removed, toConnect)
+            return plan
         }
-        if !removed.isEmpty { await Self.close(removed) }
-
-        let directory = workingDirectory
-        let serverEnvironment = self.serverEnvironment
-        await withDiscardingTaskGroup { group in
-            for config in toConnect {
-                group.addTask {
-                    let outcome = await self.connect(config, environment: serverEnvironment, directory: directory)
-                    await self.settle(config, outcome, isRetry: false)
-                }
-            }
+        if !plan.removed.isEmpty {
+            let removed = plan.removed
+            spawn { await Self.close(removed) }
+        }
+        for (config, attempt) in plan.connect {
+            spawn { await self.attemptConnect(config, attempt: attempt, isRetry: false) }
         }
         // Every live session is listed again after a reload.
-        let live = state.withLock { s in s.servers.compactMap { $0.value.session == nil ? nil : $0.key } }
-        await withDiscardingTaskGroup { group in
-            for name in live { group.addTask { await self.list(name) } }
+        for name in plan.list {
+            spawn { await self.list(name) }
         }
+        if let recheck = plan.recheck {
+            // The load that ends a missing file's grace.
+            spawn {
+                guard (try? await Task.sleep(until: recheck, clock: .continuous)) != nil else { return }
+                self.reloadSignal.notify()
+            }
+        }
+        publish()
+    }
+
+    /// Connects `config` for connect `attempt` on a task of its own (so that removing the
+    /// server or changing its entry cancels it), installs the outcome, lists the server's
+    /// tools and publishes.
+    func attemptConnect(_ config: MCPServerConfig, attempt: UInt64, isRetry: Bool) async {
+        let environment = serverEnvironment
+        let directory = workingDirectory
+        let task = Task { await self.connect(config, environment: environment, directory: directory) }
+        let registered = state.withLock { s -> Bool in
+            guard !s.closed, var server = s.servers[config.name], server.attempt == attempt else { return false }
+            server.connectTask = task
+            s.servers[config.name] = server
+            return true
+        }
+        if !registered { task.cancel() }
+        let outcome = await withTaskCancellationHandler { await task.value } onCancel: { task.cancel() }
+        await settle(config, outcome, isRetry: isRetry, attempt: attempt)
+        if case .success = outcome { await list(config.name) }
         publish()
     }
 
@@ -96,14 +146,21 @@ extension MCPServerManager {
     }
 
     /// Installs a new session, or records why there is none (keeping a working session of
-    /// an earlier entry) and schedules a retry.
-    func settle(_ config: MCPServerConfig, _ outcome: Result<MCPClientSession, MCPError>, isRetry: Bool) async {
+    /// an earlier entry) and schedules a retry. With an `attempt`, an outcome of a connect
+    /// that was superseded (the entry changed, the server was removed) is dropped; without
+    /// one, the outcome supersedes any connect in flight.
+    func settle(_ config: MCPServerConfig, _ outcome: Result<MCPClientSession, MCPError>, isRetry: Bool, attempt: UInt64? = nil) async {
         enum Next { case drop(MCPClientSession), installed(UInt64, MCPClientSession, old: MCPClientSession?), retry(UInt64, Duration), nothing }
         let next = state.withLock { s -> Next in
-            guard !s.closed, var server = s.servers[config.name], server.desired == config else {
+            guard !s.closed, var server = s.servers[config.name], server.desired == config,
+                  attempt == nil || server.attempt == attempt
+            else {
                 if case .success(let session) = outcome { return .drop(session) }
                 return .nothing
             }
+            if attempt == nil { server.connectTask?.cancel() }
+            server.attempt = nil
+            server.connectTask = nil
             switch outcome {
             case .success(let session):
                 let old = server.session
@@ -117,11 +174,11 @@ extension MCPServerManager {
                 s.servers[config.name] = server
                 return .installed(server.generation, session, old: old)
             case .failure(let error):
-                let text = s.redactor.scrub("failed to connect: \(error.message)")
+                let text = s.redactor.scrub("failed to connect: \(error.message)", server: config.name)
                 server.failures += 1
                 if server.session != nil {
                     // A changed entry that does not connect: the old session serves on.
-                    server.error = s.redactor.scrub("reconnect failed, the previous session is kept: \(error.message)")
+                    server.error = s.redactor.scrub("reconnect failed, the previous session is kept: \(error.message)", server: config.name)
                     server.desired = config
                     s.servers[config.name] = server
                     return .nothing
@@ -148,7 +205,7 @@ extension MCPServerManager {
         case .retry(let id, let delay):
             if case .failure(let error) = outcome {
                 logger.warning("mcp server did not connect", metadata: [
-                    "mcp_server": "\(config.name)", "error": "\(state.withLock { $0.redactor.scrub(error.message) })",
+                    "mcp_server": "\(config.name)", "error": "\(state.withLock { $0.redactor.scrub(error.message, server: config.name) })",
                     "retry_in": "\(delay)",
                 ])
             }
@@ -174,6 +231,22 @@ extension MCPServerManager {
         }
         state.withLock { $0.watchedNames = names }
         watcher.watch(directories)
+        // A watch that failed (inotify's limits reached) is said once and the files are
+        // polled until a later watch succeeds.
+        let problem = watcher.problem
+        let before = state.withLock { s -> String? in
+            defer { s.watchProblem = problem }
+            return s.watchProblem
+        }
+        guard problem != before else { return }
+        if let problem {
+            logger.warning("mcp config files are not watched; polling them", metadata: [
+                "error": "\(problem)", "interval": "\(configuration.pollInterval)",
+            ])
+            pollSignal.notify()
+        } else {
+            logger.info("mcp config files are watched again")
+        }
     }
 
     static func parent(of path: String) -> String {

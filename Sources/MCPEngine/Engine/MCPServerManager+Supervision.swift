@@ -28,7 +28,7 @@ extension MCPServerManager {
             server.session = nil
             server.tools = nil
             server.state = .restarting
-            server.error = s.redactor.scrub("server exited: \(reason)")
+            server.error = s.redactor.scrub("server exited: \(reason)", server: name)
             let id = s.generation()
             server.retry = id
             s.servers[name] = server
@@ -44,14 +44,16 @@ extension MCPServerManager {
     /// over meanwhile.
     func retry(_ name: String, id: UInt64, after delay: Duration) async {
         guard (try? await Task.sleep(for: delay)) != nil else { return }
-        guard let config = state.withLock({ s -> MCPServerConfig? in
-            guard !s.closed, let server = s.servers[name], server.retry == id, server.session == nil else { return nil }
-            return server.desired
+        guard let (config, attempt) = state.withLock({ s -> (MCPServerConfig, UInt64)? in
+            guard !s.closed, var server = s.servers[name], server.retry == id, server.session == nil, server.attempt == nil else {
+                return nil
+            }
+            let attempt = s.generation()
+            server.attempt = attempt
+            s.servers[name] = server
+            return (server.desired, attempt)
         }) else { return }
-        let outcome = await connect(config, environment: serverEnvironment, directory: workingDirectory)
-        await settle(config, outcome, isRetry: true)
-        if case .success = outcome { await list(name) }
-        publish()
+        await attemptConnect(config, attempt: attempt, isRetry: true)
     }
 
     /// Whether `generation` is still the server's session.
@@ -59,12 +61,29 @@ extension MCPServerManager {
         state.withLock { $0.servers[name]?.generation == generation }
     }
 
-    /// Lists one server's tools and records them (or why the listing failed).
+    /// Lists one server's tools and records them (or why the listing failed). One listing
+    /// runs per session: asked while one is in flight, it is done once more after it (so a
+    /// server that never answers `tools/list` holds one task, however often it is asked).
     func list(_ name: String) async {
         guard let (session, generation) = state.withLock({ s -> (MCPClientSession, UInt64)? in
-            guard let server = s.servers[name], let session = server.session else { return nil }
+            guard var server = s.servers[name], let session = server.session else { return nil }
+            if server.listing == server.generation {
+                server.listAgain = true
+                s.servers[name] = server
+                return nil
+            }
+            server.listing = server.generation
+            server.listAgain = false
+            s.servers[name] = server
             return (session, server.generation)
         }) else { return }
+        while await listOnce(name, session, generation: generation) {
+            publish()
+        }
+    }
+
+    /// One listing of `session`; true when another was asked for meanwhile (and is due).
+    private func listOnce(_ name: String, _ session: MCPClientSession, generation: UInt64) async -> Bool {
         let outcome: Result<[ContextTool], MCPError>
         do throws(MCPError) {
             outcome = .success(try await session.listTools())
@@ -90,8 +109,12 @@ extension MCPServerManager {
                 "mcp_server": "\(name)", "tool": "\(tool)",
             ])
         }
-        state.withLock { s in
-            guard var server = s.servers[name], server.generation == generation else { return }
+        return state.withLock { s -> Bool in
+            guard var server = s.servers[name], server.generation == generation else { return false }
+            let again = server.listAgain
+            server.listAgain = false
+            if !again { server.listing = nil }
+            defer { s.servers[name] = server }
             switch tools {
             case .success(let tools):
                 server.tools = tools
@@ -100,9 +123,9 @@ extension MCPServerManager {
             case .failure(let error):
                 server.tools = nil
                 server.state = .listFailed
-                server.error = s.redactor.scrub(error.message)
+                server.error = s.redactor.scrub(error.message, server: name)
             }
-            s.servers[name] = server
+            return again
         }
     }
 
@@ -110,11 +133,13 @@ extension MCPServerManager {
     func publish() {
         let (entries, states) = state.withLock { s -> ([MCPCatalogEntry], [MCPServerState]) in
             guard !s.closed, s.ready else { return ([], []) }
-            let entries = s.servers.values.map { server -> MCPCatalogEntry in
+            let entries = s.servers.values.compactMap { server -> MCPCatalogEntry? in
                 if server.session != nil, let tools = server.tools {
                     return MCPCatalogEntry(name: server.desired.name, connected: true, tools: tools)
                 }
-                let error = server.error.isEmpty ? "failed to connect" : server.error
+                // A server making its first connection is not in the catalog yet.
+                if server.state == .connecting, server.session == nil, server.error.isEmpty { return nil }
+                let error = !server.error.isEmpty ? server.error : server.session != nil ? "listing its tools" : "failed to connect"
                 return MCPCatalogEntry(name: server.desired.name, connected: false, error: error)
             }
             return (entries, s.servers.values.map(\.state))

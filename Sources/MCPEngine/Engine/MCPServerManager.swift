@@ -11,14 +11,17 @@ import Synchronization
 /// tools) to AgentCore's ``MCPCatalog`` and proxies tool calls.
 ///
 /// Reloads are differential: a server whose entry is unchanged keeps its session; new and
-/// changed servers connect in parallel; a changed server whose new session fails keeps its
-/// old one (with a warning); removed servers are closed. Reloads run one at a time on one
-/// task, and a reload whose files' size and modification time are unchanged does nothing.
+/// changed servers connect each on its own task (a reload never waits for a handshake, so a
+/// server that never answers delays nobody); a changed server whose new session fails keeps
+/// its old one (with a warning); removed servers are closed (a connect in flight is
+/// cancelled). Reloads run one at a time on one task, and a reload whose files' fingerprints
+/// (size, times, inode) are unchanged does nothing. A file that does not parse keeps its
+/// last good servers (``MCPConfigSet``); when inotify fails, the files are polled.
 ///
 /// Memory: one record per declared server (at most ``maxServers``), each with its session's
 /// bounds (``MCPLimits``) and its listed tools (``MCPLimits/maxTools``); at most
-/// ``Configuration/maxCallsInFlight`` calls in all; two tasks per server (its session's
-/// monitor and at most one pending retry).
+/// ``Configuration/maxCallsInFlight`` calls in all; per server at most one connect, one
+/// listing (and one pending), its session's monitor and one pending retry.
 public final class MCPServerManager: Service, Sendable {
     /// Servers declared across all files at most; entries past it are left out.
     public static let maxServers = 256
@@ -34,6 +37,13 @@ public final class MCPServerManager: Service, Sendable {
         public var timing: MCPStdioProcess.Timing
         /// Calls in flight across every server; more are refused at once.
         public var maxCallsInFlight: Int
+        /// How long a file that gave servers may be missing (an atomic save) before its
+        /// servers are removed, counted from the load that found it missing.
+        public var missingGrace: Duration = .seconds(1)
+        /// How often the files are stat'ed while inotify cannot watch them.
+        public var pollInterval: Duration = .seconds(2)
+        /// A test seam: the watcher's kernel failure (see ``DirectoryWatcher/Fault``).
+        var watcherFault: DirectoryWatcher.Fault?
 
         public init(
             configFiles: [String] = [".mcp.json"], clientVersion: String, timeouts: MCPClientSession.Timeouts = .init(),
@@ -72,6 +82,13 @@ public final class MCPServerManager: Service, Sendable {
         var failures = 0
         /// The pending retry's id; a retry that wakes with another id is stale.
         var retry: UInt64?
+        /// The connect in flight (its id and task); an outcome with another id is stale.
+        var attempt: UInt64?
+        var connectTask: Task<Result<MCPClientSession, MCPError>, Never>?
+        /// The generation a listing is in flight for, and whether another was asked
+        /// meanwhile (one listing in flight, one pending).
+        var listing: UInt64?
+        var listAgain = false
     }
 
     struct State {
@@ -84,6 +101,13 @@ public final class MCPServerManager: Service, Sendable {
         var callsInFlight = 0
         var redactor = ContextRedactor()
         var watchedNames: Set<String> = []
+        /// The files' last good parses (see ``MCPConfigSet``), their rows, and when a
+        /// missing file's grace ends.
+        var fileMemory: [String: MCPConfigSet.FileMemory] = [:]
+        var fileProblems: [MCPConfigSet.FileProblem] = []
+        var recheck: ContinuousClock.Instant?
+        /// Why inotify does not watch the files (they are polled meanwhile); nil when it does.
+        var watchProblem: String?
 
         mutating func generation() -> UInt64 {
             nextGeneration += 1
@@ -105,6 +129,8 @@ public final class MCPServerManager: Service, Sendable {
     let random: @Sendable () -> Double
     let state = Mutex(State())
     let reloadSignal = WorkSignal()
+    /// Wakes the poller when the watcher fails.
+    let pollSignal = WorkSignal()
     let jobs: AsyncStream<@Sendable () async -> Void>
     let jobQueue: AsyncStream<@Sendable () async -> Void>.Continuation
     let watcher: DirectoryWatcher
@@ -134,7 +160,7 @@ public final class MCPServerManager: Service, Sendable {
         // Unbounded in type, bounded in use: two jobs per declared server at most.
         (jobs, jobQueue) = AsyncStream.makeStream(of: (@Sendable () async -> Void).self)
         let relay = WatchRelay()
-        watcher = DirectoryWatcher(name: "mcp watcher", isRelevant: { relay.isRelevant($0, $1) }, onChange: { relay.fire() })
+        watcher = DirectoryWatcher(name: "mcp watcher", fault: configuration.watcherFault, isRelevant: { relay.isRelevant($0, $1) }, onChange: { relay.fire() })
         relay.set(
             isRelevant: { [weak self] mask, name in
                 mask & DirectoryWatcher.structural != 0 || (self?.state.withLock { $0.watchedNames.contains(name) } ?? false)
@@ -144,16 +170,29 @@ public final class MCPServerManager: Service, Sendable {
 
     // MARK: Reading
 
-    /// Every declared server, sorted by name.
+    /// Every declared server, sorted by name, then a row for each configured file in trouble
+    /// (transport `config`, in list order): one that does not parse or is missing for a
+    /// moment, or every file while inotify cannot watch them.
     public var servers: [MCPServerStatus] {
-        state.withLock { s in
-            s.servers.values.sorted { bytewisePrecedes($0.desired.name, $1.desired.name) }.map { server in
+        let interval = configuration.pollInterval
+        return state.withLock { s in
+            let servers = s.servers.values.sorted { bytewisePrecedes($0.desired.name, $1.desired.name) }.map { server in
                 MCPServerStatus(
                     name: server.desired.name, transport: Self.transportName(server.desired), state: server.state,
                     lastError: server.error, toolCount: server.tools?.count ?? 0, restarts: server.restarts,
                     pid: server.session.flatMap { $0.pid > 0 ? $0.pid : nil },
                     protocolVersion: server.session.map(\.protocolVersion), callsInFlight: server.session?.callsInFlight ?? 0)
             }
+            let polled = s.watchProblem.map { "not watched (\($0)): polled every \(interval)" }
+            let files = s.files.compactMap { file -> MCPServerStatus? in
+                let problem = s.fileProblems.first { $0.path == file }
+                guard problem != nil || polled != nil else { return nil }
+                let text = [problem?.message, polled].compactMap { $0 }.joined(separator: "; ")
+                return MCPServerStatus(
+                    name: file, transport: "config", state: problem?.state ?? .polling, lastError: text, toolCount: 0, restarts: 0,
+                    pid: nil, protocolVersion: nil, callsInFlight: 0)
+            }
+            return servers + files
         }
     }
 
@@ -181,6 +220,7 @@ public final class MCPServerManager: Service, Sendable {
                     for await _ in self.manifest.manifests() { self.reloadSignal.notify() }
                 }
                 group.addTask { await self.reloadLoop() }
+                group.addTask { await self.pollLoop() }
                 await withTaskCancellationHandler {
                     for await job in self.jobs { group.addTask { await job() } }
                 } onCancel: {
@@ -207,6 +247,19 @@ public final class MCPServerManager: Service, Sendable {
         }
     }
 
+    /// While the watcher cannot watch the files, asks for a reload every ``Configuration/pollInterval``
+    /// (a reload whose files' fingerprints are unchanged is a `stat` each); idle otherwise.
+    private func pollLoop() async {
+        while !Task.isCancelled {
+            guard state.withLock({ $0.watchProblem != nil }) else {
+                await pollSignal.wait()
+                continue
+            }
+            guard (try? await Task.sleep(for: configuration.pollInterval)) != nil else { return }
+            reloadSignal.notify()
+        }
+    }
+
     /// Closes every session and forgets the servers: every stdio server this engine started
     /// (also one still connecting) gets the shutdown with the hurried graces
     /// (``MCPStdioProcess/Timing/hurried``), HTTP sessions are closed, all in parallel.
@@ -214,6 +267,7 @@ public final class MCPServerManager: Service, Sendable {
         let sessions = state.withLock { s -> [MCPClientSession] in
             s.closed = true
             defer { s.servers = [:] }
+            for server in s.servers.values { server.connectTask?.cancel() }
             return s.servers.values.compactMap(\.session)
         }
         let children = self.children

@@ -1,4 +1,5 @@
-/// Where a declared server stands.
+/// Where a declared server stands, or (for a row whose transport is `config`) a
+/// configuration file in trouble.
 public enum MCPServerState: String, Sendable, CaseIterable {
     /// Its first connection is being made.
     case connecting
@@ -8,12 +9,25 @@ public enum MCPServerState: String, Sendable, CaseIterable {
     case listFailed = "list_failed"
     /// It has no session and waits to be tried again (see ``MCPRestartPolicy``).
     case restarting
+    /// A configuration file that cannot be read or parsed; its last good servers run on.
+    case invalid
+    /// A configuration file gone for a moment; its servers are kept for a grace.
+    case missing
+    /// A configuration file that inotify cannot watch, so it is polled.
+    case polling
+
+    /// The states of servers (what the `agent_mcp_servers` gauge counts), not of the files'
+    /// rows.
+    public static var allCases: [MCPServerState] { [.connecting, .connected, .listFailed, .restarting] }
 }
 
-/// One declared server as `GET /api/v0/mcp/servers` shows it.
+/// One declared server as `GET /api/v0/mcp/servers` shows it, or a configuration file in
+/// trouble (transport `config`, named by its path, its state `invalid`, `missing` or
+/// `polling`, what is wrong in ``lastError``).
 public struct MCPServerStatus: Sendable, Equatable {
     public var name: String
-    /// `stdio`, `http` or `sse` (or the unsupported type the entry names).
+    /// `stdio`, `http` or `sse` (or the unsupported type the entry names); `config` for a
+    /// configuration file's row.
     public var transport: String
     public var state: MCPServerState
     /// The last error or warning, secrets redacted; empty when none.
