@@ -49,12 +49,14 @@ struct ContextPushRequestTests {
         #expect(request.resources.contains { $0.status == .excluded && $0.error.contains("4194304-byte total") })
     }
 
+    /// The secret-bearing fields, whole, 8 bytes and more; positional arguments, the URL's
+    /// path and short values are kept (see ContextRedactor).
     @Test func redactsMCPEntrySecrets() {
         let server = MCPServerConfig(
             name: "gh", transport: "http", command: "", args: ["--token=abcd1234", "-v", "positional-secret"],
             env: ["KEY": "envsecret"], url: "https://user:pa55word@host/p4th?k=v4lue", headers: ["Authorization": "Bearer t0ken123"])
         let redactor = ContextRedactor().adding(servers: [server])
         let text = redactor.scrub("abcd1234 positional-secret envsecret pa55word p4th v4lue t0ken123 -v")
-        #expect(text == "[redacted] [redacted] [redacted] [redacted] [redacted] [redacted] [redacted] -v", "\(text)")
+        #expect(text == "[redacted] positional-secret [redacted] [redacted] p4th v4lue [redacted] -v", "\(text)")
     }
 }

@@ -6,7 +6,8 @@ public struct MCPServerConfig: Sendable, Equatable {
     public var transport: String
     public var command: String
     public var args: [String]
-    /// With `$VAR` / `${VAR}` in the values expanded against the agent's environment.
+    /// With `$VAR` / `${VAR}` in the values expanded against the agent's environment
+    /// (`CODER_AGENT_*` expands to nothing, see ``MCPConfigFile/isAgentVariable(_:)``).
     public var env: [String: String]
     public var url: String
     public var headers: [String: String]
@@ -55,6 +56,9 @@ public struct MCPConfigFile: Sendable, Equatable {
     public var servers: [MCPServerConfig]
     /// The entries left out, sorted by name.
     public var entryErrors: [MCPConfigEntryError]
+    /// Entries kept with a note (an `env` value that referred to an agent variable), sorted
+    /// by name: for the log, once per load.
+    public var warnings: [MCPConfigEntryError] = []
 
     /// The largest file read, in bytes: far above any real configuration, and what bounds
     /// the parse.
@@ -67,22 +71,45 @@ public struct MCPConfigFile: Sendable, Equatable {
         self.entryErrors = entryErrors
     }
 
-    /// Parses a file's bytes; `environment` answers the `$VAR`s in `env` values.
+    /// Whether `name` is one of the agent's own variables (`CODER_AGENT_*`: its token, its
+    /// token file, its URL): an `env` value's `$NAME` never expands to one, so that no
+    /// `.mcp.json` (which any process in the workspace can write) hands a server the token.
+    public static func isAgentVariable(_ name: String) -> Bool { name.hasPrefix("CODER_AGENT_") }
+
+    /// Parses a file's bytes; `environment` answers the `$VAR`s in `env` values, except the
+    /// agent's own (``isAgentVariable(_:)``), which expand to nothing with a warning.
     public static func parse(_ bytes: some Collection<UInt8>, environment: (String) -> String?) throws(MCPConfigFileError) -> MCPConfigFile {
         let members = try serverMembers(bytes)
         var servers: [MCPServerConfig] = []
         var errors: [MCPConfigEntryError] = []
+        var warnings: [MCPConfigEntryError] = []
         for (name, value) in members {
             if servers.count >= maxServers {
                 errors.append(MCPConfigEntryError(name: name, message: "server \(goQuote(name)): more than \(maxServers) servers in one file"))
                 continue
             }
-            switch entry(name: name, value, environment: environment) {
-            case .success(let server): servers.append(server)
+            var withheld = Set<String>()
+            let result = entry(name: name, value) { variable in
+                if isAgentVariable(variable) {
+                    withheld.insert(variable)
+                    return nil
+                }
+                return environment(variable)
+            }
+            switch result {
+            case .success(let server):
+                servers.append(server)
+                if !withheld.isEmpty {
+                    let names = withheld.sorted { bytewisePrecedes($0, $1) }.map { "$" + $0 }.joined(separator: ", ")
+                    warnings.append(MCPConfigEntryError(
+                        name: name, message: "server \(goQuote(name)): env refers to \(names), the agent's own; MCP servers never get it (expanded to empty)"))
+                }
             case .failure(let error): errors.append(error)
             }
         }
-        return MCPConfigFile(servers: servers, entryErrors: errors)
+        var file = MCPConfigFile(servers: servers, entryErrors: errors)
+        file.warnings = warnings
+        return file
     }
 
     /// The `mcpServers` members, the last duplicate of a name kept, sorted by name.

@@ -67,7 +67,8 @@ public enum ContextPushRequest {
         out.contentHash = Data(resource.contentHash.prefix(64))
         out.sizeBytes = min(resource.sizeBytes, UInt64(Int64.max))
         out.status = status(resource.status)
-        out.error = redactor.scrub(resource.error)
+        // An MCP server's row is scrubbed with its own entry's secrets only (see ContextRedactor).
+        out.error = resource.kind == .mcpServer ? redactor.scrub(resource.error, server: resource.name) : redactor.scrub(resource.error)
         let ok = resource.status == .ok
         switch resource.kind {
         case .instructionFile:

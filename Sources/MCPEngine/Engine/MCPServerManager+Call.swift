@@ -81,7 +81,7 @@ extension MCPServerManager {
                 case .cancelled: metrics.call("cancelled")
                 default: metrics.call("failed")
                 }
-                throw .failed(redactor.scrub(prefix + error.message))
+                throw .failed(redactor.scrub(prefix + error.message, server: serverName))
             }
         }
     }

@@ -137,7 +137,7 @@ extension MCPServerManager {
                 endpoint, serverName: config.name, clientVersion: configuration.clientVersion, timeouts: configuration.timeouts,
                 timing: configuration.timing, owner: children
             ) { server, line in
-                logger.info("\(line)", metadata: ["mcp_server": "\(server)"])
+                logger.info("\(self.state.withLock { $0.redactor }.scrub(line, server: server))", metadata: ["mcp_server": "\(server)"])
             }
             return .success(session)
         } catch {
