@@ -95,7 +95,7 @@ struct WorkspaceAgentChatContextCLITests {
             func run(_ arguments: String...) async -> (output: String, status: Int32) {
                 await Self.context(arguments, socket: socket, directory: home)
             }
-            #expect(await run("add", "/etc") == ("error: add context source: add context source: path \"/etc\" is not inside any allowed root\n", 1))
+            #expect(await run("add", "/etc") == ("error: add context source: path \"/etc\" is not inside any allowed root\n", 1))
             #expect(await run("add", " ") == ("error: path is empty\n", 1))
             #expect(await run("list").output.contains("/etc") == false)
         }

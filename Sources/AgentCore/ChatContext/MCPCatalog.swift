@@ -35,6 +35,7 @@ public final class MCPCatalog: Sendable {
     }
 
     private let state = Mutex(State())
+    private let controlSlot = MCPControlSlot()
     private let changed = LatestValueBroadcast<Void>(maxSubscribers: MCPCatalog.maxSubscribers, replaysLatest: false)
 
     public init() {}
@@ -53,6 +54,12 @@ public final class MCPCatalog: Sendable {
             changed.publish(())
         }
     }
+
+    /// The engine's controls (tools, restart), once it attached them; nil without an engine.
+    public var control: (any MCPServerControl)? { controlSlot.control }
+
+    /// Called by the MCP engine once: the agent socket reaches it through the catalog.
+    public func attach(_ control: any MCPServerControl) { controlSlot.set(control) }
 
     /// A wake-up after each change (coalesced: one buffered); cancelling the consumer
     /// unsubscribes.

@@ -17,9 +17,9 @@ public struct AgentSocketModule: AgentModule {
     ) {
         units = UnitManager()
         if configuration.enabled {
-            server = AgentSocketServer(
-                configuration: .init(path: configuration.path),
-                service: AgentSocketService(units: units, upward: context.upward, context: chatContext), logger: logger)
+            var service = AgentSocketService(units: units, upward: context.upward, context: chatContext)
+            service.mcpCatalog = context.mcpCatalog
+            server = AgentSocketServer(configuration: .init(path: configuration.path), service: service, logger: logger)
         } else {
             logger.info("socket server is disabled")
             server = nil

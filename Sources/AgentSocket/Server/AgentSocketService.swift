@@ -30,6 +30,9 @@ public struct AgentSocketService: Sendable {
     /// Serve `SyncWaitReady`; off, the service is the reference's exactly (compatibility
     /// tests run the CLI against it).
     public var servesExtensions = true
+    /// The MCP engine's catalog, through which the MCP extensions reach the engine
+    /// (``registerMCP(on:)``); without one they answer `MCP engine not available`.
+    public var mcpCatalog: MCPCatalog?
 
     public init(units: UnitManager, upward: any UpwardSink, context: (any ContextControl)? = nil) {
         self.units = units
@@ -97,6 +100,7 @@ public struct AgentSocketService: Sendable {
             return try await self.updateAppStatus(request)
         }
         registerContext(on: &server)
+        if servesExtensions { registerMCP(on: &server) }
         guard servesExtensions else { return server.server }
         server.registerStream(Self.waitReadyMethod) { call in
             guard let bytes = try await call.receive() else { return }

@@ -18,6 +18,8 @@ public struct MCPEngineModule: HTTPModule {
             directory: directory, environment: context.environment, agentToken: agentToken, manifest: context.manifest,
             sessionEnvironment: context.sessionEnvironment, gate: context.startPhase.map { .afterStartPhase($0) } ?? .open,
             catalog: context.mcpCatalog)
+        // The agent socket's `exp chat context tools|restart` reach the engine through the catalog.
+        context.mcpCatalog.attach(manager)
     }
 
     public var services: [ModuleService] {

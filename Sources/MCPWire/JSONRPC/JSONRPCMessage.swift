@@ -31,10 +31,21 @@ public enum JSONRPCMessage: Sendable, Equatable {
         init(_ description: String) { self.description = description }
     }
 
+    /// The most of a line quoted back in an error.
+    public static let maxExcerptBytes = 200
+
+    /// `line` Go-quoted, cut to ``maxExcerptBytes`` (its length said when cut).
+    static func excerpt(_ line: some Collection<UInt8>) -> String {
+        let count = line.count
+        let quoted = goQuote(String(decoding: line.prefix(maxExcerptBytes), as: UTF8.self))
+        return count > maxExcerptBytes ? "\(quoted)… (\(count) bytes)" : quoted
+    }
+
     /// Parses one line (without its newline).
     public static func parse(_ line: some Collection<UInt8>) throws(ParseError) -> JSONRPCMessage {
         let value: JSONValue
-        do { value = try JSONValue.parseWhole(line) } catch { throw ParseError("not JSON: \(error.description)") }
+        // The line itself (its start) says more to a person than where a decoder stopped.
+        do { value = try JSONValue.parseWhole(line) } catch { throw ParseError("not JSON: \(excerpt(line))") }
         guard case .object = value else {
             if case .array = value { throw ParseError("JSON-RPC batches are not supported") }
             throw ParseError("not a JSON object")

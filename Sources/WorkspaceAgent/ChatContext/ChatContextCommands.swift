@@ -14,10 +14,10 @@ struct ChatCommand: AsyncParsableCommand {
 struct ChatContextCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "context",
-        abstract: "Manage workspace context: the sources the agent resolves (instruction files, skills and MCP configs), its snapshot, and a new resolve.",
+        abstract: "Manage workspace context: the sources the agent resolves (instruction files, skills and MCP configs), its snapshot, a new resolve, and the MCP servers' tools and restarts.",
         subcommands: [
             ChatContextListCommand.self, ChatContextShowCommand.self, ChatContextAddCommand.self, ChatContextRemoveCommand.self,
-            ChatContextRefreshCommand.self,
+            ChatContextRefreshCommand.self, ChatContextToolsCommand.self, ChatContextRestartCommand.self,
         ]
     )
 
@@ -30,6 +30,15 @@ struct ChatContextCommand: AsyncParsableCommand {
         if path == "~" || path.hasPrefix("~/") { return path }
         if path.hasPrefix("/") { return ContextSourcePath.clean(path) }
         return ContextSourcePath.clean(FileManager.default.currentDirectoryPath + "/" + path)
+    }
+
+    /// `<what>: <cause>`, saying `<what>` once when the agent's text already starts with it
+    /// (its socket answers `add context source: …` itself; the reference's CLI says it twice).
+    static func failure(_ what: String, _ cause: any Error) -> SyncFailure {
+        let failure = SyncFailure(what, cause)
+        let twice = what + ": " + what + ": "
+        guard failure.description.hasPrefix(twice) else { return failure }
+        return SyncFailure(String(failure.description.dropFirst(what.count + 2)))
     }
 }
 
@@ -71,7 +80,7 @@ struct ChatContextAddCommand: AsyncParsableCommand {
         try await runSync {
             let resolved = try ChatContextCommand.sourcePath(path)
             let added: String
-            do { added = try await socket.client.addContextSource(resolved) } catch { throw SyncFailure("add context source", error) }
+            do { added = try await socket.client.addContextSource(resolved) } catch { throw ChatContextCommand.failure("add context source", error) }
             emit("Registered context source \(added)")
         }
     }
@@ -89,7 +98,7 @@ struct ChatContextRemoveCommand: AsyncParsableCommand {
     func run() async throws {
         try await runSync {
             let resolved = try ChatContextCommand.sourcePath(path)
-            do { try await socket.client.removeContextSource(resolved) } catch { throw SyncFailure("remove context source", error) }
+            do { try await socket.client.removeContextSource(resolved) } catch { throw ChatContextCommand.failure("remove context source", error) }
             emit("Removed context source \(resolved)")
         }
     }
