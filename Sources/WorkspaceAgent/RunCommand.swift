@@ -52,6 +52,9 @@ struct RunCommand: AsyncParsableCommand {
     func run() async throws {
         let startEnvironment = ProcessInfo.processInfo.environment
         let settings = Settings(environment: startEnvironment)
+        // The token stays in the agent's memory (settings, the control plane's configuration,
+        // the context's environment) but leaves its environment block, which /proc shows.
+        EnvironmentScrub.scrub("CODER_AGENT_TOKEN")
         // Read once, then not inherited by children (as the reference does).
         var environment = startEnvironment
         for variable in ChatContextOptions.variables {
