@@ -47,6 +47,33 @@ struct SSHShutdownTests {
         #expect(await eventually(timeout: .seconds(60)) { kill(pid, 0) != 0 }, "the session's shell outlived SIGKILL")
     }
 
+    /// A job the session's shell ran in a process group of its own (job control, as an
+    /// interactive shell does) and that ignores the hangup is ended too: the shutdown signals
+    /// every group of the session, not only the shell's.
+    @Test(arguments: [[], ["-tt"]])
+    func aJobInAGroupOfItsOwnEndsAtShutdown(options: [String]) async throws {
+        let server = try await SSHSessionTests.Server()
+        defer { Task { await server.stop() } }
+        let marker = NSTemporaryDirectory() + "ssh-shutdown-\(UUID().uuidString.prefix(8))"
+        let job = marker + "-job"
+        defer { unlink(marker); unlink(job) }
+        let (client, _) = try await Self.start(
+            server, options, "set -m; trap '' HUP; sh -c 'echo $$ > \(job).tmp; mv \(job).tmp \(job); exec sleep 300' & wait", marker: marker)
+        defer { Task { await onThread { client.kill() } } }
+        #expect(await eventually(timeout: .seconds(60)) { access(job, F_OK) == 0 }, "the job never started")
+        let jobPID = try #require(Int32(try String(contentsOfFile: job, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)))
+        #expect(getpgid(jobPID) == jobPID, "the job has a group of its own")
+        await server.server.shutdown()
+        #expect(await eventually(timeout: .seconds(60)) { Self.isGone(jobPID) }, "the job outlived the shutdown")
+        if !Self.isGone(jobPID) { kill(jobPID, SIGKILL) }
+    }
+
+    /// Gone or a zombie (an orphan waits for whoever adopted it to reap it).
+    static func isGone(_ pid: pid_t) -> Bool {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8), let close = stat.lastIndex(of: ")") else { return true }
+        return stat[stat.index(after: close)...].trimmingCharacters(in: .whitespaces).hasPrefix("Z")
+    }
+
     /// The client's going still hangs a session up (SIGHUP to its group), with no shutdown.
     @Test func aClientsGoingStillHangsUp() async throws {
         let server = try await SSHSessionTests.Server()

@@ -59,7 +59,7 @@ final class SessionRegistry: Sendable {
             s.processes.insert(pid)
             return s.stopping
         }
-        if stopping { OwnedChildren.signal(pid, SIGTERM, group: true) }
+        if stopping { OwnedChildren.signalSession(pid, SIGTERM) }
     }
 
     /// The process was reaped: it is no longer the agent's to signal.
@@ -72,19 +72,20 @@ final class SessionRegistry: Sendable {
 
     /// Agent shutdown: SIGTERM to every session process's group, then, for those not reaped
     /// within `grace`, SIGKILL. Only groups of children the agent has not reaped are signalled
-    /// (``OwnedChildren/signal(_:_:group:)``), so a pid reused by another process never is.
+    /// (``OwnedChildren/signalSession(_:_:)``: every group of the session, so an interactive
+    /// shell's jobs, in groups of their own, too), so a pid reused by another process never is.
     func terminateProcesses(grace: Duration) async {
         let pids = state.withLock { s in
             s.stopping = true
             return s.processes
         }
         guard !pids.isEmpty else { return }
-        for pid in pids { OwnedChildren.signal(pid, SIGTERM, group: true) }
+        for pid in pids { OwnedChildren.signalSession(pid, SIGTERM) }
         let deadline = ContinuousClock.now + grace
         // Polled: reaping happens on each session's own waiting thread.
         while !processes.isEmpty, ContinuousClock.now < deadline {
             do { try await Task.sleep(for: .milliseconds(20)) } catch { break }
         }
-        for pid in processes { OwnedChildren.signal(pid, SIGKILL, group: true) }
+        for pid in processes { OwnedChildren.signalSession(pid, SIGKILL) }
     }
 }
