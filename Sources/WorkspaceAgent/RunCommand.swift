@@ -90,7 +90,7 @@ struct RunCommand: AsyncParsableCommand {
         let processMetrics = ProcessMetrics(registry: metrics, version: AgentVersion.current, commit: BuildInfo.commit)
         let logger = Logger(label: "workspace-agent")
         if !config.http.address.isLoopback {
-            logger.warning("HTTP API listens beyond loopback", metadata: ["address": "\(config.http.address)"])
+            logger.warning("\(HTTPOptions.beyondLoopbackWarning("HTTP API"))", metadata: ["address": "\(config.http.address)"])
         }
 
         var hostConfiguration = AgentHost.Configuration()
