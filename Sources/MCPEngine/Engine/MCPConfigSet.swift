@@ -77,7 +77,7 @@ struct MCPConfigSet: Sendable, Equatable {
         for file in files {
             var memory = old[file] ?? FileMemory()
             var fresh: MCPConfigFile?
-            let kept = memory.lastGood.map { " (its last good configuration, \($0.servers.count) servers, keeps running)" } ?? ""
+            let kept = memory.lastGood == nil ? "" : " (the last good configuration keeps running)"
             switch readConfig(file) {
             case .missing:
                 guard let lastGood = memory.lastGood, !lastGood.servers.isEmpty else {
@@ -94,7 +94,7 @@ struct MCPConfigSet: Sendable, Equatable {
                 set.recheck = min(set.recheck ?? since + missingGrace, since + missingGrace)
                 set.fileProblems.append(FileProblem(
                     path: file, state: .missing,
-                    message: "the file is missing; its \(lastGood.servers.count) servers are kept for \(missingGrace) in case it is being saved"))
+                    message: "the file is missing; its servers are kept for \(missingGrace) in case it is being saved"))
             case .failed(let reason):
                 memory.missingSince = nil
                 set.problems.append("mcp config \(goQuote(file)): \(reason)\(kept)")
