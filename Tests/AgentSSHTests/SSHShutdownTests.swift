@@ -64,15 +64,10 @@ struct SSHShutdownTests {
         let jobPID = try #require(Int32(try String(contentsOfFile: job, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)))
         #expect(getpgid(jobPID) == jobPID, "the job has a group of its own")
         await server.server.shutdown()
-        #expect(await eventually(timeout: .seconds(60)) { Self.isGone(jobPID) }, "the job outlived the shutdown")
-        if !Self.isGone(jobPID) { kill(jobPID, SIGKILL) }
+        #expect(await eventually(timeout: .seconds(60)) { processHasEnded(jobPID) }, "the job outlived the shutdown")
+        if !processHasEnded(jobPID) { kill(jobPID, SIGKILL) }
     }
 
-    /// Gone or a zombie (an orphan waits for whoever adopted it to reap it).
-    static func isGone(_ pid: pid_t) -> Bool {
-        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8), let close = stat.lastIndex(of: ")") else { return true }
-        return stat[stat.index(after: close)...].trimmingCharacters(in: .whitespaces).hasPrefix("Z")
-    }
 
     /// The client's going still hangs a session up (SIGHUP to its group), with no shutdown.
     @Test func aClientsGoingStillHangsUp() async throws {

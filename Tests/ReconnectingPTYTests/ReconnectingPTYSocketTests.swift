@@ -179,16 +179,10 @@ struct ReconnectingPTYSocketTests {
         let job = try #require(pid_t(String(decoding: written, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)))
         #expect(getpgid(job) == job, "the interactive shell gave the job a group of its own")
         await server.server.shutdown()
-        #expect(await eventually(timeout: .seconds(30)) { Self.isGone(job) }, "job \(job) outlived the shutdown")
-        if !Self.isGone(job) { kill(job, SIGKILL) }
+        #expect(await eventually(timeout: .seconds(30)) { processHasEnded(job) }, "job \(job) outlived the shutdown")
+        if !processHasEnded(job) { kill(job, SIGKILL) }
     }
 
-    /// Gone or a zombie (an orphan waits for whoever adopted it to reap it).
-    static func isGone(_ pid: pid_t) -> Bool {
-        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8) else { return true }
-        guard let close = stat.lastIndex(of: ")") else { return true }
-        return stat[stat.index(after: close)...].trimmingCharacters(in: .whitespaces).hasPrefix("Z")
-    }
 
     @Test func aDetachedSessionEndsAfterTheIdleTimeoutOnTheTestsClock() async throws {
         let clock = ManualClock()
