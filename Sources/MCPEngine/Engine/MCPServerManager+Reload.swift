@@ -186,6 +186,8 @@ extension MCPServerManager {
                 server.error = text
                 server.state = .restarting
                 server.tools = nil
+                // An entry no retry can fix (an unsupported transport) is reported once, not retried.
+                if Self.isPermanent(error) { s.servers[config.name] = server; return .nothing }
                 let retry = s.generation()
                 server.retry = retry
                 s.servers[config.name] = server

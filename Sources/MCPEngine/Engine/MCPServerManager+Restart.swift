@@ -63,6 +63,13 @@ extension MCPServerManager {
         return status
     }
 
+    /// Whether a connect failure is one no retry can fix (the entry names a transport this
+    /// engine does not speak): reported once in the server's `last_error`, not retried
+    /// until the entry changes or a restart is asked for.
+    static func isPermanent(_ error: MCPError) -> Bool {
+        error.kind == .start && error.message.hasPrefix("unsupported transport ")
+    }
+
     /// Each declared server's listed tools (reduced schemas, sorted by name), by name; a
     /// server without a listing has none.
     public var serverTools: [String: [ContextTool]] {
