@@ -74,19 +74,22 @@ struct MCPOrphanTests {
         #expect(!Self.isLiveMember(child, of: process.pid), "a member that ignores SIGTERM outlived the server")
     }
 
-    /// A process that left the server's group (its own session) is not the agent's to stop.
+    /// A process that left the server's group (a session of its own) is not the agent's to
+    /// stop. The child writes its pid only once in its new session, and the server exits only
+    /// after that, so the child has surely left when the group is swept.
     @Test func processThatLeftTheGroupIsLeftAlone() async throws {
         let file = try Self.pidFile()
-        let script = "setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $! > '\(file)'; exit 0"
+        let script = """
+            setsid sh -c 'echo $$ > "$0.tmp" && mv "$0.tmp" "$0" && exec sleep 300' '\(file)' </dev/null >/dev/null 2>&1 &
+            while [ ! -s '\(file)' ]; do sleep 0.01; done
+            exit 0
+            """
         let process = try Self.start(script)
         await process.waitFinished()
         let child = try await Self.childPid(file)
-        // setsid forks when it is a group leader; the pid written is then setsid's, whose own
-        // child is the sleep. Either way what runs in a session of its own is not signalled.
-        defer { if let (_, group) = ProcessGroupScan.stateAndGroup(child), group != process.pid { kill(-group, SIGKILL) } }
-        guard let (state, group) = ProcessGroupScan.stateAndGroup(child), group != process.pid else {
-            return  // setsid forked and exited; nothing of it is left in the server's group to check
-        }
+        let (state, group) = try #require(ProcessGroupScan.stateAndGroup(child), "the child is gone")
+        defer { if group == child { kill(-child, SIGKILL) } }
+        #expect(group == child && group != process.pid, "the child did not leave the server's group")
         #expect(state != UInt8(ascii: "Z"), "a process outside the server's group was signalled")
     }
 
