@@ -141,3 +141,18 @@ struct MCPServerRestartTests {
         #expect(MCPRoutes.parseBool("true") == true && MCPRoutes.parseBool(nil) == false && MCPRoutes.parseBool("yes") == nil)
     }
 }
+
+/// An entry no retry can fix is reported, not retried forever.
+@Suite(.serialized, .timeLimit(.minutes(2)))
+struct MCPPermanentFailureTests {
+    @Test func anUnsupportedTransportIsReportedOnceNotRetried() async throws {
+        let h = try MCPServerManagerTests.Harness(servers: ["odd": ["type": "websocket", "url": "http://127.0.0.1:1/"]])
+        defer { Task { await h.stop() } }
+        h.start()
+        #expect(await eventually { h.server("odd")?.lastError.isEmpty == false })
+        #expect(h.server("odd")?.lastError == #"failed to connect: unsupported transport "websocket""#)
+        #expect(h.entry("odd")?.connected == false)
+        // Settled without a retry pending (a retry would be scheduled in the same step).
+        #expect(h.manager.state.withLock { $0.servers["odd"]?.retry } == nil)
+    }
+}
