@@ -39,7 +39,7 @@ struct MCPConfigTests {
         #expect(errors["list"] == "server \"list\" must be a JSON object")
         #expect(errors["empty"] == "server \"empty\" has no command or url")
         #expect(errors["nulled"] == "server \"nulled\" has no command or url")
-        #expect(errors["typed"] == "parse server \"typed\": json: cannot unmarshal number into Go struct field mcpServerEntry.command of type string")
+        #expect(errors["typed"] == "parse server \"typed\": \"command\" must be a string, not a number")
         #expect(file.entryErrors.map(\.name) == ["_x", "a__b", "empty", "list", "nulled", "typed"])
     }
 

@@ -164,8 +164,16 @@ public struct MCPConfigFile: Sendable, Equatable {
             // Go keeps decoding after a type mismatch and reports the first one.
             var firstError: String?
             func mismatch(_ found: JSONValue, _ field: String, _ type: String) {
-                if firstError == nil {
-                    firstError = "json: cannot unmarshal \(found.goKind) into Go struct field mcpServerEntry.\(field) of type \(type)"
+                guard firstError == nil else { return }
+                // Words for people: the reference prints Go's decoder text, which names its
+                // own struct (`Go struct field mcpServerEntry.args`); nothing parses it.
+                let kind = found.goKind
+                let found = (kind == "array" || kind == "object" ? "an " : "a ") + kind
+                if type == "string", field == "args" || field == "env" || field == "headers" {
+                    firstError = "\(goQuote(field)) must hold only strings, not \(found)"
+                } else {
+                    let wanted = ["string": "a string", "[]string": "an array of strings", "map[string]string": "an object of strings"][type] ?? type
+                    firstError = "\(goQuote(field)) must be \(wanted), not \(found)"
                 }
             }
             for (key, member) in members {
