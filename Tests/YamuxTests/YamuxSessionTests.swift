@@ -160,8 +160,10 @@ struct YamuxSessionTests {
             while total < 4 << 20, let chunk = try await s.read() { total += chunk.count }
             return total
         }
-        for _ in 0..<5 { try await pair.server.ping() }
-        for _ in 0..<5 { try await pair.client.ping() }
+        // The pings' own deadline is a bound for a hung session, not the property tested
+        // (that they are answered while bulk data is queued): generous for a loaded host.
+        for _ in 0..<5 { try await pair.server.ping(timeout: .seconds(120)) }
+        for _ in 0..<5 { try await pair.client.ping(timeout: .seconds(120)) }
         #expect(try await reader.value == 4 << 20)
         try await bulk.value
         await pair.shutdown()
