@@ -36,8 +36,8 @@ struct MCPOrphanTests {
 
     /// Whether `pid` is a live member of process group `group` (not a reused pid).
     static func isLiveMember(_ pid: pid_t, of group: pid_t) -> Bool {
-        guard let (state, pgrp) = ProcessGroupScan.stateAndGroup(pid) else { return false }
-        return pgrp == group && state != UInt8(ascii: "Z")
+        guard let stat = ProcStat.read(pid) else { return false }
+        return stat.group == group && !stat.isDead
     }
 
     /// Cleans up after a failed run: the child, only while it is still in that group.
@@ -87,7 +87,8 @@ struct MCPOrphanTests {
         let process = try Self.start(script)
         await process.waitFinished()
         let child = try await Self.childPid(file)
-        let (state, group) = try #require(ProcessGroupScan.stateAndGroup(child), "the child is gone")
+        let stat = try #require(ProcStat.read(child), "the child is gone")
+        let (state, group) = (stat.state, stat.group)
         defer { if group == child { kill(-child, SIGKILL) } }
         #expect(group == child && group != process.pid, "the child did not leave the server's group")
         #expect(state != UInt8(ascii: "Z"), "a process outside the server's group was signalled")

@@ -53,23 +53,5 @@ public enum PeerProcess {
         return FileIdentity(device: UInt64(info.st_dev), inode: UInt64(info.st_ino))
     }
 
-    /// The fourth field of `/proc/<pid>/stat`, read after the command name's closing
-    /// parenthesis (the name itself may hold spaces and parentheses). At most 4 KiB read.
-    static func parentPID(of pid: pid_t) -> pid_t? {
-        let fd = open("/proc/\(pid)/stat", O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-        guard count > 0 else { return nil }
-        return parentPID(statLine: buffer[0..<count])
-    }
-
-    /// `pid (comm) state ppid ...` → ppid.
-    static func parentPID(statLine: ArraySlice<UInt8>) -> pid_t? {
-        guard let close = statLine.lastIndex(of: UInt8(ascii: ")")) else { return nil }
-        let fields = statLine[(close + 1)...].split(separator: UInt8(ascii: " "))
-        guard fields.count >= 2 else { return nil }
-        return pid_t(String(decoding: fields[1], as: UTF8.self))
-    }
+    static func parentPID(of pid: pid_t) -> pid_t? { ProcStat.read(pid)?.parent }
 }
