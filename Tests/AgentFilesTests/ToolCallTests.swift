@@ -30,7 +30,9 @@ struct ToolCallTests {
             #expect(try String(contentsOfFile: path, encoding: .utf8) == "aa", "ran once")
             #expect(h.chatPaths.paths(chat: Self.chat) == [path], "an edit with a chat lands in the path store")
             let other = try await h.post("edit-files", json: Self.edit(path, "a", "b"), headers: Self.headers(call: "call-1"))
-            #expect(other.status == 409 && other.bodyText.contains("input_mismatch"))
+            #expect(other.status == 409 && jsonObject(other.body)?["code"] as? String == "input_mismatch")
+            // The API's usual {message, detail} beside the reference's code.
+            #expect(jsonObject(other.body)?["message"] is String && (jsonObject(other.body)?["detail"] as? String)?.contains("Coder-Tool-Call-Id") == true, "\(other.bodyText)")
             let newer = try await h.post("edit-files", json: Self.edit(path, "aa", "c"), headers: Self.headers(message: 2, call: "call-9"))
             #expect(newer.status == 200)
             let stale = try await h.post("edit-files", json: Self.edit(path, "a", "aa"), headers: Self.headers(message: 1, call: "call-2"))

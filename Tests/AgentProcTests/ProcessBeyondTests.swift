@@ -463,6 +463,7 @@ struct ProcessBeyondTests {
             let other = try await h.client.request("POST", "\(Self.base)/start", headers: headers, json: #"{"command":"echo other"}"#)
             #expect(other.status == 409)
             #expect(jsonObject(other.body)?["code"] as? String == "input_mismatch")
+            #expect(jsonObject(other.body)?["detail"] is String, "the API's usual {message, detail} beside the code")
             // Partial headers: 400.
             let partial = try await h.client.request("POST", "\(Self.base)/start", headers: Array(headers.prefix(2)), json: body)
             #expect(partial.status == 400)

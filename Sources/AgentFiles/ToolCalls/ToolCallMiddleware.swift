@@ -18,22 +18,17 @@ struct ToolCallMiddleware: RouterMiddleware {
 
     let ledger: ToolCallLedger
 
-    struct Refusal: Encodable, Sendable {
-        var message: String
-        var code: String
-    }
-
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         guard let (key, ageMs) = try ToolCallKey.from(request.headers, chat: context.chat) else {
             return try await next(request, context)
         }
         switch ledger.begin(key, ageMs: ageMs) {
         case .stale:
-            return refuse("A newer message of this chat has tool calls; this one is stale.", "stale_tool_call")
+            return refuse(.stale("A newer message of this chat has tool calls; this one is stale."))
         case .canceled:
-            return refuse("This tool call was canceled.", "tool_call_canceled")
+            return refuse(.canceled("This tool call was canceled."))
         case .agentStartedAfterCall:
-            return refuse("The agent started after this tool call was made; it may have run before.", "agent_started_after_tool_call")
+            return refuse(.agentStartedAfterCall("The agent started after this tool call was made; it may have run before."))
         case .replay:
             let inputHash = try await Self.drainHash(request)
             guard let record = await ledger.settled(key) else {
@@ -42,11 +37,11 @@ struct ToolCallMiddleware: RouterMiddleware {
             switch record.state {
             case .done(let answer, let recordedInput):
                 guard recordedInput == inputHash else {
-                    return refuse("This tool call ran with a different input.", "input_mismatch")
+                    return refuse(.inputMismatch("This tool call ran with a different input."))
                 }
                 return replay(answer, record)
             case .canceled:
-                return refuse("This tool call was canceled.", "tool_call_canceled")
+                return refuse(.canceled("This tool call was canceled."))
             case .running:
                 // Only when the waiting task was cancelled.
                 return JSONResponse.make(APIErrorBody(message: "Stopped waiting for the tool call."), status: .internalServerError)
@@ -92,8 +87,8 @@ struct ToolCallMiddleware: RouterMiddleware {
         status: .internalServerError, contentType: JSONResponse.contentType,
         body: Array(#"{"message":"The tool call stopped before it answered."}"#.utf8))
 
-    private func refuse(_ message: String, _ code: String) -> Response {
-        JSONResponse.make(Refusal(message: message, code: code), status: .conflict)
+    private func refuse(_ refusal: ToolCallRefusal) -> Response {
+        JSONResponse.make(refusal, status: .conflict)
     }
 
     private func replay(_ answer: ToolCallLedger.Answer, _ record: ToolCallLedger.Record) -> Response {

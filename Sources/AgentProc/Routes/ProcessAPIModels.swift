@@ -54,12 +54,6 @@ struct StartResponse: Encodable {
     }
 }
 
-/// 409 for a tool call that cannot be answered by its earlier start.
-struct ToolCallRefusal: Encodable {
-    var message: String
-    var code: String
-}
-
 /// `POST /{id}/stdin` reply.
 struct StdinResponse: Encodable {
     var written: Int

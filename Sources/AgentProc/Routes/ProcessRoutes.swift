@@ -63,13 +63,11 @@ struct ProcessRoutes: Sendable {
             return JSONResponse.make(StartResponse(attached: id, process: process, exit: exit))
         case .mismatch:
             return JSONResponse.make(
-                ToolCallRefusal(message: "This tool call started a process with a different request.", code: "input_mismatch"),
+                ToolCallRefusal.inputMismatch("This tool call started a process with a different request."),
                 status: .conflict)
         case .unknownBeforeHorizon:
             return JSONResponse.make(
-                ToolCallRefusal(
-                    message: "This tool call is older than the agent's record of tool calls; it may have run.",
-                    code: "agent_started_after_tool_call"),
+                ToolCallRefusal.agentStartedAfterCall("This tool call is older than the agent's record of tool calls; it may have run."),
                 status: .conflict)
         case .notRecorded(let reason):
             throw APIError(
