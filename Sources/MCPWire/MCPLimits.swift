@@ -23,4 +23,25 @@ public enum MCPLimits {
     public static let stderrLinesPerSecond = 20
     /// Notifications from a server buffered for the session's owner (list_changed events).
     public static let maxBufferedEvents = 16
+
+    /// Bytes buffered, queued and in flight for every server together (``MCPMemoryBudget``),
+    /// charged as the capacity of the buffers that hold them: a server whose buffer would
+    /// grow past it fails its session (or its send), and the others go on.
+    public static let memoryBudgetBytes = 64 << 20
+    /// Bytes a server may make the agent read (stdout, an HTTP answer or event stream): a
+    /// burst of one whole message, then this many a second; past it the agent reads on
+    /// when the bucket refills, so the server waits on a full pipe or TCP window.
+    public static let inboundBytesPerSecond = 16 << 20
+    /// Requests and notifications a server may send unasked (`ping`, `list_changed`, ...):
+    /// a burst, then this many a second. Past it they are dropped unanswered (counted), and
+    /// the agent reads on once a tenth of the burst has refilled.
+    public static let unsolicitedBurst = 100
+    public static let unsolicitedPerSecond = 20
+    /// Stderr bytes read from a server a second (and the burst): past it the agent reads on
+    /// when the bucket refills, so a flood costs the agent no more than this to read.
+    public static let stderrBytesPerSecond = 1 << 20
+    /// Bytes one HTTP exchange (the answer to one request: its JSON body or its event
+    /// stream, comments and other events included) may make the agent read; past it the
+    /// request fails.
+    public static let maxExchangeBytes = 2 * maxMessageBytes
 }

@@ -47,6 +47,8 @@ public struct SSEDecoder: Sendable {
 
     /// Bytes held: the unfinished line and the data of the unfinished event.
     public var bufferedBytes: Int { line.count + data.count }
+    /// Bytes allocated for them (what they cost in memory).
+    public var bufferedCapacity: Int { line.capacity + data.capacity }
 
     /// Feeds a chunk; `event` is called with each complete event, in order.
     public mutating func feed(_ chunk: UnsafeRawBufferPointer, event: (SSEEvent) -> Void) throws(EventTooLong) {

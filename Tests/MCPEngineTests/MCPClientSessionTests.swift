@@ -145,7 +145,7 @@ struct MCPClientSessionTests {
 
     @Test func stderrFloodIsBoundedAndTagged() async throws {
         let log = LogLines()
-        let session = try await MCPTestServers.connect("mcp_test_server.py", ["--flood-stderr", "100000"], log: log)
+        let session = try await MCPTestServers.connect("mcp_test_server.py", ["--flood-stderr", "20000"], log: log)
         #expect(try await session.callTool("echo", arguments: .object([("text", .string("fine"))])).content.first?.text == "fine")
         await session.close()
         let lines = log.all

@@ -107,13 +107,14 @@ public final class MCPClientSession: Sendable {
     /// with the server's name.
     public static func connect(
         _ command: MCPStdioCommand, clientVersion: String, timeouts: Timeouts = Timeouts(), timing: MCPStdioProcess.Timing = .init(),
-        owner: MCPStdioOwner? = nil, log: @escaping @Sendable (_ server: String, _ line: String) -> Void
+        owner: MCPStdioOwner? = nil, budget: MCPMemoryBudget = MCPMemoryBudget(),
+        log: @escaping @Sendable (_ server: String, _ line: String) -> Void
     ) async throws(MCPError) -> MCPClientSession {
         let name = command.serverName
         let session = try await MCPClientSession(
             serverName: name, transportName: MCPEndpoint.stdio(command).transportName, timeouts: timeouts, log: log
         ) { events throws(MCPError) in
-            try MCPStdioProcess.start(command, timing: timing, owner: owner, stderrLine: { log(name, $0) }, events: events)
+            try MCPStdioProcess.start(command, timing: timing, owner: owner, budget: budget, stderrLine: { log(name, $0) }, events: events)
         }
         try await session.initialize(clientVersion: clientVersion, timeout: timeouts.connect)
         return session
@@ -124,7 +125,7 @@ public final class MCPClientSession: Sendable {
     /// the session's connect timeout.
     static func connectRemote(
         url: String, headers: [String: String], legacySSE: Bool, serverName: String, clientVersion: String, timeouts: Timeouts,
-        log: @escaping @Sendable (_ server: String, _ line: String) -> Void
+        budget: MCPMemoryBudget, log: @escaping @Sendable (_ server: String, _ line: String) -> Void
     ) async throws(MCPError) -> MCPClientSession {
         let started = ContinuousClock.now
         let endpoint: MCPEndpoint = legacySSE ? .sse(url: url, headers: headers) : .streamableHTTP(url: url, headers: headers)
@@ -133,10 +134,10 @@ public final class MCPClientSession: Sendable {
         ) { events throws(MCPError) -> any MCPTransport in
             if legacySSE {
                 return try await MCPLegacySSETransport.connect(
-                    serverName: serverName, url: url, headers: headers, connectTimeout: timeouts.connect, log: log, events: events)
+                    serverName: serverName, url: url, headers: headers, connectTimeout: timeouts.connect, budget: budget, log: log, events: events)
             }
             return try MCPStreamableHTTPTransport(
-                serverName: serverName, url: url, headers: headers, connectTimeout: timeouts.connect, log: log, events: events)
+                serverName: serverName, url: url, headers: headers, connectTimeout: timeouts.connect, budget: budget, log: log, events: events)
         }
         let remaining = timeouts.connect - (ContinuousClock.now - started)
         try await session.initialize(

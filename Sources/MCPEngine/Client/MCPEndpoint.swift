@@ -38,16 +38,20 @@ extension MCPClientSession {
     /// Connects to `endpoint` as `serverName` and initializes the session.
     public static func connect(
         _ endpoint: MCPEndpoint, serverName: String, clientVersion: String, timeouts: Timeouts = Timeouts(),
-        timing: MCPStdioProcess.Timing = .init(), owner: MCPStdioOwner? = nil,
+        timing: MCPStdioProcess.Timing = .init(), owner: MCPStdioOwner? = nil, budget: MCPMemoryBudget = MCPMemoryBudget(),
         log: @escaping @Sendable (_ server: String, _ line: String) -> Void
     ) async throws(MCPError) -> MCPClientSession {
         switch endpoint {
         case .stdio(let command):
-            return try await connect(command, clientVersion: clientVersion, timeouts: timeouts, timing: timing, owner: owner, log: log)
+            return try await connect(command, clientVersion: clientVersion, timeouts: timeouts, timing: timing, owner: owner, budget: budget, log: log)
         case .streamableHTTP(let url, let headers):
-            return try await connectRemote(url: url, headers: headers, legacySSE: false, serverName: serverName, clientVersion: clientVersion, timeouts: timeouts, log: log)
+            return try await connectRemote(
+                url: url, headers: headers, legacySSE: false, serverName: serverName, clientVersion: clientVersion, timeouts: timeouts,
+                budget: budget, log: log)
         case .sse(let url, let headers):
-            return try await connectRemote(url: url, headers: headers, legacySSE: true, serverName: serverName, clientVersion: clientVersion, timeouts: timeouts, log: log)
+            return try await connectRemote(
+                url: url, headers: headers, legacySSE: true, serverName: serverName, clientVersion: clientVersion, timeouts: timeouts,
+                budget: budget, log: log)
         }
     }
 }

@@ -135,7 +135,7 @@ extension MCPServerManager {
             let endpoint = try MCPEndpoint.make(config, environment: environment, directory: directory)
             let session = try await MCPClientSession.connect(
                 endpoint, serverName: config.name, clientVersion: configuration.clientVersion, timeouts: configuration.timeouts,
-                timing: configuration.timing, owner: children
+                timing: configuration.timing, owner: children, budget: budget
             ) { server, line in
                 logger.info("\(self.state.withLock { $0.redactor }.scrub(line, server: server))", metadata: ["mcp_server": "\(server)"])
             }

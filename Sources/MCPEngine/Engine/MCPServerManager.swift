@@ -42,6 +42,8 @@ public final class MCPServerManager: Service, Sendable {
         public var missingGrace: Duration = .seconds(1)
         /// How often the files are stat'ed while inotify cannot watch them.
         public var pollInterval: Duration = .seconds(2)
+        /// Bytes every server's buffers may hold together (``MCPMemoryBudget``).
+        public var memoryBudget = MCPLimits.memoryBudgetBytes
         /// A test seam: the watcher's kernel failure (see ``DirectoryWatcher/Fault``).
         var watcherFault: DirectoryWatcher.Fault?
 
@@ -136,6 +138,8 @@ public final class MCPServerManager: Service, Sendable {
     let watcher: DirectoryWatcher
     /// Every stdio server this engine started that is not reaped yet.
     let children = MCPStdioOwner()
+    /// What every server's buffers hold, against ``Configuration/memoryBudget``.
+    let budget: MCPMemoryBudget
 
     /// `directory` is the working directory until a manifest names one (`--directory`, else
     /// `home`); `environment` is the agent's own (expanding `env` values, and under each stdio
@@ -157,6 +161,7 @@ public final class MCPServerManager: Service, Sendable {
         self.catalog = catalog
         self.logger = logger
         self.random = random
+        budget = MCPMemoryBudget(limit: configuration.memoryBudget, observe: { MCPFlowMetrics.inUse($0) })
         // Unbounded in type, bounded in use: two jobs per declared server at most.
         (jobs, jobQueue) = AsyncStream.makeStream(of: (@Sendable () async -> Void).self)
         let relay = WatchRelay()

@@ -138,19 +138,32 @@ final class MCPHTTPConnection: Sendable {
     }
 
     /// The whole body of an answer that holds one JSON message: at most
-    /// ``MCPLimits/maxMessageBytes``, never buffering more.
-    static func readMessage(_ response: HTTPClientResponse) async throws(MCPHTTPFailure) -> [UInt8] {
+    /// ``MCPLimits/maxMessageBytes``, never buffering more, its buffer charged to the budget
+    /// and read at the server's rate.
+    static func readMessage(_ response: HTTPClientResponse, inbound: MCPHTTPInbound) async throws(MCPHTTPFailure) -> [UInt8] {
         let limit = MCPLimits.maxMessageBytes
         if let length = response.headers.first(name: "content-length").flatMap(Int.init), length > limit {
             throw .refused("the server sent a message longer than \(limit) bytes")
         }
         var bytes: [UInt8] = []
+        var charge = MCPMemoryCharge(inbound.budget)
+        defer { charge.release() }
         do {
             for try await chunk in response.body {
                 guard bytes.count + chunk.readableBytes <= limit else {
                     throw MCPHTTPFailure.refused("the server sent a message longer than \(limit) bytes")
                 }
+                let needed = bytes.count + chunk.readableBytes
+                if needed > bytes.capacity {
+                    let capacity = max(needed, 2 * bytes.capacity)
+                    guard charge.update(capacity) else {
+                        MCPFlowMetrics.refused()
+                        throw MCPHTTPFailure.refused(inbound.budget.refusal("a message", bytes: needed))
+                    }
+                    bytes.reserveCapacity(capacity)
+                }
                 bytes.append(contentsOf: chunk.readableBytesView)
+                await inbound.pace(chunk.readableBytes)
             }
         } catch let failure as MCPHTTPFailure {
             throw failure
@@ -163,17 +176,34 @@ final class MCPHTTPConnection: Sendable {
 
     /// Reads a `text/event-stream` body, calling `event` with each event until it returns
     /// false or the stream ends (true then); an event over ``MCPLimits/maxMessageBytes``
-    /// fails.
-    static func readEvents(_ response: HTTPClientResponse, _ event: (SSEEvent) -> Bool) async throws(MCPHTTPFailure) -> Bool {
+    /// fails, as does a stream past `limit` bytes in all (comments included). The decoder's
+    /// buffers are charged to the budget, and the stream is read at the server's rate.
+    static func readEvents(
+        _ response: HTTPClientResponse, inbound: MCPHTTPInbound, limit: Int? = nil, _ event: (SSEEvent) -> Bool
+    ) async throws(MCPHTTPFailure) -> Bool {
         var decoder = SSEDecoder()
         var going = true
+        var total = 0
+        var charge = MCPMemoryCharge(inbound.budget)
+        defer { charge.release() }
         do {
             for try await chunk in response.body {
+                total += chunk.readableBytes
+                if let limit, total > limit {
+                    throw MCPHTTPFailure.refused("the server sent more than \(limit) bytes in answer to one request")
+                }
                 try chunk.withUnsafeReadableBytes { raw throws(SSEDecoder.EventTooLong) in
                     try decoder.feed(raw) { if going { going = event($0) } }
                 }
                 if !going { return false }
+                guard charge.update(decoder.bufferedCapacity) else {
+                    MCPFlowMetrics.refused()
+                    throw MCPHTTPFailure.refused(inbound.budget.refusal("an event", bytes: decoder.bufferedBytes))
+                }
+                await inbound.pace(chunk.readableBytes)
             }
+        } catch let failure as MCPHTTPFailure {
+            throw failure
         } catch let tooLong as SSEDecoder.EventTooLong {
             throw .refused("the server sent a \(tooLong.description)")
         } catch {

@@ -21,14 +21,17 @@ final class MCPHTTPExchanges: Sendable {
     private let state = Mutex(State())
     private let closed = Latch()
     let connection: MCPHTTPConnection
+    /// The server's reading rates and the budget its answers are charged to.
+    let inbound: MCPHTTPInbound
     let events: @Sendable (MCPTransportEvent) -> Void
     let log: @Sendable (_ server: String, _ line: String) -> Void
 
     init(
-        connection: MCPHTTPConnection, events: @escaping @Sendable (MCPTransportEvent) -> Void,
+        connection: MCPHTTPConnection, budget: MCPMemoryBudget, events: @escaping @Sendable (MCPTransportEvent) -> Void,
         log: @escaping @Sendable (_ server: String, _ line: String) -> Void
     ) {
         self.connection = connection
+        inbound = MCPHTTPInbound(budget: budget)
         self.events = events
         self.log = log
     }
@@ -80,13 +83,13 @@ final class MCPHTTPExchanges: Sendable {
         events(.ended(reason))
     }
 
-    /// Hands a `data:` payload or a JSON body to the session; returns the message when it is
-    /// one.
+    /// Hands a `data:` payload or a JSON body to the session (unless it is a request or
+    /// notification past the server's rate, dropped); returns the message when it is one.
     @discardableResult
     func deliver(_ bytes: [UInt8]) -> JSONRPCMessage? {
         do throws(JSONRPCMessage.ParseError) {
             let message = try JSONRPCMessage.parse(bytes)
-            events(.message(message))
+            if inbound.admit(message) { events(.message(message)) }
             return message
         } catch {
             events(.invalid(error.description))

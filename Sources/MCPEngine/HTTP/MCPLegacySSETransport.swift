@@ -33,14 +33,14 @@ final class MCPLegacySSETransport: MCPTransport {
     /// Opens the stream and waits (within `connectTimeout`) for the `endpoint` event; on
     /// failure everything is closed again.
     static func connect(
-        serverName: String, url text: String, headers: [String: String], connectTimeout: Duration,
+        serverName: String, url text: String, headers: [String: String], connectTimeout: Duration, budget: MCPMemoryBudget,
         log: @escaping @Sendable (_ server: String, _ line: String) -> Void, events: @escaping @Sendable (MCPTransportEvent) -> Void
     ) async throws(MCPError) -> MCPLegacySSETransport {
         guard let url = URL(string: text), let origin = MCPHTTPOrigin(url) else {
             throw MCPError(.start, "server \(goQuote(serverName)): \(goQuote(text)) is not an http or https URL")
         }
         let connection = MCPHTTPConnection(serverName: serverName, origin: origin, headers: headers, connectTimeout: connectTimeout)
-        let transport = MCPLegacySSETransport(exchanges: MCPHTTPExchanges(connection: connection, events: events, log: log), url: url, postTimeout: connectTimeout)
+        let transport = MCPLegacySSETransport(exchanges: MCPHTTPExchanges(connection: connection, budget: budget, events: events, log: log), url: url, postTimeout: connectTimeout)
         do throws(MCPError) {
             try transport.exchanges.start(request: nil) { await transport.stream(connectTimeout: connectTimeout) }
             _ = try await transport.endpoint(within: connectTimeout)
@@ -134,7 +134,7 @@ final class MCPLegacySSETransport: MCPTransport {
             guard (200..<300).contains(response.status.code), MCPHTTPConnection.mediaType(response) == "text/event-stream" else {
                 throw MCPHTTPFailure.refused(await MCPHTTPConnection.statusText(response))
             }
-            _ = try await MCPHTTPConnection.readEvents(response) { event in
+            _ = try await MCPHTTPConnection.readEvents(response, inbound: exchanges.inbound) { event in
                 switch event.type {
                 case "endpoint": return named(String(decoding: event.data, as: UTF8.self), relativeTo: streamURL)
                 case "message": if !event.data.isEmpty { exchanges.deliver(event.data) }

@@ -35,7 +35,7 @@ final class MCPStreamableHTTPTransport: MCPTransport {
 
     /// A transport for `url` (an `http` or `https` URL, or the error says why not).
     init(
-        serverName: String, url text: String, headers: [String: String], connectTimeout: Duration,
+        serverName: String, url text: String, headers: [String: String], connectTimeout: Duration, budget: MCPMemoryBudget,
         log: @escaping @Sendable (_ server: String, _ line: String) -> Void, events: @escaping @Sendable (MCPTransportEvent) -> Void
     ) throws(MCPError) {
         guard let url = URL(string: text), let origin = MCPHTTPOrigin(url) else {
@@ -44,7 +44,7 @@ final class MCPStreamableHTTPTransport: MCPTransport {
         self.url = url
         self.connectTimeout = connectTimeout
         let connection = MCPHTTPConnection(serverName: serverName, origin: origin, headers: headers, connectTimeout: connectTimeout)
-        exchanges = MCPHTTPExchanges(connection: connection, events: events, log: log)
+        exchanges = MCPHTTPExchanges(connection: connection, budget: budget, events: events, log: log)
     }
 
     func send(_ message: JSONRPCMessage) throws(MCPError) {
@@ -110,10 +110,10 @@ final class MCPStreamableHTTPTransport: MCPTransport {
             }
             switch MCPHTTPConnection.mediaType(response) {
             case "application/json":
-                let message = exchanges.deliver(try await MCPHTTPConnection.readMessage(response))
+                let message = exchanges.deliver(try await MCPHTTPConnection.readMessage(response, inbound: exchanges.inbound))
                 if !Self.answers(message, request) { throw MCPHTTPFailure.refused("the server's answer is not a response to the request") }
             case "text/event-stream":
-                let ended = try await MCPHTTPConnection.readEvents(response) { event in
+                let ended = try await MCPHTTPConnection.readEvents(response, inbound: exchanges.inbound, limit: MCPLimits.maxExchangeBytes) { event in
                     guard !event.data.isEmpty else { return true }
                     return !Self.answers(exchanges.deliver(event.data), request)
                 }
@@ -189,7 +189,7 @@ final class MCPStreamableHTTPTransport: MCPTransport {
                     exchanges.log(serverName, "listening stream: \(await MCPHTTPConnection.statusText(response))")
                     return
                 }
-                _ = try await MCPHTTPConnection.readEvents(response) { event in
+                _ = try await MCPHTTPConnection.readEvents(response, inbound: exchanges.inbound) { event in
                     if !event.data.isEmpty { exchanges.deliver(event.data) }
                     return true
                 }

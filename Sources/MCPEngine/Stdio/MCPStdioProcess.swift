@@ -20,7 +20,10 @@ import Glibc
 /// the server is reaped (see ``settleGroup``): its descendants do not outlive it.
 ///
 /// Memory: a 64 KiB read buffer, one unfinished message (``MCPLimits/maxMessageBytes``), one
-/// stderr line, and the input not yet written (``MCPLimits/maxPendingInputBytes``).
+/// stderr line, and the input not yet written (``MCPLimits/maxPendingInputBytes``, in one
+/// contiguous buffer); the message and the input are charged to the shared
+/// ``MCPMemoryBudget``. CPU: what the server writes is read at the rates of
+/// ``MCPInboundLimiter``; past them the pipes are left unread and the server waits.
 public final class MCPStdioProcess: Sendable {
     /// The waits of the shutdown sequence.
     public struct Timing: Sendable {
@@ -45,13 +48,18 @@ public final class MCPStdioProcess: Sendable {
     static let pipeSize: Int32 = 1 << 20
 
     private struct State {
-        var queue: [[UInt8]] = []
-        var queuedBytes = 0
+        /// Encoded messages not yet handed to the writer, back to back.
+        var queue: [UInt8] = []
+        /// Bytes the writer still has to write, and the capacity of its buffer.
+        var writingLeft = 0
+        var writingCapacity = 0
+        /// The queue's and the writer's buffers, charged to the budget.
+        var charge: MCPMemoryCharge
         var closeRequested = false
         var hurried = false
         var ended = false
     }
-    private let state = Mutex(State())
+    private let state: Mutex<State>
     private let wakeFD: Int32
     /// Opens when the server has exited and been reaped; any number of waiters.
     private let done = Latch()
@@ -63,7 +71,7 @@ public final class MCPStdioProcess: Sendable {
     /// with each stderr line to log.
     /// `owner` keeps it until it is reaped.
     public static func start(
-        _ command: MCPStdioCommand, timing: Timing = Timing(), owner: MCPStdioOwner? = nil,
+        _ command: MCPStdioCommand, timing: Timing = Timing(), owner: MCPStdioOwner? = nil, budget: MCPMemoryBudget = MCPMemoryBudget(),
         stderrLine: @escaping @Sendable (String) -> Void, events: @escaping @Sendable (MCPStdioEvent) -> Void
     ) throws(MCPError) -> MCPStdioProcess {
         Self.ignoreSIGPIPE
@@ -110,7 +118,7 @@ public final class MCPStdioProcess: Sendable {
             throw MCPError(.start, "start server \(goQuote(command.serverName)): \(what): \(SystemCallError.message(code))")
         }
         if pidfd < 0 { pidfd = agent_pidfd_open(pid) }
-        let process = MCPStdioProcess(pid: pid, serverName: command.serverName, wakeFD: wake, owner: owner)
+        let process = MCPStdioProcess(pid: pid, serverName: command.serverName, wakeFD: wake, owner: owner, budget: budget)
         owner?.add(process)
         let fds = Descriptors(stdin: inPipe[1], stdout: outPipe[0], stderr: errPipe[0], pidfd: pidfd)
         AgentThread.start(name: "agent-mcp-stdio") {
@@ -122,11 +130,15 @@ public final class MCPStdioProcess: Sendable {
     /// Holds the process until it is reaped (a cycle that ends then).
     private let owner: MCPStdioOwner?
 
-    private init(pid: pid_t, serverName: String, wakeFD: Int32, owner: MCPStdioOwner?) {
+    private let budget: MCPMemoryBudget
+
+    private init(pid: pid_t, serverName: String, wakeFD: Int32, owner: MCPStdioOwner?, budget: MCPMemoryBudget) {
         self.pid = pid
         self.serverName = serverName
         self.wakeFD = wakeFD
         self.owner = owner
+        self.budget = budget
+        state = Mutex(State(charge: MCPMemoryCharge(budget)))
     }
 
     deinit { Glibc.close(wakeFD) }
@@ -137,11 +149,19 @@ public final class MCPStdioProcess: Sendable {
     public func send(_ line: [UInt8]) throws(MCPError) {
         let refused: String? = state.withLock { s in
             if s.ended || s.closeRequested { return "server \(goQuote(serverName)) is closed" }
-            if s.queuedBytes + line.count > MCPLimits.maxPendingInputBytes {
-                return "server \(goQuote(serverName)) is not reading its input (\(s.queuedBytes) bytes waiting)"
+            let waiting = s.queue.count + s.writingLeft
+            if waiting + line.count > MCPLimits.maxPendingInputBytes {
+                return "server \(goQuote(serverName)) is not reading its input (\(waiting) bytes waiting)"
             }
-            s.queue.append(line)
-            s.queuedBytes += line.count
+            // The queue grows as an array does (doubling), charged before it grows.
+            let needed = s.queue.count + line.count
+            let capacity = needed <= s.queue.capacity ? s.queue.capacity : max(needed, 2 * s.queue.capacity)
+            guard s.charge.update(capacity + s.writingCapacity) else {
+                MCPFlowMetrics.refused()
+                return "server \(goQuote(serverName)): " + budget.refusal("input", bytes: line.count)
+            }
+            if capacity > s.queue.capacity { s.queue.reserveCapacity(capacity) }
+            s.queue.append(contentsOf: line)
             return nil
         }
         if let refused { throw MCPError(.unavailable, refused) }
@@ -189,6 +209,8 @@ public final class MCPStdioProcess: Sendable {
     private func run(_ initial: Descriptors, timing: Timing, stderrLine: @Sendable (String) -> Void, events: @Sendable (MCPStdioEvent) -> Void) {
         var fds = initial
         var decoder = JSONLineDecoder()
+        var lineCharge = MCPMemoryCharge(budget)
+        var limiter = MCPInboundLimiter(now: ContinuousClock.now)
         var stderrLines = StderrLines()
         var buffer = [UInt8](repeating: 0, count: Self.readBufferBytes)
         var writing: [UInt8] = []
@@ -218,9 +240,16 @@ public final class MCPStdioProcess: Sendable {
             closeFD(&fds.stdin)
             state.withLock { s in
                 s.queue = []
-                s.queuedBytes = 0
+                s.writingLeft = 0
+                s.writingCapacity = 0
+                s.charge.release()
             }
             writing = []
+        }
+        func closeStdout() {
+            closeFD(&fds.stdout)
+            decoder = JSONLineDecoder()
+            lineCharge.release()
         }
 
         while true {
@@ -237,16 +266,23 @@ public final class MCPStdioProcess: Sendable {
             if exitedAt != nil, !group.settled { next = min(next ?? now() + GroupSweep.interval, now() + GroupSweep.interval) }
             if writing.isEmpty, fds.stdin >= 0 {
                 state.withLock { s in
+                    // The writer takes all that is queued at once: one buffer, no copy.
                     if !s.queue.isEmpty {
-                        writing = s.queue.removeFirst()
-                        s.queuedBytes -= writing.count
+                        swap(&writing, &s.queue)
+                        s.writingLeft = writing.count
+                        s.writingCapacity = writing.capacity
                     }
                 }
                 written = 0
             }
+            // A flooding server's pipes are left unread until its rates allow more.
+            let readingStdout = fds.stdout >= 0 && limiter.mayRead(now: now())
+            let readingStderr = fds.stderr >= 0 && limiter.stderrReadyAt(now: now()) <= now()
+            if fds.stdout >= 0, !readingStdout { next = min(next ?? .now + .seconds(60), limiter.readyAt(now: now())) }
+            if fds.stderr >= 0, !readingStderr { next = min(next ?? .now + .seconds(60), limiter.stderrReadyAt(now: now())) }
             var polled: [pollfd] = []
-            if fds.stdout >= 0 { polled.append(pollfd(fd: fds.stdout, events: Int16(POLLIN), revents: 0)) }
-            if fds.stderr >= 0 { polled.append(pollfd(fd: fds.stderr, events: Int16(POLLIN), revents: 0)) }
+            if readingStdout { polled.append(pollfd(fd: fds.stdout, events: Int16(POLLIN), revents: 0)) }
+            if readingStderr { polled.append(pollfd(fd: fds.stderr, events: Int16(POLLIN), revents: 0)) }
             if exitedAt == nil, fds.pidfd >= 0 { polled.append(pollfd(fd: fds.pidfd, events: Int16(POLLIN), revents: 0)) }
             if fds.stdin >= 0, !writing.isEmpty { polled.append(pollfd(fd: fds.stdin, events: Int16(POLLOUT), revents: 0)) }
             polled.append(pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0))
@@ -261,16 +297,23 @@ public final class MCPStdioProcess: Sendable {
             _ = read(wakeFD, &wakeValue, 8)
 
             // stdout: messages, in order.
-            if fds.stdout >= 0 {
+            if readingStdout {
                 for _ in 0..<Self.readsPerWake {
                     let n = buffer.withUnsafeMutableBytes { read(fds.stdout, $0.baseAddress, $0.count) }
                     if n > 0 {
+                        let readAt = now()
+                        limiter.read(n, now: readAt)
                         var tooLong: JSONLineDecoder.LineTooLong?
                         buffer.withUnsafeBytes { raw in
                             do throws(JSONLineDecoder.LineTooLong) {
                                 try decoder.feed(UnsafeRawBufferPointer(rebasing: raw[0..<n])) { line in
                                     do throws(JSONRPCMessage.ParseError) {
-                                        events(.message(try JSONRPCMessage.parse(line)))
+                                        let message = try JSONRPCMessage.parse(line)
+                                        if limiter.admit(message, now: readAt) {
+                                            events(.message(message))
+                                        } else {
+                                            MCPFlowMetrics.droppedUnsolicited()
+                                        }
                                     } catch {
                                         events(.invalid(error.description))
                                     }
@@ -281,26 +324,34 @@ public final class MCPStdioProcess: Sendable {
                         }
                         if let error = tooLong {
                             end("server \(goQuote(name)) wrote a \(error.description)")
-                            closeFD(&fds.stdout)
+                            closeStdout()
                             startClosing()
                             break
                         }
-                        if n < buffer.count { break }
+                        if !lineCharge.update(decoder.bufferedCapacity) {
+                            MCPFlowMetrics.refused()
+                            end("server \(goQuote(name)): " + budget.refusal("a message", bytes: decoder.bufferedBytes))
+                            closeStdout()
+                            startClosing()
+                            break
+                        }
+                        if n < buffer.count || !limiter.mayRead(now: now()) { break }
                         continue
                     }
                     if n == 0 || (errno != EAGAIN && errno != EINTR) {
-                        closeFD(&fds.stdout)
+                        closeStdout()
                         if exitedAt == nil { startClosing() }
                     }
                     break
                 }
             }
-            if fds.stderr >= 0 {
+            if readingStderr {
                 for _ in 0..<Self.readsPerWake {
                     let n = buffer.withUnsafeMutableBytes { read(fds.stderr, $0.baseAddress, $0.count) }
                     if n > 0 {
+                        limiter.readStderr(n, now: now())
                         buffer.withUnsafeBytes { stderrLines.feed(UnsafeRawBufferPointer(rebasing: $0[0..<n]), now: now(), emit: stderrLine) }
-                        if n < buffer.count { break }
+                        if n < buffer.count || limiter.stderrReadyAt(now: now()) > now() { break }
                         continue
                     }
                     if n == 0 || (errno != EAGAIN && errno != EINTR) {
@@ -323,7 +374,17 @@ public final class MCPStdioProcess: Sendable {
                     startClosing()
                     break
                 }
-                if written >= writing.count { writing = [] }
+                if !writing.isEmpty {
+                    let done = written >= writing.count
+                    if done { writing = [] }
+                    state.withLock { s in
+                        s.writingLeft = writing.count - (done ? 0 : written)
+                        if done {
+                            s.writingCapacity = 0
+                            _ = s.charge.update(s.queue.capacity)
+                        }
+                    }
+                }
             }
             if fds.stdin >= 0, state.withLock({ $0.closeRequested }) {
                 startClosing()
@@ -350,7 +411,7 @@ public final class MCPStdioProcess: Sendable {
                     kill(-pid, SIGKILL)
                 }
             } else if let exitedAt, now() >= exitedAt + .seconds(1) {
-                closeFD(&fds.stdout)
+                closeStdout()
                 if fds.stderr >= 0 {
                     closeFD(&fds.stderr)
                     stderrLines.finish(now: now(), emit: stderrLine)
@@ -362,6 +423,11 @@ public final class MCPStdioProcess: Sendable {
         }
         closeFD(&fds.stdin)
         closeFD(&fds.pidfd)
+        lineCharge.release()
+        state.withLock { s in
+            s.queue = []
+            s.charge.release()
+        }
         // Reaped only now: until here the pid and the group id stayed ours to signal.
         owner?.remove(pid)
         OwnedChildren.reap(pid, wait: true)

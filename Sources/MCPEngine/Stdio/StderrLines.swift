@@ -1,3 +1,5 @@
+import AgentCore
+
 /// A stdio server's stderr cut into lines for the agent's log: each line at most
 /// ``MCPLimits/maxStderrLineBytes`` (the rest cut), at most ``MCPLimits/stderrBurstLines``
 /// at once and ``MCPLimits/stderrLinesPerSecond`` after that (a token bucket); lines past
@@ -7,28 +9,24 @@
 struct StderrLines {
     private var line: [UInt8] = []
     private var cut = false
-    private var tokens: Double
-    private var refilledAt: ContinuousClock.Instant
+    private var lines: TokenBucket
     private(set) var dropped = 0
-    private let burst: Double
-    private let perSecond: Double
 
     init(burst: Int = MCPLimits.stderrBurstLines, perSecond: Int = MCPLimits.stderrLinesPerSecond, now: ContinuousClock.Instant = .now) {
-        self.burst = Double(burst)
-        self.perSecond = Double(perSecond)
-        tokens = Double(burst)
-        refilledAt = now
+        lines = TokenBucket(capacity: Double(burst), perSecond: Double(perSecond), now: now)
     }
 
     mutating func feed(_ chunk: UnsafeRawBufferPointer, now: ContinuousClock.Instant, emit: (String) -> Void) {
-        for byte in chunk {
-            if byte == UInt8(ascii: "\n") {
-                finishLine(now: now, emit: emit)
-            } else if line.count < MCPLimits.maxStderrLineBytes {
-                line.append(byte)
-            } else {
-                cut = true
-            }
+        var start = 0
+        while start < chunk.count {
+            let newline = chunk[start...].firstIndex(of: UInt8(ascii: "\n"))
+            let end = newline ?? chunk.count
+            let room = MCPLimits.maxStderrLineBytes - line.count
+            if end - start > room { cut = true }
+            if room > 0 { line.append(contentsOf: chunk[start..<min(end, start + room)]) }
+            guard newline != nil else { return }
+            finishLine(now: now, emit: emit)
+            start = end + 1
         }
     }
 
@@ -36,7 +34,7 @@ struct StderrLines {
     mutating func finish(now: ContinuousClock.Instant, emit: (String) -> Void) {
         if !line.isEmpty { finishLine(now: now, emit: emit) }
         if dropped > 0 {
-            emit("(\(dropped) stderr lines dropped: over \(Int(perSecond)) lines a second)")
+            emit("(\(dropped) stderr lines dropped: over \(Int(lines.perSecond)) lines a second)")
             dropped = 0
         }
     }
@@ -46,16 +44,12 @@ struct StderrLines {
             line.removeAll(keepingCapacity: true)
             cut = false
         }
-        let elapsed = now - refilledAt
-        refilledAt = now
-        tokens = min(burst, tokens + Double(elapsed.components.seconds) * perSecond + Double(elapsed.components.attoseconds) / 1e18 * perSecond)
-        guard tokens >= 1 else {
+        guard lines.take(now: now) else {
             dropped += 1
             return
         }
-        tokens -= 1
         if dropped > 0 {
-            emit("(\(dropped) stderr lines dropped: over \(Int(perSecond)) lines a second)")
+            emit("(\(dropped) stderr lines dropped: over \(Int(lines.perSecond)) lines a second)")
             dropped = 0
         }
         var text = String(decoding: line, as: UTF8.self)

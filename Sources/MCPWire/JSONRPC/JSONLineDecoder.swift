@@ -20,6 +20,8 @@ public struct JSONLineDecoder: Sendable {
 
     /// Bytes of the unfinished line held.
     public var bufferedBytes: Int { pending.count }
+    /// Bytes allocated for the unfinished line (what it costs in memory).
+    public var bufferedCapacity: Int { pending.capacity }
 
     /// Feeds a chunk; `line` is called with each complete line, in order.
     public mutating func feed(_ chunk: UnsafeRawBufferPointer, line: ([UInt8]) -> Void) throws(LineTooLong) {
