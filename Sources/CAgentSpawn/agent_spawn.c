@@ -582,6 +582,12 @@ void agent_release_free_memory(void) {
     malloc_trim(0);
 }
 
+int agent_configure_malloc(int mmap_threshold, int trim_threshold) {
+    if (mallopt(M_MMAP_THRESHOLD, mmap_threshold) != 1) return -1;
+    if (mallopt(M_TRIM_THRESHOLD, trim_threshold) != 1) return -1;
+    return 0;
+}
+
 void agent_unblock_sigchld(void) {
     sigset_t set;
     sigemptyset(&set);

@@ -50,6 +50,7 @@ struct RunCommand: AsyncParsableCommand {
     @OptionGroup var ssh: SSHOptions
 
     func run() async throws {
+        FreeMemory.configureAllocator()
         let startEnvironment = ProcessInfo.processInfo.environment
         let settings = Settings(environment: startEnvironment)
         // The token stays in the agent's memory (settings, the control plane's configuration,

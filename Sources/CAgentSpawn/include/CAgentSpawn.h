@@ -170,4 +170,8 @@ int agent_list_children(pid_t *out, int max);
 /// malloc_trim(0): returns free heap pages of every arena to the OS.
 void agent_release_free_memory(void);
 
+/// Fixes glibc's mmap threshold at `mmap_threshold` bytes and its trim threshold at
+/// `trim_threshold` bytes (mallopt), ending their growth after large frees; 0 on success.
+int agent_configure_malloc(int mmap_threshold, int trim_threshold);
+
 #endif

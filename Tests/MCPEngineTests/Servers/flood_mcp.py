@@ -5,13 +5,15 @@ same result), then:
 ping-flood: writes `ping` requests as fast as the pipe takes them and never reads again.
 stderr-flood: writes stderr as fast as the pipe takes it; after each MiB it writes a
   notification `flood/progress` with the bytes written so far on stdout.
-long-line MIB: writes MIB MiB of a message without its newline, then waits for stdin's end.
+long-line MIB [DIR]: writes MIB MiB of a message without its newline (then, with DIR, makes
+  the file DIR/<pid>), then waits for stdin's end.
 sse-comments (HTTP): a Streamable HTTP server on 127.0.0.1 (its port on stderr as
   `PORT n`) answering `initialize` and `tools/list` as JSON and `tools/call` with an event
   stream of comments that never ends; GET is 405.
 """
 import http.server
 import json
+import os
 import socketserver
 import sys
 
@@ -58,6 +60,8 @@ elif mode == "long-line":
     write_out('{"jsonrpc":"2.0","method":"flood/long","params":"')
     for _ in range(int(sys.argv[2])):
         write_out(chunk)
+    if len(sys.argv) > 3:
+        open(f"{sys.argv[3]}/{os.getpid()}", "w").close()
     for _ in sys.stdin:
         pass
 elif mode == "sse-comments":
