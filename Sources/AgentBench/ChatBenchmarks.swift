@@ -10,19 +10,19 @@ import Glibc
 /// `agent-bench chat`: the chat extensions, each figure against a baseline in the same run:
 /// `call-tool` through the agent against the same call made directly to the same stdio MCP
 /// server by a client in the bench; an `AGENTS.md` write until the control-plane double has
-/// the push carrying it, against the watcher's debounce; a full resolve of 500 resources
-/// against merely reading the same files; and the agent's RSS with 5 idle stdio servers
-/// connected against the agent without any.
+/// the push carrying it, against the watcher's debounce; a full resolve of 500 resources, and
+/// of 1 000 skills of 63 KiB cold and after one changed, against merely reading the same
+/// files; and the agent's RSS with 5 idle stdio servers connected against the agent without any.
 struct ChatBenchmarks: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "chat",
-        abstract: "Chat extensions: call-tool overhead, AGENTS.md write to push, a 500-resource resolve, RSS with 5 MCP servers."
+        abstract: "Chat extensions: call-tool overhead, AGENTS.md write to push, a 500-resource resolve, 1000 large skills, RSS with 5 MCP servers."
     )
 
     @Option(help: "Path of the workspace-agent binary (default: next to agent-bench).")
     var agent: String?
 
-    @Option(help: "call-tool, push, resolve or rss: run only that part (default: every part).")
+    @Option(help: "call-tool, push, resolve, skills or rss: run only that part (default: every part).")
     var only: String?
 
     @Option(help: "call-tool calls per side after the warm-up (median and p90 over all).")
@@ -34,17 +34,24 @@ struct ChatBenchmarks: AsyncParsableCommand {
     @Option(help: "Resolves (and baseline reads) per side, alternating; the median is reported.")
     var resolves = 21
 
+    @Option(help: "Cold resolves of the 1000 large skills (each with a resolver of its own); the median is reported.")
+    var skillResolves = 5
+
+    @Option(help: "One-SKILL.md changes, each followed by a timed resolve, among the 1000 large skills.")
+    var skillChanges = 21
+
     @Option(help: "A stdio MCP server script run with python3 for the call-tool part (default: agent-bench's own minimal echo server); it must have an `echo` tool taking `text`, as Tests/MCPEngineTests/Servers/mcp_test_server.py does.")
     var server: String?
 
-    static let parts = ["call-tool", "push", "resolve", "rss"]
+    static let parts = ["call-tool", "push", "resolve", "skills", "rss"]
 
     func validate() throws {
         if let only, !Self.parts.contains(only) {
             throw ValidationError("--only must be one of \(Self.parts.joined(separator: ", "))")
         }
-        guard (1...10_000).contains(calls), (1...100).contains(pushes), (1...1000).contains(resolves) else {
-            throw ValidationError("--calls 1...10000, --pushes 1...100, --resolves 1...1000")
+        guard (1...10_000).contains(calls), (1...100).contains(pushes), (1...1000).contains(resolves),
+              (1...100).contains(skillResolves), (1...1000).contains(skillChanges) else {
+            throw ValidationError("--calls 1...10000, --pushes 1...100, --resolves 1...1000, --skill-resolves 1...100, --skill-changes 1...1000")
         }
     }
 
@@ -59,6 +66,7 @@ struct ChatBenchmarks: AsyncParsableCommand {
         if wanted("call-tool") { try await bench.callTool(calls: calls, script: server) }
         if wanted("push") { try await bench.push(count: pushes) }
         if wanted("resolve") { try bench.resolve(runs: resolves) }
+        if wanted("skills") { try bench.largeSkills(coldRuns: skillResolves, changes: skillChanges) }
         if wanted("rss") { try bench.rss() }
     }
 }

@@ -52,6 +52,31 @@ struct FrontMatterTests {
         #expect(error("---\nname: \"open\n---\n")?.hasPrefix("parse frontmatter YAML: ") == true)
     }
 
+    /// The byte reader: the same fields without the body, the delimiter trimmed as Go's
+    /// `strings.TrimSpace` does, and a body that is never looked at.
+    @Test func frontMatterAloneFromBytes() throws {
+        let text = "\u{FEFF} --- \r\nname: x\r\ndescription: d\r\n\u{A0}---\u{3000}\r\nBody <!-- c -->\r\n"
+        let full = try SkillFrontMatter.parse(text)
+        #expect(full == SkillFrontMatter(name: "x", description: "d", body: "Body"))
+        let alone = try SkillFrontMatter.parse(utf8: Array(text.utf8), readingBody: false)
+        #expect(alone == SkillFrontMatter(name: "x", description: "d", body: ""))
+        // Not UTF-8 after the front matter: not read.
+        let bytes = Array("---\nname: x\n---\n".utf8) + [0xFF, 0xFE] + Array(repeating: UInt8(ascii: "-"), count: 70_000)
+        #expect(try SkillFrontMatter.parse(utf8: bytes, readingBody: false).name == "x")
+        for notDelimiter in ["----", "- --", "-- -", "--", "---x", "x---", "—--"] {
+            #expect(error("---\nname: x\n\(notDelimiter)\n") == "missing closing frontmatter delimiter", "\(notDelimiter)")
+        }
+        #expect(error("\n---\nname: x\n---\n") == "missing opening frontmatter delimiter")
+        #expect(error("") == "missing opening frontmatter delimiter")
+        #expect(try SkillFrontMatter.parse("---\nname: x\n---").body == "")
+        // The plain scalar's byte scans: a comment after a blank, `: ` or a final `:` on any line.
+        #expect(try SkillFrontMatter.parse("---\nname: x\ndescription: a#b  # c\n  d\t# e\n---\n").description == "a#b d")
+        #expect(error("---\nname: x\ndescription: a\n  b: c\n---\n")?.hasSuffix("yaml: line 4: mapping values are not allowed in this context") == true)
+        #expect(error("---\nname: x\ndescription: a\n  b:\n---\n")?.hasSuffix("yaml: line 4: mapping values are not allowed in this context") == true)
+        #expect(try SkillFrontMatter.parse("---\nname: x\ndescription: a:b # c: d\n---\n").description == "a:b")
+        #expect(try SkillFrontMatter.parse("---\nname: x\ndescription: |2 # c\n    two\n   one\n---\n").description == "  two\n one")
+    }
+
     @Test func skillNamePattern() {
         for good in ["a", "a-b", "abc-123-x", "9"] { #expect(SkillFrontMatter.isValidName(good), "\(good)") }
         for bad in ["", "-a", "a-", "a--b", "A", "a_b", "é", "a b"] { #expect(!SkillFrontMatter.isValidName(bad), "\(bad)") }

@@ -13,6 +13,10 @@ struct InstructionTextTests {
         #expect(InstructionText.firstLine("\n\n  ## Project rules  \nmore") == "Project rules")
         #expect(InstructionText.firstLine("plain\n") == "plain")
         #expect(InstructionText.firstLine("  \n") == "")
+        // A CRLF line ends at its CR (split by Character, "\r\n" was one and the whole file the line).
+        #expect(InstructionText.firstLine("\r\n# Rules\r\nmore\r\n") == "Rules")
+        #expect(InstructionText.firstLine("\u{A0}\n\u{3000}é\n") == "é")
+        #expect(InstructionText.firstLine(utf8: [0xFF, 0x0A]) == "\u{FFFD}")
     }
 
     /// Unclosed `<!--`s cost one pass, not a search to the end from each of them (a 64 KiB

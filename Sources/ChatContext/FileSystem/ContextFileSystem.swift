@@ -4,10 +4,36 @@ public struct ContextFileStatus: Sendable, Equatable {
     public enum Kind: Sendable, Equatable { case regular, directory, symbolicLink, other }
     public var kind: Kind
     public var size: UInt64
+    /// What tells the resolver the file is unchanged since it last read it; nil when the file
+    /// system cannot say (the file is then read on every resolve).
+    public var stamp: ContextFileStamp?
 
-    public init(kind: Kind, size: UInt64) {
+    public init(kind: Kind, size: UInt64, stamp: ContextFileStamp? = nil) {
         self.kind = kind
         self.size = size
+        self.stamp = stamp
+    }
+}
+
+/// A file's identity and times, which move whenever its content can have changed: device,
+/// inode, size, and the modification and status-change times. The change time cannot be set
+/// from user space, so a same-size rewrite whose times were put back (`cp -p`, `touch -r`)
+/// still differs.
+public struct ContextFileStamp: Sendable, Hashable {
+    public var device: UInt64
+    public var inode: UInt64
+    public var size: UInt64
+    /// `st_mtim`, nanoseconds since the epoch.
+    public var modifiedNanoseconds: Int64
+    /// `st_ctim`, nanoseconds since the epoch.
+    public var changedNanoseconds: Int64
+
+    public init(device: UInt64, inode: UInt64, size: UInt64, modifiedNanoseconds: Int64, changedNanoseconds: Int64) {
+        self.device = device
+        self.inode = inode
+        self.size = size
+        self.modifiedNanoseconds = modifiedNanoseconds
+        self.changedNanoseconds = changedNanoseconds
     }
 }
 

@@ -29,7 +29,12 @@ public struct PosixContextFileSystem: ContextFileSystem {
         case S_IFLNK: kind = .symbolicLink
         default: kind = .other
         }
-        return ContextFileStatus(kind: kind, size: UInt64(max(0, info.st_size)))
+        let size = UInt64(max(0, info.st_size))
+        let stamp = ContextFileStamp(
+            device: UInt64(info.st_dev), inode: UInt64(info.st_ino), size: size,
+            modifiedNanoseconds: Int64(info.st_mtim.tv_sec) &* 1_000_000_000 &+ Int64(info.st_mtim.tv_nsec),
+            changedNanoseconds: Int64(info.st_ctim.tv_sec) &* 1_000_000_000 &+ Int64(info.st_ctim.tv_nsec))
+        return ContextFileStatus(kind: kind, size: size, stamp: stamp)
     }
 
     public func canonicalPath(_ path: String) throws(ContextFileSystemError) -> String {

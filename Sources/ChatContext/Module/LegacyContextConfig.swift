@@ -96,7 +96,7 @@ struct LegacyContextConfig: Sendable {
                 let meta = joinPath(skillDir, configuration.skillMetaFile)
                 guard fileSystem.status(meta)?.kind == .regular,
                       let bytes = try? fileSystem.read(meta, limit: Self.fileBytes),
-                      let front = try? SkillFrontMatter.parse(String(decoding: bytes, as: UTF8.self)),
+                      let front = try? SkillFrontMatter.parse(utf8: bytes, readingBody: false),
                       front.name == entry.name, seen.insert(front.name).inserted else { continue }
                 parts.append(Part(
                     type: "skill", skillName: front.name, skillDescription: front.description, skillDir: skillDir,

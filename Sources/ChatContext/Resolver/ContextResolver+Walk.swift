@@ -16,10 +16,17 @@ extension ContextResolver {
         private var examined = 0
         /// Where each OK file's payload is read from (its link target, or itself).
         private var payloadPath: [String: String] = [:]
+        /// What the last resolve left in the cache, and what this one leaves.
+        private let previous: [ContextFileCache.Key: ContextFileCache.Entry]
+        private(set) var cached: [ContextFileCache.Key: ContextFileCache.Entry] = [:]
+        /// The wall clock when this resolve began, before any `stat`.
+        private let started: Int64
 
-        init(fileSystem: any ContextFileSystem, limits: ContextLimits) {
+        init(fileSystem: any ContextFileSystem, limits: ContextLimits, previous: [ContextFileCache.Key: ContextFileCache.Entry] = [:]) {
             self.fileSystem = fileSystem
             self.limits = limits
+            self.previous = previous
+            self.started = ContextFileCache.now()
         }
 
         mutating func problem(_ text: String) {
@@ -92,30 +99,28 @@ extension ContextResolver {
 
         private mutating func instructionFile(_ root: ContextScanRoot, path: String, info: ContextFileStatus) {
             guard admit() else { return }
-            var (resource, bytes, readPath) = fileResource(.instructionFile, root, path: path, info: info, sourceIsTarget: true)
-            if resource.status == .ok, let bytes {
-                resource.description = InstructionText.firstLine(String(decoding: bytes, as: UTF8.self))
-            }
+            var (resource, facts, readPath) = fileResource(.instructionFile, root, path: path, info: info, sourceIsTarget: true)
+            if case .instruction(let line)? = facts { resource.description = line }
             append(resource, payloadFrom: readPath)
         }
 
         private mutating func mcpConfig(_ root: ContextScanRoot, path: String, info: ContextFileStatus) {
             guard admit() else { return }
-            var (resource, bytes, _) = fileResource(.mcpConfig, root, path: path, info: info, sourceIsTarget: false)
+            var (resource, facts, _) = fileResource(.mcpConfig, root, path: path, info: info, sourceIsTarget: false)
             var entryRows: [ContextResource] = []
-            if resource.status == .ok, let bytes {
-                do {
-                    let parsed = try MCPConfigFile.parse(bytes) { _ in nil }
-                    for entry in parsed.entryErrors.prefix(limits.mcpEntryRowsPerFile) {
-                        entryRows.append(ContextResource(
-                            kind: .mcpConfig, source: path + "#" + Self.cut(entry.name, bytes: 256), sourcePath: root.userSource,
-                            contentHash: resource.contentHash, sizeBytes: resource.sizeBytes, status: .invalid,
-                            error: entry.message, name: entry.name))
-                    }
-                } catch {
-                    resource.status = .invalid
-                    resource.error = error.reason
+            switch facts {
+            case .mcpConfig(.success(let entryErrors))?:
+                for entry in entryErrors {
+                    entryRows.append(ContextResource(
+                        kind: .mcpConfig, source: path + "#" + Self.cut(entry.name, bytes: 256), sourcePath: root.userSource,
+                        contentHash: resource.contentHash, sizeBytes: resource.sizeBytes, status: .invalid,
+                        error: entry.message, name: entry.name))
                 }
+            case .mcpConfig(.failure(let error))?:
+                resource.status = .invalid
+                resource.error = error.reason
+            default:
+                break
             }
             append(resource)
             for row in entryRows { append(row) }
@@ -125,36 +130,36 @@ extension ContextResolver {
             guard admit() else { return }
             let directory = parentDirectory(of: path)
             let parent = lastPathComponent(of: directory)
-            var (resource, bytes, readPath) = fileResource(.skill, root, path: path, info: info, sourceIsTarget: false)
+            var (resource, facts, readPath) = fileResource(.skill, root, path: path, info: info, sourceIsTarget: false)
             resource.source = directory
-            if resource.status == .ok, let bytes {
-                do {
-                    let front = try SkillFrontMatter.parse(String(decoding: bytes, as: UTF8.self))
-                    if front.name != parent {
-                        resource.status = .invalid
-                        resource.error = "front-matter name \(goQuote(front.name)) does not match directory \(goQuote(parent))"
-                    } else if !SkillFrontMatter.isValidName(front.name) {
-                        resource.status = .invalid
-                        resource.error = "skill name \(goQuote(front.name)) is not kebab-case"
-                    } else {
-                        resource.name = front.name
-                        resource.description = Self.cut(front.description, bytes: limits.descriptionBytes)
-                    }
-                } catch {
+            switch facts {
+            case .skill(.success(let front))?:
+                if front.name != parent {
                     resource.status = .invalid
-                    resource.error = error.message
+                    resource.error = "front-matter name \(goQuote(front.name)) does not match directory \(goQuote(parent))"
+                } else if !SkillFrontMatter.isValidName(front.name) {
+                    resource.status = .invalid
+                    resource.error = "skill name \(goQuote(front.name)) is not kebab-case"
+                } else {
+                    resource.name = front.name
+                    resource.description = front.description
                 }
+            case .skill(.failure(let error))?:
+                resource.status = .invalid
+                resource.error = error.message
+            default:
+                break
             }
             append(resource, payloadFrom: readPath)
         }
 
         // MARK: Reading
 
-        /// The header, status and hash of a file resource, and its bytes when it is OK
-        /// (for the kind's checks; the payload itself is loaded after the caps).
+        /// The header, status and hash of a file resource, and what its kind's checks found
+        /// when it was read whole (the payload itself is loaded after the caps).
         private mutating func fileResource(
             _ kind: ContextResourceKind, _ root: ContextScanRoot, path: String, info: ContextFileStatus, sourceIsTarget: Bool
-        ) -> (ContextResource, [UInt8]?, String?) {
+        ) -> (ContextResource, ContextFileCache.Facts?, String?) {
             var resource = ContextResource(kind: kind, source: path, sourcePath: root.userSource, sizeBytes: info.size)
             let target: (path: String, info: ContextFileStatus)
             switch readTarget(path, info: info, scanRoot: root.path) {
@@ -167,24 +172,75 @@ extension ContextResolver {
             }
             if sourceIsTarget { resource.source = target.path }
             resource.sizeBytes = target.info.size
-            let bytes: [UInt8]
-            do {
-                bytes = try fileSystem.read(target.path, limit: limits.resourceBytes + 1)
-            } catch {
+            switch content(kind, path: target.path, info: target.info) {
+            case .failure(let error):
                 resource.status = .unreadable
                 resource.error = error.description
                 return (resource, nil, nil)
-            }
-            if target.info.size > UInt64(limits.resourceBytes) || bytes.count > limits.resourceBytes {
-                resource.sizeBytes = max(target.info.size, UInt64(bytes.count))
+            case .success(.oversize(let size, let hash)):
+                resource.sizeBytes = size
                 resource.status = .oversize
-                resource.error = "file size \(resource.sizeBytes) exceeds per-resource cap of \(limits.resourceBytes) bytes"
-                resource.contentHash = Self.sha256(bytes.prefix(limits.resourceBytes))
+                resource.error = "file size \(size) exceeds per-resource cap of \(limits.resourceBytes) bytes"
+                resource.contentHash = hash
                 return (resource, nil, nil)
+            case .success(.read(let size, let hash, let facts)):
+                resource.sizeBytes = size
+                resource.contentHash = hash
+                return (resource, facts, target.path)
             }
-            resource.sizeBytes = UInt64(bytes.count)
-            resource.contentHash = Self.sha256(bytes)
-            return (resource, bytes, target.path)
+        }
+
+        /// What `path`'s bytes say: from the cache when its stamp is the one they were read
+        /// with (and that read settled, or was this resolve's), else read, hashed and checked.
+        private mutating func content(
+            _ kind: ContextResourceKind, path: String, info: ContextFileStatus
+        ) -> Result<ContextFileCache.Content, ContextFileSystemError> {
+            let key = ContextFileCache.Key(kind: kind, path: path)
+            if let stamp = info.stamp {
+                if let entry = cached[key], entry.stamp == stamp { return .success(entry.content) }
+                if let entry = previous[key], entry.settled, entry.stamp == stamp {
+                    cached[key] = entry
+                    return .success(entry.content)
+                }
+            }
+            let bytes: [UInt8]
+            do {
+                bytes = try fileSystem.read(path, limit: limits.resourceBytes + 1)
+            } catch {
+                return .failure(error)
+            }
+            let content: ContextFileCache.Content
+            if info.size > UInt64(limits.resourceBytes) || bytes.count > limits.resourceBytes {
+                content = .oversize(size: max(info.size, UInt64(bytes.count)), hash: Self.sha256(bytes.prefix(limits.resourceBytes)))
+            } else {
+                content = .read(size: UInt64(bytes.count), hash: Self.sha256(bytes), facts: facts(kind, bytes))
+            }
+            if let stamp = info.stamp {
+                cached[key] = ContextFileCache.Entry(stamp: stamp, settled: ContextFileCache.isSettled(stamp, at: started), content: content)
+            }
+            return .success(content)
+        }
+
+        /// The kind's checks of a whole file: an instruction file's first line, a skill's
+        /// front matter (not its body; the description cut), an `.mcp.json`'s entry errors (at most
+        /// ``ContextLimits/mcpEntryRowsPerFile``) or why it cannot be used.
+        private func facts(_ kind: ContextResourceKind, _ bytes: [UInt8]) -> ContextFileCache.Facts {
+            switch kind {
+            case .instructionFile:
+                return .instruction(firstLine: InstructionText.firstLine(utf8: bytes))
+            case .skill:
+                let parsed = Result { () throws(SkillFrontMatter.ParseError) in try SkillFrontMatter.parse(utf8: bytes, readingBody: false) }
+                return .skill(parsed.map { front in
+                    var kept = front
+                    kept.description = Self.cut(front.description, bytes: limits.descriptionBytes)
+                    return kept
+                })
+            case .mcpConfig, .mcpServer:
+                let rows = limits.mcpEntryRowsPerFile
+                return .mcpConfig(Result { () throws(MCPConfigFileError) in
+                    Array(try MCPConfigFile.parse(bytes) { _ in nil }.entryErrors.prefix(rows))
+                })
+            }
         }
 
         struct TargetFailure: Error {
@@ -234,29 +290,46 @@ extension ContextResolver {
         }
 
         /// Reads the payloads of the OK instruction files and skills that survived the caps
-        /// (at most ``ContextLimits/snapshotBytes`` in all). A file that changed since it was
-        /// hashed gets its new bytes and hash when they still fit, else it is `unreadable`.
-        func loadPayloads(_ resources: [ContextResource]) -> [ContextResource] {
-            resources.map { original in
-                var resource = original
+        /// (at most ``ContextLimits/snapshotBytes`` in all), or takes them from the cache. A
+        /// file that changed since it was hashed gets its new bytes and hash when they still
+        /// fit (and is read again next time), else it is `unreadable`. The cache keeps these
+        /// payloads only.
+        mutating func loadPayloads(_ resources: [ContextResource]) -> [ContextResource] {
+            var loaded = Set<ContextFileCache.Key>()
+            var out = resources
+            for index in out.indices {
+                let resource = out[index]
                 guard resource.status == .ok, resource.kind == .instructionFile || resource.kind == .skill,
                       let path = payloadPath[resource.id]
-                else { return resource }
+                else { continue }
+                let key = ContextFileCache.Key(kind: resource.kind, path: path)
+                if let entry = cached[key], let payload = entry.payload,
+                   case .read(_, let hash, _) = entry.content, hash == resource.contentHash {
+                    out[index].payload = payload
+                    loaded.insert(key)
+                    continue
+                }
                 guard let bytes = try? fileSystem.read(path, limit: limits.resourceBytes + 1),
                       bytes.count <= limits.resourceBytes, UInt64(bytes.count) <= resource.sizeBytes
                 else {
-                    resource.status = .unreadable
-                    resource.error = "file changed while it was read"
-                    return resource
+                    out[index].status = .unreadable
+                    out[index].error = "file changed while it was read"
+                    cached[key] = nil
+                    continue
                 }
                 let hash = Self.sha256(bytes)
                 if hash != resource.contentHash {
-                    resource.contentHash = hash
-                    resource.sizeBytes = UInt64(bytes.count)
+                    out[index].contentHash = hash
+                    out[index].sizeBytes = UInt64(bytes.count)
+                    cached[key] = nil
+                } else {
+                    cached[key]?.payload = bytes
+                    loaded.insert(key)
                 }
-                resource.payload = bytes
-                return resource
+                out[index].payload = bytes
             }
+            for (key, entry) in cached where entry.payload != nil && !loaded.contains(key) { cached[key]?.payload = nil }
+            return out
         }
 
         static func sha256(_ bytes: some Collection<UInt8>) -> [UInt8] {
@@ -265,15 +338,17 @@ extension ContextResolver {
             return hash.finalize()
         }
 
-        /// At most `bytes` UTF-8 bytes of `text`, cut on a character boundary.
+        /// At most `bytes` UTF-8 bytes of `text`, cut on a character boundary (walking the
+        /// characters of the prefix kept only).
         static func cut(_ text: String, bytes limit: Int) -> String {
             guard text.utf8.count > limit else { return text }
-            var out = ""
-            for character in text {
-                if out.utf8.count + character.utf8.count > limit { break }
-                out.append(character)
+            var end = text.startIndex
+            while end < text.endIndex {
+                let next = text.index(after: end)
+                if text.utf8.distance(from: text.startIndex, to: next) > limit { break }
+                end = next
             }
-            return out
+            return String(text[..<end])
         }
     }
 }

@@ -1,8 +1,8 @@
 import AgentCore
 
 /// Turns scan roots into a ``ContextSnapshot``: a synchronous function of what the file
-/// system answers, with no state of its own (the caller owns roots, versions and when to
-/// resolve).
+/// system answers (the caller owns roots, versions and when to resolve). Its one state is a
+/// cache of what each file it read said, so a resolve reads only the files whose stamp moved.
 ///
 /// Discovery is shallow: a directory root contributes its top-level `AGENTS.md`,
 /// `CLAUDE.md`, `.cursorrules` and `.mcp.json`, and the skills in the immediate
@@ -11,13 +11,17 @@ import AgentCore
 /// ``ContextLimits`` then apply in (kind, source) order, and the result is sorted by id.
 ///
 /// Cost: at most ``ContextLimits/scanRoots`` roots, ``ContextLimits/directoryEntries``
-/// entries read per directory, ``ContextLimits/examinedFiles`` files read of at most
-/// ``ContextLimits/resourceBytes`` + 1 bytes each (a second time for the payloads kept, at
-/// most ``ContextLimits/snapshotBytes`` in all); every link is resolved by `realpath`, which
-/// the kernel stops after 40 links, so a loop costs one failed call.
+/// entries read per directory, ``ContextLimits/examinedFiles`` files examined; of those, only
+/// the ones that are new or whose ``ContextFileStamp`` moved since the last resolve (of this
+/// resolver) are read, at most ``ContextLimits/resourceBytes`` + 1 bytes each, hashed and,
+/// for a skill, parsed up to the end of its front matter; the payloads kept are read a second
+/// time unless cached (at most ``ContextLimits/snapshotBytes`` in all). Every link is resolved
+/// by `realpath`, which the kernel stops after 40 links, so a loop costs one failed call.
 public struct ContextResolver: Sendable {
     public let fileSystem: any ContextFileSystem
     public let limits: ContextLimits
+    /// Shared by the copies of this resolver; a new resolver starts cold.
+    let cache = ContextFileCache()
 
     public init(fileSystem: any ContextFileSystem = PosixContextFileSystem(), limits: ContextLimits = .default) {
         self.fileSystem = fileSystem
@@ -27,7 +31,7 @@ public struct ContextResolver: Sendable {
     /// Resolves `roots` (first occurrence of a path wins) and appends `mcpServers` (the live
     /// servers' rows, which count toward the resource cap after the files).
     public func resolve(roots: [ContextScanRoot], mcpServers: [ContextResource] = [], version: UInt64 = 0) -> ContextSnapshot {
-        var walk = Walk(fileSystem: fileSystem, limits: limits)
+        var walk = Walk(fileSystem: fileSystem, limits: limits, previous: cache.current)
         var seenRoots = Set<String>()
         var kept = 0
         for root in roots where !root.path.isEmpty && seenRoots.insert(root.path).inserted {
@@ -43,6 +47,7 @@ public struct ContextResolver: Sendable {
         var problems = walk.problems
         resources = applyCaps(resources, mcpServers: mcpServers, problems: &problems)
         resources = walk.loadPayloads(resources)
+        cache.store(walk.cached)
         resources.sort { bytewisePrecedes($0.id, $1.id) }
         return ContextSnapshot(version: version, resources: resources, snapshotError: problems.first ?? "")
     }

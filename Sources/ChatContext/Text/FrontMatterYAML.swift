@@ -17,7 +17,7 @@ enum FrontMatterYAML {
 
     /// The map's keys and values; an empty block is an empty map (null in YAML).
     static func parseMap(_ rawLines: [String]) throws(Failure) -> [String: YAMLScalar] {
-        let lines = rawLines.map { $0.hasSuffix("\r") ? String($0.dropLast()) : $0 }
+        let lines = rawLines.map { $0.utf8.last == UInt8(ascii: "\r") ? String($0.dropLast()) : $0 }
         var map: [String: YAMLScalar] = [:]
         var definedAt: [String: Int] = [:]
         var index = 0
@@ -34,7 +34,9 @@ enum FrontMatterYAML {
                 throw Failure("yaml: unmarshal errors:\n  line \(number): cannot unmarshal !!str `\(line.prefix(20))` into map[string]interface {}")
             }
             var end = index + 1
-            while end < lines.count, lines[end].isEmpty || indentation(lines[end]) > 0 || lines[end].hasPrefix("#") { end += 1 }
+            while end < lines.count, lines[end].isEmpty || lines[end].utf8.first == UInt8(ascii: " ") || lines[end].utf8.first == UInt8(ascii: "#") {
+                end += 1
+            }
             // Trailing blank and comment lines belong to no value.
             var contentEnd = end
             while contentEnd > index + 1, isBlankOrComment(lines[contentEnd - 1]) && indentation(lines[contentEnd - 1]) == 0 { contentEnd -= 1 }
@@ -49,12 +51,13 @@ enum FrontMatterYAML {
         return map
     }
 
+    /// Read on UTF-8 bytes, as every line of the front matter passes here more than once.
     static func isBlankOrComment(_ line: String) -> Bool {
-        let trimmed = line.drop { $0 == " " || $0 == "\t" }
-        return trimmed.isEmpty || trimmed.hasPrefix("#")
+        for byte in line.utf8 where byte != UInt8(ascii: " ") && byte != UInt8(ascii: "\t") { return byte == UInt8(ascii: "#") }
+        return true
     }
 
-    static func indentation(_ line: String) -> Int { line.prefix { $0 == " " }.count }
+    static func indentation(_ line: String) -> Int { line.utf8.prefix { $0 == UInt8(ascii: " ") }.count }
 
     /// `key: rest` or `key:` (a quoted key allowed); nil when the line is no map entry.
     static func splitKey(_ line: String) -> (String, Substring)? {
@@ -110,24 +113,34 @@ enum FrontMatterYAML {
             return ScalarText(text: try quoted(text, continuation, line: line), isPlain: false)
         }
         // A plain scalar: this line and the more-indented ones after it, folded.
-        var parts: [String] = [String(stripComment(text))]
-        parts += continuation.map { String(stripComment($0.drop { $0 == " " || $0 == "\t" }[...])) }
-        for (offset, part) in parts.enumerated() where part.contains(": ") || part.hasSuffix(":") {
-            throw Failure("yaml: line \(line + offset): mapping values are not allowed in this context")
+        var parts: [String] = []
+        parts.reserveCapacity(continuation.count + 1)
+        for (offset, raw) in ([text] + continuation.map { $0[...].dropLeadingBlanks }).enumerated() {
+            let (part, mapping) = plainLine(raw)
+            if mapping { throw Failure("yaml: line \(line + offset): mapping values are not allowed in this context") }
+            parts.append(String(part))
         }
         return ScalarText(text: fold(parts), isPlain: true)
     }
 
-    /// A plain scalar ends before ` #`.
-    private static func stripComment(_ text: Substring) -> Substring {
-        var previous: Character = " "
-        for index in text.indices {
-            if text[index] == "#", previous == " " || previous == "\t" {
-                return text[..<index].dropLastSpaces
+    /// A plain scalar's line before ` #` and trailing blanks, and whether what is left holds
+    /// `: ` or ends in `:`; one pass over its bytes.
+    private static func plainLine(_ text: Substring) -> (Substring, mapping: Bool) {
+        var previous = UInt8(ascii: " ")
+        var offset = 0
+        var mapping = false
+        var kept = text
+        for byte in text.utf8 {
+            if byte == UInt8(ascii: "#"), previous == UInt8(ascii: " ") || previous == UInt8(ascii: "\t") {
+                kept = text[..<text.utf8.index(text.startIndex, offsetBy: offset)]
+                break
             }
-            previous = text[index]
+            if previous == UInt8(ascii: ":"), byte == UInt8(ascii: " ") { mapping = true }
+            previous = byte
+            offset += 1
         }
-        return text.dropLastSpaces
+        kept = kept.dropLastSpaces
+        return (kept, mapping || kept.utf8.last == UInt8(ascii: ":"))
     }
 
     /// Line folding: lines joined by one space, an empty line becomes a line break.
@@ -152,12 +165,14 @@ enum FrontMatterYAML {
     /// indentation digit.
     private static func block(_ header: String, _ continuation: [String]) -> String {
         let literal = header.hasPrefix("|")
-        let indicators = stripComment(header.dropFirst()[...])
+        let indicators = plainLine(header.dropFirst()[...]).0
         let chomp: Character? = indicators.first { $0 == "-" || $0 == "+" }
         let explicit = indicators.first { $0.isNumber }.flatMap { Int(String($0)) }
         let indent = explicit ?? continuation.first { !$0.trimmingSpaces().isEmpty }.map(indentation) ?? 0
         var lines = continuation.map { line -> String in
-            line.count >= indent ? String(line.dropFirst(indent)) : ""
+            // The indentation is spaces: dropped as bytes (counting characters cost a pass per line).
+            if indentation(line) >= indent { return String(Substring(line.utf8.dropFirst(indent))) }
+            return line.count >= indent ? String(line.dropFirst(indent)) : ""
         }
         var trailing = 0
         while let last = lines.last, last.trimmingSpaces().isEmpty {
@@ -329,9 +344,17 @@ enum FrontMatterYAML {
 }
 
 extension Substring {
+    fileprivate var dropLeadingBlanks: Substring {
+        self[(utf8.firstIndex { $0 != UInt8(ascii: " ") && $0 != UInt8(ascii: "\t") } ?? endIndex)...]
+    }
+
     fileprivate var dropLastSpaces: Substring {
-        var text = self
-        while let last = text.last, last == " " || last == "\t" { text = text.dropLast() }
-        return text
+        var end = utf8.endIndex
+        while end > utf8.startIndex {
+            let before = utf8.index(before: end)
+            guard utf8[before] == UInt8(ascii: " ") || utf8[before] == UInt8(ascii: "\t") else { break }
+            end = before
+        }
+        return self[..<end]
     }
 }

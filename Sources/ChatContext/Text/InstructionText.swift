@@ -4,9 +4,18 @@ import AgentCore
 public enum InstructionText {
     /// The first non-empty line, trimmed, without a leading Markdown heading marker (`#`s
     /// and the spaces after them).
-    public static func firstLine(_ text: String) -> String {
-        for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
-            let trimmed = String(line).goTrimmed
+    public static func firstLine(_ text: String) -> String { firstLine(utf8: Array(text.utf8)) }
+
+    /// ``firstLine(_:)`` of a file's bytes, split at `\n` bytes (so a CRLF line ends at its
+    /// CR) and decoded only from the first line that is not ASCII white space.
+    public static func firstLine(utf8 bytes: [UInt8]) -> String {
+        var lineStart = 0
+        while lineStart <= bytes.count {
+            let lineEnd = bytes[lineStart...].firstIndex(of: UInt8(ascii: "\n")) ?? bytes.count
+            let line = bytes[lineStart..<lineEnd]
+            lineStart = lineEnd + 1
+            if line.allSatisfy({ $0 == UInt8(ascii: " ") || (0x09...0x0D).contains($0) }) { continue }
+            let trimmed = String(decoding: line, as: UTF8.self).goTrimmed
             if trimmed.isEmpty { continue }
             guard trimmed.hasPrefix("#") else { return trimmed }
             return String(trimmed.drop { $0 == "#" }).goTrimmed
@@ -41,12 +50,16 @@ public enum InstructionText {
     /// Every `<!--` … `-->`, shortest match first; an unclosed `<!--` stays. One pass: once
     /// no `-->` follows an opening, none follows a later one either, so the rest is kept.
     public static func removingHTMLComments(_ text: String) -> String {
-        let bytes = Array(text.utf8)
+        String(decoding: removingHTMLComments(utf8: Array(text.utf8)[...]), as: UTF8.self)
+    }
+
+    /// ``removingHTMLComments(_:)`` over bytes, in one pass.
+    public static func removingHTMLComments(utf8 bytes: ArraySlice<UInt8>) -> [UInt8] {
         let open = Array("<!--".utf8), close = Array("-->".utf8)
         var out: [UInt8] = []
         out.reserveCapacity(bytes.count)
-        var i = 0
-        while i < bytes.count {
+        var i = bytes.startIndex
+        while i < bytes.endIndex {
             if bytes[i] == open[0], bytes[i...].starts(with: open) {
                 guard let end = firstIndex(of: close, in: bytes, from: i + open.count) else { break }
                 i = end + close.count
@@ -55,13 +68,13 @@ public enum InstructionText {
             out.append(bytes[i])
             i += 1
         }
-        out += bytes[min(i, bytes.count)...]
-        return String(decoding: out, as: UTF8.self)
+        out += bytes[min(i, bytes.endIndex)...]
+        return out
     }
 
-    private static func firstIndex(of needle: [UInt8], in bytes: [UInt8], from start: Int) -> Int? {
+    private static func firstIndex(of needle: [UInt8], in bytes: ArraySlice<UInt8>, from start: Int) -> Int? {
         var i = start
-        while i + needle.count <= bytes.count {
+        while i + needle.count <= bytes.endIndex {
             if bytes[i] == needle[0], bytes[i...].starts(with: needle) { return i }
             i += 1
         }

@@ -29,21 +29,39 @@ public struct SkillFrontMatter: Sendable, Equatable {
 
     static let nameRequired = "frontmatter missing required 'name' field"
 
-    /// Reads the front matter of a SKILL.md's text.
+    /// Reads the front matter of a SKILL.md's text, and its body.
     public static func parse(_ text: String) throws(ParseError) -> SkillFrontMatter {
-        var bytes = Array(text.utf8)
-        if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { bytes.removeFirst(3) }
-        let lines = bytes.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false)
-            .map { String(decoding: $0, as: UTF8.self) }
-        guard let first = lines.first, first.goTrimmed == "---" else {
-            throw ParseError("missing opening frontmatter delimiter")
+        try parse(utf8: Array(text.utf8))
+    }
+
+    /// Reads the front matter of a SKILL.md's bytes, line by line up to the closing `---`: the
+    /// body is not looked at unless `readingBody` (else `body` is empty), so a 64 KiB file with a
+    /// short front matter costs a short front matter.
+    public static func parse(utf8 bytes: [UInt8], readingBody: Bool = true) throws(ParseError) -> SkillFrontMatter {
+        let newline = UInt8(ascii: "\n")
+        var lineStart = bytes.starts(with: [0xEF, 0xBB, 0xBF]) ? 3 : 0
+        var frontLines: [String] = []
+        var bodyStart: Int?
+        var lineNumber = 0
+        while true {
+            let lineEnd = bytes[lineStart...].firstIndex(of: newline) ?? bytes.count
+            let line = bytes[lineStart..<lineEnd]
+            if lineNumber == 0 {
+                guard isDelimiter(line) else { throw ParseError("missing opening frontmatter delimiter") }
+            } else if isDelimiter(line) {
+                bodyStart = min(lineEnd + 1, bytes.count)
+                break
+            } else {
+                frontLines.append(String(decoding: line, as: UTF8.self))
+            }
+            guard lineEnd < bytes.count else { break }
+            lineStart = lineEnd + 1
+            lineNumber += 1
         }
-        guard let closing = lines.indices.dropFirst().first(where: { lines[$0].goTrimmed == "---" }) else {
-            throw ParseError("missing closing frontmatter delimiter")
-        }
+        guard let bodyStart else { throw ParseError("missing closing frontmatter delimiter") }
         let map: [String: YAMLScalar]
         do {
-            map = try FrontMatterYAML.parseMap(Array(lines[1..<closing]))
+            map = try FrontMatterYAML.parseMap(frontLines)
         } catch {
             throw ParseError("parse frontmatter YAML: \(error.message)")
         }
@@ -60,8 +78,24 @@ public struct SkillFrontMatter: Sendable, Equatable {
         }
         guard let name = found, !name.isEmpty else { throw ParseError(nameRequired) }
         let description = try field("description") ?? ""
-        let body = InstructionText.removingHTMLComments(lines[(closing + 1)...].joined(separator: "\n")).goTrimmed
+        guard readingBody else { return SkillFrontMatter(name: name, description: description, body: "") }
+        let body = String(decoding: InstructionText.removingHTMLComments(utf8: bytes[bodyStart...]), as: UTF8.self).goTrimmed
         return SkillFrontMatter(name: name, description: description, body: body)
+    }
+
+    /// Whether a line, trimmed of white space, is `---`. Most lines are told at their first
+    /// byte; only a line of dashes, white space and other non-ASCII bytes is decoded.
+    static func isDelimiter(_ line: ArraySlice<UInt8>) -> Bool {
+        var dashes = 0
+        for byte in line {
+            if byte == UInt8(ascii: "-") {
+                dashes += 1
+                if dashes > 3 { return false }
+            } else if byte < 0x80, byte != UInt8(ascii: " "), !(0x09...0x0D).contains(byte) {
+                return false
+            }
+        }
+        return dashes == 3 && String(decoding: line, as: UTF8.self).goTrimmed == "---"
     }
 
     /// The skill-name rule: kebab-case, `^[a-z0-9]+(-[a-z0-9]+)*$`.
