@@ -1003,15 +1003,24 @@ public nonisolated struct Coder_Agent_V2_Stats: Sendable {
 
   public var txBytes: Int64 = 0
 
+  /// Deprecated since API 2.11 (session_counts); still filled when talking to a 2.10 server.
+  ///
+  /// NOTE: This field was marked as deprecated in the .proto file.
   public var sessionCountVscode: Int64 = 0
 
+  /// NOTE: This field was marked as deprecated in the .proto file.
   public var sessionCountJetbrains: Int64 = 0
 
+  /// NOTE: This field was marked as deprecated in the .proto file.
   public var sessionCountReconnectingPty: Int64 = 0
 
+  /// NOTE: This field was marked as deprecated in the .proto file.
   public var sessionCountSsh: Int64 = 0
 
   public var metrics: [Coder_Agent_V2_Stats.Metric] = []
+
+  /// Sessions per app name (API 2.11): the SSH session types and `reconnecting_pty`.
+  public var sessionCounts: Dictionary<String,Int64> = [:]
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -2985,7 +2994,7 @@ nonisolated extension Coder_Agent_V2_UpdateAppStatusResponse: SwiftProtobuf.Mess
 
 nonisolated extension Coder_Agent_V2_Stats: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Stats"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}connections_by_proto\0\u{3}connection_count\0\u{3}connection_median_latency_ms\0\u{3}rx_packets\0\u{3}rx_bytes\0\u{3}tx_packets\0\u{3}tx_bytes\0\u{3}session_count_vscode\0\u{3}session_count_jetbrains\0\u{3}session_count_reconnecting_pty\0\u{3}session_count_ssh\0\u{1}metrics\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}connections_by_proto\0\u{3}connection_count\0\u{3}connection_median_latency_ms\0\u{3}rx_packets\0\u{3}rx_bytes\0\u{3}tx_packets\0\u{3}tx_bytes\0\u{3}session_count_vscode\0\u{3}session_count_jetbrains\0\u{3}session_count_reconnecting_pty\0\u{3}session_count_ssh\0\u{1}metrics\0\u{3}session_counts\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -3005,6 +3014,7 @@ nonisolated extension Coder_Agent_V2_Stats: SwiftProtobuf.Message, SwiftProtobuf
       case 10: try { try decoder.decodeSingularInt64Field(value: &self.sessionCountReconnectingPty) }()
       case 11: try { try decoder.decodeSingularInt64Field(value: &self.sessionCountSsh) }()
       case 12: try { try decoder.decodeRepeatedMessageField(value: &self.metrics) }()
+      case 13: try { try decoder.decodeMapField(fieldType: SwiftProtobuf._ProtobufMap<SwiftProtobuf.ProtobufString,SwiftProtobuf.ProtobufInt64>.self, value: &self.sessionCounts) }()
       default: break
       }
     }
@@ -3047,6 +3057,9 @@ nonisolated extension Coder_Agent_V2_Stats: SwiftProtobuf.Message, SwiftProtobuf
     if !self.metrics.isEmpty {
       try visitor.visitRepeatedMessageField(value: self.metrics, fieldNumber: 12)
     }
+    if !self.sessionCounts.isEmpty {
+      try visitor.visitMapField(fieldType: SwiftProtobuf._ProtobufMap<SwiftProtobuf.ProtobufString,SwiftProtobuf.ProtobufInt64>.self, value: self.sessionCounts, fieldNumber: 13)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -3063,6 +3076,7 @@ nonisolated extension Coder_Agent_V2_Stats: SwiftProtobuf.Message, SwiftProtobuf
     if lhs.sessionCountReconnectingPty != rhs.sessionCountReconnectingPty {return false}
     if lhs.sessionCountSsh != rhs.sessionCountSsh {return false}
     if lhs.metrics != rhs.metrics {return false}
+    if lhs.sessionCounts != rhs.sessionCounts {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
