@@ -48,7 +48,7 @@ STATIC_BUILD := .build/static
 STATIC_FLAGS := -c release --product workspace-agent --static-swift-stdlib --scratch-path $(STATIC_BUILD)
 IMAGE ?= workspace-agent:latest
 
-.PHONY: all deps build release run test bench proto clean fuzz-build fuzz fuzz-smoke static install install-files install-user-check install-check image
+.PHONY: all deps build release run test bench proto clean fuzz-build fuzz fuzz-smoke static install install-files install-link install-user-check install-check image
 
 all: build
 
@@ -111,6 +111,7 @@ run: deps
 		$(SWIFT_CLEAN_ENV) build -c release --product workspace-agent 2>&1 | sed -u $(RUN_QUIET) && \
 		mv -f $(RUN_STAMP).next $(RUN_STAMP); \
 	fi
+	$(call coder-link,.build/release)
 	exec .build/release/workspace-agent $(RUN_ARGS)
 
 test: deps
@@ -212,8 +213,25 @@ define install-binary
 	strip "$(1)/workspace-agent"
 endef
 
+# $(call coder-link,DIR): a `coder` link to DIR's workspace-agent (relative, so it survives a
+# DESTDIR), the name a template's bootstrap runs the agent under (`coder agent`) and the name
+# its scripts call (`coder exp sync ...`). Idempotent; a `coder` that is anything else (another
+# Coder CLI) is left alone with a warning.
+define coder-link
+	@link="$(1)/coder"; \
+	if [ -L "$$link" ] && [ "$$(readlink "$$link")" = workspace-agent ]; then :; \
+	elif [ -e "$$link" ] || [ -L "$$link" ]; then echo "warning: $$link is not a link to workspace-agent: left alone" >&2; \
+	else ln -s workspace-agent "$$link" && echo "linked $$link -> workspace-agent"; fi
+endef
+
 install: install-user-check static install-files
 	$(call install-binary,$(DESTDIR)$(BINDIR))
+	$(call coder-link,$(DESTDIR)$(BINDIR))
+
+# Only the `coder` link (no build): beside an installed binary, or under DESTDIR.
+install-link:
+	install -d "$(DESTDIR)$(BINDIR)"
+	$(call coder-link,$(DESTDIR)$(BINDIR))
 
 # The system unit runs the agent as AGENT_USER: without DESTDIR that user must exist (else the
 # unit would fail at every start with status 217/USER); with DESTDIR (a package, an image) a
@@ -283,6 +301,7 @@ install-check: static
 	rm -rf $(STATIC_BUILD)/destdir
 	$(MAKE) --no-print-directory install-files DESTDIR=$(abspath $(STATIC_BUILD)/destdir)
 	$(call install-binary,$(STATIC_BUILD)/destdir$(BINDIR))
+	$(call coder-link,$(STATIC_BUILD)/destdir$(BINDIR))
 	packaging/check-install.sh --destdir $(STATIC_BUILD)/destdir $(UNITDIR)/workspace-agent.service
 
 # A workspace image (Debian 12) with the agent: packaging/Dockerfile. Needs Docker.

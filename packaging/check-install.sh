@@ -9,7 +9,7 @@
 #  - the EnvironmentFile= it names is under DESTDIR, mode 0600 (it may hold a token);
 #  - every file:// document its Documentation= names is under DESTDIR;
 #  - the binary its ExecStart= names is under DESTDIR (the checks below then run on it),
-#    unless --files-only.
+#    with a `coder` link to it beside it that answers as `coder`, unless --files-only.
 # Then that the binary needs no Swift toolchain:
 #  1. `ldd` lists no Swift runtime library (libswiftCore, Foundation, dispatch, ...);
 #  2. it answers --version and --help with an empty environment (`env -i`, LD_LIBRARY_PATH
@@ -71,6 +71,10 @@ if [[ "${1:-}" == --destdir ]]; then
         exit 0
     fi
     [[ -x "$binary" ]] || fail "the unit's ExecStart binary is not installed at $binary"
+    coder="$(dirname "$binary")/coder"
+    [[ -L "$coder" && "$(readlink "$coder")" == workspace-agent ]] || fail "no coder link to workspace-agent beside $binary"
+    grep -q 'USAGE: coder' <<<"$(env -i LD_LIBRARY_PATH= "$coder" --help)" || fail "$coder --help printed no coder usage"
+    echo "check-install: $coder -> workspace-agent answers as coder" >&2
 else
     binary=${1:?usage: $0 path/to/workspace-agent, or $0 --destdir DESTDIR UNIT [--files-only]}
 fi

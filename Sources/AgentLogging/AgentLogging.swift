@@ -17,12 +17,16 @@ public struct AgentLogging: Sendable {
     public let forwarder: LogForwarder
     /// The newest log lines, for `GET /debug/logs`.
     public let recent: RecentLogs
+    /// `coder-agent.log`, written in the text of ``recent`` at ``fileLevel``; nil: none.
+    public let file: RotatingLogFile?
+    public let fileLevel: Logger.Level
 
-    /// Installs the handler for `configuration` (stderr); every logger made by
-    /// `Logger(label:)` from now on also forwards its warnings and errors.
-    public static func bootstrap(_ configuration: Configuration) -> AgentLogging {
+    /// Installs the handler for `configuration` (stderr, and `file` when given); every logger
+    /// made by `Logger(label:)` from now on also forwards its warnings and errors.
+    public static func bootstrap(_ configuration: Configuration, file: RotatingLogFile? = nil) -> AgentLogging {
         let logging = AgentLogging(
-            level: configuration.level, format: configuration.format, forwarder: LogForwarder(), recent: RecentLogs())
+            level: configuration.level, format: configuration.format, forwarder: LogForwarder(), recent: RecentLogs(),
+            file: file, fileLevel: configuration.fileLevel)
         LoggingSystem.bootstrap { label in logging.handler(label: label, forwardsUpward: true) }
         return logging
     }
@@ -43,7 +47,8 @@ public struct AgentLogging: Sendable {
             handler.logLevel = level
             base = handler
         }
-        return AgentLogHandler(base: base, recent: recent, forwarder: forwardsUpward ? forwarder : nil, label: label)
+        return AgentLogHandler(
+            base: base, recent: recent, forwarder: forwardsUpward ? forwarder : nil, label: label, file: file, fileLevel: fileLevel)
     }
 
     /// Parses a `--log-level` value (`trace` ... `critical`, plus `warn` and `err` aliases).

@@ -7,10 +7,13 @@ extension AgentLogging {
     public struct Configuration: Sendable, Equatable {
         public var level: Logger.Level = .info
         public var format: LogFormat = .text
+        /// The log file's level: debug as the reference, or `--log-level` when given.
+        public var fileLevel: Logger.Level = .debug
 
-        public init(level: Logger.Level = .info, format: LogFormat = .text) {
+        public init(level: Logger.Level = .info, format: LogFormat = .text, fileLevel: Logger.Level = .debug) {
             self.level = level
             self.format = format
+            self.fileLevel = fileLevel
         }
     }
 }
@@ -33,6 +36,7 @@ public struct LoggingOptions: ParsableArguments {
                     "\(value.source): invalid log level \"\(value.text)\" (expected trace, debug, info, notice, warning, error or critical)")
             }
             configuration.level = level
+            configuration.fileLevel = level
         }
         if let value = settings.value(logFormat, flag: "--log-format", variable: "CODER_AGENT_LOG_FORMAT") {
             guard let format = LogFormat(rawValue: value.text.lowercased()) else {

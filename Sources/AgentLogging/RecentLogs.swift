@@ -2,8 +2,7 @@ import Logging
 import Synchronization
 
 /// The agent's most recent log lines, kept in memory for `GET /debug/logs` (what a support
-/// bundle collects): the reference reads its log file; this agent logs to standard error
-/// only, so it keeps the newest lines itself.
+/// bundle collects): the newest lines of what the log file (``RotatingLogFile``) also gets.
 ///
 /// Memory: at most ``maxBytes`` of text; the oldest lines go first, and a single line is cut
 /// to ``maxLineBytes``.
@@ -25,8 +24,9 @@ public final class RecentLogs: Sendable {
         limit = maxBytes
     }
 
-    /// Adds one line (without its newline).
-    public func append(_ line: String) {
+    /// Adds one line (without its newline); returns it as kept (cut to ``maxLineBytes``).
+    @discardableResult
+    public func append(_ line: String) -> String {
         var text = line
         if text.utf8.count > Self.maxLineBytes {
             text = String(decoding: text.utf8.prefix(Self.maxLineBytes), as: UTF8.self) + " …"
@@ -46,6 +46,7 @@ public final class RecentLogs: Sendable {
                 s.head = 0
             }
         }
+        return text
     }
 
     /// Every kept line, oldest first, each ending in a newline.
@@ -62,23 +63,40 @@ public final class RecentLogs: Sendable {
     }
 }
 
-/// The agent's handler around the chosen format's: every record goes to `base`, a text line
-/// of it to the agent's ``RecentLogs``, and warnings and errors to the ``LogForwarder`` when
-/// the logger forwards upward.
+/// The agent's handler around the chosen format's: a record at the base's level or above
+/// goes to `base`; a text line of every record to the agent's ``RecentLogs`` and, at
+/// `fileLevel` or above, to the log file; warnings and errors that `base` takes go to the
+/// ``LogForwarder`` when the logger forwards upward.
 struct AgentLogHandler: LogHandler {
     var base: any LogHandler
     let recent: RecentLogs
     let forwarder: LogForwarder?
     let label: String
+    var file: RotatingLogFile?
+    var fileLevel: Logger.Level
+
+    init(base: any LogHandler, recent: RecentLogs, forwarder: LogForwarder?, label: String, file: RotatingLogFile? = nil, fileLevel: Logger.Level = .debug) {
+        self.base = base
+        self.recent = recent
+        self.forwarder = forwarder
+        self.label = label
+        self.file = file
+        self.fileLevel = fileLevel
+    }
 
     var metadata: Logger.Metadata {
         get { base.metadata }
         set { base.metadata = newValue }
     }
 
+    /// The lower of the base's level and the file's: what reaches ``log(event:)``. A level set
+    /// on a logger quiets the file too, never below the file's own.
     var logLevel: Logger.Level {
-        get { base.logLevel }
-        set { base.logLevel = newValue }
+        get { file == nil ? base.logLevel : min(base.logLevel, fileLevel) }
+        set {
+            base.logLevel = newValue
+            fileLevel = max(fileLevel, newValue)
+        }
     }
 
     subscript(metadataKey key: String) -> Logger.Metadata.Value? {
@@ -87,13 +105,15 @@ struct AgentLogHandler: LogHandler {
     }
 
     func log(event: LogEvent) {
-        base.log(event: event)
+        let toBase = event.level >= base.logLevel
+        if toBase { base.log(event: event) }
         var line = JSONLogHandler.timestamp() + " " + event.level.rawValue + " " + label + ": " + event.message.description
         let merged = base.metadata.merging(event.metadata ?? [:]) { _, new in new }
         for key in merged.keys.sorted() {
             line += " " + key + "=" + "\(merged[key]!)"
         }
-        recent.append(line)
-        forwarder?.forward(level: event.level, source: event.source, message: event.message.description)
+        let kept = recent.append(line)
+        if let file, event.level >= fileLevel { file.write(kept) }
+        if toBase { forwarder?.forward(level: event.level, source: event.source, message: event.message.description) }
     }
 }

@@ -68,4 +68,23 @@ enum EnvironmentScrub {
         else { return nil }
         return (startPointer, endPointer)
     }
+
+    /// Blanks (NULs) the value of `flag` in the process's own argv, which
+    /// `/proc/<agent>/cmdline` shows: `--agent-token X` and `--agent-token=X`. Words after
+    /// `--` are left alone; Swift's `CommandLine.arguments` is a copy and keeps the value.
+    static func scrubArgument(_ flag: String) {
+        let argv = CommandLine.unsafeArgv
+        let assignment = Array((flag + "=").utf8)
+        var index = 1
+        while index < Int(CommandLine.argc), let word = argv[index] {
+            if strcmp(word, "--") == 0 { return }
+            if strcmp(word, flag) == 0, index + 1 < Int(CommandLine.argc), let value = argv[index + 1] {
+                memset(value, 0, strlen(value))
+                index += 1
+            } else if strlen(word) >= assignment.count, memcmp(word, assignment, assignment.count) == 0 {
+                memset(word + assignment.count, 0, strlen(word) - assignment.count)
+            }
+            index += 1
+        }
+    }
 }

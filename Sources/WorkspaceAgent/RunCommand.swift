@@ -27,19 +27,38 @@ import Scripts
 import Tailnet
 
 /// `workspace-agent run`: serves the agent's APIs until SIGINT or SIGTERM.
-///
-/// It reads each module's options, builds the modules and hands them to the host: nothing
-/// else. Adding a capability is one `mount` (or `add`) line here and its options group.
 struct RunCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "run",
         abstract: "Run the agent (the default)."
     )
 
+    @OptionGroup var daemon: DaemonOptions
+
+    func run() async throws {
+        try await daemon.run(as: .workspaceAgent)
+    }
+}
+
+/// The agent's flags and the body that starts it, shared by `workspace-agent run` and
+/// `coder agent`.
+///
+/// It reads each module's options, builds the modules and hands them to the host: nothing
+/// else. Adding a capability is one `mount` (or `add`) line here and its options group.
+struct DaemonOptions: ParsableArguments {
+    /// The name the daemon was started under: it decides the error texts and exit codes.
+    enum Invocation {
+        /// `workspace-agent [run]`: standalone without a URL; a bad setting exits 64.
+        case workspaceAgent
+        /// `coder agent`: the reference's rules (a URL is required; every error exits 1).
+        case coderAgent
+    }
+
     @OptionGroup var agent: AgentOptions
     @OptionGroup var http: HTTPOptions
     @OptionGroup var logging: LoggingOptions
     @OptionGroup var controlPlane: ControlPlaneOptions
+    @OptionGroup var auth: AgentAuthOptions
     @OptionGroup var processes: ProcessOptions
     @OptionGroup var socket: AgentSocketOptions
     @OptionGroup var desktop: DesktopOptions
@@ -48,16 +67,25 @@ struct RunCommand: AsyncParsableCommand {
     @OptionGroup var scripts: ScriptsOptions
     @OptionGroup var chatContext: ChatContextOptions
     @OptionGroup var ssh: SSHOptions
+    @OptionGroup var accepted: AcceptedReferenceOptions
 
-    func run() async throws {
+    func run(as invocation: Invocation) async throws {
         FreeMemory.configureAllocator()
         let startEnvironment = ProcessInfo.processInfo.environment
         let settings = Settings(environment: startEnvironment)
         // The token stays in the agent's memory (settings, the control plane's configuration,
-        // the context's environment) but leaves its environment block, which /proc shows.
+        // the context's environment) but leaves its environment block and argv, which /proc shows.
         EnvironmentScrub.scrub("CODER_AGENT_TOKEN")
+        EnvironmentScrub.scrubArgument("--agent-token")
         // Read once, then not inherited by children (as the reference does).
         var environment = startEnvironment
+        // As the reference's `coder agent`: the binary's directory last on PATH, so that
+        // children find `coder` (the link beside it) unless an earlier entry has one.
+        if let directory = OwnExecutable.directory() {
+            let path = OwnExecutable.path(environment["PATH"], appending: directory)
+            environment["PATH"] = path
+            setenv("PATH", path, 1)
+        }
         for variable in ChatContextOptions.variables {
             environment[variable] = nil
             unsetenv(variable)
@@ -70,21 +98,34 @@ struct RunCommand: AsyncParsableCommand {
         let scriptsConfig: ScriptsOptions.Configuration
         let chatContextConfig: ChatContextOptions.Configuration
         let sshConfig: SSHOptions.Configuration
+        let authConfig: AgentAuthOptions.Configuration
         do {
+            do {
+                authConfig = try auth.resolve(settings, controlPlane: controlPlane, urlRequired: invocation == .coderAgent)
+            } catch {
+                // The reference's wording (`cli/agent.go`).
+                throw invocation == .coderAgent ? ConfigurationError("create agent client: \(error.description)") : error
+            }
             tailnetConfig = try tailnet.resolve(settings)
             sshConfig = try ssh.resolve(settings)
             chatContextConfig = try chatContext.resolve(settings)
             scriptsConfig = try scripts.resolve(settings)
             config = (try agent.resolve(settings), try http.resolve(settings), try logging.resolve(settings),
-                      try controlPlane.resolve(settings), try processes.resolve(settings), try socket.resolve(settings),
+                      authConfig.controlPlane, try processes.resolve(settings), try socket.resolve(settings),
                       try desktop.resolve(settings), try boundary.resolve(settings))
+            _ = try accepted.resolve(settings)
             try config.agent.prepareStateDirectory()
         } catch {
-            // Exit status 64 (EX_USAGE) with the one-line reason.
-            throw ValidationError(error.description)
+            switch invocation {
+            case .workspaceAgent:
+                // Exit status 64 (EX_USAGE) with the one-line reason.
+                throw ValidationError("\(error)")
+            case .coderAgent:
+                throw CoderCommandFailure("\(error)")
+            }
         }
 
-        let log = AgentLogging.bootstrap(config.logging)
+        let log = AgentLogging.bootstrap(config.logging, file: RotatingLogFile(directory: scriptsConfig.logDirectory))
         // Before any module creates a metric: those made earlier would stay no-ops.
         let metrics = PrometheusCollectorRegistry()
         MetricsSystem.bootstrap(AgentMetricsFactory(registry: metrics))
@@ -140,7 +181,8 @@ struct RunCommand: AsyncParsableCommand {
         host.mount(DesktopModule(configuration: config.desktop, context: context), at: "/api/v0/desktop")
         host.mount(MetricsModule(registry: metrics, process: processMetrics), at: "/")
         host.mount(MetricsModule(registry: metrics, process: processMetrics, path: "prometheus"), at: "/debug")
-        host.mount(DiagnosticsModule(context: context, recentLogs: log.recent, ignoredPorts: ownPorts), at: "/")
+        let diagnostics = DiagnosticsModule(context: context, recentLogs: log.recent, ignoredPorts: ownPorts)
+        host.mount(diagnostics, at: "/")
         // Built here so the agent socket can serve its context calls; mounted below.
         let chatContextModule = ChatContextModule(
             configuration: chatContextConfig, context: context, directory: config.processes.directory,
@@ -179,6 +221,16 @@ struct RunCommand: AsyncParsableCommand {
             context: context, ports: tunnelPorts, logger: log.localLogger(label: "workspace-agent.tailnet"))
         host.mount(tailnet, at: "/api/v0/tailnet")
         host.mount(tailnet.diagnostics, at: "/")
+        // The reference's debug server: optional like the metrics listener.
+        if let address = config.agent.debugAddress {
+            host.listen(
+                on: address, for: "the debug server", name: "debug", logMessage: "debug server listening", addressKey: "debug_address",
+                required: false, mounts: [HTTPMount(DebugListenerRoutes(modules: [diagnostics, tailnet.diagnostics]), at: "/")],
+                onListening: { ownPorts.insert(boundAddress: $0) })
+        }
+        if let pprof = config.agent.pprofAddress {
+            logger.debug("pprof address accepted; nothing listens there (no Go profiler in this agent)", metadata: ["pprof_address": "\(pprof)"])
+        }
 
         logger.info("workspace agent starting", metadata: [
             "version": "\(AgentVersion.current)",
@@ -205,7 +257,7 @@ struct RunCommand: AsyncParsableCommand {
     /// ports route leaves out as the reference leaves out its own.
     static func ownPorts(_ config: (agent: AgentOptions.Configuration, http: HTTPOptions.Configuration)) -> Set<UInt16> {
         var ports: Set<UInt16> = []
-        for target in [config.http.address, config.agent.prometheusAddress].compactMap({ $0 }) {
+        for target in [config.http.address, config.agent.prometheusAddress, config.agent.debugAddress].compactMap({ $0 }) {
             if case .tcp(_, let port) = target.kind, let port = UInt16(exactly: port), port != 0 { ports.insert(port) }
         }
         return ports

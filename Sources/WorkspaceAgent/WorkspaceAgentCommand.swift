@@ -18,21 +18,22 @@ struct WorkspaceAgentCommand: AsyncParsableCommand {
             --version; 64 for a usage error (an unknown flag, subcommand or value, or a setting the \
             agent cannot use, such as a state directory it cannot create); 1 when the agent cannot \
             start (a listener cannot bind), stops on an error, outlasts its shutdown bound or gets a \
-            second terminating signal, and when an `exp` command (`exp sync`, `exp chat context`) fails (as the reference).
+            second terminating signal, and when an `exp` command (`exp sync`, `exp chat context`) fails (as the reference). \
+            Run as `coder` (a link named so), the binary answers the reference's `coder agent` and \
+            in-workspace commands: see `coder --help`.
             """,
         version: AgentVersion.description,
-        subcommands: [RunCommand.self, ExpCommand.self],
+        subcommands: [RunCommand.self, ExpCommand.self, StatCommand.self],
         defaultSubcommand: RunCommand.self
     )
 
     /// Parses, runs, and turns every error into one line on stderr and a non-zero exit.
     static func main() async {
-        // Run through the `coder` link the scripts' bin dir holds, only the `exp` commands exist:
-        // templates written for Coder's docs (`coder exp sync want a b`) work unchanged, and
-        // a bare `coder` never starts a second agent.
-        if invokedAsCoder, CommandLine.arguments.dropFirst().first != "exp" {
-            writeAll(2, "coder: this is the workspace agent; only `coder exp sync ...` and `coder exp chat context ...` are available here (see `coder exp --help`)\n")
-            Glibc.exit(1)
+        // Run as `coder` (the link beside the binary or in the scripts' bin dir), it answers the
+        // reference's command line: `coder agent …` and the in-workspace commands; a bare
+        // `coder` prints help and never starts a second agent.
+        if invokedAsCoder {
+            await CoderCommand.runMain(Array(CommandLine.arguments.dropFirst()))
         }
         if let (word, group) = unknownSubcommand(Array(CommandLine.arguments.dropFirst())) {
             writeAll(2, "workspace-agent: unknown subcommand '\(word)' for '\(group)'; see '\(group) --help'\n")
@@ -64,6 +65,11 @@ struct WorkspaceAgentCommand: AsyncParsableCommand {
 }
 
 extension WorkspaceAgentCommand {
+    /// The subcommands but `run`: what `coder` serves beside `coder agent`.
+    static var helperCommands: [any ParsableCommand.Type] {
+        configuration.subcommands.filter { ObjectIdentifier($0) != ObjectIdentifier(RunCommand.self) }
+    }
+
     /// Whether the binary was started under the name `coder` (the scripts' link).
     static var invokedAsCoder: Bool {
         let name = CommandLine.arguments.first?.split(separator: "/").last ?? ""
@@ -93,10 +99,13 @@ extension WorkspaceAgentCommand {
     /// The first word that names no subcommand of a command group (`exp`, `exp sync`),
     /// with the group's full name; nil when the words name a command (or reach options,
     /// whose values cannot be told from words). The agent's own flags go to `run`, the
-    /// default, so the top level only checks a first word that is not a flag.
-    static func unknownSubcommand(_ words: [String]) -> (word: String, group: String)? {
-        var command: any ParsableCommand.Type = WorkspaceAgentCommand.self
-        var name = "workspace-agent"
+    /// default, so the top level only checks a first word that is not a flag (`coder` has no
+    /// default: its first word must name one).
+    static func unknownSubcommand(
+        _ words: [String], root: any ParsableCommand.Type = WorkspaceAgentCommand.self, name rootName: String = "workspace-agent"
+    ) -> (word: String, group: String)? {
+        var command: any ParsableCommand.Type = root
+        var name = rootName
         for word in words {
             guard !word.hasPrefix("-"), word != "help" else { return nil }
             let subcommands = command.configuration.subcommands

@@ -7,7 +7,12 @@ import Glibc
 
 /// The boundary log proxy's flags and their environment twins.
 public struct BoundaryLogOptions: ParsableArguments {
-    @Option(name: .long, help: "Unix socket boundary sends audit logs to; empty disables the proxy. Env CODER_AGENT_BOUNDARY_LOG_PROXY_SOCKET_PATH. Default $TMPDIR/boundary-audit.sock.")
+    @Option(name: .long, help: "Unix socket the agent firewall (boundary) sends audit logs to; empty disables the proxy. Env CODER_AGENT_FIREWALL_LOG_PROXY_SOCKET_PATH. Default $TMPDIR/boundary-audit.sock.")
+    public var agentFirewallLogProxySocketPath: String?
+
+    /// The old name (hidden, as in the reference): the new flag, then this one, then the new
+    /// variable, then the old one.
+    @Option(name: .long, help: ArgumentHelp("Use --agent-firewall-log-proxy-socket-path instead.", visibility: .hidden))
     public var boundaryLogProxySocketPath: String?
 
     @Option(name: .long, help: "The socket's mode, octal (0660 lets a group share it). Env CODER_AGENT_BOUNDARY_LOG_PROXY_SOCKET_MODE. Default 0600.")
@@ -39,7 +44,9 @@ public struct BoundaryLogOptions: ParsableArguments {
 
     public func resolve(_ settings: Settings) throws(ConfigurationError) -> Configuration {
         let path = settings.valueAllowingEmpty(
-            boundaryLogProxySocketPath, flag: "--boundary-log-proxy-socket-path", variable: "CODER_AGENT_BOUNDARY_LOG_PROXY_SOCKET_PATH")
+            agentFirewallLogProxySocketPath ?? boundaryLogProxySocketPath, flag: "--agent-firewall-log-proxy-socket-path",
+            variable: "CODER_AGENT_FIREWALL_LOG_PROXY_SOCKET_PATH")
+            ?? settings.valueAllowingEmpty(nil, flag: "", variable: "CODER_AGENT_BOUNDARY_LOG_PROXY_SOCKET_PATH")
         var configuration = Configuration(socketPath: path.map(\.text) ?? Configuration.defaultSocketPath(settings.environment))
         if configuration.socketPath?.isEmpty == true { configuration.socketPath = nil }
         if let mode = try settings.parsed(
