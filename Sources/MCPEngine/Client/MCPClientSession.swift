@@ -176,10 +176,19 @@ public final class MCPClientSession: Sendable {
     }
 
     /// Every tool, following `nextCursor` (at most ``MCPLimits/maxListPages`` pages and
-    /// ``MCPLimits/maxTools`` tools), all within the list timeout.
+    /// ``MCPLimits/maxTools`` tools), all within the list timeout; schemas reduced and
+    /// descriptions cut by a fresh ``MCPToolBudget``, some tools left out.
     public func listTools() async throws(MCPError) -> [MCPTool] {
+        var budget = MCPToolBudget()
+        return try await listTools(budget: &budget)
+    }
+
+    /// The listing, each tool admitted by `budget` as its page is read, so that no page's
+    /// descriptions or schemas are held beyond it; what it cut is in `budget`.
+    func listTools(budget: inout MCPToolBudget) async throws(MCPError) -> [MCPTool] {
         let deadline = ContinuousClock.now + timeouts.list
         var tools: [MCPTool] = []
+        var listed = 0
         var cursor: String?
         var seen: Set<String> = []
         for _ in 0..<MCPLimits.maxListPages {
@@ -192,10 +201,13 @@ public final class MCPClientSession: Sendable {
                 guard let name = item["name"]?.stringValue, !name.isEmpty else {
                     throw MCPError(.invalidResponse, "tools/list: a tool without a name")
                 }
-                guard tools.count < MCPLimits.maxTools else {
+                guard listed < MCPLimits.maxTools else {
                     throw MCPError(.invalidResponse, "tools/list: more than \(MCPLimits.maxTools) tools")
                 }
-                tools.append(MCPTool(name: name, description: item["description"]?.stringValue ?? "", inputSchema: item["inputSchema"]))
+                listed += 1
+                if let tool = budget.admit(name: name, description: item["description"]?.stringValue ?? "", schema: item["inputSchema"]) {
+                    tools.append(tool)
+                }
             }
             guard let next = page["nextCursor"]?.stringValue, !next.isEmpty else { return tools }
             guard seen.insert(next).inserted else { throw MCPError(.invalidResponse, "tools/list: the server repeated cursor \(goQuote(next))") }

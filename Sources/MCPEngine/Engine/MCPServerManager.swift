@@ -91,6 +91,10 @@ public final class MCPServerManager: Service, Sendable {
         /// meanwhile (one listing in flight, one pending).
         var listing: UInt64?
         var listAgain = false
+        /// When the last listing started (list_changed waits ``listInterval`` after it), and
+        /// what the caps cut from the last good one (``MCPToolBudget``).
+        var listStarted: ContinuousClock.Instant?
+        var cuts = MCPToolCuts()
     }
 
     struct State {
@@ -186,7 +190,8 @@ public final class MCPServerManager: Service, Sendable {
                     name: server.desired.name, transport: Self.transportName(server.desired), state: server.state,
                     lastError: server.error, toolCount: server.tools?.count ?? 0, restarts: server.restarts,
                     pid: server.session.flatMap { $0.pid > 0 ? $0.pid : nil },
-                    protocolVersion: server.session.map(\.protocolVersion), callsInFlight: server.session?.callsInFlight ?? 0)
+                    protocolVersion: server.session.map(\.protocolVersion), callsInFlight: server.session?.callsInFlight ?? 0,
+                    descriptionsCut: server.shownCuts.descriptionsCut, toolsLeftOut: server.shownCuts.toolsLeftOut)
             }
             let polled = s.watchProblem.map { "not watched (\($0)): polled every \(interval)" }
             let files = s.files.compactMap { file -> MCPServerStatus? in

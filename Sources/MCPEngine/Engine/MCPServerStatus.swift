@@ -41,4 +41,9 @@ public struct MCPServerStatus: Sendable, Equatable {
     public var protocolVersion: String?
     /// Calls in flight now.
     public var callsInFlight: Int
+    /// Listed tools whose description the caps cut (``MCPToolBudget``: 8 KiB a tool, 256 KiB
+    /// a server, 4 MiB for the catalog).
+    public var descriptionsCut = 0
+    /// Listed tools left out of the catalog (name or schema too large, the server's schemas over 1 MiB).
+    public var toolsLeftOut = 0
 }

@@ -150,12 +150,16 @@ struct MCPServersJSON: Encodable, Sendable {
         var pid: Int32?
         var protocolVersion: String?
         var callsInFlight: Int
+        /// Absent when none (see ``MCPToolBudget``).
+        var descriptionsCut: Int?
+        var toolsLeftOut: Int?
         var tools: [Tool]?
         var toolsOmitted: Int?
 
         enum CodingKeys: String, CodingKey {
             case name, transport, state, lastError = "last_error", toolCount = "tool_count", restarts, pid
-            case protocolVersion = "protocol_version", callsInFlight = "calls_in_flight", tools, toolsOmitted = "tools_omitted"
+            case protocolVersion = "protocol_version", callsInFlight = "calls_in_flight"
+            case descriptionsCut = "descriptions_cut", toolsLeftOut = "tools_left_out", tools, toolsOmitted = "tools_omitted"
         }
 
         init(_ status: MCPServerStatus) {
@@ -168,6 +172,8 @@ struct MCPServersJSON: Encodable, Sendable {
             pid = status.pid
             protocolVersion = status.protocolVersion.flatMap { $0.isEmpty ? nil : $0 }
             callsInFlight = status.callsInFlight
+            descriptionsCut = status.descriptionsCut > 0 ? status.descriptionsCut : nil
+            toolsLeftOut = status.toolsLeftOut > 0 ? status.toolsLeftOut : nil
         }
     }
 
