@@ -97,7 +97,8 @@ extension ChatBench {
         }
         try process.run()
         defer {
-            process.terminate()
+            // SIGKILL: the bench's children inherit its blocked SIGTERM.
+            kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
         }
         input.fileHandleForWriting.write(Data(#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}"#.utf8 + [0x0a]))

@@ -12,17 +12,19 @@ import Glibc
 /// server by a client in the bench; an `AGENTS.md` write until the control-plane double has
 /// the push carrying it, against the watcher's debounce; a full resolve of 500 resources, and
 /// of 1 000 skills of 63 KiB cold and after one changed, against merely reading the same
-/// files; and the agent's RSS with 5 idle stdio servers connected against the agent without any.
+/// files; the agent's RSS with 5 idle stdio servers connected against the agent without any;
+/// its CPU under flooding servers against a bare read loop; and its memory under a burst of
+/// long messages against what the servers sent.
 struct ChatBenchmarks: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "chat",
-        abstract: "Chat extensions: call-tool overhead, AGENTS.md write to push, a 500-resource resolve, 1000 large skills, RSS with 5 MCP servers."
+        abstract: "Chat extensions: call-tool overhead, AGENTS.md write to push, a 500-resource resolve, 1000 large skills, RSS with 5 MCP servers, floods, a burst."
     )
 
     @Option(help: "Path of the workspace-agent binary (default: next to agent-bench).")
     var agent: String?
 
-    @Option(help: "call-tool, push, resolve, skills or rss: run only that part (default: every part).")
+    @Option(help: "call-tool, push, resolve, skills, rss, flood or burst: run only that part (default: every part).")
     var only: String?
 
     @Option(help: "call-tool calls per side after the warm-up (median and p90 over all).")
@@ -43,7 +45,7 @@ struct ChatBenchmarks: AsyncParsableCommand {
     @Option(help: "A stdio MCP server script run with python3 for the call-tool part (default: agent-bench's own minimal echo server); it must have an `echo` tool taking `text`, as Tests/MCPEngineTests/Servers/mcp_test_server.py does.")
     var server: String?
 
-    static let parts = ["call-tool", "push", "resolve", "skills", "rss"]
+    static let parts = ["call-tool", "push", "resolve", "skills", "rss", "flood", "burst"]
 
     func validate() throws {
         if let only, !Self.parts.contains(only) {
@@ -68,6 +70,8 @@ struct ChatBenchmarks: AsyncParsableCommand {
         if wanted("resolve") { try bench.resolve(runs: resolves) }
         if wanted("skills") { try bench.largeSkills(coldRuns: skillResolves, changes: skillChanges) }
         if wanted("rss") { try bench.rss() }
+        if wanted("flood") { try bench.flood() }
+        if wanted("burst") { try bench.burst() }
     }
 }
 

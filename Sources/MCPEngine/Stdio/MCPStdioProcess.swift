@@ -303,6 +303,14 @@ public final class MCPStdioProcess: Sendable {
                     if n > 0 {
                         let readAt = now()
                         limiter.read(n, now: readAt)
+                        // Charged before the line grows: what the budget refuses is never allocated.
+                        if !lineCharge.update(max(lineCharge.bytes, decoder.capacity(afterFeeding: n))) {
+                            MCPFlowMetrics.refused()
+                            end("server \(goQuote(name)): " + budget.refusal("a message", bytes: decoder.bufferedBytes + n))
+                            closeStdout()
+                            startClosing()
+                            break
+                        }
                         var tooLong: JSONLineDecoder.LineTooLong?
                         buffer.withUnsafeBytes { raw in
                             do throws(JSONLineDecoder.LineTooLong) {
@@ -328,13 +336,8 @@ public final class MCPStdioProcess: Sendable {
                             startClosing()
                             break
                         }
-                        if !lineCharge.update(decoder.bufferedCapacity) {
-                            MCPFlowMetrics.refused()
-                            end("server \(goQuote(name)): " + budget.refusal("a message", bytes: decoder.bufferedBytes))
-                            closeStdout()
-                            startClosing()
-                            break
-                        }
+                        // Down to what the line holds now (a finished message gave its buffer away).
+                        _ = lineCharge.update(decoder.bufferedCapacity)
                         if n < buffer.count || !limiter.mayRead(now: now()) { break }
                         continue
                     }

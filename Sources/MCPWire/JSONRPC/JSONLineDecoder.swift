@@ -23,6 +23,13 @@ public struct JSONLineDecoder: Sendable {
     /// Bytes allocated for the unfinished line (what it costs in memory).
     public var bufferedCapacity: Int { pending.capacity }
 
+    /// The most ``bufferedCapacity`` can be after feeding `count` more bytes: the unfinished
+    /// line grows by doubling (see ``grow(toHold:)``), so a holder can charge it first.
+    public func capacity(afterFeeding count: Int) -> Int {
+        let needed = pending.count + count
+        return needed <= pending.capacity ? pending.capacity : max(needed, 2 * pending.capacity)
+    }
+
     /// Feeds a chunk; `line` is called with each complete line, in order.
     public mutating func feed(_ chunk: UnsafeRawBufferPointer, line: ([UInt8]) -> Void) throws(LineTooLong) {
         if failed { throw LineTooLong(limit: maxLineBytes) }
@@ -32,6 +39,7 @@ public struct JSONLineDecoder: Sendable {
                 let rest = chunk.count - start
                 // One byte more than the bound may be the CR of a CRLF, which is not counted.
                 if pending.count + rest > maxLineBytes + 1 { return try fail() }
+                grow(toHold: pending.count + rest)
                 pending.append(contentsOf: chunk[start...])
                 return
             }
@@ -40,6 +48,7 @@ public struct JSONLineDecoder: Sendable {
             if pending.isEmpty {
                 message = Array(chunk[start..<newline])
             } else {
+                grow(toHold: pending.count + (newline - start))
                 pending.append(contentsOf: chunk[start..<newline])
                 message = pending
                 pending = []
@@ -58,6 +67,13 @@ public struct JSONLineDecoder: Sendable {
             do throws(LineTooLong) { try feed(buffer, line: line) } catch { thrown = error }
         }
         if let thrown { throw thrown }
+    }
+
+    /// Doubles the unfinished line's buffer (or more when one chunk needs it), so that its
+    /// capacity is what ``capacity(afterFeeding:)`` says.
+    private mutating func grow(toHold count: Int) {
+        guard count > pending.capacity else { return }
+        pending.reserveCapacity(max(count, 2 * pending.capacity))
     }
 
     private mutating func fail() throws(LineTooLong) {
