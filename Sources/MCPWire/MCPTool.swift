@@ -1,7 +1,8 @@
 import AgentCore
 
 /// A tool as a server lists it: AgentCore's ``ContextTool`` (name, description, input
-/// schema), the shape the catalog publishes; here its schema is as the server sent it.
+/// schema), the shape the catalog publishes; `MCPClientSession.listTools()` returns it within
+/// `MCPToolBudget`'s bounds (schema reduced, description cut).
 public typealias MCPTool = ContextTool
 
 /// One item of a tool result as the agent's API returns it: `type` is `text`, `image`,

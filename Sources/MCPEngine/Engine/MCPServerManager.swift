@@ -19,7 +19,8 @@ import Synchronization
 /// last good servers (``MCPConfigSet``); when inotify fails, the files are polled.
 ///
 /// Memory: one record per declared server (at most ``maxServers``), each with its session's
-/// bounds (``MCPLimits``) and its listed tools (``MCPLimits/maxTools``); at most
+/// bounds (``MCPLimits``, the buffers of all of them within one ``MCPMemoryBudget``) and its listed
+/// tools (within ``MCPToolBudget``'s bounds); at most
 /// ``Configuration/maxCallsInFlight`` calls in all; per server at most one connect, one
 /// listing (and one pending), its session's monitor and one pending retry.
 public final class MCPServerManager: Service, Sendable {
