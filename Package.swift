@@ -41,6 +41,8 @@ let package = Package(
         .library(name: "ChatContext", targets: ["ChatContext"]),
         .library(name: "MCPEngine", targets: ["MCPEngine"]),
         .library(name: "MCPWire", targets: ["MCPWire"]),
+        // Also for the fuzz targets of the cgroup and /proc readers.
+        .library(name: "HostStats", targets: ["HostStats"]),
     ],
     dependencies: [
         // Public API only (Request, Response, HTTPResponder, middleware, the server): the
@@ -201,6 +203,20 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
+            swiftSettings: swiftSettings
+        ),
+        // statfs(2) for HostStats (Swift's Glibc module has no <sys/vfs.h>).
+        .target(name: "CHostStats"),
+        // `stat` (cpu, mem, disk) as Coder's `coder stat` computes it from /proc, the cgroup
+        // (v2, v1) and statfs, and the resource monitor that pushes memory and volume use upward.
+        .target(
+            name: "HostStats",
+            dependencies: [
+                "AgentCore", "AgentProto", "CHostStats",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            exclude: ["Monitoring/resources_monitor.proto"],
             swiftSettings: swiftSettings
         ),
         // The manifest's scripts (start, stop, cron), the lifecycle outcomes, startup logs with a
@@ -470,6 +486,7 @@ let package = Package(
         .executableTarget(
             name: "WorkspaceAgent",
             dependencies: [
+                "HostStats",
                 "Tailnet",
                 "Scripts",
                 "ChatContext",
@@ -608,6 +625,8 @@ let package = Package(
             name: "ControlPlaneDouble",
             dependencies: [
                 "AgentCore", "AgentRPC", "AgentProto", "DRPC", "Yamux",
+                // The resource-monitoring messages (until agent.proto carries them).
+                "HostStats",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -776,6 +795,15 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "HostStatsTests",
+            dependencies: [
+                "HostStats", "AgentCore", "AgentProto", "AgentRPC", "AgentTestSupport", "ControlPlaneDouble",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
