@@ -24,35 +24,27 @@ struct WorkspaceAgentMCPMemoryTests {
     }
 
     @Test func manyLongMessagesStayWithinTheBudgetAndTheMemoryGoesBack() async throws {
-        let base = NSTemporaryDirectory() + "mcp-memory-\(UUID().uuidString.prefix(8))"
-        let workdir = base + "/project", markers = base + "/markers"
-        try FileManager.default.createDirectory(atPath: workdir, withIntermediateDirectories: true)
+        let workspace = try await MCPWorkspace.start("mcp-memory")
+        defer { workspace.cleanup() }
+        let (agent, markers) = (workspace.agent, workspace.base + "/markers")
         try FileManager.default.createDirectory(atPath: markers, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: base) }
-        try TestFile.write(workdir + "/.mcp.json", #"{"mcpServers": {}}"#, atomically: true)
-        var environment = WorkspaceAgentMCPTests.pythonEnvironment()
-        environment["HOME"] = base
-        let agent = try AgentDaemon.launch(["--http-address", "127.0.0.1:0", "--directory", workdir], environment: environment)
-        defer { agent.cleanup() }
-        let client = RawHTTPClient(port: try await agent.port())
-        #expect(await eventually { (try? await client.request("GET", "/api/v0/mcp/servers"))?.status == 200 })
         let idle = Self.memory(agent.pid, "VmRSS")
 
         let script = WorkspaceAgentMCPTests.servers + "/flood_mcp.py"
         let entries = (0..<Self.servers).map { #""s\#($0)": {"command": "python3", "args": ["\#(script)", "long-line", "15", "\#(markers)"]}"# }
-        try TestFile.write(workdir + "/.mcp.json", #"{"mcpServers": {"# + entries.joined(separator: ",") + "}}", atomically: true)
+        try workspace.declare(entries)
         // Each server either wrote its whole message (a marker) or had it refused.
         func settled() async -> Int {
             let written = (try? FileManager.default.contentsOfDirectory(atPath: markers).count) ?? 0
-            let rows = (try? await WorkspaceAgentMCPTests.servers(client)) ?? []
+            let rows = (try? await workspace.servers()) ?? []
             return written + rows.count { ($0["last_error"] as? String ?? "").contains("buffers are full") }
         }
         #expect(await eventually(timeout: .seconds(120)) { await settled() >= Self.servers })
         let peak = Self.memory(agent.pid, "VmHWM")
         #expect(peak - idle < 160 << 20, "idle \(idle >> 20) MiB, peak \(peak >> 20) MiB")
 
-        try TestFile.write(workdir + "/.mcp.json", #"{"mcpServers": {}}"#, atomically: true)
-        #expect(await eventually { (try? await WorkspaceAgentMCPTests.servers(client))?.isEmpty == true })
+        try workspace.declare([])
+        #expect(await eventually { (try? await workspace.servers())?.isEmpty == true })
         #expect(await eventually(timeout: .seconds(60)) { Self.memory(agent.pid, "VmRSS") - idle < 64 << 20 },
                 "idle \(idle >> 20) MiB, now \(Self.memory(agent.pid, "VmRSS") >> 20) MiB")
     }

@@ -28,17 +28,9 @@ struct WorkspaceAgentMCPToolBoundsTests {
     }
 
     @Test func hugeDescriptionsAreNotHeldWhileConnected() async throws {
-        let base = NSTemporaryDirectory() + "mcp-tools-\(UUID().uuidString.prefix(8))"
-        let workdir = base + "/project"
-        try FileManager.default.createDirectory(atPath: workdir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: base) }
-        try TestFile.write(workdir + "/.mcp.json", #"{"mcpServers": {}}"#, atomically: true)
-        var environment = WorkspaceAgentMCPTests.pythonEnvironment()
-        environment["HOME"] = base
-        let agent = try AgentDaemon.launch(["--http-address", "127.0.0.1:0", "--directory", workdir], environment: environment)
-        defer { agent.cleanup() }
-        let client = RawHTTPClient(port: try await agent.port())
-        #expect(await eventually { (try? await client.request("GET", "/api/v0/mcp/servers"))?.status == 200 })
+        let workspace = try await MCPWorkspace.start("mcp-tools")
+        defer { workspace.cleanup() }
+        let agent = workspace.agent
         // The agent frees some 25 MiB about 3 s after it starts: past that before servers come.
         _ = try await Self.settledRSS(agent.pid, atLeast: 8)
 
@@ -46,17 +38,17 @@ struct WorkspaceAgentMCPToolBoundsTests {
         let entries = ["a", "b"].map {
             #""\#($0)": {"command": "python3", "args": ["\#(script)", "--pages", "1", "--page-size", "8", "--description-bytes", "1048576"]}"#
         }
-        try TestFile.write(workdir + "/.mcp.json", #"{"mcpServers": {"# + entries.joined(separator: ",") + "}}", atomically: true)
+        try workspace.declare(entries)
         var rows: [[String: Any]] = []
         #expect(
             await eventually(timeout: .seconds(120)) {
-                rows = (try? await WorkspaceAgentMCPTests.servers(client)) ?? []
+                rows = (try? await workspace.servers()) ?? []
                 return rows.count == 2 && rows.allSatisfy { $0["tool_count"] as? Int == 8 && $0["descriptions_cut"] as? Int == 8 }
             }, "\(rows)\n\(agent.log.split(separator: "\n").filter { $0.contains("mcp") }.suffix(20).joined(separator: "\n"))")
         let held = rss(agent.pid)
 
-        try TestFile.write(workdir + "/.mcp.json", #"{"mcpServers": {}}"#, atomically: true)
-        #expect(await eventually { (try? await WorkspaceAgentMCPTests.servers(client))?.isEmpty == true })
+        try workspace.declare([])
+        #expect(await eventually { (try? await workspace.servers())?.isEmpty == true })
         let released = try await Self.settledRSS(agent.pid, atLeast: 6).min() ?? 0
         #expect(held - released < 8 << 20, "connected \(held >> 20) MiB, removed \(released >> 20) MiB")
     }
