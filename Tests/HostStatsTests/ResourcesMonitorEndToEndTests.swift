@@ -1,0 +1,70 @@
+import AgentCore
+import AgentRPC
+import AgentTestSupport
+import ControlPlaneDouble
+@testable import HostStats
+import Logging
+import SwiftProtobuf
+import Synchronization
+import Testing
+
+/// The resource monitor on a real upward session (WebSocket, yamux, dRPC) to the
+/// control-plane double, reading this machine: the configuration is asked for once per
+/// connection, the first push carries a full window of this host's memory and `/`, and a
+/// new connection starts a new window.
+@Suite(.timeLimit(.minutes(3)))
+struct ResourcesMonitorEndToEndTests {
+    static let quiet = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
+    /// How long a wait may take on a loaded host (a passing wait returns at once).
+    static let patience: Duration = .seconds(90)
+
+    @Test func pushesReachTheControlPlaneDoubleAndEachConnectionStartsOver() async throws {
+        let double = ControlPlaneDouble()
+        let served = double.serveResourcesMonitoring(
+            ControlPlaneDouble.resourcesMonitoringConfiguration(datapoints: 2, intervalSeconds: 10, memory: true, volumes: ["/", "/does-not-exist"]))
+        let clock = ManualClock()
+        let log = CapturedLog()
+        let monitor = ResourcesMonitor(clock: clock, logger: log.logger)
+        try await double.run { url in
+            var configuration = ControlPlaneSession.Configuration(agentVersion: "0.1.0")
+            configuration.shutdownDeadline = .seconds(30)
+            let session = ControlPlaneSession(
+                configuration: configuration,
+                dialer: WebSocketDialer(baseURL: url, token: double.token, version: "2.10", logger: Self.quiet),
+                logger: Self.quiet, participants: UpwardParticipants([monitor]))
+            let running = Task { try await session.run() }
+            defer { running.cancel() }
+
+            #expect(await eventually(timeout: Self.patience) { clock.sleeping == 1 }, "\(log.text)")
+            #expect(served.state.withLock { $0.configurationCalls } == 1)
+            clock.advance(by: .seconds(10))
+            #expect(await eventually(timeout: Self.patience) { clock.sleeping == 1 && log.contains("failed to fetch volume") })
+            #expect(served.state.withLock { $0.pushes.isEmpty })
+            clock.advance(by: .seconds(10))
+            #expect(await eventually(timeout: Self.patience) { served.state.withLock { $0.pushes.count } == 1 }, "\(log.text)")
+
+            let push = try #require(served.state.withLock { $0.pushes.first })
+            #expect(push.datapoints.count == 2)
+            for point in push.datapoints {
+                // This host's memory and root file system, within sanity.
+                #expect(point.hasMemory && point.memory.total > 0 && point.memory.used > 0 && point.memory.used <= point.memory.total)
+                #expect(point.volumes.map(\.volume) == ["/"])
+                #expect(point.volumes.allSatisfy { $0.total > 0 && $0.used > 0 && $0.used <= $0.total })
+                #expect(point.collectedAt.seconds > 1_700_000_000)
+            }
+
+            // A new connection asks again and fills a new window before pushing.
+            await double.dropConnections()
+            #expect(await eventually(timeout: Self.patience) {
+                served.state.withLock { $0.configurationCalls } == 2 && clock.sleeping == 1
+            }, "\(log.text)")
+            clock.advance(by: .seconds(10))
+            #expect(await eventually(timeout: Self.patience) { log.all.filter { $0.message == "failed to fetch volume" }.count >= 3 })
+            #expect(served.state.withLock { $0.pushes.count } == 1)
+            clock.advance(by: .seconds(10))
+            #expect(await eventually(timeout: Self.patience) { served.state.withLock { $0.pushes.count } == 2 }, "\(log.text)")
+            session.beginShutdown()
+            try await running.value
+        }
+    }
+}
