@@ -56,7 +56,8 @@ struct AgentDaemon {
     }
 
     /// Starts the agent with `arguments` and extra environment; output goes to a log file.
-    static func launch(_ arguments: [String], environment extra: [String: String] = [:]) throws -> AgentDaemon {
+    /// `executable`: the path run and its argv[0] (a `coder` link to the binary).
+    static func launch(_ arguments: [String], environment extra: [String: String] = [:], executable: String = binaryPath) throws -> AgentDaemon {
         let logPath = NSTemporaryDirectory() + "agent-daemon-\(UUID().uuidString).log"
         let fd = open(logPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         try #require(fd >= 0)
@@ -66,7 +67,9 @@ struct AgentDaemon {
         env["XDG_STATE_HOME"] = NSTemporaryDirectory() + "agent-state-\(UUID().uuidString)"
         for (k, v) in extra { env[k] = v }
         // Concurrent daemons would all want the default Prometheus port and socket path.
-        var argv = [binaryPath] + arguments + (arguments.contains("--prometheus-address") ? [] : ["--prometheus-address", ""])
+        var argv = [executable] + arguments + (arguments.contains("--prometheus-address") ? [] : ["--prometheus-address", ""])
+        // And the default debug listener's port.
+        if !arguments.contains("--debug-address") && extra["CODER_AGENT_DEBUG_ADDRESS"] == nil { argv += ["--debug-address", ""] }
         // Each daemon its own boundary socket too (concurrent tests).
         if !arguments.contains("--boundary-log-proxy-socket-path") && extra["CODER_AGENT_BOUNDARY_LOG_PROXY_SOCKET_PATH"] == nil {
             argv += ["--boundary-log-proxy-socket-path", NSTemporaryDirectory() + "boundary-\(UUID().uuidString.prefix(8)).sock"]
@@ -82,7 +85,7 @@ struct AgentDaemon {
             argv += ["--log-dir", NSTemporaryDirectory() + "agent-logs-\(UUID().uuidString.prefix(8))"]
         }
         let envp = env.map { "\($0.key)=\($0.value)" }
-        let binaryPath = binaryPath
+        let binaryPath = executable
         let argvStrings = argv
         // Spawned from the lifelong thread with SIGTERM as the parent-death signal: a test
         // run that hangs or is killed takes its daemons (and their children) with it.
