@@ -55,12 +55,7 @@ extension CoderCommand {
             Glibc.exit(1)
         }
         do {
-            var command = try parseAsRoot(words)
-            if var asyncCommand = command as? any AsyncParsableCommand {
-                try await asyncCommand.run()
-            } else {
-                try command.run()
-            }
+            try await WorkspaceAgentCommand.parseAndRun(CoderCommand.self, words)
         } catch let code as ExitCode {
             // The reason was already printed or logged.
             Glibc.exit(code.rawValue)

@@ -40,12 +40,7 @@ struct WorkspaceAgentCommand: AsyncParsableCommand {
             Glibc.exit(ExitCode.validationFailure.rawValue)
         }
         do {
-            var command = try parseAsRoot(emptyAssignmentsSplit(Array(CommandLine.arguments.dropFirst())))
-            if var asyncCommand = command as? any AsyncParsableCommand {
-                try await asyncCommand.run()
-            } else {
-                try command.run()
-            }
+            try await parseAndRun(WorkspaceAgentCommand.self, emptyAssignmentsSplit(Array(CommandLine.arguments.dropFirst())))
         } catch let code as ExitCode {
             // The reason was already logged.
             Glibc.exit(code.rawValue)
@@ -65,6 +60,16 @@ struct WorkspaceAgentCommand: AsyncParsableCommand {
 }
 
 extension WorkspaceAgentCommand {
+    /// Parses `words` as `root`'s command line and runs the command they name.
+    static func parseAndRun(_ root: any ParsableCommand.Type, _ words: [String]) async throws {
+        var command = try root.parseAsRoot(words)
+        if var asyncCommand = command as? any AsyncParsableCommand {
+            try await asyncCommand.run()
+        } else {
+            try command.run()
+        }
+    }
+
     /// The subcommands but `run`: what `coder` serves beside `coder agent`.
     static var helperCommands: [any ParsableCommand.Type] {
         configuration.subcommands.filter { ObjectIdentifier($0) != ObjectIdentifier(RunCommand.self) }

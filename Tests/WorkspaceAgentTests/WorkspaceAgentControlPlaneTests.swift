@@ -83,7 +83,7 @@ struct WorkspaceAgentControlPlaneTests {
         let agent = try AgentDaemon.launch(["--agent-url", "http://127.0.0.1:9"])
         defer { agent.cleanup() }
         #expect(await agent.exitStatus() == 64)
-        #expect(agent.log.contains("token"))
+        #expect(agent.log.contains("Either CODER_AGENT_TOKEN or CODER_AGENT_TOKEN_FILE must be set"), "\(agent.log)")
     }
 }
 
