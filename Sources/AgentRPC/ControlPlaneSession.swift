@@ -58,6 +58,8 @@ public final class ControlPlaneSession: Service, UpwardSink, ManifestSource, Lif
         /// START_TIMEOUT, START_ERROR) and the stop outcome; otherwise the session reports
         /// STARTING and READY with the first manifest, and OFF at shutdown.
         public var startOutcomeFromModule = false
+        /// Where `~/` secret files go; nil: `$HOME`, else the password database's.
+        public var homeDirectory: String?
 
         public init(agentVersion: String) {
             self.agentVersion = agentVersion.hasPrefix("v") ? agentVersion : "v" + agentVersion
@@ -377,11 +379,12 @@ public final class ControlPlaneSession: Service, UpwardSink, ManifestSource, Lif
 
     private func connectOnce() async throws {
         guard let dialer else { return }
-        let session = try await dialer.dial()
+        let connection = try await dialer.connect()
+        let session = connection.session
         try await withTaskCancellationHandler {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { throw ConnectionLost(reason: await session.waitClosed()) }
-                group.addTask { try await self.serve(session) }
+                group.addTask { try await self.serve(connection) }
                 do {
                     try await group.next()
                 } catch {
@@ -395,15 +398,19 @@ public final class ControlPlaneSession: Service, UpwardSink, ManifestSource, Lif
         }
     }
 
-    /// One connection's work: manifest, startup, lifecycle on the first connection, then the
-    /// outboxes and keepalive pings until shutdown has drained everything.
-    private func serve(_ session: YamuxSession) async throws {
+    /// One connection's work: manifest, startup, the secrets' files, then the manifest
+    /// published (the first one starts the scripts), lifecycle on the first connection, then
+    /// the outboxes and keepalive pings until shutdown has drained everything.
+    private func serve(_ connection: ControlPlaneConnection) async throws {
+        let session = connection.session
         let api = AgentAPIClient(session: session)
         let manifest = try await api.getManifest()
-        let agentManifest = Self.agentManifest(from: manifest)
+        let agentManifest = Self.agentManifest(from: manifest, sessionToken: connection.token, logger: logger)
+        _ = try await api.updateStartup(version: configuration.agentVersion, expandedDirectory: agentManifest.directory)
+        // On every fetch, before the manifest is published: start scripts find the files.
+        if !manifest.secrets.isEmpty { await writeSecretFiles(manifest.secrets) }
         manifestStore.publish(agentManifest)
         await onManifest(manifest)
-        _ = try await api.updateStartup(version: configuration.agentVersion, expandedDirectory: agentManifest.directory)
         let (first, number) = state.withLock { s -> (Bool, Int) in
             s.connections += 1
             s.connected = true
@@ -421,7 +428,9 @@ public final class ControlPlaneSession: Service, UpwardSink, ManifestSource, Lif
         // drops (this task is cancelled) or shutdown has sent everything.
         try await withThrowingDiscardingTaskGroup { participantTasks in
             for participant in participants.all {
-                participantTasks.addTask { await self.runParticipant(participant, session: number, on: session) }
+                participantTasks.addTask {
+                    await self.runParticipant(participant, session: number, on: session, version: connection.version)
+                }
             }
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { try await self.drain(api) }
@@ -442,8 +451,10 @@ public final class ControlPlaneSession: Service, UpwardSink, ManifestSource, Lif
     /// Runs one participant on session number `number` until it returns or its task is
     /// cancelled; then ends the streams it left open (reset when it was stopped, closed
     /// when it returned or threw on its own).
-    private func runParticipant(_ participant: any UpwardParticipant, session number: Int, on yamux: YamuxSession) async {
-        let view = ParticipantSession(number: number, yamux: yamux)
+    private func runParticipant(
+        _ participant: any UpwardParticipant, session number: Int, on yamux: YamuxSession, version: AgentAPIVersion
+    ) async {
+        let view = ParticipantSession(number: number, yamux: yamux, apiVersion: version)
         logger.debug("upward participant started", metadata: ["participant": "\(participant.name)", "session": "\(number)"])
         do {
             try await participant.run(on: view)
@@ -522,23 +533,26 @@ public final class ControlPlaneSession: Service, UpwardSink, ManifestSource, Lif
 
     /// What other modules need of a manifest (AgentCore's seam): the expanded directory and
     /// the variables processes get, `CODER=true` and the names first, then the manifest's own
-    /// (each expanded against the agent's environment and the variables before it).
+    /// (each expanded against those names and the agent's environment); the secrets'
+    /// variables and `sessionToken` concealed (refused secrets are logged to `logger`).
     public static func agentManifest(
-        from manifest: Coder_Agent_V2_Manifest, environment base: [String: String] = ProcessInfo.processInfo.environment
+        from manifest: Coder_Agent_V2_Manifest, environment base: [String: String] = ProcessInfo.processInfo.environment,
+        sessionToken: String? = nil, logger: Logger? = nil
     ) -> AgentManifest {
-        var variables: [String: String] = [
+        let predefined: [String: String] = [
             "CODER": "true",
             "CODER_WORKSPACE_NAME": manifest.workspaceName,
             "CODER_WORKSPACE_AGENT_NAME": manifest.agentName,
             "CODER_WORKSPACE_OWNER_NAME": manifest.ownerUsername,
         ]
-        // Each value is expanded against the variables before it, then the agent's own
-        // environment (one dictionary of the manifest's size: merging the whole environment
-        // again per variable made a large manifest quadratic, and a merged copy doubled the
-        // inserts and the memory the 3 MB manifest walks).
+        var variables = predefined
+        // Each value is expanded against the names above, then the agent's own environment
+        // (looked up, not merged: a merged copy per variable made a large manifest quadratic).
+        // Not against the manifest's other variables: their order is the map's, not the
+        // template's, so the result would change from run to run.
         variables.reserveCapacity(variables.count + manifest.environmentVariables.count)
         for (key, value) in manifest.environmentVariables {
-            variables[key] = expand(value, environment: base, overrides: variables)
+            variables[key] = expand(value, environment: base, overrides: predefined)
         }
         let tailnet = AgentManifest.Tailnet(
             agentID: Array(manifest.agentID),
@@ -551,6 +565,12 @@ public final class ControlPlaneSession: Service, UpwardSink, ManifestSource, Lif
             tailnet: tailnet)
         result.workspaceID = Array(manifest.workspaceID)
         result.motdFile = expand(manifest.motdPath, environment: base)
+        result.vsCodePortProxyURI = manifest.vsCodePortProxyUri
+        let secrets = ManifestSecrets.variables(manifest.secrets)
+        for (name, reason) in secrets.refused {
+            logger?.warning("secret variable not set", metadata: ["env_name": "\(name)", "reason": "\(reason)"])
+        }
+        result.commandSecrets = CommandSecrets(sessionToken: sessionToken, variables: secrets.variables)
         result.scripts = manifest.scripts.map { script in
             ManifestScript(
                 id: Array(script.id), logSourceID: Array(script.logSourceID), logPath: script.logPath, script: script.script,
@@ -571,6 +591,21 @@ public final class ControlPlaneSession: Service, UpwardSink, ManifestSource, Lif
                 health: ManifestApp.Health(rawValue: app.health.rawValue) ?? .unspecified)
         }
         return result
+    }
+
+    /// Blocking file work off the cooperative threads: one thread, a few manifests queued.
+    private static let secretFilePool = BlockingPool(name: "secret-files", threads: 1, maxQueued: 4)
+
+    /// Writes the secrets' files (``ManifestSecrets/writeFiles(_:home:logger:)``) in
+    /// ``Configuration/homeDirectory``.
+    private func writeSecretFiles(_ secrets: [Coder_Agent_V2_WorkspaceSecret]) async {
+        let logger = self.logger
+        let home = configuration.homeDirectory ?? ManifestSecrets.homeDirectory()
+        do {
+            _ = try await Self.secretFilePool.run { _ in ManifestSecrets.writeFiles(secrets, home: home, logger: logger) }
+        } catch {
+            logger.warning("secret files not written", metadata: ["error": "\(error)"])
+        }
     }
 
     /// A protobuf Duration as a Swift one; negative parts count as zero and more than

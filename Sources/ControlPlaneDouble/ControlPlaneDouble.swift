@@ -55,10 +55,15 @@ public final class ControlPlaneDouble: Sendable {
     public static let rpcPath = "/api/v2/workspaceagents/me/rpc"
 
     public let token: String
+    /// The Agent API version the double serves, as coderd: any minor up to it is accepted,
+    /// a newer one is refused with 400 `Unknown or unsupported API version` (a double at
+    /// "2.10" is a control plane that predates `session_counts`).
     public let version: String
-    public let manifest: Coder_Agent_V2_Manifest
-    /// Encoded once, so that timing GetManifest measures the agent, not the double.
-    private let manifestBytes: [UInt8]
+    /// What GetManifest answers; ``setManifest(_:)`` changes it for the next fetch (a
+    /// secret changed in coderd reaches the agent at its next connection).
+    public var manifest: Coder_Agent_V2_Manifest { served.withLock { $0.manifest } }
+    /// Encoded once per change, so that timing GetManifest measures the agent, not the double.
+    private let served: Mutex<(manifest: Coder_Agent_V2_Manifest, bytes: [UInt8])>
     public let recorded = Mutex(Recorded())
     public let logLimitExceeded = Mutex(false)
     /// What UpdateStats answers as `report_interval` (coderd's default 30 s).
@@ -89,14 +94,19 @@ public final class ControlPlaneDouble: Sendable {
     public let keepsPayloads: Bool
 
     public init(
-        token: String = "8b6c4a52-9f0e-4d7b-a2c1-1e2f3a4b5c6d", version: String = "2.10",
+        token: String = "8b6c4a52-9f0e-4d7b-a2c1-1e2f3a4b5c6d", version: String = "2.11",
         manifest: Coder_Agent_V2_Manifest = ControlPlaneDouble.defaultManifest, keepsPayloads: Bool = true
     ) {
         self.keepsPayloads = keepsPayloads
         self.token = token
         self.version = version
-        self.manifest = manifest
-        self.manifestBytes = (try? manifest.serializedBytes()) ?? []
+        self.served = Mutex((manifest, (try? manifest.serializedBytes()) ?? []))
+    }
+
+    /// Answers GetManifest with `manifest` from now on.
+    public func setManifest(_ manifest: Coder_Agent_V2_Manifest) {
+        let bytes = (try? manifest.serializedBytes()) ?? []
+        served.withLock { $0 = (manifest, bytes) }
     }
 
     public static var defaultManifest: Coder_Agent_V2_Manifest {
@@ -167,7 +177,7 @@ public final class ControlPlaneDouble: Sendable {
                 $0.manifests += 1
                 $0.manifestTimes.append(.now)
             }
-            return self.manifestBytes
+            return self.served.withLock { $0.bytes }
         }
         server.register(DRPCMethodPath.agent("UpdateStartup")) { bytes in
             let request = try Coder_Agent_V2_UpdateStartupRequest(serializedBytes: bytes)
@@ -312,10 +322,31 @@ public final class ControlPlaneDouble: Sendable {
             return (401, #"{"message":"Workspace agent not authorized.","detail":"The agent cannot authenticate until the workspace provision job has been completed."}"#)
         }
         let requested = query.first { $0.name == "version" }?.value ?? "2.0"
-        guard requested == version else {
-            return (400, #"{"message":"Unknown or unsupported API version","validations":[{"field":"version","detail":"server is at version \#(version), behind requested \#(requested)"}]}"#)
+        if let detail = Self.versionError(requested, server: version) {
+            return (400, #"{"message":"Unknown or unsupported API version","validations":[{"field":"version","detail":"\#(detail)"}]}"#)
         }
         return nil
+    }
+
+    /// coderd's `apiversion.Validate` for a server at `server` (`major.minor`, no older
+    /// majors kept): nil when it serves `requested` (its major and any minor up to its own),
+    /// else its error text.
+    public static func versionError(_ requested: String, server: String) -> String? {
+        func parse(_ text: String) -> (Int, Int)? {
+            let parts = text.split(separator: ".", omittingEmptySubsequences: false)
+            guard parts.count == 2, let major = Int(parts[0]), let minor = Int(parts[1]) else { return nil }
+            return (major, minor)
+        }
+        let parts = requested.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 2 else { return "invalid version string: \(requested)" }
+        guard Int(parts[0]) != nil else { return "invalid major version: \(requested)" }
+        guard let (major, minor) = parse(requested) else { return "invalid minor version: \(requested)" }
+        guard let (serverMajor, serverMinor) = parse(server) else { return "server version \(server) is not major.minor" }
+        if major > serverMajor { return "server is at version \(server), behind requested major version \(requested)" }
+        if major == serverMajor {
+            return minor > serverMinor ? "server is at version \(server), behind requested minor version \(requested)" : nil
+        }
+        return "version \(requested) is no longer supported"
     }
 
     // MARK: Server

@@ -11,7 +11,7 @@ public struct ReconnectingPTYModule: AgentModule {
     public init(context: AgentContext, logger: Logger) {
         server = ReconnectingPTYServer(
             manifest: context.manifest, environment: context.environment, upward: context.upward, counts: context.sessionCounts,
-            logger: logger)
+            command: context.commandEnvironment, logger: logger)
     }
 
     /// Serves `channel` (a tunnel connection to port 2, on its loop, not active yet).

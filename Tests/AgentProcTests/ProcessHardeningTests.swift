@@ -121,13 +121,13 @@ import Testing
         #expect(layer.generation == 0 && layer.variables.isEmpty)
         store.publish(AgentManifest(directory: "/workspace", environment: ["CODER": "true"]))
         #expect(await provider.defaultDirectory() == "/workspace")
-        #expect(try await provider.agentEnvironment() == ["CODER": "true"])
+        #expect(try await provider.agentEnvironment()["CODER"] == "true")
         layer = try await provider.agentEnvironmentLayer()
-        #expect(layer.generation == 1 && layer.variables == ["CODER": "true"])
-        store.publish(AgentManifest(directory: "", environment: [:]))
+        #expect(layer.generation == 1 && layer.variables["CODER"] == "true" && layer.variables["GIT_ASKPASS"] != nil)
+        store.publish(AgentManifest(directory: "", environment: ["LATER": "1"]))
         #expect(await provider.defaultDirectory() == "/fallback", "an empty manifest directory keeps the fallback")
         layer = try await provider.agentEnvironmentLayer()
-        #expect(layer.generation == 2 && layer.variables.isEmpty, "every publication is a new generation")
+        #expect(layer.generation == 2 && layer.variables["LATER"] == "1", "every publication is a new generation")
     }
 
     static func handshake(_ id: String) -> String { .webSocketHandshake("/api/v0/processes/\(id)/stream") }

@@ -24,13 +24,13 @@ struct SSHSessionTests {
             manifest: AgentManifest? = nil, environment: [String: String] = ProcessInfo.processInfo.environment, policy: SSHPolicy = SSHPolicy(),
             banners: AnnouncementBanners = AnnouncementBanners(), timeoutRule: SSHTimeoutRule = .silence(.seconds(72 * 3600)),
             upward: any UpwardSink = DiscardingUpward(), limits: SSHConnectionLimits = SSHConnectionLimits(),
-            source: SSHConnectionSource = .loopback
+            source: SSHConnectionSource = .loopback, command: CommandEnvironment = CommandEnvironment()
         ) async throws {
             let store = ManifestStore()
             if let manifest { store.publish(manifest) }
             let server = SSHServer(
                 manifest: store, environment: environment, policy: policy, upward: upward, banners: banners, timeoutRule: timeoutRule, limits: limits,
-                logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
+                command: command, logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
             self.server = server
             listener = try await LoopbackListener { channel in server.serve(channel, from: source) }
         }

@@ -11,9 +11,12 @@ import Testing
 /// How a script's command line, environment, directories and log path are made.
 struct ScriptCommandTests {
     static func context(_ environment: [String: String] = ["PATH": "/usr/bin:/bin", "HOME": "/home/u", "SHELL": "/bin/sh"]) -> ScriptCommand.Context {
-        ScriptCommand.Context(
-            agentEnvironment: environment, manifestEnvironment: ["CODER": "true", "FROM_MANIFEST": "yes", "PATH": "/manifest/bin"],
-            manifestDirectory: "/nonexistent-dir", workspaceID: "0b7c6d5e-0000-4000-8000-000000000001",
+        var manifest = AgentManifest(directory: "/nonexistent-dir", environment: ["CODER": "true", "FROM_MANIFEST": "yes", "PATH": "/manifest/bin"])
+        manifest.workspaceID = [0x0b, 0x7c, 0x6d, 0x5e, 0, 0, 0x40, 0, 0x80, 0, 0, 0, 0, 0, 0, 1]
+        return ScriptCommand.Context(
+            agentEnvironment: environment, manifest: manifest,
+            command: CommandEnvironment(executable: "/agent", binDirectory: "/data/coder-script-data/bin"),
+            manifestDirectory: "/nonexistent-dir",
             agentToken: "t0ken", agentSocketPath: "/tmp/agent.sock", binDirectory: "/data/coder-script-data/bin",
             dataRoot: "/data/coder-script-data")
     }
@@ -110,7 +113,7 @@ struct ScriptCommandTests {
     /// Metadata: exit status, cap and timeout texts as the reference writes them.
     @Test func metadataCommandTexts() async throws {
         var context = Self.context(ProcessInfo.processInfo.environment)
-        context.manifestEnvironment = [:]
+        context.manifest.environment = [:]
         let ok = await MetadataCommand.collect(script: "echo value; echo err >&2", timeout: .seconds(10), context: context)
         #expect(ok.value == "value\nerr\n" && ok.error == "")
         let failed = await MetadataCommand.collect(script: "printf partial; exit 3", timeout: .seconds(10), context: context)

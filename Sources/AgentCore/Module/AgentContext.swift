@@ -31,6 +31,8 @@ public struct AgentContext: Sendable {
     public var sessionCounts: SessionCounts
     /// The control plane's announcement banners (the upward session stores, SSH login shells show).
     public var announcementBanners: AnnouncementBanners
+    /// What every command a module starts gets beyond its base (``CommandEnvironment``).
+    public var commandEnvironment: CommandEnvironment
 
     public init(
         chatPaths: ChatPaths, manifest: any ManifestSource, upward: any UpwardSink,
@@ -39,7 +41,7 @@ public struct AgentContext: Sendable {
         lifecycle: any LifecycleReporter = NoLifecycleReporter(), tunnelTraffic: TunnelTraffic = TunnelTraffic(),
         metrics: any MetricsSnapshotSource = NoMetricsSnapshot(), startPhase: StartPhaseWatch? = nil,
         mcpCatalog: MCPCatalog = MCPCatalog(), sessionCounts: SessionCounts = SessionCounts(),
-        announcementBanners: AnnouncementBanners = AnnouncementBanners()
+        announcementBanners: AnnouncementBanners = AnnouncementBanners(), commandEnvironment: CommandEnvironment = CommandEnvironment()
     ) {
         self.chatPaths = chatPaths
         self.manifest = manifest
@@ -55,5 +57,6 @@ public struct AgentContext: Sendable {
         self.mcpCatalog = mcpCatalog
         self.sessionCounts = sessionCounts
         self.announcementBanners = announcementBanners
+        self.commandEnvironment = commandEnvironment
     }
 }

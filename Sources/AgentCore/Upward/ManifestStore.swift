@@ -2,10 +2,13 @@ import Synchronization
 
 /// What the control plane's manifest tells the other modules: the workspace directory, the
 /// variables processes get (`CODER=true`, the workspace, agent and owner names, and the
-/// manifest's own variables, expanded), and the names themselves.
+/// manifest's own variables, expanded), and the names themselves. Every command the agent
+/// starts gets them through ``CommandEnvironment``, with the layers the manifest does not hold.
 public struct AgentManifest: Sendable, Equatable {
     /// Expanded (`~` and `$VAR`); may be empty.
     public var directory: String
+    /// `CODER=true` and the three names, then the manifest's `environment_variables` (each
+    /// expanded) over them; MCP servers and `/debug/manifest` see exactly this.
     public var environment: [String: String]
     public var workspaceName: String
     public var agentName: String
@@ -24,6 +27,10 @@ public struct AgentManifest: Sendable, Equatable {
     /// The message-of-the-day file login shells with a terminal show (`motd_path`; may be
     /// empty or missing).
     public var motdFile: String = ""
+    /// `vs_code_port_proxy_uri`: commands get it as `VSCODE_PROXY_URI` when it is not empty.
+    public var vsCodePortProxyURI: String = ""
+    /// The session token and the user's secrets' variables, concealed from every description.
+    public var commandSecrets = CommandSecrets()
 
     public struct Tailnet: Sendable, Equatable {
         public var agentID: [UInt8]

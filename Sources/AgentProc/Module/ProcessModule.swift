@@ -26,7 +26,9 @@ public struct ProcessModule: HTTPModule {
         logger: Logger = Logger(label: "workspace-agent.proc")
     ) throws {
         var processes = ProcessManager.Configuration(
-            environmentProvider: ManifestEnvironmentProvider(source: context.manifest, fallbackDirectory: configuration.directory),
+            environmentProvider: ManifestEnvironmentProvider(
+                source: context.manifest, fallbackDirectory: configuration.directory, base: context.environment,
+                command: context.commandEnvironment),
             baseEnvironment: context.environment,
             priority: configuration.priority ? ProcessPriority.defaults(environment: context.environment) : .unchanged,
             childNofileSoft: childFileLimit)

@@ -30,7 +30,10 @@ public struct ControlPlaneModule: AgentModule {
     ) {
         var dialer: (any ControlPlaneDialer)?
         if let url = configuration.url, let token = configuration.token {
-            dialer = WebSocketDialer(baseURL: url, token: token, version: "2.10", logger: logger)
+            // 2.11 (session counts per app), and 2.10 from a control plane that refuses it.
+            dialer = WebSocketDialer(
+                baseURL: url, token: token, version: AgentAPIVersion.current.description,
+                fallbackVersions: [AgentAPIVersion.v2_10.description], logger: logger)
         }
         var sessionConfiguration = ControlPlaneSession.Configuration(agentVersion: agentVersion)
         sessionConfiguration.startOutcomeFromModule = startOutcomeFromModule

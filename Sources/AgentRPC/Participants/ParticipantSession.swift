@@ -13,6 +13,7 @@ import Yamux
 /// (``ParticipantStream``).
 final class ParticipantSession: UpwardSession, Sendable {
     let number: Int
+    let apiVersion: AgentAPIVersion
     let yamux: YamuxSession
     let maxStreams: Int
 
@@ -24,8 +25,9 @@ final class ParticipantSession: UpwardSession, Sendable {
     }
     private let state = Mutex(State())
 
-    init(number: Int, yamux: YamuxSession, maxStreams: Int = UpwardStreamLimits.maxStreams) {
+    init(number: Int, yamux: YamuxSession, apiVersion: AgentAPIVersion = .current, maxStreams: Int = UpwardStreamLimits.maxStreams) {
         self.number = number
+        self.apiVersion = apiVersion
         self.yamux = yamux
         self.maxStreams = maxStreams
     }

@@ -1,3 +1,4 @@
+import AgentCore
 import Logging
 import NIOCore
 import NIOPosix
@@ -7,6 +8,11 @@ import Yamux
 /// `Coder-Session-Token`, binary messages up to 4 MiB, no subprotocol, no compression, no
 /// `Origin`; `wss://` uses the system trust store.
 ///
+/// Versions: it asks for `version` first; when the control plane answers 400 `Unknown or
+/// unsupported API version` (an older coderd), it asks for each of `fallbackVersions` in
+/// turn, at once, and the connection says which one was accepted. Every dial starts again
+/// with `version`, so an upgraded control plane is used at the next reconnect.
+///
 /// Built directly on SwiftNIO: the yamux session runs on the connection's event loop, so
 /// received bytes reach it without a thread hop.
 public struct WebSocketDialer: ControlPlaneDialer {
@@ -14,8 +20,14 @@ public struct WebSocketDialer: ControlPlaneDialer {
     public static let maxMessageSize = 4 << 20
     /// Connect plus upgrade must finish within this.
     public static let dialTimeout: TimeAmount = .seconds(30)
+    /// coderd's message for a version it does not serve (HTTP 400).
+    public static let unsupportedVersionMessage = "Unknown or unsupported API version"
 
-    public let url: String
+    /// The URL of the first version asked for.
+    public var url: String { address(version) }
+    private let endpoint: String
+    private let version: String
+    private let fallbackVersions: [String]
     private let token: String
     private let logger: Logger
     private let group: any EventLoopGroup
@@ -24,7 +36,8 @@ public struct WebSocketDialer: ControlPlaneDialer {
     ///   - baseURL: the control plane's access URL, e.g. `https://coder.example.com`.
     ///   - token: the agent token (never logged).
     ///   - version: the API version requested (`major.minor`).
-    public init(baseURL: String, token: String, version: String, logger: Logger,
+    ///   - fallbackVersions: asked for in order when the control plane refuses the one before.
+    public init(baseURL: String, token: String, version: String, fallbackVersions: [String] = [], logger: Logger,
                 group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) {
         var base = baseURL
         while base.hasSuffix("/") { base.removeLast() }
@@ -33,17 +46,43 @@ public struct WebSocketDialer: ControlPlaneDialer {
         } else if base.hasPrefix("http://") {
             base = "ws://" + base.dropFirst("http://".count)
         }
-        self.url = base + "/api/v2/workspaceagents/me/rpc?version=\(version)&role=agent"
+        self.endpoint = base + "/api/v2/workspaceagents/me/rpc"
+        self.version = version
+        self.fallbackVersions = fallbackVersions
         self.token = token
         self.logger = logger
         self.group = group
     }
 
     public func dial() async throws -> YamuxSession {
-        try await WebSocketConnector.connect(
-            url: url, headers: [("Coder-Session-Token", token)], group: group
-        ) { channel in
-            try YamuxSession.overWebSocket(channel, role: .client)
+        try await connect().session
+    }
+
+    public func connect() async throws -> ControlPlaneConnection {
+        var versions = [version] + fallbackVersions
+        while true {
+            let asked = versions.removeFirst()
+            do {
+                let session = try await WebSocketConnector.connect(
+                    url: address(asked), headers: [("Coder-Session-Token", token)], group: group
+                ) { channel in
+                    try YamuxSession.overWebSocket(channel, role: .client)
+                }
+                return ControlPlaneConnection(session: session, version: Self.parse(asked) ?? .current, token: token)
+            } catch DialError.refused(status: 400, message: Self.unsupportedVersionMessage) where !versions.isEmpty {
+                logger.info(
+                    "control plane does not serve this Agent API version; asking for an older one",
+                    metadata: ["version": "\(asked)", "next": "\(versions[0])"])
+            }
         }
+    }
+
+    private func address(_ version: String) -> String { endpoint + "?version=\(version)&role=agent" }
+
+    /// `major.minor` as a version; nil for anything else.
+    static func parse(_ text: String) -> AgentAPIVersion? {
+        let parts = text.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 2, let major = Int(parts[0]), let minor = Int(parts[1]) else { return nil }
+        return AgentAPIVersion(major, minor)
     }
 }

@@ -15,7 +15,8 @@ public enum SSHFuzzing {
     /// and the session type they select.
     public static func environment(_ client: [(name: String, value: String)]) -> (environment: [String: String], type: String) {
         let builder = SessionEnvironmentBuilder(
-            agent: ["PATH": "/usr/bin:/bin", "AGENT": "a"], manifest: ["CODER": "true"], user: "u", shell: "/bin/sh")
+            agent: ["PATH": "/usr/bin:/bin", "AGENT": "a"], manifest: AgentManifest(directory: "", environment: ["CODER": "true"]),
+            command: CommandEnvironment(executable: "/agent"), user: "u", shell: "/bin/sh")
         return (builder.build(client: client, terminal: ("xterm", "/dev/pts/0")), SessionEnvironmentBuilder.sessionType(client: client))
     }
 

@@ -18,7 +18,8 @@ public struct SSHModule: AgentModule {
         self.configuration = configuration
         server = SSHServer(
             manifest: context.manifest, environment: context.environment, policy: configuration.policy, counts: context.sessionCounts, upward: context.upward,
-            banners: context.announcementBanners, timeoutRule: SSHTimeoutRule(maxTimeout: configuration.maxTimeout), logger: logger)
+            banners: context.announcementBanners, timeoutRule: SSHTimeoutRule(maxTimeout: configuration.maxTimeout),
+            command: context.commandEnvironment, logger: logger)
         // Only with --ssh-allow-non-loopback (the options refuse it otherwise); the HTTP API's
         // warning has the same words.
         if let address = configuration.address, !address.isLoopback {

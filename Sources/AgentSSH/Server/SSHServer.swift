@@ -36,14 +36,17 @@ final class SSHServer: Sendable {
     let banners: AnnouncementBanners
     /// `--ssh-max-timeout` for each connection.
     let timeoutRule: SSHTimeoutRule
+    /// Every command's layers over a session's variables.
+    let command: CommandEnvironment
 
     init(
         manifest: any ManifestSource, environment: [String: String], policy: SSHPolicy = SSHPolicy(), counts: SessionCounts = SessionCounts(),
         upward: any UpwardSink = DiscardingUpward(), banners: AnnouncementBanners = AnnouncementBanners(),
         timeoutRule: SSHTimeoutRule = SSHTimeoutRule(maxTimeout: SSHTimeoutRule.defaultTimeout), limits: SSHConnectionLimits = SSHConnectionLimits(),
-        logger: Logger
+        command: CommandEnvironment = CommandEnvironment(), logger: Logger
     ) {
         self.limits = limits
+        self.command = command
         sessions = SessionRegistry(maxSessions: limits.maxSessions)
         connections = SSHConnections(maxPerSource: limits.maxConnectionsPerSource)
         self.timeoutRule = timeoutRule
@@ -142,7 +145,7 @@ final class SSHServer: Sendable {
     private func sessionEnvironment(_ manifest: AgentManifest?) -> SessionEnvironmentBuilder {
         let shell = SessionCommand.loginShell(environment: environment) ?? "/bin/sh"
         let user = SessionCommand.currentUserName() ?? environment["USER"] ?? ""
-        return SessionEnvironmentBuilder(agent: environment, manifest: manifest?.environment ?? [:], user: user, shell: shell)
+        return SessionEnvironmentBuilder(agent: environment, manifest: manifest, command: command, user: user, shell: shell)
     }
 
     /// The manifest's directory when it is one, else the user's home (the reference's rule).

@@ -42,10 +42,11 @@ final class SSHSessionHandler: ChannelDuplexHandler {
     let directory: String
     let logger: Logger
     let sessions: SessionRegistry
-    /// The stats report's counts: a session counts by its type (`CODER_SSH_SESSION_TYPE`);
-    /// JetBrains and unknown types are not counted as sessions (the reference's rule).
+    /// The stats report's counts: a session counts under its type (`CODER_SSH_SESSION_TYPE`
+    /// as the client named it, normalized; `ssh` without one); JetBrains sessions are not
+    /// counted as sessions (their forwards are: the reference's rule).
     let counts: SessionCounts
-    private var counted: SessionCounts.Kind?
+    private var counted: String?
     /// Where connection reports go, and this session's CONNECT (for its DISCONNECT).
     let upward: any UpwardSink
     private var connectReport: ConnectionReport?
@@ -174,12 +175,9 @@ final class SSHSessionHandler: ChannelDuplexHandler {
             return false
         }
         sessionID = id
-        switch SessionEnvironmentBuilder.sessionType(client: clientVariables) {
-        case "ssh": counted = .ssh
-        case "vscode": counted = .vscode
-        default: counted = nil
+        if SessionEnvironmentBuilder.sessionType(client: clientVariables) != "jetbrains" {
+            counted = counts.started(named: SessionEnvironmentBuilder.sessionName(client: clientVariables))
         }
-        if let counted { counts.started(counted) }
         reportConnect(type: SessionEnvironmentBuilder.sessionType(client: clientVariables), context: context)
         let size = terminal.map { (rows: UInt16(clamping: $0.terminalRowHeight), columns: UInt16(clamping: $0.terminalCharacterWidth)) }
         let spawned: SessionProcess
@@ -412,8 +410,8 @@ final class SSHSessionHandler: ChannelDuplexHandler {
             sessions.close(id)
             sessionID = nil
         }
-        if let kind = counted {
-            counts.ended(kind)
+        if let name = counted {
+            counts.ended(named: name)
             counted = nil
         }
     }

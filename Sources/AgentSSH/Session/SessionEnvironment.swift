@@ -1,8 +1,9 @@
 import AgentCore
 
 /// An SSH session's environment: AgentCore's ``SessionVariables/base`` with the client's
-/// `env` requests (less the ones the reference strips); then `SSH_CLIENT`,
-/// `SSH_CONNECTION` (the reference's fixed dummies), and with a terminal `TERM` and `SSH_TTY`.
+/// `env` requests (less the ones the reference strips), under every command's layers
+/// (``CommandEnvironment``); then `SSH_CLIENT`, `SSH_CONNECTION` (the reference's fixed
+/// dummies), and with a terminal `TERM` and `SSH_TTY`.
 struct SessionEnvironmentBuilder: Sendable {
     /// Client variables the reference strips (they select session types and containers).
     static let stripped: Set<String> = ["CODER_SSH_SESSION_TYPE", "CODER_CONTAINER", "CODER_CONTAINER_USER"]
@@ -12,13 +13,15 @@ struct SessionEnvironmentBuilder: Sendable {
     static let maxClientVariableBytes = 32 << 10
 
     var agent: [String: String]
-    var manifest: [String: String]
+    var manifest: AgentManifest?
+    var command: CommandEnvironment
     var user: String
     var shell: String
 
     func build(client: [(name: String, value: String)], terminal: (term: String, tty: String)?) -> [String: String] {
-        var environment = SessionVariables.base(
-            agent: agent, client: client.filter { !Self.stripped.contains($0.name) }, manifest: manifest, user: user, shell: shell)
+        let base = SessionVariables.base(
+            agent: agent, client: client.filter { !Self.stripped.contains($0.name) }, manifest: [:], user: user, shell: shell)
+        var environment = command.apply(to: base, manifest: manifest)
         environment["SSH_CLIENT"] = "0.0.0.0 0 0"
         environment["SSH_CONNECTION"] = "0.0.0.0 0 0.0.0.0 0"
         if let terminal {
@@ -26,6 +29,13 @@ struct SessionEnvironmentBuilder: Sendable {
             environment["SSH_TTY"] = terminal.tty
         }
         return environment
+    }
+
+    /// The app name a session counts under (API 2.11): the last `CODER_SSH_SESSION_TYPE`
+    /// sent, normalized as coderd stores it (``SessionCounts/normalized(_:)``); `ssh` without one.
+    static func sessionName(client: [(name: String, value: String)]) -> String {
+        guard let raw = client.last(where: { $0.name == "CODER_SSH_SESSION_TYPE" })?.value, !raw.isEmpty else { return "ssh" }
+        return SessionCounts.normalized(raw)
     }
 
     /// The session type a client asked for with `CODER_SSH_SESSION_TYPE` (the last one

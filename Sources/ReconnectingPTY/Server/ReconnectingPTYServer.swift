@@ -56,11 +56,15 @@ public final class ReconnectingPTYServer: Sendable {
     /// stats report sends as `session_count_reconnecting_pty`.
     let upward: any UpwardSink
     let counts: SessionCounts
+    /// Every command's layers over a session's variables.
+    let command: CommandEnvironment
 
     public init(
         manifest: any ManifestSource, environment: [String: String], limits: Limits = Limits(),
-        upward: any UpwardSink = DiscardingUpward(), counts: SessionCounts = SessionCounts(), logger: Logger
+        upward: any UpwardSink = DiscardingUpward(), counts: SessionCounts = SessionCounts(),
+        command: CommandEnvironment = CommandEnvironment(), logger: Logger
     ) {
+        self.command = command
         self.upward = upward
         self.counts = counts
         self.manifest = manifest
@@ -108,7 +112,8 @@ public final class ReconnectingPTYServer: Sendable {
             let current = manifest.currentManifest
             let shell = SessionCommand.loginShell(environment: environment) ?? "/bin/sh"
             let user = SessionCommand.currentUserName() ?? environment["USER"] ?? ""
-            var variables = SessionVariables.base(agent: environment, manifest: current?.environment ?? [:], user: user, shell: shell)
+            var variables = command.apply(
+                to: SessionVariables.base(agent: environment, manifest: [:], user: user, shell: shell), manifest: current)
             Self.addTerminalVariables(&variables)
             let argv = SessionCommand(shell: shell, command: frame.command).argv
             let directory = SessionCommand.workingDirectory(manifestDirectory: current?.directory, environment: environment)

@@ -21,7 +21,7 @@ public struct ScriptsModule: HTTPModule {
     public var name: String { "scripts" }
 
     /// - Parameters:
-    ///   - agentToken: handed to scripts as `CODER_AGENT_TOKEN` (nil standalone).
+    ///   - agentToken: scripts' `CODER_AGENT_TOKEN` when the manifest carries no session token.
     ///   - agentSocketPath: handed to scripts as `CODER_AGENT_SOCKET_PATH` (nil when the socket is off).
     ///   - priority: oom_score_adj and nice for scripts (`--proc-prio-mgmt`, as the process API's children).
     ///   - clock: the agent's shutdown clock, which grows by what stop scripts may take.
@@ -40,7 +40,8 @@ public struct ScriptsModule: HTTPModule {
         let runner = ScriptRunner(
             configuration: configuration,
             environment: .init(
-                agentEnvironment: context.environment, agentToken: agentToken, agentSocketPath: agentSocketPath, priority: priority),
+                agentEnvironment: context.environment, agentToken: agentToken, agentSocketPath: agentSocketPath, priority: priority,
+                command: context.commandEnvironment, latestManifest: context.manifest),
             uploads: uploads, lifecycle: context.lifecycle, clock: clock, metrics: metrics, logger: logger)
         self.runner = runner
         self.uploads = uploads

@@ -24,13 +24,13 @@ struct ScriptCommand: Sendable, Equatable {
     struct Context: Sendable {
         /// The agent's own environment.
         var agentEnvironment: [String: String]
-        /// The manifest's variables (`CODER=true`, the names, the manifest's own, expanded).
-        var manifestEnvironment: [String: String]
+        /// The latest manifest: its variables, secrets and session token (``CommandEnvironment``).
+        var manifest: AgentManifest
+        /// The layers every command gets, the bin dir first on PATH.
+        var command: CommandEnvironment
         /// The manifest's directory, expanded; may be empty.
         var manifestDirectory: String
-        /// The workspace id as UUID text (empty when none).
-        var workspaceID: String
-        /// The agent token, for the `coder` subcommands that need it (never logged).
+        /// `CODER_AGENT_TOKEN` when the manifest carries no session token (never logged).
         var agentToken: String?
         /// `CODER_AGENT_SOCKET_PATH` for `coder exp sync` (nil when the socket is off).
         var agentSocketPath: String?
@@ -87,23 +87,16 @@ struct ScriptCommand: Sendable, Equatable {
         return found
     }
 
-    /// The environment: the agent's own (minus `GOTRACEBACK=none`) with `USER`,
-    /// `LOGNAME` and `SHELL`; the manifest's variables and the agent's own over it; the script
-    /// bin dir first on PATH; the SSH-compatibility and script variables; and, beyond the
-    /// reference, `CODER_AGENT_SOCKET_PATH` so that `coder exp sync` finds the agent.
+    /// The environment: the agent's own (minus `GOTRACEBACK=none`) with `USER`, `LOGNAME`
+    /// and `SHELL` where it has none, under every command's layers (``CommandEnvironment``:
+    /// the bin dir first on PATH); the SSH-compatibility and script variables; and, beyond
+    /// the reference, `CODER_AGENT_SOCKET_PATH` so that `coder exp sync` finds the agent.
     static func environment(context: Context, user: UserAccount, shell: String, dataDirectory: String?) -> [String: String] {
-        var env = context.agentEnvironment
-        if env["GOTRACEBACK"] == "none" { env["GOTRACEBACK"] = nil }
-        env["USER"] = user.name
-        env["LOGNAME"] = user.name
-        env["SHELL"] = shell
-        env["CODER"] = "true"
-        env["CS_DISABLE_GETTING_STARTED_OVERRIDE"] = "true"
-        if !context.workspaceID.isEmpty { env["CODER_WORKSPACE_ID"] = context.workspaceID }
-        if let token = context.agentToken { env["CODER_AGENT_TOKEN"] = token }
-        for (key, value) in context.manifestEnvironment { env[key] = value }
+        let base = SessionVariables.base(agent: context.agentEnvironment, manifest: [:], user: user.name, shell: shell)
+        var manifest = context.manifest
+        if manifest.commandSecrets.sessionToken == nil { manifest.commandSecrets.sessionToken = context.agentToken }
+        var env = context.command.apply(to: base, manifest: manifest)
         if let socket = context.agentSocketPath { env["CODER_AGENT_SOCKET_PATH"] = socket }
-        env["PATH"] = context.binDirectory + ":" + (env["PATH"] ?? "/usr/local/bin:/usr/bin:/bin")
         env["SSH_CLIENT"] = "0.0.0.0 0 0"
         env["SSH_CONNECTION"] = "0.0.0.0 0 0.0.0.0 0"
         if let dataDirectory {

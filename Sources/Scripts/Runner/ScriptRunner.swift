@@ -35,6 +35,11 @@ final class ScriptRunner: Sendable {
         var agentSocketPath: String?
         /// oom_score_adj and nice for scripts, as for the process API's children.
         var priority: ProcessPriority = .unchanged
+        /// The layers every command gets; the runner names its bin directory there.
+        var command = CommandEnvironment()
+        /// The latest manifest, whose variables, secrets and token each run gets (the
+        /// scripts themselves come from the first).
+        var latestManifest: (any ManifestSource)?
     }
 
     private struct Entry: Sendable {
@@ -86,6 +91,7 @@ final class ScriptRunner: Sendable {
         self.clock = clock
         self.metrics = metrics
         self.logger = logger
+        environment.command.setBinDirectory(configuration.scriptDataDirectory + "/coder-script-data/bin")
     }
 
     // MARK: Start phase
@@ -314,9 +320,8 @@ final class ScriptRunner: Sendable {
     /// What every command started for `manifest` needs (scripts and metadata commands).
     func commandContext(_ manifest: AgentManifest) -> ScriptCommand.Context {
         ScriptCommand.Context(
-            agentEnvironment: environment.agentEnvironment, manifestEnvironment: manifest.environment,
-            manifestDirectory: manifest.directory,
-            workspaceID: manifest.workspaceID.count == 16 ? UUIDText.format(manifest.workspaceID) : "",
+            agentEnvironment: environment.agentEnvironment, manifest: environment.latestManifest?.currentManifest ?? manifest,
+            command: environment.command, manifestDirectory: manifest.directory,
             agentToken: environment.agentToken, agentSocketPath: environment.agentSocketPath,
             binDirectory: binDirectory, dataRoot: dataRoot)
     }

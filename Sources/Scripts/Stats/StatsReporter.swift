@@ -11,7 +11,8 @@ import Synchronization
 ///   that fails is logged and the default interval used.
 /// - Then every interval one `UpdateStats` with `stats` present: the tunnel's traffic
 ///   window (``TunnelTraffic/takeWindow()``, taken right before the send, so nothing is
-///   counted twice), the running sessions by kind (``SessionCounts``),
+///   counted twice), the running sessions by app name (``SessionCounts``: API 2.11's
+///   `session_counts`; on a 2.10 session the four fixed fields instead, other names left out),
 ///   `connection_median_latency_ms = -1` (it pings no peers), and the agent's counters and
 ///   gauges (``MetricsSnapshotSource/samples()``). Every answer's `report_interval` is
 ///   applied when it differs.
@@ -68,7 +69,7 @@ public final class StatsReporter: Sendable {
                 try await Task.sleep(for: interval)
                 let window = takeWindow()
                 var request = Coder_Agent_V2_UpdateStatsRequest()
-                request.stats = Self.stats(window, samples: metrics.samples(), sessions: sessions)
+                request.stats = Self.stats(window, samples: metrics.samples(), sessions: sessions, version: session.apiVersion)
                 do {
                     let answer = try await UpwardCall.unary(session, Self.rpc, request)
                     ReportMetrics.statsReport(ok: true)
@@ -122,8 +123,11 @@ public final class StatsReporter: Sendable {
     }
 
     /// One report's `stats`: `window`'s traffic (rx = into the workspace, tx = out of it),
-    /// the sessions running now, no latency (-1), and `samples` as metrics.
-    static func stats(_ window: TunnelTraffic.Window, samples: [MetricSample], sessions: SessionCounts? = nil) -> Coder_Agent_V2_Stats {
+    /// the sessions running now (as `version` carries them), no latency (-1), and `samples`
+    /// as metrics.
+    static func stats(
+        _ window: TunnelTraffic.Window, samples: [MetricSample], sessions: SessionCounts? = nil, version: AgentAPIVersion = .current
+    ) -> Coder_Agent_V2_Stats {
         var stats = Coder_Agent_V2_Stats()
         stats.connectionsByProto = window.flowsByProtocol
         stats.connectionCount = window.flows
@@ -131,10 +135,16 @@ public final class StatsReporter: Sendable {
         stats.rxBytes = window.received.bytes
         stats.txPackets = window.sent.packets
         stats.txBytes = window.sent.bytes
-        stats.sessionCountSsh = Int64(sessions?.count(.ssh) ?? 0)
-        stats.sessionCountVscode = Int64(sessions?.count(.vscode) ?? 0)
-        stats.sessionCountJetbrains = Int64(sessions?.count(.jetbrains) ?? 0)
-        stats.sessionCountReconnectingPty = Int64(sessions?.count(.reconnectingPTY) ?? 0)
+        let counts = sessions?.snapshot() ?? [:]
+        if version >= .v2_11 {
+            stats.sessionCounts = counts
+        } else {
+            // A 2.10 control plane ignores the map (field 13): the fields it reads.
+            stats.sessionCountSsh = counts[SessionCounts.Kind.ssh.name] ?? 0
+            stats.sessionCountVscode = counts[SessionCounts.Kind.vscode.name] ?? 0
+            stats.sessionCountJetbrains = counts[SessionCounts.Kind.jetbrains.name] ?? 0
+            stats.sessionCountReconnectingPty = counts[SessionCounts.Kind.reconnectingPTY.name] ?? 0
+        }
         stats.connectionMedianLatencyMs = -1
         stats.metrics = samples.map { sample in
             var metric = Coder_Agent_V2_Stats.Metric()

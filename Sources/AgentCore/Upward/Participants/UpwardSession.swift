@@ -15,6 +15,10 @@ public protocol UpwardSession: Sendable {
     /// The agent's connected sessions counted from 1: a participant can tell a new session.
     var number: Int { get }
 
+    /// The Agent API version the control plane accepted for this session (by default
+    /// ``AgentAPIVersion/current``).
+    var apiVersion: AgentAPIVersion { get }
+
     /// A unary call: the request, then the one response.
     func unary(_ rpc: String, request: [UInt8], maxMessageBytes: Int) async throws(UpwardStreamError) -> [UInt8]
 
@@ -29,6 +33,8 @@ public protocol UpwardSession: Sendable {
 }
 
 extension UpwardSession {
+    public var apiVersion: AgentAPIVersion { .current }
+
     /// A unary call whose response may be up to ``UpwardStreamLimits/maxMessageBytes``.
     public func unary(_ rpc: String, request: [UInt8]) async throws(UpwardStreamError) -> [UInt8] {
         try await unary(rpc, request: request, maxMessageBytes: UpwardStreamLimits.maxMessageBytes)
