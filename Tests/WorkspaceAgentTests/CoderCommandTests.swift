@@ -176,7 +176,8 @@ struct CoderAgentTests {
             let out = try await client.request("GET", "/api/v0/processes/\(id)/output?wait=true")
             let path = (jsonObject(out.body)?["output"] as? String ?? "").trimmingCharacters(in: .newlines)
             let directory = URL(fileURLWithPath: AgentDaemon.binaryPath).resolvingSymlinksInPath().deletingLastPathComponent().path
-            #expect(path.hasSuffix(":/usr/bin:/bin:" + directory), "\(path)")
+            // The test's PATH ends `/usr/bin:/bin` (whatever precedes it, e.g. the scripts' bin dir).
+            #expect(path.hasSuffix("/usr/bin:/bin:" + directory) && path.split(separator: ":").last.map(String.init) == directory, "\(path)")
 
             agent.signal(SIGTERM)
             #expect(await agent.exitStatus() == 0, "\(agent.log)")
