@@ -127,7 +127,8 @@ test: deps
 FUZZ_TARGETS := FuzzEditMatcher FuzzFileRequests FuzzFilePathText FuzzJSONRequest FuzzProcessStart FuzzDesktopAction \
 	FuzzBoundaryFrames FuzzAgentProto FuzzDRPCFrames FuzzAgentSocket FuzzYamuxSession FuzzWebSocketClient FuzzHTTPGuard \
 	FuzzWireGuardMessages FuzzTunnelStack FuzzDERPFrames FuzzCron FuzzScriptLogs FuzzProcessAwait FuzzMCPFrames \
-	FuzzMCPConfig FuzzFrontMatter FuzzProcNetTCP FuzzSSHSession FuzzSpeedtestRequest FuzzReconnectingPTY
+	FuzzMCPConfig FuzzFrontMatter FuzzProcNetTCP FuzzSSHSession FuzzSpeedtestRequest FuzzReconnectingPTY \
+	FuzzCgroupValues FuzzCgroupTree FuzzProcCgroup FuzzProcMeminfo FuzzProcStat
 FUZZ_OUT ?= .fuzz
 FUZZ_RUNS ?= 1000000
 FUZZ_SECONDS ?= 3600

@@ -58,6 +58,11 @@ let targets: [(String, [Target.Dependency])] = [
     ("FuzzSSHSession", [agent("AgentSSH")]),
     ("FuzzSpeedtestRequest", [agent("AgentSpeedtest"), agent("AgentJSON")]),
     ("FuzzReconnectingPTY", [agent("ReconnectingPTY")]),
+    ("FuzzCgroupValues", [agent("HostStats")]),
+    ("FuzzCgroupTree", [agent("HostStats")]),
+    ("FuzzProcCgroup", [agent("HostStats")]),
+    ("FuzzProcMeminfo", [agent("HostStats")]),
+    ("FuzzProcStat", [agent("HostStats")]),
 ]
 
 let package = Package(

@@ -320,3 +320,31 @@ write("FuzzReconnectingPTY", "attach", b"\x03" + pty_frame({"ID": "7d1c2b6e-0000
       "Container": "", "ContainerUser": "", "BackendType": ""}) + b'{"data":"ls\\r"}{"height":40,"width":120}\n{"data":"a}\\"{"}')
 write("FuzzReconnectingPTY", "folded", b"\x01" + pty_frame({"id": "x", "HEIGHT": 1, "width": 2, "command": "top"}) + b' {"DATA":"\\u00e9"} [1]')
 write("FuzzReconnectingPTY", "partial", b"\x05\x20\x00{\"ID\":\"abc\"")
+
+# FuzzCgroupValues: separator byte, field index (2 bytes), prefix (1-byte length), then the file.
+write("FuzzCgroupValues", "cpu-max", b" " + u(1, 2) + data(b"usage_usec") + b"max 100000\n")
+write("FuzzCgroupValues", "memory-stat", b" " + u(0, 2) + data(b"inactive_file")
+      + b"anon 4096\ninactive_anon 0\ninactive_file 8192\nactive_file 1\n")
+write("FuzzCgroupValues", "unlimited", b"\n" + u(0, 2) + data(b"total_inactive_file") + b"9223372036854771712\n")
+
+# FuzzProcCgroup: the file.
+write("FuzzProcCgroup", "v2", b"0::/user.slice/user-1000.slice/session-2.scope\n")
+write("FuzzProcCgroup", "hybrid", b"12:memory:/docker/abc\n11:cpu,cpuacct:/docker/abc\n0::/docker/abc\n")
+write("FuzzProcCgroup", "cpuinfo", b"processor\t: 0\nmodel name\t: x\n\nprocessor\t: 1\n")
+
+# FuzzProcMeminfo and FuzzProcStat: the file.
+write("FuzzProcMeminfo", "meminfo", b"MemTotal:       16316412 kB\nMemFree:         1048576 kB\nMemAvailable:    8158206 kB\n"
+      b"Buffers:          100 kB\nCached:          2000 kB\nHugePages_Total:       0\n")
+write("FuzzProcMeminfo", "old-kernel", b"MemTotal: 1000 kB\nMemFree: 10 kB\nBuffers: 5 kB\nCached: 20 kB\n")
+write("FuzzProcStat", "stat", b"cpu  4705 356 584 3699176 23060 0 277 0 0 0\ncpu0 1393 280 331 924154 7228 0 160 0 0 0\n"
+      b"intr 1462898 12 3 0\nctxt 2452640\nbtime 1700000000\nprocesses 17300\nprocs_running 1\nprocs_blocked 0\n"
+      b"softirq 1101238 0 286510 9 92519 0 0 1197 0 0 721003\n")
+write("FuzzProcStat", "old-kernel", b"cpu 1 2 3 4\ncpu0 1 2 3 4\n")
+
+# FuzzCgroupTree: v2 flag, then for each file a present flag and its bytes (1-byte length), then meminfo.
+v2_files = [b"0::/a/b\n", b"max 100000\n", b"usage_usec 1000\n", b"max\n", b"4096\n", b"inactive_file 10\n",
+            b"200000 100000\n", b"1073741824\n", b"8192\n"]
+write("FuzzCgroupTree", "v2", b"\x01" + b"".join(b"\x01" + data(f) for f in v2_files)
+      + b"\x01" + data(b"MemTotal: 100 kB\nMemAvailable: 40 kB\n"))
+v1_files = [b"1000000000\n", b"100000\n", b"-1\n", b"9223372036854771712\n", b"4096\n", b"total_inactive_file 1\n"]
+write("FuzzCgroupTree", "v1", b"\x00" + b"".join(b"\x01" + data(f) for f in v1_files) + b"\x00")

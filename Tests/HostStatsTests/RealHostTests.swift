@@ -31,6 +31,19 @@ struct RealHostTests {
         value >= min(a, b) - slack && value <= max(a, b) + slack
     }
 
+    /// Whether `figure` (a cgroup's used memory) falls between usage − inactive read by
+    /// `command` (which prints the two) just before and just after it, in some round.
+    static func usedFallsBetweenReads(of command: String, _ figure: () throws -> Double) async throws -> Bool {
+        for _ in 0..<rounds {
+            let before = await numbers(command)
+            let ours = try figure()
+            let after = await numbers(command)
+            try #require(before.count == 2 && after.count == 2, "\(command) printed \(before) and \(after)")
+            if bracketed(ours, before[0] - before[1], after[0] - after[1]) { return true }
+        }
+        return false
+    }
+
     @Test func hostMemoryIsWhatFreeSays() async throws {
         let statter = try HostStatter()
         var inside = false
@@ -103,16 +116,10 @@ struct RealHostTests {
         let v1 = CgroupV1Statter(fileSystem: RootedFileSystem.machine)
         let directory = "/sys/fs/cgroup/memory/"
         let limit = await Self.numbers("cat \(directory)memory.limit_in_bytes")
-        var inside = false
-        for _ in 0..<Self.rounds where !inside {
-            let read = "echo $(cat \(directory)memory.usage_in_bytes) $(awk '/^total_inactive_file /{print $2}' \(directory)memory.stat)"
-            let before = await Self.numbers(read)
-            let ours = try v1.memory(.none).get()
-            let after = await Self.numbers(read)
-            try #require(before.count == 2 && after.count == 2)
-            #expect(ours.total == (limit == [9_223_372_036_854_771_712] ? nil : limit.first))
-            inside = Self.bracketed(ours.used, before[0] - before[1], after[0] - after[1])
-        }
+        #expect(try v1.memory(.none).get().total == (limit == [9_223_372_036_854_771_712] ? nil : limit.first))
+        let inside = try await Self.usedFallsBetweenReads(
+            of: "echo $(cat \(directory)memory.usage_in_bytes) $(awk '/^total_inactive_file /{print $2}' \(directory)memory.stat)"
+        ) { try v1.memory(.none).get().used }
         #expect(inside, "cgroup v1 memory never fell between two reads of its files")
 
         let usage = "cat /sys/fs/cgroup/cpu,cpuacct/cpuacct.usage 2>/dev/null || cat /sys/fs/cgroup/cpuacct/cpuacct.usage"
@@ -133,14 +140,8 @@ struct RealHostTests {
         let walk = { (file: String) in "d=\(v2.path); while [ ! -e $d/\(file) ] && [ $d != /sys/fs/cgroup ]; do d=$(dirname $d); done; echo $d/\(file)" }
         let current = await Self.shell(walk("memory.current")).trimmingCharacters(in: .whitespacesAndNewlines)
         let stat = await Self.shell(walk("memory.stat")).trimmingCharacters(in: .whitespacesAndNewlines)
-        var inside = false
-        for _ in 0..<Self.rounds where !inside {
-            let read = "echo $(cat \(current)) $(awk '/^inactive_file /{print $2}' \(stat))"
-            let before = await Self.numbers(read)
-            let ours = try v2.memory(.none).get()
-            let after = await Self.numbers(read)
-            try #require(before.count == 2 && after.count == 2)
-            inside = Self.bracketed(ours.used, before[0] - before[1], after[0] - after[1])
+        let inside = try await Self.usedFallsBetweenReads(of: "echo $(cat \(current)) $(awk '/^inactive_file /{print $2}' \(stat))") {
+            try v2.memory(.none).get().used
         }
         #expect(inside, "cgroup v2 memory never fell between two reads of its files")
     }
