@@ -103,6 +103,15 @@ public final class ControlPlaneDouble: Sendable {
         self.served = Mutex((manifest, (try? manifest.serializedBytes()) ?? []))
     }
 
+    /// A user secret as coderd puts it in the manifest (field 19).
+    public static func secret(env: String = "", file: String = "", _ value: [UInt8]) -> Coder_Agent_V2_WorkspaceSecret {
+        var secret = Coder_Agent_V2_WorkspaceSecret()
+        secret.envName = env
+        secret.filePath = file
+        secret.value = Data(value)
+        return secret
+    }
+
     /// Answers GetManifest with `manifest` from now on.
     public func setManifest(_ manifest: Coder_Agent_V2_Manifest) {
         let bytes = (try? manifest.serializedBytes()) ?? []

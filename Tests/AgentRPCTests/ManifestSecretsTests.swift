@@ -2,6 +2,7 @@ import AgentCore
 import AgentProto
 import AgentRPC
 import AgentTestSupport
+import ControlPlaneDouble
 import Foundation
 import Logging
 import Testing
@@ -11,11 +12,7 @@ import Testing
 @Suite(.timeLimit(.minutes(2)))
 struct ManifestSecretsTests {
     static func secret(env: String = "", file: String = "", _ value: [UInt8]) -> Coder_Agent_V2_WorkspaceSecret {
-        var secret = Coder_Agent_V2_WorkspaceSecret()
-        secret.envName = env
-        secret.filePath = file
-        secret.value = Data(value)
-        return secret
+        ControlPlaneDouble.secret(env: env, file: file, value)
     }
 
     static func secret(env: String = "", file: String = "", _ value: String) -> Coder_Agent_V2_WorkspaceSecret {

@@ -126,6 +126,18 @@ struct AgentDaemon {
         return try #require(found, "agent did not report its address; log:\n\(log)")
     }
 
+    /// The `--ssh-address` listener's port, read from the agent's log ("" when none within
+    /// `timeout`).
+    func sshPort(timeout: Duration = .seconds(30)) async -> String {
+        var port = ""
+        _ = await eventually(timeout: timeout) {
+            port = log.split(separator: "\n").first { $0.contains("ssh listening") }
+                .flatMap { $0.split(separator: ":").last.map { String($0.prefix { $0.isNumber }) } } ?? ""
+            return !port.isEmpty
+        }
+        return port
+    }
+
     func signal(_ sig: Int32) { kill(pid, sig) }
 
     /// The exit code once exited; nil while running. With `wait`, polls up to `timeout`,

@@ -70,12 +70,7 @@ struct DocExampleTests {
         let port = try await agent.port()
         let address = "127.0.0.1:\(port)"
         // Examples reach the SSH listener as `-p 2222` (`-P 2222` for scp and sftp).
-        var sshPort = ""
-        _ = await eventually {
-            sshPort = agent.log.split(separator: "\n").first { $0.contains("ssh listening") }
-                .flatMap { $0.split(separator: ":").last.map { String($0.prefix { $0.isNumber }) } } ?? ""
-            return !sshPort.isEmpty
-        }
+        let sshPort = await agent.sshPort()
 
         let script = parsed.script(outputDirectory: outputs) { code in
             code.replacingOccurrences(of: "127.0.0.1:2114", with: address)

@@ -18,14 +18,6 @@ struct WorkspaceAgentCommandEnvironmentTests {
     /// One line per name: `NAME=value` (empty when unset), then the PATH.
     static let printer = names.map { "printf '%s=%s\\n' \($0) \"$\($0)\"" }.joined(separator: "; ") + "; printf 'PATH=%s\\n' \"$PATH\""
 
-    static func secret(env: String = "", file: String = "", _ value: [UInt8]) -> Coder_Agent_V2_WorkspaceSecret {
-        var secret = Coder_Agent_V2_WorkspaceSecret()
-        secret.envName = env
-        secret.filePath = file
-        secret.value = Data(value)
-        return secret
-    }
-
     static func manifest(home: String, secretValue: String, fileValue: String) -> Coder_Agent_V2_Manifest {
         var manifest = ControlPlaneDouble.defaultManifest
         manifest.workspaceID = Data([0x0b, 0x7c, 0x6d, 0x5e, 0, 0, 0x40, 0, 0x80, 0, 0, 0, 0, 0, 0, 1])
@@ -35,10 +27,10 @@ struct WorkspaceAgentCommandEnvironmentTests {
             "SHARED_MA": "from-manifest", "SHARED_MS": "from-manifest", "GIT_ASKPASS": "from-manifest", "EXPANDED": "$HOME/x",
         ]
         manifest.secrets = [
-            secret(env: "SHARED_MS", Array(secretValue.utf8)),
-            secret(env: "GIT_ASKPASS", Array("secret-askpass".utf8)),
-            secret(env: "BROKEN", Array("nul\0inside".utf8)),
-            secret(file: "~/.secrets/token", Array(fileValue.utf8)),
+            ControlPlaneDouble.secret(env: "SHARED_MS", Array(secretValue.utf8)),
+            ControlPlaneDouble.secret(env: "GIT_ASKPASS", Array("secret-askpass".utf8)),
+            ControlPlaneDouble.secret(env: "BROKEN", Array("nul\0inside".utf8)),
+            ControlPlaneDouble.secret(file: "~/.secrets/token", Array(fileValue.utf8)),
         ]
         manifest.scripts = [ScriptsHarness.script("{ " + printer + "; } > \"$HOME/script.env\"; cat \"$HOME/.secrets/token\" > \"$HOME/script-saw-file\"")]
         var metadata = Coder_Agent_V2_WorkspaceAgentMetadata.Description()
@@ -115,12 +107,8 @@ struct WorkspaceAgentCommandEnvironmentTests {
             Self.checkTable(Self.parse(try await Self.runProcess(client, Self.printer)), token: double.token, home: home, secret: firstSecret, "process")
 
             // An SSH session.
-            var sshPort = ""
-            #expect(await eventually {
-                sshPort = agent.log.split(separator: "\n").first { $0.contains("ssh listening") }
-                    .flatMap { $0.split(separator: ":").last.map { String($0.prefix { $0.isNumber }) } } ?? ""
-                return !sshPort.isEmpty
-            })
+            let sshPort = await agent.sshPort()
+            #expect(!sshPort.isEmpty)
             let ssh = await ChildProgram.run([
                 "ssh", "-F", "/dev/null", "-p", sshPort, "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
                 "-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-o", "SetEnv=CODER_AGENT_TOKEN=forged", "127.0.0.1", Self.printer,

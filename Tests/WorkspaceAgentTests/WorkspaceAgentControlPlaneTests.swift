@@ -59,12 +59,8 @@ struct WorkspaceAgentControlPlaneTests {
             ])
             defer { agent.cleanup() }
             _ = try await agent.port()
-            var sshPort = ""
-            #expect(await eventually {
-                sshPort = agent.log.split(separator: "\n").first { $0.contains("ssh listening") }
-                    .flatMap { $0.split(separator: ":").last.map { String($0.prefix { $0.isNumber }) } } ?? ""
-                return !sshPort.isEmpty
-            })
+            let sshPort = await agent.sshPort()
+            #expect(!sshPort.isEmpty)
             let ssh = await ChildProgram.run([
                 "ssh", "-F", "/dev/null", "-p", sshPort, "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
                 "-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-o", "SetEnv=CODER_SSH_SESSION_TYPE=vscode", "127.0.0.1", "exit 3",

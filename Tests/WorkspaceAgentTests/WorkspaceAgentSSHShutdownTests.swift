@@ -14,12 +14,7 @@ struct WorkspaceAgentSSHShutdownTests {
         let agent = try AgentDaemon.launch(
             ["--http-address", "127.0.0.1:0", "--state-dir", root + "/state", "--log-level", "info", "--ssh-address", "127.0.0.1:0"])
         defer { agent.cleanup() }
-        var sshPort = ""
-        _ = await eventually(timeout: .seconds(60)) {
-            sshPort = agent.log.split(separator: "\n").first { $0.contains("ssh listening") }
-                .flatMap { $0.split(separator: ":").last.map { String($0.prefix { $0.isNumber }) } } ?? ""
-            return !sshPort.isEmpty
-        }
+        let sshPort = await agent.sshPort(timeout: .seconds(60))
         try #require(!sshPort.isEmpty, "no ssh listener; log:\n\(agent.log)")
         var clients: [ChildProgram.Running] = []
         var pids: [pid_t] = []
