@@ -528,6 +528,8 @@ let package = Package(
                 "ChatContext", "MCPEngine",
                 // `agent-bench tailnet`: the relay double, a DERP client per bridge, WireGuard keys.
                 "DERP", "DERPRelayDouble", "WireGuard",
+                // `agent-bench templates`: the stat figures' own cost, in process.
+                "HostStats",
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
