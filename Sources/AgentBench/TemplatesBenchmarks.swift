@@ -6,12 +6,12 @@ import HostStats
 import Glibc
 #endif
 
-/// `agent-bench templates`: what templates' in-workspace commands cost, each as a whole
-/// process the way a metadata script runs it. `stat cpu` against the 100 ms sample it
-/// includes (as this host sleeps it); `stat mem` and `stat disk` against the tools that
-/// read the same figures (`cat /proc/meminfo`, `stat -f /`), with a 10 ms goal; a helper
-/// command's start-up (`coder --help`) against `/bin/true`. Each pair alternates, median.
+/// `agent-bench templates`: the in-workspace commands as whole processes, as a metadata
+/// script runs them, each against a baseline of the same run (alternating, median).
 struct TemplatesBenchmarks: ParsableCommand {
+    // stat cpu against the 100 ms sample it includes (as this host sleeps it); stat mem and
+    // disk against tools reading the same figures (cat /proc/meminfo, stat -f /), goal 10 ms;
+    // a helper command's start-up (coder --help) against /bin/true.
     static let configuration = CommandConfiguration(
         commandName: "templates", abstract: "Templates: the in-workspace commands' cost (stat cpu, mem, disk; start-up).")
 

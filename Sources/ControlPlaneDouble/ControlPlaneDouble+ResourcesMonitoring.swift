@@ -4,9 +4,8 @@ import HostStats
 import SwiftProtobuf
 import Synchronization
 
-/// GetResourcesMonitoringConfiguration and PushResourcesMonitoringUsage (Agent API 2.4) as
-/// coderd serves them: a configuration a test sets (coderd's is 20 datapoints every 10 s),
-/// every push kept in arrival order; pushes can be made to fail.
+/// Resource monitoring (Agent API 2.4) as coderd serves it: a configuration a test sets,
+/// every push kept in arrival order, pushes that can be made to fail.
 extension ControlPlaneDouble {
     /// What the two methods answer and what they received.
     public final class ResourcesMonitoring: Sendable {

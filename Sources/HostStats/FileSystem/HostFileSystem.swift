@@ -3,9 +3,8 @@ import AgentSystem
 import Glibc
 #endif
 
-/// Where the statter reads `/proc` and `/sys`: the machine itself, a fixture tree under a
-/// directory (tests, `stat --stat-root`), or files in memory (fuzzing). Paths are absolute
-/// and clean, as the reference names them.
+/// Where the statter reads `/proc` and `/sys` (absolute, clean paths as the reference names
+/// them): the machine, a fixture tree (tests, `stat --stat-root`) or memory (fuzzing).
 public protocol HostFileSystem: Sendable {
     /// The file's bytes, at most ``HostFiles/maxFileBytes`` of them (more is cut).
     func read(_ path: String) -> Result<[UInt8], FileError>

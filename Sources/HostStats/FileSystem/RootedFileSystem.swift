@@ -50,9 +50,8 @@ public struct RootedFileSystem: HostFileSystem {
         return .failure(FileError(operation: "stat", path: path, errno: errno))
     }
 
-    /// On the machine, the mount's `statfs` type; under another root (which is never a
-    /// cgroup mount), whether the directory holds `cgroup.controllers`, which only the
-    /// unified hierarchy has.
+    /// On the machine, the mount's `statfs` type; under a fixture root (never a cgroup
+    /// mount), whether it holds `cgroup.controllers`, which only the unified hierarchy has.
     public func isCgroup2(_ path: String) -> Bool {
         guard root == "/" else { return (try? exists(path + "/cgroup.controllers").get()) == true }
         var info = host_stats_fs()

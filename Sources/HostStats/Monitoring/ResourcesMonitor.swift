@@ -7,12 +7,10 @@ import SwiftProtobuf
 import Glibc
 #endif
 
-/// The reference's resource monitor (Agent API 2.4), on each connected session: asks the
-/// control plane once what to watch, then every `collection_interval_seconds` reads the
-/// memory and each enabled volume into a window of `num_datapoints`, and once the window
-/// is full pushes all of it on every tick. Failed readings are logged and left out; a
-/// failed push is logged and the next tick pushes again.
+/// The reference's resource monitor (Agent API 2.4) on each connected session: memory and
+/// volumes read every interval into a window that, once full, is pushed whole every tick.
 public struct ResourcesMonitor<TickClock: Clock>: UpwardParticipant where TickClock.Duration == Duration {
+    // Failed readings are logged and left out; a failed push is logged, the next tick retries.
     static var configurationRPC: String { DRPCMethodPath.agent("GetResourcesMonitoringConfiguration") }
     static var pushRPC: String { DRPCMethodPath.agent("PushResourcesMonitoringUsage") }
     /// A call unanswered this long fails (the configuration ends the monitor for the
@@ -28,10 +26,8 @@ public struct ResourcesMonitor<TickClock: Clock>: UpwardParticipant where TickCl
 
     public var name: String { "resources monitor" }
 
-    /// - Parameters:
-    ///   - clock: paces the ticks (tests pass a manual clock).
-    ///   - now: the wall-clock time stamped on each datapoint.
-    ///   - makeStatter: the statter for one session (the machine's by default).
+    /// `clock` paces the ticks (tests pass a manual one), `now` stamps the datapoints and
+    /// `makeStatter` reads the figures for one session (the machine's by default).
     public init(
         clock: TickClock, now: @escaping @Sendable () -> Google_Protobuf_Timestamp = ResourcesMonitorClock.wallClock,
         makeStatter: @escaping @Sendable () throws(StatError) -> HostStatter = { () throws(StatError) in try HostStatter() },

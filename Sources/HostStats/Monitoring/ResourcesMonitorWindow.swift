@@ -1,8 +1,7 @@
 import SwiftProtobuf
 
-/// The control plane's resource-monitoring settings as the monitor uses them (coderd's
-/// `GetResourcesMonitoringConfiguration`: a 10 s interval, 20 datapoints), within this
-/// agent's bounds.
+/// The control plane's monitoring settings (coderd's: every 10 s, 20 datapoints) as the
+/// monitor uses them, within this agent's bounds.
 public struct ResourcesMonitorPlan: Equatable, Sendable {
     /// Most datapoints one push carries (coderd asks for 20).
     public static let maxWindow = 120
@@ -95,9 +94,8 @@ public struct ResourcesDatapoint: Equatable, Sendable {
     }
 }
 
-/// The reference's FIFO of datapoints: nothing to send until it holds `capacity` of them,
-/// then the whole window after every new one (the oldest dropped), so pushes overlap.
-/// Memory: at most `capacity` datapoints (``ResourcesMonitorPlan/maxWindow``).
+/// The reference's FIFO: nothing to send until it holds `capacity` datapoints, then the
+/// whole window after each new one. Memory: `capacity` datapoints (at most 120).
 public struct ResourcesMonitorWindow: Sendable {
     public let capacity: Int
     public private(set) var datapoints: [ResourcesDatapoint] = []

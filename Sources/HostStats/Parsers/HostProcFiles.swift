@@ -7,9 +7,8 @@ public enum HostProcFiles {
         public var available: UInt64
     }
 
-    /// go-sysinfo's `parseMemInfo`: `key: value [kB]` lines; a value that does not parse is
-    /// skipped (its callback's error is dropped there); a non-empty line without `:` fails
-    /// the file. Without `MemAvailable` (kernels before 3.14): `MemFree + Buffers + Cached`.
+    /// go-sysinfo's `parseMemInfo`: a value that does not parse is skipped, a line without
+    /// `:` fails the file; no `MemAvailable` (before Linux 3.14): free + buffers + cached.
     public static func memory(_ bytes: [UInt8]) -> Result<Memory, StatError> {
         var total: UInt64 = 0
         var free: UInt64 = 0
@@ -50,9 +49,8 @@ public enum HostProcFiles {
         public var idle: Double
     }
 
-    /// procfs's `parseStat` as far as it can fail, then the `cpu` line's times: every line
-    /// it reads (`cpu*`, `btime`, `intr`, `ctxt`, `processes`, `procs_*`, `softirq`) must
-    /// parse, or the whole file is refused with procfs's error.
+    /// The `cpu` line's times, after procfs's `parseStat` checks: any line it reads (`cpu*`,
+    /// `btime`, `intr`, `ctxt`, `processes`, `procs_*`, `softirq`) that does not parse fails all.
     public static func cpuTimes(_ bytes: [UInt8]) -> Result<CPUTimes, StatError> {
         var times = CPUTimes(total: 0, idle: 0)
         for line in bytes.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false) {

@@ -1,6 +1,5 @@
-/// What `/proc/<pid>/cgroup` and its neighbours tell the reference about the process's
-/// cgroup and whether it runs in a container (clistat's `currentProcCgroup` and
-/// `IsContainerized`).
+/// The process's cgroup and whether the host is a container, from `/proc` (clistat's
+/// `currentProcCgroup` and `IsContainerized`).
 public enum ProcCgroup {
     /// The path of the unified hierarchy's `0::<path>` entry, as clistat v1.2.1 reads it:
     /// every line must have three colon-separated fields (the path may hold more colons).

@@ -7,9 +7,8 @@ public protocol CgroupStatter: Sendable {
     func memory(_ prefix: StatPrefix) -> Result<StatResult, StatError>
 }
 
-/// The unified hierarchy (cgroup v2) as clistat v1.2.1 reads it: one statter per cgroup
-/// from the process's own up to the root, each asking its parent for what its own
-/// directory lacks (`max`, a missing file).
+/// cgroup v2 as clistat v1.2.1 reads it: a statter per cgroup from the process's up to the
+/// root, each asking its parent for what its directory lacks (`max`, a missing file).
 public final class CgroupV2Statter: CgroupStatter {
     /// The deepest chain clistat walks (its `maxSupportedCgroupDepth`).
     public static let maxDepth = 10

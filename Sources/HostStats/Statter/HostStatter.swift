@@ -2,9 +2,8 @@
 import Glibc
 #endif
 
-/// The workspace's resource figures as Coder's `coder stat` computes them (clistat v1.2.1
-/// over go-sysinfo and procfs): host CPU and memory from `/proc`, the container's from its
-/// cgroup (v2, else v1) when the host looks containerized, disk usage by `statfs`.
+/// The workspace's figures as `coder stat` computes them (clistat v1.2.1): the host's from
+/// `/proc`, a container's from its cgroup (v2, else v1), disks by `statfs`.
 public struct HostStatter: Sendable {
     /// Where the cgroup file systems are mounted.
     public static let cgroupRoot = "/sys/fs/cgroup"
@@ -21,9 +20,8 @@ public struct HostStatter: Sendable {
     let wait: @Sendable (Duration) -> Void
     let diskUsage: @Sendable (String) -> Result<DiskUsage, DiskError>
 
-    /// clistat's `New`: checks `/proc/stat` reads (go-sysinfo's host), counts the cores,
-    /// and finds the container's cgroup. Its failures are the reference's
-    /// (`get cgroup statter: get current cgroup: no cgroup entry for hierarchy 0 found`).
+    /// clistat's `New`: checks `/proc/stat` reads, counts the cores and finds the container's
+    /// cgroup, failing as the reference does (`get cgroup statter: get current cgroup: …`).
     public init(
         fileSystem: any HostFileSystem = RootedFileSystem.machine, sampleInterval: Duration = Self.sampleInterval,
         wait: @escaping @Sendable (Duration) -> Void = HostStatter.sleep,

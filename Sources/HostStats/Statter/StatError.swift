@@ -1,6 +1,5 @@
-/// A failed reading, worded as the reference's wrapped Go errors print
-/// (`get total cpu: get cpu period: read /sys/fs/cgroup/cpu.max: open ...`), keeping what
-/// its `errors.Is` checks look for through the wrapping.
+/// A failed reading worded as the reference's wrapped Go errors (`get total cpu: get cpu
+/// period: …`), keeping what its `errors.Is` checks look for through the wrapping.
 public struct StatError: Error, Equatable, Sendable, CustomStringConvertible {
     public let description: String
     /// `errors.Is(err, fs.ErrNotExist)`.

@@ -21,9 +21,8 @@ struct StatCommonOptions: ParsableArguments {
     @Option(name: .customLong("stat-root"), help: .hidden)
     var root: String?
 
-    /// The chosen format among `formats` (the first is the default). Accepted ignoring
-    /// case as the reference's flag parser does; its formatter then matches exactly, so
-    /// `JSON` fails later with `unknown output format "JSON"` (``format(_:)``).
+    /// The chosen format among `formats` (the first is the default), accepted ignoring case
+    /// as the reference's flag parser does (its formatter then refuses `JSON`, as here).
     func format(among formats: [String]) throws -> String {
         guard let output else { return formats[0] }
         guard formats.contains(where: { $0.lowercased() == output.lowercased() }) else {

@@ -22,9 +22,8 @@ enum StatTable {
         }
     }
 
-    /// go-pretty as coder's `cliui.Table` sets it up: upper-case headers, no borders, every
-    /// cell left-aligned and padded to its column's width plus two spaces; a missing
-    /// figure is Go's `<nil>`.
+    /// go-pretty as coder's `cliui.Table` sets it up: upper-case headers, no borders, cells
+    /// left-aligned to the column's width plus two spaces; a missing figure is Go's `<nil>`.
     static func render(row: Row, columns: [String]) -> String {
         let headers = columns.map { $0.uppercased() }
         let cells = columns.map { row.figure($0)?.text ?? "<nil>" }
