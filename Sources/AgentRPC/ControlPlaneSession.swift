@@ -398,9 +398,8 @@ public final class ControlPlaneSession: Service, UpwardSink, ManifestSource, Lif
         }
     }
 
-    /// One connection's work: manifest, startup, the secrets' files, then the manifest
-    /// published (the first one starts the scripts), lifecycle on the first connection, then
-    /// the outboxes and keepalive pings until shutdown has drained everything.
+    /// One connection's work: manifest, startup, the secrets' files, the manifest published
+    /// (the first starts the scripts), then the outboxes and pings until shutdown has drained.
     private func serve(_ connection: ControlPlaneConnection) async throws {
         let session = connection.session
         let api = AgentAPIClient(session: session)
@@ -532,9 +531,7 @@ public final class ControlPlaneSession: Service, UpwardSink, ManifestSource, Lif
     }
 
     /// What other modules need of a manifest (AgentCore's seam): the expanded directory and
-    /// the variables processes get, `CODER=true` and the names first, then the manifest's own
-    /// (each expanded against those names and the agent's environment); the secrets'
-    /// variables and `sessionToken` concealed (refused secrets are logged to `logger`).
+    /// variables, the secrets' variables and `sessionToken` concealed (refusals to `logger`).
     public static func agentManifest(
         from manifest: Coder_Agent_V2_Manifest, environment base: [String: String] = ProcessInfo.processInfo.environment,
         sessionToken: String? = nil, logger: Logger? = nil

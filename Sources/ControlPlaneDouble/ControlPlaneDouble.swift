@@ -55,9 +55,8 @@ public final class ControlPlaneDouble: Sendable {
     public static let rpcPath = "/api/v2/workspaceagents/me/rpc"
 
     public let token: String
-    /// The Agent API version the double serves, as coderd: any minor up to it is accepted,
-    /// a newer one is refused with 400 `Unknown or unsupported API version` (a double at
-    /// "2.10" is a control plane that predates `session_counts`).
+    /// The Agent API version served, as coderd: any minor up to it, a newer one refused with
+    /// 400 `Unknown or unsupported API version` ("2.10": a control plane before `session_counts`).
     public let version: String
     /// What GetManifest answers; ``setManifest(_:)`` changes it for the next fetch (a
     /// secret changed in coderd reaches the agent at its next connection).
@@ -337,9 +336,8 @@ public final class ControlPlaneDouble: Sendable {
         return nil
     }
 
-    /// coderd's `apiversion.Validate` for a server at `server` (`major.minor`, no older
-    /// majors kept): nil when it serves `requested` (its major and any minor up to its own),
-    /// else its error text.
+    /// coderd's `apiversion.Validate` for a server at `server` (no older majors kept): nil
+    /// when it serves `requested` (its major, any minor up to its own), else its error text.
     public static func versionError(_ requested: String, server: String) -> String? {
         func parse(_ text: String) -> (Int, Int)? {
             let parts = text.split(separator: ".", omittingEmptySubsequences: false)

@@ -3,18 +3,16 @@ import Synchronization
 import Glibc
 #endif
 
-/// The environment of every command the agent starts (SSH sessions, the reconnecting PTY,
-/// scripts, metadata commands, the process API), in the reference's precedence
-/// (`updateCommandEnv`); MCP servers build theirs without the agent's credentials.
-///
-/// Lowest first: the predefined variables (`CODER=true`, the workspace's names and id,
-/// `CODER_AGENT_TOKEN`, `GIT_SSH_COMMAND`, `CS_DISABLE_GETTING_STARTED_OVERRIDE`,
-/// `VSCODE_PROXY_URI`); the caller's base (the agent's environment, a client's variables)
-/// only for names not predefined; the manifest's variables (expanded); the secrets'
-/// variables (raw); `GIT_ASKPASS`; then the scripts' bin directory first on `PATH`.
-///
-/// One per agent, in ``AgentContext``: the scripts module names its bin directory when it is
-/// built, and every module reads it when it starts a command.
+/// The environment of every command the agent starts (SSH, the reconnecting PTY, scripts,
+/// metadata, the process API) in the reference's precedence (`updateCommandEnv`).
+//
+// Lowest first: the predefined variables (`CODER=true`, the workspace's names and id,
+// `CODER_AGENT_TOKEN`, `GIT_SSH_COMMAND`, `CS_DISABLE_GETTING_STARTED_OVERRIDE`,
+// `VSCODE_PROXY_URI`); the caller's base (the agent's environment, a client's variables) only
+// for names not predefined; the manifest's variables (expanded); the secrets' variables (raw);
+// `GIT_ASKPASS`; then the scripts' bin directory first on `PATH`. MCP servers build theirs
+// without the agent's credentials. One per agent, in `AgentContext`: the scripts module names
+// its bin directory when it is built, and every module reads it when it starts a command.
 public final class CommandEnvironment: Sendable {
     /// The agent's executable: `GIT_ASKPASS`, and `GIT_SSH_COMMAND` with `gitssh --`.
     public let executable: String

@@ -1,8 +1,5 @@
-/// What every command the agent starts gets that must never be shown: the session token
-/// (`CODER_AGENT_TOKEN`) and the user's secrets as variables (manifest field 19, raw).
-///
-/// Every description of it (string interpolation, `print`, `dump`, a log's metadata) names
-/// the variables only, never a value or the token.
+/// What every command gets that must never be shown: the session token and the user's
+/// secrets' variables (manifest field 19, raw); every description names the variables only.
 public struct CommandSecrets: Sendable, Equatable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
     /// The control-plane session's token when the manifest was fetched (nil standalone).
     public var sessionToken: String?

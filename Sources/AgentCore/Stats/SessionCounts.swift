@@ -1,12 +1,12 @@
 import Synchronization
 
-/// The sessions running now by app name, as `UpdateStats` reports them: the SSH server
-/// counts each session under its type (`CODER_SSH_SESSION_TYPE`, normalized as coderd's
-/// `idemetadata.Normalize`), JetBrains forwards and the reconnecting PTY under theirs; the
-/// stats report reads them (API 2.11's `session_counts`, or 2.10's four fixed fields).
-///
-/// Memory: at most ``maxNames`` names are counted at once; a session of a further name (not
-/// one of the four known ones) counts as `unknown`. A name leaves when its count drops to 0.
+/// The sessions running now by app name, as `UpdateStats` reports them (API 2.11's
+/// `session_counts`, or 2.10's four fixed fields).
+//
+// The SSH server counts each session under its type (`CODER_SSH_SESSION_TYPE`, normalized as
+// coderd's `idemetadata.Normalize`), JetBrains forwards and the reconnecting PTY under theirs.
+// Memory: at most `maxNames` names at once; a session of a further name (not one of the four
+// known ones) counts as `unknown`. A name leaves when its count drops to 0.
 public final class SessionCounts: Sendable {
     /// The names the reference's agent knows, each with a field of its own before API 2.11.
     public enum Kind: Int, Sendable, CaseIterable {

@@ -1,9 +1,7 @@
 import Synchronization
 
-/// What the control plane's manifest tells the other modules: the workspace directory, the
-/// variables processes get (`CODER=true`, the workspace, agent and owner names, and the
-/// manifest's own variables, expanded), and the names themselves. Every command the agent
-/// starts gets them through ``CommandEnvironment``, with the layers the manifest does not hold.
+/// What the control plane's manifest tells the other modules: the workspace directory, names,
+/// variables and secrets, which every command gets through ``CommandEnvironment``.
 public struct AgentManifest: Sendable, Equatable {
     /// Expanded (`~` and `$VAR`); may be empty.
     public var directory: String

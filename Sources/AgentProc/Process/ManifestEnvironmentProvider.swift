@@ -1,12 +1,9 @@
 import AgentCore
 import Synchronization
 
-/// The ``AgentEnvironmentProvider`` of a running agent: every command's layers
-/// (``CommandEnvironment``) over the agent's environment for the latest manifest (through
-/// AgentCore's ``ManifestSource``), and its directory; until a manifest arrives no variables
-/// and the configured fallback directory.
-///
-/// Memory: the environment of one manifest publication, built once and reused until the next.
+/// The ``AgentEnvironmentProvider`` of a running agent: every command's layers over the
+/// agent's environment for the latest manifest, and its directory (else the fallback).
+// Memory: the environment of one manifest publication, built once and reused until the next.
 public final class ManifestEnvironmentProvider: AgentEnvironmentProvider {
     public let source: any ManifestSource
     /// `--directory`, used until a manifest names a directory.

@@ -6,15 +6,13 @@ import Glibc
 #endif
 
 /// The user's secrets of a manifest (field 19): their variables for every command, and their
-/// files, written on every manifest fetch. Values are never logged, shown or put in an error.
-///
-/// The control plane is not trusted to have validated them (coderd's rules: a name of
-/// `[A-Za-z_][A-Za-z0-9_]*`, a path from `~/` or `/`, a value of at most 24 KiB without NUL):
-/// what would break every command, or write outside the place the path names, is refused
-/// with a warning, and the rest is applied as the reference applies it.
-///
-/// Memory: at most ``maxSecrets`` secrets are applied per manifest (coderd allows 50), and
-/// their variables take at most ``maxVariableBytes`` together.
+/// files, written on every fetch. Values are never logged, shown or put in an error.
+//
+// The control plane is not trusted to have validated them (coderd's rules: a name of
+// `[A-Za-z_][A-Za-z0-9_]*`, a path from `~/` or `/`, a value of at most 24 KiB without NUL):
+// what would break every command, or write outside the place the path names, is refused with
+// a warning, and the rest is applied as the reference applies it. Memory: at most `maxSecrets`
+// secrets per manifest (coderd allows 50), their variables at most `maxVariableBytes` together.
 public enum ManifestSecrets {
     /// Secrets applied per manifest; the rest are left out with one warning.
     public static let maxSecrets = 256
@@ -74,10 +72,8 @@ public enum ManifestSecrets {
         case path(String, home: String?)
     }
 
-    /// The reference's rules (empty skipped, a leading `~/` is the home directory, cleaned),
-    /// and beyond them: a NUL byte, more than ``maxPathBytes`` bytes, a relative path (the
-    /// reference would write below the agent's working directory) and any `..` component
-    /// (`~/../x` is not in the home directory) are refused.
+    /// The reference's rules (empty skipped, `~/` is the home directory, cleaned); refused beyond
+    /// them: NUL, over ``maxPathBytes``, relative (the reference's is the agent's cwd), any `..`.
     public static func resolve(_ raw: String, home: String?) -> FilePath {
         guard !raw.isEmpty else { return .none }
         guard !raw.utf8.contains(0) else { return .refused("the path contains a NUL byte") }
@@ -159,16 +155,15 @@ public struct SecretFileError: Error, CustomStringConvertible, Sendable {
     init(_ error: SystemCallError) { description = error.description }
 }
 
-/// One secret file written without following what it should not follow.
-///
-/// - Existing parent directories are opened as any program opens them (a symbolic link to a
-///   directory is followed, as `mkdir -p` does); missing ones are created 0700 one at a
-///   time below the last existing one, never through a link.
-/// - A `~/` path's parent must resolve inside the home directory (resolved too): a link
-///   that leads a home path elsewhere is refused.
-/// - The file itself is opened with `O_NOFOLLOW` and must be a regular file: a symbolic
-///   link, a FIFO or a device at the path is refused, never written through.
-/// - Created 0600; an existing file keeps its mode and owner and is truncated, then written.
+/// One secret file written without following what it should not follow: created 0600 (an
+/// existing one keeps its mode, is truncated and rewritten), never through a link or a FIFO.
+//
+// - Existing parent directories are opened as any program opens them (a link to a directory
+//   is followed, as `mkdir -p` does); missing ones are created 0700 one at a time below the
+//   last existing one, never through a link.
+// - A `~/` path's parent must resolve inside the home directory (resolved too): a link that
+//   leads a home path elsewhere is refused.
+// - The file itself is opened with `O_NOFOLLOW | O_NONBLOCK` and must be a regular file.
 enum SecretFile {
     static func store(_ value: [UInt8], at path: String, within home: String?) throws(SecretFileError) {
         let parent = parentDirectory(of: path)

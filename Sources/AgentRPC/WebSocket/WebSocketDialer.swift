@@ -7,11 +7,11 @@ import Yamux
 /// Dials `GET /api/v2/workspaceagents/me/rpc?version=…&role=agent` as a WebSocket with
 /// `Coder-Session-Token`, binary messages up to 4 MiB, no subprotocol, no compression, no
 /// `Origin`; `wss://` uses the system trust store.
-///
-/// Versions: it asks for `version` first; when the control plane answers 400 `Unknown or
-/// unsupported API version` (an older coderd), it asks for each of `fallbackVersions` in
-/// turn, at once, and the connection says which one was accepted. Every dial starts again
-/// with `version`, so an upgraded control plane is used at the next reconnect.
+//
+// Versions: it asks for `version` first; when the control plane answers 400 `Unknown or
+// unsupported API version` (an older coderd), it asks for each of `fallbackVersions` in turn,
+// at once, and the connection says which one was accepted. Every dial starts again with
+// `version`, so an upgraded control plane is used at the next reconnect.
 ///
 /// Built directly on SwiftNIO: the yamux session runs on the connection's event loop, so
 /// received bytes reach it without a thread hop.

@@ -87,10 +87,8 @@ struct ScriptCommand: Sendable, Equatable {
         return found
     }
 
-    /// The environment: the agent's own (minus `GOTRACEBACK=none`) with `USER`, `LOGNAME`
-    /// and `SHELL` where it has none, under every command's layers (``CommandEnvironment``:
-    /// the bin dir first on PATH); the SSH-compatibility and script variables; and, beyond
-    /// the reference, `CODER_AGENT_SOCKET_PATH` so that `coder exp sync` finds the agent.
+    /// The agent's environment with `USER`, `LOGNAME`, `SHELL` under every command's layers,
+    /// then the SSH and script variables and (beyond the reference) `CODER_AGENT_SOCKET_PATH`.
     static func environment(context: Context, user: UserAccount, shell: String, dataDirectory: String?) -> [String: String] {
         let base = SessionVariables.base(agent: context.agentEnvironment, manifest: [:], user: user.name, shell: shell)
         var manifest = context.manifest
