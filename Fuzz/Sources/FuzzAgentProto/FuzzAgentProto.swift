@@ -65,6 +65,16 @@ func roundTrip<M: SwiftProtobuf.Message>(_ type: M.Type, _ bytes: [UInt8]) {
     if let manifest = message as? Coder_Agent_V2_Manifest {
         let result = ControlPlaneSession.agentManifest(from: manifest, environment: ["HOME": "/home/coder", "PATH": "/bin"])
         require(result.environment["CODER"] == "true", "CODER is not true")
+        // The secrets as the control plane may send them: a variable never holds NUL or "=",
+        // and a path resolves to a clean absolute one or is refused.
+        for (name, value) in result.commandSecrets.variables {
+            require(!name.contains("=") && !name.utf8.contains(0) && !value.utf8.contains(0), "an unrepresentable secret variable")
+        }
+        for secret in manifest.secrets {
+            if case .path(let path, _) = ManifestSecrets.resolve(secret.filePath, home: "/home/coder") {
+                require(path.hasPrefix("/") && !path.split(separator: "/").contains(".."), "an unclean secret path")
+            }
+        }
     }
 }
 
