@@ -29,6 +29,16 @@ struct WorkspaceAgentCommand: AsyncParsableCommand {
 
     /// Parses, runs, and turns every error into one line on stderr and a non-zero exit.
     static func main() async {
+        // `GIT_SSH_COMMAND` names `<binary> gitssh --` for every command (templates.md §1.6).
+        // Until the Coder git key is fetched here, `gitssh` is plain `ssh` with git's arguments,
+        // so a clone over SSH works with the user's own keys rather than failing.
+        let words = Array(CommandLine.arguments.dropFirst())
+        if words.first == "gitssh" {
+            let arguments = words.dropFirst().first == "--" ? Array(words.dropFirst(2)) : Array(words.dropFirst())
+            withCStrings(["ssh"] + arguments) { argv in _ = execvp("ssh", argv) }
+            writeAll(2, "gitssh: exec ssh: \(String(cString: strerror(errno)))\n")
+            Glibc.exit(1)
+        }
         // Run as `coder` (the link beside the binary or in the scripts' bin dir), it answers the
         // reference's command line: `coder agent …` and the in-workspace commands; a bare
         // `coder` prints help and never starts a second agent.
