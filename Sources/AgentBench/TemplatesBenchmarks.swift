@@ -20,7 +20,8 @@ struct TemplatesBenchmarks: ParsableCommand {
     @Option(help: "Runs per figure (the median is reported).") var runs = 31
 
     func run() throws {
-        let binary = try Bench.agentBinary(agent)
+        // Absolute: the `coder` link below points at it from another directory.
+        let binary = URL(fileURLWithPath: try Bench.agentBinary(agent)).standardizedFileURL.path
         // The binary under the name templates call it by.
         let links = NSTemporaryDirectory() + "agent-bench-templates-\(getpid())"
         try FileManager.default.createDirectory(atPath: links, withIntermediateDirectories: true)
