@@ -157,7 +157,7 @@ extension ChatBench {
         }
     }
 
-    /// Skills in the large-skills tree, and each one's `SKILL.md` size (issue 46: inside every cap).
+    /// Skills in the large-skills tree, and each one's `SKILL.md` size (inside every cap).
     static let largeSkills = 1000
     static let largeSkillBytes = 63 * 1024
 

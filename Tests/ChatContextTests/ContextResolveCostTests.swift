@@ -9,7 +9,7 @@ import Testing
 import Glibc
 #endif
 
-/// A resolve costs what changed (issue 46): a kept resolver reads only the files whose
+/// A resolve costs what changed: a kept resolver reads only the files whose
 /// stamp moved, and still sees every change, removal and addition.
 struct ContextResolveCostTests {
     /// ``PosixContextFileSystem`` recording the path of every read.

@@ -5,7 +5,7 @@ import Testing
 
 @testable import MCPEngine
 
-/// What a server's `notifications/tools/list_changed` flood can make the agent do (issue 46):
+/// What a server's `notifications/tools/list_changed` flood can make the agent do:
 /// at most one `tools/list` a second after the first, against `Servers/list_changed_flood_http.py`,
 /// a Streamable HTTP server that sends them as fast as it can and counts the listings.
 @Suite(.serialized, .timeLimit(.minutes(5)))

@@ -5,7 +5,7 @@ import Testing
 
 @testable import MCPEngine
 
-/// The bounds on what a server's tool listing may make the agent hold (issue 46): each
+/// The bounds on what a server's tool listing may make the agent hold: each
 /// description 8 KiB, a server's descriptions 256 KiB and its reduced schemas 1 MiB, the
 /// catalog's descriptions 4 MiB; against `Servers/huge_tools.py`, which lists pages of tools
 /// with descriptions, schemas and names as large as asked. Serialized: a test moves up to

@@ -6,7 +6,7 @@ import Glibc
 #endif
 
 /// What the last resolve learnt of each file it read, so that the next one reads, hashes and
-/// parses only the files whose ``ContextFileStamp`` moved (issue 46: 1 000 large skills made
+/// parses only the files whose ``ContextFileStamp`` moved (1 000 large skills made
 /// every resolve read and parse 63 MiB).
 ///
 /// Bounded by the last resolve: one entry per file it examined (at most
