@@ -22,6 +22,8 @@ public final class ChatPaths: Sendable {
     private struct Chat {
         /// In arrival order; a path recorded again moves to the end.
         var paths: [String] = []
+        /// The same paths, for a membership test that does not scan ``paths``.
+        var known: Set<String> = []
         var lastTouched: UInt64 = 0
         var subscribers: [UInt64: AsyncStream<String>.Continuation] = [:]
 
@@ -62,17 +64,30 @@ public final class ChatPaths: Sendable {
                 forgotten = Array(s.chats[oldest]!.subscribers.values)
                 s.chats[oldest] = nil
             }
-            var entry = s.chats[chat] ?? Chat()
-            entry.lastTouched = s.clock
-            if let index = entry.paths.firstIndex(of: absolute) { entry.paths.remove(at: index) }
-            entry.paths.append(absolute)
-            if entry.paths.count > maxPathsPerChat { entry.paths.removeFirst(entry.paths.count - maxPathsPerChat) }
-            s.chats[chat] = entry
-            return Array(entry.subscribers.values)
+            let clock = s.clock
+            return Self.touch(&s.chats[chat, default: Chat()], absolute, at: clock, keeping: maxPathsPerChat)
         }
         for continuation in forgotten { continuation.finish() }
         for continuation in subscribers { continuation.yield(absolute) }
         changes.notify()
+    }
+
+    /// Moves or adds `path` at the end of the chat's paths (in place: the paths are not
+    /// copied) and returns the chat's subscribers.
+    private static func touch(
+        _ entry: inout Chat, _ path: String, at clock: UInt64, keeping limit: Int
+    ) -> [AsyncStream<String>.Continuation] {
+        entry.lastTouched = clock
+        if !entry.known.insert(path).inserted, let index = entry.paths.firstIndex(of: path) {
+            entry.paths.remove(at: index)
+        }
+        entry.paths.append(path)
+        if entry.paths.count > limit {
+            let dropped = entry.paths.count - limit
+            for old in entry.paths[..<dropped] { entry.known.remove(old) }
+            entry.paths.removeFirst(dropped)
+        }
+        return Array(entry.subscribers.values)
     }
 
     /// Every chat and its paths, the chat touched longest ago first (so that recording

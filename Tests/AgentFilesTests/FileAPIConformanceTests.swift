@@ -179,7 +179,7 @@ struct FileAPIConformanceTests {
             let path = h.file("keep.txt")
             try TestFile.write(path, "original".utf8)
             do {
-                let socket = try #require(LoopbackSocket(port: h.client.port))
+                let socket = try #require(await LoopbackSocket.connect(port: h.client.port))
                 socket.send("POST /api/v0/write-file?path=\(FilesHarness.q(path)) HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n" + String(repeating: "z", count: 5000))
                 try await Task.sleep(for: .milliseconds(200))
             }

@@ -127,7 +127,7 @@ struct FileAPIHardeningTests {
         try await withFilesServer { files in
             let target = files.file("streamed.txt")
             for body in ["FFFFFFFFFFFFFFFFFF\r\nabc\r\n0\r\n\r\n", "3\r\nabc\r\nzz\r\n"] {
-                let socket = try #require(LoopbackSocket(port: files.client.port))
+                let socket = try #require(await LoopbackSocket.connect(port: files.client.port))
                 socket.send(
                     "POST /api/v0/write-file?path=\(FilesHarness.q(target)) HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n" + body)
                 let (bytes, _) = await socket.readAll(timeout: .seconds(30))

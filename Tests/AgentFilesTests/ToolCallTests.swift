@@ -84,7 +84,7 @@ struct ToolCallTests {
             for (name, value) in Self.headers(call: "cut") { head += "\(name): \(value)\r\n" }
             // The client goes only once the call has reached the ledger (on a loaded host the
             // server may read the head later than any fixed delay).
-            var socket = LoopbackSocket(port: h.client.port)
+            var socket = await LoopbackSocket.connect(port: h.client.port)
             #expect(socket?.send(head + "\r\n" + json) == true)
             #expect(await eventually(timeout: .seconds(30)) { h.ledger.knows(callID: "cut") })
             socket = nil

@@ -32,12 +32,12 @@ struct ConnectionBudgetTests {
             #expect(registry.maxWebSockets == 6)
             var open: [LoopbackSocket] = []
             for _ in 0..<6 {
-                let socket = try #require(LoopbackSocket(port: port))
+                let socket = try #require(await LoopbackSocket.connect(port: port))
                 #expect(await Self.upgrade(socket).status == 101)
                 open.append(socket)
             }
             for _ in 0..<2 {
-                let socket = try #require(LoopbackSocket(port: port))
+                let socket = try #require(await LoopbackSocket.connect(port: port))
                 let answer = await Self.upgrade(socket)
                 #expect(answer.status == 503)
                 #expect(answer.text.contains("Too many WebSocket connections."))
@@ -50,7 +50,7 @@ struct ConnectionBudgetTests {
             open[0].send([0x88, 0x80, 1, 2, 3, 4])  // masked close
             #expect(await open[0].isClosedByPeer(within: .seconds(10)))
             #expect(await eventually { registry.webSocketCounters.open == 5 })
-            let again = try #require(LoopbackSocket(port: port))
+            let again = try #require(await LoopbackSocket.connect(port: port))
             #expect(await Self.upgrade(again).status == 101)
         }
     }
@@ -63,20 +63,20 @@ struct ConnectionBudgetTests {
         try await withGuardServer(maxConnections: 8, maxWebSockets: 4) { port, registry in
             var open: [LoopbackSocket] = []
             for _ in 0..<4 {
-                let socket = try #require(LoopbackSocket(port: port))
+                let socket = try #require(await LoopbackSocket.connect(port: port))
                 #expect(await Self.upgrade(socket).status == 101)
                 open.append(socket)
             }
             // Four slow plain requests: busy connections, which cannot be evicted.
             for _ in 0..<4 {
-                let socket = try #require(LoopbackSocket(port: port))
+                let socket = try #require(await LoopbackSocket.connect(port: port))
                 socket.send("GET /slower HTTP/1.1\r\nHost: x\r\n\r\n")
                 open.append(socket)
             }
             #expect(await eventually { registry.busyCount == 4 })
             let health = try await RawHTTPClient(port: port).request("GET", "/healthz")
             #expect(health.status == 200, "a plain request gets in")
-            let refused = try #require(LoopbackSocket(port: port))
+            let refused = try #require(await LoopbackSocket.connect(port: port))
             let answer = await Self.upgrade(refused)
             #expect(answer.status == 503, "\(answer.text)")
             #expect(answer.text.contains("Too many WebSocket connections."))
@@ -89,7 +89,7 @@ struct ConnectionBudgetTests {
     @Test func aRefusedHandshakeHoldsNoSlot() async throws {
         try await withGuardServer(maxConnections: 8) { port, registry in
             for _ in 0..<10 {
-                let socket = try #require(LoopbackSocket(port: port))
+                let socket = try #require(await LoopbackSocket.connect(port: port))
                 socket.send(String.webSocketHandshake("/ws/refused"))
                 #expect(String.httpStatus(of: await socket.read(until: "}\n")) == 404)
             }
@@ -101,7 +101,7 @@ struct ConnectionBudgetTests {
     /// (1001) and disconnected after another (before: held until the peer went away).
     @Test func aSilentWebSocketPeerIsPingedThenClosed() async throws {
         try await withGuardServer(webSocketPingInterval: .seconds(1)) { port, registry in
-            let socket = try #require(LoopbackSocket(port: port))
+            let socket = try #require(await LoopbackSocket.connect(port: port))
             let upgrade = await Self.upgrade(socket)
             #expect(upgrade.status == 101, "\(upgrade.text)")
             let (rest, closed) = await socket.readAll(timeout: .seconds(20))
@@ -156,7 +156,7 @@ struct ConnectionBudgetTests {
     /// covered by the responder tests' large bodies, under the default 30 s.)
     @Test func aStalledDownloadIsClosed() async throws {
         try await withGuardServer(writeStallTimeout: .milliseconds(300)) { port, registry in
-            let stalled = try #require(LoopbackSocket(port: port))
+            let stalled = try #require(await LoopbackSocket.connect(port: port))
             stalled.setReceiveBuffer(4096)
             #expect(stalled.send("GET /big?size=\(256 << 20) HTTP/1.1\r\nHost: x\r\n\r\n"))
             // The answer has begun (the connection is served), then the client reads no more.

@@ -33,8 +33,8 @@ import Testing
     /// is out, and a new connection is answered 503 with the JSON error body.
     @Test func stopAcceptingDrainsWithoutCuttingAnswers() async throws {
         try await withGuardServer { port, registry in
-            let idle = try #require(LoopbackSocket(port: port))
-            let busy = try #require(LoopbackSocket(port: port))
+            let idle = try #require(await LoopbackSocket.connect(port: port))
+            let busy = try #require(await LoopbackSocket.connect(port: port))
             #expect(await eventually { registry.count == 2 })
             #expect(busy.send("GET /slow HTTP/1.1\r\nHost: x\r\n\r\n"))
             // Its request is under way (a fixed sleep was too short on a loaded machine).
@@ -54,7 +54,7 @@ import Testing
         // A head deadline far off: on a loaded machine accepting the 61 connections took
         // longer than the default 10 s, and connections it closed left no one to evict.
         try await withGuardServer(headTimeout: .seconds(120), maxConnections: 50) { port, registry in
-            let oldest = try #require(LoopbackSocket(port: port))
+            let oldest = try #require(await LoopbackSocket.connect(port: port))
             #expect(await eventually { registry.count == 1 })
             let others = await onThread { (0..<60).compactMap { _ in LoopbackSocket(port: port) } }
             #expect(await eventually { registry.counters.evicted >= 11 })
@@ -70,10 +70,10 @@ import Testing
         // Five seconds: a loaded 2-core machine was seen to reach a deadline of one, and once
         // one of three, for a connection whose whole head had been sent at once.
         try await withGuardServer(headTimeout: .seconds(5)) { port, _ in
-            let silent = try #require(LoopbackSocket(port: port))
-            let partial = try #require(LoopbackSocket(port: port))
+            let silent = try #require(await LoopbackSocket.connect(port: port))
+            let partial = try #require(await LoopbackSocket.connect(port: port))
             partial.send("GET /healthz HTTP/1.1\r\nHo")
-            let idleAfterResponse = try #require(LoopbackSocket(port: port))
+            let idleAfterResponse = try #require(await LoopbackSocket.connect(port: port))
             idleAfterResponse.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
             #expect(String(decoding: await idleAfterResponse.read(until: "\"ok\"}"), as: UTF8.self).contains("200 OK"))
 
@@ -90,7 +90,7 @@ import Testing
     /// closed as before.
     @Test func theHeadDeadlineFollowsAKeepAliveConnection() async throws {
         try await withGuardServer(headTimeout: .seconds(10)) { port, _ in
-            let socket = try #require(LoopbackSocket(port: port))
+            let socket = try #require(await LoopbackSocket.connect(port: port))
             // 20 requests 600 ms apart: 12 s, past the first request's 10 s deadline. The client
             // runs on a thread of its own: on a loaded 2-core machine a 300 ms sleep on the
             // cooperative threads was seen to last past the deadline itself, and with a 5 s
@@ -150,7 +150,7 @@ import Testing
 
     @Test func aTrickledBodyHasADeadline() async throws {
         try await withGuardServer(bodyTimeout: .seconds(1)) { port, _ in
-            let socket = try #require(LoopbackSocket(port: port))
+            let socket = try #require(await LoopbackSocket.connect(port: port))
             socket.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"comm")
             let answer = await socket.readAll(timeout: .seconds(10))
             #expect(String.httpStatus(of: answer.bytes) == 408)
@@ -162,7 +162,7 @@ import Testing
         // 5 s: a loaded host has taken over three seconds to read a head sent in one piece.
         try await withGuardServer(headTimeout: .seconds(5)) { port, _ in
             // The handler takes twice the head deadline, on a keep-alive connection.
-            let socket = try #require(LoopbackSocket(port: port))
+            let socket = try #require(await LoopbackSocket.connect(port: port))
             socket.send("GET /slower HTTP/1.1\r\nHost: x\r\n\r\n")
             let answer = await socket.read(until: "done", timeout: .seconds(60))
             #expect(String.httpStatus(of: answer) == 200)
@@ -173,11 +173,11 @@ import Testing
         try await withGuardServer(maxConnections: 2) { port, registry in
             // Two requests in progress are busy: neither may be evicted for a newcomer.
             // (WebSockets have a budget of their own: ConnectionBudgetTests.)
-            let a = try #require(LoopbackSocket(port: port))
-            let b = try #require(LoopbackSocket(port: port))
+            let a = try #require(await LoopbackSocket.connect(port: port))
+            let b = try #require(await LoopbackSocket.connect(port: port))
             for socket in [a, b] { socket.send("GET /slower HTTP/1.1\r\nHost: x\r\n\r\n") }
             #expect(await eventually { registry.busyCount == 2 })
-            let c = try #require(LoopbackSocket(port: port))
+            let c = try #require(await LoopbackSocket.connect(port: port))
             #expect(await c.isClosedByPeer(within: .seconds(10)))
             #expect(registry.counters.refused >= 1)
             // The busy ones are answered in full.
@@ -201,7 +201,7 @@ import Testing
             #expect(foo.status == 200)
             #expect(foo.bodyText.contains(#""ran""#))
             // A complete WebSocket handshake to a route that is not a WebSocket route.
-            let socket = try #require(LoopbackSocket(port: port))
+            let socket = try #require(await LoopbackSocket.connect(port: port))
             socket.send(Self.handshake("/healthz"))
             #expect(String.httpStatus(of: await socket.read(until: "\"ok\"}")) == 200)
         }
@@ -217,7 +217,7 @@ import Testing
                 "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
             ]
             for offer in offers {
-                let socket = try #require(LoopbackSocket(port: port))
+                let socket = try #require(await LoopbackSocket.connect(port: port))
                 socket.send(offer + "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
                 let (bytes, closed) = await socket.readAll(timeout: .seconds(60))
                 let text = String(decoding: bytes, as: UTF8.self)
@@ -232,7 +232,7 @@ import Testing
     @Test func badHandshakesOnWebSocketRoutes() async throws {
         try await withGuardServer { port, _ in
             func answer(_ request: String) async -> (status: Int?, text: String) {
-                guard let socket = LoopbackSocket(port: port) else { return (nil, "") }
+                guard let socket = await LoopbackSocket.connect(port: port) else { return (nil, "") }
                 socket.send(request)
                 let bytes = await socket.read(until: "}\n", timeout: .seconds(10))
                 return (String.httpStatus(of: bytes), String(decoding: bytes, as: UTF8.self))
@@ -259,7 +259,7 @@ import Testing
 
     @Test func unmaskedClientFrameClosesWith1002() async throws {
         try await withGuardServer { port, _ in
-            let socket = try #require(LoopbackSocket(port: port))
+            let socket = try #require(await LoopbackSocket.connect(port: port))
             socket.send(Self.handshake("/ws/one"))
             #expect(String.httpStatus(of: await socket.read(until: "hello")) == 101)
             socket.send([0x81, 0x02, UInt8(ascii: "h"), UInt8(ascii: "i")]) // text "hi", mask bit clear
@@ -272,13 +272,13 @@ import Testing
     @Test func framesRightBehindTheHandshake() async throws {
         try await withGuardServer { port, _ in
             // A masked frame in the same packet as the handshake: upgraded, nothing breaks.
-            let masked = try #require(LoopbackSocket(port: port))
+            let masked = try #require(await LoopbackSocket.connect(port: port))
             masked.send(Array(Self.handshake("/ws/one").utf8) + [0x81, 0x82, 1, 2, 3, 4, UInt8(ascii: "h") ^ 1, UInt8(ascii: "i") ^ 2])
             #expect(String.httpStatus(of: await masked.read(until: "hello")) == 101)
             let maskedAlive = await !masked.isClosedByPeer(within: .milliseconds(300))
             #expect(maskedAlive)
             // An unmasked one there is caught too.
-            let unmasked = try #require(LoopbackSocket(port: port))
+            let unmasked = try #require(await LoopbackSocket.connect(port: port))
             unmasked.send(Array(Self.handshake("/ws/one").utf8) + [0x81, 0x02, UInt8(ascii: "h"), UInt8(ascii: "i")])
             let rest = await unmasked.readAll(timeout: .seconds(10))
             #expect(rest.bytes.firstRange(of: [0x88, 0x02, 0x03, 0xEA]) != nil)
@@ -304,7 +304,7 @@ import Testing
     @Test func expectContinue() async throws {
         try await withGuardServer { port, _ in
             let body = #"{"command":"continued"}"#
-            let socket = try #require(LoopbackSocket(port: port))
+            let socket = try #require(await LoopbackSocket.connect(port: port))
             socket.send("POST /echo HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n")
             #expect(String.httpStatus(of: await socket.read(until: "\r\n\r\n")) == 100)
             socket.send(body)
@@ -313,7 +313,7 @@ import Testing
             #expect(String(decoding: final.bytes, as: UTF8.self).contains("continued"))
 
             // Over the limit: 413 at once, without sending the body.
-            let big = try #require(LoopbackSocket(port: port))
+            let big = try #require(await LoopbackSocket.connect(port: port))
             big.send("POST /echo HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 52428800\r\n\r\n")
             let refused = await big.readAll(timeout: .seconds(10))
             #expect(String.httpStatus(of: refused.bytes) == 413)
@@ -327,7 +327,7 @@ import Testing
 
     @Test func declaredBodyOverTheLimitIsRefusedBeforeItIsRead() async throws {
         try await withGuardServer { port, _ in
-            let socket = try #require(LoopbackSocket(port: port))
+            let socket = try #require(await LoopbackSocket.connect(port: port))
             socket.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 52428800\r\n\r\n{\"command\":")
             let answer = await socket.readAll(timeout: .seconds(10))
             #expect(String.httpStatus(of: answer.bytes) == 413)

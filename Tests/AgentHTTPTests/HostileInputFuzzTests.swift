@@ -28,7 +28,7 @@ import Testing
                 var bytes = Array(Self.seeds[Int(random.next() % UInt64(Self.seeds.count))].utf8)
                 if bytes.starts(with: Array("GET /ws".utf8)) { bytes += Self.frame }
                 Self.mutate(&bytes, &random)
-                guard let socket = LoopbackSocket(port: port) else {
+                guard let socket = await LoopbackSocket.connect(port: port) else {
                     Issue.record("connection \(round) refused")
                     continue
                 }

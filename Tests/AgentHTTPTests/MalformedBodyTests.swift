@@ -11,7 +11,7 @@ struct MalformedBodyTests {
     /// Sends `request` on a new connection; the status, the whole answer, and whether the
     /// server closed the connection afterwards.
     static func send(_ request: String, port: Int) async throws -> (status: Int?, text: String, closed: Bool) {
-        let socket = try #require(LoopbackSocket(port: port))
+        let socket = try #require(await LoopbackSocket.connect(port: port))
         socket.send(request)
         let (bytes, closed) = await socket.readAll(timeout: .seconds(20))
         return (String.httpStatus(of: bytes), String(decoding: bytes, as: UTF8.self), closed)

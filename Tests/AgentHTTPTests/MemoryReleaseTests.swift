@@ -18,13 +18,13 @@ struct MemoryReleaseTests {
         try await withGuardServer(registry: registry) { port, registry in
             var sockets: [LoopbackSocket] = []
             for _ in 0..<20 {
-                let socket = try #require(LoopbackSocket(port: port))
+                let socket = try #require(await LoopbackSocket.connect(port: port))
                 socket.send(String.webSocketHandshake("/ws/burst"))
                 let answer = await socket.read(until: "hello", timeout: .seconds(20))
                 #expect(String.httpStatus(of: answer) == 101)
                 sockets.append(socket)
             }
-            for _ in 0..<20 { sockets.append(try #require(LoopbackSocket(port: port))) }
+            for _ in 0..<20 { sockets.append(try #require(await LoopbackSocket.connect(port: port))) }
             #expect(await eventually { registry.count == 40 })
             #expect(requests.load(ordering: .relaxed) == 0)
             sockets.removeAll()
@@ -33,7 +33,7 @@ struct MemoryReleaseTests {
             let afterBurst = requests.load(ordering: .relaxed)
 
             // A few connections after the burst: no trim.
-            for _ in 0..<8 { sockets.append(try #require(LoopbackSocket(port: port))) }
+            for _ in 0..<8 { sockets.append(try #require(await LoopbackSocket.connect(port: port))) }
             #expect(await eventually { registry.count == 8 })
             sockets.removeAll()
             #expect(await eventually { registry.count == 0 })

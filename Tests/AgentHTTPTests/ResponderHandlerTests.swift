@@ -23,7 +23,7 @@ struct ResponderHandlerTests {
 
     @Test func pipelinedRequestsAreAnsweredInOrder() async throws {
         try await withGuardServer { port, _ in
-            let socket = try #require(LoopbackSocket(port: port))
+            let socket = try #require(await LoopbackSocket.connect(port: port))
             // 40 requests in one write, bodies and all; the last asks to close.
             var batch = ""
             for n in 0..<40 {
@@ -45,7 +45,7 @@ struct ResponderHandlerTests {
     /// came in the same write.
     @Test func nothingIsServedAfterAClose() async throws {
         try await withGuardServer { port, _ in
-            let socket = try #require(LoopbackSocket(port: port))
+            let socket = try #require(await LoopbackSocket.connect(port: port))
             let first = #"{"command":"first"}"#
             let second = #"{"command":"second"}"#
             socket.send(
@@ -63,7 +63,7 @@ struct ResponderHandlerTests {
     /// 413, not a reset: the agent shuts its side and drops what is still arriving.
     @Test func aRefusedUploadIsAnsweredBeforeTheClose() async throws {
         try await withGuardServer { port, _ in
-            let socket = try #require(LoopbackSocket(port: port))
+            let socket = try #require(await LoopbackSocket.connect(port: port))
             let sender = Task {
                 await onThread {
                     socket.send(Self.chunked(
@@ -81,7 +81,7 @@ struct ResponderHandlerTests {
     /// a new connection (307 to the same URI) and this one closes.
     @Test func aLateWebSocketHandshakeIsRedirected() async throws {
         try await withGuardServer { port, _ in
-            let socket = try #require(LoopbackSocket(port: port))
+            let socket = try #require(await LoopbackSocket.connect(port: port))
             socket.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
             #expect(String(decoding: await socket.read(until: #""ok"}"#), as: UTF8.self).contains("200 OK"))
             socket.send(String.webSocketHandshake("/ws/late"))
@@ -97,7 +97,7 @@ struct ResponderHandlerTests {
     /// stream underneath would stop the process on a second iterator).
     @Test func aStreamedBodyReadTwiceIsEmptyTheSecondTime() async throws {
         try await withGuardServer { port, _ in
-            let socket = try #require(LoopbackSocket(port: port))
+            let socket = try #require(await LoopbackSocket.connect(port: port))
             socket.send("POST /count-twice HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n")
             let text = String(decoding: await socket.read(until: "\"}"), as: UTF8.self)
             #expect(text.contains(#""first":"5""#) && text.contains(#""second":"0""#), "\(text)")
@@ -108,7 +108,7 @@ struct ResponderHandlerTests {
     /// that response, never inside it.
     @Test func aPipelinedContinueWaitsForTheResponseBeforeIt() async throws {
         try await withGuardServer { port, _ in
-            let socket = try #require(LoopbackSocket(port: port))
+            let socket = try #require(await LoopbackSocket.connect(port: port))
             let body = #"{"command":"after"}"#
             socket.send(
                 "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n"
@@ -127,10 +127,10 @@ struct ResponderHandlerTests {
     /// request parts wait; the server goes on serving others.
     @Test func aPipelineFloodIsCutOff() async throws {
         try await withGuardServer { port, _ in
-            let socket = try #require(LoopbackSocket(port: port))
+            let socket = try #require(await LoopbackSocket.connect(port: port))
             socket.send("GET /slow HTTP/1.1\r\nHost: x\r\n\r\n" + String(repeating: "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", count: 400))
             #expect(await socket.isClosedByPeer(within: .seconds(10)))
-            let other = try #require(LoopbackSocket(port: port))
+            let other = try #require(await LoopbackSocket.connect(port: port))
             other.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
             #expect(String(decoding: await other.read(until: #""ok"}"#), as: UTF8.self).contains("200 OK"))
         }
@@ -141,12 +141,12 @@ struct ResponderHandlerTests {
     @Test func aClientVanishingInACollectedBodyLeavesNothingBehind() async throws {
         try await withGuardServer { port, registry in
             do {
-                let socket = try #require(LoopbackSocket(port: port))
+                let socket = try #require(await LoopbackSocket.connect(port: port))
                 socket.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{\"comm")
                 try await Task.sleep(for: .milliseconds(100))
             }
             #expect(await eventually { registry.count == 0 }, "the connection is gone")
-            let other = try #require(LoopbackSocket(port: port))
+            let other = try #require(await LoopbackSocket.connect(port: port))
             other.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
             #expect(String(decoding: await other.read(until: #""ok"}"#), as: UTF8.self).contains("200 OK"))
         }
@@ -158,7 +158,7 @@ struct ResponderHandlerTests {
     static func behindSlow(
         port: Int, version: String = "1.1", _ after: String, later: String? = nil
     ) async throws -> (text: String, closed: Bool, done: Range<String.Index>) {
-        let socket = try #require(LoopbackSocket(port: port))
+        let socket = try #require(await LoopbackSocket.connect(port: port))
         socket.send("GET /slow HTTP/\(version)\r\nHost: x\r\n\r\n" + after)
         if let later {
             try await Task.sleep(for: .milliseconds(300))
@@ -220,7 +220,7 @@ struct ResponderHandlerTests {
 
     @Test func anHTTP10RequestClosesAfterItsResponse() async throws {
         try await withGuardServer { port, _ in
-            let socket = try #require(LoopbackSocket(port: port))
+            let socket = try #require(await LoopbackSocket.connect(port: port))
             socket.send("GET /healthz HTTP/1.0\r\n\r\n")
             let (bytes, closed) = await socket.readAll(timeout: .seconds(10))
             let text = String(decoding: bytes, as: UTF8.self)
@@ -232,7 +232,7 @@ struct ResponderHandlerTests {
 
     @Test func aClientThatHalfClosesStillGetsItsAnswer() async throws {
         try await withGuardServer { port, _ in
-            let socket = try #require(LoopbackSocket(port: port))
+            let socket = try #require(await LoopbackSocket.connect(port: port))
             let body = #"{"command":"late"}"#
             socket.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)")
             socket.shutdownWrite()
@@ -246,7 +246,7 @@ struct ResponderHandlerTests {
     /// dropped as it arrives and the connection serves the next request.
     @Test func anEarlyAnswerDropsTheUnreadBodyAndKeepsTheConnection() async throws {
         try await withGuardServer { port, _ in
-            let socket = try #require(LoopbackSocket(port: port))
+            let socket = try #require(await LoopbackSocket.connect(port: port))
             let size = 300_000
             let head = "POST /early HTTP/1.1\r\nHost: x\r\nContent-Length: \(size)\r\n\r\n"
             let sent = await onThread { socket.send(Array(head.utf8) + [UInt8](repeating: 0x61, count: size)) }
@@ -261,7 +261,7 @@ struct ResponderHandlerTests {
     /// the socket is throttled by the handler's pace.
     @Test func aStreamedBodyArrivesWhole() async throws {
         try await withGuardServer { port, _ in
-            let socket = try #require(LoopbackSocket(port: port))
+            let socket = try #require(await LoopbackSocket.connect(port: port))
             // Built and sent on a thread of its own: megabytes of work in a debug build would
             // hold a cooperative thread (and stretch every other test's sleeps).
             let sent = await onThread {
@@ -289,7 +289,7 @@ struct ResponderHandlerTests {
 
     private func expectWholeResponseToASlowReader(size: Int, offLoop: Bool) async throws {
         try await withGuardServer { port, _ in
-            let socket = try #require(LoopbackSocket(port: port))
+            let socket = try #require(await LoopbackSocket.connect(port: port))
             socket.setReceiveBuffer(16 * 1024)
             socket.send("GET /big?size=\(size)&offLoop=\(offLoop ? 1 : 0) HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
             try await Task.sleep(for: .milliseconds(300))

@@ -47,7 +47,7 @@ import Testing
         try await withProcessServer(configure: { $0.subscriberStallTimeout = .seconds(3) }) { h in
             let id = try await h.start("exec cat /dev/zero")
             let process = try #require(h.manager.lookup(id, chat: nil))
-            let socket = try #require(LoopbackSocket(port: h.port))
+            let socket = try #require(await LoopbackSocket.connect(port: h.port))
             socket.setReceiveBuffer(4096)
             socket.send(Self.handshake(id))
             // Never read: the server's writes stall, and it must drop the connection.
@@ -64,7 +64,7 @@ import Testing
     @Test func aSubscriberThatIgnoresTheCloseFrameIsDropped() async throws {
         try await withProcessServer { h in
             let id = try await h.start("sleep 0.5; echo done")
-            let socket = try #require(LoopbackSocket(port: h.port))
+            let socket = try #require(await LoopbackSocket.connect(port: h.port))
             socket.send(Self.handshake(id))
             // Read up to the server's close frame, and never answer it.
             let seen = await socket.read(until: "\u{88}\u{02}\u{03}\u{E8}", timeout: .seconds(20))
@@ -79,7 +79,7 @@ import Testing
             let second = try await h.start("sleep 600")
             var sockets: [LoopbackSocket] = []
             for _ in 0..<3 {
-                let socket = try #require(LoopbackSocket(port: h.port))
+                let socket = try #require(await LoopbackSocket.connect(port: h.port))
                 socket.send(Self.handshake(first))
                 #expect(String.httpStatus(of: await socket.read(until: "\r\n\r\n")) == 101)
                 sockets.append(socket)

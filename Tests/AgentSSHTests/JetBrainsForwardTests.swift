@@ -88,7 +88,7 @@ struct JetBrainsForwardTests {
         // The client's listener is up once a connect succeeds.
         var socket: LoopbackSocket?
         #expect(await eventually(timeout: .seconds(60)) {
-            socket = LoopbackSocket(port: local)
+            socket = await LoopbackSocket.connect(port: local)
             return socket != nil
         })
         let client = try #require(socket)
@@ -126,7 +126,7 @@ struct JetBrainsForwardTests {
         #expect(await Self.readLine(session.stdout) == "started")
         #expect(counts.count(.ssh) == 0 && counts.count(.vscode) == 0 && counts.count(.jetbrains) == 0)
         #expect(reports.all.isEmpty, "\(reports.all)")
-        let client = try #require(LoopbackSocket(port: local))
+        let client = try #require(await LoopbackSocket.connect(port: local))
         #expect(client.send("ping"))
         #expect(String(decoding: await client.read(atLeast: 4, timeout: .seconds(60)), as: UTF8.self) == "ping")
         // The owner of the plain port is found, and it is not JetBrains.

@@ -72,7 +72,7 @@ struct SSHConnectionLimitTests {
         let cap = SSHConnectionLimits.defaultMaxConnectionsPerSource
         var idle: [LoopbackSocket] = []
         for index in 0..<cap {
-            let socket = try #require(LoopbackSocket(port: server.port))
+            let socket = try #require(await LoopbackSocket.connect(port: server.port))
             if index % 2 == 1 { #expect(socket.send("SSH-2.0-x\r\n")) }
             idle.append(socket)
         }
@@ -97,7 +97,7 @@ struct SSHConnectionLimitTests {
         let session = try #require(ChildProgram.start(
             ["ssh"] + SSHClientEdgeTests.options + ["-p", "\(server.port)", "127.0.0.1", "read line; echo after $line"]))
         #expect(await eventually(timeout: .seconds(60)) { server.server.sessions.count == 1 })
-        let client = try #require(LoopbackSocket(port: server.port))
+        let client = try #require(await LoopbackSocket.connect(port: server.port))
         #expect(client.send("SSH-2.0-OpenSSH_9.2p1 idle\r\n"))
         let (bytes, closed) = await client.readAll(timeout: .seconds(60))
         #expect(String(decoding: bytes.prefix(8), as: UTF8.self) == "SSH-2.0-")

@@ -64,7 +64,7 @@ struct SSHMaxTimeoutTests {
     @Test func aSilentClientIsClosed() async throws {
         let server = try await SSHSessionTests.Server(timeoutRule: .silence(.seconds(3)))
         defer { Task { await server.stop() } }
-        let client = try #require(LoopbackSocket(port: server.port))
+        let client = try #require(await LoopbackSocket.connect(port: server.port))
         #expect(client.send("SSH-2.0-OpenSSH_9.2p1 silent\r\n"))
         let (bytes, closed) = await client.readAll(timeout: .seconds(60))
         #expect(String(decoding: bytes.prefix(8), as: UTF8.self) == "SSH-2.0-")

@@ -14,16 +14,52 @@ public final class LoopbackSocket: @unchecked Sendable {
     // a time; nothing is shared between tasks.
     public let fd: Int32
 
-    /// Connects to 127.0.0.1:`port`; nil when the connection is refused.
-    public init?(port: Int) {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    /// Connects to 127.0.0.1:`port`; nil when the connection is refused or not made within
+    /// `timeout`. The connect does not block a cooperative thread: a server whose accept
+    /// queue is full drops the SYN, and the kernel's retries take seconds.
+    public static func connect(port: Int, timeout: Duration = .seconds(60)) async -> LoopbackSocket? {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { return nil }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         let rc = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        var connected = rc == 0
+        if rc != 0, errno == EINPROGRESS {
+            var deadline = PollDeadline(timeout)
+            while !deadline.hasPassed {
+                var entry = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+                if poll(&entry, 1, 0) == 1 {
+                    var error: Int32 = 0
+                    var length = socklen_t(MemoryLayout<Int32>.size)
+                    connected = getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length) == 0 && error == 0
+                    break
+                }
+                await deadline.sleep(.milliseconds(5))
+            }
+        }
+        // Back to blocking: the sends and reads below expect it.
+        guard connected, fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) == 0 else {
+            close(fd)
+            return nil
+        }
+        return LoopbackSocket(descriptor: fd)
+    }
+
+    /// Connects to 127.0.0.1:`port`, blocking until the kernel answers; nil when refused.
+    /// Only for a test's own thread (``onThread(_:)``); tasks use ``connect(port:timeout:)``.
+    public init?(port: Int) {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { return nil }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let rc = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
         guard rc == 0 else {
             close(fd)

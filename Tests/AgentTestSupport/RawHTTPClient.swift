@@ -74,53 +74,101 @@ public struct RawHTTPClient: Sendable {
         for (name, value) in headers { text += "\(name): \(value)\r\n" }
         if let body { text += "Content-Length: \(body.count)\r\n" }
         text += "\r\n"
-        let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .withConnectedSocket(descriptor) { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
-                }
-            }
-        return try parse(try await exchange(on: channel, Array(text.utf8) + (body ?? []), closeAfter: nil, timeout: timeout))
+        let exchange = Exchange(bytes: Array(text.utf8) + (body ?? []), closeAfter: nil, timeout: timeout)
+        _ = try await ClientBootstrap(group: exchange.loop)
+            .channelInitializer { channel in channel.pipeline.addHandler(exchange) }
+            .withConnectedSocket(descriptor).get()
+        return try parse(try await exchange.received.futureResult.get())
     }
 
     private func exchange(_ bytes: [UInt8], closeAfter: Duration?, timeout: Duration) async throws -> [UInt8] {
-        let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .connect(host: host, port: port) { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
-                }
-            }
-        return try await Self.exchange(on: channel, bytes, closeAfter: closeAfter, timeout: timeout)
+        let exchange = Exchange(bytes: bytes, closeAfter: closeAfter, timeout: timeout)
+        _ = try await ClientBootstrap(group: exchange.loop)
+            .channelInitializer { channel in channel.pipeline.addHandler(exchange) }
+            .connect(host: host, port: port).get()
+        return try await exchange.received.futureResult.get()
     }
 
-    private static func exchange(
-        on channel: NIOAsyncChannel<ByteBuffer, ByteBuffer>, _ bytes: [UInt8], closeAfter: Duration?, timeout: Duration
-    ) async throws -> [UInt8] {
-        try await channel.executeThenClose { inbound, outbound in
-            try await outbound.write(ByteBuffer(bytes: bytes))
+    /// One request and its response, entirely on the channel's event loop: the request is
+    /// written as soon as the connection opens and the response gathered as it arrives, so a
+    /// test task that waits long for a cooperative thread never makes a server's deadline
+    /// pass between connecting and sending.
+    final class Exchange: ChannelInboundHandler, @unchecked Sendable {
+        // @unchecked: every stored property is touched on the channel's event loop only
+        // (handler callbacks and tasks scheduled on that loop); `received` is a promise,
+        // itself thread-safe.
+        typealias InboundIn = ByteBuffer
+        typealias OutboundOut = ByteBuffer
+
+        private let bytes: [UInt8]
+        private let closeAfter: Duration?
+        private let timeout: Duration
+        private var gathered: [UInt8] = []
+        private var promise: EventLoopPromise<[UInt8]>?
+        private var deadline: Scheduled<Void>?
+        private var started = false
+        /// The loop the connection is made on (its handler runs there).
+        let loop: any EventLoop
+        /// Completed with the bytes received once the server closes (or with a failure).
+        let received: EventLoopPromise<[UInt8]>
+
+        init(bytes: [UInt8], closeAfter: Duration?, timeout: Duration) {
+            self.bytes = bytes
+            self.closeAfter = closeAfter
+            self.timeout = timeout
+            loop = MultiThreadedEventLoopGroup.singleton.next()
+            received = loop.makePromise(of: [UInt8].self)
+            promise = received
+        }
+
+        func handlerAdded(context: ChannelHandlerContext) {
+            if context.channel.isActive { start(context) }
+        }
+
+        func channelActive(context: ChannelHandlerContext) {
+            start(context)
+            context.fireChannelActive()
+        }
+
+        private func start(_ context: ChannelHandlerContext) {
+            guard !started else { return }
+            started = true
+            context.writeAndFlush(wrapOutboundOut(ByteBuffer(bytes: bytes)), promise: nil)
+            let channel = context.channel
             if let closeAfter {
-                try await Task.sleep(for: closeAfter)
-                return []
-            }
-            return try await withThrowingTaskGroup(of: [UInt8]?.self) { group in
-                group.addTask {
-                    var received: [UInt8] = []
-                    do {
-                        for try await chunk in inbound { received += chunk.readableBytesView }
-                    } catch where !received.isEmpty {
-                        // A reset after a complete response still counts as that response.
-                    }
-                    return received
+                deadline = context.eventLoop.scheduleTask(in: .nanoseconds(Int64(closeAfter / .nanoseconds(1)))) {
+                    self.finish(.success([]))
+                    channel.close(promise: nil)
                 }
-                group.addTask {
-                    try await Task.sleep(for: timeout)
-                    return nil
-                }
-                let first = try await group.next()!
-                group.cancelAll()
-                guard let first else { throw Failure(description: "no complete response within \(timeout)") }
-                return first
+                return
             }
+            deadline = context.eventLoop.scheduleTask(in: .nanoseconds(Int64(timeout / .nanoseconds(1)))) {
+                self.finish(.failure(Failure(description: "no complete response within \(self.timeout)")))
+                channel.close(promise: nil)
+            }
+        }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            gathered += unwrapInboundIn(data).readableBytesView
+        }
+
+        func errorCaught(context: ChannelHandlerContext, error: any Error) {
+            // A reset after a complete response still counts as that response.
+            if gathered.isEmpty { finish(.failure(error)) } else { finish(.success(gathered)) }
+            context.close(promise: nil)
+        }
+
+        func channelInactive(context: ChannelHandlerContext) {
+            finish(.success(gathered))
+            context.fireChannelInactive()
+        }
+
+        private func finish(_ result: Result<[UInt8], any Error>) {
+            guard let promise else { return }
+            self.promise = nil
+            deadline?.cancel()
+            deadline = nil
+            promise.completeWith(result)
         }
     }
 

@@ -141,7 +141,7 @@ struct DERPClientTests {
     @Test func relayAnswersLikeCoderd() async throws {
         try await DERPTest.withRelay { relay in
             // A WebSocket without the `derp` subprotocol is accepted, then closed with 1008.
-            let socket = try #require(LoopbackSocket(port: relay.port))
+            let socket = try #require(await LoopbackSocket.connect(port: relay.port))
             socket.send(String.webSocketHandshake("/derp"))
             let (bytes, closed) = await socket.readAll(timeout: .seconds(20))
             #expect(String.httpStatus(of: bytes) == 101)
@@ -150,7 +150,7 @@ struct DERPClientTests {
             #expect(Array(bytes[head...].prefix(4)) == [0x88, 0x02, 0x03, 0xF0])
             #expect(closed)
             // No upgrade at all: 426.
-            let plain = try #require(LoopbackSocket(port: relay.port))
+            let plain = try #require(await LoopbackSocket.connect(port: relay.port))
             plain.send("GET /derp HTTP/1.1\r\nHost: x\r\n\r\n")
             let answer = await plain.readAll(timeout: .seconds(20))
             #expect(String.httpStatus(of: answer.bytes) == 426)

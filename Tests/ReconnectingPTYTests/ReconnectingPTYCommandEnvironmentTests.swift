@@ -25,7 +25,7 @@ struct ReconnectingPTYCommandEnvironmentTests {
             server.closeAll()
             Task { await listener.close() }
         }
-        let socket = try #require(LoopbackSocket(port: listener.port))
+        let socket = try #require(await LoopbackSocket.connect(port: listener.port))
         let command = #"printf 'got:%s|%s|%s|%s|%s:end\n' "$CODER_WORKSPACE_NAME" "$CODER_AGENT_TOKEN" "$SHARED_MS" "$GIT_ASKPASS" "${PATH%%:*}""#
         #expect(socket.send(PTYInit(id: UUID().uuidString, height: 24, width: 200, command: command, backendType: "buffered").frameBytes))
         let output = String(decoding: await socket.read(until: ":end"), as: UTF8.self)

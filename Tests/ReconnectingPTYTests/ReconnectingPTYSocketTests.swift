@@ -41,8 +41,8 @@ struct ReconnectingPTYSocketTests {
 
         /// A connection that has sent its init, asking for the buffered backend (the screen
         /// backend has a suite of its own).
-        func attach(_ id: String, command: String = "sh", rows: UInt16 = 24, columns: UInt16 = 80) throws -> LoopbackSocket {
-            let socket = try #require(LoopbackSocket(port: port))
+        func attach(_ id: String, command: String = "sh", rows: UInt16 = 24, columns: UInt16 = 80) async throws -> LoopbackSocket {
+            let socket = try #require(await LoopbackSocket.connect(port: port))
             #expect(socket.send(PTYInit(id: id, height: rows, width: columns, command: command, backendType: "buffered").frameBytes))
             return socket
         }
@@ -60,7 +60,7 @@ struct ReconnectingPTYSocketTests {
     @Test func eachConnectionIsReportedAndCounted() async throws {
         let server = try await Server()
         defer { Task { await server.stop() } }
-        let socket = try server.attach(UUID().uuidString)
+        let socket = try await server.attach(UUID().uuidString)
         Self.type(socket, "echo counted\r")
         _ = await socket.read(until: "counted")
         #expect(server.counts.count(.reconnectingPTY) == 1)
@@ -76,7 +76,7 @@ struct ReconnectingPTYSocketTests {
         let server = try await Server()
         defer { Task { await server.stop() } }
         let id = UUID().uuidString
-        let first = try server.attach(id)
+        let first = try await server.attach(id)
         Self.type(first, "echo one-$((40+2))\r")
         let one = String(decoding: await first.read(until: "one-42"), as: UTF8.self)
         #expect(one.contains("one-42"), "\(one)")
@@ -88,7 +88,7 @@ struct ReconnectingPTYSocketTests {
         hangUp(first)
 
         // Reattached (its command ignored): the replay first, then the init's size, then live.
-        let second = try server.attach(id, command: "echo never-$((1+1))", rows: 20, columns: 70)
+        let second = try await server.attach(id, command: "echo never-$((1+1))", rows: 20, columns: 70)
         let replay = String(decoding: await second.read(until: "33 101"), as: UTF8.self)
         #expect(replay.contains("one-42") && replay.contains("33 101"), "\(replay)")
         Self.type(second, "stty size; echo two-$((1+1))\r")
@@ -101,10 +101,10 @@ struct ReconnectingPTYSocketTests {
         let server = try await Server()
         defer { Task { await server.stop() } }
         let id = UUID().uuidString
-        let first = try server.attach(id)
+        let first = try await server.attach(id)
         Self.type(first, "echo ready-$((1+2))\r")
         _ = await first.read(until: "ready-3")
-        let second = try server.attach(id)
+        let second = try await server.attach(id)
         _ = await second.read(until: "ready-3")
         Self.type(first, "echo from-first-$((2+3))\r")
         #expect(String(decoding: await second.read(until: "from-first-5"), as: UTF8.self).contains("from-first-5"))
@@ -117,7 +117,7 @@ struct ReconnectingPTYSocketTests {
         #expect(await second.isClosedByPeer(within: .seconds(30)))
         #expect(await eventually { server.server.count == 0 })
         // The same ID now starts afresh, with its own command and no replay of the old one.
-        let third = try server.attach(id, command: "echo fresh-$((3+4)); sleep 0.2")
+        let third = try await server.attach(id, command: "echo fresh-$((3+4)); sleep 0.2")
         let fresh = await third.readAll(timeout: .seconds(30))
         let text = String(decoding: fresh.bytes, as: UTF8.self)
         #expect(fresh.closed && text.contains("fresh-7") && !text.contains("from-first"), "\(fresh.closed) \(text)\n\(server.log.text)")
@@ -132,7 +132,7 @@ struct ReconnectingPTYSocketTests {
         limits.exitDrainBound = .zero
         let server = try await Server(limits: limits)
         defer { Task { await server.stop() } }
-        let socket = try server.attach(UUID().uuidString, command: "seq 1 20000; echo end-$((\(round)+40))")
+        let socket = try await server.attach(UUID().uuidString, command: "seq 1 20000; echo end-$((\(round)+40))")
         let all = await socket.readAll(timeout: .seconds(60))
         let text = String(decoding: all.bytes, as: UTF8.self)
         #expect(all.closed && text.contains("19999\r\n20000\r\nend-\(round + 40)"), "\(all.closed) \(text.suffix(200))\n\(server.log.text)")
@@ -150,7 +150,7 @@ struct ReconnectingPTYSocketTests {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
         // The shell exits only once the job ignores the hangup its exit brings.
-        let socket = try server.attach(UUID().uuidString, command: "sh -c 'trap \"\" HUP; echo $$ > \(directory)/job.tmp; mv \(directory)/job.tmp \(directory)/job; exec sleep 600' & i=0; while [ ! -s \(directory)/job ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done; echo started")
+        let socket = try await server.attach(UUID().uuidString, command: "sh -c 'trap \"\" HUP; echo $$ > \(directory)/job.tmp; mv \(directory)/job.tmp \(directory)/job; exec sleep 600' & i=0; while [ ! -s \(directory)/job ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done; echo started")
         let all = await socket.readAll(timeout: .seconds(60))
         #expect(all.closed && String(decoding: all.bytes, as: UTF8.self).contains("started"))
         #expect(await eventually { server.server.count == 0 })
@@ -172,7 +172,7 @@ struct ReconnectingPTYSocketTests {
         let directory = NSTemporaryDirectory() + "pty-shutdown-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let socket = try server.attach(UUID().uuidString, command: "bash --norc -i")
+        let socket = try await server.attach(UUID().uuidString, command: "bash --norc -i")
         Self.type(socket, "trap '' \(ignored); sh -c 'echo $$ > \(directory)/job.tmp; mv \(directory)/job.tmp \(directory)/job; exec sleep 300'\r")
         #expect(await eventually(timeout: .seconds(60)) { FileManager.default.fileExists(atPath: directory + "/job") })
         let written = try #require(FileManager.default.contents(atPath: directory + "/job"))
@@ -191,7 +191,7 @@ struct ReconnectingPTYSocketTests {
         let server = try await Server(limits: limits)
         defer { Task { await server.stop() } }
         let id = UUID().uuidString
-        let first = try server.attach(id, command: "echo started; exec sleep 600")
+        let first = try await server.attach(id, command: "echo started; exec sleep 600")
         _ = await first.read(until: "started")
         // The attach timer (stale once attached) is asleep; detaching arms the idle one.
         #expect(await eventually { clock.sleeping == 1 })
@@ -201,7 +201,7 @@ struct ReconnectingPTYSocketTests {
         #expect(await eventually { clock.sleeping == 1 })
         #expect(server.server.count == 1)
         // Reattaching within the time keeps the session (the same process's replay).
-        let second = try server.attach(id)
+        let second = try await server.attach(id)
         #expect(String(decoding: await second.read(until: "started"), as: UTF8.self).contains("started"))
         hangUp(second)
         #expect(await eventually { clock.sleeping == 2 })
@@ -215,11 +215,11 @@ struct ReconnectingPTYSocketTests {
     @Test func badInitsAndInputsCloseTheConnection() async throws {
         let server = try await Server()
         defer { Task { await server.stop() } }
-        let bad = try #require(LoopbackSocket(port: server.port))
+        let bad = try #require(await LoopbackSocket.connect(port: server.port))
         #expect(bad.send([3, 0] + Array("{x}".utf8)))
         #expect(await bad.isClosedByPeer(within: .seconds(30)))
         let id = UUID().uuidString
-        let attached = try server.attach(id)
+        let attached = try await server.attach(id)
         Self.type(attached, "echo ok-$((2*3))\r")
         _ = await attached.read(until: "ok-6")
         #expect(attached.send("[1]"))

@@ -43,8 +43,8 @@ struct ScreenBackendTests {
         }
 
         /// A connection that has sent its init, asking for screen.
-        func attach(_ id: String, command: String = "", rows: UInt16 = 24, columns: UInt16 = 80, backend: String = "screen") throws -> LoopbackSocket {
-            let socket = try #require(LoopbackSocket(port: port))
+        func attach(_ id: String, command: String = "", rows: UInt16 = 24, columns: UInt16 = 80, backend: String = "screen") async throws -> LoopbackSocket {
+            let socket = try #require(await LoopbackSocket.connect(port: port))
             #expect(socket.send(PTYInit(id: id, height: rows, width: columns, command: command, backendType: backend).frameBytes))
             return socket
         }
@@ -78,7 +78,7 @@ struct ScreenBackendTests {
     @Test func attachTypeDetachAndReattachSeesScreensRedraw() async throws {
         let server = try await Server()
         let id = UUID().uuidString
-        let first = try server.attach(id)
+        let first = try await server.attach(id)
         Self.type(first, "echo one-$((40+2))\r")
         let one = Self.text(await first.read(until: "one-42", timeout: .seconds(60)))
         #expect(one.contains("one-42"), "\(one)")
@@ -88,7 +88,7 @@ struct ScreenBackendTests {
 
         // Reattached (its command ignored): screen redraws the window with the earlier
         // output; the session is the same one.
-        let second = try server.attach(id, command: "echo never-$((1+1))")
+        let second = try await server.attach(id, command: "echo never-$((1+1))")
         let redraw = Self.text(await second.read(until: "one-42", timeout: .seconds(60)))
         #expect(redraw.contains("one-42"), "\(redraw)")
         Self.type(second, "echo two-$((1+1))\r")
@@ -103,7 +103,7 @@ struct ScreenBackendTests {
         let detached = await eventually(timeout: .seconds(60)) { await server.sessionList().contains("(Detached)") }
         let listing = await server.sessionList()
         #expect(detached, "\(listing)")
-        let third = try server.attach(id, rows: 30, columns: 90)
+        let third = try await server.attach(id, rows: 30, columns: 90)
         Self.type(third, "echo three-$((1+2))\r")
         let attached = Self.text(await third.read(until: "three-3", timeout: .seconds(60)))
         #expect(attached.contains("three-3"), "\(attached)")
@@ -123,7 +123,7 @@ struct ScreenBackendTests {
 
     @Test func aResizeObjectResizesTheWindow() async throws {
         let server = try await Server()
-        let socket = try server.attach(UUID().uuidString)
+        let socket = try await server.attach(UUID().uuidString)
         Self.type(socket, "echo up-$((1+1))\r")
         _ = await socket.read(until: "up-2", timeout: .seconds(60))
         #expect(socket.send(#"{"height":33,"width":101}"#))
@@ -141,8 +141,8 @@ struct ScreenBackendTests {
     @Test func twoAttachmentsAtOnceShareTheWindow() async throws {
         let server = try await Server()
         let id = UUID().uuidString
-        let first = try server.attach(id)
-        let second = try server.attach(id)
+        let first = try await server.attach(id)
+        let second = try await server.attach(id)
         Self.type(first, "echo from-first-$((2+3))\r")
         #expect(Self.text(await second.read(until: "from-first-5", timeout: .seconds(60))).contains("from-first-5"))
         #expect(Self.text(await first.read(until: "from-first-5", timeout: .seconds(60))).contains("from-first-5"))
@@ -160,7 +160,7 @@ struct ScreenBackendTests {
     @Test func theCommandsExitClosesTheConnectionAndForgetsTheID() async throws {
         let server = try await Server()
         let id = UUID().uuidString
-        let socket = try server.attach(id)
+        let socket = try await server.attach(id)
         Self.type(socket, "echo ready-$((1+2))\r")
         _ = await socket.read(until: "ready-3", timeout: .seconds(60))
         Self.type(socket, "exit\r")
@@ -175,7 +175,7 @@ struct ScreenBackendTests {
         var limits = ReconnectingPTYServer.Limits()
         limits.sleep = { try await clock.sleep(for: $0) }
         let server = try await Server(limits: limits)
-        let socket = try server.attach(UUID().uuidString, command: "echo started; exec sleep 600")
+        let socket = try await server.attach(UUID().uuidString, command: "echo started; exec sleep 600")
         _ = await socket.read(until: "started", timeout: .seconds(60))
         #expect(await server.sessionNames().count == 1)
         // The attach timer (stale once attached) is asleep; detaching arms the idle one.
@@ -191,7 +191,7 @@ struct ScreenBackendTests {
 
     @Test func shutdownQuitsOnlyTheAgentsSessions() async throws {
         let server = try await Server()
-        let socket = try server.attach(UUID().uuidString)
+        let socket = try await server.attach(UUID().uuidString)
         Self.type(socket, "echo up-$((2+2))\r")
         _ = await socket.read(until: "up-4", timeout: .seconds(60))
         // A session the agent did not create, in the same directory: it must survive.

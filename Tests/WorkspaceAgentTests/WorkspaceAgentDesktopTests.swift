@@ -48,7 +48,7 @@ struct WorkspaceAgentDesktopTests {
         #expect(try await client.request("POST", "/api/v0/desktop/action", json: #"{"action":"cursor_position"}"#).status == 200)
         try await Task.sleep(for: .milliseconds(300))
         let before = rss(agent.pid)
-        let socket = try #require(LoopbackSocket(port: port))
+        let socket = try #require(await LoopbackSocket.connect(port: port))
         socket.setReceiveBuffer(4096)
         socket.send(String.webSocketHandshake("/api/v0/desktop/vnc"))
         func frame(_ payload: [UInt8]) -> [UInt8] {

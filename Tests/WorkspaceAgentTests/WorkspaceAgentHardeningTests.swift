@@ -106,10 +106,10 @@ import Glibc
         let chattyID = try #require(jsonObject(chatty.body)?["id"] as? String)
         _ = try #require(jsonObject(held.body)?["id"] as? String)
         // A half-sent request head, a silent connection, and a stream subscriber that never reads.
-        let partial = try #require(LoopbackSocket(port: port))
+        let partial = try #require(await LoopbackSocket.connect(port: port))
         partial.send("POST /api/v0/processes/start HTTP/1.1\r\nHost: x\r\nContent-Le")
-        let silent = try #require(LoopbackSocket(port: port))
-        let stalled = try #require(LoopbackSocket(port: port))
+        let silent = try #require(await LoopbackSocket.connect(port: port))
+        let stalled = try #require(await LoopbackSocket.connect(port: port))
         stalled.setReceiveBuffer(4096)
         stalled.send(
             String.webSocketHandshake("/api/v0/processes/\(chattyID)/stream"))
@@ -151,7 +151,7 @@ import Glibc
         var sockets: [LoopbackSocket] = []
         for id in ids {
             for _ in 0..<16 {
-                let socket = try #require(LoopbackSocket(port: port))
+                let socket = try #require(await LoopbackSocket.connect(port: port))
                 socket.setReceiveBuffer(4096)
                 socket.send(
                     String.webSocketHandshake("/api/v0/processes/\(id)/stream"))

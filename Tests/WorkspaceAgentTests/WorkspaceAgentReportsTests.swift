@@ -48,7 +48,7 @@ struct WorkspaceAgentReportsTests {
         let server = Mutex<pid_t?>(try startHTTPServer(port: port, directory: dir))
         defer { stop(server) }
         // Serving before the agent starts, so that the app's first checks pass.
-        #expect(await eventually(timeout: .seconds(60)) { LoopbackSocket(port: port) != nil })
+        #expect(await eventually(timeout: .seconds(60)) { await LoopbackSocket.connect(port: port) != nil })
         try await double.run { url in
             let agent = try AgentDaemon.launch(["--http-address", "127.0.0.1:0", "--agent-url", url, "--agent-token-file", tokenFile])
             defer { agent.cleanup() }
