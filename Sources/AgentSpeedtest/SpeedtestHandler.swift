@@ -19,7 +19,7 @@ final class SpeedtestHandler: ChannelInboundHandler {
     static let uploadGrace: TimeAmount = .seconds(5)
     /// After a download's time, how long the last block may take to drain before the agent
     /// closes anyway (a client that stopped reading cannot hold the connection).
-    static let drainGrace: TimeAmount = .seconds(5)
+    static let defaultDrainGrace: TimeAmount = .seconds(5)
 
     private enum State {
         case request
@@ -30,13 +30,15 @@ final class SpeedtestHandler: ChannelInboundHandler {
 
     private let block: ByteBuffer
     private let requestTimeout: TimeAmount
+    private let drainGrace: TimeAmount
     private var state = State.request
     private var received: ByteBuffer?
     private var timer: Scheduled<Void>?
     private var lastWrite: EventLoopFuture<Void>?
     private let metrics: SpeedtestMetrics
 
-    init(block: ByteBuffer, requestTimeout: TimeAmount, metrics: SpeedtestMetrics) {
+    init(block: ByteBuffer, requestTimeout: TimeAmount, drainGrace: TimeAmount = SpeedtestHandler.defaultDrainGrace, metrics: SpeedtestMetrics) {
+        self.drainGrace = drainGrace
         self.block = block
         self.requestTimeout = requestTimeout
         self.metrics = metrics
@@ -147,7 +149,7 @@ final class SpeedtestHandler: ChannelInboundHandler {
         timer?.cancel()
         let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
         let written = lastWrite ?? context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(capacity: 0)))
-        let grace = context.eventLoop.scheduleTask(in: Self.drainGrace) { bound.value.close(promise: nil) }
+        let grace = context.eventLoop.scheduleTask(in: drainGrace) { bound.value.close(promise: nil) }
         written.whenComplete { _ in
             grace.cancel()
             bound.value.close(promise: nil)

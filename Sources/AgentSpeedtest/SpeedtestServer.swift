@@ -15,14 +15,17 @@ public final class SpeedtestServer: Sendable {
     public static let defaultRequestTimeout: TimeAmount = .seconds(30)
 
     let requestTimeout: TimeAmount
+    /// How long a download's last block may take to drain (``SpeedtestHandler``).
+    let drainGrace: TimeAmount
     private let open = Mutex(0)
     private let metrics = SpeedtestMetrics()
     /// One block of random bytes, written again and again (ByteBuffer shares its storage);
     /// made by the first test, so an agent that never runs one holds none of its 2 MiB.
     private let sharedBlock = Mutex<ByteBuffer?>(nil)
 
-    public init(requestTimeout: TimeAmount = SpeedtestServer.defaultRequestTimeout) {
+    public init(requestTimeout: TimeAmount = SpeedtestServer.defaultRequestTimeout, drainGrace: TimeAmount = .seconds(5)) {
         self.requestTimeout = requestTimeout
+        self.drainGrace = drainGrace
     }
 
     /// The block: random bytes from a generator seeded once from the system's.
@@ -59,7 +62,7 @@ public final class SpeedtestServer: Sendable {
             return channel.close()
         }
         channel.closeFuture.whenComplete { [self] _ in open.withLock { $0 -= 1 } }
-        let handler = SpeedtestHandler(block: block, requestTimeout: requestTimeout, metrics: metrics)
+        let handler = SpeedtestHandler(block: block, requestTimeout: requestTimeout, drainGrace: drainGrace, metrics: metrics)
         return channel.eventLoop.makeCompletedFuture {
             try channel.pipeline.syncOperations.addHandler(handler)
         }

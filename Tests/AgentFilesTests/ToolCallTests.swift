@@ -37,7 +37,8 @@ struct ToolCallTests {
             #expect(newer.status == 200)
             let stale = try await h.post("edit-files", json: Self.edit(path, "a", "aa"), headers: Self.headers(message: 1, call: "call-2"))
             #expect(stale.status == 409 && stale.bodyText.contains("stale_tool_call"))
-            let old = try await h.post("edit-files", json: Self.edit(path, "c", "d"), headers: Self.headers(message: 2, call: "call-3", age: 60_000))
+            // Begun an hour ago: before this server started, however long the steps above took.
+            let old = try await h.post("edit-files", json: Self.edit(path, "c", "d"), headers: Self.headers(message: 2, call: "call-3", age: 3_600_000))
             #expect(old.status == 409 && old.bodyText.contains("agent_started_after_tool_call"))
             #expect(try await h.post("edit-files", json: Self.edit(path, "c", "d"), headers: [("Coder-Chat-Id", Self.chat), ("Coder-Tool-Call-Id", "x")]).status == 400)
         }

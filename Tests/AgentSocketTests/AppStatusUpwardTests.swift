@@ -25,7 +25,7 @@ struct AppStatusUpwardTests {
         // A control plane that is down: its port is known, nothing listens yet.
         let first = ControlPlaneDouble()
         let port = Mutex(0)
-        try await first.run { url in port.withLock { $0 = Int(url.split(separator: ":").last!)! } }
+        try await first.run(port: freeLoopbackPort()) { url in port.withLock { $0 = Int(url.split(separator: ":").last!)! } }
         let url = "http://127.0.0.1:\(port.withLock { $0 })"
         var configuration = ControlPlaneSession.Configuration(agentVersion: "0.1.0")
         configuration.shutdownDeadline = .seconds(3)

@@ -93,7 +93,7 @@ struct MCPFlowTests {
         defer { Task { await server.close() } }
         let session = try await MCPTestServers.connect(.streamableHTTP(url: server.url("/mcp"), headers: [:]))
         await #expect {
-            _ = try await session.callTool("endless", arguments: nil, timeout: .seconds(50))
+            _ = try await session.callTool("endless", arguments: nil, timeout: .seconds(150))
         } throws: { error in
             (error as? MCPError)?.message == "tools/call: the server sent more than \(MCPLimits.maxExchangeBytes) bytes in answer to one request"
         }

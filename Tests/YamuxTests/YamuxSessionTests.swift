@@ -191,14 +191,14 @@ struct YamuxSessionTests {
         let pair = await SessionPair()
         await pair.server.receive(YamuxFrame(header: YamuxHeader(type: .data, streamID: 77, length: 3), payload: [1, 2, 3]).encoded)
         #expect(await pair.server.closeReason == nil)
-        try await pair.client.ping()
+        try await pair.client.ping(timeout: .seconds(120))
         await pair.shutdown()
     }
 
     @Test func goAwayNormalBlocksNewOpens() async throws {
         let pair = await SessionPair()
         await pair.server.goAway(.normal)
-        try await pair.client.ping() // the GoAway was sent before the ping's reply
+        try await pair.client.ping(timeout: .seconds(120)) // the GoAway was sent before the ping's reply
         await #expect(throws: YamuxSessionError.remoteGoAway) { try await pair.client.open() }
         #expect(await pair.client.closeReason == nil)
         await pair.shutdown()
@@ -241,8 +241,10 @@ struct YamuxSessionTests {
         config.acceptBacklog = 2
         let pair = await SessionPair(configuration: config)
         let streams = try await (0..<3).asyncMap { _ in try await pair.client.open() }
-        try await pair.client.ping()
-        try await pair.server.ping()
+        // A ping's answer crosses the pair's pumps, tasks on the cooperative pool: on a busy
+        // host that took longer than the default ten seconds.
+        try await pair.client.ping(timeout: .seconds(120))
+        try await pair.server.ping(timeout: .seconds(120))
         await #expect(throws: YamuxSessionError.streamReset) { try await streams[2].read() }
         await pair.shutdown()
     }
