@@ -4,6 +4,7 @@ import AgentTestSupport
 import Foundation
 import Hummingbird
 import Logging
+import Synchronization
 import Testing
 
 /// Hostile and buggy clients against a real server on loopback.
@@ -175,11 +176,13 @@ import Testing
             // (WebSockets have a budget of their own: ConnectionBudgetTests.)
             let a = try #require(await LoopbackSocket.connect(port: port))
             let b = try #require(await LoopbackSocket.connect(port: port))
-            for socket in [a, b] { socket.send("GET /slower HTTP/1.1\r\nHost: x\r\n\r\n") }
+            let gate = UUID().uuidString
+            for socket in [a, b] { socket.send("GET /held/\(gate) HTTP/1.1\r\nHost: x\r\n\r\n") }
             #expect(await eventually { registry.busyCount == 2 })
             let c = try #require(await LoopbackSocket.connect(port: port))
             #expect(await c.isClosedByPeer(within: .seconds(10)))
             #expect(registry.counters.refused >= 1)
+            HeldRequests.gate(gate).open()
             // The busy ones are answered in full.
             for socket in [a, b] {
                 #expect(String.httpStatus(of: await socket.read(until: "done", timeout: .seconds(30))) == 200)
@@ -411,6 +414,12 @@ struct GuardTestRoutes: HTTPModule {
             try await Task.sleep(for: .seconds(10))
             return JSONResponse.make(["status": "done"])
         }
+        // Busy until the test opens the named gate (``HeldRequests``): what a test orders by,
+        // not a time that a busy host may outlast.
+        router.get("/held/{gate}") { _, context in
+            await HeldRequests.gate(context.parameters.get("gate") ?? "").wait()
+            return JSONResponse.make(["status": "done"])
+        }
         // On the loop: pipelined after a malformed request, its answer must be written before
         // the parse error is read (the connection core forwards a parse error that arrives
         // while a pool handler is still answering to that handler, then closes unanswered).
@@ -516,5 +525,19 @@ extension String {
     func splitFirst(_ separator: Character) -> (String, String) {
         guard let index = firstIndex(of: separator) else { return (self, "") }
         return (String(self[..<index]), String(self[self.index(after: index)...]))
+    }
+}
+
+/// Gates that `/held/{gate}` requests wait on, by name, until the test opens them.
+enum HeldRequests {
+    private static let gates = Mutex<[String: Latch]>([:])
+
+    static func gate(_ name: String) -> Latch {
+        gates.withLock { gates in
+            if let gate = gates[name] { return gate }
+            let gate = Latch()
+            gates[name] = gate
+            return gate
+        }
     }
 }
