@@ -29,7 +29,7 @@ struct SSHShutdownTests {
         defer { Task { await onThread { client.kill() } } }
         #expect(server.server.sessions.processes.contains(pid))
         await server.server.shutdown()
-        #expect(await eventually(timeout: .seconds(60)) { kill(pid, 0) != 0 }, "the session's shell outlived the shutdown")
+        #expect(await eventually(timeout: .seconds(60)) { !isAlive(pid) }, "the session's shell outlived the shutdown")
         #expect(await eventually(timeout: .seconds(60)) { server.server.sessions.processes.isEmpty })
     }
 
@@ -44,7 +44,7 @@ struct SSHShutdownTests {
         let (client, pid) = try await Self.start(server, [], "trap '' HUP TERM; sleep 300; echo outlived", marker: marker)
         defer { Task { await onThread { client.kill() } } }
         await server.server.shutdown()
-        #expect(await eventually(timeout: .seconds(60)) { kill(pid, 0) != 0 }, "the session's shell outlived SIGKILL")
+        #expect(await eventually(timeout: .seconds(60)) { !isAlive(pid) }, "the session's shell outlived SIGKILL")
     }
 
     /// A job the session's shell ran in a process group of its own (job control, as an
@@ -77,7 +77,7 @@ struct SSHShutdownTests {
         defer { unlink(marker) }
         let (client, pid) = try await Self.start(server, [], "sleep 300", marker: marker)
         await onThread { client.kill() }
-        #expect(await eventually(timeout: .seconds(60)) { kill(pid, 0) != 0 })
+        #expect(await eventually(timeout: .seconds(60)) { !isAlive(pid) })
         #expect(await eventually(timeout: .seconds(60)) { server.server.sessions.processes.isEmpty })
     }
 }
