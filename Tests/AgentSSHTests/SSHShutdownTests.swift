@@ -1,4 +1,5 @@
 import AgentTestSupport
+import AgentSystem
 @testable import AgentSSH
 import Foundation
 import Testing
@@ -27,10 +28,31 @@ struct SSHShutdownTests {
         defer { unlink(marker) }
         let (client, pid) = try await Self.start(server, options, "trap '' HUP; sleep 300; echo outlived", marker: marker)
         defer { Task { await onThread { client.kill() } } }
-        #expect(server.server.sessions.processes.contains(pid))
+        // The shell may write its pid before the server records it (just after the spawn).
+        #expect(await eventually { server.server.sessions.processes.contains(pid) })
         await server.server.shutdown()
         #expect(await eventually(timeout: .seconds(60)) { !isAlive(pid) }, "the session's shell outlived the shutdown")
         #expect(await eventually(timeout: .seconds(60)) { server.server.sessions.processes.isEmpty })
+    }
+
+    /// A process recorded after shutdown's sweep (spawned just before it, its pid recorded
+    /// just after) that ignores SIGTERM is killed after the grace as well.
+    @Test func aProcessTrackedDuringShutdownIsKilledAfterTheGrace() async throws {
+        let registry = SessionRegistry()
+        await registry.terminateProcesses(grace: .milliseconds(300))
+        let marker = NSTemporaryDirectory() + "ssh-late-\(UUID().uuidString.prefix(8))"
+        defer { unlink(marker) }
+        let process = try SessionProcess.spawn(
+            argv: ["/bin/sh", "-c", "trap '' TERM; touch \(marker); exec sleep 300"], environment: { _ in [:] }, directory: "/",
+            terminal: nil)
+        // Its SIGTERM is ignored from here on (an ignored signal stays ignored across exec).
+        #expect(await eventually { access(marker, F_OK) == 0 })
+        registry.track(process.pid)
+        let ended = await eventually(timeout: .seconds(60)) { !isAlive(process.pid) }
+        #expect(ended, "a late process outlived the grace")
+        if !ended { kill(process.pid, SIGKILL) }
+        #expect(await onThread { process.waitForExit() } != 0)
+        registry.reaped(process.pid)
     }
 
     /// A process that ignores SIGTERM too is killed once the grace has passed.

@@ -21,7 +21,8 @@ final class SessionRegistry: Sendable {
         var next = 1
         var open: Set<Int> = []
         var processes: Set<pid_t> = []
-        var stopping = false
+        /// Set when the agent stops: the grace a process then gets between SIGTERM and SIGKILL.
+        var stopping: Duration?
     }
     private let state = Mutex(State())
     private let gauge = Gauge(label: "agent_ssh_sessions")
@@ -52,14 +53,21 @@ final class SessionRegistry: Sendable {
 
     // MARK: Processes
 
-    /// A session's process, from its spawn until ``reaped(_:)``. One spawned while the agent
-    /// stops gets SIGTERM at once.
+    /// A session's process, from its spawn until ``reaped(_:)``. One tracked after the agent
+    /// began to stop (spawned just before, its pid recorded just after the sweep) gets SIGTERM
+    /// at once and SIGKILL after the grace, as the others did.
     func track(_ pid: pid_t) {
         let stopping = state.withLock { s in
             s.processes.insert(pid)
             return s.stopping
         }
-        if stopping { OwnedChildren.signalSession(pid, SIGTERM) }
+        guard let grace = stopping else { return }
+        OwnedChildren.signalSession(pid, SIGTERM)
+        Task.detached { [self] in
+            try? await Task.sleep(for: grace)
+            // Still tracked: not reaped, so its pid is still this process's.
+            if processes.contains(pid) { OwnedChildren.signalSession(pid, SIGKILL) }
+        }
     }
 
     /// The process was reaped: it is no longer the agent's to signal.
@@ -76,7 +84,7 @@ final class SessionRegistry: Sendable {
     /// shell's jobs, in groups of their own, too), so a pid reused by another process never is.
     func terminateProcesses(grace: Duration) async {
         let pids = state.withLock { s in
-            s.stopping = true
+            s.stopping = grace
             return s.processes
         }
         guard !pids.isEmpty else { return }
