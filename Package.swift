@@ -782,7 +782,7 @@ let package = Package(
             name: "WorkspaceAgentTests",
             dependencies: [
                 "DERP", "DERPRelayDouble", "WireGuard",
-                "AgentCore", "AgentTestSupport", "CAgentSpawn", "ControlPlaneDouble", "AgentProto", "AgentRPC", "AgentSocket",
+                "AgentCore", "AgentTestSupport", "CAgentSpawn", "ControlPlaneDouble", "AgentProto", "AgentRPC", "AgentSocket", "HostStats",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

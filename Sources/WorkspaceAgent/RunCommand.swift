@@ -19,6 +19,7 @@ import FoundationEssentials
 import Glibc
 #endif
 import GitWatch
+import HostStats
 import Logging
 import MCPEngine
 import Metrics
@@ -208,6 +209,8 @@ struct DaemonOptions: ParsableArguments {
         host.add(sshModule)
         let tunnelPorts = TunnelPortServices()
         for port: UInt16 in [1, 22] { tunnelPorts.register(port: port) { channel, _ in sshModule.serve(channel) } }
+        // CPU, memory and volume usage for the dashboard, at the cadence coderd configures.
+        host.add(ResourcesMonitoringModule(logger: log.localLogger(label: "workspace-agent.resources-monitor")))
         // The reconnecting PTY (the dashboard's web terminal): tailnet port 2.
         let reconnectingPTY = ReconnectingPTYModule(context: context, logger: Logger(label: "workspace-agent.reconnecting-pty"))
         host.add(reconnectingPTY)

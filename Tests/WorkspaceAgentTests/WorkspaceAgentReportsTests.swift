@@ -4,6 +4,7 @@ import AgentTestSupport
 import CAgentSpawn
 import ControlPlaneDouble
 import Foundation
+import HostStats
 import Synchronization
 import SwiftProtobuf
 import Testing
@@ -103,5 +104,23 @@ struct WorkspaceAgentReportsTests {
         kill(pid, SIGKILL)
         var status: Int32 = 0
         _ = waitpid(pid, &status, 0)
+    }
+    /// The binary's resource monitor: it asks the control plane for its configuration and
+    /// pushes this host's memory and `/` at the configured cadence.
+    @Test func resourceUsageIsPushedAtTheConfiguredCadence() async throws {
+        let double = ControlPlaneDouble()
+        let served = double.serveResourcesMonitoring(
+            ControlPlaneDouble.resourcesMonitoringConfiguration(datapoints: 2, intervalSeconds: 1, memory: true, volumes: ["/"]))
+        let tokenFile = try ScriptsHarness.tokenFile(double)
+        defer { unlink(tokenFile) }
+        try await double.run { url in
+            let agent = try AgentDaemon.launch(["--http-address", "127.0.0.1:0", "--agent-url", url, "--agent-token-file", tokenFile])
+            defer { agent.cleanup() }
+            #expect(await eventually(timeout: .seconds(90)) { served.state.withLock { $0.pushes.count } >= 1 }, "\(agent.log)")
+            #expect(served.state.withLock { $0.configurationCalls } >= 1)
+            let push = try #require(served.state.withLock { $0.pushes.first })
+            #expect(push.datapoints.count == 2)
+            #expect(push.datapoints.allSatisfy { $0.hasMemory && $0.memory.total > 0 && $0.volumes.map(\.volume) == ["/"] })
+        }
     }
 }
