@@ -25,10 +25,13 @@ public struct AgentAPIClient: Sendable {
         try await call("GetManifest", Coder_Agent_V2_GetManifestRequest())
     }
 
-    public func updateStartup(version: String, expandedDirectory: String) async throws -> Coder_Agent_V2_Startup {
+    public func updateStartup(
+        version: String, expandedDirectory: String, subsystems: [Coder_Agent_V2_Startup.Subsystem] = []
+    ) async throws -> Coder_Agent_V2_Startup {
         var request = Coder_Agent_V2_UpdateStartupRequest()
         request.startup.version = version
         request.startup.expandedDirectory = expandedDirectory
+        request.startup.subsystems = subsystems
         return try await call("UpdateStartup", request)
     }
 

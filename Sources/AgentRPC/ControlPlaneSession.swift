@@ -58,6 +58,8 @@ public final class ControlPlaneSession: Service, UpwardSink, ManifestSource, Lif
         /// START_TIMEOUT, START_ERROR) and the stop outcome; otherwise the session reports
         /// STARTING and READY with the first manifest, and OFF at shutdown.
         public var startOutcomeFromModule = false
+        /// What UpdateStartup says the agent runs under (`CODER_AGENT_SUBSYSTEM`, in order).
+        public var subsystems: [Coder_Agent_V2_Startup.Subsystem] = []
         /// Where `~/` secret files go; nil: `$HOME`, else the password database's.
         public var homeDirectory: String?
 
@@ -405,7 +407,8 @@ public final class ControlPlaneSession: Service, UpwardSink, ManifestSource, Lif
         let api = AgentAPIClient(session: session)
         let manifest = try await api.getManifest()
         let agentManifest = Self.agentManifest(from: manifest, sessionToken: connection.token, logger: logger)
-        _ = try await api.updateStartup(version: configuration.agentVersion, expandedDirectory: agentManifest.directory)
+        _ = try await api.updateStartup(
+            version: configuration.agentVersion, expandedDirectory: agentManifest.directory, subsystems: configuration.subsystems)
         // On every fetch, before the manifest is published: start scripts find the files.
         if !manifest.secrets.isEmpty { await writeSecretFiles(manifest.secrets) }
         manifestStore.publish(agentManifest)

@@ -144,7 +144,7 @@ struct DaemonOptions: ParsableArguments {
         let upward = ControlPlaneModule(
             configuration: config.controlPlane, agentVersion: AgentVersion.current, clock: host.clock,
             participants: host.upwardParticipants, startOutcomeFromModule: true, banners: banners,
-            logger: log.localLogger(label: "workspace-agent.rpc"))
+            subsystems: config.agent.subsystems, logger: log.localLogger(label: "workspace-agent.rpc"))
         log.forwarder.connect(to: upward.session)
         let chatPaths = ChatPaths()
         // The desktop publishes its DISPLAY here; the process API adds it to children.

@@ -105,6 +105,21 @@ struct WorkspaceAgentReportsTests {
         var status: Int32 = 0
         _ = waitpid(pid, &status, 0)
     }
+    /// `CODER_AGENT_SUBSYSTEM` reaches coderd in UpdateStartup, in its order, blanks skipped.
+    @Test func theSubsystemsAreSentInUpdateStartup() async throws {
+        let double = ControlPlaneDouble()
+        let tokenFile = try ScriptsHarness.tokenFile(double)
+        defer { unlink(tokenFile) }
+        try await double.run { url in
+            let agent = try AgentDaemon.launch(
+                ["--http-address", "127.0.0.1:0", "--agent-url", url, "--agent-token-file", tokenFile],
+                environment: ["CODER_AGENT_SUBSYSTEM": " exectrace, ,envbox"])
+            defer { agent.cleanup() }
+            #expect(await eventually(timeout: .seconds(90)) { double.recorded.withLock { !$0.startups.isEmpty } }, "\(agent.log)")
+            #expect(double.recorded.withLock { $0.startups.first?.subsystems } == [.exectrace, .envbox])
+        }
+    }
+
     /// The binary's resource monitor: it asks the control plane for its configuration and
     /// pushes this host's memory and `/` at the configured cadence.
     @Test func resourceUsageIsPushedAtTheConfiguredCadence() async throws {
