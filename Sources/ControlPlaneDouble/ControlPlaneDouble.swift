@@ -82,6 +82,9 @@ public final class ControlPlaneDouble: Sendable {
     public let bannerState = Mutex(BannerState())
     /// Methods a test added (``handle(_:unary:)`` and the stream variants).
     private let extraMethods = Mutex<[(String, ExtraMethod)]>([])
+    /// Plain HTTP routes a test added (``handleHTTP(_:_:_:)``) and what they received.
+    let httpRoutes = Mutex<[(method: String, path: String, handler: HTTPRouteHandler)]>([])
+    let receivedHTTP = Mutex<[DoubleHTTPRequest]>([])
 
     private enum ExtraMethod {
         case unary(DRPCServer.UnaryHandler)
@@ -518,13 +521,16 @@ extension YamuxSession {
     }
 }
 
-/// Answers what was not upgraded: coderd's refusal for the RPC path, 404 elsewhere.
+/// Answers what was not upgraded: coderd's refusal for the RPC path, a test's route
+/// (``ControlPlaneDouble/handleHTTP(_:_:_:)``), 404 elsewhere.
 final class RefusalHandler: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
 
     let double: ControlPlaneDouble
     private var head: HTTPRequestHead?
+    private var body: [UInt8] = []
+    private var tooLarge = false
 
     init(double: ControlPlaneDouble) {
         self.double = double
@@ -534,19 +540,32 @@ final class RefusalHandler: ChannelInboundHandler, RemovableChannelHandler {
         switch unwrapInboundIn(data) {
         case .head(let head):
             self.head = head
-        case .body:
-            break
+        case .body(let chunk):
+            if body.count + chunk.readableBytes > ControlPlaneDouble.maxRequestBody {
+                tooLarge = true
+            } else {
+                body.append(contentsOf: chunk.readableBytesView)
+            }
         case .end:
             guard let head else { return }
-            let (status, body) = double.refusal(for: head) ?? (404, #"{"message":"Route not found."}"#)
-            var headers = HTTPHeaders()
-            headers.add(name: "Content-Type", value: "application/json")
-            headers.add(name: "Content-Length", value: "\(body.utf8.count)")
-            headers.add(name: "Connection", value: "close")
-            context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .init(statusCode: status), headers: headers))), promise: nil)
-            context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(string: body)))), promise: nil)
+            let path = head.uri.split(separator: "?", maxSplits: 1).first.map(String.init) ?? head.uri
+            let answer: DoubleHTTPResponse
+            if path == ControlPlaneDouble.rpcPath {
+                let (status, text) = double.refusal(for: head) ?? (404, #"{"message":"Route not found."}"#)
+                answer = .json(status, text)
+            } else if tooLarge {
+                answer = .error(413, "Request body too large.")
+            } else {
+                let request = ControlPlaneDouble.parseRequest(head, body: body)
+                if let handler = double.route(request) {
+                    let channel = context.channel
+                    Task { await DoubleHTTPWriter.write(await handler(request), on: channel) }
+                    return
+                }
+                answer = .json(404, #"{"message":"Route not found."}"#)
+            }
             let channel = context.channel
-            context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in channel.close(promise: nil) }
+            Task { await DoubleHTTPWriter.write(answer, on: channel) }
         }
     }
 }

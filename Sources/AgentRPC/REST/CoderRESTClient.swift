@@ -1,0 +1,183 @@
+import AsyncHTTPClient
+import FoundationEssentials
+import NIOCore
+import NIOHTTP1
+
+/// coderd's REST API as the agent: `Coder-Session-Token` and the deployment's extra headers
+/// (`--agent-header`) on every request, each answer at most ``maxResponseBytes`` and
+/// ``timeout`` long (the reference's SDK timeout). What the in-workspace commands (external
+/// auth, the git SSH key) and the instance-identity exchanges call.
+public struct CoderRESTClient: Sendable {
+    /// An answer larger than this is refused (coderd's answers here are small JSON objects).
+    public static let maxResponseBytes = 1 << 20
+    /// The reference's agent SDK timeout for one request.
+    public static let timeout: Duration = .seconds(30)
+
+    /// The access URL without a trailing slash, e.g. `https://coder.example.com`.
+    public let baseURL: String
+    /// Sent as `Coder-Session-Token`; nil sends none (the instance-identity exchanges).
+    public let token: String?
+    /// Added to every request, after the client's own (never logged).
+    public let headers: [(String, String)]
+    private let client: HTTPClient
+
+    public init(baseURL: String, token: String?, headers: [(String, String)] = [], client: HTTPClient = .shared) {
+        var base = baseURL
+        while base.hasSuffix("/") { base.removeLast() }
+        if base.hasPrefix("wss://") { base = "https://" + base.dropFirst("wss://".count) }
+        if base.hasPrefix("ws://") { base = "http://" + base.dropFirst("ws://".count) }
+        self.baseURL = base
+        self.token = token
+        self.headers = headers
+        self.client = client
+    }
+
+    /// The same client with another token (an exchanged one).
+    public func with(token: String?) -> CoderRESTClient {
+        CoderRESTClient(baseURL: baseURL, token: token, headers: headers, client: client)
+    }
+
+    /// The URL of `path` with `query` (each name and value percent-encoded).
+    public func url(_ path: String, query: [(String, String)] = []) -> String {
+        var text = baseURL + path
+        if !query.isEmpty {
+            text += "?" + query.map { Self.encode($0.0) + "=" + Self.encode($0.1) }.joined(separator: "&")
+        }
+        return text
+    }
+
+    /// Sends one request and reads its whole answer. A JSON `body` is sent with
+    /// `Content-Type: application/json`.
+    public func send(
+        _ method: HTTPMethod, _ path: String, query: [(String, String)] = [], json body: [UInt8]? = nil,
+        timeout: Duration = CoderRESTClient.timeout
+    ) async throws(CoderRESTError) -> CoderRESTResponse {
+        let address = url(path, query: query)
+        let request = makeRequest(method, address, json: body)
+        do {
+            let response = try await client.execute(request, timeout: .nanoseconds(Int64(timeout.nanoseconds)))
+            let bytes = try await response.body.collect(upTo: Self.maxResponseBytes)
+            return CoderRESTResponse(method: method.rawValue, url: address, status: Int(response.status.code), body: Array(bytes.readableBytesView))
+        } catch is NIOTooManyBytesError {
+            throw .tooLarge(method: method.rawValue, url: address, limit: Self.maxResponseBytes)
+        } catch {
+            throw .connection(method: method.rawValue, url: address, reason: Self.describe(error))
+        }
+    }
+
+    /// Opens a streamed answer (server-sent events): its status, then its body's chunks as
+    /// they arrive, each at most ``maxResponseBytes``. No overall timeout: the caller ends it
+    /// by cancelling its task.
+    public func open(_ path: String, query: [(String, String)] = [], connectTimeout: Duration = CoderRESTClient.timeout)
+        async throws(CoderRESTError) -> (status: Int, body: HTTPClientResponse.Body)
+    {
+        let address = url(path, query: query)
+        var request = makeRequest(.GET, address, json: nil)
+        request.headers.replaceOrAdd(name: "Accept", value: "text/event-stream")
+        do {
+            let deadline = NIODeadline.now() + .nanoseconds(Int64(connectTimeout.nanoseconds))
+            let response = try await client.execute(request, deadline: deadline)
+            return (Int(response.status.code), response.body)
+        } catch {
+            throw .connection(method: "GET", url: address, reason: Self.describe(error))
+        }
+    }
+
+    private func makeRequest(_ method: HTTPMethod, _ address: String, json body: [UInt8]?) -> HTTPClientRequest {
+        var request = HTTPClientRequest(url: address)
+        request.method = method
+        request.headers.add(name: "Accept", value: "application/json")
+        if let token { request.headers.add(name: "Coder-Session-Token", value: token) }
+        for (name, value) in headers { request.headers.add(name: name, value: value) }
+        if let body {
+            request.headers.replaceOrAdd(name: "Content-Type", value: "application/json")
+            request.body = .bytes(ByteBuffer(bytes: body))
+        }
+        return request
+    }
+
+    static func describe(_ error: any Error) -> String {
+        if let error = error as? HTTPClientError {
+            switch error {
+            case .deadlineExceeded, .readTimeout, .connectTimeout: return "context deadline exceeded"
+            case .remoteConnectionClosed: return "EOF"
+            default: return "\(error)"
+            }
+        }
+        return "\(error)"
+    }
+
+    /// RFC 3986 unreserved characters kept; everything else percent-encoded.
+    static func encode(_ text: String) -> String {
+        var out = ""
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                 UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+                out.unicodeScalars.append(Unicode.Scalar(byte))
+            default:
+                let hex = Array("0123456789ABCDEF".utf8)
+                out += "%" + String(decoding: [hex[Int(byte >> 4)], hex[Int(byte & 15)]], as: UTF8.self)
+            }
+        }
+        return out
+    }
+}
+
+/// One whole answer from coderd.
+public struct CoderRESTResponse: Sendable {
+    public var method: String
+    public var url: String
+    public var status: Int
+    public var body: [UInt8]
+
+    public init(method: String, url: String, status: Int, body: [UInt8]) {
+        self.method = method
+        self.url = url
+        self.status = status
+        self.body = body
+    }
+
+    /// coderd's error body (`{"message", "detail", "validations"}`), when the body is one.
+    public var apiError: CoderAPIErrorBody? {
+        try? JSONDecoder().decode(CoderAPIErrorBody.self, from: Data(body))
+    }
+
+    /// The reference's `codersdk.Error` text for a status it did not expect:
+    /// `GET <url>: unexpected status code 404: <message>` and the detail on a line of its own.
+    public var unexpectedStatusText: String {
+        var text = "\(method) \(url): unexpected status code \(status)"
+        let error = apiError
+        text += ": " + (error?.message ?? "")
+        if let detail = error?.detail, !detail.isEmpty { text += "\n\tError: " + detail }
+        for validation in error?.validations ?? [] { text += "\n\t\(validation.field): \(validation.detail)" }
+        return text
+    }
+}
+
+/// coderd's error body.
+public struct CoderAPIErrorBody: Decodable, Sendable {
+    public struct Validation: Decodable, Sendable {
+        public var field: String
+        public var detail: String
+    }
+
+    public var message: String
+    public var detail: String?
+    public var validations: [Validation]?
+}
+
+/// Why a request got no answer.
+public enum CoderRESTError: Error, CustomStringConvertible {
+    case connection(method: String, url: String, reason: String)
+    case tooLarge(method: String, url: String, limit: Int)
+
+    public var description: String {
+        switch self {
+        case .connection(let method, let url, let reason):
+            return "\(method) \(url): \(reason)"
+        case .tooLarge(let method, let url, let limit):
+            return "\(method) \(url): the answer is larger than \(limit >> 10) KiB"
+        }
+    }
+}
