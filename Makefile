@@ -13,7 +13,7 @@ SWIFT ?= swift
 # Xvfb and xauth for ssh -X; systemd for `systemd-analyze verify` of the installed unit).
 DEB_PACKAGES := pkg-config systemd libgit2-dev libssh2-1-dev libvncserver-dev libx11-dev zlib1g-dev git procps python3-prometheus-client \
 	tigervnc-standalone-server xdotool x11-xserver-utils x11-utils curl jq python3-websockets python3-yaml \
-	libsodium-dev libssl-dev liblwip-dev wireguard-go wireguard-tools iproute2 busybox openssl openssh-client openssh-sftp-server rsync screen tmux xvfb xauth
+	libsodium-dev libssl-dev liblwip-dev wireguard-go wireguard-tools iproute2 busybox openssl openssh-client openssh-server openssh-sftp-server rsync screen tmux xvfb xauth
 RUN_ARGS ?=
 
 # `make install`: a release binary with the Swift runtime linked in (--static-swift-stdlib),

@@ -418,6 +418,14 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // Git credentials for the workspace's commands: git's GIT_ASKPASS and GIT_SSH_COMMAND
+        // answered with the owner's external-auth tokens and Coder git key, `external-auth
+        // access-token`, and VS Code's git-auth settings.
+        .target(
+            name: "GitCredentials",
+            dependencies: ["AgentCore", "AgentJSON", "AgentSystem", "CAgentSpawn", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: swiftSettings
+        ),
         // Capability 6: the upward RPC session (WebSocket + yamux + dRPC + protobuf).
         .target(
             name: "AgentRPC",
@@ -488,6 +496,7 @@ let package = Package(
             name: "WorkspaceAgent",
             dependencies: [
                 "HostStats",
+                "GitCredentials",
                 "Tailnet",
                 "Scripts",
                 "ChatContext",
@@ -788,6 +797,12 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
+            exclude: ["Servers"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "GitCredentialsTests",
+            dependencies: ["GitCredentials", "AgentCore", "AgentJSON", "AgentTestSupport"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -58,6 +58,10 @@ public final class ControlPlaneSession: Service, UpwardSink, ManifestSource, Lif
         /// START_TIMEOUT, START_ERROR) and the stop outcome; otherwise the session reports
         /// STARTING and READY with the first manifest, and OFF at shutdown.
         public var startOutcomeFromModule = false
+        /// Runs on every manifest after its secret files are written, before it is published.
+        public var prepareManifest: ManifestPreparation?
+        /// The control plane's access URL, which commands get as `CODER_AGENT_URL`.
+        public var controlPlaneURL = ""
         /// What UpdateStartup says the agent runs under (`CODER_AGENT_SUBSYSTEM`, in order).
         public var subsystems: [Coder_Agent_V2_Startup.Subsystem] = []
         /// Where `~/` secret files go; nil: `$HOME`, else the password database's.
@@ -406,11 +410,15 @@ public final class ControlPlaneSession: Service, UpwardSink, ManifestSource, Lif
         let session = connection.session
         let api = AgentAPIClient(session: session)
         let manifest = try await api.getManifest()
-        let agentManifest = Self.agentManifest(from: manifest, sessionToken: connection.token, logger: logger)
+        var agentManifest = Self.agentManifest(from: manifest, sessionToken: connection.token, logger: logger)
+        agentManifest.controlPlaneURL = configuration.controlPlaneURL
         _ = try await api.updateStartup(
             version: configuration.agentVersion, expandedDirectory: agentManifest.directory, subsystems: configuration.subsystems)
         // On every fetch, before the manifest is published: start scripts find the files.
         if !manifest.secrets.isEmpty { await writeSecretFiles(manifest.secrets) }
+        if let prepare = configuration.prepareManifest {
+            await prepare(agentManifest, !state.withLock { $0.manifestSeen })
+        }
         manifestStore.publish(agentManifest)
         await onManifest(manifest)
         let (first, number) = state.withLock { s -> (Bool, Int) in
@@ -566,6 +574,7 @@ public final class ControlPlaneSession: Service, UpwardSink, ManifestSource, Lif
         result.workspaceID = Array(manifest.workspaceID)
         result.motdFile = expand(manifest.motdPath, environment: base)
         result.vsCodePortProxyURI = manifest.vsCodePortProxyUri
+        result.gitAuthConfigs = Int(manifest.gitAuthConfigs)
         let secrets = ManifestSecrets.variables(manifest.secrets)
         for (name, reason) in secrets.refused {
             logger?.warning("secret variable not set", metadata: ["env_name": "\(name)", "reason": "\(reason)"])

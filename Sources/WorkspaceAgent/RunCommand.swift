@@ -1,4 +1,5 @@
 import AgentCore
+import GitCredentials
 import AgentFiles
 import AgentHTTP
 import AgentHost
@@ -144,7 +145,11 @@ struct DaemonOptions: ParsableArguments {
         let upward = ControlPlaneModule(
             configuration: config.controlPlane, agentVersion: AgentVersion.current, clock: host.clock,
             participants: host.upwardParticipants, startOutcomeFromModule: true, banners: banners,
-            subsystems: config.agent.subsystems, logger: log.localLogger(label: "workspace-agent.rpc"))
+            subsystems: config.agent.subsystems,
+            prepareManifest: VSCodeGitAuthOverride.preparation(
+                home: { ManifestSecrets.homeDirectory() ?? "" }, dataHome: startEnvironment["XDG_DATA_HOME"],
+                logger: log.localLogger(label: "workspace-agent.gitauth")),
+            logger: log.localLogger(label: "workspace-agent.rpc"))
         log.forwarder.connect(to: upward.session)
         let chatPaths = ChatPaths()
         // The desktop publishes its DISPLAY here; the process API adds it to children.

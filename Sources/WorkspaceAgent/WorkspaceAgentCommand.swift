@@ -23,21 +23,18 @@ struct WorkspaceAgentCommand: AsyncParsableCommand {
             in-workspace commands: see `coder --help`.
             """,
         version: AgentVersion.description,
-        subcommands: [RunCommand.self, ExpCommand.self, StatCommand.self],
+        subcommands: [RunCommand.self, ExpCommand.self, StatCommand.self, ExternalAuthCommand.self],
         defaultSubcommand: RunCommand.self
     )
 
     /// Parses, runs, and turns every error into one line on stderr and a non-zero exit.
     static func main() async {
-        // `GIT_SSH_COMMAND` names `<binary> gitssh --` for every command (templates.md §1.6).
-        // Until the Coder git key is fetched here, `gitssh` is plain `ssh` with git's arguments,
-        // so a clone over SSH works with the user's own keys rather than failing.
+        // git runs the binary as `GIT_ASKPASS` (one prompt argument) and as `GIT_SSH_COMMAND`
+        // (`<binary> gitssh -- …`), under either name.
+        await GitHelperMain.answerAskpassIfAsked()
         let words = Array(CommandLine.arguments.dropFirst())
         if words.first == "gitssh" {
-            let arguments = words.dropFirst().first == "--" ? Array(words.dropFirst(2)) : Array(words.dropFirst())
-            withCStrings(["ssh"] + arguments) { argv in _ = execvp("ssh", argv) }
-            writeAll(2, "gitssh: exec ssh: \(String(cString: strerror(errno)))\n")
-            Glibc.exit(1)
+            await GitHelperMain.gitSSH(Array(words.dropFirst()))
         }
         // Run as `coder` (the link beside the binary or in the scripts' bin dir), it answers the
         // reference's command line: `coder agent …` and the in-workspace commands; a bare

@@ -68,6 +68,7 @@ public final class CommandEnvironment: Sendable {
             "CS_DISABLE_GETTING_STARTED_OVERRIDE": "true",
         ]
         if let token = manifest.commandSecrets.sessionToken { env["CODER_AGENT_TOKEN"] = token }
+        if !manifest.controlPlaneURL.isEmpty { env["CODER_AGENT_URL"] = manifest.controlPlaneURL }
         if !manifest.vsCodePortProxyURI.isEmpty { env["VSCODE_PROXY_URI"] = manifest.vsCodePortProxyURI }
         return env
     }

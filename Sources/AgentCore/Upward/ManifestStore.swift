@@ -29,6 +29,12 @@ public struct AgentManifest: Sendable, Equatable {
     public var vsCodePortProxyURI: String = ""
     /// The session token and the user's secrets' variables, concealed from every description.
     public var commandSecrets = CommandSecrets()
+    /// `git_auth_configs`: how many git providers the deployment has (above zero, VS Code's
+    /// git authentication is turned off so that its terminals use the agent's askpass).
+    public var gitAuthConfigs = 0
+    /// The control plane's access URL: commands get it as `CODER_AGENT_URL`, so that the
+    /// in-workspace commands reach coderd also when the agent was given `--agent-url` alone.
+    public var controlPlaneURL = ""
 
     public struct Tailnet: Sendable, Equatable {
         public var agentID: [UInt8]
@@ -120,3 +126,7 @@ public final class ManifestStore: ManifestSource {
     /// Subscribers now.
     public var subscriberCount: Int { broadcast.subscriberCount }
 }
+
+/// Work on a manifest before it is published (before the first one starts the scripts):
+/// `first` is true for the agent process's first manifest.
+public typealias ManifestPreparation = @Sendable (_ manifest: AgentManifest, _ first: Bool) async -> Void

@@ -22,12 +22,14 @@ public struct ControlPlaneModule: AgentModule {
     ///   - startOutcomeFromModule: a module (the scripts) reports the start and stop outcomes.
     ///   - banners: where the announcement banners are stored (``AgentContext/announcementBanners``).
     ///   - subsystems: sent in UpdateStartup (`CODER_AGENT_SUBSYSTEM`).
+    ///   - prepareManifest: runs on every manifest before it is published.
     ///   - logger: should not forward upward (the session's own failures would feed the
     ///     queue they are about).
     public init(
         configuration: ControlPlaneOptions.Configuration, agentVersion: String, clock: ShutdownClock,
         participants: UpwardParticipants = UpwardParticipants(), startOutcomeFromModule: Bool = false,
-        banners: AnnouncementBanners = AnnouncementBanners(), subsystems: [Coder_Agent_V2_Startup.Subsystem] = [], logger: Logger
+        banners: AnnouncementBanners = AnnouncementBanners(), subsystems: [Coder_Agent_V2_Startup.Subsystem] = [],
+        prepareManifest: ManifestPreparation? = nil, logger: Logger
     ) {
         var dialer: (any ControlPlaneDialer)?
         if let url = configuration.url, let token = configuration.token {
@@ -39,6 +41,8 @@ public struct ControlPlaneModule: AgentModule {
         var sessionConfiguration = ControlPlaneSession.Configuration(agentVersion: agentVersion)
         sessionConfiguration.startOutcomeFromModule = startOutcomeFromModule
         sessionConfiguration.subsystems = subsystems
+        sessionConfiguration.prepareManifest = prepareManifest
+        sessionConfiguration.controlPlaneURL = configuration.url ?? ""
         session = ControlPlaneSession(
             configuration: sessionConfiguration, dialer: dialer, logger: logger, participants: participants)
         self.clock = clock

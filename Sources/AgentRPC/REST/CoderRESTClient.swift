@@ -1,3 +1,4 @@
+import AgentCore
 import AsyncHTTPClient
 import FoundationEssentials
 import NIOCore
@@ -7,7 +8,7 @@ import NIOHTTP1
 /// (`--agent-header`) on every request, each answer at most ``maxResponseBytes`` and
 /// ``timeout`` long (the reference's SDK timeout). What the in-workspace commands (external
 /// auth, the git SSH key) and the instance-identity exchanges call.
-public struct CoderRESTClient: Sendable {
+public struct CoderRESTClient: CoderRESTRequesting {
     /// An answer larger than this is refused (coderd's answers here are small JSON objects).
     public static let maxResponseBytes = 1 << 20
     /// The reference's agent SDK timeout for one request.
@@ -46,6 +47,12 @@ public struct CoderRESTClient: Sendable {
         return text
     }
 
+    public func send(
+        _ method: String, _ path: String, query: [(String, String)], json body: [UInt8]?, timeout: Duration
+    ) async throws(CoderRESTError) -> CoderRESTResponse {
+        try await send(HTTPMethod(rawValue: method), path, query: query, json: body, timeout: timeout)
+    }
+
     /// Sends one request and reads its whole answer. A JSON `body` is sent with
     /// `Content-Type: application/json`.
     public func send(
@@ -55,7 +62,7 @@ public struct CoderRESTClient: Sendable {
         let address = url(path, query: query)
         let request = makeRequest(method, address, json: body)
         do {
-            let response = try await client.execute(request, timeout: .nanoseconds(Int64(timeout.nanoseconds)))
+            let response = try await client.execute(request, timeout: Self.timeAmount(timeout))
             let bytes = try await response.body.collect(upTo: Self.maxResponseBytes)
             return CoderRESTResponse(method: method.rawValue, url: address, status: Int(response.status.code), body: Array(bytes.readableBytesView))
         } catch is NIOTooManyBytesError {
@@ -75,7 +82,7 @@ public struct CoderRESTClient: Sendable {
         var request = makeRequest(.GET, address, json: nil)
         request.headers.replaceOrAdd(name: "Accept", value: "text/event-stream")
         do {
-            let deadline = NIODeadline.now() + .nanoseconds(Int64(connectTimeout.nanoseconds))
+            let deadline = NIODeadline.now() + Self.timeAmount(connectTimeout)
             let response = try await client.execute(request, deadline: deadline)
             return (Int(response.status.code), response.body)
         } catch {
@@ -94,6 +101,11 @@ public struct CoderRESTClient: Sendable {
             request.body = .bytes(ByteBuffer(bytes: body))
         }
         return request
+    }
+
+    static func timeAmount(_ duration: Duration) -> TimeAmount {
+        let (seconds, attoseconds) = duration.components
+        return .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
     }
 
     static func describe(_ error: any Error) -> String {
@@ -121,63 +133,5 @@ public struct CoderRESTClient: Sendable {
             }
         }
         return out
-    }
-}
-
-/// One whole answer from coderd.
-public struct CoderRESTResponse: Sendable {
-    public var method: String
-    public var url: String
-    public var status: Int
-    public var body: [UInt8]
-
-    public init(method: String, url: String, status: Int, body: [UInt8]) {
-        self.method = method
-        self.url = url
-        self.status = status
-        self.body = body
-    }
-
-    /// coderd's error body (`{"message", "detail", "validations"}`), when the body is one.
-    public var apiError: CoderAPIErrorBody? {
-        try? JSONDecoder().decode(CoderAPIErrorBody.self, from: Data(body))
-    }
-
-    /// The reference's `codersdk.Error` text for a status it did not expect:
-    /// `GET <url>: unexpected status code 404: <message>` and the detail on a line of its own.
-    public var unexpectedStatusText: String {
-        var text = "\(method) \(url): unexpected status code \(status)"
-        let error = apiError
-        text += ": " + (error?.message ?? "")
-        if let detail = error?.detail, !detail.isEmpty { text += "\n\tError: " + detail }
-        for validation in error?.validations ?? [] { text += "\n\t\(validation.field): \(validation.detail)" }
-        return text
-    }
-}
-
-/// coderd's error body.
-public struct CoderAPIErrorBody: Decodable, Sendable {
-    public struct Validation: Decodable, Sendable {
-        public var field: String
-        public var detail: String
-    }
-
-    public var message: String
-    public var detail: String?
-    public var validations: [Validation]?
-}
-
-/// Why a request got no answer.
-public enum CoderRESTError: Error, CustomStringConvertible {
-    case connection(method: String, url: String, reason: String)
-    case tooLarge(method: String, url: String, limit: Int)
-
-    public var description: String {
-        switch self {
-        case .connection(let method, let url, let reason):
-            return "\(method) \(url): \(reason)"
-        case .tooLarge(let method, let url, let limit):
-            return "\(method) \(url): the answer is larger than \(limit >> 10) KiB"
-        }
     }
 }
