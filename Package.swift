@@ -43,6 +43,7 @@ let package = Package(
         .library(name: "MCPWire", targets: ["MCPWire"]),
         // Also for the fuzz targets of the cgroup and /proc readers.
         .library(name: "HostStats", targets: ["HostStats"]),
+        .library(name: "GitCredentials", targets: ["GitCredentials"]),
     ],
     dependencies: [
         // Public API only (Request, Response, HTTPResponder, middleware, the server): the
@@ -154,7 +155,7 @@ let package = Package(
         .target(
             name: "AgentSocket",
             dependencies: [
-                "AgentCore", "AgentProto", "DRPC",
+                "AgentCore", "AgentJSON", "AgentProto", "DRPC",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),

@@ -63,6 +63,7 @@ let targets: [(String, [Target.Dependency])] = [
     ("FuzzProcCgroup", [agent("HostStats")]),
     ("FuzzProcMeminfo", [agent("HostStats")]),
     ("FuzzProcStat", [agent("HostStats")]),
+    ("FuzzGitCredentials", [agent("GitCredentials"), agent("AgentJSON")]),
 ]
 
 let package = Package(

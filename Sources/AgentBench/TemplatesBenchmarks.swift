@@ -8,18 +8,19 @@ import Glibc
 
 /// `agent-bench templates`: the in-workspace commands as whole processes, as a metadata
 /// script runs them, each against a baseline of the same run (alternating, median).
-struct TemplatesBenchmarks: ParsableCommand {
+struct TemplatesBenchmarks: AsyncParsableCommand {
     // stat cpu against the 100 ms sample it includes (as this host sleeps it); stat mem and
     // disk against tools reading the same figures (cat /proc/meminfo, stat -f /), goal 10 ms;
-    // a helper command's start-up (coder --help) against /bin/true.
+    // a helper command's start-up (coder --help) against /bin/true; git clone over HTTP with
+    // the agent as askpass against the credentials in the URL.
     static let configuration = CommandConfiguration(
-        commandName: "templates", abstract: "Templates: the in-workspace commands' cost (stat cpu, mem, disk; start-up).")
+        commandName: "templates", abstract: "Templates: the in-workspace commands' cost (stat cpu, mem, disk; start-up; git clone with askpass).")
 
     @Option(help: "Path of the workspace-agent binary (default: next to agent-bench).")
     var agent: String?
     @Option(help: "Runs per figure (the median is reported).") var runs = 31
 
-    func run() throws {
+    func run() async throws {
         // Absolute: the `coder` link below points at it from another directory.
         let binary = URL(fileURLWithPath: try Bench.agentBinary(agent)).standardizedFileURL.path
         // The binary under the name templates call it by.
@@ -68,6 +69,7 @@ struct TemplatesBenchmarks: ParsableCommand {
         let (statHelp, bareAgain) = Self.pair(runs: runs, { Self.time([binary, "stat", "--help"]) }, { Self.time([truePath]) })
         report("  workspace-agent stat --help", value: Bench.format(statHelp), baseline: Bench.format(bareAgain) + " true",
                ratio: statHelp / bareAgain, goal: "(information)", met: true)
+        try await Self.gitClone(binary: binary, runs: max(5, runs / 3))
     }
 
     /// Wall time of one run of `argv` to its exit, output discarded (nanoseconds).

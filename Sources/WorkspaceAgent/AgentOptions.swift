@@ -25,6 +25,9 @@ struct AgentOptions: ParsableArguments {
     @Option(name: .long, help: "Accepted as the reference's Go profiler address (host:port; empty disables); nothing listens here. Env CODER_AGENT_PPROF_ADDRESS. Default \(AgentOptions.defaultPprofAddress).")
     var pprofAddress: String?
 
+    @Option(name: .long, help: "Keep the agent's token out of every command's environment (no CODER_AGENT_TOKEN); the in-workspace commands (git's askpass and gitssh, external-auth) then ask the agent over its socket: true or false. Env CODER_AGENT_HIDE_TOKEN. Default false.")
+    var hideAgentToken: String?
+
     @Flag(name: .long, help: "Accepted as the reference's: do not fork a reaper as PID 1 (this agent never forks one: it reaps orphans itself as a child subreaper).")
     var noReap = false
 
@@ -48,6 +51,8 @@ struct AgentOptions: ParsableArguments {
         /// Checked, never served: nil when disabled.
         var pprofAddress: BindTarget?
         var noReap = false
+        /// No command gets `CODER_AGENT_TOKEN` (`--hide-agent-token`).
+        var hideAgentToken = false
         /// `CODER_AGENT_SUBSYSTEM` in its order, for `Startup.subsystems`.
         var subsystems: [Coder_Agent_V2_Startup.Subsystem] = []
     }
@@ -70,6 +75,7 @@ struct AgentOptions: ParsableArguments {
             debugAddress: try Self.listener(settings, debugAddress, flag: "--debug-address", variable: "CODER_AGENT_DEBUG_ADDRESS", default: Self.defaultDebugAddress),
             pprofAddress: try Self.listener(settings, pprofAddress, flag: "--pprof-address", variable: "CODER_AGENT_PPROF_ADDRESS", default: Self.defaultPprofAddress),
             noReap: noReap,
+            hideAgentToken: try settings.bool(hideAgentToken, flag: "--hide-agent-token", variable: "CODER_AGENT_HIDE_TOKEN") ?? false,
             subsystems: try Self.subsystems(settings.environment["CODER_AGENT_SUBSYSTEM"] ?? ""))
     }
 

@@ -161,7 +161,12 @@ struct DaemonOptions: ParsableArguments {
             environment: environment, stateDirectory: config.agent.stateDir, sessionEnvironment: sessionEnvironment,
             connections: host.connections, lifecycle: lifecycle,
             metrics: PrometheusSnapshot(registry: metrics, process: processMetrics),
-            startPhase: config.controlPlane.token == nil ? nil : lifecycle, announcementBanners: banners)
+            startPhase: config.controlPlane.token == nil ? nil : lifecycle, announcementBanners: banners,
+            commandEnvironment: CommandEnvironment(
+                passesAgentToken: !config.agent.hideAgentToken, agentSocketPath: config.socket.enabled ? config.socket.path : nil),
+            coderREST: config.controlPlane.url.flatMap { url in
+                config.controlPlane.token.map { CoderRESTClient(baseURL: url, token: $0) }
+            })
         let childFileLimit = FileDescriptorLimit.raise()
 
         // The agent's own ports as bound (port 0: the kernel's choice), left out of listening-ports.

@@ -66,14 +66,15 @@ struct DesktopActionTests {
     @Test func typingAndKeysLandInAnXClient() async throws {
         try await DesktopHarness.with { desktop in
             let display = try await desktop.module.supervisor.ensureStarted().display
-            // xev's window at the top left; with no window manager, keys go where the pointer is.
+            // xev's window at the top left; with no window manager, keys go where the pointer is,
+            // so typing waits until the window is mapped (a window is found by name before).
             let log = NSTemporaryDirectory() + "xev-\(UUID().uuidString.prefix(8)).log"
             defer { try? FileManager.default.removeItem(atPath: log) }
             let xev = Task {
                 await DesktopHarness.run(["sh", "-c", "exec timeout 60 xev -geometry 400x300+0+0 -event keyboard > \(log)"], environment: ["DISPLAY": ":\(display)"])
             }
             defer { xev.cancel() }
-            #expect(await eventually { (try? await desktop.x(["xdotool", "search", "--name", "Event Tester"]))?.isEmpty == false })
+            #expect(await eventually { (try? await desktop.x(["xdotool", "search", "--onlyvisible", "--name", "Event Tester"]))?.isEmpty == false })
             #expect(try await desktop.action(#"{"action":"mouse_move","coordinate":[200,150]}"#).status == 200)
             #expect(try await desktop.action(#"{"action":"type","text":"hi A"}"#).body["output"] as? String == "type action performed")
             #expect(try await desktop.action(#"{"action":"key","text":"ctrl+Return"}"#).status == 200)

@@ -101,7 +101,7 @@ extension DesktopHarness {
                 ["sh", "-c", "exec timeout \(seconds) xev -geometry 400x300+0+0 -event \(events) > \(log)"], environment: ["DISPLAY": ":\(display)"])
         }
         defer { xev.cancel() }
-        #expect(await eventually { (try? await x(["xdotool", "search", "--name", "Event Tester"]))?.isEmpty == false })
+        #expect(await eventually { (try? await x(["xdotool", "search", "--onlyvisible", "--name", "Event Tester"]))?.isEmpty == false })
         try await body(log)
     }
 }

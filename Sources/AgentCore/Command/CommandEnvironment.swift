@@ -16,11 +16,22 @@ import Glibc
 public final class CommandEnvironment: Sendable {
     /// The agent's executable: `GIT_ASKPASS`, and `GIT_SSH_COMMAND` with `gitssh --`.
     public let executable: String
+    /// False (`--hide-agent-token`): no command gets `CODER_AGENT_TOKEN`; the in-workspace
+    /// commands then ask the agent over its socket instead of coderd.
+    public let passesAgentToken: Bool
+    /// Given to every command as `CODER_AGENT_SOCKET_PATH` when the token is not (the
+    /// commands then find the agent that started them there).
+    public let agentSocketPath: String?
     private let bin: Mutex<String?>
 
     /// - Parameter binDirectory: first on `PATH`; nil leaves `PATH` as the layers give it.
-    public init(executable: String = CommandEnvironment.agentExecutable, binDirectory: String? = nil) {
+    public init(
+        executable: String = CommandEnvironment.agentExecutable, binDirectory: String? = nil, passesAgentToken: Bool = true,
+        agentSocketPath: String? = nil
+    ) {
         self.executable = executable
+        self.passesAgentToken = passesAgentToken
+        self.agentSocketPath = agentSocketPath
         bin = Mutex(binDirectory)
     }
 
@@ -67,7 +78,8 @@ public final class CommandEnvironment: Sendable {
             "GIT_SSH_COMMAND": executable + " gitssh --",
             "CS_DISABLE_GETTING_STARTED_OVERRIDE": "true",
         ]
-        if let token = manifest.commandSecrets.sessionToken { env["CODER_AGENT_TOKEN"] = token }
+        if passesAgentToken, let token = manifest.commandSecrets.sessionToken { env["CODER_AGENT_TOKEN"] = token }
+        if !passesAgentToken, let agentSocketPath { env["CODER_AGENT_SOCKET_PATH"] = agentSocketPath }
         if !manifest.controlPlaneURL.isEmpty { env["CODER_AGENT_URL"] = manifest.controlPlaneURL }
         if !manifest.vsCodePortProxyURI.isEmpty { env["VSCODE_PROXY_URI"] = manifest.vsCodePortProxyURI }
         return env

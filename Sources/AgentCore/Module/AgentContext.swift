@@ -33,6 +33,9 @@ public struct AgentContext: Sendable {
     public var announcementBanners: AnnouncementBanners
     /// What every command a module starts gets beyond its base (``CommandEnvironment``).
     public var commandEnvironment: CommandEnvironment
+    /// coderd's REST API as this agent (nil standalone): the agent socket answers the
+    /// in-workspace commands' few requests through it when commands do not get the token.
+    public var coderREST: (any CoderRESTRequesting)?
 
     public init(
         chatPaths: ChatPaths, manifest: any ManifestSource, upward: any UpwardSink,
@@ -41,7 +44,8 @@ public struct AgentContext: Sendable {
         lifecycle: any LifecycleReporter = NoLifecycleReporter(), tunnelTraffic: TunnelTraffic = TunnelTraffic(),
         metrics: any MetricsSnapshotSource = NoMetricsSnapshot(), startPhase: StartPhaseWatch? = nil,
         mcpCatalog: MCPCatalog = MCPCatalog(), sessionCounts: SessionCounts = SessionCounts(),
-        announcementBanners: AnnouncementBanners = AnnouncementBanners(), commandEnvironment: CommandEnvironment = CommandEnvironment()
+        announcementBanners: AnnouncementBanners = AnnouncementBanners(), commandEnvironment: CommandEnvironment = CommandEnvironment(),
+        coderREST: (any CoderRESTRequesting)? = nil
     ) {
         self.chatPaths = chatPaths
         self.manifest = manifest
@@ -58,5 +62,6 @@ public struct AgentContext: Sendable {
         self.sessionCounts = sessionCounts
         self.announcementBanners = announcementBanners
         self.commandEnvironment = commandEnvironment
+        self.coderREST = coderREST
     }
 }

@@ -19,6 +19,7 @@ public struct AgentSocketModule: AgentModule {
         if configuration.enabled {
             var service = AgentSocketService(units: units, upward: context.upward, context: chatContext)
             service.mcpCatalog = context.mcpCatalog
+            service.coderREST = context.coderREST
             server = AgentSocketServer(configuration: .init(path: configuration.path), service: service, logger: logger)
         } else {
             logger.info("socket server is disabled")

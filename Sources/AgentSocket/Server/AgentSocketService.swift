@@ -33,6 +33,8 @@ public struct AgentSocketService: Sendable {
     /// The MCP engine's catalog, through which the MCP extensions reach the engine
     /// (``registerMCP(on:)``); without one they answer `MCP engine not available`.
     public var mcpCatalog: MCPCatalog?
+    /// coderd as the agent, for ``coderdGetMethod``; nil answers `no control plane`.
+    public var coderREST: (any CoderRESTRequesting)?
 
     public init(units: UnitManager, upward: any UpwardSink, context: (any ContextControl)? = nil) {
         self.units = units
@@ -100,7 +102,10 @@ public struct AgentSocketService: Sendable {
             return try await self.updateAppStatus(request)
         }
         registerContext(on: &server)
-        if servesExtensions { registerMCP(on: &server) }
+        if servesExtensions {
+            registerMCP(on: &server)
+            registerCoderd(on: &server)
+        }
         guard servesExtensions else { return server.server }
         server.registerStream(Self.waitReadyMethod) { call in
             guard let bytes = try await call.receive() else { return }

@@ -1,5 +1,6 @@
 import AgentCore
 import AgentRPC
+import AgentSocket
 import FoundationEssentials
 #if canImport(Glibc)
 import Glibc
@@ -8,27 +9,40 @@ import Glibc
 /// How an in-workspace command reaches coderd as the agent: `CODER_AGENT_URL` and the
 /// agent's token (`CODER_AGENT_TOKEN`, which the agent gives every command it starts, or
 /// `CODER_AGENT_TOKEN_FILE`), the flags of `coder agent` winning where a command has them.
+/// Without a token (an agent run with `--hide-agent-token`), the agent that started the
+/// command asks coderd for it, over its socket.
 enum AgentClientEnvironment {
-    /// The REST client for `url` and `token` (flags) or the environment's; the reference's
-    /// errors when either is missing.
-    static func restClient(url flagURL: String? = nil, token flagToken: String? = nil, tokenFile flagTokenFile: String? = nil,
-                           environment: [String: String] = ProcessInfo.processInfo.environment) throws(ConfigurationError) -> CoderRESTClient {
-        guard let url = nonEmpty(flagURL) ?? nonEmpty(environment["CODER_AGENT_URL"]) else {
-            throw ConfigurationError("CODER_AGENT_URL must be set")
+    /// coderd for `url` and `token` (flags) or the environment's; else the agent socket when
+    /// there is one; else the reference's errors.
+    static func coderAPI(url flagURL: String? = nil, token flagToken: String? = nil, tokenFile flagTokenFile: String? = nil,
+                         environment: [String: String] = ProcessInfo.processInfo.environment) throws(ConfigurationError) -> any CoderRESTRequesting {
+        let url = nonEmpty(flagURL) ?? nonEmpty(environment["CODER_AGENT_URL"])
+        var token = nonEmpty(flagToken) ?? nonEmpty(environment["CODER_AGENT_TOKEN"])
+        let tokenFile = nonEmpty(flagTokenFile) ?? nonEmpty(environment["CODER_AGENT_TOKEN_FILE"])
+        if token == nil, tokenFile == nil {
+            let socket = AgentSocketOptions.path(environment["CODER_AGENT_SOCKET_PATH"])
+            var info = stat()
+            if lstat(socket, &info) == 0, info.st_mode & S_IFMT == S_IFSOCK {
+                return AgentSocketCoderREST(client: AgentSocketClient(path: socket))
+            }
         }
+        guard let url else { throw ConfigurationError("CODER_AGENT_URL must be set") }
         let auth = nonEmpty(environment["CODER_AGENT_AUTH"]) ?? "token"
         guard auth == "token" else {
             throw ConfigurationError("CODER_AGENT_AUTH=\(auth): in-workspace commands authenticate with the agent's token (CODER_AGENT_TOKEN)")
         }
-        let token: String
-        if let given = nonEmpty(flagToken) ?? nonEmpty(environment["CODER_AGENT_TOKEN"]) {
-            token = given
-        } else if let file = nonEmpty(flagTokenFile) ?? nonEmpty(environment["CODER_AGENT_TOKEN_FILE"]) {
-            token = try AgentAuthOptions.readTokenFile(file).trimmingWhitespace()
-        } else {
-            throw ConfigurationError("Either CODER_AGENT_TOKEN or CODER_AGENT_TOKEN_FILE must be set")
-        }
+        if token == nil, let tokenFile { token = try AgentAuthOptions.readTokenFile(tokenFile).trimmingWhitespace() }
+        guard let token, !token.isEmpty else { throw ConfigurationError("Either CODER_AGENT_TOKEN or CODER_AGENT_TOKEN_FILE must be set") }
         return CoderRESTClient(baseURL: url, token: token)
+    }
+
+    /// Whether a command can reach coderd at all: a token, or the agent socket.
+    static func hasCredentials(token flagToken: String?, tokenFile flagTokenFile: String?, environment: [String: String]) -> Bool {
+        if [flagToken, environment["CODER_AGENT_TOKEN"], flagTokenFile, environment["CODER_AGENT_TOKEN_FILE"]].contains(where: { nonEmpty($0) != nil }) {
+            return true
+        }
+        var info = stat()
+        return lstat(AgentSocketOptions.path(environment["CODER_AGENT_SOCKET_PATH"]), &info) == 0 && info.st_mode & S_IFMT == S_IFSOCK
     }
 
     private static func nonEmpty(_ text: String?) -> String? {

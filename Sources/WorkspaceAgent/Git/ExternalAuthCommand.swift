@@ -54,15 +54,13 @@ struct ExternalAuthAccessTokenCommand: AsyncParsableCommand {
             throw CoderCommandFailure("invalid choice: \(goQuote(output)), should be one of \"text\", \"json\"")
         }
         let environment = ProcessInfo.processInfo.environment
-        let hasToken = [agentToken, environment["CODER_AGENT_TOKEN"], agentTokenFile, environment["CODER_AGENT_TOKEN_FILE"]]
-            .contains { !($0 ?? "").isEmpty }
-        guard hasToken else {
+        guard AgentClientEnvironment.hasCredentials(token: agentToken, tokenFile: agentTokenFile, environment: environment) else {
             writeAll(2, "No agent token found, this command must be run from inside a running workspace.\n")
             throw CoderCommandFailure("agent token not found")
         }
         let client: any CoderRESTRequesting
         do {
-            client = try AgentClientEnvironment.restClient(url: agentURL, token: agentToken, tokenFile: agentTokenFile, environment: environment)
+            client = try AgentClientEnvironment.coderAPI(url: agentURL, token: agentToken, tokenFile: agentTokenFile, environment: environment)
         } catch {
             throw CoderCommandFailure("create agent client: \(error.description)")
         }

@@ -18,7 +18,7 @@ enum GitHelperMain {
         guard AskpassPrompt.isAskpass(arguments: arguments, environmentNames: environment.keys) else { return }
         let client: any CoderRESTRequesting
         do {
-            client = try AgentClientEnvironment.restClient(environment: environment)
+            client = try AgentClientEnvironment.coderAPI(environment: environment)
         } catch {
             CoderCommand.fail("create agent client: \(error.description)", ["gitaskpass"])
         }
@@ -50,7 +50,7 @@ enum GitHelperMain {
         }
         let client: any CoderRESTRequesting
         do {
-            client = try AgentClientEnvironment.restClient(environment: environment)
+            client = try AgentClientEnvironment.coderAPI(environment: environment)
         } catch {
             CoderCommand.fail("create agent client: \(error.description)", ["gitssh"])
         }
