@@ -26,7 +26,7 @@ public struct AgentSocketCoderREST: CoderRESTRequesting {
         do {
             answer = try await client.unary("CoderdGet", request, as: Google_Protobuf_StringValue.self).value
         } catch {
-            throw .connection(method: method, url: path, reason: "through the agent socket: \(error.description)")
+            throw .connection(method: method, url: path, reason: error.description)
         }
         guard let value = try? JSONValue.parseWhole(Array(answer.utf8)), let status = value["status"]?.intValue else {
             throw .connection(method: method, url: path, reason: "the agent socket's answer is not a coderd answer")

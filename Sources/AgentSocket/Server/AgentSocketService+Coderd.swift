@@ -25,7 +25,7 @@ extension AgentSocketService {
         server.register(Self.coderdGetMethod) { bytes in
             let request = try Google_Protobuf_StringValue(serializedBytes: bytes)
             let (path, query) = try Self.parseCoderdRequest(request.value)
-            guard let api = self.coderREST else { throw SocketError("coderd request: the agent runs without a control plane") }
+            guard let api = self.coderREST else { throw SocketError("the agent runs without a control plane: there is no coderd to ask") }
             let response: CoderRESTResponse
             do throws(CoderRESTError) {
                 response = try await api.get(path, query: query, timeout: Self.coderdTimeout)

@@ -35,7 +35,7 @@ public struct GitAskpass: Sendable {
         query.gitBranch = gitBranch
         query.gitRemoteOrigin = gitRemoteOrigin
         var token: ExternalAuthResponse
-        switch try await ExternalAuthFetch.fetch(query, api: api) {
+        switch try await ExternalAuthFetch.fetch(query, api: api, context: "get git token") {
         case .answer(let answer):
             token = answer
         case .refused(let response) where response.status == 404:
@@ -69,7 +69,7 @@ public struct GitAskpass: Sendable {
         let deadline = clock.now + Self.maxListen
         while clock.now < deadline {
             do { try await sleep(backoff.next()) } catch { throw .message("waiting for Git authentication: canceled") }
-            if case .answer(let answer)? = try? await ExternalAuthFetch.fetch(query, api: api, timeout: Self.listenRequestTimeout),
+            if case .answer(let answer)? = try? await ExternalAuthFetch.fetch(query, api: api, context: "get git token", timeout: Self.listenRequestTimeout),
                answer.url.isEmpty {
                 return answer
             }

@@ -17,7 +17,7 @@ public enum ExternalAuthAccessToken {
 
     public static func run(provider: String, extra: String, json: Bool, api: any CoderRESTRequesting) async throws(GitCredentialsFailure) -> Output {
         let token: ExternalAuthResponse
-        switch try await ExternalAuthFetch.fetch(ExternalAuthQuery(id: provider), api: api) {
+        switch try await ExternalAuthFetch.fetch(ExternalAuthQuery(id: provider), api: api, context: "get external auth token") {
         case .answer(let answer): token = answer
         case .refused(let response): throw .message("get external auth token: " + response.unexpectedStatusText)
         }

@@ -55,18 +55,21 @@ public enum ExternalAuthFetch {
         case refused(CoderRESTResponse)
     }
 
-    public static func fetch(_ query: ExternalAuthQuery, api: any CoderRESTRequesting, timeout: Duration = .seconds(30)) async throws(GitCredentialsFailure) -> Outcome {
+    /// - Parameter context: what the command's errors begin with (`get git token`).
+    public static func fetch(
+        _ query: ExternalAuthQuery, api: any CoderRESTRequesting, context: String, timeout: Duration = .seconds(30)
+    ) async throws(GitCredentialsFailure) -> Outcome {
         let response: CoderRESTResponse
         do {
             response = try await api.get(ExternalAuthQuery.path, query: query.items, timeout: timeout)
         } catch {
-            throw .message(error.description)
+            throw .message("\(context): \(error.description)")
         }
         guard response.status == 200 else { return .refused(response) }
         do {
             return .answer(try ExternalAuthResponse.decode(response.body))
         } catch {
-            throw .message(error.description)
+            throw .message("\(context): \(error.description)")
         }
     }
 }
