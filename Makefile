@@ -195,6 +195,7 @@ bench: release
 	.build/release/agent-bench scripts
 	.build/release/agent-bench chat
 	.build/release/agent-bench ssh
+	.build/release/agent-bench templates
 
 # Regenerates Sources/AgentProto from proto/ with Debian's protoc and the protoc-gen-swift
 # product of the swift-protobuf package this project already depends on (not its slow
