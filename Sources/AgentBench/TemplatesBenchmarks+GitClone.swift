@@ -1,5 +1,6 @@
 import ControlPlaneDouble
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -55,10 +56,8 @@ extension TemplatesBenchmarks {
         }.start()
         let double = ControlPlaneDouble()
         try await double.run { base in
-            double.handleHTTP("GET", "/api/v2/workspaceagents/me/external-auth") { request in
-                double.agentAuthorization(request)
-                    ?? .json(200, #"{"access_token":"\#(token)","url":"","type":"github","username":"\#(token)","password":""}"#)
-            }
+            double.externalAuth.withLock { $0.providers = [DoubleExternalAuthProvider(id: "github", regex: "^http://127\\.0\\.0\\.1:")] }
+            double.linkExternalAuth("github", token: token)
             let askpass = ["GIT_ASKPASS": binary, "CODER_AGENT_URL": base, "CODER_AGENT_TOKEN": double.token]
             var number = 0
             func clone(_ url: String, _ extra: [String: String]) -> Double {

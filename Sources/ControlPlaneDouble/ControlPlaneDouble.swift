@@ -85,6 +85,10 @@ public final class ControlPlaneDouble: Sendable {
     /// Plain HTTP routes a test added (``handleHTTP(_:_:_:)``) and what they received.
     let httpRoutes = Mutex<[(method: String, path: String, handler: HTTPRouteHandler)]>([])
     let receivedHTTP = Mutex<[DoubleHTTPRequest]>([])
+    /// The owner's external-auth providers, links and git key (coderd's REST routes).
+    public let externalAuth = Mutex(DoubleExternalAuth())
+    /// The access URL coderd puts in the links it answers with (`<access URL>/external-auth/<id>`).
+    public let accessURL = "https://coder.example.com"
 
     private enum ExtraMethod {
         case unary(DRPCServer.UnaryHandler)
@@ -103,6 +107,7 @@ public final class ControlPlaneDouble: Sendable {
         self.token = token
         self.version = version
         self.served = Mutex((manifest, (try? manifest.serializedBytes()) ?? []))
+        registerCoderdRoutes()
     }
 
     /// A user secret as coderd puts it in the manifest (field 19).

@@ -1,6 +1,7 @@
 import AgentTestSupport
 import ControlPlaneDouble
 import Foundation
+import Synchronization
 import Testing
 
 #if canImport(Glibc)
@@ -11,7 +12,7 @@ import Glibc
 /// that accepts only the Coder git key the control-plane double hands out.
 @Suite(.timeLimit(.minutes(3)))
 struct GitSSHEndToEndTests {
-    static let keyPath = "/api/v2/workspaceagents/me/gitsshkey"
+    static let keyPath = ControlPlaneDouble.gitSSHKeyPath
 
     /// An sshd on 127.0.0.1 (as root: it needs privilege separation) whose only authorized key
     /// is `authorizedKey`.
@@ -86,11 +87,8 @@ struct GitSSHEndToEndTests {
         let sshd = try await SSHDaemon.start(directory: workspace.directory, authorizedKey: servedKeyIsAuthorized ? servedPublic.trimmingCharacters(in: .whitespacesAndNewlines) : authorized.trimmingCharacters(in: .whitespacesAndNewlines))
         defer { sshd.server.stop() }
         let double = ControlPlaneDouble()
-        let answer = #"{"public_key":\#(jsonQuoted(servedPublic)),"private_key":\#(jsonQuoted(servedPrivate))}"#
+        double.externalAuth.withLock { $0.gitSSHKey = (servedPublic, servedPrivate) }
         try await double.run { base in
-            double.handleHTTP("GET", Self.keyPath) { request in
-                double.agentAuthorization(request) ?? .json(200, answer)
-            }
             let user = String(cString: getpwuid(getuid()).pointee.pw_name)
             let url = "ssh://\(user)@127.0.0.1:\(sshd.port)\(workspace.repository)"
             let options = "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BatchMode=yes -F /dev/null"
@@ -102,11 +100,6 @@ struct GitSSHEndToEndTests {
             }
             try await body(workspace, clone, double, servedPublic)
         }
-    }
-
-    static func jsonQuoted(_ text: String) -> String {
-        let data = try! JSONSerialization.data(withJSONObject: [text], options: [])
-        return String(String(decoding: data, as: UTF8.self).dropFirst().dropLast())
     }
 
     @Test func aCloneOverSSHUsesTheOwnersCoderKey() async throws {

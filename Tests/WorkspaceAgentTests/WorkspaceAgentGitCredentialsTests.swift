@@ -25,12 +25,10 @@ struct WorkspaceAgentGitCredentialsTests {
         let home = try ScriptsHarness.directory("git-credentials-home")
         defer { try? FileManager.default.removeItem(atPath: home) }
         let double = ControlPlaneDouble(manifest: Self.manifest(home: home))
+        double.externalAuth.withLock { $0.providers = [DoubleExternalAuthProvider(id: "github", regex: #"^https://github\.com"#)] }
+        double.linkExternalAuth("github", token: "gho_from_coderd")
         let tokenFile = try ScriptsHarness.tokenFile(double)
         try await double.run { url in
-            double.handleHTTP("GET", Self.externalAuth) { request in
-                double.agentAuthorization(request)
-                    ?? .json(200, #"{"access_token":"gho_from_coderd","url":"","type":"github","username":"gho_from_coderd","password":""}"#)
-            }
             let agent = try AgentDaemon.launch(
                 ["--http-address", "127.0.0.1:0", "--agent-url", url, "--agent-token-file", tokenFile, "--hide-agent-token", hideToken ? "true" : "false"],
                 environment: ["HOME": home])
