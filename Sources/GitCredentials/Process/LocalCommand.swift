@@ -113,7 +113,11 @@ enum LocalCommand {
         let result = withCStrings(argv) { pointers in
             posix_spawnp(&pid, argv[0], &actions, &attributes, pointers, environ)
         }
-        return result == 0 ? pid : nil
+        guard result == 0 else {
+            errno = result
+            return nil
+        }
+        return pid
     }
 
     static func waitForExit(_ pid: pid_t) -> Int32? {

@@ -12,9 +12,14 @@ extension VSCodeGitAuthOverride {
     public static func preparation(home: @escaping @Sendable () -> String, dataHome: String?, logger: Logger) -> ManifestPreparation {
         { manifest, first in
             guard first, manifest.gitAuthConfigs > 0 else { return }
+            let directory = home()
+            guard directory.hasPrefix("/") else {
+                logger.warning("failed to override vscode git auth configs", metadata: ["error": "no home directory"])
+                return
+            }
             let error: VSCodeSettingsError?
             do {
-                error = try await pool.run { _ in apply(home: home(), dataHome: dataHome) }
+                error = try await pool.run { _ in apply(home: directory, dataHome: dataHome) }
             } catch {
                 logger.warning("failed to override vscode git auth configs", metadata: ["error": "\(error)"])
                 return
