@@ -32,10 +32,10 @@ public struct ControlPlaneModule: AgentModule {
         prepareManifest: ManifestPreparation? = nil, logger: Logger
     ) {
         var dialer: (any ControlPlaneDialer)?
-        if let url = configuration.url, let token = configuration.token {
+        if let url = configuration.url, let tokenSource = configuration.sessionTokenSource {
             // 2.11 (session counts per app), and 2.10 from a control plane that refuses it.
             dialer = WebSocketDialer(
-                baseURL: url, token: token, version: AgentAPIVersion.current.description,
+                baseURL: url, tokenSource: tokenSource, headers: configuration.headers.pairs, version: AgentAPIVersion.current.description,
                 fallbackVersions: [AgentAPIVersion.v2_10.description], logger: logger)
         }
         var sessionConfiguration = ControlPlaneSession.Configuration(agentVersion: agentVersion)

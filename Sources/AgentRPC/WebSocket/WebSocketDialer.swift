@@ -5,7 +5,8 @@ import NIOPosix
 import Yamux
 
 /// Dials `GET /api/v2/workspaceagents/me/rpc?version=…&role=agent` as a WebSocket with
-/// `Coder-Session-Token`, binary messages up to 4 MiB, no subprotocol, no compression, no
+/// `Coder-Session-Token` (asked of its token source on every dial) and the agent's extra
+/// headers, binary messages up to 4 MiB, no subprotocol, no compression, no
 /// `Origin`; `wss://` uses the system trust store.
 //
 // Versions: it asks for `version` first; when the control plane answers 400 `Unknown or
@@ -28,17 +29,27 @@ public struct WebSocketDialer: ControlPlaneDialer {
     private let endpoint: String
     private let version: String
     private let fallbackVersions: [String]
-    private let token: String
+    private let tokenSource: any SessionTokenSource
+    private let headers: [(String, String)]
     private let logger: Logger
     private let group: any EventLoopGroup
 
-    /// - Parameters:
-    ///   - baseURL: the control plane's access URL, e.g. `https://coder.example.com`.
-    ///   - token: the agent token (never logged).
-    ///   - version: the API version requested (`major.minor`).
-    ///   - fallbackVersions: asked for in order when the control plane refuses the one before.
+    /// A dialer with a fixed token (never logged).
     public init(baseURL: String, token: String, version: String, fallbackVersions: [String] = [], logger: Logger,
                 group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) {
+        self.init(
+            baseURL: baseURL, tokenSource: FixedSessionToken(token), version: version, fallbackVersions: fallbackVersions,
+            logger: logger, group: group)
+    }
+
+    /// - Parameters:
+    ///   - baseURL: the control plane's access URL, e.g. `https://coder.example.com`.
+    ///   - tokenSource: asked for the token before each dial; its failure fails the dial.
+    ///   - headers: added to the upgrade request after the token (never logged).
+    ///   - version: the API version requested (`major.minor`).
+    ///   - fallbackVersions: asked for in order when the control plane refuses the one before.
+    public init(baseURL: String, tokenSource: any SessionTokenSource, headers: [(String, String)] = [], version: String,
+                fallbackVersions: [String] = [], logger: Logger, group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) {
         var base = baseURL
         while base.hasSuffix("/") { base.removeLast() }
         if base.hasPrefix("https://") {
@@ -49,7 +60,8 @@ public struct WebSocketDialer: ControlPlaneDialer {
         self.endpoint = base + "/api/v2/workspaceagents/me/rpc"
         self.version = version
         self.fallbackVersions = fallbackVersions
-        self.token = token
+        self.tokenSource = tokenSource
+        self.headers = headers
         self.logger = logger
         self.group = group
     }
@@ -59,12 +71,21 @@ public struct WebSocketDialer: ControlPlaneDialer {
     }
 
     public func connect() async throws -> ControlPlaneConnection {
+        let token: String
+        do {
+            token = try await tokenSource.sessionToken()
+        } catch is CancellationError {
+            throw CancellationError()
+        } catch {
+            // The reference's words in its connection loop.
+            throw TokenRefreshError(reason: "\(error)")
+        }
         var versions = [version] + fallbackVersions
         while true {
             let asked = versions.removeFirst()
             do {
                 let session = try await WebSocketConnector.connect(
-                    url: address(asked), headers: [("Coder-Session-Token", token)], group: group
+                    url: address(asked), headers: [("Coder-Session-Token", token)] + headers, group: group
                 ) { channel in
                     try YamuxSession.overWebSocket(channel, role: .client)
                 }
@@ -85,4 +106,10 @@ public struct WebSocketDialer: ControlPlaneDialer {
         guard parts.count == 2, let major = Int(parts[0]), let minor = Int(parts[1]) else { return nil }
         return AgentAPIVersion(major, minor)
     }
+}
+
+/// The token source failed before a dial: an ordinary connection failure (the session's back-off).
+public struct TokenRefreshError: Error, CustomStringConvertible {
+    public var reason: String
+    public var description: String { "refresh token: \(reason)" }
 }
