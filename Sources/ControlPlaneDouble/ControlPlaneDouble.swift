@@ -50,6 +50,8 @@ public final class ControlPlaneDouble: Sendable {
         public var statsRequests: [Coder_Agent_V2_UpdateStatsRequest] = []
         public var statsTimes: [ContinuousClock.Instant] = []
         public var queries: [String] = []
+        /// Each upgrade request's headers, in arrival order (the token and extra headers).
+        public var upgradeHeaders: [[(name: String, value: String)]] = []
     }
 
     public static let rpcPath = "/api/v2/workspaceagents/me/rpc"
@@ -71,6 +73,8 @@ public final class ControlPlaneDouble: Sendable {
     public let answerDelay = Mutex<Duration>(.zero)
     /// When set, every upgrade is refused with this HTTP status ("reject").
     public let refuseWith = Mutex<Int?>(nil)
+    /// Tokens accepted beside ``token`` (those an instance-identity exchange hands out).
+    public let acceptedTokens = Mutex<Set<String>>([])
     private let sessions = Mutex<[YamuxSession]>([])
     /// Every accepted connection while the double runs, and whether it has stopped: when
     /// `run`'s body returns, all are closed, including one still upgrading (a control plane
@@ -334,7 +338,7 @@ public final class ControlPlaneDouble: Sendable {
         guard UUID(uuidString: presented) != nil else {
             return (401, #"{"message":"Workspace agent token invalid.","detail":"An agent token must be a valid UUIDv4."}"#)
         }
-        guard presented == token else {
+        guard presented == token || acceptedTokens.withLock({ $0.contains(presented) }) else {
             return (401, #"{"message":"Workspace agent not authorized.","detail":"The agent cannot authenticate until the workspace provision job has been completed."}"#)
         }
         let requested = query.first { $0.name == "version" }?.value ?? "2.0"
@@ -427,6 +431,7 @@ public final class ControlPlaneDouble: Sendable {
                 recorded.withLock {
                     $0.upgradeAttempts += 1
                     $0.queries.append(String(head.uri.drop { $0 != "?" }.dropFirst()))
+                    $0.upgradeHeaders.append(head.headers.map { ($0.name, $0.value) })
                     if let refused { $0.refusals.append(refused.0) }
                 }
                 return channel.eventLoop.makeSucceededFuture(refused == nil ? HTTPHeaders() : nil)
