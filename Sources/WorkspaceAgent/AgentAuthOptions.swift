@@ -7,9 +7,10 @@ import Glibc
 #endif
 
 /// The reference's agent authentication flags (`cli/root.go` `AgentAuth`) beside the control
-/// plane's `--agent-url` and `--agent-token-file`: `--auth`, `--agent-token`, `--agent-name`.
+/// plane's `--agent-url` and `--agent-token-file`: `--auth`, `--agent-token`, `--agent-name`,
+/// and the extra headers of `coder agent` (`--agent-header`, `--agent-header-command`).
 struct AgentAuthOptions: ParsableArguments {
-    @Option(name: .customLong("auth"), help: "How the agent authenticates: token (instance identity is not built yet). Env CODER_AGENT_AUTH. Default token.")
+    @Option(name: .customLong("auth"), help: "How the agent authenticates: token, google-instance-identity, aws-instance-identity or azure-instance-identity (a token exchanged for the cloud's identity before every connection). Env CODER_AGENT_AUTH. Default token.")
     var auth: String?
 
     @Option(name: .long, help: "The agent token (shown in the process list until the agent blanks it; prefer the variable or --agent-token-file). Env CODER_AGENT_TOKEN.")
@@ -18,12 +19,28 @@ struct AgentAuthOptions: ParsableArguments {
     @Option(name: .long, help: "The agent to authenticate as, for instance identity. Env CODER_AGENT_NAME.")
     var agentName: String?
 
+    @Option(name: .long, help: "An HTTP header key=value added to every request to the control plane; repeatable. Env CODER_AGENT_HEADER (comma-separated).")
+    var agentHeader: [String] = []
+
+    @Option(name: .long, help: "A command run once at start (sh -c, with CODER_URL) whose output lines key=value are headers added to every request to the control plane. Env CODER_AGENT_HEADER_COMMAND.")
+    var agentHeaderCommand: String?
+
     /// `--auth`'s values, as the reference spells them.
     enum AuthType: String, CaseIterable, Sendable {
         case token
         case googleInstanceIdentity = "google-instance-identity"
         case awsInstanceIdentity = "aws-instance-identity"
         case azureInstanceIdentity = "azure-instance-identity"
+
+        /// The cloud whose identity is exchanged; nil for a token.
+        var cloud: InstanceIdentityCloud? {
+            switch self {
+            case .token: nil
+            case .googleInstanceIdentity: .google
+            case .awsInstanceIdentity: .aws
+            case .azureInstanceIdentity: .azure
+            }
+        }
     }
 
     /// A token file larger than this is refused (a token is 36 bytes).
@@ -32,8 +49,20 @@ struct AgentAuthOptions: ParsableArguments {
     struct Configuration: Sendable {
         var auth: AuthType = .token
         var agentName: String?
-        /// The URL and token the control-plane session uses; both nil: standalone.
+        /// The URL and token the control-plane session uses; no URL: standalone.
         var controlPlane = ControlPlaneOptions.Configuration()
+
+        /// `headers` added to every request, and for instance identity the exchange each dial
+        /// asks for its token (the metadata address from `environment`).
+        func connecting(headers: AgentHeaders, environment: [String: String]) -> Configuration {
+            var result = self
+            result.controlPlane.headers = headers
+            guard let url = controlPlane.url, let cloud = auth.cloud else { return result }
+            result.controlPlane.tokenSource = InstanceIdentityTokenSource(
+                cloud: cloud, metadataHost: cloud.metadataHost(environment), agentName: agentName,
+                rest: CoderRESTClient(baseURL: url, token: nil, headers: headers.pairs))
+            return result
+        }
     }
 
     /// The reference's rules in its order: the URL (`CODER_AGENT_URL must be set` when
@@ -47,10 +76,11 @@ struct AgentAuthOptions: ParsableArguments {
         guard let type = AuthType(rawValue: chosen?.text ?? "token") else {
             throw ConfigurationError("unknown agent auth type: \(chosen?.text ?? "")")
         }
-        guard url != nil else { return Configuration(auth: type, agentName: name) }
+        guard let url else { return Configuration(auth: type, agentName: name) }
         guard type == .token else {
-            throw ConfigurationError(
-                "\(chosen?.source ?? "--auth"): \(type.rawValue) is not built into this agent yet; use token auth (CODER_AGENT_TOKEN or CODER_AGENT_TOKEN_FILE)")
+            // The token comes from the exchange before each connection.
+            return Configuration(
+                auth: type, agentName: name, controlPlane: ControlPlaneOptions.Configuration(url: try ControlPlaneOptions.checkedURL(url)))
         }
         let token: String
         if let given = settings.value(agentToken, flag: "--agent-token", variable: "CODER_AGENT_TOKEN") {
@@ -69,6 +99,28 @@ struct AgentAuthOptions: ParsableArguments {
         environment["CODER_AGENT_TOKEN"] = token
         let resolved = try options.resolve(Settings(environment: environment))
         return Configuration(auth: type, agentName: name, controlPlane: resolved)
+    }
+
+    /// The extra headers: `--agent-header` (else `CODER_AGENT_HEADER`, comma-separated), then
+    /// the lines of `--agent-header-command` (else `CODER_AGENT_HEADER_COMMAND`), run once
+    /// now; any failure is `configure header transport: …`, as the reference exits with.
+    func headers(_ settings: Settings, url: String) throws(ConfigurationError) -> AgentHeaders {
+        var entries = agentHeader
+        if entries.isEmpty, let variable = settings.environment["CODER_AGENT_HEADER"] {
+            entries = AgentHeaders.environmentList(variable)
+        }
+        do {
+            if let command = settings.value(agentHeaderCommand, flag: "--agent-header-command", variable: "CODER_AGENT_HEADER_COMMAND") {
+                entries += try AgentHeaderCommand.run(command.text, environment: settings.environment, url: url)
+            }
+            return try AgentHeaders.parse(entries)
+        } catch let error as AgentHeaders.ParseError {
+            throw ConfigurationError("configure header transport: \(error.description)")
+        } catch let error as AgentHeaderCommand.Failure {
+            throw ConfigurationError("configure header transport: \(error.description)")
+        } catch {
+            throw ConfigurationError("configure header transport: \(error)")
+        }
     }
 
     /// The token file's text, at most ``maxTokenFileBytes`` (links followed, as the reference).

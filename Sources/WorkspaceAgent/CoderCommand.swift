@@ -13,8 +13,9 @@ struct CoderCommand: AsyncParsableCommand {
         abstract: "The workspace agent under the reference's name: `coder agent` runs it; the other subcommands are the in-workspace commands.",
         discussion: """
             `coder agent` takes the flags of `workspace-agent run` and the reference's agent \
-            flags (--agent-url, --auth, --agent-token, --agent-token-file, --agent-name, and \
-            their CODER_AGENT_* variables); CODER_AGENT_URL is required. Exit status: 0, or 1 \
+            flags (--agent-url, --auth, --agent-token, --agent-token-file, --agent-name, \
+            --agent-header, --agent-header-command, and their CODER_AGENT_* variables); \
+            CODER_AGENT_URL is required. Exit status: 0, or 1 \
             on any error (as the reference).
             """,
         version: AgentVersion.description,

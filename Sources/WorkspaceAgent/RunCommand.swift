@@ -73,7 +73,11 @@ struct DaemonOptions: ParsableArguments {
 
     func run(as invocation: Invocation) async throws {
         FreeMemory.configureAllocator()
-        let startEnvironment = ProcessInfo.processInfo.environment
+        // Kept before the token is scrubbed: a prebuild's reinitialisation starts the binary again with them.
+        let startArguments = CommandLine.arguments
+        var startEnvironment = ProcessInfo.processInfo.environment
+        let reinitOwner = startEnvironment.removeValue(forKey: ReinitRestart.ownerVariable)
+        unsetenv(ReinitRestart.ownerVariable)
         let settings = Settings(environment: startEnvironment)
         // The token stays in the agent's memory (settings, the control plane's configuration,
         // the context's environment) but leaves its environment block and argv, which /proc shows.
@@ -100,13 +104,19 @@ struct DaemonOptions: ParsableArguments {
         let scriptsConfig: ScriptsOptions.Configuration
         let chatContextConfig: ChatContextOptions.Configuration
         let sshConfig: SSHOptions.Configuration
-        let authConfig: AgentAuthOptions.Configuration
+        var authConfig: AgentAuthOptions.Configuration
         do {
             do {
                 authConfig = try auth.resolve(settings, controlPlane: controlPlane, urlRequired: invocation == .coderAgent)
             } catch {
                 // The reference's wording (`cli/agent.go`).
                 throw invocation == .coderAgent ? ConfigurationError("create agent client: \(error.description)") : error
+            }
+            if let url = authConfig.controlPlane.url {
+                // The header command runs once, now; its failure ends the agent.
+                authConfig = authConfig.connecting(headers: try auth.headers(settings, url: url), environment: startEnvironment)
+                // The dialer's token, remembered for `/reinit`.
+                authConfig.controlPlane.tokenSource = authConfig.controlPlane.sessionTokenSource.map { LatestSessionToken($0) }
             }
             tailnetConfig = try tailnet.resolve(settings)
             sshConfig = try ssh.resolve(settings)
@@ -161,12 +171,10 @@ struct DaemonOptions: ParsableArguments {
             environment: environment, stateDirectory: config.agent.stateDir, sessionEnvironment: sessionEnvironment,
             connections: host.connections, lifecycle: lifecycle,
             metrics: PrometheusSnapshot(registry: metrics, process: processMetrics),
-            startPhase: config.controlPlane.token == nil ? nil : lifecycle, announcementBanners: banners,
+            startPhase: config.controlPlane.connects ? lifecycle : nil, announcementBanners: banners,
             commandEnvironment: CommandEnvironment(
                 passesAgentToken: !config.agent.hideAgentToken, agentSocketPath: config.socket.enabled ? config.socket.path : nil),
-            coderREST: config.controlPlane.url.flatMap { url in
-                config.controlPlane.token.map { CoderRESTClient(baseURL: url, token: $0) }
-            })
+            coderREST: Self.coderREST(config.controlPlane))
         let childFileLimit = FileDescriptorLimit.raise()
 
         // The agent's own ports as bound (port 0: the kernel's choice), left out of listening-ports.
@@ -230,7 +238,7 @@ struct DaemonOptions: ParsableArguments {
         tunnelPorts.register(port: 3) { channel, _ in speedtest.serve(channel) }
         let tailnet = TailnetModule(
             configuration: tailnetConfig,
-            accessURL: config.controlPlane.token == nil ? nil : config.controlPlane.url,
+            accessURL: config.controlPlane.connects ? config.controlPlane.url : nil,
             context: context, ports: tunnelPorts, logger: log.localLogger(label: "workspace-agent.tailnet"))
         host.mount(tailnet, at: "/api/v0/tailnet")
         host.mount(tailnet.diagnostics, at: "/")
@@ -243,6 +251,14 @@ struct DaemonOptions: ParsableArguments {
         }
         if let pprof = config.agent.pprofAddress {
             logger.debug("pprof address accepted; nothing listens there (no Go profiler in this agent)", metadata: ["pprof_address": "\(pprof)"])
+        }
+
+        // A claimed prebuild's new owner: the agent shuts down and starts again.
+        let reinit = ReinitRestart(lastOwner: reinitOwner, logger: log.localLogger(label: "workspace-agent.reinit"))
+        if let url = config.controlPlane.url, let latest = config.controlPlane.tokenSource as? LatestSessionToken {
+            host.add(reinit.module(
+                rest: CoderRESTClient(baseURL: url, token: nil, headers: config.controlPlane.headers.pairs), tokens: latest.remembered,
+                host: host))
         }
 
         logger.info("workspace agent starting", metadata: [
@@ -264,6 +280,19 @@ struct DaemonOptions: ParsableArguments {
             throw ExitCode(1)
         }
         logger.info("workspace agent stopped")
+        reinit.restartIfRequested(arguments: startArguments, environment: startEnvironment)
+    }
+
+    /// The agent's REST client for coderd: its token and extra headers; under instance
+    /// identity, the connection's latest exchanged token. nil standalone.
+    static func coderREST(_ controlPlane: ControlPlaneOptions.Configuration) -> (any CoderRESTRequesting)? {
+        guard let url = controlPlane.url else { return nil }
+        if let token = controlPlane.token {
+            return CoderRESTClient(baseURL: url, token: token, headers: controlPlane.headers.pairs)
+        }
+        guard let latest = controlPlane.tokenSource as? LatestSessionToken else { return nil }
+        return ExchangingRESTClient(
+            rest: CoderRESTClient(baseURL: url, token: nil, headers: controlPlane.headers.pairs), source: latest.remembered, exchangesOnce: false)
     }
 
     /// The agent's own TCP ports (its HTTP API, the metrics listener), which the listening

@@ -45,10 +45,10 @@ struct CoderCommandTests {
         ([], ["CODER_AGENT_URL": url], "create agent client: Either CODER_AGENT_TOKEN or CODER_AGENT_TOKEN_FILE must be set"),
         (["--agent-url", url, "--auth", "bogus"], [:], "create agent client: unknown agent auth type: bogus"),
         ([], ["CODER_AGENT_URL": url, "CODER_AGENT_AUTH": "Token"], "create agent client: unknown agent auth type: Token"),
-        (
-            [], ["CODER_AGENT_URL": url, "CODER_AGENT_AUTH": "aws-instance-identity"],
-            "create agent client: CODER_AGENT_AUTH: aws-instance-identity is not built into this agent yet; use token auth (CODER_AGENT_TOKEN or CODER_AGENT_TOKEN_FILE)"
-        ),
+        (["--agent-url", url, "--auth", "aws-instance-identity", "--agent-header", "X-Nothing"], [:], "configure header transport: split header \"X-Nothing\" had less than two parts"),
+        ([], ["CODER_AGENT_URL": url, "CODER_AGENT_TOKEN": "t", "CODER_AGENT_HEADER": "X-A=1,X-B"], "configure header transport: split header \"X-B\" had less than two parts"),
+        (["--agent-url", url, "--agent-token", "t", "--agent-header-command", "echo X-A=1; exit 3"], [:], "configure header transport: failed to run [sh -c echo X-A=1; exit 3]: exit status 3"),
+        (["--agent-url", url, "--agent-token", "t", "--agent-header-command", "echo X-A=1; echo oops >&2; echo no-equals"], [:], "configure header transport: split header \"no-equals\" had less than two parts"),
         (["--agent-url", url, "--agent-token-file", "/nonexistent/token"], [:], "create agent client: read token file \"/nonexistent/token\": no such file or directory"),
         ([], ["CODER_AGENT_URL": "ftp://host", "CODER_AGENT_TOKEN": "t"], "create agent client: CODER_AGENT_URL: invalid URL \"ftp://host\" (expected http(s)://host[:port])"),
         ([], ["CODER_AGENT_URL": url, "CODER_AGENT_TOKEN": "t", "CODER_AGENT_SUBSYSTEM": "envbox, envbuilder,bogus"], "invalid subsystem \"bogus\""),
