@@ -64,6 +64,7 @@ let targets: [(String, [Target.Dependency])] = [
     ("FuzzProcMeminfo", [agent("HostStats")]),
     ("FuzzProcStat", [agent("HostStats")]),
     ("FuzzGitCredentials", [agent("GitCredentials"), agent("AgentJSON")]),
+    ("FuzzReinitEvents", [agent("AgentRPC")]),
 ]
 
 let package = Package(
