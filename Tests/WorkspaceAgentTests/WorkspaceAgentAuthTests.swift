@@ -266,4 +266,32 @@ struct WorkspaceAgentAuthTests {
         }
         await metadata.close()
     }
+
+    /// An in-workspace command under instance identity does its own exchange, as the
+    /// reference's: the external-auth request carries the exchanged token, not the
+    /// `CODER_AGENT_TOKEN` it was given (a token coderd would refuse here).
+    @Test func inWorkspaceCommandsExchangeTheirOwnToken() async throws {
+        let double = ControlPlaneDouble()
+        let identity = double.serveInstanceIdentity()
+        let exchanged = "5e5e5e5e-1111-4222-8333-444444444444"
+        identity.register(instanceID: "i-cmd", token: exchanged)
+        let metadata = try await Self.metadata(.aws) { "i-cmd" }
+        let link = try CoderLink()
+        defer { link.remove() }
+        try await double.run { base in
+            double.handleHTTP("GET", GitAskpassEndToEndTests.path) { request in
+                double.agentAuthorization(request) ?? GitAskpassEndToEndTests.tokenAnswer(username: "u", password: "")
+            }
+            let outcome = await link.run(["external-auth", "access-token", "github"], environment: [
+                "CODER_AGENT_URL": base, "CODER_AGENT_AUTH": "aws-instance-identity", "CODER_AGENT_AWS_METADATA_HOST": metadata.host,
+                "CODER_AGENT_TOKEN": "00000000-0000-4000-8000-000000000000",
+            ])
+            #expect(outcome.status == 0, "\(outcome.stdout)")
+            #expect(outcome.stdout == GitAskpassEndToEndTests.token)
+            let request = try #require(double.httpRequests.first { $0.path == GitAskpassEndToEndTests.path })
+            #expect(request.header("Coder-Session-Token") == exchanged)
+            #expect(identity.exchanges("aws").count == 1)
+        }
+        await metadata.close()
+    }
 }

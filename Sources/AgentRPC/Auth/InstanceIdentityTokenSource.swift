@@ -1,3 +1,4 @@
+import AgentCore
 import AsyncHTTPClient
 import NIOCore
 import NIOHTTP1

@@ -10,7 +10,8 @@ import Glibc
 /// agent's token (`CODER_AGENT_TOKEN`, which the agent gives every command it starts, or
 /// `CODER_AGENT_TOKEN_FILE`), the flags of `coder agent` winning where a command has them.
 /// Without a token (an agent run with `--hide-agent-token`), the agent that started the
-/// command asks coderd for it, over its socket.
+/// command asks coderd for it, over its socket; under instance identity (`CODER_AGENT_AUTH`)
+/// the command exchanges a token of its own.
 enum AgentClientEnvironment {
     /// coderd for `url` and `token` (flags) or the environment's; else the agent socket when
     /// there is one; else the reference's errors.
@@ -28,8 +29,14 @@ enum AgentClientEnvironment {
         }
         guard let url else { throw ConfigurationError("CODER_AGENT_URL must be set") }
         let auth = nonEmpty(environment["CODER_AGENT_AUTH"]) ?? "token"
-        guard auth == "token" else {
-            throw ConfigurationError("CODER_AGENT_AUTH=\(auth): in-workspace commands authenticate with the agent's token (CODER_AGENT_TOKEN)")
+        guard let type = AgentAuthOptions.AuthType(rawValue: auth) else {
+            throw ConfigurationError("unknown agent auth type: \(auth)")
+        }
+        if let cloud = type.cloud {
+            // As the reference's commands: their own exchange; CODER_AGENT_TOKEN is not used.
+            let rest = CoderRESTClient(baseURL: url, token: nil)
+            return ExchangingRESTClient(rest: rest, source: InstanceIdentityTokenSource(
+                cloud: cloud, metadataHost: cloud.metadataHost(environment), agentName: nonEmpty(environment["CODER_AGENT_NAME"]), rest: rest))
         }
         if token == nil, let tokenFile { token = try AgentAuthOptions.readTokenFile(tokenFile).trimmingWhitespace() }
         guard let token, !token.isEmpty else { throw ConfigurationError("Either CODER_AGENT_TOKEN or CODER_AGENT_TOKEN_FILE must be set") }
