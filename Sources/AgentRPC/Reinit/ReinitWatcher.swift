@@ -3,6 +3,7 @@ import AsyncHTTPClient
 import Logging
 import NIOCore
 import ServiceLifecycle
+import Synchronization
 
 /// Holds `GET /api/v2/workspaceagents/me/reinit?wait=true` beside the agent, as the reference's
 /// `WaitForReinitLoop`: each `data` event is handed to `onEvent`; a failed or ended stream is
@@ -13,9 +14,13 @@ public struct ReinitWatcher: Service {
     /// The reference's retry schedule (100 ms to 10 s), with some jitter.
     public static let backoff = Backoff(initial: .milliseconds(100), maximum: .seconds(10), factor: 2, jitter: .spread(0.1))
 
+    /// A stream silent this long (coderd pings every 15 s) is given up and opened again.
+    public static let defaultIdleTimeout: Duration = .seconds(60)
+
     private let rest: CoderRESTClient
     private let tokens: any SessionTokenSource
     private let logger: Logger
+    private let idleTimeout: Duration
     private let onEvent: @Sendable (ReinitEvent) async -> Bool
 
     /// - Parameters:
@@ -23,11 +28,13 @@ public struct ReinitWatcher: Service {
     ///   - tokens: the session token (the connection's latest, ``LatestSessionToken``).
     ///   - onEvent: false stops polling.
     public init(
-        rest: CoderRESTClient, tokens: any SessionTokenSource, logger: Logger, onEvent: @escaping @Sendable (ReinitEvent) async -> Bool
+        rest: CoderRESTClient, tokens: any SessionTokenSource, logger: Logger, idleTimeout: Duration = defaultIdleTimeout,
+        onEvent: @escaping @Sendable (ReinitEvent) async -> Bool
     ) {
         self.rest = rest
         self.tokens = tokens
         self.logger = logger
+        self.idleTimeout = idleTimeout
         self.onEvent = onEvent
     }
 
@@ -82,12 +89,39 @@ public struct ReinitWatcher: Service {
             }
             throw ReinitStreamParser.Failure(description: response.unexpectedStatusText)
         }
-        var parser = ReinitStreamParser()
-        for try await chunk in body {
-            for item in try parser.feed(chunk.readableBytesView) {
-                if case .event(let event) = item { return event }
+        let activity = StreamActivity()
+        let idleTimeout = idleTimeout
+        return try await withThrowingTaskGroup(of: ReinitEvent?.self) { group in
+            group.addTask {
+                var parser = ReinitStreamParser()
+                for try await chunk in body {
+                    activity.touch()
+                    for item in try parser.feed(chunk.readableBytesView) {
+                        if case .event(let event) = item { return event }
+                    }
+                }
+                throw ReinitStreamParser.Failure(description: "listening for reinitialization events: failed to read server-sent event: EOF")
             }
+            group.addTask {
+                // Wakes a few times per timeout; the stream ends when nothing came for the whole of it.
+                while true {
+                    try await Task.sleep(for: idleTimeout / 4)
+                    if activity.silence >= idleTimeout {
+                        throw ReinitStreamParser.Failure(description: "listening for reinitialization events: nothing for \(idleTimeout)")
+                    }
+                }
+            }
+            defer { group.cancelAll() }
+            return try await group.next() ?? nil
         }
-        throw ReinitStreamParser.Failure(description: "listening for reinitialization events: failed to read server-sent event: EOF")
     }
+}
+
+/// When the stream last brought bytes.
+private final class StreamActivity: Sendable {
+    private let last = Mutex(ContinuousClock.now)
+
+    func touch() { last.withLock { $0 = .now } }
+
+    var silence: Duration { .now - last.withLock { $0 } }
 }
