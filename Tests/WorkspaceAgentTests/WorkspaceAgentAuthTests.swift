@@ -279,9 +279,8 @@ struct WorkspaceAgentAuthTests {
         let link = try CoderLink()
         defer { link.remove() }
         try await double.run { base in
-            double.handleHTTP("GET", GitAskpassEndToEndTests.path) { request in
-                double.agentAuthorization(request) ?? GitAskpassEndToEndTests.tokenAnswer(username: "u", password: "")
-            }
+            double.externalAuth.withLock { $0.providers = [DoubleExternalAuthProvider(id: "github", regex: "^https://github\\.com/")] }
+            double.linkExternalAuth("github", token: GitAskpassEndToEndTests.token)
             let outcome = await link.run(["external-auth", "access-token", "github"], environment: [
                 "CODER_AGENT_URL": base, "CODER_AGENT_AUTH": "aws-instance-identity", "CODER_AGENT_AWS_METADATA_HOST": metadata.host,
                 "CODER_AGENT_TOKEN": "00000000-0000-4000-8000-000000000000",
