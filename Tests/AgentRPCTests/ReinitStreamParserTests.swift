@@ -45,6 +45,14 @@ struct ReinitStreamParserTests {
         #expect(throws: ReinitStreamParser.Failure.self) { try parser.feed(Array("event: ping\n".utf8)) }
     }
 
+    /// An event followed by garbage in the same chunk is handed over; the failure comes next.
+    @Test func anEventBeforeAFailureIsKept() throws {
+        var parser = ReinitStreamParser()
+        let items = try parser.feed(Array((Self.stream + "bogus\n").utf8))
+        #expect(items.count == 2)
+        #expect(throws: ReinitStreamParser.Failure(description: "expecting event event, got: bogus")) { try parser.feed([]) }
+    }
+
     @Test func aLineBeyondTheBoundIsAnError() {
         var parser = ReinitStreamParser()
         let long = [UInt8](repeating: UInt8(ascii: "x"), count: ReinitStreamParser.maxLineBytes + 1)

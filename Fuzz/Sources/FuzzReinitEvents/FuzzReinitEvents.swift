@@ -1,8 +1,8 @@
 import AgentRPC
 import FuzzSupport
 
-/// `/reinit`'s server-sent events (AgentRPC's `ReinitStreamParser`): any bytes give items or
-/// one error, never a trap; the same items and error however the stream is split; an event's
+/// `/reinit`'s server-sent events (AgentRPC's `ReinitStreamParser`): any bytes give items and
+/// at most one error, never a trap; the same items and error however the stream is split; an event's
 /// ids are canonical UUIDs (the owner never the zero one); and a stream of only pings and
 /// blank lines gives only pings.
 @_cdecl("LLVMFuzzerTestOneInput")
@@ -34,7 +34,8 @@ public func fuzzReinitEvents(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int3
 
 private func feed(_ parser: inout ReinitStreamParser, _ chunks: [[UInt8]]) -> (items: [ReinitStreamParser.Item], error: ReinitStreamParser.Failure?) {
     var items: [ReinitStreamParser.Item] = []
-    for chunk in chunks {
+    // An empty feed at the end surfaces a failure held back behind items.
+    for chunk in chunks + [[]] {
         do {
             items += try parser.feed(chunk)
         } catch {

@@ -25,19 +25,24 @@ public struct ReinitStreamParser: Sendable {
 
     public init() {}
 
-    /// Feeds the stream's next bytes; returns what they completed. Once it has thrown, it
-    /// throws the same failure again.
+    /// Feeds the stream's next bytes; returns what they completed before any failure, so no
+    /// event is lost to bytes after it; a failure is thrown when nothing came before it, else
+    /// by the next call. Once it has thrown, it throws the same failure again.
     public mutating func feed(_ bytes: some Sequence<UInt8>) throws(Failure) -> [Item] {
         if let failed { throw failed }
         var items: [Item] = []
-        for byte in bytes {
-            guard byte == UInt8(ascii: "\n") else {
-                guard line.count < Self.maxLineBytes else { throw fail("line longer than \(Self.maxLineBytes >> 10) KiB") }
-                line.append(byte)
-                continue
+        do throws(Failure) {
+            for byte in bytes {
+                guard byte == UInt8(ascii: "\n") else {
+                    guard line.count < Self.maxLineBytes else { throw fail("line longer than \(Self.maxLineBytes >> 10) KiB") }
+                    line.append(byte)
+                    continue
+                }
+                defer { line.removeAll(keepingCapacity: line.count <= 1024) }
+                if let item = try take(String(decoding: line, as: UTF8.self)) { items.append(item) }
             }
-            defer { line.removeAll(keepingCapacity: line.count <= 1024) }
-            if let item = try take(String(decoding: line, as: UTF8.self)) { items.append(item) }
+        } catch {
+            if items.isEmpty { throw error }
         }
         return items
     }
