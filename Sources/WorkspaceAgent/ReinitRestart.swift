@@ -2,7 +2,6 @@ import AgentCore
 import AgentHost
 import AgentRPC
 import Logging
-import ServiceLifecycle
 import Synchronization
 #if canImport(Glibc)
 import Glibc
@@ -63,17 +62,5 @@ final class ReinitRestart: Sendable {
             }
         }
         logger.critical("agent could not start again", metadata: ["error": "\(SystemCallError.message(errno))"])
-    }
-}
-
-/// The `/reinit` watcher as a module: it stops at announce, and its end before shutdown
-/// (409, the same owner) leaves the agent running.
-struct ReinitModule: AgentModule {
-    let watcher: ReinitWatcher
-
-    var name: String { "reinit" }
-
-    var services: [ModuleService] {
-        [ModuleService("reinit", watcher, stopsIn: .announce, onSuccess: .ignore, onFailure: .ignore)]
     }
 }
