@@ -11,6 +11,8 @@ public struct ChatContextModule: HTTPModule {
     public let manager: ContextManager
     let agentToken: String?
     let environment: [String: String]
+    /// Its session token (an instance-identity exchange's) is redacted too.
+    let manifest: any ManifestSource
 
     public var name: String { "chat context" }
 
@@ -20,6 +22,7 @@ public struct ChatContextModule: HTTPModule {
                 agentToken: String? = nil, maxWatches: Int = ContextWatcher.defaultMaxWatches) {
         self.agentToken = agentToken
         self.environment = context.environment
+        self.manifest = context.manifest
         let home = ContextSourcePath.clean(context.homeDirectory)
         manager = ContextManager(
             configuration: configuration, home: home, directory: directory, manifest: context.manifest,
@@ -48,7 +51,8 @@ public struct ChatContextModule: HTTPModule {
                   let file = try? MCPConfigFile.parse(bytes, environment: { environment[$0] }) else { return [] }
             return file.servers
         }
-        return ContextRedactor(secrets: agentToken.map { [$0] } ?? []).adding(servers: servers)
+        let tokens = Set([agentToken, manifest.currentManifest?.commandSecrets.sessionToken].compactMap { $0 })
+        return ContextRedactor(secrets: Array(tokens)).adding(servers: servers)
     }
 
     public func routes(_ routes: inout AgentRoutes) {

@@ -36,7 +36,9 @@ extension MCPServerManager {
             set.servers.removeSubrange(Self.maxServers...)
         }
         for problem in set.problems { logger.warning("\(problem)") }
-        let redactor = ContextRedactor(secrets: agentToken.map { [$0] } ?? []).adding(servers: set.servers)
+        // The session token too: under instance identity it is the connection's exchanged one.
+        let tokens = Set([agentToken, manifest.currentManifest?.commandSecrets.sessionToken].compactMap { $0 })
+        let redactor = ContextRedactor(secrets: Array(tokens)).adding(servers: set.servers)
 
         // The plan, made under the lock: which servers go, which connect, which list again.
         struct Plan {
