@@ -18,6 +18,8 @@ public final class MetadataServer: Sendable {
         public var method: String
         public var uri: String
         public var headers: [(name: String, value: String)]
+        /// When it arrived.
+        public var at: ContinuousClock.Instant = .now
 
         public func header(_ name: String) -> String? {
             headers.first { $0.name.lowercased() == name.lowercased() }?.value

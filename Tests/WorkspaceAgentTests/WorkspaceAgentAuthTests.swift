@@ -178,7 +178,12 @@ struct WorkspaceAgentAuthTests {
         try await double.run { url in
             let agent = try Self.launch(.aws, url: url, metadata: metadata)
             defer { agent.cleanup() }
-            #expect(await eventually(timeout: .seconds(60)) { identity.exchanges("aws").count >= 3 }, "\(agent.log)")
+            #expect(await eventually(timeout: .seconds(60)) { identity.exchanges("aws").count >= 6 }, "\(agent.log)")
+            // Backed off, not a busy loop: five waits of at least 130, 210, 339, 548 and 887 ms
+            // (the schedule's 162 ms × 1.618ⁿ less its 20 % jitter) lie between the first
+            // exchange and the sixth.
+            let starts = metadata.requests.filter { $0.method == "PUT" }.map(\.at)
+            #expect(starts.count >= 6 && starts[5] - starts[0] >= .milliseconds(2100), "\(starts)")
             #expect(await eventually(timeout: .seconds(30)) { agent.log.contains(message) }, "\(agent.log)")
             #expect(agent.log.contains("refresh token: POST \(url)/api/v2/workspaceagents/aws-instance-identity"), "\(agent.log)")
             #expect(agent.reap() == nil, "\(agent.log)")
