@@ -168,6 +168,17 @@ struct ExternalAuthCommandTests {
         #expect(outcome.stdout.contains("unexpected status code 404: No matching external auth provider found"))
     }
 
+    @Test func aControlPlaneThatIsDownFailsAtOnce() async throws {
+        let link = try CoderLink()
+        defer { link.remove() }
+        let port = try GitSSHEndToEndTests.SSHDaemon.freePort()
+        let outcome = await link.run(
+            ["external-auth", "access-token", "github"], environment: ["CODER_AGENT_URL": "http://127.0.0.1:\(port)", "CODER_AGENT_TOKEN": "t"])
+        #expect(outcome.status == 1)
+        // Refused, not retried until the connect timeout ("context deadline exceeded").
+        #expect(outcome.stdout.contains("error: get external auth token: GET http://127.0.0.1:\(port)/api/v2/workspaceagents/me/external-auth?id=github&match=: connect: connection refused"), "\(outcome.stdout)")
+    }
+
     @Test func outsideAWorkspaceItSaysSo() async throws {
         let link = try CoderLink()
         defer { link.remove() }

@@ -3,6 +3,7 @@ import AsyncHTTPClient
 import FoundationEssentials
 import NIOCore
 import NIOHTTP1
+import NIOPosix
 
 /// coderd's REST API as the agent: `Coder-Session-Token` and the deployment's extra headers
 /// (`--agent-header`) on every request, each answer at most ``maxResponseBytes`` and
@@ -22,7 +23,16 @@ public struct CoderRESTClient: CoderRESTRequesting {
     public let headers: [(String, String)]
     private let client: HTTPClient
 
-    public init(baseURL: String, token: String?, headers: [(String, String)] = [], client: HTTPClient = .shared) {
+    /// The process's client for coderd: a refused or failed connect fails its request at once
+    /// (AsyncHTTPClient's default retries it until the connect timeout, so git waited 30 s
+    /// for an askpass whose control plane was down); 10 s to connect. Lives for the process.
+    public static let sharedClient: HTTPClient = {
+        var configuration = HTTPClient.Configuration(redirectConfiguration: .disallow, timeout: .init(connect: .seconds(10)))
+        configuration.connectionPool.retryConnectionEstablishment = false
+        return HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: configuration)
+    }()
+
+    public init(baseURL: String, token: String?, headers: [(String, String)] = [], client: HTTPClient = CoderRESTClient.sharedClient) {
         var base = baseURL
         while base.hasSuffix("/") { base.removeLast() }
         if base.hasPrefix("wss://") { base = "https://" + base.dropFirst("wss://".count) }
@@ -116,6 +126,8 @@ public struct CoderRESTClient: CoderRESTRequesting {
             default: return "\(error)"
             }
         }
+        // Go's words for the common refusal (NIO's text names the system call and errno).
+        if "\(error)".contains("Connection refused") { return "connect: connection refused" }
         return "\(error)"
     }
 
