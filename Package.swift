@@ -593,6 +593,9 @@ let package = Package(
             dependencies: ["AgentLogging", "AgentCore", .product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings
         ),
+        .testTarget(name: "AgentSystemTests", dependencies: ["AgentSystem", "AgentTestSupport"], swiftSettings: swiftSettings),
+        .testTarget(name: "AgentJSONTests", dependencies: ["AgentJSON"], swiftSettings: swiftSettings),
+        .testTarget(name: "MCPWireTests", dependencies: ["MCPWire", "AgentJSON"], swiftSettings: swiftSettings),
         .testTarget(
             name: "AgentCoreTests",
             dependencies: [
