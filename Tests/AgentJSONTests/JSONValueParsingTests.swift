@@ -86,6 +86,32 @@ struct JSONValueParsingTests {
         #expect(wholeError("+1") == "invalid character '+' looking for beginning of value")
     }
 
+    /// The offending byte is shown as Go's `quoteChar` shows it: as the rune of its value,
+    /// quoted by `strconv.Quote` (a UTF-8 byte order mark reads as `'ï'`).
+    @Test func theOffendingByteIsQuotedAsGoQuotesIt() {
+        func error(_ bytes: [UInt8]) -> String? {
+            do throws(JSONSyntaxError) {
+                _ = try JSONValue.parseWhole(bytes)
+                return nil
+            } catch {
+                return error.description
+            }
+        }
+        let start = "looking for beginning of value"
+        #expect(error([0xEF, 0xBB, 0xBF] + Array("{}".utf8)) == "invalid character 'ï' \(start)")
+        #expect(error(Array("\"a\nb\"".utf8)) == #"invalid character '\n' in string literal"#)
+        #expect(error([0x22, 0x01, 0x22]) == #"invalid character '\x01' in string literal"#)
+        #expect(error([0x22, 0x1F, 0x22]) == #"invalid character '\x1f' in string literal"#)
+        #expect(error(Array(#"{"a":1\#u{0B}}"#.utf8)) == #"invalid character '\v' after object key:value pair"#)
+        #expect(error(Array("\\".utf8)) == #"invalid character '\\' \#(start)"#)
+        #expect(error([0x7F]) == #"invalid character '\x7f' \#(start)"#)
+        #expect(error([0x80]) == #"invalid character '\u0080' \#(start)"#)
+        #expect(error([0xA0]) == #"invalid character '\u00a0' \#(start)"#)
+        #expect(error([0xAD]) == #"invalid character '\u00ad' \#(start)"#)
+        #expect(error([0xFF]) == "invalid character 'ÿ' \(start)")
+        #expect(error(Array(" ".utf8) + [0x0C]) == #"invalid character '\f' \#(start)"#)
+    }
+
     @Test func decodeReadsTheFirstValueOnly() throws {
         #expect(try JSONValue.parseFirst(Array(#"{"a":1} trailing"#.utf8)) == .object([("a", .number("1"))]))
         #expect(try JSONValue.parseFirst(Array("  [1][2]".utf8)) == .array([.number("1")]))
