@@ -83,8 +83,8 @@ let package = Package(
         .target(name: "AgentJSON", swiftSettings: swiftSettings),
         // What every capability module may share: the module contract (AgentModule,
         // ShutdownPhase, AgentContext, Settings), chat identity, the chat -> paths store, the
-        // upward and manifest seams, connection caps and origins, the chat context's shared
-        // types. It re-exports AgentSystem and AgentJSON. No Hummingbird, no NIO.
+        // upward and manifest seams, connection caps and origins, the tool-call key, the chat
+        // context's shared types. It re-exports AgentSystem and AgentJSON. No Hummingbird, no NIO.
         .target(
             name: "AgentCore",
             dependencies: [
@@ -118,7 +118,7 @@ let package = Package(
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "NIOCore", package: "swift-nio"),
-                // Adopts connections handed over as descriptors (HandedOverConnections).
+                // NIOThreadPool: the handler pool (HandlerPoolExecutor).
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOWebSocket", package: "swift-nio"),
@@ -246,8 +246,9 @@ let package = Package(
         // path and the link only; CLwIPGlue is the C that uses it, TunnelStack the Swift.
         .systemLibrary(name: "CLwIP", pkgConfig: "lwip", providers: [.apt(["liblwip-dev"])]),
         .target(name: "CLwIPGlue", dependencies: ["CLwIP"]),
-        // The tunnel's TCP/IPv6 stack: IPv6 packets in and out, port 4 to the agent's HTTP
-        // server through a socketpair, ports 9+ forwarded to the workspace's loopback.
+        // The tunnel's TCP/IPv6 stack: IPv6 packets in and out, each TCP connection a NIO
+        // channel (port 4's handed to the agent's HTTP server), ports 9+ forwarded to the
+        // workspace's loopback.
         .target(
             name: "TunnelStack",
             dependencies: [
@@ -286,7 +287,6 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        // Capability: the boundary audit-log socket and its forwarder upward.
         // The SSH server: sessions (shell, exec, PTY, env, signals, exit status and signal) on
         // swift-nio-ssh, no client authentication (reaching the port is the authorization).
         .target(
@@ -337,6 +337,7 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // Capability: the boundary audit-log socket and its forwarder upward.
         .target(
             name: "BoundaryLogs",
             dependencies: [
@@ -367,8 +368,8 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        // Capability (in progress): the chat context resolver (instruction files, skills,
-        // .mcp.json) into the snapshot that is pushed upward; synchronous, over a file-system seam.
+        // Capability: the chat context (instruction files, skills, .mcp.json resolved over a
+        // file-system seam into the snapshot pushed upward; its watcher, routes and push).
         .target(
             name: "ChatContext",
             dependencies: [
@@ -381,12 +382,12 @@ let package = Package(
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
             swiftSettings: swiftSettings),
-        // Capability: the MCP engine (the workspace's `.mcp.json` servers, their sessions and
-        // tool calls; stdio children the agent owns, Streamable HTTP and HTTP+SSE on
-        // AsyncHTTPClient); the client is hand-written on FoundationEssentials, see docs/api/mcp.md.
         // MCP's wire: JSON-RPC framing and messages, the SSE decoder, tool results, errors and
         // bounds; its own target so that the fuzz targets build it without the HTTP client.
         .target(name: "MCPWire", dependencies: ["AgentCore"], swiftSettings: swiftSettings),
+        // Capability: the MCP engine (the workspace's `.mcp.json` servers, their sessions and
+        // tool calls; stdio children the agent owns, Streamable HTTP and HTTP+SSE on
+        // AsyncHTTPClient); the client is hand-written on FoundationEssentials, see docs/api/mcp.md.
         .target(
             name: "MCPEngine",
             dependencies: [
@@ -594,6 +595,9 @@ let package = Package(
             dependencies: ["AgentLogging", "AgentCore", .product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings
         ),
+        .testTarget(name: "AgentSystemTests", dependencies: ["AgentSystem", "AgentTestSupport"], swiftSettings: swiftSettings),
+        .testTarget(name: "AgentJSONTests", dependencies: ["AgentJSON"], swiftSettings: swiftSettings),
+        .testTarget(name: "MCPWireTests", dependencies: ["MCPWire", "AgentJSON"], swiftSettings: swiftSettings),
         .testTarget(
             name: "AgentCoreTests",
             dependencies: [

@@ -32,12 +32,10 @@ enum HTTPMetrics {
         Counter(label: "agent_http_connections_handed_over_total", dimensions: [("listener", listener)]).increment()
     }
 
-    /// Hand-overs refused before serving, by reason: `not_serving`, `not_a_stream_socket`,
-    /// `invalid_listener`.
+    /// Hand-overs refused before serving, by reason: `not_serving`, `invalid_listener`.
     static func handOverRefused(_ reason: ConnectionHandOverError.Reason) {
         let label = switch reason {
         case .notServing: "not_serving"
-        case .notAStreamSocket: "not_a_stream_socket"
         case .invalidListenerName: "invalid_listener"
         }
         Counter(label: "agent_http_handovers_refused_total", dimensions: [("reason", label)]).increment()

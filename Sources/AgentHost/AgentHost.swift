@@ -72,10 +72,9 @@ public final class AgentHost: Sendable {
     /// Connections handed over by modules, served by the HTTP API (the first listener).
     private let handedOver: HostConnections
 
-    /// Where modules hand over connections they received elsewhere (channels or
-    /// descriptors), to be served by the HTTP API: give it to them as
-    /// ``AgentContext/connections``. Refuses (and closes) what comes before the host runs,
-    /// after it stopped, or when there is no listener.
+    /// Where modules hand over connections they received elsewhere (NIO channels), to be
+    /// served by the HTTP API: give it to them as ``AgentContext/connections``. Refuses what
+    /// comes before the host runs, after it stopped, or when there is no listener.
     public var connections: any ChannelAcceptor { handedOver }
 
     /// The participants of every module added (``AgentModule/upwardParticipants``): the

@@ -2,16 +2,11 @@ import AgentCore
 import AgentHTTP
 import Logging
 import NIOCore
-import NIOPosix
 import ServiceLifecycle
 import Synchronization
 
-#if canImport(Glibc)
-import Glibc
-#endif
-
 /// The host's ``ChannelAcceptor`` (``AgentHost/connections``): connections modules hand over
-/// (the tailnet's channels, or descriptors) served by the HTTP API's ``AgentHTTPServing``
+/// (the tailnet's channels) served by the HTTP API's ``AgentHTTPServing``
 /// while the `serving` phase runs, and refused (closed) before and after.
 ///
 /// Memory: one entry per connection being served, which the HTTP registry's cap bounds (a
@@ -30,25 +25,12 @@ final class HostConnections: ChannelAcceptor, Sendable {
 
     private let state = Mutex(State())
     private let allClosed = WorkSignal()
-    private let group: any EventLoopGroup
-
-    init(group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) {
-        self.group = group
-    }
 
     private var serving: AgentHTTPServing? {
         state.withLock { s in
             if case .running(let serving) = s.phase { return serving }
             return nil
         }
-    }
-
-    func serve(descriptor: CInt, listener: String, remote: String?) throws(ConnectionHandOverError) {
-        guard let serving else {
-            close(descriptor)
-            throw ConnectionHandOverError(.notServing)
-        }
-        try serving.serve(descriptor: descriptor, listener: listener, remote: remote, group: group, through: self)
     }
 
     func serve(_ channel: any Channel, listener: String, remote: String?) -> EventLoopFuture<Void> {

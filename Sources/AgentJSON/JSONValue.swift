@@ -93,17 +93,29 @@ struct JSONParser {
     }
 
     private func invalid(_ byte: UInt8, _ context: String) -> JSONSyntaxError {
-        let shown: String
-        if byte == UInt8(ascii: "'") {
-            shown = "'\\''"
-        } else if byte == UInt8(ascii: "\"") {
-            shown = "'\"'"
-        } else if byte >= 0x20 && byte < 0x7F {
-            shown = "'\(Character(Unicode.Scalar(byte)))'"
-        } else {
-            shown = "'\\x\(String(byte, radix: 16, uppercase: false))'"
+        JSONSyntaxError("invalid character \(Self.quoteChar(byte)) \(context)")
+    }
+
+    /// Go's `quoteChar`: the byte as the rune of the same value, quoted as `strconv.Quote`
+    /// quotes it, between single quotes (`'\n'`, `'\x01'`, `'\\'`, `'\u0080'`, `'ï'`).
+    static func quoteChar(_ byte: UInt8) -> String {
+        let inner: String
+        switch byte {
+        case UInt8(ascii: "'"): inner = "\\'"
+        case UInt8(ascii: "\\"): inner = "\\\\"
+        case 0x07: inner = "\\a"
+        case 0x08: inner = "\\b"
+        case 0x09: inner = "\\t"
+        case 0x0A: inner = "\\n"
+        case 0x0B: inner = "\\v"
+        case 0x0C: inner = "\\f"
+        case 0x0D: inner = "\\r"
+        case 0x00..<0x20, 0x7F: inner = "\\x" + zeroPadded(byte, width: 2, radix: 16)
+        // C1 controls, no-break space and soft hyphen: not printable for Go.
+        case 0x80...0xA0, 0xAD: inner = "\\u" + zeroPadded(byte, width: 4, radix: 16)
+        default: inner = String(Unicode.Scalar(byte))
         }
-        return JSONSyntaxError("invalid character \(shown) \(context)")
+        return "'" + inner + "'"
     }
 
     private mutating func parseValue(context: String) throws(JSONSyntaxError) -> JSONValue {

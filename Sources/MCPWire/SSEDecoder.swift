@@ -58,8 +58,11 @@ public struct SSEDecoder: Sendable {
     public mutating func feed(_ chunk: UnsafeRawBufferPointer, event: (SSEEvent) -> Void) throws(EventTooLong) {
         if failed { throw EventTooLong(limit: maxEventBytes) }
         var start = 0
-        if afterCR, chunk.first == UInt8(ascii: "\n") { start = 1 }
-        afterCR = false
+        // An empty chunk leaves a CR pending: only the next byte tells CRLF from CR.
+        if afterCR, let first = chunk.first {
+            if first == UInt8(ascii: "\n") { start = 1 }
+            afterCR = false
+        }
         while start < chunk.count {
             var end = Self.lineEnd(chunk, from: start)
             if line.count + data.count + (end - start) > maxEventBytes + Self.fieldSlack { return try fail() }

@@ -36,7 +36,7 @@ enum MetricsHelp {
         "agent_http_connections_handed_over_total":
             "Connections handed over by another module (the tailnet) and served by the HTTP API, by listener; they count in the other HTTP connection metrics too.",
         "agent_http_handovers_refused_total":
-            "Handed-over connections refused before serving, by reason (not_serving, not_a_stream_socket, invalid_listener).",
+            "Handed-over connections refused before serving, by reason (not_serving, invalid_listener).",
         // Scripts and the per-session reports
         "agent_chat_context_resolves_total": "Chat context resolves (each is a new snapshot version).",
         "agent_chat_context_version": "The latest chat context snapshot's version (0 before the readiness gate opens).",

@@ -1,4 +1,4 @@
-import AgentHTTP
+import AgentCore
 @testable import AgentFiles
 import Synchronization
 import Testing

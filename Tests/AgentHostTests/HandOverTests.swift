@@ -8,8 +8,8 @@ import Logging
 import Synchronization
 import Testing
 
-/// A connection handed to ``AgentHost/connections`` (as
-/// the tailnet will hand over each tunnel connection) is served by every mounted route,
+/// A connection handed to ``AgentHost/connections`` as a channel (as the tailnet hands over
+/// each tunnel connection) is served by every mounted route,
 /// real ones included, and is closed by the agent's shutdown like the listener's.
 @Suite(.timeLimit(.minutes(3)))
 struct HandOverTests {
@@ -32,10 +32,10 @@ struct HandOverTests {
         processes.shutdownGrace = .seconds(2)
         host.mount(ProcessModule(manager: try ProcessManager(configuration: processes, logger: Self.quiet)), at: "/api/v0/processes")
         host.mount(ListenerReportModule(), at: "/api/v0/origin")
-        // Before the host runs, nothing serves: the descriptor is closed.
+        // Before the host runs, nothing serves: the connection is closed.
         let (early, earlyTheirs) = LoopbackSocket.pair()
-        #expect(throws: ConnectionHandOverError(.notServing)) {
-            try host.connections.serve(descriptor: earlyTheirs, listener: ListenerName.tailnet, remote: nil)
+        await #expect(throws: ConnectionHandOverError(.notServing)) {
+            try await host.connections.handOver(descriptor: earlyTheirs, listener: ListenerName.tailnet, remote: nil)
         }
         #expect(await early.isClosedByPeer(within: .seconds(60)))
 
@@ -46,12 +46,12 @@ struct HandOverTests {
             #expect(await eventually(timeout: Self.patience) {
                 let (probe, theirs) = LoopbackSocket.pair()
                 _ = probe
-                return (try? host.connections.serve(descriptor: theirs, listener: ListenerName.tailnet, remote: nil)) != nil
+                return (try? await host.connections.handOver(descriptor: theirs, listener: ListenerName.tailnet, remote: nil)) != nil
             })
 
             // The process API over a handed-over connection: start a command...
             let (startClient, startTheirs) = LoopbackSocket.descriptorPair()
-            try host.connections.serve(descriptor: startTheirs, listener: ListenerName.tailnet, remote: Self.peer)
+            try await host.connections.handOver(descriptor: startTheirs, listener: ListenerName.tailnet, remote: Self.peer)
             let started = try await RawHTTPClient.request(
                 over: startClient, "POST", "/api/v0/processes/start", headers: [("Content-Type", "application/json")],
                 body: Array(#"{"command": "echo hello through the tunnel; exit 4"}"#.utf8))
@@ -59,7 +59,7 @@ struct HandOverTests {
             let id = try #require(jsonObject(started.body)?["id"] as? String)
             // ...and stream its output on its WebSocket route, over another one.
             let (streamClient, streamTheirs) = LoopbackSocket.descriptorPair()
-            try host.connections.serve(descriptor: streamTheirs, listener: ListenerName.tailnet, remote: Self.peer)
+            try await host.connections.handOver(descriptor: streamTheirs, listener: ListenerName.tailnet, remote: Self.peer)
             let (output, exit) = try await TestWebSocket.withConnection(over: streamClient, path: "/api/v0/processes/\(id)/stream") { ws in
                 var output: [UInt8] = []
                 var exit: [String: Any]?
@@ -79,14 +79,14 @@ struct HandOverTests {
             let loopback = try await RawHTTPClient(port: port).request("GET", "/api/v0/origin")
             #expect(jsonObject(loopback.body)?["listener"] as? String == "http")
             let (originClient, originTheirs) = LoopbackSocket.descriptorPair()
-            try host.connections.serve(descriptor: originTheirs, listener: ListenerName.tailnet, remote: Self.peer)
+            try await host.connections.handOver(descriptor: originTheirs, listener: ListenerName.tailnet, remote: Self.peer)
             let handed = try await RawHTTPClient.request(over: originClient, "GET", "/api/v0/origin")
             #expect(jsonObject(handed.body)?["listener"] as? String == "tailnet")
             #expect(jsonObject(handed.body)?["remote"] as? String == Self.peer)
 
             // An idle keep-alive connection, handed over, is closed by the shutdown.
             let (idle, idleTheirs) = LoopbackSocket.pair()
-            try host.connections.serve(descriptor: idleTheirs, listener: ListenerName.tailnet, remote: Self.peer)
+            try await host.connections.handOver(descriptor: idleTheirs, listener: ListenerName.tailnet, remote: Self.peer)
             #expect(idle.send("GET /healthz HTTP/1.1\r\nHost: agent\r\n\r\n"))
             #expect(String.httpStatus(of: await idle.read(until: #""ok"}"#, timeout: .seconds(60))) == 200)
             await host.shutdown()
@@ -95,8 +95,8 @@ struct HandOverTests {
         }
         // Once stopped, nothing more is taken.
         let (late, lateTheirs) = LoopbackSocket.pair()
-        #expect(throws: ConnectionHandOverError(.notServing)) {
-            try host.connections.serve(descriptor: lateTheirs, listener: ListenerName.tailnet, remote: nil)
+        await #expect(throws: ConnectionHandOverError(.notServing)) {
+            try await host.connections.handOver(descriptor: lateTheirs, listener: ListenerName.tailnet, remote: nil)
         }
         #expect(await late.isClosedByPeer(within: .seconds(60)))
     }

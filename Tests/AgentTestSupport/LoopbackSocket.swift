@@ -79,8 +79,8 @@ public final class LoopbackSocket: @unchecked Sendable {
     }
 
     /// A connected unix socketpair: our end, and the other end's descriptor to hand over
-    /// (as the tailnet hands each tunnel connection to the agent's HTTP API). Close-on-exec
-    /// both, so no child a test starts inherits them.
+    /// (to the HTTP API as a channel through ``ChannelHandOver``, as the tailnet hands over
+    /// each tunnel connection). Close-on-exec both, so no child a test starts inherits them.
     public static func pair() -> (ours: LoopbackSocket, theirs: Int32) {
         var fds: [Int32] = [-1, -1]
         let rc = socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &fds)

@@ -1,6 +1,6 @@
 /// Where one HTTP connection came from: the listener that accepted it, or the module that
-/// handed it over, and the peer's address when the connection itself cannot tell it (a
-/// socketpair end carries no peer address; the tailnet knows the tunnel peer's).
+/// handed it over, and the peer's address when the connection itself cannot tell it (the
+/// tailnet knows the tunnel peer's).
 public struct ConnectionOrigin: Sendable, Equatable {
     /// ``ListenerName``: `"http"`, `"prometheus"`, `"tailnet"`.
     public var listener: String

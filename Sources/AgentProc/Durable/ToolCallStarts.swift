@@ -1,5 +1,4 @@
 import AgentCore
-import AgentHTTP
 import FoundationEssentials
 import Synchronization
 

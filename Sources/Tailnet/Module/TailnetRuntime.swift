@@ -1,5 +1,4 @@
 import AgentCore
-import AgentHTTP
 import AgentProto
 import DERP
 import Logging

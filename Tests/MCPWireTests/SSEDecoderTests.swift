@@ -1,4 +1,4 @@
-import MCPEngine
+import MCPWire
 import Testing
 
 /// The event-stream reader: line endings, fields, comments, and its bound.

@@ -1,5 +1,5 @@
-import AgentCore
-import MCPEngine
+import AgentJSON
+import MCPWire
 import Testing
 
 /// Newline framing and JSON-RPC message parsing: bounded, strict about shape.

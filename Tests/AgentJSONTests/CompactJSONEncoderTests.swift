@@ -1,4 +1,4 @@
-import AgentCore
+import AgentJSON
 import Foundation
 import Testing
 

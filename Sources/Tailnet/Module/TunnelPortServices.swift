@@ -2,7 +2,7 @@ import NIOCore
 import Synchronization
 
 /// What other modules serve on the tailnet's own ports besides the HTTP API on 4: the SSH
-/// server on 1 and 22 (and, later, the reconnecting PTY and the speed test). The executable
+/// server on 1 and 22, the reconnecting PTY on 2 and the speed test on 3. The executable
 /// registers each service; the tailnet serves a tunnel connection to a registered port by
 /// handing its channel to the service, on the channel's loop before it is active.
 ///

@@ -1,4 +1,4 @@
-import AgentCore
+import AgentSystem
 import AgentTestSupport
 import Foundation
 import Testing
@@ -81,13 +81,5 @@ struct HashingTests {
         // RFC 9562 appendix A.4: DNS namespace, "www.example.com".
         let dns: [UInt8] = [0x6b, 0xa7, 0xb8, 0x10, 0x9d, 0xad, 0x11, 0xd1, 0x80, 0xb4, 0x00, 0xc0, 0x4f, 0xd4, 0x30, 0xc8]
         #expect(uuidV5(namespace: dns, name: Array("www.example.com".utf8)) == "2ed6657d-e927-568b-95e1-2665a8aea6a2")
-    }
-}
-
-struct QuotingTests {
-    @Test func goAndJSONQuoting() {
-        #expect(goQuote("a\"b\\c\n\u{01}\u{7f}<") == #""a\"b\\c\n\x01\x7f<""#)
-        #expect(jsonQuote("<a&b>\u{01}") == #""<a&b>\u0001""#, "HTML characters stay unless asked")
-        #expect(jsonQuote("<a&b>\u{2028}", escapingHTML: true) == #""\u003ca\u0026b\u003e\u2028""#)
     }
 }

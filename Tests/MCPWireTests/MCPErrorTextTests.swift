@@ -1,5 +1,4 @@
-import AgentCore
-import MCPEngine
+import MCPWire
 import Testing
 
 /// Errors for people: a line that is not JSON is quoted back (its start, bounded), not

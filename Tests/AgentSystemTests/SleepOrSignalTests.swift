@@ -1,4 +1,4 @@
-import AgentCore
+import AgentSystem
 import AgentTestSupport
 import Synchronization
 import Testing

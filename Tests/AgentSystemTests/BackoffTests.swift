@@ -1,4 +1,4 @@
-import AgentCore
+import AgentSystem
 import Testing
 
 struct BackoffTests {

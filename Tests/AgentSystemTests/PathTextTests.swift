@@ -1,10 +1,10 @@
-import AgentCore
+import AgentSystem
 import Foundation
 import Synchronization
 import Testing
 
 /// The FoundationEssentials stand-ins give what Foundation's `NSString`,
-/// `String(format:)`, `removingPercentEncoding` and `trimmingCharacters` give.
+/// `removingPercentEncoding` and `trimmingCharacters` give.
 struct PathTextTests {
     /// (Expected values are NSString's; comparing live crashes Foundation on "//a//b".)
     @Test func pathComponents() {
@@ -17,14 +17,6 @@ struct PathTextTests {
             #expect(parentDirectory(of: c.path) == c.parent, "\(c.path)")
             #expect(lastPathComponent(of: c.path) == c.last, "\(c.path)")
             #expect(pathExtension(of: c.path) == c.ext, "\(c.path)")
-        }
-    }
-
-    @Test func zeroPaddingMatchesFormat() {
-        for value in [0, 7, 255, 4095, 65535, 123_456] {
-            #expect(zeroPadded(value, width: 4, radix: 16, uppercase: true) == String(format: "%04X", value))
-            #expect(zeroPadded(value, width: 12) == String(format: "%012d", value))
-            #expect(zeroPadded(UInt32(value), width: 2, radix: 16) == String(format: "%02x", value))
         }
     }
 
