@@ -1,7 +1,7 @@
 import AgentCore
 import Testing
 
-/// Every command's environment (templates.md §2): the layers in the reference's precedence,
+/// Every command's environment: the layers in the reference's precedence,
 /// the secrets concealed from descriptions, and the session counts by name.
 struct CommandEnvironmentTests {
     static func manifest() -> AgentManifest {

@@ -5,7 +5,7 @@ import Testing
 
 @testable import AgentSSH
 
-/// An SSH session's command gets every command's layers (templates.md §2) over the client's
+/// An SSH session's command gets every command's layers over the client's
 /// variables, and counts under the app name its client gave (API 2.11's session counts).
 @Suite(.serialized, .timeLimit(.minutes(3)))
 struct SSHCommandEnvironmentTests {

@@ -5,7 +5,7 @@ import Logging
 @testable import ReconnectingPTY
 import Testing
 
-/// The web terminal's command gets every command's layers (templates.md §2).
+/// The web terminal's command gets every command's layers.
 @Suite(.timeLimit(.minutes(2)))
 struct ReconnectingPTYCommandEnvironmentTests {
     @Test func aTerminalGetsTheTableInPrecedence() async throws {

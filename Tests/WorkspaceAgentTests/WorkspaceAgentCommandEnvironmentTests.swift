@@ -6,7 +6,7 @@ import Synchronization
 import SwiftProtobuf
 import Testing
 
-/// The environment of every command the real agent starts (templates.md §2) and the user's
+/// The environment of every command the real agent starts and the user's
 /// secrets (manifest field 19), end to end against the control-plane double.
 @Suite(.timeLimit(.minutes(4)))
 struct WorkspaceAgentCommandEnvironmentTests {
