@@ -642,7 +642,7 @@ let package = Package(
         .target(
             name: "ControlPlaneDouble",
             dependencies: [
-                "AgentCore", "AgentRPC", "AgentProto", "DRPC", "Yamux",
+                "AgentCore", "AgentJSON", "AgentRPC", "AgentProto", "DRPC", "Yamux",
                 // The resource-monitoring messages (until agent.proto carries them).
                 "HostStats",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),

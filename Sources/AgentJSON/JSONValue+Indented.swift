@@ -14,14 +14,24 @@ extension JSONValue {
             return "[\n" + items.map { inner + $0.indented(indent, sortingKeys: sortingKeys, prefix: inner) }.joined(separator: ",\n")
                 + "\n" + prefix + "]"
         case .object(let members):
-            var unique: [(String, JSONValue)] = []
-            for (key, value) in members {
-                if let index = unique.firstIndex(where: { $0.0 == key }) { unique[index].1 = value } else { unique.append((key, value)) }
-            }
-            if sortingKeys { unique.sort { Array($0.0.utf8).lexicographicallyPrecedes(Array($1.0.utf8)) } }
+            let unique = Self.goMapMembers(members, sorted: sortingKeys)
             if unique.isEmpty { return "{}" }
             return "{\n" + unique.map { inner + jsonQuote($0.0, escapingHTML: true) + ": " + $0.1.indented(indent, sortingKeys: sortingKeys, prefix: inner) }
                 .joined(separator: ",\n") + "\n" + prefix + "}"
         }
+    }
+}
+
+extension JSONValue {
+    /// An object's members as Go's `map[string]any` holds them: one per key (the last wins)
+    /// and, when `sorted`, in the byte order `encoding/json` writes them.
+    public static func goMapMembers(_ members: [(String, JSONValue)], sorted: Bool = true) -> [(String, JSONValue)] {
+        var unique: [(String, JSONValue)] = []
+        var index: [String: Int] = [:]
+        for (key, value) in members {
+            if let at = index[key] { unique[at].1 = value } else { index[key] = unique.count; unique.append((key, value)) }
+        }
+        if sorted { unique.sort { Array($0.0.utf8).lexicographicallyPrecedes(Array($1.0.utf8)) } }
+        return unique
     }
 }

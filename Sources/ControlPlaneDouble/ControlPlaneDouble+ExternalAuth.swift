@@ -1,3 +1,4 @@
+import AgentJSON
 import Foundation
 import Synchronization
 
@@ -75,10 +76,10 @@ extension ControlPlaneDouble {
         guard let provider = chosen else {
             var detail = "External auth provider not found."
             if !providers.isEmpty {
-                let regexes = providers.map { "\($0.id)=\(Self.goQuoted($0.regex))" }.joined(separator: ",")
+                let regexes = providers.map { "\($0.id)=\(goQuote($0.regex))" }.joined(separator: ",")
                 detail = "The configured external auth provider have regex filters that do not match the url. Provider url regex: \(regexes)"
             }
-            return .error(404, "No matching external auth provider found in Coder for the url \(Self.goQuoted(match)).", detail: detail)
+            return .error(404, "No matching external auth provider found in Coder for the url \(goQuote(match)).", detail: detail)
         }
         let listen = request.query.contains { $0.name == "listen" }
         var waited = Duration.zero
@@ -104,16 +105,10 @@ extension ControlPlaneDouble {
         case "bitbucket-cloud", "bitbucket-server": (username, password) = ("x-token-auth", token)
         default: break
         }
-        func quoted(_ text: String) -> String { goQuoted(text) }
+        func quoted(_ text: String) -> String { jsonQuote(text, escapingHTML: true) }
         return .json(200, """
             {"access_token":\(quoted(token)),"token_extra":\(extra ?? "null"),"url":"","type":\(quoted(provider.type)),\
             "expires_at":"0001-01-01T00:00:00Z","username":\(quoted(username)),"password":\(quoted(password))}
             """)
-    }
-
-    /// A JSON string literal (which is also Go's `%q` for the printable ASCII used here).
-    static func goQuoted(_ text: String) -> String {
-        let data = (try? JSONSerialization.data(withJSONObject: [text], options: [.withoutEscapingSlashes])) ?? Data("[\"\"]".utf8)
-        return String(String(decoding: data, as: UTF8.self).dropFirst().dropLast())
     }
 }

@@ -70,12 +70,7 @@ public enum ExtraPath {
         case .string(let text): return jsonQuote(text, escapingHTML: true)
         case .array(let items): return "[" + items.map(compact).joined(separator: ",") + "]"
         case .object(let members):
-            var unique: [(String, JSONValue)] = []
-            for (key, item) in members {
-                if let index = unique.firstIndex(where: { $0.0 == key }) { unique[index].1 = item } else { unique.append((key, item)) }
-            }
-            unique.sort { Array($0.0.utf8).lexicographicallyPrecedes(Array($1.0.utf8)) }
-            return "{" + unique.map { jsonQuote($0.0, escapingHTML: true) + ":" + compact($0.1) }.joined(separator: ",") + "}"
+            return "{" + JSONValue.goMapMembers(members).map { jsonQuote($0.0, escapingHTML: true) + ":" + compact($0.1) }.joined(separator: ",") + "}"
         }
     }
 }

@@ -64,7 +64,7 @@ public enum GitSSH {
     /// The reference's explanation when ssh could not authenticate.
     static func notice(publicKey: String) -> String {
         "\nCoder authenticates with git using the public key below. All clones with SSH are authenticated automatically 🪄.\n\n"
-            + publicKey.trimmingCharacters(in: " \t\r\n") + "\n\n"
+            + publicKey.trimmingWhitespace() + "\n\n"
             + "Add to GitHub and GitLab:\n"
             + "https://github.com/settings/ssh/new\n\n"
             + "https://gitlab.com/-/profile/keys\n\n\n"
@@ -98,14 +98,5 @@ public enum GitSSH {
             offset += n
         }
         return path
-    }
-}
-
-extension String {
-    fileprivate func trimmingCharacters(in set: String) -> String {
-        var text = Substring(self)
-        while let first = text.first, set.contains(first) { text.removeFirst() }
-        while let last = text.last, set.contains(last) { text.removeLast() }
-        return String(text)
     }
 }
