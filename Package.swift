@@ -836,7 +836,7 @@ let package = Package(
         .testTarget(
             name: "TailnetTests",
             dependencies: [
-                "Tailnet", "AgentProto", "AgentTestSupport", "ControlPlaneDouble", "AgentHTTP", "AgentCore",
+                "Tailnet", "AgentProto", "AgentTestSupport", "ControlPlaneDouble", "AgentHTTP", "AgentCore", "DERP", "WireGuard",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],

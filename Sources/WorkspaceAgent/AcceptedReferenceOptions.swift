@@ -4,9 +4,6 @@ import ArgumentParser
 /// Flags of the reference's `coder agent` that this agent accepts and checks but does not act
 /// on yet, so that a template's command line or environment works unchanged.
 struct AcceptedReferenceOptions: ParsableArguments {
-    @Option(name: .long, help: "Accepted: the UDP port the reference's tailnet listens on for direct paths (0: any); this agent's tailnet relays through DERP. Env CODER_AGENT_TAILNET_LISTEN_PORT. Default 0.")
-    var tailnetListenPort: String?
-
     @Option(name: .long, help: "Accepted (true or false): dev containers are not supported; the containers routes answer 403. Env CODER_AGENT_DEVCONTAINERS_ENABLE. Default true.")
     var devcontainersEnable: String?
 
@@ -18,21 +15,13 @@ struct AcceptedReferenceOptions: ParsableArguments {
 
     /// The checked values, for the capabilities that will use them.
     struct Configuration: Sendable, Equatable {
-        var tailnetListenPort: UInt16 = 0
         var devcontainers = true
         var devcontainerProjectDiscovery = true
         var devcontainerDiscoveryAutostart = false
     }
 
     func resolve(_ settings: Settings) throws(ConfigurationError) -> Configuration {
-        let port = try settings.parsed(
-            tailnetListenPort, flag: "--tailnet-listen-port", variable: "CODER_AGENT_TAILNET_LISTEN_PORT"
-        ) { text -> UInt16 in
-            guard let port = UInt16(text) else { throw ConfigurationError("invalid port \(goQuote(text)) (expected 0 to 65535)") }
-            return port
-        }
-        return Configuration(
-            tailnetListenPort: port ?? 0,
+        Configuration(
             devcontainers: try settings.bool(devcontainersEnable, flag: "--devcontainers-enable", variable: "CODER_AGENT_DEVCONTAINERS_ENABLE") ?? true,
             devcontainerProjectDiscovery: try settings.bool(
                 devcontainersProjectDiscoveryEnable, flag: "--devcontainers-project-discovery-enable",

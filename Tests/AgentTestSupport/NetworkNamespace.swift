@@ -36,8 +36,9 @@ public struct NetworkNamespace: Sendable {
         ChildProgram.start(["nsenter", "--net=\(path)"] + arguments, environment: environment, stderrToStdout: true)
     }
 
-    /// A UDP socket bound to 127.0.0.1 (any port) inside the namespace, with its port.
-    public func udpSocket() async -> (fd: Int32, port: UInt16)? {
+    /// A UDP socket bound to `address` (IPv4; 127.0.0.1 by default) and `port` (0: any)
+    /// inside the namespace, with its port.
+    public func udpSocket(address host: String = "127.0.0.1", port requested: UInt16 = 0) async -> (fd: Int32, port: UInt16)? {
         let path = path
         return await onThread {
             // setns is not in Swift's Glibc module: it is looked up in libc.
@@ -54,7 +55,8 @@ public struct NetworkNamespace: Sendable {
             guard fd >= 0 else { return nil }
             var address = sockaddr_in()
             address.sin_family = sa_family_t(AF_INET)
-            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            address.sin_addr.s_addr = inet_addr(host)
+            address.sin_port = requested.bigEndian
             var length = socklen_t(MemoryLayout<sockaddr_in>.size)
             let bound = withUnsafeMutablePointer(to: &address) {
                 $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }

@@ -76,21 +76,3 @@ public enum DiscoMessage: Equatable, Sendable {
         }
     }
 }
-
-/// An address (16 bytes, IPv4 as IPv4-mapped IPv6) and a port.
-public struct DiscoEndpoint: Equatable, Sendable {
-    /// 16 bytes.
-    public var address: [UInt8]
-    public var port: UInt16
-
-    /// An endpoint from a 16-byte address and a port.
-    public init(address: [UInt8], port: UInt16) {
-        self.address = address
-        self.port = port
-    }
-
-    /// An IPv4 address as its IPv4-mapped IPv6 form (`::ffff:a.b.c.d`).
-    public static func ipv4Mapped(_ a: UInt8, _ b: UInt8, _ c: UInt8, _ d: UInt8, port: UInt16) -> DiscoEndpoint {
-        DiscoEndpoint(address: [UInt8](repeating: 0, count: 10) + [0xff, 0xff, a, b, c, d], port: port)
-    }
-}

@@ -1,4 +1,5 @@
 import AgentProto
+import DERP
 import WireGuard
 
 /// A peer's Node as the agent uses it: checked and parsed once when it arrives. A Node that
@@ -14,6 +15,9 @@ public struct PeerNode: Sendable, Equatable {
     public let homeRegion: Int32
     /// Its `allowed_ips`: cryptokey routing accepts only these sources from it.
     public let allowedIPs: [IPPrefix]
+    /// Its `endpoints` (direct UDP candidates); texts that do not parse are skipped, at most
+    /// ``maxEndpoints`` kept.
+    public let endpoints: [DiscoEndpoint]
 
     /// Why a Node was refused, for the log and a counter.
     public enum Refusal: String, Sendable, Error {
@@ -27,6 +31,8 @@ public struct PeerNode: Sendable, Equatable {
 
     /// At most this many allowed IPs per peer are kept (a coderd or client node has 1–2).
     public static let maxAllowedIPs = 64
+    /// At most this many endpoints per peer are kept (a node lists a handful).
+    public static let maxEndpoints = 64
 
     public init(id: [UInt8], node: Coder_Tailnet_V2_Node) throws(Refusal) {
         guard id.count == 16 else { throw .badID }
@@ -44,5 +50,6 @@ public struct PeerNode: Sendable, Equatable {
         self.discoKey = disco
         self.homeRegion = node.preferredDerp
         self.allowedIPs = prefixes
+        self.endpoints = Array(node.endpoints.lazy.compactMap { DiscoEndpoint($0) }.prefix(Self.maxEndpoints))
     }
 }

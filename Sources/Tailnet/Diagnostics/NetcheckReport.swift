@@ -1,4 +1,5 @@
 import AgentCore
+import DERP
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -7,9 +8,10 @@ import Glibc
 /// report's severity and warnings, tailscale's `NetInfo` as far as this agent knows it, and
 /// the workspace's network interfaces.
 ///
-/// This agent reaches peers through DERP only, so `NetInfo` says what is true of that: no
-/// UDP, no port mapping, and the preferred DERP region is the home region it holds (0 before
-/// the tailnet has one); it does not run STUN probes and so reports no latencies.
+/// `NetInfo` comes from the last STUN report (UDP, the mapped addresses, whether the NAT maps
+/// per destination) and the home region the agent holds (0 before it has one). Latencies are
+/// the STUN round trips by region (as upstream tailscale records them; Coder's fork times
+/// regions over HTTPS instead). No port mapping.
 struct NetcheckReport: Encodable {
     struct Warning: Encodable {
         var code: String
@@ -17,15 +19,42 @@ struct NetcheckReport: Encodable {
     }
 
     struct NetInfo: Encodable {
+        var mappingVariesByDestIP: Bool?
         var workingUDP: Bool = false
         var workingIPv6: Bool = false
         var havePortMap: Bool = false
         var preferredDERP: Int32
         var derpLatency: [String: Double] = [:]
+        var udp = false
+        var ipv4 = false
+        var ipv6 = false
+        var ipv4CanSend = false
+        var ipv6CanSend = false
+        var globalV4: String?
+        var globalV6: String?
 
         enum CodingKeys: String, CodingKey {
+            case mappingVariesByDestIP = "MappingVariesByDestIP"
             case workingUDP = "WorkingUDP", workingIPv6 = "WorkingIPv6", havePortMap = "HavePortMap"
             case preferredDERP = "PreferredDERP", derpLatency = "DERPLatency"
+            case udp = "UDP", ipv4 = "IPv4", ipv6 = "IPv6", ipv4CanSend = "IPv4CanSend", ipv6CanSend = "IPv6CanSend"
+            case globalV4 = "GlobalV4", globalV6 = "GlobalV6"
+        }
+
+        init(preferredDERP: Int32, report: NetcheckResult?) {
+            self.preferredDERP = preferredDERP
+            guard let report else { return }
+            mappingVariesByDestIP = report.mappingVariesByDestIP
+            workingUDP = report.udp
+            workingIPv6 = report.ipv6
+            udp = report.udp
+            ipv4 = report.ipv4
+            ipv6 = report.ipv6
+            ipv4CanSend = report.ipv4CanSend
+            ipv6CanSend = report.ipv6CanSend
+            globalV4 = report.globalV4?.description
+            globalV6 = report.globalV6?.description
+            for (key, latency) in report.stunLatency { derpLatency[key] = Double(latency) / 1e9 }
         }
     }
 
@@ -67,10 +96,10 @@ struct NetcheckReport: Encodable {
 
     /// The report for a tailnet whose home region is `homeRegion` and whose home relay is or
     /// is not connected; nil `homeRegion`: no tailnet (`net_info` is then null).
-    init(homeRegion: Int32?, homeConnected: Bool, interfaces: [Interface]) {
+    init(homeRegion: Int32?, homeConnected: Bool, report: NetcheckResult? = nil, interfaces: [Interface]) {
         var warnings: [Warning] = []
         if let homeRegion {
-            netInfo = NetInfo(preferredDERP: homeRegion)
+            netInfo = NetInfo(preferredDERP: homeRegion, report: report)
             if !homeConnected {
                 warnings.append(Warning(code: "EDERP01", message: "The agent is not connected to its home DERP region \(homeRegion)."))
             }

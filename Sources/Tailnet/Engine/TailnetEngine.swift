@@ -10,8 +10,10 @@ import Synchronization
 import TunnelStack
 import WireGuard
 
-/// The tailnet's data path and its relay connections: DERP ⇄ WireGuard ⇄ (TSMP | the
-/// tunnel's TCP/IPv6 stack). One per agent, made on the first manifest and kept across
+/// The tailnet's data path and its relay connections: (DERP | direct UDP) ⇄ WireGuard ⇄
+/// (TSMP | the tunnel's TCP/IPv6 stack). ``DirectPaths`` decides per peer whether a
+/// WireGuard datagram goes over DERP, over UDP, or both; the UDP sockets (``MagicSocket``)
+/// carry STUN, disco and WireGuard from disco-verified sources. One per agent, made on the first manifest and kept across
 /// control-plane sessions (the keys stay, so peers keep their WireGuard sessions).
 ///
 /// Threads: the engine is confined to one event loop (``eventLoop``, from the agent's
@@ -45,6 +47,10 @@ final class TailnetEngine: Sendable {
     private let relays = Mutex(RelayTable())
     private let forceWebSocket: Bool
     private let timerTask = Mutex<Task<Void, Never>?>(nil)
+    private let direct: Mutex<DirectPaths>
+    private let magic = Mutex<MagicSocket?>(nil)
+    /// `--tailnet-listen-port` (0: random).
+    private let listenPort: UInt16
     /// Inbound packets since the gauge of open tunnel connections was last refreshed: it is
     /// refreshed on every 64th inbound packet (and by the status route), not on a timer.
     private let packetsSinceGauge = Atomic<Int>(0)
@@ -63,7 +69,7 @@ final class TailnetEngine: Sendable {
     }
 
     init(addresses: TailnetAddresses, nodeKey: WireGuardPrivateKey, discoKey: X25519PrivateKey, forceWebSocket: Bool,
-         announcer: NodeAnnouncer, metrics: TailnetMetrics, traffic: TunnelTraffic = TunnelTraffic(),
+         listenPort: UInt16 = 0, blockEndpoints: Bool = false, announcer: NodeAnnouncer, metrics: TailnetMetrics, traffic: TunnelTraffic = TunnelTraffic(),
          eventLoop: any EventLoop = MultiThreadedEventLoopGroup.singleton.next(), logger: Logger) {
         self.traffic = traffic
         self.eventLoop = eventLoop
@@ -75,6 +81,12 @@ final class TailnetEngine: Sendable {
         self.metrics = metrics
         self.logger = logger
         self.forceWebSocket = forceWebSocket
+        self.listenPort = listenPort
+        var paths = DirectPaths(discoKey: discoKey, nodeKey: X25519PublicKey(nodeKey.publicKey.bytes)!)
+        var unused = DirectOutput()
+        var random = SystemRandomNumberGenerator()
+        paths.setBlocked(blockEndpoints, now: .zero, random: &random, into: &unused)
+        self.direct = Mutex(paths)
         var configuration = WireGuardConfiguration(privateKey: nodeKey)
         configuration.mtu = 1280
         self.device = Mutex(WireGuardDevice(configuration: configuration))
@@ -113,8 +125,29 @@ final class TailnetEngine: Sendable {
             output: { [weak self] packet in self?.sendFromStack(packet) },
             acceptors: acceptors)
         stackBox.withLock { $0 = stack }
-        let task = Task<Void, Never> { [weak self] in await self?.runTimers() }
+        let task = Task<Void, Never> { [weak self] in
+            await self?.bindUDP()
+            await self?.runTimers()
+        }
         timerTask.withLock { $0 = task }
+    }
+
+    /// Binds the UDP sockets; without them the engine stays on DERP (logged).
+    private func bindUDP() async {
+        do {
+            let socket = try await MagicSocket.bind(port: listenPort, eventLoop: eventLoop) { [weak self] buffer, source in
+                self?.receiveUDP(buffer, from: source)
+            }
+            magic.withLock { $0 = socket }
+            logger.info("tailnet UDP bound", metadata: ["v4": "\(socket.v4Port.map(String.init) ?? "none")", "v6": "\(socket.v6Port.map(String.init) ?? "none")"])
+            let out = withDirect { d, now, random, out in
+                d.setPorts(v4: socket.v4Port, v6: socket.v6Port, fixed: listenPort == 0 ? nil : listenPort)
+                d.requestReport(now: now, random: &random, into: &out)
+            }
+            perform(out)
+        } catch {
+            logger.warning("tailnet UDP not bound: DERP only", metadata: ["port": "\(listenPort)", "error": "\(error)"])
+        }
     }
 
     /// Ends everything: relay connections, the stack, the timer.
@@ -122,6 +155,7 @@ final class TailnetEngine: Sendable {
         timerTask.withLock { $0 }?.cancel()
         let clients = relays.withLock { r in defer { r.clients = [:] }; return Array(r.clients.values) }
         for client in clients { await client.close() }
+        if let socket = magic.withLock({ m in defer { m = nil }; return m }) { await socket.close() }
         if let stack = stackBox.withLock({ s in defer { s = nil }; return s }) { await stack.shutdown() }
     }
 
@@ -162,9 +196,16 @@ final class TailnetEngine: Sendable {
                     continue
                 }
                 relays.withLock { $0.peerHome[key] = peer.homeRegion }
+                if let disco = X25519PublicKey(peer.discoKey) {
+                    let out = withDirect { d, now, random, out in
+                        d.upsertPeer(key, disco: disco, homeRegion: peer.homeRegion, endpoints: peer.endpoints, now: now, random: &random, into: &out)
+                    }
+                    perform(out)
+                }
             case .remove(_, let nodeKey):
                 guard let key = WireGuardPublicKey(bytes: nodeKey) else { continue }
                 device.withLock { $0.removePeer(key) }
+                direct.withLock { $0.removePeer(key) }
                 relays.withLock { r in
                     r.peerHome[key] = nil
                     r.lastHeard[key] = nil
@@ -188,6 +229,10 @@ final class TailnetEngine: Sendable {
             return (home, previous)
         }
         if let previous { Task { await previous.close() } }
+        let servers = STUNServer.all(in: map)
+        if servers != direct.withLock({ $0.servers }) {
+            perform(withDirect { d, now, random, out in d.setServers(servers, now: now, random: &random, into: &out) })
+        }
         guard let home else { return }
         guard let client = makeClient(region: Int32(home), isHome: true) else { return }
         relays.withLock { $0.clients[Int32(home)] = client }
@@ -205,14 +250,13 @@ final class TailnetEngine: Sendable {
         var configuration = DERPClient.Configuration()
         configuration.forceWebSocket = forceWebSocket
         configuration.isHome = isHome
-        let responder = DiscoResponder(privateKey: discoKey, regionID: Int(region))
         let holder = ClientHolder()
         let client = DERPClient(
             privateKey: derpKey, nodes: nodes, configuration: configuration, logger: logger, group: eventLoop,
             packetHandler: { [weak self] packet in
                 guard let self, let client = holder.client else { return }
-                if responder.handle(packet, via: client) {
-                    metrics.discoPings.increment()
+                if Disco.looksLikeDisco(packet.packet) {
+                    self.receiveRelayedDisco(packet, region: region, via: client)
                     return
                 }
                 self.receive(packet, region: region)
@@ -278,16 +322,99 @@ final class TailnetEngine: Sendable {
     /// A packet from a relay: WireGuard, then TSMP or the stack.
     private func receive(_ packet: DERPReceivedPacket, region: Int32) {
         guard let peer = WireGuardPublicKey(bytes: packet.source.bytes) else { return }
+        metrics.bytesDERPIn.increment(by: Int64(packet.packet.count))
+        receiveWireGuard(packet.packet, from: peer, region: region)
+    }
+
+    /// A WireGuard datagram from `peer` (over DERP from `region`, or over UDP: nil).
+    private func receiveWireGuard(_ datagram: [UInt8], from peer: WireGuardPublicKey, region: Int32?) {
         var sink = EngineSink()
-        let result = device.withLock { $0.receive(packet.packet, now: now(), into: &sink) }
+        let result = device.withLock { $0.receive(datagram, now: now(), into: &sink) }
         switch result {
         case .dropped(let reason): metrics.dropped(reason)
         case .initiationAnswered, .handshakeCompleted: metrics.handshakes.increment()
         default: break
         }
-        if case .dropped = result {} else { relays.withLock { $0.lastHeard[peer] = region } }
+        if let region, !result.isDropped { relays.withLock { $0.lastHeard[peer] = region } }
         flush(&sink)
     }
+
+    /// Disco over DERP: Pings answered on the connection they came on, CallMeMaybe acted on.
+    private func receiveRelayedDisco(_ packet: DERPReceivedPacket, region: Int32, via client: DERPClient) {
+        guard let source = WireGuardPublicKey(bytes: packet.source.bytes) else { return }
+        var out = withDirect { d, now, random, out in
+            _ = d.receiveDERPDisco(packet.packet, from: source, region: region, now: now, random: &random, into: &out)
+        }
+        let replies = out.derp.filter { $0.peer == source }
+        out.derp.removeAll { $0.peer == source }
+        for reply in replies {
+            metrics.discoPings.increment()
+            client.send(to: packet.source, packet: reply.bytes)
+        }
+        perform(out)
+    }
+
+    /// A datagram from the UDP socket (on the loop): STUN and disco go to the direct-path
+    /// logic; WireGuard only from a source disco verified.
+    private func receiveUDP(_ buffer: ByteBuffer, from source: DiscoEndpoint) {
+        let bytes = Array(buffer.readableBytesView)
+        var verdict = DirectPaths.Verdict.unverified
+        let out = withDirect { d, now, random, out in
+            verdict = d.receiveUDP(bytes, from: source, now: now, random: &random, into: &out)
+        }
+        perform(out)
+        switch verdict {
+        case .wireGuard(let peer):
+            metrics.bytesDirectIn.increment(by: Int64(bytes.count))
+            receiveWireGuard(bytes, from: peer, region: nil)
+        case .unverified:
+            metrics.unverifiedUDP.increment()
+        case .stun, .disco:
+            break
+        }
+    }
+
+    /// Runs one step of the direct-path logic under its lock, at the engine's now.
+    private func withDirect(_ body: (inout DirectPaths, WireGuardInstant, inout SystemRandomNumberGenerator, inout DirectOutput) -> Void) -> DirectOutput {
+        let now = now()
+        let (out, switches) = direct.withLock { d in
+            var out = DirectOutput()
+            var random = SystemRandomNumberGenerator()
+            let before = d.counters.pathSwitches
+            body(&d, now, &random, &out)
+            return (out, d.counters.pathSwitches - before)
+        }
+        if switches > 0 { metrics.pathSwitches.increment(by: Int64(switches)) }
+        return out
+    }
+
+    /// Carries out what the direct-path logic asked for: UDP datagrams, disco over DERP, a
+    /// new endpoint list in the Node.
+    private func perform(_ out: DirectOutput) {
+        if !out.udp.isEmpty, let socket = magic.withLock({ $0 }) {
+            for (endpoint, bytes) in out.udp where !socket.send(bytes, to: endpoint) {
+                direct.withLock { $0.sendFailed(to: endpoint) }
+            }
+        }
+        for (peer, bytes) in out.derp { sendDERP(bytes, to: peer) }
+        if let endpoints = out.publish {
+            logger.info("tailnet endpoints", metadata: ["endpoints": "\(endpoints.map(\.description))"])
+            announcer.update { $0.endpoints = endpoints.map(\.description) }
+        }
+    }
+
+    /// Blocks or unblocks direct paths (the manifest's `disable_direct_connections`), live.
+    func setBlockEndpoints(_ blocked: Bool) {
+        perform(withDirect { d, now, random, out in d.setBlocked(blocked, now: now, random: &random, into: &out) })
+    }
+
+    /// Each peer's path, for the status route and the magicsock page.
+    func directStatus() -> DirectStatus {
+        let now = now()
+        return direct.withLock { d in DirectStatus(d, now: now) }
+    }
+
+    var udpPorts: (v4: UInt16?, v6: UInt16?) { direct.withLock { $0.ports } }
 
     /// A packet the stack sends (on lwIP's loop, inside lwIP: never calls back into the stack).
     private func sendFromStack(_ packet: UnsafeRawBufferPointer) {
@@ -329,7 +456,30 @@ final class TailnetEngine: Sendable {
         rearm()
     }
 
+    /// A WireGuard datagram for `peer`: over DERP, UDP or both, as its path says.
     private func transmit(_ datagram: [UInt8], to peer: WireGuardPublicKey) {
+        var route = PeerPath.Route.derp
+        let out = withDirect { d, now, random, out in route = d.route(to: peer, now: now, random: &random, into: &out) }
+        perform(out)
+        switch route {
+        case .derp:
+            sendDERP(datagram, to: peer)
+        case .direct(let endpoint):
+            if !sendUDP(datagram, to: endpoint) { sendDERP(datagram, to: peer) }
+        case .both(let endpoint):
+            _ = sendUDP(datagram, to: endpoint)
+            sendDERP(datagram, to: peer)
+        }
+    }
+
+    private func sendUDP(_ datagram: [UInt8], to endpoint: DiscoEndpoint) -> Bool {
+        guard let socket = magic.withLock({ $0 }), socket.send(datagram, to: endpoint) else { return false }
+        metrics.bytesDirectOut.increment(by: Int64(datagram.count))
+        return true
+    }
+
+    private func sendDERP(_ datagram: [UInt8], to peer: WireGuardPublicKey) {
+        metrics.bytesDERPOut.increment(by: Int64(datagram.count))
         guard let client = client(for: peer), let key = X25519PublicKey(peer.bytes) else {
             metrics.noRelay.increment()
             return
@@ -339,14 +489,20 @@ final class TailnetEngine: Sendable {
 
     // MARK: Timers
 
+    /// The earliest deadline of WireGuard and the direct-path logic.
+    private func nextDeadline() -> WireGuardInstant? {
+        let deadlines = [device.withLock { $0.nextDeadline() }, direct.withLock { $0.nextDeadline }].compactMap { $0 }
+        return deadlines.min()
+    }
+
     private func rearm() {
-        let deadline = device.withLock { $0.nextDeadline() }?.nanoseconds ?? .max
+        let deadline = nextDeadline()?.nanoseconds ?? .max
         if deadline < armed.load(ordering: .relaxed) { timerSignal.notify() }
     }
 
     private func runTimers() async {
         while !Task.isCancelled {
-            let deadline = device.withLock { $0.nextDeadline() }
+            let deadline = nextDeadline()
             armed.store(deadline?.nanoseconds ?? .max, ordering: .relaxed)
             if let deadline {
                 let delay = Duration.nanoseconds(Int64(clamping: deadline.since(now())))
@@ -360,6 +516,7 @@ final class TailnetEngine: Sendable {
                 var sink = EngineSink()
                 device.withLock { $0.tick(now: now(), into: &sink) }
                 flush(&sink)
+                perform(withDirect { d, now, random, out in d.tick(now: now, random: &random, into: &out) })
             }.get()
         }
     }

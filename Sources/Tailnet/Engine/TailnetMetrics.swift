@@ -24,6 +24,15 @@ struct TailnetMetrics: Sendable {
     let noRelay = Counter(label: "agent_tailnet_dropped_total", dimensions: [("reason", "no_relay")])
     /// Messages a relay connection's bounded queue refused.
     let queueFull = Counter(label: "agent_tailnet_dropped_total", dimensions: [("reason", "relay_queue_full")])
+    /// WireGuard bytes by path and direction (DERP includes disco sent over DERP).
+    let bytesDERPIn = Counter(label: "agent_tailnet_path_bytes_total", dimensions: [("path", "derp"), ("direction", "in")])
+    let bytesDERPOut = Counter(label: "agent_tailnet_path_bytes_total", dimensions: [("path", "derp"), ("direction", "out")])
+    let bytesDirectIn = Counter(label: "agent_tailnet_path_bytes_total", dimensions: [("path", "direct"), ("direction", "in")])
+    let bytesDirectOut = Counter(label: "agent_tailnet_path_bytes_total", dimensions: [("path", "direct"), ("direction", "out")])
+    /// Path changes (DERP ⇄ direct, one direct address for another).
+    let pathSwitches = Counter(label: "agent_tailnet_path_switches_total")
+    /// UDP datagrams dropped: WireGuard from a source no disco exchange verified.
+    let unverifiedUDP = Counter(label: "agent_tailnet_dropped_total", dimensions: [("reason", "unverified_udp_source")])
     /// Open tunnel TCP connections (port 4 and forwarded ports).
     let tunnelConnections = Gauge(label: "agent_tailnet_tcp_connections")
 
@@ -31,5 +40,13 @@ struct TailnetMetrics: Sendable {
     /// source not allowed, queue full, unknown key, malformed, ...).
     func dropped(_ reason: WireGuardDropReason) {
         Counter(label: "agent_tailnet_dropped_total", dimensions: [("reason", "\(reason)")]).increment()
+    }
+}
+
+extension WireGuardReceiveResult {
+    /// True for a dropped datagram.
+    var isDropped: Bool {
+        if case .dropped = self { return true }
+        return false
     }
 }

@@ -28,7 +28,7 @@ public struct TailnetModule: HTTPModule {
             runtime = nil
             return
         }
-        runtime = TailnetRuntime(accessURL: AccessURL(accessURL), manifest: context.manifest,
+        runtime = TailnetRuntime(accessURL: AccessURL(accessURL), listenPort: configuration.listenPort, manifest: context.manifest,
                                  acceptor: context.connections, ports: ports, traffic: context.tunnelTraffic, logger: logger)
     }
 
@@ -73,12 +73,22 @@ public struct TailnetModule: HTTPModule {
         }
         let coordinated = runtime.coordination.peers
         let now = engine.instant
+        let direct = engine.directStatus()
+        status.directBlocked = direct.blocked
+        var ports: [String: UInt16] = [:]
+        if let v4 = direct.v4Port { ports["v4"] = v4 }
+        if let v6 = direct.v6Port { ports["v6"] = v6 }
+        status.udpPorts = ports
+        status.endpoints = direct.endpoints
         status.peers = engine.peerStatus().map { key, peer in
             let node = coordinated.values.first { $0.node.nodeKey == key.bytes }
+            let path = direct.peers[key]
             return TailnetStatus.Peer(
                 nodeKey: "nodekey:" + SelfNode.hex(key.bytes), homeRegion: node?.node.homeRegion, lost: node?.lost,
                 lastHandshakeSecondsAgo: peer.lastHandshake.map { Double(now.since($0)) / 1e9 },
-                receivedBytes: peer.receivedBytes, sentBytes: peer.sentBytes)
+                receivedBytes: peer.receivedBytes, sentBytes: peer.sentBytes,
+                path: path?.path ?? "derp", directTrusted: path.map(\.trusted), lastPongMilliseconds: path?.latencyMilliseconds,
+                candidates: path?.candidates)
         }.sorted { $0.nodeKey < $1.nodeKey }
         status.tunnelConnections = engine.stackCounters?.openConnections
         if let open = status.tunnelConnections { runtime.metrics.tunnelConnections.record(open) }

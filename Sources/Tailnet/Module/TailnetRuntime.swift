@@ -16,8 +16,7 @@ final class TailnetRuntime: Sendable {
     let discoKey = X25519PrivateKey.generate()
     let announcer = NodeAnnouncer()
     let metrics = TailnetMetrics()
-    /// The `/debug/magicsock/debug-logging/{state}` switch, shown on the page (there are no
-    /// UDP-path logs to turn on in a DERP-only agent).
+    /// The `/debug/magicsock/debug-logging/{state}` switch, shown on the page.
     let debugLogging = Mutex(false)
     let follower: DERPMapFollower
     let coordination: CoordinationClient
@@ -30,9 +29,13 @@ final class TailnetRuntime: Sendable {
     /// Services of other modules on the tunnel's own ports.
     let ports: TunnelPortServices
 
-    init(accessURL: AccessURL?, manifest: any ManifestSource, acceptor: any ConnectionAcceptor,
+    /// `--tailnet-listen-port`.
+    let listenPort: UInt16
+
+    init(accessURL: AccessURL?, listenPort: UInt16 = 0, manifest: any ManifestSource, acceptor: any ConnectionAcceptor,
          ports: TunnelPortServices = TunnelPortServices(), traffic: TunnelTraffic = TunnelTraffic(), logger: Logger) {
         self.traffic = traffic
+        self.listenPort = listenPort
         self.manifest = manifest
         self.acceptor = acceptor
         self.ports = ports
@@ -56,6 +59,7 @@ final class TailnetRuntime: Sendable {
         guard let manifest = manifest.currentManifest else { return nil }
         let tailnet = manifest.tailnet
         if let running = holder.engine {
+            running.setBlockEndpoints(tailnet.disableDirectConnections)
             applyManifestMap(tailnet.derpMap)
             return running
         }
@@ -68,7 +72,7 @@ final class TailnetRuntime: Sendable {
         }
         let engine = TailnetEngine(
             addresses: addresses, nodeKey: nodeKey, discoKey: discoKey, forceWebSocket: tailnet.derpForceWebSockets,
-            announcer: announcer, metrics: metrics, traffic: traffic, logger: logger)
+            listenPort: listenPort, blockEndpoints: tailnet.disableDirectConnections, announcer: announcer, metrics: metrics, traffic: traffic, logger: logger)
         try engine.start(acceptor: acceptor, ports: ports)
         holder.engine = engine
         announcer.set(SelfNode(addresses: addresses, nodeKey: nodeKey.publicKey.bytes, discoKey: discoKey.publicKey.bytes))

@@ -7,7 +7,7 @@ import SwiftProtobuf
 /// coderd's rules for agents require: `key` = `np` + the 32-byte
 /// node public key, `disco` = `discokey:` + 64 lowercase hex, a non-zero `preferred_derp` of a
 /// region the agent is connected to, `addresses` = `allowed_ips` = the two UUID-derived /128s,
-/// no `endpoints` (DERP only), `as_of` at microsecond precision.
+/// `endpoints` = the direct UDP endpoints (empty while blocked), `as_of` at microsecond precision.
 public struct SelfNode: Sendable, Equatable {
     public var addresses: TailnetAddresses
     public var nodeKey: [UInt8]
@@ -16,6 +16,8 @@ public struct SelfNode: Sendable, Equatable {
     public var preferredDERP: Int32
     /// Region → why the DERP connection uses WebSocket (debug only; `derp_forced_websocket`).
     public var forcedWebSocket: [Int32: String]
+    /// The direct endpoints (`203.0.113.7:41641`, `[2001:db8::1]:41641`).
+    public var endpoints: [String] = []
 
     public init(addresses: TailnetAddresses, nodeKey: [UInt8], discoKey: [UInt8],
                 preferredDERP: Int32 = 0, forcedWebSocket: [Int32: String] = [:]) {
@@ -40,7 +42,7 @@ public struct SelfNode: Sendable, Equatable {
         node.derpForcedWebsocket = forcedWebSocket
         node.addresses = addresses.prefixes
         node.allowedIps = addresses.prefixes
-        node.endpoints = []
+        node.endpoints = endpoints
         return node
     }
 

@@ -26,10 +26,17 @@ struct TailnetStatus: Encodable, Sendable {
         var lastHandshakeSecondsAgo: Double?
         var receivedBytes: UInt64
         var sentBytes: UInt64
+        /// `derp` or the direct `ip:port` WireGuard goes to.
+        var path: String?
+        /// The direct path is trusted (UDP alone); false: UDP and DERP both.
+        var directTrusted: Bool?
+        var lastPongMilliseconds: Double?
+        var candidates: [String]?
 
         enum CodingKeys: String, CodingKey {
             case nodeKey = "node_key", homeRegion = "home_region", lost
             case lastHandshakeSecondsAgo = "last_handshake_seconds_ago", receivedBytes = "received_bytes", sentBytes = "sent_bytes"
+            case path, directTrusted = "direct_trusted", lastPongMilliseconds = "last_pong_ms", candidates
         }
     }
 
@@ -42,9 +49,14 @@ struct TailnetStatus: Encodable, Sendable {
     var relays: [Relay]?
     var peers: [Peer]?
     var tunnelConnections: Int?
+    /// The direct paths: blocked or not, the UDP ports, the endpoints advertised.
+    var directBlocked: Bool?
+    var udpPorts: [String: UInt16]?
+    var endpoints: [String]?
 
     enum CodingKeys: String, CodingKey {
         case enabled, started, nodeKey = "node_key", discoKey = "disco_key", addresses, homeRegion = "home_region"
         case relays, peers, tunnelConnections = "tunnel_connections"
+        case directBlocked = "direct_blocked", udpPorts = "udp_ports", endpoints
     }
 }

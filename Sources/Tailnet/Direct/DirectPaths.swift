@@ -1,0 +1,386 @@
+import DERP
+import WireGuard
+
+/// The direct-path logic of the tailnet (magicsock's), sans-IO: every peer's ``PeerPath``,
+/// the UDP source → peer map that lets WireGuard in, disco over UDP and over DERP, the STUN
+/// reports and the endpoint list. Events in with the time they happen; what to send comes
+/// out in a ``DirectOutput``. The owner serialises the calls.
+struct DirectPaths: Sendable {
+    struct Peer: Sendable {
+        var disco: X25519PublicKey
+        var homeRegion: Int32
+        /// The Node's endpoints as last received (kept while blocked, applied when unblocked).
+        var nodeEndpoints: [DiscoEndpoint]
+        var path = PeerPath()
+    }
+
+    /// What a UDP datagram was.
+    enum Verdict: Equatable, Sendable {
+        /// STUN (consumed by a report, or dropped).
+        case stun
+        /// Disco (consumed, answered or dropped).
+        case disco
+        /// WireGuard from a verified source of this peer: hand it to WireGuard.
+        case wireGuard(WireGuardPublicKey)
+        /// WireGuard from an unknown source: dropped.
+        case unverified
+    }
+
+    let discoKey: X25519PrivateKey
+    let nodeKey: X25519PublicKey
+    private(set) var peers: [WireGuardPublicKey: Peer] = [:]
+    /// Verified UDP sources (a ping from an unambiguous sender, or a pong to our ping): at
+    /// most ``maxSources``, the oldest entry of a full map replaced.
+    private(set) var sources: [DiscoEndpoint: WireGuardPublicKey] = [:]
+    private var sourceOrder: [DiscoEndpoint] = []
+    static let maxSources = 1024
+    /// Endpoints blocked (`disable_direct_connections`): DERP only, nothing over UDP.
+    private(set) var blocked = false
+    private(set) var servers: [STUNServer] = []
+    private(set) var run: NetcheckRun?
+    private(set) var lastReport: NetcheckResult?
+    private(set) var lastReportAt: WireGuardInstant?
+    /// Another report was asked for while one ran.
+    private var reportQueued = false
+    private var nextReSTUN: WireGuardInstant?
+    /// When the tunnel last carried a packet (periodic STUN runs only while active).
+    private var lastActivity: WireGuardInstant?
+    private(set) var ports: (v4: UInt16?, v6: UInt16?) = (nil, nil)
+    private(set) var fixedPort: UInt16?
+    private(set) var published: [DiscoEndpoint] = []
+    private(set) var endpointsRefreshedAt: WireGuardInstant?
+    private var endpointList = EndpointList()
+    /// Interface addresses, read by the owner (tests inject them).
+    var localAddresses: @Sendable () -> [DiscoEndpoint] = { LocalAddresses.current() }
+    /// Counters for status and metrics.
+    private(set) var counters = DirectCounters()
+
+    init(discoKey: X25519PrivateKey, nodeKey: X25519PublicKey) {
+        self.discoKey = discoKey
+        self.nodeKey = nodeKey
+    }
+
+    // MARK: Configuration
+
+    /// The UDP sockets' ports (nil: that family has no socket); `fixed` is the configured
+    /// listen port (0/nil: random).
+    mutating func setPorts(v4: UInt16?, v6: UInt16?, fixed: UInt16?) {
+        ports = (v4, v6)
+        fixedPort = fixed
+    }
+
+    /// The DERP map's STUN targets changed: a report runs.
+    mutating func setServers(_ servers: [STUNServer], now: WireGuardInstant, random: inout some RandomNumberGenerator, into out: inout DirectOutput) {
+        self.servers = servers
+        requestReport(now: now, random: &random, into: &out)
+    }
+
+    /// Blocks or unblocks direct paths (applied live): blocked, every peer is DERP only, our
+    /// endpoints are withdrawn, peers' endpoints and disco over UDP ignored.
+    mutating func setBlocked(_ value: Bool, now: WireGuardInstant, random: inout some RandomNumberGenerator, into out: inout DirectOutput) {
+        guard value != blocked else { return }
+        blocked = value
+        if value {
+            for key in Array(peers.keys) { peers[key]?.path.reset() }
+            sources = [:]
+            sourceOrder = []
+            publishEndpoints(now: now, into: &out)
+        } else {
+            for key in Array(peers.keys) {
+                if let endpoints = peers[key]?.nodeEndpoints { peers[key]?.path.setNodeEndpoints(endpoints) }
+            }
+            requestReport(now: now, random: &random, into: &out)
+            publishEndpoints(now: now, into: &out)
+        }
+    }
+
+    // MARK: Peers
+
+    /// A peer's Node arrived or changed. A new disco key starts its path over (DERP only).
+    mutating func upsertPeer(_ key: WireGuardPublicKey, disco: X25519PublicKey, homeRegion: Int32, endpoints: [DiscoEndpoint],
+                             now: WireGuardInstant, random: inout some RandomNumberGenerator, into out: inout DirectOutput) {
+        let wasEmpty = peers.isEmpty
+        var peer = peers[key] ?? Peer(disco: disco, homeRegion: homeRegion, nodeEndpoints: [])
+        if peer.disco != disco {
+            peer.path.reset()
+            peer.disco = disco
+            forgetSources(of: key)
+        }
+        peer.homeRegion = homeRegion
+        peer.nodeEndpoints = Array(endpoints.prefix(PeerPath.maxCandidates))
+        if !blocked { peer.path.setNodeEndpoints(peer.nodeEndpoints) }
+        peers[key] = peer
+        if wasEmpty { requestReport(now: now, random: &random, into: &out) }
+    }
+
+    mutating func removePeer(_ key: WireGuardPublicKey) {
+        peers[key] = nil
+        forgetSources(of: key)
+    }
+
+    // MARK: Sending
+
+    /// Where a WireGuard datagram for `peer` goes; pings and a CallMeMaybe are added to `out`
+    /// when the path is not trusted.
+    mutating func route(to key: WireGuardPublicKey, now: WireGuardInstant, random: inout some RandomNumberGenerator, into out: inout DirectOutput) -> PeerPath.Route {
+        lastActivity = now
+        guard !blocked, var peer = peers[key] else { return .derp }
+        let before = peer.path.switches
+        let (route, actions) = peer.path.send(now: now, random: &random)
+        peers[key] = peer
+        perform(actions, for: key, now: now, random: &random, into: &out)
+        counters.pathSwitches += peers[key].map { $0.path.switches - before } ?? 0
+        return route
+    }
+
+    /// The tunnel carried a packet in (keeps periodic STUN going).
+    mutating func noteActivity(now: WireGuardInstant) { lastActivity = now }
+
+    // MARK: Receiving
+
+    /// A datagram from the UDP socket, demultiplexed: STUN, disco, else WireGuard (passed on
+    /// only from a verified source).
+    mutating func receiveUDP(_ bytes: [UInt8], from source: DiscoEndpoint, now: WireGuardInstant,
+                             random: inout some RandomNumberGenerator, into out: inout DirectOutput) -> Verdict {
+        if STUN.looksLikeSTUN(bytes) {
+            if run?.receive(bytes, now: now) == true {
+                counters.stunReplies += 1
+                if run?.isDone == true { finishReport(now: now, random: &random, into: &out) }
+            }
+            return .stun
+        }
+        if Disco.looksLikeDisco(bytes) {
+            counters.discoReceivedUDP += 1
+            guard !blocked else { return .disco }
+            handleUDPDisco(bytes, from: source, now: now, random: &random, into: &out)
+            return .disco
+        }
+        guard let key = sources[source], peers[key] != nil else {
+            counters.unverifiedDropped += 1
+            return .unverified
+        }
+        lastActivity = now
+        return .wireGuard(key)
+    }
+
+    private mutating func handleUDPDisco(_ bytes: [UInt8], from source: DiscoEndpoint, now: WireGuardInstant,
+                                         random: inout some RandomNumberGenerator, into out: inout DirectOutput) {
+        guard let received = try? Disco.open(bytes, privateKey: discoKey) else {
+            counters.discoDropped += 1
+            return
+        }
+        let holders = peers.filter { $0.value.disco == received.sender }.map(\.key)
+        guard !holders.isEmpty else {
+            counters.discoDropped += 1
+            return
+        }
+        switch received.message {
+        case .ping(let txID, let claimed):
+            let key: WireGuardPublicKey?
+            if let claimed, let match = holders.first(where: { $0.bytes == claimed.bytes }) {
+                key = match
+            } else {
+                key = holders.count == 1 ? holders[0] : nil
+            }
+            guard let key else {
+                counters.discoDropped += 1
+                return
+            }
+            learn(source, for: key)
+            guard peers[key]?.path.pingReceived(from: source, txID: txID, now: now) == true else { return }
+            let pong = DiscoMessage.pong(txID: txID, address: source.address, port: source.port)
+            if let sealed = Disco.seal(pong, privateKey: discoKey, to: received.sender) {
+                out.udp.append((source, sealed))
+                counters.pongsSent += 1
+            }
+        case .pong(let txID, _, _):
+            for key in holders {
+                let before = peers[key]?.path.switches ?? 0
+                if peers[key]?.path.pongReceived(txID: txID, now: now) == true {
+                    learn(source, for: key)
+                    counters.pongsReceived += 1
+                    counters.pathSwitches += (peers[key]?.path.switches ?? before) - before
+                    break
+                }
+            }
+        case .callMeMaybe:
+            // Only valid over DERP.
+            counters.discoDropped += 1
+        }
+    }
+
+    /// A disco packet received over DERP from `sourceKey` (the relay's source node key):
+    /// Pings answered over DERP (source 127.3.3.40:<region>), CallMeMaybe acted on. False when
+    /// the packet is not disco.
+    mutating func receiveDERPDisco(_ bytes: [UInt8], from sourceKey: WireGuardPublicKey, region: Int32, now: WireGuardInstant,
+                                   random: inout some RandomNumberGenerator, into out: inout DirectOutput) -> Bool {
+        guard Disco.looksLikeDisco(bytes) else { return false }
+        counters.discoReceivedDERP += 1
+        guard let received = try? Disco.open(bytes, privateKey: discoKey) else {
+            counters.discoDropped += 1
+            return true
+        }
+        switch received.message {
+        case .ping:
+            if let pong = Disco.pong(answering: received, privateKey: discoKey, regionID: Int(region)) {
+                out.derp.append((sourceKey, pong))
+                counters.pongsSent += 1
+            }
+        case .pong:
+            break
+        case .callMeMaybe(let endpoints):
+            guard !blocked, let peer = peers[sourceKey], peer.disco == received.sender else {
+                counters.discoDropped += 1
+                return true
+            }
+            counters.callMeMaybeReceived += 1
+            let before = peer.path.switches
+            let actions = peers[sourceKey]!.path.callMeMaybe(endpoints, now: now, random: &random)
+            counters.pathSwitches += (peers[sourceKey]?.path.switches ?? before) - before
+            perform(actions, for: sourceKey, now: now, random: &random, into: &out)
+        }
+        return true
+    }
+
+    /// A UDP send to `endpoint` failed: pings to it are forgotten at once.
+    mutating func sendFailed(to endpoint: DiscoEndpoint) {
+        for key in Array(peers.keys) {
+            guard let outstanding = peers[key]?.path.outstanding else { continue }
+            for (txID, ping) in outstanding where ping.to == endpoint { peers[key]?.path.pingFailed(txID: txID) }
+        }
+        if let server = run?.pending.values.first(where: { $0.endpoint == endpoint }) { run?.sendFailed(to: server) }
+    }
+
+    // MARK: Time
+
+    /// Heartbeats, ping expiry, the report's budget and the periodic re-STUN.
+    mutating func tick(now: WireGuardInstant, random: inout some RandomNumberGenerator, into out: inout DirectOutput) {
+        for key in Array(peers.keys) {
+            guard var peer = peers[key] else { continue }
+            peer.path.expire(now: now)
+            let before = peer.path.switches
+            let actions = blocked ? [] : peer.path.heartbeat(now: now, random: &random)
+            counters.pathSwitches += peer.path.switches - before
+            peers[key] = peer
+            perform(actions, for: key, now: now, random: &random, into: &out)
+        }
+        if let run, now >= run.deadline { finishReport(now: now, random: &random, into: &out) }
+        if run == nil, let due = nextReSTUN, now >= due {
+            nextReSTUN = nil
+            let active = lastActivity.map { now.since($0) <= DirectTimers.sessionActiveTimeout } ?? false
+            if active, !peers.isEmpty { requestReport(now: now, random: &random, into: &out) }
+        }
+    }
+
+    /// The earliest instant ``tick(now:random:into:)`` has work.
+    var nextDeadline: WireGuardInstant? {
+        var deadlines = peers.values.compactMap(\.path.nextDeadline)
+        if let run { deadlines.append(run.deadline) }
+        if let nextReSTUN { deadlines.append(nextReSTUN) }
+        return deadlines.min()
+    }
+
+    // MARK: STUN and endpoints
+
+    /// Starts a report now, or queues one after the report that is running.
+    mutating func requestReport(now: WireGuardInstant, random: inout some RandomNumberGenerator, into out: inout DirectOutput) {
+        if run != nil {
+            reportQueued = true
+            return
+        }
+        let families = servers.filter { ($0.endpoint.isIPv4 && ports.v4 != nil) || (!$0.endpoint.isIPv4 && ports.v6 != nil) }
+        guard !families.isEmpty else {
+            publishEndpoints(now: now, into: &out)
+            return
+        }
+        var started = NetcheckRun(servers: families, now: now, random: &random)
+        for (server, bytes) in started.requests {
+            out.udp.append((server.endpoint, bytes))
+            if server.endpoint.isIPv4 { started.requestsSentV4 = true } else { started.requestsSentV6 = true }
+        }
+        counters.stunRequests += started.pending.count
+        run = started
+    }
+
+    private mutating func finishReport(now: WireGuardInstant, random: inout some RandomNumberGenerator, into out: inout DirectOutput) {
+        guard let finished = run else { return }
+        run = nil
+        lastReport = finished.report
+        lastReportAt = now
+        let spread = DirectTimers.reSTUNMaximum - DirectTimers.reSTUNMinimum
+        nextReSTUN = now.adding(nanoseconds: DirectTimers.reSTUNMinimum + UInt64.random(in: 0...spread, using: &random))
+        publishEndpoints(now: now, into: &out)
+        if reportQueued {
+            reportQueued = false
+            requestReport(now: now, random: &random, into: &out)
+        }
+    }
+
+    /// Recomputes the endpoint list; `out.publish` is set when the set changed.
+    private mutating func publishEndpoints(now: WireGuardInstant, into out: inout DirectOutput) {
+        let list = blocked ? [] : endpointList.determine(
+            report: lastReport, local: localAddresses(), v4Port: ports.v4, v6Port: ports.v6, fixedPort: fixedPort, now: now)
+        endpointsRefreshedAt = now
+        guard Set(list) != Set(published) else { return }
+        out.publish = list
+        published = list
+    }
+
+    // MARK: Internals
+
+    private mutating func perform(_ actions: [PeerPath.Action], for key: WireGuardPublicKey, now: WireGuardInstant,
+                                  random: inout some RandomNumberGenerator, into out: inout DirectOutput) {
+        guard let peer = peers[key] else { return }
+        for action in actions {
+            switch action {
+            case .ping(let endpoint, let txID):
+                if let sealed = Disco.seal(.ping(txID: txID, nodeKey: nodeKey), privateKey: discoKey, to: peer.disco) {
+                    out.udp.append((endpoint, sealed))
+                    counters.pingsSent += 1
+                }
+            case .callMeMaybe:
+                if let refreshed = endpointsRefreshedAt, now.since(refreshed) > DirectTimers.endpointsFreshEnough {
+                    requestReport(now: now, random: &random, into: &out)
+                }
+                let endpoints = published.map { DiscoEndpoint(address: $0.address, port: $0.port) }
+                if let sealed = Disco.seal(.callMeMaybe(endpoints), privateKey: discoKey, to: peer.disco) {
+                    out.derp.append((key, sealed))
+                    counters.callMeMaybeSent += 1
+                }
+            }
+        }
+    }
+
+    private mutating func learn(_ source: DiscoEndpoint, for key: WireGuardPublicKey) {
+        if sources[source] == nil {
+            if sourceOrder.count >= Self.maxSources {
+                let oldest = sourceOrder.removeFirst()
+                sources[oldest] = nil
+            }
+            sourceOrder.append(source)
+        }
+        sources[source] = key
+    }
+
+    private mutating func forgetSources(of key: WireGuardPublicKey) {
+        let gone = sources.filter { $0.value == key }.map(\.key)
+        for source in gone { sources[source] = nil }
+        if !gone.isEmpty { sourceOrder.removeAll { gone.contains($0) } }
+    }
+}
+
+/// What the direct-path logic counted (status page and metrics).
+struct DirectCounters: Sendable, Equatable {
+    var pingsSent = 0
+    var pongsSent = 0
+    var pongsReceived = 0
+    var callMeMaybeSent = 0
+    var callMeMaybeReceived = 0
+    var discoReceivedUDP = 0
+    var discoReceivedDERP = 0
+    var discoDropped = 0
+    var unverifiedDropped = 0
+    var stunRequests = 0
+    var stunReplies = 0
+    var pathSwitches = 0
+}

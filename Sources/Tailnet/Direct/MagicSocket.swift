@@ -1,0 +1,196 @@
+import DERP
+import NIOCore
+import NIOPosix
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The tailnet's UDP sockets, one per family, carrying STUN, disco and WireGuard: bound to
+/// every address on the configured port (IPv6 first; each tries the port, then 0), with
+/// don't-fragment on. NIO reads them on the engine's event loop; sends are plain
+/// non-blocking `sendto` calls on a duplicate of the descriptor, because NIO closes a
+/// datagram channel on a send error such as "network unreachable" (a link going down), which
+/// a path that must survive link changes cannot afford. A send that would block is dropped
+/// (UDP is lossy; nothing queues, so memory is bounded by the kernel's socket buffer).
+final class MagicSocket: Sendable {
+    private struct Family: Sendable {
+        let channel: any Channel
+        /// Our duplicate of the channel's descriptor, for sends; closed with the socket.
+        let sendFD: Int32
+        let port: UInt16
+    }
+
+    private let v4: Family?
+    private let v6: Family?
+
+    private init(v4: Family?, v6: Family?) {
+        self.v4 = v4
+        self.v6 = v6
+    }
+
+    var v4Port: UInt16? { v4?.port }
+    var v6Port: UInt16? { v6?.port }
+
+    /// 7 MiB socket buffers (the kernel caps them at its maximum).
+    static let bufferBytes: Int32 = 7 << 20
+
+    /// Binds both families; `receive` gets every datagram (on the loop).
+    static func bind(
+        port: UInt16, eventLoop: any EventLoop,
+        receive: @escaping @Sendable (ByteBuffer, DiscoEndpoint) -> Void
+    ) async throws -> MagicSocket {
+        let v6 = try? await open(v6: true, port: port, eventLoop: eventLoop, receive: receive)
+        let v4: Family
+        do {
+            v4 = try await open(v6: false, port: port, eventLoop: eventLoop, receive: receive)
+        } catch {
+            guard port != 0, let fallback = try? await open(v6: false, port: 0, eventLoop: eventLoop, receive: receive) else {
+                if let v6 { await close(v6) }
+                throw error
+            }
+            v4 = fallback
+        }
+        return MagicSocket(v4: v4, v6: v6)
+    }
+
+    struct SocketError: Error, CustomStringConvertible {
+        let description: String
+    }
+
+    private static func open(
+        v6: Bool, port: UInt16, eventLoop: any EventLoop, receive: @escaping @Sendable (ByteBuffer, DiscoEndpoint) -> Void
+    ) async throws -> Family {
+        let fd = socket(v6 ? AF_INET6 : AF_INET, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw SocketError(description: "socket: errno \(errno)") }
+        func option(_ level: Int32, _ name: Int32, _ value: Int32) {
+            var value = value
+            _ = setsockopt(fd, level, name, &value, socklen_t(MemoryLayout<Int32>.size))
+        }
+        option(SOL_SOCKET, SO_RCVBUF, bufferBytes)
+        option(SOL_SOCKET, SO_SNDBUF, bufferBytes)
+        var bound: UInt16 = 0
+        if v6 {
+            option(Int32(IPPROTO_IPV6), IPV6_V6ONLY, 1)
+            option(Int32(IPPROTO_IPV6), IPV6_MTU_DISCOVER, IPV6_PMTUDISC_DO)
+            var address = sockaddr_in6()
+            address.sin6_family = sa_family_t(AF_INET6)
+            address.sin6_port = port.bigEndian
+            var length = socklen_t(MemoryLayout<sockaddr_in6>.size)
+            let ok = withUnsafeMutablePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+            }
+            guard ok else {
+                let code = errno
+                Glibc.close(fd)
+                throw SocketError(description: "bind [::]:\(port): errno \(code)")
+            }
+            bound = UInt16(bigEndian: address.sin6_port)
+        } else {
+            option(Int32(IPPROTO_IP), IP_MTU_DISCOVER, IP_PMTUDISC_DO)
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_port = port.bigEndian
+            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+            let ok = withUnsafeMutablePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+            }
+            guard ok else {
+                let code = errno
+                Glibc.close(fd)
+                throw SocketError(description: "bind 0.0.0.0:\(port): errno \(code)")
+            }
+            bound = UInt16(bigEndian: address.sin_port)
+        }
+        let sendFD = fcntl(fd, F_DUPFD_CLOEXEC, 0)
+        guard sendFD >= 0 else {
+            Glibc.close(fd)
+            throw SocketError(description: "dup: errno \(errno)")
+        }
+        do {
+            let channel = try await DatagramBootstrap(group: eventLoop)
+                .channelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(MagicSocketHandler(receive: receive)) }
+                }
+                .withBoundSocket(fd).get()
+            return Family(channel: channel, sendFD: sendFD, port: bound)
+        } catch {
+            Glibc.close(sendFD)
+            throw error
+        }
+    }
+
+    /// Sends a datagram; false when it was not sent (no socket of that family, the buffer is
+    /// full, no route).
+    @discardableResult
+    func send(_ bytes: [UInt8], to endpoint: DiscoEndpoint) -> Bool {
+        if let v4 = endpoint.ipv4 {
+            guard let family = self.v4 else { return false }
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_port = endpoint.port.bigEndian
+            withUnsafeMutableBytes(of: &address.sin_addr) { $0.copyBytes(from: v4) }
+            return bytes.withUnsafeBytes { data in
+                withUnsafePointer(to: &address) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                        sendto(family.sendFD, data.baseAddress, data.count, Int32(MSG_DONTWAIT), $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == data.count
+                    }
+                }
+            }
+        }
+        guard let family = self.v6, endpoint.address.count == 16 else { return false }
+        var address = sockaddr_in6()
+        address.sin6_family = sa_family_t(AF_INET6)
+        address.sin6_port = endpoint.port.bigEndian
+        withUnsafeMutableBytes(of: &address.sin6_addr) { $0.copyBytes(from: endpoint.address) }
+        return bytes.withUnsafeBytes { data in
+            withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    sendto(family.sendFD, data.baseAddress, data.count, Int32(MSG_DONTWAIT), $0, socklen_t(MemoryLayout<sockaddr_in6>.size)) == data.count
+                }
+            }
+        }
+    }
+
+    func close() async {
+        if let v4 { await Self.close(v4) }
+        if let v6 { await Self.close(v6) }
+    }
+
+    private static func close(_ family: Family) async {
+        try? await family.channel.close()
+        Glibc.close(family.sendFD)
+    }
+}
+
+/// Hands each datagram and its source to the owner.
+private final class MagicSocketHandler: ChannelInboundHandler, Sendable {
+    typealias InboundIn = AddressedEnvelope<ByteBuffer>
+    let receive: @Sendable (ByteBuffer, DiscoEndpoint) -> Void
+
+    init(receive: @escaping @Sendable (ByteBuffer, DiscoEndpoint) -> Void) { self.receive = receive }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let envelope = unwrapInboundIn(data)
+        guard let source = DiscoEndpoint(envelope.remoteAddress) else { return }
+        receive(envelope.data, source)
+    }
+
+    /// A read error (an ICMP error NIO treats as recoverable) is not fatal to the path.
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {}
+}
+
+extension DiscoEndpoint {
+    /// The endpoint of a NIO socket address.
+    init?(_ address: SocketAddress) {
+        switch address {
+        case .v4(let v4):
+            let raw = withUnsafeBytes(of: v4.address.sin_addr) { Array($0) }
+            self.init(raw: raw, port: UInt16(bigEndian: v4.address.sin_port))
+        case .v6(let v6):
+            let raw = withUnsafeBytes(of: v6.address.sin6_addr) { Array($0) }
+            self.init(raw: raw, port: UInt16(bigEndian: v6.address.sin6_port))
+        default:
+            return nil
+        }
+    }
+}

@@ -1,0 +1,208 @@
+import AgentTestSupport
+import DERP
+import Testing
+import WireGuard
+@testable import Tailnet
+
+/// Two direct-path cores exchanging their outputs over a simulated network on a hand-driven
+/// clock: discovery, the pong that makes a path, CallMeMaybe over DERP, STUN and the
+/// endpoint list, blocking, and hostile datagrams.
+@Suite struct DirectPathsTests {
+    struct Side {
+        var paths: DirectPaths
+        let node: WireGuardPrivateKey
+        let disco: X25519PrivateKey
+        let endpoint: DiscoEndpoint
+        var key: WireGuardPublicKey { node.publicKey }
+
+        init(address: String, port: UInt16) {
+            node = WireGuardPrivateKey.generate()
+            disco = X25519PrivateKey.generate()
+            endpoint = DiscoEndpoint("\(address):\(port)")!
+            paths = DirectPaths(discoKey: disco, nodeKey: X25519PublicKey(node.publicKey.bytes)!)
+            let local = DiscoEndpoint("\(address):0")!
+            paths.localAddresses = { [local] }
+            paths.setPorts(v4: port, v6: nil, fixed: nil)
+        }
+    }
+
+    static func at(_ ms: UInt64) -> WireGuardInstant { WireGuardInstant(nanoseconds: ms * 1_000_000) }
+
+    /// Introduces each side to the other with the other's endpoint in its Node.
+    static func pair() -> (Side, Side, SplitMix64) {
+        var random = SplitMix64(seed: 42)
+        var a = Side(address: "10.0.1.2", port: 41001)
+        var b = Side(address: "10.0.2.2", port: 41002)
+        var out = DirectOutput()
+        a.paths.upsertPeer(b.key, disco: b.disco.publicKey, homeRegion: 1, endpoints: [b.endpoint], now: at(0), random: &random, into: &out)
+        b.paths.upsertPeer(a.key, disco: a.disco.publicKey, homeRegion: 1, endpoints: [a.endpoint], now: at(0), random: &random, into: &out)
+        return (a, b, random)
+    }
+
+    /// Delivers `from`'s UDP output addressed to `to`'s endpoint; returns `to`'s output.
+    static func deliver(_ out: DirectOutput, from: Side, to: inout Side, now: WireGuardInstant, random: inout SplitMix64) -> DirectOutput {
+        var answer = DirectOutput()
+        for datagram in out.udp where datagram.to == to.endpoint {
+            _ = to.paths.receiveUDP(datagram.bytes, from: from.endpoint, now: now, random: &random, into: &answer)
+        }
+        return answer
+    }
+
+    @Test func aPongMakesTheDirectPathAndLetsWireGuardIn() throws {
+        var (a, b, random) = Self.pair()
+        // Before any disco, WireGuard from a's address is not b's to accept.
+        var scratch = DirectOutput()
+        let result1 = b.paths.receiveUDP([1, 0, 0, 0] + Array(repeating: 0, count: 44), from: a.endpoint, now: Self.at(1), random: &random, into: &scratch)
+        #expect(result1 == .unverified)
+
+        var out = DirectOutput()
+        let result2 = a.paths.route(to: b.key, now: Self.at(10), random: &random, into: &out)
+        #expect(result2 == .derp)
+        #expect(out.udp.count == 1 && out.udp[0].to == b.endpoint && out.udp[0].bytes.count == 1310)
+        #expect(out.derp.count == 1 && out.derp[0].peer == b.key)   // CallMeMaybe over DERP
+        let pong = Self.deliver(out, from: a, to: &b, now: Self.at(11), random: &random)
+        #expect(pong.udp.count == 1 && pong.udp[0].to == a.endpoint)
+        // b now accepts WireGuard from a's source.
+        let result3 = b.paths.receiveUDP([4, 0, 0, 0] + Array(repeating: 0, count: 28), from: a.endpoint, now: Self.at(12), random: &random, into: &scratch)
+        #expect(result3 == .wireGuard(a.key))
+        _ = Self.deliver(pong, from: b, to: &a, now: Self.at(15), random: &random)
+        var next = DirectOutput()
+        let result4 = a.paths.route(to: b.key, now: Self.at(16), random: &random, into: &next)
+        #expect(result4 == .direct(b.endpoint))
+        #expect(next.udp.isEmpty && next.derp.isEmpty)
+        #expect(a.paths.counters.pongsReceived == 1 && a.paths.counters.pathSwitches == 1)
+        // The pong told a where b saw it: its source, as an IPv4-mapped address.
+        let opened = try Disco.open(pong.udp[0].bytes, privateKey: a.disco)
+        #expect(opened.message == .pong(txID: (try Disco.open(out.udp[0].bytes, privateKey: b.disco)).message.txID!, address: a.endpoint.address, port: a.endpoint.port))
+        // A third party's WireGuard from another address is still refused.
+        let result5 = b.paths.receiveUDP([4, 0, 0, 0] + Array(repeating: 0, count: 28), from: DiscoEndpoint("10.9.9.9:1")!, now: Self.at(17), random: &random, into: &scratch)
+        #expect(result5 == .unverified)
+    }
+
+    @Test func callMeMaybeOverDERPMakesThePeerPingBack() throws {
+        var (a, b, random) = Self.pair()
+        var out = DirectOutput()
+        // a published its local endpoint when its first peer came (no STUN servers).
+        #expect(a.paths.published == [a.endpoint])
+        _ = a.paths.route(to: b.key, now: Self.at(10), random: &random, into: &out)
+        let callMeMaybe = try #require(out.derp.first)
+        var answer = DirectOutput()
+        let result6 = b.paths.receiveDERPDisco(callMeMaybe.bytes, from: a.key, region: 1, now: Self.at(20), random: &random, into: &answer)
+        #expect(result6)
+        #expect(answer.udp.map(\.to) == [a.endpoint])
+        #expect(answer.derp.isEmpty)
+        #expect(b.paths.counters.callMeMaybeReceived == 1)
+        // From a DERP source key that is not the disco key's peer: ignored.
+        var ignored = DirectOutput()
+        _ = b.paths.receiveDERPDisco(callMeMaybe.bytes, from: WireGuardPrivateKey.generate().publicKey, region: 1, now: Self.at(21), random: &random, into: &ignored)
+        #expect(ignored.udp.isEmpty)
+        // A ping over DERP is answered over DERP with 127.3.3.40:<region>.
+        let ping = try #require(Disco.seal(.ping(txID: Array(repeating: 3, count: 12), nodeKey: nil), privateKey: a.disco, to: b.disco.publicKey))
+        var derpPong = DirectOutput()
+        _ = b.paths.receiveDERPDisco(ping, from: a.key, region: 7, now: Self.at(22), random: &random, into: &derpPong)
+        let reply = try Disco.open(try #require(derpPong.derp.first).bytes, privateKey: a.disco)
+        #expect(reply.message == .pong(txID: Array(repeating: 3, count: 12), address: DiscoEndpoint.ipv4Mapped(127, 3, 3, 40, port: 7).address, port: 7))
+    }
+
+    @Test func stunReportPublishesTheMappedAddressFirst() throws {
+        var (a, _, random) = Self.pair()
+        var out = DirectOutput()
+        let server1 = STUNServer(region: 1000, endpoint: DiscoEndpoint("10.0.0.64:3478")!)
+        let server2 = STUNServer(region: 1001, endpoint: DiscoEndpoint("10.0.0.65:3478")!)
+        a.paths.setServers([server1, server2], now: Self.at(0), random: &random, into: &out)
+        #expect(out.udp.count == 2 && out.udp.allSatisfy { $0.bytes.count == 40 })
+        #expect(a.paths.run != nil)
+        let mapped = DiscoEndpoint("198.51.100.7:48011")!
+        var answer = DirectOutput()
+        // A reply with a TxID we did not send is ignored.
+        _ = a.paths.receiveUDP(STUN.response(txID: Array(repeating: 0, count: 12), mapped: mapped), from: server1.endpoint, now: Self.at(5), random: &random, into: &answer)
+        #expect(a.paths.lastReport == nil)
+        for request in out.udp {
+            let txID = Array(request.bytes[8..<20])
+            // The hard-NAT case: each server sees another port.
+            let seen = DiscoEndpoint(address: mapped.address, port: request.to == server1.endpoint ? 48011 : 48012)
+            _ = a.paths.receiveUDP(STUN.response(txID: txID, mapped: seen), from: request.to, now: Self.at(30), random: &random, into: &answer)
+        }
+        let report = try #require(a.paths.lastReport)
+        #expect(report.udp && report.globalV4 != nil && report.mappingVariesByDestIP == true)
+        let published = try #require(answer.publish)
+        #expect(published.first == report.globalV4)
+        #expect(published.contains(a.endpoint))
+        // The next report is due 20–26 s later, only while the tunnel is active.
+        let due = try #require(a.paths.nextDeadline)
+        #expect(due >= Self.at(20_030) && due <= Self.at(26_030))
+    }
+
+    @Test func stunReportEndsAtItsBudgetWithoutAnswers() {
+        var (a, _, random) = Self.pair()
+        var out = DirectOutput()
+        a.paths.setServers([STUNServer(region: 1000, endpoint: DiscoEndpoint("10.0.0.64:3478")!)], now: Self.at(0), random: &random, into: &out)
+        #expect(a.paths.nextDeadline == Self.at(2_000))
+        a.paths.tick(now: Self.at(1_999), random: &random, into: &out)
+        #expect(a.paths.run != nil)
+        a.paths.tick(now: Self.at(2_000), random: &random, into: &out)
+        #expect(a.paths.run == nil && a.paths.lastReport?.udp == false)
+    }
+
+    @Test func blockingWithdrawsEndpointsAndIgnoresUDPDisco() throws {
+        var (a, b, random) = Self.pair()
+        #expect(b.paths.published == [b.endpoint])
+        var out = DirectOutput()
+        b.paths.setBlocked(true, now: Self.at(1), random: &random, into: &out)
+        #expect(out.publish == [])
+        out = DirectOutput()
+        _ = a.paths.route(to: b.key, now: Self.at(10), random: &random, into: &out)
+        let answer = Self.deliver(out, from: a, to: &b, now: Self.at(11), random: &random)
+        #expect(answer.udp.isEmpty)
+        var route = DirectOutput()
+        let result7 = b.paths.route(to: a.key, now: Self.at(12), random: &random, into: &route)
+        #expect(result7 == .derp)
+        #expect(route.udp.isEmpty && route.derp.isEmpty)
+        // Unblocked: the endpoints come back and pings are answered again.
+        out = DirectOutput()
+        b.paths.setBlocked(false, now: Self.at(20), random: &random, into: &out)
+        #expect(out.publish == [b.endpoint])
+    }
+
+    @Test func hostileDatagramsAreDroppedAndCounted() throws {
+        var (_, b, random) = Self.pair()
+        var generator = SplitMix64(seed: 9)
+        var out = DirectOutput()
+        for i in 0..<500 {
+            let length = Int(generator.next() % 1500)
+            var bytes = (0..<length).map { _ in UInt8(truncatingIfNeeded: generator.next()) }
+            if i % 3 == 0, bytes.count >= 62 { bytes.replaceSubrange(0..<6, with: Disco.magic) }
+            if i % 5 == 0, bytes.count >= 20 { bytes[0] = 0; bytes.replaceSubrange(4..<8, with: STUN.magicCookie) }
+            _ = b.paths.receiveUDP(bytes, from: DiscoEndpoint("10.0.3.3:\(i + 1)")!, now: Self.at(UInt64(i)), random: &random, into: &out)
+        }
+        #expect(out.udp.isEmpty && out.derp.isEmpty)
+        #expect(b.paths.sources.isEmpty)
+        // A well-formed disco ping from a key no peer holds: dropped.
+        let stranger = X25519PrivateKey.generate()
+        let ping = try #require(Disco.seal(.ping(txID: Array(repeating: 1, count: 12), nodeKey: nil), privateKey: stranger, to: b.disco.publicKey))
+        let result8 = b.paths.receiveUDP(ping, from: DiscoEndpoint("10.0.3.3:1")!, now: Self.at(600), random: &random, into: &out)
+        #expect(result8 == .disco)
+        #expect(out.udp.isEmpty && b.paths.sources.isEmpty)
+    }
+
+    @Test func aNewDiscoKeyStartsThePathOver() {
+        var (a, b, random) = Self.pair()
+        var out = DirectOutput()
+        _ = a.paths.route(to: b.key, now: Self.at(10), random: &random, into: &out)
+        let pong = Self.deliver(out, from: a, to: &b, now: Self.at(11), random: &random)
+        _ = Self.deliver(pong, from: b, to: &a, now: Self.at(12), random: &random)
+        #expect(a.paths.peers[b.key]?.path.best != nil)
+        a.paths.upsertPeer(b.key, disco: X25519PrivateKey.generate().publicKey, homeRegion: 1, endpoints: [b.endpoint], now: Self.at(13), random: &random, into: &out)
+        #expect(a.paths.peers[b.key]?.path.best == nil)
+        #expect(a.paths.sources.isEmpty)
+    }
+}
+
+extension DiscoMessage {
+    var txID: [UInt8]? {
+        switch self {
+        case .ping(let txID, _), .pong(let txID, _, _): txID
+        case .callMeMaybe: nil
+        }
+    }
+}

@@ -1,0 +1,180 @@
+import AgentTestSupport
+import DERP
+import DERPRelayDouble
+import Foundation
+import Synchronization
+import WireGuard
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The peer's side of direct paths, written for the tests from the disco byte tables: it
+/// sits in front of wireguard-go (in the peer's namespace) on two UDP sockets — one on
+/// loopback that wireguard-go sends to, one on the peer's LAN address that the agent reaches
+/// directly — and a DERP client under the peer's key. It answers the agent's disco Pings
+/// over UDP, pings the addresses of a CallMeMaybe, and sends wireguard-go's datagrams
+/// straight to the agent while it heard from the agent over UDP in the last 5 s, over DERP
+/// as well when not, over DERP alone before any direct contact. It counts WireGuard bytes
+/// by path, so a test can tell which path carried a transfer.
+final class DirectPeer: Sendable {
+    struct Counters: Sendable, Equatable {
+        var udpIn = 0
+        var udpOut = 0
+        var derpIn = 0
+        var derpOut = 0
+        /// Disco datagrams from the agent over UDP (pings, pongs).
+        var discoUDP = 0
+        var callMeMaybe = 0
+    }
+
+    struct State: Sendable {
+        var agentEndpoint: sockaddr_in?
+        var lastUDPFromAgent: ContinuousClock.Instant?
+        var counters = Counters()
+    }
+
+    let disco = X25519PrivateKey.generate()
+    let loopback: Int32
+    let lan: Int32
+    let wireguardPort: UInt16
+    let agentKey: X25519PublicKey
+    let agentDisco: X25519PublicKey
+    let state = Mutex(State())
+    private let stopping = Atomic<Bool>(false)
+    private let derpBox = Mutex<DERPClient?>(nil)
+
+    /// Trust in the direct path lasts this long after the agent was last heard over UDP.
+    static let trust: Duration = .seconds(5)
+
+    init(loopback: Int32, lan: Int32, wireguardPort: UInt16, agentKey: X25519PublicKey, agentDisco: X25519PublicKey) {
+        self.loopback = loopback
+        self.lan = lan
+        self.wireguardPort = wireguardPort
+        self.agentKey = agentKey
+        self.agentDisco = agentDisco
+    }
+
+    var counters: Counters { state.withLock { $0.counters } }
+
+    /// Connects to the relay under `key` and starts the two socket readers.
+    func start(key: WireGuardPrivateKey, relay: DERPRelayDouble) {
+        let derp = DERPClient(privateKey: X25519PrivateKey(key.raw.bytes)!, node: relay.node(regionID: 1)) { [weak self] packet in
+            self?.fromDERP(packet.packet)
+        }
+        derpBox.withLock { $0 = derp }
+        derp.start()
+        for (fd, handler) in [(loopback, fromWireGuard), (lan, fromLAN)] as [(Int32, @Sendable ([UInt8], sockaddr_in) -> Void)] {
+            Thread { [self] in
+                var buffer = [UInt8](repeating: 0, count: 65536)
+                var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+                while !stopping.load(ordering: .relaxed) {
+                    guard poll(&poller, 1, 200) > 0 else { continue }
+                    var source = sockaddr_in()
+                    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+                    let count = buffer.withUnsafeMutableBytes { bytes in
+                        withUnsafeMutablePointer(to: &source) {
+                            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { recvfrom(fd, bytes.baseAddress, bytes.count, 0, $0, &length) }
+                        }
+                    }
+                    guard count > 0 else { continue }
+                    handler(Array(buffer[0..<count]), source)
+                }
+            }.start()
+        }
+    }
+
+    func stop() async {
+        stopping.store(true, ordering: .relaxed)
+        if let derp = derpBox.withLock({ $0 }) { await derp.close() }
+        try? await Task.sleep(for: .milliseconds(300))
+        close(loopback)
+        close(lan)
+    }
+
+    // MARK: Paths
+
+    /// wireguard-go → the agent: direct while trusted, both ways when not, DERP before any contact.
+    private func fromWireGuard(_ datagram: [UInt8], _ source: sockaddr_in) {
+        let (endpoint, trusted) = state.withLock { s -> (sockaddr_in?, Bool) in
+            let trusted = s.lastUDPFromAgent.map { ContinuousClock.now - $0 < Self.trust } ?? false
+            if s.agentEndpoint != nil { s.counters.udpOut += datagram.count }
+            if s.agentEndpoint == nil || !trusted { s.counters.derpOut += datagram.count }
+            return (s.agentEndpoint, trusted)
+        }
+        if let endpoint { send(datagram, on: lan, to: endpoint) }
+        if endpoint == nil || !trusted { _ = derpBox.withLock { $0 }?.send(to: agentKey, packet: datagram) }
+    }
+
+    /// The LAN socket: disco from the agent, else WireGuard for wireguard-go.
+    private func fromLAN(_ datagram: [UInt8], _ source: sockaddr_in) {
+        if Disco.looksLikeDisco(datagram) {
+            guard let received = try? Disco.open(datagram, privateKey: disco), received.sender == agentDisco else { return }
+            state.withLock { s in
+                s.counters.discoUDP += 1
+                s.agentEndpoint = source
+                s.lastUDPFromAgent = .now
+            }
+            if case .ping(let txID, _) = received.message {
+                let raw = withUnsafeBytes(of: source.sin_addr) { Array($0) }
+                let from = DiscoEndpoint(raw: raw, port: UInt16(bigEndian: source.sin_port))!
+                if let pong = Disco.seal(.pong(txID: txID, address: from.address, port: from.port), privateKey: disco, to: agentDisco) {
+                    send(pong, on: lan, to: source)
+                }
+            }
+            return
+        }
+        state.withLock { s in
+            s.counters.udpIn += datagram.count
+            s.lastUDPFromAgent = .now
+        }
+        toWireGuard(datagram)
+    }
+
+    /// The relay: disco (CallMeMaybe: ping every endpoint; Ping: Pong over DERP), else WireGuard.
+    private func fromDERP(_ packet: [UInt8]) {
+        if Disco.looksLikeDisco(packet) {
+            guard let received = try? Disco.open(packet, privateKey: disco) else { return }
+            switch received.message {
+            case .callMeMaybe(let endpoints):
+                state.withLock { $0.counters.callMeMaybe += 1 }
+                for endpoint in endpoints {
+                    guard let v4 = endpoint.ipv4 else { continue }
+                    var address = sockaddr_in()
+                    address.sin_family = sa_family_t(AF_INET)
+                    address.sin_port = endpoint.port.bigEndian
+                    withUnsafeMutableBytes(of: &address.sin_addr) { $0.copyBytes(from: v4) }
+                    let txID = (0..<12).map { _ in UInt8.random(in: 0...255) }
+                    if let ping = Disco.seal(.ping(txID: txID, nodeKey: nil), privateKey: disco, to: agentDisco) { send(ping, on: lan, to: address) }
+                }
+            case .ping:
+                if let pong = Disco.pong(answering: received, privateKey: disco, regionID: 1) {
+                    _ = derpBox.withLock { $0 }?.send(to: agentKey, packet: pong)
+                }
+            case .pong:
+                break
+            }
+            return
+        }
+        state.withLock { $0.counters.derpIn += packet.count }
+        toWireGuard(packet)
+    }
+
+    private func toWireGuard(_ datagram: [UInt8]) {
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = wireguardPort.bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        send(datagram, on: loopback, to: address)
+    }
+
+    private func send(_ datagram: [UInt8], on fd: Int32, to address: sockaddr_in) {
+        var address = address
+        _ = datagram.withUnsafeBytes { bytes in
+            withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    sendto(fd, bytes.baseAddress, bytes.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
+            }
+        }
+    }
+}

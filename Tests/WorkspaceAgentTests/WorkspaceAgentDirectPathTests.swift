@@ -1,0 +1,360 @@
+import AgentProto
+import AgentTestSupport
+import ControlPlaneDouble
+import DERP
+import DERPRelayDouble
+import Foundation
+import Synchronization
+import Testing
+import WireGuard
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Direct paths end to end, with real parts: the agent binary in a network namespace of its
+/// own ("workspace"), linked by a veth pair to the peer's namespace, where Debian's
+/// wireguard-go sits behind ``DirectPeer`` (disco written from the byte tables). The relay
+/// and control-plane doubles run in the test on loopback and reach the workspace's loopback
+/// through a bridge (a listening socket made inside the namespace, pumped to ours).
+@Suite(.serialized, .timeLimit(.minutes(6)))
+struct WorkspaceAgentDirectPathTests {
+    static let agentLAN = "10.99.0.1"
+    static let peerLAN = "10.99.0.2"
+    static let agentPort: UInt16 = 41641
+    static let peerPort: UInt16 = 41642
+    static let peerID = [UInt8](repeating: 0xd1, count: 16)
+
+    struct Topology: Sendable {
+        let workspace: NetworkNamespace
+        let peerNamespace: NetworkNamespace
+        let relay: DERPRelayDouble
+        let coordinator: TailnetCoordinatorDouble
+        let agent: AgentDaemon
+        let addresses: TailnetTestAddresses
+        let peer: DirectPeer
+        let agentNode: Coder_Tailnet_V2_Node
+
+        func curl(_ arguments: [String], maxTime: Int = 20) async -> ChildProgram.Outcome {
+            await peerNamespace.run(["curl", "-sS", "-g", "--max-time", "\(maxTime)"] + arguments)
+        }
+
+        func url(port: Int = 4, _ path: String) -> String { "http://[\(addresses.primaryText)]:\(port)\(path)" }
+
+        /// The agent's view of the peer, read through the tunnel: its path and whether trusted.
+        func peerPath() async -> (path: String, trusted: Bool)? {
+            let status = await curl([url("/api/v0/tailnet")], maxTime: 8)
+            guard let json = jsonObject(Array(status.stdout.utf8)), let peers = json["peers"] as? [[String: Any]],
+                  let first = peers.first, let path = first["path"] as? String else { return nil }
+            return (path, first["direct_trusted"] as? Bool ?? false)
+        }
+
+        /// Bytes the speed test (port 3) downloads in `seconds` (whole 2 MiB blocks), run in
+        /// the peer's namespace.
+        func download(seconds: Int) async -> Int {
+            let outcome = await peerNamespace.run(["python3", "-c", """
+                import socket
+                s = socket.create_connection(("\(addresses.primaryText)", 3), timeout=60)
+                s.sendall(b'{"version":2,"time":\(seconds)000000000,"direction":0}\\n')
+                answer = b""
+                while not answer.endswith(b"\\n"):
+                    chunk = s.recv(1)
+                    if not chunk: break
+                    answer += chunk
+                total = 0
+                while True:
+                    data = s.recv(1 << 20)
+                    if not data: break
+                    total += len(data)
+                print(total)
+                """])
+            return Int(outcome.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
+        }
+    }
+
+    static func missing() -> String? {
+        if let missing = WorkspaceAgentTailnetTests.missing() { return missing }
+        if !FileManager.default.isExecutableFile(atPath: "/usr/bin/ssh") { return "/usr/bin/ssh is missing (Debian: openssh-client)" }
+        return nil
+    }
+
+    /// Forwards TCP connections made to `127.0.0.1:<port>` inside a namespace to the same
+    /// port on our loopback: the listening sockets are made inside the namespace (setns on
+    /// Python's only thread, then back), the connections out of it in ours.
+    static let bridgeScript = #"""
+        import ctypes, os, socket, sys, threading
+        libc = ctypes.CDLL(None, use_errno=True)
+        home = os.open('/proc/self/ns/net', os.O_RDONLY)
+        target = os.open(sys.argv[1], os.O_RDONLY)
+        if libc.setns(target, 0x40000000) != 0: sys.exit('setns failed')
+        listeners = []
+        for port in [int(p) for p in sys.argv[2:]]:
+            s = socket.socket()
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind(('127.0.0.1', port))
+            s.listen(64)
+            listeners.append((s, port))
+        if libc.setns(home, 0x40000000) != 0: sys.exit('setns back failed')
+        def pump(a, b):
+            try:
+                while True:
+                    data = a.recv(65536)
+                    if not data: break
+                    b.sendall(data)
+            except OSError:
+                pass
+            finally:
+                try: b.shutdown(socket.SHUT_WR)
+                except OSError: pass
+        def serve(s, port):
+            while True:
+                c, _ = s.accept()
+                try:
+                    u = socket.create_connection(('127.0.0.1', port), timeout=10)
+                    u.settimeout(None)
+                except OSError:
+                    c.close(); continue
+                threading.Thread(target=pump, args=(c, u), daemon=True).start()
+                threading.Thread(target=pump, args=(u, c), daemon=True).start()
+        for s, port in listeners:
+            threading.Thread(target=serve, args=(s, port), daemon=True).start()
+        print('ready', flush=True)
+        sys.stdin.read()
+        """#
+
+    struct Failure: Error, CustomStringConvertible { let description: String }
+
+    /// Builds the two namespaces and the link, starts the agent in the workspace and the
+    /// peer, waits for healthz through the tunnel, runs `body`, and ends it all.
+    static func withTopology(
+        blockDirect: Bool = false, _ body: @escaping @Sendable (Topology) async throws -> Void
+    ) async throws {
+        if let missing = missing() {
+            Issue.record("the direct-path test cannot run: \(missing)")
+            return
+        }
+        guard let workspace = await NetworkNamespace.make(), let peerNamespace = await NetworkNamespace.make() else {
+            Issue.record("`unshare -n` gave no private network namespace")
+            return
+        }
+        let relay = DERPRelayDouble()
+        try await relay.start(port: freeLoopbackPort())
+        do {
+            try await withTopology(workspace: workspace, peerNamespace: peerNamespace, relay: relay, blockDirect: blockDirect, body)
+        } catch {
+            await relay.stop()
+            await workspace.shutDown()
+            await peerNamespace.shutDown()
+            throw error
+        }
+        await relay.stop()
+        await workspace.shutDown()
+        await peerNamespace.shutDown()
+    }
+
+    private static func withTopology(
+        workspace: NetworkNamespace, peerNamespace: NetworkNamespace, relay: DERPRelayDouble, blockDirect: Bool,
+        _ body: @escaping @Sendable (Topology) async throws -> Void
+    ) async throws {
+        for (namespace, command) in [
+            (workspace, ["ip", "link", "set", "lo", "up"]),
+            (peerNamespace, ["ip", "link", "set", "lo", "up"]),
+            (workspace, ["ip", "link", "add", "va", "type", "veth", "peer", "name", "vb", "netns", "\(peerNamespace.holder.pid)"]),
+            (workspace, ["ip", "addr", "add", "\(agentLAN)/24", "dev", "va"]),
+            (workspace, ["ip", "link", "set", "va", "up"]),
+            (peerNamespace, ["ip", "addr", "add", "\(peerLAN)/24", "dev", "vb"]),
+            (peerNamespace, ["ip", "link", "set", "vb", "up"]),
+        ] {
+            let outcome = await namespace.run(command)
+            guard outcome.status == 0 else { throw Failure(description: "\(command.joined(separator: " ")): \(outcome.stdout)") }
+        }
+
+        let agentID = (0..<16).map { _ in UInt8.random(in: 0...255) }
+        let addresses = try #require(TailnetTestAddresses(agentID: agentID))
+        var manifest = ControlPlaneDouble.defaultManifest
+        manifest.agentID = Data(agentID)
+        manifest.derpMap = TailnetCoordinatorDouble.loopbackDERPMap(relayPort: relay.port)
+        manifest.disableDirectConnections = blockDirect
+        let double = ControlPlaneDouble(manifest: manifest)
+        let coordinator = TailnetCoordinatorDouble(derpMap: TailnetCoordinatorDouble.loopbackDERPMap(relayPort: relay.port))
+        coordinator.install(on: double)
+        let tokenFile = NSTemporaryDirectory() + "agent-token-\(UUID().uuidString)"
+        try TestFile.write(tokenFile, double.token + "\n", atomically: true)
+        defer { unlink(tokenFile) }
+
+        try await double.run { url in
+            let doublePort = try #require(url.split(separator: ":").last.flatMap { Int($0.filter(\.isNumber)) })
+            let bridge = try #require(ChildProgram.start(["python3", "-c", bridgeScript, workspace.path, "\(relay.port)", "\(doublePort)"]))
+            defer { bridge.kill() }
+            let line = await onThread { () -> String in
+                var bytes: [UInt8] = []
+                var byte: UInt8 = 0
+                while bytes.count < 256, read(bridge.stdout, &byte, 1) == 1, byte != 10 { bytes.append(byte) }
+                return String(decoding: bytes, as: UTF8.self)
+            }
+            try #require(line == "ready", "the namespace bridge did not start: \(line)")
+
+            let agent = try AgentDaemon.launch(
+                ["--net=\(workspace.path)", AgentDaemon.binaryPath, "--http-address", "127.0.0.1:0", "--agent-url", url,
+                 "--agent-token-file", tokenFile, "--tailnet-listen-port", "\(agentPort)"],
+                executable: "/usr/bin/nsenter")
+            defer { agent.cleanup() }
+            let wanted = "\(agentLAN):\(agentPort)"
+            let announced = await eventually(timeout: .seconds(60)) {
+                guard let node = coordinator.agentNode, node.preferredDerp == 1 else { return false }
+                return blockDirect || node.endpoints.contains(wanted)
+            }
+            #expect(announced, "no node with a home region and the endpoint \(wanted): \(String(describing: coordinator.agentNode))\n\(agent.log)")
+            guard announced, let node = coordinator.agentNode else { return }
+            let agentKey = Array(node.key.dropFirst(2))
+            let agentDisco = try #require(Disco.key(fromText: node.disco))
+
+            let peer = try await startPeer(in: peerNamespace, agentKey: agentKey, agentDisco: agentDisco, agentAddress: addresses.primaryText, relay: relay)
+            var peerNode = WorkspaceAgentTailnetTests.peerNode(peer.key)
+            peerNode.disco = Disco.keyText(peer.speaker.disco.publicKey)
+            peerNode.endpoints = ["\(peerLAN):\(peerPort)"]
+            coordinator.setPeer(id: peerID, node: peerNode)
+            let topology = Topology(workspace: workspace, peerNamespace: peerNamespace, relay: relay, coordinator: coordinator, agent: agent,
+                                    addresses: addresses, peer: peer.speaker, agentNode: node)
+            let lastTry = Mutex("")
+            let reached = await eventually(timeout: .seconds(60)) {
+                let health = await topology.curl([topology.url("/healthz")], maxTime: 8)
+                lastTry.withLock { $0 = "\(health.status): \(health.stdout)" }
+                return health.status == 0
+            }
+            #expect(reached, "healthz through the tunnel: \(lastTry.withLock { $0 })\n\(agent.log)")
+            do {
+                if reached { try await body(topology) }
+            } catch {
+                await peer.stop()
+                throw error
+            }
+            agent.signal(SIGTERM)
+            #expect(await agent.exitStatus() == 0, "\(agent.log)")
+            await peer.stop()
+        }
+    }
+
+    /// wireguard-go in the peer's namespace, its endpoint our loopback socket there, and the
+    /// speaker on that socket and on the peer's LAN address.
+    static func startPeer(
+        in namespace: NetworkNamespace, agentKey: [UInt8], agentDisco: X25519PublicKey, agentAddress: String, relay: DERPRelayDouble
+    ) async throws -> (key: WireGuardPrivateKey, speaker: DirectPeer, stop: @Sendable () async -> Void) {
+        let interface = "wgd\(getpid() % 100_000)n\(UInt16.random(in: 0...999))"
+        let key = WireGuardPrivateKey.generate()
+        let keyFile = NSTemporaryDirectory() + "/\(interface).key"
+        _ = FileManager.default.createFile(atPath: keyFile, contents: Data(Data(key.raw.bytes).base64EncodedString().utf8))
+        defer { unlink(keyFile) }
+        guard let wireguardGo = namespace.start(["wireguard-go", "-f", interface], environment: ["WG_I_PREFER_BUGGY_USERSPACE_TO_POLISHED_KMOD": "1"]) else {
+            throw Failure(description: "wireguard-go did not start")
+        }
+        guard await eventually(timeout: .seconds(30), { FileManager.default.fileExists(atPath: "/var/run/wireguard/\(interface).sock") }),
+              let loopback = await namespace.udpSocket(),
+              let lan = await namespace.udpSocket(address: peerLAN, port: peerPort)
+        else {
+            await onThread { wireguardGo.kill() }
+            throw Failure(description: "wireguard-go gave no UAPI socket, or the namespace no UDP sockets")
+        }
+        let wgPort: UInt16 = 51820
+        for command in [
+            ["wg", "set", interface, "private-key", keyFile, "listen-port", "\(wgPort)",
+             "peer", Data(agentKey).base64EncodedString(), "allowed-ips", "\(agentAddress)/128", "endpoint", "127.0.0.1:\(loopback.port)"],
+            ["ip", "-6", "addr", "add", "\(WorkspaceAgentTailnetTests.peerAddress)/128", "dev", interface, "nodad"],
+            ["ip", "link", "set", interface, "mtu", "1280", "up"],
+            ["ip", "-6", "route", "add", "\(agentAddress)/128", "dev", interface],
+        ] {
+            let outcome = await namespace.run(command)
+            guard outcome.status == 0 else {
+                close(loopback.fd)
+                close(lan.fd)
+                await onThread { wireguardGo.kill() }
+                throw Failure(description: "\(command.joined(separator: " ")) failed: \(outcome.stdout)")
+            }
+        }
+        let speaker = DirectPeer(loopback: loopback.fd, lan: lan.fd, wireguardPort: wgPort, agentKey: X25519PublicKey(agentKey)!, agentDisco: agentDisco)
+        speaker.start(key: key, relay: relay)
+        return (key, speaker, {
+            await speaker.stop()
+            _ = await namespace.run(["ip", "link", "del", interface])
+            await onThread { wireguardGo.kill() }
+        })
+    }
+
+    @Test func theAgentGoesDirectOverTheLinkAndTheTransferSkipsTheRelay() async throws {
+        try await Self.withTopology { topology in
+            // The agent pings the peer's endpoint and the pong makes the path: trusted, UDP.
+            let direct = await eventually(timeout: .seconds(30)) {
+                guard let path = await topology.peerPath() else { return false }
+                return path.path == "\(Self.peerLAN):\(Self.peerPort)" && path.trusted
+            }
+            let seen = await topology.peerPath()
+            #expect(direct, "the agent's path to the peer: \(String(describing: seen))\n\(topology.agent.log)")
+            #expect(topology.peer.counters.discoUDP > 0)
+            // A transfer now goes over UDP; the relay carries almost nothing of it.
+            let before = topology.peer.counters
+            let bytes = await topology.download(seconds: 2)
+            let after = topology.peer.counters
+            #expect(bytes > 1 << 20, "downloaded \(bytes) bytes")
+            let direct_ = after.udpIn - before.udpIn
+            let relayed = after.derpIn - before.derpIn
+            #expect(direct_ >= bytes, "UDP carried \(direct_) bytes of \(bytes)")
+            #expect(relayed < bytes / 20, "DERP carried \(relayed) bytes of \(bytes)")
+            // The status and the metrics say so too.
+            let metrics = await topology.curl([topology.url("/debug/prometheus")])
+            #expect(metrics.stdout.contains(#"agent_tailnet_path_bytes_total{direction="out",path="direct"}"#)
+                    || metrics.stdout.contains(#"agent_tailnet_path_bytes_total{path="direct",direction="out"}"#), "\(metrics.stdout.prefix(4000))")
+            let page = await topology.curl([topology.url("/debug/magicsock")])
+            #expect(page.stdout.contains("\(Self.peerLAN):\(Self.peerPort) (trusted)"), "\(page.stdout)")
+        }
+    }
+
+    @Test func aCutLinkFallsBackToDERPWithoutLosingTheSSHSessionAndComesBack() async throws {
+        try await Self.withTopology { topology in
+            let direct = await eventually(timeout: .seconds(30)) { await topology.peerPath()?.trusted == true }
+            let seen = await topology.peerPath()
+            #expect(direct, "never direct: \(String(describing: seen))")
+            guard direct else { return }
+            // An SSH session printing a line a second for 30 s, across the cut and the return.
+            let sshTask = Task {
+                await topology.peerNamespace.run([
+                    "ssh", "-F", "/dev/null", "-p", "1", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+                    "-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-o", "ConnectTimeout=60", "-o", "ServerAliveInterval=0",
+                    topology.addresses.primaryText, "i=0; while [ $i -lt 30 ]; do i=$((i+1)); echo line $i; sleep 1; done; exit 3",
+                ])
+            }
+            // Wait until the session is flowing over UDP, then cut the link.
+            let flowing = topology.peer.counters.udpIn
+            #expect(await eventually(timeout: .seconds(30)) { topology.peer.counters.udpIn > flowing })
+            let down = await topology.workspace.run(["ip", "link", "set", "va", "down"])
+            #expect(down.status == 0, "\(down.stdout)")
+            // The agent's trust runs out (6.5 s) and it sends over DERP too: the session goes on.
+            let relayed = topology.peer.counters.derpIn
+            #expect(await eventually(timeout: .seconds(30)) { topology.peer.counters.derpIn > relayed + 2000 }, "no fallback to DERP: \(topology.peer.counters)")
+            let fallback = await topology.peerPath()
+            #expect(fallback?.trusted == false, "\(String(describing: fallback))")
+            // The link returns: the heartbeat's pings find the path again.
+            let up = await topology.workspace.run(["ip", "link", "set", "va", "up"])
+            #expect(up.status == 0, "\(up.stdout)")
+            let again = await eventually(timeout: .seconds(30)) { await topology.peerPath()?.trusted == true }
+            let last = await topology.peerPath()
+            #expect(again, "not direct again: \(String(describing: last))")
+            let ssh = await sshTask.value
+            let expected = (1...30).map { "line \($0)\n" }.joined()
+            #expect(ssh.status == 3 && ssh.stdout == expected, "ssh across the path changes: \(ssh)")
+        }
+    }
+
+    @Test func disabledDirectConnectionsSendNothingOverUDP() async throws {
+        try await Self.withTopology(blockDirect: true) { topology in
+            #expect(topology.agentNode.endpoints.isEmpty, "\(topology.agentNode.endpoints)")
+            let bytes = await topology.download(seconds: 1)
+            #expect(bytes > 0)
+            let path = await topology.peerPath()
+            #expect(path?.path == "derp", "\(String(describing: path))")
+            let counters = topology.peer.counters
+            #expect(counters.discoUDP == 0 && counters.udpIn == 0 && counters.callMeMaybe == 0, "\(counters)")
+            #expect(counters.derpIn >= bytes)
+            let status = await topology.curl([topology.url("/api/v0/tailnet")])
+            #expect(jsonObject(Array(status.stdout.utf8))?["direct_blocked"] as? Bool == true, "\(status.stdout)")
+        }
+    }
+}
