@@ -12,6 +12,11 @@ import NIOCore
 /// once, so what the kernel still held for that socket (our receive buffer and the
 /// service's send buffer, finite since nothing can follow EOF) waits in the stack until
 /// lwIP takes it.
+///
+/// UDP holds per flow at most ``maxUDPQueuedDatagrams`` datagrams while its local socket
+/// binds, then at most ``udpWriteBufferLimit`` bytes NIO has not yet sent (more is
+/// dropped); nothing toward the peer (each datagram read is sent on at once). Times
+/// ``maxUDPFlows`` (256 × ~35 KiB ≈ 9 MiB) that is UDP's bound.
 public struct TunnelStackConfiguration: Sendable {
     /// The tunnel's MTU: IPv6 packets in and out are at most this long, and SYNs announce
     /// an MSS of MTU - 60 (1220 for 1280, tailscale's default).
@@ -51,6 +56,22 @@ public struct TunnelStackConfiguration: Sendable {
     /// retransmissions). Without it a peer that never closes would hold a connection slot
     /// for ``idleTimeout``.
     public var halfClosedTimeout: TimeAmount = .minutes(5)
+
+    /// UDP flows (peer address:port → agent address:port, each a local socket) at once. A
+    /// datagram that would open one more is dropped and counted. Coder has no bound.
+    public var maxUDPFlows: Int = 256
+    /// A UDP flow with no datagram either way for this long ends (Coder's 2 min).
+    public var udpIdleTimeout: TimeAmount = .minutes(2)
+    /// The same for flows to port 53 (Coder's 30 s: DNS queries are one exchange).
+    public var udpDNSIdleTimeout: TimeAmount = .seconds(30)
+    /// Datagrams from the peer kept while a new flow's local socket binds; more are dropped.
+    public var maxUDPQueuedDatagrams: Int = 16
+    /// Bytes toward a flow's local socket NIO may hold unsent; datagrams beyond are dropped
+    /// (UDP's answer to a full buffer).
+    public var udpWriteBufferLimit: Int = 16 * 1024
+
+    /// The UDP idle timer's clock (tests inject one to expire flows without waiting).
+    var clock: @Sendable () -> NIODeadline = { .now() }
 
     public init() {}
 }
