@@ -14,9 +14,9 @@ import NIOCore
 /// lwIP takes it.
 ///
 /// UDP holds per flow at most ``maxUDPQueuedDatagrams`` datagrams while its local socket
-/// binds, then at most ``udpWriteBufferLimit`` bytes NIO has not yet sent (more is
-/// dropped); nothing toward the peer (each datagram read is sent on at once). Times
-/// ``maxUDPFlows`` (256 × ~35 KiB ≈ 9 MiB) that is UDP's bound.
+/// binds (16 × 1232 bytes), then at most ``udpWriteBufferLimit`` bytes NIO has not yet
+/// sent plus one datagram (more is dropped); nothing toward the peer (each datagram read is
+/// sent on at once). Times ``maxUDPFlows``: 256 × ~20 KiB ≈ 5 MiB, and 256 descriptors.
 public struct TunnelStackConfiguration: Sendable {
     /// The tunnel's MTU: IPv6 packets in and out are at most this long, and SYNs announce
     /// an MSS of MTU - 60 (1220 for 1280, tailscale's default).
@@ -26,7 +26,7 @@ public struct TunnelStackConfiguration: Sendable {
     /// Ports below this one are reserved (1–8, as the Go agent): connections to them that
     /// nothing serves are reset at once. From here up they are forwarded to 127.0.0.1.
     public var firstForwardedPort: UInt16 = 9
-    /// Forward ports ≥ ``firstForwardedPort`` to the workspace's loopback.
+    /// Forward TCP ports ≥ ``firstForwardedPort`` and UDP to the workspace's loopback.
     public var forwardToLoopback: Bool = true
     /// Tunnel connections at once: established, closing (lwIP still finishing them) and
     /// half-open together. A SYN beyond it is reset.

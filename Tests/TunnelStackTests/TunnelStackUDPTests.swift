@@ -144,6 +144,30 @@ struct TunnelStackUDPTests {
         await server.stop()
     }
 
+    @Test func answersTooLargeForTheMTUAreDropped() async throws {
+        // The request's first byte says how long the answer is: 0 → 1232, 1 → 1233, 2 → 4000.
+        let server = try await UDPEchoServer.start { request in
+            [UInt8](repeating: 0xA5, count: [1232, 1233, 4000][Int(request.first ?? 0) % 3])
+        }
+        let sent = PacketLog()
+        let stack = try await makeStack(0x49, sent: sent)
+        let local = stack.addresses[0]
+        let serverPort = UInt16(server.port)
+        for size in [UInt8(1), 2, 0] {
+            await stack.feed(PacketBuilder.udp(from: peer, 49000, to: local, serverPort, payload: [size]))
+        }
+        // Only the last fits a 1280-byte packet: it alone comes back (the others were read
+        // before it on the same socket, in order).
+        #expect(await eventually(timeout: .seconds(20)) { sent.count == 1 })
+        #expect(await eventually(timeout: .seconds(20)) { stack.counters().udpDatagramsDropped == 2 })
+        let answer = try #require(sent.first)
+        #expect(answer.count == 1280 && reply(answer, from: local, serverPort, to: 49000) == [UInt8](repeating: 0xA5, count: 1232))
+        let counters = await stack.countersOnLoop()
+        #expect(counters.udpFlowsOpen == 1 && counters.udpDatagramsOut == 1)
+        await stack.shutdown()
+        await server.stop()
+    }
+
     @Test func idleFlowsEndByTheInjectedClock() async throws {
         let server = try await UDPEchoServer.start()
         let sent = PacketLog()
