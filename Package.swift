@@ -246,9 +246,9 @@ let package = Package(
         // path and the link only; CLwIPGlue is the C that uses it, TunnelStack the Swift.
         .systemLibrary(name: "CLwIP", pkgConfig: "lwip", providers: [.apt(["liblwip-dev"])]),
         .target(name: "CLwIPGlue", dependencies: ["CLwIP"]),
-        // The tunnel's TCP/IPv6 stack: IPv6 packets in and out, each TCP connection a NIO
-        // channel (port 4's handed to the agent's HTTP server), ports 9+ forwarded to the
-        // workspace's loopback.
+        // The tunnel's TCP/UDP/IPv6 stack: IPv6 packets in and out, each TCP connection a NIO
+        // channel (port 4's handed to the agent's HTTP server), TCP ports 9+ and UDP
+        // forwarded to the workspace's loopback.
         .target(
             name: "TunnelStack",
             dependencies: [

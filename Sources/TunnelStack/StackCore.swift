@@ -48,6 +48,8 @@ final class StackCore: @unchecked Sendable {
     /// Accepted connections served as channels, until they close.
     var channels: [ObjectIdentifier: TunnelChannel] = [:]
     var stopping = false
+    /// UDP flows (they need nothing of lwIP).
+    let udp: TunnelUDPForwarder
 
     init(
         addresses: [TunnelAddress], configuration: TunnelStackConfiguration, eventLoop: any EventLoop,
@@ -58,6 +60,7 @@ final class StackCore: @unchecked Sendable {
         self.eventLoop = eventLoop
         self.output = output
         self.acceptors = acceptors
+        udp = TunnelUDPForwarder(configuration: configuration, counters: counters, eventLoop: eventLoop, output: output)
     }
 
     static func from(_ pointer: UnsafeMutableRawPointer) -> StackCore {
@@ -115,6 +118,10 @@ final class StackCore: @unchecked Sendable {
             pass(wire, to: netif)
         case .tcp(let segment):
             return coreTCP(packet, segment, wire, netif: netif)
+        case .udp(let datagram):
+            udp.receive(packet, datagram, wire)
+        case .malformedUDP:
+            udp.drop()
         default:
             counters.packetsDropped.increment()
         }
@@ -241,13 +248,13 @@ final class StackCore: @unchecked Sendable {
         return Int(tl_netif_counts(netif).syn_rcvd_low_ports) + handshakes.count
     }
 
-    /// Stops taking connections; resets every connection and returns the local channels to
-    /// close and the relays to end.
+    /// Stops taking connections; resets every connection, ends the UDP flows and returns the
+    /// local channels to close and the relays to end.
     func coreStop() -> (channels: [any Channel], relays: [TunnelRelay]) {
         LwIPCore.assertConfined()
         for channel in Array(self.channels.values) { channel.abort() }
         stopping = true
-        var channels: [any Channel] = []
+        var channels: [any Channel] = udp.stop()
         for handshake in handshakes.values {
             handshake.timer?.cancel()
             if let channel = handshake.channel { channels.append(channel) }

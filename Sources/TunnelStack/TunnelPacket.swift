@@ -7,7 +7,12 @@ struct TunnelPacket: Equatable {
         case tcp(TCPSegment)
         /// ICMPv6 with its type (128 is an echo request).
         case icmp(type: UInt8)
-        /// Any other next header (UDP, extension headers, fragments, ...).
+        /// UDP whose length field fits the packet and whose checksum holds.
+        case udp(UDPDatagram)
+        /// UDP shorter than its header, with a length field outside 8...payload, or with a
+        /// wrong or zero checksum (IPv6 requires one: RFC 8200 §8.1).
+        case malformedUDP
+        /// Any other next header (extension headers, fragments, ...).
         case other(nextHeader: UInt8)
     }
 
@@ -29,6 +34,15 @@ struct TunnelPacket: Equatable {
         var fin: Bool { flags & 0x01 != 0 }
         /// Sequence space the segment occupies (payload, SYN and FIN count one each).
         var sequenceLength: UInt32 { UInt32(payloadLength) + (syn ? 1 : 0) + (fin ? 1 : 0) }
+    }
+
+    /// A UDP header's ports (host order) and where its payload lies in the packet.
+    struct UDPDatagram: Equatable {
+        var sourcePort: UInt16
+        var destinationPort: UInt16
+        /// Offsets in the packet: from the end of the UDP header to the end the UDP length
+        /// field gives (bytes after it, within the IPv6 payload, are ignored).
+        var payload: Range<Int>
     }
 
     var source: TunnelAddress
@@ -57,6 +71,8 @@ struct TunnelPacket: Equatable {
         case 58:
             guard payloadLength >= 4 else { return nil }
             transport = .icmp(type: bytes[headerLength])
+        case 17:
+            transport = udp(bytes, payloadLength: payloadLength)
         default:
             transport = .other(nextHeader: nextHeader)
         }
@@ -75,6 +91,85 @@ struct TunnelPacket: Equatable {
             flags: bytes[13],
             payloadLength: bytes.count - headerLength,
             optionsValid: optionsValid(UnsafeRawBufferPointer(rebasing: bytes[20..<headerLength])))
+    }
+
+    static let udpHeaderLength = 8
+
+    /// The UDP datagram after the IPv6 header, checked as gVisor does: the length field
+    /// within 8...(IPv6 payload length) and the checksum, over the length field's bytes.
+    private static func udp(_ bytes: UnsafeRawBufferPointer, payloadLength: Int) -> Transport {
+        guard payloadLength >= udpHeaderLength else { return .malformedUDP }
+        let udpLength = Int(bytes[headerLength + 4]) << 8 | Int(bytes[headerLength + 5])
+        guard udpLength >= udpHeaderLength, udpLength <= payloadLength else { return .malformedUDP }
+        let checksumField = UInt16(bytes[headerLength + 6]) << 8 | UInt16(bytes[headerLength + 7])
+        let upper = UnsafeRawBufferPointer(rebasing: bytes[headerLength..<(headerLength + udpLength)])
+        let source = UnsafeRawBufferPointer(rebasing: bytes[8..<24])
+        let destination = UnsafeRawBufferPointer(rebasing: bytes[24..<40])
+        guard checksumField != 0, checksum(source: source, destination: destination, nextHeader: 17, upper) == 0 else {
+            return .malformedUDP
+        }
+        return .udp(
+            UDPDatagram(
+                sourcePort: UInt16(bytes[headerLength]) << 8 | UInt16(bytes[headerLength + 1]),
+                destinationPort: UInt16(bytes[headerLength + 2]) << 8 | UInt16(bytes[headerLength + 3]),
+                payload: (headerLength + udpHeaderLength)..<(headerLength + udpLength)))
+    }
+
+    /// An IPv6/UDP packet from `source`:`sourcePort` to `destination`:`destinationPort`
+    /// carrying `payload`, with its checksum (0 is sent as 0xFFFF, RFC 768).
+    static func udp(
+        from source: TunnelAddress, _ sourcePort: UInt16, to destination: TunnelAddress, _ destinationPort: UInt16,
+        payload: UnsafeRawBufferPointer
+    ) -> [UInt8] {
+        let udpLength = udpHeaderLength + payload.count
+        precondition(udpLength <= 0xFFFF, "a UDP datagram of \(udpLength) bytes")
+        var packet = [UInt8](repeating: 0, count: headerLength + udpLength)
+        let header: [UInt8] = [
+            0x60, 0, 0, 0, UInt8(udpLength >> 8), UInt8(udpLength & 0xFF), 17, 64,
+        ]
+        packet.replaceSubrange(0..<8, with: header)
+        packet.replaceSubrange(8..<24, with: source.bytes)
+        packet.replaceSubrange(24..<40, with: destination.bytes)
+        let fields: [UInt8] = [
+            UInt8(sourcePort >> 8), UInt8(sourcePort & 0xFF), UInt8(destinationPort >> 8), UInt8(destinationPort & 0xFF),
+            UInt8(udpLength >> 8), UInt8(udpLength & 0xFF),
+        ]
+        packet.replaceSubrange(40..<46, with: fields)
+        packet.withUnsafeMutableBytes { bytes in
+            if let base = payload.baseAddress, payload.count > 0 {
+                bytes.baseAddress!.advanced(by: headerLength + udpHeaderLength).copyMemory(from: base, byteCount: payload.count)
+            }
+            var sum = checksum(
+                source: UnsafeRawBufferPointer(rebasing: bytes[8..<24]), destination: UnsafeRawBufferPointer(rebasing: bytes[24..<40]),
+                nextHeader: 17, UnsafeRawBufferPointer(rebasing: bytes[headerLength...]))
+            if sum == 0 { sum = 0xFFFF }
+            bytes[46] = UInt8(sum >> 8)
+            bytes[47] = UInt8(sum & 0xFF)
+        }
+        return packet
+    }
+
+    /// The Internet checksum of an upper-layer packet (`upper`, checksum field as it stands)
+    /// with the IPv6 pseudo-header of its length (RFC 8200 §8.1).
+    static func checksum(
+        source: UnsafeRawBufferPointer, destination: UnsafeRawBufferPointer, nextHeader: UInt8, _ upper: UnsafeRawBufferPointer
+    ) -> UInt16 {
+        var sum: UInt64 = UInt64(upper.count) + UInt64(nextHeader)
+        for address in [source, destination] {
+            var index = 0
+            while index < 16 {
+                sum += UInt64(address[index]) << 8 | UInt64(address[index + 1])
+                index += 2
+            }
+        }
+        var index = 0
+        while index + 1 < upper.count {
+            sum += UInt64(upper[index]) << 8 | UInt64(upper[index + 1])
+            index += 2
+        }
+        if index < upper.count { sum += UInt64(upper[index]) << 8 }
+        while sum > 0xFFFF { sum = (sum & 0xFFFF) + (sum >> 16) }
+        return ~UInt16(sum)
     }
 
     private static func word(_ bytes: UnsafeRawBufferPointer, _ offset: Int) -> UInt32 {

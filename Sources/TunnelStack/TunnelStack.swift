@@ -2,13 +2,17 @@ import NIOCore
 import NIOPosix
 import Synchronization
 
-/// A userspace TCP/IPv6 stack for the tailnet (lwIP), with no TUN and no privileges: the
-/// owner feeds it the IPv6 packets WireGuard decrypted (``input(_:)``) and sends on what it
-/// emits (`output`).
+/// A userspace TCP/UDP/IPv6 stack for the tailnet (lwIP for TCP and echo), with no TUN and
+/// no privileges: the owner feeds it the IPv6 packets WireGuard decrypted (``input(_:)``)
+/// and sends on what it emits (`output`).
 ///
 /// - Addresses: the agent's /128s (the fd7a:115c:a1e0::/48 and fd60:627a:a42b::/48 ones);
-///   packets to anything else, IPv4, and everything but TCP and ICMPv6 echo are dropped.
-///   Echo requests are answered.
+///   packets to anything else, IPv4, and everything but TCP, UDP and ICMPv6 echo are
+///   dropped. Echo requests are answered.
+/// - UDP to any port N (but 0) → relayed to 127.0.0.1:N, one local socket per flow, bound
+///   to 127.0.0.1:<peer's port> when free (see ``TunnelUDPForwarder``): Coder's forwarding,
+///   with a bound on flows (``TunnelStackConfiguration/maxUDPFlows``). Malformed datagrams
+///   (length field, checksum) are dropped and counted.
 /// - TCP by destination port: a port with a ``TunnelAcceptor`` (the HTTP API on
 ///   ``TunnelStackConfiguration/httpPort``, 4) → each connection is a ``TunnelChannel``
 ///   given to the acceptor's initializer; ports from
@@ -135,7 +139,13 @@ public final class TunnelStack: Sendable {
         return core.counters.snapshot(halfOpen: halfOpen)
     }
 
-    /// Resets every connection, closes the local sockets and removes the netif. Packets
+    /// Ends the UDP flows idle past their timeout by the configuration's clock now (each
+    /// flow's timer does this by itself; for tests with an injected clock).
+    func expireIdleUDPFlows() async {
+        try? await core.eventLoop.submit { self.core.udp.expireIdle() }.get()
+    }
+
+    /// Resets every connection, ends the UDP flows, closes the local sockets and removes the netif. Packets
     /// given afterwards are dropped. lwIP stays (idle) for other stacks.
     public func shutdown() async {
         let core = self.core

@@ -12,6 +12,11 @@ import NIOCore
 /// once, so what the kernel still held for that socket (our receive buffer and the
 /// service's send buffer, finite since nothing can follow EOF) waits in the stack until
 /// lwIP takes it.
+///
+/// UDP holds per flow at most ``maxUDPQueuedDatagrams`` datagrams while its local socket
+/// binds (16 × 1232 bytes), then at most ``udpWriteBufferLimit`` bytes NIO has not yet
+/// sent plus one datagram (more is dropped); nothing toward the peer (each datagram read is
+/// sent on at once). Times ``maxUDPFlows``: 256 × ~20 KiB ≈ 5 MiB, and 256 descriptors.
 public struct TunnelStackConfiguration: Sendable {
     /// The tunnel's MTU: IPv6 packets in and out are at most this long, and SYNs announce
     /// an MSS of MTU - 60 (1220 for 1280, tailscale's default).
@@ -21,7 +26,7 @@ public struct TunnelStackConfiguration: Sendable {
     /// Ports below this one are reserved (1–8, as the Go agent): connections to them that
     /// nothing serves are reset at once. From here up they are forwarded to 127.0.0.1.
     public var firstForwardedPort: UInt16 = 9
-    /// Forward ports ≥ ``firstForwardedPort`` to the workspace's loopback.
+    /// Forward TCP ports ≥ ``firstForwardedPort`` and UDP to the workspace's loopback.
     public var forwardToLoopback: Bool = true
     /// Tunnel connections at once: established, closing (lwIP still finishing them) and
     /// half-open together. A SYN beyond it is reset.
@@ -51,6 +56,22 @@ public struct TunnelStackConfiguration: Sendable {
     /// retransmissions). Without it a peer that never closes would hold a connection slot
     /// for ``idleTimeout``.
     public var halfClosedTimeout: TimeAmount = .minutes(5)
+
+    /// UDP flows (peer address:port → agent address:port, each a local socket) at once. A
+    /// datagram that would open one more is dropped and counted. Coder has no bound.
+    public var maxUDPFlows: Int = 256
+    /// A UDP flow with no datagram either way for this long ends (Coder's 2 min).
+    public var udpIdleTimeout: TimeAmount = .minutes(2)
+    /// The same for flows to port 53 (Coder's 30 s: DNS queries are one exchange).
+    public var udpDNSIdleTimeout: TimeAmount = .seconds(30)
+    /// Datagrams from the peer kept while a new flow's local socket binds; more are dropped.
+    public var maxUDPQueuedDatagrams: Int = 16
+    /// Bytes toward a flow's local socket NIO may hold unsent; datagrams beyond are dropped
+    /// (UDP's answer to a full buffer).
+    public var udpWriteBufferLimit: Int = 16 * 1024
+
+    /// The UDP idle timer's clock (tests inject one to expire flows without waiting).
+    var clock: @Sendable () -> NIODeadline = { .now() }
 
     public init() {}
 }

@@ -39,6 +39,19 @@ public struct TunnelStackCounters: Sendable, Equatable {
     public var packetsDropped: UInt64 = 0
     /// Times a connection's out-of-order segments went over their bound and were dropped.
     public var outOfOrderPurges: UInt64 = 0
+    /// UDP flows with a local socket now, and opened since the start.
+    public var udpFlowsOpen: Int = 0
+    public var udpFlowsOpened: UInt64 = 0
+    /// UDP datagrams dropped because they would have opened a flow beyond the bound.
+    public var udpFlowsRefused: UInt64 = 0
+    /// UDP flows ended after their idle timeout.
+    public var udpIdleTimeouts: UInt64 = 0
+    /// UDP datagrams from tunnel peers taken by a flow, and datagrams sent back to them.
+    public var udpDatagramsIn: UInt64 = 0
+    public var udpDatagramsOut: UInt64 = 0
+    /// UDP datagrams dropped: malformed (length field, checksum), forwarding off, port 0,
+    /// over a flow's queue or write buffer, or too large for the MTU on the way back.
+    public var udpDatagramsDropped: UInt64 = 0
 
     public init() {}
 }
@@ -64,6 +77,13 @@ final class TunnelCounters: Sendable {
     let packetsOut = Atomic<UInt64>(0)
     let packetsDropped = Atomic<UInt64>(0)
     let outOfOrderPurges = Atomic<UInt64>(0)
+    let udpFlowsOpen = Atomic<Int>(0)
+    let udpFlowsOpened = Atomic<UInt64>(0)
+    let udpFlowsRefused = Atomic<UInt64>(0)
+    let udpIdleTimeouts = Atomic<UInt64>(0)
+    let udpDatagramsIn = Atomic<UInt64>(0)
+    let udpDatagramsOut = Atomic<UInt64>(0)
+    let udpDatagramsDropped = Atomic<UInt64>(0)
 
     func snapshot(halfOpen: Int) -> TunnelStackCounters {
         var counters = TunnelStackCounters()
@@ -86,6 +106,13 @@ final class TunnelCounters: Sendable {
         counters.packetsOut = packetsOut.load(ordering: .relaxed)
         counters.packetsDropped = packetsDropped.load(ordering: .relaxed)
         counters.outOfOrderPurges = outOfOrderPurges.load(ordering: .relaxed)
+        counters.udpFlowsOpen = udpFlowsOpen.load(ordering: .relaxed)
+        counters.udpFlowsOpened = udpFlowsOpened.load(ordering: .relaxed)
+        counters.udpFlowsRefused = udpFlowsRefused.load(ordering: .relaxed)
+        counters.udpIdleTimeouts = udpIdleTimeouts.load(ordering: .relaxed)
+        counters.udpDatagramsIn = udpDatagramsIn.load(ordering: .relaxed)
+        counters.udpDatagramsOut = udpDatagramsOut.load(ordering: .relaxed)
+        counters.udpDatagramsDropped = udpDatagramsDropped.load(ordering: .relaxed)
         return counters
     }
 }

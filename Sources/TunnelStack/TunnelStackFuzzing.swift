@@ -1,8 +1,9 @@
 /// Helpers for the fuzz target (Fuzz/Sources/FuzzTunnelStack) only: it builds packets whose
 /// checksums hold (so that they get past lwIP's checks) and checks what the stack sends.
 public enum TunnelStackFuzzing {
-    /// `packet` (an IPv6 header and a TCP or ICMPv6 payload) with its payload length set
-    /// from its size and its checksum computed; other packets only get the length.
+    /// `packet` (an IPv6 header and a TCP, UDP or ICMPv6 payload) with its payload length
+    /// (and a UDP length field) set from its size and its checksum computed; other packets
+    /// only get the length.
     public static func sealed(_ packet: [UInt8]) -> [UInt8] {
         guard packet.count >= 40, packet.count - 40 <= 0xFFFF else { return packet }
         var packet = packet
@@ -10,15 +11,20 @@ public enum TunnelStackFuzzing {
         packet[4] = UInt8(payload >> 8)
         packet[5] = UInt8(payload & 0xFF)
         guard let offset = checksumOffset(packet) else { return packet }
+        if packet[6] == 17 {
+            packet[44] = packet[4]
+            packet[45] = packet[5]
+        }
         packet[offset] = 0
         packet[offset + 1] = 0
-        let checksum = TunnelPacket.transportChecksum(packet)
+        var checksum = TunnelPacket.transportChecksum(packet)
+        if checksum == 0, packet[6] == 17 { checksum = 0xFFFF }  // UDP's 0 means none
         packet[offset] = UInt8(checksum >> 8)
         packet[offset + 1] = UInt8(checksum & 0xFF)
         return packet
     }
 
-    /// True when `packet` is a TCP or ICMPv6 packet whose checksum holds.
+    /// True when `packet` is a TCP, UDP or ICMPv6 packet whose checksum holds.
     public static func checksumValid(_ packet: [UInt8]) -> Bool {
         checksumOffset(packet) != nil && TunnelPacket.transportChecksum(packet) == 0
     }
@@ -43,6 +49,7 @@ public enum TunnelStackFuzzing {
         guard packet.count >= 40 else { return nil }
         switch packet[6] {
         case 6: return packet.count >= 60 ? 56 : nil
+        case 17: return packet.count >= 48 ? 46 : nil
         case 58: return packet.count >= 44 ? 42 : nil
         default: return nil
         }

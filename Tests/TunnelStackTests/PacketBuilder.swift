@@ -31,6 +31,29 @@ enum PacketBuilder {
         return seal(ipv6(from: source, to: destination, nextHeader: 58, payload: icmp), checksumAt: 40 + 2)
     }
 
+    /// A UDP datagram with a correct length field and checksum (0 is sent as 0xFFFF).
+    static func udp(
+        from source: TunnelAddress, _ sourcePort: UInt16, to destination: TunnelAddress, _ destinationPort: UInt16,
+        payload: [UInt8]
+    ) -> [UInt8] {
+        let length = 8 + payload.count
+        let udp: [UInt8] = [
+            UInt8(sourcePort >> 8), UInt8(sourcePort & 0xFF), UInt8(destinationPort >> 8), UInt8(destinationPort & 0xFF),
+            UInt8(length >> 8), UInt8(length & 0xFF), 0, 0,
+        ] + payload
+        var packet = seal(ipv6(from: source, to: destination, nextHeader: 17, payload: udp), checksumAt: 40 + 6)
+        if packet[46] == 0, packet[47] == 0 { (packet[46], packet[47]) = (0xFF, 0xFF) }
+        return packet
+    }
+
+    /// The UDP fields of `packet` (40-byte header, no extensions): ports, length field,
+    /// checksum field and payload.
+    static func udpFields(of packet: [UInt8]) -> (sourcePort: UInt16, destinationPort: UInt16, length: Int, checksum: UInt16, payload: [UInt8])? {
+        guard packet.count >= 48, packet[6] == 17 else { return nil }
+        func half(_ offset: Int) -> UInt16 { UInt16(packet[offset]) << 8 | UInt16(packet[offset + 1]) }
+        return (half(40), half(42), Int(half(44)), half(46), Array(packet[48...]))
+    }
+
     static func ipv6(from source: TunnelAddress, to destination: TunnelAddress, nextHeader: UInt8, payload: [UInt8]) -> [UInt8] {
         var packet: [UInt8] = [0x60, 0, 0, 0, UInt8(payload.count >> 8), UInt8(payload.count & 0xFF), nextHeader, 64]
         packet += source.bytes + destination.bytes + payload

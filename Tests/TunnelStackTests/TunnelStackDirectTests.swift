@@ -203,6 +203,7 @@ final class PacketLog: Sendable {
     func clear() { packets.withLock { $0 = [] } }
     var count: Int { packets.withLock { $0.count } }
     var first: [UInt8]? { packets.withLock { $0.first } }
+    var all: [[UInt8]] { packets.withLock { $0 } }
     /// The TCP destination ports of the IPv6 packets sent (40-byte header, no extensions).
     var destinationPorts: Set<UInt16> {
         packets.withLock { packets in

@@ -5,8 +5,10 @@ import TunnelStack
 
 /// The tunnel's TCP/IPv6 stack (lwIP behind TunnelStack's filter): packets from a tunnel
 /// peer, raw bytes or built from fields with correct checksums (SYNs, data, FINs, RSTs with
-/// sequence numbers near what the stack sent, options, echo requests), to the HTTP port, a
-/// reserved port and others. Every packet the stack sends must be a whole IPv6 packet of at
+/// sequence numbers near what the stack sent, options, echo requests, UDP datagrams with
+/// whole or broken length fields), to the HTTP port, a reserved port and others. (Forwarding
+/// to the loopback is off, so UDP goes through the stack's parsing and checks but opens no
+/// local socket: an input stays a pure function of its bytes.) Every packet the stack sends must be a whole IPv6 packet of at
 /// most the MTU from one of its addresses with a correct checksum; SYN-ACKs announce an MSS
 /// of at most 1220; half-open and open connections stay within their bounds; nothing traps
 /// (lwIP aborts the process on a failed assertion).
@@ -97,6 +99,15 @@ func packet(_ input: inout FuzzInput, sent: Sent) -> [UInt8] {
         header[6] = 58
         let icmp: [UInt8] = [input.bool() ? 128 : input.byte(), 0, 0, 0] + input.data(maxLength: 64)
         return TunnelStackFuzzing.sealed(header + icmp)
+    }
+    if kind == 2 {
+        header[6] = 17
+        let ports: [UInt16] = [40000 + UInt16(input.byte() % 4), [53, 9, 0, 4][Int(input.byte() % 4)]]
+        let udp = ports.flatMap { [UInt8($0 >> 8), UInt8($0 & 0xFF)] } + [0, 0, 0, 0] + input.data(maxLength: 1240)
+        // Sealed sets the length field to the datagram's size; sometimes it is broken after.
+        var packet = TunnelStackFuzzing.sealed(header + udp)
+        if input.byte() % 4 == 0 { (packet[44], packet[45]) = (input.byte(), input.byte()) }
+        return packet
     }
     let sourcePort = UInt16(40000 + Int(input.byte() % 4))
     let destinationPort: UInt16 = [4, 4, 4, 5, 9, 0, 80, 4][Int(input.byte() % 8)]
