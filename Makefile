@@ -136,7 +136,7 @@ FUZZ_TARGETS := FuzzEditMatcher FuzzFileRequests FuzzFilePathText FuzzJSONReques
 	FuzzBoundaryFrames FuzzAgentProto FuzzDRPCFrames FuzzAgentSocket FuzzYamuxSession FuzzWebSocketClient FuzzHTTPGuard \
 	FuzzWireGuardMessages FuzzTunnelStack FuzzDERPFrames FuzzCron FuzzScriptLogs FuzzProcessAwait FuzzMCPFrames \
 	FuzzMCPConfig FuzzFrontMatter FuzzProcNetTCP FuzzSSHSession FuzzSpeedtestRequest FuzzReconnectingPTY \
-	FuzzCgroupValues FuzzCgroupTree FuzzProcCgroup FuzzProcMeminfo FuzzProcStat FuzzGitCredentials FuzzReinitEvents
+	FuzzCgroupValues FuzzCgroupTree FuzzProcCgroup FuzzProcMeminfo FuzzProcStat FuzzGitCredentials FuzzReinitEvents FuzzDirectPaths
 FUZZ_OUT ?= .fuzz
 FUZZ_RUNS ?= 1000000
 FUZZ_SECONDS ?= 3600

@@ -36,6 +36,7 @@ let package = Package(
         .library(name: "Desktop", targets: ["Desktop"]),
         .library(name: "WireGuard", targets: ["WireGuard"]),
         .library(name: "TunnelStack", targets: ["TunnelStack"]),
+        .library(name: "Tailnet", targets: ["Tailnet"]),
         .library(name: "Scripts", targets: ["Scripts"]),
         // Also for the fuzz targets of the front-matter reader.
         .library(name: "ChatContext", targets: ["ChatContext"]),

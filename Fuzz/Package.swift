@@ -65,6 +65,7 @@ let targets: [(String, [Target.Dependency])] = [
     ("FuzzProcStat", [agent("HostStats")]),
     ("FuzzGitCredentials", [agent("GitCredentials"), agent("AgentJSON")]),
     ("FuzzReinitEvents", [agent("AgentRPC")]),
+    ("FuzzDirectPaths", [agent("Tailnet"), agent("DERP")]),
 ]
 
 let package = Package(

@@ -348,3 +348,22 @@ write("FuzzCgroupTree", "v2", b"\x01" + b"".join(b"\x01" + data(f) for f in v2_f
       + b"\x01" + data(b"MemTotal: 100 kB\nMemAvailable: 40 kB\n"))
 v1_files = [b"1000000000\n", b"100000\n", b"-1\n", b"9223372036854771712\n", b"4096\n", b"total_inactive_file 1\n"]
 write("FuzzCgroupTree", "v1", b"\x00" + b"".join(b"\x01" + data(f) for f in v1_files) + b"\x00")
+
+# FuzzDirectPaths: a STUN response, an endpoint text, then steps (a kind byte, then its
+# fields): the peer's endpoints, a send, a sealed Ping from 10.0.0.2:5000, WireGuard from
+# the same source, time, a sealed CallMeMaybe over DERP, the block switch, a send.
+stun_tx = bytes(range(12))
+xor_mapped = bytes([0, 1]) + (32853 ^ 0x2112).to_bytes(2, "big") + bytes(a ^ b for a, b in zip([192, 0, 2, 1], [0x21, 0x12, 0xA4, 0x42]))
+stun_response = bytes([1, 1, 0, 12, 0x21, 0x12, 0xA4, 0x42]) + stun_tx + bytes([0, 0x20, 0, 8]) + xor_mapped
+disco_ping = bytes([1, 1]) + bytes(range(12))
+wireguard = bytes([4, 0, 0, 0]) + bytes(28)
+call_me_maybe = bytes([3, 0]) + bytes(10) + b"\xff\xff" + bytes([10, 0, 0, 2]) + (5000).to_bytes(2, "big")
+steps = (b"\x05\x01" + u(0x0A05, 2) + b"\x02"
+         + b"\x00" + data(disco_ping) + b"\x02" + u(5000, 2) + b"\x01"
+         + b"\x00" + data(wireguard) + b"\x02" + u(5000, 2) + b"\x00"
+         + b"\x03" + u(3000, 2)
+         + b"\x01" + data(call_me_maybe) + b"\x01"
+         + b"\x04\x01\x02")
+write("FuzzDirectPaths", "ping-then-wireguard", data(stun_response, 200) + data(b"10.0.0.2:5000", 64) + steps)
+write("FuzzDirectPaths", "garbage", data(b"\x00\x01\x00\x00\x21\x12\xa4\x42" + bytes(12), 200) + data(b"[::1]:1", 64)
+      + b"\x00" + data(bytes([0x54, 0x53, 0xF0, 0x9F, 0x92, 0xAC]) + bytes(60)) + b"\x01" + u(1, 2) + b"\x00")

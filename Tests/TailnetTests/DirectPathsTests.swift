@@ -206,3 +206,43 @@ extension DiscoMessage {
         }
     }
 }
+
+/// The fuzz target's invariants, run on a fixed scenario and on random runs (bounded).
+@Suite struct DirectPathsFuzzingTests {
+    @Test func aVerifiedPingLetsWireGuardInAndTheInvariantsHold() {
+        let ping: [UInt8] = [1, 1] + Array(0..<12)
+        let wireGuard: [UInt8] = [4, 0, 0, 0] + Array(repeating: 0, count: 28)
+        #expect(DirectPathsFuzzing.run([
+            .endpoints([0x0A05]), .send,
+            .udp(bytes: wireGuard, host: 2, port: 5000, seal: false),
+            .udp(bytes: ping, host: 2, port: 5000, seal: true),
+            .udp(bytes: wireGuard, host: 2, port: 5000, seal: false),
+            .wait(milliseconds: 3000), .send, .block(true), .send, .block(false), .wait(milliseconds: 60000),
+        ]) == nil)
+    }
+
+    @Test func randomRunsKeepTheInvariants() {
+        var random = SplitMix64(seed: 7)
+        func byte() -> UInt8 { UInt8(truncatingIfNeeded: random.next()) }
+        for _ in 0..<300 {
+            var steps: [DirectPathsFuzzing.Step] = []
+            for _ in 0..<Int(random.next() % 40) {
+                switch random.next() % 6 {
+                case 0:
+                    let kind = random.next() % 3
+                    let bytes: [UInt8] = kind == 0 ? [1, 1] + (0..<12).map { _ in byte() }
+                        : kind == 1 ? [2, 1] + (0..<30).map { _ in byte() } : (0..<Int(random.next() % 64)).map { _ in byte() }
+                    steps.append(.udp(bytes: bytes, host: byte() % 4, port: UInt16(random.next() % 4), seal: random.next() % 2 == 0))
+                case 1: steps.append(.derp(bytes: [3, 0] + (0..<18 * Int(random.next() % 3)).map { _ in byte() }, seal: true))
+                case 2: steps.append(.send)
+                case 3: steps.append(.wait(milliseconds: UInt16(random.next() % 10_000)))
+                case 4: steps.append(.block(random.next() % 4 == 0))
+                default: steps.append(.endpoints((0..<Int(random.next() % 4)).map { _ in UInt16(random.next() % 8) }))
+                }
+            }
+            let broken = DirectPathsFuzzing.run(steps)
+            #expect(broken == nil, "\(steps)")
+            if broken != nil { return }
+        }
+    }
+}
