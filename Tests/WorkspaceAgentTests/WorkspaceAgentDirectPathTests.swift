@@ -48,6 +48,65 @@ struct WorkspaceAgentDirectPathTests {
             return (path, first["direct_trusted"] as? Bool ?? false)
         }
 
+        /// A UDP echo server on the workspace's 127.0.0.1 (Python), and from the peer's
+        /// namespace `count` datagrams of `size` bytes to [agent]:port through the tunnel:
+        /// how many came back intact.
+        func udpEcho(size: Int = 1232, count: Int = 5) async -> Int {
+            let port = 40000 + Int.random(in: 0..<9000)
+            guard let server = workspace.start(["python3", "-c", """
+                import socket
+                s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+                s.bind(('127.0.0.1', \(port)))
+                print('ready', flush=True)
+                for _ in range(1000):
+                    data, source = s.recvfrom(65536)
+                    s.sendto(data, source)
+                """]) else { return -1 }
+            defer { server.kill() }
+            let ready = await onThread { () -> Bool in
+                var bytes: [UInt8] = []
+                var byte: UInt8 = 0
+                while bytes.count < 16, read(server.stdout, &byte, 1) == 1, byte != 10 { bytes.append(byte) }
+                return bytes == Array("ready".utf8)
+            }
+            guard ready else { return -1 }
+            let outcome = await peerNamespace.run(["python3", "-c", """
+                import os, socket
+                s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+                s.settimeout(2)
+                good = 0
+                for i in range(\(count)):
+                    payload = os.urandom(\(size))
+                    for attempt in range(5):
+                        s.sendto(payload, ('\(addresses.primaryText)', \(port)))
+                        try:
+                            data, _ = s.recvfrom(65536)
+                        except OSError:
+                            continue
+                        if data == payload:
+                            good += 1
+                            break
+                print(good)
+                """])
+            return Int(outcome.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
+        }
+
+        /// Keeps traffic flowing (healthz) until the speaker has seen `rounds` more
+        /// CallMeMaybe (the agent's discovery rounds, one per 5 s at most), bounded.
+        func discoveryRounds(_ rounds: Int) async -> Bool {
+            let start = peer.counters.callMeMaybe
+            return await eventually(timeout: .seconds(60)) {
+                _ = await curl([url("/healthz")], maxTime: 5)
+                return peer.counters.callMeMaybe >= start + rounds
+            }
+        }
+
+        /// The agent's netcheck `net_info`, through the tunnel.
+        func netInfo() async -> [String: Any]? {
+            let netcheck = await curl([url("/api/v0/netcheck")])
+            return jsonObject(Array(netcheck.stdout.utf8))?["net_info"] as? [String: Any]
+        }
+
         /// Bytes the speed test (port 3) downloads in `seconds` (whole 2 MiB blocks), run in
         /// the peer's namespace.
         func download(seconds: Int) async -> Int {
@@ -71,9 +130,98 @@ struct WorkspaceAgentDirectPathTests {
         }
     }
 
+    /// The namespaces' wiring: "workspace" (the agent), "peer" (wireguard-go and the
+    /// speaker), and any others (routers, a server); `pid:NAME` in a command is that
+    /// namespace holder's pid (for `ip link … netns`).
+    struct Network: Sendable {
+        var extra: [String] = []
+        var commands: [(String, [String])]
+        /// Where the speaker's socket is bound in the peer's namespace.
+        var peerBind: (address: String, port: UInt16) = (peerLAN, peerPort)
+        /// What the peer's Node lists (its STUN-mapped or local addresses).
+        var peerEndpoints: [String]
+        /// STUN servers (coturn in the "server" namespace) added to the DERP map.
+        var stun: [String] = []
+        /// An endpoint the agent must advertise before the peer is introduced.
+        var agentEndpoint: String?
+    }
+
+    /// Two namespaces on one link (the agent's endpoint is its LAN address).
+    static func lan(mtu: Int = 1500) -> Network {
+        Network(commands: [
+            ("workspace", ["ip", "link", "add", "va", "mtu", "\(mtu)", "type", "veth", "peer", "name", "vb", "mtu", "\(mtu)", "netns", "pid:peer"]),
+            ("workspace", ["ip", "addr", "add", "\(agentLAN)/24", "dev", "va"]),
+            ("workspace", ["ip", "link", "set", "va", "up"]),
+            ("peer", ["ip", "addr", "add", "\(peerLAN)/24", "dev", "vb"]),
+            ("peer", ["ip", "link", "set", "vb", "up"]),
+        ], peerEndpoints: ["\(peerLAN):\(peerPort)"], agentEndpoint: "\(agentLAN):\(agentPort)")
+    }
+
+    /// Coder's NAT topology (routed, no bridge): a server namespace (10.0.1.1 and 10.0.2.1,
+    /// coturn on both) links router 1 (WAN 10.0.1.2, LAN 10.0.11.1 → the agent at 10.0.11.2)
+    /// and router 2 (WAN 10.0.2.2, LAN 10.0.12.1 → the peer at 10.0.12.2). Each router
+    /// masquerades TCP and maps its client's UDP port: easy NAT, one mapping for every
+    /// destination (48011 / 48012); hard NAT, a mapping per destination (the other router:
+    /// 48011 / 48012; the STUN servers: 48201+i / 48101+i), inbound only from that destination.
+    static func nat(agentHard: Bool, peerHard: Bool) -> Network {
+        var commands: [(String, [String])] = [
+            ("server", ["ip", "link", "add", "s1", "type", "veth", "peer", "name", "w1", "netns", "pid:r1"]),
+            ("server", ["ip", "link", "add", "s2", "type", "veth", "peer", "name", "w2", "netns", "pid:r2"]),
+            ("server", ["ip", "addr", "add", "10.0.1.1/24", "dev", "s1"]),
+            ("server", ["ip", "addr", "add", "10.0.2.1/24", "dev", "s2"]),
+            ("server", ["ip", "link", "set", "s1", "up"]),
+            ("server", ["ip", "link", "set", "s2", "up"]),
+            ("server", ["sysctl", "-qw", "net.ipv4.ip_forward=1"]),
+        ]
+        for (router, wan, lanNet, client, clientPort, port, hard, stunBase, other) in [
+            ("r1", "1", "11", "workspace", agentPort, 48011, agentHard, 48201, "10.0.2.2"),
+            ("r2", "2", "12", "peer", peerPort, 48012, peerHard, 48101, "10.0.1.2"),
+        ] {
+            let wanIF = "w\(wan)"
+            let lanIF = "l\(wan)"
+            let clientIF = client == "workspace" ? "va" : "vb"
+            let clientIP = "10.0.\(lanNet).2"
+            commands += [
+                (router, ["ip", "addr", "add", "10.0.\(wan).2/24", "dev", wanIF]),
+                (router, ["ip", "link", "set", wanIF, "up"]),
+                (router, ["ip", "link", "add", lanIF, "type", "veth", "peer", "name", clientIF, "netns", "pid:\(client)"]),
+                (router, ["ip", "addr", "add", "10.0.\(lanNet).1/24", "dev", lanIF]),
+                (router, ["ip", "link", "set", lanIF, "up"]),
+                (router, ["ip", "route", "add", "default", "via", "10.0.\(wan).1"]),
+                (router, ["sysctl", "-qw", "net.ipv4.ip_forward=1"]),
+                (router, ["iptables", "-t", "nat", "-A", "POSTROUTING", "-o", wanIF, "!", "-p", "udp", "-j", "MASQUERADE"]),
+                (client, ["ip", "addr", "add", "\(clientIP)/24", "dev", clientIF]),
+                (client, ["ip", "link", "set", clientIF, "up"]),
+                (client, ["ip", "route", "add", "default", "via", "10.0.\(lanNet).1"]),
+            ]
+            // (destination or nil for all, mapped port)
+            let mappings: [(String?, Int)] = hard ? [(other, port), ("10.0.1.1", stunBase), ("10.0.2.1", stunBase + 1)] : [(nil, port)]
+            for (destination, mapped) in mappings {
+                let to = destination.map { ["-d", $0] } ?? []
+                let from = destination.map { ["-s", $0] } ?? []
+                commands += [
+                    (router, ["iptables", "-t", "nat", "-A", "POSTROUTING", "-o", wanIF, "-p", "udp", "--sport", "\(clientPort)"] + to
+                        + ["-j", "SNAT", "--to-source", "10.0.\(wan).2:\(mapped)"]),
+                    (router, ["iptables", "-t", "nat", "-A", "PREROUTING", "-i", wanIF, "-p", "udp", "--dport", "\(mapped)"] + from
+                        + ["-j", "DNAT", "--to-destination", "\(clientIP):\(clientPort)"]),
+                ]
+            }
+        }
+        return Network(
+            extra: ["server", "r1", "r2"], commands: commands, peerBind: ("10.0.12.2", peerPort),
+            // What the peer's STUN would say: its one mapping, or its mapping towards the first STUN server.
+            peerEndpoints: [peerHard ? "10.0.2.2:48101" : "10.0.2.2:48012"],
+            stun: ["10.0.1.1", "10.0.2.1"],
+            // Hard: the two STUN servers see two ports, so the agent also lists its mapped IP
+            // with its fixed listen port (the spec's third endpoint rule).
+            agentEndpoint: agentHard ? "10.0.1.2:\(agentPort)" : "10.0.1.2:48011")
+    }
+
     static func missing() -> String? {
         if let missing = WorkspaceAgentTailnetTests.missing() { return missing }
-        if !FileManager.default.isExecutableFile(atPath: "/usr/bin/ssh") { return "/usr/bin/ssh is missing (Debian: openssh-client)" }
+        for tool in ["/usr/bin/ssh", "/usr/sbin/iptables", "/usr/bin/turnserver"] where !FileManager.default.isExecutableFile(atPath: tool) {
+            return "\(tool) is missing (Debian: openssh-client, iptables, coturn)"
+        }
         return nil
     }
 
@@ -126,56 +274,104 @@ struct WorkspaceAgentDirectPathTests {
     /// Builds the two namespaces and the link, starts the agent in the workspace and the
     /// peer, waits for healthz through the tunnel, runs `body`, and ends it all.
     static func withTopology(
-        blockDirect: Bool = false, _ body: @escaping @Sendable (Topology) async throws -> Void
+        _ network: Network = lan(), blockDirect: Bool = false, _ body: @escaping @Sendable (Topology) async throws -> Void
     ) async throws {
         if let missing = missing() {
             Issue.record("the direct-path test cannot run: \(missing)")
             return
         }
-        guard let workspace = await NetworkNamespace.make(), let peerNamespace = await NetworkNamespace.make() else {
-            Issue.record("`unshare -n` gave no private network namespace")
-            return
+        var namespaces: [String: NetworkNamespace] = [:]
+        for name in ["workspace", "peer"] + network.extra {
+            guard let namespace = await NetworkNamespace.make() else {
+                for made in namespaces.values { await made.shutDown() }
+                Issue.record("`unshare -n` gave no private network namespace")
+                return
+            }
+            namespaces[name] = namespace
         }
         let relay = DERPRelayDouble()
         try await relay.start(port: freeLoopbackPort())
+        var stun: ChildProgram.Running?
         do {
-            try await withTopology(workspace: workspace, peerNamespace: peerNamespace, relay: relay, blockDirect: blockDirect, body)
+            for (name, namespace) in namespaces {
+                let outcome = await namespace.run(["ip", "link", "set", "lo", "up"])
+                guard outcome.status == 0 else { throw Failure(description: "lo up in \(name): \(outcome.stdout)") }
+            }
+            for (name, command) in network.commands {
+                let resolved = command.map { word in
+                    word.hasPrefix("pid:") ? namespaces[String(word.dropFirst(4))].map { "\($0.holder.pid)" } ?? word : word
+                }
+                let outcome = await namespaces[name]!.run(resolved)
+                guard outcome.status == 0 else { throw Failure(description: "\(name): \(resolved.joined(separator: " ")): \(outcome.stdout)") }
+            }
+            if !network.stun.isEmpty, let server = namespaces["server"] {
+                stun = server.start(["turnserver", "-n", "--stun-only", "--no-cli", "--no-tls", "--no-dtls", "--simple-log", "--log-file", "stdout",
+                                     "--listening-port", "3478"] + network.stun.flatMap { ["--listening-ip", $0] })
+                // Bounded: coturn answers a STUN probe once it listens.
+                let answering = await eventually(timeout: .seconds(30)) {
+                    await server.run(["python3", "-c", Self.stunProbe(network.stun[0])]).stdout.hasPrefix("mapped")
+                }
+                guard answering else { throw Failure(description: "coturn does not answer STUN") }
+            }
+            try await withTopology(
+                workspace: namespaces["workspace"]!, peerNamespace: namespaces["peer"]!, network: network, relay: relay, blockDirect: blockDirect, body)
         } catch {
+            if let stun { await onThread { stun.kill() } }
             await relay.stop()
-            await workspace.shutDown()
-            await peerNamespace.shutDown()
+            for namespace in namespaces.values { await namespace.shutDown() }
             throw error
         }
+        if let stun { await onThread { stun.kill() } }
         await relay.stop()
-        await workspace.shutDown()
-        await peerNamespace.shutDown()
+        for namespace in namespaces.values { await namespace.shutDown() }
+    }
+
+    /// A STUN binding request from Python (in the server's namespace): prints `mapped` when
+    /// coturn answers.
+    static func stunProbe(_ server: String) -> String {
+        """
+        import os, socket
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.settimeout(1)
+        s.sendto(b'\\x00\\x01\\x00\\x00\\x21\\x12\\xa4\\x42' + os.urandom(12), ('\(server)', 3478))
+        try:
+            data, _ = s.recvfrom(2048)
+            print('mapped' if data[:2] == b'\\x01\\x01' else 'other')
+        except OSError:
+            print('silent')
+        """
     }
 
     private static func withTopology(
-        workspace: NetworkNamespace, peerNamespace: NetworkNamespace, relay: DERPRelayDouble, blockDirect: Bool,
+        workspace: NetworkNamespace, peerNamespace: NetworkNamespace, network: Network, relay: DERPRelayDouble, blockDirect: Bool,
         _ body: @escaping @Sendable (Topology) async throws -> Void
     ) async throws {
-        for (namespace, command) in [
-            (workspace, ["ip", "link", "set", "lo", "up"]),
-            (peerNamespace, ["ip", "link", "set", "lo", "up"]),
-            (workspace, ["ip", "link", "add", "va", "type", "veth", "peer", "name", "vb", "netns", "\(peerNamespace.holder.pid)"]),
-            (workspace, ["ip", "addr", "add", "\(agentLAN)/24", "dev", "va"]),
-            (workspace, ["ip", "link", "set", "va", "up"]),
-            (peerNamespace, ["ip", "addr", "add", "\(peerLAN)/24", "dev", "vb"]),
-            (peerNamespace, ["ip", "link", "set", "vb", "up"]),
-        ] {
-            let outcome = await namespace.run(command)
-            guard outcome.status == 0 else { throw Failure(description: "\(command.joined(separator: " ")): \(outcome.stdout)") }
-        }
 
         let agentID = (0..<16).map { _ in UInt8.random(in: 0...255) }
         let addresses = try #require(TailnetTestAddresses(agentID: agentID))
         var manifest = ControlPlaneDouble.defaultManifest
         manifest.agentID = Data(agentID)
-        manifest.derpMap = TailnetCoordinatorDouble.loopbackDERPMap(relayPort: relay.port)
+        var derpMap = TailnetCoordinatorDouble.loopbackDERPMap(relayPort: relay.port)
+        for (index, server) in network.stun.enumerated() {
+            // Coder's STUN-only regions: ID 1000 + index, one node at the literal address.
+            var node = Coder_Tailnet_V2_DERPMap.Region.Node()
+            node.name = "\(1000 + index)stun0"
+            node.regionID = Int64(1000 + index)
+            node.hostName = server
+            node.ipv4 = server
+            node.ipv6 = "none"
+            node.stunPort = 3478
+            node.stunOnly = true
+            var region = Coder_Tailnet_V2_DERPMap.Region()
+            region.regionID = Int64(1000 + index)
+            region.regionCode = "coder_stun_\(1000 + index)"
+            region.nodes = [node]
+            derpMap.regions[Int64(1000 + index)] = region
+        }
+        manifest.derpMap = derpMap
         manifest.disableDirectConnections = blockDirect
         let double = ControlPlaneDouble(manifest: manifest)
-        let coordinator = TailnetCoordinatorDouble(derpMap: TailnetCoordinatorDouble.loopbackDERPMap(relayPort: relay.port))
+        let coordinator = TailnetCoordinatorDouble(derpMap: derpMap)
         coordinator.install(on: double)
         let tokenFile = NSTemporaryDirectory() + "agent-token-\(UUID().uuidString)"
         try TestFile.write(tokenFile, double.token + "\n", atomically: true)
@@ -198,20 +394,21 @@ struct WorkspaceAgentDirectPathTests {
                  "--agent-token-file", tokenFile, "--tailnet-listen-port", "\(agentPort)"],
                 executable: "/usr/bin/nsenter")
             defer { agent.cleanup() }
-            let wanted = "\(agentLAN):\(agentPort)"
+            let wanted = network.agentEndpoint ?? ""
             let announced = await eventually(timeout: .seconds(60)) {
                 guard let node = coordinator.agentNode, node.preferredDerp == 1 else { return false }
-                return blockDirect || node.endpoints.contains(wanted)
+                return blockDirect || wanted.isEmpty || node.endpoints.contains(wanted)
             }
             #expect(announced, "no node with a home region and the endpoint \(wanted): \(String(describing: coordinator.agentNode))\n\(agent.log)")
             guard announced, let node = coordinator.agentNode else { return }
             let agentKey = Array(node.key.dropFirst(2))
             let agentDisco = try #require(Disco.key(fromText: node.disco))
 
-            let peer = try await startPeer(in: peerNamespace, agentKey: agentKey, agentDisco: agentDisco, agentAddress: addresses.primaryText, relay: relay)
+            let peer = try await startPeer(
+                in: peerNamespace, bind: network.peerBind, agentKey: agentKey, agentDisco: agentDisco, agentAddress: addresses.primaryText, relay: relay)
             var peerNode = WorkspaceAgentTailnetTests.peerNode(peer.key)
             peerNode.disco = Disco.keyText(peer.speaker.disco.publicKey)
-            peerNode.endpoints = ["\(peerLAN):\(peerPort)"]
+            peerNode.endpoints = network.peerEndpoints
             coordinator.setPeer(id: peerID, node: peerNode)
             let topology = Topology(workspace: workspace, peerNamespace: peerNamespace, relay: relay, coordinator: coordinator, agent: agent,
                                     addresses: addresses, peer: peer.speaker, agentNode: node)
@@ -237,7 +434,8 @@ struct WorkspaceAgentDirectPathTests {
     /// wireguard-go in the peer's namespace, its endpoint our loopback socket there, and the
     /// speaker on that socket and on the peer's LAN address.
     static func startPeer(
-        in namespace: NetworkNamespace, agentKey: [UInt8], agentDisco: X25519PublicKey, agentAddress: String, relay: DERPRelayDouble
+        in namespace: NetworkNamespace, bind: (address: String, port: UInt16), agentKey: [UInt8], agentDisco: X25519PublicKey,
+        agentAddress: String, relay: DERPRelayDouble
     ) async throws -> (key: WireGuardPrivateKey, speaker: DirectPeer, stop: @Sendable () async -> Void) {
         let interface = "wgd\(getpid() % 100_000)n\(UInt16.random(in: 0...999))"
         let key = WireGuardPrivateKey.generate()
@@ -249,7 +447,7 @@ struct WorkspaceAgentDirectPathTests {
         }
         guard await eventually(timeout: .seconds(30), { FileManager.default.fileExists(atPath: "/var/run/wireguard/\(interface).sock") }),
               let loopback = await namespace.udpSocket(),
-              let lan = await namespace.udpSocket(address: peerLAN, port: peerPort)
+              let lan = await namespace.udpSocket(address: bind.address, port: bind.port)
         else {
             await onThread { wireguardGo.kill() }
             throw Failure(description: "wireguard-go gave no UAPI socket, or the namespace no UDP sockets")
@@ -304,6 +502,70 @@ struct WorkspaceAgentDirectPathTests {
                     || metrics.stdout.contains(#"agent_tailnet_path_bytes_total{path="direct",direction="out"}"#), "\(metrics.stdout.prefix(4000))")
             let page = await topology.curl([topology.url("/debug/magicsock")])
             #expect(page.stdout.contains("\(Self.peerLAN):\(Self.peerPort) (trusted)"), "\(page.stdout)")
+            // UDP through the tunnel to the workspace's loopback, over the direct path.
+            let udpBefore = topology.peer.counters.udpIn
+            #expect(await topology.udpEcho() == 5)
+            #expect(topology.peer.counters.udpIn > udpBefore + 5 * 1232)
+        }
+    }
+
+    /// Waits for the agent's path to the peer to be `expected` and trusted; the last seen.
+    static func waitForDirect(_ topology: Topology, _ expected: String) async -> (Bool, String) {
+        let direct = await eventually(timeout: .seconds(40)) {
+            guard let path = await topology.peerPath() else { return false }
+            return path.path == expected && path.trusted
+        }
+        return (direct, String(describing: await topology.peerPath()))
+    }
+
+    @Test func easyNATOnBothSidesGoesDirectThroughTheSTUNMappedEndpoints() async throws {
+        try await Self.withTopology(Self.nat(agentHard: false, peerHard: false)) { topology in
+            #expect(topology.agentNode.endpoints.first == "10.0.1.2:48011", "\(topology.agentNode.endpoints)")
+            let (direct, seen) = await Self.waitForDirect(topology, "10.0.2.2:48012")
+            #expect(direct, "\(seen)\n\(topology.agent.log)")
+            let info = await topology.netInfo()
+            #expect(info?["UDP"] as? Bool == true && info?["GlobalV4"] as? String == "10.0.1.2:48011", "\(String(describing: info))")
+            #expect(info?["MappingVariesByDestIP"] as? Bool == false, "\(String(describing: info))")
+            #expect(await topology.udpEcho() == 5)
+        }
+    }
+
+    @Test func hardNATOnThePeerIsFoundThroughThePeersOwnPings() async throws {
+        // The agent's pings to the peer's STUN mapping die at router 2; the peer's pings (sent
+        // on the agent's CallMeMaybe) arrive from its per-destination mapping, which the agent
+        // then pings and confirms.
+        try await Self.withTopology(Self.nat(agentHard: false, peerHard: true)) { topology in
+            let (direct, seen) = await Self.waitForDirect(topology, "10.0.2.2:48012")
+            #expect(direct, "\(seen)\n\(topology.agent.log)")
+        }
+    }
+
+    @Test func hardNATOnTheAgentShowsInNetcheckAndStillGoesDirect() async throws {
+        try await Self.withTopology(Self.nat(agentHard: true, peerHard: false)) { topology in
+            let info = await topology.netInfo()
+            #expect(info?["MappingVariesByDestIP"] as? Bool == true, "\(String(describing: info))")
+            let (direct, seen) = await Self.waitForDirect(topology, "10.0.2.2:48012")
+            #expect(direct, "\(seen)\n\(topology.agent.log)")
+        }
+    }
+
+    @Test func hardNATOnBothSidesStaysOnDERPAndWorks() async throws {
+        try await Self.withTopology(Self.nat(agentHard: true, peerHard: true)) { topology in
+            #expect(await topology.discoveryRounds(3), "no discovery rounds: \(topology.peer.counters)")
+            let path = await topology.peerPath()
+            #expect(path?.path == "derp", "\(String(describing: path))")
+            #expect(await topology.download(seconds: 1) > 0)
+            #expect(await topology.udpEcho() == 5)
+        }
+    }
+
+    @Test func aLinkWithMTU1280StaysOnDERPBecauseThePaddedPingsCannotPass() async throws {
+        try await Self.withTopology(Self.lan(mtu: 1280)) { topology in
+            #expect(await topology.discoveryRounds(3), "no discovery rounds: \(topology.peer.counters)")
+            let path = await topology.peerPath()
+            #expect(path?.path == "derp", "\(String(describing: path))")
+            #expect(topology.peer.counters.discoUDP == 0, "\(topology.peer.counters)")
+            #expect(await topology.download(seconds: 1) > 0)
         }
     }
 
@@ -355,6 +617,8 @@ struct WorkspaceAgentDirectPathTests {
             #expect(counters.derpIn >= bytes)
             let status = await topology.curl([topology.url("/api/v0/tailnet")])
             #expect(jsonObject(Array(status.stdout.utf8))?["direct_blocked"] as? Bool == true, "\(status.stdout)")
+            #expect(await topology.udpEcho() == 5)
+            #expect(topology.peer.counters.udpIn == 0)
         }
     }
 }

@@ -34,8 +34,9 @@ public enum STUN {
         precondition(txID.count == txIDLength, "a STUN transaction ID is 12 bytes")
         var bytes: [UInt8] = [0x00, 0x01, 0x00, 0x14] + magicCookie + txID
         bytes += [0x80, 0x22, 0x00, 0x08] + Array("tailnode".utf8)
-        bytes += [0x80, 0x28, 0x00, 0x04]
+        // Over the message before the FINGERPRINT attribute (bytes 0–31).
         let fingerprint = CRC32.checksum(bytes) ^ fingerprintXOR
+        bytes += [0x80, 0x28, 0x00, 0x04]
         bytes += [UInt8(fingerprint >> 24), UInt8(fingerprint >> 16 & 0xff), UInt8(fingerprint >> 8 & 0xff), UInt8(fingerprint & 0xff)]
         return bytes
     }
