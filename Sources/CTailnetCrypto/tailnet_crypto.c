@@ -81,6 +81,22 @@ int tc_box_open(uint8_t *out, const uint8_t *cipher, size_t cipher_len, const ui
     return crypto_box_open_easy(out, cipher, cipher_len, nonce, their_pub, my_priv) == 0 ? 0 : -1;
 }
 
+int tc_box_beforenm(uint8_t shared[32], const uint8_t their_pub[32], const uint8_t my_priv[32]) {
+    if (tc_init() != 0) return -1;
+    return crypto_box_beforenm(shared, their_pub, my_priv) == 0 ? 0 : -1;
+}
+
+int tc_box_seal_shared(uint8_t *out, const uint8_t *plain, size_t plain_len, const uint8_t nonce[24], const uint8_t shared[32]) {
+    if (tc_init() != 0) return -1;
+    return crypto_box_easy_afternm(out, plain, plain_len, nonce, shared) == 0 ? 0 : -1;
+}
+
+int tc_box_open_shared(uint8_t *out, const uint8_t *cipher, size_t cipher_len, const uint8_t nonce[24], const uint8_t shared[32]) {
+    if (tc_init() != 0) return -1;
+    if (cipher_len < crypto_box_MACBYTES) return -1;
+    return crypto_box_open_easy_afternm(out, cipher, cipher_len, nonce, shared) == 0 ? 0 : -1;
+}
+
 int tc_blake2s256(uint8_t out[32], const uint8_t *a, size_t a_len, const uint8_t *b, size_t b_len,
                   const uint8_t *c, size_t c_len) {
     if (tc_init() != 0) return -1;

@@ -31,6 +31,24 @@ import Testing
         #expect(Disco.pong(answering: answer, privateKey: theirs, regionID: 1) == nil)
     }
 
+    @Test func precomputedKeysInteroperateWithPlainBoxes() throws {
+        let ours = X25519PrivateKey.generate()
+        let theirs = X25519PrivateKey.generate()
+        let shared = try #require(NaClBox.sharedKey(theirs.publicKey, ours))
+        #expect(NaClBox.sharedKey(ours.publicKey, theirs) == shared)
+        let ping = DiscoMessage.ping(txID: Array(1...12), nodeKey: nil)
+        let sealed = try #require(Disco.seal(ping, shared: shared, ours: ours.publicKey))
+        #expect(Disco.sender(of: sealed) == ours.publicKey)
+        #expect(try Disco.open(sealed, privateKey: theirs).message == ping)
+        let plain = try #require(Disco.seal(ping, privateKey: theirs, to: ours.publicKey))
+        #expect(try Disco.open(plain, shared: shared, sender: theirs.publicKey).message == ping)
+        // The sender field must be the key the shared key was made with.
+        #expect(throws: DiscoError.notDisco) { try Disco.open(plain, shared: shared, sender: ours.publicKey) }
+        var tampered = plain
+        tampered[tampered.count - 1] ^= 1
+        #expect(throws: DiscoError.cannotOpen) { try Disco.open(tampered, shared: shared, sender: theirs.publicKey) }
+    }
+
     @Test func lenientParsing() throws {
         #expect(try DiscoMessage(decoding: [1, 0] + Array(repeating: 7, count: 12)) == .ping(txID: Array(repeating: 7, count: 12), nodeKey: nil))
         #expect(try DiscoMessage(decoding: [1, 1] + Array(repeating: 7, count: 12) + Array(repeating: 0, count: 1218))

@@ -165,7 +165,7 @@ import WireGuard
     }
 
     @Test func hostileDatagramsAreDroppedAndCounted() throws {
-        var (_, b, random) = Self.pair()
+        var (a, b, random) = Self.pair()
         var generator = SplitMix64(seed: 9)
         var out = DirectOutput()
         for i in 0..<500 {
@@ -183,6 +183,13 @@ import WireGuard
         let result8 = b.paths.receiveUDP(ping, from: DiscoEndpoint("10.0.3.3:1")!, now: Self.at(600), random: &random, into: &out)
         #expect(result8 == .disco)
         #expect(out.udp.isEmpty && b.paths.sources.isEmpty)
+        // Dropped before any key agreement; a box under the right sender key that does not
+        // open is counted apart.
+        #expect(b.paths.counters.discoUnknownSender >= 1)
+        var forged = try #require(Disco.seal(.ping(txID: Array(repeating: 1, count: 12), nodeKey: nil), privateKey: stranger, to: b.disco.publicKey))
+        forged.replaceSubrange(6..<38, with: a.disco.publicKey.bytes)
+        _ = b.paths.receiveUDP(forged, from: DiscoEndpoint("10.0.3.3:2")!, now: Self.at(601), random: &random, into: &out)
+        #expect(b.paths.counters.discoCannotOpen == 1 && out.udp.isEmpty)
     }
 
     @Test func aNewDiscoKeyStartsThePathOver() {

@@ -509,6 +509,51 @@ struct WorkspaceAgentDirectPathTests {
         }
     }
 
+    @Test func aFloodOfGarbageAndSpoofedDiscoOnTheUDPPortIsIgnored() async throws {
+        try await Self.withTopology { topology in
+            let (direct, seen) = await Self.waitForDirect(topology, "\(Self.peerLAN):\(Self.peerPort)")
+            #expect(direct, "\(seen)")
+            // From the peer's namespace, as fast as Python sends: garbage, disco from random
+            // keys, and disco under the peer's own key whose box does not open.
+            let peerDisco = topology.peer.disco.publicKey.bytes.map { String(format: "%02x", $0) }.joined()
+            let flood = await topology.peerNamespace.run(["python3", "-c", """
+                import os, socket
+                s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+                target = ('\(Self.agentLAN)', \(Self.agentPort))
+                magic = bytes([0x54, 0x53, 0xF0, 0x9F, 0x92, 0xAC])
+                peer = bytes.fromhex('\(peerDisco)')
+                sent = 0
+                for i in range(30000):
+                    kind = i % 3
+                    if kind == 0:
+                        data = os.urandom(1 + i % 1400)
+                    elif kind == 1:
+                        data = magic + os.urandom(32 + 24 + 16 + i % 1300)
+                    else:
+                        data = magic + peer + os.urandom(24 + 16 + i % 1300)
+                    try:
+                        s.sendto(data, target); sent += 1
+                    except OSError:
+                        pass
+                print(sent)
+                """])
+            #expect(Int(flood.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0 > 20000, "\(flood)")
+            // The path and the tunnel are unharmed, and the drops are counted by kind: random
+            // keys cost no key agreement (unknown sender), the peer's key fails the box.
+            let (still, after) = await Self.waitForDirect(topology, "\(Self.peerLAN):\(Self.peerPort)")
+            #expect(still, "\(after)")
+            #expect(await topology.download(seconds: 1) > 0)
+            let metrics = await topology.curl([topology.url("/debug/prometheus")])
+            func value(_ needle: String) -> Int {
+                metrics.stdout.split(separator: "\n").first { $0.hasPrefix("agent_tailnet_disco_dropped_total") && $0.contains(needle) }
+                    .flatMap { $0.split(separator: " ").last }.flatMap { Int(Double($0) ?? -1) } ?? -1
+            }
+            #expect(value("unknown_sender") > 1000, "\(metrics.stdout.prefix(3000))")
+            #expect(value("cannot_open") > 1000, "\(metrics.stdout.prefix(3000))")
+            #expect(metrics.stdout.contains("unverified_udp_source"), "\(metrics.stdout.prefix(3000))")
+        }
+    }
+
     /// Waits for the agent's path to the peer to be `expected` and trusted; the last seen.
     static func waitForDirect(_ topology: Topology, _ expected: String) async -> (Bool, String) {
         let direct = await eventually(timeout: .seconds(40)) {

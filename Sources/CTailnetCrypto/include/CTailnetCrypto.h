@@ -41,6 +41,11 @@ int tc_box_seal(uint8_t *out, const uint8_t *plain, size_t plain_len, const uint
                 const uint8_t their_pub[32], const uint8_t my_priv[32]);
 int tc_box_open(uint8_t *out, const uint8_t *cipher, size_t cipher_len, const uint8_t nonce[24],
                 const uint8_t their_pub[32], const uint8_t my_priv[32]);
+// The box's precomputed shared key (X25519 + HSalsa20) for a peer, and sealing and opening
+// with it: disco computes it once per peer instead of once per message.
+int tc_box_beforenm(uint8_t shared[32], const uint8_t their_pub[32], const uint8_t my_priv[32]);
+int tc_box_seal_shared(uint8_t *out, const uint8_t *plain, size_t plain_len, const uint8_t nonce[24], const uint8_t shared[32]);
+int tc_box_open_shared(uint8_t *out, const uint8_t *cipher, size_t cipher_len, const uint8_t nonce[24], const uint8_t shared[32]);
 
 /// BLAKE2s-256 of the concatenation of up to three parts (a part may be NULL with length 0).
 int tc_blake2s256(uint8_t out[32], const uint8_t *a, size_t a_len, const uint8_t *b, size_t b_len,

@@ -33,6 +33,29 @@ public enum Disco {
         return Received(sender: sender, message: try DiscoMessage(decoding: plain))
     }
 
+    /// The sender's disco key of a packet that looks like disco, read without opening it (so
+    /// that a packet from no known peer costs no key agreement).
+    public static func sender(of packet: some Collection<UInt8>) -> X25519PublicKey? {
+        guard looksLikeDisco(packet) else { return nil }
+        return X25519PublicKey(packet.dropFirst(6).prefix(32))
+    }
+
+    /// Opens a disco packet with the precomputed key shared with its sender (who is `sender`).
+    public static func open(_ packet: some Collection<UInt8>, shared: NaClBox.SharedKey, sender: X25519PublicKey) throws(DiscoError) -> Received {
+        let bytes = Array(packet)
+        guard looksLikeDisco(bytes), Array(bytes[6..<38]) == sender.bytes else { throw .notDisco }
+        guard let plain = shared.open(bytes[headerLength...], nonce: bytes[38..<headerLength]) else { throw .cannotOpen }
+        return Received(sender: sender, message: try DiscoMessage(decoding: plain))
+    }
+
+    /// Seals `message` with the precomputed key shared with the recipient; `ours` is our
+    /// disco public key (the packet's sender field).
+    public static func seal(_ message: DiscoMessage, shared: NaClBox.SharedKey, ours: X25519PublicKey) -> [UInt8]? {
+        let nonce = NaClBox.randomNonce()
+        guard let sealed = shared.seal(message.encoded, nonce: nonce) else { return nil }
+        return magic + ours.bytes + nonce + sealed
+    }
+
     /// Seals `message` from our disco key to `recipient`'s: the packet to send.
     public static func seal(_ message: DiscoMessage, privateKey: X25519PrivateKey, to recipient: X25519PublicKey) -> [UInt8]? {
         seal(rawPlain: message.encoded, privateKey: privateKey, to: recipient)

@@ -34,4 +34,33 @@ public enum NaClBox {
         let rc = tc_box_open(&out, input, input.count, nonceBytes, sender.bytes, recipient.bytes)
         return rc == 0 ? out : nil
     }
+
+    /// The precomputed key of a box between `ours` and `theirs` (the same both ways).
+    public static func sharedKey(_ theirs: X25519PublicKey, _ ours: X25519PrivateKey) -> SharedKey? {
+        guard CryptoSetup.ready else { return nil }
+        var key = [UInt8](repeating: 0, count: 32)
+        return tc_box_beforenm(&key, theirs.bytes, ours.bytes) == 0 ? SharedKey(bytes: key) : nil
+    }
+
+    /// A box's precomputed key.
+    public struct SharedKey: Sendable, Equatable {
+        let bytes: [UInt8]
+
+        /// Seals `plain` under `nonce` (24 bytes).
+        public func seal(_ plain: some Collection<UInt8>, nonce: [UInt8]) -> [UInt8]? {
+            guard nonce.count == NaClBox.nonceLength else { return nil }
+            let input = Array(plain)
+            var out = [UInt8](repeating: 0, count: input.count + NaClBox.overhead)
+            return tc_box_seal_shared(&out, input, input.count, nonce, bytes) == 0 ? out : nil
+        }
+
+        /// Opens `sealed` (tag first); nil for a bad tag or a short box.
+        public func open(_ sealed: some Collection<UInt8>, nonce: some Collection<UInt8>) -> [UInt8]? {
+            guard nonce.count == NaClBox.nonceLength, sealed.count >= NaClBox.overhead else { return nil }
+            let input = Array(sealed)
+            let nonceBytes = Array(nonce)
+            var out = [UInt8](repeating: 0, count: input.count - NaClBox.overhead)
+            return tc_box_open_shared(&out, input, input.count, nonceBytes, bytes) == 0 ? out : nil
+        }
+    }
 }

@@ -8,6 +8,8 @@ import WireGuard
 struct DirectPaths: Sendable {
     struct Peer: Sendable {
         var disco: X25519PublicKey
+        /// The box key shared with the peer's disco key, computed once per disco key.
+        var shared: NaClBox.SharedKey?
         var homeRegion: Int32
         /// The Node's endpoints as last received (kept while blocked, applied when unblocked).
         var nodeEndpoints: [DiscoEndpoint]
@@ -100,10 +102,11 @@ struct DirectPaths: Sendable {
     mutating func upsertPeer(_ key: WireGuardPublicKey, disco: X25519PublicKey, homeRegion: Int32, endpoints: [DiscoEndpoint],
                              now: WireGuardInstant, random: inout some RandomNumberGenerator, into out: inout DirectOutput) {
         let wasEmpty = peers.isEmpty
-        var peer = peers[key] ?? Peer(disco: disco, homeRegion: homeRegion, nodeEndpoints: [])
+        var peer = peers[key] ?? Peer(disco: disco, shared: NaClBox.sharedKey(disco, discoKey), homeRegion: homeRegion, nodeEndpoints: [])
         if peer.disco != disco {
             peer.path.reset()
             peer.disco = disco
+            peer.shared = NaClBox.sharedKey(disco, discoKey)
             forgetSources(of: key)
         }
         peer.homeRegion = homeRegion
@@ -165,13 +168,15 @@ struct DirectPaths: Sendable {
 
     private mutating func handleUDPDisco(_ bytes: [UInt8], from source: DiscoEndpoint, now: WireGuardInstant,
                                          random: inout some RandomNumberGenerator, into out: inout DirectOutput) {
-        guard let received = try? Disco.open(bytes, privateKey: discoKey) else {
-            counters.discoDropped += 1
+        // The sender must be a peer's disco key before any cryptography is spent on it.
+        guard let sender = Disco.sender(of: bytes) else { return }
+        let holders = peers.filter { $0.value.disco == sender }.map(\.key)
+        guard let first = holders.first, let shared = peers[first]?.shared else {
+            counters.discoUnknownSender += 1
             return
         }
-        let holders = peers.filter { $0.value.disco == received.sender }.map(\.key)
-        guard !holders.isEmpty else {
-            counters.discoDropped += 1
+        guard let received = try? Disco.open(bytes, shared: shared, sender: sender) else {
+            counters.discoCannotOpen += 1
             return
         }
         switch received.message {
@@ -189,7 +194,7 @@ struct DirectPaths: Sendable {
             learn(source, for: key)
             guard peers[key]?.path.pingReceived(from: source, txID: txID, now: now) == true else { return }
             let pong = DiscoMessage.pong(txID: txID, address: source.address, port: source.port)
-            if let sealed = Disco.seal(pong, privateKey: discoKey, to: received.sender) {
+            if let sealed = Disco.seal(pong, shared: shared, ours: discoKey.publicKey) {
                 out.udp.append((source, sealed))
                 counters.pongsSent += 1
             }
@@ -216,8 +221,18 @@ struct DirectPaths: Sendable {
                                    random: inout some RandomNumberGenerator, into out: inout DirectOutput) -> Bool {
         guard Disco.looksLikeDisco(bytes) else { return false }
         counters.discoReceivedDERP += 1
-        guard let received = try? Disco.open(bytes, privateKey: discoKey) else {
-            counters.discoDropped += 1
+        // A known peer's key opens with its precomputed box key; others (a CLI ping from a
+        // client the coordinator has not introduced yet) with a key agreement.
+        guard let sender = Disco.sender(of: bytes) else { return true }
+        let shared = peers[sourceKey].flatMap { $0.disco == sender ? $0.shared : nil }
+        let opened: Disco.Received?
+        if let shared {
+            opened = try? Disco.open(bytes, shared: shared, sender: sender)
+        } else {
+            opened = try? Disco.open(bytes, privateKey: discoKey)
+        }
+        guard let received = opened else {
+            counters.discoCannotOpen += 1
             return true
         }
         switch received.message {
@@ -334,7 +349,7 @@ struct DirectPaths: Sendable {
         for action in actions {
             switch action {
             case .ping(let endpoint, let txID):
-                if let sealed = Disco.seal(.ping(txID: txID, nodeKey: nodeKey), privateKey: discoKey, to: peer.disco) {
+                if let shared = peer.shared, let sealed = Disco.seal(.ping(txID: txID, nodeKey: nodeKey), shared: shared, ours: discoKey.publicKey) {
                     out.udp.append((endpoint, sealed))
                     counters.pingsSent += 1
                 }
@@ -343,7 +358,7 @@ struct DirectPaths: Sendable {
                     requestReport(now: now, random: &random, into: &out)
                 }
                 let endpoints = published.map { DiscoEndpoint(address: $0.address, port: $0.port) }
-                if let sealed = Disco.seal(.callMeMaybe(endpoints), privateKey: discoKey, to: peer.disco) {
+                if let shared = peer.shared, let sealed = Disco.seal(.callMeMaybe(endpoints), shared: shared, ours: discoKey.publicKey) {
                     out.derp.append((key, sealed))
                     counters.callMeMaybeSent += 1
                 }
@@ -378,6 +393,10 @@ struct DirectCounters: Sendable, Equatable {
     var callMeMaybeReceived = 0
     var discoReceivedUDP = 0
     var discoReceivedDERP = 0
+    /// Disco dropped: from a key no peer holds (no cryptography spent), a box that does not
+    /// open, or a message that is not valid where it came (a CallMeMaybe over UDP, ...).
+    var discoUnknownSender = 0
+    var discoCannotOpen = 0
     var discoDropped = 0
     var unverifiedDropped = 0
     var stunRequests = 0

@@ -377,14 +377,14 @@ final class TailnetEngine: Sendable {
     /// Runs one step of the direct-path logic under its lock, at the engine's now.
     private func withDirect(_ body: (inout DirectPaths, WireGuardInstant, inout SystemRandomNumberGenerator, inout DirectOutput) -> Void) -> DirectOutput {
         let now = now()
-        let (out, switches) = direct.withLock { d in
+        let (out, before, after) = direct.withLock { d in
             var out = DirectOutput()
             var random = SystemRandomNumberGenerator()
-            let before = d.counters.pathSwitches
+            let before = d.counters
             body(&d, now, &random, &out)
-            return (out, d.counters.pathSwitches - before)
+            return (out, before, d.counters)
         }
-        if switches > 0 { metrics.pathSwitches.increment(by: Int64(switches)) }
+        if before != after { metrics.record(from: before, to: after) }
         return out
     }
 

@@ -33,6 +33,31 @@ struct TailnetMetrics: Sendable {
     let pathSwitches = Counter(label: "agent_tailnet_path_switches_total")
     /// UDP datagrams dropped: WireGuard from a source no disco exchange verified.
     let unverifiedUDP = Counter(label: "agent_tailnet_dropped_total", dimensions: [("reason", "unverified_udp_source")])
+    /// Disco and STUN over the direct paths.
+    let discoPingsSent = Counter(label: "agent_tailnet_disco_sent_total", dimensions: [("type", "ping")])
+    let discoPongsSent = Counter(label: "agent_tailnet_disco_sent_total", dimensions: [("type", "pong")])
+    let discoCallMeMaybeSent = Counter(label: "agent_tailnet_disco_sent_total", dimensions: [("type", "call_me_maybe")])
+    let discoPongsReceived = Counter(label: "agent_tailnet_disco_received_total", dimensions: [("type", "pong")])
+    let discoCallMeMaybeReceived = Counter(label: "agent_tailnet_disco_received_total", dimensions: [("type", "call_me_maybe")])
+    let discoUnknownSender = Counter(label: "agent_tailnet_disco_dropped_total", dimensions: [("reason", "unknown_sender")])
+    let discoCannotOpen = Counter(label: "agent_tailnet_disco_dropped_total", dimensions: [("reason", "cannot_open")])
+    let discoInvalid = Counter(label: "agent_tailnet_disco_dropped_total", dimensions: [("reason", "invalid")])
+    let stunRequests = Counter(label: "agent_tailnet_stun_requests_total")
+    let stunReplies = Counter(label: "agent_tailnet_stun_replies_total")
+
+    /// Counts what one step of the direct-path logic counted.
+    func record(from before: DirectCounters, to after: DirectCounters) {
+        let pairs: [(Counter, KeyPath<DirectCounters, Int>)] = [
+            (discoPingsSent, \.pingsSent), (discoPongsSent, \.pongsSent), (discoCallMeMaybeSent, \.callMeMaybeSent),
+            (discoPongsReceived, \.pongsReceived), (discoCallMeMaybeReceived, \.callMeMaybeReceived),
+            (discoUnknownSender, \.discoUnknownSender), (discoCannotOpen, \.discoCannotOpen), (discoInvalid, \.discoDropped),
+            (stunRequests, \.stunRequests), (stunReplies, \.stunReplies), (pathSwitches, \.pathSwitches),
+        ]
+        for (counter, path) in pairs where after[keyPath: path] > before[keyPath: path] {
+            counter.increment(by: Int64(after[keyPath: path] - before[keyPath: path]))
+        }
+    }
+
     /// Open tunnel TCP connections (port 4 and forwarded ports).
     let tunnelConnections = Gauge(label: "agent_tailnet_tcp_connections")
 
