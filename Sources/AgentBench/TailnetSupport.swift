@@ -121,6 +121,24 @@ enum TailnetBench {
         return elapsed
     }
 
+    /// One HTTP/1.1 GET on a fresh connection: the whole response (head and body, at most
+    /// 64 KiB), or nil.
+    static func get(address: String, port: Int, path: String) -> String? {
+        guard let fd = tcpSocket(ipv6: address.contains(":")) else { return nil }
+        defer { close(fd) }
+        let request = Array("GET \(path) HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n".utf8)
+        guard connect(fd, address: address, port: port), Bench.sendAll(fd, request) else { return nil }
+        var response = [UInt8](repeating: 0, count: 65536)
+        var total = 0
+        // Bounded: the buffer's size.
+        while total < response.count {
+            let n = response.withUnsafeMutableBytes { recv(fd, $0.baseAddress! + total, $0.count - total, 0) }
+            if n <= 0 { break }
+            total += n
+        }
+        return String(decoding: response[0..<total], as: UTF8.self)
+    }
+
     /// Sends `bytes` to the bulk server (`U`), half-closes and waits for its count: ns.
     static func upload(address: String, port: Int, bytes: Int) -> Double? {
         guard let fd = tcpSocket(ipv6: address.contains(":")) else { return nil }
@@ -395,6 +413,14 @@ struct BenchNamespace: Sendable {
     /// tailnet's), listening on 51820, with `peers` (public key, allowed /128, the bridge's
     /// UDP port standing for it). Returns wireguard-go's pid (nsenter and env exec it).
     func wireGuard(interface: String, privateKey: [UInt8], address: String, peers: [(key: [UInt8], address: String, port: UInt16)]) throws -> pid_t {
+        try wireGuard(interface: interface, privateKey: privateKey, address: address, peers: peers.map { ($0.key, $0.address, "127.0.0.1:\($0.port)") })
+    }
+
+    /// As above, with each peer's endpoint (`ip:port`) and wireguard-go's listen port given.
+    func wireGuard(
+        interface: String, privateKey: [UInt8], address: String, peers: [(key: [UInt8], address: String, endpoint: String)],
+        listenPort: UInt16 = TailnetBench.wireGuardPort
+    ) throws -> pid_t {
         _ = run(["/usr/sbin/ip", "link", "set", "lo", "up"])
         let log = NSTemporaryDirectory() + "agent-bench-\(interface).log"
         let pid = Bench.spawn(["/usr/bin/nsenter", "--net=\(path)", "/usr/bin/env", "WG_I_PREFER_BUGGY_USERSPACE_TO_POLISHED_KMOD=1",
@@ -415,9 +441,9 @@ struct BenchNamespace: Sendable {
         let keyFile = NSTemporaryDirectory() + "agent-bench-\(interface).key"
         _ = FileManager.default.createFile(atPath: keyFile, contents: Data(Data(privateKey).base64EncodedString().utf8), attributes: [.posixPermissions: 0o600])
         defer { unlink(keyFile) }
-        var set = ["/usr/bin/wg", "set", interface, "private-key", keyFile, "listen-port", "\(TailnetBench.wireGuardPort)"]
+        var set = ["/usr/bin/wg", "set", interface, "private-key", keyFile, "listen-port", "\(listenPort)"]
         for peer in peers {
-            set += ["peer", Data(peer.key).base64EncodedString(), "allowed-ips", "\(peer.address)/128", "endpoint", "127.0.0.1:\(peer.port)"]
+            set += ["peer", Data(peer.key).base64EncodedString(), "allowed-ips", "\(peer.address)/128", "endpoint", peer.endpoint]
         }
         var commands = [set,
                         ["/usr/sbin/ip", "-6", "addr", "add", "\(address)/128", "dev", interface, "nodad"],

@@ -225,49 +225,6 @@ struct WorkspaceAgentDirectPathTests {
         return nil
     }
 
-    /// Forwards TCP connections made to `127.0.0.1:<port>` inside a namespace to the same
-    /// port on our loopback: the listening sockets are made inside the namespace (setns on
-    /// Python's only thread, then back), the connections out of it in ours.
-    static let bridgeScript = #"""
-        import ctypes, os, socket, sys, threading
-        libc = ctypes.CDLL(None, use_errno=True)
-        home = os.open('/proc/self/ns/net', os.O_RDONLY)
-        target = os.open(sys.argv[1], os.O_RDONLY)
-        if libc.setns(target, 0x40000000) != 0: sys.exit('setns failed')
-        listeners = []
-        for port in [int(p) for p in sys.argv[2:]]:
-            s = socket.socket()
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            s.bind(('127.0.0.1', port))
-            s.listen(64)
-            listeners.append((s, port))
-        if libc.setns(home, 0x40000000) != 0: sys.exit('setns back failed')
-        def pump(a, b):
-            try:
-                while True:
-                    data = a.recv(65536)
-                    if not data: break
-                    b.sendall(data)
-            except OSError:
-                pass
-            finally:
-                try: b.shutdown(socket.SHUT_WR)
-                except OSError: pass
-        def serve(s, port):
-            while True:
-                c, _ = s.accept()
-                try:
-                    u = socket.create_connection(('127.0.0.1', port), timeout=10)
-                    u.settimeout(None)
-                except OSError:
-                    c.close(); continue
-                threading.Thread(target=pump, args=(c, u), daemon=True).start()
-                threading.Thread(target=pump, args=(u, c), daemon=True).start()
-        for s, port in listeners:
-            threading.Thread(target=serve, args=(s, port), daemon=True).start()
-        print('ready', flush=True)
-        sys.stdin.read()
-        """#
 
     struct Failure: Error, CustomStringConvertible { let description: String }
 
@@ -379,7 +336,7 @@ struct WorkspaceAgentDirectPathTests {
 
         try await double.run { url in
             let doublePort = try #require(url.split(separator: ":").last.flatMap { Int($0.filter(\.isNumber)) })
-            let bridge = try #require(ChildProgram.start(["python3", "-c", bridgeScript, workspace.path, "\(relay.port)", "\(doublePort)"]))
+            let bridge = try #require(ChildProgram.start(["python3", "-c", NamespaceBridge.script, workspace.path, "\(relay.port)", "\(doublePort)"]))
             defer { bridge.kill() }
             let line = await onThread { () -> String in
                 var bytes: [UInt8] = []
@@ -469,7 +426,7 @@ struct WorkspaceAgentDirectPathTests {
             }
         }
         let speaker = DirectPeer(loopback: loopback.fd, lan: lan.fd, wireguardPort: wgPort, agentKey: X25519PublicKey(agentKey)!, agentDisco: agentDisco)
-        speaker.start(key: key, relay: relay)
+        speaker.start(key: X25519PrivateKey(key.raw.bytes)!, relay: relay)
         return (key, speaker, {
             await speaker.stop()
             _ = await namespace.run(["ip", "link", "del", interface])
@@ -489,7 +446,7 @@ struct WorkspaceAgentDirectPathTests {
             #expect(topology.peer.counters.discoUDP > 0)
             // A transfer now goes over UDP; the relay carries almost nothing of it.
             let before = topology.peer.counters
-            let bytes = await topology.download(seconds: 2)
+            let bytes = await topology.download(seconds: 1)
             let after = topology.peer.counters
             #expect(bytes > 1 << 20, "downloaded \(bytes) bytes")
             let direct_ = after.udpIn - before.udpIn
@@ -523,7 +480,7 @@ struct WorkspaceAgentDirectPathTests {
                 magic = bytes([0x54, 0x53, 0xF0, 0x9F, 0x92, 0xAC])
                 peer = bytes.fromhex('\(peerDisco)')
                 sent = 0
-                for i in range(30000):
+                for i in range(6000):
                     kind = i % 3
                     if kind == 0:
                         data = os.urandom(1 + i % 1400)
@@ -537,7 +494,7 @@ struct WorkspaceAgentDirectPathTests {
                         pass
                 print(sent)
                 """])
-            #expect(Int(flood.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0 > 20000, "\(flood)")
+            #expect(Int(flood.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0 > 5000, "\(flood)")
             // The path and the tunnel are unharmed, and the drops are counted by kind: random
             // keys cost no key agreement (unknown sender), the peer's key fails the box.
             let (still, after) = await Self.waitForDirect(topology, "\(Self.peerLAN):\(Self.peerPort)")
@@ -548,8 +505,8 @@ struct WorkspaceAgentDirectPathTests {
                 metrics.stdout.split(separator: "\n").first { $0.hasPrefix("agent_tailnet_disco_dropped_total") && $0.contains(needle) }
                     .flatMap { $0.split(separator: " ").last }.flatMap { Int(Double($0) ?? -1) } ?? -1
             }
-            #expect(value("unknown_sender") > 1000, "\(metrics.stdout.prefix(3000))")
-            #expect(value("cannot_open") > 1000, "\(metrics.stdout.prefix(3000))")
+            #expect(value("unknown_sender") > 500, "\(metrics.stdout.prefix(3000))")
+            #expect(value("cannot_open") > 500, "\(metrics.stdout.prefix(3000))")
             #expect(metrics.stdout.contains("unverified_udp_source"), "\(metrics.stdout.prefix(3000))")
         }
     }

@@ -1,9 +1,6 @@
-import AgentTestSupport
 import DERP
-import DERPRelayDouble
 import Foundation
 import Synchronization
-import WireGuard
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -15,16 +12,17 @@ import Glibc
 /// over UDP, pings the addresses of a CallMeMaybe, and sends wireguard-go's datagrams
 /// straight to the agent while it heard from the agent over UDP in the last 5 s, over DERP
 /// as well when not, over DERP alone before any direct contact. It counts WireGuard bytes
-/// by path, so a test can tell which path carried a transfer.
-final class DirectPeer: Sendable {
-    struct Counters: Sendable, Equatable {
-        var udpIn = 0
-        var udpOut = 0
-        var derpIn = 0
-        var derpOut = 0
+/// by path, so a test can tell which path carried a transfer. `answersPings` false keeps it
+/// on DERP (a benchmark's relayed baseline).
+public final class DirectPeer: Sendable {
+    public struct Counters: Sendable, Equatable {
+        public var udpIn = 0
+        public var udpOut = 0
+        public var derpIn = 0
+        public var derpOut = 0
         /// Disco datagrams from the agent over UDP (pings, pongs).
-        var discoUDP = 0
-        var callMeMaybe = 0
+        public var discoUDP = 0
+        public var callMeMaybe = 0
     }
 
     struct State: Sendable {
@@ -33,7 +31,9 @@ final class DirectPeer: Sendable {
         var counters = Counters()
     }
 
-    let disco = X25519PrivateKey.generate()
+    public let disco = X25519PrivateKey.generate()
+    /// False: pings over UDP are not answered and CallMeMaybe not followed (DERP only).
+    public let answersPings: Bool
     let loopback: Int32
     let lan: Int32
     let wireguardPort: UInt16
@@ -46,7 +46,11 @@ final class DirectPeer: Sendable {
     /// Trust in the direct path lasts this long after the agent was last heard over UDP.
     static let trust: Duration = .seconds(5)
 
-    init(loopback: Int32, lan: Int32, wireguardPort: UInt16, agentKey: X25519PublicKey, agentDisco: X25519PublicKey) {
+    /// - Parameters:
+    ///   - loopback: a UDP socket in the peer's namespace that wireguard-go's peer endpoint names.
+    ///   - lan: a UDP socket on the peer's address that the agent reaches directly.
+    public init(loopback: Int32, lan: Int32, wireguardPort: UInt16, agentKey: X25519PublicKey, agentDisco: X25519PublicKey, answersPings: Bool = true) {
+        self.answersPings = answersPings
         self.loopback = loopback
         self.lan = lan
         self.wireguardPort = wireguardPort
@@ -54,11 +58,12 @@ final class DirectPeer: Sendable {
         self.agentDisco = agentDisco
     }
 
-    var counters: Counters { state.withLock { $0.counters } }
+    public var counters: Counters { state.withLock { $0.counters } }
 
-    /// Connects to the relay under `key` and starts the two socket readers.
-    func start(key: WireGuardPrivateKey, relay: DERPRelayDouble) {
-        let derp = DERPClient(privateKey: X25519PrivateKey(key.raw.bytes)!, node: relay.node(regionID: 1)) { [weak self] packet in
+    /// Connects to the relay under `key` (the peer's WireGuard key) and starts the two socket
+    /// readers (threads, ended by ``stop()``).
+    public func start(key: X25519PrivateKey, relay: DERPRelayDouble) {
+        let derp = DERPClient(privateKey: key, node: relay.node(regionID: 1)) { [weak self] packet in
             self?.fromDERP(packet.packet)
         }
         derpBox.withLock { $0 = derp }
@@ -83,7 +88,7 @@ final class DirectPeer: Sendable {
         }
     }
 
-    func stop() async {
+    public func stop() async {
         stopping.store(true, ordering: .relaxed)
         if let derp = derpBox.withLock({ $0 }) { await derp.close() }
         try? await Task.sleep(for: .milliseconds(300))
@@ -108,7 +113,7 @@ final class DirectPeer: Sendable {
     /// The LAN socket: disco from the agent, else WireGuard for wireguard-go.
     private func fromLAN(_ datagram: [UInt8], _ source: sockaddr_in) {
         if Disco.looksLikeDisco(datagram) {
-            guard let received = try? Disco.open(datagram, privateKey: disco), received.sender == agentDisco else { return }
+            guard answersPings, let received = try? Disco.open(datagram, privateKey: disco), received.sender == agentDisco else { return }
             state.withLock { s in
                 s.counters.discoUDP += 1
                 s.agentEndpoint = source
@@ -137,6 +142,7 @@ final class DirectPeer: Sendable {
             switch received.message {
             case .callMeMaybe(let endpoints):
                 state.withLock { $0.counters.callMeMaybe += 1 }
+                guard answersPings else { return }
                 for endpoint in endpoints {
                     guard let v4 = endpoint.ipv4 else { continue }
                     var address = sockaddr_in()
