@@ -26,7 +26,7 @@ public final class DirectPeer: Sendable {
     }
 
     struct State: Sendable {
-        var agentEndpoint: sockaddr_in?
+        var agentEndpoint: DiscoEndpoint?
         var lastUDPFromAgent: ContinuousClock.Instant?
         var counters = Counters()
     }
@@ -68,23 +68,43 @@ public final class DirectPeer: Sendable {
         }
         derpBox.withLock { $0 = derp }
         derp.start()
-        for (fd, handler) in [(loopback, fromWireGuard), (lan, fromLAN)] as [(Int32, @Sendable ([UInt8], sockaddr_in) -> Void)] {
+        for (fd, handler) in [(loopback, fromWireGuard), (lan, fromLAN)] as [(Int32, @Sendable ([UInt8], DiscoEndpoint) -> Void)] {
             Thread { [self] in
                 var buffer = [UInt8](repeating: 0, count: 65536)
                 var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
                 while !stopping.load(ordering: .relaxed) {
                     guard poll(&poller, 1, 200) > 0 else { continue }
-                    var source = sockaddr_in()
-                    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+                    var source = sockaddr_storage()
+                    var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
                     let count = buffer.withUnsafeMutableBytes { bytes in
                         withUnsafeMutablePointer(to: &source) {
                             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { recvfrom(fd, bytes.baseAddress, bytes.count, 0, $0, &length) }
                         }
                     }
-                    guard count > 0 else { continue }
-                    handler(Array(buffer[0..<count]), source)
+                    guard count > 0, let endpoint = Self.endpoint(source) else { continue }
+                    handler(Array(buffer[0..<count]), endpoint)
                 }
             }.start()
+        }
+    }
+
+    static func endpoint(_ storage: sockaddr_storage) -> DiscoEndpoint? {
+        var storage = storage
+        return withUnsafePointer(to: &storage) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { address -> DiscoEndpoint? in
+                switch Int32(address.pointee.sa_family) {
+                case AF_INET:
+                    return address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { v4 in
+                        DiscoEndpoint(raw: withUnsafeBytes(of: v4.pointee.sin_addr) { Array($0) }, port: UInt16(bigEndian: v4.pointee.sin_port))
+                    }
+                case AF_INET6:
+                    return address.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { v6 in
+                        DiscoEndpoint(raw: withUnsafeBytes(of: v6.pointee.sin6_addr) { Array($0) }, port: UInt16(bigEndian: v6.pointee.sin6_port))
+                    }
+                default:
+                    return nil
+                }
+            }
         }
     }
 
@@ -99,8 +119,8 @@ public final class DirectPeer: Sendable {
     // MARK: Paths
 
     /// wireguard-go → the agent: direct while trusted, both ways when not, DERP before any contact.
-    private func fromWireGuard(_ datagram: [UInt8], _ source: sockaddr_in) {
-        let (endpoint, trusted) = state.withLock { s -> (sockaddr_in?, Bool) in
+    private func fromWireGuard(_ datagram: [UInt8], _ source: DiscoEndpoint) {
+        let (endpoint, trusted) = state.withLock { s -> (DiscoEndpoint?, Bool) in
             let trusted = s.lastUDPFromAgent.map { ContinuousClock.now - $0 < Self.trust } ?? false
             if s.agentEndpoint != nil { s.counters.udpOut += datagram.count }
             if s.agentEndpoint == nil || !trusted { s.counters.derpOut += datagram.count }
@@ -111,7 +131,7 @@ public final class DirectPeer: Sendable {
     }
 
     /// The LAN socket: disco from the agent, else WireGuard for wireguard-go.
-    private func fromLAN(_ datagram: [UInt8], _ source: sockaddr_in) {
+    private func fromLAN(_ datagram: [UInt8], _ source: DiscoEndpoint) {
         if Disco.looksLikeDisco(datagram) {
             guard answersPings, let received = try? Disco.open(datagram, privateKey: disco), received.sender == agentDisco else { return }
             state.withLock { s in
@@ -120,9 +140,7 @@ public final class DirectPeer: Sendable {
                 s.lastUDPFromAgent = .now
             }
             if case .ping(let txID, _) = received.message {
-                let raw = withUnsafeBytes(of: source.sin_addr) { Array($0) }
-                let from = DiscoEndpoint(raw: raw, port: UInt16(bigEndian: source.sin_port))!
-                if let pong = Disco.seal(.pong(txID: txID, address: from.address, port: from.port), privateKey: disco, to: agentDisco) {
+                if let pong = Disco.seal(.pong(txID: txID, address: source.address, port: source.port), privateKey: disco, to: agentDisco) {
                     send(pong, on: lan, to: source)
                 }
             }
@@ -144,13 +162,8 @@ public final class DirectPeer: Sendable {
                 state.withLock { $0.counters.callMeMaybe += 1 }
                 guard answersPings else { return }
                 for endpoint in endpoints {
-                    guard let v4 = endpoint.ipv4 else { continue }
-                    var address = sockaddr_in()
-                    address.sin_family = sa_family_t(AF_INET)
-                    address.sin_port = endpoint.port.bigEndian
-                    withUnsafeMutableBytes(of: &address.sin_addr) { $0.copyBytes(from: v4) }
                     let txID = (0..<12).map { _ in UInt8.random(in: 0...255) }
-                    if let ping = Disco.seal(.ping(txID: txID, nodeKey: nil), privateKey: disco, to: agentDisco) { send(ping, on: lan, to: address) }
+                    if let ping = Disco.seal(.ping(txID: txID, nodeKey: nil), privateKey: disco, to: agentDisco) { send(ping, on: lan, to: endpoint) }
                 }
             case .ping:
                 if let pong = Disco.pong(answering: received, privateKey: disco, regionID: 1) {
@@ -166,19 +179,33 @@ public final class DirectPeer: Sendable {
     }
 
     private func toWireGuard(_ datagram: [UInt8]) {
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = wireguardPort.bigEndian
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        send(datagram, on: loopback, to: address)
+        send(datagram, on: loopback, to: DiscoEndpoint.ipv4Mapped(127, 0, 0, 1, port: wireguardPort))
     }
 
-    private func send(_ datagram: [UInt8], on fd: Int32, to address: sockaddr_in) {
-        var address = address
+    /// A datagram to `endpoint` (IPv4 or IPv6; a socket of the other family fails silently).
+    private func send(_ datagram: [UInt8], on fd: Int32, to endpoint: DiscoEndpoint) {
+        if let v4 = endpoint.ipv4 {
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_port = endpoint.port.bigEndian
+            withUnsafeMutableBytes(of: &address.sin_addr) { $0.copyBytes(from: v4) }
+            _ = datagram.withUnsafeBytes { bytes in
+                withUnsafePointer(to: &address) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                        sendto(fd, bytes.baseAddress, bytes.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                    }
+                }
+            }
+            return
+        }
+        var address = sockaddr_in6()
+        address.sin6_family = sa_family_t(AF_INET6)
+        address.sin6_port = endpoint.port.bigEndian
+        withUnsafeMutableBytes(of: &address.sin6_addr) { $0.copyBytes(from: endpoint.address) }
         _ = datagram.withUnsafeBytes { bytes in
             withUnsafePointer(to: &address) {
                 $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    sendto(fd, bytes.baseAddress, bytes.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                    sendto(fd, bytes.baseAddress, bytes.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in6>.size))
                 }
             }
         }

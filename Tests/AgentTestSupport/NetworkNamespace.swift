@@ -36,8 +36,8 @@ public struct NetworkNamespace: Sendable {
         ChildProgram.start(["nsenter", "--net=\(path)"] + arguments, environment: environment, stderrToStdout: true)
     }
 
-    /// A UDP socket bound to `address` (IPv4; 127.0.0.1 by default) and `port` (0: any)
-    /// inside the namespace, with its port.
+    /// A UDP socket bound to `address` (IPv4 or IPv6; 127.0.0.1 by default) and `port` (0:
+    /// any) inside the namespace, with its port.
     public func udpSocket(address host: String = "127.0.0.1", port requested: UInt16 = 0) async -> (fd: Int32, port: UInt16)? {
         let path = path
         return await onThread {
@@ -51,21 +51,39 @@ public struct NetworkNamespace: Sendable {
             let cloneNewNet: Int32 = 0x4000_0000
             guard setns(nsFD, cloneNewNet) == 0 else { return nil }
             // This thread now lives in the namespace and ends after this closure.
-            let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+            let v6 = host.contains(":")
+            let fd = socket(v6 ? AF_INET6 : AF_INET, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
             guard fd >= 0 else { return nil }
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_addr.s_addr = inet_addr(host)
-            address.sin_port = requested.bigEndian
-            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-            let bound = withUnsafeMutablePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+            var port: UInt16?
+            if v6 {
+                var address = sockaddr_in6()
+                address.sin6_family = sa_family_t(AF_INET6)
+                address.sin6_port = requested.bigEndian
+                guard inet_pton(AF_INET6, host, &address.sin6_addr) == 1 else {
+                    Glibc.close(fd)
+                    return nil
+                }
+                var length = socklen_t(MemoryLayout<sockaddr_in6>.size)
+                let bound = withUnsafeMutablePointer(to: &address) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+                }
+                if bound { port = UInt16(bigEndian: address.sin6_port) }
+            } else {
+                var address = sockaddr_in()
+                address.sin_family = sa_family_t(AF_INET)
+                address.sin_addr.s_addr = inet_addr(host)
+                address.sin_port = requested.bigEndian
+                var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+                let bound = withUnsafeMutablePointer(to: &address) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+                }
+                if bound { port = UInt16(bigEndian: address.sin_port) }
             }
-            guard bound else {
+            guard let port else {
                 Glibc.close(fd)
                 return nil
             }
-            return (fd, UInt16(bigEndian: address.sin_port))
+            return (fd, port)
         }
     }
 

@@ -157,6 +157,31 @@ struct WorkspaceAgentDirectPathTests {
         ], peerEndpoints: ["\(peerLAN):\(peerPort)"], agentEndpoint: "\(agentLAN):\(agentPort)")
     }
 
+    /// Coder's IPv6 triangle: a router namespace linking the workspace
+    /// (`fdac:38fa:ffff:1::2`, over a link of `mtu`) and the peer (`fdac:38fa:ffff:2::2`),
+    /// ULAs only and no NAT (so each side advertises its ULA).
+    static func triangle(mtu: Int) -> Network {
+        Network(
+            extra: ["router"],
+            commands: [
+                ("router", ["ip", "link", "add", "r1", "mtu", "\(mtu)", "type", "veth", "peer", "name", "va", "mtu", "\(mtu)", "netns", "pid:workspace"]),
+                ("router", ["ip", "link", "add", "r2", "type", "veth", "peer", "name", "vb", "netns", "pid:peer"]),
+                ("router", ["ip", "-6", "addr", "add", "fdac:38fa:ffff:1::1/64", "dev", "r1", "nodad"]),
+                ("router", ["ip", "-6", "addr", "add", "fdac:38fa:ffff:2::1/64", "dev", "r2", "nodad"]),
+                ("router", ["ip", "link", "set", "r1", "up"]),
+                ("router", ["ip", "link", "set", "r2", "up"]),
+                ("router", ["sysctl", "-qw", "net.ipv6.conf.all.forwarding=1"]),
+                ("workspace", ["ip", "-6", "addr", "add", "fdac:38fa:ffff:1::2/64", "dev", "va", "nodad"]),
+                ("workspace", ["ip", "link", "set", "va", "up"]),
+                ("workspace", ["ip", "-6", "route", "add", "default", "via", "fdac:38fa:ffff:1::1"]),
+                ("peer", ["ip", "-6", "addr", "add", "fdac:38fa:ffff:2::2/64", "dev", "vb", "nodad"]),
+                ("peer", ["ip", "link", "set", "vb", "up"]),
+                ("peer", ["ip", "-6", "route", "add", "default", "via", "fdac:38fa:ffff:2::1"]),
+            ],
+            peerBind: ("fdac:38fa:ffff:2::2", peerPort), peerEndpoints: ["[fdac:38fa:ffff:2::2]:\(peerPort)"],
+            agentEndpoint: "[fdac:38fa:ffff:1::2]:\(agentPort)")
+    }
+
     /// Coder's NAT topology (routed, no bridge): a server namespace (10.0.1.1 and 10.0.2.1,
     /// coturn on both) links router 1 (WAN 10.0.1.2, LAN 10.0.11.1 → the agent at 10.0.11.2)
     /// and router 2 (WAN 10.0.2.2, LAN 10.0.12.1 → the peer at 10.0.12.2). Each router
@@ -561,8 +586,18 @@ struct WorkspaceAgentDirectPathTests {
         }
     }
 
-    @Test func aLinkWithMTU1280StaysOnDERPBecauseThePaddedPingsCannotPass() async throws {
-        try await Self.withTopology(Self.lan(mtu: 1280)) { topology in
+    @Test func anIPv6TriangleGoesDirectAndCarriesA1232ByteUDPEcho() async throws {
+        try await Self.withTopology(Self.triangle(mtu: 1500)) { topology in
+            let (direct, seen) = await Self.waitForDirect(topology, "[fdac:38fa:ffff:2::2]:\(Self.peerPort)")
+            #expect(direct, "\(seen)\n\(topology.agent.log)")
+            let before = topology.peer.counters.udpIn
+            #expect(await topology.udpEcho(size: 1232) == 5)
+            #expect(topology.peer.counters.udpIn > before + 5 * 1232)
+        }
+    }
+
+    @Test func anIPv6LinkWithMTU1280StaysOnDERPBecauseThePaddedPingsCannotPass() async throws {
+        try await Self.withTopology(Self.triangle(mtu: 1280)) { topology in
             #expect(await topology.discoveryRounds(3), "no discovery rounds: \(topology.peer.counters)")
             let path = await topology.peerPath()
             #expect(path?.path == "derp", "\(String(describing: path))")
