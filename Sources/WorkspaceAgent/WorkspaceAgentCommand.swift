@@ -29,6 +29,8 @@ struct WorkspaceAgentCommand: AsyncParsableCommand {
 
     /// Parses, runs, and turns every error into one line on stderr and a non-zero exit.
     static func main() async {
+        // The metadata commands first, before anything builds the command-line parser.
+        if let status = StatFastPath.run(Array(CommandLine.arguments.dropFirst())) { Glibc.exit(status) }
         // git runs the binary as `GIT_ASKPASS` (one prompt argument) and as `GIT_SSH_COMMAND`
         // (`<binary> gitssh -- …`), under either name.
         await GitHelperMain.answerAskpassIfAsked()

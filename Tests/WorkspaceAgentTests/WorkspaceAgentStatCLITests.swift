@@ -56,6 +56,29 @@ struct WorkspaceAgentStatCLITests {
         #expect(await Self.stat(["mem"], root: root) == ("0.5 GiB\n", 0))
     }
 
+    /// `stat cpu|mem|disk` without flags (or with `--host`) are answered before the general
+    /// parser is built; on this machine they say what the general path says (the totals and
+    /// units; what is used may move between the two runs).
+    @Test func theMetadataFormsAnswerAsTheGeneralPathDoes() async {
+        func total(_ text: String) -> String {
+            let line = text.trimmingCharacters(in: .whitespacesAndNewlines)
+            guard let slash = line.firstIndex(of: "/") else { return String(line.split(separator: " ").last ?? "") }
+            return String(line[line.index(after: slash)...].split(separator: "(").first ?? "").trimmingCharacters(in: .whitespaces)
+        }
+        for (fast, general) in [
+            (["cpu"], ["cpu", "-o", "text"]), (["cpu", "--host"], ["cpu", "--host", "-o", "text"]),
+            (["mem"], ["mem", "--prefix", "Gi"]), (["mem", "--host"], ["mem", "--host", "-o", "text"]),
+            (["disk"], ["disk", "--path", "/"]),
+        ] {
+            let quick = await Self.stat(fast)
+            let full = await Self.stat(general)
+            #expect(quick.status == 0 && full.status == 0, "\(fast): \(quick), \(general): \(full)")
+            #expect(!total(quick.output).isEmpty && total(quick.output) == total(full.output), "\(fast): \(quick.output) against \(full.output)")
+        }
+        // Other forms take the general path: its errors in the reference's words.
+        #expect(await Self.stat(["disk", "--host"]).status != 0)
+    }
+
     @Test func theTableShowsTheChosenColumnsInTheirOrder() async throws {
         let root = try Self.containerTree()
         defer { try? FileManager.default.removeItem(atPath: root) }

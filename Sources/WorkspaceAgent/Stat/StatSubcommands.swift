@@ -12,10 +12,13 @@ struct StatCPUCommand: ParsableCommand {
 
     func run() throws {
         let format = try common.format(among: ["text", "json"])
-        let statter = try common.statter()
+        print(try formatFigure(try Self.figure(host: host, statter: try common.statter()), as: format))
+    }
+
+    /// The figure: the container's when containerized, unless `host`.
+    static func figure(host: Bool, statter: HostStatter) throws -> StatResult? {
         let containerized = (try? statter.isContainerized().get()) ?? false
-        let result = containerized && !host ? try statter.containerCPU().orFail() : try statter.hostCPU().orFail()
-        print(try formatFigure(result, as: format))
+        return containerized && !host ? try statter.containerCPU().orFail() : try statter.hostCPU().orFail()
     }
 }
 
@@ -30,10 +33,13 @@ struct StatMemCommand: ParsableCommand {
     func run() throws {
         let format = try common.format(among: ["text", "json"])
         let scale = try parsePrefix(prefix)
-        let statter = try common.statter()
+        print(try formatFigure(try Self.figure(host: host, scale: scale, statter: try common.statter()), as: format))
+    }
+
+    /// The figure: the container's when containerized, unless `host`.
+    static func figure(host: Bool, scale: StatPrefix, statter: HostStatter) throws -> StatResult? {
         let containerized = (try? statter.isContainerized().get()) ?? false
-        let result = containerized && !host ? try statter.containerMemory(scale).orFail() : try statter.hostMemory(scale).orFail()
-        print(try formatFigure(result, as: format))
+        return containerized && !host ? try statter.containerMemory(scale).orFail() : try statter.hostMemory(scale).orFail()
     }
 }
 
