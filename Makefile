@@ -181,7 +181,9 @@ fuzz-smoke: fuzz-build
 # baselines are websockify and ffmpeg's x11grab, the HTTP layer's a bare SwiftNIO server,
 # bare Hummingbird and Go's net/http (bench/go-healthz), loaded by wrk (curl: bench/side-by-side.sh).
 BENCH_PACKAGES := websockify ffmpeg wrk golang-go curl python3 openssh-server
-bench: release
+# `templates` measures the in-workspace commands' start-up on the binary `make install` ships
+# (the static build: the Swift runtime linked in, no shared Swift libraries to bind at start).
+bench: release static
 	@$(MAKE) --no-print-directory deps DEB_PACKAGES="$(BENCH_PACKAGES)"
 	.build/release/agent-bench proc
 	.build/release/agent-bench http
@@ -194,10 +196,11 @@ bench: release
 	.build/release/agent-bench desktop
 	.build/release/agent-bench boundary
 	.build/release/agent-bench tailnet
+	.build/release/agent-bench tailnet-direct
 	.build/release/agent-bench scripts
 	.build/release/agent-bench chat
 	.build/release/agent-bench ssh
-	.build/release/agent-bench templates
+	.build/release/agent-bench templates --agent $(STATIC_BUILD)/release/workspace-agent
 
 # Regenerates Sources/AgentProto from proto/ with Debian's protoc and the protoc-gen-swift
 # product of the swift-protobuf package this project already depends on (not its slow

@@ -34,6 +34,7 @@ public final class DirectPeer: Sendable {
     public let disco = X25519PrivateKey.generate()
     /// False: pings over UDP are not answered and CallMeMaybe not followed (DERP only).
     public let answersPings: Bool
+    let fixedEndpoint: DiscoEndpoint?
     let loopback: Int32
     let lan: Int32
     let wireguardPort: UInt16
@@ -49,13 +50,20 @@ public final class DirectPeer: Sendable {
     /// - Parameters:
     ///   - loopback: a UDP socket in the peer's namespace that wireguard-go's peer endpoint names.
     ///   - lan: a UDP socket on the peer's address that the agent reaches directly.
-    public init(loopback: Int32, lan: Int32, wireguardPort: UInt16, agentKey: X25519PublicKey, agentDisco: X25519PublicKey, answersPings: Bool = true) {
+    ///   - fixedEndpoint: a path known in advance and always trusted (no disco): a benchmark
+    ///     puts the same hop in front of a plain wireguard-go peer.
+    public init(
+        loopback: Int32, lan: Int32, wireguardPort: UInt16, agentKey: X25519PublicKey, agentDisco: X25519PublicKey, answersPings: Bool = true,
+        fixedEndpoint: DiscoEndpoint? = nil
+    ) {
         self.answersPings = answersPings
+        self.fixedEndpoint = fixedEndpoint
         self.loopback = loopback
         self.lan = lan
         self.wireguardPort = wireguardPort
         self.agentKey = agentKey
         self.agentDisco = agentDisco
+        state.withLock { $0.agentEndpoint = fixedEndpoint }
     }
 
     public var counters: Counters { state.withLock { $0.counters } }
@@ -121,7 +129,7 @@ public final class DirectPeer: Sendable {
     /// wireguard-go → the agent: direct while trusted, both ways when not, DERP before any contact.
     private func fromWireGuard(_ datagram: [UInt8], _ source: DiscoEndpoint) {
         let (endpoint, trusted) = state.withLock { s -> (DiscoEndpoint?, Bool) in
-            let trusted = s.lastUDPFromAgent.map { ContinuousClock.now - $0 < Self.trust } ?? false
+            let trusted = fixedEndpoint != nil || (s.lastUDPFromAgent.map { ContinuousClock.now - $0 < Self.trust } ?? false)
             if s.agentEndpoint != nil { s.counters.udpOut += datagram.count }
             if s.agentEndpoint == nil || !trusted { s.counters.derpOut += datagram.count }
             return (s.agentEndpoint, trusted)

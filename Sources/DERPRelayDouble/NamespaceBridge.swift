@@ -38,6 +38,9 @@ public enum NamespaceBridge {
                     u.settimeout(None)
                 except OSError:
                     c.close(); continue
+                # No Nagle: DERP frames are small and latency-bound.
+                for conn in (c, u):
+                    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 threading.Thread(target=pump, args=(c, u), daemon=True).start()
                 threading.Thread(target=pump, args=(u, c), daemon=True).start()
         for s, port in listeners:

@@ -58,6 +58,10 @@ public struct HostStatter: Sendable {
         }
     }
 
+    /// Whether the host looked like a container when this statter was made (its cgroup was
+    /// found then): `isContainerized()` without reading the files again.
+    public var containerizedAtStart: Bool { cgroup != nil }
+
     /// Whether the host looks like a container (clistat's `IsContainerized`).
     public func isContainerized() -> Result<Bool, StatError> {
         Self.containerized(fileSystem)

@@ -15,9 +15,10 @@ struct StatCPUCommand: ParsableCommand {
         print(try formatFigure(try Self.figure(host: host, statter: try common.statter()), as: format))
     }
 
-    /// The figure: the container's when containerized, unless `host`.
+    /// The figure: the container's when containerized (as found when the statter was made),
+    /// unless `host`.
     static func figure(host: Bool, statter: HostStatter) throws -> StatResult? {
-        let containerized = (try? statter.isContainerized().get()) ?? false
+        let containerized = statter.containerizedAtStart
         return containerized && !host ? try statter.containerCPU().orFail() : try statter.hostCPU().orFail()
     }
 }
@@ -36,9 +37,10 @@ struct StatMemCommand: ParsableCommand {
         print(try formatFigure(try Self.figure(host: host, scale: scale, statter: try common.statter()), as: format))
     }
 
-    /// The figure: the container's when containerized, unless `host`.
+    /// The figure: the container's when containerized (as found when the statter was made),
+    /// unless `host`.
     static func figure(host: Bool, scale: StatPrefix, statter: HostStatter) throws -> StatResult? {
-        let containerized = (try? statter.isContainerized().get()) ?? false
+        let containerized = statter.containerizedAtStart
         return containerized && !host ? try statter.containerMemory(scale).orFail() : try statter.hostMemory(scale).orFail()
     }
 }
