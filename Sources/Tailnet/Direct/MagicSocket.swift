@@ -129,23 +129,22 @@ final class MagicSocket: Sendable {
             address.sin_family = sa_family_t(AF_INET)
             address.sin_port = endpoint.port.bigEndian
             withUnsafeMutableBytes(of: &address.sin_addr) { $0.copyBytes(from: v4) }
-            return bytes.withUnsafeBytes { data in
-                withUnsafePointer(to: &address) {
-                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                        sendto(family.sendFD, data.baseAddress, data.count, Int32(MSG_DONTWAIT), $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == data.count
-                    }
-                }
-            }
+            return Self.send(bytes, on: family.sendFD, to: &address)
         }
         guard let family = self.v6, endpoint.address.count == 16 else { return false }
         var address = sockaddr_in6()
         address.sin6_family = sa_family_t(AF_INET6)
         address.sin6_port = endpoint.port.bigEndian
         withUnsafeMutableBytes(of: &address.sin6_addr) { $0.copyBytes(from: endpoint.address) }
-        return bytes.withUnsafeBytes { data in
+        return Self.send(bytes, on: family.sendFD, to: &address)
+    }
+
+    /// One non-blocking `sendto` to a `sockaddr_in` or `sockaddr_in6`: whole or not at all.
+    private static func send<Address>(_ bytes: [UInt8], on fd: Int32, to address: inout Address) -> Bool {
+        bytes.withUnsafeBytes { data in
             withUnsafePointer(to: &address) {
                 $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    sendto(family.sendFD, data.baseAddress, data.count, Int32(MSG_DONTWAIT), $0, socklen_t(MemoryLayout<sockaddr_in6>.size)) == data.count
+                    sendto(fd, data.baseAddress, data.count, Int32(MSG_DONTWAIT), $0, socklen_t(MemoryLayout<Address>.size)) == data.count
                 }
             }
         }
