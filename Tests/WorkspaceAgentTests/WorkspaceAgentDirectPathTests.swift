@@ -16,7 +16,13 @@ import Glibc
 /// wireguard-go sits behind ``DirectPeer`` (disco written from the byte tables). The relay
 /// and control-plane doubles run in the test on loopback and reach the workspace's loopback
 /// through a bridge (a listening socket made inside the namespace, pumped to ours).
-@Suite(.serialized, .timeLimit(.minutes(6)))
+///
+/// Skipped, with the reason, where they cannot run: not root, no `/dev/net/tun`, a tool
+/// missing (`make test` installs them on Debian), or `unshare -n` refused (a container
+/// without the privilege to make network namespaces).
+@Suite(.serialized, .timeLimit(.minutes(6)),
+       .enabled(if: DirectPathPrerequisites.missing() == nil,
+                "needs root, /dev/net/tun, wireguard-go, wg, ip, iptables, turnserver (coturn), ssh, curl, python3 and the right to make network namespaces"))
 struct WorkspaceAgentDirectPathTests {
     static let agentLAN = "10.99.0.1"
     static let peerLAN = "10.99.0.2"
@@ -242,13 +248,7 @@ struct WorkspaceAgentDirectPathTests {
             agentEndpoint: agentHard ? "10.0.1.2:\(agentPort)" : "10.0.1.2:48011")
     }
 
-    static func missing() -> String? {
-        if let missing = WorkspaceAgentTailnetTests.missing() { return missing }
-        for tool in ["/usr/bin/ssh", "/usr/sbin/iptables", "/usr/bin/turnserver"] where !FileManager.default.isExecutableFile(atPath: tool) {
-            return "\(tool) is missing (Debian: openssh-client, iptables, coturn)"
-        }
-        return nil
-    }
+    static func missing() -> String? { DirectPathPrerequisites.missing() }
 
 
     struct Failure: Error, CustomStringConvertible { let description: String }
@@ -657,5 +657,18 @@ struct WorkspaceAgentDirectPathTests {
             #expect(await topology.udpEcho() == 5)
             #expect(topology.peer.counters.udpIn == 0)
         }
+    }
+}
+
+/// What the direct-path tests need of the machine (nil: all there).
+enum DirectPathPrerequisites {
+    static func missing() -> String? {
+        if let missing = WorkspaceAgentTailnetTests.missing() { return missing }
+        for tool in ["/usr/bin/ssh", "/usr/sbin/iptables", "/usr/bin/turnserver"] where !FileManager.default.isExecutableFile(atPath: tool) {
+            return "\(tool) is missing (Debian: openssh-client, iptables, coturn)"
+        }
+        // Network namespaces can be made here (a container may refuse them even to root).
+        if system("/usr/bin/unshare -n /bin/true >/dev/null 2>&1") != 0 { return "`unshare -n` is refused: no network namespaces here" }
+        return nil
     }
 }
