@@ -172,7 +172,9 @@ struct PeerPath: Sendable {
 
     /// Pings older than 5 s are forgotten; ping-learned candidates silent for 45 s go.
     mutating func expire(now: WireGuardInstant) {
-        outstanding = outstanding.filter { now.since($0.value.sentAt) < DirectTimers.pingTimeout }
+        if outstanding.values.contains(where: { now.since($0.sentAt) >= DirectTimers.pingTimeout }) {
+            outstanding = outstanding.filter { now.since($0.value.sentAt) < DirectTimers.pingTimeout }
+        }
         sweep(now: now, force: false)
     }
 
@@ -208,10 +210,11 @@ struct PeerPath: Sendable {
     /// one ping went out (unless the round answers one).
     private mutating func discoveryRound(now: WireGuardInstant, sendCallMeMaybe: Bool, random: inout some RandomNumberGenerator) -> [Action] {
         expire(now: now)
+        // Only the candidates due (most sends find none), in a fixed order.
+        let due = candidates.filter { $0.value.lastPingSent.map { now.since($0) >= DirectTimers.discoPingInterval } ?? true }.map(\.key)
         var actions: [Action] = []
-        for endpoint in candidates.keys.sorted(by: { $0.description < $1.description }) {
+        for endpoint in due.sorted(by: { $0.address.lexicographicallyPrecedes($1.address) || ($0.address == $1.address && $0.port < $1.port) }) {
             guard outstanding.count < Self.maxOutstanding else { break }
-            if let last = candidates[endpoint]?.lastPingSent, now.since(last) < DirectTimers.discoPingInterval { continue }
             actions.append(ping(endpoint, now: now, purpose: .discovery, random: &random))
         }
         if !actions.isEmpty {
@@ -232,6 +235,7 @@ struct PeerPath: Sendable {
     /// Ping-learned candidates silent for 45 s lose that source; `force` also drops every
     /// ping-only candidate (the >100 sweep).
     private mutating func sweep(now: WireGuardInstant, force: Bool) {
+        guard force || candidates.values.contains(where: { $0.fromPing }) else { return }
         for (endpoint, var candidate) in candidates where candidate.fromPing {
             let silent = candidate.lastPingReceived.map { now.since($0) > DirectTimers.sessionActiveTimeout } ?? true
             guard silent || (force && !candidate.fromNode && !candidate.fromCallMeMaybe) else { continue }
