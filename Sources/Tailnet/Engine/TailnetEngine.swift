@@ -450,7 +450,7 @@ final class TailnetEngine: Sendable {
             guard let stack = stackBox.withLock({ $0 }) else { continue }
             stack.input(packet)
             if packetsSinceGauge.add(1, ordering: .relaxed).newValue % 64 == 0 {
-                metrics.tunnelConnections.record(stack.counters().openConnections)
+                metrics.record(stack.counters())
             }
         }
         rearm()

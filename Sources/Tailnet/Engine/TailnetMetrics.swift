@@ -1,5 +1,6 @@
 import CoreMetrics
 import Metrics
+import TunnelStack
 import WireGuard
 
 /// What the tailnet counts, under `agent_tailnet_`: enough to tell "agent unreachable" apart
@@ -60,6 +61,14 @@ struct TailnetMetrics: Sendable {
 
     /// Open tunnel TCP connections (port 4 and forwarded ports).
     let tunnelConnections = Gauge(label: "agent_tailnet_tcp_connections")
+    /// Open UDP flows forwarded through the tunnel to the workspace's loopback.
+    let udpFlows = Gauge(label: "agent_tailnet_udp_flows")
+
+    /// The stack's gauges from its counters.
+    func record(_ counters: TunnelStackCounters) {
+        tunnelConnections.record(counters.openConnections)
+        udpFlows.record(counters.udpFlowsOpen)
+    }
 
     /// Counts one dropped packet by its WireGuard reason (no session, replay, bad mac,
     /// source not allowed, queue full, unknown key, malformed, ...).

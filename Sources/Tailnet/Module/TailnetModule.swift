@@ -90,8 +90,10 @@ public struct TailnetModule: HTTPModule {
                 path: path?.path ?? "derp", directTrusted: path.map(\.trusted), lastPongMilliseconds: path?.latencyMilliseconds,
                 candidates: path?.candidates)
         }.sorted { $0.nodeKey < $1.nodeKey }
-        status.tunnelConnections = engine.stackCounters?.openConnections
-        if let open = status.tunnelConnections { runtime.metrics.tunnelConnections.record(open) }
+        let stack = engine.stackCounters
+        status.tunnelConnections = stack?.openConnections
+        status.udpFlows = stack?.udpFlowsOpen
+        if let stack { runtime.metrics.record(stack) }
         return status
     }
 }

@@ -49,6 +49,8 @@ struct TailnetStatus: Encodable, Sendable {
     var relays: [Relay]?
     var peers: [Peer]?
     var tunnelConnections: Int?
+    /// Open UDP flows through the tunnel.
+    var udpFlows: Int?
     /// The direct paths: blocked or not, the UDP ports, the endpoints advertised.
     var directBlocked: Bool?
     var udpPorts: [String: UInt16]?
@@ -56,7 +58,7 @@ struct TailnetStatus: Encodable, Sendable {
 
     enum CodingKeys: String, CodingKey {
         case enabled, started, nodeKey = "node_key", discoKey = "disco_key", addresses, homeRegion = "home_region"
-        case relays, peers, tunnelConnections = "tunnel_connections"
+        case relays, peers, tunnelConnections = "tunnel_connections", udpFlows = "udp_flows"
         case directBlocked = "direct_blocked", udpPorts = "udp_ports", endpoints
     }
 }
