@@ -411,11 +411,14 @@ let package = Package(
         ),
         // dRPC: wire format, unary and streaming client and server; transport-agnostic. Needs
         // only AgentJSON (Go's quoting of a method name in its errors), not AgentCore.
-        .target(name: "DRPC", dependencies: ["AgentJSON"], swiftSettings: swiftSettings),
+        // The received-bytes buffer dRPC's and yamux's frame decoders share.
+        .target(name: "FrameBytes", swiftSettings: swiftSettings),
+        .target(name: "DRPC", dependencies: ["AgentJSON", "FrameBytes"], swiftSettings: swiftSettings),
         // yamux: framing and a session over any byte stream, run on its connection's NIO loop.
         .target(
             name: "Yamux",
             dependencies: [
+                "FrameBytes",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ],

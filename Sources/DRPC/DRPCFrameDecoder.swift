@@ -1,3 +1,5 @@
+import FrameBytes
+
 /// Incremental frame decoder: feed bytes as they arrive (any split, down to one byte),
 /// take complete frames out.
 ///
@@ -6,45 +8,27 @@
 public struct DRPCFrameDecoder: Sendable {
     /// The largest data a single frame may announce (defaults to the packet limit, 4 MiB).
     public let maxFrameData: Int
-    private var buffer: [UInt8] = []
-    private var start = 0
+    private var bytes = FrameBytes()
 
     public init(maxFrameData: Int = DRPCPacketAssembler.defaultMaxPacketSize) {
         self.maxFrameData = maxFrameData
     }
 
     /// Appends received bytes.
-    public mutating func feed(_ bytes: some Sequence<UInt8>) {
-        if start > 0 && start == buffer.count {
-            buffer.removeAll(keepingCapacity: true)
-            start = 0
-        }
-        buffer.append(contentsOf: bytes)
-    }
+    public mutating func feed(_ received: some Sequence<UInt8>) { bytes.append(received) }
 
-    /// The common case, without generic dispatch (one copy, no per-byte iteration).
-    public mutating func feed(_ bytes: [UInt8]) {
-        if start == buffer.count {
-            if bytes.count >= 4096 {
-                // Nothing pending: take the caller's buffer as is.
-                buffer = bytes
-                start = 0
-                return
-            }
-            buffer.removeAll(keepingCapacity: true)
-            start = 0
-        }
-        buffer.append(contentsOf: bytes)
-    }
+    /// The common case, without generic dispatch.
+    public mutating func feed(_ received: [UInt8]) { bytes.append(received) }
 
     /// Bytes received but not yet part of a returned frame.
-    public var bufferedCount: Int { buffer.count - start }
+    public var bufferedCount: Int { bytes.count }
 
     /// The next complete frame, or nil until more bytes arrive.
     public mutating func next() throws(DRPCWireError) -> DRPCFrame? {
-        guard buffer.count - start >= 1 else { return nil }
-        let controlByte = buffer[start]
-        var offset = start + 1
+        guard bytes.count >= 1 else { return nil }
+        let buffer = bytes.storage
+        let controlByte = buffer[bytes.start]
+        var offset = bytes.start + 1
         var fields: [UInt64] = []
         for _ in 0..<3 {
             switch Varint.decode(buffer, at: offset) {
@@ -58,12 +42,7 @@ public struct DRPCFrameDecoder: Sendable {
         let length = fields[2]
         guard length <= UInt64(maxFrameData) else { throw .dataOverflow(limit: maxFrameData) }
         guard buffer.count - offset >= Int(length) else { return nil }
-        let data = Array(buffer[offset..<(offset + Int(length))])
-        start = offset + Int(length)
-        if start > 65536 && start * 2 > buffer.count {
-            buffer.removeFirst(start)
-            start = 0
-        }
+        let data = bytes.take(from: offset, to: offset + Int(length))
         return DRPCFrame(
             streamID: fields[0], messageID: fields[1], rawKind: (controlByte >> 1) & 0x3F,
             done: controlByte & 0x01 != 0, control: controlByte & 0x80 != 0, data: data)

@@ -1,3 +1,4 @@
+import FrameBytes
 /// A yamux frame: its header and, for Data frames, the payload.
 public struct YamuxFrame: Equatable, Sendable {
     public var header: YamuxHeader
@@ -23,53 +24,30 @@ public struct YamuxFrame: Equatable, Sendable {
 /// peer that sends more has violated flow control, which is session-fatal).
 public struct YamuxFrameDecoder: Sendable {
     public let maxPayload: UInt32
-    private var buffer: [UInt8] = []
-    private var start = 0
+    private var bytes = FrameBytes()
 
     public init(maxPayload: UInt32 = YamuxHeader.initialWindow) {
         self.maxPayload = maxPayload
     }
 
-    public mutating func feed(_ bytes: some Sequence<UInt8>) {
-        if start > 0 && start == buffer.count {
-            buffer.removeAll(keepingCapacity: true)
-            start = 0
-        }
-        buffer.append(contentsOf: bytes)
-    }
+    public mutating func feed(_ received: some Sequence<UInt8>) { bytes.append(received) }
 
-    /// The common case, without generic dispatch (one copy, no per-byte iteration).
-    public mutating func feed(_ bytes: [UInt8]) {
-        if start == buffer.count {
-            if bytes.count >= 4096 {
-                // Nothing pending: take the caller's buffer as is.
-                buffer = bytes
-                start = 0
-                return
-            }
-            buffer.removeAll(keepingCapacity: true)
-            start = 0
-        }
-        buffer.append(contentsOf: bytes)
-    }
+    /// The common case, without generic dispatch.
+    public mutating func feed(_ received: [UInt8]) { bytes.append(received) }
 
     /// The next complete frame, or nil until more bytes arrive.
     public mutating func next() throws(YamuxError) -> YamuxFrame? {
-        guard buffer.count - start >= YamuxHeader.size else { return nil }
-        let header = try YamuxHeader(decoding: buffer, at: start)
+        guard bytes.count >= YamuxHeader.size else { return nil }
+        let start = bytes.start
+        let header = try YamuxHeader(decoding: bytes.storage, at: start)
         var payloadLength = 0
         if header.type == .data {
             guard header.length <= maxPayload else { throw .payloadTooLarge(header.length) }
             payloadLength = Int(header.length)
         }
         let end = start + YamuxHeader.size + payloadLength
-        guard buffer.count >= end else { return nil }
-        let payload = Array(buffer[(start + YamuxHeader.size)..<end])
-        start = end
-        if start > 65536 && start * 2 > buffer.count {
-            buffer.removeFirst(start)
-            start = 0
-        }
+        guard bytes.storage.count >= end else { return nil }
+        let payload = bytes.take(from: start + YamuxHeader.size, to: end)
         return YamuxFrame(header: header, payload: payload)
     }
 }
