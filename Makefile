@@ -50,7 +50,7 @@ STATIC_BUILD := .build/static
 STATIC_FLAGS := -c release --product workspace-agent --static-swift-stdlib --scratch-path $(STATIC_BUILD)
 IMAGE ?= workspace-agent:latest
 
-.PHONY: all deps build release run test bench proto clean fuzz-build fuzz fuzz-smoke static install install-files install-link install-user-check install-check image
+.PHONY: all deps build release run test bench proto clean lint fuzz-build fuzz fuzz-smoke static install install-files install-link install-user-check install-check image
 
 all: build
 
@@ -128,6 +128,13 @@ test: deps
 	$(SWIFT) build --build-tests
 	$(TEST_ENV) $(SWIFT) test --skip-build
 	@$(MAKE) --no-print-directory fuzz-smoke
+
+# The project's formatting (.swift-format: 4-space indent, existing line breaks kept) over its
+# own Swift files, generated protobuf code aside. Not yet part of `make test`: the tree still
+# has about 2600 findings in 341 files (mostly continuation indentation and line breaks) that a
+# reformatting commit must clear first.
+lint:
+	@git ls-files 'Sources/*.swift' 'Tests/*.swift' 'Fuzz/Sources/*.swift' | grep -v '\.pb\.swift$$' | xargs $(SWIFT) format lint --configuration .swift-format
 
 # libFuzzer targets for every decoder of outside bytes (Fuzz/README.md). Fuzz/ is a package
 # of its own, so only it is built with the fuzzer's coverage and AddressSanitizer: libFuzzer's
