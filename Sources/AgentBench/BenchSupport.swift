@@ -10,7 +10,9 @@ import Glibc
 enum Bench {
     /// The `workspace-agent` to measure: `path`, or the one next to `agent-bench`.
     static func agentBinary(_ path: String?) throws -> String {
-        let binary = path ?? URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        let binary =
+            path
+            ?? URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
             .appendingPathComponent("workspace-agent").path
         guard FileManager.default.isExecutableFile(atPath: binary) else {
             throw ValidationError("workspace-agent not found at \(binary); build it with -c release first")
@@ -115,7 +117,7 @@ enum Bench {
     /// User plus system CPU time of `pid` in seconds (/proc/pid/stat fields 14 and 15).
     static func cpuSeconds(_ pid: pid_t) -> Double {
         guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-              let close = text.lastIndex(of: ")")
+            let close = text.lastIndex(of: ")")
         else { return 0 }
         let fields = text[text.index(after: close)...].split(separator: " ")
         guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }

@@ -24,7 +24,8 @@ final class BenchWebSocket {
             guard fill(timeoutMs: 5000) else { return nil }
         }
         guard let end = buffer.firstRange(of: separator),
-              String(decoding: buffer[..<end.lowerBound], as: UTF8.self).hasPrefix("HTTP/1.1 101") else { return nil }
+            String(decoding: buffer[..<end.lowerBound], as: UTF8.self).hasPrefix("HTTP/1.1 101")
+        else { return nil }
         buffer.removeFirst(end.upperBound)
     }
 

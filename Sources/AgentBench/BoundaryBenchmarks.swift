@@ -44,10 +44,12 @@ struct BoundaryBenchmarks: AsyncParsableCommand {
             let socketPath = directory + "/audit.sock"
             let port = Bench.freePort()
             let pid = Bench.spawn(
-                [binary, "--http-address", "127.0.0.1:\(port)", "--state-dir", directory + "/state", "--log-level", "error",
-                 "--prometheus-address", "", "--socket-server-enabled", "false", "--agent-url", url,
-                 "--agent-token-file", try Self.tokenFile(double.token, in: directory),
-                 "--boundary-log-proxy-socket-path", socketPath],
+                [
+                    binary, "--http-address", "127.0.0.1:\(port)", "--state-dir", directory + "/state", "--log-level", "error",
+                    "--prometheus-address", "", "--socket-server-enabled", "false", "--agent-url", url,
+                    "--agent-token-file", try Self.tokenFile(double.token, in: directory),
+                    "--boundary-log-proxy-socket-path", socketPath,
+                ],
                 stdoutPath: directory + "/agent.log")
             defer {
                 kill(pid, SIGTERM)

@@ -77,8 +77,9 @@ extension ChatBench {
         let used = Bench.cpuSeconds(agent.pid) - before
         print("flood: the agent with 2 ping-flooding and 2 stderr-flooding stdio servers for \(Self.floodSeconds) s, against a bare read loop over one of each for as long")
         let ratio = used / max(2 * baseline, 0.001)
-        report("agent CPU, 4 flooding servers", value: String(format: "%.2f s", used), baseline: String(format: "%.2f s (x2)", baseline),
-               ratio: ratio, goal: "<= 0.10x reading the floods", met: ratio <= 0.10)
+        report(
+            "agent CPU, 4 flooding servers", value: String(format: "%.2f s", used), baseline: String(format: "%.2f s (x2)", baseline),
+            ratio: ratio, goal: "<= 0.10x reading the floods", met: ratio <= 0.10)
     }
 
     /// CPU seconds a bare read loop spends on `mode`'s flood for ``floodSeconds``.
@@ -168,10 +169,12 @@ extension ChatBench {
         let sent = servers * mib << 20
         print("burst: \(servers) stdio servers each sending a \(mib) MiB message without its newline, then removed; idle \(Bench.mib(idle))")
         let held = Double(peak - idle) / Double(sent)
-        report("agent peak over idle", value: Bench.mib(peak - idle), baseline: Bench.mib(sent) + " sent",
-               ratio: held, goal: "<= 0.50x what was sent", met: held <= 0.5)
+        report(
+            "agent peak over idle", value: Bench.mib(peak - idle), baseline: Bench.mib(sent) + " sent",
+            ratio: held, goal: "<= 0.50x what was sent", met: held <= 0.5)
         let kept = Double(after - idle) / Double(max(peak - idle, 1))
-        report("  left over idle 34 s after removal", value: Bench.mib(after - idle), baseline: Bench.mib(peak - idle) + " peak",
-               ratio: kept, goal: "<= 0.50x the peak", met: kept <= 0.5)
+        report(
+            "  left over idle 34 s after removal", value: Bench.mib(after - idle), baseline: Bench.mib(peak - idle) + " peak",
+            ratio: kept, goal: "<= 0.50x the peak", met: kept <= 0.5)
     }
 }

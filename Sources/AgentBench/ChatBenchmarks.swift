@@ -52,7 +52,8 @@ struct ChatBenchmarks: AsyncParsableCommand {
             throw ValidationError("--only must be one of \(Self.parts.joined(separator: ", "))")
         }
         guard (1...10_000).contains(calls), (1...100).contains(pushes), (1...1000).contains(resolves),
-              (1...100).contains(skillResolves), (1...1000).contains(skillChanges) else {
+            (1...100).contains(skillResolves), (1...1000).contains(skillChanges)
+        else {
             throw ValidationError("--calls 1...10000, --pushes 1...100, --resolves 1...1000, --skill-resolves 1...100, --skill-changes 1...1000")
         }
     }
@@ -115,8 +116,10 @@ struct ChatBench {
     func launchStandalone(workdir: String, home: String, name: String) -> (pid: pid_t, port: Int) {
         let port = Bench.freePort()
         let pid = Bench.spawn(
-            [binary, "--http-address", "127.0.0.1:\(port)", "--state-dir", base + "/state-\(name)", "--log-level", "warning",
-             "--prometheus-address", "", "--socket-server-enabled", "false", "--directory", workdir],
+            [
+                binary, "--http-address", "127.0.0.1:\(port)", "--state-dir", base + "/state-\(name)", "--log-level", "warning",
+                "--prometheus-address", "", "--socket-server-enabled", "false", "--directory", workdir,
+            ],
             stdoutPath: base + "/agent-\(name).log", environment: environment(home: home))
         return (pid, port)
     }
@@ -137,8 +140,9 @@ struct ChatBench {
     func waitForConnected(port: Int, count: Int) -> [[String: Any]]? {
         for _ in 0..<Self.connectAttempts {
             if let (status, body) = BlockingHTTP(port: port)?.request("GET", "/api/v0/mcp/servers"), status == 200,
-               let rows = (try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any])?["servers"] as? [[String: Any]],
-               rows.count == count, rows.allSatisfy({ $0["state"] as? String == "connected" }) {
+                let rows = (try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any])?["servers"] as? [[String: Any]],
+                rows.count == count, rows.allSatisfy({ $0["state"] as? String == "connected" })
+            {
                 return rows
             }
             usleep(100_000)
@@ -216,16 +220,21 @@ struct ChatBench {
         let added = agentMedian - directMedian
         let health = Bench.median(healthTimes)
         print("call-tool: \(calls) sequential calls per side after \(Self.warmUpCalls) of warm-up, \(Self.callsPerRound) per round alternating; server: \(script.map(Bench.relative) ?? "agent-bench's minimal echo server (python3)")")
-        report("call-tool via the agent (median)", value: Bench.format(agentMedian), baseline: Bench.format(directMedian),
-               ratio: agentMedian / directMedian, goal: "(information: baseline the bench's own MCP client)", met: true)
-        report("call-tool via the agent (p90)", value: Bench.format(agentP90), baseline: Bench.format(directP90),
-               ratio: agentP90 / directP90, goal: "(information)", met: true)
-        report("  added by the agent (median)", value: Bench.format(added), baseline: Bench.format(1e6),
-               ratio: added / 1e6, goal: "<= 1 ms added at the median", met: added <= 1e6)
-        report("  added by the agent (p90)", value: Bench.format(agentP90 - directP90), baseline: Bench.format(1e6),
-               ratio: (agentP90 - directP90) / 1e6, goal: "(information)", met: true)
-        report("  of which GET /healthz round trip", value: Bench.format(health), baseline: Bench.format(added),
-               ratio: health / max(added, 1), goal: "(information: the HTTP exchange alone)", met: true)
+        report(
+            "call-tool via the agent (median)", value: Bench.format(agentMedian), baseline: Bench.format(directMedian),
+            ratio: agentMedian / directMedian, goal: "(information: baseline the bench's own MCP client)", met: true)
+        report(
+            "call-tool via the agent (p90)", value: Bench.format(agentP90), baseline: Bench.format(directP90),
+            ratio: agentP90 / directP90, goal: "(information)", met: true)
+        report(
+            "  added by the agent (median)", value: Bench.format(added), baseline: Bench.format(1e6),
+            ratio: added / 1e6, goal: "<= 1 ms added at the median", met: added <= 1e6)
+        report(
+            "  added by the agent (p90)", value: Bench.format(agentP90 - directP90), baseline: Bench.format(1e6),
+            ratio: (agentP90 - directP90) / 1e6, goal: "(information)", met: true)
+        report(
+            "  of which GET /healthz round trip", value: Bench.format(health), baseline: Bench.format(added),
+            ratio: health / max(added, 1), goal: "(information: the HTTP exchange alone)", met: true)
     }
 
     /// 4. The agent's RSS with 5 idle stdio servers connected, against a second agent without
@@ -241,9 +250,9 @@ struct ChatBench {
         let with = launchStandalone(workdir: busy, home: home, name: "rss-servers")
         defer { stop(with.pid) }
         guard ProcessBenchmarks().connectWhenHealthy(port: without.port) != nil,
-              ProcessBenchmarks().connectWhenHealthy(port: with.port) != nil,
-              let rows = waitForConnected(port: with.port, count: servers),
-              waitForConnected(port: without.port, count: 0) != nil
+            ProcessBenchmarks().connectWhenHealthy(port: with.port) != nil,
+            let rows = waitForConnected(port: with.port, count: servers),
+            waitForConnected(port: without.port, count: 0) != nil
         else { throw ValidationError("the agents did not start, or the servers did not connect (logs in \(base))") }
         // Both past start-up (the agent releases its start-up pages 2 s after start) and idle.
         usleep(4_000_000)
@@ -251,13 +260,17 @@ struct ChatBench {
         let (bareAnon, busyAnon) = (Bench.rss(without.pid, field: "RssAnon"), Bench.rss(with.pid, field: "RssAnon"))
         let serverRSS = rows.compactMap { $0["pid"] as? Int }.reduce(0) { $0 + Bench.rss(pid_t($1)) }
         print("rss: two agents at once, one with \(servers) idle stdio servers (agent-bench's echo server) connected; read 4 s after")
-        report("agent RSS, 5 idle stdio servers", value: Bench.mib(busyRSS), baseline: Bench.mib(bareRSS),
-               ratio: Double(busyRSS) / Double(max(bareRSS, 1)), goal: "reported (baseline: the agent without servers)", met: true)
-        report("  added by the 5 servers", value: Bench.mib(busyRSS - bareRSS), baseline: Bench.mib(bareRSS),
-               ratio: Double(busyRSS - bareRSS) / Double(max(bareRSS, 1)), goal: "reported", met: true)
-        report("  private (RssAnon) added", value: Bench.mib(busyAnon - bareAnon), baseline: Bench.mib(bareAnon),
-               ratio: Double(busyAnon - bareAnon) / Double(max(bareAnon, 1)), goal: "(information)", met: true)
-        report("  the servers' own RSS (not the agent's)", value: Bench.mib(serverRSS), baseline: Bench.mib(busyRSS),
-               ratio: Double(serverRSS) / Double(max(busyRSS, 1)), goal: "(information)", met: true)
+        report(
+            "agent RSS, 5 idle stdio servers", value: Bench.mib(busyRSS), baseline: Bench.mib(bareRSS),
+            ratio: Double(busyRSS) / Double(max(bareRSS, 1)), goal: "reported (baseline: the agent without servers)", met: true)
+        report(
+            "  added by the 5 servers", value: Bench.mib(busyRSS - bareRSS), baseline: Bench.mib(bareRSS),
+            ratio: Double(busyRSS - bareRSS) / Double(max(bareRSS, 1)), goal: "reported", met: true)
+        report(
+            "  private (RssAnon) added", value: Bench.mib(busyAnon - bareAnon), baseline: Bench.mib(bareAnon),
+            ratio: Double(busyAnon - bareAnon) / Double(max(bareAnon, 1)), goal: "(information)", met: true)
+        report(
+            "  the servers' own RSS (not the agent's)", value: Bench.mib(serverRSS), baseline: Bench.mib(busyRSS),
+            ratio: Double(serverRSS) / Double(max(busyRSS, 1)), goal: "(information)", met: true)
     }
 }

@@ -29,7 +29,7 @@ struct DesktopBenchmarks: ParsableCommand {
         defer { benchmarks.stop(daemon) }
         guard let client = benchmarks.connectWhenHealthy(port: port) else { throw ValidationError("agent did not answer /healthz") }
         guard client.request("POST", "/api/v0/desktop/action", body: #"{"action":"cursor_position"}"#)?.0 == 200,
-              let (vncPort, display) = DesktopBench.xvnc(under: daemon)
+            let (vncPort, display) = DesktopBench.xvnc(under: daemon)
         else { throw ValidationError("the agent's desktop did not start (is Xvnc installed?)") }
         // Something that is not flat colour on the screen.
         _ = Bench.wait(Bench.spawn(["/usr/bin/env", "DISPLAY=:\(display)", "xsetroot", "-mod", "7", "5", "-fg", "#3050a0", "-bg", "#e0d0b0"]))
@@ -93,13 +93,15 @@ struct DesktopBenchmarks: ParsableCommand {
         for _ in 0..<screenshots {
             var start = Bench.now()
             guard let (status, body) = client.request("POST", "/api/v0/desktop/action", body: #"{"action":"screenshot"}"#), status == 200,
-                  jsonString(body, "screenshot_data") != nil
+                jsonString(body, "screenshot_data") != nil
             else { throw ValidationError("screenshot failed") }
             ours.append(Double(Bench.now() - start))
             start = Bench.now()
             let ffmpeg = Bench.spawn(
-                ["/usr/bin/env", "ffmpeg", "-loglevel", "error", "-f", "x11grab", "-video_size", "1920x1080", "-i", ":\(display)",
-                 "-frames:v", "1", "-y", scratch], stdoutPath: "/dev/null")
+                [
+                    "/usr/bin/env", "ffmpeg", "-loglevel", "error", "-f", "x11grab", "-video_size", "1920x1080", "-i", ":\(display)",
+                    "-frames:v", "1", "-y", scratch,
+                ], stdoutPath: "/dev/null")
             guard Bench.wait(ffmpeg) == 0 else { throw ValidationError("ffmpeg x11grab failed") }
             theirs.append(Double(Bench.now() - start))
         }
@@ -118,13 +120,15 @@ enum DesktopBench {
         for _ in 0..<100 {
             for entry in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? [] {
                 guard Int32(entry) != nil,
-                      let status = try? String(contentsOfFile: "/proc/\(entry)/status", encoding: .utf8),
-                      status.contains("PPid:\t\(pid)\n"),
-                      let raw = FileManager.default.contents(atPath: "/proc/\(entry)/cmdline") else { continue }
+                    let status = try? String(contentsOfFile: "/proc/\(entry)/status", encoding: .utf8),
+                    status.contains("PPid:\t\(pid)\n"),
+                    let raw = FileManager.default.contents(atPath: "/proc/\(entry)/cmdline")
+                else { continue }
                 let arguments = raw.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
                 guard arguments.first?.hasSuffix("Xvnc") == true,
-                      let index = arguments.firstIndex(of: "-rfbport"), index + 1 < arguments.count,
-                      let port = Int(arguments[index + 1]), let display = Int(arguments[1].dropFirst()) else { continue }
+                    let index = arguments.firstIndex(of: "-rfbport"), index + 1 < arguments.count,
+                    let port = Int(arguments[index + 1]), let display = Int(arguments[1].dropFirst())
+                else { continue }
                 return (port, display)
             }
             usleep(50_000)
@@ -169,7 +173,6 @@ final class TCPTransport: RFBTransport {
 
     func write(_ bytes: [UInt8]) -> Bool { Bench.sendAll(fd, bytes) }
 
-
     func read(_ count: Int) -> [UInt8]? {
         var chunk = [UInt8](repeating: 0, count: 1 << 16)
         while buffer.count - offset < count {
@@ -199,10 +202,10 @@ final class RFBSession {
     init?(_ transport: any RFBTransport) {
         self.transport = transport
         guard let version = transport.read(12), version.starts(with: Array("RFB 003.".utf8)),
-              transport.write(Array("RFB 003.008\n".utf8)),
-              let count = transport.read(1), count[0] > 0, let types = transport.read(Int(count[0])), types.contains(1),
-              transport.write([1]), let result = transport.read(4), result == [0, 0, 0, 0],
-              transport.write([1]), let initMessage = transport.read(24)
+            transport.write(Array("RFB 003.008\n".utf8)),
+            let count = transport.read(1), count[0] > 0, let types = transport.read(Int(count[0])), types.contains(1),
+            transport.write([1]), let result = transport.read(4), result == [0, 0, 0, 0],
+            transport.write([1]), let initMessage = transport.read(24)
         else { return nil }
         width = Int(initMessage[0]) << 8 | Int(initMessage[1])
         height = Int(initMessage[2]) << 8 | Int(initMessage[3])
@@ -213,8 +216,10 @@ final class RFBSession {
 
     /// Requests a region (not incremental) and reads the whole update; its byte count.
     func update(x: Int, y: Int, width: Int, height: Int) -> Int? {
-        let request: [UInt8] = [3, 0, UInt8(x >> 8), UInt8(x & 0xFF), UInt8(y >> 8), UInt8(y & 0xFF),
-                                UInt8(width >> 8), UInt8(width & 0xFF), UInt8(height >> 8), UInt8(height & 0xFF)]
+        let request: [UInt8] = [
+            3, 0, UInt8(x >> 8), UInt8(x & 0xFF), UInt8(y >> 8), UInt8(y & 0xFF),
+            UInt8(width >> 8), UInt8(width & 0xFF), UInt8(height >> 8), UInt8(height & 0xFF),
+        ]
         guard transport.write(request), let head = transport.read(4), head[0] == 0 else { return nil }
         var total = 4
         for _ in 0..<(Int(head[2]) << 8 | Int(head[3])) {

@@ -144,7 +144,8 @@ struct GitBenchmarks: ParsableCommand {
     static func writeFile(port: Int, path: String, chat: String, body: [UInt8]) -> Int {
         guard let fd = Bench.connect(port: port) else { return 0 }
         defer { close(fd) }
-        let head = "POST /api/v0/write-file?path=\(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nCoder-Chat-Id: \(chat)\r\n"
+        let head =
+            "POST /api/v0/write-file?path=\(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nCoder-Chat-Id: \(chat)\r\n"
             + "Content-Length: \(body.count)\r\nConnection: close\r\n\r\n"
         guard Bench.sendAll(fd, Array(head.utf8) + body) else { return 0 }
         var answer = [UInt8](repeating: 0, count: 512)

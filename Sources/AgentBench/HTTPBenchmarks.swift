@@ -115,8 +115,9 @@ struct HTTPBenchmarks: AsyncParsableCommand {
         for baseline in baselines {
             guard let other = samples[baseline.server] else { continue }
             let ratio = Bench.median(zip(agentSamples, other).map { $0 / $1 })
-            report(baseline.label, value: format(agent), baseline: format(Bench.median(other)),
-                   ratio: ratio, goal: baseline.goal.text, met: baseline.goal.met(ratio))
+            report(
+                baseline.label, value: format(agent), baseline: format(Bench.median(other)),
+                ratio: ratio, goal: baseline.goal.text, met: baseline.goal.met(ratio))
         }
     }
 
@@ -140,8 +141,9 @@ struct HTTPBenchmarks: AsyncParsableCommand {
         let (oursMedian, theirsMedian) = await Bench.alternate(
             count: 20_000, { sink &+= (try? compact.encode(value))?.count ?? 0 }, { sink &+= (try? foundation.encode(value))?.count ?? 0 })
         precondition(sink > 0)
-        report("JSON answer encoded (GET /output's shape)", value: Bench.format(oursMedian), baseline: Bench.format(theirsMedian),
-               ratio: oursMedian / theirsMedian, goal: "(information: Foundation JSONEncoder, same options)", met: true)
+        report(
+            "JSON answer encoded (GET /output's shape)", value: Bench.format(oursMedian), baseline: Bench.format(theirsMedian),
+            ratio: oursMedian / theirsMedian, goal: "(information: Foundation JSONEncoder, same options)", met: true)
     }
 
     /// Median round trip of `requests` sequential GETs on one keep-alive connection.

@@ -43,9 +43,10 @@ struct HardeningBenchmarks: ParsableCommand {
         let before = Bench.rss(daemon)
         var ids: [String] = []
         for _ in 0..<processes {
-            guard let (status, body) = client.request(
-                "POST", "/api/v0/processes/start", body: #"{"command":"sleep 1; head -c \#(bytes) /dev/zero; sleep 600"}"#),
-                  status == 200, let id = jsonString(body, "id")
+            guard
+                let (status, body) = client.request(
+                    "POST", "/api/v0/processes/start", body: #"{"command":"sleep 1; head -c \#(bytes) /dev/zero; sleep 600"}"#),
+                status == 200, let id = jsonString(body, "id")
             else { throw ValidationError("start failed") }
             ids.append(id)
         }
@@ -70,12 +71,14 @@ struct HardeningBenchmarks: ParsableCommand {
         runner.stop(daemon)
         let count = processes * subscribers
         let perSubscriber = Double(max(peak - before, 0)) / Double(count)
-        report("RSS per stalled subscriber (\(count))", value: Bench.mib(Int(perSubscriber)), baseline: Bench.mib(1 << 20),
-               ratio: perSubscriber / Double(1 << 20), goal: "<= 1.5 MiB (baseline: the 1 MiB queue bound)",
-               met: perSubscriber <= 1.5 * 1048576)
+        report(
+            "RSS per stalled subscriber (\(count))", value: Bench.mib(Int(perSubscriber)), baseline: Bench.mib(1 << 20),
+            ratio: perSubscriber / Double(1 << 20), goal: "<= 1.5 MiB (baseline: the 1 MiB queue bound)",
+            met: perSubscriber <= 1.5 * 1048576)
         let left = after - before
-        report("RSS after they leave, over start", value: Bench.mib(left), baseline: Bench.mib(before),
-               ratio: Double(left) / Double(max(before, 1)), goal: "<= 5 MiB", met: left <= 5 << 20)
+        report(
+            "RSS after they leave, over start", value: Bench.mib(left), baseline: Bench.mib(before),
+            ratio: Double(left) / Double(max(before, 1)), goal: "<= 5 MiB", met: left <= 5 << 20)
 
         // 2. SIGTERM to exit: a quiet agent against one with hostile clients.
         let quietPort = Bench.freePort()
@@ -86,9 +89,10 @@ struct HardeningBenchmarks: ParsableCommand {
         for ignoring in [false, true] {
             let hostileTime = try hostileShutdown(runner, binary, ignoringTerm: ignoring)
             let name = ignoring ? "  ... and a process ignoring SIGTERM" : "SIGTERM -> exit, hostile clients"
-            report(name, value: Bench.format(hostileTime), baseline: Bench.format(quietTime),
-                   ratio: hostileTime / max(quietTime, 1),
-                   goal: ignoring ? "<= 7 s (the 5 s grace, then SIGKILL)" : "<= 7 s", met: hostileTime <= 7e9)
+            report(
+                name, value: Bench.format(hostileTime), baseline: Bench.format(quietTime),
+                ratio: hostileTime / max(quietTime, 1),
+                goal: ignoring ? "<= 7 s (the 5 s grace, then SIGKILL)" : "<= 7 s", met: hostileTime <= 7e9)
         }
     }
 
@@ -104,7 +108,7 @@ struct HardeningBenchmarks: ParsableCommand {
         if ignoringTerm { commands.insert("trap '' TERM; sleep 1000", at: 0) }
         for command in commands {
             guard let (_, body) = hostileClient.request("POST", "/api/v0/processes/start", body: #"{"command":"\#(command)"}"#),
-                  let id = jsonString(body, "id")
+                let id = jsonString(body, "id")
             else { throw ValidationError("start failed") }
             chatty = id
         }

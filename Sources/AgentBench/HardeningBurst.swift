@@ -54,11 +54,13 @@ extension HardeningBenchmarks {
         let after = Bench.rss(daemon)
         print("burst: \(webSockets) WebSockets + \(idle.count) idle connections; all closed: \(closed)")
         report("RSS at start", value: Bench.mib(start), baseline: "-", ratio: 1, goal: "(information)", met: true)
-        report("RSS with the burst open (peak)", value: Bench.mib(peak), baseline: Bench.mib(start),
-               ratio: Double(peak) / Double(max(start, 1)), goal: "(information)", met: true)
+        report(
+            "RSS with the burst open (peak)", value: Bench.mib(peak), baseline: Bench.mib(start),
+            ratio: Double(peak) / Double(max(start, 1)), goal: "(information)", met: true)
         let left = after - start
-        report("RSS after the burst, over start", value: Bench.mib(left), baseline: Bench.mib(start),
-               ratio: Double(left) / Double(max(start, 1)), goal: "<= 40 MiB", met: left <= 40 << 20)
+        report(
+            "RSS after the burst, over start", value: Bench.mib(left), baseline: Bench.mib(start),
+            ratio: Double(left) / Double(max(start, 1)), goal: "<= 40 MiB", met: left <= 40 << 20)
     }
 
     /// Polls /metrics until `agent_http_connections` (the poll's own connection included) is

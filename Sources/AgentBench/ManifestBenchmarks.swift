@@ -39,9 +39,10 @@ struct ManifestBenchmarks: AsyncParsableCommand {
         let ratio = Bench.median(ratios)
         let scale = Double(large) / Double(small)
         let mb = { (bytes: Int) in String(format: "%g MB", Double(bytes) / 1e6) }
-        report("\(mb(large)) manifest -> UpdateStartup", value: Bench.format(Bench.median(largeTimes)),
-               baseline: Bench.format(Bench.median(smallTimes)), ratio: ratio,
-               goal: String(format: "<= %gx the %@ manifest", scale, mb(small)), met: ratio <= scale)
+        report(
+            "\(mb(large)) manifest -> UpdateStartup", value: Bench.format(Bench.median(largeTimes)),
+            baseline: Bench.format(Bench.median(smallTimes)), ratio: ratio,
+            goal: String(format: "<= %gx the %@ manifest", scale, mb(small)), met: ratio <= scale)
     }
 
     /// A manifest of about `bytes`: environment variables (a third refer to earlier ones,
@@ -83,9 +84,11 @@ struct ManifestBenchmarks: AsyncParsableCommand {
         let result = Mutex<Double?>(nil)
         try await double.run { url in
             let pid = Bench.spawn(
-                [binary, "--http-address", "127.0.0.1:\(Bench.freePort())", "--state-dir", directory + "/state", "--log-level", "error",
-                 "--prometheus-address", "", "--socket-server-enabled", "false", "--agent-url", url,
-                 "--agent-token-file", try BoundaryBenchmarks.tokenFile(double.token, in: directory)],
+                [
+                    binary, "--http-address", "127.0.0.1:\(Bench.freePort())", "--state-dir", directory + "/state", "--log-level", "error",
+                    "--prometheus-address", "", "--socket-server-enabled", "false", "--agent-url", url,
+                    "--agent-token-file", try BoundaryBenchmarks.tokenFile(double.token, in: directory),
+                ],
                 stdoutPath: directory + "/agent.log")
             defer {
                 kill(pid, SIGTERM)

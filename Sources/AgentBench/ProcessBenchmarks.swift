@@ -59,8 +59,9 @@ struct ProcessBenchmarks: ParsableCommand {
         }
         let startup = Bench.median(startups)
         let shellStart = Bench.median(shellRuns)
-        report("exec -> /healthz 200", value: Bench.format(startup), baseline: Bench.format(shellStart),
-               ratio: startup / shellStart, goal: "< 200 ms", met: startup < 200e6)
+        report(
+            "exec -> /healthz 200", value: Bench.format(startup), baseline: Bench.format(shellStart),
+            ratio: startup / shellStart, goal: "< 200 ms", met: startup < 200e6)
 
         // The daemon used for the rest.
         let port = Bench.freePort()
@@ -71,19 +72,22 @@ struct ProcessBenchmarks: ParsableCommand {
         // Idle: start-up over (the agent releases its start-up pages after 2 s).
         usleep(3_000_000)
         let idle = Bench.rss(daemon)
-        report("idle RSS", value: Bench.mib(idle), baseline: Bench.mib(selfRSS),
-               ratio: Double(idle) / Double(max(selfRSS, 1)), goal: "< 25 MiB", met: idle < 25 << 20)
+        report(
+            "idle RSS", value: Bench.mib(idle), baseline: Bench.mib(selfRSS),
+            ratio: Double(idle) / Double(max(selfRSS, 1)), goal: "< 25 MiB", met: idle < 25 << 20)
         // The agent pages out its start-up code 2 s after start, but the kernel keeps pages
         // that another process maps too: this benchmark's own Swift runtime and Foundation
         // pages stay counted here (alone in a workspace the agent idles near 12 MiB).
         let idlePss = Bench.smapsRollup(daemon, field: "Pss")
-        report("  proportional (Pss)", value: Bench.mib(idlePss), baseline: Bench.mib(Bench.smapsRollup(getpid(), field: "Pss")),
-               ratio: Double(idlePss) / Double(max(Bench.smapsRollup(getpid(), field: "Pss"), 1)),
-               goal: "(information: shared pages split between their users)", met: true)
+        report(
+            "  proportional (Pss)", value: Bench.mib(idlePss), baseline: Bench.mib(Bench.smapsRollup(getpid(), field: "Pss")),
+            ratio: Double(idlePss) / Double(max(Bench.smapsRollup(getpid(), field: "Pss"), 1)),
+            goal: "(information: shared pages split between their users)", met: true)
         let idleAnon = Bench.rss(daemon, field: "RssAnon")
         let selfAnon = Bench.rss(getpid(), field: "RssAnon")
-        report("  of which private (RssAnon)", value: Bench.mib(idleAnon), baseline: Bench.mib(selfAnon),
-               ratio: Double(idleAnon) / Double(max(selfAnon, 1)), goal: "(information: the rest is shared library text)", met: true)
+        report(
+            "  of which private (RssAnon)", value: Bench.mib(idleAnon), baseline: Bench.mib(selfAnon),
+            ratio: Double(idleAnon) / Double(max(selfAnon, 1)), goal: "(information: the rest is shared library text)", met: true)
 
         // Start-to-exit of `true` through the API vs posix_spawn + waitpid of `sh -c true`.
         var api: [Double] = []
@@ -106,8 +110,9 @@ struct ProcessBenchmarks: ParsableCommand {
         let apiMedian = Bench.median(api)
         let rawMedian = Bench.median(raw)
         // Both sides run the same `sh -c true` (the agent runs every command through `sh -c`).
-        report("start->exit `true` (median)", value: Bench.format(apiMedian), baseline: Bench.format(rawMedian),
-               ratio: apiMedian / rawMedian, goal: "<= 1.3x posix_spawn+waitpid", met: apiMedian / rawMedian <= 1.3)
+        report(
+            "start->exit `true` (median)", value: Bench.format(apiMedian), baseline: Bench.format(rawMedian),
+            ratio: apiMedian / rawMedian, goal: "<= 1.3x posix_spawn+waitpid", met: apiMedian / rawMedian <= 1.3)
         var rtts: [Double] = []
         for _ in 0..<iterations {
             let h0 = Bench.now()
@@ -115,18 +120,21 @@ struct ProcessBenchmarks: ParsableCommand {
             rtts.append(Double(Bench.now() - h0))
         }
         let rtt = Bench.median(rtts)
-        report("  of which 2 HTTP round trips", value: Bench.format(2 * rtt), baseline: Bench.format(rawMedian),
-               ratio: 2 * rtt / rawMedian, goal: "(information: GET /healthz x2)", met: true)
+        report(
+            "  of which 2 HTTP round trips", value: Bench.format(2 * rtt), baseline: Bench.format(rawMedian),
+            ratio: 2 * rtt / rawMedian, goal: "(information: GET /healthz x2)", met: true)
         // The answer to POST /start against posix_spawn's return: both come once the child
         // has exec'd; the agent's answer then waits for a CPU while the command runs.
         let startedMedian = Bench.median(apiStarted)
         let rawStartedMedian = Bench.median(rawStarted)
-        report("  POST /start answered (median)", value: Bench.format(startedMedian), baseline: Bench.format(rawStartedMedian),
-               ratio: startedMedian / rawStartedMedian, goal: "(information: posix_spawn returned)", met: true)
+        report(
+            "  POST /start answered (median)", value: Bench.format(startedMedian), baseline: Bench.format(rawStartedMedian),
+            ratio: startedMedian / rawStartedMedian, goal: "(information: posix_spawn returned)", met: true)
         let apiP90 = Bench.percentile(api, 0.9)
         let rawP90 = Bench.percentile(raw, 0.9)
-        report("start->exit `true` (p90)", value: Bench.format(apiP90), baseline: Bench.format(rawP90),
-               ratio: apiP90 / rawP90, goal: "(information)", met: true)
+        report(
+            "start->exit `true` (p90)", value: Bench.format(apiP90), baseline: Bench.format(rawP90),
+            ratio: apiP90 / rawP90, goal: "(information)", met: true)
 
         // Throughput: a child writing `bytes` through the agent vs a shell pipeline into cat,
         // alternating for `rounds` rounds (this host's pipe speed varies several-fold from
@@ -153,12 +161,14 @@ struct ProcessBenchmarks: ParsableCommand {
         let maxRSS = peak.stop()
         let gib = Double(bytes) / Double(1 << 30)
         let ratio = Bench.median(ratios)
-        report("\(String(format: "%.2f", gib)) GiB through the agent", value: String(format: "%.0f MiB/s", Bench.median(agentRates)),
-               baseline: String(format: "%.0f MiB/s", Bench.median(baseRates)), ratio: ratio,
-               goal: ">= 0.8x head|cat", met: ok && ratio >= 0.8)
+        report(
+            "\(String(format: "%.2f", gib)) GiB through the agent", value: String(format: "%.0f MiB/s", Bench.median(agentRates)),
+            baseline: String(format: "%.0f MiB/s", Bench.median(baseRates)), ratio: ratio,
+            goal: ">= 0.8x head|cat", met: ok && ratio >= 0.8)
         let growth = max(0, maxRSS - before)
-        report("RSS growth during it", value: Bench.mib(growth), baseline: Bench.mib(before),
-               ratio: Double(growth) / Double(max(before, 1)), goal: "< 8 MiB", met: growth < 8 << 20)
+        report(
+            "RSS growth during it", value: Bench.mib(growth), baseline: Bench.mib(before),
+            ratio: Double(growth) / Double(max(before, 1)), goal: "< 8 MiB", met: growth < 8 << 20)
 
         try beyondTheReference(binary: binary, client: client, port: port)
     }
@@ -177,7 +187,7 @@ struct ProcessBenchmarks: ParsableCommand {
     /// the start's answer has arrived.
     func runThroughAPI(_ client: BlockingHTTP, _ command: String, started: () -> Void = {}) -> String {
         guard let (status, body) = client.request("POST", "/api/v0/processes/start", body: #"{"command":"\#(command)"}"#),
-              status == 200, let id = jsonString(body, "id")
+            status == 200, let id = jsonString(body, "id")
         else { fatalError("POST /start failed") }
         started()
         guard let (_, out) = client.request("GET", "/api/v0/processes/\(id)/output?wait=true") else { fatalError("GET /output failed") }
@@ -188,8 +198,10 @@ struct ProcessBenchmarks: ParsableCommand {
         // Each daemon its own state (two run at once for the spool cost).
         let state = NSTemporaryDirectory() + "agent-bench-state-\(getpid())-\(port)"
         let pid = Bench.spawn(
-            [binary, "--http-address", "127.0.0.1:\(port)", "--state-dir", state, "--log-level", "warning", "--prometheus-address", "",
-             "--socket-server-enabled", "false"] + extra,
+            [
+                binary, "--http-address", "127.0.0.1:\(port)", "--state-dir", state, "--log-level", "warning", "--prometheus-address", "",
+                "--socket-server-enabled", "false",
+            ] + extra,
             stdoutPath: NSTemporaryDirectory() + "agent-bench-\(port).log")
         benchStates.withLock { $0[pid] = state }
         return pid

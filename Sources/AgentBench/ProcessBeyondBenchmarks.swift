@@ -17,8 +17,8 @@ extension ProcessBenchmarks {
     /// `POST /stdin` → the echo seen on the output stream, against a raw pipe into `cat` and out.
     func stdinRoundTrip(client: BlockingHTTP, port: Int) {
         guard let (status, body) = client.request("POST", "/api/v0/processes/start", body: #"{"command":"exec cat","stdin":true}"#),
-              status == 200, let id = jsonString(body, "id"),
-              let stream = BenchWebSocket(port: port, path: "/api/v0/processes/\(id)/stream")
+            status == 200, let id = jsonString(body, "id"),
+            let stream = BenchWebSocket(port: port, path: "/api/v0/processes/\(id)/stream")
         else { fatalError("could not start cat with stdin") }
         let (catPid, catIn, catOut) = Self.spawnPiped(["/bin/cat"])
         let line = Array("ping-000000\n".utf8)
@@ -31,7 +31,7 @@ extension ProcessBenchmarks {
             payload.replaceSubrange(5..<11, with: digits)
             let a0 = Bench.now()
             guard client.request("POST", "/api/v0/processes/\(id)/stdin", body: String(decoding: payload, as: UTF8.self))?.0 == 200,
-                  stream.readBinary(payload.count) == payload
+                stream.readBinary(payload.count) == payload
             else { fatalError("stdin round trip failed") }
             let a1 = Bench.now()
             let r0 = Bench.now()
@@ -59,9 +59,10 @@ extension ProcessBenchmarks {
             rtts.append(Double(Bench.now() - h0))
         }
         let budget = 2 * rawMedian + 2 * Bench.median(rtts)
-        report("stdin round trip (median)", value: Bench.format(agentMedian), baseline: Bench.format(rawMedian),
-               ratio: agentMedian / rawMedian, goal: "<= 2 pipe|cat + 2 GET /healthz (\(Bench.format(budget)))",
-               met: agentMedian <= budget)
+        report(
+            "stdin round trip (median)", value: Bench.format(agentMedian), baseline: Bench.format(rawMedian),
+            ratio: agentMedian / rawMedian, goal: "<= 2 pipe|cat + 2 GET /healthz (\(Bench.format(budget)))",
+            met: agentMedian <= budget)
     }
 
     /// From the moment a line is written to the answer of an await waiting for it, against the
@@ -72,7 +73,7 @@ extension ProcessBenchmarks {
         guard mkfifo(fifo, 0o600) == 0 else { throw ValidationError("mkfifo failed") }
         defer { unlink(fifo) }
         guard let (status, body) = client.request("POST", "/api/v0/processes/start", body: #"{"command":"exec cat \#(fifo)"}"#),
-              status == 200, let id = jsonString(body, "id")
+            status == 200, let id = jsonString(body, "id")
         else { fatalError("could not start cat") }
         let writer = open(fifo, O_WRONLY)
         defer { close(writer) }
@@ -109,8 +110,9 @@ extension ProcessBenchmarks {
         }
         let agentMedian = Bench.median(agent)
         let rawMedian = Bench.median(raw)
-        report("await wake-up after the write (median)", value: Bench.format(agentMedian), baseline: Bench.format(rawMedian),
-               ratio: agentMedian / rawMedian, goal: "< 5 ms", met: agentMedian < 5e6)
+        report(
+            "await wake-up after the write (median)", value: Bench.format(agentMedian), baseline: Bench.format(rawMedian),
+            ratio: agentMedian / rawMedian, goal: "< 5 ms", met: agentMedian < 5e6)
         _ = client.request("POST", "/api/v0/processes/\(id)/signal", body: #"{"signal":"kill"}"#)
     }
 
@@ -136,9 +138,10 @@ extension ProcessBenchmarks {
             ratios.append(plainNs / spooledNs)
         }
         let ratio = Bench.median(ratios)
-        report("drain with the output spooled", value: String(format: "%.0f MiB/s", Bench.median(spooledRates)),
-               baseline: String(format: "%.0f MiB/s", Bench.median(plainRates)), ratio: ratio,
-               goal: ">= 0.8x --proc-spool false", met: ratio >= 0.8)
+        report(
+            "drain with the output spooled", value: String(format: "%.0f MiB/s", Bench.median(spooledRates)),
+            baseline: String(format: "%.0f MiB/s", Bench.median(plainRates)), ratio: ratio,
+            goal: ">= 0.8x --proc-spool false", met: ratio >= 0.8)
     }
 
     /// Reads exactly `count` bytes (at most `scratch.count`) from `fd`; the child ending first is fatal.

@@ -42,10 +42,12 @@ struct RPCBenchmarks: AsyncParsableCommand {
             let rpcRTT = Bench.median(rpc.map(\.rtt)), wsRTT = Bench.median(raw.map(\.rtt))
             let rpcRate = Bench.median(rpc.map(\.rate)), wsRate = Bench.median(raw.map(\.rate))
             print("agent-bench rpc: \(rounds) rounds of \(iterations) round trips and \(messages) x 1 MiB per side (medians)")
-            report("unary RPC round trip (median)", value: Bench.format(rpcRTT), baseline: Bench.format(wsRTT),
-                   ratio: rpcRTT / wsRTT, goal: "<= 1.3x raw WebSocket echo", met: rpcRTT / wsRTT <= 1.3)
-            report("1 MiB messages upward", value: String(format: "%.0f MiB/s", rpcRate), baseline: String(format: "%.0f MiB/s", wsRate),
-                   ratio: rpcRate / wsRate, goal: ">= 0.7x raw WebSocket", met: rpcRate / wsRate >= 0.7)
+            report(
+                "unary RPC round trip (median)", value: Bench.format(rpcRTT), baseline: Bench.format(wsRTT),
+                ratio: rpcRTT / wsRTT, goal: "<= 1.3x raw WebSocket echo", met: rpcRTT / wsRTT <= 1.3)
+            report(
+                "1 MiB messages upward", value: String(format: "%.0f MiB/s", rpcRate), baseline: String(format: "%.0f MiB/s", wsRate),
+                ratio: rpcRate / wsRate, goal: ">= 0.7x raw WebSocket", met: rpcRate / wsRate >= 0.7)
         }
     }
 
@@ -96,7 +98,7 @@ struct RPCBenchmarks: AsyncParsableCommand {
             try channel.pipeline.syncOperations.addHandler(handler)
             return handler
         }
-        let small = [UInt8](repeating: 7, count: 27) // an Invoke+Message+CloseSend's worth
+        let small = [UInt8](repeating: 7, count: 27)  // an Invoke+Message+CloseSend's worth
         let big = [UInt8](repeating: 1, count: 1 << 20)
         let result = try await measure(
             iterations: iterations, messages: messages,

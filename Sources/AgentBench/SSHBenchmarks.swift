@@ -63,8 +63,10 @@ struct SSHBenchmarks: ParsableCommand {
         }
         let agentPort = Bench.freePort()
         let agent = Bench.spawn(
-            [agentBinary, "--http-address", "127.0.0.1:\(Bench.freePort())", "--state-dir", directory + "/state", "--log-level", "warning",
-             "--prometheus-address", "", "--socket-server-enabled", "false", "--ssh-address", "127.0.0.1:\(agentPort)"],
+            [
+                agentBinary, "--http-address", "127.0.0.1:\(Bench.freePort())", "--state-dir", directory + "/state", "--log-level", "warning",
+                "--prometheus-address", "", "--socket-server-enabled", "false", "--ssh-address", "127.0.0.1:\(agentPort)",
+            ],
             stdoutPath: directory + "/agent.log")
         defer {
             kill(agent, SIGTERM)
@@ -105,8 +107,9 @@ struct SSHBenchmarks: ParsableCommand {
         let sshdGrowth = max(0, sshdTotalRSS() - sshdBefore) / idleSessions
         for pid in idle { kill(pid, SIGTERM) }
         for pid in idle { _ = Bench.wait(pid) }
-        report("RSS per idle session", value: String(format: "%.0f KiB", Double(agentGrowth) / 1024), baseline: String(format: "%.0f KiB", Double(sshdGrowth) / 1024),
-               ratio: Double(agentGrowth) / Double(max(sshdGrowth, 1)), goal: "reported (agent: its private memory's growth; baseline: sshd's per-connection processes)", met: true)
+        report(
+            "RSS per idle session", value: String(format: "%.0f KiB", Double(agentGrowth) / 1024), baseline: String(format: "%.0f KiB", Double(sshdGrowth) / 1024),
+            ratio: Double(agentGrowth) / Double(max(sshdGrowth, 1)), goal: "reported (agent: its private memory's growth; baseline: sshd's per-connection processes)", met: true)
 
         // Set-up: `ssh host true`, alternating sides.
         var agentSetup: [Double] = []
@@ -120,8 +123,9 @@ struct SSHBenchmarks: ParsableCommand {
             }
         }
         let setup = (Bench.median(agentSetup), Bench.median(sshdSetup))
-        report("connection set-up, ssh host true (median)", value: Bench.format(setup.0), baseline: Bench.format(setup.1),
-               ratio: setup.0 / setup.1, goal: "reported (baseline: sshd)", met: true)
+        report(
+            "connection set-up, ssh host true (median)", value: Bench.format(setup.0), baseline: Bench.format(setup.1),
+            ratio: setup.0 / setup.1, goal: "reported (baseline: sshd)", met: true)
 
         // Throughput: scp of the same file on each side (into a file beside it), three rounds each.
         let file = directory + "/payload"
@@ -139,8 +143,9 @@ struct SSHBenchmarks: ParsableCommand {
             }
         }
         let rates = (Bench.median(agentRates), Bench.median(sshdRates))
-        report("scp \(mebibytes) MiB (median)", value: String(format: "%.0f MiB/s", rates.0), baseline: String(format: "%.0f MiB/s", rates.1),
-               ratio: rates.0 / rates.1, goal: ">= 0.8x sshd", met: rates.0 / rates.1 >= 0.8)
+        report(
+            "scp \(mebibytes) MiB (median)", value: String(format: "%.0f MiB/s", rates.0), baseline: String(format: "%.0f MiB/s", rates.1),
+            ratio: rates.0 / rates.1, goal: ">= 0.8x sshd", met: rates.0 / rates.1 >= 0.8)
 
         // Echo: one keystroke through a terminal and back (the remote terminal's own echo).
         let driver = """
@@ -175,8 +180,9 @@ struct SSHBenchmarks: ParsableCommand {
             sshdEcho.append(echo(sshdPort))
         }
         let echoes = (Bench.median(agentEcho), Bench.median(sshdEcho))
-        report("keystroke echo through a terminal (median)", value: Bench.format(echoes.0), baseline: Bench.format(echoes.1),
-               ratio: echoes.0 / echoes.1, goal: "<= 1.2x sshd", met: echoes.0 / echoes.1 <= 1.2)
+        report(
+            "keystroke echo through a terminal (median)", value: Bench.format(echoes.0), baseline: Bench.format(echoes.1),
+            ratio: echoes.0 / echoes.1, goal: "<= 1.2x sshd", met: echoes.0 / echoes.1 <= 1.2)
 
     }
 

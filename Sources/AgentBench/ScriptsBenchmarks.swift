@@ -60,10 +60,12 @@ struct ScriptsBenchmarks: AsyncParsableCommand {
             try Data(double.token.utf8).write(to: URL(fileURLWithPath: token))
             try await double.run { url in
                 let pid = Bench.spawn(
-                    [binary, "--http-address", "127.0.0.1:\(Bench.freePort())", "--state-dir", directory + "/state", "--log-level", "error",
-                     "--prometheus-address", "", "--socket-server-enabled", "false", "--agent-url", url, "--agent-token-file", token,
-                     "--script-data-dir", directory, "--log-dir", directory, "--tailnet", "false",
-                     "--boundary-log-proxy-socket-path", ""],
+                    [
+                        binary, "--http-address", "127.0.0.1:\(Bench.freePort())", "--state-dir", directory + "/state", "--log-level", "error",
+                        "--prometheus-address", "", "--socket-server-enabled", "false", "--agent-url", url, "--agent-token-file", token,
+                        "--script-data-dir", directory, "--log-dir", directory, "--tailnet", "false",
+                        "--boundary-log-proxy-socket-path", "",
+                    ],
                     stdoutPath: directory + "/agent.log")
                 defer {
                     kill(pid, SIGTERM)

@@ -66,9 +66,11 @@ struct TailnetBenchmarks: AsyncParsableCommand {
             let httpPort = Bench.freePort()
             let logPath = directory + "/agent.log"
             let pid = Bench.spawn(
-                [binary, "--http-address", "127.0.0.1:\(httpPort)", "--state-dir", directory + "/state", "--log-level", "warning",
-                 "--prometheus-address", "", "--socket-server-enabled", "false", "--agent-url", url, "--agent-token-file", tokenFile,
-                 "--boundary-log-proxy-socket-path", directory + "/boundary.sock"],
+                [
+                    binary, "--http-address", "127.0.0.1:\(httpPort)", "--state-dir", directory + "/state", "--log-level", "warning",
+                    "--prometheus-address", "", "--socket-server-enabled", "false", "--agent-url", url, "--agent-token-file", tokenFile,
+                    "--boundary-log-proxy-socket-path", directory + "/boundary.sock",
+                ],
                 stdoutPath: logPath)
             defer {
                 kill(pid, SIGTERM)
@@ -92,8 +94,10 @@ struct TailnetBenchmarks: AsyncParsableCommand {
         let bulkRounds: Int
     }
 
-    static func measure(_ settings: BenchSettings, agent: pid_t, httpPort: Int, agentAddress: String, relay: DERPRelayDouble,
-                        coordinator: TailnetCoordinatorDouble) async throws {
+    static func measure(
+        _ settings: BenchSettings, agent: pid_t, httpPort: Int, agentAddress: String, relay: DERPRelayDouble,
+        coordinator: TailnetCoordinatorDouble
+    ) async throws {
         // The agent connects to its home relay before it announces a node with it (60 s).
         var agentKeyBytes: [UInt8]?
         for _ in 0..<600 {
@@ -115,17 +119,19 @@ struct TailnetBenchmarks: AsyncParsableCommand {
         let derpA = X25519PrivateKey(keyA.raw.bytes)!
         let derpB = X25519PrivateKey(keyB.raw.bytes)!
         guard let bridgeA = RelayBridge(namespace: n1.path, key: derpA, peers: [agentKey, derpB.publicKey], relay: relay, lifetime: .seconds(600)),
-              let bridgeB = RelayBridge(namespace: n2.path, key: derpB, peers: [derpA.publicKey], relay: relay, lifetime: .seconds(600))
+            let bridgeB = RelayBridge(namespace: n2.path, key: derpB, peers: [derpA.publicKey], relay: relay, lifetime: .seconds(600))
         else { throw BenchFailure("no UDP socket in a namespace") }
         let suffix = "\(getpid() % 10_000)"
         var wireGuards: [pid_t] = []
         do {
-            wireGuards.append(try n1.wireGuard(
-                interface: "wgba\(suffix)", privateKey: keyA.raw.bytes, address: sideAAddress,
-                peers: [(agentKeyBytes, agentAddress, bridgeA.ports[agentKey]!), (keyB.publicKey.bytes, sideBAddress, bridgeA.ports[derpB.publicKey]!)]))
-            wireGuards.append(try n2.wireGuard(
-                interface: "wgbb\(suffix)", privateKey: keyB.raw.bytes, address: sideBAddress,
-                peers: [(keyA.publicKey.bytes, sideAAddress, bridgeB.ports[derpA.publicKey]!)]))
+            wireGuards.append(
+                try n1.wireGuard(
+                    interface: "wgba\(suffix)", privateKey: keyA.raw.bytes, address: sideAAddress,
+                    peers: [(agentKeyBytes, agentAddress, bridgeA.ports[agentKey]!), (keyB.publicKey.bytes, sideBAddress, bridgeA.ports[derpB.publicKey]!)]))
+            wireGuards.append(
+                try n2.wireGuard(
+                    interface: "wgbb\(suffix)", privateKey: keyB.raw.bytes, address: sideBAddress,
+                    peers: [(keyA.publicKey.bytes, sideAAddress, bridgeB.ports[derpA.publicKey]!)]))
         } catch {
             for pid in wireGuards { kill(pid, SIGTERM); _ = Bench.wait(pid) }
             await bridgeA.stop()
@@ -168,8 +174,9 @@ struct TailnetBenchmarks: AsyncParsableCommand {
             }
             guard acked else { throw BenchFailure("the agent did not acknowledge the peer in 30 s") }
             let results = await onThread {
-                Self.runMeasurements(settings, n1: n1.path, agent: agent, pairPeer: pairPeer, httpPort: httpPort, agentAddress: agentAddress, bulkPort: bulkPort,
-                                     loopbackPort: loopbackPort)
+                Self.runMeasurements(
+                    settings, n1: n1.path, agent: agent, pairPeer: pairPeer, httpPort: httpPort, agentAddress: agentAddress, bulkPort: bulkPort,
+                    loopbackPort: loopbackPort)
             }
             let figures = try results.get()
             Self.printFigures(figures, settings, relayPort: relay.port)
@@ -206,8 +213,10 @@ struct TailnetBenchmarks: AsyncParsableCommand {
 
     /// The measurements, on a thread of their own that joins N1 (and our namespace again for
     /// the loopback baseline): sockets are made in the namespace of the thread that makes them.
-    static func runMeasurements(_ settings: BenchSettings, n1: String, agent: pid_t, pairPeer: pid_t, httpPort: Int, agentAddress: String,
-                                bulkPort: Int, loopbackPort: Int) -> Result<Figures, BenchFailure> {
+    static func runMeasurements(
+        _ settings: BenchSettings, n1: String, agent: pid_t, pairPeer: pid_t, httpPort: Int, agentAddress: String,
+        bulkPort: Int, loopbackPort: Int
+    ) -> Result<Figures, BenchFailure> {
         let ours = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC)
         let theirs = open(n1, O_RDONLY | O_CLOEXEC)
         defer {
@@ -260,14 +269,14 @@ struct TailnetBenchmarks: AsyncParsableCommand {
         for _ in 0..<settings.bulkRounds {
             var before = Bench.cpuSeconds(agent)
             guard let up = TailnetBench.upload(address: agentAddress, port: bulkPort, bytes: bytes),
-                  let down = TailnetBench.download(address: agentAddress, port: bulkPort, bytes: bytes)
+                let down = TailnetBench.download(address: agentAddress, port: bulkPort, bytes: bytes)
             else { return .failure(BenchFailure("a bulk transfer through the agent failed")) }
             agentCPU += Bench.cpuSeconds(agent) - before
             figures.agentUp.append(up)
             figures.agentDown.append(down)
             before = Bench.cpuSeconds(pairPeer)
             guard let pairUp = TailnetBench.upload(address: sideBAddress, port: bulkPort, bytes: bytes),
-                  let pairDown = TailnetBench.download(address: sideBAddress, port: bulkPort, bytes: bytes)
+                let pairDown = TailnetBench.download(address: sideBAddress, port: bulkPort, bytes: bytes)
             else { return .failure(BenchFailure("a bulk transfer through the pair failed")) }
             pairCPU += Bench.cpuSeconds(pairPeer) - before
             figures.pairUp.append(pairUp)
@@ -292,35 +301,45 @@ struct TailnetBenchmarks: AsyncParsableCommand {
         let agentMedian = Bench.median(f.agentTrips)
         let pairMedian = Bench.median(f.pairTrips)
         let loopMedian = Bench.median(f.loopbackTrips)
-        report("HTTP round trip via tunnel (median)", value: Bench.format(agentMedian), baseline: Bench.format(pairMedian),
-               ratio: agentMedian / pairMedian, goal: "<= 1.2x the wireguard-go pair", met: agentMedian / pairMedian <= 1.2)
+        report(
+            "HTTP round trip via tunnel (median)", value: Bench.format(agentMedian), baseline: Bench.format(pairMedian),
+            ratio: agentMedian / pairMedian, goal: "<= 1.2x the wireguard-go pair", met: agentMedian / pairMedian <= 1.2)
         let agentP90 = Bench.percentile(f.agentTrips, 0.9)
         let pairP90 = Bench.percentile(f.pairTrips, 0.9)
-        report("HTTP round trip via tunnel (p90)", value: Bench.format(agentP90), baseline: Bench.format(pairP90),
-               ratio: agentP90 / pairP90, goal: "reported (pair's p90)", met: true)
-        report("  added over loopback /healthz", value: String(format: "%.0f µs", (agentMedian - loopMedian) / 1e3), baseline: Bench.format(loopMedian),
-               ratio: agentMedian / loopMedian, goal: "reported (baseline: loopback)", met: true)
+        report(
+            "HTTP round trip via tunnel (p90)", value: Bench.format(agentP90), baseline: Bench.format(pairP90),
+            ratio: agentP90 / pairP90, goal: "reported (pair's p90)", met: true)
+        report(
+            "  added over loopback /healthz", value: String(format: "%.0f µs", (agentMedian - loopMedian) / 1e3), baseline: Bench.format(loopMedian),
+            ratio: agentMedian / loopMedian, goal: "reported (baseline: loopback)", met: true)
         let serverLoopMedian = Bench.median(f.serverLoopbackTrips)
-        report("  pair's added over its own loopback", value: String(format: "%.0f µs", (pairMedian - serverLoopMedian) / 1e3),
-               baseline: Bench.format(serverLoopMedian), ratio: pairMedian / serverLoopMedian, goal: "reported (information)", met: true)
+        report(
+            "  pair's added over its own loopback", value: String(format: "%.0f µs", (pairMedian - serverLoopMedian) / 1e3),
+            baseline: Bench.format(serverLoopMedian), ratio: pairMedian / serverLoopMedian, goal: "reported (information)", met: true)
         let mib = Double(settings.bytes) / 1_048_576
         func rate(_ ns: [Double]) -> Double { mib / (Bench.median(ns) / 1e9) }
         let up = rate(f.agentUp), pairUp = rate(f.pairUp)
-        report("bulk to the workspace, \(settings.bytes >> 20) MiB", value: String(format: "%.1f MiB/s", up), baseline: String(format: "%.1f MiB/s", pairUp),
-               ratio: up / pairUp, goal: ">= 0.8x the pair", met: up / pairUp >= 0.8)
+        report(
+            "bulk to the workspace, \(settings.bytes >> 20) MiB", value: String(format: "%.1f MiB/s", up), baseline: String(format: "%.1f MiB/s", pairUp),
+            ratio: up / pairUp, goal: ">= 0.8x the pair", met: up / pairUp >= 0.8)
         let down = rate(f.agentDown), pairDown = rate(f.pairDown)
-        report("bulk from the workspace, \(settings.bytes >> 20) MiB", value: String(format: "%.1f MiB/s", down), baseline: String(format: "%.1f MiB/s", pairDown),
-               ratio: down / pairDown, goal: ">= 0.8x the pair", met: down / pairDown >= 0.8)
+        report(
+            "bulk from the workspace, \(settings.bytes >> 20) MiB", value: String(format: "%.1f MiB/s", down), baseline: String(format: "%.1f MiB/s", pairDown),
+            ratio: down / pairDown, goal: ">= 0.8x the pair", met: down / pairDown >= 0.8)
         let agentPerMiB = f.agentCPU / f.bulkMiB * 1e3
         let pairPerMiB = f.pairCPU / f.bulkMiB * 1e3
-        report("agent CPU per MiB (both ways)", value: String(format: "%.2f ms", agentPerMiB), baseline: String(format: "%.2f ms", pairPerMiB),
-               ratio: pairPerMiB > 0 ? agentPerMiB / pairPerMiB : 0, goal: "reported (baseline: the far wireguard-go's)", met: true)
-        report("idle RSS, tunnel up 5 s idle", value: Bench.mib(f.agentRSS), baseline: Bench.mib(f.pairRSS),
-               ratio: Double(f.agentRSS) / Double(max(1, f.pairRSS)), goal: "< 30 MiB (baseline: wireguard-go's RSS)", met: f.agentRSS < 30 << 20)
-        report("  of which private (RssAnon)", value: Bench.mib(f.agentAnon), baseline: Bench.mib(f.pairAnon),
-               ratio: Double(f.agentAnon) / Double(max(1, f.pairAnon)), goal: "reported (information)", met: true)
-        report("  RSS after the round trips", value: Bench.mib(f.firstRSS), baseline: Bench.mib(f.firstPairRSS),
-               ratio: Double(f.firstRSS) / Double(max(1, f.firstPairRSS)), goal: "reported (before the bulk transfers)", met: true)
+        report(
+            "agent CPU per MiB (both ways)", value: String(format: "%.2f ms", agentPerMiB), baseline: String(format: "%.2f ms", pairPerMiB),
+            ratio: pairPerMiB > 0 ? agentPerMiB / pairPerMiB : 0, goal: "reported (baseline: the far wireguard-go's)", met: true)
+        report(
+            "idle RSS, tunnel up 5 s idle", value: Bench.mib(f.agentRSS), baseline: Bench.mib(f.pairRSS),
+            ratio: Double(f.agentRSS) / Double(max(1, f.pairRSS)), goal: "< 30 MiB (baseline: wireguard-go's RSS)", met: f.agentRSS < 30 << 20)
+        report(
+            "  of which private (RssAnon)", value: Bench.mib(f.agentAnon), baseline: Bench.mib(f.pairAnon),
+            ratio: Double(f.agentAnon) / Double(max(1, f.pairAnon)), goal: "reported (information)", met: true)
+        report(
+            "  RSS after the round trips", value: Bench.mib(f.firstRSS), baseline: Bench.mib(f.firstPairRSS),
+            ratio: Double(f.firstRSS) / Double(max(1, f.firstPairRSS)), goal: "reported (before the bulk transfers)", met: true)
     }
 
     /// The agent's primary tailnet address (the spec's derivation: fd7a:115c:a1e0: + id[6...]).

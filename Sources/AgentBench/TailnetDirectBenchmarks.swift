@@ -82,8 +82,9 @@ struct TailnetDirectBenchmarks: AsyncParsableCommand {
         let failure = Mutex<String?>(nil)
         try await double.run { url in
             guard let doublePort = url.split(separator: ":").last.flatMap({ Int($0.filter(\.isNumber)) }) else { return }
-            let bridge = Bench.spawn(["/usr/bin/python3", "-c", NamespaceBridge.script, w.path, "\(relay.port)", "\(doublePort)"],
-                                     stdoutPath: directory + "/bridge.out")
+            let bridge = Bench.spawn(
+                ["/usr/bin/python3", "-c", NamespaceBridge.script, w.path, "\(relay.port)", "\(doublePort)"],
+                stdoutPath: directory + "/bridge.out")
             defer {
                 kill(bridge, SIGKILL)
                 _ = Bench.wait(bridge)
@@ -94,10 +95,12 @@ struct TailnetDirectBenchmarks: AsyncParsableCommand {
             }
             let logPath = directory + "/agent.log"
             let pid = Bench.spawn(
-                ["/usr/bin/nsenter", "--net=\(w.path)", binary, "--http-address", "127.0.0.1:0", "--state-dir", directory + "/state",
-                 "--log-level", "warning", "--prometheus-address", "", "--socket-server-enabled", "false", "--agent-url", url,
-                 "--agent-token-file", tokenFile, "--boundary-log-proxy-socket-path", directory + "/boundary.sock",
-                 "--tailnet-listen-port", "\(Self.agentPort)"],
+                [
+                    "/usr/bin/nsenter", "--net=\(w.path)", binary, "--http-address", "127.0.0.1:0", "--state-dir", directory + "/state",
+                    "--log-level", "warning", "--prometheus-address", "", "--socket-server-enabled", "false", "--agent-url", url,
+                    "--agent-token-file", tokenFile, "--boundary-log-proxy-socket-path", directory + "/boundary.sock",
+                    "--tailnet-listen-port", "\(Self.agentPort)",
+                ],
                 stdoutPath: logPath)
             defer {
                 kill(pid, SIGTERM)
@@ -127,13 +130,14 @@ struct TailnetDirectBenchmarks: AsyncParsableCommand {
     ) throws -> Peer {
         let key = WireGuardPrivateKey.generate()
         guard let loopback = TailnetBench.inNamespace(namespace.path, { UdpSocketMaker.bound("127.0.0.1", 0) }),
-              let lanSocket = TailnetBench.inNamespace(namespace.path, { UdpSocketMaker.bound(lan, 41642) })
+            let lanSocket = TailnetBench.inNamespace(namespace.path, { UdpSocketMaker.bound(lan, 41642) })
         else { throw BenchFailure("no UDP socket in a namespace") }
         let pid = try namespace.wireGuard(
             interface: interface, privateKey: key.raw.bytes, address: address,
             peers: [(agentKey, agentAddress, "127.0.0.1:\(loopback.port)")] + extraPeers)
-        let speaker = DirectPeer(loopback: loopback.fd, lan: lanSocket.fd, wireguardPort: TailnetBench.wireGuardPort,
-                                 agentKey: X25519PublicKey(agentKey)!, agentDisco: agentDisco, answersPings: answersPings)
+        let speaker = DirectPeer(
+            loopback: loopback.fd, lan: lanSocket.fd, wireguardPort: TailnetBench.wireGuardPort,
+            agentKey: X25519PublicKey(agentKey)!, agentDisco: agentDisco, answersPings: answersPings)
         speaker.start(key: X25519PrivateKey(key.raw.bytes)!, relay: relay)
         return Peer(key: key, speaker: speaker, wireGuard: pid)
     }
@@ -173,7 +177,7 @@ struct TailnetDirectBenchmarks: AsyncParsableCommand {
         // code as the speaker, its path fixed): A → forwarder → B.
         let pairKey = WireGuardPrivateKey.generate()
         guard let pairLoopback = TailnetBench.inNamespace(p.path, { UdpSocketMaker.bound("127.0.0.1", 0) }),
-              let pairLAN = TailnetBench.inNamespace(p.path, { UdpSocketMaker.bound("10.99.0.2", 41643) })
+            let pairLAN = TailnetBench.inNamespace(p.path, { UdpSocketMaker.bound("10.99.0.2", 41643) })
         else { throw BenchFailure("no UDP socket in a namespace") }
         let forwarder = DirectPeer(
             loopback: pairLoopback.fd, lan: pairLAN.fd, wireguardPort: TailnetBench.wireGuardPort, agentKey: X25519PublicKey(pairKey.publicKey.bytes)!,
@@ -197,7 +201,7 @@ struct TailnetDirectBenchmarks: AsyncParsableCommand {
         }
         let bulkPort = Bench.freePort()
         guard let bulk = BenchSocketServer(kind: .bulk, namespace: w.path, port: bulkPort),
-              let http = BenchSocketServer(kind: .http, namespace: w.path, port: TailnetBenchmarks.baselineHTTPPort)
+            let http = BenchSocketServer(kind: .http, namespace: w.path, port: TailnetBenchmarks.baselineHTTPPort)
         else { throw BenchFailure("a benchmark server did not listen") }
         defer {
             bulk.stop()
@@ -278,30 +282,39 @@ struct TailnetDirectBenchmarks: AsyncParsableCommand {
         print("agent-bench tailnet-direct: from namespace P over a veth link; the pair is wireguard-go ⇄ wireguard-go on the same link")
         let trip = Bench.median(figures.agentTrips)
         let pairTrip = Bench.median(figures.pairTrips)
-        report("HTTP round trip, direct (port 4)", value: Bench.format(trip), baseline: Bench.format(pairTrip) + " wg-go pair",
-               ratio: trip / pairTrip, goal: "<= 1.1x", met: trip <= 1.1 * pairTrip)
+        report(
+            "HTTP round trip, direct (port 4)", value: Bench.format(trip), baseline: Bench.format(pairTrip) + " wg-go pair",
+            ratio: trip / pairTrip, goal: "<= 1.1x", met: trip <= 1.1 * pairTrip)
         let rate = { (bytes: Int, ns: [Double]) -> Double in Double(bytes) / (Bench.median(ns) / 1e9) / Double(1 << 20) }
         let up = rate(settings.bytes, figures.agentUp), pairUp = rate(settings.bytes, figures.pairUp)
-        report("bulk up, direct", value: String(format: "%.1f MiB/s", up), baseline: String(format: "%.1f MiB/s wg-go pair", pairUp),
-               ratio: up / pairUp, goal: ">= 0.9x", met: up >= 0.9 * pairUp)
+        report(
+            "bulk up, direct", value: String(format: "%.1f MiB/s", up), baseline: String(format: "%.1f MiB/s wg-go pair", pairUp),
+            ratio: up / pairUp, goal: ">= 0.9x", met: up >= 0.9 * pairUp)
         let down = rate(settings.bytes, figures.agentDown), pairDown = rate(settings.bytes, figures.pairDown)
-        report("bulk down, direct", value: String(format: "%.1f MiB/s", down), baseline: String(format: "%.1f MiB/s wg-go pair", pairDown),
-               ratio: down / pairDown, goal: ">= 0.9x", met: down >= 0.9 * pairDown)
+        report(
+            "bulk down, direct", value: String(format: "%.1f MiB/s", down), baseline: String(format: "%.1f MiB/s wg-go pair", pairDown),
+            ratio: down / pairDown, goal: ">= 0.9x", met: down >= 0.9 * pairDown)
         let cpu = figures.agentCPU / figures.mebibytes * 1e6, pairCPU = figures.pairCPU / figures.mebibytes * 1e6
-        report("CPU per MiB, direct", value: String(format: "%.0f µs", cpu), baseline: String(format: "%.0f µs wireguard-go", pairCPU),
-               ratio: cpu / pairCPU, goal: "<= 1.3x", met: cpu <= 1.3 * pairCPU)
+        report(
+            "CPU per MiB, direct", value: String(format: "%.0f µs", cpu), baseline: String(format: "%.0f µs wireguard-go", pairCPU),
+            ratio: cpu / pairCPU, goal: "<= 1.3x", met: cpu <= 1.3 * pairCPU)
         let relayedTrip = Bench.median(figures.relayedTrips)
-        report("HTTP round trip, direct vs DERP", value: Bench.format(trip), baseline: Bench.format(relayedTrip) + " DERP",
-               ratio: trip / relayedTrip, goal: "(information)", met: true)
+        report(
+            "HTTP round trip, direct vs DERP", value: Bench.format(trip), baseline: Bench.format(relayedTrip) + " DERP",
+            ratio: trip / relayedTrip, goal: "(information)", met: true)
         let relayedDown = rate(settings.bytes, figures.relayedDown), relayedUp = rate(settings.bytes, figures.relayedUp)
-        report("bulk down, direct vs DERP", value: String(format: "%.1f MiB/s", down), baseline: String(format: "%.1f MiB/s DERP", relayedDown),
-               ratio: down / relayedDown, goal: "(information)", met: true)
-        report("bulk up, direct vs DERP", value: String(format: "%.1f MiB/s", up), baseline: String(format: "%.1f MiB/s DERP", relayedUp),
-               ratio: up / relayedUp, goal: "(information)", met: true)
-        report("first contact to direct path", value: Bench.format(direct), baseline: "1 s",
-               ratio: direct / 1e9, goal: "<= first round + 1 s", met: direct <= 1e9)
-        report("idle CPU with a direct peer", value: String(format: "%.2f ms/s", figures.idleCPU * 1e3), baseline: "10 ms/s (1 % of a core)",
-               ratio: figures.idleCPU / 0.01, goal: "<= heartbeat cost (1 %)", met: figures.idleCPU <= 0.01)
+        report(
+            "bulk down, direct vs DERP", value: String(format: "%.1f MiB/s", down), baseline: String(format: "%.1f MiB/s DERP", relayedDown),
+            ratio: down / relayedDown, goal: "(information)", met: true)
+        report(
+            "bulk up, direct vs DERP", value: String(format: "%.1f MiB/s", up), baseline: String(format: "%.1f MiB/s DERP", relayedUp),
+            ratio: up / relayedUp, goal: "(information)", met: true)
+        report(
+            "first contact to direct path", value: Bench.format(direct), baseline: "1 s",
+            ratio: direct / 1e9, goal: "<= first round + 1 s", met: direct <= 1e9)
+        report(
+            "idle CPU with a direct peer", value: String(format: "%.2f ms/s", figures.idleCPU * 1e3), baseline: "10 ms/s (1 % of a core)",
+            ratio: figures.idleCPU / 0.01, goal: "<= heartbeat cost (1 %)", met: figures.idleCPU <= 0.01)
         print("  (the peer's speaker counted \(bytesDirect.udpIn >> 20) MiB in over UDP, \(bytesDirect.derpIn >> 20) MiB over DERP)")
     }
 

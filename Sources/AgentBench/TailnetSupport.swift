@@ -193,34 +193,38 @@ final class BenchSocketServer: Sendable {
     /// inside the namespace at `namespace`.
     init?(kind: Kind, namespace: String?, port: Int, maxConnections: Int = 20_000) {
         let ipv6 = namespace != nil
-        guard let fd = TailnetBench.inNamespace(namespace, { () -> Int32? in
-            let fd = socket(ipv6 ? AF_INET6 : AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-            guard fd >= 0 else { return nil }
-            var one: Int32 = 1
-            setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-            let bound: Bool
-            if ipv6 {
-                var sa = sockaddr_in6()
-                sa.sin6_family = sa_family_t(AF_INET6)
-                sa.sin6_port = UInt16(port).bigEndian
-                bound = withUnsafePointer(to: &sa) {
-                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in6>.size)) == 0 }
-                }
-            } else {
-                var sa = sockaddr_in()
-                sa.sin_family = sa_family_t(AF_INET)
-                sa.sin_port = UInt16(port).bigEndian
-                sa.sin_addr.s_addr = inet_addr("127.0.0.1")
-                bound = withUnsafePointer(to: &sa) {
-                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
-                }
-            }
-            guard bound, listen(fd, 64) == 0 else {
-                close(fd)
-                return nil
-            }
-            return fd
-        }) else { return nil }
+        guard
+            let fd = TailnetBench.inNamespace(
+                namespace,
+                { () -> Int32? in
+                    let fd = socket(ipv6 ? AF_INET6 : AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+                    guard fd >= 0 else { return nil }
+                    var one: Int32 = 1
+                    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+                    let bound: Bool
+                    if ipv6 {
+                        var sa = sockaddr_in6()
+                        sa.sin6_family = sa_family_t(AF_INET6)
+                        sa.sin6_port = UInt16(port).bigEndian
+                        bound = withUnsafePointer(to: &sa) {
+                            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in6>.size)) == 0 }
+                        }
+                    } else {
+                        var sa = sockaddr_in()
+                        sa.sin_family = sa_family_t(AF_INET)
+                        sa.sin_port = UInt16(port).bigEndian
+                        sa.sin_addr.s_addr = inet_addr("127.0.0.1")
+                        bound = withUnsafePointer(to: &sa) {
+                            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+                        }
+                    }
+                    guard bound, listen(fd, 64) == 0 else {
+                        close(fd)
+                        return nil
+                    }
+                    return fd
+                })
+        else { return nil }
         self.fd = fd
         self.port = port
         Thread {
@@ -304,24 +308,29 @@ final class RelayBridge: Sendable {
         var sockets: [(fd: Int32, peer: X25519PublicKey)] = []
         var ports: [X25519PublicKey: UInt16] = [:]
         for peer in peers {
-            guard let (fd, port) = TailnetBench.inNamespace(namespace, { () -> UdpSocket? in
-                let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-                guard fd >= 0 else { return nil }
-                var size: Int32 = 4 << 20
-                setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
-                var sa = sockaddr_in()
-                sa.sin_family = sa_family_t(AF_INET)
-                sa.sin_addr.s_addr = inet_addr("127.0.0.1")
-                var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-                let bound = withUnsafeMutablePointer(to: &sa) {
-                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
-                }
-                guard bound else {
-                    close(fd)
-                    return nil
-                }
-                return UdpSocket(fd: fd, port: UInt16(bigEndian: sa.sin_port))
-            }).map({ ($0.fd, $0.port) }) else {
+            guard
+                let (fd, port) = TailnetBench.inNamespace(
+                    namespace,
+                    { () -> UdpSocket? in
+                        let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+                        guard fd >= 0 else { return nil }
+                        var size: Int32 = 4 << 20
+                        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+                        var sa = sockaddr_in()
+                        sa.sin_family = sa_family_t(AF_INET)
+                        sa.sin_addr.s_addr = inet_addr("127.0.0.1")
+                        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+                        let bound = withUnsafeMutablePointer(to: &sa) {
+                            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+                        }
+                        guard bound else {
+                            close(fd)
+                            return nil
+                        }
+                        return UdpSocket(fd: fd, port: UInt16(bigEndian: sa.sin_port))
+                    }
+                ).map({ ($0.fd, $0.port) })
+            else {
                 for s in sockets { close(s.fd) }
                 return nil
             }
@@ -423,8 +432,11 @@ struct BenchNamespace: Sendable {
     ) throws -> pid_t {
         _ = run(["/usr/sbin/ip", "link", "set", "lo", "up"])
         let log = NSTemporaryDirectory() + "agent-bench-\(interface).log"
-        let pid = Bench.spawn(["/usr/bin/nsenter", "--net=\(path)", "/usr/bin/env", "WG_I_PREFER_BUGGY_USERSPACE_TO_POLISHED_KMOD=1",
-                               "/usr/bin/wireguard-go", "-f", interface], stdoutPath: log)
+        let pid = Bench.spawn(
+            [
+                "/usr/bin/nsenter", "--net=\(path)", "/usr/bin/env", "WG_I_PREFER_BUGGY_USERSPACE_TO_POLISHED_KMOD=1",
+                "/usr/bin/wireguard-go", "-f", interface,
+            ], stdoutPath: log)
         var ready = false
         for _ in 0..<3000 {
             if FileManager.default.fileExists(atPath: "/var/run/wireguard/\(interface).sock") {
@@ -445,9 +457,11 @@ struct BenchNamespace: Sendable {
         for peer in peers {
             set += ["peer", Data(peer.key).base64EncodedString(), "allowed-ips", "\(peer.address)/128", "endpoint", peer.endpoint]
         }
-        var commands = [set,
-                        ["/usr/sbin/ip", "-6", "addr", "add", "\(address)/128", "dev", interface, "nodad"],
-                        ["/usr/sbin/ip", "link", "set", interface, "mtu", "1280", "up"]]
+        var commands = [
+            set,
+            ["/usr/sbin/ip", "-6", "addr", "add", "\(address)/128", "dev", interface, "nodad"],
+            ["/usr/sbin/ip", "link", "set", interface, "mtu", "1280", "up"],
+        ]
         for peer in peers { commands.append(["/usr/sbin/ip", "-6", "route", "add", "\(peer.address)/128", "dev", interface]) }
         for command in commands {
             let outcome = run(command)

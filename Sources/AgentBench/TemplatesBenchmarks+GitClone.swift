@@ -28,8 +28,8 @@ extension TemplatesBenchmarks {
             Bench.wait(Bench.spawn([git, "-C", directory] + arguments, stdoutPath: "/dev/null", environment: environment.merging(extra) { $1 })) == 0
         }
         guard runGit(["init", "-q", "-b", "main"], in: root + "/src"), runGit(["add", "."], in: root + "/src"),
-              runGit(["-c", "user.name=b", "-c", "user.email=b@example.com", "commit", "-qm", "files"], in: root + "/src"),
-              runGit(["clone", "-q", "--bare", root + "/src", root + "/srv/repo.git"], in: root)
+            runGit(["-c", "user.name=b", "-c", "user.email=b@example.com", "commit", "-qm", "files"], in: root + "/src"),
+            runGit(["clone", "-q", "--bare", root + "/src", root + "/srv/repo.git"], in: root)
         else {
             print("  git clone: skipped (could not make the repository)")
             return
@@ -69,13 +69,17 @@ extension TemplatesBenchmarks {
                 let elapsed = Double(Bench.now() - start)
                 return ok ? elapsed : .infinity
             }
-            let (withAskpass, withURL) = Self.pair(runs: runs, {
-                clone("http://127.0.0.1:\(port)/repo.git", askpass)
-            }, {
-                clone("http://\(token):\(token)@127.0.0.1:\(port)/repo.git", [:])
-            })
-            report("git clone, \(files) files, askpass", value: Bench.format(withAskpass), baseline: Bench.format(withURL) + " URL credentials",
-                   ratio: withAskpass / withURL, goal: "<= 1.2x", met: withAskpass <= 1.2 * withURL)
+            let (withAskpass, withURL) = Self.pair(
+                runs: runs,
+                {
+                    clone("http://127.0.0.1:\(port)/repo.git", askpass)
+                },
+                {
+                    clone("http://\(token):\(token)@127.0.0.1:\(port)/repo.git", [:])
+                })
+            report(
+                "git clone, \(files) files, askpass", value: Bench.format(withAskpass), baseline: Bench.format(withURL) + " URL credentials",
+                ratio: withAskpass / withURL, goal: "<= 1.2x", met: withAskpass <= 1.2 * withURL)
         }
     }
 

@@ -23,7 +23,8 @@ public struct ChatIdentity: Sendable, Equatable {
         guard let id = canonicalUUID(raw) else { throw InvalidChatID(value: raw) }
         var ancestors: [String] = []
         if let rawAncestors = headers[ancestorChatIDsHeader], !rawAncestors.isEmpty,
-           let items = (try? JSONValue.parseFirst(Array(rawAncestors.utf8)))?.arrayValue {
+            let items = (try? JSONValue.parseFirst(Array(rawAncestors.utf8)))?.arrayValue
+        {
             for item in items { if let s = item.stringValue, let a = canonicalUUID(s) { ancestors.append(a) } }
         }
         return ChatIdentity(id: id, ancestorIDs: ancestors)

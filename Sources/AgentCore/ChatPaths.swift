@@ -60,7 +60,8 @@ public final class ChatPaths: Sendable {
             // Room for a new chat: a chat that is only watched (no paths) goes before any
             // chat with paths, else the one touched longest ago.
             if s.chats[chat] == nil, s.chats.count >= maxChats,
-               let oldest = s.chats.min(by: { $0.value.evictionOrder < $1.value.evictionOrder })?.key {
+                let oldest = s.chats.min(by: { $0.value.evictionOrder < $1.value.evictionOrder })?.key
+            {
                 forgotten = Array(s.chats[oldest]!.subscribers.values)
                 s.chats[oldest] = nil
             }

@@ -51,8 +51,8 @@ public final class ChatPathsJournal: Service, Sendable {
             return 0
         }
         guard let data = FileManager.default.contents(atPath: file),
-              let root = try? JSONValue.parseFirst(data),
-              root["version"]?.intValue == 1, let chats = root["chats"]?.arrayValue
+            let root = try? JSONValue.parseFirst(data),
+            root["version"]?.intValue == 1, let chats = root["chats"]?.arrayValue
         else {
             log("chat paths file \(file) is unreadable or corrupt; starting without it")
             return 0

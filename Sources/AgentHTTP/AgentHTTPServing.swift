@@ -62,9 +62,11 @@ public final class AgentHTTPServing: Sendable {
         if logger.logLevel <= .trace {
             // What is mounted, one line per route (the OpenAPI document's test reads them).
             for route in table.routeList {
-                logger.trace("route mounted", metadata: [
-                    "method": "\(route.method)", "path": "\(route.path)", "websocket": "\(route.webSocket)",
-                ])
+                logger.trace(
+                    "route mounted",
+                    metadata: [
+                        "method": "\(route.method)", "path": "\(route.path)", "websocket": "\(route.webSocket)",
+                    ])
             }
         }
         var machine = HTTP1ConnectionHandler.Machine.Configuration()

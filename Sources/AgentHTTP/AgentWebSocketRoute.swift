@@ -68,4 +68,3 @@ struct WebSocketTwinResponder: HTTPResponder {
         throw error
     }
 }
-

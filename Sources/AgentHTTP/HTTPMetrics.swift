@@ -34,10 +34,11 @@ enum HTTPMetrics {
 
     /// Hand-overs refused before serving, by reason: `not_serving`, `invalid_listener`.
     static func handOverRefused(_ reason: ConnectionHandOverError.Reason) {
-        let label = switch reason {
-        case .notServing: "not_serving"
-        case .invalidListenerName: "invalid_listener"
-        }
+        let label =
+            switch reason {
+            case .notServing: "not_serving"
+            case .invalidListenerName: "invalid_listener"
+            }
         Counter(label: "agent_http_handovers_refused_total", dimensions: [("reason", label)]).increment()
     }
 

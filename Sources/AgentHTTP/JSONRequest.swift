@@ -79,7 +79,7 @@ public struct JSONRequest: Sendable {
         var result: String?
         for value in matches(key) {
             switch value {
-            case .null: continue // Go: null leaves a string unchanged
+            case .null: continue  // Go: null leaves a string unchanged
             case .string(let s): result = s
             default: throw mismatch(key, value, "string")
             }

@@ -10,9 +10,9 @@ extension ToolCallKey {
         let age = headers[values: ageHeader]
         if message.isEmpty && call.isEmpty && age.isEmpty { return nil }
         guard message.count == 1, call.count == 1, age.count == 1,
-              let messageID = UInt64(message[0]), messageID > 0,
-              let callID = call[0].percentDecoded(), !callID.isEmpty,
-              let ageMs = UInt64(age[0])
+            let messageID = UInt64(message[0]), messageID > 0,
+            let callID = call[0].percentDecoded(), !callID.isEmpty,
+            let ageMs = UInt64(age[0])
         else {
             throw APIError(.badRequest, "Invalid tool call headers.", detail: "Send Coder-Tool-Call-Message-Id (> 0), Coder-Tool-Call-Id and Coder-Tool-Call-Age-Ms (>= 0) together, once each.")
         }

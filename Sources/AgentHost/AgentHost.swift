@@ -164,7 +164,8 @@ public final class AgentHost: Sendable {
         for module in modules { services += module.services }
         let group = ServiceGroup(configuration: Self.groupConfiguration(services, logger: logger))
         state.withLock { $0.group = group }
-        let signals = configuration.handlesSignals
+        let signals =
+            configuration.handlesSignals
             ? await controller.listen { await group.triggerGracefulShutdown() } : nil
         defer { signals?.cancel() }
         // A shutdown() that came before the group existed.

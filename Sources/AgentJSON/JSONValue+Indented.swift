@@ -16,7 +16,8 @@ extension JSONValue {
         case .object(let members):
             let unique = Self.goMapMembers(members, sorted: sortingKeys)
             if unique.isEmpty { return "{}" }
-            return "{\n" + unique.map { inner + jsonQuote($0.0, escapingHTML: true) + ": " + $0.1.indented(indent, sortingKeys: sortingKeys, prefix: inner) }
+            return "{\n"
+                + unique.map { inner + jsonQuote($0.0, escapingHTML: true) + ": " + $0.1.indented(indent, sortingKeys: sortingKeys, prefix: inner) }
                 .joined(separator: ",\n") + "\n" + prefix + "}"
         }
     }

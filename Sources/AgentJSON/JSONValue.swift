@@ -274,7 +274,8 @@ struct JSONParser {
             case UInt8(ascii: "u"):
                 var unit = try parseHex4()
                 if (0xD800..<0xDC00).contains(unit), index + 1 < bytes.count,
-                   bytes[index] == UInt8(ascii: "\\"), bytes[index + 1] == UInt8(ascii: "u") {
+                    bytes[index] == UInt8(ascii: "\\"), bytes[index + 1] == UInt8(ascii: "u")
+                {
                     let save = index
                     index += 2
                     let low = try parseHex4()

@@ -38,11 +38,12 @@ enum ProcessMetrics {
     /// Spooled bytes dropped, oldest first: `process_cap` (a process's own bound), `total_cap`
     /// (the bound on all), `write_error`.
     static func spoolDropped(_ count: UInt64, _ cause: StoreState.Cause) {
-        let reason = switch cause {
-        case .perSpool: "process_cap"
-        case .total: "total_cap"
-        case .writeError: "write_error"
-        }
+        let reason =
+            switch cause {
+            case .perSpool: "process_cap"
+            case .total: "total_cap"
+            case .writeError: "write_error"
+            }
         Counter(label: "agent_process_spool_dropped_bytes_total", dimensions: [("reason", reason)]).increment(by: Int(clamping: count))
     }
 

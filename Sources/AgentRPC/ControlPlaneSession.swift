@@ -310,10 +310,12 @@ public final class ControlPlaneSession: Service, UpwardSink, ManifestSource, Lif
         }
         while let (seq, items) = connections.peek() {
             let connection = items[0].connection
-            logger.info("connection", metadata: [
-                "action": "\(connection.action)", "type": "\(connection.type)", "ip": "\(connection.ip)",
-                "status_code": "\(connection.statusCode)",
-            ])
+            logger.info(
+                "connection",
+                metadata: [
+                    "action": "\(connection.action)", "type": "\(connection.type)", "ip": "\(connection.ip)",
+                    "status_code": "\(connection.statusCode)",
+                ])
             connections.acknowledge(through: seq, as: .logged)
         }
         while let (seq, _) = logs.peek(configuration.logsPerBatch) {
@@ -501,7 +503,8 @@ public final class ControlPlaneSession: Service, UpwardSink, ManifestSource, Lif
                 continue
             }
             if !state.withLock({ $0.logsDisabled }),
-               let (seq, items) = logs.peek(configuration.logsPerBatch, budget: configuration.logBatchBytes, size: { $0.output.utf8.count }) {
+                let (seq, items) = logs.peek(configuration.logsPerBatch, budget: configuration.logBatchBytes, size: { $0.output.utf8.count })
+            {
                 var request = Coder_Agent_V2_BatchCreateLogsRequest()
                 request.logSourceID = [UInt8](repeating: 0, count: 16).withUnsafeBytes { Data($0) }
                 request.logs = items

@@ -92,7 +92,7 @@ private final class UnaryReply {
                     case .failure(let error, let closeTransport):
                         finish(.failure(error), reset: closeTransport, session: session)
                     }
-                    return // the first packet of the call decides it
+                    return  // the first packet of the call decides it
                 }
             } catch {
                 finish(.failure(DRPCCallError.wire(error)), reset: true, session: session)

@@ -105,8 +105,9 @@ final class SpeedtestHandler: ChannelInboundHandler {
             metrics.refused.increment()
             finish(context: context)
         case .start(let request):
-            let time = TimeAmount.nanoseconds(Int64(request.duration.components.seconds) * 1_000_000_000
-                + request.duration.components.attoseconds / 1_000_000_000)
+            let time = TimeAmount.nanoseconds(
+                Int64(request.duration.components.seconds) * 1_000_000_000
+                    + request.duration.components.attoseconds / 1_000_000_000)
             switch request.direction {
             case .upload:
                 metrics.uploads.increment()

@@ -106,7 +106,9 @@ extension ControlPlaneDouble {
         default: break
         }
         func quoted(_ text: String) -> String { jsonQuote(text, escapingHTML: true) }
-        return .json(200, """
+        return .json(
+            200,
+            """
             {"access_token":\(quoted(token)),"token_extra":\(extra ?? "null"),"url":"","type":\(quoted(provider.type)),\
             "expires_at":"0001-01-01T00:00:00Z","username":\(quoted(username)),"password":\(quoted(password))}
             """)

@@ -48,7 +48,8 @@ public final class InstanceIdentityDouble: Sendable {
             Data(text.utf8).base64EncodedString().replacingOccurrences(of: "+", with: "-")
                 .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
         }
-        let signed = encode(#"{"alg":"RS256","typ":"JWT"}"#) + "."
+        let signed =
+            encode(#"{"alg":"RS256","typ":"JWT"}"#) + "."
             + encode(#"{"aud":"coder","google":{"compute_engine":{"instance_id":\#(jsonQuote(instanceID)),"project_id":"p"}}}"#)
         return signed + "." + encode(signature(of: signed))
     }
@@ -73,7 +74,7 @@ public final class InstanceIdentityDouble: Sendable {
         guard let jwt = body["json_web_token"]?.stringValue, !jwt.isEmpty else { return Self.required("json_web_token") }
         let parts = jwt.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
         guard parts.count == 3, Self.base64URL(parts[2]) == Self.signature(of: parts[0] + "." + parts[1]),
-              let payload = Self.base64URL(parts[1]), let claims = try? JSONValue.parseWhole(Array(payload.utf8))
+            let payload = Self.base64URL(parts[1]), let claims = try? JSONValue.parseWhole(Array(payload.utf8))
         else {
             return .error(401, "Invalid GCP identity.", detail: "idtoken: invalid token signature")
         }
@@ -90,7 +91,7 @@ public final class InstanceIdentityDouble: Sendable {
         guard let signature = body["signature"]?.stringValue, !signature.isEmpty else { return Self.required("signature") }
         guard let document = body["document"]?.stringValue, !document.isEmpty else { return Self.required("document") }
         guard signature == Self.signature(of: document),
-              let id = (try? JSONValue.parseWhole(Array(document.utf8)))?["instanceId"]?.stringValue
+            let id = (try? JSONValue.parseWhole(Array(document.utf8)))?["instanceId"]?.stringValue
         else {
             return .error(401, "Invalid AWS identity.", detail: "crypto/rsa: verification error")
         }
@@ -105,7 +106,7 @@ public final class InstanceIdentityDouble: Sendable {
         let decoded = Data(base64Encoded: signature).map { String(decoding: $0, as: UTF8.self) } ?? ""
         let pieces = decoded.split(separator: ".", maxSplits: 1).map(String.init)
         guard pieces.count == 2, pieces[0] == Self.signature(of: pieces[1]),
-              let id = (try? JSONValue.parseWhole(Array(pieces[1].utf8)))?["vmId"]?.stringValue
+            let id = (try? JSONValue.parseWhole(Array(pieces[1].utf8)))?["vmId"]?.stringValue
         else {
             return .error(401, "Invalid Azure identity.", detail: "Signature verification failed.")
         }

@@ -230,7 +230,8 @@ public final class ControlPlaneDouble: Sendable {
         }
         server.register(DRPCMethodPath.agent("ReportBoundaryLogs")) { bytes in
             // In benchmarks the batch is acknowledged unread, as the echo baseline does.
-            let kept = self.keepsPayloads
+            let kept =
+                self.keepsPayloads
                 ? try Coder_Agent_V2_ReportBoundaryLogsRequest(serializedBytes: bytes)
                 : Coder_Agent_V2_ReportBoundaryLogsRequest()
             self.recorded.withLock { $0.boundaryLogs.append(kept) }
@@ -466,9 +467,12 @@ public final class ControlPlaneDouble: Sendable {
                 }
                 return channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline(
-                        withServerUpgrade: (upgraders: [upgrader], completionHandler: { context in
-                            context.pipeline.removeHandler(name: "refusals", promise: nil)
-                        }))
+                        withServerUpgrade: (
+                            upgraders: [upgrader],
+                            completionHandler: { context in
+                                context.pipeline.removeHandler(name: "refusals", promise: nil)
+                            }
+                        ))
                     try channel.pipeline.syncOperations.addHandler(RefusalHandler(double: self), name: "refusals")
                 }
             }

@@ -96,8 +96,9 @@ public final class TailnetCoordinatorDouble: Sendable {
         requests: Requests, respond: @escaping @Sendable ([UInt8]) async throws -> Void
     ) async throws where Requests.Element == [UInt8] {
         // Bounded as coderd's per-peer response buffer (512).
-        let (responses, continuation) = AsyncStream.makeStream(of: Coder_Tailnet_V2_CoordinateResponse.self,
-                                                               bufferingPolicy: .bufferingOldest(512))
+        let (responses, continuation) = AsyncStream.makeStream(
+            of: Coder_Tailnet_V2_CoordinateResponse.self,
+            bufferingPolicy: .bufferingOldest(512))
         let (id, peers) = state.withLock { s in
             s.nextStream += 1
             s.coordinateStreams[s.nextStream] = continuation
@@ -149,8 +150,9 @@ public final class TailnetCoordinatorDouble: Sendable {
 
     /// Serves one StreamDERPMaps stream: the map at once, then each change, until ``endStreams()``.
     public func streamDERPMaps(respond: @escaping @Sendable ([UInt8]) async throws -> Void) async throws {
-        let (maps, continuation) = AsyncStream.makeStream(of: Coder_Tailnet_V2_DERPMap.self,
-                                                          bufferingPolicy: .bufferingNewest(4))
+        let (maps, continuation) = AsyncStream.makeStream(
+            of: Coder_Tailnet_V2_DERPMap.self,
+            bufferingPolicy: .bufferingNewest(4))
         let id = state.withLock { s in
             s.nextStream += 1
             s.mapStreams[s.nextStream] = continuation

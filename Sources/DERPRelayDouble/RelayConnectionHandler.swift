@@ -49,8 +49,8 @@ final class RelayConnectionHandler: ChannelInboundHandler {
     private func handle(_ raw: DERPRawFrame, context: ChannelHandlerContext) {
         guard let peer else {
             guard case .clientInfo(let key, let nonce, let sealed)? = try? DERPFrame(raw),
-                  let json = DERPHandshake.openClientInfo(nonce: nonce, sealed: sealed, clientKey: key, serverPrivateKey: relay.serverKey),
-                  let info = DERPHandshake.serverInfo(privateKey: relay.serverKey, clientKey: key)
+                let json = DERPHandshake.openClientInfo(nonce: nonce, sealed: sealed, clientKey: key, serverPrivateKey: relay.serverKey),
+                let info = DERPHandshake.serverInfo(privateKey: relay.serverKey, clientKey: key)
             else {
                 context.close(promise: nil)
                 return

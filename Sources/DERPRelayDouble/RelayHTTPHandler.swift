@@ -59,7 +59,8 @@ final class RelayHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
                 return
             }
             relay.recorded.withLock { $0.upgradeConnections += 1 }
-            let response = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: DERP\r\nConnection: Upgrade\r\nDerp-Version: 2\r\n"
+            let response =
+                "HTTP/1.1 101 Switching Protocols\r\nUpgrade: DERP\r\nConnection: Upgrade\r\nDerp-Version: 2\r\n"
                 + "Derp-Public-Key: \(relay.serverKey.publicKey.hex)\r\n\r\n"
             context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(string: response)), promise: nil)
             switchTo(context: context, webSocket: false, rest: rest)
@@ -76,7 +77,8 @@ final class RelayHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
             let protocols = (headers["sec-websocket-protocol"] ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
             let speaksDERP = protocols.contains("derp")
             relay.recorded.withLock { $0.webSocketConnections += 1 }
-            let response = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            let response =
+                "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                 + "Sec-WebSocket-Accept: \(accept)\r\n" + (speaksDERP ? "Sec-WebSocket-Protocol: derp\r\n" : "") + "\r\n"
             context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(string: response)), promise: nil)
             switchTo(context: context, webSocket: true, rest: rest, speaksDERP: speaksDERP)

@@ -90,7 +90,7 @@ public struct DRPCServer: Sendable {
                 reader.feed(bytes)
                 continue
             }
-            if packet.streamID <= finishedStream { continue } // late packets of a finished call
+            if packet.streamID <= finishedStream { continue }  // late packets of a finished call
             switch packet.kind {
             case .invokeMetadata:
                 continue
@@ -146,7 +146,8 @@ public struct DRPCServer: Sendable {
                     unary = nil
                 } else if let call = streaming, call.stream == packet.streamID {
                     finishedStream = packet.streamID
-                    let reason: DRPCCallError = packet.kind == .error
+                    let reason: DRPCCallError =
+                        packet.kind == .error
                         ? .remote(DRPCErrorBody(decoding: packet.data))
                         : .remoteClosed(packet.kind == .cancel ? "context canceled" : "remote closed the stream")
                     call.task.cancel()

@@ -35,7 +35,7 @@ public enum Varint {
         for length in 1...maxLength {
             guard index < bytes.endIndex else { return .needMoreBytes }
             let byte = bytes[index]
-            if length == maxLength && byte > 1 { return .tooLong } // would overflow 64 bits
+            if length == maxLength && byte > 1 { return .tooLong }  // would overflow 64 bits
             result |= UInt64(byte & 0x7F) << shift
             if byte & 0x80 == 0 { return .value(result, length: length) }
             shift += 7

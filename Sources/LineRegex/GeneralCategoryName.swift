@@ -54,7 +54,7 @@ enum GeneralCategoryName {
         case "P": return 0b1111111 << 11
         case "S": return 0b1111 << 18
         case "Z": return 0b111 << 22
-        case "C": return (1 << 25) | (1 << 26) | (1 << 27) | (1 << 28) // Cc Cf Cs Co, as Go
+        case "C": return (1 << 25) | (1 << 26) | (1 << 27) | (1 << 28)  // Cc Cf Cs Co, as Go
         default: return nil
         }
     }

@@ -39,8 +39,9 @@ public enum LineRegexFuzzing {
         if !literalString.unicodeScalars.contains("\u{FFFD}") {
             let escaped = escape(literalString)
             if let regex = try? LineRegex(escaped) {
-                precondition(regex.matches(text) == contains(text, Array(literalString.utf8)),
-                             "literal pattern disagrees with byte search")
+                precondition(
+                    regex.matches(text) == contains(text, Array(literalString.utf8)),
+                    "literal pattern disagrees with byte search")
             } else {
                 preconditionFailure("escaped literal failed to compile")
             }

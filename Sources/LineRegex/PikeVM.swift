@@ -43,7 +43,8 @@ struct PikeVM {
                             top += 2
                         case .assertion:
                             if let a = Assertion(rawValue: UInt8(truncatingIfNeeded: inst.arg)),
-                               PikeVM.holds(a, prev: prev, cur: cur) {
+                                PikeVM.holds(a, prev: prev, cur: cur)
+                            {
                                 stack[top] = inst.out
                                 top += 1
                             }

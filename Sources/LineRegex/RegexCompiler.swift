@@ -27,9 +27,10 @@ struct RegexCompiler {
         let frag = try compiler.compile(root)
         let match = try compiler.emit(.match)
         compiler.patch(frag.out, match)
-        return RegexProgram(insts: compiler.insts, start: frag.start, classes: classes,
-                            anchoredStart: RegexCompiler.isAnchoredStart(root),
-                            literal: RegexCompiler.literalBytes(root))
+        return RegexProgram(
+            insts: compiler.insts, start: frag.start, classes: classes,
+            anchoredStart: RegexCompiler.isAnchoredStart(root),
+            literal: RegexCompiler.literalBytes(root))
     }
 
     private static func isAnchoredStart(_ node: RegexNode) -> Bool {
@@ -51,7 +52,8 @@ struct RegexCompiler {
         var bytes: [UInt8] = []
         for part in parts {
             guard case .literal(let value) = part.kind, value != 0xFFFD,
-                  let scalar = Unicode.Scalar(value) else { return nil }
+                let scalar = Unicode.Scalar(value)
+            else { return nil }
             bytes.append(contentsOf: String(scalar).utf8)
         }
         return bytes.isEmpty ? nil : bytes

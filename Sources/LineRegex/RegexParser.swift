@@ -193,8 +193,7 @@ struct RegexParser {
         guard let c = at(j) else {
             throw error("missing closing )", 0, p.count)
         }
-        if c == UInt8(ascii: "=") || c == UInt8(ascii: "!") ||
-            (c == UInt8(ascii: "<") && (at(j + 1) == UInt8(ascii: "=") || at(j + 1) == UInt8(ascii: "!"))) {
+        if c == UInt8(ascii: "=") || c == UInt8(ascii: "!") || (c == UInt8(ascii: "<") && (at(j + 1) == UInt8(ascii: "=") || at(j + 1) == UInt8(ascii: "!"))) {
             throw error("lookaround is not supported (RE2 syntax)", start, min(p.count, j + (c == UInt8(ascii: "<") ? 2 : 1)))
         }
         if c == UInt8(ascii: "P") && at(j + 1) == UInt8(ascii: "=") {
@@ -250,8 +249,7 @@ struct RegexParser {
     }
 
     static func isWordByte(_ b: UInt8) -> Bool {
-        (b >= UInt8(ascii: "0") && b <= UInt8(ascii: "9")) || (b >= UInt8(ascii: "a") && b <= UInt8(ascii: "z")) ||
-            (b >= UInt8(ascii: "A") && b <= UInt8(ascii: "Z")) || b == UInt8(ascii: "_")
+        (b >= UInt8(ascii: "0") && b <= UInt8(ascii: "9")) || (b >= UInt8(ascii: "a") && b <= UInt8(ascii: "z")) || (b >= UInt8(ascii: "A") && b <= UInt8(ascii: "Z")) || b == UInt8(ascii: "_")
     }
 
     // MARK: - Literals and classes
@@ -271,8 +269,10 @@ struct RegexParser {
     private mutating func classNode(_ ranges: [UInt32], _ categories: [CharClass.CategoryTest], negated: Bool) -> RegexNode {
         var normalized = CharClass.normalize(ranges)
         if flags.foldCase { normalized = CharClass.fold(normalized) }
-        classes.append(CharClass(ranges: normalized, categories: categories,
-                                 foldCategories: flags.foldCase && !categories.isEmpty, negated: negated))
+        classes.append(
+            CharClass(
+                ranges: normalized, categories: categories,
+                foldCategories: flags.foldCase && !categories.isEmpty, negated: negated))
         return RegexNode(.charClass(classes.count - 1))
     }
 

@@ -103,8 +103,8 @@ final class StackCore: @unchecked Sendable {
         LwIPCore.assertConfined()
         counters.packetsIn.increment()
         guard let netif, !stopping, bytes.count <= configuration.mtu, let packet = TunnelPacket.parse(bytes),
-              addresses.contains(packet.destination), !packet.source.isMulticast, !packet.source.isUnspecifiedOrLoopback,
-              !addresses.contains(packet.source)
+            addresses.contains(packet.destination), !packet.source.isMulticast, !packet.source.isUnspecifiedOrLoopback,
+            !addresses.contains(packet.source)
         else {
             counters.packetsDropped.increment()
             return nil

@@ -108,8 +108,10 @@ enum NoiseCrypto {
     /// AEAD seal with nonce = 4 zero bytes ‖ LE64(counter): `out` takes `plain.count + 16`.
     /// In-place use (`out` over `plain`) is allowed (libsodium supports it).
     @inline(__always)
-    static func seal(key: Key32, counter: UInt64, plain: UnsafeRawBufferPointer, ad: UnsafeRawBufferPointer,
-                     into out: UnsafeMutableRawBufferPointer) {
+    static func seal(
+        key: Key32, counter: UInt64, plain: UnsafeRawBufferPointer, ad: UnsafeRawBufferPointer,
+        into out: UnsafeMutableRawBufferPointer
+    ) {
         var nonce = Nonce12(counter: counter)
         let rc = withUnsafeBytes(of: &nonce) { n in
             key.withUnsafeBytes { k in
@@ -122,8 +124,10 @@ enum NoiseCrypto {
     /// AEAD open: `cipher` holds the tag last; `out` takes `cipher.count - 16`. False on a
     /// bad tag (or a short input).
     @inline(__always)
-    static func open(key: Key32, counter: UInt64, cipher: UnsafeRawBufferPointer, ad: UnsafeRawBufferPointer,
-                     into out: UnsafeMutableRawBufferPointer) -> Bool {
+    static func open(
+        key: Key32, counter: UInt64, cipher: UnsafeRawBufferPointer, ad: UnsafeRawBufferPointer,
+        into out: UnsafeMutableRawBufferPointer
+    ) -> Bool {
         guard cipher.count >= 16 else { return false }
         var nonce = Nonce12(counter: counter)
         let rc = withUnsafeBytes(of: &nonce) { n in

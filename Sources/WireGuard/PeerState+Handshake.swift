@@ -59,7 +59,8 @@ extension PeerState {
         guard let index = ctx.newIndex(for: key) else { return nil }
         let ephemeral = WireGuardPrivateKey.generate()
         guard let ee = NoiseCrypto.dh(ephemeral.raw, handshake.remoteEphemeral),
-              let se = NoiseCrypto.dh(ephemeral.raw, key.raw) else {
+            let se = NoiseCrypto.dh(ephemeral.raw, key.raw)
+        else {
             ctx.releaseIndex(index)
             return nil
         }
@@ -102,7 +103,8 @@ extension PeerState {
         guard handshake.phase == .initiationCreated, handshake.localIndex == receiver else { return .unexpected }
         let remoteEphemeral = Key32(reading: m, at: L.ephemeral)
         guard let ee = NoiseCrypto.dh(handshake.localEphemeral, remoteEphemeral),
-              let se = NoiseCrypto.dh(ctx.privateKey.raw, remoteEphemeral) else { return .badPoint }
+            let se = NoiseCrypto.dh(ctx.privateKey.raw, remoteEphemeral)
+        else { return .badPoint }
         var c = NoiseCrypto.kdf(1, key: handshake.chainKey, input: remoteEphemeral).0
         var h = NoiseCrypto.mixHash(handshake.hash, remoteEphemeral)
         c = NoiseCrypto.kdf(1, key: c, input: ee).0

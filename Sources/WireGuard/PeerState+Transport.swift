@@ -184,7 +184,8 @@ extension PeerState {
     mutating func keepKeyFreshSending<S: WireGuardSink>(now: WireGuardInstant, ctx: inout DeviceContext, sink: inout S) {
         guard let current = keypairs.current else { return }
         if current.sendCounter > WireGuardTimers.rekeyAfterMessages
-            || (current.isInitiator && now.since(current.created) > WireGuardTimers.rekeyAfterTime) {
+            || (current.isInitiator && now.since(current.created) > WireGuardTimers.rekeyAfterTime)
+        {
             sendInitiation(isRetry: false, now: now, ctx: &ctx, sink: &sink)
         }
     }

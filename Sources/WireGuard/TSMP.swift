@@ -20,7 +20,8 @@ public enum TSMP {
     /// The pong for a TSMP ping held in `packet`; nil for anything else.
     public static func pong(answering packet: UnsafeRawBufferPointer) -> [UInt8]? {
         guard let view = IPPacketView(packet), view.version == 6, view.nextHeader == ipProtocol,
-              view.payloadLength >= 9, packet[view.headerLength] == pingType else { return nil }
+            view.payloadLength >= 9, packet[view.headerLength] == pingType
+        else { return nil }
         let header = IPPacketView.ipv6HeaderLength
         var out = [UInt8](repeating: 0, count: header + 11)
         out[0] = 0x60

@@ -22,8 +22,10 @@ public struct WireGuardConfiguration: Sendable {
 
     /// Settings with tailscale's MTU and the default bounds (1024 peers, 64 prefixes per
     /// peer, 128 queued packets per peer) and the system's real-time clock.
-    public init(privateKey: WireGuardPrivateKey, mtu: Int = 1280, maximumPeers: Int = 1024, maximumAllowedIPsPerPeer: Int = 64,
-                queueLimit: Int = 128, wallClock: @escaping @Sendable () -> UInt64 = WireGuardConfiguration.systemWallClock) {
+    public init(
+        privateKey: WireGuardPrivateKey, mtu: Int = 1280, maximumPeers: Int = 1024, maximumAllowedIPsPerPeer: Int = 64,
+        queueLimit: Int = 128, wallClock: @escaping @Sendable () -> UInt64 = WireGuardConfiguration.systemWallClock
+    ) {
         self.privateKey = privateKey
         self.mtu = mtu
         self.maximumPeers = maximumPeers

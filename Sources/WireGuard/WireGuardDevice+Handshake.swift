@@ -87,8 +87,9 @@ extension WireGuardDevice {
         if let last = peer.lastInitiationConsumed, now.since(last) <= WireGuardTimers.handshakeInitiationRate {
             return .failure(.handshake(.flood))
         }
-        return .success(ConsumedInitiation(
-            peer: key, chainKey: c, hash: h, remoteEphemeral: ephemeral,
-            senderIndex: WireGuardMessage.readU32(m, L.sender), timestamp: timestamp))
+        return .success(
+            ConsumedInitiation(
+                peer: key, chainKey: c, hash: h, remoteEphemeral: ephemeral,
+                senderIndex: WireGuardMessage.readU32(m, L.sender), timestamp: timestamp))
     }
 }

@@ -116,7 +116,8 @@ public struct WireGuardDevice: Sendable {
         switch WireGuardMessage.readU32(datagram, 0) {
         case WireGuardMessage.transportType:
             guard datagram.count >= WireGuardMessage.Transport.minimumSize,
-                  datagram.count <= WireGuardMessage.maximumTransportSize else { return context.dropped(.malformed) }
+                datagram.count <= WireGuardMessage.maximumTransportSize
+            else { return context.dropped(.malformed) }
             let index = WireGuardMessage.readU32(datagram, WireGuardMessage.Transport.receiver)
             guard let key = context.indices[index], peers[key] != nil else { return context.dropped(.noSession) }
             return peers[key]!.receiveTransport(datagram, index: index, now: now, ctx: &context, sink: &sink)

@@ -17,12 +17,14 @@ struct AgentMetricsFactory: MetricsFactory {
 
     /// `[a-zA-Z0-9_:]` only; anything else becomes `_` (so `http.route` is `http_route`).
     static func sanitize(_ name: String) -> String {
-        String(String.UnicodeScalarView(name.unicodeScalars.map { scalar in
-            switch scalar {
-            case "a"..."z", "A"..."Z", "0"..."9", "_", ":": scalar
-            default: "_"
-            }
-        }))
+        String(
+            String.UnicodeScalarView(
+                name.unicodeScalars.map { scalar in
+                    switch scalar {
+                    case "a"..."z", "A"..."Z", "0"..."9", "_", ":": scalar
+                    default: "_"
+                    }
+                }))
     }
 
     private func descriptor(_ label: String, unit: String = "") -> MetricNameDescriptor {

@@ -58,18 +58,21 @@ struct AgentOptions: ParsableArguments {
     }
 
     func resolve(_ settings: Settings) throws(ConfigurationError) -> Configuration {
-        let stateDir = try settings.string(stateDir, flag: "--state-dir", variable: "CODER_AGENT_STATE_DIR")
+        let stateDir =
+            try settings.string(stateDir, flag: "--state-dir", variable: "CODER_AGENT_STATE_DIR")
             ?? Self.defaultStateDir(settings.environment)
         let prometheus = try settings.parsed(
             prometheusAddress, flag: "--prometheus-address", variable: "CODER_AGENT_PROMETHEUS_ADDRESS", allowEmpty: true
         ) { text -> BindTarget? in text.isEmpty ? nil : try BindTarget(parsing: text) }
         // Unset: the default; set but empty: disabled.
-        let address: BindTarget? = switch prometheus {
-        case .none: try! BindTarget(parsing: Self.defaultPrometheusAddress)
-        case .some(let chosen): chosen
-        }
-        let release = try settings.bool(
-            releaseStartupPages, flag: "--release-startup-pages", variable: "CODER_AGENT_RELEASE_STARTUP_PAGES") ?? true
+        let address: BindTarget? =
+            switch prometheus {
+            case .none: try! BindTarget(parsing: Self.defaultPrometheusAddress)
+            case .some(let chosen): chosen
+            }
+        let release =
+            try settings.bool(
+                releaseStartupPages, flag: "--release-startup-pages", variable: "CODER_AGENT_RELEASE_STARTUP_PAGES") ?? true
         return Configuration(
             stateDir: stateDir, prometheusAddress: address, releaseStartupPages: release,
             debugAddress: try Self.listener(settings, debugAddress, flag: "--debug-address", variable: "CODER_AGENT_DEBUG_ADDRESS", default: Self.defaultDebugAddress),

@@ -60,11 +60,11 @@ enum EnvironmentScrub {
         // Field 3 (state) is the first after the command's closing parenthesis.
         let fields = buffer[(close + 1)..<n].split(whereSeparator: { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\n") })
         guard fields.count > 48,
-              let start = UInt(String(decoding: fields[47], as: UTF8.self)),
-              let end = UInt(String(decoding: fields[48], as: UTF8.self)),
-              start > 0, end > start, end - start <= UInt(maxBlockBytes),
-              let startPointer = UnsafeMutableRawPointer(bitPattern: start),
-              let endPointer = UnsafeMutableRawPointer(bitPattern: end)
+            let start = UInt(String(decoding: fields[47], as: UTF8.self)),
+            let end = UInt(String(decoding: fields[48], as: UTF8.self)),
+            start > 0, end > start, end - start <= UInt(maxBlockBytes),
+            let startPointer = UnsafeMutableRawPointer(bitPattern: start),
+            let endPointer = UnsafeMutableRawPointer(bitPattern: end)
         else { return nil }
         return (startPointer, endPointer)
     }

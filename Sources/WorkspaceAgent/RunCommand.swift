@@ -96,10 +96,13 @@ struct DaemonOptions: ParsableArguments {
             environment[variable] = nil
             unsetenv(variable)
         }
-        let config: (agent: AgentOptions.Configuration, http: HTTPOptions.Configuration, logging: AgentLogging.Configuration,
-                     controlPlane: ControlPlaneOptions.Configuration, processes: ProcessOptions.Configuration,
-                     socket: AgentSocketOptions.Configuration, desktop: DesktopOptions.Configuration,
-                     boundary: BoundaryLogOptions.Configuration)
+        let config:
+            (
+                agent: AgentOptions.Configuration, http: HTTPOptions.Configuration, logging: AgentLogging.Configuration,
+                controlPlane: ControlPlaneOptions.Configuration, processes: ProcessOptions.Configuration,
+                socket: AgentSocketOptions.Configuration, desktop: DesktopOptions.Configuration,
+                boundary: BoundaryLogOptions.Configuration
+            )
         let tailnetConfig: TailnetOptions.Configuration
         let scriptsConfig: ScriptsOptions.Configuration
         let chatContextConfig: ChatContextOptions.Configuration
@@ -122,9 +125,11 @@ struct DaemonOptions: ParsableArguments {
             sshConfig = try ssh.resolve(settings)
             chatContextConfig = try chatContext.resolve(settings)
             scriptsConfig = try scripts.resolve(settings)
-            config = (try agent.resolve(settings), try http.resolve(settings), try logging.resolve(settings),
-                      authConfig.controlPlane, try processes.resolve(settings), try socket.resolve(settings),
-                      try desktop.resolve(settings), try boundary.resolve(settings))
+            config = (
+                try agent.resolve(settings), try http.resolve(settings), try logging.resolve(settings),
+                authConfig.controlPlane, try processes.resolve(settings), try socket.resolve(settings),
+                try desktop.resolve(settings), try boundary.resolve(settings)
+            )
             _ = try accepted.resolve(settings)
             try config.agent.prepareStateDirectory()
         } catch {
@@ -191,9 +196,11 @@ struct DaemonOptions: ParsableArguments {
                 onListening: { ownPorts.insert(boundAddress: $0) })
         }
         host.add(upward)
-        host.add(ChatPathsModule(journal: ChatPathsJournal(paths: chatPaths, file: config.agent.stateDir + "/chat-paths.json") { message in
-            logger.warning("\(message)")
-        }))
+        host.add(
+            ChatPathsModule(
+                journal: ChatPathsJournal(paths: chatPaths, file: config.agent.stateDir + "/chat-paths.json") { message in
+                    logger.warning("\(message)")
+                }))
         host.mount(try ProcessModule(configuration: config.processes, context: context, childFileLimit: childFileLimit), at: "/api/v0/processes")
         host.mount(FilesModule(context: context), at: "/api/v0")
         host.mount(GitWatchModule(context: context), at: "/api/v0/git")
@@ -256,17 +263,20 @@ struct DaemonOptions: ParsableArguments {
         // A claimed prebuild's new owner: the agent shuts down and starts again.
         let reinit = ReinitRestart(lastOwner: reinitOwner, logger: log.localLogger(label: "workspace-agent.reinit"))
         if let url = config.controlPlane.url, let latest = config.controlPlane.tokenSource as? LatestSessionToken {
-            host.add(reinit.module(
-                rest: CoderRESTClient(baseURL: url, token: nil, headers: config.controlPlane.headers.pairs), tokens: latest.remembered,
-                host: host))
+            host.add(
+                reinit.module(
+                    rest: CoderRESTClient(baseURL: url, token: nil, headers: config.controlPlane.headers.pairs), tokens: latest.remembered,
+                    host: host))
         }
 
-        logger.info("workspace agent starting", metadata: [
-            "version": "\(AgentVersion.current)",
-            "commit": "\(BuildInfo.commit)",
-            "state_dir": "\(config.agent.stateDir)",
-            "directory": "\(config.processes.directory ?? "")",
-        ])
+        logger.info(
+            "workspace agent starting",
+            metadata: [
+                "version": "\(AgentVersion.current)",
+                "commit": "\(BuildInfo.commit)",
+                "state_dir": "\(config.agent.stateDir)",
+                "directory": "\(config.processes.directory ?? "")",
+            ])
         let release = Task { [enabled = config.agent.releaseStartupPages] in
             if enabled { await StartupPages.releaseAfterStartup() }
         }

@@ -90,7 +90,7 @@ public final class YamuxFuzzDriver {
                 run(job)
                 if machine.endReceive() { flush() }
             }
-            // Streams the peer opened while no handler was installed wait to be accepted.
+        // Streams the peer opened while no handler was installed wait to be accepted.
         case .open:
             if let (id, actions) = try? machine.open(now: now) {
                 known.append(id)
@@ -117,9 +117,10 @@ public final class YamuxFuzzDriver {
             if let id = stream(index) { run(machine.reset(id)) }
         case .sink(let index):
             if let id = stream(index) {
-                run(machine.setSink(id) { [weak self] event in
-                    if case .data(let bytes) = event { self?.delivered += bytes.count }
-                })
+                run(
+                    machine.setSink(id) { [weak self] event in
+                        if case .data(let bytes) = event { self?.delivered += bytes.count }
+                    })
             }
         case .accept:
             if case .stream(let id, let actions) = machine.accept() {

@@ -120,12 +120,12 @@ extension YamuxSessionStateMachine {
 
             case .stream:
                 // Looked up anew: the accept handler may have reset the stream.
-                guard streams[id] != nil else { // unknown stream: discard
+                guard streams[id] != nil else {  // unknown stream: discard
                     job.frame = nil
                     return false
                 }
                 job.phase = .data
-                streams[id]!.openedAt = nil // any answer (ACK, data, FIN, RST) counts as acknowledged
+                streams[id]!.openedAt = nil  // any answer (ACK, data, FIN, RST) counts as acknowledged
                 if header.type == .windowUpdate, header.length > 0 {
                     // Saturates: a peer whose updates add up past 4 GiB gets the largest window,
                     // not one that wrapped to a few bytes (a stalled stream).

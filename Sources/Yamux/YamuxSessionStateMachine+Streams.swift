@@ -133,12 +133,13 @@ extension YamuxSessionStateMachine {
                 streams[id]!.sink = job.sink
                 job.phase = .drain
             case .drain:
-                let chunk: [UInt8]? = withJobStream(id) { state in
-                    guard !state.buffer.isEmpty else { return nil }
-                    let chunk = state.buffer.removeFirst()
-                    state.unacknowledged += UInt32(chunk.count)
-                    return chunk
-                } ?? nil
+                let chunk: [UInt8]? =
+                    withJobStream(id) { state in
+                        guard !state.buffer.isEmpty else { return nil }
+                        let chunk = state.buffer.removeFirst()
+                        state.unacknowledged += UInt32(chunk.count)
+                        return chunk
+                    } ?? nil
                 if let chunk { return [.deliver(job.sink, .data(chunk))] }
                 job.phase = .credit
             case .credit:
@@ -340,7 +341,7 @@ extension YamuxSessionStateMachine {
             guard let state = jobStream(id) else { continue }
             if let openedAt = state.openedAt {
                 if job.now - openedAt >= configuration.streamOpenTimeout {
-                    job.done = true // the session ends
+                    job.done = true  // the session ends
                     let reason = YamuxSessionError.protocolError(
                         "stream \(id) was not acknowledged within \(configuration.streamOpenTimeoutText)")
                     return [.run(fail(reason))]

@@ -20,8 +20,8 @@ import Testing
         #expect(store.paths(chat: "a") == ["/2", "/3"])
         store.record("/x", chat: "b")
         store.record("/y", chat: "c")
-        store.record("/4", chat: "a") // a is now the most recent
-        store.record("/z", chat: "d") // forgets b, the one touched longest ago
+        store.record("/4", chat: "a")  // a is now the most recent
+        store.record("/z", chat: "d")  // forgets b, the one touched longest ago
         #expect(store.chatCount == 3)
         #expect(store.paths(chat: "b").isEmpty)
         #expect(store.paths(chat: "a") == ["/3", "/4"])
@@ -35,7 +35,7 @@ import Testing
         store.record("/two", chat: "a")
         #expect(await arrivals.next() == "/one")
         #expect(await arrivals.next() == "/two")
-        store.record("/other", chat: "b") // forgets a: its stream finishes
+        store.record("/other", chat: "b")  // forgets a: its stream finishes
         #expect(await arrivals.next() == nil)
     }
 

@@ -24,7 +24,8 @@ struct ConnectionRegistryTests {
         let closed = Closed()
         let registry = ConnectionRegistry(maxConnections: 4, whenAllBusy: .refuse)
         guard case .admitted(let a, _) = registry.register(close: closed.closer("a")),
-              case .admitted(let b, _) = registry.register(close: closed.closer("b")) else { Issue.record("refused"); return }
+            case .admitted(let b, _) = registry.register(close: closed.closer("b"))
+        else { Issue.record("refused"); return }
         registry.setPhase(b, .busy(since: ConnectionRegistry.uptimeNanoseconds()))
         registry.stopAccepting()
         #expect(closed.all == ["a"])

@@ -23,4 +23,3 @@ import Testing
         #expect(!TestThreadExecutor.shared.runsOnCurrentThread)
     }
 }
-

@@ -52,9 +52,11 @@ struct EditFilesTests {
         try await withFilesServer { h in
             let good = h.file("good.txt")
             try write("hello", good)
-            let response = try await h.post("edit-files", json: Self.body([
-                (good, [("hello", "HELLO", false)]), (h.file("missing.txt"), [("x", "y", false)]), (good + "x", [("a", "b", false)]),
-            ]))
+            let response = try await h.post(
+                "edit-files",
+                json: Self.body([
+                    (good, [("hello", "HELLO", false)]), (h.file("missing.txt"), [("x", "y", false)]), (good + "x", [("a", "b", false)]),
+                ]))
             #expect(response.status == 404, "the highest status of the problems")
             #expect(response.bodyText.contains("missing.txt") && response.bodyText.contains("good.txtx"))
             #expect(try read(good) == "hello")
@@ -95,13 +97,14 @@ struct EditFilesTests {
 
     /// A body of the wrong shape names the field by its path from the body's root, in Go's
     /// words (Go's `UnmarshalTypeError`: the innermost struct, then the field path).
-    @Test(arguments: [
-        (#"{"files":[1]}"#, "json: cannot unmarshal number into Go struct field FileEditRequest.files of type workspacesdk.FileEdits"),
-        (#"{"files":[{"path":"/x","edits":{}}]}"#, "json: cannot unmarshal object into Go struct field FileEdits.files.edits of type []workspacesdk.FileEdit"),
-        (#"{"files":[{"path":"/x","edits":["a"]}]}"#, "json: cannot unmarshal string into Go struct field FileEdits.files.edits of type workspacesdk.FileEdit"),
-        (#"{"files":[{"path":"/x","edits":[{"old_text":1}]}]}"#, "json: cannot unmarshal number into Go struct field FileEdit.files.edits.old_text of type string"),
-        (#"{"files":[{"path":1}]}"#, "json: cannot unmarshal number into Go struct field FileEdits.files.path of type string"),
-    ] as [(String, String)])
+    @Test(
+        arguments: [
+            (#"{"files":[1]}"#, "json: cannot unmarshal number into Go struct field FileEditRequest.files of type workspacesdk.FileEdits"),
+            (#"{"files":[{"path":"/x","edits":{}}]}"#, "json: cannot unmarshal object into Go struct field FileEdits.files.edits of type []workspacesdk.FileEdit"),
+            (#"{"files":[{"path":"/x","edits":["a"]}]}"#, "json: cannot unmarshal string into Go struct field FileEdits.files.edits of type workspacesdk.FileEdit"),
+            (#"{"files":[{"path":"/x","edits":[{"old_text":1}]}]}"#, "json: cannot unmarshal number into Go struct field FileEdit.files.edits.old_text of type string"),
+            (#"{"files":[{"path":1}]}"#, "json: cannot unmarshal number into Go struct field FileEdits.files.path of type string"),
+        ] as [(String, String)])
     func wrongShapesNameTheField(json: String, detail: String) async throws {
         try await withFilesServer { h in
             let response = try await h.post("edit-files", json: json)
@@ -114,20 +117,23 @@ struct EditFilesTests {
 
     /// The splice rule per line position (lead, body, trail, ending): where
     /// search and replacement agree the file's bytes stay, otherwise the replacement's.
-    @Test(arguments: [
-        // The replacement spells out its indentation: taken as written (was five tabs).
-        ("\t\t\tdeep()\n\t\t\tnested()", "\tdeep()\n\tnested()", "\t\t\tdeep()\n\t\t\tchanged()", false, "\t\t\tdeep()\n\t\t\tchanged()"),
-        // The file's trailing spaces stay where search and replacement agree (none).
-        ("foo   \nbar\t\t\nbaz", "foo\nbar\nbaz", "replaced", false, "replaced   "),
-        ("hello   \nworld\nhello   \nagain", "hello\n", "bye\n", true, "bye   \nworld\nbye   \nagain"),
-        // An inserted line between agreeing ends takes the file's unit at its depth.
-        ("func f() {\n\tif x {\n\t\treturn 1\n\t}\n}\n", "if x {\n    return 1\n}", "if x {\n    log()\n    return 1\n}", false,
-         "func f() {\n\tif x {\n\t\tlog()\n\t\treturn 1\n\t}\n}\n"),
-        // 4-space caller, 2-space file: one level deeper is two more spaces.
-        ("a:\n  b: 1\n  c: 2\n", "b: 1 \nc: 2", "b: 1\n    d: 3\nc: 2", false, "a:\n  b: 1\n    d: 3\n  c: 2\n"),
-        // A replacement that ends without a newline does not pull the next line onto it.
-        ("x  \ny\nz\n", "x\ny", "w", false, "w  \nz\n"),
-    ] as [(String, String, String, Bool, String)])
+    @Test(
+        arguments: [
+            // The replacement spells out its indentation: taken as written (was five tabs).
+            ("\t\t\tdeep()\n\t\t\tnested()", "\tdeep()\n\tnested()", "\t\t\tdeep()\n\t\t\tchanged()", false, "\t\t\tdeep()\n\t\t\tchanged()"),
+            // The file's trailing spaces stay where search and replacement agree (none).
+            ("foo   \nbar\t\t\nbaz", "foo\nbar\nbaz", "replaced", false, "replaced   "),
+            ("hello   \nworld\nhello   \nagain", "hello\n", "bye\n", true, "bye   \nworld\nbye   \nagain"),
+            // An inserted line between agreeing ends takes the file's unit at its depth.
+            (
+                "func f() {\n\tif x {\n\t\treturn 1\n\t}\n}\n", "if x {\n    return 1\n}", "if x {\n    log()\n    return 1\n}", false,
+                "func f() {\n\tif x {\n\t\tlog()\n\t\treturn 1\n\t}\n}\n"
+            ),
+            // 4-space caller, 2-space file: one level deeper is two more spaces.
+            ("a:\n  b: 1\n  c: 2\n", "b: 1 \nc: 2", "b: 1\n    d: 3\nc: 2", false, "a:\n  b: 1\n    d: 3\n  c: 2\n"),
+            // A replacement that ends without a newline does not pull the next line onto it.
+            ("x  \ny\nz\n", "x\ny", "w", false, "w  \nz\n"),
+        ] as [(String, String, String, Bool, String)])
     func fuzzySpliceKeepsWhatSearchAndReplacementAgreeOn(file: String, search: String, replace: String, all: Bool, expected: String) async throws {
         try await withFilesServer { h in
             let path = h.file("splice.txt")
@@ -145,9 +151,12 @@ struct EditFilesTests {
             let second = h.file("second.txt")
             try write("hello world\n", first)
             try write("same\n", second)
-            let response = try await h.post("edit-files", json: Self.body([
-                (first, [("hello world", "HELLO world", false)]), (second, [("same", "same", false)]),
-            ], diff: true))
+            let response = try await h.post(
+                "edit-files",
+                json: Self.body(
+                    [
+                        (first, [("hello world", "HELLO world", false)]), (second, [("same", "same", false)]),
+                    ], diff: true))
             let json = try #require(jsonObject(response.body))
             let files = try #require(json["files"] as? [[String: Any]])
             #expect(files.map { $0["path"] as? String } == [first, second], "request order, caller's paths")
@@ -162,9 +171,11 @@ struct EditFilesTests {
         try await withFilesServer { h in
             let path = h.file("dup.txt")
             try write("one two", path)
-            let merged = try await h.post("edit-files", json: Self.body([
-                (path, [("one", "1", false)]), (h.directory + "/./dup.txt", [("two", "2", false)]),
-            ]))
+            let merged = try await h.post(
+                "edit-files",
+                json: Self.body([
+                    (path, [("one", "1", false)]), (h.directory + "/./dup.txt", [("two", "2", false)]),
+                ]))
             #expect(merged.status == 200)
             #expect(try read(path) == "1 2")
             symlink(path, h.file("alias.txt"))
@@ -183,9 +194,11 @@ struct EditFilesTests {
             try write("alpha", first)
             let long = h.file(String(repeating: "n", count: 250))
             try write("gamma", long)
-            let response = try await h.post("edit-files", json: Self.body([
-                (first, [("alpha", "ALPHA", false)]), (long, [("gamma", "GAMMA", false)]),
-            ]))
+            let response = try await h.post(
+                "edit-files",
+                json: Self.body([
+                    (first, [("alpha", "ALPHA", false)]), (long, [("gamma", "GAMMA", false)]),
+                ]))
             #expect(response.status == 500, "\(response)")
             #expect(try read(first) == "alpha", "the first file is restored")
             #expect(try read(long) == "gamma")

@@ -105,10 +105,12 @@ struct FileAPIConformanceTests {
             let path = h.file("ten.txt")
             try TestFile.write(path, (1...10).map { "line \($0)" }.joined(separator: "\n").utf8)
             let q = FilesHarness.q(path)
-            #expect(try await Self.answer(h, "read-file-lines?path=\(q)&max_response_bytes=20")
-                == ["success": false, "error": "output would exceed 20 bytes. Read less at a time using offset and limit parameters."])
-            #expect(try await Self.answer(h, "read-file-lines?path=\(q)&limit=5&max_response_lines=4")
-                == ["success": false, "error": "output would exceed 4 lines. Read less at a time using offset and limit parameters."])
+            #expect(
+                try await Self.answer(h, "read-file-lines?path=\(q)&max_response_bytes=20")
+                    == ["success": false, "error": "output would exceed 20 bytes. Read less at a time using offset and limit parameters."])
+            #expect(
+                try await Self.answer(h, "read-file-lines?path=\(q)&limit=5&max_response_lines=4")
+                    == ["success": false, "error": "output would exceed 4 lines. Read less at a time using offset and limit parameters."])
             // A limit above the line budget fails only when the file has more lines to give.
             let fits = try #require(jsonObject(try await h.get("read-file-lines?path=\(q)&offset=8&limit=5&max_response_lines=4").body))
             #expect(fits["success"] as? Bool == true && fits["lines_read"] as? Int == 3)
@@ -116,8 +118,9 @@ struct FileAPIConformanceTests {
             let exact = try #require(jsonObject(try await h.get("read-file-lines?path=\(q)&limit=2&max_response_bytes=17").body))
             #expect(exact["content"] as? String == "1\tline 1\n2\tline 2")
             #expect(try await h.get("read-file-lines?path=\(q)&limit=2&max_response_bytes=16").bodyText.contains("output would exceed 16 bytes"))
-            #expect(try await Self.answer(h, "read-file-lines?path=\(q)&offset=11")
-                == ["success": false, "error": "offset 11 is beyond the file length of 10 lines"])
+            #expect(
+                try await Self.answer(h, "read-file-lines?path=\(q)&offset=11")
+                    == ["success": false, "error": "offset 11 is beyond the file length of 10 lines"])
         }
     }
 
@@ -184,10 +187,11 @@ struct FileAPIConformanceTests {
                 try await Task.sleep(for: .milliseconds(200))
             }
             // The socket is closed now (released): the handler sees the body fail.
-            #expect(await eventually {
-                let names = (try? FileManager.default.contentsOfDirectory(atPath: h.directory)) ?? []
-                return !names.contains { $0.contains(".tmp.") }
-            }, "the temporary file is removed")
+            #expect(
+                await eventually {
+                    let names = (try? FileManager.default.contentsOfDirectory(atPath: h.directory)) ?? []
+                    return !names.contains { $0.contains(".tmp.") }
+                }, "the temporary file is removed")
             #expect(try String(contentsOfFile: path, encoding: .utf8) == "original")
         }
     }

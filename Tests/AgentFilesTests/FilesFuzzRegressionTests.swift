@@ -31,10 +31,11 @@ struct FilesFuzzRegressionTests {
     @Test(arguments: findings.map(\.bytes))
     func fuzzFindingsHoldTheTargetsInvariants(bytes: [UInt8]) {
         let (query, content) = Self.readFileLinesCase(bytes)
-        let answer: (
-            window: (offset: Int, limit: Int, maxLineBytes: Int, maxResponseLines: Int, maxResponseBytes: Int),
-            success: Bool, fileSize: Int, totalLines: Int, linesRead: Int, content: String, error: String
-        )
+        let answer:
+            (
+                window: (offset: Int, limit: Int, maxLineBytes: Int, maxResponseLines: Int, maxResponseBytes: Int),
+                success: Bool, fileSize: Int, totalLines: Int, linesRead: Int, content: String, error: String
+            )
         do throws(APIError) { answer = try FilesFuzzing.readFileLines(query: query, content: content) } catch {
             #expect(error.statusCode == 400, "a query refused with \(error)")
             return

@@ -30,7 +30,9 @@ struct ToolCallLedgerTests {
             // Woken within 5 s, or the test fails rather than hang (a waiter nobody wakes
             // cannot be reached any more, so it is left behind).
             let woken = Mutex<ToolCallLedger.Record??>(nil)
-            Task { let record = await waiting.value; woken.withLock { $0 = .some(record) } }
+            Task {
+                let record = await waiting.value; woken.withLock { $0 = .some(record) }
+            }
             for _ in 0..<500 where woken.withLock({ $0 == nil }) { try await Task.sleep(for: .milliseconds(10)) }
             let outcome = woken.withLock { $0 }
             #expect(outcome != nil, newerByCancel ? "woken after a cancel of a newer message" : "woken after a newer message")

@@ -19,10 +19,12 @@ import Testing
             #expect(try #require(jsonObject(malformed.body))["message"] as? String == "Invalid Coder-Chat-Id header.")
 
             // Ancestors: a JSON array; entries that are not UUIDs are skipped, as the reference does.
-            let ancestors = try await client.request("GET", "/chat", headers: [
-                ("Coder-Chat-Id", "9b2d6c1e-2f4a-4b8e-9c3d-0a1b2c3d4e5f"),
-                ("Coder-Ancestor-Chat-Ids", #"["1F2E3D4C-5B6A-4789-8A9B-0C1D2E3F4A5B", "nope", 7]"#),
-            ])
+            let ancestors = try await client.request(
+                "GET", "/chat",
+                headers: [
+                    ("Coder-Chat-Id", "9b2d6c1e-2f4a-4b8e-9c3d-0a1b2c3d4e5f"),
+                    ("Coder-Ancestor-Chat-Ids", #"["1F2E3D4C-5B6A-4789-8A9B-0C1D2E3F4A5B", "nope", 7]"#),
+                ])
             #expect(try #require(jsonObject(ancestors.body))["ancestors"] as? String == "1f2e3d4c-5b6a-4789-8a9b-0c1d2e3f4a5b")
         }
     }

@@ -136,7 +136,7 @@ struct ConnectionBudgetTests {
                     var rest = bytes[...]
                     while let found = rest.firstRange(of: Self.ping) {
                         pings += 1
-                        socket.send([0x8A, 0x80, 9, 8, 7, 6]) // a masked pong without payload
+                        socket.send([0x8A, 0x80, 9, 8, 7, 6])  // a masked pong without payload
                         rest = rest[found.upperBound...]
                     }
                     if closed || all.firstRange(of: Self.goingAway) != nil { break }

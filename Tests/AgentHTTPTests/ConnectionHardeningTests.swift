@@ -265,7 +265,7 @@ import Testing
             let socket = try #require(await LoopbackSocket.connect(port: port))
             socket.send(Self.handshake("/ws/one"))
             #expect(String.httpStatus(of: await socket.read(until: "hello")) == 101)
-            socket.send([0x81, 0x02, UInt8(ascii: "h"), UInt8(ascii: "i")]) // text "hi", mask bit clear
+            socket.send([0x81, 0x02, UInt8(ascii: "h"), UInt8(ascii: "i")])  // text "hi", mask bit clear
             let rest = await socket.readAll(timeout: .seconds(10))
             #expect(rest.bytes.firstRange(of: [0x88, 0x02, 0x03, 0xEA]) != nil, "no close frame with 1002: \(rest.bytes)")
             #expect(rest.closed)
@@ -398,13 +398,15 @@ struct GuardTestRoutes: HTTPModule {
         // A body written from the global executor, part by part (the writer hops to the loop);
         // its first part names the thread that wrote it.
         router.get("/off-loop/body") { _, _ in
-            Response(status: .ok, headers: [.contentType: "text/plain"], body: ResponseBody { writer in
-                try await withTaskExecutorPreference(globalConcurrentExecutor) {
-                    try await writer.write(ByteBuffer(string: "thread=\(thread());"))
-                    for index in 0..<50 { try await writer.write(ByteBuffer(string: "part \(index);")) }
-                }
-                try await withTaskExecutorPreference(globalConcurrentExecutor) { try await writer.finish(nil) }
-            })
+            Response(
+                status: .ok, headers: [.contentType: "text/plain"],
+                body: ResponseBody { writer in
+                    try await withTaskExecutorPreference(globalConcurrentExecutor) {
+                        try await writer.write(ByteBuffer(string: "thread=\(thread());"))
+                        for index in 0..<50 { try await writer.write(ByteBuffer(string: "part \(index);")) }
+                    }
+                    try await withTaskExecutorPreference(globalConcurrentExecutor) { try await writer.finish(nil) }
+                })
         }
         router.get("/slow") { _, _ in
             try await Task.sleep(for: .seconds(3))
@@ -450,22 +452,25 @@ struct GuardTestRoutes: HTTPModule {
         router.get("/big") { request, _ in
             let size = request.uri.queryParameters.get("size").flatMap { Int($0) } ?? 0
             let offLoop = request.uri.queryParameters.get("offLoop") == "1"
-            return Response(status: .ok, body: ResponseBody { writer in
-                let chunk = ByteBuffer(repeating: UInt8(ascii: "x"), count: 64 * 1024)
-                try await withTaskExecutorPreference(offLoop ? globalConcurrentExecutor : nil) {
-                    var left = size
-                    while left > 0 {
-                        let length = min(left, chunk.readableBytes)
-                        try await writer.write(chunk.getSlice(at: 0, length: length)!)
-                        left -= length
+            return Response(
+                status: .ok,
+                body: ResponseBody { writer in
+                    let chunk = ByteBuffer(repeating: UInt8(ascii: "x"), count: 64 * 1024)
+                    try await withTaskExecutorPreference(offLoop ? globalConcurrentExecutor : nil) {
+                        var left = size
+                        while left > 0 {
+                            let length = min(left, chunk.readableBytes)
+                            try await writer.write(chunk.getSlice(at: 0, length: length)!)
+                            left -= length
+                        }
                     }
-                }
-                try await writer.finish(nil)
-            })
+                    try await writer.finish(nil)
+                })
         }
         // Collates each message (its own cap far above the server's) and answers its size
         // and kind: `text <bytes>` or `binary <bytes>`.
-        router.webSocket("/messages") { _ throws(APIError) in } handler: { inbound, outbound, _ in
+        router.webSocket("/messages") { _ throws(APIError) in
+        } handler: { inbound, outbound, _ in
             try await outbound.write(.text("hello"))
             for try await message in inbound.messages(maxSize: 1 << 30) {
                 switch message {

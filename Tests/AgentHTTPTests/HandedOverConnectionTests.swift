@@ -191,13 +191,14 @@ struct HandedOverConnectionTests {
                 port = bound
             }
             // A probe is served (and then closed).
-            #expect(await eventually(timeout: Self.patience) {
-                let (probe, theirs) = LoopbackSocket.pair()
-                guard (try? await handedOver.serve(descriptor: theirs, listener: ListenerName.tailnet, remote: nil)) != nil else { return false }
-                probe.send("GET /healthz HTTP/1.1\r\nHost: agent\r\nConnection: close\r\n\r\n")
-                probe.shutdownWrite()
-                return String.httpStatus(of: await probe.readAll(timeout: .seconds(60)).bytes) == 200
-            })
+            #expect(
+                await eventually(timeout: Self.patience) {
+                    let (probe, theirs) = LoopbackSocket.pair()
+                    guard (try? await handedOver.serve(descriptor: theirs, listener: ListenerName.tailnet, remote: nil)) != nil else { return false }
+                    probe.send("GET /healthz HTTP/1.1\r\nHost: agent\r\nConnection: close\r\n\r\n")
+                    probe.shutdownWrite()
+                    return String.httpStatus(of: await probe.readAll(timeout: .seconds(60)).bytes) == 200
+                })
             #expect(await eventually(timeout: Self.patience) { handedOver.openCount == 0 && serving.connections.count == 0 })
             do {
                 try await body(handedOver, serving, routes, port)
@@ -241,12 +242,14 @@ struct OriginRoutes: HTTPModule {
             JSONResponse.make(["listener": context.listener, "remote": context.remote ?? ""])
         }
         routes.get("stream") { _, _ in
-            Response(status: .ok, body: ResponseBody { writer in
-                for part in 0..<Self.streamParts {
-                    try await writer.write(ByteBuffer(repeating: UInt8(ascii: "a") + UInt8(part), count: Self.streamPartSize))
-                }
-                try await writer.finish(nil)
-            })
+            Response(
+                status: .ok,
+                body: ResponseBody { writer in
+                    for part in 0..<Self.streamParts {
+                        try await writer.write(ByteBuffer(repeating: UInt8(ascii: "a") + UInt8(part), count: Self.streamPartSize))
+                    }
+                    try await writer.finish(nil)
+                })
         }
         routes.get("wait") { [waiting, sawClientGo] _, context in
             let gone = OneShotSignal()
@@ -257,7 +260,8 @@ struct OriginRoutes: HTTPModule {
             sawClientGo.set()
             return Response(status: .ok)
         }
-        routes.webSocket("socket") { _ throws(APIError) in } handler: { inbound, outbound, context in
+        routes.webSocket("socket") { _ throws(APIError) in
+        } handler: { inbound, outbound, context in
             let origin = context.requestContext
             try await outbound.write(.text("hello from \(origin.listener) \(origin.remote ?? "?")"))
             for try await message in inbound.messages(maxSize: 1 << 16) {

@@ -33,15 +33,16 @@ import Testing
                     continue
                 }
                 socket.send(bytes)
-                if random.next() % 4 == 0 { continue } // vanish without reading
+                if random.next() % 4 == 0 { continue }  // vanish without reading
                 // Either an answer or a close; a WebSocket may stay open, which is fine.
                 _ = await socket.readAll(timeout: .milliseconds(20))
             }
             // Still answering (a loaded host may still be closing the fuzz connections, which
             // hold slots: a first try may be refused).
-            #expect(await eventually(timeout: .seconds(60)) {
-                (try? await RawHTTPClient(port: port).request("GET", "/healthz", timeout: .seconds(20)))?.status == 200
-            })
+            #expect(
+                await eventually(timeout: .seconds(60)) {
+                    (try? await RawHTTPClient(port: port).request("GET", "/healthz", timeout: .seconds(20)))?.status == 200
+                })
             // Every fuzz connection is closed by the deadlines (1 s) or by the client.
             #expect(await eventually(timeout: .seconds(20)) { registry.count <= 1 })
         }

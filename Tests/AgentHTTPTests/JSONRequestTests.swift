@@ -156,8 +156,9 @@ struct JSONPathErrorTests {
         }
         #expect(deeper == "json: cannot unmarshal number into Go struct field StartProcessRequest.files[1].edit.old_text of type string")
         // Top-level fields read as before.
-        #expect(detail(#"{"command":5}"#) { body throws(APIError) in _ = try body.string("command") }
-            == "json: cannot unmarshal number into Go struct field StartProcessRequest.command of type string")
+        #expect(
+            detail(#"{"command":5}"#) { body throws(APIError) in _ = try body.string("command") }
+                == "json: cannot unmarshal number into Go struct field StartProcessRequest.command of type string")
     }
 
     struct Start: Decodable {

@@ -24,7 +24,8 @@ import Testing
     /// answered 400 after it, and that refusal, which closes, is the last thing written.
     /// (A libFuzzer input: the fuzz target had counted any status of 300 or more as a refusal.)
     @Test func aRefusalBehindARoutesAnswerComesAfterItAndIsLast() throws {
-        let bytes: [UInt8] = Array("GET /a HTTP/1.1\r\nHost: x\r\n\r\nOP\nabcP\n".utf8) + [0xbf, 0xff, 0xff, 0xff, 0x0d, 0x0a]
+        let bytes: [UInt8] =
+            Array("GET /a HTTP/1.1\r\nHost: x\r\n\r\nOP\nabcP\n".utf8) + [0xbf, 0xff, 0xff, 0xff, 0x0d, 0x0a]
             + [UInt8](repeating: 0x1e, count: 8)
         let text = try Self.written(bytes)
         let heads = text.components(separatedBy: "HTTP/1.1 ").dropFirst()

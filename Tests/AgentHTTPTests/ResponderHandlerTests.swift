@@ -66,8 +66,9 @@ struct ResponderHandlerTests {
             let socket = try #require(await LoopbackSocket.connect(port: port))
             let sender = Task {
                 await onThread {
-                    socket.send(Self.chunked(
-                        "POST /echo HTTP/1.1\r\nHost: x\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n", chunks: 24, of: 0x63))
+                    socket.send(
+                        Self.chunked(
+                            "POST /echo HTTP/1.1\r\nHost: x\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n", chunks: 24, of: 0x63))
                 }
             }
             let (answer, closed) = await socket.readAll(timeout: .seconds(30))

@@ -35,7 +35,9 @@ struct RouteExecutorTests {
                     try await writer.finish(nil)
                 })
         }
-        let logger = { var logger = Logger(label: "test"); logger.logLevel = .critical; return logger }()
+        let logger = {
+            var logger = Logger(label: "test"); logger.logLevel = .critical; return logger
+        }()
         let registry = HTTPConnectionRegistry()
         let table = try RouteTable(routes: routes.routes)
         let channel = AgentHTTPChannel(

@@ -81,15 +81,17 @@ struct RouteTableTests {
         routes.get("/p/list/stream", use: Self.echo("list stream"))
         routes.webSocket("/p/:id/stream") { request throws(APIError) in
             if request.parameters["id"] == "refused" { throw APIError(.notFound, "No such process.") }
-        } handler: { _, _, _ in }
+        } handler: { _, _, _ in
+        }
         let table = try RouteTable(routes: routes.routes)
         let upgrade = try #require(table.info(method: .get, path: "/p/7/stream").webSocket)
         #expect(upgrade.route.path == "/p/:id/stream" && upgrade.parameters == ["id": "7"])
         #expect(table.info(method: .get, path: "/p/list/stream").webSocket == nil)
         #expect(table.info(method: .post, path: "/p/7/stream").webSocket == nil)
-        #expect(table.routeList.map { "\($0.method) \($0.path) \($0.webSocket)" } == [
-            "GET /p/list false", "GET /p/list/stream false", "GET /p/{id}/stream true",
-        ])
+        #expect(
+            table.routeList.map { "\($0.method) \($0.path) \($0.webSocket)" } == [
+                "GET /p/list false", "GET /p/list/stream false", "GET /p/{id}/stream true",
+            ])
         let responder = AgentResponder(table: table)
         let plain = await responder.respond(to: Self.request(.get, "/p/7/stream"), context: AgentRouterTests.context())
         #expect(plain.status == .upgradeRequired && plain.headers[.secWebSocketVersion] == "13")
@@ -151,9 +153,10 @@ struct RouteTableTests {
             }
         }
         let table = try RouteTable(mounts: [HTTPMount(Module(), at: "/api/v0/m/")])
-        #expect(table.routeList.map { "\($0.method) \($0.path)" } == [
-            "GET /healthz", "GET /api/v0/m/{id}", "POST /api/v0/m/upload", "GET /api/v0/m/{id}/watch",
-        ])
+        #expect(
+            table.routeList.map { "\($0.method) \($0.path)" } == [
+                "GET /healthz", "GET /api/v0/m/{id}", "POST /api/v0/m/upload", "GET /api/v0/m/{id}/watch",
+            ])
         #expect(table.info(method: .get, path: "/healthz").executor == .eventLoop)
         #expect(table.info(method: .get, path: "/api/v0/m/3/watch").webSocket?.route.path == "/api/v0/m/:id/watch")
         #expect(table.info(method: .post, path: "/api/v0/m/upload").body == AgentRoute.streamedBody, "mounted with its body mode")

@@ -70,10 +70,11 @@ struct WebSocketMessageBoundTests {
             try await TestWebSocket.withConnection(port: port, path: "/messages") { ws in
                 #expect(try await ws.next() == .text("hello"))
                 let euro = Array("€".utf8)  // three bytes, split across two fragments
-                try await ws.send(raw:
-                    TestWebSocket.maskedFrame(fin: false, opcode: Self.text, payload: [0x61, euro[0]])
-                    + TestWebSocket.maskedFrame(fin: true, opcode: 0x9, payload: [1])  // a ping between fragments
-                    + TestWebSocket.maskedFrame(fin: true, opcode: Self.continuation, payload: [euro[1], euro[2]]))
+                try await ws.send(
+                    raw:
+                        TestWebSocket.maskedFrame(fin: false, opcode: Self.text, payload: [0x61, euro[0]])
+                        + TestWebSocket.maskedFrame(fin: true, opcode: 0x9, payload: [1])  // a ping between fragments
+                        + TestWebSocket.maskedFrame(fin: true, opcode: Self.continuation, payload: [euro[1], euro[2]]))
                 let first = try await ws.next()
                 #expect(first == .text("text 4"), "\(String(describing: first)) \(String(describing: ws.closeCode)) \(String(describing: ws.closeReason))")
                 let fragments = (0..<100).flatMap { index in
@@ -100,8 +101,9 @@ struct WebSocketMessageBoundTests {
     @Test func aNewMessageInsideAFragmentedOneIsClosedWith1002() async throws {
         try await withGuardServer { port, _ in
             let outcome = try await Self.session(port: port, path: "/ws/one") { ws in
-                try await ws.send(raw: TestWebSocket.maskedFrame(fin: false, opcode: Self.text, payload: [0x61])
-                    + TestWebSocket.maskedFrame(fin: true, opcode: Self.binary, payload: [0x62]))
+                try await ws.send(
+                    raw: TestWebSocket.maskedFrame(fin: false, opcode: Self.text, payload: [0x61])
+                        + TestWebSocket.maskedFrame(fin: true, opcode: Self.binary, payload: [0x62]))
             }
             #expect(outcome.code == 1002, "\(outcome)")
         }
@@ -121,8 +123,9 @@ struct WebSocketMessageBoundTests {
     @Test func textEndingInsideACharacterIsClosedWith1007() async throws {
         try await withGuardServer { port, _ in
             let outcome = try await Self.session(port: port, path: "/ws/one") { ws in
-                try await ws.send(raw: TestWebSocket.maskedFrame(fin: false, opcode: Self.text, payload: [0x61, 0xE2])
-                    + TestWebSocket.maskedFrame(fin: true, opcode: Self.continuation, payload: [0x82]))
+                try await ws.send(
+                    raw: TestWebSocket.maskedFrame(fin: false, opcode: Self.text, payload: [0x61, 0xE2])
+                        + TestWebSocket.maskedFrame(fin: true, opcode: Self.continuation, payload: [0x82]))
             }
             #expect(outcome.code == 1007, "\(outcome)")
         }

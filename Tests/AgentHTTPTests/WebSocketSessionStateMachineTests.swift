@@ -111,9 +111,10 @@ import Testing
 
     @Test func aClientThatNeverAnswersOurCloseIsDroppedAtTheTimeout() {
         var driver = Driver()
-        #expect(driver.record(driver.machine.closeRequested(.goingAway, reason: "bye", now: driver.clock.now)) == [
-            .armCloseTimer(.seconds(2)), .sendClose(.goingAway, reason: "bye"),
-        ])
+        #expect(
+            driver.record(driver.machine.closeRequested(.goingAway, reason: "bye", now: driver.clock.now)) == [
+                .armCloseTimer(.seconds(2)), .sendClose(.goingAway, reason: "bye"),
+            ])
         // The route still reads until the client answers.
         #expect(driver.text("still") == [.deliver(.init(opcode: .text, data: ByteBuffer(string: "still"), fin: true))])
         // A second close is nothing; a timer firing early is nothing.
@@ -154,7 +155,13 @@ import Testing
         cases.append(("fragmented close", { $0.frame(.connectionClose, fin: false) }))
         cases.append(("ping over 125 bytes", { $0.frame(.ping, ByteBuffer(repeating: 0, count: 126)) }))
         cases.append(("continuation without a message", { $0.frame(.continuation, ByteBuffer(string: "x")) }))
-        cases.append(("new message inside a fragmented one", { d in _ = d.text("a", fin: false); return d.frame(.binary) }))
+        cases.append(
+            (
+                "new message inside a fragmented one",
+                { d in
+                    _ = d.text("a", fin: false); return d.frame(.binary)
+                }
+            ))
         for (name, events) in cases {
             var driver = Driver()
             #expect(events(&driver) == Self.protocolErrorClose, "\(name)")

@@ -43,11 +43,12 @@ struct HandOverTests {
             group.addTask { try await host.run() }
             var iterator = ports.makeAsyncIterator()
             let port = try #require(await iterator.next())
-            #expect(await eventually(timeout: Self.patience) {
-                let (probe, theirs) = LoopbackSocket.pair()
-                _ = probe
-                return (try? await host.connections.handOver(descriptor: theirs, listener: ListenerName.tailnet, remote: nil)) != nil
-            })
+            #expect(
+                await eventually(timeout: Self.patience) {
+                    let (probe, theirs) = LoopbackSocket.pair()
+                    _ = probe
+                    return (try? await host.connections.handOver(descriptor: theirs, listener: ListenerName.tailnet, remote: nil)) != nil
+                })
 
             // The process API over a handed-over connection: start a command...
             let (startClient, startTheirs) = LoopbackSocket.descriptorPair()

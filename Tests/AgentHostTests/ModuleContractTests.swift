@@ -150,7 +150,8 @@ struct GreeterModule: HTTPModule {
     func routes(_ routes: inout AgentRoutes) {
         let greeting = configuration.loud ? configuration.greeting.uppercased() : configuration.greeting
         routes.get("greeting") { _, _ in JSONResponse.make(["greeting": greeting]) }
-        routes.webSocket("socket") { _ throws(APIError) in } handler: { _, outbound, _ in
+        routes.webSocket("socket") { _ throws(APIError) in
+        } handler: { _, outbound, _ in
             try await outbound.write(.text("hello"))
         }
     }

@@ -8,15 +8,16 @@ struct JSONIndentedTests {
         let value = JSONValue.object([
             ("b", .array([])), ("a", .object([])), ("c", .string("<&>\u{2028}")), ("Z", .null), ("é", .bool(false)),
         ])
-        #expect(value.indented() == """
-            {
-              "Z": null,
-              "a": {},
-              "b": [],
-              "c": "\\u003c\\u0026\\u003e\\u2028",
-              "é": false
-            }
-            """)
+        #expect(
+            value.indented() == """
+                {
+                  "Z": null,
+                  "a": {},
+                  "b": [],
+                  "c": "\\u003c\\u0026\\u003e\\u2028",
+                  "é": false
+                }
+                """)
     }
 
     @Test func nestingIndentAndPrefix() {

@@ -30,7 +30,7 @@ struct HeadTailTests {
 
     @Test func exactlyHeadSizeOfShortLinesIsVerbatim() {
         var buffer = HeadTail()
-        let line = Array("0123456789abcde\n".utf8) // 16 bytes
+        let line = Array("0123456789abcde\n".utf8)  // 16 bytes
         var all: [UInt8] = []
         for _ in 0..<(16384 / 16) { all += line }
         buffer.write(all)

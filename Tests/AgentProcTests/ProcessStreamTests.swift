@@ -41,10 +41,14 @@ struct ProcessStreamTests {
             while let message = try await ws.next() {
                 switch message {
                 case .binary(let bytes):
-                    received.state.withLock { $0.bytes += bytes; $0.order.append("binary") }
+                    received.state.withLock {
+                        $0.bytes += bytes; $0.order.append("binary")
+                    }
                 case .text(let text):
                     let type = jsonObject(Array(text.utf8))?["type"] as? String ?? "?"
-                    received.state.withLock { $0.events.append(text); $0.order.append(type) }
+                    received.state.withLock {
+                        $0.events.append(text); $0.order.append(type)
+                    }
                 }
                 if first, let holdAfterFirst { await holdAfterFirst.wait() }
                 first = false

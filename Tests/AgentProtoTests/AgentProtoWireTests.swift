@@ -46,9 +46,9 @@ struct AgentProtoWireTests {
 
     @Test func fieldNumbersOnTheWire() throws {
         var manifest = Coder_Agent_V2_Manifest()
-        manifest.agentName = "main"          // 15 -> tag 0x7A
-        manifest.ownerUsername = "alice"     // 13 -> tag 0x6A
-        manifest.workspaceName = "ws"        // 16 -> tag 0x82 0x01
+        manifest.agentName = "main"  // 15 -> tag 0x7A
+        manifest.ownerUsername = "alice"  // 13 -> tag 0x6A
+        manifest.workspaceName = "ws"  // 16 -> tag 0x82 0x01
         let bytes: [UInt8] = try manifest.serializedBytes()
         #expect(bytes.contains(0x7A) && bytes.contains(0x6A))
         #expect(Data(bytes).range(of: Data([0x82, 0x01, 0x02, 0x77, 0x73])) != nil)

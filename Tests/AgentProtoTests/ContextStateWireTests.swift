@@ -41,13 +41,13 @@ struct ContextStateWireTests {
         request.resources = [resource]
         let bytes: [UInt8] = try request.serializedBytes()
         let resourceBytes: [UInt8] = [
-            0x0A, 0x01, 0x73, // source = "s"
-            0x12, 0x00, // source_path = "" (present)
-            0x1A, 0x01, 0x01, // content_hash
-            0x20, 0x02, // size_bytes = 2
-            0x28, 0x04, // status = INVALID
-            0x32, 0x01, 0x78, // error = "x"
-            0x5A, 0x03, 0x12, 0x01, 0x6E, // skill (11) { name (2) = "n" }
+            0x0A, 0x01, 0x73,  // source = "s"
+            0x12, 0x00,  // source_path = "" (present)
+            0x1A, 0x01, 0x01,  // content_hash
+            0x20, 0x02,  // size_bytes = 2
+            0x28, 0x04,  // status = INVALID
+            0x32, 0x01, 0x78,  // error = "x"
+            0x5A, 0x03, 0x12, 0x01, 0x6E,  // skill (11) { name (2) = "n" }
         ]
         #expect(bytes == [0x1A, UInt8(resourceBytes.count)] + resourceBytes)
         let decoded = try Coder_Agent_V2_PushContextStateRequest(serializedBytes: bytes)

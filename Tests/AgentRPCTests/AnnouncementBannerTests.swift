@@ -34,10 +34,11 @@ struct AnnouncementBannerTests {
             let session = makeSession(url, double, store: store, interval: .milliseconds(200))
             let running = Task { try await session.run() }
             #expect(await eventually(timeout: UpwardParticipantTests.patience) { !store.current.isEmpty })
-            #expect(store.current == [
-                AnnouncementBanner(enabled: true, message: "Maintenance at 5 pm", backgroundColor: "#004852"),
-                AnnouncementBanner(enabled: false, message: "off", backgroundColor: "#004852"),
-            ])
+            #expect(
+                store.current == [
+                    AnnouncementBanner(enabled: true, message: "Maintenance at 5 pm", backgroundColor: "#004852"),
+                    AnnouncementBanner(enabled: false, message: "off", backgroundColor: "#004852"),
+                ])
             double.bannerState.withLock { $0.banners = [ControlPlaneDouble.banner("Upgraded")] }
             #expect(await eventually(timeout: UpwardParticipantTests.patience) { store.current.map(\.message) == ["Upgraded"] })
             #expect(double.bannerState.withLock { $0.calls } >= 2)
@@ -89,9 +90,10 @@ struct AnnouncementBannerTests {
             #expect(session.connectionCount == 1)
             // The next session asks once again, and the first asked no more meanwhile.
             await double.dropConnections()
-            #expect(await eventually(timeout: UpwardParticipantTests.patience) {
-                session.connectionCount == 2 && double.bannerState.withLock { $0.calls } >= 2
-            })
+            #expect(
+                await eventually(timeout: UpwardParticipantTests.patience) {
+                    session.connectionCount == 2 && double.bannerState.withLock { $0.calls } >= 2
+                })
             #expect(double.bannerState.withLock { $0.calls } == 2)
             #expect(store.current.map(\.message) == ["kept"])
             session.beginShutdown()

@@ -88,13 +88,14 @@ struct ContextStatePushTests {
             session.beginShutdown()
             try await running.value
         }
-        #expect(outcomes.withLock { $0 } == [
-            "accepted", "stale", "accepted",
-            "agentapi: PushContextState duplicate source \"/w/a\"",
-            "resource \"/w/b\": missing body variant; status OK requires a typed body",
-            "resource \"/w/c\": error is 4097 bytes, exceeds 4096 byte cap",
-            "unsupported",
-        ])
+        #expect(
+            outcomes.withLock { $0 } == [
+                "accepted", "stale", "accepted",
+                "agentapi: PushContextState duplicate source \"/w/a\"",
+                "resource \"/w/b\": missing body variant; status OK requires a typed body",
+                "resource \"/w/c\": error is 4097 bytes, exceeds 4096 byte cap",
+                "unsupported",
+            ])
         let state = double.contextState.withLock { $0 }
         #expect(state.pushes.map(\.version) == [3, 3, 4])
         #expect(state.stored?.version == 4)

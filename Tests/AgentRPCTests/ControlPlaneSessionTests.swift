@@ -16,9 +16,11 @@ struct ControlPlaneSessionTests {
 
     /// `shutdownDeadline` is generous where a test checks that the last states arrive: under a loaded
     /// CI host two answers can take longer than a tight deadline (it is what the deadline is for).
-    func makeSession(_ url: String, token: String, version: String = "2.10",
-                     shutdownDeadline: Duration = .seconds(3),
-                     onManifest: @escaping @Sendable (Coder_Agent_V2_Manifest) async -> Void = { _ in }) -> ControlPlaneSession {
+    func makeSession(
+        _ url: String, token: String, version: String = "2.10",
+        shutdownDeadline: Duration = .seconds(3),
+        onManifest: @escaping @Sendable (Coder_Agent_V2_Manifest) async -> Void = { _ in }
+    ) -> ControlPlaneSession {
         var configuration = ControlPlaneSession.Configuration(agentVersion: "0.1.0")
         configuration.shutdownDeadline = shutdownDeadline
         return ControlPlaneSession(
@@ -134,12 +136,13 @@ struct ControlPlaneSessionTests {
             for i in 0..<5 {
                 session.send(AppStatusReport(slug: "app", state: .idle, message: "step \(i)"))
             }
-            session.send(BoundaryLogBatch(
-                entries: [
-                    .init(allowed: true, time: .init(seconds: 1, nanos: 123_456_789), httpRequest: .init(method: "GET", url: "https://x/", matchedRule: "x"), sequenceNumber: 7),
-                    .init(allowed: false, time: .init(seconds: 1_767_225_600, nanos: 1), httpRequest: nil, sequenceNumber: 8),
-                ],
-                sessionID: "s1", confinedProcessName: "claude"))
+            session.send(
+                BoundaryLogBatch(
+                    entries: [
+                        .init(allowed: true, time: .init(seconds: 1, nanos: 123_456_789), httpRequest: .init(method: "GET", url: "https://x/", matchedRule: "x"), sequenceNumber: 7),
+                        .init(allowed: false, time: .init(seconds: 1_767_225_600, nanos: 1), httpRequest: nil, sequenceNumber: 8),
+                    ],
+                    sessionID: "s1", confinedProcessName: "claude"))
             session.send(AgentLogLine(level: .warn, message: "disk almost full"))
             let running = Task { try await session.run() }
             #expect(await eventually(timeout: .seconds(30)) { double.recorded.withLock { $0.appStatuses.count == 5 && $0.boundaryLogs.count == 1 && $0.logs.count == 1 } })
@@ -303,7 +306,7 @@ struct ControlPlaneSessionTests {
         #expect(outbox.dropped == 2)
         let (through, items) = outbox.peek(10)!
         #expect(items == [2, 3, 4])
-        outbox.append(5) // drops 2 while 2...4 are "in flight"
+        outbox.append(5)  // drops 2 while 2...4 are "in flight"
         outbox.acknowledge(through: through)
         #expect(outbox.peek(10)?.items == [5])
     }

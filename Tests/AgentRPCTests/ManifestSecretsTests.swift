@@ -75,14 +75,15 @@ struct ManifestSecretsTests {
         chmod(home + "/existing", 0o644)
         let big = (0..<(1 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 7) }
         let log = CapturedLog()
-        let written = ManifestSecrets.writeFiles([
-            Self.secret(file: "~/.config/app/token", "s3cr3t"),
-            Self.secret(file: "~/existing", "new"),
-            Self.secret(file: "~/existing/below", "x"),
-            Self.secret(file: home + "/dup", "first"),
-            Self.secret(file: "~/dup", "second"),
-            Self.secret(file: "~/big", big),
-        ], home: home, logger: log.logger)
+        let written = ManifestSecrets.writeFiles(
+            [
+                Self.secret(file: "~/.config/app/token", "s3cr3t"),
+                Self.secret(file: "~/existing", "new"),
+                Self.secret(file: "~/existing/below", "x"),
+                Self.secret(file: home + "/dup", "first"),
+                Self.secret(file: "~/dup", "second"),
+                Self.secret(file: "~/big", big),
+            ], home: home, logger: log.logger)
         #expect(written == [home + "/.config/app/token", home + "/existing", home + "/dup", home + "/dup", home + "/big"])
         #expect(try String(contentsOfFile: home + "/.config/app/token", encoding: .utf8) == "s3cr3t")
         #expect(Self.mode(home + "/.config/app/token") == 0o600)
@@ -113,13 +114,14 @@ struct ManifestSecretsTests {
         try FileManager.default.createSymbolicLink(atPath: home + "/.aws", withDestinationPath: home + "/dotfiles/aws")
         #expect(mkfifo(home + "/fifo", 0o600) == 0)
         let log = CapturedLog()
-        let written = ManifestSecrets.writeFiles([
-            Self.secret(file: "~/link", "via-link"),
-            Self.secret(file: "~/away/new-dir/key", "escaped"),
-            Self.secret(file: "~/fifo", "into-fifo"),
-            Self.secret(file: "/dev/null", "device"),
-            Self.secret(file: "~/.aws/credentials", "kept-inside"),
-        ], home: home, logger: log.logger)
+        let written = ManifestSecrets.writeFiles(
+            [
+                Self.secret(file: "~/link", "via-link"),
+                Self.secret(file: "~/away/new-dir/key", "escaped"),
+                Self.secret(file: "~/fifo", "into-fifo"),
+                Self.secret(file: "/dev/null", "device"),
+                Self.secret(file: "~/.aws/credentials", "kept-inside"),
+            ], home: home, logger: log.logger)
         #expect(written == [home + "/.aws/credentials"], "\(log.text)")
         #expect(try String(contentsOfFile: outside + "/target", encoding: .utf8) == "untouched")
         #expect(!FileManager.default.fileExists(atPath: outside + "/new-dir"), "nothing created outside the home directory")

@@ -109,9 +109,10 @@ struct UpwardParticipantTests {
             let session = makeSession(url, token: double.token, participants: [probe])
             let running = Task { try await session.run() }
             #expect(await eventually(timeout: Self.patience) { done.isSet })
-            #expect(results.withLock { $0 } == [
-                "tick 0", "tick 1", "tick 2", "tick 3", "tick 4", "sum 6", "ended", "echo: hi", "unsupported", "session 1",
-            ])
+            #expect(
+                results.withLock { $0 } == [
+                    "tick 0", "tick 1", "tick 2", "tick 3", "tick 4", "sum 6", "ended", "echo: hi", "unsupported", "session 1",
+                ])
             session.beginShutdown()
             try await running.value
         }

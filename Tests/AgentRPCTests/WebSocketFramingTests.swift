@@ -34,16 +34,17 @@ struct WebSocketFramingTests {
 
     /// Header forms (7-bit, 16-bit, 64-bit lengths), flags, opcodes, masked or not.
     @Test func writerEncodesLikeNIO() throws {
-        let frames: [WebSocketFrame] = [125, 126, 65535, 65536].flatMap { length -> [WebSocketFrame] in
-            let data = ByteBuffer(bytes: [UInt8](repeating: 0xA5, count: length))
-            return [
-                WebSocketFrame(fin: true, opcode: .binary, data: data),
-                WebSocketFrame(fin: false, opcode: .continuation, maskKey: Self.key, data: data),
+        let frames: [WebSocketFrame] =
+            [125, 126, 65535, 65536].flatMap { length -> [WebSocketFrame] in
+                let data = ByteBuffer(bytes: [UInt8](repeating: 0xA5, count: length))
+                return [
+                    WebSocketFrame(fin: true, opcode: .binary, data: data),
+                    WebSocketFrame(fin: false, opcode: .continuation, maskKey: Self.key, data: data),
+                ]
+            } + [
+                WebSocketFrame(fin: true, opcode: .ping, maskKey: Self.key, data: ByteBuffer(bytes: [1, 2, 3])),
+                WebSocketFrame(fin: true, opcode: .connectionClose, data: ByteBuffer(bytes: [0x03, 0xE8])),
             ]
-        } + [
-            WebSocketFrame(fin: true, opcode: .ping, maskKey: Self.key, data: ByteBuffer(bytes: [1, 2, 3])),
-            WebSocketFrame(fin: true, opcode: .connectionClose, data: ByteBuffer(bytes: [0x03, 0xE8])),
-        ]
         for frame in frames {
             #expect(try encodeWithOurs(frame) == encodeWithNIO(frame))
         }

@@ -62,10 +62,11 @@ struct JetBrainsForwardTests {
                2: 0100007F:1F91 0100007F:A2C5 06 00000000:00000000 00:00000000 00000000     0        0 0 1
                3: garbage
             """
-        #expect(ProcNetTCP.sockets(Array(table.utf8)) == [
-            ProcNetTCP.Socket(port: 8080, state: 0x0A, inode: 4242), ProcNetTCP.Socket(port: 8080, state: 0x01, inode: 4343),
-            ProcNetTCP.Socket(port: 8081, state: 0x06, inode: 0),
-        ])
+        #expect(
+            ProcNetTCP.sockets(Array(table.utf8)) == [
+                ProcNetTCP.Socket(port: 8080, state: 0x0A, inode: 4242), ProcNetTCP.Socket(port: 8080, state: 0x01, inode: 4343),
+                ProcNetTCP.Socket(port: 8081, state: 0x06, inode: 0),
+            ])
         #expect(ProcSocketOwners.socketInode(link: Array("socket:[4242]".utf8)) == 4242)
         #expect(ProcSocketOwners.socketInode(link: Array("pipe:[4242]".utf8)) == nil)
     }
@@ -80,17 +81,21 @@ struct JetBrainsForwardTests {
         defer { Task { await server.stop() } }
         let counts = server.server.counts
         let local = freeLoopbackPort()
-        let ssh = try #require(ChildProgram.start(
-            ["ssh", "-F", "/dev/null", "-p", "\(server.port)", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
-             "-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-o", "ExitOnForwardFailure=yes", "-N",
-             "-L", "127.0.0.1:\(local):127.0.0.1:\(idePort)", "127.0.0.1"]))
+        let ssh = try #require(
+            ChildProgram.start(
+                [
+                    "ssh", "-F", "/dev/null", "-p", "\(server.port)", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+                    "-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-o", "ExitOnForwardFailure=yes", "-N",
+                    "-L", "127.0.0.1:\(local):127.0.0.1:\(idePort)", "127.0.0.1",
+                ]))
         defer { ssh.kill() }
         // The client's listener is up once a connect succeeds.
         var socket: LoopbackSocket?
-        #expect(await eventually(timeout: .seconds(60)) {
-            socket = await LoopbackSocket.connect(port: local)
-            return socket != nil
-        })
+        #expect(
+            await eventually(timeout: .seconds(60)) {
+                socket = await LoopbackSocket.connect(port: local)
+                return socket != nil
+            })
         let client = try #require(socket)
         #expect(client.send("hello"))
         #expect(String(decoding: await client.read(atLeast: 5, timeout: .seconds(60)), as: UTF8.self) == "hello")
@@ -118,10 +123,13 @@ struct JetBrainsForwardTests {
         defer { Task { await server.stop() } }
         let counts = server.server.counts
         let local = freeLoopbackPort()
-        let session = try #require(ChildProgram.start(
-            ["ssh", "-F", "/dev/null", "-p", "\(server.port)", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
-             "-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-o", "SetEnv=CODER_SSH_SESSION_TYPE=JetBrains", "-o", "ExitOnForwardFailure=yes",
-             "-L", "127.0.0.1:\(local):127.0.0.1:\(plainPort)", "127.0.0.1", "echo started; read line"]))
+        let session = try #require(
+            ChildProgram.start(
+                [
+                    "ssh", "-F", "/dev/null", "-p", "\(server.port)", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+                    "-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-o", "SetEnv=CODER_SSH_SESSION_TYPE=JetBrains", "-o", "ExitOnForwardFailure=yes",
+                    "-L", "127.0.0.1:\(local):127.0.0.1:\(plainPort)", "127.0.0.1", "echo started; read line",
+                ]))
         defer { session.kill() }
         #expect(await Self.readLine(session.stdout) == "started")
         #expect(counts.count(.ssh) == 0 && counts.count(.vscode) == 0 && counts.count(.jetbrains) == 0)

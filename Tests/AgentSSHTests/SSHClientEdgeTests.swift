@@ -8,8 +8,10 @@ import Testing
 /// killed in the middle of an upload.
 @Suite(.serialized, .timeLimit(.minutes(3)))
 struct SSHClientEdgeTests {
-    static let options = ["-F", "/dev/null", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
-                          "-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-o", "ConnectTimeout=60"]
+    static let options = [
+        "-F", "/dev/null", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+        "-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-o", "ConnectTimeout=60",
+    ]
 
     /// A byte copier between stdio and a TCP port, as `coder ssh --stdio` is between stdio
     /// and tailnet port 1: no SSH parsing on the way.
@@ -36,8 +38,10 @@ struct SSHClientEdgeTests {
         try TestFile.write(script, Self.stdioProxy, atomically: true)
         defer { unlink(script) }
         let outcome = await ChildProgram.run(
-            ["ssh"] + Self.options + ["-o", "ProxyCommand=python3 \(script) %h %p", "-p", "\(server.port)", "127.0.0.1",
-                                      "echo via the proxy; exit 3"],
+            ["ssh"] + Self.options + [
+                "-o", "ProxyCommand=python3 \(script) %h %p", "-p", "\(server.port)", "127.0.0.1",
+                "echo via the proxy; exit 3",
+            ],
             stderrToStdout: false)
         #expect(outcome.status == 3 && outcome.stdout == "via the proxy\n", "\(outcome)")
     }
@@ -50,8 +54,9 @@ struct SSHClientEdgeTests {
         let directory = NSTemporaryDirectory() + "ssh-vanish-\(UUID().uuidString.prefix(8))"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let client = try #require(ChildProgram.start(
-            ["ssh"] + Self.options + ["-p", "\(server.port)", "127.0.0.1", "echo $$ > \(directory)/pid; exec cat > \(directory)/upload"]))
+        let client = try #require(
+            ChildProgram.start(
+                ["ssh"] + Self.options + ["-p", "\(server.port)", "127.0.0.1", "echo $$ > \(directory)/pid; exec cat > \(directory)/upload"]))
         // Upload until the file holds data (bounded: at most 64 MiB in 1 MiB writes).
         let stdin = client.stdin
         let arrived = await onThread { () -> Bool in
@@ -64,8 +69,10 @@ struct SSHClientEdgeTests {
             return false
         }
         #expect(arrived, "the upload never reached the workspace")
-        let pid = try #require(Int32(try String(contentsOfFile: directory + "/pid", encoding: .utf8)
-            .trimmingCharacters(in: .whitespacesAndNewlines)))
+        let pid = try #require(
+            Int32(
+                try String(contentsOfFile: directory + "/pid", encoding: .utf8)
+                    .trimmingCharacters(in: .whitespacesAndNewlines)))
         await onThread { client.kill() }
         #expect(await eventually(timeout: .seconds(60)) { kill(pid, 0) != 0 }, "the upload's process outlived its client")
         #expect(await eventually(timeout: .seconds(60)) { server.server.sessions.count == 0 })

@@ -28,10 +28,11 @@ struct SSHCommandEnvironmentTests {
             names.map { "printf '%s\\n' \"$\($0)\"" }.joined(separator: "; "),
             options: ["-o", "SetEnv=CODER_WORKSPACE_NAME=mine CODER_AGENT_TOKEN=forged"])
         let lines = outcome.stdout.split(separator: "\n", omittingEmptySubsequences: false).dropLast().map(String.init)
-        #expect(lines.dropLast() == [
-            "ws", "main", "tok-123", "/opt/agent gitssh --", "https://{{port}}--main--ws--alice.apps.example.com",
-            "true", "manifest", "secret $HOME", "/opt/agent",
-        ], "\(outcome)")
+        #expect(
+            lines.dropLast() == [
+                "ws", "main", "tok-123", "/opt/agent gitssh --", "https://{{port}}--main--ws--alice.apps.example.com",
+                "true", "manifest", "secret $HOME", "/opt/agent",
+            ], "\(outcome)")
         // A shell's startup files (cargo's, pyenv's) may still put their directories in front.
         #expect(lines.last?.hasSuffix("/data/coder-script-data/bin:/usr/bin:/bin") == true, "\(outcome)")
     }
@@ -43,14 +44,18 @@ struct SSHCommandEnvironmentTests {
         defer { Task { await server.stop() } }
         let counts = server.server.counts
         func start(_ type: String?) throws -> ChildProgram.Running {
-            try #require(ChildProgram.start(
-                ["ssh", "-F", "/dev/null", "-p", "\(server.port)", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
-                 "-o", "BatchMode=yes", "-o", "LogLevel=ERROR"] + (type.map { ["-o", "SetEnv=CODER_SSH_SESSION_TYPE=\($0)"] } ?? [])
-                    + ["127.0.0.1", "read line"]))
+            try #require(
+                ChildProgram.start(
+                    [
+                        "ssh", "-F", "/dev/null", "-p", "\(server.port)", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+                        "-o", "BatchMode=yes", "-o", "LogLevel=ERROR",
+                    ] + (type.map { ["-o", "SetEnv=CODER_SSH_SESSION_TYPE=\($0)"] } ?? [])
+                        + ["127.0.0.1", "read line"]))
         }
         let sessions = try [start(nil), start("Cursor"), start("VSCode-Insiders"), start("JetBrains")]
-        #expect(await eventually(timeout: .seconds(60)) { counts.snapshot() == ["ssh": 1, "cursor": 1, "vscode_insiders": 1] },
-                "\(counts.snapshot())")
+        #expect(
+            await eventually(timeout: .seconds(60)) { counts.snapshot() == ["ssh": 1, "cursor": 1, "vscode_insiders": 1] },
+            "\(counts.snapshot())")
         for child in sessions {
             _ = write(child.stdin, "x\n", 2)
             #expect(await onThread { child.wait() } == 0)

@@ -94,8 +94,9 @@ struct SSHConnectionLimitTests {
         let server = try await SSHSessionTests.Server(limits: limits)
         defer { Task { await server.stop() } }
         // An authenticated session, running before the idle connection opens.
-        let session = try #require(ChildProgram.start(
-            ["ssh"] + SSHClientEdgeTests.options + ["-p", "\(server.port)", "127.0.0.1", "read line; echo after $line"]))
+        let session = try #require(
+            ChildProgram.start(
+                ["ssh"] + SSHClientEdgeTests.options + ["-p", "\(server.port)", "127.0.0.1", "read line; echo after $line"]))
         #expect(await eventually(timeout: .seconds(60)) { server.server.sessions.count == 1 })
         let client = try #require(await LoopbackSocket.connect(port: server.port))
         #expect(client.send("SSH-2.0-OpenSSH_9.2p1 idle\r\n"))

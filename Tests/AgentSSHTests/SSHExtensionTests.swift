@@ -9,8 +9,10 @@ import Testing
 /// `x11-req`) and a Unix socket forward did too.
 @Suite(.serialized, .timeLimit(.minutes(3)))
 struct SSHExtensionTests {
-    static let options = ["-F", "/dev/null", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
-                          "-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-o", "ConnectTimeout=60"]
+    static let options = [
+        "-F", "/dev/null", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+        "-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-o", "ConnectTimeout=60",
+    ]
 
     static func scratch(_ name: String) throws -> String {
         // Short: Unix socket paths must fit in 107 bytes.
@@ -67,8 +69,10 @@ struct SSHExtensionTests {
         let server = try await SSHSessionTests.Server(environment: environment)
         defer { Task { await server.stop() } }
         let outcome = await ChildProgram.run(
-            ["ssh"] + Self.options + ["-X", "-p", "\(server.port)", "127.0.0.1",
-                                      "echo DISPLAY=$DISPLAY; xdpyinfo | grep -E 'name of display|dimensions'"],
+            ["ssh"] + Self.options + [
+                "-X", "-p", "\(server.port)", "127.0.0.1",
+                "echo DISPLAY=$DISPLAY; xdpyinfo | grep -E 'name of display|dimensions'",
+            ],
             environment: ["DISPLAY": ":\(display)", "XAUTHORITY": directory + "/client-authority"], stderrToStdout: true)
         #expect(outcome.status == 0, "\(outcome)")
         let shown = try #require(outcome.stdout.split(separator: "\n").first { $0.hasPrefix("DISPLAY=") }.map { String($0.dropFirst(8)) })
@@ -84,35 +88,54 @@ struct SSHExtensionTests {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         // One echo server in the workspace (for -L) and one on the client's side (for -R).
         func echoServer(_ path: String, _ tag: String) -> ChildProgram.Running? {
-            ChildProgram.start(["python3", "-c", """
+            ChildProgram.start([
+                "python3", "-c",
+                """
                 import socket
                 s = socket.socket(socket.AF_UNIX); s.bind("\(path)"); s.listen()
                 while True:
                     c, _ = s.accept(); c.sendall(b"\(tag):" + c.recv(100)); c.close()
-                """])
+                """,
+            ])
         }
         let workspace = try #require(echoServer(directory + "/workspace.sock", "workspace"))
         let client = try #require(echoServer(directory + "/client.sock", "client"))
-        defer { Task { await onThread { workspace.kill(); client.kill() } } }
-        #expect(await eventually(timeout: .seconds(30)) {
-            access(directory + "/workspace.sock", F_OK) == 0 && access(directory + "/client.sock", F_OK) == 0
-        })
+        defer {
+            Task {
+                await onThread {
+                    workspace.kill(); client.kill()
+                }
+            }
+        }
+        #expect(
+            await eventually(timeout: .seconds(30)) {
+                access(directory + "/workspace.sock", F_OK) == 0 && access(directory + "/client.sock", F_OK) == 0
+            })
 
         let server = try await SSHSessionTests.Server()
         defer { Task { await server.stop() } }
-        let tunnel = try #require(ChildProgram.start(
-            ["ssh"] + Self.options + ["-N", "-o", "ExitOnForwardFailure=yes", "-p", "\(server.port)",
-                                      "-L", "\(directory)/local.sock:\(directory)/workspace.sock",
-                                      "-R", "\(directory)/remote.sock:\(directory)/client.sock", "127.0.0.1"]))
+        let tunnel = try #require(
+            ChildProgram.start(
+                ["ssh"] + Self.options + [
+                    "-N", "-o", "ExitOnForwardFailure=yes", "-p", "\(server.port)",
+                    "-L", "\(directory)/local.sock:\(directory)/workspace.sock",
+                    "-R", "\(directory)/remote.sock:\(directory)/client.sock", "127.0.0.1",
+                ]))
         defer { Task { await onThread { tunnel.kill() } } }
-        #expect(await eventually(timeout: .seconds(60)) {
-            access(directory + "/local.sock", F_OK) == 0 && access(directory + "/remote.sock", F_OK) == 0
-        })
+        #expect(
+            await eventually(timeout: .seconds(60)) {
+                access(directory + "/local.sock", F_OK) == 0 && access(directory + "/remote.sock", F_OK) == 0
+            })
         func ask(_ path: String) async -> String {
-            await ChildProgram.run(["python3", "-c", """
-                import socket
-                s = socket.socket(socket.AF_UNIX); s.settimeout(30); s.connect("\(path)"); s.sendall(b"hi"); print(s.recv(100).decode())
-                """], stderrToStdout: true).stdout
+            await ChildProgram.run(
+                [
+                    "python3", "-c",
+                    """
+                    import socket
+                    s = socket.socket(socket.AF_UNIX); s.settimeout(30); s.connect("\(path)"); s.sendall(b"hi"); print(s.recv(100).decode())
+                    """,
+                ], stderrToStdout: true
+            ).stdout
         }
         #expect(await ask(directory + "/local.sock") == "workspace:hi\n")
         #expect(await ask(directory + "/remote.sock") == "client:hi\n")

@@ -29,10 +29,13 @@ struct SSHMessageRewriterTests {
     @Test func x11AndAgentRequestsBecomeMarkedEnvRequests() {
         var rewriter = SSHMessageRewriter()
         let x11 = Self.message(Self.request, [UInt32(7), "x11-req", UInt8(1), UInt8(0), "MIT-MAGIC-COOKIE-1", "00ff", UInt32(2)])
-        #expect(rewriter.inbound(x11) == Self.message(
-            Self.request, [UInt32(7), "env", UInt8(1), SSHExtensionMarker.x11Request, "0 MIT-MAGIC-COOKIE-1 00ff 2"]))
-        #expect(X11Request(encoded: "0 MIT-MAGIC-COOKIE-1 00ff 2")
-            == X11Request(singleConnection: false, authProtocol: "MIT-MAGIC-COOKIE-1", authCookie: "00ff", screen: 2))
+        #expect(
+            rewriter.inbound(x11)
+                == Self.message(
+                    Self.request, [UInt32(7), "env", UInt8(1), SSHExtensionMarker.x11Request, "0 MIT-MAGIC-COOKIE-1 00ff 2"]))
+        #expect(
+            X11Request(encoded: "0 MIT-MAGIC-COOKIE-1 00ff 2")
+                == X11Request(singleConnection: false, authProtocol: "MIT-MAGIC-COOKIE-1", authCookie: "00ff", screen: 2))
         let agent = Self.message(Self.request, [UInt32(7), "auth-agent-req@openssh.com", UInt8(0)])
         #expect(rewriter.inbound(agent) == Self.message(Self.request, [UInt32(7), "env", UInt8(0), SSHExtensionMarker.agentRequest, ""]))
         let keepalive = Self.message(Self.request, [UInt32(7), "keepalive@openssh.com", UInt8(1)])
@@ -52,13 +55,17 @@ struct SSHMessageRewriterTests {
     @Test func unixSocketForwardsBecomeMarkedTCPOnes() {
         var rewriter = SSHMessageRewriter()
         let direct = Self.message(Self.open, ["direct-streamlocal@openssh.com", UInt32(4), UInt32(1 << 21), UInt32(32768), "/run/x.sock", "", UInt32(0)])
-        #expect(rewriter.inbound(direct) == Self.message(
-            Self.open, ["direct-tcpip", UInt32(4), UInt32(1 << 21), UInt32(32768), SSHExtensionMarker.streamLocal("/run/x.sock"), UInt32(0), "0.0.0.0", UInt32(0)]))
+        #expect(
+            rewriter.inbound(direct)
+                == Self.message(
+                    Self.open, ["direct-tcpip", UInt32(4), UInt32(1 << 21), UInt32(32768), SSHExtensionMarker.streamLocal("/run/x.sock"), UInt32(0), "0.0.0.0", UInt32(0)]))
         let listen = Self.message(Self.global, ["streamlocal-forward@openssh.com", UInt8(1), "/tmp/r.sock"])
         #expect(rewriter.inbound(listen) == Self.message(Self.global, ["tcpip-forward", UInt8(1), SSHExtensionMarker.streamLocal("/tmp/r.sock"), UInt32(0)]))
         let cancel = Self.message(Self.global, ["cancel-streamlocal-forward@openssh.com", UInt8(1), "/tmp/r.sock"])
-        #expect(rewriter.inbound(cancel) == Self.message(
-            Self.global, ["cancel-tcpip-forward", UInt8(1), SSHExtensionMarker.streamLocal("/tmp/r.sock"), UInt32(0)]))
+        #expect(
+            rewriter.inbound(cancel)
+                == Self.message(
+                    Self.global, ["cancel-tcpip-forward", UInt8(1), SSHExtensionMarker.streamLocal("/tmp/r.sock"), UInt32(0)]))
         let keepalive = Self.message(Self.global, ["keepalive@openssh.com", UInt8(1)])
         #expect(rewriter.inbound(keepalive) == Self.message(Self.global, ["tcpip-forward", UInt8(1), SSHExtensionMarker.keepalive, UInt32(0)]))
     }
@@ -68,8 +75,10 @@ struct SSHMessageRewriterTests {
     @Test func anUnknownChannelTypeIsRefusedAsUnsupported() {
         var rewriter = SSHMessageRewriter()
         let tun = Self.message(Self.open, ["tun@openssh.com", UInt32(9), UInt32(1024), UInt32(1024), UInt32(1), UInt32(0)])
-        #expect(rewriter.inbound(tun) == Self.message(
-            Self.open, ["direct-tcpip", UInt32(9), UInt32(1024), UInt32(1024), SSHExtensionMarker.unsupported("tun@openssh.com"), UInt32(0), "0.0.0.0", UInt32(0)]))
+        #expect(
+            rewriter.inbound(tun)
+                == Self.message(
+                    Self.open, ["direct-tcpip", UInt32(9), UInt32(1024), UInt32(1024), SSHExtensionMarker.unsupported("tun@openssh.com"), UInt32(0), "0.0.0.0", UInt32(0)]))
         let failure = Self.message(SSHMessageRewriter.channelOpenFailure, [UInt32(9), UInt32(2), "", ""])
         #expect(rewriter.outbound(failure) == Self.message(SSHMessageRewriter.channelOpenFailure, [UInt32(9), UInt32(3), "unsupported channel type", ""]))
         #expect(rewriter.outbound(failure) == failure)
@@ -84,10 +93,14 @@ struct SSHMessageRewriterTests {
         _ = rewriter.inbound(Self.message(Self.open, ["direct-tcpip", UInt32(1), UInt32(1), UInt32(1), "localhost", UInt32(22), "127.0.0.1", UInt32(5)]))
         _ = rewriter.inbound(Self.message(Self.open, ["direct-streamlocal@openssh.com", UInt32(2), UInt32(1), UInt32(1), "/s", "", UInt32(0)]))
         let failure = { (id: UInt32) in Self.message(SSHMessageRewriter.channelOpenFailure, [id, UInt32(2), "", ""]) }
-        #expect(rewriter.outbound(failure(1)) == Self.message(
-            SSHMessageRewriter.channelOpenFailure, [UInt32(1), UInt32(1), "port forwarding is disabled", ""]))
-        #expect(rewriter.outbound(failure(2)) == Self.message(
-            SSHMessageRewriter.channelOpenFailure, [UInt32(2), UInt32(1), "local port forwarding is disabled", ""]))
+        #expect(
+            rewriter.outbound(failure(1))
+                == Self.message(
+                    SSHMessageRewriter.channelOpenFailure, [UInt32(1), UInt32(1), "port forwarding is disabled", ""]))
+        #expect(
+            rewriter.outbound(failure(2))
+                == Self.message(
+                    SSHMessageRewriter.channelOpenFailure, [UInt32(2), UInt32(1), "local port forwarding is disabled", ""]))
     }
 
     /// A refused reverse forward's failure carries "port forwarding is disabled", as the
@@ -111,8 +124,10 @@ struct SSHMessageRewriterTests {
         let env = Self.message(Self.request, [UInt32(1), "env", UInt8(1), SSHExtensionMarker.agentRequest, ""])
         #expect(rewriter.inbound(env) == Self.message(Self.request, [UInt32(1), SSHMessageRewriter.refused, UInt8(1)]))
         let direct = Self.message(Self.open, ["direct-tcpip", UInt32(2), UInt32(1), UInt32(1), SSHExtensionMarker.streamLocal("/etc"), UInt32(0), "1.2.3.4", UInt32(5)])
-        #expect(rewriter.inbound(direct) == Self.message(
-            Self.open, ["direct-tcpip", UInt32(2), UInt32(1), UInt32(1), SSHExtensionMarker.unsupported("direct-tcpip"), UInt32(0), "0.0.0.0", UInt32(0)]))
+        #expect(
+            rewriter.inbound(direct)
+                == Self.message(
+                    Self.open, ["direct-tcpip", UInt32(2), UInt32(1), UInt32(1), SSHExtensionMarker.unsupported("direct-tcpip"), UInt32(0), "0.0.0.0", UInt32(0)]))
         let forward = Self.message(Self.global, ["tcpip-forward", UInt8(1), SSHExtensionMarker.keepalive, UInt32(0)])
         #expect(rewriter.inbound(forward) == Self.message(Self.global, [SSHMessageRewriter.refused, UInt8(1)]))
     }
@@ -122,12 +137,18 @@ struct SSHMessageRewriterTests {
         func forwarded(_ host: String) -> ByteBuffer {
             Self.message(Self.open, ["forwarded-tcpip", UInt32(5), UInt32(2048), UInt32(1024), host, UInt32(0), "127.0.0.1", UInt32(40000)])
         }
-        #expect(rewriter.outbound(forwarded(SSHExtensionMarker.streamLocal("/tmp/r.sock"))) == Self.message(
-            Self.open, ["forwarded-streamlocal@openssh.com", UInt32(5), UInt32(2048), UInt32(1024), "/tmp/r.sock", ""]))
-        #expect(rewriter.outbound(forwarded(SSHExtensionMarker.x11Channel)) == Self.message(
-            Self.open, ["x11", UInt32(5), UInt32(2048), UInt32(1024), "127.0.0.1", UInt32(40000)]))
-        #expect(rewriter.outbound(forwarded(SSHExtensionMarker.agentChannel)) == Self.message(
-            Self.open, ["auth-agent@openssh.com", UInt32(5), UInt32(2048), UInt32(1024)]))
+        #expect(
+            rewriter.outbound(forwarded(SSHExtensionMarker.streamLocal("/tmp/r.sock")))
+                == Self.message(
+                    Self.open, ["forwarded-streamlocal@openssh.com", UInt32(5), UInt32(2048), UInt32(1024), "/tmp/r.sock", ""]))
+        #expect(
+            rewriter.outbound(forwarded(SSHExtensionMarker.x11Channel))
+                == Self.message(
+                    Self.open, ["x11", UInt32(5), UInt32(2048), UInt32(1024), "127.0.0.1", UInt32(40000)]))
+        #expect(
+            rewriter.outbound(forwarded(SSHExtensionMarker.agentChannel))
+                == Self.message(
+                    Self.open, ["auth-agent@openssh.com", UInt32(5), UInt32(2048), UInt32(1024)]))
         #expect(rewriter.outbound(forwarded("localhost")) == forwarded("localhost"))
         let probe = Self.message(Self.global, ["tcpip-forward", UInt8(1), SSHExtensionMarker.keepalive, UInt32(0)])
         #expect(rewriter.outbound(probe) == Self.message(Self.global, ["keepalive@openssh.com", UInt8(1)]))

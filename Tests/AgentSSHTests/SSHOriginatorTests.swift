@@ -31,21 +31,27 @@ struct SSHOriginatorRewriteTests {
     /// becomes 0, which the server refuses for that channel alone.
     @Test func portsBeyond65535() {
         var rewriter = SSHMessageRewriter()
-        #expect(rewriter.inbound(Self.directTCPIP(1, host: "h", port: 22, origin: "10.0.0.1", originPort: 70000))
-            == Self.directTCPIP(1, host: "h", port: 22, origin: "0.0.0.0", originPort: 0))
-        #expect(rewriter.inbound(Self.directTCPIP(1, host: "h", port: 70000, origin: "10.0.0.1", originPort: 1))
-            == Self.directTCPIP(1, host: "h", port: 0, origin: "0.0.0.0", originPort: 0))
+        #expect(
+            rewriter.inbound(Self.directTCPIP(1, host: "h", port: 22, origin: "10.0.0.1", originPort: 70000))
+                == Self.directTCPIP(1, host: "h", port: 22, origin: "0.0.0.0", originPort: 0))
+        #expect(
+            rewriter.inbound(Self.directTCPIP(1, host: "h", port: 70000, origin: "10.0.0.1", originPort: 1))
+                == Self.directTCPIP(1, host: "h", port: 0, origin: "0.0.0.0", originPort: 0))
     }
 
     /// A payload cut short is refused alone, with the reference's `ConnectionFailed` text.
     @Test func aShortPayloadIsRefusedAlone() {
         var rewriter = SSHMessageRewriter()
         let short = SSHMessageRewriterTests.message(Self.open, ["direct-tcpip", UInt32(7), UInt32(1), UInt32(1), "host"])
-        #expect(rewriter.inbound(short) == SSHMessageRewriterTests.message(
-            Self.open, ["direct-tcpip", UInt32(7), UInt32(1), UInt32(1), SSHExtensionMarker.unsupported("direct-tcpip"), UInt32(0), "0.0.0.0", UInt32(0)]))
+        #expect(
+            rewriter.inbound(short)
+                == SSHMessageRewriterTests.message(
+                    Self.open, ["direct-tcpip", UInt32(7), UInt32(1), UInt32(1), SSHExtensionMarker.unsupported("direct-tcpip"), UInt32(0), "0.0.0.0", UInt32(0)]))
         let failure = SSHMessageRewriterTests.message(SSHMessageRewriter.channelOpenFailure, [UInt32(7), UInt32(2), "", ""])
-        #expect(rewriter.outbound(failure) == SSHMessageRewriterTests.message(
-            SSHMessageRewriter.channelOpenFailure, [UInt32(7), UInt32(2), "error parsing forward data", ""]))
+        #expect(
+            rewriter.outbound(failure)
+                == SSHMessageRewriterTests.message(
+                    SSHMessageRewriter.channelOpenFailure, [UInt32(7), UInt32(2), "error parsing forward data", ""]))
     }
 
     /// A client's `forwarded-tcpip` (only servers open those) is refused as unsupported,
@@ -53,8 +59,10 @@ struct SSHOriginatorRewriteTests {
     @Test func aClientsForwardedTCPIPIsRefusedUnparsed() {
         var rewriter = SSHMessageRewriter()
         let sent = SSHMessageRewriterTests.message(Self.open, ["forwarded-tcpip", UInt32(3), UInt32(1), UInt32(1), "h", UInt32(1), "", UInt32(0)])
-        #expect(rewriter.inbound(sent) == SSHMessageRewriterTests.message(
-            Self.open, ["direct-tcpip", UInt32(3), UInt32(1), UInt32(1), SSHExtensionMarker.unsupported("forwarded-tcpip"), UInt32(0), "0.0.0.0", UInt32(0)]))
+        #expect(
+            rewriter.inbound(sent)
+                == SSHMessageRewriterTests.message(
+                    Self.open, ["direct-tcpip", UInt32(3), UInt32(1), UInt32(1), SSHExtensionMarker.unsupported("forwarded-tcpip"), UInt32(0), "0.0.0.0", UInt32(0)]))
     }
 }
 

@@ -43,8 +43,10 @@ struct SSHSessionTests {
         /// `ssh` with options for a throwaway host key and no configuration of the user's.
         func ssh(_ command: String, options: [String] = [], input: String? = nil) async -> ChildProgram.Outcome {
             await ChildProgram.run(
-                ["ssh", "-F", "/dev/null", "-p", "\(port)", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
-                 "-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-o", "ConnectTimeout=60"] + options + ["127.0.0.1", command],
+                [
+                    "ssh", "-F", "/dev/null", "-p", "\(port)", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+                    "-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-o", "ConnectTimeout=60",
+                ] + options + ["127.0.0.1", command],
                 input: input, stderrToStdout: false)
         }
     }
@@ -77,8 +79,10 @@ struct SSHSessionTests {
         defer { Task { await server.stop() } }
         // OpenSSH reports an exit-signal as status 255 and, verbosely, the request's name.
         let outcome = await ChildProgram.run(
-            ["ssh", "-v", "-F", "/dev/null", "-p", "\(server.port)", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
-             "-o", "BatchMode=yes", "127.0.0.1", "kill -TERM $$"],
+            [
+                "ssh", "-v", "-F", "/dev/null", "-p", "\(server.port)", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+                "-o", "BatchMode=yes", "127.0.0.1", "kill -TERM $$",
+            ],
             stderrToStdout: true)
         #expect(outcome.status == 255)
         #expect(outcome.stdout.contains("rtype exit-signal"), "\(outcome.stdout.suffix(800))")
@@ -188,9 +192,12 @@ struct SSHSessionTests {
         let marker = NSTemporaryDirectory() + "ssh-hup-\(UUID().uuidString)"
         defer { unlink(marker) }
         // The command records its pid and waits; the client is killed; SIGHUP must end it.
-        let client = try #require(ChildProgram.start(
-            ["ssh", "-F", "/dev/null", "-p", "\(server.port)", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
-             "-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "127.0.0.1", "echo $$ > \(marker); echo ready; exec sleep 600"]))
+        let client = try #require(
+            ChildProgram.start(
+                [
+                    "ssh", "-F", "/dev/null", "-p", "\(server.port)", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+                    "-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "127.0.0.1", "echo $$ > \(marker); echo ready; exec sleep 600",
+                ]))
         let stdout = client.stdout
         let ready = await onThread { () -> Int in
             var line = [UInt8](repeating: 0, count: 6)
@@ -209,9 +216,12 @@ struct SSHSessionTests {
         defer { Task { await server.stop() } }
         let counts = server.server.counts
         func start(_ options: [String]) throws -> ChildProgram.Running {
-            try #require(ChildProgram.start(
-                ["ssh", "-F", "/dev/null", "-p", "\(server.port)", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
-                 "-o", "BatchMode=yes", "-o", "LogLevel=ERROR"] + options + ["127.0.0.1", "read line"]))
+            try #require(
+                ChildProgram.start(
+                    [
+                        "ssh", "-F", "/dev/null", "-p", "\(server.port)", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+                        "-o", "BatchMode=yes", "-o", "LogLevel=ERROR",
+                    ] + options + ["127.0.0.1", "read line"]))
         }
         let plain = try start([])
         let vscode = try start(["-o", "SetEnv=CODER_SSH_SESSION_TYPE=VSCode"])
@@ -232,9 +242,12 @@ struct SSHSessionTests {
         let control = NSTemporaryDirectory() + "ssh-mux-\(UUID().uuidString.prefix(8))"
         defer { unlink(control) }
         let shared = ["-o", "ControlPath=\(control)"]
-        let master = try #require(ChildProgram.start(
-            ["ssh", "-F", "/dev/null", "-p", "\(server.port)", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
-             "-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-o", "ControlMaster=yes", "-o", "ControlPath=\(control)", "-N", "127.0.0.1"]))
+        let master = try #require(
+            ChildProgram.start(
+                [
+                    "ssh", "-F", "/dev/null", "-p", "\(server.port)", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+                    "-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-o", "ControlMaster=yes", "-o", "ControlPath=\(control)", "-N", "127.0.0.1",
+                ]))
         defer { Task { await onThread { master.kill() } } }
         #expect(await eventually(timeout: .seconds(60)) { access(control, F_OK) == 0 })
         let outcomes = await withTaskGroup(of: ChildProgram.Outcome.self) { group in
@@ -260,8 +273,9 @@ struct SSHSessionTests {
         #expect(SessionCommand(shell: "/bin/bash", command: nil).argv == ["/bin/bash", "-l"])
         #expect(SessionCommand(shell: "/bin/bash", command: "").argv == ["/bin/bash", "-l"])
         #expect(SessionCommand(shell: "/bin/bash", command: "ls -l").argv == ["/bin/bash", "-c", "ls -l"])
-        #expect(SessionCommand(shell: "/bin/sh", command: "#!/usr/bin/env python3 -u\nprint(1)").argv
-            == ["/usr/bin/env", "python3", "-u", "-c", "#!/usr/bin/env python3 -u\nprint(1)"])
+        #expect(
+            SessionCommand(shell: "/bin/sh", command: "#!/usr/bin/env python3 -u\nprint(1)").argv
+                == ["/usr/bin/env", "python3", "-u", "-c", "#!/usr/bin/env python3 -u\nprint(1)"])
         #expect(SessionCommand.shellWords(#"a 'b c' "d \"e\"" f\ g"#) == ["a", "b c", #"d "e""#, "f g"])
     }
 }
@@ -362,8 +376,10 @@ struct SSHPolicyTests {
         #expect(local.status != 0, "\(local)")
         // The client hears the reference's reason and text.
         let refused = await ChildProgram.run(
-            ["ssh", "-F", "/dev/null", "-p", "\(server.port)", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
-             "-o", "BatchMode=yes", "-W", "127.0.0.1:22", "127.0.0.1"], stderrToStdout: true)
+            [
+                "ssh", "-F", "/dev/null", "-p", "\(server.port)", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+                "-o", "BatchMode=yes", "-W", "127.0.0.1:22", "127.0.0.1",
+            ], stderrToStdout: true)
         #expect(refused.stdout.contains("open failed: administratively prohibited: port forwarding is disabled"), "\(refused)")
         let remote = await server.ssh("true", options: ["-o", "ExitOnForwardFailure=yes", "-R", "127.0.0.1:0:127.0.0.1:22"])
         #expect(remote.status == 255, "\(remote)")

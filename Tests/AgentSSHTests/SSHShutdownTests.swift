@@ -10,11 +10,14 @@ import Testing
 struct SSHShutdownTests {
     /// Starts `ssh [options] 127.0.0.1 command`, where the command writes its shell's pid to
     /// `marker` first; returns the client and that pid.
-    static func start(_ server: SSHSessionTests.Server, _ options: [String], _ command: String, marker: String) async throws
+    static func start(
+        _ server: SSHSessionTests.Server, _ options: [String], _ command: String, marker: String
+    ) async throws
         -> (ChildProgram.Running, pid_t)
     {
-        let client = try #require(ChildProgram.start(
-            ["ssh"] + SSHClientEdgeTests.options + options + ["-p", "\(server.port)", "127.0.0.1", "echo $$ > \(marker).tmp; mv \(marker).tmp \(marker); \(command)"]))
+        let client = try #require(
+            ChildProgram.start(
+                ["ssh"] + SSHClientEdgeTests.options + options + ["-p", "\(server.port)", "127.0.0.1", "echo $$ > \(marker).tmp; mv \(marker).tmp \(marker); \(command)"]))
         #expect(await eventually(timeout: .seconds(60)) { access(marker, F_OK) == 0 }, "the session never started")
         let pid = try #require(Int32(try String(contentsOfFile: marker, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)))
         return (client, pid)
@@ -89,7 +92,6 @@ struct SSHShutdownTests {
         #expect(await eventually(timeout: .seconds(60)) { processHasEnded(jobPID) }, "the job outlived the shutdown")
         if !processHasEnded(jobPID) { kill(jobPID, SIGKILL) }
     }
-
 
     /// The client's going still hangs a session up (SIGHUP to its group), with no shutdown.
     @Test func aClientsGoingStillHangsUp() async throws {

@@ -175,10 +175,10 @@ final class OriginatorClientCipher: InterposingAESGCM, _NIOSSHSendableMetatype {
     override func rewriteOutbound(_ payload: ByteBuffer) -> ByteBuffer {
         var reader = payload
         guard reader.readInteger(as: UInt8.self) == SSHMessageRewriter.channelOpen, reader.readSSHText() == "direct-tcpip",
-              let sender = reader.readInteger(as: UInt32.self), let window = reader.readInteger(as: UInt32.self),
-              let maxPacket = reader.readInteger(as: UInt32.self), let host = reader.readSSHText(),
-              let port = reader.readInteger(as: UInt32.self), reader.readSSHText() == Self.placeholder,
-              let originPort = reader.readInteger(as: UInt32.self), let origin = Self.originators[originPort]
+            let sender = reader.readInteger(as: UInt32.self), let window = reader.readInteger(as: UInt32.self),
+            let maxPacket = reader.readInteger(as: UInt32.self), let host = reader.readSSHText(),
+            let port = reader.readInteger(as: UInt32.self), reader.readSSHText() == Self.placeholder,
+            let originPort = reader.readInteger(as: UInt32.self), let origin = Self.originators[originPort]
         else { return payload }
         var rewritten = ByteBuffer()
         rewritten.writeInteger(SSHMessageRewriter.channelOpen)

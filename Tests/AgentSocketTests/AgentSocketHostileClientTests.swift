@@ -134,11 +134,12 @@ struct AgentSocketHostileClientTests {
             // All silent ones admitted (each admission closes the quietest idle one, so all
             // but the last two are closed) before the next call connects: admissions run on
             // the connections' own loops, and one still queued could take the call's place.
-            #expect(await eventually {
-                var closed = 0
-                for socket in silent where await socket.isClosedByPeer(within: .milliseconds(1)) { closed += 1 }
-                return closed >= silent.count - 2
-            })
+            #expect(
+                await eventually {
+                    var closed = 0
+                    for socket in silent where await socket.isClosedByPeer(within: .milliseconds(1)) { closed += 1 }
+                    return closed >= silent.count - 2
+                })
             #expect(server.connectionCount <= 4)
             try await Task.sleep(for: .milliseconds(100))
             try await client.syncStart("gate")

@@ -94,16 +94,20 @@ struct ContextRPCTests {
             // A path with no lexical form is not a registered one either.
             #expect(await failure { _ = try await client.contextSource("notes") } == "\"notes\": context source not found")
             #expect(await failure { try await client.removeContextSource(missing) } == "\"\(missing)\": context source not found")
-            #expect(await failure { try await client.removeContextSource("notes") }
-                == "remove context source: canonicalize: path \"notes\" is not absolute")
-            #expect(await failure { _ = try await client.addContextSource("notes") }
-                == "add context source: canonicalize: path \"notes\" is not absolute")
+            #expect(
+                await failure { try await client.removeContextSource("notes") }
+                    == "remove context source: canonicalize: path \"notes\" is not absolute")
+            #expect(
+                await failure { _ = try await client.addContextSource("notes") }
+                    == "add context source: canonicalize: path \"notes\" is not absolute")
             #expect(await failure { _ = try await client.addContextSource("") } == "add context source: canonicalize: path is empty")
-            #expect(await failure { _ = try await client.addContextSource("/etc") }
-                == "add context source: path \"/etc\" is not inside any allowed root")
+            #expect(
+                await failure { _ = try await client.addContextSource("/etc") }
+                    == "add context source: path \"/etc\" is not inside any allowed root")
             let long = "/" + String(repeating: "a", count: AgentSocketService.maxContextPathBytes)
-            #expect(await failure { _ = try await client.addContextSource(long) }
-                == "add context source: path of 4097 bytes is longer than 4096 bytes")
+            #expect(
+                await failure { _ = try await client.addContextSource(long) }
+                    == "add context source: path of 4097 bytes is longer than 4096 bytes")
             #expect(await failure { _ = try await client.contextSource(long) } == "path of 4097 bytes is longer than 4096 bytes")
             let sources = try await client.contextSources()
             #expect(sources == [])

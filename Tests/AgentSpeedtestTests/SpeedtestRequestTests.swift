@@ -13,14 +13,16 @@ struct SpeedtestRequestTests {
         #expect(answer(#"{"version":2,"time":1000000,"direction":1}"#) == .start(.init(duration: .milliseconds(1), direction: .upload)))
         // Keys match case-insensitively, the last one wins, unknown keys are ignored, and any
         // direction other than 1 has the agent write (as the reference's Reverse does).
-        #expect(answer(#"{"VERSION":2,"Time":7,"time":9,"direction":5,"extra":[1,{"a":"}"}]}"#)
-            == .start(.init(duration: .nanoseconds(9), direction: .download)))
+        #expect(
+            answer(#"{"VERSION":2,"Time":7,"time":9,"direction":5,"extra":[1,{"a":"}"}]}"#)
+                == .start(.init(duration: .nanoseconds(9), direction: .download)))
         #expect(SpeedtestRequest.Answer.start(.init(duration: .zero, direction: .upload)).bytes == Array("{}\n".utf8))
     }
 
     @Test func theDurationIsCappedAndNeverNegative() {
-        #expect(answer(#"{"version":2,"time":3600000000000,"direction":0}"#)
-            == .start(.init(duration: SpeedtestRequest.maxDuration, direction: .download)))
+        #expect(
+            answer(#"{"version":2,"time":3600000000000,"direction":0}"#)
+                == .start(.init(duration: SpeedtestRequest.maxDuration, direction: .download)))
         #expect(answer(#"{"version":2,"time":-5,"direction":1}"#) == .start(.init(duration: .zero, direction: .upload)))
     }
 
@@ -35,13 +37,15 @@ struct SpeedtestRequestTests {
     }
 
     @Test func errorsAreTheReferencesTexts() {
-        #expect(answer(#"{"version":1,"time":5,"direction":0}"#)
-            == .refuse("version mismatch! Server is version 2, client is version 1"))
+        #expect(
+            answer(#"{"version":1,"time":5,"direction":0}"#)
+                == .refuse("version mismatch! Server is version 2, client is version 1"))
         #expect(answer("null") == .refuse("version mismatch! Server is version 2, client is version 0"))
         #expect(answer(#"{"time":5}"#) == .refuse("version mismatch! Server is version 2, client is version 0"))
         #expect(answer(#"{"version":"2"}"#) == .refuse("json: cannot unmarshal string into Go struct field config.version of type int"))
-        #expect(answer(#"{"version":2,"time":1.5}"#)
-            == .refuse("json: cannot unmarshal number 1.5 into Go struct field config.time of type time.Duration"))
+        #expect(
+            answer(#"{"version":2,"time":1.5}"#)
+                == .refuse("json: cannot unmarshal number 1.5 into Go struct field config.time of type time.Duration"))
         #expect(answer("[1]") == .refuse("json: cannot unmarshal array into Go value of type speedtest.config"))
         #expect(answer("x") == .refuse("invalid character 'x' looking for beginning of value"))
         #expect(answer(#"{"version":2"#) == .refuse("unexpected EOF"))

@@ -7,8 +7,9 @@ struct HashingTests {
     @Test func sha256KnownVectors() {
         #expect(SHA256.hex([UInt8]()) == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
         #expect(SHA256.hex(Array("abc".utf8)) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
-        #expect(SHA256.hex(Array("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq".utf8))
-            == "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1")
+        #expect(
+            SHA256.hex(Array("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq".utf8))
+                == "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1")
         // Incremental updates in odd pieces give the same digest as one update.
         let data = (0..<100_000).map { UInt8(truncatingIfNeeded: $0 &* 7) }
         var pieces = SHA256()
@@ -26,10 +27,12 @@ struct HashingTests {
     @Test func sha1KnownVectors() {
         #expect(SHA256.hexString(SHA1.hash([UInt8]())) == "da39a3ee5e6b4b0d3255bfef95601890afd80709")
         #expect(SHA256.hexString(SHA1.hash(Array("abc".utf8))) == "a9993e364706816aba3e25717850c26c9cd0d89d")
-        #expect(SHA256.hexString(SHA1.hash(Array("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq".utf8)))
-            == "84983e441c3bd26ebaae4aa1f95129e5e54670f1")
-        #expect(SHA256.hexString(SHA1.hash([UInt8](repeating: 0x61, count: 1_000_000)))
-            == "34aa973cd4c4daa4f61eeb2bdbad27316534016f")
+        #expect(
+            SHA256.hexString(SHA1.hash(Array("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq".utf8)))
+                == "84983e441c3bd26ebaae4aa1f95129e5e54670f1")
+        #expect(
+            SHA256.hexString(SHA1.hash([UInt8](repeating: 0x61, count: 1_000_000)))
+                == "34aa973cd4c4daa4f61eeb2bdbad27316534016f")
         // The WebSocket handshake's example (RFC 6455 section 1.3).
         let accept = SHA1.hash(Array("dGhlIHNhbXBsZSBub25jZQ==258EAFA5-E914-47DA-95CA-C5AB0DC85B11".utf8))
         #expect(Data(accept).base64EncodedString() == "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=")

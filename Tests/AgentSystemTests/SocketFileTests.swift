@@ -48,15 +48,16 @@ struct SocketFileTests {
         var stagedPath = ""
         var stagedDirectoryMode: mode_t?
         var modeAtFinalPathWhileBound: mode_t?
-        let (fd, identity) = try await file.create(bind: { staged in
-            let fd = try Self.listen(staged)
-            // While bound, the socket sits in a private directory nobody else can enter,
-            // and nothing is at the final path yet.
-            stagedPath = staged
-            stagedDirectoryMode = Self.mode(String(staged.dropLast(2)))
-            modeAtFinalPathWhileBound = Self.mode(path)
-            return fd
-        }, close: { close($0) })
+        let (fd, identity) = try await file.create(
+            bind: { staged in
+                let fd = try Self.listen(staged)
+                // While bound, the socket sits in a private directory nobody else can enter,
+                // and nothing is at the final path yet.
+                stagedPath = staged
+                stagedDirectoryMode = Self.mode(String(staged.dropLast(2)))
+                modeAtFinalPathWhileBound = Self.mode(path)
+                return fd
+            }, close: { close($0) })
         defer { close(fd) }
         #expect(stagedDirectoryMode == 0o700)
         #expect(modeAtFinalPathWhileBound == nil)
@@ -121,4 +122,3 @@ struct SocketFileTests {
         #expect(SocketFile.isLive(path), "the other process's socket stays")
     }
 }
-

@@ -33,7 +33,8 @@ public func isAlive(_ pid: pid_t) -> Bool {
 /// The state letter of `/proc/<pid>/stat` (R, S, Z, ...), or nil when it cannot be read.
 private func processState(_ pid: String) -> Character? {
     guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-          let close = stat.lastIndex(of: ")") else { return nil }
+        let close = stat.lastIndex(of: ")")
+    else { return nil }
     return stat[stat.index(close, offsetBy: 2)]
 }
 

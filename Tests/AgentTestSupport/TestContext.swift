@@ -23,8 +23,10 @@ public enum GitCLI {
     @discardableResult
     public static func run(_ arguments: [String], in directory: String) async -> String {
         await ChildProgram.run(
-            ["/usr/bin/git", "-C", directory, "-c", "user.name=Test", "-c", "user.email=test@example.invalid",
-             "-c", "init.defaultBranch=main", "-c", "core.autocrlf=false", "-c", "gc.auto=0"] + arguments
+            [
+                "/usr/bin/git", "-C", directory, "-c", "user.name=Test", "-c", "user.email=test@example.invalid",
+                "-c", "init.defaultBranch=main", "-c", "core.autocrlf=false", "-c", "gc.auto=0",
+            ] + arguments
         ).stdout
     }
 }

@@ -40,7 +40,9 @@ struct BoundaryBudgetTests {
     /// Among idle connections (no frame begun), the longest-idle one makes room, not a
     /// connection in the middle of a frame.
     @Test func anIdleConnectionMakesRoomBeforeOneMidFrame() async throws {
-        try await BoundaryHarness.with(configure: { $0.maxConnections = 2; $0.partialFrameTimeout = .seconds(300) }) { harness in
+        try await BoundaryHarness.with(configure: {
+            $0.maxConnections = 2; $0.partialFrameTimeout = .seconds(300)
+        }) { harness in
             let frame = Boundary.v2(Boundary.request(["https://mid.invalid/"]))
             let midFrame = try harness.connect()
             #expect(midFrame.send(Array(frame.prefix(6))))

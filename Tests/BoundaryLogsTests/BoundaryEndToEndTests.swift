@@ -55,9 +55,10 @@ struct BoundaryEndToEndTests {
             #expect(double.recorded.withLock { $0.boundaryLogs.isEmpty })
 
             try await double.run(port: port) { _ in
-                #expect(await eventually(timeout: .seconds(120)) {
-                    double.recorded.withLock { $0.boundaryLogs.reduce(0) { $0 + $1.logs.count } } >= 10_000
-                })
+                #expect(
+                    await eventually(timeout: .seconds(120)) {
+                        double.recorded.withLock { $0.boundaryLogs.reduce(0) { $0 + $1.logs.count } } >= 10_000
+                    })
                 let requests = double.recorded.withLock { $0.boundaryLogs }
                 for session in sessions {
                     let numbers = requests.filter { $0.sessionID == session }.flatMap { $0.logs.map(\.sequenceNumber) }

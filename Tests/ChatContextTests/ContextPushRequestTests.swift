@@ -11,7 +11,7 @@ import Testing
 struct ContextPushRequestTests {
     @Test(.ownThreads) func hostileSnapshotStillPasses() throws {
         let secret = "sk-live-0123456789"
-        let huge = String(repeating: "é", count: 600_000) // 1.2 MB of two-byte characters
+        let huge = String(repeating: "é", count: 600_000)  // 1.2 MB of two-byte characters
         var resources: [ContextResource] = [
             ContextResource(kind: .mcpConfig, source: "/w/.mcp.json#srv", status: .invalid, error: "token \(secret) " + huge),
             ContextResource(kind: .instructionFile, source: "/w/AGENTS.md", payload: Array("hi".utf8)),

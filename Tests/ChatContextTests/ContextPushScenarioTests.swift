@@ -103,16 +103,18 @@ struct ContextPushScenarioTests {
             #expect(!first.resources.contains { $0.source == skill })
 
             try tree.write("project/.agents/skills/lint/SKILL.md", TempTree.skill("lint"))
-            #expect(await eventually(timeout: Self.patience) {
-                Self.state(double).stored?.resources.contains { $0.source == skill && $0.status == .ok && $0.skill.name == "lint" } == true
-            }, "\(Self.state(double).stored?.resources.map(\.source) ?? [])")
+            #expect(
+                await eventually(timeout: Self.patience) {
+                    Self.state(double).stored?.resources.contains { $0.source == skill && $0.status == .ok && $0.skill.name == "lint" } == true
+                }, "\(Self.state(double).stored?.resources.map(\.source) ?? [])")
             let added = try #require(Self.state(double).stored)
             #expect(added.version > first.version && !added.initial)
 
             try FileManager.default.removeItem(atPath: skill)
-            #expect(await eventually(timeout: Self.patience) {
-                (Self.state(double).stored?.version ?? 0) > added.version
-            })
+            #expect(
+                await eventually(timeout: Self.patience) {
+                    (Self.state(double).stored?.version ?? 0) > added.version
+                })
             let removed = try #require(Self.state(double).stored)
             #expect(!removed.resources.contains { $0.source == skill }, "\(removed.resources.map(\.source))")
             #expect(removed.aggregateHash != added.aggregateHash)
@@ -185,10 +187,11 @@ struct ContextPushScenarioTests {
             #expect(await eventually(timeout: Self.patience) { Self.state(double).unimplementedAnswers >= 1 })
             let before = manager.snapshot
             try tree.write("project/AGENTS.md", "# Rules, changed\n")
-            #expect(await eventually(timeout: Self.patience) {
-                manager.snapshot.version > before.version
-                    && manager.snapshot.resources.contains { $0.source == agents && $0.description == "Rules, changed" }
-            })
+            #expect(
+                await eventually(timeout: Self.patience) {
+                    manager.snapshot.version > before.version
+                        && manager.snapshot.resources.contains { $0.source == agents && $0.description == "Rules, changed" }
+                })
             #expect(Self.state(double).unimplementedAnswers == 1)
             // A new session asks once more (and stops again); the first asked only once.
             await double.dropConnections()

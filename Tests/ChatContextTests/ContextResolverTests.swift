@@ -18,15 +18,16 @@ struct ContextResolverTests {
         let tree = try TempTree()
         let agents = "\n# Project rules\nUse tabs.\n"
         try tree.write("AGENTS.md", agents)
-        try tree.link("CLAUDE.md", to: "AGENTS.md") // collapses into AGENTS.md
+        try tree.link("CLAUDE.md", to: "AGENTS.md")  // collapses into AGENTS.md
         try tree.write("agents.md", "ignored: case-sensitive")
-        try tree.mkdir(".cursorrules") // a directory with the name: ignored
+        try tree.mkdir(".cursorrules")  // a directory with the name: ignored
         try tree.write("sub/AGENTS.md", "ignored: not the top level")
         try tree.write(".mcp.json", #"{"mcpServers": {"a": {"command": "x"}}}"#)
         let snapshot = resolve([ContextScanRoot(path: tree.root)])
-        #expect(snapshot.resources.map(\.id) == [
-            "instruction_file:\(tree.root)/AGENTS.md", "mcp_config:\(tree.root)/.mcp.json",
-        ])
+        #expect(
+            snapshot.resources.map(\.id) == [
+                "instruction_file:\(tree.root)/AGENTS.md", "mcp_config:\(tree.root)/.mcp.json",
+            ])
         let instruction = snapshot.resources[0]
         #expect(instruction.status == .ok)
         #expect(instruction.payload == Array(agents.utf8))
@@ -49,15 +50,16 @@ struct ContextResolverTests {
         try tree.write(".agents/skills/empty-dir/README.md", "no SKILL.md: not a skill")
         try tree.write(".agents/skills/loose.md", "a file in the container: ignored")
         try tree.write("elsewhere/linked/SKILL.md", TempTree.skill("linked"))
-        try tree.link(".agents/skills/linked", to: "../../elsewhere/linked") // a linked directory is not a skill dir
+        try tree.link(".agents/skills/linked", to: "../../elsewhere/linked")  // a linked directory is not a skill dir
         try tree.write("skills/second/SKILL.md", TempTree.skill("second"))
         try tree.write(".claude/skills/good-skill/SKILL.md", TempTree.skill("good-skill", description: "A later copy."))
         let root = tree.root
         let resources = byID(resolve([ContextScanRoot(path: root, userSource: "/declared")]))
-        #expect(resources.keys.sorted() == [
-            "skill:\(root)/.agents/skills/Bad_Name", "skill:\(root)/.agents/skills/good-skill",
-            "skill:\(root)/.agents/skills/nofront", "skill:\(root)/.agents/skills/other", "skill:\(root)/skills/second",
-        ], "the later good-skill is dropped: the first of a name wins")
+        #expect(
+            resources.keys.sorted() == [
+                "skill:\(root)/.agents/skills/Bad_Name", "skill:\(root)/.agents/skills/good-skill",
+                "skill:\(root)/.agents/skills/nofront", "skill:\(root)/.agents/skills/other", "skill:\(root)/skills/second",
+            ], "the later good-skill is dropped: the first of a name wins")
         let good = try #require(resources["skill:\(root)/.agents/skills/good-skill"])
         #expect(good.status == .ok && good.name == "good-skill" && good.description == "Deploys.")
         #expect(good.payload == Array(TempTree.skill("good-skill", description: "Deploys.").utf8))
@@ -79,9 +81,10 @@ struct ContextResolverTests {
             ContextScanRoot(path: tree.path("skills")), ContextScanRoot(path: tree.path("solo/SKILL.md")),
             ContextScanRoot(path: tree.path("notes/AGENTS.md")), ContextScanRoot(path: tree.path("missing")),
         ])
-        #expect(snapshot.resources.map(\.id) == [
-            "instruction_file:\(tree.root)/notes/AGENTS.md", "skill:\(tree.root)/skills/one", "skill:\(tree.root)/solo",
-        ])
+        #expect(
+            snapshot.resources.map(\.id) == [
+                "instruction_file:\(tree.root)/notes/AGENTS.md", "skill:\(tree.root)/skills/one", "skill:\(tree.root)/solo",
+            ])
         #expect(snapshot.resources.allSatisfy { $0.status == .ok })
     }
 
@@ -100,8 +103,9 @@ struct ContextResolverTests {
         #expect(resources["mcp_config:\(a)#ok"] == nil)
         #expect(resources["mcp_config:\(tree.path("b/.mcp.json"))"]?.status == .invalid)
         #expect(resources["mcp_config:\(tree.path("b/.mcp.json"))"]?.error.hasPrefix("invalid character") == true)
-        #expect(resources["mcp_config:\(tree.path("c/.mcp.json"))"]?.error
-            == "json: cannot unmarshal array into Go struct field mcpConfigFile.mcpServers of type map[string]json.RawMessage")
+        #expect(
+            resources["mcp_config:\(tree.path("c/.mcp.json"))"]?.error
+                == "json: cannot unmarshal array into Go struct field mcpConfigFile.mcpServers of type map[string]json.RawMessage")
         #expect(snapshot.resources.count == 5)
         // .mcp.json rows never move the drift hash.
         #expect(snapshot.aggregateHash == ContextSnapshot.aggregateHash(of: []))
@@ -113,8 +117,8 @@ struct ContextResolverTests {
         try tree.write("root/docs/rules.md", "inside")
         try tree.link("root/AGENTS.md", to: "docs/rules.md")
         try tree.link("root/CLAUDE.md", to: "../outside/secret")
-        try tree.link("root/.cursorrules", to: ".cursorrules") // a loop
-        try tree.link("root/.mcp.json", to: "nowhere.json") // broken
+        try tree.link("root/.cursorrules", to: ".cursorrules")  // a loop
+        try tree.link("root/.mcp.json", to: "nowhere.json")  // broken
         try tree.write("root/skills/ok/SKILL.md", TempTree.skill("ok"))
         try tree.link("root/skills/esc/SKILL.md", to: "../../../outside/secret")
         try tree.mkdir("root/docs/dir")
@@ -206,24 +210,25 @@ struct ContextResolverTests {
         let rows = snapshot.resources.map { [$0.id, $0.kind.name, $0.source, SHA256.hexString($0.contentHash), $0.status.name] }
         let input = String(decoding: try JSONSerialization.data(withJSONObject: rows), as: UTF8.self)
         let script = """
-        import hashlib, json, sys
-        h = hashlib.sha256()
-        def ns(s):
-            b = s.encode()
-            h.update(str(len(b)).encode() + b":" + b)
-        for rid, kind, source, digest, status in sorted(json.load(sys.stdin), key=lambda r: r[0].encode()):
-            if kind in ("mcp_config", "mcp_server"):
-                continue
-            ns(rid); ns(kind); ns(source); h.update(bytes.fromhex(digest)); ns(status); h.update(b"\\0")
-        print(h.hexdigest())
-        """
+            import hashlib, json, sys
+            h = hashlib.sha256()
+            def ns(s):
+                b = s.encode()
+                h.update(str(len(b)).encode() + b":" + b)
+            for rid, kind, source, digest, status in sorted(json.load(sys.stdin), key=lambda r: r[0].encode()):
+                if kind in ("mcp_config", "mcp_server"):
+                    continue
+                ns(rid); ns(kind); ns(source); h.update(bytes.fromhex(digest)); ns(status); h.update(b"\\0")
+            print(h.hexdigest())
+            """
         let python = await ChildProgram.run(["python3", "-c", script], input: input)
         #expect(python.status == 0)
         #expect(python.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == SHA256.hexString(snapshot.aggregateHash))
         #expect(snapshot.resources.count == 4)
         // The empty set hashes to sha256 of nothing.
-        #expect(SHA256.hexString(ContextSnapshot.aggregateHash(of: []))
-            == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
+        #expect(
+            SHA256.hexString(ContextSnapshot.aggregateHash(of: []))
+                == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
     }
 
     @Test func scanRootsAndSourcePaths() throws {
@@ -234,12 +239,13 @@ struct ContextResolverTests {
         let roots = ContextScanRoots.make(
             workingDirectory: tree.path("work"), home: tree.path("home"),
             userSources: [tree.path("home/.coder"), tree.path("work/extra")], fileSystem: fs)
-        #expect(roots == [
-            ContextScanRoot(path: tree.path("work")), ContextScanRoot(path: tree.path("home/.coder")),
-            ContextScanRoot(path: tree.path("home/.coder/skills")),
-            ContextScanRoot(path: tree.path("home/.coder"), userSource: tree.path("home/.coder")),
-            ContextScanRoot(path: tree.path("work/extra"), userSource: tree.path("work/extra")),
-        ])
+        #expect(
+            roots == [
+                ContextScanRoot(path: tree.path("work")), ContextScanRoot(path: tree.path("home/.coder")),
+                ContextScanRoot(path: tree.path("home/.coder/skills")),
+                ContextScanRoot(path: tree.path("home/.coder"), userSource: tree.path("home/.coder")),
+                ContextScanRoot(path: tree.path("work/extra"), userSource: tree.path("work/extra")),
+            ])
         #expect(try ContextSourcePath.lexical("  ~/a//b/./c/../d ", home: "/home/u") == "/home/u/a/b/d")
         #expect(throws: ContextSourcePath.Problem("path is empty")) { try ContextSourcePath.lexical(" ", home: "/h") }
         #expect(throws: ContextSourcePath.Problem("path \"rel\" is not absolute")) { try ContextSourcePath.lexical("rel", home: "/h") }

@@ -10,27 +10,31 @@ struct MCPConfigTests {
     }
 
     @Test func serversSortedWithTransportsAndExpandedEnv() throws {
-        let file = try parse("""
-        {"mcpServers": {
-          "zeta": {"url": "https://x/mcp", "headers": {"Authorization": "Bearer $TOKEN"}},
-          "alpha": {"command": "srv", "args": ["--port", "$TOKEN"], "env": {"A": "${TOKEN}-$HOST-$UNSET.", "B": null}},
-          "sse-one": {"type": "sse", "url": "http://y"}
-        }, "other": 1}
-        """)
+        let file = try parse(
+            """
+            {"mcpServers": {
+              "zeta": {"url": "https://x/mcp", "headers": {"Authorization": "Bearer $TOKEN"}},
+              "alpha": {"command": "srv", "args": ["--port", "$TOKEN"], "env": {"A": "${TOKEN}-$HOST-$UNSET.", "B": null}},
+              "sse-one": {"type": "sse", "url": "http://y"}
+            }, "other": 1}
+            """)
         #expect(file.entryErrors.isEmpty)
         #expect(file.servers.map(\.name) == ["alpha", "sse-one", "zeta"])
-        #expect(file.servers[0] == MCPServerConfig(
-            name: "alpha", transport: "stdio", command: "srv", args: ["--port", "$TOKEN"], env: ["A": "s3cret-h-.", "B": ""]))
+        #expect(
+            file.servers[0]
+                == MCPServerConfig(
+                    name: "alpha", transport: "stdio", command: "srv", args: ["--port", "$TOKEN"], env: ["A": "s3cret-h-.", "B": ""]))
         #expect(file.servers[1].transport == "sse")
         #expect(file.servers[2].transport == "http")
         #expect(file.servers[2].headers == ["Authorization": "Bearer $TOKEN"], "headers are literal")
     }
 
     @Test func badEntriesFailAlone() throws {
-        let file = try parse("""
-        {"mcpServers": {"good": {"command": "a"}, "a__b": {"command": "a"}, "_x": {"command": "a"},
-          "list": [1], "empty": {}, "typed": {"command": 5, "args": "no"}, "nulled": null, "good": {"command": "b"}}}
-        """)
+        let file = try parse(
+            """
+            {"mcpServers": {"good": {"command": "a"}, "a__b": {"command": "a"}, "_x": {"command": "a"},
+              "list": [1], "empty": {}, "typed": {"command": 5, "args": "no"}, "nulled": null, "good": {"command": "b"}}}
+            """)
         #expect(file.servers.map(\.name) == ["good"])
         #expect(file.servers.first?.command == "b", "the last duplicate wins, as in Go")
         let errors = Dictionary(uniqueKeysWithValues: file.entryErrors.map { ($0.name, $0.message) })

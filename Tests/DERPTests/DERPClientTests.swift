@@ -181,10 +181,11 @@ struct DERPClientTests {
         #expect(!a.send(to: b.publicKey, packet: [UInt8](repeating: 0, count: 65537)))
         // The warm-up packets ([0xAA], [0xBB]) may have been sent more than once: left out.
         let warmUps: Set<[UInt8]> = [[0xAA], [0xBB]]
-        #expect(await eventually {
-            inboxA.packets.filter { !warmUps.contains($0.packet) }.count >= 20
-                && inboxB.packets.filter { !warmUps.contains($0.packet) }.count >= 20
-        })
+        #expect(
+            await eventually {
+                inboxA.packets.filter { !warmUps.contains($0.packet) }.count >= 20
+                    && inboxB.packets.filter { !warmUps.contains($0.packet) }.count >= 20
+            })
         let fromA = inboxB.packets.map(\.packet).filter { !warmUps.contains($0) }
         let fromB = inboxA.packets.map(\.packet).filter { !warmUps.contains($0) }
         let expected = sizes.enumerated().map { [UInt8](repeating: UInt8($0.offset), count: $0.element) }

@@ -13,8 +13,9 @@ import Testing
         #expect(bytes.count == 5 + 104)
         #expect(Array(bytes[5..<37]) == client.publicKey.bytes)
         let nonce = Array(bytes[37..<61])
-        let json = try #require(DERPHandshake.openClientInfo(
-            nonce: nonce, sealed: Array(bytes[61...]), clientKey: client.publicKey, serverPrivateKey: server))
+        let json = try #require(
+            DERPHandshake.openClientInfo(
+                nonce: nonce, sealed: Array(bytes[61...]), clientKey: client.publicKey, serverPrivateKey: server))
         #expect(String(decoding: json, as: UTF8.self) == #"{"version":2,"CanAckPings":true}"#)
         // Another server's key does not open it.
         let other = X25519PrivateKey.generate()
@@ -27,11 +28,13 @@ import Testing
         let plain = try #require(DERPHandshake.serverInfo(privateKey: server, clientKey: client.publicKey))
         #expect(plain.encoded.count == 5 + 53)
         guard case .serverInfo(let nonce, let sealed) = plain else { Issue.record("not a server info"); return }
-        #expect(try DERPHandshake.openServerInfo(nonce: nonce, sealed: sealed, privateKey: client, serverKey: server.publicKey)
-            == DERPHandshake.ServerInfo(version: 2))
-        let limited = try #require(DERPHandshake.serverInfo(
-            json: #"{"version":2,"TokenBucketBytesPerSecond":1000,"TokenBucketBytesBurst":5000,"future":[1]}"#,
-            privateKey: server, clientKey: client.publicKey))
+        #expect(
+            try DERPHandshake.openServerInfo(nonce: nonce, sealed: sealed, privateKey: client, serverKey: server.publicKey)
+                == DERPHandshake.ServerInfo(version: 2))
+        let limited = try #require(
+            DERPHandshake.serverInfo(
+                json: #"{"version":2,"TokenBucketBytesPerSecond":1000,"TokenBucketBytesBurst":5000,"future":[1]}"#,
+                privateKey: server, clientKey: client.publicKey))
         guard case .serverInfo(let nonce2, let sealed2) = limited else { Issue.record("not a server info"); return }
         let info = try DERPHandshake.openServerInfo(nonce: nonce2, sealed: sealed2, privateKey: client, serverKey: server.publicKey)
         #expect(info.tokenBucketBytesPerSecond == 1000 && info.tokenBucketBytesBurst == 5000)
@@ -56,14 +59,16 @@ import Testing
             #expect(try DERPFrame(raw) == frame)
             #expect(decoder.bufferedCount == 0)
         }
-        #expect(DERPFrame.restarting(reconnectInMilliseconds: 1500, tryForMilliseconds: 2).encoded
-            == [0x15, 0, 0, 0, 8, 0, 0, 0x05, 0xdc, 0, 0, 0, 2])
+        #expect(
+            DERPFrame.restarting(reconnectInMilliseconds: 1500, tryForMilliseconds: 2).encoded
+                == [0x15, 0, 0, 0, 8, 0, 0, 0x05, 0xdc, 0, 0, 0, 2])
         #expect(DERPFrame.notePreferred(true).encoded == [0x07, 0, 0, 0, 1, 1])
     }
 
     @Test func framesDoNotDependOnTheSplit() throws {
         let key = X25519PrivateKey.generate().publicKey
-        let stream = DERPFrame.recvPacket(source: key, packet: Array(0..<200)).encoded + DERPFrame.keepAlive.encoded
+        let stream =
+            DERPFrame.recvPacket(source: key, packet: Array(0..<200)).encoded + DERPFrame.keepAlive.encoded
             + DERPFrame.health("x").encoded
         var whole = DERPFrameDecoder()
         whole.feed(stream)

@@ -33,9 +33,10 @@ struct DERPHostileTests {
             // Unknown types and frames too short for their type are skipped and counted.
             relay.inject(DERPRawFrame(type: 0x7e, payload: [1, 2, 3]).encoded, to: client.publicKey)
             relay.inject(DERPRawFrame(type: DERPFrameType.recvPacket, payload: [1, 2]).encoded, to: client.publicKey)
-            #expect(await eventually {
-                client.statistics.drops["unknown_frame"] == 1 && client.statistics.drops["malformed_frame"] == 1
-            })
+            #expect(
+                await eventually {
+                    client.statistics.drops["unknown_frame"] == 1 && client.statistics.drops["malformed_frame"] == 1
+                })
             #expect(client.state.phase == .connected && client.statistics.connects == 1)
 
             // A header over 1 MiB: dropped as soon as the header is read.

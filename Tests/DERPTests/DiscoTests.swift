@@ -51,8 +51,9 @@ import Testing
 
     @Test func lenientParsing() throws {
         #expect(try DiscoMessage(decoding: [1, 0] + Array(repeating: 7, count: 12)) == .ping(txID: Array(repeating: 7, count: 12), nodeKey: nil))
-        #expect(try DiscoMessage(decoding: [1, 1] + Array(repeating: 7, count: 12) + Array(repeating: 0, count: 1218))
-            == .ping(txID: Array(repeating: 7, count: 12), nodeKey: nil))
+        #expect(
+            try DiscoMessage(decoding: [1, 1] + Array(repeating: 7, count: 12) + Array(repeating: 0, count: 1218))
+                == .ping(txID: Array(repeating: 7, count: 12), nodeKey: nil))
         #expect(throws: DiscoError.short) { try DiscoMessage(decoding: [1, 0, 1]) }
         #expect(throws: DiscoError.short) { try DiscoMessage(decoding: [2, 1] + Array(repeating: 0, count: 29)) }
         #expect(throws: DiscoError.unknownType(9)) { try DiscoMessage(decoding: [9, 0]) }

@@ -20,7 +20,8 @@ import Testing
     }
 
     @Test func rfc5769IPv4Response() throws {
-        let response = Self.hex("""
+        let response = Self.hex(
+            """
             0101003c2112a442b7e7a701bc34d686fa87dfae
             8022000b7465737420766563746f7220
             00200008 0001a147e112a643
@@ -33,7 +34,8 @@ import Testing
     }
 
     @Test func rfc5769IPv6Response() throws {
-        let response = Self.hex("""
+        let response = Self.hex(
+            """
             010100482112a442b7e7a701bc34d686fa87dfae
             8022000b7465737420766563746f7220
             00200014 0002a1470113a9faa5d3f179bc25f4b5bed2b9d9

@@ -193,7 +193,7 @@ struct DRPCCallTests {
     @Test func garbageClosesTheTransportWithoutTrapping() async throws {
         let (client, serverEnd) = MemoryDuplex.pair()
         let serving = Task { await lifecycleServer().serve(serverEnd) }
-        try await client.write([0x05, 0x00, 0x01, 0x00]) // stream 0: monotonicity violation
+        try await client.write([0x05, 0x00, 0x01, 0x00])  // stream 0: monotonicity violation
         _ = await serving.value
         #expect(try await client.read() == nil)
     }
@@ -247,8 +247,12 @@ struct YamuxDRPCPair {
         self.client = client
         self.server = server
         tasks = [
-            Task { for await b in toServer { await server.receive(b) }; await server.transportClosed() },
-            Task { for await b in toClient { await client.receive(b) }; await client.transportClosed() },
+            Task {
+                for await b in toServer { await server.receive(b) }; await server.transportClosed()
+            },
+            Task {
+                for await b in toClient { await client.receive(b) }; await client.transportClosed()
+            },
             Task {
                 await withTaskGroup(of: Void.self) { group in
                     while let stream = await server.accept() {

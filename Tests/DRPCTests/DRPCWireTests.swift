@@ -13,7 +13,8 @@ struct DRPCWireTests {
         DRPCPacket(streamID: 1, messageID: 1, kind: .invoke, data: Array(Self.method.utf8)).encode(into: &out)
         DRPCPacket(streamID: 1, messageID: 2, kind: .message, data: Self.lifecycleRequest).encode(into: &out)
         DRPCPacket(streamID: 1, messageID: 3, kind: .closeSend).encode(into: &out)
-        let expected: [UInt8] = [0x03, 0x01, 0x01, 0x25] + Array(Self.method.utf8)
+        let expected: [UInt8] =
+            [0x03, 0x01, 0x01, 0x25] + Array(Self.method.utf8)
             + [0x05, 0x01, 0x02, 0x0C] + Self.lifecycleRequest
             + [0x0D, 0x01, 0x03, 0x00]
         #expect(out == expected)

@@ -21,13 +21,14 @@ struct DesktopActionDecodingTests {
     }
 
     /// A body of the wrong shape names the field that is wrong.
-    @Test(arguments: [
-        (#"{"action":"mouse_move","coordinate":"x"}"#, "json: cannot unmarshal string into Go struct field DesktopAction.coordinate of type []int"),
-        (#"{"action":"mouse_move","coordinate":[1,"y"]}"#, "json: cannot unmarshal string into Go struct field DesktopAction.coordinate of type int"),
-        (#"{"action":"scroll","scroll_amount":1e30}"#, "json: cannot unmarshal number 1e30 into Go struct field DesktopAction.scroll_amount of type int"),
-        (#"{"action":7}"#, "json: cannot unmarshal number into Go struct field DesktopAction.action of type string"),
-        (#"{"action":"#, "unexpected EOF"),
-    ] as [(String, String)])
+    @Test(
+        arguments: [
+            (#"{"action":"mouse_move","coordinate":"x"}"#, "json: cannot unmarshal string into Go struct field DesktopAction.coordinate of type []int"),
+            (#"{"action":"mouse_move","coordinate":[1,"y"]}"#, "json: cannot unmarshal string into Go struct field DesktopAction.coordinate of type int"),
+            (#"{"action":"scroll","scroll_amount":1e30}"#, "json: cannot unmarshal number 1e30 into Go struct field DesktopAction.scroll_amount of type int"),
+            (#"{"action":7}"#, "json: cannot unmarshal number into Go struct field DesktopAction.action of type string"),
+            (#"{"action":"#, "unexpected EOF"),
+        ] as [(String, String)])
     func wrongShapesNameTheField(json: String, field: String) {
         do {
             _ = try DesktopAction.decode(json: Array(json.utf8))
@@ -147,7 +148,11 @@ struct DesktopActionDecodingTests {
         // A task cancelled before it asks does not run either, and leaves nothing behind.
         let (hold2, holding2) = AsyncStream<Void>.makeStream()
         let (entered2, enter2) = AsyncStream<Void>.makeStream()
-        let holder2 = Task { await gate.withGate { enter2.yield(); for await _ in hold2 {} } }
+        let holder2 = Task {
+            await gate.withGate {
+                enter2.yield(); for await _ in hold2 {}
+            }
+        }
         for await _ in entered2 { break }
         let late = Task {
             withUnsafeCurrentTask { $0?.cancel() }

@@ -19,9 +19,10 @@ struct DesktopBoundsTests {
         try await DesktopHarness.with { desktop in
             // The desktop first: on a loaded host its first start can fail (the next use
             // starts it again), and the cases below are about the numbers, not the start.
-            #expect(await eventually(timeout: .seconds(90)) {
-                (try? await desktop.action(#"{"action":"cursor_position"}"#))?.status == 200
-            })
+            #expect(
+                await eventually(timeout: .seconds(90)) {
+                    (try? await desktop.action(#"{"action":"cursor_position"}"#))?.status == 200
+                })
             let scaled = #"Invalid "scaled_width" or "scaled_height"."#
             let cases: [(String, Int, String?)] = [
                 // scroll_amount: at most 1000 wheel clicks either way.
@@ -72,9 +73,10 @@ struct DesktopBoundsTests {
     /// 1-pixel image; one that ends exactly at the far corner is captured.
     @Test func aRegionBeyondTheScreenIsRefusedWithTheScreensBounds() async throws {
         try await DesktopHarness.with { desktop in
-            #expect(await eventually(timeout: .seconds(90)) {
-                (try? await desktop.action(#"{"action":"cursor_position"}"#))?.status == 200
-            })
+            #expect(
+                await eventually(timeout: .seconds(90)) {
+                    (try? await desktop.action(#"{"action":"cursor_position"}"#))?.status == 200
+                })
             let outside = [
                 #"{"action":"screenshot","region":[5000,5000,10,10]}"#,
                 #"{"action":"screenshot","region":[1915,0,10,10]}"#,
@@ -95,8 +97,9 @@ struct DesktopBoundsTests {
             #expect((scaled.body["detail"] as? String)?.contains("1280x720") == true, "\(scaled.body)")
             // The far corner exactly: captured.
             let corner = try await desktop.action(#"{"action":"screenshot","region":[1910,1070,10,10]}"#)
-            #expect(corner.status == 200 && corner.body["screenshot_width"] as? Int == 10 && corner.body["screenshot_height"] as? Int == 10,
-                    "\(corner.status) \(corner.body)")
+            #expect(
+                corner.status == 200 && corner.body["screenshot_width"] as? Int == 10 && corner.body["screenshot_height"] as? Int == 10,
+                "\(corner.status) \(corner.body)")
         }
     }
 
@@ -111,8 +114,10 @@ struct DesktopBoundsTests {
             func action(_ json: String) async throws -> (status: Int, body: [String: Any]) {
                 var answer = try await desktop.action(json)
                 // (Or, as loaded, Xvnc answered nothing for 10 s while it built that framebuffer.)
-                for _ in 0..<2 where answer.status == 500
-                    && ["connection", "did not answer"].contains(where: { (answer.body["detail"] as? String)?.contains($0) == true }) {
+                for _ in 0..<2
+                where answer.status == 500
+                    && ["connection", "did not answer"].contains(where: { (answer.body["detail"] as? String)?.contains($0) == true })
+                {
                     answer = try await desktop.action(json)
                 }
                 return answer

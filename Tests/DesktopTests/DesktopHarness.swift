@@ -54,34 +54,34 @@ struct DesktopHarness {
     /// of the agent's encoder), with the image's size.
     static func pixel(_ base64: String, x: Int, y: Int) async -> (width: Int, height: Int, rgb: [Int]) {
         let script = """
-        import base64, struct, sys, zlib
-        png = base64.b64decode(sys.stdin.read())
-        assert png[:8] == b'\\x89PNG\\r\\n\\x1a\\n'
-        pos, idat, w, h = 8, b'', 0, 0
-        while pos < len(png):
-            n, kind = struct.unpack('>I4s', png[pos:pos+8]); data = png[pos+8:pos+8+n]; pos += 12 + n
-            if kind == b'IHDR': w, h, depth, color = struct.unpack('>IIBB', data[:10]); assert (depth, color) == (8, 2)
-            if kind == b'IDAT': idat += data
-        raw, stride = zlib.decompress(idat), w * 3
-        x, y = int(sys.argv[1]), int(sys.argv[2])
-        def unfilter(r, prev):
-            f, line = raw[r*(stride+1)], bytearray(raw[r*(stride+1)+1:(r+1)*(stride+1)])
-            for i in range(stride):
-                a = line[i-3] if i >= 3 else 0; b = prev[i]; c = prev[i-3] if i >= 3 else 0
-                if f == 1: line[i] = (line[i] + a) & 255
-                elif f == 2: line[i] = (line[i] + b) & 255
-                elif f == 3: line[i] = (line[i] + (a + b) // 2) & 255
-                elif f == 4:
-                    p = a + b - c; pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
-                    line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
-            return line
-        if raw[y*(stride+1)] in (0, 1):
-            row = unfilter(y, bytearray(stride))  # None and Sub need only the row itself
-        else:
-            row = bytearray(stride)
-            for r in range(y + 1): row = unfilter(r, row)
-        print(w, h, *row[x*3:x*3+3])
-        """
+            import base64, struct, sys, zlib
+            png = base64.b64decode(sys.stdin.read())
+            assert png[:8] == b'\\x89PNG\\r\\n\\x1a\\n'
+            pos, idat, w, h = 8, b'', 0, 0
+            while pos < len(png):
+                n, kind = struct.unpack('>I4s', png[pos:pos+8]); data = png[pos+8:pos+8+n]; pos += 12 + n
+                if kind == b'IHDR': w, h, depth, color = struct.unpack('>IIBB', data[:10]); assert (depth, color) == (8, 2)
+                if kind == b'IDAT': idat += data
+            raw, stride = zlib.decompress(idat), w * 3
+            x, y = int(sys.argv[1]), int(sys.argv[2])
+            def unfilter(r, prev):
+                f, line = raw[r*(stride+1)], bytearray(raw[r*(stride+1)+1:(r+1)*(stride+1)])
+                for i in range(stride):
+                    a = line[i-3] if i >= 3 else 0; b = prev[i]; c = prev[i-3] if i >= 3 else 0
+                    if f == 1: line[i] = (line[i] + a) & 255
+                    elif f == 2: line[i] = (line[i] + b) & 255
+                    elif f == 3: line[i] = (line[i] + (a + b) // 2) & 255
+                    elif f == 4:
+                        p = a + b - c; pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                        line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
+                return line
+            if raw[y*(stride+1)] in (0, 1):
+                row = unfilter(y, bytearray(stride))  # None and Sub need only the row itself
+            else:
+                row = bytearray(stride)
+                for r in range(y + 1): row = unfilter(r, row)
+            print(w, h, *row[x*3:x*3+3])
+            """
         let out = await run(["python3", "-c", script, "\(x)", "\(y)"], input: base64)
         let numbers = out.split(whereSeparator: { $0 == " " || $0 == "\n" }).compactMap { Int($0) }
         guard numbers.count == 5 else { return (0, 0, []) }

@@ -57,10 +57,11 @@ struct DesktopSupervisorTests {
         kill(pids[0], SIGKILL)
         // Its exit is seen within milliseconds (the waiting thread reaps it).
         var second = first
-        #expect(await eventually {
-            second = (try? await supervisor.ensureStarted()) ?? first
-            return second != first
-        })
+        #expect(
+            await eventually {
+                second = (try? await supervisor.ensureStarted()) ?? first
+                return second != first
+            })
         #expect(LoopbackProbe.rfbBanner(port: second.vncPort))
         #expect(sessions.current.variables == ["DISPLAY": ":\(second.display)"])
 
@@ -114,9 +115,10 @@ struct DesktopSupervisorTests {
         let previous = umask(0o022)
         defer { umask(previous) }
         try await DesktopHarness.with { desktop in
-            #expect(await eventually(timeout: .seconds(90)) {
-                (try? await desktop.action(#"{"action":"cursor_position"}"#))?.status == 200
-            })
+            #expect(
+                await eventually(timeout: .seconds(90)) {
+                    (try? await desktop.action(#"{"action":"cursor_position"}"#))?.status == 200
+                })
             let directory = desktop.state + "/desktop"
             var info = stat()
             try #require(stat(directory, &info) == 0, "no \(directory)")

@@ -9,35 +9,35 @@ import Testing
 @Suite(.serialized, .timeLimit(.minutes(2)))
 struct PortableDesktopTests {
     static let stub = #"""
-    #!/bin/sh
-    dir="$(dirname "$0")"
-    echo "$*" >> "$dir/calls"
-    case "$1" in
-    up)
-      if [ -n "$STUB_PRINT" ]; then echo $$ > "$dir/up.pid"; echo "$STUB_PRINT"; exec sleep 30; fi
-      geometry="$4"
-      d=40; while [ -e /tmp/.X$d-lock ] || [ -e /tmp/.X11-unix/X$d ]; do d=$((d+1)); done
-      port=$(python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])')
-      setsid Xvnc :$d -rfbport $port -localhost -interface 127.0.0.1 -SecurityTypes None -AlwaysShared \
-        -BlacklistThreshold 1000000 -geometry "$geometry" -depth 24 >/dev/null 2>&1 </dev/null &
-      echo $! > "$dir/xvnc.pid"
-      i=0
-      while [ $i -lt 200 ] && ! grep -q "$(printf ':%04X 00000000:0000 0A' $port)" /proc/net/tcp; do sleep 0.05; i=$((i+1)); done
-      echo "starting up" >&2
-      printf '{"vncPort":%s,"geometry":"%s","xvncPid":%s,"display":%s}\n' $port "$geometry" "$(cat "$dir/xvnc.pid")" $d
-      ;;
-    down) kill "$(cat "$dir/xvnc.pid")" 2>/dev/null; echo stopped ;;
-    record)
-      shift; thumb=""; out=""
-      while [ $# -gt 0 ]; do case "$1" in --thumbnail) thumb="$2"; shift 2;; --*) shift 2;; *) out="$1"; shift;; esac; done
-      trap 'printf "fake mp4 data" > "$out"; printf "fake jpeg" > "$thumb"; exit 0' INT
-      # The test waits for this before it stops the recording (a SIGINT before the trap
-      # would end the stub without its files).
-      touch "$dir/$(basename "$out").ready"
-      while :; do sleep 0.05; done
-      ;;
-    esac
-    """#
+        #!/bin/sh
+        dir="$(dirname "$0")"
+        echo "$*" >> "$dir/calls"
+        case "$1" in
+        up)
+          if [ -n "$STUB_PRINT" ]; then echo $$ > "$dir/up.pid"; echo "$STUB_PRINT"; exec sleep 30; fi
+          geometry="$4"
+          d=40; while [ -e /tmp/.X$d-lock ] || [ -e /tmp/.X11-unix/X$d ]; do d=$((d+1)); done
+          port=$(python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])')
+          setsid Xvnc :$d -rfbport $port -localhost -interface 127.0.0.1 -SecurityTypes None -AlwaysShared \
+            -BlacklistThreshold 1000000 -geometry "$geometry" -depth 24 >/dev/null 2>&1 </dev/null &
+          echo $! > "$dir/xvnc.pid"
+          i=0
+          while [ $i -lt 200 ] && ! grep -q "$(printf ':%04X 00000000:0000 0A' $port)" /proc/net/tcp; do sleep 0.05; i=$((i+1)); done
+          echo "starting up" >&2
+          printf '{"vncPort":%s,"geometry":"%s","xvncPid":%s,"display":%s}\n' $port "$geometry" "$(cat "$dir/xvnc.pid")" $d
+          ;;
+        down) kill "$(cat "$dir/xvnc.pid")" 2>/dev/null; echo stopped ;;
+        record)
+          shift; thumb=""; out=""
+          while [ $# -gt 0 ]; do case "$1" in --thumbnail) thumb="$2"; shift 2;; --*) shift 2;; *) out="$1"; shift;; esac; done
+          trap 'printf "fake mp4 data" > "$out"; printf "fake jpeg" > "$thumb"; exit 0' INT
+          # The test waits for this before it stops the recording (a SIGINT before the trap
+          # would end the stub without its files).
+          touch "$dir/$(basename "$out").ready"
+          while :; do sleep 0.05; done
+          ;;
+        esac
+        """#
 
     /// The stub's recorder for `id` has set its SIGINT trap (it touched its marker).
     static func recorderReady(_ stubDirectory: String, _ id: String) async -> Bool {

@@ -70,8 +70,10 @@ struct VNCBridgeTests {
         try await DesktopHarness.with(environment: ["PATH": "/nonexistent"]) { desktop in
             let response = try await desktop.client.request(
                 "GET", "/api/v0/desktop/vnc",
-                headers: [("Upgrade", "websocket"), ("Connection", "Upgrade"), ("Sec-WebSocket-Version", "13"),
-                          ("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")])
+                headers: [
+                    ("Upgrade", "websocket"), ("Connection", "Upgrade"), ("Sec-WebSocket-Version", "13"),
+                    ("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="),
+                ])
             #expect(response.status == 500)
             let body = try JSONSerialization.jsonObject(with: Data(response.body)) as? [String: Any]
             #expect(body?["message"] as? String == "Failed to start desktop session.")

@@ -73,24 +73,24 @@ struct XProtocolTests {
     /// `refuse` sends a refusal.
     static func fakeServer(display: Int, mode: String, reply: [UInt8] = []) async throws -> ChildProgram.Running {
         let script = """
-        import socket, struct, sys, time
-        display, mode, reply = int(sys.argv[1]), sys.argv[2], bytes.fromhex(sys.argv[3])
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.bind('\\0/tmp/.X11-unix/X%d' % display)
-        s.listen(8)
-        print('ready', flush=True)
-        held = []
-        for _ in range(20):
-            c, _ = s.accept()
-            held.append(c)
-            c.recv(12)
-            if mode == 'stall':
-                c.sendall(reply)
-            elif mode == 'refuse':
-                reason = b'No protocol specified\\n'
-                c.sendall(struct.pack('<BBHHH', 0, len(reason), 11, 0, (len(reason) + 2) // 4) + reason + b'\\0\\0')
-        time.sleep(60)
-        """
+            import socket, struct, sys, time
+            display, mode, reply = int(sys.argv[1]), sys.argv[2], bytes.fromhex(sys.argv[3])
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.bind('\\0/tmp/.X11-unix/X%d' % display)
+            s.listen(8)
+            print('ready', flush=True)
+            held = []
+            for _ in range(20):
+                c, _ = s.accept()
+                held.append(c)
+                c.recv(12)
+                if mode == 'stall':
+                    c.sendall(reply)
+                elif mode == 'refuse':
+                    reason = b'No protocol specified\\n'
+                    c.sendall(struct.pack('<BBHHH', 0, len(reason), 11, 0, (len(reason) + 2) // 4) + reason + b'\\0\\0')
+            time.sleep(60)
+            """
         let hex = reply.map { String(format: "%02x", $0) }.joined()
         let server = try #require(ChildProgram.start(["python3", "-c", script, "\(display)", mode, hex]))
         let line = await onThread { () -> String in

@@ -83,10 +83,11 @@ struct ListeningPortsTests {
     }
 
     @Test func theCacheAnswersForASecondThenScansAgain() async throws {
-        let child = try #require(ChildProgram.start([
-            "/usr/bin/python3", "-c",
-            "import socket, sys\ns = socket.socket()\ns.bind(('127.0.0.1', 0))\ns.listen()\nprint(s.getsockname()[1], flush=True)\nsys.stdin.read()",
-        ]))
+        let child = try #require(
+            ChildProgram.start([
+                "/usr/bin/python3", "-c",
+                "import socket, sys\ns = socket.socket()\ns.bind(('127.0.0.1', 0))\ns.listen()\nprint(s.getsockname()[1], flush=True)\nsys.stdin.read()",
+            ]))
         let port = try #require(UInt16(await readLine(child.stdout)))
         let cache = ListeningPortCache(scanner: ListeningPortScanner())
         let start = ContinuousClock.now

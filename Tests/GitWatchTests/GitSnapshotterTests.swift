@@ -54,8 +54,9 @@ struct GitSnapshotterTests {
         defer { try? FileManager.default.removeItem(atPath: patch) }
         let check = try await Self.git(["apply", "--check", "-R", "-v", patch], in: root)
         #expect(!check.contains("error"))
-        #expect(GitSnapshotter.repositoryRoot(containing: root + "/a.txt").map { URL(fileURLWithPath: $0).resolvingSymlinksInPath().path }
-            == URL(fileURLWithPath: root).resolvingSymlinksInPath().path)
+        #expect(
+            GitSnapshotter.repositoryRoot(containing: root + "/a.txt").map { URL(fileURLWithPath: $0).resolvingSymlinksInPath().path }
+                == URL(fileURLWithPath: root).resolvingSymlinksInPath().path)
     }
 
     @Test func untrackedFilesAppearAsNewFilesAndIgnoredOnesDoNot() async throws {

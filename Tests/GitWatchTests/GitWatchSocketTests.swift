@@ -78,8 +78,9 @@ struct GitWatchSocketTests {
             sink.yield(channel.localAddress?.port ?? 0)
             sink.finish()
         }
-        let services = ServiceGroup(configuration: .init(
-            services: module.services.map(\.service), logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })))
+        let services = ServiceGroup(
+            configuration: .init(
+                services: module.services.map(\.service), logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })))
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await app.run() }
             group.addTask { try await services.run() }

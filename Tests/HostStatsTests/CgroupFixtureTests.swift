@@ -11,9 +11,11 @@ struct CgroupFixtureTests {
 
     /// A statter whose CPU sample rewrites `files` between its two readings.
     static func statter(_ tree: FixtureTree, between files: [String: String] = [:]) throws -> HostStatter {
-        try HostStatter(fileSystem: tree.fileSystem, wait: { _ in
-            for (path, text) in files { try? tree.write(path, text) }
-        })
+        try HostStatter(
+            fileSystem: tree.fileSystem,
+            wait: { _ in
+                for (path, text) in files { try? tree.write(path, text) }
+            })
     }
 
     @Test func v2NestedTakesLimitsFromTheParentWhenTheLeafSaysMax() throws {
@@ -78,14 +80,18 @@ struct CgroupFixtureTests {
         #expect(try statter.containerMemory(.none).get()?.text == "900/5000 B (18%)")
 
         tree.remove("/sys/fs/cgroup/a/memory.current")
-        #expect(statter.containerMemory(.none).failure == StatError(
-            "read memory usage: read parent: read parent: read memory current: read /sys/fs/cgroup/memory.current: "
-                + "open /sys/fs/cgroup/memory.current: no such file or directory", notExist: true))
+        #expect(
+            statter.containerMemory(.none).failure
+                == StatError(
+                    "read memory usage: read parent: read parent: read memory current: read /sys/fs/cgroup/memory.current: "
+                        + "open /sys/fs/cgroup/memory.current: no such file or directory", notExist: true))
         // Only a missing file goes up: a line that is not there is an error at once.
         try tree.write("/sys/fs/cgroup/a/memory.current", "1000\n")
         try tree.write("/sys/fs/cgroup/a/b/memory.stat", "anon 1\n")
-        #expect(statter.containerMemory(.none).failure == StatError(
-            "read memory stats: read memory stat inactive_file: parse /sys/fs/cgroup/a/b/memory.stat: did not find line with prefix inactive_file"))
+        #expect(
+            statter.containerMemory(.none).failure
+                == StatError(
+                    "read memory stats: read memory stat inactive_file: parse /sys/fs/cgroup/a/b/memory.stat: did not find line with prefix inactive_file"))
     }
 
     @Test func v2OddFilesGiveTheReferencesErrors() throws {
@@ -96,16 +102,18 @@ struct CgroupFixtureTests {
         try tree.write(leaf + "/memory.current", "1\n")
         try tree.write(leaf + "/memory.stat", "inactive_file 0\n")
         let statter = try Self.statter(tree)
-        #expect(statter.containerMemory(.none).failure?.description
-            == "read memory total: read memory total: parse \(leaf)/memory.max: strconv.ParseInt: parsing \"99999999999999999999\": value out of range")
+        #expect(
+            statter.containerMemory(.none).failure?.description
+                == "read memory total: read memory total: parse \(leaf)/memory.max: strconv.ParseInt: parsing \"99999999999999999999\": value out of range")
         // Garbage and empty files read as "max": the parent's limit (none here).
         for odd in ["garbage\n", "", "\n\n"] {
             try tree.write(leaf + "/memory.max", odd)
             #expect(try statter.containerMemory(.none).get()?.total == nil)
         }
         try tree.write(leaf + "/memory.current", "")
-        #expect(statter.containerMemory(.none).failure?.description
-            == "read memory usage: read memory current: parse \(leaf)/memory.current: strconv.ParseInt: parsing \"\": invalid syntax")
+        #expect(
+            statter.containerMemory(.none).failure?.description
+                == "read memory usage: read memory current: parse \(leaf)/memory.current: strconv.ParseInt: parsing \"\": invalid syntax")
         // cpu.max with one field, which the reference would index past.
         try tree.write(leaf + "/cpu.stat", "usage_usec 5\n")
         try tree.write(leaf + "/cpu.max", "max\n")
@@ -115,8 +123,9 @@ struct CgroupFixtureTests {
         let cpu = try #require(try statter.containerCPU().get())
         #expect(cpu.total == .infinity && cpu.used.isNaN)
         tree.remove(leaf + "/cpu.stat")
-        #expect(statter.containerCPU().failure?.description
-            == "get cgroup CPU usage: get cgroupv2 cpu used: read \(leaf)/cpu.stat: open \(leaf)/cpu.stat: no such file or directory")
+        #expect(
+            statter.containerCPU().failure?.description
+                == "get cgroup CPU usage: get cgroupv2 cpu used: read \(leaf)/cpu.stat: open \(leaf)/cpu.stat: no such file or directory")
     }
 
     @Test func v2DepthIsBoundedAsTheReferences() throws {
@@ -131,9 +140,11 @@ struct CgroupFixtureTests {
             try Self.statter(tree)
         }
         tree.remove("/proc/self/cgroup")
-        #expect(throws: StatError(
-            "get cgroup statter: get current cgroup: read /proc/self/cgroup: open /proc/self/cgroup: no such file or directory",
-            notExist: true)) { try Self.statter(tree) }
+        #expect(
+            throws: StatError(
+                "get cgroup statter: get current cgroup: read /proc/self/cgroup: open /proc/self/cgroup: no such file or directory",
+                notExist: true)
+        ) { try Self.statter(tree) }
     }
 
     @Test func v1SplitDirectoriesAndDockersUnlimited() throws {
@@ -165,15 +176,17 @@ struct CgroupFixtureTests {
         let statter = try Self.statter(tree)
         let joint = "/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us"
         let split = "/sys/fs/cgroup/cpu/cpu.cfs_period_us"
-        #expect(statter.containerCPU().failure?.description == """
-            get total cpu: 2 errors occurred:
-            \t* get cpu period: read \(joint): open \(joint): no such file or directory
-            \t* get cpu period: read \(split): open \(split): no such file or directory
+        #expect(
+            statter.containerCPU().failure?.description == """
+                get total cpu: 2 errors occurred:
+                \t* get cpu period: read \(joint): open \(joint): no such file or directory
+                \t* get cpu period: read \(split): open \(split): no such file or directory
 
 
-            """)
-        #expect(statter.containerMemory(.none).failure?.description == "read memory total: read /sys/fs/cgroup/memory/memory.limit_in_bytes: "
-            + "open /sys/fs/cgroup/memory/memory.limit_in_bytes: no such file or directory")
+                """)
+        #expect(
+            statter.containerMemory(.none).failure?.description == "read memory total: read /sys/fs/cgroup/memory/memory.limit_in_bytes: "
+                + "open /sys/fs/cgroup/memory/memory.limit_in_bytes: no such file or directory")
     }
 
     @Test func aPlainHostHasNoContainerFigures() throws {
@@ -195,11 +208,17 @@ struct CgroupFixtureTests {
         let tree = try FixtureTree()
         try tree.host()
         tree.remove("/proc/stat")
-        #expect(throws: StatError("get host info: failed to read proc stat: open /proc/stat: no such file or directory",
-                                   notExist: true)) { try Self.statter(tree) }
+        #expect(
+            throws: StatError(
+                "get host info: failed to read proc stat: open /proc/stat: no such file or directory",
+                notExist: true)
+        ) { try Self.statter(tree) }
         try tree.write("/proc/stat", "cpu one two\n")
-        #expect(throws: StatError("get host info: failed to read proc stat: Error Parsing File: couldn't parse "
-            + "\"cpu one two\" (cpu): strconv.ParseFloat: parsing \"\": invalid syntax")) { try Self.statter(tree) }
+        #expect(
+            throws: StatError(
+                "get host info: failed to read proc stat: Error Parsing File: couldn't parse "
+                    + "\"cpu one two\" (cpu): strconv.ParseFloat: parsing \"\": invalid syntax")
+        ) { try Self.statter(tree) }
         try tree.write("/proc/stat", FixtureTree.procStat(total: 10, idle: 5))
         // No cpuinfo: the machine's core count; a garbled one: zero cores.
         tree.remove("/proc/cpuinfo")
@@ -209,8 +228,9 @@ struct CgroupFixtureTests {
         #expect(statter.cores == 0)
         #expect(try statter.hostCPU().get().text == "0/0 cores")
         tree.remove("/proc/meminfo")
-        #expect(statter.hostMemory(.gibi).failure?.description
-            == "get memory info: error reading meminfo file /proc/meminfo: open /proc/meminfo: no such file or directory")
+        #expect(
+            statter.hostMemory(.gibi).failure?.description
+                == "get memory info: error reading meminfo file /proc/meminfo: open /proc/meminfo: no such file or directory")
         try tree.write("/proc/meminfo", "")
         #expect(try statter.hostMemory(.gibi).get().text == "0/0 GiB")
         try tree.write("/proc/meminfo", "MemTotal: 1 kB\nMemAvailable: 3 kB\n")
@@ -228,7 +248,8 @@ struct CgroupFixtureTests {
         let usage = DiskUsage(blocks: 1000, freeBlocks: 300, blockSize: 4096)
         #expect(usage == DiskUsage(blocks: 1000, freeBlocks: 300, blockSize: 4096))
         #expect(usage.total == 4_096_000 && usage.used == 2_867_200)
-        let statter = try HostStatter(fileSystem: MemoryFileSystem(files: ["/proc/stat": "cpu 1 1 1 1\n"])) { _ in } diskUsage: { path in
+        let statter = try HostStatter(fileSystem: MemoryFileSystem(files: ["/proc/stat": "cpu 1 1 1 1\n"])) { _ in
+        } diskUsage: { path in
             path == "/" ? .success(usage) : .failure(DiskError(errno: ENOENT))
         }
         #expect(try statter.disk(.kibi, path: "").get().text == "2800/4000 KiB (70%)")

@@ -39,10 +39,12 @@ struct ParserTests {
     @Test func prefixedLines() throws {
         let stat = Self.bytes("anon 5\ninactive_anon 7\r\n  inactive_file 4096  \nactive_file 1\n")
         #expect(try CgroupValues.int64(stat, path: "/s", prefix: "inactive_file").get() == 4096)
-        #expect(CgroupValues.int64(stat, path: "/s", prefix: "total_inactive_file").failure
-            == StatError("parse /s: did not find line with prefix total_inactive_file"))
-        #expect(CgroupValues.int64(Self.bytes("inactive_file 1 2\n"), path: "/s", prefix: "inactive_file").failure
-            == StatError("parse /s: expected two fields but got inactive_file 1 2"))
+        #expect(
+            CgroupValues.int64(stat, path: "/s", prefix: "total_inactive_file").failure
+                == StatError("parse /s: did not find line with prefix total_inactive_file"))
+        #expect(
+            CgroupValues.int64(Self.bytes("inactive_file 1 2\n"), path: "/s", prefix: "inactive_file").failure
+                == StatError("parse /s: expected two fields but got inactive_file 1 2"))
         // A line longer than bufio.Scanner's token ends the scan there.
         let long = Self.bytes(String(repeating: "x", count: 70_000) + "\ninactive_file 3\n")
         #expect(CgroupValues.int64(long, path: "/s", prefix: "inactive_file").failure?.description.contains("did not find") == true)
@@ -53,10 +55,12 @@ struct ParserTests {
         // v1.2.1: a path holding colons keeps them.
         #expect(try ProcCgroup.unifiedPath(Self.bytes("0::/pod:1/c\n")).get() == "/pod:1/c")
         #expect(ProcCgroup.unifiedPath(Self.bytes("1:cpu:/\n")).failure == StatError("no cgroup entry for hierarchy 0 found"))
-        #expect(ProcCgroup.unifiedPath(Self.bytes("garbage\n0::/\n")).failure
-            == StatError("parse entry /proc/self/cgroup: expected at least 3 colon-separated fields in \"garbage\""))
-        #expect(ProcCgroup.unifiedPath([]).failure
-            == StatError("parse entry /proc/self/cgroup: expected at least 3 colon-separated fields in \"\""))
+        #expect(
+            ProcCgroup.unifiedPath(Self.bytes("garbage\n0::/\n")).failure
+                == StatError("parse entry /proc/self/cgroup: expected at least 3 colon-separated fields in \"garbage\""))
+        #expect(
+            ProcCgroup.unifiedPath([]).failure
+                == StatError("parse entry /proc/self/cgroup: expected at least 3 colon-separated fields in \"\""))
     }
 
     @Test func containerMarkersAndCores() throws {
@@ -86,14 +90,22 @@ struct ParserTests {
         #expect(times == .init(total: 36, idle: 4))
         // Old kernels print fewer fields.
         #expect(try HostProcFiles.cpuTimes(Self.bytes("cpu 1 2 3 4\n")).get() == .init(total: 10, idle: 4))
-        #expect(HostProcFiles.cpuTimes(Self.bytes("cpu 1 x 3 4\n")).failure == StatError(
-            "Error Parsing File: couldn't parse \"cpu 1 x 3 4\" (cpu): strconv.ParseFloat: parsing \"\": invalid syntax"))
-        #expect(HostProcFiles.cpuTimes(Self.bytes("cpufoo 1 2\n")).failure == StatError(
-            "Error Parsing File: couldn't parse \"cpufoo 1 2\" (cpu/cpuid): strconv.ParseInt: parsing \"foo\": invalid syntax"))
-        #expect(HostProcFiles.cpuTimes(Self.bytes("intr 5 1 x\n")).failure == StatError(
-            "Error Parsing File: couldn't parse \"x\" (intr1): strconv.ParseUint: parsing \"x\": invalid syntax"))
-        #expect(HostProcFiles.cpuTimes(Self.bytes("softirq 1 2\n")).failure == StatError(
-            "Error Parsing File: couldn't parse \"softirq 1 2\" (softirq): EOF"))
+        #expect(
+            HostProcFiles.cpuTimes(Self.bytes("cpu 1 x 3 4\n")).failure
+                == StatError(
+                    "Error Parsing File: couldn't parse \"cpu 1 x 3 4\" (cpu): strconv.ParseFloat: parsing \"\": invalid syntax"))
+        #expect(
+            HostProcFiles.cpuTimes(Self.bytes("cpufoo 1 2\n")).failure
+                == StatError(
+                    "Error Parsing File: couldn't parse \"cpufoo 1 2\" (cpu/cpuid): strconv.ParseInt: parsing \"foo\": invalid syntax"))
+        #expect(
+            HostProcFiles.cpuTimes(Self.bytes("intr 5 1 x\n")).failure
+                == StatError(
+                    "Error Parsing File: couldn't parse \"x\" (intr1): strconv.ParseUint: parsing \"x\": invalid syntax"))
+        #expect(
+            HostProcFiles.cpuTimes(Self.bytes("softirq 1 2\n")).failure
+                == StatError(
+                    "Error Parsing File: couldn't parse \"softirq 1 2\" (softirq): EOF"))
         // No cpu line at all: zero times (the reference divides nothing by them).
         #expect(try HostProcFiles.cpuTimes([]).get() == .init(total: 0, idle: 0))
     }

@@ -55,9 +55,10 @@ struct ResourcesMonitorEndToEndTests {
 
             // A new connection asks again and fills a new window before pushing.
             await double.dropConnections()
-            #expect(await eventually(timeout: Self.patience) {
-                served.state.withLock { $0.configurationCalls } == 2 && clock.sleeping == 1
-            }, "\(log.text)")
+            #expect(
+                await eventually(timeout: Self.patience) {
+                    served.state.withLock { $0.configurationCalls } == 2 && clock.sleeping == 1
+                }, "\(log.text)")
             clock.advance(by: .seconds(10))
             #expect(await eventually(timeout: Self.patience) { log.all.filter { $0.message == "failed to fetch volume" }.count >= 3 })
             #expect(served.state.withLock { $0.pushes.count } == 1)

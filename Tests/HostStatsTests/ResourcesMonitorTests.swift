@@ -94,7 +94,8 @@ struct ResourcesMonitorTests {
                     return Google_Protobuf_Timestamp(seconds: 1_700_000_000 + clock.now.offset.components.seconds, nanos: 0)
                 },
                 makeStatter: { () throws(StatError) in
-                    try HostStatter(fileSystem: files) { _ in } diskUsage: { path in
+                    try HostStatter(fileSystem: files) { _ in
+                    } diskUsage: { path in
                         path == "/" ? .success(DiskUsage(blocks: 1000, freeBlocks: 300, blockSize: 4096)) : .failure(DiskError(errno: ENOENT))
                     }
                 },

@@ -24,8 +24,9 @@ import AgentTestSupport
         let regex = try LineRegex(pattern)
         let (matched, steps) = regex.matchCountingSteps(text)
         #expect(matched == expected)
-        #expect(steps <= (text.count + 1) * regex.programSize * 5,
-                "\(pattern): \(steps) steps for \(text.count) bytes, program \(regex.programSize)")
+        #expect(
+            steps <= (text.count + 1) * regex.programSize * 5,
+            "\(pattern): \(steps) steps for \(text.count) bytes, program \(regex.programSize)")
     }
 
     @Test func largeCountedRepetitionStaysBounded() throws {

@@ -183,8 +183,9 @@ struct MCPConfigReloadTests {
         #expect(utimensat(AT_FDCWD, e.path, &times, 0) == 0)
         var after = stat()
         #expect(stat(e.path, &after) == 0)
-        #expect(after.st_size == before.st_size && after.st_mtim.tv_sec == before.st_mtim.tv_sec
-            && after.st_mtim.tv_nsec == before.st_mtim.tv_nsec)
+        #expect(
+            after.st_size == before.st_size && after.st_mtim.tv_sec == before.st_mtim.tv_sec
+                && after.st_mtim.tv_nsec == before.st_mtim.tv_nsec)
         #expect(await eventually { e.entry("bravo")?.connected == true && e.server("alpha") == nil })
         await e.stop()
     }
@@ -295,11 +296,12 @@ struct MCPConfigReloadTests {
         #expect(stat(path, &before) == 0)
         // File times come from the kernel's coarse clock: wait until it passed the first
         // write's, so that the rewrite's change time can differ.
-        #expect(await eventually {
-            var now = timespec()
-            clock_gettime(CLOCK_REALTIME_COARSE, &now)
-            return Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec) > first.changedNanoseconds
-        })
+        #expect(
+            await eventually {
+                var now = timespec()
+                clock_gettime(CLOCK_REALTIME_COARSE, &now)
+                return Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec) > first.changedNanoseconds
+            })
         try TestFile.write(path, Array("{\"b\":2}".utf8))
         var times = [before.st_atim, before.st_mtim]
         #expect(utimensat(AT_FDCWD, path, &times, 0) == 0)

@@ -300,9 +300,10 @@ struct MCPHTTPTransportTests {
             calls.append(Task { try await session.callTool("wait_forever", arguments: nil) })
         }
         // Every call reaches the server at once (none queued behind another's connection).
-        #expect(await eventually {
-            (try? await session.callTool("waiting", arguments: nil, timeout: .seconds(5)))?.content.first?.text == String(waiting)
-        })
+        #expect(
+            await eventually {
+                (try? await session.callTool("waiting", arguments: nil, timeout: .seconds(5)))?.content.first?.text == String(waiting)
+            })
         for call in calls { call.cancel() }
         for call in calls { _ = try? await call.value }
         await session.close()

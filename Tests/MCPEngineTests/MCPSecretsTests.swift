@@ -55,8 +55,10 @@ struct MCPSecretsTests {
             {"mcpServers": {"s": {"command": "x", "env": {
                 "A": "${CODER_AGENT_TOKEN}", "B": "pre-$CODER_AGENT_URL-post", "C": "$HOME", "D": "${CODER_AGENT_TOKEN_FILE}"}}}}
             """#
-        let environment = ["CODER_AGENT_TOKEN": "some-secret", "CODER_AGENT_URL": "https://coder.example", "CODER_AGENT_TOKEN_FILE": "/t",
-                           "HOME": "/home/u"]
+        let environment = [
+            "CODER_AGENT_TOKEN": "some-secret", "CODER_AGENT_URL": "https://coder.example", "CODER_AGENT_TOKEN_FILE": "/t",
+            "HOME": "/home/u",
+        ]
         let file = try MCPConfigFile.parse(Array(json.utf8), environment: { environment[$0] })
         let server = try #require(file.servers.first)
         #expect(server.env == ["A": "", "B": "pre--post", "C": "/home/u", "D": ""])
@@ -115,7 +117,8 @@ struct MCPSecretsTests {
             env: ["KEY": "envsecret-123"], url: "https://user:pa55word-xyz@host/mcp/zap0123456789abcdef/sse?key=query-secret-1",
             headers: ["Authorization": "Bearer ghp_abcdefgh12345678"])
         let redactor = ContextRedactor(secrets: [Self.agentToken]).adding(servers: [server])
-        let text = "k3y-0123456789 t0ken-abcdefgh envsecret-123 pa55word-xyz zap0123456789abcdef query-secret-1 ghp_abcdefgh12345678 "
+        let text =
+            "k3y-0123456789 t0ken-abcdefgh envsecret-123 pa55word-xyz zap0123456789abcdef query-secret-1 ghp_abcdefgh12345678 "
             + "positional-name mcp sse \(Self.agentToken)"
         let own = redactor.scrub(text, server: "a")
         #expect(own == Array(repeating: "[redacted]", count: 7).joined(separator: " ") + " positional-name mcp sse [redacted]", "\(own)")

@@ -23,7 +23,9 @@ enum MCPTestServers {
     }
 
     /// `python3 <script> <args>` as a stdio command.
-    static func command(_ script: String, _ args: [String] = [], name: String = "test", extraEnvironment: [String: String] = [:], env: [String: String] = [:])
+    static func command(
+        _ script: String, _ args: [String] = [], name: String = "test", extraEnvironment: [String: String] = [:], env: [String: String] = [:]
+    )
         throws -> MCPStdioCommand
     {
         var base = environment

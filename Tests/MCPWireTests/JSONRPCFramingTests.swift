@@ -61,14 +61,18 @@ struct JSONRPCFramingTests {
 
     @Test func parsesEachKind() throws {
         #expect(try parse(#"{"jsonrpc":"2.0","id":7,"method":"ping"}"#) == .request(id: .number(7), method: "ping", params: nil))
-        #expect(try parse(#"{"jsonrpc":"2.0","id":"a","method":"roots/list","params":{}}"#)
-            == .request(id: .string("a"), method: "roots/list", params: .object([])))
-        #expect(try parse(#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#)
-            == .notification(method: "notifications/tools/list_changed", params: nil))
-        #expect(try parse(#"{"jsonrpc":"2.0","id":3,"result":{"tools":[]}}"#)
-            == .result(id: .number(3), .object([("tools", .array([]))])))
-        #expect(try parse(#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}"#)
-            == .error(id: nil, JSONRPCError(code: -32700, message: "Parse error")))
+        #expect(
+            try parse(#"{"jsonrpc":"2.0","id":"a","method":"roots/list","params":{}}"#)
+                == .request(id: .string("a"), method: "roots/list", params: .object([])))
+        #expect(
+            try parse(#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#)
+                == .notification(method: "notifications/tools/list_changed", params: nil))
+        #expect(
+            try parse(#"{"jsonrpc":"2.0","id":3,"result":{"tools":[]}}"#)
+                == .result(id: .number(3), .object([("tools", .array([]))])))
+        #expect(
+            try parse(#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}"#)
+                == .error(id: nil, JSONRPCError(code: -32700, message: "Parse error")))
     }
 
     @Test func refusesWhatIsNotAMessage() {

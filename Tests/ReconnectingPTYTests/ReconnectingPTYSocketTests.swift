@@ -183,7 +183,6 @@ struct ReconnectingPTYSocketTests {
         if !processHasEnded(job) { kill(job, SIGKILL) }
     }
 
-
     @Test func aDetachedSessionEndsAfterTheIdleTimeoutOnTheTestsClock() async throws {
         let clock = ManualClock()
         var limits = ReconnectingPTYServer.Limits()

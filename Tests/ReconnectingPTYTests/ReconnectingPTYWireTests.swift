@@ -9,8 +9,10 @@ struct ReconnectingPTYWireTests {
         let frame = [UInt8(body.count & 0xff), UInt8(body.count >> 8)] + body + Array(#"{"data":"x"}"#.utf8)
         #expect(PTYInit.read(frame.prefix(1)) == .incomplete)
         #expect(PTYInit.read(frame.prefix(body.count + 1)) == .incomplete)
-        #expect(PTYInit.read(frame) == .frame(
-            PTYInit(id: "abc", height: 30, width: 100, command: "htop", backendType: "buffered"), consumed: body.count + 2))
+        #expect(
+            PTYInit.read(frame)
+                == .frame(
+                    PTYInit(id: "abc", height: 30, width: 100, command: "htop", backendType: "buffered"), consumed: body.count + 2))
         // The reference client's own bytes read back as themselves.
         let sent = PTYInit(id: "7d1c", height: 24, width: 80, command: "echo \"hi\"", container: "c", containerUser: "u", backendType: "")
         #expect(PTYInit.read(sent.frameBytes) == .frame(sent, consumed: sent.frameBytes.count))

@@ -18,8 +18,10 @@ struct AppHealthTests {
 
     // MARK: Tracker
 
-    static func app(_ byte: UInt8, health: ManifestApp.Health = .initializing, threshold: Int32 = 1,
-                    url: String = "http://127.0.0.1:1/", interval: Duration = .seconds(1)) -> ManifestApp {
+    static func app(
+        _ byte: UInt8, health: ManifestApp.Health = .initializing, threshold: Int32 = 1,
+        url: String = "http://127.0.0.1:1/", interval: Duration = .seconds(1)
+    ) -> ManifestApp {
         ManifestApp(
             id: Kit.uuid(byte), slug: "app\(byte)", healthcheckURL: url, healthcheckInterval: interval,
             healthcheckThreshold: threshold, health: health)
@@ -215,9 +217,10 @@ struct AppHealthTests {
         try await double.run { url in
             let session = Kit.makeSession(url, token: double.token, participants: [participant])
             let running = Task { try await session.run() }
-            #expect(await eventually(timeout: Kit.patience) {
-                latest(1) == .healthy && latest(2) == .healthy && latest(3) == .unhealthy
-            }, "\(batches())")
+            #expect(
+                await eventually(timeout: Kit.patience) {
+                    latest(1) == .healthy && latest(2) == .healthy && latest(3) == .unhealthy
+                }, "\(batches())")
 
             // Only on change: no batch repeats the one before it (a check that a loaded host
             // times out may change a state, which is then rightly reported; the exact

@@ -59,7 +59,9 @@ struct MetadataReporterTests {
     // MARK: End to end
 
     /// A Description as coderd sends it: interval and timeout as `{nanos: N}` meaning N seconds.
-    static func description(_ key: String, _ script: String, interval: Int32, timeout: Int32 = 0)
+    static func description(
+        _ key: String, _ script: String, interval: Int32, timeout: Int32 = 0
+    )
         -> Coder_Agent_V2_WorkspaceAgentMetadata.Description
     {
         var description = Coder_Agent_V2_WorkspaceAgentMetadata.Description()
@@ -192,7 +194,9 @@ struct MetadataReporterTests {
         let starts = Atomic(0)
         let release = TestFlag()
         let collect: MetadataReporter.Collect = { description, _ in
-            let concurrent = running.withLock { $0[description.key, default: 0] += 1; return $0[description.key]! }
+            let concurrent = running.withLock {
+                $0[description.key, default: 0] += 1; return $0[description.key]!
+            }
             if concurrent > 1 { overlaps.add(1, ordering: .relaxed) }
             defer { running.withLock { $0[description.key, default: 1] -= 1 } }
             if description.key == "stuck" {

@@ -78,8 +78,9 @@ struct ScriptCommandTests {
     @Test func logPaths() {
         let source: [UInt8] = Array(repeating: 0xAB, count: 16)
         let env = ["LOGS": "/var/log/ws"]
-        #expect(ScriptSetup.logPath("", logSourceID: source, logDirectory: "/tmp", home: "/home/u", environment: env)
-            == "/tmp/coder-script-abababab-abab-abab-abab-abababababab.log")
+        #expect(
+            ScriptSetup.logPath("", logSourceID: source, logDirectory: "/tmp", home: "/home/u", environment: env)
+                == "/tmp/coder-script-abababab-abab-abab-abab-abababababab.log")
         #expect(ScriptSetup.logPath("~/x.log", logSourceID: source, logDirectory: "/tmp", home: "/home/u", environment: env) == "/home/u/x.log")
         #expect(ScriptSetup.logPath("~x.log", logSourceID: source, logDirectory: "/tmp", home: "/home/u", environment: env) == "/home/u/x.log")
         #expect(ScriptSetup.logPath("$LOGS/a.log", logSourceID: source, logDirectory: "/tmp", home: "/home/u", environment: env) == "/var/log/ws/a.log")
@@ -130,7 +131,8 @@ struct ScriptCommandTests {
     @Test func stopTimeoutIsBoundedByTheLimit() {
         let runner = ScriptRunner(
             configuration: .init(scriptDataDirectory: "/tmp", logDirectory: "/tmp", stopScriptsLimit: .seconds(60)),
-            environment: .init(agentEnvironment: [:]), uploads: try! ScriptUploads(
+            environment: .init(agentEnvironment: [:]),
+            uploads: try! ScriptUploads(
                 directory: NSTemporaryDirectory() + "stop-limit-\(UUID().uuidString.prefix(8))", metrics: ScriptsMetrics()),
             lifecycle: NoLifecycleReporter(), clock: nil, metrics: ScriptsMetrics(), logger: .init(label: "test"))
         #expect(runner.stopTimeout(ManifestScript(id: [], logSourceID: [], script: "", timeout: .seconds(5))) == .seconds(5))

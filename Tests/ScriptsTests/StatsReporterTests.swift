@@ -28,8 +28,10 @@ struct StatsReporterTests {
 
     /// One IPv6 packet of `size` bytes from `source` to `destination` (the last byte of a
     /// fd7a:115c:a1e0:: address), `ipProtocol` 6 (TCP) or 17 (UDP), with ports.
-    static func packet(_ ipProtocol: UInt8, from source: UInt8, _ sourcePort: UInt16, to destination: UInt8, _ destinationPort: UInt16,
-                       size: Int) -> [UInt8] {
+    static func packet(
+        _ ipProtocol: UInt8, from source: UInt8, _ sourcePort: UInt16, to destination: UInt8, _ destinationPort: UInt16,
+        size: Int
+    ) -> [UInt8] {
         var bytes = [UInt8](repeating: 0, count: max(size, 48))
         bytes[0] = 0x60
         let payload = bytes.count - 40
@@ -120,9 +122,10 @@ struct StatsReporterTests {
             for _ in 0..<3 { Self.record(traffic, Self.packet(6, from: 2, 50000, to: 1, 22, size: 100), inbound: true) }
             for _ in 0..<2 { Self.record(traffic, Self.packet(6, from: 1, 22, to: 2, 50000, size: 60), inbound: false) }
             Self.record(traffic, Self.packet(17, from: 2, 40000, to: 1, 53, size: 80), inbound: true)
-            #expect(await eventually(timeout: Kit.patience) {
-                requests().dropFirst(before).reduce(0) { $0 + $1.stats.rxBytes } == 380
-            }, "\(requests().dropFirst(before).map(\.stats))")
+            #expect(
+                await eventually(timeout: Kit.patience) {
+                    requests().dropFirst(before).reduce(0) { $0 + $1.stats.rxBytes } == 380
+                }, "\(requests().dropFirst(before).map(\.stats))")
             let after = Array(requests().dropFirst(before))
             #expect(after.reduce(0) { $0 + $1.stats.rxPackets } == 4)
             #expect(after.reduce(0) { $0 + $1.stats.txPackets } == 2)

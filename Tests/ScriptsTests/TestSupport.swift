@@ -81,10 +81,12 @@ func onThreads(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) {
     for index in 0..<count {
         let box = Unmanaged.passRetained(ThreadBody { body(index) })
         var thread = pthread_t()
-        let result = pthread_create(&thread, nil, { argument in
-            Unmanaged<ThreadBody>.fromOpaque(argument!).takeRetainedValue().run()
-            return nil
-        }, box.toOpaque())
+        let result = pthread_create(
+            &thread, nil,
+            { argument in
+                Unmanaged<ThreadBody>.fromOpaque(argument!).takeRetainedValue().run()
+                return nil
+            }, box.toOpaque())
         precondition(result == 0)
         threads.append(thread)
     }

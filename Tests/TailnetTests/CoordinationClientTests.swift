@@ -10,8 +10,10 @@ import Testing
 /// The coordination client against the coordinator double, stream to stream in-process (the
 /// dRPC transport is tested by the upward seam; here: what is sent and when).
 @Suite struct CoordinationClientTests {
-    static let agentID: [UInt8] = [0x12, 0x34, 0x56, 0x78, 0x9a, 0xbc, 0xde, 0xf0,
-                                   0x12, 0x34, 0x56, 0x78, 0x9a, 0xbc, 0xde, 0xf0]
+    static let agentID: [UInt8] = [
+        0x12, 0x34, 0x56, 0x78, 0x9a, 0xbc, 0xde, 0xf0,
+        0x12, 0x34, 0x56, 0x78, 0x9a, 0xbc, 0xde, 0xf0,
+    ]
     static let peerID = [UInt8](repeating: 0xc0, count: 16)
 
     static func peerNode(key: UInt8) -> Coder_Tailnet_V2_Node {
@@ -50,8 +52,9 @@ import Testing
         let addresses = try #require(TailnetAddresses(agentID: Self.agentID))
         announcer.set(SelfNode(addresses: addresses, nodeKey: [UInt8](repeating: 9, count: 32), discoKey: [UInt8](repeating: 8, count: 32)))
         let changes = Mutex<[CoordinationState.Change]>([])
-        let client = CoordinationClient(announcer: announcer, apply: { c in changes.withLock { $0 += c } },
-                                        logger: Logger(label: "test"))
+        let client = CoordinationClient(
+            announcer: announcer, apply: { c in changes.withLock { $0 += c } },
+            logger: Logger(label: "test"))
         let first = Self.stream(client, double)
         // The peer known before the stream arrives at once and is acked; no node yet (no home).
         #expect(await eventually { double.recorded.withLock { $0.acks.count } == 1 })
@@ -93,9 +96,11 @@ import Testing
         let double = TailnetCoordinatorDouble()
         let announcer = NodeAnnouncer()
         let removed = Mutex(0)
-        let client = CoordinationClient(announcer: announcer, apply: { changes in
-            removed.withLock { $0 += changes.filter { if case .remove = $0 { true } else { false } }.count }
-        }, logger: Logger(label: "test"))
+        let client = CoordinationClient(
+            announcer: announcer,
+            apply: { changes in
+                removed.withLock { $0 += changes.filter { if case .remove = $0 { true } else { false } }.count }
+            }, logger: Logger(label: "test"))
         let running = Self.stream(client, double)
         double.setPeer(id: Self.peerID, node: Self.peerNode(key: 1))
         #expect(await eventually { client.peers.count == 1 })

@@ -5,8 +5,10 @@ import Testing
 
 /// Peer updates and acks on the coordination stream.
 @Suite struct CoordinationStateTests {
-    static func update(_ id: UInt8, kind: Coder_Tailnet_V2_CoordinateResponse.PeerUpdate.Kind,
-                       key: UInt8 = 1, derp: Int32 = 999) -> Coder_Tailnet_V2_CoordinateResponse.PeerUpdate {
+    static func update(
+        _ id: UInt8, kind: Coder_Tailnet_V2_CoordinateResponse.PeerUpdate.Kind,
+        key: UInt8 = 1, derp: Int32 = 999
+    ) -> Coder_Tailnet_V2_CoordinateResponse.PeerUpdate {
         var update = Coder_Tailnet_V2_CoordinateResponse.PeerUpdate()
         update.id = Data([UInt8](repeating: id, count: 16))
         update.kind = kind

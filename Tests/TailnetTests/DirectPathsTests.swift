@@ -59,7 +59,7 @@ import WireGuard
         let result2 = a.paths.route(to: b.key, now: Self.at(10), random: &random, into: &out)
         #expect(result2 == .derp)
         #expect(out.udp.count == 1 && out.udp[0].to == b.endpoint && out.udp[0].bytes.count == 1310)
-        #expect(out.derp.count == 1 && out.derp[0].peer == b.key)   // CallMeMaybe over DERP
+        #expect(out.derp.count == 1 && out.derp[0].peer == b.key)  // CallMeMaybe over DERP
         let pong = Self.deliver(out, from: a, to: &b, now: Self.at(11), random: &random)
         #expect(pong.udp.count == 1 && pong.udp[0].to == a.endpoint)
         // b now accepts WireGuard from a's source.
@@ -219,13 +219,14 @@ extension DiscoMessage {
     @Test func aVerifiedPingLetsWireGuardInAndTheInvariantsHold() {
         let ping: [UInt8] = [1, 1] + Array(0..<12)
         let wireGuard: [UInt8] = [4, 0, 0, 0] + Array(repeating: 0, count: 28)
-        #expect(DirectPathsFuzzing.run([
-            .endpoints([0x0A05]), .send,
-            .udp(bytes: wireGuard, host: 2, port: 5000, seal: false),
-            .udp(bytes: ping, host: 2, port: 5000, seal: true),
-            .udp(bytes: wireGuard, host: 2, port: 5000, seal: false),
-            .wait(milliseconds: 3000), .send, .block(true), .send, .block(false), .wait(milliseconds: 60000),
-        ]) == nil)
+        #expect(
+            DirectPathsFuzzing.run([
+                .endpoints([0x0A05]), .send,
+                .udp(bytes: wireGuard, host: 2, port: 5000, seal: false),
+                .udp(bytes: ping, host: 2, port: 5000, seal: true),
+                .udp(bytes: wireGuard, host: 2, port: 5000, seal: false),
+                .wait(milliseconds: 3000), .send, .block(true), .send, .block(false), .wait(milliseconds: 60000),
+            ]) == nil)
     }
 
     @Test func randomRunsKeepTheInvariants() {
@@ -237,7 +238,9 @@ extension DiscoMessage {
                 switch random.next() % 6 {
                 case 0:
                     let kind = random.next() % 3
-                    let bytes: [UInt8] = kind == 0 ? [1, 1] + (0..<12).map { _ in byte() }
+                    let bytes: [UInt8] =
+                        kind == 0
+                        ? [1, 1] + (0..<12).map { _ in byte() }
                         : kind == 1 ? [2, 1] + (0..<30).map { _ in byte() } : (0..<Int(random.next() % 64)).map { _ in byte() }
                     steps.append(.udp(bytes: bytes, host: byte() % 4, port: UInt16(random.next() % 4), seal: random.next() % 2 == 0))
                 case 1: steps.append(.derp(bytes: [3, 0] + (0..<18 * Int(random.next() % 3)).map { _ in byte() }, seal: true))

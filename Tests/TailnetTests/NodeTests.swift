@@ -6,13 +6,18 @@ import Testing
 /// The agent's addresses, node id and Node as coderd checks them.
 @Suite struct NodeTests {
     /// 12345678-9abc-def0-1234-56789abcdef0, the spec's example.
-    static let agentID: [UInt8] = [0x12, 0x34, 0x56, 0x78, 0x9a, 0xbc, 0xde, 0xf0,
-                                   0x12, 0x34, 0x56, 0x78, 0x9a, 0xbc, 0xde, 0xf0]
+    static let agentID: [UInt8] = [
+        0x12, 0x34, 0x56, 0x78, 0x9a, 0xbc, 0xde, 0xf0,
+        0x12, 0x34, 0x56, 0x78, 0x9a, 0xbc, 0xde, 0xf0,
+    ]
 
     @Test func addressesAndIDComeFromTheUUID() throws {
         let addresses = try #require(TailnetAddresses(agentID: Self.agentID))
-        #expect(addresses.prefixes == ["fd7a:115c:a1e0:def0:1234:5678:9abc:def0/128",
-                                       "fd60:627a:a42b:def0:1234:5678:9abc:def0/128"])
+        #expect(
+            addresses.prefixes == [
+                "fd7a:115c:a1e0:def0:1234:5678:9abc:def0/128",
+                "fd60:627a:a42b:def0:1234:5678:9abc:def0/128",
+            ])
         #expect(addresses.nodeID == 1311768467463790320)
         #expect(TailnetAddresses(agentID: Array(Self.agentID.prefix(15))) == nil)
     }

@@ -37,10 +37,11 @@ enum PacketBuilder {
         payload: [UInt8]
     ) -> [UInt8] {
         let length = 8 + payload.count
-        let udp: [UInt8] = [
-            UInt8(sourcePort >> 8), UInt8(sourcePort & 0xFF), UInt8(destinationPort >> 8), UInt8(destinationPort & 0xFF),
-            UInt8(length >> 8), UInt8(length & 0xFF), 0, 0,
-        ] + payload
+        let udp: [UInt8] =
+            [
+                UInt8(sourcePort >> 8), UInt8(sourcePort & 0xFF), UInt8(destinationPort >> 8), UInt8(destinationPort & 0xFF),
+                UInt8(length >> 8), UInt8(length & 0xFF), 0, 0,
+            ] + payload
         var packet = seal(ipv6(from: source, to: destination, nextHeader: 17, payload: udp), checksumAt: 40 + 6)
         if packet[46] == 0, packet[47] == 0 { (packet[46], packet[47]) = (0xFF, 0xFF) }
         return packet

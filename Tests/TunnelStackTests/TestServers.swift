@@ -18,13 +18,15 @@ func stackAddresses(_ index: UInt8) -> [TunnelAddress] {
 
 /// Port 4 served by ``OneRequestHandler``: each connection's peer is recorded in `served`.
 func httpAcceptor(served: Recorder) -> [UInt16: TunnelAcceptor] {
-    [4: TunnelAcceptor { channel in
-        channel.eventLoop.makeCompletedFuture {
-            let peer = channel.remoteAddress.map { "[\($0.ipAddress ?? "?")]:\($0.port ?? 0)" } ?? "?"
-            served.append(peer)
-            try channel.pipeline.syncOperations.addHandler(OneRequestHandler(peer: peer))
+    [
+        4: TunnelAcceptor { channel in
+            channel.eventLoop.makeCompletedFuture {
+                let peer = channel.remoteAddress.map { "[\($0.ipAddress ?? "?")]:\($0.port ?? 0)" } ?? "?"
+                served.append(peer)
+                try channel.pipeline.syncOperations.addHandler(OneRequestHandler(peer: peer))
+            }
         }
-    }]
+    ]
 }
 
 /// Serves one HTTP request on a tunnel channel: answers 200 with a body naming the peer,

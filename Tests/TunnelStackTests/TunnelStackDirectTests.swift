@@ -138,10 +138,11 @@ struct TunnelStackDirectTests {
         let stack = try await makeStack(7, configuration: configuration, sent: sent)
         let local = stack.addresses[0]
         let accepted = TestFlag()
-        let server = try #require(LocalServer { connection in
-            accepted.set()
-            _ = readAll(connection, limit: 1)  // until the stack closes it
-        })
+        let server = try #require(
+            LocalServer { connection in
+                accepted.set()
+                _ = readAll(connection, limit: 1)  // until the stack closes it
+            })
         await stack.feed(PacketBuilder.tcp(from: peer, 43000, to: local, UInt16(server.port), sequence: 9000, flags: 0x02))
         // Nothing is answered before the local connect; then the SYN-ACK.
         let answered = await eventually(timeout: .seconds(20)) { sent.count >= 1 }

@@ -45,19 +45,20 @@ struct TunnelStackNamespaceTests {
         let received = Mutex<(count: Int, match: Bool)?>(nil)
         let toServer = pattern(size, step: 7, offset: 3)
         let toClient = pattern(size, step: 13, offset: 5)
-        let server = try #require(LocalServer { connection in
-            let writer = TestFlag()
-            Thread {
-                _ = writeAll(connection, toClient)
-                shutdown(connection, Int32(SHUT_WR))
-                writer.set()
-            }.start()
-            let bytes = readAll(connection, limit: size + 1)
-            received.withLock { $0 = (bytes.count, bytes == toServer) }
-            // Bounded: the writer ends when the peer reads or the connection fails.
-            let deadline = ContinuousClock.now + .seconds(120)
-            while !writer.isSet, ContinuousClock.now < deadline { usleep(10_000) }
-        })
+        let server = try #require(
+            LocalServer { connection in
+                let writer = TestFlag()
+                Thread {
+                    _ = writeAll(connection, toClient)
+                    shutdown(connection, Int32(SHUT_WR))
+                    writer.set()
+                }.start()
+                let bytes = readAll(connection, limit: size + 1)
+                received.withLock { $0 = (bytes.count, bytes == toServer) }
+                // Bounded: the writer ends when the peer reads or the connection fails.
+                let deadline = ContinuousClock.now + .seconds(120)
+                while !writer.isSet, ContinuousClock.now < deadline { usleep(10_000) }
+            })
         let tunnel = try await NamespaceTunnel.make(addresses: stackAddresses(0x12))
         let address = tunnel.addresses[0]
         let script = pythonTransferScript(host: "\(address)", port: server.port, size: size)
@@ -121,26 +122,27 @@ struct TunnelStackNamespaceTests {
     @Test func aPeerThatNeverReadsHoldsABoundedAmount() async throws {
         let written = Mutex<Int>(0)
         let limit = 64 << 20
-        let server = try #require(LocalServer { connection in
-            var size: Int32 = 65536
-            setsockopt(connection, SOL_SOCKET, SO_SNDBUF, &size, socklen_t(MemoryLayout<Int32>.size))
-            _ = fcntl(connection, F_SETFL, fcntl(connection, F_GETFL) | O_NONBLOCK)
-            let chunk = [UInt8](repeating: 0x5A, count: 65536)
-            var total = 0
-            // Write until two seconds pass without progress (the stack stopped reading) or
-            // the limit (unbounded buffering somewhere).
-            while total < limit {
-                let count = chunk.withUnsafeBytes { write(connection, $0.baseAddress, $0.count) }
-                if count > 0 {
-                    total += count
-                    continue
+        let server = try #require(
+            LocalServer { connection in
+                var size: Int32 = 65536
+                setsockopt(connection, SOL_SOCKET, SO_SNDBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+                _ = fcntl(connection, F_SETFL, fcntl(connection, F_GETFL) | O_NONBLOCK)
+                let chunk = [UInt8](repeating: 0x5A, count: 65536)
+                var total = 0
+                // Write until two seconds pass without progress (the stack stopped reading) or
+                // the limit (unbounded buffering somewhere).
+                while total < limit {
+                    let count = chunk.withUnsafeBytes { write(connection, $0.baseAddress, $0.count) }
+                    if count > 0 {
+                        total += count
+                        continue
+                    }
+                    guard errno == EAGAIN || errno == EINTR else { break }
+                    var poller = pollfd(fd: connection, events: Int16(POLLOUT), revents: 0)
+                    if poll(&poller, 1, 2000) == 0 { break }
                 }
-                guard errno == EAGAIN || errno == EINTR else { break }
-                var poller = pollfd(fd: connection, events: Int16(POLLOUT), revents: 0)
-                if poll(&poller, 1, 2000) == 0 { break }
-            }
-            written.withLock { $0 = total }
-        })
+                written.withLock { $0 = total }
+            })
         let tunnel = try await NamespaceTunnel.make(addresses: stackAddresses(0x15))
         let script = """
             import socket, time
@@ -169,11 +171,12 @@ struct TunnelStackNamespaceTests {
         var configuration = TunnelStackConfiguration()
         configuration.idleTimeout = .milliseconds(500)
         let closedLocally = Mutex<Bool>(false)
-        let server = try #require(LocalServer { connection in
-            // Nothing is sent either way; the read ends when the stack closes the connection.
-            let bytes = readAll(connection, limit: 1)
-            closedLocally.withLock { $0 = bytes.isEmpty }
-        })
+        let server = try #require(
+            LocalServer { connection in
+                // Nothing is sent either way; the read ends when the stack closes the connection.
+                let bytes = readAll(connection, limit: 1)
+                closedLocally.withLock { $0 = bytes.isEmpty }
+            })
         let tunnel = try await NamespaceTunnel.make(addresses: stackAddresses(0x16), configuration: configuration)
         let script = """
             import socket

@@ -9,7 +9,9 @@ import Testing
 struct TunnelStackUDPTests {
     let peer = TunnelAddress("fd7a:115c:a1e0::77")!
 
-    func makeStack(_ index: UInt8, configuration: TunnelStackConfiguration = TunnelStackConfiguration(), sent: PacketLog)
+    func makeStack(
+        _ index: UInt8, configuration: TunnelStackConfiguration = TunnelStackConfiguration(), sent: PacketLog
+    )
         async throws -> TunnelStack
     {
         try await TunnelStack.start(

@@ -262,8 +262,9 @@ import WireGuard
         #expect(link.deliveredToB == (5..<133).map { link.packet(fromA: true, [UInt8($0)]) })
 
         // A new prefix for B: routed at once, the session kept.
-        try link.a.setPeer(WireGuardPeerConfiguration(
-            publicKey: link.keyB.publicKey, allowedIPs: [IPPrefix(link.addressB, bits: 128)!, IPPrefix("10.9.0.0/16")!]))
+        try link.a.setPeer(
+            WireGuardPeerConfiguration(
+                publicKey: link.keyB.publicKey, allowedIPs: [IPPrefix(link.addressB, bits: 128)!, IPPrefix("10.9.0.0/16")!]))
         let v4 = ipv4Packet(source: IPAddress("10.8.0.1")!, destination: IPAddress("10.9.3.4")!, protocolNumber: 17, payload: [5])
         let got14 = link.sendFromA(v4).0
         #expect(got14 == .sent(link.keyB.publicKey))
@@ -281,8 +282,9 @@ import WireGuard
             try small.setPeer(WireGuardPeerConfiguration(publicKey: WireGuardPrivateKey.generate().publicKey, allowedIPs: []))
         }
         #expect(throws: WireGuardConfigurationError.tooManyAllowedIPs(limit: 1)) {
-            try small.setPeer(WireGuardPeerConfiguration(
-                publicKey: link.keyB.publicKey, allowedIPs: [IPPrefix("fd00::1/128")!, IPPrefix("fd00::2/128")!]))
+            try small.setPeer(
+                WireGuardPeerConfiguration(
+                    publicKey: link.keyB.publicKey, allowedIPs: [IPPrefix("fd00::1/128")!, IPPrefix("fd00::2/128")!]))
         }
     }
 

@@ -15,7 +15,8 @@ import WireGuard
     static let initiatorPublic = "d89e3bad79437dbed9f843418304f460ff05c7fe81fe4a9577a804cb9367ff66"
     static let responderPrivate = hexBytes("404142434445464748494a4b4c4d4e4f505152535455565758595a5b5c5d5e5f")
     static let responderPublic = "79a631eede1bf9c98f12032cdeadd0e7a079398fc786b88cc846ec89af85a51a"
-    static let initiation = hexBytes("""
+    static let initiation = hexBytes(
+        """
         01000000b93050af2397a610d318fb43f8d7ddf1949b0a6b721f5cc6e54144e8d0dfcea53ce9f50e995d86b4e5f9a4313395a680f1540b37ef09\
         ffb9e8ce9f52fa702941d9f756262a4a99f294eb1c9f875d3f0fba3048e58e142f961b435e7d08072a7d5fcb43813c509ce6685fb330c12c7df9\
         b82165322ff18002c1f86833444c10f900000000000000000000000000000000

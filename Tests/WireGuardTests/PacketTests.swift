@@ -44,8 +44,11 @@ import Testing
         #expect(TSMP.pong(answering: ipv6Packet(source: coderd, destination: agent, nextHeader: 17, payload: [0x70] + data)) == nil)
         #expect(TSMP.pong(answering: ipv6Packet(source: coderd, destination: agent, nextHeader: 99, payload: [0x6f] + data)) == nil)
         #expect(TSMP.pong(answering: ipv6Packet(source: coderd, destination: agent, nextHeader: 99, payload: [0x70] + data.dropLast())) == nil)
-        #expect(TSMP.pong(answering: ipv4Packet(source: IPAddress("10.0.0.1")!, destination: IPAddress("10.0.0.2")!,
-                                                protocolNumber: 99, payload: [0x70] + data)) == nil)
+        #expect(
+            TSMP.pong(
+                answering: ipv4Packet(
+                    source: IPAddress("10.0.0.1")!, destination: IPAddress("10.0.0.2")!,
+                    protocolNumber: 99, payload: [0x70] + data)) == nil)
         for length in 0..<ping.count { #expect(TSMP.pong(answering: Array(ping[0..<length])) == nil) }
     }
 

@@ -33,13 +33,19 @@ import Testing
     /// Made with Python 3: `hmac.new(key, message, hashlib.blake2s).hexdigest()` (the
     /// standard library's HMAC over its BLAKE2s-256, 64-byte blocks).
     @Test(arguments: [
-        ("6b6579", "54686520717569636b2062726f776e20666f78206a756d7073206f76657220746865206c617a7920646f67",
-         "f93215bb90d4af4c3061cd932fb169fb8bb8a91d0b4022baea1271e1323cd9a0"),
-        ("000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f", "",
-         "e2641d24dfa8dd89e8cb77f1cdc77d8c006e5bebdfc4d6a3a3a6f8d5b7586fb0"),
-        (String(repeating: "aa", count: 80),
-         "54657374205573696e67204c6172676572205468616e20426c6f636b2d53697a65204b6579202d2048617368204b6579204669727374",
-         "41202b7be1fd03f84658f4c18a08b43ddbbd73eb012750c8d1ebc8601f1e064c"),
+        (
+            "6b6579", "54686520717569636b2062726f776e20666f78206a756d7073206f76657220746865206c617a7920646f67",
+            "f93215bb90d4af4c3061cd932fb169fb8bb8a91d0b4022baea1271e1323cd9a0"
+        ),
+        (
+            "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f", "",
+            "e2641d24dfa8dd89e8cb77f1cdc77d8c006e5bebdfc4d6a3a3a6f8d5b7586fb0"
+        ),
+        (
+            String(repeating: "aa", count: 80),
+            "54657374205573696e67204c6172676572205468616e20426c6f636b2d53697a65204b6579202d2048617368204b6579204669727374",
+            "41202b7be1fd03f84658f4c18a08b43ddbbd73eb012750c8d1ebc8601f1e064c"
+        ),
     ])
     func hmacBlake2sMatchesPython(key: String, message: String, expected: String) {
         let k = hexBytes(key)
@@ -97,12 +103,16 @@ import Testing
 
     /// RFC 7748 §5.2: the two single-step vectors (the scalar is clamped by X25519).
     @Test(arguments: [
-        ("a546e36bf0527c9d3b16154b82465edd62144c0ac1fc5a18506a2244ba449ac4",
-         "e6db6867583030db3594c1a424b15f7c726624ec26b3353b10a903a6d0ab1c4c",
-         "c3da55379de9c6908e94ea4df28d084f32eccf03491c71f754b4075577a28552"),
-        ("4b66e9d4d1b4673c5ad22691957d6af5c11b6421e0ea01d42ca4169e7918ba0d",
-         "e5210f12786811d3f4b7959d0538ae2c31dbe7106fc03c3efc4cd549c715a493",
-         "95cbde9476e8907d7aade45cb4b873f88b595a68799fa152e6f8f7647aac7957"),
+        (
+            "a546e36bf0527c9d3b16154b82465edd62144c0ac1fc5a18506a2244ba449ac4",
+            "e6db6867583030db3594c1a424b15f7c726624ec26b3353b10a903a6d0ab1c4c",
+            "c3da55379de9c6908e94ea4df28d084f32eccf03491c71f754b4075577a28552"
+        ),
+        (
+            "4b66e9d4d1b4673c5ad22691957d6af5c11b6421e0ea01d42ca4169e7918ba0d",
+            "e5210f12786811d3f4b7959d0538ae2c31dbe7106fc03c3efc4cd549c715a493",
+            "95cbde9476e8907d7aade45cb4b873f88b595a68799fa152e6f8f7647aac7957"
+        ),
     ])
     func x25519MatchesRFC7748Section52(scalar: String, u: String, expected: String) {
         var out = [UInt8](repeating: 0, count: 32)
@@ -139,7 +149,8 @@ import Testing
         let bobSecret = hexBytes("5dab087e624a8a4b79e17f8b83800ee66f3bb1292618b6fd1c2f8b27ff88e0eb")
         let alicePublic = hexBytes("8520f0098930a754748b7ddcb43ef75a0dbf3a0d26381af4eba4a98eaa9b4e6a")
         let nonce = hexBytes("69696ee955b62b73cd62bda875fc73d68219e0036b7a0b37")
-        let message = hexBytes("""
+        let message = hexBytes(
+            """
             be075fc53c81f2d5cf141316ebeb0c7b5228c52a4c62cbd44b66849b64244ffce5ecbaaf33bd751a1ac728d45e6c6129\
             6cdc3c01233561f41db66cce314adb310e3be8250c46f06dceea3a7fa1348057e2f6556ad6b1318a024a838f21af1fde\
             048977eb48f59ffd4924ca1c60902e52f0a089bc76897040e082f937763848645e0705

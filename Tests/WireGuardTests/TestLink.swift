@@ -20,8 +20,10 @@ struct TestLink {
     var deliverFromA = true
     var deliverFromB = true
 
-    init(wallClockA: @escaping @Sendable () -> UInt64 = { 1_700_000_000_000_000_000 },
-         wallClockB: @escaping @Sendable () -> UInt64 = { 1_700_000_000_000_000_000 }) throws {
+    init(
+        wallClockA: @escaping @Sendable () -> UInt64 = { 1_700_000_000_000_000_000 },
+        wallClockB: @escaping @Sendable () -> UInt64 = { 1_700_000_000_000_000_000 }
+    ) throws {
         keyA = WireGuardPrivateKey.generate()
         keyB = WireGuardPrivateKey.generate()
         a = WireGuardDevice(configuration: WireGuardConfiguration(privateKey: keyA, wallClock: wallClockA))

@@ -132,8 +132,9 @@ import WireGuard
 
     @Test func persistentKeepaliveWhenConfigured() throws {
         var link = try TestLink()
-        try link.a.setPeer(WireGuardPeerConfiguration(
-            publicKey: link.keyB.publicKey, allowedIPs: [IPPrefix(link.addressB, bits: 128)!], persistentKeepaliveSeconds: 25))
+        try link.a.setPeer(
+            WireGuardPeerConfiguration(
+                publicKey: link.keyB.publicKey, allowedIPs: [IPPrefix(link.addressB, bits: 128)!], persistentKeepaliveSeconds: 25))
         link.establish()
         let start = link.now
         // B's passive keepalive at +10 s re-arms it: keepalives at +35, +60, +85 s.

@@ -84,7 +84,10 @@ struct UDPPump {
 /// and data.
 func echoRequest(in packet: [UInt8]) -> (source: IPAddress, destination: IPAddress, identifier: UInt16, sequence: UInt16, data: [UInt8])? {
     guard let view = IPPacketView(packet), view.version == 6, view.nextHeader == 58, view.payloadLength >= 8,
-          packet[40] == 128 else { return nil }
-    return (view.source, view.destination, UInt16(packet[44]) << 8 | UInt16(packet[45]), UInt16(packet[46]) << 8 | UInt16(packet[47]),
-            Array(packet[48..<view.totalLength]))
+        packet[40] == 128
+    else { return nil }
+    return (
+        view.source, view.destination, UInt16(packet[44]) << 8 | UInt16(packet[45]), UInt16(packet[46]) << 8 | UInt16(packet[47]),
+        Array(packet[48..<view.totalLength])
+    )
 }

@@ -67,8 +67,10 @@ import Glibc
         socketFD = udp.fd
         let ourPublic = Data(ourKey.publicKey.bytes).base64EncodedString()
         let setup: [[String]] = [
-            ["wg", "set", interface, "private-key", keyFile, "listen-port", "0",
-             "peer", ourPublic, "allowed-ips", "\(Self.ourAddress)/128", "endpoint", "127.0.0.1:\(udp.port)"],
+            [
+                "wg", "set", interface, "private-key", keyFile, "listen-port", "0",
+                "peer", ourPublic, "allowed-ips", "\(Self.ourAddress)/128", "endpoint", "127.0.0.1:\(udp.port)",
+            ],
             ["ip", "-6", "addr", "add", "\(Self.wgAddress)/128", "dev", interface, "nodad"],
             ["ip", "link", "set", interface, "up"],
             ["ip", "-6", "route", "add", "\(Self.ourAddress)/128", "dev", interface],
@@ -101,23 +103,32 @@ import Glibc
         let namespacePath = namespace.path
         let first = await onThread { () -> (pingStatus: Int32, requests: Int, counters: WireGuardCounters, results: [WireGuardReceiveResult]) in
             var pump = UDPPump(device: responder, fd: fd, peerPort: wgPort)
-            guard let ping = ChildProgram.start(
-                ["nsenter", "--net=\(namespacePath)", "busybox", "ping", "-6", "-c", "3", "-w", "25", "\(Self.ourAddress)"], stderrToStdout: true)
+            guard
+                let ping = ChildProgram.start(
+                    ["nsenter", "--net=\(namespacePath)", "busybox", "ping", "-6", "-c", "3", "-w", "25", "\(Self.ourAddress)"], stderrToStdout: true)
             else { return (-1, 0, pump.device.counters, []) }
             var requests = 0
             var status: Int32 = -1
-            _ = pump.run(seconds: 40, onPacket: { packet in
-                guard let echo = echoRequest(in: packet), echo.destination == Self.ourAddress else { return [] }
-                requests += 1
-                return [icmpv6Echo(reply: true, source: echo.destination, destination: echo.source,
-                                   identifier: echo.identifier, sequence: echo.sequence, data: echo.data)]
-            }, done: { _ in
-                var raw: Int32 = 0
-                guard waitpid(ping.pid, &raw, WNOHANG) == ping.pid else { return false }
-                status = (raw & 0x7f) == 0 ? (raw >> 8) & 0xff : 128 + (raw & 0x7f)
-                return true
-            })
-            if status == -1 { ping.kill() } else {
+            _ = pump.run(
+                seconds: 40,
+                onPacket: { packet in
+                    guard let echo = echoRequest(in: packet), echo.destination == Self.ourAddress else { return [] }
+                    requests += 1
+                    return [
+                        icmpv6Echo(
+                            reply: true, source: echo.destination, destination: echo.source,
+                            identifier: echo.identifier, sequence: echo.sequence, data: echo.data)
+                    ]
+                },
+                done: { _ in
+                    var raw: Int32 = 0
+                    guard waitpid(ping.pid, &raw, WNOHANG) == ping.pid else { return false }
+                    status = (raw & 0x7f) == 0 ? (raw >> 8) & 0xff : 128 + (raw & 0x7f)
+                    return true
+                })
+            if status == -1 {
+                ping.kill()
+            } else {
                 close(ping.stdin)
                 close(ping.stdout)
             }
@@ -135,14 +146,18 @@ import Glibc
         let initiator = try makeDevice()
         let second = await onThread { () -> (replies: Int, counters: WireGuardCounters, results: [WireGuardReceiveResult]) in
             var pump = UDPPump(device: initiator, fd: fd, peerPort: wgPort)
-            pump.send(icmpv6Echo(reply: false, source: Self.ourAddress, destination: Self.wgAddress, identifier: 0x5747, sequence: 1,
-                                 data: Array("from the swift initiator".utf8)))
-            _ = pump.run(seconds: 30, onPacket: { _ in [] }, done: { pump in
-                pump.delivered.contains { packet in
-                    guard let view = IPPacketView(packet), view.nextHeader == 58, view.totalLength >= 48 else { return false }
-                    return packet[40] == 129 && packet[44] == 0x57 && packet[45] == 0x47
-                }
-            })
+            pump.send(
+                icmpv6Echo(
+                    reply: false, source: Self.ourAddress, destination: Self.wgAddress, identifier: 0x5747, sequence: 1,
+                    data: Array("from the swift initiator".utf8)))
+            _ = pump.run(
+                seconds: 30, onPacket: { _ in [] },
+                done: { pump in
+                    pump.delivered.contains { packet in
+                        guard let view = IPPacketView(packet), view.nextHeader == 58, view.totalLength >= 48 else { return false }
+                        return packet[40] == 129 && packet[44] == 0x57 && packet[45] == 0x47
+                    }
+                })
             return (pump.delivered.filter { $0.count >= 41 && $0[40] == 129 }.count, pump.device.counters, pump.results)
         }
         #expect(second.counters.initiationsSent >= 1)

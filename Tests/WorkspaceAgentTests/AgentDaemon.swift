@@ -131,7 +131,8 @@ struct AgentDaemon {
     func sshPort(timeout: Duration = .seconds(30)) async -> String {
         var port = ""
         _ = await eventually(timeout: timeout) {
-            port = log.split(separator: "\n").first { $0.contains("ssh listening") }
+            port =
+                log.split(separator: "\n").first { $0.contains("ssh listening") }
                 .flatMap { $0.split(separator: ":").last.map { String($0.prefix { $0.isNumber }) } } ?? ""
             return !port.isEmpty
         }
@@ -181,7 +182,6 @@ struct AgentDaemon {
         unlink(logPath)
     }
 }
-
 
 /// Resident set size of `pid`, in bytes (VmRSS from /proc).
 func rss(_ pid: pid_t) -> Int {

@@ -40,21 +40,22 @@ struct CoderCommandTests {
 
     /// `coder agent`'s settings errors, word for word as the reference's (`cli/root.go`,
     /// `cli/agent.go`), all exit status 1.
-    @Test(arguments: [
-        ([], [:], "create agent client: CODER_AGENT_URL must be set"),
-        ([], ["CODER_AGENT_URL": url], "create agent client: Either CODER_AGENT_TOKEN or CODER_AGENT_TOKEN_FILE must be set"),
-        (["--agent-url", url, "--auth", "bogus"], [:], "create agent client: unknown agent auth type: bogus"),
-        ([], ["CODER_AGENT_URL": url, "CODER_AGENT_AUTH": "Token"], "create agent client: unknown agent auth type: Token"),
-        (["--agent-url", url, "--auth", "aws-instance-identity", "--agent-header", "X-Nothing"], [:], "configure header transport: split header \"X-Nothing\" had less than two parts"),
-        ([], ["CODER_AGENT_URL": url, "CODER_AGENT_TOKEN": "t", "CODER_AGENT_HEADER": "X-A=1,X-B"], "configure header transport: split header \"X-B\" had less than two parts"),
-        (["--agent-url", url, "--agent-token", "t", "--agent-header-command", "echo X-A=1; exit 3"], [:], "configure header transport: failed to run [sh -c echo X-A=1; exit 3]: exit status 3"),
-        (["--agent-url", url, "--agent-token", "t", "--agent-header-command", "echo X-A=1; echo oops >&2; echo no-equals"], [:], "configure header transport: split header \"no-equals\" had less than two parts"),
-        (["--agent-url", url, "--agent-token-file", "/nonexistent/token"], [:], "create agent client: read token file \"/nonexistent/token\": no such file or directory"),
-        ([], ["CODER_AGENT_URL": "ftp://host", "CODER_AGENT_TOKEN": "t"], "create agent client: CODER_AGENT_URL: invalid URL \"ftp://host\" (expected http(s)://host[:port])"),
-        ([], ["CODER_AGENT_URL": url, "CODER_AGENT_TOKEN": "t", "CODER_AGENT_SUBSYSTEM": "envbox, envbuilder,bogus"], "invalid subsystem \"bogus\""),
-        (["--agent-url", url, "--agent-token", "t", "--tailnet-listen-port", "70000"], [:], "--tailnet-listen-port: invalid port \"70000\" (expected 0 to 65535)"),
-        (["--no-such-flag"], [:], "Unknown option '--no-such-flag'"),
-    ] as [([String], [String: String], String)])
+    @Test(
+        arguments: [
+            ([], [:], "create agent client: CODER_AGENT_URL must be set"),
+            ([], ["CODER_AGENT_URL": url], "create agent client: Either CODER_AGENT_TOKEN or CODER_AGENT_TOKEN_FILE must be set"),
+            (["--agent-url", url, "--auth", "bogus"], [:], "create agent client: unknown agent auth type: bogus"),
+            ([], ["CODER_AGENT_URL": url, "CODER_AGENT_AUTH": "Token"], "create agent client: unknown agent auth type: Token"),
+            (["--agent-url", url, "--auth", "aws-instance-identity", "--agent-header", "X-Nothing"], [:], "configure header transport: split header \"X-Nothing\" had less than two parts"),
+            ([], ["CODER_AGENT_URL": url, "CODER_AGENT_TOKEN": "t", "CODER_AGENT_HEADER": "X-A=1,X-B"], "configure header transport: split header \"X-B\" had less than two parts"),
+            (["--agent-url", url, "--agent-token", "t", "--agent-header-command", "echo X-A=1; exit 3"], [:], "configure header transport: failed to run [sh -c echo X-A=1; exit 3]: exit status 3"),
+            (["--agent-url", url, "--agent-token", "t", "--agent-header-command", "echo X-A=1; echo oops >&2; echo no-equals"], [:], "configure header transport: split header \"no-equals\" had less than two parts"),
+            (["--agent-url", url, "--agent-token-file", "/nonexistent/token"], [:], "create agent client: read token file \"/nonexistent/token\": no such file or directory"),
+            ([], ["CODER_AGENT_URL": "ftp://host", "CODER_AGENT_TOKEN": "t"], "create agent client: CODER_AGENT_URL: invalid URL \"ftp://host\" (expected http(s)://host[:port])"),
+            ([], ["CODER_AGENT_URL": url, "CODER_AGENT_TOKEN": "t", "CODER_AGENT_SUBSYSTEM": "envbox, envbuilder,bogus"], "invalid subsystem \"bogus\""),
+            (["--agent-url", url, "--agent-token", "t", "--tailnet-listen-port", "70000"], [:], "--tailnet-listen-port: invalid port \"70000\" (expected 0 to 65535)"),
+            (["--no-such-flag"], [:], "Unknown option '--no-such-flag'"),
+        ] as [([String], [String: String], String)])
     func agentSettingsFailAsTheReference(arguments: [String], environment: [String: String], message: String) async throws {
         let link = try CoderLink()
         defer { link.remove() }
@@ -85,8 +86,10 @@ struct CoderCommandTests {
         #expect(!help.stdout.contains("  run "))
         let agentHelp = await link.run(["agent", "--help"])
         #expect(agentHelp.status == 0 && agentHelp.stdout.contains("USAGE: coder agent"), "\(agentHelp.stdout)")
-        for flag in ["--agent-url", "--auth", "--agent-token ", "--agent-token-file", "--agent-name", "--log-dir", "--debug-address",
-                     "--pprof-address", "--no-reap", "--tailnet-listen-port", "--devcontainers-enable", "--agent-firewall-log-proxy-socket-path"] {
+        for flag in [
+            "--agent-url", "--auth", "--agent-token ", "--agent-token-file", "--agent-name", "--log-dir", "--debug-address",
+            "--pprof-address", "--no-reap", "--tailnet-listen-port", "--devcontainers-enable", "--agent-firewall-log-proxy-socket-path",
+        ] {
             #expect(agentHelp.stdout.contains(flag), "coder agent --help lacks \(flag)")
         }
         #expect(!agentHelp.stdout.contains("--boundary-log-proxy-socket-path "), "the old name is hidden")
@@ -103,14 +106,15 @@ struct CoderCommandTests {
 
     /// Under its own name the same settings keep the agent's usage status (64), and without
     /// a URL it runs standalone as before.
-    @Test(arguments: [
-        (["--auth", "bogus"], [:], "workspace-agent: unknown agent auth type: bogus"),
-        ([], ["CODER_AGENT_SUBSYSTEM": "exectrace,,bogus"], "workspace-agent: invalid subsystem \"bogus\""),
-        (["--agent-url", "http://127.0.0.1:9"], [:], "workspace-agent: Either CODER_AGENT_TOKEN or CODER_AGENT_TOKEN_FILE must be set"),
-        (["--debug-address", "nowhere"], [:], "workspace-agent: --debug-address: "),
-        (["--pprof-address", "nowhere"], [:], "workspace-agent: --pprof-address: "),
-        (["--devcontainers-enable", "maybe"], [:], "workspace-agent: --devcontainers-enable: invalid boolean \"maybe\" (expected true or false)"),
-    ] as [([String], [String: String], String)])
+    @Test(
+        arguments: [
+            (["--auth", "bogus"], [:], "workspace-agent: unknown agent auth type: bogus"),
+            ([], ["CODER_AGENT_SUBSYSTEM": "exectrace,,bogus"], "workspace-agent: invalid subsystem \"bogus\""),
+            (["--agent-url", "http://127.0.0.1:9"], [:], "workspace-agent: Either CODER_AGENT_TOKEN or CODER_AGENT_TOKEN_FILE must be set"),
+            (["--debug-address", "nowhere"], [:], "workspace-agent: --debug-address: "),
+            (["--pprof-address", "nowhere"], [:], "workspace-agent: --pprof-address: "),
+            (["--devcontainers-enable", "maybe"], [:], "workspace-agent: --devcontainers-enable: invalid boolean \"maybe\" (expected true or false)"),
+        ] as [([String], [String: String], String)])
     func theWorkspaceAgentNameKeepsItsRules(arguments: [String], environment: [String: String], message: String) async throws {
         let agent = try AgentDaemon.launch(arguments, environment: environment)
         defer { agent.cleanup() }

@@ -63,8 +63,10 @@ struct DocExampleTests {
         let socket = root + "/agent.sock"
 
         let agent = try AgentDaemon.launch(
-            ["--http-address", "127.0.0.1:0", "--state-dir", root + "/state", "--socket-path", socket, "--log-level", "info",
-             "--ssh-address", "127.0.0.1:0"],
+            [
+                "--http-address", "127.0.0.1:0", "--state-dir", root + "/state", "--socket-path", socket, "--log-level", "info",
+                "--ssh-address", "127.0.0.1:0",
+            ],
             environment: ["HOME": home, "TMPDIR": root])
         defer { agent.cleanup() }
         let port = try await agent.port()
@@ -93,7 +95,8 @@ struct DocExampleTests {
         if outcome.status != 0 {
             let failed = Int(reached) ?? 0
             let block = parsed.examples[min(failed, parsed.examples.count - 1)]
-            Issue.record("""
+            Issue.record(
+                """
                 \(file):\(block.line): the example failed (exit status \(outcome.status)):
                 \(block.code)
                 --- its output:
@@ -159,8 +162,9 @@ struct DocExampleTests {
         #expect(DocExamples.matches(expected: "a\n...\nz", actual: "a\nz"))
         #expect(!DocExamples.matches(expected: "a\nz", actual: "a\nb\nz"))
         #expect(DocExamples.matches(expected: "id <...> ok", actual: "id 12 34 ok  "))
-        #expect(DocExamples.matches(
-            expected: #"{"id":"11111111-2222-3333-4444-555555555555"}"#, actual: #"{"id":"0b3a9c1e-8f1e-4c7a-9d2f-1a2b3c4d5e6f"}"#))
+        #expect(
+            DocExamples.matches(
+                expected: #"{"id":"11111111-2222-3333-4444-555555555555"}"#, actual: #"{"id":"0b3a9c1e-8f1e-4c7a-9d2f-1a2b3c4d5e6f"}"#))
         #expect(!DocExamples.matches(expected: "x", actual: "y"))
         let parsed = DocExamples(file: "t.md", text: "```sh\necho hi\n```\n\n```output\nhi\n```\n```bash\nx\n```\n```output\nstray\n```\n")
         #expect(parsed.examples.count == 1 && parsed.examples[0].expected == "hi")

@@ -198,7 +198,7 @@ struct DocExamples {
         var targets: Set<String> = []
         for line in makefile.components(separatedBy: "\n") {
             guard let first = line.first, first.isLetter || first == "." || first == "_",
-                  let colon = line.firstIndex(of: ":"), !line[colon...].hasPrefix(":="), !line.contains("=") || line.firstIndex(of: "=")! > colon
+                let colon = line.firstIndex(of: ":"), !line[colon...].hasPrefix(":="), !line.contains("=") || line.firstIndex(of: "=")! > colon
             else { continue }
             for name in line[..<colon].split(separator: " ") { targets.insert(String(name)) }
         }

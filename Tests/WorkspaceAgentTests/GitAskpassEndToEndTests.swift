@@ -88,17 +88,22 @@ struct GitAskpassEndToEndTests {
     }
 
     @Test func noMatchingProviderWarnsAndLeavesGitToItsDefault() async throws {
-        try await Self.withServers(user: Self.token, password: Self.token, configure: { double in
-            double.externalAuth.withLock { _ = $0.providers.removeLast() }
-        }) { workspace, origin, environment, _, _ in
+        try await Self.withServers(
+            user: Self.token, password: Self.token,
+            configure: { double in
+                double.externalAuth.withLock { _ = $0.providers.removeLast() }
+            }
+        ) { workspace, origin, environment, _, _ in
             let cloned = await workspace.git(["clone", "-q", origin + "/repo.git", "dest"], environment: environment)
             #expect(cloned.status != 0)
-            #expect(cloned.stdout.contains("""
-                WARN: Coder was unable to handle this git request. The default git behavior will be used instead.\r
-                  | No matching external auth provider found in Coder for the url "\(origin)".\r
-                  | The configured external auth provider have regex filters that do not match the url. Provider url regex: gitlab-elsewhere="^https://gitlab\\\\.example\\\\.com"\r
+            #expect(
+                cloned.stdout.contains(
+                    """
+                    WARN: Coder was unable to handle this git request. The default git behavior will be used instead.\r
+                      | No matching external auth provider found in Coder for the url "\(origin)".\r
+                      | The configured external auth provider have regex filters that do not match the url. Provider url regex: gitlab-elsewhere="^https://gitlab\\\\.example\\\\.com"\r
 
-                """), "\(cloned.stdout)")
+                    """), "\(cloned.stdout)")
         }
     }
 

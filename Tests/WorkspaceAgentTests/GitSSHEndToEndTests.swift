@@ -28,7 +28,9 @@ struct GitSSHEndToEndTests {
             // A free port, then sshd on it; taken meanwhile by another test: try another.
             for _ in 0..<5 {
                 let port = try Self.freePort()
-                try TestFile.write(directory + "/sshd_config", """
+                try TestFile.write(
+                    directory + "/sshd_config",
+                    """
                     Port \(port)
                     ListenAddress 127.0.0.1
                     HostKey \(directory)/host_key
@@ -45,7 +47,8 @@ struct GitSSHEndToEndTests {
                     """)
                 let server = try ServerChild(["/usr/sbin/sshd", "-D", "-e", "-f", directory + "/sshd_config"], stderrToStdout: true)
                 if await server.line(where: { $0.contains("Server listening on 127.0.0.1 port \(port)") || $0.contains("Cannot bind") || $0.contains("error") }) != nil,
-                   server.all.contains(where: { $0.contains("Server listening") }) {
+                    server.all.contains(where: { $0.contains("Server listening") })
+                {
                     return SSHDaemon(server: server, port: port)
                 }
                 server.stop()

@@ -104,8 +104,8 @@ struct OpenAPIDocumentTests {
         var upgrades: Set<Route> = []
         for line in agent.log.split(separator: "\n") {
             guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
-                  object["msg"] as? String == "route mounted",
-                  let method = object["method"] as? String, let path = object["path"] as? String
+                object["msg"] as? String == "route mounted",
+                let method = object["method"] as? String, let path = object["path"] as? String
             else { continue }
             let route = Route(method: method, path: path)
             mounted.insert(route)

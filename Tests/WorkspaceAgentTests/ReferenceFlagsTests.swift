@@ -42,10 +42,11 @@ struct ReferenceFlagsTests {
         let debugPort = try #require(await Self.loggedPort(agent, "debug_address"), "\(agent.log)")
         let file = logs + "/coder-agent.log"
         var text = ""
-        #expect(await eventually {
-            text = (try? String(contentsOfFile: file, encoding: .utf8)) ?? ""
-            return text.contains(" info workspace-agent: agent HTTP API listening address=127.0.0.1:")
-        }, "\(text)")
+        #expect(
+            await eventually {
+                text = (try? String(contentsOfFile: file, encoding: .utf8)) ?? ""
+                return text.contains(" info workspace-agent: agent HTTP API listening address=127.0.0.1:")
+            }, "\(text)")
         #expect(text.contains(" debug workspace-agent: services in shutdown order "), "\(text)")
         #expect(!agent.log.contains("services in shutdown order"), "stderr is at info: \(agent.log)")
         #expect(agent.log.contains(#""msg":"agent HTTP API listening""#), "stderr keeps its format")
@@ -108,10 +109,11 @@ struct ReferenceFlagsTests {
         defer { agent.cleanup() }
         let warning = "warning workspace-agent: cannot listen on 127.0.0.1:\(busy.port) for the debug server"
         var text = ""
-        #expect(await eventually {
-            text = (try? String(contentsOfFile: logs + "/coder-agent.log", encoding: .utf8)) ?? ""
-            return text.contains(warning) || agent.reap() != nil
-        }, "\(agent.log)")
+        #expect(
+            await eventually {
+                text = (try? String(contentsOfFile: logs + "/coder-agent.log", encoding: .utf8)) ?? ""
+                return text.contains(warning) || agent.reap() != nil
+            }, "\(agent.log)")
         #expect(text.contains(warning) && agent.log.contains("cannot listen on 127.0.0.1:\(busy.port)"), "\(text)")
         let levels = Set(text.split(separator: "\n").map { $0.split(separator: " ").dropFirst().first.map(String.init) ?? "" })
         #expect(levels.isSubset(of: ["warning", "error", "critical"]), "\(text)")

@@ -232,8 +232,9 @@ struct ServiceUnitTests {
             #expect(verified.status == 0 && verified.stdout.isEmpty, "systemd-analyze verify \(unit):\n\(verified.stdout)")
         } else {
             let verified = await Self.verify(unit)
-            #expect(verified.stdout.split(separator: "\n") == ["workspace-agent.service: Command \(binary) is not executable: No such file or directory"],
-                    "systemd-analyze verify \(unit) (no private mount namespace here):\n\(verified.stdout)")
+            #expect(
+                verified.stdout.split(separator: "\n") == ["workspace-agent.service: Command \(binary) is not executable: No such file or directory"],
+                "systemd-analyze verify \(unit) (no private mount namespace here):\n\(verified.stdout)")
         }
     }
 
@@ -325,7 +326,9 @@ struct MakeRunTests {
         try TestFile.write(scratch + "/Package.swift", "// swift-tools-version:6.0\n")
         try TestFile.write(scratch + "/Sources/Agent/main.swift", "print(1)\n")
         let swift = scratch + "/fake-swift"
-        try TestFile.write(swift, """
+        try TestFile.write(
+            swift,
+            """
             #!/bin/sh
             echo "$*" >> "\(scratch)/swift-calls"
             [ -e "\(scratch)/fail" ] && { echo "error: the build failed"; exit 1; }

@@ -39,9 +39,10 @@ struct TailnetHostileTests {
             stranger.start()
             // Connected on both sides: the relay lists it, and the client has finished its handshake
             // (it drops what it is given before).
-            #expect(await eventually(timeout: .seconds(60)) {
-                relay.connectedKeys.contains(stranger.publicKey) && stranger.state.phase == .connected
-            })
+            #expect(
+                await eventually(timeout: .seconds(60)) {
+                    relay.connectedKeys.contains(stranger.publicKey) && stranger.state.phase == .connected
+                })
             let before = rss(agent.pid)
             var generator = SplitMix64(seed: 26)
             var sent = 0
@@ -49,11 +50,11 @@ struct TailnetHostileTests {
                 let length = Int(generator.next() % 1400) + 1
                 var packet = (0..<length).map { _ in UInt8(truncatingIfNeeded: generator.next()) }
                 switch round % 5 {
-                case 0: packet = [1, 0, 0, 0] + Array(packet.prefix(144))          // an initiation, forged
-                case 1: packet = [2, 0, 0, 0] + Array(packet.prefix(88))           // a response to nothing
-                case 2: packet = [4, 0, 0, 0] + Array(packet.prefix(200))          // transport, unknown index
-                case 3: packet = [0x54, 0x53, 0xF0, 0x9F, 0x92, 0xAC] + packet     // disco magic, garbage box
-                default: break                                                      // anything
+                case 0: packet = [1, 0, 0, 0] + Array(packet.prefix(144))  // an initiation, forged
+                case 1: packet = [2, 0, 0, 0] + Array(packet.prefix(88))  // a response to nothing
+                case 2: packet = [4, 0, 0, 0] + Array(packet.prefix(200))  // transport, unknown index
+                case 3: packet = [0x54, 0x53, 0xF0, 0x9F, 0x92, 0xAC] + packet  // disco magic, garbage box
+                default: break  // anything
                 }
                 if stranger.send(to: agentKey, packet: packet) { sent += 1 }
                 // Paced by the stranger's own queue (512 packets), which a loaded host drains slowly.

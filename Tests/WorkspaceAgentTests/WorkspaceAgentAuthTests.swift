@@ -95,9 +95,11 @@ struct WorkspaceAgentAuthTests {
                 #expect(requests.dropFirst().allSatisfy { $0.header("X-aws-ec2-metadata-token") == "imds-token" })
             case .azure:
                 let attested = try JSONValue.parseWhole(Array(InstanceIdentityDouble.azureAttested(vmID: "i-azure").utf8))
-                #expect(body == .object([
-                    ("signature", attested["signature"] ?? .null), ("encoding", .string("pkcs7")), ("agent_name", .string("main")),
-                ]))
+                #expect(
+                    body
+                        == .object([
+                            ("signature", attested["signature"] ?? .null), ("encoding", .string("pkcs7")), ("agent_name", .string("main")),
+                        ]))
                 let request = try #require(metadata.requests.first)
                 #expect(request.uri == "/metadata/attested/document?api-version=2020-09-01")
                 #expect(request.header("Metadata") == "true")
@@ -286,10 +288,12 @@ struct WorkspaceAgentAuthTests {
         try await double.run { base in
             double.externalAuth.withLock { $0.providers = [DoubleExternalAuthProvider(id: "github", regex: "^https://github\\.com/")] }
             double.linkExternalAuth("github", token: GitAskpassEndToEndTests.token)
-            let outcome = await link.run(["external-auth", "access-token", "github"], environment: [
-                "CODER_AGENT_URL": base, "CODER_AGENT_AUTH": "aws-instance-identity", "CODER_AGENT_AWS_METADATA_HOST": metadata.host,
-                "CODER_AGENT_TOKEN": "00000000-0000-4000-8000-000000000000",
-            ])
+            let outcome = await link.run(
+                ["external-auth", "access-token", "github"],
+                environment: [
+                    "CODER_AGENT_URL": base, "CODER_AGENT_AUTH": "aws-instance-identity", "CODER_AGENT_AWS_METADATA_HOST": metadata.host,
+                    "CODER_AGENT_TOKEN": "00000000-0000-4000-8000-000000000000",
+                ])
             #expect(outcome.status == 0, "\(outcome.stdout)")
             #expect(outcome.stdout == GitAskpassEndToEndTests.token)
             let request = try #require(double.httpRequests.first { $0.path == GitAskpassEndToEndTests.path })

@@ -13,10 +13,11 @@ struct WorkspaceAgentBoundaryTests {
     /// Connects to the agent's boundary socket once it listens.
     static func connect(_ path: String) async throws -> LoopbackSocket {
         var connected: LoopbackSocket?
-        #expect(await eventually {
-            connected = LoopbackSocket(unixPath: path)
-            return connected != nil
-        })
+        #expect(
+            await eventually {
+                connected = LoopbackSocket(unixPath: path)
+                return connected != nil
+            })
         return try #require(connected)
     }
 
@@ -50,10 +51,11 @@ struct WorkspaceAgentBoundaryTests {
         #expect(permissions == 0o600, "the socket is private")
         socket.send(Boundary.status(channelFull: 5, batchFull: 3) + Boundary.status(channelFull: 0, batchFull: -1) + Boundary.logs(2))
         var samples: [String: Double] = [:]
-        #expect(await eventually {
-            samples = await Self.samples((try? await client.request("GET", "/metrics").bodyText) ?? "")
-            return samples["agent_boundary_log_proxy_batches_logged_total{}"] == 1
-        })
+        #expect(
+            await eventually {
+                samples = await Self.samples((try? await client.request("GET", "/metrics").bodyText) ?? "")
+                return samples["agent_boundary_log_proxy_batches_logged_total{}"] == 1
+            })
         #expect(samples[#"agent_boundary_log_proxy_logs_dropped_total{reason="boundary_channel_full"}"#] == 5)
         #expect(samples[#"agent_boundary_log_proxy_logs_dropped_total{reason="boundary_batch_full"}"#] == 3)
         #expect(!samples.keys.contains { $0.hasPrefix("agent_boundary_log_proxy_batches_dropped_total") && $0.contains("boundary_") })
@@ -68,8 +70,10 @@ struct WorkspaceAgentBoundaryTests {
         let path = NSTemporaryDirectory() + "boundary-\(UUID().uuidString.prefix(8)).sock"
         let unreachable = "http://127.0.0.1:\(freeLoopbackPort())"
         let agent = try AgentDaemon.launch(
-            ["--http-address", "127.0.0.1:0", "--boundary-log-proxy-socket-path", path, "--boundary-log-spool-size", "0",
-             "--agent-url", unreachable],
+            [
+                "--http-address", "127.0.0.1:0", "--boundary-log-proxy-socket-path", path, "--boundary-log-spool-size", "0",
+                "--agent-url", unreachable,
+            ],
             environment: ["CODER_AGENT_TOKEN": "not-a-real-token"])
         defer { agent.cleanup() }
         let client = RawHTTPClient(port: try await agent.port())
@@ -80,10 +84,11 @@ struct WorkspaceAgentBoundaryTests {
         for _ in 0..<300 { bytes += Boundary.logs(1) }
         #expect(socket.send(bytes))
         var samples: [String: Double] = [:]
-        #expect(await eventually {
-            samples = await Self.samples((try? await client.request("GET", "/metrics").bodyText) ?? "")
-            return (samples[#"agent_boundary_log_proxy_batches_dropped_total{reason="buffer_full"}"#] ?? 0) >= 1
-        })
+        #expect(
+            await eventually {
+                samples = await Self.samples((try? await client.request("GET", "/metrics").bodyText) ?? "")
+                return (samples[#"agent_boundary_log_proxy_batches_dropped_total{reason="buffer_full"}"#] ?? 0) >= 1
+            })
         #expect((samples[#"agent_boundary_log_proxy_logs_dropped_total{reason="buffer_full"}"#] ?? 0) >= 1)
     }
 
@@ -119,19 +124,21 @@ struct WorkspaceAgentBoundaryTests {
         #expect(socket.send(bytes))
         // Every frame read before the shutdown (one still unread when the connection closes
         // is the sender's to resend).
-        #expect(await eventually(timeout: .seconds(60)) {
-            let samples = await Self.samples((try? await client.request("GET", "/metrics").bodyText) ?? "")
-            return samples["agent_boundary_log_proxy_batches_received_total{}"] == 300
-        })
+        #expect(
+            await eventually(timeout: .seconds(60)) {
+                let samples = await Self.samples((try? await client.request("GET", "/metrics").bodyText) ?? "")
+                return samples["agent_boundary_log_proxy_batches_received_total{}"] == 300
+            })
         first.signal(SIGTERM)
         #expect(await first.exitStatus() == 0)
 
         try await double.run(port: port) { _ in
             let second = try AgentDaemon.launch(arguments, environment: ["CODER_AGENT_TOKEN": double.token])
             defer { second.cleanup() }
-            #expect(await eventually(timeout: .seconds(30)) {
-                double.recorded.withLock { $0.boundaryLogs.reduce(0) { $0 + $1.logs.count } } >= 300
-            })
+            #expect(
+                await eventually(timeout: .seconds(30)) {
+                    double.recorded.withLock { $0.boundaryLogs.reduce(0) { $0 + $1.logs.count } } >= 300
+                })
             let numbers = double.recorded.withLock { $0.boundaryLogs.flatMap { $0.logs.map(\.sequenceNumber) } }
             #expect(numbers == (0..<300).map { Int32($0) }, "each once, in order")
             second.signal(SIGTERM)

@@ -66,8 +66,10 @@ struct WorkspaceAgentChatContextCLITests {
             let refreshed = await run("refresh")
             #expect(refreshed.status == 0 && refreshed.output.hasPrefix("Re-resolved agent context (version "), "\(refreshed)")
             #expect(refreshed.output.hasSuffix(" resources).\n"), "\(refreshed)")
-            let expectedShow = "Source: \(home)/notes (1 resources)\n" + Self.table(
-                ["KIND", "NAME", "SOURCE", "STATUS", "SIZE BYTES", "ERROR"], [["instruction_file", "", home + "/notes/AGENTS.md", "ok", "17", ""]])
+            let expectedShow =
+                "Source: \(home)/notes (1 resources)\n"
+                + Self.table(
+                    ["KIND", "NAME", "SOURCE", "STATUS", "SIZE BYTES", "ERROR"], [["instruction_file", "", home + "/notes/AGENTS.md", "ok", "17", ""]])
             #expect(await run("show", "../notes", in: home + "/project") == (expectedShow, 0))
             let shownJSON = await run("show", home + "/notes", "-o", "json")
             #expect(shownJSON.status == 0 && shownJSON.output.hasPrefix("[\n  {\n    \"kind\": \"instruction_file\",\n    \"name\": \"\",\n"))
@@ -84,8 +86,9 @@ struct WorkspaceAgentChatContextCLITests {
 
             #expect(await run("remove", "notes", in: home) == ("Removed context source \(home)/notes\n", 0))
             #expect(!(await run("list").output.contains("/notes")))
-            #expect(await run("remove", "notes", in: home)
-                == ("error: remove context source: \"\(home)/notes\": context source not found\n", 1))
+            #expect(
+                await run("remove", "notes", in: home)
+                    == ("error: remove context source: \"\(home)/notes\": context source not found\n", 1))
             #expect(await run("show", "notes", in: home) == ("error: get context source: \"\(home)/notes\": context source not found\n", 1))
         }
     }

@@ -40,13 +40,14 @@ struct WorkspaceAgentChatContextPushTests {
 
             // An edit reaches the control plane as a newer, non-initial version.
             try TestFile.write(workdir + "/AGENTS.md", "# Project rules\nbe kinder\n", atomically: true)
-            #expect(await eventually(timeout: .seconds(60)) {
-                double.contextState.withLock { state in
-                    state.stored.map { stored in
-                        stored.version > first.version && stored.resources.contains { $0.instructionFile.content == Data("# Project rules\nbe kinder\n".utf8) }
-                    } ?? false
-                }
-            }, "\(agent.log)")
+            #expect(
+                await eventually(timeout: .seconds(60)) {
+                    double.contextState.withLock { state in
+                        state.stored.map { stored in
+                            stored.version > first.version && stored.resources.contains { $0.instructionFile.content == Data("# Project rules\nbe kinder\n".utf8) }
+                        } ?? false
+                    }
+                }, "\(agent.log)")
             let state = double.contextState.withLock { $0 }
             #expect(state.rejections.isEmpty, "\(state.rejections)")
             #expect(state.pushes.dropFirst().allSatisfy { !$0.initial })

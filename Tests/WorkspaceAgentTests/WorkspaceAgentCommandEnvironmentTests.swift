@@ -88,8 +88,10 @@ struct WorkspaceAgentCommandEnvironmentTests {
         let tokenFile = try ScriptsHarness.tokenFile(double)
         try await double.run { url in
             let agent = try AgentDaemon.launch(
-                ["--http-address", "127.0.0.1:0", "--agent-url", url, "--agent-token-file", tokenFile, "--ssh-address", "127.0.0.1:0",
-                 "--log-level", "debug"],
+                [
+                    "--http-address", "127.0.0.1:0", "--agent-url", url, "--agent-token-file", tokenFile, "--ssh-address", "127.0.0.1:0",
+                    "--log-level", "debug",
+                ],
                 environment: ["HOME": home, "AGENT_ONLY": "agent", "SHARED_MA": "from-agent", "CODER_WORKSPACE_NAME": "from-agent"])
             defer { agent.cleanup() }
             let client = RawHTTPClient(port: try await agent.port())
@@ -117,20 +119,23 @@ struct WorkspaceAgentCommandEnvironmentTests {
 
             // A metadata command.
             let executable = URL(fileURLWithPath: AgentDaemon.binaryPath).resolvingSymlinksInPath().path
-            #expect(await eventually(timeout: .seconds(60)) {
-                double.recorded.withLock { r in r.metadataBatches.flatMap(\.metadata).last { $0.key == "precedence" }?.result.value }
-                    == firstSecret + "|" + executable
-            }, "\(agent.log)")
+            #expect(
+                await eventually(timeout: .seconds(60)) {
+                    double.recorded.withLock { r in r.metadataBatches.flatMap(\.metadata).last { $0.key == "precedence" }?.result.value }
+                        == firstSecret + "|" + executable
+                }, "\(agent.log)")
 
             // A secret changed in coderd reaches the file and new commands after the next fetch.
             double.setManifest(Self.manifest(home: home, secretValue: "secret-two", fileValue: "file-secret-two"))
             await double.dropConnections()
-            #expect(await eventually(timeout: .seconds(60)) {
-                (try? String(contentsOfFile: home + "/.secrets/token", encoding: .utf8)) == "file-secret-two"
-            }, "\(agent.log)")
-            #expect(await eventually(timeout: .seconds(60)) {
-                (try? await Self.runProcess(client, "printf %s \"$SHARED_MS\"")) == "secret-two"
-            })
+            #expect(
+                await eventually(timeout: .seconds(60)) {
+                    (try? String(contentsOfFile: home + "/.secrets/token", encoding: .utf8)) == "file-secret-two"
+                }, "\(agent.log)")
+            #expect(
+                await eventually(timeout: .seconds(60)) {
+                    (try? await Self.runProcess(client, "printf %s \"$SHARED_MS\"")) == "secret-two"
+                })
 
             // Never shown: not in /debug/manifest, the log, or the agent's own environment and command line.
             let debug = try await client.request("GET", "/debug/manifest")

@@ -5,18 +5,19 @@ import Testing
 /// The `workspace-agent` executable end to end: flags, env twins, serving, shutdown.
 @Suite(.timeLimit(.minutes(2)))
 struct WorkspaceAgentDaemonTests {
-    @Test(arguments: [
-        (["--log-level", "loud"], [:], "--log-level"),
-        (["--log-format", "xml"], [:], "--log-format"),
-        (["--http-address", "nowhere"], [:], "--http-address"),
-        (["--http-address", "127.0.0.1:99999"], [:], "--http-address"),
-        (["--proc-prio-mgmt", "maybe"], [:], "--proc-prio-mgmt"),
-        (["--release-startup-pages", "sometimes"], [:], "--release-startup-pages"),
-        ([], ["CODER_AGENT_RELEASE_STARTUP_PAGES": "perhaps"], "CODER_AGENT_RELEASE_STARTUP_PAGES"),
-        ([], ["CODER_AGENT_LOG_LEVEL": "loud"], "CODER_AGENT_LOG_LEVEL"),
-        ([], ["CODER_AGENT_HTTP_ADDRESS": "::1:80"], "CODER_AGENT_HTTP_ADDRESS"),
-        (["--no-such-flag"], [:], "no-such-flag"),
-    ] as [([String], [String: String], String)])
+    @Test(
+        arguments: [
+            (["--log-level", "loud"], [:], "--log-level"),
+            (["--log-format", "xml"], [:], "--log-format"),
+            (["--http-address", "nowhere"], [:], "--http-address"),
+            (["--http-address", "127.0.0.1:99999"], [:], "--http-address"),
+            (["--proc-prio-mgmt", "maybe"], [:], "--proc-prio-mgmt"),
+            (["--release-startup-pages", "sometimes"], [:], "--release-startup-pages"),
+            ([], ["CODER_AGENT_RELEASE_STARTUP_PAGES": "perhaps"], "CODER_AGENT_RELEASE_STARTUP_PAGES"),
+            ([], ["CODER_AGENT_LOG_LEVEL": "loud"], "CODER_AGENT_LOG_LEVEL"),
+            ([], ["CODER_AGENT_HTTP_ADDRESS": "::1:80"], "CODER_AGENT_HTTP_ADDRESS"),
+            (["--no-such-flag"], [:], "no-such-flag"),
+        ] as [([String], [String: String], String)])
     func badValuesExitNonZeroWithOneLine(arguments: [String], environment: [String: String], names: String) async throws {
         let agent = try AgentDaemon.launch(arguments, environment: environment)
         defer { agent.cleanup() }
@@ -143,9 +144,11 @@ struct WorkspaceAgentDaemonTests {
 
     /// Environment twins configure the agent; a flag beats its twin.
     @Test func environmentTwinsAndFlagPrecedence() async throws {
-        let json = try AgentDaemon.launch([], environment: [
-            "CODER_AGENT_HTTP_ADDRESS": "127.0.0.1:0", "CODER_AGENT_LOG_FORMAT": "json",
-        ])
+        let json = try AgentDaemon.launch(
+            [],
+            environment: [
+                "CODER_AGENT_HTTP_ADDRESS": "127.0.0.1:0", "CODER_AGENT_LOG_FORMAT": "json",
+            ])
         defer { json.cleanup() }
         _ = try await json.port()
         for line in json.log.split(separator: "\n") {
@@ -154,9 +157,11 @@ struct WorkspaceAgentDaemonTests {
         json.signal(SIGTERM)
         #expect(await json.exitStatus() == 0)
 
-        let text = try AgentDaemon.launch(["--log-format", "text"], environment: [
-            "CODER_AGENT_HTTP_ADDRESS": "127.0.0.1:0", "CODER_AGENT_LOG_FORMAT": "json",
-        ])
+        let text = try AgentDaemon.launch(
+            ["--log-format", "text"],
+            environment: [
+                "CODER_AGENT_HTTP_ADDRESS": "127.0.0.1:0", "CODER_AGENT_LOG_FORMAT": "json",
+            ])
         defer { text.cleanup() }
         _ = try await text.port()
         #expect(!text.log.hasPrefix("{"))

@@ -77,14 +77,18 @@ struct WorkspaceAgentDesktopTests {
         let port = try await agent.port()
         let ready = NSTemporaryDirectory() + "fd-holder-\(UUID().uuidString.prefix(8))"
         defer { try? FileManager.default.removeItem(atPath: ready) }
-        let holder = try #require(ChildProgram.start(["python3", "-c", """
-            import resource, socket, sys, time
-            soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-            resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 4096), hard))
-            held = [socket.create_connection(("127.0.0.1", \(port))) for _ in range(1100)]
-            open(sys.argv[1], "w").close()
-            time.sleep(8)
-            """, ready]))
+        let holder = try #require(
+            ChildProgram.start([
+                "python3", "-c",
+                """
+                import resource, socket, sys, time
+                soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+                resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 4096), hard))
+                held = [socket.create_connection(("127.0.0.1", \(port))) for _ in range(1100)]
+                open(sys.argv[1], "w").close()
+                time.sleep(8)
+                """, ready,
+            ]))
         defer { holder.kill() }
         #expect(await eventually(timeout: .seconds(20)) { FileManager.default.fileExists(atPath: ready) })
         let client = RawHTTPClient(port: port)

@@ -20,9 +20,11 @@ import Glibc
 /// Skipped, with the reason, where they cannot run: not root, no `/dev/net/tun`, a tool
 /// missing (`make test` installs them on Debian), or `unshare -n` refused (a container
 /// without the privilege to make network namespaces).
-@Suite(.serialized, .timeLimit(.minutes(6)),
-       .enabled(if: DirectPathPrerequisites.missing() == nil,
-                "needs root, /dev/net/tun, wireguard-go, wg, ip, iptables, turnserver (coturn), ssh, curl, python3 and the right to make network namespaces"))
+@Suite(
+    .serialized, .timeLimit(.minutes(6)),
+    .enabled(
+        if: DirectPathPrerequisites.missing() == nil,
+        "needs root, /dev/net/tun, wireguard-go, wg, ip, iptables, turnserver (coturn), ssh, curl, python3 and the right to make network namespaces"))
 struct WorkspaceAgentDirectPathTests {
     static let agentLAN = "10.99.0.1"
     static let peerLAN = "10.99.0.2"
@@ -50,7 +52,8 @@ struct WorkspaceAgentDirectPathTests {
         func peerPath() async -> (path: String, trusted: Bool)? {
             let status = await curl([url("/api/v0/tailnet")], maxTime: 8)
             guard let json = jsonObject(Array(status.stdout.utf8)), let peers = json["peers"] as? [[String: Any]],
-                  let first = peers.first, let path = first["path"] as? String else { return nil }
+                let first = peers.first, let path = first["path"] as? String
+            else { return nil }
             return (path, first["direct_trusted"] as? Bool ?? false)
         }
 
@@ -59,15 +62,20 @@ struct WorkspaceAgentDirectPathTests {
         /// how many came back intact.
         func udpEcho(size: Int = 1232, count: Int = 5) async -> Int {
             let port = 40000 + Int.random(in: 0..<9000)
-            guard let server = workspace.start(["python3", "-c", """
-                import socket
-                s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-                s.bind(('127.0.0.1', \(port)))
-                print('ready', flush=True)
-                for _ in range(1000):
-                    data, source = s.recvfrom(65536)
-                    s.sendto(data, source)
-                """]) else { return -1 }
+            guard
+                let server = workspace.start([
+                    "python3", "-c",
+                    """
+                    import socket
+                    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+                    s.bind(('127.0.0.1', \(port)))
+                    print('ready', flush=True)
+                    for _ in range(1000):
+                        data, source = s.recvfrom(65536)
+                        s.sendto(data, source)
+                    """,
+                ])
+            else { return -1 }
             defer { server.kill() }
             let ready = await onThread { () -> Bool in
                 var bytes: [UInt8] = []
@@ -76,7 +84,9 @@ struct WorkspaceAgentDirectPathTests {
                 return bytes == Array("ready".utf8)
             }
             guard ready else { return -1 }
-            let outcome = await peerNamespace.run(["python3", "-c", """
+            let outcome = await peerNamespace.run([
+                "python3", "-c",
+                """
                 import os, socket
                 s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
                 s.settimeout(2)
@@ -93,7 +103,8 @@ struct WorkspaceAgentDirectPathTests {
                             good += 1
                             break
                 print(good)
-                """])
+                """,
+            ])
             return Int(outcome.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
         }
 
@@ -116,7 +127,9 @@ struct WorkspaceAgentDirectPathTests {
         /// Bytes the speed test (port 3) downloads in `seconds` (whole 2 MiB blocks), run in
         /// the peer's namespace.
         func download(seconds: Int) async -> Int {
-            let outcome = await peerNamespace.run(["python3", "-c", """
+            let outcome = await peerNamespace.run([
+                "python3", "-c",
+                """
                 import socket
                 s = socket.create_connection(("\(addresses.primaryText)", 3), timeout=60)
                 s.sendall(b'{"version":2,"time":\(seconds)000000000,"direction":0}\\n')
@@ -131,7 +144,8 @@ struct WorkspaceAgentDirectPathTests {
                     if not data: break
                     total += len(data)
                 print(total)
-                """])
+                """,
+            ])
             return Int(outcome.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
         }
     }
@@ -154,13 +168,14 @@ struct WorkspaceAgentDirectPathTests {
 
     /// Two namespaces on one link (the agent's endpoint is its LAN address).
     static func lan(mtu: Int = 1500) -> Network {
-        Network(commands: [
-            ("workspace", ["ip", "link", "add", "va", "mtu", "\(mtu)", "type", "veth", "peer", "name", "vb", "mtu", "\(mtu)", "netns", "pid:peer"]),
-            ("workspace", ["ip", "addr", "add", "\(agentLAN)/24", "dev", "va"]),
-            ("workspace", ["ip", "link", "set", "va", "up"]),
-            ("peer", ["ip", "addr", "add", "\(peerLAN)/24", "dev", "vb"]),
-            ("peer", ["ip", "link", "set", "vb", "up"]),
-        ], peerEndpoints: ["\(peerLAN):\(peerPort)"], agentEndpoint: "\(agentLAN):\(agentPort)")
+        Network(
+            commands: [
+                ("workspace", ["ip", "link", "add", "va", "mtu", "\(mtu)", "type", "veth", "peer", "name", "vb", "mtu", "\(mtu)", "netns", "pid:peer"]),
+                ("workspace", ["ip", "addr", "add", "\(agentLAN)/24", "dev", "va"]),
+                ("workspace", ["ip", "link", "set", "va", "up"]),
+                ("peer", ["ip", "addr", "add", "\(peerLAN)/24", "dev", "vb"]),
+                ("peer", ["ip", "link", "set", "vb", "up"]),
+            ], peerEndpoints: ["\(peerLAN):\(peerPort)"], agentEndpoint: "\(agentLAN):\(agentPort)")
     }
 
     /// Coder's IPv6 triangle: a router namespace linking the workspace
@@ -231,10 +246,16 @@ struct WorkspaceAgentDirectPathTests {
                 let to = destination.map { ["-d", $0] } ?? []
                 let from = destination.map { ["-s", $0] } ?? []
                 commands += [
-                    (router, ["iptables", "-t", "nat", "-A", "POSTROUTING", "-o", wanIF, "-p", "udp", "--sport", "\(clientPort)"] + to
-                        + ["-j", "SNAT", "--to-source", "10.0.\(wan).2:\(mapped)"]),
-                    (router, ["iptables", "-t", "nat", "-A", "PREROUTING", "-i", wanIF, "-p", "udp", "--dport", "\(mapped)"] + from
-                        + ["-j", "DNAT", "--to-destination", "\(clientIP):\(clientPort)"]),
+                    (
+                        router,
+                        ["iptables", "-t", "nat", "-A", "POSTROUTING", "-o", wanIF, "-p", "udp", "--sport", "\(clientPort)"] + to
+                            + ["-j", "SNAT", "--to-source", "10.0.\(wan).2:\(mapped)"]
+                    ),
+                    (
+                        router,
+                        ["iptables", "-t", "nat", "-A", "PREROUTING", "-i", wanIF, "-p", "udp", "--dport", "\(mapped)"] + from
+                            + ["-j", "DNAT", "--to-destination", "\(clientIP):\(clientPort)"]
+                    ),
                 ]
             }
         }
@@ -249,7 +270,6 @@ struct WorkspaceAgentDirectPathTests {
     }
 
     static func missing() -> String? { DirectPathPrerequisites.missing() }
-
 
     struct Failure: Error, CustomStringConvertible { let description: String }
 
@@ -287,8 +307,11 @@ struct WorkspaceAgentDirectPathTests {
                 guard outcome.status == 0 else { throw Failure(description: "\(name): \(resolved.joined(separator: " ")): \(outcome.stdout)") }
             }
             if !network.stun.isEmpty, let server = namespaces["server"] {
-                stun = server.start(["turnserver", "-n", "--stun-only", "--no-cli", "--no-tls", "--no-dtls", "--simple-log", "--log-file", "stdout",
-                                     "--listening-port", "3478"] + network.stun.flatMap { ["--listening-ip", $0] })
+                stun = server.start(
+                    [
+                        "turnserver", "-n", "--stun-only", "--no-cli", "--no-tls", "--no-dtls", "--simple-log", "--log-file", "stdout",
+                        "--listening-port", "3478",
+                    ] + network.stun.flatMap { ["--listening-ip", $0] })
                 // Bounded: coturn answers a STUN probe once it listens.
                 let answering = await eventually(timeout: .seconds(30)) {
                     await server.run(["python3", "-c", Self.stunProbe(network.stun[0])]).stdout.hasPrefix("mapped")
@@ -372,8 +395,10 @@ struct WorkspaceAgentDirectPathTests {
             try #require(line == "ready", "the namespace bridge did not start: \(line)")
 
             let agent = try AgentDaemon.launch(
-                ["--net=\(workspace.path)", AgentDaemon.binaryPath, "--http-address", "127.0.0.1:0", "--agent-url", url,
-                 "--agent-token-file", tokenFile, "--tailnet-listen-port", "\(agentPort)"],
+                [
+                    "--net=\(workspace.path)", AgentDaemon.binaryPath, "--http-address", "127.0.0.1:0", "--agent-url", url,
+                    "--agent-token-file", tokenFile, "--tailnet-listen-port", "\(agentPort)",
+                ],
                 executable: "/usr/bin/nsenter")
             defer { agent.cleanup() }
             let wanted = network.agentEndpoint ?? ""
@@ -392,8 +417,9 @@ struct WorkspaceAgentDirectPathTests {
             peerNode.disco = Disco.keyText(peer.speaker.disco.publicKey)
             peerNode.endpoints = network.peerEndpoints
             coordinator.setPeer(id: peerID, node: peerNode)
-            let topology = Topology(workspace: workspace, peerNamespace: peerNamespace, relay: relay, coordinator: coordinator, agent: agent,
-                                    addresses: addresses, peer: peer.speaker, agentNode: node)
+            let topology = Topology(
+                workspace: workspace, peerNamespace: peerNamespace, relay: relay, coordinator: coordinator, agent: agent,
+                addresses: addresses, peer: peer.speaker, agentNode: node)
             let lastTry = Mutex("")
             let reached = await eventually(timeout: .seconds(60)) {
                 let health = await topology.curl([topology.url("/healthz")], maxTime: 8)
@@ -428,16 +454,18 @@ struct WorkspaceAgentDirectPathTests {
             throw Failure(description: "wireguard-go did not start")
         }
         guard await eventually(timeout: .seconds(30), { FileManager.default.fileExists(atPath: "/var/run/wireguard/\(interface).sock") }),
-              let loopback = await namespace.udpSocket(),
-              let lan = await namespace.udpSocket(address: bind.address, port: bind.port)
+            let loopback = await namespace.udpSocket(),
+            let lan = await namespace.udpSocket(address: bind.address, port: bind.port)
         else {
             await onThread { wireguardGo.kill() }
             throw Failure(description: "wireguard-go gave no UAPI socket, or the namespace no UDP sockets")
         }
         let wgPort: UInt16 = 51820
         for command in [
-            ["wg", "set", interface, "private-key", keyFile, "listen-port", "\(wgPort)",
-             "peer", Data(agentKey).base64EncodedString(), "allowed-ips", "\(agentAddress)/128", "endpoint", "127.0.0.1:\(loopback.port)"],
+            [
+                "wg", "set", interface, "private-key", keyFile, "listen-port", "\(wgPort)",
+                "peer", Data(agentKey).base64EncodedString(), "allowed-ips", "\(agentAddress)/128", "endpoint", "127.0.0.1:\(loopback.port)",
+            ],
             ["ip", "-6", "addr", "add", "\(WorkspaceAgentTailnetTests.peerAddress)/128", "dev", interface, "nodad"],
             ["ip", "link", "set", interface, "mtu", "1280", "up"],
             ["ip", "-6", "route", "add", "\(agentAddress)/128", "dev", interface],
@@ -452,11 +480,14 @@ struct WorkspaceAgentDirectPathTests {
         }
         let speaker = DirectPeer(loopback: loopback.fd, lan: lan.fd, wireguardPort: wgPort, agentKey: X25519PublicKey(agentKey)!, agentDisco: agentDisco)
         speaker.start(key: X25519PrivateKey(key.raw.bytes)!, relay: relay)
-        return (key, speaker, {
-            await speaker.stop()
-            _ = await namespace.run(["ip", "link", "del", interface])
-            await onThread { wireguardGo.kill() }
-        })
+        return (
+            key, speaker,
+            {
+                await speaker.stop()
+                _ = await namespace.run(["ip", "link", "del", interface])
+                await onThread { wireguardGo.kill() }
+            }
+        )
     }
 
     @Test func theAgentGoesDirectOverTheLinkAndTheTransferSkipsTheRelay() async throws {
@@ -480,7 +511,8 @@ struct WorkspaceAgentDirectPathTests {
             #expect(relayed < bytes / 20, "DERP carried \(relayed) bytes of \(bytes)")
             // The status and the metrics say so too.
             let metrics = await topology.curl([topology.url("/debug/prometheus")])
-            #expect(metrics.stdout.contains(#"agent_tailnet_path_bytes_total{direction="out",path="direct"}"#)
+            #expect(
+                metrics.stdout.contains(#"agent_tailnet_path_bytes_total{direction="out",path="direct"}"#)
                     || metrics.stdout.contains(#"agent_tailnet_path_bytes_total{path="direct",direction="out"}"#), "\(metrics.stdout.prefix(4000))")
             let page = await topology.curl([topology.url("/debug/magicsock")])
             #expect(page.stdout.contains("\(Self.peerLAN):\(Self.peerPort) (trusted)"), "\(page.stdout)")
@@ -498,7 +530,9 @@ struct WorkspaceAgentDirectPathTests {
             // From the peer's namespace, as fast as Python sends: garbage, disco from random
             // keys, and disco under the peer's own key whose box does not open.
             let peerDisco = topology.peer.disco.publicKey.bytes.map { String(format: "%02x", $0) }.joined()
-            let flood = await topology.peerNamespace.run(["python3", "-c", """
+            let flood = await topology.peerNamespace.run([
+                "python3", "-c",
+                """
                 import os, socket
                 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
                 target = ('\(Self.agentLAN)', \(Self.agentPort))
@@ -518,7 +552,8 @@ struct WorkspaceAgentDirectPathTests {
                     except OSError:
                         pass
                 print(sent)
-                """])
+                """,
+            ])
             #expect(Int(flood.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0 > 5000, "\(flood)")
             // The path and the tunnel are unharmed, and the drops are counted by kind: random
             // keys cost no key agreement (unknown sender), the peer's key fails the box.

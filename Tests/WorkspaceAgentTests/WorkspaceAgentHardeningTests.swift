@@ -232,7 +232,7 @@ func processes(commandLine: [String]) -> [pid_t] {
 func processes(named name: String, sessionLeaderOnly: Bool) -> [pid_t] {
     allPids().filter { pid in
         guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-              let open = stat.firstIndex(of: "("), let close = stat.lastIndex(of: ")")
+            let open = stat.firstIndex(of: "("), let close = stat.lastIndex(of: ")")
         else { return false }
         guard stat[stat.index(after: open)..<close] == name else { return false }
         let fields = stat[stat.index(after: close)...].split(separator: " ")
@@ -245,7 +245,7 @@ func isDescendant(_ pid: pid_t, of ancestor: pid_t) -> Bool {
     var current = pid
     for _ in 0..<8 {
         guard let stat = try? String(contentsOfFile: "/proc/\(current)/stat", encoding: .utf8),
-              let close = stat.lastIndex(of: ")")
+            let close = stat.lastIndex(of: ")")
         else { return false }
         let fields = stat[stat.index(after: close)...].split(separator: " ")
         guard fields.count > 1, let parent = pid_t(fields[1]) else { return false }

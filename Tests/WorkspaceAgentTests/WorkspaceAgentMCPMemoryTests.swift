@@ -45,7 +45,8 @@ struct WorkspaceAgentMCPMemoryTests {
 
         try workspace.declare([])
         #expect(await eventually { (try? await workspace.servers())?.isEmpty == true })
-        #expect(await eventually(timeout: .seconds(60)) { Self.memory(agent.pid, "VmRSS") - idle < 64 << 20 },
-                "idle \(idle >> 20) MiB, now \(Self.memory(agent.pid, "VmRSS") >> 20) MiB")
+        #expect(
+            await eventually(timeout: .seconds(60)) { Self.memory(agent.pid, "VmRSS") - idle < 64 << 20 },
+            "idle \(idle >> 20) MiB, now \(Self.memory(agent.pid, "VmRSS") >> 20) MiB")
     }
 }

@@ -131,12 +131,13 @@ struct WorkspaceAgentMCPTests {
         let alpha = try #require(try await Self.servers(client).first { $0["name"] as? String == "alpha" }?["pid"] as? Int)
         // The stubborn server has started its child (it names it on stderr, which the agent logs).
         var child: Int32?
-        #expect(await eventually {
-            if let range = agent.log.range(of: #"child (\d+)"#, options: .regularExpression) {
-                child = Int32(agent.log[range].split(separator: " ").last!)
-            }
-            return child != nil
-        })
+        #expect(
+            await eventually {
+                if let range = agent.log.range(of: #"child (\d+)"#, options: .regularExpression) {
+                    child = Int32(agent.log[range].split(separator: " ").last!)
+                }
+                return child != nil
+            })
         #expect(Self.processes(containing: marker).count == 1)
 
         agent.signal(SIGTERM)
@@ -151,7 +152,7 @@ struct WorkspaceAgentMCPTests {
         let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
         return entries.compactMap { entry -> Int32? in
             guard let pid = Int32(entry),
-                  let data = FileManager.default.contents(atPath: "/proc/\(entry)/cmdline")
+                let data = FileManager.default.contents(atPath: "/proc/\(entry)/cmdline")
             else { return nil }
             return String(decoding: data, as: UTF8.self).contains(text) ? pid : nil
         }

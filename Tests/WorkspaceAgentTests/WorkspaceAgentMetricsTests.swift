@@ -61,21 +61,25 @@ import Glibc
             try? await socket.close()
         }
         var text = ""
-        #expect(await eventually {
-            text = (try? await api.request("GET", "/metrics").bodyText) ?? ""
-            return text.contains(streamRoute)
-        }, "\(text)")
+        #expect(
+            await eventually {
+                text = (try? await api.request("GET", "/metrics").bodyText) ?? ""
+                return text.contains(streamRoute)
+            }, "\(text)")
 
-        let families = Set(text.split(separator: "\n").compactMap { line -> Substring? in
-            line.hasPrefix("# TYPE ") ? line.dropFirst(7).split(separator: " ").first : nil
-        })
+        let families = Set(
+            text.split(separator: "\n").compactMap { line -> Substring? in
+                line.hasPrefix("# TYPE ") ? line.dropFirst(7).split(separator: " ").first : nil
+            })
         #expect(families.count > 10)
         for family in families {
             let help = text.split(separator: "\n").first { $0.hasPrefix("# HELP \(family) ") }
             #expect(help != nil && help?.contains("no description yet") == false, "\(family)")
         }
-        for family in ["process_cpu_seconds_total", "process_resident_memory_bytes", "process_virtual_memory_bytes", "process_open_fds",
-                       "process_max_fds", "process_start_time_seconds", "http_server_request_duration_seconds"] {
+        for family in [
+            "process_cpu_seconds_total", "process_resident_memory_bytes", "process_virtual_memory_bytes", "process_open_fds",
+            "process_max_fds", "process_start_time_seconds", "http_server_request_duration_seconds",
+        ] {
             #expect(families.contains(Substring(family)), "\(family)")
         }
         #expect(!families.contains("http_server_request_duration"))
@@ -98,10 +102,11 @@ import Glibc
         let api = RawHTTPClient(port: try await agent.port())
         // The warning is logged once the bind failed; the agent is still running after it.
         var warning: Substring?
-        #expect(await eventually(timeout: .seconds(30)) {
-            warning = agent.log.split(separator: "\n").first { $0.contains("Prometheus") && $0.contains("127.0.0.1:\(occupied.port)") }
-            return warning != nil || agent.reap() != nil
-        }, "\(agent.log)")
+        #expect(
+            await eventually(timeout: .seconds(30)) {
+                warning = agent.log.split(separator: "\n").first { $0.contains("Prometheus") && $0.contains("127.0.0.1:\(occupied.port)") }
+                return warning != nil || agent.reap() != nil
+            }, "\(agent.log)")
         let line = try #require(warning, "\(agent.log)")
         #expect(line.contains(#""level":"warning""#), "\(line)")
         #expect(line.contains("address already in use (errno 98)"), "\(line)")

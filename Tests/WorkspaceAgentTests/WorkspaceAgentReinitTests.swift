@@ -58,9 +58,10 @@ struct WorkspaceAgentReinitTests {
                 guard let off = lifecycle.firstIndex(of: .off) else { return false }
                 return lifecycle[off...].contains(.starting) && lifecycle[off...].contains(.ready)
             }
-            #expect(await eventually(timeout: .seconds(90)) {
-                agent.log.contains("reinit event for the same owner ignored") && restarted()
-            }, "\(agent.log)")
+            #expect(
+                await eventually(timeout: .seconds(90)) {
+                    agent.log.contains("reinit event for the same owner ignored") && restarted()
+                }, "\(agent.log)")
             let (manifests, lifecycle) = double.recorded.withLock { ($0.manifests, $0.lifecycle) }
             #expect(manifests == 2, "\(agent.log)")
             #expect(lifecycle.filter { $0 == .off }.count == 1, "\(lifecycle)")

@@ -100,7 +100,11 @@ struct WorkspaceAgentReportsTests {
 
     /// Kills and reaps the server, once (a reaped pid may belong to someone else).
     func stop(_ server: borrowing Mutex<pid_t?>) {
-        guard let pid = server.withLock({ pid in defer { pid = nil }; return pid }) else { return }
+        guard
+            let pid = server.withLock({ pid in
+                defer { pid = nil }; return pid
+            })
+        else { return }
         kill(pid, SIGKILL)
         var status: Int32 = 0
         _ = waitpid(pid, &status, 0)

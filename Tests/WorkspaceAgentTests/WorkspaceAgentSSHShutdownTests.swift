@@ -25,10 +25,13 @@ struct WorkspaceAgentSSHShutdownTests {
         }
         for (index, options) in [[], ["-tt"]].enumerated() {
             let marker = "\(root)/pid-\(index)"
-            let client = try #require(ChildProgram.start(
-                ["ssh", "-F", "/dev/null", "-p", sshPort, "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
-                 "-o", "BatchMode=yes", "-o", "LogLevel=ERROR"] + options
-                    + ["127.0.0.1", "echo $$ > \(marker).tmp; mv \(marker).tmp \(marker); trap '' HUP; sleep 300; echo outlived"]))
+            let client = try #require(
+                ChildProgram.start(
+                    [
+                        "ssh", "-F", "/dev/null", "-p", sshPort, "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+                        "-o", "BatchMode=yes", "-o", "LogLevel=ERROR",
+                    ] + options
+                        + ["127.0.0.1", "echo $$ > \(marker).tmp; mv \(marker).tmp \(marker); trap '' HUP; sleep 300; echo outlived"]))
             clients.append(client)
             #expect(await eventually(timeout: .seconds(60)) { access(marker, F_OK) == 0 }, "session \(index) never started")
             pids.append(try #require(Int32(try String(contentsOfFile: marker, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines))))

@@ -41,7 +41,8 @@ struct WorkspaceAgentScriptLogTests {
     @Test func linesWrittenDuringAnOutageArriveOnceAfterReconnect() async throws {
         let dir = try ScriptsHarness.directory("scripts-outage")
         var manifest = ControlPlaneDouble.defaultManifest
-        let script = ScriptsHarness.script("""
+        let script = ScriptsHarness.script(
+            """
             seq 1 10000
             while [ ! -e \(dir)/go ]; do sleep 0.05; done
             seq 10001 20000
@@ -84,7 +85,8 @@ struct WorkspaceAgentScriptLogTests {
     @Test func logLimitExceededStopsUploadsNotScripts() async throws {
         let dir = try ScriptsHarness.directory("scripts-limit")
         var manifest = ControlPlaneDouble.defaultManifest
-        let script = ScriptsHarness.script("""
+        let script = ScriptsHarness.script(
+            """
             echo first
             while [ ! -e \(dir)/go ]; do sleep 0.05; done
             seq 1 3000
@@ -116,7 +118,8 @@ struct WorkspaceAgentScriptLogTests {
         let dir = try ScriptsHarness.directory("scripts-restart")
         let state = try ScriptsHarness.directory("scripts-restart-state")
         var manifest = ControlPlaneDouble.defaultManifest
-        let script = ScriptsHarness.script("""
+        let script = ScriptsHarness.script(
+            """
             while [ ! -e \(dir)/go ]; do sleep 0.05; done
             n=$(cat \(dir)/n 2>/dev/null || echo 0); n=$((n+1)); echo $n > \(dir)/n
             for i in $(seq 1 500); do echo "run$n $i"; done
@@ -135,11 +138,12 @@ struct WorkspaceAgentScriptLogTests {
             double.refuseWith.withLock { $0 = 503 }
             await double.dropConnections()
             try TestFile.write(dir + "/go", [UInt8]())
-            #expect(await eventually(timeout: .seconds(60)) {
-                let status = try? await client.request("GET", "/api/v0/scripts")
-                let scripts = status.flatMap { jsonObject($0.body)?["scripts"] as? [[String: Any]] }
-                return (scripts?.first?["runs"] as? [Any])?.count == 1
-            }, "\(first.log)")
+            #expect(
+                await eventually(timeout: .seconds(60)) {
+                    let status = try? await client.request("GET", "/api/v0/scripts")
+                    let scripts = status.flatMap { jsonObject($0.body)?["scripts"] as? [[String: Any]] }
+                    return (scripts?.first?["runs"] as? [Any])?.count == 1
+                }, "\(first.log)")
             first.signal(SIGTERM)
             #expect(await first.exitStatus() == 0, "\(first.log)")
             #expect(ScriptsHarness.lines(double, source: script.logSourceID).isEmpty)
@@ -149,9 +153,10 @@ struct WorkspaceAgentScriptLogTests {
             let second = try AgentDaemon.launch(
                 ["--http-address", "127.0.0.1:0", "--agent-url", url, "--agent-token-file", tokenFile], environment: ["XDG_STATE_HOME": state])
             defer { second.cleanup() }
-            #expect(await eventually(timeout: .seconds(60)) {
-                ScriptsHarness.lines(double, source: script.logSourceID).count >= 1000 && ScriptsHarness.timings(double, script: script.id).count == 2
-            }, "\(second.log)")
+            #expect(
+                await eventually(timeout: .seconds(60)) {
+                    ScriptsHarness.lines(double, source: script.logSourceID).count >= 1000 && ScriptsHarness.timings(double, script: script.id).count == 2
+                }, "\(second.log)")
             let expected = (1...500).map { "run1 \($0)" } + (1...500).map { "run2 \($0)" }
             #expect(Self.same(ScriptsHarness.outputs(double, source: script.logSourceID), expected))
             second.signal(SIGTERM)

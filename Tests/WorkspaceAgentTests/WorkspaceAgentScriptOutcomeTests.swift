@@ -36,9 +36,10 @@ struct WorkspaceAgentScriptOutcomeTests {
             #expect(await eventually(timeout: .seconds(60)) { ScriptsHarness.timings(double, script: holder.id).count == 1 }, "\(agent.log)")
             let held = try #require(ScriptsHarness.timings(double, script: holder.id).first)
             #expect(held.status == .pipesLeftOpen && held.exitCode == 255)
-            #expect(await eventually(timeout: .seconds(30)) {
-                ScriptsHarness.lines(double, source: holder.logSourceID).contains { $0.level == .error && $0.output.hasPrefix("WARNING: script exited successfully, but output pipes were not closed after 10s.") }
-            })
+            #expect(
+                await eventually(timeout: .seconds(30)) {
+                    ScriptsHarness.lines(double, source: holder.logSourceID).contains { $0.level == .error && $0.output.hasPrefix("WARNING: script exited successfully, but output pipes were not closed after 10s.") }
+                })
             #expect(ScriptsHarness.outputs(double, source: holder.logSourceID).first == "started")
             #expect(await eventually(timeout: .seconds(30)) { ScriptsHarness.lifecycle(double).last == .startTimeout })
             #expect(ScriptsHarness.lifecycle(double) == [.created, .starting, .startTimeout])
@@ -62,10 +63,11 @@ struct WorkspaceAgentScriptOutcomeTests {
         try await double.run { url in
             let agent = try AgentDaemon.launch(["--http-address", "127.0.0.1:0", "--agent-url", url, "--agent-token-file", tokenFile])
             defer { agent.cleanup() }
-            #expect(await eventually(timeout: .seconds(90)) {
-                ScriptsHarness.timings(double, script: everySecond.id).count >= 3 && ScriptsHarness.timings(double, script: descriptor.id).count >= 3
-                    && ScriptsHarness.timings(double, script: fiveFields.id).count >= 2
-            }, "\(agent.log)")
+            #expect(
+                await eventually(timeout: .seconds(90)) {
+                    ScriptsHarness.timings(double, script: everySecond.id).count >= 3 && ScriptsHarness.timings(double, script: descriptor.id).count >= 3
+                        && ScriptsHarness.timings(double, script: fiveFields.id).count >= 2
+                }, "\(agent.log)")
             let startEnd = try #require(ScriptsHarness.timings(double, script: starter.id).first).end.date
             for timing in ScriptsHarness.timings(double, script: everySecond.id) {
                 #expect(timing.stage == .cron && timing.status == .ok)
@@ -145,13 +147,15 @@ struct WorkspaceAgentScriptOutcomeTests {
         let dir = try ScriptsHarness.directory("scripts-sync")
         let order = dir + "/order"
         var manifest = ControlPlaneDouble.defaultManifest
-        let first = ScriptsHarness.script("""
+        let first = ScriptsHarness.script(
+            """
             trap 'coder exp sync complete a' EXIT
             coder exp sync want a b
             coder exp sync start a
             echo A >> \(order)
             """)
-        let second = ScriptsHarness.script("""
+        let second = ScriptsHarness.script(
+            """
             sleep 1
             trap 'coder exp sync complete b' EXIT
             coder exp sync start b
@@ -192,9 +196,10 @@ struct WorkspaceAgentScriptOutcomeTests {
             #expect(await eventually(timeout: .seconds(60)) { !ScriptsHarness.timings(double, script: broken.id).isEmpty })
             let brokenTiming = try #require(ScriptsHarness.timings(double, script: broken.id).first)
             #expect(brokenTiming.status == .exitFailure && brokenTiming.exitCode == 255)
-            #expect(await eventually(timeout: .seconds(30)) {
-                ScriptsHarness.outputs(double, source: broken.logSourceID).contains { $0.contains("script setup failed") && $0.contains("/proc/no-such-dir") }
-            })
+            #expect(
+                await eventually(timeout: .seconds(30)) {
+                    ScriptsHarness.outputs(double, source: broken.logSourceID).contains { $0.contains("script setup failed") && $0.contains("/proc/no-such-dir") }
+                })
 
             let id = ControlPlaneDouble.uuidText(counter.id)
             let accepted = try await client.request("POST", "/api/v0/scripts/\(id)/run")

@@ -19,7 +19,8 @@ struct WorkspaceAgentScriptsTests {
         let logs = try ScriptsHarness.directory("scripts-logs")
         var manifest = ControlPlaneDouble.defaultManifest
         manifest.directory = workdir
-        let ok = ScriptsHarness.script("""
+        let ok = ScriptsHarness.script(
+            """
             echo "out one"
             echo "err one" >&2
             printf 'crlf\\r\\n'
@@ -36,14 +37,16 @@ struct WorkspaceAgentScriptsTests {
         let double = ControlPlaneDouble(manifest: manifest)
         let tokenFile = try ScriptsHarness.tokenFile(double)
         try await double.run { url in
-            let agent = try AgentDaemon.launch([
-                "--http-address", "127.0.0.1:0", "--agent-url", url, "--agent-token-file", tokenFile, "--log-dir", logs,
-            ], environment: ["CODER_PROC_OOM_SCORE": "900", "CODER_PROC_NICE_SCORE": "7"])
+            let agent = try AgentDaemon.launch(
+                [
+                    "--http-address", "127.0.0.1:0", "--agent-url", url, "--agent-token-file", tokenFile, "--log-dir", logs,
+                ], environment: ["CODER_PROC_OOM_SCORE": "900", "CODER_PROC_NICE_SCORE": "7"])
             defer { agent.cleanup() }
-            #expect(await eventually(timeout: .seconds(60)) {
-                ScriptsHarness.timings(double, script: ok.id).count == 1 && ScriptsHarness.timings(double, script: failing.id).count == 1
-                    && ScriptsHarness.timings(double, script: python.id).count == 1
-            }, "\(agent.log)")
+            #expect(
+                await eventually(timeout: .seconds(60)) {
+                    ScriptsHarness.timings(double, script: ok.id).count == 1 && ScriptsHarness.timings(double, script: failing.id).count == 1
+                        && ScriptsHarness.timings(double, script: python.id).count == 1
+                }, "\(agent.log)")
             #expect(await eventually(timeout: .seconds(30)) { ScriptsHarness.lifecycle(double).last == .startError }, "\(agent.log)")
             #expect(ScriptsHarness.lifecycle(double) == [.created, .starting, .startError])
 
@@ -64,13 +67,14 @@ struct WorkspaceAgentScriptsTests {
             #expect(info.contains { $0.hasPrefix("data=") && $0.hasSuffix("exists=yes") && $0.contains("/coder-script-data/") })
             // The script bin directory comes before the system's directories (a login
             // profile, such as cargo's, may still put its own in front).
-            #expect(info.contains { line in
-                let parts = line.split(separator: " ")
-                guard parts.count == 2, parts[0].hasPrefix("path="), parts[1].hasPrefix("bin="), line.hasSuffix("/coder-script-data/bin") else { return false }
-                let entries = parts[0].dropFirst(5).split(separator: ":")
-                guard let bin = entries.firstIndex(of: parts[1].dropFirst(4)) else { return false }
-                return entries.firstIndex(of: "/usr/bin").map { bin < $0 } ?? true
-            }, "\(info)")
+            #expect(
+                info.contains { line in
+                    let parts = line.split(separator: " ")
+                    guard parts.count == 2, parts[0].hasPrefix("path="), parts[1].hasPrefix("bin="), line.hasSuffix("/coder-script-data/bin") else { return false }
+                    let entries = parts[0].dropFirst(5).split(separator: ":")
+                    guard let bin = entries.firstIndex(of: parts[1].dropFirst(4)) else { return false }
+                    return entries.firstIndex(of: "/usr/bin").map { bin < $0 } ?? true
+                }, "\(info)")
             #expect(info.contains("socket=set manifest=yes coder=true"))
             #expect(info.contains("prio=900 7"), "scripts get the process API's priority (--proc-prio-mgmt)")
             #expect(info.last == "tail without newline")
@@ -88,9 +92,10 @@ struct WorkspaceAgentScriptsTests {
             #expect(await agent.exitStatus() == 0, "\(agent.log)")
             // The double records a report as its handler runs, which may be just after the
             // agent (which had its answer on the wire) has exited.
-            #expect(await eventually(timeout: .seconds(10)) {
-                ScriptsHarness.lifecycle(double) == [.created, .starting, .startError, .shuttingDown, .off]
-            }, "\(ScriptsHarness.lifecycle(double)) \(agent.log)")
+            #expect(
+                await eventually(timeout: .seconds(10)) {
+                    ScriptsHarness.lifecycle(double) == [.created, .starting, .startError, .shuttingDown, .off]
+                }, "\(ScriptsHarness.lifecycle(double)) \(agent.log)")
         }
     }
 
@@ -107,4 +112,3 @@ struct WorkspaceAgentScriptsTests {
         }
     }
 }
-

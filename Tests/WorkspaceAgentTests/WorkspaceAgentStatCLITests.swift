@@ -46,10 +46,12 @@ struct WorkspaceAgentStatCLITests {
         #expect(await Self.stat(["mem", "--host"], root: root) == ("2/8 GiB (25%)\n", 0))
         // An unchanged counter: nothing used over the sample.
         #expect(await Self.stat(["cpu"], root: root) == ("0/2 cores (0%)\n", 0))
-        #expect(await Self.stat(["cpu", "--host", "-o", "json"], root: root)
-            == ("{\n  \"total\": 2,\n  \"unit\": \"cores\",\n  \"used\": 0\n}\n", 0))
-        #expect(await Self.stat(["mem", "-o", "json", "--prefix", "Ki"], root: root)
-            == ("{\n  \"total\": 1073741824,\n  \"unit\": \"B\",\n  \"used\": 536870912\n}\n", 0))
+        #expect(
+            await Self.stat(["cpu", "--host", "-o", "json"], root: root)
+                == ("{\n  \"total\": 2,\n  \"unit\": \"cores\",\n  \"used\": 0\n}\n", 0))
+        #expect(
+            await Self.stat(["mem", "-o", "json", "--prefix", "Ki"], root: root)
+                == ("{\n  \"total\": 1073741824,\n  \"unit\": \"B\",\n  \"used\": 536870912\n}\n", 0))
 
         // No limit in the cgroup: used alone.
         try TestFile.write(root + "/sys/fs/cgroup/docker/abc/memory.max", "max\n")
@@ -84,11 +86,12 @@ struct WorkspaceAgentStatCLITests {
         defer { try? FileManager.default.removeItem(atPath: root) }
         let table = await Self.stat(["-c", "container memory,host cpu", "-c", "HOST MEMORY"], root: root)
         #expect(table.status == 0)
-        #expect(table.output == """
-            CONTAINER MEMORY  HOST CPU        HOST MEMORY    
-            0.5/1 GiB (50%)   0/2 cores (0%)  2/8 GiB (25%)  
+        #expect(
+            table.output == """
+                CONTAINER MEMORY  HOST CPU        HOST MEMORY    
+                0.5/1 GiB (50%)   0/2 cores (0%)  2/8 GiB (25%)  
 
-            """)
+                """)
         let all = await Self.stat([], root: root)
         #expect(all.output.hasPrefix("HOST CPU        HOST MEMORY    HOME DISK"), "\(all.output)")
         #expect(all.output.contains("0/2 cores (0%)  2/8 GiB (25%)  ") && all.output.hasSuffix("0/2 cores (0%)  0.5/1 GiB (50%)   \n"))
@@ -116,18 +119,27 @@ struct WorkspaceAgentStatCLITests {
         defer { try? FileManager.default.removeItem(atPath: root) }
         #expect(await Self.stat(["disk", "/does/not/exist"]) == ("workspace-agent: not found: \"/does/not/exist\"\n", 1))
         #expect(await Self.stat(["disk", "--path", "/does/not/exist"]) == ("workspace-agent: not found: \"/does/not/exist\"\n", 1))
-        #expect(await Self.stat(["-o", "xml"]) == (
-            "workspace-agent: invalid argument \"xml\" for \"-o, --output\" flag: invalid choice: xml, should be one of [table json]\n", 1))
-        #expect(await Self.stat(["mem", "--prefix", "Pi"]) == (
-            "workspace-agent: invalid argument \"Pi\" for \"--prefix\" flag: invalid choice: Pi, should be one of [Ki Mi Gi Ti]\n", 1))
+        #expect(
+            await Self.stat(["-o", "xml"]) == (
+                "workspace-agent: invalid argument \"xml\" for \"-o, --output\" flag: invalid choice: xml, should be one of [table json]\n", 1
+            ))
+        #expect(
+            await Self.stat(["mem", "--prefix", "Pi"]) == (
+                "workspace-agent: invalid argument \"Pi\" for \"--prefix\" flag: invalid choice: Pi, should be one of [Ki Mi Gi Ti]\n", 1
+            ))
         #expect(await Self.stat(["mem", "-o", "JSON"], root: root) == ("workspace-agent: unknown output format \"JSON\"\n", 1))
         try TestFile.write(root + "/proc/self/cgroup", "1:cpu:/\n")
-        #expect(await Self.stat(["mem"], root: root) == (
-            "workspace-agent: initialize workspace stats collector: get cgroup statter: get current cgroup: no cgroup entry for hierarchy 0 found\n", 1))
+        #expect(
+            await Self.stat(["mem"], root: root) == (
+                "workspace-agent: initialize workspace stats collector: get cgroup statter: get current cgroup: no cgroup entry for hierarchy 0 found\n", 1
+            ))
         try TestFile.write(root + "/proc/self/cgroup", "0::/docker/abc\n")
         try TestFile.write(root + "/sys/fs/cgroup/docker/abc/memory.current", "garbage")
-        #expect(await Self.stat(["mem"], root: root) == ("workspace-agent: read memory usage: read memory current: parse "
-            + "/sys/fs/cgroup/docker/abc/memory.current: strconv.ParseInt: parsing \"garbage\": invalid syntax\n", 1))
+        #expect(
+            await Self.stat(["mem"], root: root) == (
+                "workspace-agent: read memory usage: read memory current: parse "
+                    + "/sys/fs/cgroup/docker/abc/memory.current: strconv.ParseInt: parsing \"garbage\": invalid syntax\n", 1
+            ))
     }
 
     @Test func thisMachinesFiguresAreWellFormed() async throws {

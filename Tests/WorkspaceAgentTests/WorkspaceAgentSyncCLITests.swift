@@ -54,58 +54,61 @@ struct WorkspaceAgentSyncCLITests {
             #expect(await run("status", "other").contains("dep-3"))
 
             _ = await run("want", "pending-unit", "dep-unit")
-            #expect(await run("status", "pending-unit") == """
-                Unit: pending-unit
-                Status: pending
-                Ready: false
+            #expect(
+                await run("status", "pending-unit") == """
+                    Unit: pending-unit
+                    Status: pending
+                    Ready: false
 
-                Dependencies:
-                DEPENDS ON  REQUIRED STATUS  CURRENT STATUS  SATISFIED  
-                dep-unit    completed        not registered  false      
+                    Dependencies:
+                    DEPENDS ON  REQUIRED STATUS  CURRENT STATUS  SATISFIED  
+                    dep-unit    completed        not registered  false      
 
-                """)
+                    """)
             _ = await run("want", "two", "dep-a")
             _ = await run("want", "two", "dep-b")
             _ = await run("start", "dep-a")
             #expect(await run("complete", "dep-a") == "Success\n")
-            #expect(await run("status", "two") == """
-                Unit: two
-                Status: pending
-                Ready: false
+            #expect(
+                await run("status", "two") == """
+                    Unit: two
+                    Status: pending
+                    Ready: false
 
-                Dependencies:
-                DEPENDS ON  REQUIRED STATUS  CURRENT STATUS  SATISFIED  
-                dep-a       completed        completed       true       
-                dep-b       completed        not registered  false      
+                    Dependencies:
+                    DEPENDS ON  REQUIRED STATUS  CURRENT STATUS  SATISFIED  
+                    dep-a       completed        completed       true       
+                    dep-b       completed        not registered  false      
 
-                """)
+                    """)
             #expect(await run("status", "test-unit") == "Unit: test-unit\nStatus: started\nReady: true\n\nDependencies:\nNo dependencies found\n")
             // An unregistered unit is not claimed ready (the wire says ready).
             #expect(await run("status", "nobody") == "Unit: nobody\nStatus: not registered\nReady: false\n\nDependencies:\nNo dependencies found\n")
             _ = await run("start", "dep-b")
             _ = await run("complete", "dep-b")
-            #expect(await run("status", "two", "--output", "json") == """
-                {
-                  "unit_name": "two",
-                  "status": "pending",
-                  "is_ready": true,
-                  "dependencies": [
+            #expect(
+                await run("status", "two", "--output", "json") == """
                     {
-                      "depends_on": "dep-a",
-                      "required_status": "completed",
-                      "current_status": "completed",
-                      "is_satisfied": true
-                    },
-                    {
-                      "depends_on": "dep-b",
-                      "required_status": "completed",
-                      "current_status": "completed",
-                      "is_satisfied": true
+                      "unit_name": "two",
+                      "status": "pending",
+                      "is_ready": true,
+                      "dependencies": [
+                        {
+                          "depends_on": "dep-a",
+                          "required_status": "completed",
+                          "current_status": "completed",
+                          "is_satisfied": true
+                        },
+                        {
+                          "depends_on": "dep-b",
+                          "required_status": "completed",
+                          "current_status": "completed",
+                          "is_satisfied": true
+                        }
+                      ]
                     }
-                  ]
-                }
 
-                """)
+                    """)
             #expect(await run("start", "two") == "Unit \"two\" started immediately, dependencies already satisfied: [dep-a, dep-b]\n")
         }
     }
@@ -117,13 +120,14 @@ struct WorkspaceAgentSyncCLITests {
             _ = await run("start", "unit-b")
             _ = await run("complete", "unit-b")
             _ = await run("want", "unit-c", "unit-a")
-            #expect(await run("list") == """
-                UNIT    STATUS     READY  
-                unit-a  started    true   
-                unit-b  completed  true   
-                unit-c  pending    false  
+            #expect(
+                await run("list") == """
+                    UNIT    STATUS     READY  
+                    unit-a  started    true   
+                    unit-b  completed  true   
+                    unit-c  pending    false  
 
-                """)
+                    """)
             #expect(await run("list", "-o", "json").hasPrefix("[\n  {\n    \"unit_name\": \"unit-a\",\n    \"status\": \"started\",\n    \"is_ready\": true\n  },"))
             let dot = await run("list", "-o", "dot")
             #expect(dot.hasPrefix("digraph units {"))
@@ -176,11 +180,12 @@ struct WorkspaceAgentSyncCLITests {
             #expect(await Self.sync(["complete", "git"], socket: socket).status == 0)
             let result = await claude
             #expect(result.status == 0)
-            #expect(result.output == """
-                Unit "claude" is waiting for dependencies to be satisfied: [git]
-                Unit "claude" finished waiting for dependencies: [git]
+            #expect(
+                result.output == """
+                    Unit "claude" is waiting for dependencies to be satisfied: [git]
+                    Unit "claude" finished waiting for dependencies: [git]
 
-                """)
+                    """)
             #expect(await Self.sync(["status", "claude"], socket: socket).output.contains("Status: started"))
         }
     }

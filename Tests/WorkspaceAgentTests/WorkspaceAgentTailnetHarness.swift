@@ -109,8 +109,9 @@ extension WorkspaceAgentTailnetTests {
             #expect(relay.connectedKeys.contains(X25519PublicKey(agentKey)!))
 
             let peer = try await PeerInNamespace.start(agentKey: agentKey, agentAddress: addresses.primaryText, relay: relay)
-            let tunnel = Tunnel(relay: relay, double: double, coordinator: coordinator, agent: agent, addresses: addresses,
-                                agentKey: agentKey, peer: peer)
+            let tunnel = Tunnel(
+                relay: relay, double: double, coordinator: coordinator, agent: agent, addresses: addresses,
+                agentKey: agentKey, peer: peer)
             do {
                 coordinator.setPeer(id: Self.peerID, node: Self.peerNode(peer.key))
                 #expect(await eventually(timeout: .seconds(30)) { tunnel.peerAcks > 0 })

@@ -54,7 +54,8 @@ struct WorkspaceAgentTailnetTests {
             // A process started and its output read through the tunnel.
             let start = await tunnel.curl([
                 "-X", "POST", "-H", "Content-Type: application/json",
-                "-d", #"{"command":"echo through the tunnel"}"#, tunnel.url("/api/v0/processes/start")])
+                "-d", #"{"command":"echo through the tunnel"}"#, tunnel.url("/api/v0/processes/start"),
+            ])
             let id = try #require(jsonObject(Array(start.stdout.utf8))?["id"] as? String, "start: \(start.stdout)")
             let output = await tunnel.curl([tunnel.url("/api/v0/processes/\(id)/output?wait=true")])
             #expect(jsonObject(Array(output.stdout.utf8))?["output"] as? String == "through the tunnel\n", "output: \(output.stdout)")
@@ -97,19 +98,24 @@ struct WorkspaceAgentTailnetTests {
             try FileManager.default.createDirectory(atPath: files, withIntermediateDirectories: true)
             defer { try? FileManager.default.removeItem(atPath: files) }
             let sshOptions = "-F /dev/null -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BatchMode=yes -o LogLevel=ERROR -o ConnectTimeout=60"
-            let copies = await peer.namespace.run(["sh", "-c", """
+            let copies = await peer.namespace.run([
+                "sh", "-c",
+                """
                 set -e
                 cd \(files)
                 head -c \(100 << 20) /dev/urandom > source
                 scp -P 1 \(sshOptions) source '[\(addresses.primaryText)]':\(files)/by-scp
                 echo "get \(files)/by-scp by-sftp" | sftp -q -P 1 \(sshOptions) '[\(addresses.primaryText)]' >/dev/null
                 cmp source by-scp && cmp source by-sftp && wc -c < by-sftp
-                """])
+                """,
+            ])
             #expect(copies.status == 0 && copies.stdout == "\(100 << 20)\n", "scp and sftp through the tunnel: \(copies)")
 
             // The reconnecting PTY on port 2 (the web terminal): attach, type, detach, reattach
             // and see the replay, then exit (which closes the connection).
-            let pty = await peer.namespace.run(["python3", "-c", """
+            let pty = await peer.namespace.run([
+                "python3", "-c",
+                """
                 import json, socket, struct, uuid
                 rid = str(uuid.uuid4())
                 def attach():
@@ -133,12 +139,15 @@ struct WorkspaceAgentTailnetTests {
                 s.sendall(json.dumps({"data": "exit\\r"}).encode())
                 read_until(s, b"never")
                 print("closed")
-                """])
+                """,
+            ])
             #expect(pty.stdout == "typed True\nreplayed True\nclosed\n", "reconnecting pty: \(pty)")
 
             // The speed test on port 3 (`coder speedtest`): a 1 s download, whole 2 MiB blocks
             // until the agent closes.
-            let speedtest = await peer.namespace.run(["python3", "-c", """
+            let speedtest = await peer.namespace.run([
+                "python3", "-c",
+                """
                 import socket
                 s = socket.create_connection(("\(addresses.primaryText)", 3), timeout=60)
                 s.sendall(b'{"version":2,"time":1000000000,"direction":0}\\n')
@@ -153,7 +162,8 @@ struct WorkspaceAgentTailnetTests {
                     if not data: break
                     total += len(data)
                 print(answer.decode().strip(), total > 0 and total % (2 << 20) == 0)
-                """])
+                """,
+            ])
             #expect(speedtest.stdout == "{} True\n", "speedtest: \(speedtest)")
 
             // A forwarded port: a server on the workspace's loopback, reached as [agent]:port.
@@ -199,8 +209,10 @@ final class PeerInNamespace: Sendable {
     let socket: Int32
     private let stopping = Atomic<Bool>(false)
 
-    private init(namespace: NetworkNamespace, key: WireGuardPrivateKey, interface: String, wireguardGo: ChildProgram.Running,
-                 derp: DERPClient, socket: Int32) {
+    private init(
+        namespace: NetworkNamespace, key: WireGuardPrivateKey, interface: String, wireguardGo: ChildProgram.Running,
+        derp: DERPClient, socket: Int32
+    ) {
         self.namespace = namespace
         self.key = key
         self.interface = interface
@@ -228,7 +240,7 @@ final class PeerInNamespace: Sendable {
             throw Failure(description: "wireguard-go did not start")
         }
         guard await eventually(timeout: .seconds(30), { FileManager.default.fileExists(atPath: "/var/run/wireguard/\(interface).sock") }),
-              let udp = await namespace.udpSocket()
+            let udp = await namespace.udpSocket()
         else {
             await onThread { wireguardGo.kill() }
             await namespace.shutDown()
@@ -237,8 +249,10 @@ final class PeerInNamespace: Sendable {
         let agentPublic = Data(agentKey).base64EncodedString()
         let wgPort = 51820
         for command in [
-            ["wg", "set", interface, "private-key", keyFile, "listen-port", "\(wgPort)",
-             "peer", agentPublic, "allowed-ips", "\(agentAddress)/128", "endpoint", "127.0.0.1:\(udp.port)"],
+            [
+                "wg", "set", interface, "private-key", keyFile, "listen-port", "\(wgPort)",
+                "peer", agentPublic, "allowed-ips", "\(agentAddress)/128", "endpoint", "127.0.0.1:\(udp.port)",
+            ],
             ["ip", "-6", "addr", "add", "\(WorkspaceAgentTailnetTests.peerAddress)/128", "dev", interface, "nodad"],
             ["ip", "link", "set", interface, "mtu", "1280", "up"],
             ["ip", "-6", "route", "add", "\(agentAddress)/128", "dev", interface],

@@ -48,8 +48,10 @@ extension WorkspaceAgentTailnetTests {
             // upload, and serves the download.
             let server = try #require(await ChecksumServer.start(serving: down), "python3's http.server did not start")
             let upload = await tunnel.curl(
-                ["-X", "POST", "-H", "Expect:", "-H", "Content-Type: application/octet-stream", "--data-binary", "@" + up,
-                 tunnel.url(port: server.port, "/upload")], maxTime: 120)
+                [
+                    "-X", "POST", "-H", "Expect:", "-H", "Content-Type: application/octet-stream", "--data-binary", "@" + up,
+                    tunnel.url(port: server.port, "/upload"),
+                ], maxTime: 120)
             #expect(upload.status == 0 && upload.stdout == "\(Self.tenMiB) \(upHash)", "upload via a forwarded port: \(upload.status) \(upload.stdout)")
             let got = directory + "/got.bin"
             let download = await tunnel.curl(["-o", got, tunnel.url(port: server.port, "/download")], maxTime: 120)
@@ -61,8 +63,10 @@ extension WorkspaceAgentTailnetTests {
             // The file API on port 4: write-file streams the body to disk, read-file back.
             let written = directory + "/written.bin"
             let write = await tunnel.curl(
-                ["-X", "POST", "-H", "Expect:", "--data-binary", "@" + up, "-w", "\n%{http_code}",
-                 tunnel.url("/api/v0/write-file?path=\(written)")], maxTime: 120)
+                [
+                    "-X", "POST", "-H", "Expect:", "--data-binary", "@" + up, "-w", "\n%{http_code}",
+                    tunnel.url("/api/v0/write-file?path=\(written)"),
+                ], maxTime: 120)
             #expect(write.status == 0 && write.stdout.hasSuffix("\n200"), "write-file: \(write.status) \(write.stdout)")
             #expect(Self.fileSize(written) == Self.tenMiB)
             #expect(await sha256Hex(ofFile: written) == upHash)
@@ -123,14 +127,16 @@ extension WorkspaceAgentTailnetTests {
             // A tool call's edit through the tunnel records the repository for the chat.
             let edit = await tunnel.peer.namespace.run([
                 "curl", "-sS", "-g", "--max-time", "20", "-X", "POST", "-H", "Coder-Chat-Id: \(chat)",
-                "--data-binary", "one\nTWO\nthree\n", "-w", "\n%{http_code}", tunnel.url("/api/v0/write-file?path=\(root)/f.txt")])
+                "--data-binary", "one\nTWO\nthree\n", "-w", "\n%{http_code}", tunnel.url("/api/v0/write-file?path=\(root)/f.txt"),
+            ])
             #expect(edit.status == 0 && edit.stdout.hasSuffix("\n200"), "write-file: \(edit.stdout)")
 
             // The watch socket, spoken by hand from the namespace: 101 with the right accept,
             // then the chat's repository in a `changes` message.
             let watch = await tunnel.peer.namespace.run([
                 "python3", "-c", TailnetScripts.webSocketWatch, tunnel.addresses.primaryText,
-                "/api/v0/git/watch?chat_id=\(chat)", root])
+                "/api/v0/git/watch?chat_id=\(chat)", root,
+            ])
             #expect(watch.status == 0, "git watch through the tunnel: \(watch.stdout)")
             let lines = watch.stdout.split(separator: "\n").map(String.init)
             #expect(lines.first?.hasPrefix("status HTTP/1.1 101") == true, "\(watch.stdout)")

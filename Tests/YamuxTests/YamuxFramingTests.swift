@@ -4,18 +4,24 @@ import Yamux
 /// Yamux framing, including a worked example's bytes.
 struct YamuxFramingTests {
     @Test func goldenHeaders() {
-        #expect(YamuxHeader(type: .windowUpdate, flags: .syn, streamID: 1, length: 0).encoded
-            == [0x00, 0x01, 0x00, 0x01, 0, 0, 0, 1, 0, 0, 0, 0])
-        #expect(YamuxHeader(type: .data, streamID: 1, length: 61).encoded
-            == [0x00, 0x00, 0x00, 0x00, 0, 0, 0, 1, 0, 0, 0, 0x3D])
-        #expect(YamuxHeader(type: .windowUpdate, flags: .ack, streamID: 1, length: 0).encoded
-            == [0x00, 0x01, 0x00, 0x02, 0, 0, 0, 1, 0, 0, 0, 0])
-        #expect(YamuxHeader(type: .windowUpdate, flags: .fin, streamID: 1, length: 0).encoded
-            == [0x00, 0x01, 0x00, 0x04, 0, 0, 0, 1, 0, 0, 0, 0])
-        #expect(YamuxHeader(type: .ping, flags: .syn, streamID: 0, length: 0xDEADBEEF).encoded
-            == [0x00, 0x02, 0x00, 0x01, 0, 0, 0, 0, 0xDE, 0xAD, 0xBE, 0xEF])
-        #expect(YamuxHeader(type: .goAway, streamID: 0, length: YamuxGoAwayCode.protocolError.rawValue).encoded
-            == [0x00, 0x03, 0x00, 0x00, 0, 0, 0, 0, 0, 0, 0, 1])
+        #expect(
+            YamuxHeader(type: .windowUpdate, flags: .syn, streamID: 1, length: 0).encoded
+                == [0x00, 0x01, 0x00, 0x01, 0, 0, 0, 1, 0, 0, 0, 0])
+        #expect(
+            YamuxHeader(type: .data, streamID: 1, length: 61).encoded
+                == [0x00, 0x00, 0x00, 0x00, 0, 0, 0, 1, 0, 0, 0, 0x3D])
+        #expect(
+            YamuxHeader(type: .windowUpdate, flags: .ack, streamID: 1, length: 0).encoded
+                == [0x00, 0x01, 0x00, 0x02, 0, 0, 0, 1, 0, 0, 0, 0])
+        #expect(
+            YamuxHeader(type: .windowUpdate, flags: .fin, streamID: 1, length: 0).encoded
+                == [0x00, 0x01, 0x00, 0x04, 0, 0, 0, 1, 0, 0, 0, 0])
+        #expect(
+            YamuxHeader(type: .ping, flags: .syn, streamID: 0, length: 0xDEADBEEF).encoded
+                == [0x00, 0x02, 0x00, 0x01, 0, 0, 0, 0, 0xDE, 0xAD, 0xBE, 0xEF])
+        #expect(
+            YamuxHeader(type: .goAway, streamID: 0, length: YamuxGoAwayCode.protocolError.rawValue).encoded
+                == [0x00, 0x03, 0x00, 0x00, 0, 0, 0, 0, 0, 0, 0, 1])
     }
 
     @Test func roundTripEveryTypeAndFlag() throws {
@@ -57,8 +63,11 @@ struct YamuxFramingTests {
         decoder.feed(YamuxHeader(type: .data, streamID: 1, length: YamuxHeader.initialWindow + 1).encoded)
         #expect(throws: YamuxError.payloadTooLarge(YamuxHeader.initialWindow + 1)) { try decoder.next() }
         var ok = YamuxFrameDecoder()
-        ok.feed(YamuxFrame(header: YamuxHeader(type: .data, streamID: 1, length: YamuxHeader.initialWindow),
-                           payload: [UInt8](repeating: 0, count: Int(YamuxHeader.initialWindow))).encoded)
+        ok.feed(
+            YamuxFrame(
+                header: YamuxHeader(type: .data, streamID: 1, length: YamuxHeader.initialWindow),
+                payload: [UInt8](repeating: 0, count: Int(YamuxHeader.initialWindow))
+            ).encoded)
         #expect(try ok.next()?.payload.count == Int(YamuxHeader.initialWindow))
     }
 

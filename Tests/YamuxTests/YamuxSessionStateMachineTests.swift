@@ -16,10 +16,11 @@ struct YamuxSessionStateMachineTests {
         #expect(driver.writes.isEmpty)
 
         driver.perform(try #require(try driver.machine.tryWrite(id, [0xAA, 0xBB, 0xCC])))
-        #expect(driver.writes == [
-            [0x00, 0x01, 0x00, 0x01, 0, 0, 0, 1, 0, 0, 0, 0] // WindowUpdate+SYN, stream 1
-                + [0x00, 0x00, 0x00, 0x00, 0, 0, 0, 1, 0, 0, 0, 3, 0xAA, 0xBB, 0xCC], // Data, 3 bytes
-        ])
+        #expect(
+            driver.writes == [
+                [0x00, 0x01, 0x00, 0x01, 0, 0, 0, 1, 0, 0, 0, 0]  // WindowUpdate+SYN, stream 1
+                    + [0x00, 0x00, 0x00, 0x00, 0, 0, 0, 1, 0, 0, 0, 3, 0xAA, 0xBB, 0xCC]  // Data, 3 bytes
+            ])
         #expect(!driver.lazyFlushArmed)
 
         // A lone SYN leaves when the lazy timer fires.
@@ -140,9 +141,10 @@ struct YamuxSessionStateMachineTests {
         #expect(driver.machine.streamCount == 0)
         driver.fireLazyTimer()
         let sent = driver.writes.flatMap { $0 }
-        #expect(sent == YamuxHeader(type: .windowUpdate, flags: .ack, streamID: 1, length: 0).encoded
-            + YamuxFrame(header: YamuxHeader(type: .data, streamID: 1, length: 1), payload: [9]).encoded
-            + YamuxHeader(type: .windowUpdate, flags: .fin, streamID: 1, length: 0).encoded)
+        #expect(
+            sent == YamuxHeader(type: .windowUpdate, flags: .ack, streamID: 1, length: 0).encoded
+                + YamuxFrame(header: YamuxHeader(type: .data, streamID: 1, length: 1), payload: [9]).encoded
+                + YamuxHeader(type: .windowUpdate, flags: .fin, streamID: 1, length: 0).encoded)
     }
 
     @Test func anRSTFromThePeerWakesAndFailsTheStream() throws {
@@ -205,7 +207,7 @@ struct YamuxSessionStateMachineTests {
         driver.receive(YamuxHeader(type: .goAway, streamID: 0, length: YamuxGoAwayCode.internalError.rawValue).encoded)
         #expect(driver.machine.closeReason == .protocolError("remote GoAway code 2"))
         #expect(driver.transportClosed)
-        #expect(driver.writes.count == 1) // no GoAway of ours in answer
+        #expect(driver.writes.count == 1)  // no GoAway of ours in answer
     }
 
     @Test func aBadVersionByteFailsTheSessionWithGoAway() throws {
@@ -217,7 +219,7 @@ struct YamuxSessionStateMachineTests {
             return
         }
         driver.perform(actions)
-        driver.fireLazyTimer() // the ACK
+        driver.fireLazyTimer()  // the ACK
         driver.writes.removeAll()
         driver.run(driver.machine.setSink(id, events.sink))
         guard case .wait = driver.machine.accept() else {
@@ -228,7 +230,7 @@ struct YamuxSessionStateMachineTests {
 
         driver.receive([1, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0])
         #expect(driver.machine.closeReason == .protocolError("yamux: unsupported protocol version 1"))
-        #expect(driver.writes == [[0x00, 0x03, 0x00, 0x00, 0, 0, 0, 0, 0, 0, 0, 1]]) // GoAway(protocol error)
+        #expect(driver.writes == [[0x00, 0x03, 0x00, 0x00, 0, 0, 0, 0, 0, 0, 0, 1]])  // GoAway(protocol error)
         #expect(driver.transportClosed)
         #expect(driver.resumed == [acceptor])
         #expect(events.events == ["failed yamux: protocol error: yamux: unsupported protocol version 1"])

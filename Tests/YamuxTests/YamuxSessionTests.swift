@@ -105,7 +105,9 @@ struct YamuxSessionTests {
         let pair = await SessionPair()
         let stream = try await pair.client.open()
         let payload = (0..<(1 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 31) }
-        let writer = Task { try await stream.write(payload); await stream.closeWrite() }
+        let writer = Task {
+            try await stream.write(payload); await stream.closeWrite()
+        }
         let accepted = try #require(await pair.server.accept())
         // Nothing is read yet: the sender must stop at the window.
         try await Task.sleep(for: .milliseconds(300))
@@ -123,7 +125,7 @@ struct YamuxSessionTests {
             var results: [UInt32: Int] = [:]
             for _ in 0..<50 {
                 guard let stream = await pair.server.accept() else { break }
-                if stream.id == 1 { continue } // stalled: never read
+                if stream.id == 1 { continue }  // stalled: never read
                 results[stream.id] = try await readAll(stream).count
                 if results.count == 49 { break }
             }
@@ -198,7 +200,7 @@ struct YamuxSessionTests {
     @Test func goAwayNormalBlocksNewOpens() async throws {
         let pair = await SessionPair()
         await pair.server.goAway(.normal)
-        try await pair.client.ping(timeout: .seconds(120)) // the GoAway was sent before the ping's reply
+        try await pair.client.ping(timeout: .seconds(120))  // the GoAway was sent before the ping's reply
         await #expect(throws: YamuxSessionError.remoteGoAway) { try await pair.client.open() }
         #expect(await pair.client.closeReason == nil)
         await pair.shutdown()
@@ -261,7 +263,7 @@ struct YamuxSessionTests {
     /// SYN and data leave in one write; the ACK rides with the reply.
     @Test func framesOfOneRoundTripShareWrites() async throws {
         var configuration = YamuxSession.Configuration()
-        configuration.lazyDelay = .seconds(30) // longer than any scheduling hiccup under load
+        configuration.lazyDelay = .seconds(30)  // longer than any scheduling hiccup under load
         let pair = await SessionPair(configuration: configuration)
         let stream = try await pair.client.open()
         try await stream.write([1, 2, 3])

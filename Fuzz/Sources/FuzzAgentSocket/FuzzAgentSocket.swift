@@ -119,4 +119,3 @@ final class MemoryTransport: DRPCTransport {
     func closeWrite() async {}
     func close() async {}
 }
-

@@ -90,4 +90,3 @@ func sequences(_ input: inout FuzzInput) {
     require(found.repeated <= numbers.count, "more repeats than numbers")
     require(found.missing <= UInt64(numbers.count) * UInt64(UInt32.max), "a gap larger than the numbers span")
 }
-

@@ -10,11 +10,16 @@ public func fuzzCgroupTree(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 
     var input = FuzzInput(data, size)
     let v2 = input.bool()
     let leaf = "/sys/fs/cgroup/a/b"
-    let names = v2
-        ? ["/proc/self/cgroup", leaf + "/cpu.max", leaf + "/cpu.stat", leaf + "/memory.max", leaf + "/memory.current",
-           leaf + "/memory.stat", "/sys/fs/cgroup/a/cpu.max", "/sys/fs/cgroup/a/memory.max", "/sys/fs/cgroup/memory.current"]
-        : ["/sys/fs/cgroup/cpu,cpuacct/cpuacct.usage", "/sys/fs/cgroup/cpu/cpu.cfs_period_us", "/sys/fs/cgroup/cpu/cpu.cfs_quota_us",
-           "/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes", "/sys/fs/cgroup/memory/memory.stat"]
+    let names =
+        v2
+        ? [
+            "/proc/self/cgroup", leaf + "/cpu.max", leaf + "/cpu.stat", leaf + "/memory.max", leaf + "/memory.current",
+            leaf + "/memory.stat", "/sys/fs/cgroup/a/cpu.max", "/sys/fs/cgroup/a/memory.max", "/sys/fs/cgroup/memory.current",
+        ]
+        : [
+            "/sys/fs/cgroup/cpu,cpuacct/cpuacct.usage", "/sys/fs/cgroup/cpu/cpu.cfs_period_us", "/sys/fs/cgroup/cpu/cpu.cfs_quota_us",
+            "/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes", "/sys/fs/cgroup/memory/memory.stat",
+        ]
     var files: [String: String] = [
         "/proc/stat": "cpu 1 2 3 4\n", "/proc/1/cgroup": "0::/docker/x\n", "/proc/self/cgroup": "0::/a/b\n",
     ]

@@ -57,7 +57,8 @@ public func fuzzDERPFrames(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 
     }
     // The stream as a ServerInfo's JSON.
     if let info = DERPHandshake.serverInfo(json: String(decoding: stream, as: UTF8.self), privateKey: peerKey, clientKey: ourKey.publicKey),
-       case .serverInfo(let nonce, let sealed) = info {
+        case .serverInfo(let nonce, let sealed) = info
+    {
         _ = try? DERPHandshake.openServerInfo(nonce: nonce, sealed: sealed, privateKey: ourKey, serverKey: peerKey.publicKey)
     }
     return 0

@@ -29,13 +29,15 @@ public func fuzzDesktopAction(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int
         require(crop.x >= 0 && crop.y >= 0 && crop.width >= 1 && crop.height >= 1, "an empty or negative crop")
         require(crop.x + crop.width <= native.width && crop.y + crop.height <= native.height, "a crop beyond the screen")
     }
-    require(facts.scroll.dx.magnitude <= UInt(DesktopLimits.maxScrollAmount) && facts.scroll.dy.magnitude <= UInt(DesktopLimits.maxScrollAmount),
-            "a scroll beyond its bound")
+    require(
+        facts.scroll.dx.magnitude <= UInt(DesktopLimits.maxScrollAmount) && facts.scroll.dy.magnitude <= UInt(DesktopLimits.maxScrollAmount),
+        "a scroll beyond its bound")
     require(facts.hold >= .zero && facts.hold <= .milliseconds(DesktopLimits.maxHoldMilliseconds), "a hold beyond its bound")
     if let settle = facts.settle { require(settle > .zero && settle <= .milliseconds(DesktopLimits.maxSettleMilliseconds), "a settle beyond its bound") }
     let declared = facts.declared
     require(declared.width >= 1 && declared.height >= 1, "a declared side below 1")
-    require((declared.width <= DesktopLimits.maxSide || declared.width == native.width)
+    require(
+        (declared.width <= DesktopLimits.maxSide || declared.width == native.width)
             && (declared.height <= DesktopLimits.maxSide || declared.height == native.height), "a declared side beyond its bound")
     if let text = facts.text {
         let normalized = KeyNames.normalize(combination: text)

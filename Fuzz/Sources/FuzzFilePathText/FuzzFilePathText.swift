@@ -11,7 +11,8 @@ public func fuzzFilePathText(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int3
     let text = FilePathText.decode(bytes)
     require(FilePathText.encode(text) == bytes, "bytes -> text -> bytes is not the identity")
     if let valid = String(validating: bytes, as: UTF8.self),
-       !valid.unicodeScalars.contains(where: { $0.value >= FilePathText.escapeBase && $0.value <= FilePathText.escapeBase + 0xFF }) {
+        !valid.unicodeScalars.contains(where: { $0.value >= FilePathText.escapeBase && $0.value <= FilePathText.escapeBase + 0xFF })
+    {
         require(Array(text.utf8) == bytes, "valid UTF-8 was changed")
     }
     require(text.unicodeScalars.count <= bytes.count, "more characters than bytes")

@@ -29,8 +29,9 @@ func readFileLines(_ input: inout FuzzInput) {
     // As the reference: an empty file is `{"success":true}` alone, and a failure carries
     // its error and nothing else.
     if content.isEmpty {
-        require(answer.success && answer.fileSize == 0 && answer.totalLines == 0 && answer.linesRead == 0 && answer.content.isEmpty,
-                "an empty file is not {\"success\":true} alone")
+        require(
+            answer.success && answer.fileSize == 0 && answer.totalLines == 0 && answer.linesRead == 0 && answer.content.isEmpty,
+            "an empty file is not {\"success\":true} alone")
         return
     }
     guard answer.success else {
@@ -72,7 +73,8 @@ func toolCall(_ input: inout FuzzInput) {
     for _ in 0..<Int(input.byte() % 7) {
         let name = names[Int(input.byte()) % names.count]
         // A well-formed chat id most of the time, so the rest of the headers get checked.
-        let value = name == "Coder-Chat-Id" && input.bool()
+        let value =
+            name == "Coder-Chat-Id" && input.bool()
             ? "6F1C1F7E7A0B4A439C531D2E3F405162" : String(decoding: input.data(maxLength: 40), as: UTF8.self)
         headers.append((name, value))
     }

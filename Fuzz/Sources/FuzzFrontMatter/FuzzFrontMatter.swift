@@ -39,14 +39,16 @@ func checkParse(_ text: String) {
     case .success(let front):
         require(!front.name.isEmpty, "an empty name")
         for (field, value) in [("name", front.name), ("description", front.description)] {
-            require(value.unicodeScalars.last != "\n" && value.unicodeScalars.last != "\r",
-                    "the \(field) ends in a line break: \(value.debugDescription)")
+            require(
+                value.unicodeScalars.last != "\n" && value.unicodeScalars.last != "\r",
+                "the \(field) ends in a line break: \(value.debugDescription)")
         }
         require(isTrimmed(front.body), "the body is not trimmed: \(front.body.debugDescription)")
         if SkillFrontMatter.isValidName(front.name) {
             let parts = front.name.split(separator: "-", omittingEmptySubsequences: false)
-            require(parts.allSatisfy { !$0.isEmpty && $0.utf8.allSatisfy { (0x61...0x7A).contains($0) || (0x30...0x39).contains($0) } },
-                    "\(front.name.debugDescription) passed as kebab-case")
+            require(
+                parts.allSatisfy { !$0.isEmpty && $0.utf8.allSatisfy { (0x61...0x7A).contains($0) || (0x30...0x39).contains($0) } },
+                "\(front.name.debugDescription) passed as kebab-case")
         }
     }
 }
@@ -218,15 +220,17 @@ func roundTrip(_ input: inout FuzzInput) {
     switch result {
     case .success(let front):
         require(front.name == wantName, "name \(front.name.debugDescription), want \(wantName.debugDescription) from \(text.debugDescription)")
-        require(front.description == trimmedLineBreaks(description),
-                "description \(front.description.debugDescription), want \(description.debugDescription) from \(text.debugDescription)")
+        require(
+            front.description == trimmedLineBreaks(description),
+            "description \(front.description.debugDescription), want \(description.debugDescription) from \(text.debugDescription)")
     case .failure(let error):
         if wantName.isEmpty {
             require(error.message.hasPrefix("frontmatter missing required 'name' field"), "an empty name: \(error.message)")
         } else {
             // Only a plain name YAML reads as another type may fail.
-            require(nameStyle == 2 && error.message.hasSuffix("frontmatter field \"name\" must be a string") && readsAsNonString(name),
-                    "\(error.message) for \(text.debugDescription)")
+            require(
+                nameStyle == 2 && error.message.hasSuffix("frontmatter field \"name\" must be a string") && readsAsNonString(name),
+                "\(error.message) for \(text.debugDescription)")
         }
     }
 }

@@ -37,16 +37,18 @@ func check(_ bytes: [UInt8]) {
     let again = try? MCPConfigFile.parse(bytes) { environment[$0] }
     require(again == parsed, "parsing is not deterministic")
     let members = (try? MCPConfigFile.serverMembers(bytes)) ?? []
-    require(members.count == parsed.servers.count + parsed.entryErrors.count,
-            "\(members.count) members, \(parsed.servers.count) servers and \(parsed.entryErrors.count) errors")
+    require(
+        members.count == parsed.servers.count + parsed.entryErrors.count,
+        "\(members.count) members, \(parsed.servers.count) servers and \(parsed.entryErrors.count) errors")
     let memberNames = Set(members.map(\.0))
     require(memberNames.count == members.count, "a member name twice")
     require(parsed.servers.count <= MCPConfigFile.maxServers, "more than \(MCPConfigFile.maxServers) servers")
     var names = Set<String>()
     for (index, server) in parsed.servers.enumerated() {
         require(MCPConfigFile.nameProblem(server.name) == nil, "a server named \(goQuote(server.name)) breaks the name rules")
-        require(!server.name.contains("__") && !server.name.hasPrefix("_") && !server.name.hasSuffix("_"),
-                "a server named \(goQuote(server.name)) can't be split from its tools")
+        require(
+            !server.name.contains("__") && !server.name.hasPrefix("_") && !server.name.hasSuffix("_"),
+            "a server named \(goQuote(server.name)) can't be split from its tools")
         require(!server.transport.isEmpty, "server \(goQuote(server.name)) without a transport")
         require(index == 0 || bytewisePrecedes(parsed.servers[index - 1].name, server.name), "servers not sorted and unique")
         require(names.insert(server.name).inserted && memberNames.contains(server.name), "a server that is no member")

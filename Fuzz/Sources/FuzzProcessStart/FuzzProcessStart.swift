@@ -74,7 +74,8 @@ func headTail(_ input: inout FuzzInput) {
     // Cut lines never grow; the omission marker is the only addition.
     require(output.bytes.count <= headCapacity + tailCapacity + 64, "output beyond its bound")
     if let truncation = output.truncation {
-        require(truncation.originalBytes == all.count && truncation.omittedBytes == store.omittedCount
+        require(
+            truncation.originalBytes == all.count && truncation.omittedBytes == store.omittedCount
                 && truncation.retainedBytes == output.bytes.count, "truncation counts do not add up")
     }
 }

@@ -152,7 +152,8 @@ func fuzzRecord(_ input: inout FuzzInput) {
         require(false, "a record the runner made does not decode")
         return
     }
-    require(again.sourceID == sourceID && again.level == level && again.createdAt == createdAt && again.output == text,
+    require(
+        again.sourceID == sourceID && again.level == level && again.createdAt == createdAt && again.output == text,
         "a record does not decode to itself")
 }
 

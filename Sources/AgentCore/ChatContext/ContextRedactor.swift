@@ -1,4 +1,3 @@
-
 /// Scrubs secrets from every diagnostic that goes upward: each known secret value is
 /// replaced with `[redacted]`, longest first, and the result is cut to 4096 bytes on a
 /// character boundary with `... [truncated]`.
@@ -70,7 +69,8 @@ public struct ContextRedactor: Sendable, Equatable {
     /// containing another is replaced whole), ties bytewise.
     static func ordered(_ values: [String]) -> [String] {
         var unique = Set<String>()
-        return values
+        return
+            values
             .filter { $0.utf8.count >= Self.minimumSecretBytes && unique.insert($0).inserted }
             .sorted { $0.utf8.count != $1.utf8.count ? $0.utf8.count > $1.utf8.count : bytewisePrecedes($0, $1) }
     }

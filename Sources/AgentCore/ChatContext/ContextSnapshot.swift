@@ -128,7 +128,8 @@ public struct ContextSnapshot: Sendable, Equatable {
     /// the 32 hash bytes, the status name the same way, then one NUL byte. The control
     /// plane compares it with the hash a chat pinned, so MCP changes never mark a chat stale.
     public static func aggregateHash(of resources: [ContextResource]) -> [UInt8] {
-        let drift = resources
+        let drift =
+            resources
             .filter { $0.kind != .mcpConfig && $0.kind != .mcpServer }
             .sorted { bytewisePrecedes($0.id, $1.id) }
         var hash = SHA256()

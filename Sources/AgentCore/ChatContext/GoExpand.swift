@@ -55,7 +55,7 @@ private func shellName(_ s: ArraySlice<UInt8>) -> (ArraySlice<UInt8>?, Int) {
 private func isShellSpecial(_ c: UInt8) -> Bool {
     switch c {
     case UInt8(ascii: "*"), UInt8(ascii: "#"), UInt8(ascii: "$"), UInt8(ascii: "@"), UInt8(ascii: "!"),
-         UInt8(ascii: "?"), UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+        UInt8(ascii: "?"), UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
         true
     default:
         false

@@ -101,8 +101,9 @@ public struct MCPConfigFile: Sendable, Equatable {
                 servers.append(server)
                 if !withheld.isEmpty {
                     let names = withheld.sorted { bytewisePrecedes($0, $1) }.map { "$" + $0 }.joined(separator: ", ")
-                    warnings.append(MCPConfigEntryError(
-                        name: name, message: "server \(goQuote(name)): env refers to \(names), the agent's own; MCP servers never get it (expanded to empty)"))
+                    warnings.append(
+                        MCPConfigEntryError(
+                            name: name, message: "server \(goQuote(name)): env refers to \(names), the agent's own; MCP servers never get it (expanded to empty)"))
                 }
             case .failure(let error): errors.append(error)
             }
@@ -202,7 +203,9 @@ public struct MCPConfigFile: Sendable, Equatable {
                     case .object(let pairs):
                         var map: [String: String] = [:]
                         for (k, v) in pairs {
-                            if case .string(let text) = v { map[k] = text } else {
+                            if case .string(let text) = v {
+                                map[k] = text
+                            } else {
                                 if v != .null { mismatch(v, field, "string") }
                                 map[k] = ""
                             }
@@ -220,8 +223,9 @@ public struct MCPConfigFile: Sendable, Equatable {
         let transport = !type.isEmpty ? type : !command.isEmpty ? "stdio" : !url.isEmpty ? "http" : ""
         guard !transport.isEmpty else { return failure("server \(goQuote(name)) has no command or url") }
         let expanded = env.mapValues { goExpand($0, environment) }
-        return .success(MCPServerConfig(
-            name: name, transport: transport, command: command, args: args, env: expanded, url: url, headers: headers))
+        return .success(
+            MCPServerConfig(
+                name: name, transport: transport, command: command, args: args, env: expanded, url: url, headers: headers))
     }
 
     /// Go's field lookup: the exact key, else ASCII case-insensitively.

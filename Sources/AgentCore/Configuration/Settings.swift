@@ -59,7 +59,8 @@ public struct Settings: Sendable {
         _ flagValue: String?, flag: String, variable: String, allowEmpty: Bool = false,
         _ parse: (String) throws -> T
     ) throws(ConfigurationError) -> T? {
-        let found = allowEmpty
+        let found =
+            allowEmpty
             ? valueAllowingEmpty(flagValue, flag: flag, variable: variable)
             : value(flagValue, flag: flag, variable: variable)
         guard let found else { return nil }

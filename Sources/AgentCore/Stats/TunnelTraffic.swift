@@ -76,7 +76,7 @@ public final class TunnelTraffic: Sendable {
                 s.sent.packets += 1
                 s.sent.bytes += Int64(bytes)
             }
-                        if s.flows.count < Self.maxFlows, s.flows[flow] == nil { s.flows[flow] = flow.ipProtocol }
+            if s.flows.count < Self.maxFlows, s.flows[flow] == nil { s.flows[flow] = flow.ipProtocol }
         }
     }
 

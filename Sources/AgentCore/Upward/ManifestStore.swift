@@ -42,8 +42,10 @@ public struct AgentManifest: Sendable, Equatable {
         public var derpForceWebSockets: Bool
         public var disableDirectConnections: Bool
 
-        public init(agentID: [UInt8] = [], derpMap: [UInt8] = [], derpForceWebSockets: Bool = false,
-                    disableDirectConnections: Bool = false) {
+        public init(
+            agentID: [UInt8] = [], derpMap: [UInt8] = [], derpForceWebSockets: Bool = false,
+            disableDirectConnections: Bool = false
+        ) {
             self.agentID = agentID
             self.derpMap = derpMap
             self.derpForceWebSockets = derpForceWebSockets

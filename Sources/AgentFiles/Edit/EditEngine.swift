@@ -84,10 +84,12 @@ enum EditEngine {
             var position = 0
             for start in windows {
                 let window = (start..<(start + searchLines.count)).map { file.line($0) }
-                let unit: Indentation.Unit? = Indentation.unit(of: window) ?? {
-                    if fileUnit == nil { fileUnit = .some(file.indentationUnit()) }
-                    return fileUnit!
-                }()
+                let unit: Indentation.Unit? =
+                    Indentation.unit(of: window)
+                    ?? {
+                        if fileUnit == nil { fileUnit = .some(file.indentationUnit()) }
+                        return fileUnit!
+                    }()
                 out += content[position..<file.spans[start].start]
                 out += splice(window: window, search: searchLines, replacement: replacementLines, fileUnit: unit, forcedEnding: forcedEnding)
                 if out.count > maxResultBytes { throw tooLarge(path) }

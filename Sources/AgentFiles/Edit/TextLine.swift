@@ -139,10 +139,11 @@ struct FileLines {
 
     /// The whole file's indentation unit (only asked when a window has none of its own).
     func indentationUnit() -> Indentation.Unit? {
-        Indentation.unit(ofIndentations: spans.indices.lazy.filter { !key($0, .allWhitespace).isEmpty }.map { index in
-            let span = spans[index]
-            return content[span.start..<span.textEnd].prefix { $0 == 0x20 || $0 == 0x09 }
-        })
+        Indentation.unit(
+            ofIndentations: spans.indices.lazy.filter { !key($0, .allWhitespace).isEmpty }.map { index in
+                let span = spans[index]
+                return content[span.start..<span.textEnd].prefix { $0 == 0x20 || $0 == 0x09 }
+            })
     }
 }
 

@@ -123,7 +123,8 @@ enum UnifiedDiff {
             lengths.withUnsafeMutableBufferPointer { cell in
                 for i in stride(from: xs.count - 1, through: 0, by: -1) {
                     for j in stride(from: ys.count - 1, through: 0, by: -1) {
-                        cell[i * width + j] = xs[i] == ys[j]
+                        cell[i * width + j] =
+                            xs[i] == ys[j]
                             ? cell[(i + 1) * width + j + 1] + 1 : max(cell[(i + 1) * width + j], cell[i * width + j + 1])
                     }
                 }

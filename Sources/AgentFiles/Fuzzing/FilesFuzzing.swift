@@ -49,7 +49,9 @@ public enum FilesFuzzing {
 
     /// read-file-lines' answer for a file holding `content`, with the query string `query`
     /// (what follows `?`), as the route computes it; query errors throw the route's 400.
-    public static func readFileLines(query: String, content: [UInt8]) throws(APIError) -> (
+    public static func readFileLines(
+        query: String, content: [UInt8]
+    ) throws(APIError) -> (
         window: (offset: Int, limit: Int, maxLineBytes: Int, maxResponseLines: Int, maxResponseBytes: Int),
         success: Bool, fileSize: Int, totalLines: Int, linesRead: Int, content: String, error: String
     ) {
@@ -69,7 +71,9 @@ public enum FilesFuzzing {
     /// The tool-call headers (three, all or none) as a write or an edit reads them, with the
     /// chat the chat headers name (none if they name none, or are not valid); nil when no
     /// tool-call header is there.
-    public static func toolCall(headers: [(String, String)]) throws(APIError) -> (
+    public static func toolCall(
+        headers: [(String, String)]
+    ) throws(APIError) -> (
         chatID: String, messageID: UInt64, callID: String, ageMs: UInt64, cancelID: String
     )? {
         var fields = HTTPFields()

@@ -93,8 +93,9 @@ struct EditRoutes: Sendable {
                     let newText = try edit.string("new_text") ?? ""
                     let search = oldText.isEmpty && newText.isEmpty ? try edit.string("search") ?? "" : oldText
                     let replace = oldText.isEmpty && newText.isEmpty ? try edit.string("replace") ?? "" : newText
-                    edits.append(EditEngine.Edit(
-                        search: Array(search.utf8), replacement: Array(replace.utf8), replaceAll: try edit.bool("replace_all") ?? false))
+                    edits.append(
+                        EditEngine.Edit(
+                            search: Array(search.utf8), replacement: Array(replace.utf8), replaceAll: try edit.bool("replace_all") ?? false))
                 }
             }
             let expected = try ContentHash.expected(

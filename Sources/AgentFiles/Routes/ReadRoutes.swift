@@ -85,7 +85,8 @@ struct ReadRoutes: Sendable {
                 return ReadHead(length: inline.count, mtime: mtime, digest: nil, first: ByteBuffer(bytes: inline), snapshot: nil)
             }
             // The whole file's hash, for a later compare-and-swap write (bounded).
-            let digest = file.size <= ContentHash.automaticLimit
+            let digest =
+                file.size <= ContentHash.automaticLimit
                 ? try? file.sha256(limit: ContentHash.automaticLimit, path: path, token: token) : nil
             let snapshot = FileSnapshot(file, path: path)
             let available = max(0, snapshot.size - offset)

@@ -86,7 +86,9 @@ struct WriteRoutes: Sendable {
             return conflict.response
         }
         record(path, context)
-        let digest = hasher.map { var h = $0; return SHA256.hexString(h.finalize()) }
+        let digest = hasher.map {
+            var h = $0; return SHA256.hexString(h.finalize())
+        }
         return JSONResponse.make(WriteResponse(message: "Successfully wrote to \(goQuote(path))", sha256: digest))
     }
 
@@ -160,7 +162,8 @@ struct WriteRoutes: Sendable {
             if FS.lstat(destination, &existing) == 0 {
                 guard overwrite else { throw APIError(.conflict, "rename \(source) \(destination): destination exists") }
                 if existing.st_mode & S_IFMT == S_IFDIR,
-                   let entries = FS.entries(destination, limit: 1), !entries.isEmpty {
+                    let entries = FS.entries(destination, limit: 1), !entries.isEmpty
+                {
                     throw APIError(.conflict, "rename \(source) \(destination): destination is a non-empty directory")
                 }
             }

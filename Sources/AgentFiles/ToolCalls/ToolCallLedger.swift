@@ -120,7 +120,7 @@ final class ToolCallLedger: Sendable {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 let now = store.withLock { s -> Bool in
                     guard var chat = s.chats[key.chat], chat.message == key.messageID, var record = chat.calls[key.callID],
-                          case .running(var waiters) = record.state, !Task.isCancelled
+                        case .running(var waiters) = record.state, !Task.isCancelled
                     else { return true }
                     waiters[id] = continuation
                     record.state = .running(waiters: waiters)
@@ -133,7 +133,7 @@ final class ToolCallLedger: Sendable {
         } onCancel: {
             let waiter = store.withLock { s -> CheckedContinuation<Void, Never>? in
                 guard var chat = s.chats[key.chat], var record = chat.calls[key.callID],
-                      case .running(var waiters) = record.state, let waiter = waiters.removeValue(forKey: id)
+                    case .running(var waiters) = record.state, let waiter = waiters.removeValue(forKey: id)
                 else { return nil }
                 record.state = .running(waiters: waiters)
                 chat.calls[key.callID] = record

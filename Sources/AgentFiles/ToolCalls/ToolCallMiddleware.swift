@@ -142,7 +142,11 @@ final class InputHasher: Sendable {
     }
 
     /// The body was read to its end.
-    func markEnded() { state.withLock { $0.started = true; $0.ended = true } }
+    func markEnded() {
+        state.withLock {
+            $0.started = true; $0.ended = true
+        }
+    }
     func markStarted() { state.withLock { $0.started = true } }
 
     var started: Bool { state.withLock { $0.started } }

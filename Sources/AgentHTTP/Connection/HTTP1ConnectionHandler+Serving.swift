@@ -50,7 +50,7 @@ extension HTTP1ConnectionHandler {
             } else if let bodyStream {
                 if bodyStream.yield(buffer) == .stopProducing { perform(machine.bodyBackPressure(stop: true)) }
             }
-            // Otherwise the handler has answered without reading it all: dropped.
+        // Otherwise the handler has answered without reading it all: dropped.
         case .end:
             if let (head, _, body) = collecting {
                 collecting = nil

@@ -494,4 +494,3 @@ extension HTTP1ConnectionStateMachine.RequestLine {
         return !unknown
     }
 }
-

@@ -88,10 +88,11 @@ public final class RouteTable: RouteLookup, Sendable {
             list.append((route.method.rawValue, label, route.upgrade != nil))
         }
         do {
-            trie = try RouteTrie(order.map { label in
-                let entry = byLabel[label]!
-                return (entry.components, Endpoint(label: label, routes: entry.routes, metrics: metrics))
-            })
+            trie = try RouteTrie(
+                order.map { label in
+                    let entry = byLabel[label]!
+                    return (entry.components, Endpoint(label: label, routes: entry.routes, metrics: metrics))
+                })
         } catch {
             guard case .captureNames(let one, let other) = error else { throw BuildError(description: "\(error)") }
             throw BuildError(description: "two capture names at one place: \(one) and \(other)")
@@ -122,12 +123,13 @@ public final class RouteTable: RouteLookup, Sendable {
 
     /// `/a/{id}` for `/a/:id`.
     static func label(_ components: [RouteTrie<Endpoint>.Component]) -> String {
-        "/" + components.map { component in
-            switch component {
-            case .literal(let text): String(decoding: text, as: UTF8.self)
-            case .capture(let name): "{\(name)}"
-            }
-        }.joined(separator: "/")
+        "/"
+            + components.map { component in
+                switch component {
+                case .literal(let text): String(decoding: text, as: UTF8.self)
+                case .capture(let name): "{\(name)}"
+                }
+            }.joined(separator: "/")
     }
 
     /// The route of `method` at `path` (no query), its endpoint and captures.

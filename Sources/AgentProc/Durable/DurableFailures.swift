@@ -73,8 +73,10 @@ final class DurableFailures: Sendable {
             ProcessMetrics.failureLogsSuppressed.increment()
             return
         }
-        logger.warning("a file the agent keeps across restarts could not be written", metadata: [
-            "file": "\(file.rawValue)", "error": "\(error)", "not_logged_before": "\(skipped)",
-        ])
+        logger.warning(
+            "a file the agent keeps across restarts could not be written",
+            metadata: [
+                "file": "\(file.rawValue)", "error": "\(error)", "not_logged_before": "\(skipped)",
+            ])
     }
 }

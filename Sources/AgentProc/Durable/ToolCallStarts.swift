@@ -225,7 +225,7 @@ final class ToolCallStarts: Sendable {
                 if let at = line.at { s.horizonUnixMs = at }
             case "start":
                 guard let chat = line.chat, let message = line.message, let call = line.call, let digest = line.digest,
-                      let id = line.id, let at = line.at
+                    let id = line.id, let at = line.at
                 else { continue }
                 let key = ToolCallKey(chat: chat, messageID: message, callID: call)
                 if let old = s.entries[key] { s.keyByID[old.id] = nil }
@@ -289,8 +289,10 @@ final class ToolCallStarts: Sendable {
     private static func rewrite(_ s: inout State) throws(SystemCallError) {
         var lines = [Line(t: "horizon", at: s.horizonUnixMs)]
         for entry in s.entries.values.sorted(by: { $0.atUnixMs < $1.atUnixMs }) {
-            lines.append(Line(t: "start", chat: entry.key.chat, message: entry.key.messageID, call: entry.key.callID,
-                              digest: entry.digest, id: entry.id, at: entry.atUnixMs))
+            lines.append(
+                Line(
+                    t: "start", chat: entry.key.chat, message: entry.key.messageID, call: entry.key.callID,
+                    digest: entry.digest, id: entry.id, at: entry.atUnixMs))
             if let exit = entry.exit {
                 lines.append(Line(t: "exit", id: entry.id, code: exit.code, signal: exit.signal, exited: exit.exitedAtUnix))
             }

@@ -13,7 +13,9 @@ import Glibc
 /// It exists for the fuzz targets only.
 public enum ProcessFuzzing {
     /// A start body's fields as the route reads them (400 as the route answers).
-    public static func startRequest(json: [UInt8]) throws(APIError) -> (
+    public static func startRequest(
+        json: [UInt8]
+    ) throws(APIError) -> (
         command: String, workdir: String?, env: [String: String]?, background: Bool, options: StartOptions
     ) {
         let fields = try ProcessRoutes.startRequest(JSONRequest.parse(json, typeName: "StartProcessRequest"))
@@ -78,7 +80,8 @@ public enum ProcessFuzzing {
         mkdir(dir, 0o700)
         let cursor = rawCursor ?? SpoolCursor(dropped: dropped, end: end).encoded()
         try? AtomicFile.write(cursor, to: dir + "/cursor")
-        for segment in segments where segment.name.utf8.allSatisfy({ $0 != UInt8(ascii: "/") && $0 != 0 }) && !segment.name.isEmpty
+        for segment in segments
+        where segment.name.utf8.allSatisfy({ $0 != UInt8(ascii: "/") && $0 != 0 }) && !segment.name.isEmpty
             && segment.name != "." && segment.name != ".." && segment.name != "cursor"
         {
             try? AtomicFile.write(segment.bytes, to: dir + "/" + segment.name)

@@ -112,11 +112,12 @@ final class ProcessInput: Sendable {
         let result = await Self.writeAll(bytes, to: fd, deadline: deadline)
         state.withLock { s in
             if kind == .terminal {
-                let written = switch result {
-                case .success(let n): n
-                case .failure(.stalled(let n)), .failure(.failed(_, let n)): n
-                default: 0
-                }
+                let written =
+                    switch result {
+                    case .success(let n): n
+                    case .failure(.stalled(let n)), .failure(.failed(_, let n)): n
+                    default: 0
+                    }
                 s.line.wrote(bytes.prefix(written), mode: mode)
             }
             // Everything queued now waits for the same child: it fails at once.

@@ -24,9 +24,11 @@ extension ProcessManager {
             // spools without a record (of processes forgotten, or never recorded).
             let strays = spools.removeStrays()
             if !strays.removed.isEmpty || !strays.left.isEmpty {
-                logger.info("stray entries in the spool directory", metadata: [
-                    "removed": "\(strays.removed.count)", "left": "\(strays.left)",
-                ])
+                logger.info(
+                    "stray entries in the spool directory",
+                    metadata: [
+                        "removed": "\(strays.removed.count)", "left": "\(strays.left)",
+                    ])
             }
             for id in spools.storedIDs() where records[id] == nil { spools.remove(id: id) }
         }
@@ -51,9 +53,11 @@ extension ProcessManager {
         }
         if !kept.isEmpty {
             ProcessMetrics.restored.increment(by: kept.count)
-            logger.info("restored processes of an earlier agent", metadata: [
-                "count": "\(kept.count)", "lost": "\(kept.filter(\.lost).count)",
-            ])
+            logger.info(
+                "restored processes of an earlier agent",
+                metadata: [
+                    "count": "\(kept.count)", "lost": "\(kept.filter(\.lost).count)",
+                ])
         }
     }
 }

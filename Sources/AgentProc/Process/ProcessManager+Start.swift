@@ -28,7 +28,7 @@ extension ProcessManager {
         let session = configuration.sessionEnvironment?.current ?? SessionEnvironment.Snapshot(generation: 0, variables: [:])
         let reusable = (requested ?? [:]).isEmpty ? layer.generation : nil
         if let generation = reusable,
-           let block = environments.withLock({ $0.block(generation: generation, session: session.generation, chatID: chat?.id) })
+            let block = environments.withLock({ $0.block(generation: generation, session: session.generation, chatID: chat?.id) })
         {
             return block
         }
@@ -88,9 +88,10 @@ extension ProcessManager {
             return .attached(id: entry.id, process: process, exit: entry.exit.map { ExitStatus(code: $0.code, signal: $0.signal) })
         case .run(let id):
             do {
-                let process = try await start(
-                    command: command, workdir: workdir, environment: environment, background: background, chat: chat,
-                    options: options, id: id) as ManagedProcess
+                let process =
+                    try await start(
+                        command: command, workdir: workdir, environment: environment, background: background, chat: chat,
+                        options: options, id: id) as ManagedProcess
                 toolCalls.settle(toolCall, started: true)
                 return .started(process)
             } catch {
@@ -154,9 +155,10 @@ extension ProcessManager {
         }
         let env = await childEnvironment(requested, chat: chat)
         // The directory is checked (a `stat`) with the rest of the blocking work.
-        let candidate: String? = if let workdir, !workdir.isEmpty { nil } else {
-            await configuration.environmentProvider.defaultDirectory()
-        }
+        let candidate: String? =
+            if let workdir, !workdir.isEmpty { nil } else {
+                await configuration.environmentProvider.defaultDirectory()
+            }
         let result = try await offLoop { [self] () -> Result<ManagedProcess, StartFailure> in
             let resolvedDir: String = if let workdir, !workdir.isEmpty { workdir } else { defaultDirectory(candidate) }
             return Result { () throws(StartFailure) in

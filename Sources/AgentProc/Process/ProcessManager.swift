@@ -216,9 +216,11 @@ public final class ProcessManager: Service, Sendable {
             // The API is the product; durable output is a feature of it: run on without it.
             spools = nil
             spoolUnavailable = "\(error)"
-            logger.warning("process output is not spooled: the spool directory is unusable", metadata: [
-                "error": "\(error)", "path": "\(base)/spool",
-            ])
+            logger.warning(
+                "process output is not spooled: the spool directory is unusable",
+                metadata: [
+                    "error": "\(error)", "path": "\(base)/spool",
+                ])
         }
         toolCalls = ToolCallStarts(directory: base, failures: failures)
         processLog = ProcessLog(directory: base, failures: failures)

@@ -441,7 +441,7 @@ final class ProcessReactor: Sendable {
         let exited = state.withLock { s -> (any ProcessEventSink)? in
             guard var watch = s.watches[token], watch.pidfd >= 0 else { return nil }
             let peeked = agent_peek_exit(watch.pid, &status)
-            if peeked == 0 { return nil } // spurious readiness; still running
+            if peeked == 0 { return nil }  // spurious readiness; still running
             if peeked < 0 {
                 // ECHILD: someone else reaped it; report a plain failure, own nothing.
                 status = 0xff00

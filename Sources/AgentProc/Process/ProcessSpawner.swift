@@ -51,7 +51,6 @@ enum ProcessSpawner {
     /// writer rarely waits on the reader.
     static let pipeSize: Int32 = 1 << 20
 
-
     /// The last `sh` resolved, with the PATH it was resolved against (a cache: the lookup
     /// costs a stat per PATH entry on every start otherwise).
     private static let shellCache = Mutex<(path: String?, shell: String)?>(nil)
@@ -78,7 +77,7 @@ enum ProcessSpawner {
         if let cached = shellCache.withLock({ $0 }), cached.path == agentPath {
             do {
                 return try spawn(request, shell: cached.shell)
-            } catch where error.shellMissing {
+            } catch  where error.shellMissing {
                 // Only this entry: another start may have cached a newer one meanwhile.
                 shellCache.withLock { if $0?.path == agentPath && $0?.shell == cached.shell { $0 = nil } }
                 let shell = try resolveShell(agentPath: agentPath)

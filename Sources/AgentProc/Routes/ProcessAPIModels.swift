@@ -256,11 +256,12 @@ struct StatusResponse: Encodable {
     }
 
     init(_ manager: ProcessManager) {
-        let reason: String? = if !manager.configuration.spoolOutput {
-            "off (--proc-spool false)"
-        } else {
-            manager.spoolUnavailable.map { "disabled: \($0)" }
-        }
+        let reason: String? =
+            if !manager.configuration.spoolOutput {
+                "off (--proc-spool false)"
+            } else {
+                manager.spoolUnavailable.map { "disabled: \($0)" }
+            }
         spool = Spool(enabled: manager.spooling, reason: reason)
         let last = manager.failures.last
         durableWrites = DurableWrites(

@@ -78,11 +78,12 @@ struct ProcessRoutes: Sendable {
 
     /// A failed start: 500 with what failed.
     static func startError(_ error: ProcessManager.StartFailure) -> APIError {
-        let detail = switch error {
-        case .closed: "manager is closed"
-        case .tooManyProcesses(let limit): "too many running processes (limit \(limit))"
-        case .spawn(let reason): reason
-        }
+        let detail =
+            switch error {
+            case .closed: "manager is closed"
+            case .tooManyProcesses(let limit): "too many running processes (limit \(limit))"
+            case .spawn(let reason): reason
+            }
         return APIError(.internalServerError, "Failed to start process.", detail: detail)
     }
 

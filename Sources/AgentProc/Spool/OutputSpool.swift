@@ -146,8 +146,9 @@ public final class OutputSpool: Sendable {
             }
             guard let check = store.state.withLock({ $0.validate(key, plan.pieces) }) else { break }
             if ok && check.ok {
-                return SpoolRead(bytes: bytes, offset: plan.offset, next: plan.offset + UInt64(count),
-                                 dropped: plan.dropped, end: plan.end)
+                return SpoolRead(
+                    bytes: bytes, offset: plan.offset, next: plan.offset + UInt64(count),
+                    dropped: plan.dropped, end: plan.end)
             }
             last = (check.dropped, check.end)
             from = max(from, check.dropped)

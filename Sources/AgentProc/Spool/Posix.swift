@@ -21,7 +21,8 @@ enum Posix {
 
     /// Creates (or truncates) a file 0600 for writing.
     static func create(_ path: String, exclusive: Bool = false, readWrite: Bool = false) -> Int32 {
-        let flags = (readWrite ? O_RDWR : O_WRONLY) | O_CREAT | O_NOFOLLOW | O_CLOEXEC
+        let flags =
+            (readWrite ? O_RDWR : O_WRONLY) | O_CREAT | O_NOFOLLOW | O_CLOEXEC
             | (exclusive ? O_EXCL : O_TRUNC)
         return retryEINTR { open(path, flags, fileMode) }
     }

@@ -300,7 +300,8 @@ struct StoreState {
         let dir = directory + "/" + id
         guard let st = Posix.lstatInfo(dir), Posix.isDirectory(st) else { return }
         for name in Posix.listDirectory(dir) {
-            let owned = name == "cursor" || Posix.parseSegmentName(name) != nil
+            let owned =
+                name == "cursor" || Posix.parseSegmentName(name) != nil
                 || extraOwnedFiles.contains(name) || extra.contains(name)
             guard owned, let fst = Posix.lstatInfo(dir + "/" + name), Posix.isRegular(fst) else { continue }
             unlink(dir + "/" + name)
@@ -345,8 +346,10 @@ struct StoreState {
             let segEnd = seg.start + UInt64(seg.filled)
             guard seg.start <= cur, cur < segEnd else { break }
             let n = Int(min(UInt64(remaining), segEnd - cur))
-            plan.pieces.append(Piece(path: sp.path(seg.start), fileOffset: Int(cur - seg.start), count: n,
-                                     segmentStart: seg.start, seq: seg.seq))
+            plan.pieces.append(
+                Piece(
+                    path: sp.path(seg.start), fileOffset: Int(cur - seg.start), count: n,
+                    segmentStart: seg.start, seq: seg.seq))
             cur += UInt64(n)
             remaining -= n
             i += 1

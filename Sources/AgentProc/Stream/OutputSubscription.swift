@@ -182,7 +182,8 @@ public final class OutputSubscription: Sendable {
                 joined.reserveCapacity(maxBatchBytes)
                 joined.writeImmutableBuffer(batch)
                 while s.chunkStart < s.chunks.count,
-                      joined.readableBytes + s.chunks[s.chunkStart].readableBytes <= maxBatchBytes {
+                    joined.readableBytes + s.chunks[s.chunkStart].readableBytes <= maxBatchBytes
+                {
                     cost += Self.cost(of: s.chunks[s.chunkStart])
                     joined.writeImmutableBuffer(s.chunks[s.chunkStart])
                     s.chunkStart += 1

@@ -34,15 +34,18 @@ public struct InstanceIdentityFlow: Sendable {
     public func start() -> Step {
         switch cloud {
         case .google:
-            return .metadata(MetadataRequest(
-                method: "GET", url: base + "/computeMetadata/v1/" + Self.googleIdentitySuffix,
-                headers: [("Metadata-Flavor", "Google"), ("User-Agent", "gcloud-golang/0.1")]))
+            return .metadata(
+                MetadataRequest(
+                    method: "GET", url: base + "/computeMetadata/v1/" + Self.googleIdentitySuffix,
+                    headers: [("Metadata-Flavor", "Google"), ("User-Agent", "gcloud-golang/0.1")]))
         case .aws:
-            return .metadata(MetadataRequest(
-                method: "PUT", url: base + "/latest/api/token", headers: [("X-aws-ec2-metadata-token-ttl-seconds", "21600")]))
+            return .metadata(
+                MetadataRequest(
+                    method: "PUT", url: base + "/latest/api/token", headers: [("X-aws-ec2-metadata-token-ttl-seconds", "21600")]))
         case .azure:
-            return .metadata(MetadataRequest(
-                method: "GET", url: base + "/metadata/attested/document?api-version=2020-09-01", headers: [("Metadata", "true")]))
+            return .metadata(
+                MetadataRequest(
+                    method: "GET", url: base + "/metadata/attested/document?api-version=2020-09-01", headers: [("Metadata", "true")]))
         }
     }
 
@@ -59,9 +62,10 @@ public struct InstanceIdentityFlow: Sendable {
             answers.append(text)
             if answers.count < 3 {
                 let what = answers.count == 1 ? "signature" : "document"
-                return .metadata(MetadataRequest(
-                    method: "GET", url: base + "/latest/dynamic/instance-identity/" + what,
-                    headers: [("X-aws-ec2-metadata-token", answers[0])]))
+                return .metadata(
+                    MetadataRequest(
+                        method: "GET", url: base + "/latest/dynamic/instance-identity/" + what,
+                        headers: [("X-aws-ec2-metadata-token", answers[0])]))
             }
             return post([("signature", .string(answers[1])), ("document", .string(answers[2]))])
         case .azure:

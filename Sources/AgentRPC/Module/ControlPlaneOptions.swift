@@ -45,7 +45,7 @@ public struct ControlPlaneOptions: ParsableArguments {
     public static func checkedURL(_ url: Settings.Value) throws(ConfigurationError) -> String {
         let components = URLComponents(string: url.text)
         guard let scheme = components?.scheme?.lowercased(), ["http", "https", "ws", "wss"].contains(scheme),
-              let host = components?.host, !host.isEmpty
+            let host = components?.host, !host.isEmpty
         else {
             throw ConfigurationError("\(url.source): invalid URL \"\(url.text)\" (expected http(s)://host[:port])")
         }

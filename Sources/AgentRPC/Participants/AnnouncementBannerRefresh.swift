@@ -50,9 +50,10 @@ public struct AnnouncementBannerRefresh: UpwardParticipant {
             guard let answer = try? Coder_Agent_V2_GetAnnouncementBannersResponse(serializedBytes: bytes) else {
                 return .keep(warn: !failing)
             }
-            return .store(answer.announcementBanners.map {
-                AnnouncementBanner(enabled: $0.enabled, message: $0.message, backgroundColor: $0.backgroundColor)
-            })
+            return .store(
+                answer.announcementBanners.map {
+                    AnnouncementBanner(enabled: $0.enabled, message: $0.message, backgroundColor: $0.backgroundColor)
+                })
         case .failure(let error):
             return error.kind == .unsupported ? .stop : .keep(warn: !failing)
         }

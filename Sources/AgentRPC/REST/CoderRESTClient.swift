@@ -85,7 +85,9 @@ public struct CoderRESTClient: CoderRESTRequesting {
     /// Opens a streamed answer (server-sent events): its status, then its body's chunks as
     /// they arrive, each at most ``maxResponseBytes``. No overall timeout: the caller ends it
     /// by cancelling its task.
-    public func open(_ path: String, query: [(String, String)] = [], connectTimeout: Duration = CoderRESTClient.timeout)
+    public func open(
+        _ path: String, query: [(String, String)] = [], connectTimeout: Duration = CoderRESTClient.timeout
+    )
         async throws(CoderRESTError) -> (status: Int, body: HTTPClientResponse.Body)
     {
         let address = url(path, query: query)
@@ -137,7 +139,7 @@ public struct CoderRESTClient: CoderRESTRequesting {
         for byte in text.utf8 {
             switch byte {
             case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-                 UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+                UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
                 out.unicodeScalars.append(Unicode.Scalar(byte))
             default:
                 let hex = Array("0123456789ABCDEF".utf8)

@@ -29,13 +29,14 @@ public enum WebSocketConnector {
         upgraded: @escaping @Sendable (any Channel) throws -> T
     ) async throws -> T {
         guard let parsed = URLComponents(string: url), let host = parsed.host, !host.isEmpty,
-              let scheme = parsed.scheme, scheme == "ws" || scheme == "wss"
+            let scheme = parsed.scheme, scheme == "ws" || scheme == "wss"
         else { throw DialError.invalidURL(url) }
         // `[::1]` in the URL and the Host header; `::1` to connect and for SNI checks.
         let address = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
         let tls = scheme == "wss"
         let port = parsed.port ?? (tls ? 443 : 80)
-        let path = (parsed.percentEncodedPath.isEmpty ? "/" : parsed.percentEncodedPath)
+        let path =
+            (parsed.percentEncodedPath.isEmpty ? "/" : parsed.percentEncodedPath)
             + (parsed.percentEncodedQuery.map { "?" + $0 } ?? "")
         let sslContext = tls ? try NIOSSLContext(configuration: .makeClientConfiguration()) : nil
         var headers = HTTPHeaders()

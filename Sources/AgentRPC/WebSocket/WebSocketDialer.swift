@@ -35,8 +35,10 @@ public struct WebSocketDialer: ControlPlaneDialer {
     private let group: any EventLoopGroup
 
     /// A dialer with a fixed token (never logged).
-    public init(baseURL: String, token: String, version: String, fallbackVersions: [String] = [], logger: Logger,
-                group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) {
+    public init(
+        baseURL: String, token: String, version: String, fallbackVersions: [String] = [], logger: Logger,
+        group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+    ) {
         self.init(
             baseURL: baseURL, tokenSource: FixedSessionToken(token), version: version, fallbackVersions: fallbackVersions,
             logger: logger, group: group)
@@ -48,8 +50,10 @@ public struct WebSocketDialer: ControlPlaneDialer {
     ///   - headers: added to the upgrade request after the token (never logged).
     ///   - version: the API version requested (`major.minor`).
     ///   - fallbackVersions: asked for in order when the control plane refuses the one before.
-    public init(baseURL: String, tokenSource: any SessionTokenSource, headers: [(String, String)] = [], version: String,
-                fallbackVersions: [String] = [], logger: Logger, group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) {
+    public init(
+        baseURL: String, tokenSource: any SessionTokenSource, headers: [(String, String)] = [], version: String,
+        fallbackVersions: [String] = [], logger: Logger, group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+    ) {
         var base = baseURL
         while base.hasSuffix("/") { base.removeLast() }
         if base.hasPrefix("https://") {

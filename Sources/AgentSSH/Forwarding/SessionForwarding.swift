@@ -97,12 +97,14 @@ final class SessionForwarding {
             logger.warning("x11 forwarding: no free display between :10 and :200")
             return false
         }
-        let authority = environment["XAUTHORITY"].flatMap { $0.isEmpty ? nil : $0 }
+        let authority =
+            environment["XAUTHORITY"].flatMap { $0.isEmpty ? nil : $0 }
             ?? SessionCommand.homeDirectory(environment: environment) + "/.Xauthority"
         do {
             try XAuthority.add(
-                XAuthority.Entry(family: XAuthority.familyLocal, address: Array(Self.hostName().utf8), number: Array("\(display)".utf8),
-                                 name: Array(request.authProtocol.utf8), data: cookie),
+                XAuthority.Entry(
+                    family: XAuthority.familyLocal, address: Array(Self.hostName().utf8), number: Array("\(display)".utf8),
+                    name: Array(request.authProtocol.utf8), data: cookie),
                 to: authority)
         } catch {
             logger.warning("x11 forwarding: could not write the Xauthority file", metadata: ["path": "\(authority)", "error": "\(error)"])
@@ -159,7 +161,7 @@ final class SessionForwarding {
 
     private func forward(_ accepted: any Channel, marker: String, closeListener: Bool) {
         guard !closed, open < Self.maxConnections,
-              let handler = try? channel.parent?.pipeline.syncOperations.handler(type: NIOSSHHandler.self)
+            let handler = try? channel.parent?.pipeline.syncOperations.handler(type: NIOSSHHandler.self)
         else {
             accepted.close(promise: nil)
             return

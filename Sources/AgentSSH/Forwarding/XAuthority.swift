@@ -36,7 +36,7 @@ enum XAuthority {
             let length = Int(bytes[index]) << 8 | Int(bytes[index + 1])
             guard index + 2 + length <= bytes.count else { return nil }
             defer { index += 2 + length }
-            return Array(bytes[index + 2 ..< index + 2 + length])
+            return Array(bytes[index + 2..<index + 2 + length])
         }
         while index < bytes.count {
             guard index + 2 <= bytes.count else { return nil }

@@ -51,8 +51,9 @@ public struct SSHOptions: ParsableArguments {
             guard case .tcp = target.kind else { throw SSHAddressError(description: "invalid address \"\(text)\": the SSH listener takes host:port") }
             return target
         }
-        let allowNonLoopback = try settings.bool(
-            sshAllowNonLoopback, flag: "--ssh-allow-non-loopback", variable: "CODER_AGENT_SSH_ALLOW_NON_LOOPBACK") ?? false
+        let allowNonLoopback =
+            try settings.bool(
+                sshAllowNonLoopback, flag: "--ssh-allow-non-loopback", variable: "CODER_AGENT_SSH_ALLOW_NON_LOOPBACK") ?? false
         // An unauthenticated shell on every interface only when the operator says so.
         if let target = address.flatMap({ $0 }), !target.isLoopback, !allowNonLoopback {
             let source = sshAddress != nil ? "--ssh-address" : "CODER_AGENT_SSH_ADDRESS"

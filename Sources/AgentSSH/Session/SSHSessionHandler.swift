@@ -98,7 +98,8 @@ final class SSHSessionHandler: ChannelDuplexHandler {
         case let request as SSHChannelRequestEvent.EnvironmentRequest where SSHExtensionMarker.isMarked(request.name):
             reply(request.wantReply, forwarding?.request(name: request.name, value: request.value, started: started) ?? false, context)
         case let request as SSHChannelRequestEvent.EnvironmentRequest:
-            let accepted = !started && clientVariables.count < SessionEnvironmentBuilder.maxClientVariables
+            let accepted =
+                !started && clientVariables.count < SessionEnvironmentBuilder.maxClientVariables
                 && request.name.utf8.count + request.value.utf8.count <= SessionEnvironmentBuilder.maxClientVariableBytes
             if accepted { clientVariables.append((request.name, request.value)) }
             reply(request.wantReply, accepted, context)

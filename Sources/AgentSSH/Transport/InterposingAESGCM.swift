@@ -25,8 +25,8 @@ class InterposingAESGCM {
 
     private static func unpack(_ keys: NIOSSHSessionKeys) throws -> (SymmetricKey, SymmetricKey, [UInt8], [UInt8]) {
         guard keys.outboundEncryptionKey.bitCount == keySizes.encryptionKeySize * 8,
-              keys.inboundEncryptionKey.bitCount == keySizes.encryptionKeySize * 8,
-              keys.initialOutboundIV.count == 12, keys.initialInboundIV.count == 12
+            keys.inboundEncryptionKey.bitCount == keySizes.encryptionKeySize * 8,
+            keys.initialOutboundIV.count == 12, keys.initialInboundIV.count == 12
         else { throw SSHTransportError.invalidKeySize }
         return (keys.outboundEncryptionKey, keys.inboundEncryptionKey, keys.initialOutboundIV, keys.initialInboundIV)
     }
@@ -63,8 +63,8 @@ extension InterposingAESGCM: NIOSSHTransportProtection {
 
     func decryptAndVerifyRemainingPacket(_ source: inout ByteBuffer, sequenceNumber: UInt32) throws -> ByteBuffer {
         guard let length = source.readSlice(length: 4), source.readableBytes > 16,
-              let ciphertext = source.readSlice(length: source.readableBytes - 16), let tag = source.readSlice(length: 16),
-              ciphertext.readableBytes % Self.cipherBlockSize == 0
+            let ciphertext = source.readSlice(length: source.readableBytes - 16), let tag = source.readSlice(length: 16),
+            ciphertext.readableBytes % Self.cipherBlockSize == 0
         else { throw SSHTransportError.invalidPacketLength }
         let box = try AES.GCM.SealedBox(
             nonce: AES.GCM.Nonce(data: inboundNonce), ciphertext: ciphertext.readableBytesView, tag: tag.readableBytesView)
@@ -75,7 +75,7 @@ extension InterposingAESGCM: NIOSSHTransportProtection {
             throw SSHTransportError.invalidPadding
         }
         var payload = ByteBufferAllocator().buffer(capacity: plaintext.count - padding - 1)
-        payload.writeBytes(plaintext[plaintext.startIndex + 1 ..< plaintext.endIndex - padding])
+        payload.writeBytes(plaintext[plaintext.startIndex + 1..<plaintext.endIndex - padding])
         return rewriteInbound(payload)
     }
 
@@ -83,7 +83,8 @@ extension InterposingAESGCM: NIOSSHTransportProtection {
         let start = destination.readerIndex
         // The serializer wrote length, padding_length, payload and padding in clear.
         if let padding = destination.getInteger(at: start + 4, as: UInt8.self),
-           let payload = destination.getSlice(at: start + 5, length: destination.readableBytes - 5 - Int(padding)) {
+            let payload = destination.getSlice(at: start + 5, length: destination.readableBytes - 5 - Int(padding))
+        {
             let rewritten = rewriteOutbound(payload)
             if rewritten != payload { Self.reframe(&destination, payload: rewritten) }
         }

@@ -62,7 +62,7 @@ struct SSHMessageRewriter {
         guard !repliesUntracked, !pendingReplies.isEmpty else { return nil }
         let text = pendingReplies.removeFirst()
         guard payload.getInteger(at: payload.readerIndex, as: UInt8.self) == Self.requestFailure, !text.isEmpty,
-              payload.readableBytes == 1
+            payload.readableBytes == 1
         else { return nil }
         return Self.message(Self.requestFailure) { $0.writeSSHText(text) }
     }
@@ -89,7 +89,7 @@ struct SSHMessageRewriter {
         var reader = payload
         reader.moveReaderIndex(forwardBy: 1)
         guard let type = reader.readSSHText(), let sender = reader.readInteger(as: UInt32.self),
-              let window = reader.readInteger(as: UInt32.self), let maxPacket = reader.readInteger(as: UInt32.self)
+            let window = reader.readInteger(as: UInt32.self), let maxPacket = reader.readInteger(as: UInt32.self)
         else { return nil }
         let header = (sender: sender, window: window, maxPacket: maxPacket)
         switch type {
@@ -151,7 +151,9 @@ struct SSHMessageRewriter {
             return Self.forwardRequest("tcpip-forward", wantReply: wantReply, host: SSHExtensionMarker.keepalive)
         case "tcpip-forward", "cancel-tcpip-forward":
             guard let host = reader.readSSHText(), SSHExtensionMarker.isMarked(host) else { return nil }
-            return Self.message(Self.globalRequest) { $0.writeSSHText(Self.refused); $0.writeInteger(wantReply) }
+            return Self.message(Self.globalRequest) {
+                $0.writeSSHText(Self.refused); $0.writeInteger(wantReply)
+            }
         default:
             return nil
         }
@@ -161,10 +163,12 @@ struct SSHMessageRewriter {
         var reader = payload
         reader.moveReaderIndex(forwardBy: 1)
         guard let recipient = reader.readInteger(as: UInt32.self), let type = reader.readSSHText(),
-              let wantReply = reader.readInteger(as: UInt8.self)
+            let wantReply = reader.readInteger(as: UInt8.self)
         else { return nil }
         func env(_ name: String, _ value: String) -> ByteBuffer {
-            Self.channelRequest(recipient, "env", wantReply: wantReply) { $0.writeSSHText(name); $0.writeSSHText(value) }
+            Self.channelRequest(recipient, "env", wantReply: wantReply) {
+                $0.writeSSHText(name); $0.writeSSHText(value)
+            }
         }
         let refusal = Self.channelRequest(recipient, Self.refused, wantReply: wantReply) { _ in }
         switch type {
@@ -175,7 +179,7 @@ struct SSHMessageRewriter {
             return nil
         case "x11-req":
             guard let single = reader.readInteger(as: UInt8.self), let proto = reader.readSSHText(), let cookie = reader.readSSHText(),
-                  let screen = reader.readInteger(as: UInt32.self), !proto.contains(" "), !cookie.contains(" ")
+                let screen = reader.readInteger(as: UInt32.self), !proto.contains(" "), !cookie.contains(" ")
             else { return refusal }
             let request = X11Request(singleConnection: single != 0, authProtocol: proto, authCookie: cookie, screen: screen)
             return env(SSHExtensionMarker.x11Request, request.encoded)
@@ -206,9 +210,9 @@ struct SSHMessageRewriter {
         var reader = payload
         reader.moveReaderIndex(forwardBy: 1)
         guard reader.readSSHText() == "forwarded-tcpip", let sender = reader.readInteger(as: UInt32.self),
-              let window = reader.readInteger(as: UInt32.self), let maxPacket = reader.readInteger(as: UInt32.self),
-              let host = reader.readSSHText(), SSHExtensionMarker.isMarked(host), reader.readInteger(as: UInt32.self) != nil,
-              let origin = reader.readSSHText(), let originPort = reader.readInteger(as: UInt32.self)
+            let window = reader.readInteger(as: UInt32.self), let maxPacket = reader.readInteger(as: UInt32.self),
+            let host = reader.readSSHText(), SSHExtensionMarker.isMarked(host), reader.readInteger(as: UInt32.self) != nil,
+            let origin = reader.readSSHText(), let originPort = reader.readInteger(as: UInt32.self)
         else { return nil }
         func open(_ type: String, _ body: (inout ByteBuffer) -> Void) -> ByteBuffer {
             message(channelOpen) {
@@ -218,10 +222,15 @@ struct SSHMessageRewriter {
             }
         }
         if let path = SSHExtensionMarker.streamLocalPath(host) {
-            return open("forwarded-streamlocal@openssh.com") { $0.writeSSHText(path); $0.writeSSHText("") }
+            return open("forwarded-streamlocal@openssh.com") {
+                $0.writeSSHText(path); $0.writeSSHText("")
+            }
         }
         switch host {
-        case SSHExtensionMarker.x11Channel: return open("x11") { $0.writeSSHText(origin); $0.writeInteger(originPort) }
+        case SSHExtensionMarker.x11Channel:
+            return open("x11") {
+                $0.writeSSHText(origin); $0.writeInteger(originPort)
+            }
         case SSHExtensionMarker.agentChannel: return open("auth-agent@openssh.com") { _ in }
         default: return nil
         }
@@ -231,7 +240,7 @@ struct SSHMessageRewriter {
         var reader = payload
         reader.moveReaderIndex(forwardBy: 1)
         guard let recipient = reader.readInteger(as: UInt32.self), reader.readSSHText() == "env",
-              let wantReply = reader.readInteger(as: UInt8.self), reader.readSSHText() == SSHExtensionMarker.keepalive
+            let wantReply = reader.readInteger(as: UInt8.self), reader.readSSHText() == SSHExtensionMarker.keepalive
         else { return nil }
         return channelRequest(recipient, "keepalive@openssh.com", wantReply: wantReply) { _ in }
     }
@@ -241,9 +250,11 @@ struct SSHMessageRewriter {
         var reader = payload
         reader.moveReaderIndex(forwardBy: 1)
         guard reader.readSSHText() == "tcpip-forward", let wantReply = reader.readInteger(as: UInt8.self),
-              reader.readSSHText() == SSHExtensionMarker.keepalive
+            reader.readSSHText() == SSHExtensionMarker.keepalive
         else { return nil }
-        return message(globalRequest) { $0.writeSSHText("keepalive@openssh.com"); $0.writeInteger(wantReply) }
+        return message(globalRequest) {
+            $0.writeSSHText("keepalive@openssh.com"); $0.writeInteger(wantReply)
+        }
     }
 
     private mutating func outboundOpenFailure(_ payload: ByteBuffer) -> ByteBuffer? {

@@ -19,9 +19,10 @@ public struct AgentSocketCoderREST: CoderRESTRequesting {
             throw .connection(method: method, url: path, reason: "the agent socket asks coderd with GET only")
         }
         var request = Google_Protobuf_StringValue()
-        request.value = JSONValue.object([
-            ("path", .string(path)), ("query", .array(query.map { .array([.string($0.0), .string($0.1)]) })),
-        ]).jsonText
+        request.value =
+            JSONValue.object([
+                ("path", .string(path)), ("query", .array(query.map { .array([.string($0.0), .string($0.1)]) })),
+            ]).jsonText
         let answer: String
         do {
             answer = try await client.unary("CoderdGet", request, as: Google_Protobuf_StringValue.self).value

@@ -195,7 +195,8 @@ struct PeerCredentials: Sendable {
     static func of(_ channel: any Channel) async -> PeerCredentials? {
         guard let provider = channel as? any SocketOptionProvider else { return nil }
         let credentials: UCred? = try? await provider.unsafeGetSocketOption(
-            level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(SO_PEERCRED)).get()
+            level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(SO_PEERCRED)
+        ).get()
         return credentials.map { PeerCredentials(pid: $0.pid, uid: $0.uid) }
     }
 }

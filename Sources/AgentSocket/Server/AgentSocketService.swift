@@ -138,7 +138,7 @@ public struct AgentSocketService: Sendable {
     func syncStart(_ unit: String) throws(SocketError) {
         do {
             try units.register(unit)
-        } catch where error.description == "unit already registered" {
+        } catch  where error.description == "unit already registered" {
             // Already registered: fine.
         } catch {
             throw SocketError("SyncStart: registering unit \(goQuote(unit)): \(error)")
@@ -156,7 +156,7 @@ public struct AgentSocketService: Sendable {
     func syncWant(_ unit: String, dependsOn: String) throws(SocketError) {
         do {
             try units.register(unit)
-        } catch where error.description == "unit already registered" {
+        } catch  where error.description == "unit already registered" {
         } catch {
             throw SocketError("SyncWant: registering unit \(goQuote(unit)): \(error)")
         }

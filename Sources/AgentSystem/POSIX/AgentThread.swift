@@ -21,12 +21,14 @@ public enum AgentThread {
     public static func start(name: String, _ body: @escaping @Sendable () -> Void) {
         let box = Unmanaged.passRetained(Body(name: name, run: body)).toOpaque()
         var thread = pthread_t()
-        let rc = pthread_create(&thread, nil, { argument in
-            let body = Unmanaged<Body>.fromOpaque(argument!).takeRetainedValue()
-            _ = agent_set_thread_name(body.name)
-            body.run()
-            return nil
-        }, box)
+        let rc = pthread_create(
+            &thread, nil,
+            { argument in
+                let body = Unmanaged<Body>.fromOpaque(argument!).takeRetainedValue()
+                _ = agent_set_thread_name(body.name)
+                body.run()
+                return nil
+            }, box)
         precondition(rc == 0, "pthread_create failed: \(rc)")
         pthread_detach(thread)
     }

@@ -19,9 +19,10 @@ public enum FilePathText {
             let lead = bytes[index]
             let length = lead < 0x80 ? 1 : lead >> 5 == 0b110 ? 2 : lead >> 4 == 0b1110 ? 3 : lead >> 3 == 0b11110 ? 4 : 0
             if length > 0, index + length <= bytes.endIndex,
-               let piece = String(validating: bytes[index..<(index + length)], as: UTF8.self),
-               let scalar = piece.unicodeScalars.first, piece.unicodeScalars.count == 1,
-               !(escapeBase...(escapeBase + 0xFF)).contains(scalar.value) {
+                let piece = String(validating: bytes[index..<(index + length)], as: UTF8.self),
+                let scalar = piece.unicodeScalars.first, piece.unicodeScalars.count == 1,
+                !(escapeBase...(escapeBase + 0xFF)).contains(scalar.value)
+            {
                 scalars.append(scalar)
                 index += length
             } else {

@@ -28,7 +28,11 @@ public enum UnixSocket {
     public static func connect(_ path: String) -> Result<Int32, SystemCallError> {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { return .failure(SystemCallError(call: "socket", errno: errno)) }
-        let result = withAddress(path) { Glibc.connect(fd, $0, $1) } ?? { errno = ENAMETOOLONG; return -1 }()
+        let result =
+            withAddress(path) { Glibc.connect(fd, $0, $1) }
+            ?? {
+                errno = ENAMETOOLONG; return -1
+            }()
         guard result == 0 else {
             let code = errno
             close(fd)

@@ -28,8 +28,10 @@ public struct ProcSocketOwners: Sendable {
 
     /// The IPv4 and IPv6 tables' text, each nil when it cannot be read.
     public func tables() -> (v4: [UInt8]?, v6: [UInt8]?) {
-        (Self.wholeRows(Self.readProcFile(procRoot + "/net/tcp", maxBytes: Self.maxTableBytes)),
-         Self.wholeRows(Self.readProcFile(procRoot + "/net/tcp6", maxBytes: Self.maxTableBytes)))
+        (
+            Self.wholeRows(Self.readProcFile(procRoot + "/net/tcp", maxBytes: Self.maxTableBytes)),
+            Self.wholeRows(Self.readProcFile(procRoot + "/net/tcp6", maxBytes: Self.maxTableBytes))
+        )
     }
 
     /// A table cut at the bound may end in half a row, which could read as another inode.

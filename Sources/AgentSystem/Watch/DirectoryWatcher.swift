@@ -43,8 +43,10 @@ public final class DirectoryWatcher: Sendable {
     private let isRelevant: Relevance
     private let onChange: @Sendable () -> Void
 
-    public init(name: String, maxWatches: Int = DirectoryWatcher.defaultMaxWatches, delay: Duration = TrailingDebounce.standardDelay,
-                fault: Fault? = nil, isRelevant: @escaping Relevance, onChange: @escaping @Sendable () -> Void) {
+    public init(
+        name: String, maxWatches: Int = DirectoryWatcher.defaultMaxWatches, delay: Duration = TrailingDebounce.standardDelay,
+        fault: Fault? = nil, isRelevant: @escaping Relevance, onChange: @escaping @Sendable () -> Void
+    ) {
         self.name = name
         self.maxWatches = maxWatches
         self.delay = delay

@@ -151,7 +151,8 @@ final class BoundaryForwarder: Service, Sendable {
             while index < s.queue.count && merged.logs.count < configuration.maxLogsPerRequest {
                 let candidate = s.queue[index]
                 if candidate.sessionID == merged.sessionID, candidate.confinedProcessName == merged.confinedProcessName,
-                   merged.logs.count + candidate.logs.count <= configuration.maxLogsPerRequest {
+                    merged.logs.count + candidate.logs.count <= configuration.maxLogsPerRequest
+                {
                     merged.logs += candidate.logs
                     batches += 1
                     s.queue.remove(at: index)

@@ -51,7 +51,8 @@ final class BoundarySpool {
         let record = Self.record(payload)
         guard totalBytes + record.count <= maxBytes else { return false }
         if segments.isEmpty || segments[segments.count - 1].size + record.count > Self.segmentBytes
-            || reading?.number == segments.last?.number {
+            || reading?.number == segments.last?.number
+        {
             // A segment being read is not appended to (its bytes are already in memory).
             let next = (segments.last?.number ?? 1_000_000_000) + 1
             segments.append((next, 0))

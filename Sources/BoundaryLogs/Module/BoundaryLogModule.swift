@@ -12,7 +12,8 @@ public struct BoundaryLogModule: AgentModule {
     public var name: String { "boundary log proxy" }
 
     public init(configuration: BoundaryLogOptions.Configuration, context: AgentContext) {
-        let spool = configuration.spoolBytes > 0
+        let spool =
+            configuration.spoolBytes > 0
             ? BoundarySpool(
                 directory: context.stateDirectory + "/boundary-spool", maxBytes: configuration.spoolBytes,
                 logger: Logger(label: "workspace-agent.boundary"))

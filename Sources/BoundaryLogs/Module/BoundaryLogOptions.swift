@@ -43,9 +43,10 @@ public struct BoundaryLogOptions: ParsableArguments {
     }
 
     public func resolve(_ settings: Settings) throws(ConfigurationError) -> Configuration {
-        let path = settings.valueAllowingEmpty(
-            agentFirewallLogProxySocketPath ?? boundaryLogProxySocketPath, flag: "--agent-firewall-log-proxy-socket-path",
-            variable: "CODER_AGENT_FIREWALL_LOG_PROXY_SOCKET_PATH")
+        let path =
+            settings.valueAllowingEmpty(
+                agentFirewallLogProxySocketPath ?? boundaryLogProxySocketPath, flag: "--agent-firewall-log-proxy-socket-path",
+                variable: "CODER_AGENT_FIREWALL_LOG_PROXY_SOCKET_PATH")
             ?? settings.valueAllowingEmpty(nil, flag: "", variable: "CODER_AGENT_BOUNDARY_LOG_PROXY_SOCKET_PATH")
         var configuration = Configuration(socketPath: path.map(\.text) ?? Configuration.defaultSocketPath(settings.environment))
         if configuration.socketPath?.isEmpty == true { configuration.socketPath = nil }

@@ -301,9 +301,11 @@ public final class ContextManager: Service, Sendable {
             return (snapshot, due.values.map(\.continuation))
         }
         metrics.resolved(version: snapshot.version)
-        logger.debug("context resolved", metadata: [
-            "version": "\(snapshot.version)", "resources": "\(snapshot.resources.count)",
-        ])
+        logger.debug(
+            "context resolved",
+            metadata: [
+                "version": "\(snapshot.version)", "resources": "\(snapshot.resources.count)",
+            ])
         for waiter in waiters { waiter.resume(returning: snapshot) }
     }
 }

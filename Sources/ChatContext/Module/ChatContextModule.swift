@@ -18,8 +18,10 @@ public struct ChatContextModule: HTTPModule {
 
     /// `directory` is `--directory` (the working directory until a manifest names one).
     /// `agentToken` is redacted from every diagnostic pushed upward.
-    public init(configuration: ChatContextOptions.Configuration, context: AgentContext, directory: String?,
-                agentToken: String? = nil, maxWatches: Int = ContextWatcher.defaultMaxWatches) {
+    public init(
+        configuration: ChatContextOptions.Configuration, context: AgentContext, directory: String?,
+        agentToken: String? = nil, maxWatches: Int = ContextWatcher.defaultMaxWatches
+    ) {
         self.agentToken = agentToken
         self.environment = context.environment
         self.manifest = context.manifest
@@ -35,8 +37,11 @@ public struct ChatContextModule: HTTPModule {
     }
 
     public var upwardParticipants: [any UpwardParticipant] {
-        [ContextPushParticipant(manager: manager, redactor: redactor, metrics: manager.metrics,
-                                logger: Logger(label: "workspace-agent.context"))]
+        [
+            ContextPushParticipant(
+                manager: manager, redactor: redactor, metrics: manager.metrics,
+                logger: Logger(label: "workspace-agent.context"))
+        ]
     }
 
     /// The agent token and the secrets of the configured `.mcp.json` files' entries (each
@@ -48,7 +53,8 @@ public struct ChatContextModule: HTTPModule {
         let environment = self.environment
         let servers = files.flatMap { path -> [MCPServerConfig] in
             guard let bytes = try? fileSystem.read(path, limit: MCPConfigFile.maxFileBytes),
-                  let file = try? MCPConfigFile.parse(bytes, environment: { environment[$0] }) else { return [] }
+                let file = try? MCPConfigFile.parse(bytes, environment: { environment[$0] })
+            else { return [] }
             return file.servers
         }
         let tokens = Set([agentToken, manifest.currentManifest?.commandSecrets.sessionToken].compactMap { $0 })

@@ -59,7 +59,8 @@ public struct ChatContextOptions: ParsableArguments {
         /// each once.
         public func seeds(home: String, workingDirectory: String) -> [String] {
             var seen = Set<String>()
-            return (Self.resolve(instructionsDirs, home: home, workingDirectory: workingDirectory)
+            return
+                (Self.resolve(instructionsDirs, home: home, workingDirectory: workingDirectory)
                 + Self.resolve(skillsDirs, home: home, workingDirectory: workingDirectory)
                 + Self.resolve(mcpConfigFiles, home: home, workingDirectory: workingDirectory))
                 .filter { seen.insert($0).inserted }

@@ -75,7 +75,8 @@ struct LegacyContextConfig: Sendable {
             guard let entry = listing.entries.first(where: { !$0.isDirectory && $0.name.goTrimmed.lowercased() == wanted }) else { continue }
             let path = joinPath(directory, entry.name)
             guard fileSystem.status(path)?.kind == .regular,
-                  let bytes = try? fileSystem.read(path, limit: Self.fileBytes + 1) else { continue }
+                let bytes = try? fileSystem.read(path, limit: Self.fileBytes + 1)
+            else { continue }
             let truncated = bytes.count > Self.fileBytes
             let text = InstructionText.sanitized(String(decoding: bytes.prefix(Self.fileBytes), as: UTF8.self))
             guard !text.isEmpty else { continue }
@@ -95,12 +96,14 @@ struct LegacyContextConfig: Sendable {
                 let skillDir = joinPath(directory, entry.name)
                 let meta = joinPath(skillDir, configuration.skillMetaFile)
                 guard fileSystem.status(meta)?.kind == .regular,
-                      let bytes = try? fileSystem.read(meta, limit: Self.fileBytes),
-                      let front = try? SkillFrontMatter.parse(utf8: bytes, readingBody: false),
-                      front.name == entry.name, seen.insert(front.name).inserted else { continue }
-                parts.append(Part(
-                    type: "skill", skillName: front.name, skillDescription: front.description, skillDir: skillDir,
-                    skillMetaFile: configuration.skillMetaFile))
+                    let bytes = try? fileSystem.read(meta, limit: Self.fileBytes),
+                    let front = try? SkillFrontMatter.parse(utf8: bytes, readingBody: false),
+                    front.name == entry.name, seen.insert(front.name).inserted
+                else { continue }
+                parts.append(
+                    Part(
+                        type: "skill", skillName: front.name, skillDescription: front.description, skillDir: skillDir,
+                        skillMetaFile: configuration.skillMetaFile))
             }
         }
         return parts

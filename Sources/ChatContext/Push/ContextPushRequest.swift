@@ -46,7 +46,8 @@ public enum ContextPushRequest {
             var message = wire(resource, redactor: redactor)
             let size = bodyJSONBytes(message)
             if size > Limits.bodyBytes || total + size > Limits.aggregateBodyBytes {
-                let reason = size > Limits.bodyBytes
+                let reason =
+                    size > Limits.bodyBytes
                     ? "body of \(size) bytes exceeds the control plane's \(Limits.bodyBytes)-byte cap"
                     : "dropped to fit the control plane's \(Limits.aggregateBodyBytes)-byte total"
                 message = excluded(message, reason: reason)

@@ -111,10 +111,11 @@ extension ContextResolver {
             switch facts {
             case .mcpConfig(.success(let entryErrors))?:
                 for entry in entryErrors {
-                    entryRows.append(ContextResource(
-                        kind: .mcpConfig, source: path + "#" + Self.cut(entry.name, bytes: 256), sourcePath: root.userSource,
-                        contentHash: resource.contentHash, sizeBytes: resource.sizeBytes, status: .invalid,
-                        error: entry.message, name: entry.name))
+                    entryRows.append(
+                        ContextResource(
+                            kind: .mcpConfig, source: path + "#" + Self.cut(entry.name, bytes: 256), sourcePath: root.userSource,
+                            contentHash: resource.contentHash, sizeBytes: resource.sizeBytes, status: .invalid,
+                            error: entry.message, name: entry.name))
                 }
             case .mcpConfig(.failure(let error))?:
                 resource.status = .invalid
@@ -230,16 +231,18 @@ extension ContextResolver {
                 return .instruction(firstLine: InstructionText.firstLine(utf8: bytes))
             case .skill:
                 let parsed = Result { () throws(SkillFrontMatter.ParseError) in try SkillFrontMatter.parse(utf8: bytes, readingBody: false) }
-                return .skill(parsed.map { front in
-                    var kept = front
-                    kept.description = Self.cut(front.description, bytes: limits.descriptionBytes)
-                    return kept
-                })
+                return .skill(
+                    parsed.map { front in
+                        var kept = front
+                        kept.description = Self.cut(front.description, bytes: limits.descriptionBytes)
+                        return kept
+                    })
             case .mcpConfig, .mcpServer:
                 let rows = limits.mcpEntryRowsPerFile
-                return .mcpConfig(Result { () throws(MCPConfigFileError) in
-                    Array(try MCPConfigFile.parse(bytes) { _ in nil }.entryErrors.prefix(rows))
-                })
+                return .mcpConfig(
+                    Result { () throws(MCPConfigFileError) in
+                        Array(try MCPConfigFile.parse(bytes) { _ in nil }.entryErrors.prefix(rows))
+                    })
             }
         }
 
@@ -300,17 +303,18 @@ extension ContextResolver {
             for index in out.indices {
                 let resource = out[index]
                 guard resource.status == .ok, resource.kind == .instructionFile || resource.kind == .skill,
-                      let path = payloadPath[resource.id]
+                    let path = payloadPath[resource.id]
                 else { continue }
                 let key = ContextFileCache.Key(kind: resource.kind, path: path)
                 if let entry = cached[key], let payload = entry.payload,
-                   case .read(_, let hash, _) = entry.content, hash == resource.contentHash {
+                    case .read(_, let hash, _) = entry.content, hash == resource.contentHash
+                {
                     out[index].payload = payload
                     loaded.insert(key)
                     continue
                 }
                 guard let bytes = try? fileSystem.read(path, limit: limits.resourceBytes + 1),
-                      bytes.count <= limits.resourceBytes, UInt64(bytes.count) <= resource.sizeBytes
+                    bytes.count <= limits.resourceBytes, UInt64(bytes.count) <= resource.sizeBytes
                 else {
                     out[index].status = .unreadable
                     out[index].error = "file changed while it was read"

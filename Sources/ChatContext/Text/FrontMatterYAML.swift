@@ -23,7 +23,7 @@ enum FrontMatterYAML {
         var index = 0
         while index < lines.count {
             let line = lines[index]
-            let number = index + 2 // the document's first line is the opening `---`
+            let number = index + 2  // the document's first line is the opening `---`
             if isBlankOrComment(line) {
                 index += 1
                 continue
@@ -215,7 +215,7 @@ enum FrontMatterYAML {
         let source = ([String(text.dropFirst())] + continuation.map { String($0.drop { $0 == " " || $0 == "\t" }) })
         var out = ""
         var lineIndex = 0
-        var pendingBreaks = -1 // -1: nothing to fold yet on this line
+        var pendingBreaks = -1  // -1: nothing to fold yet on this line
         while lineIndex < source.count {
             let scalars = Array(source[lineIndex].unicodeScalars)
             if pendingBreaks >= 0 {
@@ -261,8 +261,8 @@ enum FrontMatterYAML {
                     case "x", "u", "U":
                         let width = e == "x" ? 2 : e == "u" ? 4 : 8
                         guard i + width <= scalars.count,
-                              let value = UInt32(String(String.UnicodeScalarView(scalars[i..<(i + width)])), radix: 16),
-                              let scalar = Unicode.Scalar(value)
+                            let value = UInt32(String(String.UnicodeScalarView(scalars[i..<(i + width)])), radix: 16),
+                            let scalar = Unicode.Scalar(value)
                         else { throw Failure("yaml: line \(line + lineIndex): found unknown escape character while parsing a quoted scalar") }
                         out.unicodeScalars.append(scalar)
                         i += width
@@ -278,7 +278,7 @@ enum FrontMatterYAML {
                 while let last = out.unicodeScalars.last, last == " " || last == "\t" { out.unicodeScalars.removeLast() }
             }
             pendingBreaks = escapedBreak ? -1 : 0
-            if escapedBreak { /* joined without a space */ }
+            if escapedBreak { /* joined without a space */  }
             lineIndex += 1
         }
         throw Failure("yaml: line \(line): found unexpected end of stream")

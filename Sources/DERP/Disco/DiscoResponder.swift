@@ -20,7 +20,8 @@ public struct DiscoResponder: Sendable {
     public func handle(_ packet: DERPReceivedPacket, via client: DERPClient) -> Bool {
         guard Disco.looksLikeDisco(packet.packet) else { return false }
         if let received = try? Disco.open(packet.packet, privateKey: privateKey),
-           let pong = Disco.pong(answering: received, privateKey: privateKey, regionID: regionID) {
+            let pong = Disco.pong(answering: received, privateKey: privateKey, regionID: regionID)
+        {
             client.send(to: packet.source, packet: pong)
         }
         return true

@@ -39,7 +39,7 @@ public struct DERPFrameDecoder: Sendable {
     /// e.g. the greeting's 1 KiB).
     public mutating func next(limit: Int? = nil) throws(DERPWireError) -> DERPRawFrame? {
         guard let type = buffer.getInteger(at: buffer.readerIndex, as: UInt8.self),
-              let length32 = buffer.getInteger(at: buffer.readerIndex + 1, as: UInt32.self)
+            let length32 = buffer.getInteger(at: buffer.readerIndex + 1, as: UInt32.self)
         else { return nil }
         let length = Int(length32)
         if length > (limit ?? maxFrameLength) { throw .frameTooLarge(type: type, length: length) }

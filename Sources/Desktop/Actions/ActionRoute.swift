@@ -53,6 +53,10 @@ struct ActionRoute: Sendable {
         }
         let registration = gone.whenGone { task.cancel() }
         defer { registration.cancel() }
-        return try await withTaskCancellationHandler { await task.value } onCancel: { task.cancel() }.get()
+        return try await withTaskCancellationHandler {
+            await task.value
+        } onCancel: {
+            task.cancel()
+        }.get()
     }
 }

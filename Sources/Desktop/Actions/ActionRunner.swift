@@ -223,21 +223,24 @@ struct ActionRunner: Sendable {
         }
         if let screen = regionOutside {
             let asked = (action.request.region ?? []).map(String.init).joined(separator: ", ")
-            return .failure(APIError(
-                .badRequest, "Invalid \"region\" for screenshot action.",
-                detail: "The region [\(asked)] reaches beyond the screen, which is \(screen.width)x\(screen.height) in declared coordinates: x and y at least 0, x + width at most \(screen.width), y + height at most \(screen.height)."))
+            return .failure(
+                APIError(
+                    .badRequest, "Invalid \"region\" for screenshot action.",
+                    detail: "The region [\(asked)] reaches beyond the screen, which is \(screen.width)x\(screen.height) in declared coordinates: x and y at least 0, x + width at most \(screen.width), y + height at most \(screen.height)."))
         }
         guard let pixels = image.pixels else {
-            return .failure(APIError(
-                .badRequest, "Screenshot too large.",
-                detail: "The screenshot would be \(target.width)x\(target.height); at most \(DesktopLimits.maxSide) pixels a side and \(DesktopLimits.maxPixels) in all: ask for a smaller scaled_width and scaled_height."))
+            return .failure(
+                APIError(
+                    .badRequest, "Screenshot too large.",
+                    detail: "The screenshot would be \(target.width)x\(target.height); at most \(DesktopLimits.maxSide) pixels a side and \(DesktopLimits.maxPixels) in all: ask for a smaller scaled_width and scaled_height."))
         }
         let captured = DisplayGeometry(width: image.rect.width, height: image.rect.height)
         guard let scaled = PixelScaler.resize(pixels, from: captured, to: target),
-              let png = try? PNGEncoder.encode(rgbx: scaled, width: target.width, height: target.height)
+            let png = try? PNGEncoder.encode(rgbx: scaled, width: target.width, height: target.height)
         else { return .failure(APIError(.internalServerError, "Screenshot failed.", detail: "PNG encoding failed")) }
-        return .success(DesktopActionResponse(
-            output: "screenshot", screenshotData: Data(png).base64EncodedString(), screenshotWidth: target.width,
-            screenshotHeight: target.height))
+        return .success(
+            DesktopActionResponse(
+                output: "screenshot", screenshotData: Data(png).base64EncodedString(), screenshotWidth: target.width,
+                screenshotHeight: target.height))
     }
 }

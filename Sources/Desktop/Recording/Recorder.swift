@@ -58,7 +58,7 @@ actor Recorder {
         }
         do {
             _ = try await supervisor.ensureStarted()
-        } catch where error == .closed {
+        } catch  where error == .closed {
             throw APIError(.serviceUnavailable, "Desktop API is shutting down.")
         } catch {
             throw APIError(.internalServerError, "Failed to start recording.", detail: error.description)

@@ -175,7 +175,8 @@ public actor DesktopSupervisor {
     /// Stops the desktop when it has been idle for the configured timeout.
     func stopIfIdle() async {
         guard let timeout = configuration.idleTimeout, let desktop = current, viewers == 0,
-              ContinuousClock.now - lastActivity >= timeout else { return }
+            ContinuousClock.now - lastActivity >= timeout
+        else { return }
         logger.info("stopping the idle desktop", metadata: ["idle_timeout": "\(timeout)"])
         adopt(nil)
         aliveAt = nil

@@ -22,7 +22,8 @@ struct VNCBridge: Sendable {
     private let logger = Logger(label: "workspace-agent.desktop")
 
     func route() -> AgentWebSocketRoute {
-        AgentWebSocketRoute(path: "vnc") { _ throws(APIError) in } prepare: { _ throws(APIError) in
+        AgentWebSocketRoute(path: "vnc") { _ throws(APIError) in
+        } prepare: { _ throws(APIError) in
             let info: DesktopInfo
             do throws(DesktopError) {
                 info = try await supervisor.ensureStarted()

@@ -40,7 +40,7 @@ enum XScreenReader {
         let screen = DisplayGeometry(width: setup.width, height: setup.height)
         guard let rect = area(screen) else { return Image(screen: screen, rect: Rect(x: 0, y: 0, width: 0, height: 0), pixels: nil) }
         guard rect.x >= 0, rect.y >= 0, rect.width > 0, rect.height > 0, rect.width <= DesktopLimits.maxSide,
-              rect.height <= DesktopLimits.maxSide, rect.x + rect.width <= setup.width, rect.y + rect.height <= setup.height
+            rect.height <= DesktopLimits.maxSide, rect.x + rect.width <= setup.width, rect.y + rect.height <= setup.height
         else { throw DesktopError("cannot capture \(rect.width)x\(rect.height) at \(rect.x),\(rect.y) of a \(setup.width)x\(setup.height) screen") }
         let expected = setup.format.bytesPerRow(width: rect.width) * rect.height
         // GetImage (73): ZPixmap, the root window, the rectangle, all planes.

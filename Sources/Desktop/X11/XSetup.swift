@@ -32,7 +32,7 @@ struct XSetup: Sendable, Equatable {
             throw DesktopError("the X server refused the connection: \(reason.trimmingWhitespace())")
         }
         guard let vendorLength = bytes.uint16(24), let screens = bytes.uint8(28), let formats = bytes.uint8(29),
-              let imageOrder = bytes.uint8(30), screens > 0
+            let imageOrder = bytes.uint8(30), screens > 0
         else { throw DesktopError("the X server sent a malformed setup reply") }
         var offset = 40 + (Int(vendorLength) + 3) / 4 * 4
         var pixmapFormats: [(depth: UInt8, bitsPerPixel: Int, pad: Int)] = []
@@ -45,7 +45,7 @@ struct XSetup: Sendable, Equatable {
         }
         // The first screen.
         guard let root = bytes.uint32(offset), let width = bytes.uint16(offset + 20), let height = bytes.uint16(offset + 22),
-              let rootVisual = bytes.uint32(offset + 32), let rootDepth = bytes.uint8(offset + 38), let depths = bytes.uint8(offset + 39)
+            let rootVisual = bytes.uint32(offset + 32), let rootDepth = bytes.uint8(offset + 38), let depths = bytes.uint8(offset + 39)
         else { throw DesktopError("the X server sent a malformed setup reply") }
         offset += 40
         var masks: (UInt32, UInt32, UInt32)?
@@ -54,7 +54,7 @@ struct XSetup: Sendable, Equatable {
             offset += 8
             for _ in 0..<visuals {
                 guard let id = bytes.uint32(offset), let red = bytes.uint32(offset + 8), let green = bytes.uint32(offset + 12),
-                      let blue = bytes.uint32(offset + 16)
+                    let blue = bytes.uint32(offset + 16)
                 else { throw DesktopError("the X server sent a malformed setup reply") }
                 if id == rootVisual { masks = (red, green, blue) }
                 offset += 24

@@ -73,7 +73,8 @@ public struct AskpassPrompt: Sendable, Equatable {
         var utf8 = Array(text.utf8)[...]
         while let byte = utf8.popFirst() {
             if byte == UInt8(ascii: "%"), utf8.count >= 2,
-               let high = hexValue(utf8[utf8.startIndex]), let low = hexValue(utf8[utf8.startIndex + 1]) {
+                let high = hexValue(utf8[utf8.startIndex]), let low = hexValue(utf8[utf8.startIndex + 1])
+            {
                 bytes.append(high << 4 | low)
                 utf8 = utf8.dropFirst(2)
             } else {

@@ -70,7 +70,8 @@ public struct GitAskpass: Sendable {
         while clock.now < deadline {
             do { try await sleep(backoff.next()) } catch { throw .message("waiting for Git authentication: canceled") }
             if case .answer(let answer)? = try? await ExternalAuthFetch.fetch(query, api: api, context: "get git token", timeout: Self.listenRequestTimeout),
-               answer.url.isEmpty {
+                answer.url.isEmpty
+            {
                 return answer
             }
         }

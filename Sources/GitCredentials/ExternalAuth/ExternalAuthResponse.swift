@@ -53,7 +53,8 @@ public struct ExternalAuthResponse: Sendable, Equatable {
             ("password", .string(password)),
         ]
         // The struct's order at the top; maps inside (token_extra) sorted as Go sorts them.
-        return "{\n" + fields.map { "  " + jsonQuote($0.0, escapingHTML: true) + ": " + $0.1.indented("  ", prefix: "  ") }
+        return "{\n"
+            + fields.map { "  " + jsonQuote($0.0, escapingHTML: true) + ": " + $0.1.indented("  ", prefix: "  ") }
             .joined(separator: ",\n") + "\n}"
     }
 }

@@ -34,7 +34,8 @@ public enum GitSSH {
     public static func identityFiles(arguments: [String], home: String) -> [String] {
         var output = SSHIdentityFiles.fallbackOutput
         if let result = LocalCommand.capture(["ssh", "-G"] + arguments, maxBytes: SSHIdentityFiles.maxOutputBytes, timeout: configTimeout),
-           result.status == 0 {
+            result.status == 0
+        {
             output = String(decoding: result.output, as: UTF8.self)
         }
         return SSHIdentityFiles.parse(output, home: home) { access($0, F_OK) == 0 }

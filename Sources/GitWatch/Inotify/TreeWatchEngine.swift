@@ -130,7 +130,8 @@ final class TreeWatchEngine {
                     // info/exclude: the ignore rules changed.
                     rebuild.insert(root)
                 } else if isDirectory, event.has(IN_CREATE) || event.has(IN_MOVED_TO), let matcher = entry.matcher,
-                   path.hasPrefix(matcher.commonDirectory + "/refs/") {
+                    path.hasPrefix(matcher.commonDirectory + "/refs/")
+                {
                     if !watchTree(path, root: root, kind: .git) { degrade(root, reason: "over the inotify budget") }
                 }
                 touched.insert(root)
@@ -181,7 +182,8 @@ final class TreeWatchEngine {
         }
         roots[root]?.live = true
         let common = matcher.commonDirectory
-        let ok = watch(matcher.gitDirectory, root: root, kind: .git)
+        let ok =
+            watch(matcher.gitDirectory, root: root, kind: .git)
             && (common == matcher.gitDirectory || watch(common, root: root, kind: .git))
             && (!DirectoryWalk.isDirectory(common + "/info") || watch(common + "/info", root: root, kind: .git))
             && (!DirectoryWalk.isDirectory(common + "/refs/heads") || watchTree(common + "/refs/heads", root: root, kind: .git))

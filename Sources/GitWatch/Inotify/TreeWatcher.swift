@@ -58,7 +58,8 @@ public final class TreeWatcher: Sendable {
     /// At most `maxWatches` directories are watched in all (kept under half the kernel's
     /// per-user limit, which other tools in the workspace share).
     public init(maxWatches: Int = 8192) {
-        let kernel = (try? String(contentsOfFile: "/proc/sys/fs/inotify/max_user_watches", encoding: .utf8))
+        let kernel =
+            (try? String(contentsOfFile: "/proc/sys/fs/inotify/max_user_watches", encoding: .utf8))
             .flatMap { Int($0.trimmingWhitespace()) } ?? 8192
         self.maxWatches = max(0, min(maxWatches, kernel / 2))
     }

@@ -15,7 +15,7 @@ struct GitShowRoute: Sendable {
     func show(_ request: Request, _ context: AgentRequestContext) async throws -> Response {
         let query = request.uri.queryParameters
         guard let root = query.get("repo_root"), !root.isEmpty, let path = query.get("path"), !path.isEmpty,
-              let ref = query.get("ref"), !ref.isEmpty
+            let ref = query.get("ref"), !ref.isEmpty
         else {
             throw APIError(.badRequest, "Missing required query parameters.", detail: "repo_root, path and ref are required.")
         }

@@ -10,7 +10,6 @@ import NIOCore
 import NIOWebSocket
 import Synchronization
 
-
 /// `GET /api/v0/git/watch?chat_id=`: scans the chat's repositories on
 /// `refresh`, when the chat touches a path, when inotify sees a change in a watched
 /// repository, and on the fallback poll; at most one scan that reads repositories per
@@ -27,7 +26,8 @@ struct GitWatchSocket: Sendable {
     static let maxMessageBytes = 4 << 20
 
     func route() -> AgentWebSocketRoute {
-        AgentWebSocketRoute(path: "watch") { _ throws(APIError) in } handler: { inbound, outbound, context in
+        AgentWebSocketRoute(path: "watch") { _ throws(APIError) in
+        } handler: { inbound, outbound, context in
             let chat = context.request.uri.queryParameters.get("chat_id").flatMap(ChatIdentity.canonicalUUID)
             try await serve(chat: chat, inbound: inbound, outbound: outbound)
         }

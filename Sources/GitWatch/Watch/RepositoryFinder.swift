@@ -23,12 +23,14 @@ enum RepositoryFinder {
                 continue
             }
             guard exists, isDirectory,
-                  let children = try? FileManager.default.contentsOfDirectory(atPath: path) else { continue }
+                let children = try? FileManager.default.contentsOfDirectory(atPath: path)
+            else { continue }
             var found = 0
             for child in children.sorted() where found < maxChildren {
                 let candidate = path + "/" + child
                 guard FileManager.default.fileExists(atPath: candidate + "/.git"),
-                      let root = GitSnapshotter.repositoryRoot(containing: candidate) else { continue }
+                    let root = GitSnapshotter.repositoryRoot(containing: candidate)
+                else { continue }
                 roots.insert(resolved(root))
                 found += 1
             }
@@ -47,7 +49,7 @@ enum RepositoryFinder {
         guard FileManager.default.fileExists(atPath: root + "/.git", isDirectory: &isDirectory) else { return true }
         if isDirectory { return false }
         guard let text = try? String(contentsOfFile: root + "/.git", encoding: .utf8),
-              let line = text.split(separator: "\n").first, line.hasPrefix("gitdir:")
+            let line = text.split(separator: "\n").first, line.hasPrefix("gitdir:")
         else { return false }
         let target = line.dropFirst("gitdir:".count).trimmingSpaces()
         let path = target.hasPrefix("/") ? target : root + "/" + target

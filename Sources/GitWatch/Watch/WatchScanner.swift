@@ -99,21 +99,23 @@ actor WatchScanner {
             let freshness = check == .fingerprint ? Duration.zero : sharedFreshness
             let previous = known ? fingerprints[root] : nil
             let cache = self.cache
-            let outcome = (try? await GitPool.shared.run { _ -> Outcome in
-                if RepositoryFinder.isGone(root) { return .removed }
-                let fingerprint = useFingerprint
-                    ? try? cache.fingerprint(root: root, freshWithin: freshness) { () throws(GitError) in
-                        try RepositoryFingerprint.compute(root: root)
-                    } : nil
-                if let fingerprint, fingerprint == previous { return .unchanged }
-                let version = RepositoryCache.Version(generation: status.live ? status.generation : nil, fingerprint: fingerprint)
-                switch Swift.Result(catching: { () throws(GitError) in
-                    try cache.snapshot(root: root, version: version) { () throws(GitError) in try GitSnapshotter.snapshot(root: root) }
-                }) {
-                case .success(let snapshot): return .snapshot(snapshot, fingerprint: fingerprint)
-                case .failure(let error): return RepositoryFinder.isGone(root) ? .removed : .failed(error)
-                }
-            }) ?? .unchanged
+            let outcome =
+                (try? await GitPool.shared.run { _ -> Outcome in
+                    if RepositoryFinder.isGone(root) { return .removed }
+                    let fingerprint =
+                        useFingerprint
+                        ? try? cache.fingerprint(root: root, freshWithin: freshness) { () throws(GitError) in
+                            try RepositoryFingerprint.compute(root: root)
+                        } : nil
+                    if let fingerprint, fingerprint == previous { return .unchanged }
+                    let version = RepositoryCache.Version(generation: status.live ? status.generation : nil, fingerprint: fingerprint)
+                    switch Swift.Result(catching: { () throws(GitError) in
+                        try cache.snapshot(root: root, version: version) { () throws(GitError) in try GitSnapshotter.snapshot(root: root) }
+                    }) {
+                    case .success(let snapshot): return .snapshot(snapshot, fingerprint: fingerprint)
+                    case .failure(let error): return RepositoryFinder.isGone(root) ? .removed : .failed(error)
+                    }
+                }) ?? .unchanged
             switch outcome {
             case .removed:
                 GitWatchMetrics.check("removed").increment()

@@ -9,8 +9,9 @@ public enum ProcCgroup {
             let trimmed = GoText.trimSpace(entry)
             let parts = trimmed.split(separator: UInt8(ascii: ":"), maxSplits: 2, omittingEmptySubsequences: false)
             guard parts.count == 3 else {
-                return .failure(StatError(
-                    "parse entry /proc/self/cgroup: expected at least 3 colon-separated fields in \(GoText.quote(trimmed))"))
+                return .failure(
+                    StatError(
+                        "parse entry /proc/self/cgroup: expected at least 3 colon-separated fields in \(GoText.quote(trimmed))"))
             }
             if parts[0].elementsEqual("0".utf8) { return .success(GoText.string(parts[2])) }
         }

@@ -92,9 +92,10 @@ struct MCPConfigSet: Sendable, Equatable {
                 }
                 memory.missingSince = since
                 set.recheck = min(set.recheck ?? since + missingGrace, since + missingGrace)
-                set.fileProblems.append(FileProblem(
-                    path: file, state: .missing,
-                    message: "the file is missing; its servers are kept for \(missingGrace) in case it is being saved"))
+                set.fileProblems.append(
+                    FileProblem(
+                        path: file, state: .missing,
+                        message: "the file is missing; its servers are kept for \(missingGrace) in case it is being saved"))
             case .failed(let reason):
                 memory.missingSince = nil
                 set.problems.append("mcp config \(goQuote(file)): \(reason)\(kept)")

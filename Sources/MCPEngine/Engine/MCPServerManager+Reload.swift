@@ -124,7 +124,11 @@ extension MCPServerManager {
             return true
         }
         if !registered { task.cancel() }
-        let outcome = await withTaskCancellationHandler { await task.value } onCancel: { task.cancel() }
+        let outcome = await withTaskCancellationHandler {
+            await task.value
+        } onCancel: {
+            task.cancel()
+        }
         await settle(config, outcome, isRetry: isRetry, attempt: attempt)
         if case .success = outcome { await list(config.name) }
         publish()
@@ -155,7 +159,7 @@ extension MCPServerManager {
         enum Next { case drop(MCPClientSession), installed(UInt64, MCPClientSession, old: MCPClientSession?), retry(UInt64, Duration), nothing }
         let next = state.withLock { s -> Next in
             guard !s.closed, var server = s.servers[config.name], server.desired == config,
-                  attempt == nil || server.attempt == attempt
+                attempt == nil || server.attempt == attempt
             else {
                 if case .success(let session) = outcome { return .drop(session) }
                 return .nothing
@@ -201,17 +205,21 @@ extension MCPServerManager {
             await session.close()
         case .installed(let generation, let session, let old):
             if isRetry { metrics.restarts.increment() }
-            logger.info("mcp server connected", metadata: [
-                "mcp_server": "\(config.name)", "protocol_version": "\(session.protocolVersion)",
-            ])
+            logger.info(
+                "mcp server connected",
+                metadata: [
+                    "mcp_server": "\(config.name)", "protocol_version": "\(session.protocolVersion)",
+                ])
             spawn { await self.monitor(config.name, session, generation: generation) }
             if let old { await old.close() }
         case .retry(let id, let delay):
             if case .failure(let error) = outcome {
-                logger.warning("mcp server did not connect", metadata: [
-                    "mcp_server": "\(config.name)", "error": "\(state.withLock { $0.redactor.scrub(error.message, server: config.name) })",
-                    "retry_in": "\(delay)",
-                ])
+                logger.warning(
+                    "mcp server did not connect",
+                    metadata: [
+                        "mcp_server": "\(config.name)", "error": "\(state.withLock { $0.redactor.scrub(error.message, server: config.name) })",
+                        "retry_in": "\(delay)",
+                    ])
             }
             spawn { await self.retry(config.name, id: id, after: delay) }
         case .nothing:
@@ -244,9 +252,11 @@ extension MCPServerManager {
         }
         guard problem != before else { return }
         if let problem {
-            logger.warning("mcp config files are not watched; polling them", metadata: [
-                "error": "\(problem)", "interval": "\(configuration.pollInterval)",
-            ])
+            logger.warning(
+                "mcp config files are not watched; polling them",
+                metadata: [
+                    "error": "\(problem)", "interval": "\(configuration.pollInterval)",
+                ])
             pollSignal.notify()
         } else {
             logger.info("mcp config files are watched again")
@@ -278,7 +288,7 @@ extension MCPServerManager {
     /// Where a symbolic link points (resolved against its directory), or nil.
     static func linkTarget(_ path: String) -> String? {
         guard FileInfo.of(path: path)?.kind == .symbolicLink,
-              let target = readSymbolicLink(path)
+            let target = readSymbolicLink(path)
         else { return nil }
         return target.hasPrefix("/") ? target : parent(of: path) + "/" + target
     }

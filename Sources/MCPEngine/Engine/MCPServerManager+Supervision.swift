@@ -44,15 +44,17 @@ extension MCPServerManager {
     /// over meanwhile.
     func retry(_ name: String, id: UInt64, after delay: Duration) async {
         guard (try? await Task.sleep(for: delay)) != nil else { return }
-        guard let (config, attempt) = state.withLock({ s -> (MCPServerConfig, UInt64)? in
-            guard !s.closed, var server = s.servers[name], server.retry == id, server.session == nil, server.attempt == nil else {
-                return nil
-            }
-            let attempt = s.generation()
-            server.attempt = attempt
-            s.servers[name] = server
-            return (server.desired, attempt)
-        }) else { return }
+        guard
+            let (config, attempt) = state.withLock({ s -> (MCPServerConfig, UInt64)? in
+                guard !s.closed, var server = s.servers[name], server.retry == id, server.session == nil, server.attempt == nil else {
+                    return nil
+                }
+                let attempt = s.generation()
+                server.attempt = attempt
+                s.servers[name] = server
+                return (server.desired, attempt)
+            })
+        else { return }
         await attemptConnect(config, attempt: attempt, isRetry: true)
     }
 
@@ -66,26 +68,30 @@ extension MCPServerManager {
     /// server that never answers `tools/list` holds one task, however often it is asked).
     /// The pending one starts ``listInterval`` after the previous start at the earliest.
     func list(_ name: String) async {
-        guard let (session, generation) = state.withLock({ s -> (MCPClientSession, UInt64)? in
-            guard var server = s.servers[name], let session = server.session else { return nil }
-            if server.listing == server.generation {
-                server.listAgain = true
+        guard
+            let (session, generation) = state.withLock({ s -> (MCPClientSession, UInt64)? in
+                guard var server = s.servers[name], let session = server.session else { return nil }
+                if server.listing == server.generation {
+                    server.listAgain = true
+                    s.servers[name] = server
+                    return nil
+                }
+                server.listing = server.generation
+                server.listAgain = false
+                server.listStarted = .now
                 s.servers[name] = server
-                return nil
-            }
-            server.listing = server.generation
-            server.listAgain = false
-            server.listStarted = .now
-            s.servers[name] = server
-            return (session, server.generation)
-        }) else { return }
+                return (session, server.generation)
+            })
+        else { return }
         while await listOnce(name, session, generation: generation) {
             publish()
-            guard await waitForListInterval(name), state.withLock({ s in
-                guard s.servers[name]?.generation == generation else { return false }
-                s.servers[name]?.listStarted = .now
-                return true
-            }) else {
+            guard await waitForListInterval(name),
+                state.withLock({ s in
+                    guard s.servers[name]?.generation == generation else { return false }
+                    s.servers[name]?.listStarted = .now
+                    return true
+                })
+            else {
                 state.withLock { s in if s.servers[name]?.listing == generation { s.servers[name]?.listing = nil } }
                 return
             }

@@ -306,7 +306,8 @@ public final class MCPServerManager: Service, Sendable {
     /// `--directory`, else the home directory.
     var workingDirectory: String {
         if let directory = manifest.currentManifest?.directory, !directory.isEmpty,
-           FileInfo.following(path: directory)?.kind == .directory {
+            FileInfo.following(path: directory)?.kind == .directory
+        {
             return directory
         }
         if let fallbackDirectory, !fallbackDirectory.isEmpty { return fallbackDirectory }

@@ -266,10 +266,11 @@ final class MCPHTTPConnection: Sendable {
     }
 
     private static func isToken(_ name: String) -> Bool {
-        !name.isEmpty && name.utf8.allSatisfy { byte in
-            (0x30...0x39).contains(byte) || (0x41...0x5a).contains(byte) || (0x61...0x7a).contains(byte)
-                || "!#$%&'*+-.^_`|~".utf8.contains(byte)
-        }
+        !name.isEmpty
+            && name.utf8.allSatisfy { byte in
+                (0x30...0x39).contains(byte) || (0x41...0x5a).contains(byte) || (0x61...0x7a).contains(byte)
+                    || "!#$%&'*+-.^_`|~".utf8.contains(byte)
+            }
     }
 }
 

@@ -111,10 +111,14 @@ struct MCPCallToolJSON: Encodable, Sendable {
     }
 
     init(_ result: MCPToolResult) {
-        content = result.content.isEmpty ? nil : result.content.map { item in
-            Item(type: item.type, text: item.text.flatMap { $0.isEmpty ? nil : $0 },
-                 data: item.data.flatMap { $0.isEmpty ? nil : $0 }, mediaType: item.mediaType.flatMap { $0.isEmpty ? nil : $0 })
-        }
+        content =
+            result.content.isEmpty
+            ? nil
+            : result.content.map { item in
+                Item(
+                    type: item.type, text: item.text.flatMap { $0.isEmpty ? nil : $0 },
+                    data: item.data.flatMap { $0.isEmpty ? nil : $0 }, mediaType: item.mediaType.flatMap { $0.isEmpty ? nil : $0 })
+            }
         isError = result.isError
     }
 

@@ -12,7 +12,9 @@ public enum ScriptsFuzzing {
     /// Feeds `chunks` in turn to one splitter of `maxLineBytes` (nil: the agent's default),
     /// then ends the stream, as a script's output is read. Returns every line (copied), whether
     /// it was cut, the splitter's count of cut lines and its effective bound.
-    public static func splitLines(_ chunks: [[UInt8]], maxLineBytes: Int?) -> (
+    public static func splitLines(
+        _ chunks: [[UInt8]], maxLineBytes: Int?
+    ) -> (
         lines: [(bytes: [UInt8], truncated: Bool)], truncatedLines: Int, maxLineBytes: Int
     ) {
         var splitter = maxLineBytes.map { LogLineSplitter(maxLineBytes: $0) } ?? LogLineSplitter()

@@ -16,7 +16,7 @@ enum LogBatching {
         var cost = firstFields.batchCost
         for record in records.dropFirst() {
             guard LogRequestEncoding.sameSource(first, record), let fields = LogRequestEncoding.fields(record),
-                  cost + fields.batchCost <= budget
+                cost + fields.batchCost <= budget
             else { break }
             cost += fields.batchCost
             count += 1

@@ -25,7 +25,7 @@ struct ScriptsParticipant: UpwardParticipant {
                 group.addTask {
                     do {
                         try await reporter(session)
-                    } catch where !Task.isCancelled {
+                    } catch  where !Task.isCancelled {
                         logger.warning("scripts reporter ended", metadata: ["error": "\(error)"])
                     }
                 }

@@ -82,8 +82,10 @@ final class ScriptRunner: Sendable {
     var binDirectory: String { configuration.scriptDataDirectory + "/coder-script-data/bin" }
     var dataRoot: String { configuration.scriptDataDirectory + "/coder-script-data" }
 
-    init(configuration: ScriptsOptions.Configuration, environment: Environment, uploads: ScriptUploads,
-         lifecycle: any LifecycleReporter, clock: ShutdownClock?, metrics: ScriptsMetrics, logger: Logger) {
+    init(
+        configuration: ScriptsOptions.Configuration, environment: Environment, uploads: ScriptUploads,
+        lifecycle: any LifecycleReporter, clock: ShutdownClock?, metrics: ScriptsMetrics, logger: Logger
+    ) {
         self.configuration = configuration
         self.environment = environment
         self.uploads = uploads
@@ -330,14 +332,16 @@ final class ScriptRunner: Sendable {
     /// stopped). Stop-stage runs use ``stopTimeout(_:)``.
     private func execute(_ index: Int, stage: ScriptStage) async -> ScriptExit? {
         let process = ScriptProcess()
-        guard let (script, manifest, runID, logPath) = state.withLock({ s -> (ManifestScript, AgentManifest, UInt64, String)? in
-            guard let manifest = s.manifest, !s.stopped else { return nil }
-            if stage != .stop && stage != .cron && s.shuttingDown { return nil }
-            s.nextRun += 1
-            s.entries[index].running += 1
-            s.running[s.nextRun] = Running(index: index, stage: stage, process: process)
-            return (s.entries[index].script, manifest, s.nextRun, s.entries[index].logPath)
-        }) else { return nil }
+        guard
+            let (script, manifest, runID, logPath) = state.withLock({ s -> (ManifestScript, AgentManifest, UInt64, String)? in
+                guard let manifest = s.manifest, !s.stopped else { return nil }
+                if stage != .stop && stage != .cron && s.shuttingDown { return nil }
+                s.nextRun += 1
+                s.entries[index].running += 1
+                s.running[s.nextRun] = Running(index: index, stage: stage, process: process)
+                return (s.entries[index].script, manifest, s.nextRun, s.entries[index].logPath)
+            })
+        else { return nil }
         metrics.running.record(state.withLock { $0.running.count })
         let timeout = stage == .stop ? stopTimeout(script) : script.timeout
         let exit: ScriptExit

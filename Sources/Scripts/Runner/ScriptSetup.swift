@@ -16,8 +16,10 @@ enum ScriptSetup {
     /// The log file's path: empty → `coder-script-<log source id>.log`; a leading `~` is the
     /// home directory; `$VAR` expanded against the agent's environment; relative → under
     /// the log dir.
-    static func logPath(_ configured: String, logSourceID: [UInt8], logDirectory: String, home: String,
-                        environment: [String: String]) -> String {
+    static func logPath(
+        _ configured: String, logSourceID: [UInt8], logDirectory: String, home: String,
+        environment: [String: String]
+    ) -> String {
         var path = configured.isEmpty ? "coder-script-\(UUIDText.format(logSourceID)).log" : configured
         if path.hasPrefix("~") {
             let rest = path.dropFirst().drop { $0 == "/" }

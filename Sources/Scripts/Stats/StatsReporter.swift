@@ -94,7 +94,11 @@ public final class StatsReporter: Sendable {
     /// The tunnel's window since the last report, plus what failed reports left.
     private func takeWindow() -> TunnelTraffic.Window {
         let fresh = traffic.takeWindow()
-        guard let old = carried.withLock({ window in defer { window = nil }; return window }) else { return fresh }
+        guard
+            let old = carried.withLock({ window in
+                defer { window = nil }; return window
+            })
+        else { return fresh }
         return Self.merged(old, fresh)
     }
 

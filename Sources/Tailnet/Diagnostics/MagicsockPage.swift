@@ -25,8 +25,10 @@ enum MagicsockPage {
             var path = peer.path ?? "derp"
             if path != "derp" { path += peer.directTrusted == true ? " (trusted)" : " (and DERP)" }
             let pong = peer.lastPongMilliseconds.map { "\((($0 * 100).rounded() / 100)) ms" } ?? ""
-            page += row([peer.nodeKey, peer.homeRegion.map { "\($0)" } ?? "", handshake, "\(peer.receivedBytes)", "\(peer.sentBytes)",
-                         path, pong, (peer.candidates ?? []).joined(separator: " ")])
+            page += row([
+                peer.nodeKey, peer.homeRegion.map { "\($0)" } ?? "", handshake, "\(peer.receivedBytes)", "\(peer.sentBytes)",
+                path, pong, (peer.candidates ?? []).joined(separator: " "),
+            ])
         }
         return page + "</table>\n</body></html>\n"
     }

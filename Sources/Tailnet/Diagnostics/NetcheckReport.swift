@@ -106,9 +106,10 @@ struct NetcheckReport: Encodable {
         }
         var interfaceWarnings: [Warning] = []
         for interface in interfaces where interface.mtu > 0 && interface.mtu < Self.minimumMTU && interface.name != "lo" {
-            interfaceWarnings.append(Warning(
-                code: "EIF01",
-                message: "Network interface \(interface.name) has MTU \(interface.mtu) (less than \(Self.minimumMTU)), which may degrade the quality of direct connections or render them unusable."))
+            interfaceWarnings.append(
+                Warning(
+                    code: "EIF01",
+                    message: "Network interface \(interface.name) has MTU \(interface.mtu) (less than \(Self.minimumMTU)), which may degrade the quality of direct connections or render them unusable."))
         }
         self.interfaces = Interfaces(severity: interfaceWarnings.isEmpty ? "ok" : "warning", warnings: interfaceWarnings, interfaces: interfaces)
         self.warnings = warnings + interfaceWarnings

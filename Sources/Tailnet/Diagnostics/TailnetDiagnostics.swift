@@ -18,9 +18,10 @@ public struct TailnetDiagnostics: HTTPModule {
             let status = TailnetModule.status(runtime)
             let home = status.homeRegion
             let connected = status.relays?.contains { $0.region == home && $0.state == "connected" } ?? false
-            return JSONResponse.make(NetcheckReport(
-                homeRegion: status.enabled ? (home ?? 0) : nil, homeConnected: connected,
-                report: runtime?.current?.directStatus().report, interfaces: NetcheckReport.hostInterfaces()))
+            return JSONResponse.make(
+                NetcheckReport(
+                    homeRegion: status.enabled ? (home ?? 0) : nil, homeConnected: connected,
+                    report: runtime?.current?.directStatus().report, interfaces: NetcheckReport.hostInterfaces()))
         }
         routes.get("debug/magicsock") { _, _ in
             guard let runtime else {

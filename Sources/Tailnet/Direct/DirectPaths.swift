@@ -99,8 +99,10 @@ struct DirectPaths: Sendable {
     // MARK: Peers
 
     /// A peer's Node arrived or changed. A new disco key starts its path over (DERP only).
-    mutating func upsertPeer(_ key: WireGuardPublicKey, disco: X25519PublicKey, homeRegion: Int32, endpoints: [DiscoEndpoint],
-                             now: WireGuardInstant, random: inout some RandomNumberGenerator, into out: inout DirectOutput) {
+    mutating func upsertPeer(
+        _ key: WireGuardPublicKey, disco: X25519PublicKey, homeRegion: Int32, endpoints: [DiscoEndpoint],
+        now: WireGuardInstant, random: inout some RandomNumberGenerator, into out: inout DirectOutput
+    ) {
         let wasEmpty = peers.isEmpty
         var peer = peers[key] ?? Peer(disco: disco, shared: NaClBox.sharedKey(disco, discoKey), homeRegion: homeRegion, nodeEndpoints: [])
         if peer.disco != disco {
@@ -143,8 +145,10 @@ struct DirectPaths: Sendable {
 
     /// A datagram from the UDP socket, demultiplexed: STUN, disco, else WireGuard (passed on
     /// only from a verified source).
-    mutating func receiveUDP(_ bytes: [UInt8], from source: DiscoEndpoint, now: WireGuardInstant,
-                             random: inout some RandomNumberGenerator, into out: inout DirectOutput) -> Verdict {
+    mutating func receiveUDP(
+        _ bytes: [UInt8], from source: DiscoEndpoint, now: WireGuardInstant,
+        random: inout some RandomNumberGenerator, into out: inout DirectOutput
+    ) -> Verdict {
         if STUN.looksLikeSTUN(bytes) {
             if run?.receive(bytes, now: now) == true {
                 counters.stunReplies += 1
@@ -166,8 +170,10 @@ struct DirectPaths: Sendable {
         return .wireGuard(key)
     }
 
-    private mutating func handleUDPDisco(_ bytes: [UInt8], from source: DiscoEndpoint, now: WireGuardInstant,
-                                         random: inout some RandomNumberGenerator, into out: inout DirectOutput) {
+    private mutating func handleUDPDisco(
+        _ bytes: [UInt8], from source: DiscoEndpoint, now: WireGuardInstant,
+        random: inout some RandomNumberGenerator, into out: inout DirectOutput
+    ) {
         // The sender must be a peer's disco key before any cryptography is spent on it.
         guard let sender = Disco.sender(of: bytes) else { return }
         let holders = peers.filter { $0.value.disco == sender }.map(\.key)
@@ -217,8 +223,10 @@ struct DirectPaths: Sendable {
     /// A disco packet received over DERP from `sourceKey` (the relay's source node key):
     /// Pings answered over DERP (source 127.3.3.40:<region>), CallMeMaybe acted on. False when
     /// the packet is not disco.
-    mutating func receiveDERPDisco(_ bytes: [UInt8], from sourceKey: WireGuardPublicKey, region: Int32, now: WireGuardInstant,
-                                   random: inout some RandomNumberGenerator, into out: inout DirectOutput) -> Bool {
+    mutating func receiveDERPDisco(
+        _ bytes: [UInt8], from sourceKey: WireGuardPublicKey, region: Int32, now: WireGuardInstant,
+        random: inout some RandomNumberGenerator, into out: inout DirectOutput
+    ) -> Bool {
         guard Disco.looksLikeDisco(bytes) else { return false }
         counters.discoReceivedDERP += 1
         // A known peer's key opens with its precomputed box key; others (a CLI ping from a
@@ -333,8 +341,11 @@ struct DirectPaths: Sendable {
 
     /// Recomputes the endpoint list; `out.publish` is set when the set changed.
     private mutating func publishEndpoints(now: WireGuardInstant, into out: inout DirectOutput) {
-        let list = blocked ? [] : endpointList.determine(
-            report: lastReport, local: localAddresses(), v4Port: ports.v4, v6Port: ports.v6, fixedPort: fixedPort, now: now)
+        let list =
+            blocked
+            ? []
+            : endpointList.determine(
+                report: lastReport, local: localAddresses(), v4Port: ports.v4, v6Port: ports.v6, fixedPort: fixedPort, now: now)
         endpointsRefreshedAt = now
         guard Set(list) != Set(published) else { return }
         out.publish = list
@@ -343,8 +354,10 @@ struct DirectPaths: Sendable {
 
     // MARK: Internals
 
-    private mutating func perform(_ actions: [PeerPath.Action], for key: WireGuardPublicKey, now: WireGuardInstant,
-                                  random: inout some RandomNumberGenerator, into out: inout DirectOutput) {
+    private mutating func perform(
+        _ actions: [PeerPath.Action], for key: WireGuardPublicKey, now: WireGuardInstant,
+        random: inout some RandomNumberGenerator, into out: inout DirectOutput
+    ) {
         guard let peer = peers[key] else { return }
         for action in actions {
             switch action {

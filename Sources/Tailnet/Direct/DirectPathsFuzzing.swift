@@ -47,7 +47,8 @@ public enum DirectPathsFuzzing {
                 addressed.insert(source)
                 var datagram = bytes
                 if seal, let message = try? DiscoMessage(decoding: bytes),
-                   let sealed = Disco.seal(message, privateKey: peerDisco, to: agentDisco.publicKey) {
+                    let sealed = Disco.seal(message, privateKey: peerDisco, to: agentDisco.publicKey)
+                {
                     datagram = sealed
                     discoSources.insert(source)
                 }
@@ -58,7 +59,8 @@ public enum DirectPathsFuzzing {
             case .derp(let bytes, let seal):
                 var packet = bytes
                 if seal, let message = try? DiscoMessage(decoding: bytes),
-                   let sealed = Disco.seal(message, privateKey: peerDisco, to: agentDisco.publicKey) {
+                    let sealed = Disco.seal(message, privateKey: peerDisco, to: agentDisco.publicKey)
+                {
                     packet = sealed
                 }
                 if case .callMeMaybe(let list) = try? DiscoMessage(decoding: bytes) { addressed.formUnion(list) }

@@ -19,7 +19,8 @@ enum LocalAddresses {
         while let entry = cursor, all.count < maxAddresses {
             defer { cursor = entry.pointee.ifa_next }
             guard entry.pointee.ifa_flags & UInt32(IFF_UP) != 0, let namePointer = entry.pointee.ifa_name,
-                  let address = entry.pointee.ifa_addr else { continue }
+                let address = entry.pointee.ifa_addr
+            else { continue }
             let name = String(cString: namePointer)
             var raw: [UInt8]?
             switch Int32(address.pointee.sa_family) {

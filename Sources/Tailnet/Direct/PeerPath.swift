@@ -95,7 +95,8 @@ struct PeerPath: Sendable {
         if let best, outstanding.count < Self.maxOutstanding {
             actions.append(ping(best.endpoint, now: now, purpose: .heartbeat, random: &random))
         }
-        let upgradeDue = best.map { $0.latency > DirectTimers.goodEnoughLatency } ?? false
+        let upgradeDue =
+            best.map { $0.latency > DirectTimers.goodEnoughLatency } ?? false
             && lastFullPing.map { now.since($0) >= DirectTimers.upgradeInterval } ?? true
         if best == nil || lastFullPing == nil || now > trustedUntil || upgradeDue {
             actions += discoveryRound(now: now, sendCallMeMaybe: true, random: &random)

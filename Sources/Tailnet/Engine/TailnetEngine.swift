@@ -68,9 +68,11 @@ final class TailnetEngine: Sendable {
         static let maxExtraRegions = 8
     }
 
-    init(addresses: TailnetAddresses, nodeKey: WireGuardPrivateKey, discoKey: X25519PrivateKey, forceWebSocket: Bool,
-         listenPort: UInt16 = 0, blockEndpoints: Bool = false, announcer: NodeAnnouncer, metrics: TailnetMetrics, traffic: TunnelTraffic = TunnelTraffic(),
-         eventLoop: any EventLoop = MultiThreadedEventLoopGroup.singleton.next(), logger: Logger) {
+    init(
+        addresses: TailnetAddresses, nodeKey: WireGuardPrivateKey, discoKey: X25519PrivateKey, forceWebSocket: Bool,
+        listenPort: UInt16 = 0, blockEndpoints: Bool = false, announcer: NodeAnnouncer, metrics: TailnetMetrics, traffic: TunnelTraffic = TunnelTraffic(),
+        eventLoop: any EventLoop = MultiThreadedEventLoopGroup.singleton.next(), logger: Logger
+    ) {
         self.traffic = traffic
         self.eventLoop = eventLoop
         self.addresses = addresses
@@ -153,10 +155,20 @@ final class TailnetEngine: Sendable {
     /// Ends everything: relay connections, the stack, the timer.
     func stop() async {
         timerTask.withLock { $0 }?.cancel()
-        let clients = relays.withLock { r in defer { r.clients = [:] }; return Array(r.clients.values) }
+        let clients = relays.withLock { r in
+            defer { r.clients = [:] }; return Array(r.clients.values)
+        }
         for client in clients { await client.close() }
-        if let socket = magic.withLock({ m in defer { m = nil }; return m }) { await socket.close() }
-        if let stack = stackBox.withLock({ s in defer { s = nil }; return s }) { await stack.shutdown() }
+        if let socket = magic.withLock({ m in
+            defer { m = nil }; return m
+        }) {
+            await socket.close()
+        }
+        if let stack = stackBox.withLock({ s in
+            defer { s = nil }; return s
+        }) {
+            await stack.shutdown()
+        }
     }
 
     var stackCounters: TunnelStackCounters? { stackBox.withLock { $0 }?.counters() }
@@ -242,9 +254,10 @@ final class TailnetEngine: Sendable {
     private func makeClient(region: Int32, isHome: Bool) -> DERPClient? {
         guard let regionMap = relays.withLock({ $0.map.regions[Int64(region)] }) else { return nil }
         let nodes = HomeRegion.dialable(regionMap).map { node in
-            DERPNode(name: node.name, regionID: Int(region), hostName: node.hostName, certName: node.certName,
-                     ipv4: node.ipv4, ipv6: node.ipv6, derpPort: Int(node.derpPort), forceHTTP: node.forceHTTP,
-                     insecureForTests: node.insecureForTests, stunOnly: node.stunOnly)
+            DERPNode(
+                name: node.name, regionID: Int(region), hostName: node.hostName, certName: node.certName,
+                ipv4: node.ipv4, ipv6: node.ipv6, derpPort: Int(node.derpPort), forceHTTP: node.forceHTTP,
+                insecureForTests: node.insecureForTests, stunOnly: node.stunOnly)
         }
         guard !nodes.isEmpty else { return nil }
         var configuration = DERPClient.Configuration()
@@ -301,7 +314,8 @@ final class TailnetEngine: Sendable {
             if let region = r.peerHome[peer], let client = r.clients[region] { return (client, nil) }
             if let region = r.lastHeard[peer], let client = r.clients[region] { return (client, nil) }
             if let region = r.peerHome[peer], r.map.regions[Int64(region)] != nil,
-               r.clients.count <= RelayTable.maxExtraRegions {
+                r.clients.count <= RelayTable.maxExtraRegions
+            {
                 return (nil, region)
             }
             return (r.clients[r.home], nil)

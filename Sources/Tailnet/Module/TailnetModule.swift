@@ -28,8 +28,9 @@ public struct TailnetModule: HTTPModule {
             runtime = nil
             return
         }
-        runtime = TailnetRuntime(accessURL: AccessURL(accessURL), listenPort: configuration.listenPort, manifest: context.manifest,
-                                 acceptor: context.connections, ports: ports, traffic: context.tunnelTraffic, logger: logger)
+        runtime = TailnetRuntime(
+            accessURL: AccessURL(accessURL), listenPort: configuration.listenPort, manifest: context.manifest,
+            acceptor: context.connections, ports: ports, traffic: context.tunnelTraffic, logger: logger)
     }
 
     public var upwardParticipants: [any UpwardParticipant] {

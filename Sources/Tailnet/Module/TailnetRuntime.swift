@@ -32,8 +32,10 @@ final class TailnetRuntime: Sendable {
     /// `--tailnet-listen-port`.
     let listenPort: UInt16
 
-    init(accessURL: AccessURL?, listenPort: UInt16 = 0, manifest: any ManifestSource, acceptor: any ConnectionAcceptor,
-         ports: TunnelPortServices = TunnelPortServices(), traffic: TunnelTraffic = TunnelTraffic(), logger: Logger) {
+    init(
+        accessURL: AccessURL?, listenPort: UInt16 = 0, manifest: any ManifestSource, acceptor: any ConnectionAcceptor,
+        ports: TunnelPortServices = TunnelPortServices(), traffic: TunnelTraffic = TunnelTraffic(), logger: Logger
+    ) {
         self.traffic = traffic
         self.listenPort = listenPort
         self.manifest = manifest
@@ -65,8 +67,9 @@ final class TailnetRuntime: Sendable {
         }
         guard let addresses = TailnetAddresses(agentID: tailnet.agentID) else {
             if !warnedAboutID.exchange(true, ordering: .relaxed) {
-                logger.warning("the manifest has no agent id (16 bytes): the tailnet does not start",
-                               metadata: ["bytes": "\(tailnet.agentID.count)"])
+                logger.warning(
+                    "the manifest has no agent id (16 bytes): the tailnet does not start",
+                    metadata: ["bytes": "\(tailnet.agentID.count)"])
             }
             return nil
         }

@@ -19,8 +19,10 @@ public struct SelfNode: Sendable, Equatable {
     /// The direct endpoints (`203.0.113.7:41641`, `[2001:db8::1]:41641`).
     public var endpoints: [String] = []
 
-    public init(addresses: TailnetAddresses, nodeKey: [UInt8], discoKey: [UInt8],
-                preferredDERP: Int32 = 0, forcedWebSocket: [Int32: String] = [:]) {
+    public init(
+        addresses: TailnetAddresses, nodeKey: [UInt8], discoKey: [UInt8],
+        preferredDERP: Int32 = 0, forcedWebSocket: [Int32: String] = [:]
+    ) {
         self.addresses = addresses
         self.nodeKey = nodeKey
         self.discoKey = discoKey

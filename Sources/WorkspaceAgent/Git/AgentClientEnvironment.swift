@@ -15,8 +15,10 @@ import Glibc
 enum AgentClientEnvironment {
     /// coderd for `url` and `token` (flags) or the environment's; else the agent socket when
     /// there is one; else the reference's errors.
-    static func coderAPI(url flagURL: String? = nil, token flagToken: String? = nil, tokenFile flagTokenFile: String? = nil,
-                         environment: [String: String] = ProcessInfo.processInfo.environment) throws(ConfigurationError) -> any CoderRESTRequesting {
+    static func coderAPI(
+        url flagURL: String? = nil, token flagToken: String? = nil, tokenFile flagTokenFile: String? = nil,
+        environment: [String: String] = ProcessInfo.processInfo.environment
+    ) throws(ConfigurationError) -> any CoderRESTRequesting {
         let url = nonEmpty(flagURL) ?? nonEmpty(environment["CODER_AGENT_URL"])
         var token = nonEmpty(flagToken) ?? nonEmpty(environment["CODER_AGENT_TOKEN"])
         let tokenFile = nonEmpty(flagTokenFile) ?? nonEmpty(environment["CODER_AGENT_TOKEN_FILE"])
@@ -35,8 +37,10 @@ enum AgentClientEnvironment {
         if let cloud = type.cloud {
             // As the reference's commands: their own exchange; CODER_AGENT_TOKEN is not used.
             let rest = CoderRESTClient(baseURL: url, token: nil)
-            return ExchangingRESTClient(rest: rest, source: InstanceIdentityTokenSource(
-                cloud: cloud, metadataHost: cloud.metadataHost(environment), agentName: nonEmpty(environment["CODER_AGENT_NAME"]), rest: rest))
+            return ExchangingRESTClient(
+                rest: rest,
+                source: InstanceIdentityTokenSource(
+                    cloud: cloud, metadataHost: cloud.metadataHost(environment), agentName: nonEmpty(environment["CODER_AGENT_NAME"]), rest: rest))
         }
         if token == nil, let tokenFile { token = try AgentAuthOptions.readTokenFile(tokenFile).trimmingWhitespace() }
         guard let token, !token.isEmpty else { throw ConfigurationError("Either CODER_AGENT_TOKEN or CODER_AGENT_TOKEN_FILE must be set") }

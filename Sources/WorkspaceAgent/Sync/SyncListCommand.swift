@@ -23,9 +23,13 @@ struct SyncListCommand: AsyncParsableCommand {
             do { units = try await client.syncList().sorted { $0.unit < $1.unit } } catch { throw SyncFailure("list units failed", error) }
             switch output {
             case "json":
-                let json: GoJSON = units.isEmpty ? .null : .array(units.map { unit in
-                    .object([("unit_name", .string(unit.unit)), ("status", .string(unit.status)), ("is_ready", .bool(unit.isReady))])
-                })
+                let json: GoJSON =
+                    units.isEmpty
+                    ? .null
+                    : .array(
+                        units.map { unit in
+                            .object([("unit_name", .string(unit.unit)), ("status", .string(unit.status)), ("is_ready", .bool(unit.isReady))])
+                        })
                 emit(json.render())
             case "dot":
                 var statuses: [String: Coder_Agentsocket_V1_SyncStatusResponse] = [:]

@@ -73,7 +73,7 @@ struct SyncStartCommand: AsyncParsableCommand {
         do {
             try await client.waitReady(unit)
             return
-        } catch where error.isUnsupported || error.isTransportFailure {
+        } catch  where error.isUnsupported || error.isTransportFailure {
             // An agent without the extension, or the wait's connection was lost: poll as
             // the reference does (a poll that fails then reports why).
         } catch {

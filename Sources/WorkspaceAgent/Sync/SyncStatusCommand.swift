@@ -32,12 +32,18 @@ struct SyncStatusCommand: AsyncParsableCommand {
             if output == "json" {
                 let json = GoJSON.object([
                     ("unit_name", .string(unit)), ("status", .string(status.status)), ("is_ready", .bool(status.isReady)),
-                    ("dependencies", dependencies.isEmpty ? .null : .array(dependencies.map { dependency in
-                        .object([
-                            ("depends_on", .string(dependency.dependsOn)), ("required_status", .string(dependency.requiredStatus)),
-                            ("current_status", .string(dependency.currentStatus)), ("is_satisfied", .bool(dependency.isSatisfied)),
-                        ])
-                    })),
+                    (
+                        "dependencies",
+                        dependencies.isEmpty
+                            ? .null
+                            : .array(
+                                dependencies.map { dependency in
+                                    .object([
+                                        ("depends_on", .string(dependency.dependsOn)), ("required_status", .string(dependency.requiredStatus)),
+                                        ("current_status", .string(dependency.currentStatus)), ("is_satisfied", .bool(dependency.isSatisfied)),
+                                    ])
+                                })
+                    ),
                 ])
                 emit(json.render())
                 return
@@ -52,8 +58,9 @@ struct SyncStatusCommand: AsyncParsableCommand {
                 let rows = dependencies.map { dependency in
                     [dependency.dependsOn, Self.shown(dependency.requiredStatus), Self.shown(dependency.currentStatus), "\(dependency.isSatisfied)"]
                 }
-                lines.append(renderTable(
-                    headers: selected.map { Self.columns[$0].uppercased() }, rows: rows.map { row in selected.map { row[$0] } }))
+                lines.append(
+                    renderTable(
+                        headers: selected.map { Self.columns[$0].uppercased() }, rows: rows.map { row in selected.map { row[$0] } }))
             }
             emit(lines.joined(separator: "\n"))
         }

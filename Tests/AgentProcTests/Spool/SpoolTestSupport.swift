@@ -114,11 +114,13 @@ final class TestThread: Sendable {
         }
         let arg = Unmanaged.passRetained(Box(body)).toOpaque()
         var t = pthread_t()
-        let rc = pthread_create(&t, nil, { raw in
-            let box = Unmanaged<Box>.fromOpaque(raw!).takeRetainedValue()
-            box.body()
-            return nil
-        }, arg)
+        let rc = pthread_create(
+            &t, nil,
+            { raw in
+                let box = Unmanaged<Box>.fromOpaque(raw!).takeRetainedValue()
+                box.body()
+                return nil
+            }, arg)
         precondition(rc == 0)
         thread = t
     }
