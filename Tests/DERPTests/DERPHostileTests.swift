@@ -164,11 +164,17 @@ struct DERPHostileTests {
         try await DERPTest.withRelay { relay in
             let inboxA = PacketCollector()
             let agentDisco = X25519PrivateKey.generate()
-            let responder = DiscoResponder(privateKey: agentDisco, regionID: 1)
             let agent = await DERPTest.client(relay)
             let answering = Task {
-                // Bounded by the stream: it finishes when the agent's client closes.
-                for await packet in agent.packets { _ = responder.handle(packet, via: agent) }
+                // Bounded by the stream: it finishes when the agent's client closes. A Ping is
+                // answered over the relay as the agent does (`Disco.pong`, region 1).
+                for await packet in agent.packets {
+                    if let received = try? Disco.open(packet.packet, privateKey: agentDisco),
+                        let pong = Disco.pong(answering: received, privateKey: agentDisco, regionID: 1)
+                    {
+                        agent.send(to: packet.source, packet: pong)
+                    }
+                }
             }
             let peerDisco = X25519PrivateKey.generate()
             let peer = await DERPTest.client(relay, packetHandler: inboxA.handler)

@@ -265,7 +265,7 @@ struct WorkspaceAgentDirectPathTests {
             peerEndpoints: [peerHard ? "10.0.2.2:48101" : "10.0.2.2:48012"],
             stun: ["10.0.1.1", "10.0.2.1"],
             // Hard: the two STUN servers see two ports, so the agent also lists its mapped IP
-            // with its fixed listen port (the spec's third endpoint rule).
+            // with its fixed listen port (the third rule of the endpoint list).
             agentEndpoint: agentHard ? "10.0.1.2:\(agentPort)" : "10.0.1.2:48011")
     }
 

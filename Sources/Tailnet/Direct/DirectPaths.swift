@@ -129,12 +129,8 @@ struct DirectPaths: Sendable {
     /// when the path is not trusted.
     mutating func route(to key: WireGuardPublicKey, now: WireGuardInstant, random: inout some RandomNumberGenerator, into out: inout DirectOutput) -> PeerPath.Route {
         lastActivity = now
-        guard !blocked, var peer = peers[key] else { return .derp }
-        let before = peer.path.switches
-        let (route, actions) = peer.path.send(now: now, random: &random)
-        peers[key] = peer
+        guard !blocked, let (route, actions) = updatePath(key, { $0.send(now: now, random: &random) }) else { return .derp }
         perform(actions, for: key, now: now, random: &random, into: &out)
-        counters.pathSwitches += peers[key].map { $0.path.switches - before } ?? 0
         return route
     }
 
@@ -157,13 +153,11 @@ struct DirectPaths: Sendable {
             return .stun
         }
         if Disco.looksLikeDisco(bytes) {
-            counters.discoReceivedUDP += 1
             guard !blocked else { return .disco }
             handleUDPDisco(bytes, from: source, now: now, random: &random, into: &out)
             return .disco
         }
         guard let key = sources[source], peers[key] != nil else {
-            counters.unverifiedDropped += 1
             return .unverified
         }
         lastActivity = now
@@ -205,14 +199,10 @@ struct DirectPaths: Sendable {
                 counters.pongsSent += 1
             }
         case .pong(let txID, _, _):
-            for key in holders {
-                let before = peers[key]?.path.switches ?? 0
-                if peers[key]?.path.pongReceived(txID: txID, now: now) == true {
-                    learn(source, for: key)
-                    counters.pongsReceived += 1
-                    counters.pathSwitches += (peers[key]?.path.switches ?? before) - before
-                    break
-                }
+            for key in holders where updatePath(key, { $0.pongReceived(txID: txID, now: now) }) == true {
+                learn(source, for: key)
+                counters.pongsReceived += 1
+                break
             }
         case .callMeMaybe:
             // Only valid over DERP.
@@ -228,7 +218,6 @@ struct DirectPaths: Sendable {
         random: inout some RandomNumberGenerator, into out: inout DirectOutput
     ) -> Bool {
         guard Disco.looksLikeDisco(bytes) else { return false }
-        counters.discoReceivedDERP += 1
         // A known peer's key opens with its precomputed box key; others (a CLI ping from a
         // client the coordinator has not introduced yet) with a key agreement.
         guard let sender = Disco.sender(of: bytes) else { return true }
@@ -257,9 +246,7 @@ struct DirectPaths: Sendable {
                 return true
             }
             counters.callMeMaybeReceived += 1
-            let before = peer.path.switches
-            let actions = peers[sourceKey]!.path.callMeMaybe(endpoints, now: now, random: &random)
-            counters.pathSwitches += (peers[sourceKey]?.path.switches ?? before) - before
+            let actions = updatePath(sourceKey) { $0.callMeMaybe(endpoints, now: now, random: &random) } ?? []
             perform(actions, for: sourceKey, now: now, random: &random, into: &out)
         }
         return true
@@ -279,12 +266,12 @@ struct DirectPaths: Sendable {
     /// Heartbeats, ping expiry, the report's budget and the periodic re-STUN.
     mutating func tick(now: WireGuardInstant, random: inout some RandomNumberGenerator, into out: inout DirectOutput) {
         for key in Array(peers.keys) {
-            guard var peer = peers[key] else { continue }
-            peer.path.expire(now: now)
-            let before = peer.path.switches
-            let actions = blocked ? [] : peer.path.heartbeat(now: now, random: &random)
-            counters.pathSwitches += peer.path.switches - before
-            peers[key] = peer
+            let blocked = self.blocked
+            let actions =
+                updatePath(key) { path -> [PeerPath.Action] in
+                    path.expire(now: now)
+                    return blocked ? [] : path.heartbeat(now: now, random: &random)
+                } ?? []
             perform(actions, for: key, now: now, random: &random, into: &out)
         }
         if let run, now >= run.deadline { finishReport(now: now, random: &random, into: &out) }
@@ -354,6 +341,15 @@ struct DirectPaths: Sendable {
 
     // MARK: Internals
 
+    /// Runs `body` on `key`'s path in place (no copy of its tables), counting the path
+    /// changes it made; nil for an unknown peer.
+    private mutating func updatePath<T>(_ key: WireGuardPublicKey, _ body: (inout PeerPath) -> T) -> T? {
+        guard let before = peers[key]?.path.switches else { return nil }
+        let result = body(&peers[key]!.path)
+        counters.pathSwitches += peers[key]!.path.switches - before
+        return result
+    }
+
     private mutating func perform(
         _ actions: [PeerPath.Action], for key: WireGuardPublicKey, now: WireGuardInstant,
         random: inout some RandomNumberGenerator, into out: inout DirectOutput
@@ -404,14 +400,11 @@ struct DirectCounters: Sendable, Equatable {
     var pongsReceived = 0
     var callMeMaybeSent = 0
     var callMeMaybeReceived = 0
-    var discoReceivedUDP = 0
-    var discoReceivedDERP = 0
     /// Disco dropped: from a key no peer holds (no cryptography spent), a box that does not
     /// open, or a message that is not valid where it came (a CallMeMaybe over UDP, ...).
     var discoUnknownSender = 0
     var discoCannotOpen = 0
     var discoDropped = 0
-    var unverifiedDropped = 0
     var stunRequests = 0
     var stunReplies = 0
     var pathSwitches = 0

@@ -4,7 +4,6 @@ import WireGuard
 /// The direct-path state as the status route and `/debug/magicsock` show it.
 struct DirectStatus: Sendable {
     struct Peer: Sendable {
-        var nodeKey: WireGuardPublicKey
         /// `derp`, or the direct `ip:port` (with `trusted`).
         var path: String
         var trusted: Bool
@@ -31,7 +30,7 @@ struct DirectStatus: Sendable {
         for (key, peer) in paths.peers {
             let best = peer.path.best
             peers[key] = Peer(
-                nodeKey: key, path: best.map { $0.endpoint.description } ?? "derp", trusted: peer.path.isTrusted(at: now),
+                path: best.map { $0.endpoint.description } ?? "derp", trusted: peer.path.isTrusted(at: now),
                 latencyMilliseconds: best.map { Double($0.latency) / 1e6 },
                 candidates: peer.path.candidates.keys.map(\.description).sorted())
         }

@@ -68,39 +68,27 @@ final class MagicSocket: Sendable {
         }
         option(SOL_SOCKET, SO_RCVBUF, bufferBytes)
         option(SOL_SOCKET, SO_SNDBUF, bufferBytes)
-        var bound: UInt16 = 0
         if v6 {
             option(Int32(IPPROTO_IPV6), IPV6_V6ONLY, 1)
             option(Int32(IPPROTO_IPV6), IPV6_MTU_DISCOVER, IPV6_PMTUDISC_DO)
-            var address = sockaddr_in6()
-            address.sin6_family = sa_family_t(AF_INET6)
-            address.sin6_port = port.bigEndian
-            var length = socklen_t(MemoryLayout<sockaddr_in6>.size)
-            let ok = withUnsafeMutablePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
-            }
-            guard ok else {
-                let code = errno
-                Glibc.close(fd)
-                throw SocketError(description: "bind [::]:\(port): errno \(code)")
-            }
-            bound = UInt16(bigEndian: address.sin6_port)
         } else {
             option(Int32(IPPROTO_IP), IP_MTU_DISCOVER, IP_PMTUDISC_DO)
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_port = port.bigEndian
-            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-            let ok = withUnsafeMutablePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
-            }
-            guard ok else {
-                let code = errno
-                Glibc.close(fd)
-                throw SocketError(description: "bind 0.0.0.0:\(port): errno \(code)")
-            }
-            bound = UInt16(bigEndian: address.sin_port)
         }
+        // The unspecified address of the family (all zeros); `sin_port` and `sin6_port` are
+        // both at byte 2.
+        var address = sockaddr_storage()
+        address.ss_family = sa_family_t(v6 ? AF_INET6 : AF_INET)
+        withUnsafeMutableBytes(of: &address) { $0.storeBytes(of: port.bigEndian, toByteOffset: 2, as: UInt16.self) }
+        var length = socklen_t(v6 ? MemoryLayout<sockaddr_in6>.size : MemoryLayout<sockaddr_in>.size)
+        let ok = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+        }
+        guard ok else {
+            let code = errno
+            Glibc.close(fd)
+            throw SocketError(description: "bind \(v6 ? "[::]" : "0.0.0.0"):\(port): errno \(code)")
+        }
+        let bound = withUnsafeBytes(of: address) { UInt16(bigEndian: $0.load(fromByteOffset: 2, as: UInt16.self)) }
         let sendFD = fcntl(fd, F_DUPFD_CLOEXEC, 0)
         guard sendFD >= 0 else {
             Glibc.close(fd)

@@ -13,7 +13,6 @@ struct NetcheckRun: Sendable {
     let startedAt: WireGuardInstant
     private(set) var pending: [[UInt8]: STUNServer] = [:]
     private(set) var replies: [Reply] = []
-    private(set) var sendFailures = 0
 
     /// Starts a run: the requests to send (server, bytes).
     init(servers: [STUNServer], now: WireGuardInstant, random: inout some RandomNumberGenerator) {
@@ -42,7 +41,6 @@ struct NetcheckRun: Sendable {
     /// A request could not be sent (no route, no IPv6): it will not be answered.
     mutating func sendFailed(to server: STUNServer) {
         pending = pending.filter { $0.value != server }
-        sendFailures += 1
     }
 
     /// What the run found.

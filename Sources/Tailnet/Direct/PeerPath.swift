@@ -23,9 +23,6 @@ struct PeerPath: Sendable {
         case callMeMaybe
     }
 
-    /// Why a ping went out.
-    enum Purpose: Sendable { case discovery, heartbeat }
-
     struct Candidate: Sendable {
         var fromNode = false
         var fromCallMeMaybe = false
@@ -34,14 +31,11 @@ struct PeerPath: Sendable {
         var lastPingSent: WireGuardInstant?
         var lastPingReceived: WireGuardInstant?
         var lastReceivedTxID: [UInt8]?
-        var lastLatency: UInt64?
-        var pongs = 0
     }
 
     struct Outstanding: Sendable {
         var to: DiscoEndpoint
         var sentAt: WireGuardInstant
-        var purpose: Purpose
     }
 
     /// At most this many candidates (a sweep drops ping-learned ones beyond it) and this many
@@ -93,7 +87,7 @@ struct PeerPath: Sendable {
         heartbeatAt = now.adding(nanoseconds: DirectTimers.heartbeatInterval)
         var actions: [Action] = []
         if let best, outstanding.count < Self.maxOutstanding {
-            actions.append(ping(best.endpoint, now: now, purpose: .heartbeat, random: &random))
+            actions.append(ping(best.endpoint, now: now, random: &random))
         }
         let upgradeDue =
             best.map { $0.latency > DirectTimers.goodEnoughLatency } ?? false
@@ -155,11 +149,6 @@ struct PeerPath: Sendable {
     mutating func pongReceived(txID: [UInt8], now: WireGuardInstant) -> Bool {
         guard let ping = outstanding.removeValue(forKey: txID) else { return false }
         let latency = now.since(ping.sentAt)
-        if var candidate = candidates[ping.to] {
-            candidate.lastLatency = latency
-            candidate.pongs += 1
-            candidates[ping.to] = candidate
-        }
         if AddressScore.isBetter((ping.to, latency), than: best.map { ($0.endpoint, $0.latency) }) {
             if best?.endpoint != ping.to { switches += 1 }
             best = (ping.to, latency)
@@ -216,7 +205,7 @@ struct PeerPath: Sendable {
         var actions: [Action] = []
         for endpoint in due.sorted(by: { $0.address.lexicographicallyPrecedes($1.address) || ($0.address == $1.address && $0.port < $1.port) }) {
             guard outstanding.count < Self.maxOutstanding else { break }
-            actions.append(ping(endpoint, now: now, purpose: .discovery, random: &random))
+            actions.append(ping(endpoint, now: now, random: &random))
         }
         if !actions.isEmpty {
             lastFullPing = now
@@ -225,10 +214,10 @@ struct PeerPath: Sendable {
         return actions
     }
 
-    private mutating func ping(_ endpoint: DiscoEndpoint, now: WireGuardInstant, purpose: Purpose, random: inout some RandomNumberGenerator) -> Action {
+    private mutating func ping(_ endpoint: DiscoEndpoint, now: WireGuardInstant, random: inout some RandomNumberGenerator) -> Action {
         var txID = [UInt8](repeating: 0, count: DiscoMessage.txIDLength)
         for i in txID.indices { txID[i] = UInt8.random(in: 0...255, using: &random) }
-        outstanding[txID] = Outstanding(to: endpoint, sentAt: now, purpose: purpose)
+        outstanding[txID] = Outstanding(to: endpoint, sentAt: now)
         candidates[endpoint]?.lastPingSent = now
         return .ping(endpoint, txID: txID)
     }
