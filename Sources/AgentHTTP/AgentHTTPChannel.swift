@@ -45,22 +45,22 @@ struct AgentHTTPChannel: ServerChildChannel {
     let http: HTTP1ConnectionHandler.Configuration
     let webSocket: WebSocketConfiguration
     let decoderLimits: (fieldSize: Int, listSize: Int, fieldCount: Int)
-    let webSocketRoutes: WebSocketRouteTable
     /// Where the connections this value serves come from.
     let origin: ConnectionOrigin
 
     /// The same channel for connections from `origin`.
     func from(_ origin: ConnectionOrigin) -> AgentHTTPChannel {
-        AgentHTTPChannel(http: http, webSocket: webSocket, decoderLimits: decoderLimits, webSocketRoutes: webSocketRoutes, origin: origin)
+        AgentHTTPChannel(http: http, webSocket: webSocket, decoderLimits: decoderLimits, origin: origin)
     }
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         channel.eventLoop.makeCompletedFuture {
             let attempted = NIOLoopBoundBox<SessionRun?>(nil, eventLoop: channel.eventLoop)
+            let route = NIOLoopBoundBox<RouteInfo?>(nil, eventLoop: channel.eventLoop)
             let upgrader = NIOTypedWebSocketServerUpgrader<Outcome>(
                 maxFrameSize: webSocket.maxFrameSize,
                 shouldUpgrade: { [self] channel, head in
-                    attempted.value = session(for: head, channel: channel, logger: logger)
+                    attempted.value = route.value.flatMap { session(for: head, route: $0, channel: channel, logger: logger) }
                     return channel.eventLoop.makeSucceededFuture(attempted.value == nil ? nil : HTTPHeaders())
                 },
                 upgradePipelineHandler: { channel, _ in
@@ -79,7 +79,7 @@ struct AgentHTTPChannel: ServerChildChannel {
             limits.maxHeaderListSize = decoderLimits.listSize
             limits.maxHeaderFieldCount = decoderLimits.fieldCount
             let connection = HTTP1ConnectionHandler(
-                configuration: http, origin: origin, upgrade: WebSocketUpgrade(upgrader: upgrader, outcome: outcome))
+                configuration: http, origin: origin, upgrade: WebSocketUpgrade(upgrader: upgrader, outcome: outcome, route: route))
             let bytes = ConnectionBytesHandler(connection: connection)
             connection.bytes = bytes
             let pipeline = channel.pipeline.syncOperations
@@ -105,10 +105,10 @@ struct AgentHTTPChannel: ServerChildChannel {
     }
 
     /// The WebSocket session for a handshake the connection's state machine let through (its
-    /// route ran its check and `prepare`), or nil if the request cannot be read as one.
-    private func session(for head: HTTPRequestHead, channel: any Channel, logger: Logger) -> SessionRun? {
-        let path = head.uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
-        guard let (route, parameters) = webSocketRoutes.match(path),
+    /// route, resolved at the head, ran its check and `prepare`), or nil if the request
+    /// cannot be read as one.
+    private func session(for head: HTTPRequestHead, route resolved: RouteInfo, channel: any Channel, logger: Logger) -> SessionRun? {
+        guard let (route, parameters) = resolved.webSocket,
             let request = try? Request(head: HTTPRequest(agentHead: head), body: RequestBody(buffer: ByteBuffer()))
         else { return nil }
         var requestContext = AgentRequestContext(source: .init(channel: channel, logger: logger), origin: origin)
@@ -121,7 +121,7 @@ struct AgentHTTPChannel: ServerChildChannel {
         let context = AgentWebSocketContext(request: request, requestContext: requestContext)
         let configuration = WebSocketSession.Machine.Configuration(closeTimeout: webSocket.closeTimeout)
         let handler = route.handler
-        let timers = webSocketRoutes.timers(path)
+        let timers = resolved.timers
         let method = request.method
         let start = NIODeadline.now().uptimeNanoseconds
         let accessLog = http.accessLog

@@ -86,7 +86,6 @@ public final class AgentHTTPServing: Sendable {
             // client sends), not the WebSocket session's.
             webSocket: .init(maxFrameSize: WebSocketLimits.maxFrameBytes, closeTimeout: .seconds(2)),
             decoderLimits: (AgentHTTPLimits.maxHeaderFieldSize, AgentHTTPLimits.maxHeaderListSize, AgentHTTPLimits.maxHeaderFieldCount),
-            webSocketRoutes: WebSocketRouteTable(table: table),
             origin: .http)
     }
 

@@ -29,7 +29,7 @@ enum MetricsHelp {
             "Speed test connections refused: a bad request (answered with its error) or more than 8 tests at once.",
         "agent_http_connections_evicted_total": "Idle HTTP connections closed to make room for a new one.",
         "agent_http_connections_refused_total": "HTTP connections refused because every slot was busy.",
-        "agent_http_connections_closed_total": "HTTP connections closed by the agent, by reason (write_stall, websocket_idle).",
+        "agent_http_connections_closed_total": "HTTP connections closed by the agent, by reason (write_stall, websocket_idle, invariant: an event the connection rules could not follow).",
         "agent_http_guard_responses_total": "Answers the connection guard gave itself, by status (400, 405, 408, 413, 414, 417, 431).",
         "agent_http_websockets": "WebSocket slots held (handshakes admitted and upgraded connections).",
         "agent_http_websockets_refused_total": "WebSocket handshakes refused (503) over the WebSockets' budget.",

@@ -66,9 +66,8 @@ import Testing
 
         @discardableResult
         mutating func respond(closes: Bool = false) -> [Action] {
-            var out = record(machine.responseHeadWritten(switchingProtocols: false, closes: closes))
-            out += record(machine.responseEnded(now: clock.now))
-            return out
+            if closes { machine.responseHeadSaysClose() }
+            return record(machine.responseEnded(now: clock.now))
         }
 
         /// A complete GET: head and end.
@@ -221,10 +220,11 @@ import Testing
         let second = driver.head(.init(declaredLength: 10, expectation: .continue100))
         #expect(!second.contains(.send100Continue), "never ahead of an earlier response")
         #expect(Self.forwarded(in: second)?.queued == true)
-        #expect(second.contains(.pauseReads))
+        #expect(driver.machine.readsPaused)
         let ended = driver.respond()
         #expect(ended.contains(.send100Continue))
         #expect(ended.contains(.resumeReads))
+        #expect(!driver.machine.readsPaused)
     }
 
     @Test func aPipelinedRefusedContinueGetsNo100() {
@@ -341,11 +341,28 @@ import Testing
         #expect(driver.respond(closes: true).contains(.closeOutput))
     }
 
-    @Test func pipelinedRequestsBeyondTheBoundCloseTheConnection() {
+    /// One bound on what waits its turn: every part (head, body, end) decoded behind the
+    /// request being answered counts.
+    @Test func pipelinedPartsBeyondTheBoundCloseTheConnection() {
         var driver = Driver()
         driver.get()
-        for _ in 1..<Machine.maxPipelinedRequests { driver.get() }
+        for _ in 0..<(ReadGate.maxQueuedParts / 2) { driver.get() }
         #expect(driver.head() == [.close])
+
+        var bodies = Driver()
+        bodies.get()
+        bodies.head(.init(transferCoding: .chunked), route: Driver.stream)
+        for _ in 1..<ReadGate.maxQueuedParts { #expect(bodies.body(1) == [.forward]) }
+        #expect(bodies.body(1) == [.close], "a waiting request's body parts count too")
+
+        // Once nothing waits, reads resume and the count starts again.
+        var drained = Driver()
+        drained.get()
+        for _ in 0..<(ReadGate.maxQueuedParts / 2 - 1) { drained.get() }
+        for _ in 0..<(ReadGate.maxQueuedParts / 2) { drained.respond() }
+        #expect(!drained.machine.readsPaused)
+        drained.get()
+        #expect(drained.get().contains(.forward))
     }
 
     // MARK: WebSockets
@@ -458,7 +475,7 @@ import Testing
         var reading = Driver()
         reading.head(.init(declaredLength: 10))
         #expect(reading.record(reading.machine.quiesce()).isEmpty)
-        #expect(reading.machine.closeAfterResponse)
+        #expect(reading.machine.responseMustClose)
 
         var webSocket = upgraded()
         #expect(webSocket.record(webSocket.machine.quiesce()).isEmpty, "the WebSocket session ends itself")
@@ -532,8 +549,102 @@ import Testing
     @Test func bodyBackPressurePausesAndResumesReads() {
         var driver = Driver()
         driver.head(.init(transferCoding: .chunked), route: Driver.stream)
-        #expect(driver.record(driver.machine.bodyBackPressure(stop: true)) == [.pauseReads])
+        #expect(driver.record(driver.machine.bodyBackPressure(stop: true)).isEmpty)
+        #expect(driver.machine.readsPaused)
         #expect(driver.record(driver.machine.bodyBackPressure(stop: true)).isEmpty)
         #expect(driver.record(driver.machine.bodyBackPressure(stop: false)) == [.resumeReads])
+        #expect(!driver.machine.readsPaused)
+        // Paused when its last answer is written: reads go on (input is read and dropped).
+        driver.record(driver.machine.bodyBackPressure(stop: true))
+        let closing = driver.respond(closes: true)
+        #expect(closing.contains(.resumeReads) && closing.contains(.closeOutput))
+        #expect(!driver.machine.readsPaused)
+    }
+
+    // MARK: Rules the machine owns
+
+    /// An event the rules cannot follow closes the connection instead of trapping.
+    @Test func aBrokenInvariantClosesTheConnection() {
+        var unanswered = Driver()
+        #expect(unanswered.record(unanswered.machine.responseEnded(now: unanswered.clock.now)) == [.countClose("invariant"), .close])
+        #expect(unanswered.machine.state == .closed)
+
+        var headless = Driver()
+        #expect(headless.body(3) == [.countClose("invariant"), .close])
+        var endless = Driver()
+        endless.get()
+        endless.respond()
+        #expect(endless.end() == [.countClose("invariant"), .close])
+
+        var twice = Driver()
+        twice.get()
+        twice.respond()
+        #expect(twice.respond() == [.countClose("invariant"), .close])
+    }
+
+    /// However many actions an event yields, none is lost: past the inline ones they spill.
+    @Test func actionsCannotOverflow() {
+        var actions = HTTP1ConnectionActions()
+        for code in 0..<20 { actions.append(.sendClose(code: UInt16(code))) }
+        #expect(actions.count == 20)
+        #expect(Array(actions) == (0..<20).map { .sendClose(code: UInt16($0)) })
+        #expect(actions == HTTP1ConnectionActions((0..<20).map { .sendClose(code: UInt16($0)) }))
+        #expect(actions != HTTP1ConnectionActions((0..<19).map { .sendClose(code: UInt16($0)) }))
+    }
+
+    /// The handshake's own parts are not served: its end makes the connection a WebSocket.
+    @Test func aHandshakesPartsAreNotForwarded() {
+        var driver = Driver()
+        driver.head(Self.handshake, route: Driver.webSocketRoute)
+        driver.record(driver.machine.webSocketAdmission(.admitted(prepare: false), route: Driver.webSocketRoute, now: driver.clock.now))
+        #expect(driver.body(4).allSatisfy { $0 != .forward })
+        let ended = driver.end()
+        #expect(!ended.contains(.forward) && ended.contains(.switchToWebSocket))
+    }
+
+    /// The slot of the WebSocket budget is the machine's to give back, once.
+    @Test func theWebSocketSlotIsGivenBackOnce() {
+        var upgradedOne = upgraded()
+        #expect(upgradedOne.record(upgradedOne.machine.connectionClosed()) == [.releaseWebSocketSlot])
+        #expect(upgradedOne.record(upgradedOne.machine.connectionClosed()).isEmpty)
+
+        var refused = Driver()
+        refused.head(Self.handshake, route: Driver.webSocketRoute)
+        refused.record(refused.machine.webSocketAdmission(.checkFailed, route: Driver.webSocketRoute, now: refused.clock.now))
+        #expect(refused.record(refused.machine.connectionClosed()).isEmpty, "no slot was taken")
+
+        var declined = Driver()
+        declined.head(Self.handshake, route: Driver.webSocketRoute)
+        declined.record(declined.machine.webSocketAdmission(.admitted(prepare: true), route: Driver.webSocketRoute, now: declined.clock.now))
+        #expect(declined.record(declined.machine.webSocketPrepared(false, route: Driver.webSocketRoute, now: declined.clock.now)).contains(.releaseWebSocketSlot))
+        #expect(declined.record(declined.machine.connectionClosed()).isEmpty, "already given back")
+
+        var late = Driver()
+        late.get()
+        late.respond()
+        #expect(late.record(late.machine.webSocketAdmission(.admitted(prepare: false), route: Driver.webSocketRoute, now: late.clock.now)) == [.releaseWebSocketSlot])
+    }
+
+    /// A head the handler cannot read as a request: its 400 is the connection's last answer.
+    @Test func anUnreadableRequestIsTheLastAnswer() {
+        var driver = Driver()
+        driver.head()
+        #expect(!driver.machine.responseMustClose)
+        driver.machine.requestUnreadable()
+        #expect(driver.machine.responseMustClose)
+        driver.end()
+        #expect(driver.respond(closes: true).contains(.closeOutput))
+    }
+
+    /// NIO's upgrader refusing the handshake after all: a 400 and a graceful close, once.
+    @Test func aFailedUpgradeIsRefused() {
+        var driver = Driver()
+        driver.head(Self.handshake, route: Driver.webSocketRoute)
+        driver.record(driver.machine.webSocketAdmission(.admitted(prepare: false), route: Driver.webSocketRoute, now: driver.clock.now))
+        driver.end()
+        let failed = driver.record(driver.machine.upgradeFailed(now: driver.clock.now))
+        #expect(Self.refusal(in: failed)?.status == .badRequest)
+        #expect(failed.contains(.closeOutput))
+        #expect(driver.record(driver.machine.upgradeFailed(now: driver.clock.now)).isEmpty)
     }
 }

@@ -46,7 +46,7 @@ struct RouteExecutorTests {
                 machine: .init(), registry: registry),
             webSocket: .init(maxFrameSize: 1 << 16, closeTimeout: .seconds(2)),
             decoderLimits: (AgentHTTPLimits.maxHeaderFieldSize, AgentHTTPLimits.maxHeaderListSize, AgentHTTPLimits.maxHeaderFieldCount),
-            webSocketRoutes: WebSocketRouteTable(table: table), origin: .http)
+            origin: .http)
         let server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .childChannelOption(.allowRemoteHalfClosure, value: true)
             .childChannelInitializer { child in

@@ -96,11 +96,13 @@ struct RouteTableTests {
         let plain = await responder.respond(to: Self.request(.get, "/p/7/stream"), context: AgentRouterTests.context())
         #expect(plain.status == .upgradeRequired && plain.headers[.secWebSocketVersion] == "13")
         #expect(try await Self.answer(responder, .get, "/p/refused/stream").0 == .notFound)
-        // As the connection core asks today: by path.
-        let byPath = WebSocketRouteTable(table: table)
-        #expect(byPath.match("/p/8/stream")?.1 == ["id": "8"])
-        #expect(byPath.match("/p/list") == nil)
-        #expect(byPath.timers("/p/8/stream")?.route == "/p/{id}/stream")
+        // The head's one lookup carries what the upgrade and the responder need.
+        let resolved = table.info(method: .get, path: "/p/8/stream")
+        #expect(resolved.webSocket?.parameters == ["id": "8"])
+        #expect(resolved.timers?.route == "/p/{id}/stream")
+        let twin = await responder.respond(to: Self.request(.get, "/p/8/stream"), context: AgentRouterTests.context(), route: resolved)
+        #expect(twin.status == .upgradeRequired)
+        #expect(table.info(method: .get, path: "/p/list").webSocket == nil)
     }
 
     /// Each kind of route reports its own body mode and executor.

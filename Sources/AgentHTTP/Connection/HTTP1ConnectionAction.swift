@@ -1,10 +1,3 @@
-extension HTTP1ConnectionStateMachine {
-    typealias Action = HTTP1ConnectionAction
-    typealias Actions = HTTP1ConnectionActions
-    typealias ForwardedHead = HTTP1ForwardedHead
-    typealias BodyFailure = HTTP1BodyFailure
-}
-
 /// What the channel handler does for the connection's state machine. An event returns a few
 /// of these (``HTTP1ConnectionActions``), carried out in order. Not generic over the clock
 /// (a timer is armed by its delay), so that every copy is a concrete one.
@@ -38,8 +31,9 @@ enum HTTP1ConnectionAction: Sendable, Equatable {
     case ping
     /// Write a WebSocket close frame with this code.
     case sendClose(code: UInt16)
-    /// Stop reading (pipelined requests wait, or a streamed body's reader is full).
-    case pauseReads
+    /// Reading may go on: issue the `read()` withheld while
+    /// ``HTTP1ConnectionStateMachine/readsPaused`` was true (a pipelined request waited, or
+    /// a streamed body's reader was full).
     case resumeReads
     /// (Re)schedule the one wake-up of `timer` this long after the event's instant,
     /// replacing an earlier one; it comes back as ``HTTP1ConnectionStateMachine/timerFired(_:now:)``.
@@ -79,11 +73,16 @@ enum HTTP1BodyFailure: Sendable, Equatable {
     case incomplete
 }
 
-/// The actions of one event, held inline (no allocation per event): at most ``capacity``.
+/// The actions of one event, in order. The first ``inlineCapacity`` are held inline (no
+/// allocation for any event the machine has today: the most it yields is six); any beyond
+/// go to an array, so no sequence of events can overflow it.
 struct HTTP1ConnectionActions: Sequence, Sendable, Equatable {
-    static var capacity: Int { 6 }
+    static var inlineCapacity: Int { 6 }
     typealias Action = HTTP1ConnectionAction
-    private var storage: (Action?, Action?, Action?, Action?, Action?, Action?) = (nil, nil, nil, nil, nil, nil)
+    /// Slots at and past ``count`` hold `.forward` as filler and are never read.
+    private var storage: (Action, Action, Action, Action, Action, Action) = (.forward, .forward, .forward, .forward, .forward, .forward)
+    /// Actions past the inline ones (empty, and unallocated, for every event today).
+    private var spilled: [Action] = []
     private(set) var count = 0
 
     init() {}
@@ -93,26 +92,28 @@ struct HTTP1ConnectionActions: Sequence, Sendable, Equatable {
     }
 
     mutating func append(_ action: Action) {
-        precondition(count < Self.capacity, "more connection actions than an event can yield")
         switch count {
         case 0: storage.0 = action
         case 1: storage.1 = action
         case 2: storage.2 = action
         case 3: storage.3 = action
         case 4: storage.4 = action
-        default: storage.5 = action
+        case 5: storage.5 = action
+        default: spilled.append(action)
         }
         count += 1
     }
 
+    /// The action at `index` (< ``count``).
     subscript(index: Int) -> Action {
         switch index {
-        case 0: return storage.0!
-        case 1: return storage.1!
-        case 2: return storage.2!
-        case 3: return storage.3!
-        case 4: return storage.4!
-        default: return storage.5!
+        case 0: storage.0
+        case 1: storage.1
+        case 2: storage.2
+        case 3: storage.3
+        case 4: storage.4
+        case 5: storage.5
+        default: spilled[index - Self.inlineCapacity]
         }
     }
 

@@ -43,10 +43,7 @@ extension HTTP1ConnectionHandler {
             writeRaw(ByteBuffer(bytes: [0x89, 0x00]), flush: true)
         case .sendClose(let code):
             writeRaw(ByteBuffer(bytes: [0x88, 0x02, UInt8(code >> 8), UInt8(code & 0xFF)]), flush: true)
-        case .pauseReads:
-            readsPaused = true
         case .resumeReads:
-            readsPaused = false
             if readPending, let context {
                 readPending = false
                 context.read()
@@ -76,17 +73,12 @@ extension HTTP1ConnectionHandler {
         }
     }
 
-    /// Nothing more is served: waiting requests are dropped, reads go on (input is read and
-    /// dropped while the connection lingers).
+    /// Nothing more is served: waiting requests are dropped (the machine has let reads go
+    /// on: input is read and dropped while the connection lingers).
     private func stopServing() {
         pipelined.removeAll()
         collecting = nil
         endBody(failing: ChannelError.outputClosed)
-        readsPaused = false
-        if readPending, let context {
-            readPending = false
-            context.read()
-        }
     }
 
     var channel: (any Channel)? { bytes?.context?.channel ?? context?.channel }
@@ -151,39 +143,36 @@ extension HTTP1ConnectionHandler {
     }
 
     func releaseWebSocketSlot() {
-        guard holdsWebSocketSlot else { return }
-        holdsWebSocketSlot = false
         configuration.registry.releaseWebSocket()
     }
 
     // MARK: Heads
 
     private func forwardHead(_ forwarded: Machine.ForwardedHead) {
-        guard var head = pendingHead else { return }
-        pendingHead = nil
+        guard let pending else { return }
+        self.pending = nil
+        var head = pending.head
+        let route = pending.route
         if forwarded.rewrite.contains(.removeExpect) { head.headers.remove(name: "expect") }
         if forwarded.rewrite.contains(.stripUpgrade) { Self.stripUpgrade(&head) }
-        if forwarded.handshakeRefusal == .badKey { webSocketKeyRefused = true }
         if forwarded.handshake {
-            handshake = head
+            handshake = (head, route)
             return
         }
         bytes?.stopCopyingHead()
-        droppingRequest = false
-        serve(.head(head), executor: route.executor)
+        serve(.head(ServedHead(head: head, route: route, body: forwarded.body, keyRefused: forwarded.handshakeRefusal == .badKey)))
     }
 
     private func admitWebSocket() {
-        guard let head = pendingHead, let (webSocketRoute, parameters) = route.webSocket else {
-            perform(machine.webSocketAdmission(.checkFailed, route: route, now: clock.now))
+        guard let (head, route) = pending, let (webSocketRoute, parameters) = route.webSocket else {
+            perform(machine.webSocketAdmission(.checkFailed, route: pending?.route ?? RouteTable.unrouted, now: clock.now))
             return
         }
         let admission: WebSocketAdmission
         do {
             try webSocketRoute.check(WebSocketRouteRequest(headers: HTTPFields(head.headers), parameters: parameters))
             // WebSockets have their own budget, beside the connection cap.
-            if !holdsWebSocketSlot { holdsWebSocketSlot = configuration.registry.reserveWebSocket() }
-            admission = holdsWebSocketSlot ? .admitted(prepare: webSocketRoute.prepare != nil) : .noSlot
+            admission = configuration.registry.reserveWebSocket() ? .admitted(prepare: webSocketRoute.prepare != nil) : .noSlot
         } catch {
             admission = .checkFailed
         }
@@ -191,7 +180,7 @@ extension HTTP1ConnectionHandler {
     }
 
     private func prepareWebSocket() {
-        guard let head = pendingHead, let (webSocketRoute, parameters) = route.webSocket, let prepare = webSocketRoute.prepare,
+        guard let (head, route) = pending, let (webSocketRoute, parameters) = route.webSocket, let prepare = webSocketRoute.prepare,
             let loop = channel?.eventLoop
         else { return }
         let request = WebSocketRouteRequest(headers: HTTPFields(head.headers), parameters: parameters)
@@ -209,11 +198,11 @@ extension HTTP1ConnectionHandler {
     }
 
     private func prepared(_ admitted: Bool) {
-        guard let context, context.channel.isActive else { return }
+        guard let context, context.channel.isActive, let route = pending?.route else { return }
         perform(machine.webSocketPrepared(admitted, route: route, now: clock.now))
         let parts = heldParts
         heldParts = []
-        for part in parts where !upgrading {
+        for part in parts {
             channelRead(context: context, data: NIOAny(part))
         }
     }

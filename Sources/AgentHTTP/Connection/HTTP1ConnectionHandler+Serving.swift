@@ -11,50 +11,46 @@ import NIOHTTPTypesHTTP1
 /// it, and the response's write path.
 extension HTTP1ConnectionHandler {
     /// A part let through by the machine: served now, or queued behind the running request
-    /// (pipelining; the machine has stopped reads meanwhile).
-    func serve(_ part: HTTPServerRequestPart, executor: RouteExecutor? = nil) {
+    /// (pipelining; the machine bounds the queue and has stopped reads meanwhile).
+    func serve(_ part: ServedPart) {
         guard let context else { return }
-        if !pipelined.isEmpty || (responding && part.isHead) {
-            guard pipelined.count < Self.maxPipelinedParts else {
-                context.close(promise: nil)
-                return
-            }
+        if !pipelined.isEmpty || (responding != nil && part.isHead) {
             pipelined.append(part)
-            if let executor, part.isHead { pipelinedExecutors.append(executor) }
             return
         }
-        handle(part, executor: executor ?? route.executor, context: context)
+        handle(part, context: context)
     }
 
-    private func handle(_ part: HTTPServerRequestPart, executor: RouteExecutor, context: ChannelHandlerContext) {
+    private func handle(_ part: ServedPart, context: ChannelHandlerContext) {
         switch part {
-        case .head(let head):
+        case .head(let served):
             exchange &+= 1
-            currentExecutor = executor
-            let declared = head.headers.first(name: "content-length").flatMap { Int($0) }
-            let chunked = head.headers.contains(name: "transfer-encoding")
-            if !chunked && (declared ?? 0) == 0 {
-                start(head, body: RequestBody(buffer: ByteBuffer()), context: context)
-            } else if !chunked, let declared, declared <= Machine.collectLimit {
+            current = served.route
+            switch served.body {
+            case .empty:
+                start(served, body: RequestBody(buffer: ByteBuffer()), context: context)
+            case .collect(let declared):
                 // The buffer is made when the body starts arriving (a head alone costs nothing).
-                collecting = (head, declared, ByteBuffer())
-            } else {
+                collecting = (served, declared, ByteBuffer())
+            case .stream:
                 let (body, source) = RequestBodyStream.make(handler: NIOLoopBound(self, eventLoop: context.eventLoop), exchange: exchange)
                 bodyStream = source
-                start(head, body: RequestBody(asyncSequence: body), context: context)
+                start(served, body: RequestBody(asyncSequence: body), context: context)
             }
         case .body(var buffer):
-            if collecting != nil {
-                if collecting!.body.capacity == 0 { collecting!.body.reserveCapacity(collecting!.declared) }
-                collecting!.body.writeBuffer(&buffer)
+            if var collected = collecting {
+                collecting = nil
+                if collected.body.capacity == 0 { collected.body.reserveCapacity(collected.declared) }
+                collected.body.writeBuffer(&buffer)
+                collecting = collected
             } else if let bodyStream {
                 if bodyStream.yield(buffer) == .stopProducing { perform(machine.bodyBackPressure(stop: true)) }
             }
         // Otherwise the handler has answered without reading it all: dropped.
         case .end:
-            if let (head, _, body) = collecting {
+            if let (served, _, body) = collecting {
                 collecting = nil
-                start(head, body: RequestBody(buffer: body), context: context)
+                start(served, body: RequestBody(buffer: body), context: context)
             } else if endBody() {
                 perform(machine.bodyBackPressure(stop: false))
             }
@@ -67,10 +63,9 @@ extension HTTP1ConnectionHandler {
         guard !draining else { return }
         draining = true
         defer { draining = false }
-        while let next = pipelined.first, !(responding && next.isHead), self.context != nil, machine.isServing {
+        while let next = pipelined.first, !(responding != nil && next.isHead), self.context != nil, machine.isServing {
             pipelined.removeFirst()
-            let executor = next.isHead && !pipelinedExecutors.isEmpty ? pipelinedExecutors.removeFirst() : currentExecutor
-            handle(next, executor: executor, context: context)
+            handle(next, context: context)
         }
     }
 
@@ -91,18 +86,17 @@ extension HTTP1ConnectionHandler {
 
     // MARK: The route task
 
-    private func start(_ head: HTTPRequestHead, body: RequestBody, context: ChannelHandlerContext) {
-        guard let converted = try? HTTPRequest(agentHead: head) else {
+    private func start(_ served: ServedHead, body: RequestBody, context: ChannelHandlerContext) {
+        guard let converted = try? HTTPRequest(agentHead: served.head) else {
             badRequest(context)
             return
         }
         let request = Request(head: converted, body: body)
-        if configuration.accessLog.isOn { access = AccessLog.Entry(method: head.method.rawValue, uri: head.uri) }
-        responding = true
-        defer { webSocketKeyRefused = false }
+        if configuration.accessLog.isOn { access = AccessLog.Entry(method: served.head.method.rawValue, uri: served.head.uri) }
+        responding = exchange
         Self.spawn(
-            request, context: requestContext(context.channel, keyRefused: webSocketKeyRefused), exchange: exchange, responder: configuration.responder,
-            handler: LoopBoundHandler(self, executor: executor!), onLoop: currentExecutor == .eventLoop)
+            request, route: served.route, context: requestContext(context.channel, keyRefused: served.keyRefused), exchange: exchange,
+            responder: configuration.responder, handler: LoopBoundHandler(self, executor: executor!))
     }
 
     /// The route context for the next request: a copy of the connection's (made once), or a
@@ -123,22 +117,24 @@ extension HTTP1ConnectionHandler {
         return made
     }
 
-    /// Starts the route task (apart from `self`, which only the loop may touch). On the
-    /// loop: started on this thread at once, so a handler that does not suspend answers
-    /// before this read's processing returns. On the pool: the handler runs on Swift's
-    /// global executor; the response is written from the loop (one hop).
+    /// Starts the route task (apart from `self`, which only the loop may touch) on the
+    /// route's executor, the one decision of where it runs. On the loop: started on this
+    /// thread at once, so a handler that does not suspend answers before this read's
+    /// processing returns. On the pool: the handler runs on ``HandlerPoolExecutor``; the
+    /// response is written from the loop (one hop back).
     private static func spawn(
-        _ request: Request, context: AgentRequestContext, exchange: UInt64, responder: AgentResponder, handler: LoopBoundHandler,
-        onLoop: Bool
+        _ request: Request, route: RouteInfo, context: AgentRequestContext, exchange: UInt64, responder: AgentResponder,
+        handler: LoopBoundHandler
     ) {
-        if onLoop {
+        switch route.executor {
+        case .eventLoop:
             Task.immediate(executorPreference: handler.executor) {
-                let response = await responder.respond(to: request, context: context)
+                let response = await responder.respond(to: request, context: context, route: route)
                 await handler.value.write(response, exchange: exchange)
             }
-        } else {
+        case .pool:
             Task(executorPreference: HandlerPoolExecutor.shared) {
-                let response = await responder.respond(to: request, context: context)
+                let response = await responder.respond(to: request, context: context, route: route)
                 await withTaskExecutorPreference(handler.executor) {
                     await handler.value.write(response, exchange: exchange)
                 }
@@ -169,12 +165,12 @@ extension HTTP1ConnectionHandler {
 
     /// Writes `response` (head, body as its writer produces it, end). Runs on the loop.
     nonisolated(nonsending) func write(_ response: Response, exchange current: UInt64) async {
-        guard let context, current == exchange, responding else { return }
+        guard let context, current == responding else { return }
         access?.status = Int(response.status.code)
         let flushEachWrite = (response.body.contentLength ?? .max) > Self.singleFlushLimit
         let closes = machine.responseMustClose
         let head = nioHead(response, closes: closes)
-        perform(machine.responseHeadWritten(switchingProtocols: false, closes: closes || (head.headers.contains(name: "connection") && !head.isKeepAlive)))
+        if closes || (head.headers.contains(name: "connection") && !head.isKeepAlive) { machine.responseHeadSaysClose() }
         context.write(wrapOutboundOut(.head(head)), promise: nil)
         let writer = ChannelBodyWriter(
             handler: LoopBoundHandler(self, executor: executor!), exchange: current, flushEachWrite: flushEachWrite)
@@ -184,9 +180,9 @@ extension HTTP1ConnectionHandler {
             // A body that failed half-way cannot be answered any more: the client sees the
             // connection end before the declared length or the final chunk.
             configuration.logger.debug("response body failed", metadata: ["error": "\(error)"])
-            if current == exchange, responding {
+            if current == responding {
                 logAccess(outcome: "body_failed")
-                responding = false
+                responding = nil
                 self.context?.close(promise: nil)
             }
             return
@@ -197,7 +193,7 @@ extension HTTP1ConnectionHandler {
     /// Writes one body part (from ``ChannelBodyWriter``, on the loop); waits while the
     /// channel is not writable, for at most the write-stall time.
     nonisolated(nonsending) func writeBody(_ buffer: ByteBuffer, exchange current: UInt64, flush: Bool) async throws {
-        guard let context, context.channel.isActive, current == exchange, responding else { throw ChannelError.ioOnClosedChannel }
+        guard let context, context.channel.isActive, current == responding else { throw ChannelError.ioOnClosedChannel }
         if !context.channel.isWritable {
             // The promise is in place before the flush, which may report writability
             // synchronously.
@@ -213,7 +209,7 @@ extension HTTP1ConnectionHandler {
             try await promise.futureResult.get()
             context.eventLoop.assertInEventLoop()
         }
-        guard let context = self.context, current == exchange, responding else { throw ChannelError.ioOnClosedChannel }
+        guard let context = self.context, current == responding else { throw ChannelError.ioOnClosedChannel }
         access?.bytes += buffer.readableBytes
         if flush {
             context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(buffer))), promise: nil)
@@ -224,9 +220,9 @@ extension HTTP1ConnectionHandler {
 
     /// Ends the response (once): the next request may start, or the connection closes.
     func finishResponse(exchange current: UInt64, trailers: HTTPFields?) {
-        guard current == exchange, responding, let context else { return }
+        guard current == responding, let context else { return }
         logAccess()
-        responding = false
+        responding = nil
         // A body the handler left unread is dropped as it arrives.
         if endBody() { perform(machine.bodyBackPressure(stop: false)) }
         context.write(wrapOutboundOut(.end(trailers.map { HTTPHeaders($0) })), promise: nil)
@@ -244,12 +240,12 @@ extension HTTP1ConnectionHandler {
 
     /// Answers 400 and closes: a request head that is not valid HTTP semantics.
     private func badRequest(_ context: ChannelHandlerContext) {
-        machine.closeAfterResponse = true
-        responding = true
+        machine.requestUnreadable()
+        responding = exchange
         var headers = HTTPHeaders()
         headers.add(name: "connection", value: "close")
         headers.add(name: "content-length", value: "0")
-        perform(machine.responseHeadWritten(switchingProtocols: false, closes: true))
+        machine.responseHeadSaysClose()
         context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .badRequest, headers: headers))), promise: nil)
         finishResponse(exchange: exchange, trailers: nil)
     }
@@ -262,22 +258,5 @@ extension HTTP1ConnectionHandler {
         self.bodyStream = nil
         if let error { bodyStream.finish(error) } else { bodyStream.finish() }
         return true
-    }
-}
-
-extension HTTPServerRequestPart {
-    var isHead: Bool {
-        if case .head = self { return true }
-        return false
-    }
-}
-
-extension HTTP1ConnectionStateMachine {
-    /// Requests are still served (those before a waiting refusal too).
-    var isServing: Bool {
-        switch state {
-        case .awaitingHead, .request, .upgrading, .refusing: return true
-        default: return false
-        }
     }
 }

@@ -53,9 +53,28 @@ final class HTTP1ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
 
     /// A response body of known length up to this goes out in one flush with its head.
     static let singleFlushLimit = 64 * 1024
-    /// Most request parts that may wait behind a running request (pipelining); beyond it
-    /// the connection closes.
-    static let maxPipelinedParts = 256
+
+    /// A head the machine let through, with what the machine and the route table said of it:
+    /// it travels with its request (queued or not), so nothing is looked up or decided twice.
+    struct ServedHead {
+        var head: HTTPRequestHead
+        var route: RouteInfo
+        var body: RequestBodyPlan
+        /// A handshake refused for its key (its route's plain twin answers 400).
+        var keyRefused: Bool
+    }
+
+    /// A request part let through, as it waits or is served.
+    enum ServedPart {
+        case head(ServedHead)
+        case body(ByteBuffer)
+        case end
+
+        var isHead: Bool {
+            if case .head = self { return true }
+            return false
+        }
+    }
 
     let configuration: Configuration
     let origin: ConnectionOrigin
@@ -73,41 +92,33 @@ final class HTTP1ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
     var date = HTTPDate()
     var connectionContext: AgentRequestContext?
     var connectionObserver: ConnectionObserver?
-    /// The route of the request head being handled (its body mode and executor).
-    var route = RouteInfo(body: .collect(limit: AgentHTTPLimits.maxRequestBody), executor: .eventLoop)
-    /// The head in progress and what the machine said of it (held during admission).
-    var pendingHead: HTTPRequestHead?
-    /// The next request served is a handshake refused for its key (only ever a connection's
-    /// first request, never queued behind another).
-    var webSocketKeyRefused = false
-    /// Parts held while a handshake's route prepares.
+    /// The head the machine is deciding on, and its route (held during a handshake's admission).
+    var pending: (head: HTTPRequestHead, route: RouteInfo)?
+    /// Parts held while a handshake's route prepares (the machine bounds how many).
     var heldParts: [HTTPServerRequestPart] = []
-    /// A WebSocket slot is held for this connection.
-    var holdsWebSocketSlot = false
     /// The WebSocket handshake being upgraded.
-    var handshake: HTTPRequestHead?
-    var upgrading = false
+    var handshake: (head: HTTPRequestHead, route: RouteInfo)?
 
     // The request being served (data, not rules).
-    /// A route task runs (its response has not ended).
-    var responding = false
     /// Numbers the exchanges: a task's late call cannot touch the next request's response.
     var exchange: UInt64 = 0
-    var collecting: (head: HTTPRequestHead, declared: Int, body: ByteBuffer)?
+    /// The exchange whose route task runs (its response has not ended).
+    var responding: UInt64?
+    var collecting: (head: ServedHead, declared: Int, body: ByteBuffer)?
     var bodyStream: RequestBodyStream.Source?
-    /// Parts of requests pipelined behind the running one.
-    var pipelined = CircularBuffer<HTTPServerRequestPart>()
+    /// Parts of requests pipelined behind the running one (the machine bounds them and
+    /// withholds reads meanwhile).
+    var pipelined = CircularBuffer<ServedPart>()
+    /// Set while pipelined parts are passed on: a route answered inside `Task.immediate`
+    /// ends its response within that pass, which must not start a second one.
     var draining = false
-    var readsPaused = false
+    /// A `read()` withheld while the machine said reads are paused (NIO's outbound `read`
+    /// cannot be answered later any other way).
     var readPending = false
     var writable: EventLoopPromise<Void>?
     var access: AccessLog.Entry?
-    /// Parts of a request the machine dropped are not served.
-    var droppingRequest = false
-    /// Where each pipelined head's route runs, in order.
-    var pipelinedExecutors = CircularBuffer<RouteExecutor>()
-    /// Where the current request's route task runs.
-    var currentExecutor = RouteExecutor.eventLoop
+    /// The route of the request being served.
+    var current = RouteTable.unrouted
 
     init(configuration: Configuration, origin: ConnectionOrigin, upgrade: WebSocketUpgrade) {
         self.configuration = configuration
@@ -137,7 +148,7 @@ final class HTTP1ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
 
     func handlerRemoved(context: ChannelHandlerContext) {
         // Upgraded, the connection lives on: the bytes handler reports its end.
-        if !upgrading { connectionEnded() }
+        if !machine.isWebSocket { connectionEnded() }
         self.context = nil
     }
 
@@ -146,15 +157,18 @@ final class HTTP1ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
         context.fireChannelInactive()
     }
 
+    /// The connection ended (idempotent: the handler's removal and the channel's close may
+    /// both report it).
     func connectionEnded() {
         if let registration { configuration.registry.remove(registration.id) }
         registration = nil
-        machine.connectionClosed()
+        perform(machine.connectionClosed())
         for index in timers.indices {
             timers[index]?.cancel()
             timers[index] = nil
         }
-        if responding { logAccess(outcome: "connection_closed") }
+        if responding != nil { logAccess(outcome: "connection_closed") }
+        responding = nil
         if let writable {
             self.writable = nil
             writable.fail(ChannelError.ioOnClosedChannel)
@@ -162,7 +176,6 @@ final class HTTP1ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
         endBody(failing: RequestBodyError.incomplete)
         collecting = nil
         pipelined.removeAll()
-        releaseWebSocketSlot()
         upgrade.connectionEnded()
         bytes = nil
     }
@@ -205,53 +218,53 @@ final class HTTP1ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
     // MARK: Inbound
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        // Upgraded, the decoder yields nothing more (it stops at an upgrade) and leaves.
+        if machine.isWebSocket { return }
         let part = unwrapInboundIn(data)
-        if upgrading { return }
-        if case .upgrading = machine.state {
-            // Held while the route prepares (the machine bounds how many).
-            switch part {
-            case .head: return
-            case .body: for action in machine.bodyReceived(bytes: 0, now: readNow) { if action == .hold { heldParts.append(part) } else { perform(action) } }
-            case .end: for action in machine.endReceived(now: readNow) { if action == .hold { heldParts.append(part) } else { perform(action) } }
-            }
-            return
-        }
+        let actions: Machine.Actions
         switch part {
         case .head(let head):
             receivedHead(head)
-        case .body(let buffer):
-            let actions = machine.bodyReceived(bytes: buffer.readableBytes, now: readNow)
-            for action in actions {
-                if case .forward = action {
-                    if !droppingRequest { serve(part) }
-                } else {
-                    perform(action)
+            return
+        case .body(let buffer): actions = machine.bodyReceived(bytes: buffer.readableBytes, now: readNow)
+        case .end: actions = machine.endReceived(now: readNow)
+        }
+        for action in actions {
+            switch action {
+            case .forward:
+                switch part {
+                case .body(let buffer): serve(.body(buffer))
+                case .end:
+                    bytes?.requestEnded()
+                    serve(.end)
+                case .head: break
                 }
-            }
-        case .end:
-            let actions = machine.endReceived(now: readNow)
-            for action in actions {
-                switch action {
-                case .forward:
-                    if !droppingRequest {
-                        bytes?.requestEnded()
-                        serve(part)
-                    }
-                case .switchToWebSocket:
-                    beginUpgrade()
-                default:
-                    perform(action)
-                }
+            case .hold:
+                heldParts.append(part)
+            case .switchToWebSocket:
+                beginUpgrade()
+            default:
+                perform(action)
             }
         }
     }
 
     private func receivedHead(_ head: HTTPRequestHead) {
-        droppingRequest = true
-        let path = head.uri.prefix { $0 != "?" }
-        route = configuration.routes.info(method: HTTPRequest.Method(head.method.rawValue) ?? .get, path: path)
-        pendingHead = head
+        // The decoder stops at a handshake, so no head comes while its route decides; the
+        // handshake's own head and route stay where they are.
+        if machine.isUpgrading { return }
+        let route = configuration.routes.info(method: HTTPRequest.Method(head.method.rawValue) ?? .get, path: Self.routePath(head.uri))
+        pending = (head, route)
         perform(machine.headReceived(Self.facts(head), route: route, now: readNow))
+    }
+
+    /// The path a request target routes by: an origin-form target up to its query or
+    /// fragment (the usual case, no parse); any other form as its URI's path.
+    static func routePath(_ uri: String) -> Substring {
+        if uri.utf8.first == UInt8(ascii: "/") {
+            return uri.prefix { $0 != "?" && $0 != "#" }
+        }
+        return Substring(URI(uri).path)
     }
 
     /// The head's facts the machine decides on.
@@ -283,7 +296,7 @@ final class HTTP1ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        if upgrading { return }
+        if machine.isWebSocket { return }
         guard error is HTTPParserError || error is ByteToMessageDecoderError else {
             context.fireErrorCaught(error)
             return
@@ -331,7 +344,7 @@ final class HTTP1ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
     // MARK: Outbound
 
     func read(context: ChannelHandlerContext) {
-        if readsPaused {
+        if machine.readsPaused {
             readPending = true
         } else {
             context.read()

@@ -20,9 +20,12 @@ import HTTPTypes
 /// once and a busy one after its response; after the last answer the client may send for
 /// ``Configuration/lingerTimeout`` before the close.
 ///
-/// Deadlines are lazy: moving one is a clock read; a timer is armed only when the new
-/// deadline comes before the wake-up already scheduled, and a wake-up that comes early
-/// re-arms for the deadline then current.
+/// The machine owns every rule: its fields are private, and the handler only feeds events
+/// and carries out actions. An event that breaks an invariant (a response ending that was
+/// never started, a body part with no request) closes the connection, as NIO's
+/// `HTTPServerPipelineHandler` does, instead of trapping. Deadlines are lazy
+/// (``ConnectionDeadlines``); reads and pipelining are kept by ``ReadGate``; the last
+/// response is decided by ``HTTP1CloseDecision``.
 struct HTTP1ConnectionStateMachine<C: Clock> where C.Duration == Duration {
     struct Configuration: Sendable {
         /// A complete request head within this of the accept or the previous exchange.
@@ -43,11 +46,13 @@ struct HTTP1ConnectionStateMachine<C: Clock> where C.Duration == Duration {
         init() {}
     }
 
+    typealias Action = HTTP1ConnectionAction
+    typealias Actions = HTTP1ConnectionActions
+    typealias ForwardedHead = HTTP1ForwardedHead
+    typealias BodyFailure = HTTP1BodyFailure
+
     /// Bodies declared up to this length are collected before the handler runs.
     static var collectLimit: Int { 64 * 1024 }
-    /// Most requests decoded ahead of their answer (pipelining); beyond it the connection
-    /// closes. Reads stop while any waits, so normally at most one read's worth waits.
-    static var maxPipelinedRequests: Int { 256 }
     /// Most request parts held behind a handshake while its route prepares (a GET has
     /// one: its end); beyond it the connection closes.
     static var maxHeldParts: Int { 8 }
@@ -98,7 +103,8 @@ struct HTTP1ConnectionStateMachine<C: Clock> where C.Duration == Duration {
         var continuePending = false
         /// The handler runs (or will at its turn) without waiting for the body's end.
         var startsAtHead: Bool
-        /// A WebSocket handshake let through: its end makes the connection a WebSocket.
+        /// A WebSocket handshake let through: its end makes the connection a WebSocket (its
+        /// parts are not served).
         var handshake: Bool
     }
 
@@ -124,55 +130,38 @@ struct HTTP1ConnectionStateMachine<C: Clock> where C.Duration == Duration {
         var outstanding: Int
     }
 
-    /// One deadline and the wake-up scheduled for it.
-    struct Deadline: Sendable, Equatable {
-        var at: C.Instant?
-        var scheduled: C.Instant?
+    enum ParseError: Sendable, Equatable {
+        /// The head outgrew a decoder limit (its line: 414; its fields: 431).
+        case headerOverflow
+        /// Anything else, in words.
+        case other(String)
     }
 
-    /// Internal (not private) only so that the extension files of the machine reach it.
-    var state: State
-    let configuration: Configuration
+    private(set) var state: State
+    private let configuration: Configuration
     /// Heads seen: only the first may be a WebSocket handshake.
-    var requestCount = 0
-    /// The connection closes after the response in progress (shutdown, the client's FIN,
-    /// broken framing).
-    var closeAfterResponse = false
-    /// The number of the first request that asked to close (HTTP/1.0 or `Connection:
-    /// close`): its response is the last, however many requests were pipelined before it.
-    var closeAfterRequest: Int?
-    /// Responses ended so far (numbered as the requests they answer).
-    var responsesEnded = 0
-    /// The response that just ended, or is being started, is the connection's last.
-    private var isLastResponse: Bool {
-        closeAfterResponse || closeAfterRequest.map { responsesEnded >= $0 } ?? false
-    }
-    /// The client half-closed: pipelined requests are served, then the connection closes.
-    var inputClosed = false
-    /// A response written here said it closes the connection.
-    var responseCloses = false
+    private var requestCount = 0
+    private var closeDecision = HTTP1CloseDecision()
+    private var reads = ReadGate()
+    private var deadlines = ConnectionDeadlines<C.Instant>()
     /// A read is being passed to the decoder (a request ending inside it leaves the next
     /// request's line unmeasurable).
-    var inRead = false
-    var pausedForPipeline = false
-    var pausedForBody = false
-    var deadlines = (
-        head: Deadline(), body: Deadline(), linger: Deadline(), ping: Deadline(), stall: Deadline()
-    )
+    private var inRead = false
+    /// The connection holds a slot of the registry's WebSocket budget (given back when it ends).
+    private var holdsWebSocketSlot = false
 
     init(configuration: Configuration = .init()) {
         self.configuration = configuration
         self.state = .awaitingHead(AwaitingHead())
     }
 
+    // MARK: Queries
+
     /// Whether the response being started must say `Connection: close`.
     var responseMustClose: Bool {
-        if closeAfterResponse { return true }
-        if let last = closeAfterRequest, responsesEnded + 1 >= last { return true }
-        guard inputClosed else { return false }
         switch state {
-        case .awaitingHead(let waiting): return waiting.outstanding <= 1
-        default: return true
+        case .awaitingHead(let waiting): closeDecision.responseMustClose(outstanding: waiting.outstanding, idle: true)
+        default: closeDecision.responseMustClose(outstanding: 0, idle: false)
         }
     }
 
@@ -191,6 +180,23 @@ struct HTTP1ConnectionStateMachine<C: Clock> where C.Duration == Duration {
         return false
     }
 
+    /// A handshake's route is deciding (request parts are held meanwhile).
+    var isUpgrading: Bool {
+        if case .upgrading = state { return true }
+        return false
+    }
+
+    /// Requests are still served (those before a waiting refusal too).
+    var isServing: Bool {
+        switch state {
+        case .awaitingHead, .request, .upgrading, .refusing: return true
+        default: return false
+        }
+    }
+
+    /// `read()` is withheld: a pipelined request waits, or a streamed body's reader is full.
+    var readsPaused: Bool { reads.isPaused }
+
     // MARK: Connection
 
     /// The registry decided on the new connection.
@@ -198,7 +204,7 @@ struct HTTP1ConnectionStateMachine<C: Clock> where C.Duration == Duration {
         var actions = Actions()
         switch admission {
         case .admitted:
-            Self.arm(&deadlines.head, at: now.advanced(by: configuration.headTimeout), .head, now: now, &actions)
+            deadlines.arm(.head, at: now.advanced(by: configuration.headTimeout), now: now, &actions)
         case .refused:
             state = .closed
             actions.append(.close)
@@ -206,14 +212,17 @@ struct HTTP1ConnectionStateMachine<C: Clock> where C.Duration == Duration {
             // Answered 503 once the client sent something (an answer before the request
             // would race its write); a client that sends nothing is closed at the head deadline.
             state = .drainingRefusal
-            Self.arm(&deadlines.head, at: now.advanced(by: configuration.headTimeout), .head, now: now, &actions)
+            deadlines.arm(.head, at: now.advanced(by: configuration.headTimeout), now: now, &actions)
         }
         return actions
     }
 
-    /// The channel closed.
-    mutating func connectionClosed() {
+    /// The channel closed: what the connection held is given back.
+    mutating func connectionClosed() -> Actions {
+        var actions = Actions()
         state = .closed
+        releaseWebSocketSlot(&actions)
+        return actions
     }
 
     // MARK: Raw bytes
@@ -235,11 +244,7 @@ struct HTTP1ConnectionStateMachine<C: Clock> where C.Duration == Duration {
         case .upgrading:
             break
         case .drainingRefusal:
-            refuseNow(
-                ConnectionRefusal(
-                    status: .serviceUnavailable,
-                    body: APIErrorBody(message: "The agent is shutting down.", detail: "It accepts no new connections.")),
-                now: now, &actions)
+            refuseNow(.shuttingDown, now: now, &actions)
             return actions
         case .refusing, .closing, .closed:
             return actions
@@ -273,11 +278,11 @@ struct HTTP1ConnectionStateMachine<C: Clock> where C.Duration == Duration {
             if case .webSocket = state { actions.append(.forward) }
             return actions
         }
-        deadlines.head.at = nil
+        deadlines.clear(.head)
         requestCount += 1
         let outstanding = waiting.outstanding
         if outstanding == 0 { actions.append(.setPhase(.busy)) }
-        if outstanding >= Self.maxPipelinedRequests {
+        if outstanding > 0, !reads.queue() {
             closeNow(&actions)
             return actions
         }
@@ -289,7 +294,7 @@ struct HTTP1ConnectionStateMachine<C: Clock> where C.Duration == Duration {
         forwarded.keepAlive = head.keepAlive
         forwarded.queued = outstanding > 0
         forwarded.body = Self.bodyPlan(head)
-        if !head.keepAlive, closeAfterRequest == nil { closeAfterRequest = requestCount }
+        if !head.keepAlive { closeDecision.requestAsksClose(requestCount) }
         let wantsContinue = head.expectation == .continue100
         if wantsContinue { forwarded.rewrite.insert(.removeExpect) }
         switch head.upgrade {
@@ -304,12 +309,7 @@ struct HTTP1ConnectionStateMachine<C: Clock> where C.Duration == Duration {
             }
             if requestCount > 1 {
                 // Too late on this connection: the client is sent to a new one.
-                refuse(
-                    ConnectionRefusal(
-                        status: .temporaryRedirect,
-                        body: APIErrorBody(message: "Upgrade on a new connection.", detail: "A WebSocket handshake must be a connection's first request."),
-                        headers: [.init(name: "Location", value: head.uri)]),
-                    outstanding: outstanding, now: now, &actions)
+                refuse(.upgradeOnNewConnection(location: head.uri), outstanding: outstanding, now: now, &actions)
                 return actions
             }
             if !versionOK || !keyOK {
@@ -326,7 +326,7 @@ struct HTTP1ConnectionStateMachine<C: Clock> where C.Duration == Duration {
             // the connection (the client's next request goes on a new one) instead of
             // leaving it to stall until the head deadline.
             forwarded.keepAlive = false
-            closeAfterRequest = min(closeAfterRequest ?? requestCount, requestCount)
+            closeDecision.requestAsksClose(requestCount)
         }
         forward(forwarded, route: route, chunked: head.transferCoding == .chunked, wantsContinue: wantsContinue, outstanding: outstanding, now: now, &actions)
         return actions
@@ -337,12 +337,16 @@ struct HTTP1ConnectionStateMachine<C: Clock> where C.Duration == Duration {
         var actions = Actions()
         switch state {
         case .request(var request):
+            if request.outstanding > 1, !reads.queue() {
+                closeNow(&actions)
+                return actions
+            }
             request.chunkFraming?.data(bytes)
             state = .request(request)
-            if let idle = request.idle, deadlines.body.at != nil {
-                Self.arm(&deadlines.body, at: now.advanced(by: idle), .body, now: now, &actions)
+            if let idle = request.idle, deadlines.isSet(.body) {
+                deadlines.arm(.body, at: now.advanced(by: idle), now: now, &actions)
             }
-            actions.append(.forward)
+            if !request.handshake { actions.append(.forward) }
         default:
             partOutsideARequest(&actions)
         }
@@ -354,12 +358,16 @@ struct HTTP1ConnectionStateMachine<C: Clock> where C.Duration == Duration {
         var actions = Actions()
         switch state {
         case .request(let request):
-            deadlines.body.at = nil
-            actions.append(.forward)
+            if request.outstanding > 1, !reads.queue() {
+                closeNow(&actions)
+                return actions
+            }
+            deadlines.clear(.body)
             if request.handshake {
                 enterWebSocket(&actions)
                 return actions
             }
+            actions.append(.forward)
             var line = RequestLine()
             line.unknown = inRead
             state = .awaitingHead(AwaitingHead(outstanding: request.outstanding, line: line))
@@ -370,33 +378,20 @@ struct HTTP1ConnectionStateMachine<C: Clock> where C.Duration == Duration {
         return actions
     }
 
-    enum ParseError: Sendable, Equatable {
-        /// The head outgrew a decoder limit (its line: 414; its fields: 431).
-        case headerOverflow
-        /// Anything else, in words.
-        case other(String)
-    }
-
     /// The decoder could not parse the input.
     mutating func parseError(_ error: ParseError, now: C.Instant) -> Actions {
         var actions = Actions()
         switch state {
         case .awaitingHead(let waiting):
-            deadlines.head.at = nil
+            deadlines.clear(.head)
             let refusal: ConnectionRefusal
             switch error {
             case .headerOverflow where waiting.line.exceeds(configuration.maxHeaderFieldSize):
-                refusal = ConnectionRefusal(
-                    status: .uriTooLong,
-                    body: APIErrorBody(message: "Request line too long.", detail: "The limit is \(configuration.maxHeaderFieldSize) bytes."))
+                refusal = .requestLineTooLong(limit: configuration.maxHeaderFieldSize)
             case .headerOverflow:
-                refusal = ConnectionRefusal(
-                    status: .requestHeaderFieldsTooLarge,
-                    body: APIErrorBody(
-                        message: "Request header fields too large.",
-                        detail: "The limits are \(AgentHTTPLimits.maxHeaderFieldSize) bytes a field, \(AgentHTTPLimits.maxHeaderListSize) bytes in all and \(AgentHTTPLimits.maxHeaderFieldCount) fields."))
+                refusal = .headerFieldsTooLarge
             case .other(let detail):
-                refusal = ConnectionRefusal(status: .badRequest, body: APIErrorBody(message: "Malformed HTTP request.", detail: detail))
+                refusal = .malformed(detail)
             }
             refuse(refusal, outstanding: waiting.outstanding, now: now, &actions)
         case .request:
@@ -414,40 +409,44 @@ struct HTTP1ConnectionStateMachine<C: Clock> where C.Duration == Duration {
         return actions
     }
 
+    /// The head the machine let through is not a valid HTTP request (its handler answers
+    /// 400 through the codec): that answer is the connection's last.
+    mutating func requestUnreadable() {
+        closeDecision.closeAfterResponse()
+    }
+
     // MARK: Responses
 
-    /// A response head was written; `closes`: it says the connection closes (nothing may
-    /// follow it, not even a waiting refusal).
-    mutating func responseHeadWritten(switchingProtocols: Bool, closes: Bool) -> Actions {
-        var actions = Actions()
-        if switchingProtocols {
-            if case .request(let request) = state, request.handshake { enterWebSocket(&actions) }
-            return actions
-        }
-        if closes { responseCloses = true }
-        return actions
+    /// A response head was written that says the connection closes (nothing may follow
+    /// it, not even a waiting refusal).
+    mutating func responseHeadSaysClose() {
+        closeDecision.responseSaysClose()
     }
 
     /// A response ended.
     mutating func responseEnded(now: C.Instant) -> Actions {
         var actions = Actions()
-        responsesEnded += 1
+        closeDecision.responseEnded()
         switch state {
         case .awaitingHead(var waiting):
-            waiting.outstanding = max(0, waiting.outstanding - 1)
+            guard waiting.outstanding > 0 else {
+                brokenInvariant(&actions)
+                return actions
+            }
+            waiting.outstanding -= 1
             state = .awaitingHead(waiting)
-            if responseCloses || isLastResponse {
+            if closeDecision.lastResponseEnded || (waiting.outstanding == 0 && closeDecision.inputClosed) {
                 closeGracefully(now: now, &actions)
             } else if waiting.outstanding == 0 {
-                if inputClosed {
-                    closeGracefully(now: now, &actions)
-                } else {
-                    becomeIdle(now: now, &actions)
-                }
+                becomeIdle(now: now, &actions)
             }
         case .request(var request):
-            request.outstanding = max(0, request.outstanding - 1)
-            if responseCloses || isLastResponse {
+            guard request.outstanding > 0 else {
+                brokenInvariant(&actions)
+                return actions
+            }
+            request.outstanding -= 1
+            if closeDecision.lastResponseEnded {
                 state = .request(request)
                 closeGracefully(now: now, &actions)
                 return actions
@@ -459,8 +458,12 @@ struct HTTP1ConnectionStateMachine<C: Clock> where C.Duration == Duration {
             }
             state = .request(request)
         case .refusing(var refusing):
-            refusing.outstanding = max(0, refusing.outstanding - 1)
-            if responseCloses {
+            guard refusing.outstanding > 0 else {
+                brokenInvariant(&actions)
+                return actions
+            }
+            refusing.outstanding -= 1
+            if closeDecision.responseClosed {
                 closeGracefully(now: now, &actions)
             } else if refusing.outstanding == 0 {
                 if let refusal = refusing.refusal {
@@ -479,6 +482,361 @@ struct HTTP1ConnectionStateMachine<C: Clock> where C.Duration == Duration {
         return actions
     }
 
+    // MARK: Timers, shutdown, FIN
+
+    /// The wake-up of `timer` came.
+    mutating func timerFired(_ timer: ConnectionTimer, now: C.Instant) -> Actions {
+        var actions = Actions()
+        guard deadlines.due(timer, now: now, &actions) else { return actions }
+        switch timer {
+        case .head:
+            switch state {
+            case .awaitingHead(let waiting) where waiting.outstanding == 0:
+                if waiting.line.bytes > 0 {
+                    refuseNow(.headTimeout(seconds: Self.seconds(configuration.headTimeout)), now: now, &actions)
+                } else {
+                    closeNow(&actions)
+                }
+            case .drainingRefusal:
+                closeNow(&actions)
+            default:
+                break
+            }
+        case .body:
+            if case .request = state {
+                refuseNow(.bodyTimeout(seconds: Self.seconds(configuration.bodyTimeout)), now: now, &actions)
+            }
+        case .linger:
+            if case .closing = state { closeNow(&actions) }
+        case .webSocketPing:
+            guard case .webSocket(var watch) = state else { break }
+            if watch.heard {
+                watch.heard = false
+                watch.pinged = false
+            } else if !watch.pinged {
+                watch.pinged = true
+                actions.append(.ping)
+            } else {
+                // Silent since the ping: close frame 1001 (going away), no close handshake
+                // awaited; a peer that does not read either is closed at the linger deadline.
+                state = .closing
+                actions.append(.countClose("websocket_idle"))
+                actions.append(.sendClose(code: 1001))
+                actions.append(.closeAfterWrites)
+                deadlines.arm(.linger, at: now.advanced(by: configuration.lingerTimeout), now: now, &actions)
+                return actions
+            }
+            state = .webSocket(watch)
+            deadlines.arm(.webSocketPing, at: now.advanced(by: configuration.webSocketPingInterval), now: now, &actions)
+        case .writeStall:
+            if state != .closed {
+                state = .closed
+                actions.append(.countClose("write_stall"))
+                actions.append(.close)
+            }
+        }
+        return actions
+    }
+
+    /// Graceful shutdown: an idle connection closes now, a busy one after its response.
+    mutating func quiesce() -> Actions {
+        var actions = Actions()
+        switch state {
+        case .awaitingHead(let waiting) where waiting.outstanding == 0:
+            closeNow(&actions)
+        case .awaitingHead, .request, .refusing:
+            closeDecision.closeAfterResponse()
+        case .upgrading:
+            closeNow(&actions)
+        case .drainingRefusal, .webSocket, .closing, .closed:
+            break
+        }
+        return actions
+    }
+
+    /// The client sent its last byte (half-close).
+    mutating func inputEnded(now: C.Instant) -> Actions {
+        var actions = Actions()
+        switch state {
+        case .awaitingHead(let waiting):
+            if waiting.outstanding == 0 {
+                closeNow(&actions)
+            } else {
+                // Requests already received are served, then the connection closes.
+                closeDecision.inputEnded()
+            }
+        case .request:
+            closeDecision.inputEnded()
+            failInput(.incomplete, now: now, &actions)
+        case .upgrading, .closing, .drainingRefusal:
+            closeNow(&actions)
+        case .refusing:
+            closeDecision.closeAfterResponse()
+        case .webSocket, .closed:
+            break
+        }
+        return actions
+    }
+
+    // MARK: WebSocket
+
+    /// The route's check and the WebSocket budget decided on the handshake of
+    /// ``Action/admitWebSocket``.
+    mutating func webSocketAdmission(_ admission: WebSocketAdmission, route: RouteInfo, now: C.Instant) -> Actions {
+        var actions = Actions()
+        guard case .upgrading(var upgrading) = state else {
+            if case .admitted = admission { actions.append(.releaseWebSocketSlot) }
+            return actions
+        }
+        switch admission {
+        case .admitted(prepare: true):
+            holdsWebSocketSlot = true
+            upgrading.preparing = true
+            state = .upgrading(upgrading)
+            actions.append(.prepareWebSocket)
+        case .admitted(prepare: false):
+            holdsWebSocketSlot = true
+            upgrading.forwarded.handshake = true
+            forward(upgrading.forwarded, route: route, chunked: false, wantsContinue: upgrading.continuePending, outstanding: 0, now: now, &actions)
+        case .checkFailed:
+            upgrading.forwarded.rewrite.insert(.stripUpgrade)
+            upgrading.forwarded.handshakeRefusal = .route
+            forward(upgrading.forwarded, route: route, chunked: false, wantsContinue: upgrading.continuePending, outstanding: 0, now: now, &actions)
+        case .noSlot:
+            refuse(.tooManyWebSockets(configuration.maxWebSockets), outstanding: 0, now: now, &actions)
+        }
+        return actions
+    }
+
+    /// The route's `prepare` ended (after ``Action/prepareWebSocket``): the handshake goes on,
+    /// or becomes a plain request for the route's twin. The handler then replays the parts
+    /// it held, through the events as usual.
+    mutating func webSocketPrepared(_ admitted: Bool, route: RouteInfo, now: C.Instant) -> Actions {
+        var actions = Actions()
+        guard case .upgrading(var upgrading) = state, upgrading.preparing else { return actions }
+        if admitted {
+            upgrading.forwarded.handshake = true
+        } else {
+            releaseWebSocketSlot(&actions)
+            upgrading.forwarded.rewrite.insert(.stripUpgrade)
+            upgrading.forwarded.handshakeRefusal = .route
+        }
+        forward(upgrading.forwarded, route: route, chunked: false, wantsContinue: upgrading.continuePending, outstanding: 0, now: now, &actions)
+        return actions
+    }
+
+    /// The 101 is on the wire (the upgraded pipeline is set up): pings may go out.
+    mutating func webSocketAnswered(now: C.Instant) -> Actions {
+        var actions = Actions()
+        guard case .webSocket(var watch) = state, !watch.answered else { return actions }
+        watch.answered = true
+        state = .webSocket(watch)
+        deadlines.arm(.webSocketPing, at: now.advanced(by: configuration.webSocketPingInterval), now: now, &actions)
+        return actions
+    }
+
+    /// NIO's upgrader would not take the handshake after all (its session could not be
+    /// made): answered 400, and the connection closes.
+    mutating func upgradeFailed(now: C.Instant) -> Actions {
+        var actions = Actions()
+        guard case .webSocket(let watch) = state, !watch.answered else { return actions }
+        refuseNow(.upgradeFailed, now: now, &actions)
+        return actions
+    }
+
+    /// A client frame without the mask bit (RFC 6455 §5.1): close 1002 and disconnect.
+    mutating func webSocketUnmasked() -> Actions {
+        var actions = Actions()
+        guard case .webSocket = state else { return actions }
+        state = .closing
+        deadlines.clear(.webSocketPing)
+        actions.append(.sendClose(code: 1002))
+        actions.append(.closeAfterWrites)
+        return actions
+    }
+
+    /// A WebSocket message broke a bound (``WebSocketMessageGuard``): the close frame with
+    /// `code`, then a graceful close.
+    mutating func webSocketViolation(code: UInt16, now: C.Instant) -> Actions {
+        var actions = Actions()
+        guard case .webSocket = state else { return actions }
+        deadlines.clear(.webSocketPing)
+        actions.append(.sendClose(code: code))
+        closeGracefully(now: now, &actions)
+        return actions
+    }
+
+    // MARK: Flow
+
+    /// A write waits for the socket to take data (the channel is not writable).
+    mutating func writeBlocked(now: C.Instant) -> Actions {
+        var actions = Actions()
+        deadlines.arm(.writeStall, at: now.advanced(by: configuration.writeStallTimeout), now: now, &actions)
+        return actions
+    }
+
+    /// The socket takes data again.
+    mutating func writeUnblocked() {
+        deadlines.clear(.writeStall)
+    }
+
+    /// The streamed body's reader has enough buffered (true) or wants more (false).
+    mutating func bodyBackPressure(stop: Bool) -> Actions {
+        var actions = Actions()
+        if reads.body(stop: stop) { actions.append(.resumeReads) }
+        return actions
+    }
+
+    // MARK: Internals
+
+    private func refusal(for head: RequestHeadFacts, route: RouteInfo) -> ConnectionRefusal? {
+        if head.isConnect { return .connect }
+        if case .other(let codings) = head.transferCoding { return .transferCoding(codings) }
+        if head.expectation == .other { return .expectation }
+        if case .collect(let limit) = route.body, let declared = head.declaredLength, declared > limit { return .bodyTooLarge }
+        return nil
+    }
+
+    /// How the body of `head` is taken: the one plan, carried to the handler in the
+    /// forwarded head.
+    static func bodyPlan(_ head: RequestHeadFacts) -> RequestBodyPlan {
+        let chunked = head.transferCoding == .chunked
+        let declared = head.declaredLength ?? 0
+        if !chunked && declared == 0 { return .empty }
+        if !chunked && declared <= collectLimit { return .collect(declared: declared) }
+        return .stream
+    }
+
+    private mutating func forward(
+        _ forwarded: ForwardedHead, route: RouteInfo, chunked: Bool, wantsContinue: Bool, outstanding: Int, now: C.Instant,
+        _ actions: inout Actions
+    ) {
+        var request = Request(
+            outstanding: outstanding + 1, idle: nil, chunkFraming: chunked ? ChunkFramingBudget() : nil,
+            startsAtHead: !forwarded.body.isCollect, handshake: forwarded.handshake)
+        let deadline: Duration
+        switch route.body {
+        case .collect: deadline = configuration.bodyTimeout
+        case .stream(let idle):
+            request.idle = idle
+            deadline = idle
+        }
+        if wantsContinue {
+            if outstanding == 0 { actions.append(.send100Continue) } else { request.continuePending = true }
+        }
+        state = .request(request)
+        actions.append(.forwardHead(forwarded))
+        if forwarded.queued { reads.pauseForPipeline() }
+        deadlines.arm(.body, at: now.advanced(by: deadline), now: now, &actions)
+    }
+
+    /// A body part or end outside a request: held while a handshake is being admitted,
+    /// passed on once upgraded (frames), dropped after a refusal (nothing is parsed then);
+    /// with no request at all, the decoder broke its framing.
+    private mutating func partOutsideARequest(_ actions: inout Actions) {
+        switch state {
+        case .upgrading(var upgrading):
+            upgrading.heldParts += 1
+            if upgrading.heldParts > Self.maxHeldParts {
+                closeNow(&actions)
+            } else {
+                state = .upgrading(upgrading)
+                actions.append(.hold)
+            }
+        case .webSocket: actions.append(.forward)
+        case .awaitingHead: brokenInvariant(&actions)
+        default: break
+        }
+    }
+
+    private mutating func enterWebSocket(_ actions: inout Actions) {
+        // NIO's upgrader removes the decoder before it writes the 101; from here on the
+        // bytes are frames.
+        deadlines.clear(.head)
+        deadlines.clear(.body)
+        state = .webSocket(WebSocketWatch())
+        actions.append(.switchToWebSocket)
+        actions.append(.setPhase(.webSocket))
+    }
+
+    private mutating func becomeIdle(now: C.Instant, _ actions: inout Actions) {
+        actions.append(.setPhase(.awaitingHead))
+        deadlines.arm(.head, at: now.advanced(by: configuration.headTimeout), now: now, &actions)
+    }
+
+    /// The input of the request being read failed: its body ends with `failure`, nothing
+    /// more is read, and the connection closes after the responses under way (at once if
+    /// there are none).
+    private mutating func failInput(_ failure: BodyFailure, now: C.Instant, _ actions: inout Actions) {
+        guard case .request(let request) = state else { return }
+        deadlines.clear(.body)
+        actions.append(.failBody(failure))
+        let outstanding = request.startsAtHead ? request.outstanding : request.outstanding - 1
+        if outstanding <= 0 {
+            closeNow(&actions)
+        } else {
+            state = .refusing(Refusing(refusal: nil, outstanding: outstanding))
+        }
+    }
+
+    private mutating func refuse(_ refusal: ConnectionRefusal, outstanding: Int, now: C.Instant, _ actions: inout Actions) {
+        if outstanding == 0 {
+            refuseNow(refusal, now: now, &actions)
+        } else {
+            // Written after the responses before it (ahead of the codec it would overtake them).
+            state = .refusing(Refusing(refusal: refusal, outstanding: outstanding))
+        }
+    }
+
+    private mutating func refuseNow(_ refusal: ConnectionRefusal, now: C.Instant, _ actions: inout Actions) {
+        actions.append(.refuse(refusal))
+        closeGracefully(now: now, &actions)
+    }
+
+    /// The last answer is written: our side closes, input is read and dropped until the
+    /// client closes or the linger deadline passes.
+    private mutating func closeGracefully(now: C.Instant, _ actions: inout Actions) {
+        let wasWebSocket = isWebSocket
+        state = .closing
+        deadlines.clear(.head)
+        deadlines.clear(.body)
+        // Its last answer is written: while it lingers it is the first evicted.
+        if !wasWebSocket { actions.append(.setPhase(.lingering)) }
+        if reads.open() { actions.append(.resumeReads) }
+        actions.append(.closeOutput)
+        deadlines.arm(.linger, at: now.advanced(by: configuration.lingerTimeout), now: now, &actions)
+    }
+
+    private mutating func closeNow(_ actions: inout Actions) {
+        state = .closed
+        actions.append(.close)
+    }
+
+    /// An event the rules cannot follow (the decoder's or the handler's mistake): the
+    /// connection closes rather than serving from a state it cannot trust.
+    private mutating func brokenInvariant(_ actions: inout Actions) {
+        state = .closed
+        actions.append(.countClose("invariant"))
+        actions.append(.close)
+    }
+
+    private mutating func resumeForPipelineIfDrained(_ actions: inout Actions) {
+        let outstanding: Int
+        switch state {
+        case .awaitingHead(let waiting): outstanding = waiting.outstanding
+        case .request(let request): outstanding = request.outstanding
+        default: outstanding = 0
+        }
+        if outstanding <= 1, reads.pipelineDrained() { actions.append(.resumeReads) }
+    }
+
+    private mutating func releaseWebSocketSlot(_ actions: inout Actions) {
+        guard holdsWebSocketSlot else { return }
+        holdsWebSocketSlot = false
+        actions.append(.releaseWebSocketSlot)
+    }
+
+    private static func seconds(_ duration: Duration) -> Int64 { duration.components.seconds }
 }
 
 extension HTTP1ConnectionStateMachine.RequestLine {
@@ -492,5 +850,12 @@ extension HTTP1ConnectionStateMachine.RequestLine {
     func exceeds(_ limit: Int) -> Bool {
         if let length { return length > limit }
         return !unknown
+    }
+}
+
+extension RequestBodyPlan {
+    var isCollect: Bool {
+        if case .collect = self { return true }
+        return false
     }
 }

@@ -10,11 +10,18 @@ import NIOWebSocket
 final class WebSocketUpgrade {
     let upgrader: NIOTypedWebSocketServerUpgrader<AgentHTTPChannel.Outcome>
     let outcome: EventLoopPromise<AgentHTTPChannel.Outcome>
+    /// The handshake's route as the connection resolved it at the head, for the upgrader's
+    /// session (no second lookup).
+    let route: NIOLoopBoundBox<RouteInfo?>
     private var settled = false
 
-    init(upgrader: NIOTypedWebSocketServerUpgrader<AgentHTTPChannel.Outcome>, outcome: EventLoopPromise<AgentHTTPChannel.Outcome>) {
+    init(
+        upgrader: NIOTypedWebSocketServerUpgrader<AgentHTTPChannel.Outcome>, outcome: EventLoopPromise<AgentHTTPChannel.Outcome>,
+        route: NIOLoopBoundBox<RouteInfo?>
+    ) {
         self.upgrader = upgrader
         self.outcome = outcome
+        self.route = route
     }
 
     func succeed(_ value: AgentHTTPChannel.Outcome) {
@@ -34,9 +41,9 @@ extension HTTP1ConnectionHandler {
     /// pipeline. A handshake the upgrader will not take (its session cannot be made) is
     /// answered 400.
     func beginUpgrade() {
-        guard let head = handshake, let context, let bytes else { return }
+        guard let (head, route) = handshake, let context, let bytes else { return }
         handshake = nil
-        upgrading = true
+        upgrade.route.value = route
         guard bytes.switchToWebSocket() else {
             perform(machine.webSocketUnmasked())
             return
@@ -48,10 +55,7 @@ extension HTTP1ConnectionHandler {
             .hop(to: context.eventLoop).assumeIsolated()
             .whenComplete { [self] result in
                 guard case .success(let headers) = result, channel.isActive else {
-                    upgrading = false
-                    writeRaw(ByteBuffer(string: "HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\n\r\n"), flush: false)
-                    machine.closeAfterResponse = true
-                    perform(.closeOutput)
+                    perform(machine.upgradeFailed(now: clock.now))
                     return
                 }
                 if let decoder = try? pipeline.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self) {
@@ -77,9 +81,10 @@ extension HTTP1ConnectionHandler {
             }
     }
 
-    /// The channel closed after the upgrade (this handler had left the pipeline).
+    /// The channel closed after the upgrade (this handler had left the pipeline), or the
+    /// bytes handler left with it.
     func closedAfterUpgrade() {
-        guard upgrading else { return }
+        guard context == nil else { return }
         connectionEnded()
     }
 }

@@ -19,28 +19,42 @@ public struct AgentResponder: HTTPResponder {
 
     public init(table: RouteTable) { self.table = table }
 
-    /// Never throws: every error becomes its JSON answer here.
+    /// Never throws: every error becomes its JSON answer here. Resolves the route and runs
+    /// its handler on the route's executor (for callers that did neither; the connection
+    /// core calls ``respond(to:context:route:)``).
     nonisolated(nonsending) public func respond(to request: Request, context: Context) async -> Response {
+        let path = Substring(request.uri.path)
+        let resolution = table.resolve(method: request.method, path: path)
+        if case .route(let route, _, _) = resolution, route.executor == .pool {
+            return await withTaskExecutorPreference(HandlerPoolExecutor.shared) { [context] in
+                await respond(to: request, context: context, resolution: resolution, path: path)
+            }
+        }
+        return await respond(to: request, context: context, resolution: resolution, path: path)
+    }
+
+    /// Answers `request` on the route its head resolved to, on the executor the caller
+    /// already chose for it (the route's): no second lookup, no second hop.
+    nonisolated(nonsending) func respond(to request: Request, context: Context, route: RouteInfo) async -> Response {
+        guard let resolution = route.resolution else { return await respond(to: request, context: context) }
+        return await respond(to: request, context: context, resolution: resolution, path: route.path)
+    }
+
+    nonisolated(nonsending) private func respond(
+        to request: Request, context: Context, resolution: RouteTable.Resolution, path: Substring
+    ) async -> Response {
         let start = NIODeadline.now().uptimeNanoseconds
         var timers = table.unroutedTimers
         var status: HTTPResponse.Status
         var response: Response
         do {
-            let path = request.uri.path
-            switch table.resolve(method: request.method, path: Substring(path)) {
+            switch resolution {
             case .route(let route, let endpoint, let captures):
                 timers = endpoint.timers
                 var context = context
-                context.coreContext.parameters = RouteTable.parameters(captures, of: path)
+                context.coreContext.parameters = RouteTable.handlerParameters(captures, of: path)
                 context.coreContext.endpointPath.value = endpoint.label
-                switch route.executor {
-                case .eventLoop:
-                    response = try await route.handler.respond(to: request, context: context)
-                case .pool:
-                    response = try await withTaskExecutorPreference(HandlerPoolExecutor.shared) { [context] in
-                        try await route.handler.respond(to: request, context: context)
-                    }
-                }
+                response = try await route.handler.respond(to: request, context: context)
             case .methodNotAllowed(let endpoint):
                 timers = endpoint.timers
                 context.coreContext.endpointPath.value = endpoint.label

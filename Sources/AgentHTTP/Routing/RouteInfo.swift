@@ -20,13 +20,18 @@ public enum RouteExecutor: Sendable, Equatable {
     case eventLoop
 }
 
-/// What the connection core needs to know about the route a request head matches, before
-/// it reads any of the body: how to take the body, where to run the handler, and whether
-/// the path is a WebSocket route (with its path parameters).
+/// The route a request head matches, resolved once at the head and carried with the
+/// request: how to take the body, where to run the handler, whether the path is a WebSocket
+/// route (with its path parameters), and what the responder runs (``resolution``), so that
+/// neither the responder nor the WebSocket upgrade looks the path up again.
 public struct RouteInfo: Sendable {
     public var body: RouteBodyMode
     public var executor: RouteExecutor
     public var webSocket: (route: AgentWebSocketRoute, parameters: [String: String])?
+    /// The route table's answer for the head (nil: built by hand, resolved by the responder).
+    var resolution: RouteTable.Resolution?
+    /// The path that was looked up (the target without its query).
+    var path: Substring = ""
 
     public init(
         body: RouteBodyMode, executor: RouteExecutor,
@@ -35,6 +40,14 @@ public struct RouteInfo: Sendable {
         self.body = body
         self.executor = executor
         self.webSocket = webSocket
+    }
+
+    /// The request-duration timers of the path's endpoint, if it has one.
+    var timers: RequestTimers? {
+        switch resolution {
+        case .route(_, let endpoint, _), .methodNotAllowed(let endpoint): endpoint.timers
+        case .notFound, nil: nil
+        }
     }
 }
 

@@ -31,7 +31,7 @@ public final class RouteTable: RouteLookup, Sendable {
     }
 
     /// What a request resolves to.
-    enum Resolution {
+    enum Resolution: Sendable {
         case route(AgentRoute, Endpoint, [RouteTrie<Endpoint>.Capture])
         /// The path is routed, not for this method.
         case methodNotAllowed(Endpoint)
@@ -145,9 +145,14 @@ public final class RouteTable: RouteLookup, Sendable {
     }
 
     public func info(method: HTTPRequest.Method, path: Substring) -> RouteInfo {
-        guard case .route(let route, _, let captures) = resolve(method: method, path: path) else { return Self.unrouted }
-        var info = RouteInfo(body: route.body, executor: route.executor)
-        if let upgrade = route.upgrade { info.webSocket = (upgrade, Self.parameters(captures, of: path)) }
+        let resolution = resolve(method: method, path: path)
+        var info = Self.unrouted
+        if case .route(let route, _, let captures) = resolution {
+            info = RouteInfo(body: route.body, executor: route.executor)
+            if let upgrade = route.upgrade { info.webSocket = (upgrade, Self.parameters(captures, of: path)) }
+        }
+        info.resolution = resolution
+        info.path = path
         return info
     }
 
@@ -159,9 +164,9 @@ public final class RouteTable: RouteLookup, Sendable {
     }
 
     /// The captures as Hummingbird's `Parameters` (what handlers read), slices of `path`.
-    static func parameters(_ captures: [RouteTrie<Endpoint>.Capture], of path: String) -> Parameters {
+    static func handlerParameters(_ captures: [RouteTrie<Endpoint>.Capture], of path: Substring) -> Parameters {
         var out = Parameters()
-        for capture in captures { out[capture.name] = substring(Substring(path), capture.range) }
+        for capture in captures { out[capture.name] = substring(path, capture.range) }
         return out
     }
 

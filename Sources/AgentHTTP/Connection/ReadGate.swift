@@ -1,0 +1,49 @@
+/// Whether the connection reads, and how much waits for its turn. Reads stop while a
+/// pipelined request waits behind the one being answered (as NIO's
+/// `HTTPServerPipelineHandler` withholds `read()`), and while a streamed body's reader is full.
+struct ReadGate: Sendable, Equatable {
+    /// Most request parts (heads included) decoded while a request waits its turn; beyond it
+    /// the connection closes. Reads stop at the first waiting head, so what waits is what the
+    /// reads in progress held: for a well-behaved client a few parts.
+    static var maxQueuedParts: Int { 256 }
+
+    private var forPipeline = false
+    private var forBody = false
+    /// Parts decoded since reads stopped for pipelining (an upper bound on what waits).
+    private var queuedParts = 0
+
+    var isPaused: Bool { forPipeline || forBody }
+
+    /// A head came while an earlier response is under way: reads stop.
+    mutating func pauseForPipeline() {
+        forPipeline = true
+    }
+
+    /// A part that waits for its turn; false once more than ``maxQueuedParts`` wait.
+    mutating func queue() -> Bool {
+        queuedParts += 1
+        return queuedParts <= Self.maxQueuedParts
+    }
+
+    /// No request waits any more: true if reads resume.
+    mutating func pipelineDrained() -> Bool {
+        guard forPipeline else { return false }
+        forPipeline = false
+        queuedParts = 0
+        return !forBody
+    }
+
+    /// The body's reader is full (`stop`) or wants more: true if reads resume.
+    mutating func body(stop: Bool) -> Bool {
+        let was = isPaused
+        forBody = stop
+        return was && !isPaused
+    }
+
+    /// Nothing more is served: input is read and dropped. True if reads resume.
+    mutating func open() -> Bool {
+        let was = isPaused
+        self = ReadGate()
+        return was
+    }
+}
