@@ -74,7 +74,7 @@ struct ProcessBenchmarks: ParsableCommand {
         let idle = Bench.rss(daemon)
         report(
             "idle RSS", value: Bench.mib(idle), baseline: Bench.mib(selfRSS),
-            ratio: Double(idle) / Double(max(selfRSS, 1)), goal: "< 25 MiB", met: idle < 25 << 20)
+            ratio: Double(idle) / Double(max(selfRSS, 1)), goal: "<= 25 MiB", met: idle <= 25 << 20)
         // The agent pages out its start-up code 2 s after start, but the kernel keeps pages
         // that another process maps too: this benchmark's own Swift runtime and Foundation
         // pages stay counted here (alone in a workspace the agent idles near 12 MiB).
@@ -83,11 +83,13 @@ struct ProcessBenchmarks: ParsableCommand {
             "  proportional (Pss)", value: Bench.mib(idlePss), baseline: Bench.mib(Bench.smapsRollup(getpid(), field: "Pss")),
             ratio: Double(idlePss) / Double(max(Bench.smapsRollup(getpid(), field: "Pss"), 1)),
             goal: "(information: shared pages split between their users)", met: true)
-        let idleAnon = Bench.rss(daemon, field: "RssAnon")
-        let selfAnon = Bench.rss(getpid(), field: "RssAnon")
+        // Unique set size: the pages no other process maps (heap, relocated data, the
+        // binary's own text still resident), what the agent alone costs the workspace.
+        let idleUSS = Bench.smapsRollup(daemon, field: "Private_Clean") + Bench.smapsRollup(daemon, field: "Private_Dirty")
+        let selfUSS = Bench.smapsRollup(getpid(), field: "Private_Clean") + Bench.smapsRollup(getpid(), field: "Private_Dirty")
         report(
-            "  of which private (RssAnon)", value: Bench.mib(idleAnon), baseline: Bench.mib(selfAnon),
-            ratio: Double(idleAnon) / Double(max(selfAnon, 1)), goal: "(information: the rest is shared library text)", met: true)
+            "  of which private (USS)", value: Bench.mib(idleUSS), baseline: Bench.mib(selfUSS),
+            ratio: Double(idleUSS) / Double(max(selfUSS, 1)), goal: "<= 8 MiB", met: idleUSS <= 8 << 20)
 
         // Start-to-exit of `true` through the API vs posix_spawn + waitpid of `sh -c true`.
         var api: [Double] = []
