@@ -7,8 +7,8 @@ import NIOCore
 
 /// Builds the agent's HTTP/WebSocket server from the capability modules' routes.
 public enum AgentHTTPServer {
-    /// The concrete application type: a Hummingbird `Application`, itself a `Service`.
-    public typealias App = Application<AgentResponder>
+    /// The concrete listener type, a `Service`.
+    public typealias App = AgentHTTPListener
 
     /// Makes a server that listens on `address` and serves `mounts`: an ``AgentHTTPServing``
     /// and its one listener. (The host builds the serving itself, so that connections

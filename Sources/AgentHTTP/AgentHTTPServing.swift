@@ -92,7 +92,7 @@ public final class AgentHTTPServing: Sendable {
     /// The `Server` header of every answer.
     static let serverName = "workspace-agent"
 
-    /// A listener serving these routes: a Hummingbird application (a `Service`) that binds
+    /// A listener serving these routes: a `Service` (``AgentHTTPListener``) that binds
     /// `address` and serves every connection it accepts here, each with `listener` as its
     /// origin.
     /// - Parameter onServerRunning: called with the listening channel (its local address
@@ -129,17 +129,10 @@ public final class AgentHTTPServing: Sendable {
             }
             await onServerRunning(channel)
         }
-        let child = childChannel.from(ConnectionOrigin(listener: listener))
-        return Application(
-            responder: childChannel.http.responder,
-            // Hummingbird's responder closure (NIOAsyncChannel based) goes unused: the
-            // channel calls the responder itself.
-            server: HTTPServerBuilder { _ in child },
-            // No accept limit here: the registry caps open connections by closing the
-            // longest-idle one, so a flood of idle connections cannot lock others out.
-            configuration: .init(address: bindAddress, serverName: Self.serverName),
-            onServerRunning: installThenRun,
-            logger: logger
-        )
+        // No accept limit here: the registry caps open connections by closing the
+        // longest-idle one, so a flood of idle connections cannot lock others out.
+        return AgentHTTPListener(
+            child: childChannel.from(ConnectionOrigin(listener: listener)),
+            configuration: ServerConfiguration(address: bindAddress, serverName: Self.serverName), onServerRunning: installThenRun, logger: logger)
     }
 }
