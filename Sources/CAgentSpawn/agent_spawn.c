@@ -329,6 +329,19 @@ int agent_pty_set_mode(int fd, int opcode, unsigned int value) {
 #define MADV_PAGEOUT 21
 #endif
 
+/* A mapping of a loaded object (the executable or a shared library): never unmapped while
+   the agent runs (it does not dlclose), so its address cannot be reused under us. */
+static int is_loaded_object(const char *path) {
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    if (strstr(base, ".so")) return 1;
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    if (n <= 0) return 0;
+    exe[n] = 0;
+    return strcmp(path, exe) == 0;
+}
+
 int agent_release_file_pages(void) {
     // smaps, not maps: a read-only mapping of a file can still hold private anonymous pages
     // (relocated data, RELRO), which pageout would swap out; only clean file pages go.
@@ -337,20 +350,33 @@ int agent_release_file_pages(void) {
     char line[4096];
     int advised = 0;
     unsigned long start = 0, end = 0;
-    int candidate = 0;
+    int candidate = 0, object = 0;
     while (fgets(line, sizeof(line), maps)) {
         unsigned long s, e, offset, inode;
         char perms[5], device[16];
-        if (sscanf(line, "%lx-%lx %4s %lx %15s %lu", &s, &e, perms, &offset, device, &inode) == 6) {
+        int consumed = 0;
+        if (sscanf(line, "%lx-%lx %4s %lx %15s %lu %n", &s, &e, perms, &offset, device, &inode, &consumed) == 6) {
             // A mapping's header: file-backed (inode != 0), readable, not writable.
             start = s;
             end = e;
             candidate = inode != 0 && perms[0] == 'r' && perms[1] != 'w';
+            char *path = line + consumed;
+            path[strcspn(path, "\n")] = 0;
+            object = candidate && path[0] == '/' && is_loaded_object(path);
             continue;
         }
         unsigned long anonymous;
         if (candidate && sscanf(line, "Anonymous: %lu kB", &anonymous) == 1) {
-            if (anonymous == 0 && madvise((void *)start, end - start, MADV_PAGEOUT) == 0) advised++;
+            if (anonymous == 0) {
+                // Pages no other process maps leave memory, as under memory pressure.
+                if (madvise((void *)start, end - start, MADV_PAGEOUT) == 0) advised++;
+                // Pages other processes map too (a shared library's text) stay in the page
+                // cache: only this process's mapping of them is dropped, so its resident set
+                // counts what it touches from here on (a later touch is a minor fault).
+                // Only for loaded objects, whose mappings stay put, and only without
+                // anonymous pages, so nothing but clean file pages is ever dropped.
+                if (object) (void)madvise((void *)start, end - start, MADV_DONTNEED);
+            }
             candidate = 0;
         }
     }
