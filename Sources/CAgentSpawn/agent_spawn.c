@@ -342,15 +342,31 @@ static int is_loaded_object(const char *path) {
     return strcmp(path, exe) == 0;
 }
 
+/* Whether the system has swap space: without it, pageout can only drop clean file pages. */
+static int has_swap(void) {
+    FILE *info = fopen("/proc/meminfo", "re");
+    if (!info) return 1;
+    char line[256];
+    unsigned long total = 1;
+    while (fgets(line, sizeof(line), info)) {
+        if (sscanf(line, "SwapTotal: %lu kB", &total) == 1) break;
+    }
+    fclose(info);
+    return total != 0;
+}
+
 int agent_release_file_pages(void) {
     // smaps, not maps: a read-only mapping of a file can still hold private anonymous pages
     // (relocated data, RELRO), which pageout would swap out; only clean file pages go.
+    // Without swap, the writable mappings of loaded objects are paged out too: their
+    // written pages have nowhere to go and stay, the clean ones (data read at start) leave.
+    int swap = has_swap();
     FILE *maps = fopen("/proc/self/smaps", "re");
     if (!maps) return -1;
     char line[4096];
     int advised = 0;
     unsigned long start = 0, end = 0;
-    int candidate = 0, object = 0;
+    int candidate = 0, object = 0, writable_object = 0;
     while (fgets(line, sizeof(line), maps)) {
         unsigned long s, e, offset, inode;
         char perms[5], device[16];
@@ -362,7 +378,10 @@ int agent_release_file_pages(void) {
             candidate = inode != 0 && perms[0] == 'r' && perms[1] != 'w';
             char *path = line + consumed;
             path[strcspn(path, "\n")] = 0;
-            object = candidate && path[0] == '/' && is_loaded_object(path);
+            int loaded = inode != 0 && path[0] == '/' && is_loaded_object(path);
+            object = candidate && loaded;
+            writable_object = !swap && loaded && perms[1] == 'w' && perms[3] == 'p';
+            if (writable_object && madvise((void *)start, end - start, MADV_PAGEOUT) == 0) advised++;
             continue;
         }
         unsigned long anonymous;
