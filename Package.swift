@@ -369,8 +369,10 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        // Capability: the chat context (instruction files, skills, .mcp.json resolved over a
-        // file-system seam into the snapshot pushed upward; its watcher, routes and push).
+        // Chat, one capability in three targets under Sources/Chat (tests under Tests/Chat),
+        // with its shared types in AgentCore/Chat and its CLI in WorkspaceAgent/Chat.
+        // ChatContext: instruction files, skills, .mcp.json resolved over a file-system seam
+        // into the snapshot pushed upward; its watcher, routes and push.
         .target(
             name: "ChatContext",
             dependencies: [
@@ -382,11 +384,12 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
+            path: "Sources/Chat/ChatContext",
             swiftSettings: swiftSettings),
-        // MCP's wire: JSON-RPC framing and messages, the SSE decoder, tool results, errors and
+        // Chat's MCPWire: JSON-RPC framing and messages, the SSE decoder, tool results, errors and
         // bounds; its own target so that the fuzz targets build it without the HTTP client.
-        .target(name: "MCPWire", dependencies: ["AgentCore"], swiftSettings: swiftSettings),
-        // Capability: the MCP engine (the workspace's `.mcp.json` servers, their sessions and
+        .target(name: "MCPWire", dependencies: ["AgentCore"], path: "Sources/Chat/MCPWire", swiftSettings: swiftSettings),
+        // Chat's MCPEngine, a capability: the MCP engine (the workspace's `.mcp.json` servers, their sessions and
         // tool calls; stdio children the agent owns, Streamable HTTP and HTTP+SSE on
         // AsyncHTTPClient); the client is hand-written on FoundationEssentials, see docs/api/mcp.md.
         .target(
@@ -402,6 +405,7 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
+            path: "Sources/Chat/MCPEngine",
             swiftSettings: swiftSettings),
         // Generated protobuf messages (committed; `make proto` regenerates them from proto/).
         .target(
@@ -576,6 +580,7 @@ let package = Package(
         .testTarget(
             name: "MCPEngineTests",
             dependencies: ["MCPEngine", "AgentCore", "AgentTestSupport"],
+            path: "Tests/Chat/MCPEngineTests",
             exclude: ["Servers"],
             swiftSettings: swiftSettings
         ),
@@ -601,7 +606,7 @@ let package = Package(
         ),
         .testTarget(name: "AgentSystemTests", dependencies: ["AgentSystem", "AgentTestSupport"], swiftSettings: swiftSettings),
         .testTarget(name: "AgentJSONTests", dependencies: ["AgentJSON"], swiftSettings: swiftSettings),
-        .testTarget(name: "MCPWireTests", dependencies: ["MCPWire", "AgentJSON"], swiftSettings: swiftSettings),
+        .testTarget(name: "MCPWireTests", dependencies: ["MCPWire", "AgentJSON"], path: "Tests/Chat/MCPWireTests", swiftSettings: swiftSettings),
         .testTarget(
             name: "AgentCoreTests",
             dependencies: [
@@ -768,6 +773,7 @@ let package = Package(
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
+            path: "Tests/Chat/ChatContextTests",
             swiftSettings: swiftSettings
         ),
         .testTarget(
