@@ -83,9 +83,10 @@ let package = Package(
         // compact encoder of API answers, Go and JSON string quoting. Depends on nothing.
         .target(name: "AgentJSON", swiftSettings: swiftSettings),
         // What every capability module may share: the module contract (AgentModule,
-        // ShutdownPhase, AgentContext, Settings), chat identity, the chat -> paths store, the
-        // upward and manifest seams, connection caps and origins, the tool-call key, the chat
-        // context's shared types. It re-exports AgentSystem and AgentJSON. No Hummingbird, no NIO.
+        // ShutdownPhase, AgentContext, Settings), the upward and manifest seams, connection caps
+        // and origins, the tool-call key, chat's shared types (Chat/: chat identity, the chat ->
+        // paths store, the context's and MCP catalog's types). It re-exports AgentSystem and
+        // AgentJSON. No Hummingbird, no NIO.
         .target(
             name: "AgentCore",
             dependencies: [
@@ -130,7 +131,7 @@ let package = Package(
         ),
         // Linear-time regular expressions in RE2 syntax (the process API's `until=`).
         .target(name: "LineRegex", swiftSettings: swiftSettings),
-        // Capability 1: the process API (spawn, head/tail output, wait, signal, stream,
+        // Capability: the process API (spawn, head/tail output, wait, signal, stream,
         // stdin and terminals, awaits, durable spools, at-most-once starts).
         .target(
             name: "AgentProc",
@@ -151,7 +152,7 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        // Capability 3: the agent socket (dRPC on a unix socket: the unit graph for
+        // Capability: the agent socket (dRPC on a unix socket: the unit graph for
         // `exp sync`, app status upward) and its client for the CLI.
         .target(
             name: "AgentSocket",
@@ -369,8 +370,10 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        // Capability: the chat context (instruction files, skills, .mcp.json resolved over a
-        // file-system seam into the snapshot pushed upward; its watcher, routes and push).
+        // Chat, one capability in three targets under Sources/Chat (tests under Tests/Chat),
+        // with its shared types in AgentCore/Chat and its CLI in WorkspaceAgent/Chat.
+        // ChatContext: instruction files, skills, .mcp.json resolved over a file-system seam
+        // into the snapshot pushed upward; its watcher, routes and push.
         .target(
             name: "ChatContext",
             dependencies: [
@@ -382,13 +385,14 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
+            path: "Sources/Chat/ChatContext",
             swiftSettings: swiftSettings),
-        // MCP's wire: JSON-RPC framing and messages, the SSE decoder, tool results, errors and
-        // bounds; its own target so that the fuzz targets build it without the HTTP client.
-        .target(name: "MCPWire", dependencies: ["AgentCore"], swiftSettings: swiftSettings),
-        // Capability: the MCP engine (the workspace's `.mcp.json` servers, their sessions and
-        // tool calls; stdio children the agent owns, Streamable HTTP and HTTP+SSE on
-        // AsyncHTTPClient); the client is hand-written on FoundationEssentials, see docs/api/mcp.md.
+        // Chat's MCPWire: JSON-RPC framing and messages, the SSE decoder, tool results, errors
+        // and bounds; its own target so that the fuzz targets build it without the HTTP client.
+        .target(name: "MCPWire", dependencies: ["AgentCore"], path: "Sources/Chat/MCPWire", swiftSettings: swiftSettings),
+        // Chat's MCPEngine: the workspace's `.mcp.json` servers, their sessions and tool calls
+        // (stdio children the agent owns, Streamable HTTP and HTTP+SSE on AsyncHTTPClient); the
+        // client is hand-written on FoundationEssentials, see docs/api/mcp.md.
         .target(
             name: "MCPEngine",
             dependencies: [
@@ -402,6 +406,7 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
+            path: "Sources/Chat/MCPEngine",
             swiftSettings: swiftSettings),
         // Generated protobuf messages (committed; `make proto` regenerates them from proto/).
         .target(
@@ -409,10 +414,10 @@ let package = Package(
             dependencies: [.product(name: "SwiftProtobuf", package: "swift-protobuf")],
             swiftSettings: swiftSettings
         ),
-        // dRPC: wire format, unary and streaming client and server; transport-agnostic. Needs
-        // only AgentJSON (Go's quoting of a method name in its errors), not AgentCore.
         // The received-bytes buffer dRPC's and yamux's frame decoders share.
         .target(name: "FrameBytes", swiftSettings: swiftSettings),
+        // dRPC: wire format, unary and streaming client and server; transport-agnostic. Needs
+        // only AgentJSON (Go's quoting of a method name in its errors), not AgentCore.
         .target(name: "DRPC", dependencies: ["AgentJSON", "FrameBytes"], swiftSettings: swiftSettings),
         // yamux: framing and a session over any byte stream, run on its connection's NIO loop.
         .target(
@@ -432,7 +437,7 @@ let package = Package(
             dependencies: ["AgentCore", "AgentJSON", "AgentSystem", "CAgentSpawn", .product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings
         ),
-        // Capability 6: the upward RPC session (WebSocket + yamux + dRPC + protobuf).
+        // Capability: the upward RPC session (WebSocket + yamux + dRPC + protobuf).
         .target(
             name: "AgentRPC",
             dependencies: [
@@ -559,6 +564,8 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // What the test targets share (a library target under Tests/): raw HTTP and WebSocket
+        // clients, loopback sockets, child programs, the channel hand-over, captured logs.
         .target(
             name: "AgentTestSupport",
             dependencies: [
@@ -576,6 +583,7 @@ let package = Package(
         .testTarget(
             name: "MCPEngineTests",
             dependencies: ["MCPEngine", "AgentCore", "AgentTestSupport"],
+            path: "Tests/Chat/MCPEngineTests",
             exclude: ["Servers"],
             swiftSettings: swiftSettings
         ),
@@ -601,7 +609,7 @@ let package = Package(
         ),
         .testTarget(name: "AgentSystemTests", dependencies: ["AgentSystem", "AgentTestSupport"], swiftSettings: swiftSettings),
         .testTarget(name: "AgentJSONTests", dependencies: ["AgentJSON"], swiftSettings: swiftSettings),
-        .testTarget(name: "MCPWireTests", dependencies: ["MCPWire", "AgentJSON"], swiftSettings: swiftSettings),
+        .testTarget(name: "MCPWireTests", dependencies: ["MCPWire", "AgentJSON"], path: "Tests/Chat/MCPWireTests", swiftSettings: swiftSettings),
         .testTarget(
             name: "AgentCoreTests",
             dependencies: [
@@ -707,6 +715,7 @@ let package = Package(
             dependencies: [
                 "BoundaryLogs", "AgentTestSupport", "AgentCore", "AgentProto", "AgentRPC", "ControlPlaneDouble",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
@@ -767,6 +776,7 @@ let package = Package(
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
+            path: "Tests/Chat/ChatContextTests",
             swiftSettings: swiftSettings
         ),
         .testTarget(

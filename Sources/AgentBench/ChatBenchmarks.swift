@@ -42,7 +42,7 @@ struct ChatBenchmarks: AsyncParsableCommand {
     @Option(help: "One-SKILL.md changes, each followed by a timed resolve, among the 1000 large skills.")
     var skillChanges = 21
 
-    @Option(help: "A stdio MCP server script run with python3 for the call-tool part (default: agent-bench's own minimal echo server); it must have an `echo` tool taking `text`, as Tests/MCPEngineTests/Servers/mcp_test_server.py does.")
+    @Option(help: "A stdio MCP server script run with python3 for the call-tool part (default: agent-bench's own minimal echo server); it must have an `echo` tool taking `text`, as Tests/Chat/MCPEngineTests/Servers/mcp_test_server.py does.")
     var server: String?
 
     static let parts = ["call-tool", "push", "resolve", "skills", "rss", "flood", "burst"]

@@ -23,6 +23,11 @@ public struct DRPCFrameDecoder: Sendable {
     /// Bytes received but not yet part of a returned frame.
     public var bufferedCount: Int { bytes.count }
 
+    /// True when the bytes received end inside a frame (read after ``next()`` returned nil:
+    /// the frame's first bytes are buffered and the rest has not arrived). A server that
+    /// bounds how long a frame may take asks this instead of parsing the stream itself.
+    public var isMidFrame: Bool { bytes.count > 0 }
+
     /// The next complete frame, or nil until more bytes arrive.
     public mutating func next() throws(DRPCWireError) -> DRPCFrame? {
         guard bytes.count >= 1 else { return nil }

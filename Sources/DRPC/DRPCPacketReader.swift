@@ -16,6 +16,10 @@ public struct DRPCPacketReader: Sendable {
         decoder.feed(bytes)
     }
 
+    /// True when the bytes received end inside a frame (after ``next()`` returned nil); see
+    /// ``DRPCFrameDecoder/isMidFrame``.
+    public var isMidFrame: Bool { decoder.isMidFrame }
+
     /// The next complete packet, or nil until more bytes arrive. After a throw the
     /// transport must be closed.
     public mutating func next() throws(DRPCWireError) -> DRPCPacket? {

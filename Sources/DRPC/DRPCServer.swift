@@ -52,9 +52,10 @@ public struct DRPCServer: Sendable {
         case protocolError(String)
     }
 
-    /// Serves calls on `transport` until EOF or a protocol error (which closes it).
+    /// Serves calls on `transport` until EOF or a protocol error (which closes it);
+    /// `observer` hears whether the stream is mid-frame and when calls begin and end.
     @discardableResult
-    nonisolated(nonsending) public func serve(_ transport: some DRPCTransport) async -> End {
+    nonisolated(nonsending) public func serve(_ transport: some DRPCTransport, observer: (any DRPCServingObserver)? = nil) async -> End {
         var reader = DRPCPacketReader(maxPacketSize: maxMessageSize)
         var unary: (stream: UInt64, handler: UnaryHandler, request: [UInt8]?)?
         var streaming: StreamingCall?
@@ -78,6 +79,7 @@ public struct DRPCServer: Sendable {
                 return .protocolError("\(error)")
             }
             guard let packet else {
+                observer?.decoded(midFrame: reader.isMidFrame)
                 guard let bytes = try? await transport.read() else {
                     if let streaming {
                         streaming.task.cancel()
@@ -101,6 +103,7 @@ public struct DRPCServer: Sendable {
                     return .protocolError("invoke on the active stream \(packet.streamID)")
                 }
                 // One call at a time: a newer stream supersedes an unfinished one.
+                if unary != nil { observer?.call(inProgress: false) }
                 unary = nil
                 if let previous = streaming {
                     // Cancelled first: a handler that waits on something else than its
@@ -111,6 +114,7 @@ public struct DRPCServer: Sendable {
                     streaming = nil
                 }
                 let method = String(decoding: packet.data, as: UTF8.self)
+                observer?.call(inProgress: true)
                 switch handlers[method] {
                 case nil:
                     let reply = DRPCPacket(
@@ -118,10 +122,11 @@ public struct DRPCServer: Sendable {
                         data: DRPCErrorBody.unknownRPC(method).encoded)
                     try? await transport.write(reply.encoded())
                     finishedStream = packet.streamID
+                    observer?.call(inProgress: false)
                 case .unary(let handler):
                     unary = (packet.streamID, handler, nil)
                 case .stream(let handler):
-                    streaming = Self.start(handler, method: method, stream: packet.streamID, over: transport)
+                    streaming = Self.start(handler, method: method, stream: packet.streamID, over: transport, observer: observer)
                 }
             case .message:
                 if let call = unary, call.stream == packet.streamID, call.request == nil {
@@ -137,6 +142,7 @@ public struct DRPCServer: Sendable {
                     unary = nil
                     finishedStream = call.stream
                     await Self.respond(to: call.stream, request: call.request, handler: call.handler, over: transport)
+                    observer?.call(inProgress: false)
                 } else if let call = streaming, call.stream == packet.streamID {
                     await call.inbox.finish(.success(()))
                 }
@@ -144,6 +150,7 @@ public struct DRPCServer: Sendable {
                 if unary?.stream == packet.streamID {
                     finishedStream = packet.streamID
                     unary = nil
+                    observer?.call(inProgress: false)
                 } else if let call = streaming, call.stream == packet.streamID {
                     finishedStream = packet.streamID
                     let reason: DRPCCallError =
@@ -159,7 +166,10 @@ public struct DRPCServer: Sendable {
         }
     }
 
-    private static func start(_ handler: @escaping StreamHandler, method: String, stream: UInt64, over transport: some DRPCTransport) -> StreamingCall {
+    private static func start(
+        _ handler: @escaping StreamHandler, method: String, stream: UInt64, over transport: some DRPCTransport,
+        observer: (any DRPCServingObserver)?
+    ) -> StreamingCall {
         let inbox = DRPCInbox()
         let sender = DRPCStreamSender(transport: transport, streamID: stream, firstMessageID: 1)
         let call = DRPCServerCall(method: method, inbox: inbox, sender: sender)
@@ -173,6 +183,7 @@ public struct DRPCServer: Sendable {
                 try? await sender.sendError(DRPCErrorBody(code: 0, message: "\(error)"))
             }
             await inbox.handlerReturned()
+            observer?.call(inProgress: false)
         }
         return StreamingCall(stream: stream, inbox: inbox, sender: sender, task: task)
     }

@@ -3,6 +3,7 @@ import AgentProto
 import AgentTestSupport
 import Foundation
 import Logging
+import NIOCore
 import ServiceLifecycle
 import Testing
 
@@ -78,17 +79,27 @@ struct BoundaryBudgetTests {
         }
     }
 
-    @Test func frameTrackerFollowsFramesSplitAnywhere() {
+    /// The decoder says whether the bytes so far end inside a frame (what the connection
+    /// watch's deadline asks), whatever the split.
+    @Test func theDecoderKnowsWhenItIsMidFrameSplitAnywhere() throws {
         let frames = Boundary.v1(Boundary.request(["https://a.invalid/"])) + Boundary.frame(tag: 2, []) + Boundary.v2(Boundary.request(["https://b.invalid/"]))
         for split in 0...frames.count {
-            var tracker = BoundaryFrameTracker()
-            tracker.feed(frames[..<split])
-            tracker.feed(frames[split...])
-            #expect(!tracker.isMidFrame, "split at \(split)")
+            var decoder = BoundaryFrameDecoder()
+            var buffer = ByteBuffer(bytes: frames[..<split])
+            var count = 0
+            while try decoder.next(from: &buffer) != nil { count += 1 }
+            // Between frames exactly when the split falls on a frame's end.
+            let first = Boundary.v1(Boundary.request(["https://a.invalid/"])).count
+            #expect(decoder.isMidFrame == ![0, first, first + 4, frames.count].contains(split), "split at \(split)")
+            buffer.writeBytes(frames[split...])
+            while try decoder.next(from: &buffer) != nil { count += 1 }
+            #expect(count == 3, "split at \(split)")
+            #expect(!decoder.isMidFrame, "split at \(split)")
         }
-        var tracker = BoundaryFrameTracker()
-        tracker.feed(frames.prefix(2))
-        #expect(tracker.isMidFrame)
+        var decoder = BoundaryFrameDecoder()
+        var buffer = ByteBuffer(bytes: frames.prefix(2))
+        #expect(try decoder.next(from: &buffer) == nil)
+        #expect(decoder.isMidFrame)
     }
 
     /// 2147483647 followed by anything used to trap (`previous + 1` overflowed). Numbers are

@@ -1,3 +1,4 @@
+import AgentTestSupport
 import DRPC
 import NIOCore
 import Synchronization
@@ -190,6 +191,25 @@ struct DRPCCallTests {
         _ = await serving.value
     }
 
+    /// The serving loop tells its observer what the decoder knows: whether the bytes so far
+    /// end inside a frame, and when each call begins and ends.
+    @Test func theObserverHearsFramesAndCallsFromTheDecoder() async throws {
+        let (client, serverEnd) = MemoryDuplex.pair()
+        let observer = RecordingObserver()
+        let serving = Task { await lifecycleServer().serve(serverEnd, observer: observer) }
+        var call: [UInt8] = []
+        DRPCPacket(streamID: 1, messageID: 1, kind: .invoke, data: Array(Self.method.utf8)).encode(into: &call)
+        DRPCPacket(streamID: 1, messageID: 2, kind: .message, data: Self.request).encode(into: &call)
+        DRPCPacket(streamID: 1, messageID: 3, kind: .closeSend).encode(into: &call)
+        // Half the Invoke frame: the decoder holds a frame's start.
+        try await client.write(Array(call.prefix(5)))
+        #expect(await eventually { observer.events.last == "mid" })
+        try await client.write(Array(call.dropFirst(5)))
+        #expect(await eventually { observer.events.suffix(3) == ["call", "idle-call", "between"] })
+        await client.closeWrite()
+        _ = await serving.value
+    }
+
     @Test func garbageClosesTheTransportWithoutTrapping() async throws {
         let (client, serverEnd) = MemoryDuplex.pair()
         let serving = Task { await lifecycleServer().serve(serverEnd) }
@@ -275,4 +295,23 @@ struct SinkTransport: YamuxTransport {
     let sink: AsyncStream<[UInt8]>.Continuation
     func write(_ bytes: ByteBuffer) { sink.yield(Array(bytes.readableBytesView)) }
     func close() { sink.finish() }
+}
+
+/// Records what a serving loop reports, in order.
+final class RecordingObserver: DRPCServingObserver {
+    private let recorded = Mutex<[String]>([])
+
+    var events: [String] { recorded.withLock { $0 } }
+
+    func decoded(midFrame: Bool) {
+        recorded.withLock { events in
+            let event = midFrame ? "mid" : "between"
+            // One entry per change, so that the sequence does not depend on how reads split.
+            if events.last != event { events.append(event) }
+        }
+    }
+
+    func call(inProgress: Bool) {
+        recorded.withLock { $0.append(inProgress ? "call" : "idle-call") }
+    }
 }

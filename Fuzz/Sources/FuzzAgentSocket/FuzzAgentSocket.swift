@@ -8,23 +8,25 @@ import Synchronization
 /// The agent socket as a client reaches it: a dRPC byte stream (split anywhere) served by
 /// the real `coder.agentsocket.v1` service on a fresh unit graph, the connection hanging up
 /// once everything was sent. Serving must end; every byte the agent answers must be
-/// well-formed dRPC (messages, errors, close-sends) on streams the client invoked. The
-/// frame tracker that tells a half-sent frame must agree with the dRPC decoder.
+/// well-formed dRPC (messages, errors, close-sends) on streams the client invoked. What the
+/// decoder tells the connection (mid-frame, calls beginning and ending) must agree with a
+/// plain reading of the stream, and calls never overlap.
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzAgentSocket(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
     var input = FuzzInput(data, size)
     let stream = input.take(input.remaining - min(input.remaining / 4, 64))
     let chunks = input.chunks(of: stream, maxChunk: 80)
-    checkTracker(chunks)
+    checkMidFrame(chunks)
 
     let transport = MemoryTransport(chunks)
+    let observer = CallObserver()
     let server = AgentSocketService(units: UnitManager(), upward: DiscardingUpward()).makeServer()
     runBlocking {
         // As the socket server does: serving ends when the connection closes, even if a
         // handler still waits. Here the client hangs up once the agent has stopped reading
         // and writing for 50 ms (bounded: the input is finite).
         await withTaskGroup(of: Void.self) { group in
-            group.addTask { await server.serve(transport) }
+            group.addTask { await server.serve(transport, observer: observer) }
             group.addTask {
                 while !Task.isCancelled {
                     let before = transport.progress
@@ -62,23 +64,61 @@ func invokedStreams(_ stream: [UInt8]) -> Set<UInt64> {
     return streams
 }
 
-/// Where the frame decoder reads the stream without error, the tracker must see the same
-/// frames begin and know whether one is still open.
-func checkTracker(_ chunks: [[UInt8]]) {
+/// Where the frame decoder reads the stream without error, whether it says it is mid-frame
+/// after each chunk must be what a plain reading of the bytes so far says.
+func checkMidFrame(_ chunks: [[UInt8]]) {
     var decoder = DRPCFrameDecoder()
-    var kinds: [UInt8] = []
+    var received: [UInt8] = []
     for chunk in chunks {
         decoder.feed(chunk)
+        received += chunk
         do {
-            while let frame = try decoder.next() { kinds.append(frame.rawKind) }
+            while try decoder.next() != nil {}
         } catch {
             return
         }
+        require(decoder.isMidFrame == endsMidFrame(received), "the decoder says mid-frame \(decoder.isMidFrame) after \(received.count) bytes")
     }
-    let tracked = AgentSocketFuzzing.trackFrames(chunks)
-    let open = decoder.bufferedCount > 0
-    require(tracked.midFrame == open, "the tracker says mid-frame \(tracked.midFrame), the decoder holds \(decoder.bufferedCount) bytes")
-    require(tracked.kinds == kinds + (open ? [tracked.kinds.last ?? 0] : []), "the tracker saw other frames begin")
+}
+
+/// Whether `stream`, read frame by frame (a control byte, three varints, the data), ends
+/// inside a frame.
+func endsMidFrame(_ stream: [UInt8]) -> Bool {
+    var at = 0
+    while at < stream.count {
+        at += 1
+        var length: UInt64 = 0
+        for field in 0..<3 {
+            var shift: UInt64 = 0
+            while true {
+                guard at < stream.count else { return true }
+                let byte = stream[at]
+                at += 1
+                if field == 2 && shift < 64 { length |= UInt64(byte & 0x7F) << shift }
+                shift += 7
+                if byte & 0x80 == 0 { break }
+            }
+        }
+        guard UInt64(stream.count - at) >= length else { return true }
+        at += Int(length)
+    }
+    return false
+}
+
+/// Checks that calls reported by the serving loop never overlap: each begins after the
+/// previous one ended.
+final class CallObserver: DRPCServingObserver {
+    private let inCall = Mutex(false)
+
+    func decoded(midFrame: Bool) {}
+
+    func call(inProgress: Bool) {
+        let overlapping = inCall.withLock { current in
+            defer { current = inProgress }
+            return current == inProgress
+        }
+        require(!overlapping, inProgress ? "a call began inside another" : "a call ended twice")
+    }
 }
 
 /// A connection whose client sends `chunks`, then nothing more (EOF); what the agent writes

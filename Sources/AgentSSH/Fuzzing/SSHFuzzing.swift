@@ -1,10 +1,11 @@
 import AgentCore
 import NIOCore
 
-/// What the SSH server reads of a client's own bytes (the fuzz targets' entry points): an
-/// exec request's command (shell words, `#!` lines, the file-transfer check), the
-/// environment built from `env` requests, the rewriter's view of decrypted messages, and
-/// the Xauthority file X11 forwarding extends.
+/// What the SSH server reads of a client's own bytes, for the fuzz targets (`Fuzz/`,
+/// `make fuzz`): an exec request's command (shell words, `#!` lines, the file-transfer
+/// check), the environment built from `env` requests, the rewriter's view of decrypted
+/// messages, and the Xauthority file X11 forwarding extends. It exists for the fuzz targets
+/// only.
 public enum SSHFuzzing {
     /// The argv a command runs as, its shell words and whether it counts as a file transfer.
     public static func command(_ text: String) -> (argv: [String], words: [String], fileTransfer: Bool) {

@@ -70,7 +70,7 @@ public final class AgentSocketServer: Service, Sendable {
 
     public func run() async throws {
         let file = SocketFile(path: configuration.path)
-        let serverChannel: NIOAsyncChannel<NIOAsyncChannel<ByteBuffer, ByteBuffer>, Never>
+        let serverChannel: NIOAsyncChannel<Accepted, Never>
         let identity: SocketFile.Identity
         do {
             (serverChannel, identity) = try await file.create(bind: bind) { try? await $0.channel.close() }
@@ -103,9 +103,14 @@ public final class AgentSocketServer: Service, Sendable {
         }
     }
 
-    private func bind(_ path: String) async throws -> NIOAsyncChannel<NIOAsyncChannel<ByteBuffer, ByteBuffer>, Never> {
+    /// A connection the registry admitted, and its id there.
+    private struct Accepted: Sendable {
+        var connection: NIOAsyncChannel<ByteBuffer, ByteBuffer>
+        var id: UInt64
+    }
+
+    private func bind(_ path: String) async throws -> NIOAsyncChannel<Accepted, Never> {
         let registry = registry
-        let timeout = TimeAmount(configuration.partialFrameTimeout)
         let logger = logger
         return try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.backlog, value: 128)
@@ -127,17 +132,20 @@ public final class AgentSocketServer: Service, Sendable {
                         SocketMetrics.disconnected("evicted").increment()
                         logger.info("agent socket: too many connections; closed the quietest", metadata: ["limit": "\(registry.maxConnections)"])
                     }
-                    try channel.pipeline.syncOperations.addHandler(
-                        ConnectionWatch(id: id, registry: registry, partialFrameTimeout: timeout, logger: logger))
-                    return try NIOAsyncChannel<ByteBuffer, ByteBuffer>(
+                    try channel.pipeline.syncOperations.addHandler(ConnectionActivity(id: id, registry: registry))
+                    let connection = try NIOAsyncChannel<ByteBuffer, ByteBuffer>(
                         wrappingChannelSynchronously: channel, configuration: .init(isOutboundHalfClosureEnabled: true))
+                    return Accepted(connection: connection, id: id)
                 }
             }
     }
 
     /// One connection: the peer's user is checked, then calls are served one at a time
-    /// until EOF or a protocol error (logged, then the connection is closed).
-    private func serve(_ connection: NIOAsyncChannel<ByteBuffer, ByteBuffer>) async {
+    /// until EOF or a protocol error (logged, then the connection is closed). The dRPC
+    /// decoder tells the connection's ``ConnectionWatch`` when a call runs and whether a
+    /// frame is half received.
+    private func serve(_ accepted: Accepted) async {
+        let connection = accepted.connection
         if let peer = await PeerCredentials.of(connection.channel), peer.uid != configuration.allowedUID, peer.uid != 0 {
             logger.warning(
                 "agent socket: refused a client of another user",
@@ -148,11 +156,15 @@ public final class AgentSocketServer: Service, Sendable {
         }
         let channel = connection.channel
         let server = server
+        let watch = ConnectionWatch(
+            id: accepted.id, registry: registry, channel: channel, partialFrameTimeout: TimeAmount(configuration.partialFrameTimeout),
+            logger: logger)
+        defer { watch.stop() }
         // Serving ends when the connection closes (the peer, or closeAll at shutdown), even
         // if a handler is busy: closing cancels the serving task.
         let served = try? await ChannelTransport.using(connection) { transport in
             await withTaskGroup(of: DRPCServer.End?.self) { group -> DRPCServer.End in
-                group.addTask { await server.serve(transport) }
+                group.addTask { await server.serve(transport, observer: watch) }
                 group.addTask {
                     try? await channel.closeFuture.get()
                     return nil

@@ -8,7 +8,8 @@ import SwiftProtobuf
 /// owner's external-auth tokens, the Coder git key) made by the agent with its own token, for
 /// commands started under `--hide-agent-token`, which never see it. Only those two routes, only
 /// GET: the socket is no general way to act as the agent. Request and answer are
-/// `google.protobuf.StringValue` holding JSON (``CoderdRequest``, ``CoderdAnswer``).
+/// `google.protobuf.StringValue` holding JSON (what ``parseCoderdRequest(_:)`` reads and
+/// ``coderdAnswer(_:)`` writes).
 extension AgentSocketService {
     public static let coderdGetMethod = DRPCMethodPath.agentSocket("CoderdGet")
     /// The routes a command may ask for.

@@ -1,18 +1,19 @@
 import AgentCore
 import NIOCore
 
-/// The first handler of each boundary connection: notes activity for the registry and
-/// closes a connection that began a frame and has not finished it within
-/// ``partialFrameTimeout`` of the frame's first byte (a trickled frame cannot hold a slot).
+/// Each boundary connection's handler after the frame decoder: notes activity for the
+/// registry (each frame, each frame begun) and closes a connection that began a frame and
+/// has not finished it within ``partialFrameTimeout`` of the frame's first byte (a trickled
+/// frame cannot hold a slot). The decoder says when a frame begins and ends
+/// (``BoundaryFrameDecoder/MidFrameChanged``); this watch does not parse bytes.
 final class BoundaryConnectionWatch: ChannelInboundHandler {
-    typealias InboundIn = ByteBuffer
-    typealias InboundOut = ByteBuffer
+    typealias InboundIn = BoundaryFrame
+    typealias InboundOut = BoundaryFrame
 
     private let id: UInt64
     private let registry: LocalConnectionRegistry
     private let partialFrameTimeout: TimeAmount
     private let onPartialFrame: @Sendable () -> Void
-    private var tracker = BoundaryFrameTracker()
     private var frameDeadline = PartialFrameDeadline()
     private var deadline: Scheduled<Void>?
 
@@ -24,9 +25,16 @@ final class BoundaryConnectionWatch: ChannelInboundHandler {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        let buffer = unwrapInboundIn(data)
-        tracker.feed(buffer.readableBytesView)
-        switch frameDeadline.afterRead(midFrame: tracker.isMidFrame) {
+        registry.touch(id)
+        context.fireChannelRead(data)
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        guard let change = event as? BoundaryFrameDecoder.MidFrameChanged else {
+            context.fireUserInboundEventTriggered(event)
+            return
+        }
+        switch frameDeadline.afterRead(midFrame: change.isMidFrame) {
         case .arm:
             let channel = context.channel
             let onPartialFrame = onPartialFrame
@@ -41,7 +49,6 @@ final class BoundaryConnectionWatch: ChannelInboundHandler {
             break
         }
         registry.touch(id, busy: frameDeadline.isMidFrame)
-        context.fireChannelRead(data)
     }
 
     func channelInactive(context: ChannelHandlerContext) {

@@ -88,6 +88,8 @@ final class BoundarySocketServer: Service, Sendable {
                 }
                 return channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandlers([
+                        IdleStateHandler(readTimeout: idle),
+                        ByteToMessageHandler(BoundaryFrameDecoder()),
                         BoundaryConnectionWatch(
                             id: id, registry: registry, partialFrameTimeout: partialFrameTimeout,
                             onPartialFrame: {
@@ -96,8 +98,6 @@ final class BoundarySocketServer: Service, Sendable {
                                     "a boundary connection sent part of a frame and then nothing; closed",
                                     metadata: ["after": "\(partialFrameTimeout)"])
                             }),
-                        IdleStateHandler(readTimeout: idle),
-                        ByteToMessageHandler(BoundaryFrameDecoder()),
                         BoundaryConnectionHandler(forwarder: forwarder, logger: logger),
                     ])
                 }

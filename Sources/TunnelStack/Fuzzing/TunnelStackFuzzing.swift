@@ -1,5 +1,6 @@
-/// Helpers for the fuzz target (Fuzz/Sources/FuzzTunnelStack) only: it builds packets whose
-/// checksums hold (so that they get past lwIP's checks) and checks what the stack sends.
+/// The tunnel stack's helpers for the fuzz targets (`Fuzz/`, `make fuzz`): packets whose
+/// checksums hold (so that they get past lwIP's checks) and checks of what the stack sends.
+/// It exists for the fuzz targets only.
 public enum TunnelStackFuzzing {
     /// `packet` (an IPv6 header and a TCP, UDP or ICMPv6 payload) with its payload length
     /// (and a UDP length field) set from its size and its checksum computed; other packets

@@ -1,5 +1,6 @@
-/// Fuzz entry point (for libFuzzer-style harnesses and randomized tests): compiles and runs
-/// arbitrary bytes and traps if an invariant breaks, so crashes and blow-ups surface early.
+/// The matcher's fuzz entry point, for the fuzz targets (`Fuzz/`, `make fuzz`): compiles and
+/// runs arbitrary bytes and traps if an invariant breaks, so crashes and blow-ups surface
+/// early. It exists for the fuzz targets only (LineRegexTests also runs it on random input).
 public enum LineRegexFuzzing {
     /// Splits `data` at the first 0x00 byte into pattern and text (no 0x00: both are `data`),
     /// then checks determinism, the linear step bound and literal-search agreement.

@@ -15,9 +15,10 @@ import Glibc
 @Suite(.serialized, .timeLimit(.minutes(5)))
 struct WorkspaceAgentMCPTests {
     static let servers: String = {
-        let file = "\(#filePath)"
-        let tests = file[..<file.lastIndex(of: "/")!]
-        return String(tests[..<tests.lastIndex(of: "/")!]) + "/MCPEngineTests/Servers"
+        // This file is in Tests/WorkspaceAgentTests/Chat; the servers in Tests/Chat/MCPEngineTests.
+        var tests = Substring("\(#filePath)")
+        for _ in 0..<3 { tests = tests[..<tests.lastIndex(of: "/")!] }
+        return String(tests) + "/Chat/MCPEngineTests/Servers"
     }()
 
     static func pythonEnvironment() -> [String: String] {

@@ -1,11 +1,12 @@
 import DERP
 import WireGuard
 
-/// The fuzz target's seam (Fuzz/Sources/FuzzDirectPaths) into the direct-path logic: one
-/// known peer with fixed keys, so inputs can carry disco that opens, and a run of steps whose
-/// invariants are checked here: WireGuard is passed up only from a source a disco message of
-/// the peer came from; every table stays within its bound; every datagram sent is a
-/// well-formed disco or STUN message addressed to a source seen or a candidate.
+/// The direct-path logic for the fuzz targets (`Fuzz/`, `make fuzz`): one known peer with
+/// fixed keys, so inputs can carry disco that opens, and a run of steps whose invariants are
+/// checked here: WireGuard is passed up only from a source a disco message of the peer came
+/// from; every table stays within its bound; every datagram sent is a well-formed disco or
+/// STUN message addressed to a source seen or a candidate. It exists for the fuzz targets
+/// only (TailnetTests also runs its invariants on fixed and random runs).
 public enum DirectPathsFuzzing {
     public static let agentDisco = X25519PrivateKey(Array(repeating: 0x31, count: 32))!
     public static let peerDisco = X25519PrivateKey(Array(repeating: 0x32, count: 32))!
