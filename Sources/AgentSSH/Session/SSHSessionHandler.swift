@@ -207,8 +207,8 @@ final class SSHSessionHandler: ChannelDuplexHandler {
         relay(spawned, context: context)
         let loop = context.eventLoop
         let bound = NIOLoopBound(self, eventLoop: loop)
-        AgentThread.start(name: "ssh-session-wait") { [sessions] in
-            let status = spawned.waitForExit()
+        // On the shared reactor: reaped by the time this runs (after `track`, registered above).
+        spawned.onExit { [sessions] status in
             sessions.reaped(spawned.pid)
             loop.execute { bound.value.processExited(status) }
         }
