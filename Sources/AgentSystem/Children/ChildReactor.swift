@@ -44,8 +44,20 @@ public final class ChildReactor: Sendable {
         var body: @Sendable () -> Void
     }
 
+    /// A machine ``drive(_:)`` steps: what its last step asked to wait for.
+    private struct Drive {
+        var step: @Sendable (Driven) -> Interest?
+        var driven: Driven
+        var read: Set<Int32> = []
+        var write: Set<Int32> = []
+        var timer: UInt64?
+    }
+
     private struct State {
         var watches: [UInt64: Watch] = [:]
+        var drives: [UInt64: Drive] = [:]
+        /// Machines to step after this wake-up's events.
+        var pendingSteps: Set<UInt64> = []
         /// Children without a pidfd, checked every ``pollPeriod``.
         var polled: [Child] = []
         var timers: [UInt64: Timer] = [:]
@@ -210,7 +222,126 @@ public final class ChildReactor: Sendable {
     }
 
     /// Children and descriptors watched now (tests, diagnostics).
-    public var watchedCount: Int { state.withLock { $0.watches.count + $0.polled.count } }
+    public var watchedCount: Int { state.withLock { $0.watches.count + $0.polled.count + $0.drives.count } }
+
+    // MARK: Driven machines
+
+    /// What a driven machine waits for next: readability of `read`, writability of `write`
+    /// (one-shot, so a full pipe wakes it once it drains), and the time `until`. The two sets
+    /// must not share a descriptor.
+    public struct Interest: Sendable {
+        public var read: [Int32]
+        public var write: [Int32]
+        public var until: ContinuousClock.Instant?
+
+        public init(read: [Int32] = [], write: [Int32] = [], until: ContinuousClock.Instant? = nil) {
+            self.read = read
+            self.write = write
+            self.until = until
+        }
+    }
+
+    /// A machine's handle: wakes it from any thread, closes its descriptors on the reactor's.
+    public final class Driven: Sendable {
+        let token: UInt64
+        let reactor: ChildReactor
+
+        init(token: UInt64, reactor: ChildReactor) {
+            self.token = token
+            self.reactor = reactor
+        }
+
+        /// Steps the machine soon (from any thread): something it waits on outside its
+        /// descriptors happened (a queued message, a close request, its child's exit).
+        public func wake() {
+            reactor.markPending(token)
+        }
+
+        /// Withdraws `fd` from the epoll set, then closes it. Call only from a step (on the
+        /// reactor's thread): the number cannot be reused before it leaves the set.
+        public func close(_ fd: Int32) {
+            reactor.withdraw(fd, from: token)
+            Glibc.close(fd)
+        }
+    }
+
+    /// Steps `step` on the reactor's thread: once at once, then whenever one of the
+    /// descriptors of its last ``Interest`` is ready, its time comes or ``Driven/wake()`` is
+    /// called; until it returns nil. For a child whose handling is one loop over several
+    /// descriptors (an MCP server's stdin, stdout and stderr), without a thread of its own. The
+    /// descriptors stay the machine's; it closes them with ``Driven/close(_:)``.
+    @discardableResult
+    public func drive(_ step: @escaping @Sendable (Driven) -> Interest?) -> Driven {
+        let (driven, started) = state.withLock { s -> (Driven, Bool) in
+            let token = s.nextToken
+            s.nextToken += 1
+            let driven = Driven(token: token, reactor: self)
+            s.drives[token] = Drive(step: step, driven: driven)
+            s.pendingSteps.insert(token)
+            defer { s.started = true }
+            return (driven, s.started)
+        }
+        if !started { startThread() } else { _ = wake() }
+        return driven
+    }
+
+    fileprivate func markPending(_ token: UInt64) {
+        let started = state.withLock { s -> Bool in
+            if s.drives[token] != nil { s.pendingSteps.insert(token) }
+            defer { s.started = true }
+            return s.started
+        }
+        if !started { startThread() } else { _ = wake() }
+    }
+
+    fileprivate func withdraw(_ fd: Int32, from token: UInt64) {
+        state.withLock { s in
+            guard var drive = s.drives[token] else { return }
+            if drive.read.remove(fd) != nil || drive.write.remove(fd) != nil { agent_epoll_del(epfd, fd) }
+            s.drives[token] = drive
+        }
+    }
+
+    /// Steps the machines that are due, and applies what each asks to wait for next.
+    private func runSteps() {
+        let due = state.withLock { s -> [(UInt64, Drive)] in
+            defer { s.pendingSteps = [] }
+            return s.pendingSteps.compactMap { token in s.drives[token].map { (token, $0) } }
+        }
+        for (token, drive) in due {
+            let interest = drive.step(drive.driven)
+            let timer = state.withLock { s -> UInt64? in
+                guard var current = s.drives[token] else { return nil }
+                let oldTimer = current.timer
+                current.timer = nil
+                guard let interest else {
+                    for fd in current.read.union(current.write) { agent_epoll_del(epfd, fd) }
+                    s.drives[token] = nil
+                    return oldTimer
+                }
+                let read = Set(interest.read)
+                for fd in current.read.subtracting(read) { agent_epoll_del(epfd, fd) }
+                for fd in read.subtracting(current.read) { agent_epoll_add(epfd, fd, token) }
+                // One-shot: re-armed on every step that still has something to write.
+                for fd in current.write { agent_epoll_del(epfd, fd) }
+                for fd in interest.write { agent_epoll_add_writable(epfd, fd, token) }
+                current.read = read
+                current.write = Set(interest.write)
+                s.drives[token] = current
+                return oldTimer
+            }
+            if let timer { cancelTimer(timer) }
+            if let until = interest?.until {
+                let next = schedule(at: until) { [self] in markPending(token) }
+                let stale = state.withLock { s -> Bool in
+                    guard s.drives[token] != nil else { return true }
+                    s.drives[token]?.timer = next
+                    return false
+                }
+                if stale { cancelTimer(next) }
+            }
+        }
+    }
 
     // MARK: The thread
 
@@ -229,7 +360,7 @@ public final class ChildReactor: Sendable {
             let timeout = state.withLock { s -> Int64 in
                 var next = s.timers.values.map(\.at).min()
                 if !s.polled.isEmpty { next = min(next ?? .now + Self.pollPeriod, .now + Self.pollPeriod) }
-                if !s.jobs.isEmpty { return 0 }
+                if !s.jobs.isEmpty || !s.pendingSteps.isEmpty { return 0 }
                 guard let next else { return -1 }
                 let wait = min(max(next - .now, .zero), .seconds(60))
                 return wait.components.seconds * 1_000_000_000 + wait.components.attoseconds / 1_000_000_000
@@ -248,11 +379,16 @@ public final class ChildReactor: Sendable {
             runJobs()
             fireTimers()
             checkPolled()
+            runSteps()
         }
     }
 
     private func handle(_ token: UInt64) {
-        guard let watch = state.withLock({ $0.watches[token] }) else { return }
+        let watch = state.withLock { s -> Watch? in
+            if s.drives[token] != nil { s.pendingSteps.insert(token) }
+            return s.watches[token]
+        }
+        guard let watch else { return }
         switch watch {
         case .exit(let child, let pidfd):
             guard child.checkExit() else { return }
