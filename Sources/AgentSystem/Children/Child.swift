@@ -29,11 +29,14 @@ public final class Child: Sendable {
     }
 
     public let pid: pid_t
+    /// It leads a group (or session) of its own; else every signal reaches it alone.
+    private let leadsGroup: Bool
     private let state: Mutex<State>
     private let exit = Latch()
 
-    init(pid: pid_t, reaping: ChildLife.Reaping) {
+    init(pid: pid_t, reaping: ChildLife.Reaping, leadsGroup: Bool = true) {
         self.pid = pid
+        self.leadsGroup = leadsGroup
         state = Mutex(State(life: ChildLife(reaping: reaping)))
     }
 
@@ -52,7 +55,7 @@ public final class Child: Sendable {
     public func signal(_ signal: Int32, to scope: Scope = .group) -> Bool {
         state.withLock { s in
             guard s.life.maySignal else { return false }
-            switch scope {
+            switch leadsGroup ? scope : .process {
             case .process: return kill(pid, signal) == 0
             case .group: return kill(-pid, signal) == 0 || kill(pid, signal) == 0
             case .session:

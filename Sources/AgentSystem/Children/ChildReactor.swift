@@ -88,7 +88,7 @@ public final class ChildReactor: Sendable {
     public func spawn(_ spec: ChildSpec) throws(ChildSpawnError) -> Child {
         var pidfd: Int32 = -1
         let pid = try Self.start(spec, pidfd: &pidfd)
-        let child = Child(pid: pid, reaping: spec.reaping)
+        let child = Child(pid: pid, reaping: spec.reaping, leadsGroup: spec.grouping != .callersGroup)
         watch(child, pidfd: pidfd)
         return child
     }
@@ -126,7 +126,7 @@ public final class ChildReactor: Sendable {
                                 path: path, argv: argv, envp: envp, cwd: cwd, output_fd: spec.output >= 0 ? spec.output : devNull,
                                 oom_score_adj: spec.oomScoreAdj ?? AGENT_SPAWN_KEEP, nice_value: spec.nice ?? AGENT_SPAWN_KEEP,
                                 nofile_soft: -1, parent_death_signal: spec.parentDeathSignal, error_fd: spec.errors,
-                                new_session: spec.grouping == .newSession ? 1 : 0, input_fd: spec.input,
+                                new_session: spec.grouping == .newSession ? 1 : spec.grouping == .newGroup ? 0 : 2, input_fd: spec.input,
                                 controlling_terminal: spec.controllingTerminal ? 1 : 0)
                             return agent_spawn_pidfd(&options, &step, &code, &descriptor)
                         }

@@ -7,13 +7,17 @@ import Glibc
 /// desktop's programs, SSH and PTY sessions): what to run, with which descriptors, in which
 /// group or session, and when it is reaped.
 public struct ChildSpec: Sendable {
-    /// The process group the child gets (it always leads one, so the whole tree it starts can
-    /// be signalled).
+    /// The process group the child gets: one it leads (so the whole tree it starts can be
+    /// signalled), or the caller's.
     public enum Grouping: Sendable, Equatable {
         /// `setsid()`: a session and group of its own (what shells of sessions need).
         case newSession
         /// A new process group in the agent's session.
         case newGroup
+        /// The caller's own group: for a program a short-lived command runs in the foreground
+        /// of its caller's terminal (the git helpers' `ssh`). Such a child is only ever
+        /// signalled alone.
+        case callersGroup
     }
 
     /// The program (absolute, or relative to ``directory``).
