@@ -65,8 +65,9 @@ static int child_main(void *arg) {
     struct spawn_shared *shared = (struct spawn_shared *)arg;
     const agent_spawn_options *o = shared->options;
     // Only async-signal-safe calls from here to exec; nothing that allocates or locks.
-    // A new session (no controlling terminal, its own group) or only a new group.
-    if (o->new_session) setsid(); else setpgid(0, 0);
+    // A new session (no controlling terminal, its own group), only a new group, or (2) the
+    // caller's group (a program in the foreground of the caller's terminal).
+    if (o->new_session == 1) setsid(); else if (o->new_session == 0) setpgid(0, 0);
     if (o->parent_death_signal > 0) {
         // Linux ties this to the thread that cloned us: the caller keeps that thread alive
         // for as long as the child should live. If it already ended, do not start at all.

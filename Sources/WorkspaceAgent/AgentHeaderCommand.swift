@@ -25,52 +25,25 @@ enum AgentHeaderCommand {
         func failure(_ reason: String) -> Failure { Failure(description: "failed to run [sh -c \(command)]: \(reason)") }
         var childEnvironment = environment
         childEnvironment["CODER_URL"] = url
-        let process: SessionProcess
-        do {
-            process = try SessionProcess.spawn(
-                argv: ["/bin/sh", "-c", command], environment: { _ in childEnvironment },
-                directory: FileManager.default.currentDirectoryPath, terminal: nil)
-        } catch {
-            throw failure(error.description)
-        }
-        // Empty stdin, as Go's exec gives a command without one.
-        close(process.input)
-        defer {
-            close(process.output)
-            close(process.errors)
-        }
-        var output: [UInt8] = []
-        var open: [Int32] = [process.output, process.errors]
-        let deadline = ContinuousClock.now + timeout
-        var reason: String?
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        while !open.isEmpty, reason == nil {
-            let left = deadline - .now
-            guard left > .zero else { reason = "timed out after \(timeout)"; break }
-            var fds = open.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
-            let milliseconds = Int32(min(left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000 + 1, 1000))
-            let ready = poll(&fds, nfds_t(fds.count), milliseconds)
-            if ready < 0, errno != EINTR { reason = SystemCallError.message(errno); break }
-            for descriptor in fds where descriptor.revents != 0 {
-                let n = buffer.withUnsafeMutableBytes { read(descriptor.fd, $0.baseAddress, $0.count) }
-                if n > 0 {
-                    // Stderr is discarded; stdout kept up to its bound.
-                    guard descriptor.fd == process.output else { continue }
-                    output += buffer[0..<n]
-                    if output.count > maxOutputBytes { reason = "output larger than \(maxOutputBytes >> 10) KiB" }
-                } else if n == 0 || (errno != EAGAIN && errno != EINTR) {
-                    open.removeAll { $0 == descriptor.fd }
-                }
-            }
-        }
-        if reason != nil { process.signalGroup(SIGKILL) }
-        let status = process.waitForExit()
-        if let reason { throw failure(reason) }
+        let directory = FileManager.default.currentDirectoryPath
+        let argv = ["/bin/sh", "-c", command]
+        var options = ChildCapture.Options(maxOutput: maxOutputBytes, timeout: timeout)
+        options.killOnOverflow = true
+        // On the shared child reactor; empty stdin, as Go's exec gives a command without one.
+        let result = ChildCapture.runBlocking(
+            ChildSpec(
+                executable: argv[0], arguments: argv, environment: ChildSpec.environment(childEnvironment), directory: directory,
+                grouping: .newSession),
+            options: options)
+        if let failed = result.failure { throw failure(failed.description(executable: argv[0], directory: directory)) }
+        if result.timedOut { throw failure("timed out after \(timeout)") }
+        if result.overflowed { throw failure("output larger than \(maxOutputBytes >> 10) KiB") }
+        let status = result.status ?? 0
         let signal = status & 0x7f
         if signal != 0 { throw failure("signal: \(signalName(signal))") }
         let code = (status >> 8) & 0xff
         if code != 0 { throw failure("exit status \(code)") }
-        return AgentHeaders.lines(output)
+        return AgentHeaders.lines(result.output)
     }
 
     /// Go's words for the common signals; others by number.

@@ -58,12 +58,11 @@ final class SSHSessionHandler: ChannelDuplexHandler {
     private var started = false
     private var pendingSignals: [Int32] = []
     /// The relays of the process's output (stdout and stderr, or the terminal) still open.
-    private var openOutputs = 0
     /// Where client bytes go: the stdin pipe's or the terminal's channel.
     private var inputChannel: (any Channel)?
     private var outputChannels: [any Channel] = []
-    private var exitStatus: Int32?
-    private var ended = false
+    /// Start, exit, output drained, exit status, close (``SSHSessionLife``).
+    private var life = SSHSessionLife()
     private var sessionID: Int?
     /// `ssh -A` and `ssh -X` for this session, and `keepalive@openssh.com` answers.
     private var forwarding: SessionForwarding?
@@ -207,8 +206,8 @@ final class SSHSessionHandler: ChannelDuplexHandler {
         relay(spawned, context: context)
         let loop = context.eventLoop
         let bound = NIOLoopBound(self, eventLoop: loop)
-        AgentThread.start(name: "ssh-session-wait") { [sessions] in
-            let status = spawned.waitForExit()
+        // On the shared reactor: reaped by the time this runs (after `track`, registered above).
+        spawned.onExit { [sessions] status in
             sessions.reaped(spawned.pid)
             loop.execute { bound.value.processExited(status) }
         }
@@ -233,7 +232,7 @@ final class SSHSessionHandler: ChannelDuplexHandler {
             let text = context.channel.allocator.buffer(string: SSHPolicy.fileTransferMessage)
             context.writeAndFlush(wrapOutboundOut(SSHChannelData(type: .channel, data: .byteBuffer(text))), promise: nil)
         }
-        exitStatus = SSHPolicy.fileTransferStatus << 8
+        life.endWithoutProcess(status: SSHPolicy.fileTransferStatus << 8)
         // After the request's reply, which the caller sends next.
         let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
         context.eventLoop.execute { bound.value.finishAfterDrain() }
@@ -255,8 +254,8 @@ final class SSHSessionHandler: ChannelDuplexHandler {
         logger.warning("ssh session did not start", metadata: ["error": "\(reason)"])
         let text = context.channel.allocator.buffer(string: reason + "\r\n")
         context.writeAndFlush(wrapOutboundOut(SSHChannelData(type: .stdErr, data: .byteBuffer(text))), promise: nil)
-        exitStatus = 1 << 8
-        finish(context: context)
+        life.endWithoutProcess(status: 1 << 8)
+        perform(life.finishNow(), context: context)
     }
 
     // MARK: Relays
@@ -272,13 +271,12 @@ final class SSHSessionHandler: ChannelDuplexHandler {
                     }
                 }
         }
+        life.processStarted(terminal: terminal != nil)
         if terminal != nil {
-            openOutputs = 1
             let future = bootstrap(.channel).takingOwnershipOfDescriptor(inputOutput: process.output)
             future.whenSuccess { channel in bound.value.attached(output: channel, input: true) }
             future.whenFailure { _ in bound.value.outputEnded() }
         } else {
-            openOutputs = 2
             let main = bootstrap(.channel).takingOwnershipOfDescriptors(input: process.output, output: process.input)
             main.whenSuccess { channel in bound.value.attached(output: channel, input: true) }
             main.whenFailure { _ in bound.value.outputEnded() }
@@ -291,20 +289,17 @@ final class SSHSessionHandler: ChannelDuplexHandler {
     func attached(output channel: any Channel, input: Bool) {
         outputChannels.append(channel)
         // A terminal whose process ended before it was open drains from now.
-        if terminal != nil, exitStatus != nil, let context {
-            let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
-            context.eventLoop.scheduleTask(in: Self.terminalDrain) { bound.value.finishAfterDrain() }
-        }
+        if let context { perform(life.outputAttached(), context: context) }
         if input {
             inputChannel = channel
             try? channel.pipeline.syncOperations.addHandler(InputWatch(session: NIOLoopBound(self, eventLoop: channel.eventLoop)))
         }
-        if ended { channel.close(promise: nil) }
+        if life.ended { channel.close(promise: nil) }
     }
 
     /// Output from the process: to the client, reading paused while the channel is full.
     func forward(_ buffer: ByteBuffer, type: SSHChannelData.DataType, from relay: any Channel) {
-        guard let context, !ended else { return }
+        guard let context, !life.ended else { return }
         context.writeAndFlush(wrapOutboundOut(SSHChannelData(type: type, data: .byteBuffer(buffer))), promise: nil)
         if !context.channel.isWritable { _ = relay.setOption(ChannelOptions.autoRead, value: false) }
     }
@@ -348,22 +343,33 @@ final class SSHSessionHandler: ChannelDuplexHandler {
     }
 
     func outputEnded() {
-        openOutputs -= 1
-        finishIfDone()
+        let actions = life.outputEnded()
+        if let context { perform(actions, context: context) }
     }
 
     // MARK: The end
 
     private func processExited(_ status: Int32) {
-        exitStatus = status
+        let actions = life.processExited(status: status)
         endSession()
-        if terminal != nil, openOutputs > 0, !outputChannels.isEmpty, let context {
-            // What the terminal still holds drains; a background job holding it does not
-            // keep the session.
-            let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
-            context.eventLoop.scheduleTask(in: Self.terminalDrain) { bound.value.finishAfterDrain() }
+        if let context { perform(actions, context: context) }
+    }
+
+    /// Does what ``SSHSessionLife`` decided.
+    private func perform(_ actions: [SSHSessionLife.Action], context: ChannelHandlerContext) {
+        for action in actions {
+            switch action {
+            case .scheduleDrain:
+                let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
+                context.eventLoop.scheduleTask(in: Self.terminalDrain) { bound.value.finishAfterDrain() }
+            case .drainTerminal:
+                drainTerminal()
+            case .finish(let status):
+                finish(status: status, context: context)
+            case .hangUp:
+                process?.signalGroup(SIGHUP)
+            }
         }
-        finishIfDone()
     }
 
     /// CONNECT for the control plane's connection log when the session starts (JetBrains
@@ -388,7 +394,7 @@ final class SSHSessionHandler: ChannelDuplexHandler {
         connectReport = nil
         report.action = .disconnect
         report.timestamp = Date()
-        if let status = exitStatus {
+        if let status = life.exitStatus {
             if Self.signalled(status) {
                 report.statusCode = 255
                 report.reason = "process exited with signal: \(Self.signalName(status & 0x7f))"
@@ -418,9 +424,8 @@ final class SSHSessionHandler: ChannelDuplexHandler {
     }
 
     private func finishAfterDrain() {
-        guard let context, !ended else { return }
-        drainTerminal()
-        finish(context: context)
+        guard let context else { return }
+        perform(life.drainDue(), context: context)
     }
 
     /// Sends what the terminal holds now (at most ``maxFinalDrain`` bytes): a loop that was
@@ -428,22 +433,14 @@ final class SSHSessionHandler: ChannelDuplexHandler {
     /// with the relay open (its end would have finished the session), as
     /// ``SessionProcess/readHeldOutput(maxBytes:_:)`` asks.
     private func drainTerminal() {
-        guard terminal != nil, openOutputs > 0, let process, let relay = outputChannels.first else { return }
+        guard let process, let relay = outputChannels.first else { return }
         process.readHeldOutput(maxBytes: Self.maxFinalDrain) { bytes in
             forward(relay.allocator.buffer(bytes: bytes), type: .channel, from: relay)
         }
     }
 
-    private func finishIfDone() {
-        guard let context, !ended, exitStatus != nil, openOutputs <= 0 else { return }
-        finish(context: context)
-    }
-
     /// Sends the exit status (or signal) and closes the channel.
-    private func finish(context: ChannelHandlerContext) {
-        guard !ended else { return }
-        ended = true
-        let status = exitStatus ?? 0
+    private func finish(status: Int32, context: ChannelHandlerContext) {
         if Self.signalled(status) {
             let number = status & 0x7f
             context.triggerUserOutboundEvent(
@@ -458,11 +455,8 @@ final class SSHSessionHandler: ChannelDuplexHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        if !ended, exitStatus == nil, let process {
-            // The client went before the process ended: a closing terminal's SIGHUP.
-            process.signalGroup(SIGHUP)
-        }
-        ended = true
+        // The client went before the process ended: a closing terminal's SIGHUP.
+        perform(life.channelClosed(), context: context)
         endSession()
         forwarding?.close()
         for channel in outputChannels { channel.close(promise: nil) }

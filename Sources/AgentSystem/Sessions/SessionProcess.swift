@@ -1,12 +1,14 @@
 import CAgentSpawn
+import Dispatch
+
 #if canImport(Glibc)
 import Glibc
 #endif
 
 /// A session's child (SSH, the reconnecting PTY): spawned in a session of its own (so its
 /// group can be signalled as a whole), with a terminal or with three pipes, registered with
-/// ``OwnedChildren`` until it is reaped (the process API's adoption never takes it), and
-/// waited for on a thread of its own.
+/// ``OwnedChildren`` until it is reaped (the process API's adoption never takes it). Its exit is
+/// seen by the shared ``ChildReactor`` (no thread per session), which reaps it at once.
 public struct SessionProcess: Sendable {
     /// The agent's ends: for a terminal, `output` is the terminal's primary side (read and
     /// written), `input` and `errors` are -1.
@@ -14,6 +16,8 @@ public struct SessionProcess: Sendable {
     public let output: Int32
     public let input: Int32
     public let errors: Int32
+    /// The child on the reactor: its exit, and signals only while it is ours.
+    public let child: Child
 
     public struct SpawnError: Error, CustomStringConvertible {
         public let description: String
@@ -66,36 +70,21 @@ public struct SessionProcess: Sendable {
         func closeAgentEnds() {
             for fd in [agentOutput, agentInput, agentErrors] where fd >= 0 { close(fd) }
         }
-        var failedStep: Int32 = 0
-        var childErrno: Int32 = 0
-        let block = EnvironmentBlock(environment(terminal == nil ? nil : terminalName(agentOutput)))
-        let pid = OwnedChildren.spawning { () -> pid_t in
-            withCStrings(argv) { argvPointer in
-                block.withPointers { envPointer in
-                    argv[0].withCString { path in
-                        directory.withCString { cwd in
-                            var options = agent_spawn_options(
-                                path: path, argv: argvPointer, envp: envPointer, cwd: cwd, output_fd: childOut,
-                                oom_score_adj: AGENT_SPAWN_KEEP, nice_value: AGENT_SPAWN_KEEP, nofile_soft: -1,
-                                parent_death_signal: 0, error_fd: childErr, new_session: 1, input_fd: childIn,
-                                controlling_terminal: terminal == nil ? 0 : 1)
-                            return agent_spawn(&options, &failedStep, &childErrno)
-                        }
-                    }
-                }
-            }
+        let block = environment(terminal == nil ? nil : terminalName(agentOutput))
+        var spec = ChildSpec(
+            executable: argv[0], arguments: argv, environment: ChildSpec.environment(block), directory: directory,
+            input: childIn, output: childOut, errors: childErr, grouping: .newSession)
+        spec.controllingTerminal = terminal != nil
+        let child: Child
+        do throws(ChildSpawnError) {
+            child = try ChildReactor.shared.spawn(spec)
+        } catch {
+            closeChildEnds()
+            closeAgentEnds()
+            throw SpawnError(description: error.description(executable: argv[0], directory: directory))
         }
         closeChildEnds()
-        guard pid > 0 else {
-            closeAgentEnds()
-            let reason = SystemCallError.message(childErrno)
-            switch UInt32(failedStep) {
-            case AGENT_SPAWN_STEP_CHDIR.rawValue: throw SpawnError(description: "chdir \(directory): \(reason)")
-            case AGENT_SPAWN_STEP_EXEC.rawValue: throw SpawnError(description: "fork/exec \(argv[0]): \(reason)")
-            default: throw SpawnError(description: "start: \(reason)")
-            }
-        }
-        return SessionProcess(pid: pid, output: agentOutput, input: agentInput, errors: agentErrors)
+        return SessionProcess(pid: child.pid, output: agentOutput, input: agentInput, errors: agentErrors, child: child)
     }
 
     /// The path of the terminal whose primary side is `primary` (`/dev/pts/3`).
@@ -104,12 +93,20 @@ public struct SessionProcess: Sendable {
         return number < 0 ? "" : "/dev/pts/\(number)"
     }
 
-    /// Blocks until the child has exited, reaps it and returns its wait status. Call once, on
-    /// a thread that may block.
+    /// Calls `body` with the wait status once the child has exited and been reaped: at once
+    /// if it has, else on the reactor's thread (where it must not block).
+    public func onExit(_ body: @escaping @Sendable (Int32) -> Void) {
+        child.onExit(body)
+    }
+
+    /// Blocks the calling thread until the child has exited and been reaped; returns its wait
+    /// status. Only for a caller with no event loop or task to wait in (the header command at
+    /// start): others use ``onExit(_:)``.
     public func waitForExit() -> Int32 {
-        var info = siginfo_t()
-        while waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT) < 0, errno == EINTR {}
-        return OwnedChildren.reap(pid) ?? 0
+        let exited = DispatchSemaphore(value: 0)
+        child.onExit { _ in exited.signal() }
+        exited.wait()
+        return child.status ?? 0
     }
 
     /// Reads what the terminal's primary side holds now, at most `maxBytes`, handing each
@@ -131,17 +128,17 @@ public struct SessionProcess: Sendable {
 
     /// Sends `signal` to the child's process group (it leads a session of its own).
     public func signalGroup(_ signal: Int32) {
-        OwnedChildren.signal(pid, signal, group: true)
+        child.signal(signal, to: .group)
     }
 
     /// Sends `signal` to every process group of the child's session (it leads one: jobs an
     /// interactive shell started in groups of their own are reached too), until it is reaped.
     public func signalSession(_ signal: Int32) {
-        OwnedChildren.signalSession(pid, signal)
+        child.signal(signal, to: .session)
     }
 
     /// Sends `signal` to the child alone (what a client's `signal` request does).
     public func signalChild(_ signal: Int32) {
-        OwnedChildren.signal(pid, signal)
+        child.signal(signal, to: .process)
     }
 }

@@ -39,7 +39,8 @@ typedef struct agent_spawn_options {
     long long nofile_soft;      // RLIMIT_NOFILE soft limit for the child; < 0 to leave unchanged
     int parent_death_signal;    // sent to the child when the spawning *thread* ends; 0 for none
     int error_fd;               // becomes fd 2 instead of output_fd when >= 0
-    int new_session;            // 1: setsid() (a new session and group), 0: a new group only
+    int new_session;            // 1: setsid() (a new session and group), 0: a new group only,
+                                // 2: the caller's group (in its terminal's foreground)
     int input_fd;               // becomes fd 0 when >= 0; < 0: /dev/null
     int controlling_terminal;   // 1: fd 0 (a terminal) becomes the controlling terminal of the
                                 // new session (needs new_session); 0: none

@@ -4,7 +4,7 @@ import Glibc
 #endif
 
 /// Runs `screen -x <name> -c <config> -X <command>` against one of the agent's screen
-/// sessions (by the name it gave it) and reads what screen says, on a thread of its own.
+/// sessions (by the name it gave it) and reads what screen says, on the shared child reactor.
 ///
 /// Bounds: one command at most ``commandTimeout`` (then it is killed), ``maxOutput`` bytes
 /// of its output kept.
@@ -28,11 +28,23 @@ struct ScreenControl: Sendable {
         case failed(String)
     }
 
-    /// Runs `command` once.
+    /// Runs `command` once, on the shared child reactor (no thread of its own).
     func run(_ command: String) async -> Reply {
-        await withCheckedContinuation { continuation in
-            AgentThread.start(name: "screen-x") { continuation.resume(returning: runBlocking(command)) }
+        var options = ChildCapture.Options(maxOutput: Self.maxOutput, mergeErrors: true, timeout: Self.commandTimeout)
+        options.killScope = .process
+        let argv = [program, "-x", name, "-c", directory.config, "-X", command]
+        let result = await ChildCapture.run(
+            ChildSpec(
+                executable: program, arguments: argv, environment: ChildSpec.environment(environment), directory: workingDirectory,
+                grouping: .newSession),
+            options: options)
+        guard let status = result.status else {
+            return .failed(result.failure?.description(executable: program, directory: workingDirectory) ?? "start failed")
         }
+        let text = String(decoding: result.output, as: UTF8.self).trimmingWhitespace()
+        if status == 0 { return .done }
+        if text.contains("No screen session found") { return .noSession }
+        return .failed(text.isEmpty ? "exit status \(status >> 8 & 0xff)" : text)
     }
 
     /// Runs `command` until `isDone` accepts screen's reply, by ``ScreenCommandPoll`` and at
@@ -63,48 +75,5 @@ struct ScreenControl: Sendable {
     /// quit before acting on it, so one answered quit is not yet a session gone).
     func quit() async -> Reply {
         await poll("quit", until: { $0 == .noSession })
-    }
-
-    private func runBlocking(_ command: String) -> Reply {
-        let process: SessionProcess
-        do throws(SessionProcess.SpawnError) {
-            process = try SessionProcess.spawn(
-                argv: [program, "-x", name, "-c", directory.config, "-X", command], environment: { _ in environment },
-                directory: workingDirectory, terminal: nil)
-        } catch {
-            return .failed(error.description)
-        }
-        close(process.input)
-        var output: [UInt8] = []
-        var open = [process.output, process.errors]
-        let deadline = ContinuousClock.now + Self.commandTimeout
-        var buffer = [UInt8](repeating: 0, count: 1024)
-        while !open.isEmpty {
-            let remaining = ContinuousClock.now.duration(to: deadline)
-            guard remaining > .zero else {
-                process.signalChild(SIGKILL)
-                break
-            }
-            var fds = open.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
-            let milliseconds = Int32(clamping: remaining.components.seconds * 1000 + remaining.components.attoseconds / 1_000_000_000_000_000 + 1)
-            let ready = Glibc.poll(&fds, nfds_t(fds.count), milliseconds)
-            if ready < 0, errno == EINTR { continue }
-            guard ready > 0 else { continue }
-            for entry in fds where entry.revents != 0 {
-                let n = read(entry.fd, &buffer, buffer.count)
-                if n > 0 {
-                    output.append(contentsOf: buffer[..<min(n, max(0, Self.maxOutput - output.count))])
-                } else if n == 0 || (errno != EAGAIN && errno != EINTR) {
-                    open.removeAll { $0 == entry.fd }
-                }
-            }
-        }
-        close(process.output)
-        close(process.errors)
-        let status = process.waitForExit()
-        let text = String(decoding: output, as: UTF8.self).trimmingWhitespace()
-        if status == 0 { return .done }
-        if text.contains("No screen session found") { return .noSession }
-        return .failed(text.isEmpty ? "exit status \(status >> 8 & 0xff)" : text)
     }
 }

@@ -163,10 +163,7 @@ final class ScreenSession: ReconnectingSession {
                 }
             }
         let loop = self.loop
-        AgentThread.start(name: "screen-wait") {
-            _ = process.waitForExit()
-            loop.execute { session.clientExited(key, serial: serial) }
-        }
+        process.onExit { _ in loop.execute { session.clientExited(key, serial: serial) } }
         let control = self.control
         Task {
             let reply = await control.poll(

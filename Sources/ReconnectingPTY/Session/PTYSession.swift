@@ -82,10 +82,7 @@ final class PTYSession: ReconnectingSession {
                 case .failure(let error): session.end("the terminal could not be read: \(error)")
                 }
             }
-        AgentThread.start(name: "pty-wait") {
-            _ = process.waitForExit()
-            loop.execute { session.processExited() }
-        }
+        process.onExit { _ in loop.execute { session.processExited() } }
     }
 
     /// Runs `body` on the session's loop: at once when already there, else queued (calls from

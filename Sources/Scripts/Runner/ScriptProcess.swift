@@ -43,8 +43,9 @@ struct ScriptExit: Sendable, Equatable {
     var end: Date
 }
 
-/// One run of a command in its own session, watched on a dedicated thread: both pipes read
-/// until they close, the deadline enforced, cancellation honoured.
+/// One run of a command in its own session, watched on the shared ``ChildReactor`` (no
+/// thread per run): both pipes read until they close, the deadline enforced, cancellation
+/// honoured.
 ///
 /// - At the deadline, or on ``cancel()``, the whole process group gets SIGHUP; if the shell
 ///   still lives 10 s later the group gets SIGKILL (the reference kills only the shell,
@@ -54,8 +55,9 @@ struct ScriptExit: Sendable, Equatable {
 ///   warning on stderr; the exit status after a failure). The background child lives on.
 /// - The shell stays unreaped (a zombie) until the run is over, so its pid and group id
 ///   cannot be reused while the run may still signal them.
+/// - The handler is called on the reactor's thread, in the order read.
 ///
-/// Memory: one 64 KiB read buffer per run; the thread ends with the run.
+/// Memory: one 64 KiB read buffer per run, held until the run is over.
 final class ScriptProcess: Sendable {
     /// Grace after the deadline or a cancel before SIGKILL, and wait for pipes after exit.
     static let waitDelay: Duration = .seconds(10)
@@ -73,17 +75,13 @@ final class ScriptProcess: Sendable {
     private struct State {
         var cancelled = false
         var pid: pid_t = 0
+        var run: ScriptRun?
     }
     private let state = Mutex(State())
-    /// Wakes the run thread (cancel); -1 when it could not be made.
-    private let wakeFD: Int32
+    private let reactor: ChildReactor
 
-    init() {
-        wakeFD = agent_eventfd()
-    }
-
-    deinit {
-        if wakeFD >= 0 { close(wakeFD) }
+    init(reactor: ChildReactor = .shared) {
+        self.reactor = reactor
     }
 
     /// The shell's pid while it runs (0 before the spawn).
@@ -92,9 +90,11 @@ final class ScriptProcess: Sendable {
     /// Ends the run as the reference's cancelled context does: SIGHUP to the group, reported
     /// as `EXIT_FAILURE` with exit code 255.
     func cancel() {
-        state.withLock { $0.cancelled = true }
-        var one: UInt64 = 1
-        if wakeFD >= 0 { _ = write(wakeFD, &one, 8) }
+        let run = state.withLock { s -> ScriptRun? in
+            s.cancelled = true
+            return s.run
+        }
+        run?.cancel()
     }
 
     /// Runs `command` and returns how it ended; `merge` puts stderr on the stdout pipe.
@@ -106,192 +106,54 @@ final class ScriptProcess: Sendable {
         _ command: ScriptCommand, timeout: Duration, merge: Bool = false, signal: Int32 = SIGHUP,
         waitDelay: Duration = ScriptProcess.waitDelay, priority: ProcessPriority = .unchanged, handler: some ScriptOutputHandler
     ) async -> ScriptExit {
-        await withCheckedContinuation { (continuation: CheckedContinuation<ScriptExit, Never>) in
-            AgentThread.start(name: "agent-script") { [self] in
-                let exit = runOnThread(
-                    command, timeout: timeout, merge: merge, signal: signal, waitDelay: waitDelay, priority: priority, handler: handler)
-                continuation.resume(returning: exit)
-            }
-        }
-    }
-
-    private func runOnThread(
-        _ command: ScriptCommand, timeout: Duration, merge: Bool, signal: Int32, waitDelay: Duration, priority: ProcessPriority,
-        handler: some ScriptOutputHandler
-    ) -> ScriptExit {
         let start = Date()
         func failed(_ text: String) -> ScriptExit {
             handler.finished()
             return ScriptExit(status: .exitFailure, exitCode: 255, error: text, startFailed: true, start: start, end: Date())
         }
-        var outPipe: [Int32] = [-1, -1]
-        var errPipe: [Int32] = [-1, -1]
-        guard agent_output_pipe(&outPipe, Self.pipeSize) == 0 else { return failed("start command: pipe: \(SystemCallError.message(errno))") }
+        guard let out = ChildPipe.output(size: Self.pipeSize) else { return failed("start command: pipe: \(SystemCallError.message(errno))") }
+        var err: (read: Int32, write: Int32)?
         if !merge {
-            guard agent_output_pipe(&errPipe, Self.pipeSize) == 0 else {
-                close(outPipe[0]); close(outPipe[1])
-                return failed("start command: pipe: \(SystemCallError.message(errno))")
+            err = ChildPipe.output(size: Self.pipeSize)
+            guard err != nil else {
+                let code = errno
+                close(out.read)
+                close(out.write)
+                return failed("start command: pipe: \(SystemCallError.message(code))")
             }
         }
-        var step: Int32 = 0
-        var code: Int32 = 0
-        var pidfd: Int32 = -1
-        let envp = command.environment.map { "\($0.key)=\($0.value)" }
-        let pid = OwnedChildren.spawning { () -> pid_t in
-            withCStrings(command.arguments) { argv in
-                withCStrings(envp) { env in
-                    command.executable.withCString { path in
-                        command.directory.withCString { cwd in
-                            var options = agent_spawn_options(
-                                path: path, argv: argv, envp: env, cwd: cwd, output_fd: outPipe[1],
-                                oom_score_adj: priority.oomScoreAdj ?? AGENT_SPAWN_KEEP, nice_value: priority.nice ?? AGENT_SPAWN_KEEP,
-                                nofile_soft: -1,
-                                parent_death_signal: 0, error_fd: merge ? -1 : errPipe[1], new_session: 1, input_fd: -1, controlling_terminal: 0)
-                            return agent_spawn_pidfd(&options, &step, &code, &pidfd)
-                        }
-                    }
-                }
-            }
+        var spec = ChildSpec(
+            executable: command.executable, arguments: command.arguments, environment: ChildSpec.environment(command.environment),
+            directory: command.directory, output: out.write, errors: err?.write ?? -1, grouping: .newSession, reaping: .whenReleased)
+        spec.oomScoreAdj = priority.oomScoreAdj
+        spec.nice = priority.nice
+        let child: Child
+        do throws(ChildSpawnError) {
+            child = try reactor.spawn(spec)
+        } catch {
+            for fd in [out.read, out.write, err?.read ?? -1, err?.write ?? -1] where fd >= 0 { close(fd) }
+            let what = error.step == .directory ? "chdir \(command.directory)" : "fork/exec \(command.executable)"
+            return failed("start command: \(what): \(SystemCallError.message(error.errno))")
         }
-        close(outPipe[1])
-        if errPipe[1] >= 0 { close(errPipe[1]) }
-        guard pid > 0 else {
-            close(outPipe[0])
-            if errPipe[0] >= 0 { close(errPipe[0]) }
-            let what = step == AGENT_SPAWN_STEP_CHDIR.rawValue ? "chdir \(command.directory)" : "fork/exec \(command.executable)"
-            return failed("start command: \(what): \(SystemCallError.message(code))")
+        close(out.write)
+        if let err { close(err.write) }
+        let exit = await withCheckedContinuation { (continuation: CheckedContinuation<ScriptExit, Never>) in
+            let run = ScriptRun(
+                child: child, reactor: reactor, timeout: timeout, signal: signal, waitDelay: waitDelay, start: start, handler: handler,
+                continuation: continuation)
+            let alreadyCancelled = state.withLock { s -> Bool in
+                s.pid = child.pid
+                s.run = run
+                return s.cancelled
+            }
+            run.start(output: out.read, errors: err?.read)
+            if alreadyCancelled { run.cancel() }
         }
-        if pidfd < 0 { pidfd = agent_pidfd_open(pid) }
-        let alreadyCancelled = state.withLock { s -> Bool in
-            s.pid = pid
-            return s.cancelled
+        state.withLock { s in
+            s.pid = 0
+            s.run = nil
         }
-
-        var fds: [Int32] = [outPipe[0], errPipe[0]]
-        var buffer = [UInt8](repeating: 0, count: Self.readBufferBytes)
-        let now = { ContinuousClock.now }
-        let deadline: ContinuousClock.Instant? = timeout > .zero ? now() + timeout : nil
-        var timedOut = false
-        var cancelled = false
-        var signalledAt: ContinuousClock.Instant?
-        var killed = false
-        var exitedAt: ContinuousClock.Instant?
-        var waitStatus: Int32?
-        var pipesAbandoned = false
-        if alreadyCancelled {
-            cancelled = true
-            signalledAt = now()
-            kill(-pid, SIGHUP)
-        }
-
-        while true {
-            let pipesOpen = fds.contains { $0 >= 0 }
-            if exitedAt != nil && !pipesOpen { break }
-            // The next moment something must happen without an event.
-            var next: ContinuousClock.Instant?
-            if exitedAt == nil, !timedOut, !cancelled, let deadline { next = deadline }
-            if exitedAt == nil, !killed, let signalledAt { next = min(next ?? signalledAt + waitDelay, signalledAt + waitDelay) }
-            if let exitedAt { next = min(next ?? exitedAt + waitDelay, exitedAt + waitDelay) }
-            if exitedAt == nil && pidfd < 0 { next = min(next ?? now() + .milliseconds(50), now() + .milliseconds(50)) }
-            var polled: [pollfd] = []
-            for fd in fds where fd >= 0 { polled.append(pollfd(fd: fd, events: Int16(POLLIN), revents: 0)) }
-            if exitedAt == nil, pidfd >= 0 { polled.append(pollfd(fd: pidfd, events: Int16(POLLIN), revents: 0)) }
-            if wakeFD >= 0 { polled.append(pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)) }
-            var timeoutMS: Int32 = -1
-            if let next {
-                let remaining = next - now()
-                timeoutMS = remaining <= .zero ? 0 : Int32(min(60_000, remaining / .milliseconds(1) + 1))
-            }
-            let ready = poll(&polled, nfds_t(polled.count), timeoutMS)
-            if ready < 0 && errno != EINTR { usleep(10_000) }
-
-            // Output first, so that nothing written before the exit is lost. At most
-            // `readsPerWake` full buffers per pipe and wake-up: a script that writes without
-            // pause (`yes`) must not keep the deadline and the cancel from being checked.
-            for index in fds.indices where fds[index] >= 0 {
-                for _ in 0..<Self.readsPerWake {
-                    let n = buffer.withUnsafeMutableBytes { read(fds[index], $0.baseAddress, $0.count) }
-                    if n > 0 {
-                        buffer.withUnsafeBytes { handler.output(UnsafeRawBufferPointer(rebasing: $0[0..<n]), from: index == 0 ? .stdout : .stderr) }
-                        if n < buffer.count { break }
-                        continue
-                    }
-                    if n == 0 || (errno != EAGAIN && errno != EINTR) {
-                        close(fds[index])
-                        fds[index] = -1
-                    }
-                    break
-                }
-            }
-            if wakeFD >= 0 {
-                var value: UInt64 = 0
-                _ = read(wakeFD, &value, 8)
-            }
-            if exitedAt == nil {
-                var status: Int32 = 0
-                if agent_peek_exit(pid, &status) == 1 {
-                    exitedAt = now()
-                    waitStatus = status
-                    if pidfd >= 0 { close(pidfd); pidfd = -1 }
-                }
-            }
-            if exitedAt == nil {
-                if !cancelled, !timedOut, state.withLock({ $0.cancelled }) {
-                    cancelled = true
-                    signalledAt = now()
-                    kill(-pid, SIGHUP)
-                }
-                if !timedOut, !cancelled, let deadline, now() >= deadline {
-                    timedOut = true
-                    signalledAt = now()
-                    kill(-pid, signal)
-                }
-                if !killed, let signalledAt, now() >= signalledAt + waitDelay {
-                    killed = true
-                    kill(-pid, SIGKILL)
-                }
-            } else if let exitedAt, fds.contains(where: { $0 >= 0 }), now() >= exitedAt + waitDelay {
-                // Something the script started still holds the pipes: stop reading.
-                pipesAbandoned = true
-                for index in fds.indices where fds[index] >= 0 {
-                    close(fds[index])
-                    fds[index] = -1
-                }
-            }
-        }
-        if pidfd >= 0 { close(pidfd) }
-
-        let exited = waitStatus ?? 0
-        let exitCode: Int32 = (exited & 0x7f) == 0 ? (exited >> 8) & 0xff : -1
-        var result = ScriptExit(status: .ok, exitCode: 0, error: nil, waitStatus: waitStatus, start: start, end: start)
-        if timedOut {
-            result.status = .timedOut
-            result.exitCode = 255
-            result.error = "script timed out"
-        } else if cancelled {
-            result.status = .exitFailure
-            result.exitCode = 255
-            result.error = "context canceled"
-        } else if exitCode != 0 {
-            result.status = .exitFailure
-            result.exitCode = exitCode
-            result.error = exitCode == -1 ? "signal: \(Self.signalName(exited & 0x7f))" : "exit status \(exitCode)"
-        } else if pipesAbandoned {
-            result.status = .pipesLeftOpen
-            result.exitCode = 255
-            result.error = "script exited without closing output pipes"
-            Self.pipesLeftOpenWarning.utf8CString.withUnsafeBytes { bytes in
-                var line = Array(bytes.dropLast())
-                line.append(UInt8(ascii: "\n"))
-                line.withUnsafeBytes { handler.output($0, from: .stderr) }
-            }
-        }
-        handler.finished()
-        // Reaped only now: until here the pid and the group id stayed ours to signal.
-        OwnedChildren.reap(pid, wait: true)
-        state.withLock { $0.pid = 0 }
-        result.end = Date()
-        return result
+        return exit
     }
 
     /// Go's name for a signal (`killed`, `hangup`, `terminated`), else its number.
@@ -306,5 +168,185 @@ final class ScriptProcess: Sendable {
         case SIGPIPE: "broken pipe"
         default: "signal \(signal)"
         }
+    }
+}
+
+/// One run's events on the reactor: output, the shell's exit, the deadline and the graces.
+/// Every step is taken under the lock; the handler is called outside it, on the reactor's
+/// thread only (so in order).
+private final class ScriptRun: Sendable {
+    private struct State {
+        var tokens: [UInt64] = []
+        var openPipes = 0
+        var timers: [UInt64] = []
+        var exitedAt: ContinuousClock.Instant?
+        var waitStatus: Int32?
+        var timedOut = false
+        var cancelled = false
+        var signalled = false
+        var killed = false
+        var pipesAbandoned = false
+        var continuation: CheckedContinuation<ScriptExit, Never>?
+    }
+
+    private let child: Child
+    private let reactor: ChildReactor
+    private let timeout: Duration
+    private let signal: Int32
+    private let waitDelay: Duration
+    private let startDate: Date
+    private let handler: any ScriptOutputHandler
+    private let state: Mutex<State>
+    /// The read buffer, used on the reactor's thread only (its handlers never run at once).
+    private let buffer: Mutex<[UInt8]>
+
+    init(
+        child: Child, reactor: ChildReactor, timeout: Duration, signal: Int32, waitDelay: Duration, start: Date,
+        handler: any ScriptOutputHandler, continuation: CheckedContinuation<ScriptExit, Never>
+    ) {
+        self.child = child
+        self.reactor = reactor
+        self.timeout = timeout
+        self.signal = signal
+        self.waitDelay = waitDelay
+        self.startDate = start
+        self.handler = handler
+        state = Mutex(State(continuation: continuation))
+        buffer = Mutex([UInt8](repeating: 0, count: ScriptProcess.readBufferBytes))
+    }
+
+    func start(output: Int32, errors: Int32?) {
+        let pipes = [(output, ScriptStream.stdout)] + (errors.map { [($0, ScriptStream.stderr)] } ?? [])
+        state.withLock { $0.openPipes = pipes.count }
+        let tokens = pipes.map { fd, stream in
+            reactor.watchReadable(fd, closed: { self.pipeClosed() }) { self.read($0, stream) }
+        }
+        let deadline: UInt64? = timeout > .zero ? reactor.schedule(at: .now + timeout) { self.deadlinePassed() } : nil
+        state.withLock { s in
+            s.tokens = tokens
+            if let deadline { s.timers.append(deadline) }
+        }
+        child.onExit { status in self.exited(status) }
+    }
+
+    /// Up to ``ScriptProcess/readsPerWake`` full buffers: a script that writes without pause
+    /// (`yes`) must not keep the deadline and the cancel from being served.
+    private func read(_ fd: Int32, _ stream: ScriptStream) -> ChildReactor.ReadOutcome {
+        buffer.withLock { buffer in
+            for _ in 0..<ScriptProcess.readsPerWake {
+                let n = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+                if n > 0 {
+                    buffer.withUnsafeBytes { handler.output(UnsafeRawBufferPointer(rebasing: $0[0..<n]), from: stream) }
+                    if n < buffer.count { return .keep }
+                    continue
+                }
+                if n == 0 || (errno != EAGAIN && errno != EINTR) { return .close }
+                return .keep
+            }
+            return .keep
+        }
+    }
+
+    func cancel() {
+        let first = state.withLock { s -> Bool in
+            guard s.exitedAt == nil, !s.cancelled, !s.timedOut, s.continuation != nil else { return false }
+            s.cancelled = true
+            return true
+        }
+        if first { signalGroup(SIGHUP) }
+    }
+
+    private func deadlinePassed() {
+        let first = state.withLock { s -> Bool in
+            guard s.exitedAt == nil, !s.cancelled, !s.timedOut else { return false }
+            s.timedOut = true
+            return true
+        }
+        if first { signalGroup(signal) }
+    }
+
+    /// The deadline's or the cancel's signal, then SIGKILL after the grace if the shell lives.
+    private func signalGroup(_ signal: Int32) {
+        child.signal(signal, to: .group)
+        let kill = reactor.schedule(at: .now + waitDelay) { self.killIfRunning() }
+        state.withLock { $0.timers.append(kill) }
+    }
+
+    private func killIfRunning() {
+        let due = state.withLock { s -> Bool in
+            guard s.exitedAt == nil, !s.killed else { return false }
+            s.killed = true
+            return true
+        }
+        if due { child.signal(SIGKILL, to: .group) }
+    }
+
+    private func exited(_ status: Int32) {
+        let pipesOpen = state.withLock { s -> Bool in
+            s.exitedAt = .now
+            s.waitStatus = status
+            return s.openPipes > 0
+        }
+        guard pipesOpen else { return finish() }
+        // Something the script started may still hold the pipes: wait for them, then stop reading.
+        let abandon = reactor.schedule(at: .now + waitDelay) { self.abandonPipes() }
+        state.withLock { $0.timers.append(abandon) }
+    }
+
+    private func abandonPipes() {
+        let tokens = state.withLock { s -> [UInt64] in
+            guard s.openPipes > 0 else { return [] }
+            s.pipesAbandoned = true
+            return s.tokens
+        }
+        for token in tokens { reactor.closeReadable(token) }
+    }
+
+    private func pipeClosed() {
+        let done = state.withLock { s -> Bool in
+            s.openPipes -= 1
+            return s.openPipes == 0 && s.exitedAt != nil
+        }
+        if done { finish() }
+    }
+
+    private func finish() {
+        let taken = state.withLock { s -> (State, CheckedContinuation<ScriptExit, Never>)? in
+            guard let continuation = s.continuation else { return nil }
+            s.continuation = nil
+            return (s, continuation)
+        }
+        guard let (s, continuation) = taken else { return }
+        for timer in s.timers { reactor.cancelTimer(timer) }
+        let exited = s.waitStatus ?? 0
+        let exitCode: Int32 = (exited & 0x7f) == 0 ? (exited >> 8) & 0xff : -1
+        var result = ScriptExit(status: .ok, exitCode: 0, error: nil, waitStatus: s.waitStatus, start: startDate, end: startDate)
+        if s.timedOut {
+            result.status = .timedOut
+            result.exitCode = 255
+            result.error = "script timed out"
+        } else if s.cancelled {
+            result.status = .exitFailure
+            result.exitCode = 255
+            result.error = "context canceled"
+        } else if exitCode != 0 {
+            result.status = .exitFailure
+            result.exitCode = exitCode
+            result.error = exitCode == -1 ? "signal: \(ScriptProcess.signalName(exited & 0x7f))" : "exit status \(exitCode)"
+        } else if s.pipesAbandoned {
+            result.status = .pipesLeftOpen
+            result.exitCode = 255
+            result.error = "script exited without closing output pipes"
+            ScriptProcess.pipesLeftOpenWarning.utf8CString.withUnsafeBytes { bytes in
+                var line = Array(bytes.dropLast())
+                line.append(UInt8(ascii: "\n"))
+                line.withUnsafeBytes { handler.output($0, from: .stderr) }
+            }
+        }
+        handler.finished()
+        // Reaped only now: until here the pid and the group id stayed ours to signal.
+        child.release()
+        result.end = Date()
+        continuation.resume(returning: result)
     }
 }

@@ -7,12 +7,13 @@ import Glibc
 
 /// A stdio MCP server the agent spawned and owns: its own session and process group, stdin
 /// and stdout pipes for newline-delimited JSON-RPC, stderr handed to a log callback line by
-/// line (bounded and rate-limited, see ``StderrLines``), all on one thread of its own that
-/// polls the pipes, the child's pidfd and a wake-up eventfd.
+/// line (bounded and rate-limited, see ``StderrLines``), all as one machine the shared
+/// ``ChildReactor`` steps when a pipe is ready, a deadline comes, the child exits or a message
+/// is queued (no thread per server).
 ///
 /// Closing runs the MCP stdio shutdown: stdin closed, ``Timing/stdinGrace`` for the server to
 /// exit, SIGTERM to its group, ``Timing/termGrace``, SIGKILL to the group. The child stays
-/// unreaped (a zombie) until its thread ends, so its pid and group id cannot be reused while
+/// unreaped (a zombie) until its machine ends, so its pid and group id cannot be reused while
 /// they may still be signalled; it is registered in ``OwnedChildren`` meanwhile.
 ///
 /// When the server exits by itself (or on stdin EOF) while processes it started are still in
@@ -60,7 +61,10 @@ public final class MCPStdioProcess: Sendable {
         var ended = false
     }
     private let state: Mutex<State>
-    private let wakeFD: Int32
+    /// The server's child on the shared reactor.
+    let child: Child
+    /// The machine's handle (set once, right after the start).
+    fileprivate let driven = Mutex<ChildReactor.Driven?>(nil)
     /// Opens when the server has exited and been reaped; any number of waiters.
     private let done = Latch()
     /// The server's pid (its process group id too).
@@ -84,46 +88,30 @@ public final class MCPStdioProcess: Sendable {
             closeAll()
             throw MCPError(.start, "start server \(goQuote(command.serverName)): pipe: \(SystemCallError.message(code))")
         }
-        let wake = agent_eventfd()
-        guard wake >= 0 else {
-            let code = errno
+        var spec = ChildSpec(
+            executable: command.executable, arguments: command.arguments, environment: ChildSpec.environment(command.environment),
+            directory: command.directory, input: inPipe[0], output: outPipe[1], errors: errPipe[1], grouping: .newSession,
+            reaping: .whenReleased)
+        spec.input = inPipe[0]
+        let child: Child
+        do throws(ChildSpawnError) {
+            child = try ChildReactor.shared.spawn(spec)
+        } catch {
             closeAll()
-            throw MCPError(.start, "start server \(goQuote(command.serverName)): eventfd: \(SystemCallError.message(code))")
-        }
-        var step: Int32 = 0
-        var code: Int32 = 0
-        var pidfd: Int32 = -1
-        let envp = command.environment.map { "\($0.key)=\($0.value)" }
-        let pid = OwnedChildren.spawning { () -> pid_t in
-            withCStrings(command.arguments) { argv in
-                withCStrings(envp) { env in
-                    command.executable.withCString { path in
-                        command.directory.withCString { cwd in
-                            var options = agent_spawn_options(
-                                path: path, argv: argv, envp: env, cwd: cwd, output_fd: outPipe[1],
-                                oom_score_adj: AGENT_SPAWN_KEEP, nice_value: AGENT_SPAWN_KEEP, nofile_soft: -1,
-                                parent_death_signal: 0, error_fd: errPipe[1], new_session: 1, input_fd: inPipe[0], controlling_terminal: 0)
-                            return agent_spawn_pidfd(&options, &step, &code, &pidfd)
-                        }
-                    }
-                }
-            }
+            let what = error.step == .directory ? "chdir \(command.directory)" : "fork/exec \(command.executable)"
+            throw MCPError(.start, "start server \(goQuote(command.serverName)): \(what): \(SystemCallError.message(error.errno))")
         }
         Glibc.close(inPipe[0])
         Glibc.close(outPipe[1])
         Glibc.close(errPipe[1])
-        guard pid > 0 else {
-            Glibc.close(inPipe[1]); Glibc.close(outPipe[0]); Glibc.close(errPipe[0]); Glibc.close(wake)
-            let what = step == AGENT_SPAWN_STEP_CHDIR.rawValue ? "chdir \(command.directory)" : "fork/exec \(command.executable)"
-            throw MCPError(.start, "start server \(goQuote(command.serverName)): \(what): \(SystemCallError.message(code))")
-        }
-        if pidfd < 0 { pidfd = agent_pidfd_open(pid) }
-        let process = MCPStdioProcess(pid: pid, serverName: command.serverName, wakeFD: wake, owner: owner, budget: budget)
+        let process = MCPStdioProcess(child: child, serverName: command.serverName, owner: owner, budget: budget)
         owner?.add(process)
-        let fds = Descriptors(stdin: inPipe[1], stdout: outPipe[0], stderr: errPipe[0], pidfd: pidfd)
-        AgentThread.start(name: "agent-mcp-stdio") {
-            process.run(fds, timing: timing, stderrLine: stderrLine, events: events)
-        }
+        let machine = StdioMachine(
+            process: process, stdin: inPipe[1], stdout: outPipe[0], stderr: errPipe[0], timing: timing, stderrLine: stderrLine,
+            events: events)
+        let driven = ChildReactor.shared.drive { machine.step($0) }
+        process.driven.withLock { $0 = driven }
+        child.onExit { _ in driven.wake() }
         return process
     }
 
@@ -132,16 +120,14 @@ public final class MCPStdioProcess: Sendable {
 
     private let budget: MCPMemoryBudget
 
-    private init(pid: pid_t, serverName: String, wakeFD: Int32, owner: MCPStdioOwner?, budget: MCPMemoryBudget) {
-        self.pid = pid
+    private init(child: Child, serverName: String, owner: MCPStdioOwner?, budget: MCPMemoryBudget) {
+        self.child = child
+        self.pid = child.pid
         self.serverName = serverName
-        self.wakeFD = wakeFD
         self.owner = owner
         self.budget = budget
         state = Mutex(State(charge: MCPMemoryCharge(budget)))
     }
-
-    deinit { Glibc.close(wakeFD) }
 
     private static let ignoreSIGPIPE: Void = { _ = signal(SIGPIPE, SIG_IGN) }()
 
@@ -191,81 +177,114 @@ public final class MCPStdioProcess: Sendable {
         await done.wait()
     }
 
-    /// Whether the server's thread has finished (exited and reaped).
+    /// Whether the server's machine has finished (exited and reaped).
     public var isFinished: Bool { done.isOpen }
 
     private func wake() {
-        var one: UInt64 = 1
-        _ = write(wakeFD, &one, 8)
+        driven.withLock { $0 }?.wake()
     }
 
-    private struct Descriptors {
-        var stdin: Int32
-        var stdout: Int32
-        var stderr: Int32
-        var pidfd: Int32
-    }
+    /// The server's loop as a machine the reactor steps: each step does what the old loop's
+    /// pass after its `poll` did (read, write, exit, deadlines), then says what to wait for.
+    /// Its state is touched on the reactor's thread only (the lock is never contended).
+    final class StdioMachine: Sendable {
+        private struct Loop {
+            var stdin: Int32
+            var stdout: Int32
+            var stderr: Int32
+            var decoder = JSONLineDecoder()
+            var lineCharge: MCPMemoryCharge
+            var limiter = MCPInboundLimiter(now: ContinuousClock.now)
+            var stderrLines = StderrLines()
+            var buffer = [UInt8](repeating: 0, count: MCPStdioProcess.readBufferBytes)
+            var writing: [UInt8] = []
+            var written = 0
+            var endReason: String?
+            var exitStatus: Int32?
+            var closingSince: ContinuousClock.Instant?
+            var termSent = false
+            var killSent = false
+            var exitedAt: ContinuousClock.Instant?
+            var group = GroupSweep()
+            /// What the last step asked to read (the limiter may hold a pipe back).
+            var readingStdout = false
+            var readingStderr = false
+        }
 
-    private func run(_ initial: Descriptors, timing: Timing, stderrLine: @Sendable (String) -> Void, events: @Sendable (MCPStdioEvent) -> Void) {
-        var fds = initial
-        var decoder = JSONLineDecoder()
-        var lineCharge = MCPMemoryCharge(budget)
-        var limiter = MCPInboundLimiter(now: ContinuousClock.now)
-        var stderrLines = StderrLines()
-        var buffer = [UInt8](repeating: 0, count: Self.readBufferBytes)
-        var writing: [UInt8] = []
-        var written = 0
-        var endReason: String?
-        var exitStatus: Int32?
-        var closingSince: ContinuousClock.Instant?
-        var termSent = false
-        var killSent = false
-        var exitedAt: ContinuousClock.Instant?
-        var group = GroupSweep()
-        let now = { ContinuousClock.now }
-        let name = serverName
+        private let process: MCPStdioProcess
+        private let timing: Timing
+        private let stderrLine: @Sendable (String) -> Void
+        private let events: @Sendable (MCPStdioEvent) -> Void
+        private let loop: Mutex<Loop>
 
-        func end(_ reason: String) {
-            guard endReason == nil else { return }
-            endReason = reason
-            state.withLock { $0.ended = true }
+        init(
+            process: MCPStdioProcess, stdin: Int32, stdout: Int32, stderr: Int32, timing: Timing,
+            stderrLine: @escaping @Sendable (String) -> Void, events: @escaping @Sendable (MCPStdioEvent) -> Void
+        ) {
+            self.process = process
+            self.timing = timing
+            self.stderrLine = stderrLine
+            self.events = events
+            loop = Mutex(Loop(stdin: stdin, stdout: stdout, stderr: stderr, lineCharge: MCPMemoryCharge(process.budget)))
+        }
+
+        func step(_ driven: ChildReactor.Driven) -> ChildReactor.Interest? {
+            loop.withLock { l in
+                // The first step too: a close requested before it ran is seen at once.
+                pass(&l, driven)
+                if l.exitedAt != nil && l.stdout < 0 && l.stderr < 0 && l.group.settled {
+                    finish(&l, driven)
+                    return nil
+                }
+                return interest(&l)
+            }
+        }
+
+        private func end(_ l: inout Loop, _ reason: String) {
+            guard l.endReason == nil else { return }
+            l.endReason = reason
+            process.state.withLock { $0.ended = true }
             events(.ended(reason))
         }
-        func closeFD(_ fd: inout Int32) {
-            if fd >= 0 { Glibc.close(fd) }
+
+        private func closeFD(_ fd: inout Int32, _ driven: ChildReactor.Driven) {
+            if fd >= 0 { driven.close(fd) }
             fd = -1
         }
-        func startClosing() {
-            if closingSince == nil { closingSince = now() }
-            closeFD(&fds.stdin)
-            state.withLock { s in
+
+        private func startClosing(_ l: inout Loop, _ driven: ChildReactor.Driven) {
+            if l.closingSince == nil { l.closingSince = .now }
+            closeFD(&l.stdin, driven)
+            process.state.withLock { s in
                 s.queue = []
                 s.writingLeft = 0
                 s.writingCapacity = 0
                 s.charge.release()
             }
-            writing = []
-        }
-        func closeStdout() {
-            closeFD(&fds.stdout)
-            decoder = JSONLineDecoder()
-            lineCharge.release()
+            l.writing = []
         }
 
-        while true {
-            if exitedAt != nil && fds.stdout < 0 && fds.stderr < 0 && group.settled { break }
+        private func closeStdout(_ l: inout Loop, _ driven: ChildReactor.Driven) {
+            closeFD(&l.stdout, driven)
+            l.decoder = JSONLineDecoder()
+            l.lineCharge.release()
+        }
+
+        /// The top of the old loop: the next deadline, the writer's buffer, which pipes to read.
+        private func interest(_ l: inout Loop) -> ChildReactor.Interest {
+            let now = { ContinuousClock.now }
             var next: ContinuousClock.Instant?
-            let graces = state.withLock { $0.hurried } ? timing.hurried : timing
-            if exitedAt == nil, let closingSince {
-                next = termSent ? (killSent ? nil : closingSince + graces.stdinGrace + graces.termGrace) : closingSince + graces.stdinGrace
+            let graces = process.state.withLock { $0.hurried } ? timing.hurried : timing
+            if l.exitedAt == nil, let closingSince = l.closingSince {
+                next = l.termSent ? (l.killSent ? nil : closingSince + graces.stdinGrace + graces.termGrace) : closingSince + graces.stdinGrace
             }
             // Pipes a descendant still holds after the server exited: a short wait, then dropped.
-            if let exitedAt { next = exitedAt + .seconds(1) }
-            if exitedAt == nil && fds.pidfd < 0 { next = min(next ?? now() + .milliseconds(50), now() + .milliseconds(50)) }
+            if let exitedAt = l.exitedAt { next = exitedAt + .seconds(1) }
             // The group's members are looked for again every 50 ms until it is empty.
-            if exitedAt != nil, !group.settled { next = min(next ?? now() + GroupSweep.interval, now() + GroupSweep.interval) }
-            if writing.isEmpty, fds.stdin >= 0 {
-                state.withLock { s in
+            if l.exitedAt != nil, !l.group.settled { next = min(next ?? now() + GroupSweep.interval, now() + GroupSweep.interval) }
+            if l.writing.isEmpty, l.stdin >= 0 {
+                var writing = l.writing
+                process.state.withLock { s in
                     // The writer takes all that is queued at once: one buffer, no copy.
                     if !s.queue.isEmpty {
                         swap(&writing, &s.queue)
@@ -273,46 +292,50 @@ public final class MCPStdioProcess: Sendable {
                         s.writingCapacity = writing.capacity
                     }
                 }
-                written = 0
+                l.writing = writing
+                l.written = 0
             }
             // A flooding server's pipes are left unread until its rates allow more.
-            let readingStdout = fds.stdout >= 0 && limiter.mayRead(now: now())
-            let readingStderr = fds.stderr >= 0 && limiter.stderrReadyAt(now: now()) <= now()
-            if fds.stdout >= 0, !readingStdout { next = min(next ?? .now + .seconds(60), limiter.readyAt(now: now())) }
-            if fds.stderr >= 0, !readingStderr { next = min(next ?? .now + .seconds(60), limiter.stderrReadyAt(now: now())) }
-            var polled: [pollfd] = []
-            if readingStdout { polled.append(pollfd(fd: fds.stdout, events: Int16(POLLIN), revents: 0)) }
-            if readingStderr { polled.append(pollfd(fd: fds.stderr, events: Int16(POLLIN), revents: 0)) }
-            if exitedAt == nil, fds.pidfd >= 0 { polled.append(pollfd(fd: fds.pidfd, events: Int16(POLLIN), revents: 0)) }
-            if fds.stdin >= 0, !writing.isEmpty { polled.append(pollfd(fd: fds.stdin, events: Int16(POLLOUT), revents: 0)) }
-            polled.append(pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0))
-            var timeoutMS: Int32 = -1
-            if let next {
-                let remaining = next - now()
-                timeoutMS = remaining <= .zero ? 0 : Int32(min(60_000, remaining / .milliseconds(1) + 1))
-            }
-            let ready = poll(&polled, nfds_t(polled.count), timeoutMS)
-            if ready < 0 && errno != EINTR { usleep(10_000) }
-            var wakeValue: UInt64 = 0
-            _ = read(wakeFD, &wakeValue, 8)
+            l.readingStdout = l.stdout >= 0 && l.limiter.mayRead(now: now())
+            l.readingStderr = l.stderr >= 0 && l.limiter.stderrReadyAt(now: now()) <= now()
+            if l.stdout >= 0, !l.readingStdout { next = min(next ?? .now + .seconds(60), l.limiter.readyAt(now: now())) }
+            if l.stderr >= 0, !l.readingStderr { next = min(next ?? .now + .seconds(60), l.limiter.stderrReadyAt(now: now())) }
+            var interest = ChildReactor.Interest(until: next)
+            if l.readingStdout { interest.read.append(l.stdout) }
+            if l.readingStderr { interest.read.append(l.stderr) }
+            if l.stdin >= 0, !l.writing.isEmpty { interest.write.append(l.stdin) }
+            return interest
+        }
 
+        /// The rest of the old loop's pass: read, write, the exit, the deadlines.
+        private func pass(_ l: inout Loop, _ driven: ChildReactor.Driven) {
+            let now = { ContinuousClock.now }
+            let name = process.serverName
+            let budget = process.budget
+            let graces = process.state.withLock { $0.hurried } ? timing.hurried : timing
             // stdout: messages, in order.
-            if readingStdout {
-                for _ in 0..<Self.readsPerWake {
-                    let n = buffer.withUnsafeMutableBytes { read(fds.stdout, $0.baseAddress, $0.count) }
+            if l.readingStdout && l.stdout >= 0 {
+                for _ in 0..<MCPStdioProcess.readsPerWake {
+                    let fd = l.stdout
+                    let n = l.buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
                     if n > 0 {
                         let readAt = now()
-                        limiter.read(n, now: readAt)
+                        l.limiter.read(n, now: readAt)
                         // Charged before the line grows: what the budget refuses is never allocated.
-                        if !lineCharge.update(max(lineCharge.bytes, decoder.capacity(afterFeeding: n))) {
+                        if !l.lineCharge.update(max(l.lineCharge.bytes, l.decoder.capacity(afterFeeding: n))) {
                             MCPFlowMetrics.refused()
-                            end("server \(goQuote(name)): " + budget.refusal("a message", bytes: decoder.bufferedBytes + n))
-                            closeStdout()
-                            startClosing()
+                            end(&l, "server \(goQuote(name)): " + budget.refusal("a message", bytes: l.decoder.bufferedBytes + n))
+                            closeStdout(&l, driven)
+                            startClosing(&l, driven)
                             break
                         }
                         var tooLong: JSONLineDecoder.LineTooLong?
-                        buffer.withUnsafeBytes { raw in
+                        // Moved out while the buffer is read (one owner: no copy of the line).
+                        var decoder = l.decoder
+                        l.decoder = JSONLineDecoder()
+                        var limiter = l.limiter
+                        let events = self.events
+                        l.buffer.withUnsafeBytes { raw in
                             do throws(JSONLineDecoder.LineTooLong) {
                                 try decoder.feed(UnsafeRawBufferPointer(rebasing: raw[0..<n])) { line in
                                     do throws(JSONRPCMessage.ParseError) {
@@ -330,58 +353,67 @@ public final class MCPStdioProcess: Sendable {
                                 tooLong = error
                             }
                         }
+                        l.decoder = decoder
+                        l.limiter = limiter
                         if let error = tooLong {
-                            end("server \(goQuote(name)) wrote a \(error.description)")
-                            closeStdout()
-                            startClosing()
+                            end(&l, "server \(goQuote(name)) wrote a \(error.description)")
+                            closeStdout(&l, driven)
+                            startClosing(&l, driven)
                             break
                         }
                         // Down to what the line holds now (a finished message gave its buffer away).
-                        _ = lineCharge.update(decoder.bufferedCapacity)
-                        if n < buffer.count || !limiter.mayRead(now: now()) { break }
+                        _ = l.lineCharge.update(l.decoder.bufferedCapacity)
+                        if n < l.buffer.count || !l.limiter.mayRead(now: now()) { break }
                         continue
                     }
                     if n == 0 || (errno != EAGAIN && errno != EINTR) {
-                        closeStdout()
-                        if exitedAt == nil { startClosing() }
+                        closeStdout(&l, driven)
+                        if l.exitedAt == nil { startClosing(&l, driven) }
                     }
                     break
                 }
             }
-            if readingStderr {
-                for _ in 0..<Self.readsPerWake {
-                    let n = buffer.withUnsafeMutableBytes { read(fds.stderr, $0.baseAddress, $0.count) }
+            if l.readingStderr && l.stderr >= 0 {
+                for _ in 0..<MCPStdioProcess.readsPerWake {
+                    let fd = l.stderr
+                    let n = l.buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
                     if n > 0 {
-                        limiter.readStderr(n, now: now())
-                        buffer.withUnsafeBytes { stderrLines.feed(UnsafeRawBufferPointer(rebasing: $0[0..<n]), now: now(), emit: stderrLine) }
-                        if n < buffer.count || limiter.stderrReadyAt(now: now()) > now() { break }
+                        l.limiter.readStderr(n, now: now())
+                        var lines = l.stderrLines
+                        l.stderrLines = StderrLines()
+                        l.buffer.withUnsafeBytes { lines.feed(UnsafeRawBufferPointer(rebasing: $0[0..<n]), now: now(), emit: stderrLine) }
+                        l.stderrLines = lines
+                        if n < l.buffer.count || l.limiter.stderrReadyAt(now: now()) > now() { break }
                         continue
                     }
                     if n == 0 || (errno != EAGAIN && errno != EINTR) {
-                        closeFD(&fds.stderr)
-                        stderrLines.finish(now: now(), emit: stderrLine)
+                        closeFD(&l.stderr, driven)
+                        l.stderrLines.finish(now: now(), emit: stderrLine)
                     }
                     break
                 }
             }
             // stdin: what is queued, without blocking.
-            if fds.stdin >= 0, !writing.isEmpty {
-                while written < writing.count {
-                    let n = writing.withUnsafeBytes { Glibc.write(fds.stdin, $0.baseAddress! + written, $0.count - written) }
+            if l.stdin >= 0, !l.writing.isEmpty {
+                while l.written < l.writing.count {
+                    let fd = l.stdin
+                    let written = l.written
+                    let n = l.writing.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + written, $0.count - written) }
                     if n > 0 {
-                        written += n
+                        l.written += n
                         continue
                     }
                     if n < 0 && (errno == EAGAIN || errno == EINTR) { break }
                     // EPIPE: the server closed its stdin; its exit follows.
-                    startClosing()
+                    startClosing(&l, driven)
                     break
                 }
-                if !writing.isEmpty {
-                    let done = written >= writing.count
-                    if done { writing = [] }
-                    state.withLock { s in
-                        s.writingLeft = writing.count - (done ? 0 : written)
+                if !l.writing.isEmpty {
+                    let done = l.written >= l.writing.count
+                    if done { l.writing = [] }
+                    let left = l.writing.count - (done ? 0 : l.written)
+                    process.state.withLock { s in
+                        s.writingLeft = left
                         if done {
                             s.writingCapacity = 0
                             _ = s.charge.update(s.queue.capacity)
@@ -389,53 +421,55 @@ public final class MCPStdioProcess: Sendable {
                     }
                 }
             }
-            if fds.stdin >= 0, state.withLock({ $0.closeRequested }) {
-                startClosing()
+            if l.stdin >= 0, process.state.withLock({ $0.closeRequested }) {
+                startClosing(&l, driven)
             }
-            if exitedAt == nil {
-                var status: Int32 = 0
-                if agent_peek_exit(pid, &status) == 1 {
-                    exitedAt = now()
-                    exitStatus = status
-                    closeFD(&fds.pidfd)
-                    closeFD(&fds.stdin)
+            if l.exitedAt == nil, let status = process.child.status {
+                l.exitedAt = now()
+                l.exitStatus = status
+                closeFD(&l.stdin, driven)
+            }
+            if l.exitedAt != nil, !l.group.settled {
+                process.settleGroup(&l.group, termGrace: graces.termGrace, now: now())
+            }
+            if l.exitedAt == nil, let closingSince = l.closingSince {
+                if !l.termSent, now() >= closingSince + graces.stdinGrace {
+                    l.termSent = true
+                    process.child.signal(SIGTERM, to: .group)
+                }
+                if l.termSent, !l.killSent, now() >= closingSince + graces.stdinGrace + graces.termGrace {
+                    l.killSent = true
+                    process.child.signal(SIGKILL, to: .group)
+                }
+            } else if let exitedAt = l.exitedAt, now() >= exitedAt + .seconds(1) {
+                closeStdout(&l, driven)
+                if l.stderr >= 0 {
+                    closeFD(&l.stderr, driven)
+                    l.stderrLines.finish(now: now(), emit: stderrLine)
                 }
             }
-            if exitedAt != nil, !group.settled {
-                settleGroup(&group, termGrace: graces.termGrace, now: now())
-            }
-            if exitedAt == nil, let closingSince {
-                if !termSent, now() >= closingSince + graces.stdinGrace {
-                    termSent = true
-                    kill(-pid, SIGTERM)
-                }
-                if termSent, !killSent, now() >= closingSince + graces.stdinGrace + graces.termGrace {
-                    killSent = true
-                    kill(-pid, SIGKILL)
-                }
-            } else if let exitedAt, now() >= exitedAt + .seconds(1) {
-                closeStdout()
-                if fds.stderr >= 0 {
-                    closeFD(&fds.stderr)
-                    stderrLines.finish(now: now(), emit: stderrLine)
-                }
-            }
-            if let exitStatus, fds.stdout < 0 {
-                end(state.withLock { $0.closeRequested } ? "server \(goQuote(name)) was closed" : "server \(goQuote(name)) exited (\(Self.describe(exitStatus)))")
+            if let exitStatus = l.exitStatus, l.stdout < 0 {
+                end(
+                    &l,
+                    process.state.withLock { $0.closeRequested }
+                        ? "server \(goQuote(name)) was closed" : "server \(goQuote(name)) exited (\(MCPStdioProcess.describe(exitStatus)))")
             }
         }
-        closeFD(&fds.stdin)
-        closeFD(&fds.pidfd)
-        lineCharge.release()
-        state.withLock { s in
-            s.queue = []
-            s.charge.release()
+
+        /// After the old loop: everything released, the server reaped, waiters told.
+        private func finish(_ l: inout Loop, _ driven: ChildReactor.Driven) {
+            closeFD(&l.stdin, driven)
+            l.lineCharge.release()
+            process.state.withLock { s in
+                s.queue = []
+                s.charge.release()
+            }
+            // Reaped only now: until here the pid and the group id stayed ours to signal.
+            process.owner?.remove(process.pid)
+            process.child.release()
+            end(&l, "server \(goQuote(process.serverName)) exited")
+            process.done.open()
         }
-        // Reaped only now: until here the pid and the group id stayed ours to signal.
-        owner?.remove(pid)
-        OwnedChildren.reap(pid, wait: true)
-        end("server \(goQuote(name)) exited")
-        done.open()
     }
 
     /// Where the sweep of the exited server's process group stands.
@@ -459,21 +493,21 @@ public final class MCPStdioProcess: Sendable {
     /// other process or group can take it. A process can only join a group of its own
     /// session, so the group holds the server's descendants and nothing else; one that left
     /// it (`setsid`, `setpgid`) is not signalled.
-    private func settleGroup(_ group: inout GroupSweep, termGrace: Duration, now: ContinuousClock.Instant) {
+    fileprivate func settleGroup(_ group: inout GroupSweep, termGrace: Duration, now: ContinuousClock.Instant) {
         guard ProcessGroupScan.hasOtherMembers(group: pid, leader: pid) else {
             group.settled = true
             return
         }
         guard let termSentAt = group.termSentAt else {
             group.termSentAt = now
-            kill(-pid, SIGTERM)
+            child.signal(SIGTERM, to: .group)
             return
         }
         if let killSentAt = group.killSentAt {
             if now >= killSentAt + GroupSweep.killBound { group.settled = true }
         } else if now >= termSentAt + termGrace {
             group.killSentAt = now
-            kill(-pid, SIGKILL)
+            child.signal(SIGKILL, to: .group)
         }
     }
 
