@@ -7,7 +7,8 @@ import CAgentSpawn
 /// (MADV_DONTNEED: the page cache keeps them, a later touch is a minor fault). Nothing
 /// private or writable is touched: a mapping with a single anonymous (written) page is
 /// left whole. Pages no other process maps leave the page cache, so code used again is
-/// read back on first touch (major faults: the first request afterwards took 9 ms here).
+/// read back on first touch: the first request afterwards took 13–25 ms here (5–12 ms
+/// with the page-out alone); it happens once, after start-up.
 /// Measured by `agent-bench proc` (idle RSS); without it, fault-around keeps 64 KiB around
 /// every page start-up touched, and every library page another Swift process shares stays
 /// counted (idle RSS 29.7 MiB against 10.1 MiB).
