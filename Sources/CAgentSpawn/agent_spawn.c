@@ -330,17 +330,12 @@ int agent_pty_set_mode(int fd, int opcode, unsigned int value) {
 #define MADV_PAGEOUT 21
 #endif
 
-/* A mapping of a loaded object (the executable or a shared library): never unmapped while
-   the agent runs (it does not dlclose), so its address cannot be reused under us. */
-static int is_loaded_object(const char *path) {
+/* A mapping of a loaded object (the executable `exe`, or a shared library): never unmapped
+   while the agent runs (it does not dlclose), so its address cannot be reused under us. */
+static int is_loaded_object(const char *path, const char *exe) {
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
-    if (strstr(base, ".so")) return 1;
-    char exe[4096];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-    if (n <= 0) return 0;
-    exe[n] = 0;
-    return strcmp(path, exe) == 0;
+    return strstr(base, ".so") != NULL || strcmp(path, exe) == 0;
 }
 
 /* Whether the system has swap space: without it, pageout can only drop clean file pages. */
@@ -362,12 +357,15 @@ int agent_release_file_pages(void) {
     // Without swap, the writable mappings of loaded objects are paged out too: their
     // written pages have nowhere to go and stay, the clean ones (data read at start) leave.
     int swap = has_swap();
+    char exe[4096];
+    ssize_t exe_length = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    exe[exe_length > 0 ? exe_length : 0] = 0;
     FILE *maps = fopen("/proc/self/smaps", "re");
     if (!maps) return -1;
     char line[4096];
     int advised = 0;
     unsigned long start = 0, end = 0;
-    int candidate = 0, object = 0, writable_object = 0;
+    int candidate = 0, object = 0;
     while (fgets(line, sizeof(line), maps)) {
         unsigned long s, e, offset, inode;
         char perms[5], device[16];
@@ -379,10 +377,10 @@ int agent_release_file_pages(void) {
             candidate = inode != 0 && perms[0] == 'r' && perms[1] != 'w';
             char *path = line + consumed;
             path[strcspn(path, "\n")] = 0;
-            int loaded = inode != 0 && path[0] == '/' && is_loaded_object(path);
+            int loaded = inode != 0 && path[0] == '/' && is_loaded_object(path, exe);
             object = candidate && loaded;
-            writable_object = !swap && loaded && perms[1] == 'w' && perms[3] == 'p';
-            if (writable_object && madvise((void *)start, end - start, MADV_PAGEOUT) == 0) advised++;
+            if (!swap && loaded && perms[1] == 'w' && perms[3] == 'p' && madvise((void *)start, end - start, MADV_PAGEOUT) == 0)
+                advised++;
             continue;
         }
         unsigned long anonymous;

@@ -25,7 +25,6 @@ extension HTTP1ConnectionHandler {
         switch part {
         case .head(let served):
             exchange &+= 1
-            current = served.route
             switch served.body {
             case .empty:
                 start(served, body: RequestBody(buffer: ByteBuffer()), context: context)

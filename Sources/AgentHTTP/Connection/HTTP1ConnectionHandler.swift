@@ -117,8 +117,6 @@ final class HTTP1ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
     var readPending = false
     var writable: EventLoopPromise<Void>?
     var access: AccessLog.Entry?
-    /// The route of the request being served.
-    var current = RouteTable.unrouted
 
     init(configuration: Configuration, origin: ConnectionOrigin, upgrade: WebSocketUpgrade) {
         self.configuration = configuration

@@ -273,11 +273,8 @@ struct HTTP1ConnectionStateMachine<C: Clock> where C.Duration == Duration {
     /// The decoder produced a request head; `route` is what the route table says of it.
     mutating func headReceived(_ head: RequestHeadFacts, route: RouteInfo, now: C.Instant) -> Actions {
         var actions = Actions()
-        guard case .awaitingHead(let waiting) = state else {
-            // After a refusal nothing more is parsed; upgraded, it is not HTTP.
-            if case .webSocket = state { actions.append(.forward) }
-            return actions
-        }
+        // After a refusal nothing more is parsed; upgraded, the decoder yields nothing.
+        guard case .awaitingHead(let waiting) = state else { return actions }
         deadlines.clear(.head)
         requestCount += 1
         let outstanding = waiting.outstanding
@@ -731,8 +728,8 @@ struct HTTP1ConnectionStateMachine<C: Clock> where C.Duration == Duration {
     }
 
     /// A body part or end outside a request: held while a handshake is being admitted,
-    /// passed on once upgraded (frames), dropped after a refusal (nothing is parsed then);
-    /// with no request at all, the decoder broke its framing.
+    /// dropped after a refusal or an upgrade (nothing is parsed then); with no request at
+    /// all, the decoder broke its framing.
     private mutating func partOutsideARequest(_ actions: inout Actions) {
         switch state {
         case .upgrading(var upgrading):
@@ -743,7 +740,6 @@ struct HTTP1ConnectionStateMachine<C: Clock> where C.Duration == Duration {
                 state = .upgrading(upgrading)
                 actions.append(.hold)
             }
-        case .webSocket: actions.append(.forward)
         case .awaitingHead: brokenInvariant(&actions)
         default: break
         }
