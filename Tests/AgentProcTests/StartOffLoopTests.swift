@@ -10,8 +10,8 @@ import Glibc
 #endif
 
 /// A start's blocking work (the clone and exec, the records' writes, a tool call's sync)
-/// runs on the manager's start pool, never on the thread that handles the request (a
-/// connection's event loop when the route runs there).
+/// never runs on an event loop or Swift's cooperative pool: inline on the HTTP handler pool's
+/// thread that runs `POST /start`, else on the manager's start pool.
 @Suite struct StartOffLoopTests {
     /// The name of the calling thread.
     static func threadName() -> String {
@@ -19,13 +19,13 @@ import Glibc
         return comm.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
-    @Test func startsAndToolCallClaimsRunOnTheStartPool() async throws {
+    @Test func startsAndToolCallClaimsRunInlineOnTheHandlersPoolThread() async throws {
         let state = try makeTempDirectory()
         defer { try? FileManager.default.removeItem(atPath: state) }
-        let threads = Mutex<[String]>([])
+        let threads = Mutex<[(name: String, mayBlock: Bool)]>([])
         try await withProcessServer(configure: {
             $0.stateDirectory = state
-            $0.onStartWork = { threads.withLock { $0.append(Self.threadName()) } }
+            $0.onStartWork = { threads.withLock { $0.append((Self.threadName(), BlockingThread.isCurrent)) } }
         }) { h in
             let id = try await h.start("echo plain")
             #expect(try await h.finalOutput(id)["output"] as? String == "plain\n")
@@ -41,7 +41,24 @@ import Glibc
         let seen = threads.withLock { $0 }
         // The plain start, then the tool call's claim and its start.
         #expect(seen.count == 3)
-        #expect(seen.allSatisfy { $0 == "blk-proc-start" }, "start work ran on \(seen)")
+        // On the handler's own pool thread (no hop to the start pool), never on a loop.
+        #expect(seen.allSatisfy { $0.mayBlock && $0.name != "blk-proc-start" && !$0.name.hasPrefix("NIO-") }, "start work ran on \(seen)")
+    }
+
+    @Test func aStartFromATaskOnTheCooperativePoolRunsOnTheStartPool() async throws {
+        let seen = Mutex<[(name: String, mayBlock: Bool)]>([])
+        var configuration = ProcessManager.Configuration(priority: .unchanged)
+        configuration.onStartWork = { seen.withLock { $0.append((Self.threadName(), BlockingThread.isCurrent)) } }
+        let manager = try ProcessManager(configuration: configuration, logger: Harness.quiet)
+        let runner = Task { try await manager.run() }
+        defer { runner.cancel() }
+        #expect(!BlockingThread.isCurrent)
+        let process = try await manager.start(command: "true", workdir: nil, environment: nil, background: false, chat: nil)
+        #expect(await eventually { !process.isRunning })
+        let threads = seen.withLock { $0 }
+        #expect(threads.count == 1)
+        #expect(threads.allSatisfy { $0.mayBlock && $0.name == "blk-proc-start" }, "start work ran on \(threads)")
+        await manager.shutdown()
     }
 
     @Test func aStartFromManyTasksAtOnceAllRunAndAreWatched() async throws {

@@ -103,3 +103,16 @@ struct BlockingPoolTests {
         #expect(throws: CancelToken.Stopped(reason: .deadline)) { try token.check() }
     }
 }
+
+/// Which threads say they may block.
+@Suite struct BlockingThreadTests {
+    @Test func aPoolsThreadsAreMarkedAndOthersAreNot() async throws {
+        #expect(!BlockingThread.isCurrent)
+        let pool = BlockingPool(name: "mark-test", threads: 1, maxQueued: 4)
+        #expect(try await pool.run { _ in BlockingThread.isCurrent })
+        let plain = await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+            AgentThread.start(name: "unmarked") { continuation.resume(returning: BlockingThread.isCurrent) }
+        }
+        #expect(!plain)
+    }
+}

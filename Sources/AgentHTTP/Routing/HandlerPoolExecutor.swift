@@ -1,3 +1,4 @@
+import AgentCore
 import NIOPosix
 
 /// Where `.pool` routes' handlers run: threads of their own, not Swift's global executor.
@@ -7,7 +8,8 @@ import NIOPosix
 /// other pooled request and every task of the agent. Here a blocked handler holds one of
 /// ``threads`` threads; the rest keep answering. Its queue holds at most one request task
 /// per connection (a connection runs one request at a time), so the HTTP connection cap
-/// bounds it.
+/// bounds it. Its threads are ``BlockingThread``s: blocking work a handler asks for runs on
+/// the handler's own thread, without a hop to another pool and back.
 final class HandlerPoolExecutor: TaskExecutor {
     /// The pool's width: the most handlers that may block at once before others wait.
     static let threads = 16
@@ -24,6 +26,9 @@ final class HandlerPoolExecutor: TaskExecutor {
 
     func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)
-        pool.submit { _ in job.runSynchronously(on: self.asUnownedTaskExecutor()) }
+        pool.submit { _ in
+            BlockingThread.markCurrent()
+            job.runSynchronously(on: self.asUnownedTaskExecutor())
+        }
     }
 }

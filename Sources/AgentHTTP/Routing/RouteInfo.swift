@@ -20,6 +20,12 @@ public enum RouteExecutor: Sendable, Equatable {
     case eventLoop
 }
 
+extension RouteExecutor {
+    /// The handler pool as a task executor: for an `.eventLoop` handler that takes one
+    /// blocking step only on some requests (`withTaskExecutorPreference(RouteExecutor.poolExecutor)`).
+    public static var poolExecutor: any TaskExecutor { HandlerPoolExecutor.shared }
+}
+
 /// The route a request head matches, resolved once at the head and carried with the
 /// request: how to take the body, where to run the handler, whether the path is a WebSocket
 /// route (with its path parameters), and what the responder runs (``resolution``), so that

@@ -151,10 +151,16 @@ public final class ProcessManager: Service, Sendable {
     /// Starts waiting for a thread of ``startPool`` at once; beyond, a start fails (500).
     static let maxQueuedStarts = 1024
 
-    /// Runs a start's blocking `work` on ``startPool`` and waits for it without holding the
-    /// caller's thread.
+    /// Runs a start's blocking `work` where it may block: inline when the caller is already on
+    /// a thread that may (``BlockingThread``: the HTTP handler pool, where `POST /start` runs),
+    /// else on ``startPool``, waited for without holding the caller's thread. Inline saves the
+    /// two thread hops (there and back) that were most of a start's overhead on a busy host.
     func offLoop<T: Sendable>(_ work: @escaping @Sendable () -> T) async throws(StartFailure) -> T {
         let observe = configuration.onStartWork
+        if BlockingThread.isCurrent {
+            observe?()
+            return work()
+        }
         do {
             return try await Self.startPool.run { _ in
                 observe?()

@@ -15,14 +15,16 @@ struct ProcessRoutes: Sendable {
 
     /// Every route, relative to the module's mount point (`/api/v0/processes`), behind the
     /// chat middleware. Handlers run on the pool (a start clones and execs and opens spool
-    /// files; output reads the spool; a listing reaps, which retires spools), except the
-    /// status, a few fields from memory.
+    /// files; a listing reaps, which retires spools), except the status, a few fields from
+    /// memory, and the output, which answers from memory (at most the 32 KiB head and tail)
+    /// on the loop, so a wait for the exit is resumed straight onto the connection's loop;
+    /// only its offset reads of the spool go to the pool.
     func add(to routes: inout AgentRoutes) {
         routes.add(middleware: ChatIdentityMiddleware())
         routes.post("start") { request, context in try await self.start(request, context) }
         routes.get("list") { request, context in try self.list(request, context) }
         routes.get("status", executor: .eventLoop) { request, context in self.status(request, context) }
-        routes.get(":id/output") { request, context in try await self.output(request, context) }
+        routes.get(":id/output", executor: .eventLoop) { request, context in try await self.output(request, context) }
         routes.post(":id/signal") { request, context in try await self.signal(request, context) }
         routes.post(":id/stdin") { request, context in try await self.stdin(request, context) }
         routes.post(":id/stdin/close") { request, context in try await self.closeStdin(request, context) }
@@ -110,7 +112,10 @@ struct ProcessRoutes: Sendable {
                     .conflict, "Output of process \(goQuote(id)) is not spooled.",
                     detail: "Offset reads need the output spool (--proc-spool, on by default, and a writable state dir).")
             }
-            return JSONResponse.make(CursorResponse(process, read: read))
+            // Reads the spool file: on the pool, not the loop.
+            return await withTaskExecutorPreference(RouteExecutor.poolExecutor) {
+                JSONResponse.make(CursorResponse(process, read: read))
+            }
         }
         if let awaited = query.`await` {
             let (condition, match): (AwaitCondition, OutputWatch.Match?)

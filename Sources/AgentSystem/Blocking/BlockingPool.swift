@@ -127,6 +127,7 @@ public final class BlockingPool: Sendable {
     }
 
     private func worker() {
+        BlockingThread.markCurrent()
         while true {
             available.wait()
             let job = state.withLock { s -> Job? in
