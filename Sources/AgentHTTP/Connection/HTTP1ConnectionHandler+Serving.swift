@@ -120,7 +120,8 @@ extension HTTP1ConnectionHandler {
     /// route's executor, the one decision of where it runs. On the loop: started on this
     /// thread at once, so a handler that does not suspend answers before this read's
     /// processing returns. On the pool: the handler runs on ``HandlerPoolExecutor``; the
-    /// response is written from the loop (one hop back).
+    /// response is written by a task of the loop's (one hop back, and the pool's task ends
+    /// there instead of hopping to the pool once more only to finish).
     private static func spawn(
         _ request: Request, route: RouteInfo, context: AgentRequestContext, exchange: UInt64, responder: AgentResponder,
         handler: LoopBoundHandler
@@ -134,7 +135,7 @@ extension HTTP1ConnectionHandler {
         case .pool:
             Task(executorPreference: HandlerPoolExecutor.shared) {
                 let response = await responder.respond(to: request, context: context, route: route)
-                await withTaskExecutorPreference(handler.executor) {
+                Task(executorPreference: handler.executor) {
                     await handler.value.write(response, exchange: exchange)
                 }
             }
