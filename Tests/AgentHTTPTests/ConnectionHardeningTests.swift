@@ -324,6 +324,21 @@ import Testing
         }
     }
 
+    /// NIO's decoder stops at an upgrade request and keeps what follows unparsed: past
+    /// 1 MiB of it the connection closes (here behind a request still being answered).
+    @Test func bytesBehindAnUpgradeRequestAreBounded() async throws {
+        try await withGuardServer { port, _ in
+            let socket = try #require(await LoopbackSocket.connect(port: port))
+            let gate = UUID().uuidString
+            socket.send("GET /held/\(gate) HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: foo\r\n\r\n")
+            _ = socket.send([UInt8](repeating: UInt8(ascii: "a"), count: 2 << 20))
+            let rest = await socket.readAll(timeout: .seconds(30))
+            #expect(rest.closed)
+            #expect(rest.bytes.isEmpty, "closed before the answer: \(rest.bytes.count) bytes")
+            HeldRequests.gate(gate).open()
+        }
+    }
+
     // MARK: Defect 9: HTTP edges
 
     @Test func oversizedRequestLineAndHeaders() async throws {

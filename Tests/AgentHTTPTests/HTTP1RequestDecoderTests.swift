@@ -43,3 +43,23 @@ import Testing
         #expect(text.hasPrefix("HTTP/1.1 400 "))
     }
 }
+
+/// The mask check of upgraded connections as the fuzz target runs it: NIO's frame decoder,
+/// then each frame's mask, whatever the split.
+@Suite struct WebSocketMaskCheckTests {
+    static func check(_ bytes: [UInt8], split size: Int) -> Bool {
+        let chunks = stride(from: 0, to: bytes.count, by: size).map { Array(bytes[$0..<min($0 + size, bytes.count)]) }
+        return HTTPFuzzing.maskCheck(chunks, on: EmbeddedChannel())
+    }
+
+    @Test(arguments: [1, 3, 64])
+    func unmaskedFramesAreFoundWhateverTheSplit(size: Int) {
+        let masked: [UInt8] = [0x81, 0x82, 1, 2, 3, 4, UInt8(ascii: "h") ^ 1, UInt8(ascii: "i") ^ 2]
+        let unmasked: [UInt8] = [0x81, 0x02, UInt8(ascii: "h"), UInt8(ascii: "i")]
+        #expect(Self.check(masked + masked, split: size))
+        #expect(!Self.check(masked + unmasked, split: size))
+        #expect(Self.check(masked + unmasked.prefix(3), split: size), "an incomplete frame is no verdict yet")
+        // A control frame longer than 125 bytes is the decoder's refusal, not a mask verdict.
+        #expect(Self.check([0x89, 0x7E, 0x00, 0x80] + unmasked, split: size))
+    }
+}

@@ -258,7 +258,14 @@ struct HTTP1ConnectionStateMachine<C: Clock> where C.Duration == Duration {
     /// upgrade request, or in the handler while the connection switches to WebSocket.
     mutating func bytesHeld(_ count: Int) -> Actions {
         var actions = Actions()
-        if count > Self.maxHeldBytes, state != .closed { closeNow(&actions) }
+        guard count > Self.maxHeldBytes else { return actions }
+        switch state {
+        case .closing, .closed:
+            // Input is dropped already (reads no longer reach the decoder).
+            break
+        default:
+            closeNow(&actions)
+        }
         return actions
     }
 
