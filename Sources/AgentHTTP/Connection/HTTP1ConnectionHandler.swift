@@ -150,8 +150,9 @@ final class HTTP1ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
-        // Upgraded, the connection lives on: the message guard reports its end.
-        if !machine.isWebSocket { connectionEnded() }
+        // Handed over to the frame handlers, the connection lives on: the message guard
+        // reports its end.
+        if upgrade.phase != .handedOver { connectionEnded() }
         self.context = nil
     }
 
@@ -231,9 +232,9 @@ final class HTTP1ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
     // MARK: Inbound
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        // Upgraded, the decoder yields nothing more (it stops at an upgrade); once it left,
+        // Switching, the decoder yields nothing more (it stops at an upgrade); once it left,
         // the bytes it held and later reads come here raw, held until the frame handlers are in.
-        if machine.isWebSocket {
+        if upgrade.phase != .none {
             holdDuringUpgrade(data)
             return
         }

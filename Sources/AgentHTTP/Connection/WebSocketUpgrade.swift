@@ -14,6 +14,17 @@ final class WebSocketUpgrade {
     /// session (no second lookup).
     let route: NIOLoopBoundBox<RouteInfo?>
     private var settled = false
+    /// Where the switch is. NIO forces it on the handler: once the handshake ended its reads
+    /// are raw bytes, not request parts, and its removal at the end does not end the connection.
+    private(set) var phase = Phase.none
+
+    enum Phase {
+        case none
+        /// The handshake ended: the decoder stops, then leaves; reads are held.
+        case switching
+        /// The frame handlers are in place and have the held reads; the handler leaves.
+        case handedOver
+    }
     /// Reads that arrive while the connection switches (the decoder has left, the frame
     /// handlers are not in yet), and their size: at most
     /// ``HTTP1ConnectionStateMachine/maxHeldBytes`` before the connection closes.
@@ -27,6 +38,19 @@ final class WebSocketUpgrade {
         self.upgrader = upgrader
         self.outcome = outcome
         self.route = route
+    }
+
+    /// The handshake ended: reads from here on are raw bytes.
+    func switching() { phase = .switching }
+
+    /// The frame handlers are in place: the reads held meanwhile, for them.
+    func handOver() -> [NIOAny] {
+        phase = .handedOver
+        defer {
+            held = []
+            heldBytes = 0
+        }
+        return held
     }
 
     func succeed(_ value: AgentHTTPChannel.Outcome) {
@@ -47,15 +71,6 @@ final class WebSocketUpgrade {
         heldBytes += count
         return heldBytes
     }
-
-    /// The reads held, for the frame handlers.
-    func takeHeld() -> [NIOAny] {
-        defer {
-            held = []
-            heldBytes = 0
-        }
-        return held
-    }
 }
 
 extension HTTP1ConnectionHandler {
@@ -75,6 +90,7 @@ extension HTTP1ConnectionHandler {
         guard let (head, route) = handshake, let context else { return }
         handshake = nil
         upgrade.route.value = route
+        upgrade.switching()
         let channel = context.channel
         let pipeline = context.pipeline.syncOperations
         let initial = HTTPHeaders([("connection", "upgrade"), ("upgrade", "websocket")])
@@ -106,7 +122,7 @@ extension HTTP1ConnectionHandler {
                         raw = try? pipeline.context(handlerType: WebSocketFrameEncoder.self)
                         upgrade.succeed(outcome)
                         perform(machine.webSocketAnswered(now: clock.now))
-                        let reads = upgrade.takeHeld()
+                        let reads = upgrade.handOver()
                         for read in reads { context.fireChannelRead(read) }
                         if !reads.isEmpty { context.fireChannelReadComplete() }
                         pipeline.removeHandler(context: context, promise: nil)
