@@ -9,9 +9,9 @@ import NIOHTTPTypesHTTP1
 import NIOWebSocket
 
 /// The agent's HTTP/1 connection: NIO's response encoder, ``HTTP1RequestDecoder`` (NIO's
-/// request decoder reporting each read), and ``HTTP1ConnectionHandler``, which runs the connection's state machine
-/// and serves its requests from the pipeline (``AgentResponder`` over the routes, without
-/// `NIOAsyncChannel` per request).
+/// request decoder reporting each read), and ``HTTP1ConnectionHandler``, which runs the
+/// connection's state machine and serves its requests from the pipeline (``AgentResponder``
+/// over the routes, without `NIOAsyncChannel` per request).
 ///
 /// The same channel serves a connection whatever its source (``AgentHTTPServing``): a
 /// listener's accepted connections and connections handed over from elsewhere differ only

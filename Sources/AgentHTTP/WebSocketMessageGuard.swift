@@ -13,11 +13,11 @@ import NIOWebSocket
 ///
 /// Every frame is reported to the connection first (the peer is heard); one without the mask
 /// bit (RFC 6455 §5.1) is refused there with 1002. Control frames (ping, pong, close) pass,
-/// also between fragments. After a violation the
-/// close frame goes out, nothing more is passed on, and the connection closes
-/// (``HTTP1ConnectionHandler/webSocketViolation(_:)``). State: two counters and three bytes of a
-/// pending UTF-8 sequence. It also reports the channel's end to the connection, whose
-/// handler has left the pipeline. Used only on the connection's event loop.
+/// also between fragments. After a violation the close frame goes out, nothing more is
+/// passed on, and the connection closes (``HTTP1ConnectionHandler/webSocketViolation(_:)``).
+/// It also reports the channel's end to the connection, whose handler has left the pipeline.
+/// State: two counters and three bytes of a pending UTF-8 sequence. Used only on the
+/// connection's event loop.
 final class WebSocketMessageGuard: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = WebSocketFrame
     typealias InboundOut = WebSocketFrame

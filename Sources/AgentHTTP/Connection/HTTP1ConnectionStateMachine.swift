@@ -12,7 +12,8 @@ import HTTPTypes
 /// route's idle time (streamed); 413 on a declared length over the route's limit, 501 for an
 /// unknown transfer coding, 405 for CONNECT, 417 for an expectation other than
 /// `100-continue`, which is answered only when its request is taken up; 400/414/431 for
-/// what the decoder cannot parse; chunk framing bounded (``ChunkFramingBudget``);
+/// what the decoder cannot parse; chunk framing bounded (``ChunkFramingBudget``); bytes
+/// held unparsed behind an upgrade request bounded (``maxHeldBytes``);
 /// refusals of pipelined requests after the responses before them, dropped when one of
 /// those closes the connection; a WebSocket handshake only as the first request (307
 /// otherwise), within the WebSocket budget (503), masked frames (1002), a ping after a

@@ -7,8 +7,8 @@ import NIOWebSocket
 /// routes. It exists for the fuzz targets only.
 public enum HTTPFuzzing {
     /// Feeds `chunks` of client bytes to what an upgraded connection runs on them: NIO's
-    /// frame decoder (the agent's frame limit) and the mask check on its frames
-    /// (``WebSocketMessageGuard``), installed on `channel` (an `EmbeddedChannel`). False once
+    /// frame decoder (the agent's frame limit) and the mask check ``WebSocketMessageGuard``
+    /// makes of its frames, installed on `channel` (an `EmbeddedChannel`). False once
     /// a complete frame without the mask bit was read; the decoder's own refusals (a frame
     /// over the limit, a fragmented or long control frame) end the reading with true.
     public static func maskCheck(_ chunks: [[UInt8]], on channel: any Channel) -> Bool {
