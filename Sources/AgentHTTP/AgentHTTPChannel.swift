@@ -8,10 +8,10 @@ import NIOHTTP1
 import NIOHTTPTypesHTTP1
 import NIOWebSocket
 
-/// The agent's HTTP/1 connection: ``ConnectionBytesHandler`` on the socket side, NIO's
-/// HTTP/1 codec, and ``HTTP1ConnectionHandler``, which runs the connection's state machine
-/// and serves its requests from the pipeline (``AgentResponder`` over the routes, without
-/// `NIOAsyncChannel` per request).
+/// The agent's HTTP/1 connection: NIO's response encoder, ``HTTP1RequestDecoder`` (NIO's
+/// request decoder reporting each read), and ``HTTP1ConnectionHandler``, which runs the
+/// connection's state machine and serves its requests from the pipeline (``AgentResponder``
+/// over the routes, without `NIOAsyncChannel` per request).
 ///
 /// The same channel serves a connection whatever its source (``AgentHTTPServing``): a
 /// listener's accepted connections and connections handed over from elsewhere differ only
@@ -65,9 +65,10 @@ struct AgentHTTPChannel: ServerChildChannel {
                 },
                 upgradePipelineHandler: { channel, _ in
                     channel.eventLoop.makeCompletedFuture {
-                        let bytes = try channel.pipeline.syncOperations.handler(type: ConnectionBytesHandler.self)
+                        // The connection's handler leaves once the reads held meanwhile went on.
+                        let connection = try channel.pipeline.syncOperations.handler(type: HTTP1ConnectionHandler.self)
                         // Every route's inbound messages are bounded and checked before its handler.
-                        try channel.pipeline.syncOperations.addHandler(WebSocketMessageGuard(connection: bytes.connection))
+                        try channel.pipeline.syncOperations.addHandler(WebSocketMessageGuard(connection: connection))
                         let frames = try NIOAsyncChannel<WebSocketFrame, WebSocketFrame>(
                             wrappingChannelSynchronously: channel, configuration: .init(isOutboundHalfClosureEnabled: true))
                         return .webSocket(frames, attempted.value!)
@@ -80,14 +81,11 @@ struct AgentHTTPChannel: ServerChildChannel {
             limits.maxHeaderFieldCount = decoderLimits.fieldCount
             let connection = HTTP1ConnectionHandler(
                 configuration: http, origin: origin, upgrade: WebSocketUpgrade(upgrader: upgrader, outcome: outcome, route: route))
-            let bytes = ConnectionBytesHandler(connection: connection)
-            connection.bytes = bytes
             let pipeline = channel.pipeline.syncOperations
-            try pipeline.addHandler(bytes)
+            // First: the connection's raw writes go ahead of it (HTTP1ConnectionHandler.raw).
             try pipeline.addHandler(HTTPResponseEncoder())
-            // Bytes left in the decoder at an upgrade are client frames: the bytes handler
-            // keeps its own copy of them.
-            try pipeline.addHandler(ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .dropBytes, limitConfiguration: limits)))
+            // Bytes left in the decoder at an upgrade are client frames: forwarded when it leaves.
+            try pipeline.addHandler(ByteToMessageHandler(HTTP1RequestDecoder(limits: limits, connection: connection)))
             try pipeline.addHandler(ConnectionObserver())
             try pipeline.addHandler(connection)
             return Value(outcome: outcome.futureResult, channel: channel)

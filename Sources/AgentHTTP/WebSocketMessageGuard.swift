@@ -11,10 +11,13 @@ import NIOWebSocket
 ///   one, with 1002 (protocol error);
 /// - text that is not UTF-8 (checked across fragments, and at the message's end), with 1007.
 ///
-/// Control frames (ping, pong, close) pass, also between fragments. After a violation the
-/// close frame goes out, nothing more is passed on, and the connection closes
-/// (``HTTP1ConnectionHandler/webSocketViolation(_:)``). State: two counters and three bytes of a
-/// pending UTF-8 sequence. Used only on the connection's event loop.
+/// Every frame is reported to the connection first (the peer is heard); one without the mask
+/// bit (RFC 6455 §5.1) is refused there with 1002. Control frames (ping, pong, close) pass,
+/// also between fragments. After a violation the close frame goes out, nothing more is
+/// passed on, and the connection closes (``HTTP1ConnectionHandler/webSocketViolation(_:)``).
+/// It also reports the channel's end to the connection, whose handler has left the pipeline.
+/// State: two counters and three bytes of a pending UTF-8 sequence. Used only on the
+/// connection's event loop.
 final class WebSocketMessageGuard: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = WebSocketFrame
     typealias InboundOut = WebSocketFrame
@@ -28,9 +31,23 @@ final class WebSocketMessageGuard: ChannelInboundHandler, RemovableChannelHandle
         self.connection = connection
     }
 
+    func channelInactive(context: ChannelHandlerContext) {
+        connection.closedAfterUpgrade()
+        context.fireChannelInactive()
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        connection.closedAfterUpgrade()
+    }
+
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         if failed { return }
         let frame = unwrapInboundIn(data)
+        guard connection.webSocketFrameReceived(masked: frame.maskKey != nil) else {
+            failed = true
+            message = nil
+            return
+        }
         switch frame.opcode {
         case .text, .binary:
             guard message == nil else { return fail(.protocolError, "websocket_protocol_error") }

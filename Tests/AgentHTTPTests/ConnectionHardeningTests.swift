@@ -289,6 +289,56 @@ import Testing
         }
     }
 
+    /// Masked text frame `text` (key 1 2 3 4).
+    static func maskedText(_ text: String) -> [UInt8] {
+        let payload = Array(text.utf8)
+        let key: [UInt8] = [1, 2, 3, 4]
+        return [0x81, 0x80 | UInt8(payload.count)] + key + payload.enumerated().map { $1 ^ key[$0 & 3] }
+    }
+
+    /// Frames in the same write as the handshake reach the route: the decoder forwards the
+    /// bytes it held when it leaves, and the frames split across later writes follow them.
+    @Test func framesInTheHandshakesWriteReachTheRoute() async throws {
+        try await withGuardServer { port, _ in
+            let socket = try #require(await LoopbackSocket.connect(port: port))
+            let second = Self.maskedText("second")
+            socket.send(Array(Self.handshake("/messages").utf8) + Self.maskedText("first") + second.prefix(3))
+            socket.send(Array(second.dropFirst(3)))
+            let text = String(decoding: await socket.read(until: "text 6", timeout: .seconds(10)), as: UTF8.self)
+            #expect(String.httpStatus(of: Array(text.utf8)) == 101)
+            let first = try #require(text.range(of: "text 5"), "\(text)")
+            #expect(text.range(of: "text 6").map { first.upperBound <= $0.lowerBound } == true, "\(text)")
+        }
+    }
+
+    /// A masked frame and then an unmasked one, all in the handshake's write: the 101, then
+    /// the close 1002 for the second frame.
+    @Test func anUnmaskedFrameBehindAMaskedOneInTheHandshakesWrite() async throws {
+        try await withGuardServer { port, _ in
+            let socket = try #require(await LoopbackSocket.connect(port: port))
+            socket.send(Array(Self.handshake("/messages").utf8) + Self.maskedText("first") + [0x81, 0x02, UInt8(ascii: "h"), UInt8(ascii: "i")])
+            let rest = await socket.readAll(timeout: .seconds(10))
+            #expect(String.httpStatus(of: rest.bytes) == 101)
+            #expect(rest.bytes.firstRange(of: [0x88, 0x02, 0x03, 0xEA]) != nil, "no close frame with 1002: \(rest.bytes)")
+            #expect(rest.closed)
+        }
+    }
+
+    /// NIO's decoder stops at an upgrade request and keeps what follows unparsed: past
+    /// 1 MiB of it the connection closes (here behind a request still being answered).
+    @Test func bytesBehindAnUpgradeRequestAreBounded() async throws {
+        try await withGuardServer { port, _ in
+            let socket = try #require(await LoopbackSocket.connect(port: port))
+            let gate = UUID().uuidString
+            socket.send("GET /held/\(gate) HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: foo\r\n\r\n")
+            _ = socket.send([UInt8](repeating: UInt8(ascii: "a"), count: 2 << 20))
+            let rest = await socket.readAll(timeout: .seconds(30))
+            #expect(rest.closed)
+            #expect(rest.bytes.isEmpty, "closed before the answer: \(rest.bytes.count) bytes")
+            HeldRequests.gate(gate).open()
+        }
+    }
+
     // MARK: Defect 9: HTTP edges
 
     @Test func oversizedRequestLineAndHeaders() async throws {

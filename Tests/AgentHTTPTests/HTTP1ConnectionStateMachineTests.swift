@@ -257,6 +257,22 @@ import Testing
         #expect(refusal?.body.detail == "invalid method")
     }
 
+    /// The decoder scans a read for its newline only while the machine measures a line.
+    @Test func theRequestLineIsMeasuredOnlyUntilItsNewline() {
+        var driver = Driver()
+        #expect(driver.machine.measuresRequestLine)
+        driver.bytes("GET / HT")
+        #expect(driver.machine.measuresRequestLine)
+        driver.bytes("TP/1.1\r\nHost: x\r\n")
+        #expect(!driver.machine.measuresRequestLine, "measured")
+        driver.head()
+        #expect(!driver.machine.measuresRequestLine, "a request under way")
+        driver.end()
+        #expect(driver.machine.measuresRequestLine, "the line of a request pipelined behind it")
+        driver.respond()
+        #expect(driver.machine.measuresRequestLine)
+    }
+
     @Test func aRequestLineStartingInsideAnEarlierReadIsNotMeasured() {
         var driver = Driver()
         // One read carries a whole request and the start of the next one.
@@ -265,6 +281,7 @@ import Testing
         driver.get()
         driver.record(driver.machine.bytesProcessed(now: driver.clock.now))
         driver.respond()
+        #expect(!driver.machine.measuresRequestLine)
         driver.bytes(String(repeating: "a", count: 17 * 1024))
         let actions = driver.record(driver.machine.parseError(.headerOverflow, now: driver.clock.now))
         #expect(Self.refusal(in: actions)?.status == .requestHeaderFieldsTooLarge)
@@ -428,7 +445,18 @@ import Testing
 
     @Test func anUnmaskedFrameCloses1002() {
         var driver = upgraded()
-        #expect(driver.record(driver.machine.webSocketUnmasked()) == [.sendClose(code: 1002), .closeAfterWrites])
+        #expect(driver.record(driver.machine.webSocketFrameReceived(masked: true)).isEmpty)
+        #expect(driver.record(driver.machine.webSocketFrameReceived(masked: false)) == [.sendClose(code: 1002), .closeAfterWrites])
+        #expect(driver.record(driver.machine.webSocketFrameReceived(masked: false)).isEmpty, "one close")
+    }
+
+    /// What waits unparsed (in the decoder stopped behind a handshake, or in the handler
+    /// while the connection switches) is bounded.
+    @Test func bytesHeldDuringAnUpgradeAreBounded() {
+        var driver = upgraded()
+        #expect(driver.record(driver.machine.bytesHeld(Machine.maxHeldBytes)).isEmpty)
+        #expect(driver.record(driver.machine.bytesHeld(Machine.maxHeldBytes + 1)) == [.close])
+        #expect(driver.record(driver.machine.bytesHeld(Machine.maxHeldBytes + 2)).isEmpty, "closed once")
     }
 
     @Test func aSilentPeerIsPingedThenClosed1001() {
@@ -442,7 +470,7 @@ import Testing
     @Test func aPeerThatTalksIsNeverPinged() {
         var driver = upgraded()
         for _ in 0..<10 {
-            driver.bytes("x")
+            driver.record(driver.machine.webSocketFrameReceived(masked: true))
             #expect(!driver.advance(.seconds(30)).contains(.ping))
         }
     }

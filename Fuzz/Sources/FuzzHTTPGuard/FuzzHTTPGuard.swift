@@ -3,14 +3,14 @@ import FuzzSupport
 import NIOCore
 import NIOEmbedded
 
-/// What every HTTP connection goes through before a route: the byte guard (request-line
-/// tracking for 414 against 431, the refusals written without the codec), NIO's HTTP/1
-/// decoder with the agent's limits and the request guard (Expect, Content-Length, CONNECT,
-/// Upgrade), fed raw client bytes split anywhere. What comes back must be a sequence of
-/// whole HTTP/1.1 responses, and nothing may follow a refusal. The WebSocket mask check of
-/// upgraded connections must agree with a plain reading of the frame headers, however the
-/// bytes are split; the WebSocket session's state machine must keep its rules whatever
-/// frames and events come.
+/// What every HTTP connection goes through before a route: the request decoder's byte
+/// reports (request-line measuring for 414 against 431, the refusals written without the
+/// codec), NIO's HTTP/1 decoder with the agent's limits and the request guard (Expect,
+/// Content-Length, CONNECT, Upgrade), fed raw client bytes split anywhere. What comes back
+/// must be a sequence of whole HTTP/1.1 responses, and nothing may follow a refusal. The
+/// WebSocket mask check of upgraded connections (NIO's frame decoder, then the frames'
+/// mask) must agree with a plain reading of the frames, however the bytes are split; the
+/// WebSocket session's state machine must keep its rules whatever frames and events come.
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzHTTPGuard(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
     var input = FuzzInput(data, size)
@@ -89,24 +89,29 @@ func webSocketSession(_ input: inout FuzzInput) {
 func maskCheck(_ input: inout FuzzInput) {
     let stream = input.take(input.remaining - min(input.remaining / 4, 64))
     let chunks = input.chunks(of: stream, maxChunk: 40)
-    let whole = HTTPFuzzing.maskCheck([stream])
-    require(HTTPFuzzing.maskCheck(chunks) == whole, "the mask check depends on where the bytes are split")
+    let whole = HTTPFuzzing.maskCheck([stream], on: EmbeddedChannel())
+    require(HTTPFuzzing.maskCheck(chunks, on: EmbeddedChannel()) == whole, "the mask check depends on where the bytes are split")
     require(whole == allMasked(stream), "the mask check disagrees with a plain reading of the frames")
 }
 
-/// Walks frame headers (2 bytes, extended length, 4-byte key) and payloads: false at the
-/// first header, complete in its first two bytes, without the mask bit.
+/// Walks frames (2 bytes, extended length, 4-byte key if masked, payload): false at the
+/// first complete frame without the mask bit; true at an incomplete one, or at one NIO's
+/// frame decoder refuses (over the agent's frame limit, a fragmented or long control frame).
 func allMasked(_ bytes: [UInt8]) -> Bool {
     var at = 0
     while bytes.count - at >= 2 {
-        guard bytes[at + 1] & 0x80 != 0 else { return false }
+        let first = bytes[at]
+        let masked = bytes[at + 1] & 0x80 != 0
         let length7 = Int(bytes[at + 1] & 0x7F)
         let extended = length7 == 126 ? 2 : length7 == 127 ? 8 : 0
-        guard bytes.count - at >= 2 + extended + 4 else { return true }
+        guard bytes.count - at >= 2 + extended else { return true }
         var length: UInt64 = UInt64(length7)
         if extended > 0 { length = bytes[(at + 2)..<(at + 2 + extended)].reduce(0) { $0 << 8 | UInt64($1) } }
-        let payloadStart = at + 2 + extended + 4
-        guard UInt64(bytes.count - payloadStart) > length else { return true }
+        let control = first & 0x08 != 0
+        if length > UInt64(WebSocketLimits.maxFrameBytes) || (control && (first & 0x80 == 0 || length > 125)) { return true }
+        let payloadStart = at + 2 + extended + (masked ? 4 : 0)
+        guard bytes.count >= payloadStart, UInt64(bytes.count - payloadStart) >= length else { return true }
+        if !masked { return false }
         at = payloadStart + Int(length)
     }
     return true

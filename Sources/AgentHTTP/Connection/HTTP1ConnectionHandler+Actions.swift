@@ -81,11 +81,11 @@ extension HTTP1ConnectionHandler {
         endBody(failing: ChannelError.outputClosed)
     }
 
-    var channel: (any Channel)? { bytes?.context?.channel ?? context?.channel }
+    var channel: (any Channel)? { raw?.channel ?? context?.channel }
 
     /// Writes on the socket side of the codec (ahead of it).
     func writeRaw(_ buffer: ByteBuffer, flush: Bool, then: (() -> Void)? = nil) {
-        guard let raw = bytes?.context else {
+        guard let raw else {
             then?()
             return
         }
@@ -159,7 +159,6 @@ extension HTTP1ConnectionHandler {
             handshake = (head, route)
             return
         }
-        bytes?.stopCopyingHead()
         serve(.head(ServedHead(head: head, route: route, body: forwarded.body, keyRefused: forwarded.handshakeRefusal == .badKey)))
     }
 

@@ -14,10 +14,11 @@ import NIOWebSocket
 /// (one per request, on the connection's loop or on the global executor as its route says),
 /// its body (collected up to ``HTTP1ConnectionStateMachine/collectLimit``, otherwise
 /// streamed with back pressure), the requests pipelined behind it, the response's write
-/// path and the access log. ``ConnectionBytesHandler`` reports the raw reads to it.
+/// path and the access log. ``HTTP1RequestDecoder`` reports the raw reads to it.
 ///
 /// A WebSocket handshake the machine let through is upgraded here (NIO's WebSocket
-/// upgrader builds the 101 and the frame handlers); the handler then leaves the pipeline.
+/// upgrader builds the 101 and the frame handlers; ``beginUpgrade()``); the handler then
+/// leaves the pipeline, and ``WebSocketMessageGuard`` reports the frames and the close.
 ///
 /// Used only on the connection's event loop.
 final class HTTP1ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
@@ -85,7 +86,10 @@ final class HTTP1ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
     var readInstant: ContinuousClock.Instant?
 
     var context: ChannelHandlerContext?
-    var bytes: ConnectionBytesHandler?
+    /// Where raw bytes (refusals, `100 Continue`, pings and close frames) are written ahead
+    /// of the codec: the response encoder's context, after an upgrade the frame encoder's
+    /// (the first handlers; NIO offers no handle on the pipeline's head).
+    var raw: ChannelHandlerContext?
     var executor: EventLoopTaskExecutor?
     var registration: (id: UInt64, phase: HTTPConnectionRegistry.PhaseCell)?
     var timers: [Scheduled<Void>?] = Array(repeating: nil, count: ConnectionTimer.allCases.count)
@@ -129,6 +133,7 @@ final class HTTP1ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
+        raw = try? context.pipeline.syncOperations.context(handlerType: HTTPResponseEncoder.self)
         executor = EventLoopTaskExecutor(context.eventLoop)
         connectionObserver = try? context.pipeline.syncOperations.handler(type: ConnectionObserver.self)
         let admission: ConnectionAdmission
@@ -145,8 +150,9 @@ final class HTTP1ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
-        // Upgraded, the connection lives on: the bytes handler reports its end.
-        if !machine.isWebSocket { connectionEnded() }
+        // Handed over to the frame handlers, the connection lives on: the message guard
+        // reports its end.
+        if upgrade.phase != .handedOver { connectionEnded() }
         self.context = nil
     }
 
@@ -175,13 +181,19 @@ final class HTTP1ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
         collecting = nil
         pipelined.removeAll()
         upgrade.connectionEnded()
-        bytes = nil
+        raw = nil
     }
 
-    // MARK: From the bytes handler
+    // MARK: From the decoder
 
-    /// A raw read arrived; true if it goes on to the decoder.
-    func bytesReceived(count: Int, newline: Int?) -> Bool {
+    /// A read arrived: the readable bytes of `buffer` after the first `reported`. True if
+    /// they are parsed. Scanned for a newline only while a request line is measured.
+    func bytesReceived(_ buffer: ByteBuffer, reported: Int) -> Bool {
+        let count = buffer.readableBytes - reported
+        var newline: Int?
+        if machine.measuresRequestLine {
+            newline = buffer.withUnsafeReadableBytes { $0[reported...].firstIndex(of: UInt8(ascii: "\n")) }.map { $0 - reported }
+        }
         let now = clock.now
         let actions = machine.bytesReceived(count: count, newline: newline, now: now)
         var forward = false
@@ -192,18 +204,22 @@ final class HTTP1ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
         return forward
     }
 
-    func bytesProcessed() {
+    /// The read was decoded; `unparsed` bytes stay in the decoder (it stops at an upgrade).
+    func bytesProcessed(unparsed: Int) {
         let now = readNow
         readInstant = nil
         perform(machine.bytesProcessed(now: now))
+        if unparsed > 0 { perform(machine.bytesHeld(unparsed)) }
     }
 
     /// The instant of the read being decoded, for the events the decoder yields from it
     /// (one clock read per read, not one per event); the clock's now outside a read.
     var readNow: ContinuousClock.Instant { readInstant ?? clock.now }
 
-    func webSocketUnmasked() {
-        perform(machine.webSocketUnmasked())
+    /// A client frame arrived (``WebSocketMessageGuard``); false if it is refused (unmasked).
+    func webSocketFrameReceived(masked: Bool) -> Bool {
+        perform(machine.webSocketFrameReceived(masked: masked))
+        return masked
     }
 
     /// A WebSocket message broke a bound (``WebSocketMessageGuard``).
@@ -216,8 +232,12 @@ final class HTTP1ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
     // MARK: Inbound
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        // Upgraded, the decoder yields nothing more (it stops at an upgrade) and leaves.
-        if machine.isWebSocket { return }
+        // Switching, the decoder yields nothing more (it stops at an upgrade); once it left,
+        // the bytes it held and later reads come here raw, held until the frame handlers are in.
+        if upgrade.phase != .none {
+            holdDuringUpgrade(data)
+            return
+        }
         let part = unwrapInboundIn(data)
         let actions: Machine.Actions
         switch part {
@@ -233,7 +253,6 @@ final class HTTP1ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
                 switch part {
                 case .body(let buffer): serve(.body(buffer))
                 case .end:
-                    bytes?.requestEnded()
                     serve(.end)
                 case .head: break
                 }

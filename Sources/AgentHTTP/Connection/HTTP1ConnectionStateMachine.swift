@@ -12,7 +12,8 @@ import HTTPTypes
 /// route's idle time (streamed); 413 on a declared length over the route's limit, 501 for an
 /// unknown transfer coding, 405 for CONNECT, 417 for an expectation other than
 /// `100-continue`, which is answered only when its request is taken up; 400/414/431 for
-/// what the decoder cannot parse; chunk framing bounded (``ChunkFramingBudget``);
+/// what the decoder cannot parse; chunk framing bounded (``ChunkFramingBudget``); bytes
+/// held unparsed behind an upgrade request bounded (``maxHeldBytes``);
 /// refusals of pipelined requests after the responses before them, dropped when one of
 /// those closes the connection; a WebSocket handshake only as the first request (307
 /// otherwise), within the WebSocket budget (503), masked frames (1002), a ping after a
@@ -56,6 +57,9 @@ struct HTTP1ConnectionStateMachine<C: Clock> where C.Duration == Duration {
     /// Most request parts held behind a handshake while its route prepares (a GET has
     /// one: its end); beyond it the connection closes.
     static var maxHeldParts: Int { 8 }
+    /// Most bytes held unparsed: by the decoder once it stopped at an upgrade request, and by
+    /// the handler while the connection switches to WebSocket; beyond it the connection closes.
+    static var maxHeldBytes: Int { 1 << 20 }
 
     /// Where the connection is.
     enum State: Sendable, Equatable {
@@ -119,7 +123,7 @@ struct HTTP1ConnectionStateMachine<C: Clock> where C.Duration == Duration {
     struct WebSocketWatch: Sendable, Equatable {
         /// The 101 is on the wire: pings may go out.
         var answered = false
-        /// Bytes came from the peer since the last tick.
+        /// A frame (or, before the switch, bytes) came from the peer since the last tick.
         var heard = false
         /// A ping went out at the last tick and nothing came since.
         var pinged = false
@@ -165,14 +169,11 @@ struct HTTP1ConnectionStateMachine<C: Clock> where C.Duration == Duration {
         }
     }
 
-    /// Whether the raw bytes of the current request must be kept (a handshake's frames
-    /// may follow its head in the same read): until its head shows it is not one.
-    var wantsHeadCopy: Bool {
-        switch state {
-        case .awaitingHead, .upgrading: return true
-        case .request(let request): return request.handshake
-        default: return false
-        }
+    /// A request line is being measured: the next read's first newline is wanted (the
+    /// decoder scans for it only then).
+    var measuresRequestLine: Bool {
+        if case .awaitingHead(let waiting) = state { return waiting.line.length == nil && !waiting.line.unknown }
+        return false
     }
 
     var isWebSocket: Bool {
@@ -251,6 +252,21 @@ struct HTTP1ConnectionStateMachine<C: Clock> where C.Duration == Duration {
         }
         inRead = true
         actions.append(.forward)
+        return actions
+    }
+
+    /// `count` bytes wait unparsed (``maxHeldBytes``): in the decoder, which stops after an
+    /// upgrade request, or in the handler while the connection switches to WebSocket.
+    mutating func bytesHeld(_ count: Int) -> Actions {
+        var actions = Actions()
+        guard count > Self.maxHeldBytes else { return actions }
+        switch state {
+        case .closing, .closed:
+            // Input is dropped already (reads no longer reach the decoder).
+            break
+        default:
+            closeNow(&actions)
+        }
         return actions
     }
 
@@ -641,10 +657,16 @@ struct HTTP1ConnectionStateMachine<C: Clock> where C.Duration == Duration {
         return actions
     }
 
-    /// A client frame without the mask bit (RFC 6455 §5.1): close 1002 and disconnect.
-    mutating func webSocketUnmasked() -> Actions {
+    /// A client frame arrived (the peer is heard). One without the mask bit (RFC 6455 §5.1):
+    /// close 1002 and disconnect.
+    mutating func webSocketFrameReceived(masked: Bool) -> Actions {
         var actions = Actions()
-        guard case .webSocket = state else { return actions }
+        guard case .webSocket(var watch) = state else { return actions }
+        guard !masked else {
+            watch.heard = true
+            state = .webSocket(watch)
+            return actions
+        }
         state = .closing
         deadlines.clear(.webSocketPing)
         actions.append(.sendClose(code: 1002))

@@ -1,20 +1,32 @@
 import Logging
 import NIOCore
+import NIOWebSocket
 
 /// The HTTP layer's own handling of raw client bytes, for the fuzz targets (`Fuzz/`,
-/// `make fuzz`): the WebSocket mask check and the connection guards in front of the
+/// `make fuzz`): the WebSocket frame mask check and the connection guards in front of the
 /// routes. It exists for the fuzz targets only.
 public enum HTTPFuzzing {
-    /// Feeds `chunks` to the check ``ConnectionBytesHandler`` runs on an upgraded connection;
-    /// false once a client frame without the mask bit was seen.
-    public static func maskCheck(_ chunks: [[UInt8]]) -> Bool {
-        var check = WebSocketMaskCheck()
-        for chunk in chunks where !check.feed(chunk) { return false }
-        return true
+    /// Feeds `chunks` of client bytes to what an upgraded connection runs on them: NIO's
+    /// frame decoder (the agent's frame limit) and the mask check ``WebSocketMessageGuard``
+    /// makes of its frames, installed on `channel` (an `EmbeddedChannel`). False once
+    /// a complete frame without the mask bit was read; the decoder's own refusals (a frame
+    /// over the limit, a fragmented or long control frame) end the reading with true.
+    public static func maskCheck(_ chunks: [[UInt8]], on channel: any Channel) -> Bool {
+        let verdict = MaskVerdict()
+        do {
+            let decoder = ByteToMessageHandler(WebSocketFrameDecoder(maxFrameSize: WebSocketLimits.maxFrameBytes))
+            try channel.pipeline.syncOperations.addHandlers([decoder, verdict])
+        } catch {
+            return true
+        }
+        for chunk in chunks where verdict.reading {
+            channel.pipeline.syncOperations.fireChannelRead(NIOAny(ByteBuffer(bytes: chunk)))
+        }
+        return verdict.masked
     }
 
     /// Installs on `channel` (an `EmbeddedChannel`) what every connection gets, as
-    /// ``AgentHTTPChannel`` does: ``ConnectionBytesHandler``, NIO's HTTP/1 codec with the
+    /// ``AgentHTTPChannel`` does: NIO's HTTP/1 encoder, ``HTTP1RequestDecoder`` with the
     /// agent's limits, and ``HTTP1ConnectionHandler`` serving the routes of a server with no
     /// module mounted (`/healthz`; anything else is a JSON 404).
     public static func installConnection(on channel: any Channel, registry: HTTPConnectionRegistry) throws {
@@ -22,5 +34,23 @@ public enum HTTPFuzzing {
         logger.logLevel = .critical
         let serving = AgentHTTPServing(mounts: [], connections: registry, accessLog: false, logger: logger)
         _ = try serving.childChannel.setup(channel: channel, logger: logger).wait()
+    }
+}
+
+/// The mask check's verdict on the frames of ``HTTPFuzzing/maskCheck(_:on:)``.
+private final class MaskVerdict: ChannelInboundHandler {
+    typealias InboundIn = WebSocketFrame
+
+    private(set) var masked = true
+    private(set) var reading = true
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard reading, unwrapInboundIn(data).maskKey == nil else { return }
+        masked = false
+        reading = false
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        reading = false
     }
 }
