@@ -86,7 +86,6 @@ struct AgentHTTPChannel: ServerChildChannel {
             try pipeline.addHandler(HTTPResponseEncoder())
             // Bytes left in the decoder at an upgrade are client frames: forwarded when it leaves.
             try pipeline.addHandler(ByteToMessageHandler(HTTP1RequestDecoder(limits: limits, connection: connection)))
-            try pipeline.addHandler(ConnectionObserver())
             try pipeline.addHandler(connection)
             return Value(outcome: outcome.futureResult, channel: channel)
         }
@@ -112,7 +111,7 @@ struct AgentHTTPChannel: ServerChildChannel {
         var requestContext = AgentRequestContext(source: .init(channel: channel, logger: logger), origin: origin)
         // The same watch for the client going as the connection's plain requests had (it
         // outlives its removal from the pipeline: it follows the channel's close).
-        requestContext.connectionObserver = try? channel.pipeline.syncOperations.handler(type: ConnectionObserver.self)
+        requestContext.connectionObserver = (try? channel.pipeline.syncOperations.handler(type: HTTP1ConnectionHandler.self))?.connectionObserver
         for (name, value) in parameters {
             requestContext.coreContext.parameters.append(key: Substring(name), value: Substring(value))
         }

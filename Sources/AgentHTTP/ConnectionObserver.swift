@@ -6,15 +6,15 @@ import Synchronization
 /// Watches a connection for the client going away (half-close, close or error), and tells
 /// the requests waiting on it (``AgentRequestContext/clientGone``).
 ///
-/// Added to every HTTP/1 connection's pipeline. Memory: one entry per registration, removed
+/// Every HTTP/1 connection's ``HTTP1ConnectionHandler`` holds one and reports the input's end
+/// and errors to it (not a handler of its own: one pipeline step less for every read); it
+/// follows the channel's close itself, also after a WebSocket upgrade took the handler out.
+/// Memory: one entry per registration, removed
 /// when its wait ends; requests on a connection run one at a time, so normally one entry.
 /// (Chaining a future onto one per-connection promise instead kept three futures per
 /// `wait=true` request until the connection closed: 200 000 waits on one keep-alive
 /// connection grew the agent by 70 MB.)
-final class ConnectionObserver: ChannelInboundHandler, RemovableChannelHandler, GoneSignal {
-    typealias InboundIn = NIOAny
-    typealias InboundOut = NIOAny
-
+final class ConnectionObserver: GoneSignal {
     private struct Waiters {
         var gone = false
         /// Why the input broke, when the decoder could not parse it (nil: it did not).
@@ -24,9 +24,8 @@ final class ConnectionObserver: ChannelInboundHandler, RemovableChannelHandler, 
     }
     private let waiters = Mutex(Waiters())
 
-    init() {}
-
-    /// An observer outside any pipeline, for a channel it only watches close.
+    /// An observer of `channel`: gone at its close, and at the input's end or an error its
+    /// connection handler reports.
     init(watching channel: any Channel) {
         channel.closeFuture.whenComplete { [self] _ in markGone() }
     }
@@ -61,28 +60,19 @@ final class ConnectionObserver: ChannelInboundHandler, RemovableChannelHandler, 
         for action in actions { action() }
     }
 
-    func handlerAdded(context: ChannelHandlerContext) {
-        // Also after a WebSocket upgrade removes this handler.
-        context.channel.closeFuture.whenComplete { [self] _ in markGone() }
-    }
-
-    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if let event = event as? ChannelEvent, event == .inputClosed {
-            markGone()
-        }
-        context.fireUserInboundEventTriggered(event)
-    }
+    /// The client half-closed (`ChannelEvent.inputClosed`).
+    func inputClosed() { markGone() }
 
     /// The decoder's words when the connection's input could not be parsed: a request cut
     /// short by it (its body reader, or a wait cancelled with it) answers 400, not 503.
     var malformedInput: String? { waiters.withLock { $0.malformed } }
 
-    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+    /// The connection's pipeline caught `error`: the client counts as gone.
+    func errorCaught(_ error: any Error) {
         if error is HTTPParserError || error is ByteToMessageDecoderError {
             let detail = HTTP1ConnectionHandler.describe(error)
             waiters.withLock { if $0.malformed == nil { $0.malformed = detail } }
         }
         markGone()
-        context.fireErrorCaught(error)
     }
 }

@@ -6,12 +6,12 @@ import Synchronization
 import Testing
 
 /// The connection observer keeps one entry per live registration, runs each action once
-/// when the client goes, and runs late registrations at once.
+/// when the client goes (the input's end, an error, the channel's close), and runs late
+/// registrations at once.
 struct ConnectionObserverTests {
     @Test func cancelledRegistrationsLeaveNothingBehind() throws {
         let channel = EmbeddedChannel()
-        let observer = ConnectionObserver()
-        try channel.pipeline.syncOperations.addHandler(observer)
+        let observer = ConnectionObserver(watching: channel)
         let runs = Mutex(0)
         // A keep-alive connection serving many waits, one after another.
         for _ in 0..<1000 {
@@ -19,19 +19,18 @@ struct ConnectionObserverTests {
             registration.cancel()
         }
         #expect(observer.registrationCount == 0)
-        channel.pipeline.fireUserInboundEventTriggered(ChannelEvent.inputClosed)
+        observer.inputClosed()
         #expect(runs.withLock { $0 } == 0, "cancelled actions never run")
         _ = try? channel.finish()
     }
 
     @Test func theClientLeavingRunsEachActionOnce() throws {
         let channel = EmbeddedChannel()
-        let observer = ConnectionObserver()
-        try channel.pipeline.syncOperations.addHandler(observer)
+        let observer = ConnectionObserver(watching: channel)
         let runs = Mutex(0)
         _ = observer.whenGone { runs.withLock { $0 += 1 } }
         _ = observer.whenGone { runs.withLock { $0 += 10 } }
-        channel.pipeline.fireUserInboundEventTriggered(ChannelEvent.inputClosed)
+        observer.inputClosed()
         #expect(runs.withLock { $0 } == 11)
         #expect(observer.registrationCount == 0)
         // The close that follows does not run them again; a registration after it runs at once.
@@ -45,14 +44,13 @@ struct ConnectionObserverTests {
     @Test func anErrorOrACloseCountsAsGone() throws {
         for close in [false, true] {
             let channel = EmbeddedChannel()
-            let observer = ConnectionObserver()
-            try channel.pipeline.syncOperations.addHandler(observer)
+            let observer = ConnectionObserver(watching: channel)
             let ran = Mutex(false)
             _ = observer.whenGone { ran.withLock { $0 = true } }
             if close {
                 _ = try? channel.finish()
             } else {
-                channel.pipeline.fireErrorCaught(ChannelError.ioOnClosedChannel)
+                observer.errorCaught(ChannelError.ioOnClosedChannel)
             }
             #expect(ran.withLock { $0 }, close ? "close" : "error")
             _ = try? channel.finish()

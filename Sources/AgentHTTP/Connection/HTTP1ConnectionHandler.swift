@@ -135,7 +135,7 @@ final class HTTP1ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
         self.context = context
         raw = try? context.pipeline.syncOperations.context(handlerType: HTTPResponseEncoder.self)
         executor = EventLoopTaskExecutor(context.eventLoop)
-        connectionObserver = try? context.pipeline.syncOperations.handler(type: ConnectionObserver.self)
+        connectionObserver = ConnectionObserver(watching: context.channel)
         let admission: ConnectionAdmission
         switch configuration.registry.admit(context.channel) {
         case .admitted(let id, let phase):
@@ -313,6 +313,7 @@ final class HTTP1ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        connectionObserver?.errorCaught(error)
         if machine.isWebSocket { return }
         guard error is HTTPParserError || error is ByteToMessageDecoderError else {
             context.fireErrorCaught(error)
@@ -342,6 +343,7 @@ final class HTTP1ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
             return
         }
         if let event = event as? ChannelEvent, event == .inputClosed {
+            connectionObserver?.inputClosed()
             perform(machine.inputEnded(now: clock.now))
         }
         context.fireUserInboundEventTriggered(event)

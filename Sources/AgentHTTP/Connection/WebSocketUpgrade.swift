@@ -111,7 +111,6 @@ extension HTTP1ConnectionHandler {
                     .flatMap { () -> EventLoopFuture<AgentHTTPChannel.Outcome> in
                         self.raw = nil
                         if let encoder = try? pipeline.handler(type: HTTPResponseEncoder.self) { pipeline.removeHandler(encoder, promise: nil) }
-                        if let observer = try? pipeline.handler(type: ConnectionObserver.self) { pipeline.removeHandler(observer, promise: nil) }
                         return self.upgrade.upgrader.upgrade(channel: channel, upgradeRequest: head)
                     }
                     .whenComplete { [self] result in
