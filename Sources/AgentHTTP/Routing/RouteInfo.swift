@@ -30,22 +30,35 @@ extension RouteExecutor {
 /// request: how to take the body, where to run the handler, whether the path is a WebSocket
 /// route (with its path parameters), and what the responder runs (``resolution``), so that
 /// neither the responder nor the WebSocket upgrade looks the path up again.
-public struct RouteInfo: Sendable {
-    public var body: RouteBodyMode
-    public var executor: RouteExecutor
-    public var webSocket: (route: AgentWebSocketRoute, parameters: [String: String])?
+///
+/// A class with constant fields: it travels through the connection's machine, queue and task
+/// as one reference (a struct of these fields cost a retain and release per field at every
+/// copy, about 0.4 us per request under load).
+public final class RouteInfo: Sendable {
+    public let body: RouteBodyMode
+    public let executor: RouteExecutor
+    public let webSocket: (route: AgentWebSocketRoute, parameters: [String: String])?
     /// The route table's answer for the head (nil: built by hand, resolved by the responder).
-    var resolution: RouteTable.Resolution?
+    let resolution: RouteTable.Resolution?
     /// The path that was looked up (the target without its query).
-    var path: Substring = ""
+    let path: Substring
 
-    public init(
+    public convenience init(
         body: RouteBodyMode, executor: RouteExecutor,
         webSocket: (route: AgentWebSocketRoute, parameters: [String: String])? = nil
+    ) {
+        self.init(body: body, executor: executor, webSocket: webSocket, resolution: nil, path: "")
+    }
+
+    init(
+        body: RouteBodyMode, executor: RouteExecutor, webSocket: (route: AgentWebSocketRoute, parameters: [String: String])?,
+        resolution: RouteTable.Resolution?, path: Substring
     ) {
         self.body = body
         self.executor = executor
         self.webSocket = webSocket
+        self.resolution = resolution
+        self.path = path
     }
 
     /// The request-duration timers of the path's endpoint, if it has one.

@@ -146,14 +146,12 @@ public final class RouteTable: RouteLookup, Sendable {
 
     public func info(method: HTTPRequest.Method, path: Substring) -> RouteInfo {
         let resolution = resolve(method: method, path: path)
-        var info = Self.unrouted
-        if case .route(let route, _, let captures) = resolution {
-            info = RouteInfo(body: route.body, executor: route.executor)
-            if let upgrade = route.upgrade { info.webSocket = (upgrade, Self.parameters(captures, of: path)) }
+        guard case .route(let route, _, let captures) = resolution else {
+            let unrouted = Self.unrouted
+            return RouteInfo(body: unrouted.body, executor: unrouted.executor, webSocket: nil, resolution: resolution, path: path)
         }
-        info.resolution = resolution
-        info.path = path
-        return info
+        let webSocket = route.upgrade.map { ($0, Self.parameters(captures, of: path)) }
+        return RouteInfo(body: route.body, executor: route.executor, webSocket: webSocket, resolution: resolution, path: path)
     }
 
     /// The captures as `[name: value]`, values as they appear in `path`.
