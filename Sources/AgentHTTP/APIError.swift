@@ -59,7 +59,12 @@ public struct APIError: HTTPResponseError, CustomStringConvertible {
 
     /// The JSON answer: the status, the body and the extra headers.
     public func response() -> Response {
-        var response = JSONResponse.make(body, status: status)
+        immediateResponse().response
+    }
+
+    /// The same answer, made at once.
+    public func immediateResponse() -> ImmediateResponse {
+        var response = ImmediateResponse.json(body, status: status)
         response.headers.append(contentsOf: headers)
         return response
     }
@@ -84,11 +89,6 @@ public enum JSONResponse {
 
     /// A JSON response; encoding failures (impossible for our plain structs) become a 500 body.
     public static func make(_ value: some Encodable, status: HTTPResponse.Status = .ok) -> Response {
-        let buffer = encode(value)
-        return Response(
-            status: status,
-            headers: [.contentType: contentType, .contentLength: String(buffer.readableBytes)],
-            body: .init(byteBuffer: buffer)
-        )
+        ImmediateResponse.json(value, status: status).response
     }
 }

@@ -20,6 +20,15 @@ struct RouteExecutorTests {
         }
         routes.get("/loop/where", executor: .eventLoop, use: whereAmI)
         routes.get("/pool/where", executor: .pool, use: whereAmI)
+        // Answers at once: on the loop, outside any task, with its path parameter.
+        routes.add(
+            AgentRoute(.get, "/now/:id") { _, context in
+                let task = withUnsafeCurrentTask { $0 != nil } ? "task" : "no task"
+                let place = context.channel.eventLoop.inEventLoop ? "loop" : "pool"
+                let id = context.parameters.get("id") ?? "?"
+                return ImmediateResponse(headers: [.contentType: "text/plain"], body: ByteBuffer(string: "\(place) \(task) \(id)"))
+            })
+        routes.add(AgentRoute(.get, "/refuse/now") { _, _ in throw APIError(.conflict, "Not now.", detail: "A test's refusal.") })
         // Reads a streamed body off the loop, then answers 256 KiB (several body writes,
         // each flushed: the write path's back pressure from the pool).
         routes.post("/pool/upload", body: .stream(idle: .seconds(60)), executor: .pool) { request, context -> Response in
@@ -76,6 +85,33 @@ struct RouteExecutorTests {
             #expect(pool.status == 200)
             #expect(pool.bodyText == "pool")
         }
+    }
+
+    @Test func anImmediateRouteAnswersOnTheLoopWithoutATask() async throws {
+        try await Self.withServer { port in
+            let client = RawHTTPClient(port: port)
+            for id in ["a", "b"] {
+                let answer = try await client.request("GET", "/now/\(id)")
+                #expect(answer.status == 200)
+                #expect(answer.bodyText == "loop no task \(id)")
+            }
+            let refused = try await client.request("GET", "/refuse/now")
+            #expect(refused.status == 409)
+            #expect(refused.bodyText.contains(#""message":"Not now.""#), "\(refused.bodyText)")
+            // The connection goes on after both.
+            #expect(try await client.request("GET", "/loop/where").bodyText == "loop")
+        }
+    }
+
+    @Test func middlewareAroundAnImmediateRouteTakesTheTaskPath() throws {
+        var plain = AgentRoutes()
+        plain.add(AgentRoute(.get, "/x") { _, _ in ImmediateResponse(headers: [:], body: ByteBuffer()) })
+        #expect(plain.routes[0].immediate != nil)
+        var wrapped = AgentRoutes()
+        wrapped.add(middleware: ChatIdentityMiddleware())
+        wrapped.add(AgentRoute(.get, "/x") { _, _ in ImmediateResponse(headers: [:], body: ByteBuffer()) })
+        #expect(wrapped.routes[0].immediate == nil)
+        #expect(RouteTable.health.immediate != nil)
     }
 
     @Test func aPoolRouteStreamsItsBodyInAndItsResponseOut() async throws {

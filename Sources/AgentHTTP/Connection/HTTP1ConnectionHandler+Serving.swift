@@ -128,6 +128,16 @@ extension HTTP1ConnectionHandler {
     ) {
         switch route.executor {
         case .eventLoop:
+            // A route that answers at once from memory, while the channel takes writes (else
+            // the task's write waits for it): no task at all.
+            if case .route(let agentRoute, let endpoint, let captures)? = route.resolution, let immediate = agentRoute.immediate,
+                handler.value.context?.channel.isWritable == true
+            {
+                let response = responder.respondImmediately(
+                    to: request, context: context, endpoint: endpoint, captures: captures, path: route.path, immediate: immediate)
+                handler.value.write(response, exchange: exchange)
+                return
+            }
             Task.immediate(executorPreference: handler.executor) {
                 let response = await responder.respond(to: request, context: context, route: route)
                 await handler.value.write(response, exchange: exchange)
@@ -142,13 +152,13 @@ extension HTTP1ConnectionHandler {
         }
     }
 
-    /// The NIO head of `response` with the server's own fields (Date, Server, Connection:
+    /// The NIO head of a response with the server's own fields (Date, Server, Connection:
     /// close) replacing any the route set, built in one array of the final size.
-    private func nioHead(_ response: Response, closes: Bool) -> HTTPResponseHead {
+    private func nioHead(status: HTTPResponse.Status, headers: HTTPFields, closes: Bool) -> HTTPResponseHead {
         let serverName = configuration.serverName
         var fields: [(String, String)] = []
-        fields.reserveCapacity(response.headers.count + 3)
-        for field in response.headers {
+        fields.reserveCapacity(headers.count + 3)
+        for field in headers {
             if field.name == .date || (serverName != nil && field.name == .server) || (closes && field.name == .connection) {
                 continue
             }
@@ -159,7 +169,7 @@ extension HTTP1ConnectionHandler {
         if closes { fields.append(("Connection", "close")) }
         return HTTPResponseHead(
             version: .http1_1,
-            status: HTTPResponseStatus(statusCode: response.status.code, reasonPhrase: response.status.reasonPhrase),
+            status: HTTPResponseStatus(statusCode: status.code, reasonPhrase: status.reasonPhrase),
             headers: HTTPHeaders(fields))
     }
 
@@ -168,10 +178,7 @@ extension HTTP1ConnectionHandler {
         guard let context, current == responding else { return }
         access?.status = Int(response.status.code)
         let flushEachWrite = (response.body.contentLength ?? .max) > Self.singleFlushLimit
-        let closes = machine.responseMustClose
-        let head = nioHead(response, closes: closes)
-        if closes || (head.headers.contains(name: "connection") && !head.isKeepAlive) { machine.responseHeadSaysClose() }
-        context.write(wrapOutboundOut(.head(head)), promise: nil)
+        writeHead(status: response.status, headers: response.headers, context: context)
         let writer = ChannelBodyWriter(
             handler: LoopBoundHandler(self, executor: executor!), exchange: current, flushEachWrite: flushEachWrite)
         do {
@@ -188,6 +195,26 @@ extension HTTP1ConnectionHandler {
             return
         }
         finishResponse(exchange: current, trailers: nil)
+    }
+
+    /// Writes an answer made at once (head, body, end), on the loop.
+    func write(_ response: ImmediateResponse, exchange current: UInt64) {
+        guard let context, current == responding else { return }
+        access?.status = Int(response.status.code)
+        writeHead(status: response.status, headers: response.headers, context: context)
+        if response.body.readableBytes > 0 {
+            access?.bytes += response.body.readableBytes
+            context.write(wrapOutboundOut(.body(.byteBuffer(response.body))), promise: nil)
+        }
+        finishResponse(exchange: current, trailers: nil)
+    }
+
+    /// Writes a response's head; a head that closes the connection tells the machine.
+    private func writeHead(status: HTTPResponse.Status, headers: HTTPFields, context: ChannelHandlerContext) {
+        let closes = machine.responseMustClose
+        let head = nioHead(status: status, headers: headers, closes: closes)
+        if closes || (head.headers.contains(name: "connection") && !head.isKeepAlive) { machine.responseHeadSaysClose() }
+        context.write(wrapOutboundOut(.head(head)), promise: nil)
     }
 
     /// Writes one body part (from ``ChannelBodyWriter``, on the loop); waits while the

@@ -64,17 +64,45 @@ public struct AgentResponder: HTTPResponder {
             }
             status = response.status
         } catch {
-            var answer = Self.apiError(for: error, request: request, logger: context.logger)
-            if let detail = context.connectionObserver?.malformedInput, Self.isCutShort(answer) {
-                // Broken framing (a chunk size of 18 hex digits) cancelled the request: the
-                // client's mistake, as on a route that collects its body.
-                answer = APIError(.badRequest, "Malformed HTTP request.", detail: detail)
-            }
+            let answer = Self.answer(for: error, request: request, context: context)
             status = answer.status
             response = answer.response()
         }
         timers.record(method: request.method, status: status, nanoseconds: NIODeadline.now().uptimeNanoseconds &- start)
         return response
+    }
+
+    /// Answers `request` with `immediate`, the route's handler that answers at once (the
+    /// connection calls it on its loop, without a task): the same parameters, errors and
+    /// request metrics as ``respond(to:context:route:)``.
+    func respondImmediately(
+        to request: Request, context: Context, endpoint: RouteTable.Endpoint, captures: [RouteTrie<RouteTable.Endpoint>.Capture],
+        path: Substring, immediate: AgentRoute.ImmediateHandler
+    ) -> ImmediateResponse {
+        let start = NIODeadline.now().uptimeNanoseconds
+        var context = context
+        context.coreContext.parameters = RouteTable.handlerParameters(captures, of: path)
+        context.coreContext.endpointPath.value = endpoint.label
+        let response: ImmediateResponse
+        do {
+            response = try immediate(request, context)
+        } catch {
+            response = Self.answer(for: error, request: request, context: context).immediateResponse()
+        }
+        endpoint.timers.record(method: request.method, status: response.status, nanoseconds: NIODeadline.now().uptimeNanoseconds &- start)
+        return response
+    }
+
+    /// The JSON error a handler's error answers with, on a connection whose input may have
+    /// broken.
+    static func answer(for error: any Error, request: Request, context: Context) -> APIError {
+        let answer = apiError(for: error, request: request, logger: context.logger)
+        if let detail = context.connectionObserver?.malformedInput, isCutShort(answer) {
+            // Broken framing (a chunk size of 18 hex digits) cancelled the request: the
+            // client's mistake, as on a route that collects its body.
+            return APIError(.badRequest, "Malformed HTTP request.", detail: detail)
+        }
+        return answer
     }
 
     /// An answer that only says the request was cut short (cancelled, its body ended early).

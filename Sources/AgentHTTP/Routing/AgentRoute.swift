@@ -14,6 +14,13 @@ public struct AgentRoute: Sendable {
     /// which answers requests that are not an upgrade (the check's refusal, 400, 426).
     public var upgrade: AgentWebSocketRoute?
     public var handler: any HTTPResponder<AgentRequestContext>
+    /// An answer made at once from memory, for a route on the loop with no middleware: the
+    /// connection runs it without a task (``handler`` answers the same for other callers).
+    /// Wrapping the route in middleware drops it.
+    public var immediate: ImmediateHandler?
+
+    /// Answers a request at once, without suspending.
+    public typealias ImmediateHandler = @Sendable (Request, AgentRequestContext) throws -> ImmediateResponse
 
     /// The default body: collected, up to ``AgentHTTPLimits/maxRequestBody``.
     public static let collectedBody = RouteBodyMode.collect(limit: AgentHTTPLimits.maxRequestBody)
@@ -31,6 +38,12 @@ public struct AgentRoute: Sendable {
         self.executor = executor
         self.upgrade = upgrade
         self.handler = handler
+    }
+
+    /// A route on the loop that answers at once (`immediate`, also behind ``handler``).
+    public init(_ method: HTTPRequest.Method, _ path: String, immediate: @escaping ImmediateHandler) {
+        self.init(method, path, executor: .eventLoop, handler: ClosureResponder { request, context in try immediate(request, context).response })
+        self.immediate = immediate
     }
 
     /// A WebSocket route (a GET) with its plain-HTTP twin as the handler.

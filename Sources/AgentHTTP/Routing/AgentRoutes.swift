@@ -20,7 +20,10 @@ public struct AgentRoutes {
     /// route's twin).
     public mutating func add(_ route: AgentRoute) {
         var route = route
-        if route.upgrade == nil { route.handler = middlewares.wrapping(route.handler) }
+        if route.upgrade == nil, !middlewares.isEmpty {
+            route.handler = middlewares.wrapping(route.handler)
+            route.immediate = nil
+        }
         routes.append(route)
     }
 

@@ -71,7 +71,10 @@ public final class RouteTable: RouteLookup, Sendable {
         var byLabel: [String: (components: [RouteTrie<Endpoint>.Component], routes: [AgentRoute])] = [:]
         var list: [(method: String, path: String, webSocket: Bool)] = []
         for var route in routes {
-            if !middleware.isEmpty { route.handler = middleware.wrapping(route.handler) }
+            if !middleware.isEmpty {
+                route.handler = middleware.wrapping(route.handler)
+                route.immediate = nil
+            }
             for part in route.path.split(separator: "/") where part.contains("*") || (part.contains("{") && !(part.first == "{" && part.last == "}")) {
                 throw BuildError(description: "\(route.method) \(route.path): unsupported path component \"\(part)\"")
             }
@@ -114,11 +117,11 @@ public final class RouteTable: RouteLookup, Sendable {
         try self.init(routes: routes, middleware: middleware, metrics: metrics)
     }
 
-    /// `GET /healthz`: its answer encoded once (probes come often and it never changes); on
-    /// the event loop (it does nothing else).
+    /// `GET /healthz`: its answer encoded once (probes come often and it never changes),
+    /// given at once on the event loop (it does nothing else).
     static let health: AgentRoute = {
-        let healthy = JSONResponse.make(["status": "ok"])
-        return AgentRoute(.get, "/healthz", executor: .eventLoop, handler: ClosureResponder { _, _ in healthy })
+        let healthy = ImmediateResponse.json(["status": "ok"])
+        return AgentRoute(.get, "/healthz") { _, _ in healthy }
     }()
 
     /// `/a/{id}` for `/a/:id`.
