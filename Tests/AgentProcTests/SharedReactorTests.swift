@@ -78,7 +78,7 @@ import Glibc
 
         let names = Self.threadNames()
         #expect(names.filter { $0 == "agent-children" }.count == 1, "one shared reactor thread: \(names)")
-        #expect(!names.contains { $0.hasPrefix("agent-proc-re") }, "no thread of the process API's own")
+        #expect(!names.contains { $0.hasPrefix("agent-proc-") }, "no thread of the process API's own (output, stdin)")
         await manager.shutdown()
     }
 }

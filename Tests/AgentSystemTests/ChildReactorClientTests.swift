@@ -172,4 +172,51 @@ struct ChildReactorClientTests {
         client.registration.end()
         #expect(await Self.wait(client.detachedOnce))
     }
+
+    /// Waits once for its descriptor to take bytes.
+    final class WriterClient: ChildReactor.Client {
+        let registration: ChildReactor.Registration
+        let words = Mutex<[UInt64]>([])
+        let writable = Latch()
+
+        init(_ reactor: ChildReactor) {
+            registration = reactor.register()
+            registration.serve(self)
+        }
+
+        func ready(_ word: UInt64, scratch: UnsafeMutableRawBufferPointer) {
+            words.withLock { $0.append(word) }
+            writable.open()
+        }
+
+        func tick(now: ContinuousClock.Instant, scratch: UnsafeMutableRawBufferPointer) -> ContinuousClock.Instant? { nil }
+
+        func detached() {}
+    }
+
+    @Test func aFullPipeWakesItsWriterOnceItDrains() async throws {
+        let reactor = ChildReactor(name: "test-client")
+        let pipe = try #require(ChildPipe.input())
+        defer {
+            close(pipe.read)
+            close(pipe.write)
+        }
+        var chunk = [UInt8](repeating: 0x61, count: 4096)
+        var written = 0
+        while case let n = chunk.withUnsafeMutableBytes({ write(pipe.write, $0.baseAddress, $0.count) }), n > 0 { written += n }
+        #expect(errno == EAGAIN, "the pipe is full")
+        let client = WriterClient(reactor)
+        #expect(client.registration.addWritable(pipe.write, word: 7))
+        // A round through the reactor: still full, so no wake-up yet.
+        _ = await Self.reactorThread(reactor)
+        #expect(!client.writable.isOpen)
+        // The read end blocks: take exactly what was written.
+        while written > 0, case let n = chunk.withUnsafeMutableBytes({ read(pipe.read, $0.baseAddress, min($0.count, written)) }), n > 0 {
+            written -= n
+        }
+        #expect(await Self.wait(client.writable))
+        client.registration.remove(pipe.write)
+        #expect(client.words.withLock { $0 } == [7], "one-shot: told once")
+        client.registration.end()
+    }
 }

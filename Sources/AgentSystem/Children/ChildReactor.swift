@@ -313,6 +313,15 @@ public final class ChildReactor: Sendable {
             return agent_epoll_add(reactor.epfd, fd, tag | word) == 0
         }
 
+        /// Waits once for `fd` to take bytes (one-shot writability, errors and hang-up
+        /// included): a writer on a full pipe or terminal. The client gets `word` once, then
+        /// removes `fd` (also when it gives up first). False if epoll refused.
+        @discardableResult
+        public func addWritable(_ fd: Int32, word: UInt64) -> Bool {
+            precondition(word <= ChildReactor.maxClientWord, "client word too large")
+            return agent_epoll_add_writable(reactor.epfd, fd, tag | word) == 0
+        }
+
         /// Turns `fd`'s readability on or off (off, its hang-up and errors still wake): a
         /// client parks a fast writer's pipe so one later read takes what piled up. False if
         /// epoll refused.
