@@ -1,4 +1,4 @@
-/// Receives a child's output and exit from the ``ProcessReactor`` thread.
+/// Receives a child's output and exit from the ``ProcessWatcher`` (on its reactor's thread).
 ///
 /// Calls arrive on that one thread, in order: output chunks, then (for the exit) a final
 /// drain of whatever the shell wrote before `exited`. Implementations must not block.

@@ -33,7 +33,7 @@ extension ProcessManager {
     /// Sends the signal to the whole process group, if the agent still owns it.
     public func signal(_ process: ManagedProcess, _ name: SignalName) throws(SignalFailure) {
         guard process.isRunning, let token = process.reactorToken else { throw SignalFailure.notRunning }
-        let code = reactor.signalGroup(token, name.number)
+        let code = watcher.signalGroup(token, name.number)
         // ESRCH: the group is gone, the exit is simply not processed yet.
         if code == ESRCH { throw SignalFailure.notRunning }
         if code != 0 {
@@ -44,13 +44,12 @@ extension ProcessManager {
     /// SIGKILL to every process group and adopted orphan the agent still owns, at once
     /// (the shutdown watchdog's last step). Safe from any thread.
     public func killOwnedGroupsNow() {
-        reactor.killAllIfPossible()
+        watcher.killAllIfPossible()
     }
 
     // MARK: Lifecycle
 
     public func run() async throws {
-        reactor.start()
         let interval = configuration.reapInterval
         await cancelWhenGracefulShutdown {
             while !Task.isCancelled {
@@ -65,7 +64,7 @@ extension ProcessManager {
     /// SIGTERM, up to `shutdownGrace` for them to exit, SIGKILL for the rest, then at most
     /// ``killWait`` more. Groups of shells that already exited are signalled too while a
     /// member is left (so background grandchildren do not survive the agent), but never once
-    /// their id may belong to someone else (see ``ProcessReactor``).
+    /// their id may belong to someone else (see ``ProcessWatcher``).
     public func shutdown() async {
         // Run detached from the caller's cancellation so the grace period really elapses.
         await Task { await self.terminateAll() }.value
@@ -79,15 +78,15 @@ extension ProcessManager {
             return Array(s.processes.values)
         }
         guard let processes else { return }
-        let signalled = reactor.signalAll(SIGTERM)
+        let signalled = watcher.signalAll(SIGTERM)
         if signalled > 0 {
             logger.info("terminating process groups", metadata: ["count": "\(signalled)"])
         }
         if await !waitUntilQuiet(processes, within: configuration.shutdownGrace) {
-            reactor.signalAll(SIGKILL)
+            watcher.signalAll(SIGKILL)
             _ = await waitUntilQuiet(processes, within: Self.killWait)
         }
-        await reactor.stop()
+        await watcher.stop()
         await remover.flush()
         if let privateDirectory {
             for id in spools?.storedIDs() ?? [] { spools?.remove(id: id) }
@@ -107,7 +106,7 @@ extension ProcessManager {
     private func waitUntilQuiet(_ processes: [ManagedProcess], within limit: Duration) async -> Bool {
         let deadline = ContinuousClock.now + limit
         func quiet() -> Bool {
-            reactor.ownedCount == 0 && processes.allSatisfy { !$0.isRunning && !$0.isOutputOpen }
+            watcher.ownedCount == 0 && processes.allSatisfy { !$0.isRunning && !$0.isOutputOpen }
         }
         while ContinuousClock.now < deadline {
             if quiet() { return true }

@@ -40,7 +40,7 @@ extension ProcessManager {
 
     private func forget(_ process: ManagedProcess, in s: inout State) {
         s.processes[process.id] = nil
-        if process.isOutputOpen, let token = process.reactorToken { reactor.closeOutput(token) }
+        if process.isOutputOpen, let token = process.reactorToken { watcher.closeOutput(token) }
         // The files go off this lock.
         if process.retireSpool() != nil { remover.remove(process.id) }
         // A restored process (pid 0) has a record even when this run spools nothing.

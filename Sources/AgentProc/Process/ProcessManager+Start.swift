@@ -186,9 +186,8 @@ extension ProcessManager {
                 priority: configuration.priority, childNofileSoft: configuration.childNofileSoft,
                 input: options.spawnInput)
             let path = configuration.baseEnvironment["PATH"]
-            child = try ProcessReactor.registeringShell { () throws(SpawnError) in
-                try ProcessSpawner.spawn(request, agentPath: path)
-            }
+            // Registered in `OwnedChildren` by the spawn, so no scan takes it for an orphan.
+            child = try ProcessSpawner.spawn(request, agentPath: path)
         } catch {
             throw StartFailure.spawn(error.description)
         }
@@ -214,15 +213,15 @@ extension ProcessManager {
         if spooling, let failure = processLog.started(ProcessRecord(process)) {
             process.noteRecordFailure(failure.description)
         }
-        // Registered before the reactor sees the child, so its exit always finds it here.
+        // Registered before the watcher sees the child, so its exit always finds it here.
         let closedMeanwhile = state.withLock { s -> Bool in
             s.processes[process.id] = process
             return s.closed
         }
-        guard let token = reactor.watch(pid: child.pid, pidfd: child.pidfd, pipefd: child.outputFD, sink: process) else {
-            // The reactor stopped (shutdown) while this start was under way: nothing of it stays.
+        guard let token = watcher.watch(pid: child.pid, pidfd: child.pidfd, pipefd: child.outputFD, sink: process) else {
+            // The watcher stopped (shutdown) while this start was under way: nothing of it stays.
             state.withLock { _ = $0.processes.removeValue(forKey: process.id) }
-            ProcessReactor.discardShell(child.pid)
+            ProcessWatcher.discardShell(child.pid)
             input?.processExited()
             if process.retireSpool() != nil { remover.remove(id) }
             if spooling { processLog.forgot(id) }
@@ -230,7 +229,7 @@ extension ProcessManager {
         }
         process.reactorToken = token
         if closedMeanwhile {
-            _ = reactor.signalGroup(token, SIGKILL)
+            _ = watcher.signalGroup(token, SIGKILL)
             throw StartFailure.closed
         }
         return process

@@ -14,10 +14,10 @@ import Glibc
 /// Owns every process started through the API: starting, listing, waiting, signalling,
 /// reaping, and terminating their process groups at shutdown.
 ///
-/// It is a `Service`: `run()` starts the reactor thread (which reads output and sees
-/// exits), reaps exited processes on a timer until graceful shutdown, then terminates every
-/// process group (SIGTERM, a grace period, SIGKILL). Starts made before `run()` are
-/// watched once it begins.
+/// Output and exits are seen on the agent's one ``ChildReactor`` (``ProcessWatcher``, no
+/// thread of its own). It is a `Service`: `run()` reaps exited processes on a timer until
+/// graceful shutdown, then terminates every process group (SIGTERM, a grace period,
+/// SIGKILL) and leaves the reactor.
 public final class ProcessManager: Service, Sendable {
     public struct Configuration: Sendable {
         /// Layer 2 of the environment, and the default directory.
@@ -120,7 +120,8 @@ public final class ProcessManager: Service, Sendable {
     /// The bound on all stream subscribers together.
     public let subscriberBudget: SubscriberBudget
     let logger: Logger
-    let reactor: ProcessReactor
+    /// Watches the processes' output and exits, on the reactor given at init.
+    let watcher: ProcessWatcher
     /// Every process's output on disk; nil when the spool directory could not be made (see
     /// ``spoolUnavailable``): the manager then runs as with spooling off.
     let spools: OutputSpoolStore?
@@ -198,12 +199,14 @@ public final class ProcessManager: Service, Sendable {
         }
     }
 
-    public init(configuration: Configuration, logger: Logger) throws {
+    /// A manager whose processes are watched on `reactor` (the agent's shared one; tests may
+    /// give one of their own).
+    public init(configuration: Configuration, logger: Logger, reactor: ChildReactor = .shared) throws {
         self.configuration = configuration
         self.subscriberBudget = SubscriberBudget(
             maxSubscribers: configuration.maxSubscribers, maxBytes: configuration.maxSubscriberBytes)
         self.logger = logger
-        self.reactor = try ProcessReactor(adoptOrphans: configuration.adoptOrphans)
+        self.watcher = ProcessWatcher(reactor: reactor, adoptOrphans: configuration.adoptOrphans)
         let base: String
         if let directory = configuration.stateDirectory {
             base = directory + "/processes"

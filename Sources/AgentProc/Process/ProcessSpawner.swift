@@ -44,7 +44,8 @@ struct SpawnError: Error, CustomStringConvertible {
     var shellMissing = false
 }
 
-/// Starts children through the C shim: new process group, clean signal state, stdin from
+/// Starts shells through the agent's one spawn path (``ChildSpec``,
+/// ``ChildReactor/startUnwatched(_:)``): new process group, clean signal state, stdin from
 /// /dev/null (or a pipe), stdout+stderr on one pipe; or a new session on a pseudo-terminal.
 enum ProcessSpawner {
     /// Kernel pipe size requested for output: 1 MiB (the unprivileged maximum) so a fast
@@ -133,66 +134,48 @@ enum ProcessSpawner {
             close(fds[1])
             if input[1] >= 0 && input[1] != fds[1] { close(input[1]) }
         }
-        let argv = ["sh", "-c", request.command]
-        var failedStep: Int32 = 0
-        var childErrno: Int32 = 0
-        var spawnedPidfd: Int32 = -1
-        let pid = withCStrings(argv) { argvPtr in
-            request.environment.withPointers { envpPtr in
-                shell.withCString { shellPtr in
-                    withOptionalCString(request.workdir) { cwdPtr in
-                        var options = agent_spawn_options(
-                            path: shellPtr,
-                            argv: argvPtr,
-                            envp: envpPtr,
-                            cwd: cwdPtr,
-                            output_fd: fds[1],
-                            oom_score_adj: request.priority.oomScoreAdj ?? AGENT_SPAWN_KEEP,
-                            nice_value: request.priority.nice ?? AGENT_SPAWN_KEEP,
-                            nofile_soft: Int64(request.childNofileSoft ?? -1),
-                            parent_death_signal: 0,
-                            error_fd: -1,
-                            new_session: terminal ? 1 : 0,
-                            input_fd: input[1],
-                            controlling_terminal: terminal ? 1 : 0
-                        )
-                        return agent_spawn_pidfd(&options, &failedStep, &childErrno, &spawnedPidfd)
-                    }
-                }
-            }
-        }
-        closeChildEnds()
-        guard pid > 0 else {
+        // The agent's one spawn path (``ChildSpec``), which registers the shell in
+        // ``OwnedChildren`` before it runs.
+        var spec = ChildSpec(
+            executable: shell, arguments: ["sh", "-c", request.command], environment: [],
+            directory: request.workdir.flatMap { $0.isEmpty ? nil : $0 }, input: input[1], output: fds[1],
+            grouping: terminal ? .newSession : .newGroup)
+        spec.environmentBlock = request.environment
+        spec.controllingTerminal = terminal
+        spec.oomScoreAdj = request.priority.oomScoreAdj
+        spec.nice = request.priority.nice
+        spec.fileLimit = request.childNofileSoft
+        let started: (pid: pid_t, pidfd: Int32)
+        do {
+            started = try ChildReactor.startUnwatched(spec)
+        } catch {
+            closeChildEnds()
             close(fds[0])
             if input[0] >= 0 { close(input[0]) }
-            let reason = SystemCallError.message(childErrno)
-            switch UInt32(failedStep) {
-            case AGENT_SPAWN_STEP_CHDIR.rawValue:
+            let reason = SystemCallError.message(error.errno)
+            switch error.step {
+            case .directory:
                 throw SpawnError(description: "start process: chdir \(request.workdir ?? ""): \(reason)")
-            case AGENT_SPAWN_STEP_EXEC.rawValue:
-                let missing = [ENOENT, ENOTDIR, EACCES, ELOOP].contains(childErrno)
+            case .exec:
+                let missing = [ENOENT, ENOTDIR, EACCES, ELOOP].contains(error.errno)
                 throw SpawnError(description: "start process: fork/exec \(shell): \(reason)", shellMissing: missing)
-            case AGENT_SPAWN_STEP_FORK.rawValue:
+            case .fork:
                 throw SpawnError(description: "start process: fork: \(reason)")
-            default:
+            case .start:
                 throw SpawnError(description: "start process: \(reason)")
             }
         }
-        let pidfd = spawnedPidfd >= 0 ? spawnedPidfd : agent_pidfd_open(pid)
+        closeChildEnds()
+        let pid = started.pid
+        let pidfd = started.pidfd >= 0 ? started.pidfd : agent_pidfd_open(pid)
         guard pidfd >= 0 else {
             let reason = SystemCallError(call: "pidfd_open", errno: errno).description
             kill(-pid, Int32(SIGKILL))
-            var status: Int32 = 0
-            waitpid(pid, &status, 0)
+            OwnedChildren.reap(pid, wait: true)
             close(fds[0])
             if input[0] >= 0 { close(input[0]) }
             throw SpawnError(description: "start process: \(reason)")
         }
         return SpawnedChild(pid: pid, pidfd: pidfd, outputFD: fds[0], inputFD: input[0])
     }
-}
-
-private func withOptionalCString<R>(_ string: String?, _ body: (UnsafePointer<CChar>?) -> R) -> R {
-    guard let string, !string.isEmpty else { return body(nil) }
-    return string.withCString { body($0) }
 }

@@ -115,9 +115,23 @@ public final class Child: Sendable {
 
     // MARK: Reactor side
 
+    /// An exit seen and not yet told: ``deliver()`` tells the observers and opens the waits.
+    struct Report {
+        let child: Child
+        let observers: [@Sendable (Int32) -> Void]
+
+        func deliver() {
+            let reported = child.status ?? ChildLife.lostStatus
+            for observer in observers { observer(reported) }
+            child.exit.open()
+        }
+    }
+
     /// The reactor saw the pidfd become readable (or polls a child without one): reads the exit
-    /// without reaping, then applies ``ChildLife``'s steps. True once the exit is known.
-    func checkExit() -> Bool {
+    /// without reaping, then applies ``ChildLife``'s steps. Nil while it runs; else the report,
+    /// which the reactor delivers once it has stopped watching the child (so whoever sees the
+    /// exit finds the reactor done with it).
+    func checkExit() -> Report? {
         var status: Int32 = 0
         let (observers, known) = state.withLock { s -> ([@Sendable (Int32) -> Void], Bool) in
             guard s.life.phase == .running else { return ([], true) }
@@ -135,12 +149,7 @@ public final class Child: Sendable {
             defer { s.observers = [] }
             return (s.observers, true)
         }
-        if known {
-            let reported = self.status ?? ChildLife.lostStatus
-            for observer in observers { observer(reported) }
-            exit.open()
-        }
-        return known
+        return known ? Report(child: self, observers: observers) : nil
     }
 
     /// Reaps under the child's lock (waitpid on this pid, never -1) and forgets it in

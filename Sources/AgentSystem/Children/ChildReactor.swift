@@ -5,9 +5,10 @@ import Synchronization
 import Glibc
 #endif
 
-/// The one thread that watches the agent's children outside the process API (which has its
-/// own output fast path): an epoll set over each child's pidfd, the descriptors capabilities
-/// read their children's output from, and timers. No capability needs a thread per child.
+/// The one thread that watches all of the agent's children: an epoll set over each child's
+/// pidfd, the descriptors capabilities read their children's output from, and timers. No
+/// capability needs a thread per child; the process API serves its own descriptors here as a
+/// ``Client`` (its output fast path), the other capabilities use the watches below.
 ///
 /// - A readable pidfd means the child exited: its status is read without reaping it
 ///   (`waitid(WNOWAIT)`), reported once to its observers, and the child is reaped with
@@ -16,9 +17,11 @@ import Glibc
 ///   process API's orphan adoption never takes them.
 /// - Descriptors given to ``watchReadable(_:_:)`` belong to the reactor until it closes them
 ///   (only its thread closes them, so a handler never reads a reused descriptor number).
-/// - Handlers and exit observers run on the reactor's thread: they must not block.
-/// - Memory: one small record per watched child, descriptor and timer; jobs queued between
-///   two wake-ups.
+/// - Handlers, clients and exit observers run on the reactor's thread: they must not block.
+/// - One lock round per wake-up for the reactor's own bookkeeping (jobs, timers, clients
+///   attached or ended), none per client event.
+/// - Memory: one small record per watched child, descriptor, timer and client; jobs queued
+///   between two wake-ups; one ``scratchSize`` buffer lent to clients, made with the first.
 public final class ChildReactor: Sendable {
     /// The agent's reactor, started on first use.
     public static let shared = ChildReactor(name: "agent-children")
@@ -62,12 +65,26 @@ public final class ChildReactor: Sendable {
         var polled: [Child] = []
         var timers: [UInt64: Timer] = [:]
         var jobs: [@Sendable () -> Void] = []
+        /// Clients attached (or ended: nil) since the thread last looked; it applies them.
+        var clientChanges: [(id: UInt64, client: (any Client)?)] = []
+        var nextClient: UInt64 = 1
         var nextToken: UInt64 = 1
         var started = false
     }
 
+    /// What one wake-up takes from ``State`` in its one lock round.
+    private struct Due {
+        var jobs: [@Sendable () -> Void] = []
+        var timers: [Timer] = []
+        var polled: [Child] = []
+        var steps = false
+        var clientChanges: [(id: UInt64, client: (any Client)?)] = []
+        /// The next timer or poll.
+        var next: ContinuousClock.Instant?
+    }
+
     private let name: String
-    private let epfd: Int32
+    fileprivate let epfd: Int32
     private let wakefd: Int32
     private let state = Mutex(State())
 
@@ -108,6 +125,15 @@ public final class ChildReactor: Sendable {
         return try result.get()
     }
 
+    /// Starts `spec` without watching it, for a client that watches its children itself (the
+    /// process API): registered in ``OwnedChildren`` before it runs (the caller reaps it with
+    /// ``OwnedChildren/reap(_:wait:)``), with its pidfd, or -1 when the kernel gives none.
+    public static func startUnwatched(_ spec: ChildSpec) throws(ChildSpawnError) -> (pid: pid_t, pidfd: Int32) {
+        var pidfd: Int32 = -1
+        let pid = try start(spec, pidfd: &pidfd)
+        return (pid, pidfd)
+    }
+
     /// The spawn itself: registered in ``OwnedChildren`` before it runs, a pidfd when the
     /// kernel gives one.
     private static func start(_ spec: ChildSpec, pidfd: inout Int32) throws(ChildSpawnError) -> pid_t {
@@ -117,27 +143,31 @@ public final class ChildReactor: Sendable {
         if spec.output < 0 { devNull = open("/dev/null", O_WRONLY | O_CLOEXEC) }
         defer { if devNull >= 0 { close(devNull) } }
         var descriptor: Int32 = -1
-        let pid = OwnedChildren.spawning { () -> pid_t in
+        let output = spec.output >= 0 ? spec.output : devNull
+        func spawn(_ envp: UnsafePointer<UnsafeMutablePointer<CChar>?>) -> pid_t {
             withCStrings(spec.arguments) { argv in
-                withCStrings(spec.environment) { envp in
-                    spec.executable.withCString { path in
-                        (spec.directory ?? "").withCString { cwd in
-                            var options = agent_spawn_options(
-                                path: path, argv: argv, envp: envp, cwd: cwd, output_fd: spec.output >= 0 ? spec.output : devNull,
-                                oom_score_adj: spec.oomScoreAdj ?? AGENT_SPAWN_KEEP, nice_value: spec.nice ?? AGENT_SPAWN_KEEP,
-                                nofile_soft: -1, parent_death_signal: spec.parentDeathSignal, error_fd: spec.errors,
-                                new_session: spec.grouping == .newSession ? 1 : spec.grouping == .newGroup ? 0 : 2, input_fd: spec.input,
-                                controlling_terminal: spec.controllingTerminal ? 1 : 0)
-                            return agent_spawn_pidfd(&options, &step, &code, &descriptor)
-                        }
+                spec.executable.withCString { path in
+                    (spec.directory ?? "").withCString { cwd in
+                        var options = agent_spawn_options(
+                            path: path, argv: argv, envp: envp, cwd: cwd, output_fd: output,
+                            oom_score_adj: spec.oomScoreAdj ?? AGENT_SPAWN_KEEP, nice_value: spec.nice ?? AGENT_SPAWN_KEEP,
+                            nofile_soft: Int64(spec.fileLimit ?? -1), parent_death_signal: spec.parentDeathSignal, error_fd: spec.errors,
+                            new_session: spec.grouping == .newSession ? 1 : spec.grouping == .newGroup ? 0 : 2, input_fd: spec.input,
+                            controlling_terminal: spec.controllingTerminal ? 1 : 0)
+                        return agent_spawn_pidfd(&options, &step, &code, &descriptor)
                     }
                 }
             }
+        }
+        let pid = OwnedChildren.spawning { () -> pid_t in
+            if let block = spec.environmentBlock { return block.withPointers(spawn) }
+            return withCStrings(spec.environment, spawn)
         }
         guard pid > 0 else {
             switch UInt32(step) {
             case AGENT_SPAWN_STEP_CHDIR.rawValue: throw ChildSpawnError(step: .directory, errno: code)
             case AGENT_SPAWN_STEP_EXEC.rawValue: throw ChildSpawnError(step: .exec, errno: code)
+            case AGENT_SPAWN_STEP_FORK.rawValue: throw ChildSpawnError(step: .fork, errno: code)
             default: throw ChildSpawnError(step: .start, errno: code)
             }
         }
@@ -223,6 +253,119 @@ public final class ChildReactor: Sendable {
 
     /// Children and descriptors watched now (tests, diagnostics).
     public var watchedCount: Int { state.withLock { $0.watches.count + $0.polled.count + $0.drives.count } }
+
+    // MARK: Clients
+
+    /// A component that serves descriptors of its own on the reactor's thread with logic of
+    /// its own: the process API (256 KiB reads straight into its sinks, splices, parking of
+    /// fast writers, its own exit and group bookkeeping). Its events cost no lock or
+    /// allocation in the reactor: the client's word travels in the epoll event itself.
+    ///
+    /// Every call comes on the reactor's thread, one at a time, from the first wake-up after
+    /// ``Registration/serve(_:)`` until ``detached()``; none may block.
+    public protocol Client: AnyObject, Sendable {
+        /// A descriptor added with `word` is ready: readable, hung up or in error. `scratch`
+        /// (``scratchSize`` bytes) is the reactor's, lent for the call.
+        func ready(_ word: UInt64, scratch: UnsafeMutableRawBufferPointer)
+        /// Called once per wake-up, before the reactor waits again: does what is due at `now`
+        /// and returns when it wants to be called next (nil: only after a wake-up).
+        func tick(now: ContinuousClock.Instant, scratch: UnsafeMutableRawBufferPointer) -> ContinuousClock.Instant?
+        /// The client was ended (``Registration/end()``): the last call it gets. It removes and
+        /// closes its descriptors here.
+        func detached()
+    }
+
+    /// The buffer lent to clients: one per reactor, so no client needs its own for reads.
+    public static let scratchSize = 256 * 1024
+
+    /// The largest word a client's descriptor may carry (40 bits; the epoll event's upper
+    /// bits name the client).
+    public static let maxClientWord: UInt64 = (1 << clientShift) - 1
+    private static let clientShift: UInt64 = 40
+    private static let clientFlag: UInt64 = 1 << 63
+    private static let clientIDMask: UInt64 = (1 << 23) - 1
+
+    /// A client's place on the reactor: adds, parks and removes its descriptors (from any
+    /// thread; epoll calls only, no lock), wakes it, ends it.
+    public final class Registration: Sendable {
+        let id: UInt64
+        let reactor: ChildReactor
+        private var tag: UInt64 { ChildReactor.clientFlag | id << ChildReactor.clientShift }
+
+        init(id: UInt64, reactor: ChildReactor) {
+            self.id = id
+            self.reactor = reactor
+        }
+
+        /// Starts calling `client` (once per registration). Descriptors added before are
+        /// served from then on (their readiness waits in the epoll set).
+        public func serve(_ client: any Client) {
+            reactor.changeClient(id, client)
+        }
+
+        /// Watches `fd` (level-triggered readability, hang-up and errors included): the
+        /// client's ``Client/ready(_:scratch:)`` gets `word` (at most ``maxClientWord``). The
+        /// descriptor stays the client's: it removes it before closing it. False if epoll
+        /// refused.
+        @discardableResult
+        public func add(_ fd: Int32, word: UInt64) -> Bool {
+            precondition(word <= ChildReactor.maxClientWord, "client word too large")
+            return agent_epoll_add(reactor.epfd, fd, tag | word) == 0
+        }
+
+        /// Waits once for `fd` to take bytes (one-shot writability, errors and hang-up
+        /// included): a writer on a full pipe or terminal. The client gets `word` once, then
+        /// removes `fd` (also when it gives up first). False if epoll refused.
+        @discardableResult
+        public func addWritable(_ fd: Int32, word: UInt64) -> Bool {
+            precondition(word <= ChildReactor.maxClientWord, "client word too large")
+            return agent_epoll_add_writable(reactor.epfd, fd, tag | word) == 0
+        }
+
+        /// Turns `fd`'s readability on or off (off, its hang-up and errors still wake): a
+        /// client parks a fast writer's pipe so one later read takes what piled up. False if
+        /// epoll refused.
+        public func setReadable(_ fd: Int32, word: UInt64, _ readable: Bool) -> Bool {
+            agent_epoll_set_readable(reactor.epfd, fd, tag | word, readable ? 1 : 0) == 0
+        }
+
+        /// Stops watching `fd` (before the client closes it).
+        public func remove(_ fd: Int32) {
+            agent_epoll_del(reactor.epfd, fd)
+        }
+
+        /// Makes the reactor wake and tick its clients soon (from any thread): something a
+        /// client's next ``Client/tick(now:scratch:)`` depends on changed.
+        public func wake() {
+            _ = reactor.wake()
+        }
+
+        /// Ends the client: after the current wake-up's events it gets ``Client/detached()``
+        /// and no call after that. Calls from then on do nothing.
+        public func end() {
+            reactor.changeClient(id, nil)
+        }
+    }
+
+    /// A place for a client; it is called once ``Registration/serve(_:)`` names it. (Two
+    /// steps, so that the client can keep its registration in a constant.)
+    public func register() -> Registration {
+        let id = state.withLock { s -> UInt64 in
+            defer { s.nextClient += 1 }
+            precondition(s.nextClient <= Self.clientIDMask, "child reactor: too many clients")
+            return s.nextClient
+        }
+        return Registration(id: id, reactor: self)
+    }
+
+    fileprivate func changeClient(_ id: UInt64, _ client: (any Client)?) {
+        let started = state.withLock { s -> Bool in
+            s.clientChanges.append((id, client))
+            defer { s.started = true }
+            return s.started
+        }
+        if !started { startThread() } else { _ = wake() }
+    }
 
     // MARK: Driven machines
 
@@ -349,26 +492,57 @@ public final class ChildReactor: Sendable {
         AgentThread.start(name: name) { [self] in loop() }
     }
 
-    private func wake() -> Bool {
+    fileprivate func wake() -> Bool {
         var one: UInt64 = 1
         return write(wakefd, &one, 8) == 8
     }
 
     private func loop() {
         var events = [UInt64](repeating: 0, count: 64)
+        /// The clients served (only this thread touches it: their events need no lock).
+        var clients: [UInt64: any Client] = [:]
+        /// Lent to clients; made with the first one (bounded: one per reactor).
+        var scratch: UnsafeMutableRawBufferPointer?
         while true {
-            let timeout = state.withLock { s -> Int64 in
-                var next = s.timers.values.map(\.at).min()
-                if !s.polled.isEmpty { next = min(next ?? .now + Self.pollPeriod, .now + Self.pollPeriod) }
-                if !s.jobs.isEmpty || !s.pendingSteps.isEmpty { return 0 }
-                guard let next else { return -1 }
+            let now = ContinuousClock.now
+            let due = takeDue(now)
+            for change in due.clientChanges {
+                if let client = change.client {
+                    clients[change.id] = client
+                } else if let ended = clients.removeValue(forKey: change.id) {
+                    ended.detached()
+                }
+            }
+            for job in due.jobs { job() }
+            for timer in due.timers { timer.body() }
+            if !due.polled.isEmpty { checkPolled(due.polled) }
+            if due.steps { runSteps() }
+            var next = due.next
+            if !clients.isEmpty {
+                let lent = scratch ?? UnsafeMutableRawBufferPointer.allocate(byteCount: Self.scratchSize, alignment: 16)
+                scratch = lent
+                for client in clients.values {
+                    if let at = client.tick(now: now, scratch: lent) { next = min(next ?? at, at) }
+                }
+            }
+            // Jobs, timers, steps and client changes that arrive from here on write the
+            // eventfd, so the wait ends at once for them.
+            var timeout: Int64 = -1
+            if let next {
                 let wait = min(max(next - .now, .zero), .seconds(60))
-                return wait.components.seconds * 1_000_000_000 + wait.components.attoseconds / 1_000_000_000
+                timeout = wait.components.seconds * 1_000_000_000 + wait.components.attoseconds / 1_000_000_000
             }
             let n = events.withUnsafeMutableBufferPointer { agent_epoll_wait_ns(epfd, $0.baseAddress, 64, timeout) }
-            if n < 0 && errno != EINTR { continue }
             for i in 0..<max(0, Int(n)) {
                 let token = events[i]
+                if token & Self.clientFlag != 0 {
+                    // A client attached after this wake-up began is served from the next one
+                    // (level-triggered: the event is reported again).
+                    if let client = clients[(token >> Self.clientShift) & Self.clientIDMask], let scratch {
+                        client.ready(token & Self.maxClientWord, scratch: scratch)
+                    }
+                    continue
+                }
                 if token == 0 {
                     var counter: UInt64 = 0
                     _ = read(wakefd, &counter, 8)
@@ -376,10 +550,35 @@ public final class ChildReactor: Sendable {
                 }
                 handle(token)
             }
-            runJobs()
-            fireTimers()
-            checkPolled()
-            runSteps()
+        }
+    }
+
+    /// The one lock round of a wake-up: the jobs, due timers, children to poll and client
+    /// changes, whether machines wait to be stepped, and when the next timer or poll is.
+    private func takeDue(_ now: ContinuousClock.Instant) -> Due {
+        state.withLock { s in
+            var due = Due()
+            swap(&due.jobs, &s.jobs)
+            swap(&due.clientChanges, &s.clientChanges)
+            due.steps = !s.pendingSteps.isEmpty
+            if !s.timers.isEmpty {
+                var dueTokens: [UInt64] = []
+                for (token, timer) in s.timers {
+                    if timer.at <= now {
+                        dueTokens.append(token)
+                    } else {
+                        due.next = min(due.next ?? timer.at, timer.at)
+                    }
+                }
+                for token in dueTokens { due.timers.append(s.timers.removeValue(forKey: token)!) }
+                due.timers.sort { $0.at < $1.at }
+            }
+            if !s.polled.isEmpty {
+                due.polled = s.polled
+                let poll = now + Self.pollPeriod
+                due.next = min(due.next ?? poll, poll)
+            }
+            return due
         }
     }
 
@@ -391,12 +590,13 @@ public final class ChildReactor: Sendable {
         guard let watch else { return }
         switch watch {
         case .exit(let child, let pidfd):
-            guard child.checkExit() else { return }
+            guard let report = child.checkExit() else { return }
             state.withLock { s in
                 s.watches[token] = nil
                 agent_epoll_del(epfd, pidfd)
             }
             close(pidfd)
+            report.deliver()
         case .readable(let fd, let handler, _):
             if handler(fd) == .close { closeWatch(token) }
         }
@@ -414,30 +614,11 @@ public final class ChildReactor: Sendable {
         closed()
     }
 
-    private func runJobs() {
-        let jobs = state.withLock { s -> [@Sendable () -> Void] in
-            defer { s.jobs = [] }
-            return s.jobs
-        }
-        for job in jobs { job() }
-    }
-
-    private func fireTimers() {
-        let now = ContinuousClock.now
-        let due = state.withLock { s -> [Timer] in
-            let due = s.timers.filter { $0.value.at <= now }
-            for token in due.keys { s.timers[token] = nil }
-            return due.values.sorted { $0.at < $1.at }
-        }
-        for timer in due { timer.body() }
-    }
-
-    private func checkPolled() {
-        let polled = state.withLock { $0.polled }
-        guard !polled.isEmpty else { return }
-        let exited = polled.filter { $0.checkExit() }.map(ObjectIdentifier.init)
-        guard !exited.isEmpty else { return }
-        let gone = Set(exited)
+    private func checkPolled(_ polled: [Child]) {
+        let reports = polled.compactMap { $0.checkExit() }
+        guard !reports.isEmpty else { return }
+        let gone = Set(reports.map { ObjectIdentifier($0.child) })
         state.withLock { s in s.polled.removeAll { gone.contains(ObjectIdentifier($0)) } }
+        for report in reports { report.deliver() }
     }
 }

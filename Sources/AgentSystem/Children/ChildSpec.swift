@@ -3,9 +3,9 @@ import CAgentSpawn
 import Glibc
 #endif
 
-/// One description of a child to start, used by every capability (scripts, MCP servers, the
-/// desktop's programs, SSH and PTY sessions): what to run, with which descriptors, in which
-/// group or session, and when it is reaped.
+/// One description of a child to start, used by every capability (the process API, scripts,
+/// MCP servers, the desktop's programs, SSH and PTY sessions): what to run, with which
+/// descriptors, in which group or session, and when it is reaped.
 public struct ChildSpec: Sendable {
     /// The process group the child gets: one it leads (so the whole tree it starts can be
     /// signalled), or the caller's.
@@ -26,6 +26,9 @@ public struct ChildSpec: Sendable {
     public var arguments: [String]
     /// `NAME=value` strings: the child's whole environment.
     public var environment: [String]
+    /// A block built before, used instead of ``environment`` when set: a start that reuses
+    /// one (the process API's) skips converting the strings.
+    public var environmentBlock: EnvironmentBlock?
     /// Working directory; nil keeps the agent's.
     public var directory: String?
     /// The child's fd 0; -1: /dev/null.
@@ -40,6 +43,9 @@ public struct ChildSpec: Sendable {
     /// `oom_score_adj` and nice for the child; nil leaves the agent's.
     public var oomScoreAdj: Int32?
     public var nice: Int32?
+    /// The RLIMIT_NOFILE soft limit for the child; nil leaves the agent's (which raises its
+    /// own, so the process API restores the original for its shells).
+    public var fileLimit: Int?
     /// Sent to the child when the agent dies (0: none). Such a child is spawned on the
     /// reactor's thread (the signal is tied to the spawning thread, and that one lives as long
     /// as the agent): use ``ChildReactor/spawnOnReactor(_:)``.
@@ -71,7 +77,8 @@ public struct ChildSpec: Sendable {
 /// A child that could not start: which step failed and the child's errno.
 public struct ChildSpawnError: Error, Sendable, CustomStringConvertible {
     public enum Step: Sendable, Equatable {
-        case start, directory, exec
+        /// `fork` is the clone itself; `start` any other step before the exec.
+        case start, fork, directory, exec
     }
 
     public var step: Step
@@ -90,7 +97,7 @@ public struct ChildSpawnError: Error, Sendable, CustomStringConvertible {
         switch step {
         case .directory: return "chdir\(directory.map { " " + $0 } ?? ""): \(reason)"
         case .exec: return "fork/exec\(executable.map { " " + $0 } ?? ""): \(reason)"
-        case .start: return "start: \(reason)"
+        case .start, .fork: return "start: \(reason)"
         }
     }
 }

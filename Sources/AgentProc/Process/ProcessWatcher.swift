@@ -7,10 +7,12 @@ import Synchronization
 import Glibc
 #endif
 
-/// One thread that watches every child: an epoll set over each child's output pipe and
-/// its pidfd.
+/// Watches the process API's shells as a client of the agent's one ``ChildReactor`` (no
+/// thread or epoll set of its own): each shell's output pipe and pidfd are served on the
+/// reactor's thread by the logic below, the process API's fast path.
 ///
-/// - Output is read in 256 KiB chunks straight into the sink (no per-chunk allocation).
+/// - Output is read in 256 KiB chunks (the reactor's lent buffer) straight into the sink (no
+///   per-chunk allocation).
 /// - A readable pidfd means the shell exited: the pipe is drained of what the shell wrote,
 ///   then its exit status is read **without reaping it** (`waitid(WNOWAIT)`). Exit is
 ///   reported even while an orphan (`cmd &`) still holds the pipe; its later output keeps
@@ -24,13 +26,13 @@ import Glibc
 /// - With `adoptOrphans` (the daemon) the agent is a child subreaper: descendants orphaned
 ///   by their parent's exit are re-parented to it, reaped by it (no zombies pile up when the
 ///   container's init does not reap), and terminated with everything else at shutdown.
-///   Every child of the process that was not started by a reactor is treated as adopted, so
-///   this mode is for a process whose children all come from here.
+///   Every child of the process not registered in ``OwnedChildren`` (the shells here, and
+///   every child the ``ChildReactor`` starts for the other capabilities) is treated as
+///   adopted, so this mode is for a process whose children all come from those.
 /// - Shells are reaped with `waitpid(pid)` (never `-1`).
-/// - Memory: one 256 KiB scratch buffer, one small record per watched child or adopted
-///   process, and the scan buffers while a scan runs.
-final class ProcessReactor: Sendable {
-    static let readChunk = 256 * 1024
+/// - Memory: one small record per watched child, parked pipe or adopted process, and the
+///   scan buffers while a scan runs (the read buffer is the reactor's, shared).
+final class ProcessWatcher: ChildReactor.Client {
     /// Pending output below this is read, not spliced away (a splice per small write
     /// would cost more than the copy it saves).
     static let discardThreshold: Int32 = 64 * 1024
@@ -78,18 +80,10 @@ final class ProcessReactor: Sendable {
         var leader: Leader = .running
     }
 
-    private enum Command {
-        case closeOutput(UInt64)
-        case stop
-    }
-
     private struct State {
         var watches: [UInt64: Watch] = [:]
-        var commands: [Command] = []
         var nextToken: UInt64 = 1
         var stopped = false
-        /// The thread runs (``start()``).
-        var started = false
         /// Orphans re-parented to us (pid → process group), unreaped.
         var adopted: [pid_t: pid_t] = [:]
         /// The signal shutdown sends; orphans adopted later get it too.
@@ -97,15 +91,16 @@ final class ProcessReactor: Sendable {
         var nextScan: ContinuousClock.Instant?
     }
 
-    /// Data words in the epoll set: 0 wakes for commands, 1 for SIGCHLD; a watch's pipe is
+    /// Words of the descriptors on the reactor: 1 for SIGCHLD; a watch's pipe is
     /// `token << 1` and its pidfd `token << 1 | 1` (tokens start at 1).
     private static let sigchldWord: UInt64 = 1
 
-    // The shells are registered in AgentCore's `OwnedChildren` (with every other module's
+    // The shells are registered in AgentSystem's `OwnedChildren` (with every other module's
     // children), so that no scan takes them for orphans.
 
-    private let epfd: Int32
-    private let wakefd: Int32
+    /// The reactor whose thread serves this watcher.
+    let reactor: ChildReactor
+    private let registration: ChildReactor.Registration
     private let sigchldfd: Int32
     /// /dev/null, where output nobody will keep is spliced (-1: always read).
     private let nullfd: Int32
@@ -114,24 +109,22 @@ final class ProcessReactor: Sendable {
     private let adoptOrphans: Bool
     private let state = Mutex(State())
     private let finished = OneShotSignal()
+    /// Pipes of bulk writers whose readiness is off until their deadline (``bulkPause``).
+    /// Safety: touched only in ``ready(_:scratch:)``, ``tick(now:scratch:)``,
+    /// ``detached()`` and ``closePipe(_:)``, which all run on the reactor's one thread (the
+    /// ``ChildReactor/Client`` contract; ``closeOutput(_:)`` hops there): a lock here would
+    /// cost one per read pass of a fast writer.
+    private nonisolated(unsafe) var parked: [UInt64: ContinuousClock.Instant] = [:]
 
-    /// Creates the epoll set and, for `adoptOrphans`, takes the subreaper role at once (so
-    /// that no orphan of a child started before ``start()`` escapes); the thread starts in
-    /// ``start()``.
-    init(adoptOrphans: Bool = false) throws {
-        epfd = agent_epoll_create()
-        guard epfd >= 0 else { throw SystemCallError(call: "epoll_create1", errno: errno) }
-        wakefd = agent_eventfd()
-        guard wakefd >= 0 else {
-            close(epfd)
-            throw SystemCallError(call: "eventfd", errno: errno)
-        }
-        agent_epoll_add(epfd, wakefd, 0)
+    /// Attaches to `reactor` and, for `adoptOrphans`, takes the subreaper role at once (so
+    /// that no orphan of a child started later escapes).
+    init(reactor: ChildReactor = .shared, adoptOrphans: Bool = false) {
+        self.reactor = reactor
+        registration = reactor.register()
         var adopt = false
         var sigchld: Int32 = -1
         if adoptOrphans {
             if agent_set_child_subreaper() == 0, case let fd = agent_eventfd(), fd >= 0 {
-                agent_epoll_add(epfd, fd, Self.sigchldWord)
                 agent_notify_sigchld(fd)
                 sigchld = fd
                 adopt = true
@@ -141,20 +134,16 @@ final class ProcessReactor: Sendable {
         self.adoptOrphans = adopt
         nullfd = open("/dev/null", O_WRONLY | O_CLOEXEC)
         staging = nullfd >= 0 ? SpliceStaging(nullfd: nullfd) : nil
-    }
-
-    /// Starts the reactor thread (once; later calls do nothing). Children watched before
-    /// it starts are handled as soon as it runs: their events wait in the epoll set.
-    func start() {
-        let first = state.withLock { s -> Bool in
-            defer { s.started = true }
-            return !s.started
+        registration.serve(self)
+        if sigchld >= 0 {
+            registration.add(sigchld, word: Self.sigchldWord)
+            // At least the reactor's thread takes SIGCHLD (others may block it), so
+            // adoption scans run.
+            reactor.run { agent_unblock_sigchld() }
         }
-        guard first else { return }
-        AgentThread.start(name: "agent-proc-reactor") { [self] in self.loop() }
     }
 
-    /// Starts watching a child; the reactor owns `pidfd` and `pipefd` from now on.
+    /// Starts watching a child; the watcher owns `pidfd` and `pipefd` from now on.
     /// Returns a token for ``closeOutput(_:)`` and ``signalGroup(_:_:)``, or nil (fds
     /// closed) after ``stop()``.
     func watch(pid: pid_t, pidfd: Int32, pipefd: Int32, sink: any ProcessEventSink) -> UInt64? {
@@ -163,9 +152,10 @@ final class ProcessReactor: Sendable {
             let token = s.nextToken
             s.nextToken += 1
             s.watches[token] = Watch(pid: pid, pidfd: pidfd, pipefd: pipefd, sink: sink)
-            // Under the lock, so that stop() cannot close the epoll set in between.
-            agent_epoll_add(epfd, pipefd, token << 1)
-            agent_epoll_add(epfd, pidfd, token << 1 | 1)
+            // Under the lock, so that the shutdown (``detached()``) either sees this watch
+            // and closes its descriptors, or ran before and this start sees `stopped`.
+            registration.add(pipefd, word: token << 1)
+            registration.add(pidfd, word: token << 1 | 1)
             return token
         }
         guard let token else {
@@ -177,8 +167,9 @@ final class ProcessReactor: Sendable {
     }
 
     /// Stops reading a child's output (its orphans then get SIGPIPE); used when reaping.
+    /// The pipe is closed on the reactor's thread, where no read of it can be under way.
     func closeOutput(_ token: UInt64) {
-        send(.closeOutput(token))
+        reactor.run { [self] in closePipe(token) }
     }
 
     /// Sends `signal` to the process group of the shell behind `token`, only if the agent
@@ -208,7 +199,7 @@ final class ProcessReactor: Sendable {
             }
             return count
         }
-        _ = wake()
+        registration.wake()
         return signalled
     }
 
@@ -226,102 +217,52 @@ final class ProcessReactor: Sendable {
         state.withLock { s in s.watches.values.filter { $0.leader != .released }.count + s.adopted.count }
     }
 
-    /// Closes every descriptor and ends the thread; children still running are not reaped.
+    /// Closes every descriptor and leaves the reactor; children still running are not reaped.
     func stop() async {
-        start()
-        send(.stop)
+        registration.end()
         await finished.wait()
     }
 
-    private func send(_ command: Command) {
-        let accepted = state.withLock { s -> Bool in
-            guard !s.stopped else { return false }
-            s.commands.append(command)
-            return true
+    // MARK: On the reactor's thread
+
+    func ready(_ word: UInt64, scratch: UnsafeMutableRawBufferPointer) {
+        if word == Self.sigchldWord {
+            var counter: UInt64 = 0
+            _ = read(sigchldfd, &counter, 8)
+            scheduleScan(after: Self.scanDelay)
+            return
         }
-        guard accepted else { return }
-        _ = wake()
+        let token = word >> 1
+        if word & 1 == 0 {
+            let pass = readOutput(token, scratch, maxReads: Self.readsPerEvent)
+            if pass.state == .closed {
+                // The pipe closes as the shell exits, a moment before its pidfd reports it:
+                // when the exit is already there, report it now rather than on the next
+                // wake-up (one epoll round on every command's critical path). Still
+                // running: the pidfd will tell.
+                leaderExited(token, scratch)
+            } else if pass.bytes >= Self.bulkBytes, parked[token] == nil, setReadable(token, false) {
+                parked[token] = .now + Self.bulkPause
+            }
+        } else {
+            leaderExited(token, scratch)
+        }
     }
 
-    private func wake() -> Bool {
-        var one: UInt64 = 1
-        return write(wakefd, &one, 8) == 8
+    func tick(now: ContinuousClock.Instant, scratch: UnsafeMutableRawBufferPointer) -> ContinuousClock.Instant? {
+        if !parked.isEmpty { serveParked(now, scratch) }
+        var next = state.withLock { $0.nextScan }
+        if let at = next, at <= now {
+            scan()
+            next = state.withLock { $0.nextScan }
+        }
+        if let wake = parked.values.min() { next = min(next ?? wake, wake) }
+        return next
     }
 
-    // MARK: Reactor thread
-
-    private func loop() {
-        // At least this thread takes SIGCHLD (others may block it), so adoption scans run.
-        if adoptOrphans { agent_unblock_sigchld() }
-        let scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.readChunk, alignment: 16)
-        defer { scratch.deallocate() }
-        var events = [UInt64](repeating: 0, count: 64)
-        // Pipes of bulk writers whose readiness is off until their deadline (``bulkPause``).
-        var parked: [UInt64: ContinuousClock.Instant] = [:]
-        running: while true {
-            let timeout = state.withLock { s -> Int64 in
-                guard let next = [s.nextScan, parked.values.min()].compactMap({ $0 }).min() else { return -1 }
-                let wait = min(max(next - .now, .zero), .seconds(60))
-                return wait.components.seconds * 1_000_000_000 + wait.components.attoseconds / 1_000_000_000
-            }
-            let n = events.withUnsafeMutableBufferPointer { agent_epoll_wait_ns(epfd, $0.baseAddress, 64, timeout) }
-            if n < 0 {
-                if errno == EINTR { continue }
-                break
-            }
-            for i in 0..<Int(n) {
-                let data = events[i]
-                if data == 0 {
-                    if handleCommands(scratch) { break running }
-                    continue
-                }
-                if data == Self.sigchldWord {
-                    var counter: UInt64 = 0
-                    _ = read(sigchldfd, &counter, 8)
-                    scheduleScan(after: Self.scanDelay)
-                    continue
-                }
-                let token = data >> 1
-                if data & 1 == 0 {
-                    let pass = readOutput(token, scratch, maxReads: Self.readsPerEvent)
-                    if pass.state == .closed {
-                        parked[token] = nil
-                        // The pipe closes as the shell exits, a moment before its pidfd
-                        // reports it: when the exit is already there, report it now rather
-                        // than on the next wake-up (one epoll round on every command's
-                        // critical path). Still running: the pidfd will tell.
-                        leaderExited(token, scratch)
-                    } else if pass.bytes >= Self.bulkBytes, parked[token] == nil, setReadable(token, false) {
-                        parked[token] = .now + Self.bulkPause
-                    }
-                } else {
-                    leaderExited(token, scratch)
-                }
-            }
-            if !parked.isEmpty { serveParked(&parked, scratch) }
-            if state.withLock({ s in s.nextScan.map { $0 <= .now } ?? false }) { scan() }
-        }
+    func detached() {
         shutdownDescriptors()
         finished.fire()
-    }
-
-    /// Returns true when told to stop.
-    private func handleCommands(_ scratch: UnsafeMutableRawBufferPointer) -> Bool {
-        var counter: UInt64 = 0
-        _ = read(wakefd, &counter, 8)
-        let commands = state.withLock { s -> [Command] in
-            defer { s.commands.removeAll() }
-            return s.commands
-        }
-        for command in commands {
-            switch command {
-            case .closeOutput(let token):
-                closePipe(token)
-            case .stop:
-                return true
-            }
-        }
-        return false
     }
 
     /// What a read pass left of the pipe.
@@ -335,8 +276,7 @@ final class ProcessReactor: Sendable {
 
     /// Parked pipes whose pause is over get a read pass; a pipe that filled meanwhile stays
     /// parked for another pause, one that did not wakes on readiness again.
-    private func serveParked(_ parked: inout [UInt64: ContinuousClock.Instant], _ scratch: UnsafeMutableRawBufferPointer) {
-        let now = ContinuousClock.now
+    private func serveParked(_ now: ContinuousClock.Instant, _ scratch: UnsafeMutableRawBufferPointer) {
         for (token, deadline) in parked where deadline <= now {
             let pass = readOutput(token, scratch, maxReads: Self.readsPerEvent)
             if pass.state == .closed {
@@ -353,7 +293,7 @@ final class ProcessReactor: Sendable {
     /// Turns readiness of a watch's pipe on or off; false if the pipe is gone or epoll refused.
     private func setReadable(_ token: UInt64, _ readable: Bool) -> Bool {
         guard let pipefd = state.withLock({ $0.watches[token]?.pipefd }), pipefd >= 0 else { return false }
-        return agent_epoll_set_readable(epfd, pipefd, token << 1, readable ? 1 : 0) == 0
+        return registration.setReadable(pipefd, word: token << 1, readable)
     }
 
     @discardableResult
@@ -425,8 +365,9 @@ final class ProcessReactor: Sendable {
             }
             return result
         }
+        parked[token] = nil
         guard let taken else { return }
-        agent_epoll_del(epfd, taken.pipefd)
+        registration.remove(taken.pipefd)
         close(taken.pipefd)
         taken.sink.outputClosed()
     }
@@ -450,7 +391,7 @@ final class ProcessReactor: Sendable {
             } else {
                 watch.leader = .held
             }
-            agent_epoll_del(epfd, watch.pidfd)
+            registration.remove(watch.pidfd)
             close(watch.pidfd)
             watch.pidfd = -1
             if watch.leader == .released && watch.pipefd < 0 {
@@ -547,13 +488,22 @@ final class ProcessReactor: Sendable {
             return Array(s.watches.values)
         }
         for watch in watches { OwnedChildren.forget(watch.pid) }
+        parked = [:]
         for watch in watches {
-            if watch.pipefd >= 0 { close(watch.pipefd); watch.sink.outputClosed() }
-            if watch.pidfd >= 0 { close(watch.pidfd) }
+            if watch.pipefd >= 0 {
+                registration.remove(watch.pipefd)
+                close(watch.pipefd)
+                watch.sink.outputClosed()
+            }
+            if watch.pidfd >= 0 {
+                registration.remove(watch.pidfd)
+                close(watch.pidfd)
+            }
         }
-        close(wakefd)
+        // The SIGCHLD eventfd stays open: the signal handler writes to it for the process's
+        // life.
+        if sigchldfd >= 0 { registration.remove(sigchldfd) }
         staging?.close()
         if nullfd >= 0 { close(nullfd) }
-        close(epfd)
     }
 }
