@@ -29,6 +29,12 @@ struct RouteExecutorTests {
                 return ImmediateResponse(headers: [.contentType: "text/plain"], body: ByteBuffer(string: "\(place) \(task) \(id)"))
             })
         routes.add(AgentRoute(.get, "/refuse/now") { _, _ in throw APIError(.conflict, "Not now.", detail: "A test's refusal.") })
+        // A route's own length and date are replaced; a 204 goes without a body or a length.
+        routes.add(
+            AgentRoute(.get, "/now/fields/set") { _, _ in
+                ImmediateResponse(headers: [.contentLength: "999", .date: "yesterday", .cacheControl: "no-store"], body: ByteBuffer(string: "four"))
+            })
+        routes.add(AgentRoute(.get, "/now/fields/empty") { _, _ in ImmediateResponse(status: .noContent, headers: [:], body: ByteBuffer(string: "dropped")) })
         // Reads a streamed body off the loop, then answers 256 KiB (several body writes,
         // each flushed: the write path's back pressure from the pool).
         routes.post("/pool/upload", body: .stream(idle: .seconds(60)), executor: .pool) { request, context -> Response in
@@ -98,7 +104,16 @@ struct RouteExecutorTests {
             let refused = try await client.request("GET", "/refuse/now")
             #expect(refused.status == 409)
             #expect(refused.bodyText.contains(#""message":"Not now.""#), "\(refused.bodyText)")
-            // The connection goes on after both.
+            let fields = try await client.request("GET", "/now/fields/set")
+            #expect(fields.bodyText == "four")
+            #expect(fields.header("content-length") == "4")
+            #expect(fields.header("cache-control") == "no-store")
+            #expect(fields.header("date") != "yesterday" && fields.header("date")?.hasSuffix(" GMT") == true)
+            #expect(fields.header("server") == "test")
+            let empty = try await client.request("GET", "/now/fields/empty")
+            #expect(empty.status == 204)
+            #expect(empty.body.isEmpty && empty.header("content-length") == nil)
+            // The connection goes on after all of them.
             #expect(try await client.request("GET", "/loop/where").bodyText == "loop")
         }
     }

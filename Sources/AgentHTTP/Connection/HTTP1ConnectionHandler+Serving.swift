@@ -197,16 +197,64 @@ extension HTTP1ConnectionHandler {
         finishResponse(exchange: current, trailers: nil)
     }
 
-    /// Writes an answer made at once (head, body, end), on the loop.
+    /// Writes an answer made at once, on the loop: head and body serialized into one buffer
+    /// and written raw, past the response encoder (its three parts would cost three
+    /// pipeline passes and a header conversion). Its length is the body's (none for 1xx,
+    /// 204 and 304), whatever the route set.
     func write(_ response: ImmediateResponse, exchange current: UInt64) {
         guard let context, current == responding else { return }
-        access?.status = Int(response.status.code)
-        writeHead(status: response.status, headers: response.headers, context: context)
-        if response.body.readableBytes > 0 {
-            access?.bytes += response.body.readableBytes
+        guard let raw else {
+            writeHead(status: response.status, headers: response.headers, context: context)
             context.write(wrapOutboundOut(.body(.byteBuffer(response.body))), promise: nil)
+            finishResponse(exchange: current, trailers: nil)
+            return
         }
-        finishResponse(exchange: current, trailers: nil)
+        let code = response.status.code
+        let hasBody = code >= 200 && code != 204 && code != 304
+        access?.status = code
+        let closes = machine.responseMustClose
+        let serverName = configuration.serverName
+        var bytes = context.channel.allocator.buffer(capacity: 160 + response.headers.count * 32 + response.body.readableBytes)
+        bytes.writeStaticString("HTTP/1.1 ")
+        bytes.writeString(String(code))
+        bytes.writeStaticString(" ")
+        bytes.writeString(response.status.reasonPhrase)
+        bytes.writeStaticString("\r\n")
+        var saysClose = closes
+        for field in response.headers {
+            let name = field.name
+            if name == .date || name == .contentLength || (serverName != nil && name == .server) || (closes && name == .connection) {
+                continue
+            }
+            if name == .connection, field.value.lowercased().contains("close") { saysClose = true }
+            bytes.writeString(name.rawName)
+            bytes.writeStaticString(": ")
+            bytes.writeString(field.value)
+            bytes.writeStaticString("\r\n")
+        }
+        if hasBody {
+            bytes.writeStaticString("Content-Length: ")
+            bytes.writeString(String(response.body.readableBytes))
+            bytes.writeStaticString("\r\n")
+        }
+        bytes.writeStaticString("Date: ")
+        bytes.writeString(date.now())
+        bytes.writeStaticString("\r\n")
+        if let serverName {
+            bytes.writeStaticString("Server: ")
+            bytes.writeString(serverName)
+            bytes.writeStaticString("\r\n")
+        }
+        if closes { bytes.writeStaticString("Connection: close\r\n") }
+        bytes.writeStaticString("\r\n")
+        if hasBody {
+            var body = response.body
+            access?.bytes += body.readableBytes
+            bytes.writeBuffer(&body)
+        }
+        if saysClose { machine.responseHeadSaysClose() }
+        raw.write(NIOAny(bytes), promise: nil)
+        finishResponse(exchange: current, trailers: nil, endWritten: true)
     }
 
     /// Writes a response's head; a head that closes the connection tells the machine.
@@ -246,13 +294,14 @@ extension HTTP1ConnectionHandler {
     }
 
     /// Ends the response (once): the next request may start, or the connection closes.
-    func finishResponse(exchange current: UInt64, trailers: HTTPFields?) {
+    /// `endWritten`: the response went out whole, raw (no end part for the encoder).
+    func finishResponse(exchange current: UInt64, trailers: HTTPFields?, endWritten: Bool = false) {
         guard current == responding, let context else { return }
         logAccess()
         responding = nil
         // A body the handler left unread is dropped as it arrives.
         if endBody() { perform(machine.bodyBackPressure(stop: false)) }
-        context.write(wrapOutboundOut(.end(trailers.map { HTTPHeaders($0) })), promise: nil)
+        if !endWritten { context.write(wrapOutboundOut(.end(trailers.map { HTTPHeaders($0) })), promise: nil) }
         perform(machine.responseEnded(now: clock.now))
         guard machine.isServing else { return }
         context.flush()
