@@ -17,8 +17,10 @@ struct ProcessRoutes: Sendable {
     /// chat middleware. Handlers run on the pool (a start clones and execs and opens spool
     /// files; a listing reaps, which retires spools), except the status, a few fields from
     /// memory, and the output, which answers from memory (at most the 32 KiB head and tail)
-    /// on the loop, so a wait for the exit is resumed straight onto the connection's loop;
-    /// only its offset reads of the spool go to the pool.
+    /// on the loop, so a wait for the exit is resumed straight onto the connection's loop
+    /// (only its offset reads of the spool go to the pool). The input routes run on the loop
+    /// too: a write to the child's non-blocking pipe or terminal waits for room as an event
+    /// (`WritableWaiter`), never blocking, and a resize is one `ioctl` and a signal.
     func add(to routes: inout AgentRoutes) {
         routes.add(middleware: ChatIdentityMiddleware())
         routes.post("start") { request, context in try await self.start(request, context) }
@@ -26,9 +28,9 @@ struct ProcessRoutes: Sendable {
         routes.get("status", executor: .eventLoop) { request, context in self.status(request, context) }
         routes.get(":id/output", executor: .eventLoop) { request, context in try await self.output(request, context) }
         routes.post(":id/signal") { request, context in try await self.signal(request, context) }
-        routes.post(":id/stdin") { request, context in try await self.stdin(request, context) }
-        routes.post(":id/stdin/close") { request, context in try await self.closeStdin(request, context) }
-        routes.post(":id/resize") { request, context in try await self.resize(request, context) }
+        routes.post(":id/stdin", executor: .eventLoop) { request, context in try await self.stdin(request, context) }
+        routes.post(":id/stdin/close", executor: .eventLoop) { request, context in try await self.closeStdin(request, context) }
+        routes.post(":id/resize", executor: .eventLoop) { request, context in try await self.resize(request, context) }
         routes.webSocket(ProcessStream(manager: manager).route(path: ":id/stream"))
     }
 
