@@ -174,7 +174,8 @@ extension ProcessManager {
         return process
     }
 
-    /// The blocking part of a start (on ``startPool``): the spawn, the record, the watch.
+    /// The blocking part of a start (where ``offLoop(_:)`` runs it: the caller's pool thread
+    /// or ``startPool``): the spawn, the record, the watch.
     private func spawnAndWatch(
         command: String, resolvedDir: String, environment env: EnvironmentBlock, background: Bool, chat: ChatIdentity?,
         options: StartOptions, id: String
