@@ -184,9 +184,16 @@ struct AgentDaemon {
 }
 
 /// Resident set size of `pid`, in bytes (VmRSS from /proc).
-func rss(_ pid: pid_t) -> Int {
+func rss(_ pid: pid_t) -> Int { statusBytes(pid, "VmRSS:") }
+
+/// The anonymous part of `pid`'s resident set, in bytes (RssAnon): what buffering grows,
+/// without the file pages the agent's start-up release drops and later use faults back in.
+func rssAnon(_ pid: pid_t) -> Int { statusBytes(pid, "RssAnon:") }
+
+/// A `kB` field of `/proc/PID/status`, in bytes (0 if absent).
+private func statusBytes(_ pid: pid_t, _ field: String) -> Int {
     let status = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""
-    let line = status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") } ?? ""
+    let line = status.split(separator: "\n").first { $0.hasPrefix(field) } ?? ""
     return (Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0) * 1024
 }
 
