@@ -152,21 +152,33 @@ extension HTTP1ConnectionHandler {
         }
     }
 
-    /// The NIO head of a response with the server's own fields (Date, Server, Connection:
-    /// close) replacing any the route set, built in one array of the final size.
-    private func nioHead(status: HTTPResponse.Status, headers: HTTPFields, closes: Bool) -> HTTPResponseHead {
+    /// The fields a response goes out with, in order: the route's, less those the server
+    /// sets itself (Date; Server when it has a name; Connection when it closes; Content-Length
+    /// when it `ownsLength`), then `length`, Date, Server and `Connection: close`.
+    private func responseFields(
+        _ headers: HTTPFields, closes: Bool, ownsLength: Bool = false, length: Int? = nil, _ emit: (String, String) -> Void
+    ) {
         let serverName = configuration.serverName
-        var fields: [(String, String)] = []
-        fields.reserveCapacity(headers.count + 3)
         for field in headers {
-            if field.name == .date || (serverName != nil && field.name == .server) || (closes && field.name == .connection) {
+            let name = field.name
+            if name == .date || (serverName != nil && name == .server) || (closes && name == .connection)
+                || (ownsLength && name == .contentLength)
+            {
                 continue
             }
-            fields.append((field.name.rawName, field.value))
+            emit(name.rawName, field.value)
         }
-        fields.append(("Date", date.now()))
-        if let serverName { fields.append(("Server", serverName)) }
-        if closes { fields.append(("Connection", "close")) }
+        if let length { emit("Content-Length", String(length)) }
+        emit("Date", date.now())
+        if let serverName { emit("Server", serverName) }
+        if closes { emit("Connection", "close") }
+    }
+
+    /// The NIO head of a response with the server's own fields, in one array of the final size.
+    private func nioHead(status: HTTPResponse.Status, headers: HTTPFields, closes: Bool) -> HTTPResponseHead {
+        var fields: [(String, String)] = []
+        fields.reserveCapacity(headers.count + 3)
+        responseFields(headers, closes: closes) { fields.append(($0, $1)) }
         return HTTPResponseHead(
             version: .http1_1,
             status: HTTPResponseStatus(statusCode: status.code, reasonPhrase: status.reasonPhrase),
@@ -213,7 +225,6 @@ extension HTTP1ConnectionHandler {
         let hasBody = code >= 200 && code != 204 && code != 304
         access?.status = code
         let closes = machine.responseMustClose
-        let serverName = configuration.serverName
         var bytes = context.channel.allocator.buffer(capacity: 160 + response.headers.count * 32 + response.body.readableBytes)
         bytes.writeStaticString("HTTP/1.1 ")
         bytes.writeString(String(code))
@@ -221,31 +232,14 @@ extension HTTP1ConnectionHandler {
         bytes.writeString(response.status.reasonPhrase)
         bytes.writeStaticString("\r\n")
         var saysClose = closes
-        for field in response.headers {
-            let name = field.name
-            if name == .date || name == .contentLength || (serverName != nil && name == .server) || (closes && name == .connection) {
-                continue
-            }
-            if name == .connection, field.value.lowercased().contains("close") { saysClose = true }
-            bytes.writeString(name.rawName)
+        let length = hasBody ? response.body.readableBytes : nil
+        responseFields(response.headers, closes: closes, ownsLength: true, length: length) { name, value in
+            if !closes, name.utf8.count == 10, name.lowercased() == "connection", value.lowercased().contains("close") { saysClose = true }
+            bytes.writeString(name)
             bytes.writeStaticString(": ")
-            bytes.writeString(field.value)
+            bytes.writeString(value)
             bytes.writeStaticString("\r\n")
         }
-        if hasBody {
-            bytes.writeStaticString("Content-Length: ")
-            bytes.writeString(String(response.body.readableBytes))
-            bytes.writeStaticString("\r\n")
-        }
-        bytes.writeStaticString("Date: ")
-        bytes.writeString(date.now())
-        bytes.writeStaticString("\r\n")
-        if let serverName {
-            bytes.writeStaticString("Server: ")
-            bytes.writeString(serverName)
-            bytes.writeStaticString("\r\n")
-        }
-        if closes { bytes.writeStaticString("Connection: close\r\n") }
         bytes.writeStaticString("\r\n")
         if hasBody {
             var body = response.body
