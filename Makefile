@@ -124,23 +124,26 @@ run: deps
 # - no backtrace of every thrown error (each cancelled sleep of a timeout race is one): those
 #   unwinds held both threads for seconds. A failure still names its line.
 TEST_ENV := SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH=24 SWT_SWIFT_ERROR_BACKTRACING_ENABLED=0
+# The suite replays every fuzz target's seeds and mutations of them (FuzzTargetsTests);
+# libFuzzer's runs need a second build of the whole package with sanitizers: `make fuzz-smoke`.
 test: deps lint
 	$(SWIFT) build --build-tests
 	$(TEST_ENV) $(SWIFT) test --skip-build
-	@$(MAKE) --no-print-directory fuzz-smoke
 
 # The project's formatting (.swift-format: 4-space indent, existing line breaks kept) over its
 # own Swift files, generated protobuf code aside; any finding fails (`make test` runs it first).
 # `swift format format -i --configuration .swift-format <files>` applies it.
 lint:
-	@git ls-files 'Sources/*.swift' 'Tests/*.swift' 'Fuzz/Sources/*.swift' | grep -v '\.pb\.swift$$' | xargs -r $(SWIFT) format lint --strict --configuration .swift-format
+	@git ls-files 'Sources/*.swift' 'Tests/*.swift' 'Fuzz/*.swift' ':!Fuzz/Package.swift' | grep -v '\.pb\.swift$$' | xargs -r $(SWIFT) format lint --strict --configuration .swift-format
 	@echo "lint: no findings"
 
-# libFuzzer targets for every decoder of outside bytes (Fuzz/README.md). Fuzz/ is a package
-# of its own, so only it is built with the fuzzer's coverage and AddressSanitizer: libFuzzer's
-# runtime and lld come with the Swift toolchain. Corpora, crashes and logs go to FUZZ_OUT
-# (git-ignored). `fuzz` runs every target for FUZZ_RUNS inputs (or FUZZ_SECONDS each),
-# FUZZ_JOBS at a time, at low priority; `fuzz-smoke` is the short run `make test` ends with.
+# libFuzzer targets for every decoder of outside bytes (Fuzz/README.md): their code is the
+# agent package's FuzzTargets (Fuzz/Targets); Fuzz/ is a package of its own, so only it is
+# built with the fuzzer's coverage and AddressSanitizer (libFuzzer's runtime and lld come with
+# the Swift toolchain), as one executable, agent-fuzz, that runs the target FUZZ_TARGET names.
+# Corpora, crashes and logs go to FUZZ_OUT (git-ignored). `fuzz` runs every target for
+# FUZZ_RUNS inputs (or FUZZ_SECONDS each), FUZZ_JOBS at a time, at low priority; `fuzz-smoke`
+# is a short run from the seeds.
 FUZZ_TARGETS := FuzzEditMatcher FuzzFileRequests FuzzFilePathText FuzzJSONRequest FuzzProcessStart FuzzDesktopAction \
 	FuzzBoundaryFrames FuzzAgentProto FuzzDRPCFrames FuzzAgentSocket FuzzYamuxSession FuzzWebSocketClient FuzzHTTPGuard \
 	FuzzWireGuardMessages FuzzTunnelStack FuzzDERPFrames FuzzCron FuzzScriptLogs FuzzProcessAwait FuzzMCPFrames \
@@ -164,7 +167,7 @@ FUZZ_BUILD_FLAGS := --package-path Fuzz -c release --sanitize fuzzer --sanitize 
 # SwiftPM does not notice a file added to the agent's package (a path dependency here): its
 # build plan is dropped whenever the list of the agent's source files changed.
 fuzz-build:
-	@mkdir -p Fuzz/.build; list=$$(find Sources -name '*.swift' -o -name '*.c' -o -name '*.h' | LC_ALL=C sort | cksum); \
+	@mkdir -p Fuzz/.build; list=$$(find Sources Fuzz/Targets -name '*.swift' -o -name '*.c' -o -name '*.h' | LC_ALL=C sort | cksum); \
 	if [ "$$list" != "$$(cat Fuzz/.build/agent-sources.txt 2>/dev/null)" ]; then \
 		rm -f Fuzz/.build/release.yaml; echo "$$list" > Fuzz/.build/agent-sources.txt; fi
 	env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL -u MAKEOVERRIDES $(SWIFT) build $(FUZZ_BUILD_FLAGS)

@@ -20,7 +20,6 @@ let package = Package(
         .library(name: "DRPC", targets: ["DRPC"]),
         .library(name: "Yamux", targets: ["Yamux"]),
         .library(name: "DERP", targets: ["DERP"]),
-        // Also for the fuzz targets (Fuzz/, a package of its own built with sanitizers).
         .library(name: "AgentCore", targets: ["AgentCore"]),
         .library(name: "AgentSystem", targets: ["AgentSystem"]),
         .library(name: "AgentJSON", targets: ["AgentJSON"]),
@@ -38,13 +37,13 @@ let package = Package(
         .library(name: "TunnelStack", targets: ["TunnelStack"]),
         .library(name: "Tailnet", targets: ["Tailnet"]),
         .library(name: "Scripts", targets: ["Scripts"]),
-        // Also for the fuzz targets of the front-matter reader.
         .library(name: "ChatContext", targets: ["ChatContext"]),
         .library(name: "MCPEngine", targets: ["MCPEngine"]),
         .library(name: "MCPWire", targets: ["MCPWire"]),
-        // Also for the fuzz targets of the cgroup and /proc readers.
         .library(name: "HostStats", targets: ["HostStats"]),
         .library(name: "GitCredentials", targets: ["GitCredentials"]),
+        // The fuzz targets' bodies, for Fuzz/'s libFuzzer build (`make fuzz`).
+        .library(name: "FuzzTargets", targets: ["FuzzTargets"]),
     ],
     dependencies: [
         // Public API only (Request, Response, HTTPResponder, middleware, the server): the
@@ -856,5 +855,26 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // Every decoder of outside bytes has a fuzz target: its invariants as one function
+        // of libFuzzer's input (Fuzz/README.md). Built here with no sanitizers, so the suite
+        // replays each target's seeds and mutations of them (FuzzTargetsTests); Fuzz/ builds
+        // the same code with libFuzzer and sanitizers.
+        .target(
+            name: "FuzzTargets",
+            dependencies: [
+                "AgentCore", "AgentFiles", "AgentHTTP", "AgentJSON", "AgentProc", "AgentProto", "AgentRPC", "AgentSSH",
+                "AgentSocket", "AgentSpeedtest", "AgentSystem", "BoundaryLogs", "ChatContext", "DERP", "DRPC", "Desktop",
+                "GitCredentials", "HostStats", "LineRegex", "MCPWire", "ReconnectingPTY", "Scripts", "Tailnet", "TunnelStack",
+                "WireGuard", "Yamux",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            path: "Fuzz/Targets",
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(name: "FuzzTargetsTests", dependencies: ["FuzzTargets"], swiftSettings: swiftSettings),
     ]
 )

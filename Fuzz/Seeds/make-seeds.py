@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes the small seed corpus of every fuzz target (Fuzz/Seeds/<target>/), in each
-target's input layout (Fuzz/Sources/FuzzSupport/FuzzInput.swift): a few well-formed cases,
+target's input layout (Fuzz/Targets/Support/FuzzInput.swift): a few well-formed cases,
 so that even a short `make fuzz-smoke` run starts past the first parse errors.
 Run from anywhere: python3 Fuzz/Seeds/make-seeds.py"""
 import os

@@ -5,7 +5,7 @@ import Testing
 
 /// Inputs the `FuzzFileRequests` libFuzzer target reported, replayed through the entry it
 /// calls (``FilesFuzzing``) with its invariants. The bytes are split as the target splits
-/// them (`Fuzz/Sources/FuzzFileRequests`, `FuzzInput`): the first byte modulo 5 picks the
+/// them (`Fuzz/Targets/Cases/FuzzFileRequests.swift`, `FuzzInput`): the first byte modulo 5 picks the
 /// decoder (0: read-file-lines), then a 2-byte little-endian length modulo 301 takes the
 /// query, and the rest is the file's content. The same bytes are seeds in
 /// `Fuzz/Seeds/FuzzFileRequests/`.
