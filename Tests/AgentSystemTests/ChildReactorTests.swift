@@ -1,4 +1,5 @@
 import AgentSystem
+import Dispatch
 import Synchronization
 import Testing
 
@@ -137,12 +138,22 @@ struct ChildReactorTests {
         let reactor = ChildReactor(name: "test-children")
         let fired = Mutex<[Int]>([])
         let done = Latch()
+        // The reactor's thread is held in a job while the timers are set and one cancelled,
+        // so none can fire before the cancel however late this task runs.
+        let holding = Latch()
+        let gate = DispatchSemaphore(value: 0)
+        reactor.run {
+            holding.open()
+            gate.wait()
+        }
+        #expect(await sleep(for: Self.bound, orUntil: { await holding.wait() }) == .signalled)
         let now = ContinuousClock.now
         let cancelled = reactor.schedule(at: now + .milliseconds(1)) { fired.withLock { $0.append(0) } }
         reactor.cancelTimer(cancelled)
         reactor.schedule(at: now + .milliseconds(2)) { fired.withLock { $0.append(2) } }
         reactor.schedule(at: now + .milliseconds(1)) { fired.withLock { $0.append(1) } }
         reactor.schedule(at: now + .milliseconds(3)) { done.open() }
+        gate.signal()
         #expect(await sleep(for: Self.bound, orUntil: { await done.wait() }) == .signalled)
         #expect(fired.withLock { $0 } == [1, 2])
     }

@@ -18,7 +18,8 @@ public final class NodeAnnouncer: Sendable {
     /// The node as it stands.
     public var current: SelfNode? { state.withLock { $0.node } }
 
-    /// Replaces the node; subscribers hear of it only if it changed.
+    /// Changes the node; subscribers hear of it only if it changed. Before the first
+    /// ``set(_:)`` there is nothing to change: the change is dropped.
     public func update(_ change: (inout SelfNode) -> Void) {
         let (node, subscribers) = state.withLock { s -> (SelfNode?, [AsyncStream<SelfNode>.Continuation]) in
             guard var node = s.node else { return (nil, []) }

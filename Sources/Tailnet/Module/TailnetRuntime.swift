@@ -76,9 +76,12 @@ final class TailnetRuntime: Sendable {
         let engine = TailnetEngine(
             addresses: addresses, nodeKey: nodeKey, discoKey: discoKey, forceWebSocket: tailnet.derpForceWebSockets,
             listenPort: listenPort, blockEndpoints: tailnet.disableDirectConnections, announcer: announcer, metrics: metrics, traffic: traffic, logger: logger)
+        // The node first: the engine's start begins the UDP bind and DERP, whose endpoint list
+        // and home region are changes to it (``NodeAnnouncer/update(_:)`` drops a change made
+        // before there is a node, and a later `set` would replace it).
+        announcer.set(SelfNode(addresses: addresses, nodeKey: nodeKey.publicKey.bytes, discoKey: discoKey.publicKey.bytes))
         try engine.start(acceptor: acceptor, ports: ports)
         holder.engine = engine
-        announcer.set(SelfNode(addresses: addresses, nodeKey: nodeKey.publicKey.bytes, discoKey: discoKey.publicKey.bytes))
         applyManifestMap(tailnet.derpMap)
         logger.info("tailnet started", metadata: ["address": "\(TailnetAddresses.text(addresses.primary))"])
         return engine
