@@ -137,6 +137,7 @@ struct ProcessBenchmarks: ParsableCommand {
         report(
             "start->exit `true` (p90)", value: Bench.format(apiP90), baseline: Bench.format(rawP90),
             ratio: apiP90 / rawP90, goal: "(information)", met: true)
+        try startToExitWithoutPriority(binary: binary, iterations: iterations)
 
         // Throughput: a child writing `bytes` through the agent vs a shell pipeline into cat,
         // alternating for `rounds` rounds (this host's pipe speed varies several-fold from
@@ -173,6 +174,33 @@ struct ProcessBenchmarks: ParsableCommand {
             ratio: Double(growth) / Double(max(before, 1)), goal: "< 8 MiB", met: growth < 8 << 20)
 
         try beyondTheReference(binary: binary, client: client, port: port)
+    }
+
+    /// Start-to-exit again on an agent with priority management off (the reference's
+    /// default: it lowers children's priority only when `CODER_PROC_PRIO_MGMT` is set): the
+    /// agent's default runs the shell at nice + 5, where it shares a core with the agent's
+    /// threads at a quarter of their weight, and writes its `oom_score_adj` before the exec.
+    func startToExitWithoutPriority(binary: String, iterations: Int) throws {
+        let port = Bench.freePort()
+        let daemon = launch(binary, port: port, extra: ["--proc-prio-mgmt", "false"])
+        defer { stop(daemon) }
+        guard let client = connectWhenHealthy(port: port) else { throw ValidationError("agent did not start") }
+        var api: [Double] = []
+        var raw: [Double] = []
+        for _ in 0..<20 { _ = runThroughAPI(client, "true") }
+        for _ in 0..<iterations {
+            let a0 = Bench.now()
+            _ = runThroughAPI(client, "true")
+            api.append(Double(Bench.now() - a0))
+            let r0 = Bench.now()
+            _ = Bench.wait(Bench.spawn(["/bin/sh", "-c", "true"]))
+            raw.append(Double(Bench.now() - r0))
+        }
+        let apiMedian = Bench.median(api)
+        let rawMedian = Bench.median(raw)
+        report(
+            "  without priority management (median)", value: Bench.format(apiMedian), baseline: Bench.format(rawMedian),
+            ratio: apiMedian / rawMedian, goal: "(information: --proc-prio-mgmt false)", met: true)
     }
 
     /// Polls /healthz every 200 µs (at most 5000 times, about 1 s plus request time) and
