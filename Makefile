@@ -144,11 +144,8 @@ lint:
 # Corpora, crashes and logs go to FUZZ_OUT (git-ignored). `fuzz` runs every target for
 # FUZZ_RUNS inputs (or FUZZ_SECONDS each), FUZZ_JOBS at a time, at low priority; `fuzz-smoke`
 # is a short run from the seeds.
-FUZZ_TARGETS := FuzzEditMatcher FuzzFileRequests FuzzFilePathText FuzzJSONRequest FuzzProcessStart FuzzDesktopAction \
-	FuzzBoundaryFrames FuzzAgentProto FuzzDRPCFrames FuzzAgentSocket FuzzYamuxSession FuzzWebSocketClient FuzzHTTPGuard \
-	FuzzWireGuardMessages FuzzTunnelStack FuzzDERPFrames FuzzCron FuzzScriptLogs FuzzProcessAwait FuzzMCPFrames \
-	FuzzMCPConfig FuzzFrontMatter FuzzProcNetTCP FuzzSSHSession FuzzSpeedtestRequest FuzzReconnectingPTY \
-	FuzzCgroupValues FuzzCgroupTree FuzzProcCgroup FuzzProcMeminfo FuzzProcStat FuzzGitCredentials FuzzReinitEvents FuzzDirectPaths
+# One target per file of Fuzz/Targets/Cases (FuzzCatalog names the same ones).
+FUZZ_TARGETS := $(sort $(basename $(notdir $(wildcard Fuzz/Targets/Cases/Fuzz*.swift))))
 FUZZ_OUT ?= .fuzz
 FUZZ_RUNS ?= 1000000
 FUZZ_SECONDS ?= 3600

@@ -11,7 +11,8 @@ public struct FuzzTarget: Sendable {
     }
 }
 
-/// Every fuzz target, by name (the Makefile's `FUZZ_TARGETS` lists the same names).
+/// Every fuzz target, by name: one per file of `Cases/`, named after it (the Makefile's
+/// `FUZZ_TARGETS` is those files' names).
 public enum FuzzCatalog {
     public static let targets: [FuzzTarget] = [
         FuzzTarget(name: "FuzzAgentProto", run: fuzzAgentProto),

@@ -92,25 +92,9 @@ struct ProcessBenchmarks: ParsableCommand {
             ratio: Double(idleUSS) / Double(max(selfUSS, 1)), goal: "<= 8 MiB", met: idleUSS <= 8 << 20)
 
         // Start-to-exit of `true` through the API vs posix_spawn + waitpid of `sh -c true`.
-        var api: [Double] = []
-        var raw: [Double] = []
-        var apiStarted: [Double] = []
-        var rawStarted: [Double] = []
-        for _ in 0..<20 { _ = runThroughAPI(client, "true"); _ = Bench.wait(Bench.spawn(["/bin/sh", "-c", "true"])) }
-        for _ in 0..<iterations {
-            let a0 = Bench.now()
-            var answered: UInt64 = 0
-            _ = runThroughAPI(client, "true") { answered = Bench.now() }
-            api.append(Double(Bench.now() - a0))
-            apiStarted.append(Double(answered - a0))
-            let r0 = Bench.now()
-            let child = Bench.spawn(["/bin/sh", "-c", "true"])
-            rawStarted.append(Double(Bench.now() - r0))
-            _ = Bench.wait(child)
-            raw.append(Double(Bench.now() - r0))
-        }
-        let apiMedian = Bench.median(api)
-        let rawMedian = Bench.median(raw)
+        let samples = startToExit(client, iterations: iterations)
+        let apiMedian = Bench.median(samples.api)
+        let rawMedian = Bench.median(samples.raw)
         // Both sides run the same `sh -c true` (the agent runs every command through `sh -c`).
         report(
             "start->exit `true` (median)", value: Bench.format(apiMedian), baseline: Bench.format(rawMedian),
@@ -127,13 +111,13 @@ struct ProcessBenchmarks: ParsableCommand {
             ratio: 2 * rtt / rawMedian, goal: "(information: GET /healthz x2)", met: true)
         // The answer to POST /start against posix_spawn's return: both come once the child
         // has exec'd; the agent's answer then waits for a CPU while the command runs.
-        let startedMedian = Bench.median(apiStarted)
-        let rawStartedMedian = Bench.median(rawStarted)
+        let startedMedian = Bench.median(samples.apiStarted)
+        let rawStartedMedian = Bench.median(samples.rawStarted)
         report(
             "  POST /start answered (median)", value: Bench.format(startedMedian), baseline: Bench.format(rawStartedMedian),
             ratio: startedMedian / rawStartedMedian, goal: "(information: posix_spawn returned)", met: true)
-        let apiP90 = Bench.percentile(api, 0.9)
-        let rawP90 = Bench.percentile(raw, 0.9)
+        let apiP90 = Bench.percentile(samples.api, 0.9)
+        let rawP90 = Bench.percentile(samples.raw, 0.9)
         report(
             "start->exit `true` (p90)", value: Bench.format(apiP90), baseline: Bench.format(rawP90),
             ratio: apiP90 / rawP90, goal: "(information)", met: true)
@@ -185,22 +169,36 @@ struct ProcessBenchmarks: ParsableCommand {
         let daemon = launch(binary, port: port, extra: ["--proc-prio-mgmt", "false"])
         defer { stop(daemon) }
         guard let client = connectWhenHealthy(port: port) else { throw ValidationError("agent did not start") }
-        var api: [Double] = []
-        var raw: [Double] = []
-        for _ in 0..<20 { _ = runThroughAPI(client, "true") }
-        for _ in 0..<iterations {
-            let a0 = Bench.now()
-            _ = runThroughAPI(client, "true")
-            api.append(Double(Bench.now() - a0))
-            let r0 = Bench.now()
-            _ = Bench.wait(Bench.spawn(["/bin/sh", "-c", "true"]))
-            raw.append(Double(Bench.now() - r0))
-        }
-        let apiMedian = Bench.median(api)
-        let rawMedian = Bench.median(raw)
+        let samples = startToExit(client, iterations: iterations)
+        let apiMedian = Bench.median(samples.api)
+        let rawMedian = Bench.median(samples.raw)
         report(
             "  without priority management (median)", value: Bench.format(apiMedian), baseline: Bench.format(rawMedian),
             ratio: apiMedian / rawMedian, goal: "(information: --proc-prio-mgmt false)", met: true)
+    }
+
+    /// Start-to-exit samples of `sh -c true`, alternating the API (`POST /start` + `GET
+    /// /output?wait=true`) and posix_spawn + waitpid after 20 of each to warm up: the whole
+    /// runs, and the time until the start was answered and until posix_spawn returned.
+    func startToExit(_ client: BlockingHTTP, iterations: Int) -> (api: [Double], raw: [Double], apiStarted: [Double], rawStarted: [Double]) {
+        var api: [Double] = []
+        var raw: [Double] = []
+        var apiStarted: [Double] = []
+        var rawStarted: [Double] = []
+        for _ in 0..<20 { _ = runThroughAPI(client, "true"); _ = Bench.wait(Bench.spawn(["/bin/sh", "-c", "true"])) }
+        for _ in 0..<iterations {
+            let a0 = Bench.now()
+            var answered: UInt64 = 0
+            _ = runThroughAPI(client, "true") { answered = Bench.now() }
+            api.append(Double(Bench.now() - a0))
+            apiStarted.append(Double(answered - a0))
+            let r0 = Bench.now()
+            let child = Bench.spawn(["/bin/sh", "-c", "true"])
+            rawStarted.append(Double(Bench.now() - r0))
+            _ = Bench.wait(child)
+            raw.append(Double(Bench.now() - r0))
+        }
+        return (api, raw, apiStarted, rawStarted)
     }
 
     /// Polls /healthz every 200 µs (at most 5000 times, about 1 s plus request time) and

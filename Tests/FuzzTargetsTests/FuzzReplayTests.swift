@@ -51,23 +51,15 @@ struct FuzzReplayTests {
         #expect(ran == seeds.count + Self.mutations)
     }
 
-    /// The catalog and the Makefile's list name the same targets, and every seed folder is
-    /// one of them.
+    /// The catalog names one target per file of Fuzz/Targets/Cases (the Makefile's list
+    /// for `make fuzz`), and every seed folder is one of them.
     @Test func everyTargetIsListedAndSeeded() throws {
         let names = Set(FuzzCatalog.targets.map(\.name))
         #expect(names.count == FuzzCatalog.targets.count, "a target is listed twice")
-        let makefile = try String(contentsOf: Self.repository.appendingPathComponent("Makefile"), encoding: .utf8)
-        var listed: Set<String> = []
-        var inList = false
-        for line in makefile.split(separator: "\n", omittingEmptySubsequences: false) {
-            if line.hasPrefix("FUZZ_TARGETS :=") { inList = true }
-            guard inList else { continue }
-            for word in line.split(whereSeparator: { $0 == " " || $0 == "\t" }) where word.hasPrefix("Fuzz") {
-                listed.insert(String(word))
-            }
-            if !line.hasSuffix("\\") { break }
-        }
-        #expect(listed == names)
+        let cases = try FileManager.default.contentsOfDirectory(
+            atPath: Self.repository.appendingPathComponent("Fuzz/Targets/Cases").path
+        ).filter { $0.hasPrefix("Fuzz") && $0.hasSuffix(".swift") }.map { String($0.dropLast(".swift".count)) }
+        #expect(Set(cases) == names)
         let seeded = try FileManager.default.contentsOfDirectory(
             atPath: Self.repository.appendingPathComponent("Fuzz/Seeds").path
         ).filter { $0.hasPrefix("Fuzz") }
