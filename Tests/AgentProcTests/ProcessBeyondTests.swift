@@ -30,8 +30,8 @@ struct ProcessBeyondTests {
         return try #require(jsonObject(response.body))
     }
 
-    static func stdin(_ h: Harness, _ id: String, _ text: String) async throws -> RawHTTPClient.Response {
-        try await h.client.request("POST", "\(base)/\(id)/stdin", body: Array(text.utf8), timeout: .seconds(60))
+    static func stdin(_ h: Harness, _ id: String, _ text: String, timeout: Duration = .seconds(60)) async throws -> RawHTTPClient.Response {
+        try await h.client.request("POST", "\(base)/\(id)/stdin", body: Array(text.utf8), timeout: timeout)
     }
 
     static func query(_ text: String) -> String {
@@ -63,21 +63,24 @@ struct ProcessBeyondTests {
     }
 
     @Test func aCloseQueuedBehindAStalledWriteStillEndsTheInput() async throws {
-        try await withProcessServer(configure: { $0.stdinWriteTimeout = .seconds(60) }) { h in
-            // The child reads nothing until the test opens the gate (at most 2 minutes), then
+        // The gate opens after three waits of up to 60 s each: the agent's write timeout, the
+        // requests' timeouts and the child's own limit all outlast them, so only a close that
+        // never ends the input fails the test, however slowly a loaded host gets there.
+        try await withProcessServer(configure: { $0.stdinWriteTimeout = .seconds(300) }) { h in
+            // The child reads nothing until the test opens the gate (at most 5 minutes), then
             // everything until end-of-file.
             let gate = try makeTempDirectory() + "/gate"
-            let wait = "i=0; while [ ! -e \(gate) ] && [ $i -lt 2400 ]; do sleep 0.05; i=$((i+1)); done"
+            let wait = "i=0; while [ ! -e \(gate) ] && [ $i -lt 6000 ]; do sleep 0.05; i=$((i+1)); done"
             let body = try JSONSerialization.data(withJSONObject: ["command": "\(wait); cat > /dev/null; echo eof-seen", "stdin": true])
             let started = try await h.client.request("POST", "\(Self.base)/start", body: Array(body))
             let id = try #require(jsonObject(started.body)?["id"] as? String)
             let input = try #require(h.manager.lookup(id, chat: nil)?.input)
             let big = String(repeating: "z", count: 1 << 20)
-            async let first = Self.stdin(h, id, big)
+            async let first = Self.stdin(h, id, big, timeout: .seconds(300))
             #expect(await eventually(timeout: .seconds(60)) { input.pending.bytes == 1 << 20 })
-            async let close = h.client.request("POST", "\(Self.base)/\(id)/stdin/close", body: Array("{}".utf8), timeout: .seconds(90))
+            async let close = h.client.request("POST", "\(Self.base)/\(id)/stdin/close", body: Array("{}".utf8), timeout: .seconds(300))
             #expect(await eventually(timeout: .seconds(60)) { input.pending.waiting == 1 })
-            async let late = Self.stdin(h, id, "late\n")
+            async let late = Self.stdin(h, id, "late\n", timeout: .seconds(300))
             #expect(await eventually(timeout: .seconds(60)) { input.pending.waiting == 2 })
             try TestFile.write(gate, [UInt8]())
             let (a, c, b) = try await (first, close, late)

@@ -57,11 +57,13 @@ struct SSHExtensionTests {
     func x11ForwardingReachesTheClientsDisplay() async throws {
         let directory = try Self.scratch("ssh-x11-test")
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        // A display number nobody uses.
-        let display = try #require((200..<260).shuffled().first { access("/tmp/.X11-unix/X\($0)", F_OK) != 0 })
-        let xvfb = try #require(ChildProgram.start(["Xvfb", ":\(display)", "-nolisten", "tcp", "-screen", "0", "640x480x24"]))
-        defer { Task { await onThread { xvfb.kill() } } }
-        #expect(await eventually(timeout: .seconds(60)) { access("/tmp/.X11-unix/X\(display)", F_OK) == 0 })
+        // Xvfb picks a display nobody uses and writes its number once it listens; SIGTERM
+        // lets it remove its socket and lock file again.
+        let xvfb = try #require(ChildProgram.start(["Xvfb", "-displayfd", "1", "-nolisten", "tcp", "-screen", "0", "640x480x24"]))
+        defer { Task { await onThread { xvfb.terminate() } } }  // when a #require ends the test early
+        let announced = await onThread { xvfb.readLine() }
+        let display = try #require(Int(announced), "Xvfb announced no display: \(announced)")
+        #expect(access("/tmp/.X11-unix/X\(display)", F_OK) == 0)
 
         let authority = directory + "/Xauthority"
         var environment = ProcessInfo.processInfo.environment
@@ -81,6 +83,8 @@ struct SSHExtensionTests {
         // The session's cookie went to the agent's Xauthority file, not the user's.
         let listed = await ChildProgram.run(["xauth", "-f", authority, "list"])
         #expect(listed.stdout.contains("MIT-MAGIC-COOKIE-1"), "\(listed)")
+        await onThread { xvfb.terminate() }
+        #expect(access("/tmp/.X11-unix/X\(display)", F_OK) != 0, "Xvfb left its socket")
     }
 
     @Test func unixSocketForwardsBothWays() async throws {

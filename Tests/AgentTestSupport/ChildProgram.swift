@@ -88,6 +88,41 @@ public enum ChildProgram {
             return signal == 0 ? (status >> 8) & 0xff : 128 + signal
         }
 
+        /// Asks the child to end with SIGTERM, so that it can remove what it made (Xvfb its
+        /// socket and lock file), and gives it `grace` before SIGKILL; reaps it and closes its
+        /// pipes; once, like ``kill()``. Blocks: call it off the cooperative pool.
+        public func terminate(grace: Duration = .seconds(10)) {
+            guard killed.first() else { return }
+            _ = Glibc.kill(pid, SIGTERM)
+            var status: Int32 = 0
+            let deadline = ContinuousClock.now + grace
+            var reaped = waitpid(pid, &status, WNOHANG) != 0
+            while !reaped, ContinuousClock.now < deadline {
+                usleep(10_000)
+                reaped = waitpid(pid, &status, WNOHANG) != 0
+            }
+            if !reaped {
+                _ = Glibc.kill(pid, SIGKILL)
+                _ = wait()
+            }
+            close(stdin)
+            close(stdout)
+        }
+
+        /// Reads one line (without its newline) of at most `limit` bytes from the child's
+        /// stdout, waiting at most `timeout` for each byte; what came when it ends or stalls.
+        public func readLine(limit: Int = 256, timeout: Duration = .seconds(60)) -> String {
+            var bytes: [UInt8] = []
+            var byte: UInt8 = 0
+            let milliseconds = Int32(timeout.components.seconds * 1000)
+            while bytes.count < limit {
+                var ready = pollfd(fd: stdout, events: Int16(POLLIN), revents: 0)
+                guard poll(&ready, 1, milliseconds) == 1, read(stdout, &byte, 1) == 1, byte != 10 else { break }
+                bytes.append(byte)
+            }
+            return String(decoding: bytes, as: UTF8.self)
+        }
+
         /// Ends the child with SIGKILL, reaps it and closes its pipes; once (later calls do
         /// nothing).
         public func kill() {

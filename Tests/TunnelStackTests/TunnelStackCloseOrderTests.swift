@@ -31,7 +31,7 @@ struct TunnelStackCloseOrderTests {
             Self.prelude + """
                 for i in range(\(rounds)):
                     size = 65536 + 7 if i % 2 == 0 else 5
-                    s = socket.create_connection(('\(tunnel.addresses[0])', \(server.port)), timeout=15)
+                    s = socket.create_connection(('\(tunnel.addresses[0])', \(server.port)), timeout=60)
                     try:
                         if i % 4 >= 2:
                             s.sendall(b'GET\\n')
@@ -73,7 +73,7 @@ struct TunnelStackCloseOrderTests {
             Self.prelude + """
                 for i in range(\(rounds)):
                     size = \(Self.halfCloseSizePython)
-                    s = socket.create_connection(('\(tunnel.addresses[0])', \(server.port)), timeout=15)
+                    s = socket.create_connection(('\(tunnel.addresses[0])', \(server.port)), timeout=60)
                     try:
                         greeting = read_to_end(s)
                         s.sendall(pattern(size, 11, i))
@@ -170,7 +170,7 @@ struct TunnelStackCloseOrderTests {
             Self.prelude + """
                 for i in range(\(rounds)):
                     size = \(Self.reverseSizePython)
-                    s = socket.create_connection(('\(tunnel.addresses[0])', \(server.port)), timeout=15)
+                    s = socket.create_connection(('\(tunnel.addresses[0])', \(server.port)), timeout=60)
                     try:
                         s.sendall(pattern(size, 17, i))
                         s.shutdown(socket.SHUT_WR)

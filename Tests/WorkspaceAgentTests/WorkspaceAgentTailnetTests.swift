@@ -15,8 +15,9 @@ import Glibc
 /// (coordination and DERP map over the real dRPC), the DERP relay double, and Debian's real
 /// wireguard-go with a TUN in a private network namespace as the peer coderd would be. The
 /// test bridges wireguard-go's UDP socket to the relay with a DERP client of its own under
-/// wireguard-go's key; the namespace's kernel does TCP, ICMP and TSMP through the TUN.
-@Suite(.serialized, .timeLimit(.minutes(4)))
+/// wireguard-go's key; the namespace's kernel does TCP, ICMP and TSMP through the TUN. Each
+/// test has its own namespace, relay and agent, so they run side by side.
+@Suite(.timeLimit(.minutes(4)))
 struct WorkspaceAgentTailnetTests {
     static let peerAddress = "fd7a:115c:a1e0::c0"
     static let peerID = [UInt8](repeating: 0xc0, count: 16)
