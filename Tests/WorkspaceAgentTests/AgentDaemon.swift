@@ -10,6 +10,10 @@ import Testing
 struct AgentDaemon {
     let pid: pid_t
     let logPath: String
+    /// The temporary directories and sockets ``launch(_:environment:executable:)`` chose for
+    /// the daemon (state, agent socket, script data, logs, boundary socket): ``cleanup()``
+    /// removes them.
+    var scratch: [String] = []
 
     /// The binary built next to this test bundle.
     static var binaryPath: String {
@@ -64,7 +68,13 @@ struct AgentDaemon {
         defer { close(fd) }
         var env = ProcessInfo.processInfo.environment
         for key in env.keys where key.hasPrefix("CODER_") { env[key] = nil }
-        env["XDG_STATE_HOME"] = NSTemporaryDirectory() + "agent-state-\(UUID().uuidString)"
+        var scratch: [String] = []
+        /// A temporary path for the daemon, removed again by ``cleanup()``.
+        func temporary(_ name: String) -> String {
+            scratch.append(NSTemporaryDirectory() + name)
+            return scratch[scratch.count - 1]
+        }
+        env["XDG_STATE_HOME"] = temporary("agent-state-\(UUID().uuidString)")
         for (k, v) in extra { env[k] = v }
         // Concurrent daemons would all want the default Prometheus port and socket path.
         var argv = [executable] + arguments + (arguments.contains("--prometheus-address") ? [] : ["--prometheus-address", ""])
@@ -72,17 +82,17 @@ struct AgentDaemon {
         if !arguments.contains("--debug-address") && extra["CODER_AGENT_DEBUG_ADDRESS"] == nil { argv += ["--debug-address", ""] }
         // Each daemon its own boundary socket too (concurrent tests).
         if !arguments.contains("--boundary-log-proxy-socket-path") && extra["CODER_AGENT_BOUNDARY_LOG_PROXY_SOCKET_PATH"] == nil {
-            argv += ["--boundary-log-proxy-socket-path", NSTemporaryDirectory() + "boundary-\(UUID().uuidString.prefix(8)).sock"]
+            argv += ["--boundary-log-proxy-socket-path", temporary("boundary-\(UUID().uuidString.prefix(8)).sock")]
         }
         if !arguments.contains("--socket-path") && extra["CODER_AGENT_SOCKET_PATH"] == nil {
-            argv += ["--socket-path", NSTemporaryDirectory() + "agent-sock-\(UUID().uuidString.prefix(8))/agent.sock"]
+            argv += ["--socket-path", temporary("agent-sock-\(UUID().uuidString.prefix(8))") + "/agent.sock"]
         }
         // Scripts' data and log files in the daemon's own directories.
         if !arguments.contains("--script-data-dir") && extra["CODER_AGENT_SCRIPT_DATA_DIR"] == nil {
-            argv += ["--script-data-dir", NSTemporaryDirectory() + "agent-script-data-\(UUID().uuidString.prefix(8))"]
+            argv += ["--script-data-dir", temporary("agent-script-data-\(UUID().uuidString.prefix(8))")]
         }
         if !arguments.contains("--log-dir") && extra["CODER_AGENT_LOG_DIR"] == nil {
-            argv += ["--log-dir", NSTemporaryDirectory() + "agent-logs-\(UUID().uuidString.prefix(8))"]
+            argv += ["--log-dir", temporary("agent-logs-\(UUID().uuidString.prefix(8))")]
         }
         let envp = env.map { "\($0.key)=\($0.value)" }
         let binaryPath = executable
@@ -109,7 +119,7 @@ struct AgentDaemon {
         // Pids are reused (the suite starts thousands of processes): a status remembered
         // for an earlier daemon with this pid is not this one's.
         statuses.withLock { $0[pid] = nil }
-        return AgentDaemon(pid: pid, logPath: logPath)
+        return AgentDaemon(pid: pid, logPath: logPath, scratch: scratch)
     }
 
     var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
@@ -170,7 +180,8 @@ struct AgentDaemon {
     /// Kills the agent if a test left it running.
     /// Ends the agent and whatever it started that still runs (a killed agent cannot stop
     /// its children, and they would outlive the test): the agent is stopped first, so that
-    /// it reaps nothing and the pids found below it stay its descendants until killed.
+    /// it reaps nothing and the pids found below it stay its descendants until killed. Then
+    /// its log and the temporary paths ``launch(_:environment:executable:)`` chose go.
     func cleanup() {
         if reap() == nil {
             kill(pid, SIGSTOP)
@@ -180,6 +191,7 @@ struct AgentDaemon {
             for _ in 0..<3000 where reap() == nil { usleep(1000) }
         }
         unlink(logPath)
+        for path in scratch { try? FileManager.default.removeItem(atPath: path) }
     }
 }
 
