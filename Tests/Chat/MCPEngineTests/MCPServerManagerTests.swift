@@ -7,7 +7,8 @@ import Testing
 @testable import MCPEngine
 
 /// The engine with real Python MCP servers: loading `.mcp.json` after the gate, the catalog,
-/// calls, crashes and restarts, hangs, list changes, differential reloads and cancellation.
+/// calls, crashes and restarts, hangs, list changes, differential reloads and cancellation
+/// (MCPServerManagerRuleTests has what needs no MCP SDK server).
 /// Serialized: each test starts Python SDK servers (about a CPU-second each to start); run
 /// at once they would take both cores from the rest of the suite for a minute.
 @Suite(.serialized, .timeLimit(.minutes(5)))
@@ -147,30 +148,6 @@ struct MCPServerManagerTests {
         await h.stop()
     }
 
-    /// A server whose `initialize` fails with a 1 MiB message: the error kept (and published
-    /// upward) is cut to the control plane's 4096 bytes, and its secrets are redacted.
-    @Test func aHugeErrorIsCutAndRedacted() async throws {
-        let script = """
-            import json, sys
-            msg = json.loads(sys.stdin.readline())
-            text = "key=hunter2-secret " + "x" * (1 << 20)
-            print(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "error": {"code": -32000, "message": text}}), flush=True)
-            sys.stdin.read()
-            """
-        let h = try Harness(
-            servers: ["huge": ["command": "python3", "args": ["-c", script], "env": ["API_KEY": "hunter2-secret"]]],
-            restart: MCPRestartPolicy(initial: .seconds(30), maximum: .seconds(30)))
-        h.start()
-        #expect(await eventually { h.entry("huge")?.error.isEmpty == false })
-        let error = try #require(h.entry("huge")?.error)
-        #expect(error.utf8.count <= ContextRedactor.maxTextBytes, "\(error.utf8.count)")
-        #expect(error.hasPrefix("failed to connect: initialize: key=[redacted] xxx"), "\(error.prefix(80))")
-        #expect(error.hasSuffix(ContextRedactor.truncatedSuffix))
-        #expect(!error.contains("hunter2"))
-        #expect(h.server("huge")?.lastError == error)
-        await h.stop()
-    }
-
     @Test func aListChangeReachesTheCatalog() async throws {
         let h = try Harness(servers: ["alpha": Self.python()])
         h.start()
@@ -245,33 +222,5 @@ struct MCPServerManagerTests {
         try h.write("{}")
         #expect(await eventually { h.manager.servers.isEmpty && h.catalog.entries.isEmpty })
         await h.stop()
-    }
-
-    @Test func toolNamesSplitAtTheFirstSeparator() {
-        #expect(MCPServerManager.splitToolName("a__b")! == ("a", "b"))
-        #expect(MCPServerManager.splitToolName("a__b__c")! == ("a", "b__c"))
-        #expect(MCPServerManager.splitToolName("a___b")! == ("a", "_b"))
-        #expect(MCPServerManager.splitToolName("a__") == nil)
-        #expect(MCPServerManager.splitToolName("__b") == nil)
-        #expect(MCPServerManager.splitToolName("ab") == nil)
-        #expect(MCPServerManager.splitToolName("ü__ö")! == ("ü", "ö"))
-    }
-
-    @Test func theRestartPolicyDoublesToItsCeilingWithJitter() {
-        let policy = MCPRestartPolicy(initial: .seconds(1), maximum: .seconds(60), stable: .seconds(60))
-        #expect(policy.ceiling(afterFailures: 1) == .seconds(1))
-        #expect(policy.ceiling(afterFailures: 2) == .seconds(2))
-        #expect(policy.ceiling(afterFailures: 7) == .seconds(60))
-        #expect(policy.ceiling(afterFailures: 1000) == .seconds(60))
-        #expect(policy.ceiling(afterFailures: .max) == .seconds(60))
-        #expect(policy.delay(afterFailures: 3, unit: 0) == .seconds(2))
-        #expect(policy.delay(afterFailures: 3, unit: 1) == .seconds(4))
-    }
-
-    @Test func schemasAreReducedToTypePropertiesAndRequired() throws {
-        let schema = try JSONValue.parseWhole(Array(#"{"type":"object","properties":{},"required":[],"$defs":{"x":1},"additionalProperties":false}"#.utf8))
-        #expect(MCPSchemaReduction.reduce(schema) == .object([("type", .string("object")), ("properties", .object([]))]))
-        #expect(MCPSchemaReduction.reduce(.object([("$defs", .null)])) == nil)
-        #expect(MCPSchemaReduction.reduce(.string("x")) == nil)
     }
 }
