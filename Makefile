@@ -134,7 +134,7 @@ test: deps lint
 # own Swift files, generated protobuf code aside; any finding fails (`make test` runs it first).
 # `swift format format -i --configuration .swift-format <files>` applies it.
 lint:
-	@git ls-files 'Sources/*.swift' 'Tests/*.swift' 'Fuzz/*.swift' ':!Fuzz/Package.swift' | grep -v '\.pb\.swift$$' | xargs -r $(SWIFT) format lint --strict --configuration .swift-format
+	@git ls-files 'Sources/*.swift' 'Tests/*.swift' 'Fuzz/*.swift' ':!Fuzz/Package.swift' | grep -v '\.pb\.swift$$' | xargs -r $(SWIFT) format lint --strict --parallel --configuration .swift-format
 	@echo "lint: no findings"
 
 # libFuzzer targets for every decoder of outside bytes (Fuzz/README.md): their code is the
