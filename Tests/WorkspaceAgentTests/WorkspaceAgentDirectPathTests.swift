@@ -651,19 +651,23 @@ struct WorkspaceAgentDirectPathTests {
             let seen = await topology.peerPath()
             #expect(direct, "never direct: \(String(describing: seen))")
             guard direct else { return }
-            // An SSH session printing a line a second across the cut and the return, until the
-            // test leaves a stop file (at most 180 lines).
-            let stop = NSTemporaryDirectory() + "agent-cut-link-stop-\(UUID().uuidString)"
-            defer { unlink(stop) }
+            // An SSH session printing a line a second across the cut and the return: it leaves
+            // a file when its command starts, and runs until the test leaves a stop file (at
+            // most 180 lines).
+            let marker = NSTemporaryDirectory() + "agent-cut-link-\(UUID().uuidString)"
+            let (started, stop) = (marker + "-started", marker + "-stop")
+            defer { unlink(started); unlink(stop) }
             let sshTask = Task {
                 await topology.peerNamespace.run([
                     "ssh", "-F", "/dev/null", "-p", "1", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
                     "-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-o", "ConnectTimeout=60", "-o", "ServerAliveInterval=0",
                     topology.addresses.primaryText,
-                    "i=0; while [ ! -e \(stop) ] && [ $i -lt 180 ]; do i=$((i+1)); echo line $i; sleep 1; done; exit 3",
+                    "touch \(started); i=0; while [ ! -e \(stop) ] && [ $i -lt 180 ]; do i=$((i+1)); echo line $i; sleep 1; done; exit 3",
                 ])
             }
-            // Wait until the session is flowing over UDP, then cut the link.
+            // Wait until the session's command runs and its lines flow over UDP (a loaded host
+            // may take long to connect), then cut the link.
+            #expect(await eventually(timeout: .seconds(90)) { access(started, F_OK) == 0 }, "the SSH session never started")
             let flowing = topology.peer.counters.udpIn
             #expect(await eventually(timeout: .seconds(30)) { topology.peer.counters.udpIn > flowing })
             let down = await topology.workspace.run(["ip", "link", "set", "va", "down"])
