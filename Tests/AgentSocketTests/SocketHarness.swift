@@ -36,7 +36,10 @@ func withSocketServer(
     logger: Logger = quiet,
     _ body: (AgentSocketClient, AgentSocketServer) async throws -> Void
 ) async throws {
-    let socketPath = try path ?? (socketDirectory() + "/agent.sock")
+    // A directory made here goes again with the server (the caller's own path stays).
+    let made = path == nil ? try socketDirectory() : nil
+    defer { if let made { try? FileManager.default.removeItem(atPath: made) } }
+    let socketPath = path ?? (made ?? NSTemporaryDirectory()) + "/agent.sock"
     var configuration = AgentSocketServer.Configuration(path: socketPath)
     configure(&configuration)
     let server = AgentSocketServer(
