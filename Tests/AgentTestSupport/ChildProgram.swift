@@ -101,12 +101,7 @@ public enum ChildProgram {
                 usleep(10_000)
                 reaped = waitpid(pid, &status, WNOHANG) != 0
             }
-            if !reaped {
-                _ = Glibc.kill(pid, SIGKILL)
-                _ = wait()
-            }
-            close(stdin)
-            close(stdout)
+            if !reaped { killAndClose() } else { closePipes() }
         }
 
         /// Reads one line (without its newline) of at most `limit` bytes from the child's
@@ -127,8 +122,16 @@ public enum ChildProgram {
         /// nothing).
         public func kill() {
             guard killed.first() else { return }
+            killAndClose()
+        }
+
+        private func killAndClose() {
             _ = Glibc.kill(pid, SIGKILL)
             _ = wait()
+            closePipes()
+        }
+
+        private func closePipes() {
             close(stdin)
             close(stdout)
         }

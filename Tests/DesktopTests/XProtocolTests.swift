@@ -93,12 +93,7 @@ struct XProtocolTests {
             """
         let hex = reply.map { String(format: "%02x", $0) }.joined()
         let server = try #require(ChildProgram.start(["python3", "-c", script, "\(display)", mode, hex]))
-        let line = await onThread { () -> String in
-            var byte: UInt8 = 0
-            var text = ""
-            while text.count < 16, read(server.stdout, &byte, 1) == 1, byte != 10 { text.append(Character(UnicodeScalar(byte))) }
-            return text
-        }
+        let line = await onThread { server.readLine(limit: 16) }
         #expect(line == "ready")
         return server
     }

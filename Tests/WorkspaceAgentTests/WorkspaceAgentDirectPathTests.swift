@@ -81,13 +81,7 @@ struct WorkspaceAgentDirectPathTests {
                 ])
             else { return -1 }
             defer { server.kill() }
-            let ready = await onThread { () -> Bool in
-                var bytes: [UInt8] = []
-                var byte: UInt8 = 0
-                while bytes.count < 16, read(server.stdout, &byte, 1) == 1, byte != 10 { bytes.append(byte) }
-                return bytes == Array("ready".utf8)
-            }
-            guard ready else { return -1 }
+            guard await onThread({ server.readLine(limit: 16) }) == "ready" else { return -1 }
             let outcome = await peerNamespace.run([
                 "python3", "-c",
                 """
@@ -390,12 +384,7 @@ struct WorkspaceAgentDirectPathTests {
             let doublePort = try #require(url.split(separator: ":").last.flatMap { Int($0.filter(\.isNumber)) })
             let bridge = try #require(ChildProgram.start(["python3", "-c", NamespaceBridge.script, workspace.path, "\(relay.port)", "\(doublePort)"]))
             defer { bridge.kill() }
-            let line = await onThread { () -> String in
-                var bytes: [UInt8] = []
-                var byte: UInt8 = 0
-                while bytes.count < 256, read(bridge.stdout, &byte, 1) == 1, byte != 10 { bytes.append(byte) }
-                return String(decoding: bytes, as: UTF8.self)
-            }
+            let line = await onThread { bridge.readLine() }
             try #require(line == "ready", "the namespace bridge did not start: \(line)")
 
             let agent = try AgentDaemon.launch(

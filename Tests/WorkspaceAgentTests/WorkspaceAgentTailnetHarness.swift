@@ -178,12 +178,7 @@ struct ChecksumServer: Sendable {
         let port = freeLoopbackPort()
         guard let child = ChildProgram.start(["python3", "-c", script, file, "\(port)"]) else { return nil }
         // Bounded: the line, or EOF if Python ends.
-        let line = await onThread { () -> String in
-            var bytes: [UInt8] = []
-            var byte: UInt8 = 0
-            while bytes.count < 256, read(child.stdout, &byte, 1) == 1, byte != 10 { bytes.append(byte) }
-            return String(decoding: bytes, as: UTF8.self)
-        }
+        let line = await onThread { child.readLine() }
         guard line == "listening" else {
             await onThread { child.kill() }
             return nil
