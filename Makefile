@@ -88,11 +88,14 @@ deps:
 # whole-module build is not incremental is left out of the output.
 DEBUG_FLAGS := -Xswiftc -disable-batch-mode -Xswiftc -wmo -Xswiftc -num-threads -Xswiftc 2
 DEBUG_QUIET := -e "/^remark: Incremental compilation has been disabled: it is not compatible with whole module optimization$$/d"
+# `$(call debug-build,ARGS)`: a debug build with those flags, its output filtered (the
+# recipes that use it run under pipefail, so a failed build still fails them).
+debug-build = $(SWIFT) build $(1) $(DEBUG_FLAGS) 2>&1 | sed -u $(DEBUG_QUIET)
+build test proto: private SHELL := /bin/bash
+build test proto: private .SHELLFLAGS := -o pipefail -c
 
-build: private SHELL := /bin/bash
-build: private .SHELLFLAGS := -o pipefail -c
 build: deps
-	$(SWIFT) build $(DEBUG_FLAGS) 2>&1 | sed -u $(DEBUG_QUIET)
+	$(call debug-build)
 
 release: deps
 	$(SWIFT) build -c release --product workspace-agent
@@ -139,10 +142,8 @@ run: deps
 TEST_ENV := SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH=24 SWT_SWIFT_ERROR_BACKTRACING_ENABLED=0
 # The suite replays every fuzz target's seeds and mutations of them (FuzzTargetsTests);
 # libFuzzer's runs need a second build of the whole package with sanitizers: `make fuzz-smoke`.
-test: private SHELL := /bin/bash
-test: private .SHELLFLAGS := -o pipefail -c
 test: deps lint
-	$(SWIFT) build --build-tests $(DEBUG_FLAGS) 2>&1 | sed -u $(DEBUG_QUIET)
+	$(call debug-build,--build-tests)
 	$(TEST_ENV) $(SWIFT) test --skip-build $(DEBUG_FLAGS)
 
 # The project's formatting (.swift-format: 4-space indent, existing line breaks kept) over its
@@ -228,11 +229,9 @@ bench: release static
 # product of the swift-protobuf package this project already depends on (not its slow
 # build plugin). The generated files are committed.
 PROTO_FILES := tailnet/v2/tailnet.proto agent/v2/agent.proto agentsocket/v1/agentsocket.proto boundarylogproxy/codec/v1/boundary.proto
-proto: private SHELL := /bin/bash
-proto: private .SHELLFLAGS := -o pipefail -c
 proto: deps
 	@command -v protoc >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq protobuf-compiler >/dev/null)
-	$(SWIFT) build --product protoc-gen-swift $(DEBUG_FLAGS) 2>&1 | sed -u $(DEBUG_QUIET)
+	$(call debug-build,--product protoc-gen-swift)
 	rm -f Sources/AgentProto/*.pb.swift
 	cd proto && protoc --plugin=protoc-gen-swift=../.build/debug/protoc-gen-swift \
 		--swift_opt=Visibility=Public --swift_opt=FileNaming=PathToUnderscores \

@@ -37,9 +37,16 @@ func withSocketServer(
     _ body: (AgentSocketClient, AgentSocketServer) async throws -> Void
 ) async throws {
     // A directory made here goes again with the server (the caller's own path stays).
-    let made = path == nil ? try socketDirectory() : nil
+    let socketPath: String
+    var made: String?
+    if let path {
+        socketPath = path
+    } else {
+        let directory = try socketDirectory()
+        made = directory
+        socketPath = directory + "/agent.sock"
+    }
     defer { if let made { try? FileManager.default.removeItem(atPath: made) } }
-    let socketPath = path ?? (made ?? NSTemporaryDirectory()) + "/agent.sock"
     var configuration = AgentSocketServer.Configuration(path: socketPath)
     configure(&configuration)
     let server = AgentSocketServer(
