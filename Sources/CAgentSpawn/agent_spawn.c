@@ -6,6 +6,8 @@
 #include <pthread.h>
 #include <sched.h>
 #include <sys/mman.h>
+#include <link.h>
+#include <elf.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <string.h>
@@ -363,8 +365,7 @@ int agent_pty_set_mode(int fd, int opcode, unsigned int value) {
 #define MADV_PAGEOUT 21
 #endif
 
-/* A mapping of a loaded object (the executable `exe`, or a shared library): never unmapped
-   while the agent runs (it does not dlclose), so its address cannot be reused under us. */
+/* A mapping of a loaded object (the executable `exe`, or a shared library). */
 static int is_loaded_object(const char *path, const char *exe) {
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
@@ -384,17 +385,84 @@ static int has_swap(void) {
     return total != 0;
 }
 
+/* Read-only file mappings of loaded objects that held no anonymous page when smaps was read:
+   the only ranges MADV_DONTNEED may touch. Bounded: past the cap, the rest are left alone. */
+enum { RELEASE_MAX_CLEAN = 2048 };
+struct release_state {
+    unsigned long clean_start[RELEASE_MAX_CLEAN];
+    unsigned long clean_end[RELEASE_MAX_CLEAN];
+    int clean_count;
+    unsigned long page;
+};
+
+static int release_is_clean(const struct release_state *state, unsigned long start, unsigned long end) {
+    for (int i = 0; i < state->clean_count; i++)
+        if (state->clean_start[i] <= start && end <= state->clean_end[i]) return 1;
+    return 0;
+}
+
+/* Whether an object's code is relocated in place (DT_TEXTREL): its read-only segments are
+   then written while it loads, so none of them is ever dropped. */
+static int has_text_relocations(const struct dl_phdr_info *info) {
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        if (info->dlpi_phdr[i].p_type != PT_DYNAMIC) continue;
+        const ElfW(Dyn) *dyn = (const ElfW(Dyn) *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+        for (; dyn->d_tag != DT_NULL; dyn++) {
+            if (dyn->d_tag == DT_TEXTREL) return 1;
+            if (dyn->d_tag == DT_FLAGS && (dyn->d_un.d_val & DF_TEXTREL)) return 1;
+        }
+    }
+    return 0;
+}
+
+/* Called by dl_iterate_phdr, which holds the loader's list lock: no object it lists can be
+   unloaded (its pages unmapped and the addresses reused) until this returns, and an object
+   is listed only once its segments are mapped. Only segments the object maps without write
+   permission are dropped, whole pages inside them, and only where smaps found no anonymous
+   page: a library being loaded meanwhile writes its relocations to its writable segment
+   (RELRO included), never to these. Dropping a range while another library was still being
+   mapped over it (its address reservation looks like a clean read-only mapping) once threw
+   away relocated data and crashed the agent. */
+static int release_object_pages(struct dl_phdr_info *info, size_t size, void *data) {
+    (void)size;
+    struct release_state *state = data;
+    if (has_text_relocations(info)) return 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *segment = &info->dlpi_phdr[i];
+        if (segment->p_type != PT_LOAD || (segment->p_flags & PF_W) || segment->p_memsz == 0) continue;
+        unsigned long first = info->dlpi_addr + segment->p_vaddr;
+        unsigned long start = (first + state->page - 1) & ~(state->page - 1);
+        unsigned long end = (first + segment->p_memsz) & ~(state->page - 1);
+        if (end <= start || !release_is_clean(state, start, end)) continue;
+        // Pages other processes map too (a shared library's text) stay in the page cache:
+        // only this process's mapping of them is dropped, so its resident set counts what
+        // it touches from here on (a later touch is a minor fault).
+        (void)madvise((void *)start, end - start, MADV_DONTNEED);
+    }
+    return 0;
+}
+
 int agent_release_file_pages(void) {
     // smaps, not maps: a read-only mapping of a file can still hold private anonymous pages
     // (relocated data, RELRO), which pageout would swap out; only clean file pages go.
     // Without swap, the writable mappings of loaded objects are paged out too: their
     // written pages have nowhere to go and stay, the clean ones (data read at start) leave.
+    // Pageout only ever reclaims, as memory pressure would, so a mapping that changed
+    // since smaps was read loses nothing; the dropping that can lose data is done apart,
+    // from the loader's own list (release_object_pages).
     int swap = has_swap();
     char exe[4096];
     ssize_t exe_length = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
     exe[exe_length > 0 ? exe_length : 0] = 0;
+    struct release_state *state = calloc(1, sizeof(*state));
+    if (!state) return -1;
+    long page = sysconf(_SC_PAGESIZE);
+    state->page = page > 0 ? (unsigned long)page : 4096;
     FILE *maps = fopen("/proc/self/smaps", "re");
-    if (!maps) return -1;
+    if (!maps) {
+        free(state);
+        return -1;
+    }
     char line[4096];
     int advised = 0;
     unsigned long start = 0, end = 0;
@@ -421,17 +489,18 @@ int agent_release_file_pages(void) {
             if (anonymous == 0) {
                 // Pages no other process maps leave memory, as under memory pressure.
                 if (madvise((void *)start, end - start, MADV_PAGEOUT) == 0) advised++;
-                // Pages other processes map too (a shared library's text) stay in the page
-                // cache: only this process's mapping of them is dropped, so its resident set
-                // counts what it touches from here on (a later touch is a minor fault).
-                // Only for loaded objects, whose mappings stay put, and only without
-                // anonymous pages, so nothing but clean file pages is ever dropped.
-                if (object) (void)madvise((void *)start, end - start, MADV_DONTNEED);
+                if (object && state->clean_count < RELEASE_MAX_CLEAN) {
+                    state->clean_start[state->clean_count] = start;
+                    state->clean_end[state->clean_count] = end;
+                    state->clean_count++;
+                }
             }
             candidate = 0;
         }
     }
     fclose(maps);
+    dl_iterate_phdr(release_object_pages, state);
+    free(state);
     return advised;
 }
 

@@ -1,5 +1,7 @@
 import AgentHost
+import AgentTestSupport
 import Foundation
+import Synchronization
 import Testing
 
 #if canImport(Glibc)
@@ -40,4 +42,45 @@ import Glibc
         #expect(text.hasPrefix("1970-01-01"))
         #expect(try JSONSerialization.jsonObject(with: Data(#"{"a":[1,2]}"#.utf8)) is [String: Any])
     }
+
+    /// Libraries loaded and unloaded while releases run: a release must never drop a page
+    /// the loader is relocating. The earlier release dropped whatever smaps had shown as a
+    /// clean read-only mapping, which could be a library's address reservation that its
+    /// writable, relocated segment was being mapped into: this test crashed that build's
+    /// test process in each of four runs. libvncclient, which the desktop itself loads on
+    /// first use, brings a dozen libraries with it. Bounded: 2 s or 400 loads.
+    @Test func releasesWhileLibrariesLoadAndUnloadLoseNothing() async throws {
+        guard let probe = dlopen("libvncclient.so.1", RTLD_NOW | RTLD_LOCAL) else {
+            Issue.record("libvncclient.so.1 is missing (Debian: libvncclient1, from libvncserver-dev)")
+            return
+        }
+        dlclose(probe)
+        let stop = StopFlag()
+        let releaser = Thread { while !stop.value.load(ordering: .relaxed) { StartupPages.releaseNow() } }
+        releaser.start()
+        defer { stop.value.store(true, ordering: .relaxed) }
+        let loads = await onThread { () -> Int in
+            let end = ContinuousClock.now + .seconds(2)
+            var loads = 0
+            while loads < 400 && ContinuousClock.now < end {
+                guard let handle = dlopen("libvncclient.so.1", RTLD_NOW | RTLD_LOCAL) else { return -1 }
+                // A call through the library's relocated data: an allocation and its release.
+                typealias Get = @convention(c) (Int32, Int32, Int32) -> UnsafeMutableRawPointer?
+                typealias Cleanup = @convention(c) (UnsafeMutableRawPointer?) -> Void
+                if let get = dlsym(handle, "rfbGetClient"), let cleanup = dlsym(handle, "rfbClientCleanup") {
+                    let client = unsafeBitCast(get, to: Get.self)(8, 3, 4)
+                    unsafeBitCast(cleanup, to: Cleanup.self)(client)
+                }
+                dlclose(handle)
+                loads += 1
+            }
+            return loads
+        }
+        #expect(loads > 0, "libvncclient.so.1 loaded \(loads) times")
+    }
+}
+
+/// Tells the releasing thread to end.
+private final class StopFlag: Sendable {
+    let value = Atomic(false)
 }

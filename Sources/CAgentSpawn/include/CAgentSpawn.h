@@ -94,7 +94,10 @@ int agent_pty_set_mode(int fd, int opcode, unsigned int value);
 /// its libraries) with madvise(MADV_PAGEOUT): what start-up ran and will not run again stops
 /// counting in the agent's resident set. Pages no other process maps leave the page cache,
 /// so code used again is read back from the file (a major fault). Mappings holding private
-/// or writable memory are left alone. Returns the mappings advised, or -1 (no smaps).
+/// or writable memory are left alone, and this process's own mapping of pages is dropped
+/// (MADV_DONTNEED) only inside the read-only segments of objects the loader lists, under
+/// its lock, so a library loading meanwhile loses nothing. Safe to call at any time.
+/// Returns the mappings advised, or -1 (no smaps).
 int agent_release_file_pages(void);
 
 /// glibc's memmem (linear time, two-way algorithm), hidden from Swift without _GNU_SOURCE.
