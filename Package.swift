@@ -798,6 +798,7 @@ let package = Package(
                 "DERP", "DERPRelayDouble", "AgentTestSupport", "CTailnetCrypto",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings

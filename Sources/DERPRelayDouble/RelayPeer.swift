@@ -3,15 +3,18 @@ import NIOCore
 import Synchronization
 
 /// One client connected to the relay double: its key (once its ClientInfo opened) and
-/// its channel, with the relay's per-client queue bound (``DERPRelayDouble/maxQueuedPackets``).
+/// its channel, with the relay's per-client queue bound (``DERPRelayDouble/maxQueuedPackets``);
+/// frames are flushed once per loop turn, as the agent's client does.
 final class RelayPeer: Sendable {
     let channel: any Channel
     let key: X25519PublicKey
     private let queued = Mutex(0)
+    private let writer: CoalescingWriter
 
     init(channel: any Channel, key: X25519PublicKey) {
         self.channel = channel
         self.key = key
+        self.writer = CoalescingWriter(channel: channel)
     }
 
     /// Writes a whole frame (or raw bytes) to the client; false when its queue is full.
@@ -25,8 +28,9 @@ final class RelayPeer: Sendable {
             }
             guard ok else { return false }
         }
-        let future = channel.writeAndFlush(channel.allocator.buffer(bytes: bytes))
-        if bounded { future.whenComplete { _ in self.queued.withLock { $0 -= 1 } } }
+        let promise = bounded ? channel.eventLoop.makePromise(of: Void.self) : nil
+        promise?.futureResult.whenComplete { _ in self.queued.withLock { $0 -= 1 } }
+        writer.write(channel.allocator.buffer(bytes: bytes), promise: promise)
         return true
     }
 

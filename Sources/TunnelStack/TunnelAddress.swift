@@ -30,6 +30,20 @@ public struct TunnelAddress: Hashable, Sendable, CustomStringConvertible {
         self.low = low
     }
 
+    /// The address in its C form's 16 bytes (network order), read without a copy.
+    init(raw: UnsafeRawBufferPointer) {
+        precondition(raw.count >= 16, "an IPv6 address is 16 bytes")
+        high = UInt64(bigEndian: raw.loadUnaligned(fromByteOffset: 0, as: UInt64.self))
+        low = UInt64(bigEndian: raw.loadUnaligned(fromByteOffset: 8, as: UInt64.self))
+    }
+
+    /// Writes the 16 bytes (network order) into a C address, with no array on the way.
+    func store(into raw: UnsafeMutableRawBufferPointer) {
+        precondition(raw.count >= 16, "an IPv6 address is 16 bytes")
+        raw.storeBytes(of: high.bigEndian, toByteOffset: 0, as: UInt64.self)
+        raw.storeBytes(of: low.bigEndian, toByteOffset: 8, as: UInt64.self)
+    }
+
     /// The 16 bytes in network order.
     public var bytes: [UInt8] {
         (0..<16).map { index in

@@ -17,8 +17,8 @@ struct TunnelFlow: Hashable, Sendable {
     /// The flow lwIP reports (ports in host order).
     init(_ flow: tl_flow) {
         var copy = flow
-        remote = withUnsafeBytes(of: &copy.remote) { TunnelAddress(bytes: $0)! }
-        local = withUnsafeBytes(of: &copy.local) { TunnelAddress(bytes: $0)! }
+        remote = withUnsafeBytes(of: &copy.remote) { TunnelAddress(raw: $0) }
+        local = withUnsafeBytes(of: &copy.local) { TunnelAddress(raw: $0) }
         remotePort = flow.remote_port
         localPort = flow.local_port
     }
@@ -26,12 +26,8 @@ struct TunnelFlow: Hashable, Sendable {
     /// The C form, for lookups in lwIP's lists.
     var cFlow: tl_flow {
         var flow = tl_flow()
-        withUnsafeMutableBytes(of: &flow.remote) { buffer in
-            for (index, byte) in remote.bytes.enumerated() { buffer[index] = byte }
-        }
-        withUnsafeMutableBytes(of: &flow.local) { buffer in
-            for (index, byte) in local.bytes.enumerated() { buffer[index] = byte }
-        }
+        withUnsafeMutableBytes(of: &flow.remote) { remote.store(into: $0) }
+        withUnsafeMutableBytes(of: &flow.local) { local.store(into: $0) }
         flow.remote_port = remotePort
         flow.local_port = localPort
         return flow

@@ -1,4 +1,5 @@
 import AgentTestSupport
+import CLwIPGlue
 import NIOCore
 import Synchronization
 import Testing
@@ -17,6 +18,15 @@ struct TunnelStackDirectTests {
         try await TunnelStack.start(
             addresses: stackAddresses(index), configuration: configuration, eventLoop: lwIPTestLoop,
             output: { packet in sent.append(Array(packet)) }, acceptors: acceptors)
+    }
+
+    @Test func aFlowCrossesToItsCFormAndBackUnchanged() {
+        let flow = TunnelFlow(remote: peer, remotePort: 40_000, local: TunnelAddress("fd7a:115c:a1e0:ab12:4843:cd96:6258:b240")!, localPort: 22)
+        var c = flow.cFlow
+        // The C form holds the bytes in network order, as the addresses' own bytes are.
+        #expect(withUnsafeBytes(of: &c.remote) { Array($0) } == peer.bytes)
+        #expect(withUnsafeBytes(of: &c.local) { Array($0) } == flow.local.bytes)
+        #expect(TunnelFlow(c) == flow)
     }
 
     @Test func parsesSegmentsAndBuildsCheckedResets() throws {

@@ -8,7 +8,8 @@ struct DERPConnectionEnd: Sendable {
 }
 
 /// One established DERP connection: its channel, and a send path bounded by the client's
-/// queue (``DERPClient/Configuration/maxQueuedPackets`` and `maxQueuedBytes`).
+/// queue (``DERPClient/Configuration/maxQueuedPackets`` and `maxQueuedBytes`) that flushes
+/// once per loop turn (``CoalescingWriter``).
 final class DERPConnection: Sendable {
     let channel: any Channel
     let node: DERPNode
@@ -19,6 +20,7 @@ final class DERPConnection: Sendable {
     private let counters: DERPCounters
     private let maxQueuedPackets: Int
     private let maxQueuedBytes: Int
+    private let writer: CoalescingWriter
 
     init(
         channel: any Channel, node: DERPNode, transport: DERPTransport, serverKey: X25519PublicKey,
@@ -32,6 +34,7 @@ final class DERPConnection: Sendable {
         self.counters = counters
         self.maxQueuedPackets = maxQueuedPackets
         self.maxQueuedBytes = maxQueuedBytes
+        self.writer = CoalescingWriter(channel: channel)
     }
 
     /// Queues a SendPacket frame; false (counted) when the queue is full. Never blocks.
@@ -45,13 +48,15 @@ final class DERPConnection: Sendable {
         buffer.writeBytes(peer.bytes)
         buffer.writeBytes(packet)
         let counters = self.counters
-        channel.writeAndFlush(buffer).whenComplete { result in
+        let written = channel.eventLoop.makePromise(of: Void.self)
+        written.futureResult.whenComplete { result in
             if case .success = result {
                 counters.release(bytes: size, written: true)
             } else {
                 counters.release(bytes: size, written: false)
             }
         }
+        writer.write(buffer, promise: written)
         return true
     }
 

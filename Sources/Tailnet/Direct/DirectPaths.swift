@@ -284,10 +284,9 @@ struct DirectPaths: Sendable {
 
     /// The earliest instant ``tick(now:random:into:)`` has work.
     var nextDeadline: WireGuardInstant? {
-        var deadlines = peers.values.compactMap(\.path.nextDeadline)
-        if let run { deadlines.append(run.deadline) }
-        if let nextReSTUN { deadlines.append(nextReSTUN) }
-        return deadlines.min()
+        var earliest = DirectTimers.earliest(run?.deadline, nextReSTUN)
+        for peer in peers.values { earliest = DirectTimers.earliest(earliest, peer.path.nextDeadline) }
+        return earliest
     }
 
     // MARK: STUN and endpoints

@@ -1,3 +1,5 @@
+import WireGuard
+
 /// The timers of the direct-path logic (magicsock's constants), in nanoseconds.
 enum DirectTimers {
     static let second: UInt64 = 1_000_000_000
@@ -24,4 +26,12 @@ enum DirectTimers {
     /// Periodic re-STUN: a random delay in this range after every report.
     static let reSTUNMinimum: UInt64 = 20 * second
     static let reSTUNMaximum: UInt64 = 26 * second
+
+    /// The earlier of two deadlines, either of which may be absent: the per-packet timer
+    /// checks fold with it instead of building an array.
+    static func earliest(_ a: WireGuardInstant?, _ b: WireGuardInstant?) -> WireGuardInstant? {
+        guard let a else { return b }
+        guard let b else { return a }
+        return min(a, b)
+    }
 }

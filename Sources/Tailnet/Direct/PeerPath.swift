@@ -190,8 +190,11 @@ struct PeerPath: Sendable {
 
     /// The earliest instant something is due: the heartbeat or a ping's expiry.
     var nextDeadline: WireGuardInstant? {
-        let expiries = outstanding.values.map { $0.sentAt.adding(nanoseconds: DirectTimers.pingTimeout) }
-        return ([heartbeatAt].compactMap { $0 } + expiries).min()
+        var earliest = heartbeatAt
+        for ping in outstanding.values {
+            earliest = DirectTimers.earliest(earliest, ping.sentAt.adding(nanoseconds: DirectTimers.pingTimeout))
+        }
+        return earliest
     }
 
     // MARK: Internals

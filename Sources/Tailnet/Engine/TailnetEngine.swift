@@ -505,8 +505,7 @@ final class TailnetEngine: Sendable {
 
     /// The earliest deadline of WireGuard and the direct-path logic.
     private func nextDeadline() -> WireGuardInstant? {
-        let deadlines = [device.withLock { $0.nextDeadline() }, direct.withLock { $0.nextDeadline }].compactMap { $0 }
-        return deadlines.min()
+        DirectTimers.earliest(device.withLock { $0.nextDeadline() }, direct.withLock { $0.nextDeadline })
     }
 
     private func rearm() {
