@@ -395,10 +395,13 @@ struct release_state {
     unsigned long page;
 };
 
-static int release_is_clean(const struct release_state *state, unsigned long start, unsigned long end) {
-    for (int i = 0; i < state->clean_count; i++)
-        if (state->clean_start[i] <= start && end <= state->clean_end[i]) return 1;
-    return 0;
+/* Drops this process's mapping of [start, end) where it lies inside a recorded clean range. */
+static void release_clean_part(const struct release_state *state, unsigned long start, unsigned long end) {
+    for (int i = 0; i < state->clean_count; i++) {
+        unsigned long from = start > state->clean_start[i] ? start : state->clean_start[i];
+        unsigned long to = end < state->clean_end[i] ? end : state->clean_end[i];
+        if (from < to) (void)madvise((void *)from, to - from, MADV_DONTNEED);
+    }
 }
 
 /* Whether an object's code is relocated in place (DT_TEXTREL): its read-only segments are
@@ -418,27 +421,52 @@ static int has_text_relocations(const struct dl_phdr_info *info) {
 /* Called by dl_iterate_phdr, which holds the loader's list lock: no object it lists can be
    unloaded (its pages unmapped and the addresses reused) until this returns, and an object
    is listed only once its segments are mapped. Only segments the object maps without write
-   permission are dropped, whole pages inside them, and only where smaps found no anonymous
-   page: a library being loaded meanwhile writes its relocations to its writable segment
-   (RELRO included), never to these. Dropping a range while another library was still being
-   mapped over it (its address reservation looks like a clean read-only mapping) once threw
-   away relocated data and crashed the agent. */
+   permission are dropped (no page its writable segment shares), and only where smaps found
+   no anonymous page: a library being loaded meanwhile writes its relocations to its
+   writable segment (RELRO included), never to these. Dropping a range while another
+   library was still being mapped over it (its address reservation looks like a clean
+   read-only mapping) once threw away relocated data and crashed the agent. */
 static int release_object_pages(struct dl_phdr_info *info, size_t size, void *data) {
     (void)size;
     struct release_state *state = data;
-    if (has_text_relocations(info)) return 0;
-    for (int i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *segment = &info->dlpi_phdr[i];
+    // The program headers are read whole before anything is dropped: they sit in the
+    // object's first read-only page, and a read after the drop would fault it back in with
+    // its neighbours (fault-around: 64 KiB an object).
+    enum { MAX_SEGMENTS = 64 };
+    if (info->dlpi_phnum > MAX_SEGMENTS || has_text_relocations(info)) return 0;
+    ElfW(Phdr) headers[MAX_SEGMENTS];
+    int count = info->dlpi_phnum;
+    memcpy(headers, info->dlpi_phdr, sizeof(ElfW(Phdr)) * (size_t)count);
+    unsigned long mask = ~(state->page - 1);
+    unsigned long drop_start[MAX_SEGMENTS], drop_end[MAX_SEGMENTS];
+    int drops = 0;
+    for (int i = 0; i < count; i++) {
+        const ElfW(Phdr) *segment = &headers[i];
         if (segment->p_type != PT_LOAD || (segment->p_flags & PF_W) || segment->p_memsz == 0) continue;
         unsigned long first = info->dlpi_addr + segment->p_vaddr;
-        unsigned long start = (first + state->page - 1) & ~(state->page - 1);
-        unsigned long end = (first + segment->p_memsz) & ~(state->page - 1);
-        if (end <= start || !release_is_clean(state, start, end)) continue;
-        // Pages other processes map too (a shared library's text) stay in the page cache:
-        // only this process's mapping of them is dropped, so its resident set counts what
-        // it touches from here on (a later touch is a minor fault).
-        (void)madvise((void *)start, end - start, MADV_DONTNEED);
+        unsigned long start = first & mask;
+        unsigned long end = (first + segment->p_memsz + state->page - 1) & mask;
+        // A page the object's writable segment shares is never dropped: it may hold
+        // relocated data.
+        for (int j = 0; j < count; j++) {
+            const ElfW(Phdr) *other = &headers[j];
+            if (other->p_type != PT_LOAD || !(other->p_flags & PF_W)) continue;
+            unsigned long other_start = (info->dlpi_addr + other->p_vaddr) & mask;
+            unsigned long other_end = (info->dlpi_addr + other->p_vaddr + other->p_memsz + state->page - 1) & mask;
+            if (other_start <= start && start < other_end) start = other_end;
+            if (other_start < end && end <= other_end) end = other_start;
+            if (start < other_start && other_end < end) end = start;  // malformed: skip it
+        }
+        if (start < end) {
+            drop_start[drops] = start;
+            drop_end[drops] = end;
+            drops++;
+        }
     }
+    // Pages other processes map too (a shared library's text) stay in the page cache: only
+    // this process's mapping of them is dropped, so its resident set counts what it touches
+    // from here on (a later touch is a minor fault).
+    for (int i = 0; i < drops; i++) release_clean_part(state, drop_start[i], drop_end[i]);
     return 0;
 }
 
