@@ -31,10 +31,11 @@ struct SSHShutdownTests {
         defer { unlink(marker) }
         let (client, pid) = try await Self.start(server, options, "trap '' HUP; sleep 300; echo outlived", marker: marker)
         defer { Task { await onThread { client.kill() } } }
+        let shell = try #require(ProcessInstance(pid))
         // The shell may write its pid before the server records it (just after the spawn).
         #expect(await eventually { server.server.sessions.processes.contains(pid) })
         await server.server.shutdown()
-        #expect(await eventually(timeout: .seconds(60)) { !isAlive(pid) }, "the session's shell outlived the shutdown")
+        #expect(await eventually(timeout: .seconds(60)) { shell.hasEnded }, "the session's shell outlived the shutdown")
         #expect(await eventually(timeout: .seconds(60)) { server.server.sessions.processes.isEmpty })
     }
 
@@ -50,10 +51,11 @@ struct SSHShutdownTests {
             terminal: nil)
         // Its SIGTERM is ignored from here on (an ignored signal stays ignored across exec).
         #expect(await eventually { access(marker, F_OK) == 0 })
+        let late = try #require(ProcessInstance(process.pid))
         registry.track(process.pid)
-        let ended = await eventually(timeout: .seconds(60)) { !isAlive(process.pid) }
+        let ended = await eventually(timeout: .seconds(60)) { late.hasEnded }
         #expect(ended, "a late process outlived the grace")
-        if !ended { kill(process.pid, SIGKILL) }
+        if !ended { late.killIfRunning() }
         #expect(await onThread { process.waitForExit() } != 0)
         registry.reaped(process.pid)
     }
@@ -68,8 +70,9 @@ struct SSHShutdownTests {
         defer { unlink(marker) }
         let (client, pid) = try await Self.start(server, [], "trap '' HUP TERM; sleep 300; echo outlived", marker: marker)
         defer { Task { await onThread { client.kill() } } }
+        let shell = try #require(ProcessInstance(pid))
         await server.server.shutdown()
-        #expect(await eventually(timeout: .seconds(60)) { !isAlive(pid) }, "the session's shell outlived SIGKILL")
+        #expect(await eventually(timeout: .seconds(60)) { shell.hasEnded }, "the session's shell outlived SIGKILL")
     }
 
     /// A job the session's shell ran in a process group of its own (job control, as an
@@ -87,10 +90,11 @@ struct SSHShutdownTests {
         defer { Task { await onThread { client.kill() } } }
         #expect(await eventually(timeout: .seconds(60)) { access(job, F_OK) == 0 }, "the job never started")
         let jobPID = try #require(Int32(try String(contentsOfFile: job, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)))
+        let jobProcess = try #require(ProcessInstance(jobPID))
         #expect(getpgid(jobPID) == jobPID, "the job has a group of its own")
         await server.server.shutdown()
-        #expect(await eventually(timeout: .seconds(60)) { processHasEnded(jobPID) }, "the job outlived the shutdown")
-        if !processHasEnded(jobPID) { kill(jobPID, SIGKILL) }
+        #expect(await eventually(timeout: .seconds(60)) { jobProcess.hasEnded }, "the job outlived the shutdown")
+        jobProcess.killIfRunning()
     }
 
     /// The client's going still hangs a session up (SIGHUP to its group), with no shutdown.
@@ -100,8 +104,9 @@ struct SSHShutdownTests {
         let marker = NSTemporaryDirectory() + "ssh-hangup-\(UUID().uuidString.prefix(8))"
         defer { unlink(marker) }
         let (client, pid) = try await Self.start(server, [], "sleep 300", marker: marker)
+        let shell = try #require(ProcessInstance(pid))
         await onThread { client.kill() }
-        #expect(await eventually(timeout: .seconds(60)) { !isAlive(pid) })
+        #expect(await eventually(timeout: .seconds(60)) { shell.hasEnded })
         #expect(await eventually(timeout: .seconds(60)) { server.server.sessions.processes.isEmpty })
     }
 }

@@ -23,13 +23,6 @@ public func eventually(timeout: Duration = .seconds(30), _ condition: () async t
     return try await condition()
 }
 
-/// True while `pid` is a live process: it exists (its `/proc` entry reads) and is not a
-/// zombie (a killed process stays one until its new parent reaps it, and `kill(pid, 0)`
-/// still succeeds then).
-public func isAlive(_ pid: pid_t) -> Bool {
-    processState("\(pid)").map { $0 != "Z" } ?? false
-}
-
 /// The state letter of `/proc/<pid>/stat` (R, S, Z, ...), or nil when it cannot be read.
 private func processState(_ pid: String) -> Character? {
     guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),

@@ -1,8 +1,46 @@
 import Foundation
 
-/// Whether process `pid` has ended: gone from `/proc`, or a zombie (an orphan waits for
-/// whoever adopted it to reap it, which may be this test process).
-public func processHasEnded(_ pid: Int32) -> Bool {
-    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8), let close = stat.lastIndex(of: ")") else { return true }
-    return stat[stat.index(after: close)...].trimmingCharacters(in: .whitespaces).hasPrefix("Z")
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One process, named by its pid and its start time (field 22 of `/proc/<pid>/stat`, clock
+/// ticks after boot), so that a later check or signal concerns this process and never one,
+/// or a thread, that got its pid after it ended: a busy host reuses pids within seconds
+/// (`pid_max` is 32 768 on Debian, and the suite starts thousands of processes and threads).
+public struct ProcessInstance: Sendable, Hashable, CustomStringConvertible {
+    public let pid: pid_t
+    public let startTime: UInt64
+
+    /// The process that has `pid` now; nil when there is none.
+    public init?(_ pid: pid_t) {
+        guard let stat = Self.stat(pid), let startTime = stat.startTime else { return nil }
+        self.pid = pid
+        self.startTime = startTime
+    }
+
+    /// Whether this process has ended: gone from `/proc`, a zombie (an orphan waits for
+    /// whoever adopted it to reap it), or its pid now another's.
+    public var hasEnded: Bool {
+        guard let stat = Self.stat(pid) else { return true }
+        return stat.state == "Z" || stat.startTime != startTime
+    }
+
+    /// SIGKILL unless it has ended: a test's clean-up after a failed expectation.
+    public func killIfRunning() {
+        if !hasEnded { kill(pid, SIGKILL) }
+    }
+
+    public var description: String { "\(pid)" }
+
+    /// The state letter (field 3) and start time (field 22) of `/proc/<pid>/stat`.
+    private static func stat(_ pid: pid_t) -> (state: Character, startTime: UInt64?)? {
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8), let close = text.lastIndex(of: ")") else {
+            return nil
+        }
+        // After the command's closing parenthesis: field 3 (the state) onwards.
+        let fields = text[text.index(after: close)...].split(separator: " ")
+        guard let state = fields.first?.first else { return nil }
+        return (state, fields.count > 19 ? UInt64(fields[19]) : nil)
+    }
 }

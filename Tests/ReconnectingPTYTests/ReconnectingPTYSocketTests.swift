@@ -177,10 +177,11 @@ struct ReconnectingPTYSocketTests {
         #expect(await eventually(timeout: .seconds(60)) { FileManager.default.fileExists(atPath: directory + "/job") })
         let written = try #require(FileManager.default.contents(atPath: directory + "/job"))
         let job = try #require(pid_t(String(decoding: written, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)))
+        let jobProcess = try #require(ProcessInstance(job))
         #expect(getpgid(job) == job, "the interactive shell gave the job a group of its own")
         await server.server.shutdown()
-        #expect(await eventually(timeout: .seconds(30)) { processHasEnded(job) }, "job \(job) outlived the shutdown")
-        if !processHasEnded(job) { kill(job, SIGKILL) }
+        #expect(await eventually(timeout: .seconds(30)) { jobProcess.hasEnded }, "job \(job) outlived the shutdown")
+        jobProcess.killIfRunning()
     }
 
     @Test func aDetachedSessionEndsAfterTheIdleTimeoutOnTheTestsClock() async throws {

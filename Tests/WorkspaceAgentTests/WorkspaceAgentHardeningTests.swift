@@ -114,9 +114,10 @@ import Glibc
         stalled.send(
             String.webSocketHandshake("/api/v0/processes/\(chattyID)/stream"))
         // Until the setsid grandchild runs (sh → setsid → exec sleep: slow on a loaded host).
-        var grandchildren: [pid_t] = []
+        var grandchildren: [ProcessInstance] = []
         _ = await eventually(timeout: .seconds(30)) {
             grandchildren = processes(named: "sleep", sessionLeaderOnly: true).filter { isDescendant($0, of: agent.pid) }
+                .compactMap(ProcessInstance.init)
             return !grandchildren.isEmpty
         }
         #expect(!grandchildren.isEmpty, "the setsid grandchild did not start")
@@ -126,11 +127,11 @@ import Glibc
         // 100 MB writer). Either way it ended, and took its process groups with it (below).
         let status = await agent.exitStatus(timeout: .seconds(30))
         #expect(status == 0 || (status == 1 && agent.log.contains("killing owned process groups and exiting")), "exit \(String(describing: status))")
-        for pid in grandchildren {
+        for grandchild in grandchildren {
             // Killed before the agent exited; reaped by whoever inherits it (a zombie a
-            // moment longer on a loaded machine).
-            let gone = await eventually(timeout: .seconds(5)) { !isAlive(pid) }
-            #expect(gone, "setsid grandchild \(pid) survived the agent")
+            // moment longer on a loaded machine). Its pid may be another's by then.
+            let gone = await eventually(timeout: .seconds(5)) { grandchild.hasEnded }
+            #expect(gone, "setsid grandchild \(grandchild) survived the agent")
         }
         _ = (partial, silent)
     }
