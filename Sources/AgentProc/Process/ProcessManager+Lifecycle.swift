@@ -41,8 +41,9 @@ extension ProcessManager {
         }
     }
 
-    /// SIGKILL to every process group and adopted orphan the agent still owns, at once
-    /// (the shutdown watchdog's last step). Safe from any thread.
+    /// SIGKILL to every process group and adopted orphan the agent still owns, and, in the
+    /// daemon (the subreaper), to every child of the agent, at once (the shutdown
+    /// watchdog's last step). Safe from any thread; never waits for the reactor's lock.
     public func killOwnedGroupsNow() {
         watcher.killAllIfPossible()
     }

@@ -204,11 +204,20 @@ final class ProcessWatcher: ChildReactor.Client {
     }
 
     /// SIGKILL to everything owned, without waiting for the lock if the reactor holds it
-    /// (the shutdown watchdog's last resort must not block).
+    /// (the shutdown watchdog's last resort must not block). Then, lock or not, every
+    /// child of the subreaper itself: a shell whose group the lock kept from us, and an
+    /// orphan re-parented since the last scan (a `setsid` grandchild whose shell the
+    /// graceful phase ended), which no record names yet. A subreaper's children all come
+    /// from its own spawns, and an unreaped child's pid, and a group it leads, cannot
+    /// belong to anyone else.
     func killAllIfPossible() {
         _ = state.withLockIfAvailable { s in
             for watch in s.watches.values where watch.leader != .released { kill(-watch.pid, SIGKILL) }
             for (pid, group) in s.adopted { _ = Self.signalOrphan(pid, group, SIGKILL, s) }
+        }
+        guard adoptOrphans else { return }
+        for pid in ProcessTable.children() {
+            kill(getpgid(pid) == pid ? -pid : pid, SIGKILL)
         }
     }
 
