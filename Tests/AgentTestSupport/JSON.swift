@@ -22,26 +22,3 @@ public func eventually(timeout: Duration = .seconds(30), _ condition: () async t
     }
     return try await condition()
 }
-
-/// The state letter of `/proc/<pid>/stat` (R, S, Z, ...), or nil when it cannot be read.
-private func processState(_ pid: String) -> Character? {
-    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-        let close = stat.lastIndex(of: ")")
-    else { return nil }
-    return stat[stat.index(close, offsetBy: 2)]
-}
-
-/// True while any process with this exact command line exists (reads /proc).
-public func processExists(commandLine: String) -> Bool {
-    guard let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc") else { return false }
-    for entry in entries where entry.allSatisfy(\.isNumber) {
-        guard let data = FileManager.default.contents(atPath: "/proc/\(entry)/cmdline"), !data.isEmpty else { continue }
-        let args = data.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }.joined(separator: " ")
-        if args == commandLine {
-            // Zombies keep a cmdline of "" so a match is a live process; check state anyway.
-            if processState(entry) == "Z" { continue }
-            return true
-        }
-    }
-    return false
-}

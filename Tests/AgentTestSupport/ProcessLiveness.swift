@@ -14,7 +14,7 @@ public struct ProcessInstance: Sendable, Hashable, CustomStringConvertible {
 
     /// The process that has `pid` now; nil when there is none.
     public init?(_ pid: pid_t) {
-        guard let stat = Self.stat(pid), let startTime = stat.startTime else { return nil }
+        guard let stat = processStat(pid), let startTime = stat.startTime else { return nil }
         self.pid = pid
         self.startTime = startTime
     }
@@ -22,7 +22,7 @@ public struct ProcessInstance: Sendable, Hashable, CustomStringConvertible {
     /// Whether this process has ended: gone from `/proc`, a zombie (an orphan waits for
     /// whoever adopted it to reap it), or its pid now another's.
     public var hasEnded: Bool {
-        guard let stat = Self.stat(pid) else { return true }
+        guard let stat = processStat(pid) else { return true }
         return stat.state == "Z" || stat.startTime != startTime
     }
 
@@ -32,15 +32,29 @@ public struct ProcessInstance: Sendable, Hashable, CustomStringConvertible {
     }
 
     public var description: String { "\(pid)" }
+}
 
-    /// The state letter (field 3) and start time (field 22) of `/proc/<pid>/stat`.
-    private static func stat(_ pid: pid_t) -> (state: Character, startTime: UInt64?)? {
-        guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8), let close = text.lastIndex(of: ")") else {
-            return nil
-        }
-        // After the command's closing parenthesis: field 3 (the state) onwards.
-        let fields = text[text.index(after: close)...].split(separator: " ")
-        guard let state = fields.first?.first else { return nil }
-        return (state, fields.count > 19 ? UInt64(fields[19]) : nil)
+/// True while any process with this exact command line exists (reads /proc).
+public func processExists(commandLine: String) -> Bool {
+    guard let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc") else { return false }
+    for entry in entries {
+        guard let pid = pid_t(entry),
+            let data = FileManager.default.contents(atPath: "/proc/\(entry)/cmdline"), !data.isEmpty
+        else { continue }
+        let args = data.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }.joined(separator: " ")
+        // Zombies keep a cmdline of "" so a match is a live process; check state anyway.
+        if args == commandLine, processStat(pid)?.state != "Z" { return true }
     }
+    return false
+}
+
+/// The state letter (field 3) and start time (field 22) of `/proc/<pid>/stat`.
+private func processStat(_ pid: pid_t) -> (state: Character, startTime: UInt64?)? {
+    guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8), let close = text.lastIndex(of: ")") else {
+        return nil
+    }
+    // After the command's closing parenthesis: field 3 (the state) onwards.
+    let fields = text[text.index(after: close)...].split(separator: " ")
+    guard let state = fields.first?.first else { return nil }
+    return (state, fields.count > 19 ? UInt64(fields[19]) : nil)
 }
