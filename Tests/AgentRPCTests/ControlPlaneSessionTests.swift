@@ -199,7 +199,9 @@ struct ControlPlaneSessionTests {
             #expect(await eventually(timeout: .seconds(90)) { double.recorded.withLock { $0.logs.count } == 30 })
             let logs = double.recorded.withLock { $0.logs }
             #expect(logs.allSatisfy { $0.output.utf8.count <= 64 << 10 && $0.output.hasSuffix("(truncated)") })
-            #expect(logs.map { $0.output.split(separator: " ").first.map(String.init) } == (0..<30).map { "\($0)" })
+            let firstWords: [String?] = logs.map { log in log.output.split(separator: " ").first.map { String($0) } }
+            let expected: [String?] = (0..<30).map { String($0) }
+            #expect(firstWords == expected)
             #expect(double.recorded.withLock { $0.connections } == 1)
             #expect(session.rejectedCounts["logs"] == 0)
             session.beginShutdown()

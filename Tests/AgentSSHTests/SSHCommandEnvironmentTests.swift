@@ -44,13 +44,13 @@ struct SSHCommandEnvironmentTests {
         defer { Task { await server.stop() } }
         let counts = server.server.counts
         func start(_ type: String?) throws -> ChildProgram.Running {
-            try #require(
-                ChildProgram.start(
-                    [
-                        "ssh", "-F", "/dev/null", "-p", "\(server.port)", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
-                        "-o", "BatchMode=yes", "-o", "LogLevel=ERROR",
-                    ] + (type.map { ["-o", "SetEnv=CODER_SSH_SESSION_TYPE=\($0)"] } ?? [])
-                        + ["127.0.0.1", "read line"]))
+            var arguments: [String] = [
+                "ssh", "-F", "/dev/null", "-p", String(server.port), "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+                "-o", "BatchMode=yes", "-o", "LogLevel=ERROR",
+            ]
+            if let type { arguments += ["-o", "SetEnv=CODER_SSH_SESSION_TYPE=" + type] }
+            arguments += ["127.0.0.1", "read line"]
+            return try #require(ChildProgram.start(arguments))
         }
         let sessions = try [start(nil), start("Cursor"), start("VSCode-Insiders"), start("JetBrains")]
         #expect(

@@ -21,7 +21,8 @@ struct EnvironmentBlockTests {
         for index in 0..<500 { many["VAR_\(index)"] = String(repeating: "v", count: index) }
         let block = strings(many)
         #expect(block.count == 500)
-        #expect(block == many.map { "\($0.key)=\($0.value)" }.sorted { $0.prefix { $0 != "=" } < $1.prefix { $0 != "=" } })
+        let expected: [String] = many.sorted { $0.key < $1.key }.map { entry in entry.key + "=" + entry.value }
+        #expect(block == expected)
     }
 
     @Test func cachedBlockIsReusedOnlyForTheSameVariables() {

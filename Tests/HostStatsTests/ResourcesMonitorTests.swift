@@ -220,7 +220,7 @@ struct ResourcesMonitorTests {
         #expect(plan != nil)
         #expect(plan?.window == ResourcesMonitorPlan.maxWindow)
         #expect(plan?.volumes == (0..<16).map { "/v\($0)" })
-        #expect(plan?.trimmed.count == 1 + 1 + 4)
+        #expect(plan?.trimmed.count == 6)  // 1 + 1 + 4
         #expect(plan?.interval == .seconds(10))
         #expect(ResourcesFetcher.goInt64(.nan) == .min && ResourcesFetcher.goInt64(1e19) == .min && ResourcesFetcher.goInt64(-3.7) == -3)
     }

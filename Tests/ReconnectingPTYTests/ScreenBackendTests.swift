@@ -219,7 +219,8 @@ struct ScreenBackendTests {
         #expect(FileInfo.of(path: directory.base)?.permissions == 0o700)
         #expect(FileInfo.of(path: directory.sockets)?.permissions == 0o700)
         let config = try String(contentsOfFile: directory.config, encoding: .utf8)
-        #expect(config.split(separator: "\n").map(String.init) == ScreenDirectory.settings)
+        let lines: [String] = config.split(separator: "\n").map { String($0) }
+        #expect(lines == ScreenDirectory.settings)
         #expect(config.contains("escape ^Ss") && config.contains("term xterm-256color"))
         // A link where the directory should be is refused (the buffered backend serves then).
         let linked = ScreenDirectory(base: base + "/link")

@@ -30,7 +30,12 @@ public enum DiscoMessage: Equatable, Sendable {
             payload += [UInt8](repeating: 0, count: max(0, Self.paddedPayloadLength - payload.count))
             return [Self.typePong, 1] + payload
         case .callMeMaybe(let endpoints):
-            return [Self.typeCallMeMaybe, 0] + endpoints.flatMap { $0.address + [UInt8($0.port >> 8), UInt8($0.port & 0xff)] }
+            var bytes: [UInt8] = [Self.typeCallMeMaybe, 0]
+            for endpoint in endpoints {
+                bytes += endpoint.address
+                bytes += [UInt8(endpoint.port >> 8), UInt8(endpoint.port & 0xff)]
+            }
+            return bytes
         }
     }
 
