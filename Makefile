@@ -146,9 +146,16 @@ run: deps
 TEST_ENV := SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH=24 SWT_SWIFT_ERROR_BACKTRACING_ENABLED=0
 # The suite replays every fuzz target's seeds and mutations of them (FuzzTargetsTests);
 # libFuzzer's runs need a second build of the whole package with sanitizers: `make fuzz-smoke`.
+# The tests' temporary files (agents' state and spools, sockets, logs: NSTemporaryDirectory,
+# mkdtemp under TMPDIR) go to a directory of the run's own, removed when the run ends, however
+# it ends: a run leaves nothing in /tmp, even when a test fails half way or is interrupted.
+# Its mode is /tmp's (1777): tests run clients as another user there. Its name is short: unix
+# socket paths under it must fit in 108 bytes.
 test: deps lint
 	$(call debug-build,--build-tests)
-	$(TEST_ENV) $(SWIFT) test --skip-build $(DEBUG_FLAGS)
+	@scratch=$$(mktemp -d /tmp/wt.XXXXXX) && trap 'rm -rf "$$scratch"' EXIT && chmod 1777 "$$scratch" && \
+		echo "TMPDIR=$$scratch $(TEST_ENV) $(SWIFT) test --skip-build $(DEBUG_FLAGS)" && \
+		TMPDIR=$$scratch $(TEST_ENV) $(SWIFT) test --skip-build $(DEBUG_FLAGS)
 
 # The project's formatting (.swift-format: 4-space indent, existing line breaks kept) over its
 # own Swift files, generated protobuf code aside; any finding fails (`make test` runs it first).

@@ -8,9 +8,9 @@ import Glibc
 
 @testable import Scripts
 
-/// A fresh directory under /tmp for one test.
+/// A fresh directory under the temporary directory (TMPDIR) for one test.
 func temporaryDirectory() -> String {
-    var template = Array("/tmp/scripts-logs-test-XXXXXX".utf8CString)
+    var template = Array((NSTemporaryDirectory() + "scripts-logs-test-XXXXXX").utf8CString)
     let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
     precondition(made != nil)
     return String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
