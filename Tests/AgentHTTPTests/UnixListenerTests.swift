@@ -21,11 +21,21 @@ struct UnixListenerTests {
         return directory
     }
 
+    /// A listening socket at `path`, close-on-exec (a child another test spawns must not keep it).
     static func listen(_ path: String) -> Int32 {
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         _ = UnixSocket.withAddress(path) { bind(fd, $0, $1) }
         _ = Glibc.listen(fd, 4)
         return fd
+    }
+
+    /// A stale socket file at `path`: bound, never listening, closed. (A listener closed
+    /// again would not do: a child another test forked meanwhile may still hold it, and then
+    /// it answers.)
+    static func makeStale(_ path: String) {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        _ = UnixSocket.withAddress(path) { bind(fd, $0, $1) }
+        close(fd)
     }
 
     /// Runs the server at `unix:<path>` until `body` returns, then stops it.
@@ -56,7 +66,7 @@ struct UnixListenerTests {
         let directory = try Self.directory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let path = directory + "/http.sock"
-        close(Self.listen(path))  // stale: its listener is gone
+        Self.makeStale(path)
         let events = try #require(DirectoryEvents(directory))
         _ = events.drain()
         try await Self.withUnixServer(path) {

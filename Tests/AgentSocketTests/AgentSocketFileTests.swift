@@ -27,7 +27,7 @@ struct AgentSocketFileTests {
             try await client.ping()
             // Someone else replaces it while the agent runs.
             unlink(path)
-            other = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+            other = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
             #expect(UnixSocket.withAddress(path) { bind(other, $0, $1) } == 0 && listen(other, 4) == 0)
         }
         defer { close(other) }

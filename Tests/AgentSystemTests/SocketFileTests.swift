@@ -17,15 +17,27 @@ struct SocketFileTests {
         return path
     }
 
-    /// A listening socket bound at `path` (the caller closes it).
+    /// A listening socket bound at `path` (the caller closes it). Close-on-exec: a child
+    /// another test spawns meanwhile must not keep it listening.
     static func listen(_ path: String) throws -> Int32 {
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         let bound = UnixSocket.withAddress(path) { bind(fd, $0, $1) }
         guard bound == 0, Glibc.listen(fd, 8) == 0 else {
             close(fd)
             throw SocketFile.Failure(description: "bind \(path): errno \(errno)")
         }
         return fd
+    }
+
+    /// A stale socket file at `path`: bound, never listening, closed. (A listener closed
+    /// again would not do: a child another test forked meanwhile may still hold it, and then
+    /// it answers.)
+    static func makeStale(_ path: String) throws {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        defer { close(fd) }
+        guard UnixSocket.withAddress(path, { bind(fd, $0, $1) }) == 0 else {
+            throw SocketFile.Failure(description: "bind \(path): errno \(errno)")
+        }
     }
 
     static func mode(_ path: String) -> mode_t? {
@@ -73,7 +85,7 @@ struct SocketFileTests {
         let directory = try directory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let path = directory + "/b.sock"
-        close(try Self.listen(path))  // bound, then its listener gone: stale
+        try Self.makeStale(path)
         let file = SocketFile(path: path, stalePolicy: .socketOnly)
         let (fd, _) = try await file.create(bind: { try Self.listen($0) }, close: { close($0) })
         defer { close(fd) }

@@ -255,7 +255,7 @@ private let handedOutPorts = Mutex<Set<Int>>([])
 
 /// Binds a loopback socket to `port` (0: any), closes it, and returns the port it had.
 private func boundLoopbackPort(_ port: Int) -> Int? {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
     guard fd >= 0 else { return nil }
     defer { close(fd) }
     var address = sockaddr_in()

@@ -44,7 +44,7 @@ struct BoundarySocketFileTests {
         try await BoundaryHarness.with(directory: directory) { harness in
             // Another process replaces the socket while the agent runs.
             unlink(harness.path)
-            other = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+            other = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
             #expect(UnixSocket.withAddress(path) { bind(other, $0, $1) } == 0 && listen(other, 4) == 0)
         }
         defer { close(other) }

@@ -59,7 +59,7 @@ struct GitSSHEndToEndTests {
         struct SSHDaemonError: Error {}
 
         static func freePort() throws -> Int {
-            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
             defer { close(fd) }
             var address = sockaddr_in()
             address.sin_family = sa_family_t(AF_INET)

@@ -89,7 +89,7 @@ struct WorkspaceAgentControlPlaneTests {
 struct WorkspaceAgentPendingDialTests {
     @Test func sigtermDuringAPendingDialExitsCleanly() async throws {
         // Listens, never accepts: the kernel completes the TCP handshake, nobody answers.
-        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         #expect(listener >= 0)
         defer { close(listener) }
         var address = sockaddr_in()
