@@ -29,15 +29,6 @@ struct UnixListenerTests {
         return fd
     }
 
-    /// A stale socket file at `path`: bound, never listening, closed. (A listener closed
-    /// again would not do: a child another test forked meanwhile may still hold it, and then
-    /// it answers.)
-    static func makeStale(_ path: String) {
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        _ = UnixSocket.withAddress(path) { bind(fd, $0, $1) }
-        close(fd)
-    }
-
     /// Runs the server at `unix:<path>` until `body` returns, then stops it.
     static func withUnixServer(_ path: String, _ body: () async throws -> Void) async throws {
         let (started, sink) = AsyncStream<Void>.makeStream()
@@ -66,7 +57,7 @@ struct UnixListenerTests {
         let directory = try Self.directory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let path = directory + "/http.sock"
-        Self.makeStale(path)
+        makeStaleSocket(path)
         let events = try #require(DirectoryEvents(directory))
         _ = events.drain()
         try await Self.withUnixServer(path) {

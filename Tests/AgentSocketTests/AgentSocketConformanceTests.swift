@@ -17,9 +17,7 @@ struct AgentSocketConformanceTests {
         let directory = try socketDirectory()
         let path = directory + "/agent.sock"
         // A stale socket file (nobody listens) is taken over.
-        let listener = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        _ = UnixSocket.withAddress(path) { bind(listener, $0, $1) }
-        close(listener)
+        makeStaleSocket(path)
         #expect(FileManager.default.fileExists(atPath: path), "a stale socket file exists")
 
         try await withSocketServer(path: path) { client, server in

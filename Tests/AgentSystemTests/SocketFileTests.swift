@@ -1,4 +1,5 @@
 import AgentSystem
+import AgentTestSupport
 import Foundation
 import Testing
 
@@ -27,17 +28,6 @@ struct SocketFileTests {
             throw SocketFile.Failure(description: "bind \(path): errno \(errno)")
         }
         return fd
-    }
-
-    /// A stale socket file at `path`: bound, never listening, closed. (A listener closed
-    /// again would not do: a child another test forked meanwhile may still hold it, and then
-    /// it answers.)
-    static func makeStale(_ path: String) throws {
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        defer { close(fd) }
-        guard UnixSocket.withAddress(path, { bind(fd, $0, $1) }) == 0 else {
-            throw SocketFile.Failure(description: "bind \(path): errno \(errno)")
-        }
     }
 
     static func mode(_ path: String) -> mode_t? {
@@ -85,7 +75,7 @@ struct SocketFileTests {
         let directory = try directory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let path = directory + "/b.sock"
-        try Self.makeStale(path)
+        try #require(makeStaleSocket(path) == 0)
         let file = SocketFile(path: path, stalePolicy: .socketOnly)
         let (fd, _) = try await file.create(bind: { try Self.listen($0) }, close: { close($0) })
         defer { close(fd) }

@@ -270,3 +270,14 @@ private func boundLoopbackPort(_ port: Int) -> Int? {
     _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
     return Int(UInt16(bigEndian: address.sin_port))
 }
+
+/// Leaves a stale socket file at `path`: bound, never listening, closed; 0 or the bind's errno.
+/// (A listener closed again would not do: a child another test forked meanwhile may still
+/// hold it, and then it answers.)
+@discardableResult
+public func makeStaleSocket(_ path: String) -> Int32 {
+    let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+    guard fd >= 0 else { return errno }
+    defer { close(fd) }
+    return UnixSocket.withAddress(path) { bind(fd, $0, $1) } == 0 ? 0 : errno
+}

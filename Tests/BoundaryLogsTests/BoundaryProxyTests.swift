@@ -208,9 +208,7 @@ struct BoundaryProxyTests {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
         // A stale socket file: bound, then its listener gone.
-        let stale = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        _ = UnixSocket.withAddress(directory + "/audit.sock") { address, length in bind(stale, address, length) }
-        close(stale)
+        makeStaleSocket(directory + "/audit.sock")
         try await BoundaryHarness.with(directory: directory) { harness in
             var info = stat()
             #expect(stat(harness.path, &info) == 0 && info.st_mode & 0o777 == 0o600)
