@@ -133,13 +133,16 @@ struct MCPConfigReloadTests {
         if hang == "hang-init" {
             #expect(await eventually { e.server("stuck")?.state == .connecting })
         } else {
+            // Its session is up (a pid, a protocol version), but it is not connected until listed.
             #expect(await eventually { e.server("stuck")?.pid != nil })
+            let stuck = try #require(e.server("stuck"))
+            #expect(stuck.state == .connecting && stuck.toolCount == 0 && stuck.protocolVersion != nil, "\(stuck)")
         }
         // A good server added meanwhile is served while the stuck one is still stuck.
         try e.write(servers: ["stuck": hang, "alpha": "ok-1"])
         #expect(await eventually { e.entry("alpha")?.connected == true })
         #expect(e.entry("stuck")?.connected != true)
-        if hang == "hang-init" { #expect(e.server("stuck")?.state == .connecting) }
+        #expect(e.server("stuck")?.state == .connecting)
         let result = try await e.manager.callTool("alpha__echo", arguments: nil)
         #expect(result.content.first?.text == "ok-1")
         // An empty configuration applies at once, the stuck server's connect included.

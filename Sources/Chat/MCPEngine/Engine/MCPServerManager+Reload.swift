@@ -174,7 +174,8 @@ extension MCPServerManager {
                 server.session = session
                 server.running = config
                 server.generation = s.generation()
-                server.state = .connected
+                // Connected once its tools are listed; a replaced session's listing serves meanwhile.
+                server.state = server.tools == nil ? .connecting : .connected
                 server.error = ""
                 server.retry = nil
                 s.servers[config.name] = server

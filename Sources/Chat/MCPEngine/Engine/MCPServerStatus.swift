@@ -1,7 +1,7 @@
 /// Where a declared server stands, or (for a row whose transport is `config`) a
 /// configuration file in trouble.
 public enum MCPServerState: String, Sendable, CaseIterable {
-    /// Its first connection is being made.
+    /// A session is being made, or is up with its tools not listed yet.
     case connecting
     /// Its session is up and its tools are listed.
     case connected
