@@ -701,6 +701,7 @@ let package = Package(
                 "AgentSpeedtest", "AgentTestSupport", "AgentCore",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -35,6 +35,9 @@ final class SpeedtestHandler: ChannelInboundHandler {
     private var received: ByteBuffer?
     private var timer: Scheduled<Void>?
     private var lastWrite: EventLoopFuture<Void>?
+    /// Whether ``pump(context:first:)`` is running: its loop goes on while the channel is
+    /// writable, so a writability change NIO reports from inside one of its writes is left to it.
+    private var pumping = false
     private let metrics: SpeedtestMetrics
 
     init(block: ByteBuffer, requestTimeout: TimeAmount, drainGrace: TimeAmount = SpeedtestHandler.defaultDrainGrace, metrics: SpeedtestMetrics) {
@@ -125,9 +128,15 @@ final class SpeedtestHandler: ChannelInboundHandler {
     /// Writes blocks while the channel takes them and the time has not passed (the first
     /// block goes out whatever the time, as the reference writes before it checks).
     private func pump(context: ChannelHandlerContext, first: Bool = false) {
-        guard case .download(let deadline) = state else { return }
+        // A write the socket takes at once makes the channel writable again from inside
+        // writeAndFlush, and NIO calls channelWritabilityChanged there: a nested pump would
+        // write the next block and then see the outer loop record an earlier block as the
+        // last one, so `finish` closed with the real last block half written.
+        guard !pumping else { return }
+        pumping = true
+        defer { pumping = false }
         var first = first
-        while context.channel.isWritable {
+        while case .download(let deadline) = state, context.channel.isWritable {
             guard first || NIODeadline.now() < deadline else {
                 finish(context: context)
                 return
