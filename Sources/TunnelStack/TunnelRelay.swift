@@ -236,9 +236,12 @@ final class TunnelRelay: TunnelPCBOwner, @unchecked Sendable {
         if let bytes {
             touch()
             let count = bytes.readableBytes
-            let write = channel.writeAndFlush(bytes)
-            loopLastWrite = write
-            write.whenComplete { result in
+            // Its outcome is watched before the write starts: a write that fails at once
+            // closes the channel from inside writeAndFlush, and the failure (a reset toward
+            // the peer) must be seen before the close's channelInactive ends the flow cleanly.
+            let written = channel.eventLoop.makePromise(of: Void.self)
+            loopLastWrite = written.futureResult
+            written.futureResult.whenComplete { result in
                 switch result {
                 case .success:
                     LwIPCore.confined {
@@ -248,6 +251,7 @@ final class TunnelRelay: TunnelPCBOwner, @unchecked Sendable {
                     self.end(reset: true)
                 }
             }
+            channel.writeAndFlush(bytes, promise: written)
         }
         if finished, !loopOutputClosed {
             loopOutputClosed = true

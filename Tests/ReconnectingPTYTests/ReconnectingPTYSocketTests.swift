@@ -97,6 +97,25 @@ struct ReconnectingPTYSocketTests {
         #expect(server.server.count == 1)
     }
 
+    @Test func aConnectionRefusedForTheAttachmentLimitTypesNothing() async throws {
+        var limits = ReconnectingPTYServer.Limits()
+        limits.maxAttachments = 1
+        let server = try await Server(limits: limits)
+        defer { Task { await server.stop() } }
+        let id = UUID().uuidString
+        let first = try await server.attach(id)
+        Self.type(first, "echo ready-$((1+2))\r")
+        _ = await first.read(until: "ready-3")
+        // One over the limit: its init and its typing in one write, so they arrive in one read.
+        let refused = try #require(await LoopbackSocket.connect(port: server.port))
+        let frame = PTYInit(id: id, height: 24, width: 80, command: "sh", backendType: "buffered").frameBytes
+        #expect(refused.send(frame + Array(#"{"data":"echo refused-$((4+5))\r"}"#.utf8)))
+        #expect(await refused.isClosedByPeer(within: .seconds(30)))
+        Self.type(first, "echo after-$((5+6))\r")
+        let seen = String(decoding: await first.read(until: "after-11"), as: UTF8.self)
+        #expect(seen.contains("after-11") && !seen.contains("refused-9"), "\(seen)")
+    }
+
     @Test func twoAttachmentsBothSeeAndTypeAndTheProcesssEndClosesBoth() async throws {
         let server = try await Server()
         defer { Task { await server.stop() } }

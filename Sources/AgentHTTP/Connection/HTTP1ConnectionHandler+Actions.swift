@@ -114,7 +114,9 @@ extension HTTP1ConnectionHandler {
     }
 
     private func arm(_ timer: ConnectionTimer, in delay: Duration) {
-        guard let loop = channel?.eventLoop else { return }
+        // A close can happen inside an earlier action of the same list (an output close after
+        // the client's own half-close closes the whole channel): no timer outlives it.
+        guard !machine.isClosed, let loop = channel?.eventLoop else { return }
         timers[timer.rawValue]?.cancel()
         let nanoseconds = max(0, delay.components.seconds * 1_000_000_000 + delay.components.attoseconds / 1_000_000_000)
         timers[timer.rawValue] = loop.assumeIsolated().scheduleTask(in: .nanoseconds(nanoseconds)) { [self] in

@@ -198,6 +198,12 @@ struct HTTP1ConnectionStateMachine<C: Clock> where C.Duration == Duration {
     /// `read()` is withheld: a pipelined request waits, or a streamed body's reader is full.
     var readsPaused: Bool { reads.isPaused }
 
+    /// The channel closed (``connectionClosed()``) or was refused at the door.
+    var isClosed: Bool {
+        if case .closed = state { return true }
+        return false
+    }
+
     // MARK: Connection
 
     /// The registry decided on the new connection.

@@ -104,9 +104,11 @@ final class DERPConnectionHandler: ChannelInboundHandler {
             guard let info = DERPHandshake.clientInfo(privateKey: setup.privateKey, serverKey: serverKey) else {
                 throw .malformed(type: raw.type, reason: "cannot seal the client info to this key")
             }
+            // The phase moves first: a write that fails at once closes the channel from
+            // inside it, and the close's `.done` must not be overwritten.
+            phase = .awaitingServerInfo(serverKey)
             write(info, context: context, flush: !setup.isHome)
             if setup.isHome { write(.notePreferred(true), context: context, flush: true) }
-            phase = .awaitingServerInfo(serverKey)
             return
         }
         let frame: DERPFrame

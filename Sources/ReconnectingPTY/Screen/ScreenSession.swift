@@ -233,28 +233,30 @@ final class ScreenSession: ReconnectingSession {
     func input(_ input: PTYInput, from channel: any Channel) {
         onLoop { [self] in
             let key = ObjectIdentifier(channel)
-            guard !state.value.ended, var client = state.value.clients[key] else { return }
+            // The record is changed in place, never written back from this copy: a write to
+            // the terminal can end the client from inside it (EIO from an exited screen client
+            // closes the terminal, and ``clientEnded`` marks the record).
+            guard !state.value.ended, let client = state.value.clients[key] else { return }
             if !input.data.isEmpty {
                 let bytes = channel.allocator.buffer(string: input.data)
                 if client.ready, let terminal = client.terminal {
                     terminal.writeAndFlush(bytes, promise: nil)
                     if !terminal.isWritable {
-                        client.inputPaused = true
+                        state.value.clients[key]?.inputPaused = true
                         _ = channel.setOption(ChannelOptions.autoRead, value: false)
                     }
                 } else if client.earlyInputBytes + bytes.readableBytes <= Self.maxEarlyInput {
-                    client.earlyInput.append(bytes)
-                    client.earlyInputBytes += bytes.readableBytes
+                    state.value.clients[key]?.earlyInput.append(bytes)
+                    state.value.clients[key]?.earlyInputBytes += bytes.readableBytes
                 }
             }
             if let size = input.size {
                 if let terminal = client.terminal, terminal.isActive, let process = client.process {
                     _ = agent_pty_resize(process.output, size.rows, size.columns)
                 } else {
-                    client.pendingSize = size
+                    state.value.clients[key]?.pendingSize = size
                 }
             }
-            state.value.clients[key] = client
         }
     }
 

@@ -130,7 +130,9 @@ final class PTYSession: ReconnectingSession {
     /// A connection's input object: its data to the terminal, then its size.
     func input(_ input: PTYInput, from channel: any Channel) {
         onLoop { [self] in
-            guard !state.value.ended else { return }
+            // Only an attached connection types: one refused (``maxAttachments``) is closing,
+            // and the rest of its first read must not reach the terminal.
+            guard !state.value.ended, state.value.attachments[ObjectIdentifier(channel)] != nil else { return }
             if !input.data.isEmpty {
                 let bytes = channel.allocator.buffer(string: input.data)
                 if let terminal = state.value.terminal {
