@@ -160,12 +160,16 @@ public final class TunnelChannel: Channel, ChannelCore, TunnelPCBOwner, @uncheck
         }
         if drained.shutdownOutput { LwIPCore.confined { tl_pcb_shutdown_output(pcb) } }
         for promise in drained.completed { promise.succeed() }
-        if let now = drained.writabilityChanged { writabilityChanged(now) }
+        if drained.writabilityChanged != nil { writabilityChanged() }
         drained.outputClosePromise?.succeed()
     }
 
-    private func writabilityChanged(_ now: Bool) {
-        writable.store(now, ordering: .relaxed)
+    /// Publishes the core's writability as it is now, and fires the event if that changed:
+    /// a write promise completed just before (in ``drainWrites()``) may have written past the
+    /// high-water mark since the drain found the channel writable again.
+    private func writabilityChanged() {
+        let now = core.isWritable
+        guard writable.exchange(now, ordering: .relaxed) != now else { return }
         pipeline.syncOperations.fireChannelWritabilityChanged()
     }
 
@@ -294,7 +298,7 @@ public final class TunnelChannel: Channel, ChannelCore, TunnelPCBOwner, @uncheck
             promise?.fail(core.state == .closed ? ChannelError.ioOnClosedChannel : ChannelError.outputClosed)
             return
         }
-        if let changed { writabilityChanged(changed) }
+        if changed != nil { writabilityChanged() }
     }
 
     public func flush0() {
