@@ -81,6 +81,24 @@ struct ChildReactorTests {
         #expect(reactor.watchedCount == 0)
     }
 
+    @Test func aWaitForTheExitEndsAfterEveryExitObserverRan() async throws {
+        let reactor = ChildReactor(name: "test-children")
+        let child = try reactor.spawn(Self.spec("exec sleep 600"))
+        let inFirst = Latch()
+        let secondRan = Atomic<Bool>(false)
+        // The first observer holds the delivery for half a second: meanwhile the status is
+        // read and the second observer has not run.
+        child.onExit { _ in
+            inFirst.open()
+            usleep(500_000)
+        }
+        child.onExit { _ in secondRan.store(true, ordering: .relaxed) }
+        _ = child.signal(SIGKILL)
+        #expect(await sleep(for: Self.bound, orUntil: { await inFirst.wait() }) == .signalled)
+        let status = await child.exited(within: Self.bound)
+        #expect(status == SIGKILL && secondRan.load(ordering: .relaxed), "ended before the observers ran")
+    }
+
     @Test func aChildThatIgnoresSIGTERMIsKilledAfterTheGrace() async throws {
         let reactor = ChildReactor(name: "test-children")
         let reader = Reader(reactor, needle: "ready")

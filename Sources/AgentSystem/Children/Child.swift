@@ -84,9 +84,11 @@ public final class Child: Sendable {
         return status
     }
 
-    /// Waits at most `bound` for the exit; the wait status, or nil if it still runs.
+    /// Waits at most `bound` for the exit; the wait status, or nil if it still runs. Like
+    /// ``exited()``, it ends once the exit is told (the observers have run), not as soon as
+    /// the status is read: whoever waited finds what the observers did.
     public func exited(within bound: Duration) async -> Int32? {
-        if let status { return status }
+        if exit.isOpen { return status }
         _ = await sleep(for: bound, orUntil: { [exit] in await exit.wait() })
         return status
     }
