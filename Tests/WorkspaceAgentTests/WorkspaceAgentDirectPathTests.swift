@@ -436,18 +436,13 @@ struct WorkspaceAgentDirectPathTests {
         }
     }
 
-    private static let peerCount = Atomic<Int>(0)
-
     /// wireguard-go in the peer's namespace, its endpoint our loopback socket there, and the
     /// speaker on that socket and on the peer's LAN address.
     static func startPeer(
         in namespace: NetworkNamespace, bind: (address: String, port: UInt16), agentKey: [UInt8], agentDisco: X25519PublicKey,
         agentAddress: String, relay: DERPRelayDouble
     ) async throws -> (key: WireGuardPrivateKey, speaker: DirectPeer, stop: @Sendable () async -> Void) {
-        // Unique in this process: wireguard-go's UAPI socket (/var/run/wireguard/<name>.sock)
-        // is in the shared file system, and two peers of one name (a random one collided once)
-        // configured each other's wireguard-go.
-        let interface = "wgd\(getpid() % 100_000)n\(peerCount.add(1, ordering: .relaxed).newValue % 1000)"
+        let interface = PeerInNamespace.interfaceName(prefix: "wgd")
         let key = WireGuardPrivateKey.generate()
         let keyFile = NSTemporaryDirectory() + "/\(interface).key"
         _ = FileManager.default.createFile(atPath: keyFile, contents: Data(Data(key.raw.bytes).base64EncodedString().utf8))

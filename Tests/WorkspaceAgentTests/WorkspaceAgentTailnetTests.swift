@@ -229,11 +229,17 @@ final class PeerInNamespace: Sendable {
 
     private static let peerCount = Atomic<Int>(0)
 
+    /// A wireguard-go interface name unique in this process (`prefix`, the pid, a counter;
+    /// at most 15 bytes for a prefix of 3): its UAPI socket (/var/run/wireguard/<name>.sock)
+    /// is in the shared file system, so two peers of one name configure each other's
+    /// wireguard-go, and a previous run's socket may not be gone yet.
+    static func interfaceName(prefix: String) -> String {
+        "\(prefix)\(getpid() % 100_000)n\(peerCount.add(1, ordering: .relaxed).newValue % 1000)"
+    }
+
     static func start(agentKey: [UInt8], agentAddress: String, relay: DERPRelayDouble) async throws -> PeerInNamespace {
         guard let namespace = await NetworkNamespace.make() else { throw Failure(description: "`unshare -n` gave no private network namespace") }
-        // Unique per peer: wireguard-go's UAPI socket (/var/run/wireguard/<name>.sock) is in
-        // the shared file system, and a previous test's may not be gone yet.
-        let interface = "wgp\(getpid() % 100_000)n\(peerCount.add(1, ordering: .relaxed).newValue % 1000)"
+        let interface = interfaceName(prefix: "wgp")
         let key = WireGuardPrivateKey.generate()
         let keyFile = NSTemporaryDirectory() + "/\(interface).key"
         _ = FileManager.default.createFile(atPath: keyFile, contents: Data(Data(key.raw.bytes).base64EncodedString().utf8))
