@@ -35,6 +35,15 @@ struct RouteExecutorTests {
                 ImmediateResponse(headers: [.contentLength: "999", .date: "yesterday", .cacheControl: "no-store"], body: ByteBuffer(string: "four"))
             })
         routes.add(AgentRoute(.get, "/now/fields/empty") { _, _ in ImmediateResponse(status: .noContent, headers: [:], body: ByteBuffer(string: "dropped")) })
+        // Constant answers: written from their serialized head with no request value; one
+        // that sets a field the server owns (Date) goes the immediate handler's way instead.
+        routes.add(
+            AgentRoute(
+                .get, "/const/plain",
+                answer: ImmediateResponse(headers: [.contentType: "text/plain", .cacheControl: "no-store"], body: ByteBuffer(string: "same"))))
+        routes.add(
+            AgentRoute(.get, "/const/dated", answer: ImmediateResponse(headers: [.date: "yesterday"], body: ByteBuffer(string: "dated"))))
+        routes.add(AgentRoute(.get, "/const/empty", answer: ImmediateResponse(status: .noContent, headers: [:], body: ByteBuffer(string: "x"))))
         // Reads a streamed body off the loop, then answers 256 KiB (several body writes,
         // each flushed: the write path's back pressure from the pool).
         routes.post("/pool/upload", body: .stream(idle: .seconds(60)), executor: .pool) { request, context -> Response in
@@ -118,6 +127,32 @@ struct RouteExecutorTests {
         }
     }
 
+    /// A constant answer goes out whole, with the server's own Date and Server, on a
+    /// connection that goes on (two pipelined in one write) until a request asks to close.
+    @Test func aConstantAnswerIsWrittenWholeAndTheConnectionGoesOn() async throws {
+        try await Self.withServer { port in
+            let socket = try #require(await LoopbackSocket.connect(port: port))
+            let get = { (path: String, close: Bool) in "GET \(path) HTTP/1.1\r\nHost: x\r\n\(close ? "Connection: close\r\n" : "")\r\n" }
+            #expect(socket.send(get("/const/plain", false) + get("/const/empty", false) + get("/const/plain", true)))
+            let (bytes, closed) = await socket.readAll()
+            #expect(closed)
+            let text = String(decoding: bytes, as: UTF8.self)
+            let answers = text.split(separator: "HTTP/1.1 ").map { "HTTP/1.1 " + $0 }
+            try #require(answers.count == 3, "\(text)")
+            let date = try #require(answers[0].split(separator: "\r\n").first { $0.hasPrefix("Date: ") })
+            #expect(date.hasSuffix(" GMT") && !date.contains("yesterday"))
+            #expect(
+                answers[0]
+                    == "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nCache-Control: no-store\r\nContent-Length: 4\r\n\(date)\r\nServer: test\r\n\r\nsame")
+            // No body, no length for a 204.
+            #expect(answers[1] == "HTTP/1.1 204 No Content\r\n\(date)\r\nServer: test\r\n\r\n")
+            #expect(answers[2].hasPrefix("HTTP/1.1 200 OK\r\n") && answers[2].contains("\r\nConnection: close\r\n\r\nsame"))
+            // The route's own Date is replaced on the immediate handler's way.
+            let dated = try await RawHTTPClient(port: port).request("GET", "/const/dated")
+            #expect(dated.bodyText == "dated" && dated.header("date")?.hasSuffix(" GMT") == true)
+        }
+    }
+
     @Test func middlewareAroundAnImmediateRouteTakesTheTaskPath() throws {
         var plain = AgentRoutes()
         plain.add(AgentRoute(.get, "/x") { _, _ in ImmediateResponse(headers: [:], body: ByteBuffer()) })
@@ -126,7 +161,11 @@ struct RouteExecutorTests {
         wrapped.add(middleware: ChatIdentityMiddleware())
         wrapped.add(AgentRoute(.get, "/x") { _, _ in ImmediateResponse(headers: [:], body: ByteBuffer()) })
         #expect(wrapped.routes[0].immediate == nil)
-        #expect(RouteTable.health.immediate != nil)
+        #expect(RouteTable.health.immediate != nil && RouteTable.health.constant != nil)
+        var constant = AgentRoutes()
+        constant.add(middleware: ChatIdentityMiddleware())
+        constant.add(AgentRoute(.get, "/x", answer: ImmediateResponse(headers: [:], body: ByteBuffer())))
+        #expect(constant.routes[0].immediate == nil && constant.routes[0].constant == nil)
     }
 
     @Test func aPoolRouteStreamsItsBodyInAndItsResponseOut() async throws {

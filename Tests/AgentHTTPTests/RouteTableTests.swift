@@ -3,6 +3,7 @@ import AgentCore
 import HTTPTypes
 import Hummingbird
 import NIOCore
+import NIOHTTP1
 import NIOPosix
 import Testing
 
@@ -126,6 +127,42 @@ struct RouteTableTests {
         #expect(info(.post, "/small") == "collect(limit: 10) pool false")
         #expect(info(.post, "/u/1/upload") == "\(RouteBodyMode.stream(idle: AgentHTTPLimits.requestBodyTimeout)) pool false")
         #expect(info(.get, "/ws") == "\(collected) eventLoop true")
+    }
+
+    /// A path that captures nothing resolves to one ``RouteInfo`` made with the table; a
+    /// captured path gets its own per request, with its parameters.
+    @Test func aLiteralPathsInfoIsMadeOnce() throws {
+        var routes = AgentRoutes()
+        routes.get("/plain", use: Self.echo("plain"))
+        routes.post("/plain", use: Self.echo("plain post"))
+        routes.get("/u/:id", use: Self.echo("id"))
+        routes.webSocket("/u/:id/ws", check: { _ throws(APIError) in }, handler: { _, _, _ in })
+        let table = try RouteTable(routes: routes.routes)
+        #expect(table.info(method: .get, path: "/plain") === table.info(method: .get, path: "/plain/"))
+        #expect(table.info(method: .post, path: "/plain") !== table.info(method: .get, path: "/plain"))
+        guard case .route(let route, _, _)? = table.info(method: .post, path: "/plain").resolution else {
+            Issue.record("no route")
+            return
+        }
+        #expect(route.method == .post)
+        guard case .methodNotAllowed? = table.info(method: .put, path: "/plain").resolution else {
+            Issue.record("PUT /plain is not 405")
+            return
+        }
+        #expect(table.info(method: .get, path: "/u/1") !== table.info(method: .get, path: "/u/1"))
+        #expect(table.info(method: .get, path: "/u/7/ws").webSocket?.parameters == ["id": "7"])
+        #expect(table.info(method: .get, path: "/u/8/ws").webSocket?.parameters == ["id": "8"])
+    }
+
+    /// The path a target routes by: up to its query or fragment, whatever comes before them.
+    @Test func theRoutedPathEndsAtTheQueryOrFragment() {
+        #expect(HTTP1ConnectionHandler.routePath("/a/b?c=/d#e") == "/a/b")
+        #expect(HTTP1ConnectionHandler.routePath("/a#frag?x") == "/a")
+        #expect(HTTP1ConnectionHandler.routePath("/caf\u{E9}/\u{1F600}?q") == "/caf\u{E9}/\u{1F600}")
+        #expect(HTTP1ConnectionHandler.routePath("/plain") == "/plain")
+        #expect(HTTP1ConnectionHandler.routePath("http://host:1/x/y?z") == "/x/y")
+        #expect(HTTP1ConnectionHandler.method(.GET) == .get && HTTP1ConnectionHandler.method(.PATCH) == .patch)
+        #expect(HTTP1ConnectionHandler.method(.RAW(value: "PURGE")).rawValue == "PURGE")
     }
 
     /// `.pool` handlers leave the connection's event loop; `.eventLoop` ones stay on it.

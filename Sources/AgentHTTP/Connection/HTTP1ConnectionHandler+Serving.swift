@@ -86,6 +86,18 @@ extension HTTP1ConnectionHandler {
     // MARK: The route task
 
     private func start(_ served: ServedHead, body: RequestBody, context: ChannelHandlerContext) {
+        if let constant = served.route.constant, constant.answer.head != nil, served.head.uri.utf8.first == UInt8(ascii: "/"),
+            context.channel.isWritable
+        {
+            // No request value: the answer is the same whatever was asked.
+            if configuration.accessLog.isOn { access = AccessLog.Entry(method: served.head.method.rawValue, uri: served.head.uri) }
+            responding = exchange
+            let start = NIODeadline.now().uptimeNanoseconds
+            write(constant.answer, exchange: exchange)
+            constant.endpoint.timers.record(
+                method: constant.method, status: constant.answer.response.status, nanoseconds: NIODeadline.now().uptimeNanoseconds &- start)
+            return
+        }
         guard let converted = try? HTTPRequest(agentHead: served.head) else {
             badRequest(context)
             return
@@ -247,6 +259,30 @@ extension HTTP1ConnectionHandler {
             bytes.writeBuffer(&body)
         }
         if saysClose { machine.responseHeadSaysClose() }
+        raw.write(NIOAny(bytes), promise: nil)
+        finishResponse(exchange: current, trailers: nil, endWritten: true)
+    }
+
+    /// Writes a constant answer, on the loop: its serialized head, Date, Server and
+    /// `Connection: close` if the connection closes after it, then its body, in one buffer.
+    private func write(_ answer: ConstantAnswer, exchange current: UInt64) {
+        guard let context, let raw, let head = answer.head, current == responding else { return }
+        let closes = machine.responseMustClose
+        access?.status = answer.response.status.code
+        var bytes = context.channel.allocator.buffer(capacity: head.readableBytes + 96 + answer.response.body.readableBytes)
+        bytes.writeImmutableBuffer(head)
+        bytes.writeStaticString("Date: ")
+        bytes.writeString(date.now())
+        if let serverName = configuration.serverName {
+            bytes.writeStaticString("\r\nServer: ")
+            bytes.writeString(serverName)
+        }
+        bytes.writeStaticString(closes ? "\r\nConnection: close\r\n\r\n" : "\r\n\r\n")
+        if answer.hasBody {
+            access?.bytes += answer.response.body.readableBytes
+            bytes.writeImmutableBuffer(answer.response.body)
+        }
+        if closes { machine.responseHeadSaysClose() }
         raw.write(NIOAny(bytes), promise: nil)
         finishResponse(exchange: current, trailers: nil, endWritten: true)
     }

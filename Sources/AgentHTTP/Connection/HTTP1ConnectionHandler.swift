@@ -270,7 +270,7 @@ final class HTTP1ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
         // The decoder stops at a handshake, so no head comes while its route decides; the
         // handshake's own head and route stay where they are.
         if machine.isUpgrading { return }
-        let route = configuration.routes.info(method: HTTPRequest.Method(head.method.rawValue) ?? .get, path: Self.routePath(head.uri))
+        let route = configuration.routes.info(method: Self.method(head.method), path: Self.routePath(head.uri))
         pending = (head, route)
         perform(machine.headReceived(Self.facts(head), route: route, now: readNow))
     }
@@ -278,10 +278,26 @@ final class HTTP1ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
     /// The path a request target routes by: an origin-form target up to its query or
     /// fragment (the usual case, no parse); any other form as its URI's path.
     static func routePath(_ uri: String) -> Substring {
-        if uri.utf8.first == UInt8(ascii: "/") {
-            return uri.prefix { $0 != "?" && $0 != "#" }
+        let utf8 = uri.utf8
+        if utf8.first == UInt8(ascii: "/") {
+            // A byte scan: `?` and `#` are ASCII, so where one is found is a character boundary.
+            return uri[..<(utf8.firstIndex { $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") } ?? utf8.endIndex)]
         }
         return Substring(URI(uri).path)
+    }
+
+    /// The head's method as the route table keys it: the common ones without a string check.
+    static func method(_ method: HTTPMethod) -> HTTPRequest.Method {
+        switch method {
+        case .GET: .get
+        case .POST: .post
+        case .PUT: .put
+        case .DELETE: .delete
+        case .HEAD: .head
+        case .PATCH: .patch
+        case .OPTIONS: .options
+        default: HTTPRequest.Method(method.rawValue) ?? .get
+        }
     }
 
     /// The head's facts the machine decides on.

@@ -18,6 +18,9 @@ public struct AgentRoute: Sendable {
     /// connection runs it without a task (``handler`` answers the same for other callers).
     /// Wrapping the route in middleware drops it.
     public var immediate: ImmediateHandler?
+    /// An answer that never changes: the connection writes it without a request value (it
+    /// implies ``immediate``). Wrapping the route in middleware drops it.
+    public var constant: ConstantAnswer?
 
     /// Answers a request at once, without suspending.
     public typealias ImmediateHandler = @Sendable (Request, AgentRequestContext) throws -> ImmediateResponse
@@ -44,6 +47,12 @@ public struct AgentRoute: Sendable {
     public init(_ method: HTTPRequest.Method, _ path: String, immediate: @escaping ImmediateHandler) {
         self.init(method, path, executor: .eventLoop, handler: ClosureResponder { request, context in try immediate(request, context).response })
         self.immediate = immediate
+    }
+
+    /// A route on the loop that always gives `answer` (`/healthz`).
+    public init(_ method: HTTPRequest.Method, _ path: String, answer: ImmediateResponse) {
+        self.init(method, path) { _, _ in answer }
+        self.constant = ConstantAnswer(answer)
     }
 
     /// A WebSocket route (a GET) with its plain-HTTP twin as the handler.

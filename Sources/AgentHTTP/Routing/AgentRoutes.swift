@@ -23,6 +23,7 @@ public struct AgentRoutes {
         if route.upgrade == nil, !middlewares.isEmpty {
             route.handler = middlewares.wrapping(route.handler)
             route.immediate = nil
+            route.constant = nil
         }
         routes.append(route)
     }

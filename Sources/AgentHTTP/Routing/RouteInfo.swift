@@ -61,6 +61,12 @@ public final class RouteInfo: Sendable {
         self.path = path
     }
 
+    /// The route's constant answer with its endpoint, when it has one and runs on the loop.
+    var constant: (answer: ConstantAnswer, method: HTTPRequest.Method, endpoint: RouteTable.Endpoint)? {
+        guard executor == .eventLoop, case .route(let route, let endpoint, _)? = resolution, let answer = route.constant else { return nil }
+        return (answer, route.method, endpoint)
+    }
+
     /// The request-duration timers of the path's endpoint, if it has one.
     var timers: RequestTimers? {
         switch resolution {

@@ -16,9 +16,12 @@ public final class RouteTable: RouteLookup, Sendable {
         let timers: RequestTimers
         /// The path's methods for `Allow` (`GET, POST`), in the order added.
         let allow: String
+        /// Its place in ``RouteTable/fixedInfos``.
+        let index: Int
 
-        init(label: String, routes: [AgentRoute], metrics: (any MetricsFactory)?) {
+        init(label: String, routes: [AgentRoute], index: Int, metrics: (any MetricsFactory)?) {
             self.label = label
+            self.index = index
             self.routes = routes
             self.timers = RequestTimers(route: label, factory: metrics)
             self.allow = routes.map(\.method.rawValue).joined(separator: ", ")
@@ -44,6 +47,9 @@ public final class RouteTable: RouteLookup, Sendable {
     }
 
     private let trie: RouteTrie<Endpoint>
+    /// Per endpoint (by ``Endpoint/index``), the ``RouteInfo`` of each of its routes when its
+    /// path captures nothing: the same for every request, so made once (nil: made per request).
+    private let fixedInfos: [[RouteInfo]?]
     /// Every route as (method, label, upgrade), in the order added.
     let routeList: [(method: String, path: String, webSocket: Bool)]
     /// What a request head nothing routes is read with (its answer, 404 or 405, is cheap).
@@ -74,6 +80,7 @@ public final class RouteTable: RouteLookup, Sendable {
             if !middleware.isEmpty {
                 route.handler = middleware.wrapping(route.handler)
                 route.immediate = nil
+                route.constant = nil
             }
             for part in route.path.split(separator: "/") where part.contains("*") || (part.contains("{") && !(part.first == "{" && part.last == "}")) {
                 throw BuildError(description: "\(route.method) \(route.path): unsupported path component \"\(part)\"")
@@ -90,12 +97,20 @@ public final class RouteTable: RouteLookup, Sendable {
             byLabel[label]!.routes.append(route)
             list.append((route.method.rawValue, label, route.upgrade != nil))
         }
+        let endpoints = order.enumerated().map { index, label in
+            let entry = byLabel[label]!
+            return (entry.components, Endpoint(label: label, routes: entry.routes, index: index, metrics: metrics))
+        }
+        fixedInfos = endpoints.map { components, endpoint in
+            guard components.allSatisfy({ if case .literal = $0 { true } else { false } }) else { return nil }
+            return endpoint.routes.map { route in
+                RouteInfo(
+                    body: route.body, executor: route.executor, webSocket: route.upgrade.map { ($0, [:]) },
+                    resolution: .route(route, endpoint, []), path: Substring(endpoint.label))
+            }
+        }
         do {
-            trie = try RouteTrie(
-                order.map { label in
-                    let entry = byLabel[label]!
-                    return (entry.components, Endpoint(label: label, routes: entry.routes, metrics: metrics))
-                })
+            trie = try RouteTrie(endpoints)
         } catch {
             guard case .captureNames(let one, let other) = error else { throw BuildError(description: "\(error)") }
             throw BuildError(description: "two capture names at one place: \(one) and \(other)")
@@ -120,8 +135,7 @@ public final class RouteTable: RouteLookup, Sendable {
     /// `GET /healthz`: its answer encoded once (probes come often and it never changes),
     /// given at once on the event loop (it does nothing else).
     static let health: AgentRoute = {
-        let healthy = ImmediateResponse.json(["status": "ok"])
-        return AgentRoute(.get, "/healthz") { _, _ in healthy }
+        AgentRoute(.get, "/healthz", answer: ImmediateResponse.json(["status": "ok"]))
     }()
 
     /// `/a/{id}` for `/a/:id`.
@@ -148,13 +162,19 @@ public final class RouteTable: RouteLookup, Sendable {
     }
 
     public func info(method: HTTPRequest.Method, path: Substring) -> RouteInfo {
-        let resolution = resolve(method: method, path: path)
-        guard case .route(let route, _, let captures) = resolution else {
-            let unrouted = Self.unrouted
-            return RouteInfo(body: unrouted.body, executor: unrouted.executor, webSocket: nil, resolution: resolution, path: path)
+        let unrouted = Self.unrouted
+        guard let (endpoint, captures) = trie.resolve(path) else {
+            return RouteInfo(body: unrouted.body, executor: unrouted.executor, webSocket: nil, resolution: .notFound, path: path)
         }
+        guard let offset = endpoint.routes.firstIndex(where: { $0.method == method }) else {
+            return RouteInfo(
+                body: unrouted.body, executor: unrouted.executor, webSocket: nil, resolution: .methodNotAllowed(endpoint), path: path)
+        }
+        if let fixed = fixedInfos[endpoint.index] { return fixed[offset] }
+        let route = endpoint.routes[offset]
         let webSocket = route.upgrade.map { ($0, Self.parameters(captures, of: path)) }
-        return RouteInfo(body: route.body, executor: route.executor, webSocket: webSocket, resolution: resolution, path: path)
+        return RouteInfo(
+            body: route.body, executor: route.executor, webSocket: webSocket, resolution: .route(route, endpoint, captures), path: path)
     }
 
     /// The captures as `[name: value]`, values as they appear in `path`.
