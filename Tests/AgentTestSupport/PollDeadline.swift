@@ -19,8 +19,10 @@ public struct PollDeadline: Sendable {
         deadline = ContinuousClock.now + timeout
     }
 
-    /// Whether the deadline (moved by the starved time) has passed.
-    public var hasPassed: Bool { ContinuousClock.now >= deadline }
+    /// Whether the deadline (moved by the starved time) has passed, or the task was
+    /// cancelled (its test's time limit): a cancelled sleep returns at once, so a loop that
+    /// went on would spin on a cooperative thread every other test needs.
+    public var hasPassed: Bool { Task.isCancelled || ContinuousClock.now >= deadline }
 
     /// Sleeps `interval`; what the sleep overran by, when over 200 ms, moves the deadline.
     public mutating func sleep(_ interval: Duration) async {
