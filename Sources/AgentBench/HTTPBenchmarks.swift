@@ -56,6 +56,20 @@ struct HTTPBenchmarks: AsyncParsableCommand {
         guard ProcessBenchmarks().connectWhenHealthy(port: hbPort) != nil else { throw ValidationError("Hummingbird server did not start") }
         let go = GoHealthz.start()
         defer { go?.stop() }
+        // A route with a handler (`GET /api/v0/processes/status`: the chat middleware, a task
+        // on the loop, a JSON answer from memory) beside bare SwiftNIO answering its bytes:
+        // `/healthz` alone is a constant answer, written with no request value.
+        guard let routedSample = BlockingHTTP(port: agentPort)?.rawResponse(Self.routedPath) else {
+            throw ValidationError("no \(Self.routedPath) answer")
+        }
+        let nioRoutedPort = Bench.freePort()
+        let nioRoutedPID = Bench.spawn([
+            Bench.selfExecutable(), "nio-http-server", "--port", "\(nioRoutedPort)", "--head", routedSample.head, "--body", routedSample.body,
+        ])
+        defer { kill(nioRoutedPID, SIGKILL); _ = Bench.wait(nioRoutedPID) }
+        guard ProcessBenchmarks().connectWhenHealthy(port: nioRoutedPort) != nil else { throw ValidationError("baseline server did not start") }
+        let routedServers: [(name: String, port: Int, pid: pid_t)] = [("agent", agentPort, agentPID), ("nio", nioRoutedPort, nioRoutedPID)]
+        var routedCPU: [String: [Double]] = [:]
 
         var servers: [(name: String, port: Int, pid: pid_t)] = [
             ("agent", agentPort, agentPID), ("nio", nioPort, nioPID), ("hummingbird", hbPort, hbPID),
@@ -74,6 +88,11 @@ struct HTTPBenchmarks: AsyncParsableCommand {
                     rate[server.name, default: []].append(measured.rate)
                     cpu[server.name, default: []].append(measured.cpuPerRequest)
                     p99[server.name, default: []].append(measured.p99)
+                }
+            }
+            if let wrk {
+                for server in routedServers {
+                    routedCPU[server.name, default: []].append(try load(wrk, port: server.port, pid: server.pid, path: Self.routedPath).cpuPerRequest)
                 }
             }
         }
@@ -95,7 +114,13 @@ struct HTTPBenchmarks: AsyncParsableCommand {
         reportAgainstBaselines(
             "p99 latency under load", p99, format: Bench.format,
             nioGoal: ("reported", { _ in true }), goGoal: ("reported", { _ in true }))
+        reportAgainstBaselines(
+            "  … a route with a handler (CPU per request)", routedCPU, format: { String(format: "%.1f µs", $0 / 1000) },
+            nioGoal: ("reported (bare SwiftNIO answering its bytes)", { _ in true }), goGoal: ("reported", { _ in true }))
     }
+
+    /// The route with a handler the benchmark also loads.
+    static let routedPath = "/api/v0/processes/status"
 
     /// One measure of the agent against each baseline server: bare SwiftNIO (the goal's),
     /// bare Hummingbird (information) and Go when it ran. Each ratio is the median of
@@ -162,11 +187,11 @@ struct HTTPBenchmarks: AsyncParsableCommand {
 
     /// What `wrk` measures against `port` served by `server`: requests per second, the
     /// server's CPU time per request (ns, from /proc) and wrk's p99 latency (ns).
-    func load(_ wrk: String, port: Int, pid server: pid_t) throws -> (rate: Double, cpuPerRequest: Double, p99: Double) {
+    func load(_ wrk: String, port: Int, pid server: pid_t, path: String = "/healthz") throws -> (rate: Double, cpuPerRequest: Double, p99: Double) {
         let output = NSTemporaryDirectory() + "agent-bench-wrk-\(port).txt"
         let cpuBefore = Bench.cpuSeconds(server)
         let pid = Bench.spawn(
-            [wrk, "-t2", "-c\(connections)", "-d\(duration)s", "--latency", "http://127.0.0.1:\(port)/healthz"], stdoutPath: output)
+            [wrk, "-t2", "-c\(connections)", "-d\(duration)s", "--latency", "http://127.0.0.1:\(port)\(path)"], stdoutPath: output)
         _ = Bench.wait(pid)
         let cpu = Bench.cpuSeconds(server) - cpuBefore
         let text = (try? String(contentsOfFile: output, encoding: .utf8)) ?? ""
