@@ -68,3 +68,43 @@ struct LoopBoundHandler: @unchecked Sendable {
         return handler
     }
 }
+
+/// The bytes of a response body collected before its head is written (one response, one
+/// task: never shared). At most `limit` bytes: a body that writes more than that fails.
+final class CollectedBody {
+    let limit: Int
+    private(set) var bytes = ByteBuffer()
+
+    init(limit: Int) {
+        self.limit = limit
+    }
+
+    /// Appends `buffer` (the first is kept as it is, without a copy).
+    func append(_ buffer: ByteBuffer) throws(BodyTooLarge) {
+        guard bytes.readableBytes + buffer.readableBytes <= limit else { throw BodyTooLarge(limit: limit) }
+        if bytes.readableBytes == 0 {
+            bytes = buffer
+        } else {
+            var buffer = buffer
+            bytes.writeBuffer(&buffer)
+        }
+    }
+
+    /// A body longer than it may be collected.
+    struct BodyTooLarge: Error, CustomStringConvertible {
+        var limit: Int
+        var description: String { "a response body declared at most \(limit) bytes wrote more" }
+    }
+}
+
+/// Collects a response body into a ``CollectedBody`` instead of writing it; trailers are
+/// dropped, as a body of a declared length has no place for them.
+struct CollectingBodyWriter: ResponseBodyWriter {
+    let into: CollectedBody
+
+    mutating func write(_ buffer: ByteBuffer) async throws {
+        try into.append(buffer)
+    }
+
+    consuming func finish(_ trailingHeaders: HTTPFields?) async throws {}
+}

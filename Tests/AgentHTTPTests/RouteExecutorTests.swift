@@ -44,6 +44,26 @@ struct RouteExecutorTests {
         routes.add(
             AgentRoute(.get, "/const/dated", answer: ImmediateResponse(headers: [.date: "yesterday"], body: ByteBuffer(string: "dated"))))
         routes.add(AgentRoute(.get, "/const/empty", answer: ImmediateResponse(status: .noContent, headers: [:], body: ByteBuffer(string: "x"))))
+        // Bodies of a declared length, collected before the head goes out: in parts, longer
+        // than declared, failing before a byte, longer than may be collected.
+        let parts = ResponseBody(contentLength: 6) { writer in
+            try await writer.write(ByteBuffer(string: "abc"))
+            try await writer.write(ByteBuffer(string: "def"))
+            try await writer.finish(nil)
+        }
+        routes.get("/collect/parts", executor: .eventLoop) { _, _ in Response(status: .ok, headers: [.contentType: "text/plain"], body: parts) }
+        let longer = ResponseBody(contentLength: 3) { writer in
+            try await writer.write(ByteBuffer(string: "hello"))
+            try await writer.finish(nil)
+        }
+        routes.get("/collect/longer", executor: .eventLoop) { _, _ in Response(status: .ok, body: longer) }
+        let failing = ResponseBody(contentLength: 4) { _ in throw APIError(.internalServerError, "Broken body.") }
+        routes.get("/collect/failing", executor: .eventLoop) { _, _ in Response(status: .ok, body: failing) }
+        let huge = ResponseBody(contentLength: 4) { writer in
+            try await writer.write(ByteBuffer(repeating: UInt8(ascii: "h"), count: HTTP1ConnectionHandler.singleFlushLimit + 1))
+            try await writer.finish(nil)
+        }
+        routes.get("/collect/huge", executor: .eventLoop) { _, _ in Response(status: .ok, body: huge) }
         // Reads a streamed body off the loop, then answers 256 KiB (several body writes,
         // each flushed: the write path's back pressure from the pool).
         routes.post("/pool/upload", body: .stream(idle: .seconds(60)), executor: .pool) { request, context -> Response in
@@ -150,6 +170,27 @@ struct RouteExecutorTests {
             // The route's own Date is replaced on the immediate handler's way.
             let dated = try await RawHTTPClient(port: port).request("GET", "/const/dated")
             #expect(dated.bodyText == "dated" && dated.header("date")?.hasSuffix(" GMT") == true)
+        }
+    }
+
+    /// A body of a declared length is collected and goes out with its head: written in
+    /// parts, it arrives whole with its length; longer than declared, with the length it has;
+    /// failing before a byte, or longer than may be collected, the connection ends with no
+    /// answer at all (nothing half-written).
+    @Test func aBodyOfADeclaredLengthGoesOutWithItsHead() async throws {
+        try await Self.withServer { port in
+            let client = RawHTTPClient(port: port)
+            let parts = try await client.request("GET", "/collect/parts")
+            #expect(parts.status == 200 && parts.bodyText == "abcdef" && parts.header("content-length") == "6")
+            #expect(parts.header("content-type") == "text/plain" && parts.header("server") == "test")
+            let longer = try await client.request("GET", "/collect/longer")
+            #expect(longer.status == 200 && longer.bodyText == "hello" && longer.header("content-length") == "5")
+            for path in ["/collect/failing", "/collect/huge"] {
+                let socket = try #require(await LoopbackSocket.connect(port: port))
+                #expect(socket.send("GET \(path) HTTP/1.1\r\nHost: x\r\n\r\n"))
+                let (bytes, closed) = await socket.readAll()
+                #expect(closed && bytes.isEmpty, "\(path): \(String(decoding: bytes, as: UTF8.self))")
+            }
         }
     }
 

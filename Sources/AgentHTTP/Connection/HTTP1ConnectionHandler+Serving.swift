@@ -197,9 +197,23 @@ extension HTTP1ConnectionHandler {
             headers: HTTPHeaders(fields))
     }
 
-    /// Writes `response` (head, body as its writer produces it, end). Runs on the loop.
+    /// Writes `response` (head, body as its writer produces it, end). Runs on the loop. A
+    /// body of a declared length up to ``singleFlushLimit`` is collected first and goes out
+    /// with its head as one buffer, the immediate answer's way (no response encoder, one
+    /// pipeline pass); the rest stream through the encoder.
     nonisolated(nonsending) func write(_ response: Response, exchange current: UInt64) async {
         guard let context, current == responding else { return }
+        if raw != nil, let length = response.body.contentLength, length <= Self.singleFlushLimit, context.channel.isWritable {
+            let collected = CollectedBody(limit: Self.singleFlushLimit)
+            do {
+                try await response.body.write(CollectingBodyWriter(into: collected))
+            } catch {
+                bodyFailed(error, exchange: current)
+                return
+            }
+            write(ImmediateResponse(status: response.status, headers: response.headers, body: collected.bytes), exchange: current)
+            return
+        }
         access?.status = Int(response.status.code)
         let flushEachWrite = (response.body.contentLength ?? .max) > Self.singleFlushLimit
         writeHead(status: response.status, headers: response.headers, context: context)
@@ -208,17 +222,22 @@ extension HTTP1ConnectionHandler {
         do {
             try await response.body.write(writer)
         } catch {
-            // A body that failed half-way cannot be answered any more: the client sees the
-            // connection end before the declared length or the final chunk.
-            configuration.logger.debug("response body failed", metadata: ["error": "\(error)"])
-            if current == responding {
-                logAccess(outcome: "body_failed")
-                responding = nil
-                self.context?.close(promise: nil)
-            }
+            bodyFailed(error, exchange: current)
             return
         }
         finishResponse(exchange: current, trailers: nil)
+    }
+
+    /// A body that failed (half-way, or before anything of it was written) cannot be
+    /// answered any more: the client sees the connection end before the declared length or
+    /// the final chunk.
+    private func bodyFailed(_ error: any Error, exchange current: UInt64) {
+        configuration.logger.debug("response body failed", metadata: ["error": "\(error)"])
+        if current == responding {
+            logAccess(outcome: "body_failed")
+            responding = nil
+            context?.close(promise: nil)
+        }
     }
 
     /// Writes an answer made at once, on the loop: head and body serialized into one buffer
