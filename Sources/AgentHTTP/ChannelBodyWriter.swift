@@ -95,6 +95,13 @@ final class CollectedBody {
         var limit: Int
         var description: String { "a response body declared at most \(limit) bytes wrote more" }
     }
+
+    /// A body that wrote another length than it declared.
+    struct LengthMismatch: Error, CustomStringConvertible {
+        var declared: Int
+        var written: Int
+        var description: String { "a response body declared \(declared) bytes and wrote \(written)" }
+    }
 }
 
 /// Collects a response body into a ``CollectedBody`` instead of writing it; trailers are
@@ -102,9 +109,9 @@ final class CollectedBody {
 struct CollectingBodyWriter: ResponseBodyWriter {
     let into: CollectedBody
 
-    mutating func write(_ buffer: ByteBuffer) async throws {
+    nonisolated(nonsending) mutating func write(_ buffer: ByteBuffer) async throws {
         try into.append(buffer)
     }
 
-    consuming func finish(_ trailingHeaders: HTTPFields?) async throws {}
+    nonisolated(nonsending) consuming func finish(_ trailingHeaders: HTTPFields?) async throws {}
 }

@@ -37,10 +37,12 @@ struct RouteExecutorTests {
         routes.add(AgentRoute(.get, "/now/fields/empty") { _, _ in ImmediateResponse(status: .noContent, headers: [:], body: ByteBuffer(string: "dropped")) })
         // Constant answers: written from their serialized head with no request value; one
         // that sets a field the server owns (Date) goes the immediate handler's way instead.
-        routes.add(
-            AgentRoute(
-                .get, "/const/plain",
-                answer: ImmediateResponse(headers: [.contentType: "text/plain", .cacheControl: "no-store"], body: ByteBuffer(string: "same"))))
+        // (Its immediate handler answers otherwise, to show which one the connection used.)
+        var constant = AgentRoute(
+            .get, "/const/plain",
+            answer: ImmediateResponse(headers: [.contentType: "text/plain", .cacheControl: "no-store"], body: ByteBuffer(string: "same")))
+        constant.immediate = { _, _ in ImmediateResponse(headers: [:], body: ByteBuffer(string: "not the constant")) }
+        routes.add(constant)
         routes.add(
             AgentRoute(.get, "/const/dated", answer: ImmediateResponse(headers: [.date: "yesterday"], body: ByteBuffer(string: "dated"))))
         routes.add(AgentRoute(.get, "/const/empty", answer: ImmediateResponse(status: .noContent, headers: [:], body: ByteBuffer(string: "x"))))
@@ -174,9 +176,9 @@ struct RouteExecutorTests {
     }
 
     /// A body of a declared length is collected and goes out with its head: written in
-    /// parts, it arrives whole with its length; longer than declared, with the length it has;
-    /// failing before a byte, or longer than may be collected, the connection ends with no
-    /// answer at all (nothing half-written).
+    /// parts, it arrives whole with its length. One that writes another length than it
+    /// declared, fails before a byte, or outgrows what may be collected is answered as an
+    /// error (its own, else 500), nothing of it half-written, and the connection goes on.
     @Test func aBodyOfADeclaredLengthGoesOutWithItsHead() async throws {
         try await Self.withServer { port in
             let client = RawHTTPClient(port: port)
@@ -184,13 +186,18 @@ struct RouteExecutorTests {
             #expect(parts.status == 200 && parts.bodyText == "abcdef" && parts.header("content-length") == "6")
             #expect(parts.header("content-type") == "text/plain" && parts.header("server") == "test")
             let longer = try await client.request("GET", "/collect/longer")
-            #expect(longer.status == 200 && longer.bodyText == "hello" && longer.header("content-length") == "5")
-            for path in ["/collect/failing", "/collect/huge"] {
-                let socket = try #require(await LoopbackSocket.connect(port: port))
-                #expect(socket.send("GET \(path) HTTP/1.1\r\nHost: x\r\n\r\n"))
-                let (bytes, closed) = await socket.readAll()
-                #expect(closed && bytes.isEmpty, "\(path): \(String(decoding: bytes, as: UTF8.self))")
-            }
+            #expect(longer.status == 500 && longer.bodyText.contains("declared 3 bytes and wrote 5"), "\(longer)")
+            let failing = try await client.request("GET", "/collect/failing")
+            #expect(failing.status == 500 && failing.bodyText.contains("Broken body."), "\(failing)")
+            let huge = try await client.request("GET", "/collect/huge")
+            #expect(huge.status == 500 && huge.bodyText.contains("wrote more"), "\(huge)")
+            // Each answered on a connection that then serves the next request.
+            let socket = try #require(await LoopbackSocket.connect(port: port))
+            let get = { (path: String, close: Bool) in "GET \(path) HTTP/1.1\r\nHost: x\r\n\(close ? "Connection: close\r\n" : "")\r\n" }
+            #expect(socket.send(get("/collect/failing", false) + get("/collect/parts", true)))
+            let (bytes, closed) = await socket.readAll()
+            let text = String(decoding: bytes, as: UTF8.self)
+            #expect(closed && text.hasPrefix("HTTP/1.1 500 ") && text.hasSuffix("\r\n\r\nabcdef"), "\(text)")
         }
     }
 

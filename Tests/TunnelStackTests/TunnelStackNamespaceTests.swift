@@ -88,7 +88,9 @@ struct TunnelStackNamespaceTests {
             #expect(outcome.stdout.hasPrefix("refused"), "port \(port): \(outcome.stdout)")
         }
         let counters = tunnel.stack.counters()
-        #expect(counters.refusedNoListener == 1)
+        // At least once: on a loaded host the client's SYN can be retransmitted before the
+        // first refusal reaches it, and the late copy is a second attempt refused alike.
+        #expect(counters.refusedNoListener >= 1)
         #expect(counters.refusedReservedPort == 2)
         #expect(counters.refusedOther == 1)  // port 4 without an HTTP handler
         #expect(counters.halfOpenConnections == 0)

@@ -86,16 +86,15 @@ extension HTTP1ConnectionHandler {
     // MARK: The route task
 
     private func start(_ served: ServedHead, body: RequestBody, context: ChannelHandlerContext) {
-        if let constant = served.route.constant, constant.answer.head != nil, served.head.uri.utf8.first == UInt8(ascii: "/"),
+        if raw != nil, let constant = served.route.constant, constant.answer.head != nil, served.head.uri.utf8.first == UInt8(ascii: "/"),
             context.channel.isWritable
         {
             // No request value: the answer is the same whatever was asked.
             if configuration.accessLog.isOn { access = AccessLog.Entry(method: served.head.method.rawValue, uri: served.head.uri) }
             responding = exchange
-            let start = NIODeadline.now().uptimeNanoseconds
+            // Its handling takes no time: the duration recorded is the answer's making, none.
+            constant.endpoint.timers.record(method: constant.method, status: constant.answer.response.status, nanoseconds: 0)
             write(constant.answer, exchange: exchange)
-            constant.endpoint.timers.record(
-                method: constant.method, status: constant.answer.response.status, nanoseconds: NIODeadline.now().uptimeNanoseconds &- start)
             return
         }
         guard let converted = try? HTTPRequest(agentHead: served.head) else {
@@ -200,15 +199,23 @@ extension HTTP1ConnectionHandler {
     /// Writes `response` (head, body as its writer produces it, end). Runs on the loop. A
     /// body of a declared length up to ``singleFlushLimit`` is collected first and goes out
     /// with its head as one buffer, the immediate answer's way (no response encoder, one
-    /// pipeline pass); the rest stream through the encoder.
+    /// pipeline pass); one that fails, or writes another length than it declared, is
+    /// answered as an error instead. The rest stream through the encoder.
     nonisolated(nonsending) func write(_ response: Response, exchange current: UInt64) async {
         guard let context, current == responding else { return }
         if raw != nil, let length = response.body.contentLength, length <= Self.singleFlushLimit, context.channel.isWritable {
             let collected = CollectedBody(limit: Self.singleFlushLimit)
             do {
                 try await response.body.write(CollectingBodyWriter(into: collected))
+                guard collected.bytes.readableBytes == length else {
+                    throw CollectedBody.LengthMismatch(declared: length, written: collected.bytes.readableBytes)
+                }
             } catch {
-                bodyFailed(error, exchange: current)
+                // Nothing of the answer is written yet: the failure is the answer (500, or the
+                // body's own API error), and the connection goes on.
+                configuration.logger.debug("response body failed", metadata: ["error": "\(error)"])
+                let answer = (error as? APIError) ?? APIError(.internalServerError, "Failed to write the response.", detail: "\(error)")
+                write(answer.immediateResponse(), exchange: current)
                 return
             }
             write(ImmediateResponse(status: response.status, headers: response.headers, body: collected.bytes), exchange: current)

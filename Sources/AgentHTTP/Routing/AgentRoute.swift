@@ -18,9 +18,10 @@ public struct AgentRoute: Sendable {
     /// connection runs it without a task (``handler`` answers the same for other callers).
     /// Wrapping the route in middleware drops it.
     public var immediate: ImmediateHandler?
-    /// An answer that never changes: the connection writes it without a request value (it
-    /// implies ``immediate``). Wrapping the route in middleware drops it.
-    public var constant: ConstantAnswer?
+    /// An answer that never changes: the connection writes it without a request value, in
+    /// place of ``immediate`` and ``handler`` (which give the same answer to other callers).
+    /// Wrapping the route in middleware drops it.
+    public internal(set) var constant: ConstantAnswer?
 
     /// Answers a request at once, without suspending.
     public typealias ImmediateHandler = @Sendable (Request, AgentRequestContext) throws -> ImmediateResponse
