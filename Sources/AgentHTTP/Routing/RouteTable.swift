@@ -162,19 +162,16 @@ public final class RouteTable: RouteLookup, Sendable {
     }
 
     public func info(method: HTTPRequest.Method, path: Substring) -> RouteInfo {
-        let unrouted = Self.unrouted
-        guard let (endpoint, captures) = trie.resolve(path) else {
-            return RouteInfo(body: unrouted.body, executor: unrouted.executor, webSocket: nil, resolution: .notFound, path: path)
+        let resolution = resolve(method: method, path: path)
+        guard case .route(let route, let endpoint, let captures) = resolution else {
+            let unrouted = Self.unrouted
+            return RouteInfo(body: unrouted.body, executor: unrouted.executor, webSocket: nil, resolution: resolution, path: path)
         }
-        guard let offset = endpoint.routes.firstIndex(where: { $0.method == method }) else {
-            return RouteInfo(
-                body: unrouted.body, executor: unrouted.executor, webSocket: nil, resolution: .methodNotAllowed(endpoint), path: path)
+        if let fixed = fixedInfos[endpoint.index], let offset = endpoint.routes.firstIndex(where: { $0.method == method }) {
+            return fixed[offset]
         }
-        if let fixed = fixedInfos[endpoint.index] { return fixed[offset] }
-        let route = endpoint.routes[offset]
         let webSocket = route.upgrade.map { ($0, Self.parameters(captures, of: path)) }
-        return RouteInfo(
-            body: route.body, executor: route.executor, webSocket: webSocket, resolution: .route(route, endpoint, captures), path: path)
+        return RouteInfo(body: route.body, executor: route.executor, webSocket: webSocket, resolution: resolution, path: path)
     }
 
     /// The captures as `[name: value]`, values as they appear in `path`.
