@@ -86,6 +86,7 @@ extension HTTP1ConnectionHandler {
     // MARK: The route task
 
     private func start(_ served: ServedHead, body: RequestBody, context: ChannelHandlerContext) {
+        answersHead = served.head.method == .HEAD
         if raw != nil, let constant = served.route.constant, constant.answer.head != nil, served.head.uri.utf8.first == UInt8(ascii: "/"),
             context.channel.isWritable
         {
@@ -221,6 +222,13 @@ extension HTTP1ConnectionHandler {
             write(ImmediateResponse(status: response.status, headers: response.headers, body: collected.bytes), exchange: current)
             return
         }
+        if answersHead {
+            // Its head alone: the body is not made (a stream may never end).
+            write(
+                ImmediateResponse(status: response.status, headers: response.headers, body: ByteBuffer()), exchange: current,
+                length: response.body.contentLength)
+            return
+        }
         access?.status = Int(response.status.code)
         let flushEachWrite = (response.body.contentLength ?? .max) > Self.singleFlushLimit
         writeHead(status: response.status, headers: response.headers, context: context)
@@ -250,12 +258,13 @@ extension HTTP1ConnectionHandler {
     /// Writes an answer made at once, on the loop: head and body serialized into one buffer
     /// and written raw, past the response encoder (its three parts would cost three
     /// pipeline passes and a header conversion). Its length is the body's (none for 1xx,
-    /// 204 and 304), whatever the route set.
-    func write(_ response: ImmediateResponse, exchange current: UInt64) {
+    /// 204 and 304), whatever the route set; a HEAD's answer leaves the body out, and
+    /// `length`, when given, replaces the body's (`.some(nil)`: no length field).
+    func write(_ response: ImmediateResponse, exchange current: UInt64, length declared: Int?? = nil) {
         guard let context, current == responding else { return }
         guard let raw else {
             writeHead(status: response.status, headers: response.headers, context: context)
-            context.write(wrapOutboundOut(.body(.byteBuffer(response.body))), promise: nil)
+            if !answersHead { context.write(wrapOutboundOut(.body(.byteBuffer(response.body))), promise: nil) }
             finishResponse(exchange: current, trailers: nil)
             return
         }
@@ -270,7 +279,7 @@ extension HTTP1ConnectionHandler {
         bytes.writeString(response.status.reasonPhrase)
         bytes.writeStaticString("\r\n")
         var saysClose = closes
-        let length = hasBody ? response.body.readableBytes : nil
+        let length = hasBody ? (declared ?? response.body.readableBytes) : nil
         responseFields(response.headers, closes: closes, ownsLength: true, length: length) { name, value in
             if !closes, name.utf8.count == 10, name.lowercased() == "connection", value.lowercased().contains("close") { saysClose = true }
             bytes.writeString(name)
@@ -279,7 +288,7 @@ extension HTTP1ConnectionHandler {
             bytes.writeStaticString("\r\n")
         }
         bytes.writeStaticString("\r\n")
-        if hasBody {
+        if hasBody, !answersHead {
             var body = response.body
             access?.bytes += body.readableBytes
             bytes.writeBuffer(&body)
@@ -304,7 +313,7 @@ extension HTTP1ConnectionHandler {
             bytes.writeString(serverName)
         }
         bytes.writeStaticString(closes ? "\r\nConnection: close\r\n\r\n" : "\r\n\r\n")
-        if answer.hasBody {
+        if answer.hasBody, !answersHead {
             access?.bytes += answer.response.body.readableBytes
             bytes.writeImmutableBuffer(answer.response.body)
         }

@@ -108,6 +108,9 @@ final class HTTP1ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
     var exchange: UInt64 = 0
     /// The exchange whose route task runs (its response has not ended).
     var responding: UInt64?
+    /// The running exchange is a HEAD: its answer's head goes out without the body
+    /// (RFC 9110 §9.3.2), or the client would read the body as the next answer.
+    var answersHead = false
     var collecting: (head: ServedHead, declared: Int, body: ByteBuffer)?
     var bodyStream: RequestBodyStream.Source?
     /// Parts of requests pipelined behind the running one (the machine bounds them and
