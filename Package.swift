@@ -119,7 +119,7 @@ let package = Package(
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "NIOCore", package: "swift-nio"),
-                // NIOThreadPool: the handler pool (HandlerPoolExecutor).
+                // MultiThreadedEventLoopGroup: the listeners' loops (AgentHTTPListener).
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOWebSocket", package: "swift-nio"),

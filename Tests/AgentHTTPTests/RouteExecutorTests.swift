@@ -74,6 +74,10 @@ struct RouteExecutorTests {
         routes.on(.head, "/head/stream", executor: .eventLoop) { _, _ in
             Response(status: .ok, body: ResponseBody { _ in try await Task.sleep(for: .seconds(3600)) })
         }
+        // A stream of no declared length whose route sets its own length field.
+        routes.on(.head, "/head/stream/sized", executor: .eventLoop) { _, _ in
+            Response(status: .ok, headers: [.contentLength: "12"], body: ResponseBody { _ in try await Task.sleep(for: .seconds(3600)) })
+        }
         // Reads a streamed body off the loop, then answers 256 KiB (several body writes,
         // each flushed: the write path's back pressure from the pool).
         routes.post("/pool/upload", body: .stream(idle: .seconds(60)), executor: .pool) { request, context -> Response in
@@ -210,13 +214,13 @@ struct RouteExecutorTests {
     }
 
     /// A HEAD's answer is its head alone, on every write path and for a refusal by the
-    /// route table (405, 404), so the next answer on the connection is read as such: five
+    /// route table (405, 404), so the next answer on the connection is read as such: seven
     /// HEADs pipelined with a GET behind them.
     @Test func aHeadIsAnsweredWithoutABody() async throws {
         try await Self.withServer { port in
             let socket = try #require(await LoopbackSocket.connect(port: port))
             let head = { (path: String) in "HEAD \(path) HTTP/1.1\r\nHost: x\r\n\r\n" }
-            let paths = ["/head/const", "/head/now", "/head/collect", "/head/stream", "/const/plain", "/no/such/route"]
+            let paths = ["/head/const", "/head/now", "/head/collect", "/head/stream", "/head/stream/sized", "/const/plain", "/no/such/route"]
             #expect(socket.send(paths.map(head).joined() + "GET /const/plain HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"))
             let (bytes, closed) = await socket.readAll()
             #expect(closed)
@@ -224,11 +228,11 @@ struct RouteExecutorTests {
             let answers = text.split(separator: "HTTP/1.1 ").map { "HTTP/1.1 " + $0 }
             try #require(answers.count == paths.count + 1, "\(text)")
             let statuses = answers.map { $0.dropFirst(9).prefix(3) }
-            #expect(statuses == ["200", "200", "200", "200", "405", "404", "200"], "\(text)")
+            #expect(statuses == ["200", "200", "200", "200", "200", "405", "404", "200"], "\(text)")
             // The length the body would have had, where it is known; no body bytes.
             let lengths = answers.map { answer in answer.split(separator: "\r\n").first { $0.hasPrefix("Content-Length: ") }.map(String.init) }
             #expect(lengths[0] == "Content-Length: 5" && lengths[1] == "Content-Length: 4" && lengths[2] == "Content-Length: 6")
-            #expect(lengths[3] == nil)
+            #expect(lengths[3] == nil && lengths[4] == "Content-Length: 12")
             for answer in answers.dropLast() { #expect(answer.hasSuffix("\r\n\r\n"), "\(answer)") }
             #expect(answers.last!.hasSuffix("\r\n\r\nsame"))
         }

@@ -223,10 +223,12 @@ extension HTTP1ConnectionHandler {
             return
         }
         if answersHead {
-            // Its head alone: the body is not made (a stream may never end).
+            // Its head alone: the body is not made (a stream may never end). Its length is
+            // the body's declared one, else the route's own field, else none.
+            let length = response.body.contentLength ?? response.headers[.contentLength].flatMap { Int($0) }
             write(
                 ImmediateResponse(status: response.status, headers: response.headers, body: ByteBuffer()), exchange: current,
-                length: response.body.contentLength)
+                length: length)
             return
         }
         access?.status = Int(response.status.code)
@@ -263,8 +265,15 @@ extension HTTP1ConnectionHandler {
     func write(_ response: ImmediateResponse, exchange current: UInt64, length declared: Int?? = nil) {
         guard let context, current == responding else { return }
         guard let raw else {
-            writeHead(status: response.status, headers: response.headers, context: context)
-            if !answersHead { context.write(wrapOutboundOut(.body(.byteBuffer(response.body))), promise: nil) }
+            if answersHead {
+                // A length, so that the encoder does not frame the missing body as chunks.
+                var headers = response.headers
+                headers[.contentLength] = String((declared ?? response.body.readableBytes) ?? 0)
+                writeHead(status: response.status, headers: headers, context: context)
+            } else {
+                writeHead(status: response.status, headers: response.headers, context: context)
+                context.write(wrapOutboundOut(.body(.byteBuffer(response.body))), promise: nil)
+            }
             finishResponse(exchange: current, trailers: nil)
             return
         }
