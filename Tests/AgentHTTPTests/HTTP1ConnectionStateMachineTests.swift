@@ -202,6 +202,17 @@ import Testing
         #expect(Self.refusal(in: both.head(.init(declaredLength: 2 << 20, expectation: .other)))?.status == .expectationFailed)
     }
 
+    /// A refused HEAD is answered without the body; any other method with it.
+    @Test func aRefusedHeadOmitsTheBody() {
+        var head = RequestHeadFacts(expectation: .other)
+        head.isHead = true
+        var driver = Driver()
+        let refusal = Self.refusal(in: driver.head(head))
+        #expect(refusal?.status == .expectationFailed && refusal?.omitsBody == true)
+        var get = Driver()
+        #expect(Self.refusal(in: get.head(.init(expectation: .other)))?.omitsBody == false)
+    }
+
     @Test func continueIsSentWhenTheRequestIsTakenUp() {
         var driver = Driver()
         let actions = driver.head(.init(declaredLength: 10, expectation: .continue100))

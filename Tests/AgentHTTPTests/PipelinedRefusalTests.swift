@@ -36,4 +36,14 @@ import Testing
         let tail = text.components(separatedBy: refusalBody).last ?? text
         #expect(text.contains(refusalBody) && tail.allSatisfy(\.isWhitespace), "nothing after the refusal: \(text)")
     }
+
+    /// A HEAD refused by the connection (417) gets the answer's head with its length and no
+    /// body, so a client reading it as HEAD's answer finds nothing extra behind it.
+    @Test func aRefusedHeadGetsNoBody() throws {
+        let text = try Self.written(Array("HEAD / HTTP/1.1\r\nHost: x\r\nExpect: foo\r\n\r\n".utf8))
+        #expect(text.hasPrefix("HTTP/1.1 417 "), "\(text)")
+        #expect(text.contains("\r\nContent-Length: ") && text.hasSuffix("\r\n\r\n"), "\(text)")
+        let get = try Self.written(Array("GET / HTTP/1.1\r\nHost: x\r\nExpect: foo\r\n\r\n".utf8))
+        #expect(get.hasPrefix("HTTP/1.1 417 ") && get.contains("\r\n\r\n{\"detail\""), "\(get)")
+    }
 }

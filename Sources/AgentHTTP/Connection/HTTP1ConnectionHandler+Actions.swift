@@ -98,7 +98,7 @@ extension HTTP1ConnectionHandler {
         }
     }
 
-    /// The reference's JSON error body, `Connection: close`.
+    /// The reference's JSON error body (its length alone for a HEAD), `Connection: close`.
     private func writeRefusal(_ refusal: ConnectionRefusal) {
         HTTPMetrics.guardResponse(refusal.status.code)
         var buffer = ByteBuffer()
@@ -109,7 +109,7 @@ extension HTTP1ConnectionHandler {
         buffer.writeString("Connection: close\r\n")
         for header in refusal.headers { buffer.writeString("\(header.name): \(header.value)\r\n") }
         buffer.writeString("\r\n")
-        buffer.writeImmutableBuffer(json)
+        if !refusal.omitsBody { buffer.writeImmutableBuffer(json) }
         writeRaw(buffer, flush: false)
     }
 

@@ -306,6 +306,7 @@ final class HTTP1ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
     /// The head's facts the machine decides on.
     static func facts(_ head: HTTPRequestHead) -> RequestHeadFacts {
         var facts = RequestHeadFacts(isConnect: head.method == .CONNECT, keepAlive: head.isKeepAlive, uri: head.uri)
+        facts.isHead = head.method == .HEAD
         let codings = head.headers[canonicalForm: "transfer-encoding"]
         if !codings.isEmpty {
             facts.transferCoding = codings.allSatisfy({ $0.lowercased() == "chunked" }) ? .chunked : .other(codings.joined(separator: ", "))

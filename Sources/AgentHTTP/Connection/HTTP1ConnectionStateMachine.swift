@@ -305,7 +305,8 @@ struct HTTP1ConnectionStateMachine<C: Clock> where C.Duration == Duration {
             closeNow(&actions)
             return actions
         }
-        if let refusal = refusal(for: head, route: route) {
+        if var refusal = refusal(for: head, route: route) {
+            refusal.omitsBody = head.isHead
             refuse(refusal, outstanding: outstanding, now: now, &actions)
             return actions
         }

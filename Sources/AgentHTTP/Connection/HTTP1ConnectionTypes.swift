@@ -28,6 +28,8 @@ struct RequestHeadFacts: Sendable, Equatable {
     }
 
     var isConnect = false
+    /// A HEAD: its answer, a refusal too, goes without a body.
+    var isHead = false
     var transferCoding: TransferCoding = .none
     var declaredLength: Int?
     var expectation: Expectation = .none
@@ -61,13 +63,17 @@ struct ConnectionRefusal: Sendable, Equatable {
     var status: HTTPResponse.Status
     var body: APIErrorBody
     var headers: [HeaderPair] = []
+    /// The refused request is a HEAD: the answer says the body's length and leaves it out.
+    var omitsBody = false
 
     struct HeaderPair: Sendable, Equatable {
         var name: String
         var value: String
     }
 
-    static func == (a: Self, b: Self) -> Bool { a.status == b.status && a.body == b.body && a.headers == b.headers }
+    static func == (a: Self, b: Self) -> Bool {
+        a.status == b.status && a.body == b.body && a.headers == b.headers && a.omitsBody == b.omitsBody
+    }
 }
 
 /// How a head the core lets through reaches the route.
