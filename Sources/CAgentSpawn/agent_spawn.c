@@ -57,7 +57,32 @@ struct spawn_shared {
     volatile int failed_step;
     volatile int child_errno;
     pid_t parent_pid;
+    /// A descriptor of /dev/null for the child's stdin, or -1 (the child opens one).
+    int dev_null;
 };
+
+/// /dev/null opened for reading once, when the library loads (close-on-exec; a child's
+/// dup2 onto 0 clears that flag on its copy), and its device; -1 if it could not be.
+static int dev_null_fd = -1;
+static dev_t dev_null_rdev;
+
+__attribute__((constructor)) static void open_dev_null(void) {
+    int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd >= 0 && fstat(fd, &st) == 0 && S_ISCHR(st.st_mode)) {
+        dev_null_rdev = st.st_rdev;
+        dev_null_fd = fd;
+    } else if (fd >= 0) {
+        close(fd);
+    }
+}
+
+/// ``dev_null_fd`` if it is still /dev/null (nothing closed it and reused the number), else -1.
+static int dev_null_checked(void) {
+    struct stat st;
+    if (dev_null_fd < 0 || fstat(dev_null_fd, &st) != 0 || !S_ISCHR(st.st_mode) || st.st_rdev != dev_null_rdev) return -1;
+    return dev_null_fd;
+}
 
 static int fail(struct spawn_shared *shared, int step) {
     shared->child_errno = errno;
@@ -98,6 +123,9 @@ static int child_main(void *arg) {
     }
     if (o->input_fd >= 0) {
         if (dup2(o->input_fd, 0) < 0) return fail(shared, AGENT_SPAWN_STEP_STDIN);
+    } else if (shared->dev_null >= 0) {
+        // The library's own /dev/null: a dup2 where an open walked the path in every child.
+        if (dup2(shared->dev_null, 0) < 0) return fail(shared, AGENT_SPAWN_STEP_STDIN);
     } else {
         int devnull = open("/dev/null", O_RDONLY);
         if (devnull < 0) return fail(shared, AGENT_SPAWN_STEP_STDIN);
@@ -220,6 +248,7 @@ pid_t agent_spawn_pidfd(const agent_spawn_options *o, int *failed_step, int *chi
     memset(&shared, 0, sizeof(shared));
     shared.options = o;
     shared.parent_pid = getpid();
+    shared.dev_null = o->input_fd >= 0 ? -1 : dev_null_checked();
     sigset_t all;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &shared.parent_mask);

@@ -366,6 +366,18 @@ struct ProcessAPITests {
         }
     }
 
+    /// Without `stdin`, a command's standard input is /dev/null (read-only, at its end at
+    /// once), twice in a row: the spawn hands every child the same opened /dev/null.
+    @Test func stdinIsDevNullWithoutInput() async throws {
+        try await withProcessServer { h in
+            for _ in 0..<2 {
+                let out = try await h.finalOutput(
+                    try await h.start("readlink /proc/self/fd/0; head -c 1 | wc -c; (echo x >&0) 2>/dev/null || echo read-only"))
+                #expect(out["output"] as? String == "/dev/null\n0\nread-only\n", "\(out)")
+            }
+        }
+    }
+
     @Test func stdoutAndStderrAreCombined() async throws {
         try await withProcessServer { h in
             let out = try await h.finalOutput(try await h.start("echo out; echo err >&2; echo out2"))
