@@ -239,22 +239,17 @@ extension HTTP1ConnectionHandler {
         do {
             try await response.body.write(writer)
         } catch {
-            bodyFailed(error, exchange: current)
+            // A body that failed half-way cannot be answered any more: the client sees the
+            // connection end before the declared length or the final chunk.
+            configuration.logger.debug("response body failed", metadata: ["error": "\(error)"])
+            if current == responding {
+                logAccess(outcome: "body_failed")
+                responding = nil
+                self.context?.close(promise: nil)
+            }
             return
         }
         finishResponse(exchange: current, trailers: nil)
-    }
-
-    /// A body that failed (half-way, or before anything of it was written) cannot be
-    /// answered any more: the client sees the connection end before the declared length or
-    /// the final chunk.
-    private func bodyFailed(_ error: any Error, exchange current: UInt64) {
-        configuration.logger.debug("response body failed", metadata: ["error": "\(error)"])
-        if current == responding {
-            logAccess(outcome: "body_failed")
-            responding = nil
-            context?.close(promise: nil)
-        }
     }
 
     /// Writes an answer made at once, on the loop: head and body serialized into one buffer
