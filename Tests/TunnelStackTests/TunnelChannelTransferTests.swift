@@ -62,6 +62,100 @@ struct TunnelChannelTransferTests {
         #expect(sentBytes.value.load(ordering: .relaxed) >= 1 << 20)
         await tunnel.close()
     }
+
+    /// A write made while a drain completes the promises before it (a writer that answers a
+    /// completion with more writes) leaves the channel unwritable: the drain does not then
+    /// publish the writability it found before those promises ran.
+    @Test func aWriteFromACompletedPromiseKeepsTheChannelUnwritable() async throws {
+        let size = 4 << 20
+        let outcome = Mutex<RefillingWriter.Outcome?>(nil)
+        let acceptor = TunnelAcceptor { channel in
+            channel.eventLoop.makeCompletedFuture {
+                try channel.pipeline.syncOperations.addHandler(RefillingWriter(total: size) { result in outcome.withLock { $0 = result } })
+            }
+        }
+        let tunnel = try await NamespaceTunnel.make(addresses: stackAddresses(0x32), acceptors: [4: acceptor])
+        let script = """
+            import socket
+            s = socket.create_connection(('\(tunnel.addresses[0])', 4), timeout=120)
+            got = 0
+            while True:
+                data = s.recv(1 << 20)
+                if not data:
+                    break
+                got += len(data)
+            print('received', got)
+            """
+        let run = await tunnel.python(script)
+        #expect(run.stdout.contains("received \(size)"), "\(run.stdout)")
+        #expect(await eventually(timeout: .seconds(60)) { outcome.withLock { $0 } != nil })
+        let result = try #require(outcome.withLock { $0 })
+        #expect(result.failures == 0 && result.refills > 10, "\(result)")
+        #expect(result.staleWritable == 0, "\(result)")
+        #expect(await eventually(timeout: .seconds(60)) { tunnel.stack.counters().openConnections == 0 })
+        await tunnel.close()
+    }
+}
+
+/// Writes `total` bytes as pairs of pieces, 48 KiB then 32 KiB - 1 (together above the
+/// high-water mark): the completion of a pair's first piece writes the next pair. In the
+/// queue a first piece is followed by its 32 KiB - 1, so the drain that completes it is the
+/// one that takes the queue below the low-water mark: it finds the channel writable, then
+/// the completion writes the next pair. Every writability event that says writable while
+/// more than the high-water mark waits (bytes written whose promises have not completed) is
+/// counted as stale. Closes once every byte is out.
+final class RefillingWriter: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+    struct Outcome: Sendable {
+        var refills = 0
+        var staleWritable = 0
+        var failures = 0
+    }
+    private let total: Int
+    private let report: @Sendable (Outcome) -> Void
+    private var written = 0
+    private var completed = 0
+    private var outcome = Outcome()
+
+    init(total: Int, report: @escaping @Sendable (Outcome) -> Void) {
+        self.total = total
+        self.report = report
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        writePair(context)
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable, written - completed > TunnelChannelCore.highWaterMark { outcome.staleWritable += 1 }
+    }
+
+    private func writePair(_ context: ChannelHandlerContext) {
+        guard written < total else { return }
+        write(48 * 1024, refilling: true, context)
+        write(32 * 1024 - 1, refilling: false, context)
+        context.flush()
+    }
+
+    private func write(_ size: Int, refilling: Bool, _ context: ChannelHandlerContext) {
+        let count = min(size, total - written)
+        guard count > 0 else { return }
+        written += count
+        let promise = context.eventLoop.makePromise(of: Void.self)
+        promise.futureResult.assumeIsolated().whenComplete { [self] result in
+            if case .failure = result { outcome.failures += 1 }
+            completed += count
+            if refilling, written < total {
+                outcome.refills += 1
+                writePair(context)
+            } else if completed == total {
+                report(outcome)
+                context.close(promise: nil)
+            }
+        }
+        context.write(wrapOutboundOut(ByteBuffer(repeating: 0x62, count: count)), promise: promise)
+    }
 }
 
 /// Sends `sending` as writability allows, FIN after it; checks what arrives against
