@@ -228,7 +228,7 @@ extension HTTP1ConnectionHandler {
             let length = response.body.contentLength ?? response.headers[.contentLength].flatMap { Int($0) }
             write(
                 ImmediateResponse(status: response.status, headers: response.headers, body: ByteBuffer()), exchange: current,
-                length: length)
+                length: .ofOmittedBody(length))
             return
         }
         access?.status = Int(response.status.code)
@@ -255,15 +255,15 @@ extension HTTP1ConnectionHandler {
     /// Writes an answer made at once, on the loop: head and body serialized into one buffer
     /// and written raw, past the response encoder (its three parts would cost three
     /// pipeline passes and a header conversion). Its length is the body's (none for 1xx,
-    /// 204 and 304), whatever the route set; a HEAD's answer leaves the body out, and
-    /// `length`, when given, replaces the body's (`.some(nil)`: no length field).
-    func write(_ response: ImmediateResponse, exchange current: UInt64, length declared: Int?? = nil) {
+    /// 204 and 304), whatever the route set, or the one `length` states; a HEAD's answer
+    /// leaves the body out.
+    func write(_ response: ImmediateResponse, exchange current: UInt64, length stated: StatedLength = .body) {
         guard let context, current == responding else { return }
         guard let raw else {
             if answersHead {
                 // A length, so that the encoder does not frame the missing body as chunks.
                 var headers = response.headers
-                headers[.contentLength] = String((declared ?? response.body.readableBytes) ?? 0)
+                headers[.contentLength] = String(stated.length(of: response.body) ?? 0)
                 writeHead(status: response.status, headers: headers, context: context)
             } else {
                 writeHead(status: response.status, headers: response.headers, context: context)
@@ -283,7 +283,7 @@ extension HTTP1ConnectionHandler {
         bytes.writeString(response.status.reasonPhrase)
         bytes.writeStaticString("\r\n")
         var saysClose = closes
-        let length = hasBody ? (declared ?? response.body.readableBytes) : nil
+        let length = hasBody ? stated.length(of: response.body) : nil
         responseFields(response.headers, closes: closes, ownsLength: true, length: length) { name, value in
             if !closes, name.utf8.count == 10, name.lowercased() == "connection", value.lowercased().contains("close") { saysClose = true }
             bytes.writeString(name)
