@@ -30,15 +30,13 @@ public final class BlockingPool: Sendable {
     }
 
     private struct State {
-        /// Jobs in order; a slot is emptied when its job is taken, so a finished job (and
-        /// what its closure holds, such as a 256 KiB batch of a streamed write) is freed at
-        /// once rather than at the next compaction.
-        var queue: [Job?] = []
-        var head = 0
+        /// Jobs in order (a finished job, and what its closure holds, such as a 256 KiB
+        /// batch of a streamed write, is freed when it is taken).
+        var queue = FIFOQueue<Job>()
         var started = 0
         var nextID: UInt64 = 0
         var busy = 0
-        var queued: Int { queue.count - head }
+        var queued: Int { queue.count }
     }
 
     public let name: String
@@ -93,7 +91,7 @@ public final class BlockingPool: Sendable {
                 let key = token.onCancel { [weak self, weak job] in
                     guard let self, let job else { return }
                     let id = job.id
-                    let stillQueued = self.state.withLock { s in s.queue[s.head...].contains { $0?.id == id } }
+                    let stillQueued = self.state.withLock { s in s.queue.contains { $0.id == id } }
                     if stillQueued { job.drop() }
                 }
                 handlerKey.withLock { $0 = key }
@@ -131,14 +129,7 @@ public final class BlockingPool: Sendable {
         while true {
             available.wait()
             let job = state.withLock { s -> Job? in
-                guard s.head < s.queue.count else { return nil }
-                let job = s.queue[s.head]
-                s.queue[s.head] = nil
-                s.head += 1
-                if s.head > 64, s.head * 2 > s.queue.count {
-                    s.queue.removeFirst(s.head)
-                    s.head = 0
-                }
+                guard let job = s.queue.popFirst() else { return nil }
                 s.busy += 1
                 return job
             }

@@ -18,8 +18,7 @@ public final class WarmThreadPool: Sendable {
     }
 
     private struct State {
-        var jobs: [Job?] = []
-        var head = 0
+        var jobs = FIFOQueue<Job>()
         /// Parked threads, the most recent last.
         var parked: [Parked] = []
         var started = 0
@@ -37,7 +36,7 @@ public final class WarmThreadPool: Sendable {
 
     /// Threads parked, threads started, jobs waiting (for tests and metrics).
     public var load: (parked: Int, started: Int, queued: Int) {
-        state.withLock { ($0.parked.count, $0.started, $0.jobs.count - $0.head) }
+        state.withLock { ($0.parked.count, $0.started, $0.jobs.count) }
     }
 
     /// Runs `job` on a thread of the pool: the last one to park, else a new one, else the
@@ -59,19 +58,9 @@ public final class WarmThreadPool: Sendable {
         let parked = Parked()
         while true {
             let job = state.withLock { s -> Job? in
-                guard s.head < s.jobs.count else {
+                guard let job = s.jobs.popFirst() else {
                     s.parked.append(parked)
                     return nil
-                }
-                let job = s.jobs[s.head]
-                s.jobs[s.head] = nil
-                s.head += 1
-                if s.head == s.jobs.count {
-                    s.jobs.removeAll(keepingCapacity: true)
-                    s.head = 0
-                } else if s.head > 64, s.head * 2 > s.jobs.count {
-                    s.jobs.removeFirst(s.head)
-                    s.head = 0
                 }
                 return job
             }
