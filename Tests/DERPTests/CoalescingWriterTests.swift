@@ -19,9 +19,8 @@ struct CoalescingWriterTests {
         // Nothing reaches the channel inside the turn that wrote it.
         #expect(try channel.readOutbound(as: ByteBuffer.self) == nil)
         loop.run()
-        for index in 0..<3 {
-            #expect(try channel.readOutbound(as: ByteBuffer.self) == channel.allocator.buffer(string: "frame \(index)"))
-        }
+        // Small ones leave as one write, in order.
+        #expect(try channel.readOutbound(as: ByteBuffer.self) == channel.allocator.buffer(string: "frame 0frame 1frame 2"))
         #expect(try channel.readOutbound(as: ByteBuffer.self) == nil)
         for promise in promises { try promise.futureResult.wait() }
         // A later turn's writes are flushed by a turn of their own.
@@ -37,10 +36,48 @@ struct CoalescingWriterTests {
         let writer = CoalescingWriter(channel: channel)
         let loop = channel.embeddedEventLoop
         try channel.close().wait()
-        let promise = loop.makePromise(of: Void.self)
-        writer.write(channel.allocator.buffer(string: "late"), promise: promise)
+        // One alone, then two merged into one write: every promise fails.
+        let alone = loop.makePromise(of: Void.self)
+        writer.write(channel.allocator.buffer(string: "late"), promise: alone)
         loop.run()
-        #expect(throws: ChannelError.self) { try promise.futureResult.wait() }
+        #expect(throws: ChannelError.self) { try alone.futureResult.wait() }
+        let merged = (0..<2).map { _ in loop.makePromise(of: Void.self) }
+        for promise in merged { writer.write(channel.allocator.buffer(string: "later"), promise: promise) }
+        loop.run()
+        for promise in merged { #expect(throws: ChannelError.self) { try promise.futureResult.wait() } }
+    }
+
+    /// A large buffer goes out as it is, between the merged runs before and after it; a
+    /// merged write holds at most 64 KiB.
+    @Test func largeBuffersKeepTheirPlaceAndMergedWritesAreBounded() throws {
+        let channel = EmbeddedChannel()
+        let writer = CoalescingWriter(channel: channel)
+        let loop = channel.embeddedEventLoop
+        var expected: [UInt8] = []
+        var promises: [EventLoopPromise<Void>] = []
+        func write(_ count: Int, _ byte: UInt8) {
+            let promise = loop.makePromise(of: Void.self)
+            promises.append(promise)
+            expected += [UInt8](repeating: byte, count: count)
+            writer.write(channel.allocator.buffer(repeating: byte, count: count), promise: promise)
+        }
+        write(100, 1)
+        write(200, 2)
+        write(20_000, 3)
+        for index in 0..<100 { write(1_400, UInt8(4 + index % 200)) }
+        loop.run()
+        var sizes: [Int] = []
+        var received: [UInt8] = []
+        while let buffer = try channel.readOutbound(as: ByteBuffer.self) {
+            sizes.append(buffer.readableBytes)
+            received += buffer.readableBytesView
+        }
+        #expect(received == expected)
+        // 100 + 200 merged, the large one alone, then 140 000 bytes in writes of 64 KiB at most.
+        #expect(sizes.prefix(2) == [300, 20_000], "\(sizes)")
+        #expect(sizes.count == 5 && sizes.dropFirst(2).allSatisfy { $0 <= 64 * 1024 }, "\(sizes)")
+        for promise in promises { try promise.futureResult.wait() }
+        _ = try channel.finish()
     }
 
     /// Writers on other threads reach a real socket whole and in order per writer.

@@ -3,7 +3,9 @@ import Synchronization
 
 /// Writes buffers to a channel from any thread and flushes once per event-loop turn, so a
 /// burst of packets (one read's worth of WireGuard datagrams, their ACKs) costs one `writev`
-/// and, from another thread, one wake-up of the channel's loop, instead of one each.
+/// and, from another thread, one wake-up of the channel's loop, instead of one each. Small
+/// buffers of a turn are copied together into writes of up to ``mergedLimit`` bytes: the
+/// channel then keeps one pending write for a run of packets instead of one per packet.
 ///
 /// Order is kept: buffers reach the channel in the order `write` was called. Nothing here
 /// bounds how many wait: the callers do, before they write (``DERPClient``'s queue bounds,
@@ -34,12 +36,75 @@ public final class CoalescingWriter: Sendable {
         if schedule { channel.eventLoop.execute { self.drain() } }
     }
 
+    /// The most bytes one merged write holds.
+    static let mergedLimit = 64 * 1024
+    /// Buffers this large or larger are written as they are.
+    static let mergeBelow = 16 * 1024
+
     private func drain() {
         let items = pending.withLock { p -> [(ByteBuffer, EventLoopPromise<Void>?)] in
             defer { p = Pending() }
             return p.items
         }
-        for (buffer, promise) in items { channel.write(buffer, promise: promise) }
+        var run = MergedRun()
+        for (buffer, promise) in items {
+            if buffer.readableBytes >= Self.mergeBelow || run.bytes + buffer.readableBytes > Self.mergedLimit {
+                run.write(to: channel)
+            }
+            if buffer.readableBytes >= Self.mergeBelow {
+                channel.write(buffer, promise: promise)
+            } else {
+                run.add(buffer, promise: promise, allocator: channel.allocator)
+            }
+        }
+        run.write(to: channel)
         channel.flush()
+    }
+
+    /// Small buffers in order, and their promises, written as one buffer (a single one as
+    /// it is, with no copy).
+    private struct MergedRun {
+        private var first: ByteBuffer?
+        private var merged: ByteBuffer?
+        private var promises: [EventLoopPromise<Void>] = []
+        private(set) var bytes = 0
+
+        mutating func add(_ buffer: ByteBuffer, promise: EventLoopPromise<Void>?, allocator: ByteBufferAllocator) {
+            if let promise { promises.append(promise) }
+            bytes += buffer.readableBytes
+            if var merged {
+                self.merged = nil
+                merged.writeImmutableBuffer(buffer)
+                self.merged = merged
+            } else if let first {
+                // Room for a few more like these two; it grows up to the limit as needed.
+                var merged = allocator.buffer(capacity: min(CoalescingWriter.mergedLimit, 4 * bytes))
+                merged.writeImmutableBuffer(first)
+                merged.writeImmutableBuffer(buffer)
+                self.merged = merged
+                self.first = nil
+            } else {
+                first = buffer
+            }
+        }
+
+        /// Writes what was added and starts over.
+        mutating func write(to channel: any Channel) {
+            defer { self = MergedRun() }
+            guard let buffer = merged ?? first else { return }
+            switch promises.count {
+            case 0:
+                channel.write(buffer, promise: nil)
+            case 1:
+                channel.write(buffer, promise: promises[0])
+            default:
+                let written = channel.eventLoop.makePromise(of: Void.self)
+                let waiting = promises
+                written.futureResult.whenComplete { result in
+                    for promise in waiting { promise.completeWith(result) }
+                }
+                channel.write(buffer, promise: written)
+            }
+        }
     }
 }
