@@ -36,10 +36,12 @@ public final class CoalescingWriter: Sendable {
         if schedule { channel.eventLoop.execute { self.drain() } }
     }
 
-    /// The most bytes one merged write holds.
-    static let mergedLimit = 64 * 1024
+    /// The most bytes one merged write holds: over WebSocket each write is one message, and
+    /// a peer may refuse a message over 32 KiB (coder/websocket's default read limit closes
+    /// the connection with 1009), so merged writes stay well under it.
+    static let mergedLimit = 16 * 1024
     /// Buffers this large or larger are written as they are.
-    static let mergeBelow = 16 * 1024
+    static let mergeBelow = 8 * 1024
 
     private func drain() {
         let items = pending.withLock { p -> [(ByteBuffer, EventLoopPromise<Void>?)] in
