@@ -23,7 +23,7 @@ final class AtomicWriter: @unchecked Sendable {
         self.target = target
         let directory = parentDirectory(of: target)
         let base = lastPathComponent(of: target)
-        let suffix = RandomUUID.lowercased().prefix(8)
+        let suffix = UUIDText.random().prefix(8)
         temporary = (directory.isEmpty ? "/" : directory) + "/." + base + ".tmp." + suffix
         let fd = FS.open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o666)
         guard fd >= 0 else { throw FileSystemError.last("open", temporary) }

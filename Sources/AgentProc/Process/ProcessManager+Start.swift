@@ -66,7 +66,7 @@ extension ProcessManager {
         chat: ChatIdentity?, options: StartOptions, toolCall: ToolCallKey, ageMs: UInt64
     ) async throws(StartFailure) -> StartOnce {
         let digest = Self.requestDigest(command: command, workdir: workdir, environment: environment, background: background, options: options)
-        let claimed = await toolCalls.claim(toolCall, digest: digest, ageMs: ageMs, newID: RandomUUID.lowercased()) {
+        let claimed = await toolCalls.claim(toolCall, digest: digest, ageMs: ageMs, newID: UUIDText.random()) {
             [self] decide in
             do throws(StartFailure) {
                 return try await offLoop(decide)
@@ -139,7 +139,7 @@ extension ProcessManager {
         background: Bool,
         chat: ChatIdentity?,
         options: StartOptions = StartOptions(),
-        id: String = RandomUUID.lowercased()
+        id: String = UUIDText.random()
     ) async throws(StartFailure) -> ManagedProcess {
         let running = try state.withLock { s throws(StartFailure) -> Int in
             if s.closed { throw StartFailure.closed }

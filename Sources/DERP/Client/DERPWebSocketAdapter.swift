@@ -5,8 +5,9 @@ import NIOWebSocket
 /// binary (and continuation) messages become plain bytes — boundaries mean nothing, a
 /// frame may be split over messages or several share one; outbound, each write becomes
 /// one binary message (masked on the client side; ``CoalescingWriter`` keeps the frames it
-/// merges under 16 KiB a write, so a message stays under a peer's 32 KiB read limit). Pings are answered; a close is
-/// answered and ends the connection; text messages break the protocol and close it.
+/// merges under 16 KiB a write, so a message stays under a peer's 32 KiB read limit).
+/// Pings are answered; a close is answered and ends the connection; text messages break the
+/// protocol and close it.
 public final class DERPWebSocketAdapter: ChannelDuplexHandler, RemovableChannelHandler {
     public typealias InboundIn = WebSocketFrame
     public typealias InboundOut = ByteBuffer

@@ -2,13 +2,13 @@ import AgentSystem
 import FoundationEssentials
 import Testing
 
-@Suite struct RandomUUIDTests {
+@Suite struct UUIDTextTests {
     /// Lowercase 8-4-4-4-12 hex, version 4, RFC 4122 variant; Foundation parses it back to
     /// the same text; ten thousand are all different.
     @Test func uuidsAreVersion4TextAndDistinct() {
         var seen = Set<String>()
         for _ in 0..<10_000 {
-            let text = RandomUUID.lowercased()
+            let text = UUIDText.random()
             #expect(text.utf8.count == 36)
             let parts = text.split(separator: "-", omittingEmptySubsequences: false).map(\.count)
             #expect(parts == [8, 4, 4, 4, 12])
