@@ -169,6 +169,7 @@ final class TransferHandler: ChannelInboundHandler {
     private var offset = 0
     private var received: [UInt8] = []
     private var inputDone = false
+    private var outputRequested = false
     private var outputDone = false
 
     init(sending: [UInt8], expecting: [UInt8], report: @escaping @Sendable (Int, Bool) -> Void) {
@@ -194,10 +195,16 @@ final class TransferHandler: ChannelInboundHandler {
             offset = end
         }
         context.flush()
-        if offset == sending.count, !outputDone {
-            outputDone = true
-            context.close(mode: .output, promise: nil)
-            finishIfDone(context)
+        if offset == sending.count, !outputRequested {
+            outputRequested = true
+            // Closed for good only once every byte went to lwIP and the FIN after them: a
+            // full close before that would drop what still waits (as NIO's channels do).
+            let closed = context.eventLoop.makePromise(of: Void.self)
+            context.close(mode: .output, promise: closed)
+            closed.futureResult.assumeIsolated().whenSuccess {
+                self.outputDone = true
+                self.finishIfDone(context)
+            }
         }
     }
 
