@@ -413,7 +413,14 @@ void tl_pcb_close(tl_pcb *handle) {
     // short of the glue's window counts as full there.
     tcpwnd_size_t limit = receive_window_limit(pcb);
     tcpwnd_size_t own = TCP_WND_MAX(pcb);
+    // The out-of-order queue goes first: it may reach past the smaller window, and the
+    // segment that later filled its hole would take it into sequence beyond the window
+    // (lwIP asserts, and its assertions abort). Nothing is lost: data after tcp_close
+    // resets the connection anyway.
     if (limit > own && (pcb->state == ESTABLISHED || pcb->state == CLOSE_WAIT)) {
+#if TCP_QUEUE_OOSEQ
+        if (pcb->ooseq != NULL) tcp_free_ooseq(pcb);
+#endif
         tcpwnd_size_t full = pcb->state == CLOSE_WAIT ? limit - 1 : limit;
         tcpwnd_size_t unconsumed = pcb->rcv_wnd < full ? full - pcb->rcv_wnd : 0;
         pcb->rcv_wnd = unconsumed >= own ? 0 : own - unconsumed;

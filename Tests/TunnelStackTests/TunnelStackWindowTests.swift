@@ -93,6 +93,37 @@ struct TunnelStackWindowTests {
         await stack.shutdown()
     }
 
+    /// More than 64 KiB waits out of order behind a lost segment when the pipeline closes:
+    /// the window lwIP is told about at the close is its own 64 KiB again, so the queue must
+    /// not survive it (the segment filling the hole would take the queue into sequence past
+    /// the window, and lwIP's assertion would abort the process). It ends in a reset.
+    @Test func aCloseWithOutOfOrderDataBeyondLwIPsWindowResetsLater() async throws {
+        let sent = PacketLog()
+        let accepted = AcceptedChannel()
+        let stack = try await makeStack(0x52, sent: sent, accepted: accepted)
+        let port: UInt16 = 44002
+        let (synAck, next) = try await handshake(stack, sent: sent, port: port, scale: 7)
+        let acknowledgment = Segment.sequence(synAck) &+ 1
+        let payload = [UInt8](repeating: 0x33, count: segmentSize)
+        func segment(_ index: Int) -> [UInt8] {
+            PacketBuilder.tcp(
+                from: peer, port, to: stack.addresses[0], 4, sequence: next &+ UInt32(index * segmentSize),
+                acknowledgment: acknowledgment, flags: 0x18, payload: payload)
+        }
+        // Segments 1...60 (73 200 bytes) arrive; segment 0 is lost.
+        for index in 1...60 { await stack.feed(segment(index)) }
+        #expect(stack.counters().outOfOrderPurges == 0)
+        let channel = try #require(accepted.channel.withLock { $0 })
+        sent.clear()
+        try await channel.close().get()
+        #expect(sent.all.contains { $0[53] & 0x01 != 0 }, "FIN: nothing was delivered, so nothing was left unread")
+        // The retransmitted segment 0 arrives after the close: a reset, and the process lives.
+        sent.clear()
+        await stack.feed(segment(0))
+        #expect(sent.all.contains { $0[53] & 0x04 != 0 })
+        await stack.shutdown()
+    }
+
     @Test func aPeerThatDoesNotScaleKeepsLwIPsWindow() async throws {
         let sent = PacketLog()
         let stack = try await makeStack(0x51, sent: sent)
