@@ -10,6 +10,7 @@
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -216,11 +217,86 @@ uint32_t desktop_keysym(const char *name) {
     return sym == NoSymbol ? 0 : (uint32_t)sym;
 }
 
-int desktop_deflate(const uint8_t *input, size_t input_size, uint8_t *output, size_t *output_size, int level) {
-    uLongf length = (uLongf)*output_size;
-    int rc = compress2(output, &length, input, (uLong)input_size, level);
-    *output_size = (size_t)length;
-    return rc == Z_OK ? 0 : -1;
+struct desktop_deflater {
+    z_stream stream;
+    uint8_t *output;
+    size_t capacity;
+    size_t limit;
+    int failed;
+};
+
+desktop_deflater *desktop_deflater_begin(int level, size_t limit) {
+    desktop_deflater *deflater = calloc(1, sizeof(*deflater));
+    if (deflater == NULL) return NULL;
+    if (deflateInit(&deflater->stream, level) != Z_OK) {
+        free(deflater);
+        return NULL;
+    }
+    deflater->limit = limit;
+    return deflater;
+}
+
+/// Runs deflate over what the stream holds, growing the output (doubling from 64 KiB, at
+/// most to the limit) whenever deflate filled it.
+static int deflater_run(desktop_deflater *deflater, int flush) {
+    z_stream *stream = &deflater->stream;
+    for (;;) {
+        if (stream->avail_out == 0) {
+            size_t used = deflater->capacity;
+            size_t grown = used == 0 ? 64 * 1024 : used * 2;
+            if (grown > deflater->limit) grown = deflater->limit;
+            if (grown <= used) return -1;
+            uint8_t *output = realloc(deflater->output, grown);
+            if (output == NULL) return -1;
+            deflater->output = output;
+            deflater->capacity = grown;
+            stream->next_out = output + used;
+            stream->avail_out = (uInt)(grown - used);
+        }
+        int rc = deflate(stream, flush);
+        if (rc == Z_STREAM_END) return 0;
+        if (rc != Z_OK && rc != Z_BUF_ERROR) return -1;
+        // Deflate stops early only when the output is full: with room left, the input is
+        // taken (done, without Z_FINISH) or nothing can progress (an error). Each pass
+        // grows the output or returns, so the loop ends within the limit.
+        if (stream->avail_out > 0) return flush == Z_NO_FLUSH && stream->avail_in == 0 ? 0 : -1;
+    }
+}
+
+int desktop_deflater_add(desktop_deflater *deflater, const uint8_t *input, size_t size) {
+    if (deflater->failed) return -1;
+    while (size > 0) {
+        uInt piece = size > (1u << 30) ? (1u << 30) : (uInt)size;
+        deflater->stream.next_in = (Bytef *)input;
+        deflater->stream.avail_in = piece;
+        if (deflater_run(deflater, Z_NO_FLUSH) != 0) {
+            deflater->failed = 1;
+            return -1;
+        }
+        input += piece;
+        size -= piece;
+    }
+    return 0;
+}
+
+int desktop_deflater_finish(desktop_deflater *deflater, const uint8_t **output, size_t *size) {
+    if (deflater->failed) return -1;
+    deflater->stream.next_in = NULL;
+    deflater->stream.avail_in = 0;
+    if (deflater_run(deflater, Z_FINISH) != 0) {
+        deflater->failed = 1;
+        return -1;
+    }
+    *output = deflater->output;
+    *size = deflater->capacity - deflater->stream.avail_out;
+    return 0;
+}
+
+void desktop_deflater_free(desktop_deflater *deflater) {
+    if (deflater == NULL) return;
+    deflateEnd(&deflater->stream);
+    free(deflater->output);
+    free(deflater);
 }
 
 size_t desktop_deflate_bound(size_t input_size) { return (size_t)compressBound((uLong)input_size); }

@@ -41,9 +41,20 @@ void desktop_vnc_close(desktop_vnc *vnc);
 /// The keysym for an X keysym name ("Return", "semicolon", "XF86AudioPlay"), or 0.
 uint32_t desktop_keysym(const char *name);
 
-/// zlib deflate of `input` into `output` (capacity in *output_size, result length out).
-/// 0 on success.
-int desktop_deflate(const uint8_t *input, size_t input_size, uint8_t *output, size_t *output_size, int level);
+/// A zlib stream compressed piece by piece, its output collected in one buffer that grows
+/// as needed (from 64 KiB, doubling) up to `limit` bytes: a stream whose output would pass
+/// it fails. Not thread-safe; one owner.
+typedef struct desktop_deflater desktop_deflater;
+
+/// A new stream at `level` (NULL without memory).
+desktop_deflater *desktop_deflater_begin(int level, size_t limit);
+/// Compresses `size` more bytes; 0 on success, -1 once the stream failed (it stays failed).
+int desktop_deflater_add(desktop_deflater *deflater, const uint8_t *input, size_t size);
+/// Ends the stream; `output` and `size` then hold the zlib stream (owned by the deflater,
+/// valid until it is freed). 0 on success.
+int desktop_deflater_finish(desktop_deflater *deflater, const uint8_t **output, size_t *size);
+void desktop_deflater_free(desktop_deflater *deflater);
+/// The most zlib's output can be for `input_size` bytes of input.
 size_t desktop_deflate_bound(size_t input_size);
 uint32_t desktop_crc32(uint32_t crc, const uint8_t *bytes, size_t count);
 

@@ -3,43 +3,42 @@ import CDesktop
 /// Encodes RGBX pixels as an RGB PNG (8-bit, no alpha), each row with the `Sub` filter and
 /// zlib at level 1: a desktop screenshot is mostly flat colour, which that compresses well
 /// and fast.
+///
+/// Memory: rows are filtered a batch at a time (about 256 KiB) and streamed into zlib, whose
+/// output grows as it comes; no whole filtered copy of the image and no buffer of zlib's
+/// worst-case size are made (each had cost its size in fresh pages per screenshot).
 enum PNGEncoder {
     struct Failure: Error {}
+
+    /// Bytes of filtered rows handed to zlib at a time.
+    static let batchBytes = 256 * 1024
 
     /// `pixels` holds `width × height` pixels of 4 bytes (R, G, B, unused); the size is
     /// within ``DesktopLimits`` (else `Failure`, not a trap).
     static func encode(rgbx pixels: [UInt8], width: Int, height: Int, level: Int32 = 1) throws(Failure) -> [UInt8] {
         guard DesktopLimits.allowsImage(width: width, height: height), pixels.count >= width * height * 4 else { throw Failure() }
-        let stride = width * 3 + 1
-        var filtered = [UInt8](repeating: 0, count: stride * height)
+        let rowBytes = width * 3 + 1
+        let rowsPerBatch = max(1, min(height, batchBytes / rowBytes))
+        guard let deflater = desktop_deflater_begin(level, desktop_deflate_bound(rowBytes * height)) else { throw Failure() }
+        defer { desktop_deflater_free(deflater) }
+        var batch = [UInt8](repeating: 0, count: rowBytes * rowsPerBatch)
+        var added = true
         pixels.withUnsafeBufferPointer { source in
-            filtered.withUnsafeMutableBufferPointer { out in
-                for y in 0..<height {
-                    let row = y * stride
-                    out[row] = 1  // Sub: each byte minus the same channel of the pixel to its left
-                    var previous: (UInt8, UInt8, UInt8) = (0, 0, 0)
-                    var input = y * width * 4
-                    var output = row + 1
-                    for _ in 0..<width {
-                        let r = source[input], g = source[input + 1], b = source[input + 2]
-                        out[output] = r &- previous.0
-                        out[output + 1] = g &- previous.1
-                        out[output + 2] = b &- previous.2
-                        previous = (r, g, b)
-                        input += 4
-                        output += 3
+            batch.withUnsafeMutableBufferPointer { out in
+                var first = 0
+                while first < height, added {  // bounded: `first` grows by a batch each pass
+                    let rows = min(rowsPerBatch, height - first)
+                    for row in 0..<rows {
+                        filterRow(source, row: first + row, width: width, into: out, at: row * rowBytes)
                     }
+                    added = desktop_deflater_add(deflater, out.baseAddress, rows * rowBytes) == 0
+                    first += rows
                 }
             }
         }
-        var compressed = [UInt8](repeating: 0, count: desktop_deflate_bound(filtered.count))
-        var length = compressed.count
-        let rc = filtered.withUnsafeBufferPointer { input in
-            compressed.withUnsafeMutableBufferPointer { output in
-                desktop_deflate(input.baseAddress, input.count, output.baseAddress, &length, level)
-            }
-        }
-        guard rc == 0 else { throw Failure() }
+        var output: UnsafePointer<UInt8>?
+        var length = 0
+        guard added, desktop_deflater_finish(deflater, &output, &length) == 0, let output else { throw Failure() }
 
         var png: [UInt8] = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]
         png.reserveCapacity(length + 64)
@@ -48,9 +47,29 @@ enum PNGEncoder {
         header += bigEndian(UInt32(height))
         header += [8, 2, 0, 0, 0]  // 8 bits, RGB, deflate, adaptive filters, no interlace
         chunk("IHDR", header, into: &png)
-        compressed.withUnsafeBufferPointer { chunk("IDAT", UnsafeBufferPointer(rebasing: $0[0..<length]), into: &png) }
+        chunk("IDAT", UnsafeBufferPointer(start: output, count: length), into: &png)
         chunk("IEND", [], into: &png)
         return png
+    }
+
+    /// Row `y` of `source` as a PNG row: the `Sub` filter type, then each byte minus the same
+    /// channel of the pixel to its left.
+    private static func filterRow(
+        _ source: UnsafeBufferPointer<UInt8>, row y: Int, width: Int, into out: UnsafeMutableBufferPointer<UInt8>, at start: Int
+    ) {
+        out[start] = 1
+        var previous: (UInt8, UInt8, UInt8) = (0, 0, 0)
+        var input = y * width * 4
+        var output = start + 1
+        for _ in 0..<width {
+            let r = source[input], g = source[input + 1], b = source[input + 2]
+            out[output] = r &- previous.0
+            out[output + 1] = g &- previous.1
+            out[output + 2] = b &- previous.2
+            previous = (r, g, b)
+            input += 4
+            output += 3
+        }
     }
 
     private static func chunk<C: Collection>(_ type: String, _ data: C, into png: inout [UInt8]) where C.Element == UInt8 {

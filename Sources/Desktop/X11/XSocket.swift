@@ -45,22 +45,35 @@ final class XSocket {
         }
     }
 
-    /// Exactly `count` bytes (the caller bounds `count`).
+    /// Exactly `count` bytes (the caller bounds `count`). The buffer is not zeroed first
+    /// (an image reply is megabytes): what it returns was all received.
     func read(_ count: Int) throws(DesktopError) -> [UInt8] {
-        var buffer = [UInt8](repeating: 0, count: count)
-        var received = 0
-        while received < count {
-            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress! + received, count - received, 0) }
-            if n > 0 {
-                received += n
-            } else if n == 0 {
-                throw DesktopError("the X server of display :\(display) closed the connection")
-            } else if errno == EAGAIN || errno == EINTR {
-                try wait(for: Int16(POLLIN))
-            } else {
-                throw DesktopError("reading from X display :\(display): \(SystemCallError(call: "recv", errno: errno))")
+        var failure: DesktopError?
+        let buffer = [UInt8](unsafeUninitializedCapacity: count) { storage, initialized in
+            var received = 0
+            while received < count {
+                let n = recv(fd, storage.baseAddress! + received, count - received, 0)
+                if n > 0 {
+                    received += n
+                } else if n == 0 {
+                    failure = DesktopError("the X server of display :\(display) closed the connection")
+                    break
+                } else if errno == EAGAIN || errno == EINTR {
+                    do throws(DesktopError) {
+                        try wait(for: Int16(POLLIN))
+                    } catch {
+                        failure = error
+                        break
+                    }
+                } else {
+                    failure = DesktopError("reading from X display :\(display): \(SystemCallError(call: "recv", errno: errno))")
+                    break
+                }
             }
+            // Only what was received counts as initialized (all of it, unless it failed).
+            initialized = received
         }
+        if let failure { throw failure }
         return buffer
     }
 
