@@ -51,7 +51,8 @@ struct DesktopHarness {
     }
 
     /// The RGB of pixel (`x`, `y`) of a base64 PNG, decoded by Python's zlib (independent
-    /// of the agent's encoder), with the image's size.
+    /// of the agent's encoder), with the image's size; nothing (a size of 0) unless every
+    /// chunk's CRC holds and the image data is exactly its rows.
     static func pixel(_ base64: String, x: Int, y: Int) async -> (width: Int, height: Int, rgb: [Int]) {
         let script = """
             import base64, struct, sys, zlib
@@ -59,10 +60,12 @@ struct DesktopHarness {
             assert png[:8] == b'\\x89PNG\\r\\n\\x1a\\n'
             pos, idat, w, h = 8, b'', 0, 0
             while pos < len(png):
-                n, kind = struct.unpack('>I4s', png[pos:pos+8]); data = png[pos+8:pos+8+n]; pos += 12 + n
+                n, kind = struct.unpack('>I4s', png[pos:pos+8]); data = png[pos+8:pos+8+n]
+                assert zlib.crc32(kind + data) == struct.unpack('>I', png[pos+8+n:pos+12+n])[0]; pos += 12 + n
                 if kind == b'IHDR': w, h, depth, color = struct.unpack('>IIBB', data[:10]); assert (depth, color) == (8, 2)
                 if kind == b'IDAT': idat += data
             raw, stride = zlib.decompress(idat), w * 3
+            assert len(raw) == h * (stride + 1)
             x, y = int(sys.argv[1]), int(sys.argv[2])
             def unfilter(r, prev):
                 f, line = raw[r*(stride+1)], bytearray(raw[r*(stride+1)+1:(r+1)*(stride+1)])
