@@ -354,44 +354,12 @@ void tl_listen_close(tl_pcb *listener) {
     tcp_close(pcb);
 }
 
-/// The receive window the glue keeps for `pcb`: lwIP's own (TCP_WND) without window
-/// scaling; with it, the most the header's field states at the pcb's scale, at most
-/// TL_RECEIVE_WINDOW_LIMIT. lwIP's tcp_recved would clamp the window to TCP_WND again.
-static tcpwnd_size_t receive_window_limit(const struct tcp_pcb *pcb) {
-    tcpwnd_size_t own = TCP_WND_MAX(pcb);
-#if LWIP_WND_SCALE
-    if (pcb->flags & TF_WND_SCALE) {
-        uint64_t stateable = (uint64_t)0xFFFF << pcb->rcv_scale;
-        uint64_t limit = stateable < TL_RECEIVE_WINDOW_LIMIT ? stateable : TL_RECEIVE_WINDOW_LIMIT;
-        if (limit > own) return (tcpwnd_size_t)limit;
-    }
-#endif
-    return own;
-}
-
-/// Announces a window that grew by at least lwIP's threshold at once (as tcp_recved does);
-/// inside lwIP's input processing tcp_output waits until the input is done.
-static void announce_window(struct tcp_pcb *pcb) {
-    if (tcp_update_rcv_ann_wnd(pcb) >= TCP_WND_UPDATE_THRESHOLD) {
-        tcp_ack_now(pcb);
-        tcp_output(pcb);
-    }
-}
-
 void tl_pcb_attach(tl_pcb *handle, void *connection) {
     struct tcp_pcb *pcb = (struct tcp_pcb *)handle;
     tcp_arg(pcb, connection);
     tcp_recv(pcb, on_receive);
     tcp_sent(pcb, on_sent);
     tcp_err(pcb, on_error);
-    // lwIP opened TCP_WND when the handshake negotiated scaling; the difference to the
-    // glue's window is added once, whatever was delivered meanwhile (it stays counted).
-    tcpwnd_size_t limit = receive_window_limit(pcb);
-    tcpwnd_size_t own = TCP_WND_MAX(pcb);
-    if (pcb->state != LISTEN && limit > own) {
-        pcb->rcv_wnd += limit - own;
-        announce_window(pcb);
-    }
 }
 
 void tl_pcb_detach(tl_pcb *handle) {
@@ -405,26 +373,6 @@ void tl_pcb_detach(tl_pcb *handle) {
 
 void tl_pcb_close(tl_pcb *handle) {
     struct tcp_pcb *pcb = (struct tcp_pcb *)handle;
-    // tcp_close resets a connection (ESTABLISHED or CLOSE_WAIT) whose window is not lwIP's
-    // full TCP_WND, i.e. that holds data the application never consumed: restate the glue's
-    // window in lwIP's terms first, so a connection whose bytes were all consumed closes
-    // with FIN and one holding some resets. After the peer's FIN (CLOSE_WAIT) lwIP gives
-    // the FIN's unit of window back unless the window was exactly TCP_WND then, so one unit
-    // short of the glue's window counts as full there.
-    tcpwnd_size_t limit = receive_window_limit(pcb);
-    tcpwnd_size_t own = TCP_WND_MAX(pcb);
-    // The out-of-order queue goes first: it may reach past the smaller window, and the
-    // segment that later filled its hole would take it into sequence beyond the window
-    // (lwIP asserts, and its assertions abort). Nothing is lost: data after tcp_close
-    // resets the connection anyway.
-    if (limit > own && (pcb->state == ESTABLISHED || pcb->state == CLOSE_WAIT)) {
-#if TCP_QUEUE_OOSEQ
-        if (pcb->ooseq != NULL) tcp_free_ooseq(pcb);
-#endif
-        tcpwnd_size_t full = pcb->state == CLOSE_WAIT ? limit - 1 : limit;
-        tcpwnd_size_t unconsumed = pcb->rcv_wnd < full ? full - pcb->rcv_wnd : 0;
-        pcb->rcv_wnd = unconsumed >= own ? 0 : own - unconsumed;
-    }
     if (tcp_close(pcb) != ERR_OK) tcp_abort(pcb);
 }
 
@@ -466,12 +414,11 @@ size_t tl_pcb_write(tl_pcb *handle, const void *bytes, size_t length) {
 
 void tl_pcb_received(tl_pcb *handle, size_t length) {
     struct tcp_pcb *pcb = (struct tcp_pcb *)handle;
-    if (pcb->state == LISTEN) return;
-    // tcp_recved, with the glue's window as the bound instead of TCP_WND.
-    uint64_t limit = receive_window_limit(pcb);
-    uint64_t window = (uint64_t)pcb->rcv_wnd + length;
-    pcb->rcv_wnd = (tcpwnd_size_t)(window > limit ? limit : window);
-    announce_window(pcb);
+    while (length > 0) {
+        u16_t chunk = length > 0xFFFF ? 0xFFFF : (u16_t)length;
+        tcp_recved(pcb, chunk);
+        length -= chunk;
+    }
     if (pcb->refused_data != NULL) tcp_process_refused_data(pcb);
 }
 

@@ -30,10 +30,9 @@ final class TunnelRelay: TunnelPCBOwner, @unchecked Sendable {
     private let counters: TunnelCounters
     private let idleTimeout: TimeAmount
     private let halfClosedTimeout: TimeAmount
-    /// The most bytes from the peer held before the local side took them: the connection's
-    /// receive window (`TL_RECEIVE_WINDOW_LIMIT`, 128 KiB) never lets more arrive; beyond it
-    /// lwIP keeps them (`ERR_MEM`).
-    static let receiveLimit = Int(TL_RECEIVE_WINDOW_LIMIT)
+    /// The most bytes from the peer held before the local side took them: lwIP's window
+    /// (TCP_WND, 65535) never lets more arrive; beyond it lwIP keeps them (`ERR_MEM`).
+    static let receiveLimit = 65535
 
     private var corePCB: OpaquePointer?
     private var coreLink: Unmanaged<PCBLink>?

@@ -2,13 +2,12 @@ import NIOCore
 
 /// What a ``TunnelStack`` serves and the bounds it keeps.
 ///
-/// Memory per tunnel connection is bounded by: the receive window the stack announces
-/// (`TL_RECEIVE_WINDOW_LIMIT`, 128 KiB when the peer scales windows, lwIP's `TCP_WND`,
-/// 64 KiB, when not: the most it delivers before the local side consumed it, since the
-/// window reopens only for bytes written to the local socket), lwIP's send buffer
+/// Memory per tunnel connection is bounded by: the receive window lwIP announces
+/// (`TCP_WND`, 64 KiB, the most it delivers before the local side consumed it: the stack
+/// calls `tcp_recved` only for bytes written to the local socket), lwIP's send buffer
 /// (`TCP_SND_BUF`, 64 KiB, 180 segments), one local read not yet taken by lwIP
 /// (``maxLocalRead``), and at most ``maxOutOfOrderSegments`` out-of-order segments of at
-/// most the MTU each: about 420 KiB. Times ``maxConnections`` that is the stack's bound.
+/// most the MTU each: about 360 KiB. Times ``maxConnections`` that is the stack's bound.
 /// One exception: when a local service shuts down its side, NIO reads its socket to EOF at
 /// once, so what the kernel still held for that socket (our receive buffer and the
 /// service's send buffer, finite since nothing can follow EOF) waits in the stack until
@@ -38,9 +37,9 @@ public struct TunnelStackConfiguration: Sendable {
     /// lwIP's TIME_WAIT connections kept (2 × MSL = 2 min each); the oldest beyond go.
     public var maxTimeWait: Int = 1024
     /// Out-of-order segments lwIP may hold per connection; beyond, it drops them all and the
-    /// peer retransmits. The window (128 KiB) holds ⌈131070 / 1220⌉ = 108 full segments, so
-    /// a normal peer never reaches 128; one that sends 1-byte segments does.
-    public var maxOutOfOrderSegments: Int = 128
+    /// peer retransmits. The window (64 KiB) holds ⌈65535 / 1220⌉ = 54 full segments, so
+    /// a normal peer never reaches 64; one that sends 1-byte segments does.
+    public var maxOutOfOrderSegments: Int = 64
     /// Largest single read from a local socket (one read waits while lwIP's send buffer
     /// is full, so this bounds what the stack holds per connection toward the tunnel).
     public var maxLocalRead: Int = 64 * 1024

@@ -113,14 +113,7 @@ tl_pcb *tl_listen(tl_netif *netif, const uint8_t address[16], uint16_t port);
 /// Closes a listener (frees it at once).
 void tl_listen_close(tl_pcb *listener);
 
-/// The largest receive window a connection gets (bytes from the peer not yet consumed):
-/// Debian's lwIP announces at most TCP_WND (64 KiB) and scales its window by 1, so a
-/// connection whose peer scales too gets twice that, the most the header states at that
-/// scale. Without scaling it is TCP_WND.
-#define TL_RECEIVE_WINDOW_LIMIT 131070
-
-/// Routes the pcb's events to the callbacks with `connection`, and opens its receive
-/// window to TL_RECEIVE_WINDOW_LIMIT when the peer scales windows.
+/// Routes the pcb's events to the callbacks with `connection`.
 void tl_pcb_attach(tl_pcb *pcb, void *connection);
 /// Stops all callbacks of the pcb (before closing or aborting it).
 void tl_pcb_detach(tl_pcb *pcb);
@@ -134,8 +127,7 @@ void tl_pcb_shutdown_output(tl_pcb *pcb);
 size_t tl_pcb_send_space(const tl_pcb *pcb);
 /// Queues up to `length` bytes (copied) and sends; returns the number queued (0 when full).
 size_t tl_pcb_write(tl_pcb *pcb, const void *bytes, size_t length);
-/// Opens the receive window by `length` bytes the local side consumed (up to the
-/// connection's window, TL_RECEIVE_WINDOW_LIMIT with window scaling).
+/// Opens the receive window by `length` bytes the local side consumed.
 void tl_pcb_received(tl_pcb *pcb, size_t length);
 
 /// Copies `length` bytes of received data from `offset` into `destination`.

@@ -8,8 +8,7 @@ import NIOCore
 /// Back pressure: bytes from the peer are acknowledged to lwIP (`tcp_recved`, which opens
 /// the window again) only when they are handed to the pipeline, and they are handed over
 /// only on a read (``read()``, or every time with `autoRead`); so a pipeline that does not
-/// read closes the peer's window, and what waits here is at most the window (128 KiB,
-/// `TL_RECEIVE_WINDOW_LIMIT`).
+/// read closes the peer's window, and what waits here is at most the window (64 KiB).
 /// Toward the peer, writes wait here while lwIP's send buffer is full; the channel turns
 /// unwritable above ``highWaterMark`` bytes waiting and writable again below
 /// ``lowWaterMark``.
