@@ -21,7 +21,7 @@ import Testing
 
     /// Encodes `colour` at `width` × 100 and checks, decoded, the first and last pixels and
     /// both sides of each batch boundary (the last batch is a partial one).
-    func roundTrip(width: Int, _ colour: (Int, Int) -> [Int]) async throws -> Int {
+    func roundTrip(width: Int, channels: PixelChannels = .rgbx, _ colour: (Int, Int) -> [Int]) async throws -> Int {
         let height = 100
         let rowsPerBatch = PNGEncoder.batchBytes / (width * 3 + 1)
         #expect(rowsPerBatch < height / 2 && height % rowsPerBatch != 0, "at least three batches, the last partial")
@@ -30,10 +30,14 @@ import Testing
             for x in 0..<width {
                 let rgb = colour(x, y)
                 let at = (y * width + x) * 4
-                (pixels[at], pixels[at + 1], pixels[at + 2], pixels[at + 3]) = (UInt8(rgb[0]), UInt8(rgb[1]), UInt8(rgb[2]), 0x77)
+                // The unused byte: the four positions sum to 0 + 1 + 2 + 3.
+                pixels[at + 6 - channels.red - channels.green - channels.blue] = 0x77
+                pixels[at + channels.red] = UInt8(rgb[0])
+                pixels[at + channels.green] = UInt8(rgb[1])
+                pixels[at + channels.blue] = UInt8(rgb[2])
             }
         }
-        let png = try PNGEncoder.encode(rgbx: pixels, width: width, height: height)
+        let png = try PNGEncoder.encode(pixels: pixels, width: width, height: height, channels: channels)
         let base64 = Data(png).base64EncodedString()
         var points = [(0, 0), (width - 1, height - 1)]
         for boundary in stride(from: rowsPerBatch, to: height, by: rowsPerBatch) {
@@ -51,13 +55,19 @@ import Testing
         _ = try await roundTrip(width: 2000, Self.colour)
     }
 
+    /// The X server's own order (Xvnc's 24-bit depth on a little-endian host: blue, green,
+    /// red, unused), read as it is.
+    @Test func pixelsInTheServersChannelOrderComeOutAsRGB() async throws {
+        _ = try await roundTrip(width: 2000, channels: PixelChannels(red: 2, green: 1, blue: 0), Self.colour)
+    }
+
     @Test func anIncompressibleImageOutgrowsZlibsFirstBuffer() async throws {
         let size = try await roundTrip(width: 2000, Self.noise)
         #expect(size > 4 * 64 * 1024, "zlib's output grew past its first 64 KiB more than once")
     }
 
     @Test func anImageOutsideTheLimitsOrShortOfPixelsFails() {
-        #expect(throws: PNGEncoder.Failure.self) { try PNGEncoder.encode(rgbx: [0, 0, 0, 0], width: 2, height: 1) }
-        #expect(throws: PNGEncoder.Failure.self) { try PNGEncoder.encode(rgbx: [], width: 0, height: 0) }
+        #expect(throws: PNGEncoder.Failure.self) { try PNGEncoder.encode(pixels: [0, 0, 0, 0], width: 2, height: 1) }
+        #expect(throws: PNGEncoder.Failure.self) { try PNGEncoder.encode(pixels: [], width: 0, height: 0) }
     }
 }

@@ -235,8 +235,10 @@ struct ActionRunner: Sendable {
                     detail: "The screenshot would be \(target.width)x\(target.height); at most \(DesktopLimits.maxSide) pixels a side and \(DesktopLimits.maxPixels) in all: ask for a smaller scaled_width and scaled_height."))
         }
         let captured = DisplayGeometry(width: image.rect.width, height: image.rect.height)
-        guard let scaled = PixelScaler.resize(pixels, from: captured, to: target),
-            let png = try? PNGEncoder.encode(rgbx: scaled, width: target.width, height: target.height)
+        // Scaling makes RGBX; an image kept at its size keeps the X server's channel order.
+        let channels = captured == target ? image.channels : .rgbx
+        guard let scaled = PixelScaler.resize(pixels, from: captured, to: target, channels: image.channels),
+            let png = try? PNGEncoder.encode(pixels: scaled, width: target.width, height: target.height, channels: channels)
         else { return .failure(APIError(.internalServerError, "Screenshot failed.", detail: "PNG encoding failed")) }
         return .success(
             DesktopActionResponse(

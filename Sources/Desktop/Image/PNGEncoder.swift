@@ -1,8 +1,8 @@
 import CDesktop
 
-/// Encodes RGBX pixels as an RGB PNG (8-bit, no alpha), each row with the `Sub` filter and
-/// zlib at level 1: a desktop screenshot is mostly flat colour, which that compresses well
-/// and fast.
+/// Encodes 4-byte pixels (RGBX, or the X server's own channel order) as an RGB PNG (8-bit,
+/// no alpha), each row with the `Sub` filter and zlib at level 1: a desktop screenshot is
+/// mostly flat colour, which that compresses well and fast.
 ///
 /// Memory: rows are filtered a batch at a time (about 256 KiB) and streamed into zlib, whose
 /// output grows as it comes; no whole filtered copy of the image and no buffer of zlib's
@@ -13,10 +13,15 @@ enum PNGEncoder {
     /// Bytes of filtered rows handed to zlib at a time.
     static let batchBytes = 256 * 1024
 
-    /// `pixels` holds `width × height` pixels of 4 bytes (R, G, B, unused); the size is
-    /// within ``DesktopLimits`` (else `Failure`, not a trap).
-    static func encode(rgbx pixels: [UInt8], width: Int, height: Int, level: Int32 = 1) throws(Failure) -> [UInt8] {
-        guard DesktopLimits.allowsImage(width: width, height: height), pixels.count >= width * height * 4 else { throw Failure() }
+    /// `pixels` holds `width × height` pixels of 4 bytes, red, green and blue at `channels`
+    /// (RGBX unless said otherwise); the size is within ``DesktopLimits`` (else `Failure`,
+    /// not a trap).
+    static func encode(
+        pixels: [UInt8], width: Int, height: Int, channels: PixelChannels = .rgbx, level: Int32 = 1
+    ) throws(Failure) -> [UInt8] {
+        guard DesktopLimits.allowsImage(width: width, height: height), channels.isValid, pixels.count >= width * height * 4 else {
+            throw Failure()
+        }
         let rowBytes = width * 3 + 1
         let rowsPerBatch = max(1, min(height, batchBytes / rowBytes))
         guard let deflater = desktop_deflater_begin(level, desktop_deflate_bound(rowBytes * height)) else { throw Failure() }
@@ -29,7 +34,7 @@ enum PNGEncoder {
                 while first < height, added {  // bounded: `first` grows by a batch each pass
                     let rows = min(rowsPerBatch, height - first)
                     for row in 0..<rows {
-                        filterRow(source, row: first + row, width: width, into: out, at: row * rowBytes)
+                        filterRow(source, row: first + row, width: width, channels: channels, into: out, at: row * rowBytes)
                     }
                     added = desktop_deflater_add(deflater, out.baseAddress, rows * rowBytes) == 0
                     first += rows
@@ -55,14 +60,16 @@ enum PNGEncoder {
     /// Row `y` of `source` as a PNG row: the `Sub` filter type, then each byte minus the same
     /// channel of the pixel to its left.
     private static func filterRow(
-        _ source: UnsafeBufferPointer<UInt8>, row y: Int, width: Int, into out: UnsafeMutableBufferPointer<UInt8>, at start: Int
+        _ source: UnsafeBufferPointer<UInt8>, row y: Int, width: Int, channels: PixelChannels,
+        into out: UnsafeMutableBufferPointer<UInt8>, at start: Int
     ) {
         out[start] = 1
         var previous: (UInt8, UInt8, UInt8) = (0, 0, 0)
         var input = y * width * 4
         var output = start + 1
+        let (red, green, blue) = (channels.red, channels.green, channels.blue)
         for _ in 0..<width {
-            let r = source[input], g = source[input + 1], b = source[input + 2]
+            let r = source[input + red], g = source[input + green], b = source[input + blue]
             out[output] = r &- previous.0
             out[output + 1] = g &- previous.1
             out[output + 2] = b &- previous.2

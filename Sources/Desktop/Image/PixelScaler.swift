@@ -4,12 +4,14 @@
 /// client's declared size, which is checked against ``DesktopLimits`` first; it also
 /// refuses (nil) any size that does not fit, rather than trap.
 enum PixelScaler {
-    /// `pixels` (`from`) resized to `to` by averaging each destination pixel's source area
-    /// when shrinking, and by nearest pixel when growing; nil unless `to` is within
-    /// ``DesktopLimits`` and `pixels` holds `from`.
-    static func resize(_ pixels: [UInt8], from: DisplayGeometry, to: DisplayGeometry) -> [UInt8]? {
-        guard holds(pixels, from), DesktopLimits.allowsImage(width: to.width, height: to.height) else { return nil }
+    /// `pixels` (`from`, red, green and blue at `channels`) resized to `to` as RGBX, by
+    /// averaging each destination pixel's source area when shrinking, and by nearest pixel
+    /// when growing; `pixels` itself, in its own channel order, when the sizes are equal. Nil
+    /// unless `to` is within ``DesktopLimits`` and `pixels` holds `from`.
+    static func resize(_ pixels: [UInt8], from: DisplayGeometry, to: DisplayGeometry, channels: PixelChannels = .rgbx) -> [UInt8]? {
+        guard holds(pixels, from), channels.isValid, DesktopLimits.allowsImage(width: to.width, height: to.height) else { return nil }
         if from == to { return pixels }
+        let (r, g, b) = (channels.red, channels.green, channels.blue)
         var out = [UInt8](repeating: 0, count: to.width * to.height * 4)
         pixels.withUnsafeBufferPointer { source in
             out.withUnsafeMutableBufferPointer { target in
@@ -23,9 +25,9 @@ enum PixelScaler {
                         for sy in y0..<y1 {
                             var index = (sy * from.width + x0) * 4
                             for _ in x0..<x1 {
-                                sum.0 += Int(source[index])
-                                sum.1 += Int(source[index + 1])
-                                sum.2 += Int(source[index + 2])
+                                sum.0 += Int(source[index + r])
+                                sum.1 += Int(source[index + g])
+                                sum.2 += Int(source[index + b])
                                 index += 4
                             }
                         }

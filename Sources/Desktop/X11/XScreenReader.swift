@@ -23,17 +23,21 @@ enum XScreenReader {
         var height: Int
     }
 
-    /// What a capture read: the screen's size then, the part captured and its RGBX pixels
-    /// (nil when `area` chose not to capture).
+    /// What a capture read: the screen's size then, the part captured and its pixels, 4
+    /// bytes each with red, green and blue at `channels` (nil when `area` chose not to
+    /// capture).
     struct Image {
         var screen: DisplayGeometry
         var rect: Rect
         var pixels: [UInt8]?
+        var channels: PixelChannels = .rgbx
     }
 
     /// The part of the root window `area` picks for the screen's size at that moment (nil:
-    /// none) as RGBX rows. Memory: one buffer of `width × height × 4` bytes (the X reply is
-    /// converted in place), sides at most ``DesktopLimits/maxSide``.
+    /// none), 4 bytes a pixel: the X server's own rows when its pixels are 32 bits with byte
+    /// channels (``XPixelFormat/byteChannels``), else converted to RGBX. Memory: one buffer of
+    /// `width × height × 4` bytes (the X reply, converted in place when it must be), sides at
+    /// most ``DesktopLimits/maxSide``.
     static func capture(display: Int, within bound: Duration = timeout, area: (DisplayGeometry) -> Rect?) throws(DesktopError) -> Image {
         let connection = try XConnection(display: display, deadline: deadline(bound), timeout: bound)
         let setup = connection.setup
@@ -50,6 +54,9 @@ enum XScreenReader {
         var reply = try connection.roundTrip(request, maxLength: expected).data
         guard reply.count == expected else {
             throw DesktopError("the X server sent \(reply.count) bytes of image, not the \(expected) of \(rect.width)x\(rect.height)")
+        }
+        if setup.format.bytesPerRow(width: rect.width) == rect.width * 4, let (r, g, b) = setup.format.byteChannels {
+            return Image(screen: screen, rect: rect, pixels: reply, channels: PixelChannels(red: r, green: g, blue: b))
         }
         setup.format.convertToRGBX(&reply, width: rect.width, height: rect.height)
         return Image(screen: screen, rect: rect, pixels: reply)
