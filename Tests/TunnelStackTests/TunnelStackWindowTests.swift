@@ -42,14 +42,17 @@ struct TunnelStackWindowTests {
         return (synAck, 1001)
     }
 
-    /// Sends `count` full segments from `next`; returns the highest acknowledgment the stack
-    /// sent (relative to `next`) once it reached `expected` (lwIP may delay the last ACK by
-    /// its 250 ms timer), or after a generous bound.
-    func send(
-        _ stack: TunnelStack, sent: PacketLog, port: UInt16, synAck: [UInt8], from next: UInt32, count: Int, expected: Int
-    ) async -> Int {
+    /// Full segments that fit in the window: 53 in 65 535 bytes.
+    var fitting: Int { window / segmentSize }
+
+    /// Sends three full segments more than the window holds, from `next`; returns the
+    /// highest acknowledgment the stack sent meanwhile (relative to `next`) once it covered
+    /// the segments that fit (lwIP may delay the last ACK by its 250 ms timer), or after a
+    /// generous bound.
+    func overfillWindow(_ stack: TunnelStack, sent: PacketLog, port: UInt16, synAck: [UInt8], from next: UInt32) async -> Int {
+        sent.clear()
         let payload = [UInt8](repeating: 0x5A, count: segmentSize)
-        for index in 0..<count {
+        for index in 0..<(fitting + 3) {
             let sequence = next &+ UInt32(index * segmentSize)
             await stack.feed(
                 PacketBuilder.tcp(
@@ -57,6 +60,7 @@ struct TunnelStackWindowTests {
                     flags: 0x18, payload: payload))
         }
         let highest: @Sendable () -> Int = { sent.all.map { Int(Segment.acknowledgment($0) &- next) }.max() ?? 0 }
+        let expected = fitting * segmentSize
         _ = await eventually(timeout: .seconds(20)) { highest() >= expected }
         return highest()
     }
@@ -69,13 +73,9 @@ struct TunnelStackWindowTests {
         // The SYN-ACK offers lwIP's scale (1) and, unscaled as in every SYN, its window.
         #expect(Segment.windowScale(synAck) == 1)
         #expect(Segment.window(synAck) == window)
-        // 53 full segments fit in 65 535 bytes, the 54th does not. Nothing is read, so
-        // nothing reopens the window: all 53 are acknowledged, the rest dropped.
-        let fitting = window / segmentSize
-        sent.clear()
-        let acknowledged = await send(
-            stack, sent: sent, port: 44000, synAck: synAck, from: next, count: fitting + 3, expected: fitting * segmentSize)
-        #expect(acknowledged == fitting * segmentSize)
+        // The 54th segment does not fit. Nothing is read, so nothing reopens the window: the
+        // 53 that fit are acknowledged, the rest dropped.
+        #expect(await overfillWindow(stack, sent: sent, port: 44000, synAck: synAck, from: next) == fitting * segmentSize)
         #expect(stack.counters().packetsDropped >= 3)
         // The last acknowledgment closes the window: what is held is what was announced.
         let last = try #require(sent.all.last)
@@ -95,11 +95,7 @@ struct TunnelStackWindowTests {
         let stack = try await makeStack(0x51, sent: sent)
         let (synAck, next) = try await handshake(stack, sent: sent, port: 44001, scale: nil)
         #expect(Segment.windowScale(synAck) == nil)
-        let fitting = window / segmentSize
-        sent.clear()
-        let acknowledged = await send(
-            stack, sent: sent, port: 44001, synAck: synAck, from: next, count: fitting + 3, expected: fitting * segmentSize)
-        #expect(acknowledged == fitting * segmentSize)
+        #expect(await overfillWindow(stack, sent: sent, port: 44001, synAck: synAck, from: next) == fitting * segmentSize)
         await stack.shutdown()
     }
 }
