@@ -163,6 +163,13 @@ public struct RawHTTPClient: Sendable {
             context.fireChannelInactive()
         }
 
+        /// A channel that never became active (the connect failed: nothing listens, or the
+        /// server just died) gets no `channelInactive`: its promise is failed here, never
+        /// left to be dropped uncompleted (NIO's debug builds trap on that).
+        func handlerRemoved(context: ChannelHandlerContext) {
+            finish(.failure(Failure(description: "the connection closed before it was ever open")))
+        }
+
         private func finish(_ result: Result<[UInt8], any Error>) {
             guard let promise else { return }
             self.promise = nil
