@@ -23,7 +23,7 @@ enum Bench {
     /// A blocking TCP connection to 127.0.0.1:`port`, or nil. `receiveBuffer` > 0 shrinks
     /// the kernel's receive buffer first (a client that does not read).
     static func connect(port: Int, noDelay: Bool = false, receiveBuffer: Int32 = 0) -> Int32? {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { return nil }
         if noDelay {
             var one: Int32 = 1
@@ -141,7 +141,7 @@ enum Bench {
 
     /// A free loopback port (bound then released).
     static func freePort() -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         defer { close(fd) }
         var addr = sockaddr_in()
         addr.sin_family = sa_family_t(AF_INET)
