@@ -31,24 +31,26 @@ struct XPixelFormat: Sendable, Equatable {
     /// Turns `data` (`height` rows of ``bytesPerRow(width:)`` bytes) into RGBX rows (4 bytes
     /// a pixel, X = 255). The common case (32 bits, 8-bit channels) converts in place, with
     /// no second buffer. Requires ``isSupported`` and that much data.
-    /// Where red, green and blue sit within each 4-byte pixel, when pixels are 32 bits with
-    /// 8-bit channels on byte boundaries (Xvnc's `-depth 24`): such rows are read as they are,
-    /// with no conversion. Nil for every other format.
-    var byteChannels: (red: Int, green: Int, blue: Int)? {
-        guard bitsPerPixel == 32, [redMask, greenMask, blueMask].allSatisfy({ $0.nonzeroBitCount == 8 && $0.trailingZeroBitCount % 8 == 0 })
+    /// Where red, green and blue sit within each 4-byte pixel of rows `width` pixels wide
+    /// that can be read as they are: 32 bits a pixel, 8-bit channels on byte boundaries
+    /// (Xvnc's `-depth 24`) and no row padding. Nil for every other format.
+    func channels(width: Int) -> PixelChannels? {
+        guard bitsPerPixel == 32, bytesPerRow(width: width) == width * 4,
+            [redMask, greenMask, blueMask].allSatisfy({ $0.nonzeroBitCount == 8 && $0.trailingZeroBitCount % 8 == 0 })
         else { return nil }
         // Byte positions of each channel within a pixel, in memory order.
         func position(_ mask: UInt32) -> Int {
             let byte = mask.trailingZeroBitCount / 8
             return bigEndian ? 3 - byte : byte
         }
-        return (position(redMask), position(greenMask), position(blueMask))
+        return PixelChannels(red: position(redMask), green: position(greenMask), blue: position(blueMask))
     }
 
     func convertToRGBX(_ data: inout [UInt8], width: Int, height: Int) {
         let stride = bytesPerRow(width: width)
         precondition(data.count >= stride * height && isSupported)
-        if stride == width * 4, let (r, g, b) = byteChannels {
+        if let channels = channels(width: width) {
+            let (r, g, b) = (channels.red, channels.green, channels.blue)
             data.withUnsafeMutableBufferPointer { buffer in
                 var index = 0
                 let end = width * height * 4

@@ -35,7 +35,7 @@ enum XScreenReader {
 
     /// The part of the root window `area` picks for the screen's size at that moment (nil:
     /// none), 4 bytes a pixel: the X server's own rows when its pixels are 32 bits with byte
-    /// channels (``XPixelFormat/byteChannels``), else converted to RGBX. Memory: one buffer of
+    /// channels (``XPixelFormat/channels(width:)``), else converted to RGBX. Memory: one buffer of
     /// `width × height × 4` bytes (the X reply, converted in place when it must be), sides at
     /// most ``DesktopLimits/maxSide``.
     static func capture(display: Int, within bound: Duration = timeout, area: (DisplayGeometry) -> Rect?) throws(DesktopError) -> Image {
@@ -55,8 +55,8 @@ enum XScreenReader {
         guard reply.count == expected else {
             throw DesktopError("the X server sent \(reply.count) bytes of image, not the \(expected) of \(rect.width)x\(rect.height)")
         }
-        if setup.format.bytesPerRow(width: rect.width) == rect.width * 4, let (r, g, b) = setup.format.byteChannels {
-            return Image(screen: screen, rect: rect, pixels: reply, channels: PixelChannels(red: r, green: g, blue: b))
+        if let channels = setup.format.channels(width: rect.width) {
+            return Image(screen: screen, rect: rect, pixels: reply, channels: channels)
         }
         setup.format.convertToRGBX(&reply, width: rect.width, height: rect.height)
         return Image(screen: screen, rect: rect, pixels: reply)
