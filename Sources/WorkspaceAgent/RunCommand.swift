@@ -79,12 +79,15 @@ struct DaemonOptions: ParsableArguments {
         let reinitOwner = startEnvironment.removeValue(forKey: ReinitRestart.ownerVariable)
         unsetenv(ReinitRestart.ownerVariable)
         let settings = Settings(environment: startEnvironment)
-        // The token stays in the agent's memory (settings, the control plane's configuration,
-        // the context's environment) but leaves its environment block and argv, which /proc shows.
+        // The token stays in the agent's memory (settings, the control plane's configuration)
+        // but leaves its environment block and argv, which /proc shows.
         EnvironmentScrub.scrub("CODER_AGENT_TOKEN")
         EnvironmentScrub.scrubArgument("--agent-token")
-        // Read once, then not inherited by children (as the reference does).
+        // Read once, then not inherited by children (as the reference does). Nor is an inherited
+        // token: a command gets one only from the manifest's layer, so `--hide-agent-token`
+        // keeps it from every command.
         var environment = startEnvironment
+        environment["CODER_AGENT_TOKEN"] = nil
         // As the reference's `coder agent`: the binary's directory last on PATH, so that
         // children find `coder` (the link beside it) unless an earlier entry has one.
         if let directory = OwnExecutable.directory() {

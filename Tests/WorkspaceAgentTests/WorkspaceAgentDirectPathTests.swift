@@ -360,13 +360,13 @@ struct WorkspaceAgentDirectPathTests {
         manifest.agentID = Data(agentID)
         var derpMap = TailnetCoordinatorDouble.loopbackDERPMap(relayPort: relay.port)
         for (index, server) in network.stun.enumerated() {
-            // Coder's STUN-only regions: ID 1000 + index, one node at the literal address.
+            // Coder's STUN-only regions: ID 1000 + index, one node given by host name and port
+            // alone, which the agent resolves (the name is the server's address text here: no
+            // DNS serves the test's namespaces).
             var node = Coder_Tailnet_V2_DERPMap.Region.Node()
             node.name = "\(1000 + index)stun0"
             node.regionID = Int64(1000 + index)
             node.hostName = server
-            node.ipv4 = server
-            node.ipv6 = "none"
             node.stunPort = 3478
             node.stunOnly = true
             var region = Coder_Tailnet_V2_DERPMap.Region()

@@ -21,7 +21,12 @@ struct WorkspaceAgentGitCredentialsTests {
         return manifest
     }
 
-    static func withAgent(hideToken: Bool, _ body: @escaping @Sendable (AgentDaemon, RawHTTPClient, ControlPlaneDouble, _ home: String) async throws -> Void) async throws {
+    /// An agent given its token in a file, or (`tokenInEnvironment`) in `CODER_AGENT_TOKEN`, as
+    /// templates usually do.
+    static func withAgent(
+        hideToken: Bool, tokenInEnvironment: Bool = false,
+        _ body: @escaping @Sendable (AgentDaemon, RawHTTPClient, ControlPlaneDouble, _ home: String) async throws -> Void
+    ) async throws {
         let home = try ScriptsHarness.directory("git-credentials-home")
         defer { try? FileManager.default.removeItem(atPath: home) }
         let double = ControlPlaneDouble(manifest: Self.manifest(home: home))
@@ -29,9 +34,10 @@ struct WorkspaceAgentGitCredentialsTests {
         double.linkExternalAuth("github", token: "gho_from_coderd")
         let tokenFile = try ScriptsHarness.tokenFile(double)
         try await double.run { url in
+            let token = tokenInEnvironment ? [] : ["--agent-token-file", tokenFile]
             let agent = try AgentDaemon.launch(
-                ["--http-address", "127.0.0.1:0", "--agent-url", url, "--agent-token-file", tokenFile, "--hide-agent-token", hideToken ? "true" : "false"],
-                environment: ["HOME": home])
+                ["--http-address", "127.0.0.1:0", "--agent-url", url, "--hide-agent-token", hideToken ? "true" : "false"] + token,
+                environment: tokenInEnvironment ? ["HOME": home, "CODER_AGENT_TOKEN": double.token] : ["HOME": home])
             defer { agent.cleanup() }
             let client = RawHTTPClient(port: try await agent.port())
             #expect(await eventually(timeout: .seconds(60)) { double.recorded.withLock { $0.lifecycle.last } == .ready }, "\(agent.log)")
@@ -65,8 +71,11 @@ struct WorkspaceAgentGitCredentialsTests {
         }
     }
 
-    @Test func withTheTokenHiddenCommandsAskTheAgent() async throws {
-        try await Self.withAgent(hideToken: true) { agent, client, double, _ in
+    /// Given in a file or inherited (the variable the agent read must not reach a command
+    /// through the environment it passes on).
+    @Test(arguments: [false, true])
+    func withTheTokenHiddenCommandsAskTheAgent(tokenInEnvironment: Bool) async throws {
+        try await Self.withAgent(hideToken: true, tokenInEnvironment: tokenInEnvironment) { agent, client, double, _ in
             let output = try await Self.command(client)
             #expect(output.hasPrefix("unset|http://127.0.0.1:"), "no command sees the token: \(output)")
             #expect(output.hasSuffix("|gho_from_coderd"), "\(output) \(agent.log)")

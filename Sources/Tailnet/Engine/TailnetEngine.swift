@@ -48,6 +48,10 @@ final class TailnetEngine: Sendable {
     private let forceWebSocket: Bool
     private let timerTask = Mutex<Task<Void, Never>?>(nil)
     private let direct: Mutex<DirectPaths>
+    /// The DERP map's STUN nodes, and the host names among them resolved off the loop.
+    private let stunTargets = Mutex(STUNTargets(Coder_Tailnet_V2_DERPMap()))
+    private let stunResolver: STUNResolver
+    private let stunResolving = Atomic<Bool>(false)
     private let magic = Mutex<MagicSocket?>(nil)
     /// `--tailnet-listen-port` (0: random).
     private let listenPort: UInt16
@@ -71,9 +75,10 @@ final class TailnetEngine: Sendable {
     init(
         addresses: TailnetAddresses, nodeKey: WireGuardPrivateKey, discoKey: X25519PrivateKey, forceWebSocket: Bool,
         listenPort: UInt16 = 0, blockEndpoints: Bool = false, announcer: NodeAnnouncer, metrics: TailnetMetrics, traffic: TunnelTraffic = TunnelTraffic(),
-        eventLoop: any EventLoop = MultiThreadedEventLoopGroup.singleton.next(), logger: Logger
+        eventLoop: any EventLoop = MultiThreadedEventLoopGroup.singleton.next(), stunResolver: STUNResolver = STUNResolver(), logger: Logger
     ) {
         self.traffic = traffic
+        self.stunResolver = stunResolver
         self.eventLoop = eventLoop
         self.addresses = addresses
         self.nodeKey = nodeKey
@@ -241,14 +246,43 @@ final class TailnetEngine: Sendable {
             return (home, previous)
         }
         if let previous { Task { await previous.close() } }
-        let servers = STUNServer.all(in: map)
-        if servers != direct.withLock({ $0.servers }) {
-            perform(withDirect { d, now, random, out in d.setServers(servers, now: now, random: &random, into: &out) })
-        }
+        let targets = STUNTargets(map)
+        stunTargets.withLock { $0 = targets }
+        applySTUN(targets, resolved: stunResolver.cached(targets.hostNames).addresses)
+        refreshSTUNNames()
         guard let home else { return }
         guard let client = makeClient(region: Int32(home), isHome: true) else { return }
         relays.withLock { $0.clients[Int32(home)] = client }
         client.start()
+    }
+
+    /// Probes `targets` from now on, its host names as `resolved` (unless a newer map came).
+    private func applySTUN(_ targets: STUNTargets, resolved: [String: STUNResolver.Addresses]) {
+        let servers = targets.servers(resolved: resolved)
+        guard stunTargets.withLock({ $0 == targets }), servers != direct.withLock({ $0.servers }) else { return }
+        perform(withDirect { d, now, random, out in d.setServers(servers, now: now, random: &random, into: &out) })
+        rearm()
+    }
+
+    /// Looks up the STUN host names whose answers are missing or older than the resolver's
+    /// TTL, one batch at a time, then probes what they resolved to (on the loop).
+    private func refreshSTUNNames() {
+        let targets = stunTargets.withLock { $0 }
+        let names = targets.hostNames
+        guard !names.isEmpty, stunResolver.cached(names).stale,
+            !stunResolving.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).original
+        else { return }
+        Task { [weak self, stunResolver] in
+            let resolved = await stunResolver.resolve(names)
+            guard let self else { return }
+            self.stunResolving.store(false, ordering: .releasing)
+            if let resolved {
+                if resolved.isEmpty { self.logger.info("tailnet STUN host names resolved to nothing", metadata: ["names": "\(names)"]) }
+                self.eventLoop.execute { self.applySTUN(targets, resolved: resolved) }
+            }
+            // A map that came during the lookup has its own names.
+            if self.stunTargets.withLock({ $0 != targets }) { self.refreshSTUNNames() }
+        }
     }
 
     private func makeClient(region: Int32, isHome: Bool) -> DERPClient? {
@@ -366,6 +400,7 @@ final class TailnetEngine: Sendable {
             client.send(to: packet.source, packet: reply.bytes)
         }
         perform(out)
+        rearm()
     }
 
     /// A datagram from the UDP socket (on the loop): STUN and disco go to the direct-path
@@ -384,7 +419,8 @@ final class TailnetEngine: Sendable {
         case .unverified:
             metrics.unverifiedUDP.increment()
         case .stun, .disco:
-            break
+            // A pong or a STUN answer can move the direct-path deadlines (re-STUN, pings).
+            rearm()
         }
     }
 
@@ -420,6 +456,7 @@ final class TailnetEngine: Sendable {
     /// Blocks or unblocks direct paths (the manifest's `disable_direct_connections`), live.
     func setBlockEndpoints(_ blocked: Bool) {
         perform(withDirect { d, now, random, out in d.setBlocked(blocked, now: now, random: &random, into: &out) })
+        rearm()
     }
 
     /// Each peer's path, for the status route and the magicsock page.
@@ -530,6 +567,7 @@ final class TailnetEngine: Sendable {
                 device.withLock { $0.tick(now: now(), into: &sink) }
                 flush(&sink)
                 perform(withDirect { d, now, random, out in d.tick(now: now, random: &random, into: &out) })
+                refreshSTUNNames()
             }.get()
         }
     }
