@@ -27,6 +27,8 @@ struct ResourcesMonitorTests {
             var calls: [String] = []
             var pushes: [Push] = []
             var failPushes = false
+            /// The configuration's next calls that fail (a transient error), then it is answered.
+            var failConfiguration = 0
         }
 
         let number = 1
@@ -42,6 +44,12 @@ struct ResourcesMonitorTests {
         func unary(_ rpc: String, request: [UInt8], maxMessageBytes: Int) async throws(UpwardStreamError) -> [UInt8] {
             state.withLock { $0.calls.append(rpc) }
             if rpc.hasSuffix("/GetResourcesMonitoringConfiguration") {
+                let fail = state.withLock { state -> Bool in
+                    defer { state.failConfiguration = max(0, state.failConfiguration - 1) }
+                    return state.failConfiguration > 0
+                }
+                if fail { throw UpwardStreamError(.remote(code: 0, message: "database is down")) }
+                if case .failure(let error) = configuration { throw error }
                 return (try? configuration.get().serializedBytes()) ?? []
             }
             guard let push = try? Push(serializedBytes: request) else { throw UpwardStreamError(.protocolViolation) }
@@ -195,9 +203,34 @@ struct ResourcesMonitorTests {
         #expect(rig.session.pushes.count == 2)
     }
 
+    @Test func aFailedConfigurationCallIsAskedAgainWithGrowingWaits() async throws {
+        let rig = Rig(.success(ControlPlaneDouble.resourcesMonitoringConfiguration(datapoints: 1, memory: true)))
+        rig.session.state.withLock { $0.failConfiguration = 2 }
+        let (monitor, session, clock) = (rig.monitor, rig.session, rig.clock)
+        let task = Task { try await monitor.run(on: session) }
+        defer { task.cancel() }
+        let calls = { session.state.withLock { $0.calls.count } }
+        #expect(await eventually { calls() == 1 && clock.sleeping == 1 }, "\(rig.log.text)")
+        clock.advance(by: .milliseconds(999))
+        #expect(clock.sleeping == 1 && calls() == 1, "not before its second")
+        clock.advance(by: .milliseconds(1))
+        #expect(await eventually { calls() == 2 && clock.sleeping == 1 }, "\(rig.log.text)")
+        clock.advance(by: .seconds(1))
+        #expect(clock.sleeping == 1 && calls() == 2, "the second wait is two seconds")
+        clock.advance(by: .seconds(1))
+        // Answered: the monitor starts ticking, and its first tick pushes (one datapoint).
+        #expect(await eventually { calls() == 3 && clock.sleeping == 1 }, "\(rig.log.text)")
+        await rig.tick()
+        #expect(await eventually { rig.session.pushes.count == 1 }, "\(rig.log.text)")
+        #expect(rig.log.text.contains("asking again"))
+    }
+
     @Test func anUnusableConfigurationEndsTheMonitorForTheSession() async throws {
-        let failing = Rig(.failure(UpwardStreamError(.unsupported)))
-        await #expect(throws: ResourcesMonitorFailure.self) { try await failing.monitor.run(on: failing.session) }
+        for kind in [UpwardStreamError.Kind.unsupported, .sessionEnded] {
+            let failing = Rig(.failure(UpwardStreamError(kind)))
+            await #expect(throws: ResourcesMonitorFailure.self) { try await failing.monitor.run(on: failing.session) }
+            #expect(failing.session.state.withLock { $0.calls.count } == 1, "asked once: \(kind)")
+        }
         for (datapoints, seconds) in [(0, 10), (20, 0), (-1, 10), (20, -5)] as [(Int32, Int32)] {
             let rig = Rig(.success(ControlPlaneDouble.resourcesMonitoringConfiguration(datapoints: datapoints, intervalSeconds: seconds)))
             let error = await #expect(throws: ResourcesMonitorFailure.self) { try await rig.monitor.run(on: rig.session) }

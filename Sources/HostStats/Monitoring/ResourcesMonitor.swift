@@ -40,13 +40,7 @@ public struct ResourcesMonitor<TickClock: Clock>: UpwardParticipant where TickCl
     }
 
     public func run(on session: any UpwardSession) async throws {
-        let configuration: ResourcesMonitoring_GetResourcesMonitoringConfigurationResponse
-        do {
-            let request = try ResourcesMonitoring_GetResourcesMonitoringConfigurationRequest().serializedBytes() as [UInt8]
-            configuration = try .init(serializedBytes: try await call(session, Self.configurationRPC, request))
-        } catch {
-            throw ResourcesMonitorFailure("failed to get resources monitoring configuration: \(error)")
-        }
+        let configuration = try await fetchConfiguration(session)
         guard let plan = ResourcesMonitorPlan(configuration) else {
             let settings = "interval \(configuration.config.collectionIntervalSeconds) s, \(configuration.config.numDatapoints) datapoints"
             throw ResourcesMonitorFailure("resources monitoring configuration unusable (\(settings))")
@@ -74,6 +68,35 @@ public struct ResourcesMonitor<TickClock: Clock>: UpwardParticipant where TickCl
             }
         }
     }
+
+    /// The configuration, asked again after a failure (1 s, doubling up to
+    /// ``maxConfigurationRetry``) while the session lasts: the reference tears the whole
+    /// connection down instead; without either, one failed call would end monitoring, and
+    /// the memory and volume notifications coderd derives from it, until the next session.
+    /// A control plane without the RPC, or a session that ended, ends the monitor at once.
+    func fetchConfiguration(_ session: any UpwardSession) async throws -> ResourcesMonitoring_GetResourcesMonitoringConfigurationResponse {
+        let request = try ResourcesMonitoring_GetResourcesMonitoringConfigurationRequest().serializedBytes() as [UInt8]
+        var retry = Duration.seconds(1)
+        while true {
+            do {
+                return try .init(serializedBytes: try await call(session, Self.configurationRPC, request))
+            } catch {
+                let terminal: Bool
+                switch (error as? UpwardStreamError)?.kind {
+                case .unsupported, .sessionEnded, .cancelled: terminal = true
+                default: terminal = Task.isCancelled || error is CancellationError
+                }
+                if terminal { throw ResourcesMonitorFailure("failed to get resources monitoring configuration: \(error)") }
+                logger.warning(
+                    "failed to get resources monitoring configuration; asking again", metadata: ["error": "\(error)", "in": "\(retry)"])
+                try await clock.sleep(until: clock.now.advanced(by: retry), tolerance: nil)
+                retry = min(retry * 2, Self.maxConfigurationRetry)
+            }
+        }
+    }
+
+    /// The longest wait between two tries of the configuration.
+    public static var maxConfigurationRetry: Duration { .seconds(60) }
 
     /// One tick's datapoint: memory when enabled, each enabled volume; what fails is logged.
     func collect(_ plan: ResourcesMonitorPlan, _ fetcher: ResourcesFetcher) -> ResourcesDatapoint {
