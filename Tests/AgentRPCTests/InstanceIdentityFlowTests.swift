@@ -75,7 +75,26 @@ struct InstanceIdentityFlowTests {
     @Test func aMetadataErrorStatusFailsTheExchange() {
         var flow = InstanceIdentityFlow(cloud: .aws, metadataHost: "h", agentName: nil)
         _ = flow.start()
+        _ = flow.received(status: 200, body: Array("T".utf8))
         #expect(failure(flow.received(status: 503, body: Array("busy".utf8))) == #"aws instance metadata answered HTTP 503: "busy""#)
+        var azure = InstanceIdentityFlow(cloud: .azure, metadataHost: "h", agentName: nil)
+        _ = azure.start()
+        #expect(failure(azure.received(status: 404, body: Array("gone".utf8))) == #"azure instance metadata answered HTTP 404: "gone""#)
+    }
+
+    /// An IMDSv1-only service refuses the token (404, 405 or 403): the signature and the
+    /// document are asked for without one.
+    @Test(arguments: [403, 404, 405])
+    func awsWithoutATokenAsksWithoutOne(_ status: Int) throws {
+        var flow = InstanceIdentityFlow(cloud: .aws, metadataHost: "m", agentName: nil)
+        _ = flow.start()
+        let signature = try #require(metadata(flow.received(status: status, body: Array("<html>not found</html>".utf8))))
+        #expect(signature.url == "http://m/latest/dynamic/instance-identity/signature")
+        #expect(signature.headers.isEmpty)
+        let document = try #require(metadata(flow.received(status: 200, body: Array("SIG".utf8))))
+        #expect(document.headers.isEmpty)
+        let (_, body) = try #require(posted(flow.received(status: 200, body: Array("DOC".utf8))))
+        #expect(body == .object([("signature", .string("SIG")), ("document", .string("DOC"))]))
     }
 
     @Test func coderdsAnswerGivesTheTokenOrItsError() {

@@ -20,6 +20,8 @@ public struct InstanceIdentityFlow: Sendable {
     private let agentName: String
     /// Answers gathered so far (AWS: the IMDS token, then the signature).
     private var answers: [String] = []
+    /// AWS: the IMDSv2 token, nil when the token request was refused (IMDSv1 only).
+    private var awsToken: String?
 
     /// - Parameters:
     ///   - metadataHost: `host[:port]` of the metadata service.
@@ -51,21 +53,25 @@ public struct InstanceIdentityFlow: Sendable {
 
     /// The next step once the metadata service answered the last request. An answer other
     /// than 200 fails the exchange (the reference passes AWS's and Azure's on to coderd,
-    /// which then refuses them).
+    /// which then refuses them), but for AWS's token: a service that refuses it (IMDSv1
+    /// only) is asked for the signature and document without one, where the reference
+    /// sends the refusal's body as the token, which such a service ignores.
     public mutating func received(status: Int, body: [UInt8]) -> Step {
         let text = String(decoding: body, as: UTF8.self)
-        guard status == 200 else { return .failed(metadataFailure(status: status, text: text)) }
+        let tokenStep = cloud == .aws && answers.isEmpty
+        guard status == 200 || tokenStep else { return .failed(metadataFailure(status: status, text: text)) }
         switch cloud {
         case .google:
             return post([("json_web_token", .string(text))])
         case .aws:
+            if tokenStep { awsToken = status == 200 ? text : nil }
             answers.append(text)
             if answers.count < 3 {
                 let what = answers.count == 1 ? "signature" : "document"
                 return .metadata(
                     MetadataRequest(
                         method: "GET", url: base + "/latest/dynamic/instance-identity/" + what,
-                        headers: [("X-aws-ec2-metadata-token", answers[0])]))
+                        headers: awsToken.map { [("X-aws-ec2-metadata-token", $0)] } ?? []))
             }
             return post([("signature", .string(answers[1])), ("document", .string(answers[2]))])
         case .azure:
