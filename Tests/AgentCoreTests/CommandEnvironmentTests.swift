@@ -98,6 +98,11 @@ struct CommandEnvironmentTests {
         #expect(SessionCounts.normalized("VSCode-Insiders") == "vscode_insiders")
         #expect(SessionCounts.normalized("reconnecting-pty") == "reconnecting_pty")
         #expect(SessionCounts.normalized("\0\0") == "unknown")
+        #expect(SessionCounts.normalized("\u{1B}\t") == "unknown", "control characters go")
+        #expect(SessionCounts.normalized("JetBrains") == "jetbrains")
+        // Any other name is kept as it was sent, case and dashes included.
+        #expect(SessionCounts.normalized("MyIDE-Beta") == "MyIDE-Beta")
+        #expect(SessionCounts.normalized("My\u{7}IDE") == "MyIDE")
         #expect(SessionCounts.normalized(String(repeating: "é", count: 100)) == String(repeating: "é", count: 64))
     }
 }

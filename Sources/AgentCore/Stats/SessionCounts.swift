@@ -72,18 +72,26 @@ public final class SessionCounts: Sendable {
         counts.withLock { counts in counts.mapValues { Int64($0) } }
     }
 
-    /// A client's session type as coderd stores it: NUL bytes removed, cut to
-    /// ``maxNameLength`` scalars, lowercased, `-` as `_`; `unknown` when nothing is left.
+    /// The names coderd canonicalises (whatever their case, `-` or `_`); any other name it
+    /// keeps as sent (`coder ssh --usage-app` passes any).
+    public static let knownNames: Set<String> = [
+        "vscode", "vscode_insiders", "cursor", "windsurf", "positron", "vscodium", "jetbrains", "ssh", "reconnecting_pty", unknownName,
+    ]
+
+    /// A client's session type as coderd stores it: control characters removed, cut to
+    /// ``maxNameLength`` scalars; a known name (``knownNames``) in its canonical form, any
+    /// other as it is; `unknown` when nothing is left.
     public static func normalized(_ raw: String) -> String {
         var scalars = String.UnicodeScalarView()
         var kept = 0
-        for scalar in raw.unicodeScalars where scalar != "\0" {
+        for scalar in raw.unicodeScalars where scalar.properties.generalCategory != .control {
             guard kept < maxNameLength else { break }
             scalars.append(scalar)
             kept += 1
         }
         let text = String(scalars)
         guard !text.isEmpty else { return unknownName }
-        return String(text.lowercased().map { $0 == "-" ? "_" : $0 })
+        let canonical = String(text.lowercased().map { $0 == "-" ? "_" : $0 })
+        return knownNames.contains(canonical) ? canonical : text
     }
 }
