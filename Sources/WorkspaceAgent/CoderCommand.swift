@@ -67,7 +67,7 @@ extension CoderCommand {
                 print(fullMessage(for: error))
                 Glibc.exit(0)
             }
-            fail(message(for: error).split(separator: "\n").first.map(String.init) ?? "\(error)", words)
+            fail(WorkspaceAgentCommand.errorText(message(for: error), error), words)
         }
         Glibc.exit(0)
     }

@@ -59,7 +59,7 @@ struct WorkspaceAgentCommand: AsyncParsableCommand {
                 print(fullMessage(for: error))
                 Glibc.exit(0)
             }
-            let message = message(for: error).split(separator: "\n").first.map(String.init) ?? "\(error)"
+            let message = errorText(message(for: error), error)
             writeAll(2, "workspace-agent: \(message)\n")
             // `exp sync` exits 1 on any error, usage errors included, as the reference.
             let isExp = CommandLine.arguments.dropFirst().first == "exp"
@@ -69,6 +69,14 @@ struct WorkspaceAgentCommand: AsyncParsableCommand {
 }
 
 extension WorkspaceAgentCommand {
+    /// What an error prints: a command's own error whole (a reading that failed two ways lists
+    /// both, as the reference prints them), the parser's first line only (its message goes on
+    /// with the usage text).
+    static func errorText(_ message: String, _ error: any Error) -> String {
+        if message == "\(error)" { return message }
+        return message.split(separator: "\n").first.map(String.init) ?? "\(error)"
+    }
+
     /// Parses `words` as `root`'s command line and runs the command they name.
     static func parseAndRun(_ root: any ParsableCommand.Type, _ words: [String]) async throws {
         var command = try root.parseAsRoot(words)

@@ -81,15 +81,17 @@ struct WorkspaceAgentStatCLITests {
         #expect(await Self.stat(["disk", "--host"]).status != 0)
     }
 
-    @Test func theTableShowsTheChosenColumnsInTheirOrder() async throws {
+    /// In the table's order whatever the order asked, each once (the reference hides the
+    /// columns not chosen).
+    @Test func theTableShowsTheChosenColumnsInTheTablesOrder() async throws {
         let root = try Self.containerTree()
         defer { try? FileManager.default.removeItem(atPath: root) }
-        let table = await Self.stat(["-c", "container memory,host cpu", "-c", "HOST MEMORY"], root: root)
+        let table = await Self.stat(["-c", "container memory,host cpu", "-c", "HOST MEMORY,host cpu"], root: root)
         #expect(table.status == 0)
         #expect(
             table.output == """
-                CONTAINER MEMORY  HOST CPU        HOST MEMORY    
-                0.5/1 GiB (50%)   0/2 cores (0%)  2/8 GiB (25%)  
+                HOST CPU        HOST MEMORY    CONTAINER MEMORY  
+                0/2 cores (0%)  2/8 GiB (25%)  0.5/1 GiB (50%)   
 
                 """)
         let all = await Self.stat([], root: root)
@@ -140,6 +142,20 @@ struct WorkspaceAgentStatCLITests {
                 "workspace-agent: read memory usage: read memory current: parse "
                     + "/sys/fs/cgroup/docker/abc/memory.current: strconv.ParseInt: parsing \"garbage\": invalid syntax\n", 1
             ))
+    }
+
+    /// A reading that failed two ways (cgroup v1's two CPU paths) prints both, as the
+    /// reference's multi-error does, not only its first line.
+    @Test func anErrorOfSeveralLinesIsPrintedWhole() async throws {
+        let root = try Self.containerTree()
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        // No cgroup.controllers: the v1 hierarchy, whose CPU files are missing.
+        unlink(root + "/sys/fs/cgroup/cgroup.controllers")
+        let outcome = await Self.stat(["cpu"], root: root)
+        #expect(outcome.status == 1)
+        let lines = outcome.output.split(separator: "\n", omittingEmptySubsequences: true)
+        #expect(outcome.output.hasPrefix("workspace-agent: ") && outcome.output.contains("2 errors occurred:"), "\(outcome.output)")
+        #expect(lines.filter { $0.hasPrefix("\t* ") }.count == 2, "\(outcome.output)")
     }
 
     @Test func thisMachinesFiguresAreWellFormed() async throws {

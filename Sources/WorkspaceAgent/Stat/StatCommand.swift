@@ -42,7 +42,8 @@ struct StatCommand: ParsableCommand {
     }
 
     /// `-c` given (each a comma-separated list, repeats adding up) or all columns; a value
-    /// is matched ignoring case, as the reference's enum flag does.
+    /// is matched ignoring case, as the reference's enum flag does. Shown in the table's own
+    /// order, each once: the reference's table hides the columns not chosen.
     func selectedColumns() throws -> [String] {
         guard !column.isEmpty else { return Self.columns }
         var chosen: [String] = []
@@ -56,7 +57,7 @@ struct StatCommand: ParsableCommand {
                 chosen.append(match)
             }
         }
-        return chosen.isEmpty ? Self.columns : chosen
+        return chosen.isEmpty ? Self.columns : Self.columns.filter(chosen.contains)
     }
 
     /// The row, in the reference's order: CPU (host and container sampled side by side),
