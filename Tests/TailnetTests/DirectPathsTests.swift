@@ -133,6 +133,54 @@ import WireGuard
         #expect(due >= Self.at(20_030) && due <= Self.at(26_030))
     }
 
+    /// Endpoints older than 27 s are refreshed before a CallMeMaybe: it waits for the report
+    /// and carries what the report found.
+    @Test func aCallMeMaybeWithStaleEndpointsFollowsTheReport() throws {
+        var (a, b, random) = Self.pair()
+        var out = DirectOutput()
+        let server = STUNServer(region: 1000, endpoint: DiscoEndpoint("10.0.0.64:3478")!)
+        a.paths.setServers([server], now: Self.at(0), random: &random, into: &out)
+        a.paths.tick(now: Self.at(2_000), random: &random, into: &out)  // no answer: the report ends at its budget
+        #expect(a.paths.run == nil && a.paths.endpointsRefreshedAt == Self.at(2_000))
+
+        var round = DirectOutput()
+        _ = a.paths.route(to: b.key, now: Self.at(40_000), random: &random, into: &round)
+        #expect(round.derp.isEmpty, "no CallMeMaybe before the report")
+        #expect(a.paths.callMeMaybeWaiting == [b.key])
+        let request = try #require(round.udp.first { $0.to == server.endpoint })
+        let mapped = DiscoEndpoint("198.51.100.7:48011")!
+        var answer = DirectOutput()
+        _ = a.paths.receiveUDP(STUN.response(txID: Array(request.bytes[8..<20]), mapped: mapped), from: server.endpoint, now: Self.at(40_030), random: &random, into: &answer)
+        let callMeMaybe = try #require(answer.derp.first)
+        #expect(callMeMaybe.peer == b.key && a.paths.callMeMaybeWaiting.isEmpty)
+        let opened = try Disco.open(callMeMaybe.bytes, privateKey: b.disco)
+        guard case .callMeMaybe(let endpoints) = opened.message else {
+            Issue.record("not a CallMeMaybe: \(opened.message)")
+            return
+        }
+        #expect(endpoints.contains(mapped), "the fresh mapping: \(endpoints)")
+    }
+
+    /// The verified-source map gives up the source heard from least recently: one in use
+    /// outlives a burst of pings replayed from new addresses.
+    @Test func aFullSourceMapKeepsTheSourceInUse() throws {
+        var (a, b, random) = Self.pair()
+        var scratch = DirectOutput()
+        func ping(from source: DiscoEndpoint, _ n: Int, at ms: UInt64) throws {
+            let txID = [UInt8(n & 0xff), UInt8(n >> 8)] + Array(repeating: 0, count: 10)
+            let sealed = try #require(Disco.seal(.ping(txID: txID, nodeKey: nil), privateKey: b.disco, to: a.disco.publicKey))
+            _ = a.paths.receiveUDP(sealed, from: source, now: Self.at(ms), random: &random, into: &scratch)
+        }
+        try ping(from: b.endpoint, 0, at: 1)
+        for i in 1..<DirectPaths.maxSources { try ping(from: DiscoEndpoint("10.5.\(i / 250).\(i % 250 + 1):7")!, i, at: 2) }
+        #expect(a.paths.sources.count == DirectPaths.maxSources)
+        try ping(from: b.endpoint, 5000, at: 3)  // heard again: the most recent
+        try ping(from: DiscoEndpoint("10.6.0.1:7")!, 5001, at: 4)
+        #expect(a.paths.sources.count == DirectPaths.maxSources)
+        #expect(a.paths.sources[b.endpoint] == b.key, "the source in use stays")
+        #expect(a.paths.sources[DiscoEndpoint("10.5.0.2:7")!] == nil, "the least recent went")
+    }
+
     @Test func stunReportEndsAtItsBudgetWithoutAnswers() {
         var (a, _, random) = Self.pair()
         var out = DirectOutput()

@@ -132,6 +132,31 @@ extension SplitMix64: RandomNumberGenerator {}
         #expect(AddressScore.isBetter((publicV4, 5), than: nil))
     }
 
+    /// At 100 candidates only silent ping-learned ones are swept: pings from new addresses
+    /// (a captured Ping replayed from spoofed sources) cannot push out the address in use.
+    @Test func aFullCandidateTableKeepsTheAddressInUse() throws {
+        var random = SplitMix64(seed: 6)
+        var path = PeerPath()
+        let tx = { (i: Int) -> [UInt8] in [UInt8(i & 0xff), UInt8(i >> 8)] + Array(repeating: 0, count: 10) }
+        _ = path.pingReceived(from: Self.b, txID: tx(0), now: Self.at(0))
+        let (_, actions) = path.send(now: Self.at(1), random: &random)
+        let ping = try #require(Self.pings(actions).first { $0.0 == Self.b })
+        let matched = path.pongReceived(txID: ping.1, now: Self.at(2))
+        #expect(matched)
+        #expect(path.route(at: Self.at(2)) == .direct(Self.b))
+        for i in 1..<PeerPath.maxCandidates { _ = path.pingReceived(from: DiscoEndpoint("10.1.\(i / 250).\(i % 250 + 1):9")!, txID: tx(i), now: Self.at(3)) }
+        #expect(path.candidates.count == PeerPath.maxCandidates)
+        let newcomer = DiscoEndpoint("10.9.9.9:9")!
+        let answered = path.pingReceived(from: newcomer, txID: tx(999), now: Self.at(4))
+        #expect(answered)
+        #expect(path.candidates[newcomer] == nil, "but not kept: the table is full of live candidates")
+        #expect(path.candidates[Self.b] != nil && path.route(at: Self.at(4)) == .direct(Self.b))
+        // Once they are all silent for 45 s, the sweep makes room.
+        let later = path.pingReceived(from: newcomer, txID: tx(1000), now: Self.at(45_010))
+        #expect(later)
+        #expect(path.candidates[newcomer] != nil)
+    }
+
     @Test func candidatesAndPingsAreBounded() {
         var random = SplitMix64(seed: 5)
         var path = PeerPath()

@@ -51,6 +51,9 @@ struct DirectPaths: Sendable {
     private(set) var fixedPort: UInt16?
     private(set) var published: [DiscoEndpoint] = []
     private(set) var endpointsRefreshedAt: WireGuardInstant?
+    /// Peers whose CallMeMaybe waits for the report that refreshes our endpoints (at most
+    /// one entry per peer).
+    private(set) var callMeMaybeWaiting: Set<WireGuardPublicKey> = []
     private var endpointList = EndpointList()
     /// Interface addresses, read by the owner (tests inject them).
     var localAddresses: @Sendable () -> [DiscoEndpoint] = { LocalAddresses.current() }
@@ -86,6 +89,7 @@ struct DirectPaths: Sendable {
             for key in Array(peers.keys) { peers[key]?.path.reset() }
             sources = [:]
             sourceOrder = []
+            callMeMaybeWaiting = []
             publishEndpoints(now: now, into: &out)
         } else {
             for key in Array(peers.keys) {
@@ -120,6 +124,7 @@ struct DirectPaths: Sendable {
 
     mutating func removePeer(_ key: WireGuardPublicKey) {
         peers[key] = nil
+        callMeMaybeWaiting.remove(key)
         forgetSources(of: key)
     }
 
@@ -319,6 +324,9 @@ struct DirectPaths: Sendable {
         let spread = DirectTimers.reSTUNMaximum - DirectTimers.reSTUNMinimum
         nextReSTUN = now.adding(nanoseconds: DirectTimers.reSTUNMinimum + UInt64.random(in: 0...spread, using: &random))
         publishEndpoints(now: now, into: &out)
+        let waiting = callMeMaybeWaiting
+        callMeMaybeWaiting = []
+        for key in waiting.sorted(by: { $0.bytes.lexicographicallyPrecedes($1.bytes) }) { sendCallMeMaybe(to: key, into: &out) }
         if reportQueued {
             reportQueued = false
             requestReport(now: now, random: &random, into: &out)
@@ -362,24 +370,41 @@ struct DirectPaths: Sendable {
                     counters.pingsSent += 1
                 }
             case .callMeMaybe:
-                if let refreshed = endpointsRefreshedAt, now.since(refreshed) > DirectTimers.endpointsFreshEnough {
+                // Endpoints older than 27 s are refreshed first; the CallMeMaybe follows the
+                // report (``finishReport``), so the peer pings where we are now.
+                if endpointsRefreshedAt.map({ now.since($0) > DirectTimers.endpointsFreshEnough }) ?? true {
                     requestReport(now: now, random: &random, into: &out)
                 }
-                let endpoints = published.map { DiscoEndpoint(address: $0.address, port: $0.port) }
-                if let shared = peer.shared, let sealed = Disco.seal(.callMeMaybe(endpoints), shared: shared, ours: discoKey.publicKey) {
-                    out.derp.append((key, sealed))
-                    counters.callMeMaybeSent += 1
+                if run != nil {
+                    callMeMaybeWaiting.insert(key)
+                } else {
+                    sendCallMeMaybe(to: key, into: &out)
                 }
             }
         }
     }
 
+    /// Our endpoints, over DERP, to `key`.
+    private mutating func sendCallMeMaybe(to key: WireGuardPublicKey, into out: inout DirectOutput) {
+        guard !blocked, let shared = peers[key]?.shared else { return }
+        let endpoints = published.map { DiscoEndpoint(address: $0.address, port: $0.port) }
+        if let sealed = Disco.seal(.callMeMaybe(endpoints), shared: shared, ours: discoKey.publicKey) {
+            out.derp.append((key, sealed))
+            counters.callMeMaybeSent += 1
+        }
+    }
+
+    /// A verified source of `key`'s; one heard again moves to the back, so a full map gives
+    /// up the source heard from least recently, never one in use.
     private mutating func learn(_ source: DiscoEndpoint, for key: WireGuardPublicKey) {
         if sources[source] == nil {
             if sourceOrder.count >= Self.maxSources {
                 let oldest = sourceOrder.removeFirst()
                 sources[oldest] = nil
             }
+            sourceOrder.append(source)
+        } else if sourceOrder.last != source, let index = sourceOrder.lastIndex(of: source) {
+            sourceOrder.remove(at: index)
             sourceOrder.append(source)
         }
         sources[source] = key

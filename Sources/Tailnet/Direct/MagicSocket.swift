@@ -39,7 +39,10 @@ final class MagicSocket: Sendable {
         port: UInt16, eventLoop: any EventLoop,
         receive: @escaping @Sendable (ByteBuffer, DiscoEndpoint) -> Void
     ) async throws -> MagicSocket {
-        let v6 = try? await open(v6: true, port: port, eventLoop: eventLoop, receive: receive)
+        // Each family: the configured port, else any (a port taken in one family only must
+        // not cost that family its socket); no IPv6 at all is not an error.
+        var v6 = try? await open(v6: true, port: port, eventLoop: eventLoop, receive: receive)
+        if v6 == nil, port != 0 { v6 = try? await open(v6: true, port: 0, eventLoop: eventLoop, receive: receive) }
         let v4: Family
         do {
             v4 = try await open(v6: false, port: port, eventLoop: eventLoop, receive: receive)

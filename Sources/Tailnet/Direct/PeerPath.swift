@@ -131,7 +131,7 @@ struct PeerPath: Sendable {
     /// last transaction ID from that address). The source becomes a candidate.
     mutating func pingReceived(from source: DiscoEndpoint, txID: [UInt8], now: WireGuardInstant) -> Bool {
         if candidates[source] == nil {
-            if candidates.count >= Self.maxCandidates { sweep(now: now, force: true) }
+            if candidates.count >= Self.maxCandidates { sweep(now: now) }
             guard candidates.count < Self.maxCandidates else { return true }
         }
         var candidate = candidates[source, default: Candidate()]
@@ -165,7 +165,7 @@ struct PeerPath: Sendable {
         if outstanding.values.contains(where: { now.since($0.sentAt) >= DirectTimers.pingTimeout }) {
             outstanding = outstanding.filter { now.since($0.value.sentAt) < DirectTimers.pingTimeout }
         }
-        sweep(now: now, force: false)
+        sweep(now: now)
     }
 
     /// A UDP send failed for this txID: forget the ping at once.
@@ -225,13 +225,14 @@ struct PeerPath: Sendable {
         return .ping(endpoint, txID: txID)
     }
 
-    /// Ping-learned candidates silent for 45 s lose that source; `force` also drops every
-    /// ping-only candidate (the >100 sweep).
-    private mutating func sweep(now: WireGuardInstant, force: Bool) {
-        guard force || candidates.values.contains(where: { $0.fromPing }) else { return }
+    /// Ping-learned candidates silent for 45 s lose that source, the sweep at 100 candidates
+    /// included (as Tailscale's `shouldDeleteLocked`): a burst of pings from new addresses
+    /// (replayed from a captured Ping) cannot push out a candidate in use.
+    private mutating func sweep(now: WireGuardInstant) {
+        guard candidates.values.contains(where: { $0.fromPing }) else { return }
         for (endpoint, var candidate) in candidates where candidate.fromPing {
             let silent = candidate.lastPingReceived.map { now.since($0) > DirectTimers.sessionActiveTimeout } ?? true
-            guard silent || (force && !candidate.fromNode && !candidate.fromCallMeMaybe) else { continue }
+            guard silent else { continue }
             candidate.fromPing = false
             candidates[endpoint] = candidate
             dropIfUnsourced(endpoint)
