@@ -181,6 +181,26 @@ import WireGuard
         #expect(a.paths.sources[DiscoEndpoint("10.5.0.2:7")!] == nil, "the least recent went")
     }
 
+    /// Disco over DERP from keys no peer holds (a CLI ping before its introduction) is
+    /// opened with a key agreement, at most 50 a second.
+    @Test func unknownSendersOverDERPAreOpenedAtABoundedRate() throws {
+        var (a, _, random) = Self.pair()
+        var out = DirectOutput()
+        let stranger = WireGuardPrivateKey.generate().publicKey
+        func flood(_ count: Int, at ms: UInt64) throws {
+            for i in 0..<count {
+                let forged = try #require(
+                    Disco.seal(.ping(txID: Array(repeating: UInt8(i & 0xff), count: 12), nodeKey: nil), privateKey: X25519PrivateKey.generate(), to: a.disco.publicKey))
+                _ = a.paths.receiveDERPDisco(forged, from: stranger, region: 1, now: Self.at(ms), random: &random, into: &out)
+            }
+        }
+        try flood(80, at: 1_000)
+        #expect(a.paths.counters.pongsSent == DirectPaths.maxUnknownOpensPerSecond)
+        #expect(a.paths.counters.discoUnknownSender == 80 - DirectPaths.maxUnknownOpensPerSecond)
+        try flood(10, at: 2_000)
+        #expect(a.paths.counters.pongsSent == DirectPaths.maxUnknownOpensPerSecond + 10, "a new second, a new allowance")
+    }
+
     @Test func stunReportEndsAtItsBudgetWithoutAnswers() {
         var (a, _, random) = Self.pair()
         var out = DirectOutput()

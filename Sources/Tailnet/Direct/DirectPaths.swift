@@ -59,6 +59,10 @@ struct DirectPaths: Sendable {
     var localAddresses: @Sendable () -> [DiscoEndpoint] = { LocalAddresses.current() }
     /// Counters for status and metrics.
     private(set) var counters = DirectCounters()
+    /// Disco over DERP from a key no peer holds costs a key agreement (and one more for the
+    /// pong): at most this many are opened per second; the rest are dropped and counted.
+    static let maxUnknownOpensPerSecond = 50
+    private var unknownOpens: (second: UInt64, count: Int) = (0, 0)
 
     init(discoKey: X25519PrivateKey, nodeKey: X25519PublicKey) {
         self.discoKey = discoKey
@@ -231,6 +235,13 @@ struct DirectPaths: Sendable {
         if let shared {
             opened = try? Disco.open(bytes, shared: shared, sender: sender)
         } else {
+            let second = now.nanoseconds / 1_000_000_000
+            if unknownOpens.second != second { unknownOpens = (second, 0) }
+            guard unknownOpens.count < Self.maxUnknownOpensPerSecond else {
+                counters.discoUnknownSender += 1
+                return true
+            }
+            unknownOpens.count += 1
             opened = try? Disco.open(bytes, privateKey: discoKey)
         }
         guard let received = opened else {
