@@ -91,6 +91,16 @@ extension SplitMix64: RandomNumberGenerator {}
         #expect(Set(path.candidates.keys) == [Self.a])
     }
 
+    @Test func aCallMeMaybeSkipsIPv6LinkLocalAndCoderServiceAddressesOnly() {
+        var random = SplitMix64(seed: 7)
+        var path = PeerPath()
+        let v4LinkLocal = DiscoEndpoint("169.254.10.20:41641")!
+        let v6LinkLocal = DiscoEndpoint("[fe80::1]:41641")!
+        let service = DiscoEndpoint("[fd60:627a:a42b::1]:41641")!
+        _ = path.callMeMaybe([v4LinkLocal, v6LinkLocal, service, Self.a], now: Self.at(0), random: &random)
+        #expect(Set(path.candidates.keys) == [v4LinkLocal, Self.a])
+    }
+
     @Test func removingTheBestAddressFallsBackToDERP() {
         var random = SplitMix64(seed: 4)
         var path = PeerPath()

@@ -114,7 +114,8 @@ struct PeerPath: Sendable {
     /// A CallMeMaybe over DERP: its list replaces the previous one, and every candidate is
     /// pinged at once (no CallMeMaybe back). An empty list withdraws the sender's addresses.
     mutating func callMeMaybe(_ endpoints: [DiscoEndpoint], now: WireGuardInstant, random: inout some RandomNumberGenerator) -> [Action] {
-        let wanted = Set(endpoints.filter { Self.usable($0) && !$0.isLinkLocal })
+        // IPv6 link-local skipped (Coder); IPv4 link-local is kept, as there.
+        let wanted = Set(endpoints.filter { Self.usable($0) && !($0.isLinkLocal && !$0.isIPv4) })
         for (endpoint, var candidate) in candidates where candidate.fromCallMeMaybe && !wanted.contains(endpoint) {
             candidate.fromCallMeMaybe = false
             candidates[endpoint] = candidate
