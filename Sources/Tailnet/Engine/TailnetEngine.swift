@@ -334,6 +334,10 @@ final class TailnetEngine: Sendable {
         case .disconnected(let reason):
             metrics.derpDisconnects.increment()
             logger.info("DERP disconnected", metadata: ["region": "\(region)", "reason": "\(reason)"])
+            // The home relay lost: the network may have changed under us (a re-STUN trigger).
+            guard isHome else { return }
+            perform(withDirect { d, now, random, out in d.requestReport(now: now, random: &random, into: &out) })
+            rearm()
         case .health(let text):
             if let text { logger.warning("DERP relay health", metadata: ["region": "\(region)", "problem": "\(text)"]) }
         case .peerGone, .restarting:
