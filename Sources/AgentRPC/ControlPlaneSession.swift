@@ -54,6 +54,10 @@ public final class ControlPlaneSession: Service, UpwardSink, ManifestSource, Lif
         /// connection (the reference's 30 s / 10 s).
         public var pingInterval: Duration = .seconds(30)
         public var pingTimeout: Duration = .seconds(10)
+        /// A lifecycle state the control plane answered with an error is sent again on the
+        /// same connection after this wait, doubling up to `lifecycleRetryMax`.
+        public var lifecycleRetry: Duration = .seconds(1)
+        public var lifecycleRetryMax: Duration = .seconds(10)
         /// A module (the manifest's scripts) reports STARTING, the start outcome (READY,
         /// START_TIMEOUT, START_ERROR) and the stop outcome; otherwise the session reports
         /// STARTING and READY with the first manifest, and OFF at shutdown.
@@ -122,7 +126,9 @@ public final class ControlPlaneSession: Service, UpwardSink, ManifestSource, Lif
         boundaryLogs = Outbox(name: "boundary_logs", capacity: configuration.boundaryLogsCapacity, signal: work)
         logs = Outbox(name: "logs", capacity: configuration.logsCapacity, signal: work)
         connections = Outbox(name: "connections", capacity: configuration.connectionsCapacity, signal: work)
-        setLifecycle(.created)
+        // CREATED counts as reported and is never sent (coderd's state for an agent that
+        // started again would otherwise go back to `created` until STARTING arrives).
+        state.withLock { $0.lastState = .created }
     }
 
     // MARK: Upward API (never blocks)
@@ -487,7 +493,7 @@ public final class ControlPlaneSession: Service, UpwardSink, ManifestSource, Lif
             try Task.checkCancellation()
             if let (seq, items) = lifecycle.peek() {
                 logger.debug("reporting lifecycle", metadata: ["state": "\(items[0].state)"])
-                try await deliver(lifecycle, through: seq) { _ = try await api.updateLifecycle(items[0]) }
+                try await deliver(lifecycle, through: seq, retryingRemoteErrors: true) { _ = try await api.updateLifecycle(items[0]) }
                 continue
             }
             if let (seq, items) = appStatus.peek() {
@@ -532,15 +538,32 @@ public final class ControlPlaneSession: Service, UpwardSink, ManifestSource, Lif
     /// plane answered with (a bad request, a method it does not have) cannot be fixed by
     /// retrying: those items are removed, counted and logged, and the connection stays.
     /// Transport failures propagate, so the items are sent again after the reconnect.
-    private func deliver<Item>(_ outbox: Outbox<Item>, through seq: UInt64, _ call: () async throws -> Void) async throws {
-        do {
-            try await call()
-            outbox.acknowledge(through: seq)
-        } catch let error as DRPCCallError {
-            // The control plane's own text, as a caller waiting on the item should see it.
-            guard case .remote(let body) = error else { throw error }
-            outbox.reject(through: seq, reason: body.message)
-            logger.warning("control plane rejected \(outbox.name)", metadata: ["error": "\(error)"])
+    /// `retryingRemoteErrors` (lifecycle states, which must all arrive: a lost READY leaves
+    /// the workspace starting for ever): an error answer is taken for a passing one (a
+    /// database timeout) and the item is sent again after ``Configuration/lifecycleRetry``,
+    /// doubling, on the same connection; the reference tears the connection down instead
+    /// and sends it again after the reconnect.
+    private func deliver<Item>(
+        _ outbox: Outbox<Item>, through seq: UInt64, retryingRemoteErrors: Bool = false, _ call: () async throws -> Void
+    ) async throws {
+        var wait = configuration.lifecycleRetry
+        while true {
+            do {
+                try await call()
+                outbox.acknowledge(through: seq)
+                return
+            } catch let error as DRPCCallError {
+                // The control plane's own text, as a caller waiting on the item should see it.
+                guard case .remote(let body) = error else { throw error }
+                guard retryingRemoteErrors, !body.isUnsupported else {
+                    outbox.reject(through: seq, reason: body.message)
+                    logger.warning("control plane rejected \(outbox.name)", metadata: ["error": "\(error)"])
+                    return
+                }
+                logger.warning("control plane refused \(outbox.name); sending it again", metadata: ["error": "\(error)", "in": "\(wait)"])
+                try await Task.sleep(for: wait)
+                wait = min(wait * 2, configuration.lifecycleRetryMax)
+            }
         }
     }
 

@@ -71,6 +71,9 @@ public final class ControlPlaneDouble: Sendable {
     public let statsReportInterval = Mutex<Duration>(.seconds(30))
     /// Every answer waits this long first ("answer slowly"; a huge value stalls).
     public let answerDelay = Mutex<Duration>(.zero)
+    /// The next this many UpdateLifecycle calls are answered with an error (a database
+    /// that is down for a moment); the state is not recorded.
+    public let failingLifecycleCalls = Mutex(0)
     /// When set, every upgrade is refused with this HTTP status ("reject").
     public let refuseWith = Mutex<Int?>(nil)
     /// Tokens accepted beside ``token`` (those an instance-identity exchange hands out).
@@ -210,6 +213,11 @@ public final class ControlPlaneDouble: Sendable {
         }
         server.register(DRPCMethodPath.agent("UpdateLifecycle")) { bytes in
             await delay()
+            let fail = self.failingLifecycleCalls.withLock { count -> Bool in
+                defer { count = max(0, count - 1) }
+                return count > 0
+            }
+            if fail { throw DRPCErrorBody(code: 0, message: "update workspace agent lifecycle state: database is down") }
             let request = try Coder_Agent_V2_UpdateLifecycleRequest(serializedBytes: bytes)
             self.recorded.withLock { $0.lifecycle.append(request.lifecycle.state) }
             return try request.lifecycle.serializedBytes()

@@ -85,7 +85,7 @@ struct AnnouncementBannerTests {
             let session = makeSession(url, double, store: store, interval: .milliseconds(50))
             let running = Task { try await session.run() }
             #expect(await eventually(timeout: UpwardParticipantTests.patience) { double.bannerState.withLock { $0.calls } == 1 })
-            #expect(await eventually(timeout: UpwardParticipantTests.patience) { double.recorded.withLock { $0.lifecycle } == [.created, .starting, .ready] })
+            #expect(await eventually(timeout: UpwardParticipantTests.patience) { double.recorded.withLock { $0.lifecycle } == [.starting, .ready] })
             #expect(store.current.map(\.message) == ["kept"])
             #expect(session.connectionCount == 1)
             // The next session asks once again, and the first asked no more meanwhile.

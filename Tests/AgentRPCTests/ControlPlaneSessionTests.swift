@@ -35,9 +35,9 @@ struct ControlPlaneSessionTests {
             let manifests = Mutex<[Coder_Agent_V2_Manifest]>([])
             let session = makeSession(url, token: double.token, shutdownDeadline: .seconds(30)) { m in manifests.withLock { $0.append(m) } }
             let running = Task { try await session.run() }
-            #expect(await eventually(timeout: .seconds(30)) { double.recorded.withLock { $0.lifecycle.count } == 3 })
+            #expect(await eventually(timeout: .seconds(30)) { double.recorded.withLock { $0.lifecycle.count } == 2 })
             let recorded = double.recorded.withLock { $0 }
-            #expect(recorded.lifecycle == [.created, .starting, .ready])
+            #expect(recorded.lifecycle == [.starting, .ready])
             #expect(recorded.startups.first?.version == "v0.1.0")
             let home = ProcessInfo.processInfo.environment["HOME"] ?? ""
             #expect(recorded.startups.first?.expandedDirectory == home + "/project")
@@ -47,7 +47,7 @@ struct ControlPlaneSessionTests {
 
             session.beginShutdown()
             try await running.value
-            #expect(double.recorded.withLock { $0.lifecycle } == [.created, .starting, .ready, .shuttingDown, .off])
+            #expect(double.recorded.withLock { $0.lifecycle } == [.starting, .ready, .shuttingDown, .off])
         }
     }
 
@@ -57,7 +57,7 @@ struct ControlPlaneSessionTests {
         try await double.run { url in
             let session = makeSession(url, token: double.token, shutdownDeadline: .seconds(30))
             let running = Task { try await session.run() }
-            #expect(await eventually(timeout: .seconds(30)) { double.recorded.withLock { $0.lifecycle.count } == 3 })
+            #expect(await eventually(timeout: .seconds(30)) { double.recorded.withLock { $0.lifecycle.count } == 2 })
             await double.dropConnections()
             #expect(await eventually(timeout: .seconds(30)) { double.recorded.withLock { $0.manifests } >= 2 })
             #expect(await eventually(timeout: .seconds(30)) { double.recorded.withLock { $0.startups.count } >= 2 })
@@ -65,7 +65,7 @@ struct ControlPlaneSessionTests {
             #expect(await eventually(timeout: .seconds(30)) { double.recorded.withLock { $0.appStatuses.count } == 1 })
             session.beginShutdown()
             try await running.value
-            #expect(double.recorded.withLock { $0.lifecycle } == [.created, .starting, .ready, .shuttingDown, .off])
+            #expect(double.recorded.withLock { $0.lifecycle } == [.starting, .ready, .shuttingDown, .off])
             #expect(session.connectionCount >= 2)
         }
     }
@@ -107,7 +107,7 @@ struct ControlPlaneSessionTests {
             let s = makeSession(url, token: first.token, shutdownDeadline: .seconds(30))
             session.withLock { $0 = s }
             running.withLock { $0 = Task { try await s.run() } }
-            #expect(await eventually(timeout: .seconds(30)) { first.recorded.withLock { $0.lifecycle.count } == 3 })
+            #expect(await eventually(timeout: .seconds(30)) { first.recorded.withLock { $0.lifecycle.count } == 2 })
         }
         let agent = try #require(session.withLock { $0 })
         // Down: queued work waits in the outbox.
@@ -189,6 +189,27 @@ struct ControlPlaneSessionTests {
         }
     }
 
+    /// A lifecycle state the control plane answers with an error (its database down for a
+    /// moment) is sent again on the same connection, not dropped: READY still arrives.
+    @Test func aRefusedLifecycleStateIsSentAgain() async throws {
+        let double = ControlPlaneDouble()
+        double.failingLifecycleCalls.withLock { $0 = 3 }
+        try await double.run { url in
+            var configuration = ControlPlaneSession.Configuration(agentVersion: "0.1.0")
+            configuration.lifecycleRetry = .milliseconds(20)
+            let session = ControlPlaneSession(
+                configuration: configuration, dialer: WebSocketDialer(baseURL: url, token: double.token, version: "2.10", logger: Self.quiet),
+                logger: Self.quiet)
+            let running = Task { try await session.run() }
+            #expect(await eventually(timeout: .seconds(30)) { double.recorded.withLock { $0.lifecycle } == [.starting, .ready] })
+            #expect(double.failingLifecycleCalls.withLock { $0 } == 0, "the refusals were answered")
+            #expect(session.rejectedCounts["lifecycle"] == 0)
+            #expect(double.recorded.withLock { $0.connections } == 1, "on the same connection")
+            session.beginShutdown()
+            try await running.value
+        }
+    }
+
     /// Huge log lines are cut, and batches stay far below the 4 MiB message limit.
     @Test func largeLogLinesAreCutAndBatchedByBytes() async throws {
         let double = ControlPlaneDouble()
@@ -231,10 +252,10 @@ struct ControlPlaneSessionTests {
         try await double.run { url in
             let session = makeSession(url, token: double.token, shutdownDeadline: .seconds(30))
             let running = Task { try await session.run() }
-            #expect(await eventually(timeout: .seconds(30)) { double.recorded.withLock { $0.lifecycle.count } == 3 })
+            #expect(await eventually(timeout: .seconds(30)) { double.recorded.withLock { $0.lifecycle.count } == 2 })
             session.beginShutdown()
             try await running.value
-            #expect(double.recorded.withLock { $0.lifecycle } == [.created, .starting, .ready, .shuttingDown, .off])
+            #expect(double.recorded.withLock { $0.lifecycle } == [.starting, .ready, .shuttingDown, .off])
         }
     }
 
@@ -249,7 +270,7 @@ struct ControlPlaneSessionTests {
                 dialer: WebSocketDialer(baseURL: url, token: double.token, version: "2.10", logger: Self.quiet),
                 logger: Self.quiet)
             let running = Task { try await session.run() }
-            #expect(await eventually(timeout: .seconds(30)) { double.recorded.withLock { $0.lifecycle.count } == 3 })
+            #expect(await eventually(timeout: .seconds(30)) { double.recorded.withLock { $0.lifecycle.count } == 2 })
             // And READY's acknowledgement is back (the double records a state before its
             // answer reaches the agent), so that only the states below stay queued.
             #expect(await eventually(timeout: .seconds(30)) { session.lifecycle.count == 0 })
@@ -277,7 +298,7 @@ struct ControlPlaneSessionTests {
                 dialer: WebSocketDialer(baseURL: url, token: double.token, version: "2.10", logger: Self.quiet),
                 logger: Self.quiet)
             let running = Task { try await session.run() }
-            #expect(await eventually(timeout: .seconds(30)) { double.recorded.withLock { $0.lifecycle.count } == 3 })
+            #expect(await eventually(timeout: .seconds(30)) { double.recorded.withLock { $0.lifecycle.count } == 2 })
             try await Task.sleep(for: .milliseconds(600))
             #expect(session.connectionCount == 1)
             #expect(double.recorded.withLock { $0.connections } == 1)

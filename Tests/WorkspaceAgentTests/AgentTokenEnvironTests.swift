@@ -26,7 +26,7 @@ struct AgentTokenEnvironTests {
             #expect(block.contains("AGENT_ENVIRON_MARKER=still-here"), "the block was not read")
             #expect(!block.contains(double.token), "the token is still in /proc/<agent>/environ")
             // The token still serves the agent: it connects and reports its lifecycle.
-            #expect(await eventually(timeout: .seconds(30)) { double.recorded.withLock { $0.lifecycle.count } == 3 }, "\(agent.log)")
+            #expect(await eventually(timeout: .seconds(30)) { double.recorded.withLock { $0.lifecycle.count } == 2 }, "\(agent.log)")
             agent.signal(SIGTERM)
             #expect(await agent.exitStatus() == 0, "\(agent.log)")
         }

@@ -24,8 +24,8 @@ struct WorkspaceAgentControlPlaneTests {
             let agent = try AgentDaemon.launch(["--http-address", "127.0.0.1:0", "--agent-url", url, "--agent-token-file", tokenFile])
             defer { agent.cleanup() }
             let client = RawHTTPClient(port: try await agent.port())
-            #expect(await eventually(timeout: .seconds(30)) { double.recorded.withLock { $0.lifecycle.count } == 3 })
-            #expect(double.recorded.withLock { $0.lifecycle } == [.created, .starting, .ready])
+            #expect(await eventually(timeout: .seconds(30)) { double.recorded.withLock { $0.lifecycle.count } == 2 })
+            #expect(double.recorded.withLock { $0.lifecycle } == [.starting, .ready])
             #expect(double.recorded.withLock { $0.startups.first?.version } == "v0.1.0")
             #expect(!agent.log.contains(double.token))
 
@@ -41,7 +41,7 @@ struct WorkspaceAgentControlPlaneTests {
 
             agent.signal(SIGTERM)
             #expect(await agent.exitStatus() == 0, "\(agent.log)")
-            #expect(double.recorded.withLock { $0.lifecycle } == [.created, .starting, .ready, .shuttingDown, .off], "\(agent.log)")
+            #expect(double.recorded.withLock { $0.lifecycle } == [.starting, .ready, .shuttingDown, .off], "\(agent.log)")
         }
     }
 

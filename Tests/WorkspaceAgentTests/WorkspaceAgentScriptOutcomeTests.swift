@@ -42,7 +42,7 @@ struct WorkspaceAgentScriptOutcomeTests {
                 })
             #expect(ScriptsHarness.outputs(double, source: holder.logSourceID).first == "started")
             #expect(await eventually(timeout: .seconds(30)) { ScriptsHarness.lifecycle(double).last == .startTimeout })
-            #expect(ScriptsHarness.lifecycle(double) == [.created, .starting, .startTimeout])
+            #expect(ScriptsHarness.lifecycle(double) == [.starting, .startTimeout])
             agent.signal(SIGTERM)
             #expect(await agent.exitStatus() == 0, "\(agent.log)")
         }
@@ -101,12 +101,12 @@ struct WorkspaceAgentScriptOutcomeTests {
         try await double.run { url in
             let agent = try AgentDaemon.launch(["--http-address", "127.0.0.1:0", "--agent-url", url, "--agent-token-file", tokenFile])
             defer { agent.cleanup() }
-            #expect(await eventually(timeout: .seconds(60)) { ScriptsHarness.lifecycle(double) == [.created, .starting, .ready] }, "\(agent.log)")
+            #expect(await eventually(timeout: .seconds(60)) { ScriptsHarness.lifecycle(double) == [.starting, .ready] }, "\(agent.log)")
             #expect(!FileManager.default.fileExists(atPath: dir + "/stopped"))
             agent.signal(SIGTERM)
             #expect(await agent.exitStatus() == 0, "\(agent.log)")
             #expect(FileManager.default.fileExists(atPath: dir + "/stopped"))
-            #expect(ScriptsHarness.lifecycle(double) == [.created, .starting, .ready, .shuttingDown, .shutdownError], "\(agent.log)")
+            #expect(ScriptsHarness.lifecycle(double) == [.starting, .ready, .shuttingDown, .shutdownError], "\(agent.log)")
             let stop = try #require(ScriptsHarness.timings(double, script: stopper.id).first)
             #expect(stop.stage == .stop && stop.status == .ok)
             let failed = try #require(ScriptsHarness.timings(double, script: failing.id).first)
@@ -132,7 +132,7 @@ struct WorkspaceAgentScriptOutcomeTests {
             agent.signal(SIGTERM)
             #expect(await agent.exitStatus(timeout: .seconds(60)) == 0, "\(agent.log)")
             #expect(!agent.log.contains("did not finish"), "\(agent.log)")
-            #expect(ScriptsHarness.lifecycle(double) == [.created, .starting, .ready, .shuttingDown, .shutdownTimeout], "\(agent.log)")
+            #expect(ScriptsHarness.lifecycle(double) == [.starting, .ready, .shuttingDown, .shutdownTimeout], "\(agent.log)")
             let timing = try #require(ScriptsHarness.timings(double, script: slow.id).first)
             #expect(timing.stage == .stop && timing.status == .timedOut && timing.exitCode == 255)
             #expect(timing.end.date.timeIntervalSince(timing.start.date) >= 8.5)

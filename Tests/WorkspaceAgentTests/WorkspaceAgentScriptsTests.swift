@@ -48,7 +48,7 @@ struct WorkspaceAgentScriptsTests {
                         && ScriptsHarness.timings(double, script: python.id).count == 1
                 }, "\(agent.log)")
             #expect(await eventually(timeout: .seconds(30)) { ScriptsHarness.lifecycle(double).last == .startError }, "\(agent.log)")
-            #expect(ScriptsHarness.lifecycle(double) == [.created, .starting, .startError])
+            #expect(ScriptsHarness.lifecycle(double) == [.starting, .startError])
 
             let okTiming = try #require(ScriptsHarness.timings(double, script: ok.id).first)
             #expect(okTiming.status == .ok && okTiming.exitCode == 0 && okTiming.stage == .start)
@@ -94,7 +94,7 @@ struct WorkspaceAgentScriptsTests {
             // agent (which had its answer on the wire) has exited.
             #expect(
                 await eventually(timeout: .seconds(10)) {
-                    ScriptsHarness.lifecycle(double) == [.created, .starting, .startError, .shuttingDown, .off]
+                    ScriptsHarness.lifecycle(double) == [.starting, .startError, .shuttingDown, .off]
                 }, "\(ScriptsHarness.lifecycle(double)) \(agent.log)")
         }
     }
@@ -106,7 +106,7 @@ struct WorkspaceAgentScriptsTests {
         try await double.run { url in
             let agent = try AgentDaemon.launch(["--http-address", "127.0.0.1:0", "--agent-url", url, "--agent-token-file", tokenFile])
             defer { agent.cleanup() }
-            #expect(await eventually(timeout: .seconds(60)) { ScriptsHarness.lifecycle(double) == [.created, .starting, .ready] }, "\(agent.log)")
+            #expect(await eventually(timeout: .seconds(60)) { ScriptsHarness.lifecycle(double) == [.starting, .ready] }, "\(agent.log)")
             agent.signal(SIGTERM)
             #expect(await agent.exitStatus() == 0, "\(agent.log)")
         }
