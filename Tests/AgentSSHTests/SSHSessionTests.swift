@@ -106,6 +106,22 @@ struct SSHSessionTests {
         #expect(back.count == bytes.count && back == Data(bytes))
     }
 
+    /// A command that ends while its client still reads slowly: every byte arrives before
+    /// the exit status and the close (with a terminal, and without).
+    @Test(arguments: [false, true])
+    func aSlowReaderGetsAllTheOutputOfAnEndedCommand(terminal: Bool) async throws {
+        let server = try await Server()
+        defer { Task { await server.stop() } }
+        let ssh =
+            "ssh -F /dev/null -p \(server.port) -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BatchMode=yes -o LogLevel=ERROR"
+            + (terminal ? " -tt" : "")
+        // 4 000 000 characters on one line; the reader starts once the command has long ended.
+        let outcome = await ChildProgram.run(
+            ["sh", "-c", "\(ssh) 127.0.0.1 'head -c 3000000 /dev/zero | base64 -w0' < /dev/null | (sleep 3; wc -c)"],
+            stderrToStdout: true)
+        #expect(outcome.stdout.hasPrefix("4000000\n"), "\(outcome)")
+    }
+
     @Test func theEnvironmentFollowsTheReferencesOrder() async throws {
         let manifest = AgentManifest(
             directory: "/", environment: ["CODER": "true", "CODER_WORKSPACE_NAME": "ws", "FROM_MANIFEST": "m"],

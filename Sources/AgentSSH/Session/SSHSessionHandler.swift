@@ -61,6 +61,10 @@ final class SSHSessionHandler: ChannelDuplexHandler {
     /// Where client bytes go: the stdin pipe's or the terminal's channel.
     private var inputChannel: (any Channel)?
     private var outputChannels: [any Channel] = []
+    /// The last output write handed to the client's channel (NIO completes a channel's
+    /// writes in order, so when it completes every earlier one has): the exit status and
+    /// the close wait for it, as the reference's copy ends before it sends them.
+    private var lastOutputWrite: EventLoopFuture<Void>?
     /// Start, exit, output drained, exit status, close (``SSHSessionLife``).
     private var life = SSHSessionLife()
     private var sessionID: Int?
@@ -300,7 +304,9 @@ final class SSHSessionHandler: ChannelDuplexHandler {
     /// Output from the process: to the client, reading paused while the channel is full.
     func forward(_ buffer: ByteBuffer, type: SSHChannelData.DataType, from relay: any Channel) {
         guard let context, !life.ended else { return }
-        context.writeAndFlush(wrapOutboundOut(SSHChannelData(type: type, data: .byteBuffer(buffer))), promise: nil)
+        let written = context.eventLoop.makePromise(of: Void.self)
+        context.writeAndFlush(wrapOutboundOut(SSHChannelData(type: type, data: .byteBuffer(buffer))), promise: written)
+        lastOutputWrite = written.futureResult
         if !context.channel.isWritable { _ = relay.setOption(ChannelOptions.autoRead, value: false) }
     }
 
@@ -439,8 +445,21 @@ final class SSHSessionHandler: ChannelDuplexHandler {
         }
     }
 
-    /// Sends the exit status (or signal) and closes the channel.
+    /// Sends the exit status (or signal) and closes the channel, once the output written so
+    /// far has left (a client reading slowly gets all of it; one that goes ends the wait).
     private func finish(status: Int32, context: ChannelHandlerContext) {
+        guard let pending = lastOutputWrite else {
+            sendExit(status: status, context: context)
+            return
+        }
+        lastOutputWrite = nil
+        pending.assumeIsolated().whenComplete { _ in
+            guard let context = self.context else { return }
+            self.sendExit(status: status, context: context)
+        }
+    }
+
+    private func sendExit(status: Int32, context: ChannelHandlerContext) {
         if Self.signalled(status) {
             let number = status & 0x7f
             context.triggerUserOutboundEvent(
