@@ -330,9 +330,10 @@ public final class ControlPlaneSession: Service, UpwardSink, ManifestSource, Lif
     }
 
     /// Reconnect delays: the reference's schedule (100 ms × 1.618 per attempt, cap 10 s,
-    /// first attempt immediate) plus ±20 % jitter, so agents do not all retry on the same
-    /// schedule after a control-plane restart; reset after a session that stayed healthy.
-    public static let reconnectBackoff = Backoff(initial: .milliseconds(100) * 1.618, maximum: .seconds(10), factor: 1.618, jitter: .spread(0.2))
+    /// first attempt immediate), each drawn from the upper half of its step, so agents do not
+    /// all retry on the same schedule after a control-plane restart and no wait passes the
+    /// cap; reset after a session that stayed healthy.
+    public static let reconnectBackoff = Backoff(initial: .milliseconds(100) * 1.618, maximum: .seconds(10), factor: 1.618, jitter: .upperHalf)
 
     private func runConnected() async {
         var backoff = Self.reconnectBackoff
@@ -343,8 +344,14 @@ public final class ControlPlaneSession: Service, UpwardSink, ManifestSource, Lif
             }
             let wait = backoff.next()
             if wait > .zero {
-                // Shutdown cuts the wait short.
-                await sleep(for: wait, orUntil: { [work] in await work.wait() })
+                if let deadline = state.withLock({ $0.shutdownDeadline }) {
+                    // Shutting down: the wait ends by the deadline at the latest.
+                    try? await Task.sleep(for: min(wait, max(.zero, deadline - ContinuousClock.now)))
+                } else {
+                    // Only shutdown cuts the wait short: items queued meanwhile go with the
+                    // next connection, never a dial of their own.
+                    await sleep(for: wait, orUntil: { [shutdownBegun] in await shutdownBegun.wait() })
+                }
                 if isShuttingDown && allDrained { return }
             }
             let started = ContinuousClock.now
@@ -357,11 +364,15 @@ public final class ControlPlaneSession: Service, UpwardSink, ManifestSource, Lif
                 }
                 if isShuttingDown { return }
             } catch {
-                // During shutdown an EOF or cancel is expected: never a reconnect, never a
-                // duplicate state (a state leaves its outbox only once acknowledged).
+                // During shutdown a lost connection is dialled again while the deadline
+                // allows and something is still to be acknowledged (the final states above
+                // all): the loop's head ends it. A state leaves its outbox only once
+                // acknowledged, so none is lost; one whose answer the drop swallowed may
+                // arrive twice, as the reference's may.
                 if isShuttingDown {
                     logger.debug("control plane connection ended during shutdown", metadata: ["error": "\(error)"])
-                    return
+                    if allDrained { return }
+                    continue
                 }
                 logger.warning("control plane connection failed", metadata: ["error": "\(error)"])
             }

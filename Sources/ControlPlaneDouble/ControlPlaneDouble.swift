@@ -74,6 +74,8 @@ public final class ControlPlaneDouble: Sendable {
     /// The next this many UpdateLifecycle calls are answered with an error (a database
     /// that is down for a moment); the state is not recorded.
     public let failingLifecycleCalls = Mutex(0)
+    /// UpdateLifecycle calls that arrived (answered or not yet: before ``answerDelay``).
+    public let lifecycleCallsArrived = Mutex(0)
     /// When set, every upgrade is refused with this HTTP status ("reject").
     public let refuseWith = Mutex<Int?>(nil)
     /// Tokens accepted beside ``token`` (those an instance-identity exchange hands out).
@@ -212,6 +214,7 @@ public final class ControlPlaneDouble: Sendable {
             return try request.startup.serializedBytes()
         }
         server.register(DRPCMethodPath.agent("UpdateLifecycle")) { bytes in
+            self.lifecycleCallsArrived.withLock { $0 += 1 }
             await delay()
             let fail = self.failingLifecycleCalls.withLock { count -> Bool in
                 defer { count = max(0, count - 1) }

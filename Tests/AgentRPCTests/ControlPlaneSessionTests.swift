@@ -285,6 +285,29 @@ struct ControlPlaneSessionTests {
         }
     }
 
+    /// A connection lost during shutdown, before the final states were acknowledged, is
+    /// dialled again within the deadline: SHUTTING_DOWN and OFF still arrive.
+    @Test func aConnectionLostDuringShutdownIsDialledAgainForTheFinalStates() async throws {
+        let double = ControlPlaneDouble()
+        try await double.run { url in
+            let session = makeSession(url, token: double.token, shutdownDeadline: .seconds(60))
+            let running = Task { try await session.run() }
+            #expect(await eventually(timeout: .seconds(30)) { double.recorded.withLock { $0.lifecycle } == [.starting, .ready] })
+            #expect(await eventually(timeout: .seconds(30)) { session.lifecycle.count == 0 })
+            // The control plane stops answering, shutdown begins, then the connection drops.
+            double.answerDelay.withLock { $0 = .seconds(3600) }
+            session.beginShutdown()
+            #expect(await eventually(timeout: .seconds(30)) { double.lifecycleCallsArrived.withLock { $0 } == 3 }, "SHUTTING_DOWN sent, unanswered")
+            double.answerDelay.withLock { $0 = .zero }
+            await double.dropConnections()
+            try await running.value
+            let states = double.recorded.withLock { $0.lifecycle }
+            #expect(states.last == .off && states.filter { $0 == .off }.count == 1, "\(states)")
+            #expect(double.recorded.withLock { $0.connections } == 2)
+            #expect(session.lifecycle.count == 0, "everything acknowledged")
+        }
+    }
+
     /// Keepalive pings are answered by a live control plane: the connection is kept.
     @Test func keepalivePingsKeepAHealthyConnection() async throws {
         let double = ControlPlaneDouble()
@@ -344,8 +367,10 @@ struct ControlPlaneSessionTests {
         var backoff = ControlPlaneSession.reconnectBackoff
         #expect(backoff.next() == .zero)
         for _ in 0..<20 { _ = backoff.next() }
-        let jittered = backoff.next()
-        #expect(jittered >= .seconds(8) && jittered <= .seconds(12))
+        for _ in 0..<50 {
+            let jittered = backoff.next()
+            #expect(jittered >= .seconds(5) && jittered <= .seconds(10), "within the cap: \(jittered)")
+        }
         backoff.reset()
         #expect(backoff.next() == .zero)
     }
