@@ -116,6 +116,14 @@ struct FileAPIHardeningTests {
             #expect(info.st_uid == 4321 && info.st_gid == 4322)
             #expect(info.st_mode & 0o7777 == 0o640)
             #expect(try String(contentsOfFile: path, encoding: .utf8) == "edited")
+            // A set-user-ID program keeps its bits (a chown after the chmod cleared them).
+            let program = h.file("program")
+            try TestFile.write(program, "#!/bin/sh\n".utf8)
+            #expect(chown(program, 4321, 4322) == 0)
+            #expect(chmod(program, 0o6755) == 0)
+            #expect(try await h.post("write-file?path=\(FilesHarness.q(program))", body: Array("#!/bin/sh\ntrue\n".utf8)).status == 200)
+            #expect(stat(program, &info) == 0)
+            #expect(info.st_uid == 4321 && info.st_mode & 0o7777 == 0o6755, "mode \(String(info.st_mode & 0o7777, radix: 8))")
         }
     }
 

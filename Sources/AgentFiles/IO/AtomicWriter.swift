@@ -64,8 +64,8 @@ final class AtomicWriter: @unchecked Sendable {
             throw error
         }
         if let existing = replaced {
-            // The reference only logs a failure here.
-            _ = fchmod(fd, existing.st_mode & 0o7777)
+            // The owner first: a chown clears the set-user-ID and set-group-ID bits (even
+            // for root), so the mode goes after it.
             if geteuid() == 0, existing.st_uid != 0 || existing.st_gid != 0 {
                 guard fchown(fd, existing.st_uid, existing.st_gid) == 0 else {
                     let error = FileSystemError.last("chown", temporary)
@@ -73,6 +73,8 @@ final class AtomicWriter: @unchecked Sendable {
                     throw error
                 }
             }
+            // The reference only logs a failure here.
+            _ = fchmod(fd, existing.st_mode & 0o7777)
         }
         guard close(fd) == 0 else { throw FileSystemError.last("close", temporary) }
         guard FS.rename(temporary, target) == 0 else { throw FileSystemError.last("write", target) }
