@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import AgentProto
 import AgentRPC
+import AgentTestSupport
 import SwiftProtobuf
 import Testing
 
@@ -126,6 +127,22 @@ struct ScriptCommandTests {
         let slow = await MetadataCommand.collect(script: "echo before; sleep 60", timeout: .seconds(5), context: context)
         #expect(slow.value == "before\n")
         #expect(slow.error == "run cmd: signal: killed\ncontext deadline exceeded")
+    }
+
+    /// A collection whose task is cancelled (a dropped connection) ends its command then,
+    /// not at its timeout: a hung command cannot hold the reconnect.
+    @Test(.timeLimit(.minutes(1))) func aCancelledMetadataCollectionEndsItsCommand() async throws {
+        var context = Self.context(ProcessInfo.processInfo.environment)
+        context.manifest.environment = [:]
+        let marker = NSTemporaryDirectory() + "metadata-started-\(UUID().uuidString)"
+        defer { unlink(marker) }
+        let collection = Task {
+            await MetadataCommand.collect(script: "touch '\(marker)'; exec sleep 3600", timeout: .seconds(3600), context: context)
+        }
+        #expect(await eventually(timeout: .seconds(30)) { access(marker, F_OK) == 0 }, "the command started")
+        collection.cancel()
+        let outcome = await collection.value
+        #expect(outcome.error.hasPrefix("run cmd: "), "ended by the cancel: \(outcome)")
     }
 
     @Test func stopTimeoutIsBoundedByTheLimit() {

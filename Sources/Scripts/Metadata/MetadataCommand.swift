@@ -21,8 +21,15 @@ enum MetadataCommand {
             return ("", "create cmd: \(error.description)")
         }
         let output = CappedOutput(limit: maxOutputBytes)
-        let exit = await ScriptProcess().run(
-            command, timeout: timeout, merge: true, signal: SIGKILL, waitDelay: .seconds(1), handler: output)
+        // A collection whose task is cancelled (the connection dropped, shutdown) ends its
+        // command at once: a hung one must not hold the reconnect or the shutdown until its
+        // timeout.
+        let process = ScriptProcess()
+        let exit = await withTaskCancellationHandler {
+            await process.run(command, timeout: timeout, merge: true, signal: SIGKILL, waitDelay: .seconds(1), handler: output)
+        } onCancel: {
+            process.cancel()
+        }
         let (bytes, total) = output.taken
         let (value, note) = MetadataReporter.capped(bytes, totalBytes: total)
         if exit.startFailed, let error = exit.error, error.hasPrefix("start command: ") {
