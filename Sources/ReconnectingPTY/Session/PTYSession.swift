@@ -27,6 +27,9 @@ final class PTYSession: ReconnectingSession {
     struct State {
         var replay = ReplayBuffer()
         var attachments: [ObjectIdentifier: any Channel] = [:]
+        /// Each attachment's last output write (a channel completes its writes in order): an
+        /// ending session closes a connection once what it was sent has left.
+        var lastWrites: [ObjectIdentifier: EventLoopFuture<Void>] = [:]
         var lifetime: PTYLifetime
         var terminal: (any Channel)?
         var earlyInput: [ByteBuffer] = []
@@ -122,6 +125,7 @@ final class PTYSession: ReconnectingSession {
 
     private func detach(_ key: ObjectIdentifier) {
         guard state.value.attachments.removeValue(forKey: key) != nil else { return }
+        state.value.lastWrites[key] = nil
         state.value.pausedInputs[key] = nil
         resumeTerminalIfWritable()
         perform(state.value.lifetime.detach())
@@ -186,8 +190,8 @@ final class PTYSession: ReconnectingSession {
         guard !state.value.ended else { return }
         state.value.replay.append(buffer.readableBytesView)
         var full = false
-        for channel in state.value.attachments.values {
-            channel.writeAndFlush(buffer, promise: nil)
+        for (key, channel) in state.value.attachments {
+            state.value.lastWrites[key] = channel.writeAndFlush(buffer)
             if !channel.isWritable { full = true }
         }
         if full { _ = terminal.setOption(ChannelOptions.autoRead, value: false) }
@@ -287,8 +291,15 @@ final class PTYSession: ReconnectingSession {
         guard !state.value.ended else { return }
         state.value.ended = true
         logger.debug("reconnecting pty: session ended", metadata: ["id": "\(id)", "why": "\(why)", "attachments": "\(state.value.attachments.count)", "replay": "\(state.value.replay.contents.count)"])
-        for channel in state.value.attachments.values { channel.close(promise: nil) }
+        for (key, channel) in state.value.attachments {
+            if let pending = state.value.lastWrites[key] {
+                pending.whenComplete { _ in channel.close(promise: nil) }
+            } else {
+                channel.close(promise: nil)
+            }
+        }
         state.value.attachments = [:]
+        state.value.lastWrites = [:]
         state.value.terminal?.close(promise: nil)
         onEnd(self)
     }
