@@ -133,6 +133,9 @@ struct EditFilesTests {
             ("a:\n  b: 1\n  c: 2\n", "b: 1 \nc: 2", "b: 1\n    d: 3\nc: 2", false, "a:\n  b: 1\n    d: 3\n  c: 2\n"),
             // A replacement that ends without a newline does not pull the next line onto it.
             ("x  \ny\nz\n", "x\ny", "w", false, "w  \nz\n"),
+            // Unless the search ended with the newline it dropped: the next line folds on, as
+            // on an exact match (`line\n` → `LINE`), here matched only with its spaces trimmed.
+            ("x\n  line  \nbar\n", "line\n", "LINE", false, "x\n  LINE  bar\n"),
         ] as [(String, String, String, Bool, String)])
     func fuzzySpliceKeepsWhatSearchAndReplacementAgreeOn(file: String, search: String, replace: String, all: Bool, expected: String) async throws {
         try await withFilesServer { h in

@@ -208,7 +208,12 @@ enum EditEngine {
             }
             if inserted, index == last, atEndWithoutNewline { ending = [] }
             if let forcedEnding, index < last || !atEndWithoutNewline { ending = forcedEnding }
-            if index == last, !atEndWithoutNewline, ending.isEmpty { ending = forcedEnding ?? TextLine.lf }
+            // A replacement ending without a newline keeps the matched lines' last one when the
+            // search ended without one too (they agree); a search that ended with a newline
+            // the replacement dropped folds the next line on, as an exact match does.
+            if index == last, !atEndWithoutNewline, ending.isEmpty, search.last?.ending.isEmpty ?? true {
+                ending = forcedEnding ?? TextLine.lf
+            }
             out += lead
             out += r.body
             out += trail
