@@ -3,6 +3,8 @@ import AgentHTTP
 import AgentTestSupport
 import ArgumentParser
 import Logging
+import NIOCore
+import NIOPosix
 @testable import AgentSSH
 import Testing
 
@@ -50,5 +52,18 @@ struct SSHAddressTests {
         let quiet = CapturedLog(level: .info)
         _ = SSHModule(configuration: try Self.resolve(["--ssh-address", "127.0.0.1:2222"]), context: .forTests(), logger: quiet.logger)
         #expect(!quiet.all.contains { $0.level == .warning }, "\(quiet.text)")
+    }
+}
+
+/// Where `ssh -R` listens: the bind address mapped without a lookup on the loop.
+struct ReverseForwardingAddressTests {
+    @Test func bindAddresses() async throws {
+        let loop = MultiThreadedEventLoopGroup.singleton.next()
+        #expect(try await ReverseForwarding.bindAddress("", port: 80, on: loop).get().ipAddress == "0.0.0.0")
+        // OpenSSH's default: IPv4, as Go's net.Listen takes it (a lookup may give ::1 first).
+        #expect(try await ReverseForwarding.bindAddress("localhost", port: 80, on: loop).get().ipAddress == "127.0.0.1")
+        #expect(try await ReverseForwarding.bindAddress("::1", port: 80, on: loop).get().ipAddress == "::1")
+        let named = try await ReverseForwarding.bindAddress("127.0.0.2", port: 8080, on: loop).get()
+        #expect(named.ipAddress == "127.0.0.2" && named.port == 8080)
     }
 }

@@ -92,6 +92,30 @@ final class ReverseForwarding: GlobalRequestDelegate, @unchecked Sendable {
         Set(listeners.values.map { ObjectIdentifier($0) }).count + binding
     }
 
+    /// Where `host` listens: every interface when empty, a literal as it is, `localhost` as
+    /// 127.0.0.1 (Go's `net.Listen` takes its IPv4 address; a lookup often gives ::1 first),
+    /// any other name looked up on NIO's thread pool, IPv4 first: never a blocking lookup on
+    /// the loop, which may be the tailnet's only one.
+    static func bindAddress(_ host: String, port: Int, on loop: any EventLoop) -> EventLoopFuture<SocketAddress> {
+        let name = host.isEmpty ? "0.0.0.0" : host == "localhost" ? "127.0.0.1" : host
+        if let literal = try? SocketAddress(ipAddress: name, port: port) { return loop.makeSucceededFuture(literal) }
+        return NIOThreadPool.singleton.runIfActive(eventLoop: loop) {
+            for family in [AF_INET, AF_INET6] {
+                var hints = addrinfo()
+                hints.ai_family = family
+                hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+                var list: UnsafeMutablePointer<addrinfo>?
+                guard getaddrinfo(name, nil, &hints, &list) == 0, let first = list, let address = first.pointee.ai_addr else { continue }
+                defer { freeaddrinfo(list) }
+                var text = [CChar](repeating: 0, count: Int(NI_MAXHOST))
+                guard getnameinfo(address, first.pointee.ai_addrlen, &text, socklen_t(text.count), nil, 0, NI_NUMERICHOST) == 0 else { continue }
+                let numeric = text.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+                return try SocketAddress(ipAddress: numeric, port: port)
+            }
+            throw ReverseForwardingError.unknownHost
+        }
+    }
+
     /// Closes the listener filed under `key` and forgets every key it is filed under.
     private func remove(listenerAt key: String) {
         guard let listener = listeners[key] else { return }
@@ -104,36 +128,38 @@ final class ReverseForwarding: GlobalRequestDelegate, @unchecked Sendable {
         host: String, port: Int, handler: NIOLoopBound<NIOSSHHandler>, promise: EventLoopPromise<GlobalRequest.TCPForwardingResponse>
     ) {
         let bound = NIOLoopBound(self, eventLoop: loop)
-        let address = host.isEmpty ? "0.0.0.0" : host
         binding += 1
-        ServerBootstrap(group: loop)
-            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .childChannelOption(.autoRead, value: false)
-            .childChannelOption(.allowRemoteHalfClosure, value: true)
-            .childChannelInitializer { accepted in
-                accepted.eventLoop.makeCompletedFuture {
-                    bound.value.forward(accepted, host: host, handler: handler)
-                }
-            }
-            .bind(host: address, port: port)
-            .whenComplete { result in
-                let this = bound.value
-                this.binding -= 1
-                switch result {
-                case .success(let listener):
-                    let actual = listener.localAddress?.port ?? port
-                    if this.closed {
-                        listener.close(promise: nil)
-                        promise.fail(ReverseForwardingError.closed)
-                        return
+        let loop = self.loop
+        Self.bindAddress(host, port: port, on: loop).flatMap { address in
+            ServerBootstrap(group: loop)
+                .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+                .childChannelOption(.autoRead, value: false)
+                .childChannelOption(.allowRemoteHalfClosure, value: true)
+                .childChannelInitializer { accepted in
+                    accepted.eventLoop.makeCompletedFuture {
+                        bound.value.forward(accepted, host: host, handler: handler)
                     }
-                    this.listeners[Self.key(host, port)] = listener
-                    if port != actual { this.listeners[Self.key(host, actual)] = listener }
-                    promise.succeed(.init(boundPort: port == 0 ? actual : nil))
-                case .failure(let error):
-                    promise.fail(error)
                 }
+                .bind(to: address)
+        }
+        .whenComplete { result in
+            let this = bound.value
+            this.binding -= 1
+            switch result {
+            case .success(let listener):
+                let actual = listener.localAddress?.port ?? port
+                if this.closed {
+                    listener.close(promise: nil)
+                    promise.fail(ReverseForwardingError.closed)
+                    return
+                }
+                this.listeners[Self.key(host, port)] = listener
+                if port != actual { this.listeners[Self.key(host, actual)] = listener }
+                promise.succeed(.init(boundPort: port == 0 ? actual : nil))
+            case .failure(let error):
+                promise.fail(error)
             }
+        }
     }
 
     /// `ssh -R` to a Unix socket (`streamlocal-forward@openssh.com`): made with the agent's
@@ -234,4 +260,6 @@ enum ReverseForwardingError: Error {
     case invalidPath
     case tooManyListeners
     case closed
+    /// The bind address names no host.
+    case unknownHost
 }
