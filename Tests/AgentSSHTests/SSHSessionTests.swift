@@ -371,10 +371,16 @@ struct SSHTransferAndForwardingTests {
 @Suite(.serialized, .timeLimit(.minutes(3)))
 struct SSHPolicyTests {
     @Test func blockedFileTransferExitsWith65AndTheReferencesMessage() async throws {
-        let server = try await SSHSessionTests.Server(policy: SSHPolicy(blockFileTransfer: true))
+        let reports = ReportRecorder()
+        let server = try await SSHSessionTests.Server(policy: SSHPolicy(blockFileTransfer: true), upward: reports)
         defer { Task { await server.stop() } }
         let scp = await server.ssh("scp -t /tmp")
         #expect(scp.status == 65 && scp.stdout == "\u{02}File transfer has been disabled.\n", "\(scp)")
+        // In the connection log as the reference has it.
+        #expect(await eventually(timeout: .seconds(30)) { reports.all.contains { $0.action == .disconnect } })
+        let disconnect = try #require(reports.all.first { $0.action == .disconnect })
+        #expect(disconnect.statusCode == 65 && disconnect.reason == "file transfer blocked", "\(disconnect)")
+        #expect(reports.all.filter { $0.action == .connect }.count == 1)
         let rsync = await server.ssh("/usr/bin/rsync --server .")
         #expect(rsync.status == 65, "\(rsync)")
         // Other commands still run.

@@ -65,6 +65,8 @@ final class SSHSessionHandler: ChannelDuplexHandler {
     /// writes in order, so when it completes every earlier one has): the exit status and
     /// the close wait for it, as the reference's copy ends before it sends them.
     private var lastOutputWrite: EventLoopFuture<Void>?
+    /// A file transfer was refused (`--block-file-transfer`): its disconnect says so.
+    private var transferBlocked = false
     /// Start, exit, output drained, exit status, close (``SSHSessionLife``).
     private var life = SSHSessionLife()
     private var sessionID: Int?
@@ -232,6 +234,10 @@ final class SSHSessionHandler: ChannelDuplexHandler {
     private func refuseFileTransfer(message: Bool, context: ChannelHandlerContext) -> Bool {
         guard !started else { return false }
         started = true
+        // In the connection log as the reference has it: connected, then disconnected with
+        // 65 and "file transfer blocked".
+        reportConnect(type: SessionEnvironmentBuilder.sessionType(client: clientVariables), context: context)
+        transferBlocked = true
         if message {
             let text = context.channel.allocator.buffer(string: SSHPolicy.fileTransferMessage)
             context.writeAndFlush(wrapOutboundOut(SSHChannelData(type: .channel, data: .byteBuffer(text))), promise: nil)
@@ -400,7 +406,10 @@ final class SSHSessionHandler: ChannelDuplexHandler {
         connectReport = nil
         report.action = .disconnect
         report.timestamp = Date()
-        if let status = life.exitStatus {
+        if transferBlocked {
+            report.statusCode = SSHPolicy.fileTransferStatus
+            report.reason = "file transfer blocked"
+        } else if let status = life.exitStatus {
             if Self.signalled(status) {
                 report.statusCode = 255
                 report.reason = "process exited with signal: \(Self.signalName(status & 0x7f))"
