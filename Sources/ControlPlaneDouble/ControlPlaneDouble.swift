@@ -74,6 +74,8 @@ public final class ControlPlaneDouble: Sendable {
     /// The next this many UpdateLifecycle calls are answered with an error (a database
     /// that is down for a moment); the state is not recorded.
     public let failingLifecycleCalls = Mutex(0)
+    /// The next this many BatchCreateLogs calls are answered with an error; nothing is kept.
+    public let failingLogBatches = Mutex(0)
     /// UpdateLifecycle calls that arrived (answered or not yet: before ``answerDelay``).
     public let lifecycleCallsArrived = Mutex(0)
     /// When set, every upgrade is refused with this HTTP status ("reject").
@@ -254,6 +256,11 @@ public final class ControlPlaneDouble: Sendable {
             return try Google_Protobuf_Empty().serializedBytes()
         }
         server.register(DRPCMethodPath.agent("BatchCreateLogs")) { bytes in
+            let fail = self.failingLogBatches.withLock { count -> Bool in
+                defer { count = max(0, count - 1) }
+                return count > 0
+            }
+            if fail { throw DRPCErrorBody(code: 0, message: "insert workspace agent logs: database is down") }
             if !self.keepsPayloads, let lines = Self.countLogs(bytes) {
                 // Benchmarks: the lines are counted from the wire, not decoded.
                 self.recorded.withLock { $0.logLineCount += lines }

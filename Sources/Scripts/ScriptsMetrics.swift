@@ -20,6 +20,8 @@ struct ScriptsMetrics: Sendable {
     /// Lines the control plane refused (or that could not be read back).
     let logLinesRejected = Counter(label: "agent_scripts_log_lines_total", dimensions: [("result", "rejected")])
     let logBatchesSent = Counter(label: "agent_scripts_log_batches_total")
+    /// Batches the control plane answered with an error (sent again after a wait).
+    let logBatchesRefused = Counter(label: "agent_scripts_log_batches_refused_total")
     let reportsSent = Counter(label: "agent_scripts_completed_reports_total", dimensions: [("result", "sent")])
     let reportsRejected = Counter(label: "agent_scripts_completed_reports_total", dimensions: [("result", "rejected")])
     let reportsRefused = Counter(label: "agent_scripts_completed_reports_total", dimensions: [("result", "refused")])

@@ -35,6 +35,27 @@ struct WorkspaceAgentScriptLogTests {
         }
     }
 
+    /// Batches the control plane answers with an error (its database down for a moment) are
+    /// sent again on the same connection: every line arrives, once and in order.
+    @Test func refusedBatchesAreSentAgainOnTheSameConnection() async throws {
+        var manifest = ControlPlaneDouble.defaultManifest
+        let script = ScriptsHarness.script("seq 1 2000")
+        manifest.scripts = [script]
+        let double = ControlPlaneDouble(manifest: manifest)
+        double.failingLogBatches.withLock { $0 = 2 }
+        let tokenFile = try ScriptsHarness.tokenFile(double)
+        try await double.run { url in
+            let agent = try AgentDaemon.launch(["--http-address", "127.0.0.1:0", "--agent-url", url, "--agent-token-file", tokenFile])
+            defer { agent.cleanup() }
+            #expect(await eventually(timeout: .seconds(60)) { ScriptsHarness.lines(double, source: script.logSourceID).count >= 2000 }, "\(agent.log)")
+            #expect(double.failingLogBatches.withLock { $0 } == 0, "the refusals were met")
+            #expect(Self.same(ScriptsHarness.outputs(double, source: script.logSourceID), (1...2000).map(String.init)))
+            #expect(double.recorded.withLock { $0.connections } == 1, "on the same connection")
+            agent.signal(SIGTERM)
+            #expect(await agent.exitStatus() == 0, "\(agent.log)")
+        }
+    }
+
     /// The control plane goes away while a script is writing: lines and the run's report made
     /// during the outage are kept and arrive, in order and once each, from the next control
     /// plane on the same address; the script is not run again.

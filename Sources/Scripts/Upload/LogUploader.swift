@@ -10,11 +10,14 @@ import SwiftProtobuf
 /// reference (at once after a quiet second, else once a second, at once for a full batch,
 /// a flush or shutdown). A line leaves the journal only once the control plane has
 /// acknowledged it; a transport failure ends this session's upload and the same lines go
-/// again on the next one.
+/// again on the next one; an error answer sends them again on this one, after a wait.
 struct LogUploader: Sendable {
     static let rpc = "/coder.agent.v2.Agent/BatchCreateLogs"
     /// Records read per peek (the batch budget then decides what goes).
     static let peekRecords = 50_000
+    /// A refused batch goes again after this wait, doubling up to ``maxRetry``.
+    static let firstRetry: Duration = .seconds(1)
+    static let maxRetry: Duration = .seconds(10)
 
     let uploads: ScriptUploads
     let metrics: ScriptsMetrics
@@ -25,6 +28,8 @@ struct LogUploader: Sendable {
     func run(on session: any UpwardSession) async throws {
         // Memory: one planner per log source seen (the manifest's scripts, a handful).
         var planners: [[UInt8]: LogBatchPlanner] = [:]
+        /// The wait before a batch the control plane answered with an error goes again.
+        var refusedWait = Self.firstRetry
         while !Task.isCancelled {
             if uploads.logsDisabled {
                 // For the life of the process (the reference's rule); reports still go.
@@ -58,8 +63,15 @@ struct LogUploader: Sendable {
                 let answer = try await session.unary(Self.rpc, request: bytes, maxMessageBytes: 4096)
                 let response = try Coder_Agent_V2_BatchCreateLogsResponse(serializedBytes: answer)
                 uploads.logs.acknowledge(through: batch.position(after: count))
-                if uploads.logs.pendingRecords == 0 { uploads.flushDone() }
-                planners[source, default: LogBatchPlanner()].sent(at: now)
+                refusedWait = Self.firstRetry
+                if uploads.logs.pendingRecords == 0 {
+                    uploads.flushDone()
+                    // Every queue is empty: the next line of any source starts a new one and
+                    // goes at once (light output is not held for the pacing second).
+                    planners = [:]
+                } else {
+                    planners[source, default: LogBatchPlanner()].sent(at: now)
+                }
                 metrics.logLinesSent.increment(by: count)
                 metrics.logBatchesSent.increment()
                 if response.logLimitExceeded {
@@ -68,11 +80,14 @@ struct LogUploader: Sendable {
                 }
             } catch let error as UpwardStreamError {
                 guard case .remote(_, let message) = error.kind else { throw error }
-                // The control plane refused the batch (it cannot be fixed by sending it
-                // again): dropped, counted and logged, and the queue moves on.
-                uploads.logs.acknowledge(through: batch.position(after: count))
-                metrics.logLinesRejected.increment(by: count)
-                logger.warning("control plane rejected script logs", metadata: ["error": "\(message)", "lines": "\(count)"])
+                // An error answer (its database down for a moment): the lines stay queued and
+                // go again on this connection after 1 s, doubling up to 10 s, where the
+                // reference drops the connection to send them again after the reconnect.
+                metrics.logBatchesRefused.increment()
+                logger.warning(
+                    "control plane refused script logs; sending them again", metadata: ["error": "\(message)", "lines": "\(count)", "in": "\(refusedWait)"])
+                try await Task.sleep(for: refusedWait)
+                refusedWait = min(refusedWait * 2, Self.maxRetry)
             }
             uploads.wake()
         }
