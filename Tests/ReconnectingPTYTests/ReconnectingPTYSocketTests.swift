@@ -212,23 +212,24 @@ struct ReconnectingPTYSocketTests {
         let id = UUID().uuidString
         let first = try await server.attach(id, command: "echo started; exec sleep 600")
         _ = await first.read(until: "started")
-        // The attach timer (stale once attached) is asleep; detaching arms the idle one.
-        #expect(await eventually { clock.sleeping == 1 })
+        // Attached, no timer sleeps (the attach timer was cancelled); detaching arms the idle one.
+        #expect(await eventually { clock.sleeping == 0 })
         hangUp(first)
-        #expect(await eventually { clock.sleeping == 2 })
-        clock.advance(by: .seconds(299))
         #expect(await eventually { clock.sleeping == 1 })
-        #expect(server.server.count == 1)
-        // Reattaching within the time keeps the session (the same process's replay).
+        clock.advance(by: .seconds(299))
+        #expect(clock.sleeping == 1 && server.server.count == 1)
+        // Reattaching within the time keeps the session (the same process's replay) and
+        // cancels the idle timer: one timer at most, never one per detach.
         let second = try await server.attach(id)
         #expect(String(decoding: await second.read(until: "started"), as: UTF8.self).contains("started"))
+        #expect(await eventually { clock.sleeping == 0 })
         hangUp(second)
-        #expect(await eventually { clock.sleeping == 2 })
-        clock.advance(by: .seconds(299))
         #expect(await eventually { clock.sleeping == 1 })
-        #expect(server.server.count == 1)
+        clock.advance(by: .seconds(299))
+        #expect(clock.sleeping == 1 && server.server.count == 1)
         clock.advance(by: .seconds(1))
         #expect(await eventually { server.server.count == 0 })
+        #expect(clock.sleeping == 0)
     }
 
     @Test func badInitsAndInputsCloseTheConnection() async throws {

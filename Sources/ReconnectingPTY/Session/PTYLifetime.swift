@@ -54,21 +54,23 @@ struct PTYLifetime: Sendable {
 
 extension PTYLifetime.Action {
     /// Carries the action out for a session: an arming as a task that waits `duration` with
-    /// `sleep` and then hands its generation to `fired` (nothing if the wait throws), the
-    /// expiry by calling `expire`.
+    /// `sleep` and then hands its generation to `fired` (nothing if the wait throws), returned
+    /// so that the caller cancels it when it re-arms or ends; the expiry by calling `expire`.
+    @discardableResult
     func run(
         sleep: @escaping @Sendable (Duration) async throws -> Void, fired: @escaping @Sendable (Int) -> Void, expire: () -> Void
-    ) {
+    ) -> Task<Void, Never>? {
         switch self {
         case .none:
-            break
+            return nil
         case .arm(let duration, let generation):
-            Task {
+            return Task {
                 guard (try? await sleep(duration)) != nil else { return }
                 fired(generation)
             }
         case .expire:
             expire()
+            return nil
         }
     }
 }

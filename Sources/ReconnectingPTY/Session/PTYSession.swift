@@ -30,6 +30,9 @@ final class PTYSession: ReconnectingSession {
         /// Each attachment's last output write (a channel completes its writes in order): an
         /// ending session closes a connection once what it was sent has left.
         var lastWrites: [ObjectIdentifier: EventLoopFuture<Void>] = [:]
+        /// The lifetime's armed timer (at most one: a new arming or the end cancels it, so an
+        /// ended session is not held by a sleeping task for up to the idle timeout).
+        var timer: Task<Void, Never>?
         var lifetime: PTYLifetime
         var terminal: (any Channel)?
         var earlyInput: [ByteBuffer] = []
@@ -118,6 +121,9 @@ final class PTYSession: ReconnectingSession {
             let replay = state.value.replay.contents
             if !replay.isEmpty { channel.writeAndFlush(channel.allocator.buffer(bytes: replay), promise: nil) }
             resize(size.rows, size.columns)
+            // Attached, no timer runs (a detach arms the idle one afresh).
+            state.value.timer?.cancel()
+            state.value.timer = nil
             perform(state.value.lifetime.attach())
             channel.closeFuture.whenComplete { [self] _ in onLoop { self.detach(key) } }
         }
@@ -243,9 +249,13 @@ final class PTYSession: ReconnectingSession {
     // MARK: Lifetime
 
     private func perform(_ action: PTYLifetime.Action) {
-        action.run(
+        if case .arm = action { state.value.timer?.cancel() }
+        let armed = action.run(
             sleep: sleep, fired: { [self] generation in onLoop { self.perform(self.state.value.lifetime.timerFired(generation: generation)) } },
             expire: { terminate() })
+        if let armed {
+            if state.value.ended { armed.cancel() } else { state.value.timer = armed }
+        }
     }
 
     /// Ends the session and its process (expiry, the agent's shutdown).
@@ -300,6 +310,8 @@ final class PTYSession: ReconnectingSession {
         }
         state.value.attachments = [:]
         state.value.lastWrites = [:]
+        state.value.timer?.cancel()
+        state.value.timer = nil
         state.value.terminal?.close(promise: nil)
         onEnd(self)
     }
