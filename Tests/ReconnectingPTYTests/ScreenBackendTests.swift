@@ -178,14 +178,15 @@ struct ScreenBackendTests {
         let socket = try await server.attach(UUID().uuidString, command: "echo started; exec sleep 600")
         _ = await socket.read(until: "started", timeout: .seconds(60))
         #expect(await server.sessionNames().count == 1)
-        // The attach timer (stale once attached) is asleep; detaching arms the idle one.
-        #expect(await eventually { clock.sleeping == 1 })
+        // Attached, no timer sleeps (the attach timer was cancelled); detaching arms the idle one.
+        #expect(await eventually { clock.sleeping == 0 })
         hangUp(socket)
-        #expect(await eventually { clock.sleeping == 2 })
+        #expect(await eventually { clock.sleeping == 1 })
         #expect(await server.sessionNames().count == 1)
         clock.advance(by: .seconds(300))
         #expect(await eventually(timeout: .seconds(60)) { server.server.count == 0 })
         #expect(await eventually(timeout: .seconds(60)) { await server.sessionNames().isEmpty })
+        #expect(clock.sleeping == 0)
         await server.stop()
     }
 

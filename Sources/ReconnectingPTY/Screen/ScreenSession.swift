@@ -52,6 +52,9 @@ final class ScreenSession: ReconnectingSession {
 
     struct State {
         var lifetime: PTYLifetime
+        /// The lifetime's armed timer: at most one (attaching, a new arming and the end
+        /// cancel it).
+        var timer: Task<Void, Never>?
         var clients: [ObjectIdentifier: Client] = [:]
         /// Connections waiting for their client, oldest first.
         var waiting: [ObjectIdentifier] = []
@@ -115,6 +118,8 @@ final class ScreenSession: ReconnectingSession {
             state.value.waiting.append(key)
             // Its input waits in the socket until its client is up.
             _ = channel.setOption(ChannelOptions.autoRead, value: false)
+            state.value.timer?.cancel()
+            state.value.timer = nil
             perform(state.value.lifetime.attach())
             channel.closeFuture.whenComplete { [self] _ in onLoop { self.detach(key) } }
             startNextClient()
@@ -351,12 +356,16 @@ final class ScreenSession: ReconnectingSession {
     // MARK: Lifetime
 
     private func perform(_ action: PTYLifetime.Action) {
-        action.run(
+        if case .arm = action { state.value.timer?.cancel() }
+        let armed = action.run(
             sleep: sleep, fired: { [self] generation in onLoop { self.perform(self.state.value.lifetime.timerFired(generation: generation)) } },
             expire: {
                 logger.debug("reconnecting pty timeout", metadata: ["id": "\(id)"])
                 end()
             })
+        if let armed {
+            if state.value.ended { armed.cancel() } else { state.value.timer = armed }
+        }
     }
 
     @discardableResult
@@ -369,6 +378,8 @@ final class ScreenSession: ReconnectingSession {
     private func end() {
         guard !state.value.ended else { return }
         state.value.ended = true
+        state.value.timer?.cancel()
+        state.value.timer = nil
         let clients = state.value.clients.values
         state.value.clients = [:]
         state.value.waiting = []
