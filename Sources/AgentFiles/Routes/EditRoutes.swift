@@ -196,7 +196,19 @@ struct EditRoutes: Sendable {
             var written: [Int] = []
             func rollBack() { for done in written.reversed() { try? write(originals[done], to: merged[done].target) } }
             for (index, file) in merged.enumerated() where edited[index] != originals[index] {
-                guard (try? ContentHash.isUnchanged(file.target, from: originals[index], token: token)) == true else {
+                // A file that changed is a conflict; the budget running out or a cancel while
+                // it is read again is that, not a conflict.
+                let unchanged: Bool
+                do {
+                    unchanged = try ContentHash.isUnchanged(file.target, from: originals[index], token: token)
+                } catch let error as FileSystemError {
+                    rollBack()
+                    throw error.apiError
+                } catch {
+                    rollBack()
+                    throw error
+                }
+                guard unchanged else {
                     rollBack()
                     let current = (try? ContentHash.ofFile(file.target, token: token)) ?? ""
                     throw ContentHash.Conflict(files: [.init(path: file.path, currentSHA256: current)])
