@@ -14,6 +14,17 @@ struct FileAPIConformanceTests {
     static let chat = "6f1c3a9e-1b2c-4d5e-8f90-1a2b3c4d5e6f"
     static let ancestor = "0d9c8b7a-6e5f-4a3b-9c2d-1e0f9a8b7c6d"
 
+    /// A file where a directory must be (ENOTDIR): 500 on a read, as the reference's error is
+    /// neither not-exist nor permission; 400 where parents are made (a file as a parent).
+    @Test func aFileUsedAsADirectory() async throws {
+        try await withFilesServer { h in
+            let file = h.file("plain.txt")
+            try TestFile.write(file, "x".utf8)
+            #expect(try await h.get("read-file?path=\(FilesHarness.q(file + "/inner"))").status == 500)
+            #expect(try await h.post("write-file?path=\(FilesHarness.q(file + "/inner/new.txt"))", body: Array("y".utf8)).status == 400)
+        }
+    }
+
     // 1.
     @Test func readFileByteRanges() async throws {
         try await withFilesServer { h in

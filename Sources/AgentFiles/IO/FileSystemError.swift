@@ -21,16 +21,22 @@ struct FileSystemError: Error, CustomStringConvertible {
         return "\(operation) \(path): \(reason)"
     }
 
+    /// ENOTDIR (a file where a directory must be) is a 500 as in the reference, but where
+    /// parents are made (``makingDirectoriesError``): there the client named a file as a
+    /// parent, a 400.
     var status: HTTPResponse.Status {
         switch code {
         case ENOENT: .notFound
         case EACCES, EPERM: .forbidden
-        case ENOTDIR, EISDIR, EINVAL: .badRequest
+        case EISDIR, EINVAL: .badRequest
         default: .internalServerError
         }
     }
 
     var apiError: APIError { APIError(status, description) }
+
+    /// The answer when making a path's parent directories failed: ENOTDIR is a 400 there.
+    var makingDirectoriesError: APIError { code == ENOTDIR ? APIError(.badRequest, description) : apiError }
 
     /// The current errno for `operation` on `path`.
     static func last(_ operation: String, _ path: String) -> FileSystemError {

@@ -105,7 +105,7 @@ struct WriteRoutes: Sendable {
         let target: String
         do { target = try PathResolver.resolve(path) } catch { throw error.apiError }
         let parent = parentDirectory(of: target)
-        do throws(FileSystemError) { try FS.makeDirectories(parent) } catch { throw error.apiError }
+        do throws(FileSystemError) { try FS.makeDirectories(parent) } catch { throw error.makingDirectoriesError }
         var info = stat()
         if FS.stat(target, &info) == 0, info.st_mode & S_IFMT == S_IFDIR {
             throw APIError(.badRequest, "open \(path): is a directory")
@@ -133,9 +133,9 @@ struct WriteRoutes: Sendable {
                 return
             }
             if parents {
-                do throws(FileSystemError) { try FS.makeDirectories(path) } catch { throw error.apiError }
+                do throws(FileSystemError) { try FS.makeDirectories(path) } catch { throw error.makingDirectoriesError }
             } else if FS.mkdir(path, 0o755) != 0 {
-                throw FileSystemError.last("mkdir", path).apiError
+                throw FileSystemError.last("mkdir", path).makingDirectoriesError
             }
         }
         record(PathResolver.clean(path), context)
