@@ -58,6 +58,7 @@ enum MetricsHelp {
         "agent_scripts_log_lines_total":
             "Script log lines by result: queued in the upload journal, sent, refused (the journal was full; the log file has them), rejected (by the control plane).",
         "agent_scripts_log_batches_total": "BatchCreateLogs requests the control plane acknowledged.",
+        "agent_scripts_log_batches_refused_total": "BatchCreateLogs requests the control plane answered with an error (sent again after a wait).",
         "agent_scripts_completed_reports_total": "ScriptCompleted reports by result (sent, rejected by the control plane, refused by the full journal).",
         "agent_app_health_checks_total": "App health checks by result (healthy: a response below 500; failed).",
         "agent_app_health_reports_total": "BatchUpdateAppHealths calls by result (ok, error).",

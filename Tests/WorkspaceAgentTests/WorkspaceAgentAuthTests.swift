@@ -1,4 +1,5 @@
 import AgentCore
+import AgentProto
 import AgentTestSupport
 import ControlPlaneDouble
 import Foundation
@@ -107,7 +108,9 @@ struct WorkspaceAgentAuthTests {
             // No session token on the exchange itself.
             #expect(double.httpRequests.first { $0.path.hasSuffix("-instance-identity") }?.header("Coder-Session-Token") == nil)
 
-            // Commands get the exchanged token as CODER_AGENT_TOKEN.
+            // Commands get the exchanged token as CODER_AGENT_TOKEN, once the manifest is in
+            // their environment (READY comes after it; UpdateStartup may come before).
+            #expect(await eventually(timeout: .seconds(90)) { double.recorded.withLock { $0.lifecycle }.contains(.ready) }, "\(agent.log)")
             let client = RawHTTPClient(port: try await agent.port())
             let start = try await client.request("POST", "/api/v0/processes/start", json: #"{"command":"printf %s \"$CODER_AGENT_TOKEN\""}"#)
             let id = try #require(jsonObject(start.body)?["id"] as? String, "\(start)")
@@ -181,11 +184,11 @@ struct WorkspaceAgentAuthTests {
             let agent = try Self.launch(.aws, url: url, metadata: metadata)
             defer { agent.cleanup() }
             #expect(await eventually(timeout: .seconds(60)) { identity.exchanges("aws").count >= 6 }, "\(agent.log)")
-            // Backed off, not a busy loop: five waits of at least 130, 210, 339, 548 and 887 ms
-            // (the schedule's 162 ms × 1.618ⁿ less its 20 % jitter) lie between the first
-            // exchange and the sixth.
+            // Backed off, not a busy loop: five waits of at least 81, 131, 212, 342 and 554 ms
+            // (the schedule's 162 ms × 1.618ⁿ, each drawn from the upper half of its step) lie
+            // between the first exchange and the sixth.
             let starts = metadata.requests.filter { $0.method == "PUT" }.map(\.at)
-            #expect(starts.count >= 6 && starts[5] - starts[0] >= .milliseconds(2100), "\(starts)")
+            #expect(starts.count >= 6 && starts[5] - starts[0] >= .milliseconds(1300), "\(starts)")
             #expect(await eventually(timeout: .seconds(30)) { agent.log.contains(message) }, "\(agent.log)")
             #expect(agent.log.contains("refresh token: POST \(url)/api/v2/workspaceagents/aws-instance-identity"), "\(agent.log)")
             #expect(agent.reap() == nil, "\(agent.log)")
