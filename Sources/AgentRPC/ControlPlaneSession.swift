@@ -557,7 +557,7 @@ public final class ControlPlaneSession: Service, UpwardSink, ManifestSource, Lif
     private func deliver<Item>(
         _ outbox: Outbox<Item>, through seq: UInt64, retryingRemoteErrors: Bool = false, _ call: () async throws -> Void
     ) async throws {
-        var wait = configuration.lifecycleRetry
+        var retry = Backoff(initial: configuration.lifecycleRetry, maximum: configuration.lifecycleRetryMax, jitter: .none)
         while true {
             do {
                 try await call()
@@ -571,9 +571,9 @@ public final class ControlPlaneSession: Service, UpwardSink, ManifestSource, Lif
                     logger.warning("control plane rejected \(outbox.name)", metadata: ["error": "\(error)"])
                     return
                 }
+                let wait = retry.failed()
                 logger.warning("control plane refused \(outbox.name); sending it again", metadata: ["error": "\(error)", "in": "\(wait)"])
                 try await Task.sleep(for: wait)
-                wait = min(wait * 2, configuration.lifecycleRetryMax)
             }
         }
     }

@@ -40,4 +40,15 @@ struct BackoffTests {
         backoff.reset()
         #expect(backoff.next() == .zero)
     }
+
+    /// A call made at once and retried on failure: each failure's wait follows the schedule.
+    @Test func failedCountsFromTheFirstWait() {
+        var backoff = Backoff(initial: .seconds(1), maximum: .seconds(10), jitter: .none)
+        #expect(
+            [backoff.failed(), backoff.failed(), backoff.failed(), backoff.failed(), backoff.failed()]
+                == [.seconds(1), .seconds(2), .seconds(4), .seconds(8), .seconds(10)])
+        #expect(backoff.failures == 5)
+        backoff.reset()
+        #expect(backoff.failed() == .seconds(1))
+    }
 }

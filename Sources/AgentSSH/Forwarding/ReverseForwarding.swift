@@ -100,19 +100,9 @@ final class ReverseForwarding: GlobalRequestDelegate, @unchecked Sendable {
         let name = host.isEmpty ? "0.0.0.0" : host == "localhost" ? "127.0.0.1" : host
         if let literal = try? SocketAddress(ipAddress: name, port: port) { return loop.makeSucceededFuture(literal) }
         return NIOThreadPool.singleton.runIfActive(eventLoop: loop) {
-            for family in [AF_INET, AF_INET6] {
-                var hints = addrinfo()
-                hints.ai_family = family
-                hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
-                var list: UnsafeMutablePointer<addrinfo>?
-                guard getaddrinfo(name, nil, &hints, &list) == 0, let first = list, let address = first.pointee.ai_addr else { continue }
-                defer { freeaddrinfo(list) }
-                var text = [CChar](repeating: 0, count: Int(NI_MAXHOST))
-                guard getnameinfo(address, first.pointee.ai_addrlen, &text, socklen_t(text.count), nil, 0, NI_NUMERICHOST) == 0 else { continue }
-                let numeric = text.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
-                return try SocketAddress(ipAddress: numeric, port: port)
-            }
-            throw ReverseForwardingError.unknownHost
+            let found = HostLookup.firstAddresses(of: name, datagram: false)
+            guard let numeric = found.ipv4 ?? found.ipv6 else { throw ReverseForwardingError.unknownHost }
+            return try SocketAddress(ipAddress: numeric, port: port)
         }
     }
 

@@ -62,6 +62,13 @@ public struct Backoff: Sendable, Equatable {
         return delay(afterFailures: failures)
     }
 
+    /// The wait after a failure of a call that was made at once: counts it and returns the
+    /// delay after the failures so far (`initial` after the first), until `reset()`.
+    public mutating func failed() -> Duration {
+        failures = min(failures + 1, Int.max - 1)
+        return delay(afterFailures: failures)
+    }
+
     /// Back to an immediate first attempt (after a success, or a session that stayed up).
     public mutating func reset() { failures = 0 }
 }

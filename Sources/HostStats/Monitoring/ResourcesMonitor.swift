@@ -76,7 +76,7 @@ public struct ResourcesMonitor<TickClock: Clock>: UpwardParticipant where TickCl
     /// A control plane without the RPC, or a session that ended, ends the monitor at once.
     func fetchConfiguration(_ session: any UpwardSession) async throws -> ResourcesMonitoring_GetResourcesMonitoringConfigurationResponse {
         let request = try ResourcesMonitoring_GetResourcesMonitoringConfigurationRequest().serializedBytes() as [UInt8]
-        var retry = Duration.seconds(1)
+        var retry = Backoff(initial: .seconds(1), maximum: Self.maxConfigurationRetry, jitter: .none)
         while true {
             do {
                 return try .init(serializedBytes: try await call(session, Self.configurationRPC, request))
@@ -87,10 +87,10 @@ public struct ResourcesMonitor<TickClock: Clock>: UpwardParticipant where TickCl
                 default: terminal = Task.isCancelled || error is CancellationError
                 }
                 if terminal { throw ResourcesMonitorFailure("failed to get resources monitoring configuration: \(error)") }
+                let wait = retry.failed()
                 logger.warning(
-                    "failed to get resources monitoring configuration; asking again", metadata: ["error": "\(error)", "in": "\(retry)"])
-                try await clock.sleep(until: clock.now.advanced(by: retry), tolerance: nil)
-                retry = min(retry * 2, Self.maxConfigurationRetry)
+                    "failed to get resources monitoring configuration; asking again", metadata: ["error": "\(error)", "in": "\(wait)"])
+                try await clock.sleep(until: clock.now.advanced(by: wait), tolerance: nil)
             }
         }
     }

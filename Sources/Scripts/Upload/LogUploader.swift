@@ -29,7 +29,7 @@ struct LogUploader: Sendable {
         // Memory: one planner per log source seen (the manifest's scripts, a handful).
         var planners: [[UInt8]: LogBatchPlanner] = [:]
         /// The wait before a batch the control plane answered with an error goes again.
-        var refusedWait = Self.firstRetry
+        var refused = Backoff(initial: Self.firstRetry, maximum: Self.maxRetry, jitter: .none)
         while !Task.isCancelled {
             if uploads.logsDisabled {
                 // For the life of the process (the reference's rule); reports still go.
@@ -63,7 +63,7 @@ struct LogUploader: Sendable {
                 let answer = try await session.unary(Self.rpc, request: bytes, maxMessageBytes: 4096)
                 let response = try Coder_Agent_V2_BatchCreateLogsResponse(serializedBytes: answer)
                 uploads.logs.acknowledge(through: batch.position(after: count))
-                refusedWait = Self.firstRetry
+                refused.reset()
                 if uploads.logs.pendingRecords == 0 {
                     uploads.flushDone()
                     // Every queue is empty: the next line of any source starts a new one and
@@ -84,10 +84,10 @@ struct LogUploader: Sendable {
                 // go again on this connection after 1 s, doubling up to 10 s, where the
                 // reference drops the connection to send them again after the reconnect.
                 metrics.logBatchesRefused.increment()
+                let wait = refused.failed()
                 logger.warning(
-                    "control plane refused script logs; sending them again", metadata: ["error": "\(message)", "lines": "\(count)", "in": "\(refusedWait)"])
-                try await Task.sleep(for: refusedWait)
-                refusedWait = min(refusedWait * 2, Self.maxRetry)
+                    "control plane refused script logs; sending them again", metadata: ["error": "\(message)", "lines": "\(count)", "in": "\(wait)"])
+                try await Task.sleep(for: wait)
             }
             uploads.wake()
         }

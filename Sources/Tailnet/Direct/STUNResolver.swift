@@ -1,5 +1,4 @@
 import AgentCore
-import Glibc
 import Synchronization
 
 /// Resolves STUN nodes' host names (``STUNTargets/hostNames``) with the system's resolver,
@@ -24,6 +23,7 @@ final class STUNResolver: Sendable {
     private struct Entry {
         var addresses: Addresses
         var resolvedAt: ContinuousClock.Instant
+        func isStale(at now: ContinuousClock.Instant) -> Bool { now - resolvedAt >= STUNResolver.ttl }
     }
 
     private let lookup: @Sendable (String) -> Addresses
@@ -45,7 +45,7 @@ final class STUNResolver: Sendable {
             for name in names {
                 if let entry = cache[name] {
                     found[name] = entry.addresses
-                    if now - entry.resolvedAt >= Self.ttl { stale = true }
+                    if entry.isStale(at: now) { stale = true }
                 } else {
                     stale = true
                 }
@@ -61,7 +61,7 @@ final class STUNResolver: Sendable {
     func resolve(_ names: [String]) async -> [String: Addresses]? {
         let names = Array(names.prefix(STUNServer.maxServers))
         let asked = ContinuousClock.now
-        let due = cache.withLock { cache in names.filter { name in cache[name].map { asked - $0.resolvedAt >= Self.ttl } ?? true } }
+        let due = cache.withLock { cache in names.filter { name in cache[name]?.isStale(at: asked) ?? true } }
         if !due.isEmpty {
             guard
                 let answers = try? await pool.run({ [self] _ in
@@ -86,35 +86,9 @@ final class STUNResolver: Sendable {
         return cached(names).addresses
     }
 
-    /// `getaddrinfo` for UDP, both families; the first address of each.
+    /// The system's resolver for UDP: the first address of each family.
     @Sendable static func systemLookup(_ name: String) -> Addresses {
-        var hints = addrinfo()
-        hints.ai_family = AF_UNSPEC
-        hints.ai_socktype = Int32(SOCK_DGRAM.rawValue)
-        var list: UnsafeMutablePointer<addrinfo>?
-        guard getaddrinfo(name, nil, &hints, &list) == 0 else { return Addresses() }
-        defer { freeaddrinfo(list) }
-        var found = Addresses()
-        var node = list
-        while let info = node?.pointee {
-            defer { node = info.ai_next }
-            guard let address = info.ai_addr else { continue }
-            var text = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN) + 1)
-            switch info.ai_family {
-            case AF_INET where found.ipv4 == nil:
-                var v4 = address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { $0.pointee.sin_addr }
-                if inet_ntop(AF_INET, &v4, &text, socklen_t(text.count)) != nil { found.ipv4 = Self.string(text) }
-            case AF_INET6 where found.ipv6 == nil:
-                var v6 = address.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { $0.pointee.sin6_addr }
-                if inet_ntop(AF_INET6, &v6, &text, socklen_t(text.count)) != nil { found.ipv6 = Self.string(text) }
-            default:
-                break
-            }
-        }
-        return found
-    }
-
-    private static func string(_ text: [CChar]) -> String {
-        text.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+        let found = HostLookup.firstAddresses(of: name, datagram: true)
+        return Addresses(ipv4: found.ipv4, ipv6: found.ipv6)
     }
 }
