@@ -348,6 +348,23 @@ struct ControlPlaneSessionTests {
         #expect(outbox.peek(10)?.items == [1])
     }
 
+    /// An item still queued can be taken back by its receipt (it leaves the queue, its
+    /// outcome is `.abandoned`); once handed out to be sent, or settled, it cannot.
+    @Test func outboxItemsAreWithdrawnOnlyBeforeTheyAreSent() {
+        let outbox = Outbox<Int>(name: "t", capacity: 10)
+        let receipts = (0..<3).map { _ in UpwardReceipt() }
+        for (index, receipt) in receipts.enumerated() { outbox.append(index, receipt: receipt) }
+        #expect(receipts[1].withdraw() && receipts[1].outcome == .abandoned)
+        #expect(outbox.count == 2 && !receipts[1].withdraw(), "gone, and only once")
+        let (through, items) = outbox.peek(1)!
+        #expect(items == [0])
+        #expect(!receipts[0].withdraw() && receipts[0].outcome == nil, "on its way: it stays")
+        outbox.acknowledge(through: through)
+        #expect(receipts[0].outcome == .delivered && !receipts[0].withdraw())
+        #expect(receipts[2].withdraw() && outbox.isEmpty)
+        #expect(!UpwardReceipt().withdraw(), "a receipt no queue holds cannot be withdrawn")
+    }
+
     @Test func outboxOverflowIsCounted() {
         let outbox = Outbox<Int>(name: "t", capacity: 3)
         for i in 0..<5 { outbox.append(i) }

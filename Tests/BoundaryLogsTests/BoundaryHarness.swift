@@ -10,7 +10,8 @@ import Testing
 
 @testable import BoundaryLogs
 
-/// An upward sink that records batches and delivers, holds (an outage) or rejects them.
+/// An upward sink that records batches and delivers, holds (an outage) or rejects them. A
+/// held batch can be withdrawn, as from the session's outbox before it is sent.
 final class RecordingUpward: UpwardSink, Sendable {
     enum Mode: Sendable, Equatable {
         case deliver
@@ -21,7 +22,8 @@ final class RecordingUpward: UpwardSink, Sendable {
     private struct State {
         var mode: Mode
         var batches: [BoundaryLogBatch] = []
-        var held: [UpwardReceipt] = []
+        var held: [(receipt: UpwardReceipt, batch: BoundaryLogBatch)] = []
+        var withdrawn = 0
         var rejections = 0
     }
     private let state: Mutex<State>
@@ -33,15 +35,14 @@ final class RecordingUpward: UpwardSink, Sendable {
     func send(_ line: AgentLogLine) {}
 
     func send(_ batch: BoundaryLogBatch) -> UpwardReceipt {
-        state.withLock { s in
+        let receipt = state.withLock { s -> UpwardReceipt in
             switch s.mode {
             case .deliver:
                 s.batches.append(batch)
                 return .settled(.delivered)
             case .hold:
                 let receipt = UpwardReceipt()
-                s.held.append(receipt)
-                s.batches.append(batch)
+                s.held.append((receipt, batch))
                 return receipt
             case .reject(let left):
                 s.mode = left > 1 ? .reject(left - 1) : .deliver
@@ -49,21 +50,40 @@ final class RecordingUpward: UpwardSink, Sendable {
                 return .settled(.rejected("batch size exceeds maximum of 1000"))
             }
         }
+        receipt.allowWithdrawal { [weak self, weak receipt] in
+            guard let self, let receipt else { return false }
+            return state.withLock { s in
+                guard let index = s.held.firstIndex(where: { $0.receipt === receipt }) else { return false }
+                s.held.remove(at: index)
+                s.withdrawn += 1
+                return true
+            }
+        }
+        return receipt
     }
 
+    /// Delivers what is held now and goes on holding what comes next.
+    func deliverHeld() { settleHeld(thenDeliver: false) }
+
     /// Ends the outage: what was held is delivered, and so is everything after.
-    func release() {
+    func release() { settleHeld(thenDeliver: true) }
+
+    private func settleHeld(thenDeliver: Bool) {
         let held = state.withLock { s -> [UpwardReceipt] in
-            s.mode = .deliver
+            if thenDeliver { s.mode = .deliver }
             defer { s.held = [] }
-            return s.held
+            s.batches += s.held.map(\.batch)
+            return s.held.map(\.receipt)
         }
         for receipt in held { receipt.settle(.delivered) }
     }
 
+    /// Delivered batches.
     var batches: [BoundaryLogBatch] { state.withLock { $0.batches } }
+    var heldCount: Int { state.withLock { $0.held.count } }
+    var withdrawn: Int { state.withLock { $0.withdrawn } }
     var rejections: Int { state.withLock { $0.rejections } }
-    /// Delivered ones only (held receipts may be sent again after a shutdown).
+    /// The delivered batches' URLs (a held batch may still be withdrawn and spooled).
     var urls: [String] { batches.flatMap { $0.entries.compactMap { $0.httpRequest?.url } } }
     var isConnected: Bool { state.withLock { $0.mode != .hold } }
     var hasControlPlane: Bool { true }

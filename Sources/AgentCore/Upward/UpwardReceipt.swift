@@ -15,12 +15,15 @@ public enum UpwardOutcome: Sendable, Equatable {
 }
 
 /// The outcome of one item sent upward, once known. Any number of tasks may wait on it;
-/// a wait ends early (returning nil) when the waiting task is cancelled.
+/// a wait ends early (returning nil) when the waiting task is cancelled. Its sender may take
+/// the item back while it waits in its queue (``withdraw()``).
 public final class UpwardReceipt: Sendable {
     private struct State {
         var outcome: UpwardOutcome?
         var waiters: [UInt64: CheckedContinuation<UpwardOutcome?, Never>] = [:]
         var nextWaiter: UInt64 = 0
+        /// Set by the queue holding the item: removes it if it has not been sent yet.
+        var withdrawal: (@Sendable () -> Bool)?
     }
     private let state = Mutex(State())
 
@@ -42,6 +45,20 @@ public final class UpwardReceipt: Sendable {
             return Array(s.waiters.values)
         }
         for waiter in waiters { waiter.resume(returning: outcome) }
+    }
+
+    /// Called by the queue that holds the item: `take` removes it if it has not been sent.
+    public func allowWithdrawal(_ take: @escaping @Sendable () -> Bool) {
+        state.withLock { $0.withdrawal = take }
+    }
+
+    /// Takes the item back if its queue still holds it unsent: true, and its outcome is
+    /// `.abandoned` (the sender keeps it elsewhere). False when it has an outcome already,
+    /// is on its way, or its queue cannot give it back.
+    public func withdraw() -> Bool {
+        guard let take = state.withLock({ $0.outcome == nil ? $0.withdrawal : nil }), take() else { return false }
+        settle(.abandoned)
+        return true
     }
 
     /// The outcome if it is known.

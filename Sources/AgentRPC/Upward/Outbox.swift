@@ -20,6 +20,9 @@ public final class Outbox<Item: Sendable>: UpwardQueue, Sendable {
         var items: [(seq: UInt64, item: Item, receipt: UpwardReceipt?)] = []
         var head = 0
         var nextSeq: UInt64 = 0
+        /// The newest item handed out by ``peek(_:budget:size:)`` (on its way, or sent and
+        /// not yet acknowledged): it and older ones can no longer be withdrawn.
+        var peekedThrough: UInt64?
         var dropped = 0
         var rejected = 0
     }
@@ -44,7 +47,7 @@ public final class Outbox<Item: Sendable>: UpwardQueue, Sendable {
     /// Adds an item; returns false when an older item had to be dropped for it.
     @discardableResult
     public func append(_ item: Item, receipt: UpwardReceipt? = nil) -> Bool {
-        let (kept, droppedReceipt) = state.withLock { s -> (Bool, UpwardReceipt?) in
+        let (kept, droppedReceipt, seq) = state.withLock { s -> (Bool, UpwardReceipt?, UInt64) in
             var kept = true
             var droppedReceipt: UpwardReceipt?
             if s.items.count - s.head >= capacity {
@@ -54,15 +57,17 @@ public final class Outbox<Item: Sendable>: UpwardQueue, Sendable {
                 droppedCounter.increment()
                 kept = false
             }
-            s.items.append((s.nextSeq, item, receipt))
+            let seq = s.nextSeq
+            s.items.append((seq, item, receipt))
             s.nextSeq += 1
             queuedGauge.record(s.items.count - s.head)
             if s.head > 64 && s.head * 2 > s.items.count {
                 s.items.removeFirst(s.head)
                 s.head = 0
             }
-            return (kept, droppedReceipt)
+            return (kept, droppedReceipt, seq)
         }
+        receipt?.allowWithdrawal { [weak self] in self?.withdraw(seq) ?? false }
         droppedReceipt?.settle(.dropped)
         signal?.notify()
         return kept
@@ -77,7 +82,7 @@ public final class Outbox<Item: Sendable>: UpwardQueue, Sendable {
     /// The oldest items, left in place, as many as fit `budget` by `size` (at most `max`,
     /// and always at least one: a single item larger than the budget goes alone).
     public func peek(_ max: Int, budget: Int, size: (Item) -> Int) -> (through: UInt64, items: [Item])? {
-        state.withLock { s in
+        state.withLock { s -> (through: UInt64, items: [Item])? in
             guard s.head < s.items.count else { return nil }
             var end = s.head
             var used = 0
@@ -88,6 +93,7 @@ public final class Outbox<Item: Sendable>: UpwardQueue, Sendable {
                 end += 1
             }
             let slice = s.items[s.head..<end]
+            s.peekedThrough = Swift.max(s.peekedThrough ?? 0, slice.last!.seq)
             return (slice.last!.seq, slice.map(\.item))
         }
     }
@@ -105,6 +111,18 @@ public final class Outbox<Item: Sendable>: UpwardQueue, Sendable {
         let (receipts, removed) = removeItems(through: through, countingRejected: true)
         rejectedCounter.increment(by: Int64(removed))
         for receipt in receipts { receipt.settle(.rejected(reason)) }
+    }
+
+    /// Removes the item `seq` if it is queued and was never handed out to be sent (its
+    /// receipt's ``UpwardReceipt/withdraw()``).
+    private func withdraw(_ seq: UInt64) -> Bool {
+        state.withLock { s in
+            if let peeked = s.peekedThrough, seq <= peeked { return false }
+            guard let index = s.items[s.head...].firstIndex(where: { $0.seq == seq }) else { return false }
+            s.items.remove(at: index)
+            queuedGauge.record(s.items.count - s.head)
+            return true
+        }
     }
 
     /// Settles the receipts of every queued item as abandoned (the session ended before

@@ -29,13 +29,24 @@ final class BoundaryForwarder: Service, Sendable {
 
     typealias Request = Coder_Agent_V2_ReportBoundaryLogsRequest
 
+    /// One of boundary's batches in memory, and the spool segment it was read from (settled
+    /// there once forwarded or refused).
+    private struct Queued {
+        var request: Request
+        var segment: Int64?
+    }
+
+    /// The request being forwarded (not yet acknowledged) and boundary's batches it carries
+    /// (consecutive ones of one session are sent together; each is spooled on its own).
+    private struct InFlight {
+        var request: Request
+        var parts: [Queued]
+    }
+
     private struct State {
-        var queue: [Request] = []
+        var queue: [Queued] = []
         var spool: BoundarySpool?
-        /// The batch being forwarded (not yet acknowledged), and how many of boundary's
-        /// batches it carries (consecutive ones of one session are sent together).
-        var inFlight: Request?
-        var inFlightBatches = 0
+        var inFlight: InFlight?
         var stopped = false
         /// Batches dropped by the forwarder, by reason (also in the metrics; kept for tests).
         var dropped: [String: Int] = [:]
@@ -67,7 +78,7 @@ final class BoundaryForwarder: Service, Sendable {
             s.enqueued += 1
             let spoolHasItems = !(s.spool?.isEmpty ?? true)
             if !spoolHasItems && s.queue.count < configuration.memoryCapacity && !s.stopped {
-                s.queue.append(request)
+                s.queue.append(Queued(request: request))
                 BoundaryMetrics.queued.record(s.queue.count)
                 return nil
             }
@@ -119,7 +130,7 @@ final class BoundaryForwarder: Service, Sendable {
     var accounting: Accounting {
         state.withLock { s in
             Accounting(
-                received: s.enqueued, inFlight: s.inFlight == nil ? 0 : s.inFlightBatches, queued: s.queue.count,
+                received: s.enqueued, inFlight: s.inFlight?.parts.count ?? 0, queued: s.queue.count,
                 spooled: s.spooled, dropped: s.dropped.values.reduce(0, +))
         }
     }
@@ -137,33 +148,49 @@ final class BoundaryForwarder: Service, Sendable {
     /// busy boundaries from outrunning the forwarder.
     private func next() -> (request: Request, batches: Int)? {
         state.withLock { s in
-            if let request = s.inFlight { return (request, s.inFlightBatches) }
+            if let inFlight = s.inFlight { return (inFlight.request, inFlight.parts.count) }
             if s.queue.isEmpty, let spool = s.spool {
-                while s.queue.count < configuration.memoryCapacity, let bytes = spool.next() {
-                    if let request = try? Request(serializedBytes: bytes) { s.queue.append(request) }
+                while s.queue.count < configuration.memoryCapacity, let (bytes, segment) = spool.next() {
+                    if let request = try? Request(serializedBytes: bytes) {
+                        s.queue.append(Queued(request: request, segment: segment))
+                    } else {
+                        spool.settle(segment: segment)
+                    }
                 }
                 BoundaryMetrics.spoolBytes.record(spool.totalBytes)
             }
             guard !s.queue.isEmpty else { return nil }
-            var merged = s.queue.removeFirst()
-            var batches = 1
+            let first = s.queue.removeFirst()
+            var merged = first.request
+            var parts = [first]
             var index = 0
             while index < s.queue.count && merged.logs.count < configuration.maxLogsPerRequest {
                 let candidate = s.queue[index]
-                if candidate.sessionID == merged.sessionID, candidate.confinedProcessName == merged.confinedProcessName,
-                    merged.logs.count + candidate.logs.count <= configuration.maxLogsPerRequest
+                if candidate.request.sessionID == merged.sessionID, candidate.request.confinedProcessName == merged.confinedProcessName,
+                    merged.logs.count + candidate.request.logs.count <= configuration.maxLogsPerRequest
                 {
-                    merged.logs += candidate.logs
-                    batches += 1
+                    merged.logs += candidate.request.logs
+                    parts.append(candidate)
                     s.queue.remove(at: index)
                 } else {
                     index += 1
                 }
             }
             BoundaryMetrics.queued.record(s.queue.count)
-            s.inFlight = merged
-            s.inFlightBatches = batches
-            return (merged, batches)
+            s.inFlight = InFlight(request: merged, parts: parts)
+            return (merged, parts.count)
+        }
+    }
+
+    /// The request in flight has its fate (forwarded or refused): its batches read from the
+    /// spool are settled there.
+    private func settleInFlight() {
+        state.withLock { s in
+            guard let inFlight = s.inFlight else { return }
+            s.inFlight = nil
+            guard let spool = s.spool else { return }
+            for part in inFlight.parts { if let segment = part.segment { spool.settle(segment: segment) } }
+            BoundaryMetrics.spoolBytes.record(spool.totalBytes)
         }
     }
 
@@ -189,7 +216,7 @@ final class BoundaryForwarder: Service, Sendable {
                 continue
             }
             guard await send(request, batches: batches, until: flushDeadline) else { break }
-            state.withLock { $0.inFlight = nil }
+            settleInFlight()
         }
         spoolRemaining()
     }
@@ -208,7 +235,12 @@ final class BoundaryForwarder: Service, Sendable {
         var outcomes: [UpwardOutcome] = []
         for part in parts {
             let receipt = upward.send(part)
-            guard let outcome = await wait(receipt, until: deadline), outcome != .abandoned else { return false }
+            var outcome = await wait(receipt, until: deadline)
+            // Shutdown came first: taken back from the upward queue, the part is spooled and
+            // sent only by the next start. One already on its way (or whose outbox cannot
+            // give it back) is spooled too: it may then arrive twice, never not at all.
+            if outcome == nil, !receipt.withdraw() { outcome = receipt.outcome }
+            guard let outcome, outcome != .abandoned else { return false }
             outcomes.append(outcome)
         }
         if let refused = outcomes.first(where: { if case .rejected = $0 { true } else if case .dropped = $0 { true } else { false } }) {
@@ -240,18 +272,19 @@ final class BoundaryForwarder: Service, Sendable {
         }
     }
 
-    /// At shutdown: the batch in flight and the memory queue go to the spool, ahead of it.
+    /// At shutdown: boundary's batches in flight and in the memory queue go to the spool, each
+    /// as it came (a merged request could pass a record's limit), ahead of what it holds.
     private func spoolRemaining() {
         let (count, lost) = state.withLock { s -> (Int, Int) in
             s.stopped = true
-            let remaining = (s.inFlight.map { [$0] } ?? []) + s.queue
+            let remaining = (s.inFlight?.parts ?? []) + s.queue
             s.inFlight = nil
             s.queue = []
             BoundaryMetrics.queued.record(0)
             var written = 0
             if let spool = s.spool {
-                let payloads = remaining.compactMap { try? $0.serializedBytes() as [UInt8] }
-                written = spool.prepend(payloads)
+                let payloads = remaining.compactMap { try? $0.request.serializedBytes() as [UInt8] }
+                written = spool.checkpoint(prepending: payloads)
                 BoundaryMetrics.spoolBytes.record(spool.totalBytes)
             }
             // Counted in ``droppedBatches`` too, not only in the metrics.

@@ -8,21 +8,32 @@ import Logging
 /// segment files `NNNNNNNNNNNN.seg` of records `[length u32][crc32 u32][payload]`, at most
 /// `maxBytes` in all. The oldest segment is read first; a record whose length or checksum is
 /// wrong (a torn write) ends its segment, which is logged and skipped, never fatal.
-/// Delivery is at least once: a crash between sending a record and deleting its segment
-/// sends the segment's sent records again after the restart.
+///
+/// Delivery is at least once, and exactly once across a clean shutdown. A segment read to
+/// its end stays on disk until each record taken from it is settled (``settle(segment:)``:
+/// forwarded or refused), so a crash sends those records again after the restart instead of
+/// losing them. At shutdown ``checkpoint(prepending:)`` writes what memory holds ahead of
+/// everything and drops from disk what was read into memory, so nothing read before is
+/// sent twice.
 ///
 /// Not thread-safe: ``BoundaryForwarder`` calls it under its lock.
 final class BoundarySpool {
     static let segmentBytes = 1 << 20
     static let recordHeader = 8
+    /// The largest record read back: a batch is at most one boundary frame (32 KiB).
+    static let maxRecordBytes = 1 << 20
 
     let directory: String
     let maxBytes: Int
     private let logger: Logger
     /// Segment numbers on disk, oldest first, and their sizes.
     private var segments: [(number: Int64, size: Int)] = []
-    /// The oldest segment's bytes and how far it has been read.
+    /// The segment being read: its bytes and how far it has been read.
     private var reading: (number: Int64, bytes: [UInt8], offset: Int)?
+    /// Segments read to their end (or torn) whose taken records are not all settled yet.
+    private var exhausted: Set<Int64> = []
+    /// Records taken and not yet settled, by segment (at most the forwarder's memory queue).
+    private var held: [Int64: Int] = [:]
     /// The newest segment, open for appending (one open per segment, not per record).
     private var appending: (number: Int64, fd: Int32)?
 
@@ -40,20 +51,22 @@ final class BoundarySpool {
         segments.sort { $0.number < $1.number }
     }
 
-    var isEmpty: Bool { segments.isEmpty }
+    /// No record left to read (records taken and not settled may still be on disk).
+    var isEmpty: Bool { segments.allSatisfy { exhausted.contains($0.number) } }
     var totalBytes: Int { segments.reduce(0) { $0 + $1.size } }
 
     private func path(_ number: Int64) -> String { directory + "/" + zeroPadded(number, width: 12) + ".seg" }
 
-    /// Appends one record to the newest segment (a new one past ``segmentBytes``); false
-    /// when it would pass `maxBytes` or cannot be written.
+    /// Appends one record to the newest segment (a new one past ``segmentBytes``, or when
+    /// the newest is being read); false when it would pass `maxBytes` or cannot be written.
     func append(_ payload: [UInt8]) -> Bool {
         let record = Self.record(payload)
         guard totalBytes + record.count <= maxBytes else { return false }
-        if segments.isEmpty || segments[segments.count - 1].size + record.count > Self.segmentBytes
-            || reading?.number == segments.last?.number
+        if let last = segments.last?.number, reading?.number != last, !exhausted.contains(last),
+            segments[segments.count - 1].size + record.count <= Self.segmentBytes
         {
-            // A segment being read is not appended to (its bytes are already in memory).
+            // The newest segment takes it.
+        } else {
             let next = (segments.last?.number ?? 1_000_000_000) + 1
             segments.append((next, 0))
         }
@@ -76,27 +89,10 @@ final class BoundarySpool {
 
     deinit { closeAppending() }
 
-    /// Writes `payloads` as a segment older than everything on disk (what memory held at
-    /// shutdown comes before what was spooled).
-    func prepend(_ payloads: [[UInt8]]) -> Int {
-        guard !payloads.isEmpty else { return 0 }
-        var bytes: [UInt8] = []
-        var written = 0
-        for payload in payloads {
-            let record = Self.record(payload)
-            guard totalBytes + bytes.count + record.count <= maxBytes else { break }
-            bytes += record
-            written += 1
-        }
-        let number = (segments.first?.number ?? 1_000_000_001) - 1
-        guard written > 0, writeSegment(bytes, to: path(number)) else { return 0 }
-        segments.insert((number, bytes.count), at: 0)
-        return written
-    }
-
-    /// The oldest record not yet taken, or nil when the spool is empty.
-    func next() -> [UInt8]? {
-        while let oldest = segments.first {
+    /// The oldest record not yet taken and the segment it came from (to settle it by), or
+    /// nil when none is left.
+    func next() -> (payload: [UInt8], segment: Int64)? {
+        while let oldest = segments.first(where: { !exhausted.contains($0.number) }) {
             if reading?.number != oldest.number {
                 let data = FileManager.default.contents(atPath: path(oldest.number)) ?? Data()
                 reading = (oldest.number, [UInt8](data), 0)
@@ -106,24 +102,82 @@ final class BoundarySpool {
                 let length = Int(Self.uint32(current.bytes, at: current.offset))
                 let checksum = Self.uint32(current.bytes, at: current.offset + 4)
                 let start = current.offset + Self.recordHeader
-                if length <= 1 << 20, start + length <= current.bytes.count {
+                if length <= Self.maxRecordBytes, start + length <= current.bytes.count {
                     let payload = Array(current.bytes[start..<(start + length)])
                     if CRC32.checksum(payload) == checksum {
                         current.offset = start + length
                         reading = current
-                        return payload
+                        held[oldest.number, default: 0] += 1
+                        return (payload, oldest.number)
                     }
                 }
                 logger.warning("boundary log spool segment is torn; the rest of it is skipped", metadata: ["segment": "\(path(oldest.number))"])
                 BoundaryMetrics.spoolCorrupt.increment()
             }
-            // Segment done (or torn): remove it and go on with the next.
-            if appending?.number == oldest.number { closeAppending() }
-            unlink(path(oldest.number))
-            segments.removeFirst()
+            // Read to its end (or torn): removed once what was taken from it is settled.
             reading = nil
+            exhausted.insert(oldest.number)
+            if held[oldest.number] == nil { remove(oldest.number) }
         }
         return nil
+    }
+
+    /// A record taken from `segment` was forwarded or refused: its segment goes once read to
+    /// its end with every taken record settled.
+    func settle(segment: Int64) {
+        guard let count = held[segment] else { return }
+        if count > 1 {
+            held[segment] = count - 1
+        } else {
+            held[segment] = nil
+            if exhausted.contains(segment) { remove(segment) }
+        }
+    }
+
+    private func remove(_ number: Int64) {
+        if appending?.number == number { closeAppending() }
+        unlink(path(number))
+        segments.removeAll { $0.number == number }
+        exhausted.remove(number)
+        held[number] = nil
+    }
+
+    /// At shutdown: writes `payloads` (what memory holds, every record taken from the spool
+    /// and not settled among them) as a segment older than everything, then drops what was
+    /// read into memory: the segments read to their end, and the read part of the segment
+    /// being read. Returns how many payloads were written (those past `maxBytes` are not).
+    /// A crash in between sends some records twice, never loses one.
+    func checkpoint(prepending payloads: [[UInt8]]) -> Int {
+        let readBytes =
+            segments.filter { exhausted.contains($0.number) }.reduce(0) { $0 + $1.size } + (reading?.offset ?? 0)
+        var bytes: [UInt8] = []
+        var written = 0
+        for payload in payloads {
+            let record = Self.record(payload)
+            guard totalBytes - readBytes + bytes.count + record.count <= maxBytes else { break }
+            bytes += record
+            written += 1
+        }
+        if written > 0 {
+            let number = (segments.first?.number ?? 1_000_000_001) - 1
+            guard writeSegment(bytes, to: path(number)) else { return 0 }
+            segments.insert((number, bytes.count), at: 0)
+        }
+        for number in exhausted { remove(number) }
+        if let current = reading, current.offset > 0 {
+            let rest = Array(current.bytes[current.offset...])
+            if rest.isEmpty {
+                remove(current.number)
+            } else if writeSegment(rest, to: path(current.number) + ".tmp"), rename(path(current.number) + ".tmp", path(current.number)) == 0,
+                let index = segments.firstIndex(where: { $0.number == current.number })
+            {
+                if appending?.number == current.number { closeAppending() }
+                segments[index].size = rest.count
+            }
+        }
+        reading = nil
+        held = [:]
+        return written
     }
 
     /// Writes a whole segment file (appends go through the open newest segment).
