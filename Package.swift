@@ -716,6 +716,7 @@ let package = Package(
                 "BoundaryLogs", "AgentTestSupport", "AgentCore", "AgentProto", "AgentRPC", "ControlPlaneDouble",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],

@@ -28,6 +28,10 @@ public struct DRPCFrameDecoder: Sendable {
     /// bounds how long a frame may take asks this instead of parsing the stream itself.
     public var isMidFrame: Bool { bytes.count > 0 }
 
+    /// Frames returned so far (wrapping): a server compares two readings to tell whether a
+    /// frame ended in between.
+    public private(set) var framesDecoded: UInt64 = 0
+
     /// The next complete frame, or nil until more bytes arrive.
     public mutating func next() throws(DRPCWireError) -> DRPCFrame? {
         guard bytes.count >= 1 else { return nil }
@@ -48,6 +52,7 @@ public struct DRPCFrameDecoder: Sendable {
         guard length <= UInt64(maxFrameData) else { throw .dataOverflow(limit: maxFrameData) }
         guard buffer.count - offset >= Int(length) else { return nil }
         let data = bytes.take(from: offset, to: offset + Int(length))
+        framesDecoded &+= 1
         return DRPCFrame(
             streamID: fields[0], messageID: fields[1], rawKind: (controlByte >> 1) & 0x3F,
             done: controlByte & 0x01 != 0, control: controlByte & 0x80 != 0, data: data)

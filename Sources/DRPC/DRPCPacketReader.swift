@@ -20,6 +20,9 @@ public struct DRPCPacketReader: Sendable {
     /// ``DRPCFrameDecoder/isMidFrame``.
     public var isMidFrame: Bool { decoder.isMidFrame }
 
+    /// Frames decoded so far (``DRPCFrameDecoder/framesDecoded``).
+    public var framesDecoded: UInt64 { decoder.framesDecoded }
+
     /// The next complete packet, or nil until more bytes arrive. After a throw the
     /// transport must be closed.
     public mutating func next() throws(DRPCWireError) -> DRPCPacket? {

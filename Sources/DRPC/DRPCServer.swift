@@ -60,6 +60,7 @@ public struct DRPCServer: Sendable {
         var unary: (stream: UInt64, handler: UnaryHandler, request: [UInt8]?)?
         var streaming: StreamingCall?
         var finishedStream: UInt64 = 0
+        var framesReported: UInt64 = 0
 
         func abort() async {
             if let streaming {
@@ -79,7 +80,8 @@ public struct DRPCServer: Sendable {
                 return .protocolError("\(error)")
             }
             guard let packet else {
-                observer?.decoded(midFrame: reader.isMidFrame)
+                observer?.decoded(midFrame: reader.isMidFrame, endedAFrame: reader.framesDecoded != framesReported)
+                framesReported = reader.framesDecoded
                 guard let bytes = try? await transport.read() else {
                     if let streaming {
                         streaming.task.cancel()
@@ -103,7 +105,6 @@ public struct DRPCServer: Sendable {
                     return .protocolError("invoke on the active stream \(packet.streamID)")
                 }
                 // One call at a time: a newer stream supersedes an unfinished one.
-                if unary != nil { observer?.call(inProgress: false) }
                 unary = nil
                 if let previous = streaming {
                     // Cancelled first: a handler that waits on something else than its
@@ -114,7 +115,6 @@ public struct DRPCServer: Sendable {
                     streaming = nil
                 }
                 let method = String(decoding: packet.data, as: UTF8.self)
-                observer?.call(inProgress: true)
                 switch handlers[method] {
                 case nil:
                     let reply = DRPCPacket(
@@ -122,10 +122,12 @@ public struct DRPCServer: Sendable {
                         data: DRPCErrorBody.unknownRPC(method).encoded)
                     try? await transport.write(reply.encoded())
                     finishedStream = packet.streamID
-                    observer?.call(inProgress: false)
                 case .unary(let handler):
+                    // In progress from its CloseSend (the handler runs): a client that sends an
+                    // Invoke and then nothing holds no call, so its connection can be evicted.
                     unary = (packet.streamID, handler, nil)
                 case .stream(let handler):
+                    observer?.call(inProgress: true)
                     streaming = Self.start(handler, method: method, stream: packet.streamID, over: transport, observer: observer)
                 }
             case .message:
@@ -141,6 +143,7 @@ public struct DRPCServer: Sendable {
                 if let call = unary, call.stream == packet.streamID {
                     unary = nil
                     finishedStream = call.stream
+                    observer?.call(inProgress: true)
                     await Self.respond(to: call.stream, request: call.request, handler: call.handler, over: transport)
                     observer?.call(inProgress: false)
                 } else if let call = streaming, call.stream == packet.streamID {
@@ -150,7 +153,6 @@ public struct DRPCServer: Sendable {
                 if unary?.stream == packet.streamID {
                     finishedStream = packet.streamID
                     unary = nil
-                    observer?.call(inProgress: false)
                 } else if let call = streaming, call.stream == packet.streamID {
                     finishedStream = packet.streamID
                     let reason: DRPCCallError =

@@ -6,8 +6,9 @@
 /// implementations must be safe to call from both.
 public protocol DRPCServingObserver: Sendable {
     /// Once every packet the bytes so far hold was handled, before the next read: whether
-    /// they end inside a frame (``DRPCPacketReader/isMidFrame``).
-    func decoded(midFrame: Bool)
+    /// they end inside a frame (``DRPCPacketReader/isMidFrame``), and whether a frame was
+    /// completed since the last report (a frame ended and the next began: its own deadline).
+    func decoded(midFrame: Bool, endedAFrame: Bool)
     /// A call began (an Invoke was read: `true`) or ended (its answer or error was sent, or
     /// the client closed or cancelled it: `false`). One call at a time per transport.
     func call(inProgress: Bool)

@@ -57,5 +57,9 @@ struct PartialFrameDeadlineTests {
         #expect(deadline.isMidFrame)
         #expect(deadline.afterRead(midFrame: false) == .cancel)
         #expect(deadline.afterRead(midFrame: true) == .arm)
+        #expect(deadline.afterRead(midFrame: true, endedAFrame: true) == .arm, "a frame ended and the next began: its own deadline")
+        #expect(deadline.afterRead(midFrame: true) == .none)
+        #expect(deadline.afterRead(midFrame: false, endedAFrame: true) == .cancel)
+        #expect(deadline.afterRead(midFrame: false, endedAFrame: true) == .none)
     }
 }

@@ -123,4 +123,29 @@ struct SocketFileTests {
         #expect(!file.remove(ifStill: identity))
         #expect(SocketFile.isLive(path), "the other process's socket stays")
     }
+
+    /// A listener that never accepts, its backlog full: a connect gives up after its timeout
+    /// with EAGAIN instead of waiting for ever, and the liveness check counts it as live.
+    @Test func aListenerThatNeverAcceptsBoundsTheConnect() throws {
+        let root = try directory()
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let path = root + "/full.sock"
+        let listener = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        defer { close(listener) }
+        #expect(UnixSocket.withAddress(path) { bind(listener, $0, $1) } == 0 && Glibc.listen(listener, 0) == 0)
+        // Fill the backlog with non-blocking connects until the kernel refuses one.
+        var held: [Int32] = []
+        defer { for fd in held { close(fd) } }
+        for _ in 0..<64 {
+            let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+            held.append(fd)
+            if UnixSocket.withAddress(path, { Glibc.connect(fd, $0, $1) }) != 0 { break }
+        }
+        guard case .failure(let error) = UnixSocket.connect(path, timeout: .milliseconds(100)) else {
+            Issue.record("connected to a listener whose backlog is full")
+            return
+        }
+        #expect(error.errno == EAGAIN, "\(error)")
+        #expect(SocketFile.isLive(path), "a listener that is there but busy is not stale")
+    }
 }

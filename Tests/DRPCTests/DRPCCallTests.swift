@@ -210,6 +210,30 @@ struct DRPCCallTests {
         _ = await serving.value
     }
 
+    /// A read that ends one frame and begins the next is reported as such (the next frame's
+    /// deadline starts then, not at the first frame's first byte), and a unary call counts
+    /// as in progress only from its CloseSend: an Invoke followed by silence holds no call.
+    @Test func eachFrameHasItsOwnStartAndAnInvokeAloneIsNoCall() async throws {
+        let (client, serverEnd) = MemoryDuplex.pair()
+        let observer = RecordingObserver()
+        let serving = Task { await lifecycleServer().serve(serverEnd, observer: observer) }
+        var invoke: [UInt8] = []
+        DRPCPacket(streamID: 1, messageID: 1, kind: .invoke, data: Array(Self.method.utf8)).encode(into: &invoke)
+        var rest: [UInt8] = []
+        DRPCPacket(streamID: 1, messageID: 2, kind: .message, data: Self.request).encode(into: &rest)
+        DRPCPacket(streamID: 1, messageID: 3, kind: .closeSend).encode(into: &rest)
+        try await client.write(Array(invoke.prefix(5)))
+        #expect(await eventually { observer.events.last == "mid" })
+        #expect(observer.rearmed.load(ordering: .relaxed) == 0)
+        try await client.write(Array(invoke.dropFirst(5)) + Array(rest.prefix(3)))
+        #expect(await eventually { observer.rearmed.load(ordering: .relaxed) == 1 }, "the Invoke ended and the Message began")
+        #expect(!observer.events.contains("call"), "no call before its CloseSend")
+        try await client.write(Array(rest.dropFirst(3)))
+        #expect(await eventually { observer.events.suffix(3) == ["call", "idle-call", "between"] })
+        await client.closeWrite()
+        _ = await serving.value
+    }
+
     @Test func garbageClosesTheTransportWithoutTrapping() async throws {
         let (client, serverEnd) = MemoryDuplex.pair()
         let serving = Task { await lifecycleServer().serve(serverEnd) }
@@ -300,10 +324,13 @@ struct SinkTransport: YamuxTransport {
 /// Records what a serving loop reports, in order.
 final class RecordingObserver: DRPCServingObserver {
     private let recorded = Mutex<[String]>([])
+    /// Reports of a frame ended with the next begun (its own deadline starts).
+    let rearmed = Atomic<Int>(0)
 
     var events: [String] { recorded.withLock { $0 } }
 
-    func decoded(midFrame: Bool) {
+    func decoded(midFrame: Bool, endedAFrame: Bool) {
+        if midFrame && endedAFrame { rearmed.add(1, ordering: .relaxed) }
         recorded.withLock { events in
             let event = midFrame ? "mid" : "between"
             // One entry per change, so that the sequence does not depend on how reads split.

@@ -6,7 +6,8 @@
 public struct PartialFrameDeadline: Sendable {
     public enum Action: Sendable, Equatable {
         case none
-        /// A frame began: arm the timer (it closes the connection when it fires).
+        /// A frame began: arm the timer, replacing one armed before (it closes the
+        /// connection when it fires).
         case arm
         /// The frame ended: cancel the timer.
         case cancel
@@ -17,8 +18,11 @@ public struct PartialFrameDeadline: Sendable {
 
     public init() {}
 
-    /// After a read: `midFrame` is whether the bytes so far end inside a frame.
-    public mutating func afterRead(midFrame: Bool) -> Action {
+    /// After a read: `midFrame` is whether the bytes so far end inside a frame,
+    /// `endedAFrame` whether the read completed one. A read that ends one frame and begins the
+    /// next re-arms the timer: each frame has its own deadline, so a busy client whose reads
+    /// keep ending mid-frame is not cut off.
+    public mutating func afterRead(midFrame: Bool, endedAFrame: Bool = false) -> Action {
         switch (isMidFrame, midFrame) {
         case (false, true):
             isMidFrame = true
@@ -26,6 +30,8 @@ public struct PartialFrameDeadline: Sendable {
         case (true, false):
             isMidFrame = false
             return .cancel
+        case (true, true) where endedAFrame:
+            return .arm
         default:
             return .none
         }

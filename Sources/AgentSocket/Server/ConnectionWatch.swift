@@ -56,10 +56,11 @@ final class ConnectionWatch: DRPCServingObserver {
         self.logger = logger
     }
 
-    func decoded(midFrame: Bool) {
+    func decoded(midFrame: Bool, endedAFrame: Bool) {
         state.withLock { s in
-            switch s.frame.afterRead(midFrame: midFrame) {
+            switch s.frame.afterRead(midFrame: midFrame, endedAFrame: endedAFrame) {
             case .arm:
+                s.timer?.cancel()
                 let channel = channel
                 let logger = logger
                 let timeout = partialFrameTimeout

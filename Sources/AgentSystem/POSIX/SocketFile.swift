@@ -113,11 +113,16 @@ public struct SocketFile: Sendable {
         return Staging(directory: directory, socket: socket)
     }
 
-    /// Whether something listens at `path` (a connect succeeds).
+    /// Whether something listens at `path`: a connect succeeds, or finds the listener's
+    /// backlog full for a second (it is there, just not accepting: never taken for stale).
     public static func isLive(_ path: String) -> Bool {
-        guard case .success(let fd) = UnixSocket.connect(path) else { return false }
-        close(fd)
-        return true
+        switch UnixSocket.connect(path, timeout: .seconds(1)) {
+        case .success(let fd):
+            close(fd)
+            return true
+        case .failure(let error):
+            return error.errno == EAGAIN
+        }
     }
 
     /// Throws when the final path holds something that must not be replaced.

@@ -24,10 +24,16 @@ public enum UnixSocket {
     }
 
     /// A connected, blocking, close-on-exec stream socket to `path`, or the errno of the
-    /// step that failed (ENAMETOOLONG for a path that does not fit).
-    public static func connect(_ path: String) -> Result<Int32, SystemCallError> {
+    /// step that failed (ENAMETOOLONG for a path that does not fit). A listener whose backlog
+    /// is full (it does not accept) is waited for at most `timeout`, then EAGAIN: the kernel
+    /// bounds a unix socket's connect by its send timeout, reset to none once connected.
+    public static func connect(_ path: String, timeout: Duration = .seconds(10)) -> Result<Int32, SystemCallError> {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { return .failure(SystemCallError(call: "socket", errno: errno)) }
+        let (seconds, attoseconds) = max(timeout, .microseconds(1)).components
+        var limit = timeval(tv_sec: Int(seconds), tv_usec: Int(attoseconds / 1_000_000_000_000))
+        if limit.tv_sec == 0 && limit.tv_usec == 0 { limit.tv_usec = 1 }
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
         let result =
             withAddress(path) { Glibc.connect(fd, $0, $1) }
             ?? {
@@ -38,6 +44,8 @@ public enum UnixSocket {
             close(fd)
             return .failure(SystemCallError(call: "connect", errno: code))
         }
+        var none = timeval()
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &none, socklen_t(MemoryLayout<timeval>.size))
         return .success(fd)
     }
 }

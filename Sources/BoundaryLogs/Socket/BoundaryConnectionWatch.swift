@@ -34,8 +34,9 @@ final class BoundaryConnectionWatch: ChannelInboundHandler {
             context.fireUserInboundEventTriggered(event)
             return
         }
-        switch frameDeadline.afterRead(midFrame: change.isMidFrame) {
+        switch frameDeadline.afterRead(midFrame: change.isMidFrame, endedAFrame: change.endedAFrame) {
         case .arm:
+            deadline?.cancel()
             let channel = context.channel
             let onPartialFrame = onPartialFrame
             deadline = context.eventLoop.scheduleTask(in: partialFrameTimeout) {

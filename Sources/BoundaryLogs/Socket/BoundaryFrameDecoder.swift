@@ -30,10 +30,12 @@ public struct BoundaryFramingError: Error, Equatable, CustomStringConvertible {
 public struct BoundaryFrameDecoder: ByteToMessageDecoder {
     public typealias InboundOut = BoundaryFrame
 
-    /// A user inbound event the decoder sends down the pipeline when ``isMidFrame`` changes:
-    /// after a frame's first byte (true), after its last (false).
+    /// A user inbound event the decoder sends down the pipeline when ``isMidFrame`` changes
+    /// (after a frame's first byte: true; after its last: false), and when a frame ended
+    /// with the next one begun (true, `endedAFrame`: that frame's own deadline starts).
     public struct MidFrameChanged: Equatable, Sendable {
         public let isMidFrame: Bool
+        public var endedAFrame = false
     }
 
     /// The per-tag payload limit (`1<<15`): 32768 is accepted, 32769 is not.
@@ -64,7 +66,9 @@ public struct BoundaryFrameDecoder: ByteToMessageDecoder {
         let wasMidFrame = isMidFrame
         let frame = try next(from: &buffer)
         if let frame { context.fireChannelRead(wrapInboundOut(frame)) }
-        if isMidFrame != wasMidFrame { context.fireUserInboundEventTriggered(MidFrameChanged(isMidFrame: isMidFrame)) }
+        if isMidFrame != wasMidFrame || (frame != nil && isMidFrame) {
+            context.fireUserInboundEventTriggered(MidFrameChanged(isMidFrame: isMidFrame, endedAFrame: frame != nil))
+        }
         return frame == nil ? .needMoreData : .continue
     }
 
