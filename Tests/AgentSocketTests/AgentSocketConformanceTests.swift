@@ -119,16 +119,22 @@ struct AgentSocketConformanceTests {
             try await client.syncWant("A", dependsOn: "B")
             #expect(try await client.syncStatus("A").dependencies.count == 1, "an identical want adds nothing")
 
-            for call in [
-                { try await client.syncStart("") }, { try await client.syncComplete("") },
-                { _ = try await client.syncReady("") }, { try await client.syncWant("", dependsOn: "x") },
-                { try await client.syncWant("x", dependsOn: "") },
-            ] as [@Sendable () async throws -> Void] {
+            // Each empty name fails with the reference's own text (SyncWant's and SyncStatus's
+            // carry the prefixes of the step that refused it).
+            let empty: [(String, @Sendable () async throws -> Void)] = [
+                ("SyncStart: registering unit \"\": unit name is required", { try await client.syncStart("") }),
+                ("cannot complete unit \"\": updating status for unit \"\": unit name is required", { try await client.syncComplete("") }),
+                ("cannot check readiness: unit ID cannot be empty: unit name is required", { _ = try await client.syncReady("") }),
+                ("cannot add dependency: registering unit \"\": unit name is required", { try await client.syncWant("", dependsOn: "x") }),
+                ("cannot add dependency: ", { try await client.syncWant("x", dependsOn: "") }),
+                ("cannot check readiness: unit ID cannot be empty: unit name is required", { _ = try await client.syncStatus("") }),
+            ]
+            for (expected, call) in empty {
                 do {
                     try await call()
                     Issue.record("an empty name was accepted")
                 } catch {
-                    #expect("\(error)".contains("unit name is required"), "\(error)")
+                    #expect("\(error)".hasPrefix(expected) && "\(error)".hasSuffix("unit name is required"), "\(error)")
                 }
             }
             let unknown = try await client.syncStatus("nobody")

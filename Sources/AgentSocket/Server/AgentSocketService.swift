@@ -158,7 +158,7 @@ public struct AgentSocketService: Sendable {
             try units.register(unit)
         } catch  where error.description == "unit already registered" {
         } catch {
-            throw SocketError("SyncWant: registering unit \(goQuote(unit)): \(error)")
+            throw SocketError("cannot add dependency: registering unit \(goQuote(unit)): \(error)")
         }
         do {
             try units.addDependency(unit, dependsOn: dependsOn, required: .completed)
@@ -168,7 +168,8 @@ public struct AgentSocketService: Sendable {
     }
 
     func syncStatus(_ unit: String) throws(SocketError) -> Coder_Agentsocket_V1_SyncStatusResponse {
-        guard !unit.isEmpty else { throw SocketError("cannot get status: unit ID cannot be empty: unit name is required") }
+        // The reference asks readiness first, whose error this is.
+        guard !unit.isEmpty else { throw SocketError("cannot check readiness: unit ID cannot be empty: unit name is required") }
         let (status, ready, dependencies) = units.status(unit)
         var response = Coder_Agentsocket_V1_SyncStatusResponse()
         response.status = status?.rawValue ?? ""
