@@ -31,6 +31,39 @@ struct BulkOutputTests {
         }
     }
 
+    /// Output nobody reads live is moved past the agent (spliced into the spool or
+    /// /dev/null) while a fast writer runs: every snapshot taken meanwhile still has its
+    /// tail, the omitted marker and `truncated` (a move used to empty the tail until the next
+    /// read, and a snapshot then showed the head alone, without metadata).
+    @Test(arguments: [true, false])
+    func everySnapshotOfAFastWriterHasItsTruncation(spooled: Bool) async throws {
+        try await withProcessServer(configure: { $0.spoolOutput = spooled }) { h in
+            let id = try await h.start("exec yes")
+            let process = try #require(h.manager.lookup(id, chat: nil))
+            // Past the head and a tail's worth first (a snapshot's total never goes back).
+            #expect(await eventually(timeout: .seconds(60)) { (process.snapshot().truncation?.originalBytes ?? 0) > 32768 })
+            var seen = 0
+            for attempt in 0..<20 {
+                let response = try await h.output(id)
+                try #require(response.status == 200, "snapshot \(attempt): \(response)")
+                let json = try #require(jsonObject(response.body))
+                #expect(json["running"] as? Bool == true)
+                let truncated = try #require(json["truncated"] as? [String: Any], "snapshot \(attempt) has no truncated block")
+                let original = jsonInt(truncated["original_bytes"]) ?? 0
+                #expect(original > 32768, "snapshot \(attempt): \(truncated)")
+                #expect(original >= seen, "a snapshot's total never goes back")
+                seen = max(seen, original)
+                #expect((jsonInt(truncated["omitted_bytes"]) ?? 0) > 0, "snapshot \(attempt): \(truncated)")
+                let output = try #require(json["output"] as? String)
+                #expect(output.contains("\n\n... [omitted "), "snapshot \(attempt) has no omitted marker")
+                #expect(output.hasSuffix("y\n") || output.hasSuffix("y"), "snapshot \(attempt) ends in its tail")
+            }
+            // The tail and the total keep up with the writer (the pipe is read after moves).
+            #expect(await eventually(timeout: .seconds(60)) { (process.snapshot().truncation?.originalBytes ?? 0) > seen })
+            #expect(try await h.signal(id, #"{"signal":"kill"}"#).status == 200)
+        }
+    }
+
     @Test func aBurstReadInLargePassesIsCompleteAndInOrder() async throws {
         try await withProcessServer { h in
             let body = try JSONSerialization.data(withJSONObject: ["command": "seq 1 300000"])

@@ -155,6 +155,40 @@ struct HeadTailTests {
         #expect(store.omittedCount == 12)
     }
 
+    @Test func aSkipKeepsTheTailAndItsMetadataUntilBytesAfterItArrive() {
+        var buffer = HeadTail(headCapacity: 4, tailCapacity: 4)
+        buffer.write(Array("HEADabcdefgh".utf8))
+        buffer.skip(100)
+        // Until bytes written after the skip come, the output is shown as it was before it.
+        let before = buffer.output()
+        #expect(text(before.bytes) == "HEAD\n\n... [omitted 4 bytes] ...\n\nefgh")
+        #expect(before.truncation?.originalBytes == 12)
+        #expect(before.truncation?.omittedBytes == 4)
+        #expect(before.truncation?.retainedBytes == before.bytes.count)
+        #expect(buffer.totalWritten == 112)
+        // A subscriber's live bytes continue from the skipped ones, not from that tail.
+        #expect(buffer.tailBytes.isEmpty)
+        #expect(buffer.omittedCount == 108)
+        buffer.write(Array("XY".utf8))
+        let after = buffer.output()
+        #expect(text(after.bytes) == "HEAD\n\n... [omitted 108 bytes] ...\n\nXY")
+        #expect(after.truncation?.originalBytes == 114)
+        #expect(after.truncation?.omittedBytes == 108)
+        #expect(text(buffer.tailBytes) == "XY")
+    }
+
+    @Test func aSkipBeforeAnyTailByteStillReportsTheTruncation() {
+        var buffer = HeadTail(headCapacity: 4, tailCapacity: 4)
+        buffer.write(Array("HEAD".utf8))
+        #expect(buffer.output().truncation == nil, "exactly the head: verbatim")
+        buffer.skip(50)
+        let (bytes, meta) = buffer.output()
+        #expect(text(bytes) == "HEAD\n\n... [omitted 50 bytes] ...\n\n")
+        #expect(meta?.originalBytes == 54)
+        #expect(meta?.omittedBytes == 50)
+        #expect(meta?.retainedBytes == bytes.count)
+    }
+
     @Test func retainedBytesCountsBeforeJSONEncoding() {
         var buffer = HeadTail(headCapacity: 4, tailCapacity: 4)
         buffer.write([0xff, 0xfe, 0x41, 0x42, 0x43, 0x44, 0x45, 0x46, 0x47, 0x48])

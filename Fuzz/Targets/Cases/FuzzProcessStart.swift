@@ -50,17 +50,27 @@ private func headTail(_ input: inout FuzzInput) {
     var store = HeadTail(headCapacity: headCapacity, tailCapacity: tailCapacity, maxLineLength: maxLine)
     var all: [UInt8] = []
     var tailStart = 0
+    // What the output shows: after a skip, the tail and total of the last write until the
+    // next one (the total of now when no tail byte was ever written).
+    var shownTail: [UInt8] = []
+    var shownTotal = 0
     for _ in 0..<Int(input.byte() % 16) {
         if store.isHeadFull, input.byte() % 8 == 0 {
             let skipped = Int(input.byte())
             store.skip(skipped)
             all += [UInt8](repeating: 0, count: skipped)
-            tailStart = all.count
+            if skipped > 0 { tailStart = all.count }
+            if shownTail.isEmpty { shownTotal = all.count }
             continue
         }
         let chunk = input.data(maxLength: 200)
         store.write(chunk)
         all += chunk
+        if !chunk.isEmpty {
+            let afterHead = max(headCapacity, tailStart)
+            shownTail = afterHead >= all.count ? [] : Array(all[afterHead...].suffix(tailCapacity))
+            shownTotal = all.count
+        }
         require(store.retainedCount <= headCapacity + tailCapacity, "more retained than head and tail hold")
     }
     require(store.totalWritten == all.count, "total written is not what was written")
@@ -71,9 +81,12 @@ private func headTail(_ input: inout FuzzInput) {
     let output = store.output()
     // Cut lines never grow; the omission marker is the only addition.
     require(output.bytes.count <= headCapacity + tailCapacity + 64, "output beyond its bound")
+    if store.isHeadFull, all.count > store.headBytes.count {
+        require(output.truncation != nil, "more written than the head holds, and no truncation")
+    }
     if let truncation = output.truncation {
         require(
-            truncation.originalBytes == all.count && truncation.omittedBytes == store.omittedCount
+            truncation.originalBytes == shownTotal && truncation.omittedBytes == shownTotal - store.headBytes.count - shownTail.count
                 && truncation.retainedBytes == output.bytes.count, "truncation counts do not add up")
     }
 }

@@ -20,6 +20,10 @@ public struct HeadTail: Sendable {
     private var ring: [UInt8] = []
     private var ringStart = 0
     private var ringCount = 0
+    /// Bytes counted by ``skip(_:)`` since the ring was last written. The ring still holds
+    /// the tail as it was before them; the next bytes written replace it (they are not
+    /// continuous with it), and until then ``output()`` shows the output as it was then.
+    private var skippedAfterRing = 0
     /// Every byte ever written, including the ones no longer retained.
     public private(set) var totalWritten: Int = 0
 
@@ -34,20 +38,25 @@ public struct HeadTail: Sendable {
         self.maxLineLength = maxLineLength
     }
 
-    /// Bytes currently retained (head plus tail).
-    public var retainedCount: Int { head.count + ringCount }
+    /// Bytes currently retained (head plus tail): a tail from before a skip is not counted,
+    /// as nothing written later follows it.
+    public var retainedCount: Int { head.count + continuousTailCount }
+
+    /// The tail's bytes that end at the last byte written (none between a skip and the next write).
+    private var continuousTailCount: Int { skippedAfterRing > 0 ? 0 : ringCount }
 
     /// True once the head holds all it can: later bytes only pass through the tail.
     public var isHeadFull: Bool { head.count >= headCapacity }
 
     /// Counts `count` bytes written after the head was full but never seen (dropped
     /// unread). They break the tail's continuity, so the tail starts over with the next
-    /// bytes written (the process reactor drops only what precedes a full tail's worth).
+    /// bytes written (the process reactor drops only what precedes a full tail's worth, and
+    /// reads that worth before its pass ends). The tail before them stays until then:
+    /// ``output()`` never loses its tail and its `truncated` block to a skip.
     public mutating func skip(_ count: Int) {
         precondition(isHeadFull && count >= 0)
         totalWritten += count
-        ringStart = 0
-        ringCount = 0
+        skippedAfterRing += count
     }
 
     /// Appends `bytes`; always accepted in full. Costs O(min(n, head + tail)).
@@ -63,6 +72,12 @@ public struct HeadTail: Sendable {
         }
         guard !rest.isEmpty, tailCapacity > 0 else { return }
         if ring.isEmpty { ring = [UInt8](repeating: 0, count: tailCapacity) }
+        if skippedAfterRing > 0 {
+            // The first bytes after a skip: the tail before it is not continuous with them.
+            ringStart = 0
+            ringCount = 0
+            skippedAfterRing = 0
+        }
         if rest.count >= tailCapacity {
             // Only the newest tailCapacity bytes can survive: copy just those.
             let newest = rest.suffix(tailCapacity)
@@ -103,14 +118,19 @@ public struct HeadTail: Sendable {
         head.removeAll(keepingCapacity: true)
         ringStart = 0
         ringCount = 0
+        skippedAfterRing = 0
         totalWritten = 0
     }
 
     /// The retained head bytes, verbatim.
     public var headBytes: [UInt8] { head }
 
-    /// The retained tail bytes in write order, verbatim.
-    public var tailBytes: [UInt8] {
+    /// The retained tail bytes in write order, verbatim; empty between a skip and the next
+    /// write (what follows continues from the skipped bytes, not from that tail).
+    public var tailBytes: [UInt8] { continuousTailCount > 0 ? ringBytes : [] }
+
+    /// The ring's bytes in write order (a tail from before a skip included).
+    private var ringBytes: [UInt8] {
         guard ringCount > 0 else { return [] }
         let firstPart = min(ringCount, tailCapacity - ringStart)
         var out = [UInt8]()
@@ -126,23 +146,29 @@ public struct HeadTail: Sendable {
     /// The rendered output and its truncation metadata.
     ///
     /// Unlike the reference, when nothing was omitted the head and tail are joined as the
-    /// contiguous original: no `"\n"` is invented at the seam.
+    /// contiguous original: no `"\n"` is invented at the seam. Once more was written than
+    /// the head holds, the metadata is always there (the reference's tail is never empty
+    /// then): between a skip and the next write the output is shown as it was before the
+    /// skip (its tail, with the total of then), and a skip before any tail byte shows the
+    /// head, the omitted marker and no tail.
     public func output() -> (bytes: [UInt8], truncation: OutputTruncation?) {
         if totalWritten == 0 { return ([], nil) }
-        if head.count < headCapacity || ringCount == 0 {
+        if head.count < headCapacity || totalWritten == head.count {
             return (truncateLines(head), nil)
         }
-        let omitted = omittedCount
+        let total = ringCount > 0 ? totalWritten - skippedAfterRing : totalWritten
+        let omitted = total - head.count - ringCount
+        let tail = ringBytes
         var rendered: [UInt8]
         if omitted > 0 {
             rendered = truncateLines(head)
             rendered.append(contentsOf: Array("\n\n... [omitted \(omitted) bytes] ...\n\n".utf8))
-            rendered.append(contentsOf: truncateLines(tailBytes))
+            rendered.append(contentsOf: truncateLines(tail))
         } else {
-            rendered = truncateLines(head + tailBytes)
+            rendered = truncateLines(head + tail)
         }
         let meta = OutputTruncation(
-            originalBytes: totalWritten,
+            originalBytes: total,
             retainedBytes: rendered.count,
             omittedBytes: omitted,
             strategy: OutputTruncation.headTailStrategy

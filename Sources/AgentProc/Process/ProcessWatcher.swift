@@ -309,7 +309,9 @@ final class ProcessWatcher: ChildReactor.Client {
     private func readOutput(_ token: UInt64, _ scratch: UnsafeMutableRawBufferPointer, maxReads: Int) -> Pass {
         guard let watch = state.withLock({ $0.watches[token] }), watch.pipefd >= 0 else { return Pass(state: .closed) }
         var taken = 0
-        for _ in 0..<maxReads {
+        for round in 0..<maxReads {
+            // At most this much is read now (a whole scratch buffer, unless a move came first).
+            var limit = scratch.count
             // Bytes that no one will see (no subscriber, the head already full, and more
             // waiting than the tail keeps) are dropped by the kernel without a copy: the
             // per-byte cost of a chatty child falls to almost nothing.
@@ -320,7 +322,9 @@ final class ProcessWatcher: ChildReactor.Client {
                 let spool = watch.sink.spool
                 let staging = self.staging
                 var moved = 0
+                var kept = 0
                 watch.sink.discardUnretained { keep in
+                    kept = keep
                     let pending = Int(agent_pipe_pending(pipefd))
                     // Spooled output keeps every byte: into the spool file, still without a copy
                     // through user space (which saves a copy for anything past the tail).
@@ -333,19 +337,23 @@ final class ProcessWatcher: ChildReactor.Client {
                     }
                     return moved
                 }
-                // What the child wrote meanwhile is left for the next pass to move too: a read
-                // now would copy it (a fast writer refills the pipe during a move). The tail's
-                // worth left behind is read once the pipe holds no more than that.
+                // What the child wrote meanwhile is left for the next round to move too: a read
+                // now would copy it (a fast writer refills the pipe during a move). The last
+                // round reads the tail's worth left behind the move, and no more: a writer
+                // that refills the pipe past the threshold before every round would otherwise
+                // never be read, and the tail (and the total) a snapshot shows would stay
+                // where they were when it began.
                 if moved > 0 {
                     taken += moved
-                    continue
+                    guard round == maxReads - 1, kept > 0 else { continue }
+                    limit = min(kept, scratch.count)
                 }
             }
-            let n = read(watch.pipefd, scratch.baseAddress, scratch.count)
+            let n = read(watch.pipefd, scratch.baseAddress, limit)
             if n > 0 {
                 taken += n
                 watch.sink.output(UnsafeRawBufferPointer(rebasing: scratch[0..<n]))
-                if n < scratch.count { return Pass(state: .open, bytes: taken) }
+                if n < limit { return Pass(state: .open, bytes: taken) }
             } else if n == 0 {
                 closePipe(token)
                 return Pass(state: .closed, bytes: taken)
