@@ -82,6 +82,28 @@ struct ProcessBeyondTests {
         }
     }
 
+    @Test func awaitsOnAPortAloneAreBoundedInAll() async throws {
+        try await withProcessServer(configure: { $0.maxAwaits = 2 }) { h in
+            let id = try await Self.start(h, #"{"command":"sleep 120"}"#)
+            let port = freeLoopbackPort()
+            try await withThrowingTaskGroup(of: String?.self) { group in
+                for _ in 0..<2 {
+                    group.addTask { try await Self.awaitOutput(h, id, "port=\(port)&timeout=120s")["condition"] as? String }
+                }
+                #expect(await eventually(timeout: .seconds(60)) { h.manager.activeAwaits.load(ordering: .relaxed) == 2 })
+                let refused = try await h.client.request("GET", "\(Self.base)/\(id)/output?port=\(port)&timeout=1s")
+                #expect(refused.status == 429)
+                #expect(jsonObject(refused.body)?["message"] as? String == "Too many awaits.")
+                // An exit wait with a timeout is not an await on anything: not bounded.
+                let exitWait = try await h.client.request("GET", "\(Self.base)/\(id)/output?wait=true&timeout=1ms")
+                #expect(exitWait.status == 200)
+                #expect(try await h.signal(id, #"{"signal":"kill"}"#).status == 200)
+                for try await condition in group { #expect(condition == "exited") }
+            }
+            #expect(h.manager.activeAwaits.load(ordering: .relaxed) == 0)
+        }
+    }
+
     @Test func theStreamTakesBinaryFramesAsInput() async throws {
         try await withProcessServer { h in
             let id = try await Self.start(h, #"{"command":"cat","stdin":true}"#)

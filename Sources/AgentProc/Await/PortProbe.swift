@@ -1,3 +1,5 @@
+import AgentCore
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -5,10 +7,21 @@ import Glibc
 /// Whether something listens on a loopback port: a TCP connect to 127.0.0.1 and to [::1]
 /// (closed at once). The kernel has no event for "a listener appeared", so an await on a
 /// port probes every ``interval``; a probe on loopback is answered at once (accept or
-/// refuse), bounded by ``connectTimeout`` all the same.
+/// refuse), bounded by ``connectTimeout`` all the same (a listener whose backlog is full
+/// leaves the connect waiting).
 enum PortProbe {
     static let interval: Duration = .milliseconds(50)
     static let connectTimeout = timeval(tv_sec: 0, tv_usec: 200_000)
+    /// Where probes run: their connects block (up to ``connectTimeout`` each), so never on
+    /// the cooperative pool. Each await has at most one probe queued, and the awaits are
+    /// bounded (``ProcessManager/Configuration/maxAwaits``).
+    static let pool = BlockingPool(name: "proc-ports", threads: 2, maxQueued: 4096)
+
+    /// ``isOpen(_:)`` on ``pool``; false when the pool is full (the next probe may find
+    /// room) or the calling task is cancelled.
+    static func probe(_ port: UInt16) async -> Bool {
+        (try? await pool.run { _ in PortProbe.isOpen(port) }) ?? false
+    }
 
     static func isOpen(_ port: UInt16) -> Bool {
         connects(family: AF_INET, port: port) || connects(family: AF_INET6, port: port)

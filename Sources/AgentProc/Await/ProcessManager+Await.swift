@@ -14,14 +14,15 @@ public enum AwaitCondition: String, Sendable {
 public enum AwaitRefusal: Error, Equatable {
     /// ``ManagedProcess/maxWatches`` awaits match this process's output already.
     case processFull
-    /// ``ProcessManager/maxAwaits`` awaits match output in all.
+    /// ``ProcessManager/Configuration/maxAwaits`` awaits wait for output or a port in all.
     case allFull
 }
 
 extension ProcessManager {
-    /// Most awaits matching output at once, over all processes (each holds at most a line of
-    /// 64 KiB and 1 MiB of output arriving during its catch-up).
-    public static let maxAwaits = 256
+    /// Most awaits on a line or a port at once, over all processes, unless configured
+    /// otherwise (an await on output holds at most a line of 64 KiB and 1 MiB of output
+    /// arriving during its catch-up; one on a port probes it every ``PortProbe/interval``).
+    public static let defaultMaxAwaits = 256
 
     /// What an await asks for: a line condition from an offset, a port, or both (the first
     /// to hold ends it), and how long to wait at most.
@@ -49,10 +50,13 @@ extension ProcessManager {
         let signal = OneShotSignal()
         var watch: OutputWatch?
         var watchTask: Task<Void, Never>?
-        if request.condition != nil {
-            guard activeAwaits.add(1, upTo: Self.maxAwaits) != nil else { throw .allFull }
+        // One charge per await on a line, a port or both (an exit wait with a timeout is not
+        // charged, as `wait=true` is not).
+        let charged = request.condition != nil || request.port != nil
+        if charged {
+            guard activeAwaits.add(1, upTo: configuration.maxAwaits) != nil else { throw .allFull }
         }
-        defer { if request.condition != nil { activeAwaits.subtract(1, ordering: .relaxed) } }
+        defer { if charged { activeAwaits.subtract(1, ordering: .relaxed) } }
         if let condition = request.condition {
             let from = min(request.from, process.outputEnd)
             let made = OutputWatch(condition: condition, from: from)
@@ -98,7 +102,7 @@ extension ProcessManager {
         if let port = request.port {
             portTask = Task.detached {
                 while !Task.isCancelled {
-                    if PortProbe.isOpen(port) {
+                    if await PortProbe.probe(port) {
                         portOpen.fire()
                         signal.fire()
                         return

@@ -53,6 +53,8 @@ public final class ProcessManager: Service, Sendable {
         /// reaped, and terminated at shutdown. Only for a process whose children all come
         /// from process managers (the daemon): any other child would be taken for an orphan.
         public var adoptOrphans = false
+        /// Awaits on a line or a port across all processes (further ones: 429).
+        public var maxAwaits: Int = ProcessManager.defaultMaxAwaits
         /// Stream subscribers across all processes.
         public var maxSubscribers: Int = 256
         /// Output queued for all stream subscribers together.
@@ -134,7 +136,7 @@ public final class ProcessManager: Service, Sendable {
     let failures: DurableFailures
     /// The directory the manager made for itself (no state directory given), removed at shutdown.
     let privateDirectory: String?
-    /// Awaits matching output now (bounded by ``maxAwaits``).
+    /// Awaits on a line or a port now (bounded by ``Configuration/maxAwaits``).
     let activeAwaits = Atomic<Int>(0)
     /// Processes' records on disk (with spooling on).
     let processLog: ProcessLog

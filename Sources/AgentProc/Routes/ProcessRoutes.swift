@@ -127,7 +127,7 @@ struct ProcessRoutes: Sendable {
             } catch {
                 throw APIError(
                     .tooManyRequests, "Too many awaits.",
-                    detail: "At most \(ManagedProcess.maxWatches) per process and \(ProcessManager.maxAwaits) in all wait for output at once.")
+                    detail: "At most \(ManagedProcess.maxWatches) per process wait for output, and \(manager.configuration.maxAwaits) in all for output or a port, at once.")
             }
             var answer = OutputResponse(process, process.snapshot())
             answer.condition = condition.rawValue
