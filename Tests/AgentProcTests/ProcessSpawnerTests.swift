@@ -1,5 +1,6 @@
 @testable import AgentProc
 import AgentCore
+import AgentTestSupport
 import Foundation
 import Testing
 
@@ -49,6 +50,29 @@ struct ProcessSpawnerTests {
         } catch {
             #expect("\(error)".contains("relative to current directory"), "\(error)")
         }
+    }
+
+    /// A shell's exit is read without reaping it; one someone else reaped (ECHILD) reports
+    /// -1 without a signal, as the reference reports a wait error that is not an ExitError
+    /// (it was 255).
+    @Test func anExitReapedElsewhereIsMinusOneWithoutASignal() async throws {
+        let path = "/usr/bin:/bin"
+        let child = try ProcessSpawner.spawn(
+            SpawnRequest(command: "exit 3", workdir: nil, environment: EnvironmentBlock(["PATH": path]), priority: .unchanged, childNofileSoft: nil),
+            agentPath: path)
+        defer {
+            close(child.pidfd)
+            close(child.outputFD)
+        }
+        #expect(await eventually { ProcessWatcher.peekExit(child.pid) != nil })
+        let own = try #require(ProcessWatcher.peekExit(child.pid))
+        #expect(own.status == ExitStatus(code: 3, signal: nil))
+        #expect(!own.reapedElsewhere)
+        // Reaped here, as someone else would: its status is gone.
+        #expect(OwnedChildren.reap(child.pid, wait: true) != nil)
+        let gone = try #require(ProcessWatcher.peekExit(child.pid))
+        #expect(gone.status == ExitStatus(code: -1, signal: nil))
+        #expect(gone.reapedElsewhere)
     }
 
     @Test func noShellAnywhereIsAClearError() throws {

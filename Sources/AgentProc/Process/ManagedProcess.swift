@@ -340,8 +340,7 @@ extension ManagedProcess: ProcessEventSink {
         for watch in watches { watch.outputEnded() }
     }
 
-    func exited(waitStatus: Int32) {
-        let status = ExitStatus(waitStatus: waitStatus)
+    func exited(_ status: ExitStatus) {
         let (waiters, subscribers) = state.withLock { s -> ([@Sendable () -> Void], [OutputSubscription]) in
             s.exit = Exit(status: status, exitedAtUnix: Int64(Date().timeIntervalSince1970), exitedAt: .now)
             defer {

@@ -14,6 +14,6 @@ protocol ProcessEventSink: AnyObject, Sendable {
     var spool: OutputSpool? { get }
     /// The pipe reached EOF (every writer, orphans included, closed it) or was closed by us.
     func outputClosed()
-    /// The shell exited with this raw wait status.
-    func exited(waitStatus: Int32)
+    /// The shell exited, as this status reports it (see ``ProcessWatcher/peekExit(_:)``).
+    func exited(_ status: ExitStatus)
 }

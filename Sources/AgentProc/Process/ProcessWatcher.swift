@@ -395,14 +395,12 @@ final class ProcessWatcher: ChildReactor.Client {
         // Everything the shell wrote is in the pipe by now: take it before reporting exit,
         // so `running: false` means the shell's output is complete.
         readOutput(token, scratch, maxReads: Self.readsAtExit)
-        var status: Int32 = 0
-        let exited = state.withLock { s -> (any ProcessEventSink)? in
+        let exited = state.withLock { s -> (sink: any ProcessEventSink, status: ExitStatus)? in
             guard var watch = s.watches[token], watch.pidfd >= 0 else { return nil }
-            let peeked = agent_peek_exit(watch.pid, &status)
-            if peeked == 0 { return nil }  // spurious readiness; still running
-            if peeked < 0 {
-                // ECHILD: someone else reaped it; report a plain failure, own nothing.
-                status = 0xff00
+            // Nil: spurious readiness; still running.
+            guard let peeked = Self.peekExit(watch.pid) else { return nil }
+            if peeked.reapedElsewhere {
+                // Nothing of it is ours any more.
                 watch.leader = .released
                 OwnedChildren.forget(watch.pid)
             } else {
@@ -416,11 +414,22 @@ final class ProcessWatcher: ChildReactor.Client {
             } else {
                 s.watches[token] = watch
             }
-            return watch.sink
+            return (watch.sink, peeked.status)
         }
         guard let exited else { return }
         scheduleScan(after: Self.scanDelay)
-        exited.exited(waitStatus: status)
+        exited.sink.exited(exited.status)
+    }
+
+    /// A shell's exit, read without reaping it: nil while it runs. One whose status cannot be
+    /// read (ECHILD: someone else reaped it) is `reapedElsewhere` and reports -1 without a
+    /// signal, as the reference reports a wait error that is not an `ExitError`.
+    static func peekExit(_ pid: pid_t) -> (status: ExitStatus, reapedElsewhere: Bool)? {
+        var waitStatus: Int32 = 0
+        let peeked = agent_peek_exit(pid, &waitStatus)
+        if peeked == 0 { return nil }
+        if peeked < 0 { return (ExitStatus(code: -1, signal: nil), true) }
+        return (ExitStatus(waitStatus: waitStatus), false)
     }
 
     private func scheduleScan(after delay: Duration) {
