@@ -81,4 +81,33 @@ import Glibc
         #expect(!names.contains { $0.hasPrefix("agent-proc-") }, "no thread of the process API's own (output, stdin)")
         await manager.shutdown()
     }
+
+    /// A start lists its process a moment before the watcher has it (so that its exit always
+    /// finds it listed): a signal in that moment reaches the running shell and its group,
+    /// where it was answered 409 as if the process had exited.
+    @Test func aProcessTheWatcherDoesNotHaveYetCanBeSignalled() async throws {
+        var configuration = ProcessManager.Configuration(priority: .unchanged)
+        configuration.shutdownGrace = .seconds(2)
+        let manager = try ProcessManager(configuration: configuration, logger: Harness.quiet)
+        let path = "/usr/bin:/bin"
+        let child = try ProcessSpawner.spawn(
+            SpawnRequest(command: "exec sleep 600", workdir: nil, environment: EnvironmentBlock(["PATH": path]), priority: .unchanged, childNofileSoft: nil),
+            agentPath: path)
+        defer {
+            if OwnedChildren.signal(child.pid, SIGKILL, group: true) { OwnedChildren.reap(child.pid, wait: true) }
+            close(child.pidfd)
+            close(child.outputFD)
+        }
+        // The process as the start has it between listing it and handing it to the watcher.
+        let process = ManagedProcess(
+            id: "not-watched-yet", command: "exec sleep 600", workdir: "", background: false, chatID: nil, pid: child.pid,
+            budget: manager.subscriberBudget)
+        #expect(process.reactorToken == nil)
+        #expect(throws: Never.self) { try manager.signal(process, .kill) }
+        #expect(await eventually { ProcessWatcher.peekExit(child.pid)?.status.signal == "SIGKILL" })
+        #expect(OwnedChildren.reap(child.pid) != nil)
+        // Reaped: never signalled again (its pid may be someone else's by now).
+        #expect(throws: ProcessManager.SignalFailure.notRunning) { try manager.signal(process, .kill) }
+        await manager.shutdown()
+    }
 }

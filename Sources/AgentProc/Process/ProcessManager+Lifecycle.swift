@@ -32,7 +32,17 @@ extension ProcessManager {
 
     /// Sends the signal to the whole process group, if the agent still owns it.
     public func signal(_ process: ManagedProcess, _ name: SignalName) throws(SignalFailure) {
-        guard process.isRunning, let token = process.reactorToken else { throw SignalFailure.notRunning }
+        guard process.isRunning else { throw SignalFailure.notRunning }
+        guard let token = process.reactorToken else {
+            // A start under way: the process is listed a moment before the watcher has it (so
+            // its exit always finds it listed), and a 409 here answered a running process. Its
+            // shell is an owned child: signalled with its group only while it is unreaped
+            // (``OwnedChildren`` checks under its lock, so a reused pid is never reached).
+            guard process.pid > 0, OwnedChildren.signal(process.pid, name.number, group: true) else {
+                throw SignalFailure.notRunning
+            }
+            return
+        }
         let code = watcher.signalGroup(token, name.number)
         // ESRCH: the group is gone, the exit is simply not processed yet.
         if code == ESRCH { throw SignalFailure.notRunning }
