@@ -112,6 +112,27 @@ import Testing
         }
     }
 
+    @Test func aChatsProcessRecordsItsWorkdirForItsAncestorsToo() async throws {
+        let paths = ChatPaths()
+        let directory = try makeTempDirectory()
+        let child = "9b2d6c1e-2f4a-4b8e-9c3d-0a1b2c3d4e5f"
+        let parent = "1f0e2d3c-4b5a-4697-8877-665544332211"
+        let grandparent = "2a3b4c5d-6e7f-4081-9293-a4b5c6d7e8f9"
+        try await withProcessServer(configure: { $0.chatPaths = paths }) { h in
+            let body = try JSONSerialization.data(withJSONObject: ["command": "true", "workdir": directory])
+            let headers = [("Coder-Chat-Id", child), ("Coder-Ancestor-Chat-Ids", #"["\#(parent)","\#(grandparent)"]"#)]
+            let response = try await h.client.request(
+                "POST", "/api/v0/processes/start", headers: headers, body: Array(body), timeout: .seconds(60))
+            try #require(response.status == 200, "start: \(response)")
+            let id = try #require(jsonObject(response.body)?["id"] as? String)
+            _ = try await h.finalOutput(id, chat: child)
+            #expect(await eventually { paths.paths(chat: grandparent) == [directory] })
+            #expect(paths.paths(chat: parent) == [directory])
+            #expect(paths.paths(chat: child) == [directory])
+            #expect(paths.chatCount == 3)
+        }
+    }
+
     @Test func manifestProviderFallsBackUntilAManifestArrives() async throws {
         let store = ManifestStore()
         let provider = ManifestEnvironmentProvider(source: store, fallbackDirectory: "/fallback")

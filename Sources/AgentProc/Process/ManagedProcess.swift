@@ -23,6 +23,9 @@ public final class ManagedProcess: Sendable {
     public let background: Bool
     /// Canonical chat id, or nil for a process started without a chat.
     public let chatID: String?
+    /// The chat's ancestors (`Coder-Ancestor-Chat-Ids`, canonical): the working directory is
+    /// recorded for them too. Not kept across a restart (only a live exit records it).
+    let ancestorChatIDs: [String]
     /// The shell's pid, which is also its process group id.
     public let pid: Int32
     /// Unix seconds.
@@ -71,8 +74,8 @@ public final class ManagedProcess: Sendable {
     private let exitObserver: (@Sendable (ManagedProcess) -> Void)?
 
     init(
-        id: String, command: String, workdir: String, background: Bool, chatID: String?, pid: Int32,
-        budget: SubscriberBudget, input: ProcessInput? = nil, spoolMaker: (@Sendable () -> OutputSpool?)? = nil,
+        id: String, command: String, workdir: String, background: Bool, chatID: String?, ancestorChatIDs: [String] = [],
+        pid: Int32, budget: SubscriberBudget, input: ProcessInput? = nil, spoolMaker: (@Sendable () -> OutputSpool?)? = nil,
         options: StartOptions = StartOptions(), exitObserver: (@Sendable (ManagedProcess) -> Void)? = nil
     ) {
         self.budget = budget
@@ -82,6 +85,7 @@ public final class ManagedProcess: Sendable {
         self.workdir = workdir
         self.background = background
         self.chatID = chatID
+        self.ancestorChatIDs = ancestorChatIDs
         self.pid = pid
         self.startedAtUnix = Int64(Date().timeIntervalSince1970)
         self.startedAt = .now
@@ -101,6 +105,7 @@ public final class ManagedProcess: Sendable {
         workdir = record.workdir
         background = record.background
         chatID = record.chatID
+        ancestorChatIDs = []
         pid = 0
         startedAtUnix = record.startedAtUnix
         // Monotonic instants of the past, placed as far back as the wall clock says.

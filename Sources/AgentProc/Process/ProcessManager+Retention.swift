@@ -24,9 +24,10 @@ extension ProcessManager {
         }
         if let chat = process.chatID, let paths = configuration.chatPaths {
             // The directory it ran in; "" is the agent's own, a relative one is relative to it.
+            // For the chat and every ancestor, as the reference and the file API record paths.
             let workdir = process.workdir
             let absolute = workdir.hasPrefix("/") ? workdir : FileManager.default.currentDirectoryPath + (workdir.isEmpty ? "" : "/" + workdir)
-            paths.record(absolute, chat: chat)
+            for id in [chat] + process.ancestorChatIDs { paths.record(absolute, chat: id) }
         }
         state.withLock { s in
             guard s.processes[process.id] === process else { return }

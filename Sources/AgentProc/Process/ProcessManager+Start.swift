@@ -208,7 +208,7 @@ extension ProcessManager {
         }
         let process = ManagedProcess(
             id: id, command: command, workdir: resolvedDir,
-            background: background, chatID: chat?.id, pid: child.pid, budget: subscriberBudget,
+            background: background, chatID: chat?.id, ancestorChatIDs: chat?.ancestorIDs ?? [], pid: child.pid, budget: subscriberBudget,
             input: input, spoolMaker: spoolMaker, options: options
         ) { [weak self] exited in self?.noteExited(exited) }
         if spooling, let failure = processLog.started(ProcessRecord(process)) {
