@@ -23,6 +23,17 @@ public enum MCPLimits {
     public static let stderrLinesPerSecond = 20
     /// Notifications from a server buffered for the session's owner (list_changed events).
     public static let maxBufferedEvents = 16
+    /// Content items of one `tools/call` result passed on; a result with more fails the
+    /// call. Mapping multiplies a result's smallest items: `0,` (two bytes of a message)
+    /// becomes a text item naming an unsupported type (about 56 bytes of the answer, and
+    /// more than 100 of memory), so a 16 MiB message would make 8 million items and an
+    /// answer of some 450 MiB.
+    public static let maxResultItems = 10_000
+    /// One `tools/call` result's mapped content, counted as ``MCPContentItem/mappedBytes``
+    /// (the UTF-8 of its strings and the JSON around them); a result past it fails the
+    /// call. As large as a message, so that what fits in one (an image of nearly 16 MiB)
+    /// is passed on.
+    public static let maxResultBytes = maxMessageBytes
 
     /// Bytes buffered, queued and in flight for every server together (``MCPMemoryBudget``),
     /// charged as the capacity of the buffers that hold them: a server whose buffer would

@@ -20,6 +20,17 @@ public struct MCPContentItem: Sendable, Equatable {
         self.data = data
         self.mediaType = mediaType
     }
+
+    /// The JSON around an item's strings in the agent's answer, at most:
+    /// `{"data":"","media_type":"","text":"","type":""}` and the comma after it.
+    public static let framingBytes = 48
+
+    /// What the item adds to the agent's answer: the UTF-8 of its strings and
+    /// ``framingBytes``. Escapes are not counted: each one the answer writes was at least as
+    /// long in the server's message.
+    public var mappedBytes: Int {
+        type.utf8.count + (text?.utf8.count ?? 0) + (data?.utf8.count ?? 0) + (mediaType?.utf8.count ?? 0) + Self.framingBytes
+    }
 }
 
 /// A `tools/call` result: its content mapped for the agent's API, and `isError` (a tool that
@@ -36,7 +47,9 @@ public struct MCPToolResult: Sendable, Equatable {
     /// Maps a `CallToolResult`: text as is; image and audio as base64 data with their MIME
     /// type; an embedded resource and a resource link as a `resource` item naming its URI;
     /// anything else as a text item naming the unsupported type. `structuredContent` is not
-    /// carried.
+    /// carried. A result of more than ``MCPLimits/maxResultItems`` items, or whose items
+    /// map to more than ``MCPLimits/maxResultBytes``, is refused (nothing mapped is kept
+    /// beyond the bound).
     public init(mapping result: JSONValue) throws(MCPError) {
         guard case .object = result else { throw MCPError(.invalidResponse, "tools/call result is not an object") }
         isError = result["isError"] == .bool(true)
@@ -44,7 +57,19 @@ public struct MCPToolResult: Sendable, Equatable {
         switch result["content"] {
         case nil, .null?: break
         case .array(let items)?:
-            for item in items { content.append(Self.map(item)) }
+            guard items.count <= MCPLimits.maxResultItems else {
+                throw MCPError(.invalidResponse, "tools/call result has \(items.count) content items, more than the \(MCPLimits.maxResultItems) passed on")
+            }
+            content.reserveCapacity(items.count)
+            var bytes = 0
+            for item in items {
+                let mapped = Self.map(item)
+                bytes += mapped.mappedBytes
+                guard bytes <= MCPLimits.maxResultBytes else {
+                    throw MCPError(.invalidResponse, "tools/call result's content maps to more than the \(MCPLimits.maxResultBytes) bytes passed on")
+                }
+                content.append(mapped)
+            }
         default: throw MCPError(.invalidResponse, "tools/call result's content is not an array")
         }
     }

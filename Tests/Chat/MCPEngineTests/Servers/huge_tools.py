@@ -1,12 +1,15 @@
 """A plain stdio MCP server whose tools/list is hostile, for the MCPEngine tests.
 
 Usage: huge_tools.py [--pages N] [--page-size N] [--description-bytes N] [--schema-bytes N] [--long-names N]
+                     [--call-zeros N]
 
 tools/list answers --pages pages of --page-size tools named t<page>_<index>, each with a
 description of --description-bytes bytes ("x" then "é", so that a cut at a byte count may
 fall inside a character) and, with --schema-bytes, an input schema padded to about that many
 bytes as JSON; the first --long-names tools get 2000-byte names instead. The JSON goes out as
-UTF-8 (not \\u escapes), a page per line. tools/call answers with the tool's name.
+UTF-8 (not \\u escapes), a page per line. tools/call answers with the tool's name, or with
+--call-zeros, with a content array of N zeros (`[0,0,…]`: items that are not objects, two
+bytes each).
 """
 import argparse
 import json
@@ -18,6 +21,7 @@ parser.add_argument("--page-size", type=int, default=15)
 parser.add_argument("--description-bytes", type=int, default=16)
 parser.add_argument("--schema-bytes", type=int, default=0)
 parser.add_argument("--long-names", type=int, default=0)
+parser.add_argument("--call-zeros", type=int, default=0)
 options = parser.parse_args()
 
 DESCRIPTION = "x" + "é" * ((options.description_bytes - 1) // 2)
@@ -54,6 +58,10 @@ for line in sys.stdin:
         if page + 1 < options.pages:
             result["nextCursor"] = str(page + 1)
         answer(message["id"], result)
+    elif method == "tools/call" and options.call_zeros:
+        reply = '{"jsonrpc":"2.0","id":%s,"result":{"content":[%s]}}' % (json.dumps(message["id"]), ",".join(["0"] * options.call_zeros))
+        sys.stdout.buffer.write(reply.encode() + b"\n")
+        sys.stdout.buffer.flush()
     elif method == "tools/call":
         answer(message["id"], {"content": [{"type": "text", "text": params["name"]}]})
     else:
