@@ -72,9 +72,10 @@ final class MCPHTTPConnection: Sendable {
 
     /// Sends `method` to `url` with the static headers and `headers` (which win), following
     /// redirects; returns the answer (its body not read yet) and the URL that gave it.
-    /// `deadline` bounds the wait for the answer's head, never its body. `replayable` says
-    /// the request may be sent again after its connection closed with no answer, even though
-    /// the server may have read it.
+    /// `deadline` bounds the wait for the answer's head, never its body (AsyncHTTPClient
+    /// drops it once the head is in; ``statusText(_:deadline:)`` takes it again for the
+    /// body). `replayable` says the request may be sent again after its connection closed
+    /// with no answer, even though the server may have read it.
     func execute(
         _ method: HTTPMethod, _ url: URL, headers: [(String, String)], body: [UInt8]?, deadline: NIODeadline, replayable: Bool
     ) async throws(MCPHTTPFailure) -> (HTTPClientResponse, URL) {
@@ -124,8 +125,40 @@ final class MCPHTTPConnection: Sendable {
         }
     }
 
-    /// `HTTP <code>: <the first bytes of the body>`, for an answer that is an error.
-    static func statusText(_ response: HTTPClientResponse) async -> String {
+    /// `HTTP <code>: <the first bytes of the body>`, for an answer that is an error; also
+    /// how an answer whose body is not wanted is drained. The body is read until `deadline`
+    /// at most (AsyncHTTPClient's own deadline ends with the head): a server that sends a
+    /// head and then stalls gets its connection closed then, and the text has what came.
+    /// `.distantFuture` reads it unbounded (a request given up cancels its exchange).
+    static func statusText(_ response: HTTPClientResponse, deadline: NIODeadline) async -> String {
+        let bytes = await firstBytes(of: response, deadline: deadline)
+        let text = String(decoding: bytes, as: UTF8.self).trimmingWhitespace()
+        return text.isEmpty ? "HTTP \(response.status.code)" : "HTTP \(response.status.code): \(text)"
+    }
+
+    /// The body's first ``errorBodyBytes``, read until `deadline`: then the read is
+    /// cancelled (the body's next read throws and the client closes the connection) and
+    /// what came is returned.
+    private static func firstBytes(of response: HTTPClientResponse, deadline: NIODeadline) async -> [UInt8] {
+        guard deadline != .distantFuture else { return await firstBytes(of: response) }
+        return await withTaskGroup(of: [UInt8]?.self) { group in
+            group.addTask { await MCPHTTPConnection.firstBytes(of: response) }
+            group.addTask {
+                try? await Task.sleep(for: .nanoseconds(max(0, (deadline - NIODeadline.now()).nanoseconds)))
+                return nil
+            }
+            // The first to end cancels the other; a cancelled read returns what it read.
+            var bytes: [UInt8] = []
+            while let next = await group.next() {
+                group.cancelAll()
+                if let next { bytes = next }
+            }
+            return bytes
+        }
+    }
+
+    /// The body's first ``errorBodyBytes`` (what came, when it fails or is cancelled).
+    private static func firstBytes(of response: HTTPClientResponse) async -> [UInt8] {
         var bytes: [UInt8] = []
         do {
             for try await chunk in response.body {
@@ -133,8 +166,7 @@ final class MCPHTTPConnection: Sendable {
                 if bytes.count >= errorBodyBytes { break }
             }
         } catch {}
-        let text = String(decoding: bytes, as: UTF8.self).trimmingWhitespace()
-        return text.isEmpty ? "HTTP \(response.status.code)" : "HTTP \(response.status.code): \(text)"
+        return bytes
     }
 
     /// The whole body of an answer that holds one JSON message: at most

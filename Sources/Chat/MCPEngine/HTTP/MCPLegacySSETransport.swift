@@ -19,7 +19,9 @@ final class MCPLegacySSETransport: MCPTransport {
     private let state = Mutex(State())
     private let exchanges: MCPHTTPExchanges
     private let url: URL
-    /// A POST's answer (202, its body ignored) is awaited this long, the connect timeout.
+    /// A POST's answer (202, its body ignored) is awaited this long, the connect timeout,
+    /// its body included (the request's own answer comes on the stream, so nothing else
+    /// would end an exchange whose body stalls).
     private let postTimeout: Duration
 
     var serverName: String { exchanges.serverName }
@@ -60,10 +62,11 @@ final class MCPLegacySSETransport: MCPTransport {
         let replayable = MCPHTTPConnection.mayRepeat(message)
         try exchanges.start(request: request) { [self] in
             do throws(MCPHTTPFailure) {
+                let deadline = NIODeadline.now() + postTimeout.timeAmount
                 let (response, _) = try await exchanges.connection.execute(
                     .POST, endpoint, headers: [("Content-Type", "application/json"), ("Accept", "application/json, text/event-stream")],
-                    body: body, deadline: .now() + postTimeout.timeAmount, replayable: replayable)
-                let text = await MCPHTTPConnection.statusText(response)
+                    body: body, deadline: deadline, replayable: replayable)
+                let text = await MCPHTTPConnection.statusText(response, deadline: deadline)
                 guard (200..<300).contains(response.status.code) else { throw MCPHTTPFailure.refused(text) }
             } catch {
                 switch error {
@@ -128,11 +131,11 @@ final class MCPLegacySSETransport: MCPTransport {
     private func stream(connectTimeout: Duration) async {
         var reason = "server \(goQuote(serverName)) ended its event stream"
         do throws(MCPHTTPFailure) {
+            let deadline = NIODeadline.now() + connectTimeout.timeAmount
             let (response, streamURL) = try await exchanges.connection.execute(
-                .GET, url, headers: [("Accept", "text/event-stream")], body: nil, deadline: .now() + connectTimeout.timeAmount,
-                replayable: true)
+                .GET, url, headers: [("Accept", "text/event-stream")], body: nil, deadline: deadline, replayable: true)
             guard (200..<300).contains(response.status.code), MCPHTTPConnection.mediaType(response) == "text/event-stream" else {
-                throw MCPHTTPFailure.refused(await MCPHTTPConnection.statusText(response))
+                throw MCPHTTPFailure.refused(await MCPHTTPConnection.statusText(response, deadline: deadline))
             }
             _ = try await MCPHTTPConnection.readEvents(response, inbound: exchanges.inbound) { event in
                 switch event.type {

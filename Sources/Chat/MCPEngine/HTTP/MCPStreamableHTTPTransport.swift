@@ -16,7 +16,8 @@ import Synchronization
 final class MCPStreamableHTTPTransport: MCPTransport {
     /// The longest `Mcp-Session-Id` accepted.
     static let maxSessionIDBytes = 1024
-    /// The DELETE that ends a session on close waits at most this long.
+    /// The DELETE that ends a session on close waits at most this long, its answer's body
+    /// included.
     static let goodbyeTimeout: Duration = .seconds(5)
     /// The GET stream is reopened at most once per this interval when the server ends it.
     static let listenRetryInterval: Duration = .seconds(1)
@@ -71,10 +72,11 @@ final class MCPStreamableHTTPTransport: MCPTransport {
         await exchanges.close { [self] in
             guard let sessionID = state.withLock({ $0.sessionID }) else { return }
             let headers = [("Mcp-Session-Id", sessionID)] + versionHeader
+            let deadline = NIODeadline.now() + Self.goodbyeTimeout.timeAmount
             if let (response, _) = try? await exchanges.connection.execute(
-                .DELETE, url, headers: headers, body: nil, deadline: .now() + Self.goodbyeTimeout.timeAmount, replayable: true)
+                .DELETE, url, headers: headers, body: nil, deadline: deadline, replayable: true)
             {
-                _ = await MCPHTTPConnection.statusText(response)
+                _ = await MCPHTTPConnection.statusText(response, deadline: deadline)
             }
         }
     }
@@ -89,7 +91,8 @@ final class MCPStreamableHTTPTransport: MCPTransport {
         var headers = [("Content-Type", "application/json"), ("Accept", "application/json, text/event-stream")] + versionHeader
         if let sessionID { headers.append(("Mcp-Session-Id", sessionID)) }
         // A request's wait is the session's timeout (which abandons it); a notification or a
-        // response gets the connect timeout.
+        // response gets the connect timeout, for the answer's head and body together (the
+        // body of an answer no one waits for would otherwise hold an exchange for good).
         let deadline: NIODeadline = request == nil ? .now() + connectTimeout.timeAmount : .distantFuture
         do throws(MCPHTTPFailure) {
             let (response, _) = try await exchanges.connection.execute(
@@ -101,10 +104,10 @@ final class MCPStreamableHTTPTransport: MCPTransport {
                 return
             }
             guard (200..<300).contains(status) else {
-                throw MCPHTTPFailure.refused(await MCPHTTPConnection.statusText(response))
+                throw MCPHTTPFailure.refused(await MCPHTTPConnection.statusText(response, deadline: deadline))
             }
             guard let request else {
-                _ = await MCPHTTPConnection.statusText(response)
+                _ = await MCPHTTPConnection.statusText(response, deadline: deadline)
                 if notification == "notifications/initialized" { startListening() }
                 return
             }
@@ -178,15 +181,16 @@ final class MCPStreamableHTTPTransport: MCPTransport {
             var headers = [("Accept", "text/event-stream")] + versionHeader
             if let sessionID = state.withLock({ $0.sessionID }) { headers.append(("Mcp-Session-Id", sessionID)) }
             do throws(MCPHTTPFailure) {
+                let deadline = NIODeadline.now() + connectTimeout.timeAmount
                 let (response, _) = try await exchanges.connection.execute(
-                    .GET, url, headers: headers, body: nil, deadline: .now() + connectTimeout.timeAmount, replayable: true)
+                    .GET, url, headers: headers, body: nil, deadline: deadline, replayable: true)
                 let status = response.status.code
                 if status == 405 {
-                    _ = await MCPHTTPConnection.statusText(response)
+                    _ = await MCPHTTPConnection.statusText(response, deadline: deadline)
                     return
                 }
                 guard (200..<300).contains(status), MCPHTTPConnection.mediaType(response) == "text/event-stream" else {
-                    exchanges.log(serverName, "listening stream: \(await MCPHTTPConnection.statusText(response))")
+                    exchanges.log(serverName, "listening stream: \(await MCPHTTPConnection.statusText(response, deadline: deadline))")
                     return
                 }
                 _ = try await MCPHTTPConnection.readEvents(response, inbound: exchanges.inbound) { event in

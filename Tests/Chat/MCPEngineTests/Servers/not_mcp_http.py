@@ -18,6 +18,9 @@ json-drop-once: json-keepalive, but the first time each JSON-RPC method arrives 
   reads the whole request and closes the connection without answering (what a client sees
   when a server closes an idle connection just as the request arrives); it writes
   "REQUEST <connection> <nth request on it> <method>" for every POST and "DROPPED <method>".
+json-stalled-bodies: json, but a notification's 202 and the DELETE's 200 announce a body
+  (Content-Length: 10) and send none, the connection held open; it writes "STALLED <what>"
+  for each (the notification's method, or DELETE).
 """
 import itertools
 import json
@@ -86,8 +89,19 @@ class Handler(BaseHTTPRequestHandler):
     def do_DELETE(self):
         note(f"DELETE {self.headers.get('Mcp-Session-Id')}")
         self.send_response(200)
+        if mode == "json-stalled-bodies":
+            self.stall("DELETE")
+            return
         self.send_header("Content-Length", "0")
         self.end_headers()
+
+    def stall(self, what):
+        """Ends a head that announces a body of 10 bytes, sends none, and leaves the
+        connection open: the handler then waits for a next request the client never sends."""
+        self.send_header("Content-Length", "10")
+        self.end_headers()
+        self.wfile.flush()
+        note(f"STALLED {what}")
 
     def answer_json(self):
         length = int(self.headers.get("Content-Length") or 0)
@@ -105,6 +119,9 @@ class Handler(BaseHTTPRequestHandler):
                 return
         if "id" not in message:
             self.send_response(202)
+            if mode == "json-stalled-bodies":
+                self.stall(method)
+                return
             self.send_header("Content-Length", "0")
             self.end_headers()
             return
@@ -182,6 +199,8 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
 
 
+# Room for every exchange a client may open at once (64) to connect without a SYN retry.
+ThreadingHTTPServer.request_queue_size = 128
 server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
 server.daemon_threads = True
 sys.stderr.write(f"PORT {server.server_address[1]}\n")
