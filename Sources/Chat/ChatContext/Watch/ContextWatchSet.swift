@@ -1,6 +1,13 @@
 /// The directories whose events can change a resolve of some roots: each directory root,
 /// each of its skills containers and their immediate subdirectories (the root's own when it
 /// is named `skills`); a file root's parent; a missing root's nearest existing ancestor.
+///
+/// Links are followed as the resolver follows them (`stat`, as the reference's `os.Stat`): a
+/// root or a container that is a link to a directory is read through it, so its target is
+/// watched, by its canonical path (a linked working directory, `.claude/skills ->
+/// ../.agents/skills`). A skill directory is an entry that is itself a directory, as the
+/// resolver takes it. Each directory comes once however many paths lead to it, and nothing
+/// is descended, so a link loop costs one failed `stat` (ELOOP: the path is missing).
 enum ContextWatchSet {
     static let containers = ["skills", ".agents/skills", ".claude/skills", ".codex/skills"]
 
@@ -8,7 +15,13 @@ enum ContextWatchSet {
     /// ``ContextLimits/directoryEntries`` entries read from each container.
     static func directories(for roots: [ContextScanRoot], fileSystem: any ContextFileSystem, limit: Int) -> [String] {
         var out: [String] = []
-        func add(_ path: String) { if out.count < limit { out.append(path) } }
+        var seen = Set<String>()
+        func add(_ path: String) {
+            if out.count < limit, seen.insert(path).inserted { out.append(path) }
+        }
+        /// `path` with every link resolved (it is one, or lies under one), or as it is when
+        /// that fails (gone meanwhile).
+        func canonical(_ path: String) -> String { (try? fileSystem.canonicalPath(path)) ?? path }
         func addSubdirectories(_ path: String) {
             add(path)
             guard out.count < limit else { return }
@@ -22,25 +35,26 @@ enum ContextWatchSet {
         }
         for root in roots where !root.path.isEmpty {
             guard out.count < limit else { break }
-            switch fileSystem.linkStatus(root.path)?.kind {
+            switch fileSystem.status(root.path)?.kind {
             case .directory?:
-                add(root.path)
-                if root.path.split(separator: "/").last == "skills" { addSubdirectories(root.path) }
+                let directory = canonical(root.path)
+                add(directory)
+                if root.path.split(separator: "/").last == "skills" { addSubdirectories(directory) }
                 for container in containers {
                     let path = joinPath(root.path, container)
-                    if fileSystem.linkStatus(path)?.kind == .directory { addSubdirectories(path) }
+                    if fileSystem.status(path)?.kind == .directory { addSubdirectories(canonical(path)) }
                 }
             case nil:
                 var path = root.path
                 while path != "/" {
                     path = parent(path)
-                    if fileSystem.linkStatus(path)?.kind == .directory {
-                        add(path)
+                    if fileSystem.status(path)?.kind == .directory {
+                        add(canonical(path))
                         break
                     }
                 }
             default:
-                add(parent(root.path))
+                add(canonical(parent(root.path)))
             }
         }
         return out
