@@ -62,4 +62,19 @@ struct MCPServerManagerRuleTests {
         #expect(MCPSchemaReduction.reduce(.object([("$defs", .null)])) == nil)
         #expect(MCPSchemaReduction.reduce(.string("x")) == nil)
     }
+
+    /// As the reference's `toolInputSchemaMap`: `type` is kept only as a non-empty string
+    /// (an empty one, an array of types or a number is dropped, and a schema left with
+    /// nothing is nil).
+    @Test func aTypeIsKeptOnlyAsANonEmptyString() throws {
+        func reduced(_ json: String) throws -> JSONValue? {
+            let schema = try JSONValue.parseWhole(Array(json.utf8))
+            return MCPSchemaReduction.reduce(schema)
+        }
+        #expect(try reduced(#"{"type":""}"#) == nil)
+        #expect(try reduced(#"{"type":["a"]}"#) == nil)
+        #expect(try reduced(#"{"type":7,"properties":{}}"#) == .object([("properties", .object([]))]))
+        #expect(try reduced(#"{"type":["object","null"],"required":["a"]}"#) == .object([("required", .array([.string("a")]))]))
+        #expect(try reduced(#"{"type":"object"}"#) == .object([("type", .string("object"))]))
+    }
 }

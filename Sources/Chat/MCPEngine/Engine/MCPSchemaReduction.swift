@@ -1,7 +1,8 @@
 import AgentCore
 
-/// Reduces a tool's input schema to what the chat passes to a model: `type`, `properties`
-/// (kept when empty: some model APIs reject a missing one) and `required` (only when not
+/// Reduces a tool's input schema to what the chat passes to a model, as the reference's
+/// `toolInputSchemaMap`: `type` (only a non-empty string), `properties` (an object, kept when
+/// empty: some model APIs reject a missing one) and `required` (an array, only when not
 /// empty); every other key (`$defs`, `additionalProperties`, …) is dropped. Nil when nothing
 /// remains or the schema is not an object.
 enum MCPSchemaReduction {
@@ -12,7 +13,7 @@ enum MCPSchemaReduction {
     static func reduce(_ schema: JSONValue?) -> JSONValue? {
         guard let schema, case .object = schema else { return nil }
         var members: [(String, JSONValue)] = []
-        if let type = schema["type"] { members.append(("type", type)) }
+        if case .string(let type)? = schema["type"], !type.isEmpty { members.append(("type", .string(type))) }
         if let properties = schema["properties"], case .object = properties { members.append(("properties", properties)) }
         if let required = schema["required"], case .array(let names) = required, !names.isEmpty {
             members.append(("required", required))
