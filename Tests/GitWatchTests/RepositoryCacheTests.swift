@@ -1,4 +1,5 @@
 import AgentCore
+import AgentHTTP
 import AgentTestSupport
 import Foundation
 @testable import GitWatch
@@ -34,5 +35,38 @@ struct RepositoryCacheTests {
             #expect(result?.changed.first?.unifiedDiff?.contains("+two") == true)
         }
         #expect(cache.readCounts.snapshots == 2, "\(cache.readCounts)")
+    }
+
+    /// A socket opened after the last one watching a repository closed is sent the tree as
+    /// it is now. The repository's generations started again at 1 while the shared cache
+    /// kept the snapshot taken at generation 1, so the new socket was sent the clean tree
+    /// of before an edit made while nobody watched (and later ticks skipped the repository).
+    @Test func aSocketOpenedAfterTheLastOneClosedSeesEditsMadeMeanwhile() async throws {
+        let root = try await WatchHarness.committedRepository()
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let paths = ChatPaths()
+        paths.record(root + "/f.txt", chat: WatchHarness.chat)
+        let module = GitWatchModule(context: WatchHarness.context(paths), timing: GitWatchLiveTests.slowPoll)
+        let watcher = module.socket.watcher
+        try await withAgentServer([HTTPMount(module, at: "/api/v0/git")]) { port in
+            let path = "/api/v0/git/watch?chat_id=\(WatchHarness.chat)"
+            try await TestWebSocket.withConnection(port: port, path: path) { ws in
+                var client = WatchClient(ws: ws)
+                let first = try await client.nextRepositories()
+                #expect(first.first?["repo_root"] as? String == root)
+                #expect(first.first?.diff == "")
+                try await client.ws.close()
+            }
+            // The closed socket's scanner let the repository go: nothing watches it.
+            #expect(await eventually { watcher.status(of: root).generation == 0 }, "the repository is still watched")
+            try TestFile.write(root + "/f.txt", "edited while nobody watched\n".utf8)
+            try await TestWebSocket.withConnection(port: port, path: path) { ws in
+                var client = WatchClient(ws: ws)
+                let first = try await client.nextRepositories()
+                #expect(first.first?["repo_root"] as? String == root)
+                #expect(first.first?.diff.contains("+edited while nobody watched") == true, "\(first)")
+                try await client.ws.close()
+            }
+        }
     }
 }

@@ -23,6 +23,7 @@ struct TreeWatcherTests {
         try TestFile.write(root + "/a/b/f.txt", "y\n".utf8)
         await signal.wait()
         #expect(await eventually { watcher.status(of: root).generation > before.generation })
+        let moved = watcher.status(of: root).generation
 
         // A second subscriber shares the watches; the thread stays until both leave.
         let other = await watcher.subscribe(root: root, signal: WorkSignal())
@@ -32,9 +33,11 @@ struct TreeWatcherTests {
         #expect(await eventually { !watcher.isRunning }, "the thread ends with the last repository")
         #expect(watcher.status(of: root) == TreeWatcher.Status(generation: 0, live: false))
 
-        // And starts again for the next one.
+        // And starts again for the next one, at a generation not handed out before (a
+        // scanner or the shared cache may hold one from the first watch).
         let again = await watcher.subscribe(root: root, signal: WorkSignal())
         #expect(watcher.isRunning && watcher.status(of: root).live)
+        #expect(watcher.status(of: root).generation > moved)
         watcher.unsubscribe(again)
         #expect(await eventually { !watcher.isRunning })
     }

@@ -19,6 +19,9 @@ public final class TreeWatcher: Sendable {
     /// A repository's state as seen by scanners.
     struct Status: Equatable, Sendable {
         /// Moves on every relevant event, and when the repository stops or starts being live.
+        /// Never handed out twice by one watcher, whatever the repository: a repository
+        /// unwatched and watched again does not start over at a generation whose tree a
+        /// scanner (or ``RepositoryCache``) recorded before. 0 for a repository not watched.
         var generation: UInt64
         /// Every directory is watched: the same generation means the same tree.
         var live: Bool
@@ -35,7 +38,7 @@ public final class TreeWatcher: Sendable {
     }
 
     private struct RootState {
-        var generation: UInt64 = 1
+        var generation: UInt64
         var live = false
         var ready = false
         var subscribers: [UInt64: WorkSignal] = [:]
@@ -49,6 +52,13 @@ public final class TreeWatcher: Sendable {
         /// The write end of the running engine's wake-up socket pair; -1 when none runs.
         var wake: Int32 = -1
         var nextID: UInt64 = 0
+        /// The last generation handed out, to any repository.
+        var clock: UInt64 = 0
+
+        mutating func nextGeneration() -> UInt64 {
+            clock += 1
+            return clock
+        }
     }
 
     private let shared = Mutex(Shared())
@@ -70,7 +80,8 @@ public final class TreeWatcher: Sendable {
         let (id, ready, start) = shared.withLock { s -> (UInt64, Bool, Bool) in
             s.nextID += 1
             if s.roots[root] == nil {
-                s.roots[root] = RootState()
+                let generation = s.nextGeneration()
+                s.roots[root] = RootState(generation: generation)
                 s.commands.append(.add(root))
             }
             s.roots[root]?.subscribers[s.nextID] = signal
@@ -204,7 +215,7 @@ public final class TreeWatcher: Sendable {
                     state.waiters = []
                 } else if state.ready && (touched.contains(root) || state.live != live) {
                     state.live = live
-                    state.generation += 1
+                    state.generation = s.nextGeneration()
                     signals += state.subscribers.values
                 }
                 s.roots[root] = state

@@ -14,7 +14,9 @@ import Synchronization
 final class RepositoryCache: Sendable {
     /// The tree a snapshot describes.
     struct Version: Hashable, Sendable {
-        /// inotify's generation where the whole tree is watched.
+        /// inotify's generation where the whole tree is watched. A cache serves one
+        /// ``TreeWatcher``, whose generations are never reused: a snapshot kept from before
+        /// the repository was last unwatched cannot match a generation handed out after.
         var generation: UInt64?
         var fingerprint: String?
     }
