@@ -42,6 +42,40 @@ struct TreeWatcherTests {
         #expect(await eventually { !watcher.isRunning })
     }
 
+    /// A scan that ran while a new repository's watches were being built (the scanner's
+    /// actor is reentrant while it subscribes) recorded the generation the repository had
+    /// then, and the repository became ready at that same generation: an edit made before
+    /// the watches were in place passed for seen and was never sent. The watcher's thread is
+    /// held before it builds the watches, so the order is fixed, not raced.
+    @Test func anEditWhileTheWatchesAreBuiltIsNotLostToAScanMadeMeanwhile() async throws {
+        let root = try await WatchHarness.committedRepository()
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        // A turnstile: closed until signalled once, then open for good.
+        let turnstile = DispatchSemaphore(value: 0)
+        defer { turnstile.signal() }
+        let watcher = TreeWatcher(
+            maxWatches: 8192,
+            beforeRound: {
+                turnstile.wait()
+                turnstile.signal()
+            })
+        let scanner = WatchScanner(watcher: watcher, signal: WorkSignal())
+        let resolving = Task { await scanner.resolve([root + "/f.txt"]) }
+        // Registered, its watches not built yet (the thread waits at the turnstile).
+        #expect(await eventually { watcher.status(of: root).generation != 0 })
+        #expect(!watcher.status(of: root).live)
+        let first = await scanner.scan(.events)
+        #expect(first?.changed.first?.unifiedDiff == "")
+        try TestFile.write(root + "/f.txt", "edited before the watches were in place\n".utf8)
+        turnstile.signal()
+        await resolving.value
+        #expect(watcher.status(of: root).live)
+        let second = await scanner.scan(.events)
+        #expect(
+            second?.changed.first?.unifiedDiff?.contains("+edited before the watches were in place") == true,
+            "\(String(describing: second))")
+    }
+
     @Test func aRepositoryOverTheBudgetIsNotLiveAndOthersStillAre() async throws {
         let small = try await WatchHarness.committedRepository()
         var files: [String: String] = [:]

@@ -64,14 +64,22 @@ public final class TreeWatcher: Sendable {
     private let shared = Mutex(Shared())
     let maxWatches: Int
     private let logger = Logger(label: "workspace-agent.git")
+    /// Run by the watcher thread before each round of commands (tests hold the thread there,
+    /// so that a new repository stays registered but not yet watched).
+    private let beforeRound: (@Sendable () -> Void)?
 
     /// At most `maxWatches` directories are watched in all (kept under half the kernel's
     /// per-user limit, which other tools in the workspace share).
-    public init(maxWatches: Int = 8192) {
+    public convenience init(maxWatches: Int = 8192) {
+        self.init(maxWatches: maxWatches, beforeRound: nil)
+    }
+
+    init(maxWatches: Int, beforeRound: (@Sendable () -> Void)?) {
         let kernel =
             (try? String(contentsOfFile: "/proc/sys/fs/inotify/max_user_watches", encoding: .utf8))
             .flatMap { Int($0.trimmingWhitespace()) } ?? 8192
         self.maxWatches = max(0, min(maxWatches, kernel / 2))
+        self.beforeRound = beforeRound
     }
 
     /// Watches `root` for `signal`'s owner (signalled on every change); returns once the
@@ -146,6 +154,7 @@ public final class TreeWatcher: Sendable {
             shared.withLock { $0.wake = pipeFDs[1] }
         }
         while true {
+            beforeRound?()
             let commands = shared.withLock { s -> [Command]? in
                 if s.commands.isEmpty && s.roots.isEmpty {
                     s.running = false
@@ -199,7 +208,10 @@ public final class TreeWatcher: Sendable {
     }
 
     /// Marks added repositories ready, bumps touched ones (and any whose liveness changed),
-    /// and wakes their subscribers.
+    /// and wakes their subscribers. A repository becoming ready gets a new generation too: a
+    /// scanner may have read it while its watches were being built (its actor is reentrant
+    /// while it subscribes), and an edit made before the watches were in place was never an
+    /// event; the generation that scanner recorded must not pass for the watched tree.
     private func publish(added: Set<String>, touched: Set<String>, engine: TreeWatchEngine) {
         var liveness: [String: Bool] = [:]
         for root in engine.rootNames { liveness[root] = engine.isLive(root) }
@@ -211,6 +223,7 @@ public final class TreeWatcher: Sendable {
                 if added.contains(root) && !state.ready {
                     state.ready = true
                     state.live = live
+                    state.generation = s.nextGeneration()
                     waiters += state.waiters
                     state.waiters = []
                 } else if state.ready && (touched.contains(root) || state.live != live) {
