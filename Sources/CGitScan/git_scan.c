@@ -64,12 +64,17 @@ static int append(struct out_buffer *b, const char *bytes, size_t len) {
 // The diff itself; every libgit2 object it makes is freed unless a fault abandons it.
 static int unified_diff(git_repository *repo, size_t max_bytes, struct out_buffer *out, int *truncated) {
     git_object *tree = NULL;
-    if (git_revparse_single(&tree, repo, "HEAD^{tree}") != 0) {
-        tree = NULL;  // unborn branch: everything is new
+    int rc = git_revparse_single(&tree, repo, "HEAD^{tree}");
+    if (rc != 0) {
+        // Only an unborn branch (no commit yet) is diffed against the empty tree, everything
+        // new; a HEAD that cannot be read (corrupt, its commit missing) fails the scan, or the
+        // whole repository would be sent as added files.
+        if (git_repository_head_unborn(repo) != 1) return rc;
+        tree = NULL;
         git_error_clear();
     }
     git_diff_options options;
-    int rc = git_diff_options_init(&options, GIT_DIFF_OPTIONS_VERSION);
+    rc = git_diff_options_init(&options, GIT_DIFF_OPTIONS_VERSION);
     if (rc != 0) { git_object_free(tree); return rc; }
     options.flags = GIT_DIFF_INCLUDE_UNTRACKED | GIT_DIFF_RECURSE_UNTRACKED_DIRS | GIT_DIFF_SHOW_UNTRACKED_CONTENT;
     options.context_lines = 3;

@@ -88,6 +88,18 @@ struct GitSnapshotterTests {
         #expect(try GitSnapshotter.snapshot(root: root).branch == "")
     }
 
+    /// A HEAD that cannot be read fails the snapshot (nothing is sent for the repository);
+    /// it was taken for an unborn branch, and every committed file came out as added.
+    @Test func aCorruptHeadIsAnErrorNotAnUnbornBranch() async throws {
+        let root = try await Self.makeRepository()
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        try write("committed\n", root + "/a.txt")
+        try await Self.git(["add", "."], in: root)
+        try await Self.git(["commit", "-q", "-m", "init"], in: root)
+        try TestFile.write(root + "/.git/HEAD", "garbage\n".utf8)
+        #expect(throws: GitError.self) { try GitSnapshotter.snapshot(root: root) }
+    }
+
     @Test func theDiffIsCutAtAFileBoundary() async throws {
         let root = try await Self.makeRepository()
         defer { try? FileManager.default.removeItem(atPath: root) }

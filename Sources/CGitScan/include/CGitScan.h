@@ -16,9 +16,11 @@ void agent_git_install_fault_guard(void);
 
 /// The working tree (with the index) against HEAD's tree as `git diff HEAD` prints it,
 /// untracked files as new files, renames found as git's `diff.renames` does, three lines of
-/// context; cut at a file boundary before `max_bytes`. On success (0) `*out` is a malloc'd
-/// buffer of `*out_len` bytes the caller frees, and `*truncated` says whether files were left
-/// out. Negative: a libgit2 error (git_error_last), or AGENT_GIT_FILE_CHANGED.
+/// context; cut at a file boundary before `max_bytes`. An unborn branch is diffed against the
+/// empty tree; a HEAD that cannot be read (corrupt, its commit missing) is an error. On
+/// success (0) `*out` is a malloc'd buffer of `*out_len` bytes the caller frees, and
+/// `*truncated` says whether files were left out. Negative: a libgit2 error
+/// (git_error_last), or AGENT_GIT_FILE_CHANGED.
 ///
 /// libgit2 maps unfiltered working-tree files with mmap(2) to diff them; a file truncated
 /// meanwhile (an editor's save, `>` in a shell) faults on the pages past its new end. The
