@@ -1,11 +1,14 @@
 #define _GNU_SOURCE
 #include "CGitScan.h"
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 // The guard of the calling thread while it is inside agent_git_unified_diff.
 static __thread sigjmp_buf *active_guard;
@@ -61,6 +64,83 @@ static int append(struct out_buffer *b, const char *bytes, size_t len) {
     return 0;
 }
 
+// Bytes of patch text built by the last agent_git_unified_diff on this thread.
+static __thread size_t last_built;
+
+size_t agent_git_last_diff_built_bytes(void) { return last_built; }
+
+// libgit2's own default (DIFF_MAX_FILESIZE), set explicitly: a larger file is diffed as binary.
+#define TEXT_DIFF_MAX_BYTES 0x20000000
+
+// libgit2 calls a file binary when a NUL is in the first 8000 bytes of its content as filtered
+// for the object database; CRLF conversion at most halves it, so these raw bytes hold them.
+#define BINARY_CHECK_BYTES 16000
+
+// Whether a NUL is in the first BINARY_CHECK_BYTES of the working-tree file `relative`; 1
+// also when that cannot be read (not a regular file any more, unreadable): not sure it is text.
+static int may_be_binary(git_repository *repo, const char *relative) {
+    const char *workdir = git_repository_workdir(repo);
+    if (workdir == NULL) return 1;
+    size_t base = strlen(workdir), rest = strlen(relative);
+    char *path = malloc(base + rest + 1);
+    if (path == NULL) return 1;
+    memcpy(path, workdir, base);
+    memcpy(path + base, relative, rest + 1);
+    // Non-blocking: a FIFO put there since the diff was listed must not hang the scan.
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    free(path);
+    if (fd < 0) return 1;
+    struct stat info;
+    if (fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+        close(fd);
+        return 1;
+    }
+    char bytes[BINARY_CHECK_BYTES];
+    size_t have = 0;
+    while (have < sizeof(bytes)) {
+        ssize_t n = read(fd, bytes + have, sizeof(bytes) - have);
+        if (n < 0) {
+            close(fd);
+            return 1;
+        }
+        if (n == 0) break;
+        have += (size_t)n;
+    }
+    close(fd);
+    return memchr(bytes, 0, have) != NULL;
+}
+
+// Whether the patch of delta `index` surely exceeds `room` bytes, found without building it.
+// A new text file's patch holds every byte of the file (each line behind its '+'; CRLF
+// turned to LF still leaves one byte per line removed), so a new file larger than the room
+// cannot fit. Anything else answers no, and its patch is built and measured: a modified
+// file's patch may be small however large the file, a binary file's is a line, and
+// attributes may make a file binary (`-diff`), hand it to a driver (`diff=<name>`) or shrink
+// it (`ident`).
+static int cannot_fit(git_repository *repo, git_diff *diff, size_t index, size_t room) {
+    const git_diff_delta *delta = git_diff_get_delta(diff, index);
+    if (delta == NULL || (delta->status != GIT_DELTA_ADDED && delta->status != GIT_DELTA_UNTRACKED)) return 0;
+    const git_diff_file *file = &delta->new_file;
+    if (file->path == NULL || file->size <= (git_object_size_t)room) return 0;
+    if (file->size > (git_object_size_t)TEXT_DIFF_MAX_BYTES) return 0;
+    if (file->mode != GIT_FILEMODE_BLOB && file->mode != GIT_FILEMODE_BLOB_EXECUTABLE) return 0;
+    if (delta->flags & GIT_DIFF_FLAG_BINARY) return 0;
+    const char *value = NULL;
+    if (git_attr_get(&value, repo, 0, file->path, "diff") != 0) {
+        git_error_clear();
+        return 0;
+    }
+    git_attr_value_t kind = git_attr_value(value);
+    if (kind != GIT_ATTR_VALUE_UNSPECIFIED && kind != GIT_ATTR_VALUE_TRUE) return 0;
+    if (git_attr_get(&value, repo, 0, file->path, "ident") != 0) {
+        git_error_clear();
+        return 0;
+    }
+    kind = git_attr_value(value);
+    if (kind != GIT_ATTR_VALUE_UNSPECIFIED && kind != GIT_ATTR_VALUE_FALSE) return 0;
+    return !may_be_binary(repo, file->path);
+}
+
 // The diff itself; every libgit2 object it makes is freed unless a fault abandons it.
 static int unified_diff(git_repository *repo, size_t max_bytes, struct out_buffer *out, int *truncated) {
     git_object *tree = NULL;
@@ -78,6 +158,7 @@ static int unified_diff(git_repository *repo, size_t max_bytes, struct out_buffe
     if (rc != 0) { git_object_free(tree); return rc; }
     options.flags = GIT_DIFF_INCLUDE_UNTRACKED | GIT_DIFF_RECURSE_UNTRACKED_DIRS | GIT_DIFF_SHOW_UNTRACKED_CONTENT;
     options.context_lines = 3;
+    options.max_size = TEXT_DIFF_MAX_BYTES;
     git_diff *diff = NULL;
     rc = git_diff_tree_to_workdir_with_index(&diff, repo, (git_tree *)tree, &options);
     git_object_free(tree);
@@ -89,6 +170,12 @@ static int unified_diff(git_repository *repo, size_t max_bytes, struct out_buffe
 
     size_t count = git_diff_num_deltas(diff);
     for (size_t index = 0; index < count; index++) {
+        // A file whose patch cannot fit ends the diff as a measured one would, unbuilt: a
+        // 300 MiB untracked file cost several times its size (patch lines, text) every scan.
+        if (cannot_fit(repo, diff, index, max_bytes - out->len)) {
+            *truncated = 1;
+            break;
+        }
         git_patch *patch = NULL;
         rc = git_patch_from_diff(&patch, diff, index);
         if (rc != 0) break;
@@ -96,6 +183,7 @@ static int unified_diff(git_repository *repo, size_t max_bytes, struct out_buffe
         rc = git_patch_to_buf(&text, patch);
         git_patch_free(patch);
         if (rc != 0) { git_buf_dispose(&text); break; }
+        last_built += text.size;
         if (out->len + text.size > max_bytes) {
             *truncated = 1;
             git_buf_dispose(&text);
@@ -115,6 +203,7 @@ int agent_git_unified_diff(git_repository *repo, size_t max_bytes, char **out, s
     struct out_buffer *volatile buffer = calloc(1, sizeof(struct out_buffer));
     if (buffer == NULL) return -1;
     *truncated = 0;
+    last_built = 0;
     sigjmp_buf guard;
     if (sigsetjmp(guard, 1) != 0) {
         // A mapped working-tree file shrank under the scan: everything it made is left.

@@ -1,7 +1,8 @@
 import AgentTestSupport
 import Foundation
-import GitWatch
 import Testing
+
+@testable import GitWatch
 
 /// More shapes of repository, each compared with git's own output.
 @Suite(.timeLimit(.minutes(3)))
@@ -28,6 +29,31 @@ struct GitSnapshotterEdgeTests {
         let expected = try await G.git(["diff", "HEAD"], in: root)
         #expect(expected.contains("Binary files") && expected.contains("rename from"))
         #expect(snapshot.unifiedDiff == expected)
+    }
+
+    /// An untracked text file larger than what is left of the cap is left out without its
+    /// patch being built: its patch holds all of it, and a 300 MiB file cost several times
+    /// its size on every scan. A large binary file, whose patch is one line, still shows.
+    @Test func aNewFileLargerThanTheCapIsLeftOutUnbuilt() async throws {
+        let root = try await G.makeRepository()
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        try write(Array("seed\n".utf8), root + "/a.txt")
+        try await G.git(["add", "."], in: root)
+        try await G.git(["commit", "-q", "-m", "init"], in: root)
+        try write(Array("seed\nmore\n".utf8), root + "/a.txt")
+        var binary = [UInt8](repeating: 0x41, count: 4 << 20)
+        binary[10] = 0
+        try write(binary, root + "/blob.bin")
+        let line = String(repeating: "x", count: 79) + "\n"
+        try write(Array(String(repeating: line, count: (8 << 20) / 80).utf8), root + "/huge.txt")
+        let snapshot = try GitSnapshotter.snapshot(root: root)
+        // Read on the same thread, no suspension between.
+        let built = GitSnapshotter.lastDiffBuiltBytes
+        #expect(snapshot.diffTruncated)
+        #expect(snapshot.unifiedDiff.contains("+more"))
+        #expect(snapshot.unifiedDiff.contains("Binary files /dev/null and b/blob.bin differ"))
+        #expect(!snapshot.unifiedDiff.contains("huge.txt"))
+        #expect(built < 64 << 10, "the 8 MiB file's patch was built (\(built) bytes)")
     }
 
     @Test func worktreesAndSubmodulesAreTheirOwnRoots() async throws {

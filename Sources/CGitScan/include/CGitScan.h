@@ -20,12 +20,17 @@ void agent_git_install_fault_guard(void);
 /// empty tree; a HEAD that cannot be read (corrupt, its commit missing) is an error. On
 /// success (0) `*out` is a malloc'd buffer of `*out_len` bytes the caller frees, and
 /// `*truncated` says whether files were left out. Negative: a libgit2 error
-/// (git_error_last), or AGENT_GIT_FILE_CHANGED.
+/// (git_error_last), or AGENT_GIT_FILE_CHANGED. A new text file larger than what is left of
+/// `max_bytes` is left out without its patch being built (its patch holds all of it).
 ///
 /// libgit2 maps unfiltered working-tree files with mmap(2) to diff them; a file truncated
 /// meanwhile (an editor's save, `>` in a shell) faults on the pages past its new end. The
 /// whole diff runs under sigsetjmp on this thread, so such a fault abandons the scan (its
 /// libgit2 objects are leaked, a few KiB per fault) instead of ending the agent.
 int agent_git_unified_diff(git_repository *repo, size_t max_bytes, char **out, size_t *out_len, int *truncated);
+
+/// Bytes of patch text the last agent_git_unified_diff on the calling thread built, kept or
+/// not (tests: a file whose patch cannot fit is never built).
+size_t agent_git_last_diff_built_bytes(void);
 
 #endif

@@ -83,6 +83,10 @@ public enum GitSnapshotter {
         let text = bytes.map { FilePathText.decode(Array(UnsafeRawBufferPointer(start: $0, count: length))) } ?? ""
         return (text, truncated != 0)
     }
+
+    /// Bytes of patch text the last diff on this thread built, kept or not (tests: a file
+    /// whose patch cannot fit is left out unbuilt).
+    static var lastDiffBuiltBytes: Int { agent_git_last_diff_built_bytes() }
 }
 
 extension GitSnapshotter {
