@@ -19,7 +19,8 @@ enum GitWatchMetrics {
     }
     /// Repository checks by outcome: `unchanged_event` (no event since the last scan: free),
     /// `unchanged_fingerprint` (polled, fingerprint equal), `changed`, `same` (scanned, diff
-    /// equal to the one sent), `removed`, `failed`.
+    /// equal to the one sent), `removed`, `failed`, `skipped` (the git pool was full; read at
+    /// the next scan).
     static func check(_ outcome: String) -> Counter {
         Counter(label: "agent_git_watch_checks_total", dimensions: [("outcome", outcome)])
     }

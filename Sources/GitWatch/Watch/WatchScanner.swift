@@ -36,21 +36,37 @@ actor WatchScanner {
     private let cache: RepositoryCache
     /// How old a fingerprint another socket took may be for a poll to use it.
     private let sharedFreshness: Duration
+    /// Where libgit2 runs (``GitPool``; tests fill a small one).
+    private let pool: BlockingPool
+    /// Paths whose repositories could not be looked up (the pool was full): the next scan
+    /// looks them up again.
+    private var unresolved: [String]?
 
-    init(watcher: TreeWatcher, signal: WorkSignal, cache: RepositoryCache = RepositoryCache(), sharedFreshness: Duration = .seconds(2)) {
+    init(
+        watcher: TreeWatcher, signal: WorkSignal, cache: RepositoryCache = RepositoryCache(), sharedFreshness: Duration = .seconds(2),
+        pool: BlockingPool = GitPool.shared
+    ) {
         self.watcher = watcher
         self.signal = signal
         self.cache = cache
         self.sharedFreshness = sharedFreshness
+        self.pool = pool
     }
 
     deinit {
         for subscription in subscriptions.values { watcher.unsubscribe(subscription) }
     }
 
-    /// Adds the roots the chat's paths lead to, each watched before it is first scanned.
+    /// Adds the roots the chat's paths lead to, each watched before it is first scanned. When
+    /// the git pool is full the paths are kept, and the next scan looks them up.
     func resolve(_ paths: [String]) async {
-        let found = (try? await GitPool.shared.run { _ in RepositoryFinder.roots(for: paths) }) ?? []
+        let found: Set<String>
+        do {
+            found = try await pool.run { _ in RepositoryFinder.roots(for: paths) }
+        } catch {
+            unresolved = paths
+            return
+        }
         for root in found.subtracting(roots).sorted() {
             roots.insert(root)
             let subscription = await watcher.subscribe(root: root, signal: signal)
@@ -68,6 +84,8 @@ actor WatchScanner {
     private enum Outcome: Sendable {
         case removed
         case unchanged
+        /// Not read: the git pool was full (or the socket is closing).
+        case skipped
         case snapshot(RepositorySnapshot, fingerprint: String?)
         case failed(GitError)
     }
@@ -80,8 +98,13 @@ actor WatchScanner {
         var readRepositories: Bool
     }
 
-    /// Checks every root; nil when nothing is watched.
+    /// Checks every root; nil when nothing is watched. A repository the git pool had no room
+    /// for is not marked as seen: the next scan (the next tick at the latest) reads it.
     func scan(_ check: Check) async -> Result? {
+        if let paths = unresolved {
+            unresolved = nil
+            await resolve(paths)
+        }
         guard !roots.isEmpty else { return nil }
         var changed: [RepositoryEntry] = []
         var read = false
@@ -99,8 +122,9 @@ actor WatchScanner {
             let freshness = check == .fingerprint ? Duration.zero : sharedFreshness
             let previous = known ? fingerprints[root] : nil
             let cache = self.cache
-            let outcome =
-                (try? await GitPool.shared.run { _ -> Outcome in
+            let outcome: Outcome
+            do {
+                outcome = try await pool.run { _ -> Outcome in
                     if RepositoryFinder.isGone(root) { return .removed }
                     let fingerprint =
                         useFingerprint
@@ -115,7 +139,10 @@ actor WatchScanner {
                     case .success(let snapshot): return .snapshot(snapshot, fingerprint: fingerprint)
                     case .failure(let error): return RepositoryFinder.isGone(root) ? .removed : .failed(error)
                     }
-                }) ?? .unchanged
+                }
+            } catch {
+                outcome = .skipped
+            }
             switch outcome {
             case .removed:
                 GitWatchMetrics.check("removed").increment()
@@ -130,6 +157,9 @@ actor WatchScanner {
             case .unchanged:
                 GitWatchMetrics.check("unchanged_fingerprint").increment()
                 generations[root] = status.generation
+            case .skipped:
+                // Its generation stays as it was, so an event it missed is not taken as seen.
+                GitWatchMetrics.check("skipped").increment()
             case .failed(let error):
                 // A corrupt HEAD, a lock held by git: kept and tried again next scan.
                 GitWatchMetrics.check("failed").increment()
