@@ -13,6 +13,9 @@ struct GitShowTests {
     @Test func showCases() async throws {
         let root = try await GitSnapshotterTests.makeRepository()
         defer { try? FileManager.default.removeItem(atPath: root) }
+        let plain = NSTemporaryDirectory() + "not-a-repo-" + UUID().uuidString.prefix(8)
+        try FileManager.default.createDirectory(atPath: plain, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: plain) }
         try TestFile.write(root + "/a.txt", "committed\n".utf8)
         try TestFile.write(root + "/bin.dat", [0x00, 0x01, 0x02])
         try TestFile.write(root + "/big.txt", String(repeating: "z", count: (512 << 10) + 1).utf8)
@@ -29,9 +32,19 @@ struct GitShowTests {
             let ok = try await show("repo_root=\(root)&path=a.txt&ref=HEAD")
             #expect(ok.status == 200)
             #expect(try #require(jsonObject(ok.body))["contents"] as? String == "committed\n")
-            #expect(try await show("repo_root=\(root)&path=a.txt").status == 400)
-            #expect(try await show("repo_root=/tmp&path=a.txt&ref=HEAD").bodyText.contains("Not a git repository."))
-            #expect(try await show("repo_root=\(root)&path=missing.txt&ref=HEAD").status == 404)
+            // The reference's texts, detail included.
+            func expectError(_ response: RawHTTPClient.Response, _ status: Int, _ message: String, _ detail: String) throws {
+                #expect(response.status == status)
+                let body = try #require(jsonObject(response.body))
+                #expect(body["message"] as? String == message)
+                #expect(body["detail"] as? String == detail)
+            }
+            let missing = try await show("repo_root=\(root)&path=a.txt")
+            try expectError(missing, 400, "Missing required query parameters.", "repo_root, path, and ref are required.")
+            let notRepository = try await show("repo_root=\(plain)&path=a.txt&ref=HEAD")
+            try expectError(notRepository, 400, "Not a git repository.", "\(plain) does not contain a .git directory.")
+            let notFound = try await show("repo_root=\(root)&path=missing.txt&ref=HEAD")
+            try expectError(notFound, 404, "File not found.", "missing.txt does not exist at ref HEAD.")
             let binary = try await show("repo_root=\(root)&path=bin.dat&ref=HEAD")
             #expect(binary.status == 422 && binary.bodyText.contains("binary file"))
             let big = try await show("repo_root=\(root)&path=big.txt&ref=HEAD")
