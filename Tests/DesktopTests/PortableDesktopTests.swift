@@ -181,6 +181,45 @@ struct PortableDesktopTests {
         }
     }
 
+    /// POST `…/recording/<path>` for `id`.
+    static func recording(_ desktop: DesktopHarness, _ path: String, _ id: String) async throws -> RawHTTPClient.Response {
+        try await desktop.client.request("POST", "/api/v0/desktop/recording/\(path)", json: #"{"recording_id":"\#(id)"}"#)
+    }
+
+    /// Starting a recording is activity (as the reference's start records it), and a running
+    /// recording keeps the desktop up past its idle timeout; once stopped, the idle desktop
+    /// stops. Before, a start recorded nothing (on a desktop idle for 10 minutes, the next
+    /// idle pass stopped the recording within 5 s) and the desktop's idle stop ignored
+    /// recordings.
+    @Test func aRecordingIsActivityAndKeepsTheDesktopUp() async throws {
+        let (directory, environment) = try Self.stubDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try await DesktopHarness.with(environment: environment, configuration: .init(idleTimeout: .milliseconds(1))) { desktop in
+            let supervisor = desktop.module.supervisor
+            let recorder = desktop.module.recorder
+            let id = "7b8c9d0e-1f2a-4b3c-8d4e-5f6a7b8c9d0e"
+            _ = try await supervisor.ensureStarted()
+            let before = ContinuousClock.now
+            #expect(try await Self.recording(desktop, "start", id).status == 200)
+            #expect(await supervisor.lastActivityInstant >= before, "the start is activity")
+            #expect(await Self.recorderReady(directory, id))
+            // Idle for longer than the desktop's timeout (1 ms): the recording keeps it.
+            #expect(
+                await eventually {
+                    let last = await supervisor.lastActivityInstant
+                    return ContinuousClock.now - last > .milliseconds(50)
+                })
+            await desktop.module.idleWatchPass()
+            #expect(await supervisor.status() != nil, "the desktop runs while it is recorded")
+            #expect(await recorder.runningCount == 1, "the recording runs")
+            // Stopped, it no longer holds the desktop: the next pass stops the idle desktop.
+            #expect(try await Self.recording(desktop, "stop", id).status == 200)
+            await desktop.module.idleWatchPass()
+            #expect(await supervisor.status() == nil, "stopped once idle with no recording")
+            await recorder.close()
+        }
+    }
+
     /// PATH first; a script-bin file without an execute bit is not found.
     @Test func binaryLookup() throws {
         let bin = NSTemporaryDirectory() + "script-bin-" + UUID().uuidString.prefix(8)

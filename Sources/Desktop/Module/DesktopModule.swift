@@ -29,12 +29,12 @@ public struct DesktopModule: HTTPModule {
     public var services: [ModuleService] {
         let supervisor = self.supervisor
         let recorder = self.recorder
+        let module = self
         let watch = ClosureService {
             await cancelWhenGracefulShutdown {
                 while !Task.isCancelled {
                     try? await Task.sleep(for: .seconds(5))
-                    await supervisor.stopIfIdle()
-                    await recorder.stopIdle(lastActivity: await supervisor.lastActivityInstant)
+                    await module.idleWatchPass()
                 }
             }
         }
@@ -45,6 +45,13 @@ public struct DesktopModule: HTTPModule {
                 await supervisor.close()
             },
         ]
+    }
+
+    /// One pass of the idle watch: the desktop stops once idle for its timeout, unless a
+    /// recording runs; recordings stop after ``Recorder/idleStop`` without an action.
+    func idleWatchPass() async {
+        await supervisor.stopIfIdle(recording: await recorder.runningCount > 0)
+        await recorder.stopIdle(lastActivity: await supervisor.lastActivityInstant)
     }
 
     /// Every handler on the pool: actions wait on the VNC connection's lock (held through

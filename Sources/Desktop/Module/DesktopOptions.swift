@@ -3,7 +3,7 @@ import ArgumentParser
 
 /// The desktop's flags and their environment twins.
 public struct DesktopOptions: ParsableArguments {
-    @Option(name: .long, help: "Stop the desktop after this long with no action and no viewer (Go duration, e.g. 30m); 0 keeps it. Env CODER_AGENT_DESKTOP_IDLE_TIMEOUT. Default 0.")
+    @Option(name: .long, help: "Stop the desktop after this long with no action, no viewer and no running recording (Go duration, e.g. 30m); 0 keeps it. Env CODER_AGENT_DESKTOP_IDLE_TIMEOUT. Default 0.")
     public var desktopIdleTimeout: String?
 
     @Option(name: .long, help: "Size of the desktop the agent starts, WxH. Env CODER_AGENT_DESKTOP_GEOMETRY. Default 1920x1080.")

@@ -10,7 +10,9 @@ import NIOPosix
 /// Screen recordings through `portabledesktop record`: at most 5 at once,
 /// stopped with SIGINT (15 s, else killed and reported corrupted), at most 100 MB, answered
 /// as `multipart/mixed` (the video, then the thumbnail when there is one) streamed from the
-/// files, which are then deleted. A recording with no action for 10 minutes stops itself.
+/// files, which are then deleted. A recording with no action for 10 minutes stops itself;
+/// starting one counts as an action (as the reference's), so a recording started on a
+/// desktop idle for longer runs its 10 minutes too.
 ///
 /// A stop forgets its recording whatever the outcome: the files are sent and then deleted,
 /// or deleted at once when the stop fails, so a second stop of the id is 404 (the reference
@@ -25,6 +27,8 @@ actor Recorder {
         var thumbnail: String
         /// Start order (the oldest finished ones are forgotten first).
         var sequence: UInt64
+        /// When it started: the idle stop counts from here at the earliest.
+        var startedAt: ContinuousClock.Instant
     }
 
     static let maxActive = 5
@@ -81,10 +85,13 @@ actor Recorder {
         do {
             let child = try await SupervisedChild.spawn(argv, environment: supervisor.configuration.environment, outputFD: quiet)
             nextSequence += 1
-            recordings[id] = Recording(child: child, video: video, thumbnail: thumbnail, sequence: nextSequence)
+            recordings[id] = Recording(child: child, video: video, thumbnail: thumbnail, sequence: nextSequence, startedAt: .now)
         } catch {
             throw APIError(.internalServerError, "Failed to start recording.", detail: "\(error)")
         }
+        // Activity, as the reference records it: the idle stop of recordings (and of the
+        // desktop) counts from now.
+        await supervisor.recordActivity()
     }
 
     func stop(id: String) async throws(APIError) -> Response {
@@ -138,10 +145,12 @@ actor Recorder {
         try? FileManager.default.removeItem(atPath: recording.thumbnail)
     }
 
-    /// Stops recordings no action touched for ``idleStop`` (their files stay for `stop`).
+    /// Stops recordings no action touched for ``idleStop`` since `lastActivity` or their own
+    /// start, whichever is later (their files stay for `stop`). A start records activity
+    /// too, but `lastActivity` may have been read before it.
     func stopIdle(lastActivity: ContinuousClock.Instant) async {
-        guard ContinuousClock.now - lastActivity >= Self.idleStop else { return }
-        for recording in recordings.values where recording.child.isRunning {
+        let now = ContinuousClock.now
+        for recording in recordings.values where recording.child.isRunning && now - max(lastActivity, recording.startedAt) >= Self.idleStop {
             recording.child.signal(SIGINT)
         }
     }

@@ -10,8 +10,9 @@ import Logging
 /// Beyond the reference: a desktop whose process died is noticed on the next
 /// use and started again (the reference's check watches a process that has already exited);
 /// at shutdown it is stopped (`portabledesktop down`, or SIGTERM then SIGKILL to our Xvnc);
-/// an idle desktop (no action and no viewer for `idleTimeout`) can be stopped; a failed
-/// start is remembered for 2 s so a retrying client cannot spawn a storm of desktops.
+/// an idle desktop (no action, no viewer and no running recording for `idleTimeout`) can be
+/// stopped; a failed start is remembered for 2 s so a retrying client cannot spawn a storm
+/// of desktops.
 public actor DesktopSupervisor {
     public struct Configuration: Sendable {
         public var width: Int
@@ -152,7 +153,7 @@ public actor DesktopSupervisor {
 
     func recordActivity() { lastActivity = .now }
 
-    /// When an action or a viewer last touched the desktop.
+    /// When an action, a viewer or a recording's start last touched the desktop.
     var lastActivityInstant: ContinuousClock.Instant { lastActivity }
 
     func viewerOpened() {
@@ -172,9 +173,11 @@ public actor DesktopSupervisor {
         (try? launcher()).flatMap { ($0 as? PortableDesktopLauncher)?.binary }
     }
 
-    /// Stops the desktop when it has been idle for the configured timeout.
-    func stopIfIdle() async {
-        guard let timeout = configuration.idleTimeout, let desktop = current, viewers == 0,
+    /// Stops the desktop when it has been idle for the configured timeout: no action, no
+    /// viewer, and no recording running (`recording`: the recorder has one; a recording
+    /// keeps the desktop it films).
+    func stopIfIdle(recording: Bool = false) async {
+        guard let timeout = configuration.idleTimeout, let desktop = current, viewers == 0, !recording,
             ContinuousClock.now - lastActivity >= timeout
         else { return }
         logger.info("stopping the idle desktop", metadata: ["idle_timeout": "\(timeout)"])
