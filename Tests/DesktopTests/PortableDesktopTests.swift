@@ -30,7 +30,8 @@ struct PortableDesktopTests {
         record)
           shift; thumb=""; out=""
           while [ $# -gt 0 ]; do case "$1" in --thumbnail) thumb="$2"; shift 2;; --*) shift 2;; *) out="$1"; shift;; esac; done
-          trap 'printf "fake mp4 data" > "$out"; printf "fake jpeg" > "$thumb"; exit 0' INT
+          # STUB_RECORD_LINGER: seconds it takes to finish after SIGINT.
+          trap 'sleep "${STUB_RECORD_LINGER:-0}"; printf "fake mp4 data" > "$out"; printf "fake jpeg" > "$thumb"; exit 0' INT
           # The test waits for this before it stops the recording (a SIGINT before the trap
           # would end the stub without its files).
           touch "$dir/$(basename "$out").ready"
@@ -217,6 +218,69 @@ struct PortableDesktopTests {
             await desktop.module.idleWatchPass()
             #expect(await supervisor.status() == nil, "stopped once idle with no recording")
             await recorder.close()
+        }
+    }
+
+    /// Calls for one recording id do not interleave: of two stops at once, one answers the
+    /// whole recording and the other 404; three starts at once run one recorder; and six
+    /// starts of other ids at once run five (the limit) and refuse one. Before, both stops
+    /// sent SIGINT and answered from the same files (one cut short once the other deleted
+    /// them), each start spawned a recorder (all but the last one leaked), and every start
+    /// passed the limit's check before any recorder was spawned.
+    @Test func callsForOneRecordingDoNotInterleave() async throws {
+        // The recorder takes 2 s to finish after SIGINT: the second stop comes meanwhile.
+        let (directory, environment) = try Self.stubDirectory(extra: ["STUB_RECORD_LINGER": "2"])
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try await DesktopHarness.with(environment: environment) { desktop in
+            let recorder = desktop.module.recorder
+            func recorders(_ id: String) async -> [Int32] {
+                await DesktopHarness.run(["pgrep", "-f", "coder-recording-\(id).mp4"]).split(separator: "\n").compactMap { Int32($0) }
+            }
+            let id = "8c9d0e1f-2a3b-4c4d-9e5f-6a7b8c9d0e1f"
+            await withTaskGroup(of: Void.self) { group in
+                for _ in 0..<3 { group.addTask { try? await recorder.start(id: id) } }
+            }
+            // Each start has returned: every recorder it spawned runs by now.
+            let spawned = await recorders(id)
+            #expect(spawned.count == 1, "one recorder for the id: \(spawned)")
+            #expect(await Self.recorderReady(directory, id))
+
+            async let first = Self.recording(desktop, "stop", id)
+            async let second = Self.recording(desktop, "stop", id)
+            let answers = try await [first, second]
+            #expect(answers.map(\.status).sorted() == [200, 404], "\(answers.map(\.status))")
+            if let sent = answers.first(where: { $0.status == 200 }) {
+                let body = sent.bodyText
+                #expect(body.contains("Content-Type: video/mp4\r\n\r\nfake mp4 data\r\n"), "\(body)")
+                #expect(body.contains("Content-Type: image/jpeg\r\n\r\nfake jpeg\r\n") && body.hasSuffix("--\r\n"), "\(body)")
+            }
+
+            let ids = (0..<6).map { String(format: "8c9d0e1f-2a3b-4c4d-9e5f-%012d", $0) }
+            let refused = await withTaskGroup(of: Bool.self) { group in
+                for each in ids {
+                    group.addTask {
+                        do {
+                            try await recorder.start(id: each)
+                            return false
+                        } catch {
+                            return true
+                        }
+                    }
+                }
+                var count = 0
+                for await wasRefused in group where wasRefused { count += 1 }
+                return count
+            }
+            #expect(refused == 1)
+            #expect(await recorder.runningCount == Recorder.maxActive)
+            var running = 0
+            for each in ids { running += await recorders(each).count }
+            #expect(running == Recorder.maxActive, "recorders running")
+            await recorder.close()
+            // Recorders the recorder does not know of (leaked) are ended here.
+            for each in [id] + ids {
+                for pid in await recorders(each) { kill(pid, SIGKILL) }
+            }
         }
     }
 

@@ -20,6 +20,12 @@ import NIOPosix
 /// that finished without a stop (idle) are kept for one, at most ``maxFinishedKept`` of
 /// them: a start forgets the oldest beyond that, with their files. Memory and disk: at most
 /// 5 running and 16 finished recordings.
+///
+/// Calls for one id run one at a time, in arrival order (the reference holds one lock
+/// through every start and stop): of two stops at once, the second waits for the first and
+/// finds the recording forgotten (404); of two starts, the second finds it running. A start
+/// reserves its place among the 5 before it spawns, so starts of other ids at once cannot
+/// pass the limit either.
 actor Recorder {
     struct Recording {
         var child: SupervisedChild
@@ -47,6 +53,10 @@ actor Recorder {
     private var recordings: [String: Recording] = [:]
     private var nextSequence: UInt64 = 0
     private var closed = false
+    /// Ids a start or stop works on, each with the calls waiting their turn for it.
+    private var busy: [String: [CheckedContinuation<Void, Never>]] = [:]
+    /// Starts past the limit's check whose recorder is not spawned yet (they count in it).
+    private var starting = 0
 
     init(supervisor: DesktopSupervisor, directory: String = temporaryDirectory()) {
         self.supervisor = supervisor
@@ -67,11 +77,14 @@ actor Recorder {
         } catch {
             throw APIError(.internalServerError, "Failed to start recording.", detail: error.description)
         }
+        await claim(id)
+        defer { release(id) }
+        if closed { throw APIError(.serviceUnavailable, "Desktop API is shutting down.") }
         if let existing = recordings[id], existing.child.isRunning { return }
-        guard recordings.values.filter(\.child.isRunning).count < Self.maxActive else {
+        guard runningCount + starting < Self.maxActive else {
             throw APIError(.internalServerError, "Failed to start recording.", detail: "too many active recordings (at most \(Self.maxActive))")
         }
-        forgetOldFinished(makingRoomFor: id)
+        forgetOldFinished()
         let video = "\(directory)/coder-recording-\(id).mp4"
         let thumbnail = "\(directory)/coder-recording-\(id).thumb.jpg"
         try? FileManager.default.removeItem(atPath: video)
@@ -82,19 +95,33 @@ actor Recorder {
             binary, "record", "--idle-speedup", "20", "--idle-min-duration", "0.35", "--idle-noise-tolerance", "-38dB",
             "--thumbnail", thumbnail, video,
         ]
+        starting += 1
+        let child: SupervisedChild
         do {
-            let child = try await SupervisedChild.spawn(argv, environment: supervisor.configuration.environment, outputFD: quiet)
-            nextSequence += 1
-            recordings[id] = Recording(child: child, video: video, thumbnail: thumbnail, sequence: nextSequence, startedAt: .now)
+            child = try await SupervisedChild.spawn(argv, environment: supervisor.configuration.environment, outputFD: quiet)
         } catch {
+            starting -= 1
             throw APIError(.internalServerError, "Failed to start recording.", detail: "\(error)")
         }
+        starting -= 1
+        if closed {
+            // Shutdown came while it spawned: ended as `close` ended the others.
+            await child.stop(grace: .seconds(1))
+            try? FileManager.default.removeItem(atPath: video)
+            try? FileManager.default.removeItem(atPath: thumbnail)
+            throw APIError(.serviceUnavailable, "Desktop API is shutting down.")
+        }
+        nextSequence += 1
+        recordings[id] = Recording(child: child, video: video, thumbnail: thumbnail, sequence: nextSequence, startedAt: .now)
         // Activity, as the reference records it: the idle stop of recordings (and of the
         // desktop) counts from now.
         await supervisor.recordActivity()
     }
 
     func stop(id: String) async throws(APIError) -> Response {
+        if closed { throw APIError(.serviceUnavailable, "Desktop API is shutting down.") }
+        await claim(id)
+        defer { release(id) }
         if closed { throw APIError(.serviceUnavailable, "Desktop API is shutting down.") }
         guard let recording = recordings[id] else {
             throw APIError(.notFound, "Recording not found.", detail: "no recording with id \(id)")
@@ -117,23 +144,58 @@ actor Recorder {
             throw APIError(.contentTooLarge, "Recording file exceeds maximum allowed size.")
         }
         let thumbnailSize = fileSize(atPath: recording.thumbnail)
-        // The answer deletes the files once sent (or once it fails).
+        // The answer deletes the files once sent (or once it fails). It reads them under
+        // names of their own: a start of the id while it is sent writes these paths again.
         forget(id, recording, deletingFiles: false)
-        return Self.multipart(video: (recording.video, size), thumbnail: thumbnailSize > 0 ? (recording.thumbnail, thumbnailSize) : nil)
+        let video = Self.setAside(recording.video)
+        let thumbnail = thumbnailSize > 0 ? Self.setAside(recording.thumbnail) : nil
+        if thumbnail == nil { try? FileManager.default.removeItem(atPath: recording.thumbnail) }
+        return Self.multipart(video: (video, size), thumbnail: thumbnail.map { (path: $0, size: thumbnailSize) })
     }
 
-    /// Drops `id`'s entry if it is still `recording` (a start during the stop's wait may have
-    /// replaced it: that one is left alone), with its files when asked.
+    /// Waits until no other start or stop works on `id` (those before it in arrival order),
+    /// then takes it; ``release(_:)`` gives it back.
+    private func claim(_ id: String) async {
+        guard busy[id] != nil else {
+            busy[id] = []
+            return
+        }
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            busy[id, default: []].append(continuation)
+        }
+    }
+
+    /// Hands `id` to the next call waiting for it, or frees it.
+    private func release(_ id: String) {
+        guard var waiting = busy[id] else { return }
+        if waiting.isEmpty {
+            busy[id] = nil
+        } else {
+            let next = waiting.removeFirst()
+            busy[id] = waiting
+            next.resume()
+        }
+    }
+
+    /// `path` moved to a name of its own (same directory), or `path` if it cannot be moved.
+    private static func setAside(_ path: String) -> String {
+        let aside = "\(path).sent-\(UUID().uuidString.lowercased().prefix(8))"
+        return rename(path, aside) == 0 ? aside : path
+    }
+
+    /// Drops `id`'s entry if it is still `recording` (shutdown may have dropped it while the
+    /// stop waited), with its files when asked.
     private func forget(_ id: String, _ recording: Recording, deletingFiles: Bool) {
         guard let current = recordings[id], current.sequence == recording.sequence else { return }
         recordings[id] = nil
         if deletingFiles { Self.deleteFiles(of: current) }
     }
 
-    /// Before a start: forgets the oldest finished recordings (not `id`, which the start
-    /// replaces) so that at most ``maxFinishedKept`` remain with the new one.
-    private func forgetOldFinished(makingRoomFor id: String) {
-        let finished = recordings.filter { $0.key != id && !$0.value.child.isRunning }.sorted { $0.value.sequence < $1.value.sequence }
+    /// Before a start: forgets the oldest finished recordings so that at most
+    /// ``maxFinishedKept`` remain with the new one; not one a start or stop works on (the
+    /// starting id, which the start replaces, or one a stop is about to send).
+    private func forgetOldFinished() {
+        let finished = recordings.filter { busy[$0.key] == nil && !$0.value.child.isRunning }.sorted { $0.value.sequence < $1.value.sequence }
         for (oldID, recording) in finished.dropLast(Self.maxFinishedKept - 1) {
             recordings[oldID] = nil
             Self.deleteFiles(of: recording)
@@ -150,7 +212,8 @@ actor Recorder {
     /// too, but `lastActivity` may have been read before it.
     func stopIdle(lastActivity: ContinuousClock.Instant) async {
         let now = ContinuousClock.now
-        for recording in recordings.values where recording.child.isRunning && now - max(lastActivity, recording.startedAt) >= Self.idleStop {
+        // Not one a stop is finishing (it had its SIGINT).
+        for (id, recording) in recordings where busy[id] == nil && recording.child.isRunning && now - max(lastActivity, recording.startedAt) >= Self.idleStop {
             recording.child.signal(SIGINT)
         }
     }
