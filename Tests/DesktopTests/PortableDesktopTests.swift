@@ -284,6 +284,35 @@ struct PortableDesktopTests {
         }
     }
 
+    /// A recording needs a desktop portabledesktop runs: with the agent's own Xvnc running
+    /// (started before portabledesktop was found), a start is 501 and runs no recorder.
+    /// Before, only the binary was looked for, and `portabledesktop record` ran beside Xvnc.
+    @Test func noRecordingOfTheAgentsOwnXvnc() async throws {
+        let directory = NSTemporaryDirectory() + "portabledesktop-later-" + UUID().uuidString.prefix(8)
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        var environment = ProcessInfo.processInfo.environment
+        environment["PATH"] = directory + ":" + (environment["PATH"] ?? "/usr/bin:/bin")
+        try await DesktopHarness.with(environment: environment) { desktop in
+            let supervisor = desktop.module.supervisor
+            // No portabledesktop yet: the agent's own Xvnc runs the desktop.
+            #expect(try await supervisor.ensureStarted().display >= 10)
+            #expect(await supervisor.runningPortableDesktopBinary() == nil)
+            // portabledesktop arrives (as a start-up script installs it) while Xvnc runs.
+            try TestFile.write(directory + "/portabledesktop", Self.stub.utf8)
+            chmod(directory + "/portabledesktop", 0o755)
+            #expect(await supervisor.portableDesktopBinary() == directory + "/portabledesktop")
+            let started = try await Self.recording(desktop, "start", "9d0e1f2a-3b4c-4d5e-8f6a-7b8c9d0e1f2a")
+            #expect(started.status == 501, "\(started)")
+            let body = (try? JSONSerialization.jsonObject(with: Data(started.body)) as? [String: Any]) ?? [:]
+            #expect(body["message"] as? String == "Desktop recording requires portabledesktop.")
+            #expect((body["detail"] as? String)?.contains("own Xvnc") == true, "\(body)")
+            let calls = (try? String(contentsOfFile: directory + "/calls", encoding: .utf8)) ?? ""
+            #expect(!calls.contains("record"), "no recorder ran: \(calls)")
+            await desktop.module.recorder.close()
+        }
+    }
+
     /// PATH first; a script-bin file without an execute bit is not found.
     @Test func binaryLookup() throws {
         let bin = NSTemporaryDirectory() + "script-bin-" + UUID().uuidString.prefix(8)

@@ -63,9 +63,13 @@ actor Recorder {
         self.directory = directory.hasSuffix("/") ? String(directory.dropLast()) : directory
     }
 
+    /// Starts recording `id` on the running desktop (started if none runs), which must be
+    /// one portabledesktop runs: 501 otherwise, also when it is the agent's own Xvnc, started
+    /// before portabledesktop was found (`portabledesktop record` would film the desktop of
+    /// its own state, not that one).
     func start(id: String) async throws(APIError) {
         if closed { throw APIError(.serviceUnavailable, "Desktop API is shutting down.") }
-        guard let binary = await supervisor.portableDesktopBinary() else {
+        guard await supervisor.portableDesktopBinary() != nil else {
             throw APIError(
                 .notImplemented, "Desktop recording requires portabledesktop.",
                 detail: "portabledesktop binary not found in PATH or script bin directory; the agent's own Xvnc desktop does not record.")
@@ -76,6 +80,12 @@ actor Recorder {
             throw APIError(.serviceUnavailable, "Desktop API is shutting down.")
         } catch {
             throw APIError(.internalServerError, "Failed to start recording.", detail: error.description)
+        }
+        guard let binary = await supervisor.runningPortableDesktopBinary() else {
+            throw APIError(
+                .notImplemented, "Desktop recording requires portabledesktop.",
+                detail:
+                    "the running desktop is the agent's own Xvnc (started before portabledesktop was found), which does not record; the next desktop, once this one stops, is portabledesktop's.")
         }
         await claim(id)
         defer { release(id) }

@@ -7,8 +7,8 @@ import Glibc
 import Hummingbird
 
 /// `POST /api/v0/desktop/recording/start|stop`. Recordings are made by
-/// portabledesktop (`record`); without it the agent answers 501 with a clear message after
-/// the same body checks as the reference.
+/// portabledesktop (`record`) of a desktop it runs; without one the agent answers 501 with
+/// a clear message after the same body checks as the reference.
 struct RecordingRoutes: Sendable {
     let supervisor: DesktopSupervisor
     let recorder: Recorder

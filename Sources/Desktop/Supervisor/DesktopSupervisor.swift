@@ -173,6 +173,12 @@ public actor DesktopSupervisor {
         (try? launcher()).flatMap { ($0 as? PortableDesktopLauncher)?.binary }
     }
 
+    /// portabledesktop's path when the running desktop is one it runs: not the agent's own
+    /// Xvnc, started while portabledesktop was not there yet (`record` films its own).
+    func runningPortableDesktopBinary() -> String? {
+        (current as? PortableDesktop)?.binary
+    }
+
     /// Stops the desktop when it has been idle for the configured timeout: no action, no
     /// viewer, and no recording running (`recording`: the recorder has one; a recording
     /// keeps the desktop it films).
