@@ -7,12 +7,16 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 #include <dlfcn.h>
 #include <pthread.h>
@@ -81,6 +85,17 @@ static const char *vnc_api_ready(void) {
 struct desktop_vnc {
     rfbClient *client;
     uint64_t updates;
+    // The deadline guard (see desktop_vnc_connect): the socket it may shut down, the bound,
+    // when the call under way began (monotonic ms; 0: none), and whether one ran past it.
+    int sock;
+    int timeout_ms;
+    _Atomic int64_t busy_since_ms;
+    _Atomic int timed_out;
+    pthread_mutex_t guard_lock;
+    pthread_cond_t guard_wake;
+    int guard_stopping;  // under guard_lock
+    int guard_running;   // started, not yet joined
+    pthread_t guard;
 };
 
 static void quiet(const char *format, ...) { (void)format; }
@@ -94,19 +109,63 @@ static void finished_update(rfbClient *client) {
     if (vnc) vnc->updates++;
 }
 
+static int64_t monotonic_ms(void) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+}
+
 // libvncclient waits with select(2), which aborts (fortified FD_SET) on a descriptor at or
 // above FD_SETSIZE, and the agent may hold thousands. So the agent connects the socket itself
 // (blocking: libvncclient then never selects to read or write), runs the handshake steps
-// rfbInitClient would, and waits for messages with poll(2).
-static int connect_loopback(const char *host, int port) {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+// rfbInitClient would, and waits for messages with poll(2). The connect itself waits at most
+// `timeout_ms` (a listener whose backlog is full drops the SYN, and the kernel retries for
+// minutes); -1 with errno on failure, `*timed_out` set when that was the bound.
+static int connect_loopback(const char *host, int port, int timeout_ms, int *timed_out) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0) return -1;
     struct sockaddr_in addr;
     memset(&addr, 0, sizeof(addr));
     addr.sin_family = AF_INET;
     addr.sin_port = htons((uint16_t)port);
-    if (inet_pton(AF_INET, host, &addr.sin_addr) != 1 || connect(fd, (struct sockaddr *)&addr, sizeof(addr)) != 0) {
+    int failure = 0;
+    if (inet_pton(AF_INET, host, &addr.sin_addr) != 1) {
+        failure = EINVAL;
+    } else if (connect(fd, (struct sockaddr *)&addr, sizeof(addr)) != 0) {
+        failure = errno;
+        if (failure == EINPROGRESS) {
+            int64_t deadline = monotonic_ms() + timeout_ms;
+            struct pollfd p = {.fd = fd, .events = POLLOUT, .revents = 0};
+            int rc = 0;
+            for (;;) {
+                int64_t left = deadline - monotonic_ms();
+                if (left <= 0) {
+                    rc = 0;
+                    break;
+                }
+                rc = poll(&p, 1, (int)left);
+                if (rc >= 0 || errno != EINTR) break;
+            }
+            int error = 0;
+            socklen_t length = sizeof(error);
+            if (rc == 0) {
+                *timed_out = 1;
+                failure = ETIMEDOUT;
+            } else if (rc < 0) {
+                failure = errno;
+            } else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length) != 0) {
+                failure = errno;
+            } else {
+                failure = error;
+            }
+        }
+    }
+    // Blocking again once connected: libvncclient must never see EAGAIN.
+    int flags = failure == 0 ? fcntl(fd, F_GETFL) : -1;
+    if (failure == 0 && (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0)) failure = errno;
+    if (failure != 0) {
         close(fd);
+        errno = failure;
         return -1;
     }
     int one = 1;
@@ -114,7 +173,89 @@ static int connect_loopback(const char *host, int port) {
     return fd;
 }
 
-desktop_vnc *desktop_vnc_connect(const char *host, int port, char *error, size_t error_size) {
+// The deadline guard: a thread of the client's own that checks, a few times per timeout,
+// whether the call under way (a read or a write libvncclient blocks in) began `timeout_ms`
+// ago or more; then it marks the client timed out and shuts the socket down, so the blocked
+// read sees end of file and a blocked write fails (EPIPE), and every later call fails at
+// once. Socket options would not do: past SO_RCVTIMEO or SO_SNDTIMEO libvncclient selects
+// (the abort above), and its writes wait for the socket without a bound.
+static void *guard_main(void *argument) {
+    desktop_vnc *vnc = argument;
+    prctl(PR_SET_NAME, "desktop-vnc-ttl", 0, 0, 0);
+    int64_t tick = vnc->timeout_ms / 10;
+    if (tick < 20) tick = 20;
+    if (tick > 500) tick = 500;
+    pthread_mutex_lock(&vnc->guard_lock);
+    while (!vnc->guard_stopping) {
+        struct timespec until;
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        until.tv_sec += tick / 1000;
+        until.tv_nsec += (tick % 1000) * 1000000;
+        if (until.tv_nsec >= 1000000000) {
+            until.tv_sec += 1;
+            until.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&vnc->guard_wake, &vnc->guard_lock, &until);
+        int64_t since = atomic_load(&vnc->busy_since_ms);
+        if (!vnc->guard_stopping && since != 0 && monotonic_ms() - since >= vnc->timeout_ms && !atomic_load(&vnc->timed_out)) {
+            atomic_store(&vnc->timed_out, 1);
+            shutdown(vnc->sock, SHUT_RDWR);
+        }
+    }
+    pthread_mutex_unlock(&vnc->guard_lock);
+    return NULL;
+}
+
+static int guard_start(desktop_vnc *vnc) {
+    pthread_condattr_t condition;
+    if (pthread_condattr_init(&condition) != 0) return -1;
+    int rc = pthread_condattr_setclock(&condition, CLOCK_MONOTONIC);
+    if (rc == 0) rc = pthread_cond_init(&vnc->guard_wake, &condition);
+    pthread_condattr_destroy(&condition);
+    if (rc != 0) return -1;
+    if (pthread_mutex_init(&vnc->guard_lock, NULL) != 0) {
+        pthread_cond_destroy(&vnc->guard_wake);
+        return -1;
+    }
+    pthread_attr_t attributes;
+    rc = pthread_attr_init(&attributes);
+    if (rc == 0) {
+        pthread_attr_setstacksize(&attributes, 64 * 1024);
+        rc = pthread_create(&vnc->guard, &attributes, guard_main, vnc);
+        pthread_attr_destroy(&attributes);
+    }
+    if (rc != 0) {
+        pthread_mutex_destroy(&vnc->guard_lock);
+        pthread_cond_destroy(&vnc->guard_wake);
+        return -1;
+    }
+    vnc->guard_running = 1;
+    return 0;
+}
+
+static void guard_stop(desktop_vnc *vnc) {
+    if (!vnc->guard_running) return;
+    pthread_mutex_lock(&vnc->guard_lock);
+    vnc->guard_stopping = 1;
+    pthread_cond_signal(&vnc->guard_wake);
+    pthread_mutex_unlock(&vnc->guard_lock);
+    pthread_join(vnc->guard, NULL);
+    pthread_mutex_destroy(&vnc->guard_lock);
+    pthread_cond_destroy(&vnc->guard_wake);
+    vnc->guard_running = 0;
+}
+
+// A call that may block on the socket runs between these two (one at a time: the Swift side
+// holds its lock, or the client is not shared yet).
+static void call_begins(desktop_vnc *vnc) {
+    int64_t now = monotonic_ms();
+    atomic_store(&vnc->busy_since_ms, now > 0 ? now : 1);
+}
+
+static void call_ends(desktop_vnc *vnc) { atomic_store(&vnc->busy_since_ms, 0); }
+
+desktop_vnc *desktop_vnc_connect(const char *host, int port, int timeout_ms, int *timed_out, char *error, size_t error_size) {
+    *timed_out = 0;
     const char *unavailable = vnc_api_ready();
     if (unavailable) {
         snprintf(error, error_size, "%s", unavailable);
@@ -128,16 +269,23 @@ desktop_vnc *desktop_vnc_connect(const char *host, int port, char *error, size_t
         snprintf(error, error_size, "out of memory");
         return NULL;
     }
-    int fd = connect_loopback(host, port);
+    vnc->sock = -1;
+    vnc->timeout_ms = timeout_ms > 0 ? timeout_ms : 1;
+    int fd = connect_loopback(host, port, vnc->timeout_ms, timed_out);
     if (fd < 0) {
         snprintf(error, error_size, "dial tcp %s:%d: %s", host, port, strerror(errno));
         free(vnc);
         return NULL;
     }
+    vnc->sock = fd;
+    if (guard_start(vnc) != 0) {
+        snprintf(error, error_size, "cannot start the VNC connection's deadline thread");
+        desktop_vnc_close(vnc);
+        return NULL;
+    }
     rfbClient *client = vnc_api.GetClient(8, 3, 4);
     if (!client) {
-        close(fd);
-        free(vnc);
+        desktop_vnc_close(vnc);
         snprintf(error, error_size, "out of memory");
         return NULL;
     }
@@ -151,7 +299,11 @@ desktop_vnc *desktop_vnc_connect(const char *host, int port, char *error, size_t
     client->FinishedFrameBufferUpdate = finished_update;
     vnc_api.ClientSetClientData(client, &tag, vnc);
     vnc->client = client;
-    if (!vnc_api.InitialiseConnection(client)) {
+    call_begins(vnc);
+    rfbBool shaken = vnc_api.InitialiseConnection(client);
+    call_ends(vnc);
+    if (!shaken) {
+        *timed_out = atomic_load(&vnc->timed_out);
         snprintf(error, error_size, "RFB handshake with %s:%d failed", host, port);
         desktop_vnc_close(vnc);
         return NULL;
@@ -163,14 +315,20 @@ desktop_vnc *desktop_vnc_connect(const char *host, int port, char *error, size_t
     client->updateRect.y = 0;
     client->updateRect.w = client->width;
     client->updateRect.h = client->height;
-    if (!client->MallocFrameBuffer(client) || !vnc_api.SetFormat(client)
-        || !vnc_api.SendUpdateRequest(client, 0, 0, client->width, client->height, FALSE)) {
+    call_begins(vnc);
+    rfbBool ready = client->MallocFrameBuffer(client) && vnc_api.SetFormat(client)
+        && vnc_api.SendUpdateRequest(client, 0, 0, client->width, client->height, FALSE);
+    call_ends(vnc);
+    if (!ready) {
+        *timed_out = atomic_load(&vnc->timed_out);
         snprintf(error, error_size, "RFB setup with %s:%d failed", host, port);
         desktop_vnc_close(vnc);
         return NULL;
     }
     return vnc;
 }
+
+int desktop_vnc_timed_out(desktop_vnc *vnc) { return atomic_load(&vnc->timed_out); }
 
 int desktop_vnc_wait(desktop_vnc *vnc, int timeout_us) {
     if (vnc->client->buffered > 0) return 1;
@@ -181,18 +339,32 @@ int desktop_vnc_wait(desktop_vnc *vnc, int timeout_us) {
     return rc;
 }
 
-int desktop_vnc_handle(desktop_vnc *vnc) { return vnc_api.HandleServerMessage(vnc->client) ? 0 : -1; }
+int desktop_vnc_handle(desktop_vnc *vnc) {
+    call_begins(vnc);
+    rfbBool ok = vnc_api.HandleServerMessage(vnc->client);
+    call_ends(vnc);
+    return ok ? 0 : -1;
+}
 
 int desktop_vnc_pointer(desktop_vnc *vnc, int x, int y, int buttons) {
-    return vnc_api.SendPointer(vnc->client, x, y, buttons) ? 0 : -1;
+    call_begins(vnc);
+    rfbBool ok = vnc_api.SendPointer(vnc->client, x, y, buttons);
+    call_ends(vnc);
+    return ok ? 0 : -1;
 }
 
 int desktop_vnc_key(desktop_vnc *vnc, uint32_t keysym, int down) {
-    return vnc_api.SendKey(vnc->client, keysym, down ? TRUE : FALSE) ? 0 : -1;
+    call_begins(vnc);
+    rfbBool ok = vnc_api.SendKey(vnc->client, keysym, down ? TRUE : FALSE);
+    call_ends(vnc);
+    return ok ? 0 : -1;
 }
 
 int desktop_vnc_request_full(desktop_vnc *vnc) {
-    return vnc_api.SendUpdateRequest(vnc->client, 0, 0, vnc->client->width, vnc->client->height, FALSE) ? 0 : -1;
+    call_begins(vnc);
+    rfbBool ok = vnc_api.SendUpdateRequest(vnc->client, 0, 0, vnc->client->width, vnc->client->height, FALSE);
+    call_ends(vnc);
+    return ok ? 0 : -1;
 }
 
 int desktop_vnc_width(const desktop_vnc *vnc) { return vnc->client->width; }
@@ -202,11 +374,15 @@ uint64_t desktop_vnc_updates(const desktop_vnc *vnc) { return vnc->updates; }
 
 void desktop_vnc_close(desktop_vnc *vnc) {
     if (!vnc) return;
+    // First: the guard may shut the socket down until it is joined, and the socket closes below.
+    guard_stop(vnc);
     if (vnc->client) {
         // rfbClientCleanup closes the socket but not the framebuffer libvncclient allocated.
         free(vnc->client->frameBuffer);
         vnc->client->frameBuffer = NULL;
         vnc_api.ClientCleanup(vnc->client);
+    } else if (vnc->sock >= 0) {
+        close(vnc->sock);
     }
     free(vnc);
 }

@@ -14,8 +14,17 @@
 typedef struct desktop_vnc desktop_vnc;
 
 /// Connects and completes the RFB handshake (no authentication, shared session) and asks
-/// for the whole framebuffer. NULL on failure, with a message in `error`.
-desktop_vnc *desktop_vnc_connect(const char *host, int port, char *error, size_t error_size);
+/// for the whole framebuffer. NULL on failure, with a message in `error`, and `*timed_out`
+/// set when the server did not answer in time.
+///
+/// Bounded by `timeout_ms`: the connect, the handshake, the setup, and from then on each
+/// call that reads or writes the socket (desktop_vnc_handle, _pointer, _key, _request_full):
+/// one that waits that long fails, and the connection with it (desktop_vnc_timed_out says
+/// so). A thread of the client's own keeps the bound until desktop_vnc_close.
+desktop_vnc *desktop_vnc_connect(const char *host, int port, int timeout_ms, int *timed_out, char *error, size_t error_size);
+
+/// 1 once a call waited past the client's timeout (its connection is then shut down), else 0.
+int desktop_vnc_timed_out(desktop_vnc *vnc);
 
 /// Waits up to `timeout_us` for server data: > 0 data pending, 0 timeout, < 0 error.
 /// Touches only the socket; may run while another thread sends events.

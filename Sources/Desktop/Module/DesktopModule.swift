@@ -15,11 +15,12 @@ public struct DesktopModule: HTTPModule {
     public var name: String { "desktop" }
 
     public init(configuration: DesktopOptions.Configuration = .init(), context: AgentContext) {
-        supervisor = DesktopSupervisor(
-            configuration: .init(
-                width: configuration.width, height: configuration.height, idleTimeout: configuration.idleTimeout,
-                environment: context.environment, stateDirectory: context.stateDirectory,
-                sessionEnvironment: context.sessionEnvironment))
+        var supervision = DesktopSupervisor.Configuration(
+            width: configuration.width, height: configuration.height, idleTimeout: configuration.idleTimeout,
+            environment: context.environment, stateDirectory: context.stateDirectory,
+            sessionEnvironment: context.sessionEnvironment)
+        supervision.vncTimeout = configuration.vncTimeout
+        supervisor = DesktopSupervisor(configuration: supervision)
         recorder = Recorder(supervisor: supervisor)
         runner = ActionRunner(supervisor: supervisor)
     }

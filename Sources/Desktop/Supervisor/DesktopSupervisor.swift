@@ -26,6 +26,8 @@ public actor DesktopSupervisor {
         /// Where the running desktop's `DISPLAY` is published for processes the agent
         /// starts (removed when it stops); nil publishes nothing.
         public var sessionEnvironment: SessionEnvironment?
+        /// The bound of each call on the agent's VNC connection (tests shorten it).
+        var vncTimeout = VNCClient.defaultTimeout
 
         public init(
             width: Int = 1920, height: Int = 1080, idleTimeout: Duration? = nil, environment: [String: String],
@@ -135,11 +137,11 @@ public actor DesktopSupervisor {
         }
         let fresh: VNCClient
         do {
-            fresh = try await VNCClient.connect(port: info.vncPort)
+            fresh = try await VNCClient.connect(port: info.vncPort, timeout: configuration.vncTimeout)
         } catch {
             // The desktop may have died since its last liveness check: check now (and
-            // start a new one if so), once.
-            guard retrying, aliveAt != nil else { throw error }
+            // start a new one if so), once; not after a timeout (it is there, and silent).
+            guard retrying, aliveAt != nil, !error.timedOut else { throw error }
             aliveAt = nil
             return try await session(retrying: false)
         }

@@ -41,7 +41,15 @@ protocol DesktopLauncher: Sendable {
 /// Why a desktop could not start or be used; `description` becomes the JSON `detail`.
 public struct DesktopError: Error, CustomStringConvertible, Sendable, Equatable {
     public var description: String
+    /// The desktop did not answer within a bound (trying again at once would wait as long).
+    var timedOut = false
+
     public init(_ description: String) { self.description = description }
+
+    init(_ description: String, timedOut: Bool) {
+        self.description = description
+        self.timedOut = timedOut
+    }
 
     static let closed = DesktopError("desktop closed")
 }

@@ -12,6 +12,12 @@ import Synchronization
 /// which lags behind the screen; they are read from the X server (``XScreenReader``). One thread runs the message loop; every libvncclient call that reads
 /// or writes the client's state happens under one lock; only that thread frees it.
 ///
+/// Bound: the connect, the handshake, each event sent and each server message read finish
+/// within the client's timeout (``timeout``, 10 s, as the X reads), or fail with "did not
+/// answer within …" and the connection with them (the next action connects again): a
+/// server that stopped answering, or stopped reading what the agent sends, never holds an
+/// action, the lock or `close` longer. A thread of the C client's own keeps the bound.
+///
 /// Memory: the framebuffer (width × height × 4 bytes; 7.9 MiB at 1920×1080).
 final class VNCClient: Sendable {
     /// The C client. Safety: the pointer is dereferenced only under `state`'s lock, and by
@@ -23,8 +29,9 @@ final class VNCClient: Sendable {
 
     private struct State {
         var handle = Handle()
-        var closing = false
         var failed = false
+        /// Failed because a call ran past the timeout.
+        var timedOut = false
         /// Updates seen, and when the last one arrived (for `settle_ms`).
         var updates: UInt64 = 0
         var lastUpdate = ContinuousClock.now
@@ -36,26 +43,46 @@ final class VNCClient: Sendable {
     }
 
     private let state: Mutex<State>
+    /// Set by `close`; read without the lock, so `close` never waits for a call under way.
+    private let closing = Atomic<Bool>(false)
     private let finished = Latch()
     let port: Int
+    /// How long one call on the connection may wait.
+    let timeout: Duration
 
-    private init(port: Int, handle: OpaquePointer) {
+    /// The bound of each call on the connection (connect, handshake, a send, one message read).
+    static let defaultTimeout: Duration = .seconds(10)
+
+    /// A write the bound cuts short fails with EPIPE, and must not raise SIGPIPE (the
+    /// daemon ignores it already; a process embedding the module may not).
+    private static let ignoreSIGPIPE: Void = { _ = signal(SIGPIPE, SIG_IGN) }()
+
+    private init(port: Int, timeout: Duration, handle: OpaquePointer) {
         self.port = port
+        self.timeout = timeout
         var initial = State()
         initial.handle = Handle(pointer: handle)
         state = Mutex(initial)
     }
 
-    /// Connects to 127.0.0.1:`port` (blocking handshake, on its own thread) and starts the loop.
-    static func connect(port: Int) async throws(DesktopError) -> VNCClient {
+    /// Connects to 127.0.0.1:`port` (blocking handshake, on its own thread, within `timeout`)
+    /// and starts the loop.
+    static func connect(port: Int, timeout: Duration = defaultTimeout) async throws(DesktopError) -> VNCClient {
+        Self.ignoreSIGPIPE
+        let milliseconds = Int32(clamping: max(1, timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000))
         let result: Result<VNCClient, DesktopError> = await withCheckedContinuation { continuation in
             AgentThread.start(name: "desktop-vnc") {
                 var error = [CChar](repeating: 0, count: 256)
-                guard let handle = desktop_vnc_connect("127.0.0.1", Int32(port), &error, error.count) else {
-                    continuation.resume(returning: .failure(DesktopError(String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))))
+                var timedOut: Int32 = 0
+                guard let handle = desktop_vnc_connect("127.0.0.1", Int32(port), milliseconds, &timedOut, &error, error.count) else {
+                    let failure =
+                        timedOut != 0
+                        ? Self.timeoutError(port: port, timeout: timeout)
+                        : DesktopError(String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
+                    continuation.resume(returning: .failure(failure))
                     return
                 }
-                let client = VNCClient(port: port, handle: handle)
+                let client = VNCClient(port: port, timeout: timeout, handle: handle)
                 // The pointer starts where X puts it: the middle of the screen.
                 let (width, height) = (Int(desktop_vnc_width(handle)), Int(desktop_vnc_height(handle)))
                 client.state.withLock { $0.pointer = (width / 2, height / 2) }
@@ -66,11 +93,17 @@ final class VNCClient: Sendable {
         return try result.get()
     }
 
+    /// The error of a call that ran past `timeout`.
+    static func timeoutError(port: Int, timeout: Duration) -> DesktopError {
+        DesktopError("the VNC server on 127.0.0.1:\(port) did not answer within \(timeout)", timedOut: true)
+    }
+
     /// The message loop: wait (unlocked, 100 ms at most, so `close` is seen), then handle one
-    /// message under the lock.
+    /// message under the lock (within the timeout).
     private func loop() {
         while true {
-            let pointer = state.withLock { s -> OpaquePointer? in s.closing || s.failed ? nil : s.handle.pointer }
+            if closing.load(ordering: .relaxed) { break }
+            let pointer = state.withLock { s -> OpaquePointer? in s.failed ? nil : s.handle.pointer }
             guard let pointer else { break }
             let ready = desktop_vnc_wait(pointer, 100_000)
             if ready < 0 {
@@ -79,9 +112,10 @@ final class VNCClient: Sendable {
             }
             if ready == 0 { continue }
             state.withLock { s in
-                guard !s.closing, let pointer = s.handle.pointer else { return }
+                guard !closing.load(ordering: .relaxed), let pointer = s.handle.pointer else { return }
                 if desktop_vnc_handle(pointer) != 0 {
                     s.failed = true
+                    s.timedOut = desktop_vnc_timed_out(pointer) != 0
                     return
                 }
                 let updates = desktop_vnc_updates(pointer)
@@ -100,11 +134,12 @@ final class VNCClient: Sendable {
     }
 
     /// The connection still works.
-    var isUsable: Bool { state.withLock { !$0.failed && !$0.closing && $0.handle.pointer != nil } }
+    var isUsable: Bool { !closing.load(ordering: .relaxed) && state.withLock { !$0.failed && $0.handle.pointer != nil } }
 
-    /// Ends the loop and frees the client (within 100 ms).
+    /// Ends the loop and frees the client: within 100 ms, or once the call under way ends
+    /// (within the timeout). Blocks no thread.
     func close() async {
-        state.withLock { $0.closing = true }
+        closing.store(true, ordering: .relaxed)
         await finished.wait()
     }
 
@@ -137,15 +172,19 @@ final class VNCClient: Sendable {
         try send { _, pointer in desktop_vnc_key(pointer, keysym, down ? 1 : 0) }
     }
 
+    /// Runs one send under the lock; a failed one fails the connection. Throws the timeout's
+    /// error when a call ran past it (this one, or one before it).
     private func send(_ body: (inout State, OpaquePointer) -> Int32) throws(DesktopError) {
-        let ok = state.withLock { s -> Bool in
-            guard !s.closing, !s.failed, let pointer = s.handle.pointer else { return false }
+        let (ok, timedOut) = state.withLock { s -> (Bool, Bool) in
+            guard !closing.load(ordering: .relaxed), !s.failed, let pointer = s.handle.pointer else { return (false, s.timedOut) }
             if body(&s, pointer) != 0 {
                 s.failed = true
-                return false
+                s.timedOut = desktop_vnc_timed_out(pointer) != 0
+                return (false, s.timedOut)
             }
-            return true
+            return (true, false)
         }
+        if timedOut { throw Self.timeoutError(port: port, timeout: timeout) }
         if !ok { throw DesktopError("the VNC connection to the desktop was lost") }
     }
 
