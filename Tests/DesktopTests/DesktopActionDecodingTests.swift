@@ -163,4 +163,33 @@ struct DesktopActionDecodingTests {
         _ = await holder2.value
         #expect(await gate.waiting == 0)
     }
+
+    /// A waiter cancelled by the holder as its last statement before leaving does not run,
+    /// whichever comes first: the holder's leaving, which lets the waiter in, or the
+    /// waiter's withdrawal, which runs in a task of its own. Before, the leaving mostly came
+    /// first and the cancelled waiter's body ran. Twenty rounds.
+    @Test(.timeLimit(.minutes(3))) func aWaiterCancelledAsTheHolderLeavesDoesNotRun() async throws {
+        let gate = AsyncGate()
+        for round in 0..<20 {
+            let (waiters, send) = AsyncStream<Task<String?, Never>>.makeStream()
+            let (entered, enter) = AsyncStream<Void>.makeStream()
+            let holder = Task {
+                await gate.withGate {
+                    enter.yield()
+                    for await waiter in waiters {
+                        _ = await eventually { await gate.waiting == 1 }
+                        waiter.cancel()
+                        break
+                    }
+                }
+            }
+            for await _ in entered { break }
+            let waiter = Task { await gate.withGate { "ran" } }
+            send.yield(waiter)
+            #expect(await waiter.value == nil, "round \(round): cancelled before its turn: not run")
+            _ = await holder.value
+            #expect(await gate.waiting == 0)
+        }
+        #expect(await gate.withGate { 7 } == 7, "the gate is free again")
+    }
 }

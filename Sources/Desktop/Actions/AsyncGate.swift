@@ -18,6 +18,9 @@ actor AsyncGate {
     func withGate<T: Sendable, E: Error>(_ body: @Sendable () async throws(E) -> T) async throws(E) -> T? {
         guard await enter() else { return nil }
         defer { leave() }
+        // Cancelled while it waited, but let in before its withdrawal ran (the holder left
+        // first): its turn passes on unused.
+        if Task.isCancelled { return nil }
         return try await body()
     }
 
@@ -39,7 +42,8 @@ actor AsyncGate {
             }
         } onCancel: {
             // Runs after the append above (it needs the actor, which the append holds), or
-            // finds the waiter already let in (then it holds the gate and leaves as usual).
+            // finds the waiter already let in (then `withGate` sees the cancellation and
+            // leaves at once).
             Task { await self.withdraw(id) }
         }
     }
