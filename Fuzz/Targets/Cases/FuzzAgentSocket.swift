@@ -108,7 +108,7 @@ private func endsMidFrame(_ stream: [UInt8]) -> Bool {
 private final class CallObserver: DRPCServingObserver {
     private let inCall = Mutex(false)
 
-    func decoded(midFrame: Bool) {}
+    func decoded(midFrame: Bool, endedAFrame: Bool) {}
 
     func call(inProgress: Bool) {
         let overlapping = inCall.withLock { current in
