@@ -166,8 +166,9 @@ struct PortableDesktopTests {
             for id in ids {
                 #expect(try await post("start", id) == 200)
                 #expect(await Self.recorderReady(directory, id))
-                // As after 10 minutes without an action: SIGINT, the files stay for a stop.
-                await recorder.stopIdle(lastActivity: .now - Recorder.idleStop - .seconds(1))
+                // As 10 minutes after its start without an action: SIGINT, the files stay for a stop.
+                let later = ContinuousClock.now + Recorder.idleStop + .seconds(1)
+                await recorder.stopIdle(lastActivity: .now, now: later)
                 #expect(await eventually { await recorder.runningCount == 0 })
             }
             #expect(await recorder.count == Recorder.maxFinishedKept)

@@ -219,9 +219,8 @@ actor Recorder {
 
     /// Stops recordings no action touched for ``idleStop`` since `lastActivity` or their own
     /// start, whichever is later (their files stay for `stop`). A start records activity
-    /// too, but `lastActivity` may have been read before it.
-    func stopIdle(lastActivity: ContinuousClock.Instant) async {
-        let now = ContinuousClock.now
+    /// too, but `lastActivity` may have been read before it. `now`: the clock for tests.
+    func stopIdle(lastActivity: ContinuousClock.Instant, now: ContinuousClock.Instant = .now) async {
         // Not one a stop is finishing (it had its SIGINT).
         for (id, recording) in recordings where busy[id] == nil && recording.child.isRunning && now - max(lastActivity, recording.startedAt) >= Self.idleStop {
             recording.child.signal(SIGINT)
