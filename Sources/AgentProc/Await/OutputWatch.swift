@@ -25,17 +25,24 @@ public enum LineCondition: Sendable {
 }
 
 /// Matches one await's condition against a process's output, line by line, from a given
-/// offset: first what was already written (read back from the spool by ``catchUp(_:)``),
+/// offset: first what was already written (read back from the spool by ``catchUp(_:at:)``),
 /// then live output as the reactor writes it (``feed(_:at:)``, on the output path: no
 /// polling). Lines are split at `\n`; one trailing `\r` is not part of the line.
+///
+/// The matching itself never runs on the thread that hands the bytes over: the reactor that
+/// reads every process's output, and the event loop an await's request came on, only queue
+/// them; a thread of ``pool`` matches them. A costly pattern (thousands of steps a byte)
+/// over much output then delays only the awaits, never other processes' output, exits or
+/// requests. An await that ends stops its matching at the next line.
 ///
 /// A prompt does not end its line (`Continue? [y/N] `): the unfinished last line is tested
 /// too after each write while it is at most ``promptBytes`` long, and at exit whatever its
 /// length up to ``maxLineBytes``.
 ///
 /// Memory: the unfinished line, at most ``maxLineBytes`` (a longer line is matched on its
-/// first ``maxLineBytes``); live output arriving during the catch-up, at most
-/// ``maxPendingBytes`` (beyond that it is skipped and matching resumes at the next line).
+/// first ``maxLineBytes``); output queued for matching (arriving during the catch-up, or
+/// faster than it is matched), at most ``maxPendingBytes`` (beyond that it is skipped and
+/// matching resumes at the next line).
 /// Cost: each byte is matched once as part of its line, plus the re-tests of an unfinished
 /// line, at most ``promptBudget`` bytes per line (output arriving a byte at a time would
 /// otherwise re-test a growing prompt once per byte); then the line waits for its end.
@@ -44,6 +51,10 @@ public final class OutputWatch: Sendable {
     public static let promptBytes = 4096
     public static let promptBudget = 64 * 1024
     public static let maxPendingBytes = 1 << 20
+    /// Where output is matched: two threads, each watch with at most one job queued or
+    /// running (and its catch-up), so 4096 is more than ``ProcessManager/defaultMaxAwaits``
+    /// needs twice over.
+    static let pool = BlockingPool(name: "proc-match", threads: 2, maxQueued: 4096)
 
     /// A line that satisfied the condition and the offset of its first byte in the whole
     /// output.
@@ -52,136 +63,251 @@ public final class OutputWatch: Sendable {
         public var offset: UInt64
     }
 
-    private struct State {
+    /// What the reactor and the await hand over, under `inbox`'s lock.
+    private struct Inbox {
+        var chunks: [(offset: UInt64, bytes: [UInt8])] = []
+        var bytes = 0
+        var catchingUp = true
+        /// A drain is queued or running (at most one at a time).
+        var draining = false
+        /// The output is complete, and whether a drain has seen that.
+        var ended = false
+        var endSeen = false
+        /// The unfinished last line was tested at the end (or the end found none).
+        var endDone = false
+        /// The end offset of the last bytes queued, and of the last bytes matched.
+        var queuedEnd: UInt64 = 0
+        var matchedEnd: UInt64 = 0
+        /// Waiting in ``matchedSoFar()``, each until `matchedEnd` reaches its offset.
+        var waiters: [(through: UInt64, continuation: CheckedContinuation<Void, Never>)] = []
+
+        /// Nothing queued, nothing being matched, and an end seen is tested.
+        var isIdle: Bool { !draining && chunks.isEmpty && (!ended || endSeen) }
+        /// The bytes up to `offset` are matched, and the end's test is done if it came.
+        func isMatched(through offset: UInt64) -> Bool { matchedEnd >= offset && (!ended || endDone) }
+    }
+
+    /// The line being assembled, touched only by the one drain (or catch-up) at a time.
+    private struct Matcher {
         var line: [UInt8] = []
         var lineStart: UInt64
         /// The next offset expected (a different one means bytes were skipped).
         var position: UInt64
-        var catchingUp = true
-        var pending: [(offset: UInt64, bytes: [UInt8])] = []
-        var pendingBytes = 0
-        var match: Match?
         /// Bytes of this line spent re-testing it unfinished.
         var promptSpent = 0
-        /// The output ended while catching up: the unfinished line is tested at its end.
-        var ended = false
     }
 
     let condition: LineCondition
-    private let state: Mutex<State>
+    private let inbox = Mutex(Inbox())
+    private let matcher: Mutex<Matcher>
+    private let result = Mutex<Match?>(nil)
+    /// Set once matched or once the await ends: nothing more is matched.
+    private let stopped = Atomic<Bool>(false)
+    /// Matches on the caller's thread (the fuzz targets, which need the answer at once).
+    private let inline: Bool
     /// Fired once a line matches.
     let matched = OneShotSignal()
 
-    init(condition: LineCondition, from offset: UInt64) {
+    init(condition: LineCondition, from offset: UInt64, inline: Bool = false) {
         self.condition = condition
-        state = Mutex(State(lineStart: offset, position: offset))
+        self.inline = inline
+        matcher = Mutex(Matcher(lineStart: offset, position: offset))
     }
 
-    public var match: Match? { state.withLock { $0.match } }
+    public var match: Match? { result.withLock { $0 } }
 
-    /// Live output at `offset` (reactor thread). During the catch-up it is queued.
-    func feed(_ bytes: UnsafeRawBufferPointer, at offset: UInt64) {
-        let fired = state.withLock { s -> Bool in
-            guard s.match == nil else { return false }
-            if s.catchingUp {
-                if s.pendingBytes + bytes.count <= Self.maxPendingBytes {
-                    s.pending.append((offset, Array(bytes)))
-                    s.pendingBytes += bytes.count
+    /// The await ended: matching stops at the next line.
+    func stop() {
+        stopped.store(true, ordering: .relaxed)
+        wake(all: true)
+    }
+
+    /// Returns once the bytes queued so far are matched (or a line matched, or the await
+    /// ended): the process's exit is reported after its last output, so an await must not
+    /// answer `exited` while that output waits to be matched.
+    func matchedSoFar() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let now = inbox.withLock { s -> Bool in
+                if stopped.load(ordering: .relaxed) || s.isIdle || s.isMatched(through: s.queuedEnd) {
+                    return true
                 }
+                s.waiters.append((s.queuedEnd, continuation))
                 return false
             }
-            return scan(&s, bytes, at: offset)
+            if now { continuation.resume() }
         }
-        if fired { matched.fire() }
     }
 
-    /// Matches `bytes` (read back from the spool, in order) while catching up.
-    func catchUp(_ bytes: [UInt8], at offset: UInt64) {
-        let fired = state.withLock { s -> Bool in
-            guard s.match == nil else { return false }
-            return bytes.withUnsafeBytes { scan(&s, $0, at: offset) }
+    /// Resumes the waiters whose bytes are matched (every one when `all`).
+    private func wake(all: Bool) {
+        let ready = inbox.withLock { s -> [CheckedContinuation<Void, Never>] in
+            let idle = all || s.isIdle
+            let matchedEnd = s.matchedEnd
+            let endDone = !s.ended || s.endDone
+            let isReady = { (through: UInt64) in idle || (through <= matchedEnd && endDone) }
+            let ready = s.waiters.filter { isReady($0.through) }.map(\.continuation)
+            s.waiters.removeAll { isReady($0.through) }
+            return ready
         }
-        if fired { matched.fire() }
+        for continuation in ready { continuation.resume() }
+    }
+
+    /// Live output at `offset` (reactor thread): queued for matching.
+    func feed(_ bytes: UnsafeRawBufferPointer, at offset: UInt64) {
+        guard !bytes.isEmpty, !stopped.load(ordering: .relaxed) else { return }
+        let drain = inbox.withLock { s -> Bool in
+            if s.bytes + bytes.count <= Self.maxPendingBytes {
+                s.chunks.append((offset, Array(bytes)))
+                s.bytes += bytes.count
+                s.queuedEnd = max(s.queuedEnd, offset + UInt64(bytes.count))
+            }
+            return startDrain(&s)
+        }
+        if drain { scheduleDrain() }
+    }
+
+    /// Matches `bytes` (read back from the spool, in order) while catching up: on the
+    /// catch-up's own thread, never the reactor or an event loop.
+    func catchUp(_ bytes: [UInt8], at offset: UInt64) {
+        guard !stopped.load(ordering: .relaxed) else { return }
+        let hit = matcher.withLock { m in bytes.withUnsafeBytes { scan(&m, $0, at: offset) } }
+        if let hit { finish(hit) }
     }
 
     /// Ends the catch-up: what arrived meanwhile is matched (the part already read back is
-    /// skipped), and live output is matched as it comes from now on.
+    /// skipped), then live output as it comes.
     func endCatchUp() {
-        let fired = state.withLock { s -> Bool in
-            defer {
-                s.catchingUp = false
-                s.pending = []
-                s.pendingBytes = 0
-            }
-            for (offset, bytes) in s.pending where s.match == nil {
-                let end = offset + UInt64(bytes.count)
-                guard end > s.position else { continue }
-                let skip = offset < s.position ? Int(s.position - offset) : 0
-                let hit = bytes.withUnsafeBytes { scan(&s, UnsafeRawBufferPointer(rebasing: $0[skip...]), at: offset + UInt64(skip)) }
-                if hit { return true }
-            }
-            if s.ended, s.match == nil, !s.line.isEmpty { return test(&s, s.line) }
-            return false
+        let drain = inbox.withLock { s -> Bool in
+            s.catchingUp = false
+            return startDrain(&s)
         }
-        if fired { matched.fire() }
+        if drain { scheduleDrain() }
     }
 
     /// The process's output is complete: the unfinished last line is tested whatever its
     /// length (after the catch-up, if one is under way).
     func outputEnded() {
-        let fired = state.withLock { s -> Bool in
-            guard s.match == nil else { return false }
-            guard !s.catchingUp else {
-                s.ended = true
-                return false
-            }
-            guard !s.line.isEmpty else { return false }
-            return test(&s, s.line)
+        let drain = inbox.withLock { s -> Bool in
+            s.ended = true
+            return startDrain(&s)
         }
-        if fired { matched.fire() }
+        if drain { scheduleDrain() }
     }
 
-    /// Splits at newlines and tests each line; true on the first match.
-    private func scan(_ s: inout State, _ bytes: UnsafeRawBufferPointer, at offset: UInt64) -> Bool {
-        guard !bytes.isEmpty else { return false }
-        if offset != s.position {
-            // A gap (bytes dropped before they were seen): start afresh where output resumes.
-            s.line.removeAll(keepingCapacity: true)
-            s.lineStart = offset
-            s.promptSpent = 0
+    /// Whether the caller must start a drain (none runs, the catch-up is over, there is work).
+    private func startDrain(_ s: inout Inbox) -> Bool {
+        guard !s.draining, !s.catchingUp, !s.chunks.isEmpty || (s.ended && !s.endSeen) else { return false }
+        s.draining = true
+        return true
+    }
+
+    private func scheduleDrain() {
+        if inline {
+            drain()
+        } else if !Self.pool.submit({ [self] in drain() }) {
+            // Cannot happen within the bounds above; the next bytes try again.
+            inbox.withLock { $0.draining = false }
         }
-        s.position = offset + UInt64(bytes.count)
+    }
+
+    /// Matches what is queued until nothing is left (or a line matched, or the await ended).
+    private func drain() {
+        while true {
+            let work = inbox.withLock { s -> (chunks: [(offset: UInt64, bytes: [UInt8])], ended: Bool, end: UInt64)? in
+                let ended = s.ended && !s.endSeen
+                guard !stopped.load(ordering: .relaxed), !s.chunks.isEmpty || ended else {
+                    s.draining = false
+                    return nil
+                }
+                defer {
+                    s.chunks = []
+                    s.bytes = 0
+                }
+                s.endSeen = s.ended
+                return (s.chunks, ended, s.queuedEnd)
+            }
+            guard let work else {
+                wake(all: stopped.load(ordering: .relaxed))
+                return
+            }
+            let hit = matcher.withLock { m -> Match? in
+                for (offset, bytes) in work.chunks {
+                    let end = offset + UInt64(bytes.count)
+                    guard end > m.position else { continue }
+                    // What the catch-up read back already is skipped.
+                    let skip = offset < m.position ? Int(m.position - offset) : 0
+                    let hit = bytes.withUnsafeBytes { scan(&m, UnsafeRawBufferPointer(rebasing: $0[skip...]), at: offset + UInt64(skip)) }
+                    if let hit { return hit }
+                }
+                if work.ended, !stopped.load(ordering: .relaxed), !m.line.isEmpty { return test(m.line, at: m.lineStart) }
+                return nil
+            }
+            if let hit {
+                finish(hit)
+                inbox.withLock { $0.draining = false }
+                wake(all: true)
+                return
+            }
+            inbox.withLock { s in
+                s.matchedEnd = max(s.matchedEnd, work.end)
+                if work.ended { s.endDone = true }
+            }
+            wake(all: false)
+        }
+    }
+
+    private func finish(_ match: Match) {
+        let first = result.withLock { r -> Bool in
+            guard r == nil else { return false }
+            r = match
+            return true
+        }
+        guard first else { return }
+        stopped.store(true, ordering: .relaxed)
+        matched.fire()
+    }
+
+    /// Splits at newlines and tests each line; the first match.
+    private func scan(_ m: inout Matcher, _ bytes: UnsafeRawBufferPointer, at offset: UInt64) -> Match? {
+        guard !bytes.isEmpty else { return nil }
+        if offset != m.position {
+            // A gap (bytes dropped before they were seen): start afresh where output resumes.
+            m.line.removeAll(keepingCapacity: true)
+            m.lineStart = offset
+            m.promptSpent = 0
+        }
+        m.position = offset + UInt64(bytes.count)
         var start = 0
         while start < bytes.count {
+            if stopped.load(ordering: .relaxed) { return nil }
             let rest = UnsafeRawBufferPointer(rebasing: bytes[start...])
             guard let newline = rest.firstIndex(of: UInt8(ascii: "\n")) else {
-                append(&s, rest)
+                append(&m, rest)
                 break
             }
             let end = newline - rest.startIndex + start
-            append(&s, UnsafeRawBufferPointer(rebasing: bytes[start..<end]))
-            if test(&s, s.line) { return true }
-            s.line.removeAll(keepingCapacity: true)
-            s.lineStart = offset + UInt64(end + 1)
-            s.promptSpent = 0
+            append(&m, UnsafeRawBufferPointer(rebasing: bytes[start..<end]))
+            if let hit = test(m.line, at: m.lineStart) { return hit }
+            m.line.removeAll(keepingCapacity: true)
+            m.lineStart = offset + UInt64(end + 1)
+            m.promptSpent = 0
             start = end + 1
         }
-        if !s.line.isEmpty, s.line.count <= Self.promptBytes, s.promptSpent + s.line.count <= Self.promptBudget {
-            s.promptSpent += s.line.count
-            if test(&s, s.line) { return true }
+        if !m.line.isEmpty, m.line.count <= Self.promptBytes, m.promptSpent + m.line.count <= Self.promptBudget {
+            m.promptSpent += m.line.count
+            if let hit = test(m.line, at: m.lineStart) { return hit }
         }
-        return false
+        return nil
     }
 
-    private func append(_ s: inout State, _ part: UnsafeRawBufferPointer) {
-        let room = Self.maxLineBytes - s.line.count
-        if room > 0 { s.line.append(contentsOf: part.prefix(room)) }
+    private func append(_ m: inout Matcher, _ part: UnsafeRawBufferPointer) {
+        let room = Self.maxLineBytes - m.line.count
+        if room > 0 { m.line.append(contentsOf: part.prefix(room)) }
     }
 
-    private func test(_ s: inout State, _ line: [UInt8]) -> Bool {
+    private func test(_ line: [UInt8], at offset: UInt64) -> Match? {
         let body = line.last == UInt8(ascii: "\r") ? Array(line.dropLast()) : line
         let hit = body.withUnsafeBytes { condition.matches($0) }
-        if hit { s.match = Match(line: body, offset: s.lineStart) }
-        return hit
+        return hit ? Match(line: body, offset: offset) : nil
     }
 }

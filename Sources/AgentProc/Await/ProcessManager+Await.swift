@@ -42,8 +42,8 @@ extension ProcessManager {
 
     /// Waits until a line of the process's output (from `from` on) satisfies the condition,
     /// the port accepts a connection, the process exits, `timeout` passes or the client goes
-    /// (answered as `timeout`). Output is matched on the reactor's output path as it is
-    /// written; output written before the await is read back from the spool first.
+    /// (answered as `timeout`). Output is handed to the match pool as the reactor reads it
+    /// (``OutputWatch``); output written before the await is read back from the spool first.
     public func awaitCondition(
         _ process: ManagedProcess, _ request: AwaitRequest, clientGone: any GoneSignal, timerLoop: any EventLoop
     ) async throws(AwaitRefusal) -> (AwaitCondition, OutputWatch.Match?) {
@@ -62,21 +62,28 @@ extension ProcessManager {
             let made = OutputWatch(condition: condition, from: from)
             watch = made
             guard let (catchUpTo, complete, head, tail) = process.attach(made) else { throw .processFull }
-            if let spool = process.spool {
-                var offset = max(from, spool.dropped)
-                while offset < catchUpTo, made.match == nil {
-                    let read = spool.read(from: offset, limit: min(1 << 20, Int(catchUpTo - offset)))
-                    guard !read.bytes.isEmpty else { break }
-                    made.catchUp(read.bytes, at: read.offset)
-                    offset = read.next
-                }
-            } else {
-                // No spool: the head and tail kept in memory (what lies between is gone).
-                for (bytes, start) in [(head, UInt64(0)), (tail, catchUpTo - UInt64(tail.count))] where !bytes.isEmpty {
-                    let end = start + UInt64(bytes.count)
-                    guard end > from else { continue }
-                    let skip = from > start ? Int(from - start) : 0
-                    made.catchUp(Array(bytes[skip...]), at: start + UInt64(skip))
+            // Read back and matched on the match pool, not on this request's event loop: a
+            // costly pattern over 8 MiB of spool must not hold the loop's other connections.
+            let spool = process.spool
+            // The pool refuses only past its bounds, which the awaits' cap keeps it under, and a
+            // cancelled task ends the await anyway: either way live output is still matched.
+            _ = try? await OutputWatch.pool.run { _ in
+                if let spool {
+                    var offset = max(from, spool.dropped)
+                    while offset < catchUpTo, made.match == nil {
+                        let read = spool.read(from: offset, limit: min(1 << 20, Int(catchUpTo - offset)))
+                        guard !read.bytes.isEmpty else { break }
+                        made.catchUp(read.bytes, at: read.offset)
+                        offset = read.next
+                    }
+                } else {
+                    // No spool: the head and tail kept in memory (what lies between is gone).
+                    for (bytes, start) in [(head, UInt64(0)), (tail, catchUpTo - UInt64(tail.count))] where !bytes.isEmpty {
+                        let end = start + UInt64(bytes.count)
+                        guard end > from else { continue }
+                        let skip = from > start ? Int(from - start) : 0
+                        made.catchUp(Array(bytes[skip...]), at: start + UInt64(skip))
+                    }
                 }
             }
             made.endCatchUp()
@@ -90,12 +97,23 @@ extension ProcessManager {
             watchTask?.cancel()
             if let watch {
                 process.detach(watch)
+                watch.stop()  // a drain under way ends at its next line
                 watch.matched.fire()  // ends the watch task
             }
         }
-        let exitWaiter = process.onExit { signal.fire() }
+        // An exit ends the await once the output before it is matched (the reactor reports
+        // the exit after the last output, which the watch may still be matching).
+        let watching = watch
+        let exited: @Sendable () -> Void = {
+            guard let watching else { return signal.fire() }
+            Task {
+                await watching.matchedSoFar()
+                signal.fire()
+            }
+        }
+        let exitWaiter = process.onExit(exited)
         defer { if let exitWaiter { process.removeExitWaiter(exitWaiter) } }
-        if exitWaiter == nil { signal.fire() }
+        if exitWaiter == nil { exited() }
 
         let portOpen = OneShotSignal()
         var portTask: Task<Void, Never>?

@@ -32,7 +32,7 @@ public enum ProcessFuzzing {
     /// are read back as an await's catch-up, the rest arrive live; the offset of the first
     /// matching line, if any.
     public static func literalMatchOffset(_ literal: [UInt8], chunks: [[UInt8]], caughtUp: Int) -> UInt64? {
-        let watch = OutputWatch(condition: .literal(literal), from: 0)
+        let watch = OutputWatch(condition: .literal(literal), from: 0, inline: true)
         var offset: UInt64 = 0
         for (index, chunk) in chunks.enumerated() {
             if index < caughtUp {

@@ -101,6 +101,22 @@ public final class BlockingPool: Sendable {
         }
     }
 
+    /// Queues `body` to run on one of the pool's threads without waiting for it (from a
+    /// thread that must not wait, such as a reactor's); false when the queue is full.
+    @discardableResult
+    public func submit(_ body: @escaping @Sendable () -> Void) -> Bool {
+        let queued = state.withLock { s -> Bool in
+            guard s.queued < maxQueued else { return false }
+            s.nextID += 1
+            s.queue.append(Job(id: s.nextID, token: CancelToken(), run: body, drop: {}))
+            return true
+        }
+        guard queued else { return false }
+        startThreadIfNeeded()
+        available.signal()
+        return true
+    }
+
     /// Resumes its continuation once: the job's run and a cancellation may race.
     private final class Completion<T: Sendable>: Sendable {
         private let continuation: Mutex<CheckedContinuation<T, any Error>?>

@@ -1,0 +1,75 @@
+import AgentSystem
+import AgentTestSupport
+import Dispatch
+import LineRegex
+import Synchronization
+import Testing
+
+@testable import AgentProc
+
+/// An await's matching runs on the match pool, never on the thread that hands the bytes over
+/// (the reactor reading every process's output), and an exit waits for what was handed over.
+@Suite(.serialized) struct OutputWatchTests {
+    /// Holds both of the match pool's threads until `release()`.
+    private final class PoolHold: Sendable {
+        private let gate = DispatchSemaphore(value: 0)
+        private let held = Atomic<Int>(0)
+
+        init() {
+            for _ in 0..<OutputWatch.pool.threads {
+                OutputWatch.pool.submit { [self] in
+                    held.add(1, ordering: .relaxed)
+                    gate.wait()
+                }
+            }
+        }
+
+        var holding: Bool { held.load(ordering: .relaxed) == OutputWatch.pool.threads }
+
+        func release() { for _ in 0..<OutputWatch.pool.threads { gate.signal() } }
+    }
+
+    /// With the pool's threads held, live output is queued and not matched, and the exit's
+    /// wait for it does not end; once they are free, the line matches, then the wait ends.
+    /// (On the reactor, the line was matched inside `feed`.)
+    @Test func liveOutputIsMatchedOnThePoolAndTheExitWaitsForIt() async throws {
+        let watch = OutputWatch(condition: .pattern(try LineRegex("^ready on [0-9]+$")), from: 0)
+        watch.endCatchUp()
+        let hold = PoolHold()
+        #expect(await eventually { hold.holding })
+        Array("starting\nready on 8080\n".utf8).withUnsafeBytes { watch.feed($0, at: 0) }
+        #expect(watch.match == nil, "queued: the caller's thread did not match it")
+        let waited = TestFlag()
+        let exit = Task {
+            await watch.matchedSoFar()
+            waited.set()
+        }
+        #expect(!waited.isSet)
+        hold.release()
+        await exit.value
+        #expect(waited.isSet)
+        #expect(watch.match == OutputWatch.Match(line: Array("ready on 8080".utf8), offset: 9), "matched before the wait ended")
+    }
+
+    /// An await that ends stops its matching: what is queued after is not matched.
+    @Test func aStoppedWatchMatchesNothingMore() async throws {
+        let watch = OutputWatch(condition: .literal(Array("late".utf8)), from: 0)
+        watch.endCatchUp()
+        watch.stop()
+        Array("late\n".utf8).withUnsafeBytes { watch.feed($0, at: 0) }
+        await watch.matchedSoFar()
+        #expect(watch.match == nil)
+    }
+
+    /// The unfinished last line is tested at the end of the output, and the exit's wait
+    /// covers that test too.
+    @Test func theEndTestsTheUnfinishedLineBeforeTheWaitEnds() async throws {
+        let watch = OutputWatch(condition: .literal(Array("[y/N]".utf8)), from: 0)
+        watch.endCatchUp()
+        let prompt = Array(repeating: UInt8(ascii: "x"), count: OutputWatch.promptBytes + 1) + Array(" [y/N] ".utf8)
+        prompt.withUnsafeBytes { watch.feed($0, at: 0) }
+        watch.outputEnded()
+        await watch.matchedSoFar()
+        #expect(watch.match?.offset == 0, "a prompt too long for the re-tests matches at the end")
+    }
+}
