@@ -23,7 +23,8 @@ struct MCPHTTPStalledBodyTests {
         // The DELETE waits at most 5 s, its body included; before, close() never returned.
         await closed.wait(upTo: .seconds(30))
         #expect(closed.isSet, "close() did not return")
-        #expect(server.log.all.contains { $0.line == "STALLED DELETE" })
+        // The server's log line is read from its output as it comes: waited for, not sampled.
+        #expect(await eventually { server.log.all.contains { $0.line == "STALLED DELETE" } })
         // The server's end closes the connection, which lets a close() that hung return too.
         await server.close()
         await closing.value
