@@ -168,8 +168,14 @@ static int unified_diff(git_repository *repo, size_t max_bytes, struct out_buffe
     find.flags = GIT_DIFF_FIND_RENAMES;
     git_diff_find_similar(diff, &find);
 
+    // Tracked changes first, then untracked files, as the reference's `git diff HEAD` and
+    // then its untracked batches: a diff cut at the cap keeps the tracked changes.
     size_t count = git_diff_num_deltas(diff);
-    for (size_t index = 0; index < count; index++) {
+    for (size_t step = 0; step < 2 * count && rc == 0 && !*truncated; step++) {
+        size_t index = step % count;
+        const git_diff_delta *delta = git_diff_get_delta(diff, index);
+        int untracked = delta != NULL && delta->status == GIT_DELTA_UNTRACKED;
+        if (untracked != (step >= count)) continue;
         // A file whose patch cannot fit ends the diff as a measured one would, unbuilt: a
         // 300 MiB untracked file cost several times its size (patch lines, text) every scan.
         if (cannot_fit(repo, diff, index, max_bytes - out->len)) {

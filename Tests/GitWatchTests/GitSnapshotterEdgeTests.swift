@@ -56,6 +56,25 @@ struct GitSnapshotterEdgeTests {
         #expect(built < 64 << 10, "the 8 MiB file's patch was built (\(built) bytes)")
     }
 
+    /// Tracked changes come before untracked files, as the reference's `git diff HEAD` and
+    /// then its untracked batches, so a diff cut at the cap keeps the tracked change: an
+    /// untracked `a.txt` sorted ahead of a modified `z.txt` pushed it out before.
+    @Test func trackedChangesComeFirstAndSurviveTheCap() async throws {
+        let root = try await G.makeRepository()
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        try write(Array("one\n".utf8), root + "/z.txt")
+        try await G.git(["add", "."], in: root)
+        try await G.git(["commit", "-q", "-m", "init"], in: root)
+        try write(Array("one\ntwo\n".utf8), root + "/z.txt")
+        try write(Array(String(repeating: "untracked line\n", count: 100).utf8), root + "/a.txt")
+        let whole = try GitSnapshotter.snapshot(root: root)
+        let tracked = try await G.git(["diff", "HEAD"], in: root)
+        #expect(whole.unifiedDiff.hasPrefix(tracked), "git diff HEAD's part first")
+        #expect(whole.unifiedDiff.contains("+++ b/a.txt"))
+        let cut = try GitSnapshotter.snapshot(root: root, maxDiffBytes: tracked.utf8.count + 100)
+        #expect(cut.diffTruncated && cut.unifiedDiff == tracked, "the cap drops the untracked file, not the tracked change")
+    }
+
     @Test func worktreesAndSubmodulesAreTheirOwnRoots() async throws {
         let root = try await G.makeRepository()
         let sub = try await G.makeRepository()
