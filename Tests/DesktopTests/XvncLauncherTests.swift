@@ -1,6 +1,10 @@
 import Foundation
 import Testing
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 @testable import Desktop
 
 /// An X server killed without cleaning up leaves its lock file and socket behind; the
@@ -22,5 +26,30 @@ struct XvncLauncherTests {
         #expect(!XvncLauncher.isFree(display), "a lock naming a live process holds the display")
         try "not a pid\n".write(toFile: lock, atomically: false, encoding: .utf8)
         #expect(!XvncLauncher.isFree(display), "a lock that cannot be read as a pid holds the display")
+    }
+
+    /// An X server in another mount namespace that shares this network namespace shows only
+    /// its abstract socket: the display is taken though no lock or socket file is there, and
+    /// a start does not pick it (every try picked it again, and Xvnc exited with "server
+    /// already running"); a display tried once is not tried again in the same start.
+    @Test func anAbstractSocketHoldsTheDisplay() throws {
+        let display = 198
+        guard XvncLauncher.isFree(display) else { return }
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let name = Array("/tmp/.X11-unix/X\(display)".utf8)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            for (index, byte) in name.enumerated() { raw[1 + index] = byte }
+        }
+        let length = socklen_t(MemoryLayout<sa_family_t>.size + 1 + name.count)
+        let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }
+        try #require(bound == 0 && listen(fd, 1) == 0)
+        #expect(!XvncLauncher.isFree(display), "the abstract socket holds it")
+        #expect(XvncLauncher.freeDisplay(excluding: Set(10..<198)) == 199 || XvncLauncher.freeDisplay(excluding: Set(10..<198)) == nil)
+        if let first = XvncLauncher.freeDisplay() {
+            #expect(XvncLauncher.freeDisplay(excluding: [first]) != first, "a display tried is not tried again")
+        }
     }
 }

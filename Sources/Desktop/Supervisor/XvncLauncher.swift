@@ -27,13 +27,15 @@ struct XvncLauncher: DesktopLauncher {
         // and each round only one of them gets it; a loser's Xvnc exits at once, so a try
         // costs little. An Xvnc that neither listens nor exits within the readiness timeout
         // is not tried again (the next would most likely hang the same way).
+        var tried: Set<Int> = []
         for _ in 0..<Self.maxTries {
-            guard let display = Self.freeDisplay(), let port = LoopbackProbe.freePort() else {
+            guard let display = Self.freeDisplay(excluding: tried), let port = LoopbackProbe.freePort() else {
                 throw DesktopError("no free X display or loopback port for Xvnc")
             }
             // Private whatever the umask: the logs show what ran on the user's screen.
             try? FileManager.default.createDirectory(
                 atPath: logDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            tried.insert(display)
             let logPath = logDirectory + "/xvnc-\(display).log"
             let logFD = open(logPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
             guard logFD >= 0 else { throw DesktopError("cannot open \(logPath): \(String(cString: strerror(errno)))") }
@@ -80,16 +82,39 @@ struct XvncLauncher: DesktopLauncher {
         return false
     }
 
-    /// The first free display from 10 (``isFree(_:)``).
-    static func freeDisplay() -> Int? {
-        (10..<200).first { isFree($0) }
+    /// The first free display from 10 (``isFree(_:)``) not in `tried` (a display whose Xvnc
+    /// exited at once is not tried again in the same start).
+    static func freeDisplay(excluding tried: Set<Int> = []) -> Int? {
+        (10..<200).first { !tried.contains($0) && isFree($0) }
     }
 
-    /// True if `display` has neither a lock file nor a socket, or only a stale lock: one
+    /// True when an X server of this network namespace holds the display's abstract socket
+    /// (`@/tmp/.X11-unix/X<n>`): one in another mount namespace (a pod's sidecar, a
+    /// container on the host's network) has no lock file or socket file that this one sees.
+    /// Checked by binding that name for a moment (an abstract socket leaves nothing behind).
+    static func abstractSocketTaken(_ display: Int) -> Bool {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let name = Array("/tmp/.X11-unix/X\(display)".utf8)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            raw[0] = 0
+            for (index, byte) in name.enumerated() { raw[1 + index] = byte }
+        }
+        let length = socklen_t(MemoryLayout<sa_family_t>.size + 1 + name.count)
+        let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }
+        return bound != 0 && errno == EADDRINUSE
+    }
+
+    /// True if `display`'s abstract socket is free and it has neither a lock file nor a
+    /// socket, or only a stale lock: one
     /// naming a process that no longer exists (an X server killed without cleaning up). An X
     /// server replaces a stale lock and its socket itself (Xvnc does), so those displays are
     /// not lost for good; nothing here removes them.
     static func isFree(_ display: Int) -> Bool {
+        guard !abstractSocketTaken(display) else { return false }
         let lock = "/tmp/.X\(display)-lock"
         guard let text = try? String(contentsOfFile: lock, encoding: .utf8) else {
             return !FileManager.default.fileExists(atPath: lock) && !FileManager.default.fileExists(atPath: "/tmp/.X11-unix/X\(display)")
