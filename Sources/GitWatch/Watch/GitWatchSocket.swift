@@ -105,9 +105,10 @@ struct GitWatchSocket: Sendable {
                         lastScan = .now
                         requests.scanEnded()
                     }
-                    let message = ChangesMessage(
-                        scannedAt: Date().formatted(.iso8601), repositories: result.changed.isEmpty ? nil : result.changed)
-                    try await outbound.write(.text(String(decoding: try encoder.encode(message), as: UTF8.self)))
+                    let frames = try ChangesMessage.frames(scannedAt: Date().formatted(.iso8601), changed: result.changed) {
+                        [UInt8](try encoder.encode($0))
+                    }
+                    for frame in frames { try await outbound.write(.text(String(decoding: frame, as: UTF8.self))) }
                 }
             }
             group.addTask {

@@ -37,6 +37,42 @@ struct RepositoryEntry: Encodable, Sendable, Equatable {
     }
 }
 
+extension ChangesMessage {
+    /// The most one `changes` frame may hold: coderd reads the agent's socket with a 4 MiB
+    /// limit (`1<<22`), and a larger frame ends the relay (and the CLI's first read) with
+    /// 1009. A margin is kept for the frame's own keys.
+    static let maxFrameBytes = (1 << 22) - 1024
+
+    /// One scan's changes as frames of at most `limit` bytes of JSON each, the repositories
+    /// in order, as many to a frame as fit (a repository too large alone goes alone: its
+    /// diff is cut at 3 MiB, so only a diff of mostly escaped bytes can pass the limit).
+    /// Clients keep a map by `repo_root` that each entry replaces, so several frames of one
+    /// scan mean what one would. Almost always one frame: each entry is measured only when
+    /// the whole message is over the limit.
+    static func frames(
+        scannedAt: String, changed: [RepositoryEntry], limit: Int = maxFrameBytes, encode: (any Encodable) throws -> [UInt8]
+    ) rethrows -> [[UInt8]] {
+        let whole = try encode(ChangesMessage(scannedAt: scannedAt, repositories: changed.isEmpty ? nil : changed))
+        guard whole.count > limit, changed.count > 1 else { return [whole] }
+        let overhead = try encode(ChangesMessage(scannedAt: scannedAt, repositories: [])).count
+        var frames: [[UInt8]] = []
+        var group: [RepositoryEntry] = []
+        var size = overhead
+        for entry in changed {
+            let entrySize = try encode(entry).count + 1
+            if !group.isEmpty, size + entrySize > limit {
+                frames.append(try encode(ChangesMessage(scannedAt: scannedAt, repositories: group)))
+                group = []
+                size = overhead
+            }
+            group.append(entry)
+            size += entrySize
+        }
+        if !group.isEmpty { frames.append(try encode(ChangesMessage(scannedAt: scannedAt, repositories: group))) }
+        return frames
+    }
+}
+
 struct ErrorMessage: Encodable, Sendable {
     var type = "error"
     var message: String
