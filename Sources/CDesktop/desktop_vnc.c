@@ -173,9 +173,9 @@ static int connect_loopback(const char *host, int port, int timeout_ms, int *tim
     return fd;
 }
 
-// The deadline guard: a thread of the client's own that checks, a few times per timeout,
-// whether the call under way (a read or a write libvncclient blocks in) began `timeout_ms`
-// ago or more; then it marks the client timed out and shuts the socket down, so the blocked
+// The deadline guard: a thread of the client's own that, while a call is under way (it
+// sleeps while none is), checks a few times per timeout whether that call (a read or a
+// write libvncclient blocks in) began `timeout_ms` ago or more; then it marks the client timed out and shuts the socket down, so the blocked
 // read sees end of file and a blocked write fails (EPIPE), and every later call fails at
 // once. Socket options would not do: past SO_RCVTIMEO or SO_SNDTIMEO libvncclient selects
 // (the abort above), and its writes wait for the socket without a bound.
@@ -187,6 +187,11 @@ static void *guard_main(void *argument) {
     if (tick > 500) tick = 500;
     pthread_mutex_lock(&vnc->guard_lock);
     while (!vnc->guard_stopping) {
+        if (atomic_load(&vnc->busy_since_ms) == 0) {
+            // No call under way: sleep until one begins (an idle connection costs no wake-ups).
+            pthread_cond_wait(&vnc->guard_wake, &vnc->guard_lock);
+            continue;
+        }
         struct timespec until;
         clock_gettime(CLOCK_MONOTONIC, &until);
         until.tv_sec += tick / 1000;
@@ -250,6 +255,12 @@ static void guard_stop(desktop_vnc *vnc) {
 static void call_begins(desktop_vnc *vnc) {
     int64_t now = monotonic_ms();
     atomic_store(&vnc->busy_since_ms, now > 0 ? now : 1);
+    if (vnc->guard_running) {
+        // Under the lock: the guard checks and sleeps under it, so this wake is not lost.
+        pthread_mutex_lock(&vnc->guard_lock);
+        pthread_cond_signal(&vnc->guard_wake);
+        pthread_mutex_unlock(&vnc->guard_lock);
+    }
 }
 
 static void call_ends(desktop_vnc *vnc) { atomic_store(&vnc->busy_since_ms, 0); }
