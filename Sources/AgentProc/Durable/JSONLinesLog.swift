@@ -40,6 +40,9 @@ struct JSONLinesLog: ~Copyable {
         return bytes.split(separator: UInt8(ascii: "\n")).compactMap { try? decoder.decode(Line.self, from: Data($0)) }
     }
 
+    /// Open for appending (not broken by a failed write).
+    var isOpen: Bool { fd >= 0 }
+
     /// Whether the next change should rewrite the file: it could not be written, or it holds
     /// more than twice the live lines (and 1024 more).
     func needsRewrite(live: Int) -> Bool {

@@ -72,20 +72,31 @@ final class ProcessLog: Sendable {
         return change(Line(t: "start", record: kept)) { $0[kept.id] = kept }
     }
 
+    /// An exit (on the reactor thread): appended at most, never a rewrite (see `change`).
     func exited(_ id: String, _ exit: ProcessRecord.Exit) {
-        change(Line(t: "exit", id: id, exit: exit)) { $0[id]?.exit = exit }
+        change(Line(t: "exit", id: id, exit: exit), appendOnly: true) { $0[id]?.exit = exit }
     }
 
+    /// A process forgotten (on the reactor thread, as retention follows an exit): appended at
+    /// most, never a rewrite.
     func forgot(_ id: String) {
-        change(Line(t: "forget", id: id)) { $0[id] = nil }
+        change(Line(t: "forget", id: id), appendOnly: true) { $0[id] = nil }
     }
 
+    /// Applies a change and writes its line. `appendOnly` (the reactor's changes): never the
+    /// whole file, which a compaction or a log broken by a failed write (a full disk) would
+    /// rewrite on every change, holding every process's output and exits meanwhile; a
+    /// compaction waits for the next start, and a broken log skips the line (the state holds
+    /// it, and the next start's rewrite writes it). The log grows meanwhile by at most two
+    /// lines per process started.
     @discardableResult
-    private func change(_ line: Line, _ apply: (inout [String: ProcessRecord]) -> Void) -> SystemCallError? {
+    private func change(_ line: Line, appendOnly: Bool = false, _ apply: (inout [String: ProcessRecord]) -> Void) -> SystemCallError? {
         let failure = state.withLock { s -> SystemCallError? in
             apply(&s.live)
             do throws(SystemCallError) {
-                if s.log.needsRewrite(live: s.live.count) {
+                if appendOnly {
+                    if s.log.isOpen { try s.log.append(line) }
+                } else if s.log.needsRewrite(live: s.live.count) {
                     try Self.rewrite(&s)
                 } else {
                     try s.log.append(line)

@@ -207,12 +207,20 @@ final class ToolCallStarts: Sendable {
         for waiter in waiters { waiter.resume() }
     }
 
-    /// Records how a claimed call's process ended (it outlives the process's own record).
+    /// Records how a claimed call's process ended (it outlives the process's own record). On
+    /// the reactor thread: an append at most, never the synced rewrite (a compaction, or the
+    /// rewrite a log broken by a failed write needs, waits for the next claim, off the
+    /// reactor; the state holds the exit meanwhile, and any rewrite writes it).
     func recordExit(id: String, _ exit: ProcessRecord.Exit) {
         state.withLock { s in
             guard let key = s.keyByID[id] else { return }
             s.entries[key]?.exit = exit
-            append(&s, Line(t: "exit", id: id, code: exit.code, signal: exit.signal, exited: exit.exitedAtUnix))
+            guard s.log.isOpen else { return }
+            do throws(SystemCallError) {
+                try s.log.append(Line(t: "exit", id: id, code: exit.code, signal: exit.signal, exited: exit.exitedAtUnix))
+            } catch {
+                failures.report(.toolCalls, error)
+            }
         }
     }
 
