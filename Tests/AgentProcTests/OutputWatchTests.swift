@@ -72,4 +72,15 @@ import Testing
         await watch.matchedSoFar()
         #expect(watch.match?.offset == 0, "a prompt too long for the re-tests matches at the end")
     }
+
+    /// Bytes skipped before they were seen (a gap) leave the rest of a line whose start was
+    /// not seen: it is not matched as a line, and matching resumes after its newline (an
+    /// anchored pattern matched the fragment before, at an offset that was no line's start).
+    @Test func afterAGapTheRestOfALineIsNotALine() throws {
+        let watch = OutputWatch(condition: .pattern(try LineRegex("^ERROR")), from: 0, inline: true)
+        watch.endCatchUp()
+        Array("first\n".utf8).withUnsafeBytes { watch.feed($0, at: 0) }
+        Array("ERROR, the end of a line\nERROR a whole line\n".utf8).withUnsafeBytes { watch.feed($0, at: 100) }
+        #expect(watch.match == OutputWatch.Match(line: Array("ERROR a whole line".utf8), offset: 125))
+    }
 }

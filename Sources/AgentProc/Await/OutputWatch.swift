@@ -55,6 +55,8 @@ public final class OutputWatch: Sendable {
     /// running (and its catch-up), so 4096 is more than ``ProcessManager/defaultMaxAwaits``
     /// needs twice over.
     static let pool = BlockingPool(name: "proc-match", threads: 2, maxQueued: 4096)
+    /// Queued bytes matched per pool job at most (a line in progress is kept between jobs).
+    static let sliceBytes = 64 * 1024
 
     /// A line that satisfied the condition and the offset of its first byte in the whole
     /// output.
@@ -95,6 +97,9 @@ public final class OutputWatch: Sendable {
         var position: UInt64
         /// Bytes of this line spent re-testing it unfinished.
         var promptSpent = 0
+        /// Bytes were skipped: what follows up to the next newline is the rest of a line
+        /// whose start was not seen, and is not matched as a line.
+        var midLine = false
     }
 
     let condition: LineCondition
@@ -115,6 +120,9 @@ public final class OutputWatch: Sendable {
     }
 
     public var match: Match? { result.withLock { $0 } }
+
+    /// Matched, or the await ended: nothing more is matched.
+    var isStopped: Bool { stopped.load(ordering: .relaxed) }
 
     /// The await ended: matching stops at the next line.
     func stop() {
@@ -210,21 +218,31 @@ public final class OutputWatch: Sendable {
         }
     }
 
-    /// Matches what is queued until nothing is left (or a line matched, or the await ended).
+    /// Matches what is queued, at most ``sliceBytes`` a job: with more left the job queues
+    /// itself again, behind the other watches' jobs, so a costly pattern over a fast writer
+    /// takes turns on the pool's threads instead of holding one (until a line matched, the
+    /// await ended or nothing is left).
     private func drain() {
-        while true {
+        do {
             let work = inbox.withLock { s -> (chunks: [(offset: UInt64, bytes: [UInt8])], ended: Bool, end: UInt64)? in
-                let ended = s.ended && !s.endSeen
-                guard !stopped.load(ordering: .relaxed), !s.chunks.isEmpty || ended else {
+                guard !stopped.load(ordering: .relaxed), !s.chunks.isEmpty || (s.ended && !s.endSeen) else {
                     s.draining = false
                     return nil
                 }
-                defer {
-                    s.chunks = []
-                    s.bytes = 0
+                var taken = 0
+                var count = 0
+                while count < s.chunks.count, count == 0 || taken + s.chunks[count].bytes.count <= Self.sliceBytes {
+                    taken += s.chunks[count].bytes.count
+                    count += 1
                 }
-                s.endSeen = s.ended
-                return (s.chunks, ended, s.queuedEnd)
+                let slice = Array(s.chunks.prefix(count))
+                s.chunks.removeFirst(count)
+                s.bytes -= taken
+                // The end is tested after the last queued bytes.
+                let ended = s.chunks.isEmpty && s.ended && !s.endSeen
+                if ended { s.endSeen = true }
+                let end = slice.last.map { $0.offset + UInt64($0.bytes.count) } ?? s.matchedEnd
+                return (slice, ended, end)
             }
             guard let work else {
                 wake(all: stopped.load(ordering: .relaxed))
@@ -248,11 +266,15 @@ public final class OutputWatch: Sendable {
                 wake(all: true)
                 return
             }
-            inbox.withLock { s in
+            let more = inbox.withLock { s -> Bool in
                 s.matchedEnd = max(s.matchedEnd, work.end)
                 if work.ended { s.endDone = true }
+                let more = !stopped.load(ordering: .relaxed) && (!s.chunks.isEmpty || (s.ended && !s.endSeen))
+                if !more { s.draining = false }
+                return more
             }
             wake(all: false)
+            if more { scheduleDrain() }
         }
     }
 
@@ -271,13 +293,20 @@ public final class OutputWatch: Sendable {
     private func scan(_ m: inout Matcher, _ bytes: UnsafeRawBufferPointer, at offset: UInt64) -> Match? {
         guard !bytes.isEmpty else { return nil }
         if offset != m.position {
-            // A gap (bytes dropped before they were seen): start afresh where output resumes.
+            // A gap (bytes dropped before they were seen): the line under way is lost, and
+            // what resumes is the rest of a line, not matched until its newline.
             m.line.removeAll(keepingCapacity: true)
-            m.lineStart = offset
             m.promptSpent = 0
+            m.midLine = true
         }
         m.position = offset + UInt64(bytes.count)
         var start = 0
+        if m.midLine {
+            guard let newline = bytes.firstIndex(of: UInt8(ascii: "\n")) else { return nil }
+            start = newline - bytes.startIndex + 1
+            m.lineStart = offset + UInt64(start)
+            m.midLine = false
+        }
         while start < bytes.count {
             if stopped.load(ordering: .relaxed) { return nil }
             let rest = UnsafeRawBufferPointer(rebasing: bytes[start...])

@@ -57,20 +57,34 @@ extension ProcessManager {
             guard activeAwaits.add(1, upTo: configuration.maxAwaits) != nil else { throw .allFull }
         }
         defer { if charged { activeAwaits.subtract(1, ordering: .relaxed) } }
-        if let condition = request.condition {
-            let from = min(request.from, process.outputEnd)
-            let made = OutputWatch(condition: condition, from: from)
+        let from = min(request.from, process.outputEnd)
+        let made = request.condition.map { OutputWatch(condition: $0, from: from) }
+        // Armed first, so they bound the catch-up too; each stops the watch's matching.
+        let client = clientGone.whenGone {
+            made?.stop()
+            signal.fire()
+        }
+        defer { client.cancel() }
+        let limit = min(request.timeout, configuration.maxWait)
+        let nanoseconds = limit.components.seconds * 1_000_000_000 + limit.components.attoseconds / 1_000_000_000
+        let timer = timerLoop.scheduleTask(in: .nanoseconds(nanoseconds)) {
+            made?.stop()
+            signal.fire()
+        }
+        defer { timer.cancel() }
+        if let made {
             watch = made
             guard let (catchUpTo, complete, head, tail) = process.attach(made) else { throw .processFull }
             // Read back and matched on the match pool, not on this request's event loop: a
             // costly pattern over 8 MiB of spool must not hold the loop's other connections.
             let spool = process.spool
-            // The pool refuses only past its bounds, which the awaits' cap keeps it under, and a
-            // cancelled task ends the await anyway: either way live output is still matched.
+            // The pool refuses only past its bounds, which the awaits' cap keeps it under; the
+            // timeout and the client's going stop the watch, which ends the catch-up at its next
+            // line.
             _ = try? await OutputWatch.pool.run { _ in
                 if let spool {
                     var offset = max(from, spool.dropped)
-                    while offset < catchUpTo, made.match == nil {
+                    while offset < catchUpTo, !made.isStopped {
                         let read = spool.read(from: offset, limit: min(1 << 20, Int(catchUpTo - offset)))
                         guard !read.bytes.isEmpty else { break }
                         made.catchUp(read.bytes, at: read.offset)
@@ -130,12 +144,6 @@ extension ProcessManager {
             }
         }
         defer { portTask?.cancel() }
-        let client = clientGone.whenGone { signal.fire() }
-        defer { client.cancel() }
-        let limit = min(request.timeout, configuration.maxWait)
-        let nanoseconds = limit.components.seconds * 1_000_000_000 + limit.components.attoseconds / 1_000_000_000
-        let timer = timerLoop.scheduleTask(in: .nanoseconds(nanoseconds)) { signal.fire() }
-        defer { timer.cancel() }
         await signal.wait()
 
         let outcome: (AwaitCondition, OutputWatch.Match?)
