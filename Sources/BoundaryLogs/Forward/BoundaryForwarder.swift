@@ -277,7 +277,11 @@ final class BoundaryForwarder: Service, Sendable {
     private func spoolRemaining() {
         let (count, lost) = state.withLock { s -> (Int, Int) in
             s.stopped = true
-            let remaining = (s.inFlight?.parts ?? []) + s.queue
+            // Batches read from the spool first (they are older than every batch only in
+            // memory, and were safe on disk: if room runs out, memory's are the ones lost),
+            // each group in its order, so a session's order holds.
+            let held = (s.inFlight?.parts ?? []) + s.queue
+            let remaining = held.filter { $0.segment != nil } + held.filter { $0.segment == nil }
             s.inFlight = nil
             s.queue = []
             BoundaryMetrics.queued.record(0)

@@ -36,6 +36,10 @@ final class BoundarySpool {
     private var held: [Int64: Int] = [:]
     /// The newest segment, open for appending (one open per segment, not per record).
     private var appending: (number: Int64, fd: Int32)?
+    /// Segments never appended to again: one a write failed in (its end may hold a torn
+    /// record, which ends its reading: a record after it would be skipped), and those found
+    /// at start (their end may be a crash's torn write).
+    private var sealed: Set<Int64> = []
 
     init(directory: String, maxBytes: Int, logger: Logger) {
         self.directory = directory
@@ -49,6 +53,7 @@ final class BoundarySpool {
             segments.append((number, size))
         }
         segments.sort { $0.number < $1.number }
+        sealed = Set(segments.map(\.number))
     }
 
     /// No record left to read (records taken and not settled may still be on disk).
@@ -62,7 +67,7 @@ final class BoundarySpool {
     func append(_ payload: [UInt8]) -> Bool {
         let record = Self.record(payload)
         guard totalBytes + record.count <= maxBytes else { return false }
-        if let last = segments.last?.number, reading?.number != last, !exhausted.contains(last),
+        if let last = segments.last?.number, reading?.number != last, !exhausted.contains(last), !sealed.contains(last),
             segments[segments.count - 1].size + record.count <= Self.segmentBytes
         {
             // The newest segment takes it.
@@ -77,7 +82,13 @@ final class BoundarySpool {
             guard fd >= 0 else { return false }
             appending = (number, fd)
         }
-        guard let fd = appending?.fd, Self.writeAll(record, to: fd) else { return false }
+        guard let fd = appending?.fd, Self.writeAll(record, to: fd) else {
+            // What was written of it (if anything) stays at the end of this segment, where
+            // it ends the reading: later records go to a new one.
+            sealed.insert(number)
+            closeAppending()
+            return false
+        }
         segments[segments.count - 1].size += record.count
         return true
     }
@@ -139,6 +150,7 @@ final class BoundarySpool {
         unlink(path(number))
         segments.removeAll { $0.number == number }
         exhausted.remove(number)
+        sealed.remove(number)
         held[number] = nil
     }
 
