@@ -111,4 +111,24 @@ import Testing
         }
         #expect(first.urls + second.urls == ["https://once.invalid/"])
     }
+
+    /// A batch of 1500 logs goes up in two parts; shutdown comes with the first delivered and
+    /// the second held: only the second part's 500 logs are spooled, and every log arrives
+    /// once (the whole batch was spooled, and its first 1000 logs arrived twice).
+    @Test func aSplitBatchSpoolsOnlyThePartsThatDidNotGo() async throws {
+        let directory = Self.directory("split")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let first = RecordingUpward(.hold)
+        try await BoundaryHarness.with(upward: first, directory: directory) { harness in
+            harness.forwarder.enqueue(Boundary.request((0..<1500).map { "https://x.invalid/\($0)" }, session: Self.session))
+            #expect(await eventually { first.heldCount == 1 })
+            first.deliverHeld()
+            #expect(await eventually { first.urls.count == 1000 && first.heldCount == 1 })
+        }
+        let second = RecordingUpward(.deliver)
+        try await BoundaryHarness.with(upward: second, directory: directory) { harness in
+            #expect(await eventually { harness.forwarder.isDrained && second.urls.count >= 500 })
+        }
+        #expect(first.urls + second.urls == (0..<1500).map { "https://x.invalid/\($0)" }, "each log once, in order")
+    }
 }

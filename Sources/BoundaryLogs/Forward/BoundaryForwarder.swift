@@ -240,7 +240,10 @@ final class BoundaryForwarder: Service, Sendable {
             // sent only by the next start. One already on its way (or whose outbox cannot
             // give it back) is spooled too: it may then arrive twice, never not at all.
             if outcome == nil, !receipt.withdraw() { outcome = receipt.outcome }
-            guard let outcome, outcome != .abandoned else { return false }
+            guard let outcome, outcome != .abandoned else {
+                dropSent(logs: outcomes.count * configuration.maxLogsPerRequest)
+                return false
+            }
             outcomes.append(outcome)
         }
         if let refused = outcomes.first(where: { if case .rejected = $0 { true } else if case .dropped = $0 { true } else { false } }) {
@@ -253,6 +256,24 @@ final class BoundaryForwarder: Service, Sendable {
             BoundaryMetrics.batchesForwarded.increment(by: Int64(batches))
         }
         return true
+    }
+
+    /// Shutdown came between the parts of a split request: the parts that went (its first
+    /// `logs` logs) are taken out of the batches in flight, which are spooled, so they do not
+    /// arrive twice.
+    private func dropSent(logs: Int) {
+        guard logs > 0 else { return }
+        state.withLock { s in
+            guard var inFlight = s.inFlight else { return }
+            var left = logs
+            for index in inFlight.parts.indices where left > 0 {
+                let taken = min(left, inFlight.parts[index].request.logs.count)
+                inFlight.parts[index].request.logs.removeFirst(taken)
+                left -= taken
+            }
+            inFlight.parts.removeAll { $0.request.logs.isEmpty }
+            s.inFlight = inFlight
+        }
     }
 
     /// The receipt's outcome, or nil once shutdown began and `deadline` passed (or shutdown
