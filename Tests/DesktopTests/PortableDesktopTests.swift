@@ -235,7 +235,18 @@ struct PortableDesktopTests {
         try await DesktopHarness.with(environment: environment) { desktop in
             let recorder = desktop.module.recorder
             func recorders(_ id: String) async -> [Int32] {
-                await DesktopHarness.run(["pgrep", "-f", "coder-recording-\(id).mp4"]).split(separator: "\n").compactMap { Int32($0) }
+                let pids = await DesktopHarness.run(["pgrep", "-f", "coder-recording-\(id).mp4"]).split(separator: "\n").compactMap { Int32($0) }
+                // A stub's own forks (its `sleep`, its `$(basename …)`) carry its command line
+                // until they exec: each stub is counted once, not with a fork caught mid-way
+                // (a loaded run counted six for five).
+                func parent(_ pid: Int32) -> Int32? {
+                    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8), let end = stat.lastIndex(of: ")") else {
+                        return nil
+                    }
+                    let fields = stat[stat.index(after: end)...].split(separator: " ")
+                    return fields.count > 1 ? Int32(fields[1]) : nil
+                }
+                return pids.filter { pid in parent(pid).map { !pids.contains($0) } ?? false }
             }
             let id = "8c9d0e1f-2a3b-4c4d-9e5f-6a7b8c9d0e1f"
             await withTaskGroup(of: Void.self) { group in
