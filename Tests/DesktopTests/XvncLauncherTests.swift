@@ -1,3 +1,4 @@
+import AgentCore
 import Foundation
 import Testing
 
@@ -37,14 +38,7 @@ struct XvncLauncherTests {
         guard XvncLauncher.isFree(display) else { return }
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         defer { close(fd) }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        let name = Array("/tmp/.X11-unix/X\(display)".utf8)
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            for (index, byte) in name.enumerated() { raw[1 + index] = byte }
-        }
-        let length = socklen_t(MemoryLayout<sa_family_t>.size + 1 + name.count)
-        let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }
+        let bound = UnixSocket.withAbstractAddress(Array("/tmp/.X11-unix/X\(display)".utf8)) { bind(fd, $0, $1) }
         try #require(bound == 0 && listen(fd, 1) == 0)
         #expect(!XvncLauncher.isFree(display), "the abstract socket holds it")
         #expect(XvncLauncher.freeDisplay(excluding: Set(10..<198)) == 199 || XvncLauncher.freeDisplay(excluding: Set(10..<198)) == nil)

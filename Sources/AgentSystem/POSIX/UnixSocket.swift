@@ -23,6 +23,22 @@ public enum UnixSocket {
         }
     }
 
+    /// Runs `body` with the `sockaddr_un` of the abstract name `name` (Linux: no file; the
+    /// address is the name's exact length, as X servers bind theirs); nil when too long.
+    public static func withAbstractAddress<T>(_ name: [UInt8], _ body: (UnsafePointer<sockaddr>, socklen_t) -> T) -> T? {
+        guard name.count <= maxPathBytes else { return nil }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            raw[0] = 0
+            UnsafeMutableRawBufferPointer(rebasing: raw[1...]).copyBytes(from: name)
+        }
+        let length = socklen_t(MemoryLayout<sa_family_t>.size + 1 + name.count)
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, length) }
+        }
+    }
+
     /// A connected, blocking, close-on-exec stream socket to `path`, or the errno of the
     /// step that failed (ENAMETOOLONG for a path that does not fit). A listener whose backlog
     /// is full (it does not accept) is waited for at most `timeout`, then EAGAIN: the kernel

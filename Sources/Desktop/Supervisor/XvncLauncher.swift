@@ -96,15 +96,7 @@ struct XvncLauncher: DesktopLauncher {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { return false }
         defer { close(fd) }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        let name = Array("/tmp/.X11-unix/X\(display)".utf8)
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            raw[0] = 0
-            for (index, byte) in name.enumerated() { raw[1 + index] = byte }
-        }
-        let length = socklen_t(MemoryLayout<sa_family_t>.size + 1 + name.count)
-        let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }
+        let bound = UnixSocket.withAbstractAddress(Array("/tmp/.X11-unix/X\(display)".utf8)) { bind(fd, $0, $1) } ?? -1
         return bound != 0 && errno == EADDRINUSE
     }
 

@@ -99,20 +99,11 @@ final class XSocket {
     private static func connect(_ path: [UInt8], abstract: Bool) -> Result<Int32, SystemCallError> {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
         guard fd >= 0 else { return .failure(SystemCallError(call: "socket", errno: errno)) }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        let name = abstract ? [0] + path : path
-        guard name.count < MemoryLayout.size(ofValue: address.sun_path) else {
+        let connect = { (address: UnsafePointer<sockaddr>, length: socklen_t) in Glibc.connect(fd, address, length) }
+        let text = String(decoding: path, as: UTF8.self)
+        guard let rc = abstract ? UnixSocket.withAbstractAddress(path, connect) : UnixSocket.withAddress(text, connect) else {
             close(fd)
             return .failure(SystemCallError(call: "connect", errno: ENAMETOOLONG))
-        }
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            raw.copyBytes(from: name)
-            raw[name.count] = 0
-        }
-        let length = abstract ? MemoryLayout<sa_family_t>.size + name.count : MemoryLayout<sockaddr_un>.size
-        let rc = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(length)) }
         }
         // A unix socket connects at once or not at all (EAGAIN: its backlog is full).
         guard rc == 0 else {
