@@ -55,6 +55,10 @@ final class SSHSessionHandler: ChannelDuplexHandler {
     private var clientVariables: [(name: String, value: String)] = []
     private var terminal: SSHChannelRequestEvent.PseudoTerminalRequest?
     private var process: SessionProcess?
+    /// The terminal's primary side while it is open. Its relay closes it (the reading side
+    /// at the end of output, while the channel may stay open), after which the number may
+    /// be another descriptor's: a resize or an end-of-file character must not reach that.
+    private var terminalDescriptor: Int32?
     private var started = false
     private var pendingSignals: [Int32] = []
     /// The relays of the process's output (stdout and stderr, or the terminal) still open.
@@ -136,9 +140,9 @@ final class SSHSessionHandler: ChannelDuplexHandler {
             }
             reply(request.wantReply, start(argv: [server], terminal: false, context: context), context)
         case let request as SSHChannelRequestEvent.WindowChangeRequest:
-            if let process, terminal != nil {
+            if let terminalDescriptor {
                 _ = agent_pty_resize(
-                    process.output, UInt16(clamping: request.terminalRowHeight), UInt16(clamping: request.terminalCharacterWidth))
+                    terminalDescriptor, UInt16(clamping: request.terminalRowHeight), UInt16(clamping: request.terminalCharacterWidth))
             }
         case let request as SSHChannelRequestEvent.SignalRequest:
             let number = Self.signalNumber(request.signal)
@@ -194,19 +198,21 @@ final class SSHSessionHandler: ChannelDuplexHandler {
                     environment.build(client: clientVariables, terminal: terminal.map { ($0.term, tty ?? "") })
                         .merging(forwarded) { _, forwarded in forwarded }
                 },
-                directory: directory, terminal: size)
+                directory: directory, terminal: size,
+                prepareTerminal: { [terminal] primary in
+                    // The client's terminal modes (ECHO, ICANON, the control characters, ...),
+                    // set before the process starts, as the reference's pty does.
+                    for (opcode, value) in terminal?.terminalModes.modeMapping ?? [:] {
+                        _ = agent_pty_set_mode(primary, Int32(opcode.rawValue), value.rawValue)
+                    }
+                })
         } catch {
             failAfterReply(error.description, context: context)
             return true
         }
         process = spawned
+        if terminal != nil { terminalDescriptor = spawned.output }
         sessions.track(spawned.pid)
-        if let terminal {
-            // The client's terminal modes (ECHO, ICANON, the control characters, ...).
-            for (opcode, value) in terminal.terminalModes.modeMapping {
-                _ = agent_pty_set_mode(spawned.output, Int32(opcode.rawValue), value.rawValue)
-            }
-        }
         for signal in pendingSignals { spawned.signalChild(signal) }
         pendingSignals = []
         relay(spawned, context: context)
@@ -340,10 +346,12 @@ final class SSHSessionHandler: ChannelDuplexHandler {
 
     /// The client's EOF: the pipe's end closes; a terminal gets its end-of-file character.
     private func clientFinishedInput() {
-        guard let inputChannel, let process else { return }
+        guard let inputChannel, process != nil else { return }
         if terminal != nil {
+            // ^D (the terminal's own character while it is open).
+            let eof = terminalDescriptor.map { agent_pty_eof_char($0) } ?? 4
             var buffer = inputChannel.allocator.buffer(capacity: 1)
-            buffer.writeInteger(UInt8(truncatingIfNeeded: agent_pty_eof_char(process.output)))
+            buffer.writeInteger(UInt8(truncatingIfNeeded: eof))
             inputChannel.writeAndFlush(buffer, promise: nil)
         } else {
             // After every byte queued before the EOF has been written (a half-close would
@@ -355,6 +363,8 @@ final class SSHSessionHandler: ChannelDuplexHandler {
     }
 
     func outputEnded() {
+        // A terminal has one relay: its end closed the descriptor, or is about to.
+        terminalDescriptor = nil
         let actions = life.outputEnded()
         if let context { perform(actions, context: context) }
     }
@@ -448,7 +458,7 @@ final class SSHSessionHandler: ChannelDuplexHandler {
     /// with the relay open (its end would have finished the session), as
     /// ``SessionProcess/readHeldOutput(maxBytes:_:)`` asks.
     private func drainTerminal() {
-        guard let process, let relay = outputChannels.first else { return }
+        guard let process, terminalDescriptor != nil, let relay = outputChannels.first else { return }
         process.readHeldOutput(maxBytes: Self.maxFinalDrain) { bytes in
             forward(relay.allocator.buffer(bytes: bytes), type: .channel, from: relay)
         }

@@ -25,9 +25,11 @@ public struct SessionProcess: Sendable {
 
     /// Spawns `argv` (its first element an absolute path) in `directory`, with the
     /// environment `environment` gives for the terminal's path (`/dev/pts/3`; nil without one).
+    /// `prepareTerminal` gets the terminal's primary side before the child starts (an SSH
+    /// client's terminal modes: a program that reads them at start must see them).
     public static func spawn(
         argv: [String], environment: (_ terminal: String?) -> [String: String], directory: String,
-        terminal: (rows: UInt16, columns: UInt16)?
+        terminal: (rows: UInt16, columns: UInt16)?, prepareTerminal: (_ primary: Int32) -> Void = { _ in }
     ) throws(SpawnError) -> SessionProcess {
         var agentOutput: Int32 = -1
         var agentInput: Int32 = -1
@@ -44,6 +46,7 @@ public struct SessionProcess: Sendable {
             agentOutput = primary
             childIn = secondary
             childOut = secondary
+            prepareTerminal(primary)
         } else {
             var stdinPair: [Int32] = [-1, -1]
             var stdoutPair: [Int32] = [-1, -1]
