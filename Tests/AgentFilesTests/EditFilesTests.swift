@@ -147,6 +147,44 @@ struct EditFilesTests {
         }
     }
 
+    /// Pass 3 trims white space as Go's `strings.TrimSpace` does, non-ASCII white space
+    /// included: a search line's stray no-break or ideographic space, or one at the edge of
+    /// a file line, does not stop the match.
+    @Test(
+        arguments: [
+            // A no-break space leading the search line.
+            ("a\nx = 1\nb\n", "a\n\u{00A0}x = 1\n", "a\nx = 2\n", "a\nx = 2\nb\n"),
+            // An ideographic space leading the search line.
+            ("a\nx = 1\nb\n", "\u{3000}x = 1\nb", "x = 2\nb", "a\nx = 2\nb\n"),
+            // An ideographic space ending the file's line.
+            ("total = 1\u{3000}\nnext\n", "total = 1\nnext", "total = 2\nnext", "total = 2\nnext\n"),
+            // A next-line character and a thin space around the file's line.
+            ("a\n\u{0085}x = 1\u{2009}\nb\n", "a\nx = 1\n", "a\nx = 2\n", "a\nx = 2\nb\n"),
+        ] as [(String, String, String, String)])
+    func trimmedPassTrimsUnicodeWhiteSpace(file: String, search: String, replace: String, expected: String) async throws {
+        try await withFilesServer { h in
+            let path = h.file("unicode.txt")
+            try write(file, path)
+            let response = try await h.post("edit-files", json: Self.body([(path, [(search, replace, false)])]))
+            #expect(response.status == 200, "\(response)")
+            #expect(try read(path) == expected)
+        }
+    }
+
+    /// Scalars Go does not count as white space stay part of the line: a zero-width space,
+    /// a byte-order mark, a Mongolian vowel separator (white space before Unicode 6.3).
+    @Test(arguments: ["\u{200B}", "\u{FEFF}", "\u{180E}"])
+    func trimmedPassKeepsOtherInvisibleScalars(scalar: String) async throws {
+        try await withFilesServer { h in
+            let path = h.file("invisible.txt")
+            let file = "a\n\(scalar)x = 1\nb\n"
+            try write(file, path)
+            let response = try await h.post("edit-files", json: Self.body([(path, [("a\nx = 1\n", "a\nx = 2\n", false)])]))
+            #expect(response.status == 400 && response.bodyText.contains("not found"), "\(response)")
+            #expect(try read(path) == file)
+        }
+    }
+
     // 8.
     @Test func diffs() async throws {
         try await withFilesServer { h in

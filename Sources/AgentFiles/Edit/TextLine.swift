@@ -47,16 +47,79 @@ struct TextLine: Equatable, Sendable {
         return text[0..<end]
     }
 
-    /// Without any leading or trailing whitespace (match pass 3).
-    static func isSpace(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 || byte == 0x0D || byte == 0x0B || byte == 0x0C }
+    /// Without any leading or trailing white space as Go's `strings.TrimSpace` sees it
+    /// (match pass 3, and the pairing of search and replacement lines).
+    var trimmedAll: ArraySlice<UInt8> { text[GoSpace.trimmed(text, 0..<text.count)] }
+}
 
-    var trimmedAll: ArraySlice<UInt8> {
-        let isSpace = Self.isSpace
-        var start = 0
-        var end = text.count
-        while start < end, isSpace(text[start]) { start += 1 }
-        while end > start, isSpace(text[end - 1]) { end -= 1 }
-        return text[start..<end]
+/// White space as Go's `unicode.IsSpace` has it, which `strings.TrimSpace` trims: the ASCII
+/// `\t \n \v \f \r` and space, and U+0085, U+00A0, U+1680, U+2000–U+200A, U+2028, U+2029,
+/// U+202F, U+205F and U+3000 (Unicode's White_Space). Bytes are UTF-8, not validated: an
+/// edge byte below 0x80 is decided alone, and only one of 0x80 or more makes the scalar at
+/// that edge be looked at, so ASCII lines cost what they did. A broken sequence at an edge
+/// is not white space (Go decodes it as U+FFFD).
+enum GoSpace {
+    static func isASCIISpace(_ byte: UInt8) -> Bool { byte == 0x20 || (byte >= 0x09 && byte <= 0x0D) }
+
+    /// `range` of `bytes` without the white space at either end.
+    static func trimmed(_ bytes: [UInt8], _ range: Range<Int>) -> Range<Int> {
+        var start = range.lowerBound
+        var end = range.upperBound
+        while start < end {
+            let byte = bytes[start]
+            if byte < 0x80 {
+                guard isASCIISpace(byte) else { break }
+                start += 1
+            } else {
+                let length = spaceLength(bytes, startingAt: start, end: end)
+                guard length > 0 else { break }
+                start += length
+            }
+        }
+        while end > start {
+            let byte = bytes[end - 1]
+            if byte < 0x80 {
+                guard isASCIISpace(byte) else { break }
+                end -= 1
+            } else {
+                let length = spaceLength(bytes, endingAt: end, start: start)
+                guard length > 0 else { break }
+                end -= length
+            }
+        }
+        return start..<end
+    }
+
+    /// The length of the non-ASCII white-space scalar that begins at `index` (and ends by
+    /// `end`), 0 when none does.
+    static func spaceLength(_ bytes: [UInt8], startingAt index: Int, end: Int) -> Int {
+        guard end - index >= 2 else { return 0 }
+        let lead = bytes[index]
+        let second = bytes[index + 1]
+        if lead == 0xC2 { return second == 0x85 || second == 0xA0 ? 2 : 0 }
+        guard end - index >= 3 else { return 0 }
+        return isThreeByteSpace(lead, second, bytes[index + 2]) ? 3 : 0
+    }
+
+    /// The length of the non-ASCII white-space scalar that ends at `end` (and begins at or
+    /// after `start`), 0 when none does. Each of the sequences begins with a lead byte, so
+    /// the scalar Go decodes last is the one matched here.
+    static func spaceLength(_ bytes: [UInt8], endingAt end: Int, start: Int) -> Int {
+        let last = bytes[end - 1]
+        if end - start >= 2, bytes[end - 2] == 0xC2, last == 0x85 || last == 0xA0 { return 2 }
+        if end - start >= 3, isThreeByteSpace(bytes[end - 3], bytes[end - 2], last) { return 3 }
+        return 0
+    }
+
+    /// U+1680, U+2000–U+200A, U+2028, U+2029, U+202F, U+205F, U+3000 in UTF-8.
+    static func isThreeByteSpace(_ first: UInt8, _ second: UInt8, _ third: UInt8) -> Bool {
+        switch (first, second) {
+        case (0xE1, 0x9A): return third == 0x80
+        case (0xE2, 0x80): return (0x80...0x8A).contains(third) || third == 0xA8 || third == 0xA9 || third == 0xAF
+        case (0xE2, 0x81): return third == 0x9F
+        case (0xE3, 0x80): return third == 0x80
+        default: return false
+        }
     }
 }
 
@@ -131,8 +194,9 @@ struct FileLines {
         case .trailingWhitespace:
             while end > start, content[end - 1] == 0x20 || content[end - 1] == 0x09 { end -= 1 }
         case .allWhitespace:
-            while start < end, TextLine.isSpace(content[start]) { start += 1 }
-            while end > start, TextLine.isSpace(content[end - 1]) { end -= 1 }
+            let trimmed = GoSpace.trimmed(content, start..<end)
+            start = trimmed.lowerBound
+            end = trimmed.upperBound
         }
         return content[start..<end]
     }
@@ -140,9 +204,11 @@ struct FileLines {
     /// The whole file's indentation unit (only asked when a window has none of its own).
     func indentationUnit() -> Indentation.Unit? {
         Indentation.unit(
-            ofIndentations: spans.indices.lazy.filter { !key($0, .allWhitespace).isEmpty }.map { index in
-                let span = spans[index]
-                return content[span.start..<span.textEnd].prefix { $0 == 0x20 || $0 == 0x09 }
+            ofIndentations: spans.indices.lazy.compactMap { index -> ArraySlice<UInt8>? in
+                // Lines with a body (a byte besides spaces and tabs), as ``Indentation/unit(of:)``.
+                let text = content[spans[index].start..<spans[index].textEnd]
+                let lead = text.prefix { $0 == 0x20 || $0 == 0x09 }
+                return lead.count < text.count ? lead : nil
             })
     }
 }
