@@ -35,6 +35,78 @@ struct MCPServerManagerRuleTests {
         await h.stop()
     }
 
+    /// A declared server that has never had a session is unknown to a call, as in the
+    /// reference (which keeps only servers that connected): 404 with the reference's detail,
+    /// then why: its failed connect, or that it is still connecting.
+    @Test func aCallToAServerThatNeverConnectedIsA404() async throws {
+        let h = try Harness(
+            servers: [
+                "missing": ["command": "no-such-mcp-server-command"],
+                "silent": ["command": "python3", "args": ["\(MCPTestServers.directory)/not_mcp.py", "silent"]],
+            ],
+            timeouts: .init(connect: .seconds(120)), restart: MCPRestartPolicy(initial: .seconds(60), maximum: .seconds(60)))
+        h.start()
+        #expect(await eventually { h.server("missing")?.lastError.contains("executable file not found") == true })
+        let why = try #require(h.server("missing")?.lastError)
+        do {
+            _ = try await h.manager.callTool("missing__x", arguments: nil)
+            Issue.record("a call to a server that never connected succeeded")
+        } catch {
+            #expect(error == .neverConnected(server: "missing", why: why))
+            let api = MCPRoutes.apiError(error)
+            #expect(api.status == .notFound && api.body.message == "MCP tool call failed.", "\(api)")
+            #expect(api.body.detail == #"unknown MCP server: "missing" (declared, not connected: "# + why + ")", "\(api)")
+            #expect(why.hasPrefix("failed to connect: "), "\(why)")
+        }
+
+        #expect(await eventually { h.server("silent")?.state == .connecting })
+        do {
+            _ = try await h.manager.callTool("silent__x", arguments: nil)
+            Issue.record("a call to a server still connecting succeeded")
+        } catch {
+            #expect(error == .neverConnected(server: "silent", why: "still connecting"))
+            let api = MCPRoutes.apiError(error)
+            #expect(api.status == .notFound && api.body.detail == #"unknown MCP server: "silent" (declared, not connected: still connecting)"#, "\(api)")
+        }
+        #expect(h.manager.callsInFlight == 0)
+        await h.stop()
+    }
+
+    /// A server that had a session which ended (here it exits at its first call) is not
+    /// unknown: until it is back, a call fails with 502, as the reference's call on the dead
+    /// session it keeps.
+    @Test func aCallToAServerWhoseSessionEndedIsA502() async throws {
+        let script = """
+            import json, sys
+            for line in sys.stdin:
+                msg = json.loads(line)
+                method = msg.get("method")
+                if method == "initialize":
+                    result = {"protocolVersion": msg["params"]["protocolVersion"], "capabilities": {"tools": {}}, "serverInfo": {"name": "brief", "version": "1"}}
+                    print(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}), flush=True)
+                elif method == "tools/list":
+                    print(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": {"tools": []}}), flush=True)
+                elif method == "tools/call":
+                    break
+            """
+        let h = try Harness(
+            servers: ["brief": ["command": "python3", "args": ["-c", script]]],
+            restart: MCPRestartPolicy(initial: .seconds(60), maximum: .seconds(60)))
+        h.start()
+        #expect(await eventually { h.server("brief")?.state == .connected })
+        _ = try? await h.manager.callTool("brief__exit", arguments: nil)
+        #expect(await eventually { h.server("brief")?.state == .restarting && h.server("brief")?.lastError.contains("server exited") == true })
+        do {
+            _ = try await h.manager.callTool("brief__x", arguments: nil)
+            Issue.record("a call to a server whose session ended succeeded")
+        } catch {
+            let api = MCPRoutes.apiError(error)
+            #expect(api.status == .badGateway && api.body.message == "MCP tool call failed.", "\(api)")
+            #expect(error.detail.hasPrefix(#"call tool "x" on "brief": server "brief" is not connected: server exited"#), "\(error.detail)")
+        }
+        await h.stop()
+    }
+
     @Test func toolNamesSplitAtTheFirstSeparator() {
         #expect(MCPServerManager.splitToolName("a__b")! == ("a", "b"))
         #expect(MCPServerManager.splitToolName("a__b__c")! == ("a", "b__c"))

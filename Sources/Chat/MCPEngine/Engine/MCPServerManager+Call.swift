@@ -8,18 +8,23 @@ public enum MCPCallFailure: Error, Sendable, Equatable {
     case invalidName(String)
     /// No server of that name is declared (404).
     case unknownServer(String)
+    /// A declared server that has not had a session yet: still connecting, or its connects
+    /// failed (404, as the reference answers: it keeps only servers that connected). The
+    /// detail is the reference's, then why (secrets redacted).
+    case neverConnected(server: String, why: String)
     /// Every call slot of the agent is taken (503).
     case busy(Int)
     /// Every call slot of that server is taken (503, as ``busy(_:)``: try again later).
     case serverBusy(server: String, limit: Int)
-    /// Anything else: not connected, transport, timeout, JSON-RPC error (502); the text is
-    /// `call tool "<tool>" on "<server>": <why>`.
+    /// Anything else: a server whose session ended (until it is back), transport, timeout,
+    /// JSON-RPC error (502); the text is `call tool "<tool>" on "<server>": <why>`.
     case failed(String)
 
     public var detail: String {
         switch self {
         case .invalidName(let name): "invalid tool name format: expected format \"server__tool\", got \(goQuote(name))"
         case .unknownServer(let server): "unknown MCP server: \(goQuote(server))"
+        case .neverConnected(let server, let why): "unknown MCP server: \(goQuote(server)) (declared, not connected: \(why))"
         case .busy(let limit): "\(limit) MCP tool calls are in flight; try again later"
         case .serverBusy(let server, let limit): "MCP server \(goQuote(server)) has \(limit) calls in flight; try again later"
         case .failed(let text): text
@@ -36,11 +41,17 @@ extension MCPServerManager {
             metrics.call("invalid_name")
             throw .invalidName(toolName)
         }
-        enum Admission { case unknown, busy(Int), serverBusy, notConnected(String), admitted(MCPClientSession, ContextRedactor) }
+        enum Admission {
+            case unknown, busy(Int), serverBusy, neverConnected(String), notConnected(String), admitted(MCPClientSession, ContextRedactor)
+        }
         let limit = configuration.maxCallsInFlight
         let admission = state.withLock { s -> Admission in
             guard let server = s.servers[serverName] else { return .unknown }
             guard let session = server.session else {
+                // The reference holds a server only once it connected, and keeps a session
+                // that ended: a server that never had one is unknown to it (404), one whose
+                // session ended fails the call (502).
+                if server.running == nil { return .neverConnected(server.error.isEmpty ? "still connecting" : server.error) }
                 return .notConnected(server.error.isEmpty ? "not connected" : server.error)
             }
             guard s.callsInFlight < limit else { return .busy(limit) }
@@ -61,6 +72,9 @@ extension MCPServerManager {
         case .serverBusy:
             metrics.call("busy")
             throw .serverBusy(server: serverName, limit: MCPLimits.maxConcurrentCalls)
+        case .neverConnected(let why):
+            metrics.call("unknown_server")
+            throw .neverConnected(server: serverName, why: why)
         case .notConnected(let why):
             metrics.call("failed")
             throw .failed(prefix + "server \(goQuote(serverName)) is not connected: \(why)")

@@ -79,7 +79,7 @@ struct MCPRoutes: Sendable {
     static func apiError(_ failure: MCPCallFailure) -> APIError {
         switch failure {
         case .invalidName: return APIError(.badRequest, "MCP tool call failed.", detail: failure.detail)
-        case .unknownServer: return APIError(.notFound, "MCP tool call failed.", detail: failure.detail)
+        case .unknownServer, .neverConnected: return APIError(.notFound, "MCP tool call failed.", detail: failure.detail)
         case .busy, .serverBusy:
             var error = APIError(.serviceUnavailable, "MCP tool call failed.", detail: failure.detail)
             error.headers[.retryAfter] = "1"
