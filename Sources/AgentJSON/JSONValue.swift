@@ -40,14 +40,14 @@ public enum JSONValue: Sendable, Equatable {
 
     /// Parses the first JSON value in `bytes`, ignoring what follows it.
     public static func parseFirst(_ bytes: some Collection<UInt8>) throws(JSONSyntaxError) -> JSONValue {
-        var parser = JSONParser(Array(bytes))
+        var parser = JSONParser(Array(bytes), wholeInput: false)
         return try parser.parseDocument()
     }
 
     /// Parses `bytes` as exactly one JSON value (whitespace around it allowed), as Go's
     /// `json.Unmarshal` does: empty input and trailing bytes are errors.
     public static func parseWhole(_ bytes: some Collection<UInt8>) throws(JSONSyntaxError) -> JSONValue {
-        var parser = JSONParser(Array(bytes))
+        var parser = JSONParser(Array(bytes), wholeInput: true)
         return try parser.parseWholeDocument()
     }
 }
@@ -56,6 +56,11 @@ public enum JSONValue: Sendable, Equatable {
 public struct JSONSyntaxError: Error, Equatable, CustomStringConvertible {
     public let description: String
     public init(_ description: String) { self.description = description }
+
+    /// Go's `json.Decoder` on input that ends inside a value (`io.ErrUnexpectedEOF`).
+    public static let unexpectedEOF = "unexpected EOF"
+    /// Go's `json.Unmarshal` on input that ends before its value does.
+    public static let unexpectedEndOfInput = "unexpected end of JSON input"
 }
 
 /// A recursive-descent parser; nesting is bounded so hostile input cannot exhaust the stack.
@@ -63,10 +68,15 @@ struct JSONParser {
     static let maxDepth = 256
 
     private let bytes: [UInt8]
+    /// `json.Unmarshal`'s errors (else one `Decoder.Decode`'s) for input that ends too soon.
+    private let wholeInput: Bool
     private var index = 0
     private var depth = 0
 
-    init(_ bytes: [UInt8]) { self.bytes = bytes }
+    init(_ bytes: [UInt8], wholeInput: Bool) {
+        self.bytes = bytes
+        self.wholeInput = wholeInput
+    }
 
     mutating func parseDocument() throws(JSONSyntaxError) -> JSONValue {
         skipWhitespace()
@@ -76,7 +86,7 @@ struct JSONParser {
 
     mutating func parseWholeDocument() throws(JSONSyntaxError) -> JSONValue {
         skipWhitespace()
-        if index >= bytes.count { throw JSONSyntaxError("unexpected end of JSON input") }
+        if index >= bytes.count { throw JSONSyntaxError(JSONSyntaxError.unexpectedEndOfInput) }
         let value = try parseValue(context: "looking for beginning of value")
         skipWhitespace()
         if index < bytes.count { throw invalid(bytes[index], "after top-level value") }
@@ -94,6 +104,15 @@ struct JSONParser {
 
     private func invalid(_ byte: UInt8, _ context: String) -> JSONSyntaxError {
         JSONSyntaxError("invalid character \(Self.quoteChar(byte)) \(context)")
+    }
+
+    /// The error for input that ends too soon. A decoder says `unexpected EOF`. `json.Unmarshal`
+    /// ends its scan with a blank, which a literal, number or escape cut short refuses in the
+    /// words `refusingBlank` gives, and which elsewhere leaves `unexpected end of JSON input`.
+    private func truncated(refusingBlank context: String? = nil) -> JSONSyntaxError {
+        guard wholeInput else { return JSONSyntaxError(JSONSyntaxError.unexpectedEOF) }
+        guard let context else { return JSONSyntaxError(JSONSyntaxError.unexpectedEndOfInput) }
+        return invalid(UInt8(ascii: " "), context)
     }
 
     /// Go's `quoteChar`: the byte as the rune of the same value, quoted as `strconv.Quote`
@@ -120,7 +139,7 @@ struct JSONParser {
 
     private mutating func parseValue(context: String) throws(JSONSyntaxError) -> JSONValue {
         skipWhitespace()
-        guard index < bytes.count else { throw JSONSyntaxError("unexpected EOF") }
+        guard index < bytes.count else { throw truncated() }
         let byte = bytes[index]
         switch byte {
         case UInt8(ascii: "{"): return try parseObject()
@@ -145,26 +164,26 @@ struct JSONParser {
         index += 1
         var members: [(String, JSONValue)] = []
         skipWhitespace()
-        guard index < bytes.count else { throw JSONSyntaxError("unexpected EOF") }
+        guard index < bytes.count else { throw truncated() }
         if bytes[index] == UInt8(ascii: "}") {
             index += 1
             return .object(members)
         }
         while true {
             skipWhitespace()
-            guard index < bytes.count else { throw JSONSyntaxError("unexpected EOF") }
+            guard index < bytes.count else { throw truncated() }
             guard bytes[index] == UInt8(ascii: "\"") else {
                 throw invalid(bytes[index], "looking for beginning of object key string")
             }
             let key = try parseString()
             skipWhitespace()
-            guard index < bytes.count else { throw JSONSyntaxError("unexpected EOF") }
+            guard index < bytes.count else { throw truncated() }
             guard bytes[index] == UInt8(ascii: ":") else { throw invalid(bytes[index], "after object key") }
             index += 1
             let value = try parseValue(context: "looking for beginning of value")
             members.append((key, value))
             skipWhitespace()
-            guard index < bytes.count else { throw JSONSyntaxError("unexpected EOF") }
+            guard index < bytes.count else { throw truncated() }
             switch bytes[index] {
             case UInt8(ascii: ","): index += 1
             case UInt8(ascii: "}"): index += 1; return .object(members)
@@ -179,7 +198,7 @@ struct JSONParser {
         index += 1
         var items: [JSONValue] = []
         skipWhitespace()
-        guard index < bytes.count else { throw JSONSyntaxError("unexpected EOF") }
+        guard index < bytes.count else { throw truncated() }
         if bytes[index] == UInt8(ascii: "]") {
             index += 1
             return .array(items)
@@ -187,7 +206,7 @@ struct JSONParser {
         while true {
             items.append(try parseValue(context: "looking for beginning of value"))
             skipWhitespace()
-            guard index < bytes.count else { throw JSONSyntaxError("unexpected EOF") }
+            guard index < bytes.count else { throw truncated() }
             switch bytes[index] {
             case UInt8(ascii: ","): index += 1
             case UInt8(ascii: "]"): index += 1; return .array(items)
@@ -199,9 +218,11 @@ struct JSONParser {
     private mutating func expectLiteral(_ literal: StaticString) throws(JSONSyntaxError) {
         let expected = UnsafeRawBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount)
         for (offset, want) in expected.enumerated() {
-            guard index + offset < bytes.count else { throw JSONSyntaxError("unexpected EOF") }
-            let got = bytes[index + offset]
-            if got != want { throw invalid(got, "in literal \(literal) (expecting '\(Character(Unicode.Scalar(want)))')") }
+            let got = index + offset < bytes.count ? bytes[index + offset] : nil
+            if got == want { continue }
+            let context = "in literal \(literal) (expecting '\(Character(Unicode.Scalar(want)))')"
+            guard let got else { throw truncated(refusingBlank: context) }
+            throw invalid(got, context)
         }
         index += expected.count
     }
@@ -214,7 +235,7 @@ struct JSONParser {
             return p.index - s
         }
         if bytes[index] == UInt8(ascii: "-") { index += 1 }
-        guard index < bytes.count else { throw JSONSyntaxError("unexpected EOF") }
+        guard index < bytes.count else { throw truncated(refusingBlank: "in numeric literal") }
         if bytes[index] == UInt8(ascii: "0") {
             index += 1
         } else if digits(&self) == 0 {
@@ -222,13 +243,13 @@ struct JSONParser {
         }
         if index < bytes.count, bytes[index] == UInt8(ascii: ".") {
             index += 1
-            guard index < bytes.count else { throw JSONSyntaxError("unexpected EOF") }
+            guard index < bytes.count else { throw truncated(refusingBlank: "after decimal point in numeric literal") }
             if digits(&self) == 0 { throw invalid(bytes[index], "after decimal point in numeric literal") }
         }
         if index < bytes.count, bytes[index] == UInt8(ascii: "e") || bytes[index] == UInt8(ascii: "E") {
             index += 1
             if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") { index += 1 }
-            guard index < bytes.count else { throw JSONSyntaxError("unexpected EOF") }
+            guard index < bytes.count else { throw truncated(refusingBlank: "in exponent of numeric literal") }
             if digits(&self) == 0 { throw invalid(bytes[index], "in exponent of numeric literal") }
         }
         return String(decoding: bytes[start..<index], as: UTF8.self)
@@ -240,12 +261,12 @@ struct JSONParser {
         var runStart = index
         func flushRun(_ p: JSONParser, _ upTo: Int, into view: inout String.UnicodeScalarView) {
             if runStart < upTo {
-                // Invalid UTF-8 becomes U+FFFD, as Go does.
-                view.append(contentsOf: String(decoding: p.bytes[runStart..<upTo], as: UTF8.self).unicodeScalars)
+                // Each invalid UTF-8 byte becomes U+FFFD, as in Go.
+                view.append(contentsOf: String(goDecoding: p.bytes[runStart..<upTo]).unicodeScalars)
             }
         }
         while true {
-            guard index < bytes.count else { throw JSONSyntaxError("unexpected EOF") }
+            guard index < bytes.count else { throw truncated() }
             let byte = bytes[index]
             if byte == UInt8(ascii: "\"") {
                 flushRun(self, index, into: &scalars)
@@ -259,7 +280,7 @@ struct JSONParser {
             }
             flushRun(self, index, into: &scalars)
             index += 1
-            guard index < bytes.count else { throw JSONSyntaxError("unexpected EOF") }
+            guard index < bytes.count else { throw truncated(refusingBlank: "in string escape code") }
             let escape = bytes[index]
             index += 1
             switch escape {
@@ -296,7 +317,7 @@ struct JSONParser {
     private mutating func parseHex4() throws(JSONSyntaxError) -> UInt32 {
         var value: UInt32 = 0
         for _ in 0..<4 {
-            guard index < bytes.count else { throw JSONSyntaxError("unexpected EOF") }
+            guard index < bytes.count else { throw truncated(refusingBlank: "in \\u hexadecimal character escape") }
             let b = bytes[index]
             let digit: UInt32
             switch b {

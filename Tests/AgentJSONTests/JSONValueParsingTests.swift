@@ -86,6 +86,36 @@ struct JSONValueParsingTests {
         #expect(wholeError("+1") == "invalid character '+' looking for beginning of value")
     }
 
+    /// Input that ends too soon: `json.Unmarshal` ends its scan with a blank, which leaves
+    /// `unexpected end of JSON input` between tokens and inside a string, and is refused in
+    /// the scanner's words inside a literal, a number or an escape. A decoder says
+    /// `unexpected EOF` for all of them (`io.ErrUnexpectedEOF`).
+    @Test func truncatedInputIsWordedAsUnmarshalAndDecodeWordIt() {
+        let end = "unexpected end of JSON input"
+        for text in ["{", "[", #"{"a""#, #"{"a":"#, #"{"a":1"#, #"{"a":1,"#, "[1,", "[1", #""abc"#, #""\ud800"#, #"{"a":[{"b":"#] {
+            #expect(wholeError(text) == end, "\(text)")
+            #expect(firstError(text) == "unexpected EOF", "\(text)")
+        }
+        let cut: [(String, String)] = [
+            ("t", "invalid character ' ' in literal true (expecting 'r')"),
+            ("tru", "invalid character ' ' in literal true (expecting 'e')"),
+            ("[fals", "invalid character ' ' in literal false (expecting 'e')"),
+            (#"{"a":nul"#, "invalid character ' ' in literal null (expecting 'l')"),
+            ("-", "invalid character ' ' in numeric literal"),
+            ("[1.", "invalid character ' ' after decimal point in numeric literal"),
+            ("1e", "invalid character ' ' in exponent of numeric literal"),
+            ("1E-", "invalid character ' ' in exponent of numeric literal"),
+            (#""\"#, "invalid character ' ' in string escape code"),
+            (#""\u12"#, #"invalid character ' ' in \u hexadecimal character escape"#),
+            (#""\ud800\u"#, #"invalid character ' ' in \u hexadecimal character escape"#),
+        ]
+        for (text, error) in cut {
+            #expect(wholeError(text) == error, "\(text)")
+            #expect(firstError(text) == "unexpected EOF", "\(text)")
+        }
+        #expect(JSONSyntaxError.unexpectedEndOfInput == end && JSONSyntaxError.unexpectedEOF == "unexpected EOF")
+    }
+
     /// The offending byte is shown as Go's `quoteChar` shows it: as the rune of its value,
     /// quoted by `strconv.Quote` (a UTF-8 byte order mark reads as `'ï'`).
     @Test func theOffendingByteIsQuotedAsGoQuotesIt() {

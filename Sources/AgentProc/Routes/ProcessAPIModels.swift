@@ -1,3 +1,5 @@
+import AgentCore
+
 /// `POST /start` reply; a retried tool call (``attached``) also says how its process is now.
 struct StartResponse: Encodable {
     var id: String
@@ -99,11 +101,11 @@ struct CursorResponse: Encodable {
             return
         }
         let read = spool.read(from: request.offset, limit: request.limit)
-        // A character cut by the limit is left for the next read (it would be U+FFFD twice).
+        // A character cut by the limit is left for the next read (both reads would show U+FFFD).
         var bytes = read.bytes[...]
         let whole = UTF8Boundary.completePrefix(bytes)
         if whole > 0, whole < bytes.count, read.offset + UInt64(bytes.count) < read.end { bytes = bytes.prefix(whole) }
-        output = String(decoding: bytes, as: UTF8.self)
+        output = String(goDecoding: bytes)
         nextOffset = read.offset + UInt64(bytes.count)
         droppedBytes = read.dropped
     }
@@ -199,8 +201,8 @@ struct OutputResponse: Encodable {
     }
 
     init(_ process: ManagedProcess, _ snapshot: ManagedProcess.Snapshot) {
-        // Invalid UTF-8 becomes U+FFFD, as Go's encoder does.
-        output = String(decoding: snapshot.output, as: UTF8.self)
+        // Each invalid UTF-8 byte becomes U+FFFD, as Go's encoder writes it.
+        output = String(goDecoding: snapshot.output)
         truncated = snapshot.truncation
         running = snapshot.running
         command = process.command

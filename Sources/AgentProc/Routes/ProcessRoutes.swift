@@ -131,7 +131,7 @@ struct ProcessRoutes: Sendable {
             }
             var answer = OutputResponse(process, process.snapshot())
             answer.condition = condition.rawValue
-            answer.match = match.map { MatchResponse(line: String(decoding: $0.line, as: UTF8.self), offset: $0.offset) }
+            answer.match = match.map { MatchResponse(line: String(goDecoding: $0.line), offset: $0.offset) }
             return JSONResponse.make(answer)
         }
         if query.wait {

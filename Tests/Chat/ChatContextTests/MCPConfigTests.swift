@@ -56,7 +56,7 @@ struct MCPConfigTests {
                 return error.reason
             }
         }
-        #expect(reason("{") != nil)
+        #expect(reason("{") == "unexpected end of JSON input", "json.Unmarshal's words, not a decoder's")
         #expect(reason("") == "unexpected end of JSON input")
         #expect(reason("{} x") == "invalid character 'x' after top-level value")
         #expect(reason("[]") == "json: cannot unmarshal array into Go value of type agentmcp.mcpConfigFile")
