@@ -181,6 +181,73 @@ import WireGuard
         #expect(a.paths.sources[DiscoEndpoint("10.5.0.2:7")!] == nil, "the least recent went")
     }
 
+    /// A Ping over DERP repeating the last TxID its sender sent that way (same relay source
+    /// key, same region) gets no second Pong and changes nothing, as magicsock's per-candidate
+    /// `lastGotPingTxID` (the candidate being 127.3.3.40:<region>): only the last TxID
+    /// counts, another region is another source, and a source is remembered 45 s after its
+    /// last Ping.
+    @Test func aPingRepeatingItsTxIDOverDERPIsNotAnsweredAgain() throws {
+        var (a, b, random) = Self.pair()
+        func ping(_ tx: UInt8, region: Int32 = 7, at ms: UInt64) throws -> Int {
+            let sealed = try #require(Disco.seal(.ping(txID: Array(repeating: tx, count: 12), nodeKey: nil), privateKey: a.disco, to: b.disco.publicKey))
+            var out = DirectOutput()
+            _ = b.paths.receiveDERPDisco(sealed, from: a.key, region: region, now: Self.at(ms), random: &random, into: &out)
+            #expect(out.udp.isEmpty && out.publish == nil)
+            return out.derp.count
+        }
+        let first = try #require(Disco.seal(.ping(txID: Array(repeating: 1, count: 12), nodeKey: nil), privateKey: a.disco, to: b.disco.publicKey))
+        var out = DirectOutput()
+        _ = b.paths.receiveDERPDisco(first, from: a.key, region: 7, now: Self.at(10), random: &random, into: &out)
+        #expect(out.derp.count == 1)
+        // The very same packet again, then the TxID in a new box: neither is answered.
+        out = DirectOutput()
+        _ = b.paths.receiveDERPDisco(first, from: a.key, region: 7, now: Self.at(11), random: &random, into: &out)
+        #expect(out.derp.isEmpty && out.udp.isEmpty)
+        #expect(try ping(1, at: 12) == 0)
+        #expect(b.paths.counters.pongsSent == 1 && b.paths.counters.pingsRepeated == 2)
+        #expect(try ping(1, region: 8, at: 13) == 1, "through another region: another source")
+        #expect(try ping(2, at: 14) == 1)
+        #expect(try ping(1, at: 15) == 1, "only the last TxID is remembered")
+        #expect(try ping(1, at: 45_015) == 0, "still remembered 45 s after the last ping")
+        #expect(try ping(1, at: 90_016) == 1, "forgotten after that")
+    }
+
+    /// A client not introduced yet (a CLI ping, answered over DERP) is held to the same rule.
+    @Test func aRepeatedPingFromAnUnknownSenderOverDERPIsNotAnsweredAgain() throws {
+        var (a, _, random) = Self.pair()
+        let stranger = WireGuardPrivateKey.generate().publicKey
+        let disco = X25519PrivateKey.generate()
+        let ping = try #require(Disco.seal(.ping(txID: Array(repeating: 9, count: 12), nodeKey: nil), privateKey: disco, to: a.disco.publicKey))
+        var out = DirectOutput()
+        _ = a.paths.receiveDERPDisco(ping, from: stranger, region: 1, now: Self.at(10), random: &random, into: &out)
+        _ = a.paths.receiveDERPDisco(ping, from: stranger, region: 1, now: Self.at(20), random: &random, into: &out)
+        #expect(out.derp.count == 1 && a.paths.counters.pongsSent == 1 && a.paths.counters.pingsRepeated == 1)
+    }
+
+    /// Over UDP the candidate remembers the last TxID; an address a full candidate table
+    /// turned away is remembered by the memory of recent pings, so its repeat is not
+    /// answered either.
+    @Test func aPingRepeatingItsTxIDOverUDPIsNotAnsweredAgainEvenWithAFullCandidateTable() throws {
+        var (a, b, random) = Self.pair()
+        func ping(from source: DiscoEndpoint, _ n: Int, at ms: UInt64) throws -> DirectOutput {
+            let txID = [UInt8(n & 0xff), UInt8(n >> 8)] + Array(repeating: 0, count: 10)
+            let sealed = try #require(Disco.seal(.ping(txID: txID, nodeKey: nil), privateKey: b.disco, to: a.disco.publicKey))
+            var out = DirectOutput()
+            _ = a.paths.receiveUDP(sealed, from: source, now: Self.at(ms), random: &random, into: &out)
+            return out
+        }
+        #expect(try ping(from: b.endpoint, 1, at: 1).udp.count == 1)
+        let again = try ping(from: b.endpoint, 1, at: 2)
+        #expect(again.udp.isEmpty && again.derp.isEmpty && again.publish == nil)
+        for i in 1..<PeerPath.maxCandidates { _ = try ping(from: DiscoEndpoint("10.5.0.\(i):7")!, 100 + i, at: 3) }
+        #expect(a.paths.peers[b.key]?.path.candidates.count == PeerPath.maxCandidates)
+        let newcomer = DiscoEndpoint("10.9.9.9:9")!
+        #expect(try ping(from: newcomer, 500, at: 4).udp.map(\.to) == [newcomer])
+        #expect(a.paths.peers[b.key]?.path.candidates[newcomer] == nil, "turned away: the table is full of live candidates")
+        #expect(try ping(from: newcomer, 500, at: 5).udp.isEmpty)
+        #expect(a.paths.counters.pongsSent == 1 + PeerPath.maxCandidates && a.paths.counters.pingsRepeated == 2)
+    }
+
     /// Disco over DERP from keys no peer holds (a CLI ping before its introduction) is
     /// opened with a key agreement, at most 50 a second.
     @Test func unknownSendersOverDERPAreOpenedAtABoundedRate() throws {

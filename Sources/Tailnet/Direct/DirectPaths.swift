@@ -63,6 +63,9 @@ struct DirectPaths: Sendable {
     /// pong): at most this many are opened per second; the rest are dropped and counted.
     static let maxUnknownOpensPerSecond = 50
     private var unknownOpens: (second: UInt64, count: Int) = (0, 0)
+    /// The last TxID of every Ping over DERP, and of UDP sources the candidate table turned
+    /// away: a Ping repeating it is not answered (bounded, see ``RecentPings``).
+    private(set) var recentPings = RecentPings()
 
     init(discoKey: X25519PrivateKey, nodeKey: X25519PublicKey) {
         self.discoKey = discoKey
@@ -201,7 +204,17 @@ struct DirectPaths: Sendable {
                 return
             }
             learn(source, for: key)
-            guard peers[key]?.path.pingReceived(from: source, txID: txID, now: now) == true else { return }
+            // A repeat of the last TxID from this address gets no answer: the candidate
+            // remembers it, or, when a full table could not keep the address, the memory of
+            // recent pings does.
+            var repeated = peers[key]?.path.pingReceived(from: source, txID: txID, now: now) != true
+            if !repeated, peers[key]?.path.candidates[source] == nil {
+                repeated = recentPings.isRepeat(txID, from: RecentPings.Source(sender: sender, via: .udp(source)), now: now)
+            }
+            guard !repeated else {
+                counters.pingsRepeated += 1
+                return
+            }
             let pong = DiscoMessage.pong(txID: txID, address: source.address, port: source.port)
             if let sealed = Disco.seal(pong, shared: shared, ours: discoKey.publicKey) {
                 out.udp.append((source, sealed))
@@ -249,7 +262,14 @@ struct DirectPaths: Sendable {
             return true
         }
         switch received.message {
-        case .ping:
+        case .ping(let txID, _):
+            // A repeat of the last TxID this sender sent through this relay and region gets
+            // no answer (magicsock's candidate for it is 127.3.3.40:<region>).
+            let source = RecentPings.Source(sender: received.sender, via: .derp(node: sourceKey, region: region))
+            guard !recentPings.isRepeat(txID, from: source, now: now) else {
+                counters.pingsRepeated += 1
+                return true
+            }
             if let pong = Disco.pong(answering: received, privateKey: discoKey, regionID: Int(region)) {
                 out.derp.append((sourceKey, pong))
                 counters.pongsSent += 1
@@ -432,6 +452,8 @@ struct DirectPaths: Sendable {
 struct DirectCounters: Sendable, Equatable {
     var pingsSent = 0
     var pongsSent = 0
+    /// Pings not answered because they repeated the last TxID from their source.
+    var pingsRepeated = 0
     var pongsReceived = 0
     var callMeMaybeSent = 0
     var callMeMaybeReceived = 0
