@@ -279,6 +279,79 @@ import WireGuard
         #expect(a.paths.run == nil && a.paths.lastReport?.udp == false)
     }
 
+    /// A dual-stack report's two requests, to an IPv4 and an IPv6 server, queued.
+    static func dualStackReport(_ side: inout Side, random: inout SplitMix64) -> (v4: (to: DiscoEndpoint, bytes: [UInt8]), v6: (to: DiscoEndpoint, bytes: [UInt8]))? {
+        side.paths.setPorts(v4: side.endpoint.port, v6: side.endpoint.port, fixed: nil)
+        let v4 = STUNServer(region: 1000, endpoint: DiscoEndpoint("10.0.0.64:3478")!)
+        let v6 = STUNServer(region: 1001, endpoint: DiscoEndpoint("[2001:db8::64]:3478")!)
+        var out = DirectOutput()
+        side.paths.setServers([v4, v6], now: Self.at(0), random: &random, into: &out)
+        guard let request4 = out.udp.first(where: { $0.to == v4.endpoint }), let request6 = out.udp.first(where: { $0.to == v6.endpoint }) else { return nil }
+        return (request4, request6)
+    }
+
+    /// IPv4CanSend / IPv6CanSend say a STUN request of that family was sent (netcheck sets
+    /// them after a successful write): a request merely queued sets nothing, the owner's
+    /// report of the send does; a failed send leaves the family false and is not waited for.
+    @Test func canSendIsSetWhenTheSendSucceededNotWhenQueued() throws {
+        var (a, _, random) = Self.pair()
+        let requests = try #require(Self.dualStackReport(&a, random: &random))
+        let queued = try #require(a.paths.run?.report)
+        #expect(!queued.ipv4CanSend && !queued.ipv6CanSend)
+        a.paths.sendResult(requests.v4.bytes, to: requests.v4.to, outcome: .sent)
+        a.paths.sendResult(requests.v6.bytes, to: requests.v6.to, outcome: .failed)
+        #expect(a.paths.run?.report.ipv4CanSend == true)
+        #expect(a.paths.run?.report.ipv6CanSend == false)
+        #expect(a.paths.run?.pending.count == 1, "the failed request is not waited for")
+        var out = DirectOutput()
+        a.paths.tick(now: Self.at(2_000), random: &random, into: &out)
+        let report = try #require(a.paths.lastReport)
+        #expect(report.ipv4CanSend && !report.ipv6CanSend)
+    }
+
+    /// Nothing sent, nothing can send: both sends failed.
+    @Test func failedSendsLeaveCanSendFalse() throws {
+        var (a, _, random) = Self.pair()
+        let requests = try #require(Self.dualStackReport(&a, random: &random))
+        a.paths.sendResult(requests.v4.bytes, to: requests.v4.to, outcome: .failed)
+        a.paths.sendResult(requests.v6.bytes, to: requests.v6.to, outcome: .failed)
+        var out = DirectOutput()
+        a.paths.tick(now: Self.at(2_000), random: &random, into: &out)
+        let report = try #require(a.paths.lastReport)
+        #expect(!report.ipv4CanSend && !report.ipv6CanSend && !report.udp)
+    }
+
+    /// A request the kernel refused alone (a firewall's EPERM, as tailscale's
+    /// `TreatAsLostUDP`) still shows its family can send; an answer proves its request went
+    /// out even when it outruns the send's report; a late report for a finished run changes
+    /// nothing.
+    @Test func canSendCountsALostRequestAndAnAnsweredOne() throws {
+        var (a, _, random) = Self.pair()
+        let requests = try #require(Self.dualStackReport(&a, random: &random))
+        a.paths.sendResult(requests.v6.bytes, to: requests.v6.to, outcome: .lost)
+        var out = DirectOutput()
+        let response = STUN.response(txID: Array(requests.v4.bytes[8..<20]), mapped: DiscoEndpoint("198.51.100.7:48011")!)
+        _ = a.paths.receiveUDP(response, from: requests.v4.to, now: Self.at(30), random: &random, into: &out)
+        #expect(a.paths.run != nil, "the lost request is still awaited")
+        a.paths.tick(now: Self.at(2_000), random: &random, into: &out)
+        let report = try #require(a.paths.lastReport)
+        #expect(report.ipv4CanSend && report.ipv6CanSend && report.ipv4 && !report.ipv6)
+        a.paths.sendResult(requests.v4.bytes, to: requests.v4.to, outcome: .failed)
+        #expect(a.paths.lastReport == report && a.paths.run == nil)
+    }
+
+    /// A disco datagram that did not go out (lost or failed) forgets its ping at once.
+    @Test func aPingThatWasNotSentIsForgotten() throws {
+        var (a, b, random) = Self.pair()
+        var out = DirectOutput()
+        _ = a.paths.route(to: b.key, now: Self.at(10), random: &random, into: &out)
+        let ping = try #require(out.udp.first { $0.to == b.endpoint })
+        a.paths.sendResult(ping.bytes, to: ping.to, outcome: .sent)
+        #expect(a.paths.peers[b.key]?.path.outstanding.count == 1)
+        a.paths.sendResult(ping.bytes, to: ping.to, outcome: .lost)
+        #expect(a.paths.peers[b.key]?.path.outstanding.isEmpty == true)
+    }
+
     @Test func blockingWithdrawsEndpointsAndIgnoresUDPDisco() throws {
         var (a, b, random) = Self.pair()
         #expect(b.paths.published == [b.endpoint])

@@ -288,13 +288,21 @@ struct DirectPaths: Sendable {
         return true
     }
 
-    /// A UDP send to `endpoint` failed: pings to it are forgotten at once.
-    mutating func sendFailed(to endpoint: DiscoEndpoint) {
+    /// What became of a datagram of ``DirectOutput/udp`` (the owner reports every one): a
+    /// STUN request tells the report whether its family can send (a request merely queued
+    /// does not) or, failed, is not waited for; a disco datagram that was not sent makes the
+    /// pings to `endpoint` forgotten at once.
+    mutating func sendResult(_ bytes: [UInt8], to endpoint: DiscoEndpoint, outcome: UDPSendOutcome) {
+        if STUN.looksLikeSTUN(bytes) {
+            // Bytes 8–19 of a request are its transaction ID.
+            run?.sendResult(txID: Array(bytes[8..<(8 + STUN.txIDLength)]), outcome: outcome)
+            return
+        }
+        guard outcome != .sent else { return }
         for key in Array(peers.keys) {
             guard let outstanding = peers[key]?.path.outstanding else { continue }
             for (txID, ping) in outstanding where ping.to == endpoint { peers[key]?.path.pingFailed(txID: txID) }
         }
-        if let server = run?.pending.values.first(where: { $0.endpoint == endpoint }) { run?.sendFailed(to: server) }
     }
 
     // MARK: Time
@@ -338,11 +346,9 @@ struct DirectPaths: Sendable {
             publishEndpoints(now: now, into: &out)
             return
         }
-        var started = NetcheckRun(servers: families, now: now, random: &random)
-        for (server, bytes) in started.requests {
-            out.udp.append((server.endpoint, bytes))
-            if server.endpoint.isIPv4 { started.requestsSentV4 = true } else { started.requestsSentV6 = true }
-        }
+        let started = NetcheckRun(servers: families, now: now, random: &random)
+        // Whether a family can send is known once the owner reports the sends.
+        for (server, bytes) in started.requests { out.udp.append((server.endpoint, bytes)) }
         counters.stunRequests += started.pending.count
         run = started
     }

@@ -110,19 +110,18 @@ final class MagicSocket: Sendable {
         }
     }
 
-    /// Sends a datagram; false when it was not sent (no socket of that family, the buffer is
-    /// full, no route).
-    @discardableResult
-    func send(_ bytes: [UInt8], to endpoint: DiscoEndpoint) -> Bool {
+    /// Sends a datagram: sent, lost (refused by a local firewall rule, or the buffer is
+    /// full), or failed (no socket of that family, no route, ...).
+    func send(_ bytes: [UInt8], to endpoint: DiscoEndpoint) -> UDPSendOutcome {
         if let v4 = endpoint.ipv4 {
-            guard let family = self.v4 else { return false }
+            guard let family = self.v4 else { return .failed }
             var address = sockaddr_in()
             address.sin_family = sa_family_t(AF_INET)
             address.sin_port = endpoint.port.bigEndian
             withUnsafeMutableBytes(of: &address.sin_addr) { $0.copyBytes(from: v4) }
             return Self.send(bytes, on: family.sendFD, to: &address)
         }
-        guard let family = self.v6, endpoint.address.count == 16 else { return false }
+        guard let family = self.v6, endpoint.address.count == 16 else { return .failed }
         var address = sockaddr_in6()
         address.sin6_family = sa_family_t(AF_INET6)
         address.sin6_port = endpoint.port.bigEndian
@@ -131,14 +130,17 @@ final class MagicSocket: Sendable {
     }
 
     /// One non-blocking `sendto` to a `sockaddr_in` or `sockaddr_in6`: whole or not at all.
-    private static func send<Address>(_ bytes: [UInt8], on fd: Int32, to address: inout Address) -> Bool {
-        bytes.withUnsafeBytes { data in
+    private static func send<Address>(_ bytes: [UInt8], on fd: Int32, to address: inout Address) -> UDPSendOutcome {
+        let written = bytes.withUnsafeBytes { data in
             withUnsafePointer(to: &address) {
                 $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    sendto(fd, data.baseAddress, data.count, Int32(MSG_DONTWAIT), $0, socklen_t(MemoryLayout<Address>.size)) == data.count
+                    sendto(fd, data.baseAddress, data.count, Int32(MSG_DONTWAIT), $0, socklen_t(MemoryLayout<Address>.size))
                 }
             }
         }
+        if written == bytes.count { return .sent }
+        let code = errno
+        return written < 0 && (code == EPERM || code == EAGAIN || code == EWOULDBLOCK) ? .lost : .failed
     }
 
     func close() async {

@@ -11,17 +11,26 @@ struct NetcheckRun: Sendable {
     }
 
     let startedAt: WireGuardInstant
+    /// Every request of the run by transaction ID, answered or not.
+    private let requested: [[UInt8]: STUNServer]
     private(set) var pending: [[UInt8]: STUNServer] = [:]
     private(set) var replies: [Reply] = []
+    /// A request of that family went out: its send was reported sent (or lost on the way,
+    /// see ``UDPSendOutcome``), or it was answered. Queued requests do not count.
+    private(set) var canSendV4 = false
+    private(set) var canSendV6 = false
 
     /// Starts a run: the requests to send (server, bytes).
     init(servers: [STUNServer], now: WireGuardInstant, random: inout some RandomNumberGenerator) {
         startedAt = now
+        var requested: [[UInt8]: STUNServer] = [:]
         for server in servers {
             var txID = [UInt8](repeating: 0, count: STUN.txIDLength)
             for i in txID.indices { txID[i] = UInt8.random(in: 0...255, using: &random) }
-            pending[txID] = server
+            requested[txID] = server
         }
+        self.requested = requested
+        pending = requested
     }
 
     /// The datagrams to send now.
@@ -35,12 +44,24 @@ struct NetcheckRun: Sendable {
     mutating func receive(_ datagram: [UInt8], now: WireGuardInstant) -> Bool {
         guard let response = try? STUN.parseResponse(datagram), let server = pending.removeValue(forKey: response.txID) else { return false }
         replies.append(Reply(server: server, mapped: response.mapped, latency: now.since(startedAt)))
+        // An answer proves its request went out, even when it outruns the send's report.
+        noteCanSend(server)
         return true
     }
 
-    /// A request could not be sent (no route, no IPv6): it will not be answered.
-    mutating func sendFailed(to server: STUNServer) {
-        pending = pending.filter { $0.value != server }
+    /// What became of the request `txID`: sent (or lost on the way), its family can send;
+    /// failed, it will not be answered and is not waited for. Unknown IDs (a run since
+    /// replaced) change nothing.
+    mutating func sendResult(txID: [UInt8], outcome: UDPSendOutcome) {
+        guard let server = requested[txID] else { return }
+        switch outcome {
+        case .sent, .lost: noteCanSend(server)
+        case .failed: pending[txID] = nil
+        }
+    }
+
+    private mutating func noteCanSend(_ server: STUNServer) {
+        if server.endpoint.isIPv4 { canSendV4 = true } else { canSendV6 = true }
     }
 
     /// What the run found.
@@ -54,17 +75,14 @@ struct NetcheckRun: Sendable {
         if v4.count >= 2 { result.mappingVariesByDestIP = v4.contains { $0.mapped != v4[0].mapped } }
         result.ipv4 = !v4.isEmpty
         result.ipv6 = !v6.isEmpty
-        result.ipv4CanSend = requestsSentV4
-        result.ipv6CanSend = requestsSentV6
+        result.ipv4CanSend = canSendV4
+        result.ipv6CanSend = canSendV6
         for reply in replies {
             let key = "\(reply.server.region)-\(reply.server.endpoint.isIPv4 ? "v4" : "v6")"
             result.stunLatency[key] = min(result.stunLatency[key] ?? .max, reply.latency)
         }
         return result
     }
-
-    var requestsSentV4 = false
-    var requestsSentV6 = false
 }
 
 /// The last STUN report: netcheck's fields that this agent fills.

@@ -445,9 +445,13 @@ final class TailnetEngine: Sendable {
     /// Carries out what the direct-path logic asked for: UDP datagrams, disco over DERP, a
     /// new endpoint list in the Node.
     private func perform(_ out: DirectOutput) {
-        if !out.udp.isEmpty, let socket = magic.withLock({ $0 }) {
-            for (endpoint, bytes) in out.udp where !socket.send(bytes, to: endpoint) {
-                direct.withLock { $0.sendFailed(to: endpoint) }
+        if !out.udp.isEmpty {
+            // Every outcome goes back to the direct-path logic, in one step: STUN reports
+            // learn from them whether a family can send.
+            let socket = magic.withLock { $0 }
+            let outcomes = out.udp.map { socket?.send($0.bytes, to: $0.to) ?? .failed }
+            direct.withLock { d in
+                for (datagram, outcome) in zip(out.udp, outcomes) { d.sendResult(datagram.bytes, to: datagram.to, outcome: outcome) }
             }
         }
         for (peer, bytes) in out.derp { sendDERP(bytes, to: peer) }
@@ -528,7 +532,7 @@ final class TailnetEngine: Sendable {
     }
 
     private func sendUDP(_ datagram: [UInt8], to endpoint: DiscoEndpoint) -> Bool {
-        guard let socket = magic.withLock({ $0 }), socket.send(datagram, to: endpoint) else { return false }
+        guard let socket = magic.withLock({ $0 }), socket.send(datagram, to: endpoint) == .sent else { return false }
         metrics.bytesDirectOut.increment(by: Int64(datagram.count))
         return true
     }
