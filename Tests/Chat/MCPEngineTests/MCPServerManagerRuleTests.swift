@@ -1,4 +1,6 @@
 import AgentCore
+import AgentHTTP
+import HTTPTypes
 import AgentTestSupport
 import Testing
 
