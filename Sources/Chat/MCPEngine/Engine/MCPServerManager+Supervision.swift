@@ -120,7 +120,9 @@ extension MCPServerManager {
         var cuts = toolBudget.cuts
         if case .success(let sorted) = listing { cuts.cutAtListing = sorted.map(\.1) }
         let (again, warn) = state.withLock { s -> (Bool, Bool) in
-            guard var server = s.servers[name], server.generation == generation else { return (false, false) }
+            // A listing that ends after its session did (the session's end keeps the
+            // generation until the retry) must not mark the restarting server listed or failed.
+            guard var server = s.servers[name], server.generation == generation, server.session != nil else { return (false, false) }
             let again = server.listAgain
             server.listAgain = false
             if !again { server.listing = nil }
