@@ -94,6 +94,40 @@ import Testing
         #expect(numbers == Array(0..<990), "all 990 logs once, in order")
     }
 
+    /// The shutdown's segment cannot be written (its name is taken by a directory): the 100
+    /// batches read from the spool and held are still on disk, so none is counted lost, and
+    /// the next start sends them and the batch spooled after them. (The 100 were counted lost.)
+    @Test func aFailedCheckpointLosesNothingReadFromTheSpool() async throws {
+        let directory = Self.directory("checkpoint-failed")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        do {
+            let spool = BoundarySpool(directory: directory + "/spool", maxBytes: 1 << 20, logger: Self.quiet)
+            for index in 0..<100 {
+                let request = Boundary.request(["https://s.invalid/\(index)"], session: Self.session, firstSequence: Int32(index))
+                #expect(spool.append(try request.serializedBytes()))
+            }
+        }
+        // The segment the checkpoint writes goes before the first one (1000000001).
+        let blocker = directory + "/spool/001000000000.seg"
+        try FileManager.default.createDirectory(atPath: blocker + "/x", withIntermediateDirectories: true)
+        let first = RecordingUpward(.hold)
+        var forwarder: BoundaryForwarder?
+        try await BoundaryHarness.with(upward: first, directory: directory) { harness in
+            forwarder = harness.forwarder
+            #expect(await eventually { first.heldCount == 1 && harness.forwarder.accounting.inFlight == 100 })
+            // Behind records not yet settled, a new batch is spooled after them.
+            harness.forwarder.enqueue(Boundary.request(["https://later.invalid/"], session: "other"))
+            #expect(harness.forwarder.accounting.spooled == 1)
+        }
+        #expect(forwarder?.droppedBatches == [:], "\(String(describing: forwarder?.droppedBatches))")
+        try FileManager.default.removeItem(atPath: blocker)
+        let second = RecordingUpward(.deliver)
+        try await BoundaryHarness.with(upward: second, directory: directory) { harness in
+            #expect(await eventually { harness.forwarder.isDrained && second.urls.count >= 101 })
+        }
+        #expect(second.urls == (0..<100).map { "https://s.invalid/\($0)" } + ["https://later.invalid/"], "each log once, in order")
+    }
+
     /// A batch the session still holds unsent at shutdown is taken back from it and spooled,
     /// so it arrives once: not from the session's outbox and again from the spool.
     @Test func aHeldBatchIsTakenBackAndArrivesOnce() async throws {

@@ -309,7 +309,8 @@ final class BoundaryForwarder: Service, Sendable {
             var written = 0
             if let spool = s.spool {
                 let payloads = remaining.compactMap { try? $0.request.serializedBytes() as [UInt8] }
-                written = spool.checkpoint(prepending: payloads)
+                // A failed write drops nothing: what was read from the spool is still there.
+                written = spool.checkpoint(prepending: payloads) ?? remaining.count { $0.segment != nil }
                 BoundaryMetrics.spoolBytes.record(spool.totalBytes)
             }
             // Counted in ``droppedBatches`` too, not only in the metrics.

@@ -157,9 +157,11 @@ final class BoundarySpool {
     /// At shutdown: writes `payloads` (what memory holds, every record taken from the spool
     /// and not settled among them) as a segment older than everything, then drops what was
     /// read into memory: the segments read to their end, and the read part of the segment
-    /// being read. Returns how many payloads were written (those past `maxBytes` are not).
+    /// being read. Returns how many payloads were written (those past `maxBytes` are not), or
+    /// nil when the segment could not be written: then nothing was dropped either, and the
+    /// records taken from the spool are still on disk for the next start.
     /// A crash in between sends some records twice, never loses one.
-    func checkpoint(prepending payloads: [[UInt8]]) -> Int {
+    func checkpoint(prepending payloads: [[UInt8]]) -> Int? {
         let readBytes =
             segments.filter { exhausted.contains($0.number) }.reduce(0) { $0 + $1.size } + (reading?.offset ?? 0)
         var bytes: [UInt8] = []
@@ -172,7 +174,7 @@ final class BoundarySpool {
         }
         if written > 0 {
             let number = (segments.first?.number ?? 1_000_000_001) - 1
-            guard writeSegment(bytes, to: path(number)) else { return 0 }
+            guard writeSegment(bytes, to: path(number)) else { return nil }
             segments.insert((number, bytes.count), at: 0)
         }
         for number in exhausted { remove(number) }
@@ -192,12 +194,15 @@ final class BoundarySpool {
         return written
     }
 
-    /// Writes a whole segment file (appends go through the open newest segment).
+    /// Writes a whole segment file (appends go through the open newest segment); one it
+    /// opened and could not write whole is removed (read back, it would be a torn segment).
     private func writeSegment(_ bytes: [UInt8], to path: String) -> Bool {
         let fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_TRUNC, 0o600)
         guard fd >= 0 else { return false }
-        defer { close(fd) }
-        return Self.writeAll(bytes, to: fd)
+        let written = Self.writeAll(bytes, to: fd)
+        close(fd)
+        if !written { unlink(path) }
+        return written
     }
 
     private static func writeAll(_ bytes: [UInt8], to fd: Int32) -> Bool {
