@@ -59,6 +59,23 @@ struct CommandEnvironmentTests {
         #expect(command.apply(to: ["PATH": "/usr/bin"], manifest: AgentManifest(directory: "", environment: [:]))["PATH"] == "/data/bin:/usr/bin")
     }
 
+    /// Hidden, the token reaches no command, nor the path of the agent's token file; the
+    /// socket's path does. (The file's path was passed on, and the in-workspace commands read it.)
+    @Test func aHiddenTokenLeavesNeitherTokenNorTokenFile() {
+        let hidden = CommandEnvironment(executable: "/opt/agent", passesAgentToken: false, agentSocketPath: "/run/agent.sock")
+        let base = ["CODER_AGENT_TOKEN_FILE": "/run/secrets/agent-token", "HOME": "/home/u"]
+        let env = hidden.apply(to: base, manifest: Self.manifest())
+        #expect(env["CODER_AGENT_TOKEN"] == nil && env["CODER_AGENT_TOKEN_FILE"] == nil, "\(env)")
+        #expect(env["CODER_AGENT_SOCKET_PATH"] == "/run/agent.sock" && env["HOME"] == "/home/u")
+        #expect(hidden.apply(to: base, manifest: nil) == ["HOME": "/home/u"], "standalone too")
+        let shown = CommandEnvironment(executable: "/opt/agent")
+        #expect(shown.apply(to: base, manifest: Self.manifest())["CODER_AGENT_TOKEN_FILE"] == "/run/secrets/agent-token")
+        // A template naming a file of its own is heard.
+        var manifest = Self.manifest()
+        manifest.environment["CODER_AGENT_TOKEN_FILE"] = "/templates/own"
+        #expect(hidden.apply(to: base, manifest: manifest)["CODER_AGENT_TOKEN_FILE"] == "/templates/own")
+    }
+
     @Test func theAgentExecutableIsResolved() {
         let executable = CommandEnvironment.agentExecutable
         #expect(executable.hasPrefix("/") && executable == readSymbolicLink("/proc/self/exe"))

@@ -16,8 +16,9 @@ import Glibc
 public final class CommandEnvironment: Sendable {
     /// The agent's executable: `GIT_ASKPASS`, and `GIT_SSH_COMMAND` with `gitssh --`.
     public let executable: String
-    /// False (`--hide-agent-token`): no command gets `CODER_AGENT_TOKEN`; the in-workspace
-    /// commands then ask the agent over its socket instead of coderd.
+    /// False (`--hide-agent-token`): no command gets `CODER_AGENT_TOKEN` nor the agent's
+    /// `CODER_AGENT_TOKEN_FILE`; the in-workspace commands then ask the agent over its socket
+    /// instead of coderd.
     public let passesAgentToken: Bool
     /// Given to every command as `CODER_AGENT_SOCKET_PATH` when the token is not (the
     /// commands then find the agent that started them there).
@@ -49,10 +50,16 @@ public final class CommandEnvironment: Sendable {
     /// `base` with the manifest's layers over it; `base` unchanged without a manifest
     /// (standalone: no control plane, nothing to add).
     public func apply(to base: [String: String], manifest: AgentManifest?) -> [String: String] {
-        guard let manifest else { return base }
+        // Hidden, the token's file is not named either (whoever can read it could act as the
+        // agent); a template can still name one in its own variables.
+        let hidden = passesAgentToken ? nil : Self.tokenFileVariable
+        guard let manifest else {
+            guard let hidden, base[hidden] != nil else { return base }
+            return base.filter { $0.key != hidden }
+        }
         var env = predefined(manifest)
         env.reserveCapacity(base.count + env.count + manifest.environment.count + manifest.commandSecrets.variables.count + 2)
-        for (name, value) in base where env[name] == nil { env[name] = value }
+        for (name, value) in base where env[name] == nil && name != hidden { env[name] = value }
         // `CODER=true` and the names again (``AgentManifest/environment`` holds them), then
         // the template's variables over everything before.
         for (name, value) in manifest.environment { env[name] = value }
@@ -66,6 +73,9 @@ public final class CommandEnvironment: Sendable {
         }
         return env
     }
+
+    /// Where the agent's token may be read from (`--agent-token-file`).
+    public static let tokenFileVariable = "CODER_AGENT_TOKEN_FILE"
 
     /// The first layer: what the agent defines for every command.
     public func predefined(_ manifest: AgentManifest) -> [String: String] {
