@@ -49,12 +49,18 @@ public struct ControlPlaneModule: AgentModule {
         self.banners = AnnouncementBannerRefresh(store: banners, logger: logger)
     }
 
+    /// What the shutdown keeps for itself after the final reports' last attempt.
+    static let teardownReserve: Duration = .seconds(2)
+
     public var upwardParticipants: [any UpwardParticipant] { [banners] }
 
     public var services: [ModuleService] {
         [
             .onShutdown("announce shutdown", in: .announce) { [session, clock] in
-                let lastCall = (clock.deadline ?? .now + clock.bound) - .milliseconds(500)
+                // The final reports end 2 s before the bound (5 s of the base 7 s), leaving the
+                // rest of the shutdown its time on a busy host: half a second was not enough
+                // for a loaded debug build, and the watchdog then ended the agent with 1.
+                let lastCall = (clock.deadline ?? .now + clock.bound) - Self.teardownReserve
                 session.limitShutdown(until: lastCall)
                 session.setLifecycle(.shuttingDown)
             },
