@@ -725,7 +725,7 @@ let package = Package(
         .testTarget(
             name: "DesktopTests",
             dependencies: [
-                "Desktop", "AgentTestSupport", "AgentCore", "AgentHTTP",
+                "Desktop", "CDesktop", "AgentTestSupport", "AgentCore", "AgentHTTP",
                 .product(name: "Hummingbird", package: "hummingbird"),
             ],
             swiftSettings: swiftSettings

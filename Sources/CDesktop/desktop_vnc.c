@@ -6,7 +6,8 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
+#include <linux/tcp.h>  // TCP_NODELAY, TCP_INFO with its byte counters
+#include <stddef.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <stdarg.h>
@@ -85,14 +86,19 @@ static const char *vnc_api_ready(void) {
 struct desktop_vnc {
     rfbClient *client;
     uint64_t updates;
-    // The deadline guard (see desktop_vnc_connect): the socket it may shut down, the bound,
-    // when the call under way began (monotonic ms; 0: none), and whether one ran past it.
+    // The deadline guard (see guard_main): the socket it may shut down, the rule's bounds,
+    // and whether a call ran past its deadline.
     int sock;
     int timeout_ms;
-    _Atomic int64_t busy_since_ms;
+    int floor_bytes_per_second;
     _Atomic int timed_out;
     pthread_mutex_t guard_lock;
     pthread_cond_t guard_wake;
+    // The call under way (under guard_lock): its number (each call a new one), which byte
+    // counters are its progress (0: no call), and when it began (monotonic ms).
+    uint64_t call_number;
+    int call_flow;
+    int64_t call_began_ms;
     int guard_stopping;  // under guard_lock
     int guard_running;   // started, not yet joined
     pthread_t guard;
@@ -173,24 +179,83 @@ static int connect_loopback(const char *host, int port, int timeout_ms, int *tim
     return fd;
 }
 
-// The deadline guard: a thread of the client's own that, while a call is under way (it
-// sleeps while none is), checks a few times per timeout whether that call (a read or a
-// write libvncclient blocks in) began `timeout_ms` ago or more; then it marks the client timed out and shuts the socket down, so the blocked
-// read sees end of file and a blocked write fails (EPIPE), and every later call fails at
-// once. Socket options would not do: past SO_RCVTIMEO or SO_SNDTIMEO libvncclient selects
-// (the abort above), and its writes wait for the socket without a bound.
+// Which byte counters of the socket are a call's progress: bytes received (a read), bytes
+// the server acknowledged (a write), or both (the handshake).
+enum { FLOW_IN = 1, FLOW_OUT = 2 };
+
+void desktop_vnc_deadline_begin(desktop_vnc_deadline *deadline, int timeout_ms, int floor_bytes_per_second, int64_t now_ms, uint64_t counter) {
+    deadline->timeout_ms = timeout_ms > 0 ? timeout_ms : 1;
+    deadline->floor_bytes_per_second = floor_bytes_per_second > 0 ? floor_bytes_per_second : 1;
+    deadline->began_ms = now_ms;
+    deadline->progress_ms = now_ms;
+    deadline->counter = counter;
+    deadline->moved = 0;
+}
+
+int desktop_vnc_deadline_passed(desktop_vnc_deadline *deadline, int64_t now_ms, uint64_t counter) {
+    // The counters only grow: a smaller value (a failed sample reads 0) is no progress, and
+    // is not taken as the new base either.
+    if (counter > deadline->counter) {
+        deadline->moved += counter - deadline->counter;
+        deadline->counter = counter;
+        deadline->progress_ms = now_ms;
+    }
+    if (now_ms - deadline->progress_ms >= deadline->timeout_ms) return 1;
+    // What the bytes moved so far have earned at the floor rate (saturating, far past any
+    // real call), on top of the silence bound.
+    uint64_t floor = (uint64_t)deadline->floor_bytes_per_second;
+    uint64_t earned_ms = deadline->moved >= UINT64_MAX / 1000 / 2 ? UINT64_MAX / 1000 / 2 : deadline->moved * 1000 / floor;
+    int64_t elapsed = now_ms - deadline->began_ms;
+    return elapsed >= 0 && (uint64_t)elapsed >= (uint64_t)deadline->timeout_ms + earned_ms;
+}
+
+// The socket's progress counter for `flow`: Linux's totals of bytes received and of bytes
+// the peer acknowledged (TCP_INFO, since Linux 4.1), summed as asked. 0 when the kernel
+// does not say (the call is then bounded as if nothing moved: `timeout_ms` in all).
+static uint64_t socket_progress(int sock, int flow) {
+    struct tcp_info info;
+    memset(&info, 0, sizeof(info));
+    socklen_t length = sizeof(info);
+    if (getsockopt(sock, IPPROTO_TCP, TCP_INFO, &info, &length) != 0) return 0;
+    uint64_t moved = 0;
+    if ((flow & FLOW_IN) && length >= offsetof(struct tcp_info, tcpi_bytes_received) + sizeof(info.tcpi_bytes_received))
+        moved += info.tcpi_bytes_received;
+    if ((flow & FLOW_OUT) && length >= offsetof(struct tcp_info, tcpi_bytes_acked) + sizeof(info.tcpi_bytes_acked))
+        moved += info.tcpi_bytes_acked;
+    return moved;
+}
+
+// The deadline guard: a thread of the client's own that, while a call is under way (a read
+// of one server message, or a write, that libvncclient blocks in; it sleeps while none is),
+// samples the socket's byte counters a few times per timeout and applies the rule of
+// desktop_vnc_deadline_passed: the call may go `timeout_ms` with no byte moving, and may
+// last `timeout_ms` plus what its bytes take at `floor_bytes_per_second`. So a large
+// message that keeps arriving is never cut short, while a silent server, or one trickling
+// bytes below the floor (one every few seconds), is cut off about `timeout_ms` after the
+// call began. Past either bound it marks the client timed out and shuts the socket down, so
+// the blocked read sees end of file and a blocked write fails (EPIPE), and every later call
+// fails at once. Socket options would not do: past SO_RCVTIMEO or SO_SNDTIMEO libvncclient
+// selects (the abort above), and its writes wait for the socket without a bound.
 static void *guard_main(void *argument) {
     desktop_vnc *vnc = argument;
     prctl(PR_SET_NAME, "desktop-vnc-ttl", 0, 0, 0);
     int64_t tick = vnc->timeout_ms / 10;
     if (tick < 20) tick = 20;
     if (tick > 500) tick = 500;
+    desktop_vnc_deadline deadline;
+    uint64_t watching = 0;  // the call `deadline` is for (calls are numbered from 1)
     pthread_mutex_lock(&vnc->guard_lock);
     while (!vnc->guard_stopping) {
-        if (atomic_load(&vnc->busy_since_ms) == 0) {
-            // No call under way: sleep until one begins (an idle connection costs no wake-ups).
+        if (vnc->call_flow == 0 || atomic_load(&vnc->timed_out)) {
+            // No call under way (or the connection is down already): sleep until one begins
+            // (an idle connection costs no wake-ups).
             pthread_cond_wait(&vnc->guard_wake, &vnc->guard_lock);
             continue;
+        }
+        if (vnc->call_number != watching) {
+            watching = vnc->call_number;
+            desktop_vnc_deadline_begin(&deadline, vnc->timeout_ms, vnc->floor_bytes_per_second, vnc->call_began_ms,
+                socket_progress(vnc->sock, vnc->call_flow));
         }
         struct timespec until;
         clock_gettime(CLOCK_MONOTONIC, &until);
@@ -201,8 +266,8 @@ static void *guard_main(void *argument) {
             until.tv_nsec -= 1000000000;
         }
         pthread_cond_timedwait(&vnc->guard_wake, &vnc->guard_lock, &until);
-        int64_t since = atomic_load(&vnc->busy_since_ms);
-        if (!vnc->guard_stopping && since != 0 && monotonic_ms() - since >= vnc->timeout_ms && !atomic_load(&vnc->timed_out)) {
+        if (vnc->guard_stopping || vnc->call_flow == 0 || vnc->call_number != watching) continue;
+        if (desktop_vnc_deadline_passed(&deadline, monotonic_ms(), socket_progress(vnc->sock, vnc->call_flow))) {
             atomic_store(&vnc->timed_out, 1);
             shutdown(vnc->sock, SHUT_RDWR);
         }
@@ -251,21 +316,27 @@ static void guard_stop(desktop_vnc *vnc) {
 }
 
 // A call that may block on the socket runs between these two (one at a time: the Swift side
-// holds its lock, or the client is not shared yet).
-static void call_begins(desktop_vnc *vnc) {
-    int64_t now = monotonic_ms();
-    atomic_store(&vnc->busy_since_ms, now > 0 ? now : 1);
-    if (vnc->guard_running) {
-        // Under the lock: the guard checks and sleeps under it, so this wake is not lost.
-        pthread_mutex_lock(&vnc->guard_lock);
-        pthread_cond_signal(&vnc->guard_wake);
-        pthread_mutex_unlock(&vnc->guard_lock);
-    }
+// holds its lock, or the client is not shared yet); `flow` says which way its bytes go.
+static void call_begins(desktop_vnc *vnc, int flow) {
+    if (!vnc->guard_running) return;
+    // Under the lock: the guard checks and sleeps under it, so this wake is not lost.
+    pthread_mutex_lock(&vnc->guard_lock);
+    vnc->call_number++;
+    vnc->call_flow = flow;
+    vnc->call_began_ms = monotonic_ms();
+    pthread_cond_signal(&vnc->guard_wake);
+    pthread_mutex_unlock(&vnc->guard_lock);
 }
 
-static void call_ends(desktop_vnc *vnc) { atomic_store(&vnc->busy_since_ms, 0); }
+static void call_ends(desktop_vnc *vnc) {
+    if (!vnc->guard_running) return;
+    pthread_mutex_lock(&vnc->guard_lock);
+    vnc->call_flow = 0;
+    pthread_mutex_unlock(&vnc->guard_lock);
+}
 
-desktop_vnc *desktop_vnc_connect(const char *host, int port, int timeout_ms, int *timed_out, char *error, size_t error_size) {
+desktop_vnc *desktop_vnc_connect(
+    const char *host, int port, int timeout_ms, int floor_bytes_per_second, int *timed_out, char *error, size_t error_size) {
     *timed_out = 0;
     const char *unavailable = vnc_api_ready();
     if (unavailable) {
@@ -282,6 +353,7 @@ desktop_vnc *desktop_vnc_connect(const char *host, int port, int timeout_ms, int
     }
     vnc->sock = -1;
     vnc->timeout_ms = timeout_ms > 0 ? timeout_ms : 1;
+    vnc->floor_bytes_per_second = floor_bytes_per_second > 0 ? floor_bytes_per_second : 1;
     int fd = connect_loopback(host, port, vnc->timeout_ms, timed_out);
     if (fd < 0) {
         snprintf(error, error_size, "dial tcp %s:%d: %s", host, port, strerror(errno));
@@ -310,7 +382,7 @@ desktop_vnc *desktop_vnc_connect(const char *host, int port, int timeout_ms, int
     client->FinishedFrameBufferUpdate = finished_update;
     vnc_api.ClientSetClientData(client, &tag, vnc);
     vnc->client = client;
-    call_begins(vnc);
+    call_begins(vnc, FLOW_IN | FLOW_OUT);
     rfbBool shaken = vnc_api.InitialiseConnection(client);
     call_ends(vnc);
     if (!shaken) {
@@ -326,7 +398,7 @@ desktop_vnc *desktop_vnc_connect(const char *host, int port, int timeout_ms, int
     client->updateRect.y = 0;
     client->updateRect.w = client->width;
     client->updateRect.h = client->height;
-    call_begins(vnc);
+    call_begins(vnc, FLOW_OUT);
     rfbBool ready = client->MallocFrameBuffer(client) && vnc_api.SetFormat(client)
         && vnc_api.SendUpdateRequest(client, 0, 0, client->width, client->height, FALSE);
     call_ends(vnc);
@@ -351,28 +423,28 @@ int desktop_vnc_wait(desktop_vnc *vnc, int timeout_us) {
 }
 
 int desktop_vnc_handle(desktop_vnc *vnc) {
-    call_begins(vnc);
+    call_begins(vnc, FLOW_IN);
     rfbBool ok = vnc_api.HandleServerMessage(vnc->client);
     call_ends(vnc);
     return ok ? 0 : -1;
 }
 
 int desktop_vnc_pointer(desktop_vnc *vnc, int x, int y, int buttons) {
-    call_begins(vnc);
+    call_begins(vnc, FLOW_OUT);
     rfbBool ok = vnc_api.SendPointer(vnc->client, x, y, buttons);
     call_ends(vnc);
     return ok ? 0 : -1;
 }
 
 int desktop_vnc_key(desktop_vnc *vnc, uint32_t keysym, int down) {
-    call_begins(vnc);
+    call_begins(vnc, FLOW_OUT);
     rfbBool ok = vnc_api.SendKey(vnc->client, keysym, down ? TRUE : FALSE);
     call_ends(vnc);
     return ok ? 0 : -1;
 }
 
 int desktop_vnc_request_full(desktop_vnc *vnc) {
-    call_begins(vnc);
+    call_begins(vnc, FLOW_OUT);
     rfbBool ok = vnc_api.SendUpdateRequest(vnc->client, 0, 0, vnc->client->width, vnc->client->height, FALSE);
     call_ends(vnc);
     return ok ? 0 : -1;

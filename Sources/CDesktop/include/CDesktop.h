@@ -17,13 +17,43 @@ typedef struct desktop_vnc desktop_vnc;
 /// for the whole framebuffer. NULL on failure, with a message in `error`, and `*timed_out`
 /// set when the server did not answer in time.
 ///
-/// Bounded by `timeout_ms`: the connect, the handshake, the setup, and from then on each
-/// call that reads or writes the socket (desktop_vnc_handle, _pointer, _key, _request_full):
-/// one that waits that long fails, and the connection with it (desktop_vnc_timed_out says
-/// so). A thread of the client's own keeps the bound until desktop_vnc_close.
-desktop_vnc *desktop_vnc_connect(const char *host, int port, int timeout_ms, int *timed_out, char *error, size_t error_size);
+/// Bounded: the connect within `timeout_ms`; the handshake, the setup, and from then on each
+/// call that reads or writes the socket (desktop_vnc_handle, _pointer, _key, _request_full)
+/// by the rule of desktop_vnc_deadline_passed: no byte moving for `timeout_ms`, or the call
+/// lasting longer than `timeout_ms` plus what its bytes take at `floor_bytes_per_second`,
+/// fails it, and the connection with it (desktop_vnc_timed_out says so). A thread of the
+/// client's own keeps the bound until desktop_vnc_close.
+desktop_vnc *desktop_vnc_connect(
+    const char *host, int port, int timeout_ms, int floor_bytes_per_second, int *timed_out, char *error, size_t error_size);
 
-/// 1 once a call waited past the client's timeout (its connection is then shut down), else 0.
+/// The deadline of one call on the VNC connection, apart from the socket (the guard thread
+/// samples the socket's byte counters and the clock into it). A deadline bounds silence,
+/// not the length of a message that keeps arriving: the call may go `timeout_ms` with no
+/// byte moving, and may last `timeout_ms` plus `moved / floor_bytes_per_second` in all. So a
+/// peer sending nothing is cut off after `timeout_ms`; one sending r bytes a second below
+/// the floor at `timeout_ms / (1 - r / floor)` after the call began (a trickle, one byte every
+/// 9 s with a 10 s timeout, at 10 s); a message of N bytes arriving at the floor or faster is
+/// never cut short, and lasts at most `timeout_ms + N / floor`.
+typedef struct desktop_vnc_deadline {
+    int64_t timeout_ms;
+    int64_t floor_bytes_per_second;
+    int64_t began_ms;
+    /// When bytes last moved (the call's start before any did).
+    int64_t progress_ms;
+    /// The counter last seen, and the bytes moved since the start.
+    uint64_t counter;
+    uint64_t moved;
+} desktop_vnc_deadline;
+
+/// Starts the deadline of a call that began at `now_ms` (a monotonic clock), the socket's
+/// progress counter (bytes moved, only growing) reading `counter`.
+void desktop_vnc_deadline_begin(desktop_vnc_deadline *deadline, int timeout_ms, int floor_bytes_per_second, int64_t now_ms, uint64_t counter);
+
+/// Records the counter read at `now_ms` (a larger value is progress; a smaller one is
+/// ignored); 1 when the call is past its deadline, else 0.
+int desktop_vnc_deadline_passed(desktop_vnc_deadline *deadline, int64_t now_ms, uint64_t counter);
+
+/// 1 once a call ran past its deadline (its connection is then shut down), else 0.
 int desktop_vnc_timed_out(desktop_vnc *vnc);
 
 /// Waits up to `timeout_us` for server data: > 0 data pending, 0 timeout, < 0 error.

@@ -15,7 +15,7 @@ public struct DesktopOptions: ParsableArguments {
         public var idleTimeout: Duration?
         public var width = 1920
         public var height = 1080
-        /// The bound of each call on the agent's VNC connection (no flag: tests shorten it).
+        /// The silence bound of each call on the agent's VNC connection (no flag: tests shorten it).
         var vncTimeout = VNCClient.defaultTimeout
 
         public init(idleTimeout: Duration? = nil, width: Int = 1920, height: Int = 1080) {

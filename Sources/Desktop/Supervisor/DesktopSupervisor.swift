@@ -26,7 +26,7 @@ public actor DesktopSupervisor {
         /// Where the running desktop's `DISPLAY` is published for processes the agent
         /// starts (removed when it stops); nil publishes nothing.
         public var sessionEnvironment: SessionEnvironment?
-        /// The bound of each call on the agent's VNC connection (tests shorten it).
+        /// The silence bound of each call on the agent's VNC connection (tests shorten it).
         var vncTimeout = VNCClient.defaultTimeout
 
         public init(

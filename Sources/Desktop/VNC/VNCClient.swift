@@ -12,11 +12,16 @@ import Synchronization
 /// which lags behind the screen; they are read from the X server (``XScreenReader``). One thread runs the message loop; every libvncclient call that reads
 /// or writes the client's state happens under one lock; only that thread frees it.
 ///
-/// Bound: the connect, the handshake, each event sent and each server message read finish
-/// within the client's timeout (``timeout``, 10 s, as the X reads), or fail with "did not
-/// answer within …" and the connection with them (the next action connects again): a
-/// server that stopped answering, or stopped reading what the agent sends, never holds an
-/// action, the lock or `close` longer. A thread of the C client's own keeps the bound.
+/// Bound: the connect finishes within the client's timeout (``timeout``, 10 s, as the X
+/// reads); the handshake, each event sent and each server message read may go that long
+/// with no byte moving on the socket, and may last that long plus what their bytes take at
+/// ``minimumRate`` (64 KiB/s), or fail with "did not answer within …" and the connection
+/// with them (the next action connects again). So a large update or clipboard text that
+/// keeps arriving is never cut short, while a server that stopped answering, stopped
+/// reading what the agent sends, or trickles bytes below the floor never holds an action,
+/// the lock or `close` much past ``timeout`` (a message of N bytes at the floor or faster:
+/// ``timeout`` + N / ``minimumRate`` at most). A thread of the C client's own keeps the
+/// bound (`desktop_vnc_deadline_passed`).
 ///
 /// Memory: the framebuffer (width × height × 4 bytes; 7.9 MiB at 1920×1080).
 final class VNCClient: Sendable {
@@ -30,7 +35,7 @@ final class VNCClient: Sendable {
     private struct State {
         var handle = Handle()
         var failed = false
-        /// Failed because a call ran past the timeout.
+        /// Failed because a call ran past its deadline.
         var timedOut = false
         /// Updates seen, and when the last one arrived (for `settle_ms`).
         var updates: UInt64 = 0
@@ -47,11 +52,16 @@ final class VNCClient: Sendable {
     private let closing = Atomic<Bool>(false)
     private let finished = Latch()
     let port: Int
-    /// How long one call on the connection may wait.
+    /// How long one call on the connection may wait with no byte moving (and the connect).
     let timeout: Duration
 
-    /// The bound of each call on the connection (connect, handshake, a send, one message read).
+    /// The silence bound of each call on the connection (connect, handshake, a send, one
+    /// message read).
     static let defaultTimeout: Duration = .seconds(10)
+
+    /// The slowest a call's bytes may move (bytes a second) beyond ``timeout``: a message
+    /// of N bytes has ``timeout`` + N / this in all. Far below any working loopback.
+    static let minimumRate = 64 * 1024
 
     /// A write the bound cuts short fails with EPIPE, and must not raise SIGPIPE (the
     /// daemon ignores it already; a process embedding the module may not).
@@ -65,16 +75,16 @@ final class VNCClient: Sendable {
         state = Mutex(initial)
     }
 
-    /// Connects to 127.0.0.1:`port` (blocking handshake, on its own thread, within `timeout`)
-    /// and starts the loop.
-    static func connect(port: Int, timeout: Duration = defaultTimeout) async throws(DesktopError) -> VNCClient {
+    /// Connects to 127.0.0.1:`port` (blocking handshake, on its own thread, within `timeout`
+    /// of silence and `minimumRate`) and starts the loop.
+    static func connect(port: Int, timeout: Duration = defaultTimeout, minimumRate: Int = minimumRate) async throws(DesktopError) -> VNCClient {
         Self.ignoreSIGPIPE
         let milliseconds = Int32(clamping: max(1, timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000))
         let result: Result<VNCClient, DesktopError> = await withCheckedContinuation { continuation in
             AgentThread.start(name: "desktop-vnc") {
                 var error = [CChar](repeating: 0, count: 256)
                 var timedOut: Int32 = 0
-                guard let handle = desktop_vnc_connect("127.0.0.1", Int32(port), milliseconds, &timedOut, &error, error.count) else {
+                guard let handle = desktop_vnc_connect("127.0.0.1", Int32(port), milliseconds, Int32(clamping: minimumRate), &timedOut, &error, error.count) else {
                     let failure =
                         timedOut != 0
                         ? Self.timeoutError(port: port, timeout: timeout)
@@ -93,13 +103,13 @@ final class VNCClient: Sendable {
         return try result.get()
     }
 
-    /// The error of a call that ran past `timeout`.
+    /// The error of a call that ran past its deadline.
     static func timeoutError(port: Int, timeout: Duration) -> DesktopError {
         DesktopError("the VNC server on 127.0.0.1:\(port) did not answer within \(timeout)", timedOut: true)
     }
 
     /// The message loop: wait (unlocked, 100 ms at most, so `close` is seen), then handle one
-    /// message under the lock (within the timeout).
+    /// message under the lock (within its deadline).
     private func loop() {
         while true {
             if closing.load(ordering: .relaxed) { break }
@@ -136,8 +146,14 @@ final class VNCClient: Sendable {
     /// The connection still works.
     var isUsable: Bool { !closing.load(ordering: .relaxed) && state.withLock { !$0.failed && $0.handle.pointer != nil } }
 
+    /// Framebuffer updates received whole so far.
+    var updatesReceived: UInt64 { state.withLock { $0.updates } }
+
+    /// The connection failed because a call ran past its deadline.
+    var timedOut: Bool { state.withLock { $0.timedOut } }
+
     /// Ends the loop and frees the client: within 100 ms, or once the call under way ends
-    /// (within the timeout). Blocks no thread.
+    /// (within its deadline). Blocks no thread.
     func close() async {
         closing.store(true, ordering: .relaxed)
         await finished.wait()
@@ -173,7 +189,7 @@ final class VNCClient: Sendable {
     }
 
     /// Runs one send under the lock; a failed one fails the connection. Throws the timeout's
-    /// error when a call ran past it (this one, or one before it).
+    /// error when a call ran past its deadline (this one, or one before it).
     private func send(_ body: (inout State, OpaquePointer) -> Int32) throws(DesktopError) {
         let (ok, timedOut) = state.withLock { s -> (Bool, Bool) in
             guard !closing.load(ordering: .relaxed), !s.failed, let pointer = s.handle.pointer else { return (false, s.timedOut) }
