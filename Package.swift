@@ -216,6 +216,7 @@ let package = Package(
             dependencies: [
                 "AgentCore", "AgentProto", "CHostStats",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
             exclude: ["Monitoring/resources_monitor.proto"],

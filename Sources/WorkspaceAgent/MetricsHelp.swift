@@ -66,6 +66,10 @@ enum MetricsHelp {
         "agent_metadata_reports_total": "BatchUpdateMetadata calls by result (ok, error).",
         "agent_stats_reports_total": "UpdateStats calls by result (ok, error), the interval probe included.",
         "agent_stats_report_interval_seconds": "The stats report interval the control plane asked for.",
+        "agent_resources_monitor_volume_reads_skipped_total":
+            "Monitored volumes left out of a resource monitoring datapoint because statfs did not answer, by reason (timeout: no answer within the collection interval; stuck: an earlier statfs of the volume had not returned, so none was made; busy: too many statfs calls waiting).",
+        "agent_resources_monitor_volume_reads_outstanding":
+            "statfs calls of the resource monitor made and not returned (each holds a thread of its 4, or waits for one).",
         // Tailnet
         "agent_tailnet_peers": "WireGuard peers configured from the coordination stream.",
         "agent_tailnet_handshakes_total": "WireGuard handshakes completed (initiations answered and ours answered).",

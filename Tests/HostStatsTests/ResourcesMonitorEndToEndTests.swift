@@ -68,4 +68,53 @@ struct ResourcesMonitorEndToEndTests {
             try await running.value
         }
     }
+
+    /// A volume whose `statfs` never returns (a dead hard-mounted NFS server) does not hold
+    /// the session: the connection drops while the monitor waits for that call, the agent
+    /// reconnects and asks for the configuration again, and the new session's monitor
+    /// reports the other volume without calling `statfs` on the stuck one again.
+    @Test func aStuckVolumeDoesNotHoldTheReconnect() async throws {
+        let double = ControlPlaneDouble()
+        let served = double.serveResourcesMonitoring(
+            ControlPlaneDouble.resourcesMonitoringConfiguration(datapoints: 1, intervalSeconds: 10, memory: true, volumes: ["/", "/stuck"]))
+        let clock = ManualClock()
+        let log = CapturedLog()
+        let stuck = StuckStatfs("/stuck")
+        defer { stuck.release() }
+        let reads = VolumeReads(pool: BlockingPool(name: "statfs-e2e", threads: 2, maxQueued: 16))
+        let monitor = ResourcesMonitor(
+            clock: clock, now: ResourcesMonitorClock.wallClock,
+            makeStatter: { () throws(StatError) in try HostStatter(diskUsage: { stuck.statfs($0) }) }, volumeReads: reads,
+            logger: log.logger)
+        try await double.run { url in
+            var configuration = ControlPlaneSession.Configuration(agentVersion: "0.1.0")
+            configuration.shutdownDeadline = .seconds(30)
+            let session = ControlPlaneSession(
+                configuration: configuration,
+                dialer: WebSocketDialer(baseURL: url, token: double.token, version: "2.10", logger: Self.quiet),
+                logger: Self.quiet, participants: UpwardParticipants([monitor]))
+            let running = Task { try await session.run() }
+            defer { running.cancel() }
+
+            #expect(await eventually(timeout: Self.patience) { clock.sleeping == 1 }, "\(log.text)")
+            clock.advance(by: .seconds(10))
+            #expect(
+                await eventually(timeout: Self.patience) { stuck.blocked == 1 && reads.outstanding == ["/stuck"] && clock.sleeping == 1 },
+                "\(log.text)")
+
+            await double.dropConnections()
+            #expect(
+                await eventually(timeout: Self.patience) {
+                    served.state.withLock { $0.configurationCalls } == 2 && clock.sleeping == 1
+                }, "\(log.text)")
+            #expect(stuck.blocked == 1, "the first call is still blocked")
+            clock.advance(by: .seconds(10))
+            #expect(await eventually(timeout: Self.patience) { served.state.withLock { $0.pushes.count } == 1 }, "\(log.text)")
+            let point = try #require(served.state.withLock { $0.pushes.first?.datapoints.first })
+            #expect(point.hasMemory && point.volumes.map(\.volume) == ["/"])
+            #expect(stuck.calls("/stuck") == 1)
+            session.beginShutdown()
+            try await running.value
+        }
+    }
 }

@@ -70,18 +70,29 @@ struct ResourcesMonitorTests {
         }
     }
 
-    /// A monitor on `clock` over a host with 8 GiB (6 available) and a disk at `/` only,
-    /// with its ticks counted.
+    /// A monitor on `clock` over a host with 8 GiB (6 available) and a disk at `/` only
+    /// (or `statfs`), with its ticks and finished volume reads counted.
     final class Rig: Sendable {
         let clock = ManualClock()
         let log = CapturedLog()
         let ticks = Mutex(0)
         let session: RecordingSession
         let files: MemoryFileSystem
+        let statfs: @Sendable (String) -> Result<DiskUsage, DiskError>
+        let reads: VolumeReads
 
-        init(_ configuration: Result<Configuration, UpwardStreamError>, files: MemoryFileSystem = Rig.host) {
+        init(
+            _ configuration: Result<Configuration, UpwardStreamError>, files: MemoryFileSystem = Rig.host,
+            statfs: @escaping @Sendable (String) -> Result<DiskUsage, DiskError> = Rig.rootOnly, reads: VolumeReads = VolumeReads()
+        ) {
             session = RecordingSession(configuration)
             self.files = files
+            self.statfs = statfs
+            self.reads = reads
+        }
+
+        static let rootOnly: @Sendable (String) -> Result<DiskUsage, DiskError> = { path in
+            path == "/" ? .success(DiskUsage(blocks: 1000, freeBlocks: 300, blockSize: 4096)) : .failure(DiskError(errno: ENOENT))
         }
 
         static var host: MemoryFileSystem {
@@ -94,20 +105,15 @@ struct ResourcesMonitorTests {
         static let disk = ResourcesDatapoint.Usage(total: 4_096_000, used: 2_867_200)
 
         var monitor: ResourcesMonitor<ManualClock> {
-            let (clock, files) = (clock, files)
+            let (clock, files, statfs) = (clock, files, statfs)
             return ResourcesMonitor(
                 clock: clock,
                 now: {
                     self.ticks.withLock { $0 += 1 }
                     return Google_Protobuf_Timestamp(seconds: 1_700_000_000 + clock.now.offset.components.seconds, nanos: 0)
                 },
-                makeStatter: { () throws(StatError) in
-                    try HostStatter(fileSystem: files) { _ in
-                    } diskUsage: { path in
-                        path == "/" ? .success(DiskUsage(blocks: 1000, freeBlocks: 300, blockSize: 4096)) : .failure(DiskError(errno: ENOENT))
-                    }
-                },
-                logger: log.logger)
+                makeStatter: { () throws(StatError) in try HostStatter(fileSystem: files, wait: { _ in }, diskUsage: statfs) },
+                volumeReads: reads, logger: log.logger)
         }
 
         /// Starts the monitor and waits for its first sleep.
@@ -118,11 +124,16 @@ struct ResourcesMonitorTests {
             return task
         }
 
-        /// Moves the clock one interval and waits until that tick is done (the monitor sleeps again).
+        /// Moves the clock one interval and waits until that tick is done: its volumes read
+        /// (while it waits for them, the monitor sleeps on the clock until the next tick is
+        /// due) and the monitor asleep again.
         func tick(_ interval: Duration = .seconds(10)) async {
             let before = ticks.withLock { $0 }
+            let read = reads.finished
             clock.advance(by: interval)
-            #expect(await eventually { ticks.withLock { $0 } == before + 1 && clock.sleeping == 1 }, "\(log.text)")
+            #expect(
+                await eventually { ticks.withLock { $0 } == before + 1 && reads.finished == read + 1 && clock.sleeping == 1 },
+                "\(log.text)")
         }
     }
 
@@ -241,6 +252,101 @@ struct ResourcesMonitorTests {
         let broken = Rig(.success(ControlPlaneDouble.resourcesMonitoringConfiguration()), files: files)
         let error = await #expect(throws: ResourcesMonitorFailure.self) { try await broken.monitor.run(on: broken.session) }
         #expect(error?.description.hasPrefix("failed to create resources fetcher: get host info:") == true)
+    }
+
+    // MARK: A volume whose statfs does not return
+
+    /// Volumes `/` and `/stuck` (whose `statfs` blocks until released), memory, a push every
+    /// tick; the volumes' calls on a pool of the test's own.
+    static func stuckRig() -> (Rig, StuckStatfs) {
+        let stuck = StuckStatfs("/stuck")
+        let configuration = ControlPlaneDouble.resourcesMonitoringConfiguration(datapoints: 1, memory: true, volumes: ["/", "/stuck"])
+        let pool = BlockingPool(name: "statfs-test", threads: 2, maxQueued: 16)
+        return (Rig(.success(configuration), statfs: { stuck.statfs($0) }, reads: VolumeReads(pool: pool)), stuck)
+    }
+
+    /// The first tick: both volumes asked, `/` answered, `/stuck` blocked, and the tick
+    /// waiting for it on the clock (until the next tick is due).
+    static func stick(_ rig: Rig, _ stuck: StuckStatfs) async {
+        rig.clock.advance(by: .seconds(10))
+        #expect(
+            await eventually { stuck.blocked == 1 && rig.reads.outstanding == ["/stuck"] && rig.clock.sleeping == 1 },
+            "\(rig.log.text)")
+        #expect(rig.session.pushes.isEmpty && rig.reads.finished == 0)
+    }
+
+    /// Cancelled (its session dropped) while a `statfs` does not return, the monitor returns
+    /// at once: the call stays blocked on the pool's thread, the session does not wait for it.
+    @Test func theMonitorEndsWhenCancelledWhileAStatfsIsStuck() async throws {
+        let (rig, stuck) = Self.stuckRig()
+        defer { stuck.release() }
+        let task = try await rig.start()
+        await Self.stick(rig, stuck)
+        let ended = TestFlag()
+        Task {
+            _ = await task.result
+            ended.set()
+        }
+        task.cancel()
+        #expect(await eventually { ended.isSet }, "\(rig.log.text)")
+        #expect(stuck.blocked == 1 && rig.reads.outstanding == ["/stuck"], "the call is still blocked, on its own thread")
+        #expect(rig.session.pushes.isEmpty)
+        #expect(stuck.calls("/stuck") == 1)
+    }
+
+    /// While `/stuck`'s call does not return, every tick reports `/` and memory, leaves
+    /// `/stuck` out and logs it (as the reference does a volume it cannot read), and does
+    /// not call `statfs` on it again: the first tick waits for it until the next is due,
+    /// the later ones skip it at once.
+    @Test func aStuckVolumeIsLeftOutAndNotAskedAgainWhileTheOthersAreReported() async throws {
+        let (rig, stuck) = Self.stuckRig()
+        defer { stuck.release() }
+        let task = try await rig.start()
+        defer { task.cancel() }
+        await Self.stick(rig, stuck)
+        // The next tick is due: the first datapoint goes without `/stuck`, and the second
+        // tick runs at once.
+        rig.clock.advance(by: .seconds(10))
+        #expect(await eventually { rig.reads.finished == 2 && rig.clock.sleeping == 1 }, "\(rig.log.text)")
+        await rig.tick()
+        await rig.tick()
+
+        let pushes = rig.session.pushes
+        #expect(pushes.map { $0.datapoints.map(\.collectedAt.seconds) } == [[1_700_000_010], [1_700_000_020], [1_700_000_030], [1_700_000_040]])
+        for push in pushes {
+            let point = try #require(push.datapoints.first)
+            #expect(point.hasMemory && point.volumes.map(\.volume) == ["/"])
+        }
+        #expect(stuck.calls("/stuck") == 1 && stuck.calls("/") == 4)
+        #expect(stuck.blocked == 1 && rig.reads.outstanding == ["/stuck"])
+        let failures = rig.log.all.filter { $0.level == .error && $0.message == "failed to fetch volume" && $0.metadata["volume"] == "/stuck" }
+        #expect(failures.count == 4, "\(rig.log.text)")
+        #expect(failures.first?.metadata["error"]?.hasPrefix("statfs did not answer within") == true, "\(rig.log.text)")
+        #expect(failures.dropFirst().allSatisfy { $0.metadata["error"]?.hasPrefix("an earlier statfs has not returned") == true }, "\(rig.log.text)")
+    }
+
+    /// Once its stuck call returns (its late answer is dropped), the volume is asked again
+    /// at the next tick and reported as before.
+    @Test func aVolumeIsReadAgainOnceItsStuckCallReturns() async throws {
+        let (rig, stuck) = Self.stuckRig()
+        defer { stuck.release() }
+        let task = try await rig.start()
+        defer { task.cancel() }
+        await Self.stick(rig, stuck)
+        rig.clock.advance(by: .seconds(10))
+        #expect(await eventually { rig.reads.finished == 2 && rig.clock.sleeping == 1 }, "\(rig.log.text)")
+        stuck.release()
+        #expect(await eventually { rig.reads.outstanding.isEmpty && stuck.blocked == 0 }, "the stuck call returned")
+        #expect(rig.session.pushes.count == 2, "its late answer makes no datapoint")
+
+        await rig.tick()
+        #expect(stuck.calls("/stuck") == 2)
+        let pushes = rig.session.pushes
+        #expect(pushes.count == 3)
+        #expect(pushes.prefix(2).allSatisfy { $0.datapoints.first?.volumes.map(\.volume) == ["/"] })
+        let point = try #require(pushes.last?.datapoints.first)
+        #expect(point.volumes.map(\.volume) == ["/", "/stuck"])
+        #expect(point.volumes.map { [$0.total, $0.used] } == [[Rig.disk.total, Rig.disk.used], [Rig.disk.total, Rig.disk.used]])
     }
 
     @Test func thePlanKeepsItsBounds() {

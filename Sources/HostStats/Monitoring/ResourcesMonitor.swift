@@ -9,6 +9,13 @@ import Glibc
 
 /// The reference's resource monitor (Agent API 2.4) on each connected session: memory and
 /// volumes read every interval into a window that, once full, is pushed whole every tick.
+///
+/// The volumes' `statfs` calls run on threads of their own (``VolumeReads``), never on
+/// Swift's cooperative threads, and a tick waits for them at most until the next tick is
+/// due: a dead network mount cannot hold a cooperative thread or the session's end (the
+/// reference's `Start` only starts a ticker, so a stuck `statfs` there stalls one goroutine
+/// and reconnects still work; here it holds one thread of the pool, and the session ends
+/// when it is cancelled, whatever the call does).
 public struct ResourcesMonitor<TickClock: Clock>: UpwardParticipant where TickClock.Duration == Duration {
     // Failed readings are logged and left out; a failed push is logged, the next tick retries.
     static var configurationRPC: String { DRPCMethodPath.agent("GetResourcesMonitoringConfiguration") }
@@ -22,20 +29,32 @@ public struct ResourcesMonitor<TickClock: Clock>: UpwardParticipant where TickCl
     let clock: TickClock
     let now: @Sendable () -> Google_Protobuf_Timestamp
     let makeStatter: @Sendable () throws(StatError) -> HostStatter
+    /// The volumes' calls still outstanding, kept across sessions.
+    let volumeReads: VolumeReads
     let logger: Logger
 
     public var name: String { "resources monitor" }
 
     /// `clock` paces the ticks (tests pass a manual one), `now` stamps the datapoints and
-    /// `makeStatter` reads the figures for one session (the machine's by default).
+    /// `makeStatter` reads the figures for one session (the machine's by default; its
+    /// `diskUsage` is the volumes' `statfs`).
     public init(
         clock: TickClock, now: @escaping @Sendable () -> Google_Protobuf_Timestamp = ResourcesMonitorClock.wallClock,
         makeStatter: @escaping @Sendable () throws(StatError) -> HostStatter = { () throws(StatError) in try HostStatter() },
         logger: Logger
     ) {
+        self.init(clock: clock, now: now, makeStatter: makeStatter, volumeReads: VolumeReads(), logger: logger)
+    }
+
+    /// With the volumes' calls on `volumeReads` (tests give it a pool of its own).
+    init(
+        clock: TickClock, now: @escaping @Sendable () -> Google_Protobuf_Timestamp,
+        makeStatter: @escaping @Sendable () throws(StatError) -> HostStatter, volumeReads: VolumeReads, logger: Logger
+    ) {
         self.clock = clock
         self.now = now
         self.makeStatter = makeStatter
+        self.volumeReads = volumeReads
         self.logger = logger
     }
 
@@ -59,7 +78,9 @@ public struct ResourcesMonitor<TickClock: Clock>: UpwardParticipant where TickCl
             // Ticks missed while one ran are dropped, as Go's ticker drops them.
             let reached = clock.now
             while deadline <= reached { deadline = deadline.advanced(by: plan.interval) }
-            guard let push = window.append(collect(plan, fetcher)) else { continue }
+            let datapoint = await collect(plan, fetcher)
+            try Task.checkCancellation()
+            guard let push = window.append(datapoint) else { continue }
             do {
                 _ = try await call(session, Self.pushRPC, try push.serializedBytes())
             } catch {
@@ -99,7 +120,12 @@ public struct ResourcesMonitor<TickClock: Clock>: UpwardParticipant where TickCl
     public static var maxConfigurationRetry: Duration { .seconds(60) }
 
     /// One tick's datapoint: memory when enabled, each enabled volume; what fails is logged.
-    func collect(_ plan: ResourcesMonitorPlan, _ fetcher: ResourcesFetcher) -> ResourcesDatapoint {
+    /// Memory is read here: `/proc` and the cgroup's files are made by the kernel on read
+    /// and never wait on a device or a server. The volumes' `statfs` calls run on the pool,
+    /// each given until the next tick is due (the interval): a slow volume is measured as
+    /// late as the reference's ticker would wait for it without dropping a tick, and the
+    /// next tick still starts on time.
+    func collect(_ plan: ResourcesMonitorPlan, _ fetcher: ResourcesFetcher) async -> ResourcesDatapoint {
         var datapoint = ResourcesDatapoint(collectedAt: now())
         if plan.memory {
             switch fetcher.memory() {
@@ -107,8 +133,9 @@ public struct ResourcesMonitor<TickClock: Clock>: UpwardParticipant where TickCl
             case .failure(let error): logger.error("failed to fetch memory", metadata: ["error": "\(error)"])
             }
         }
+        let volumes = await volumeReads.read(plan.volumes, within: plan.interval, on: clock) { fetcher.volume($0) }
         for path in plan.volumes {
-            switch fetcher.volume(path) {
+            switch volumes[path] ?? .failure(.busy) {
             case .success(let usage): datapoint.volumes.append(.init(path: path, usage: usage))
             case .failure(let error): logger.error("failed to fetch volume", metadata: ["error": "\(error)", "volume": "\(path)"])
             }

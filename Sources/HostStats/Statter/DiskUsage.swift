@@ -16,7 +16,10 @@ public struct DiskUsage: Equatable, Sendable {
         used = Double(blocks &- freeBlocks) * Double(blockSize)
     }
 
-    /// `statfs(path)`, or its errno.
+    /// `statfs(path)`, or its errno. Blocks the calling thread for as long as the file
+    /// system does not answer (on a dead hard-mounted NFS server, until it is back, and
+    /// nothing can cancel it). The agent's resource monitor calls it through
+    /// ``VolumeReads``, off Swift's cooperative threads; `coder stat` may simply wait.
     @Sendable public static func of(_ path: String) -> Result<DiskUsage, DiskError> {
         // Go refuses a path holding NUL before the call.
         guard !path.utf8.contains(0) else { return .failure(DiskError(errno: EINVAL)) }
