@@ -4,7 +4,9 @@ import SwiftProtobuf
 
 /// coderd's routes for the in-workspace commands, asked of the agent that started them
 /// (``AgentSocketService/coderdGetMethod``) instead of coderd itself: what the git helpers
-/// use when the agent keeps its token to itself.
+/// use when the agent keeps its token to itself. Each request, connect and answer together,
+/// takes at most the timeout it is given (a wedged agent, or another program at the socket's
+/// path, fails it instead of holding the command for ever).
 public struct AgentSocketCoderREST: CoderRESTRequesting {
     public let client: AgentSocketClient
 
@@ -25,7 +27,7 @@ public struct AgentSocketCoderREST: CoderRESTRequesting {
             ]).jsonText
         let answer: String
         do {
-            answer = try await client.unary("CoderdGet", request, as: Google_Protobuf_StringValue.self).value
+            answer = try await client.unary("CoderdGet", request, as: Google_Protobuf_StringValue.self, timeout: timeout).value
         } catch {
             throw .connection(method: method, url: path, reason: error.description)
         }

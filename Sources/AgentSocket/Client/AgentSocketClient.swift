@@ -28,6 +28,15 @@ public struct AgentSocketClient: Sendable {
         case foreignAgent(path: String, server: Int32, own: Int32)
         /// The call failed (the agent's error text, or a transport failure).
         case call(DRPCCallError)
+        /// The call did not end within the timeout it was given: the socket accepted no
+        /// connection (`phase` ``TimeoutPhase/connect``, after at most ``connectTimeout``),
+        /// or no answer came (``TimeoutPhase/answer``). Its connection is closed.
+        case timedOut(path: String, method: String, after: Duration, phase: TimeoutPhase)
+
+        /// What a call that timed out was waiting for.
+        public enum TimeoutPhase: Sendable, Equatable {
+            case connect, answer
+        }
 
         public var description: String {
             switch self {
@@ -42,7 +51,20 @@ public struct AgentSocketClient: Sendable {
             case .call(let error):
                 if case .remote(let body) = error { return body.message }
                 return error.description
+            case .timedOut(let path, _, let after, .connect):
+                return "connect to agent socket: dial unix \(path): timed out after \(Self.text(after)): the socket accepts no connection"
+                    + " (is the agent stopped?)"
+            case .timedOut(let path, let method, let after, .answer):
+                return "agent socket \(path): no answer to \(method) within \(Self.text(after))"
+                    + " (the agent may be stopped or hung, or another program listens at the path)"
             }
+        }
+
+        /// `30s`, `250ms`.
+        static func text(_ duration: Duration) -> String {
+            let (seconds, attoseconds) = duration.components
+            if attoseconds == 0 { return "\(seconds)s" }
+            return "\(seconds * 1000 + attoseconds / 1_000_000_000_000_000)ms"
         }
 
         /// True when the agent does not know the method (an agent without an extension).
@@ -104,7 +126,7 @@ public struct AgentSocketClient: Sendable {
 
     /// Returns whether the agent queued the status (not connected to the control plane).
     public func updateAppStatus(_ request: Coder_Agent_V2_UpdateAppStatusRequest) async throws(Failure) -> Bool {
-        let bytes = try await call(DRPCMethodPath.agentSocket("UpdateAppStatus"), request)
+        let bytes = try await call("UpdateAppStatus", request)
         return bytes.suffix(AgentSocketService.queuedFieldBytes.count).elementsEqual(AgentSocketService.queuedFieldBytes)
     }
 
@@ -115,7 +137,7 @@ public struct AgentSocketClient: Sendable {
         request.unit = unit
         let requestBytes: [UInt8]
         do { requestBytes = try request.serializedBytes() } catch { throw .call(.protocolViolation("\(error)")) }
-        try await withConnection { transport in
+        try await withConnection("SyncWaitReady") { transport in
             let (sender, start) = DRPCClient.stream(AgentSocketService.waitReadyMethod, over: transport)
             var receiver = start
             try await sender.send(requestBytes)
@@ -126,10 +148,16 @@ public struct AgentSocketClient: Sendable {
 
     // MARK: Plumbing
 
+    /// The longest a connect waits for a listener that does not accept (its backlog full).
+    public static let connectTimeout: Duration = .seconds(10)
+
+    /// Calls `method`; with a `timeout`, the connect, the request and the answer together
+    /// take at most that long (the connect at most ``connectTimeout``), else
+    /// ``Failure/timedOut(path:method:after:phase:)``.
     func unary<Request: SwiftProtobuf.Message, Response: SwiftProtobuf.Message>(
-        _ method: String, _ request: Request, as: Response.Type
+        _ method: String, _ request: Request, as: Response.Type, timeout: Duration? = nil
     ) async throws(Failure) -> Response {
-        let bytes = try await call(DRPCMethodPath.agentSocket(method), request)
+        let bytes = try await call(method, request, timeout: timeout)
         do {
             return try Response(serializedBytes: bytes)
         } catch {
@@ -137,33 +165,57 @@ public struct AgentSocketClient: Sendable {
         }
     }
 
-    private func call(_ method: String, _ request: some SwiftProtobuf.Message) async throws(Failure) -> [UInt8] {
+    private func call(_ method: String, _ request: some SwiftProtobuf.Message, timeout: Duration? = nil) async throws(Failure) -> [UInt8] {
         let payload: [UInt8]
         do { payload = try request.serializedBytes() } catch { throw .call(.protocolViolation("\(error)")) }
-        return try await withConnection { transport in try await DRPCClient.unary(method, request: payload, over: transport) }
+        let fullMethod = DRPCMethodPath.agentSocket(method)
+        return try await withConnection(method, timeout: timeout) { transport in
+            try await DRPCClient.unary(fullMethod, request: payload, over: transport)
+        }
     }
 
     /// Runs `body` over a new connection, closed when it returns; a dRPC error of the
-    /// call becomes ``Failure/call(_:)``.
+    /// call becomes ``Failure/call(_:)``. With a `timeout`, the connection is closed when it
+    /// has passed since the call began (which ends a read or write under way at once) and
+    /// the call fails with ``Failure/timedOut(path:method:after:phase:)``.
     private func withConnection<Result: Sendable>(
-        _ body: (ChannelTransport) async throws -> Result
+        _ method: String, timeout: Duration? = nil, _ body: (ChannelTransport) async throws -> Result
     ) async throws(Failure) -> Result {
-        let channel = try await connect()
+        let deadline = timeout.map { ContinuousClock.now + $0 }
+        let channel = try await connect(method: method, timeout: timeout)
+        // True when it closed the connection at the deadline.
+        let watchdog = deadline.map { deadline in
+            Task<Bool, Never> { [connection = channel.channel] in
+                do { try await Task.sleep(until: deadline, clock: .continuous) } catch { return false }
+                try? await connection.close()
+                return true
+            }
+        }
         do {
-            return try await ChannelTransport.using(channel, body)
-        } catch let error as DRPCCallError {
-            throw .call(error)
+            let result = try await ChannelTransport.using(channel, body)
+            watchdog?.cancel()
+            return result
         } catch {
+            watchdog?.cancel()
+            if let watchdog, let timeout, await watchdog.value {
+                throw .timedOut(path: path, method: method, after: timeout, phase: .answer)
+            }
+            if let error = error as? DRPCCallError { throw .call(error) }
             throw .call(.transport("\(error)"))
         }
     }
 
     /// Connects with a plain `connect(2)` (so a failure names its errno as Go's dialer
-    /// does), then hands the socket to NIO.
-    func connect() async throws(Failure) -> NIOAsyncChannel<ByteBuffer, ByteBuffer> {
+    /// does), then hands the socket to NIO. A listener that does not accept is waited for at
+    /// most `timeout` (and ``connectTimeout``); given a `timeout`, that wait's end is
+    /// ``Failure/timedOut(path:method:after:phase:)``, else the dial's EAGAIN.
+    func connect(method: String, timeout: Duration? = nil) async throws(Failure) -> NIOAsyncChannel<ByteBuffer, ByteBuffer> {
+        let bound = min(timeout ?? Self.connectTimeout, Self.connectTimeout)
         let fd: Int32
-        switch UnixSocket.connect(path) {
+        switch UnixSocket.connect(path, timeout: bound) {
         case .success(let connected): fd = connected
+        case .failure(let error) where error.errno == EAGAIN && timeout != nil:
+            throw .timedOut(path: path, method: method, after: bound, phase: .connect)
         case .failure(let error): throw .dial(path: path, errno: error.errno)
         }
         // A command an agent started talks only to that agent: a second agent whose path

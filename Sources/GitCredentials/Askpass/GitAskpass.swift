@@ -20,6 +20,9 @@ public struct GitAskpass: Sendable {
     public var chatAgent = false
     /// Waits between polls (tests pass a clock of their own).
     public var sleep: @Sendable (Duration) async throws -> Void = { try await Task.sleep(for: $0) }
+    /// The whole wait's bound (``maxListen``; tests choose a shorter one): a request under way
+    /// when it ends is cut there too.
+    public var listenLimit: Duration = GitAskpass.maxListen
 
     public init(api: any CoderRESTRequesting) {
         self.api = api
@@ -60,22 +63,34 @@ public struct GitAskpass: Sendable {
     }
 
     /// Polls with `listen=true` (at once, then 250 ms doubling to 10 s between tries) until
-    /// coderd answers with a token; errors are tried again, up to ``maxListen`` in all.
+    /// coderd answers with a token; errors are tried again, up to ``listenLimit`` in all: each
+    /// wait and each request is cut at that deadline (a request's own bound is
+    /// ``listenRequestTimeout``).
     func listen(_ base: ExternalAuthQuery) async throws(GitCredentialsFailure) -> ExternalAuthResponse {
         var query = base
         query.listen = true
         var backoff = ListenBackoff()
         let clock = ContinuousClock()
-        let deadline = clock.now + Self.maxListen
+        let deadline = clock.now + listenLimit
         while clock.now < deadline {
-            do { try await sleep(backoff.next()) } catch { throw .message("waiting for Git authentication: canceled") }
-            if case .answer(let answer)? = try? await ExternalAuthFetch.fetch(query, api: api, context: "get git token", timeout: Self.listenRequestTimeout),
+            do { try await sleep(min(backoff.next(), max(deadline - clock.now, .zero))) } catch { throw .message("waiting for Git authentication: canceled") }
+            let remaining = deadline - clock.now
+            guard remaining > .zero else { break }
+            if case .answer(let answer)? = try? await ExternalAuthFetch.fetch(
+                query, api: api, context: "get git token", timeout: min(Self.listenRequestTimeout, remaining)),
                 answer.url.isEmpty
             {
                 return answer
             }
         }
-        throw .message("timed out after \(Self.maxListen.components.seconds / 60) minutes waiting for Git authentication")
+        throw .message("timed out after \(Self.text(listenLimit)) waiting for Git authentication")
+    }
+
+    /// `30 minutes`; a bound that is not whole minutes in seconds (`0.5 seconds`).
+    static func text(_ duration: Duration) -> String {
+        let (seconds, attoseconds) = duration.components
+        if attoseconds == 0, seconds % 60 == 0 { return "\(seconds / 60) minutes" }
+        return "\(Double(seconds) + Double(attoseconds) / 1e18) seconds"
     }
 
     /// The reference's `cliui.Warn`: `WARN: header`, then each line as `  | line`.

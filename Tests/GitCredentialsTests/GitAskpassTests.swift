@@ -1,0 +1,57 @@
+import AgentCore
+import GitCredentials
+import Synchronization
+import Testing
+
+/// coderd as the askpass sees it: the answers given in order (then none: each request waits
+/// out its timeout and fails, as a client against a silent server does), and every request's
+/// query and timeout.
+final class RecordingCoderd: CoderRESTRequesting, Sendable {
+    struct Request: Sendable {
+        var query: [String]
+        var timeout: Duration
+    }
+
+    private let state: Mutex<(answers: [String], requests: [Request])>
+
+    /// `answers`: 200 bodies.
+    init(_ answers: [String]) {
+        state = Mutex((answers: answers, requests: []))
+    }
+
+    var requests: [Request] { state.withLock { $0.requests } }
+
+    func send(_ method: String, _ path: String, query: [(String, String)], json body: [UInt8]?, timeout: Duration) async throws(CoderRESTError) -> CoderRESTResponse {
+        let answer = state.withLock { state -> String? in
+            state.requests.append(Request(query: query.map { "\($0.0)=\($0.1)" }, timeout: timeout))
+            return state.answers.isEmpty ? nil : state.answers.removeFirst()
+        }
+        guard let answer else {
+            try? await Task.sleep(for: timeout)
+            throw .connection(method: method, url: path, reason: "no answer within \(timeout)")
+        }
+        return CoderRESTResponse(method: method, url: "https://coder.example.com" + path, status: 200, body: Array(answer.utf8))
+    }
+}
+
+@Suite(.timeLimit(.minutes(1)))
+struct GitAskpassTests {
+    static let prompt = "Username for 'https://github.com': "
+    static let needsLink = #"{"url":"https://coder.example.com/external-auth/github"}"#
+
+    /// A request under way when the whole wait's bound ends is cut there: its timeout is no
+    /// longer than what is left, so the askpass ends at the bound, not a request's 30 s later.
+    @Test func theWholeWaitsBoundAlsoCutsARequestUnderWay() async throws {
+        let coderd = RecordingCoderd([Self.needsLink])
+        var askpass = GitAskpass(api: coderd)
+        askpass.listenLimit = .milliseconds(300)
+        let configured = askpass
+        let start = ContinuousClock.now
+        let error = await #expect(throws: GitCredentialsFailure.self) { try await configured.run(prompt: Self.prompt) { _ in } }
+        #expect(error == .message("timed out after 0.3 seconds waiting for Git authentication"))
+        #expect(ContinuousClock.now - start < .seconds(10))
+        let listens = coderd.requests.dropFirst()
+        #expect(!listens.isEmpty)
+        #expect(listens.allSatisfy { $0.timeout <= .milliseconds(300) }, "\(listens.map(\.timeout))")
+    }
+}
