@@ -39,6 +39,27 @@ struct GitAskpassTests {
     static let prompt = "Username for 'https://github.com': "
     static let needsLink = #"{"url":"https://coder.example.com/external-auth/github"}"#
 
+    /// The first request carries the repository's branch, origin and chat; the `listen`
+    /// polls only the match, as the reference's (`ExternalAuthRequest{Match, Listen: true}`),
+    /// so that coderd does not mark the chat's git state stale at every poll.
+    @Test func listenPollsCarryTheMatchAlone() async throws {
+        let coderd = RecordingCoderd([Self.needsLink, Self.needsLink, #"{"access_token":"gho_1","username":"gho_1"}"#])
+        var askpass = GitAskpass(api: coderd)
+        askpass.chatID = "8a5f0e8e-4f6c-4b7e-9d2a-0c1d2e3f4a5b"
+        askpass.gitBranch = "main"
+        askpass.gitRemoteOrigin = "https://github.com/coder/coder.git"
+        askpass.sleep = { _ in }
+        #expect(try await askpass.run(prompt: Self.prompt) { _ in } == "gho_1")
+        let queries = coderd.requests.map(\.query)
+        #expect(queries.count == 3)
+        #expect(
+            queries.first == [
+                "chat_id=8a5f0e8e-4f6c-4b7e-9d2a-0c1d2e3f4a5b", "git_branch=main", "git_remote_origin=https://github.com/coder/coder.git", "id=",
+                "match=https://github.com",
+            ])
+        #expect(queries.dropFirst().allSatisfy { $0 == ["id=", "listen=true", "match=https://github.com"] }, "\(queries)")
+    }
+
     /// A request under way when the whole wait's bound ends is cut there: its timeout is no
     /// longer than what is left, so the askpass ends at the bound, not a request's 30 s later.
     @Test func theWholeWaitsBoundAlsoCutsARequestUnderWay() async throws {

@@ -65,10 +65,11 @@ public struct GitAskpass: Sendable {
     /// Polls with `listen=true` (at once, then 250 ms doubling to 10 s between tries) until
     /// coderd answers with a token; errors are tried again, up to ``listenLimit`` in all: each
     /// wait and each request is cut at that deadline (a request's own bound is
-    /// ``listenRequestTimeout``).
+    /// ``listenRequestTimeout``). The polls carry the match alone (`id=&listen=true&match=…`),
+    /// as the reference's do: the branch, origin and chat went with the first request, and
+    /// coderd marks the chat's git state stale for each request that has them.
     func listen(_ base: ExternalAuthQuery) async throws(GitCredentialsFailure) -> ExternalAuthResponse {
-        var query = base
-        query.listen = true
+        let query = ExternalAuthQuery(match: base.match, listen: true)
         var backoff = ListenBackoff()
         let clock = ContinuousClock()
         let deadline = clock.now + listenLimit
