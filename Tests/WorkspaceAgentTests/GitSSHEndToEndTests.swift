@@ -120,6 +120,30 @@ struct GitSSHEndToEndTests {
         }
     }
 
+    /// No `ssh` on PATH: Go's `exec.ErrNotFound` words, as the reference prints them (not an
+    /// errno the failed lookup never set), and the key file is removed all the same.
+    @Test func withoutSSHOnThePathTheErrorIsTheReferences() async throws {
+        let link = try CoderLink()
+        defer { link.remove() }
+        let empty = link.directory + "/empty-path"
+        try FileManager.default.createDirectory(atPath: empty, withIntermediateDirectories: true)
+        let double = ControlPlaneDouble()
+        double.externalAuth.withLock { $0.gitSSHKey = ("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIE coder", "-----BEGIN OPENSSH PRIVATE KEY-----\nx\n-----END OPENSSH PRIVATE KEY-----\n") }
+        let outcome = Mutex<ChildProgram.Outcome?>(nil)
+        try await double.run { base in
+            // The later PATH wins over CoderLink's own (env sets them in order).
+            let result = await link.run(
+                ["gitssh", "--", "git@example.com", "git-upload-pack 'repo.git'"],
+                environment: ["PATH": empty, "CODER_AGENT_URL": base, "CODER_AGENT_TOKEN": double.token])
+            outcome.withLock { $0 = result }
+        }
+        let result = try #require(outcome.withLock { $0 })
+        #expect(result.status == 1)
+        #expect(result.stdout.hasSuffix("error: run ssh command: exec: \"ssh\": executable file not found in $PATH\n"), "\(result.stdout)")
+        let left = try FileManager.default.contentsOfDirectory(atPath: link.directory).filter { $0.hasPrefix("coder-gitsshkey-") }
+        #expect(left.isEmpty, "the temporary private key is removed: \(left)")
+    }
+
     @Test func aKeyTheServerRefusesShowsWhichPublicKeyToRegister() async throws {
         try await Self.withClone(servedKeyIsAuthorized: false) { workspace, clone, _, servedPublic in
             let cloned = await clone(true)

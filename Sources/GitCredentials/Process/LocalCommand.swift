@@ -1,3 +1,4 @@
+import AgentJSON
 import AgentSystem
 import Dispatch
 import Synchronization
@@ -10,11 +11,31 @@ import Glibc
 /// process group (its terminal's foreground), started and watched by the shared
 /// ``ChildReactor``.
 enum LocalCommand {
+    /// Why a command could not start, in the words of Go's `os/exec` (what the reference's
+    /// errors read).
+    enum StartFailure: Error, Equatable, CustomStringConvertible {
+        /// Not on `PATH` (`exec.ErrNotFound`).
+        case notFound(name: String)
+        /// Found only relative to the current directory (an empty or relative `PATH` entry),
+        /// which Go refuses (`exec.ErrDot`).
+        case relative(name: String)
+        /// Found, but the spawn failed (`fork/exec /usr/bin/ssh: permission denied`).
+        case spawn(executable: String, step: ChildSpawnError.Step, errno: Int32)
+
+        var description: String {
+            switch self {
+            case .notFound(let name): return "exec: \(goQuote(name)): executable file not found in $PATH"
+            case .relative(let name): return "exec: \(goQuote(name)): cannot run executable found relative to current directory"
+            case .spawn(let executable, let step, let code): return ChildSpawnError(step: step, errno: code).description(executable: executable, directory: nil)
+            }
+        }
+    }
+
     /// Runs `argv` with stdin and stderr on /dev/null and returns its exit status and at most
     /// `maxBytes` of its stdout; nil when it cannot start, outlives `timeout` (then killed)
     /// or does not exit normally.
     static func capture(_ argv: [String], maxBytes: Int, timeout: Duration) -> (status: Int32, output: [UInt8])? {
-        guard let spec = spec(argv) else { return nil }
+        guard let spec = try? spec(argv) else { return nil }
         var options = ChildCapture.Options(maxOutput: maxBytes, timeout: timeout)
         options.killScope = .process
         let result = ChildCapture.runBlocking(spec, options: options)
@@ -24,8 +45,12 @@ enum LocalCommand {
 
     /// Runs `argv` on the caller's stdin, stdout and stderr and returns its wait status;
     /// SIGINT, SIGTERM and SIGHUP that reach this process meanwhile are passed on to it (so
-    /// the caller's clean-up runs after it has ended). Nil when it cannot start.
-    static func runForwardingSignals(_ argv: [String]) -> Int32? {
+    /// the caller's clean-up runs after it has ended). Throws when it cannot start.
+    static func runForwardingSignals(_ argv: [String]) throws(StartFailure) -> Int32 {
+        var spec = try spec(argv)
+        spec.input = 0
+        spec.output = 1
+        spec.errors = 2
         let forwarded = [SIGINT, SIGTERM, SIGHUP]
         var previous: [sigaction] = []
         for signal in forwarded {
@@ -43,15 +68,11 @@ enum LocalCommand {
                 sigaction(signal, &old, nil)
             }
         }
-        guard var spec = spec(argv) else { return nil }
-        spec.input = 0
-        spec.output = 1
-        spec.errors = 2
         let child: Child
         do throws(ChildSpawnError) {
             child = try ChildReactor.shared.spawn(spec)
         } catch {
-            return nil
+            throw .spawn(executable: spec.executable, step: error.step, errno: error.errno)
         }
         // The reactor sees the end at once; a signal caught on any thread is looked for at
         // least every 100 ms.
@@ -65,19 +86,21 @@ enum LocalCommand {
         }
     }
 
-    /// The description of `argv`'s run: its program found on the caller's `PATH`, the caller's
-    /// environment and directory, the caller's process group; nil when not found.
-    static func spec(_ argv: [String]) -> ChildSpec? {
-        guard let name = argv.first, let path = ExecutableLookup.find(name, path: getenv("PATH").map { String(cString: $0) }) else {
-            return nil
-        }
+    /// The description of `argv`'s run: its program found on the caller's `PATH` as Go's
+    /// `exec.LookPath` finds it, the caller's environment and directory, the caller's process
+    /// group.
+    static func spec(_ argv: [String]) throws(StartFailure) -> ChildSpec {
+        let name = argv.first ?? ""
+        guard let found = ExecutableLookup.find(name, path: getenv("PATH").map { String(cString: $0) }) else { throw .notFound(name: name) }
+        // A match in the current directory (git runs this in the repository) is not run.
+        guard name.contains("/") || found.hasPrefix("/") else { throw .relative(name: name) }
         var environment: [String] = []
         var entry = environ
         while let variable = entry.pointee {
             environment.append(String(cString: variable))
             entry += 1
         }
-        var spec = ChildSpec(executable: path, arguments: argv, environment: environment)
+        var spec = ChildSpec(executable: found, arguments: argv, environment: environment)
         spec.grouping = .callersGroup
         return spec
     }

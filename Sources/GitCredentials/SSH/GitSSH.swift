@@ -51,8 +51,11 @@ public enum GitSSH {
         var argv = ["ssh"]
         for file in identities + [keyFile] { argv += ["-i", file] }
         argv += arguments
-        guard let status = LocalCommand.runForwardingSignals(argv) else {
-            throw .message("run ssh command: exec: \"ssh\": \(String(cString: strerror(errno)))")
+        let status: Int32
+        do throws(LocalCommand.StartFailure) {
+            status = try LocalCommand.runForwardingSignals(argv)
+        } catch {
+            throw .message("run ssh command: \(error.description)")
         }
         if status & 0x7f == 0, (status >> 8) & 0xff == 0 { return }
         if status & 0x7f == 0, (status >> 8) & 0xff == 255 {
