@@ -105,6 +105,29 @@ struct VNCDeadlineTests {
     }
 }
 
+/// A TCP socket listening on 127.0.0.1 at an ephemeral port (close-on-exec), with `backlog`
+/// and, when given, a receive buffer of `receiveBuffer` bytes; and that port.
+func loopbackListener(backlog: Int32, receiveBuffer: Int32? = nil) throws -> (fd: Int32, port: Int) {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+    guard fd >= 0 else { throw POSIXError(.EMFILE) }
+    if var size = receiveBuffer { setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size)) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let bound = withUnsafeMutablePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer -> Bool in
+            guard bind(fd, pointer, length) == 0, listen(fd, backlog) == 0 else { return false }
+            return getsockname(fd, pointer, &length) == 0
+        }
+    }
+    guard bound else {
+        Glibc.close(fd)
+        throw POSIXError(.EADDRINUSE)
+    }
+    return (fd, Int(UInt16(bigEndian: address.sin_port)))
+}
+
 /// An RFB server on a loopback port that answers the handshake (RFB 3.8, no
 /// authentication, a 64×36 screen) of its first `handshakes` connections and then neither
 /// reads nor writes on them; later connections wait in its backlog, never accepted (the
@@ -116,26 +139,7 @@ final class LoopbackRFBServer: Sendable {
     private let accepted = Mutex<[Int32]>([])
 
     init(handshakes: Int) throws {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw POSIXError(.EMFILE) }
-        var small: Int32 = 4096
-        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer -> Bool in
-                guard bind(fd, pointer, length) == 0, listen(fd, 16) == 0 else { return false }
-                return getsockname(fd, pointer, &length) == 0
-            }
-        }
-        guard bound else {
-            Glibc.close(fd)
-            throw POSIXError(.EADDRINUSE)
-        }
-        listener = fd
-        port = Int(UInt16(bigEndian: address.sin_port))
+        (listener, port) = try loopbackListener(backlog: 16, receiveBuffer: 4096)
         if handshakes > 0 {
             let thread = Thread { [self] in serve(handshakes) }
             thread.start()
@@ -208,24 +212,7 @@ final class PacedRFBServer: Sendable {
     private let closed = DispatchSemaphore(value: 0)
 
     init(pace: Pace) throws {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw POSIXError(.EMFILE) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer -> Bool in
-                guard bind(fd, pointer, length) == 0, listen(fd, 4) == 0 else { return false }
-                return getsockname(fd, pointer, &length) == 0
-            }
-        }
-        guard bound else {
-            Glibc.close(fd)
-            throw POSIXError(.EADDRINUSE)
-        }
-        listener = fd
-        port = Int(UInt16(bigEndian: address.sin_port))
+        (listener, port) = try loopbackListener(backlog: 4)
         let thread = Thread { [self] in serve(pace) }
         thread.start()
     }

@@ -18,6 +18,16 @@ struct ResourcesMonitorEndToEndTests {
     /// How long a wait may take on a loaded host (a passing wait returns at once).
     static let patience: Duration = .seconds(90)
 
+    /// A session with the double (API 2.10) whose only participant is `monitor`.
+    static func session(url: String, double: ControlPlaneDouble, monitor: some UpwardParticipant) -> ControlPlaneSession {
+        var configuration = ControlPlaneSession.Configuration(agentVersion: "0.1.0")
+        configuration.shutdownDeadline = .seconds(30)
+        return ControlPlaneSession(
+            configuration: configuration,
+            dialer: WebSocketDialer(baseURL: url, token: double.token, version: "2.10", logger: quiet),
+            logger: quiet, participants: UpwardParticipants([monitor]))
+    }
+
     @Test func pushesReachTheControlPlaneDoubleAndEachConnectionStartsOver() async throws {
         let double = ControlPlaneDouble()
         let served = double.serveResourcesMonitoring(
@@ -26,12 +36,7 @@ struct ResourcesMonitorEndToEndTests {
         let log = CapturedLog()
         let monitor = ResourcesMonitor(clock: clock, logger: log.logger)
         try await double.run { url in
-            var configuration = ControlPlaneSession.Configuration(agentVersion: "0.1.0")
-            configuration.shutdownDeadline = .seconds(30)
-            let session = ControlPlaneSession(
-                configuration: configuration,
-                dialer: WebSocketDialer(baseURL: url, token: double.token, version: "2.10", logger: Self.quiet),
-                logger: Self.quiet, participants: UpwardParticipants([monitor]))
+            let session = Self.session(url: url, double: double, monitor: monitor)
             let running = Task { try await session.run() }
             defer { running.cancel() }
 
@@ -87,12 +92,7 @@ struct ResourcesMonitorEndToEndTests {
             makeStatter: { () throws(StatError) in try HostStatter(diskUsage: { stuck.statfs($0) }) }, volumeReads: reads,
             logger: log.logger)
         try await double.run { url in
-            var configuration = ControlPlaneSession.Configuration(agentVersion: "0.1.0")
-            configuration.shutdownDeadline = .seconds(30)
-            let session = ControlPlaneSession(
-                configuration: configuration,
-                dialer: WebSocketDialer(baseURL: url, token: double.token, version: "2.10", logger: Self.quiet),
-                logger: Self.quiet, participants: UpwardParticipants([monitor]))
+            let session = Self.session(url: url, double: double, monitor: monitor)
             let running = Task { try await session.run() }
             defer { running.cancel() }
 
