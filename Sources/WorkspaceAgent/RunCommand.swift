@@ -145,6 +145,13 @@ struct DaemonOptions: ParsableArguments {
             }
         }
 
+        if config.agent.hideAgentToken {
+            // Nor the path of its file: the desktop's programs start from this environment, not
+            // from every command's layers (which leave it out as well; MCP servers never get
+            // any CODER_AGENT_ variable).
+            environment[CommandEnvironment.tokenFileVariable] = nil
+            unsetenv(CommandEnvironment.tokenFileVariable)
+        }
         let log = AgentLogging.bootstrap(config.logging, file: RotatingLogFile(directory: scriptsConfig.logDirectory))
         // Before any module creates a metric: those made earlier would stay no-ops.
         let metrics = PrometheusCollectorRegistry()
