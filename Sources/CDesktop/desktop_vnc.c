@@ -201,6 +201,10 @@ int desktop_vnc_deadline_passed(desktop_vnc_deadline *deadline, int64_t now_ms, 
         deadline->progress_ms = now_ms;
     }
     if (now_ms - deadline->progress_ms >= deadline->timeout_ms) return 1;
+    // Whatever the rate, no call outlasts the ceiling (or the timeout, if longer): a server
+    // streaming one endless update must not hold the loop thread and the actions' lock.
+    int64_t ceiling = deadline->timeout_ms > DESKTOP_VNC_CALL_CEILING_MS ? deadline->timeout_ms : DESKTOP_VNC_CALL_CEILING_MS;
+    if (now_ms - deadline->began_ms >= ceiling) return 1;
     // What the bytes moved so far have earned at the floor rate (saturating, far past any
     // real call), on top of the silence bound.
     uint64_t floor = (uint64_t)deadline->floor_bytes_per_second;

@@ -29,6 +29,17 @@ import Testing
         return nil
     }
 
+    /// A server streaming an endless update at 1 MB/s is cut off at the ceiling (120 s),
+    /// however far ahead of the floor it stays.
+    @Test func noCallOutlastsTheCeiling() {
+        var deadline = Self.begun()
+        let ceiling = Int64(DESKTOP_VNC_CALL_CEILING_MS)
+        #expect(Self.firstPassed(&deadline, from: 0, to: 600_000, step: 100) { UInt64($0) * 1000 } == ceiling)
+        // A timeout longer than the ceiling is the bound instead.
+        var long = Self.begun(timeout: 200_000)
+        #expect(Self.firstPassed(&long, from: 0, to: 600_000, step: 100) { UInt64($0) * 1000 } == 200_000)
+    }
+
     @Test func aSilentCallEndsAtTheTimeout() {
         var deadline = Self.begun(counter: 5000)
         #expect(Self.firstPassed(&deadline, from: 0, to: 60_000, step: 100) { _ in 5000 } == 10_000)
@@ -61,12 +72,12 @@ import Testing
     }
 
     /// A peer at half the floor falls behind it by the timeout at twice the timeout (t = 10 s
-    /// + t / 2); one at the floor or faster goes on for as long as it sends.
+    /// + t / 2); one at the floor or faster goes on until the ceiling (120 s).
     @Test func theFloorRateBoundsAMessageBySize() {
         var half = Self.begun()
         #expect(Self.firstPassed(&half, from: 0, to: 600_000, step: 100) { ms in UInt64(ms) * 32 * 1024 / 1000 } == 20_000)
         var atFloor = Self.begun()
-        #expect(Self.firstPassed(&atFloor, from: 0, to: 600_000, step: 100) { ms in UInt64(ms) * 64 * 1024 / 1000 } == nil)
+        #expect(Self.firstPassed(&atFloor, from: 0, to: 600_000, step: 100) { ms in UInt64(ms) * 64 * 1024 / 1000 } == Int64(DESKTOP_VNC_CALL_CEILING_MS))
     }
 
     /// A failed sample reads 0: no progress, and not the new base (the next good one counts

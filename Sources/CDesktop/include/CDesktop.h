@@ -33,7 +33,11 @@ desktop_vnc *desktop_vnc_connect(
 /// peer sending nothing is cut off after `timeout_ms`; one sending r bytes a second below
 /// the floor at `timeout_ms / (1 - r / floor)` after the call began (a trickle, one byte every
 /// 9 s with a 10 s timeout, at 10 s); a message of N bytes arriving at the floor or faster is
-/// never cut short, and lasts at most `timeout_ms + N / floor`.
+/// never cut short, and lasts at most `timeout_ms + N / floor`. No call lasts longer than
+/// DESKTOP_VNC_CALL_CEILING_MS (or `timeout_ms`, if longer), whatever its rate: a largest
+/// full-screen update (8 MiB) needs 70 KiB/s to arrive inside it.
+#define DESKTOP_VNC_CALL_CEILING_MS 120000
+
 typedef struct desktop_vnc_deadline {
     int64_t timeout_ms;
     int64_t floor_bytes_per_second;

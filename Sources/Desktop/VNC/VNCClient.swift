@@ -20,7 +20,8 @@ import Synchronization
 /// keeps arriving is never cut short, while a server that stopped answering, stopped
 /// reading what the agent sends, or trickles bytes below the floor never holds an action,
 /// the lock or `close` much past ``timeout`` (a message of N bytes at the floor or faster:
-/// ``timeout`` + N / ``minimumRate`` at most). A thread of the C client's own keeps the
+/// ``timeout`` + N / ``minimumRate`` at most, and 120 s in all whatever the rate). A
+/// thread of the C client's own keeps the
 /// bound (`desktop_vnc_deadline_passed`).
 ///
 /// Memory: the framebuffer (width × height × 4 bytes; 7.9 MiB at 1920×1080).
