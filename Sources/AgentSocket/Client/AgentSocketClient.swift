@@ -4,6 +4,7 @@ import DRPC
 import NIOCore
 import NIOPosix
 import SwiftProtobuf
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -183,26 +184,60 @@ public struct AgentSocketClient: Sendable {
     ) async throws(Failure) -> Result {
         let deadline = timeout.map { ContinuousClock.now + $0 }
         let channel = try await connect(method: method, timeout: timeout)
-        // True when it closed the connection at the deadline.
+        let race = CallRace()
+        // Closes the connection at the deadline, unless the call ended first.
         let watchdog = deadline.map { deadline in
-            Task<Bool, Never> { [connection = channel.channel] in
-                do { try await Task.sleep(until: deadline, clock: .continuous) } catch { return false }
+            Task { [connection = channel.channel] in
+                guard (try? await Task.sleep(until: deadline, clock: .continuous)) != nil, race.timeOut() else { return }
                 try? await connection.close()
-                return true
             }
         }
+        defer { watchdog?.cancel() }
         do {
-            let result = try await ChannelTransport.using(channel, body)
-            watchdog?.cancel()
-            return result
+            return try await ChannelTransport.using(channel) { transport in
+                // The call's own outcome counts from the moment it has one (the close after
+                // it may still be under way when the deadline passes).
+                do {
+                    let result = try await body(transport)
+                    _ = race.end()
+                    return result
+                } catch {
+                    _ = race.end()
+                    throw error
+                }
+            }
         } catch {
-            watchdog?.cancel()
-            if let watchdog, let timeout, await watchdog.value {
+            if let timeout, race.timedOut {
                 throw .timedOut(path: path, method: method, after: timeout, phase: .answer)
             }
             if let error = error as? DRPCCallError { throw .call(error) }
             throw .call(.transport("\(error)"))
         }
+    }
+
+    /// Which came first for one call: its end, or its deadline.
+    private final class CallRace: Sendable {
+        private let state = Mutex<(ended: Bool, timedOut: Bool)>((false, false))
+
+        /// The call has its outcome; false when the deadline came first.
+        func end() -> Bool {
+            state.withLock { s in
+                if s.timedOut { return false }
+                s.ended = true
+                return true
+            }
+        }
+
+        /// The deadline passed; true when the call had not ended (close its connection).
+        func timeOut() -> Bool {
+            state.withLock { s in
+                if s.ended { return false }
+                s.timedOut = true
+                return true
+            }
+        }
+
+        var timedOut: Bool { state.withLock { $0.timedOut } }
     }
 
     /// Connects with a plain `connect(2)` (so a failure names its errno as Go's dialer
