@@ -76,6 +76,32 @@ import Testing
     /// Bytes skipped before they were seen (a gap) leave the rest of a line whose start was
     /// not seen: it is not matched as a line, and matching resumes after its newline (an
     /// anchored pattern matched the fragment before, at an offset that was no line's start).
+    /// Output skipped because too much waited to be matched (during a slow catch-up) ends
+    /// a line: the next chunk begins one, and is matched. (It was taken for the rest of a
+    /// line and skipped, so an await missed the line after a burst on a busy host.) Skipped
+    /// bytes that end mid-line still make the next line's rest no line.
+    @Test(arguments: [true, false])
+    func afterSkippedBytesThatEndALineTheNextLineCounts(endsLine: Bool) throws {
+        let watch = OutputWatch(condition: .literal(Array("after".utf8)), from: 0, inline: true)
+        let pending = OutputWatch.maxPendingBytes
+        // While catching up nothing is matched: the first chunk fills what may wait, the
+        // second is skipped.
+        [UInt8](repeating: UInt8(ascii: "a"), count: pending).withUnsafeBytes { watch.feed($0, at: 0) }
+        let skipped = Array((endsLine ? "aaa\n" : "aaa").utf8)
+        skipped.withUnsafeBytes { watch.feed($0, at: UInt64(pending)) }
+        watch.endCatchUp()
+        #expect(watch.match == nil)
+        let next = UInt64(pending + skipped.count)
+        Array("after the burst\n".utf8).withUnsafeBytes { watch.feed($0, at: next) }
+        if endsLine {
+            #expect(watch.match == OutputWatch.Match(line: Array("after the burst".utf8), offset: next))
+        } else {
+            #expect(watch.match == nil, "the rest of a line whose start was skipped")
+            Array("after, a whole line\n".utf8).withUnsafeBytes { watch.feed($0, at: next + 16) }
+            #expect(watch.match == OutputWatch.Match(line: Array("after, a whole line".utf8), offset: next + 16))
+        }
+    }
+
     @Test func afterAGapTheRestOfALineIsNotALine() throws {
         let watch = OutputWatch(condition: .pattern(try LineRegex("^ERROR")), from: 0, inline: true)
         watch.endCatchUp()

@@ -67,7 +67,12 @@ public final class OutputWatch: Sendable {
 
     /// What the reactor and the await hand over, under `inbox`'s lock.
     private struct Inbox {
-        var chunks: [(offset: UInt64, bytes: [UInt8])] = []
+        /// Each with whether the bytes fed just before it (queued or skipped) ended a line.
+        var chunks: [(offset: UInt64, bytes: [UInt8], startsLine: Bool)] = []
+        /// Where the last bytes fed ended, and whether their last byte was a newline: a chunk
+        /// fed right after skipped bytes that ended a line begins a line of its own.
+        var fedEnd: UInt64?
+        var fedEndedLine = false
         var bytes = 0
         var catchingUp = true
         /// A drain is queued or running (at most one at a time).
@@ -164,8 +169,11 @@ public final class OutputWatch: Sendable {
     func feed(_ bytes: UnsafeRawBufferPointer, at offset: UInt64) {
         guard !bytes.isEmpty, !stopped.load(ordering: .relaxed) else { return }
         let drain = inbox.withLock { s -> Bool in
+            let startsLine = s.fedEnd == offset && s.fedEndedLine
+            s.fedEnd = offset + UInt64(bytes.count)
+            s.fedEndedLine = bytes.last == UInt8(ascii: "\n")
             if s.bytes + bytes.count <= Self.maxPendingBytes {
-                s.chunks.append((offset, Array(bytes)))
+                s.chunks.append((offset, Array(bytes), startsLine))
                 s.bytes += bytes.count
                 s.queuedEnd = max(s.queuedEnd, offset + UInt64(bytes.count))
             }
@@ -224,7 +232,7 @@ public final class OutputWatch: Sendable {
     /// await ended or nothing is left).
     private func drain() {
         do {
-            let work = inbox.withLock { s -> (chunks: [(offset: UInt64, bytes: [UInt8])], ended: Bool, end: UInt64)? in
+            let work = inbox.withLock { s -> (chunks: [(offset: UInt64, bytes: [UInt8], startsLine: Bool)], ended: Bool, end: UInt64)? in
                 guard !stopped.load(ordering: .relaxed), !s.chunks.isEmpty || (s.ended && !s.endSeen) else {
                     s.draining = false
                     return nil
@@ -249,12 +257,14 @@ public final class OutputWatch: Sendable {
                 return
             }
             let hit = matcher.withLock { m -> Match? in
-                for (offset, bytes) in work.chunks {
+                for (offset, bytes, startsLine) in work.chunks {
                     let end = offset + UInt64(bytes.count)
                     guard end > m.position else { continue }
                     // What the catch-up read back already is skipped.
                     let skip = offset < m.position ? Int(m.position - offset) : 0
-                    let hit = bytes.withUnsafeBytes { scan(&m, UnsafeRawBufferPointer(rebasing: $0[skip...]), at: offset + UInt64(skip)) }
+                    let hit = bytes.withUnsafeBytes {
+                        scan(&m, UnsafeRawBufferPointer(rebasing: $0[skip...]), at: offset + UInt64(skip), startsLine: startsLine && skip == 0)
+                    }
                     if let hit { return hit }
                 }
                 if work.ended, !stopped.load(ordering: .relaxed), !m.line.isEmpty { return test(m.line, at: m.lineStart) }
@@ -289,15 +299,18 @@ public final class OutputWatch: Sendable {
         matched.fire()
     }
 
-    /// Splits at newlines and tests each line; the first match.
-    private func scan(_ m: inout Matcher, _ bytes: UnsafeRawBufferPointer, at offset: UInt64) -> Match? {
+    /// Splits at newlines and tests each line; the first match. `startsLine`: the bytes
+    /// before `offset` are known to end with a newline (so after a gap they begin a line).
+    private func scan(_ m: inout Matcher, _ bytes: UnsafeRawBufferPointer, at offset: UInt64, startsLine: Bool = false) -> Match? {
         guard !bytes.isEmpty else { return nil }
         if offset != m.position {
             // A gap (bytes dropped before they were seen): the line under way is lost, and
-            // what resumes is the rest of a line, not matched until its newline.
+            // what resumes is the rest of a line, not matched until its newline, unless the
+            // skipped bytes ended a line.
             m.line.removeAll(keepingCapacity: true)
             m.promptSpent = 0
-            m.midLine = true
+            m.midLine = !startsLine
+            m.lineStart = offset
         }
         m.position = offset + UInt64(bytes.count)
         var start = 0
