@@ -192,6 +192,18 @@ void desktop_vnc_deadline_begin(desktop_vnc_deadline *deadline, int timeout_ms, 
     deadline->moved = 0;
 }
 
+// The longest the call may last in all: the ceiling, or the timeout if longer.
+static int64_t deadline_ceiling_ms(const desktop_vnc_deadline *deadline) {
+    return deadline->timeout_ms > DESKTOP_VNC_CALL_CEILING_MS ? deadline->timeout_ms : DESKTOP_VNC_CALL_CEILING_MS;
+}
+
+// What the bytes moved so far have earned at the floor rate (saturating, far past any real
+// call), on top of the silence bound.
+static uint64_t deadline_earned_ms(const desktop_vnc_deadline *deadline) {
+    uint64_t floor = (uint64_t)deadline->floor_bytes_per_second;
+    return deadline->moved >= UINT64_MAX / 1000 / 2 ? UINT64_MAX / 1000 / 2 : deadline->moved * 1000 / floor;
+}
+
 int desktop_vnc_deadline_passed(desktop_vnc_deadline *deadline, int64_t now_ms, uint64_t counter) {
     // The counters only grow: a smaller value (a failed sample reads 0) is no progress, and
     // is not taken as the new base either.
@@ -203,14 +215,20 @@ int desktop_vnc_deadline_passed(desktop_vnc_deadline *deadline, int64_t now_ms, 
     if (now_ms - deadline->progress_ms >= deadline->timeout_ms) return 1;
     // Whatever the rate, no call outlasts the ceiling (or the timeout, if longer): a server
     // streaming one endless update must not hold the loop thread and the actions' lock.
-    int64_t ceiling = deadline->timeout_ms > DESKTOP_VNC_CALL_CEILING_MS ? deadline->timeout_ms : DESKTOP_VNC_CALL_CEILING_MS;
-    if (now_ms - deadline->began_ms >= ceiling) return 1;
-    // What the bytes moved so far have earned at the floor rate (saturating, far past any
-    // real call), on top of the silence bound.
-    uint64_t floor = (uint64_t)deadline->floor_bytes_per_second;
-    uint64_t earned_ms = deadline->moved >= UINT64_MAX / 1000 / 2 ? UINT64_MAX / 1000 / 2 : deadline->moved * 1000 / floor;
+    if (now_ms - deadline->began_ms >= deadline_ceiling_ms(deadline)) return 1;
     int64_t elapsed = now_ms - deadline->began_ms;
-    return elapsed >= 0 && (uint64_t)elapsed >= (uint64_t)deadline->timeout_ms + earned_ms;
+    return elapsed >= 0 && (uint64_t)elapsed >= (uint64_t)deadline->timeout_ms + deadline_earned_ms(deadline);
+}
+
+int64_t desktop_vnc_deadline_left_ms(const desktop_vnc_deadline *deadline, int64_t now_ms) {
+    // The first instant each bound of desktop_vnc_deadline_passed holds, the counter as it
+    // was last recorded: the silence bound, the ceiling, the floor (saturating).
+    int64_t at = deadline->progress_ms + deadline->timeout_ms;
+    int64_t ceiling = deadline->began_ms + deadline_ceiling_ms(deadline);
+    if (ceiling < at) at = ceiling;
+    uint64_t allowed = (uint64_t)deadline->timeout_ms + deadline_earned_ms(deadline);
+    if (allowed < (uint64_t)(at - deadline->began_ms)) at = deadline->began_ms + (int64_t)allowed;
+    return at > now_ms ? at - now_ms : 0;
 }
 
 // The socket's progress counter for `flow`: Linux's totals of bytes received and of bytes

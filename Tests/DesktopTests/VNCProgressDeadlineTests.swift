@@ -92,6 +92,42 @@ import Testing
         #expect(desktop_vnc_deadline_passed(&deadline, 16_000, 0) != 0)
     }
 
+    /// `desktop_vnc_deadline_left_ms` (what the X reader's poll waits) ends exactly when
+    /// the rule passes if nothing more moves: not a millisecond before, so a wait that ends
+    /// finds the call past its deadline; not after, so no wait outlasts it. Sampled along
+    /// calls that go silent, stream and stop, run at and below the floor, and reach the
+    /// ceiling or a timeout longer than it.
+    @Test func theTimeLeftEndsWhenTheRulePasses() {
+        let calls: [(name: String, timeout: Int32, counter: @Sendable (Int64) -> UInt64)] = [
+            ("silent", Self.timeout, { _ in 5000 }),
+            ("stops", Self.timeout, { ms in UInt64(min(ms, 30_000)) * 1000 }),
+            ("at the floor", Self.timeout, { ms in UInt64(ms) * 64 * 1024 / 1000 }),
+            ("half the floor", Self.timeout, { ms in UInt64(ms) * 32 * 1024 / 1000 }),
+            ("trickle", Self.timeout, { ms in UInt64(ms / 9000) }),
+            ("past the ceiling", 200_000, { ms in UInt64(ms) * 1000 }),
+        ]
+        for call in calls {
+            var deadline = Self.begun(timeout: call.timeout)
+            var now: Int64 = 0
+            var ended = false
+            while now <= 600_000 && !ended {
+                let counter = call.counter(now)
+                if desktop_vnc_deadline_passed(&deadline, now, counter) != 0 {
+                    #expect(desktop_vnc_deadline_left_ms(&deadline, now) == 0, "\(call.name) at \(now)")
+                    ended = true
+                    continue
+                }
+                let left = desktop_vnc_deadline_left_ms(&deadline, now)
+                #expect(left > 0, "\(call.name) at \(now)")
+                var quiet = deadline
+                #expect(desktop_vnc_deadline_passed(&quiet, now + left - 1, counter) == 0, "\(call.name) at \(now) + \(left) - 1")
+                #expect(desktop_vnc_deadline_passed(&quiet, now + left, counter) != 0, "\(call.name) at \(now) + \(left)")
+                now += 700
+            }
+            #expect(ended, "\(call.name) never passed")
+        }
+    }
+
     /// No floor given (0 or less) is the slowest floor, 1 byte a second; no timeout, 1 ms.
     @Test func degenerateBoundsAreClamped() {
         var deadline = Self.begun(timeout: 0, floor: 0)

@@ -1,6 +1,11 @@
 import AgentTestSupport
 import Foundation
+import Synchronization
 import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 @testable import Desktop
 
@@ -68,31 +73,70 @@ struct XProtocolTests {
         #expect(!XPixelFormat(bitsPerPixel: 32, scanlinePad: 32, bigEndian: false, redMask: 0xF0F000, greenMask: 0xFF00, blueMask: 0xFF).isSupported)
     }
 
+    /// The image a fake server in `image` mode sends: `size` bytes, byte i being i mod 251.
+    struct Paced {
+        var size: Int
+        /// Bytes sent at once, one piece every `intervalMs`.
+        var piece: Int
+        var intervalMs: Int
+        /// Bytes sent in all (all of `size`, or fewer: then nothing more).
+        var send: Int
+
+        var pixels: [UInt8] { (0..<size).map { UInt8($0 % 251) } }
+    }
+
     /// A fake X server on display `display` (abstract socket only), in `mode`: `silent`
     /// accepts and never answers; `stall` sends `reply` (a setup) and then nothing;
-    /// `refuse` sends a refusal.
-    static func fakeServer(display: Int, mode: String, reply: [UInt8] = []) async throws -> ChildProgram.Running {
+    /// `refuse` sends a refusal; `image` sends `reply`, reads a GetImage and answers it with
+    /// the header of `image.size` bytes and then `image.send` of them, a piece at a time, and
+    /// then nothing (it prints `sent <time>`, CLOCK_MONOTONIC in seconds, just before the
+    /// last piece).
+    static func fakeServer(display: Int, mode: String, reply: [UInt8] = [], image: Paced? = nil) async throws -> ChildProgram.Running {
         let script = """
             import socket, struct, sys, time
             display, mode, reply = int(sys.argv[1]), sys.argv[2], bytes.fromhex(sys.argv[3])
+            if mode == 'image':
+                size, piece, interval, send = (int(a) for a in sys.argv[4:8])
+                image = bytes(i % 251 for i in range(size))
             s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             s.bind('\\0/tmp/.X11-unix/X%d' % display)
             s.listen(8)
             print('ready', flush=True)
+            def exactly(c, n):
+                data = b''
+                while len(data) < n:
+                    more = c.recv(n - len(data))
+                    if not more:
+                        break
+                    data += more
+                return data
             held = []
             for _ in range(20):
                 c, _ = s.accept()
                 held.append(c)
-                c.recv(12)
+                exactly(c, 12)
                 if mode == 'stall':
                     c.sendall(reply)
                 elif mode == 'refuse':
                     reason = b'No protocol specified\\n'
                     c.sendall(struct.pack('<BBHHH', 0, len(reason), 11, 0, (len(reason) + 2) // 4) + reason + b'\\0\\0')
+                elif mode == 'image':
+                    c.sendall(reply)
+                    exactly(c, 20)
+                    # The reply's header: sequence 1, depth 24, the length in 4-byte units.
+                    c.sendall(struct.pack('<BBHII', 1, 24, 1, size // 4, 0x21) + bytes(20))
+                    for start in range(0, send, piece):
+                        if start > 0:
+                            time.sleep(interval / 1000)
+                        if start + piece >= send:
+                            print('sent %.6f' % time.monotonic(), flush=True)
+                        c.sendall(image[start:min(start + piece, send)])
             time.sleep(60)
             """
         let hex = reply.map { String(format: "%02x", $0) }.joined()
-        let server = try #require(ChildProgram.start(["python3", "-c", script, "\(display)", mode, hex]))
+        var arguments = ["python3", "-c", script, "\(display)", mode, hex]
+        if let image { arguments += [image.size, image.piece, image.intervalMs, image.send].map(String.init) }
+        let server = try #require(ChildProgram.start(arguments))
         let line = await onThread { server.readLine(limit: 16) }
         #expect(line == "ready")
         return server
@@ -147,6 +191,86 @@ struct XProtocolTests {
         #expect(capture == "the X server of display :\(display) did not answer within 0.3 seconds")
         let pointer = await Self.outcome { () throws(DesktopError) in _ = try XScreenReader.pointer(display: display, within: .milliseconds(300)) }
         #expect(pointer == "the X server of display :\(display) did not answer within 0.3 seconds")
+    }
+
+    /// CLOCK_MONOTONIC in milliseconds (Python's `time.monotonic()` reads the same clock).
+    static func monotonicMilliseconds() -> Int64 {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        return Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000
+    }
+
+    /// What a blocking call said ("ok" or its error) and when it ended (CLOCK_MONOTONIC,
+    /// ms), once it has.
+    final class Ended: Sendable {
+        let value = Mutex<(said: String, at: Int64)?>(nil)
+        var said: String? { value.withLock { $0?.said } }
+        var at: Int64? { value.withLock { $0?.at } }
+    }
+
+    /// Starts `body` on a thread of its own.
+    static func started(_ body: @escaping @Sendable () throws(DesktopError) -> Void) -> Ended {
+        let ended = Ended()
+        Thread {
+            var said = "ok"
+            do throws(DesktopError) {
+                try body()
+            } catch {
+                said = error.description
+            }
+            let at = monotonicMilliseconds()
+            ended.value.withLock { $0 = (said, at) }
+        }.start()
+        return ended
+    }
+
+    /// The bound is on silence, not on the reply's length: a 256 000-byte image arriving in
+    /// pieces of 16 000 bytes, one every 100 ms, takes 1.5 s whole, longer than the call's
+    /// 1 s bound, and is read whole. Before, the call failed 1 s after it began, however
+    /// steadily the image came (a full screen from a starved X server: a 500).
+    @Test func anImageThatKeepsArrivingPastTheBoundIsReadWhole() async throws {
+        let display = Self.unusedDisplay()
+        let image = Paced(size: 320 * 200 * 4, piece: 16_000, intervalMs: 100, send: 320 * 200 * 4)
+        let server = try await Self.fakeServer(display: display, mode: "image", reply: Self.setupReply(width: 320, height: 200), image: image)
+        defer { server.kill() }
+        let pixels = image.pixels
+        let began = Self.monotonicMilliseconds()
+        // A low floor (16 KiB/s: 1 s + 15.6 s in all for this image): only the silence bound
+        // is under test here, however slowly a loaded machine runs the server.
+        let call = Self.started { () throws(DesktopError) in
+            let read = try XScreenReader.capture(display: display, within: .seconds(1), minimumRate: 16 * 1024) { screen in
+                XScreenReader.Rect(x: 0, y: 0, width: screen.width, height: screen.height)
+            }
+            guard read.pixels == pixels else { throw DesktopError("the image read is not the one sent") }
+        }
+        #expect(await eventually(timeout: .seconds(60)) { call.said != nil })
+        #expect(call.said == "ok")
+        // It did take longer than the bound (15 pauses of 100 ms at least).
+        #expect(call.at.map { $0 - began > 1000 } == true, "\(String(describing: call.at)) - \(began)")
+    }
+
+    /// A reply that stops halfway fails the call the bound after its last byte, not at the
+    /// bound after the call began (it was still arriving then), nor when its bytes have run
+    /// out of time at the floor (16 KiB/s here: 1 s + 15.6 s after it began).
+    @Test func anImageThatStopsIsCutOffTheBoundAfterItsLastByte() async throws {
+        let display = Self.unusedDisplay()
+        let image = Paced(size: 320 * 400 * 4, piece: 16_000, intervalMs: 100, send: 16 * 16_000)
+        let server = try await Self.fakeServer(display: display, mode: "image", reply: Self.setupReply(width: 320, height: 400), image: image)
+        defer { server.kill() }
+        let call = Self.started { () throws(DesktopError) in
+            _ = try XScreenReader.capture(display: display, within: .seconds(1), minimumRate: 16 * 1024) { screen in
+                XScreenReader.Rect(x: 0, y: 0, width: screen.width, height: screen.height)
+            }
+        }
+        #expect(await eventually(timeout: .seconds(60)) { call.said != nil })
+        #expect(call.said == "the X server of display :\(display) did not answer within \(Duration.seconds(1))")
+        // When the server was about to send its last piece (CLOCK_MONOTONIC, as `at`).
+        let line = await onThread { server.readLine(limit: 64, timeout: .seconds(10)) }
+        let sent = line.hasPrefix("sent ") ? Double(line.dropFirst(5)).map { Int64($0 * 1000) } : nil
+        let after = try #require(call.at.flatMap { at in sent.map { at - $0 } }, "\(line)")
+        // No earlier than the bound after the last byte (less a millisecond of rounding);
+        // later only by the scheduling of a loaded machine, far from the floor's 15 s.
+        #expect(after >= 998 && after < 6000, "failed \(after) ms after the last byte")
     }
 
     @Test func aRefusingServerOrNoneSaysWhy() async throws {

@@ -27,13 +27,15 @@ desktop_vnc *desktop_vnc_connect(
     const char *host, int port, int timeout_ms, int floor_bytes_per_second, int *timed_out, char *error, size_t error_size);
 
 /// The deadline of one call on the VNC connection, apart from the socket (the guard thread
-/// samples the socket's byte counters and the clock into it). A deadline bounds silence,
-/// not the length of a message that keeps arriving: the call may go `timeout_ms` with no
-/// byte moving, and may last `timeout_ms` plus `moved / floor_bytes_per_second` in all. So a
-/// peer sending nothing is cut off after `timeout_ms`; one sending r bytes a second below
-/// the floor at `timeout_ms / (1 - r / floor)` after the call began (a trickle, one byte every
-/// 9 s with a 10 s timeout, at 10 s); a message of N bytes arriving at the floor or faster is
-/// never cut short, and lasts at most `timeout_ms + N / floor`. No call lasts longer than
+/// samples the socket's byte counters and the clock into it; the desktop's X reader, Swift's
+/// XSocket, gives it the bytes it has read and waits with desktop_vnc_deadline_left_ms). A
+/// deadline bounds silence, not the length of a message that keeps arriving: the call may
+/// go `timeout_ms` with no byte moving, and may last `timeout_ms` plus
+/// `moved / floor_bytes_per_second` in all. So a peer sending nothing is cut off after
+/// `timeout_ms`; one sending r bytes a second below the floor at
+/// `timeout_ms / (1 - r / floor)` after the call began (a trickle, one byte every 9 s with a
+/// 10 s timeout, at 10 s); a message of N bytes arriving at the floor or faster is never cut
+/// short, and lasts at most `timeout_ms + N / floor`. No call lasts longer than
 /// DESKTOP_VNC_CALL_CEILING_MS (or `timeout_ms`, if longer), whatever its rate: a largest
 /// full-screen update (8 MiB) needs 70 KiB/s to arrive inside it.
 #define DESKTOP_VNC_CALL_CEILING_MS 120000
@@ -56,6 +58,12 @@ void desktop_vnc_deadline_begin(desktop_vnc_deadline *deadline, int timeout_ms, 
 /// Records the counter read at `now_ms` (a larger value is progress; a smaller one is
 /// ignored); 1 when the call is past its deadline, else 0.
 int desktop_vnc_deadline_passed(desktop_vnc_deadline *deadline, int64_t now_ms, uint64_t counter);
+
+/// How long from `now_ms` until desktop_vnc_deadline_passed says the call is past its
+/// deadline if nothing more moves (the counter as last recorded): 0 when it is already, and
+/// exactly the first instant it will be otherwise (no earlier, no later). For a caller that
+/// waits for its socket itself (the X reader's poll) rather than sampling it.
+int64_t desktop_vnc_deadline_left_ms(const desktop_vnc_deadline *deadline, int64_t now_ms);
 
 /// 1 once a call ran past its deadline (its connection is then shut down), else 0.
 int desktop_vnc_timed_out(desktop_vnc *vnc);

@@ -178,8 +178,8 @@ struct ActionRunner: Sendable {
     /// the declared size was checked already).
     ///
     /// Fresh: the pixels are read from the X server (``XScreenReader``) after the call
-    /// began, so they show every change the server drew before it, within
-    /// ``XScreenReader/timeout`` or a 500 (never an older image).
+    /// began, so they show every change the server drew before it, with no more than
+    /// ``XScreenReader/timeout`` of silence from the server or a 500 (never an older image).
     private func screenshot(_ client: VNCClient, display: Int, action: DesktopAction) async throws(APIError) -> DesktopActionResponse {
         var waited: Duration?
         if let settle = action.settle {

@@ -7,8 +7,9 @@ enum DesktopMetrics {
     static let starts = Counter(label: "agent_desktop_starts_total")
     /// Desktops found dead on use (and started again).
     static let crashes = Counter(label: "agent_desktop_crashes_total")
-    /// Reads of the X server (screenshots, `cursor_position`) that got no answer within
-    /// ``XScreenReader/timeout`` and failed (never answered with an older image).
+    /// Reads of the X server (screenshots, `cursor_position`) that ran past their deadline
+    /// (``XScreenReader/timeout`` with no answer, or a reply arriving below
+    /// ``XScreenReader/minimumRate``) and failed (never answered with an older image).
     static let xTimeouts = Counter(label: "agent_desktop_x_timeouts_total")
     /// Open VNC viewers (WebSocket bridges).
     static let viewers = Gauge(label: "agent_desktop_viewers")

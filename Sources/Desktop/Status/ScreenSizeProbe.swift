@@ -2,7 +2,8 @@ import Synchronization
 
 /// The X server's screen size for the status route, one read at a time: concurrent status
 /// requests share the read under way, so however many arrive, at most one thread of the
-/// shared pool waits on the X server (for at most ``XScreenReader/timeout``).
+/// shared pool waits on the X server (about ``XScreenReader/timeout`` at most: a setup
+/// reply is a few kilobytes).
 final class ScreenSizeProbe: Sendable {
     private let inFlight = Mutex<(display: Int, task: Task<DisplayGeometry?, Never>)?>(nil)
 

@@ -1,12 +1,11 @@
-import Dispatch
-
 /// One short-lived connection to the desktop's X server, speaking the core X11 protocol
 /// itself over an ``XSocket``: the connection setup, then requests and their replies.
 ///
 /// Why not libX11 or xcb: both wait for the server with no time limit (a server that stops
 /// answering would hold the thread for good), and libX11's default error handlers end the
-/// process. Here every wait is bounded by one deadline, and nothing is process-wide.
-/// Blocking: call it off the cooperative pool.
+/// process. Here every wait is bounded by the connection's one deadline (``XSocket``: a
+/// silence bound, stretched by the bytes that keep arriving, up to a ceiling), and nothing
+/// is process-wide. Blocking: call it off the cooperative pool.
 ///
 /// Memory: a reply is read into one buffer of its announced length, refused past the
 /// caller's `maxLength` before anything is allocated.
@@ -16,11 +15,12 @@ final class XConnection {
     /// The sequence number of the last request sent (the first is 1).
     private var sequence: UInt16 = 0
 
-    /// Connects to display `:display` and reads its setup, all by `deadline` (`timeout`
-    /// is that bound, for the error message).
-    init(display: Int, deadline: DispatchTime, timeout: Duration) throws(DesktopError) {
+    /// Connects to display `:display` and reads its setup. The connection, from here to its
+    /// last reply, may go `timeout` with nothing arriving, and may last `timeout` plus what
+    /// its bytes take at `floor` bytes a second, and 120 s in all (``XSocket``).
+    init(display: Int, timeout: Duration, floor: Int) throws(DesktopError) {
         guard display >= 0 else { throw DesktopError("the desktop's X display is unknown") }
-        socket = try XSocket(display: display, deadline: deadline, timeout: timeout)
+        socket = try XSocket(display: display, timeout: timeout, floor: floor)
         try socket.write(XSetup.request)
         let header = try socket.read(8)
         let length = XSetup.replyLength(header: header)
@@ -31,8 +31,8 @@ final class XConnection {
 
     /// Sends `request` (whole 4-byte units, its length field set) and returns its reply's
     /// 32-byte header and the data after it. An X error, a reply with more than `maxLength`
-    /// bytes of data, a closed connection or the deadline fail it. Events (some, such as
-    /// MappingNotify, go to every client) are skipped.
+    /// bytes of data, a closed connection or the connection's deadline fail it. Events
+    /// (some, such as MappingNotify, go to every client) are skipped.
     func roundTrip(_ request: [UInt8], maxLength: Int) throws(DesktopError) -> (header: [UInt8], data: [UInt8]) {
         sequence &+= 1
         try socket.write(request)

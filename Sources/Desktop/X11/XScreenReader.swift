@@ -1,4 +1,3 @@
-import Dispatch
 import NIOPosix
 
 /// Reads the screen and the pointer straight from the desktop's X server: what it answers
@@ -7,13 +6,23 @@ import NIOPosix
 /// began (the VNC framebuffer lagged one update behind: the client only learns of a change
 /// when the server sends it, and TigerVNC merges and delays updates).
 ///
-/// Bound: each call (connect, setup, request, reply) finishes within ``timeout`` or fails
-/// with "did not answer within …" (counted in `agent_desktop_x_timeouts_total`); never a
-/// stale image. Blocking: call off the cooperative pool. One connection per call (about a
-/// millisecond on a local socket): nothing to keep in step across desktops and failures.
+/// Bound: each call (connect, setup, request, reply) may go ``timeout`` with no byte from
+/// the X server, and may last ``timeout`` plus what its bytes take at ``minimumRate``, and
+/// 120 s in all, or it fails with "did not answer within …" (counted in
+/// `agent_desktop_x_timeouts_total`); never a stale image. So a full-screen image (8 MiB at
+/// 1920×1080) that keeps arriving on a starved host is not cut short, while a server that
+/// stops answering fails the call ``timeout`` after its last byte (``XSocket``, the VNC
+/// client's rule). Blocking: call off the cooperative pool. One connection per call (about
+/// a millisecond on a local socket): nothing to keep in step across desktops and failures.
 enum XScreenReader {
-    /// How long one capture or pointer query may take in all.
+    /// How long one capture or pointer query may go with no byte from the X server (a
+    /// pointer query or a screen size, a few kilobytes, takes about that long in all).
     static let timeout: Duration = .seconds(10)
+
+    /// The slowest the X server's bytes may arrive (bytes a second) beyond ``timeout``: a
+    /// reply of N bytes has ``timeout`` + N / this in all. The VNC connection's floor; far
+    /// below any working unix socket (8 MiB take 5 to 10 ms).
+    static let minimumRate = VNCClient.minimumRate
 
     /// An X rectangle (pixels of the root window).
     struct Rect: Sendable, Equatable {
@@ -37,9 +46,13 @@ enum XScreenReader {
     /// none), 4 bytes a pixel: the X server's own rows when its pixels are 32 bits with byte
     /// channels (``XPixelFormat/channels(width:)``), else converted to RGBX. Memory: one buffer of
     /// `width × height × 4` bytes (the X reply, converted in place when it must be), sides at
-    /// most ``DesktopLimits/maxSide``.
-    static func capture(display: Int, within bound: Duration = timeout, area: (DisplayGeometry) -> Rect?) throws(DesktopError) -> Image {
-        let connection = try XConnection(display: display, deadline: deadline(bound), timeout: bound)
+    /// most ``DesktopLimits/maxSide``. `bound` and `floor`: the silence bound and the floor
+    /// of the call (``timeout``, ``minimumRate``).
+    static func capture(
+        display: Int, within bound: Duration = timeout, minimumRate floor: Int = XScreenReader.minimumRate,
+        area: (DisplayGeometry) -> Rect?
+    ) throws(DesktopError) -> Image {
+        let connection = try XConnection(display: display, timeout: bound, floor: floor)
         let setup = connection.setup
         let screen = DisplayGeometry(width: setup.width, height: setup.height)
         guard let rect = area(screen) else { return Image(screen: screen, rect: Rect(x: 0, y: 0, width: 0, height: 0), pixels: nil) }
@@ -64,7 +77,7 @@ enum XScreenReader {
 
     /// Where the pointer is on the root window, and the screen's size.
     static func pointer(display: Int, within bound: Duration = timeout) throws(DesktopError) -> (x: Int, y: Int, screen: DisplayGeometry) {
-        let connection = try XConnection(display: display, deadline: deadline(bound), timeout: bound)
+        let connection = try XConnection(display: display, timeout: bound, floor: minimumRate)
         let setup = connection.setup
         // QueryPointer (38) on the root window; root-x and root-y at bytes 16 and 18.
         let header = try connection.roundTrip([38, 0] + le16(2) + le32(setup.root), maxLength: 0).header
@@ -75,11 +88,11 @@ enum XScreenReader {
 
     /// The screen's size now (from the connection setup alone).
     static func screen(display: Int, within bound: Duration = timeout) throws(DesktopError) -> DisplayGeometry {
-        let setup = try XConnection(display: display, deadline: deadline(bound), timeout: bound).setup
+        let setup = try XConnection(display: display, timeout: bound, floor: minimumRate).setup
         return DisplayGeometry(width: setup.width, height: setup.height)
     }
 
-    /// Runs `body` (blocking X work, bounded by ``timeout``) on the thread pool, never on
+    /// Runs `body` (blocking X work, bounded as above) on the thread pool, never on
     /// the cooperative threads.
     static func offPool<T: Sendable>(_ body: @escaping @Sendable () throws(DesktopError) -> T) async throws(DesktopError) -> T {
         let result = try? await NIOThreadPool.singleton.runIfActive { () -> Result<T, DesktopError> in
@@ -91,11 +104,6 @@ enum XScreenReader {
         }
         guard let result else { throw DesktopError("the agent is shutting down") }
         return try result.get()
-    }
-
-    private static func deadline(_ bound: Duration) -> DispatchTime {
-        let (seconds, attoseconds) = bound.components
-        return .now() + .nanoseconds(Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000))
     }
 
     private static func le16(_ value: Int) -> [UInt8] { [UInt8(truncatingIfNeeded: value), UInt8(truncatingIfNeeded: value >> 8)] }
