@@ -148,12 +148,15 @@ TEST_ENV := SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH=24 SWT_SWIFT_ERROR_BA
 # libFuzzer's runs need a second build of the whole package with sanitizers: `make fuzz-smoke`.
 # The tests' temporary files (agents' state and spools, sockets, logs: NSTemporaryDirectory,
 # mkdtemp under TMPDIR) go to a directory of the run's own, removed when the run ends, however
-# it ends: a run leaves nothing in /tmp, even when a test fails half way or is interrupted.
+# it ends: a run leaves nothing in /tmp, even when a test fails half way or is interrupted
+# (a test's own tmpfs under it, left mounted by a killed test process, is detached first).
 # Its mode is /tmp's (1777): tests run clients as another user there. Its name is short: unix
 # socket paths under it must fit in 108 bytes.
 test: deps lint
 	$(call debug-build,--build-tests)
-	@scratch=$$(mktemp -d /tmp/wt.XXXXXX) && trap 'rm -rf "$$scratch"' EXIT && chmod 1777 "$$scratch" && \
+	@scratch=$$(mktemp -d /tmp/wt.XXXXXX) && \
+		trap 'for m in $$(cut -d" " -f2 /proc/mounts | grep "^$$scratch/"); do umount -l "$$m" 2>/dev/null; done; rm -rf "$$scratch"' EXIT && \
+		chmod 1777 "$$scratch" && \
 		echo "TMPDIR=$$scratch $(TEST_ENV) $(SWIFT) test --skip-build $(DEBUG_FLAGS)" && \
 		TMPDIR=$$scratch $(TEST_ENV) $(SWIFT) test --skip-build $(DEBUG_FLAGS)
 
