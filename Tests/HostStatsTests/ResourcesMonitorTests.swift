@@ -275,6 +275,13 @@ struct ResourcesMonitorTests {
         #expect(rig.session.pushes.isEmpty && rig.reads.finished == 0)
     }
 
+    /// The next tick is due: the first tick stops waiting for `/stuck` (its datapoint goes
+    /// without it), and the second tick runs.
+    static func giveUpOnTheStuckVolume(_ rig: Rig) async {
+        rig.clock.advance(by: .seconds(10))
+        #expect(await eventually { rig.reads.finished == 2 && rig.clock.sleeping == 1 }, "\(rig.log.text)")
+    }
+
     /// Cancelled (its session dropped) while a `statfs` does not return, the monitor returns
     /// at once: the call stays blocked on the pool's thread, the session does not wait for it.
     @Test func theMonitorEndsWhenCancelledWhileAStatfsIsStuck() async throws {
@@ -304,10 +311,7 @@ struct ResourcesMonitorTests {
         let task = try await rig.start()
         defer { task.cancel() }
         await Self.stick(rig, stuck)
-        // The next tick is due: the first datapoint goes without `/stuck`, and the second
-        // tick runs at once.
-        rig.clock.advance(by: .seconds(10))
-        #expect(await eventually { rig.reads.finished == 2 && rig.clock.sleeping == 1 }, "\(rig.log.text)")
+        await Self.giveUpOnTheStuckVolume(rig)
         await rig.tick()
         await rig.tick()
 
@@ -333,8 +337,7 @@ struct ResourcesMonitorTests {
         let task = try await rig.start()
         defer { task.cancel() }
         await Self.stick(rig, stuck)
-        rig.clock.advance(by: .seconds(10))
-        #expect(await eventually { rig.reads.finished == 2 && rig.clock.sleeping == 1 }, "\(rig.log.text)")
+        await Self.giveUpOnTheStuckVolume(rig)
         stuck.release()
         #expect(await eventually { rig.reads.outstanding.isEmpty && stuck.blocked == 0 }, "the stuck call returned")
         #expect(rig.session.pushes.count == 2, "its late answer makes no datapoint")
