@@ -143,7 +143,12 @@ run: deps
 #   at 24, 1.3 s at worst, for a run 10 % longer;
 # - no backtrace of every thrown error (each cancelled sleep of a timeout race is one): those
 #   unwinds held both threads for seconds. A failure still names its line.
-TEST_ENV := SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH=24 SWT_SWIFT_ERROR_BACKTRACING_ENABLED=0
+# And a bound on the whole run: a test past its time limit is only cancelled, and one that
+# waits where cancellation does not reach would hold the run until CI's own deadline. After
+# 30 minutes (a loaded 2-core run takes about 5) the test process and those under it are
+# ended with status 124 and a line that says why (Tests/CTestWatchdog).
+TEST_ENV := SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH=24 SWT_SWIFT_ERROR_BACKTRACING_ENABLED=0 \
+	AGENT_TEST_RUN_LIMIT_SECONDS=1800
 # The suite replays every fuzz target's seeds and mutations of them (FuzzTargetsTests);
 # libFuzzer's runs need a second build of the whole package with sanitizers: `make fuzz-smoke`.
 # The tests' temporary files (agents' state and spools, sockets, logs: NSTemporaryDirectory,

@@ -564,12 +564,14 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // Ends a test process that runs past AGENT_TEST_RUN_LIMIT_SECONDS (`make test` sets it).
+        .target(name: "CTestWatchdog", path: "Tests/CTestWatchdog"),
         // What the test targets share (a library target under Tests/): raw HTTP and WebSocket
         // clients, loopback sockets, child programs, the channel hand-over, captured logs.
         .target(
             name: "AgentTestSupport",
             dependencies: [
-                "AgentCore", "CAgentSpawn", "AgentHTTP", "AgentProto",
+                "AgentCore", "CAgentSpawn", "CTestWatchdog", "AgentHTTP", "AgentProto",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
@@ -815,7 +817,8 @@ let package = Package(
             name: "WorkspaceAgentTests",
             dependencies: [
                 "DERP", "DERPRelayDouble", "WireGuard",
-                "AgentCore", "AgentTestSupport", "CAgentSpawn", "ControlPlaneDouble", "AgentProto", "AgentRPC", "AgentSocket", "HostStats",
+                "AgentCore", "AgentTestSupport", "CAgentSpawn", "CTestWatchdog", "ControlPlaneDouble", "AgentProto", "AgentRPC", "AgentSocket",
+                "HostStats",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

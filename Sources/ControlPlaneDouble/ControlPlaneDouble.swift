@@ -71,6 +71,9 @@ public final class ControlPlaneDouble: Sendable {
     public let statsReportInterval = Mutex<Duration>(.seconds(30))
     /// Every answer waits this long first ("answer slowly"; a huge value stalls).
     public let answerDelay = Mutex<Duration>(.zero)
+    /// How long an accepted RPC connection waits, after its 101 is written, before its
+    /// session is made (a busy host's event loop between the two).
+    public let sessionSetupDelay = Mutex<TimeAmount>(.zero)
     /// The next this many UpdateLifecycle calls are answered with an error (a database
     /// that is down for a moment); the state is not recorded.
     public let failingLifecycleCalls = Mutex(0)
@@ -83,6 +86,10 @@ public final class ControlPlaneDouble: Sendable {
     /// Tokens accepted beside ``token`` (those an instance-identity exchange hands out).
     public let acceptedTokens = Mutex<Set<String>>([])
     private let sessions = Mutex<[YamuxSession]>([])
+    /// Connections whose RPC upgrade was accepted, from before the 101 is sent: a session
+    /// the agent holds may not be in ``sessions`` yet (its pipeline is made after the 101
+    /// is written), but its connection is here.
+    private let rpcConnections = Mutex<[ObjectIdentifier: any Channel]>([:])
     /// Every accepted connection while the double runs, and whether it has stopped: when
     /// `run`'s body returns, all are closed, including one still upgrading (a control plane
     /// "killed" must not keep serving a connection that was half made).
@@ -146,13 +153,19 @@ public final class ControlPlaneDouble: Sendable {
         return m
     }
 
-    /// Closes every live connection (the agent sees EOF).
+    /// Closes every live RPC connection (the agent sees EOF), including one whose upgrade
+    /// was answered but whose session is not made yet.
     public func dropConnections() async {
         let live = sessions.withLock { s -> [YamuxSession] in
             defer { s.removeAll() }
             return s
         }
+        let connections = rpcConnections.withLock { c -> [any Channel] in
+            defer { c.removeAll() }
+            return Array(c.values)
+        }
         for session in live { await session.close() }
+        for connection in connections { try? await connection.close() }
     }
 
     // MARK: A test's own methods
@@ -453,10 +466,17 @@ public final class ControlPlaneDouble: Sendable {
                     $0.upgradeHeaders.append(head.headers.map { ($0.name, $0.value) })
                     if let refused { $0.refusals.append(refused.0) }
                 }
+                if refused == nil {
+                    let id = ObjectIdentifier(channel)
+                    rpcConnections.withLock { $0[id] = channel }
+                    channel.closeFuture.whenComplete { [self] _ in _ = rpcConnections.withLock { $0.removeValue(forKey: id) } }
+                }
                 return channel.eventLoop.makeSucceededFuture(refused == nil ? HTTPHeaders() : nil)
             },
             upgradePipelineHandler: { [self] channel, head in
-                channel.eventLoop.makeCompletedFuture {
+                let delay = head.uri.hasPrefix("/echo") ? .zero : sessionSetupDelay.withLock { $0 }
+                let waited = delay > .zero ? channel.eventLoop.scheduleTask(in: delay) {}.futureResult : channel.eventLoop.makeSucceededVoidFuture()
+                return waited.flatMapThrowing { [self] in
                     if head.uri.hasPrefix("/echo") {
                         let writer = try WebSocketFraming.installWriter(on: channel)
                         try channel.pipeline.syncOperations.addHandler(EchoHandler(writer: writer))
