@@ -8,7 +8,8 @@ import Synchronization
 import Testing
 
 /// Hostile and buggy clients against a real server on loopback.
-@Suite struct ConnectionHardeningTests {
+/// A generous time limit, only against hangs (the slowest test here took 190 s in a loaded run).
+@Suite(.timeLimit(.minutes(10))) struct ConnectionHardeningTests {
     // MARK: Defect 2: idle and half-open connections
 
     @Test func thousandsOfIdleConnectionsDoNotLockOutHealthz() async throws {

@@ -214,12 +214,8 @@ struct SSHSessionTests {
                     "ssh", "-F", "/dev/null", "-p", "\(server.port)", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
                     "-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "127.0.0.1", "echo $$ > \(marker); echo ready; exec sleep 600",
                 ]))
-        let stdout = client.stdout
-        let ready = await onThread { () -> Int in
-            var line = [UInt8](repeating: 0, count: 6)
-            return read(stdout, &line, 6)
-        }
-        #expect(ready == 6)
+        let ready = await onThread { client.readLine(timeout: .seconds(60)) }
+        #expect(ready == "ready")
         let pid = try #require(Int32(try String(contentsOfFile: marker, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)))
         #expect(kill(pid, 0) == 0)
         await onThread { client.kill() }

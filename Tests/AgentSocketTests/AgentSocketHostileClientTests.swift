@@ -204,7 +204,7 @@ struct AgentSocketHostileClientTests {
     }
 }
 
-/// Runs a program to completion (bounded by the suite's time limit); returns its stdout.
+/// Runs a program to completion (bounded by ``ChildProgram/defaultTimeout``); returns its stdout.
 func runProcess(_ path: String, _ arguments: [String]) async throws -> String {
     let outcome = await ChildProgram.run([path] + arguments, stderrToStdout: true)
     return outcome.status == -1 ? "cannot run \(path)" : outcome.stdout

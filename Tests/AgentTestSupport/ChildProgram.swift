@@ -24,17 +24,26 @@ public enum ChildProgram {
         public let stdout: String
     }
 
+    /// How long a child may run before ``run(_:environment:directory:input:stderrToStdout:timeout:)``
+    /// and ``Running/wait()`` end it: a test's time limit only cancels its task, which a
+    /// thread waiting on a child never sees, so a client the code under test leaves waiting
+    /// (an ssh session whose close was lost) would hold the whole run.
+    public static let defaultTimeout: Duration = .seconds(300)
+
     /// Runs `arguments` (the first looked up on PATH) to completion on a thread of its own.
     /// - Parameters:
     ///   - environment: added to (or replacing) this process's variables.
     ///   - directory: working directory (default: this process's).
     ///   - input: written to stdin, which is then closed (stdin is always a pipe).
     ///   - stderrToStdout: stderr joins stdout instead of going to /dev/null.
+    ///   - timeout: past it the child gets SIGKILL (status 137), and stdout ends with a line
+    ///     that says so; what the child's own children still write is not waited for.
     public static func run(
         _ arguments: [String], environment: [String: String] = [:], directory: String? = nil, input: String? = nil,
-        stderrToStdout: Bool = false
+        stderrToStdout: Bool = false, timeout: Duration = defaultTimeout
     ) async -> Outcome {
         await onThread {
+            let deadline = ContinuousClock.now + timeout
             guard let child = start(arguments, environment: environment, directory: directory, stderrToStdout: stderrToStdout) else {
                 return Outcome(status: -1, stdout: "")
             }
@@ -51,15 +60,56 @@ public enum ChildProgram {
             }
             var output: [UInt8] = []
             var chunk = [UInt8](repeating: 0, count: 65536)
+            var ranOut = false
             while true {
+                let left = ContinuousClock.now.duration(to: deadline)
+                guard left > .zero else {
+                    ranOut = true
+                    break
+                }
+                var ready = pollfd(fd: child.stdout, events: Int16(POLLIN), revents: 0)
+                let polled = poll(&ready, 1, Int32(min(left, .seconds(1)) / .milliseconds(1)) + 1)
+                if polled == 0 || (polled < 0 && errno == EINTR) { continue }
                 let n = chunk.withUnsafeMutableBytes { read(child.stdout, $0.baseAddress, $0.count) }
                 if n < 0 && errno == EINTR { continue }
                 if n <= 0 { break }
                 output += chunk[0..<n]
             }
             close(child.stdout)
-            return Outcome(status: child.wait(), stdout: String(decoding: output, as: UTF8.self))
+            let ended = reap(child.pid, until: ranOut ? .now : deadline)
+            var text = String(decoding: output, as: UTF8.self)
+            if ranOut || ended.timedOut {
+                text += "\n[ChildProgram: \(arguments[0]) ran past its \(timeout) and was killed]\n"
+            }
+            return Outcome(status: ended.status, stdout: text)
         }
+    }
+
+    /// Waits for child `pid` (by pid, so that no other reaper takes it) until `deadline`, then
+    /// ends it with SIGKILL and reaps it; its exit code, or 128 + the signal that ended it
+    /// (-1 if it was not ours to wait for), and whether the deadline did.
+    public static func reap(_ pid: pid_t, until deadline: ContinuousClock.Instant) -> (status: Int32, timedOut: Bool) {
+        var status: Int32 = 0
+        var pause: UInt32 = 1_000
+        while true {
+            let reaped = waitpid(pid, &status, WNOHANG)
+            if reaped == pid { return (code(status), false) }
+            if reaped < 0 && errno != EINTR { return (-1, false) }
+            guard ContinuousClock.now < deadline else { break }
+            usleep(pause)
+            pause = min(pause * 2, 20_000)
+        }
+        _ = Glibc.kill(pid, SIGKILL)
+        while waitpid(pid, &status, 0) < 0 {
+            if errno != EINTR { return (-1, true) }
+        }
+        return (code(status), true)
+    }
+
+    /// A wait status as a shell reports it: the exit code, or 128 + the signal.
+    private static func code(_ status: Int32) -> Int32 {
+        let signal = status & 0x7f
+        return signal == 0 ? (status >> 8) & 0xff : 128 + signal
     }
 
     /// A started child: its pid and our ends of its stdin and stdout pipes.
@@ -78,14 +128,10 @@ public enum ChildProgram {
         }
 
         /// Waits for the child (by pid, so no other reaper can take it) and returns
-        /// its exit code, or 128 + its signal.
+        /// its exit code, or 128 + its signal; after ``ChildProgram/defaultTimeout`` it is
+        /// ended with SIGKILL (137).
         public func wait() -> Int32 {
-            var status: Int32 = 0
-            while waitpid(pid, &status, 0) < 0 {
-                if errno != EINTR { return -1 }
-            }
-            let signal = status & 0x7f
-            return signal == 0 ? (status >> 8) & 0xff : 128 + signal
+            ChildProgram.reap(pid, until: .now + ChildProgram.defaultTimeout).status
         }
 
         /// Asks the child to end with SIGTERM, so that it can remove what it made (Xvfb its

@@ -54,6 +54,7 @@ public final class LoopbackSocket: @unchecked Sendable {
             return nil
         }
         self.fd = fd
+        Self.boundSends(fd)
     }
 
     /// `connect(2)` of `fd` to 127.0.0.1:`port`: its return value (errno set on -1).
@@ -76,6 +77,17 @@ public final class LoopbackSocket: @unchecked Sendable {
     /// Takes ownership of a connected stream socket (one end of ``pair()``).
     public init(descriptor: Int32) {
         self.fd = descriptor
+        Self.boundSends(descriptor)
+    }
+
+    /// How long one blocking send may wait for room: a peer that stops reading fails the send
+    /// (``send(_:)`` returns false) instead of holding the test's thread, which its time
+    /// limit cannot reach, for good.
+    public static let sendTimeout: Duration = .seconds(60)
+
+    private static func boundSends(_ fd: Int32) {
+        var bound = timeval(tv_sec: Int(sendTimeout.components.seconds), tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &bound, socklen_t(MemoryLayout<timeval>.size))
     }
 
     /// A connected unix socketpair: our end, and the other end's descriptor to hand over
@@ -99,7 +111,7 @@ public final class LoopbackSocket: @unchecked Sendable {
 
     deinit { close(fd) }
 
-    /// Sends every byte (false if the peer is gone).
+    /// Sends every byte (false if the peer is gone, or left no room for ``sendTimeout``).
     @discardableResult
     public func send(_ bytes: [UInt8]) -> Bool {
         var offset = 0

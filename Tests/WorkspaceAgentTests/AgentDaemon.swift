@@ -24,7 +24,8 @@ struct AgentDaemon {
     }
 
     /// Runs the binary with exactly `arguments` (no agent flags added) to its end; stdout
-    /// and stderr together, and the exit status.
+    /// and stderr together, and the exit status (128 + the signal that ended it; after
+    /// ``ChildProgram/defaultTimeout`` it gets SIGKILL, and the output says so).
     /// `outputPath`: where the output goes while the command runs, for a test to watch (the
     /// caller removes it); by default a file of its own, removed at the end.
     /// `directory`: the command's working directory (the test's when nil).
@@ -51,11 +52,12 @@ struct AgentDaemon {
             }
             close(fd)
             guard pid > 0 else { return ("spawn failed: step \(step) errno \(err)", -1) }
-            var status: Int32 = 0
-            // Bounded: the suite's time limit ends a CLI that hangs.
-            while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
-            let output = (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
-            return (output, (status >> 8) & 0xff)
+            // Bounded here: a test's time limit only cancels its task, which this thread
+            // never sees.
+            let ended = ChildProgram.reap(pid, until: .now + ChildProgram.defaultTimeout)
+            var output = (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
+            if ended.timedOut { output += "\n[the command ran past \(ChildProgram.defaultTimeout) and was killed]\n" }
+            return (output, ended.status)
         }
     }
 

@@ -8,7 +8,8 @@ import Glibc
 #endif
 
 /// Hostile and buggy clients against the real binary.
-@Suite struct WorkspaceAgentHardeningTests {
+/// A generous time limit, only against hangs.
+@Suite(.timeLimit(.minutes(10))) struct WorkspaceAgentHardeningTests {
     // MARK: Defect 4: start-up failures
 
     @Test func aSecondAgentOnABusyPortExitsWithOneClearLine() async throws {

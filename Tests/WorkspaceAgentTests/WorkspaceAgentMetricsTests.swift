@@ -9,7 +9,8 @@ import Glibc
 
 /// `/metrics` on the API and on the Prometheus listener, in a format a real
 /// Prometheus parser (Debian's python3-prometheus-client) reads, with counters that move.
-@Suite struct WorkspaceAgentMetricsTests {
+/// A generous time limit, only against hangs.
+@Suite(.timeLimit(.minutes(10))) struct WorkspaceAgentMetricsTests {
     @Test func metricsParseAndMove() async throws {
         let agent = try AgentDaemon.launch(["--http-address", "127.0.0.1:0", "--prometheus-address", "127.0.0.1:0"])
         defer { agent.cleanup() }
