@@ -86,9 +86,9 @@ public final class ControlPlaneDouble: Sendable {
     /// Tokens accepted beside ``token`` (those an instance-identity exchange hands out).
     public let acceptedTokens = Mutex<Set<String>>([])
     private let sessions = Mutex<[YamuxSession]>([])
-    /// Connections whose RPC upgrade was accepted, from before the 101 is sent: a session
-    /// the agent holds may not be in ``sessions`` yet (its pipeline is made after the 101
-    /// is written), but its connection is here.
+    /// Connections whose RPC upgrade was accepted, from before the 101 is sent until their
+    /// session is in ``sessions``: the agent may hold a session whose side here is not made
+    /// yet (its pipeline is made after the 101 is written).
     private let rpcConnections = Mutex<[ObjectIdentifier: any Channel]>([:])
     /// Every accepted connection while the double runs, and whether it has stopped: when
     /// `run`'s body returns, all are closed, including one still upgrading (a control plane
@@ -156,16 +156,17 @@ public final class ControlPlaneDouble: Sendable {
     /// Closes every live RPC connection (the agent sees EOF), including one whose upgrade
     /// was answered but whose session is not made yet.
     public func dropConnections() async {
+        // Connections first: one whose session is made meanwhile is in one list or both.
+        let unmade = rpcConnections.withLock { c -> [any Channel] in
+            defer { c.removeAll() }
+            return Array(c.values)
+        }
         let live = sessions.withLock { s -> [YamuxSession] in
             defer { s.removeAll() }
             return s
         }
-        let connections = rpcConnections.withLock { c -> [any Channel] in
-            defer { c.removeAll() }
-            return Array(c.values)
-        }
         for session in live { await session.close() }
-        for connection in connections { try? await connection.close() }
+        for connection in unmade { try? await connection.close() }
     }
 
     // MARK: A test's own methods
@@ -484,6 +485,7 @@ public final class ControlPlaneDouble: Sendable {
                     }
                     let session = try YamuxSession.overWebSocket(channel, role: .server)
                     sessions.withLock { $0.append(session) }
+                    _ = rpcConnections.withLock { $0.removeValue(forKey: ObjectIdentifier(channel)) }
                     recorded.withLock { $0.connections += 1 }
                     // Per connection: methods a test added since the last one are served too.
                     let drpc = makeDRPCServer()

@@ -214,6 +214,7 @@ struct SSHSessionTests {
                     "ssh", "-F", "/dev/null", "-p", "\(server.port)", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
                     "-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "127.0.0.1", "echo $$ > \(marker); echo ready; exec sleep 600",
                 ]))
+        defer { client.kill() }
         let ready = await onThread { client.readLine(timeout: .seconds(60)) }
         #expect(ready == "ready")
         let pid = try #require(Int32(try String(contentsOfFile: marker, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)))

@@ -70,16 +70,21 @@ public enum ChildProgram {
                 var ready = pollfd(fd: child.stdout, events: Int16(POLLIN), revents: 0)
                 let polled = poll(&ready, 1, Int32(min(left, .seconds(1)) / .milliseconds(1)) + 1)
                 if polled == 0 || (polled < 0 && errno == EINTR) { continue }
+                if polled < 0 { break }
                 let n = chunk.withUnsafeMutableBytes { read(child.stdout, $0.baseAddress, $0.count) }
                 if n < 0 && errno == EINTR { continue }
                 if n <= 0 { break }
                 output += chunk[0..<n]
             }
             close(child.stdout)
-            let ended = reap(child.pid, until: ranOut ? .now : deadline)
+            // A child whose output a process it left behind holds open may have ended: a
+            // moment's grace to say which.
+            let ended = reap(child.pid, until: ranOut ? .now + .seconds(2) : deadline)
             var text = String(decoding: output, as: UTF8.self)
-            if ranOut || ended.timedOut {
+            if ended.timedOut {
                 text += "\n[ChildProgram: \(arguments[0]) ran past its \(timeout) and was killed]\n"
+            } else if ranOut {
+                text += "\n[ChildProgram: \(arguments[0]) ended, but its output was still open after \(timeout)]\n"
             }
             return Outcome(status: ended.status, stdout: text)
         }

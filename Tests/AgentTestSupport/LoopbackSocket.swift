@@ -72,6 +72,7 @@ public final class LoopbackSocket: @unchecked Sendable {
     public init?(unixPath path: String) {
         guard case .success(let fd) = UnixSocket.connect(path) else { return nil }
         self.fd = fd
+        Self.boundSends(fd)
     }
 
     /// Takes ownership of a connected stream socket (one end of ``pair()``).
@@ -117,6 +118,8 @@ public final class LoopbackSocket: @unchecked Sendable {
         var offset = 0
         while offset < bytes.count {
             let n = bytes[offset...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            // With a send timeout, the kernel never restarts a send a signal interrupted.
+            if n < 0 && errno == EINTR { continue }
             if n <= 0 { return false }
             offset += n
         }
