@@ -84,8 +84,8 @@ import Testing
     func afterSkippedBytesThatEndALineTheNextLineCounts(endsLine: Bool) throws {
         let watch = OutputWatch(condition: .literal(Array("after".utf8)), from: 0, inline: true)
         let pending = OutputWatch.maxPendingBytes
-        // While catching up nothing is matched: the first chunk fills what may wait, the
-        // second is skipped.
+        // While catching up nothing is matched: the first chunk fills what may wait, and the
+        // second takes its place (the oldest makes room).
         [UInt8](repeating: UInt8(ascii: "a"), count: pending).withUnsafeBytes { watch.feed($0, at: 0) }
         let skipped = Array((endsLine ? "aaa\n" : "aaa").utf8)
         skipped.withUnsafeBytes { watch.feed($0, at: UInt64(pending)) }
@@ -100,6 +100,33 @@ import Testing
             Array("after, a whole line\n".utf8).withUnsafeBytes { watch.feed($0, at: next + 16) }
             #expect(watch.match == OutputWatch.Match(line: Array("after, a whole line".utf8), offset: next + 16))
         }
+    }
+
+    /// When more waits than may be queued (a burst during a slow catch-up: the match pool
+    /// busy with other awaits), the oldest queued output makes room, so the line that comes
+    /// after the burst, which an await waits for, is kept. (It was dropped as the newest, and
+    /// with nothing written after it the await timed out: `BulkOutputTests` in a full run.)
+    @Test func theNewestOutputIsKeptWhenTooMuchWaits() throws {
+        let watch = OutputWatch(condition: .literal(Array("after".utf8)), from: 0, inline: true)
+        let pending = OutputWatch.maxPendingBytes
+        // While catching up nothing is matched: the burst fills what may wait.
+        [UInt8](repeating: 0, count: pending).withUnsafeBytes { watch.feed($0, at: 0) }
+        Array("\n".utf8).withUnsafeBytes { watch.feed($0, at: UInt64(pending)) }
+        Array("after the burst\n".utf8).withUnsafeBytes { watch.feed($0, at: UInt64(pending + 1)) }
+        #expect(watch.match == nil)
+        watch.endCatchUp()
+        #expect(watch.match == OutputWatch.Match(line: Array("after the burst".utf8), offset: UInt64(pending + 1)))
+    }
+
+    /// Many one-byte chunks count their overhead too: the queue stays bounded in chunks, and
+    /// the newest still match.
+    @Test func aTrickleOfTinyChunksIsBoundedAndTheNewestMatch() throws {
+        let watch = OutputWatch(condition: .literal(Array("xyz".utf8)), from: 0, inline: true)
+        let count = 2 * OutputWatch.maxPendingBytes / OutputWatch.chunkOverhead
+        for offset in 0..<count { Array("a".utf8).withUnsafeBytes { watch.feed($0, at: UInt64(offset)) } }
+        Array("\nxyz\n".utf8).withUnsafeBytes { watch.feed($0, at: UInt64(count)) }
+        watch.endCatchUp()
+        #expect(watch.match == OutputWatch.Match(line: Array("xyz".utf8), offset: UInt64(count + 1)))
     }
 
     @Test func afterAGapTheRestOfALineIsNotALine() throws {

@@ -1,6 +1,7 @@
 import AgentCore
 import CAgentSpawn
 import LineRegex
+import NIOCore
 import Synchronization
 
 /// What a line of output must contain for an await to end.
@@ -41,8 +42,9 @@ public enum LineCondition: Sendable {
 ///
 /// Memory: the unfinished line, at most ``maxLineBytes`` (a longer line is matched on its
 /// first ``maxLineBytes``); output queued for matching (arriving during the catch-up, or
-/// faster than it is matched), at most ``maxPendingBytes`` (beyond that it is skipped and
-/// matching resumes at the next line).
+/// faster than it is matched), at most ``maxPendingBytes`` with ``chunkOverhead`` counted
+/// for each chunk (beyond that the oldest queued output is dropped, since an await waits for
+/// what comes next, and matching resumes at the next whole line).
 /// Cost: each byte is matched once as part of its line, plus the re-tests of an unfinished
 /// line, at most ``promptBudget`` bytes per line (output arriving a byte at a time would
 /// otherwise re-test a growing prompt once per byte); then the line waits for its end.
@@ -51,6 +53,9 @@ public final class OutputWatch: Sendable {
     public static let promptBytes = 4096
     public static let promptBudget = 64 * 1024
     public static let maxPendingBytes = 1 << 20
+    /// What a queued chunk costs beside its bytes (its array's header and the queue's slot),
+    /// counted in ``maxPendingBytes``: a trickle of one-byte writes cannot queue a million.
+    static let chunkOverhead = 64
     /// Where output is matched: two threads, each watch with at most one job queued or
     /// running (and its catch-up), so 4096 is more than ``ProcessManager/defaultMaxAwaits``
     /// needs twice over.
@@ -67,12 +72,13 @@ public final class OutputWatch: Sendable {
 
     /// What the reactor and the await hand over, under `inbox`'s lock.
     private struct Inbox {
-        /// Each with whether the bytes fed just before it (queued or skipped) ended a line.
-        var chunks: [(offset: UInt64, bytes: [UInt8], startsLine: Bool)] = []
+        /// Each with whether the bytes fed just before it (queued or dropped) ended a line.
+        var chunks = CircularBuffer<(offset: UInt64, bytes: [UInt8], startsLine: Bool)>()
         /// Where the last bytes fed ended, and whether their last byte was a newline: a chunk
-        /// fed right after skipped bytes that ended a line begins a line of its own.
+        /// fed right after dropped bytes that ended a line begins a line of its own.
         var fedEnd: UInt64?
         var fedEndedLine = false
+        /// The queued chunks' cost: their bytes and ``OutputWatch/chunkOverhead`` each.
         var bytes = 0
         var catchingUp = true
         /// A drain is queued or running (at most one at a time).
@@ -165,18 +171,28 @@ public final class OutputWatch: Sendable {
         for continuation in ready { continuation.resume() }
     }
 
-    /// Live output at `offset` (reactor thread): queued for matching.
+    /// Live output at `offset` (reactor thread): queued for matching. When more waits than
+    /// ``maxPendingBytes`` allows, the oldest queued chunks make room (O(1) each).
     func feed(_ bytes: UnsafeRawBufferPointer, at offset: UInt64) {
         guard !bytes.isEmpty, !stopped.load(ordering: .relaxed) else { return }
+        // A chunk larger than the queue itself: its newest bytes.
+        let room = Self.maxPendingBytes - Self.chunkOverhead
+        let cut = max(0, bytes.count - room)
+        let kept = UnsafeRawBufferPointer(rebasing: bytes[cut...])
+        let keptOffset = offset + UInt64(cut)
         let drain = inbox.withLock { s -> Bool in
-            let startsLine = s.fedEnd == offset && s.fedEndedLine
+            var startsLine = s.fedEnd == offset && s.fedEndedLine
+            if cut > 0 { startsLine = bytes[cut - 1] == UInt8(ascii: "\n") }
             s.fedEnd = offset + UInt64(bytes.count)
             s.fedEndedLine = bytes.last == UInt8(ascii: "\n")
-            if s.bytes + bytes.count <= Self.maxPendingBytes {
-                s.chunks.append((offset, Array(bytes), startsLine))
-                s.bytes += bytes.count
-                s.queuedEnd = max(s.queuedEnd, offset + UInt64(bytes.count))
+            let cost = kept.count + Self.chunkOverhead
+            while s.bytes + cost > Self.maxPendingBytes, let oldest = s.chunks.first {
+                s.bytes -= oldest.bytes.count + Self.chunkOverhead
+                s.chunks.removeFirst()
             }
+            s.chunks.append((keptOffset, Array(kept), startsLine))
+            s.bytes += cost
+            s.queuedEnd = max(s.queuedEnd, s.fedEnd ?? 0)
             return startDrain(&s)
         }
         if drain { scheduleDrain() }
@@ -238,14 +254,12 @@ public final class OutputWatch: Sendable {
                     return nil
                 }
                 var taken = 0
-                var count = 0
-                while count < s.chunks.count, count == 0 || taken + s.chunks[count].bytes.count <= Self.sliceBytes {
-                    taken += s.chunks[count].bytes.count
-                    count += 1
+                var slice: [(offset: UInt64, bytes: [UInt8], startsLine: Bool)] = []
+                while let next = s.chunks.first, slice.isEmpty || taken + next.bytes.count <= Self.sliceBytes {
+                    taken += next.bytes.count
+                    slice.append(s.chunks.removeFirst())
                 }
-                let slice = Array(s.chunks.prefix(count))
-                s.chunks.removeFirst(count)
-                s.bytes -= taken
+                s.bytes -= taken + slice.count * Self.chunkOverhead
                 // The end is tested after the last queued bytes.
                 let ended = s.chunks.isEmpty && s.ended && !s.endSeen
                 if ended { s.endSeen = true }
