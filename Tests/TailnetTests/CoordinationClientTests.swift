@@ -105,7 +105,8 @@ import Testing
         double.setPeer(id: Self.peerID, node: Self.peerNode(key: 1))
         #expect(await eventually { client.peers.count == 1 })
         double.setPeer(id: Self.peerID, node: nil)
-        #expect(await eventually { client.peers.isEmpty })
+        // The peers change first, then what applies the change: both waited for.
+        #expect(await eventually { client.peers.isEmpty && removed.withLock { $0 } == 1 })
         #expect(removed.withLock { $0 } == 1)
         var failure = Coder_Tailnet_V2_CoordinateResponse()
         failure.error = "ready for handshake error: peer not found"

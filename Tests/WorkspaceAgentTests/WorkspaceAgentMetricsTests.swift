@@ -36,7 +36,13 @@ import Glibc
         _ = try await api.request("GET", "/api/v0/processes/\(id)/output?wait=true")
         let afterResponse = try await api.request("GET", "/metrics")
         #expect(afterResponse.header("Content-Type")?.hasPrefix("text/plain; version=0.0.4") == true)
-        let after = try await parse(afterResponse.bodyText)
+        var after = try await parse(afterResponse.bodyText)
+        // The exit is counted just after it is visible to `wait`: scraped until it is.
+        #expect(
+            try await eventually {
+                after = try await parse(try await api.request("GET", "/metrics").bodyText)
+                return (after["agent_processes_exited"] ?? 0) >= 1
+            })
 
         #expect((after["agent_processes_started"] ?? 0) >= (before["agent_processes_started"] ?? 0) + 1)
         #expect((after["agent_processes_exited"] ?? 0) >= 1)

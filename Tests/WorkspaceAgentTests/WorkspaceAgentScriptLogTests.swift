@@ -93,7 +93,8 @@ struct WorkspaceAgentScriptLogTests {
             let all = ScriptsHarness.outputs(first, source: script.logSourceID) + ScriptsHarness.outputs(second, source: script.logSourceID)
             #expect(Self.same(all, (1...20_000).map(String.init)))
             #expect(ScriptsHarness.timings(first, script: script.id).isEmpty)
-            #expect(ScriptsHarness.lifecycle(second).last == .ready)
+            // READY goes upward apart from the logs and timings: waited for.
+            #expect(await eventually(timeout: .seconds(60)) { ScriptsHarness.lifecycle(second).last == .ready })
             let runs = try String(contentsOfFile: dir + "/runs", encoding: .utf8)
             #expect(runs == "run\n")
             agent.signal(SIGTERM)

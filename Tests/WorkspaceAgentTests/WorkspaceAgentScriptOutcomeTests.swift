@@ -73,8 +73,12 @@ struct WorkspaceAgentScriptOutcomeTests {
                 #expect(timing.stage == .cron && timing.status == .ok)
                 #expect(timing.start.date >= startEnd.addingTimeInterval(-0.01), "a cron run began before the start phase ended")
             }
-            #expect(ScriptsHarness.lifecycle(double).contains(.ready))
-            #expect(ScriptsHarness.outputs(double, source: fiveFields.logSourceID).contains { $0.contains("read seconds first") })
+            // Both go upward apart from the timings waited for above.
+            #expect(await eventually(timeout: .seconds(60)) { ScriptsHarness.lifecycle(double).contains(.ready) })
+            #expect(
+                await eventually(timeout: .seconds(60)) {
+                    ScriptsHarness.outputs(double, source: fiveFields.logSourceID).contains { $0.contains("read seconds first") }
+                })
             agent.signal(SIGTERM)
             #expect(await agent.exitStatus() == 0, "\(agent.log)")
             // A report the agent sent just before it ended may be recorded by the double a
@@ -209,13 +213,20 @@ struct WorkspaceAgentScriptOutcomeTests {
             #expect(ScriptsHarness.timings(double, script: counter.id).map(\.stage) == [.start, .cron])
             #expect(try String(contentsOfFile: dir + "/runs", encoding: .utf8) == "run\nrun\n")
 
-            let status = try await client.request("GET", "/api/v0/scripts")
-            #expect(status.status == 200)
-            let body = try #require(jsonObject(status.body))
-            #expect(body["lifecycle"] as? String == "start_error")
-            let scripts = try #require(body["scripts"] as? [[String: Any]])
-            let entry = try #require(scripts.first { $0["id"] as? String == id })
-            let runs = try #require(entry["runs"] as? [[String: Any]])
+            // The run's record is kept just after its report goes upward: waited for.
+            var entry: [String: Any] = [:]
+            var runs: [[String: Any]] = []
+            #expect(
+                try await eventually(timeout: .seconds(30)) {
+                    let status = try await client.request("GET", "/api/v0/scripts")
+                    let body = jsonObject(status.body)
+                    guard status.status == 200, body?["lifecycle"] as? String == "start_error",
+                        let found = (body?["scripts"] as? [[String: Any]])?.first(where: { $0["id"] as? String == id })
+                    else { return false }
+                    entry = found
+                    runs = found["runs"] as? [[String: Any]] ?? []
+                    return runs.count == 2
+                })
             #expect(runs.map { $0["stage"] as? String } == ["start", "on_demand"])
             #expect(runs.allSatisfy { $0["status"] as? String == "ok" && $0["exit_code"] as? Int == 0 })
             #expect((entry["log_path"] as? String)?.hasSuffix(".log") == true)

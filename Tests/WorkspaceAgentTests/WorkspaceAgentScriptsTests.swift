@@ -79,7 +79,7 @@ struct WorkspaceAgentScriptsTests {
             #expect(info.contains("prio=900 7"), "scripts get the process API's priority (--proc-prio-mgmt)")
             #expect(info.last == "tail without newline")
             #expect(await eventually(timeout: .seconds(30)) { ScriptsHarness.outputs(double, source: python.logSourceID) == ["from python 3"] })
-            #expect(ScriptsHarness.outputs(double, source: failing.logSourceID) == ["about to fail"])
+            #expect(await eventually(timeout: .seconds(30)) { ScriptsHarness.outputs(double, source: failing.logSourceID) == ["about to fail"] })
 
             let file = try String(contentsOfFile: logs + "/ok.log", encoding: .utf8)
             // stdout and stderr reach the file in the order they were read, not written.

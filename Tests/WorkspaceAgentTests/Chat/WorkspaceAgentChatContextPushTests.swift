@@ -32,7 +32,8 @@ struct WorkspaceAgentChatContextPushTests {
 
             try TestFile.write(home + "/go", [UInt8]())
             #expect(await eventually(timeout: .seconds(60)) { !double.contextState.withLock { $0.pushes.isEmpty } }, "\(agent.log)")
-            #expect(ScriptsHarness.lifecycle(double).contains(.ready))
+            // READY travels apart from the push (behind any report in flight): waited for too.
+            #expect(await eventually(timeout: .seconds(60)) { ScriptsHarness.lifecycle(double).contains(.ready) })
             let first = try #require(double.contextState.withLock { $0.pushes.first })
             #expect(first.initial && first.version >= 1)
             let agents = first.resources.first { $0.source == workdir + "/AGENTS.md" }
@@ -74,7 +75,14 @@ struct WorkspaceAgentChatContextPushTests {
                 return text.split(separator: "\n").first { $0.hasPrefix(line + " ") }.flatMap { Double($0.split(separator: " ").last!) }
             }
             let unimplemented = #"agent_chat_context_pushes_total{outcome="unimplemented"}"#
-            #expect(try await eventually(timeout: .seconds(60)) { try await metric(unimplemented) == 1 }, "\(agent.log)")
+            // The version gauge is set just after the snapshot is pushed: both waited for, so
+            // that the edit below is what moves it.
+            #expect(
+                try await eventually(timeout: .seconds(60)) {
+                    let pushed = try await metric(unimplemented) == 1
+                    let version = try await metric("agent_chat_context_version") ?? 0
+                    return pushed && version >= 1
+                }, "\(agent.log)")
             let version = try #require(try await metric("agent_chat_context_version"))
             // A later snapshot is not pushed on this session.
             try TestFile.write(workdir + "/AGENTS.md", "# Project rules\nchanged\n", atomically: true)
