@@ -57,7 +57,14 @@ struct SSHClientEdgeTests {
         let client = try #require(
             ChildProgram.start(
                 ["ssh"] + Self.options + ["-p", "\(server.port)", "127.0.0.1", "echo $$ > \(directory)/pid; exec cat > \(directory)/upload"]))
-        // Upload until the file holds data (bounded: at most 64 MiB in 1 MiB writes).
+        // Upload until the file holds data (bounded: at most 64 MiB in 1 MiB writes, and a
+        // write the client never takes, its window never reopened, fails once the client is
+        // sent SIGKILL at 120 s: signalled only, its descriptors stay ours until it is reaped).
+        let pidToBound = client.pid
+        let bound = Task {
+            try await Task.sleep(for: .seconds(120))
+            kill(pidToBound, SIGKILL)
+        }
         let stdin = client.stdin
         let arrived = await onThread { () -> Bool in
             let chunk = [UInt8](repeating: 0x61, count: 1 << 20)
@@ -68,6 +75,9 @@ struct SSHClientEdgeTests {
             }
             return false
         }
+        // Ended before the client can be reaped below, so that no signal goes to a pid reused.
+        bound.cancel()
+        _ = await bound.result
         #expect(arrived, "the upload never reached the workspace")
         let pid = try #require(
             Int32(
