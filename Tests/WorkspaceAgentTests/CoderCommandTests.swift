@@ -23,7 +23,11 @@ struct CoderLink {
     func remove() { try? FileManager.default.removeItem(atPath: directory) }
 
     /// `coder <arguments>` to its end under `env -i` with `environment` (no other CODER_*).
+    /// The agent socket is one in this directory unless `environment` names one: an agent
+    /// the host runs at the default path (`make run` beside `make test`) is never asked.
     func run(_ arguments: [String], environment: [String: String] = [:]) async -> ChildProgram.Outcome {
+        var environment = environment
+        if environment["CODER_AGENT_SOCKET_PATH"] == nil { environment["CODER_AGENT_SOCKET_PATH"] = directory + "/no-agent.sock" }
         let variables = ["PATH=/usr/bin:/bin", "HOME=\(directory)", "TMPDIR=\(directory)"] + environment.map { "\($0.key)=\($0.value)" }
         return await ChildProgram.run(["/usr/bin/env", "-i"] + variables + [path] + arguments, stderrToStdout: true)
     }
