@@ -147,8 +147,11 @@ run: deps
 # waits where cancellation does not reach would hold the run until CI's own deadline. After
 # 30 minutes (a loaded 2-core run takes about 5) the test process and those under it are
 # ended with status 124 and a line that says why (Tests/CTestWatchdog).
+# A Swift program that crashes (the test process, or an agent it started) prints its
+# backtrace with symbols but without line tables: a loaded run's agent crashed twice at start
+# and its log, read a minute later, still held only the first line of a full symbolication.
 TEST_ENV := SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH=24 SWT_SWIFT_ERROR_BACKTRACING_ENABLED=0 \
-	AGENT_TEST_RUN_LIMIT_SECONDS=1800
+	AGENT_TEST_RUN_LIMIT_SECONDS=1800 SWIFT_BACKTRACE=symbolicate=fast
 # The suite replays every fuzz target's seeds and mutations of them (FuzzTargetsTests);
 # libFuzzer's runs need a second build of the whole package with sanitizers: `make fuzz-smoke`.
 # The tests' temporary files (agents' state and spools, sockets, logs: NSTemporaryDirectory,
