@@ -145,14 +145,8 @@ public enum ChildProgram {
         public func terminate(grace: Duration = .seconds(10)) {
             guard killed.first() else { return }
             _ = Glibc.kill(pid, SIGTERM)
-            var status: Int32 = 0
-            let deadline = ContinuousClock.now + grace
-            var reaped = waitpid(pid, &status, WNOHANG) != 0
-            while !reaped, ContinuousClock.now < deadline {
-                usleep(10_000)
-                reaped = waitpid(pid, &status, WNOHANG) != 0
-            }
-            if !reaped { killAndClose() } else { closePipes() }
+            _ = ChildProgram.reap(pid, until: .now + grace)
+            closePipes()
         }
 
         /// Reads one line (without its newline) of at most `limit` bytes from the child's

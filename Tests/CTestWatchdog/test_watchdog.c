@@ -115,7 +115,8 @@ __attribute__((constructor)) static void arm(void) {
     if (!text) return;
     char *end;
     long seconds = strtol(text, &end, 10);
-    if (*end != 0 || seconds <= 0) return;
+    // At most a year: the deadline's arithmetic must not overflow.
+    if (end == text || *end != 0 || seconds <= 0 || seconds > 366L * 24 * 3600) return;
     proc_fd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (proc_fd < 0 || spare_fd < 0) return;
