@@ -11,11 +11,12 @@ SWIFT ?= swift
 # namespace; the openssl CLI makes the DERP relay double's test certificate; GNU screen for
 # the reconnecting PTY's screen backend, tmux to drive an interactive ssh in the SSH tests,
 # Xvfb and xauth for ssh -X; systemd for `systemd-analyze verify` of the installed unit;
-# iptables and coturn for the direct-path tests' NAT routers and STUN server).
+# iptables and coturn for the direct-path tests' NAT routers and STUN server; tinyproxy, a
+# real HTTP proxy, for the outbound-proxy tests).
 DEB_PACKAGES := pkg-config systemd libgit2-dev libssh2-1-dev libvncserver-dev libx11-dev zlib1g-dev git procps python3-prometheus-client \
 	tigervnc-standalone-server xdotool x11-xserver-utils x11-utils curl jq python3-websockets python3-yaml \
 	libsodium-dev libssl-dev liblwip-dev wireguard-go wireguard-tools iproute2 busybox openssl openssh-client openssh-server openssh-sftp-server rsync screen tmux xvfb xauth \
-	iptables coturn
+	iptables coturn tinyproxy-bin
 RUN_ARGS ?=
 
 # `make install`: a release binary with the Swift runtime linked in (--static-swift-stdlib),

@@ -228,7 +228,7 @@ let package = Package(
         .target(
             name: "Scripts",
             dependencies: [
-                "AgentCore", "AgentHTTP", "AgentProto", "CAgentSpawn",
+                "OutboundProxy", "AgentCore", "AgentHTTP", "AgentProto", "CAgentSpawn",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
@@ -396,7 +396,7 @@ let package = Package(
         .target(
             name: "MCPEngine",
             dependencies: [
-                "AgentCore", "AgentHTTP", "CAgentSpawn", "MCPWire",
+                "OutboundProxy", "AgentCore", "AgentHTTP", "CAgentSpawn", "MCPWire",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
@@ -416,6 +416,17 @@ let package = Package(
         ),
         // The received-bytes buffer dRPC's and yamux's frame decoders share.
         .target(name: "FrameBytes", swiftSettings: swiftSettings),
+        // Outbound proxies as Go's ProxyFromEnvironment reads them (HTTP_PROXY, HTTPS_PROXY,
+        // NO_PROXY): the choice per target, the CONNECT tunnel of the agent's own dials, and the
+        // AsyncHTTPClient configuration of the others. Shared by DERP, AgentRPC, MCP and Scripts.
+        .target(
+            name: "OutboundProxy",
+            dependencies: [
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         // dRPC: wire format, unary and streaming client and server; transport-agnostic. Needs
         // only AgentJSON (Go's quoting of a method name in its errors), not AgentCore.
         .target(name: "DRPC", dependencies: ["AgentJSON", "FrameBytes"], swiftSettings: swiftSettings),
@@ -441,7 +452,7 @@ let package = Package(
         .target(
             name: "AgentRPC",
             dependencies: [
-                "AgentCore", "AgentProto", "DRPC", "Yamux",
+                "OutboundProxy", "AgentCore", "AgentProto", "DRPC", "Yamux",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -462,7 +473,7 @@ let package = Package(
         .target(
             name: "DERP",
             dependencies: [
-                "AgentSystem", "CTailnetCrypto",
+                "OutboundProxy", "AgentSystem", "CTailnetCrypto",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
@@ -607,6 +618,18 @@ let package = Package(
         .testTarget(
             name: "AgentLoggingTests",
             dependencies: ["AgentLogging", "AgentCore", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "OutboundProxyTests",
+            dependencies: [
+                "OutboundProxy", "AgentTestSupport",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(name: "AgentSystemTests", dependencies: ["AgentSystem", "AgentTestSupport"], swiftSettings: swiftSettings),
@@ -756,10 +779,11 @@ let package = Package(
         .testTarget(
             name: "AgentRPCTests",
             dependencies: [
-                "AgentCore", "AgentRPC", "AgentProto", "AgentTestSupport", "ControlPlaneDouble", "DRPC", "Yamux",
+                "AgentCore", "AgentRPC", "AgentProto", "AgentTestSupport", "ControlPlaneDouble", "DRPC", "OutboundProxy", "Yamux",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOWebSocket", package: "swift-nio"),
@@ -800,7 +824,7 @@ let package = Package(
         .testTarget(
             name: "DERPTests",
             dependencies: [
-                "DERP", "DERPRelayDouble", "AgentTestSupport", "CTailnetCrypto",
+                "DERP", "DERPRelayDouble", "AgentTestSupport", "CTailnetCrypto", "OutboundProxy",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),

@@ -2,6 +2,7 @@ import AgentCore
 import AsyncHTTPClient
 import NIOCore
 import NIOHTTP1
+import OutboundProxy
 
 /// A session token traded for the instance's cloud identity on every call (before every
 /// connection attempt, as the reference refreshes it): ``InstanceIdentityFlow``'s steps
@@ -18,16 +19,24 @@ public struct InstanceIdentityTokenSource: SessionTokenSource {
     public let agentName: String?
     /// coderd, without a token; its extra headers go to the metadata service too.
     private let rest: CoderRESTClient
-    private let client: HTTPClient
+    private let client: HTTPClient?
+    private let proxies: ProxyEnvironment
+
+    /// Metadata services are reached directly or, as Go's default transport does, through the
+    /// proxy the environment names for them (only loopback is exempt; `NO_PROXY` can name
+    /// 169.254.169.254). `client` replaces that choice with a fixed client.
+    static let metadataClients = SharedHTTPClients(configuration: HTTPClient.Configuration(), direct: .shared)
 
     public init(
-        cloud: InstanceIdentityCloud, metadataHost: String, agentName: String?, rest: CoderRESTClient, client: HTTPClient = .shared
+        cloud: InstanceIdentityCloud, metadataHost: String, agentName: String?, rest: CoderRESTClient, client: HTTPClient? = nil,
+        proxies: ProxyEnvironment = .process
     ) {
         self.cloud = cloud
         self.metadataHost = metadataHost
         self.agentName = agentName
         self.rest = rest.with(token: nil)
         self.client = client
+        self.proxies = proxies
     }
 
     public func sessionToken() async throws -> String {
@@ -61,6 +70,11 @@ public struct InstanceIdentityTokenSource: SessionTokenSource {
         for (name, value) in metadata.headers { request.headers.add(name: name, value: value) }
         for (name, value) in rest.headers { request.headers.add(name: name, value: value) }
         let deadline = NIODeadline.now() + TimeAmount(Self.metadataTimeout)
+        let client: HTTPClient
+        switch self.client.map({ .success($0) }) ?? Self.metadataClients.client(for: metadata.url, proxies: proxies) {
+        case .success(let chosen): client = chosen
+        case .failure(let error): throw InstanceIdentityError("\(metadata.method) \(metadata.url): \(error)")
+        }
         do {
             let response = try await client.execute(request, deadline: deadline)
             let bytes = try await response.body.collect(upTo: Self.maxMetadataBytes)

@@ -4,6 +4,7 @@ import FoundationEssentials
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import OutboundProxy
 
 /// coderd's REST API as the agent: `Coder-Session-Token` and the deployment's extra headers
 /// (`--agent-header`) on every request, each answer at most ``maxResponseBytes`` and
@@ -21,23 +22,42 @@ public struct CoderRESTClient: CoderRESTRequesting {
     public let token: String?
     /// Added to every request, after the client's own (never logged).
     public let headers: [(String, String)]
-    private let client: HTTPClient
+    /// The HTTP client, or why the proxy the environment names for coderd cannot be used
+    /// (each request then fails with that reason).
+    private let client: Result<HTTPClient, ProxyError>
 
-    /// The process's client for coderd: a refused or failed connect fails its request at once
-    /// (AsyncHTTPClient's default retries it until the connect timeout, so git waited 30 s
-    /// for an askpass whose control plane was down); 10 s to connect. Lives for the process.
-    public static let sharedClient: HTTPClient = {
+    /// The process's client configuration for coderd: a refused or failed connect fails its
+    /// request at once (AsyncHTTPClient's default retries it until the connect timeout, so git
+    /// waited 30 s for an askpass whose control plane was down); 10 s to connect.
+    static let sharedConfiguration: HTTPClient.Configuration = {
         var configuration = HTTPClient.Configuration(redirectConfiguration: .disallow, timeout: .init(connect: .seconds(10)))
         configuration.connectionPool.retryConnectionEstablishment = false
-        return HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: configuration)
+        return configuration
     }()
 
-    public init(baseURL: String, token: String?, headers: [(String, String)] = [], client: HTTPClient = CoderRESTClient.sharedClient) {
+    /// The process's direct client for coderd. Lives for the process.
+    public static let sharedClient = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: sharedConfiguration)
+
+    /// The process's clients for coderd, direct or through the environment's proxy.
+    public static let sharedClients = SharedHTTPClients(configuration: sharedConfiguration, direct: sharedClient)
+
+    /// - Parameters:
+    ///   - client: the HTTP client; nil takes the process's, through the proxy that `proxies`
+    ///     names for `baseURL` (Go's `ProxyFromEnvironment`), if any.
+    public init(
+        baseURL: String, token: String?, headers: [(String, String)] = [], client: HTTPClient? = nil, proxies: ProxyEnvironment = .process
+    ) {
         var base = baseURL
         while base.hasSuffix("/") { base.removeLast() }
         if base.hasPrefix("wss://") { base = "https://" + base.dropFirst("wss://".count) }
         if base.hasPrefix("ws://") { base = "http://" + base.dropFirst("ws://".count) }
-        self.baseURL = base
+        self.init(
+            baseURL: base, token: token, headers: headers,
+            client: client.map { .success($0) } ?? Self.sharedClients.client(for: base, proxies: proxies))
+    }
+
+    private init(baseURL: String, token: String?, headers: [(String, String)], client: Result<HTTPClient, ProxyError>) {
+        self.baseURL = baseURL
         self.token = token
         self.headers = headers
         self.client = client
@@ -46,6 +66,14 @@ public struct CoderRESTClient: CoderRESTRequesting {
     /// The same client with another token (an exchanged one).
     public func with(token: String?) -> CoderRESTClient {
         CoderRESTClient(baseURL: baseURL, token: token, headers: headers, client: client)
+    }
+
+    /// The client, or the proxy's failure as this request's.
+    private func httpClient(_ method: String, _ address: String) throws(CoderRESTError) -> HTTPClient {
+        switch client {
+        case .success(let client): return client
+        case .failure(let error): throw .connection(method: method, url: address, reason: error.description)
+        }
     }
 
     /// The URL of `path` with `query` (each name and value percent-encoded).
@@ -71,6 +99,7 @@ public struct CoderRESTClient: CoderRESTRequesting {
     ) async throws(CoderRESTError) -> CoderRESTResponse {
         let address = url(path, query: query)
         let request = makeRequest(method, address, json: body)
+        let client = try httpClient(method.rawValue, address)
         do {
             let response = try await client.execute(request, timeout: Self.timeAmount(timeout))
             let bytes = try await response.body.collect(upTo: Self.maxResponseBytes)
@@ -93,6 +122,7 @@ public struct CoderRESTClient: CoderRESTRequesting {
         let address = url(path, query: query)
         var request = makeRequest(.GET, address, json: nil)
         request.headers.replaceOrAdd(name: "Accept", value: "text/event-stream")
+        let client = try httpClient("GET", address)
         do {
             let deadline = NIODeadline.now() + Self.timeAmount(connectTimeout)
             let response = try await client.execute(request, deadline: deadline)

@@ -8,10 +8,14 @@ import NIOHTTP1
 import NIOPosix
 import NIOSSL
 import NIOWebSocket
+import OutboundProxy
 import Synchronization
 
 /// A WebSocket client handshake on SwiftNIO (ws and wss), handing the upgraded channel to
 /// the caller's pipeline setup. A refused upgrade becomes ``DialError/refused(status:message:)``.
+/// Behind a proxy (`HTTP_PROXY` for ws, `HTTPS_PROXY` for wss, `NO_PROXY`, as Go chooses) the
+/// connection is a `CONNECT` tunnel for either scheme, as RFC 6455 §4.1 asks of a client
+/// (Go forwards ws:// as a plain request, which proxies do not upgrade).
 public enum WebSocketConnector {
     private enum Upgrade<T: Sendable>: Sendable {
         case upgraded(T)
@@ -21,10 +25,11 @@ public enum WebSocketConnector {
     /// - Parameters:
     ///   - url: `ws://` or `wss://` URL.
     ///   - headers: extra request headers (never logged).
+    ///   - proxies: where the proxy settings come from (the agent's environment).
     ///   - upgraded: called on the channel's loop once the frame codec is installed.
     public static func connect<T: Sendable>(
         url: String, headers extra: [(String, String)] = [],
-        group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton, proxies: ProxyEnvironment = .process,
         timeout: TimeAmount = WebSocketDialer.dialTimeout,
         upgraded: @escaping @Sendable (any Channel) throws -> T
     ) async throws -> T {
@@ -44,11 +49,12 @@ public enum WebSocketConnector {
         for (name, value) in extra { headers.add(name: name, value: value) }
         headers.add(name: "Content-Length", value: "0")
         let head = HTTPRequestHead(version: .http1_1, method: .GET, uri: path, headers: headers)
+        let route = try ProxyRoute.choose(scheme: scheme, host: address, port: port, environment: proxies, alwaysTunnel: true)
         let expired = ExpiryFlag()
         let cancellation = DialCancellation()
         return try await withTaskCancellationHandler {
             try await dial(
-                address: address, port: port, timeout: timeout, sslContext: sslContext, head: head, expired: expired,
+                address: address, port: port, route: route, timeout: timeout, sslContext: sslContext, head: head, expired: expired,
                 cancellation: cancellation, group: group, upgraded: upgraded)
         } onCancel: {
             cancellation.cancel()
@@ -56,16 +62,19 @@ public enum WebSocketConnector {
     }
 
     private static func dial<T: Sendable>(
-        address: String, port: Int, timeout: TimeAmount, sslContext: NIOSSLContext?, head: HTTPRequestHead, expired: ExpiryFlag,
+        address: String, port: Int, route: ProxyRoute, timeout: TimeAmount, sslContext: NIOSSLContext?, head: HTTPRequestHead, expired: ExpiryFlag,
         cancellation: DialCancellation, group: any EventLoopGroup, upgraded: @escaping @Sendable (any Channel) throws -> T
     ) async throws -> T {
         if cancellation.isCancelled { throw CancellationError() }
+        let destination = route.connectAddress(host: address, port: port)
         let upgrade: EventLoopFuture<Upgrade<T>> = try await ClientBootstrap(group: group)
             .connectTimeout(timeout)
             .channelOption(.tcpOption(.tcp_nodelay), value: 1)
-            .connect(host: address, port: port) { channel in
+            .connect(host: destination.host, port: destination.port) { channel in
                 cancellation.opened(channel)
                 return channel.eventLoop.makeCompletedFuture {
+                    // The proxy's tunnel first: TLS and the upgrade start inside it.
+                    try route.addHandlers(to: channel.pipeline.syncOperations, host: address, port: port)
                     if let sslContext {
                         // SNI carries names only; an address literal is verified without it.
                         let isAddress = (try? SocketAddress(ipAddress: address, port: 0)) != nil

@@ -2,12 +2,14 @@ import AgentCore
 import Logging
 import NIOCore
 import NIOPosix
+import OutboundProxy
 import Yamux
 
 /// Dials `GET /api/v2/workspaceagents/me/rpc?version=…&role=agent` as a WebSocket with
 /// `Coder-Session-Token` (asked of its token source on every dial) and the agent's extra
 /// headers, binary messages up to 4 MiB, no subprotocol, no compression, no
-/// `Origin`; `wss://` uses the system trust store.
+/// `Origin`; `wss://` uses the system trust store. Behind a proxy it tunnels through it
+/// (``WebSocketConnector``).
 //
 // Versions: it asks for `version` first; when the control plane answers 400 `Unknown or
 // unsupported API version` (an older coderd), it asks for each of `fallbackVersions` in turn,
@@ -33,15 +35,16 @@ public struct WebSocketDialer: ControlPlaneDialer {
     private let headers: [(String, String)]
     private let logger: Logger
     private let group: any EventLoopGroup
+    private let proxies: ProxyEnvironment
 
     /// A dialer with a fixed token (never logged).
     public init(
         baseURL: String, token: String, version: String, fallbackVersions: [String] = [], logger: Logger,
-        group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+        group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton, proxies: ProxyEnvironment = .process
     ) {
         self.init(
             baseURL: baseURL, tokenSource: FixedSessionToken(token), version: version, fallbackVersions: fallbackVersions,
-            logger: logger, group: group)
+            logger: logger, group: group, proxies: proxies)
     }
 
     /// - Parameters:
@@ -50,9 +53,11 @@ public struct WebSocketDialer: ControlPlaneDialer {
     ///   - headers: added to the upgrade request after the token (never logged).
     ///   - version: the API version requested (`major.minor`).
     ///   - fallbackVersions: asked for in order when the control plane refuses the one before.
+    ///   - proxies: the proxy settings (the agent's environment).
     public init(
         baseURL: String, tokenSource: any SessionTokenSource, headers: [(String, String)] = [], version: String,
-        fallbackVersions: [String] = [], logger: Logger, group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+        fallbackVersions: [String] = [], logger: Logger, group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        proxies: ProxyEnvironment = .process
     ) {
         var base = baseURL
         while base.hasSuffix("/") { base.removeLast() }
@@ -68,6 +73,7 @@ public struct WebSocketDialer: ControlPlaneDialer {
         self.headers = headers
         self.logger = logger
         self.group = group
+        self.proxies = proxies
     }
 
     public func dial() async throws -> YamuxSession {
@@ -89,7 +95,7 @@ public struct WebSocketDialer: ControlPlaneDialer {
             let asked = versions.removeFirst()
             do {
                 let session = try await WebSocketConnector.connect(
-                    url: address(asked), headers: [("Coder-Session-Token", token)] + headers, group: group
+                    url: address(asked), headers: [("Coder-Session-Token", token)] + headers, group: group, proxies: proxies
                 ) { channel in
                     try YamuxSession.overWebSocket(channel, role: .client)
                 }

@@ -2,6 +2,7 @@ import AgentSystem
 import Logging
 import NIOCore
 import NIOPosix
+import OutboundProxy
 import Synchronization
 
 /// The agent's connection to a DERP relay: dials one of a region's
@@ -53,6 +54,9 @@ public final class DERPClient: Sendable {
         /// The longest wait a Restarting frame can impose, and the longest try-for window
         /// it can open (redials every `backoffFloor` within it).
         public var maxRestartWait: Duration = .seconds(60)
+        /// The proxy settings: a relay is reached through `HTTPS_PROXY`'s `CONNECT` unless
+        /// `NO_PROXY` exempts its host (the agent's environment by default).
+        public var proxies: ProxyEnvironment = .process
 
         /// The shipped values (the Go client's timeouts).
         public init() {}
@@ -247,7 +251,7 @@ public final class DERPClient: Sendable {
             node: node, transport: transport, privateKey: privateKey, isHome: configuration.isHome,
             connectTimeout: TimeAmount(configuration.connectTimeout), readTimeout: TimeAmount(configuration.readTimeout),
             maxQueuedPackets: configuration.maxQueuedPackets, maxQueuedBytes: configuration.maxQueuedBytes,
-            counters: counters, delegate: self)
+            counters: counters, delegate: self, proxies: configuration.proxies)
     }
 
     /// Makes `connection` the current one; false when the client closed meanwhile.

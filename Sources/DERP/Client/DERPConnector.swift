@@ -1,10 +1,14 @@
 import NIOCore
 import NIOPosix
 import NIOSSL
+import OutboundProxy
 
 /// Dials one DERP connection: TCP to the node's addresses in order,
 /// TLS with ALPN `http/1.1` unless `force_http`, then `Upgrade: DERP` or a WebSocket
-/// with subprotocol `derp`, then the DERP handshake — all within one deadline.
+/// with subprotocol `derp`, then the DERP handshake — all within one deadline. Behind a proxy
+/// (chosen as Tailscale chooses it: `HTTPS_PROXY` for `https://<host>`, whatever the node's
+/// scheme) it connects once, to the node's name through the proxy's `CONNECT`, on the node's
+/// port (Tailscale always asks for 443, so a relay on another port is unreachable through it).
 enum DERPConnector {
     struct Parameters: Sendable {
         var node: DERPNode
@@ -17,20 +21,35 @@ enum DERPConnector {
         var maxQueuedBytes: Int
         var counters: DERPCounters
         var delegate: any DERPConnectionDelegate
+        var proxies: ProxyEnvironment
     }
 
     /// Connects, trying the node's addresses in order until one finishes the handshake;
     /// an HTTP refusal ends the attempt at once (it is the server's answer, not the path's).
     static func connect(_ parameters: Parameters, group: any EventLoopGroup) async throws(DERPConnectError) -> DERPConnection {
-        let hosts = parameters.node.dialHosts
-        guard !hosts.isEmpty else { throw .noAddress }
         let deadline = NIODeadline.now() + parameters.connectTimeout
+        let node = parameters.node
+        let route: ProxyRoute
+        do {
+            route =
+                node.hostName.isEmpty
+                ? .direct
+                : try ProxyRoute.choose(
+                    scheme: "https", host: node.hostName, port: node.port, environment: parameters.proxies, alwaysTunnel: true)
+        } catch {
+            throw .failed(error.description)
+        }
+        if route != .direct {
+            return try await connectOnce(parameters, host: node.hostName, route: route, deadline: deadline, group: group)
+        }
+        let hosts = node.dialHosts
+        guard !hosts.isEmpty else { throw .noAddress }
         var lastError = DERPConnectError.noAddress
         // Bounded: at most two addresses (the IPv4 and IPv6 overrides) or one name.
         for host in hosts {
             guard NIODeadline.now() < deadline else { throw .timedOut }
             do {
-                return try await connectOnce(parameters, host: host, deadline: deadline, group: group)
+                return try await connectOnce(parameters, host: host, route: .direct, deadline: deadline, group: group)
             } catch {
                 if case .refused = error { throw error }
                 if case .negotiatedHTTP2 = error { throw error }
@@ -40,8 +59,9 @@ enum DERPConnector {
         throw lastError
     }
 
+    /// One attempt on `host` (an address or the node's name), through `route`.
     private static func connectOnce(
-        _ p: Parameters, host: String, deadline: NIODeadline, group: any EventLoopGroup
+        _ p: Parameters, host: String, route: ProxyRoute, deadline: NIODeadline, group: any EventLoopGroup
     ) async throws(DERPConnectError) -> DERPConnection {
         let sslContext: NIOSSLContext?
         do {
@@ -66,6 +86,7 @@ enum DERPConnector {
                 channel.eventLoop.makeCompletedFuture {
                     attempt.opened(channel)
                     let operations = channel.pipeline.syncOperations
+                    try route.addHandlers(to: operations, host: host, port: node.port)
                     if let sslContext {
                         try operations.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: node.tlsServerName))
                     }
@@ -78,9 +99,11 @@ enum DERPConnector {
         do {
             result = try await withTaskCancellationHandler {
                 do {
-                    _ = try await bootstrap.connect(host: host, port: node.port).get()
+                    let destination = route.connectAddress(host: host, port: node.port)
+                    _ = try await bootstrap.connect(host: destination.host, port: destination.port).get()
                 } catch {
-                    attempt.fail(.failed("connect to \(host):\(node.port): \(error)"))
+                    let via = route.proxy.map { " through proxy \($0)" } ?? ""
+                    attempt.fail(.failed("connect to \(host):\(node.port)\(via): \(error)"))
                 }
                 return try await attempt.future.get()
             } onCancel: {

@@ -4,6 +4,7 @@ import FoundationEssentials
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import OutboundProxy
 import Synchronization
 
 /// Why an HTTP exchange failed: the connection (the server went away: the session ends) or
@@ -27,6 +28,10 @@ enum MCPHTTPFailure: Error {
 /// (a `tools/call`) always goes out on a fresh connection. A request whose connection closes
 /// before any answer is sent once more on a fresh connection when that is safe: always when
 /// none of its body left, otherwise only when the caller says it may be repeated.
+///
+/// Behind a proxy (`HTTP_PROXY`, `HTTPS_PROXY`, `NO_PROXY`, chosen for the server's origin as
+/// Go's `ProxyFromEnvironment` chooses) every request goes through it; a proxy setting the
+/// client cannot use fails each request with the reason.
 final class MCPHTTPConnection: Sendable {
     /// Redirects followed for one request.
     static let maxRedirects = 10
@@ -49,8 +54,13 @@ final class MCPHTTPConnection: Sendable {
     /// a retry never meets another stale connection.
     private let freshClient: HTTPClient
     private let staticHeaders: [(String, String)]
+    /// Why the proxy the environment names for this origin cannot be used (nil: it can, or none).
+    private let proxyFailure: String?
 
-    init(serverName: String, origin: MCPHTTPOrigin, headers: [String: String], connectTimeout: Duration) {
+    init(
+        serverName: String, origin: MCPHTTPOrigin, headers: [String: String], connectTimeout: Duration,
+        proxies: ProxyEnvironment = .process
+    ) {
         self.serverName = serverName
         self.origin = origin
         staticHeaders = headers.sorted { $0.key < $1.key }.filter { name, value in
@@ -65,6 +75,12 @@ final class MCPHTTPConnection: Sendable {
         // connect timeout: the engine reconnects with its own back-off.
         configuration.connectionPool.retryConnectionEstablishment = false
         configuration.connectionPool.idleTimeout = Self.idleTimeout.timeAmount
+        do throws(ProxyError) {
+            try configuration.route(through: proxies.proxy(scheme: origin.scheme, host: origin.host, port: origin.port))
+            proxyFailure = nil
+        } catch {
+            proxyFailure = error.description
+        }
         client = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: configuration)
         configuration.maximumUsesPerConnection = 1
         freshClient = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: configuration)
@@ -102,6 +118,7 @@ final class MCPHTTPConnection: Sendable {
     private func send(
         _ method: HTTPMethod, _ url: URL, headers: [(String, String)], body: [UInt8]?, deadline: NIODeadline, replayable: Bool
     ) async throws(MCPHTTPFailure) -> HTTPClientResponse {
+        if let proxyFailure { throw .connection("\(method) \(url.absoluteString): \(proxyFailure)") }
         var retried = false
         while true {
             var request = HTTPClientRequest(url: url.absoluteString)

@@ -1,0 +1,42 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// An IPv4 (4 bytes) or IPv6 (16 bytes) address parsed from text; an IPv4-mapped IPv6
+/// address is kept as its IPv4 form, so the two compare equal as Go's `net.IP.Equal` does.
+struct IPAddressBytes: Sendable, Hashable {
+    let bytes: [UInt8]
+
+    private init(bytes: [UInt8]) {
+        self.bytes = bytes
+    }
+
+    /// nil for text that is not an address (a name, a zone, an empty string).
+    init?(_ text: String) {
+        var v4 = in_addr()
+        if inet_pton(AF_INET, text, &v4) == 1 {
+            bytes = withUnsafeBytes(of: &v4) { Array($0) }
+            return
+        }
+        var v6 = in6_addr()
+        guard inet_pton(AF_INET6, text, &v6) == 1 else { return nil }
+        let all = withUnsafeBytes(of: &v6) { Array($0) }
+        let mapped: [UInt8] = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff]
+        bytes = Array(all.prefix(12)) == mapped ? Array(all.suffix(4)) : all
+    }
+
+    /// 127.0.0.0/8 or ::1.
+    var isLoopback: Bool {
+        bytes.count == 4 ? bytes[0] == 127 : bytes == [UInt8](repeating: 0, count: 15) + [1]
+    }
+
+    /// The first `bits` bits kept, the rest zero.
+    func masked(_ bits: Int) -> IPAddressBytes {
+        var out = bytes
+        for index in out.indices {
+            let keep = min(8, max(0, bits - index * 8))
+            out[index] &= keep == 0 ? 0 : ~UInt8(0) << (8 - keep)
+        }
+        return IPAddressBytes(bytes: out)
+    }
+}

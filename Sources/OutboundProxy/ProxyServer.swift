@@ -1,0 +1,98 @@
+import FoundationEssentials
+
+/// A proxy from the environment: its kind, address and credentials. Its description never
+/// carries the credentials (logs and errors show `http://proxy.example:3128`).
+public struct ProxyServer: Sendable, Hashable, CustomStringConvertible {
+    public enum Kind: String, Sendable, Hashable {
+        /// An HTTP proxy: CONNECT for https targets, absolute-form requests for http ones.
+        case http
+        /// An HTTP proxy reached over TLS (Go supports it; the agent does not, and says so).
+        case https
+        /// A SOCKS5 proxy.
+        case socks5
+    }
+
+    public let kind: Kind
+    /// The proxy's host, without brackets for an IPv6 address.
+    public let host: String
+    /// The proxy's port (the kind's default when the URL has none: 80, 443, 1080).
+    public let port: Int
+    public let username: String?
+    public let password: String?
+
+    public init(kind: Kind, host: String, port: Int, username: String? = nil, password: String? = nil) {
+        self.kind = kind
+        self.host = host
+        self.port = port
+        self.username = username
+        self.password = password
+    }
+
+    /// A proxy URL of scheme http, https or socks5 with a host; nil otherwise.
+    init?(url text: String) {
+        guard let components = URLComponents(string: text), let scheme = components.scheme?.lowercased(), let kind = Kind(rawValue: scheme),
+            let rawHost = components.host, !rawHost.isEmpty
+        else { return nil }
+        let host = rawHost.hasPrefix("[") && rawHost.hasSuffix("]") ? String(rawHost.dropFirst().dropLast()) : rawHost
+        let port: Int
+        if let given = components.port {
+            guard (1...65535).contains(given) else { return nil }
+            port = given
+        } else {
+            switch kind {
+            case .http: port = 80
+            case .https: port = 443
+            case .socks5: port = 1080
+            }
+        }
+        self.init(kind: kind, host: host, port: port, username: components.user, password: components.password)
+    }
+
+    /// `Basic <base64(user:password)>` when the URL had a user, as Go sends it to an HTTP proxy.
+    public var authorization: String? {
+        guard let username else { return nil }
+        let pair = Array((username + ":" + (password ?? "")).utf8)
+        return "Basic " + Data(pair).base64EncodedString()
+    }
+
+    /// The proxy's `host:port` (brackets around an IPv6 address).
+    public var address: String {
+        (host.contains(":") ? "[\(host)]" : host) + ":\(port)"
+    }
+
+    public var description: String { "\(kind.rawValue)://\(address)" }
+}
+
+/// Why a request could not go through its proxy.
+public enum ProxyError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The proxy variable is not a URL with a host.
+    case invalidProxy(String)
+    /// `HTTP_PROXY` is set while `REQUEST_METHOD` is (Go's CGI rule).
+    case refusedInCGI
+    /// A kind of proxy this dial cannot use (an https proxy, a SOCKS5 proxy with credentials).
+    case unsupported(ProxyServer, String)
+    /// The proxy answered CONNECT with something other than 200.
+    case refused(proxy: ProxyServer, target: String, status: Int, reason: String)
+    /// The proxy's answer to CONNECT was not HTTP, or too long.
+    case malformedAnswer(proxy: ProxyServer, String)
+    /// The proxy closed the connection before answering CONNECT.
+    case closed(proxy: ProxyServer)
+
+    public var description: String {
+        switch self {
+        case .invalidProxy:
+            // The value may hold credentials: it is not repeated.
+            return "invalid proxy address in HTTP_PROXY or HTTPS_PROXY"
+        case .refusedInCGI:
+            return "refusing to use HTTP_PROXY value in CGI environment; see golang.org/s/cgihttpproxy"
+        case .unsupported(let proxy, let why):
+            return "proxy \(proxy): \(why)"
+        case .refused(let proxy, let target, let status, let reason):
+            return "proxy \(proxy) refused CONNECT \(target): \(status) \(reason)"
+        case .malformedAnswer(let proxy, let why):
+            return "proxy \(proxy) answered CONNECT with \(why)"
+        case .closed(let proxy):
+            return "proxy \(proxy) closed the connection before answering CONNECT"
+        }
+    }
+}
