@@ -595,7 +595,12 @@ let package = Package(
         ),
         .testTarget(
             name: "MCPEngineTests",
-            dependencies: ["MCPEngine", "AgentCore", "AgentTestSupport"],
+            dependencies: [
+                "MCPEngine", "AgentCore", "AgentTestSupport", "OutboundProxy",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
             path: "Tests/Chat/MCPEngineTests",
             exclude: ["Servers"],
             swiftSettings: swiftSettings
@@ -895,8 +900,8 @@ let package = Package(
             dependencies: [
                 "AgentCore", "AgentFiles", "AgentHTTP", "AgentJSON", "AgentProc", "AgentProto", "AgentRPC", "AgentSSH",
                 "AgentSocket", "AgentSpeedtest", "AgentSystem", "BoundaryLogs", "ChatContext", "DERP", "DRPC", "Desktop",
-                "GitCredentials", "HostStats", "LineRegex", "MCPWire", "ReconnectingPTY", "Scripts", "Tailnet", "TunnelStack",
-                "WireGuard", "Yamux",
+                "GitCredentials", "HostStats", "LineRegex", "MCPWire", "OutboundProxy", "ReconnectingPTY", "Scripts", "Tailnet",
+                "TunnelStack", "WireGuard", "Yamux",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

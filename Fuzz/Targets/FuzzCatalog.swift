@@ -34,6 +34,7 @@ public enum FuzzCatalog {
         FuzzTarget(name: "FuzzJSONRequest", run: fuzzJSONRequest),
         FuzzTarget(name: "FuzzMCPConfig", run: fuzzMCPConfig),
         FuzzTarget(name: "FuzzMCPFrames", run: fuzzMCPFrames),
+        FuzzTarget(name: "FuzzOutboundProxy", run: fuzzOutboundProxy),
         FuzzTarget(name: "FuzzProcCgroup", run: fuzzProcCgroup),
         FuzzTarget(name: "FuzzProcMeminfo", run: fuzzProcMeminfo),
         FuzzTarget(name: "FuzzProcNetTCP", run: fuzzProcNetTCP),

@@ -1,0 +1,84 @@
+import NIOCore
+import NIOEmbedded
+import OutboundProxy
+
+/// What the outbound proxy reads from outside: a proxy's answer to `CONNECT` (the same outcome
+/// however the bytes are split; the bytes after a 200 kept whole; through the handler, the
+/// bytes behind the tunnel are exactly those after the head) and the proxy variables
+/// (`HTTP_PROXY`, `NO_PROXY`, ...: any text gives a choice or an error, never a trap, and
+/// loopback targets are never proxied). The first byte picks which.
+public func fuzzOutboundProxy(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
+    var input = FuzzInput(data, size)
+    let pick = input.byte()
+    let split = input.byte()
+    let bytes = input.rest()
+    if pick % 2 == 0 {
+        answer(bytes, split: split)
+    } else {
+        environment(bytes, split: split)
+    }
+    return 0
+}
+
+private func answer(_ bytes: [UInt8], split: UInt8) {
+    var whole = ProxyConnectAnswer()
+    let wholeOutcome = whole.feed(bytes)
+    var chunked = ProxyConnectAnswer()
+    var splitter = FuzzInput(Array(repeating: split, count: bytes.count))
+    var chunkedOutcome = ProxyConnectAnswer.Outcome.incomplete
+    var after: [UInt8] = []
+    for chunk in splitter.chunks(of: bytes, maxChunk: Int(split % 64) + 1) {
+        if case .established = chunkedOutcome {
+            after += chunk
+            continue
+        }
+        if chunkedOutcome != .incomplete { break }
+        chunkedOutcome = chunked.feed(chunk)
+    }
+    if case .established(let rest) = chunkedOutcome { chunkedOutcome = .established(rest: rest + after) }
+    // A head cut off by the size bound may be seen in one chunk and not the other only when
+    // both are malformed or incomplete.
+    switch (wholeOutcome, chunkedOutcome) {
+    case (.malformed, .malformed), (.malformed, .incomplete), (.incomplete, .malformed):
+        break
+    default:
+        require(wholeOutcome == chunkedOutcome, "the outcome depends on the split: \(wholeOutcome) \(chunkedOutcome)")
+    }
+    // Through the handler on an embedded channel: what reaches the handlers behind it.
+    let channel = EmbeddedChannel()
+    let proxy = ProxyServer(kind: .http, host: "127.0.0.1", port: 3128)
+    guard (try? ProxyRoute.tunnel(proxy).addHandlers(to: channel.pipeline.syncOperations, host: "example.com", port: 443)) != nil,
+        (try? channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 3128)).wait()) != nil
+    else { return }
+    var passed: [UInt8] = []
+    var buffer = channel.allocator.buffer(bytes: bytes)
+    while buffer.readableBytes > 0, channel.isActive {
+        let slice = buffer.readSlice(length: min(buffer.readableBytes, Int(split % 64) + 1))!
+        _ = try? channel.writeInbound(slice)
+    }
+    while let read = try? channel.readInbound(as: ByteBuffer.self) { passed += read.readableBytesView }
+    if case .established(let rest) = wholeOutcome {
+        require(passed == rest, "the bytes after the head did not pass whole")
+    } else {
+        require(passed.isEmpty, "bytes passed without a tunnel")
+    }
+    _ = try? channel.finish()
+}
+
+private func environment(_ bytes: [UInt8], split: UInt8) {
+    let text = String(decoding: bytes, as: UTF8.self)
+    let parts = text.split(separator: "\n", maxSplits: 3, omittingEmptySubsequences: false).map(String.init)
+    let variables = ["HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY"]
+    var environment: [String: String] = [:]
+    for (name, value) in zip(variables, parts) { environment[name] = value }
+    let target = parts.count > 3 ? parts[3] : "example.com"
+    let proxies = ProxyEnvironment(environment: environment)
+    for scheme in ["http", "https", "ws", "wss"] {
+        _ = try? proxies.proxy(scheme: scheme, host: target, port: Int(split))
+        _ = try? proxies.proxy(url: "\(scheme)://\(target)/")
+        for loopback in ["localhost", "127.0.0.1", "127.1.2.3", "::1"] {
+            let chosen = try? proxies.proxy(scheme: scheme, host: loopback, port: Int(split))
+            require(chosen == nil, "a loopback target \(loopback) was proxied")
+        }
+    }
+}
