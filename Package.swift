@@ -863,7 +863,7 @@ let package = Package(
         .testTarget(
             name: "ScriptsTests",
             dependencies: [
-                "Scripts", "AgentCore", "AgentProto", "AgentRPC", "AgentTestSupport", "ControlPlaneDouble",
+                "Scripts", "AgentCore", "AgentProto", "AgentRPC", "AgentTestSupport", "ControlPlaneDouble", "OutboundProxy",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

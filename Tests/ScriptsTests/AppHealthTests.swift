@@ -7,6 +7,7 @@ import Foundation
 import NIOSSL
 import Synchronization
 import SwiftProtobuf
+import OutboundProxy
 import Testing
 @testable import Scripts
 
@@ -117,6 +118,27 @@ struct AppHealthTests {
         #expect(server.hits.count - before == 10, "Go's limit: 10 requests in all")
         #expect(!(await probe.check("ftp://127.0.0.1/", timeout: timeout)).isHealthy)
         #expect(!(await probe.check("not a url", timeout: timeout)).isHealthy)
+        await server.stop()
+    }
+
+    /// Behind a proxy (Debian's tinyproxy, with credentials) an http check is the proxy's own
+    /// request for the whole URL, as Go's client sends it; `NO_PROXY` and loopback go direct.
+    /// The server is addressed as `0.0.0.0`: 127.0.0.1 is never proxied.
+    @Test func checksGoThroughTheProxyTheURLPicks() async throws {
+        let proxy = try await TinyProxy.start(credentials: ("agent", "pw"))
+        defer { proxy.stop() }
+        let server = try await Kit.HTTPServer.start()
+        server.set("/ok", .status(200))
+        let proxied = AppHealthProbe(proxies: ProxyEnvironment(environment: ["HTTP_PROXY": proxy.url(user: "agent", password: "pw")]))
+        #expect(await proxied.check(server.url("/ok", host: "0.0.0.0"), timeout: .seconds(30)) == .healthy(status: 200))
+        #expect(proxy.requests() == ["GET http://0.0.0.0:\(server.port)/ok HTTP/1.1"])
+        #expect(await proxied.check(server.url("/ok"), timeout: .seconds(30)) == .healthy(status: 200))
+        let exempt = AppHealthProbe(proxies: ProxyEnvironment(environment: ["HTTP_PROXY": proxy.url(), "NO_PROXY": "0.0.0.0"]))
+        #expect(await exempt.check(server.url("/ok", host: "0.0.0.0"), timeout: .seconds(30)) == .healthy(status: 200))
+        #expect(proxy.requests().count == 1)
+        // Without the credentials the proxy's 407 is the answer: below 500, healthy, as in Go.
+        let anonymous = AppHealthProbe(proxies: ProxyEnvironment(environment: ["HTTP_PROXY": proxy.url()]))
+        #expect(await anonymous.check(server.url("/ok", host: "0.0.0.0"), timeout: .seconds(30)) == .healthy(status: 407))
         await server.stop()
     }
 

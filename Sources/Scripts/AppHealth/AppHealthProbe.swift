@@ -3,6 +3,7 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 import NIOSSL
+import OutboundProxy
 
 /// One app health check: `GET url`, healthy when the answer's
 /// status is below 500. The body is never read: the connection is closed as soon as the
@@ -16,10 +17,11 @@ import NIOSSL
 /// is an answer like any other (healthy: its status is below 500). Each request is a new
 /// connection (`Connection: close`, no pooling: checks are seconds apart).
 ///
-/// Differences from the reference, on purpose: **no proxy support** (Go's client honours
-/// `HTTP_PROXY`/`HTTPS_PROXY`/`NO_PROXY`; apps are on the workspace's own network, usually
-/// loopback, which Go never proxies either); no cookies across redirects; no
-/// `Accept-Encoding: gzip` (the body is not read anyway).
+/// Like Go's default client it goes through the proxy that `HTTP_PROXY`/`HTTPS_PROXY`/
+/// `NO_PROXY` name for each URL (apps on loopback, the usual case, never): an http check as the
+/// proxy's own request (absolute-form), an https one through its `CONNECT`. Differences from
+/// the reference, on purpose: no cookies across redirects; no `Accept-Encoding: gzip` (the
+/// body is not read anyway).
 ///
 /// https uses the system trust store with full certificate and hostname verification
 /// (NIOSSL's defaults; an IP literal is checked against the certificate's IP addresses).
@@ -56,15 +58,17 @@ public struct AppHealthProbe: Sendable {
 
     private let group: any EventLoopGroup
     private let tls: TLSContextCache
+    private let proxies: ProxyEnvironment
 
     /// A probe running on `group`, with `tlsConfiguration` for https URLs (default: the
     /// system trust store, full verification).
     public init(
         group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
-        tlsConfiguration: TLSConfiguration = .makeClientConfiguration()
+        tlsConfiguration: TLSConfiguration = .makeClientConfiguration(), proxies: ProxyEnvironment = .process
     ) {
         self.group = group
         self.tls = TLSContextCache(configuration: tlsConfiguration)
+        self.proxies = proxies
     }
 
     /// Checks `url` once, within `timeout` for the whole check (redirects included). Returns
@@ -148,8 +152,20 @@ public struct AppHealthProbe: Sendable {
         let timer = loop.scheduleTask(deadline: deadline) { promise.fail(RequestFailure(description: "timed out")) }
         promise.futureResult.whenComplete { _ in timer.cancel() }
 
-        var head = HTTPRequestHead(version: .http1_1, method: .GET, uri: target.pathAndQuery)
+        let route: ProxyRoute
+        do {
+            route = try ProxyRoute.choose(scheme: target.secure ? "https" : "http", host: target.host, port: target.port, environment: proxies)
+        } catch {
+            throw RequestFailure(description: error.description)
+        }
+        // Through a forwarding proxy the request names the whole URL, with the credentials.
+        var uri = target.pathAndQuery
+        if case .forward = route { uri = "http://\(target.hostHeader)\(target.pathAndQuery)" }
+        var head = HTTPRequestHead(version: .http1_1, method: .GET, uri: uri)
         head.headers.add(name: "Host", value: target.hostHeader)
+        if case .forward(let proxy) = route, let authorization = proxy.authorization {
+            head.headers.add(name: "Proxy-Authorization", value: authorization)
+        }
         head.headers.add(name: "User-Agent", value: "Go-http-client/1.1")
         head.headers.add(name: "Connection", value: "close")
         let request = head
@@ -159,12 +175,14 @@ public struct AppHealthProbe: Sendable {
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let pipeline = channel.pipeline.syncOperations
+                    try route.addHandlers(to: pipeline, host: target.host, port: target.port)
                     if let ssl { try pipeline.addHandler(NIOSSLClientHandler(context: ssl, serverHostname: serverName)) }
                     try pipeline.addHTTPClientHandlers()
                     try pipeline.addHandler(ResponseHeadHandler(request: request, promise: promise))
                 }
             }
-        bootstrap.connect(host: target.host, port: target.port).whenComplete { result in
+        let destination = route.connectAddress(host: target.host, port: target.port)
+        bootstrap.connect(host: destination.host, port: destination.port).whenComplete { result in
             switch result {
             case .success(let channel):
                 // Done either way (head, error, timeout, cancel): the connection goes.
