@@ -1,0 +1,32 @@
+import AgentTestSupport
+import ControlPlaneDouble
+import Foundation
+import Synchronization
+import Testing
+
+/// The agent binary reads `HTTP_PROXY` from its environment and reaches its control plane
+/// through that proxy (Debian's tinyproxy, with credentials): the RPC connection tunnels
+/// through `CONNECT`, the lifecycle arrives, and the proxy's credentials never reach the log.
+/// The double is addressed as `0.0.0.0`: 127.0.0.1 is never proxied.
+@Suite(.timeLimit(.minutes(3)))
+struct AgentProxyEnvironmentTests {
+    @Test func theControlPlaneIsReachedThroughTheEnvironmentsProxy() async throws {
+        let proxy = try await TinyProxy.start(credentials: ("agent", "proxysecret"))
+        defer { proxy.stop() }
+        let double = ControlPlaneDouble()
+        try await double.run { url in
+            let base = url.replacingOccurrences(of: "127.0.0.1", with: "0.0.0.0")
+            let port = base.split(separator: ":").last.map(String.init) ?? ""
+            let agent = try AgentDaemon.launch(
+                ["--http-address", "127.0.0.1:0", "--agent-url", base],
+                environment: ["CODER_AGENT_TOKEN": double.token, "HTTP_PROXY": proxy.url(user: "agent", password: "proxysecret")])
+            defer { agent.cleanup() }
+            _ = try await agent.port()
+            #expect(await eventually(timeout: .seconds(60)) { double.recorded.withLock { $0.lifecycle.count } == 2 }, "\(agent.log)")
+            #expect(proxy.requests().first == "CONNECT 0.0.0.0:\(port) HTTP/1.1")
+            agent.signal(SIGTERM)
+            #expect(await agent.exitStatus() == 0, "\(agent.log)")
+            #expect(!agent.log.contains("proxysecret"))
+        }
+    }
+}
