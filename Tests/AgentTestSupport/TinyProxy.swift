@@ -36,7 +36,7 @@ public final class TinyProxy: Sendable {
         guard let made = mkdtemp(&template) else { throw ProxyStartError("mkdtemp failed") }
         let directory = String(cString: made)
         for _ in 0..<5 {
-            let port = try freePort()
+            let port = freeLoopbackPort()
             var config = """
                 Port \(port)
                 Listen 127.0.0.1
@@ -58,7 +58,10 @@ public final class TinyProxy: Sendable {
             var deadline = PollDeadline(.seconds(10))
             while !deadline.hasPassed {
                 if instance?.hasEnded ?? true { break }
-                if canConnect(port: port) { return TinyProxy(port: port, directory: directory, child: child) }
+                // A refused connect is nil; a connected socket closes when it goes.
+                if await LoopbackSocket.connect(port: port, timeout: .seconds(5)) != nil {
+                    return TinyProxy(port: port, directory: directory, child: child)
+                }
                 await deadline.sleep(.milliseconds(20))
             }
             child.kill()
@@ -80,34 +83,6 @@ public final class TinyProxy: Sendable {
     public func stop() {
         child.terminate(grace: .seconds(5))
         _ = try? FileManager.default.removeItem(atPath: directory)
-    }
-
-    private static func freePort() throws -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw ProxyStartError("socket: \(errno)") }
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
-        }
-        guard bound else { throw ProxyStartError("bind: \(errno)") }
-        return Int(UInt16(bigEndian: address.sin_port))
-    }
-
-    private static func canConnect(port: Int) -> Bool {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { return false }
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        return withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
-        }
     }
 }
 

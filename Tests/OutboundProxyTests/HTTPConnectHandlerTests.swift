@@ -1,12 +1,14 @@
 import NIOCore
 import NIOEmbedded
+import Synchronization
 import Testing
 
 @testable import OutboundProxy
 
 /// The tunnel's handler on an embedded channel: what it sends, what it holds back, and what it
 /// passes on once the proxy answers.
-@Suite struct HTTPConnectHandlerTests {
+@Suite(.timeLimit(.minutes(1)))
+struct HTTPConnectHandlerTests {
     /// Records what reaches the handlers behind the tunnel.
     private final class Behind: ChannelInboundHandler {
         typealias InboundIn = ByteBuffer
@@ -16,6 +18,13 @@ import Testing
         func channelActive(context: ChannelHandlerContext) { active += 1 }
         func channelRead(context: ChannelHandlerContext, data: NIOAny) { read += unwrapInboundIn(data).readableBytesView }
         func errorCaught(context: ChannelHandlerContext, error: any Error) { errors.append(error) }
+    }
+
+    /// Set when a promise completes.
+    private final class Completion: Sendable {
+        let flag = Mutex(false)
+        var done: Bool { flag.withLock { $0 } }
+        func set() { flag.withLock { $0 = true } }
     }
 
     private let proxy = ProxyServer(kind: .http, host: "127.0.0.1", port: 3128, username: "u", password: "p")
@@ -39,15 +48,21 @@ import Testing
         let (channel, behind) = try setUp()
         #expect(try written(channel) == "CONNECT coder.example:443 HTTP/1.1\r\nHost: coder.example:443\r\nProxy-Authorization: Basic dTpw\r\n\r\n")
         #expect(behind.active == 0)
-        // A write from behind (a TLS hello) is held, not sent to the proxy as the request's body.
-        try channel.writeAndFlush(channel.allocator.buffer(string: "hello")).wait()
+        // A write from behind (a TLS hello) is held, not sent to the proxy as the request's body;
+        // its promise completes once it is out.
+        let held = channel.eventLoop.makePromise(of: Void.self)
+        channel.writeAndFlush(channel.allocator.buffer(string: "hello"), promise: held)
+        let completed = Completion()
+        held.futureResult.whenSuccess { completed.set() }
         #expect(try written(channel) == "")
+        #expect(!completed.done)
         try channel.writeInbound(channel.allocator.buffer(string: "HTTP/1.1 200 Connection established\r\n"))
         #expect(behind.active == 0)
         try channel.writeInbound(channel.allocator.buffer(string: "\r\nfirst bytes"))
         #expect(behind.active == 1)
         #expect(behind.read == Array("first bytes".utf8))
         #expect(try written(channel) == "hello")
+        #expect(completed.done)
         // The handler is gone: later bytes flow both ways untouched.
         #expect(throws: (any Error).self) { try channel.pipeline.syncOperations.handler(type: HTTPConnectHandler.self) }
         try channel.writeInbound(channel.allocator.buffer(string: "more"))

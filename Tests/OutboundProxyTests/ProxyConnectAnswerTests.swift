@@ -2,7 +2,8 @@ import Testing
 
 @testable import OutboundProxy
 
-@Suite struct ProxyConnectAnswerTests {
+@Suite(.timeLimit(.minutes(1)))
+struct ProxyConnectAnswerTests {
     @Test func twoHundredInPiecesKeepsTheBytesAfterTheHead() {
         var answer = ProxyConnectAnswer()
         let text = Array("HTTP/1.1 200 Connection established\r\nProxy-Agent: test\r\n\r\nSSH-2.0".utf8)

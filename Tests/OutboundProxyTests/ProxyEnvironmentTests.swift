@@ -3,7 +3,8 @@ import Testing
 @testable import OutboundProxy
 
 /// The proxy choice against Go's own `httpproxy` cases (golang.org/x/net/http/httpproxy).
-@Suite struct ProxyEnvironmentTests {
+@Suite(.timeLimit(.minutes(1)))
+struct ProxyEnvironmentTests {
     private func choose(_ environment: [String: String], _ url: String = "http://example.com") throws -> String {
         try ProxyEnvironment(environment: environment).proxy(url: url).map { $0.description } ?? "direct"
     }
