@@ -45,6 +45,14 @@ public final class HTTPConnectHandler: ChannelDuplexHandler, RemovableChannelHan
         if context.channel.isActive { sendConnect(context: context) }
     }
 
+    /// Removed before the tunnel was up (the pipeline went): held writes fail, not leak.
+    public func handlerRemoved(context: ChannelHandlerContext) {
+        let waiting = held
+        held = []
+        heldBytes = 0
+        for (_, promise) in waiting { promise?.fail(ProxyError.closed(proxy: proxy)) }
+    }
+
     public func channelActive(context: ChannelHandlerContext) {
         // Held back from the handlers behind this one until the tunnel is up.
         sendConnect(context: context)

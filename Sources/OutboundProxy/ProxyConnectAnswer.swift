@@ -42,7 +42,8 @@ public struct ProxyConnectAnswer: Sendable {
         }
         scanned = head.count
         guard let end else {
-            return head.count > Self.maxHeadBytes ? .malformed("an answer head over \(Self.maxHeadBytes) bytes") : .incomplete
+            // The same bound as below, whatever the split: a head may end 4 bytes past it.
+            return head.count > Self.maxHeadBytes + 4 ? .malformed("an answer head over \(Self.maxHeadBytes) bytes") : .incomplete
         }
         guard end <= Self.maxHeadBytes + 4 else { return .malformed("an answer head over \(Self.maxHeadBytes) bytes") }
         let lineEnd = head.firstIndex(of: UInt8(ascii: "\n")) ?? end

@@ -4,13 +4,7 @@ import FoundationEssentials
 /// `NO_PROXY` (or their lowercase forms) as Go's `ProxyFromEnvironment` reads them, so the
 /// agent reaches coderd, DERP relays, MCP servers and cloud metadata the way the reference
 /// does behind an egress proxy. A pure value: the process's own is read once (``process``).
-public struct ProxyEnvironment: Sendable, Equatable {
-    /// The `HTTP_PROXY` value (or `http_proxy`), "" when neither is set.
-    public let httpProxy: String
-    /// The `HTTPS_PROXY` value (or `https_proxy`), "" when neither is set.
-    public let httpsProxy: String
-    /// The `NO_PROXY` value (or `no_proxy`).
-    public let noProxy: String
+public struct ProxyEnvironment: Sendable, Equatable, CustomStringConvertible, CustomReflectable {
     /// `REQUEST_METHOD` is set: as in Go, `HTTP_PROXY` is then refused (a CGI client may set it).
     public let cgi: Bool
 
@@ -25,14 +19,19 @@ public struct ProxyEnvironment: Sendable, Equatable {
         func any(_ names: String...) -> String {
             names.lazy.compactMap { environment[$0] }.first { !$0.isEmpty } ?? ""
         }
-        httpProxy = any("HTTP_PROXY", "http_proxy")
-        httpsProxy = any("HTTPS_PROXY", "https_proxy")
-        noProxy = any("NO_PROXY", "no_proxy")
+        // The raw values are not kept: they may hold credentials.
         cgi = !(environment["REQUEST_METHOD"] ?? "").isEmpty
-        (http, invalidHTTP) = Self.parse(httpProxy)
-        (https, invalidHTTPS) = Self.parse(httpsProxy)
-        rules = NoProxyRules(noProxy)
+        (http, invalidHTTP) = Self.parse(any("HTTP_PROXY", "http_proxy"))
+        (https, invalidHTTPS) = Self.parse(any("HTTPS_PROXY", "https_proxy"))
+        rules = NoProxyRules(any("NO_PROXY", "no_proxy"))
     }
+
+    /// The proxies without their credentials (a value may hold a password).
+    public var description: String {
+        "ProxyEnvironment(http: \(http?.description ?? "none"), https: \(https?.description ?? "none"))"
+    }
+
+    public var customMirror: Mirror { Mirror(self, children: ["description": description]) }
 
     /// The agent's own environment, read on first use (as Go's transport reads it once).
     public static let process = ProxyEnvironment(environment: ProcessInfo.processInfo.environment)
@@ -79,14 +78,18 @@ public struct ProxyEnvironment: Sendable, Equatable {
         return !rules.matches(host: host.trimmingASCIIWhitespace().lowercased(), port: port, address: address)
     }
 
-    /// Go's `parseProxy`: a URL of scheme http, https or socks5, or else a bare `host[:port]`
-    /// read as `http://value`; a URL of another scheme is kept and fails the requests that
-    /// would use it, as Go's transport fails them. The second value is set for an invalid one.
+    /// Go's `parseProxy`: a URL of scheme http, https, socks5 or socks5h, or else a bare
+    /// `host[:port]` read as `http://value`; a value that parses as neither is ignored, as Go
+    /// ignores it (requests go direct). A URL of another scheme, or without a host, is kept as
+    /// invalid: Go keeps it too and its transport then misdials it; here each request that
+    /// would use it fails with the reason. The second value is set for such a value.
     static func parse(_ value: String) -> (ProxyServer?, String?) {
         if value.isEmpty { return (nil, nil) }
         if let server = ProxyServer(url: value) { return (server, nil) }
-        if !value.contains("://"), let server = ProxyServer(url: "http://" + value) { return (server, nil) }
-        return (nil, value)
+        if !value.contains("://") {
+            return (ProxyServer(url: "http://" + value), nil)
+        }
+        return URLComponents(string: value)?.scheme == nil ? (nil, nil) : (nil, value)
     }
 }
 

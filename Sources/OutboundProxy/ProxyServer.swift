@@ -2,7 +2,7 @@ import FoundationEssentials
 
 /// A proxy from the environment: its kind, address and credentials. Its description never
 /// carries the credentials (logs and errors show `http://proxy.example:3128`).
-public struct ProxyServer: Sendable, Hashable, CustomStringConvertible {
+public struct ProxyServer: Sendable, Hashable, CustomStringConvertible, CustomReflectable {
     public enum Kind: String, Sendable, Hashable {
         /// An HTTP proxy: CONNECT for https targets, absolute-form requests for http ones.
         case http
@@ -30,7 +30,9 @@ public struct ProxyServer: Sendable, Hashable, CustomStringConvertible {
 
     /// A proxy URL of scheme http, https or socks5 with a host; nil otherwise.
     init?(url text: String) {
-        guard let components = URLComponents(string: text), let scheme = components.scheme?.lowercased(), let kind = Kind(rawValue: scheme),
+        // socks5h (the proxy resolves names) is socks5 to Go's transport, and here.
+        guard let components = URLComponents(string: text), let scheme = components.scheme?.lowercased(),
+            let kind = Kind(rawValue: scheme == "socks5h" ? "socks5" : scheme),
             let rawHost = components.host, !rawHost.isEmpty
         else { return nil }
         let host = rawHost.hasPrefix("[") && rawHost.hasSuffix("]") ? String(rawHost.dropFirst().dropLast()) : rawHost
@@ -61,11 +63,17 @@ public struct ProxyServer: Sendable, Hashable, CustomStringConvertible {
     }
 
     public var description: String { "\(kind.rawValue)://\(address)" }
+
+    /// Without the password (`dump`, test failures).
+    public var customMirror: Mirror {
+        Mirror(self, children: ["kind": kind, "host": host, "port": port, "username": username as Any])
+    }
 }
 
 /// Why a request could not go through its proxy.
-public enum ProxyError: Error, Sendable, Equatable, CustomStringConvertible {
-    /// The proxy variable is not a URL with a host.
+public enum ProxyError: Error, Sendable, Equatable, CustomStringConvertible, CustomReflectable {
+    /// The proxy variable is a URL of a scheme other than http, https and socks5, or without
+    /// a host (its text is kept out of descriptions and mirrors).
     case invalidProxy(String)
     /// `HTTP_PROXY` is set while `REQUEST_METHOD` is (Go's CGI rule).
     case refusedInCGI
@@ -77,6 +85,8 @@ public enum ProxyError: Error, Sendable, Equatable, CustomStringConvertible {
     case malformedAnswer(proxy: ProxyServer, String)
     /// The proxy closed the connection before answering CONNECT.
     case closed(proxy: ProxyServer)
+
+    public var customMirror: Mirror { Mirror(self, children: ["description": description]) }
 
     public var description: String {
         switch self {

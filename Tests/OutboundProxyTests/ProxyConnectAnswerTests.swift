@@ -21,6 +21,22 @@ struct ProxyConnectAnswerTests {
         }
     }
 
+    /// A head ending at the size bound is taken, or refused, the same in one read as in many.
+    @Test func theBoundDoesNotDependOnTheSplit() {
+        for total in (ProxyConnectAnswer.maxHeadBytes - 2)...(ProxyConnectAnswer.maxHeadBytes + 6) {
+            let line = "HTTP/1.1 200 OK\r\nX: "
+            let text = Array((line + String(repeating: "a", count: total - line.utf8.count - 4) + "\r\n\r\n").utf8)
+            var whole = ProxyConnectAnswer()
+            let once = whole.feed(text)
+            // Two reads, the first just past the bound, before the blank line.
+            var pieces = ProxyConnectAnswer()
+            let split = min(ProxyConnectAnswer.maxHeadBytes + 1, text.count - 1)
+            var outcome = pieces.feed(text[..<split])
+            if outcome == .incomplete { outcome = pieces.feed(text[split...]) }
+            #expect(once == outcome, "\(total) bytes")
+        }
+    }
+
     @Test func anyOtherStatusIsARefusalWithItsReason() {
         var answer = ProxyConnectAnswer()
         #expect(answer.feed(Array("HTTP/1.0 407 Proxy Authentication Required\r\n\r\n".utf8)) == .refused(status: 407, reason: "Proxy Authentication Required"))

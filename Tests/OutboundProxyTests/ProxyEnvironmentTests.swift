@@ -98,6 +98,23 @@ struct ProxyEnvironmentTests {
         }
     }
 
+    @Test func aValueThatIsNotAURLIsIgnoredAsGoIgnoresIt() throws {
+        #expect(try choose(["HTTP_PROXY": "http://[::1"]) == "direct")
+        #expect(try choose(["HTTP_PROXY": "socks5h://proxy:1081"]) == "socks5://proxy:1081")
+    }
+
+    @Test func theEnvironmentsDescriptionAndMirrorsHideCredentials() throws {
+        let environment = ProxyEnvironment(environment: ["HTTPS_PROXY": "http://user:hunter2@proxy:3128", "HTTP_PROXY": "ftp://u:hunter2@x"])
+        #expect(!"\(environment)".contains("hunter2"))
+        var dumped = ""
+        dump(environment, to: &dumped)
+        let server = try #require(try environment.proxy(url: "https://a.example"))
+        dump(server, to: &dumped)
+        dump(ProxyError.invalidProxy("ftp://u:hunter2@x"), to: &dumped)
+        #expect(!dumped.contains("hunter2"))
+        #expect(dumped.contains("proxy"))
+    }
+
     @Test func credentialsBecomeBasicAuthorizationAndStayOutOfTheDescription() throws {
         let proxy = try #require(try ProxyEnvironment(environment: ["HTTPS_PROXY": "http://us%40er:p%3Ass@proxy.example:3128"]).proxy(url: "https://a.example"))
         #expect(proxy.username == "us@er")

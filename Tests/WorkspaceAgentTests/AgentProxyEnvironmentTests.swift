@@ -26,7 +26,9 @@ struct AgentProxyEnvironmentTests {
             #expect(proxy.requests().first == "CONNECT 0.0.0.0:\(port) HTTP/1.1")
             agent.signal(SIGTERM)
             #expect(await agent.exitStatus() == 0, "\(agent.log)")
-            #expect(!agent.log.contains("proxysecret"))
+            // Neither the password, nor its Basic form (base64 of `agent:proxysecret`), nor the URL.
+            let log = agent.log
+            #expect(!log.contains("proxysecret") && !log.contains("YWdlbnQ6cHJveHlzZWNyZXQ=") && !log.contains("agent:proxy"))
         }
     }
 }

@@ -34,8 +34,10 @@ enum DERPConnector {
             route =
                 node.hostName.isEmpty
                 ? .direct
+                // Chosen for the certificate's name, as Tailscale chooses it; the tunnel goes to the host.
                 : try ProxyRoute.choose(
-                    scheme: "https", host: node.hostName, port: node.port, environment: parameters.proxies, alwaysTunnel: true)
+                    scheme: "https", host: node.tlsServerName ?? node.hostName, port: node.port, environment: parameters.proxies,
+                    alwaysTunnel: true)
         } catch {
             throw .failed(error.description)
         }
