@@ -422,6 +422,7 @@ let package = Package(
         .target(
             name: "OutboundProxy",
             dependencies: [
+                "AgentSystem",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
             ],

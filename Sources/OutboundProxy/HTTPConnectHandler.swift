@@ -47,10 +47,7 @@ public final class HTTPConnectHandler: ChannelDuplexHandler, RemovableChannelHan
 
     /// Removed before the tunnel was up (the pipeline went): held writes fail, not leak.
     public func handlerRemoved(context: ChannelHandlerContext) {
-        let waiting = held
-        held = []
-        heldBytes = 0
-        for (_, promise) in waiting { promise?.fail(ProxyError.closed(proxy: proxy)) }
+        for (_, promise) in takeHeld() { promise?.fail(ProxyError.closed(proxy: proxy)) }
     }
 
     public func channelActive(context: ChannelHandlerContext) {
@@ -126,9 +123,7 @@ public final class HTTPConnectHandler: ChannelDuplexHandler, RemovableChannelHan
 
     private func established(rest: [UInt8], context: ChannelHandlerContext) {
         state = .established
-        let waiting = held
-        held = []
-        heldBytes = 0
+        let waiting = takeHeld()
         for (buffer, promise) in waiting { context.write(wrapOutboundOut(buffer), promise: promise) }
         if flushHeld || !waiting.isEmpty { context.flush() }
         context.fireChannelActive()
@@ -139,11 +134,17 @@ public final class HTTPConnectHandler: ChannelDuplexHandler, RemovableChannelHan
     private func fail(_ error: ProxyError, context: ChannelHandlerContext) {
         guard state != .failed else { return }
         state = .failed
-        let waiting = held
-        held = []
-        heldBytes = 0
-        for (_, promise) in waiting { promise?.fail(error) }
+        for (_, promise) in takeHeld() { promise?.fail(error) }
         context.fireErrorCaught(error)
         context.close(promise: nil)
+    }
+
+    /// The held writes, no longer held.
+    private func takeHeld() -> [(ByteBuffer, EventLoopPromise<Void>?)] {
+        defer {
+            held = []
+            heldBytes = 0
+        }
+        return held
     }
 }

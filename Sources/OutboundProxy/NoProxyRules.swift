@@ -1,3 +1,5 @@
+import AgentSystem
+
 /// `NO_PROXY` as Go's `httpproxy` reads it: comma-separated entries, each an IP address, a
 /// CIDR prefix, a domain (which matches itself and its subdomains; `.domain` and `*.domain`
 /// only subdomains), any of them with `:port`; `*` alone matches everything. Entries that
@@ -27,7 +29,7 @@ struct NoProxyRules: Sendable, Equatable {
 
     init(_ text: String) {
         for piece in text.split(separator: ",", omittingEmptySubsequences: false) {
-            let entry = String(piece).trimmingASCIIWhitespace().lowercased()
+            let entry = String(piece).trimmingWhitespace().lowercased()
             if entry.isEmpty { continue }
             if entry == "*" {
                 all = true

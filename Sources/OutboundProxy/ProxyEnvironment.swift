@@ -1,3 +1,4 @@
+import AgentSystem
 import FoundationEssentials
 
 /// Which proxy an outbound HTTP request takes, read from `HTTP_PROXY`, `HTTPS_PROXY` and
@@ -75,7 +76,7 @@ public struct ProxyEnvironment: Sendable, Equatable, CustomStringConvertible, Cu
         if host == "localhost" { return false }
         let address = IPAddressBytes(host)
         if let address, address.isLoopback { return false }
-        return !rules.matches(host: host.trimmingASCIIWhitespace().lowercased(), port: port, address: address)
+        return !rules.matches(host: host.trimmingWhitespace().lowercased(), port: port, address: address)
     }
 
     /// Go's `parseProxy`: a URL of scheme http, https, socks5 or socks5h, or else a bare
@@ -90,14 +91,5 @@ public struct ProxyEnvironment: Sendable, Equatable, CustomStringConvertible, Cu
             return (ProxyServer(url: "http://" + value), nil)
         }
         return URLComponents(string: value)?.scheme == nil ? (nil, nil) : (nil, value)
-    }
-}
-
-extension String {
-    /// Without leading and trailing spaces, tabs, CR and LF.
-    func trimmingASCIIWhitespace() -> String {
-        let isSpace: (Character) -> Bool = { $0 == " " || $0 == "\t" || $0 == "\r" || $0 == "\n" }
-        guard let first = firstIndex(where: { !isSpace($0) }), let last = lastIndex(where: { !isSpace($0) }) else { return "" }
-        return String(self[first...last])
     }
 }

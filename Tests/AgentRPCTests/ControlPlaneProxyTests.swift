@@ -22,7 +22,7 @@ struct ControlPlaneProxyTests {
         defer { proxy.stop() }
         let double = ControlPlaneDouble()
         try await double.run { url in
-            let base = url.replacingOccurrences(of: "127.0.0.1", with: "0.0.0.0")
+            let base = TinyProxy.proxiable(url)
             let port = base.split(separator: ":").last.map(String.init) ?? ""
             // The password percent-encoded in the URL: decoded before it is sent.
             let proxies = ProxyEnvironment(environment: ["HTTP_PROXY": proxy.url(user: "agent", password: "pa%2Dss")])
@@ -46,7 +46,7 @@ struct ControlPlaneProxyTests {
         defer { proxy.stop() }
         let double = ControlPlaneDouble()
         try await double.run { url in
-            let base = url.replacingOccurrences(of: "127.0.0.1", with: "0.0.0.0")
+            let base = TinyProxy.proxiable(url)
             let exempt = ProxyEnvironment(environment: ["HTTP_PROXY": proxy.url(), "NO_PROXY": "example.com,0.0.0.0"])
             let session = try await WebSocketDialer(baseURL: base, token: double.token, version: "2.10", logger: Self.quiet, proxies: exempt)
                 .dial()
@@ -65,7 +65,7 @@ struct ControlPlaneProxyTests {
         defer { proxy.stop() }
         let double = ControlPlaneDouble()
         try await double.run { url in
-            let base = url.replacingOccurrences(of: "127.0.0.1", with: "0.0.0.0")
+            let base = TinyProxy.proxiable(url)
             let proxies = ProxyEnvironment(environment: ["HTTP_PROXY": proxy.url()])
             do {
                 _ = try await WebSocketDialer(baseURL: base, token: double.token, version: "2.10", logger: Self.quiet, proxies: proxies).dial()

@@ -27,6 +27,12 @@ public final class TinyProxy: Sendable {
         return "http://\(credentials)127.0.0.1:\(port)"
     }
 
+    /// `url` with its 127.0.0.1 host as 0.0.0.0: the same server, but one Go's rule (and the
+    /// agent's) sends through a proxy.
+    public static func proxiable(_ url: String) -> String {
+        url.replacingOccurrences(of: "127.0.0.1", with: "0.0.0.0")
+    }
+
     /// Starts one; `credentials` (letters, digits, `-` and `_` only: tinyproxy's grammar)
     /// makes it answer 407 to requests without them. Bounded: at
     /// most five ports are tried (another process may take the one picked before the proxy

@@ -15,7 +15,7 @@ struct AgentProxyEnvironmentTests {
         defer { proxy.stop() }
         let double = ControlPlaneDouble()
         try await double.run { url in
-            let base = url.replacingOccurrences(of: "127.0.0.1", with: "0.0.0.0")
+            let base = TinyProxy.proxiable(url)
             let port = base.split(separator: ":").last.map(String.init) ?? ""
             let agent = try AgentDaemon.launch(
                 ["--http-address", "127.0.0.1:0", "--agent-url", base],
