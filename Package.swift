@@ -417,14 +417,16 @@ let package = Package(
         // The received-bytes buffer dRPC's and yamux's frame decoders share.
         .target(name: "FrameBytes", swiftSettings: swiftSettings),
         // Outbound proxies as Go's ProxyFromEnvironment reads them (HTTP_PROXY, HTTPS_PROXY,
-        // NO_PROXY): the choice per target, the CONNECT tunnel of the agent's own dials, and the
-        // AsyncHTTPClient configuration of the others. Shared by DERP, AgentRPC, MCP and Scripts.
+        // NO_PROXY): the choice per target, the CONNECT tunnel of the agent's own dials and TLS
+        // inside it, and the AsyncHTTPClient configuration of the others. Shared by DERP,
+        // AgentRPC, MCP and Scripts.
         .target(
             name: "OutboundProxy",
             dependencies: [
                 "AgentSystem",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -635,6 +637,7 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ],
             swiftSettings: swiftSettings
         ),

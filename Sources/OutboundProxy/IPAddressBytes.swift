@@ -7,22 +7,31 @@ import Glibc
 struct IPAddressBytes: Sendable, Hashable {
     let bytes: [UInt8]
 
-    private init(bytes: [UInt8]) {
+    private init(bytes: [UInt8], normalized: Void) {
         self.bytes = bytes
+    }
+
+    /// An address's 4 or 16 bytes in network order (a certificate's IP name); nil for any
+    /// other length.
+    init?(bytes: [UInt8]) {
+        let mapped: [UInt8] = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff]
+        switch bytes.count {
+        case 4: self.bytes = bytes
+        case 16: self.bytes = Array(bytes.prefix(12)) == mapped ? Array(bytes.suffix(4)) : bytes
+        default: return nil
+        }
     }
 
     /// nil for text that is not an address (a name, a zone, an empty string).
     init?(_ text: String) {
         var v4 = in_addr()
         if inet_pton(AF_INET, text, &v4) == 1 {
-            bytes = withUnsafeBytes(of: &v4) { Array($0) }
+            self.init(bytes: withUnsafeBytes(of: &v4) { Array($0) })
             return
         }
         var v6 = in6_addr()
         guard inet_pton(AF_INET6, text, &v6) == 1 else { return nil }
-        let all = withUnsafeBytes(of: &v6) { Array($0) }
-        let mapped: [UInt8] = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff]
-        bytes = Array(all.prefix(12)) == mapped ? Array(all.suffix(4)) : all
+        self.init(bytes: withUnsafeBytes(of: &v6) { Array($0) })
     }
 
     /// 127.0.0.0/8 or ::1.
@@ -37,6 +46,6 @@ struct IPAddressBytes: Sendable, Hashable {
             let keep = min(8, max(0, bits - index * 8))
             out[index] &= keep == 0 ? 0 : ~UInt8(0) << (8 - keep)
         }
-        return IPAddressBytes(bytes: out)
+        return IPAddressBytes(bytes: out, normalized: ())
     }
 }

@@ -21,7 +21,7 @@ public final class SharedHTTPClients: Sendable {
     public func client(for url: String, proxies: ProxyEnvironment = .process) -> Result<HTTPClient, ProxyError> {
         let proxy: ProxyServer?
         do {
-            proxy = try proxies.proxy(url: url)
+            proxy = try proxies.clientProxy(url: url)
         } catch {
             return .failure(error)
         }

@@ -167,6 +167,63 @@ struct AppHealthTests {
         await server.stop()
     }
 
+    /// https to an IP address through the proxy's tunnel: the certificate must name the
+    /// target's address. NIOSSL alone checks the connected address, the proxy's: a server
+    /// whose certificate names only 127.0.0.1 (where the proxy is) passed for 0.0.0.0.
+    @Test func httpsToAnAddressThroughTheProxyChecksTheTargetsAddress() async throws {
+        let proxy = try await TinyProxy.start()
+        defer { proxy.stop() }
+        for (names, valid) in [("IP:0.0.0.0", true), ("IP:127.0.0.1", false)] {
+            let (certificate, key, directory) = try await Kit.selfSignedCertificate(names: names)
+            defer { try? FileManager.default.removeItem(atPath: directory) }
+            let serverConfiguration = TLSConfiguration.makeServerConfiguration(
+                certificateChain: try NIOSSLCertificate.fromPEMFile(certificate).map { .certificate($0) },
+                privateKey: .privateKey(try NIOSSLPrivateKey(file: key, format: .pem)))
+            let server = try await Kit.HTTPServer.start(tls: try NIOSSLContext(configuration: serverConfiguration))
+            var trusting = TLSConfiguration.makeClientConfiguration()
+            trusting.trustRoots = .file(certificate)
+            let probe = AppHealthProbe(tlsConfiguration: trusting, proxies: ProxyEnvironment(environment: ["HTTPS_PROXY": proxy.url()]))
+            let outcome = await probe.check(server.url("/ok", scheme: "https", host: "0.0.0.0"), timeout: .seconds(60))
+            if valid {
+                #expect(outcome == .healthy(status: 200), "\(outcome)")
+                #expect(server.hits == ["/ok"])
+            } else {
+                #expect("\(outcome)".contains("not valid for 0.0.0.0"), "\(outcome)")
+                #expect(server.hits.isEmpty, "nothing is sent before the check")
+            }
+            await server.stop()
+        }
+        #expect(proxy.requests().allSatisfy { $0.hasPrefix("CONNECT 0.0.0.0:") } && proxy.requests().count == 2, "\(proxy.requests())")
+    }
+
+    /// https to a name through a proxy that stands in for every target: a certificate that
+    /// names only the proxy's address (127.0.0.1, which NIOSSL accepts as the connected
+    /// address) is refused, one that names the target passes.
+    @Test func httpsThroughAProxyNeedsTheTargetsNameNotTheProxysAddress() async throws {
+        for (names, valid) in [("DNS:coder.example.test", true), ("IP:127.0.0.1,DNS:other.example.test", false)] {
+            let (certificate, key, directory) = try await Kit.selfSignedCertificate(names: names)
+            defer { try? FileManager.default.removeItem(atPath: directory) }
+            let serverConfiguration = TLSConfiguration.makeServerConfiguration(
+                certificateChain: try NIOSSLCertificate.fromPEMFile(certificate).map { .certificate($0) },
+                privateKey: .privateKey(try NIOSSLPrivateKey(file: key, format: .pem)))
+            let server = try await Kit.HTTPServer.start(tls: try NIOSSLContext(configuration: serverConfiguration))
+            let proxy = try #require(StandInProxy.start(relayingTo: server.port))
+            defer { proxy.stop() }
+            var trusting = TLSConfiguration.makeClientConfiguration()
+            trusting.trustRoots = .file(certificate)
+            let probe = AppHealthProbe(tlsConfiguration: trusting, proxies: ProxyEnvironment(environment: ["HTTPS_PROXY": proxy.url]))
+            let outcome = await probe.check("https://coder.example.test:443/ok", timeout: .seconds(60))
+            if valid {
+                #expect(outcome == .healthy(status: 200), "\(outcome)")
+                #expect(server.hits == ["/ok"])
+            } else {
+                #expect("\(outcome)".contains("not valid for coder.example.test"), "\(outcome)")
+                #expect(server.hits.isEmpty, "nothing is sent before the check")
+            }
+            await server.stop()
+        }
+    }
+
     @Test func refusedAndSilentServersFail() async throws {
         let probe = AppHealthProbe()
         let refused = await probe.check("http://127.0.0.1:\(freeLoopbackPort())/", timeout: .seconds(20))

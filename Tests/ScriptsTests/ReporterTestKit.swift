@@ -93,9 +93,12 @@ enum ReporterTestKit {
         return (value, errors.isEmpty ? "" : "run cmd: " + errors.joined(separator: "\n"))
     }
 
-    /// A throwaway certificate for `localhost`, 127.0.0.1 and ::1 (the `openssl` CLI, as the
-    /// DERP relay double makes its own), in a fresh directory the caller removes.
-    static func selfSignedCertificate() async throws -> (certificate: String, key: String, directory: String) {
+    /// A throwaway certificate for `names` (openssl's subject alternative names; by default
+    /// `localhost`, 127.0.0.1 and ::1), made by the `openssl` CLI as the DERP relay double
+    /// makes its own, in a fresh directory the caller removes.
+    static func selfSignedCertificate(
+        names: String = "DNS:localhost,IP:127.0.0.1,IP:::1"
+    ) async throws -> (certificate: String, key: String, directory: String) {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("scripts-tls-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         let certificate = directory + "/cert.pem"
@@ -103,7 +106,7 @@ enum ReporterTestKit {
         let outcome = await ChildProgram.run([
             "openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
             "-keyout", key, "-out", certificate, "-days", "1", "-subj", "/CN=localhost",
-            "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1,IP:::1",
+            "-addext", "subjectAltName=\(names)",
         ])
         guard outcome.status == 0 else { throw CertificateFailure(status: outcome.status) }
         return (certificate, key, directory)

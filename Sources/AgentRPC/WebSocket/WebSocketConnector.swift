@@ -43,18 +43,24 @@ public enum WebSocketConnector {
         let path =
             (parsed.percentEncodedPath.isEmpty ? "/" : parsed.percentEncodedPath)
             + (parsed.percentEncodedQuery.map { "?" + $0 } ?? "")
-        let sslContext = tls ? try NIOSSLContext(configuration: .makeClientConfiguration()) : nil
         var headers = HTTPHeaders()
         headers.add(name: "Host", value: parsed.port.map { "\(host):\($0)" } ?? host)
         for (name, value) in extra { headers.add(name: name, value: value) }
         headers.add(name: "Content-Length", value: "0")
         let head = HTTPRequestHead(version: .http1_1, method: .GET, uri: path, headers: headers)
         let route = try ProxyRoute.choose(scheme: scheme, host: address, port: port, environment: proxies, alwaysTunnel: true)
+        // SNI carries names only; an address literal is verified without it.
+        let serverName = (try? SocketAddress(ipAddress: address, port: 0)) == nil ? address : nil
+        let sslContext =
+            tls
+            ? try NIOSSLContext(configuration: route.tlsConfiguration(.makeClientConfiguration()))
+            : nil
         let expired = ExpiryFlag()
         let cancellation = DialCancellation()
         return try await withTaskCancellationHandler {
             try await dial(
-                address: address, port: port, route: route, timeout: timeout, sslContext: sslContext, head: head, expired: expired,
+                address: address, port: port, route: route, timeout: timeout, sslContext: sslContext, serverName: serverName, head: head,
+                expired: expired,
                 cancellation: cancellation, group: group, upgraded: upgraded)
         } onCancel: {
             cancellation.cancel()
@@ -62,7 +68,8 @@ public enum WebSocketConnector {
     }
 
     private static func dial<T: Sendable>(
-        address: String, port: Int, route: ProxyRoute, timeout: TimeAmount, sslContext: NIOSSLContext?, head: HTTPRequestHead, expired: ExpiryFlag,
+        address: String, port: Int, route: ProxyRoute, timeout: TimeAmount, sslContext: NIOSSLContext?, serverName: String?, head: HTTPRequestHead,
+        expired: ExpiryFlag,
         cancellation: DialCancellation, group: any EventLoopGroup, upgraded: @escaping @Sendable (any Channel) throws -> T
     ) async throws -> T {
         if cancellation.isCancelled { throw CancellationError() }
@@ -76,10 +83,8 @@ public enum WebSocketConnector {
                     // The proxy's tunnel first: TLS and the upgrade start inside it.
                     try route.addHandlers(to: channel.pipeline.syncOperations, host: address, port: port)
                     if let sslContext {
-                        // SNI carries names only; an address literal is verified without it.
-                        let isAddress = (try? SocketAddress(ipAddress: address, port: 0)) != nil
                         try channel.pipeline.syncOperations.addHandler(
-                            NIOSSLClientHandler(context: sslContext, serverHostname: isAddress ? nil : address))
+                            route.tlsClientHandler(context: sslContext, host: address, serverName: serverName))
                     }
                     let upgrader = NIOTypedWebSocketClientUpgrader<Upgrade<T>>(
                         maxFrameSize: WebSocketDialer.maxMessageSize,

@@ -67,7 +67,7 @@ enum DERPConnector {
     ) async throws(DERPConnectError) -> DERPConnection {
         let sslContext: NIOSSLContext?
         do {
-            sslContext = p.node.forceHTTP ? nil : try makeSSLContext(insecure: p.node.insecureForTests)
+            sslContext = p.node.forceHTTP ? nil : try makeSSLContext(insecure: p.node.insecureForTests, route: route)
         } catch {
             throw .failed("TLS setup: \(error)")
         }
@@ -90,7 +90,7 @@ enum DERPConnector {
                     let operations = channel.pipeline.syncOperations
                     try route.addHandlers(to: operations, host: host, port: node.port)
                     if let sslContext {
-                        try operations.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: node.tlsServerName))
+                        try operations.addHandler(route.tlsClientHandler(context: sslContext, host: node.tlsIdentity, serverName: node.tlsServerName))
                     }
                     let upgrade = DERPUpgradeHandler(hostHeader: node.hostHeader, webSocket: setup.transport.isWebSocket, attempt: attempt)
                     try operations.addHandler(upgrade)
@@ -124,10 +124,11 @@ enum DERPConnector {
         return result
     }
 
-    static func makeSSLContext(insecure: Bool) throws -> NIOSSLContext {
+    /// The TLS context for a relay on `route`; `insecure` (tests' relays) verifies nothing.
+    static func makeSSLContext(insecure: Bool, route: ProxyRoute) throws -> NIOSSLContext {
         var configuration = TLSConfiguration.makeClientConfiguration()
         configuration.applicationProtocols = ["http/1.1"]
         if insecure { configuration.certificateVerification = .none }
-        return try NIOSSLContext(configuration: configuration)
+        return try NIOSSLContext(configuration: route.tlsConfiguration(configuration))
     }
 }

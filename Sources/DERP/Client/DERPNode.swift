@@ -60,9 +60,13 @@ public struct DERPNode: Equatable, Sendable {
     /// The name TLS checks and sends as SNI: `certName`, else `hostName`; nil for an
     /// address literal (SNI carries names only).
     public var tlsServerName: String? {
-        let name = certName.isEmpty ? hostName : certName
+        let name = tlsIdentity
         return name.isEmpty || name.contains(":") || Self.isIPv4Literal(name) ? nil : name
     }
+
+    /// What the relay's certificate must name: `certName`, else `hostName` (a name, or an
+    /// address that the certificate names as such).
+    public var tlsIdentity: String { certName.isEmpty ? hostName : certName }
 
     /// Where to connect, in order: the `ipv4` and `ipv6` overrides when set (`"none"`
     /// skips that family), else `hostName` (resolved by the dialer). Never empty unless

@@ -128,8 +128,8 @@ public struct AppHealthProbe: Sendable {
             pathAndQuery = path
         }
 
-        /// The name for SNI and certificate checks (nil for an IP literal: NIOSSL then checks
-        /// the certificate against the connected address).
+        /// The name for SNI and certificate checks (nil for an IP literal, which the
+        /// certificate must name as an address).
         var serverName: String? {
             if host.contains(":") { return nil }
             if host.split(separator: ".").count == 4, host.allSatisfy({ $0 == "." || $0.isASCII && $0.isNumber }) { return nil }
@@ -144,20 +144,23 @@ public struct AppHealthProbe: Sendable {
 
     /// Connects, sends the GET, waits for the response head, closes.
     private func fetchHead(_ target: Target, deadline: NIODeadline) async throws -> HTTPResponseHead {
-        let ssl = target.secure ? try await tls.context() : nil
-        let loop = group.next()
-        let promise = loop.makePromise(of: HTTPResponseHead.self)
-        let remaining = deadline - .now()
-        guard remaining > .zero else { throw RequestFailure(description: "timed out") }
-        let timer = loop.scheduleTask(deadline: deadline) { promise.fail(RequestFailure(description: "timed out")) }
-        promise.futureResult.whenComplete { _ in timer.cancel() }
-
         let route: ProxyRoute
         do {
             route = try ProxyRoute.choose(scheme: target.secure ? "https" : "http", host: target.host, port: target.port, environment: proxies)
         } catch {
             throw RequestFailure(description: error.description)
         }
+        let serverName = target.serverName
+        let ssl = target.secure ? try await tls.context(route: route) : nil
+        let loop = group.next()
+        let promise = loop.makePromise(of: HTTPResponseHead.self)
+        let remaining = deadline - .now()
+        guard remaining > .zero else {
+            promise.fail(RequestFailure(description: "timed out"))
+            throw RequestFailure(description: "timed out")
+        }
+        let timer = loop.scheduleTask(deadline: deadline) { promise.fail(RequestFailure(description: "timed out")) }
+        promise.futureResult.whenComplete { _ in timer.cancel() }
         // Through a forwarding proxy the request names the whole URL, with the credentials.
         var uri = target.pathAndQuery
         if case .forward = route { uri = "http://\(target.hostHeader)\(target.pathAndQuery)" }
@@ -169,14 +172,13 @@ public struct AppHealthProbe: Sendable {
         head.headers.add(name: "User-Agent", value: "Go-http-client/1.1")
         head.headers.add(name: "Connection", value: "close")
         let request = head
-        let serverName = target.serverName
         let bootstrap = ClientBootstrap(group: loop)
             .connectTimeout(remaining)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let pipeline = channel.pipeline.syncOperations
                     try route.addHandlers(to: pipeline, host: target.host, port: target.port)
-                    if let ssl { try pipeline.addHandler(NIOSSLClientHandler(context: ssl, serverHostname: serverName)) }
+                    if let ssl { try pipeline.addHandler(route.tlsClientHandler(context: ssl, host: target.host, serverName: serverName)) }
                     try pipeline.addHTTPClientHandlers()
                     try pipeline.addHandler(ResponseHeadHandler(request: request, promise: promise))
                 }

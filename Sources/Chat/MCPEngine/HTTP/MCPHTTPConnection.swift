@@ -76,7 +76,7 @@ final class MCPHTTPConnection: Sendable {
         configuration.connectionPool.retryConnectionEstablishment = false
         configuration.connectionPool.idleTimeout = Self.idleTimeout.timeAmount
         do throws(ProxyError) {
-            try configuration.route(through: proxies.proxy(scheme: origin.scheme, host: origin.host, port: origin.port))
+            try configuration.route(through: proxies.clientProxy(scheme: origin.scheme, host: origin.host, port: origin.port))
             proxyFailure = nil
         } catch {
             proxyFailure = error.description

@@ -1,0 +1,108 @@
+import AgentTestSupport
+import AsyncHTTPClient
+import Foundation
+import NIOSSL
+import Testing
+
+@testable import OutboundProxy
+
+/// TLS to an address target inside a tunnel: which connections get the address check, what
+/// the check accepts, and AsyncHTTPClient's requests that cannot have it.
+@Suite(.timeLimit(.minutes(2)))
+struct TunnelledTLSTests {
+    static let proxy = ProxyServer(kind: .http, host: "127.0.0.1", port: 3128)
+
+    /// A throwaway certificate with subject alternative names `names` (openssl's syntax).
+    static func certificate(_ names: String) async throws -> NIOSSLCertificate {
+        let directory = NSTemporaryDirectory() + "tunnelled-tls-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let outcome = await ChildProgram.run([
+            "openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+            "-keyout", directory + "/key.pem", "-out", directory + "/cert.pem", "-days", "1", "-subj", "/CN=test",
+            "-addext", "subjectAltName=\(names)",
+        ])
+        try #require(outcome.status == 0, "openssl: \(outcome.stdout)")
+        return try #require(try NIOSSLCertificate.fromPEMFile(directory + "/cert.pem").first)
+    }
+
+    @Test func insideATunnelTheIdentityIsCheckedHereNotByNIOSSL() {
+        let full = TLSConfiguration.makeClientConfiguration()
+        #expect(ProxyRoute.tunnel(Self.proxy).tlsConfiguration(full).certificateVerification == .noHostnameVerification)
+        // Reached directly, NIOSSL's check sees the target's own address.
+        #expect(ProxyRoute.direct.tlsConfiguration(full).certificateVerification == .fullVerification)
+        #expect(ProxyRoute.forward(Self.proxy).tlsConfiguration(full).certificateVerification == .fullVerification)
+        // Nothing verified stays so.
+        var none = full
+        none.certificateVerification = .none
+        #expect(ProxyRoute.tunnel(Self.proxy).tlsConfiguration(none).certificateVerification == .none)
+    }
+
+    /// A context that lets NIOSSL check the identity would accept the proxy's address inside a
+    /// tunnel: refused, not used.
+    @Test func aContextThatChecksTheIdentityItselfIsRefusedInATunnel() throws {
+        let context = try NIOSSLContext(configuration: .makeClientConfiguration())
+        let tunnel = ProxyRoute.tunnel(Self.proxy)
+        #expect(throws: ProxyError.certificateNotForTarget("0.0.0.0")) {
+            _ = try tunnel.tlsClientHandler(context: context, host: "0.0.0.0", serverName: nil)
+        }
+        #expect(throws: ProxyError.certificateNotForTarget("example.com")) {
+            _ = try tunnel.tlsClientHandler(context: context, host: "example.com", serverName: "example.com")
+        }
+        _ = try ProxyRoute.direct.tlsClientHandler(context: context, host: "0.0.0.0", serverName: nil)
+        let adjusted = try NIOSSLContext(configuration: tunnel.tlsConfiguration(.makeClientConfiguration()))
+        _ = try tunnel.tlsClientHandler(context: adjusted, host: "example.com", serverName: "example.com")
+    }
+
+    @Test func anAddressNeedsAnIPNameOfTheSameBytes() async throws {
+        let v4 = try await Self.certificate("IP:10.0.0.1,DNS:example.com")
+        #expect(CertificateIdentity.names("10.0.0.1", v4))
+        #expect(CertificateIdentity.names("::ffff:10.0.0.1", v4), "the IPv4-mapped form is the same address")
+        #expect(!CertificateIdentity.names("10.0.0.2", v4))
+        #expect(!CertificateIdentity.names("127.0.0.1", v4), "not the proxy's")
+        let v6 = try await Self.certificate("IP:2001:db8::1")
+        #expect(CertificateIdentity.names("2001:db8::1", v6))
+        #expect(!CertificateIdentity.names("2001:db8::2", v6))
+        // A DNS name that reads like the address is not an address.
+        let named = try await Self.certificate("DNS:10.0.0.1")
+        #expect(!CertificateIdentity.names("10.0.0.1", named))
+    }
+
+    /// Go's `matchHostnames`: one label for a leading `*`, ASCII case and a trailing dot aside;
+    /// an IP name never stands for a name, nor does the subject's common name.
+    @Test func aNameNeedsAMatchingDNSName() async throws {
+        let certificate = try await Self.certificate("DNS:coder.example.com,DNS:*.apps.example.com,IP:127.0.0.1")
+        #expect(CertificateIdentity.names("coder.example.com", certificate))
+        #expect(CertificateIdentity.names("Coder.Example.COM.", certificate))
+        #expect(CertificateIdentity.names("a.apps.example.com", certificate))
+        #expect(!CertificateIdentity.names("apps.example.com", certificate), "a * stands for one label, not none")
+        #expect(!CertificateIdentity.names("a.b.apps.example.com", certificate), "nor for two")
+        #expect(!CertificateIdentity.names("example.com", certificate))
+        #expect(!CertificateIdentity.names("coder.example.com.evil", certificate))
+        #expect(!CertificateIdentity.names("coder..example.com", certificate))
+        #expect(!CertificateIdentity.names("", certificate))
+        #expect(!CertificateIdentity.names("1.2.3.04", certificate), "not an address, and no such name")
+        // The common name does not count, as in Go.
+        let commonNameOnly = try await Self.certificate("DNS:other.example.com")
+        #expect(!CertificateIdentity.names("test", commonNameOnly))
+    }
+
+    /// AsyncHTTPClient checks an address target's certificate against the connected address:
+    /// an https request to an address through a proxy is refused with the reason.
+    @Test func asyncHTTPClientRequestsToAnAddressThroughAProxyAreRefused() throws {
+        let environment = ProxyEnvironment(environment: ["HTTPS_PROXY": "http://proxy.example:3128", "HTTP_PROXY": "http://proxy.example:3128"])
+        #expect(throws: ProxyError.addressThroughProxy(proxy: ProxyServer(kind: .http, host: "proxy.example", port: 3128), target: "10.0.0.1")) {
+            _ = try environment.clientProxy(url: "https://10.0.0.1:8443/api")
+        }
+        #expect(throws: ProxyError.self) { _ = try environment.clientProxy(url: "https://[2001:db8::1]/") }
+        #expect(try environment.clientProxy(url: "https://coder.example.com/") != nil)
+        #expect(try environment.clientProxy(url: "http://10.0.0.1/") != nil, "no TLS, nothing to check")
+        let exempt = ProxyEnvironment(environment: ["HTTPS_PROXY": "http://proxy.example:3128", "NO_PROXY": "10.0.0.0/8"])
+        #expect(try exempt.clientProxy(url: "https://10.0.0.1/") == nil)
+        let clients = SharedHTTPClients(configuration: .init(), direct: HTTPClient.shared)
+        guard case .failure(.addressThroughProxy) = clients.client(for: "https://10.0.0.1/", proxies: environment) else {
+            Issue.record("the shared clients gave a client for an address through a proxy")
+            return
+        }
+    }
+}
