@@ -142,18 +142,28 @@ struct AppHealthTests {
         await server.stop()
     }
 
-    /// https: healthy through a server whose certificate the probe trusts (by name and by IP
-    /// address); a failure with the system's trust store, which does not know it.
-    @Test func httpsVerifiesTheCertificate() async throws {
-        let (certificate, key, directory) = try await Kit.selfSignedCertificate()
-        defer { try? FileManager.default.removeItem(atPath: directory) }
+    /// An https test server with a throwaway certificate for `names` (openssl's subject
+    /// alternative names), a client configuration that trusts it, and the certificate's
+    /// directory, which the caller removes.
+    static func tlsServer(
+        names: String = "DNS:localhost,IP:127.0.0.1,IP:::1"
+    ) async throws -> (server: Kit.HTTPServer, trusting: TLSConfiguration, directory: String) {
+        let (certificate, key, directory) = try await Kit.selfSignedCertificate(names: names)
         let serverConfiguration = TLSConfiguration.makeServerConfiguration(
             certificateChain: try NIOSSLCertificate.fromPEMFile(certificate).map { .certificate($0) },
             privateKey: .privateKey(try NIOSSLPrivateKey(file: key, format: .pem)))
         let server = try await Kit.HTTPServer.start(tls: try NIOSSLContext(configuration: serverConfiguration))
-        server.set("/missing", .status(404))
         var trusting = TLSConfiguration.makeClientConfiguration()
         trusting.trustRoots = .file(certificate)
+        return (server, trusting, directory)
+    }
+
+    /// https: healthy through a server whose certificate the probe trusts (by name and by IP
+    /// address); a failure with the system's trust store, which does not know it.
+    @Test func httpsVerifiesTheCertificate() async throws {
+        let (server, trusting, directory) = try await Self.tlsServer()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        server.set("/missing", .status(404))
         let probe = AppHealthProbe(tlsConfiguration: trusting)
         // Bounds, not measures: a TLS handshake in a debug build on a loaded host may take seconds.
         let ok = await probe.check(server.url("/ok", scheme: "https", host: "localhost"), timeout: .seconds(60))
@@ -174,14 +184,8 @@ struct AppHealthTests {
         let proxy = try await TinyProxy.start()
         defer { proxy.stop() }
         for (names, valid) in [("IP:0.0.0.0", true), ("IP:127.0.0.1", false)] {
-            let (certificate, key, directory) = try await Kit.selfSignedCertificate(names: names)
+            let (server, trusting, directory) = try await Self.tlsServer(names: names)
             defer { try? FileManager.default.removeItem(atPath: directory) }
-            let serverConfiguration = TLSConfiguration.makeServerConfiguration(
-                certificateChain: try NIOSSLCertificate.fromPEMFile(certificate).map { .certificate($0) },
-                privateKey: .privateKey(try NIOSSLPrivateKey(file: key, format: .pem)))
-            let server = try await Kit.HTTPServer.start(tls: try NIOSSLContext(configuration: serverConfiguration))
-            var trusting = TLSConfiguration.makeClientConfiguration()
-            trusting.trustRoots = .file(certificate)
             let probe = AppHealthProbe(tlsConfiguration: trusting, proxies: ProxyEnvironment(environment: ["HTTPS_PROXY": proxy.url()]))
             let outcome = await probe.check(server.url("/ok", scheme: "https", host: "0.0.0.0"), timeout: .seconds(60))
             if valid {
@@ -201,16 +205,10 @@ struct AppHealthTests {
     /// address) is refused, one that names the target passes.
     @Test func httpsThroughAProxyNeedsTheTargetsNameNotTheProxysAddress() async throws {
         for (names, valid) in [("DNS:coder.example.test", true), ("IP:127.0.0.1,DNS:other.example.test", false)] {
-            let (certificate, key, directory) = try await Kit.selfSignedCertificate(names: names)
+            let (server, trusting, directory) = try await Self.tlsServer(names: names)
             defer { try? FileManager.default.removeItem(atPath: directory) }
-            let serverConfiguration = TLSConfiguration.makeServerConfiguration(
-                certificateChain: try NIOSSLCertificate.fromPEMFile(certificate).map { .certificate($0) },
-                privateKey: .privateKey(try NIOSSLPrivateKey(file: key, format: .pem)))
-            let server = try await Kit.HTTPServer.start(tls: try NIOSSLContext(configuration: serverConfiguration))
             let proxy = try #require(StandInProxy.start(relayingTo: server.port))
             defer { proxy.stop() }
-            var trusting = TLSConfiguration.makeClientConfiguration()
-            trusting.trustRoots = .file(certificate)
             let probe = AppHealthProbe(tlsConfiguration: trusting, proxies: ProxyEnvironment(environment: ["HTTPS_PROXY": proxy.url]))
             let outcome = await probe.check("https://coder.example.test:443/ok", timeout: .seconds(60))
             if valid {

@@ -93,12 +93,10 @@ enum ReporterTestKit {
         return (value, errors.isEmpty ? "" : "run cmd: " + errors.joined(separator: "\n"))
     }
 
-    /// A throwaway certificate for `names` (openssl's subject alternative names; by default
-    /// `localhost`, 127.0.0.1 and ::1), made by the `openssl` CLI as the DERP relay double
-    /// makes its own, in a fresh directory the caller removes.
-    static func selfSignedCertificate(
-        names: String = "DNS:localhost,IP:127.0.0.1,IP:::1"
-    ) async throws -> (certificate: String, key: String, directory: String) {
+    /// A throwaway certificate for `names` (openssl's subject alternative names), made by
+    /// the `openssl` CLI as the DERP relay double makes its own, in a fresh directory the
+    /// caller removes.
+    static func selfSignedCertificate(names: String) async throws -> (certificate: String, key: String, directory: String) {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("scripts-tls-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         let certificate = directory + "/cert.pem"
