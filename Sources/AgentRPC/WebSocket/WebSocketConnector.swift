@@ -26,11 +26,13 @@ public enum WebSocketConnector {
     ///   - url: `ws://` or `wss://` URL.
     ///   - headers: extra request headers (never logged).
     ///   - proxies: where the proxy settings come from (the agent's environment).
+    ///   - tlsConfiguration: for `wss://` (default: the system's trust store, full
+    ///     verification; a proxy's tunnel checks the identity itself, ``OutboundProxy/ProxyRoute``).
     ///   - upgraded: called on the channel's loop once the frame codec is installed.
     public static func connect<T: Sendable>(
         url: String, headers extra: [(String, String)] = [],
         group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton, proxies: ProxyEnvironment = .process,
-        timeout: TimeAmount = WebSocketDialer.dialTimeout,
+        tlsConfiguration: TLSConfiguration = .makeClientConfiguration(), timeout: TimeAmount = WebSocketDialer.dialTimeout,
         upgraded: @escaping @Sendable (any Channel) throws -> T
     ) async throws -> T {
         guard let parsed = URLComponents(string: url), let host = parsed.host, !host.isEmpty,
@@ -53,7 +55,7 @@ public enum WebSocketConnector {
         let serverName = (try? SocketAddress(ipAddress: address, port: 0)) == nil ? address : nil
         let sslContext =
             tls
-            ? try NIOSSLContext(configuration: route.tlsConfiguration(.makeClientConfiguration()))
+            ? try NIOSSLContext(configuration: route.tlsConfiguration(tlsConfiguration))
             : nil
         let expired = ExpiryFlag()
         let cancellation = DialCancellation()
