@@ -79,12 +79,15 @@ struct WebSocketTunnelTLSTests {
     static func certificate(_ names: String) async throws -> (certificate: String, key: String, directory: String) {
         let directory = NSTemporaryDirectory() + "wss-tunnel-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        var made = false
+        defer { if !made { try? FileManager.default.removeItem(atPath: directory) } }
         let outcome = await ChildProgram.run([
             "openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
             "-keyout", directory + "/key.pem", "-out", directory + "/cert.pem", "-days", "1", "-subj", "/CN=test",
             "-addext", "subjectAltName=\(names)",
         ])
         try #require(outcome.status == 0, "openssl: \(outcome.stdout)")
+        made = true
         return (directory + "/cert.pem", directory + "/key.pem", directory)
     }
 
@@ -93,7 +96,11 @@ struct WebSocketTunnelTLSTests {
         let (certificate, key, directory) = try await Self.certificate(names)
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let server = try await TLSServer.start(certificate: certificate, key: key)
-        let proxy = try #require(StandInProxy.start(relayingTo: server.port))
+        guard let proxy = await StandInProxy.start(relayingTo: server.port) else {
+            await server.stop()
+            Issue.record("the stand-in proxy did not start")
+            return
+        }
         defer { proxy.stop() }
         var trusting = TLSConfiguration.makeClientConfiguration()
         trusting.trustRoots = .file(certificate)

@@ -15,10 +15,11 @@ public final class StandInProxy: Sendable {
     /// `http://127.0.0.1:<port>`, for `HTTPS_PROXY`.
     public var url: String { "http://127.0.0.1:\(port)" }
 
-    /// Starts the proxy, relaying to `backend` on 127.0.0.1; nil if it did not start.
-    public static func start(relayingTo backend: Int) -> StandInProxy? {
+    /// Starts the proxy, relaying to `backend` on 127.0.0.1; nil if it did not start. Its
+    /// port is read on a thread of its own, not the cooperative pool's.
+    public static func start(relayingTo backend: Int) async -> StandInProxy? {
         guard let child = ChildProgram.start(["python3", "-c", script, String(backend)]) else { return nil }
-        guard let port = Int(child.readLine(timeout: .seconds(30))) else {
+        guard let port = await onThread({ Int(child.readLine(timeout: .seconds(30))) }) else {
             child.kill()
             return nil
         }
@@ -28,10 +29,15 @@ public final class StandInProxy: Sendable {
     public func stop() { child.kill() }
 
     /// Prints its port, then serves each connection on a thread: reads the request head (at
-    /// most 16 KiB), answers 200, and copies both ways until either side ends.
+    /// most 16 KiB), answers 200, and copies both ways until either side ends. It exits when
+    /// its stdin ends, so it does not outlive a test process that dies.
     private static let script = """
-        import socket, sys, threading
+        import os, socket, sys, threading
         backend = int(sys.argv[1])
+        def watch_stdin():
+            sys.stdin.read()
+            os._exit(0)
+        threading.Thread(target=watch_stdin, daemon=True).start()
         listener = socket.socket()
         listener.bind(("127.0.0.1", 0))
         listener.listen(16)

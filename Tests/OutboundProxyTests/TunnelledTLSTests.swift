@@ -85,11 +85,25 @@ struct TunnelledTLSTests {
         // The common name does not count, as in Go.
         let commonNameOnly = try await Self.certificate("DNS:other.example.com")
         #expect(!CertificateIdentity.names("test", commonNameOnly))
+        // A bare `*` is no pattern; a DNS name with a trailing dot is matched exactly.
+        let odd = try await Self.certificate("DNS:*,DNS:exact.example.com.")
+        #expect(!CertificateIdentity.names("localhost", odd))
+        #expect(CertificateIdentity.names("exact.example.com.", odd))
+        #expect(!CertificateIdentity.names("exact.example.com", odd))
+        // The wildcard applies to valid host names only (Go's `validHostname`).
+        let wildcard = try await Self.certificate("DNS:*.example.com")
+        #expect(CertificateIdentity.names("x_y.example.com", wildcard))
+        #expect(!CertificateIdentity.names("-x.example.com", wildcard))
+        #expect(!CertificateIdentity.names("a b.example.com", wildcard))
+        // Only ASCII letters fold: a non-ASCII byte is compared as it is.
+        let unicode = try await Self.certificate("DNS:xn--bcher-kva.example")
+        #expect(CertificateIdentity.names("XN--BCHER-KVA.example", unicode))
+        #expect(!CertificateIdentity.names("bücher.example", unicode))
     }
 
     /// AsyncHTTPClient checks an address target's certificate against the connected address:
     /// an https request to an address through a proxy is refused with the reason.
-    @Test func asyncHTTPClientRequestsToAnAddressThroughAProxyAreRefused() throws {
+    @Test func asyncHTTPClientRequestsToAnAddressThroughAProxyAreRefused() async throws {
         let environment = ProxyEnvironment(environment: ["HTTPS_PROXY": "http://proxy.example:3128", "HTTP_PROXY": "http://proxy.example:3128"])
         #expect(throws: ProxyError.addressThroughProxy(proxy: ProxyServer(kind: .http, host: "proxy.example", port: 3128), target: "10.0.0.1")) {
             _ = try environment.clientProxy(url: "https://10.0.0.1:8443/api")
@@ -100,9 +114,15 @@ struct TunnelledTLSTests {
         let exempt = ProxyEnvironment(environment: ["HTTPS_PROXY": "http://proxy.example:3128", "NO_PROXY": "10.0.0.0/8"])
         #expect(try exempt.clientProxy(url: "https://10.0.0.1/") == nil)
         let clients = SharedHTTPClients(configuration: .init(), direct: HTTPClient.shared)
-        guard case .failure(.addressThroughProxy) = clients.client(for: "https://10.0.0.1/", proxies: environment) else {
+        switch clients.client(for: "https://10.0.0.1/", proxies: environment) {
+        case .failure(.addressThroughProxy):
+            break
+        case .failure(let other):
+            Issue.record("another refusal: \(other)")
+        case .success(let client):
             Issue.record("the shared clients gave a client for an address through a proxy")
-            return
+            // A client of its own must be shut down before it goes (AsyncHTTPClient traps).
+            if client !== HTTPClient.shared { try await client.shutdown() }
         }
     }
 }

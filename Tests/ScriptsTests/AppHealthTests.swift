@@ -207,7 +207,11 @@ struct AppHealthTests {
         for (names, valid) in [("DNS:coder.example.test", true), ("IP:127.0.0.1,DNS:other.example.test", false)] {
             let (server, trusting, directory) = try await Self.tlsServer(names: names)
             defer { try? FileManager.default.removeItem(atPath: directory) }
-            let proxy = try #require(StandInProxy.start(relayingTo: server.port))
+            guard let proxy = await StandInProxy.start(relayingTo: server.port) else {
+                await server.stop()
+                Issue.record("the stand-in proxy did not start")
+                return
+            }
             defer { proxy.stop() }
             let probe = AppHealthProbe(tlsConfiguration: trusting, proxies: ProxyEnvironment(environment: ["HTTPS_PROXY": proxy.url]))
             let outcome = await probe.check("https://coder.example.test:443/ok", timeout: .seconds(60))
