@@ -32,17 +32,14 @@ struct JetBrainsForwardTests {
             sys.stdin.read()
             """
         let child = try #require(ChildProgram.start(["/usr/bin/python3", "-c", script] + (marker.map { [$0] } ?? [])))
-        let line = await readLine(child.stdout)
+        let line = await readLine(child)
         return (child, try #require(Int(line), "child said \(line)"))
     }
 
-    static func readLine(_ fd: Int32) async -> String {
-        await onThread {
-            var bytes: [UInt8] = []
-            var byte: UInt8 = 0
-            while bytes.count < 4096, read(fd, &byte, 1) == 1, byte != 10 { bytes.append(byte) }
-            return String(decoding: bytes, as: UTF8.self)
-        }
+    /// A line of the child's output, read on a thread of its own; "" if the child says
+    /// nothing for 60 s.
+    static func readLine(_ child: ChildProgram.Running) async -> String {
+        await onThread { child.readLine(limit: 4096, timeout: .seconds(60)) }
     }
 
     @Test func theReferencesMarkersAreFoundCaseInsensitively() {
@@ -131,7 +128,7 @@ struct JetBrainsForwardTests {
                     "-L", "127.0.0.1:\(local):127.0.0.1:\(plainPort)", "127.0.0.1", "echo started; read line",
                 ]))
         defer { session.kill() }
-        #expect(await Self.readLine(session.stdout) == "started")
+        #expect(await Self.readLine(session) == "started")
         #expect(counts.count(.ssh) == 0 && counts.count(.vscode) == 0 && counts.count(.jetbrains) == 0)
         #expect(reports.all.isEmpty, "\(reports.all)")
         let client = try #require(await LoopbackSocket.connect(port: local))
