@@ -177,6 +177,18 @@ struct AppHealthTests {
         await server.stop()
     }
 
+    /// A check of `/ok` through a proxy's tunnel whose certificate names `target` (`valid`):
+    /// healthy, the request sent; or not: refused for `target`, nothing sent.
+    static func expectChecked(_ outcome: AppHealthProbe.Outcome, server: Kit.HTTPServer, valid: Bool, target: String) {
+        if valid {
+            #expect(outcome == .healthy(status: 200), "\(outcome)")
+            #expect(server.hits == ["/ok"])
+        } else {
+            #expect("\(outcome)".contains("not valid for \(target)"), "\(outcome)")
+            #expect(server.hits.isEmpty, "nothing is sent before the check")
+        }
+    }
+
     /// https to an IP address through the proxy's tunnel: the certificate must name the
     /// target's address. NIOSSL alone checks the connected address, the proxy's: a server
     /// whose certificate names only 127.0.0.1 (where the proxy is) passed for 0.0.0.0.
@@ -188,13 +200,7 @@ struct AppHealthTests {
             defer { try? FileManager.default.removeItem(atPath: directory) }
             let probe = AppHealthProbe(tlsConfiguration: trusting, proxies: ProxyEnvironment(environment: ["HTTPS_PROXY": proxy.url()]))
             let outcome = await probe.check(server.url("/ok", scheme: "https", host: "0.0.0.0"), timeout: .seconds(60))
-            if valid {
-                #expect(outcome == .healthy(status: 200), "\(outcome)")
-                #expect(server.hits == ["/ok"])
-            } else {
-                #expect("\(outcome)".contains("not valid for 0.0.0.0"), "\(outcome)")
-                #expect(server.hits.isEmpty, "nothing is sent before the check")
-            }
+            Self.expectChecked(outcome, server: server, valid: valid, target: "0.0.0.0")
             await server.stop()
         }
         #expect(proxy.requests().allSatisfy { $0.hasPrefix("CONNECT 0.0.0.0:") } && proxy.requests().count == 2, "\(proxy.requests())")
@@ -215,13 +221,7 @@ struct AppHealthTests {
             defer { proxy.stop() }
             let probe = AppHealthProbe(tlsConfiguration: trusting, proxies: ProxyEnvironment(environment: ["HTTPS_PROXY": proxy.url]))
             let outcome = await probe.check("https://coder.example.test:443/ok", timeout: .seconds(60))
-            if valid {
-                #expect(outcome == .healthy(status: 200), "\(outcome)")
-                #expect(server.hits == ["/ok"])
-            } else {
-                #expect("\(outcome)".contains("not valid for coder.example.test"), "\(outcome)")
-                #expect(server.hits.isEmpty, "nothing is sent before the check")
-            }
+            Self.expectChecked(outcome, server: server, valid: valid, target: "coder.example.test")
             await server.stop()
         }
     }
