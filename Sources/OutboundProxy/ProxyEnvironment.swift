@@ -64,7 +64,7 @@ public struct ProxyEnvironment: Sendable, Equatable, CustomStringConvertible, Cu
     /// ``proxy(scheme:host:port:)`` for a URL's text (`scheme://host[:port]/...`); nil for a
     /// URL without a host.
     public func proxy(url: String) throws(ProxyError) -> ProxyServer? {
-        guard let target = Self.target(of: url) else { return nil }
+        guard let target = URLTarget(url) else { return nil }
         return try proxy(scheme: target.scheme, host: target.host, port: target.port)
     }
 
@@ -81,17 +81,8 @@ public struct ProxyEnvironment: Sendable, Equatable, CustomStringConvertible, Cu
 
     /// ``clientProxy(scheme:host:port:)`` for a URL's text; nil for a URL without a host.
     public func clientProxy(url: String) throws(ProxyError) -> ProxyServer? {
-        guard let target = Self.target(of: url) else { return nil }
+        guard let target = URLTarget(url) else { return nil }
         return try clientProxy(scheme: target.scheme, host: target.host, port: target.port)
-    }
-
-    /// A URL's scheme, host (without brackets) and port; nil without a host.
-    private static func target(of url: String) -> (scheme: String, host: String, port: Int?)? {
-        guard let components = URLComponents(string: url), let scheme = components.scheme, let host = components.host, !host.isEmpty else {
-            return nil
-        }
-        let bare = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
-        return (scheme, bare, components.port)
     }
 
     /// Go's `useProxy`: never for `localhost` or a loopback address, else unless a rule matches.

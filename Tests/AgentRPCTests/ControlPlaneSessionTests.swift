@@ -277,10 +277,10 @@ struct ControlPlaneSessionTests {
             // answer reaches the agent), so that only the states below stay queued.
             #expect(await eventually(timeout: .seconds(30)) { session.lifecycle.count == 0 })
             double.answerDelay.withLock { $0 = .seconds(3600) }
-            let begin = ContinuousClock.now
             session.beginShutdown()
+            // Returns at the 500 ms deadline; held by the hour's delay, the suite's time limit
+            // fails it (no wall-clock bound here: a busy host stretches the half second).
             try await running.value
-            #expect(ContinuousClock.now - begin < .seconds(10))
             // SHUTTING_DOWN was sent but never acknowledged, so it is still queued, once.
             #expect(session.lifecycle.count == 2)
             double.answerDelay.withLock { $0 = .zero }

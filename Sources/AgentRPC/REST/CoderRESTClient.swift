@@ -4,6 +4,7 @@ import FoundationEssentials
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import NIOSSL
 import OutboundProxy
 
 /// coderd's REST API as the agent: `Coder-Session-Token` and the deployment's extra headers
@@ -22,9 +23,17 @@ public struct CoderRESTClient: CoderRESTRequesting {
     public let token: String?
     /// Added to every request, after the client's own (never logged).
     public let headers: [(String, String)]
-    /// The HTTP client, or why the proxy the environment names for coderd cannot be used
-    /// (each request then fails with that reason).
-    private let client: Result<HTTPClient, ProxyError>
+    /// How requests travel: AsyncHTTPClient (direct, or through a proxy that sees no TLS of
+    /// coderd's), a proxy's tunnel that checks coderd's certificate itself (an `https://`
+    /// access URL through an `http://` proxy: AsyncHTTPClient would accept a certificate for
+    /// the proxy's address there, and with it hand over the token), or why the proxy the
+    /// environment names cannot be used (each request then fails with that reason).
+    enum Transport: Sendable {
+        case client(HTTPClient)
+        case tunnel(TunnelledHTTPSClient)
+        case failed(String)
+    }
+    private let transport: Transport
 
     /// The process's client configuration for coderd: a refused or failed connect fails its
     /// request at once (AsyncHTTPClient's default retries it until the connect timeout, so git
@@ -44,36 +53,46 @@ public struct CoderRESTClient: CoderRESTRequesting {
     /// - Parameters:
     ///   - client: the HTTP client; nil takes the process's, through the proxy that `proxies`
     ///     names for `baseURL` (Go's `ProxyFromEnvironment`), if any.
+    ///   - tunnelTLS: the trust for an `https://` access URL reached through a proxy's tunnel
+    ///     (nil: the system's store).
     public init(
-        baseURL: String, token: String?, headers: [(String, String)] = [], client: HTTPClient? = nil, proxies: ProxyEnvironment = .process
+        baseURL: String, token: String?, headers: [(String, String)] = [], client: HTTPClient? = nil, proxies: ProxyEnvironment = .process,
+        tunnelTLS: TLSConfiguration? = nil
     ) {
         var base = baseURL
         while base.hasSuffix("/") { base.removeLast() }
         if base.hasPrefix("wss://") { base = "https://" + base.dropFirst("wss://".count) }
         if base.hasPrefix("ws://") { base = "http://" + base.dropFirst("ws://".count) }
-        self.init(
-            baseURL: base, token: token, headers: headers,
-            client: client.map { .success($0) } ?? Self.sharedClients.client(for: base, proxies: proxies))
+        let transport = client.map { Transport.client($0) } ?? Self.transport(for: base, proxies: proxies, tunnelTLS: tunnelTLS)
+        self.init(baseURL: base, token: token, headers: headers, transport: transport)
     }
 
-    private init(baseURL: String, token: String?, headers: [(String, String)], client: Result<HTTPClient, ProxyError>) {
+    private init(baseURL: String, token: String?, headers: [(String, String)], transport: Transport) {
         self.baseURL = baseURL
         self.token = token
         self.headers = headers
-        self.client = client
+        self.transport = transport
+    }
+
+    /// The transport for `base` in `proxies`: the tunnel for https through an http proxy,
+    /// else the process's AsyncHTTPClient for the route.
+    static func transport(for base: String, proxies: ProxyEnvironment, tunnelTLS: TLSConfiguration?) -> Transport {
+        do {
+            if base.lowercased().hasPrefix("https://"), let proxy = try proxies.proxy(url: base), proxy.kind == .http {
+                return .tunnel(try TunnelledHTTPSClient(proxy: proxy, tlsConfiguration: tunnelTLS))
+            }
+        } catch {
+            return .failed("\(error)")
+        }
+        switch sharedClients.client(for: base, proxies: proxies) {
+        case .success(let client): return .client(client)
+        case .failure(let error): return .failed(error.description)
+        }
     }
 
     /// The same client with another token (an exchanged one).
     public func with(token: String?) -> CoderRESTClient {
-        CoderRESTClient(baseURL: baseURL, token: token, headers: headers, client: client)
-    }
-
-    /// The client, or the proxy's failure as this request's.
-    private func httpClient(_ method: String, _ address: String) throws(CoderRESTError) -> HTTPClient {
-        switch client {
-        case .success(let client): return client
-        case .failure(let error): throw .connection(method: method, url: address, reason: error.description)
-        }
+        CoderRESTClient(baseURL: baseURL, token: token, headers: headers, transport: transport)
     }
 
     /// The URL of `path` with `query` (each name and value percent-encoded).
@@ -98,12 +117,32 @@ public struct CoderRESTClient: CoderRESTRequesting {
         timeout: Duration = CoderRESTClient.timeout
     ) async throws(CoderRESTError) -> CoderRESTResponse {
         let address = url(path, query: query)
-        let request = makeRequest(method, address, json: body)
-        let client = try httpClient(method.rawValue, address)
+        let headers = requestHeaders(json: body != nil)
         do {
-            let response = try await client.execute(request, timeout: Self.timeAmount(timeout))
-            let bytes = try await response.body.collect(upTo: Self.maxResponseBytes)
-            return CoderRESTResponse(method: method.rawValue, url: address, status: Int(response.status.code), body: Array(bytes.readableBytesView))
+            switch transport {
+            case .failed(let reason):
+                throw CoderRESTError.connection(method: method.rawValue, url: address, reason: reason)
+            case .client(let client):
+                var request = HTTPClientRequest(url: address)
+                request.method = method
+                request.headers.add(contentsOf: headers)
+                if let body { request.body = .bytes(ByteBuffer(bytes: body)) }
+                let response = try await client.execute(request, timeout: Self.timeAmount(timeout))
+                let bytes = try await response.body.collect(upTo: Self.maxResponseBytes)
+                return CoderRESTResponse(method: method.rawValue, url: address, status: Int(response.status.code), body: Array(bytes.readableBytesView))
+            case .tunnel(let tunnel):
+                let request = try Self.tunnelRequest(method, address, headers: headers, body: body)
+                return try await tunnel.execute(request, deadline: .now() + Self.timeAmount(timeout)) { head, chunks in
+                    var bytes: [UInt8] = []
+                    for try await chunk in chunks {
+                        guard bytes.count + chunk.readableBytes <= Self.maxResponseBytes else { throw NIOTooManyBytesError(maxBytes: Self.maxResponseBytes) }
+                        bytes += chunk.readableBytesView
+                    }
+                    return CoderRESTResponse(method: method.rawValue, url: address, status: Int(head.status.code), body: bytes)
+                }
+            }
+        } catch let error as CoderRESTError {
+            throw error
         } catch is NIOTooManyBytesError {
             throw .tooLarge(method: method.rawValue, url: address, limit: Self.maxResponseBytes)
         } catch {
@@ -111,37 +150,66 @@ public struct CoderRESTClient: CoderRESTRequesting {
         }
     }
 
-    /// Opens a streamed answer (server-sent events): its status, then its body's chunks as
-    /// they arrive, each at most ``maxResponseBytes``. No overall timeout: the caller ends it
-    /// by cancelling its task.
-    public func open(
-        _ path: String, query: [(String, String)] = [], connectTimeout: Duration = CoderRESTClient.timeout
-    )
-        async throws(CoderRESTError) -> (status: Int, body: HTTPClientResponse.Body)
-    {
+    /// Opens a streamed answer (server-sent events) and hands its status and body's chunks,
+    /// as they arrive, to `consume`; the request ends when `consume` returns. `connectTimeout`
+    /// bounds the wait for the answer's head only: the caller ends the stream by returning or
+    /// by cancelling its task. A failure to get the answer throws ``CoderRESTError``;
+    /// `consume`'s own errors, and the body's, pass through.
+    public func stream<Result: Sendable>(
+        _ path: String, query: [(String, String)] = [], connectTimeout: Duration = CoderRESTClient.timeout,
+        _ consume: (_ status: Int, _ body: CoderRESTStream) async throws -> Result
+    ) async throws -> Result {
         let address = url(path, query: query)
-        var request = makeRequest(.GET, address, json: nil)
-        request.headers.replaceOrAdd(name: "Accept", value: "text/event-stream")
-        let client = try httpClient("GET", address)
-        do {
-            let deadline = NIODeadline.now() + Self.timeAmount(connectTimeout)
-            let response = try await client.execute(request, deadline: deadline)
-            return (Int(response.status.code), response.body)
-        } catch {
-            throw .connection(method: "GET", url: address, reason: Self.describe(error))
+        var headers = requestHeaders(json: false)
+        headers.replaceOrAdd(name: "Accept", value: "text/event-stream")
+        let deadline = NIODeadline.now() + Self.timeAmount(connectTimeout)
+        switch transport {
+        case .failed(let reason):
+            throw CoderRESTError.connection(method: "GET", url: address, reason: reason)
+        case .client(let client):
+            var request = HTTPClientRequest(url: address)
+            request.headers.add(contentsOf: headers)
+            let response: HTTPClientResponse
+            do {
+                response = try await client.execute(request, deadline: deadline)
+            } catch {
+                throw CoderRESTError.connection(method: "GET", url: address, reason: Self.describe(error))
+            }
+            return try await consume(Int(response.status.code), CoderRESTStream(.client(response.body)))
+        case .tunnel(let tunnel):
+            let request = try Self.tunnelRequest(.GET, address, headers: headers, body: nil)
+            // The consumer's errors are carried out unchanged; the rest are the request's.
+            let outcome: Swift.Result<Result, any Error>
+            do {
+                outcome = try await tunnel.execute(request, deadline: deadline, scope: .head) { head, chunks in
+                    do {
+                        return .success(try await consume(Int(head.status.code), CoderRESTStream(.tunnel(chunks))))
+                    } catch {
+                        return .failure(error)
+                    }
+                }
+            } catch {
+                throw CoderRESTError.connection(method: "GET", url: address, reason: Self.describe(error))
+            }
+            return try outcome.get()
         }
     }
 
-    private func makeRequest(_ method: HTTPMethod, _ address: String, json body: [UInt8]?) -> HTTPClientRequest {
-        var request = HTTPClientRequest(url: address)
-        request.method = method
-        request.headers.add(name: "Accept", value: "application/json")
-        if let token { request.headers.add(name: "Coder-Session-Token", value: token) }
-        for (name, value) in headers { request.headers.add(name: name, value: value) }
-        if let body {
-            request.headers.replaceOrAdd(name: "Content-Type", value: "application/json")
-            request.body = .bytes(ByteBuffer(bytes: body))
-        }
+    /// The headers of every request: `Accept`, the token, the deployment's extra headers and,
+    /// with a JSON body, its content type.
+    private func requestHeaders(json: Bool) -> HTTPHeaders {
+        var headers = HTTPHeaders([("Accept", "application/json")])
+        if let token { headers.add(name: "Coder-Session-Token", value: token) }
+        for (name, value) in self.headers { headers.add(name: name, value: value) }
+        if json { headers.replaceOrAdd(name: "Content-Type", value: "application/json") }
+        return headers
+    }
+
+    private static func tunnelRequest(
+        _ method: HTTPMethod, _ address: String, headers: HTTPHeaders, body: [UInt8]?
+    ) throws(CoderRESTError) -> TunnelledHTTPSClient.Request {
+        guard let request = TunnelledHTTPSClient.Request(method: method, url: address, headers: headers.map { ($0.name, $0.value) }, body: body)
+        else { throw .connection(method: method.rawValue, url: address, reason: "not an https:// URL") }
         return request
     }
 
@@ -158,6 +226,9 @@ public struct CoderRESTClient: CoderRESTRequesting {
             default: return "\(error)"
             }
         }
+        if let error = error as? TunnelledHTTPSError { return error.description }
+        // Go's `io.ErrUnexpectedEOF` for an answer cut short.
+        if let error = error as? HTTPParserError, error == .invalidEOFState { return "unexpected EOF" }
         // Go's words for the common refusal (NIO's text names the system call and errno).
         if "\(error)".contains("Connection refused") { return "connect: connection refused" }
         return "\(error)"

@@ -74,45 +74,48 @@ public struct ReinitWatcher: Service {
     /// One request: the first `data` event, or nil for 409; throws for anything else.
     func waitOnce() async throws -> ReinitEvent? {
         let client = rest.with(token: try await tokens.sessionToken())
-        let (status, body) = try await client.open(Self.path, query: [("wait", "true")])
-        if status != 200 {
-            // The error body, bounded as any answer.
-            var bytes: [UInt8] = []
-            for try await chunk in body {
-                bytes += chunk.readableBytesView.prefix(CoderRESTClient.maxResponseBytes - bytes.count)
-                if bytes.count >= CoderRESTClient.maxResponseBytes { break }
-            }
-            let response = CoderRESTResponse(method: "GET", url: client.url(Self.path, query: [("wait", "true")]), status: status, body: bytes)
-            if status == 409 {
-                logger.debug("reinit polling ended by the control plane", metadata: ["error": "\(response.unexpectedStatusText)"])
-                return nil
-            }
-            throw ReinitStreamParser.Failure(description: response.unexpectedStatusText)
-        }
-        let activity = StreamActivity()
         let idleTimeout = idleTimeout
-        return try await withThrowingTaskGroup(of: ReinitEvent?.self) { group in
-            group.addTask {
-                var parser = ReinitStreamParser()
+        let logger = logger
+        return try await client.stream(Self.path, query: [("wait", "true")]) { status, body in
+            if status != 200 {
+                // The error body, bounded as any answer.
+                var bytes: [UInt8] = []
                 for try await chunk in body {
-                    activity.touch()
-                    for item in try parser.feed(chunk.readableBytesView) {
-                        if case .event(let event) = item { return event }
+                    bytes += chunk.readableBytesView.prefix(CoderRESTClient.maxResponseBytes - bytes.count)
+                    if bytes.count >= CoderRESTClient.maxResponseBytes { break }
+                }
+                let response = CoderRESTResponse(
+                    method: "GET", url: client.url(Self.path, query: [("wait", "true")]), status: status, body: bytes)
+                if status == 409 {
+                    logger.debug("reinit polling ended by the control plane", metadata: ["error": "\(response.unexpectedStatusText)"])
+                    return nil
+                }
+                throw ReinitStreamParser.Failure(description: response.unexpectedStatusText)
+            }
+            let activity = StreamActivity()
+            return try await withThrowingTaskGroup(of: ReinitEvent?.self) { group in
+                group.addTask {
+                    var parser = ReinitStreamParser()
+                    for try await chunk in body {
+                        activity.touch()
+                        for item in try parser.feed(chunk.readableBytesView) {
+                            if case .event(let event) = item { return event }
+                        }
+                    }
+                    throw ReinitStreamParser.Failure(description: "listening for reinitialization events: failed to read server-sent event: EOF")
+                }
+                group.addTask {
+                    // Wakes a few times per timeout; the stream ends when nothing came for the whole of it.
+                    while true {
+                        try await Task.sleep(for: idleTimeout / 4)
+                        if activity.silence >= idleTimeout {
+                            throw ReinitStreamParser.Failure(description: "listening for reinitialization events: nothing for \(idleTimeout)")
+                        }
                     }
                 }
-                throw ReinitStreamParser.Failure(description: "listening for reinitialization events: failed to read server-sent event: EOF")
+                defer { group.cancelAll() }
+                return try await group.next() ?? nil
             }
-            group.addTask {
-                // Wakes a few times per timeout; the stream ends when nothing came for the whole of it.
-                while true {
-                    try await Task.sleep(for: idleTimeout / 4)
-                    if activity.silence >= idleTimeout {
-                        throw ReinitStreamParser.Failure(description: "listening for reinitialization events: nothing for \(idleTimeout)")
-                    }
-                }
-            }
-            defer { group.cancelAll() }
-            return try await group.next() ?? nil
         }
     }
 }

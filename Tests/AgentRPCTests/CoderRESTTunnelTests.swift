@@ -1,0 +1,187 @@
+import AgentCore
+import AgentRPC
+import AgentTestSupport
+import Foundation
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOSSL
+import OutboundProxy
+import Synchronization
+import Testing
+
+/// coderd's REST API at an `https://` access URL through an HTTP proxy: the request goes
+/// through the proxy's tunnel with coderd's certificate checked against the access URL's
+/// host, not the proxy's address (``StandInProxy`` relays every tunnel to one TLS server).
+/// AsyncHTTPClient, which carried these requests before, accepts a certificate naming the
+/// proxy's address (127.0.0.1) and sent the token to whoever held one.
+@Suite(.timeLimit(.minutes(3)))
+struct CoderRESTTunnelTests {
+    static let ok = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n{\"ok\":true}"
+
+    /// A TLS server with a certificate for `names` behind a stand-in proxy, and a REST client
+    /// for `base` through it that trusts that certificate.
+    static func withServer(
+        names: String, answer: [UInt8]?, close: Bool = false, base: String = "https://coder.example.test",
+        _ body: (TLSTestServer, CoderRESTClient) async throws -> Void
+    ) async throws {
+        let (certificate, key, directory) = try await TLSTestServer.certificate(names)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let server = try await TLSTestServer.start(certificate: certificate, key: key, answer: answer, close: close)
+        guard let proxy = await StandInProxy.start(relayingTo: server.port) else {
+            await server.stop()
+            Issue.record("the stand-in proxy did not start")
+            return
+        }
+        defer { proxy.stop() }
+        var trusting = TLSConfiguration.makeClientConfiguration()
+        trusting.trustRoots = .file(certificate)
+        let rest = CoderRESTClient(
+            baseURL: base, token: "the-token", headers: [("X-Deployment", "d1")],
+            proxies: ProxyEnvironment(environment: ["HTTPS_PROXY": proxy.url]), tunnelTLS: trusting)
+        do {
+            try await body(server, rest)
+        } catch {
+            await server.stop()
+            throw error
+        }
+        await server.stop()
+    }
+
+    @Test func aRequestArrivesWholeAndItsAnswerIsRead() async throws {
+        try await Self.withServer(names: "DNS:coder.example.test", answer: Array(Self.ok.utf8)) { server, rest in
+            let answer = try await rest.send(.POST, "/api/v2/x", query: [("a", "b c")], json: Array(#"{"n":1}"#.utf8))
+            #expect(answer.status == 200)
+            #expect(answer.body == Array(#"{"ok":true}"#.utf8))
+            let text = server.text
+            #expect(text.hasPrefix("POST /api/v2/x?a=b%20c HTTP/1.1\r\nHost: coder.example.test\r\n"), "\(text)")
+            for header in ["Coder-Session-Token: the-token", "X-Deployment: d1", "Content-Type: application/json", "Content-Length: 7"] {
+                #expect(text.contains("\r\n\(header)\r\n"), "\(header) in \(text)")
+            }
+            #expect(text.hasSuffix("\r\n\r\n{\"n\":1}"), "\(text)")
+        }
+    }
+
+    /// The certificate names the proxy's address and another host: refused, with nothing,
+    /// the token least of all, written to the server.
+    @Test(arguments: [false, true])
+    func aCertificateForTheProxysAddressIsRefusedBeforeTheTokenLeaves(streamed: Bool) async throws {
+        try await Self.withServer(names: "IP:127.0.0.1,DNS:other.example.test", answer: Array(Self.ok.utf8)) { server, rest in
+            do {
+                if streamed {
+                    _ = try await rest.stream("/api/v2/workspaceagents/me/reinit") { status, _ in status }
+                } else {
+                    _ = try await rest.send(.GET, "/api/v2/workspaceagents/me/gitsshkey")
+                }
+                Issue.record("the request succeeded")
+            } catch {
+                #expect("\(error)".contains("not valid for coder.example.test"), "\(error)")
+                #expect("\(error)".hasPrefix("GET https://coder.example.test/api/v2/workspaceagents/me/"), "\(error)")
+            }
+            #expect(server.text.isEmpty, "nothing is written before the check")
+        }
+    }
+
+    /// An access URL named by an address: the certificate must name that address (before,
+    /// such a URL was refused through a proxy, since the address checked was the proxy's).
+    @Test(arguments: [("IP:10.1.2.3", true), ("IP:127.0.0.1", false)])
+    func anAddressIsCheckedAgainstTheTargetsAddress(names: String, valid: Bool) async throws {
+        try await Self.withServer(names: names, answer: Array(Self.ok.utf8), base: "https://10.1.2.3:8443") { server, rest in
+            do {
+                let answer = try await rest.send(.GET, "/api/v2/buildinfo")
+                #expect(valid, "a certificate for the proxy's address passed")
+                #expect(answer.status == 200)
+                #expect(server.text.hasPrefix("GET /api/v2/buildinfo HTTP/1.1\r\nHost: 10.1.2.3:8443\r\n"), "\(server.text)")
+            } catch {
+                #expect(!valid, "\(error)")
+                #expect("\(error)".contains("not valid for 10.1.2.3"), "\(error)")
+                #expect(server.text.isEmpty)
+            }
+        }
+    }
+
+    /// Hostile answers: each a clear error, never a short or partial body.
+    @Test(arguments: [
+        ("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n0123456789", "unexpected EOF"),
+        ("garbage\r\n\r\n", "GET https://coder.example.test/api/v2/x: "),
+        ("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "GET https://coder.example.test/api/v2/x: "),
+        ("", "unexpected EOF"),
+    ])
+    func aBrokenAnswerIsAnError(answer: String, reason: String) async throws {
+        try await Self.withServer(names: "DNS:coder.example.test", answer: Array(answer.utf8), close: true) { _, rest in
+            do {
+                let answer = try await rest.send(.GET, "/api/v2/x")
+                Issue.record("an answer: \(answer.status) \(answer.body.count) bytes")
+            } catch {
+                #expect("\(error)".contains(reason), "\(error)")
+            }
+        }
+    }
+
+    @Test func anAnswerLargerThanTheBoundIsRefused() async throws {
+        let size = CoderRESTClient.maxResponseBytes + 1
+        let answer = Array("HTTP/1.1 200 OK\r\nContent-Length: \(size)\r\n\r\n".utf8) + [UInt8](repeating: 0x61, count: size)
+        try await Self.withServer(names: "DNS:coder.example.test", answer: answer) { _, rest in
+            await #expect(throws: CoderRESTError.self) {
+                do {
+                    _ = try await rest.send(.GET, "/api/v2/x")
+                } catch {
+                    #expect("\(error)".contains("larger than 1024 KiB"), "\(error)")
+                    throw error
+                }
+            }
+        }
+    }
+
+    /// The deadline bounds the whole exchange: the proxy, the handshake and the answer.
+    @Test func aServerThatSaysNothingMeetsTheDeadline() async throws {
+        try await Self.withServer(names: "DNS:coder.example.test", answer: nil) { _, rest in
+            do {
+                _ = try await rest.send(.GET, "/api/v2/x", timeout: .seconds(1))
+                Issue.record("an answer from a silent server")
+            } catch {
+                #expect("\(error)".hasSuffix("context deadline exceeded"), "\(error)")
+            }
+        }
+    }
+
+    /// A stream is read as it arrives, and cancelling its task ends it at once (the agent's
+    /// shutdown), whatever the server does.
+    @Test func aStreamIsReadAsItArrivesAndEndsWithItsTask() async throws {
+        let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\nevent: ping\n\n"
+        try await Self.withServer(names: "DNS:coder.example.test", answer: Array(head.utf8)) { server, rest in
+            let first = Mutex<String?>(nil)
+            let reading = Task {
+                try await rest.stream("/api/v2/workspaceagents/me/reinit", query: [("wait", "true")]) { status, body in
+                    #expect(status == 200)
+                    for try await chunk in body {
+                        first.withLock { $0 = $0 ?? String(decoding: chunk.readableBytesView, as: UTF8.self) }
+                    }
+                }
+            }
+            #expect(await eventually(timeout: .seconds(60)) { first.withLock { $0 } != nil })
+            #expect(first.withLock { $0 } == "event: ping\n\n")
+            #expect(server.text.contains("\r\nAccept: text/event-stream\r\n"), "\(server.text)")
+            reading.cancel()
+            await #expect(throws: CancellationError.self) { try await reading.value }
+        }
+    }
+
+    /// The reinit loop through the tunnel: an event on the stream reaches the agent.
+    @Test func theReinitLoopHearsAnEventThroughTheTunnel() async throws {
+        let stream =
+            "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n"
+            + "event: data\ndata: {\"workspace_id\":\"aaaaaaaa-bbbb-4ccc-8ddd-eeeeeeeeeeee\",\"reason\":\"prebuild_claimed\"}\n\n"
+        try await Self.withServer(names: "DNS:coder.example.test", answer: Array(stream.utf8)) { _, rest in
+            let events = Mutex<[ReinitEvent]>([])
+            let watcher = ReinitWatcher(
+                rest: rest, tokens: FixedSessionToken("the-token"), logger: Logger(label: "reinit") { _ in SwiftLogNoOpLogHandler() }
+            ) { event in
+                events.withLock { $0.append(event) }
+                return false
+            }
+            try await watcher.run()
+            #expect(events.withLock { $0.map(\.workspaceID) } == ["aaaaaaaa-bbbb-4ccc-8ddd-eeeeeeeeeeee"])
+        }
+    }
+}

@@ -1,0 +1,109 @@
+import AgentTestSupport
+import Foundation
+import NIOCore
+import NIOPosix
+import NIOSSL
+import Synchronization
+import Testing
+
+/// A TLS server on 127.0.0.1 that keeps what it reads in plain text and, once a request's
+/// head and its `Content-Length` body have arrived, writes `answer` (nil: says nothing) and,
+/// if asked, closes.
+final class TLSTestServer: Sendable {
+    /// What the server read, in plain text.
+    final class Received: Sendable {
+        let bytes = Mutex<[UInt8]>([])
+    }
+
+    let channel: any Channel
+    let received: Received
+
+    private init(channel: any Channel, received: Received) {
+        self.channel = channel
+        self.received = received
+    }
+
+    var port: Int { channel.localAddress?.port ?? 0 }
+    var text: String { String(decoding: received.bytes.withLock { $0 }, as: UTF8.self) }
+
+    static func start(certificate: String, key: String, answer: String?, close: Bool = false) async throws -> TLSTestServer {
+        try await start(certificate: certificate, key: key, answer: answer.map { Array($0.utf8) }, close: close)
+    }
+
+    static func start(certificate: String, key: String, answer: [UInt8]?, close: Bool = false) async throws -> TLSTestServer {
+        let configuration = TLSConfiguration.makeServerConfiguration(
+            certificateChain: try NIOSSLCertificate.fromPEMFile(certificate).map { .certificate($0) },
+            privateKey: .privateKey(try NIOSSLPrivateKey(file: key, format: .pem)))
+        let context = try NIOSSLContext(configuration: configuration)
+        let received = Received()
+        let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .childChannelInitializer { child in
+                child.eventLoop.makeCompletedFuture {
+                    try child.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: context))
+                    try child.pipeline.syncOperations.addHandler(Recorder(received: received, answer: answer, close: close))
+                }
+            }
+            .bind(host: "127.0.0.1", port: 0).get()
+        return TLSTestServer(channel: channel, received: received)
+    }
+
+    func stop() async { try? await channel.close() }
+
+    private final class Recorder: ChannelInboundHandler {
+        typealias InboundIn = ByteBuffer
+        typealias OutboundOut = ByteBuffer
+        let received: Received
+        let answer: [UInt8]?
+        let close: Bool
+        var answered = false
+
+        init(received: Received, answer: [UInt8]?, close: Bool) {
+            self.received = received
+            self.answer = answer
+            self.close = close
+        }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            let bytes = Array(unwrapInboundIn(data).readableBytesView)
+            let all = received.bytes.withLock { all -> [UInt8] in
+                all += bytes
+                return all
+            }
+            guard !answered, let answer, Self.isWhole(all) else { return }
+            answered = true
+            let channel = context.channel
+            context.writeAndFlush(wrapOutboundOut(ByteBuffer(bytes: answer))).whenComplete { [close] _ in
+                if close { channel.close(promise: nil) }
+            }
+        }
+
+        /// A head, and as many bytes after it as its `Content-Length` says.
+        static func isWhole(_ bytes: [UInt8]) -> Bool {
+            let text = String(decoding: bytes, as: UTF8.self)
+            guard let end = text.range(of: "\r\n\r\n") else { return false }
+            let head = text[..<end.lowerBound].lowercased()
+            let length =
+                head.split(separator: "\r\n").first { $0.hasPrefix("content-length:") }
+                .flatMap { Int($0.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces)) } ?? 0
+            return text.utf8.count - text[..<end.upperBound].utf8.count >= length
+        }
+
+        func errorCaught(context: ChannelHandlerContext, error: any Error) { context.close(promise: nil) }
+    }
+
+    /// A throwaway certificate for `names`, its key, and their directory (removed by the caller).
+    static func certificate(_ names: String) async throws -> (certificate: String, key: String, directory: String) {
+        let directory = NSTemporaryDirectory() + "tls-test-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        var made = false
+        defer { if !made { try? FileManager.default.removeItem(atPath: directory) } }
+        let outcome = await ChildProgram.run([
+            "openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+            "-keyout", directory + "/key.pem", "-out", directory + "/cert.pem", "-days", "1", "-subj", "/CN=test",
+            "-addext", "subjectAltName=\(names)",
+        ])
+        try #require(outcome.status == 0, "openssl: \(outcome.stdout)")
+        made = true
+        return (directory + "/cert.pem", directory + "/key.pem", directory)
+    }
+}
