@@ -41,6 +41,24 @@ public struct TunnelledHTTPSClient: Sendable {
             let bare = host.contains(":") ? "[\(host)]" : host
             return port == 443 ? bare : "\(bare):\(port)"
         }
+
+        /// Headers the request sets itself; the caller's are dropped, as Go's `Request.Write`
+        /// drops them.
+        static let ownHeaders: Set<String> = ["host", "content-length", "transfer-encoding", "trailer", "connection"]
+
+        /// The request's head: `Host`, the caller's headers, the body's length (0 for a
+        /// method that carries one without it, as Go sends it) and `Connection: close`.
+        var head: HTTPRequestHead {
+            var headers = HTTPHeaders([("Host", hostHeader)])
+            for (name, value) in self.headers where !Self.ownHeaders.contains(name.lowercased()) { headers.add(name: name, value: value) }
+            if let body {
+                headers.add(name: "Content-Length", value: String(body.count))
+            } else if [.POST, .PUT, .PATCH].contains(method) {
+                headers.add(name: "Content-Length", value: "0")
+            }
+            headers.add(name: "Connection", value: "close")
+            return HTTPRequestHead(version: .http1_1, method: method, uri: target, headers: headers)
+        }
     }
 
     /// The status line and headers of an answer.
@@ -57,31 +75,39 @@ public struct TunnelledHTTPSClient: Sendable {
 
     public let proxy: ProxyServer
     private let context: NIOSSLContext
+    private let connectTimeout: TimeAmount
     private let group: any EventLoopGroup
+
+    /// A TLS close waits this long for the server's `close_notify` (NIOSSL's default is 5 s,
+    /// which a silent server would add to every deadline and cancellation).
+    static let shutdownTimeout = TimeAmount.milliseconds(500)
 
     /// - Parameters:
     ///   - proxy: an `http://` proxy (others throw ``ProxyError/unsupported(_:_:)``).
     ///   - tlsConfiguration: the trust for the target; nil takes the system's store, whose
     ///     context is made once for the process.
+    ///   - connectTimeout: the TCP connect to the proxy, within each request's deadline.
     public init(
-        proxy: ProxyServer, tlsConfiguration: TLSConfiguration? = nil,
+        proxy: ProxyServer, tlsConfiguration: TLSConfiguration? = nil, connectTimeout: TimeAmount = .seconds(10),
         group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) throws {
         guard proxy.kind == .http else { throw ProxyError.unsupported(proxy, "only http:// proxies are supported for this connection") }
         self.proxy = proxy
-        if let tlsConfiguration {
-            self.context = try NIOSSLContext(configuration: ProxyRoute.tunnel(proxy).tlsConfiguration(tlsConfiguration))
-        } else {
-            self.context = try Self.systemTrust.get()
-        }
+        self.context = try tlsConfiguration.map(Self.makeContext) ?? Self.systemTrust.get()
+        self.connectTimeout = connectTimeout
         self.group = group
     }
 
-    /// The context for the system's trust store inside a tunnel (loading the store costs
-    /// milliseconds; a context is safe to share).
-    private static let systemTrust = Result {
-        try NIOSSLContext(
-            configuration: ProxyRoute.tunnel(ProxyServer(kind: .http, host: "", port: 0)).tlsConfiguration(.makeClientConfiguration()))
+    /// The context for the system's trust store (loading the store costs milliseconds; a
+    /// context is safe to share).
+    private static let systemTrust = Result { try makeContext(.makeClientConfiguration()) }
+
+    /// A context for TLS inside a tunnel: the identity left to
+    /// ``ProxyRoute/tlsClientHandler(context:host:serverName:)``, a short close.
+    private static func makeContext(_ configuration: TLSConfiguration) throws -> NIOSSLContext {
+        var adjusted = ProxyRoute.tunnel(ProxyServer(kind: .http, host: "", port: 0)).tlsConfiguration(configuration)
+        adjusted.shutdownTimeout = shutdownTimeout
+        return try NIOSSLContext(configuration: adjusted)
     }
 
     /// Sends `request` and hands its answer's head and body to `consume`; the connection is
@@ -94,7 +120,12 @@ public struct TunnelledHTTPSClient: Sendable {
         let watch = ConnectionWatch()
         return try await withTaskCancellationHandler {
             do {
-                return try await exchange(request, deadline: deadline, scope: scope, watch: watch, consume)
+                let result = try await exchange(request, deadline: deadline, scope: scope, watch: watch, consume)
+                // A body that ends at its connection's close looks whole when the deadline or
+                // the task's cancellation closed it.
+                if watch.expired { throw TunnelledHTTPSError.timedOut }
+                if watch.cancelled { throw CancellationError() }
+                return result
             } catch {
                 if watch.expired { throw TunnelledHTTPSError.timedOut }
                 if watch.cancelled { throw CancellationError() }
@@ -113,14 +144,14 @@ public struct TunnelledHTTPSClient: Sendable {
         let route = ProxyRoute.tunnel(proxy)
         let serverName = IPAddressBytes(request.host) == nil ? request.host : nil
         let (context, host, port) = (self.context, request.host, request.port)
-        let connectTimeout = max(.milliseconds(1), deadline - .now())
+        let connectTimeout = max(.milliseconds(1), min(self.connectTimeout, deadline - .now()))
+        // The initializer runs once per connection attempt (Happy Eyeballs may make two):
+        // only the winner is watched, from here on.
         let (channel, head) = try await ClientBootstrap(group: group)
             .connectTimeout(connectTimeout)
             .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             .connect(host: proxy.host, port: proxy.port) { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    let timer = channel.eventLoop.scheduleTask(deadline: deadline) { watch.expire() }
-                    watch.opened(channel, timer: timer)
                     let pipeline = channel.pipeline.syncOperations
                     // The tunnel first: TLS and the request start inside it.
                     try route.addHandlers(to: pipeline, host: host, port: port)
@@ -134,14 +165,9 @@ public struct TunnelledHTTPSClient: Sendable {
                     return (async, headPromise.futureResult)
                 }
             }
+        watch.opened(channel.channel, deadline: deadline)
         return try await channel.executeThenClose { inbound, outbound in
-            var headers = HTTPHeaders([("Host", request.hostHeader)])
-            for (name, value) in request.headers { headers.add(name: name, value: value) }
-            if let body = request.body { headers.replaceOrAdd(name: "Content-Length", value: String(body.count)) }
-            headers.replaceOrAdd(name: "Connection", value: "close")
-            var parts: [HTTPClientRequestPart] = [
-                .head(HTTPRequestHead(version: .http1_1, method: request.method, uri: request.target, headers: headers))
-            ]
+            var parts: [HTTPClientRequestPart] = [.head(request.head)]
             if let body = request.body, !body.isEmpty { parts.append(.body(.byteBuffer(ByteBuffer(bytes: body)))) }
             parts.append(.end(nil))
             // A failed write means a failed connection; its cause is the head's failure.
@@ -149,7 +175,7 @@ public struct TunnelledHTTPSClient: Sendable {
             let answer = try await head.get()
             if scope == .head { watch.stopTimer() }
             defer { watch.stopTimer() }
-            return try await consume(Head(status: answer.status, headers: answer.headers), Body(parts: inbound))
+            return try await consume(Head(status: answer.status, headers: answer.headers), Body(parts: inbound, watch: watch))
         }
     }
 
@@ -158,11 +184,13 @@ public struct TunnelledHTTPSClient: Sendable {
     public struct Body: AsyncSequence, Sendable {
         public typealias Element = ByteBuffer
         let parts: NIOAsyncChannelInboundStream<HTTPClientResponsePart>
+        let watch: ConnectionWatch
 
-        public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(parts: parts.makeAsyncIterator()) }
+        public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(parts: parts.makeAsyncIterator(), watch: watch) }
 
         public struct AsyncIterator: AsyncIteratorProtocol {
             var parts: NIOAsyncChannelInboundStream<HTTPClientResponsePart>.AsyncIterator
+            let watch: ConnectionWatch
             var ended = false
 
             public mutating func next() async throws -> ByteBuffer? {
@@ -172,6 +200,10 @@ public struct TunnelledHTTPSClient: Sendable {
                     return chunk
                 case .end:
                     ended = true
+                    // An answer framed by the connection's end was cut, not ended, when the
+                    // deadline or a cancellation closed the connection.
+                    if watch.expired { throw TunnelledHTTPSError.timedOut }
+                    if watch.cancelled { throw CancellationError() }
                     return nil
                 case .head:
                     throw TunnelledHTTPSError.incompleteAnswer
@@ -259,7 +291,7 @@ final class ResponseHeadHandler: ChannelInboundHandler, RemovableChannelHandler 
 
 /// One request's connection, so that its deadline and its task's cancellation can close it
 /// from outside the event loop, and so that the caller can tell which of them ended it.
-private final class ConnectionWatch: Sendable {
+final class ConnectionWatch: Sendable {
     private struct State {
         var channel: (any Channel)?
         var timer: Scheduled<Void>?
@@ -268,14 +300,19 @@ private final class ConnectionWatch: Sendable {
     }
     private let state = Mutex(State())
 
-    /// Records the connection; closes it at once if the request was already cancelled.
-    func opened(_ channel: any Channel, timer: Scheduled<Void>) {
+    /// Records the connection and closes it at `deadline`; closes it at once if the request
+    /// was already cancelled.
+    func opened(_ channel: any Channel, deadline: NIODeadline) {
+        let timer = channel.eventLoop.scheduleTask(deadline: deadline) { self.expire() }
         let cancelled = state.withLock { s -> Bool in
             s.channel = channel
             s.timer = timer
             return s.cancelled
         }
-        if cancelled { channel.close(promise: nil) }
+        if cancelled {
+            timer.cancel()
+            channel.close(promise: nil)
+        }
     }
 
     /// The deadline no longer applies (the head arrived for a head-only one, or the exchange is over).

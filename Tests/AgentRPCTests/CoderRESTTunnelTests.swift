@@ -103,8 +103,8 @@ struct CoderRESTTunnelTests {
     /// Hostile answers: each a clear error, never a short or partial body.
     @Test(arguments: [
         ("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n0123456789", "unexpected EOF"),
-        ("garbage\r\n\r\n", "GET https://coder.example.test/api/v2/x: "),
-        ("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "GET https://coder.example.test/api/v2/x: "),
+        ("garbage\r\n\r\n", "GET https://coder.example.test/api/v2/x: invalid constant string"),
+        ("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "GET https://coder.example.test/api/v2/x: invalid character in chunk size header"),
         ("", "unexpected EOF"),
     ])
     func aBrokenAnswerIsAnError(answer: String, reason: String) async throws {
@@ -115,6 +115,46 @@ struct CoderRESTTunnelTests {
             } catch {
                 #expect("\(error)".contains(reason), "\(error)")
             }
+        }
+    }
+
+    /// A proxy that refuses the tunnel: its answer is the request's error.
+    @Test func aProxysRefusalIsTheError() async throws {
+        let proxy = try await TinyProxy.start(credentials: ("agent", "secret"))
+        defer { proxy.stop() }
+        let rest = CoderRESTClient(
+            baseURL: "https://coder.example.test", token: "the-token", proxies: ProxyEnvironment(environment: ["HTTPS_PROXY": proxy.url()]))
+        do {
+            _ = try await rest.send(.GET, "/api/v2/x")
+            Issue.record("a request through a proxy that wants credentials")
+        } catch {
+            #expect("\(error)".contains("refused CONNECT coder.example.test:443: 407"), "\(error)")
+        }
+        #expect(proxy.requests() == ["CONNECT coder.example.test:443 HTTP/1.1"])
+    }
+
+    /// The stream's deadline bounds its head only: a stream open past it goes on.
+    @Test func aStreamOutlivesItsConnectTimeout() async throws {
+        let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\nevent: ping\n\n"
+        try await Self.withServer(names: "DNS:coder.example.test", answer: Array(head.utf8)) { _, rest in
+            let outcome = Mutex<String?>(nil)
+            let reading = Task {
+                try await rest.stream("/api/v2/workspaceagents/me/reinit", connectTimeout: .milliseconds(300)) { _, body in
+                    do {
+                        for try await _ in body { outcome.withLock { $0 = $0 ?? "open" } }
+                        outcome.withLock { $0 = "ended" }
+                    } catch {
+                        outcome.withLock { $0 = "\(error)" }
+                        throw error
+                    }
+                }
+            }
+            #expect(await eventually(timeout: .seconds(60)) { outcome.withLock { $0 } != nil })
+            // Past the deadline the stream is still open (a deadline on it would have ended it).
+            try await Task.sleep(for: .seconds(1))
+            #expect(outcome.withLock { $0 } == "open")
+            reading.cancel()
+            await #expect(throws: CancellationError.self) { try await reading.value }
         }
     }
 
@@ -139,6 +179,20 @@ struct CoderRESTTunnelTests {
             do {
                 _ = try await rest.send(.GET, "/api/v2/x", timeout: .seconds(1))
                 Issue.record("an answer from a silent server")
+            } catch {
+                #expect("\(error)".hasSuffix("context deadline exceeded"), "\(error)")
+            }
+        }
+    }
+
+    /// An answer framed by the connection's end, cut by the deadline: an error, not the part
+    /// that came.
+    @Test func anAnswerCutByTheDeadlineIsNotWhole() async throws {
+        let answer = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n{\"partial\":"
+        try await Self.withServer(names: "DNS:coder.example.test", answer: Array(answer.utf8)) { _, rest in
+            do {
+                let answer = try await rest.send(.GET, "/api/v2/x", timeout: .seconds(1))
+                Issue.record("an answer: \(answer.status) \(answer.body.count) bytes")
             } catch {
                 #expect("\(error)".hasSuffix("context deadline exceeded"), "\(error)")
             }

@@ -188,6 +188,8 @@ public struct CoderRESTClient: CoderRESTRequesting {
                         return .failure(error)
                     }
                 }
+            } catch is CancellationError {
+                throw CancellationError()
             } catch {
                 throw CoderRESTError.connection(method: "GET", url: address, reason: Self.describe(error))
             }
@@ -227,8 +229,9 @@ public struct CoderRESTClient: CoderRESTRequesting {
             }
         }
         if let error = error as? TunnelledHTTPSError { return error.description }
-        // Go's `io.ErrUnexpectedEOF` for an answer cut short.
+        // Go's `io.ErrUnexpectedEOF` for an answer cut short, with or without TLS's close.
         if let error = error as? HTTPParserError, error == .invalidEOFState { return "unexpected EOF" }
+        if let error = error as? NIOSSLError, case .uncleanShutdown = error { return "unexpected EOF" }
         // Go's words for the common refusal (NIO's text names the system call and errno).
         if "\(error)".contains("Connection refused") { return "connect: connection refused" }
         return "\(error)"
