@@ -88,8 +88,7 @@ public enum ProxyError: Error, Sendable, Equatable, CustomStringConvertible, Cus
     /// An https target named by an IP address, for a client that would check its
     /// certificate against the connected address, which through a proxy is the proxy's.
     case addressThroughProxy(proxy: ProxyServer, target: String)
-    /// Inside a tunnel, the target's certificate does not name the target (its DNS name, or
-    /// its IP address).
+    /// The target's certificate does not name the target (its DNS name, or its IP address).
     case certificateNotForTarget(String)
 
     public var customMirror: Mirror { Mirror(self, children: ["description": description]) }

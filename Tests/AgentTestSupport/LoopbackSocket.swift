@@ -296,3 +296,13 @@ public func makeStaleSocket(_ path: String) -> Int32 {
     defer { close(fd) }
     return UnixSocket.withAddress(path) { bind(fd, $0, $1) } == 0 ? 0 : errno
 }
+
+/// Whether the unix socket at `path` accepts a connection. Its file appears at `bind`, before
+/// its server calls `listen`: a client that connects in between is refused (`wg` then falls
+/// back to kernel WireGuard and fails), so wait on this, not on the file.
+public func unixSocketAccepts(_ path: String) -> Bool {
+    let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+    guard fd >= 0 else { return false }
+    defer { close(fd) }
+    return UnixSocket.withAddress(path) { connect(fd, $0, $1) } == 0
+}

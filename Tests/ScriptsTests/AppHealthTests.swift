@@ -177,8 +177,8 @@ struct AppHealthTests {
         await server.stop()
     }
 
-    /// A check of `/ok` through a proxy's tunnel whose certificate names `target` (`valid`):
-    /// healthy, the request sent; or not: refused for `target`, nothing sent.
+    /// A check of `/ok` whose certificate names `target` (`valid`): healthy, the request sent;
+    /// or not: refused for `target`, nothing sent.
     static func expectChecked(_ outcome: AppHealthProbe.Outcome, server: Kit.HTTPServer, valid: Bool, target: String) {
         if valid {
             #expect(outcome == .healthy(status: 200), "\(outcome)")
@@ -222,6 +222,20 @@ struct AppHealthTests {
             let probe = AppHealthProbe(tlsConfiguration: trusting, proxies: ProxyEnvironment(environment: ["HTTPS_PROXY": proxy.url]))
             let outcome = await probe.check("https://coder.example.test:443/ok", timeout: .seconds(60))
             Self.expectChecked(outcome, server: server, valid: valid, target: "coder.example.test")
+            await server.stop()
+        }
+    }
+
+    /// https to a name, directly: a certificate that names only the address the name
+    /// resolved to (127.0.0.1 for `localhost`, which NIOSSL accepts as the connected address)
+    /// is refused, as Go refuses it; one that names the host passes.
+    @Test func httpsDirectlyNeedsTheHostsNameNotTheConnectedAddress() async throws {
+        for (names, valid) in [("DNS:localhost", true), ("IP:127.0.0.1", false)] {
+            let (server, trusting, directory) = try await Self.tlsServer(names: names)
+            defer { try? FileManager.default.removeItem(atPath: directory) }
+            let probe = AppHealthProbe(tlsConfiguration: trusting, proxies: .none)
+            let outcome = await probe.check(server.url("/ok", scheme: "https", host: "localhost"), timeout: .seconds(60))
+            Self.expectChecked(outcome, server: server, valid: valid, target: "localhost")
             await server.stop()
         }
     }

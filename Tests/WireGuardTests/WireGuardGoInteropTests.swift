@@ -53,7 +53,7 @@ import Glibc
         #expect(FileManager.default.createFile(atPath: keyFile, contents: Data(Data(wgKey.raw.bytes).base64EncodedString().utf8)))
         _ = await namespace.run(["ip", "link", "set", "lo", "up"])
         wireguardGo = namespace.start(["wireguard-go", "-f", interface], environment: ["WG_I_PREFER_BUGGY_USERSPACE_TO_POLISHED_KMOD": "1"])
-        let socketReady = await eventually { FileManager.default.fileExists(atPath: "/var/run/wireguard/\(interface).sock") }
+        let socketReady = await eventually { unixSocketAccepts("/var/run/wireguard/\(interface).sock") }
         guard wireguardGo != nil, socketReady else {
             Issue.record("wireguard-go did not start (no UAPI socket /var/run/wireguard/\(interface).sock)")
             await cleanUp()

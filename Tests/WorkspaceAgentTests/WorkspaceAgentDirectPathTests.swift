@@ -450,7 +450,7 @@ struct WorkspaceAgentDirectPathTests {
         guard let wireguardGo = namespace.start(["wireguard-go", "-f", interface], environment: ["WG_I_PREFER_BUGGY_USERSPACE_TO_POLISHED_KMOD": "1"]) else {
             throw Failure(description: "wireguard-go did not start")
         }
-        guard await eventually(timeout: .seconds(30), { FileManager.default.fileExists(atPath: "/var/run/wireguard/\(interface).sock") }),
+        guard await eventually(timeout: .seconds(30), { unixSocketAccepts("/var/run/wireguard/\(interface).sock") }),
             let loopback = await namespace.udpSocket(),
             let lan = await namespace.udpSocket(address: bind.address, port: bind.port)
         else {

@@ -249,7 +249,7 @@ final class PeerInNamespace: Sendable {
             await namespace.shutDown()
             throw Failure(description: "wireguard-go did not start")
         }
-        guard await eventually(timeout: .seconds(30), { FileManager.default.fileExists(atPath: "/var/run/wireguard/\(interface).sock") }),
+        guard await eventually(timeout: .seconds(30), { unixSocketAccepts("/var/run/wireguard/\(interface).sock") }),
             let udp = await namespace.udpSocket()
         else {
             await onThread { wireguardGo.kill() }

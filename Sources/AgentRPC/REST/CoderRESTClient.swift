@@ -23,14 +23,15 @@ public struct CoderRESTClient: CoderRESTRequesting {
     public let token: String?
     /// Added to every request, after the client's own (never logged).
     public let headers: [(String, String)]
-    /// How requests travel: AsyncHTTPClient (direct, or through a proxy that sees no TLS of
-    /// coderd's), a proxy's tunnel that checks coderd's certificate itself (an `https://`
-    /// access URL through an `http://` proxy: AsyncHTTPClient would accept a certificate for
-    /// the proxy's address there, and with it hand over the token), or why the proxy the
-    /// environment names cannot be used (each request then fails with that reason).
+    /// How requests travel: to an `https://` access URL, directly or through an `http://`
+    /// proxy's tunnel, on a client that checks coderd's certificate as Go does (AsyncHTTPClient
+    /// would accept one for the connected address, the proxy's or wherever DNS pointed, and
+    /// hand it the token); to an `http://` one, or through a SOCKS5 proxy, on AsyncHTTPClient;
+    /// or why the proxy the environment names cannot be used (each request then fails with
+    /// that reason).
     enum Transport: Sendable {
         case client(HTTPClient)
-        case tunnel(TunnelledHTTPSClient)
+        case checked(CheckedHTTPSClient)
         case failed(String)
     }
     private let transport: Transport
@@ -53,17 +54,16 @@ public struct CoderRESTClient: CoderRESTRequesting {
     /// - Parameters:
     ///   - client: the HTTP client; nil takes the process's, through the proxy that `proxies`
     ///     names for `baseURL` (Go's `ProxyFromEnvironment`), if any.
-    ///   - tunnelTLS: the trust for an `https://` access URL reached through a proxy's tunnel
-    ///     (nil: the system's store).
+    ///   - tlsConfiguration: the trust for an `https://` access URL (nil: the system's store).
     public init(
         baseURL: String, token: String?, headers: [(String, String)] = [], client: HTTPClient? = nil, proxies: ProxyEnvironment = .process,
-        tunnelTLS: TLSConfiguration? = nil
+        tlsConfiguration: TLSConfiguration? = nil
     ) {
         var base = baseURL
         while base.hasSuffix("/") { base.removeLast() }
         if base.hasPrefix("wss://") { base = "https://" + base.dropFirst("wss://".count) }
         if base.hasPrefix("ws://") { base = "http://" + base.dropFirst("ws://".count) }
-        let transport = client.map { Transport.client($0) } ?? Self.transport(for: base, proxies: proxies, tunnelTLS: tunnelTLS)
+        let transport = client.map { Transport.client($0) } ?? Self.transport(for: base, proxies: proxies, tlsConfiguration: tlsConfiguration)
         self.init(baseURL: base, token: token, headers: headers, transport: transport)
     }
 
@@ -74,12 +74,19 @@ public struct CoderRESTClient: CoderRESTRequesting {
         self.transport = transport
     }
 
-    /// The transport for `base` in `proxies`: the tunnel for https through an http proxy,
-    /// else the process's AsyncHTTPClient for the route.
-    static func transport(for base: String, proxies: ProxyEnvironment, tunnelTLS: TLSConfiguration?) -> Transport {
+    /// The transport for `base` in `proxies`: the checked client for https, directly or
+    /// through an http proxy; else the process's AsyncHTTPClient for the route.
+    static func transport(for base: String, proxies: ProxyEnvironment, tlsConfiguration: TLSConfiguration?) -> Transport {
         do {
-            if base.lowercased().hasPrefix("https://"), let proxy = try proxies.proxy(url: base), proxy.kind == .http {
-                return .tunnel(try TunnelledHTTPSClient(proxy: proxy, tlsConfiguration: tunnelTLS))
+            if base.lowercased().hasPrefix("https://") {
+                switch try proxies.proxy(url: base) {
+                case nil:
+                    return .checked(try CheckedHTTPSClient(route: .direct, tlsConfiguration: tlsConfiguration))
+                case let proxy? where proxy.kind == .http:
+                    return .checked(try CheckedHTTPSClient(route: .tunnel(proxy), tlsConfiguration: tlsConfiguration))
+                case _?:
+                    break
+                }
             }
         } catch {
             return .failed("\(error)")
@@ -130,9 +137,9 @@ public struct CoderRESTClient: CoderRESTRequesting {
                 let response = try await client.execute(request, timeout: Self.timeAmount(timeout))
                 let bytes = try await response.body.collect(upTo: Self.maxResponseBytes)
                 return CoderRESTResponse(method: method.rawValue, url: address, status: Int(response.status.code), body: Array(bytes.readableBytesView))
-            case .tunnel(let tunnel):
-                let request = try Self.tunnelRequest(method, address, headers: headers, body: body)
-                return try await tunnel.execute(request, deadline: .now() + Self.timeAmount(timeout)) { head, chunks in
+            case .checked(let checked):
+                let request = try Self.checkedRequest(method, address, headers: headers, body: body)
+                return try await checked.execute(request, deadline: .now() + Self.timeAmount(timeout)) { head, chunks in
                     var bytes: [UInt8] = []
                     for try await chunk in chunks {
                         guard bytes.count + chunk.readableBytes <= Self.maxResponseBytes else { throw NIOTooManyBytesError(maxBytes: Self.maxResponseBytes) }
@@ -176,14 +183,14 @@ public struct CoderRESTClient: CoderRESTRequesting {
                 throw CoderRESTError.connection(method: "GET", url: address, reason: Self.describe(error))
             }
             return try await consume(Int(response.status.code), CoderRESTStream(.client(response.body)))
-        case .tunnel(let tunnel):
-            let request = try Self.tunnelRequest(.GET, address, headers: headers, body: nil)
+        case .checked(let checked):
+            let request = try Self.checkedRequest(.GET, address, headers: headers, body: nil)
             // The consumer's errors are carried out unchanged; the rest are the request's.
             let outcome: Swift.Result<Result, any Error>
             do {
-                outcome = try await tunnel.execute(request, deadline: deadline, scope: .head) { head, chunks in
+                outcome = try await checked.execute(request, deadline: deadline, scope: .head) { head, chunks in
                     do {
-                        return .success(try await consume(Int(head.status.code), CoderRESTStream(.tunnel(chunks))))
+                        return .success(try await consume(Int(head.status.code), CoderRESTStream(.checked(chunks))))
                     } catch {
                         return .failure(error)
                     }
@@ -207,10 +214,10 @@ public struct CoderRESTClient: CoderRESTRequesting {
         return headers
     }
 
-    private static func tunnelRequest(
+    private static func checkedRequest(
         _ method: HTTPMethod, _ address: String, headers: HTTPHeaders, body: [UInt8]?
-    ) throws(CoderRESTError) -> TunnelledHTTPSClient.Request {
-        guard let request = TunnelledHTTPSClient.Request(method: method, url: address, headers: headers.map { ($0.name, $0.value) }, body: body)
+    ) throws(CoderRESTError) -> CheckedHTTPSClient.Request {
+        guard let request = CheckedHTTPSClient.Request(method: method, url: address, headers: headers.map { ($0.name, $0.value) }, body: body)
         else { throw .connection(method: method.rawValue, url: address, reason: "not an https:// URL") }
         return request
     }
@@ -228,7 +235,7 @@ public struct CoderRESTClient: CoderRESTRequesting {
             default: return "\(error)"
             }
         }
-        if let error = error as? TunnelledHTTPSError { return error.description }
+        if let error = error as? CheckedHTTPSError { return error.description }
         // Go's `io.ErrUnexpectedEOF` for an answer cut short, with or without TLS's close.
         if let error = error as? HTTPParserError, error == .invalidEOFState { return "unexpected EOF" }
         if let error = error as? NIOSSLError, case .uncleanShutdown = error { return "unexpected EOF" }

@@ -9,7 +9,7 @@ public struct CoderRESTStream: AsyncSequence, Sendable {
 
     enum Source: Sendable {
         case client(HTTPClientResponse.Body)
-        case tunnel(TunnelledHTTPSClient.Body)
+        case checked(CheckedHTTPSClient.Body)
     }
     private let source: Source
 
@@ -20,14 +20,14 @@ public struct CoderRESTStream: AsyncSequence, Sendable {
     public func makeAsyncIterator() -> AsyncIterator {
         switch source {
         case .client(let body): AsyncIterator(.client(body.makeAsyncIterator()))
-        case .tunnel(let body): AsyncIterator(.tunnel(body.makeAsyncIterator()))
+        case .checked(let body): AsyncIterator(.checked(body.makeAsyncIterator()))
         }
     }
 
     public struct AsyncIterator: AsyncIteratorProtocol {
         enum Inner {
             case client(HTTPClientResponse.Body.AsyncIterator)
-            case tunnel(TunnelledHTTPSClient.Body.AsyncIterator)
+            case checked(CheckedHTTPSClient.Body.AsyncIterator)
         }
         private var inner: Inner
 
@@ -41,9 +41,9 @@ public struct CoderRESTStream: AsyncSequence, Sendable {
                 let chunk = try await iterator.next()
                 inner = .client(iterator)
                 return chunk
-            case .tunnel(var iterator):
+            case .checked(var iterator):
                 let chunk = try await iterator.next()
-                inner = .tunnel(iterator)
+                inner = .checked(iterator)
                 return chunk
             }
         }

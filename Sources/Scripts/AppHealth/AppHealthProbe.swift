@@ -151,7 +151,7 @@ public struct AppHealthProbe: Sendable {
             throw RequestFailure(description: error.description)
         }
         let serverName = target.serverName
-        let ssl = target.secure ? try await tls.context(route: route) : nil
+        let ssl = target.secure ? try await tls.context() : nil
         let loop = group.next()
         let promise = loop.makePromise(of: HTTPResponseHead.self)
         let remaining = deadline - .now()

@@ -5,13 +5,14 @@ import NIOPosix
 import NIOSSL
 import Synchronization
 
-/// HTTP/1.1 requests to an `https://` server through an HTTP proxy's `CONNECT` tunnel, with
-/// the server's identity checked as Go checks it (``ProxyRoute/tlsClientHandler(context:host:serverName:)``).
-/// AsyncHTTPClient cannot be given that check and accepts a certificate naming the proxy's
-/// address, so what carries a credential through a proxy goes here. One connection per
+/// HTTP/1.1 requests to an `https://` server, directly or through an HTTP proxy's `CONNECT`
+/// tunnel, with the server's identity checked as Go checks it
+/// (``ProxyRoute/tlsClientHandler(context:host:serverName:)``). AsyncHTTPClient cannot be given
+/// that check and accepts a certificate naming the connected address (the proxy's, or
+/// wherever DNS pointed), so what carries the agent's token goes here. One connection per
 /// request, closed after its answer; the answer is read with backpressure, at most
 /// ``maxQueuedParts`` parts (each at most one read, 64 KiB) waiting unread.
-public struct TunnelledHTTPSClient: Sendable {
+public struct CheckedHTTPSClient: Sendable {
     /// Answer parts read ahead of the consumer (NIOAsyncChannel's watermark).
     public static let maxQueuedParts = 10
 
@@ -73,7 +74,8 @@ public struct TunnelledHTTPSClient: Sendable {
         case wholeAnswer
     }
 
-    public let proxy: ProxyServer
+    /// Directly, or through a proxy's tunnel.
+    public let route: ProxyRoute
     private let context: NIOSSLContext
     private let connectTimeout: TimeAmount
     private let group: any EventLoopGroup
@@ -83,16 +85,22 @@ public struct TunnelledHTTPSClient: Sendable {
     static let shutdownTimeout = TimeAmount.milliseconds(500)
 
     /// - Parameters:
-    ///   - proxy: an `http://` proxy (others throw ``ProxyError/unsupported(_:_:)``).
+    ///   - route: ``ProxyRoute/direct``, or ``ProxyRoute/tunnel(_:)`` through an `http://`
+    ///     proxy (a forwarding route, which would send the request in the clear, throws).
     ///   - tlsConfiguration: the trust for the target; nil takes the system's store, whose
     ///     context is made once for the process.
-    ///   - connectTimeout: the TCP connect to the proxy, within each request's deadline.
+    ///   - connectTimeout: the TCP connect, within each request's deadline.
     public init(
-        proxy: ProxyServer, tlsConfiguration: TLSConfiguration? = nil, connectTimeout: TimeAmount = .seconds(10),
+        route: ProxyRoute, tlsConfiguration: TLSConfiguration? = nil, connectTimeout: TimeAmount = .seconds(10),
         group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) throws {
-        guard proxy.kind == .http else { throw ProxyError.unsupported(proxy, "only http:// proxies are supported for this connection") }
-        self.proxy = proxy
+        switch route {
+        case .direct: break
+        case .tunnel(let proxy) where proxy.kind == .http: break
+        case .tunnel(let proxy), .forward(let proxy):
+            throw ProxyError.unsupported(proxy, "only a tunnel through an http:// proxy carries https for this connection")
+        }
+        self.route = route
         self.context = try tlsConfiguration.map(Self.makeContext) ?? Self.systemTrust.get()
         self.connectTimeout = connectTimeout
         self.group = group
@@ -102,17 +110,17 @@ public struct TunnelledHTTPSClient: Sendable {
     /// context is safe to share).
     private static let systemTrust = Result { try makeContext(.makeClientConfiguration()) }
 
-    /// A context for TLS inside a tunnel: the identity left to
-    /// ``ProxyRoute/tlsClientHandler(context:host:serverName:)``, a short close.
+    /// A context whose identity check is left to
+    /// ``ProxyRoute/tlsClientHandler(context:host:serverName:)``, with a short close.
     private static func makeContext(_ configuration: TLSConfiguration) throws -> NIOSSLContext {
-        var adjusted = ProxyRoute.tunnel(ProxyServer(kind: .http, host: "", port: 0)).tlsConfiguration(configuration)
+        var adjusted = ProxyRoute.direct.tlsConfiguration(configuration)
         adjusted.shutdownTimeout = shutdownTimeout
         return try NIOSSLContext(configuration: adjusted)
     }
 
     /// Sends `request` and hands its answer's head and body to `consume`; the connection is
     /// closed when `consume` returns. Past `deadline` (for `scope`) the connection is closed
-    /// and the call throws ``TunnelledHTTPSError/timedOut``; cancelling the task closes it too.
+    /// and the call throws ``CheckedHTTPSError/timedOut``; cancelling the task closes it too.
     public func execute<Result>(
         _ request: Request, deadline: NIODeadline, scope: DeadlineScope = .wholeAnswer,
         _ consume: (Head, Body) async throws -> Result
@@ -123,11 +131,11 @@ public struct TunnelledHTTPSClient: Sendable {
                 let result = try await exchange(request, deadline: deadline, scope: scope, watch: watch, consume)
                 // A body that ends at its connection's close looks whole when the deadline or
                 // the task's cancellation closed it.
-                if watch.expired { throw TunnelledHTTPSError.timedOut }
+                if watch.expired { throw CheckedHTTPSError.timedOut }
                 if watch.cancelled { throw CancellationError() }
                 return result
             } catch {
-                if watch.expired { throw TunnelledHTTPSError.timedOut }
+                if watch.expired { throw CheckedHTTPSError.timedOut }
                 if watch.cancelled { throw CancellationError() }
                 throw error
             }
@@ -141,7 +149,8 @@ public struct TunnelledHTTPSClient: Sendable {
         _ consume: (Head, Body) async throws -> Result
     ) async throws -> Result {
         if watch.cancelled { throw CancellationError() }
-        let route = ProxyRoute.tunnel(proxy)
+        let route = self.route
+        let destination = route.connectAddress(host: request.host, port: request.port)
         let serverName = IPAddressBytes(request.host) == nil ? request.host : nil
         let (context, host, port) = (self.context, request.host, request.port)
         let connectTimeout = max(.milliseconds(1), min(self.connectTimeout, deadline - .now()))
@@ -150,7 +159,7 @@ public struct TunnelledHTTPSClient: Sendable {
         let (channel, head) = try await ClientBootstrap(group: group)
             .connectTimeout(connectTimeout)
             .channelOption(.tcpOption(.tcp_nodelay), value: 1)
-            .connect(host: proxy.host, port: proxy.port) { channel in
+            .connect(host: destination.host, port: destination.port) { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let pipeline = channel.pipeline.syncOperations
                     // The tunnel first: TLS and the request start inside it.
@@ -180,7 +189,7 @@ public struct TunnelledHTTPSClient: Sendable {
     }
 
     /// An answer's body, chunk by chunk as it arrives; iterate it once. A connection that ends
-    /// before the body does throws (``TunnelledHTTPSError/incompleteAnswer``), never a short body.
+    /// before the body does throws (``CheckedHTTPSError/incompleteAnswer``), never a short body.
     public struct Body: AsyncSequence, Sendable {
         public typealias Element = ByteBuffer
         let parts: NIOAsyncChannelInboundStream<HTTPClientResponsePart>
@@ -202,23 +211,23 @@ public struct TunnelledHTTPSClient: Sendable {
                     ended = true
                     // An answer framed by the connection's end was cut, not ended, when the
                     // deadline or a cancellation closed the connection.
-                    if watch.expired { throw TunnelledHTTPSError.timedOut }
+                    if watch.expired { throw CheckedHTTPSError.timedOut }
                     if watch.cancelled { throw CancellationError() }
                     return nil
                 case .head:
-                    throw TunnelledHTTPSError.incompleteAnswer
+                    throw CheckedHTTPSError.incompleteAnswer
                 case nil:
                     ended = true
                     if Task.isCancelled { throw CancellationError() }
-                    throw TunnelledHTTPSError.incompleteAnswer
+                    throw CheckedHTTPSError.incompleteAnswer
                 }
             }
         }
     }
 }
 
-/// Why a tunnelled request failed, beside the proxy's (``ProxyError``) and TLS's own errors.
-public enum TunnelledHTTPSError: Error, Sendable, Equatable, CustomStringConvertible {
+/// Why a request failed, beside the proxy's (``ProxyError``) and TLS's own errors.
+public enum CheckedHTTPSError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The deadline passed (Go's words, as the REST client reports it).
     case timedOut
     /// The connection ended before the answer did.
@@ -254,12 +263,12 @@ final class ResponseHeadHandler: ChannelInboundHandler, RemovableChannelHandler 
         guard waiting else { return context.fireChannelRead(data) }
         switch unwrapInboundIn(data) {
         case .head(let head) where head.status == .switchingProtocols:
-            fail(context, TunnelledHTTPSError.unexpectedAnswer("101 Switching Protocols"))
+            fail(context, CheckedHTTPSError.unexpectedAnswer("101 Switching Protocols"))
         case .head(let head):
             waiting = false
             promise.succeed(head)
         case .body, .end:
-            fail(context, TunnelledHTTPSError.unexpectedAnswer("a body before the status line"))
+            fail(context, CheckedHTTPSError.unexpectedAnswer("a body before the status line"))
         }
     }
 
@@ -269,12 +278,12 @@ final class ResponseHeadHandler: ChannelInboundHandler, RemovableChannelHandler 
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        settle(TunnelledHTTPSError.incompleteAnswer)
+        settle(CheckedHTTPSError.incompleteAnswer)
         context.fireChannelInactive()
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
-        settle(TunnelledHTTPSError.incompleteAnswer)
+        settle(CheckedHTTPSError.incompleteAnswer)
     }
 
     private func fail(_ context: ChannelHandlerContext, _ error: any Error) {

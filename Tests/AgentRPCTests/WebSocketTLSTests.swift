@@ -1,0 +1,75 @@
+import AgentRPC
+import AgentTestSupport
+import Foundation
+import NIOCore
+import NIOPosix
+import NIOSSL
+import OutboundProxy
+import Synchronization
+import Testing
+
+/// The control plane's `wss://` dial, through a proxy that stands in for every server
+/// (``StandInProxy``) or directly: the TLS server's certificate must name the control plane.
+/// One that names only the connected address (127.0.0.1: the proxy's, or what `localhost`
+/// resolved to; NIOSSL accepts it) fails the dial before the upgrade, with the session token,
+/// is written.
+@Suite(.timeLimit(.minutes(3)))
+struct WebSocketTLSTests {
+    static let forbidden = "HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+
+    /// The dial's outcome against a server that answers 403: the upgrade was written
+    /// (`valid`), or the certificate was refused for `host` with nothing written.
+    static func expectChecked(_ error: any Error, server: TLSTestServer, valid: Bool, host: String) {
+        if valid {
+            #expect(error as? DialError == .refused(status: 403, message: ""), "\(error)")
+            #expect(server.text.hasPrefix("GET /api/v2/workspaceagents/me/rpc HTTP/1.1\r\n"), "\(server.text)")
+        } else {
+            #expect("\(error)".contains("not valid for \(host)"), "\(error)")
+            #expect(server.text.isEmpty, "nothing, the token least of all, is written before the check")
+        }
+    }
+
+    @Test(arguments: [("DNS:coder.example.test", true), ("IP:127.0.0.1,DNS:other.example.test", false)])
+    func theCertificateMustNameTheControlPlane(names: String, valid: Bool) async throws {
+        let (certificate, key, directory) = try await TLSTestServer.certificate(names)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let server = try await TLSTestServer.start(certificate: certificate, key: key, answer: Self.forbidden)
+        guard let proxy = await StandInProxy.start(relayingTo: server.port) else {
+            await server.stop()
+            Issue.record("the stand-in proxy did not start")
+            return
+        }
+        defer { proxy.stop() }
+        var trusting = TLSConfiguration.makeClientConfiguration()
+        trusting.trustRoots = .file(certificate)
+        do {
+            _ = try await WebSocketConnector.connect(
+                url: "wss://coder.example.test/api/v2/workspaceagents/me/rpc", headers: [("Coder-Session-Token", "the-token")],
+                proxies: ProxyEnvironment(environment: ["HTTPS_PROXY": proxy.url]), tlsConfiguration: trusting
+            ) { _ in 0 }
+            Issue.record("the dial succeeded")
+        } catch {
+            Self.expectChecked(error, server: server, valid: valid, host: "coder.example.test")
+        }
+        await server.stop()
+    }
+
+    @Test(arguments: [("DNS:localhost", true), ("IP:127.0.0.1", false)])
+    func directlyTheCertificateMustNameTheHost(names: String, valid: Bool) async throws {
+        let (certificate, key, directory) = try await TLSTestServer.certificate(names)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let server = try await TLSTestServer.start(certificate: certificate, key: key, answer: Self.forbidden)
+        var trusting = TLSConfiguration.makeClientConfiguration()
+        trusting.trustRoots = .file(certificate)
+        do {
+            _ = try await WebSocketConnector.connect(
+                url: "wss://localhost:\(server.port)/api/v2/workspaceagents/me/rpc", headers: [("Coder-Session-Token", "the-token")],
+                proxies: .none, tlsConfiguration: trusting
+            ) { _ in 0 }
+            Issue.record("the dial succeeded")
+        } catch {
+            Self.expectChecked(error, server: server, valid: valid, host: "localhost")
+        }
+        await server.stop()
+    }
+}
