@@ -7,11 +7,12 @@ import NIOSSL
 /// or the DNS name is not a valid host name or pattern (Go's `validHostname`: letters,
 /// digits, `_`, `-` not first, no empty label, no bare `*`), the two must be equal instead.
 /// The subject's common name never counts, and a non-ASCII name is compared as written (Go
-/// would not convert it to punycode either).
+/// would not convert it to punycode either). An address may come in brackets (`[::1]`).
 enum CertificateIdentity {
     static func names(_ target: String, _ certificate: NIOSSLCertificate) -> Bool {
         let names = certificate._subjectAlternativeNames()
-        if let address = IPAddressBytes(target) {
+        let bare = target.count >= 3 && target.hasPrefix("[") && target.hasSuffix("]") ? String(target.dropFirst().dropLast()) : target
+        if let address = IPAddressBytes(bare) {
             return names.contains { $0.nameType == .ipAddress && IPAddressBytes(bytes: Array($0.contents)) == address }
         }
         let candidate = lowercased(Array(target.utf8))

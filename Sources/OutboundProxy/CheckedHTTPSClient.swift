@@ -13,6 +13,8 @@ import Synchronization
 /// request, closed after its answer; the answer is read with backpressure, at most
 /// ``maxQueuedParts`` parts (each at most one read, 64 KiB) waiting unread.
 public struct CheckedHTTPSClient: Sendable {
+    typealias Connection = NIOAsyncChannel<HTTPClientResponsePart, HTTPClientRequestPart>
+
     /// Answer parts read ahead of the consumer (NIOAsyncChannel's watermark).
     public static let maxQueuedParts = 10
 
@@ -154,25 +156,31 @@ public struct CheckedHTTPSClient: Sendable {
         let serverName = IPAddressBytes(request.host) == nil ? request.host : nil
         let (context, host, port) = (self.context, request.host, request.port)
         let connectTimeout = max(.milliseconds(1), min(self.connectTimeout, deadline - .now()))
-        // The initializer runs once per connection attempt (Happy Eyeballs may make two):
-        // only the winner is watched, from here on.
-        let (channel, head) = try await ClientBootstrap(group: group)
-            .connectTimeout(connectTimeout)
-            .channelOption(.tcpOption(.tcp_nodelay), value: 1)
-            .connect(host: destination.host, port: destination.port) { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    let pipeline = channel.pipeline.syncOperations
-                    // The tunnel first: TLS and the request start inside it.
-                    try route.addHandlers(to: pipeline, host: host, port: port)
-                    try pipeline.addHandler(route.tlsClientHandler(context: context, host: host, serverName: serverName))
-                    try pipeline.addHTTPClientHandlers()
-                    let headPromise = channel.eventLoop.makePromise(of: HTTPResponseHead.self)
-                    try pipeline.addHandler(ResponseHeadHandler(promise: headPromise))
-                    let async = try NIOAsyncChannel<HTTPClientResponsePart, HTTPClientRequestPart>(
-                        wrappingChannelSynchronously: channel,
-                        configuration: .init(backPressureStrategy: .init(lowWatermark: 2, highWatermark: Self.maxQueuedParts)))
-                    return (async, headPromise.futureResult)
-                }
+        // The initializer runs once per connection attempt (Happy Eyeballs may make several):
+        // a cancellation closes every attempt, the deadline watches only the winner.
+        let initializer: @Sendable (any Channel) -> EventLoopFuture<(Connection, EventLoopFuture<HTTPResponseHead>)> = { channel in
+            channel.eventLoop.makeCompletedFuture {
+                watch.attempt(channel)
+                let pipeline = channel.pipeline.syncOperations
+                // The tunnel first: TLS and the request start inside it.
+                try route.addHandlers(to: pipeline, host: host, port: port)
+                try pipeline.addHandler(route.tlsClientHandler(context: context, host: host, serverName: serverName))
+                try pipeline.addHTTPClientHandlers()
+                let headPromise = channel.eventLoop.makePromise(of: HTTPResponseHead.self)
+                try pipeline.addHandler(ResponseHeadHandler(promise: headPromise))
+                let async = try Connection(
+                    wrappingChannelSynchronously: channel,
+                    configuration: .init(backPressureStrategy: .init(lowWatermark: 2, highWatermark: Self.maxQueuedParts)))
+                return (async, headPromise.futureResult)
+            }
+        }
+        let bootstrap = ClientBootstrap(group: group).connectTimeout(connectTimeout).channelOption(.tcpOption(.tcp_nodelay), value: 1)
+        // An address needs no resolver (NIO's queues its lookups per event loop, behind others').
+        let (channel, head) =
+            if let address = try? SocketAddress(ipAddress: destination.host, port: destination.port) {
+                try await bootstrap.connect(to: address, channelInitializer: initializer)
+            } else {
+                try await bootstrap.connect(host: destination.host, port: destination.port, channelInitializer: initializer)
             }
         watch.opened(channel.channel, deadline: deadline)
         return try await channel.executeThenClose { inbound, outbound in
@@ -302,6 +310,8 @@ final class ResponseHeadHandler: ChannelInboundHandler, RemovableChannelHandler 
 /// from outside the event loop, and so that the caller can tell which of them ended it.
 final class ConnectionWatch: Sendable {
     private struct State {
+        /// Connection attempts before one wins (one per address tried, at most).
+        var attempts: [any Channel] = []
         var channel: (any Channel)?
         var timer: Scheduled<Void>?
         var expired = false
@@ -309,11 +319,21 @@ final class ConnectionWatch: Sendable {
     }
     private let state = Mutex(State())
 
+    /// A connection attempt, closed at once if the request was already cancelled.
+    func attempt(_ channel: any Channel) {
+        let cancelled = state.withLock { s -> Bool in
+            if !s.cancelled { s.attempts.append(channel) }
+            return s.cancelled
+        }
+        if cancelled { channel.close(promise: nil) }
+    }
+
     /// Records the connection and closes it at `deadline`; closes it at once if the request
     /// was already cancelled.
     func opened(_ channel: any Channel, deadline: NIODeadline) {
         let timer = channel.eventLoop.scheduleTask(deadline: deadline) { self.expire() }
         let cancelled = state.withLock { s -> Bool in
+            s.attempts = []
             s.channel = channel
             s.timer = timer
             return s.cancelled
@@ -341,12 +361,13 @@ final class ConnectionWatch: Sendable {
     }
 
     func cancel() {
-        let channel = state.withLock { s -> (any Channel)? in
+        let channels = state.withLock { s -> [any Channel] in
             s.cancelled = true
             s.timer?.cancel()
-            return s.channel
+            defer { s.attempts = [] }
+            return s.attempts + (s.channel.map { [$0] } ?? [])
         }
-        channel?.close(promise: nil)
+        for channel in channels { channel.close(promise: nil) }
     }
 
     var expired: Bool { state.withLock { $0.expired } }

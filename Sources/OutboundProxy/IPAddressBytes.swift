@@ -24,14 +24,14 @@ struct IPAddressBytes: Sendable, Hashable {
 
     /// nil for text that is not an address (a name, a zone, an empty string).
     init?(_ text: String) {
-        var v4 = in_addr()
-        if inet_pton(AF_INET, text, &v4) == 1 {
-            self.init(bytes: withUnsafeBytes(of: &v4) { Array($0) })
+        // Raw bytes rather than `in_addr`: the type is declared by two C modules here.
+        var buffer = [UInt8](repeating: 0, count: 16)
+        if buffer.withUnsafeMutableBytes({ inet_pton(AF_INET, text, $0.baseAddress) }) == 1 {
+            self.init(bytes: Array(buffer.prefix(4)))
             return
         }
-        var v6 = in6_addr()
-        guard inet_pton(AF_INET6, text, &v6) == 1 else { return nil }
-        self.init(bytes: withUnsafeBytes(of: &v6) { Array($0) })
+        guard buffer.withUnsafeMutableBytes({ inet_pton(AF_INET6, text, $0.baseAddress) }) == 1 else { return nil }
+        self.init(bytes: buffer)
     }
 
     /// 127.0.0.0/8 or ::1.

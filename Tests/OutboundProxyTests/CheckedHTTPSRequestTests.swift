@@ -1,5 +1,12 @@
+import AgentTestSupport
+import Foundation
+import NIOCore
 import NIOHTTP1
 import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 @testable import OutboundProxy
 
@@ -49,5 +56,67 @@ import Testing
         #expect(throws: ProxyError.self) {
             _ = try CheckedHTTPSClient(route: .tunnel(ProxyServer(kind: .socks5, host: "127.0.0.1", port: 1080)))
         }
+    }
+}
+
+/// A request cancelled while its connect is under way ends at once. The listener's accept
+/// queue is full, so the kernel drops the SYNs and the connect stays in SYN_SENT; with a
+/// connect timeout and deadline longer than the suite's time limit, a cancellation that did
+/// not reach the connect would fail the suite by its limit.
+@Suite(.timeLimit(.minutes(2)))
+struct CheckedHTTPSCancellationTests {
+    @Test func cancellingDuringTheConnectEndsTheRequest() async throws {
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        try #require(listener >= 0)
+        defer { close(listener) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, length) == 0 && getsockname(listener, $0, &length) == 0 }
+        }
+        try #require(bound && listen(listener, 0) == 0)
+        let port = Int(UInt16(bigEndian: address.sin_port))
+        // One connection fills a queue of 0; it is never accepted.
+        let filler = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        defer { close(filler) }
+        let filled = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(filler, $0, length) } }
+        try #require(filled == 0)
+        let client = try CheckedHTTPSClient(route: .direct, connectTimeout: .minutes(10))
+        let request = try #require(CheckedHTTPSClient.Request(method: .GET, url: "https://127.0.0.1:\(port)/x"))
+        let outcome = Task { () -> String in
+            do {
+                return try await client.execute(request, deadline: .now() + .minutes(10)) { head, _ in "answered \(head.status)" }
+            } catch {
+                return "\(error)"
+            }
+        }
+        let started = await eventually(timeout: .seconds(60)) { Self.connectsInProgress(toPort: port) > 0 }
+        #expect(started, "the connect is under way")
+        outcome.cancel()
+        #expect(await outcome.value == "CancellationError()")
+        #expect(Self.connectsInProgress(toPort: port) == 0, "the attempt is closed")
+    }
+
+    /// Sockets in SYN_SENT toward 127.0.0.1:`port` (`/proc/net/tcp`, read to its end: a
+    /// single read returns only its first page).
+    static func connectsInProgress(toPort port: Int) -> Int {
+        let fd = open("/proc/net/tcp", O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return 0 }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while bytes.count < 64 << 20 {
+            let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            guard count > 0 else { break }
+            bytes += chunk[..<count]
+        }
+        let table = String(decoding: bytes, as: UTF8.self)
+        let remote = String(format: "0100007F:%04X", port)
+        return table.split(separator: "\n").filter { line in
+            let fields = line.split(separator: " ")
+            return fields.count > 3 && fields[2] == remote && fields[3] == "02"
+        }.count
     }
 }

@@ -27,7 +27,7 @@ public enum WebSocketConnector {
     ///   - headers: extra request headers (never logged).
     ///   - proxies: where the proxy settings come from (the agent's environment).
     ///   - tlsConfiguration: for `wss://` (default: the system's trust store, full
-    ///     verification; a proxy's tunnel checks the identity itself, ``OutboundProxy/ProxyRoute``).
+    ///     verification; the identity is checked as Go checks it on every route, ``OutboundProxy/ProxyRoute``).
     ///   - upgraded: called on the channel's loop once the frame codec is installed.
     public static func connect<T: Sendable>(
         url: String, headers extra: [(String, String)] = [],

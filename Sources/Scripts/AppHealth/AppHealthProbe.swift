@@ -23,8 +23,9 @@ import OutboundProxy
 /// the reference, on purpose: no cookies across redirects; no `Accept-Encoding: gzip` (the
 /// body is not read anyway).
 ///
-/// https uses the system trust store with full certificate and hostname verification
-/// (NIOSSL's defaults; an IP literal is checked against the certificate's IP addresses).
+/// https uses the system trust store; the certificate must name the URL's host as Go checks it
+/// (``OutboundProxy/ProxyRoute/tlsClientHandler(context:host:serverName:)``: an IP literal
+/// against the certificate's IP addresses, never the connected address alone).
 ///
 /// Runs on `group`'s event loops (default: NIO's shared singleton), never blocking the
 /// caller's thread; the TLS context, which reads the trust store from disk, is made once,
