@@ -153,7 +153,7 @@ public struct CheckedHTTPSClient: Sendable {
         if watch.cancelled { throw CancellationError() }
         let route = self.route
         let destination = route.connectAddress(host: request.host, port: request.port)
-        let serverName = IPAddressBytes(request.host) == nil ? request.host : nil
+        let serverName = ProxyRoute.serverName(for: request.host)
         let (context, host, port) = (self.context, request.host, request.port)
         let connectTimeout = max(.milliseconds(1), min(self.connectTimeout, deadline - .now()))
         // The initializer runs once per connection attempt (Happy Eyeballs may make several):

@@ -19,6 +19,19 @@ extension ProxyRoute {
         return adjusted
     }
 
+    /// The name to send as SNI for `host`, as Go's `crypto/tls` chooses it: nil for an IP
+    /// address (in brackets or with a zone too: SNI carries names only), else the host
+    /// without trailing dots.
+    public static func serverName(for host: String) -> String? {
+        var bare = Substring(host)
+        if bare.count >= 2, bare.hasPrefix("["), bare.hasSuffix("]") { bare = bare.dropFirst().dropLast() }
+        if let zone = bare.lastIndex(of: "%"), zone > bare.startIndex { bare = bare[..<zone] }
+        if IPAddressBytes(String(bare)) != nil { return nil }
+        var name = Substring(host)
+        while name.hasSuffix(".") { name = name.dropLast() }
+        return name.isEmpty ? nil : String(name)
+    }
+
     /// The TLS client handler for `host` on this route: `serverName` is its SNI and the name
     /// the certificate must carry (nil for an address, which the certificate must name as
     /// such). `context` comes from ``tlsConfiguration(_:)``; one that still lets NIOSSL check

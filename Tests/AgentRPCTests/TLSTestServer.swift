@@ -26,10 +26,6 @@ final class TLSTestServer: Sendable {
     var port: Int { channel.localAddress?.port ?? 0 }
     var text: String { String(decoding: received.bytes.withLock { $0 }, as: UTF8.self) }
 
-    static func start(certificate: String, key: String, answer: String?, close: Bool = false) async throws -> TLSTestServer {
-        try await start(certificate: certificate, key: key, answer: answer.map { Array($0.utf8) }, close: close)
-    }
-
     static func start(certificate: String, key: String, answer: [UInt8]?, close: Bool = false) async throws -> TLSTestServer {
         let configuration = TLSConfiguration.makeServerConfiguration(
             certificateChain: try NIOSSLCertificate.fromPEMFile(certificate).map { .certificate($0) },
@@ -89,6 +85,23 @@ final class TLSTestServer: Sendable {
         }
 
         func errorCaught(context: ChannelHandlerContext, error: any Error) { context.close(promise: nil) }
+    }
+
+    /// A server with a throwaway certificate for `names`, a client configuration that trusts
+    /// it, and the certificate's directory (removed by the caller).
+    static func startTrusted(
+        names: String, answer: [UInt8]?, close: Bool = false
+    ) async throws -> (server: TLSTestServer, trusting: TLSConfiguration, directory: String) {
+        let (certificate, key, directory) = try await certificate(names)
+        do {
+            let server = try await start(certificate: certificate, key: key, answer: answer, close: close)
+            var trusting = TLSConfiguration.makeClientConfiguration()
+            trusting.trustRoots = .file(certificate)
+            return (server, trusting, directory)
+        } catch {
+            try? FileManager.default.removeItem(atPath: directory)
+            throw error
+        }
     }
 
     /// A throwaway certificate for `names`, its key, and their directory (removed by the caller).

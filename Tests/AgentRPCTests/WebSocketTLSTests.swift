@@ -31,17 +31,14 @@ struct WebSocketTLSTests {
 
     @Test(arguments: [("DNS:coder.example.test", true), ("IP:127.0.0.1,DNS:other.example.test", false)])
     func theCertificateMustNameTheControlPlane(names: String, valid: Bool) async throws {
-        let (certificate, key, directory) = try await TLSTestServer.certificate(names)
+        let (server, trusting, directory) = try await TLSTestServer.startTrusted(names: names, answer: Array(Self.forbidden.utf8))
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let server = try await TLSTestServer.start(certificate: certificate, key: key, answer: Self.forbidden)
         guard let proxy = await StandInProxy.start(relayingTo: server.port) else {
             await server.stop()
             Issue.record("the stand-in proxy did not start")
             return
         }
         defer { proxy.stop() }
-        var trusting = TLSConfiguration.makeClientConfiguration()
-        trusting.trustRoots = .file(certificate)
         do {
             _ = try await WebSocketConnector.connect(
                 url: "wss://coder.example.test/api/v2/workspaceagents/me/rpc", headers: [("Coder-Session-Token", "the-token")],
@@ -56,11 +53,8 @@ struct WebSocketTLSTests {
 
     @Test(arguments: [("DNS:localhost", true), ("IP:127.0.0.1", false)])
     func directlyTheCertificateMustNameTheHost(names: String, valid: Bool) async throws {
-        let (certificate, key, directory) = try await TLSTestServer.certificate(names)
+        let (server, trusting, directory) = try await TLSTestServer.startTrusted(names: names, answer: Array(Self.forbidden.utf8))
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let server = try await TLSTestServer.start(certificate: certificate, key: key, answer: Self.forbidden)
-        var trusting = TLSConfiguration.makeClientConfiguration()
-        trusting.trustRoots = .file(certificate)
         do {
             _ = try await WebSocketConnector.connect(
                 url: "wss://localhost:\(server.port)/api/v2/workspaceagents/me/rpc", headers: [("Coder-Session-Token", "the-token")],

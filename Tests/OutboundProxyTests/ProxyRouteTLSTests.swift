@@ -39,6 +39,21 @@ struct ProxyRouteTLSTests {
         #expect(ProxyRoute.direct.tlsConfiguration(none).certificateVerification == .none)
     }
 
+    /// SNI as Go's `hostnameInSNI`: names only, without trailing dots; an address in any of
+    /// its forms sends none. Text that merely looks like an address is a name to Go too.
+    @Test func serverNamesAreNamesOnly() {
+        #expect(ProxyRoute.serverName(for: "coder.example.com") == "coder.example.com")
+        #expect(ProxyRoute.serverName(for: "coder.example.com.") == "coder.example.com")
+        for address in ["10.0.0.1", "::1", "[::1]", "fe80::1%eth0", "[fe80::1%eth0]", "::ffff:10.0.0.1"] {
+            #expect(ProxyRoute.serverName(for: address) == nil, "\(address)")
+        }
+        for name in ["1.2.3.04", "+1.2.3.4", "010.0.0.1", "1.2.3"] {
+            #expect(ProxyRoute.serverName(for: name) == name, "\(name)")
+        }
+        #expect(ProxyRoute.serverName(for: "") == nil)
+        #expect(ProxyRoute.serverName(for: "...") == nil)
+    }
+
     /// A context that lets NIOSSL check the identity would accept the connected address (the
     /// proxy's, or wherever DNS pointed): refused, not used, on every route.
     @Test func aContextThatChecksTheIdentityItselfIsRefused() throws {

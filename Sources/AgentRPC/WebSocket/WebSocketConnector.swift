@@ -51,8 +51,7 @@ public enum WebSocketConnector {
         headers.add(name: "Content-Length", value: "0")
         let head = HTTPRequestHead(version: .http1_1, method: .GET, uri: path, headers: headers)
         let route = try ProxyRoute.choose(scheme: scheme, host: address, port: port, environment: proxies, alwaysTunnel: true)
-        // SNI carries names only; an address literal is verified without it.
-        let serverName = (try? SocketAddress(ipAddress: address, port: 0)) == nil ? address : nil
+        let serverName = ProxyRoute.serverName(for: address)
         let sslContext =
             tls
             ? try NIOSSLContext(configuration: route.tlsConfiguration(tlsConfiguration))

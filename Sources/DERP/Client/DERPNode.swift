@@ -1,3 +1,5 @@
+import OutboundProxy
+
 /// One DERP server of a region, as the DERP map describes it,
 /// with the URL and dial rules of the reference.
 public struct DERPNode: Equatable, Sendable {
@@ -60,8 +62,7 @@ public struct DERPNode: Equatable, Sendable {
     /// The name TLS checks and sends as SNI: `certName`, else `hostName`; nil for an
     /// address literal (SNI carries names only).
     public var tlsServerName: String? {
-        let name = tlsIdentity
-        return name.isEmpty || name.contains(":") || Self.isIPv4Literal(name) ? nil : name
+        ProxyRoute.serverName(for: tlsIdentity)
     }
 
     /// What the relay's certificate must name: `certName`, else `hostName` (a name, or an
@@ -81,9 +82,4 @@ public struct DERPNode: Equatable, Sendable {
 
     /// True for a set address (neither empty nor `"none"`).
     static func isAddress(_ value: String) -> Bool { !value.isEmpty && value != "none" }
-
-    static func isIPv4Literal(_ value: String) -> Bool {
-        let parts = value.split(separator: ".", omittingEmptySubsequences: false)
-        return parts.count == 4 && parts.allSatisfy { UInt8($0) != nil }
-    }
 }

@@ -131,11 +131,7 @@ public struct AppHealthProbe: Sendable {
 
         /// The name for SNI and certificate checks (nil for an IP literal, which the
         /// certificate must name as an address).
-        var serverName: String? {
-            if host.contains(":") { return nil }
-            if host.split(separator: ".").count == 4, host.allSatisfy({ $0 == "." || $0.isASCII && $0.isNumber }) { return nil }
-            return host
-        }
+        var serverName: String? { ProxyRoute.serverName(for: host) }
     }
 
     /// Why a request ended without an answer (the other failures are NIO's own errors).
