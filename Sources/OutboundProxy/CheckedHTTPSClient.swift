@@ -156,6 +156,10 @@ public struct CheckedHTTPSClient: Sendable {
         let serverName = ProxyRoute.serverName(for: request.host)
         let (context, host, port) = (self.context, request.host, request.port)
         let connectTimeout = max(.milliseconds(1), min(self.connectTimeout, deadline - .now()))
+        // A head-only deadline ends on the loop as the head arrives, before its timer (on the
+        // same loop) could close a connection whose answer came in time.
+        let stopTimer: @Sendable () -> Void = { watch.stopTimer() }
+        let onHead = scope == .head ? stopTimer : nil
         // The initializer runs once per connection attempt (Happy Eyeballs may make several):
         // a cancellation closes every attempt, the deadline watches only the winner.
         let initializer: @Sendable (any Channel) -> EventLoopFuture<(Connection, EventLoopFuture<HTTPResponseHead>)> = { channel in
@@ -167,7 +171,7 @@ public struct CheckedHTTPSClient: Sendable {
                 try pipeline.addHandler(route.tlsClientHandler(context: context, host: host, serverName: serverName))
                 try pipeline.addHTTPClientHandlers()
                 let headPromise = channel.eventLoop.makePromise(of: HTTPResponseHead.self)
-                try pipeline.addHandler(ResponseHeadHandler(promise: headPromise))
+                try pipeline.addHandler(ResponseHeadHandler(promise: headPromise, onHead: onHead))
                 let async = try Connection(
                     wrappingChannelSynchronously: channel,
                     configuration: .init(backPressureStrategy: .init(lowWatermark: 2, highWatermark: Self.maxQueuedParts)))
@@ -190,8 +194,11 @@ public struct CheckedHTTPSClient: Sendable {
             // A failed write means a failed connection; its cause is the head's failure.
             try? await outbound.write(contentsOf: parts)
             let answer = try await head.get()
-            if scope == .head { watch.stopTimer() }
             defer { watch.stopTimer() }
+            // A TLS close lets reads through until the server's `close_notify`: a head that
+            // came after the deadline closed the connection is late, not an answer.
+            if watch.expired { throw CheckedHTTPSError.timedOut }
+            if watch.cancelled { throw CancellationError() }
             return try await consume(Head(status: answer.status, headers: answer.headers), Body(parts: inbound, watch: watch))
         }
     }
@@ -261,10 +268,13 @@ final class ResponseHeadHandler: ChannelInboundHandler, RemovableChannelHandler 
     typealias InboundOut = HTTPClientResponsePart
 
     private let promise: EventLoopPromise<HTTPResponseHead>
+    private let onHead: (@Sendable () -> Void)?
     private var waiting = true
 
-    init(promise: EventLoopPromise<HTTPResponseHead>) {
+    /// `onHead` runs on the loop when the head arrives, before the promise completes.
+    init(promise: EventLoopPromise<HTTPResponseHead>, onHead: (@Sendable () -> Void)? = nil) {
         self.promise = promise
+        self.onHead = onHead
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -274,6 +284,7 @@ final class ResponseHeadHandler: ChannelInboundHandler, RemovableChannelHandler 
             fail(context, CheckedHTTPSError.unexpectedAnswer("101 Switching Protocols"))
         case .head(let head):
             waiting = false
+            onHead?()
             promise.succeed(head)
         case .body, .end:
             fail(context, CheckedHTTPSError.unexpectedAnswer("a body before the status line"))

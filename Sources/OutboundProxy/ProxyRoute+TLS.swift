@@ -21,7 +21,8 @@ extension ProxyRoute {
 
     /// The name to send as SNI for `host`, as Go's `crypto/tls` chooses it: nil for an IP
     /// address (in brackets or with a zone too: SNI carries names only), else the host
-    /// without trailing dots.
+    /// without trailing dots. An address with trailing dots (`10.0.0.1.`) sends none either:
+    /// Go would send the bare address, which NIOSSL refuses to put in SNI.
     public static func serverName(for host: String) -> String? {
         var bare = Substring(host)
         if bare.count >= 2, bare.hasPrefix("["), bare.hasSuffix("]") { bare = bare.dropFirst().dropLast() }
@@ -29,19 +30,21 @@ extension ProxyRoute {
         if IPAddressBytes(String(bare)) != nil { return nil }
         var name = Substring(host)
         while name.hasSuffix(".") { name = name.dropLast() }
-        return name.isEmpty ? nil : String(name)
+        guard !name.isEmpty, IPAddressBytes(String(name)) == nil else { return nil }
+        return String(name)
     }
 
-    /// The TLS client handler for `host` on this route: `serverName` is its SNI and the name
-    /// the certificate must carry (nil for an address, which the certificate must name as
-    /// such). `context` comes from ``tlsConfiguration(_:)``; one that still lets NIOSSL check
-    /// the identity is refused.
+    /// The TLS client handler for `host` on this route. `host` is what the certificate must
+    /// name, as written (a name, or an address it must name as such), as Go's
+    /// `VerifyHostname` is given the configured name; `serverName` is the SNI
+    /// (``serverName(for:)``). `context` comes from ``tlsConfiguration(_:)``; one that still
+    /// lets NIOSSL check the identity is refused.
     public func tlsClientHandler(context: NIOSSLContext, host: String, serverName: String?) throws -> NIOSSLClientHandler {
         let verification = context.configuration.certificateVerification
         guard verification != .none else {
             return try NIOSSLClientHandler(context: context, serverHostname: serverName)
         }
-        let identity = serverName ?? host
+        let identity = host
         guard verification == .noHostnameVerification else { throw ProxyError.certificateNotForTarget(identity) }
         // The underscored entry point is the only one for a check after NIOSSL's own; the
         // version is pinned by Package.resolved.

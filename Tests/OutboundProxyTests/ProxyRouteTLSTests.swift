@@ -44,7 +44,7 @@ struct ProxyRouteTLSTests {
     @Test func serverNamesAreNamesOnly() {
         #expect(ProxyRoute.serverName(for: "coder.example.com") == "coder.example.com")
         #expect(ProxyRoute.serverName(for: "coder.example.com.") == "coder.example.com")
-        for address in ["10.0.0.1", "::1", "[::1]", "fe80::1%eth0", "[fe80::1%eth0]", "::ffff:10.0.0.1"] {
+        for address in ["10.0.0.1", "::1", "[::1]", "fe80::1%eth0", "[fe80::1%eth0]", "::ffff:10.0.0.1", "10.0.0.1.", "::1."] {
             #expect(ProxyRoute.serverName(for: address) == nil, "\(address)")
         }
         for name in ["1.2.3.04", "+1.2.3.4", "010.0.0.1", "1.2.3"] {

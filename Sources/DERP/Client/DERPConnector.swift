@@ -36,7 +36,7 @@ enum DERPConnector {
                 ? .direct
                 // Chosen for the certificate's name, as Tailscale chooses it; the tunnel goes to the host.
                 : try ProxyRoute.choose(
-                    scheme: "https", host: node.tlsServerName ?? node.hostName, port: node.port, environment: parameters.proxies,
+                    scheme: "https", host: node.tlsIdentity, port: node.port, environment: parameters.proxies,
                     alwaysTunnel: true)
         } catch {
             throw .failed(error.description)
