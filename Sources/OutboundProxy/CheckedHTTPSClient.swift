@@ -28,9 +28,10 @@ public struct CheckedHTTPSClient: Sendable {
         public var headers: [(String, String)]
         public var body: [UInt8]?
 
-        /// Nil for a URL that is not `https://` with a host.
+        /// Nil for a URL that is not `https://` with a host and a port in 1...65535 (NIO's
+        /// socket address traps on a larger one).
         public init?(method: HTTPMethod, url: String, headers: [(String, String)] = [], body: [UInt8]? = nil) {
-            guard let target = URLTarget(url), target.scheme == "https" else { return nil }
+            guard let target = URLTarget(url), target.scheme == "https", (1...65535).contains(target.port ?? 443) else { return nil }
             self.method = method
             self.host = target.host
             self.port = target.port ?? 443

@@ -42,6 +42,8 @@ import Glibc
         #expect(CheckedHTTPSClient.Request(method: .GET, url: "http://coder.example.test/") == nil)
         #expect(CheckedHTTPSClient.Request(method: .GET, url: "https:///path") == nil)
         #expect(CheckedHTTPSClient.Request(method: .GET, url: "not a url") == nil)
+        #expect(CheckedHTTPSClient.Request(method: .GET, url: "https://10.0.0.1:70000/") == nil, "a port past 65535")
+        #expect(CheckedHTTPSClient.Request(method: .GET, url: "https://10.0.0.1:0/") == nil)
     }
 }
 
