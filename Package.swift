@@ -64,8 +64,6 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
-        // The MCP client's Streamable HTTP and HTTP+SSE transports (streamed bodies, on NIO).
-        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
     ],
     targets: [
         // Small C shim: clone(CLONE_VM|CLONE_VFORK) + exec with a clean signal state, process
@@ -391,13 +389,12 @@ let package = Package(
         // and bounds; its own target so that the fuzz targets build it without the HTTP client.
         .target(name: "MCPWire", dependencies: ["AgentCore"], path: "Sources/Chat/MCPWire", swiftSettings: swiftSettings),
         // Chat's MCPEngine: the workspace's `.mcp.json` servers, their sessions and tool calls
-        // (stdio children the agent owns, Streamable HTTP and HTTP+SSE on AsyncHTTPClient); the
+        // (stdio children the agent owns, Streamable HTTP and HTTP+SSE on OutboundProxy's client); the
         // client is hand-written on FoundationEssentials, see docs/api/mcp.md.
         .target(
             name: "MCPEngine",
             dependencies: [
                 "OutboundProxy", "AgentCore", "AgentHTTP", "CAgentSpawn", "MCPWire",
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -417,17 +414,17 @@ let package = Package(
         // The received-bytes buffer dRPC's and yamux's frame decoders share.
         .target(name: "FrameBytes", swiftSettings: swiftSettings),
         // Outbound proxies as Go's ProxyFromEnvironment reads them (HTTP_PROXY, HTTPS_PROXY,
-        // NO_PROXY): the choice per target, the CONNECT tunnel of the agent's own dials and TLS
-        // inside it, and the AsyncHTTPClient configuration of the others. Shared by DERP,
-        // AgentRPC, MCP and Scripts.
+        // NO_PROXY): the choice per target, the CONNECT tunnel and SOCKS5 of the agent's own
+        // dials, TLS checked as Go checks it, and the HTTP client of its own requests (REST,
+        // metadata, MCP). Shared by DERP, AgentRPC, MCP and Scripts.
         .target(
             name: "OutboundProxy",
             dependencies: [
                 "AgentSystem",
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSOCKS", package: "swift-nio-extras"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ],
             swiftSettings: swiftSettings
@@ -460,7 +457,6 @@ let package = Package(
                 "OutboundProxy", "AgentCore", "AgentProto", "DRPC", "Yamux",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -602,7 +598,6 @@ let package = Package(
             name: "MCPEngineTests",
             dependencies: [
                 "MCPEngine", "AgentCore", "AgentTestSupport", "OutboundProxy",
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
             ],
@@ -634,7 +629,6 @@ let package = Package(
             name: "OutboundProxyTests",
             dependencies: [
                 "OutboundProxy", "AgentTestSupport",
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),

@@ -68,23 +68,6 @@ public struct ProxyEnvironment: Sendable, Equatable, CustomStringConvertible, Cu
         return try proxy(scheme: target.scheme, host: target.host, port: target.port)
     }
 
-    /// ``proxy(scheme:host:port:)`` for an AsyncHTTPClient request. It also refuses an https
-    /// target named by an IP address behind a proxy: AsyncHTTPClient would check that
-    /// certificate against the connected address, the proxy's
-    /// (``ProxyRoute/tlsClientHandler(context:host:serverName:)`` does it right for the
-    /// agent's own dials).
-    public func clientProxy(scheme: String, host: String, port: Int?) throws(ProxyError) -> ProxyServer? {
-        guard let proxy = try proxy(scheme: scheme, host: host, port: port) else { return nil }
-        if scheme.lowercased() == "https", IPAddressBytes(host) != nil { throw .addressThroughProxy(proxy: proxy, target: host) }
-        return proxy
-    }
-
-    /// ``clientProxy(scheme:host:port:)`` for a URL's text; nil for a URL without a host.
-    public func clientProxy(url: String) throws(ProxyError) -> ProxyServer? {
-        guard let target = URLTarget(url) else { return nil }
-        return try clientProxy(scheme: target.scheme, host: target.host, port: target.port)
-    }
-
     /// Go's `useProxy`: never for `localhost` or a loopback address, else unless a rule matches.
     static func useProxy(host: String, port: Int, rules: NoProxyRules) -> Bool {
         if host == "localhost" { return false }

@@ -1,36 +1,54 @@
-import AsyncHTTPClient
 import NIOCore
+import NIOSOCKS
 
-/// How a dial of the agent's own reaches its target: directly, through an HTTP proxy's
-/// `CONNECT` tunnel, or (http targets only, as Go sends them) as absolute-form requests to an
-/// HTTP proxy. AsyncHTTPClient's users take the proxy as its configuration instead
-/// (``AsyncHTTPClient/HTTPClient/Configuration/route(through:)``).
+/// How a connection of the agent's own reaches its target: directly, through an HTTP proxy's
+/// `CONNECT` tunnel, through a SOCKS5 proxy, or (http targets only, as Go sends them) as
+/// absolute-form requests to an HTTP proxy.
 public enum ProxyRoute: Sendable, Equatable {
     case direct
     /// Connect to the proxy, then ``HTTPConnectHandler`` opens the tunnel to the target.
     case tunnel(ProxyServer)
     /// Connect to the proxy and send it requests whose target is the absolute URL.
     case forward(ProxyServer)
+    /// Connect to a SOCKS5 proxy (no credentials), which connects to the target.
+    case socks(ProxyServer)
 
     /// The route for `scheme://host:port` in `environment`. An https (or wss) target, or any
-    /// target when `alwaysTunnel` (DERP's rule), goes through CONNECT; an http one is forwarded.
-    /// Throws for a proxy the agent's own dials cannot use (https or SOCKS5 proxies).
+    /// target when `alwaysTunnel` (DERP's rule), goes through CONNECT; an http one is forwarded;
+    /// with `allowSOCKS`, a SOCKS5 proxy without credentials carries either. Throws for a proxy
+    /// this dial cannot use (an https proxy; SOCKS5 unless allowed, or with credentials).
     public static func choose(
-        scheme: String, host: String, port: Int, environment: ProxyEnvironment = .process, alwaysTunnel: Bool = false
+        scheme: String, host: String, port: Int, environment: ProxyEnvironment = .process, alwaysTunnel: Bool = false,
+        allowSOCKS: Bool = false
     ) throws(ProxyError) -> ProxyRoute {
         guard let proxy = try environment.proxy(scheme: scheme, host: host, port: port) else { return .direct }
-        guard proxy.kind == .http else {
+        switch proxy.kind {
+        case .http:
+            let secure = scheme.lowercased() == "https" || scheme.lowercased() == "wss"
+            return secure || alwaysTunnel ? .tunnel(proxy) : .forward(proxy)
+        case .socks5 where allowSOCKS:
+            guard proxy.username == nil else { throw .unsupported(proxy, "SOCKS5 proxies with credentials are not supported") }
+            return .socks(proxy)
+        case .https where allowSOCKS:
+            throw .unsupported(proxy, "proxies reached over TLS (https://) are not supported; use an http:// proxy URL")
+        case .socks5, .https:
             throw .unsupported(proxy, "only http:// proxies are supported for this connection")
         }
-        let secure = scheme.lowercased() == "https" || scheme.lowercased() == "wss"
-        return secure || alwaysTunnel ? .tunnel(proxy) : .forward(proxy)
+    }
+
+    /// The route for a URL's text (``choose(scheme:host:port:environment:alwaysTunnel:allowSOCKS:)``);
+    /// direct for a URL without a host.
+    public static func choose(url: String, environment: ProxyEnvironment = .process, allowSOCKS: Bool = false) throws(ProxyError) -> ProxyRoute {
+        guard let target = URLTarget(url) else { return .direct }
+        let port = target.port ?? (target.scheme == "https" ? 443 : 80)
+        return try choose(scheme: target.scheme, host: target.host, port: port, environment: environment, allowSOCKS: allowSOCKS)
     }
 
     /// The proxy, if any.
     public var proxy: ProxyServer? {
         switch self {
         case .direct: nil
-        case .tunnel(let proxy), .forward(let proxy): proxy
+        case .tunnel(let proxy), .forward(let proxy), .socks(let proxy): proxy
         }
     }
 
@@ -39,32 +57,24 @@ public enum ProxyRoute: Sendable, Equatable {
         proxy.map { ($0.host, $0.port) } ?? (host, port)
     }
 
-    /// Adds ``HTTPConnectHandler`` first in a new connection's pipeline for a tunnel.
+    /// Adds the route's first handler to a new connection's pipeline: ``HTTPConnectHandler``
+    /// for a tunnel, NIO's SOCKS5 client for a SOCKS proxy (it holds the writes behind it until
+    /// the proxy has connected). Throws for a host name SOCKS5 cannot carry (over 255 bytes).
     public func addHandlers(to pipeline: ChannelPipeline.SynchronousOperations, host: String, port: Int) throws {
-        if case .tunnel(let proxy) = self {
+        switch self {
+        case .direct, .forward:
+            break
+        case .tunnel(let proxy):
             try pipeline.addHandler(HTTPConnectHandler(proxy: proxy, host: host, port: port), position: .first)
-        }
-    }
-}
-
-extension HTTPClient.Configuration {
-    /// Sends this client's requests through `proxy` (nil: directly). AsyncHTTPClient tunnels
-    /// https through CONNECT and forwards http as Go does; SOCKS5 without credentials is
-    /// supported too. Throws for an https proxy or a SOCKS5 proxy with credentials.
-    public mutating func route(through proxy: ProxyServer?) throws(ProxyError) {
-        guard let proxy else {
-            self.proxy = nil
-            return
-        }
-        switch proxy.kind {
-        case .http:
-            let authorization = proxy.username.map { HTTPClient.Authorization.basic(username: $0, password: proxy.password ?? "") }
-            self.proxy = .server(host: proxy.host, port: proxy.port, authorization: authorization)
-        case .socks5:
-            guard proxy.username == nil else { throw .unsupported(proxy, "SOCKS5 proxies with credentials are not supported") }
-            self.proxy = .socksServer(host: proxy.host, port: proxy.port)
-        case .https:
-            throw .unsupported(proxy, "proxies reached over TLS (https://) are not supported; use an http:// proxy URL")
+        case .socks(let proxy):
+            let address: SOCKSAddress
+            if let socket = IPAddressBytes(host) != nil ? try? SocketAddress(ipAddress: host, port: port) : nil {
+                address = .address(socket)
+            } else {
+                guard (1...255).contains(host.utf8.count) else { throw ProxyError.unsupported(proxy, "a host name longer than 255 bytes") }
+                address = .domain(host, port: port)
+            }
+            try pipeline.addHandler(SOCKSClientHandler(targetAddress: address), position: .first)
         }
     }
 }

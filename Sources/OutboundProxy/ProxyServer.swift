@@ -85,9 +85,6 @@ public enum ProxyError: Error, Sendable, Equatable, CustomStringConvertible, Cus
     case malformedAnswer(proxy: ProxyServer, String)
     /// The proxy closed the connection before answering CONNECT.
     case closed(proxy: ProxyServer)
-    /// An https target named by an IP address, for a client that would check its
-    /// certificate against the connected address, which through a proxy is the proxy's.
-    case addressThroughProxy(proxy: ProxyServer, target: String)
     /// The target's certificate does not name the target (its DNS name, or its IP address).
     case certificateNotForTarget(String)
 
@@ -108,9 +105,6 @@ public enum ProxyError: Error, Sendable, Equatable, CustomStringConvertible, Cus
             return "proxy \(proxy) answered CONNECT with \(why)"
         case .closed(let proxy):
             return "proxy \(proxy) closed the connection before answering CONNECT"
-        case .addressThroughProxy(let proxy, let target):
-            return "proxy \(proxy): the certificate of \(target), an IP address, cannot be verified through a proxy by this client; "
-                + "name the server by DNS or add it to NO_PROXY"
         case .certificateNotForTarget(let target):
             return "the certificate is not valid for \(target)"
         }

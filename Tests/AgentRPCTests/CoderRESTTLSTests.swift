@@ -10,9 +10,9 @@ import OutboundProxy
 import Synchronization
 import Testing
 
-/// coderd's REST API at an `https://` access URL, through an HTTP proxy's tunnel
-/// (``StandInProxy`` relays every tunnel to one TLS server) or directly: coderd's certificate
-/// is checked against the access URL's host, never only the connected address.
+/// coderd's REST API at an `https://` access URL, through an HTTP proxy's tunnel or a SOCKS5
+/// proxy (``StandInProxy`` relays every connection to one TLS server) or directly: coderd's
+/// certificate is checked against the access URL's host, never only the connected address.
 /// AsyncHTTPClient, which carried these requests before, accepts a certificate naming the
 /// connected address (the proxy's 127.0.0.1, or wherever DNS pointed) and sent the token to
 /// whoever held one.
@@ -20,15 +20,15 @@ import Testing
 struct CoderRESTTLSTests {
     static let ok = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n{\"ok\":true}"
 
-    /// A TLS server with a certificate for `names` behind a stand-in proxy, and a REST client
-    /// for `base` through it that trusts that certificate.
+    /// A TLS server with a certificate for `names` behind a stand-in proxy of `kind`, and a
+    /// REST client for `base` through it that trusts that certificate.
     static func withServer(
         names: String, answer: [UInt8]?, close: Bool = false, base: String = "https://coder.example.test",
-        _ body: (TLSTestServer, CoderRESTClient) async throws -> Void
+        via kind: StandInProxy.Kind = .http, _ body: (TLSTestServer, CoderRESTClient, StandInProxy) async throws -> Void
     ) async throws {
         let (server, trusting, directory) = try await TLSTestServer.startTrusted(names: names, answer: answer, close: close)
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        guard let proxy = await StandInProxy.start(relayingTo: server.port) else {
+        guard let proxy = await StandInProxy.start(relayingTo: server.port, as: kind) else {
             await server.stop()
             Issue.record("the stand-in proxy did not start")
             return
@@ -38,7 +38,7 @@ struct CoderRESTTLSTests {
             baseURL: base, token: "the-token", headers: [("X-Deployment", "d1")],
             proxies: ProxyEnvironment(environment: ["HTTPS_PROXY": proxy.url]), tlsConfiguration: trusting)
         do {
-            try await body(server, rest)
+            try await body(server, rest, proxy)
         } catch {
             await server.stop()
             throw error
@@ -46,9 +46,12 @@ struct CoderRESTTLSTests {
         await server.stop()
     }
 
-    @Test func aRequestArrivesWholeAndItsAnswerIsRead() async throws {
-        try await Self.withServer(names: "DNS:coder.example.test", answer: Array(Self.ok.utf8)) { server, rest in
+    /// Through either kind of proxy, which is asked for the access URL's host by name.
+    @Test(arguments: [StandInProxy.Kind.http, .socks5])
+    func aRequestArrivesWholeAndItsAnswerIsRead(via kind: StandInProxy.Kind) async throws {
+        try await Self.withServer(names: "DNS:coder.example.test", answer: Array(Self.ok.utf8), via: kind) { server, rest, proxy in
             let answer = try await rest.send(.POST, "/api/v2/x", query: [("a", "b c")], json: Array(#"{"n":1}"#.utf8))
+            #expect(await proxy.nextTarget() == "coder.example.test:443")
             #expect(answer.status == 200)
             #expect(answer.body == Array(#"{"ok":true}"#.utf8))
             let text = server.text
@@ -62,9 +65,9 @@ struct CoderRESTTLSTests {
 
     /// The certificate names the proxy's address and another host: refused, with nothing,
     /// the token least of all, written to the server.
-    @Test(arguments: [false, true])
-    func aCertificateForTheProxysAddressIsRefusedBeforeTheTokenLeaves(streamed: Bool) async throws {
-        try await Self.withServer(names: "IP:127.0.0.1,DNS:other.example.test", answer: Array(Self.ok.utf8)) { server, rest in
+    @Test(arguments: [false, true], [StandInProxy.Kind.http, .socks5])
+    func aCertificateForTheProxysAddressIsRefusedBeforeTheTokenLeaves(streamed: Bool, via kind: StandInProxy.Kind) async throws {
+        try await Self.withServer(names: "IP:127.0.0.1,DNS:other.example.test", answer: Array(Self.ok.utf8), via: kind) { server, rest, _ in
             do {
                 if streamed {
                     _ = try await rest.stream("/api/v2/workspaceagents/me/reinit") { status, _ in status }
@@ -104,11 +107,13 @@ struct CoderRESTTLSTests {
 
     /// An access URL named by an address: the certificate must name that address (before,
     /// such a URL was refused through a proxy, since the address checked was the proxy's).
-    @Test(arguments: [("IP:10.1.2.3", true), ("IP:127.0.0.1", false)])
-    func anAddressIsCheckedAgainstTheTargetsAddress(names: String, valid: Bool) async throws {
-        try await Self.withServer(names: names, answer: Array(Self.ok.utf8), base: "https://10.1.2.3:8443") { server, rest in
+    @Test(arguments: [("IP:10.1.2.3", true), ("IP:127.0.0.1", false)], [StandInProxy.Kind.http, .socks5])
+    func anAddressIsCheckedAgainstTheTargetsAddress(names: (String, Bool), via kind: StandInProxy.Kind) async throws {
+        let (names, valid) = names
+        try await Self.withServer(names: names, answer: Array(Self.ok.utf8), base: "https://10.1.2.3:8443", via: kind) { server, rest, proxy in
             do {
                 let answer = try await rest.send(.GET, "/api/v2/buildinfo")
+                #expect(await proxy.nextTarget() == "10.1.2.3:8443")
                 #expect(valid, "a certificate for the proxy's address passed")
                 #expect(answer.status == 200)
                 #expect(server.text.hasPrefix("GET /api/v2/buildinfo HTTP/1.1\r\nHost: 10.1.2.3:8443\r\n"), "\(server.text)")
@@ -128,7 +133,7 @@ struct CoderRESTTLSTests {
         ("", "unexpected EOF"),
     ])
     func aBrokenAnswerIsAnError(answer: String, reason: String) async throws {
-        try await Self.withServer(names: "DNS:coder.example.test", answer: Array(answer.utf8), close: true) { _, rest in
+        try await Self.withServer(names: "DNS:coder.example.test", answer: Array(answer.utf8), close: true) { _, rest, _ in
             do {
                 let answer = try await rest.send(.GET, "/api/v2/x")
                 Issue.record("an answer: \(answer.status) \(answer.body.count) bytes")
@@ -157,7 +162,7 @@ struct CoderRESTTLSTests {
     /// may not bring the head within a short deadline, so it doubles until the stream opens.
     @Test func aStreamOutlivesItsConnectTimeout() async throws {
         let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\nevent: ping\n\n"
-        try await Self.withServer(names: "DNS:coder.example.test", answer: Array(head.utf8)) { _, rest in
+        try await Self.withServer(names: "DNS:coder.example.test", answer: Array(head.utf8)) { _, rest, _ in
             var connectTimeout = Duration.milliseconds(300)
             for _ in 0..<6 {
                 let outcome = Mutex<String?>(nil)
@@ -195,7 +200,7 @@ struct CoderRESTTLSTests {
     @Test func anAnswerLargerThanTheBoundIsRefused() async throws {
         let size = CoderRESTClient.maxResponseBytes + 1
         let answer = Array("HTTP/1.1 200 OK\r\nContent-Length: \(size)\r\n\r\n".utf8) + [UInt8](repeating: 0x61, count: size)
-        try await Self.withServer(names: "DNS:coder.example.test", answer: answer) { _, rest in
+        try await Self.withServer(names: "DNS:coder.example.test", answer: answer) { _, rest, _ in
             await #expect(throws: CoderRESTError.self) {
                 do {
                     _ = try await rest.send(.GET, "/api/v2/x")
@@ -212,7 +217,7 @@ struct CoderRESTTLSTests {
     /// way, meets it as an error, never as the part that came.
     @Test(arguments: [nil, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n{\"partial\":"])
     func aSilentOrCutAnswerMeetsTheDeadline(answer: String?) async throws {
-        try await Self.withServer(names: "DNS:coder.example.test", answer: answer.map { Array($0.utf8) }) { _, rest in
+        try await Self.withServer(names: "DNS:coder.example.test", answer: answer.map { Array($0.utf8) }) { _, rest, _ in
             do {
                 let answer = try await rest.send(.GET, "/api/v2/x", timeout: .seconds(1))
                 Issue.record("an answer: \(answer.status) \(answer.body.count) bytes")
@@ -226,7 +231,7 @@ struct CoderRESTTLSTests {
     /// shutdown), whatever the server does.
     @Test func aStreamIsReadAsItArrivesAndEndsWithItsTask() async throws {
         let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\nevent: ping\n\n"
-        try await Self.withServer(names: "DNS:coder.example.test", answer: Array(head.utf8)) { server, rest in
+        try await Self.withServer(names: "DNS:coder.example.test", answer: Array(head.utf8)) { server, rest, _ in
             let first = Mutex<String?>(nil)
             let reading = Task {
                 try await rest.stream("/api/v2/workspaceagents/me/reinit", query: [("wait", "true")]) { status, body in
@@ -249,7 +254,7 @@ struct CoderRESTTLSTests {
         let stream =
             "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n"
             + "event: data\ndata: {\"workspace_id\":\"aaaaaaaa-bbbb-4ccc-8ddd-eeeeeeeeeeee\",\"reason\":\"prebuild_claimed\"}\n\n"
-        try await Self.withServer(names: "DNS:coder.example.test", answer: Array(stream.utf8)) { _, rest in
+        try await Self.withServer(names: "DNS:coder.example.test", answer: Array(stream.utf8)) { _, rest, _ in
             let events = Mutex<[ReinitEvent]>([])
             let watcher = ReinitWatcher(
                 rest: rest, tokens: FixedSessionToken("the-token"), logger: Logger(label: "reinit") { _ in SwiftLogNoOpLogHandler() }

@@ -1,39 +1,58 @@
 import Foundation
 
-/// A hostile proxy: it answers every `CONNECT` with 200 and relays the tunnel to one local
-/// port, whatever the target, as a proxy standing in for the servers behind it would.
-/// Python's standard library, as a child of the test; ``stop()`` ends it.
+/// A hostile proxy: it answers every `CONNECT` (or, as a SOCKS5 proxy, every SOCKS5 connect)
+/// with success and relays the connection to one local port, whatever the target, as a proxy
+/// standing in for the servers behind it would. Python's standard library, as a child of the
+/// test; ``stop()`` ends it.
 public final class StandInProxy: Sendable {
     public let port: Int
     private let child: ChildProgram.Running
 
-    private init(port: Int, child: ChildProgram.Running) {
+    private init(port: Int, child: ChildProgram.Running, kind: Kind) {
         self.port = port
         self.child = child
+        self.kind = kind
     }
 
-    /// `http://127.0.0.1:<port>`, for `HTTPS_PROXY`.
-    public var url: String { "http://127.0.0.1:\(port)" }
+    /// The kind of proxy it stands in as.
+    public enum Kind: String, Sendable {
+        case http
+        case socks5
+    }
+    public let kind: Kind
+
+    /// `http://127.0.0.1:<port>` or `socks5://127.0.0.1:<port>`, for `HTTPS_PROXY`.
+    public var url: String { "\(kind.rawValue)://127.0.0.1:\(port)" }
 
     /// Starts the proxy, relaying to `backend` on 127.0.0.1; nil if it did not start. Its
     /// port is read on a thread of its own, not the cooperative pool's.
-    public static func start(relayingTo backend: Int) async -> StandInProxy? {
-        guard let child = ChildProgram.start(["python3", "-c", script, String(backend)]) else { return nil }
+    public static func start(relayingTo backend: Int, as kind: Kind = .http) async -> StandInProxy? {
+        guard let child = ChildProgram.start(["python3", "-c", script, String(backend), kind.rawValue]) else { return nil }
         guard let port = await onThread({ Int(child.readLine(timeout: .seconds(30))) }) else {
             child.kill()
             return nil
         }
-        return StandInProxy(port: port, child: child)
+        return StandInProxy(port: port, child: child, kind: kind)
+    }
+
+    /// The target of the next connection the proxy was asked for (`host:port`, as the client
+    /// named it), in order; empty if none came within 30 s.
+    public func nextTarget() async -> String {
+        await onThread { [child] in child.readLine(timeout: .seconds(30)) }
     }
 
     public func stop() { child.kill() }
 
     /// Prints its port, then serves each connection on a thread: reads the request head (at
-    /// most 16 KiB), answers 200, and copies both ways until either side ends. It exits when
-    /// its stdin ends, so it does not outlive a test process that dies.
+    /// most 16 KiB) and answers 200, or as SOCKS5 reads the greeting (answering "no
+    /// authentication") and the connect request (answering success); prints the target it was
+    /// asked for, and copies both ways until either side ends. It exits when its stdin ends, so
+    /// it does not outlive a test process that dies.
     private static let script = """
-        import os, socket, sys, threading
+        import ipaddress, os, socket, struct, sys, threading
         backend = int(sys.argv[1])
+        socks = sys.argv[2] == "socks5"
+        printing = threading.Lock()
         def watch_stdin():
             sys.stdin.read()
             os._exit(0)
@@ -55,17 +74,50 @@ public final class StandInProxy: Sendable {
                 sink.shutdown(socket.SHUT_WR)
             except OSError:
                 pass
+        def exactly(client, count):
+            data = b""
+            while len(data) < count:
+                more = client.recv(count - len(data))
+                if not more:
+                    raise OSError("closed")
+                data += more
+            return data
+        def socks_target(client):
+            version, methods = exactly(client, 2)
+            exactly(client, methods)
+            client.sendall(b"\\x05\\x00")
+            _, command, _, kind = exactly(client, 4)
+            if kind == 1:
+                host = str(ipaddress.IPv4Address(exactly(client, 4)))
+            elif kind == 4:
+                host = "[" + str(ipaddress.IPv6Address(exactly(client, 16))) + "]"
+            else:
+                host = exactly(client, exactly(client, 1)[0]).decode()
+            port = struct.unpack(">H", exactly(client, 2))[0]
+            return host + ":" + str(port)
         def serve(client):
-            head = b""
-            while b"\\r\\n\\r\\n" not in head and len(head) < 16384:
-                data = client.recv(4096)
-                if not data:
-                    client.close()
-                    return
-                head += data
+            try:
+                if socks:
+                    target = socks_target(client)
+                else:
+                    head = b""
+                    while b"\\r\\n\\r\\n" not in head and len(head) < 16384:
+                        data = client.recv(4096)
+                        if not data:
+                            raise OSError("closed")
+                        head += data
+                    target = head.split(b" ")[1].decode() if head.startswith(b"CONNECT ") else "?"
+            except (OSError, ValueError, IndexError):
+                client.close()
+                return
+            with printing:
+                print(target, flush=True)
             upstream = socket.create_connection(("127.0.0.1", backend), timeout=30)
             upstream.settimeout(None)
-            client.sendall(b"HTTP/1.1 200 Connection established\\r\\n\\r\\n")
+            if socks:
+                client.sendall(b"\\x05\\x00\\x00\\x01\\x00\\x00\\x00\\x00\\x00\\x00")
+            else:
+                client.sendall(b"HTTP/1.1 200 Connection established\\r\\n\\r\\n")
             threading.Thread(target=copy, args=(client, upstream), daemon=True).start()
             copy(upstream, client)
         while True:

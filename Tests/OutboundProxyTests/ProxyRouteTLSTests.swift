@@ -1,5 +1,4 @@
 import AgentTestSupport
-import AsyncHTTPClient
 import Foundation
 import NIOSSL
 import Testing
@@ -7,7 +6,7 @@ import Testing
 @testable import OutboundProxy
 
 /// TLS on the agent's own connections: the identity check replaces NIOSSL's on every route,
-/// what the check accepts, and AsyncHTTPClient's requests that cannot have it.
+/// and what the check accepts.
 @Suite(.timeLimit(.minutes(2)))
 struct ProxyRouteTLSTests {
     static let proxy = ProxyServer(kind: .http, host: "127.0.0.1", port: 3128)
@@ -117,30 +116,5 @@ struct ProxyRouteTLSTests {
         let unicode = try await Self.certificate("DNS:xn--bcher-kva.example")
         #expect(CertificateIdentity.names("XN--BCHER-KVA.example", unicode))
         #expect(!CertificateIdentity.names("bücher.example", unicode))
-    }
-
-    /// AsyncHTTPClient checks an address target's certificate against the connected address:
-    /// an https request to an address through a proxy is refused with the reason.
-    @Test func asyncHTTPClientRequestsToAnAddressThroughAProxyAreRefused() async throws {
-        let environment = ProxyEnvironment(environment: ["HTTPS_PROXY": "http://proxy.example:3128", "HTTP_PROXY": "http://proxy.example:3128"])
-        #expect(throws: ProxyError.addressThroughProxy(proxy: ProxyServer(kind: .http, host: "proxy.example", port: 3128), target: "10.0.0.1")) {
-            _ = try environment.clientProxy(url: "https://10.0.0.1:8443/api")
-        }
-        #expect(throws: ProxyError.self) { _ = try environment.clientProxy(url: "https://[2001:db8::1]/") }
-        #expect(try environment.clientProxy(url: "https://coder.example.com/") != nil)
-        #expect(try environment.clientProxy(url: "http://10.0.0.1/") != nil, "no TLS, nothing to check")
-        let exempt = ProxyEnvironment(environment: ["HTTPS_PROXY": "http://proxy.example:3128", "NO_PROXY": "10.0.0.0/8"])
-        #expect(try exempt.clientProxy(url: "https://10.0.0.1/") == nil)
-        let clients = SharedHTTPClients(configuration: .init(), direct: HTTPClient.shared)
-        switch clients.client(for: "https://10.0.0.1/", proxies: environment) {
-        case .failure(.addressThroughProxy):
-            break
-        case .failure(let other):
-            Issue.record("another refusal: \(other)")
-        case .success(let client):
-            Issue.record("the shared clients gave a client for an address through a proxy")
-            // A client of its own must be shut down before it goes (AsyncHTTPClient traps).
-            if client !== HTTPClient.shared { try await client.shutdown() }
-        }
     }
 }

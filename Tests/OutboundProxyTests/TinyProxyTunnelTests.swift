@@ -1,5 +1,4 @@
 import AgentTestSupport
-import AsyncHTTPClient
 import NIOCore
 import NIOHTTP1
 import NIOPosix
@@ -8,7 +7,7 @@ import Testing
 
 @testable import OutboundProxy
 
-/// The tunnel and AsyncHTTPClient's routing against Debian's tinyproxy, a real proxy.
+/// The tunnel and the checked client's forwarding against Debian's tinyproxy, a real proxy.
 @Suite(.timeLimit(.minutes(3)))
 struct TinyProxyTunnelTests {
     /// Echoes what it reads.
@@ -81,24 +80,25 @@ struct TinyProxyTunnelTests {
         #expect(status == 407)
     }
 
-    /// AsyncHTTPClient tunnels plain http through `CONNECT` too (Go would send the request to
-    /// the proxy as its own): what the agent's REST and MCP clients do behind a proxy.
-    @Test func asyncHTTPClientReachesPlainHTTPThroughTheProxy() async throws {
+    /// Plain http goes to the proxy as its own request, the absolute URL as its target, as
+    /// Go's transport sends it (AsyncHTTPClient, which carried these before, tunnelled it).
+    @Test func plainHTTPIsForwardedToTheProxy() async throws {
         let proxy = try await TinyProxy.start()
         defer { proxy.stop() }
         let server = try await LoopbackListener { channel in
             channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(OneAnswer()) }
         }
-        let environment = ProxyEnvironment(environment: ["HTTP_PROXY": proxy.url()])
-        var configuration = HTTPClient.Configuration()
-        try configuration.route(through: environment.proxy(url: "http://0.0.0.0:\(server.port)/hello"))
-        let client = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: configuration)
-        let response = try await client.execute(HTTPClientRequest(url: "http://0.0.0.0:\(server.port)/hello"), timeout: .seconds(30))
-        let body = try await response.body.collect(upTo: 1024)
-        #expect(response.status.code == 200)
-        #expect(String(buffer: body) == "ok")
-        #expect(proxy.requests() == ["CONNECT 0.0.0.0:\(server.port) HTTP/1.1"])
-        try await client.shutdown()
+        let url = "http://0.0.0.0:\(server.port)/hello"
+        let route = try ProxyRoute.choose(url: url, environment: ProxyEnvironment(environment: ["HTTP_PROXY": proxy.url()]), allowSOCKS: true)
+        #expect(route.proxy != nil)
+        let client = try CheckedHTTPClient(route: route)
+        let request = try #require(CheckedHTTPClient.Request(method: .GET, url: url))
+        let (status, body) = try await client.execute(request, deadline: .now() + .seconds(30)) { head, body in
+            (head.status.code, try await body.collect(upTo: 1024))
+        }
+        #expect(status == 200)
+        #expect(body == Array("ok".utf8))
+        #expect(proxy.requests() == ["GET http://0.0.0.0:\(server.port)/hello HTTP/1.1"])
         await server.close()
     }
 

@@ -23,7 +23,9 @@ struct AgentProxyEnvironmentTests {
             defer { agent.cleanup() }
             _ = try await agent.port()
             #expect(await eventually(timeout: .seconds(60)) { double.recorded.withLock { $0.lifecycle.count } == 2 }, "\(agent.log)")
-            #expect(proxy.requests().first == "CONNECT 0.0.0.0:\(port) HTTP/1.1")
+            // The RPC's WebSocket through the tunnel; the REST calls (the reinit watch) forwarded.
+            #expect(proxy.requests().contains("CONNECT 0.0.0.0:\(port) HTTP/1.1"), "\(proxy.requests())")
+            #expect(proxy.requests().contains { $0.hasPrefix("GET http://0.0.0.0:\(port)/api/v2/workspaceagents/me/reinit") }, "\(proxy.requests())")
             agent.signal(SIGTERM)
             #expect(await agent.exitStatus() == 0, "\(agent.log)")
             // Neither the password, nor its Basic form (base64 of `agent:proxysecret`), nor the URL.

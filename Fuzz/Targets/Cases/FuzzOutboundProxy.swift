@@ -76,9 +76,9 @@ private func environment(_ bytes: [UInt8], split: UInt8) {
     for scheme in ["http", "https", "ws", "wss"] {
         _ = try? proxies.proxy(scheme: scheme, host: target, port: Int(split))
         _ = try? proxies.proxy(url: "\(scheme)://\(target)/")
-        // An AsyncHTTPClient request to an address over https never gets a proxy.
-        if let proxy = try? proxies.clientProxy(scheme: scheme, host: target, port: Int(split)), scheme == "https" {
-            require((try? SocketAddress(ipAddress: target, port: 0)) == nil, "an https address target \(target) got the proxy \(proxy)")
+        // A route is chosen for any text, and names the proxy the environment gave.
+        if let route = try? ProxyRoute.choose(scheme: scheme, host: target, port: Int(split), environment: proxies, allowSOCKS: true) {
+            require(route.proxy == (try? proxies.proxy(scheme: scheme, host: target, port: Int(split))) ?? nil, "the route's proxy is not the environment's")
         }
         for loopback in ["localhost", "127.0.0.1", "127.1.2.3", "::1"] {
             let chosen = try? proxies.proxy(scheme: scheme, host: loopback, port: Int(split))

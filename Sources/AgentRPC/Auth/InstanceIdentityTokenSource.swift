@@ -1,5 +1,4 @@
 import AgentCore
-import AsyncHTTPClient
 import NIOCore
 import NIOHTTP1
 import OutboundProxy
@@ -19,23 +18,19 @@ public struct InstanceIdentityTokenSource: SessionTokenSource {
     public let agentName: String?
     /// coderd, without a token; its extra headers go to the metadata service too.
     private let rest: CoderRESTClient
-    private let client: HTTPClient?
-    private let proxies: ProxyEnvironment
-
     /// Metadata services are reached directly or, as Go's default transport does, through the
     /// proxy the environment names for them (only loopback is exempt; `NO_PROXY` can name
-    /// 169.254.169.254). `client` replaces that choice with a fixed client.
-    static let metadataClients = SharedHTTPClients(configuration: HTTPClient.Configuration(), direct: .shared)
+    /// 169.254.169.254).
+    private let proxies: ProxyEnvironment
 
     public init(
-        cloud: InstanceIdentityCloud, metadataHost: String, agentName: String?, rest: CoderRESTClient, client: HTTPClient? = nil,
+        cloud: InstanceIdentityCloud, metadataHost: String, agentName: String?, rest: CoderRESTClient,
         proxies: ProxyEnvironment = .process
     ) {
         self.cloud = cloud
         self.metadataHost = metadataHost
         self.agentName = agentName
         self.rest = rest.with(token: nil)
-        self.client = client
         self.proxies = proxies
     }
 
@@ -65,24 +60,25 @@ public struct InstanceIdentityTokenSource: SessionTokenSource {
 
     /// One metadata request: status and body, bounded in size and time.
     func fetch(_ metadata: MetadataRequest) async throws(InstanceIdentityError) -> (Int, [UInt8]) {
-        var request = HTTPClientRequest(url: metadata.url)
-        request.method = HTTPMethod(rawValue: metadata.method)
-        for (name, value) in metadata.headers { request.headers.add(name: name, value: value) }
-        for (name, value) in rest.headers { request.headers.add(name: name, value: value) }
-        let deadline = NIODeadline.now() + TimeAmount(Self.metadataTimeout)
-        let client: HTTPClient
-        switch self.client.map({ .success($0) }) ?? Self.metadataClients.client(for: metadata.url, proxies: proxies) {
-        case .success(let chosen): client = chosen
-        case .failure(let error): throw InstanceIdentityError("\(metadata.method) \(metadata.url): \(error)")
+        let what = "\(metadata.method) \(metadata.url)"
+        let headers = metadata.headers + rest.headers
+        guard let request = CheckedHTTPClient.Request(method: HTTPMethod(rawValue: metadata.method), url: metadata.url, headers: headers)
+        else { throw InstanceIdentityError("\(what): not an http:// or https:// URL") }
+        let client: CheckedHTTPClient
+        do {
+            client = try CheckedHTTPClient(route: ProxyRoute.choose(url: metadata.url, environment: proxies, allowSOCKS: true))
+        } catch {
+            throw InstanceIdentityError("\(what): \(error)")
         }
         do {
-            let response = try await client.execute(request, deadline: deadline)
-            let bytes = try await response.body.collect(upTo: Self.maxMetadataBytes)
-            return (Int(response.status.code), Array(bytes.readableBytesView))
+            return try await client.execute(request, deadline: .now() + TimeAmount(Self.metadataTimeout)) { head, chunks in
+                let bytes = try await chunks.collect(upTo: Self.maxMetadataBytes)
+                return (Int(head.status.code), bytes)
+            }
         } catch is NIOTooManyBytesError {
-            throw InstanceIdentityError("\(metadata.method) \(metadata.url): the answer is larger than \(Self.maxMetadataBytes >> 10) KiB")
+            throw InstanceIdentityError("\(what): the answer is larger than \(Self.maxMetadataBytes >> 10) KiB")
         } catch {
-            throw InstanceIdentityError("\(metadata.method) \(metadata.url): \(CoderRESTClient.describe(error))")
+            throw InstanceIdentityError("\(what): \(CoderRESTClient.describe(error))")
         }
     }
 }

@@ -1,5 +1,4 @@
 import AgentCore
-import AsyncHTTPClient
 import FoundationEssentials
 import NIOCore
 import NIOHTTP1
@@ -23,47 +22,34 @@ public struct CoderRESTClient: CoderRESTRequesting {
     public let token: String?
     /// Added to every request, after the client's own (never logged).
     public let headers: [(String, String)]
-    /// How requests travel: to an `https://` access URL, directly or through an `http://`
-    /// proxy's tunnel, on a client that checks coderd's certificate as Go does (AsyncHTTPClient
-    /// would accept one for the connected address, the proxy's or wherever DNS pointed, and
-    /// hand it the token); to an `http://` one, or through a SOCKS5 proxy, on AsyncHTTPClient;
-    /// or why the proxy the environment names cannot be used (each request then fails with
-    /// that reason).
+    /// How requests travel: on the agent's own client (its route from the environment's
+    /// proxy for the access URL, coderd's certificate checked as Go checks it), or why the
+    /// proxy the environment names cannot be used (each request then fails with that reason).
     enum Transport: Sendable {
-        case client(HTTPClient)
-        case checked(CheckedHTTPSClient)
+        case checked(CheckedHTTPClient)
         case failed(String)
     }
     private let transport: Transport
 
-    /// The process's client configuration for coderd: a refused or failed connect fails its
-    /// request at once (AsyncHTTPClient's default retries it until the connect timeout, so git
-    /// waited 30 s for an askpass whose control plane was down); 10 s to connect.
-    static let sharedConfiguration: HTTPClient.Configuration = {
-        var configuration = HTTPClient.Configuration(redirectConfiguration: .disallow, timeout: .init(connect: .seconds(10)))
-        configuration.connectionPool.retryConnectionEstablishment = false
-        return configuration
-    }()
-
-    /// The process's direct client for coderd. Lives for the process.
-    public static let sharedClient = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: sharedConfiguration)
-
-    /// The process's clients for coderd, direct or through the environment's proxy.
-    public static let sharedClients = SharedHTTPClients(configuration: sharedConfiguration, direct: sharedClient)
-
     /// - Parameters:
-    ///   - client: the HTTP client; nil takes the process's, through the proxy that `proxies`
-    ///     names for `baseURL` (Go's `ProxyFromEnvironment`), if any.
+    ///   - proxies: the environment whose proxy for `baseURL` requests go through (Go's
+    ///     `ProxyFromEnvironment`), if any.
     ///   - tlsConfiguration: the trust for an `https://` access URL (nil: the system's store).
     public init(
-        baseURL: String, token: String?, headers: [(String, String)] = [], client: HTTPClient? = nil, proxies: ProxyEnvironment = .process,
+        baseURL: String, token: String?, headers: [(String, String)] = [], proxies: ProxyEnvironment = .process,
         tlsConfiguration: TLSConfiguration? = nil
     ) {
         var base = baseURL
         while base.hasSuffix("/") { base.removeLast() }
         if base.hasPrefix("wss://") { base = "https://" + base.dropFirst("wss://".count) }
         if base.hasPrefix("ws://") { base = "http://" + base.dropFirst("ws://".count) }
-        let transport = client.map { Transport.client($0) } ?? Self.transport(for: base, proxies: proxies, tlsConfiguration: tlsConfiguration)
+        let transport: Transport
+        do {
+            let route = try ProxyRoute.choose(url: base, environment: proxies, allowSOCKS: true)
+            transport = .checked(try CheckedHTTPClient(route: route, tlsConfiguration: tlsConfiguration))
+        } catch {
+            transport = .failed("\(error)")
+        }
         self.init(baseURL: base, token: token, headers: headers, transport: transport)
     }
 
@@ -72,29 +58,6 @@ public struct CoderRESTClient: CoderRESTRequesting {
         self.token = token
         self.headers = headers
         self.transport = transport
-    }
-
-    /// The transport for `base` in `proxies`: the checked client for https, directly or
-    /// through an http proxy; else the process's AsyncHTTPClient for the route.
-    static func transport(for base: String, proxies: ProxyEnvironment, tlsConfiguration: TLSConfiguration?) -> Transport {
-        do {
-            if base.lowercased().hasPrefix("https://") {
-                switch try proxies.proxy(url: base) {
-                case nil:
-                    return .checked(try CheckedHTTPSClient(route: .direct, tlsConfiguration: tlsConfiguration))
-                case let proxy? where proxy.kind == .http:
-                    return .checked(try CheckedHTTPSClient(route: .tunnel(proxy), tlsConfiguration: tlsConfiguration))
-                case _?:
-                    break
-                }
-            }
-        } catch {
-            return .failed("\(error)")
-        }
-        switch sharedClients.client(for: base, proxies: proxies) {
-        case .success(let client): return .client(client)
-        case .failure(let error): return .failed(error.description)
-        }
     }
 
     /// The same client with another token (an exchanged one).
@@ -129,22 +92,10 @@ public struct CoderRESTClient: CoderRESTRequesting {
             switch transport {
             case .failed(let reason):
                 throw CoderRESTError.connection(method: method.rawValue, url: address, reason: reason)
-            case .client(let client):
-                var request = HTTPClientRequest(url: address)
-                request.method = method
-                request.headers.add(contentsOf: headers)
-                if let body { request.body = .bytes(ByteBuffer(bytes: body)) }
-                let response = try await client.execute(request, timeout: Self.timeAmount(timeout))
-                let bytes = try await response.body.collect(upTo: Self.maxResponseBytes)
-                return CoderRESTResponse(method: method.rawValue, url: address, status: Int(response.status.code), body: Array(bytes.readableBytesView))
             case .checked(let checked):
                 let request = try Self.checkedRequest(method, address, headers: headers, body: body)
                 return try await checked.execute(request, deadline: .now() + Self.timeAmount(timeout)) { head, chunks in
-                    var bytes: [UInt8] = []
-                    for try await chunk in chunks {
-                        guard bytes.count + chunk.readableBytes <= Self.maxResponseBytes else { throw NIOTooManyBytesError(maxBytes: Self.maxResponseBytes) }
-                        bytes += chunk.readableBytesView
-                    }
+                    let bytes = try await chunks.collect(upTo: Self.maxResponseBytes)
                     return CoderRESTResponse(method: method.rawValue, url: address, status: Int(head.status.code), body: bytes)
                 }
             }
@@ -173,16 +124,6 @@ public struct CoderRESTClient: CoderRESTRequesting {
         switch transport {
         case .failed(let reason):
             throw CoderRESTError.connection(method: "GET", url: address, reason: reason)
-        case .client(let client):
-            var request = HTTPClientRequest(url: address)
-            request.headers.add(contentsOf: headers)
-            let response: HTTPClientResponse
-            do {
-                response = try await client.execute(request, deadline: deadline)
-            } catch {
-                throw CoderRESTError.connection(method: "GET", url: address, reason: Self.describe(error))
-            }
-            return try await consume(Int(response.status.code), CoderRESTStream(.client(response.body)))
         case .checked(let checked):
             let request = try Self.checkedRequest(.GET, address, headers: headers, body: nil)
             // The consumer's errors are carried out unchanged; the rest are the request's.
@@ -190,7 +131,7 @@ public struct CoderRESTClient: CoderRESTRequesting {
             do {
                 outcome = try await checked.execute(request, deadline: deadline, scope: .head) { head, chunks in
                     do {
-                        return .success(try await consume(Int(head.status.code), CoderRESTStream(.checked(chunks))))
+                        return .success(try await consume(Int(head.status.code), CoderRESTStream(chunks)))
                     } catch {
                         return .failure(error)
                     }
@@ -216,9 +157,9 @@ public struct CoderRESTClient: CoderRESTRequesting {
 
     private static func checkedRequest(
         _ method: HTTPMethod, _ address: String, headers: HTTPHeaders, body: [UInt8]?
-    ) throws(CoderRESTError) -> CheckedHTTPSClient.Request {
-        guard let request = CheckedHTTPSClient.Request(method: method, url: address, headers: headers.map { ($0.name, $0.value) }, body: body)
-        else { throw .connection(method: method.rawValue, url: address, reason: "not an https:// URL") }
+    ) throws(CoderRESTError) -> CheckedHTTPClient.Request {
+        guard let request = CheckedHTTPClient.Request(method: method, url: address, headers: headers.map { ($0.name, $0.value) }, body: body)
+        else { throw .connection(method: method.rawValue, url: address, reason: "not an http:// or https:// URL with a port in 1...65535") }
         return request
     }
 
@@ -228,14 +169,8 @@ public struct CoderRESTClient: CoderRESTRequesting {
     }
 
     static func describe(_ error: any Error) -> String {
-        if let error = error as? HTTPClientError {
-            switch error {
-            case .deadlineExceeded, .readTimeout, .connectTimeout: return "context deadline exceeded"
-            case .remoteConnectionClosed: return "EOF"
-            default: return "\(error)"
-            }
-        }
-        if let error = error as? CheckedHTTPSError { return error.description }
+        if let error = error as? CheckedHTTPError { return error.description }
+        if case ChannelError.connectTimeout = error { return "context deadline exceeded" }
         // Go's `io.ErrUnexpectedEOF` for an answer cut short, with or without TLS's close.
         if let error = error as? HTTPParserError, error == .invalidEOFState { return "unexpected EOF" }
         if let error = error as? NIOSSLError, case .uncleanShutdown = error { return "unexpected EOF" }

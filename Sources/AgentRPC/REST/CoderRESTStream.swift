@@ -1,51 +1,21 @@
-import AsyncHTTPClient
 import NIOCore
 import OutboundProxy
 
 /// A streamed answer's body from ``CoderRESTClient/stream(_:query:connectTimeout:_:)``, chunk
-/// by chunk as it arrives, whichever way the request travelled; iterate it once.
+/// by chunk as it arrives; iterate it once.
 public struct CoderRESTStream: AsyncSequence, Sendable {
     public typealias Element = ByteBuffer
+    private let body: CheckedHTTPClient.Body
 
-    enum Source: Sendable {
-        case client(HTTPClientResponse.Body)
-        case checked(CheckedHTTPSClient.Body)
-    }
-    private let source: Source
-
-    init(_ source: Source) {
-        self.source = source
+    init(_ body: CheckedHTTPClient.Body) {
+        self.body = body
     }
 
-    public func makeAsyncIterator() -> AsyncIterator {
-        switch source {
-        case .client(let body): AsyncIterator(.client(body.makeAsyncIterator()))
-        case .checked(let body): AsyncIterator(.checked(body.makeAsyncIterator()))
-        }
-    }
+    public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(inner: body.makeAsyncIterator()) }
 
     public struct AsyncIterator: AsyncIteratorProtocol {
-        enum Inner {
-            case client(HTTPClientResponse.Body.AsyncIterator)
-            case checked(CheckedHTTPSClient.Body.AsyncIterator)
-        }
-        private var inner: Inner
+        var inner: CheckedHTTPClient.Body.AsyncIterator
 
-        init(_ inner: Inner) {
-            self.inner = inner
-        }
-
-        public mutating func next() async throws -> ByteBuffer? {
-            switch inner {
-            case .client(var iterator):
-                let chunk = try await iterator.next()
-                inner = .client(iterator)
-                return chunk
-            case .checked(var iterator):
-                let chunk = try await iterator.next()
-                inner = .checked(iterator)
-                return chunk
-            }
-        }
+        public mutating func next() async throws -> ByteBuffer? { try await inner.next() }
     }
 }

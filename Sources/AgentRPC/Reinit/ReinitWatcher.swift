@@ -1,5 +1,4 @@
 import AgentCore
-import AsyncHTTPClient
 import Logging
 import NIOCore
 import ServiceLifecycle

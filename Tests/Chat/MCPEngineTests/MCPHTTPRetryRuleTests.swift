@@ -1,5 +1,5 @@
 import AgentCore
-import AsyncHTTPClient
+import OutboundProxy
 import NIOCore
 import Testing
 @testable import MCPEngine
@@ -8,16 +8,17 @@ import Glibc
 #endif
 
 /// Which failed HTTP requests are sent again: the failures that mean the connection closed
-/// before any answer, the messages a server may get twice, and the body that tells whether
-/// anything of a message left (the end-to-end cases are in `MCPHTTPTransportTests`).
+/// before any answer, and the messages a server may get twice (the end-to-end cases are in
+/// `MCPHTTPTransportEdgeTests`).
 struct MCPHTTPRetryRuleTests {
     @Test func onlyAConnectionClosedBeforeTheAnswerIsRetried() {
-        #expect(MCPHTTPConnection.closedBeforeAnswer(HTTPClientError.remoteConnectionClosed))
+        #expect(MCPHTTPConnection.closedBeforeAnswer(CheckedHTTPError.incompleteAnswer))
         #expect(MCPHTTPConnection.closedBeforeAnswer(ChannelError.ioOnClosedChannel))
         #expect(MCPHTTPConnection.closedBeforeAnswer(IOError(errnoCode: ECONNRESET, reason: "read")))
         #expect(!MCPHTTPConnection.closedBeforeAnswer(IOError(errnoCode: ECONNREFUSED, reason: "connect")))
-        #expect(!MCPHTTPConnection.closedBeforeAnswer(HTTPClientError.connectTimeout))
-        #expect(!MCPHTTPConnection.closedBeforeAnswer(HTTPClientError.deadlineExceeded))
+        #expect(!MCPHTTPConnection.closedBeforeAnswer(ChannelError.connectTimeout(.seconds(10))))
+        #expect(!MCPHTTPConnection.closedBeforeAnswer(CheckedHTTPError.timedOut))
+        #expect(!MCPHTTPConnection.closedBeforeAnswer(CheckedHTTPError.unexpectedAnswer("101 Switching Protocols")))
         #expect(!MCPHTTPConnection.closedBeforeAnswer(CancellationError()))
     }
 
@@ -28,14 +29,5 @@ struct MCPHTTPRetryRuleTests {
         }
         #expect(MCPHTTPConnection.mayRepeat(.notification(method: "notifications/cancelled", params: nil)))
         #expect(MCPHTTPConnection.mayRepeat(.result(id: .number(1), .object([]))))
-    }
-
-    @Test func theBodySaysWhetherItWasTaken() async {
-        let body = MCPHTTPTrackedBody(ByteBuffer(string: "{}"))
-        #expect(!body.taken)
-        var iterator = body.makeAsyncIterator()
-        #expect(await iterator.next() == ByteBuffer(string: "{}"))
-        #expect(body.taken)
-        #expect(await iterator.next() == nil)
     }
 }

@@ -6,7 +6,7 @@ import Testing
 
 /// Answers whose head arrives and whose body never does (`not_mcp_http.py
 /// json-stalled-bodies`: `Content-Length: 10`, then nothing, the connection held open).
-/// AsyncHTTPClient's deadline ends with the head, so each body read carries its own: the
+/// The request's deadline ends with the head, so each body read carries its own: the
 /// DELETE of a closing session gives up at its 5 s, and a notification's answer at the
 /// connect timeout, giving its exchange back. Plain Python, cheap to start: these run side by
 /// side.

@@ -1,5 +1,4 @@
 import AgentCore
-import AsyncHTTPClient
 import FoundationEssentials
 import NIOCore
 import NIOHTTP1
@@ -18,27 +17,32 @@ enum MCPHTTPFailure: Error {
     case cancelled
 }
 
-/// One server's HTTP client: its own `HTTPClient` on the process's shared NIO event loops
-/// (no threads of its own; shut down when the session closes), the entry's static headers
-/// on every request, and redirects followed by hand (at most ``maxRedirects``, never to
-/// another origin, so never from https to http and never taking the headers elsewhere).
+/// An answer's status, headers and body, for the closure it is handed to (the connection
+/// closes when that returns).
+struct MCPHTTPResponse: Sendable {
+    let status: HTTPResponseStatus
+    let headers: HTTPHeaders
+    let body: CheckedHTTPClient.Body
+}
+
+/// One server's HTTP client: OutboundProxy's ``CheckedHTTPClient`` on the process's shared
+/// NIO event loops (no threads of its own), an https server's certificate checked as Go
+/// checks it, the entry's static headers on every request, and redirects followed by hand
+/// (at most ``maxRedirects``, never to another origin, so never from https to http and never
+/// taking the headers elsewhere).
 ///
-/// A pooled connection idle for ``idleTimeout`` is closed by the client, before common
-/// servers' keep-alive timeouts close it under a request; a request that may not be repeated
-/// (a `tools/call`) always goes out on a fresh connection. A request whose connection closes
-/// before any answer is sent once more on a fresh connection when that is safe: always when
-/// none of its body left, otherwise only when the caller says it may be repeated.
+/// Every request goes out on a connection of its own, closed after its answer, so none goes
+/// out on a connection the server is closing. A request whose connection closes before any
+/// answer is sent once more when the server may read it twice (``mayRepeat(_:)``): a
+/// `tools/call` never is.
 ///
 /// Behind a proxy (`HTTP_PROXY`, `HTTPS_PROXY`, `NO_PROXY`, chosen for the server's origin as
-/// Go's `ProxyFromEnvironment` chooses) every request goes through it; a proxy setting the
-/// client cannot use fails each request with the reason.
+/// Go's `ProxyFromEnvironment` chooses) every request goes through it: an https server
+/// through its `CONNECT` tunnel, an http one forwarded to it, either through SOCKS5; a proxy
+/// setting the client cannot use fails each request with the reason.
 final class MCPHTTPConnection: Sendable {
     /// Redirects followed for one request.
     static let maxRedirects = 10
-    /// A pooled connection idle this long is closed: well under the keep-alive timeouts of
-    /// common servers (uvicorn, Node.js and Apache 5 s, gunicorn 2 s), so that the server does
-    /// not close it just as a request goes out on it.
-    static let idleTimeout: Duration = .seconds(1)
     /// Bytes of an error answer's body quoted in the error.
     static let errorBodyBytes = 512
     /// Header names the transport sets itself: an entry's header of the same name is ignored.
@@ -49,13 +53,9 @@ final class MCPHTTPConnection: Sendable {
 
     let serverName: String
     let origin: MCPHTTPOrigin
-    private let client: HTTPClient
-    /// Sends a retried request, each on a connection of its own (used once, never pooled), so
-    /// a retry never meets another stale connection.
-    private let freshClient: HTTPClient
+    /// The client, or why the proxy the environment names for this origin cannot be used.
+    private let client: Result<CheckedHTTPClient, any Error>
     private let staticHeaders: [(String, String)]
-    /// Why the proxy the environment names for this origin cannot be used (nil: it can, or none).
-    private let proxyFailure: String?
 
     init(
         serverName: String, origin: MCPHTTPOrigin, headers: [String: String], connectTimeout: Duration,
@@ -66,74 +66,79 @@ final class MCPHTTPConnection: Sendable {
         staticHeaders = headers.sorted { $0.key < $1.key }.filter { name, value in
             !Self.reservedHeaders.contains(name.lowercased()) && Self.isToken(name) && !value.utf8.contains { $0 < 0x20 && $0 != 0x09 || $0 == 0x7f }
         }
-        var configuration = HTTPClient.Configuration(
-            redirectConfiguration: .disallow, timeout: .init(connect: connectTimeout.timeAmount), decompression: .disabled)
-        // A call's answer streams on its own connection for as long as the call runs: room for
-        // every exchange the transport allows at once, none queued behind another.
-        configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = MCPHTTPExchanges.maxInFlight
-        // A refused connection fails its request at once rather than being retried until the
-        // connect timeout: the engine reconnects with its own back-off.
-        configuration.connectionPool.retryConnectionEstablishment = false
-        configuration.connectionPool.idleTimeout = Self.idleTimeout.timeAmount
-        do throws(ProxyError) {
-            try configuration.route(through: proxies.clientProxy(scheme: origin.scheme, host: origin.host, port: origin.port))
-            proxyFailure = nil
-        } catch {
-            proxyFailure = error.description
+        client = Result {
+            let route = try ProxyRoute.choose(
+                scheme: origin.scheme, host: origin.host, port: origin.port, environment: proxies, allowSOCKS: true)
+            return try CheckedHTTPClient(route: route, connectTimeout: connectTimeout.timeAmount)
         }
-        client = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: configuration)
-        configuration.maximumUsesPerConnection = 1
-        freshClient = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: configuration)
     }
 
     /// Sends `method` to `url` with the static headers and `headers` (which win), following
-    /// redirects; returns the answer (its body not read yet) and the URL that gave it.
-    /// `deadline` bounds the wait for the answer's head, never its body (AsyncHTTPClient
-    /// drops it once the head is in; ``statusText(_:deadline:)`` takes it again for the
-    /// body). `replayable` says the request may be sent again after its connection closed
-    /// with no answer, even though the server may have read it.
-    func execute(
-        _ method: HTTPMethod, _ url: URL, headers: [(String, String)], body: [UInt8]?, deadline: NIODeadline, replayable: Bool
-    ) async throws(MCPHTTPFailure) -> (HTTPClientResponse, URL) {
+    /// redirects, and hands the answer and the URL that gave it to `consume`; the connection
+    /// closes when `consume` returns. `deadline` bounds the wait for the answer's head, never
+    /// its body (``statusText(_:deadline:)`` takes it again for the body). `replayable` says
+    /// the request may be sent again after its connection closed with no answer, even though
+    /// the server may have read it. `consume`'s ``MCPHTTPFailure`` passes through; its other
+    /// errors are the connection's.
+    func execute<Answer>(
+        _ method: HTTPMethod, _ url: URL, headers: [(String, String)], body: [UInt8]?, deadline: NIODeadline, replayable: Bool,
+        _ consume: (MCPHTTPResponse, URL) async throws -> Answer
+    ) async throws(MCPHTTPFailure) -> Answer {
         var current = url
         for _ in 0...Self.maxRedirects {
-            let response = try await send(method, current, headers: headers, body: body, deadline: deadline, replayable: replayable)
-            guard [301, 302, 303, 307, 308].contains(response.status.code), let location = response.headers.first(name: "location") else {
-                return (response, current)
+            let here = current
+            let hop: MCPHTTPHop<Answer> = try await send(method, here, headers: headers, body: body, deadline: deadline, replayable: replayable) { response in
+                if [301, 302, 303, 307, 308].contains(response.status.code), let location = response.headers.first(name: "location") {
+                    return .redirect(location)
+                }
+                return .answer(try await consume(response, here))
             }
-            guard let next = URL(string: location, relativeTo: current)?.absoluteURL, let target = MCPHTTPOrigin(next) else {
-                throw .refused("refusing redirect from \(current.absoluteString) to \(location): not a URL")
+            switch hop {
+            case .answer(let answer):
+                return answer
+            case .redirect(let location):
+                guard let next = URL(string: location, relativeTo: here)?.absoluteURL, let target = MCPHTTPOrigin(next) else {
+                    throw .refused("refusing redirect from \(here.absoluteString) to \(location): not a URL")
+                }
+                guard target == origin else {
+                    throw .refused("refusing redirect from \(here.absoluteString) to \(next.absoluteString): another origin")
+                }
+                current = next
             }
-            guard target == origin else {
-                throw .refused("refusing redirect from \(current.absoluteString) to \(next.absoluteString): another origin")
-            }
-            current = next
         }
         throw .refused("\(method) \(url.absoluteString): stopped after \(Self.maxRedirects) redirects")
     }
 
-    /// One request without redirects: sent again once, on a fresh connection, when its
-    /// connection closed before any answer and the server cannot have read the message (none
-    /// of the body left) or may read it twice (`replayable`).
-    private func send(
-        _ method: HTTPMethod, _ url: URL, headers: [(String, String)], body: [UInt8]?, deadline: NIODeadline, replayable: Bool
-    ) async throws(MCPHTTPFailure) -> HTTPClientResponse {
-        if let proxyFailure { throw .connection("\(method) \(url.absoluteString): \(proxyFailure)") }
+    /// One request without redirects: sent again once, on a new connection, when its
+    /// connection closed before any answer and the server may read the message twice
+    /// (`replayable`).
+    private func send<Answer>(
+        _ method: HTTPMethod, _ url: URL, headers: [(String, String)], body: [UInt8]?, deadline: NIODeadline, replayable: Bool,
+        _ consume: (MCPHTTPResponse) async throws -> Answer
+    ) async throws(MCPHTTPFailure) -> Answer {
+        let client: CheckedHTTPClient
+        switch self.client {
+        case .success(let chosen): client = chosen
+        case .failure(let error): throw .connection("\(method) \(url.absoluteString): \(error)")
+        }
+        let given = Set(headers.map { $0.0.lowercased() })
+        let all = staticHeaders.filter { !given.contains($0.0.lowercased()) } + headers
+        guard let request = CheckedHTTPClient.Request(method: method, url: url.absoluteString, headers: all, body: body) else {
+            throw .refused("\(method) \(url.absoluteString): not an http or https URL with a port in 1...65535")
+        }
         var retried = false
         while true {
-            var request = HTTPClientRequest(url: url.absoluteString)
-            request.method = method
-            for (name, value) in staticHeaders { request.headers.add(name: name, value: value) }
-            for (name, value) in headers { request.headers.replaceOrAdd(name: name, value: value) }
-            let tracked = body.map { MCPHTTPTrackedBody(ByteBuffer(bytes: $0)) }
-            if let tracked { request.body = .stream(tracked, length: .known(Int64(tracked.bytes.readableBytes))) }
+            var answered = false
             do {
-                // A request that must not reach the server twice never rides a pooled
-                // connection: a fresh one cannot be one the server is closing as it goes out.
-                return try await (retried || !replayable ? freshClient : client).execute(request, deadline: deadline)
+                return try await client.execute(request, deadline: deadline, scope: .head) { head, body in
+                    answered = true
+                    return try await consume(MCPHTTPResponse(status: head.status, headers: head.headers, body: body))
+                }
+            } catch let failure as MCPHTTPFailure {
+                throw failure
             } catch {
                 if Task.isCancelled || error is CancellationError { throw .cancelled }
-                guard !retried, Self.closedBeforeAnswer(error), replayable || tracked?.taken != true else {
+                guard !retried, !answered, replayable, Self.closedBeforeAnswer(error) else {
                     throw .connection("\(method) \(url.absoluteString): \(Self.describe(error))")
                 }
                 retried = true
@@ -144,10 +149,10 @@ final class MCPHTTPConnection: Sendable {
 
     /// `HTTP <code>: <the first bytes of the body>`, for an answer that is an error; also
     /// how an answer whose body is not wanted is drained. The body is read until `deadline`
-    /// at most (AsyncHTTPClient's own deadline ends with the head): a server that sends a
+    /// at most (the request's own deadline ends with the head): a server that sends a
     /// head and then stalls gets its connection closed then, and the text has what came.
     /// `.distantFuture` reads it unbounded (a request given up cancels its exchange).
-    static func statusText(_ response: HTTPClientResponse, deadline: NIODeadline) async -> String {
+    static func statusText(_ response: MCPHTTPResponse, deadline: NIODeadline) async -> String {
         let bytes = await firstBytes(of: response, deadline: deadline)
         let text = String(decoding: bytes, as: UTF8.self).trimmingWhitespace()
         return text.isEmpty ? "HTTP \(response.status.code)" : "HTTP \(response.status.code): \(text)"
@@ -156,7 +161,7 @@ final class MCPHTTPConnection: Sendable {
     /// The body's first ``errorBodyBytes``, read until `deadline`: then the read is
     /// cancelled (the body's next read throws and the client closes the connection) and
     /// what came is returned.
-    private static func firstBytes(of response: HTTPClientResponse, deadline: NIODeadline) async -> [UInt8] {
+    private static func firstBytes(of response: MCPHTTPResponse, deadline: NIODeadline) async -> [UInt8] {
         guard deadline != .distantFuture else { return await firstBytes(of: response) }
         return await withTaskGroup(of: [UInt8]?.self) { group in
             group.addTask { await MCPHTTPConnection.firstBytes(of: response) }
@@ -175,7 +180,7 @@ final class MCPHTTPConnection: Sendable {
     }
 
     /// The body's first ``errorBodyBytes`` (what came, when it fails or is cancelled).
-    private static func firstBytes(of response: HTTPClientResponse) async -> [UInt8] {
+    private static func firstBytes(of response: MCPHTTPResponse) async -> [UInt8] {
         var bytes: [UInt8] = []
         do {
             for try await chunk in response.body {
@@ -189,7 +194,7 @@ final class MCPHTTPConnection: Sendable {
     /// The whole body of an answer that holds one JSON message: at most
     /// ``MCPLimits/maxMessageBytes``, never buffering more, its buffer charged to the budget
     /// and read at the server's rate.
-    static func readMessage(_ response: HTTPClientResponse, inbound: MCPHTTPInbound) async throws(MCPHTTPFailure) -> [UInt8] {
+    static func readMessage(_ response: MCPHTTPResponse, inbound: MCPHTTPInbound) async throws(MCPHTTPFailure) -> [UInt8] {
         let limit = MCPLimits.maxMessageBytes
         if let length = response.headers.first(name: "content-length").flatMap(Int.init), length > limit {
             throw .refused("the server sent a message longer than \(limit) bytes")
@@ -228,7 +233,7 @@ final class MCPHTTPConnection: Sendable {
     /// fails, as does a stream past `limit` bytes in all (comments included). The decoder's
     /// buffers are charged to the budget, and the stream is read at the server's rate.
     static func readEvents(
-        _ response: HTTPClientResponse, inbound: MCPHTTPInbound, limit: Int? = nil, _ event: (SSEEvent) -> Bool
+        _ response: MCPHTTPResponse, inbound: MCPHTTPInbound, limit: Int? = nil, _ event: (SSEEvent) -> Bool
     ) async throws(MCPHTTPFailure) -> Bool {
         var decoder = SSEDecoder()
         var going = true
@@ -263,15 +268,9 @@ final class MCPHTTPConnection: Sendable {
     }
 
     /// The media type of an answer, lower-cased, without parameters.
-    static func mediaType(_ response: HTTPClientResponse) -> String {
+    static func mediaType(_ response: MCPHTTPResponse) -> String {
         let value = response.headers.first(name: "content-type") ?? ""
         return String(value.prefix { $0 != ";" }).trimmingWhitespace().lowercased()
-    }
-
-    /// Shuts the clients down (their connections closed); waits for them.
-    func shutdown() async {
-        try? await client.shutdown()
-        try? await freshClient.shutdown()
     }
 
     /// Requests a server may get twice without harm: `initialize` (a second session the
@@ -287,10 +286,10 @@ final class MCPHTTPConnection: Sendable {
         return true
     }
 
-    /// Whether `error` says the connection closed before the answer's first byte (a request
-    /// sent on a connection the server was closing, or found closed when leased).
+    /// Whether `error` says the connection closed before the answer's first byte (the
+    /// server closed it as the request went out, or reset it).
     static func closedBeforeAnswer(_ error: any Error) -> Bool {
-        if let error = error as? HTTPClientError { return error == .remoteConnectionClosed }
+        if let error = error as? CheckedHTTPError { return error == .incompleteAnswer }
         if let error = error as? ChannelError { return error == .ioOnClosedChannel || error == .eof || error == .outputClosed }
         if let error = error as? IOError { return [ECONNRESET, EPIPE].contains(error.errnoCode) }
         return false
@@ -298,15 +297,14 @@ final class MCPHTTPConnection: Sendable {
 
     /// An error of the HTTP client in a few words.
     static func describe(_ error: any Error) -> String {
-        if let error = error as? HTTPClientError {
+        if let error = error as? CheckedHTTPError {
             switch error {
-            case .connectTimeout: return "connect timed out"
-            case .remoteConnectionClosed: return "the server closed the connection"
-            case .readTimeout: return "read timed out"
-            case .deadlineExceeded: return "timed out"
-            default: return "\(error)"
+            case .timedOut: return "timed out"
+            case .incompleteAnswer: return "the server closed the connection"
+            case .unexpectedAnswer: return error.description
             }
         }
+        if case ChannelError.connectTimeout = error { return "connect timed out" }
         if let error = error as? NIOConnectionError, let first = error.connectionErrors.first {
             return describe(first.error)
         }
@@ -323,31 +321,11 @@ final class MCPHTTPConnection: Sendable {
     }
 }
 
-/// A request's body that records whether the HTTP client ever asked for it: until it does,
-/// none of it has left, so the server cannot have read the message.
-final class MCPHTTPTrackedBody: AsyncSequence, Sendable {
-    typealias Element = ByteBuffer
-    let bytes: ByteBuffer
-    private let asked = Atomic<Bool>(false)
-
-    init(_ bytes: ByteBuffer) { self.bytes = bytes }
-
-    /// Whether the client asked for the body (so some of it may have been written).
-    var taken: Bool { asked.load(ordering: .acquiring) }
-
-    func makeAsyncIterator() -> Iterator { Iterator(body: self) }
-
-    struct Iterator: AsyncIteratorProtocol {
-        let body: MCPHTTPTrackedBody
-        var done = false
-
-        mutating func next() async -> ByteBuffer? {
-            guard !done else { return nil }
-            done = true
-            body.asked.store(true, ordering: .releasing)
-            return body.bytes
-        }
-    }
+/// What one request of ``MCPHTTPConnection/execute(_:_:headers:body:deadline:replayable:_:)``
+/// gave: the answer, or a redirect's `Location`.
+private enum MCPHTTPHop<Answer> {
+    case answer(Answer)
+    case redirect(String)
 }
 
 /// A URL's origin: scheme, host and port (the scheme's default when absent).

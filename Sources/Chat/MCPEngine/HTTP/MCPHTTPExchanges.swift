@@ -2,8 +2,8 @@ import AgentCore
 import Synchronization
 
 /// What both HTTP transports share: the exchanges in flight (one task per POST, plus the
-/// stream that listens), the session's end reported once, and closing (tasks cancelled, the
-/// client shut down).
+/// stream that listens), the session's end reported once, and closing (tasks cancelled, each
+/// closing its connection).
 ///
 /// Memory: at most ``maxInFlight`` exchanges; each reads through a bounded reader.
 final class MCPHTTPExchanges: Sendable {
@@ -98,7 +98,7 @@ final class MCPHTTPExchanges: Sendable {
     }
 
     /// Closes: no new exchanges, those in flight cancelled and awaited, `goodbye` (the
-    /// DELETE of a session) run, the end reported, the client shut down. A second call waits
+    /// DELETE of a session) run, the end reported. A second call waits
     /// for the first.
     func close(goodbye: @Sendable () async -> Void) async {
         let first = state.withLock { s -> Bool in
@@ -114,7 +114,6 @@ final class MCPHTTPExchanges: Sendable {
         }
         await goodbye()
         end("server \(goQuote(serverName)) was closed")
-        await connection.shutdown()
         closed.open()
     }
 }

@@ -1,5 +1,4 @@
 import AgentCore
-import AsyncHTTPClient
 import FoundationEssentials
 import NIOCore
 import NIOHTTP1
@@ -63,11 +62,13 @@ final class MCPLegacySSETransport: MCPTransport {
         try exchanges.start(request: request) { [self] in
             do throws(MCPHTTPFailure) {
                 let deadline = NIODeadline.now() + postTimeout.timeAmount
-                let (response, _) = try await exchanges.connection.execute(
+                try await exchanges.connection.execute(
                     .POST, endpoint, headers: [("Content-Type", "application/json"), ("Accept", "application/json, text/event-stream")],
-                    body: body, deadline: deadline, replayable: replayable)
-                let text = await MCPHTTPConnection.statusText(response, deadline: deadline)
-                guard (200..<300).contains(response.status.code) else { throw MCPHTTPFailure.refused(text) }
+                    body: body, deadline: deadline, replayable: replayable
+                ) { response, _ in
+                    let text = await MCPHTTPConnection.statusText(response, deadline: deadline)
+                    guard (200..<300).contains(response.status.code) else { throw MCPHTTPFailure.refused(text) }
+                }
             } catch {
                 switch error {
                 case .cancelled: break
@@ -93,8 +94,7 @@ final class MCPLegacySSETransport: MCPTransport {
     }
 
     /// Waits for the endpoint, the stream's failure, or the timeout (with a second of slack,
-    /// so that a connection that fails at the connect deadline is reported as what it is: the
-    /// HTTP client retries a refused connection until then).
+    /// so that a connection that fails at the connect deadline is reported as what it is).
     private func endpoint(within timeout: Duration) async throws(MCPError) -> URL {
         let timer = Task { [weak self] in
             guard (try? await Task.sleep(for: timeout + .seconds(1))) != nil, let self else { return }
@@ -132,18 +132,19 @@ final class MCPLegacySSETransport: MCPTransport {
         var reason = "server \(goQuote(serverName)) ended its event stream"
         do throws(MCPHTTPFailure) {
             let deadline = NIODeadline.now() + connectTimeout.timeAmount
-            let (response, streamURL) = try await exchanges.connection.execute(
-                .GET, url, headers: [("Accept", "text/event-stream")], body: nil, deadline: deadline, replayable: true)
-            guard (200..<300).contains(response.status.code), MCPHTTPConnection.mediaType(response) == "text/event-stream" else {
-                throw MCPHTTPFailure.refused(await MCPHTTPConnection.statusText(response, deadline: deadline))
-            }
-            _ = try await MCPHTTPConnection.readEvents(response, inbound: exchanges.inbound) { event in
-                switch event.type {
-                case "endpoint": return named(String(decoding: event.data, as: UTF8.self), relativeTo: streamURL)
-                case "message": if !event.data.isEmpty { exchanges.deliver(event.data) }
-                default: break
+            try await exchanges.connection.execute(.GET, url, headers: [("Accept", "text/event-stream")], body: nil, deadline: deadline, replayable: true) {
+                response, streamURL in
+                guard (200..<300).contains(response.status.code), MCPHTTPConnection.mediaType(response) == "text/event-stream" else {
+                    throw MCPHTTPFailure.refused(await MCPHTTPConnection.statusText(response, deadline: deadline))
                 }
-                return true
+                _ = try await MCPHTTPConnection.readEvents(response, inbound: exchanges.inbound) { event in
+                    switch event.type {
+                    case "endpoint": return named(String(decoding: event.data, as: UTF8.self), relativeTo: streamURL)
+                    case "message": if !event.data.isEmpty { exchanges.deliver(event.data) }
+                    default: break
+                    }
+                    return true
+                }
             }
         } catch {
             switch error {

@@ -1,5 +1,4 @@
 import AgentCore
-import AsyncHTTPClient
 import FoundationEssentials
 import NIOCore
 import NIOHTTP1
@@ -73,10 +72,8 @@ final class MCPStreamableHTTPTransport: MCPTransport {
             guard let sessionID = state.withLock({ $0.sessionID }) else { return }
             let headers = [("Mcp-Session-Id", sessionID)] + versionHeader
             let deadline = NIODeadline.now() + Self.goodbyeTimeout.timeAmount
-            if let (response, _) = try? await exchanges.connection.execute(
-                .DELETE, url, headers: headers, body: nil, deadline: deadline, replayable: true)
-            {
-                _ = await MCPHTTPConnection.statusText(response, deadline: deadline)
+            _ = try? await exchanges.connection.execute(.DELETE, url, headers: headers, body: nil, deadline: deadline, replayable: true) {
+                response, _ in await MCPHTTPConnection.statusText(response, deadline: deadline)
             }
         }
     }
@@ -95,37 +92,46 @@ final class MCPStreamableHTTPTransport: MCPTransport {
         // body of an answer no one waits for would otherwise hold an exchange for good).
         let deadline: NIODeadline = request == nil ? .now() + connectTimeout.timeAmount : .distantFuture
         do throws(MCPHTTPFailure) {
-            let (response, _) = try await exchanges.connection.execute(
-                .POST, url, headers: headers, body: body, deadline: deadline, replayable: replayable)
-            try takeSessionID(response)
-            let status = response.status.code
-            if status == 404, sessionID != nil {
-                exchanges.end("server \(goQuote(serverName)): the session expired (HTTP 404)")
-                return
-            }
-            guard (200..<300).contains(status) else {
-                throw MCPHTTPFailure.refused(await MCPHTTPConnection.statusText(response, deadline: deadline))
-            }
-            guard let request else {
-                _ = await MCPHTTPConnection.statusText(response, deadline: deadline)
-                if notification == "notifications/initialized" { startListening() }
-                return
-            }
-            switch MCPHTTPConnection.mediaType(response) {
-            case "application/json":
-                let message = exchanges.deliver(try await MCPHTTPConnection.readMessage(response, inbound: exchanges.inbound))
-                if !Self.answers(message, request) { throw MCPHTTPFailure.refused("the server's answer is not a response to the request") }
-            case "text/event-stream":
-                let ended = try await MCPHTTPConnection.readEvents(response, inbound: exchanges.inbound, limit: MCPLimits.maxExchangeBytes) { event in
-                    guard !event.data.isEmpty else { return true }
-                    return !Self.answers(exchanges.deliver(event.data), request)
-                }
-                if ended { throw MCPHTTPFailure.refused("the server ended its event stream without answering") }
-            case let other:
-                throw MCPHTTPFailure.refused("the server answered with Content-Type \(goQuote(other)) (HTTP \(status))")
+            try await exchanges.connection.execute(.POST, url, headers: headers, body: body, deadline: deadline, replayable: replayable) {
+                response, _ in
+                try await answered(response, request: request, sessionID: sessionID, notification: notification, deadline: deadline)
             }
         } catch {
             fail(error, request: request, what: notification ?? "a response")
+        }
+    }
+
+    /// A POST's answer: the session id, then the request's answer (a JSON message, or the
+    /// event stream that carries it), or the end of a notification's or response's.
+    private func answered(
+        _ response: MCPHTTPResponse, request: JSONRPCID?, sessionID: String?, notification: String?, deadline: NIODeadline
+    ) async throws(MCPHTTPFailure) {
+        try takeSessionID(response)
+        let status = response.status.code
+        if status == 404, sessionID != nil {
+            exchanges.end("server \(goQuote(serverName)): the session expired (HTTP 404)")
+            return
+        }
+        guard (200..<300).contains(status) else {
+            throw .refused(await MCPHTTPConnection.statusText(response, deadline: deadline))
+        }
+        guard let request else {
+            _ = await MCPHTTPConnection.statusText(response, deadline: deadline)
+            if notification == "notifications/initialized" { startListening() }
+            return
+        }
+        switch MCPHTTPConnection.mediaType(response) {
+        case "application/json":
+            let message = exchanges.deliver(try await MCPHTTPConnection.readMessage(response, inbound: exchanges.inbound))
+            if !Self.answers(message, request) { throw .refused("the server's answer is not a response to the request") }
+        case "text/event-stream":
+            let ended = try await MCPHTTPConnection.readEvents(response, inbound: exchanges.inbound, limit: MCPLimits.maxExchangeBytes) { event in
+                guard !event.data.isEmpty else { return true }
+                return !Self.answers(exchanges.deliver(event.data), request)
+            }
+            if ended { throw .refused("the server ended its event stream without answering") }
+        case let other:
+            throw .refused("the server answered with Content-Type \(goQuote(other)) (HTTP \(status))")
         }
     }
 
@@ -153,7 +159,7 @@ final class MCPStreamableHTTPTransport: MCPTransport {
     }
 
     /// Keeps the first `Mcp-Session-Id` the server gives (visible ASCII, bounded).
-    private func takeSessionID(_ response: HTTPClientResponse) throws(MCPHTTPFailure) {
+    private func takeSessionID(_ response: MCPHTTPResponse) throws(MCPHTTPFailure) {
         guard let value = response.headers.first(name: "mcp-session-id") else { return }
         guard !value.isEmpty, value.utf8.count <= Self.maxSessionIDBytes, value.utf8.allSatisfy({ (0x21...0x7e).contains($0) }) else {
             throw .refused("the server's Mcp-Session-Id is not visible ASCII of at most \(Self.maxSessionIDBytes) bytes")
@@ -182,21 +188,24 @@ final class MCPStreamableHTTPTransport: MCPTransport {
             if let sessionID = state.withLock({ $0.sessionID }) { headers.append(("Mcp-Session-Id", sessionID)) }
             do throws(MCPHTTPFailure) {
                 let deadline = NIODeadline.now() + connectTimeout.timeAmount
-                let (response, _) = try await exchanges.connection.execute(
-                    .GET, url, headers: headers, body: nil, deadline: deadline, replayable: true)
-                let status = response.status.code
-                if status == 405 {
-                    _ = await MCPHTTPConnection.statusText(response, deadline: deadline)
-                    return
+                let over = try await exchanges.connection.execute(.GET, url, headers: headers, body: nil, deadline: deadline, replayable: true) {
+                    response, _ in
+                    let status = response.status.code
+                    if status == 405 {
+                        _ = await MCPHTTPConnection.statusText(response, deadline: deadline)
+                        return true
+                    }
+                    guard (200..<300).contains(status), MCPHTTPConnection.mediaType(response) == "text/event-stream" else {
+                        exchanges.log(serverName, "listening stream: \(await MCPHTTPConnection.statusText(response, deadline: deadline))")
+                        return true
+                    }
+                    _ = try await MCPHTTPConnection.readEvents(response, inbound: exchanges.inbound) { event in
+                        if !event.data.isEmpty { exchanges.deliver(event.data) }
+                        return true
+                    }
+                    return false
                 }
-                guard (200..<300).contains(status), MCPHTTPConnection.mediaType(response) == "text/event-stream" else {
-                    exchanges.log(serverName, "listening stream: \(await MCPHTTPConnection.statusText(response, deadline: deadline))")
-                    return
-                }
-                _ = try await MCPHTTPConnection.readEvents(response, inbound: exchanges.inbound) { event in
-                    if !event.data.isEmpty { exchanges.deliver(event.data) }
-                    return true
-                }
+                if over { return }
             } catch {
                 switch error {
                 case .cancelled: return

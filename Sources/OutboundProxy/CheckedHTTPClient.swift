@@ -5,22 +5,27 @@ import NIOPosix
 import NIOSSL
 import Synchronization
 
-/// HTTP/1.1 requests to an `https://` server, directly or through an HTTP proxy's `CONNECT`
-/// tunnel, with the server's identity checked as Go checks it
-/// (``ProxyRoute/tlsClientHandler(context:host:serverName:)``). AsyncHTTPClient cannot be given
-/// that check and accepts a certificate naming the connected address (the proxy's, or
-/// wherever DNS pointed), so what carries the agent's token goes here. One connection per
-/// request, closed after its answer; the answer is read with backpressure, at most
-/// ``maxQueuedParts`` parts (each at most one read, 64 KiB) waiting unread.
-public struct CheckedHTTPSClient: Sendable {
+/// HTTP/1.1 requests of the agent's own (coderd's REST API, cloud metadata, MCP servers),
+/// directly or through the environment's proxy (``ProxyRoute``: an HTTP proxy's `CONNECT`
+/// tunnel for https, absolute-form requests to it for http, or SOCKS5), with an https
+/// server's identity checked as Go checks it
+/// (``ProxyRoute/tlsClientHandler(context:host:serverName:)``: NIOSSL's own check, and so
+/// AsyncHTTPClient's, accepts a certificate naming the connected address, the proxy's or
+/// wherever DNS pointed). One connection per request, closed after its answer, so no request
+/// ever goes out on a connection the server is closing; the answer is read with
+/// backpressure, at most ``maxQueuedParts`` parts (each at most one read, 64 KiB) waiting
+/// unread.
+public struct CheckedHTTPClient: Sendable {
     typealias Connection = NIOAsyncChannel<HTTPClientResponsePart, HTTPClientRequestPart>
 
     /// Answer parts read ahead of the consumer (NIOAsyncChannel's watermark).
     public static let maxQueuedParts = 10
 
-    /// One request: `url` is `https://host[:port]/path?query`.
+    /// One request: `url` is `http[s]://host[:port]/path?query`.
     public struct Request: Sendable {
         public var method: HTTPMethod
+        /// `https`: TLS, with the server's identity checked.
+        public var secure: Bool
         public var host: String
         public var port: Int
         /// The path and query (origin form).
@@ -28,31 +33,37 @@ public struct CheckedHTTPSClient: Sendable {
         public var headers: [(String, String)]
         public var body: [UInt8]?
 
-        /// Nil for a URL that is not `https://` with a host and a port in 1...65535 (NIO's
-        /// socket address traps on a larger one).
+        /// Nil for a URL that is not `http://` or `https://` with a host and a port in
+        /// 1...65535 (NIO's socket address traps on a larger one).
         public init?(method: HTTPMethod, url: String, headers: [(String, String)] = [], body: [UInt8]? = nil) {
-            guard let target = URLTarget(url), target.scheme == "https", (1...65535).contains(target.port ?? 443) else { return nil }
+            guard let target = URLTarget(url), target.scheme == "https" || target.scheme == "http" else { return nil }
+            let secure = target.scheme == "https"
+            let port = target.port ?? (secure ? 443 : 80)
+            guard (1...65535).contains(port) else { return nil }
             self.method = method
+            self.secure = secure
             self.host = target.host
-            self.port = target.port ?? 443
+            self.port = port
             self.target = target.pathAndQuery
             self.headers = headers
             self.body = body
         }
 
-        /// The `Host` header: the host (bracketed if IPv6) and a port other than 443.
+        /// The `Host` header: the host (bracketed if IPv6) and a port other than the scheme's.
         var hostHeader: String {
             let bare = host.contains(":") ? "[\(host)]" : host
-            return port == 443 ? bare : "\(bare):\(port)"
+            return port == (secure ? 443 : 80) ? bare : "\(bare):\(port)"
         }
 
         /// Headers the request sets itself; the caller's are dropped, as Go's `Request.Write`
         /// drops them.
         static let ownHeaders: Set<String> = ["host", "content-length", "transfer-encoding", "trailer", "connection"]
 
-        /// The request's head: `Host`, the caller's headers, the body's length (0 for a
-        /// method that carries one without it, as Go sends it) and `Connection: close`.
-        var head: HTTPRequestHead {
+        /// The request's head on `route`: `Host`, the caller's headers, the body's length (0
+        /// for a method that carries one without it, as Go sends it) and `Connection: close`.
+        /// To a forwarding proxy the target is the absolute URL, with the proxy's credentials
+        /// as `Proxy-Authorization` (Go's transport sends them so).
+        func head(on route: ProxyRoute) -> HTTPRequestHead {
             var headers = HTTPHeaders([("Host", hostHeader)])
             for (name, value) in self.headers where !Self.ownHeaders.contains(name.lowercased()) { headers.add(name: name, value: value) }
             if let body {
@@ -61,7 +72,12 @@ public struct CheckedHTTPSClient: Sendable {
                 headers.add(name: "Content-Length", value: "0")
             }
             headers.add(name: "Connection", value: "close")
-            return HTTPRequestHead(version: .http1_1, method: method, uri: target, headers: headers)
+            var uri = target
+            if case .forward(let proxy) = route {
+                uri = "http://\(hostHeader)\(target)"
+                if let authorization = proxy.authorization { headers.replaceOrAdd(name: "Proxy-Authorization", value: authorization) }
+            }
+            return HTTPRequestHead(version: .http1_1, method: method, uri: uri, headers: headers)
         }
     }
 
@@ -77,9 +93,10 @@ public struct CheckedHTTPSClient: Sendable {
         case wholeAnswer
     }
 
-    /// Directly, or through a proxy's tunnel.
+    /// Directly, or through a proxy.
     public let route: ProxyRoute
-    private let context: NIOSSLContext
+    /// The TLS context for https targets; nil takes the system's store (loaded on first use).
+    private let context: NIOSSLContext?
     private let connectTimeout: TimeAmount
     private let group: any EventLoopGroup
 
@@ -88,23 +105,18 @@ public struct CheckedHTTPSClient: Sendable {
     static let shutdownTimeout = TimeAmount.milliseconds(500)
 
     /// - Parameters:
-    ///   - route: ``ProxyRoute/direct``, or ``ProxyRoute/tunnel(_:)`` through an `http://`
-    ///     proxy (a forwarding route, which would send the request in the clear, throws).
-    ///   - tlsConfiguration: the trust for the target; nil takes the system's store, whose
+    ///   - route: how requests travel (``ProxyRoute/choose(url:environment:allowSOCKS:)``
+    ///     picks it from the environment); a forwarding route refuses https requests, which
+    ///     it would send in the clear.
+    ///   - tlsConfiguration: the trust for https targets; nil takes the system's store, whose
     ///     context is made once for the process.
     ///   - connectTimeout: the TCP connect, within each request's deadline.
     public init(
         route: ProxyRoute, tlsConfiguration: TLSConfiguration? = nil, connectTimeout: TimeAmount = .seconds(10),
         group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) throws {
-        switch route {
-        case .direct: break
-        case .tunnel(let proxy) where proxy.kind == .http: break
-        case .tunnel(let proxy), .forward(let proxy):
-            throw ProxyError.unsupported(proxy, "only a tunnel through an http:// proxy carries https for this connection")
-        }
         self.route = route
-        self.context = try tlsConfiguration.map(Self.makeContext) ?? Self.systemTrust.get()
+        self.context = try tlsConfiguration.map(Self.makeContext)
         self.connectTimeout = connectTimeout
         self.group = group
     }
@@ -123,7 +135,7 @@ public struct CheckedHTTPSClient: Sendable {
 
     /// Sends `request` and hands its answer's head and body to `consume`; the connection is
     /// closed when `consume` returns. Past `deadline` (for `scope`) the connection is closed
-    /// and the call throws ``CheckedHTTPSError/timedOut``; cancelling the task closes it too.
+    /// and the call throws ``CheckedHTTPError/timedOut``; cancelling the task closes it too.
     public func execute<Result>(
         _ request: Request, deadline: NIODeadline, scope: DeadlineScope = .wholeAnswer,
         _ consume: (Head, Body) async throws -> Result
@@ -134,11 +146,11 @@ public struct CheckedHTTPSClient: Sendable {
                 let result = try await exchange(request, deadline: deadline, scope: scope, watch: watch, consume)
                 // A body that ends at its connection's close looks whole when the deadline or
                 // the task's cancellation closed it.
-                if watch.expired { throw CheckedHTTPSError.timedOut }
+                if watch.expired { throw CheckedHTTPError.timedOut }
                 if watch.cancelled { throw CancellationError() }
                 return result
             } catch {
-                if watch.expired { throw CheckedHTTPSError.timedOut }
+                if watch.expired { throw CheckedHTTPError.timedOut }
                 if watch.cancelled { throw CancellationError() }
                 throw error
             }
@@ -153,9 +165,13 @@ public struct CheckedHTTPSClient: Sendable {
     ) async throws -> Result {
         if watch.cancelled { throw CancellationError() }
         let route = self.route
+        if case .forward(let proxy) = route, request.secure {
+            throw ProxyError.unsupported(proxy, "an https request is not forwarded in the clear")
+        }
+        let context = request.secure ? try self.context ?? Self.systemTrust.get() : nil
         let destination = route.connectAddress(host: request.host, port: request.port)
         let serverName = ProxyRoute.serverName(for: request.host)
-        let (context, host, port) = (self.context, request.host, request.port)
+        let (host, port) = (request.host, request.port)
         let connectTimeout = max(.milliseconds(1), min(self.connectTimeout, deadline - .now()))
         // A head-only deadline ends on the loop as the head arrives, before its timer (on the
         // same loop) could close a connection whose answer came in time.
@@ -167,9 +183,9 @@ public struct CheckedHTTPSClient: Sendable {
             channel.eventLoop.makeCompletedFuture {
                 watch.attempt(channel)
                 let pipeline = channel.pipeline.syncOperations
-                // The tunnel first: TLS and the request start inside it.
+                // The proxy's handler first: TLS and the request start behind it.
                 try route.addHandlers(to: pipeline, host: host, port: port)
-                try pipeline.addHandler(route.tlsClientHandler(context: context, host: host, serverName: serverName))
+                if let context { try pipeline.addHandler(route.tlsClientHandler(context: context, host: host, serverName: serverName)) }
                 try pipeline.addHTTPClientHandlers()
                 let headPromise = channel.eventLoop.makePromise(of: HTTPResponseHead.self)
                 try pipeline.addHandler(ResponseHeadHandler(promise: headPromise, onHead: onHead))
@@ -189,7 +205,7 @@ public struct CheckedHTTPSClient: Sendable {
             }
         watch.opened(channel.channel, deadline: deadline)
         return try await channel.executeThenClose { inbound, outbound in
-            var parts: [HTTPClientRequestPart] = [.head(request.head)]
+            var parts: [HTTPClientRequestPart] = [.head(request.head(on: route))]
             if let body = request.body, !body.isEmpty { parts.append(.body(.byteBuffer(ByteBuffer(bytes: body)))) }
             parts.append(.end(nil))
             // A failed write means a failed connection; its cause is the head's failure.
@@ -198,20 +214,31 @@ public struct CheckedHTTPSClient: Sendable {
             defer { watch.stopTimer() }
             // A TLS close lets reads through until the server's `close_notify`: a head that
             // came after the deadline closed the connection is late, not an answer.
-            if watch.expired { throw CheckedHTTPSError.timedOut }
+            if watch.expired { throw CheckedHTTPError.timedOut }
             if watch.cancelled { throw CancellationError() }
             return try await consume(Head(status: answer.status, headers: answer.headers), Body(parts: inbound, watch: watch))
         }
     }
 
     /// An answer's body, chunk by chunk as it arrives; iterate it once. A connection that ends
-    /// before the body does throws (``CheckedHTTPSError/incompleteAnswer``), never a short body.
+    /// before the body does throws (``CheckedHTTPError/incompleteAnswer``), never a short body.
     public struct Body: AsyncSequence, Sendable {
         public typealias Element = ByteBuffer
         let parts: NIOAsyncChannelInboundStream<HTTPClientResponsePart>
         let watch: ConnectionWatch
 
         public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(parts: parts.makeAsyncIterator(), watch: watch) }
+
+        /// The whole body, refused with `NIOTooManyBytesError` once past `maxBytes` (never
+        /// buffering more).
+        public func collect(upTo maxBytes: Int) async throws -> [UInt8] {
+            var bytes: [UInt8] = []
+            for try await chunk in self {
+                guard bytes.count + chunk.readableBytes <= maxBytes else { throw NIOTooManyBytesError(maxBytes: maxBytes) }
+                bytes += chunk.readableBytesView
+            }
+            return bytes
+        }
 
         public struct AsyncIterator: AsyncIteratorProtocol {
             var parts: NIOAsyncChannelInboundStream<HTTPClientResponsePart>.AsyncIterator
@@ -227,15 +254,15 @@ public struct CheckedHTTPSClient: Sendable {
                     ended = true
                     // An answer framed by the connection's end was cut, not ended, when the
                     // deadline or a cancellation closed the connection.
-                    if watch.expired { throw CheckedHTTPSError.timedOut }
+                    if watch.expired { throw CheckedHTTPError.timedOut }
                     if watch.cancelled { throw CancellationError() }
                     return nil
                 case .head:
-                    throw CheckedHTTPSError.incompleteAnswer
+                    throw CheckedHTTPError.incompleteAnswer
                 case nil:
                     ended = true
                     if Task.isCancelled { throw CancellationError() }
-                    throw CheckedHTTPSError.incompleteAnswer
+                    throw CheckedHTTPError.incompleteAnswer
                 }
             }
         }
@@ -243,7 +270,7 @@ public struct CheckedHTTPSClient: Sendable {
 }
 
 /// Why a request failed, beside the proxy's (``ProxyError``) and TLS's own errors.
-public enum CheckedHTTPSError: Error, Sendable, Equatable, CustomStringConvertible {
+public enum CheckedHTTPError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The deadline passed (Go's words, as the REST client reports it).
     case timedOut
     /// The connection ended before the answer did.
@@ -282,13 +309,13 @@ final class ResponseHeadHandler: ChannelInboundHandler, RemovableChannelHandler 
         guard waiting else { return context.fireChannelRead(data) }
         switch unwrapInboundIn(data) {
         case .head(let head) where head.status == .switchingProtocols:
-            fail(context, CheckedHTTPSError.unexpectedAnswer("101 Switching Protocols"))
+            fail(context, CheckedHTTPError.unexpectedAnswer("101 Switching Protocols"))
         case .head(let head):
             waiting = false
             onHead?()
             promise.succeed(head)
         case .body, .end:
-            fail(context, CheckedHTTPSError.unexpectedAnswer("a body before the status line"))
+            fail(context, CheckedHTTPError.unexpectedAnswer("a body before the status line"))
         }
     }
 
@@ -298,12 +325,12 @@ final class ResponseHeadHandler: ChannelInboundHandler, RemovableChannelHandler 
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        settle(CheckedHTTPSError.incompleteAnswer)
+        settle(CheckedHTTPError.incompleteAnswer)
         context.fireChannelInactive()
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
-        settle(CheckedHTTPSError.incompleteAnswer)
+        settle(CheckedHTTPError.incompleteAnswer)
     }
 
     private func fail(_ context: ChannelHandlerContext, _ error: any Error) {
