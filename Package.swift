@@ -563,6 +563,8 @@ let package = Package(
                 "DERP", "DERPRelayDouble", "WireGuard",
                 // `agent-bench templates`: the stat figures' own cost, in process.
                 "HostStats",
+                // `agent-bench outbound`: the agent's own HTTP client, in process.
+                "OutboundProxy",
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),

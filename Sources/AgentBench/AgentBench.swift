@@ -8,7 +8,10 @@ struct AgentBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "agent-bench",
         abstract: "WorkspaceAgent benchmarks (release build; loopback only).",
-        subcommands: [ProcessBenchmarks.self, HTTPBenchmarks.self, RouteDispatchBenchmark.self, NIOHTTPServerCommand.self, HummingbirdHTTPServerCommand.self, ManifestBenchmarks.self, RPCBenchmarks.self, HardeningBenchmarks.self, SocketBenchmarks.self, FilesBenchmarks.self, GitBenchmarks.self, DesktopBenchmarks.self, BoundaryBenchmarks.self, TailnetBenchmarks.self, TailnetDirectBenchmarks.self, ScriptsBenchmarks.self, ChatBenchmarks.self, SSHBenchmarks.self, TemplatesBenchmarks.self],
+        subcommands: [
+            ProcessBenchmarks.self, HTTPBenchmarks.self, RouteDispatchBenchmark.self, NIOHTTPServerCommand.self, HummingbirdHTTPServerCommand.self, ManifestBenchmarks.self, RPCBenchmarks.self, HardeningBenchmarks.self, SocketBenchmarks.self, FilesBenchmarks.self, GitBenchmarks.self, DesktopBenchmarks.self, BoundaryBenchmarks.self, TailnetBenchmarks.self, TailnetDirectBenchmarks.self, ScriptsBenchmarks.self, ChatBenchmarks.self, SSHBenchmarks.self, TemplatesBenchmarks.self,
+            OutboundBenchmarks.self,
+        ],
         defaultSubcommand: ProcessBenchmarks.self
     )
 }

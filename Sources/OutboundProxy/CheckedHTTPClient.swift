@@ -23,15 +23,19 @@ public struct CheckedHTTPClient: Sendable {
 
     /// One request: `url` is `http[s]://host[:port]/path?query`.
     public struct Request: Sendable {
-        public var method: HTTPMethod
+        public let method: HTTPMethod
         /// `https`: TLS, with the server's identity checked.
-        public var secure: Bool
-        public var host: String
-        public var port: Int
+        public let secure: Bool
+        public let host: String
+        public let port: Int
         /// The path and query (origin form).
-        public var target: String
+        public let target: String
         public var headers: [(String, String)]
         public var body: [UInt8]?
+
+        /// The `Host` header: the host (bracketed if IPv6) and the port if the URL has one, as
+        /// Go sends it (the URL's host as written).
+        let hostHeader: String
 
         /// Nil for a URL that is not `http://` or `https://` with a host and a port in
         /// 1...65535 (NIO's socket address traps on a larger one).
@@ -47,12 +51,8 @@ public struct CheckedHTTPClient: Sendable {
             self.target = target.pathAndQuery
             self.headers = headers
             self.body = body
-        }
-
-        /// The `Host` header: the host (bracketed if IPv6) and a port other than the scheme's.
-        var hostHeader: String {
-            let bare = host.contains(":") ? "[\(host)]" : host
-            return port == (secure ? 443 : 80) ? bare : "\(bare):\(port)"
+            let bare = target.host.contains(":") ? "[\(target.host)]" : target.host
+            hostHeader = target.port.map { "\(bare):\($0)" } ?? bare
         }
 
         /// Headers the request sets itself; the caller's are dropped, as Go's `Request.Write`
@@ -144,15 +144,12 @@ public struct CheckedHTTPClient: Sendable {
         return try await withTaskCancellationHandler {
             do {
                 let result = try await exchange(request, deadline: deadline, scope: scope, watch: watch, consume)
-                // A body that ends at its connection's close looks whole when the deadline or
+                // A body that ends at its connection's close looks whole when a deadline or
                 // the task's cancellation closed it.
-                if watch.expired { throw CheckedHTTPError.timedOut }
-                if watch.cancelled { throw CancellationError() }
+                if let ending = watch.ending { throw ending }
                 return result
             } catch {
-                if watch.expired { throw CheckedHTTPError.timedOut }
-                if watch.cancelled { throw CancellationError() }
-                throw error
+                throw watch.ending ?? error
             }
         } onCancel: {
             watch.cancel()
@@ -163,7 +160,7 @@ public struct CheckedHTTPClient: Sendable {
         _ request: Request, deadline: NIODeadline, scope: DeadlineScope, watch: ConnectionWatch,
         _ consume: (Head, Body) async throws -> Result
     ) async throws -> Result {
-        if watch.cancelled { throw CancellationError() }
+        if let ending = watch.ending { throw ending }
         let route = self.route
         if case .forward(let proxy) = route, request.secure {
             throw ProxyError.unsupported(proxy, "an https request is not forwarded in the clear")
@@ -173,6 +170,9 @@ public struct CheckedHTTPClient: Sendable {
         let serverName = ProxyRoute.serverName(for: request.host)
         let (host, port) = (request.host, request.port)
         let connectTimeout = max(.milliseconds(1), min(self.connectTimeout, deadline - .now()))
+        // The connect timeout covers the proxy's and TLS's handshakes too.
+        let setupDeadline = NIODeadline.now() + connectTimeout
+        let ready: @Sendable () -> Void = { watch.setupFinished() }
         // A head-only deadline ends on the loop as the head arrives, before its timer (on the
         // same loop) could close a connection whose answer came in time.
         let stopTimer: @Sendable () -> Void = { watch.stopTimer() }
@@ -186,6 +186,7 @@ public struct CheckedHTTPClient: Sendable {
                 // The proxy's handler first: TLS and the request start behind it.
                 try route.addHandlers(to: pipeline, host: host, port: port)
                 if let context { try pipeline.addHandler(route.tlsClientHandler(context: context, host: host, serverName: serverName)) }
+                try pipeline.addHandler(ConnectionSetupHandler(tls: context != nil, route: route, host: host, port: port, ready: ready))
                 try pipeline.addHTTPClientHandlers()
                 let headPromise = channel.eventLoop.makePromise(of: HTTPResponseHead.self)
                 try pipeline.addHandler(ResponseHeadHandler(promise: headPromise, onHead: onHead))
@@ -203,7 +204,9 @@ public struct CheckedHTTPClient: Sendable {
             } else {
                 try await bootstrap.connect(host: destination.host, port: destination.port, channelInitializer: initializer)
             }
-        watch.opened(channel.channel, deadline: deadline)
+        watch.opened(channel.channel, deadline: deadline, setupDeadline: setupDeadline)
+        // On every way out: a timer left behind would keep the watch and the closed channel.
+        defer { watch.stopTimer() }
         return try await channel.executeThenClose { inbound, outbound in
             var parts: [HTTPClientRequestPart] = [.head(request.head(on: route))]
             if let body = request.body, !body.isEmpty { parts.append(.body(.byteBuffer(ByteBuffer(bytes: body)))) }
@@ -211,11 +214,9 @@ public struct CheckedHTTPClient: Sendable {
             // A failed write means a failed connection; its cause is the head's failure.
             try? await outbound.write(contentsOf: parts)
             let answer = try await head.get()
-            defer { watch.stopTimer() }
             // A TLS close lets reads through until the server's `close_notify`: a head that
-            // came after the deadline closed the connection is late, not an answer.
-            if watch.expired { throw CheckedHTTPError.timedOut }
-            if watch.cancelled { throw CancellationError() }
+            // came after a deadline closed the connection is late, not an answer.
+            if let ending = watch.ending { throw ending }
             return try await consume(Head(status: answer.status, headers: answer.headers), Body(parts: inbound, watch: watch))
         }
     }
@@ -252,10 +253,9 @@ public struct CheckedHTTPClient: Sendable {
                     return chunk
                 case .end:
                     ended = true
-                    // An answer framed by the connection's end was cut, not ended, when the
+                    // An answer framed by the connection's end was cut, not ended, when a
                     // deadline or a cancellation closed the connection.
-                    if watch.expired { throw CheckedHTTPError.timedOut }
-                    if watch.cancelled { throw CancellationError() }
+                    if let ending = watch.ending { throw ending }
                     return nil
                 case .head:
                     throw CheckedHTTPError.incompleteAnswer
@@ -267,148 +267,4 @@ public struct CheckedHTTPClient: Sendable {
             }
         }
     }
-}
-
-/// Why a request failed, beside the proxy's (``ProxyError``) and TLS's own errors.
-public enum CheckedHTTPError: Error, Sendable, Equatable, CustomStringConvertible {
-    /// The deadline passed (Go's words, as the REST client reports it).
-    case timedOut
-    /// The connection ended before the answer did.
-    case incompleteAnswer
-    /// The server answered with something that is not an HTTP/1.1 answer to this request.
-    case unexpectedAnswer(String)
-
-    public var description: String {
-        switch self {
-        case .timedOut: "context deadline exceeded"
-        case .incompleteAnswer: "unexpected EOF"
-        case .unexpectedAnswer(let why): "malformed HTTP response: \(why)"
-        }
-    }
-}
-
-/// Completes a promise with the answer's head and passes only its body and end on, so the
-/// caller can read the status before it reads the body (NIO's decoder already drops
-/// informational answers). The first error, or the end of the connection before a head,
-/// fails the promise with that cause: the TLS check's, or the proxy's refusal.
-final class ResponseHeadHandler: ChannelInboundHandler, RemovableChannelHandler {
-    typealias InboundIn = HTTPClientResponsePart
-    typealias InboundOut = HTTPClientResponsePart
-
-    private let promise: EventLoopPromise<HTTPResponseHead>
-    private let onHead: (@Sendable () -> Void)?
-    private var waiting = true
-
-    /// `onHead` runs on the loop when the head arrives, before the promise completes.
-    init(promise: EventLoopPromise<HTTPResponseHead>, onHead: (@Sendable () -> Void)? = nil) {
-        self.promise = promise
-        self.onHead = onHead
-    }
-
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        guard waiting else { return context.fireChannelRead(data) }
-        switch unwrapInboundIn(data) {
-        case .head(let head) where head.status == .switchingProtocols:
-            fail(context, CheckedHTTPError.unexpectedAnswer("101 Switching Protocols"))
-        case .head(let head):
-            waiting = false
-            onHead?()
-            promise.succeed(head)
-        case .body, .end:
-            fail(context, CheckedHTTPError.unexpectedAnswer("a body before the status line"))
-        }
-    }
-
-    func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        guard waiting else { return context.fireErrorCaught(error) }
-        fail(context, error)
-    }
-
-    func channelInactive(context: ChannelHandlerContext) {
-        settle(CheckedHTTPError.incompleteAnswer)
-        context.fireChannelInactive()
-    }
-
-    func handlerRemoved(context: ChannelHandlerContext) {
-        settle(CheckedHTTPError.incompleteAnswer)
-    }
-
-    private func fail(_ context: ChannelHandlerContext, _ error: any Error) {
-        settle(error)
-        context.close(promise: nil)
-    }
-
-    private func settle(_ error: any Error) {
-        guard waiting else { return }
-        waiting = false
-        promise.fail(error)
-    }
-}
-
-/// One request's connection, so that its deadline and its task's cancellation can close it
-/// from outside the event loop, and so that the caller can tell which of them ended it.
-final class ConnectionWatch: Sendable {
-    private struct State {
-        /// Connection attempts before one wins (one per address tried, at most).
-        var attempts: [any Channel] = []
-        var channel: (any Channel)?
-        var timer: Scheduled<Void>?
-        var expired = false
-        var cancelled = false
-    }
-    private let state = Mutex(State())
-
-    /// A connection attempt, closed at once if the request was already cancelled.
-    func attempt(_ channel: any Channel) {
-        let cancelled = state.withLock { s -> Bool in
-            if !s.cancelled { s.attempts.append(channel) }
-            return s.cancelled
-        }
-        if cancelled { channel.close(promise: nil) }
-    }
-
-    /// Records the connection and closes it at `deadline`; closes it at once if the request
-    /// was already cancelled.
-    func opened(_ channel: any Channel, deadline: NIODeadline) {
-        let timer = channel.eventLoop.scheduleTask(deadline: deadline) { self.expire() }
-        let cancelled = state.withLock { s -> Bool in
-            s.attempts = []
-            s.channel = channel
-            s.timer = timer
-            return s.cancelled
-        }
-        if cancelled {
-            timer.cancel()
-            channel.close(promise: nil)
-        }
-    }
-
-    /// The deadline no longer applies (the head arrived for a head-only one, or the exchange is over).
-    func stopTimer() {
-        state.withLock { s in
-            s.timer?.cancel()
-            s.timer = nil
-        }
-    }
-
-    func expire() {
-        let channel = state.withLock { s -> (any Channel)? in
-            s.expired = true
-            return s.channel
-        }
-        channel?.close(promise: nil)
-    }
-
-    func cancel() {
-        let channels = state.withLock { s -> [any Channel] in
-            s.cancelled = true
-            s.timer?.cancel()
-            defer { s.attempts = [] }
-            return s.attempts + (s.channel.map { [$0] } ?? [])
-        }
-        for channel in channels { channel.close(promise: nil) }
-    }
-
-    var expired: Bool { state.withLock { $0.expired } }
-    var cancelled: Bool { state.withLock { $0.cancelled } }
 }

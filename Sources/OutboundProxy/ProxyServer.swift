@@ -83,8 +83,13 @@ public enum ProxyError: Error, Sendable, Equatable, CustomStringConvertible, Cus
     case refused(proxy: ProxyServer, target: String, status: Int, reason: String)
     /// The proxy's answer to CONNECT was not HTTP, or too long.
     case malformedAnswer(proxy: ProxyServer, String)
-    /// The proxy closed the connection before answering CONNECT.
+    /// The proxy closed the connection before answering CONNECT (or, SOCKS5, before it
+    /// connected to the target).
     case closed(proxy: ProxyServer)
+    /// A SOCKS5 proxy refused to connect to the target (its reply's meaning).
+    case socksRefused(proxy: ProxyServer, target: String, reason: String)
+    /// A SOCKS5 proxy's answer broke the protocol.
+    case socksFailed(proxy: ProxyServer, target: String, reason: String)
     /// The target's certificate does not name the target (its DNS name, or its IP address).
     case certificateNotForTarget(String)
 
@@ -103,8 +108,14 @@ public enum ProxyError: Error, Sendable, Equatable, CustomStringConvertible, Cus
             return "proxy \(proxy) refused CONNECT \(target): \(status) \(reason)"
         case .malformedAnswer(let proxy, let why):
             return "proxy \(proxy) answered CONNECT with \(why)"
+        case .closed(let proxy) where proxy.kind == .socks5:
+            return "proxy \(proxy) closed the connection before connecting to the target"
         case .closed(let proxy):
             return "proxy \(proxy) closed the connection before answering CONNECT"
+        case .socksRefused(let proxy, let target, let reason):
+            return "proxy \(proxy) refused to connect to \(target): \(reason)"
+        case .socksFailed(let proxy, let target, let reason):
+            return "proxy \(proxy), connecting to \(target): \(reason)"
         case .certificateNotForTarget(let target):
             return "the certificate is not valid for \(target)"
         }

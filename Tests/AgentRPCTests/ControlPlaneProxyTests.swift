@@ -11,8 +11,10 @@ import Synchronization
 import Testing
 import Yamux
 
-/// The control plane through a real proxy (Debian's tinyproxy): the RPC WebSocket and REST
-/// requests tunnel through `CONNECT`, and `NO_PROXY` and loopback keep them direct. The double is addressed as `0.0.0.0`: 127.0.0.1 is never proxied.
+/// The control plane through a real proxy (Debian's tinyproxy): the RPC WebSocket tunnels
+/// through `CONNECT`, plain http REST requests are forwarded to the proxy, and `NO_PROXY` and
+/// loopback keep them direct. The double is addressed as `0.0.0.0`: 127.0.0.1 is never
+/// proxied.
 @Suite(.timeLimit(.minutes(3)))
 struct ControlPlaneProxyTests {
     static let quiet = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })

@@ -77,7 +77,9 @@ struct AgentSocketClientTimeoutTests {
         #expect(await eventually(timeout: .seconds(20)) { outcome.value != nil }, "the call ends without an answer")
         let (error, elapsed) = try #require(outcome.value)
         #expect(error?.contains("GET \(Self.route): agent socket \(path): no answer to CoderdGet within 2s") == true, "\(error ?? "no error")")
-        #expect(elapsed >= Self.timeout && elapsed < Self.timeout + .seconds(10), "\(elapsed)")
+        // Not before the timeout; that it is the timeout that ended the call, not a later
+        // default, the error's text says.
+        #expect(elapsed >= Self.timeout, "\(elapsed)")
         #expect(await server.isClosedByPeer(within: .seconds(20)), "the client ended its side")
         // Closed, not only half-closed: a send to a descriptor closed on the other side fails.
         #expect(await eventually(timeout: .seconds(20)) { !server.send([0]) }, "the client closed its descriptor")
@@ -109,7 +111,7 @@ struct AgentSocketClientTimeoutTests {
         #expect(
             error?.contains("GET \(Self.route): connect to agent socket: dial unix \(path): timed out after 2s: the socket accepts no connection") == true,
             "\(error ?? "no error")")
-        #expect(elapsed < Self.timeout + .seconds(10), "\(elapsed)")
+        #expect(elapsed >= Self.timeout, "\(elapsed)")
     }
 
     @Test func anAgentThatAnswersInTimeIsHeard() async throws {

@@ -18,11 +18,15 @@ public final class StandInProxy: Sendable {
     public enum Kind: String, Sendable {
         case http
         case socks5
+        /// A SOCKS5 proxy that refuses every connect ("connection refused").
+        case socks5Refusing = "socks5-refusing"
+        /// A SOCKS5 proxy that closes the connection when asked to connect.
+        case socks5Closing = "socks5-closing"
     }
     public let kind: Kind
 
     /// `http://127.0.0.1:<port>` or `socks5://127.0.0.1:<port>`, for `HTTPS_PROXY`.
-    public var url: String { "\(kind.rawValue)://127.0.0.1:\(port)" }
+    public var url: String { "\(kind == .http ? "http" : "socks5")://127.0.0.1:\(port)" }
 
     /// Starts the proxy, relaying to `backend` on 127.0.0.1; nil if it did not start. Its
     /// port is read on a thread of its own, not the cooperative pool's.
@@ -45,13 +49,15 @@ public final class StandInProxy: Sendable {
 
     /// Prints its port, then serves each connection on a thread: reads the request head (at
     /// most 16 KiB) and answers 200, or as SOCKS5 reads the greeting (answering "no
-    /// authentication") and the connect request (answering success); prints the target it was
-    /// asked for, and copies both ways until either side ends. It exits when its stdin ends, so
+    /// authentication") and the connect request (answering success, or refusing, or closing,
+    /// by its kind); prints the target it was asked for, and copies both ways until either
+    /// side ends. It exits when its stdin ends, so
     /// it does not outlive a test process that dies.
     private static let script = """
         import ipaddress, os, socket, struct, sys, threading
         backend = int(sys.argv[1])
-        socks = sys.argv[2] == "socks5"
+        mode = sys.argv[2]
+        socks = mode.startswith("socks5")
         printing = threading.Lock()
         def watch_stdin():
             sys.stdin.read()
@@ -112,6 +118,11 @@ public final class StandInProxy: Sendable {
                 return
             with printing:
                 print(target, flush=True)
+            if mode == "socks5-refusing":
+                client.sendall(b"\\x05\\x05\\x00\\x01\\x00\\x00\\x00\\x00\\x00\\x00")
+            if mode != "socks5" and socks:
+                client.close()
+                return
             upstream = socket.create_connection(("127.0.0.1", backend), timeout=30)
             upstream.settimeout(None)
             if socks:

@@ -35,12 +35,12 @@ struct VNCDeadlineTests {
         let (directory, environment) = try Self.desktop(port: server.port)
         defer { try? FileManager.default.removeItem(atPath: directory) }
         try await DesktopHarness.with(environment: environment, configuration: Self.shortBound) { desktop in
+            // Within the bound, not at the client's timeout: the detail is the bound's own (the
+            // suite's limit catches a wait that never ends).
             for attempt in 0..<2 {
-                let began = ContinuousClock.now
                 let click = try await desktop.action(#"{"action":"left_click","coordinate":[10,20]}"#)
                 #expect(click.status == 500 && click.body["message"] as? String == "Left click failed.", "\(attempt): \(click.status) \(click.body)")
                 #expect((click.body["detail"] as? String)?.contains("did not answer within") == true, "\(attempt): \(click.body)")
-                #expect(ContinuousClock.now - began < .seconds(30), "\(attempt): answered within the bound, not at the client's timeout")
             }
         }
     }
@@ -58,11 +58,9 @@ struct VNCDeadlineTests {
             let click = try await desktop.action(#"{"action":"left_click","coordinate":[10,20]}"#)
             #expect(click.status == 200, "\(click.status) \(click.body)")
             // 1 000 000 characters: 16 MB of key events, past any socket buffer.
-            let began = ContinuousClock.now
             let typed = try await desktop.action(#"{"action":"type","text":"\#(String(repeating: "a", count: 1_000_000))"}"#)
             #expect(typed.status == 500 && typed.body["message"] as? String == "Type action failed.", "\(typed.status) \(typed.body)")
             #expect((typed.body["detail"] as? String)?.contains("did not answer within") == true, "\(typed.body)")
-            #expect(ContinuousClock.now - began < .seconds(40))
             // The connection is made again: the server takes no second handshake, which
             // fails within the bound too.
             let again = try await desktop.action(#"{"action":"left_click","coordinate":[10,20]}"#)
@@ -94,13 +92,11 @@ struct VNCDeadlineTests {
     @Test func aServerTricklingBelowTheFloorIsCutOff() async throws {
         let server = try PacedRFBServer(pace: .trickle(intervalMs: 100))
         defer { server.close() }
-        let began = ContinuousClock.now
         let client = try await VNCClient.connect(port: server.port, timeout: .seconds(1))
         #expect(await eventually { !client.isUsable })
         #expect(client.timedOut && client.updatesReceived == 0)
         // Cut off by the client while the server went on (its trickle lasts a minute).
         #expect(!server.finishedSending)
-        #expect(ContinuousClock.now - began < .seconds(20))
         await client.close()
     }
 }

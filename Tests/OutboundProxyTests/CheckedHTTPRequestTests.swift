@@ -35,21 +35,22 @@ import Glibc
         #expect(post.head(on: .direct).headers["Content-Length"] == ["0"])
         #expect(post.head(on: .direct).headers["Host"] == ["coder.example.test"])
         #expect(post.head(on: .direct).uri == "/")
+        // A port written in the URL stays in `Host`, the scheme's default too, as Go sends it.
         let get = try #require(CheckedHTTPClient.Request(method: .GET, url: "https://coder.example.test:443/x"))
         #expect(get.head(on: .direct).headers["Content-Length"].isEmpty)
-        #expect(get.head(on: .direct).headers["Host"] == ["coder.example.test"])
+        #expect(get.head(on: .direct).headers["Host"] == ["coder.example.test:443"])
     }
 
-    /// Plain http: port 80 is the default; a forwarding proxy gets the absolute URL and its
-    /// credentials, a tunnel or SOCKS proxy the origin form.
+    /// Plain http: a forwarding proxy gets the absolute URL and its credentials (replacing
+    /// the caller's, as Go's transport sets them); a tunnel or SOCKS proxy the origin form.
     @Test func aForwardedRequestNamesItsWholeURL() throws {
         let request = try #require(
             CheckedHTTPClient.Request(method: .GET, url: "http://metadata.example:80/latest?x=1", headers: [("Proxy-Authorization", "theirs")]))
         #expect(!request.secure)
         let proxy = ProxyServer(kind: .http, host: "127.0.0.1", port: 3128, username: "agent", password: "secret")
         let forwarded = request.head(on: .forward(proxy))
-        #expect(forwarded.uri == "http://metadata.example/latest?x=1")
-        #expect(forwarded.headers["Host"] == ["metadata.example"])
+        #expect(forwarded.uri == "http://metadata.example:80/latest?x=1")
+        #expect(forwarded.headers["Host"] == ["metadata.example:80"])
         #expect(forwarded.headers["Proxy-Authorization"] == [try #require(proxy.authorization)])
         let direct = request.head(on: .socks(ProxyServer(kind: .socks5, host: "127.0.0.1", port: 1080)))
         #expect(direct.uri == "/latest?x=1")
@@ -97,6 +98,45 @@ import Glibc
         } throws: { error in
             "\(error)" == "proxy http://127.0.0.1:9: an https request is not forwarded in the clear"
         }
+    }
+}
+
+/// The connect timeout covers the proxy's and TLS's handshakes, not TCP's alone; a SOCKS5
+/// proxy's refusal or early close is the proxy's error, naming it and the target.
+@Suite(.timeLimit(.minutes(2)))
+struct CheckedHTTPSetupTests {
+    /// A server that takes the connection and never answers TLS's hello: with no deadline of
+    /// its own (as MCP's requests have none), the request ends at the connect timeout. Were
+    /// the timeout TCP's alone, it would wait for the suite's limit.
+    @Test func aHandshakeThatNeverEndsMeetsTheConnectTimeout() async throws {
+        let silent = try await LoopbackListener { channel in channel.eventLoop.makeSucceededVoidFuture() }
+        let client = try CheckedHTTPClient(route: .direct, connectTimeout: .seconds(2))
+        let request = try #require(CheckedHTTPClient.Request(method: .GET, url: "https://127.0.0.1:\(silent.port)/x"))
+        await #expect(throws: CheckedHTTPError.setupTimedOut) {
+            try await client.execute(request, deadline: .distantFuture) { _, _ in }
+        }
+        await silent.close()
+    }
+
+    @Test(arguments: [
+        (StandInProxy.Kind.socks5Refusing, "proxy socks5://127.0.0.1:PORT refused to connect to coder.example.test:443: connection refused"),
+        (.socks5Closing, "proxy socks5://127.0.0.1:PORT closed the connection before connecting to the target"),
+    ])
+    func aSOCKSProxysRefusalIsItsError(kind: StandInProxy.Kind, message: String) async throws {
+        let silent = try await LoopbackListener { channel in channel.eventLoop.makeSucceededVoidFuture() }
+        let proxy = try #require(await StandInProxy.start(relayingTo: silent.port, as: kind))
+        defer { proxy.stop() }
+        let route = try ProxyRoute.choose(
+            url: "https://coder.example.test/", environment: ProxyEnvironment(environment: ["HTTPS_PROXY": proxy.url]), allowSOCKS: true)
+        let client = try CheckedHTTPClient(route: route)
+        let request = try #require(CheckedHTTPClient.Request(method: .GET, url: "https://coder.example.test/x"))
+        await #expect {
+            try await client.execute(request, deadline: .now() + .seconds(60)) { _, _ in }
+        } throws: { error in
+            "\(error)" == message.replacingOccurrences(of: "PORT", with: "\(proxy.port)")
+        }
+        #expect(await proxy.nextTarget() == "coder.example.test:443")
+        await silent.close()
     }
 }
 

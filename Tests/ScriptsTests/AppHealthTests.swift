@@ -247,13 +247,12 @@ struct AppHealthTests {
 
         let server = try await Kit.HTTPServer.start()
         server.set("/silent", .silent)
-        let started = ContinuousClock.now
         // 5 s: on a loaded host a 1 s timeout could pass before the request was even sent.
+        // The check gives up at its own timeout ("timed out"), not at a transport default
+        // (another text); the suite's limit catches a wait that never ends.
         let silent = await probe.check(server.url("/silent"), timeout: .seconds(5))
         #expect(silent == .failed("timed out"))
         #expect(await eventually { server.hits == ["/silent"] }, "the request did arrive")
-        // Loose: the check gives up at its timeout, not at some transport default.
-        #expect(ContinuousClock.now - started < .seconds(30))
         await server.stop()
     }
 

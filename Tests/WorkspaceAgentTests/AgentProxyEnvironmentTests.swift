@@ -25,7 +25,10 @@ struct AgentProxyEnvironmentTests {
             #expect(await eventually(timeout: .seconds(60)) { double.recorded.withLock { $0.lifecycle.count } == 2 }, "\(agent.log)")
             // The RPC's WebSocket through the tunnel; the REST calls (the reinit watch) forwarded.
             #expect(proxy.requests().contains("CONNECT 0.0.0.0:\(port) HTTP/1.1"), "\(proxy.requests())")
-            #expect(proxy.requests().contains { $0.hasPrefix("GET http://0.0.0.0:\(port)/api/v2/workspaceagents/me/reinit") }, "\(proxy.requests())")
+            #expect(
+                await eventually(timeout: .seconds(60)) {
+                    proxy.requests().contains { $0.hasPrefix("GET http://0.0.0.0:\(port)/api/v2/workspaceagents/me/reinit") }
+                }, "\(proxy.requests())")
             agent.signal(SIGTERM)
             #expect(await agent.exitStatus() == 0, "\(agent.log)")
             // Neither the password, nor its Basic form (base64 of `agent:proxysecret`), nor the URL.

@@ -108,9 +108,9 @@ struct MCPHTTPTransportEdgeTests {
         await server.close()
     }
 
-    /// A connection the server closes without answering (as when it closes an idle pooled
-    /// connection just as a request arrives) is retried once on a fresh connection for what
-    /// is safe to repeat, and never for a `tools/call` that reached the server.
+    /// A connection the server closes without answering (a server restarting, or closing a
+    /// connection as a request arrives) is retried once on a new connection for what is safe
+    /// to repeat, and never for a `tools/call`.
     @Test func aRequestTheServerDroppedIsRetriedOnlyWhenSafe() async throws {
         let server = try await MCPHTTPTestServer.start("not_mcp_http.py", ["json-drop-once"])
         let url = server.url("/mcp")
@@ -139,10 +139,10 @@ struct MCPHTTPTransportEdgeTests {
         await server.close()
     }
 
-    /// The client closes an idle pooled connection on its own, well before a server's
-    /// keep-alive timeout would (uvicorn's is 5 s), so it never sends a request on a
-    /// connection the server is closing.
-    @Test func idleConnectionsAreClosedByTheClient() async throws {
+    /// Each request's connection is closed by the client once its answer is read, even by a
+    /// server that would keep it alive for good, so no request ever goes out on a connection
+    /// the server is closing as idle.
+    @Test func eachRequestsConnectionIsClosedByTheClient() async throws {
         let server = try await MCPHTTPTestServer.start("not_mcp_http.py", ["json-keepalive"])
         let session = try await MCPTestServers.connect(.streamableHTTP(url: server.url("/mcp"), headers: [:]))
         #expect(try await session.callTool("echo", arguments: nil).content.first?.text == "echo 2025-06-18")

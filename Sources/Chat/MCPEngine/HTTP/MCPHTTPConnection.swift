@@ -275,7 +275,7 @@ final class MCPHTTPConnection: Sendable {
 
     /// Requests a server may get twice without harm: `initialize` (a second session the
     /// server expires at worst) and the ones that only read. A `tools/call` is not: a tool may
-    /// act, so it is sent again only when none of it left.
+    /// act, so it is never sent again.
     static let repeatableMethods: Set<String> = ["initialize", "ping", "tools/list"]
 
     /// Whether `message` may reach the server twice: a notification (`initialized`,
@@ -300,6 +300,7 @@ final class MCPHTTPConnection: Sendable {
         if let error = error as? CheckedHTTPError {
             switch error {
             case .timedOut: return "timed out"
+            case .setupTimedOut: return "connect timed out"
             case .incompleteAnswer: return "the server closed the connection"
             case .unexpectedAnswer: return error.description
             }

@@ -1,0 +1,174 @@
+import ArgumentParser
+import Foundation
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import OutboundProxy
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `agent-bench outbound`: the agent's own HTTP client (`CheckedHTTPClient`: coderd's REST
+/// calls, cloud metadata, MCP servers), which makes a new connection per request, against
+/// bare SwiftNIO doing the same (connect, the HTTP/1.1 codec, one request, the answer read
+/// whole, close), both to a bare SwiftNIO server on loopback, alternating in rounds. Beside
+/// them, for information: the same request over a new blocking socket (the floor of a
+/// connection per request) and over a kept-alive one (what a pool would save).
+struct OutboundBenchmarks: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "outbound", abstract: "The agent's HTTP client: a request on a new connection against bare SwiftNIO's.")
+
+    @Option(help: "Requests per side and round (5 rounds, alternating).") var requests = 400
+
+    static let body = #"{"ok":true}"#
+    static let path = "/api/v2/buildinfo"
+
+    func run() async throws {
+        let port = Bench.freePort()
+        let head = "HTTP/1.1 200 OK\nContent-Type: application/json\nContent-Length: \(Self.body.utf8.count)"
+        let server = Bench.spawn([Bench.selfExecutable(), "nio-http-server", "--port", "\(port)", "--head", head, "--body", Self.body])
+        defer {
+            kill(server, SIGKILL)
+            _ = Bench.wait(server)
+        }
+        guard ProcessBenchmarks().connectWhenHealthy(port: port) != nil else { throw ValidationError("the server did not start") }
+        let client = try CheckedHTTPClient(route: .direct)
+        guard
+            let request = CheckedHTTPClient.Request(
+                method: .GET, url: "http://127.0.0.1:\(port)\(Self.path)", headers: [("Coder-Session-Token", "bench")])
+        else { throw ValidationError("no request") }
+        guard let keptAlive = BlockingHTTP(port: port) else { throw ValidationError("no connection") }
+
+        print("agent-bench outbound: \(requests) sequential GETs per side and round, 5 rounds alternating (medians of the rounds' means)")
+        // Warm-up: connections, the event loop, the code paths.
+        for _ in 0..<50 {
+            _ = try await Self.checked(client, request)
+            _ = try await Self.bareNIO(port: port)
+        }
+        var ours: [Double] = []
+        var bare: [Double] = []
+        var blocking: [Double] = []
+        var alive: [Double] = []
+        for _ in 0..<5 {
+            ours.append(try await Self.mean(requests) { try await Self.checked(client, request) })
+            bare.append(try await Self.mean(requests) { try await Self.bareNIO(port: port) })
+            blocking.append(try await Self.mean(requests) { try Self.blocking(port: port) })
+            alive.append(try await Self.mean(requests) { keptAlive.request("GET", Self.path)?.0 == 200 })
+        }
+        let (agent, baseline) = (Bench.median(ours), Bench.median(bare))
+        report(
+            "request on a new connection (mean)", value: Bench.format(agent), baseline: Bench.format(baseline), ratio: agent / baseline,
+            goal: "<= 1.3x bare SwiftNIO's new connection per request", met: agent / baseline <= 1.3)
+        let floor = Bench.median(blocking)
+        report(
+            "  blocking socket, new connection", value: Bench.format(floor), baseline: Bench.format(agent), ratio: floor / agent,
+            goal: "(information: the floor, connect/write/read/close)", met: true)
+        let pooled = Bench.median(alive)
+        report(
+            "  blocking socket, kept alive", value: Bench.format(pooled), baseline: Bench.format(agent), ratio: pooled / agent,
+            goal: "(information: what a pool would save)", met: true)
+    }
+
+    /// Mean ns per call of `count` sequential calls; throws if one fails.
+    static func mean(_ count: Int, _ call: () async throws -> Bool) async throws -> Double {
+        let start = Bench.now()
+        for _ in 0..<count {
+            guard try await call() else { throw ValidationError("a request failed") }
+        }
+        return Double(Bench.now() - start) / Double(count)
+    }
+
+    /// One request through the agent's client, its body read whole.
+    static func checked(_ client: CheckedHTTPClient, _ request: CheckedHTTPClient.Request) async throws -> Bool {
+        try await client.execute(request, deadline: .now() + .seconds(30)) { head, body in
+            let bytes = try await body.collect(upTo: 1 << 20)
+            return head.status == .ok && bytes.count == Self.body.utf8.count
+        }
+    }
+
+    /// One request by bare SwiftNIO: a client bootstrap, the HTTP/1.1 codec and a handler that
+    /// writes the request when the connection is up and completes at the answer's end.
+    static func bareNIO(port: Int) async throws -> Bool {
+        let group = MultiThreadedEventLoopGroup.singleton
+        let promise = group.next().makePromise(of: Int.self)
+        let address = try SocketAddress(ipAddress: "127.0.0.1", port: port)
+        let channel = try await ClientBootstrap(group: group)
+            .channelOption(.tcpOption(.tcp_nodelay), value: 1)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHTTPClientHandlers()
+                    try channel.pipeline.syncOperations.addHandler(OneExchange(port: port, promise: promise))
+                }
+            }
+            .connect(to: address).get()
+        let bytes = try await promise.futureResult.get()
+        try? await channel.close()
+        return bytes == Self.body.utf8.count
+    }
+
+    /// One request on a new blocking socket: connect, write, read to the answer's end, close.
+    static func blocking(port: Int) throws -> Bool {
+        guard let fd = Bench.connect(port: port, noDelay: true) else { return false }
+        defer { close(fd) }
+        let text = "GET \(Self.path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nCoder-Session-Token: bench\r\nConnection: close\r\n\r\n"
+        guard Bench.sendAll(fd, Array(text.utf8)) else { return false }
+        var buffer: [UInt8] = []
+        var scratch = [UInt8](repeating: 0, count: 4096)
+        for _ in 0..<1000 {
+            if let head = RawHTTPClient.parseHead(buffer, buffer.count), buffer.count >= head.end + head.length { return true }
+            let count = scratch.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            guard count > 0 else { return false }
+            buffer += scratch[..<count]
+        }
+        return false
+    }
+}
+
+/// Bare SwiftNIO's exchange: the request on `channelActive`, the body's length at `.end`.
+private final class OneExchange: ChannelInboundHandler {
+    typealias InboundIn = HTTPClientResponsePart
+    typealias OutboundOut = HTTPClientRequestPart
+    private let port: Int
+    private let promise: EventLoopPromise<Int>
+    private var length = 0
+    private var settled = false
+
+    init(port: Int, promise: EventLoopPromise<Int>) {
+        self.port = port
+        self.promise = promise
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        let headers = HTTPHeaders([
+            ("Host", "127.0.0.1:\(port)"), ("Coder-Session-Token", "bench"), ("Connection", "close"),
+        ])
+        context.write(wrapOutboundOut(.head(HTTPRequestHead(version: .http1_1, method: .GET, uri: OutboundBenchmarks.path, headers: headers))), promise: nil)
+        context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+        context.fireChannelActive()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head: break
+        case .body(let chunk): length += chunk.readableBytes
+        case .end: settle(.success(length))
+        }
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        settle(.failure(error))
+        context.close(promise: nil)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        settle(.failure(ChannelError.eof))
+        context.fireChannelInactive()
+    }
+
+    private func settle(_ result: Result<Int, any Error>) {
+        guard !settled else { return }
+        settled = true
+        promise.completeWith(result)
+    }
+}
