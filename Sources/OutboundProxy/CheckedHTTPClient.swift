@@ -16,7 +16,9 @@ import Synchronization
 /// backpressure, at most ``maxQueuedParts`` parts (each at most one read, 64 KiB) waiting
 /// unread.
 public struct CheckedHTTPClient: Sendable {
-    typealias Connection = NIOAsyncChannel<HTTPClientResponsePart, HTTPClientRequestPart>
+    /// Inbound only: the request is written on the event loop as the connection is ready
+    /// (``RequestWriter``), saving the hop an async writer would take.
+    typealias Connection = NIOAsyncChannel<HTTPClientResponsePart, Never>
 
     /// Answer parts read ahead of the consumer (NIOAsyncChannel's watermark).
     public static let maxQueuedParts = 10
@@ -172,13 +174,16 @@ public struct CheckedHTTPClient: Sendable {
         let connectTimeout = max(.milliseconds(1), min(self.connectTimeout, deadline - .now()))
         // The connect timeout covers the proxy's and TLS's handshakes too.
         let setupDeadline = NIODeadline.now() + connectTimeout
-        let ready: @Sendable () -> Void = { watch.setupFinished() }
-        // A head-only deadline ends on the loop as the head arrives, before its timer (on the
-        // same loop) could close a connection whose answer came in time.
-        let stopTimer: @Sendable () -> Void = { watch.stopTimer() }
-        let onHead = scope == .head ? stopTimer : nil
+        let setupExpired: @Sendable () -> Void = { watch.expired(.setup) }
+        let deadlineExpired: @Sendable () -> Void = { watch.expired(.deadline) }
+        var written: [HTTPClientRequestPart] = [.head(request.head(on: route))]
+        if let body = request.body, !body.isEmpty { written.append(.body(.byteBuffer(ByteBuffer(bytes: body)))) }
+        written.append(.end(nil))
+        let parts = written
         // The initializer runs once per connection attempt (Happy Eyeballs may make several):
-        // a cancellation closes every attempt, the deadline watches only the winner.
+        // a cancellation closes every attempt; each attempt's handlers own its timers, on its
+        // event loop (a head-only deadline ends there as the head arrives, before its timer
+        // could close a connection whose answer came in time).
         let initializer: @Sendable (any Channel) -> EventLoopFuture<(Connection, EventLoopFuture<HTTPResponseHead>)> = { channel in
             channel.eventLoop.makeCompletedFuture {
                 watch.attempt(channel)
@@ -186,10 +191,13 @@ public struct CheckedHTTPClient: Sendable {
                 // The proxy's handler first: TLS and the request start behind it.
                 try route.addHandlers(to: pipeline, host: host, port: port)
                 if let context { try pipeline.addHandler(route.tlsClientHandler(context: context, host: host, serverName: serverName)) }
-                try pipeline.addHandler(ConnectionSetupHandler(tls: context != nil, route: route, host: host, port: port, ready: ready))
+                try pipeline.addHandler(
+                    ConnectionSetupHandler(tls: context != nil, route: route, host: host, port: port, deadline: setupDeadline, expired: setupExpired))
                 try pipeline.addHTTPClientHandlers()
+                try pipeline.addHandler(RequestWriter(parts: parts))
                 let headPromise = channel.eventLoop.makePromise(of: HTTPResponseHead.self)
-                try pipeline.addHandler(ResponseHeadHandler(promise: headPromise, onHead: onHead))
+                try pipeline.addHandler(
+                    ResponseHeadHandler(promise: headPromise, deadline: deadline, headOnly: scope == .head, expired: deadlineExpired))
                 let async = try Connection(
                     wrappingChannelSynchronously: channel,
                     configuration: .init(backPressureStrategy: .init(lowWatermark: 2, highWatermark: Self.maxQueuedParts)))
@@ -204,15 +212,8 @@ public struct CheckedHTTPClient: Sendable {
             } else {
                 try await bootstrap.connect(host: destination.host, port: destination.port, channelInitializer: initializer)
             }
-        watch.opened(channel.channel, deadline: deadline, setupDeadline: setupDeadline)
-        // On every way out: a timer left behind would keep the watch and the closed channel.
-        defer { watch.stopTimer() }
-        return try await channel.executeThenClose { inbound, outbound in
-            var parts: [HTTPClientRequestPart] = [.head(request.head(on: route))]
-            if let body = request.body, !body.isEmpty { parts.append(.body(.byteBuffer(ByteBuffer(bytes: body)))) }
-            parts.append(.end(nil))
-            // A failed write means a failed connection; its cause is the head's failure.
-            try? await outbound.write(contentsOf: parts)
+        watch.opened(channel.channel)
+        return try await channel.executeThenClose { inbound in
             let answer = try await head.get()
             // A TLS close lets reads through until the server's `close_notify`: a head that
             // came after a deadline closed the connection is late, not an answer.

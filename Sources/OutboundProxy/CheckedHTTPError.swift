@@ -13,7 +13,7 @@ public enum CheckedHTTPError: Error, Sendable, Equatable, CustomStringConvertibl
     public var description: String {
         switch self {
         case .timedOut: "context deadline exceeded"
-        case .setupTimedOut: "connect timed out (the proxy's or TLS's handshake did not finish)"
+        case .setupTimedOut: "connect timed out"
         case .incompleteAnswer: "unexpected EOF"
         case .unexpectedAnswer(let why): "malformed HTTP response: \(why)"
         }

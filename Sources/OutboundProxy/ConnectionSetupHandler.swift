@@ -2,7 +2,8 @@ import NIOCore
 import NIOSOCKS
 import NIOTLS
 
-/// Says when a request's connection is ready, which ends its connect timeout: TLS's
+/// Owns a request's connect timeout, on the event loop: the connection closes at it unless it
+/// is ready by then, and no timer outlives the connection. Ready means TLS's
 /// handshake done for https; for plain http the SOCKS5 proxy's connect, or the connection's
 /// `channelActive` (which a `CONNECT` tunnel holds back until it is up). Behind a SOCKS5
 /// proxy it also turns NIO's SOCKS errors, and the proxy closing before it connected, into
@@ -21,19 +22,40 @@ final class ConnectionSetupHandler: ChannelInboundHandler, RemovableChannelHandl
 
     private let signal: Signal
     private let socks: (proxy: ProxyServer, target: String)?
-    private let ready: @Sendable () -> Void
+    private let deadline: NIODeadline
+    private let expired: @Sendable () -> Void
+    private var timer: Scheduled<Void>?
     private var socksUp = false
 
     /// - Parameters:
     ///   - tls: whether TLS runs on the connection.
     ///   - route: the request's route; `host` and `port` its target.
-    ///   - ready: called on the event loop when the connection is ready.
-    init(tls: Bool, route: ProxyRoute, host: String, port: Int, ready: @escaping @Sendable () -> Void) {
+    ///   - deadline: when the connection closes unless it is ready, `expired` called first.
+    init(tls: Bool, route: ProxyRoute, host: String, port: Int, deadline: NIODeadline, expired: @escaping @Sendable () -> Void) {
         var socks: (proxy: ProxyServer, target: String)?
         if case .socks(let proxy) = route { socks = (proxy, (host.contains(":") ? "[\(host)]" : host) + ":\(port)") }
         self.socks = socks
         signal = tls ? .tls : socks != nil ? .socks : .active
-        self.ready = ready
+        self.deadline = deadline
+        self.expired = expired
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        let (channel, expired) = (context.channel, self.expired)
+        timer = context.eventLoop.scheduleTask(deadline: deadline) {
+            expired()
+            channel.close(promise: nil)
+        }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        ready()
+    }
+
+    /// The connect timeout no longer applies.
+    private func ready() {
+        timer?.cancel()
+        timer = nil
     }
 
     func channelActive(context: ChannelHandlerContext) {
@@ -59,6 +81,7 @@ final class ConnectionSetupHandler: ChannelInboundHandler, RemovableChannelHandl
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        ready()
         if let socks, !socksUp { context.fireErrorCaught(ProxyError.closed(proxy: socks.proxy)) }
         context.fireChannelInactive()
     }

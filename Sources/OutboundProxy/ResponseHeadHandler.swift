@@ -4,19 +4,36 @@ import NIOHTTP1
 /// Completes a promise with the answer's head and passes only its body and end on, so the
 /// caller can read the status before it reads the body (NIO's decoder already drops
 /// informational answers). The first error, or the end of the connection before a head,
-/// fails the promise with that cause: the TLS check's, or the proxy's refusal.
+/// fails the promise with that cause: the TLS check's, or the proxy's refusal. It also owns
+/// the request's deadline, on the event loop: at it the connection closes, unless the head
+/// came first and the deadline was the head's only; no timer outlives the connection.
 final class ResponseHeadHandler: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPClientResponsePart
     typealias InboundOut = HTTPClientResponsePart
 
     private let promise: EventLoopPromise<HTTPResponseHead>
-    private let onHead: (@Sendable () -> Void)?
+    private let deadline: NIODeadline
+    private let headOnly: Bool
+    private let expired: @Sendable () -> Void
+    private var timer: Scheduled<Void>?
     private var waiting = true
 
-    /// `onHead` runs on the loop when the head arrives, before the promise completes.
-    init(promise: EventLoopPromise<HTTPResponseHead>, onHead: (@Sendable () -> Void)? = nil) {
+    /// - Parameters:
+    ///   - deadline: when the connection closes, `expired` called first.
+    ///   - headOnly: whether the deadline ends as the head arrives.
+    init(promise: EventLoopPromise<HTTPResponseHead>, deadline: NIODeadline, headOnly: Bool, expired: @escaping @Sendable () -> Void) {
         self.promise = promise
-        self.onHead = onHead
+        self.deadline = deadline
+        self.headOnly = headOnly
+        self.expired = expired
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        let (channel, expired) = (context.channel, self.expired)
+        timer = context.eventLoop.scheduleTask(deadline: deadline) {
+            expired()
+            channel.close(promise: nil)
+        }
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -26,7 +43,7 @@ final class ResponseHeadHandler: ChannelInboundHandler, RemovableChannelHandler 
             fail(context, CheckedHTTPError.unexpectedAnswer("101 Switching Protocols"))
         case .head(let head):
             waiting = false
-            onHead?()
+            if headOnly { stopTimer() }
             promise.succeed(head)
         case .body, .end:
             fail(context, CheckedHTTPError.unexpectedAnswer("a body before the status line"))
@@ -39,12 +56,19 @@ final class ResponseHeadHandler: ChannelInboundHandler, RemovableChannelHandler 
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        stopTimer()
         settle(CheckedHTTPError.incompleteAnswer)
         context.fireChannelInactive()
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
+        stopTimer()
         settle(CheckedHTTPError.incompleteAnswer)
+    }
+
+    private func stopTimer() {
+        timer?.cancel()
+        timer = nil
     }
 
     private func fail(_ context: ChannelHandlerContext, _ error: any Error) {
