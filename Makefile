@@ -246,6 +246,7 @@ bench: release static
 	.build/release/agent-bench scripts
 	.build/release/agent-bench chat
 	.build/release/agent-bench ssh
+	.build/release/agent-bench outbound
 	.build/release/agent-bench templates --agent $(STATIC_BUILD)/release/workspace-agent
 
 # Regenerates Sources/AgentProto from proto/ with Debian's protoc and the protoc-gen-swift
