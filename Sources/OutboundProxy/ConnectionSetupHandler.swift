@@ -24,7 +24,7 @@ final class ConnectionSetupHandler: ChannelInboundHandler, RemovableChannelHandl
     private let socks: (proxy: ProxyServer, target: String)?
     private let deadline: NIODeadline
     private let expired: @Sendable () -> Void
-    private var timer: Scheduled<Void>?
+    private var timer = ChannelDeadline()
     private var socksUp = false
 
     /// - Parameters:
@@ -41,11 +41,7 @@ final class ConnectionSetupHandler: ChannelInboundHandler, RemovableChannelHandl
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
-        let (channel, expired) = (context.channel, self.expired)
-        timer = context.eventLoop.scheduleTask(deadline: deadline) {
-            expired()
-            channel.close(promise: nil)
-        }
+        timer.start(context, at: deadline, expired: expired)
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
@@ -54,8 +50,7 @@ final class ConnectionSetupHandler: ChannelInboundHandler, RemovableChannelHandl
 
     /// The connect timeout no longer applies.
     private func ready() {
-        timer?.cancel()
-        timer = nil
+        timer.stop()
     }
 
     func channelActive(context: ChannelHandlerContext) {

@@ -15,7 +15,7 @@ final class ResponseHeadHandler: ChannelInboundHandler, RemovableChannelHandler 
     private let deadline: NIODeadline
     private let headOnly: Bool
     private let expired: @Sendable () -> Void
-    private var timer: Scheduled<Void>?
+    private var timer = ChannelDeadline()
     private var waiting = true
 
     /// - Parameters:
@@ -29,11 +29,7 @@ final class ResponseHeadHandler: ChannelInboundHandler, RemovableChannelHandler 
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
-        let (channel, expired) = (context.channel, self.expired)
-        timer = context.eventLoop.scheduleTask(deadline: deadline) {
-            expired()
-            channel.close(promise: nil)
-        }
+        timer.start(context, at: deadline, expired: expired)
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -43,7 +39,7 @@ final class ResponseHeadHandler: ChannelInboundHandler, RemovableChannelHandler 
             fail(context, CheckedHTTPError.unexpectedAnswer("101 Switching Protocols"))
         case .head(let head):
             waiting = false
-            if headOnly { stopTimer() }
+            if headOnly { timer.stop() }
             promise.succeed(head)
         case .body, .end:
             fail(context, CheckedHTTPError.unexpectedAnswer("a body before the status line"))
@@ -56,19 +52,14 @@ final class ResponseHeadHandler: ChannelInboundHandler, RemovableChannelHandler 
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        stopTimer()
+        timer.stop()
         settle(CheckedHTTPError.incompleteAnswer)
         context.fireChannelInactive()
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
-        stopTimer()
+        timer.stop()
         settle(CheckedHTTPError.incompleteAnswer)
-    }
-
-    private func stopTimer() {
-        timer?.cancel()
-        timer = nil
     }
 
     private func fail(_ context: ChannelHandlerContext, _ error: any Error) {
