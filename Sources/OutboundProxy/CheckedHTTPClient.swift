@@ -151,7 +151,13 @@ public struct CheckedHTTPClient: Sendable {
                 if let ending = watch.ending { throw ending }
                 return result
             } catch {
-                throw watch.ending ?? error
+                if let ending = watch.ending { throw ending }
+                // NIO's own connect timeout (TCP's, or Happy Eyeballs' with the lookup): the
+                // request's deadline when that was the nearer, else the connect timeout.
+                if case ChannelError.connectTimeout = error {
+                    throw deadline <= .now() ? CheckedHTTPError.timedOut : CheckedHTTPError.setupTimedOut
+                }
+                throw error
             }
         } onCancel: {
             watch.cancel()
@@ -218,7 +224,11 @@ public struct CheckedHTTPClient: Sendable {
             // A TLS close lets reads through until the server's `close_notify`: a head that
             // came after a deadline closed the connection is late, not an answer.
             if let ending = watch.ending { throw ending }
-            return try await consume(Head(status: answer.status, headers: answer.headers), Body(parts: inbound, watch: watch))
+            let result = try await consume(Head(status: answer.status, headers: answer.headers), Body(parts: inbound, watch: watch))
+            // The answer is the caller's: a deadline while the connection closes is not a failure.
+            if let ending = watch.ending { throw ending }
+            watch.finish()
+            return result
         }
     }
 

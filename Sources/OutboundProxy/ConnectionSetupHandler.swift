@@ -1,5 +1,6 @@
 import NIOCore
 import NIOSOCKS
+import NIOSSL
 import NIOTLS
 
 /// Owns a request's connect timeout, on the event loop: the connection closes at it unless it
@@ -82,7 +83,8 @@ final class ConnectionSetupHandler: ChannelInboundHandler, RemovableChannelHandl
     }
 
     /// A SOCKS5 refusal (RFC 1928's reply codes, in Go's words), a protocol error of the
-    /// proxy's, or else the proxy's connection ending before it connected.
+    /// proxy's, or the proxy's connection ending before it connected (an I/O error, or TLS's
+    /// handshake cut); any other error as it is.
     static func proxyError(_ error: any Error, proxy: ProxyServer, target: String) -> any Error {
         if let failed = error as? SOCKSError.ConnectionFailed {
             return ProxyError.socksRefused(proxy: proxy, target: target, reason: replyText(failed.reply.value))
@@ -92,10 +94,14 @@ final class ConnectionSetupHandler: ChannelInboundHandler, RemovableChannelHandl
             is SOCKSError.InvalidAuthenticationSelection, is SOCKSError.NoValidAuthenticationMethod, is SOCKSError.UnexpectedRead,
             is SOCKSError.InvalidServerState, is SOCKSError.InvalidClientState:
             return ProxyError.socksFailed(proxy: proxy, target: target, reason: "\(error)")
-        case is ProxyError:
+        case is IOError, is ChannelError, NIOSSLError.uncleanShutdown, CheckedHTTPError.incompleteAnswer:
+            return ProxyError.closed(proxy: proxy)
+        case let tls as NIOSSLError:
+            // The connection ended during TLS's handshake, which waits for the proxy's connect.
+            if case .handshakeFailed = tls { return ProxyError.closed(proxy: proxy) }
             return error
         default:
-            return ProxyError.closed(proxy: proxy)
+            return error
         }
     }
 

@@ -17,16 +17,19 @@ final class ConnectionWatch: Sendable {
         var attempts: [any Channel] = []
         var channel: (any Channel)?
         var end: End?
+        /// The caller has its answer: what closes the connection now ends nothing.
+        var finished = false
     }
     private let state = Mutex(State())
 
-    /// A connection attempt, closed at once if the request was already cancelled.
+    /// A connection attempt, closed at once if the request already ended (a cancellation,
+    /// or a deadline while an earlier address was tried).
     func attempt(_ channel: any Channel) {
-        let cancelled = state.withLock { s -> Bool in
-            if s.end != .cancelled { s.attempts.append(channel) }
-            return s.end == .cancelled
+        let ended = state.withLock { s -> Bool in
+            if s.end == nil { s.attempts.append(channel) }
+            return s.end != nil
         }
-        if cancelled { channel.close(promise: nil) }
+        if ended { channel.close(promise: nil) }
     }
 
     /// Records the connection that won; closes it at once if the request was already
@@ -43,13 +46,20 @@ final class ConnectionWatch: Sendable {
     /// A deadline closed (or is closing) the connection.
     func expired(_ end: End) {
         state.withLock { s in
-            if s.end == nil { s.end = end }
+            if s.end == nil, !s.finished { s.end = end }
         }
+    }
+
+    /// The caller has read its answer (the connection closes next, which for TLS may wait
+    /// for the server's `close_notify`): a deadline or cancellation after this is not the
+    /// request's failure.
+    func finish() {
+        state.withLock { $0.finished = true }
     }
 
     func cancel() {
         let channels = state.withLock { s -> [any Channel] in
-            if s.end == nil { s.end = .cancelled }
+            if s.end == nil, !s.finished { s.end = .cancelled }
             defer { s.attempts = [] }
             return s.attempts + (s.channel.map { [$0] } ?? [])
         }

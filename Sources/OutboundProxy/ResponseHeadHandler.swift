@@ -33,7 +33,12 @@ final class ResponseHeadHandler: ChannelInboundHandler, RemovableChannelHandler 
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        guard waiting else { return context.fireChannelRead(data) }
+        guard waiting else {
+            // The whole answer came in time (a cut one ends only after the close, which a
+            // deadline records first).
+            if case .end = unwrapInboundIn(data) { timer.stop() }
+            return context.fireChannelRead(data)
+        }
         switch unwrapInboundIn(data) {
         case .head(let head) where head.status == .switchingProtocols:
             fail(context, CheckedHTTPError.unexpectedAnswer("101 Switching Protocols"))

@@ -30,7 +30,23 @@ struct ProcessStalledInputTests {
             async let late = ProcessBeyondTests.stdin(h, id, "late\n", timeout: .seconds(300))
             #expect(await eventually(timeout: .seconds(60)) { input.pending.waiting == 2 })
             try TestFile.write(gate, [UInt8]())
-            let (a, c, b) = try await (first, close, late)
+            // Each awaited on its own, so that a request left without an answer is named, with
+            // the input's queue as it stands then.
+            let a: RawHTTPClient.Response
+            let c: RawHTTPClient.Response
+            let b: RawHTTPClient.Response
+            do { a = try await first } catch {
+                Issue.record("the 1 MiB write: \(error); stdin queue (bytes, waiting): \(input.pending)")
+                throw error
+            }
+            do { c = try await close } catch {
+                Issue.record("the close: \(error); stdin queue (bytes, waiting): \(input.pending)")
+                throw error
+            }
+            do { b = try await late } catch {
+                Issue.record("the late write: \(error); stdin queue (bytes, waiting): \(input.pending)")
+                throw error
+            }
             #expect(a.status == 200)
             #expect(jsonInt(jsonObject(a.body)?["written"]) == 1 << 20)
             #expect(c.status == 200)

@@ -98,6 +98,8 @@ struct JetBrainsForwardTests {
         #expect(String(decoding: await client.read(atLeast: 5, timeout: .seconds(60)), as: UTF8.self) == "hello")
         #expect(await eventually(timeout: .seconds(60)) { counts.count(.jetbrains) == 1 })
         #expect(counts.count(.ssh) == 0)
+        // The report is recorded after the count moves: waited for, not sampled.
+        #expect(await eventually(timeout: .seconds(60)) { !reports.all.isEmpty })
         let connect = try #require(reports.all.first)
         #expect(connect.action == .connect && connect.kind == .jetbrains && connect.ip == "127.0.0.1", "\(connect)")
 

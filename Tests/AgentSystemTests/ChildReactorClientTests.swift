@@ -127,6 +127,45 @@ struct ChildReactorClientTests {
         #expect(client.state.withLock { $0.afterEnd } == 0)
     }
 
+    /// Records the words it is handed; nothing else.
+    final class WordClient: ChildReactor.Client {
+        let got = Latch()
+        func ready(_ word: UInt64, scratch: UnsafeMutableRawBufferPointer) { got.open() }
+        func tick(now: ContinuousClock.Instant, scratch: UnsafeMutableRawBufferPointer) -> ContinuousClock.Instant? { nil }
+        func detached() {}
+    }
+
+    /// A client served while the reactor is inside a wake-up, whose one-shot writability
+    /// event comes in that wake-up's wait (before the client is applied): it is still
+    /// delivered. The reactor is held in a job of the test's so that the order is certain;
+    /// before, the event was dropped and, one-shot, never reported again (a writer waited
+    /// out its deadline).
+    @Test func aOneShotEventForAClientServedMidWakeUpIsDelivered() async throws {
+        let reactor = ChildReactor(name: "test-one-shot")
+        let pipe = try #require(ChildPipe.output())
+        defer {
+            close(pipe.read)
+            close(pipe.write)
+        }
+        let held = Latch()
+        let release = ReactorHold()
+        reactor.run {
+            held.open()
+            release.wait()
+        }
+        #expect(await Self.wait(held))
+        // While the reactor runs the job: served (queued, the eventfd written) and the pipe,
+        // empty and so writable, added one-shot. Both are reported in the same wait.
+        let client = WordClient()
+        let registration = reactor.register()
+        registration.serve(client)
+        #expect(registration.addWritable(pipe.write, word: 7))
+        release.signal()
+        #expect(await Self.wait(client.got), "the one-shot event reached its client")
+        registration.remove(pipe.write)
+        registration.end()
+    }
+
     @Test func wakeMakesTheReactorTickItsClients() async throws {
         let reactor = ChildReactor(name: "test-client")
         let pipe = try #require(ChildPipe.output())
@@ -218,5 +257,18 @@ struct ChildReactorClientTests {
         client.registration.remove(pipe.write)
         #expect(client.words.withLock { $0 } == [7], "one-shot: told once")
         client.registration.end()
+    }
+}
+
+/// A blocking one-shot release for a job on the reactor's thread (a flag it polls, so
+/// that the test needs no Foundation).
+final class ReactorHold: Sendable {
+    private let released = Mutex(false)
+
+    func signal() { released.withLock { $0 = true } }
+
+    /// Waits (polling every millisecond, bounded to 60 s) until ``signal()``.
+    func wait() {
+        for _ in 0..<60_000 where !released.withLock({ $0 }) { usleep(1000) }
     }
 }

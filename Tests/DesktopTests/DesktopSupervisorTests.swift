@@ -26,7 +26,31 @@ struct DesktopSupervisorTests {
     /// Desktops started at the same moment (agents sharing a machine, or tests) all see the
     /// same first free display; each still gets one of its own (a loser's Xvnc exits and the
     /// next display is tried).
-    @Test func desktopsStartedAtOnceEachGetADisplay() async throws {
+    ///
+    /// With a stale lock on the first free display (an X server killed without cleaning up),
+    /// every starter's Xvnc finds it stale and replaces it: two can end up running on one
+    /// display, and the one whose lock was replaced must give it up.
+    @Test(arguments: [false, true])
+    func desktopsStartedAtOnceEachGetADisplay(staleLock: Bool) async throws {
+        var planted: (path: String, text: String)?
+        if staleLock, let display = XvncLauncher.freeDisplay(), XvncLauncher.lockHolder(display) == nil {
+            // A pid that existed and was reaped: no process has it (the kernel recycles pids
+            // only after the whole range; the test's own children come nowhere near).
+            let dead = try #require(ChildProgram.start(["true"]))
+            let pid = dead.pid
+            _ = dead.wait()
+            let text = String(format: "%10d\n", pid)
+            let path = "/tmp/.X\(display)-lock"
+            if FileManager.default.createFile(atPath: path, contents: Data(text.utf8), attributes: [.posixPermissions: 0o444]) {
+                planted = (path, text)
+            }
+        }
+        defer {
+            // Removed only if still the test's own (an Xvnc replaces it with its own).
+            if let planted, (try? String(contentsOfFile: planted.path, encoding: .utf8)) == planted.text {
+                try? FileManager.default.removeItem(atPath: planted.path)
+            }
+        }
         let supervisors = (0..<6).map { _ in Self.supervisor() }
         let started = await withTaskGroup(of: DesktopInfo?.self) { group in
             for supervisor in supervisors { group.addTask { try? await supervisor.ensureStarted() } }
@@ -36,6 +60,9 @@ struct DesktopSupervisorTests {
         }
         #expect(started.count == 6, "every start succeeded")
         #expect(Set(started.map(\.display)).count == started.count, "displays of their own: \(started.map(\.display))")
+        for info in started {
+            #expect(await Self.xvnc(info).first == XvncLauncher.lockHolder(info.display), "display :\(info.display)'s lock is its Xvnc's")
+        }
         for supervisor in supervisors { await supervisor.close() }
     }
 

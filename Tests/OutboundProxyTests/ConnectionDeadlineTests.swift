@@ -1,6 +1,7 @@
 import NIOCore
 import NIOEmbedded
 import NIOHTTP1
+import NIOSOCKS
 import NIOTLS
 import Synchronization
 import Testing
@@ -53,6 +54,36 @@ import Testing
         _ = try? channel.finish()
     }
 
+    /// A whole answer that arrived in time is not cut by the deadline while the caller reads
+    /// it or the connection closes (TLS's close waits for the server's `close_notify`).
+    @Test func aWholeAnswerEndsTheDeadline() throws {
+        let expiries = Expiries()
+        let (channel, head) = try Self.headHandler(headOnly: false, expiries)
+        try channel.writeInbound(HTTPClientResponsePart.head(HTTPResponseHead(version: .http1_1, status: .ok)))
+        #expect(try head.wait().status == .ok)
+        channel.embeddedEventLoop.advanceTime(by: .seconds(5))
+        try channel.writeInbound(HTTPClientResponsePart.end(nil))
+        channel.embeddedEventLoop.advanceTime(by: .seconds(20))
+        #expect(channel.isActive && expiries.value == 0)
+        _ = try? channel.finish()
+    }
+
+    /// What ended a request: the first deadline or cancellation, and nothing once the caller
+    /// has its answer.
+    @Test func theWatchKeepsTheFirstEndAndNoneAfterTheAnswer() {
+        let watch = ConnectionWatch()
+        #expect(watch.ending == nil)
+        watch.expired(.setup)
+        watch.expired(.deadline)
+        watch.cancel()
+        #expect(watch.ending as? CheckedHTTPError == .setupTimedOut)
+        let answered = ConnectionWatch()
+        answered.finish()
+        answered.expired(.deadline)
+        answered.cancel()
+        #expect(answered.ending == nil)
+    }
+
     /// A connection that ends before its deadline takes its timer with it.
     @Test func noTimerOutlivesTheConnection() throws {
         let expiries = Expiries()
@@ -65,19 +96,24 @@ import Testing
 
     /// The connect timeout: TLS's finished handshake (or, for plain http, the connection's
     /// `channelActive`) ends it; otherwise it closes the connection.
-    @Test(arguments: [true, false])
-    func theConnectTimeoutEndsWhenTheConnectionIsReady(tls: Bool) throws {
+    /// For plain http behind a SOCKS5 proxy, the proxy's connect ends it (its handler passes
+    /// `channelActive` on at once).
+    @Test(arguments: [(true, false), (false, false), (true, true), (false, true)])
+    func theConnectTimeoutEndsWhenTheConnectionIsReady(tls: Bool, socks: Bool) throws {
+        let route: ProxyRoute = socks ? .socks(ProxyServer(kind: .socks5, host: "127.0.0.1", port: 1080)) : .direct
         for ready in [true, false] {
             let expiries = Expiries()
             let loop = EmbeddedEventLoop()
             let channel = EmbeddedChannel(
                 handler: ConnectionSetupHandler(
-                    tls: tls, route: .direct, host: "coder.example.test", port: 443, deadline: Self.deadline, expired: expiries.call),
+                    tls: tls, route: route, host: "coder.example.test", port: 443, deadline: Self.deadline, expired: expiries.call),
                 loop: loop)
-            if ready || tls { try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait() }
+            if ready || tls || socks { try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait() }
+            if ready && socks { channel.pipeline.fireUserInboundEventTriggered(SOCKSProxyEstablishedEvent()) }
             if ready && tls { channel.pipeline.fireUserInboundEventTriggered(TLSUserEvent.handshakeCompleted(negotiatedProtocol: nil)) }
             loop.advanceTime(by: .seconds(20))
-            #expect(expiries.value == (ready ? 0 : 1), "tls \(tls), ready \(ready)")
+            #expect(expiries.value == (ready ? 0 : 1), "tls \(tls), socks \(socks), ready \(ready)")
+            #expect(channel.isActive == ready || !(ready || tls || socks), "the timer closes an unready connection")
             _ = try? channel.finish()
         }
     }

@@ -169,7 +169,8 @@ public struct CoderRESTClient: CoderRESTRequesting {
     }
 
     static func describe(_ error: any Error) -> String {
-        if let error = error as? CheckedHTTPError { return error.description }
+        // A connect that timed out is Go's context deadline too (its dial shares the SDK's).
+        if let error = error as? CheckedHTTPError { return error == .setupTimedOut ? "context deadline exceeded" : error.description }
         if case ChannelError.connectTimeout = error { return "context deadline exceeded" }
         // Go's `io.ErrUnexpectedEOF` for an answer cut short, with or without TLS's close.
         if let error = error as? HTTPParserError, error == .invalidEOFState { return "unexpected EOF" }

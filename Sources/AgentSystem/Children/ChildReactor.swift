@@ -70,6 +70,11 @@ public final class ChildReactor: Sendable {
         var nextClient: UInt64 = 1
         var nextToken: UInt64 = 1
         var started = false
+
+        mutating func takeClientChanges() -> [(id: UInt64, client: (any Client)?)] {
+            defer { clientChanges = [] }
+            return clientChanges
+        }
     }
 
     /// What one wake-up takes from ``State`` in its one lock round.
@@ -315,7 +320,9 @@ public final class ChildReactor: Sendable {
 
         /// Waits once for `fd` to take bytes (one-shot writability, errors and hang-up
         /// included): a writer on a full pipe or terminal. The client gets `word` once, then
-        /// removes `fd` (also when it gives up first). False if epoll refused.
+        /// removes `fd` (also when it gives up first). Add it only once ``serve(_:)`` was
+        /// called: the event is reported once, and lost if no client is named yet. False if
+        /// epoll refused.
         @discardableResult
         public func addWritable(_ fd: Int32, word: UInt64) -> Bool {
             precondition(word <= ChildReactor.maxClientWord, "client word too large")
@@ -506,13 +513,7 @@ public final class ChildReactor: Sendable {
         while true {
             let now = ContinuousClock.now
             let due = takeDue(now)
-            for change in due.clientChanges {
-                if let client = change.client {
-                    clients[change.id] = client
-                } else if let ended = clients.removeValue(forKey: change.id) {
-                    ended.detached()
-                }
-            }
+            apply(due.clientChanges, to: &clients)
             for job in due.jobs { job() }
             for timer in due.timers { timer.body() }
             if !due.polled.isEmpty { checkPolled(due.polled) }
@@ -536,10 +537,14 @@ public final class ChildReactor: Sendable {
             for i in 0..<max(0, Int(n)) {
                 let token = events[i]
                 if token & Self.clientFlag != 0 {
-                    // A client attached after this wake-up began is served from the next one
-                    // (level-triggered: the event is reported again).
-                    if let client = clients[(token >> Self.clientShift) & Self.clientIDMask], let scratch {
-                        client.ready(token & Self.maxClientWord, scratch: scratch)
+                    let id = (token >> Self.clientShift) & Self.clientIDMask
+                    // A client served after this wake-up began: its changes are applied now, as
+                    // a one-shot event (a writer's writability) is reported only once.
+                    if clients[id] == nil { apply(state.withLock { s in s.takeClientChanges() }, to: &clients) }
+                    if let client = clients[id] {
+                        let lent = scratch ?? UnsafeMutableRawBufferPointer.allocate(byteCount: Self.scratchSize, alignment: 16)
+                        scratch = lent
+                        client.ready(token & Self.maxClientWord, scratch: lent)
                     }
                     continue
                 }
@@ -549,6 +554,17 @@ public final class ChildReactor: Sendable {
                     continue
                 }
                 handle(token)
+            }
+        }
+    }
+
+    /// Attaches and ends clients (on the reactor's thread).
+    private func apply(_ changes: [(id: UInt64, client: (any Client)?)], to clients: inout [UInt64: any Client]) {
+        for change in changes {
+            if let client = change.client {
+                clients[change.id] = client
+            } else if let ended = clients.removeValue(forKey: change.id) {
+                ended.detached()
             }
         }
     }

@@ -57,7 +57,15 @@ struct XvncLauncher: DesktopLauncher {
             close(logFD)
             let waitStarted = ContinuousClock.now
             if await Self.waitForBanner(port: port, child: child) {
-                return XvncDesktop(child: child, info: DesktopInfo(vncPort: port, width: width, height: height, display: display))
+                if Self.lockHolder(display) == child.pid {
+                    return XvncDesktop(child: child, info: DesktopInfo(vncPort: port, width: width, height: height, display: display))
+                }
+                // Two X servers that both found a stale lock both replace it (the X server's
+                // own check and removal are two steps), and both run: the one whose lock was
+                // replaced serves a display that is not its own. It gives the display up.
+                await child.stop()
+                lastError = DesktopError("display :\(display) was taken by another X server as Xvnc started")
+                continue
             }
             let hung = child.isRunning && ContinuousClock.now - waitStarted >= Self.readinessTimeout
             await child.stop()
@@ -80,6 +88,13 @@ struct XvncLauncher: DesktopLauncher {
             try? await Task.sleep(for: .milliseconds(50))
         }
         return false
+    }
+
+    /// The pid in `display`'s X lock file (`/tmp/.X<n>-lock`, written by the X server that
+    /// holds it), or nil.
+    static func lockHolder(_ display: Int) -> Int32? {
+        guard let text = try? String(contentsOfFile: "/tmp/.X\(display)-lock", encoding: .utf8) else { return nil }
+        return Int32(text.trimmingWhitespace())
     }
 
     /// The first free display from 10 (``isFree(_:)``) not in `tried` (a display whose Xvnc
