@@ -29,11 +29,14 @@ struct WebSocketTLSTests {
         }
     }
 
-    @Test(arguments: [("DNS:coder.example.test", true), ("IP:127.0.0.1,DNS:other.example.test", false)])
-    func theCertificateMustNameTheControlPlane(names: String, valid: Bool) async throws {
+    /// Through an HTTP proxy's tunnel or a SOCKS5 proxy, which is asked for the control plane
+    /// by name.
+    @Test(arguments: [("DNS:coder.example.test", true), ("IP:127.0.0.1,DNS:other.example.test", false)], [StandInProxy.Kind.http, .socks5])
+    func theCertificateMustNameTheControlPlane(names: (String, Bool), via kind: StandInProxy.Kind) async throws {
+        let (names, valid) = names
         let (server, trusting, directory) = try await TLSTestServer.startTrusted(names: names, answer: Array(Self.forbidden.utf8))
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        guard let proxy = await StandInProxy.start(relayingTo: server.port) else {
+        guard let proxy = await StandInProxy.start(relayingTo: server.port, as: kind) else {
             await server.stop()
             Issue.record("the stand-in proxy did not start")
             return
@@ -48,6 +51,7 @@ struct WebSocketTLSTests {
         } catch {
             Self.expectChecked(error, server: server, valid: valid, host: "coder.example.test")
         }
+        #expect(await proxy.nextTarget() == "coder.example.test:443")
         await server.stop()
     }
 

@@ -134,6 +134,11 @@ struct ProxyEnvironmentTests {
         #expect(try ProxyRoute.choose(scheme: "ws", host: "a.example", port: 80, environment: environment, alwaysTunnel: true) == .tunnel(plain))
         #expect(try ProxyRoute.choose(scheme: "https", host: "127.0.0.1", port: 443, environment: environment) == .direct)
         let socks = ProxyEnvironment(environment: ["HTTPS_PROXY": "socks5://proxy"])
-        #expect(throws: ProxyError.self) { try ProxyRoute.choose(scheme: "https", host: "a.example", port: 443, environment: socks) }
+        // DERP's choice (Tailscale's client tunnels through HTTP proxies only); the other dials
+        // allow SOCKS5.
+        #expect(throws: ProxyError.self) { try ProxyRoute.choose(scheme: "https", host: "a.example", port: 443, environment: socks, alwaysTunnel: true) }
+        #expect(
+            try ProxyRoute.choose(scheme: "wss", host: "a.example", port: 443, environment: socks, alwaysTunnel: true, allowSOCKS: true)
+                == .socks(ProxyServer(kind: .socks5, host: "proxy", port: 1080)))
     }
 }

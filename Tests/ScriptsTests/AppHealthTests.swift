@@ -209,11 +209,13 @@ struct AppHealthTests {
     /// https to a name through a proxy that stands in for every target: a certificate that
     /// names only the proxy's address (127.0.0.1, which NIOSSL accepts as the connected
     /// address) is refused, one that names the target passes.
-    @Test func httpsThroughAProxyNeedsTheTargetsNameNotTheProxysAddress() async throws {
+    /// Through an HTTP proxy's tunnel or a SOCKS5 proxy alike.
+    @Test(arguments: [StandInProxy.Kind.http, .socks5])
+    func httpsThroughAProxyNeedsTheTargetsNameNotTheProxysAddress(via kind: StandInProxy.Kind) async throws {
         for (names, valid) in [("DNS:coder.example.test", true), ("IP:127.0.0.1,DNS:other.example.test", false)] {
             let (server, trusting, directory) = try await Self.tlsServer(names: names)
             defer { try? FileManager.default.removeItem(atPath: directory) }
-            guard let proxy = await StandInProxy.start(relayingTo: server.port) else {
+            guard let proxy = await StandInProxy.start(relayingTo: server.port, as: kind) else {
                 await server.stop()
                 Issue.record("the stand-in proxy did not start")
                 return
@@ -222,6 +224,7 @@ struct AppHealthTests {
             let probe = AppHealthProbe(tlsConfiguration: trusting, proxies: ProxyEnvironment(environment: ["HTTPS_PROXY": proxy.url]))
             let outcome = await probe.check("https://coder.example.test:443/ok", timeout: .seconds(60))
             Self.expectChecked(outcome, server: server, valid: valid, target: "coder.example.test")
+            #expect(await proxy.nextTarget() == "coder.example.test:443")
             await server.stop()
         }
     }

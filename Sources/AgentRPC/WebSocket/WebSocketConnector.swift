@@ -50,7 +50,8 @@ public enum WebSocketConnector {
         for (name, value) in extra { headers.add(name: name, value: value) }
         headers.add(name: "Content-Length", value: "0")
         let head = HTTPRequestHead(version: .http1_1, method: .GET, uri: path, headers: headers)
-        let route = try ProxyRoute.choose(scheme: scheme, host: address, port: port, environment: proxies, alwaysTunnel: true)
+        // A SOCKS5 proxy carries it too, as Go's dialer uses one.
+        let route = try ProxyRoute.choose(scheme: scheme, host: address, port: port, environment: proxies, alwaysTunnel: true, allowSOCKS: true)
         let serverName = ProxyRoute.serverName(for: address)
         let sslContext =
             tls

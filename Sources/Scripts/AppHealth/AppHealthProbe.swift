@@ -143,7 +143,8 @@ public struct AppHealthProbe: Sendable {
     private func fetchHead(_ target: Target, deadline: NIODeadline) async throws -> HTTPResponseHead {
         let route: ProxyRoute
         do {
-            route = try ProxyRoute.choose(scheme: target.secure ? "https" : "http", host: target.host, port: target.port, environment: proxies)
+            route = try ProxyRoute.choose(
+                scheme: target.secure ? "https" : "http", host: target.host, port: target.port, environment: proxies, allowSOCKS: true)
         } catch {
             throw RequestFailure(description: error.description)
         }
