@@ -94,7 +94,7 @@ public struct CoderRESTClient: CoderRESTRequesting {
                 throw CoderRESTError.connection(method: method.rawValue, url: address, reason: reason)
             case .checked(let checked):
                 let request = try Self.checkedRequest(method, address, headers: headers, body: body)
-                return try await checked.execute(request, deadline: .now() + Self.timeAmount(timeout)) { head, chunks in
+                return try await checked.execute(request, deadline: .now() + TimeAmount(timeout)) { head, chunks in
                     let bytes = try await chunks.collect(upTo: Self.maxResponseBytes)
                     return CoderRESTResponse(method: method.rawValue, url: address, status: Int(head.status.code), body: bytes)
                 }
@@ -120,7 +120,7 @@ public struct CoderRESTClient: CoderRESTRequesting {
         let address = url(path, query: query)
         var headers = requestHeaders(json: false)
         headers.replaceOrAdd(name: "Accept", value: "text/event-stream")
-        let deadline = NIODeadline.now() + Self.timeAmount(connectTimeout)
+        let deadline = NIODeadline.now() + TimeAmount(connectTimeout)
         switch transport {
         case .failed(let reason):
             throw CoderRESTError.connection(method: "GET", url: address, reason: reason)
@@ -161,11 +161,6 @@ public struct CoderRESTClient: CoderRESTRequesting {
         guard let request = CheckedHTTPClient.Request(method: method, url: address, headers: headers.map { ($0.name, $0.value) }, body: body)
         else { throw .connection(method: method.rawValue, url: address, reason: "not an http:// or https:// URL with a port in 1...65535") }
         return request
-    }
-
-    static func timeAmount(_ duration: Duration) -> TimeAmount {
-        let (seconds, attoseconds) = duration.components
-        return .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
     }
 
     static func describe(_ error: any Error) -> String {

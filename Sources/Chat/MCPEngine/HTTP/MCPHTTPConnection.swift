@@ -69,7 +69,7 @@ final class MCPHTTPConnection: Sendable {
         client = Result {
             let route = try ProxyRoute.choose(
                 scheme: origin.scheme, host: origin.host, port: origin.port, environment: proxies, allowSOCKS: true)
-            return try CheckedHTTPClient(route: route, connectTimeout: connectTimeout.timeAmount)
+            return try CheckedHTTPClient(route: route, connectTimeout: TimeAmount(connectTimeout))
         }
     }
 
@@ -345,12 +345,4 @@ struct MCPHTTPOrigin: Sendable, Equatable, CustomStringConvertible {
     }
 
     var description: String { "\(scheme)://\(host):\(port)" }
-}
-
-extension Duration {
-    /// The duration as NIO's `TimeAmount` (nanoseconds).
-    var timeAmount: TimeAmount {
-        let (seconds, attoseconds) = components
-        return .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
-    }
 }

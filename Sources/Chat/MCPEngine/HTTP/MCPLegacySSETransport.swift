@@ -61,7 +61,7 @@ final class MCPLegacySSETransport: MCPTransport {
         let replayable = MCPHTTPConnection.mayRepeat(message)
         try exchanges.start(request: request) { [self] in
             do throws(MCPHTTPFailure) {
-                let deadline = NIODeadline.now() + postTimeout.timeAmount
+                let deadline = NIODeadline.now() + TimeAmount(postTimeout)
                 try await exchanges.connection.execute(
                     .POST, endpoint, headers: [("Content-Type", "application/json"), ("Accept", "application/json, text/event-stream")],
                     body: body, deadline: deadline, replayable: replayable
@@ -131,7 +131,7 @@ final class MCPLegacySSETransport: MCPTransport {
     private func stream(connectTimeout: Duration) async {
         var reason = "server \(goQuote(serverName)) ended its event stream"
         do throws(MCPHTTPFailure) {
-            let deadline = NIODeadline.now() + connectTimeout.timeAmount
+            let deadline = NIODeadline.now() + TimeAmount(connectTimeout)
             try await exchanges.connection.execute(.GET, url, headers: [("Accept", "text/event-stream")], body: nil, deadline: deadline, replayable: true) {
                 response, streamURL in
                 guard (200..<300).contains(response.status.code), MCPHTTPConnection.mediaType(response) == "text/event-stream" else {

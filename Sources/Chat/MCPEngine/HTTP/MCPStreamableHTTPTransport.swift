@@ -71,7 +71,7 @@ final class MCPStreamableHTTPTransport: MCPTransport {
         await exchanges.close { [self] in
             guard let sessionID = state.withLock({ $0.sessionID }) else { return }
             let headers = [("Mcp-Session-Id", sessionID)] + versionHeader
-            let deadline = NIODeadline.now() + Self.goodbyeTimeout.timeAmount
+            let deadline = NIODeadline.now() + TimeAmount(Self.goodbyeTimeout)
             _ = try? await exchanges.connection.execute(.DELETE, url, headers: headers, body: nil, deadline: deadline, replayable: true) {
                 response, _ in await MCPHTTPConnection.statusText(response, deadline: deadline)
             }
@@ -90,7 +90,7 @@ final class MCPStreamableHTTPTransport: MCPTransport {
         // A request's wait is the session's timeout (which abandons it); a notification or a
         // response gets the connect timeout, for the answer's head and body together (the
         // body of an answer no one waits for would otherwise hold an exchange for good).
-        let deadline: NIODeadline = request == nil ? .now() + connectTimeout.timeAmount : .distantFuture
+        let deadline: NIODeadline = request == nil ? .now() + TimeAmount(connectTimeout) : .distantFuture
         do throws(MCPHTTPFailure) {
             try await exchanges.connection.execute(.POST, url, headers: headers, body: body, deadline: deadline, replayable: replayable) {
                 response, _ in
@@ -187,7 +187,7 @@ final class MCPStreamableHTTPTransport: MCPTransport {
             var headers = [("Accept", "text/event-stream")] + versionHeader
             if let sessionID = state.withLock({ $0.sessionID }) { headers.append(("Mcp-Session-Id", sessionID)) }
             do throws(MCPHTTPFailure) {
-                let deadline = NIODeadline.now() + connectTimeout.timeAmount
+                let deadline = NIODeadline.now() + TimeAmount(connectTimeout)
                 let over = try await exchanges.connection.execute(.GET, url, headers: headers, body: nil, deadline: deadline, replayable: true) {
                     response, _ in
                     let status = response.status.code
