@@ -74,11 +74,8 @@ public struct CheckedHTTPClient: Sendable {
                 headers.add(name: "Content-Length", value: "0")
             }
             headers.add(name: "Connection", value: "close")
-            var uri = target
-            if case .forward(let proxy) = route {
-                uri = "http://\(hostHeader)\(target)"
-                if let authorization = proxy.authorization { headers.replaceOrAdd(name: "Proxy-Authorization", value: authorization) }
-            }
+            let (uri, authorization) = route.requestTarget(hostHeader: hostHeader, pathAndQuery: target)
+            if let authorization { headers.replaceOrAdd(name: "Proxy-Authorization", value: authorization) }
             return HTTPRequestHead(version: .http1_1, method: method, uri: uri, headers: headers)
         }
     }

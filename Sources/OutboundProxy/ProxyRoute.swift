@@ -52,6 +52,14 @@ public enum ProxyRoute: Sendable, Equatable {
         }
     }
 
+    /// A plain http request's target and the proxy's credentials on this route: to a
+    /// forwarding proxy the absolute URL and `Proxy-Authorization` (as Go's transport sends
+    /// them), else the origin form and none. `hostHeader` is the request's `Host`.
+    public func requestTarget(hostHeader: String, pathAndQuery: String) -> (uri: String, proxyAuthorization: String?) {
+        guard case .forward(let proxy) = self else { return (pathAndQuery, nil) }
+        return ("http://\(hostHeader)\(pathAndQuery)", proxy.authorization)
+    }
+
     /// Where the TCP connection goes: the proxy, or the target itself.
     public func connectAddress(host: String, port: Int) -> (host: String, port: Int) {
         proxy.map { ($0.host, $0.port) } ?? (host, port)

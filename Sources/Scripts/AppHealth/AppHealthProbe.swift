@@ -160,13 +160,10 @@ public struct AppHealthProbe: Sendable {
         let timer = loop.scheduleTask(deadline: deadline) { promise.fail(RequestFailure(description: "timed out")) }
         promise.futureResult.whenComplete { _ in timer.cancel() }
         // Through a forwarding proxy the request names the whole URL, with the credentials.
-        var uri = target.pathAndQuery
-        if case .forward = route { uri = "http://\(target.hostHeader)\(target.pathAndQuery)" }
+        let (uri, authorization) = route.requestTarget(hostHeader: target.hostHeader, pathAndQuery: target.pathAndQuery)
         var head = HTTPRequestHead(version: .http1_1, method: .GET, uri: uri)
         head.headers.add(name: "Host", value: target.hostHeader)
-        if case .forward(let proxy) = route, let authorization = proxy.authorization {
-            head.headers.add(name: "Proxy-Authorization", value: authorization)
-        }
+        if let authorization { head.headers.add(name: "Proxy-Authorization", value: authorization) }
         head.headers.add(name: "User-Agent", value: "Go-http-client/1.1")
         head.headers.add(name: "Connection", value: "close")
         let request = head
