@@ -194,8 +194,7 @@ public struct CheckedHTTPClient: Sendable {
                 // The proxy's handler first: TLS and the request start behind it.
                 try route.addHandlers(to: pipeline, host: host, port: port)
                 if let context { try pipeline.addHandler(route.tlsClientHandler(context: context, host: host, serverName: serverName)) }
-                try pipeline.addHandler(
-                    ConnectionSetupHandler(tls: context != nil, route: route, host: host, port: port, deadline: setupDeadline, expired: setupExpired))
+                try pipeline.addHandler(ConnectionSetupHandler(tls: context != nil, deadline: setupDeadline, expired: setupExpired))
                 try pipeline.addHTTPClientHandlers()
                 try pipeline.addHandler(RequestWriter(parts: parts))
                 let headPromise = channel.eventLoop.makePromise(of: HTTPResponseHead.self)

@@ -1,22 +1,21 @@
 import NIOCore
-import NIOSOCKS
 
 /// How a connection of the agent's own reaches its target: directly, through an HTTP proxy's
 /// `CONNECT` tunnel, through a SOCKS5 proxy, or (http targets only, as Go sends them) as
 /// absolute-form requests to an HTTP proxy.
 public enum ProxyRoute: Sendable, Equatable {
     case direct
-    /// Connect to the proxy, then ``HTTPConnectHandler`` opens the tunnel to the target.
+    /// Connect to the proxy, then its `CONNECT` (``HTTPConnectHandshake``) opens the tunnel.
     case tunnel(ProxyServer)
     /// Connect to the proxy and send it requests whose target is the absolute URL.
     case forward(ProxyServer)
-    /// Connect to a SOCKS5 proxy (no credentials), which connects to the target.
+    /// Connect to a SOCKS5 proxy (``SOCKS5Handshake``), which connects to the target.
     case socks(ProxyServer)
 
     /// The route for `scheme://host:port` in `environment`. An https (or wss) target, or any
     /// target when `alwaysTunnel` (DERP's rule), goes through CONNECT; an http one is forwarded;
-    /// with `allowSOCKS`, a SOCKS5 proxy without credentials carries either. Throws for a proxy
-    /// this dial cannot use (an https proxy; SOCKS5 unless allowed, or with credentials).
+    /// with `allowSOCKS`, a SOCKS5 proxy carries either. Throws for a proxy this dial cannot
+    /// use (an https proxy; SOCKS5 unless allowed).
     public static func choose(
         scheme: String, host: String, port: Int, environment: ProxyEnvironment = .process, alwaysTunnel: Bool = false,
         allowSOCKS: Bool = false
@@ -27,7 +26,6 @@ public enum ProxyRoute: Sendable, Equatable {
             let secure = scheme.lowercased() == "https" || scheme.lowercased() == "wss"
             return secure || alwaysTunnel ? .tunnel(proxy) : .forward(proxy)
         case .socks5 where allowSOCKS:
-            guard proxy.username == nil else { throw .unsupported(proxy, "SOCKS5 proxies with credentials are not supported") }
             return .socks(proxy)
         case .https where allowSOCKS:
             throw .unsupported(proxy, "proxies reached over TLS (https://) are not supported; use an http:// proxy URL")
@@ -65,24 +63,21 @@ public enum ProxyRoute: Sendable, Equatable {
         proxy.map { ($0.host, $0.port) } ?? (host, port)
     }
 
-    /// Adds the route's first handler to a new connection's pipeline: ``HTTPConnectHandler``
-    /// for a tunnel, NIO's SOCKS5 client for a SOCKS proxy (it holds the writes behind it until
-    /// the proxy has connected). Throws for a host name SOCKS5 cannot carry (over 255 bytes).
+    /// Adds the route's first handler to a new connection's pipeline: a
+    /// ``ProxyHandshakeHandler`` with the proxy's handshake, which holds the handlers behind it
+    /// until the way to the target is open. Throws for a host name SOCKS5 cannot carry (over
+    /// 255 bytes).
     public func addHandlers(to pipeline: ChannelPipeline.SynchronousOperations, host: String, port: Int) throws {
         switch self {
         case .direct, .forward:
             break
         case .tunnel(let proxy):
-            try pipeline.addHandler(HTTPConnectHandler(proxy: proxy, host: host, port: port), position: .first)
+            try pipeline.addHandler(ProxyHandshakeHandler(HTTPConnectHandshake(proxy: proxy, host: host, port: port)), position: .first)
         case .socks(let proxy):
-            let address: SOCKSAddress
-            if let socket = IPAddressBytes(host) != nil ? try? SocketAddress(ipAddress: host, port: port) : nil {
-                address = .address(socket)
-            } else {
-                guard (1...255).contains(host.utf8.count) else { throw ProxyError.unsupported(proxy, "a host name longer than 255 bytes") }
-                address = .domain(host, port: port)
+            guard let handshake = SOCKS5Handshake(proxy: proxy, host: host, port: port) else {
+                throw ProxyError.unsupported(proxy, "a host name SOCKS5 cannot carry (empty, or over 255 bytes)")
             }
-            try pipeline.addHandler(SOCKSClientHandler(targetAddress: address), position: .first)
+            try pipeline.addHandler(ProxyHandshakeHandler(handshake), position: .first)
         }
     }
 }

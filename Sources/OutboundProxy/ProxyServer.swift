@@ -77,7 +77,8 @@ public enum ProxyError: Error, Sendable, Equatable, CustomStringConvertible, Cus
     case invalidProxy(String)
     /// `HTTP_PROXY` is set while `REQUEST_METHOD` is (Go's CGI rule).
     case refusedInCGI
-    /// A kind of proxy this dial cannot use (an https proxy, a SOCKS5 proxy with credentials).
+    /// A kind of proxy this dial cannot use (an https proxy; SOCKS5 where not allowed), or a
+    /// target it cannot carry.
     case unsupported(ProxyServer, String)
     /// The proxy answered CONNECT with something other than 200.
     case refused(proxy: ProxyServer, target: String, status: Int, reason: String)

@@ -1,9 +1,9 @@
 import NIOCore
 import NIOHTTP1
 
-/// Writes a request's parts when its connection is ready: at `channelActive`, which a
-/// `CONNECT` tunnel holds back until it is up; a SOCKS5 proxy's handler and TLS's hold the
-/// bytes until theirs are. A failed write means a failed connection, whose cause the
+/// Writes a request's parts when its connection is ready: at `channelActive`, which a proxy's
+/// handshake holds back until the way to the target is open; TLS's handler holds the bytes
+/// until its handshake is done. A failed write means a failed connection, whose cause the
 /// answer's head reports (``ResponseHeadHandler``).
 final class RequestWriter: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPClientResponsePart

@@ -47,7 +47,7 @@ struct CoderRESTTLSTests {
     }
 
     /// Through either kind of proxy, which is asked for the access URL's host by name.
-    @Test(arguments: [StandInProxy.Kind.http, .socks5])
+    @Test(arguments: [StandInProxy.Kind.http, .socks5, .socks5Credentials])
     func aRequestArrivesWholeAndItsAnswerIsRead(via kind: StandInProxy.Kind) async throws {
         try await Self.withServer(names: "DNS:coder.example.test", answer: Array(Self.ok.utf8), via: kind) { server, rest, proxy in
             let answer = try await rest.send(.POST, "/api/v2/x", query: [("a", "b c")], json: Array(#"{"n":1}"#.utf8))

@@ -31,7 +31,7 @@ struct WebSocketTLSTests {
 
     /// Through an HTTP proxy's tunnel or a SOCKS5 proxy, which is asked for the control plane
     /// by name.
-    @Test(arguments: [("DNS:coder.example.test", true), ("IP:127.0.0.1,DNS:other.example.test", false)], [StandInProxy.Kind.http, .socks5])
+    @Test(arguments: [("DNS:coder.example.test", true), ("IP:127.0.0.1,DNS:other.example.test", false)], [StandInProxy.Kind.http, .socks5, .socks5Credentials])
     func theCertificateMustNameTheControlPlane(names: (String, Bool), via kind: StandInProxy.Kind) async throws {
         let (names, valid) = names
         let (server, trusting, directory) = try await TLSTestServer.startTrusted(names: names, answer: Array(Self.forbidden.utf8))

@@ -22,16 +22,32 @@ public final class StandInProxy: Sendable {
         case socks5Refusing = "socks5-refusing"
         /// A SOCKS5 proxy that closes the connection when asked to connect.
         case socks5Closing = "socks5-closing"
+        /// A SOCKS5 proxy that admits only username ``user`` with password ``password``
+        /// (RFC 1929), refusing a client that offers no credentials or the wrong ones.
+        case socks5Credentials = "socks5-credentials"
     }
     public let kind: Kind
 
-    /// `http://127.0.0.1:<port>` or `socks5://127.0.0.1:<port>`, for `HTTPS_PROXY`.
-    public var url: String { "\(kind == .http ? "http" : "socks5")://127.0.0.1:\(port)" }
+    /// The credentials a ``Kind/socks5Credentials`` proxy admits.
+    public static let user = "agent"
+    public static let password = "s3cret/:@"
+
+    /// `http://127.0.0.1:<port>` or `socks5://127.0.0.1:<port>` (with the credentials it
+    /// admits, for ``Kind/socks5Credentials``), for `HTTPS_PROXY`.
+    public var url: String {
+        kind == .socks5Credentials ? url(user: Self.user, password: Self.password) : "\(kind == .http ? "http" : "socks5")://127.0.0.1:\(port)"
+    }
+
+    /// `socks5://user:password@127.0.0.1:<port>`, the two percent-encoded.
+    public func url(user: String, password: String) -> String {
+        let encode = { (text: String) in text.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? text }
+        return "socks5://\(encode(user)):\(encode(password))@127.0.0.1:\(port)"
+    }
 
     /// Starts the proxy, relaying to `backend` on 127.0.0.1; nil if it did not start. Its
     /// port is read on a thread of its own, not the cooperative pool's.
     public static func start(relayingTo backend: Int, as kind: Kind = .http) async -> StandInProxy? {
-        guard let child = ChildProgram.start(["python3", "-c", script, String(backend), kind.rawValue]) else { return nil }
+        guard let child = ChildProgram.start(["python3", "-c", script, String(backend), kind.rawValue, user, password]) else { return nil }
         guard let port = await onThread({ Int(child.readLine(timeout: .seconds(30))) }) else {
             child.kill()
             return nil
@@ -49,14 +65,17 @@ public final class StandInProxy: Sendable {
 
     /// Prints its port, then serves each connection on a thread: reads the request head (at
     /// most 16 KiB) and answers 200, or as SOCKS5 reads the greeting (answering "no
-    /// authentication") and the connect request (answering success, or refusing, or closing,
-    /// by its kind); prints the target it was asked for, and copies both ways until either
-    /// side ends. It exits when its stdin ends, so
+    /// authentication", or for `socks5-credentials` username/password, then checking them)
+    /// and the connect request (answering success, or refusing, or closing, by its kind);
+    /// prints the target it was asked for (or why it refused the client), and copies both
+    /// ways until either side ends. It exits when its stdin ends, so
     /// it does not outlive a test process that dies.
     private static let script = """
         import ipaddress, os, socket, struct, sys, threading
         backend = int(sys.argv[1])
         mode = sys.argv[2]
+        USER = sys.argv[3].encode()
+        PASSWORD = sys.argv[4].encode()
         socks = mode.startswith("socks5")
         printing = threading.Lock()
         def watch_stdin():
@@ -90,8 +109,21 @@ public final class StandInProxy: Sendable {
             return data
         def socks_target(client):
             version, methods = exactly(client, 2)
-            exactly(client, methods)
-            client.sendall(b"\\x05\\x00")
+            offered = exactly(client, methods)
+            if mode == "socks5-credentials":
+                if 2 not in offered:
+                    client.sendall(b"\\x05\\xff")
+                    return "refused: no credentials offered"
+                client.sendall(b"\\x05\\x02")
+                _, length = exactly(client, 2)
+                user = exactly(client, length)
+                password = exactly(client, exactly(client, 1)[0])
+                if (user, password) != (USER, PASSWORD):
+                    client.sendall(b"\\x01\\x01")
+                    return "refused: wrong credentials"
+                client.sendall(b"\\x01\\x00")
+            else:
+                client.sendall(b"\\x05\\x00")
             _, command, _, kind = exactly(client, 4)
             if kind == 1:
                 host = str(ipaddress.IPv4Address(exactly(client, 4)))
@@ -118,9 +150,12 @@ public final class StandInProxy: Sendable {
                 return
             with printing:
                 print(target, flush=True)
+            if target.startswith("refused: "):
+                client.close()
+                return
             if mode == "socks5-refusing":
                 client.sendall(b"\\x05\\x05\\x00\\x01\\x00\\x00\\x00\\x00\\x00\\x00")
-            if mode != "socks5" and socks:
+            if mode not in ("socks5", "socks5-credentials") and socks:
                 client.close()
                 return
             upstream = socket.create_connection(("127.0.0.1", backend), timeout=30)

@@ -83,7 +83,8 @@ import Glibc
         #expect(try ProxyRoute.choose(url: "http://coder.example.test/", environment: viaSOCKS, allowSOCKS: true) == .socks(socks))
         #expect(throws: ProxyError.self) { try ProxyRoute.choose(url: "https://coder.example.test/", environment: viaSOCKS) }
         let credentials = ProxyEnvironment(environment: ["HTTPS_PROXY": "socks5://u:p@127.0.0.1:1080"])
-        #expect(throws: ProxyError.self) { try ProxyRoute.choose(url: "https://coder.example.test/", environment: credentials, allowSOCKS: true) }
+        let withCredentials = ProxyServer(kind: .socks5, host: "127.0.0.1", port: 1080, username: "u", password: "p")
+        #expect(try ProxyRoute.choose(url: "https://coder.example.test/", environment: credentials, allowSOCKS: true) == .socks(withCredentials))
         let overTLS = ProxyEnvironment(environment: ["HTTPS_PROXY": "https://127.0.0.1:3129"])
         #expect(throws: ProxyError.self) { try ProxyRoute.choose(url: "https://coder.example.test/", environment: overTLS, allowSOCKS: true) }
     }
@@ -136,6 +137,30 @@ struct CheckedHTTPSetupTests {
             "\(error)" == message.replacingOccurrences(of: "PORT", with: "\(proxy.port)")
         }
         #expect(await proxy.nextTarget() == "coder.example.test:443")
+        await silent.close()
+    }
+
+    /// A proxy that wants credentials refuses a client without them, or with the wrong ones,
+    /// and the error says which, without the credentials.
+    @Test(arguments: [
+        (nil, "proxy socks5://127.0.0.1:PORT, connecting to coder.example.test:443: no acceptable authentication methods"),
+        ("wrong", "proxy socks5://127.0.0.1:PORT, connecting to coder.example.test:443: username/password authentication failed"),
+    ])
+    func aSOCKSProxyRefusesMissingOrWrongCredentials(password: String?, message: String) async throws {
+        let silent = try await LoopbackListener { channel in channel.eventLoop.makeSucceededVoidFuture() }
+        let proxy = try #require(await StandInProxy.start(relayingTo: silent.port, as: .socks5Credentials))
+        defer { proxy.stop() }
+        let url = password.map { proxy.url(user: StandInProxy.user, password: $0) } ?? "socks5://127.0.0.1:\(proxy.port)"
+        let route = try ProxyRoute.choose(
+            url: "https://coder.example.test/", environment: ProxyEnvironment(environment: ["HTTPS_PROXY": url]), allowSOCKS: true)
+        let client = try CheckedHTTPClient(route: route)
+        let request = try #require(CheckedHTTPClient.Request(method: .GET, url: "https://coder.example.test/x"))
+        await #expect {
+            try await client.execute(request, deadline: .now() + .seconds(60)) { _, _ in }
+        } throws: { error in
+            "\(error)" == message.replacingOccurrences(of: "PORT", with: "\(proxy.port)")
+        }
+        #expect(await proxy.nextTarget() == (password == nil ? "refused: no credentials offered" : "refused: wrong credentials"))
         await silent.close()
     }
 }

@@ -64,7 +64,7 @@ struct HTTPConnectHandlerTests {
         #expect(try written(channel) == "hello")
         #expect(completed.done)
         // The handler is gone: later bytes flow both ways untouched.
-        #expect(throws: (any Error).self) { try channel.pipeline.syncOperations.handler(type: HTTPConnectHandler.self) }
+        #expect(throws: (any Error).self) { try channel.pipeline.syncOperations.handler(type: ProxyHandshakeHandler<HTTPConnectHandshake>.self) }
         try channel.writeInbound(channel.allocator.buffer(string: "more"))
         #expect(behind.read == Array("first bytesmore".utf8))
         _ = try channel.finish()
@@ -101,7 +101,7 @@ struct HTTPConnectHandlerTests {
     @Test func tooMuchHeldFailsTheConnection() throws {
         let (channel, behind) = try setUp()
         let chunk = channel.allocator.buffer(repeating: 0x61, count: 64 * 1024)
-        for _ in 0...(HTTPConnectHandler.maxHeldBytes / chunk.readableBytes) {
+        for _ in 0...(ProxyHandshakeHandler<HTTPConnectHandshake>.maxHeldBytes / chunk.readableBytes) {
             channel.write(chunk, promise: nil)
         }
         #expect(behind.errors.count == 1)

@@ -210,7 +210,7 @@ struct AppHealthTests {
     /// names only the proxy's address (127.0.0.1, which NIOSSL accepts as the connected
     /// address) is refused, one that names the target passes.
     /// Through an HTTP proxy's tunnel or a SOCKS5 proxy alike.
-    @Test(arguments: [StandInProxy.Kind.http, .socks5])
+    @Test(arguments: [StandInProxy.Kind.http, .socks5, .socks5Credentials])
     func httpsThroughAProxyNeedsTheTargetsNameNotTheProxysAddress(via kind: StandInProxy.Kind) async throws {
         for (names, valid) in [("DNS:coder.example.test", true), ("IP:127.0.0.1,DNS:other.example.test", false)] {
             let (server, trusting, directory) = try await Self.tlsServer(names: names)

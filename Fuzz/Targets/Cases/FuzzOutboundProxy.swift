@@ -4,18 +4,20 @@ import OutboundProxy
 
 /// What the outbound proxy reads from outside: a proxy's answer to `CONNECT` (the same outcome
 /// however the bytes are split; the bytes after a 200 kept whole; through the handler, the
-/// bytes behind the tunnel are exactly those after the head) and the proxy variables
-/// (`HTTP_PROXY`, `NO_PROXY`, ...: any text gives a choice or an error, never a trap, and
-/// loopback targets are never proxied). The first byte picks which.
+/// bytes behind the tunnel are exactly those after the head), a SOCKS5 proxy's answers (the
+/// same messages sent and the same outcome however they are split, with or without
+/// credentials; the target's bytes after the reply kept whole, through the handler too) and
+/// the proxy variables (`HTTP_PROXY`, `NO_PROXY`, ...: any text gives a choice or an error,
+/// never a trap, and loopback targets are never proxied). The first byte picks which.
 public func fuzzOutboundProxy(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
     var input = FuzzInput(data, size)
     let pick = input.byte()
     let split = input.byte()
     let bytes = input.rest()
-    if pick % 2 == 0 {
-        answer(bytes, split: split)
-    } else {
-        environment(bytes, split: split)
+    switch pick % 3 {
+    case 0: answer(bytes, split: split)
+    case 1: environment(bytes, split: split)
+    default: socks(bytes, split: split)
     }
     return 0
 }
@@ -61,6 +63,56 @@ private func answer(_ bytes: [UInt8], split: UInt8) {
         require(passed == rest, "the bytes after the head did not pass whole")
     } else {
         require(passed.isEmpty, "bytes passed without a tunnel")
+    }
+    _ = try? channel.finish()
+}
+
+/// The steps of a SOCKS5 handshake fed `bytes` in chunks of at most `maxChunk` (each `.send`
+/// followed by an empty feed, as the handler does); bytes fed after it ended are the rest's.
+private func socksSteps(_ proxy: ProxyServer, _ bytes: [UInt8], maxChunk: Int) -> [ProxyHandshakeStep] {
+    guard var handshake = SOCKS5Handshake(proxy: proxy, host: "coder.example.test", port: 443) else { return [] }
+    _ = handshake.opening()
+    var steps: [ProxyHandshakeStep] = []
+    var index = 0
+    while index < bytes.count {
+        let chunk = Array(bytes[index..<min(index + maxChunk, bytes.count)])
+        index += chunk.count
+        if case .established(let rest) = steps.last {
+            steps[steps.count - 1] = .established(rest: rest + chunk)
+            continue
+        }
+        if case .failed = steps.last { break }
+        var step = handshake.feed(chunk)
+        while case .send = step {
+            steps.append(step)
+            step = handshake.feed(EmptyCollection())
+        }
+        if step != .incomplete { steps.append(step) }
+    }
+    return steps
+}
+
+private func socks(_ bytes: [UInt8], split: UInt8) {
+    let proxy = ProxyServer(kind: .socks5, host: "127.0.0.1", port: 1080, username: split & 0x80 == 0 ? nil : "agent", password: "pw")
+    let whole = socksSteps(proxy, bytes, maxChunk: max(bytes.count, 1))
+    let chunked = socksSteps(proxy, bytes, maxChunk: Int(split % 64) + 1)
+    require(whole == chunked, "the SOCKS5 steps depend on the split: \(whole) \(chunked)")
+    // Through the handler on an embedded channel: what reaches the handlers behind it.
+    let channel = EmbeddedChannel()
+    guard (try? ProxyRoute.socks(proxy).addHandlers(to: channel.pipeline.syncOperations, host: "coder.example.test", port: 443)) != nil,
+        (try? channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1080)).wait()) != nil
+    else { return }
+    var passed: [UInt8] = []
+    var buffer = channel.allocator.buffer(bytes: bytes)
+    while buffer.readableBytes > 0, channel.isActive {
+        let slice = buffer.readSlice(length: min(buffer.readableBytes, Int(split % 64) + 1))!
+        _ = try? channel.writeInbound(slice)
+    }
+    while let read = try? channel.readInbound(as: ByteBuffer.self) { passed += read.readableBytesView }
+    if case .established(let rest) = whole.last {
+        require(passed == rest, "the target's bytes did not pass whole")
+    } else {
+        require(passed.isEmpty, "bytes passed before the proxy connected")
     }
     _ = try? channel.finish()
 }

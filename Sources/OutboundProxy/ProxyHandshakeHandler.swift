@@ -1,20 +1,20 @@
 import NIOCore
 
-/// The first handler of a connection to an HTTP proxy: sends `CONNECT host:port` when the
-/// connection is up and reads the proxy's answer (``ProxyConnectAnswer``). Until the tunnel is
-/// established the handlers behind it see no `channelActive` (so a TLS handler starts its
-/// handshake only inside the tunnel) and any write of theirs waits here, at most
-/// ``maxHeldBytes``. Once the proxy answers 200 it passes `channelActive` on, then any bytes
-/// that came after the answer, and removes itself; any other answer fails the connection with
-/// a ``ProxyError`` (`errorCaught`, then close).
-public final class HTTPConnectHandler: ChannelDuplexHandler, RemovableChannelHandler {
+/// The first handler of a connection to a proxy: runs the proxy's handshake (an HTTP proxy's
+/// `CONNECT`, a SOCKS5 connect) once the connection is up. Until the way to the target is
+/// open the handlers behind it see no `channelActive` (so a TLS handler starts its handshake
+/// only with the target) and any write of theirs waits here, at most ``maxHeldBytes``. Once
+/// it is open it passes `channelActive` on, then any bytes that came after the proxy's answer,
+/// and removes itself; a refusal, a broken answer or the connection's end fails the
+/// connection with a ``ProxyError`` (`errorCaught`, then close).
+public final class ProxyHandshakeHandler<Handshake: ProxyHandshake>: ChannelDuplexHandler, RemovableChannelHandler {
     public typealias InboundIn = ByteBuffer
     public typealias InboundOut = ByteBuffer
     public typealias OutboundIn = ByteBuffer
     public typealias OutboundOut = ByteBuffer
 
-    /// Writes held before the tunnel is up, in bytes; past it the connection fails.
-    public static let maxHeldBytes = 256 * 1024
+    /// Writes held before the way is open, in bytes; past it the connection fails.
+    public static var maxHeldBytes: Int { 256 * 1024 }
 
     private enum State {
         case waitingForActive
@@ -23,45 +23,39 @@ public final class HTTPConnectHandler: ChannelDuplexHandler, RemovableChannelHan
         case failed
     }
 
-    private let proxy: ProxyServer
-    private let target: String
+    private var handshake: Handshake
+    private var proxy: ProxyServer { handshake.proxy }
     private var state = State.waitingForActive
-    private var answer = ProxyConnectAnswer()
     private var held: [(ByteBuffer, EventLoopPromise<Void>?)] = []
     private var heldBytes = 0
     private var flushHeld = false
 
-    /// - Parameters:
-    ///   - proxy: the HTTP proxy this connection goes to (its credentials, if any, are sent
-    ///     as `Proxy-Authorization`).
-    ///   - host: the target's host (a name, or an address without brackets).
-    ///   - port: the target's port.
-    public init(proxy: ProxyServer, host: String, port: Int) {
-        self.proxy = proxy
-        target = (host.contains(":") ? "[\(host)]" : host) + ":\(port)"
+    public init(_ handshake: Handshake) {
+        self.handshake = handshake
     }
 
     public func handlerAdded(context: ChannelHandlerContext) {
         if context.channel.isActive { sendConnect(context: context) }
     }
 
-    /// Removed before the tunnel was up (the pipeline went): held writes fail, not leak.
+    /// Removed before the way was open (the pipeline went): held writes fail, not leak.
     public func handlerRemoved(context: ChannelHandlerContext) {
         for (_, promise) in takeHeld() { promise?.fail(ProxyError.closed(proxy: proxy)) }
     }
 
     public func channelActive(context: ChannelHandlerContext) {
-        // Held back from the handlers behind this one until the tunnel is up.
+        // Held back from the handlers behind this one until the way is open.
         sendConnect(context: context)
     }
 
     private func sendConnect(context: ChannelHandlerContext) {
         guard case .waitingForActive = state else { return }
         state = .waitingForAnswer
-        var request = "CONNECT \(target) HTTP/1.1\r\nHost: \(target)\r\n"
-        if let authorization = proxy.authorization { request += "Proxy-Authorization: \(authorization)\r\n" }
-        request += "\r\n"
-        context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(string: request)), promise: nil)
+        send(handshake.opening(), context: context)
+    }
+
+    private func send(_ bytes: [UInt8], context: ChannelHandlerContext) {
+        context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(bytes: bytes)), promise: nil)
     }
 
     public func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -71,16 +65,19 @@ public final class HTTPConnectHandler: ChannelDuplexHandler, RemovableChannelHan
         case .failed:
             return
         case .waitingForActive, .waitingForAnswer:
-            let buffer = unwrapInboundIn(data)
-            switch answer.feed(buffer.readableBytesView) {
-            case .incomplete:
+            var step = handshake.feed(unwrapInboundIn(data).readableBytesView)
+            // Each exchange is sent in turn; the proxy's bytes may already hold the next answer.
+            while case .send(let bytes) = step, state == .waitingForAnswer {
+                send(bytes, context: context)
+                step = handshake.feed(EmptyCollection())
+            }
+            switch step {
+            case .incomplete, .send:
                 return
             case .established(let rest):
                 established(rest: rest, context: context)
-            case .refused(let status, let reason):
-                fail(.refused(proxy: proxy, target: target, status: status, reason: reason), context: context)
-            case .malformed(let why):
-                fail(.malformedAnswer(proxy: proxy, why), context: context)
+            case .failed(let error):
+                fail(error, context: context)
             }
         }
     }
@@ -108,7 +105,7 @@ public final class HTTPConnectHandler: ChannelDuplexHandler, RemovableChannelHan
             heldBytes += buffer.readableBytes
             held.append((buffer, promise))
             if heldBytes > Self.maxHeldBytes {
-                fail(.malformedAnswer(proxy: proxy, "no answer before \(Self.maxHeldBytes) bytes were waiting to be sent"), context: context)
+                fail(handshake.unanswered("no answer before \(Self.maxHeldBytes) bytes were waiting to be sent"), context: context)
             }
         }
     }
