@@ -119,38 +119,43 @@ struct CheckedHTTPSetupTests {
         await silent.close()
     }
 
+    /// The credentials a test's proxy URL carries.
+    enum Credentials: Sendable {
+        /// As the stand-in's own URL has them.
+        case proxys
+        case none
+        case wrongPassword
+    }
+
+    /// A refusal, an early close, and a proxy that wants credentials refusing a client without
+    /// them or with the wrong ones: each says so, without the credentials. `seen` is what the
+    /// proxy says it was asked.
     @Test(arguments: [
-        (StandInProxy.Kind.socks5Refusing, "proxy socks5://127.0.0.1:PORT refused to connect to coder.example.test:443: connection refused"),
-        (.socks5Closing, "proxy socks5://127.0.0.1:PORT closed the connection before connecting to the target"),
+        (
+            StandInProxy.Kind.socks5Refusing, Credentials.proxys,
+            "proxy socks5://127.0.0.1:PORT refused to connect to coder.example.test:443: connection refused", "coder.example.test:443"
+        ),
+        (.socks5Closing, .proxys, "proxy socks5://127.0.0.1:PORT closed the connection before connecting to the target", "coder.example.test:443"),
+        (
+            .socks5Credentials, .none, "proxy socks5://127.0.0.1:PORT, connecting to coder.example.test:443: no acceptable authentication methods",
+            "refused: no credentials offered"
+        ),
+        (
+            .socks5Credentials, .wrongPassword,
+            "proxy socks5://127.0.0.1:PORT, connecting to coder.example.test:443: username/password authentication failed",
+            "refused: wrong credentials"
+        ),
     ])
-    func aSOCKSProxysRefusalIsItsError(kind: StandInProxy.Kind, message: String) async throws {
+    func aSOCKSProxysRefusalIsItsError(kind: StandInProxy.Kind, credentials: Credentials, message: String, seen: String) async throws {
         let silent = try await LoopbackListener { channel in channel.eventLoop.makeSucceededVoidFuture() }
         let proxy = try #require(await StandInProxy.start(relayingTo: silent.port, as: kind))
         defer { proxy.stop() }
-        let route = try ProxyRoute.choose(
-            url: "https://coder.example.test/", environment: ProxyEnvironment(environment: ["HTTPS_PROXY": proxy.url]), allowSOCKS: true)
-        let client = try CheckedHTTPClient(route: route)
-        let request = try #require(CheckedHTTPClient.Request(method: .GET, url: "https://coder.example.test/x"))
-        await #expect {
-            try await client.execute(request, deadline: .now() + .seconds(60)) { _, _ in }
-        } throws: { error in
-            "\(error)" == message.replacingOccurrences(of: "PORT", with: "\(proxy.port)")
-        }
-        #expect(await proxy.nextTarget() == "coder.example.test:443")
-        await silent.close()
-    }
-
-    /// A proxy that wants credentials refuses a client without them, or with the wrong ones,
-    /// and the error says which, without the credentials.
-    @Test(arguments: [
-        (nil, "proxy socks5://127.0.0.1:PORT, connecting to coder.example.test:443: no acceptable authentication methods"),
-        ("wrong", "proxy socks5://127.0.0.1:PORT, connecting to coder.example.test:443: username/password authentication failed"),
-    ])
-    func aSOCKSProxyRefusesMissingOrWrongCredentials(password: String?, message: String) async throws {
-        let silent = try await LoopbackListener { channel in channel.eventLoop.makeSucceededVoidFuture() }
-        let proxy = try #require(await StandInProxy.start(relayingTo: silent.port, as: .socks5Credentials))
-        defer { proxy.stop() }
-        let url = password.map { proxy.url(user: StandInProxy.user, password: $0) } ?? "socks5://127.0.0.1:\(proxy.port)"
+        let url =
+            switch credentials {
+            case .proxys: proxy.url
+            case .none: "socks5://127.0.0.1:\(proxy.port)"
+            case .wrongPassword: proxy.url(user: StandInProxy.user, password: "wrong")
+            }
         let route = try ProxyRoute.choose(
             url: "https://coder.example.test/", environment: ProxyEnvironment(environment: ["HTTPS_PROXY": url]), allowSOCKS: true)
         let client = try CheckedHTTPClient(route: route)
@@ -160,7 +165,7 @@ struct CheckedHTTPSetupTests {
         } throws: { error in
             "\(error)" == message.replacingOccurrences(of: "PORT", with: "\(proxy.port)")
         }
-        #expect(await proxy.nextTarget() == (password == nil ? "refused: no credentials offered" : "refused: wrong credentials"))
+        #expect(await proxy.nextTarget() == seen)
         await silent.close()
     }
 }

@@ -46,12 +46,23 @@ private func answer(_ bytes: [UInt8], split: UInt8) {
     default:
         require(wholeOutcome == chunkedOutcome, "the outcome depends on the split: \(wholeOutcome) \(chunkedOutcome)")
     }
-    // Through the handler on an embedded channel: what reaches the handlers behind it.
-    let channel = EmbeddedChannel()
     let proxy = ProxyServer(kind: .http, host: "127.0.0.1", port: 3128)
-    guard (try? ProxyRoute.tunnel(proxy).addHandlers(to: channel.pipeline.syncOperations, host: "example.com", port: 443)) != nil,
+    guard let passed = throughHandler(.tunnel(proxy), bytes, split: split) else { return }
+    if case .established(let rest) = wholeOutcome {
+        require(passed == rest, "the bytes after the head did not pass whole")
+    } else {
+        require(passed.isEmpty, "bytes passed without a tunnel")
+    }
+}
+
+/// The proxy's `bytes` fed through the route's handler on an embedded channel, in chunks of
+/// at most `split % 64 + 1`: what reaches the handlers behind it (nil if it was not set up).
+private func throughHandler(_ route: ProxyRoute, _ bytes: [UInt8], split: UInt8) -> [UInt8]? {
+    let channel = EmbeddedChannel()
+    defer { _ = try? channel.finish() }
+    guard (try? route.addHandlers(to: channel.pipeline.syncOperations, host: "coder.example.test", port: 443)) != nil,
         (try? channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 3128)).wait()) != nil
-    else { return }
+    else { return nil }
     var passed: [UInt8] = []
     var buffer = channel.allocator.buffer(bytes: bytes)
     while buffer.readableBytes > 0, channel.isActive {
@@ -59,12 +70,7 @@ private func answer(_ bytes: [UInt8], split: UInt8) {
         _ = try? channel.writeInbound(slice)
     }
     while let read = try? channel.readInbound(as: ByteBuffer.self) { passed += read.readableBytesView }
-    if case .established(let rest) = wholeOutcome {
-        require(passed == rest, "the bytes after the head did not pass whole")
-    } else {
-        require(passed.isEmpty, "bytes passed without a tunnel")
-    }
-    _ = try? channel.finish()
+    return passed
 }
 
 /// The steps of a SOCKS5 handshake fed `bytes` in chunks of at most `maxChunk` (each `.send`
@@ -97,24 +103,12 @@ private func socks(_ bytes: [UInt8], split: UInt8) {
     let whole = socksSteps(proxy, bytes, maxChunk: max(bytes.count, 1))
     let chunked = socksSteps(proxy, bytes, maxChunk: Int(split % 64) + 1)
     require(whole == chunked, "the SOCKS5 steps depend on the split: \(whole) \(chunked)")
-    // Through the handler on an embedded channel: what reaches the handlers behind it.
-    let channel = EmbeddedChannel()
-    guard (try? ProxyRoute.socks(proxy).addHandlers(to: channel.pipeline.syncOperations, host: "coder.example.test", port: 443)) != nil,
-        (try? channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1080)).wait()) != nil
-    else { return }
-    var passed: [UInt8] = []
-    var buffer = channel.allocator.buffer(bytes: bytes)
-    while buffer.readableBytes > 0, channel.isActive {
-        let slice = buffer.readSlice(length: min(buffer.readableBytes, Int(split % 64) + 1))!
-        _ = try? channel.writeInbound(slice)
-    }
-    while let read = try? channel.readInbound(as: ByteBuffer.self) { passed += read.readableBytesView }
+    guard let passed = throughHandler(.socks(proxy), bytes, split: split) else { return }
     if case .established(let rest) = whole.last {
         require(passed == rest, "the target's bytes did not pass whole")
     } else {
         require(passed.isEmpty, "bytes passed before the proxy connected")
     }
-    _ = try? channel.finish()
 }
 
 private func environment(_ bytes: [UInt8], split: UInt8) {
