@@ -10,12 +10,12 @@ import Glibc
 #endif
 
 /// `agent-bench outbound`: the agent's own HTTP client (`CheckedHTTPClient`: coderd's REST
-/// calls, cloud metadata, MCP servers), which makes a new connection per request, against
-/// bare SwiftNIO doing the same (connect, the HTTP/1.1 codec, one request, the answer read
-/// whole, close), both to a bare SwiftNIO server on loopback, alternating in rounds. Beside
-/// them, for information: the same request over a new blocking socket (the floor of a
-/// connection per request) and over a kept-alive one (what a pool would save). The sides
-/// take turns request by request, so a busy moment of the host falls on all of them.
+/// calls and cloud metadata on a new connection per request, MCP servers on kept-alive ones)
+/// against bare SwiftNIO doing the same, both to a bare SwiftNIO server on loopback: a new
+/// connection per request (connect, the HTTP/1.1 codec, one request, the answer read whole,
+/// close), and a kept-alive connection (the next request on it). Beside them, for
+/// information: the same request over a blocking socket, new and kept alive. The sides take
+/// turns request by request, so a busy moment of the host falls on all of them.
 struct OutboundBenchmarks: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "outbound", abstract: "The agent's HTTP client: a request on a new connection against bare SwiftNIO's.")
@@ -35,6 +35,8 @@ struct OutboundBenchmarks: AsyncParsableCommand {
         }
         guard ProcessBenchmarks().connectWhenHealthy(port: port) != nil else { throw ValidationError("the server did not start") }
         let client = try CheckedHTTPClient(route: .direct)
+        let pooled = try CheckedHTTPClient(route: .direct, keepAlive: .init(idleTimeout: .seconds(600)))
+        let bareAlive = try await BareKeptAlive(port: port)
         guard
             let request = CheckedHTTPClient.Request(
                 method: .GET, url: "http://127.0.0.1:\(port)\(Self.path)", headers: [("Coder-Session-Token", "bench")])
@@ -46,17 +48,24 @@ struct OutboundBenchmarks: AsyncParsableCommand {
         for _ in 0..<50 {
             _ = try await Self.checked(client, request)
             _ = try await Self.bareNIO(port: port)
+            _ = try await Self.checked(pooled, request)
+            _ = try await bareAlive.request()
         }
         var ours: [Double] = []
         var bare: [Double] = []
+        var oursAlive: [Double] = []
+        var bareKept: [Double] = []
         var blocking: [Double] = []
         var alive: [Double] = []
         for _ in 0..<requests {
             ours.append(try await Self.timed { try await Self.checked(client, request) })
             bare.append(try await Self.timed { try await Self.bareNIO(port: port) })
+            oursAlive.append(try await Self.timed { try await Self.checked(pooled, request) })
+            bareKept.append(try await Self.timed { try await bareAlive.request() })
             blocking.append(try await Self.timed { try Self.blocking(port: port) })
             alive.append(try await Self.timed { keptAlive.request("GET", Self.path)?.0 == 200 })
         }
+        try? await bareAlive.channel.close()
         let (agent, baseline) = (Bench.median(ours), Bench.median(bare))
         report(
             "request on a new connection (median)", value: Bench.format(agent), baseline: Bench.format(baseline), ratio: agent / baseline,
@@ -65,10 +74,17 @@ struct OutboundBenchmarks: AsyncParsableCommand {
         report(
             "  blocking socket, new connection", value: Bench.format(floor), baseline: Bench.format(agent), ratio: floor / agent,
             goal: "(information: the floor, connect/write/read/close)", met: true)
-        let pooled = Bench.median(alive)
+        let (agentAlive, bareAliveMedian) = (Bench.median(oursAlive), Bench.median(bareKept))
         report(
-            "  blocking socket, kept alive", value: Bench.format(pooled), baseline: Bench.format(agent), ratio: pooled / agent,
-            goal: "(information: what a pool would save)", met: true)
+            "request on a kept-alive connection (median)", value: Bench.format(agentAlive), baseline: Bench.format(bareAliveMedian),
+            ratio: agentAlive / bareAliveMedian, goal: "<= 1.5x bare SwiftNIO's kept-alive connection", met: agentAlive / bareAliveMedian <= 1.5)
+        report(
+            "  kept alive against a new connection (agent)", value: Bench.format(agentAlive), baseline: Bench.format(agent), ratio: agentAlive / agent,
+            goal: "<= 0.6x: what keeping connections saves", met: agentAlive / agent <= 0.6)
+        let kept = Bench.median(alive)
+        report(
+            "  blocking socket, kept alive", value: Bench.format(kept), baseline: Bench.format(agentAlive), ratio: kept / agentAlive,
+            goal: "(information: the floor of a kept-alive request)", met: true)
     }
 
     /// Nanoseconds one call took; throws if it failed.
@@ -121,6 +137,75 @@ struct OutboundBenchmarks: AsyncParsableCommand {
             buffer += scratch[..<count]
         }
         return false
+    }
+}
+
+/// Bare SwiftNIO on one kept-alive connection: each request written from the event loop, its
+/// answer's end completing a promise.
+private final class BareKeptAlive: Sendable {
+    let channel: any Channel
+    private let handler: NIOLoopBound<KeptAliveExchange>
+
+    init(port: Int) async throws {
+        let address = try SocketAddress(ipAddress: "127.0.0.1", port: port)
+        (channel, handler) = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .channelOption(.tcpOption(.tcp_nodelay), value: 1)
+            .connect(to: address) { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let exchange = KeptAliveExchange(port: port)
+                    try channel.pipeline.syncOperations.addHTTPClientHandlers()
+                    try channel.pipeline.syncOperations.addHandler(exchange)
+                    return (channel, NIOLoopBound(exchange, eventLoop: channel.eventLoop))
+                }
+            }
+    }
+
+    /// One request, its body's length checked.
+    func request() async throws -> Bool {
+        let handler = self.handler
+        let bytes = try await channel.eventLoop.flatSubmit { handler.value.send() }.get()
+        return bytes == OutboundBenchmarks.body.utf8.count
+    }
+}
+
+/// The kept-alive side's handler: writes a request when asked, completes at the answer's end.
+private final class KeptAliveExchange: ChannelInboundHandler {
+    typealias InboundIn = HTTPClientResponsePart
+    typealias OutboundOut = HTTPClientRequestPart
+    private let port: Int
+    private var context: ChannelHandlerContext?
+    private var promise: EventLoopPromise<Int>?
+    private var length = 0
+
+    init(port: Int) { self.port = port }
+
+    func handlerAdded(context: ChannelHandlerContext) { self.context = context }
+
+    func send() -> EventLoopFuture<Int> {
+        guard let context else { return MultiThreadedEventLoopGroup.singleton.next().makeFailedFuture(ChannelError.ioOnClosedChannel) }
+        let promise = context.eventLoop.makePromise(of: Int.self)
+        self.promise = promise
+        length = 0
+        let headers = HTTPHeaders([("Host", "127.0.0.1:\(port)"), ("Coder-Session-Token", "bench")])
+        context.write(wrapOutboundOut(.head(HTTPRequestHead(version: .http1_1, method: .GET, uri: OutboundBenchmarks.path, headers: headers))), promise: nil)
+        context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+        return promise.futureResult
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head: break
+        case .body(let chunk): length += chunk.readableBytes
+        case .end:
+            promise?.succeed(length)
+            promise = nil
+        }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        promise?.fail(ChannelError.eof)
+        promise = nil
+        context.fireChannelInactive()
     }
 }
 

@@ -11,17 +11,31 @@ import Synchronization
 /// server's identity checked as Go checks it
 /// (``ProxyRoute/tlsClientHandler(context:host:serverName:)``: NIOSSL's own check, and so
 /// AsyncHTTPClient's, accepts a certificate naming the connected address, the proxy's or
-/// wherever DNS pointed). One connection per request, closed after its answer, so no request
-/// ever goes out on a connection the server is closing; the answer is read with
-/// backpressure, at most ``maxQueuedParts`` parts (each at most one read, 64 KiB) waiting
-/// unread.
+/// wherever DNS pointed). By default one connection per request, closed after its answer
+/// (`Connection: close`), so no request ever goes out on a connection the server is closing;
+/// with ``KeepAlive`` a connection whose answer ended whole waits for the next request to the
+/// same origin (``ConnectionPool``), saving a connect and a TLS handshake per request. The
+/// answer is read with backpressure, at most ``maxQueuedParts`` parts (each at most one read,
+/// 64 KiB) waiting unread.
 public struct CheckedHTTPClient: Sendable {
-    /// Inbound only: the request is written on the event loop as the connection is ready
-    /// (``RequestWriter``), saving the hop an async writer would take.
-    typealias Connection = NIOAsyncChannel<HTTPClientResponsePart, Never>
-
-    /// Answer parts read ahead of the consumer (NIOAsyncChannel's watermark).
+    /// Answer parts read ahead of the consumer (the stream's high watermark).
     public static let maxQueuedParts = 10
+
+    /// Connections kept open between requests: at most `maxIdle` idle ones, each closed after
+    /// `idleTimeout` unused (or the server's own `Keep-Alive: timeout`, less a second).
+    public struct KeepAlive: Sendable {
+        public var maxIdle: Int
+        public var idleTimeout: TimeAmount
+
+        /// Go's transport keeps 2 idle connections per host. A connection is used again only
+        /// within 1 s of its last answer: servers close idle connections after 2 s (gunicorn)
+        /// to 5 s (Node.js, uvicorn, Apache), and a request sent as the server closes fails,
+        /// so the agent stays well inside the shortest.
+        public init(maxIdle: Int = 2, idleTimeout: TimeAmount = .seconds(1)) {
+            self.maxIdle = maxIdle
+            self.idleTimeout = idleTimeout
+        }
+    }
 
     /// One request: `url` is `http[s]://host[:port]/path?query`.
     public struct Request: Sendable {
@@ -62,10 +76,11 @@ public struct CheckedHTTPClient: Sendable {
         static let ownHeaders: Set<String> = ["host", "content-length", "transfer-encoding", "trailer", "connection"]
 
         /// The request's head on `route`: `Host`, the caller's headers, the body's length (0
-        /// for a method that carries one without it, as Go sends it) and `Connection: close`.
-        /// To a forwarding proxy the target is the absolute URL, with the proxy's credentials
-        /// as `Proxy-Authorization` (Go's transport sends them so).
-        func head(on route: ProxyRoute) -> HTTPRequestHead {
+        /// for a method that carries one without it, as Go sends it) and, unless the
+        /// connection is kept alive, `Connection: close`. To a forwarding proxy the target is
+        /// the absolute URL, with the proxy's credentials as `Proxy-Authorization` (Go's
+        /// transport sends them so).
+        func head(on route: ProxyRoute, keepAlive: Bool = false) -> HTTPRequestHead {
             var headers = HTTPHeaders([("Host", hostHeader)])
             for (name, value) in self.headers where !Self.ownHeaders.contains(name.lowercased()) { headers.add(name: name, value: value) }
             if let body {
@@ -73,7 +88,7 @@ public struct CheckedHTTPClient: Sendable {
             } else if [.POST, .PUT, .PATCH].contains(method) {
                 headers.add(name: "Content-Length", value: "0")
             }
-            headers.add(name: "Connection", value: "close")
+            if !keepAlive { headers.add(name: "Connection", value: "close") }
             let (uri, authorization) = route.requestTarget(hostHeader: hostHeader, pathAndQuery: target)
             if let authorization { headers.replaceOrAdd(name: "Proxy-Authorization", value: authorization) }
             return HTTPRequestHead(version: .http1_1, method: method, uri: uri, headers: headers)
@@ -98,6 +113,8 @@ public struct CheckedHTTPClient: Sendable {
     private let context: NIOSSLContext?
     private let connectTimeout: TimeAmount
     private let group: any EventLoopGroup
+    /// Idle connections, when kept alive.
+    private let pool: ConnectionPool?
 
     /// A TLS close waits this long for the server's `close_notify` (NIOSSL's default is 5 s,
     /// which a silent server would add to every deadline and cancellation).
@@ -110,15 +127,21 @@ public struct CheckedHTTPClient: Sendable {
     ///   - tlsConfiguration: the trust for https targets; nil takes the system's store, whose
     ///     context is made once for the process.
     ///   - connectTimeout: the TCP connect, within each request's deadline.
+    ///   - keepAlive: whether (and how long) connections wait for the next request; nil closes
+    ///     each after its answer.
     public init(
         route: ProxyRoute, tlsConfiguration: TLSConfiguration? = nil, connectTimeout: TimeAmount = .seconds(10),
-        group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+        group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton, keepAlive: KeepAlive? = nil
     ) throws {
         self.route = route
         self.context = try tlsConfiguration.map(Self.makeContext)
         self.connectTimeout = connectTimeout
         self.group = group
+        pool = keepAlive.map { ConnectionPool(maxIdle: $0.maxIdle, idleTimeout: $0.idleTimeout) }
     }
+
+    /// Idle connections waiting for a request (tests).
+    var idleConnections: Int { pool?.idleCount ?? 0 }
 
     /// The context for the system's trust store (loading the store costs milliseconds; a
     /// context is safe to share).
@@ -133,16 +156,19 @@ public struct CheckedHTTPClient: Sendable {
     }
 
     /// Sends `request` and hands its answer's head and body to `consume`; the connection is
-    /// closed when `consume` returns. Past `deadline` (for `scope`) the connection is closed
+    /// closed when `consume` returns (or, kept alive, waits for the next request if the body
+    /// was read to its end). Past `deadline` (for `scope`) the connection is closed
     /// and the call throws ``CheckedHTTPError/timedOut``; cancelling the task closes it too.
+    /// `fresh` takes a new connection even if one is kept alive (a request sent again after
+    /// its connection closed).
     public func execute<Result>(
-        _ request: Request, deadline: NIODeadline, scope: DeadlineScope = .wholeAnswer,
+        _ request: Request, deadline: NIODeadline, scope: DeadlineScope = .wholeAnswer, fresh: Bool = false,
         _ consume: (Head, Body) async throws -> Result
     ) async throws -> Result {
         let watch = ConnectionWatch()
         return try await withTaskCancellationHandler {
             do {
-                let result = try await exchange(request, deadline: deadline, scope: scope, watch: watch, consume)
+                let result = try await exchange(request, deadline: deadline, scope: scope, fresh: fresh, watch: watch, consume)
                 // A body that ends at its connection's close looks whole when a deadline or
                 // the task's cancellation closed it.
                 if let ending = watch.ending { throw ending }
@@ -162,7 +188,7 @@ public struct CheckedHTTPClient: Sendable {
     }
 
     private func exchange<Result>(
-        _ request: Request, deadline: NIODeadline, scope: DeadlineScope, watch: ConnectionWatch,
+        _ request: Request, deadline: NIODeadline, scope: DeadlineScope, fresh: Bool, watch: ConnectionWatch,
         _ consume: (Head, Body) async throws -> Result
     ) async throws -> Result {
         if let ending = watch.ending { throw ending }
@@ -179,15 +205,23 @@ public struct CheckedHTTPClient: Sendable {
         let setupDeadline = NIODeadline.now() + connectTimeout
         let setupExpired: @Sendable () -> Void = { watch.expired(.setup) }
         let deadlineExpired: @Sendable () -> Void = { watch.expired(.deadline) }
-        var written: [HTTPClientRequestPart] = [.head(request.head(on: route))]
+        var written: [HTTPClientRequestPart] = [.head(request.head(on: route, keepAlive: pool != nil))]
         if let body = request.body, !body.isEmpty { written.append(.body(.byteBuffer(ByteBuffer(bytes: body)))) }
         written.append(.end(nil))
         let parts = written
+        let headOnly = scope == .head
+        let key = ConnectionPool.Key(secure: request.secure, host: host, port: port)
+        if !fresh, let connection = pool?.take(key) {
+            watch.opened(connection.channel)
+            let started = connection.start(parts, deadline: deadline, headOnly: headOnly, expired: deadlineExpired)
+            return try await answer(connection, key: key, started, watch: watch, consume)
+        }
         // The initializer runs once per connection attempt (Happy Eyeballs may make several):
         // a cancellation closes every attempt; each attempt's handlers own its timers, on its
         // event loop (a head-only deadline ends there as the head arrives, before its timer
         // could close a connection whose answer came in time).
-        let initializer: @Sendable (any Channel) -> EventLoopFuture<(Connection, EventLoopFuture<HTTPResponseHead>)> = { channel in
+        typealias Started = (OpenConnection, (EventLoopFuture<HTTPResponseHead>, AnswerStreamHandler.Producer, StreamEnd))
+        let initializer: @Sendable (any Channel) -> EventLoopFuture<Started> = { channel in
             channel.eventLoop.makeCompletedFuture {
                 watch.attempt(channel)
                 let pipeline = channel.pipeline.syncOperations
@@ -196,35 +230,53 @@ public struct CheckedHTTPClient: Sendable {
                 if let context { try pipeline.addHandler(route.tlsClientHandler(context: context, host: host, serverName: serverName)) }
                 try pipeline.addHandler(ConnectionSetupHandler(tls: context != nil, deadline: setupDeadline, expired: setupExpired))
                 try pipeline.addHTTPClientHandlers()
-                try pipeline.addHandler(RequestWriter(parts: parts))
-                let headPromise = channel.eventLoop.makePromise(of: HTTPResponseHead.self)
-                try pipeline.addHandler(
-                    ResponseHeadHandler(promise: headPromise, deadline: deadline, headOnly: scope == .head, expired: deadlineExpired))
-                let async = try Connection(
-                    wrappingChannelSynchronously: channel,
-                    configuration: .init(backPressureStrategy: .init(lowWatermark: 2, highWatermark: Self.maxQueuedParts)))
-                return (async, headPromise.futureResult)
+                let handlers = ExchangeHandlers()
+                try pipeline.addHandlers([handlers.writer, handlers.head, handlers.answer])
+                let connection = OpenConnection(
+                    channel: channel, handlers: NIOLoopBound(handlers, eventLoop: channel.eventLoop),
+                    answer: NIOLoopBound(handlers.answer, eventLoop: channel.eventLoop))
+                return (connection, connection.start(parts, deadline: deadline, headOnly: headOnly, expired: deadlineExpired))
             }
         }
         let bootstrap = ClientBootstrap(group: group).connectTimeout(connectTimeout).channelOption(.tcpOption(.tcp_nodelay), value: 1)
         // An address needs no resolver (NIO's queues its lookups per event loop, behind others').
-        let (channel, head) =
+        let (connection, started) =
             if let address = try? SocketAddress(ipAddress: destination.host, port: destination.port) {
                 try await bootstrap.connect(to: address, channelInitializer: initializer)
             } else {
                 try await bootstrap.connect(host: destination.host, port: destination.port, channelInitializer: initializer)
             }
-        watch.opened(channel.channel)
-        return try await channel.executeThenClose { inbound in
-            let answer = try await head.get()
+        watch.opened(connection.channel)
+        return try await answer(connection, key: key, started, watch: watch, consume)
+    }
+
+    /// Hands the answer to `consume`, then keeps the connection for the next request (kept
+    /// alive, the answer arrived whole, and neither side asking to close) or closes it.
+    private func answer<Result>(
+        _ connection: OpenConnection, key: ConnectionPool.Key,
+        _ started: (head: EventLoopFuture<HTTPResponseHead>, stream: AnswerStreamHandler.Producer, ended: StreamEnd),
+        watch: ConnectionWatch, _ consume: (Head, Body) async throws -> Result
+    ) async throws -> Result {
+        do {
+            let answer = try await started.head.get()
             // A TLS close lets reads through until the server's `close_notify`: a head that
             // came after a deadline closed the connection is late, not an answer.
             if let ending = watch.ending { throw ending }
-            let result = try await consume(Head(status: answer.status, headers: answer.headers), Body(parts: inbound, watch: watch))
+            let result = try await consume(Head(status: answer.status, headers: answer.headers), Body(parts: started.stream, watch: watch))
             // The answer is the caller's: a deadline while the connection closes is not a failure.
             if let ending = watch.ending { throw ending }
             watch.finish()
+            if let pool, started.ended.marked, answer.version == .http1_1,
+                !answer.headers[canonicalForm: "connection"].contains(where: { $0.lowercased() == "close" })
+            {
+                pool.put(key, connection, answer: answer.headers)
+            } else {
+                connection.channel.close(promise: nil)
+            }
             return result
+        } catch {
+            connection.channel.close(promise: nil)
+            throw error
         }
     }
 
@@ -232,7 +284,7 @@ public struct CheckedHTTPClient: Sendable {
     /// before the body does throws (``CheckedHTTPError/incompleteAnswer``), never a short body.
     public struct Body: AsyncSequence, Sendable {
         public typealias Element = ByteBuffer
-        let parts: NIOAsyncChannelInboundStream<HTTPClientResponsePart>
+        let parts: AnswerStreamHandler.Producer
         let watch: ConnectionWatch
 
         public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(parts: parts.makeAsyncIterator(), watch: watch) }
@@ -249,7 +301,7 @@ public struct CheckedHTTPClient: Sendable {
         }
 
         public struct AsyncIterator: AsyncIteratorProtocol {
-            var parts: NIOAsyncChannelInboundStream<HTTPClientResponsePart>.AsyncIterator
+            var parts: AnswerStreamHandler.Producer.AsyncIterator
             let watch: ConnectionWatch
             var ended = false
 

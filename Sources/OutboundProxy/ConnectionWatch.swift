@@ -51,10 +51,14 @@ final class ConnectionWatch: Sendable {
     }
 
     /// The caller has read its answer (the connection closes next, which for TLS may wait
-    /// for the server's `close_notify`): a deadline or cancellation after this is not the
-    /// request's failure.
+    /// for the server's `close_notify`, or waits for the next request): a deadline or
+    /// cancellation after this is not the request's failure, and closes nothing.
     func finish() {
-        state.withLock { $0.finished = true }
+        state.withLock { s in
+            s.finished = true
+            s.channel = nil
+            s.attempts = []
+        }
     }
 
     func cancel() {

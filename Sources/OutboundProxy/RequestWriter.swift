@@ -1,32 +1,42 @@
 import NIOCore
 import NIOHTTP1
 
-/// Writes a request's parts when its connection is ready: at `channelActive`, which a proxy's
-/// handshake holds back until the way to the target is open; TLS's handler holds the bytes
-/// until its handshake is done. A failed write means a failed connection, whose cause the
-/// answer's head reports (``ResponseHeadHandler``).
+/// Writes each request's parts when its connection is ready: a new connection's first at
+/// `channelActive`, which a proxy's handshake holds back until the way to the target is open
+/// (TLS's handler holds the bytes until its handshake is done); a kept-alive connection's
+/// next at once. A failed write means a failed connection, whose cause the answer's head
+/// reports (``ResponseHeadHandler``).
 final class RequestWriter: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPClientResponsePart
     typealias InboundOut = HTTPClientResponsePart
     typealias OutboundOut = HTTPClientRequestPart
 
-    private var parts: [HTTPClientRequestPart]
-
-    init(parts: [HTTPClientRequestPart]) {
-        self.parts = parts
-    }
+    private var context: ChannelHandlerContext?
+    private var ready = false
+    private var parts: [HTTPClientRequestPart] = []
 
     func handlerAdded(context: ChannelHandlerContext) {
-        if context.channel.isActive { write(context) }
+        self.context = context
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.context = nil
+    }
+
+    /// The next request's parts (on the loop): written now if the connection is ready.
+    func begin(_ parts: [HTTPClientRequestPart]) {
+        self.parts = parts
+        if ready { write() }
     }
 
     func channelActive(context: ChannelHandlerContext) {
-        write(context)
+        ready = true
+        write()
         context.fireChannelActive()
     }
 
-    private func write(_ context: ChannelHandlerContext) {
-        guard !parts.isEmpty else { return }
+    private func write() {
+        guard !parts.isEmpty, let context else { return }
         for part in parts { context.write(wrapOutboundOut(part), promise: nil) }
         parts = []
         context.flush()

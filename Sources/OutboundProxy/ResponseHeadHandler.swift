@@ -1,39 +1,44 @@
 import NIOCore
 import NIOHTTP1
 
-/// Completes a promise with the answer's head and passes only its body and end on, so the
-/// caller can read the status before it reads the body (NIO's decoder already drops
-/// informational answers). The first error, or the end of the connection before a head,
-/// fails the promise with that cause: the TLS check's, or the proxy's refusal. It also owns
-/// the request's deadline, on the event loop: at it the connection closes, unless the head
-/// came first and the deadline was the head's only; no timer outlives the connection.
+/// Completes the current request's promise with its answer's head and passes only the body
+/// and end on, so the caller can read the status before it reads the body (NIO's decoder
+/// already drops informational answers). The first error, or the end of the connection before
+/// a head, fails the promise with that cause: the TLS check's, or the proxy's refusal. It also
+/// owns the request's deadline, on the event loop: at it the connection closes, unless the
+/// head came first and the deadline was the head's only, or the whole answer came; no timer
+/// outlives its request or the connection. A kept-alive connection gives it each request in
+/// turn (``begin(promise:deadline:headOnly:expired:)``).
 final class ResponseHeadHandler: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPClientResponsePart
     typealias InboundOut = HTTPClientResponsePart
 
-    private let promise: EventLoopPromise<HTTPResponseHead>
-    private let deadline: NIODeadline
-    private let headOnly: Bool
-    private let expired: @Sendable () -> Void
+    private var context: ChannelHandlerContext?
+    private var promise: EventLoopPromise<HTTPResponseHead>?
+    private var headOnly = false
     private var timer = ChannelDeadline()
-    private var waiting = true
-
-    /// - Parameters:
-    ///   - deadline: when the connection closes, `expired` called first.
-    ///   - headOnly: whether the deadline ends as the head arrives.
-    init(promise: EventLoopPromise<HTTPResponseHead>, deadline: NIODeadline, headOnly: Bool, expired: @escaping @Sendable () -> Void) {
-        self.promise = promise
-        self.deadline = deadline
-        self.headOnly = headOnly
-        self.expired = expired
-    }
 
     func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+    }
+
+    /// The next request's answer (on the loop, once the previous answer ended): its head
+    /// completes `promise`; at `deadline` the connection closes, `expired` called first, unless
+    /// the head came first and `headOnly`, or the whole answer came.
+    func begin(promise: EventLoopPromise<HTTPResponseHead>, deadline: NIODeadline, headOnly: Bool, expired: @escaping @Sendable () -> Void) {
+        guard let context else {
+            promise.fail(CheckedHTTPError.incompleteAnswer)
+            return
+        }
+        settle(CheckedHTTPError.incompleteAnswer)
+        self.promise = promise
+        self.headOnly = headOnly
+        timer.stop()
         timer.start(context, at: deadline, expired: expired)
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        guard waiting else {
+        guard let promise else {
             // The whole answer came in time (a cut one ends only after the close, which a
             // deadline records first).
             if case .end = unwrapInboundIn(data) { timer.stop() }
@@ -43,7 +48,7 @@ final class ResponseHeadHandler: ChannelInboundHandler, RemovableChannelHandler 
         case .head(let head) where head.status == .switchingProtocols:
             fail(context, CheckedHTTPError.unexpectedAnswer("101 Switching Protocols"))
         case .head(let head):
-            waiting = false
+            self.promise = nil
             if headOnly { timer.stop() }
             promise.succeed(head)
         case .body, .end:
@@ -52,7 +57,7 @@ final class ResponseHeadHandler: ChannelInboundHandler, RemovableChannelHandler 
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        guard waiting else { return context.fireErrorCaught(error) }
+        guard promise != nil else { return context.fireErrorCaught(error) }
         fail(context, error)
     }
 
@@ -65,6 +70,7 @@ final class ResponseHeadHandler: ChannelInboundHandler, RemovableChannelHandler 
     func handlerRemoved(context: ChannelHandlerContext) {
         timer.stop()
         settle(CheckedHTTPError.incompleteAnswer)
+        self.context = nil
     }
 
     private func fail(_ context: ChannelHandlerContext, _ error: any Error) {
@@ -73,8 +79,7 @@ final class ResponseHeadHandler: ChannelInboundHandler, RemovableChannelHandler 
     }
 
     private func settle(_ error: any Error) {
-        guard waiting else { return }
-        waiting = false
-        promise.fail(error)
+        promise?.fail(error)
+        promise = nil
     }
 }

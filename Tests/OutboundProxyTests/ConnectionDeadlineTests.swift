@@ -24,8 +24,9 @@ import Testing
     static func headHandler(headOnly: Bool, _ expiries: Expiries) throws -> (EmbeddedChannel, EventLoopFuture<HTTPResponseHead>) {
         let loop = EmbeddedEventLoop()
         let promise = loop.makePromise(of: HTTPResponseHead.self)
-        let channel = EmbeddedChannel(
-            handler: ResponseHeadHandler(promise: promise, deadline: deadline, headOnly: headOnly, expired: expiries.call), loop: loop)
+        let handler = ResponseHeadHandler()
+        let channel = EmbeddedChannel(handler: handler, loop: loop)
+        handler.begin(promise: promise, deadline: deadline, headOnly: headOnly, expired: expiries.call)
         try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
         return (channel, promise.futureResult)
     }

@@ -18,7 +18,7 @@ enum MCPHTTPFailure: Error {
 }
 
 /// An answer's status, headers and body, for the closure it is handed to (the connection
-/// closes when that returns).
+/// closes, or waits for the next request, when that returns).
 struct MCPHTTPResponse: Sendable {
     let status: HTTPResponseStatus
     let headers: HTTPHeaders
@@ -31,10 +31,13 @@ struct MCPHTTPResponse: Sendable {
 /// (at most ``maxRedirects``, never to another origin, so never from https to http and never
 /// taking the headers elsewhere).
 ///
-/// Every request goes out on a connection of its own, closed after its answer, so none goes
-/// out on a connection the server is closing. A request whose connection closes before any
-/// answer is sent once more when the server may read it twice (``mayRepeat(_:)``): a
-/// `tools/call` never is.
+/// Connections are kept alive between requests (``CheckedHTTPClient/KeepAlive``: at most 2
+/// idle, each for at most 1 s, less if the server's `Keep-Alive: timeout` says so), so a
+/// burst of messages pays one connect and one TLS handshake; one the client knows is closed
+/// is never used, and none outlives the shortest idle timeout servers commonly keep. A
+/// request whose connection closes before any answer is sent once more, on a new
+/// connection, when the server may read it twice (``mayRepeat(_:)``): a `tools/call` never
+/// is.
 ///
 /// Behind a proxy (`HTTP_PROXY`, `HTTPS_PROXY`, `NO_PROXY`, chosen for the server's origin as
 /// Go's `ProxyFromEnvironment` chooses) every request goes through it: an https server
@@ -59,7 +62,7 @@ final class MCPHTTPConnection: Sendable {
 
     init(
         serverName: String, origin: MCPHTTPOrigin, headers: [String: String], connectTimeout: Duration,
-        proxies: ProxyEnvironment = .process
+        proxies: ProxyEnvironment = .process, keepAlive: CheckedHTTPClient.KeepAlive = .init()
     ) {
         self.serverName = serverName
         self.origin = origin
@@ -69,13 +72,13 @@ final class MCPHTTPConnection: Sendable {
         client = Result {
             let route = try ProxyRoute.choose(
                 scheme: origin.scheme, host: origin.host, port: origin.port, environment: proxies, allowSOCKS: true)
-            return try CheckedHTTPClient(route: route, connectTimeout: TimeAmount(connectTimeout))
+            return try CheckedHTTPClient(route: route, connectTimeout: TimeAmount(connectTimeout), keepAlive: keepAlive)
         }
     }
 
     /// Sends `method` to `url` with the static headers and `headers` (which win), following
     /// redirects, and hands the answer and the URL that gave it to `consume`; the connection
-    /// closes when `consume` returns. `deadline` bounds the wait for the answer's head, never
+    /// closes (or, its answer read whole, waits for the next request) when `consume` returns. `deadline` bounds the wait for the answer's head, never
     /// its body (``statusText(_:deadline:)`` takes it again for the body). `replayable` says
     /// the request may be sent again after its connection closed with no answer, even though
     /// the server may have read it. `consume`'s ``MCPHTTPFailure`` passes through; its other
@@ -130,7 +133,7 @@ final class MCPHTTPConnection: Sendable {
         while true {
             var answered = false
             do {
-                return try await client.execute(request, deadline: deadline, scope: .head) { head, body in
+                return try await client.execute(request, deadline: deadline, scope: .head, fresh: retried) { head, body in
                     answered = true
                     return try await consume(MCPHTTPResponse(status: head.status, headers: head.headers, body: body))
                 }
