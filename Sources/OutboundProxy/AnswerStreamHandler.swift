@@ -3,11 +3,14 @@ import NIOHTTP1
 import Synchronization
 
 /// The last handler of a request's connection: hands the current request's answer (its body
-/// parts and end; ``ResponseHeadHandler`` takes the head) to the reader's ``AnswerStream``,
-/// with backpressure (reads stop while ``CheckedHTTPClient/maxQueuedParts`` parts wait), and
-/// knows when the answer ended whole, so a kept-alive connection can serve the next request.
-/// Between requests the connection is idle: it keeps reading, so the server's close is seen at
-/// once, and anything the server sends unasked closes it.
+/// parts and end; ``ResponseHeadHandler`` takes the head) to the reader's stream, with
+/// backpressure (reads stop while ``CheckedHTTPClient/maxQueuedParts`` parts wait), and
+/// marks when the answer arrived whole (``StreamEnd``), so a kept-alive connection can serve
+/// the next request. Between requests the connection is idle: it keeps reading, so the
+/// server's close is seen at once, and anything the server sends unasked closes it. Every
+/// close that passes it (or that it makes) is marked at once in ``closing``, before a TLS
+/// close has waited for the server's `close_notify`, so the pool never hands such a
+/// connection out.
 final class AnswerStreamHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPClientResponsePart
     typealias OutboundIn = HTTPClientRequestPart
@@ -27,6 +30,8 @@ final class AnswerStreamHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// The current request's number: a finished request's reader, waking late, concerns no
     /// later one.
     private var generation = 0
+    /// Set once the connection began to close.
+    let closing = ClosingMark()
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
@@ -37,8 +42,8 @@ final class AnswerStreamHandler: ChannelDuplexHandler, RemovableChannelHandler {
         self.context = nil
     }
 
-    /// A request's stream, made on any thread: ``begin(_:generation:)`` then feeds `source`
-    /// on the loop. `generation` is the request's number, unique on the connection.
+    /// A request's stream, made on any thread: ``begin(_:generation:ended:)`` then feeds
+    /// `source` on the loop. `generation` is the request's number (unique in the process).
     static func stream(for handler: NIOLoopBound<AnswerStreamHandler>, generation: Int) -> (Producer, Producer.Source, StreamEnd) {
         let ended = StreamEnd()
         let made = Producer.makeSequence(
@@ -66,7 +71,7 @@ final class AnswerStreamHandler: ChannelDuplexHandler, RemovableChannelHandler {
         let part = unwrapInboundIn(data)
         guard let source else {
             // Idle: the server has nothing to say until asked.
-            context.close(promise: nil)
+            close(context)
             return
         }
         if case .end = part {
@@ -89,18 +94,31 @@ final class AnswerStreamHandler: ChannelDuplexHandler, RemovableChannelHandler {
             // The reader is gone before the answer ended: the connection serves no one else.
             self.source = nil
             ended = nil
-            context.close(promise: nil)
+            close(context)
         }
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         end(error)
-        context.close(promise: nil)
+        close(context)
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        closing.mark()
         end(CheckedHTTPError.incompleteAnswer)
         context.fireChannelInactive()
+    }
+
+    /// A close from outside (`channel.close`, a deadline's timer, a cancellation) or from a
+    /// handler that closes through the channel.
+    func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
+        if mode == .all { closing.mark() }
+        context.close(mode: mode, promise: promise)
+    }
+
+    private func close(_ context: ChannelHandlerContext) {
+        closing.mark()
+        context.close(promise: nil)
     }
 
     func read(context: ChannelHandlerContext) {
@@ -145,18 +163,32 @@ final class AnswerStreamHandler: ChannelDuplexHandler, RemovableChannelHandler {
             handler.eventLoop.execute {
                 // Gone before its answer ended (the stream ends whole otherwise): close.
                 let handler = self.handler.value
-                guard handler.generation == generation, handler.source != nil else { return }
+                guard handler.generation == generation, handler.source != nil, let context = handler.context else { return }
                 handler.source = nil
-                handler.context?.close(promise: nil)
+                handler.close(context)
             }
         }
     }
 }
 
-/// Set on the loop when a request's answer ended whole, before its stream finishes: the
-/// reader's side then knows without a hop to the loop.
+/// Set on the loop when a request's answer arrived whole, with the time, before its stream
+/// finishes: the reader's side then knows without a hop to the loop, and the pool counts the
+/// connection idle from then.
 final class StreamEnd: Sendable {
-    private let done = Atomic(false)
-    var marked: Bool { done.load(ordering: .acquiring) }
-    func mark() { done.store(true, ordering: .releasing) }
+    /// `NIODeadline`'s uptime nanoseconds, 0 until marked.
+    private let time = Atomic<UInt64>(0)
+    var marked: Bool { time.load(ordering: .acquiring) != 0 }
+    /// When the answer arrived whole, if it did.
+    var at: NIODeadline? {
+        let nanoseconds = time.load(ordering: .acquiring)
+        return nanoseconds == 0 ? nil : .uptimeNanoseconds(nanoseconds)
+    }
+    func mark() { time.store(max(1, NIODeadline.now().uptimeNanoseconds), ordering: .releasing) }
+}
+
+/// Set once a connection began to close (read from any thread).
+final class ClosingMark: Sendable {
+    private let closing = Atomic(false)
+    var marked: Bool { closing.load(ordering: .acquiring) }
+    func mark() { closing.store(true, ordering: .releasing) }
 }

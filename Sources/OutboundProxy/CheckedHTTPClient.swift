@@ -143,6 +143,11 @@ public struct CheckedHTTPClient: Sendable {
     /// Idle connections waiting for a request (tests).
     var idleConnections: Int { pool?.idleCount ?? 0 }
 
+    /// Closes the connections kept alive and idle (the client's user is done with it).
+    public func closeIdleConnections() {
+        pool?.closeAll()
+    }
+
     /// The context for the system's trust store (loading the store costs milliseconds; a
     /// context is safe to share).
     private static let systemTrust = Result { try makeContext(.makeClientConfiguration()) }
@@ -156,8 +161,8 @@ public struct CheckedHTTPClient: Sendable {
     }
 
     /// Sends `request` and hands its answer's head and body to `consume`; the connection is
-    /// closed when `consume` returns (or, kept alive, waits for the next request if the body
-    /// was read to its end). Past `deadline` (for `scope`) the connection is closed
+    /// closed when `consume` returns (or, kept alive, waits for the next request if the whole
+    /// answer had arrived). Past `deadline` (for `scope`) the connection is closed
     /// and the call throws ``CheckedHTTPError/timedOut``; cancelling the task closes it too.
     /// `fresh` takes a new connection even if one is kept alive (a request sent again after
     /// its connection closed).
@@ -234,7 +239,7 @@ public struct CheckedHTTPClient: Sendable {
                 try pipeline.addHandlers([handlers.writer, handlers.head, handlers.answer])
                 let connection = OpenConnection(
                     channel: channel, handlers: NIOLoopBound(handlers, eventLoop: channel.eventLoop),
-                    answer: NIOLoopBound(handlers.answer, eventLoop: channel.eventLoop))
+                    answer: NIOLoopBound(handlers.answer, eventLoop: channel.eventLoop), closing: handlers.answer.closing)
                 return (connection, connection.start(parts, deadline: deadline, headOnly: headOnly, expired: deadlineExpired))
             }
         }
@@ -264,12 +269,11 @@ public struct CheckedHTTPClient: Sendable {
             if let ending = watch.ending { throw ending }
             let result = try await consume(Head(status: answer.status, headers: answer.headers), Body(parts: started.stream, watch: watch))
             // The answer is the caller's: a deadline while the connection closes is not a failure.
-            if let ending = watch.ending { throw ending }
-            watch.finish()
-            if let pool, started.ended.marked, answer.version == .http1_1,
+            if let ending = watch.finish() { throw ending }
+            if let pool, let ended = started.ended.at, answer.version == .http1_1,
                 !answer.headers[canonicalForm: "connection"].contains(where: { $0.lowercased() == "close" })
             {
-                pool.put(key, connection, answer: answer.headers)
+                pool.put(key, connection, answer: answer.headers, since: ended)
             } else {
                 connection.channel.close(promise: nil)
             }
@@ -307,7 +311,15 @@ public struct CheckedHTTPClient: Sendable {
 
             public mutating func next() async throws -> ByteBuffer? {
                 guard !ended else { return nil }
-                switch try await parts.next() {
+                let part: HTTPClientResponsePart?
+                do {
+                    part = try await parts.next()
+                } catch CheckedHTTPError.incompleteAnswer where Task.isCancelled {
+                    // The connection closed because the reader's task was cancelled.
+                    ended = true
+                    throw CancellationError()
+                }
+                switch part {
                 case .body(let chunk):
                     return chunk
                 case .end:

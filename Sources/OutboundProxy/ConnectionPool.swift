@@ -3,10 +3,10 @@ import NIOHTTP1
 import Synchronization
 
 /// A client's kept-alive connections between requests: at most ``maxIdle`` (the oldest
-/// closes first), each closed after ``idleTimeout`` unused or when the server closes it (its
-/// ``AnswerStreamHandler`` keeps reading while idle). A request takes the one that waited
-/// least (the likeliest still open), for its own origin and never one the server has closed.
-/// Its `deinit` closes what is left.
+/// closes first), each closed after ``idleTimeout`` from the end of its last answer, or when
+/// the server closes it (its ``AnswerStreamHandler`` keeps reading while idle). A request
+/// takes the one that waited least (the likeliest still open), for its own origin, and never
+/// one that is closed or closing. `closeAll` and `deinit` close what is left.
 ///
 /// A server closing an idle connection as a request goes out on it fails that request: the
 /// idle timeout is short (1 s by default, well below the 2 s of gunicorn, the shortest
@@ -26,9 +26,8 @@ final class ConnectionPool: Sendable {
     private struct Idle {
         let key: Key
         let connection: OpenConnection
-        /// When it became idle, and how long it may stay so.
-        let since: NIODeadline
-        let timeout: TimeAmount
+        /// When it closes unless taken first.
+        let end: NIODeadline
     }
     private let idle = Mutex<[Idle]>([])
 
@@ -38,59 +37,74 @@ final class ConnectionPool: Sendable {
     }
 
     deinit {
-        for entry in idle.withLock({ $0 }) { entry.connection.channel.close(promise: nil) }
+        closeAll()
+    }
+
+    /// Closes every idle connection.
+    func closeAll() {
+        for entry in idle.withLock({ list in
+            defer { list = [] }; return list
+        }) { entry.connection.channel.close(promise: nil) }
     }
 
     /// An open idle connection to `key`, no longer idle; nil if none. (No timer is touched:
     /// the connection's idle timer, if it fires while the connection is in use, stops.)
     func take(_ key: Key) -> OpenConnection? {
         idle.withLock { list -> OpenConnection? in
-            list.removeAll { !$0.connection.channel.isActive }
-            guard let index = list.lastIndex(where: { $0.key == key }) else { return nil }
+            list.removeAll { !$0.connection.usable }
+            guard let index = list.lastIndex(where: { $0.key == key && NIODeadline.now() < $0.end }) else { return nil }
             return list.remove(at: index).connection
         }
     }
 
-    /// Keeps `connection` for the next request to `key`, for the idle timeout or the
-    /// server's `Keep-Alive: timeout` (less a second), whichever is shorter.
-    func put(_ key: Key, _ connection: OpenConnection, answer: HTTPHeaders) {
+    /// Keeps `connection` for the next request to `key` for the idle timeout, or the
+    /// server's `Keep-Alive: timeout` less a second if shorter, from `since` (when its answer
+    /// arrived whole).
+    func put(_ key: Key, _ connection: OpenConnection, answer: HTTPHeaders, since: NIODeadline) {
         var timeout = idleTimeout
         if let seconds = Self.keepAliveTimeout(answer) { timeout = min(timeout, .seconds(Int64(seconds) - 1)) }
-        guard timeout > .zero, maxIdle > 0, connection.channel.isActive else {
+        let end = since + timeout
+        guard maxIdle > 0, NIODeadline.now() < end, connection.usable else {
             connection.channel.close(promise: nil)
             return
         }
-        let now = NIODeadline.now()
         let (evicted, arm) = idle.withLock { list -> ([Idle], Bool) in
-            list.append(Idle(key: key, connection: connection, since: now, timeout: timeout))
-            // One timer per connection, armed when it first waits and kept while it is reused
-            // before it fires (scheduling from here would wake the loop's thread each time).
-            let arm = !connection.idleTimer.armed.exchange(true, ordering: .relaxed)
+            list.removeAll { !$0.connection.usable }
+            list.append(Idle(key: key, connection: connection, end: end))
+            // One timer per connection, set when it first waits and kept while it is reused
+            // before it fires (scheduling from here would wake the loop's thread each time);
+            // another only for an earlier end than the one it was set for.
+            let armed = connection.idleTimer.until.load(ordering: .relaxed)
+            let arm = armed == 0 || end.uptimeNanoseconds < armed
+            if arm { connection.idleTimer.until.store(end.uptimeNanoseconds, ordering: .relaxed) }
             guard list.count > maxIdle else { return ([], arm) }
             let evicted = Array(list.prefix(list.count - maxIdle))
             list.removeFirst(list.count - maxIdle)
             return (evicted, arm)
         }
         for entry in evicted { entry.connection.channel.close(promise: nil) }
-        if arm { schedule(connection, at: now + timeout) }
+        if arm { schedule(connection, at: end) }
     }
 
     /// At `deadline`, on the connection's loop: closes it if it has waited its time, waits
-    /// again if it was reused and waits anew, stops if it is in use (its next wait arms it).
+    /// again if it was reused and waits anew, stops if it is in use (its next wait sets it
+    /// again).
     private func schedule(_ connection: OpenConnection, at deadline: NIODeadline) {
         let channel = connection.channel
         channel.eventLoop.scheduleTask(deadline: deadline) { [weak self] in
             guard let self else { return }
-            let now = NIODeadline.now()
             let (expired, again) = idle.withLock { list -> (Bool, NIODeadline?) in
                 guard let index = list.firstIndex(where: { $0.connection.channel === channel }) else {
-                    connection.idleTimer.armed.store(false, ordering: .relaxed)
+                    connection.idleTimer.until.store(0, ordering: .relaxed)
                     return (false, nil)
                 }
-                let end = list[index].since + list[index].timeout
-                guard now >= end else { return (false, end) }
+                let end = list[index].end
+                guard NIODeadline.now() >= end else {
+                    connection.idleTimer.until.store(end.uptimeNanoseconds, ordering: .relaxed)
+                    return (false, end)
+                }
                 list.remove(at: index)
-                connection.idleTimer.armed.store(false, ordering: .relaxed)
+                connection.idleTimer.until.store(0, ordering: .relaxed)
                 return (true, nil)
             }
             if expired { channel.close(promise: nil) }
@@ -99,7 +113,7 @@ final class ConnectionPool: Sendable {
     }
 
     /// Connections waiting and still open (tests).
-    var idleCount: Int { idle.withLock { list in list.count { $0.connection.channel.isActive } } }
+    var idleCount: Int { idle.withLock { list in list.count { $0.connection.usable } } }
 
     /// `Keep-Alive: timeout=N` (seconds), if the answer has it.
     static func keepAliveTimeout(_ headers: HTTPHeaders) -> Int? {
@@ -118,8 +132,13 @@ struct OpenConnection: Sendable {
     let channel: any Channel
     let handlers: NIOLoopBound<ExchangeHandlers>
     let answer: NIOLoopBound<AnswerStreamHandler>
-    /// Whether its idle timer is set (read and written under its pool's lock).
+    /// Set once it began to close.
+    let closing: ClosingMark
+    /// Its idle timer (read and written under its pool's lock).
     let idleTimer = IdleTimerMark()
+
+    /// Open, and not closing: it may take a request.
+    var usable: Bool { channel.isActive && !closing.marked }
 
     /// Request numbers, unique in the process (a late reader of an earlier request is told
     /// apart from the current one).
@@ -147,9 +166,9 @@ struct OpenConnection: Sendable {
     }
 }
 
-/// Whether a connection's idle timer is set.
+/// When a connection's idle timer fires (uptime nanoseconds), 0 if it is not set.
 final class IdleTimerMark: Sendable {
-    let armed = Atomic(false)
+    let until = Atomic<UInt64>(0)
 }
 
 /// The handlers a request starts on its connection: its parts' writer, its head and deadline,

@@ -53,12 +53,17 @@ final class ConnectionWatch: Sendable {
     /// The caller has read its answer (the connection closes next, which for TLS may wait
     /// for the server's `close_notify`, or waits for the next request): a deadline or
     /// cancellation after this is not the request's failure, and closes nothing.
-    func finish() {
-        state.withLock { s in
+    /// What ended the request first, if a deadline or the cancellation did: checked and
+    /// finished in one step, so a connection is never kept whose close one of them began.
+    @discardableResult
+    func finish() -> (any Error)? {
+        let end = state.withLock { s -> End? in
             s.finished = true
             s.channel = nil
             s.attempts = []
+            return s.end
         }
+        return end.map(Self.error)
     }
 
     func cancel() {
@@ -72,8 +77,11 @@ final class ConnectionWatch: Sendable {
 
     /// The error for what ended the request, if a deadline or a cancellation did.
     var ending: (any Error)? {
-        switch state.withLock({ $0.end }) {
-        case nil: nil
+        state.withLock { $0.end }.map(Self.error)
+    }
+
+    private static func error(_ end: End) -> any Error {
+        switch end {
         case .deadline: CheckedHTTPError.timedOut
         case .setup: CheckedHTTPError.setupTimedOut
         case .cancelled: CancellationError()

@@ -75,7 +75,8 @@ final class ResponseHeadHandler: ChannelInboundHandler, RemovableChannelHandler 
 
     private func fail(_ context: ChannelHandlerContext, _ error: any Error) {
         settle(error)
-        context.close(promise: nil)
+        // Through the channel, so the last handler marks the connection closing.
+        context.channel.close(promise: nil)
     }
 
     private func settle(_ error: any Error) {

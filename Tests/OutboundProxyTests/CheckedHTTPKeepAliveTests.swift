@@ -161,6 +161,18 @@ struct CheckedHTTPKeepAliveTests {
         }
     }
 
+    /// The client's user done with it: the idle connections close.
+    @Test func closingTheIdleConnectionsClosesThem() async throws {
+        try await Self.withServer { port, seen in
+            let client = try CheckedHTTPClient(route: .direct, keepAlive: Self.patient)
+            #expect(try await Self.get(client, port, "/ok") == 200)
+            #expect(client.idleConnections == 1 && seen.open == 1)
+            client.closeIdleConnections()
+            #expect(client.idleConnections == 0)
+            #expect(await eventually { seen.open == 0 }, "the server saw the close")
+        }
+    }
+
     @Test func theServersKeepAliveTimeoutIsRead() {
         #expect(ConnectionPool.keepAliveTimeout(HTTPHeaders([("Keep-Alive", "timeout=5, max=100")])) == 5)
         #expect(ConnectionPool.keepAliveTimeout(HTTPHeaders([("keep-alive", "max=3,timeout = 7")])) == 7)

@@ -78,7 +78,8 @@ final class MCPHTTPConnection: Sendable {
 
     /// Sends `method` to `url` with the static headers and `headers` (which win), following
     /// redirects, and hands the answer and the URL that gave it to `consume`; the connection
-    /// closes (or, its answer read whole, waits for the next request) when `consume` returns. `deadline` bounds the wait for the answer's head, never
+    /// closes (or, its whole answer arrived, waits for the next request) when `consume`
+    /// returns. `deadline` bounds the wait for the answer's head, never
     /// its body (``statusText(_:deadline:)`` takes it again for the body). `replayable` says
     /// the request may be sent again after its connection closed with no answer, even though
     /// the server may have read it. `consume`'s ``MCPHTTPFailure`` passes through; its other
@@ -110,6 +111,11 @@ final class MCPHTTPConnection: Sendable {
             }
         }
         throw .refused("\(method) \(url.absoluteString): stopped after \(Self.maxRedirects) redirects")
+    }
+
+    /// Closes the connections kept for the next request (the session is over).
+    func closeIdleConnections() {
+        if case .success(let client) = client { client.closeIdleConnections() }
     }
 
     /// One request without redirects: sent again once, on a new connection, when its

@@ -113,6 +113,7 @@ final class MCPHTTPExchanges: Sendable {
             for task in tasks { await task.value }
         }
         await goodbye()
+        connection.closeIdleConnections()
         end("server \(goQuote(serverName)) was closed")
         closed.open()
     }
