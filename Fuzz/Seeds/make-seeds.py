@@ -367,3 +367,14 @@ steps = (b"\x05\x01" + u(0x0A05, 2) + b"\x02"
 write("FuzzDirectPaths", "ping-then-wireguard", data(stun_response, 200) + data(b"10.0.0.2:5000", 64) + steps)
 write("FuzzDirectPaths", "garbage", data(b"\x00\x01\x00\x00\x21\x12\xa4\x42" + bytes(12), 200) + data(b"[::1]:1", 64)
       + b"\x00" + data(bytes([0x54, 0x53, 0xF0, 0x9F, 0x92, 0xAC]) + bytes(60)) + b"\x01" + u(1, 2) + b"\x00")
+
+# FuzzOutboundProxy: pick (even: a proxy's answer to CONNECT, 1 mod 3: the proxy variables,
+# 2 mod 3: a SOCKS5 proxy's answers), a split byte (chunk size; for SOCKS5 its top bit gives
+# the client credentials), then the bytes.
+write("FuzzOutboundProxy", "established", b"\x00\x07HTTP/1.1 200 Connection established\r\n\r\nSSH-2.0")
+write("FuzzOutboundProxy", "refused",
+      b"\x00\x03HTTP/1.0 407 Proxy Authentication Required\r\nProxy-Authenticate: Basic realm=\"x\"\r\n\r\n")
+write("FuzzOutboundProxy", "environment",
+      b"\x01\x05http://user:pw@proxy:3128\nproxy.example\nexample.com, .corp, 10.0.0.0/8, [::2]:443, *.w.io\nwww.corp")
+write("FuzzOutboundProxy", "socks-anonymous", b"\x02\x05" + bytes([5, 0]) + bytes([5, 0, 0, 1, 10, 0, 0, 1, 0x10, 0x92]) + b"target")
+write("FuzzOutboundProxy", "socks-credentials", b"\x02\x83" + bytes([5, 2, 1, 0]) + bytes([5, 0, 0, 3, 4]) + b"host" + bytes([0, 0x50]))

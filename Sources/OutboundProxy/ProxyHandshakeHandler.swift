@@ -71,6 +71,8 @@ public final class ProxyHandshakeHandler<Handshake: ProxyHandshake>: ChannelDupl
                 send(bytes, context: context)
                 step = handshake.feed(EmptyCollection())
             }
+            // A failed write may have ended the connection meanwhile.
+            guard state == .waitingForAnswer else { return }
             switch step {
             case .incomplete, .send:
                 return
@@ -79,6 +81,17 @@ public final class ProxyHandshakeHandler<Handshake: ProxyHandshake>: ChannelDupl
             case .failed(let error):
                 fail(error, context: context)
             }
+        }
+    }
+
+    /// An error before the way is open (a reset, say) is the proxy's connection failing:
+    /// reported as the proxy closing it, naming the proxy.
+    public func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        switch state {
+        case .waitingForActive, .waitingForAnswer:
+            fail(.closed(proxy: proxy), context: context)
+        case .established, .failed:
+            context.fireErrorCaught(error)
         }
     }
 

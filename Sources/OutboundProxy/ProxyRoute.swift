@@ -65,8 +65,8 @@ public enum ProxyRoute: Sendable, Equatable {
 
     /// Adds the route's first handler to a new connection's pipeline: a
     /// ``ProxyHandshakeHandler`` with the proxy's handshake, which holds the handlers behind it
-    /// until the way to the target is open. Throws for a host name SOCKS5 cannot carry (over
-    /// 255 bytes).
+    /// until the way to the target is open. Throws for a target SOCKS5 cannot carry (a host
+    /// name empty or over 255 bytes, a port outside 1...65535).
     public func addHandlers(to pipeline: ChannelPipeline.SynchronousOperations, host: String, port: Int) throws {
         switch self {
         case .direct, .forward:
@@ -75,7 +75,7 @@ public enum ProxyRoute: Sendable, Equatable {
             try pipeline.addHandler(ProxyHandshakeHandler(HTTPConnectHandshake(proxy: proxy, host: host, port: port)), position: .first)
         case .socks(let proxy):
             guard let handshake = SOCKS5Handshake(proxy: proxy, host: host, port: port) else {
-                throw ProxyError.unsupported(proxy, "a host name SOCKS5 cannot carry (empty, or over 255 bytes)")
+                throw ProxyError.unsupported(proxy, "a target SOCKS5 cannot carry (a host name empty or over 255 bytes, or a port outside 1-65535)")
             }
             try pipeline.addHandler(ProxyHandshakeHandler(handshake), position: .first)
         }

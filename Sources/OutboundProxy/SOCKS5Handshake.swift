@@ -24,11 +24,13 @@ public struct SOCKS5Handshake: ProxyHandshake, Sendable {
     private var stage = Stage.greeting
     private var received: [UInt8] = []
 
-    /// A host name longer than 255 bytes, which SOCKS5 cannot carry, returns nil.
+    /// A target SOCKS5 cannot carry returns nil: a host name empty or over 255 bytes, a port
+    /// outside 1...65535 (Go's client refuses it too).
     /// - Parameters:
     ///   - host: the target's host (a name, or an address without brackets).
     ///   - port: the target's port.
     public init?(proxy: ProxyServer, host: String, port: Int) {
+        guard (1...65535).contains(port) else { return nil }
         self.proxy = proxy
         target = (host.contains(":") ? "[\(host)]" : host) + ":\(port)"
         let portBytes = [UInt8(truncatingIfNeeded: port >> 8), UInt8(truncatingIfNeeded: port)]
@@ -87,7 +89,8 @@ public struct SOCKS5Handshake: ProxyHandshake, Sendable {
             stage = .connecting
             return .send([5, 1, 0] + address)
         case .connecting:
-            guard received.count >= 5 else { return .incomplete }
+            // The reply's head is judged once its 4 bytes are in, as Go's client does.
+            guard received.count >= 4 else { return .incomplete }
             guard received[0] == 5 else { return failed("unexpected protocol version \(received[0])") }
             guard received[1] == 0 else {
                 return .failed(.socksRefused(proxy: proxy, target: target, reason: Self.replyText(received[1])))
@@ -96,7 +99,9 @@ public struct SOCKS5Handshake: ProxyHandshake, Sendable {
             let length: Int
             switch received[3] {
             case 1: length = 4 + 4 + 2
-            case 3: length = 4 + 1 + Int(received[4]) + 2
+            case 3:
+                guard received.count >= 5 else { return .incomplete }
+                length = 4 + 1 + Int(received[4]) + 2
             case 4: length = 4 + 16 + 2
             default: return failed("unknown address type \(received[3])")
             }

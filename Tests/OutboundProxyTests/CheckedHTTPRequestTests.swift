@@ -119,6 +119,21 @@ struct CheckedHTTPSetupTests {
         await silent.close()
     }
 
+    /// A proxy that takes the connection and never answers its handshake (`CONNECT`, or
+    /// SOCKS5's greeting): the request ends at the connect timeout, with no TLS involved.
+    @Test(arguments: [ProxyServer.Kind.http, .socks5])
+    func aSilentProxyMeetsTheConnectTimeout(kind: ProxyServer.Kind) async throws {
+        let silent = try await LoopbackListener { channel in channel.eventLoop.makeSucceededVoidFuture() }
+        let proxy = ProxyServer(kind: kind, host: "127.0.0.1", port: silent.port)
+        // (A forwarding HTTP proxy has no handshake: its request waits for its deadline.)
+        let client = try CheckedHTTPClient(route: kind == .http ? .tunnel(proxy) : .socks(proxy), connectTimeout: .seconds(2))
+        let request = try #require(CheckedHTTPClient.Request(method: .GET, url: "http://coder.example.test/x"))
+        await #expect(throws: CheckedHTTPError.setupTimedOut) {
+            try await client.execute(request, deadline: .distantFuture) { _, _ in }
+        }
+        await silent.close()
+    }
+
     /// The credentials a test's proxy URL carries.
     enum Credentials: Sendable {
         /// As the stand-in's own URL has them.

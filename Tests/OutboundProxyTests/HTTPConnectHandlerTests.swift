@@ -3,6 +3,10 @@ import NIOEmbedded
 import Synchronization
 import Testing
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 @testable import OutboundProxy
 
 /// The tunnel's handler on an embedded channel: what it sends, what it holds back, and what it
@@ -96,6 +100,15 @@ struct HTTPConnectHandlerTests {
         channel.pipeline.fireChannelInactive()
         #expect(behind.errors.first as? ProxyError == .closed(proxy: proxy))
         #expect(behind.read.isEmpty)
+    }
+
+    /// A reset before the answer is the proxy's connection failing, and says so.
+    @Test func anErrorBeforeTheAnswerIsTheProxys() throws {
+        let (channel, behind) = try setUp()
+        channel.pipeline.fireErrorCaught(IOError(errnoCode: ECONNRESET, reason: "read"))
+        #expect(behind.errors.count == 1)
+        #expect(behind.errors.first as? ProxyError == .closed(proxy: proxy))
+        #expect(!channel.isActive)
     }
 
     @Test func tooMuchHeldFailsTheConnection() throws {

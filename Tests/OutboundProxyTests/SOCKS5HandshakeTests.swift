@@ -84,6 +84,10 @@ import Testing
         #expect(SOCKS5Handshake(proxy: Self.anonymous, host: String(repeating: "a", count: 255), port: 1) != nil)
         #expect(SOCKS5Handshake(proxy: Self.anonymous, host: String(repeating: "a", count: 256), port: 1) == nil)
         #expect(SOCKS5Handshake(proxy: Self.anonymous, host: "", port: 1) == nil)
+        // A port the two bytes cannot hold is refused, never cut to 16 bits.
+        #expect(SOCKS5Handshake(proxy: Self.anonymous, host: "a", port: 70000) == nil)
+        #expect(SOCKS5Handshake(proxy: Self.anonymous, host: "a", port: 0) == nil)
+        #expect(SOCKS5Handshake(proxy: Self.anonymous, host: "a", port: 65535) != nil)
     }
 
     @Test(arguments: [
@@ -109,6 +113,10 @@ import Testing
         let refused = Self.run(Self.anonymous, [5, 0, 5, 2, 0, 1, 0, 0, 0, 0, 0, 0], chunk: 64).steps.last
         #expect(refused == .failed(.socksRefused(proxy: Self.anonymous, target: "coder.example.test:443", reason: "connection not allowed by ruleset")))
         #expect(SOCKS5Handshake.replyText(9) == "unknown code: 9")
+        // A refusal is known from the reply's 4-byte head: a proxy that closes after it is
+        // still reported with its reason.
+        let short = Self.run(Self.anonymous, [5, 0, 5, 5, 0, 1], chunk: 64).steps.last
+        #expect(short == .failed(.socksRefused(proxy: Self.anonymous, target: "coder.example.test:443", reason: "connection refused")))
     }
 
     /// Go refuses an empty user or a field over 255 bytes once the proxy asks for them.
