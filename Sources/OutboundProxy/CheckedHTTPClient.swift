@@ -99,6 +99,8 @@ public struct CheckedHTTPClient: Sendable {
     public struct Head: Sendable {
         public let status: HTTPResponseStatus
         public let headers: HTTPHeaders
+        /// Whether the request went out on a connection kept alive from an earlier one.
+        public var reusedConnection = false
     }
 
     /// What a deadline bounds: the wait for the answer's head, or the whole answer.
@@ -219,7 +221,7 @@ public struct CheckedHTTPClient: Sendable {
         if !fresh, let connection = pool?.take(key) {
             watch.opened(connection.channel)
             let started = connection.start(parts, deadline: deadline, headOnly: headOnly, expired: deadlineExpired)
-            return try await answer(connection, key: key, started, watch: watch, consume)
+            return try await answer(connection, key: key, started, reused: true, watch: watch, consume)
         }
         // The initializer runs once per connection attempt (Happy Eyeballs may make several):
         // a cancellation closes every attempt; each attempt's handlers own its timers, on its
@@ -252,14 +254,14 @@ public struct CheckedHTTPClient: Sendable {
                 try await bootstrap.connect(host: destination.host, port: destination.port, channelInitializer: initializer)
             }
         watch.opened(connection.channel)
-        return try await answer(connection, key: key, started, watch: watch, consume)
+        return try await answer(connection, key: key, started, reused: false, watch: watch, consume)
     }
 
     /// Hands the answer to `consume`, then keeps the connection for the next request (kept
     /// alive, the answer arrived whole, and neither side asking to close) or closes it.
     private func answer<Result>(
         _ connection: OpenConnection, key: ConnectionPool.Key,
-        _ started: (head: EventLoopFuture<HTTPResponseHead>, stream: AnswerStreamHandler.Producer, ended: StreamEnd),
+        _ started: (head: EventLoopFuture<HTTPResponseHead>, stream: AnswerStreamHandler.Producer, ended: StreamEnd), reused: Bool,
         watch: ConnectionWatch, _ consume: (Head, Body) async throws -> Result
     ) async throws -> Result {
         do {
@@ -267,7 +269,8 @@ public struct CheckedHTTPClient: Sendable {
             // A TLS close lets reads through until the server's `close_notify`: a head that
             // came after a deadline closed the connection is late, not an answer.
             if let ending = watch.ending { throw ending }
-            let result = try await consume(Head(status: answer.status, headers: answer.headers), Body(parts: started.stream, watch: watch))
+            let head = Head(status: answer.status, headers: answer.headers, reusedConnection: reused)
+            let result = try await consume(head, Body(parts: started.stream, watch: watch))
             // The answer is the caller's: a deadline while the connection closes is not a failure.
             if let ending = watch.finish() { throw ending }
             if let pool, let ended = started.ended.at, answer.version == .http1_1,

@@ -47,6 +47,7 @@ enum MetricsHelp {
         "agent_mcp_servers": "Declared MCP servers, by state (connecting, connected, list_failed, restarting).",
         "agent_mcp_server_restarts_total": "MCP server sessions started again after a crash or a failed connect.",
         "agent_mcp_http_retries_total": "MCP HTTP requests sent again on a fresh connection after their connection closed before any answer.",
+        "agent_mcp_http_requests_total": "MCP HTTP requests answered, by whether their connection was new or kept alive from an earlier request.",
         "agent_mcp_unsolicited_dropped_total": "Requests and notifications MCP servers sent past their rate, dropped unanswered.",
         "agent_mcp_buffer_refusals_total": "MCP server buffers the shared memory budget refused to grow (the session or send failed).",
         "agent_mcp_buffered_bytes": "Bytes the MCP servers' buffers hold (capacity), against the shared budget.",

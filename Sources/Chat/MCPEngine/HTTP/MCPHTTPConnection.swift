@@ -141,6 +141,7 @@ final class MCPHTTPConnection: Sendable {
             do {
                 return try await client.execute(request, deadline: deadline, scope: .head, fresh: retried) { head, body in
                     answered = true
+                    MCPHTTPMetrics.answered(reused: head.reusedConnection)
                     return try await consume(MCPHTTPResponse(status: head.status, headers: head.headers, body: body))
                 }
             } catch let failure as MCPHTTPFailure {
