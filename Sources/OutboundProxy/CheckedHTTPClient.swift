@@ -204,6 +204,8 @@ public struct CheckedHTTPClient: Sendable {
             throw ProxyError.unsupported(proxy, "an https request is not forwarded in the clear")
         }
         let context = request.secure ? try self.context ?? Self.systemTrust.get() : nil
+        // An https:// proxy is checked with the same trust as the targets.
+        let proxyContext = route.proxyTLS ? try self.context ?? Self.systemTrust.get() : nil
         let destination = route.connectAddress(host: request.host, port: request.port)
         let serverName = ProxyRoute.serverName(for: request.host)
         let (host, port) = (request.host, request.port)
@@ -233,9 +235,12 @@ public struct CheckedHTTPClient: Sendable {
                 watch.attempt(channel)
                 let pipeline = channel.pipeline.syncOperations
                 // The proxy's handler first: TLS and the request start behind it.
-                try route.addHandlers(to: pipeline, host: host, port: port)
+                try route.addHandlers(to: pipeline, host: host, port: port, proxyContext: proxyContext)
                 if let context { try pipeline.addHandler(route.tlsClientHandler(context: context, host: host, serverName: serverName)) }
-                try pipeline.addHandler(ConnectionSetupHandler(tls: context != nil, deadline: setupDeadline, expired: setupExpired))
+                // Ready at the target's TLS handshake, else (forwarded to an https:// proxy) the
+                // proxy's, else at channelActive.
+                try pipeline.addHandler(
+                    ConnectionSetupHandler(tls: context != nil || route.proxyTLS, deadline: setupDeadline, expired: setupExpired))
                 try pipeline.addHTTPClientHandlers()
                 let handlers = ExchangeHandlers()
                 try pipeline.addHandlers([handlers.writer, handlers.head, handlers.answer])

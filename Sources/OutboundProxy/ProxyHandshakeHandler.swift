@@ -1,4 +1,5 @@
 import NIOCore
+import NIOTLS
 
 /// The first handler of a connection to a proxy: runs the proxy's handshake (an HTTP proxy's
 /// `CONNECT`, a SOCKS5 connect) once the connection is up. Until the way to the target is
@@ -84,15 +85,27 @@ public final class ProxyHandshakeHandler<Handshake: ProxyHandshake>: ChannelDupl
         }
     }
 
-    /// An error before the way is open (a reset, say) is the proxy's connection failing:
-    /// reported as the proxy closing it, naming the proxy.
+    /// An I/O error before the way is open (a reset, say) is the proxy's connection failing:
+    /// reported as the proxy closing it, naming the proxy. Any other (TLS to an `https://`
+    /// proxy refusing its certificate) fails the connection as it is.
     public func errorCaught(context: ChannelHandlerContext, error: any Error) {
         switch state {
         case .waitingForActive, .waitingForAnswer:
-            fail(.closed(proxy: proxy), context: context)
+            if error is IOError || error is ChannelError {
+                fail(ProxyError.closed(proxy: proxy), context: context)
+            } else {
+                fail(error, context: context)
+            }
         case .established, .failed:
             context.fireErrorCaught(error)
         }
+    }
+
+    /// TLS's events of the connection to an `https://` proxy concern the proxy, not the
+    /// target: the handlers behind see only their own.
+    public func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if event is TLSUserEvent, state != .established { return }
+        context.fireUserInboundEventTriggered(event)
     }
 
     public func channelInactive(context: ChannelHandlerContext) {
@@ -100,7 +113,7 @@ public final class ProxyHandshakeHandler<Handshake: ProxyHandshake>: ChannelDupl
         case .established:
             context.fireChannelInactive()
         case .waitingForActive, .waitingForAnswer:
-            fail(.closed(proxy: proxy), context: context)
+            fail(ProxyError.closed(proxy: proxy), context: context)
             context.fireChannelInactive()
         case .failed:
             context.fireChannelInactive()
@@ -141,7 +154,7 @@ public final class ProxyHandshakeHandler<Handshake: ProxyHandshake>: ChannelDupl
         context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
     }
 
-    private func fail(_ error: ProxyError, context: ChannelHandlerContext) {
+    private func fail(_ error: any Error, context: ChannelHandlerContext) {
         guard state != .failed else { return }
         state = .failed
         for (_, promise) in takeHeld() { promise?.fail(error) }

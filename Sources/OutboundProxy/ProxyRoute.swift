@@ -1,35 +1,39 @@
 import NIOCore
+import NIOSSL
 
 /// How a connection of the agent's own reaches its target: directly, through an HTTP proxy's
 /// `CONNECT` tunnel, through a SOCKS5 proxy, or (http targets only, as Go sends them) as
 /// absolute-form requests to an HTTP proxy.
 public enum ProxyRoute: Sendable, Equatable {
     case direct
-    /// Connect to the proxy, then its `CONNECT` (``HTTPConnectHandshake``) opens the tunnel.
+    /// Connect to the proxy (over TLS for an `https://` one), then its `CONNECT`
+    /// (``HTTPConnectHandshake``) opens the tunnel.
     case tunnel(ProxyServer)
-    /// Connect to the proxy and send it requests whose target is the absolute URL.
+    /// Connect to the proxy (over TLS for an `https://` one) and send it requests whose target
+    /// is the absolute URL.
     case forward(ProxyServer)
     /// Connect to a SOCKS5 proxy (``SOCKS5Handshake``), which connects to the target.
     case socks(ProxyServer)
 
     /// The route for `scheme://host:port` in `environment`. An https (or wss) target, or any
     /// target when `alwaysTunnel` (DERP's rule), goes through CONNECT; an http one is forwarded;
-    /// with `allowSOCKS`, a SOCKS5 proxy carries either. Throws for a proxy this dial cannot
-    /// use (an https proxy; SOCKS5 unless allowed).
+    /// an `https://` proxy is reached over TLS (its certificate checked against its host);
+    /// with `allowSOCKS`, a SOCKS5 proxy carries either. `allowSOCKS` is for the dials that
+    /// take every proxy Go's transport takes; without it (DERP, as Tailscale's client) only
+    /// `http://` proxies are used, and the others throw.
     public static func choose(
         scheme: String, host: String, port: Int, environment: ProxyEnvironment = .process, alwaysTunnel: Bool = false,
         allowSOCKS: Bool = false
     ) throws(ProxyError) -> ProxyRoute {
         guard let proxy = try environment.proxy(scheme: scheme, host: host, port: port) else { return .direct }
         switch proxy.kind {
-        case .http:
+        case .http, .https:
+            guard proxy.kind == .http || allowSOCKS else { throw .unsupported(proxy, "only http:// proxies are supported for this connection") }
             let secure = scheme.lowercased() == "https" || scheme.lowercased() == "wss"
             return secure || alwaysTunnel ? .tunnel(proxy) : .forward(proxy)
         case .socks5 where allowSOCKS:
             return .socks(proxy)
-        case .https where allowSOCKS:
-            throw .unsupported(proxy, "proxies reached over TLS (https://) are not supported; use an http:// proxy URL")
-        case .socks5, .https:
+        case .socks5:
             throw .unsupported(proxy, "only http:// proxies are supported for this connection")
         }
     }
@@ -63,11 +67,14 @@ public enum ProxyRoute: Sendable, Equatable {
         proxy.map { ($0.host, $0.port) } ?? (host, port)
     }
 
-    /// Adds the route's first handler to a new connection's pipeline: a
-    /// ``ProxyHandshakeHandler`` with the proxy's handshake, which holds the handlers behind it
-    /// until the way to the target is open. Throws for a target SOCKS5 cannot carry (a host
-    /// name empty or over 255 bytes, a port outside 1...65535).
-    public func addHandlers(to pipeline: ChannelPipeline.SynchronousOperations, host: String, port: Int) throws {
+    /// Adds the route's first handlers to a new connection's pipeline: TLS to an `https://`
+    /// proxy (with `proxyContext`, from ``tlsConfiguration(_:)``; the system's trust when
+    /// nil), then a ``ProxyHandshakeHandler`` with the proxy's handshake, which holds the
+    /// handlers behind it until the way to the target is open. Throws for a target SOCKS5
+    /// cannot carry (a host name empty or over 255 bytes, a port outside 1...65535).
+    public func addHandlers(
+        to pipeline: ChannelPipeline.SynchronousOperations, host: String, port: Int, proxyContext: NIOSSLContext? = nil
+    ) throws {
         switch self {
         case .direct, .forward:
             break
@@ -79,5 +86,19 @@ public enum ProxyRoute: Sendable, Equatable {
             }
             try pipeline.addHandler(ProxyHandshakeHandler(handshake), position: .first)
         }
+        if let proxy, proxy.kind == .https {
+            // In front of everything: the proxy's handshake (or the forwarded request) and
+            // the target's own TLS go inside it.
+            let context = try proxyContext ?? Self.systemTrust.get()
+            let handler = try ProxyRoute.direct.tlsClientHandler(context: context, host: proxy.host, serverName: Self.serverName(for: proxy.host))
+            try pipeline.addHandler(handler, position: .first)
+        }
     }
+
+    /// Whether the connection to the proxy itself runs TLS (an `https://` proxy).
+    public var proxyTLS: Bool { proxy?.kind == .https }
+
+    /// The system's trust for an `https://` proxy when the dial has none of its own (loading
+    /// the store costs milliseconds; a context is safe to share).
+    private static let systemTrust = Result { try NIOSSLContext(configuration: ProxyRoute.direct.tlsConfiguration(.makeClientConfiguration())) }
 }

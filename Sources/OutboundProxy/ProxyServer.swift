@@ -6,7 +6,7 @@ public struct ProxyServer: Sendable, Hashable, CustomStringConvertible, CustomRe
     public enum Kind: String, Sendable, Hashable {
         /// An HTTP proxy: CONNECT for https targets, absolute-form requests for http ones.
         case http
-        /// An HTTP proxy reached over TLS (Go supports it; the agent does not, and says so).
+        /// An HTTP proxy reached over TLS, its certificate checked against its host.
         case https
         /// A SOCKS5 proxy.
         case socks5

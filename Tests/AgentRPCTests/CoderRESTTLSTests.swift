@@ -63,6 +63,40 @@ struct CoderRESTTLSTests {
         }
     }
 
+    /// An `https://` proxy: the connection to it is TLS, its certificate checked against the
+    /// proxy's own address, and the target's TLS runs inside its tunnel. A proxy whose
+    /// certificate does not name it is refused before anything is sent through it.
+    @Test(arguments: [true, false])
+    func anHTTPSProxyIsReachedOverTLS(namesTheProxy: Bool) async throws {
+        let (server, trusting, directory) = try await TLSTestServer.startTrusted(names: "DNS:coder.example.test", answer: Array(Self.ok.utf8))
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let proxyFiles = try await TLSTestServer.certificate(namesTheProxy ? "IP:127.0.0.1" : "DNS:other.example.test")
+        defer { try? FileManager.default.removeItem(atPath: proxyFiles.directory) }
+        let proxy = try #require(await StandInProxy.start(relayingTo: server.port, as: .http, tls: (proxyFiles.certificate, proxyFiles.key)))
+        defer { proxy.stop() }
+        #expect(proxy.url == "https://127.0.0.1:\(proxy.port)")
+        var both = trusting
+        both.trustRoots = .certificates(
+            try NIOSSLCertificate.fromPEMFile(directory + "/cert.pem") + NIOSSLCertificate.fromPEMFile(proxyFiles.certificate))
+        let rest = CoderRESTClient(
+            baseURL: "https://coder.example.test", token: "the-token", proxies: ProxyEnvironment(environment: ["HTTPS_PROXY": proxy.url]),
+            tlsConfiguration: both)
+        if namesTheProxy {
+            let answer = try await rest.send(.GET, "/api/v2/x")
+            #expect(answer.status == 200)
+            #expect(await proxy.nextTarget() == "coder.example.test:443")
+            #expect(server.text.hasPrefix("GET /api/v2/x HTTP/1.1\r\nHost: coder.example.test\r\n"), "\(server.text)")
+        } else {
+            await #expect {
+                _ = try await rest.send(.GET, "/api/v2/x")
+            } throws: { error in
+                "\(error)".contains("the certificate is not valid for 127.0.0.1")
+            }
+            #expect(server.text.isEmpty, "nothing reached the target")
+        }
+        await server.stop()
+    }
+
     /// The certificate names the proxy's address and another host: refused, with nothing,
     /// the token least of all, written to the server.
     @Test(arguments: [false, true], [StandInProxy.Kind.http, .socks5])

@@ -55,6 +55,32 @@ struct WebSocketTLSTests {
         await server.stop()
     }
 
+    /// Through an `https://` proxy: TLS to the proxy (its certificate naming its address),
+    /// the control plane's TLS inside its tunnel, each checked against its own name.
+    @Test(arguments: [("DNS:coder.example.test", true), ("IP:127.0.0.1,DNS:other.example.test", false)])
+    func throughAnHTTPSProxyTheCertificateMustNameTheControlPlane(names: String, valid: Bool) async throws {
+        let (server, trusting, directory) = try await TLSTestServer.startTrusted(names: names, answer: Array(Self.forbidden.utf8))
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let proxyFiles = try await TLSTestServer.certificate("IP:127.0.0.1")
+        defer { try? FileManager.default.removeItem(atPath: proxyFiles.directory) }
+        let proxy = try #require(await StandInProxy.start(relayingTo: server.port, tls: (proxyFiles.certificate, proxyFiles.key)))
+        defer { proxy.stop() }
+        var both = trusting
+        both.trustRoots = .certificates(
+            try NIOSSLCertificate.fromPEMFile(directory + "/cert.pem") + NIOSSLCertificate.fromPEMFile(proxyFiles.certificate))
+        do {
+            _ = try await WebSocketConnector.connect(
+                url: "wss://coder.example.test/api/v2/workspaceagents/me/rpc", headers: [("Coder-Session-Token", "the-token")],
+                proxies: ProxyEnvironment(environment: ["HTTPS_PROXY": proxy.url]), tlsConfiguration: both
+            ) { _ in 0 }
+            Issue.record("the dial succeeded")
+        } catch {
+            Self.expectChecked(error, server: server, valid: valid, host: "coder.example.test")
+        }
+        #expect(await proxy.nextTarget() == "coder.example.test:443")
+        await server.stop()
+    }
+
     @Test(arguments: [("DNS:localhost", true), ("IP:127.0.0.1", false)])
     func directlyTheCertificateMustNameTheHost(names: String, valid: Bool) async throws {
         let (server, trusting, directory) = try await TLSTestServer.startTrusted(names: names, answer: Array(Self.forbidden.utf8))

@@ -8,11 +8,15 @@ public final class StandInProxy: Sendable {
     public let port: Int
     private let child: ChildProgram.Running
 
-    private init(port: Int, child: ChildProgram.Running, kind: Kind) {
+    private init(port: Int, child: ChildProgram.Running, kind: Kind, tls: Bool) {
         self.port = port
         self.child = child
         self.kind = kind
+        self.tls = tls
     }
+
+    /// Whether clients reach it over TLS (an `https://` proxy).
+    public let tls: Bool
 
     /// The kind of proxy it stands in as.
     public enum Kind: String, Sendable {
@@ -35,7 +39,8 @@ public final class StandInProxy: Sendable {
     /// `http://127.0.0.1:<port>` or `socks5://127.0.0.1:<port>` (with the credentials it
     /// admits, for ``Kind/socks5Credentials``), for `HTTPS_PROXY`.
     public var url: String {
-        kind == .socks5Credentials ? url(user: Self.user, password: Self.password) : "\(kind == .http ? "http" : "socks5")://127.0.0.1:\(port)"
+        if kind == .socks5Credentials { return url(user: Self.user, password: Self.password) }
+        return "\(kind == .http ? (tls ? "https" : "http") : "socks5")://127.0.0.1:\(port)"
     }
 
     /// `socks5://user:password@127.0.0.1:<port>`, the two percent-encoded.
@@ -46,13 +51,15 @@ public final class StandInProxy: Sendable {
 
     /// Starts the proxy, relaying to `backend` on 127.0.0.1; nil if it did not start. Its
     /// port is read on a thread of its own, not the cooperative pool's.
-    public static func start(relayingTo backend: Int, as kind: Kind = .http) async -> StandInProxy? {
-        guard let child = ChildProgram.start(["python3", "-c", script, String(backend), kind.rawValue, user, password]) else { return nil }
+    /// With `tls` (a certificate and its key, PEM files), clients reach it over TLS.
+    public static func start(relayingTo backend: Int, as kind: Kind = .http, tls: (certificate: String, key: String)? = nil) async -> StandInProxy? {
+        let files = tls.map { [$0.certificate, $0.key] } ?? []
+        guard let child = ChildProgram.start(["python3", "-c", script, String(backend), kind.rawValue, user, password] + files) else { return nil }
         guard let port = await onThread({ Int(child.readLine(timeout: .seconds(30))) }) else {
             child.kill()
             return nil
         }
-        return StandInProxy(port: port, child: child, kind: kind)
+        return StandInProxy(port: port, child: child, kind: kind, tls: tls != nil)
     }
 
     /// The target of the next connection the proxy was asked for (`host:port`, as the client
@@ -68,14 +75,19 @@ public final class StandInProxy: Sendable {
     /// authentication", or for `socks5-credentials` username/password, then checking them)
     /// and the connect request (answering success, or refusing, or closing, by its kind);
     /// prints the target it was asked for (or why it refused the client), and copies both
-    /// ways until either side ends. It exits when its stdin ends, so
+    /// ways until either side ends. With a certificate and key (arguments 5 and 6) each
+    /// connection is TLS first, and both ways are copied by one thread. It exits when its stdin ends, so
     /// it does not outlive a test process that dies.
     private static let script = """
-        import ipaddress, os, socket, struct, sys, threading
+        import ipaddress, os, select, socket, ssl, struct, sys, threading
         backend = int(sys.argv[1])
         mode = sys.argv[2]
         USER = sys.argv[3].encode()
         PASSWORD = sys.argv[4].encode()
+        tls = None
+        if len(sys.argv) > 6:
+            tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            tls.load_cert_chain(sys.argv[5], sys.argv[6])
         socks = mode.startswith("socks5")
         printing = threading.Lock()
         def watch_stdin():
@@ -133,8 +145,19 @@ public final class StandInProxy: Sendable {
                 host = exactly(client, exactly(client, 1)[0]).decode()
             port = struct.unpack(">H", exactly(client, 2))[0]
             return host + ":" + str(port)
+        def relay(client, upstream):
+            # One thread for both ways: a TLS socket is not used from two threads.
+            while True:
+                ready = [client] if client.pending() else select.select([client, upstream], [], [], 60)[0]
+                for source in ready:
+                    data = source.recv(65536)
+                    if not data:
+                        return
+                    (upstream if source is client else client).sendall(data)
         def serve(client):
             try:
+                if tls:
+                    client = tls.wrap_socket(client, server_side=True)
                 if socks:
                     target = socks_target(client)
                 else:
@@ -164,6 +187,14 @@ public final class StandInProxy: Sendable {
                 client.sendall(b"\\x05\\x00\\x00\\x01\\x00\\x00\\x00\\x00\\x00\\x00")
             else:
                 client.sendall(b"HTTP/1.1 200 Connection established\\r\\n\\r\\n")
+            if tls:
+                try:
+                    relay(client, upstream)
+                except OSError:
+                    pass
+                client.close()
+                upstream.close()
+                return
             threading.Thread(target=copy, args=(client, upstream), daemon=True).start()
             copy(upstream, client)
         while True:

@@ -85,8 +85,13 @@ import Glibc
         let credentials = ProxyEnvironment(environment: ["HTTPS_PROXY": "socks5://u:p@127.0.0.1:1080"])
         let withCredentials = ProxyServer(kind: .socks5, host: "127.0.0.1", port: 1080, username: "u", password: "p")
         #expect(try ProxyRoute.choose(url: "https://coder.example.test/", environment: credentials, allowSOCKS: true) == .socks(withCredentials))
-        let overTLS = ProxyEnvironment(environment: ["HTTPS_PROXY": "https://127.0.0.1:3129"])
-        #expect(throws: ProxyError.self) { try ProxyRoute.choose(url: "https://coder.example.test/", environment: overTLS, allowSOCKS: true) }
+        // An https:// proxy: the same routes, reached over TLS; not for DERP's dials.
+        let overTLS = ProxyEnvironment(environment: ["HTTPS_PROXY": "https://127.0.0.1:3129", "HTTP_PROXY": "https://127.0.0.1:3129"])
+        let https = ProxyServer(kind: .https, host: "127.0.0.1", port: 3129)
+        #expect(try ProxyRoute.choose(url: "https://coder.example.test/", environment: overTLS, allowSOCKS: true) == .tunnel(https))
+        #expect(try ProxyRoute.choose(url: "http://coder.example.test/", environment: overTLS, allowSOCKS: true) == .forward(https))
+        #expect(try ProxyRoute.choose(url: "https://coder.example.test/", environment: overTLS, allowSOCKS: true).proxyTLS)
+        #expect(throws: ProxyError.self) { try ProxyRoute.choose(url: "https://coder.example.test/", environment: overTLS) }
     }
 
     /// An https request on a forwarding route would go in the clear: refused before any

@@ -53,16 +53,17 @@ public enum WebSocketConnector {
         // A SOCKS5 proxy carries it too, as Go's dialer uses one.
         let route = try ProxyRoute.choose(scheme: scheme, host: address, port: port, environment: proxies, alwaysTunnel: true, allowSOCKS: true)
         let serverName = ProxyRoute.serverName(for: address)
+        // The target's TLS (wss), and an https:// proxy's, with the same trust.
         let sslContext =
-            tls
+            tls || route.proxyTLS
             ? try NIOSSLContext(configuration: route.tlsConfiguration(tlsConfiguration))
             : nil
         let expired = ExpiryFlag()
         let cancellation = DialCancellation()
         return try await withTaskCancellationHandler {
             try await dial(
-                address: address, port: port, route: route, timeout: timeout, sslContext: sslContext, serverName: serverName, head: head,
-                expired: expired,
+                address: address, port: port, route: route, timeout: timeout, tls: tls, sslContext: sslContext, serverName: serverName,
+                head: head, expired: expired,
                 cancellation: cancellation, group: group, upgraded: upgraded)
         } onCancel: {
             cancellation.cancel()
@@ -70,7 +71,8 @@ public enum WebSocketConnector {
     }
 
     private static func dial<T: Sendable>(
-        address: String, port: Int, route: ProxyRoute, timeout: TimeAmount, sslContext: NIOSSLContext?, serverName: String?, head: HTTPRequestHead,
+        address: String, port: Int, route: ProxyRoute, timeout: TimeAmount, tls: Bool, sslContext: NIOSSLContext?, serverName: String?,
+        head: HTTPRequestHead,
         expired: ExpiryFlag,
         cancellation: DialCancellation, group: any EventLoopGroup, upgraded: @escaping @Sendable (any Channel) throws -> T
     ) async throws -> T {
@@ -83,8 +85,8 @@ public enum WebSocketConnector {
                 cancellation.opened(channel)
                 return channel.eventLoop.makeCompletedFuture {
                     // The proxy's tunnel first: TLS and the upgrade start inside it.
-                    try route.addHandlers(to: channel.pipeline.syncOperations, host: address, port: port)
-                    if let sslContext {
+                    try route.addHandlers(to: channel.pipeline.syncOperations, host: address, port: port, proxyContext: sslContext)
+                    if tls, let sslContext {
                         try channel.pipeline.syncOperations.addHandler(
                             route.tlsClientHandler(context: sslContext, host: address, serverName: serverName))
                     }

@@ -149,7 +149,8 @@ public struct AppHealthProbe: Sendable {
             throw RequestFailure(description: error.description)
         }
         let serverName = target.serverName
-        let ssl = target.secure ? try await tls.context() : nil
+        // The target's TLS, and an https:// proxy's, with the same trust.
+        let ssl = target.secure || route.proxyTLS ? try await tls.context() : nil
         let loop = group.next()
         let promise = loop.makePromise(of: HTTPResponseHead.self)
         let remaining = deadline - .now()
@@ -172,8 +173,8 @@ public struct AppHealthProbe: Sendable {
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let pipeline = channel.pipeline.syncOperations
-                    try route.addHandlers(to: pipeline, host: target.host, port: target.port)
-                    if let ssl { try pipeline.addHandler(route.tlsClientHandler(context: ssl, host: target.host, serverName: serverName)) }
+                    try route.addHandlers(to: pipeline, host: target.host, port: target.port, proxyContext: ssl)
+                    if target.secure, let ssl { try pipeline.addHandler(route.tlsClientHandler(context: ssl, host: target.host, serverName: serverName)) }
                     try pipeline.addHTTPClientHandlers()
                     try pipeline.addHandler(ResponseHeadHandler(request: request, promise: promise))
                 }
