@@ -70,14 +70,14 @@ struct CoderRESTTLSTests {
     func anHTTPSProxyIsReachedOverTLS(namesTheProxy: Bool) async throws {
         let (server, trusting, directory) = try await TLSTestServer.startTrusted(names: "DNS:coder.example.test", answer: Array(Self.ok.utf8))
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let proxyFiles = try await TLSTestServer.certificate(namesTheProxy ? "IP:127.0.0.1" : "DNS:other.example.test")
-        defer { try? FileManager.default.removeItem(atPath: proxyFiles.directory) }
-        let proxy = try #require(await StandInProxy.start(relayingTo: server.port, as: .http, tls: (proxyFiles.certificate, proxyFiles.key)))
-        defer { proxy.stop() }
+        let (proxy, both, proxyDirectory) = try await TLSTestServer.httpsProxy(
+            relayingTo: server.port, names: namesTheProxy ? "IP:127.0.0.1" : "DNS:other.example.test", trusting: trusting,
+            targetCertificate: directory + "/cert.pem")
+        defer {
+            proxy.stop()
+            try? FileManager.default.removeItem(atPath: proxyDirectory)
+        }
         #expect(proxy.url == "https://127.0.0.1:\(proxy.port)")
-        var both = trusting
-        both.trustRoots = .certificates(
-            try NIOSSLCertificate.fromPEMFile(directory + "/cert.pem") + NIOSSLCertificate.fromPEMFile(proxyFiles.certificate))
         let rest = CoderRESTClient(
             baseURL: "https://coder.example.test", token: "the-token", proxies: ProxyEnvironment(environment: ["HTTPS_PROXY": proxy.url]),
             tlsConfiguration: both)

@@ -104,6 +104,26 @@ final class TLSTestServer: Sendable {
         }
     }
 
+    /// An `https://` stand-in proxy relaying to `port`, with a throwaway certificate for
+    /// `names`; `trusting` with that certificate trusted too; the certificate's directory
+    /// (removed by the caller). `targetCertificate` is the file `trusting` trusts.
+    static func httpsProxy(
+        relayingTo port: Int, names: String, trusting: TLSConfiguration, targetCertificate: String
+    ) async throws -> (proxy: StandInProxy, trusting: TLSConfiguration, directory: String) {
+        let files = try await certificate(names)
+        guard let proxy = await StandInProxy.start(relayingTo: port, tls: (files.certificate, files.key)) else {
+            try? FileManager.default.removeItem(atPath: files.directory)
+            throw TLSTestServerError.proxyDidNotStart
+        }
+        var both = trusting
+        both.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(targetCertificate) + NIOSSLCertificate.fromPEMFile(files.certificate))
+        return (proxy, both, files.directory)
+    }
+
+    enum TLSTestServerError: Error {
+        case proxyDidNotStart
+    }
+
     /// A throwaway certificate for `names`, its key, and their directory (removed by the caller).
     static func certificate(_ names: String) async throws -> (certificate: String, key: String, directory: String) {
         let directory = NSTemporaryDirectory() + "tls-test-\(UUID().uuidString)"

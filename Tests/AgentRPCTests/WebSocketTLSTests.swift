@@ -61,13 +61,12 @@ struct WebSocketTLSTests {
     func throughAnHTTPSProxyTheCertificateMustNameTheControlPlane(names: String, valid: Bool) async throws {
         let (server, trusting, directory) = try await TLSTestServer.startTrusted(names: names, answer: Array(Self.forbidden.utf8))
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let proxyFiles = try await TLSTestServer.certificate("IP:127.0.0.1")
-        defer { try? FileManager.default.removeItem(atPath: proxyFiles.directory) }
-        let proxy = try #require(await StandInProxy.start(relayingTo: server.port, tls: (proxyFiles.certificate, proxyFiles.key)))
-        defer { proxy.stop() }
-        var both = trusting
-        both.trustRoots = .certificates(
-            try NIOSSLCertificate.fromPEMFile(directory + "/cert.pem") + NIOSSLCertificate.fromPEMFile(proxyFiles.certificate))
+        let (proxy, both, proxyDirectory) = try await TLSTestServer.httpsProxy(
+            relayingTo: server.port, names: "IP:127.0.0.1", trusting: trusting, targetCertificate: directory + "/cert.pem")
+        defer {
+            proxy.stop()
+            try? FileManager.default.removeItem(atPath: proxyDirectory)
+        }
         do {
             _ = try await WebSocketConnector.connect(
                 url: "wss://coder.example.test/api/v2/workspaceagents/me/rpc", headers: [("Coder-Session-Token", "the-token")],
