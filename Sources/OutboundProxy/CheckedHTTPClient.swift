@@ -206,6 +206,10 @@ public struct CheckedHTTPClient: Sendable {
         let context = request.secure ? try self.context ?? Self.systemTrust.get() : nil
         // An https:// proxy is checked with the same trust as the targets.
         let proxyContext = route.proxyTLS ? try self.context ?? Self.systemTrust.get() : nil
+        // A request forwarded to an https:// proxy is ready at the proxy's handshake (a
+        // tunnel's, at the target's: the proxy's events stay with its handshake).
+        let forwardedOverTLS: Bool
+        if case .forward = route { forwardedOverTLS = route.proxyTLS } else { forwardedOverTLS = false }
         let destination = route.connectAddress(host: request.host, port: request.port)
         let serverName = ProxyRoute.serverName(for: request.host)
         let (host, port) = (request.host, request.port)
@@ -239,8 +243,7 @@ public struct CheckedHTTPClient: Sendable {
                 if let context { try pipeline.addHandler(route.tlsClientHandler(context: context, host: host, serverName: serverName)) }
                 // Ready at the target's TLS handshake, else (forwarded to an https:// proxy) the
                 // proxy's, else at channelActive.
-                try pipeline.addHandler(
-                    ConnectionSetupHandler(tls: context != nil || route.proxyTLS, deadline: setupDeadline, expired: setupExpired))
+                try pipeline.addHandler(ConnectionSetupHandler(tls: context != nil || forwardedOverTLS, deadline: setupDeadline, expired: setupExpired))
                 try pipeline.addHTTPClientHandlers()
                 let handlers = ExchangeHandlers()
                 try pipeline.addHandlers([handlers.writer, handlers.head, handlers.answer])

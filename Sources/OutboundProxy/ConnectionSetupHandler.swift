@@ -3,9 +3,10 @@ import NIOTLS
 
 /// Owns a request's connect timeout, on the event loop: the connection closes at it unless it
 /// is ready by then, and no timer outlives the connection. Ready means TLS's handshake done
-/// for https; for plain http the connection's `channelActive`, which a proxy's handshake
-/// (``ProxyHandshakeHandler``) holds back until the way to the target is open. Sits behind
-/// the route's and TLS's handlers.
+/// for https (the target's: a tunnel's proxy keeps its own TLS events), or for plain http
+/// forwarded to an `https://` proxy, the proxy's; else the connection's `channelActive`,
+/// which a proxy's handshake (``ProxyHandshakeHandler``) holds back until the way to the
+/// target is open. Sits behind the route's and TLS's handlers.
 final class ConnectionSetupHandler: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer

@@ -1,4 +1,5 @@
 import NIOCore
+import NIOSSL
 import NIOTLS
 
 /// The first handler of a connection to a proxy: runs the proxy's handshake (an HTTP proxy's
@@ -85,16 +86,16 @@ public final class ProxyHandshakeHandler<Handshake: ProxyHandshake>: ChannelDupl
         }
     }
 
-    /// An I/O error before the way is open (a reset, say) is the proxy's connection failing:
-    /// reported as the proxy closing it, naming the proxy. Any other (TLS to an `https://`
-    /// proxy refusing its certificate) fails the connection as it is.
+    /// An error before the way is open is the proxy's: an I/O error (a reset, say) or TLS's
+    /// report of a close without `close_notify` is the proxy closing the connection; any other
+    /// (TLS to an `https://` proxy refusing its certificate) is named as the proxy's.
     public func errorCaught(context: ChannelHandlerContext, error: any Error) {
         switch state {
         case .waitingForActive, .waitingForAnswer:
-            if error is IOError || error is ChannelError {
+            if error is IOError || error is ChannelError || error as? NIOSSLError == .uncleanShutdown {
                 fail(ProxyError.closed(proxy: proxy), context: context)
             } else {
-                fail(error, context: context)
+                fail(ProxyError.failed(proxy: proxy, "\(error)"), context: context)
             }
         case .established, .failed:
             context.fireErrorCaught(error)

@@ -77,9 +77,12 @@ public enum ProxyError: Error, Sendable, Equatable, CustomStringConvertible, Cus
     case invalidProxy(String)
     /// `HTTP_PROXY` is set while `REQUEST_METHOD` is (Go's CGI rule).
     case refusedInCGI
-    /// A kind of proxy this dial cannot use (an https proxy; SOCKS5 where not allowed), or a
-    /// target it cannot carry.
+    /// A kind of proxy this dial cannot use (SOCKS5 or https for DERP), or a target it
+    /// cannot carry.
     case unsupported(ProxyServer, String)
+    /// The connection to the proxy failed otherwise (TLS to an `https://` proxy: its
+    /// certificate refused, say), with the cause.
+    case failed(proxy: ProxyServer, String)
     /// The proxy answered CONNECT with something other than 200.
     case refused(proxy: ProxyServer, target: String, status: Int, reason: String)
     /// The proxy's answer to CONNECT was not HTTP, or too long.
@@ -117,6 +120,8 @@ public enum ProxyError: Error, Sendable, Equatable, CustomStringConvertible, Cus
             return "proxy \(proxy) refused to connect to \(target): \(reason)"
         case .socksFailed(let proxy, let target, let reason):
             return "proxy \(proxy), connecting to \(target): \(reason)"
+        case .failed(let proxy, let why):
+            return "proxy \(proxy): \(why)"
         case .certificateNotForTarget(let target):
             return "the certificate is not valid for \(target)"
         }

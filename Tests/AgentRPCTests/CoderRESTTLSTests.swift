@@ -90,7 +90,7 @@ struct CoderRESTTLSTests {
             await #expect {
                 _ = try await rest.send(.GET, "/api/v2/x")
             } throws: { error in
-                "\(error)".contains("the certificate is not valid for 127.0.0.1")
+                "\(error)".contains("proxy https://127.0.0.1:\(proxy.port): the certificate is not valid for 127.0.0.1")
             }
             #expect(server.text.isEmpty, "nothing reached the target")
         }
