@@ -6,7 +6,7 @@ import NIOSSL
 import Synchronization
 import Testing
 
-/// A TLS server on 127.0.0.1 that keeps what it reads in plain text and, once a request's
+/// A TLS (or plain) server on 127.0.0.1 that keeps what it reads in plain text and, once a request's
 /// head and its `Content-Length` body have arrived, writes `answer` (nil: says nothing) and,
 /// if asked, closes.
 final class TLSTestServer: Sendable {
@@ -30,12 +30,20 @@ final class TLSTestServer: Sendable {
         let configuration = TLSConfiguration.makeServerConfiguration(
             certificateChain: try NIOSSLCertificate.fromPEMFile(certificate).map { .certificate($0) },
             privateKey: .privateKey(try NIOSSLPrivateKey(file: key, format: .pem)))
-        let context = try NIOSSLContext(configuration: configuration)
+        return try await start(context: NIOSSLContext(configuration: configuration), answer: answer, close: close)
+    }
+
+    /// The same server in plain text (no TLS): an http target.
+    static func startPlain(answer: [UInt8]?, close: Bool = false) async throws -> TLSTestServer {
+        try await start(context: nil, answer: answer, close: close)
+    }
+
+    private static func start(context: NIOSSLContext?, answer: [UInt8]?, close: Bool) async throws -> TLSTestServer {
         let received = Received()
         let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .childChannelInitializer { child in
                 child.eventLoop.makeCompletedFuture {
-                    try child.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: context))
+                    if let context { try child.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: context)) }
                     try child.pipeline.syncOperations.addHandler(Recorder(received: received, answer: answer, close: close))
                 }
             }

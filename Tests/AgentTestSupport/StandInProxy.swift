@@ -1,9 +1,9 @@
 import Foundation
 
 /// A hostile proxy: it answers every `CONNECT` (or, as a SOCKS5 proxy, every SOCKS5 connect)
-/// with success and relays the connection to one local port, whatever the target, as a proxy
-/// standing in for the servers behind it would. Python's standard library, as a child of the
-/// test; ``stop()`` ends it.
+/// with success, or takes a forwarded request, and relays the connection to one local port,
+/// whatever the target, as a proxy standing in for the servers behind it would. Python's
+/// standard library, as a child of the test; ``stop()`` ends it.
 public final class StandInProxy: Sendable {
     public let port: Int
     private let child: ChildProgram.Running
@@ -71,7 +71,8 @@ public final class StandInProxy: Sendable {
     public func stop() { child.kill() }
 
     /// Prints its port, then serves each connection on a thread: reads the request head (at
-    /// most 16 KiB) and answers 200, or as SOCKS5 reads the greeting (answering "no
+    /// most 16 KiB) and answers a `CONNECT` 200 (any other request goes to the backend as it
+    /// came), or as SOCKS5 reads the greeting (answering "no
     /// authentication", or for `socks5-credentials` username/password, then checking them)
     /// and the connect request (answering success, or refusing, or closing, by its kind);
     /// prints the target it was asked for (or why it refused the client), and copies both
@@ -167,7 +168,8 @@ public final class StandInProxy: Sendable {
                         if not data:
                             raise OSError("closed")
                         head += data
-                    target = head.split(b" ")[1].decode() if head.startswith(b"CONNECT ") else "?"
+                    # CONNECT's target, or a forwarded request's absolute URL.
+                    target = head.split(b" ")[1].decode()
             except (OSError, ValueError, IndexError):
                 client.close()
                 return
@@ -185,8 +187,11 @@ public final class StandInProxy: Sendable {
             upstream.settimeout(None)
             if socks:
                 client.sendall(b"\\x05\\x00\\x00\\x01\\x00\\x00\\x00\\x00\\x00\\x00")
-            else:
+            elif head.startswith(b"CONNECT "):
                 client.sendall(b"HTTP/1.1 200 Connection established\\r\\n\\r\\n")
+            else:
+                # A forwarded request goes to the backend as it came, absolute URL and all.
+                upstream.sendall(head)
             if tls:
                 try:
                     relay(client, upstream)
