@@ -203,9 +203,10 @@ public struct CheckedHTTPClient: Sendable {
         if case .forward(let proxy) = route, request.secure {
             throw ProxyError.unsupported(proxy, "an https request is not forwarded in the clear")
         }
-        let context = request.secure ? try self.context ?? Self.systemTrust.get() : nil
         // An https:// proxy is checked with the same trust as the targets.
-        let proxyContext = route.proxyTLS ? try self.context ?? Self.systemTrust.get() : nil
+        let trust = request.secure || route.proxyTLS ? try self.context ?? Self.systemTrust.get() : nil
+        let context = request.secure ? trust : nil
+        let proxyContext = route.proxyTLS ? trust : nil
         // A request forwarded to an https:// proxy is ready at the proxy's handshake (a
         // tunnel's, at the target's: the proxy's events stay with its handshake).
         let forwardedOverTLS: Bool

@@ -68,8 +68,8 @@ public enum ProxyRoute: Sendable, Equatable {
     }
 
     /// Adds the route's first handlers to a new connection's pipeline: TLS to an `https://`
-    /// proxy (with `proxyContext`, from ``tlsConfiguration(_:)``; the system's trust when
-    /// nil), then a ``ProxyHandshakeHandler`` with the proxy's handshake, which holds the
+    /// proxy (with `proxyContext`, from ``tlsConfiguration(_:)``, which such a route needs),
+    /// then a ``ProxyHandshakeHandler`` with the proxy's handshake, which holds the
     /// handlers behind it until the way to the target is open. Throws for a target SOCKS5
     /// cannot carry (a host name empty or over 255 bytes, a port outside 1...65535).
     public func addHandlers(
@@ -89,7 +89,7 @@ public enum ProxyRoute: Sendable, Equatable {
         if let proxy, proxy.kind == .https {
             // In front of everything: the proxy's handshake (or the forwarded request) and
             // the target's own TLS go inside it.
-            let context = try proxyContext ?? Self.systemTrust.get()
+            guard let context = proxyContext else { throw ProxyError.unsupported(proxy, "no TLS configuration for an https:// proxy") }
             let handler = try ProxyRoute.direct.tlsClientHandler(context: context, host: proxy.host, serverName: Self.serverName(for: proxy.host))
             try pipeline.addHandler(handler, position: .first)
         }
@@ -97,8 +97,4 @@ public enum ProxyRoute: Sendable, Equatable {
 
     /// Whether the connection to the proxy itself runs TLS (an `https://` proxy).
     public var proxyTLS: Bool { proxy?.kind == .https }
-
-    /// The system's trust for an `https://` proxy when the dial has none of its own (loading
-    /// the store costs milliseconds; a context is safe to share).
-    private static let systemTrust = Result { try NIOSSLContext(configuration: ProxyRoute.direct.tlsConfiguration(.makeClientConfiguration())) }
 }
