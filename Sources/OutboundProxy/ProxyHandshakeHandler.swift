@@ -1,5 +1,4 @@
 import NIOCore
-import NIOSSL
 import NIOTLS
 
 /// The first handler of a connection to a proxy: runs the proxy's handshake (an HTTP proxy's
@@ -92,11 +91,7 @@ public final class ProxyHandshakeHandler<Handshake: ProxyHandshake>: ChannelDupl
     public func errorCaught(context: ChannelHandlerContext, error: any Error) {
         switch state {
         case .waitingForActive, .waitingForAnswer:
-            if error is IOError || error is ChannelError || error as? NIOSSLError == .uncleanShutdown {
-                fail(ProxyError.closed(proxy: proxy), context: context)
-            } else {
-                fail(ProxyError.failed(proxy: proxy, "\(error)"), context: context)
-            }
+            fail(ProxyError.isClosing(error) ? ProxyError.closed(proxy: proxy) : ProxyError.failed(proxy: proxy, "\(error)"), context: context)
         case .established, .failed:
             context.fireErrorCaught(error)
         }

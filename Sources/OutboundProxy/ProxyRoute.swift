@@ -76,8 +76,12 @@ public enum ProxyRoute: Sendable, Equatable {
         to pipeline: ChannelPipeline.SynchronousOperations, host: String, port: Int, proxyContext: NIOSSLContext? = nil
     ) throws {
         switch self {
-        case .direct, .forward:
+        case .direct:
             break
+        case .forward(let proxy):
+            // Only TLS to an https:// proxy stands before the requests: its errors are named
+            // as the proxy's here, as the proxy's handshake names them on the other routes.
+            if proxy.kind == .https { try pipeline.addHandler(ProxyTLSErrorHandler(proxy: proxy), position: .first) }
         case .tunnel(let proxy):
             try pipeline.addHandler(ProxyHandshakeHandler(HTTPConnectHandshake(proxy: proxy, host: host, port: port)), position: .first)
         case .socks(let proxy):

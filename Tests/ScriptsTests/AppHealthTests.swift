@@ -229,6 +229,48 @@ struct AppHealthTests {
         }
     }
 
+    /// Through an `https://` proxy: TLS to the proxy first, its certificate checked against
+    /// the proxy's address; then an https check's own TLS inside the tunnel, checked against
+    /// the target's name, or a plain http check forwarded to the proxy over that TLS.
+    @Test func checksGoThroughAnHTTPSProxy() async throws {
+        let (target, trusting, directory) = try await Self.tlsServer(names: "DNS:coder.example.test")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let plain = try await Kit.HTTPServer.start()
+        let files = try await Kit.selfSignedCertificate(names: "IP:127.0.0.1")
+        defer { try? FileManager.default.removeItem(atPath: files.directory) }
+        var both = trusting
+        both.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(directory + "/cert.pem") + NIOSSLCertificate.fromPEMFile(files.certificate))
+        guard let tunnel = await StandInProxy.start(relayingTo: target.port, tls: (files.certificate, files.key)),
+            let forward = await StandInProxy.start(relayingTo: plain.port, tls: (files.certificate, files.key))
+        else {
+            Issue.record("the stand-in proxies did not start")
+            return
+        }
+        defer {
+            tunnel.stop()
+            forward.stop()
+        }
+
+        let secure = AppHealthProbe(tlsConfiguration: both, proxies: ProxyEnvironment(environment: ["HTTPS_PROXY": tunnel.url]))
+        #expect(tunnel.url.hasPrefix("https://"))
+        #expect(await secure.check("https://coder.example.test/ok", timeout: .seconds(60)) == .healthy(status: 200))
+        #expect(await tunnel.nextTarget() == "coder.example.test:443")
+        #expect(target.hits == ["/ok"])
+
+        let forwarded = AppHealthProbe(tlsConfiguration: both, proxies: ProxyEnvironment(environment: ["HTTP_PROXY": forward.url]))
+        #expect(await forwarded.check("http://coder.example.test/ok", timeout: .seconds(60)) == .healthy(status: 200))
+        #expect(await forward.nextTarget() == "http://coder.example.test/ok")
+        #expect(plain.hits == ["http://coder.example.test/ok"], "the absolute URL, as a proxy is asked")
+
+        // Without the proxy's certificate trusted, neither check reaches a server.
+        let untrusting = AppHealthProbe(tlsConfiguration: trusting, proxies: ProxyEnvironment(environment: ["HTTP_PROXY": forward.url]))
+        let refused = await untrusting.check("http://coder.example.test/ok", timeout: .seconds(60))
+        #expect(!refused.isHealthy && "\(refused)".contains("proxy"), "\(refused)")
+        #expect(plain.hits.count == 1)
+        await target.stop()
+        await plain.stop()
+    }
+
     /// https to a name, directly: a certificate that names only the address the name
     /// resolved to (127.0.0.1 for `localhost`, which NIOSSL accepts as the connected address)
     /// is refused, as Go refuses it; one that names the host passes.
