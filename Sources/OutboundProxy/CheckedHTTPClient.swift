@@ -123,7 +123,7 @@ public struct CheckedHTTPClient: Sendable {
     static let shutdownTimeout = TimeAmount.milliseconds(500)
 
     /// - Parameters:
-    ///   - route: how requests travel (``ProxyRoute/choose(url:environment:allowSOCKS:)``
+    ///   - route: how requests travel (``ProxyRoute/choose(url:environment:anyProxyKind:)``
     ///     picks it from the environment); a forwarding route refuses https requests, which
     ///     it would send in the clear.
     ///   - tlsConfiguration: the trust for https targets; nil takes the system's store, whose

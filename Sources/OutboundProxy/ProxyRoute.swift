@@ -17,33 +17,33 @@ public enum ProxyRoute: Sendable, Equatable {
 
     /// The route for `scheme://host:port` in `environment`. An https (or wss) target, or any
     /// target when `alwaysTunnel` (DERP's rule), goes through CONNECT; an http one is forwarded;
-    /// an `https://` proxy is reached over TLS (its certificate checked against its host);
-    /// with `allowSOCKS`, a SOCKS5 proxy carries either. `allowSOCKS` is for the dials that
-    /// take every proxy Go's transport takes; without it (DERP, as Tailscale's client) only
-    /// `http://` proxies are used, and the others throw.
+    /// a SOCKS5 proxy carries either. `anyProxyKind` is for the dials that take every proxy
+    /// Go's transport takes (`http://`, `https://`, reached over TLS with its certificate
+    /// checked against its host, and `socks5://`); without it (DERP, as Tailscale's client)
+    /// only `http://` proxies are used, and the others throw.
     public static func choose(
         scheme: String, host: String, port: Int, environment: ProxyEnvironment = .process, alwaysTunnel: Bool = false,
-        allowSOCKS: Bool = false
+        anyProxyKind: Bool = false
     ) throws(ProxyError) -> ProxyRoute {
         guard let proxy = try environment.proxy(scheme: scheme, host: host, port: port) else { return .direct }
         switch proxy.kind {
         case .http, .https:
-            guard proxy.kind == .http || allowSOCKS else { throw .unsupported(proxy, "only http:// proxies are supported for this connection") }
+            guard proxy.kind == .http || anyProxyKind else { throw .unsupported(proxy, "only http:// proxies are supported for this connection") }
             let secure = scheme.lowercased() == "https" || scheme.lowercased() == "wss"
             return secure || alwaysTunnel ? .tunnel(proxy) : .forward(proxy)
-        case .socks5 where allowSOCKS:
+        case .socks5 where anyProxyKind:
             return .socks(proxy)
         case .socks5:
             throw .unsupported(proxy, "only http:// proxies are supported for this connection")
         }
     }
 
-    /// The route for a URL's text (``choose(scheme:host:port:environment:alwaysTunnel:allowSOCKS:)``);
+    /// The route for a URL's text (``choose(scheme:host:port:environment:alwaysTunnel:anyProxyKind:)``);
     /// direct for a URL without a host.
-    public static func choose(url: String, environment: ProxyEnvironment = .process, allowSOCKS: Bool = false) throws(ProxyError) -> ProxyRoute {
+    public static func choose(url: String, environment: ProxyEnvironment = .process, anyProxyKind: Bool = false) throws(ProxyError) -> ProxyRoute {
         guard let target = URLTarget(url) else { return .direct }
         let port = target.port ?? (target.scheme == "https" ? 443 : 80)
-        return try choose(scheme: target.scheme, host: target.host, port: port, environment: environment, allowSOCKS: allowSOCKS)
+        return try choose(scheme: target.scheme, host: target.host, port: port, environment: environment, anyProxyKind: anyProxyKind)
     }
 
     /// The proxy, if any.

@@ -75,22 +75,22 @@ import Glibc
         let http = ProxyServer(kind: .http, host: "127.0.0.1", port: 3128)
         let socks = ProxyServer(kind: .socks5, host: "127.0.0.1", port: 1080)
         let viaHTTP = ProxyEnvironment(environment: ["HTTP_PROXY": "http://127.0.0.1:3128", "HTTPS_PROXY": "http://127.0.0.1:3128"])
-        #expect(try ProxyRoute.choose(url: "https://coder.example.test/", environment: viaHTTP, allowSOCKS: true) == .tunnel(http))
-        #expect(try ProxyRoute.choose(url: "http://coder.example.test/", environment: viaHTTP, allowSOCKS: true) == .forward(http))
-        #expect(try ProxyRoute.choose(url: "http://127.0.0.1/", environment: viaHTTP, allowSOCKS: true) == .direct)
+        #expect(try ProxyRoute.choose(url: "https://coder.example.test/", environment: viaHTTP, anyProxyKind: true) == .tunnel(http))
+        #expect(try ProxyRoute.choose(url: "http://coder.example.test/", environment: viaHTTP, anyProxyKind: true) == .forward(http))
+        #expect(try ProxyRoute.choose(url: "http://127.0.0.1/", environment: viaHTTP, anyProxyKind: true) == .direct)
         let viaSOCKS = ProxyEnvironment(environment: ["HTTP_PROXY": "socks5://127.0.0.1:1080", "HTTPS_PROXY": "socks5h://127.0.0.1"])
-        #expect(try ProxyRoute.choose(url: "https://coder.example.test/", environment: viaSOCKS, allowSOCKS: true) == .socks(socks))
-        #expect(try ProxyRoute.choose(url: "http://coder.example.test/", environment: viaSOCKS, allowSOCKS: true) == .socks(socks))
+        #expect(try ProxyRoute.choose(url: "https://coder.example.test/", environment: viaSOCKS, anyProxyKind: true) == .socks(socks))
+        #expect(try ProxyRoute.choose(url: "http://coder.example.test/", environment: viaSOCKS, anyProxyKind: true) == .socks(socks))
         #expect(throws: ProxyError.self) { try ProxyRoute.choose(url: "https://coder.example.test/", environment: viaSOCKS) }
         let credentials = ProxyEnvironment(environment: ["HTTPS_PROXY": "socks5://u:p@127.0.0.1:1080"])
         let withCredentials = ProxyServer(kind: .socks5, host: "127.0.0.1", port: 1080, username: "u", password: "p")
-        #expect(try ProxyRoute.choose(url: "https://coder.example.test/", environment: credentials, allowSOCKS: true) == .socks(withCredentials))
+        #expect(try ProxyRoute.choose(url: "https://coder.example.test/", environment: credentials, anyProxyKind: true) == .socks(withCredentials))
         // An https:// proxy: the same routes, reached over TLS; not for DERP's dials.
         let overTLS = ProxyEnvironment(environment: ["HTTPS_PROXY": "https://127.0.0.1:3129", "HTTP_PROXY": "https://127.0.0.1:3129"])
         let https = ProxyServer(kind: .https, host: "127.0.0.1", port: 3129)
-        #expect(try ProxyRoute.choose(url: "https://coder.example.test/", environment: overTLS, allowSOCKS: true) == .tunnel(https))
-        #expect(try ProxyRoute.choose(url: "http://coder.example.test/", environment: overTLS, allowSOCKS: true) == .forward(https))
-        #expect(try ProxyRoute.choose(url: "https://coder.example.test/", environment: overTLS, allowSOCKS: true).proxyTLS)
+        #expect(try ProxyRoute.choose(url: "https://coder.example.test/", environment: overTLS, anyProxyKind: true) == .tunnel(https))
+        #expect(try ProxyRoute.choose(url: "http://coder.example.test/", environment: overTLS, anyProxyKind: true) == .forward(https))
+        #expect(try ProxyRoute.choose(url: "https://coder.example.test/", environment: overTLS, anyProxyKind: true).proxyTLS)
         #expect(throws: ProxyError.self) { try ProxyRoute.choose(url: "https://coder.example.test/", environment: overTLS) }
     }
 
@@ -177,7 +177,7 @@ struct CheckedHTTPSetupTests {
             case .wrongPassword: proxy.url(user: StandInProxy.user, password: "wrong")
             }
         let route = try ProxyRoute.choose(
-            url: "https://coder.example.test/", environment: ProxyEnvironment(environment: ["HTTPS_PROXY": url]), allowSOCKS: true)
+            url: "https://coder.example.test/", environment: ProxyEnvironment(environment: ["HTTPS_PROXY": url]), anyProxyKind: true)
         let client = try CheckedHTTPClient(route: route)
         let request = try #require(CheckedHTTPClient.Request(method: .GET, url: "https://coder.example.test/x"))
         await #expect {

@@ -138,7 +138,7 @@ struct ProxyEnvironmentTests {
         // allow SOCKS5.
         #expect(throws: ProxyError.self) { try ProxyRoute.choose(scheme: "https", host: "a.example", port: 443, environment: socks, alwaysTunnel: true) }
         #expect(
-            try ProxyRoute.choose(scheme: "wss", host: "a.example", port: 443, environment: socks, alwaysTunnel: true, allowSOCKS: true)
+            try ProxyRoute.choose(scheme: "wss", host: "a.example", port: 443, environment: socks, alwaysTunnel: true, anyProxyKind: true)
                 == .socks(ProxyServer(kind: .socks5, host: "proxy", port: 1080)))
     }
 }

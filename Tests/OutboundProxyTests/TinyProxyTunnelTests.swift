@@ -89,7 +89,7 @@ struct TinyProxyTunnelTests {
             channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(OneAnswer()) }
         }
         let url = "http://0.0.0.0:\(server.port)/hello"
-        let route = try ProxyRoute.choose(url: url, environment: ProxyEnvironment(environment: ["HTTP_PROXY": proxy.url()]), allowSOCKS: true)
+        let route = try ProxyRoute.choose(url: url, environment: ProxyEnvironment(environment: ["HTTP_PROXY": proxy.url()]), anyProxyKind: true)
         #expect(route.proxy != nil)
         let client = try CheckedHTTPClient(route: route)
         let request = try #require(CheckedHTTPClient.Request(method: .GET, url: url))

@@ -123,7 +123,7 @@ private func environment(_ bytes: [UInt8], split: UInt8) {
         _ = try? proxies.proxy(scheme: scheme, host: target, port: Int(split))
         _ = try? proxies.proxy(url: "\(scheme)://\(target)/")
         // A route is chosen for any text, and names the proxy the environment gave.
-        if let route = try? ProxyRoute.choose(scheme: scheme, host: target, port: Int(split), environment: proxies, allowSOCKS: true) {
+        if let route = try? ProxyRoute.choose(scheme: scheme, host: target, port: Int(split), environment: proxies, anyProxyKind: true) {
             require(route.proxy == (try? proxies.proxy(scheme: scheme, host: target, port: Int(split))) ?? nil, "the route's proxy is not the environment's")
         }
         for loopback in ["localhost", "127.0.0.1", "127.1.2.3", "::1"] {

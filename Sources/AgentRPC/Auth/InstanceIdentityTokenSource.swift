@@ -66,7 +66,7 @@ public struct InstanceIdentityTokenSource: SessionTokenSource {
         else { throw InstanceIdentityError("\(what): not an http:// or https:// URL") }
         let client: CheckedHTTPClient
         do {
-            client = try CheckedHTTPClient(route: ProxyRoute.choose(url: metadata.url, environment: proxies, allowSOCKS: true))
+            client = try CheckedHTTPClient(route: ProxyRoute.choose(url: metadata.url, environment: proxies, anyProxyKind: true))
         } catch {
             throw InstanceIdentityError("\(what): \(error)")
         }

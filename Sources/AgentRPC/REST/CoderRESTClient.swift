@@ -45,7 +45,7 @@ public struct CoderRESTClient: CoderRESTRequesting {
         if base.hasPrefix("ws://") { base = "http://" + base.dropFirst("ws://".count) }
         let transport: Transport
         do {
-            let route = try ProxyRoute.choose(url: base, environment: proxies, allowSOCKS: true)
+            let route = try ProxyRoute.choose(url: base, environment: proxies, anyProxyKind: true)
             transport = .checked(try CheckedHTTPClient(route: route, tlsConfiguration: tlsConfiguration))
         } catch {
             transport = .failed("\(error)")

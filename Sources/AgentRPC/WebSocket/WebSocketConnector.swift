@@ -50,8 +50,8 @@ public enum WebSocketConnector {
         for (name, value) in extra { headers.add(name: name, value: value) }
         headers.add(name: "Content-Length", value: "0")
         let head = HTTPRequestHead(version: .http1_1, method: .GET, uri: path, headers: headers)
-        // A SOCKS5 proxy carries it too, as Go's dialer uses one.
-        let route = try ProxyRoute.choose(scheme: scheme, host: address, port: port, environment: proxies, alwaysTunnel: true, allowSOCKS: true)
+        // Any proxy Go's dialer takes (https://, SOCKS5 too).
+        let route = try ProxyRoute.choose(scheme: scheme, host: address, port: port, environment: proxies, alwaysTunnel: true, anyProxyKind: true)
         let serverName = ProxyRoute.serverName(for: address)
         // The target's TLS (wss), and an https:// proxy's, with the same trust.
         let sslContext =

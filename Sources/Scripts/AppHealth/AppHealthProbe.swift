@@ -144,7 +144,7 @@ public struct AppHealthProbe: Sendable {
         let route: ProxyRoute
         do {
             route = try ProxyRoute.choose(
-                scheme: target.secure ? "https" : "http", host: target.host, port: target.port, environment: proxies, allowSOCKS: true)
+                scheme: target.secure ? "https" : "http", host: target.host, port: target.port, environment: proxies, anyProxyKind: true)
         } catch {
             throw RequestFailure(description: error.description)
         }

@@ -71,7 +71,7 @@ final class MCPHTTPConnection: Sendable {
         }
         client = Result {
             let route = try ProxyRoute.choose(
-                scheme: origin.scheme, host: origin.host, port: origin.port, environment: proxies, allowSOCKS: true)
+                scheme: origin.scheme, host: origin.host, port: origin.port, environment: proxies, anyProxyKind: true)
             return try CheckedHTTPClient(route: route, connectTimeout: TimeAmount(connectTimeout), keepAlive: keepAlive)
         }
     }
