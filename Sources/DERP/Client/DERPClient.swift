@@ -13,12 +13,10 @@ import Synchronization
 ///   set or after the Upgrade got HTTP 4xx (or TLS negotiated h2); a 5xx is retried on the
 ///   same transport. The choice sticks for the client's life and is reported in
 ///   ``DERPClientState/transport`` and ``DERPClientEvent/connected(regionID:transport:)``.
-/// - Reconnects: after a connection that stayed up ``Configuration/healthyAfter`` ends, the
-///   first redial waits a random part of ``Configuration/backoffFloor``; each failed dial
-///   (or connection shorter than that) doubles the wait up to
-///   ``Configuration/backoffCeiling`` (±20 % jitter). A Restarting frame sets the next wait to its
-///   reconnect-in (at most ``Configuration/maxRestartWait``), then retries every
-///   `backoffFloor` for its try-for window (at most as long). Failed dials move to the next node of the list.
+/// - Reconnects: as ``DERPRedialPolicy`` decides (a backoff from ``Configuration/backoffFloor``
+///   to ``Configuration/backoffCeiling``, reset by a connection that stayed up
+///   ``Configuration/healthyAfter``; a Restarting frame's reconnect-in and try-for window).
+///   Failed dials move to the next node of the list.
 /// - Bounds: outbound frames not yet written are capped at ``Configuration/maxQueuedPackets``
 ///   and ``Configuration/maxQueuedBytes`` (more are dropped, `queue_full`); inbound packets
 ///   wait in ``packets`` up to ``Configuration/inboundBuffer`` (more are dropped,
@@ -177,11 +175,10 @@ public final class DERPClient: Sendable {
     // MARK: The connection loop
 
     private func run() async {
-        var failures = 0
+        var redial = DERPRedialPolicy(configuration)
         var nodeIndex = 0
         var webSocketReason: String? = configuration.forceWebSocket ? "forced by configuration" : nil
-        var restartUntil: ContinuousClock.Instant?
-        // Bounded in count by the backoff (each turn waits for a connection's life or a
+        // Bounded in count by the redial policy (each turn waits for a connection's life or a
         // delay) and in time by close(), which cancels this task.
         while !Task.isCancelled {
             let node = nodes[nodeIndex % nodes.count]
@@ -190,7 +187,7 @@ public final class DERPClient: Sendable {
                 $0.state.phase = $0.closed ? .closed : .connecting
                 $0.state.node = node
             }
-            var delay: Duration
+            let delay: Duration
             do throws(DERPConnectError) {
                 let connection = try await DERPConnector.connect(parameters(node: node, transport: transport), group: group)
                 guard adopt(connection) else {
@@ -209,16 +206,11 @@ public final class DERPClient: Sendable {
                 }
                 logger.info("DERP connection ended", metadata: ["region": "\(node.regionID)", "reason": "\(reason)"])
                 eventSink.yield(.disconnected(reason: reason))
-                if let restart = end?.restarting {
-                    let wait = min(.milliseconds(Int64(restart.reconnectIn)), configuration.maxRestartWait)
-                    restartUntil = .now + wait + min(.milliseconds(Int64(restart.tryFor)), configuration.maxRestartWait)
-                    failures = 0
-                    try? await Task.sleep(for: wait)
-                    continue
+                let restarting = end?.restarting.map {
+                    (reconnectIn: Duration.milliseconds(Int64($0.reconnectIn)), tryFor: Duration.milliseconds(Int64($0.tryFor)))
                 }
-                // A relay that drops us right after the handshake is a failure too: without
-                // this, such a relay would be redialed every backoffFloor forever.
-                if ContinuousClock.now - started >= configuration.healthyAfter { failures = 0 } else { failures += 1 }
+                let now = ContinuousClock.now
+                delay = redial.ended(lived: now - started, restarting: restarting, now: now)
             } catch {
                 shared.withLock { $0.state.lastError = error.description }
                 logger.info("DERP connect failed", metadata: ["region": "\(node.regionID)", "transport": "\(transport)", "error": "\(error)"])
@@ -227,23 +219,10 @@ public final class DERPClient: Sendable {
                     continue
                 }
                 if case .refused = error {} else { nodeIndex += 1 }
-                failures += 1
-            }
-            if let until = restartUntil, ContinuousClock.now < until {
-                delay = configuration.backoffFloor
-            } else {
-                restartUntil = nil
-                delay = backoff(failures: failures)
+                delay = redial.dialFailed(now: .now)
             }
             try? await Task.sleep(for: delay)
         }
-    }
-
-    /// The wait before a redial after `failures` failed attempts in a row.
-    func backoff(failures: Int) -> Duration {
-        failures == 0
-            ? configuration.backoffFloor * Double.random(in: 0...1)
-            : Backoff(initial: configuration.backoffFloor, maximum: configuration.backoffCeiling, jitter: .spread(0.2)).delay(afterFailures: failures)
     }
 
     private func parameters(node: DERPNode, transport: DERPTransport) -> DERPConnector.Parameters {
