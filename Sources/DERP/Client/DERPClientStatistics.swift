@@ -14,7 +14,8 @@ public struct DERPClientStatistics: Equatable, Sendable {
     /// Their bytes, headers included.
     public var bytesReceived = 0
     /// Packets (or frames) dropped, by reason: `queue_full`, `not_connected`, `too_large`,
-    /// `inbound_full`, `malformed_frame`, `unknown_frame`, `closed`.
+    /// `inbound_full`, `malformed_frame`, `unknown_frame`, `closed`, `pong_backlog` (a relay ping left
+    /// unanswered while earlier answers wait to be written).
     public var drops: [String: Int] = [:]
     /// Outbound frames accepted but not yet written to the socket, now.
     public var queuedPackets = 0

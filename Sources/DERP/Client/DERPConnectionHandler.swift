@@ -41,6 +41,8 @@ final class DERPConnectionHandler: ChannelInboundHandler {
     private var livenessTimer: Scheduled<Void>?
     private var failure: String?
     private var restarting: (reconnectIn: UInt32, tryFor: UInt32)?
+    /// Pongs not yet written (at most ``PingAnswers/maxUnwritten``).
+    private let pings = PingAnswers()
 
     init(_ setup: Setup) {
         self.setup = setup
@@ -136,7 +138,9 @@ final class DERPConnectionHandler: ChannelInboundHandler {
         case .peerGone(let key, let reason):
             setup.delegate.peerGone(key, reason: reason)
         case .ping(let data):
-            write(.pong(data), context: context, flush: true)
+            let pong = DERPFrame.pong(data).encoded
+            let sent = pings.send(wrapOutboundOut(context.channel.allocator.buffer(bytes: pong)), context: context)
+            if sent { setup.counters.sent(bytes: pong.count) } else { setup.counters.dropped("pong_backlog") }
         case .health(let text):
             setup.delegate.health(text)
         case .restarting(let reconnectIn, let tryFor):

@@ -6,7 +6,7 @@ import NIOWebSocket
 /// frame may be split over messages or several share one; outbound, each write becomes
 /// one binary message (masked on the client side; ``CoalescingWriter`` keeps the frames it
 /// merges under 16 KiB a write, so a message stays under a peer's 32 KiB read limit).
-/// Pings are answered; a close is answered and ends the connection; text messages break the
+/// Pings are answered (a few answers at most wait unwritten); a close is answered and ends the connection; text messages break the
 /// protocol and close it.
 public final class DERPWebSocketAdapter: ChannelDuplexHandler, RemovableChannelHandler {
     public typealias InboundIn = WebSocketFrame
@@ -16,6 +16,8 @@ public final class DERPWebSocketAdapter: ChannelDuplexHandler, RemovableChannelH
 
     private let masking: Bool
     private var closeSent = false
+    /// Pongs not yet written (at most ``PingAnswers/maxUnwritten``).
+    private let pings = PingAnswers()
 
     /// - Parameter masking: true on the client side (RFC 6455 masks client frames).
     public init(masking: Bool) {
@@ -29,7 +31,8 @@ public final class DERPWebSocketAdapter: ChannelDuplexHandler, RemovableChannelH
             context.fireChannelRead(wrapInboundOut(frame.unmaskedData))
         case .ping:
             let pong = WebSocketFrame(fin: true, opcode: .pong, maskKey: maskKey, data: frame.unmaskedData)
-            context.writeAndFlush(wrapOutboundOut(pong), promise: nil)
+            // A relay that pings and reads nothing gets no more than a few answers queued.
+            _ = pings.send(wrapOutboundOut(pong), context: context)
         case .pong:
             break
         case .connectionClose:
