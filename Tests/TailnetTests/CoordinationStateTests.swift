@@ -90,6 +90,75 @@ import Testing
         #expect(state.peers.count == CoordinationState.maxPeers)
     }
 
+    static func id(_ i: Int) -> Data { Data(withUnsafeBytes(of: UInt64(i).bigEndian) { Array($0) } + [UInt8](repeating: 0, count: 8)) }
+
+    /// A lost peer goes once it has been lost for the timeout with no handshake in it, as the
+    /// Go agent removes it; one whose handshake is recent stays until that is as old; one that
+    /// comes back (NODE) stays. Checked on each response, on an injected clock.
+    @Test func aLostPeerIsRemovedAfterTheTimeoutWithoutAHandshake() {
+        var state = CoordinationState()
+        let start = ContinuousClock.now
+        let timeout = CoordinationState.lostTimeout
+        _ = state.apply(Self.response(Self.update(1, kind: .node, key: 1), Self.update(2, kind: .node, key: 2), Self.update(3, kind: .node, key: 3)), now: start)
+        _ = state.apply(Self.response(Self.update(1, kind: .lost), Self.update(2, kind: .lost), Self.update(3, kind: .lost)), now: start)
+        _ = state.apply(Self.response(Self.update(3, kind: .node, key: 3)), now: start + .seconds(60))
+        let handshakes: ([UInt8]) -> Duration? = { key in key.first == 2 ? .seconds(120) : nil }
+        let early = state.apply(Self.response(), now: start + timeout - .seconds(1), sinceHandshake: handshakes)
+        #expect(early.changes.isEmpty && state.peers.count == 3)
+        let due = state.apply(Self.response(), now: start + timeout, sinceHandshake: handshakes)
+        #expect(due.changes == [.remove(id: [UInt8](repeating: 1, count: 16), nodeKey: [UInt8](repeating: 1, count: 32))])
+        // Peer 2 shook hands 2 minutes before: looked at again 13 minutes later.
+        #expect(state.apply(Self.response(), now: start + timeout + .seconds(779), sinceHandshake: { _ in nil }).changes.isEmpty)
+        let later = state.apply(Self.response(), now: start + timeout + .seconds(780), sinceHandshake: { _ in nil })
+        #expect(later.changes == [.remove(id: [UInt8](repeating: 2, count: 16), nodeKey: [UInt8](repeating: 2, count: 32))])
+        #expect(state.peers.keys.map { $0 } == [[UInt8](repeating: 3, count: 16)], "the peer that came back stays")
+        // A dropped stream marks the rest lost, on the same clock.
+        state.streamEnded(now: start + .seconds(7200))
+        #expect(state.apply(Self.response(), now: start + .seconds(7200) + timeout).changes.count == 1)
+        #expect(state.peers.isEmpty)
+    }
+
+    /// A full table of peers that were all lost still takes a new peer: the one lost longest
+    /// makes room. (A table full of live peers refuses, as before.)
+    @Test func aFullTableMakesRoomByTheLongestLostPeer() {
+        var state = CoordinationState()
+        let start = ContinuousClock.now
+        var response = Coder_Tailnet_V2_CoordinateResponse()
+        for i in 0..<CoordinationState.maxPeers {
+            var update = Self.update(0, kind: .node, key: UInt8(i % 200))
+            update.id = Self.id(i)
+            response.peerUpdates.append(update)
+        }
+        _ = state.apply(response, now: start)
+        for i in 0..<CoordinationState.maxPeers {
+            var lost = Self.update(0, kind: .lost)
+            lost.id = Self.id(i)
+            _ = state.apply(Self.response(lost), now: start + .milliseconds(i))
+        }
+        var newcomer = Self.update(0, kind: .node, key: 250)
+        newcomer.id = Self.id(5000)
+        let outcome = state.apply(Self.response(newcomer), now: start + .seconds(2))
+        #expect(outcome.overflow == 0)
+        #expect(state.peers.count == CoordinationState.maxPeers)
+        #expect(state.peers[Array(Self.id(0))] == nil, "the peer lost first made room")
+        #expect(state.peers[Array(Self.id(5000))]?.lost == false)
+    }
+
+    /// Two ids with one node key: removing one keeps the key's WireGuard peer, as the other
+    /// holds it (its node is applied again); removing both removes it.
+    @Test func aKeyHeldByTwoIdsStaysUntilNeitherHoldsIt() {
+        var state = CoordinationState()
+        _ = state.apply(Self.response(Self.update(1, kind: .node, key: 7), Self.update(2, kind: .node, key: 7)))
+        let first = state.apply(Self.response(Self.update(2, kind: .disconnected)))
+        guard case .upsert(let node) = first.changes.first, first.changes.count == 1 else {
+            Issue.record("\(first.changes)")
+            return
+        }
+        #expect(node.id == [UInt8](repeating: 1, count: 16))
+        let second = state.apply(Self.response(Self.update(1, kind: .disconnected)))
+        #expect(second.changes == [.remove(id: [UInt8](repeating: 1, count: 16), nodeKey: [UInt8](repeating: 7, count: 32))])
+    }
+
     @Test func requestsHaveTheirShapes() {
         #expect(CoordinationState.disconnect.hasDisconnect)
         var node = Coder_Tailnet_V2_Node()

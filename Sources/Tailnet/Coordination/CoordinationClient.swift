@@ -19,6 +19,7 @@ public final class CoordinationClient: Sendable {
     private let state: Mutex<CoordinationState>
     private let announcer: NodeAnnouncer
     private let apply: Apply
+    private let sinceHandshake: @Sendable ([UInt8]) -> Duration?
     private let logger: Logger
     /// Requests waiting to be written on the current stream: acks and nodes are small and
     /// few; bounded all the same (a stalled stream is cut by the transport's own limits).
@@ -38,10 +39,16 @@ public final class CoordinationClient: Sendable {
 
     public var snapshot: Counters { counters.withLock { $0 } }
 
-    public init(announcer: NodeAnnouncer, apply: @escaping Apply, logger: Logger) {
+    /// `sinceHandshake`: how long ago a node key's last WireGuard handshake was (nil: never),
+    /// for lost peers (``CoordinationState/lostTimeout``).
+    public init(
+        announcer: NodeAnnouncer, apply: @escaping Apply, sinceHandshake: @escaping @Sendable ([UInt8]) -> Duration? = { _ in nil },
+        logger: Logger
+    ) {
         self.state = Mutex(CoordinationState())
         self.announcer = announcer
         self.apply = apply
+        self.sinceHandshake = sinceHandshake
         self.logger = logger
     }
 
@@ -63,7 +70,7 @@ public final class CoordinationClient: Sendable {
             ended.fire()
             outgoing.withLock { $0 = nil }
             continuation.finish()
-            state.withLock { $0.streamEnded() }
+            state.withLock { $0.streamEnded(now: .now) }
         }
         try await withThrowingTaskGroup(of: Void.self) { group in
             // The writer: one task, so requests keep their order.
@@ -92,7 +99,7 @@ public final class CoordinationClient: Sendable {
                     logger.warning("coordination response does not decode", metadata: ["error": "\(error)"])
                     continue
                 }
-                let outcome = state.withLock { $0.apply(response) }
+                let outcome = state.withLock { $0.apply(response, now: .now, sinceHandshake: sinceHandshake) }
                 if !outcome.changes.isEmpty { apply(outcome.changes) }
                 if let ack = outcome.ack { continuation.yield(ack) }
                 for refusal in outcome.refused {

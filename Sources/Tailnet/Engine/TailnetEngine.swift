@@ -186,6 +186,14 @@ final class TailnetEngine: Sendable {
         device.withLock { d in d.peerKeys.compactMap { key in d.status(of: key).map { (key, $0) } } }
     }
 
+    /// How long ago the WireGuard peer with node key `nodeKey` last completed a handshake;
+    /// nil if it never did, or there is no such peer.
+    func sinceHandshake(_ nodeKey: [UInt8]) -> Duration? {
+        guard let key = WireGuardPublicKey(bytes: nodeKey) else { return nil }
+        let now = now()
+        return device.withLock { $0.status(of: key)?.lastHandshake }.map { .nanoseconds(Int64(clamping: now.since($0))) }
+    }
+
     /// Now on the engine's monotonic clock (WireGuard's time).
     var instant: WireGuardInstant { now() }
 

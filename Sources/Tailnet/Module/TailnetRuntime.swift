@@ -44,7 +44,9 @@ final class TailnetRuntime: Sendable {
         self.logger = logger
         let holder = EngineHolder()
         self.follower = DERPMapFollower(accessURL: accessURL, logger: logger) { map in holder.engine?.apply(map: map) }
-        self.coordination = CoordinationClient(announcer: announcer, apply: { changes in holder.engine?.apply(changes) }, logger: logger)
+        self.coordination = CoordinationClient(
+            announcer: announcer, apply: { changes in holder.engine?.apply(changes) },
+            sinceHandshake: { key in holder.engine?.sinceHandshake(key) }, logger: logger)
         self.holder = holder
     }
 
