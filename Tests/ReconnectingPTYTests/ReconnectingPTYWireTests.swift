@@ -48,6 +48,24 @@ struct ReconnectingPTYWireTests {
         #expect(expected[1].size! == (40, 120) && expected[2].size == nil)
     }
 
+    /// An object of nearly 1 MiB sent 100 bytes at a time: each byte is examined once for the
+    /// object's end (it was rescanned from the object's start on every read: about 5·10⁹
+    /// byte visits on the tailnet's one loop for this object).
+    @Test func aLongObjectInSmallPiecesIsScannedOnce() {
+        let object = Array(#"{"data":""#.utf8) + [UInt8](repeating: 0x61, count: PTYInputDecoder.maxObjectBytes - 100) + Array(#""}"#.utf8)
+        var decoder = PTYInputDecoder()
+        var inputs: [PTYInput] = []
+        var offset = 0
+        while offset < object.count {
+            let result = decoder.feed(object[offset..<min(offset + 100, object.count)])
+            #expect(result.error == nil)
+            inputs += result.inputs
+            offset += 100
+        }
+        #expect(inputs.count == 1 && inputs.first?.data.utf8.count == PTYInputDecoder.maxObjectBytes - 100)
+        #expect(decoder.bytesScanned == object.count)
+    }
+
     @Test func aBadInputObjectEndsTheStreamAfterTheGoodOnes() {
         var decoder = PTYInputDecoder()
         let result = decoder.feed(Array(#"{"data":"a"}[1]{"data":"b"}"#.utf8))

@@ -24,7 +24,8 @@ public struct PTYInput: Equatable, Sendable {
 /// split. A value that is not such an object, or one longer than ``maxObjectBytes``, is an
 /// error and ends the attach (Go's decoder stops there too).
 ///
-/// Memory: at most ``maxObjectBytes`` of an unfinished object.
+/// Memory: at most ``maxObjectBytes`` of an unfinished object. Work: each byte is examined
+/// once for the object's end, however finely the object is split.
 public struct PTYInputDecoder: Sendable {
     /// One object (a paste included) is at most this many bytes.
     public static let maxObjectBytes = 1 << 20
@@ -34,7 +35,11 @@ public struct PTYInputDecoder: Sendable {
     }
 
     private var pending: [UInt8] = []
+    /// The end of the unfinished object, scanned as its bytes come: each byte once.
+    private var boundary = JSONValueBoundary()
     private var failed = false
+    /// Bytes examined for object boundaries since the start (each at most once; tests).
+    private(set) var bytesScanned = 0
 
     public init() {}
 
@@ -45,18 +50,25 @@ public struct PTYInputDecoder: Sendable {
         var inputs: [PTYInput] = []
         var start = 0
         while true {
-            while start < pending.count, [0x20, 0x09, 0x0a, 0x0d].contains(pending[start]) { start += 1 }
-            let rest = pending[start...]
-            guard !rest.isEmpty else { break }
-            guard let end = JSONValue.endOfFirstValue(in: rest.prefix(Self.maxObjectBytes + 1)), end <= Self.maxObjectBytes else {
-                if rest.count > Self.maxObjectBytes { return fail(inputs, "an input object longer than \(Self.maxObjectBytes) bytes") }
+            if !boundary.started {
+                while start < pending.count, [0x20, 0x09, 0x0a, 0x0d].contains(pending[start]) { start += 1 }
+            }
+            let from = start + boundary.consumed
+            guard from < pending.count else { break }
+            let before = boundary.consumed
+            let end = boundary.scan(pending[from...])
+            bytesScanned += boundary.consumed - before
+            guard let end else {
+                if boundary.consumed > Self.maxObjectBytes { return fail(inputs, "an input object longer than \(Self.maxObjectBytes) bytes") }
                 break
             }
-            switch Self.decode(rest.prefix(end)) {
+            guard end <= Self.maxObjectBytes else { return fail(inputs, "an input object longer than \(Self.maxObjectBytes) bytes") }
+            switch Self.decode(pending[start..<(start + end)]) {
             case .success(let input): inputs.append(input)
             case .failure(let error): return fail(inputs, error.description)
             }
             start += end
+            boundary = JSONValueBoundary()
         }
         pending.removeFirst(start)
         return (inputs, nil)
