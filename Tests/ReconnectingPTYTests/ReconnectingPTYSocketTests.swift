@@ -203,6 +203,24 @@ struct ReconnectingPTYSocketTests {
         jobProcess.killIfRunning()
     }
 
+    /// A connection after the shutdown began (the dashboard reconnects on its own) is closed
+    /// and starts nothing: a session made then would never be ended.
+    @Test func aConnectionAfterTheShutdownStartsNoSession() async throws {
+        let server = try await Server()
+        defer { Task { await server.stop() } }
+        let directory = NSTemporaryDirectory() + "pty-late-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let before = try await server.attach(UUID().uuidString, command: "echo up; exec sleep 600")
+        _ = await before.read(until: "up")
+        await server.server.shutdown()
+        #expect(server.server.count == 0)
+        let late = try await server.attach(UUID().uuidString, command: "touch \(directory)/started; exec sleep 600")
+        #expect(await late.isClosedByPeer(within: .seconds(30)))
+        #expect(server.server.count == 0)
+        #expect(!FileManager.default.fileExists(atPath: directory + "/started"))
+    }
+
     @Test func aDetachedSessionEndsAfterTheIdleTimeoutOnTheTestsClock() async throws {
         let clock = ManualClock()
         var limits = ReconnectingPTYServer.Limits()

@@ -76,6 +76,8 @@ public final class ReconnectingPTYServer: Sendable {
 
     /// Serves `channel` (on its loop, before it is active) as one reconnecting-PTY connection.
     public func serve(_ channel: any Channel) -> EventLoopFuture<Void> {
+        // Once shutdown began no connection is served: a session made now would not be ended.
+        guard !closing.withLock({ $0 }) else { return channel.close() }
         guard connections.admit(ObjectIdentifier(channel), channel) else {
             logger.warning("too many reconnecting pty connections; refused one", metadata: ["max": "\(limits.maxConnections)"])
             return channel.close()
@@ -107,6 +109,9 @@ public final class ReconnectingPTYServer: Sendable {
     /// ``PTYBackend`` picks; nil at the cap or when it cannot start.
     func session(for frame: PTYInit, on loop: any EventLoop) -> (any ReconnectingSession)? {
         let result = sessions.withLock { sessions -> Result<any ReconnectingSession, SessionProcess.SpawnError>? in
+            // Read under the sessions' lock, where closeAll and shutdown set it and take their
+            // list: a session is either on that list or never made.
+            guard !closing.withLock({ $0 }) else { return nil }
             if let existing = sessions[frame.id] { return .success(existing) }
             guard sessions.count < limits.maxSessions else { return nil }
             let current = manifest.currentManifest
@@ -205,8 +210,10 @@ public final class ReconnectingPTYServer: Sendable {
     /// and closes every connection; the futures complete as each session has ended.
     @discardableResult
     public func closeAll() -> [EventLoopFuture<Void>] {
-        closing.withLock { $0 = true }
-        let ended = sessions.withLock({ Array($0.values) }).map { $0.terminate() }
+        let ended = sessions.withLock { sessions in
+            closing.withLock { $0 = true }
+            return Array(sessions.values)
+        }.map { $0.terminate() }
         for channel in connections.all { channel.close(promise: nil) }
         return ended
     }
@@ -215,8 +222,10 @@ public final class ReconnectingPTYServer: Sendable {
     /// SIGKILL after ``Limits/shutdownGrace`` (for the buffered backend; screen's sessions are
     /// quit, bounded by ``ScreenCommandPoll``); waits until every session has ended.
     public func shutdown() async {
-        closing.withLock { $0 = true }
-        let ended = sessions.withLock({ Array($0.values) }).map { $0.shutdown(grace: limits.shutdownGrace) }
+        let ended = sessions.withLock { sessions in
+            closing.withLock { $0 = true }
+            return Array(sessions.values)
+        }.map { $0.shutdown(grace: limits.shutdownGrace) }
         for channel in connections.all { channel.close(promise: nil) }
         for session in ended { try? await session.get() }
     }
