@@ -1,4 +1,6 @@
 @testable import ReconnectingPTY
+import NIOCore
+import NIOEmbedded
 import Testing
 
 /// The init frame, the input stream, the replay buffer, the lifetimes and the terminal's
@@ -126,5 +128,30 @@ struct ReconnectingPTYWireTests {
         #expect(variables(["LANG": "C"]) == ["TERM": "xterm-256color", "LANG": "C", "LC_CTYPE": "C.UTF-8"])
         #expect(variables(["LC_CTYPE": "POSIX", "LANG": "en_US.utf8"]) == ["TERM": "xterm-256color", "LANG": "en_US.utf8", "LC_CTYPE": "C.UTF-8"])
         #expect(variables(["LC_ALL": "C"]) == ["TERM": "xterm-256color", "LC_ALL": "C"])
+    }
+}
+
+/// A connection whose last output is never delivered (its client stopped reading) is closed
+/// at the bound, on the loop's clock; one that takes it is closed at once.
+struct PTYAttachmentCloseTests {
+    @Test func aConnectionThatDoesNotReadItsLastOutputIsClosedAtTheBound() throws {
+        let loop = EmbeddedEventLoop()
+        let stalled = EmbeddedChannel(loop: loop)
+        try stalled.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
+        let never = loop.makePromise(of: Void.self)
+        PTYSession.close(stalled, after: never.futureResult, within: .seconds(2))
+        loop.advanceTime(by: .milliseconds(1999))
+        #expect(stalled.isActive)
+        loop.advanceTime(by: .milliseconds(1))
+        #expect(!stalled.isActive)
+        never.succeed()
+
+        let reading = EmbeddedChannel(loop: loop)
+        try reading.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
+        let written = loop.makePromise(of: Void.self)
+        PTYSession.close(reading, after: written.futureResult, within: .seconds(2))
+        written.succeed()
+        loop.run()
+        #expect(!reading.isActive)
     }
 }

@@ -109,7 +109,7 @@ final class PTYSession: ReconnectingSession {
                 // what it wrote still reaches it, then the close.
                 let replay = state.value.replay.contents
                 logger.debug("reconnecting pty: attached to an ended session", metadata: ["id": "\(id)", "replay": "\(replay.count)"])
-                channel.writeAndFlush(channel.allocator.buffer(bytes: replay)).whenComplete { _ in channel.close(promise: nil) }
+                Self.close(channel, after: channel.writeAndFlush(channel.allocator.buffer(bytes: replay)), within: exitDrainBound)
                 return
             }
             guard state.value.attachments.count < maxAttachments else {
@@ -303,7 +303,7 @@ final class PTYSession: ReconnectingSession {
         logger.debug("reconnecting pty: session ended", metadata: ["id": "\(id)", "why": "\(why)", "attachments": "\(state.value.attachments.count)", "replay": "\(state.value.replay.contents.count)"])
         for (key, channel) in state.value.attachments {
             if let pending = state.value.lastWrites[key] {
-                pending.whenComplete { _ in channel.close(promise: nil) }
+                Self.close(channel, after: pending, within: exitDrainBound)
             } else {
                 channel.close(promise: nil)
             }
@@ -314,6 +314,17 @@ final class PTYSession: ReconnectingSession {
         state.value.timer = nil
         state.value.terminal?.close(promise: nil)
         onEnd(self)
+    }
+
+    /// Closes `channel` once `written` (its last output) completes, or `bound` after now if
+    /// the client does not read it: a connection that stops reading must not keep its place
+    /// (and the ended session) for ever.
+    static func close(_ channel: any Channel, after written: EventLoopFuture<Void>, within bound: TimeAmount) {
+        let deadline = channel.eventLoop.scheduleTask(in: bound) { channel.close(promise: nil) }
+        written.whenComplete { _ in
+            deadline.cancel()
+            channel.close(promise: nil)
+        }
     }
 
     /// The attachments now (for tests and the stats), read on the loop.
