@@ -123,6 +123,32 @@ struct AgentSocketHostileClientTests {
         // Reaching here means the server's graceful shutdown ended.
     }
 
+    /// A client that pipelines calls and reads none of the answers holds its call (busy, so
+    /// a full registry refuses everyone else) only until an answer has waited the write
+    /// timeout for room: then it is disconnected and others get through.
+    @Test func aClientThatReadsNoAnswersIsCutAtTheWriteDeadline() async throws {
+        try await withSocketServer(configure: {
+            $0.maxConnections = 1
+            $0.writeTimeout = .milliseconds(500)
+        }) { client, server in
+            let flood = try #require(LoopbackSocket(unixPath: client.path))
+            var stream: UInt64 = 0
+            // Pipelined until the agent stops reading (its answers wait for room) and this
+            // send times out or the agent closes: at most 100 batches of 2 000 calls.
+            for _ in 0..<100 {
+                var frames: [UInt8] = []
+                for _ in 0..<2000 {
+                    stream += 1
+                    frames += unaryFrames("/coder.agentsocket.v1.AgentSocket/Ping", [], stream: stream)
+                }
+                let batch = frames
+                guard await onThread({ flood.send(batch) }) else { break }
+            }
+            #expect(await eventually(timeout: .seconds(60)) { server.connectionCount == 0 })
+            try await client.ping()
+        }
+    }
+
     /// The cap never closes a client that is waiting in a call; idle ones make room.
     @Test func waitingClientsAreNotEvicted() async throws {
         try await withSocketServer(configure: { $0.maxConnections = 4 }) { client, server in

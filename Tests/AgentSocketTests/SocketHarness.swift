@@ -67,9 +67,9 @@ func withSocketServer(
 }
 
 /// A dRPC unary call's bytes on `stream` (Invoke, Message, CloseSend).
-func unaryFrames(_ method: String, _ request: [UInt8], stream: UInt8 = 1) -> [UInt8] {
+func unaryFrames(_ method: String, _ request: [UInt8], stream: UInt64 = 1) -> [UInt8] {
     func frame(_ kind: UInt8, _ message: UInt8, _ data: [UInt8]) -> [UInt8] {
-        [kind << 1 | 1, stream, message] + varint(data.count) + data
+        [kind << 1 | 1] + Varint.encoded(stream) + [message] + varint(data.count) + data
     }
     return frame(1, 1, Array(method.utf8)) + frame(2, 2, request) + frame(6, 3, [])
 }

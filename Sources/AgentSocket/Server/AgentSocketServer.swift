@@ -24,6 +24,8 @@ public final class AgentSocketServer: Service, Sendable {
         public var maxConnections = 64
         /// A frame begun and not finished within this closes the connection.
         public var partialFrameTimeout: Duration = .seconds(10)
+        /// An answer the client does not make room for within this closes the connection.
+        public var writeTimeout: Duration = ChannelTransport.defaultWriteTimeout
         /// The uid clients must have (root is always let in); the agent's own by default.
         public var allowedUID: uid_t = geteuid()
 
@@ -162,7 +164,7 @@ public final class AgentSocketServer: Service, Sendable {
         defer { watch.stop() }
         // Serving ends when the connection closes (the peer, or closeAll at shutdown), even
         // if a handler is busy: closing cancels the serving task.
-        let served = try? await ChannelTransport.using(connection) { transport in
+        let served = try? await ChannelTransport.using(connection, writeTimeout: configuration.writeTimeout) { transport in
             await withTaskGroup(of: DRPCServer.End?.self) { group -> DRPCServer.End in
                 group.addTask { await server.serve(transport, observer: watch) }
                 group.addTask {
