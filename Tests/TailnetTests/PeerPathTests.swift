@@ -101,6 +101,22 @@ extension SplitMix64: RandomNumberGenerator {}
         #expect(Set(path.candidates.keys) == [v4LinkLocal, Self.a])
     }
 
+    /// A pong that arrives after its address was withdrawn (an empty CallMeMaybe) does not
+    /// make that address the path: it is no longer one.
+    @Test func aLatePongForAWithdrawnAddressIsIgnored() {
+        var random = SplitMix64(seed: 8)
+        var path = PeerPath()
+        let actions = path.callMeMaybe([Self.b], now: Self.at(0), random: &random)
+        let ping = Self.pings(actions)
+        #expect(ping.map(\.0) == [Self.b])
+        _ = path.callMeMaybe([], now: Self.at(10), random: &random)
+        #expect(path.candidates.isEmpty)
+        let matched = path.pongReceived(txID: ping[0].1, now: Self.at(20))
+        #expect(!matched)
+        #expect(path.route(at: Self.at(20)) == .derp)
+        #expect(path.best == nil)
+    }
+
     @Test func removingTheBestAddressFallsBackToDERP() {
         var random = SplitMix64(seed: 4)
         var path = PeerPath()

@@ -144,11 +144,14 @@ struct PeerPath: Sendable {
         return !repeated
     }
 
-    /// A Pong over UDP answering our ping `txID`: true when it matched one (the caller then
-    /// maps the pong's source to this peer). The address pinged becomes the best one when it
+    /// A Pong over UDP answering our ping `txID`: true when it matched one to an address that
+    /// is still a candidate (the caller then maps the pong's source to this peer). The address pinged becomes the best one when it
     /// is better, and a pong from the best address renews the trust.
     mutating func pongReceived(txID: [UInt8], now: WireGuardInstant) -> Bool {
         guard let ping = outstanding.removeValue(forKey: txID) else { return false }
+        // An address withdrawn since the ping went (no longer a candidate) is not a path any
+        // more, as magicsock ignores such a pong.
+        guard candidates[ping.to] != nil else { return false }
         let latency = now.since(ping.sentAt)
         if AddressScore.isBetter((ping.to, latency), than: best.map { ($0.endpoint, $0.latency) }) {
             if best?.endpoint != ping.to { switches += 1 }
