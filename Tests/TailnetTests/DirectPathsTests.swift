@@ -161,24 +161,30 @@ import WireGuard
         #expect(endpoints.contains(mapped), "the fresh mapping: \(endpoints)")
     }
 
-    /// The verified-source map gives up the source heard from least recently: one in use
-    /// outlives a burst of pings replayed from new addresses.
-    @Test func aFullSourceMapKeepsTheSourceInUse() throws {
+    /// A peer's pings from many new addresses replace only its own least recently heard
+    /// sources: its source in use and every other peer's stay verified.
+    @Test func onePeersPingsFromManyAddressesKeepOthersSources() throws {
         var (a, b, random) = Self.pair()
+        let c = Side(address: "10.0.3.2", port: 41003)
         var scratch = DirectOutput()
-        func ping(from source: DiscoEndpoint, _ n: Int, at ms: UInt64) throws {
+        a.paths.upsertPeer(c.key, disco: c.disco.publicKey, homeRegion: 1, endpoints: [c.endpoint], now: Self.at(0), random: &random, into: &scratch)
+        func ping(from source: DiscoEndpoint, as side: Side, _ n: Int, at ms: UInt64) throws {
             let txID = [UInt8(n & 0xff), UInt8(n >> 8)] + Array(repeating: 0, count: 10)
-            let sealed = try #require(Disco.seal(.ping(txID: txID, nodeKey: nil), privateKey: b.disco, to: a.disco.publicKey))
+            let sealed = try #require(Disco.seal(.ping(txID: txID, nodeKey: nil), privateKey: side.disco, to: a.disco.publicKey))
             _ = a.paths.receiveUDP(sealed, from: source, now: Self.at(ms), random: &random, into: &scratch)
         }
-        try ping(from: b.endpoint, 0, at: 1)
-        for i in 1..<DirectPaths.maxSources { try ping(from: DiscoEndpoint("10.5.\(i / 250).\(i % 250 + 1):7")!, i, at: 2) }
-        #expect(a.paths.sources.count == DirectPaths.maxSources)
-        try ping(from: b.endpoint, 5000, at: 3)  // heard again: the most recent
-        try ping(from: DiscoEndpoint("10.6.0.1:7")!, 5001, at: 4)
-        #expect(a.paths.sources.count == DirectPaths.maxSources)
+        try ping(from: c.endpoint, as: c, 0, at: 1)
+        try ping(from: b.endpoint, as: b, 1, at: 1)
+        for i in 2..<(DirectPaths.maxSources + 100) {
+            try ping(from: DiscoEndpoint("10.5.\(i / 250).\(i % 250 + 1):7")!, as: b, i, at: 2)
+            // b's own address is heard again now and then: the source in use.
+            if i % 8 == 0 { try ping(from: b.endpoint, as: b, 20_000 + i, at: 2) }
+        }
+        #expect(a.paths.sources[c.endpoint] == c.key, "another peer's source stays")
         #expect(a.paths.sources[b.endpoint] == b.key, "the source in use stays")
-        #expect(a.paths.sources[DiscoEndpoint("10.5.0.2:7")!] == nil, "the least recent went")
+        #expect(a.paths.sources.values.filter { $0 == b.key }.count == DirectPaths.maxSourcesPerPeer)
+        var wireGuard = DirectOutput()
+        #expect(a.paths.receiveUDP([4, 0, 0, 0] + Array(repeating: 0, count: 28), from: c.endpoint, now: Self.at(3), random: &random, into: &wireGuard) == .wireGuard(c.key))
     }
 
     /// A Ping over DERP repeating the last TxID its sender sent that way (same relay source

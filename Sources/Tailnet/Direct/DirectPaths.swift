@@ -32,10 +32,13 @@ struct DirectPaths: Sendable {
     let nodeKey: X25519PublicKey
     private(set) var peers: [WireGuardPublicKey: Peer] = [:]
     /// Verified UDP sources (a ping from an unambiguous sender, or a pong to our ping): at
-    /// most ``maxSources``, the oldest entry of a full map replaced.
+    /// most ``maxSourcesPerPeer`` per peer, a peer's least recently heard one replaced by its
+    /// new one (so one peer's pings from many addresses never push out another peer's), and
+    /// at most ``maxSources`` in all, the least recently heard replaced.
     private(set) var sources: [DiscoEndpoint: WireGuardPublicKey] = [:]
     private var sourceOrder: [DiscoEndpoint] = []
     static let maxSources = 1024
+    static let maxSourcesPerPeer = 16
     /// Endpoints blocked (`disable_direct_connections`): DERP only, nothing over UDP.
     private(set) var blocked = false
     private(set) var servers: [STUNServer] = []
@@ -432,8 +435,14 @@ struct DirectPaths: Sendable {
     }
 
     /// A verified source of `key`'s; one heard again moves to the back, so a full map gives
-    /// up the source heard from least recently, never one in use.
+    /// up the source heard from least recently (the peer's own first), never one in use.
     private mutating func learn(_ source: DiscoEndpoint, for key: WireGuardPublicKey) {
+        if sources[source] != key {
+            let own = sourceOrder.indices.filter { sources[sourceOrder[$0]] == key }
+            if own.count >= Self.maxSourcesPerPeer, let oldest = own.first {
+                sources[sourceOrder.remove(at: oldest)] = nil
+            }
+        }
         if sources[source] == nil {
             if sourceOrder.count >= Self.maxSources {
                 let oldest = sourceOrder.removeFirst()
