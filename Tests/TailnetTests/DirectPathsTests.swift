@@ -187,6 +187,28 @@ import WireGuard
         #expect(a.paths.receiveUDP([4, 0, 0, 0] + Array(repeating: 0, count: 28), from: c.endpoint, now: Self.at(3), random: &random, into: &wireGuard) == .wireGuard(c.key))
     }
 
+    /// A captured Ping replayed from spoofed addresses: only its first origin is answered
+    /// and learned, so the agent reflects no padded Pongs at the spoofed addresses.
+    @Test func aPingReplayedFromOtherAddressesGetsNoPong() throws {
+        var (a, b, random) = Self.pair()
+        let txID: [UInt8] = Array(repeating: 9, count: 12)
+        let sealed = try #require(Disco.seal(.ping(txID: txID, nodeKey: nil), privateKey: b.disco, to: a.disco.publicKey))
+        var first = DirectOutput()
+        _ = a.paths.receiveUDP(sealed, from: b.endpoint, now: Self.at(1), random: &random, into: &first)
+        #expect(first.udp.map(\.to) == [b.endpoint])
+        var replies = DirectOutput()
+        for i in 0..<50 {
+            _ = a.paths.receiveUDP(sealed, from: DiscoEndpoint("198.51.100.\(i + 1):9")!, now: Self.at(2), random: &random, into: &replies)
+        }
+        #expect(replies.udp.isEmpty, "\(replies.udp.count) pongs reflected")
+        #expect(a.paths.sources.count == 1 && a.paths.sources[b.endpoint] == b.key)
+        // A new Ping from a new address of the peer is answered as ever.
+        let fresh = try #require(Disco.seal(.ping(txID: Array(repeating: 10, count: 12), nodeKey: nil), privateKey: b.disco, to: a.disco.publicKey))
+        var answer = DirectOutput()
+        _ = a.paths.receiveUDP(fresh, from: DiscoEndpoint("10.0.2.3:41002")!, now: Self.at(3), random: &random, into: &answer)
+        #expect(answer.udp.count == 1)
+    }
+
     /// A Ping over DERP repeating the last TxID its sender sent that way (same relay source
     /// key, same region) gets no second Pong and changes nothing, as magicsock's per-candidate
     /// `lastGotPingTxID` (the candidate being 127.3.3.40:<region>): only the last TxID

@@ -206,6 +206,11 @@ struct DirectPaths: Sendable {
                 counters.discoDropped += 1
                 return
             }
+            // A copy of a Ping answered from another address: no Pong, and not the peer's.
+            guard !recentPings.isCopy(txID, from: RecentPings.Source(sender: sender, via: .udp(source)), now: now) else {
+                counters.pingsRepeated += 1
+                return
+            }
             learn(source, for: key)
             // A repeat of the last TxID from this address gets no answer: the candidate
             // remembers it, or, when a full table could not keep the address, the memory of

@@ -40,8 +40,35 @@ struct RecentPings: Sendable {
     static let lifetime = DirectTimers.sessionActiveTimeout
 
     private(set) var entries: [Source: Entry] = [:]
+    /// Where each recent TxID came from, by sender (at most ``capacity``, kept ``lifetime``).
+    private(set) var origins: [TxID: (via: Source.Via, heardAt: WireGuardInstant)] = [:]
+
+    struct TxID: Hashable, Sendable {
+        var sender: X25519PublicKey
+        var txID: [UInt8]
+    }
 
     init() {}
+
+    /// A verified Ping with `txID` from `source` at `now`: true when the same TxID came from
+    /// another address or relay within ``lifetime``. The peer sends each TxID once, to one of
+    /// our addresses, so a second origin is a copy: a captured Ping replayed from spoofed
+    /// sources, which would otherwise have each of them sent a padded Pong (a reflection) and
+    /// taken as the peer's address.
+    mutating func isCopy(_ txID: [UInt8], from source: Source, now: WireGuardInstant) -> Bool {
+        let key = TxID(sender: source.sender, txID: txID)
+        if let origin = origins[key], now.since(origin.heardAt) <= Self.lifetime {
+            return origin.via != source.via
+        }
+        if origins[key] == nil, origins.count >= Self.capacity {
+            origins = origins.filter { now.since($0.value.heardAt) <= Self.lifetime }
+            if origins.count >= Self.capacity, let oldest = origins.min(by: { $0.value.heardAt < $1.value.heardAt })?.key {
+                origins[oldest] = nil
+            }
+        }
+        origins[key] = (source.via, now)
+        return false
+    }
 
     /// A verified Ping with `txID` from `source` at `now`: true when it repeats the last
     /// TxID from that source (not to be answered). Either way the source was heard now and
