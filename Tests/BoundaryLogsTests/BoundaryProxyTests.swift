@@ -3,6 +3,8 @@ import AgentProto
 import AgentTestSupport
 import Foundation
 import Logging
+import NIOCore
+import NIOEmbedded
 import ServiceLifecycle
 import SwiftProtobuf
 import Synchronization
@@ -269,6 +271,22 @@ struct BoundaryProxyTests {
         #expect(spool.append(Array("third".utf8)) && spool.next()?.payload == Array("third".utf8), "and the spool goes on")
     }
 
+    /// Stray names in the spool's directory (numbers at Int64's ends) are not segments: the
+    /// next segment's number cannot overflow.
+    @Test func strayNamesInTheSpoolAreIgnored() throws {
+        let directory = NSTemporaryDirectory() + "boundary-stray-" + UUID().uuidString.prefix(8)
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        for name in ["9223372036854775807.seg", "-9223372036854775808.seg", "x.seg"] {
+            #expect(FileManager.default.createFile(atPath: directory + "/" + name, contents: Data([1, 2, 3])))
+        }
+        let quiet = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
+        let spool = BoundarySpool(directory: directory, maxBytes: 1 << 20, logger: quiet)
+        #expect(spool.isEmpty)
+        #expect(spool.append(Array("kept".utf8)))
+        #expect(spool.next()?.payload == Array("kept".utf8))
+    }
+
     /// A service group cancelled without a graceful shutdown (a parent task cancelled, a
     /// test's time limit) still ends: the server and the forwarder stop on cancellation too.
     @Test func aCancelledGroupEnds() async throws {
@@ -289,5 +307,35 @@ struct BoundaryProxyTests {
         // Bounded: a group that does not end fails here instead of holding the test run.
         #expect(await eventually(timeout: .seconds(10)) { ended.load(ordering: .relaxed) }, "the cancelled group ended")
         #expect(!server.isListening)
+    }
+}
+
+/// The connection handler's log lines against a flood: empty messages and a frame of a
+/// thousand gaps cost a few lines, while the metrics and the forwarder see everything.
+struct BoundaryConnectionLogTests {
+    @Test func aFloodOfBadFramesCostsAFewLogLines() throws {
+        let logs = CapturedLog()
+        let forwarder = BoundaryForwarder(upward: RecordingUpward(), spool: nil)
+        let channel = EmbeddedChannel(handler: BoundaryConnectionHandler(forwarder: forwarder, logger: logs.logger))
+        let empty = try Coder_Boundarylogproxy_Codec_V1_BoundaryMessage().serializedBytes() as [UInt8]
+        for _ in 0..<1000 { try channel.writeInbound(BoundaryFrame.v2(ByteBuffer(bytes: empty))) }
+        var gapped = Coder_Agent_V2_ReportBoundaryLogsRequest()
+        gapped.sessionID = String(repeating: "s", count: 16_000)
+        gapped.logs = (0..<2000).map { i in
+            var log = Coder_Agent_V2_BoundaryLog()
+            log.sequenceNumber = Int32(i * 2)
+            return log
+        }
+        let warnings = logs.all.filter { $0.level == .warning }
+        #expect(warnings.count == BoundaryConnectionHandler.maxWarningsPerMinute, "\(warnings.count) lines")
+        _ = try channel.finish()
+
+        let gapLogs = CapturedLog()
+        let other = EmbeddedChannel(handler: BoundaryConnectionHandler(forwarder: forwarder, logger: gapLogs.logger))
+        try other.writeInbound(BoundaryFrame.v1(ByteBuffer(bytes: try gapped.serializedBytes() as [UInt8])))
+        let gaps = gapLogs.all.filter { $0.level == .warning }
+        #expect(gaps.count == 1, "one line for the frame's 1 999 gaps: \(gaps.count)")
+        #expect(gaps.first?.metadata["count"] == "1999" && gaps.first?.metadata["session_id"]?.count == 64)
+        _ = try other.finish()
     }
 }

@@ -48,7 +48,9 @@ final class BoundarySpool {
         try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
         for name in names where name.hasSuffix(".seg") {
-            guard let number = Int64(name.dropLast(4)) else { continue }
+            // Only the names the spool writes (12 digits): a stray name near Int64's ends
+            // would trap the next segment's number.
+            guard name.count == 16, let number = Int64(name.dropLast(4)), number >= 0 else { continue }
             let size = fileSize(atPath: path(number))
             segments.append((number, size))
         }

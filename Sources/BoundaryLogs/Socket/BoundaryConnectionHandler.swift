@@ -15,6 +15,10 @@ final class BoundaryConnectionHandler: ChannelInboundHandler {
     private let forwarder: BoundaryForwarder
     private let logger: Logger
     private var sequences = SequenceTracker()
+    /// Warnings this connection may log a minute: a client that floods bad or gapped frames
+    /// costs a few lines (the metrics count everything), not one or more per frame.
+    static let maxWarningsPerMinute = 10
+    private var warnings = (minuteStarted: NIODeadline.now(), count: 0, leftOut: 0)
 
     init(forwarder: BoundaryForwarder, logger: Logger) {
         self.forwarder = forwarder
@@ -31,7 +35,7 @@ final class BoundaryConnectionHandler: ChannelInboundHandler {
             switch message.msg {
             case .logs(let request)?: accept(request)
             case .status(let status)?: Self.record(status)
-            case nil: logger.warning("boundary message with neither logs nor status; ignored")
+            case nil: warn("boundary message with neither logs nor status; ignored", [:])
             }
         }
     }
@@ -40,24 +44,54 @@ final class BoundaryConnectionHandler: ChannelInboundHandler {
         do {
             return try M(serializedBytes: Array(payload.readableBytesView))
         } catch {
-            logger.warning("undecodable boundary frame skipped", metadata: ["error": "\(error)", "bytes": "\(payload.readableBytes)"])
+            warn("undecodable boundary frame skipped", ["error": "\(error)", "bytes": "\(payload.readableBytes)"])
             return nil
         }
     }
 
     private func accept(_ request: Coder_Agent_V2_ReportBoundaryLogsRequest) {
+        // One line per frame for all its gaps: the first missing number, the last, how many.
+        var missing: (from: Int32, through: Int32, count: UInt64, gaps: Int)?
         for gap in sequences.check(session: request.sessionID, numbers: request.logs.map(\.sequenceNumber)) {
             switch gap {
             case .missing(let from, let through, let count):
                 BoundaryMetrics.sequenceGaps.increment(by: Int64(count))
-                logger.warning(
-                    "boundary skipped sequence numbers",
-                    metadata: ["session_id": "\(request.sessionID)", "missing": "\(from)...\(through)", "count": "\(count)"])
+                if let seen = missing {
+                    missing = (seen.from, through, seen.count + UInt64(count), seen.gaps + 1)
+                } else {
+                    missing = (from, through, UInt64(count), 1)
+                }
             case .repeated:
                 BoundaryMetrics.sequenceDuplicates.increment()
             }
         }
+        if let missing {
+            warn(
+                "boundary skipped sequence numbers",
+                [
+                    "session_id": "\(request.sessionID.prefix(64))", "missing": "\(missing.from)...\(missing.through)",
+                    "count": "\(missing.count)", "gaps": "\(missing.gaps)",
+                ])
+        }
         forwarder.enqueue(request)
+    }
+
+    /// Logs a warning within the connection's budget (``maxWarningsPerMinute``); those left
+    /// out are counted in the first line of the next minute.
+    private func warn(_ message: Logger.Message, _ metadata: Logger.Metadata) {
+        let now = NIODeadline.now()
+        if now - warnings.minuteStarted >= .minutes(1) {
+            if warnings.leftOut > 0 {
+                logger.warning("boundary connection: warnings left out", metadata: ["count": "\(warnings.leftOut)"])
+            }
+            warnings = (now, 0, 0)
+        }
+        guard warnings.count < Self.maxWarningsPerMinute else {
+            warnings.leftOut += 1
+            return
+        }
+        warnings.count += 1
+        logger.warning(message, metadata: metadata)
     }
 
     /// Boundary's own drop counts (deltas; zero or negative values are ignored).
