@@ -137,14 +137,14 @@ struct DesktopActionDecodingTests {
             }
         }
         for await _ in entered { break }
-        let waiter = Task { await gate.withGate { "ran" } }
+        let waiter = Task { await gate.withGate { "ran" }.value }
         #expect(await eventually { await gate.waiting == 1 })
         waiter.cancel()
         #expect(await waiter.value == nil, "cancelled before its turn: not run")
         #expect(await gate.waiting == 0)
         releaser.finish()
-        #expect(await holder.value == "held")
-        #expect(await gate.withGate { 7 } == 7, "the gate is free again")
+        #expect(await holder.value.value == "held")
+        #expect(await gate.withGate { 7 }.value == 7, "the gate is free again")
         // A task cancelled before it asks does not run either, and leaves nothing behind.
         let (hold2, holding2) = AsyncStream<Void>.makeStream()
         let (entered2, enter2) = AsyncStream<Void>.makeStream()
@@ -156,11 +156,38 @@ struct DesktopActionDecodingTests {
         for await _ in entered2 { break }
         let late = Task {
             withUnsafeCurrentTask { $0?.cancel() }
-            return await gate.withGate { "ran" }
+            return await gate.withGate { "ran" }.value
         }
         #expect(await late.value == nil)
         holding2.finish()
         _ = await holder2.value
+        #expect(await gate.waiting == 0)
+    }
+
+    /// Behind a long action at most ``AsyncGate/maxWaiting`` requests wait (each may hold a
+    /// 1 MiB text to type); one more is turned away at once, without running.
+    @Test(.timeLimit(.minutes(3))) func theQueueIsBounded() async throws {
+        let gate = AsyncGate()
+        let (release, releaser) = AsyncStream<Void>.makeStream()
+        let (entered, enter) = AsyncStream<Void>.makeStream()
+        let holder = Task {
+            await gate.withGate {
+                enter.yield()
+                for await _ in release {}
+            }
+        }
+        for await _ in entered { break }
+        let waiters = (0..<AsyncGate.maxWaiting).map { i in Task { await gate.withGate { i }.value } }
+        #expect(await eventually { await gate.waiting == AsyncGate.maxWaiting })
+        guard case .full = await gate.withGate({ "ran" }) else {
+            Issue.record("one more waiter was queued")
+            return
+        }
+        releaser.finish()
+        _ = await holder.value
+        var ran = 0
+        for waiter in waiters where await waiter.value != nil { ran += 1 }
+        #expect(ran == AsyncGate.maxWaiting)
         #expect(await gate.waiting == 0)
     }
 
@@ -184,12 +211,12 @@ struct DesktopActionDecodingTests {
                 }
             }
             for await _ in entered { break }
-            let waiter = Task { await gate.withGate { "ran" } }
+            let waiter = Task { await gate.withGate { "ran" }.value }
             send.yield(waiter)
             #expect(await waiter.value == nil, "round \(round): cancelled before its turn: not run")
             _ = await holder.value
             #expect(await gate.waiting == 0)
         }
-        #expect(await gate.withGate { 7 } == 7, "the gate is free again")
+        #expect(await gate.withGate { 7 }.value == 7, "the gate is free again")
     }
 }

@@ -22,14 +22,21 @@ struct ActionRunner: Sendable {
     /// (the reference writes no body then either); nginx's "client closed request".
     static let clientGone = APIError(HTTPResponse.Status(code: 499, reasonPhrase: "Client Closed Request"), "The client went away.")
 
+    /// The answer when ``AsyncGate/maxWaiting`` actions wait already (each may hold up to
+    /// 1 MiB of text to type).
+    static let busy = APIError(.tooManyRequests, "Too many desktop actions are waiting; try again later.")
+
     /// Runs `action` once the actions before it are done. Cancelling the calling task (its
     /// client went away) takes it out of the queue, or ends it early: a hold releases its
     /// keys at once, typing and scrolling stop between events, settling stops waiting.
     func run(_ action: DesktopAction) async throws(APIError) -> DesktopActionResponse {
         let name = action.kind
         do throws(APIError) {
-            guard let response = try await gate.withGate({ () throws(APIError) in try await perform(action) }) else {
-                throw Self.clientGone
+            let response: DesktopActionResponse
+            switch try await gate.withGate({ () throws(APIError) in try await perform(action) }) {
+            case .ran(let answer): response = answer
+            case .cancelled: throw Self.clientGone
+            case .full: throw Self.busy
             }
             DesktopMetrics.action(name.rawValue, "ok").increment()
             return response

@@ -3,9 +3,28 @@
 /// reference's do), and at most one screenshot is in memory.
 ///
 /// A waiter whose task is cancelled (its client went away) leaves the queue at once, so
-/// requests nobody will read do not pile up behind a long action. Memory: one entry per
-/// waiting request.
+/// requests nobody will read do not pile up behind a long action. Memory: at most
+/// ``maxWaiting`` waiting requests (each holding its action, up to 1 MiB of text); one more
+/// is turned away at once.
 actor AsyncGate {
+    /// What came of a request for the gate.
+    enum Outcome<T: Sendable>: Sendable {
+        case ran(T)
+        /// The task was cancelled before its turn came; the body did not run.
+        case cancelled
+        /// ``maxWaiting`` requests wait already; the body did not run.
+        case full
+
+        /// What the body returned, if it ran.
+        var value: T? {
+            if case .ran(let value) = self { return value }
+            return nil
+        }
+    }
+
+    /// Requests that may wait at once behind the holder.
+    static let maxWaiting = 16
+
     private var held = false
     private var nextID: UInt64 = 0
     private var waiters: [(id: UInt64, continuation: CheckedContinuation<Bool, Never>)] = []
@@ -13,15 +32,15 @@ actor AsyncGate {
     /// Requests waiting for the gate.
     var waiting: Int { waiters.count }
 
-    /// Runs `body` holding the gate; nil, without running it, if the task was cancelled
-    /// before its turn came.
-    func withGate<T: Sendable, E: Error>(_ body: @Sendable () async throws(E) -> T) async throws(E) -> T? {
-        guard await enter() else { return nil }
+    /// Runs `body` holding the gate, once the requests before it are done.
+    func withGate<T: Sendable, E: Error>(_ body: @Sendable () async throws(E) -> T) async throws(E) -> Outcome<T> {
+        guard held == false || waiters.count < Self.maxWaiting else { return .full }
+        guard await enter() else { return .cancelled }
         defer { leave() }
         // Cancelled while it waited, but let in before its withdrawal ran (the holder left
         // first): its turn passes on unused.
-        if Task.isCancelled { return nil }
-        return try await body()
+        if Task.isCancelled { return .cancelled }
+        return .ran(try await body())
     }
 
     /// True once the gate is ours; false if the task was cancelled while it waited.
