@@ -43,6 +43,25 @@ struct FileAPIHardeningTests {
         }
     }
 
+    /// One edit-files request over many large files holds at most 256 MiB of them and their
+    /// edited copies: past it the request is refused (413) before more files are read (each
+    /// file's own 64 MiB bound had let 20 000 files of a 1 MiB body hold them all).
+    @Test func theFilesOfOneEditAreBoundedTogether() async throws {
+        try await withFilesServer { h in
+            var files: [String] = []
+            for i in 0..<6 {
+                let path = h.file("big\(i).bin")
+                // "x" once, then zeros: the edit matches at once.
+                #expect(FileManager.default.createFile(atPath: path, contents: Data("x".utf8)))
+                #expect(truncate(path, 60 << 20) == 0)
+                files.append("{\"path\":\"\(path)\",\"edits\":[{\"old_text\":\"x\",\"new_text\":\"y\"}]}")
+            }
+            let edit = try await h.post("edit-files", json: "{\"files\":[\(files.joined(separator: ","))]}")
+            #expect(edit.status == 413, "\(edit.status)")
+            #expect(String(decoding: edit.body, as: UTF8.self).contains("the most one request holds"))
+        }
+    }
+
     /// /proc/self/pagemap reports size 0 and holds ~256 GiB: reads grew the agent without
     /// bound (read-file-lines, edit-files) or hashed for minutes (read-file).
     @Test func pseudoFilesAreReadWithABound() async throws {

@@ -110,6 +110,10 @@ struct EditRoutes: Sendable {
     static let cpuBudget = Duration.seconds(20)
     /// The largest file an edit reads (it is held in memory with its edited copy).
     static let maxFileBytes = 64 << 20
+    /// The most one request holds of all its files and their edited copies: once past it the
+    /// request is refused (413) before more files are read (so it holds at most this plus
+    /// one file and its copy).
+    static let maxTotalBytes = 256 << 20
 
     /// Validates, edits in memory, then writes; returns per-file diffs in request order.
     static func apply(_ requested: [Requested], includeDiff: Bool = true, token: CancelToken = CancelToken()) throws -> [FileDiff] {
@@ -145,7 +149,12 @@ struct EditRoutes: Sendable {
         var conflicts: [ContentHash.ConflictEntry] = []
         var originals: [[UInt8]] = []
         var edited: [[UInt8]] = []
+        var held = 0
         for file in merged {
+            guard held <= maxTotalBytes else {
+                problems.append((.contentTooLarge, "the files edited hold more than \(maxTotalBytes) bytes with their edits, the most one request holds"))
+                break
+            }
             // Opened without blocking and checked on the descriptor; read with a bound (a
             // pseudo-file reports size 0 and may never end).
             let data: [UInt8]
@@ -181,6 +190,7 @@ struct EditRoutes: Sendable {
             }
             originals.append(original)
             edited.append(content)
+            held += original.count + content.count
         }
         if !conflicts.isEmpty, problems.isEmpty { throw ContentHash.Conflict(files: conflicts) }
         if !problems.isEmpty {
