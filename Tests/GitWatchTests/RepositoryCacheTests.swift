@@ -3,6 +3,7 @@ import AgentHTTP
 import AgentTestSupport
 import Foundation
 @testable import GitWatch
+import Synchronization
 import Testing
 
 /// One poll per repository, not per socket: sockets watching a repository too
@@ -35,6 +36,46 @@ struct RepositoryCacheTests {
             #expect(result?.changed.first?.unifiedDiff?.contains("+two") == true)
         }
         #expect(cache.readCounts.snapshots == 2, "\(cache.readCounts)")
+    }
+
+    /// Refreshes that arrive while another socket reads the repository share the next read
+    /// instead of each reading it again (each refresh asks for a fingerprint taken from now:
+    /// eight sockets refreshing at once made eight reads in a row on the git pool's threads).
+    @Test func refreshesThatWaitShareTheNextRead() async throws {
+        let cache = RepositoryCache()
+        let computes = Mutex(0)
+        let arrived = Mutex(0)
+        let first = DispatchSemaphore(value: 0)
+        let release = DispatchSemaphore(value: 0)
+        let group = DispatchGroup()
+        func call(_ isFirst: Bool) {
+            group.enter()
+            DispatchQueue.global().async {
+                if !isFirst { arrived.withLock { $0 += 1 } }
+                _ = try? cache.fingerprint(root: "/r", freshWithin: .zero) { () throws(GitError) -> String in
+                    let n = computes.withLock { c -> Int in
+                        c += 1
+                        return c
+                    }
+                    if n == 1 {
+                        first.signal()
+                        release.wait()
+                    }
+                    return "f\(n)"
+                }
+                group.leave()
+            }
+        }
+        call(true)
+        first.wait()
+        for _ in 0..<7 { call(false) }
+        // The seven are on their way in while the first read is held.
+        #expect(await eventually { arrived.withLock { $0 } == 7 })
+        release.signal()
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in group.notify(queue: .global()) { done.resume() } }
+        // The first read began before the others arrived: one more read serves them all
+        // (a caller slow to take its arrival time may make one more).
+        #expect(computes.withLock { $0 } <= 3, "\(computes.withLock { $0 }) reads")
     }
 
     /// A socket opened after the last one watching a repository closed is sent the tree as

@@ -60,18 +60,24 @@ final class RepositoryCache: Sendable {
         }
     }
 
-    /// The repository's fingerprint, taken within `freshWithin` (by any socket) or now.
+    /// The repository's fingerprint, taken within `freshWithin` (by any socket) or now. One
+    /// whose read began after this call arrived is always fresh enough: callers that wait
+    /// while another reads (a burst of refreshes with `freshWithin` zero) share the next read.
     func fingerprint(root: String, freshWithin: Duration, compute: () throws(GitError) -> String) throws(GitError) -> String {
+        let arrived = ContinuousClock.now
         let entry = entry(root)
         entry.busy.wait()
         defer { entry.busy.signal() }
-        if let cached = entry.state.withLock({ $0.fingerprint }), ContinuousClock.now - cached.at <= freshWithin {
+        if let cached = entry.state.withLock({ $0.fingerprint }), cached.at >= arrived || ContinuousClock.now - cached.at <= freshWithin {
             GitWatchMetrics.sharedReads("fingerprint").increment()
             return cached.value
         }
         reads.withLock { $0.fingerprints += 1 }
+        // Dated from the read's start: one that began before a caller arrived may predate
+        // the change it asks about.
+        let started = ContinuousClock.now
         let value = try compute()
-        entry.state.withLock { $0.fingerprint = (value, .now) }
+        entry.state.withLock { $0.fingerprint = (value, started) }
         return value
     }
 
