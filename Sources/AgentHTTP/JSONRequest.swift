@@ -148,7 +148,9 @@ public struct JSONRequest: Sendable {
             switch value {
             case .null: result = nil
             case .object(let members):
-                var map = result ?? [:]
+                // Taken out of `result` while it grows: a copy per repeated key would make a
+                // body of many repeats quadratic.
+                var map = result.take() ?? [:]
                 for (k, v) in members {
                     switch v {
                     case .string(let s): map[k] = s
