@@ -579,10 +579,47 @@ import Testing
         driver.get()
         driver.record(driver.machine.writeBlocked(now: driver.clock.now))
         driver.clock.advance(by: .seconds(10))
-        driver.machine.writeUnblocked()
+        driver.record(driver.machine.writeUnblocked())
         driver.record(driver.machine.writeBlocked(now: driver.clock.now))
         #expect(driver.advance(.seconds(20)) == [.armTimer(.writeStall, .seconds(10))])
         #expect(driver.advance(.seconds(10)) == [.countClose("write_stall"), .close])
+    }
+
+    /// Answers made at once (a HEAD, `/healthz`) wait for no write of their own: a response
+    /// that ends with its bytes unsent stops reads until the socket takes them, and a client
+    /// that never reads is closed at the write-stall time. Reads resume once it does.
+    @Test func anAnswerLeftUnsentStopsReadsUntilTheSocketTakesIt() {
+        // A write-stall time shorter than the next head's 10 s, so that it is what closes.
+        var configuration = Machine.Configuration()
+        configuration.writeStallTimeout = .seconds(5)
+        var driver = Driver(configuration)
+        driver.get()
+        driver.respond()
+        #expect(!driver.machine.readsPaused)
+        #expect(driver.record(driver.machine.outputBlocked(now: driver.clock.now)) == [.armTimer(.writeStall, .seconds(5))])
+        #expect(driver.machine.readsPaused, "no more requests are read while the answer waits")
+        #expect(driver.record(driver.machine.writeUnblocked()) == [.resumeReads])
+        #expect(!driver.machine.readsPaused)
+        #expect(driver.advance(.seconds(5)).isEmpty, "the stall timer was cleared")
+        // Never taken: closed at the write-stall time.
+        var stalled = Driver(configuration)
+        stalled.get()
+        stalled.respond()
+        stalled.record(stalled.machine.outputBlocked(now: stalled.clock.now))
+        #expect(stalled.advance(.seconds(4)).isEmpty)
+        #expect(stalled.advance(.seconds(1)) == [.countClose("write_stall"), .close])
+    }
+
+    /// Reads paused for a waiting answer stay paused while a pipelined request or a body's
+    /// reader holds them too, and resume only when nothing does.
+    @Test func writeAndBodyPausesResumeReadsTogether() {
+        var driver = Driver()
+        driver.head(.init(transferCoding: .chunked), route: Driver.stream)
+        driver.record(driver.machine.bodyBackPressure(stop: true))
+        driver.record(driver.machine.outputBlocked(now: driver.clock.now))
+        #expect(driver.record(driver.machine.bodyBackPressure(stop: false)).isEmpty, "the output still holds reads")
+        #expect(driver.machine.readsPaused)
+        #expect(driver.record(driver.machine.writeUnblocked()) == [.resumeReads])
     }
 
     @Test func bodyBackPressurePausesAndResumesReads() {

@@ -347,7 +347,7 @@ extension HTTP1ConnectionHandler {
             context.flush()
             if context.channel.isWritable, let waiting = writable {
                 writable = nil
-                machine.writeUnblocked()
+                perform(machine.writeUnblocked())
                 waiting.succeed(())
             }
             try await promise.futureResult.get()
@@ -374,6 +374,8 @@ extension HTTP1ConnectionHandler {
         perform(machine.responseEnded(now: clock.now))
         guard machine.isServing else { return }
         context.flush()
+        // What the socket did not take waits in the channel: no more requests until it does.
+        if !context.channel.isWritable { perform(machine.outputBlocked(now: clock.now)) }
         if !pipelined.isEmpty { drainPipelined(context) }
     }
 

@@ -371,7 +371,7 @@ final class HTTP1ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
         if context.channel.isWritable {
-            machine.writeUnblocked()
+            perform(machine.writeUnblocked())
             if let writable {
                 self.writable = nil
                 writable.succeed(())

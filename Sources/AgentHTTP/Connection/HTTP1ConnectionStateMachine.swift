@@ -701,9 +701,23 @@ struct HTTP1ConnectionStateMachine<C: Clock> where C.Duration == Duration {
         return actions
     }
 
-    /// The socket takes data again.
-    mutating func writeUnblocked() {
+    /// A response ended with its bytes still waiting for the socket (the channel is not
+    /// writable): no more requests are read until it takes them, for at most the write-stall
+    /// time. An answer made at once (HEAD, `/healthz`, a refusal) costs no wait of its own,
+    /// so without this a client that sends and never reads would pile them up unsent.
+    mutating func outputBlocked(now: C.Instant) -> Actions {
+        var actions = Actions()
+        _ = reads.output(blocked: true)
+        deadlines.arm(.writeStall, at: now.advanced(by: configuration.writeStallTimeout), now: now, &actions)
+        return actions
+    }
+
+    /// The socket takes data again: reads resume if only the output held them.
+    mutating func writeUnblocked() -> Actions {
+        var actions = Actions()
         deadlines.clear(.writeStall)
+        if reads.output(blocked: false) { actions.append(.resumeReads) }
+        return actions
     }
 
     /// The streamed body's reader has enough buffered (true) or wants more (false).

@@ -9,10 +9,13 @@ struct ReadGate: Sendable, Equatable {
 
     private var forPipeline = false
     private var forBody = false
+    /// Answers wait for the socket to take them (the client reads nothing): no more requests
+    /// are read until it does, so answers made at once cannot pile up unsent.
+    private var forWrite = false
     /// Parts decoded since reads stopped for pipelining (an upper bound on what waits).
     private var queuedParts = 0
 
-    var isPaused: Bool { forPipeline || forBody }
+    var isPaused: Bool { forPipeline || forBody || forWrite }
 
     /// A head came while an earlier response is under way: reads stop.
     mutating func pauseForPipeline() {
@@ -30,7 +33,14 @@ struct ReadGate: Sendable, Equatable {
         guard forPipeline else { return false }
         forPipeline = false
         queuedParts = 0
-        return !forBody
+        return !isPaused
+    }
+
+    /// Answers wait for the socket (`blocked`) or it takes data again: true if reads resume.
+    mutating func output(blocked: Bool) -> Bool {
+        let was = isPaused
+        forWrite = blocked
+        return was && !isPaused
     }
 
     /// The body's reader is full (`stop`) or wants more: true if reads resume.
