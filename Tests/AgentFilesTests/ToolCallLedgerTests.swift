@@ -1,5 +1,6 @@
 import AgentCore
 @testable import AgentFiles
+import HTTPTypes
 import Synchronization
 import Testing
 
@@ -38,5 +39,33 @@ struct ToolCallLedgerTests {
             #expect(outcome != nil, newerByCancel ? "woken after a cancel of a newer message" : "woken after a newer message")
             if let record = outcome { #expect(record == nil, "no record is left for the dropped call") }
         }
+    }
+    /// The recorded answers are bounded in bytes together: past the budget the answers
+    /// recorded first give up their bodies and a repeat of one is answered "no longer kept",
+    /// never run again; dropping a chat's message gives its bytes back.
+    @Test func recordedAnswersAreBoundedInBytes() async throws {
+        let ledger = ToolCallLedger(startedAt: .now - .seconds(60))
+        let big = ToolCallLedger.Answer(status: .ok, contentType: "application/json", body: [UInt8](repeating: 0x61, count: 1 << 20))
+        let calls = ToolCallLedger.maxRecordedBytes / (1 << 20) + 8
+        for i in 0..<calls {
+            let key = Self.key(message: 1, call: "call-\(i)")
+            #expect(ledger.begin(key, ageMs: 10) == .run)
+            ledger.finish(key, answer: big, inputHash: "input-\(i)")
+            #expect(ledger.recordedBytes <= ToolCallLedger.maxRecordedBytes)
+        }
+        guard case .done(let first, let input)? = await ledger.settled(Self.key(message: 1, call: "call-0"))?.state else {
+            Issue.record("the first call's record is gone")
+            return
+        }
+        #expect(first.body == ToolCallLedger.unkept.body && input == "input-0", "the oldest gave up its body, kept its input")
+        #expect(ledger.begin(Self.key(message: 1, call: "call-0"), ageMs: 10) == .replay, "a repeat is replayed, not run")
+        guard case .done(let last, _)? = await ledger.settled(Self.key(message: 1, call: "call-\(calls - 1)"))?.state else {
+            Issue.record("the last call's record is gone")
+            return
+        }
+        #expect(last.body.count == 1 << 20, "the newest keeps its answer")
+        // The chat's next message drops its records: their bytes go back.
+        #expect(ledger.begin(Self.key(message: 2, call: "next"), ageMs: 10) == .run)
+        #expect(ledger.recordedBytes == 0)
     }
 }

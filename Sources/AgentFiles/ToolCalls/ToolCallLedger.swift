@@ -11,11 +11,19 @@ import Synchronization
 ///
 /// Memory: only each chat's latest message is kept; at most ``maxChats`` chats (the one
 /// used longest ago goes first) and ``maxCallsPerMessage`` calls each; a recorded answer
-/// keeps at most ``maxRecordedBody`` bytes (a longer one is replayed as a 500 saying so).
+/// keeps at most ``maxRecordedBody`` bytes (a longer one is replayed as a 500 saying so),
+/// and all of them at most ``maxRecordedBytes``: past it the answers recorded first give up
+/// their bodies (a repeat of such a call is a 500 saying so, never a second run).
 final class ToolCallLedger: Sendable {
     static let maxChats = 256
     static let maxCallsPerMessage = 256
     static let maxRecordedBody = 1 << 20
+    static let maxRecordedBytes = 64 << 20
+
+    /// What a call whose answer gave up its body to the budget replays.
+    static let unkept = Answer(
+        status: .internalServerError, contentType: "application/json",
+        body: Array(#"{"message":"The tool call ran; its answer is no longer kept."}"#.utf8))
 
     /// A finished call's answer.
     struct Answer: Sendable {
@@ -33,6 +41,8 @@ final class ToolCallLedger: Sendable {
     struct Record: Sendable {
         var state: State
         var startedAt: ContinuousClock.Instant
+        /// When its answer was recorded (the store's clock), for the byte budget.
+        var finished: UInt64 = 0
     }
 
     private struct Chat {
@@ -45,6 +55,8 @@ final class ToolCallLedger: Sendable {
         var chats: [String: Chat] = [:]
         var clock: UInt64 = 0
         var nextWaiter: UInt64 = 0
+        /// Bytes of the recorded answers' bodies (at most ``maxRecordedBytes``).
+        var recordedBytes = 0
     }
 
     /// What a request for a call should do.
@@ -76,7 +88,7 @@ final class ToolCallLedger: Sendable {
             defer { s.chats[key.chat] = chat; Self.trim(&s, waking: &woken) }
             if key.messageID < chat.message { return .stale }
             if key.messageID > chat.message {
-                Self.forget(chat, waking: &woken)
+                Self.forget(chat, from: &s, waking: &woken)
                 chat = Chat(message: key.messageID, calls: [:], lastUsed: s.clock)
             }
             if let record = chat.calls[key.callID] {
@@ -101,9 +113,14 @@ final class ToolCallLedger: Sendable {
             guard var chat = s.chats[key.chat], chat.message == key.messageID, var record = chat.calls[key.callID] else { return [] }
             var woken: [CheckedContinuation<Void, Never>] = []
             if case .running(let waiters) = record.state { woken = Array(waiters.values) }
+            if case .done(let old, _) = record.state { s.recordedBytes -= old.body.count }
+            s.clock += 1
             record.state = .done(answer, inputHash: inputHash)
+            record.finished = s.clock
             chat.calls[key.callID] = record
             s.chats[key.chat] = chat
+            s.recordedBytes += answer.body.count
+            Self.keepWithinBudget(&s)
             return woken
         }
         for waiter in waiters { waiter.resume() }
@@ -157,7 +174,7 @@ final class ToolCallLedger: Sendable {
             s.clock += 1
             var chat = s.chats[key.chat] ?? Chat(message: key.messageID)
             if key.messageID > chat.message {
-                Self.forget(chat, waking: &woken)
+                Self.forget(chat, from: &s, waking: &woken)
                 chat = Chat(message: key.messageID)
             }
             chat.lastUsed = s.clock
@@ -185,17 +202,45 @@ final class ToolCallLedger: Sendable {
     /// Drops the least recently used chats beyond ``maxChats``.
     private static func trim(_ s: inout Store, waking woken: inout [CheckedContinuation<Void, Never>]) {
         while s.chats.count > maxChats, let oldest = s.chats.min(by: { $0.value.lastUsed < $1.value.lastUsed }) {
-            forget(oldest.value, waking: &woken)
+            forget(oldest.value, from: &s, waking: &woken)
             s.chats.removeValue(forKey: oldest.key)
         }
     }
 
-    /// A chat's records are dropped (a newer message, or trimming): those waiting for its
-    /// running calls are woken, outside the lock, and find no record.
-    private static func forget(_ chat: Chat, waking woken: inout [CheckedContinuation<Void, Never>]) {
+    /// A chat's records are dropped (a newer message, or trimming): their answers leave the
+    /// budget; those waiting for its running calls are woken, outside the lock, and find no
+    /// record.
+    private static func forget(_ chat: Chat, from s: inout Store, waking woken: inout [CheckedContinuation<Void, Never>]) {
         for record in chat.calls.values {
-            if case .running(let waiters) = record.state { woken += waiters.values }
+            switch record.state {
+            case .running(let waiters): woken += waiters.values
+            case .done(let answer, _): s.recordedBytes -= answer.body.count
+            case .canceled: break
+            }
         }
     }
+
+    /// Past ``maxRecordedBytes``, the answers recorded first give up their bodies (each
+    /// keeps its input's hash: a repeat is answered ``unkept``, never run again).
+    private static func keepWithinBudget(_ s: inout Store) {
+        // Bounded: each turn takes one answer's bytes out of the total.
+        while s.recordedBytes > maxRecordedBytes {
+            var oldest: (chat: String, call: String, finished: UInt64)?
+            for (chatID, chat) in s.chats {
+                for (callID, record) in chat.calls {
+                    // Only a body larger than the note that replaces it frees anything.
+                    guard case .done(let answer, _) = record.state, answer.body.count > unkept.body.count else { continue }
+                    if record.finished < oldest?.finished ?? .max { oldest = (chatID, callID, record.finished) }
+                }
+            }
+            guard let oldest, var record = s.chats[oldest.chat]?.calls[oldest.call], case .done(let answer, let input) = record.state else { return }
+            s.recordedBytes -= answer.body.count - unkept.body.count
+            record.state = .done(unkept, inputHash: input)
+            s.chats[oldest.chat]?.calls[oldest.call] = record
+        }
+    }
+
+    /// Bytes of the recorded answers' bodies now (tests).
+    var recordedBytes: Int { store.withLock { $0.recordedBytes } }
 
 }
