@@ -339,3 +339,22 @@ struct BoundaryConnectionLogTests {
         _ = try other.finish()
     }
 }
+
+/// The forwarder's memory queue is bounded in log entries as well as batches: a batch of
+/// 16 000 empty entries (32 KiB encoded, far more decoded) fills it alone; the next goes to
+/// the spool, nothing is dropped.
+struct BoundaryForwarderMemoryTests {
+    @Test func batchesOfManyEntriesGoToTheSpool() throws {
+        let directory = NSTemporaryDirectory() + "boundary-entries-" + UUID().uuidString.prefix(8)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let quiet = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
+        let forwarder = BoundaryForwarder(
+            upward: RecordingUpward(), spool: BoundarySpool(directory: directory, maxBytes: 64 << 20, logger: quiet))
+        var batch = Coder_Agent_V2_ReportBoundaryLogsRequest()
+        batch.logs = Array(repeating: Coder_Agent_V2_BoundaryLog(), count: 16_000)
+        for _ in 0..<10 { forwarder.enqueue(batch) }
+        let accounting = forwarder.accounting
+        #expect(accounting.queued == 1, "\(accounting)")
+        #expect(accounting.spooled == 9 && accounting.dropped == 0, "\(accounting)")
+    }
+}

@@ -17,10 +17,14 @@ import Synchronization
 /// bound; a batch the control plane would refuse for size (over 1000 entries) is split; at
 /// shutdown, what is still queued is spooled for the next start.
 ///
-/// Memory: at most ``Configuration/memoryCapacity`` batches (each ≤ 32 KiB encoded).
+/// Memory: at most ``Configuration/memoryCapacity`` batches (each ≤ 32 KiB encoded) and
+/// ``Configuration/memoryLogs`` entries in all (decoded, an entry costs far more than its
+/// encoding: a 32 KiB batch of empty entries holds 16 000 of them), the rest spooled.
 final class BoundaryForwarder: Service, Sendable {
     struct Configuration: Sendable {
         var memoryCapacity = 100
+        /// Log entries held in memory in all (about 150 bytes each at the least).
+        var memoryLogs = 20_000
         /// The control plane refuses larger batches.
         var maxLogsPerRequest = 1000
         /// How long shutdown keeps forwarding before spooling the rest.
@@ -45,6 +49,8 @@ final class BoundaryForwarder: Service, Sendable {
 
     private struct State {
         var queue: [Queued] = []
+        /// Log entries of the queued batches (at most 100 batches to count).
+        var queuedLogs: Int { queue.reduce(0) { $0 + $1.request.logs.count } }
         var spool: BoundarySpool?
         var inFlight: InFlight?
         var stopped = false
@@ -77,7 +83,9 @@ final class BoundaryForwarder: Service, Sendable {
         let dropped: String? = state.withLock { s in
             s.enqueued += 1
             let spoolHasItems = !(s.spool?.isEmpty ?? true)
-            if !spoolHasItems && s.queue.count < configuration.memoryCapacity && !s.stopped {
+            if !spoolHasItems && s.queue.count < configuration.memoryCapacity && !s.stopped
+                && s.queuedLogs + entries <= configuration.memoryLogs
+            {
                 s.queue.append(Queued(request: request))
                 BoundaryMetrics.queued.record(s.queue.count)
                 return nil
@@ -150,8 +158,13 @@ final class BoundaryForwarder: Service, Sendable {
         state.withLock { s in
             if let inFlight = s.inFlight { return (inFlight.request, inFlight.parts.count) }
             if s.queue.isEmpty, let spool = s.spool {
-                while s.queue.count < configuration.memoryCapacity, let (bytes, segment) = spool.next() {
+                var logs = 0
+                // At least one batch, so that a batch over the entry bound still moves.
+                while s.queue.count < configuration.memoryCapacity, s.queue.isEmpty || logs < configuration.memoryLogs,
+                    let (bytes, segment) = spool.next()
+                {
                     if let request = try? Request(serializedBytes: bytes) {
+                        logs += request.logs.count
                         s.queue.append(Queued(request: request, segment: segment))
                     } else {
                         spool.settle(segment: segment)
