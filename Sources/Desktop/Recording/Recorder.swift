@@ -97,8 +97,10 @@ actor Recorder {
         forgetOldFinished()
         let video = "\(directory)/coder-recording-\(id).mp4"
         let thumbnail = "\(directory)/coder-recording-\(id).thumb.jpg"
-        try? FileManager.default.removeItem(atPath: video)
-        try? FileManager.default.removeItem(atPath: thumbnail)
+        // unlink, not a recursive removal: whatever another user put at these names (a
+        // directory, say) is not the agent's to delete; a link goes, not its target.
+        _ = unlink(video)
+        _ = unlink(thumbnail)
         let quiet = open("/dev/null", O_WRONLY | O_CLOEXEC)
         defer { if quiet >= 0 { Glibc.close(quiet) } }
         let argv = [
@@ -246,12 +248,11 @@ actor Recorder {
         let heads = parts.map { "--\(boundary)\r\n\($0.head)" }
         let tail = "--\(boundary)--\r\n"
         let length = zip(heads, parts).reduce(0) { $0 + $1.0.utf8.count + $1.1.size + 2 } + tail.utf8.count
+        // Deleted however the answer ends, written or not (a client gone before it was
+        // written releases it unwritten): the recorder has forgotten them already.
+        let files = SetAsideFiles(parts.map(\.path))
         let body = ResponseBody(contentLength: length) { writer in
-            // Deleted however the answer ends: the recorder has forgotten them already.
-            defer {
-                try? FileManager.default.removeItem(atPath: video.path)
-                if let thumbnail { try? FileManager.default.removeItem(atPath: thumbnail.path) }
-            }
+            defer { files.delete() }
             for (head, part) in zip(heads, parts) {
                 try await writer.write(ByteBuffer(string: head))
                 try await streamFile(part.path, size: part.size, into: &writer)
@@ -283,4 +284,20 @@ actor Recorder {
             try await writer.write(chunk)
         }
     }
+}
+
+/// Files set aside for one answer: deleted once it is done with them, or when it is released
+/// without having been written.
+final class SetAsideFiles: Sendable {
+    let paths: [String]
+
+    init(_ paths: [String]) {
+        self.paths = paths
+    }
+
+    func delete() {
+        for path in paths { _ = unlink(path) }
+    }
+
+    deinit { delete() }
 }
