@@ -1,6 +1,7 @@
 import AgentCore
 import AgentTestSupport
 import Foundation
+import Logging
 import Glibc
 import Testing
 
@@ -94,6 +95,33 @@ struct TreeWatcherTests {
         watcher.unsubscribe(first)
         watcher.unsubscribe(second)
         #expect(await eventually { !watcher.isRunning })
+    }
+}
+
+/// A repository that did not fit the budget is tried again only once the freed budget
+/// covers what it held when it ran out: a small repository watched and let go again and
+/// again made it walk up to the whole budget each time, on the watcher's one thread.
+struct TreeWatchEngineBudgetTests {
+    @Test func anOverBudgetRepositoryIsNotRebuiltOnEverySmallRelease() async throws {
+        let small = try await WatchHarness.committedRepository()
+        var files: [String: String] = [:]
+        for index in 0..<20 { files["d\(index)/f.txt"] = "\(index)\n" }
+        let large = try await WatchHarness.committedRepository(files)
+        defer {
+            try? FileManager.default.removeItem(atPath: small)
+            try? FileManager.default.removeItem(atPath: large)
+        }
+        let engine = TreeWatchEngine(maxWatches: 10, logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
+        engine.add(root: large)
+        #expect(!engine.isLive(large))
+        let before = engine.builds
+        for _ in 0..<20 {
+            engine.add(root: small)
+            #expect(engine.isLive(small))
+            engine.remove(root: small)
+        }
+        #expect(engine.builds - before == 20, "only the small repository's own walks: \(engine.builds - before)")
+        engine.remove(root: large)
     }
 }
 

@@ -28,6 +28,9 @@ final class TreeWatchEngine {
         var announced = false
         /// It is polled because the budget ran out (another try when budget frees up).
         var overBudget = false
+        /// Watches it held when the budget ran out, plus one: it is tried again only once at
+        /// least that many are free, not on every release of a smaller repository.
+        var neededWatches = 0
     }
 
     private let inotify: Inotify?
@@ -68,8 +71,12 @@ final class TreeWatchEngine {
         guard roots[root] != nil else { return }
         release(root)
         roots[root] = nil
-        // Freed budget: repositories that did not fit get another try.
-        for (other, entry) in roots where !entry.live && entry.matcher != nil && entry.overBudget { build(other) }
+        // Freed budget: repositories that did not fit get another try once it covers what
+        // each held when it ran out (a walk of up to the whole budget per try).
+        for (other, entry) in roots where !entry.live && entry.matcher != nil && entry.overBudget {
+            guard maxWatches - watchCount >= entry.neededWatches else { continue }
+            build(other)
+        }
     }
 
     /// Reads every queued event (bounded per call); returns the repositories they touch.
@@ -169,7 +176,11 @@ final class TreeWatchEngine {
     }
 
     /// Watches everything `root` needs; on running out of budget, watches none of it.
+    /// Walks made to watch a repository (tests).
+    private(set) var builds = 0
+
     private func build(_ root: String) {
+        builds += 1
         guard let matcher = roots[root]?.matcher else {
             roots[root]?.live = false
             return
@@ -257,8 +268,10 @@ final class TreeWatchEngine {
 
     /// Stops watching `root`: it is polled with the fingerprint. Logged once per repository.
     private func degrade(_ root: String, reason: String) {
+        let held = roots[root]?.descriptors.count ?? 0
         release(root)
         roots[root]?.overBudget = reason == "over the inotify budget"
+        roots[root]?.neededWatches = held + 1
         if roots[root]?.announced == false {
             roots[root]?.announced = true
             logger.notice(
