@@ -15,7 +15,8 @@ import NIOWebSocket
 /// bit (RFC 6455 §5.1) is refused there with 1002. Control frames (ping, pong, close) pass,
 /// also between fragments. After a violation the close frame goes out, nothing more is
 /// passed on, and the connection closes (``HTTP1ConnectionHandler/webSocketViolation(_:)``).
-/// It also reports the channel's end to the connection, whose handler has left the pipeline.
+/// It also reports the channel's end and its writability to the connection, whose handler has
+/// left the pipeline.
 /// State: two counters and three bytes of a pending UTF-8 sequence. Used only on the
 /// connection's event loop.
 final class WebSocketMessageGuard: ChannelInboundHandler, RemovableChannelHandler {
@@ -38,6 +39,13 @@ final class WebSocketMessageGuard: ChannelInboundHandler, RemovableChannelHandle
 
     func handlerRemoved(context: ChannelHandlerContext) {
         connection.closedAfterUpgrade()
+    }
+
+    /// The socket's writability, for the connection's write-stall deadline (its handler has
+    /// left the pipeline and no longer sees it).
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        connection.webSocketWritabilityChanged(context.channel.isWritable)
+        context.fireChannelWritabilityChanged()
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {

@@ -151,6 +151,23 @@ struct ConnectionBudgetTests {
         }
     }
 
+    /// A WebSocket whose client reads nothing is closed once no write progress was made for
+    /// the write-stall time, like a download: its messages had waited in their writer with
+    /// no deadline (until the idle ping, a minute later, when the client also said nothing,
+    /// and for ever when it kept sending).
+    @Test func aStalledWebSocketIsClosed() async throws {
+        try await withGuardServer(writeStallTimeout: .milliseconds(300)) { port, registry in
+            let stalled = try #require(await LoopbackSocket.connect(port: port))
+            stalled.setReceiveBuffer(4096)
+            #expect(
+                stalled.send(
+                    "GET /flood HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                        + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"))
+            #expect(String(decoding: await stalled.read(until: "\r\n\r\n", timeout: .seconds(20)), as: UTF8.self).hasPrefix("HTTP/1.1 101"))
+            #expect(await eventually(timeout: .seconds(20)) { registry.count == 0 }, "the connection was closed")
+        }
+    }
+
     /// A download whose client reads nothing is closed once no write progress was made for
     /// the write-stall time (before: held forever, with its buffers). (Clients that read are
     /// covered by the responder tests' large bodies, under the default 30 s.)

@@ -530,6 +530,12 @@ struct GuardTestRoutes: HTTPModule {
                 }
             }
         }
+        // Sends 64 KiB binary messages until the connection ends.
+        router.webSocket("/flood") { _ throws(APIError) in
+        } handler: { _, outbound, _ in
+            let block = ByteBuffer(repeating: 0x42, count: 64 * 1024)
+            while true { try await outbound.write(.binary(block)) }
+        }
         router.webSocket("/ws/:name") { request throws(APIError) in
             if request.parameters["name"] == "refused" { throw APIError(.notFound, "No such socket.") }
         } handler: { inbound, outbound, _ in

@@ -225,6 +225,13 @@ final class HTTP1ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
         return masked
     }
 
+    /// The socket stopped taking data, or takes it again, after the upgrade (from
+    /// ``WebSocketMessageGuard``): the route's messages wait in their writer with no deadline
+    /// of their own, so the write-stall time bounds how long the socket may take nothing.
+    func webSocketWritabilityChanged(_ writable: Bool) {
+        perform(writable ? machine.writeUnblocked() : machine.writeBlocked(now: clock.now))
+    }
+
     /// A WebSocket message broke a bound (``WebSocketMessageGuard``).
     func webSocketViolation(_ code: WebSocketErrorCode) {
         var buffer = ByteBuffer()
@@ -376,6 +383,11 @@ final class HTTP1ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
                 self.writable = nil
                 writable.succeed(())
             }
+        } else {
+            // Whatever waits to be written (a body, an answer, a WebSocket's messages, which
+            // wait in their writer with no deadline of their own): the socket must take some
+            // of it within the write-stall time, or the connection closes.
+            perform(machine.writeBlocked(now: clock.now))
         }
         context.fireChannelWritabilityChanged()
     }
