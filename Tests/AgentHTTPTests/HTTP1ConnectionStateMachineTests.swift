@@ -161,10 +161,27 @@ import Testing
         for _ in 0..<200 {
             // Only the lazy wake-up re-arms: a body that keeps moving may take as long as it needs.
             #expect(Self.refusal(in: driver.advance(.seconds(30))) == nil)
-            driver.body(10)
+            driver.body(Machine.minimumBodyProgress)
         }
         let actions = driver.advance(.seconds(60))
         #expect(Self.refusal(in: actions)?.status == .requestTimeout)
+    }
+
+    /// A trickle does not move the idle deadline: a body must bring 1 KiB within each idle
+    /// period, or a client sending a byte every 50 s would hold its connection (busy, never
+    /// evicted), its handler and its file for ever.
+    @Test func aTrickledStreamedBodyMeetsItsIdleDeadline() {
+        var driver = Driver()
+        driver.head(.init(transferCoding: .chunked), route: Driver.stream)
+        #expect(Self.refusal(in: driver.advance(.seconds(50))) == nil)
+        driver.body(1)
+        var refused: ConnectionRefusal?
+        // Bounded: two idle periods at most.
+        for _ in 0..<12 where refused == nil {
+            refused = Self.refusal(in: driver.advance(.seconds(5)))
+            if refused == nil { driver.body(1) }
+        }
+        #expect(refused?.status == .requestTimeout, "a byte every 5 s after the first 50 s")
     }
 
     // MARK: Refusals at the head

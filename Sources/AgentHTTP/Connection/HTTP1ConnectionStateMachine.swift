@@ -48,6 +48,10 @@ struct HTTP1ConnectionStateMachine<C: Clock> where C.Duration == Duration {
     }
 
     typealias Action = HTTP1ConnectionAction
+
+    /// A streamed body must bring this many bytes within each idle period (1 KiB a minute by
+    /// default: 17 bytes a second) to keep its connection.
+    static var minimumBodyProgress: Int { 1024 }
     typealias Actions = HTTP1ConnectionActions
     typealias ForwardedHead = HTTP1ForwardedHead
     typealias BodyFailure = HTTP1BodyFailure
@@ -102,6 +106,10 @@ struct HTTP1ConnectionStateMachine<C: Clock> where C.Duration == Duration {
         var outstanding: Int
         /// A streamed body's idle deadline; nil: a total deadline.
         var idle: Duration?
+        /// Body bytes since the idle deadline last moved: it moves only once
+        /// ``minimumBodyProgress`` more came, so a trickle (a byte a minute) cannot keep an
+        /// upload, its connection and its file open for ever.
+        var progress = 0
         var chunkFraming: ChunkFramingBudget?
         /// `100 Continue` is owed once the responses before this one have ended.
         var continuePending = false
@@ -362,10 +370,14 @@ struct HTTP1ConnectionStateMachine<C: Clock> where C.Duration == Duration {
                 return actions
             }
             request.chunkFraming?.data(bytes)
-            state = .request(request)
             if let idle = request.idle, deadlines.isSet(.body) {
-                deadlines.arm(.body, at: now.advanced(by: idle), now: now, &actions)
+                request.progress += bytes
+                if request.progress >= Self.minimumBodyProgress {
+                    request.progress = 0
+                    deadlines.arm(.body, at: now.advanced(by: idle), now: now, &actions)
+                }
             }
+            state = .request(request)
             if !request.handshake { actions.append(.forward) }
         default:
             partOutsideARequest(&actions)
