@@ -146,6 +146,8 @@ private struct SplitMix64: RandomNumberGenerator {
     let fractional = try CronSchedule(parsing: "@every 90s", localZone: utc).next(after: Date(timeIntervalSince1970: 10.7))
     #expect(fractional == Date(timeIntervalSince1970: 100))
     #expect(try activations("  @every   10s  ", after: 0, count: 1) == [10])
+    // Two parts of 2^63 ns each: refused, not an overflow that trapped on every manifest.
+    #expect(parseError("@every 9223372036854775808ns9223372036854775808ns") != nil)
 }
 
 // MARK: Errors

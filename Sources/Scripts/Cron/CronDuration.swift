@@ -82,8 +82,9 @@ enum CronDuration {
                 value += UInt64(Double(fraction) * (Double(unit) / scale))
                 guard value <= limit else { throw .invalid }
             }
+            // Checked before the addition: two parts of 2^63 each would overflow UInt64.
+            guard value <= limit - total else { throw .invalid }
             total += value
-            guard total <= limit else { throw .invalid }
         }
         if negative { return Int64(bitPattern: 0 &- total) }
         guard total <= UInt64(Int64.max) else { throw .invalid }
