@@ -38,6 +38,23 @@ struct LogRequestEncodingTests {
         #expect(request == expected)
     }
 
+    /// A journal's record may hold any time (the journal is read back from disk): the ends
+    /// of Int64 encode as the timestamp they are, never trap.
+    @Test func extremeTimesEncode() throws {
+        let source = [UInt8](repeating: 3, count: 16)
+        let times: [Int64] = [.min, .min + 1, -1, .max]
+        let records = times.map { time in
+            Array("x".utf8).withUnsafeBytes { LogRecord.encode(sourceID: source, level: LogRecord.levelInfo, createdAt: time, sanitizing: $0) }
+        }
+        let request = try Coder_Agent_V2_BatchCreateLogsRequest(serializedBytes: LogRequestEncoding.request(records[...]))
+        let decoded = request.logs.map { ($0.createdAt.seconds, $0.createdAt.nanos) }
+        let expected = times.map { time -> (Int64, Int32) in
+            let (q, r) = time.quotientAndRemainder(dividingBy: 1_000_000_000)
+            return r < 0 ? (q - 1, Int32(r + 1_000_000_000)) : (q, Int32(r))
+        }
+        #expect(decoded.map(\.0) == expected.map(\.0) && decoded.map(\.1) == expected.map(\.1))
+    }
+
     @Test func dirtyLinesAreSanitisedAndFieldsReadInPlace() throws {
         let source = [UInt8](repeating: 9, count: 16)
         let record = ([0x61, 0xFF, 0x00, 0x62] as [UInt8]).withUnsafeBytes {

@@ -46,8 +46,13 @@ enum LogRequestEncoding {
         for record in records {
             guard let fields = fields(record) else { continue }
             timestamp.removeAll(keepingCapacity: true)
-            let seconds = fields.createdAt >= 0 ? fields.createdAt / 1_000_000_000 : (fields.createdAt + 1) / 1_000_000_000 - 1
-            let nanos = fields.createdAt - seconds * 1_000_000_000
+            // Floor division without a multiplication that could overflow (a journal's
+            // record may hold any Int64, Int64.min included).
+            var (seconds, nanos) = fields.createdAt.quotientAndRemainder(dividingBy: 1_000_000_000)
+            if nanos < 0 {
+                seconds -= 1
+                nanos += 1_000_000_000
+            }
             if seconds != 0 { timestamp.append(0x08); appendVarint(UInt64(bitPattern: seconds), to: &timestamp) }
             if nanos != 0 { timestamp.append(0x10); appendVarint(UInt64(nanos), to: &timestamp) }
             log.removeAll(keepingCapacity: true)
