@@ -617,7 +617,17 @@ public final class ControlPlaneSession: Service, UpwardSink, ManifestSource, Lif
             logger?.warning("secret variable not set", metadata: ["env_name": "\(name)", "reason": "\(reason)"])
         }
         result.commandSecrets = CommandSecrets(sessionToken: sessionToken, variables: secrets.variables)
-        result.scripts = manifest.scripts.map { script in
+        // A script's log source is a UUID (16 bytes), as Go's uuid.FromBytes requires; one
+        // that is not cannot be logged for, and is left out rather than trap the log writer.
+        let (scripts, malformed) = (
+            manifest.scripts.filter { $0.logSourceID.count == 16 }, manifest.scripts.filter { $0.logSourceID.count != 16 }
+        )
+        for script in malformed {
+            logger?.warning(
+                "script left out: its log source id is not 16 bytes",
+                metadata: ["display_name": "\(script.displayName)", "bytes": "\(script.logSourceID.count)"])
+        }
+        result.scripts = scripts.map { script in
             ManifestScript(
                 id: Array(script.id), logSourceID: Array(script.logSourceID), logPath: script.logPath, script: script.script,
                 cron: script.cron, runOnStart: script.runOnStart, runOnStop: script.runOnStop,

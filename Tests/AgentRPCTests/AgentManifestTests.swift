@@ -23,6 +23,21 @@ import AgentTestSupport
         #expect(result.environment["GREETING"] == "hi alice")
     }
 
+    /// A script whose log source id is not a UUID's 16 bytes is left out (the log writer
+    /// traps on one); the others pass.
+    @Test func aScriptWithAMalformedLogSourceIsLeftOut() {
+        var manifest = Coder_Agent_V2_Manifest()
+        var good = Coder_Agent_V2_WorkspaceAgentScript()
+        good.logSourceID = Data([UInt8](repeating: 1, count: 16))
+        good.displayName = "good"
+        var bad = good
+        bad.logSourceID = Data([1, 2, 3])
+        bad.displayName = "bad"
+        manifest.scripts = [good, bad]
+        let result = ControlPlaneSession.agentManifest(from: manifest, environment: [:])
+        #expect(result.scripts.map(\.displayName) == ["good"])
+    }
+
     /// The tailnet's part: the agent id, the DERP map (serialized), and the DERP flags.
     @Test func tailnetFieldsArePassedOn() throws {
         var manifest = Coder_Agent_V2_Manifest()

@@ -101,6 +101,15 @@ struct ScriptCommandTests {
         let mode = try #require((try FileManager.default.attributesOfItem(atPath: root + "/a")[.posixPermissions] as? NSNumber)?.intValue)
         #expect(mode & 0o777 == 0o700)
         #expect(throws: ScriptCommand.SetupError.self) { try ScriptSetup.openLog("/proc/no-such/x.log") }
+        // A FIFO at the log's path (a script may make one) is refused at once: its open had
+        // blocked until a reader came, and its writes the child reactor.
+        let fifo = root + "/fifo.log"
+        #expect(mkfifo(fifo, 0o600) == 0)
+        #expect(throws: ScriptCommand.SetupError.self) { try ScriptSetup.openLog(fifo) }
+        let reader = open(fifo, O_RDONLY | O_NONBLOCK)
+        defer { close(reader) }
+        #expect(throws: ScriptCommand.SetupError.self) { try ScriptSetup.openLog(fifo) }
+        try? FileManager.default.removeItem(atPath: root)
     }
 
     @Test func uuidText() {
@@ -205,6 +214,7 @@ struct ManifestDurationBoundTests {
         #expect(ManifestMetadata.seconds(fromWire: .max, nanos: .max) == .seconds(ManifestMetadata.maxSeconds) + .nanoseconds(Int64(Int32.max)))
         var manifest = Coder_Agent_V2_Manifest()
         var script = Coder_Agent_V2_WorkspaceAgentScript()
+        script.logSourceID = Data([UInt8](repeating: 1, count: 16))
         script.timeout = Google_Protobuf_Duration(seconds: .max, nanos: 0)
         manifest.scripts = [script]
         var app = Coder_Agent_V2_WorkspaceApp()
