@@ -38,7 +38,9 @@ public enum AtomicFile {
     /// The file's bytes, or nil when it is missing, not a regular file (links are not
     /// followed), unreadable or larger than `maxBytes`.
     public static func read(_ path: String, maxBytes: Int) -> [UInt8]? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        // Without blocking: opening a FIFO for reading would wait for a writer (on an event
+        // loop, for ever); it is refused below as not a regular file.
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
         guard fd >= 0 else { return nil }
         defer { close(fd) }
         var info = stat()
