@@ -70,7 +70,10 @@ public final class MCPClientSession: Sendable {
 
     /// The protocol version the server agreed to.
     public var protocolVersion: String { handshake.withLock { $0.version } }
-    /// The server's `serverInfo` name and version.
+    /// The most of `serverInfo`'s name and version kept, each.
+    static let maxServerInfoCharacters = 256
+
+    /// The server's `serverInfo` name and version (at most ``maxServerInfoCharacters`` each).
     public var serverInfo: (name: String, version: String) { handshake.withLock { ($0.serverName, $0.serverVersion) } }
     public let serverName: String
     /// `tools/call` requests waiting for their answer.
@@ -168,9 +171,11 @@ public final class MCPClientSession: Sendable {
         guard Self.protocolVersions.contains(version) else {
             throw MCPError(.invalidResponse, "initialize: server speaks protocol version \(goQuote(version)); this client speaks \(Self.protocolVersions.joined(separator: ", "))")
         }
-        handshake.withLock {
-            $0 = (version, result["serverInfo"]?["name"]?.stringValue ?? "", result["serverInfo"]?["version"]?.stringValue ?? "")
-        }
+        // Kept for the session's life outside the message budget: cut to a name's length (a
+        // server may send megabytes).
+        let name = String((result["serverInfo"]?["name"]?.stringValue ?? "").prefix(Self.maxServerInfoCharacters))
+        let serverVersion = String((result["serverInfo"]?["version"]?.stringValue ?? "").prefix(Self.maxServerInfoCharacters))
+        handshake.withLock { $0 = (version, name, serverVersion) }
         transport.negotiated(protocolVersion: version)
         try transport.send(JSONRPCMessage.notification(method: "notifications/initialized", params: nil))
     }
