@@ -134,6 +134,17 @@ struct SSHSessionTests {
         #expect(outcome.stdout == "client agent true ws m [] 0.0.0.0 0 0.0.0.0 0\n/\n", "\(outcome)")
     }
 
+    /// A session keeps at most 64 KiB of the client's variables in all (each up to 32 KiB):
+    /// a third 30 KiB variable is refused, the first two are set.
+    @Test func theClientsVariablesAreBoundedTogether() async throws {
+        let server = try await Server()
+        defer { Task { await server.stop() } }
+        let big = String(repeating: "v", count: 30 << 10)
+        let outcome = await server.ssh(
+            "echo ${#A} ${#B} ${#C}", options: ["-o", "SetEnv=A=\(big) B=\(big) C=\(big)"])
+        #expect(outcome.stdout == "\(30 << 10) \(30 << 10) 0\n", "\(outcome.stdout.prefix(200))")
+    }
+
     @Test func aTerminalSessionHasItsTTYAndSize() async throws {
         let server = try await Server()
         defer { Task { await server.stop() } }

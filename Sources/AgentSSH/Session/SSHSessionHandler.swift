@@ -53,6 +53,8 @@ final class SSHSessionHandler: ChannelDuplexHandler {
 
     private var context: ChannelHandlerContext?
     private var clientVariables: [(name: String, value: String)] = []
+    /// Their names and values, in bytes (at most ``SessionEnvironmentBuilder/maxClientVariablesTotal``).
+    private var clientVariableBytes = 0
     private var terminal: SSHChannelRequestEvent.PseudoTerminalRequest?
     private var process: SessionProcess?
     /// The terminal's primary side while it is open. Its relay closes it (the reading side
@@ -107,10 +109,15 @@ final class SSHSessionHandler: ChannelDuplexHandler {
         case let request as SSHChannelRequestEvent.EnvironmentRequest where SSHExtensionMarker.isMarked(request.name):
             reply(request.wantReply, forwarding?.request(name: request.name, value: request.value, started: started) ?? false, context)
         case let request as SSHChannelRequestEvent.EnvironmentRequest:
+            let size = request.name.utf8.count + request.value.utf8.count
             let accepted =
                 !started && clientVariables.count < SessionEnvironmentBuilder.maxClientVariables
-                && request.name.utf8.count + request.value.utf8.count <= SessionEnvironmentBuilder.maxClientVariableBytes
-            if accepted { clientVariables.append((request.name, request.value)) }
+                && size <= SessionEnvironmentBuilder.maxClientVariableBytes
+                && clientVariableBytes + size <= SessionEnvironmentBuilder.maxClientVariablesTotal
+            if accepted {
+                clientVariables.append((request.name, request.value))
+                clientVariableBytes += size
+            }
             reply(request.wantReply, accepted, context)
         case let request as SSHChannelRequestEvent.PseudoTerminalRequest:
             let accepted = !started && terminal == nil

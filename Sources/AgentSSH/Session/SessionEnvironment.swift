@@ -11,6 +11,9 @@ struct SessionEnvironmentBuilder: Sendable {
     static let maxClientVariables = 256
     /// A client variable's name and value together, at most.
     static let maxClientVariableBytes = 32 << 10
+    /// All of a session's client variables together, at most (execve refuses much more
+    /// anyway): 64 sessions a connection cannot hold 8 MiB each.
+    static let maxClientVariablesTotal = 64 << 10
 
     var agent: [String: String]
     var manifest: AgentManifest?
