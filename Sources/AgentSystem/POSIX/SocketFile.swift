@@ -114,15 +114,15 @@ public struct SocketFile: Sendable {
     }
 
     /// Whether something listens at `path`: a connect succeeds, or finds the listener's
-    /// backlog full for a second (it is there, just not accepting: never taken for stale).
+    /// backlog full (it is there, just not accepting: never taken for stale). The connect
+    /// does not block: a full backlog answers at once, so a probe never holds its caller
+    /// (an SSH connection's event loop for `streamlocal-forward`).
     public static func isLive(_ path: String) -> Bool {
-        switch UnixSocket.connect(path, timeout: .seconds(1)) {
-        case .success(let fd):
-            close(fd)
-            return true
-        case .failure(let error):
-            return error.errno == EAGAIN
-        }
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        guard let result = UnixSocket.withAddress(path, { Glibc.connect(fd, $0, $1) }) else { return false }
+        return result == 0 || errno == EAGAIN || errno == EINPROGRESS
     }
 
     /// Throws when the final path holds something that must not be replaced.
