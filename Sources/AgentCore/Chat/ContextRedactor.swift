@@ -41,11 +41,17 @@ public struct ContextRedactor: Sendable, Equatable {
         allSecrets = self.secrets
     }
 
+    /// The most secrets an entry's texts are scrubbed of: its longest ones. Each line a
+    /// server prints is searched for every one of them, so a `.mcp.json` entry of 70 000
+    /// `--x=value` arguments would cost 70 000 searches a line.
+    public static let maxSecretsPerEntry = 256
+
     /// With the secrets of `servers` added, each to its own entry's texts.
     public func adding(servers: [MCPServerConfig]) -> ContextRedactor {
         var out = self
         for server in servers {
-            out.entrySecrets[server.name] = Self.ordered((entrySecrets[server.name] ?? []) + Self.secrets(of: server))
+            let ordered = Self.ordered((entrySecrets[server.name] ?? []) + Self.secrets(of: server))
+            out.entrySecrets[server.name] = Array(ordered.prefix(Self.maxSecretsPerEntry))
         }
         out.allSecrets = Self.ordered(secrets + out.entrySecrets.values.flatMap { $0 })
         return out

@@ -111,6 +111,18 @@ struct MCPSecretsTests {
         #expect(redactor.scrub(text) == text)
     }
 
+    /// An entry's texts are searched for its 256 longest secrets at most: an entry of
+    /// 70 000 `--x=value` arguments made each line its server printed 70 000 searches. The
+    /// agent token is searched for always.
+    @Test func anEntrysSecretsAreBounded() {
+        let args = (0..<5000).map { "--x\($0)=secret-value-\(String(repeating: "z", count: $0 % 300))-\($0)" }
+        let server = MCPServerConfig(name: "a", transport: "stdio", command: "sh", args: args, env: [:])
+        let redactor = ContextRedactor(secrets: [Self.agentToken]).adding(servers: [server])
+        #expect(redactor.entrySecrets["a"]?.count == ContextRedactor.maxSecretsPerEntry)
+        let longest = "secret-value-\(String(repeating: "z", count: 299))-299"
+        #expect(redactor.scrub("\(longest) \(Self.agentToken)", server: "a") == "[redacted] [redacted]")
+    }
+
     @Test func secretBearingFieldsAreRedactedInTheirEntrysTexts() {
         let server = MCPServerConfig(
             name: "a", transport: "http", command: "", args: ["--api-key", "k3y-0123456789", "--token=t0ken-abcdefgh", "positional-name"],
