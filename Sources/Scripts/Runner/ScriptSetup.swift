@@ -37,19 +37,21 @@ enum ScriptSetup {
         if let slash = path.lastIndex(of: "/"), slash != path.startIndex {
             try makeDirectories(String(path[..<slash]))
         }
-        // Without blocking, and a regular file only: a FIFO at the log's path (a script may
-        // make one) would block the open until a reader came, and its writes the reactor.
+        // Without blocking, and never a FIFO: one at the log's path (a script may make one)
+        // would block the open until a reader came, and its writes the reactor. A device
+        // (`/dev/null`, as templates use) is fine, as in the reference.
         let fd = open(path, O_CREAT | O_WRONLY | O_CLOEXEC | O_NONBLOCK, 0o600)
         guard fd >= 0 else {
             throw ScriptCommand.SetupError(description: "open \(path) script log file: \(SystemCallError.message(errno))")
         }
         var info = stat()
-        guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
+        guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) != S_IFIFO else {
             close(fd)
-            throw ScriptCommand.SetupError(description: "open \(path) script log file: not a regular file")
+            throw ScriptCommand.SetupError(description: "open \(path) script log file: a FIFO, which a run would block on")
         }
         let flags = fcntl(fd, F_GETFL)
-        guard ftruncate(fd, 0) == 0, flags >= 0, fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == 0 else {
+        let regular = (info.st_mode & S_IFMT) == S_IFREG
+        guard !regular || ftruncate(fd, 0) == 0, flags >= 0, fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == 0 else {
             let message = SystemCallError.message(errno)
             close(fd)
             throw ScriptCommand.SetupError(description: "open \(path) script log file: \(message)")
