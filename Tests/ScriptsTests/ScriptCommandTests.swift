@@ -154,6 +154,39 @@ struct ScriptCommandTests {
         #expect(outcome.error.hasPrefix("run cmd: "), "ended by the cancel: \(outcome)")
     }
 
+    /// A burst of on-demand runs admits at most four at once: each is counted when it is
+    /// admitted, not when its task gets to start it (a burst had all passed the check first).
+    @Test(.timeLimit(.minutes(2))) func aBurstOfRunsAdmitsFour() async throws {
+        let directory = NSTemporaryDirectory() + "run-burst-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let runner = ScriptRunner(
+            configuration: .init(scriptDataDirectory: directory + "/data", logDirectory: directory, stopScriptsLimit: .seconds(60)),
+            environment: .init(agentEnvironment: ["PATH": "/usr/bin:/bin", "HOME": directory]),
+            uploads: try ScriptUploads(directory: directory + "/uploads", metrics: ScriptsMetrics()),
+            lifecycle: NoLifecycleReporter(), clock: nil, metrics: ScriptsMetrics(), logger: .init(label: "test"))
+        let gate = directory + "/gate"
+        let id = [UInt8](repeating: 5, count: 16)
+        // Each run waits for the gate (bounded: 30 s).
+        let wait = "i=0; while [ ! -e \(gate) ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done"
+        var manifest = AgentManifest(directory: directory, environment: [:])
+        manifest.scripts = [ManifestScript(id: id, logSourceID: [UInt8](repeating: 6, count: 16), script: wait)]
+        await runner.start(with: manifest)
+        var admitted = 0
+        var busy = 0
+        for _ in 0..<10 {
+            do {
+                _ = try runner.runNow(id: id)
+                admitted += 1
+            } catch .busy {
+                busy += 1
+            }
+        }
+        #expect(admitted == ScriptRunner.maxOverlappingRuns && busy == 10 - ScriptRunner.maxOverlappingRuns, "\(admitted) admitted")
+        try TestFile.write(gate, [UInt8]())
+        await runner.stop()
+    }
+
     @Test func stopTimeoutIsBoundedByTheLimit() {
         let runner = ScriptRunner(
             configuration: .init(scriptDataDirectory: "/tmp", logDirectory: "/tmp", stopScriptsLimit: .seconds(60)),

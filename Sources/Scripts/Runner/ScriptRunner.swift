@@ -49,6 +49,9 @@ final class ScriptRunner: Sendable {
         var runs: [ScriptRunRecord] = []
         var runCount = 0
         var running = 0
+        /// Runs admitted (cron, on demand) whose task has not started them yet: counted with
+        /// ``running`` against ``maxOverlappingRuns``, so a burst cannot pass the check first.
+        var reserved = 0
         var logPath = ""
     }
 
@@ -203,12 +206,17 @@ final class ScriptRunner: Sendable {
             // The wall clock may lag the sleep by a little: never run before the tick.
             while Date() < next, !Task.isCancelled { try? await Task.sleep(for: .milliseconds(5)) }
             if Task.isCancelled { return }
-            let busy = state.withLock { $0.entries[index].running >= Self.maxOverlappingRuns }
+            let busy = state.withLock { s -> Bool in
+                guard s.entries.indices.contains(index), s.entries[index].running + s.entries[index].reserved < Self.maxOverlappingRuns
+                else { return true }
+                s.entries[index].reserved += 1
+                return false
+            }
             if busy {
                 metrics.cronSkipped.increment()
                 continue
             }
-            Task { _ = await self.execute(index, stage: .cron) }
+            Task { _ = await self.execute(index, stage: .cron, reserved: true) }
         }
     }
 
@@ -287,12 +295,13 @@ final class ScriptRunner: Sendable {
             guard s.manifest != nil else { return .failure(.notReady) }
             guard !s.shuttingDown else { return .failure(.shuttingDown) }
             guard let index = s.entries.firstIndex(where: { $0.script.id == id }) else { return .failure(.unknownScript) }
-            guard s.entries[index].running < Self.maxOverlappingRuns else { return .failure(.busy) }
+            guard s.entries[index].running + s.entries[index].reserved < Self.maxOverlappingRuns else { return .failure(.busy) }
+            s.entries[index].reserved += 1
             return .success(index)
         }
         let index = try result.get()
         let number = state.withLock { $0.entries[index].runCount + 1 }
-        Task { _ = await self.execute(index, stage: .onDemand) }
+        Task { _ = await self.execute(index, stage: .onDemand, reserved: true) }
         return number
     }
 
@@ -330,10 +339,12 @@ final class ScriptRunner: Sendable {
 
     /// Runs the script at `index` once and reports it; nil when it did not run (the runner
     /// stopped). Stop-stage runs use ``stopTimeout(_:)``.
-    private func execute(_ index: Int, stage: ScriptStage) async -> ScriptExit? {
+    /// `reserved`: the run was admitted with a reservation (``Entry/reserved``), given back here.
+    private func execute(_ index: Int, stage: ScriptStage, reserved: Bool = false) async -> ScriptExit? {
         let process = ScriptProcess()
         guard
             let (script, manifest, runID, logPath) = state.withLock({ s -> (ManifestScript, AgentManifest, UInt64, String)? in
+                if reserved, s.entries.indices.contains(index) { s.entries[index].reserved = max(0, s.entries[index].reserved - 1) }
                 guard let manifest = s.manifest, !s.stopped else { return nil }
                 if stage != .stop && stage != .cron && s.shuttingDown { return nil }
                 s.nextRun += 1
