@@ -218,3 +218,22 @@ struct ContextResolveCostTests {
         #expect(capped.cache.current.values.compactMap(\.payload).count == 2)
     }
 }
+
+/// `GET /context-config`'s skills read at most 1 000 skill files however many are there and
+/// whether or not they are listed: mismatched ones had each cost a read and a parse, up to
+/// the directory's 65 536 entries, on every request.
+struct LegacyContextConfigCostTests {
+    @Test func skillFilesExaminedAreBounded() throws {
+        let tree = try TempTree()
+        for number in 0..<(LegacyContextConfig.maxExaminedSkills + 200) {
+            // The front matter names another skill: never listed, still read.
+            _ = try tree.write(".agents/skills/d\(number)/SKILL.md", TempTree.skill("other"))
+        }
+        let fs = ContextResolveCostTests.CountingFileSystem()
+        var config = LegacyContextConfig(
+            configuration: .init(instructionsDirs: [], skillsDirs: [".agents/skills"]), home: tree.root, workingDirectory: tree.root)
+        config.fileSystem = fs
+        #expect(config.skillParts().isEmpty)
+        #expect(fs.take().count == LegacyContextConfig.maxExaminedSkills)
+    }
+}

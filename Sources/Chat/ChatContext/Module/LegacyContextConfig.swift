@@ -7,10 +7,12 @@ import AgentCore
 ///
 /// Cost: at most ``ContextLimits/directoryEntries`` names read per directory and one file
 /// of at most 64 KiB read per instruction directory and per skill directory entry (at most
-/// ``maxSkills`` skills).
+/// ``maxSkills`` skills, and ``maxExaminedSkills`` entries examined in all).
 struct LegacyContextConfig: Sendable {
     /// Skills listed at most.
     static let maxSkills = 500
+    /// Skill directory entries examined at most, whether their skill is listed or not.
+    static let maxExaminedSkills = 1000
     static let fileBytes = 64 * 1024
 
     let configuration: ChatContextOptions.Configuration
@@ -89,10 +91,14 @@ struct LegacyContextConfig: Sendable {
         let directories = ChatContextOptions.Configuration.resolve(configuration.skillsDirs, home: home, workingDirectory: workingDirectory)
         var seen = Set<String>()
         var parts: [Part] = []
+        // Files examined, accepted or not: each costs a read of up to 64 KiB and a parse, so a
+        // tree of thousands of mismatched skills must not cost them all on every request.
+        var examined = 0
         for directory in directories {
             guard let listing = fileSystem.directoryEntries(directory, limit: directoryEntries) else { continue }
             for entry in listing.entries where entry.isDirectory {
-                guard parts.count < Self.maxSkills else { return parts }
+                guard parts.count < Self.maxSkills, examined < Self.maxExaminedSkills else { return parts }
+                examined += 1
                 let skillDir = joinPath(directory, entry.name)
                 let meta = joinPath(skillDir, configuration.skillMetaFile)
                 guard fileSystem.status(meta)?.kind == .regular,
