@@ -100,24 +100,15 @@ struct CoderRESTTLSTests {
     /// An `http://` access URL through an `https://` proxy: the request itself goes to the
     /// proxy over TLS, its target the absolute URL, as Go's transport forwards it.
     @Test func plainHTTPIsForwardedToAnHTTPSProxyOverTLS() async throws {
-        let server = try await TLSTestServer.startPlain(answer: Array(Self.ok.utf8))
-        // No target certificate is used; the helper trusts one beside the proxy's.
-        let unused = try await TLSTestServer.certificate("DNS:unused.example.test")
-        defer { try? FileManager.default.removeItem(atPath: unused.directory) }
-        let (proxy, both, proxyDirectory) = try await TLSTestServer.httpsProxy(
-            relayingTo: server.port, names: "IP:127.0.0.1", trusting: .makeClientConfiguration(), targetCertificate: unused.certificate)
-        defer {
-            proxy.stop()
-            try? FileManager.default.removeItem(atPath: proxyDirectory)
+        try await TLSTestServer.withPlainServerBehindHTTPSProxy(answer: Array(Self.ok.utf8)) { server, proxy, both in
+            let rest = CoderRESTClient(
+                baseURL: "http://coder.example.test", token: "the-token", proxies: ProxyEnvironment(environment: ["HTTP_PROXY": proxy.url]),
+                tlsConfiguration: both)
+            let answer = try await rest.send(.GET, "/api/v2/x")
+            #expect(answer.status == 200)
+            #expect(await proxy.nextTarget() == "http://coder.example.test/api/v2/x")
+            #expect(server.text.hasPrefix("GET http://coder.example.test/api/v2/x HTTP/1.1\r\nHost: coder.example.test\r\n"), "\(server.text)")
         }
-        let rest = CoderRESTClient(
-            baseURL: "http://coder.example.test", token: "the-token", proxies: ProxyEnvironment(environment: ["HTTP_PROXY": proxy.url]),
-            tlsConfiguration: both)
-        let answer = try await rest.send(.GET, "/api/v2/x")
-        #expect(answer.status == 200)
-        #expect(await proxy.nextTarget() == "http://coder.example.test/api/v2/x")
-        #expect(server.text.hasPrefix("GET http://coder.example.test/api/v2/x HTTP/1.1\r\nHost: coder.example.test\r\n"), "\(server.text)")
-        await server.stop()
     }
 
     /// The certificate names the proxy's address and another host: refused, with nothing,

@@ -128,6 +128,31 @@ final class TLSTestServer: Sendable {
         return (proxy, both, files.directory)
     }
 
+    /// A plain (http) server answering `answer` behind an `https://` stand-in proxy: `body`
+    /// gets the server, the proxy and a configuration trusting the proxy's certificate; all
+    /// are stopped and removed after it.
+    static func withPlainServerBehindHTTPSProxy(
+        answer: [UInt8], _ body: (TLSTestServer, StandInProxy, TLSConfiguration) async throws -> Void
+    ) async throws {
+        let server = try await startPlain(answer: answer)
+        // No target certificate is used; ``httpsProxy`` trusts one beside the proxy's.
+        let unused = try await certificate("DNS:unused.example.test")
+        defer { try? FileManager.default.removeItem(atPath: unused.directory) }
+        let (proxy, trusting, proxyDirectory) = try await httpsProxy(
+            relayingTo: server.port, names: "IP:127.0.0.1", trusting: .makeClientConfiguration(), targetCertificate: unused.certificate)
+        defer {
+            proxy.stop()
+            try? FileManager.default.removeItem(atPath: proxyDirectory)
+        }
+        do {
+            try await body(server, proxy, trusting)
+        } catch {
+            await server.stop()
+            throw error
+        }
+        await server.stop()
+    }
+
     enum TLSTestServerError: Error {
         case proxyDidNotStart
     }

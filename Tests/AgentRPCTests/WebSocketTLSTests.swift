@@ -83,28 +83,19 @@ struct WebSocketTLSTests {
     /// A plain `ws://` control plane through an `https://` proxy: TLS to the proxy, then the
     /// upgrade in plain text inside its tunnel (a WebSocket dial always tunnels, as Go's does).
     @Test func aPlainDialThroughAnHTTPSProxyTunnelsOverTLS() async throws {
-        let server = try await TLSTestServer.startPlain(answer: Array(Self.forbidden.utf8))
-        // No target certificate is used; the helper trusts one beside the proxy's.
-        let unused = try await TLSTestServer.certificate("DNS:unused.example.test")
-        defer { try? FileManager.default.removeItem(atPath: unused.directory) }
-        let (proxy, both, proxyDirectory) = try await TLSTestServer.httpsProxy(
-            relayingTo: server.port, names: "IP:127.0.0.1", trusting: .makeClientConfiguration(), targetCertificate: unused.certificate)
-        defer {
-            proxy.stop()
-            try? FileManager.default.removeItem(atPath: proxyDirectory)
+        try await TLSTestServer.withPlainServerBehindHTTPSProxy(answer: Array(Self.forbidden.utf8)) { server, proxy, both in
+            do {
+                _ = try await WebSocketConnector.connect(
+                    url: "ws://coder.example.test/api/v2/workspaceagents/me/rpc", headers: [("Coder-Session-Token", "the-token")],
+                    proxies: ProxyEnvironment(environment: ["HTTP_PROXY": proxy.url]), tlsConfiguration: both
+                ) { _ in 0 }
+                Issue.record("the dial succeeded")
+            } catch {
+                #expect(error as? DialError == .refused(status: 403, message: ""), "\(error)")
+            }
+            #expect(await proxy.nextTarget() == "coder.example.test:80")
+            #expect(server.text.hasPrefix("GET /api/v2/workspaceagents/me/rpc HTTP/1.1\r\nHost: coder.example.test\r\n"), "\(server.text)")
         }
-        do {
-            _ = try await WebSocketConnector.connect(
-                url: "ws://coder.example.test/api/v2/workspaceagents/me/rpc", headers: [("Coder-Session-Token", "the-token")],
-                proxies: ProxyEnvironment(environment: ["HTTP_PROXY": proxy.url]), tlsConfiguration: both
-            ) { _ in 0 }
-            Issue.record("the dial succeeded")
-        } catch {
-            #expect(error as? DialError == .refused(status: 403, message: ""), "\(error)")
-        }
-        #expect(await proxy.nextTarget() == "coder.example.test:80")
-        #expect(server.text.hasPrefix("GET /api/v2/workspaceagents/me/rpc HTTP/1.1\r\nHost: coder.example.test\r\n"), "\(server.text)")
-        await server.stop()
     }
 
     @Test(arguments: [("DNS:localhost", true), ("IP:127.0.0.1", false)])

@@ -77,11 +77,14 @@ struct TreeWatcherTests {
             "\(String(describing: second))")
     }
 
+    /// A repository of 20 directories (23 watches with its .git and refs/heads).
+    static var twentyDirectories: [String: String] {
+        Dictionary(uniqueKeysWithValues: (0..<20).map { ("d\($0)/f.txt", "\($0)\n") })
+    }
+
     @Test func aRepositoryOverTheBudgetIsNotLiveAndOthersStillAre() async throws {
         let small = try await WatchHarness.committedRepository()
-        var files: [String: String] = [:]
-        for index in 0..<20 { files["d\(index)/f.txt"] = "\(index)\n" }
-        let large = try await WatchHarness.committedRepository(files)
+        let large = try await WatchHarness.committedRepository(Self.twentyDirectories)
         defer {
             try? FileManager.default.removeItem(atPath: small)
             try? FileManager.default.removeItem(atPath: large)
@@ -104,9 +107,7 @@ struct TreeWatcherTests {
 struct TreeWatchEngineBudgetTests {
     @Test func anOverBudgetRepositoryIsNotRebuiltOnEverySmallRelease() async throws {
         let small = try await WatchHarness.committedRepository()
-        var files: [String: String] = [:]
-        for index in 0..<20 { files["d\(index)/f.txt"] = "\(index)\n" }
-        let large = try await WatchHarness.committedRepository(files)
+        let large = try await WatchHarness.committedRepository(TreeWatcherTests.twentyDirectories)
         defer {
             try? FileManager.default.removeItem(atPath: small)
             try? FileManager.default.removeItem(atPath: large)
