@@ -10,8 +10,19 @@ enum Posix {
     static let dirMode: mode_t = 0o700
 
     /// Opens an existing regular file for reading (never follows a symlink).
+    /// A regular file only, opened without blocking: a FIFO put at a spool's path (the
+    /// cursor, a segment) would block the open until a writer came, at start under the store's
+    /// lock. -1 (errno `EINVAL`) for anything but a regular file.
     static func openRead(_ path: String) -> Int32 {
-        retryEINTR { open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) }
+        let fd = retryEINTR { open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK) }
+        guard fd >= 0 else { return fd }
+        var info = stat()
+        guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
+            close(fd)
+            errno = EINVAL
+            return -1
+        }
+        return fd
     }
 
     /// Opens an existing file for writing in place (no truncation: recycling keeps the blocks).

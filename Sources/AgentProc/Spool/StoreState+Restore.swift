@@ -26,7 +26,9 @@ extension StoreState {
         var raw = [UInt8](repeating: 0, count: SpoolCursor.size)
         let got = raw.withUnsafeMutableBytes { Posix.preadAll(cfd, $0.baseAddress!, $0.count, 0) }
         close(cfd)
-        guard got, let cursor = SpoolCursor.decode(raw) else { return nil }
+        // No output comes near 2^62 bytes (4 EiB): a cursor past it is not ours, and the
+        // offsets and counts computed from it (Int) would overflow.
+        guard got, let cursor = SpoolCursor.decode(raw), cursor.end <= 1 << 62, cursor.dropped <= cursor.end else { return nil }
 
         // Segment files.
         struct Found { var start: UInt64; var size: Int; var mtime: Int64 }
@@ -50,7 +52,7 @@ extension StoreState {
                 continue
             }
             if coveredFrom <= cursor.dropped || f.start >= coveredFrom
-                || f.start + UInt64(f.size) < coveredFrom
+                || f.start.addingReportingOverflow(UInt64(f.size)).partialValue < coveredFrom
             {
                 walking = false
                 doomed.append(f.start)

@@ -6,6 +6,30 @@ import AgentTestSupport
 @Suite(.ownThreads) struct RestoreTests {
     static let limits = OutputSpoolStore.Limits(segmentBytes: 1 << 20, maxBytesPerSpool: 4 << 20, maxTotalBytes: 64 << 20)
 
+    /// A state directory anyone may have written: a cursor whose end is past any output (its
+    /// offsets overflowed: a trap at every start), and a FIFO as the cursor (its open blocked
+    /// the start for ever). Neither is restored; the agent starts.
+    @Test func aHostileSpoolIsNotRestored() throws {
+        let tmp = TempDir()
+        defer { tmp.cleanup() }
+        let store = try OutputSpoolStore(directory: tmp.path, limits: Self.limits)
+        let huge = tmp.path + "/huge"
+        #expect(mkdir(huge, 0o700) == 0)
+        writeFile(huge + "/cursor", SpoolCursor(dropped: 0, end: .max).encoded())
+        writeFile(huge + "/" + Posix.segmentName(.max - 15), [UInt8](repeating: 1, count: 32))
+        #expect(store.restore(id: "huge") == nil)
+        let high = tmp.path + "/high"
+        #expect(mkdir(high, 0o700) == 0)
+        let start: UInt64 = 1 << 63
+        writeFile(high + "/cursor", SpoolCursor(dropped: start, end: start + 20_000).encoded())
+        writeFile(high + "/" + Posix.segmentName(start), [UInt8](repeating: 2, count: 20_000))
+        #expect(store.restore(id: "high") == nil)
+        let fifo = tmp.path + "/fifo"
+        #expect(mkdir(fifo, 0o700) == 0)
+        #expect(mkfifo(fifo + "/cursor", 0o600) == 0)
+        #expect(store.restore(id: "fifo") == nil)
+    }
+
     /// Writes without finish() (as if SIGKILLed), then a new store restores identical reads.
     /// The current segment is a recycled file with stale bytes beyond `end`.
     @Test func restoreAfterCrashReproducesReadsExactly() throws {
