@@ -82,6 +82,9 @@ final class ToolCallStarts: Sendable {
         var s = State(horizonUnixMs: nowUnixMs, log: JSONLinesLog(path: directory + "/" + Self.fileName, maxFileBytes: Self.maxFileBytes))
         Self.load(s.log.read(Line.self), into: &s)
         Self.evict(&s, nowUnixMs: nowUnixMs)
+        // A horizon from disk past now (any number may be there) would refuse every call
+        // from now on, and be saved again with each rewrite.
+        s.horizonUnixMs = min(s.horizonUnixMs, nowUnixMs)
         do {
             try Self.rewrite(&s)
         } catch {
