@@ -57,7 +57,12 @@ public final class Child: Sendable {
             guard s.life.maySignal else { return false }
             switch leadsGroup ? scope : .process {
             case .process: return kill(pid, signal) == 0
-            case .group: return kill(-pid, signal) == 0 || kill(pid, signal) == 0
+            case .group:
+                let group = kill(-pid, signal) == 0
+                // A child that left its group (setpgid) while members remain in it gets its
+                // own; one still in it got the group's (a second would be a second signal).
+                guard getpgid(pid) != pid else { return group }
+                return kill(pid, signal) == 0 || group
             case .session:
                 var groups = SessionMembers.groups(ofSession: pid)
                 groups.insert(pid)
