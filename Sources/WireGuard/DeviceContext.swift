@@ -11,6 +11,8 @@ struct DeviceContext: Sendable {
     let responderHash: Key32
     let configuration: WireGuardConfiguration
     var counters = WireGuardCounters()
+    /// Initiations taken on (before their Diffie-Hellman).
+    var handshakeBudget = HandshakeBudget()
     /// Session and handshake indices → peer. Bounded: at most 4 per peer (a handshake and
     /// three sessions), so `maximumPeers × 4`.
     var indices: [UInt32: WireGuardPublicKey] = [:]

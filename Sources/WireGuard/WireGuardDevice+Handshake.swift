@@ -4,6 +4,7 @@ extension WireGuardDevice {
         _ m: UnsafeRawBufferPointer, now: WireGuardInstant, sink: inout S
     ) -> WireGuardReceiveResult {
         guard mac1Valid(m, at: WireGuardMessage.Initiation.mac1) else { return context.dropped(.badMAC) }
+        guard context.handshakeBudget.take(now: now) else { return context.dropped(.handshakeRateLimited) }
         let consumed: ConsumedInitiation
         switch consumeInitiation(m, now: now) {
         case .success(let value): consumed = value

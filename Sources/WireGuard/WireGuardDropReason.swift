@@ -22,6 +22,9 @@ public enum WireGuardDropReason: Int, CaseIterable, Sendable, CustomStringConver
     case handshakeFailed
     /// Packets waiting for a handshake that never completed (retries ran out, keys zeroed).
     case handshakeTimeout
+    /// A handshake initiation beyond the device's budget (``HandshakeBudget``), dropped
+    /// before its Diffie-Hellman is computed.
+    case handshakeRateLimited
 
     /// The metric label (snake case).
     public var description: String {
@@ -37,6 +40,7 @@ public enum WireGuardDropReason: Int, CaseIterable, Sendable, CustomStringConver
         case .authenticationFailed: "authentication_failed"
         case .handshakeFailed: "handshake_failed"
         case .handshakeTimeout: "handshake_timeout"
+        case .handshakeRateLimited: "handshake_rate_limited"
         }
     }
 }

@@ -81,7 +81,7 @@ enum MetricsHelp {
         "agent_tailnet_tsmp_pongs_total": "TSMP pings answered (coderd's reachability check).",
         "agent_tailnet_disco_pings_total": "Disco pings received over DERP (coder ping) and answered.",
         "agent_tailnet_dropped_total":
-            "Tunnel packets dropped, by reason (no_session, replay, bad_mac, source_not_allowed, queue_full, unknown_key, malformed, no_route, authentication_failed, handshake_failed, handshake_timeout, no_relay, relay_queue_full).",
+            "Tunnel packets dropped, by reason (no_session, replay, bad_mac, source_not_allowed, queue_full, unknown_key, malformed, no_route, authentication_failed, handshake_failed, handshake_timeout, handshake_rate_limited, no_relay, relay_queue_full).",
         "agent_tailnet_tcp_connections": "Open TCP connections through the tunnel (port 4 and forwarded ports).",
         "agent_derp_connects_total": "DERP connections that finished their handshake.",
         "agent_derp_reconnects_total": "DERP connections made after the first (reconnects).",

@@ -160,6 +160,26 @@ import WireGuard
         #expect(link.b.counters.drops(.unknownKey) == 1)
     }
 
+    /// A flood of initiations with valid mac1s (anyone with our public key can make them)
+    /// costs at most the budget's Diffie-Hellmans: the rest are dropped before that work, and
+    /// the budget refills with time.
+    @Test func initiationsBeyondTheBudgetAreDroppedBeforeTheirWork() throws {
+        var link = try TestLink()
+        let stranger = WireGuardPrivateKey.generate()
+        var c = WireGuardDevice(configuration: WireGuardConfiguration(privateKey: stranger))
+        try c.setPeer(WireGuardPeerConfiguration(publicKey: link.keyB.publicKey, allowedIPs: [IPPrefix(link.addressB, bits: 128)!]))
+        var sink = WireGuardCollectingSink()
+        c.initiateHandshake(with: link.keyB.publicKey, now: link.now, into: &sink)
+        let initiation = try #require(sink.datagrams.first?.bytes)
+        _ = link.toB(Array(repeating: initiation, count: 500))
+        #expect(link.b.counters.drops(.unknownKey) == HandshakeBudget.burst)
+        #expect(link.b.counters.drops(.handshakeRateLimited) == 500 - HandshakeBudget.burst)
+        // A second later the budget is back.
+        link.now = link.now.adding(nanoseconds: 1_000_000_000)
+        _ = link.toB(Array(repeating: initiation, count: 100))
+        #expect(link.b.counters.drops(.unknownKey) == 2 * HandshakeBudget.burst)
+    }
+
     @Test func spoofedInnerSourceIsDropped() throws {
         var link = try TestLink()
         link.establish()
