@@ -141,11 +141,16 @@ extension ProcessManager {
         options: StartOptions = StartOptions(),
         id: String = UUIDText.random()
     ) async throws(StartFailure) -> ManagedProcess {
-        let running = try state.withLock { s throws(StartFailure) -> Int in
+        // A start under way counts from here, so that concurrent starts cannot all pass the
+        // check before any of them runs.
+        try state.withLock { s throws(StartFailure) in
             if s.closed { throw StartFailure.closed }
-            return s.runningCount
+            guard s.runningCount + s.starting < configuration.maxRunning else {
+                throw StartFailure.tooManyProcesses(limit: configuration.maxRunning)
+            }
+            s.starting += 1
         }
-        if running >= configuration.maxRunning { throw StartFailure.tooManyProcesses(limit: configuration.maxRunning) }
+        defer { state.withLock { $0.starting -= 1 } }
 
         var requested = environment
         if let terminal = options.terminal {

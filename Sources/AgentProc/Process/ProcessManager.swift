@@ -188,6 +188,8 @@ public final class ProcessManager: Service, Sendable {
 
         var exitedCount: Int { exitedOrder.count - exitedHead }
         var runningCount: Int { processes.count - exitedCount }
+        /// Starts between their admission and their end (spawned and registered, or failed).
+        var starting = 0
 
         mutating func popOldestExited() -> String? {
             guard exitedHead < exitedOrder.count else { return nil }
