@@ -41,16 +41,28 @@ final class ProcessLog: Sendable {
     /// The records found at start (oldest start first).
     let restored: [ProcessRecord]
 
-    init(directory: String, failures: DurableFailures) {
+    /// Reads the records an earlier agent left, keeping the `keeping` newest (as the manager
+    /// keeps its exited processes: the latest exits, lost ones first to go): a file of up to
+    /// 96 MiB may hold hundreds of thousands of records, or commands longer than a record
+    /// keeps, which are cut.
+    init(directory: String, failures: DurableFailures, keeping: Int = 256) {
         self.failures = failures
         var s = State(log: JSONLinesLog(path: directory + "/" + Self.fileName, maxFileBytes: Self.maxFileBytes))
         for line in s.log.read(Line.self) {
             switch line.t {
-            case "start": if let record = line.record, record.version == 1 { s.live[record.id] = record }
+            case "start":
+                if var record = line.record, record.version == 1 {
+                    record.command = Self.cut(record.command)
+                    s.live[record.id] = record
+                }
             case "exit": if let id = line.id, let exit = line.exit { s.live[id]?.exit = exit }
             case "forget": if let id = line.id { s.live[id] = nil }
             default: continue
             }
+        }
+        if s.live.count > keeping {
+            let newest = s.live.values.sorted { ($0.exit?.exitedAtUnix ?? 0, $0.startedAtUnix) > ($1.exit?.exitedAtUnix ?? 0, $1.startedAtUnix) }
+            s.live = Dictionary(uniqueKeysWithValues: newest.prefix(max(0, keeping)).map { ($0.id, $0) })
         }
         restored = s.live.values.sorted { ($0.startedAtUnix, $0.id) < ($1.startedAtUnix, $1.id) }
         do {
@@ -65,9 +77,7 @@ final class ProcessLog: Sendable {
     @discardableResult
     func started(_ record: ProcessRecord) -> SystemCallError? {
         var record = record
-        if record.command.utf8.count > Self.maxCommandBytes {
-            record.command = String(decoding: record.command.utf8.prefix(Self.maxCommandBytes), as: UTF8.self)
-        }
+        record.command = Self.cut(record.command)
         let kept = record
         return change(Line(t: "start", record: kept)) { $0[kept.id] = kept }
     }
@@ -108,6 +118,11 @@ final class ProcessLog: Sendable {
         }
         if let failure { failures.report(.processRecords, failure) }
         return failure
+    }
+
+    /// At most ``maxCommandBytes`` of a command.
+    private static func cut(_ command: String) -> String {
+        command.utf8.count > maxCommandBytes ? String(decoding: command.utf8.prefix(maxCommandBytes), as: UTF8.self) : command
     }
 
     private static func rewrite(_ s: inout State) throws(SystemCallError) {

@@ -236,7 +236,7 @@ public final class ProcessManager: Service, Sendable {
                 ])
         }
         toolCalls = ToolCallStarts(directory: base, failures: failures)
-        processLog = ProcessLog(directory: base, failures: failures)
+        processLog = ProcessLog(directory: base, failures: failures, keeping: configuration.maxRetainedExited)
         remover = SpoolRemover(spools: spools)
         restore()
     }

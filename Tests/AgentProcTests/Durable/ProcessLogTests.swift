@@ -39,4 +39,25 @@ struct ProcessLogTests {
         let restored = ProcessLog(directory: directory, failures: DurableFailures(logger: Self.quiet)).restored
         #expect(restored.map(\.id) == ["next"])
     }
+    /// A file of many more records than the manager keeps (a hostile state directory, or a
+    /// very long-lived one) is read down to the newest exits, and commands are cut as a
+    /// record keeps them: restore had built a process for every one of them first.
+    @Test func aFileOfManyRecordsIsReadDownToWhatIsKept() throws {
+        let directory = NSTemporaryDirectory() + "process-log-" + UUID().uuidString.prefix(8)
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        do {
+            let log = ProcessLog(directory: directory, failures: DurableFailures(logger: Self.quiet), keeping: 5000)
+            for index in 0..<3000 {
+                var record = try Self.record("p\(index)")
+                if index == 2999 { record.command = String(repeating: "c", count: ProcessLog.maxCommandBytes * 2) }
+                log.started(record)
+                log.exited("p\(index)", ProcessRecord.Exit(code: 0, signal: nil, exitedAtUnix: Int64(index)))
+            }
+        }
+        let restored = ProcessLog(directory: directory, failures: DurableFailures(logger: Self.quiet), keeping: 256).restored
+        #expect(restored.count == 256)
+        #expect(Set(restored.map(\.id)) == Set((2744..<3000).map { "p\($0)" }), "the newest exits")
+        #expect(restored.allSatisfy { $0.command.utf8.count <= ProcessLog.maxCommandBytes })
+    }
 }
