@@ -168,6 +168,31 @@ struct ConnectionBudgetTests {
         }
     }
 
+    /// A large answer written at once to a client that reads it slowly but steadily is not cut:
+    /// the write-stall time bounds a socket that takes nothing, not the drain of an answer
+    /// (32 MiB, far past the kernel's buffers, read with a pause every 256 KiB: seconds of
+    /// draining, against a 300 ms write-stall time).
+    @Test func aSlowButReadingClientGetsALargeAnswerWhole() async throws {
+        try await withGuardServer(writeStallTimeout: .milliseconds(300)) { port, _ in
+            let slow = try #require(await LoopbackSocket.connect(port: port))
+            let size = 32 << 20
+            #expect(slow.send("GET /blob?size=\(size) HTTP/1.1\r\nHost: x\r\n\r\n"))
+            var received = 0
+            var paced = 0
+            // Bounded: at most 200 000 reads.
+            for _ in 0..<200_000 where received < size {
+                let chunk = await slow.read(atLeast: 1, timeout: .seconds(20))
+                if chunk.isEmpty { break }
+                received += chunk.count
+                if received - paced >= 256 << 10 {
+                    paced = received
+                    try await Task.sleep(for: .milliseconds(20))
+                }
+            }
+            #expect(received >= size, "\(received) bytes before the connection ended")
+        }
+    }
+
     /// A download whose client reads nothing is closed once no write progress was made for
     /// the write-stall time (before: held forever, with its buffers). (Clients that read are
     /// covered by the responder tests' large bodies, under the default 30 s.)

@@ -530,6 +530,11 @@ struct GuardTestRoutes: HTTPModule {
                 }
             }
         }
+        // `size` bytes of "y" in one buffer (one write: no wait for writability of its own).
+        router.get("/blob") { request, _ in
+            let size = request.uri.queryParameters.get("size").flatMap { Int($0) } ?? 0
+            return Response(status: .ok, body: .init(byteBuffer: ByteBuffer(repeating: UInt8(ascii: "y"), count: size)))
+        }
         // Sends 64 KiB binary messages until the connection ends.
         router.webSocket("/flood") { _ throws(APIError) in
         } handler: { _, outbound, _ in

@@ -118,11 +118,29 @@ extension HTTP1ConnectionHandler {
         // the client's own half-close closes the whole channel): no timer outlives it.
         guard !machine.isClosed, let loop = channel?.eventLoop else { return }
         timers[timer.rawValue]?.cancel()
+        if timer == .writeStall { stallMark = bufferedBytes() }
         let nanoseconds = max(0, delay.components.seconds * 1_000_000_000 + delay.components.attoseconds / 1_000_000_000)
         timers[timer.rawValue] = loop.assumeIsolated().scheduleTask(in: .nanoseconds(nanoseconds)) { [self] in
             timers[timer.rawValue] = nil
+            // The write-stall time bounds a socket that takes nothing, not the drain of a large
+            // answer by a slow client: some of it went out since, so the deadline moves (the
+            // wake-up then finds it ahead and is set again).
+            if timer == .writeStall, writeProgressed() { perform(machine.writeBlocked(now: clock.now)) }
             perform(machine.timerFired(timer, now: clock.now))
         }
+    }
+
+    /// Bytes waiting for the socket, if the channel says.
+    private func bufferedBytes() -> Int? {
+        try? channel?.syncOptions?.getOption(ChannelOptions.bufferedWritableBytes)
+    }
+
+    /// Whether fewer bytes wait than at ``stallMark`` (which becomes the count now).
+    private func writeProgressed() -> Bool {
+        let now = bufferedBytes()
+        defer { stallMark = now }
+        guard let now, let mark = stallMark else { return false }
+        return now < mark
     }
 
     private func setPhase(_ phase: ConnectionPhaseReport) {

@@ -93,6 +93,10 @@ final class HTTP1ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
     var executor: EventLoopTaskExecutor?
     var registration: (id: UInt64, phase: HTTPConnectionRegistry.PhaseCell)?
     var timers: [Scheduled<Void>?] = Array(repeating: nil, count: ConnectionTimer.allCases.count)
+    /// Bytes waiting for the socket when the write-stall wake-up was last set or checked: a
+    /// wake-up that finds fewer moves the deadline (the client reads, slowly) instead of
+    /// closing. nil when the channel cannot say.
+    var stallMark: Int?
     var date = HTTPDate()
     var connectionContext: AgentRequestContext?
     var connectionObserver: ConnectionObserver?

@@ -259,6 +259,8 @@ public final class TunnelChannel: Channel, ChannelCore, TunnelPCBOwner, @uncheck
         switch option {
         case _ as ChannelOptions.Types.AutoReadOption: return core.autoRead as! Option.Value
         case _ as ChannelOptions.Types.AllowRemoteHalfClosureOption: return core.allowRemoteHalfClosure as! Option.Value
+        // What waits to be sent: the HTTP core's write-stall deadline moves while it drains.
+        case _ as ChannelOptions.Types.BufferedWritableBytesOption: return core.bytesWaiting as! Option.Value
         default: throw ChannelError.operationUnsupported
         }
     }
