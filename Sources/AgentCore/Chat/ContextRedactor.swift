@@ -41,17 +41,19 @@ public struct ContextRedactor: Sendable, Equatable {
         allSecrets = self.secrets
     }
 
-    /// The most secrets an entry's texts are scrubbed of: its longest ones. Each line a
-    /// server prints is searched for every one of them, so a `.mcp.json` entry of 70 000
-    /// `--x=value` arguments would cost 70 000 searches a line.
+    /// The most secrets an entry's texts are scrubbed of. Each line a server prints is
+    /// searched for every one of them, so a `.mcp.json` entry of 70 000 `--x=value`
+    /// arguments would cost 70 000 searches a line. The fields made for secrets (env values,
+    /// headers, the URL's) come first, the longest of them; arguments fill what is left.
     public static let maxSecretsPerEntry = 256
 
     /// With the secrets of `servers` added, each to its own entry's texts.
     public func adding(servers: [MCPServerConfig]) -> ContextRedactor {
         var out = self
         for server in servers {
-            let ordered = Self.ordered((entrySecrets[server.name] ?? []) + Self.secrets(of: server))
-            out.entrySecrets[server.name] = Array(ordered.prefix(Self.maxSecretsPerEntry))
+            let fields = Self.ordered((entrySecrets[server.name] ?? []) + Self.fieldSecrets(of: server)).prefix(Self.maxSecretsPerEntry)
+            let arguments = Self.ordered(Self.argumentSecrets(of: server)).prefix(max(0, Self.maxSecretsPerEntry - fields.count))
+            out.entrySecrets[server.name] = Self.ordered(Array(fields) + Array(arguments))
         }
         out.allSecrets = Self.ordered(secrets + out.entrySecrets.values.flatMap { $0 })
         return out
@@ -110,7 +112,25 @@ public struct ContextRedactor: Sendable, Equatable {
 
     /// The values of one `.mcp.json` entry that carry secrets (before the length filter).
     static func secrets(of server: MCPServerConfig) -> [String] {
+        fieldSecrets(of: server) + argumentSecrets(of: server)
+    }
+
+    /// Its env values, headers (and a header's credential after its first space) and the
+    /// URL's secrets: the fields made for secrets.
+    static func fieldSecrets(of server: MCPServerConfig) -> [String] {
         var out = Array(server.env.values)
+        for value in server.headers.values {
+            out.append(value)
+            if let space = value.firstIndex(of: " ") { out.append(String(value[value.index(after: space)...])) }
+        }
+        out += urlSecrets(server.url)
+        return out
+    }
+
+    /// From its arguments: a `--flag=value`'s value, and the argument after a flag whose name
+    /// says it holds a secret.
+    static func argumentSecrets(of server: MCPServerConfig) -> [String] {
+        var out: [String] = []
         var previousNamesSecret = false
         for argument in server.args {
             defer { previousNamesSecret = argument.hasPrefix("-") && !argument.contains("=") && isSecretFlag(argument) }
@@ -120,11 +140,6 @@ public struct ContextRedactor: Sendable, Equatable {
                 out.append(argument)
             }
         }
-        for value in server.headers.values {
-            out.append(value)
-            if let space = value.firstIndex(of: " ") { out.append(String(value[value.index(after: space)...])) }
-        }
-        out += urlSecrets(server.url)
         return out
     }
 

@@ -121,6 +121,12 @@ struct MCPSecretsTests {
         #expect(redactor.entrySecrets["a"]?.count == ContextRedactor.maxSecretsPerEntry)
         let longest = "secret-value-\(String(repeating: "z", count: 299))-299"
         #expect(redactor.scrub("\(longest) \(Self.agentToken)", server: "a") == "[redacted] [redacted]")
+        // The fields made for secrets come first: an env token shorter than every argument
+        // is still scrubbed.
+        let withEnv = MCPServerConfig(name: "a", transport: "stdio", command: "sh", args: args, env: ["TOKEN": "short-env-token-1"])
+        let both = ContextRedactor(secrets: [Self.agentToken]).adding(servers: [withEnv])
+        #expect(both.entrySecrets["a"]?.count == ContextRedactor.maxSecretsPerEntry)
+        #expect(both.scrub("short-env-token-1", server: "a") == "[redacted]")
     }
 
     @Test func secretBearingFieldsAreRedactedInTheirEntrysTexts() {
