@@ -203,7 +203,8 @@ struct HTTP1ConnectionStateMachine<C: Clock> where C.Duration == Duration {
         }
     }
 
-    /// `read()` is withheld: a pipelined request waits, or a streamed body's reader is full.
+    /// `read()` is withheld: a pipelined request waits, a streamed body's reader is full, or
+    /// an answer's bytes wait for the socket.
     var readsPaused: Bool { reads.isPaused }
 
     /// The channel closed (``connectionClosed()``) or was refused at the door.

@@ -1,6 +1,7 @@
 /// Whether the connection reads, and how much waits for its turn. Reads stop while a
 /// pipelined request waits behind the one being answered (as NIO's
-/// `HTTPServerPipelineHandler` withholds `read()`), and while a streamed body's reader is full.
+/// `HTTPServerPipelineHandler` withholds `read()`), while a streamed body's reader is full,
+/// and while an answer's bytes wait for the socket.
 struct ReadGate: Sendable, Equatable {
     /// Most request parts (heads included) decoded while a request waits its turn; beyond it
     /// the connection closes. Reads stop at the first waiting head, so what waits is what the

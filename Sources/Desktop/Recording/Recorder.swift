@@ -1,5 +1,6 @@
 import AgentCore
 import AgentHTTP
+import Synchronization
 import FoundationEssentials
 import Glibc
 import HTTPTypes
@@ -290,12 +291,15 @@ actor Recorder {
 /// without having been written.
 final class SetAsideFiles: Sendable {
     let paths: [String]
+    private let deleted = Atomic(false)
 
     init(_ paths: [String]) {
         self.paths = paths
     }
 
+    /// Once: a second unlink could hit a file made at the same name meanwhile.
     func delete() {
+        guard !deleted.exchange(true, ordering: .relaxed) else { return }
         for path in paths { _ = unlink(path) }
     }
 

@@ -109,7 +109,7 @@ final class PTYSession: ReconnectingSession {
                 // what it wrote still reaches it, then the close.
                 let replay = state.value.replay.contents
                 logger.debug("reconnecting pty: attached to an ended session", metadata: ["id": "\(id)", "replay": "\(replay.count)"])
-                Self.close(channel, after: channel.writeAndFlush(channel.allocator.buffer(bytes: replay)), within: exitDrainBound)
+                Self.close(channel, after: channel.writeAndFlush(channel.allocator.buffer(bytes: replay)), within: Self.lastOutputBound)
                 return
             }
             guard state.value.attachments.count < maxAttachments else {
@@ -303,7 +303,7 @@ final class PTYSession: ReconnectingSession {
         logger.debug("reconnecting pty: session ended", metadata: ["id": "\(id)", "why": "\(why)", "attachments": "\(state.value.attachments.count)", "replay": "\(state.value.replay.contents.count)"])
         for (key, channel) in state.value.attachments {
             if let pending = state.value.lastWrites[key] {
-                Self.close(channel, after: pending, within: exitDrainBound)
+                Self.close(channel, after: pending, within: Self.lastOutputBound)
             } else {
                 channel.close(promise: nil)
             }
@@ -315,6 +315,10 @@ final class PTYSession: ReconnectingSession {
         state.value.terminal?.close(promise: nil)
         onEnd(self)
     }
+
+    /// How long a connection has to take an ended session's last output (its replay, up to
+    /// 64 KiB, included) before it is closed: a slow client over a relay still gets it whole.
+    static let lastOutputBound: TimeAmount = .seconds(30)
 
     /// Closes `channel` once `written` (its last output) completes, or `bound` after now if
     /// the client does not read it: a connection that stops reading must not keep its place
