@@ -147,14 +147,18 @@ import WireGuard
         #expect(got2 == [.initiationAnswered(link.keyA.publicKey)])
     }
 
-    @Test func initiationFromAnUnknownKeyIsDroppedSilently() throws {
-        var link = try TestLink()
-        let stranger = WireGuardPrivateKey.generate()
-        var c = WireGuardDevice(configuration: WireGuardConfiguration(privateKey: stranger))
+    /// A handshake initiation to `link`'s B from a key B does not know.
+    static func strangersInitiation(to link: TestLink) throws -> [UInt8] {
+        var c = WireGuardDevice(configuration: WireGuardConfiguration(privateKey: WireGuardPrivateKey.generate()))
         try c.setPeer(WireGuardPeerConfiguration(publicKey: link.keyB.publicKey, allowedIPs: [IPPrefix(link.addressB, bits: 128)!]))
         var sink = WireGuardCollectingSink()
         c.initiateHandshake(with: link.keyB.publicKey, now: link.now, into: &sink)
-        let (r, answer) = link.toB(sink.datagrams.map(\.bytes))
+        return try #require(sink.datagrams.first?.bytes)
+    }
+
+    @Test func initiationFromAnUnknownKeyIsDroppedSilently() throws {
+        var link = try TestLink()
+        let (r, answer) = link.toB([try Self.strangersInitiation(to: link)])
         #expect(r == [.dropped(.unknownKey)])
         #expect(answer.isEmpty)
         #expect(link.b.counters.drops(.unknownKey) == 1)
@@ -165,12 +169,7 @@ import WireGuard
     /// the budget refills with time.
     @Test func initiationsBeyondTheBudgetAreDroppedBeforeTheirWork() throws {
         var link = try TestLink()
-        let stranger = WireGuardPrivateKey.generate()
-        var c = WireGuardDevice(configuration: WireGuardConfiguration(privateKey: stranger))
-        try c.setPeer(WireGuardPeerConfiguration(publicKey: link.keyB.publicKey, allowedIPs: [IPPrefix(link.addressB, bits: 128)!]))
-        var sink = WireGuardCollectingSink()
-        c.initiateHandshake(with: link.keyB.publicKey, now: link.now, into: &sink)
-        let initiation = try #require(sink.datagrams.first?.bytes)
+        let initiation = try Self.strangersInitiation(to: link)
         _ = link.toB(Array(repeating: initiation, count: 500))
         #expect(link.b.counters.drops(.unknownKey) == HandshakeBudget.burst)
         #expect(link.b.counters.drops(.handshakeRateLimited) == 500 - HandshakeBudget.burst)
