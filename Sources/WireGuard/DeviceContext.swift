@@ -11,8 +11,9 @@ struct DeviceContext: Sendable {
     let responderHash: Key32
     let configuration: WireGuardConfiguration
     var counters = WireGuardCounters()
-    /// Initiations taken on (before their Diffie-Hellman).
-    var handshakeBudget = HandshakeBudget()
+    /// Initiations taken on from sources that are not configured peers (before their
+    /// Diffie-Hellman); each peer's own are in its ``PeerState``.
+    var strangersBudget = HandshakeBudget.strangers
     /// Session and handshake indices → peer. Bounded: at most 4 per peer (a handshake and
     /// three sessions), so `maximumPeers × 4`.
     var indices: [UInt32: WireGuardPublicKey] = [:]

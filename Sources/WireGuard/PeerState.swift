@@ -17,6 +17,8 @@ struct PeerState: Sendable {
     var cookie = CookieState()
     var keypairs = Keypairs()
     var timers = PeerTimers()
+    /// Initiations taken on from this peer's own authenticated source.
+    var initiationBudget = HandshakeBudget.perPeer
     /// Packets waiting for a session, oldest first; at most the device's queue limit.
     var queue: [[UInt8]] = []
 

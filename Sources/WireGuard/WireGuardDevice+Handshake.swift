@@ -1,10 +1,10 @@
 /// Received handshake messages.
 extension WireGuardDevice {
     mutating func receiveInitiation<S: WireGuardSink>(
-        _ m: UnsafeRawBufferPointer, now: WireGuardInstant, sink: inout S
+        _ m: UnsafeRawBufferPointer, from source: WireGuardPublicKey?, now: WireGuardInstant, sink: inout S
     ) -> WireGuardReceiveResult {
         guard mac1Valid(m, at: WireGuardMessage.Initiation.mac1) else { return context.dropped(.badMAC) }
-        guard context.handshakeBudget.take(now: now) else { return context.dropped(.handshakeRateLimited) }
+        guard takeInitiationBudget(from: source, now: now) else { return context.dropped(.handshakeRateLimited) }
         let consumed: ConsumedInitiation
         switch consumeInitiation(m, now: now) {
         case .success(let value): consumed = value
@@ -92,5 +92,14 @@ extension WireGuardDevice {
             ConsumedInitiation(
                 peer: key, chainKey: c, hash: h, remoteEphemeral: ephemeral,
                 senderIndex: WireGuardMessage.readU32(m, L.sender), timestamp: timestamp))
+    }
+}
+
+extension WireGuardDevice {
+    /// Charges an initiation to its source's budget: a configured peer's own, or the one all
+    /// other sources share.
+    fileprivate mutating func takeInitiationBudget(from source: WireGuardPublicKey?, now: WireGuardInstant) -> Bool {
+        if let source, peers[source] != nil { return peers[source]!.initiationBudget.take(now: now) }
+        return context.strangersBudget.take(now: now)
     }
 }

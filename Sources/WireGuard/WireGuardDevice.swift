@@ -101,16 +101,21 @@ public struct WireGuardDevice: Sendable {
         packet.withUnsafeBytes { send($0, now: now, into: &sink) }
     }
 
-    /// Handles a WireGuard message from the network.
+    /// Handles a WireGuard message from the network. `source` is the key the transport
+    /// authenticated the sender as (a DERP sender, a disco-verified UDP address), nil when
+    /// unknown: it picks the handshake budget an initiation is charged to.
     @discardableResult
-    public mutating func receive<S: WireGuardSink>(_ datagram: [UInt8], now: WireGuardInstant, into sink: inout S) -> WireGuardReceiveResult {
-        datagram.withUnsafeBytes { receive($0, now: now, into: &sink) }
+    public mutating func receive<S: WireGuardSink>(
+        _ datagram: [UInt8], from source: WireGuardPublicKey? = nil, now: WireGuardInstant, into sink: inout S
+    ) -> WireGuardReceiveResult {
+        datagram.withUnsafeBytes { receive($0, from: source, now: now, into: &sink) }
     }
 
     /// Handles a WireGuard message from the network (borrowed for the call).
     @discardableResult
     public mutating func receive<S: WireGuardSink>(
-        _ datagram: UnsafeRawBufferPointer, now: WireGuardInstant, into sink: inout S
+        _ datagram: UnsafeRawBufferPointer, from source: WireGuardPublicKey? = nil, now: WireGuardInstant,
+        into sink: inout S
     ) -> WireGuardReceiveResult {
         guard datagram.count >= 4 else { return context.dropped(.malformed) }
         switch WireGuardMessage.readU32(datagram, 0) {
@@ -123,7 +128,7 @@ public struct WireGuardDevice: Sendable {
             return peers[key]!.receiveTransport(datagram, index: index, now: now, ctx: &context, sink: &sink)
         case WireGuardMessage.initiationType:
             guard datagram.count == WireGuardMessage.Initiation.size else { return context.dropped(.malformed) }
-            return receiveInitiation(datagram, now: now, sink: &sink)
+            return receiveInitiation(datagram, from: source, now: now, sink: &sink)
         case WireGuardMessage.responseType:
             guard datagram.count == WireGuardMessage.Response.size else { return context.dropped(.malformed) }
             return receiveResponse(datagram, now: now, sink: &sink)

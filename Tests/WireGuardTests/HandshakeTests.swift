@@ -170,13 +170,44 @@ import WireGuard
     @Test func initiationsBeyondTheBudgetAreDroppedBeforeTheirWork() throws {
         var link = try TestLink()
         let initiation = try Self.strangersInitiation(to: link)
+        let budget = HandshakeBudget.strangers.burst
         _ = link.toB(Array(repeating: initiation, count: 500))
-        #expect(link.b.counters.drops(.unknownKey) == HandshakeBudget.burst)
-        #expect(link.b.counters.drops(.handshakeRateLimited) == 500 - HandshakeBudget.burst)
+        #expect(link.b.counters.drops(.unknownKey) == budget)
+        #expect(link.b.counters.drops(.handshakeRateLimited) == 500 - budget)
         // A second later the budget is back.
         link.now = link.now.adding(nanoseconds: 1_000_000_000)
         _ = link.toB(Array(repeating: initiation, count: 100))
-        #expect(link.b.counters.drops(.unknownKey) == 2 * HandshakeBudget.burst)
+        #expect(link.b.counters.drops(.unknownKey) == 2 * budget)
+    }
+
+    /// Strangers' initiations share one budget; a configured peer's, sent from its own
+    /// authenticated source, are charged to its own, so a stranger's flood never starves it.
+    @Test func aStrangersFloodLeavesAPeersHandshakeAlone() throws {
+        var link = try TestLink()
+        let stranger = WireGuardPrivateKey.generate().publicKey
+        _ = link.toB(Array(repeating: try Self.strangersInitiation(to: link), count: 500), from: stranger)
+        #expect(link.b.counters.drops(.handshakeRateLimited) == 500 - HandshakeBudget.strangers.burst)
+        let (_, initiation) = link.sendFromA(link.packet(fromA: true, [1]))
+        let (results, answer) = link.toB(initiation, from: link.keyA.publicKey)
+        #expect(results == [.initiationAnswered(link.keyA.publicKey)])
+        #expect(answer.count == 1)
+    }
+
+    /// A peer's own flood is held to its budget and leaves the strangers' one whole.
+    @Test func aPeersFloodIsHeldToItsOwnBudget() throws {
+        var link = try TestLink()
+        let (_, initiation) = link.sendFromA(link.packet(fromA: true, [1]))
+        let flood = Array(repeating: try #require(initiation.first), count: 100)
+        let (results, _) = link.toB(flood, from: link.keyA.publicKey)
+        #expect(results.first == .initiationAnswered(link.keyA.publicKey))
+        #expect(link.b.counters.drops(.handshakeRateLimited) == 100 - HandshakeBudget.perPeer.burst)
+        let (fromStranger, _) = link.toB([try Self.strangersInitiation(to: link)])
+        #expect(fromStranger == [.dropped(.unknownKey)])
+        // Its budget refills at its own rate: 50 ms earns one more.
+        link.now = link.now.adding(nanoseconds: 50_000_000)
+        let (again, _) = link.toB(Array(flood.prefix(2)), from: link.keyA.publicKey)
+        #expect(again.last == .dropped(.handshakeRateLimited))
+        #expect(again.first != .dropped(.handshakeRateLimited))
     }
 
     @Test func spoofedInnerSourceIsDropped() throws {

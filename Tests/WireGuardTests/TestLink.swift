@@ -55,10 +55,11 @@ struct TestLink {
     }
 
     @discardableResult
-    /// Delivers datagrams to B; returns B's results and what B sent in answer.
-    mutating func toB(_ datagrams: [[UInt8]]) -> ([WireGuardReceiveResult], [[UInt8]]) {
+    /// Delivers datagrams to B, as sent by `source` when given (the key a transport
+    /// authenticated); returns B's results and what B sent in answer.
+    mutating func toB(_ datagrams: [[UInt8]], from source: WireGuardPublicKey? = nil) -> ([WireGuardReceiveResult], [[UInt8]]) {
         var sink = WireGuardCollectingSink()
-        let results = datagrams.map { b.receive($0, now: now, into: &sink) }
+        let results = datagrams.map { b.receive($0, from: source, now: now, into: &sink) }
         deliveredToB += sink.packets.map(\.bytes)
         let out = sink.datagrams.map(\.bytes)
         wireFromB += out.map { (now, $0) }

@@ -389,7 +389,7 @@ final class TailnetEngine: Sendable {
     /// A WireGuard datagram from `peer` (over DERP from `region`, or over UDP: nil).
     private func receiveWireGuard(_ datagram: [UInt8], from peer: WireGuardPublicKey, region: Int32?) {
         var sink = EngineSink()
-        let result = device.withLock { $0.receive(datagram, now: now(), into: &sink) }
+        let result = device.withLock { $0.receive(datagram, from: peer, now: now(), into: &sink) }
         switch result {
         case .dropped(let reason): metrics.dropped(reason)
         case .initiationAnswered, .handshakeCompleted: metrics.handshakes.increment()
