@@ -153,9 +153,10 @@ struct PortableDesktopTests {
             func post(_ path: String, _ id: String) async throws -> Int {
                 try await desktop.client.request("POST", "/api/v0/desktop/recording/\(path)", json: #"{"recording_id":"\#(id)"}"#).status
             }
-            func video(_ id: String) -> String { "\(recorder.directory)/coder-recording-\(id).mp4" }
             let id = "6a7b8c9d-0e1f-4a2b-8c3d-4e5f6a7b8c9d"
             #expect(try await post("start", id) == 200)
+            let recordings = try #require(await recorder.directory)
+            func video(_ id: String) -> String { "\(recordings)/coder-recording-\(id).mp4" }
             #expect(await Self.recorderReady(directory, id))
             #expect(try await post("stop", id) == 200)
             #expect(await recorder.count == 0)
@@ -180,6 +181,37 @@ struct PortableDesktopTests {
             // The last stop's files are deleted once its answer is sent, which may finish
             // after the client has read it (seen on a loaded machine).
             #expect(await eventually { ids.allSatisfy { !FileManager.default.fileExists(atPath: video($0)) } })
+        }
+    }
+
+    /// The recorder writes in a directory of the agent's own (0700), never at the names in
+    /// `$TMPDIR` itself: a link another user planted there is neither written through nor
+    /// unlinked, and the directory goes at shutdown. Before, the files were
+    /// `$TMPDIR/coder-recording-<id>.mp4`, whose planted link the start unlinked (and could
+    /// lose the race to a new one).
+    @Test func recordingsAreWrittenInADirectoryOfTheAgentsOwn() async throws {
+        let (directory, environment) = try Self.stubDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let id = "7b8c9d0e-1f2a-4b3c-8d4e-5f6a7b8c9d0e"
+        let victim = directory + "/victim"
+        try TestFile.write(victim, "precious".utf8)
+        let planted = NSTemporaryDirectory() + "coder-recording-\(id).mp4"
+        #expect(symlink(victim, planted) == 0)
+        defer { unlink(planted) }
+        try await DesktopHarness.with(environment: environment) { desktop in
+            #expect(try await Self.recording(desktop, "start", id).status == 200)
+            let recordings = try #require(await desktop.module.recorder.directory)
+            var info = stat()
+            #expect(lstat(recordings, &info) == 0 && info.st_mode & 0o7777 == 0o700 && info.st_uid == geteuid())
+            #expect((recordings as NSString).deletingLastPathComponent == (NSTemporaryDirectory() as NSString).standardizingPath)
+            #expect(await Self.recorderReady(directory, id))
+            let stopped = try await Self.recording(desktop, "stop", id)
+            #expect(stopped.status == 200 && String(decoding: stopped.body, as: UTF8.self).contains("fake mp4 data"))
+            var link = stat()
+            #expect(lstat(planted, &link) == 0 && link.st_mode & S_IFMT == S_IFLNK, "the planted link is not the agent's")
+            #expect(try String(contentsOfFile: victim, encoding: .utf8) == "precious")
+            await desktop.module.recorder.close()
+            #expect(await eventually { !FileManager.default.fileExists(atPath: recordings) }, "removed at shutdown")
         }
     }
 

@@ -216,7 +216,7 @@ public final class ProcessManager: Service, Sendable {
             base = directory + "/processes"
             privateDirectory = nil
         } else {
-            base = try Self.makePrivateDirectory()
+            base = try makePrivateDirectory(prefix: "agent-proc-")
             privateDirectory = base
         }
         try Self.makeDirectory(base)
@@ -246,14 +246,5 @@ public final class ProcessManager: Service, Sendable {
 
     private static func makeDirectory(_ path: String) throws {
         if mkdir(path, 0o700) != 0 && errno != EEXIST { throw SystemCallError(call: "mkdir \(path)", errno: errno) }
-    }
-
-    private static func makePrivateDirectory() throws -> String {
-        let parent = ProcessInfo.processInfo.environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
-        var template = Array((parent + "/agent-proc-XXXXXX").utf8CString)
-        guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
-            throw SystemCallError(call: "mkdtemp", errno: errno)
-        }
-        return String(cString: made)
     }
 }

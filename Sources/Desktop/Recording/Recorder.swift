@@ -22,6 +22,12 @@ import NIOPosix
 /// them: a start forgets the oldest beyond that, with their files. Memory and disk: at most
 /// 5 running and 16 finished recordings.
 ///
+/// The files are named as the reference names them, `coder-recording-<id>.mp4` and
+/// `.thumb.jpg`, but in a directory of the agent's own (mode 0700, made at the first start
+/// inside `$TMPDIR`, removed at shutdown), not in `$TMPDIR` itself: in a shared `/tmp` another
+/// user could plant a link at the name for the recorder to write through, and a name there
+/// is not the agent's to unlink.
+///
 /// Calls for one id run one at a time, in arrival order (the reference holds one lock
 /// through every start and stop): of two stops at once, the second waits for the first and
 /// finds the recording forgotten (404); of two starts, the second finds it running. A start
@@ -50,7 +56,10 @@ actor Recorder {
     var runningCount: Int { recordings.values.filter(\.child.isRunning).count }
 
     let supervisor: DesktopSupervisor
-    nonisolated let directory: String
+    /// Where the private directory is made.
+    nonisolated let parent: String
+    /// The recordings' directory, once the first start made it.
+    private(set) var directory: String?
     private var recordings: [String: Recording] = [:]
     private var nextSequence: UInt64 = 0
     private var closed = false
@@ -59,9 +68,21 @@ actor Recorder {
     /// Starts past the limit's check whose recorder is not spawned yet (they count in it).
     private var starting = 0
 
-    init(supervisor: DesktopSupervisor, directory: String = temporaryDirectory()) {
+    init(supervisor: DesktopSupervisor, parent: String = temporaryDirectory()) {
         self.supervisor = supervisor
-        self.directory = directory.hasSuffix("/") ? String(directory.dropLast()) : directory
+        self.parent = parent
+    }
+
+    /// The recordings' private directory, made on first use.
+    private func recordingsDirectory() throws(APIError) -> String {
+        if let directory { return directory }
+        do {
+            let made = try makePrivateDirectory(in: parent, prefix: "coder-recordings-")
+            directory = made
+            return made
+        } catch {
+            throw APIError(.internalServerError, "Failed to start recording.", detail: error.description)
+        }
     }
 
     /// Starts recording `id` on the running desktop (started if none runs), which must be
@@ -96,10 +117,10 @@ actor Recorder {
             throw APIError(.internalServerError, "Failed to start recording.", detail: "too many active recordings (at most \(Self.maxActive))")
         }
         forgetOldFinished()
+        let directory = try recordingsDirectory()
         let video = "\(directory)/coder-recording-\(id).mp4"
         let thumbnail = "\(directory)/coder-recording-\(id).thumb.jpg"
-        // unlink, not a recursive removal: whatever another user put at these names (a
-        // directory, say) is not the agent's to delete; a link goes, not its target.
+        // A finished recording of the id that a stop never fetched.
         _ = unlink(video)
         _ = unlink(thumbnail)
         let quiet = open("/dev/null", O_WRONLY | O_CLOEXEC)
@@ -120,8 +141,9 @@ actor Recorder {
         if closed {
             // Shutdown came while it spawned: ended as `close` ended the others.
             await child.stop(grace: .seconds(1))
-            try? FileManager.default.removeItem(atPath: video)
-            try? FileManager.default.removeItem(atPath: thumbnail)
+            _ = unlink(video)
+            _ = unlink(thumbnail)
+            removeDirectoryIfEmpty()
             throw APIError(.serviceUnavailable, "Desktop API is shutting down.")
         }
         nextSequence += 1
@@ -162,7 +184,7 @@ actor Recorder {
         forget(id, recording, deletingFiles: false)
         let video = Self.setAside(recording.video)
         let thumbnail = thumbnailSize > 0 ? Self.setAside(recording.thumbnail) : nil
-        if thumbnail == nil { try? FileManager.default.removeItem(atPath: recording.thumbnail) }
+        if thumbnail == nil { _ = unlink(recording.thumbnail) }
         return Self.multipart(video: (video, size), thumbnail: thumbnail.map { (path: $0, size: thumbnailSize) })
     }
 
@@ -216,8 +238,14 @@ actor Recorder {
     }
 
     private static func deleteFiles(of recording: Recording) {
-        try? FileManager.default.removeItem(atPath: recording.video)
-        try? FileManager.default.removeItem(atPath: recording.thumbnail)
+        _ = unlink(recording.video)
+        _ = unlink(recording.thumbnail)
+    }
+
+    /// Removes the private directory at shutdown if nothing is left in it (an answer still
+    /// sending holds its set-aside files there; its own delete runs after).
+    private func removeDirectoryIfEmpty() {
+        if let directory, rmdir(directory) == 0 { self.directory = nil }
     }
 
     /// Stops recordings no action touched for ``idleStop`` since `lastActivity` or their own
@@ -238,6 +266,7 @@ actor Recorder {
             Self.deleteFiles(of: recording)
         }
         recordings = [:]
+        removeDirectoryIfEmpty()
     }
 
     /// `multipart/mixed`: the video part, then the thumbnail part, streamed from the files.
