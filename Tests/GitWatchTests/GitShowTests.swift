@@ -51,4 +51,37 @@ struct GitShowTests {
             #expect(big.status == 422 && big.bodyText.contains("file too large"))
         }
     }
+
+    /// A blob's size is read from its header before the blob: past 512 KiB only its first
+    /// 8 KiB are read (streamed from a loose object), and a packed one is loaded for them
+    /// only up to `fullReadLimit`. Before, `show` loaded every blob whole, however large,
+    /// and checked its size after.
+    @Test func largeBlobsAreJudgedWithoutBeingLoaded() async throws {
+        let root = try await GitSnapshotterTests.makeRepository()
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        var binary = [UInt8](repeating: 0x61, count: 1 << 20)
+        binary[100] = 0
+        try TestFile.write(root + "/big.bin", binary)
+        try TestFile.write(root + "/big.txt", String(repeating: "z", count: 1 << 20).utf8)
+        try TestFile.write(root + "/small.txt", "small\n".utf8)
+        try await GitSnapshotterTests.git(["add", "."], in: root)
+        try await GitSnapshotterTests.git(["commit", "-q", "-m", "init"], in: root)
+        func show(_ path: String, limit: Int) -> Result<String, GitSnapshotter.ShowFailure> {
+            Result { () throws(GitSnapshotter.ShowFailure) in try GitSnapshotter.show(root: root, path: path, ref: "HEAD", fullReadLimit: limit) }
+        }
+        // Loose objects: streamed, nothing loaded whole even with no room for it.
+        #expect(show("big.bin", limit: 0) == .failure(.binary))
+        #expect(show("big.txt", limit: 0) == .failure(.tooLarge))
+        #expect(show("small.txt", limit: 0) == .success("small\n"))
+        guard case .failure(.notFound) = show("missing", limit: 0) else {
+            Issue.record("a missing path is not found")
+            return
+        }
+        try await GitSnapshotterTests.git(["gc", "-q"], in: root)
+        // Packed: read whole for the binary check only within the limit.
+        #expect(show("big.bin", limit: 2 << 20) == .failure(.binary))
+        #expect(show("big.bin", limit: 512 << 10) == .failure(.tooLarge))
+        #expect(show("big.txt", limit: 2 << 20) == .failure(.tooLarge))
+        #expect(show("small.txt", limit: 0) == .success("small\n"))
+    }
 }

@@ -100,24 +100,77 @@ extension GitSnapshotter {
     /// Larger blobs are refused.
     public static let maxShowBytes = 512 << 10
 
-    /// The contents of `path` at `ref` (`git show <ref>:<path>`), as text.
-    public static func show(root: String, path: String, ref: String) throws(ShowFailure) -> String {
+    /// Past ``maxShowBytes`` the answer is 422 either way; only whether it says `binary file`
+    /// needs the first 8 KiB. Those are streamed where libgit2 can (loose objects); a packed
+    /// blob is read whole for them only up to this size, beyond it is `file too large`.
+    public static let maxShowBinaryCheckBytes = 16 << 20
+
+    /// The contents of `path` at `ref` (`git show <ref>:<path>`), as text. The blob's size
+    /// is read from its header first: at most `fullReadLimit` bytes of it are ever loaded.
+    public static func show(
+        root: String, path: String, ref: String, fullReadLimit: Int = maxShowBinaryCheckBytes
+    ) throws(ShowFailure) -> String {
         GitLibrary.ensure()
         var repository: OpaquePointer?
         guard git_repository_open(&repository, root) == 0 else { throw .notFound("cannot open \(root)") }
         defer { git_repository_free(repository) }
-        var object: OpaquePointer?
-        guard git_revparse_single(&object, repository, "\(ref):\(path)") == 0, let object else {
-            let text = git_error_last().map { String(cString: $0.pointee.message) } ?? "not found"
-            throw .notFound(text)
+        var treeish: OpaquePointer?
+        guard git_revparse_single(&treeish, repository, ref) == 0, let treeish else { throw .notFound(lastGitError()) }
+        defer { git_object_free(treeish) }
+        var tree: OpaquePointer?
+        guard git_object_peel(&tree, treeish, GIT_OBJECT_TREE) == 0, let tree else { throw .notFound(lastGitError()) }
+        defer { git_object_free(tree) }
+        var entry: OpaquePointer?
+        guard git_tree_entry_bypath(&entry, tree, path) == 0, let entry else { throw .notFound(lastGitError()) }
+        defer { git_tree_entry_free(entry) }
+        guard git_tree_entry_type(entry) == GIT_OBJECT_BLOB, let id = git_tree_entry_id(entry) else {
+            throw .notFound("\(ref):\(path) is not a file")
         }
-        defer { git_object_free(object) }
-        guard git_object_type(object) == GIT_OBJECT_BLOB else { throw .notFound("\(ref):\(path) is not a file") }
-        let size = Int(git_blob_rawsize(object))
-        guard let raw = git_blob_rawcontent(object) else { return "" }
-        let bytes = UnsafeRawBufferPointer(start: raw, count: size)
+        var odb: OpaquePointer?
+        guard git_repository_odb(&odb, repository) == 0, let odb else { throw .notFound(lastGitError()) }
+        defer { git_odb_free(odb) }
+        var size = 0
+        var type = GIT_OBJECT_INVALID
+        guard git_odb_read_header(&size, &type, odb, id) == 0 else { throw .notFound(lastGitError()) }
+        if size > maxShowBytes {
+            if let head = streamedHead(odb, id, count: 8192) {
+                throw head.contains(0) ? .binary : .tooLarge
+            }
+            guard size <= fullReadLimit else { throw .tooLarge }
+        }
+        var blob: OpaquePointer?
+        guard git_blob_lookup(&blob, repository, id) == 0, let blob else { throw .notFound(lastGitError()) }
+        defer { git_blob_free(blob) }
+        let loaded = Int(git_blob_rawsize(blob))
+        guard let raw = git_blob_rawcontent(blob) else { return "" }
+        let bytes = UnsafeRawBufferPointer(start: raw, count: loaded)
         if bytes.prefix(8192).contains(0) { throw .binary }
-        guard size <= maxShowBytes else { throw .tooLarge }
+        guard loaded <= maxShowBytes else { throw .tooLarge }
         return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// The first `count` bytes of an object read as a stream, nil where its backend cannot
+    /// stream it (packed objects).
+    private static func streamedHead(_ odb: OpaquePointer, _ id: UnsafePointer<git_oid>, count: Int) -> [UInt8]? {
+        var stream: UnsafeMutablePointer<git_odb_stream>?
+        var length = 0
+        var type = GIT_OBJECT_INVALID
+        guard git_odb_open_rstream(&stream, &length, &type, odb, id) == 0, let stream else { return nil }
+        defer { git_odb_stream_free(stream) }
+        var head = [UInt8](repeating: 0, count: count)
+        var filled = 0
+        // Bounded: each read brings at least one byte or ends the loop; at most `count` bytes.
+        while filled < count {
+            let got = head.withUnsafeMutableBytes { raw in
+                git_odb_stream_read(stream, raw.baseAddress!.advanced(by: filled).assumingMemoryBound(to: CChar.self), count - filled)
+            }
+            guard got > 0 else { break }
+            filled += Int(got)
+        }
+        return Array(head.prefix(filled))
+    }
+
+    private static func lastGitError() -> String {
+        git_error_last().map { String(cString: $0.pointee.message) } ?? "not found"
     }
 }
