@@ -219,6 +219,12 @@ struct ReconnectingPTYSocketTests {
         #expect(await late.isClosedByPeer(within: .seconds(30)))
         #expect(server.server.count == 0)
         #expect(!FileManager.default.fileExists(atPath: directory + "/started"))
+        // An init that was read just before the shutdown closed its connection: refused,
+        // and said as what it is, not as the session cap.
+        let frame = PTYInit(id: UUID().uuidString, height: 24, width: 80, command: "touch \(directory)/started", backendType: "buffered")
+        #expect(server.server.session(for: frame, on: MultiThreadedEventLoopGroup.singleton.any()) == nil)
+        #expect(server.log.contains("the agent is shutting down"), "\(server.log.text)")
+        #expect(!server.log.contains("too many reconnecting pty sessions"), "\(server.log.text)")
     }
 
     @Test func aDetachedSessionEndsAfterTheIdleTimeoutOnTheTestsClock() async throws {

@@ -108,10 +108,14 @@ public final class ReconnectingPTYServer: Sendable {
     /// The session of `frame`'s ID, created (on `loop`) when there is none, by the backend
     /// ``PTYBackend`` picks; nil at the cap or when it cannot start.
     func session(for frame: PTYInit, on loop: any EventLoop) -> (any ReconnectingSession)? {
+        var shuttingDown = false
         let result = sessions.withLock { sessions -> Result<any ReconnectingSession, SessionProcess.SpawnError>? in
             // Read under the sessions' lock, where closeAll and shutdown set it and take their
             // list: a session is either on that list or never made.
-            guard !closing.withLock({ $0 }) else { return nil }
+            guard !closing.withLock({ $0 }) else {
+                shuttingDown = true
+                return nil
+            }
             if let existing = sessions[frame.id] { return .success(existing) }
             guard sessions.count < limits.maxSessions else { return nil }
             let current = manifest.currentManifest
@@ -152,6 +156,9 @@ public final class ReconnectingPTYServer: Sendable {
             return session
         case .failure(let error)?:
             logger.warning("reconnecting pty did not start", metadata: ["error": "\(error)"])
+            return nil
+        case nil where shuttingDown:
+            logger.info("reconnecting pty refused: the agent is shutting down", metadata: ["id": "\(frame.id)"])
             return nil
         case nil:
             logger.warning("too many reconnecting pty sessions; refused a new one", metadata: ["max": "\(limits.maxSessions)"])
