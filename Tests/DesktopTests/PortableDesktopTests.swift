@@ -82,9 +82,12 @@ struct PortableDesktopTests {
         }
     }
 
-    /// Port 0 or undecodable output fails the start, and the child is killed.
+    /// A port that is not a TCP port or undecodable output fails the start, and the child is
+    /// killed (a port past 65535 had reached the socket address that traps on it).
     @Test(arguments: [
         (#"{"vncPort":0,"geometry":"1920x1080"}"#, "portabledesktop returned port 0"),
+        (#"{"vncPort":70000,"geometry":"1920x1080"}"#, "portabledesktop returned port 70000"),
+        (#"{"vncPort":-5,"geometry":"1920x1080"}"#, "portabledesktop returned port -5"),
         ("not json at all", "parse portabledesktop output"),
     ])
     func badOutputFailsTheStart(output: (String, String)) async throws {

@@ -45,14 +45,15 @@ struct PortableDesktopLauncher: DesktopLauncher {
             throw DesktopError("parse portabledesktop output: no JSON object on its standard output")
         }
         let port = object["vncPort"]?.intValue ?? 0
-        guard port > 0 else {
+        // A TCP port: anything else would trap where it becomes a socket address.
+        guard (1...65535).contains(port) else {
             await child.stop()
-            throw DesktopError("portabledesktop returned port 0")
+            throw DesktopError("portabledesktop returned port \(port)")
         }
         var size = (width: 0, height: 0)
         if let geometry = object["geometry"]?.stringValue {
             let parts = geometry.split(separator: "x").compactMap { Int($0) }
-            if parts.count == 2 { size = (parts[0], parts[1]) }
+            if parts.count == 2, parts.allSatisfy({ (1...DesktopLimits.maxSide).contains($0) }) { size = (parts[0], parts[1]) }
         }
         let xvncPid = object["xvncPid"]?.intValue.flatMap { Int32(exactly: $0) }
         // The reference reports -1; the agent reads the X server itself (screenshots,
