@@ -1,4 +1,5 @@
 import AgentCore
+import AgentSystem
 @testable import AgentProc
 import AgentTestSupport
 import Foundation
@@ -113,5 +114,19 @@ struct StdinDeadlineTests {
             let out = try await h.finalOutput(id)
             #expect(jsonInt(out["exit_code"]) == 0, "head read all 6000 bytes: \(out)")
         }
+    }
+
+    /// The waits' tokens go round within the reactor's client words: a waiter whose tokens
+    /// start at the last one still waits, and wakes, after it. Before, the token after it
+    /// broke the reactor's precondition, a trap after about 10^12 waits.
+    @Test func writabilityWaitTokensGoRound() async throws {
+        let waiter = WritableWaiter(reactor: ChildReactor(name: "test-tokens"), firstToken: ChildReactor.maxClientWord)
+        var fds: [Int32] = [0, 0]
+        #expect(pipe(&fds) == 0)
+        defer {
+            close(fds[0])
+            close(fds[1])
+        }
+        for _ in 0..<3 { #expect(await waiter.waitWritable(fds[1], timeout: .seconds(60))) }
     }
 }

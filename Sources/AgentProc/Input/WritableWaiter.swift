@@ -31,17 +31,22 @@ final class WritableWaiter: ChildReactor.Client {
     private let registration: ChildReactor.Registration
     private let state = Mutex(State())
 
-    init(reactor: ChildReactor) {
+    /// `firstToken`: where the waits' tokens start (tests start them at the end of the range).
+    init(reactor: ChildReactor, firstToken: UInt64 = 1) {
         self.reactor = reactor
         registration = reactor.register()
+        state.withLock { $0.nextToken = firstToken }
         registration.serve(self)
     }
 
     /// True when `fd` can take bytes now (or has an error a write will report); false when
     /// `timeout` passed first or the task was cancelled.
     func waitWritable(_ fd: Int32, timeout: Duration) async -> Bool {
+        // Tokens go round within the reactor's client words; one still waiting is never
+        // reused (at most one wait per process is out, so the skip is short).
         let token = state.withLock { s -> UInt64 in
-            defer { s.nextToken += 1 }
+            while s.waiting[s.nextToken] != nil { s.nextToken = Self.after(s.nextToken) }
+            defer { s.nextToken = Self.after(s.nextToken) }
             return s.nextToken
         }
         return await withTaskCancellationHandler {
@@ -74,6 +79,10 @@ final class WritableWaiter: ChildReactor.Client {
         } onCancel: {
             self.finish(token, writable: false)
         }
+    }
+
+    private static func after(_ token: UInt64) -> UInt64 {
+        token >= ChildReactor.maxClientWord ? 1 : token + 1
     }
 
     /// Ends a wait once (whichever of event, deadline and cancellation comes first).
