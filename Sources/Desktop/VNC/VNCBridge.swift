@@ -16,8 +16,14 @@ import NIOWebSocket
 /// Backpressure both ways: each direction reads the next chunk only after the previous one
 /// was written, so a viewer that stops reading stops the VNC server's stream (its socket
 /// buffers fill) instead of growing the agent's memory. Per viewer: the two sockets' kernel
-/// buffers and NIO's read buffers (a few 64 KiB chunks).
+/// buffers, the chunk being written and the chunks read ahead of it: ``readAhead``, and at
+/// most 3 more that NIO's read loop takes in the wake-up that reached it (each up to 1 MiB),
+/// so about 6 MiB for a viewer that stopped reading (NIOAsyncChannel's default read-ahead of
+/// 10 made it about 14).
 struct VNCBridge: Sendable {
+    /// Chunks read from the VNC server ahead of the one being written to the viewer.
+    static let readAhead = 2
+
     let supervisor: DesktopSupervisor
     private let logger = Logger(label: "workspace-agent.desktop")
 
@@ -50,7 +56,12 @@ struct VNCBridge: Sendable {
             .channelOption(.recvAllocator, value: AdaptiveRecvByteBufferAllocator(minimum: 4096, initial: 65536, maximum: 1 << 20))
             .connect(host: "127.0.0.1", port: info.vncPort) { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
+                    // NIOAsyncChannel's default reads ahead 10 chunks (10 MiB here) before it
+                    // stops reading.
+                    let readAhead = NIOAsyncSequenceProducerBackPressureStrategies.HighLowWatermark(
+                        lowWatermark: 1, highWatermark: Self.readAhead)
+                    return try NIOAsyncChannel<ByteBuffer, ByteBuffer>(
+                        wrappingChannelSynchronously: channel, configuration: .init(backPressureStrategy: readAhead))
                 }
             }
         await supervisor.viewerOpened()
