@@ -296,16 +296,26 @@ final class SSHSessionHandler: ChannelDuplexHandler {
         }
         life.processStarted(terminal: terminal != nil)
         if terminal != nil {
-            let future = bootstrap(.channel).takingOwnershipOfDescriptor(inputOutput: process.output)
+            let future = bootstrap(.channel).takingOwnershipOfDescriptors(input: process.output, output: process.input)
             future.whenSuccess { channel in bound.value.attached(output: channel, input: true) }
-            future.whenFailure { _ in bound.value.outputEnded() }
+            future.whenFailure { _ in
+                // Not taken: still ours to close.
+                process.closeAgentEnds()
+                bound.value.outputEnded()
+            }
         } else {
             let main = bootstrap(.channel).takingOwnershipOfDescriptors(input: process.output, output: process.input)
             main.whenSuccess { channel in bound.value.attached(output: channel, input: true) }
-            main.whenFailure { _ in bound.value.outputEnded() }
+            main.whenFailure { _ in
+                process.closeAgentEnds()
+                bound.value.outputEnded()
+            }
             let errors = bootstrap(.stdErr).takingOwnershipOfDescriptor(input: process.errors)
             errors.whenSuccess { channel in bound.value.attached(output: channel, input: false) }
-            errors.whenFailure { _ in bound.value.outputEnded() }
+            errors.whenFailure { _ in
+                Glibc.close(process.errors)
+                bound.value.outputEnded()
+            }
         }
     }
 

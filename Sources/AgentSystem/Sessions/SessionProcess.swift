@@ -10,8 +10,9 @@ import Glibc
 /// ``OwnedChildren`` until it is reaped (the process API's adoption never takes it). Its exit is
 /// seen by the shared ``ChildReactor`` (no thread per session), which reaps it at once.
 public struct SessionProcess: Sendable {
-    /// The agent's ends: for a terminal, `output` is the terminal's primary side (read and
-    /// written), `input` and `errors` are -1.
+    /// The agent's ends: for a terminal, `output` is the terminal's primary side (read) and
+    /// `input` a second descriptor of it (written: NIO's pipe channel takes two distinct
+    /// ones, and dups one with `try!` when given one), `errors` is -1.
     public let pid: pid_t
     public let output: Int32
     public let input: Int32
@@ -43,7 +44,16 @@ public struct SessionProcess: Sendable {
             guard agent_open_pty(&primary, &secondary, terminal.rows, terminal.columns) == 0 else {
                 throw SpawnError(description: "open pty: " + SystemCallError(call: "openpty", errno: errno).description)
             }
+            // Made here, where running out of descriptors is a failed spawn, not a trap.
+            let writer = fcntl(primary, F_DUPFD_CLOEXEC, 0)
+            guard writer >= 0 else {
+                let error = SystemCallError(call: "dup", errno: errno)
+                close(primary)
+                close(secondary)
+                throw SpawnError(description: "open pty: \(error)")
+            }
             agentOutput = primary
+            agentInput = writer
             childIn = secondary
             childOut = secondary
             prepareTerminal(primary)
@@ -88,6 +98,12 @@ public struct SessionProcess: Sendable {
         }
         closeChildEnds()
         return SessionProcess(pid: child.pid, output: agentOutput, input: agentInput, errors: agentErrors, child: child)
+    }
+
+    /// Closes `output` and `input`: for a caller whose channel bootstrap did not take them
+    /// (a failed bootstrap leaves them to the caller).
+    public func closeAgentEnds() {
+        for fd in [output, input] where fd >= 0 { close(fd) }
     }
 
     /// The path of the terminal whose primary side is `primary` (`/dev/pts/3`).

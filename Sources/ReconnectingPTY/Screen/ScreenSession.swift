@@ -160,11 +160,14 @@ final class ScreenSession: ReconnectingSession {
                     try channel.pipeline.syncOperations.addHandler(ScreenClientRelay(session: session, key: key, serial: serial))
                 }
             }
-            .takingOwnershipOfDescriptor(inputOutput: process.output)
+            .takingOwnershipOfDescriptors(input: process.output, output: process.input)
             .whenComplete { result in
                 switch result {
                 case .success(let channel): session.terminalOpened(channel, key: key, serial: serial)
-                case .failure: session.clientEnded(key, serial: serial)
+                case .failure:
+                    // Not taken: still ours to close.
+                    process.closeAgentEnds()
+                    session.clientEnded(key, serial: serial)
                 }
             }
         let loop = self.loop
