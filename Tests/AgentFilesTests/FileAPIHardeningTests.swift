@@ -1,6 +1,9 @@
 import AgentCore
+import AgentHTTP
 import AgentTestSupport
+@testable import AgentFiles
 import Foundation
+import HTTPTypes
 import Testing
 
 #if canImport(Glibc)
@@ -43,22 +46,31 @@ struct FileAPIHardeningTests {
         }
     }
 
-    /// One edit-files request over many large files holds at most 256 MiB of them and their
-    /// edited copies: past it the request is refused (413) before more files are read (each
-    /// file's own 64 MiB bound had let 20 000 files of a 1 MiB body hold them all).
+    /// One edit-files request over many large files holds at most ``EditRoutes/maxTotalBytes``
+    /// of them and their edited copies: past it the request is refused (413) before more files
+    /// are read (each file's own 64 MiB bound had let 20 000 files of a 1 MiB body hold them
+    /// all). Checked with a bound of 8 MiB (files of 3 MiB), so a loaded host's debug build
+    /// does not meet the request's 20 s work bound first.
     @Test func theFilesOfOneEditAreBoundedTogether() async throws {
         try await withFilesServer { h in
-            var files: [String] = []
+            var requested: [EditRoutes.Requested] = []
             for i in 0..<6 {
                 let path = h.file("big\(i).bin")
                 // "x" once, then zeros: the edit matches at once.
                 #expect(FileManager.default.createFile(atPath: path, contents: Data("x".utf8)))
-                #expect(truncate(path, 60 << 20) == 0)
-                files.append("{\"path\":\"\(path)\",\"edits\":[{\"old_text\":\"x\",\"new_text\":\"y\"}]}")
+                #expect(truncate(path, 3 << 20) == 0)
+                let edit = EditEngine.Edit(search: Array("x".utf8), replacement: Array("y".utf8), replaceAll: false)
+                requested.append(EditRoutes.Requested(path: path, edits: [edit], expected: nil))
             }
-            let edit = try await h.post("edit-files", json: "{\"files\":[\(files.joined(separator: ","))]}")
-            #expect(edit.status == 413, "\(edit.status)")
-            #expect(String(decoding: edit.body, as: UTF8.self).contains("the most one request holds"))
+            do {
+                _ = try EditRoutes.apply(requested, maxTotal: 8 << 20)
+                Issue.record("applied")
+            } catch let error as APIError {
+                #expect(error.status == .contentTooLarge, "\(error)")
+                #expect(error.body.message.contains("the most one request holds"))
+            }
+            // Three files (18 MiB with their copies) were read, the rest never; nothing was written.
+            for i in 0..<6 { #expect(try Data(contentsOf: URL(fileURLWithPath: h.file("big\(i).bin"))).first == UInt8(ascii: "x")) }
         }
     }
 

@@ -116,7 +116,10 @@ struct EditRoutes: Sendable {
     static let maxTotalBytes = 256 << 20
 
     /// Validates, edits in memory, then writes; returns per-file diffs in request order.
-    static func apply(_ requested: [Requested], includeDiff: Bool = true, token: CancelToken = CancelToken()) throws -> [FileDiff] {
+    /// `maxTotal`: ``maxTotalBytes`` (tests give a smaller one).
+    static func apply(
+        _ requested: [Requested], includeDiff: Bool = true, token: CancelToken = CancelToken(), maxTotal: Int = maxTotalBytes
+    ) throws -> [FileDiff] {
         var problems: [(HTTPResponse.Status, String)] = []
         var merged: [FileEdits] = []
         var byClean: [String: Int] = [:]
@@ -151,8 +154,8 @@ struct EditRoutes: Sendable {
         var edited: [[UInt8]] = []
         var held = 0
         for file in merged {
-            guard held <= maxTotalBytes else {
-                problems.append((.contentTooLarge, "the files edited hold more than \(maxTotalBytes) bytes with their edits, the most one request holds"))
+            guard held <= maxTotal else {
+                problems.append((.contentTooLarge, "the files edited hold more than \(maxTotal) bytes with their edits, the most one request holds"))
                 break
             }
             // Opened without blocking and checked on the descriptor; read with a bound (a
