@@ -24,25 +24,19 @@ final class HostConnections: ChannelAcceptor, Sendable {
     }
 
     private let state = Mutex(State())
-    private let allClosed = WorkSignal()
-
-    private var serving: AgentHTTPServing? {
-        state.withLock { s in
-            if case .running(let serving) = s.phase { return serving }
-            return nil
-        }
-    }
 
     func serve(_ channel: any Channel, listener: String, remote: String?) -> EventLoopFuture<Void> {
-        guard let serving else { return channel.eventLoop.makeFailedFuture(ConnectionHandOverError(.notServing)) }
         let id = ObjectIdentifier(channel)
-        state.withLock { $0.open[id] = channel }
+        // Checked and recorded under one lock: once `run` has listed the open connections
+        // (the phase `stopped`), none is added.
+        let serving = state.withLock { s -> AgentHTTPServing? in
+            guard case .running(let serving) = s.phase else { return nil }
+            s.open[id] = channel
+            return serving
+        }
+        guard let serving else { return channel.eventLoop.makeFailedFuture(ConnectionHandOverError(.notServing)) }
         channel.closeFuture.whenComplete { [self] _ in
-            let empty = state.withLock { s in
-                s.open[id] = nil
-                return s.open.isEmpty
-            }
-            if empty { allClosed.notify() }
+            _ = state.withLock { $0.open.removeValue(forKey: id) }
         }
         return serving.serve(channel, listener: listener, remote: remote)
     }
@@ -61,12 +55,13 @@ final class HostConnections: ChannelAcceptor, Sendable {
             return Array(s.open.values)
         }
         for channel in open { channel.pipeline.fireUserInboundEventTriggered(ChannelShouldQuiesceEvent()) }
-        if Task.isCancelled {
-            for channel in open { channel.close(promise: nil) }
-        }
         // Bounded: every connection closes by the shutdown bound (the registry's closeAll).
-        while !state.withLock({ $0.open.isEmpty }) {
-            await allClosed.wait()
+        // A future's wait ignores cancellation (no spinning); cancellation, before or during
+        // the wait, closes them.
+        await withTaskCancellationHandler {
+            for channel in open { try? await channel.closeFuture.get() }
+        } onCancel: {
+            for channel in open { channel.close(promise: nil) }
         }
     }
 }
