@@ -122,4 +122,45 @@ struct AgentSocketClientTimeoutTests {
             #expect(error?.description.contains("there is no coderd to ask") == true, "\(String(describing: error))")
         }
     }
+
+    /// A socket another user listens at (a shared /tmp lets anyone take the default path
+    /// first) is refused at the connect: its server could have answered for the agent (a
+    /// key for `gitssh`, a password for askpass). Before, the request went out and the
+    /// call waited for the answer.
+    @Test func aSocketServedByAnotherUserIsRefused() async throws {
+        guard geteuid() == 0 else {
+            print("skipped: the test needs root to listen as another user")
+            return
+        }
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv"), FileManager.default.isExecutableFile(atPath: "/usr/bin/python3")
+        else {
+            print("skipped: /usr/bin/setpriv or /usr/bin/python3 is missing")
+            return
+        }
+        let directory = try socketDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        chmod(directory, 0o777)
+        let path = directory + "/agent.sock"
+        // Listens, accepts, reads and never answers, for at most a minute.
+        let script = """
+            import socket, sys, time
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.bind(sys.argv[1]); s.listen(4)
+            print("ready", flush=True)
+            s.settimeout(60)
+            try:
+                c, _ = s.accept(); c.settimeout(60); c.recv(4096); time.sleep(60)
+            except Exception:
+                pass
+            """
+        let server = try #require(
+            ChildProgram.start(["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c", script, path]))
+        defer { server.kill() }
+        #expect(server.readLine(timeout: .seconds(60)) == "ready")
+        let (task, outcome) = Self.startRequest(path)
+        defer { task.cancel() }
+        #expect(await eventually(timeout: .seconds(20)) { outcome.value != nil }, "the call ends")
+        let error = try #require(outcome.value).error ?? "no error"
+        #expect(error.contains("\(path) is served by a process of another user (uid 65534), not the agent: refused"), "\(error)")
+    }
 }

@@ -1,3 +1,4 @@
+import AgentCore
 import AgentTestSupport
 import ControlPlaneDouble
 import Foundation
@@ -66,6 +67,27 @@ struct CoderCommandTests {
         let outcome = await link.run(["agent"] + arguments, environment: environment)
         #expect(outcome.status == 1)
         #expect(outcome.stdout == Self.failure("coder agent", message), "\(outcome.stdout)")
+    }
+
+    /// An agent socket owned by another user is not the agent's: a command without a token
+    /// does not use it (another user of a shared /tmp could have made it at the default path
+    /// first), and says it has no token. Before, the command sent its request there and
+    /// waited 30 s for an answer.
+    @Test func anAgentSocketOfAnotherUserIsNotUsed() async throws {
+        guard geteuid() == 0 else {
+            print("skipped: the test needs root to give the socket to another user")
+            return
+        }
+        let link = try CoderLink()
+        defer { link.remove() }
+        let path = link.directory + "/agent.sock"
+        let listener = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        defer { close(listener) }
+        try #require(UnixSocket.withAddress(path) { bind(listener, $0, $1) } == 0 && listen(listener, 4) == 0)
+        try #require(chown(path, 65534, 65534) == 0)
+        let outcome = await link.run(["external-auth", "access-token", "github"], environment: ["CODER_AGENT_SOCKET_PATH": path])
+        #expect(outcome.status == 1)
+        #expect(outcome.stdout.contains("error: agent token not found"), "\(outcome.stdout)")
     }
 
     /// A token file holding only whitespace is no token.

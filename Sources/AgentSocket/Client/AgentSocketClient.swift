@@ -27,6 +27,8 @@ public struct AgentSocketClient: Sendable {
         /// The socket belongs to another agent (`server`) than the one that started this
         /// command (`own`), which runs without a socket: nothing is sent.
         case foreignAgent(path: String, server: Int32, own: Int32)
+        /// The socket is served by a process of another user (not root): not the agent.
+        case foreignUser(path: String, uid: UInt32)
         /// The call failed (the agent's error text, or a transport failure).
         case call(DRPCCallError)
         /// The call did not end within the timeout it was given: the socket accepted no
@@ -49,6 +51,9 @@ public struct AgentSocketClient: Sendable {
                 return "connect to agent socket: \(path) is served by another agent (pid \(server)), not the agent that started"
                     + " this command (pid \(own)), which runs without its socket; start that agent with --socket-path"
                     + " (CODER_AGENT_SOCKET_PATH) set to a free path and give this command the same"
+            case .foreignUser(let path, let uid):
+                return "connect to agent socket: \(path) is served by a process of another user (uid \(uid)), not the agent:"
+                    + " refused; set the agent's path with --socket-path or CODER_AGENT_SOCKET_PATH"
             case .call(let error):
                 if case .remote(let body) = error { return body.message }
                 return error.description
@@ -252,6 +257,12 @@ public struct AgentSocketClient: Sendable {
         case .failure(let error) where error.errno == EAGAIN && timeout != nil:
             throw .timedOut(path: path, method: method, after: bound, phase: .connect)
         case .failure(let error): throw .dial(path: path, errno: error.errno)
+        }
+        // Only a server of this user or root is the agent (a shared /tmp lets anyone listen
+        // at the default path first).
+        if let uid = PeerProcess.uid(of: fd), !PeerProcess.mayServe(uid: uid) {
+            close(fd)
+            throw .foreignUser(path: path, uid: uid)
         }
         // A command an agent started talks only to that agent: a second agent whose path
         // another holds must not have its commands land in the first one's units.

@@ -20,6 +20,22 @@ public enum PeerProcess {
         return credentials.pid
     }
 
+    /// The uid of the process at the other end of the connected unix socket `fd`
+    /// (`SO_PEERCRED`); nil when it is not known.
+    public static func uid(of fd: Int32) -> uid_t? {
+        var credentials: (pid: Int32, uid: UInt32, gid: UInt32) = (0, 0, 0)
+        var length = socklen_t(MemoryLayout<(Int32, UInt32, UInt32)>.size)
+        guard getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) == 0 else { return nil }
+        return credentials.uid
+    }
+
+    /// Whether `uid` may serve this process's agent socket, or own the file it listens at:
+    /// this process's own user or root. Another user of a shared `/tmp` could otherwise
+    /// listen at the default path first and answer for the agent.
+    public static func mayServe(uid: uid_t) -> Bool {
+        uid == geteuid() || uid == 0
+    }
+
     /// The pid of the process listening at `path`, nil when nothing listens (or it is not known).
     public static func listening(at path: String) -> pid_t? {
         guard case .success(let fd) = UnixSocket.connect(path) else { return nil }

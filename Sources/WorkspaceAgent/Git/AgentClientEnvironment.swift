@@ -24,10 +24,7 @@ enum AgentClientEnvironment {
         let tokenFile = nonEmpty(flagTokenFile) ?? nonEmpty(environment["CODER_AGENT_TOKEN_FILE"])
         if token == nil, tokenFile == nil {
             let socket = AgentSocketOptions.path(environment["CODER_AGENT_SOCKET_PATH"])
-            var info = stat()
-            if lstat(socket, &info) == 0, info.st_mode & S_IFMT == S_IFSOCK {
-                return AgentSocketCoderREST(client: AgentSocketClient(path: socket))
-            }
+            if isAgentSocket(socket) { return AgentSocketCoderREST(client: AgentSocketClient(path: socket)) }
         }
         guard let url else { throw ConfigurationError("CODER_AGENT_URL must be set") }
         let auth = nonEmpty(environment["CODER_AGENT_AUTH"]) ?? "token"
@@ -52,8 +49,13 @@ enum AgentClientEnvironment {
         if [flagToken, environment["CODER_AGENT_TOKEN"], flagTokenFile, environment["CODER_AGENT_TOKEN_FILE"]].contains(where: { nonEmpty($0) != nil }) {
             return true
         }
+        return isAgentSocket(AgentSocketOptions.path(environment["CODER_AGENT_SOCKET_PATH"]))
+    }
+
+    /// A socket at `path` that this user or root owns (the client checks its server too).
+    static func isAgentSocket(_ path: String) -> Bool {
         var info = stat()
-        return lstat(AgentSocketOptions.path(environment["CODER_AGENT_SOCKET_PATH"]), &info) == 0 && info.st_mode & S_IFMT == S_IFSOCK
+        return lstat(path, &info) == 0 && info.st_mode & S_IFMT == S_IFSOCK && PeerProcess.mayServe(uid: info.st_uid)
     }
 
     private static func nonEmpty(_ text: String?) -> String? {
