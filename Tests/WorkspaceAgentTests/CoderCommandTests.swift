@@ -1,4 +1,3 @@
-import AgentCore
 import AgentTestSupport
 import ControlPlaneDouble
 import Foundation
@@ -69,25 +68,52 @@ struct CoderCommandTests {
         #expect(outcome.stdout == Self.failure("coder agent", message), "\(outcome.stdout)")
     }
 
-    /// An agent socket owned by another user is not the agent's: a command without a token
-    /// does not use it (another user of a shared /tmp could have made it at the default path
-    /// first), and says it has no token. Before, the command sent its request there and
-    /// waited 30 s for an answer.
+    /// An agent socket of another user is not the agent's: a command without a token does
+    /// not use a socket file another user (not root) owns, and refuses a server of another
+    /// user unless it runs this executable (root's commands, `sudo git` in a workspace whose
+    /// agent runs as its user). Another user of a shared /tmp could have listened at the
+    /// default path first. Before, the command sent its request there and waited 30 s.
     @Test func anAgentSocketOfAnotherUserIsNotUsed() async throws {
         guard geteuid() == 0 else {
-            print("skipped: the test needs root to give the socket to another user")
+            print("skipped: the test needs root to run as other users")
+            return
+        }
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv"), FileManager.default.isExecutableFile(atPath: "/usr/bin/python3")
+        else {
+            print("skipped: /usr/bin/setpriv or /usr/bin/python3 is missing")
             return
         }
         let link = try CoderLink()
         defer { link.remove() }
+        chmod(link.directory, 0o777)
         let path = link.directory + "/agent.sock"
-        let listener = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        defer { close(listener) }
-        try #require(UnixSocket.withAddress(path) { bind(listener, $0, $1) } == 0 && listen(listener, 4) == 0)
-        try #require(chown(path, 65534, 65534) == 0)
-        let outcome = await link.run(["external-auth", "access-token", "github"], environment: ["CODER_AGENT_SOCKET_PATH": path])
-        #expect(outcome.status == 1)
-        #expect(outcome.stdout.contains("error: agent token not found"), "\(outcome.stdout)")
+        // A listener of uid 65533 that accepts, reads and never answers, for at most a minute.
+        let script = """
+            import socket, sys, time
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.bind(sys.argv[1]); s.listen(4)
+            print("ready", flush=True)
+            s.settimeout(60)
+            try:
+                c, _ = s.accept(); c.settimeout(60); c.recv(4096); time.sleep(60)
+            except Exception:
+                pass
+            """
+        let server = try #require(
+            ChildProgram.start(["/usr/bin/setpriv", "--reuid=65533", "--regid=65533", "--clear-groups", "/usr/bin/python3", "-c", script, path]))
+        defer { server.kill() }
+        #expect(server.readLine(timeout: .seconds(60)) == "ready")
+        let environment = ["PATH=/usr/bin:/bin", "HOME=\(link.directory)", "TMPDIR=\(link.directory)", "CODER_AGENT_SOCKET_PATH=\(path)"]
+        let command = [link.path, "external-auth", "access-token", "github"]
+        // Another user's command: the file is not its user's, so it is not tried.
+        let other = await ChildProgram.run(
+            ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/env", "-i"] + environment + command, stderrToStdout: true)
+        #expect(other.status == 1)
+        #expect(other.stdout.contains("error: agent token not found"), "\(other.stdout)")
+        // Root's: tried, and its server refused before anything is sent.
+        let root = await ChildProgram.run(["/usr/bin/env", "-i"] + environment + command, stderrToStdout: true)
+        #expect(root.status == 1)
+        #expect(root.stdout.contains("is served by a process of another user (uid 65533), not the agent: refused"), "\(root.stdout)")
     }
 
     /// A token file holding only whitespace is no token.

@@ -258,11 +258,11 @@ public struct AgentSocketClient: Sendable {
             throw .timedOut(path: path, method: method, after: bound, phase: .connect)
         case .failure(let error): throw .dial(path: path, errno: error.errno)
         }
-        // Only a server of this user or root is the agent (a shared /tmp lets anyone listen
-        // at the default path first).
-        if let uid = PeerProcess.uid(of: fd), !PeerProcess.mayServe(uid: uid) {
+        // Only a server of this user or root (or, for root, one running this executable) is
+        // the agent: a shared /tmp lets anyone listen at the default path first.
+        if let peer = PeerProcess.credentials(of: fd), !PeerProcess.mayServe(uid: peer.uid, pid: peer.pid) {
             close(fd)
-            throw .foreignUser(path: path, uid: uid)
+            throw .foreignUser(path: path, uid: peer.uid)
         }
         // A command an agent started talks only to that agent: a second agent whose path
         // another holds must not have its commands land in the first one's units.

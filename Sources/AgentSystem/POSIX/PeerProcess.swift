@@ -20,20 +20,29 @@ public enum PeerProcess {
         return credentials.pid
     }
 
-    /// The uid of the process at the other end of the connected unix socket `fd`
-    /// (`SO_PEERCRED`); nil when it is not known.
-    public static func uid(of fd: Int32) -> uid_t? {
+    /// The pid and uid of the process at the other end of the connected unix socket `fd`
+    /// (`SO_PEERCRED`); nil when they are not known.
+    public static func credentials(of fd: Int32) -> (pid: pid_t, uid: uid_t)? {
         var credentials: (pid: Int32, uid: UInt32, gid: UInt32) = (0, 0, 0)
         var length = socklen_t(MemoryLayout<(Int32, UInt32, UInt32)>.size)
         guard getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) == 0 else { return nil }
-        return credentials.uid
+        return (credentials.pid, credentials.uid)
     }
 
-    /// Whether `uid` may serve this process's agent socket, or own the file it listens at:
-    /// this process's own user or root. Another user of a shared `/tmp` could otherwise
-    /// listen at the default path first and answer for the agent.
-    public static func mayServe(uid: uid_t) -> Bool {
-        uid == geteuid() || uid == 0
+    /// Whether the process `pid` of user `uid` may serve this process's agent socket: one of
+    /// this process's own user or root, or (for root's commands, `sudo git` in a workspace
+    /// whose agent runs as its user) one running this very executable. Another user of a
+    /// shared `/tmp` could otherwise listen at the default path first and answer for the agent.
+    public static func mayServe(uid: uid_t, pid: pid_t) -> Bool {
+        if uid == geteuid() || uid == 0 { return true }
+        guard pid > 0, let own = executableIdentity("/proc/self/exe") else { return false }
+        return executableIdentity("/proc/\(pid)/exe") == own
+    }
+
+    /// Whether a socket file owned by `uid` may be the agent's: this user's or root's; for
+    /// root any (its server is checked at the connect, ``mayServe(uid:pid:)``).
+    public static func mayOwnAgentSocket(uid: uid_t) -> Bool {
+        uid == geteuid() || uid == 0 || geteuid() == 0
     }
 
     /// The pid of the process listening at `path`, nil when nothing listens (or it is not known).

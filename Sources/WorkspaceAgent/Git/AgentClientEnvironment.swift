@@ -52,10 +52,11 @@ enum AgentClientEnvironment {
         return isAgentSocket(AgentSocketOptions.path(environment["CODER_AGENT_SOCKET_PATH"]))
     }
 
-    /// A socket at `path` that this user or root owns (the client checks its server too).
+    /// A socket at `path` that this user or root owns (any, for root; the client checks its
+    /// server too).
     static func isAgentSocket(_ path: String) -> Bool {
         var info = stat()
-        return lstat(path, &info) == 0 && info.st_mode & S_IFMT == S_IFSOCK && PeerProcess.mayServe(uid: info.st_uid)
+        return lstat(path, &info) == 0 && info.st_mode & S_IFMT == S_IFSOCK && PeerProcess.mayOwnAgentSocket(uid: info.st_uid)
     }
 
     private static func nonEmpty(_ text: String?) -> String? {
