@@ -46,6 +46,23 @@ struct CoderRESTTLSTests {
         await server.stop()
     }
 
+    /// A user and password in the access URL are sent as Basic authorization, as Go's client
+    /// sends them, and never shown: the URL requests go to and errors name has none. Before,
+    /// they were sent nowhere and printed in every error.
+    @Test func credentialsInTheAccessURLAreSentAndNeverShown() async throws {
+        let base = "https://us%40er:p%3Ass@coder.example.test"
+        try await Self.withServer(names: "DNS:coder.example.test", answer: Array(Self.ok.utf8), base: base) { server, rest, _ in
+            #expect(rest.baseURL == "https://coder.example.test")
+            let answer = try await rest.send(.GET, "/api/v2/x")
+            #expect(answer.status == 200)
+            // base64("us@er:p:ss")
+            #expect(server.text.contains("\r\nAuthorization: Basic dXNAZXI6cDpzcw==\r\n"), "\(server.text)")
+        }
+        let refused = CoderRESTClient(baseURL: "http://u:secret@127.0.0.1:1", token: nil, proxies: ProxyEnvironment(environment: [:]))
+        let error = await #expect(throws: CoderRESTError.self) { try await refused.send(.GET, "/api/v2/x", timeout: .seconds(20)) }
+        #expect(error.map { !"\($0)".contains("secret") && "\($0)".contains("http://127.0.0.1:1/api/v2/x") } == true, "\(String(describing: error))")
+    }
+
     /// Through either kind of proxy, which is asked for the access URL's host by name.
     @Test(arguments: [StandInProxy.Kind.http, .socks5, .socks5Credentials])
     func aRequestArrivesWholeAndItsAnswerIsRead(via kind: StandInProxy.Kind) async throws {

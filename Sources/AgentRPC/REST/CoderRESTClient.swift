@@ -39,7 +39,8 @@ public struct CoderRESTClient: CoderRESTRequesting {
         baseURL: String, token: String?, headers: [(String, String)] = [], proxies: ProxyEnvironment = .process,
         tlsConfiguration: TLSConfiguration? = nil
     ) {
-        var base = baseURL
+        let credentials = AccessURLCredentials(baseURL)
+        var base = credentials.url
         while base.hasSuffix("/") { base.removeLast() }
         if base.hasPrefix("wss://") { base = "https://" + base.dropFirst("wss://".count) }
         if base.hasPrefix("ws://") { base = "http://" + base.dropFirst("ws://".count) }
@@ -50,7 +51,7 @@ public struct CoderRESTClient: CoderRESTRequesting {
         } catch {
             transport = .failed("\(error)")
         }
-        self.init(baseURL: base, token: token, headers: headers, transport: transport)
+        self.init(baseURL: base, token: token, headers: credentials.adding(to: headers), transport: transport)
     }
 
     private init(baseURL: String, token: String?, headers: [(String, String)], transport: Transport) {

@@ -59,7 +59,8 @@ public struct WebSocketDialer: ControlPlaneDialer {
         fallbackVersions: [String] = [], logger: Logger, group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         proxies: ProxyEnvironment = .process
     ) {
-        var base = baseURL
+        let credentials = AccessURLCredentials(baseURL)
+        var base = credentials.url
         while base.hasSuffix("/") { base.removeLast() }
         if base.hasPrefix("https://") {
             base = "wss://" + base.dropFirst("https://".count)
@@ -70,7 +71,7 @@ public struct WebSocketDialer: ControlPlaneDialer {
         self.version = version
         self.fallbackVersions = fallbackVersions
         self.tokenSource = tokenSource
-        self.headers = headers
+        self.headers = credentials.adding(to: headers)
         self.logger = logger
         self.group = group
         self.proxies = proxies
