@@ -2,7 +2,9 @@ import AgentCore
 import AgentRPC
 import AgentTestSupport
 import ControlPlaneDouble
+import Foundation
 import Logging
+import OutboundProxy
 import Synchronization
 import Testing
 
@@ -39,5 +41,32 @@ struct ReinitWatcherTests {
             let requests = reinit.requests
             #expect(requests >= 3)
         }
+    }
+
+    /// An error answer whose body stalls is given up after the idle timeout like a silent
+    /// stream, and the request is made again. Before, the request's deadline ended at the
+    /// head and nothing bounded the body: one such answer stopped the polling for good.
+    @Test func anErrorAnswerWhoseBodyStallsIsGivenUp() async throws {
+        let server = try await TLSTestServer.startPlain(
+            answer: Array("HTTP/1.1 500 Internal Server Error\r\nContent-Length: 100\r\n\r\nerr".utf8))
+        let watcher = ReinitWatcher(
+            rest: CoderRESTClient(baseURL: "http://127.0.0.1:\(server.port)", token: nil, proxies: ProxyEnvironment(environment: [:])),
+            tokens: FixedSessionToken("t"), logger: Self.quiet, idleTimeout: .milliseconds(400)
+        ) { _ in true }
+        let loop = Task { try await watcher.run() }
+        #expect(await eventually(timeout: .seconds(30)) { server.text.components(separatedBy: "GET \(ReinitWatcher.path)").count > 2 }, "\(server.text)")
+        loop.cancel()
+        await server.stop()
+    }
+
+    /// A client's and a watcher's descriptions (ServiceLifecycle logs each service it starts)
+    /// carry neither the token nor the headers' values.
+    @Test func descriptionsCarryNoSecrets() {
+        let client = CoderRESTClient(baseURL: "https://c.example", token: "TOKEN-1", headers: [("X-Secret", "HEADER-2")])
+        let watcher = ReinitWatcher(rest: client, tokens: FixedSessionToken("TOKEN-3"), logger: Self.quiet) { _ in true }
+        for text in [String(describing: client), String(reflecting: client), String(describing: watcher), String(reflecting: watcher), "\(FixedSessionToken("TOKEN-3"))"] {
+            #expect(!text.contains("TOKEN") && !text.contains("HEADER-2"), "\(text)")
+        }
+        #expect(String(describing: client).contains("X-Secret"))
     }
 }

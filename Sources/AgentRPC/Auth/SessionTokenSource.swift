@@ -6,8 +6,12 @@ public protocol SessionTokenSource: Sendable {
 }
 
 /// A token given at start (`CODER_AGENT_TOKEN`, `--agent-token-file`): the same on every call.
-public struct FixedSessionToken: SessionTokenSource {
+public struct FixedSessionToken: SessionTokenSource, CustomStringConvertible, CustomReflectable {
     public let token: String
+
+    /// Never the token (a service's description is logged).
+    public var description: String { "FixedSessionToken" }
+    public var customMirror: Mirror { Mirror(self, children: []) }
 
     public init(_ token: String) {
         self.token = token

@@ -192,3 +192,16 @@ public struct CoderRESTClient: CoderRESTRequesting {
         return out
     }
 }
+
+/// Neither the token nor the headers' values: a service holding a client is described in the
+/// logs (ServiceLifecycle logs each service it starts), and `--agent-header` values are
+/// secrets (an access proxy's token).
+extension CoderRESTClient: CustomStringConvertible, CustomReflectable {
+    public var description: String {
+        "CoderRESTClient(\(baseURL), token: \(token == nil ? "none" : "set"), headers: \(headers.map(\.0)))"
+    }
+
+    public var customMirror: Mirror {
+        Mirror(self, children: ["baseURL": baseURL, "headerNames": headers.map(\.0)])
+    }
+}

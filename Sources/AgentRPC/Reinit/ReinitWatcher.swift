@@ -8,7 +8,9 @@ import Synchronization
 /// `WaitForReinitLoop`: each `data` event is handed to `onEvent`; a failed or ended stream is
 /// tried again after a back-off of 100 ms doubling to 10 s (reset after each event); 409 stops
 /// for good, as does `onEvent` answering false.
-public struct ReinitWatcher: Service {
+public struct ReinitWatcher: Service, CustomStringConvertible {
+    public var description: String { "ReinitWatcher(\(rest))" }
+
     public static let path = "/api/v2/workspaceagents/me/reinit"
     /// The reference's retry schedule (100 ms to 10 s), with some jitter.
     public static let backoff = Backoff(initial: .milliseconds(100), maximum: .seconds(10), factor: 2, jitter: .spread(0.1))
@@ -76,24 +78,27 @@ public struct ReinitWatcher: Service {
         let idleTimeout = idleTimeout
         let logger = logger
         return try await client.stream(Self.path, query: [("wait", "true")]) { status, body in
-            if status != 200 {
-                // The error body, bounded as any answer.
-                var bytes: [UInt8] = []
-                for try await chunk in body {
-                    bytes += chunk.readableBytesView.prefix(CoderRESTClient.maxResponseBytes - bytes.count)
-                    if bytes.count >= CoderRESTClient.maxResponseBytes { break }
-                }
-                let response = CoderRESTResponse(
-                    method: "GET", url: client.url(Self.path, query: [("wait", "true")]), status: status, body: bytes)
-                if status == 409 {
-                    logger.debug("reinit polling ended by the control plane", metadata: ["error": "\(response.unexpectedStatusText)"])
-                    return nil
-                }
-                throw ReinitStreamParser.Failure(description: response.unexpectedStatusText)
-            }
+            // The idle bound covers an error answer's body too: one that stalls had stopped
+            // the polling for good (the request's own deadline ends at the head).
             let activity = StreamActivity()
             return try await withThrowingTaskGroup(of: ReinitEvent?.self) { group in
                 group.addTask {
+                    if status != 200 {
+                        // The error body, bounded as any answer.
+                        var bytes: [UInt8] = []
+                        for try await chunk in body {
+                            activity.touch()
+                            bytes += chunk.readableBytesView.prefix(CoderRESTClient.maxResponseBytes - bytes.count)
+                            if bytes.count >= CoderRESTClient.maxResponseBytes { break }
+                        }
+                        let response = CoderRESTResponse(
+                            method: "GET", url: client.url(Self.path, query: [("wait", "true")]), status: status, body: bytes)
+                        if status == 409 {
+                            logger.debug("reinit polling ended by the control plane", metadata: ["error": "\(response.unexpectedStatusText)"])
+                            return nil
+                        }
+                        throw ReinitStreamParser.Failure(description: response.unexpectedStatusText)
+                    }
                     var parser = ReinitStreamParser()
                     for try await chunk in body {
                         activity.touch()
