@@ -64,8 +64,17 @@ public struct BindTarget: Sendable, Equatable, CustomStringConvertible {
 
     public init(kind: Kind) { self.kind = kind }
 
+    /// What an empty host (`:2112`) means.
+    public enum EmptyHost: Sendable {
+        /// 127.0.0.1: the agent's own HTTP API, which has no authentication.
+        case loopback
+        /// Every interface, as Go's `net.Listen` reads it: the reference's own listeners
+        /// (metrics, debug), whose users give `:2112` to be scraped from outside.
+        case allInterfaces
+    }
+
     /// Parses an address; throws a one-line reason when it is not one.
-    public init(parsing text: String) throws(BindTargetError) {
+    public init(parsing text: String, emptyHost: EmptyHost = .loopback) throws(BindTargetError) {
         if text.hasPrefix("unix:") {
             let path = String(text.dropFirst(5))
             guard !path.isEmpty else { throw BindTargetError(text, "empty unix socket path") }
@@ -89,7 +98,7 @@ public struct BindTarget: Sendable, Equatable, CustomStringConvertible {
         guard let port = Int(portText), (0...65535).contains(port) else {
             throw BindTargetError(text, "port must be a number from 0 to 65535")
         }
-        kind = .tcp(host: host.isEmpty ? "127.0.0.1" : String(host), port: port)
+        kind = .tcp(host: host.isEmpty ? (emptyHost == .loopback ? "127.0.0.1" : "0.0.0.0") : String(host), port: port)
     }
 
     /// True for 127.0.0.0/8, ::1, localhost and unix sockets.

@@ -63,7 +63,7 @@ struct AgentOptions: ParsableArguments {
             ?? Self.defaultStateDir(settings.environment)
         let prometheus = try settings.parsed(
             prometheusAddress, flag: "--prometheus-address", variable: "CODER_AGENT_PROMETHEUS_ADDRESS", allowEmpty: true
-        ) { text -> BindTarget? in text.isEmpty ? nil : try BindTarget(parsing: text) }
+        ) { text -> BindTarget? in text.isEmpty ? nil : try BindTarget(parsing: text, emptyHost: .allInterfaces) }
         // Unset: the default; set but empty: disabled.
         let address: BindTarget? =
             switch prometheus {
@@ -86,8 +86,9 @@ struct AgentOptions: ParsableArguments {
     static func listener(
         _ settings: Settings, _ flagValue: String?, flag: String, variable: String, default fallback: String
     ) throws(ConfigurationError) -> BindTarget? {
+        // The reference's listeners: an empty host is every interface, as Go reads it.
         let chosen = try settings.parsed(flagValue, flag: flag, variable: variable, allowEmpty: true) { text -> BindTarget? in
-            text.isEmpty ? nil : try BindTarget(parsing: text)
+            text.isEmpty ? nil : try BindTarget(parsing: text, emptyHost: .allInterfaces)
         }
         return switch chosen {
         case .none: try! BindTarget(parsing: fallback)

@@ -161,6 +161,11 @@ struct DaemonOptions: ParsableArguments {
         if !config.http.address.isLoopback {
             logger.warning("\(HTTPOptions.beyondLoopbackWarning("HTTP API"))", metadata: ["address": "\(config.http.address)"])
         }
+        for (name, address) in [("metrics listener", config.agent.prometheusAddress), ("debug listener", config.agent.debugAddress)] {
+            if let address, !address.isLoopback {
+                logger.warning("\(HTTPOptions.beyondLoopbackWarning(name))", metadata: ["address": "\(address)"])
+            }
+        }
 
         var hostConfiguration = AgentHost.Configuration()
         hostConfiguration.accessLog = config.http.accessLog

@@ -11,6 +11,15 @@ struct BindTargetTests {
         #expect(try !BindTarget(parsing: "0.0.0.0:1").isLoopback)
     }
 
+    /// The reference's listeners (metrics, debug) read an empty host as Go does: every
+    /// interface (`CODER_AGENT_PROMETHEUS_ADDRESS=:2112` to be scraped from outside). The
+    /// agent's own HTTP API keeps loopback.
+    @Test func anEmptyHostIsEveryInterfaceWhereAsked() throws {
+        #expect(try BindTarget(parsing: ":2112", emptyHost: .allInterfaces).kind == .tcp(host: "0.0.0.0", port: 2112))
+        #expect(try !BindTarget(parsing: ":2112", emptyHost: .allInterfaces).isLoopback)
+        #expect(try BindTarget(parsing: "127.0.0.1:2112", emptyHost: .allInterfaces).kind == .tcp(host: "127.0.0.1", port: 2112))
+    }
+
     @Test func rejectsBadAddresses() {
         for bad in ["", "nohost", "1.2.3.4:", "1.2.3.4:70000", "::1:80", "[::1]80", "unix:", "host:port"] {
             #expect(throws: BindTargetError.self, "\(bad)") { try BindTarget(parsing: bad) }
