@@ -11,6 +11,10 @@ import Synchronization
 import Testing
 import Yamux
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// The dialer against the double's real HTTP handling: coderd's refusals come back as
 /// typed errors with the JSON message, and an accepted upgrade carries RPCs.
 @Suite(.timeLimit(.minutes(3)))
@@ -169,6 +173,48 @@ struct WebSocketDialerTests {
             _ = try await WebSocketConnector.connect(url: "ws://127.0.0.1:\(port)/x", timeout: .milliseconds(300)) { _ in 0 }
         }
         try await silent.close()
+    }
+
+    /// A server whose `101` the upgrader refuses (a wrong accept key, a wrong `Upgrade`)
+    /// fails the dial and its connection is closed. Before, the connection stayed open and
+    /// reading: a socket kept per dial, and whatever the server sent next buffered by the HTTP
+    /// decoder until the agent trapped at 4 GiB.
+    @Test(arguments: [
+        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: AAAAAAAAAAAAAAAAAAAAAAAAAAA=\r\n\r\n",
+        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\nConnection: Upgrade\r\n\r\n",
+    ])
+    func aRefusedUpgradeClosesItsConnection(answer: String) async throws {
+        // Non-blocking: the test waits in sleeps, never holding one of the few pool threads
+        // the dial needs.
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+        defer { close(listener) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, length) == 0 && getsockname(listener, $0, &length) == 0 }
+        }
+        try #require(bound && listen(listener, 4) == 0)
+        let port = Int(UInt16(bigEndian: address.sin_port))
+        let dial = Task {
+            try await WebSocketConnector.connect(url: "ws://127.0.0.1:\(port)/x", timeout: .seconds(60)) { _ in 0 }
+        }
+        var accepted: Int32 = -1
+        var deadline = PollDeadline(.seconds(60))
+        while accepted < 0, !deadline.hasPassed {
+            accepted = accept(listener, nil, nil)
+            if accepted < 0 { await deadline.sleep(.milliseconds(5)) }
+        }
+        try #require(accepted >= 0, "the dial connected")
+        _ = fcntl(accepted, F_SETFD, FD_CLOEXEC)
+        _ = fcntl(accepted, F_SETFL, fcntl(accepted, F_GETFL) & ~O_NONBLOCK)
+        let server = LoopbackSocket(descriptor: accepted)
+        let request = await server.read(until: "\r\n\r\n", timeout: .seconds(60))
+        #expect(String(decoding: request, as: UTF8.self).hasPrefix("GET /x HTTP/1.1"))
+        #expect(server.send(answer + String(repeating: "x", count: 64 << 10)))
+        await #expect(throws: (any Error).self) { _ = try await dial.value }
+        #expect(await server.isClosedByPeer(within: .seconds(20)), "the agent closed the refused connection")
     }
 
     @Test func nothingListeningFailsTheDial() async throws {

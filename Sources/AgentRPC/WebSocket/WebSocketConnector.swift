@@ -106,13 +106,19 @@ public enum WebSocketConnector {
                         })
                     let result = try channel.pipeline.syncOperations.configureUpgradableHTTPClientPipeline(
                         configuration: .init(upgradeConfiguration: configuration))
-                    // A server that accepts the connection but never answers must not hold
-                    // the dial forever.
+                    // A server that accepts the connection but never answers (or never
+                    // finishes its refusal) must not hold the dial forever: the deadline
+                    // stands until the upgrade is done or the refusal read.
                     let timer = channel.eventLoop.scheduleTask(in: timeout) {
                         expired.set()
                         channel.close(promise: nil)
                     }
-                    result.whenComplete { _ in timer.cancel() }
+                    result.whenSuccess { outcome in
+                        switch outcome {
+                        case .upgraded: timer.cancel()
+                        case .refused(let read): read.whenComplete { _ in timer.cancel() }
+                        }
+                    }
                     return result
                 }
             }
@@ -120,6 +126,10 @@ public enum WebSocketConnector {
         do {
             result = try await upgrade.get()
         } catch {
+            // A failed upgrade (a 101 whose accept key or headers are wrong) leaves the
+            // connection open and reading: closed here, or each dial kept a socket whose
+            // bytes the HTTP decoder buffered without bound.
+            cancellation.close()
             if expired.isSet { throw DialError.timedOut }
             if cancellation.isCancelled { throw CancellationError() }
             throw error
@@ -128,7 +138,10 @@ public enum WebSocketConnector {
         case .upgraded(let value):
             return value
         case .refused(let refusal):
-            throw try await refusal.get()
+            // Its head was read: the status stands even when the deadline cut its body.
+            let refused = try await refusal.get()
+            cancellation.close()
+            throw refused
         }
     }
 }
@@ -161,6 +174,11 @@ private final class DialCancellation: Sendable {
     }
 
     var isCancelled: Bool { state.withLock { $0.cancelled } }
+
+    /// Closes the channel (a dial that failed or was refused), if it was opened.
+    func close() {
+        state.withLock { $0.channel }?.close(promise: nil)
+    }
 }
 
 private final class ExpiryFlag: Sendable {
