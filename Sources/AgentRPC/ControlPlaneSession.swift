@@ -643,7 +643,7 @@ public final class ControlPlaneSession: Service, UpwardSink, ManifestSource, Lif
         result.apps = manifest.apps.map { app in
             ManifestApp(
                 id: Array(app.id), slug: app.slug, healthcheckURL: app.healthcheck.url,
-                healthcheckInterval: duration(app.healthcheck.interval), healthcheckThreshold: app.healthcheck.threshold,
+                healthcheckInterval: wholeSeconds(app.healthcheck.interval), healthcheckThreshold: app.healthcheck.threshold,
                 health: ManifestApp.Health(rawValue: app.health.rawValue) ?? .unspecified)
         }
         return result
@@ -669,6 +669,13 @@ public final class ControlPlaneSession: Service, UpwardSink, ManifestSource, Lif
     /// overflow the clock's arithmetic).
     static func duration(_ value: Google_Protobuf_Duration) -> Duration {
         .seconds(min(max(0, value.seconds), ManifestMetadata.maxSeconds)) + .nanoseconds(Int64(max(0, value.nanos)))
+    }
+
+    /// A protobuf Duration in whole seconds, as the reference reads a health check's interval
+    /// (`int32(Interval.AsDuration().Seconds())`): below a second is zero, which disables the
+    /// check (a 1 ns interval had been a loop of probes with no pause).
+    static func wholeSeconds(_ value: Google_Protobuf_Duration) -> Duration {
+        .seconds(min(max(0, value.seconds), ManifestMetadata.maxSeconds))
     }
 
     /// Expands a leading `~` and `$VAR` / `${VAR}` as the reference does for the manifest

@@ -39,6 +39,26 @@ import AgentTestSupport
     }
 
     /// The tailnet's part: the agent id, the DERP map (serialized), and the DERP flags.
+    /// A health check's interval is whole seconds, as the reference reads it: below a second
+    /// it is zero and the check is off. Before, a 1 ns interval became a loop of probes with
+    /// no pause between them, one per app.
+    @Test func aHealthCheckIntervalIsWholeSeconds() {
+        var manifest = Coder_Agent_V2_Manifest()
+        for (seconds, nanos) in [(0, 1), (0, 999_999_999), (2, 500_000_000), (-5, 0)] as [(Int64, Int32)] {
+            var app = Coder_Agent_V2_WorkspaceApp()
+            app.id = Data(repeating: UInt8(manifest.apps.count), count: 16)
+            app.healthcheck.url = "http://127.0.0.1:1/"
+            app.healthcheck.threshold = 1
+            app.healthcheck.interval = .with {
+                $0.seconds = seconds
+                $0.nanos = nanos
+            }
+            manifest.apps.append(app)
+        }
+        let intervals = ControlPlaneSession.agentManifest(from: manifest, environment: [:]).apps.map(\.healthcheckInterval)
+        #expect(intervals == [.zero, .zero, .seconds(2), .zero])
+    }
+
     @Test func tailnetFieldsArePassedOn() throws {
         var manifest = Coder_Agent_V2_Manifest()
         #expect(ControlPlaneSession.agentManifest(from: manifest, environment: [:]).tailnet == AgentManifest.Tailnet())
