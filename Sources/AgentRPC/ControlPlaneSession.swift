@@ -406,16 +406,28 @@ public final class ControlPlaneSession: Service, UpwardSink, ManifestSource, Lif
         guard let dialer else { return }
         let connection = try await dialer.connect()
         let session = connection.session
+        let (interval, timeout) = (configuration.pingInterval, configuration.pingTimeout)
         try await withTaskCancellationHandler {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { throw ConnectionLost(reason: await session.waitClosed()) }
                 group.addTask { try await self.serve(connection) }
+                // Keepalive pings from the dial on, so a path that died before the manifest's
+                // answer (no deadline of its own, as the reference's) is noticed as well.
+                group.addTask {
+                    while true {
+                        try await Task.sleep(for: interval)
+                        try await session.ping(timeout: timeout)
+                    }
+                }
                 do {
                     try await group.next()
                 } catch {
+                    group.cancelAll()
                     await session.close()
                     throw error
                 }
+                // The work ended (shutdown drained it): the pings stop with it.
+                group.cancelAll()
                 await session.close()
             }
         } onCancel: {
@@ -424,7 +436,8 @@ public final class ControlPlaneSession: Service, UpwardSink, ManifestSource, Lif
     }
 
     /// One connection's work: manifest, startup, the secrets' files, the manifest published
-    /// (the first starts the scripts), then the outboxes and pings until shutdown has drained.
+    /// (the first starts the scripts), then the outboxes until shutdown has drained (the
+    /// connection's keepalive pings run beside it, ``connectOnce()``).
     private func serve(_ connection: ControlPlaneConnection) async throws {
         let session = connection.session
         let api = AgentAPIClient(session: session)
@@ -451,8 +464,6 @@ public final class ControlPlaneSession: Service, UpwardSink, ManifestSource, Lif
             setLifecycle(.starting)
             setLifecycle(.ready)
         }
-        let interval = configuration.pingInterval
-        let timeout = configuration.pingTimeout
         // The participants run beside the drain and stop with it: when the connection
         // drops (this task is cancelled) or shutdown has sent everything.
         try await withThrowingDiscardingTaskGroup { participantTasks in
@@ -461,18 +472,7 @@ public final class ControlPlaneSession: Service, UpwardSink, ManifestSource, Lif
                     await self.runParticipant(participant, session: number, on: session, version: connection.version)
                 }
             }
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask { try await self.drain(api) }
-                group.addTask {
-                    while true {
-                        try await Task.sleep(for: interval)
-                        try await session.ping(timeout: timeout)
-                    }
-                }
-                // The drain ends at shutdown (or throws); either way the pinger stops.
-                try await group.next()
-                group.cancelAll()
-            }
+            try await self.drain(api)
             participantTasks.cancelAll()
         }
     }

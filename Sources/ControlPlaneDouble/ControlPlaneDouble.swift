@@ -71,6 +71,9 @@ public final class ControlPlaneDouble: Sendable {
     public let statsReportInterval = Mutex<Duration>(.seconds(30))
     /// Every answer waits this long first ("answer slowly"; a huge value stalls).
     public let answerDelay = Mutex<Duration>(.zero)
+    /// GetManifest's answers wait this long first (read when each request arrives; a huge
+    /// value stalls the manifest only).
+    public let manifestDelay = Mutex<Duration>(.zero)
     /// How long an accepted RPC connection waits, after its 101 is written, before its
     /// session is made (a busy host's event loop between the two).
     public let sessionSetupDelay = Mutex<TimeAmount>(.zero)
@@ -218,6 +221,8 @@ public final class ControlPlaneDouble: Sendable {
                 $0.manifests += 1
                 $0.manifestTimes.append(.now)
             }
+            let wait = self.manifestDelay.withLock { $0 }
+            if wait > .zero { try? await Task.sleep(for: wait) }
             return self.served.withLock { $0.bytes }
         }
         server.register(DRPCMethodPath.agent("UpdateStartup")) { bytes in

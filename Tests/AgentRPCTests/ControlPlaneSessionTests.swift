@@ -332,6 +332,61 @@ struct ControlPlaneSessionTests {
         }
     }
 
+    /// A path that dies before the manifest's answer (after the upgrade) is noticed by the
+    /// keepalive pings, which run from the dial on, and the session dials again. Before, the
+    /// pings began after the manifest: the agent waited for its answer for ever, with no
+    /// scripts and its lifecycle at CREATED.
+    @Test func aPathThatDiesBeforeTheManifestIsDialledAgain() async throws {
+        // A relay whose connections, once it gets SIGUSR1, swallow everything both ways
+        // without closing (a dead NAT mapping); later connections pass again.
+        let relay = """
+            import signal, socket, sys, threading
+            generation = [0]
+            signal.signal(signal.SIGUSR1, lambda *_: generation.__setitem__(0, generation[0] + 1))
+            listener = socket.socket(); listener.bind(("127.0.0.1", 0)); listener.listen(8)
+            print(listener.getsockname()[1], flush=True)
+            def pump(a, b, born):
+                try:
+                    while True:
+                        data = a.recv(65536)
+                        if not data: break
+                        if generation[0] == born: b.sendall(data)
+                except OSError:
+                    pass
+            while True:
+                client, _ = listener.accept()
+                upstream = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+                for pair in ((client, upstream), (upstream, client)):
+                    threading.Thread(target=pump, args=(*pair, generation[0]), daemon=True).start()
+            """
+        let double = ControlPlaneDouble()
+        try await double.run { url in
+            let port = try #require(url.split(separator: ":").last.map(String.init))
+            let process = try #require(ChildProgram.start(["/usr/bin/python3", "-c", relay, port]))
+            defer { process.kill() }
+            let relayPort = try #require(Int(process.readLine(timeout: .seconds(60))))
+            // The first manifest is not answered before the path dies.
+            double.manifestDelay.withLock { $0 = .seconds(3600) }
+            var configuration = ControlPlaneSession.Configuration(agentVersion: "0.1.0")
+            configuration.pingInterval = .milliseconds(100)
+            configuration.pingTimeout = .seconds(2)
+            let session = ControlPlaneSession(
+                configuration: configuration,
+                dialer: WebSocketDialer(baseURL: "http://127.0.0.1:\(relayPort)", token: double.token, version: "2.10", logger: Self.quiet),
+                logger: Self.quiet)
+            let running = Task { try await session.run() }
+            defer { running.cancel() }
+            #expect(await eventually(timeout: .seconds(30)) { double.recorded.withLock { $0.manifests } == 1 })
+            _ = kill(process.pid, SIGUSR1)
+            double.manifestDelay.withLock { $0 = .zero }
+            #expect(
+                await eventually(timeout: .seconds(60)) { double.recorded.withLock { $0.connections } >= 2 && session.connectionCount >= 1 },
+                "dialled again once the pings went unanswered")
+            session.beginShutdown()
+            try await running.value
+        }
+    }
+
     @Test func outboxPeeksWithinAByteBudget() {
         let outbox = Outbox<Int>(name: "t", capacity: 10)
         for size in [400, 400, 400, 5000, 1] { outbox.append(size) }
