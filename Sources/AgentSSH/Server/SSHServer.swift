@@ -18,8 +18,6 @@ import Synchronization
 /// open channels on one connection (further opens are refused).
 final class SSHServer: Sendable {
     static let maxChannelsPerConnection = 64
-    /// The largest packet a client may send on a channel (OpenSSH's `CHAN_SES_PACKET_DEFAULT`).
-    static let maximumPacketSize = 32 << 10
 
     let manifest: any ManifestSource
     let environment: [String: String]
@@ -84,11 +82,6 @@ final class SSHServer: Sendable {
             hostKeys: [SSHHostKey.key(for: current)], userAuthDelegate: authentication, globalRequestDelegate: forwarding)
         // AES-GCM with the rewriter that lets OpenSSH's extensions through swift-nio-ssh.
         configuration.transportProtectionSchemes = [InterposingAES128GCM.self, InterposingAES256GCM.self]
-        // OpenSSH's packet size, so a channel's receive window is OpenSSH's 2 MiB (swift-nio-ssh
-        // makes it 64 packets): what a client may send a channel whose reader has paused, at
-        // most 128 MiB over a connection's 64 channels (with swift-nio-ssh's 128 KiB default,
-        // 8 MiB a channel and 512 MiB a connection).
-        configuration.maximumPacketSize = Self.maximumPacketSize
         let builder = sessionEnvironment(current)
         let directory = workingDirectory(current)
         let motdFile = current?.motdFile ?? ""
