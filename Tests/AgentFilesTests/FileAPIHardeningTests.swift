@@ -69,7 +69,7 @@ struct FileAPIHardeningTests {
                 #expect(error.status == .contentTooLarge, "\(error)")
                 #expect(error.body.message.contains("the most one request holds"))
             }
-            // Three files (18 MiB with their copies) were read, the rest never; nothing was written.
+            // Two files (12 MiB with their copies) were read, the rest never; nothing was written.
             for i in 0..<6 { #expect(try Data(contentsOf: URL(fileURLWithPath: h.file("big\(i).bin"))).first == UInt8(ascii: "x")) }
         }
     }

@@ -38,7 +38,6 @@ import AgentTestSupport
         #expect(result.scripts.map(\.displayName) == ["good"])
     }
 
-    /// The tailnet's part: the agent id, the DERP map (serialized), and the DERP flags.
     /// A health check's interval is whole seconds, as the reference reads it: below a second
     /// it is zero and the check is off. Before, a 1 ns interval became a loop of probes with
     /// no pause between them, one per app.
@@ -59,6 +58,7 @@ import AgentTestSupport
         #expect(intervals == [.zero, .zero, .seconds(2), .zero])
     }
 
+    /// The tailnet's part: the agent id, the DERP map (serialized), and the DERP flags.
     @Test func tailnetFieldsArePassedOn() throws {
         var manifest = Coder_Agent_V2_Manifest()
         #expect(ControlPlaneSession.agentManifest(from: manifest, environment: [:]).tailnet == AgentManifest.Tailnet())

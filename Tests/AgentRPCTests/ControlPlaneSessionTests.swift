@@ -365,8 +365,9 @@ struct ControlPlaneSessionTests {
             let process = try #require(ChildProgram.start(["/usr/bin/python3", "-c", relay, port]))
             defer { process.kill() }
             let relayPort = try #require(Int(process.readLine(timeout: .seconds(60))))
-            // The first manifest is not answered before the path dies.
-            double.manifestDelay.withLock { $0 = .seconds(3600) }
+            // The first manifest is not answered before the path dies (its answer, 30 s later,
+            // is swallowed by the dead path).
+            double.manifestDelay.withLock { $0 = .seconds(30) }
             var configuration = ControlPlaneSession.Configuration(agentVersion: "0.1.0")
             configuration.pingInterval = .milliseconds(100)
             configuration.pingTimeout = .seconds(2)

@@ -12,7 +12,10 @@ struct SessionProcessTests {
     @Test func aTerminalSessionHasTwoDescriptorsOfItsPrimarySide() throws {
         let process = try SessionProcess.spawn(
             argv: ["/bin/sh", "-c", "exit 0"], environment: { _ in [:] }, directory: "/", terminal: (rows: 24, columns: 80))
-        defer { process.closeAgentEnds() }
+        defer {
+            close(process.output)
+            close(process.input)
+        }
         #expect(process.output >= 0 && process.input >= 0 && process.input != process.output && process.errors == -1)
         var read = stat()
         var written = stat()

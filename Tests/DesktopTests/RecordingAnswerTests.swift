@@ -23,4 +23,25 @@ struct RecordingAnswerTests {
         }
         #expect(!FileManager.default.fileExists(atPath: video) && !FileManager.default.fileExists(atPath: thumbnail))
     }
+
+    /// An answer still held at shutdown removes the recordings' directory once its files go
+    /// (the recorder's own removal at shutdown found them still there).
+    @Test func anAnswerHeldAtShutdownRemovesTheDirectoryAfterItsFiles() throws {
+        let directory = NSTemporaryDirectory() + "recording-answer-" + UUID().uuidString.prefix(8)
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let video = directory + "/v.mp4.sent-1"
+        #expect(FileManager.default.createFile(atPath: video, contents: Data(repeating: 1, count: 100)))
+        let mark = ShutdownMark()
+        do {
+            let answer = Recorder.multipart(video: (video, 100), thumbnail: nil) {
+                if mark.isSet { _ = rmdir(directory) }
+            }
+            withExtendedLifetime(answer) {
+                #expect(rmdir(directory) != 0, "the recorder's own removal finds the file")
+                mark.set()
+            }
+        }
+        #expect(!FileManager.default.fileExists(atPath: directory), "removed after the answer's files")
+    }
 }

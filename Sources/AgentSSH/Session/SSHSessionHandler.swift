@@ -298,24 +298,14 @@ final class SSHSessionHandler: ChannelDuplexHandler {
         if terminal != nil {
             let future = bootstrap(.channel).takingOwnershipOfDescriptors(input: process.output, output: process.input)
             future.whenSuccess { channel in bound.value.attached(output: channel, input: true) }
-            future.whenFailure { _ in
-                // Not taken: still ours to close.
-                process.closeAgentEnds()
-                bound.value.outputEnded()
-            }
+            future.whenFailure { _ in bound.value.outputEnded() }
         } else {
             let main = bootstrap(.channel).takingOwnershipOfDescriptors(input: process.output, output: process.input)
             main.whenSuccess { channel in bound.value.attached(output: channel, input: true) }
-            main.whenFailure { _ in
-                process.closeAgentEnds()
-                bound.value.outputEnded()
-            }
+            main.whenFailure { _ in bound.value.outputEnded() }
             let errors = bootstrap(.stdErr).takingOwnershipOfDescriptor(input: process.errors)
             errors.whenSuccess { channel in bound.value.attached(output: channel, input: false) }
-            errors.whenFailure { _ in
-                Glibc.close(process.errors)
-                bound.value.outputEnded()
-            }
+            errors.whenFailure { _ in bound.value.outputEnded() }
         }
     }
 

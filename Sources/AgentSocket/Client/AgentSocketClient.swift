@@ -258,8 +258,8 @@ public struct AgentSocketClient: Sendable {
             throw .timedOut(path: path, method: method, after: bound, phase: .connect)
         case .failure(let error): throw .dial(path: path, errno: error.errno)
         }
-        // Only a server of this user or root (or, for root, one running this executable) is
-        // the agent: a shared /tmp lets anyone listen at the default path first.
+        // Only a server of this user or root (or, for root, the agent that started this
+        // command) is the agent: a shared /tmp lets anyone listen at the default path first.
         if let peer = PeerProcess.credentials(of: fd), !PeerProcess.mayServe(uid: peer.uid, pid: peer.pid) {
             close(fd)
             throw .foreignUser(path: path, uid: peer.uid)

@@ -31,12 +31,12 @@ public enum PeerProcess {
 
     /// Whether the process `pid` of user `uid` may serve this process's agent socket: one of
     /// this process's own user or root, or (for root's commands, `sudo git` in a workspace
-    /// whose agent runs as its user) one running this very executable. Another user of a
-    /// shared `/tmp` could otherwise listen at the default path first and answer for the agent.
+    /// whose agent runs as its user) the agent that started this process, its nearest
+    /// ancestor running this executable. Another user of a shared `/tmp` could otherwise
+    /// listen at the default path first and answer for the agent, with this very binary too.
     public static func mayServe(uid: uid_t, pid: pid_t) -> Bool {
         if uid == geteuid() || uid == 0 { return true }
-        guard pid > 0, let own = executableIdentity("/proc/self/exe") else { return false }
-        return executableIdentity("/proc/\(pid)/exe") == own
+        return pid > 0 && pid == nearestAncestorRunningThisExecutable()
     }
 
     /// Whether a socket file owned by `uid` may be the agent's: this user's or root's; for

@@ -12,7 +12,9 @@ import Glibc
 public struct SessionProcess: Sendable {
     /// The agent's ends: for a terminal, `output` is the terminal's primary side (read) and
     /// `input` a second descriptor of it (written: NIO's pipe channel takes two distinct
-    /// ones, and dups one with `try!` when given one), `errors` is -1.
+    /// ones, and dups one with `try!` when given one), `errors` is -1. Handed to a pipe
+    /// bootstrap, they are NIO's whatever the outcome: a failure after its channel is made
+    /// closes them itself, so a caller never closes them again.
     public let pid: pid_t
     public let output: Int32
     public let input: Int32
@@ -98,12 +100,6 @@ public struct SessionProcess: Sendable {
         }
         closeChildEnds()
         return SessionProcess(pid: child.pid, output: agentOutput, input: agentInput, errors: agentErrors, child: child)
-    }
-
-    /// Closes `output` and `input`: for a caller whose channel bootstrap did not take them
-    /// (a failed bootstrap leaves them to the caller).
-    public func closeAgentEnds() {
-        for fd in [output, input] where fd >= 0 { close(fd) }
     }
 
     /// The path of the terminal whose primary side is `primary` (`/dev/pts/3`).

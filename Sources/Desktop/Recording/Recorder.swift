@@ -60,6 +60,8 @@ actor Recorder {
     nonisolated let parent: String
     /// The recordings' directory, once the first start made it.
     private(set) var directory: String?
+    /// Set when ``close()`` begins: an answer sending its files then removes the directory.
+    nonisolated let shutDown = ShutdownMark()
     private var recordings: [String: Recording] = [:]
     private var nextSequence: UInt64 = 0
     private var closed = false
@@ -185,7 +187,11 @@ actor Recorder {
         let video = Self.setAside(recording.video)
         let thumbnail = thumbnailSize > 0 ? Self.setAside(recording.thumbnail) : nil
         if thumbnail == nil { _ = unlink(recording.thumbnail) }
-        return Self.multipart(video: (video, size), thumbnail: thumbnail.map { (path: $0, size: thumbnailSize) })
+        // An answer still being sent at shutdown removes the directory once its files go.
+        let (mark, directory) = (shutDown, self.directory)
+        return Self.multipart(video: (video, size), thumbnail: thumbnail.map { (path: $0, size: thumbnailSize) }) {
+            if mark.isSet, let directory { _ = rmdir(directory) }
+        }
     }
 
     /// Waits until no other start or stop works on `id` (those before it in arrival order),
@@ -261,6 +267,7 @@ actor Recorder {
     /// Ends every recording and deletes its files.
     func close() async {
         closed = true
+        shutDown.set()
         for recording in recordings.values {
             await recording.child.stop(grace: .seconds(1))
             Self.deleteFiles(of: recording)
@@ -270,7 +277,9 @@ actor Recorder {
     }
 
     /// `multipart/mixed`: the video part, then the thumbnail part, streamed from the files.
-    static func multipart(video: (path: String, size: Int), thumbnail: (path: String, size: Int)?) -> Response {
+    static func multipart(
+        video: (path: String, size: Int), thumbnail: (path: String, size: Int)?, afterDelete: @escaping @Sendable () -> Void = {}
+    ) -> Response {
         let boundary = "coder-recording-" + UUID().uuidString.lowercased()
         var found: [(head: String, path: String, size: Int)] = [("Content-Type: video/mp4\r\n\r\n", video.path, video.size)]
         if let thumbnail { found.append(("Content-Type: image/jpeg\r\n\r\n", thumbnail.path, thumbnail.size)) }
@@ -280,7 +289,7 @@ actor Recorder {
         let length = zip(heads, parts).reduce(0) { $0 + $1.0.utf8.count + $1.1.size + 2 } + tail.utf8.count
         // Deleted however the answer ends, written or not (a client gone before it was
         // written releases it unwritten): the recorder has forgotten them already.
-        let files = SetAsideFiles(parts.map(\.path))
+        let files = SetAsideFiles(parts.map(\.path), then: afterDelete)
         let body = ResponseBody(contentLength: length) { writer in
             defer { files.delete() }
             for (head, part) in zip(heads, parts) {
@@ -321,16 +330,26 @@ actor Recorder {
 final class SetAsideFiles: Sendable {
     let paths: [String]
     private let deleted = Atomic(false)
+    private let afterDelete: @Sendable () -> Void
 
-    init(_ paths: [String]) {
+    init(_ paths: [String], then afterDelete: @escaping @Sendable () -> Void = {}) {
         self.paths = paths
+        self.afterDelete = afterDelete
     }
 
     /// Once: a second unlink could hit a file made at the same name meanwhile.
     func delete() {
         guard !deleted.exchange(true, ordering: .relaxed) else { return }
         for path in paths { _ = unlink(path) }
+        afterDelete()
     }
 
     deinit { delete() }
+}
+
+/// Set once, read from any thread: the recorder's shutdown has begun.
+final class ShutdownMark: Sendable {
+    private let value = Atomic(false)
+    func set() { value.store(true, ordering: .relaxed) }
+    var isSet: Bool { value.load(ordering: .relaxed) }
 }

@@ -164,10 +164,7 @@ final class ScreenSession: ReconnectingSession {
             .whenComplete { result in
                 switch result {
                 case .success(let channel): session.terminalOpened(channel, key: key, serial: serial)
-                case .failure:
-                    // Not taken: still ours to close.
-                    process.closeAgentEnds()
-                    session.clientEnded(key, serial: serial)
+                case .failure: session.clientEnded(key, serial: serial)
                 }
             }
         let loop = self.loop

@@ -85,10 +85,7 @@ final class PTYSession: ReconnectingSession {
             .whenComplete { result in
                 switch result {
                 case .success(let channel): session.terminalOpened(channel)
-                case .failure(let error):
-                    // Not taken: still ours to close.
-                    process.closeAgentEnds()
-                    session.end("the terminal could not be read: \(error)")
+                case .failure(let error): session.end("the terminal could not be read: \(error)")
                 }
             }
         process.onExit { _ in loop.execute { session.processExited() } }
