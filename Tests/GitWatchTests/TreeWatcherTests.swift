@@ -124,6 +124,33 @@ struct TreeWatchEngineBudgetTests {
         #expect(engine.builds - before == 20, "only the small repository's own walks: \(engine.builds - before)")
         engine.remove(root: large)
     }
+
+    /// A repository over the budget waits for as many free watches as it held of its own,
+    /// plus one: not for the directories it shares with another repository (a linked
+    /// worktree and its main repository share the git directory and refs), which a rebuild
+    /// does not watch anew. Before, those counted and it stayed polled longer than it must.
+    @Test func sharedDirectoriesAreNotCountedInWhatAnOverBudgetRepositoryNeeds() async throws {
+        var files: [String: String] = [:]
+        for index in 0..<20 { files["d\(index)/f.txt"] = "\(index)\n" }
+        let main = try await WatchHarness.committedRepository(files)
+        let worktree = main + "-worktree"
+        defer {
+            try? FileManager.default.removeItem(atPath: main)
+            try? FileManager.default.removeItem(atPath: worktree)
+        }
+        _ = try await GitSnapshotterTests.git(["worktree", "add", "-q", worktree], in: main)
+        try #require(FileManager.default.fileExists(atPath: worktree + "/d0/f.txt"))
+        let engine = TreeWatchEngine(maxWatches: 40, logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
+        engine.add(root: main)
+        #expect(engine.isLive(main))
+        let mainWatches = engine.watchCount
+        engine.add(root: worktree)
+        #expect(!engine.isLive(worktree), "over the budget")
+        // It filled the budget with watches of its own before it ran out.
+        #expect(engine.neededWatches(worktree) == 40 - mainWatches + 1, "\(String(describing: engine.neededWatches(worktree))), main \(mainWatches)")
+        engine.remove(root: worktree)
+        engine.remove(root: main)
+    }
 }
 
 /// What a reviewer found the watcher missed, each now seen (or polled).

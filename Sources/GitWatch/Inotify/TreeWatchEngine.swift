@@ -60,6 +60,9 @@ final class TreeWatchEngine {
 
     func isLive(_ root: String) -> Bool { roots[root]?.live ?? false }
 
+    /// Free watches a repository over the budget waits for before it is tried again (tests).
+    func neededWatches(_ root: String) -> Int? { roots[root]?.neededWatches }
+
     /// Starts watching `root`; it is live unless inotify is missing or the budget ran out.
     func add(root: String) {
         guard roots[root] == nil else { return }
@@ -268,7 +271,9 @@ final class TreeWatchEngine {
 
     /// Stops watching `root`: it is polled with the fingerprint. Logged once per repository.
     private func degrade(_ root: String, reason: String) {
-        let held = roots[root]?.descriptors.count ?? 0
+        // What a rebuild needs anew: the directories no other repository shares (a linked
+        // worktree shares its main repository's git directory and refs).
+        let held = roots[root]?.descriptors.filter { directories[$0]?.roots.count == 1 }.count ?? 0
         release(root)
         roots[root]?.overBudget = reason == "over the inotify budget"
         roots[root]?.neededWatches = held + 1
