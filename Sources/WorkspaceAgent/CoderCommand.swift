@@ -81,6 +81,8 @@ extension CoderCommand {
 
     /// `coder` and the subcommands `words` name (`coder agent`, `coder exp sync start`).
     static func commandName(_ words: [String]) -> String {
+        // The git helpers are the reference's hidden subcommands, run before argument parsing.
+        if let first = words.first, GitHelperMain.commandNames.contains(first) { return "coder " + first }
         var command: any ParsableCommand.Type = CoderCommand.self
         var name = "coder"
         for word in words {

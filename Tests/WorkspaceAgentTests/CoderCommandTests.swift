@@ -116,6 +116,17 @@ struct CoderCommandTests {
         #expect(root.stdout.contains("is served by a process of another user (uid 65533), not the agent: refused"), "\(root.stdout)")
     }
 
+    /// The git helpers' errors name them as the reference's hidden subcommands do.
+    @Test func gitHelperErrorsNameTheirCommand() async throws {
+        let link = try CoderLink()
+        defer { link.remove() }
+        let outcome = await link.run(["gitssh", "--", "host"], environment: ["CODER_AGENT_URL": Self.url])
+        #expect(outcome.status == 1)
+        #expect(
+            outcome.stdout == Self.failure("coder gitssh", "create agent client: Either CODER_AGENT_TOKEN or CODER_AGENT_TOKEN_FILE must be set"),
+            "\(outcome.stdout)")
+    }
+
     /// A token file holding only whitespace is no token.
     @Test func anEmptyTokenFileIsNoToken() async throws {
         let link = try CoderLink()

@@ -9,6 +9,9 @@ import Glibc
 /// The two ways git runs the binary: as `GIT_ASKPASS` (one prompt argument and `GIT_PREFIX`
 /// set) and as `GIT_SSH_COMMAND` (`<binary> gitssh -- <ssh arguments>`).
 enum GitHelperMain {
+    /// The reference's names for them (its hidden subcommands), which its error texts carry.
+    static let commandNames: Set<String> = ["gitaskpass", "gitssh"]
+
     /// Answers git's prompt and exits when this run is one (the reference's check); returns
     /// otherwise.
     static func answerAskpassIfAsked() async {
