@@ -82,19 +82,34 @@ public final class RotatingLogFile: Sendable {
     }
 
     /// Opens the file (creating the directory, mode 0755, and the file, 0600, as lumberjack
-    /// does); an existing file is appended to.
+    /// does); an existing file is appended to. Only a regular file, opened without following
+    /// a link and without blocking: the default directory is a shared `/tmp`, where a FIFO at
+    /// the name blocked the open, and with it every thread that logs, for ever, and a link
+    /// sent the agent's lines into whatever file it named.
     private func open(_ s: inout State) -> Bool {
         makeDirectories(directory)
-        let fd = Glibc.open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o600)
-        guard fd >= 0 else {
-            failed(&s, "cannot open \(path): \(SystemCallError.message(errno))")
-            return false
-        }
+        guard let fd = openRegular(O_WRONLY | O_APPEND | O_CREAT, mode: 0o600, &s) else { return false }
         var info = stat()
         s.size = fstat(fd, &info) == 0 ? Int(info.st_size) : 0
         s.fd = fd
         s.retryAt = nil
         return true
+    }
+
+    /// `path` opened with `flags` (and no link followed, no blocking), if it is a regular file.
+    private func openRegular(_ flags: Int32, mode: mode_t, _ s: inout State) -> Int32? {
+        let fd = Glibc.open(path, flags | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, mode)
+        guard fd >= 0 else {
+            failed(&s, "cannot open \(path): \(SystemCallError.message(errno))")
+            return nil
+        }
+        var info = stat()
+        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG else {
+            close(fd)
+            failed(&s, "cannot open \(path): not a regular file")
+            return nil
+        }
+        return fd
     }
 
     /// Moves the file to its backup name, starts a new one with the old one's mode, and
@@ -119,11 +134,8 @@ public final class RotatingLogFile: Sendable {
                 return
             }
         }
-        let fd = Glibc.open(path, O_WRONLY | O_APPEND | O_CREAT | O_TRUNC | O_CLOEXEC, mode)
-        guard fd >= 0 else {
-            failed(&s, "cannot open \(path): \(SystemCallError.message(errno))")
-            return
-        }
+        // A new file: whatever appeared at the name since the rename is not taken over.
+        guard let fd = openRegular(O_WRONLY | O_APPEND | O_CREAT | O_EXCL, mode: mode, &s) else { return }
         s.fd = fd
         removeOldBackups()
     }
@@ -179,7 +191,12 @@ public final class RotatingLogFile: Sendable {
         }
         closedir(dir)
         guard backups.count > maxBackups else { return }
-        for file in backups.sorted().dropLast(maxBackups) { unlink(directory + "/" + file) }
+        // Only the agent's own: a name like a backup's another user made is not its to remove.
+        for file in backups.sorted().dropLast(maxBackups) {
+            let path = directory + "/" + file
+            var info = stat()
+            if lstat(path, &info) == 0, info.st_uid == geteuid(), info.st_mode & S_IFMT == S_IFREG { unlink(path) }
+        }
     }
 
     /// `mkdir -p` with mode 0755 for what it creates.

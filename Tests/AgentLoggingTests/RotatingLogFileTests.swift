@@ -101,6 +101,34 @@ import Testing
         #expect(Self.files(directory) == ["not-a-directory"])
     }
 
+    /// A FIFO or a link at the file's name (the default directory is a shared `/tmp`) is not
+    /// written: the lines are dropped (reported once), the link's target is untouched, and a
+    /// write returns at once. Before, a FIFO blocked the open, and every thread that logs,
+    /// for ever, and a link sent the lines into its target.
+    @Test func aFIFOOrALinkAtTheNameIsNotWritten() async throws {
+        let directory = try Self.directory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let fifoDirectory = directory + "/fifo"
+        let linkDirectory = directory + "/link"
+        for path in [fifoDirectory, linkDirectory] { try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true) }
+        #expect(mkfifo(fifoDirectory + "/coder-agent.log", 0o600) == 0)
+        let target = directory + "/target"
+        try Self.write(target, "kept\n")
+        #expect(symlink(target, linkDirectory + "/coder-agent.log") == 0)
+        // On a thread of its own: a write that blocks must not hold the test's pool.
+        let done = Mutex(false)
+        let thread = Thread {
+            RotatingLogFile(directory: fifoDirectory).write("to a fifo")
+            RotatingLogFile(directory: linkDirectory).write("through a link")
+            done.withLock { $0 = true }
+        }
+        thread.start()
+        // Bounded: 30 s at most, looked at every 10 ms.
+        for _ in 0..<3000 where !done.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(done.withLock { $0 }, "the writes returned")
+        #expect(try String(contentsOfFile: target, encoding: .utf8) == "kept\n")
+    }
+
     /// Through the agent's handler: the file takes debug lines while stderr's handler is at
     /// info; a level set on a logger quiets the file too.
     @Test func theFileIsWrittenAtItsOwnLevel() throws {
