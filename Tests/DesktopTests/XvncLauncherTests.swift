@@ -27,6 +27,12 @@ struct XvncLauncherTests {
         #expect(!XvncLauncher.isFree(display), "a lock naming a live process holds the display")
         try "not a pid\n".write(toFile: lock, atomically: false, encoding: .utf8)
         #expect(!XvncLauncher.isFree(display), "a lock that cannot be read as a pid holds the display")
+        // A FIFO at the name (anyone can make one in /tmp) holds the display, and the look
+        // returns at once: its open for reading had waited for a writer for ever.
+        try FileManager.default.removeItem(atPath: lock)
+        try #require(mkfifo(lock, 0o600) == 0)
+        #expect(!XvncLauncher.isFree(display), "a FIFO at the lock's name holds the display")
+        #expect(XvncLauncher.lockHolder(display) == nil)
     }
 
     /// An X server in another mount namespace that shares this network namespace shows only

@@ -93,8 +93,15 @@ struct XvncLauncher: DesktopLauncher {
     /// The pid in `display`'s X lock file (`/tmp/.X<n>-lock`, written by the X server that
     /// holds it), or nil.
     static func lockHolder(_ display: Int) -> Int32? {
-        guard let text = try? String(contentsOfFile: "/tmp/.X\(display)-lock", encoding: .utf8) else { return nil }
+        guard let text = lockText(display) else { return nil }
         return Int32(text.trimmingWhitespace())
+    }
+
+    /// The text of `display`'s lock file, read without blocking or following a link, if it
+    /// is a small regular file: in the shared `/tmp` anyone can put a FIFO at the name, whose
+    /// open for reading waited for a writer for ever (the desktop's start with it).
+    static func lockText(_ display: Int) -> String? {
+        AtomicFile.read("/tmp/.X\(display)-lock", maxBytes: 64).map { String(decoding: $0, as: UTF8.self) }
     }
 
     /// The first free display from 10 (``isFree(_:)``) not in `tried` (a display whose Xvnc
@@ -123,7 +130,7 @@ struct XvncLauncher: DesktopLauncher {
     static func isFree(_ display: Int) -> Bool {
         guard !abstractSocketTaken(display) else { return false }
         let lock = "/tmp/.X\(display)-lock"
-        guard let text = try? String(contentsOfFile: lock, encoding: .utf8) else {
+        guard let text = lockText(display) else {
             return !FileManager.default.fileExists(atPath: lock) && !FileManager.default.fileExists(atPath: "/tmp/.X11-unix/X\(display)")
         }
         guard let pid = Int32(text.trimmingWhitespace()), pid > 0 else { return false }
