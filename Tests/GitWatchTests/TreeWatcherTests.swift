@@ -3,6 +3,7 @@ import AgentTestSupport
 import Foundation
 import Logging
 import Glibc
+import Synchronization
 import Testing
 
 @testable import GitWatch
@@ -208,5 +209,27 @@ struct TreeWatcherCoverageTests {
         let second = await watcher.subscribe(root: odd, signal: WorkSignal())
         #expect(!watcher.status(of: odd).live, "a name that is not UTF-8: polled")
         watcher.unsubscribe(second)
+    }
+}
+
+/// How a watched repository is found gone, against what a workspace process can put at its
+/// `.git`.
+struct RepositoryFinderTests {
+    /// A FIFO at `.git` is not read (its open for reading had waited for a writer for ever,
+    /// on one of git watching's two threads); the repository is not gone, and the look returns.
+    @Test func aFIFOAtDotGitIsNotRead() async throws {
+        let root = NSTemporaryDirectory() + "finder-fifo-" + UUID().uuidString.prefix(8)
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        try #require(mkfifo(root + "/.git", 0o600) == 0)
+        let done = Mutex<Bool?>(nil)
+        // On a thread of its own: a look that blocks must not hold the test's pool.
+        Thread { done.withLock { $0 = RepositoryFinder.isGone(root) } }.start()
+        #expect(await eventually(timeout: .seconds(30)) { done.withLock { $0 } != nil }, "the look returned")
+        #expect(done.withLock { $0 } == false)
+        // A worktree's `.git` file naming a git directory that is missing: gone.
+        try FileManager.default.removeItem(atPath: root + "/.git")
+        try TestFile.write(root + "/.git", "gitdir: /nonexistent/worktrees/x\n".utf8)
+        #expect(RepositoryFinder.isGone(root))
     }
 }

@@ -48,8 +48,10 @@ enum RepositoryFinder {
         var isDirectory = false
         guard FileManager.default.fileExists(atPath: root + "/.git", isDirectory: &isDirectory) else { return true }
         if isDirectory { return false }
-        guard let text = try? String(contentsOfFile: root + "/.git", encoding: .utf8),
-            let line = text.split(separator: "\n").first, line.hasPrefix("gitdir:")
+        // Read without blocking or following a link, and small: a FIFO at `.git` (any process
+        // of the workspace can make one) had held a git thread, one of two, for ever.
+        guard let bytes = AtomicFile.read(root + "/.git", maxBytes: 64 << 10),
+            let line = String(decoding: bytes, as: UTF8.self).split(separator: "\n").first, line.hasPrefix("gitdir:")
         else { return false }
         let target = line.dropFirst("gitdir:".count).trimmingSpaces()
         let path = target.hasPrefix("/") ? target : root + "/" + target
