@@ -118,6 +118,14 @@ struct AppHealthTests {
         #expect(server.hits.count - before == 10, "Go's limit: 10 requests in all")
         #expect(!(await probe.check("ftp://127.0.0.1/", timeout: timeout)).isHealthy)
         #expect(!(await probe.check("not a url", timeout: timeout)).isHealthy)
+        // Go refuses a port past 65535 (getaddrinfo would have wrapped 70000 to 4464).
+        #expect(await probe.check("http://127.0.0.1:70000/", timeout: timeout) == .failed("unsupported URL \"http://127.0.0.1:70000/\""))
+        // A 101 is a final answer (Go's checker calls the app healthy); it had waited for
+        // another head until the timeout.
+        server.set("/switching", .status(101))
+        #expect(await probe.check(server.url("/switching"), timeout: timeout) == .healthy(status: 101))
+        // A name is looked up on the probe's own threads.
+        #expect(await probe.check(server.url("/ok", host: "localhost"), timeout: timeout) == .healthy(status: 200))
         await server.stop()
     }
 

@@ -1,3 +1,4 @@
+import AgentCore
 import FoundationEssentials
 import NIOCore
 import NIOHTTP1
@@ -31,6 +32,11 @@ import OutboundProxy
 /// caller's thread; the TLS context, which reads the trust store from disk, is made once,
 /// on NIO's thread pool.
 ///
+/// Names are looked up on the probe's own threads (``lookups``: 2, with 8 lookups waiting,
+/// beyond which a check fails at once), never on NIO's per-event-loop resolver queue, which
+/// the control plane's and the relays' dials share: a redirect to a name whose DNS never
+/// answers had held those for as long as the lookup hung. An address needs no lookup.
+///
 /// Memory: per check one connection and one response head (NIO's HTTP decoder bounds the
 /// head at 80 KiB); nothing survives the check but the cached TLS context.
 public struct AppHealthProbe: Sendable {
@@ -56,6 +62,9 @@ public struct AppHealthProbe: Sendable {
 
     /// Requests per check at most, redirects included (Go's `defaultCheckRedirect`).
     public static let maxRequests = 10
+
+    /// Where the checks' name lookups run (a lookup can block for the resolver's timeouts).
+    static let lookups = BlockingPool(name: "app-health-dns", threads: 2, maxQueued: 8)
 
     private let group: any EventLoopGroup
     private let tls: TLSContextCache
@@ -121,6 +130,8 @@ public struct AppHealthProbe: Sendable {
             guard let host = url.host, !host.isEmpty else { return nil }
             self.host = host
             port = url.port ?? (secure ? 443 : 80)
+            // Go refuses such a port; getaddrinfo would wrap it (70000 is 4464).
+            guard (1...65535).contains(port) else { return nil }
             let bracketed = host.contains(":") ? "[\(host)]" : host
             hostHeader = url.port.map { "\(bracketed):\($0)" } ?? bracketed
             var path = url.path(percentEncoded: true)
@@ -168,19 +179,28 @@ public struct AppHealthProbe: Sendable {
         head.headers.add(name: "User-Agent", value: "Go-http-client/1.1")
         head.headers.add(name: "Connection", value: "close")
         let request = head
-        let bootstrap = ClientBootstrap(group: loop)
-            .connectTimeout(remaining)
-            .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    let pipeline = channel.pipeline.syncOperations
-                    try route.addHandlers(to: pipeline, host: target.host, port: target.port, proxyContext: ssl)
-                    if target.secure, let ssl { try pipeline.addHandler(route.tlsClientHandler(context: ssl, host: target.host, serverName: serverName)) }
-                    try pipeline.addHTTPClientHandlers()
-                    try pipeline.addHandler(ResponseHeadHandler(request: request, promise: promise))
+        let makeBootstrap: @Sendable () -> ClientBootstrap = {
+            ClientBootstrap(group: loop)
+                .connectTimeout(remaining)
+                .channelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        let pipeline = channel.pipeline.syncOperations
+                        try route.addHandlers(to: pipeline, host: target.host, port: target.port, proxyContext: ssl)
+                        if target.secure, let ssl { try pipeline.addHandler(route.tlsClientHandler(context: ssl, host: target.host, serverName: serverName)) }
+                        try pipeline.addHTTPClientHandlers()
+                        try pipeline.addHandler(ResponseHeadHandler(request: request, promise: promise))
+                    }
                 }
-            }
+        }
         let destination = route.connectAddress(host: target.host, port: target.port)
-        bootstrap.connect(host: destination.host, port: destination.port).whenComplete { result in
+        let addresses: [SocketAddress]
+        do {
+            addresses = try await Self.addresses(destination.host, port: destination.port, deadline: deadline)
+        } catch {
+            promise.fail(error)
+            throw error
+        }
+        Self.connect(makeBootstrap, to: addresses[...]).whenComplete { result in
             switch result {
             case .success(let channel):
                 // Done either way (head, error, timeout, cancel): the connection goes.
@@ -194,5 +214,40 @@ public struct AppHealthProbe: Sendable {
         } onCancel: {
             promise.fail(CancellationError())
         }
+    }
+
+    /// `host`'s addresses: itself when it is one, else a lookup on ``lookups`` that the
+    /// check waits for until `deadline` (the lookup may go on after, its answer unused).
+    static func addresses(_ host: String, port: Int, deadline: NIODeadline) async throws -> [SocketAddress] {
+        if let address = try? SocketAddress(ipAddress: host, port: port) { return [address] }
+        let found = try await withThrowingTaskGroup(of: (ipv4: String?, ipv6: String?)?.self) { group in
+            group.addTask {
+                do {
+                    return try await lookups.run { _ in HostLookup.firstAddresses(of: host, datagram: false) }
+                } catch is BlockingPool.Overloaded {
+                    throw RequestFailure(description: "lookup \(host): too many lookups waiting")
+                }
+            }
+            group.addTask {
+                let left = deadline - .now()
+                if left > .zero { try await Task.sleep(for: .nanoseconds(left.nanoseconds)) }
+                return nil
+            }
+            defer { group.cancelAll() }
+            return try await group.next() ?? nil
+        }
+        guard let found else { throw RequestFailure(description: "timed out") }
+        let addresses = [found.ipv4, found.ipv6].compactMap { $0 }.compactMap { try? SocketAddress(ipAddress: $0, port: port) }
+        guard !addresses.isEmpty else { throw RequestFailure(description: "lookup \(host): no such host") }
+        return addresses
+    }
+
+    /// Connects to the first of `addresses` that takes the connection (IPv4 first), each
+    /// try with a bootstrap of its own.
+    static func connect(_ makeBootstrap: @escaping @Sendable () -> ClientBootstrap, to addresses: ArraySlice<SocketAddress>) -> EventLoopFuture<any Channel> {
+        let future = makeBootstrap().connect(to: addresses.first!)
+        guard addresses.count > 1 else { return future }
+        let rest = addresses.dropFirst()
+        return future.flatMapError { _ in connect(makeBootstrap, to: rest) }
     }
 }

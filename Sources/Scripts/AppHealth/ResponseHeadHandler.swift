@@ -23,8 +23,9 @@ final class ResponseHeadHandler: ChannelInboundHandler, RemovableChannelHandler 
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         if case .head(let head) = unwrapInboundIn(data) {
-            // 1xx heads are informational: NIO's decoder passes them on; wait for the final one.
-            guard head.status.code >= 200 else { return }
+            // 1xx heads but 101 are informational: wait for the final one. A 101 is final (as
+            // to Go's transport, whose checker then calls the app healthy).
+            guard head.status.code >= 200 || head.status.code == 101 else { return }
             promise.succeed(head)
             context.close(promise: nil)
         }
