@@ -1,3 +1,4 @@
+import AgentSystem
 import FoundationEssentials
 import NIOCore
 import NIOHTTP1
@@ -117,6 +118,8 @@ public struct CheckedHTTPClient: Sendable {
     private let group: any EventLoopGroup
     /// Idle connections, when kept alive.
     private let pool: ConnectionPool?
+    /// Where names are looked up; nil: NIO's resolver (with Happy Eyeballs).
+    private let lookups: BlockingPool?
 
     /// A TLS close waits this long for the server's `close_notify` (NIOSSL's default is 5 s,
     /// which a silent server would add to every deadline and cancellation).
@@ -131,15 +134,18 @@ public struct CheckedHTTPClient: Sendable {
     ///   - connectTimeout: the TCP connect, within each request's deadline.
     ///   - keepAlive: whether (and how long) connections wait for the next request; nil closes
     ///     each after its answer.
+    ///   - lookups: where names are looked up (``NameLookup``), for a client whose targets
+    ///     come from outside (an MCP server's URL); nil: NIO's resolver.
     public init(
         route: ProxyRoute, tlsConfiguration: TLSConfiguration? = nil, connectTimeout: TimeAmount = .seconds(10),
-        group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton, keepAlive: KeepAlive? = nil
+        group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton, keepAlive: KeepAlive? = nil, lookups: BlockingPool? = nil
     ) throws {
         self.route = route
         self.context = try tlsConfiguration.map(Self.makeContext)
         self.connectTimeout = connectTimeout
         self.group = group
         pool = keepAlive.map { ConnectionPool(maxIdle: $0.maxIdle, idleTimeout: $0.idleTimeout) }
+        self.lookups = lookups
     }
 
     /// Idle connections waiting for a request (tests).
@@ -255,13 +261,24 @@ public struct CheckedHTTPClient: Sendable {
             }
         }
         let bootstrap = ClientBootstrap(group: group).connectTimeout(connectTimeout).channelOption(.tcpOption(.tcp_nodelay), value: 1)
-        // An address needs no resolver (NIO's queues its lookups per event loop, behind others').
-        let (connection, started) =
-            if let address = try? SocketAddress(ipAddress: destination.host, port: destination.port) {
-                try await bootstrap.connect(to: address, channelInitializer: initializer)
-            } else {
-                try await bootstrap.connect(host: destination.host, port: destination.port, channelInitializer: initializer)
+        // An address needs no resolver (NIO's queues its lookups per event loop, behind others');
+        // a name goes to ``lookups`` when the client has them.
+        let (connection, started): Started
+        if let address = try? SocketAddress(ipAddress: destination.host, port: destination.port) {
+            (connection, started) = try await bootstrap.connect(to: address, channelInitializer: initializer)
+        } else if let lookups {
+            let addresses = try await NameLookup.addresses(destination.host, port: destination.port, deadline: deadline, pool: lookups)
+            var made: Started?
+            var failure: (any Error)?
+            // Bounded: one or two addresses (the first of each family), one connect each.
+            for address in addresses where made == nil {
+                do { made = try await bootstrap.connect(to: address, channelInitializer: initializer) } catch { failure = error }
             }
+            guard let made else { throw failure ?? NameLookup.Failure(description: "lookup \(destination.host): no such host") }
+            (connection, started) = made
+        } else {
+            (connection, started) = try await bootstrap.connect(host: destination.host, port: destination.port, channelInitializer: initializer)
+        }
         watch.opened(connection.channel)
         return try await answer(connection, key: key, started, reused: false, watch: watch, consume)
     }

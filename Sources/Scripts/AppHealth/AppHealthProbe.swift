@@ -195,12 +195,12 @@ public struct AppHealthProbe: Sendable {
         let destination = route.connectAddress(host: target.host, port: target.port)
         let addresses: [SocketAddress]
         do {
-            addresses = try await Self.addresses(destination.host, port: destination.port, deadline: deadline)
+            addresses = try await NameLookup.addresses(destination.host, port: destination.port, deadline: deadline, pool: Self.lookups)
         } catch {
             promise.fail(error)
             throw error
         }
-        Self.connect(makeBootstrap, to: addresses[...]).whenComplete { result in
+        NameLookup.connect(to: addresses[...]) { makeBootstrap().connect(to: $0) }.whenComplete { result in
             switch result {
             case .success(let channel):
                 // Done either way (head, error, timeout, cancel): the connection goes.
@@ -214,40 +214,5 @@ public struct AppHealthProbe: Sendable {
         } onCancel: {
             promise.fail(CancellationError())
         }
-    }
-
-    /// `host`'s addresses: itself when it is one, else a lookup on ``lookups`` that the
-    /// check waits for until `deadline` (the lookup may go on after, its answer unused).
-    static func addresses(_ host: String, port: Int, deadline: NIODeadline) async throws -> [SocketAddress] {
-        if let address = try? SocketAddress(ipAddress: host, port: port) { return [address] }
-        let found = try await withThrowingTaskGroup(of: (ipv4: String?, ipv6: String?)?.self) { group in
-            group.addTask {
-                do {
-                    return try await lookups.run { _ in HostLookup.firstAddresses(of: host, datagram: false) }
-                } catch is BlockingPool.Overloaded {
-                    throw RequestFailure(description: "lookup \(host): too many lookups waiting")
-                }
-            }
-            group.addTask {
-                let left = deadline - .now()
-                if left > .zero { try await Task.sleep(for: .nanoseconds(left.nanoseconds)) }
-                return nil
-            }
-            defer { group.cancelAll() }
-            return try await group.next() ?? nil
-        }
-        guard let found else { throw RequestFailure(description: "timed out") }
-        let addresses = [found.ipv4, found.ipv6].compactMap { $0 }.compactMap { try? SocketAddress(ipAddress: $0, port: port) }
-        guard !addresses.isEmpty else { throw RequestFailure(description: "lookup \(host): no such host") }
-        return addresses
-    }
-
-    /// Connects to the first of `addresses` that takes the connection (IPv4 first), each
-    /// try with a bootstrap of its own.
-    static func connect(_ makeBootstrap: @escaping @Sendable () -> ClientBootstrap, to addresses: ArraySlice<SocketAddress>) -> EventLoopFuture<any Channel> {
-        let future = makeBootstrap().connect(to: addresses.first!)
-        guard addresses.count > 1 else { return future }
-        let rest = addresses.dropFirst()
-        return future.flatMapError { _ in connect(makeBootstrap, to: rest) }
     }
 }

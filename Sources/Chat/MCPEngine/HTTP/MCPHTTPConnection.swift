@@ -44,6 +44,10 @@ struct MCPHTTPResponse: Sendable {
 /// through its `CONNECT` tunnel, an http one forwarded to it, either through SOCKS5; a proxy
 /// setting the client cannot use fails each request with the reason.
 final class MCPHTTPConnection: Sendable {
+    /// Where the servers' names are looked up (``NameLookup``): never NIO's per-loop resolver
+    /// queue, which the control plane's dials share; 2 threads, 16 lookups waiting.
+    static let lookups = BlockingPool(name: "mcp-dns", threads: 2, maxQueued: 16)
+
     /// Redirects followed for one request.
     static let maxRedirects = 10
     /// Bytes of an error answer's body quoted in the error.
@@ -72,7 +76,7 @@ final class MCPHTTPConnection: Sendable {
         client = Result {
             let route = try ProxyRoute.choose(
                 scheme: origin.scheme, host: origin.host, port: origin.port, environment: proxies, anyProxyKind: true)
-            return try CheckedHTTPClient(route: route, connectTimeout: TimeAmount(connectTimeout), keepAlive: keepAlive)
+            return try CheckedHTTPClient(route: route, connectTimeout: TimeAmount(connectTimeout), keepAlive: keepAlive, lookups: Self.lookups)
         }
     }
 
