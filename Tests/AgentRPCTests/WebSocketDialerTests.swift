@@ -186,17 +186,8 @@ struct WebSocketDialerTests {
     func aRefusedUpgradeClosesItsConnection(answer: String) async throws {
         // Non-blocking: the test waits in sleeps, never holding one of the few pool threads
         // the dial needs.
-        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+        let (listener, port) = try #require(RawLoopbackListener.make(backlog: 4, nonBlocking: true))
         defer { close(listener) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, length) == 0 && getsockname(listener, $0, &length) == 0 }
-        }
-        try #require(bound && listen(listener, 4) == 0)
-        let port = Int(UInt16(bigEndian: address.sin_port))
         let dial = Task {
             try await WebSocketConnector.connect(url: "ws://127.0.0.1:\(port)/x", timeout: .seconds(60)) { _ in 0 }
         }
