@@ -270,7 +270,7 @@ public struct CheckedHTTPClient: Sendable {
             let addresses = try await NameLookup.addresses(destination.host, port: destination.port, deadline: deadline, pool: lookups)
             var made: Started?
             var failure: (any Error)?
-            // Bounded: one or two addresses (the first of each family), one connect each.
+            // Bounded: one or two addresses (the first of each family, the resolver's first first), one connect each.
             for address in addresses where made == nil {
                 do { made = try await bootstrap.connect(to: address, channelInitializer: initializer) } catch { failure = error }
             }

@@ -11,16 +11,17 @@ public enum NameLookup {
         public let description: String
     }
 
-    /// `host`'s addresses for `port` (IPv4 first): itself when it is one, else a
+    /// `host`'s addresses for `port` (the first of each family, in the resolver's order):
+    /// itself when it is one, else a
     /// `getaddrinfo` on `pool` that the caller waits for until `deadline` (the lookup may go
     /// on after, its answer unused). Throws ``Failure`` (`timed out`, too many waiting, no
     /// such host).
     public static func addresses(_ host: String, port: Int, deadline: NIODeadline, pool: BlockingPool) async throws -> [SocketAddress] {
         if let address = try? SocketAddress(ipAddress: host, port: port) { return [address] }
-        let found = try await withThrowingTaskGroup(of: (ipv4: String?, ipv6: String?)?.self) { group in
+        let found = try await withThrowingTaskGroup(of: [String]?.self) { group in
             group.addTask {
                 do {
-                    return try await pool.run { _ in HostLookup.firstAddresses(of: host, datagram: false) }
+                    return try await pool.run { _ in HostLookup.orderedFirstAddresses(of: host, datagram: false) }
                 } catch is BlockingPool.Overloaded {
                     throw Failure(description: "lookup \(host): too many lookups waiting")
                 }
@@ -34,7 +35,7 @@ public enum NameLookup {
             return try await group.next() ?? nil
         }
         guard let found else { throw Failure(description: "timed out") }
-        let addresses = [found.ipv4, found.ipv6].compactMap { $0 }.compactMap { try? SocketAddress(ipAddress: $0, port: port) }
+        let addresses = found.compactMap { try? SocketAddress(ipAddress: $0, port: port) }
         guard !addresses.isEmpty else { throw Failure(description: "lookup \(host): no such host") }
         return addresses
     }
