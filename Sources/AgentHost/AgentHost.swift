@@ -209,7 +209,7 @@ public final class AgentHost: Sendable {
     }
 
     private func makeHTTPService(_ listener: Listener, serving: AgentHTTPServing) -> ModuleService {
-        let listening = ListeningFlag()
+        let listening = OnceFlag()
         let logger = logger
         let app = serving.application(address: listener.address, listener: listener.name) { channel in
             listening.set()

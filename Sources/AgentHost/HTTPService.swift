@@ -17,7 +17,7 @@ struct HTTPService: Service, CustomStringConvertible {
     /// False for a listener the agent runs without when it cannot bind (Prometheus).
     let required: Bool
     /// Set once the listener is bound (from the application's `onServerRunning`).
-    let listening: ListeningFlag
+    let listening: OnceFlag
     let logger: Logger
     let onStartupFailure: @Sendable () -> Void
 
@@ -51,10 +51,3 @@ struct HTTPService: Service, CustomStringConvertible {
 
 /// A service could not start; it has already logged why (the agent exits with status 1).
 public struct StartupFailure: Error {}
-
-/// Set once, read from any thread.
-final class ListeningFlag: Sendable {
-    private let value = Atomic<Bool>(false)
-    func set() { value.store(true, ordering: .releasing) }
-    var isSet: Bool { value.load(ordering: .acquiring) }
-}

@@ -1,3 +1,4 @@
+import AgentCore
 import Foundation
 import Testing
 
@@ -32,7 +33,7 @@ struct RecordingAnswerTests {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let video = directory + "/v.mp4.sent-1"
         #expect(FileManager.default.createFile(atPath: video, contents: Data(repeating: 1, count: 100)))
-        let mark = ShutdownMark()
+        let mark = OnceFlag()
         do {
             let answer = Recorder.multipart(video: (video, 100), thumbnail: nil) {
                 if mark.isSet { _ = rmdir(directory) }

@@ -192,23 +192,9 @@ final class ListeningLoopbackSocket: Sendable {
     let port: Int
 
     init?() {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { return nil }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let ok = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(fd, $0, length) == 0 && listen(fd, 8) == 0 && getsockname(fd, $0, &length) == 0
-            }
-        }
-        guard ok else {
-            Glibc.close(fd)
-            return nil
-        }
+        guard let (fd, port) = RawLoopbackListener.make(backlog: 8) else { return nil }
         self.fd = fd
-        port = Int(UInt16(bigEndian: address.sin_port))
+        self.port = port
     }
 
     func close() { Glibc.close(fd) }

@@ -58,7 +58,7 @@ public enum WebSocketConnector {
             tls || route.proxyTLS
             ? try NIOSSLContext(configuration: route.tlsConfiguration(tlsConfiguration))
             : nil
-        let expired = ExpiryFlag()
+        let expired = OnceFlag()
         let cancellation = DialCancellation()
         return try await withTaskCancellationHandler {
             try await dial(
@@ -73,7 +73,7 @@ public enum WebSocketConnector {
     private static func dial<T: Sendable>(
         address: String, port: Int, route: ProxyRoute, timeout: TimeAmount, tls: Bool, sslContext: NIOSSLContext?, serverName: String?,
         head: HTTPRequestHead,
-        expired: ExpiryFlag,
+        expired: OnceFlag,
         cancellation: DialCancellation, group: any EventLoopGroup, upgraded: @escaping @Sendable (any Channel) throws -> T
     ) async throws -> T {
         if cancellation.isCancelled { throw CancellationError() }
@@ -179,12 +179,6 @@ private final class DialCancellation: Sendable {
     func close() {
         state.withLock { $0.channel }?.close(promise: nil)
     }
-}
-
-private final class ExpiryFlag: Sendable {
-    private let value = Mutex(false)
-    func set() { value.withLock { $0 = true } }
-    var isSet: Bool { value.withLock { $0 } }
 }
 
 /// Reads a refused upgrade's response (status and up to 64 KiB of body), then closes.

@@ -12,17 +12,15 @@ public enum PeerProcess {
     /// The pid of the process at the other end of the connected unix socket `fd`
     /// (`SO_PEERCRED`); nil when it is not known (0: a process of another pid namespace).
     public static func of(socket fd: Int32) -> pid_t? {
-        // `struct ucred` (pid, uid, gid: three 32-bit fields), which Glibc exports to Swift
-        // only under _GNU_SOURCE.
-        var credentials: (pid: Int32, uid: UInt32, gid: UInt32) = (0, 0, 0)
-        var length = socklen_t(MemoryLayout<(Int32, UInt32, UInt32)>.size)
-        guard getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) == 0, credentials.pid > 0 else { return nil }
-        return credentials.pid
+        guard let pid = credentials(of: fd)?.pid, pid > 0 else { return nil }
+        return pid
     }
 
     /// The pid and uid of the process at the other end of the connected unix socket `fd`
     /// (`SO_PEERCRED`); nil when they are not known.
     public static func credentials(of fd: Int32) -> (pid: pid_t, uid: uid_t)? {
+        // `struct ucred` (pid, uid, gid: three 32-bit fields), which Glibc exports to Swift
+        // only under _GNU_SOURCE.
         var credentials: (pid: Int32, uid: UInt32, gid: UInt32) = (0, 0, 0)
         var length = socklen_t(MemoryLayout<(Int32, UInt32, UInt32)>.size)
         guard getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) == 0 else { return nil }

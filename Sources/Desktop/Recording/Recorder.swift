@@ -61,7 +61,7 @@ actor Recorder {
     /// The recordings' directory, once the first start made it.
     private(set) var directory: String?
     /// Set when ``close()`` begins: an answer sending its files then removes the directory.
-    nonisolated let shutDown = ShutdownMark()
+    nonisolated let shutDown = OnceFlag()
     private var recordings: [String: Recording] = [:]
     private var nextSequence: UInt64 = 0
     private var closed = false
@@ -345,11 +345,4 @@ final class SetAsideFiles: Sendable {
     }
 
     deinit { delete() }
-}
-
-/// Set once, read from any thread: the recorder's shutdown has begun.
-final class ShutdownMark: Sendable {
-    private let value = Atomic(false)
-    func set() { value.store(true, ordering: .relaxed) }
-    var isSet: Bool { value.load(ordering: .relaxed) }
 }
