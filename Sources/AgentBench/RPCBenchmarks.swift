@@ -27,20 +27,31 @@ struct RPCBenchmarks: AsyncParsableCommand {
     @Option(help: "Rounds; each measures the RPC path, then the baseline, so drift of a noisy machine hits both.")
     var rounds = 3
 
+    @Flag(help: "Measure the RPC side only, no baseline and no verdict (for a profiler).")
+    var rpcOnly = false
+
     func run() async throws {
         let quiet = Logger(label: "bench", factory: { _ in SwiftLogNoOpLogHandler() })
         let double = ControlPlaneDouble(keepsPayloads: false)
-        let (iterations, messages, rounds) = (self.iterations, self.messages, max(1, self.rounds))
+        let (iterations, messages, rounds, rpcOnly) = (self.iterations, self.messages, max(1, self.rounds), self.rpcOnly)
         try await double.run { url in
-            var rpc: [(rtt: Double, rate: Double)] = []
-            var raw: [(rtt: Double, rate: Double)] = []
+            var rpc: [Sample] = []
+            var raw: [Sample] = []
             for _ in 0..<rounds {
                 // RPC side: one yamux session, a fresh stream per call, as the agent does.
                 rpc.append(try await Self.measureRPC(url: url, token: double.token, iterations: iterations, messages: messages, logger: quiet))
+                if rpcOnly { continue }
                 raw.append(try await Self.measureRawWebSocket(url: url, iterations: iterations, messages: messages))
+            }
+            if rpcOnly {
+                for sample in rpc {
+                    print(String(format: "rpc only: round trip %@, %.0f MiB/s, CPU %@ per 1 MiB", Bench.format(sample.rtt), sample.rate, Bench.format(sample.cpuPerMessage)))
+                }
+                return
             }
             let rpcRTT = Bench.median(rpc.map(\.rtt)), wsRTT = Bench.median(raw.map(\.rtt))
             let rpcRate = Bench.median(rpc.map(\.rate)), wsRate = Bench.median(raw.map(\.rate))
+            let rpcCPU = Bench.median(rpc.map(\.cpuPerMessage)), wsCPU = Bench.median(raw.map(\.cpuPerMessage))
             print("agent-bench rpc: \(rounds) rounds of \(iterations) round trips and \(messages) x 1 MiB per side (medians)")
             report(
                 "unary RPC round trip (median)", value: Bench.format(rpcRTT), baseline: Bench.format(wsRTT),
@@ -48,10 +59,21 @@ struct RPCBenchmarks: AsyncParsableCommand {
             report(
                 "1 MiB messages upward", value: String(format: "%.0f MiB/s", rpcRate), baseline: String(format: "%.0f MiB/s", wsRate),
                 ratio: rpcRate / wsRate, goal: ">= 0.7x raw WebSocket", met: rpcRate / wsRate >= 0.7)
+            report(
+                "  CPU per 1 MiB message (both ends)", value: Bench.format(rpcCPU), baseline: Bench.format(wsCPU),
+                ratio: rpcCPU / wsCPU, goal: "(information: the echo carries it both ways)", met: true)
         }
     }
 
-    static func measureRPC(url: String, token: String, iterations: Int, messages: Int, logger: Logger) async throws -> (rtt: Double, rate: Double) {
+    /// One round of one side: the median round trip (ns), 1 MiB messages a second, and the
+    /// process's CPU time (ns, client and server together) per 1 MiB message.
+    struct Sample {
+        var rtt: Double
+        var rate: Double
+        var cpuPerMessage: Double
+    }
+
+    static func measureRPC(url: String, token: String, iterations: Int, messages: Int, logger: Logger) async throws -> Sample {
         let dialer = WebSocketDialer(baseURL: url, token: token, version: "2.10", logger: logger)
         let session = try await dialer.dial()
         let api = AgentAPIClient(session: session)
@@ -73,7 +95,7 @@ struct RPCBenchmarks: AsyncParsableCommand {
     static func measure(
         iterations: Int, messages: Int,
         small: () async throws -> Void, big: () async throws -> Void
-    ) async throws -> (rtt: Double, rate: Double) {
+    ) async throws -> Sample {
         for _ in 0..<100 { try await small() }
         var samples: [Double] = []
         for _ in 0..<iterations {
@@ -81,15 +103,24 @@ struct RPCBenchmarks: AsyncParsableCommand {
             try await small()
             samples.append(Double(Bench.now() - t0))
         }
-        let t0 = Bench.now()
+        let t0 = Bench.now(), cpu0 = Self.processCPU()
         for _ in 0..<messages { try await big() }
         let seconds = Double(Bench.now() - t0) / 1e9
-        return (Bench.median(samples), Double(messages) / seconds)
+        let cpu = Double(Self.processCPU() - cpu0) / Double(max(1, messages))
+        return Sample(rtt: Bench.median(samples), rate: Double(messages) / seconds, cpuPerMessage: cpu)
+    }
+
+    /// This process's CPU time in nanoseconds (all threads; /proc's clock ticks are too
+    /// coarse for a run of a few tens of milliseconds).
+    static func processCPU() -> UInt64 {
+        var now = timespec()
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now)
+        return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
     }
 
     /// The same client stack and server without yamux and dRPC: one binary message each
     /// way per round trip.
-    static func measureRawWebSocket(url: String, iterations: Int, messages: Int) async throws -> (rtt: Double, rate: Double) {
+    static func measureRawWebSocket(url: String, iterations: Int, messages: Int) async throws -> Sample {
         let wsURL = url.replacingOccurrences(of: "http://", with: "ws://") + "/echo"
         let client = try await WebSocketConnector.connect(url: wsURL) { channel in
             // The same framing as the RPC path.
