@@ -378,3 +378,22 @@ write("FuzzOutboundProxy", "environment",
       b"\x01\x05http://user:pw@proxy:3128\nproxy.example\nexample.com, .corp, 10.0.0.0/8, [::2]:443, *.w.io\nwww.corp")
 write("FuzzOutboundProxy", "socks-anonymous", b"\x02\x05" + bytes([5, 0]) + bytes([5, 0, 0, 1, 10, 0, 0, 1, 0x10, 0x92]) + b"target")
 write("FuzzOutboundProxy", "socks-credentials", b"\x02\x83" + bytes([5, 2, 1, 0]) + bytes([5, 0, 0, 3, 4]) + b"host" + bytes([0, 0x50]))
+
+# FuzzInstanceIdentity: the cloud (google, aws, azure), an agent name (a flag, then a 1-byte
+# length), each metadata answer (a flag for 200, else a 2-byte status offset from 100; a
+# 2-byte length and the body), then coderd's answer (a flag for 200, else 401; the rest).
+def answer(body, status=200):
+    head = b"\x01" if status == 200 else b"\x00" + u(status - 100, 2)
+    return head + data(body, 1024)
+
+
+write("FuzzInstanceIdentity", "google", b"\x00\x01" + data(b"dev", 16) + answer(b"eyJhbGciOiJSUzI1NiJ9.e30.sig")
+      + b"\x01" + b'{"session_token":"abc"}')
+write("FuzzInstanceIdentity", "aws", b"\x01\x00" + answer(b"AQAEAtoken==") + answer(b"SIGNATURE")
+      + answer(b'{"instanceId":"i-0123","region":"us-east-1"}') + b"\x01" + b'{"session_token":"t"}')
+write("FuzzInstanceIdentity", "aws-imdsv1", b"\x01\x00" + answer(b"<html>not found</html>", 404) + answer(b"SIG")
+      + answer(b"DOC") + b"\x00" + b'{"message":"Unauthorized."}')
+write("FuzzInstanceIdentity", "azure", b"\x02\x00" + answer(b'{"encoding":"pkcs7","signature":"MIIB"}')
+      + b"\x01" + b'{"session_token":"az"}')
+write("FuzzInstanceIdentity", "aws-token-line-break", b"\x01\x00" + answer(b"T\r\nHost: elsewhere") + answer(b"SIG")
+      + answer(b"DOC") + b"\x01" + b'{"session_token":"t"}')

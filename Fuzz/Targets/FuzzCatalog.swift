@@ -31,6 +31,7 @@ public enum FuzzCatalog {
         FuzzTarget(name: "FuzzFrontMatter", run: fuzzFrontMatter),
         FuzzTarget(name: "FuzzGitCredentials", run: fuzzGitCredentials),
         FuzzTarget(name: "FuzzHTTPGuard", run: fuzzHTTPGuard),
+        FuzzTarget(name: "FuzzInstanceIdentity", run: fuzzInstanceIdentity),
         FuzzTarget(name: "FuzzJSONRequest", run: fuzzJSONRequest),
         FuzzTarget(name: "FuzzMCPConfig", run: fuzzMCPConfig),
         FuzzTarget(name: "FuzzMCPFrames", run: fuzzMCPFrames),

@@ -97,6 +97,18 @@ struct InstanceIdentityFlowTests {
         #expect(body == .object([("signature", .string("SIG")), ("document", .string("DOC"))]))
     }
 
+    /// The token goes back as a header: one with a line break (or another control byte)
+    /// ends the exchange with a clear error instead of being sent.
+    @Test(arguments: ["T\r\nHost: elsewhere", "T\n", "T\u{0}", "T\u{7F}"])
+    func anAWSTokenThatIsNoHeaderValueFailsTheExchange(_ token: String) {
+        var flow = InstanceIdentityFlow(cloud: .aws, metadataHost: "m", agentName: nil)
+        _ = flow.start()
+        #expect(failure(flow.received(status: 200, body: Array(token.utf8))) == "aws instance metadata token is not a valid header value")
+        var tabbed = InstanceIdentityFlow(cloud: .aws, metadataHost: "m", agentName: nil)
+        _ = tabbed.start()
+        #expect(metadata(tabbed.received(status: 200, body: Array("T\tok é".utf8)))?.headers.first?.1 == "T\tok é")
+    }
+
     @Test func coderdsAnswerGivesTheTokenOrItsError() {
         let url = "http://c/api/v2/workspaceagents/aws-instance-identity"
         let ok = CoderRESTResponse(method: "POST", url: url, status: 200, body: Array(#"{"session_token":"abc"}"#.utf8))

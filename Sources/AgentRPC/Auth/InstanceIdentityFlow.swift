@@ -64,6 +64,10 @@ public struct InstanceIdentityFlow: Sendable {
         case .google:
             return post([("json_web_token", .string(text))])
         case .aws:
+            if tokenStep, status == 200, !Self.isHeaderValue(body) {
+                // Sent as a header next: a line break in it would end the header early.
+                return .failed(InstanceIdentityError("aws instance metadata token is not a valid header value"))
+            }
             if tokenStep { awsToken = status == 200 ? text : nil }
             answers.append(text)
             if answers.count < 3 {
@@ -95,6 +99,11 @@ public struct InstanceIdentityFlow: Sendable {
                 ("encoding", .string(document["encoding"]?.stringValue ?? "")),
             ])
         }
+    }
+
+    /// A header value as Go's `net/http` accepts one: no control byte but tab.
+    static func isHeaderValue(_ bytes: [UInt8]) -> Bool {
+        bytes.allSatisfy { $0 == 0x09 || ($0 >= 0x20 && $0 != 0x7F) }
     }
 
     private func post(_ members: [(String, JSONValue)]) -> Step {
