@@ -397,3 +397,16 @@ write("FuzzInstanceIdentity", "azure", b"\x02\x00" + answer(b'{"encoding":"pkcs7
       + b"\x01" + b'{"session_token":"az"}')
 write("FuzzInstanceIdentity", "aws-token-line-break", b"\x01\x00" + answer(b"T\r\nHost: elsewhere") + answer(b"SIG")
       + answer(b"DOC") + b"\x01" + b'{"session_token":"t"}')
+
+# FuzzDERPUpgrade: WebSocket (a flag), close after (a flag), the split byte, then the relay's
+# answer ({accept} in a WebSocket head stands for the right Sec-WebSocket-Accept).
+derp_frame = bytes([2]) + (5).to_bytes(4, "big") + b"hello"
+write("FuzzDERPUpgrade", "derp-101", b"\x00\x01\x07" + b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: DERP\r\nConnection: Upgrade\r\n\r\n"
+      + derp_frame)
+write("FuzzDERPUpgrade", "websocket-101", b"\x01\x01\x05" + b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+      + b"Connection: Upgrade\r\nSec-WebSocket-Accept: {accept}\r\nSec-WebSocket-Protocol: derp\r\n\r\n"
+      + bytes([0x82, len(derp_frame)]) + derp_frame + bytes([0x89, 2]) + b"hi")
+write("FuzzDERPUpgrade", "refused", b"\x00\x01\x03" + b"HTTP/1.1 426 Upgrade Required\r\nContent-Length: 12\r\n\r\nuse websocketTRAILING")
+write("FuzzDERPUpgrade", "refused-unbounded", b"\x00\x01\x11" + b"HTTP/1.1 502 Bad Gateway\r\n\r\n" + b"x" * 5000)
+write("FuzzDERPUpgrade", "long-head", b"\x00\x00\xff" + b"HTTP/1.1 101 OK\r\nX-Pad: " + b"p" * 17000 + b"\r\n\r\n" + derp_frame)
+write("FuzzDERPUpgrade", "not-http", b"\x00\x01\x02" + b"SSH-2.0-OpenSSH_9.2\r\n\r\n")

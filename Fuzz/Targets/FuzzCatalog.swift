@@ -22,6 +22,7 @@ public enum FuzzCatalog {
         FuzzTarget(name: "FuzzCgroupValues", run: fuzzCgroupValues),
         FuzzTarget(name: "FuzzCron", run: fuzzCron),
         FuzzTarget(name: "FuzzDERPFrames", run: fuzzDERPFrames),
+        FuzzTarget(name: "FuzzDERPUpgrade", run: fuzzDERPUpgrade),
         FuzzTarget(name: "FuzzDRPCFrames", run: fuzzDRPCFrames),
         FuzzTarget(name: "FuzzDesktopAction", run: fuzzDesktopAction),
         FuzzTarget(name: "FuzzDirectPaths", run: fuzzDirectPaths),

@@ -93,7 +93,8 @@ final class DERPUpgradeHandler: ChannelInboundHandler, RemovableChannelHandler {
         }
         received += buffer.readableBytesView
         buffer.moveReaderIndex(forwardBy: buffer.readableBytes)
-        guard let end = received.firstRange(of: [13, 10, 13, 10])?.upperBound else {
+        guard let end = received.firstRange(of: [13, 10, 13, 10])?.upperBound, end <= Self.maxHead else {
+            // The bound holds however the head arrived: in one read or in many.
             if received.count > Self.maxHead { attempt.fail(.badResponse("response head over \(Self.maxHead) bytes")) }
             return
         }
@@ -160,15 +161,22 @@ final class DERPUpgradeHandler: ChannelInboundHandler, RemovableChannelHandler {
         context.fireErrorCaught(error)
     }
 
-    private func finishRefusalIfComplete() {
-        guard let refusal else { return }
-        let body = received.count - refusal.bodyStart
-        if body >= min(refusal.contentLength ?? Self.maxBody, Self.maxBody) { failRefused() }
+    /// How much of a refusal's body is read: its `Content-Length` (none for a negative one),
+    /// at most ``maxBody``.
+    private static func bodyLimit(_ refusal: (status: Int, bodyStart: Int, contentLength: Int?)) -> Int {
+        min(max(0, refusal.contentLength ?? maxBody), maxBody)
     }
 
+    private func finishRefusalIfComplete() {
+        guard let refusal else { return }
+        if received.count - refusal.bodyStart >= Self.bodyLimit(refusal) { failRefused() }
+    }
+
+    /// Fails with the refusal's status and body: the body's declared length of it, however
+    /// the reads cut it (what follows is not the body).
     private func failRefused() {
         guard let refusal else { return }
-        let body = String(decoding: received[refusal.bodyStart...].prefix(Self.maxBody), as: UTF8.self)
+        let body = String(decoding: received[refusal.bodyStart...].prefix(Self.bodyLimit(refusal)), as: UTF8.self)
         attempt.fail(.refused(status: refusal.status, body: body.trimmingSpaces))
     }
 }
