@@ -410,3 +410,12 @@ write("FuzzDERPUpgrade", "refused", b"\x00\x01\x03" + b"HTTP/1.1 426 Upgrade Req
 write("FuzzDERPUpgrade", "refused-unbounded", b"\x00\x01\x11" + b"HTTP/1.1 502 Bad Gateway\r\n\r\n" + b"x" * 5000)
 write("FuzzDERPUpgrade", "long-head", b"\x00\x00\xff" + b"HTTP/1.1 101 OK\r\nX-Pad: " + b"p" * 17000 + b"\r\n\r\n" + derp_frame)
 write("FuzzDERPUpgrade", "not-http", b"\x00\x01\x02" + b"SSH-2.0-OpenSSH_9.2\r\n\r\n")
+
+# FuzzSSHSession, an AES-GCM packet (0xF0: sealed by the target; 0xF1: taken as sealed):
+# padding length, payload (SSH_MSG_IGNORE with a string), padding to a whole block.
+ignore = bytes([2]) + (5).to_bytes(4, "big") + b"hello"
+pad = 16 - (len(ignore) + 1) % 16
+pad = pad + 16 if pad < 4 else pad
+write("FuzzSSHSession", "aes-gcm-ignore", b"\xf0" + bytes([pad]) + ignore + bytes(pad))
+write("FuzzSSHSession", "aes-gcm-short-padding", b"\xf0" + bytes([2]) + ignore + bytes(16 - (len(ignore) + 1) % 16))
+write("FuzzSSHSession", "aes-gcm-forged", b"\xf1" + (32).to_bytes(4, "big") + bytes(48))

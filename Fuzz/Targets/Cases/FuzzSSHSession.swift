@@ -11,9 +11,16 @@ import AgentSSH
 /// The rewriter: never a trap; a message that is not a global request, channel open, open
 /// failure or channel request passes untouched; a rewritten channel open is a `direct-tcpip`.
 /// Xauthority: what parses encodes back to the same bytes.
+/// An AES-GCM packet (a first byte of 0xF0 or more): never a trap; a sealed one whose padding
+/// length is at least 4 and leaves room, in whole blocks, gives exactly its payload (through
+/// the rewriter), anything else is refused; bytes not sealed with the key are refused.
 public func fuzzSSHSession(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
     var input = FuzzInput(data, size)
     let selector = input.byte()
+    if selector >= 0xF0 {
+        aesGCMPacket(&input, sealed: selector & 1 == 1)
+        return 0
+    }
     if selector % 4 == 2 {
         let message = input.rest()
         let (inbound, outbound) = SSHFuzzing.rewrite(message)
@@ -51,4 +58,20 @@ public func fuzzSSHSession(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 
     require(environment["SSH_CONNECTION"] == "0.0.0.0 0 0.0.0.0 0", "SSH_CONNECTION changed")
     require(["ssh", "vscode", "jetbrains", "unknown"].contains(type), "session type \(type)")
     return 0
+}
+
+private func aesGCMPacket(_ input: inout FuzzInput, sealed: Bool) {
+    let packet = input.rest()
+    let opened = SSHFuzzing.openPacket(packet, sealed: sealed)
+    if sealed {
+        // Bytes the client's key never sealed (a 1 in 2^128 forgery aside) are refused.
+        require(opened == nil, "a packet not sealed with the key was opened")
+        return
+    }
+    guard let padding = packet.first.map(Int.init), padding >= 4, padding + 1 <= packet.count, packet.count % 16 == 0 else {
+        require(opened == nil, "a packet with \(packet.first.map(String.init) ?? "no") padding bytes in \(packet.count) was opened")
+        return
+    }
+    let payload = Array(packet[1..<(packet.count - padding)])
+    require(opened == SSHFuzzing.rewrite(payload).inbound, "the payload changed on its way")
 }
