@@ -419,3 +419,14 @@ pad = pad + 16 if pad < 4 else pad
 write("FuzzSSHSession", "aes-gcm-ignore", b"\xf0" + bytes([pad]) + ignore + bytes(pad))
 write("FuzzSSHSession", "aes-gcm-short-padding", b"\xf0" + bytes([2]) + ignore + bytes(16 - (len(ignore) + 1) % 16))
 write("FuzzSSHSession", "aes-gcm-forged", b"\xf1" + (32).to_bytes(4, "big") + bytes(48))
+
+# FuzzScriptLogs, the upload's request (0xF0): the count of records (mod 8, plus one), then
+# each: a byte (0 mod 8: bytes that are no record, a 1-byte length), or the source (mod 2),
+# the level, the time (8 bytes, little-endian, two's complement) and the text (a 1-byte length).
+def line(source, level, ns, text):
+    return bytes([1, source, level]) + (ns % (1 << 64)).to_bytes(8, "little") + data(text)
+
+
+write("FuzzScriptLogs", "request", b"\xf0\x02" + line(0, 1, 1_700_000_000_123_456_789, b"starting")
+      + line(0, 3, -1, b"before 1970") + line(1, 2, 0, b"other source"))
+write("FuzzScriptLogs", "request-not-a-record", b"\xf0\x01" + b"\x00" + data(b"\x01short") + line(0, 1, 5, b"x"))

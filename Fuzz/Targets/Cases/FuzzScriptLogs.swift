@@ -1,5 +1,8 @@
+import AgentProto
+import FoundationEssentials
 import Glibc
 import Scripts
+import SwiftProtobuf
 
 /// The bytes the scripts module reads (Scripts' `Logs`, through `ScriptsFuzzing`). The first
 /// byte picks the case.
@@ -25,9 +28,20 @@ import Scripts
 /// capacity) and reopenings chosen by the input keep it a FIFO: acknowledged records never
 /// come again, the rest always do, also after reopening, and a final record survives a
 /// reopen.
+///
+/// 0xF0 and up, the upload's request: records of two sources (and now and then bytes that
+/// are no record) give a leading run of one source's records, none when the first is no
+/// record, and its request bytes, made by hand, decode with SwiftProtobuf as a
+/// `BatchCreateLogsRequest` of exactly those lines: the source, each line's time (floor
+/// seconds and nanoseconds), text and level.
 public func fuzzScriptLogs(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
     var input = FuzzInput(data, size)
-    switch input.byte() % 3 {
+    let selector = input.byte()
+    if selector >= 0xF0 {
+        fuzzRequest(&input)
+        return 0
+    }
+    switch selector % 3 {
     case 0: fuzzLines(&input)
     case 1: fuzzRecord(&input)
     default: fuzzJournal(&input)
@@ -372,4 +386,39 @@ private func removeDirectory(_ directory: String) {
         unlink(directory + "/" + name)
     }
     rmdir(directory)
+}
+
+private func fuzzRequest(_ input: inout FuzzInput) {
+    let sources: [[UInt8]] = [Array(repeating: 0xAB, count: 16), Array(0..<16)]
+    var records: [[UInt8]] = []
+    var lines: [(source: Int, level: UInt8, createdAt: Int64, output: String)] = []
+    for _ in 0..<(Int(input.byte() % 8) + 1) {
+        if input.byte() % 8 == 0 {
+            records.append([0xFF] + input.data(maxLength: 40))  // no version-1 record
+            lines.append((-1, 0, 0, ""))
+            continue
+        }
+        let line = (
+            source: Int(input.byte() % 2), level: input.byte(), createdAt: Int64(bitPattern: input.uint(8)),
+            output: ScriptsFuzzing.sanitize(input.data(maxLength: 64))
+        )
+        records.append(ScriptsFuzzing.encodeLogRecord(sourceID: sources[line.source], level: line.level, createdAt: line.createdAt, output: line.output))
+        lines.append(line)
+    }
+    let (count, request) = ScriptsFuzzing.logRequest(records)
+    // The run: records of the first one's source, up to the first that is not.
+    let run = lines.firstIndex { $0.source != lines[0].source || $0.source < 0 } ?? lines.count
+    require(count <= run && (count > 0) == (lines[0].source >= 0), "\(count) records lead a request of \(run) of one source")
+    guard count > 0 else { return }
+    guard let decoded = try? Coder_Agent_V2_BatchCreateLogsRequest(serializedBytes: request) else {
+        require(false, "the request does not decode: \(request)")
+        return
+    }
+    require(decoded.logSourceID == Data(sources[lines[0].source]), "the source changed")
+    require(decoded.logs.count == count, "\(decoded.logs.count) lines sent for \(count)")
+    for (log, line) in zip(decoded.logs, lines) {
+        let time = Int128(log.createdAt.seconds) * 1_000_000_000 + Int128(log.createdAt.nanos)
+        require(time == Int128(line.createdAt) && (0..<1_000_000_000).contains(log.createdAt.nanos), "time \(log.createdAt) for \(line.createdAt)")
+        require(log.output == line.output && log.level.rawValue == Int(line.level), "a line changed on its way")
+    }
 }

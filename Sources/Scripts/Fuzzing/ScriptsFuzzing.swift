@@ -37,6 +37,14 @@ public enum ScriptsFuzzing {
         return (record.sourceID, record.level, record.createdAt, record.output)
     }
 
+    /// How the uploader sends `records` (the journal's next ones): how many lead one request
+    /// (of one source, within the budget; 0 when the first is not a record) and that
+    /// request's `BatchCreateLogsRequest` bytes, made straight from the records.
+    public static func logRequest(_ records: [[UInt8]]) -> (count: Int, request: [UInt8]) {
+        let count = LogBatching.sameSourcePrefix(records).count
+        return (count, LogRequestEncoding.request(records.prefix(count)))
+    }
+
     /// A record's bytes as the journal keeps them (`sourceID`: 16 bytes).
     public static func encodeLogRecord(sourceID: [UInt8], level: UInt8, createdAt: Int64, output: String) -> [UInt8] {
         LogRecord(sourceID: sourceID, level: level, createdAt: createdAt, output: output).encode()

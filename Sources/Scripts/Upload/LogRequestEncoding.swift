@@ -37,7 +37,7 @@ enum LogRequestEncoding {
     static func request(_ records: ArraySlice<[UInt8]>) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(records.reduce(18) { $0 + $1.count + 16 })
-        guard let first = records.first else { return out }
+        guard let first = records.first, first.count >= LogRecord.headerBytes else { return out }
         out.append(0x0A)
         out.append(16)
         out.append(contentsOf: first[10..<26])
