@@ -430,3 +430,17 @@ def line(source, level, ns, text):
 write("FuzzScriptLogs", "request", b"\xf0\x02" + line(0, 1, 1_700_000_000_123_456_789, b"starting")
       + line(0, 3, -1, b"before 1970") + line(1, 2, 0, b"other source"))
 write("FuzzScriptLogs", "request-not-a-record", b"\xf0\x01" + b"\x00" + data(b"\x01short") + line(0, 1, 5, b"x"))
+
+# FuzzRouteTrie: the patterns (count mod 8, plus one; each a component count mod 5, then
+# components from a, b, c, :x, :y, {z}, a, {}), then the path: a byte (0 mod 4: the rest as
+# raw text), its component count (mod 6) and components from a, b, c, d, "", x.
+def pattern(*indices):
+    return bytes([len(indices)]) + bytes(indices)
+
+
+write("FuzzRouteTrie", "literal-over-capture", b"\x02" + pattern(0, 3, 1) + pattern(0, 1, 1) + pattern(0, 5)
+      + b"\x01\x03" + bytes([0, 1, 1]))
+write("FuzzRouteTrie", "fallback-to-capture", b"\x02" + pattern(0, 1, 2) + pattern(0, 3, 0) + pattern(2)
+      + b"\x01\x03" + bytes([0, 1, 0]))
+write("FuzzRouteTrie", "first-component-once", b"\x01" + pattern(0, 1) + pattern(3, 2) + b"\x01\x02" + bytes([0, 2]))
+write("FuzzRouteTrie", "raw-path", b"\x01" + pattern(3, 6) + pattern() + b"\x00" + b"//a%2F/\xff\xfe/b//")

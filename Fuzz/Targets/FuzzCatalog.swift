@@ -45,6 +45,7 @@ public enum FuzzCatalog {
         FuzzTarget(name: "FuzzProcessStart", run: fuzzProcessStart),
         FuzzTarget(name: "FuzzReconnectingPTY", run: fuzzReconnectingPTY),
         FuzzTarget(name: "FuzzReinitEvents", run: fuzzReinitEvents),
+        FuzzTarget(name: "FuzzRouteTrie", run: fuzzRouteTrie),
         FuzzTarget(name: "FuzzSSHSession", run: fuzzSSHSession),
         FuzzTarget(name: "FuzzScriptLogs", run: fuzzScriptLogs),
         FuzzTarget(name: "FuzzSpeedtestRequest", run: fuzzSpeedtestRequest),

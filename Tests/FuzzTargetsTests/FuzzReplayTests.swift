@@ -9,8 +9,11 @@ import Testing
 /// building and its invariants holding on every `make test`, without a second build of the
 /// whole package with sanitizers.
 struct FuzzReplayTests {
-    /// Mutated inputs per target.
-    static let mutations = 1000
+    /// Mutated inputs per target: 1000, or `FUZZ_REPLAY_MUTATIONS` for a deeper replay.
+    static let mutations = ProcessInfo.processInfo.environment["FUZZ_REPLAY_MUTATIONS"].flatMap(Int.init) ?? 1000
+
+    /// The targets replayed: all, or those `FUZZ_REPLAY_TARGETS` names (comma-separated).
+    static let only = ProcessInfo.processInfo.environment["FUZZ_REPLAY_TARGETS"].map { Set($0.split(separator: ",").map(String.init)) }
 
     static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent()
@@ -26,6 +29,7 @@ struct FuzzReplayTests {
     @Test(arguments: FuzzCatalog.targets.map(\.name))
     func seedsAndMutations(of name: String) async throws {
         let target = try #require(FuzzCatalog.target(named: name))
+        if let only = Self.only, !only.contains(name) { return }
         let seeds = try Self.seeds(of: name)
         // On a thread of its own: targets that run async code block their caller until it
         // ends, which must not be one of the concurrency pool's few threads.

@@ -37,6 +37,22 @@ public enum HTTPFuzzing {
     }
 }
 
+extension HTTPFuzzing {
+    /// The router's trie of `patterns` (`/a/:id`, `/a/{id}`), asked for `path`: the index of
+    /// the pattern it resolves to (the first of equal ones) and its captures (name and byte
+    /// range of `path`); nil when the patterns cannot be built into a trie (two capture names
+    /// at one place). `.some(nil)`: the path resolves to nothing.
+    public static func route(
+        _ path: String, among patterns: [String]
+    ) -> (index: Int, captures: [(name: String, range: Range<Int>)])?? {
+        guard let trie = try? RouteTrie(patterns.enumerated().map { (RouteTrie<Int>.components($0.element), $0.offset) }) else {
+            return nil
+        }
+        guard let found = trie.resolve(Substring(path)) else { return .some(nil) }
+        return .some((found.value, found.captures.map { (String($0.name), $0.range) }))
+    }
+}
+
 /// The mask check's verdict on the frames of ``HTTPFuzzing/maskCheck(_:on:)``.
 private final class MaskVerdict: ChannelInboundHandler {
     typealias InboundIn = WebSocketFrame
