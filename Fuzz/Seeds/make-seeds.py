@@ -444,3 +444,8 @@ write("FuzzRouteTrie", "fallback-to-capture", b"\x02" + pattern(0, 1, 2) + patte
       + b"\x01\x03" + bytes([0, 1, 0]))
 write("FuzzRouteTrie", "first-component-once", b"\x01" + pattern(0, 1) + pattern(3, 2) + b"\x01\x02" + bytes([0, 2]))
 write("FuzzRouteTrie", "raw-path", b"\x01" + pattern(3, 6) + pattern() + b"\x00" + b"//a%2F/\xff\xfe/b//")
+# Found by a deeper replay: a reserved opcode, then a frame in the same read (forwarded only
+# when the reads put it there, before the adapter stopped reading after its close).
+write("FuzzDERPUpgrade", "frames-after-a-bad-opcode", b"\x01\x01\x05" + b"HTTP/1.1 101 Switching Protocols\r\n"
+      + b"Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: {accept}\r\n\r\n"
+      + bytes([0x82, 3]) + b"abc" + bytes([0x8B, 0]) + bytes([0x00, 5]) + b"hello" + bytes([0x89, 2]) + b"hi")

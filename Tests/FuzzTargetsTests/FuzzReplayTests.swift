@@ -12,6 +12,10 @@ struct FuzzReplayTests {
     /// Mutated inputs per target: 1000, or `FUZZ_REPLAY_MUTATIONS` for a deeper replay.
     static let mutations = ProcessInfo.processInfo.environment["FUZZ_REPLAY_MUTATIONS"].flatMap(Int.init) ?? 1000
 
+    /// Where each input is written before it runs, when `FUZZ_REPLAY_LAST` names a folder
+    /// (`<target>` in it): after a trap, the input that caused it, to replay or keep as a seed.
+    static let lastInputFolder = ProcessInfo.processInfo.environment["FUZZ_REPLAY_LAST"]
+
     /// The targets replayed: all, or those `FUZZ_REPLAY_TARGETS` names (comma-separated).
     static let only = ProcessInfo.processInfo.environment["FUZZ_REPLAY_TARGETS"].map { Set($0.split(separator: ",").map(String.init)) }
 
@@ -35,6 +39,11 @@ struct FuzzReplayTests {
         // ends, which must not be one of the concurrency pool's few threads.
         let ran = await withCheckedContinuation { (done: CheckedContinuation<Int, Never>) in
             Thread.detachNewThread {
+                let keep = Self.lastInputFolder.map { URL(fileURLWithPath: $0).appendingPathComponent(name) }
+                let target = { (input: [UInt8]) in
+                    if let keep { try? Data(input).write(to: keep) }
+                    target(input)
+                }
                 var mutator = FuzzMutator(seed: name)
                 var count = 0
                 for seed in seeds {

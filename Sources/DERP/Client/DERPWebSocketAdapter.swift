@@ -25,6 +25,10 @@ public final class DERPWebSocketAdapter: ChannelDuplexHandler, RemovableChannelH
     }
 
     public func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        // Once a close is sent (answering the relay's, or for a frame that breaks the
+        // protocol), nothing more is read: frames that came in the same read as the close
+        // would otherwise still reach the DERP side, frames in a later read not.
+        guard !closeSent else { return }
         let frame = unwrapInboundIn(data)
         switch frame.opcode {
         case .binary, .continuation:
