@@ -449,3 +449,4 @@ write("FuzzRouteTrie", "raw-path", b"\x01" + pattern(3, 6) + pattern() + b"\x00"
 write("FuzzDERPUpgrade", "frames-after-a-bad-opcode", b"\x01\x01\x05" + b"HTTP/1.1 101 Switching Protocols\r\n"
       + b"Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: {accept}\r\n\r\n"
       + bytes([0x82, 3]) + b"abc" + bytes([0x8B, 0]) + bytes([0x00, 5]) + b"hello" + bytes([0x89, 2]) + b"hi")
+write("FuzzDERPUpgrade", "101-without-reason", b"\x00\x01\x04" + b"HTTP/1.1 101\r\n\r\n" + derp_frame)

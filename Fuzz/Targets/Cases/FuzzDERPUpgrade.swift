@@ -8,7 +8,8 @@ import NIOEmbedded
 /// closing after it. The request is the reference's; the outcome (still waiting, upgraded with
 /// what was forwarded, or failed with its text) does not depend on the split; a closed
 /// connection never leaves the attempt waiting; after a plain 101, exactly the bytes behind
-/// the head reach the DERP side; a head over 16 KiB never upgrades.
+/// the head reach the DERP side; a head over 16 KiB never upgrades; a refusal's body is its
+/// `Content-Length` at most.
 public func fuzzDERPUpgrade(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
     var input = FuzzInput(data, size)
     let webSocket = input.bool()
@@ -22,12 +23,13 @@ public func fuzzDERPUpgrade(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32
     }
     require(whole == chunked, "the outcome depends on the split: \(whole) against \(chunked)")
     if close { require(whole != .pending, "a closed connection left the attempt waiting") }
+    if !webSocket, case .failed(let text) = whole { checkRefusalBody(text, answer) }
     // The plain upgrade's answer reaches the handler as it is (the WebSocket one's head is rewritten).
     guard !webSocket, case .upgraded(let forwarded) = whole, let end = answer.firstRange(of: Array("\r\n\r\n".utf8))?.upperBound else {
         return 0
     }
     require(end <= 16 << 10, "a head of \(end) bytes upgraded")
-    let status = String(decoding: answer[..<end], as: UTF8.self).split(separator: " ", maxSplits: 2)
+    let status = String(decoding: answer[..<end], as: UTF8.self).split(separator: "\r\n").first?.split(separator: " ", maxSplits: 2) ?? []
     require(status.count >= 2 && Int(status[1]) == 101, "upgraded on \(status.prefix(2))")
     require(forwarded == Array(answer[end...]), "the bytes behind the head were not forwarded as they came")
     return 0
@@ -74,4 +76,25 @@ private func replacing(_ bytes: [UInt8], _ target: String, with replacement: Str
         }
     }
     return out
+}
+
+/// A refusal's text carries at most its `Content-Length` of the body.
+private func checkRefusalBody(_ text: String, _ answer: [UInt8]) {
+    let marker = "'Upgrade: derp'): "
+    guard text.hasPrefix("GET failed with status code "), let at = text.firstRange(of: marker),
+        let end = answer.firstRange(of: Array("\r\n\r\n".utf8))?.upperBound
+    else { return }
+    let lines = String(decoding: answer[..<end], as: UTF8.self).split(separator: "\r\n").dropFirst()
+    guard let field = lines.first(where: { $0.lowercased().hasPrefix("content-length:") }),
+        let length = Int(trimmed(field.dropFirst("content-length:".count)))
+    else { return }
+    let body = text[at.upperBound...]
+    require(body.unicodeScalars.count <= max(0, length), "a body of \(body.unicodeScalars.count) for a Content-Length of \(length)")
+}
+
+/// Without leading and trailing spaces, tabs and line ends (as the handler reads a field).
+private func trimmed(_ text: Substring) -> Substring {
+    let space: (Character) -> Bool = { $0 == " " || $0 == "\t" || $0 == "\r" || $0 == "\n" }
+    guard let first = text.firstIndex(where: { !space($0) }), let last = text.lastIndex(where: { !space($0) }) else { return "" }
+    return text[first...last]
 }

@@ -15,7 +15,7 @@ import NIOWebSocket
 /// which is why the head is parsed here and not by NIO's upgrade handlers.
 ///
 /// Bounds: the head may be at most ``maxHead`` bytes, the kept body ``maxBody``, a
-/// WebSocket message ``maxWebSocketMessage``.
+/// WebSocket frame ``maxWebSocketMessage``.
 final class DERPUpgradeHandler: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
@@ -23,8 +23,8 @@ final class DERPUpgradeHandler: ChannelInboundHandler, RemovableChannelHandler {
 
     static let maxHead = 16 << 10
     static let maxBody = 4 << 10
-    /// Largest WebSocket message accepted (a DERP frame is at most 1 MiB; a message may
-    /// carry parts of two).
+    /// Largest WebSocket frame accepted (a DERP frame is at most 1 MiB; a WebSocket frame
+    /// may carry parts of two). Frames are passed on one by one, so no message is gathered.
     static let maxWebSocketMessage = 2 << 20
     static let webSocketGUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 
