@@ -33,6 +33,9 @@ final class DERPUpgradeHandler: ChannelInboundHandler, RemovableChannelHandler {
     /// The WebSocket handshake's key; nil for `Upgrade: DERP`.
     private let webSocketKey: String?
     private var received: [UInt8] = []
+    /// How much of `received` has been searched for the head's end: each read's bytes are
+    /// searched once (a relay that sends its head a byte at a time costs no quadratic scan).
+    private var searched = 0
     private var refusal: (status: Int, bodyStart: Int, contentLength: Int?)?
     private var requested = false
     private var upgraded = false
@@ -93,7 +96,9 @@ final class DERPUpgradeHandler: ChannelInboundHandler, RemovableChannelHandler {
         }
         received += buffer.readableBytesView
         buffer.moveReaderIndex(forwardBy: buffer.readableBytes)
-        guard let end = received.firstRange(of: [13, 10, 13, 10])?.upperBound, end <= Self.maxHead else {
+        let found = Self.headEnd(received, from: searched)
+        searched = received.count
+        guard let end = found, end <= Self.maxHead else {
             // The bound holds however the head arrived: in one read or in many.
             if received.count > Self.maxHead { attempt.fail(.badResponse("response head over \(Self.maxHead) bytes")) }
             return
@@ -132,6 +137,17 @@ final class DERPUpgradeHandler: ChannelInboundHandler, RemovableChannelHandler {
         }
         if !rest.isEmpty { context.fireChannelRead(wrapInboundOut(context.channel.allocator.buffer(bytes: rest))) }
         context.pipeline.syncOperations.removeHandler(self, promise: nil)
+    }
+
+    /// Where the first `\r\n\r\n` in `bytes` ends, searching from `from` (less the three
+    /// bytes of an end the last read may have cut); nil if there is none.
+    static func headEnd(_ bytes: [UInt8], from: Int) -> Int? {
+        var index = max(0, from - 3)
+        while index + 4 <= bytes.count {
+            if bytes[index] == 13, bytes[index + 1] == 10, bytes[index + 2] == 13, bytes[index + 3] == 10 { return index + 4 }
+            index += 1
+        }
+        return nil
     }
 
     /// The WebSocket codec between us and the DERP handler: frames in, binary messages out.
