@@ -62,35 +62,25 @@ private func parts(_ pattern: String) -> [Part] {
     pattern.split(separator: "/").map(Part.init)
 }
 
-/// True when two patterns put differently named captures at the same place (after the same
-/// components).
-private func hasTwoCaptureNamesAtOnePlace(_ patterns: [String]) -> Bool {
-    var names: [[Part]: String] = [:]  // by place
-    for pattern in patterns {
-        let split = parts(pattern)
-        for (index, part) in split.enumerated() {
-            guard case .capture(let name) = part else { continue }
-            // The place: the components before it, captures named alike.
-            let place = split[..<index].map { $0.isCapture ? Part.capture("") : $0 }
-            if let other = names[place], other != name { return true }
-            names[place] = name
+/// Every capture of every pattern with its place: the components before it, captures named
+/// alike (the trie's node).
+private func capturePlaces(_ patterns: [String]) -> [(name: String, place: [Part])] {
+    patterns.map(parts).flatMap { split in
+        split.enumerated().compactMap { index, part -> (name: String, place: [Part])? in
+            guard case .capture(let name) = part else { return nil }
+            return (name, split[..<index].map { $0.isCapture ? Part.capture("") : $0 })
         }
     }
-    return false
+}
+
+/// True when two patterns put differently named captures at the same place.
+private func hasTwoCaptureNamesAtOnePlace(_ patterns: [String]) -> Bool {
+    Dictionary(grouping: capturePlaces(patterns), by: \.place).values.contains { Set($0.map(\.name)).count > 1 }
 }
 
 /// True when no capture name is used at two places.
 private func namesHaveOnePlaceEach(_ patterns: [String]) -> Bool {
-    var places: [String: [Part]] = [:]
-    for split in patterns.map(parts) {
-        for (index, part) in split.enumerated() {
-            guard case .capture(let name) = part else { continue }
-            let place = split[..<index].map { $0.isCapture ? Part.capture("") : $0 }
-            if let other = places[name], other != place { return false }
-            places[name] = place
-        }
-    }
-    return true
+    !Dictionary(grouping: capturePlaces(patterns), by: \.name).values.contains { Set($0.map(\.place)).count > 1 }
 }
 
 /// The pattern `path` resolves to by the documented rules, and the captures of its branch.
