@@ -197,22 +197,18 @@ struct CheckedHTTPSetupTests {
 @Suite(.timeLimit(.minutes(2)))
 struct CheckedHTTPCancellationTests {
     @Test func cancellingDuringTheConnectEndsTheRequest() async throws {
-        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        try #require(listener >= 0)
+        let (listener, port) = try #require(RawLoopbackListener.make(backlog: 0))
         defer { close(listener) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, length) == 0 && getsockname(listener, $0, &length) == 0 }
-        }
-        try #require(bound && listen(listener, 0) == 0)
-        let port = Int(UInt16(bigEndian: address.sin_port))
         // One connection fills a queue of 0; it is never accepted.
         let filler = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         defer { close(filler) }
-        let filled = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(filler, $0, length) } }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = UInt16(port).bigEndian
+        let filled = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(filler, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
         try #require(filled == 0)
         let client = try CheckedHTTPClient(route: .direct, connectTimeout: .minutes(10))
         let request = try #require(CheckedHTTPClient.Request(method: .GET, url: "https://127.0.0.1:\(port)/x"))
