@@ -42,6 +42,7 @@ let package = Package(
         .library(name: "MCPWire", targets: ["MCPWire"]),
         .library(name: "HostStats", targets: ["HostStats"]),
         .library(name: "GitCredentials", targets: ["GitCredentials"]),
+        .library(name: "AgentTLS", targets: ["AgentTLS"]),
         // The fuzz targets' bodies, for Fuzz/'s libFuzzer build (`make fuzz`).
         .library(name: "FuzzTargets", targets: ["FuzzTargets"]),
     ],
@@ -58,7 +59,6 @@ let package = Package(
         // which the agent does without (FoundationEssentials only).
         .package(url: "https://github.com/apple/swift-protobuf.git", from: "1.39.0", traits: []),
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
-        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
         // The SSH server (tailnet ports 1 and 22, `--ssh-address`) and its Ed25519 host key.
         .package(url: "https://github.com/apple/swift-nio-ssh.git", from: "0.15.1"),
         .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
@@ -71,6 +71,20 @@ let package = Package(
         .target(name: "CAgentSpawn"),
         // Message digests (SHA-1, SHA-256) from OpenSSL 3's libcrypto (Debian's libssl-dev).
         .target(name: "CAgentDigest", linkerSettings: [.linkedLibrary("crypto")]),
+        // TLS sessions from OpenSSL 3's libssl over memory buffers (sans-IO), for AgentTLS.
+        .target(name: "CAgentTLS", linkerSettings: [.linkedLibrary("ssl"), .linkedLibrary("crypto")]),
+        // TLS on NIO channels over CAgentTLS: contexts, the channel handler, certificates'
+        // names. The system's OpenSSL, which the agent links for digests already, is its one
+        // TLS and hash implementation (SSH's swift-crypto aside).
+        .target(
+            name: "AgentTLS",
+            dependencies: [
+                "AgentSystem", "CAgentTLS",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOTLS", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         // What the agent needs of the system apart from the module contract: POSIX helpers
         // (files, sockets, threads, environment blocks, owned children, inotify), blocking
         // pools, latches and signals, hashing over libcrypto, the retry backoff and the
@@ -234,7 +248,7 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                "AgentTLS",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
             swiftSettings: swiftSettings
@@ -424,7 +438,7 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                "AgentTLS",
                 .product(name: "NIOTLS", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings
@@ -457,7 +471,7 @@ let package = Package(
                 "OutboundProxy", "AgentCore", "AgentProto", "DRPC", "Yamux",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                "AgentTLS",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -480,7 +494,7 @@ let package = Package(
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                "AgentTLS",
                 .product(name: "NIOTLS", package: "swift-nio"),
                 .product(name: "NIOWebSocket", package: "swift-nio"),
             ],
@@ -495,7 +509,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                "AgentTLS",
                 .product(name: "NIOWebSocket", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings
@@ -563,6 +577,8 @@ let package = Package(
                 "DERP", "DERPRelayDouble", "WireGuard",
                 // `agent-bench templates`: the stat figures' own cost, in process.
                 "HostStats",
+                // `agent-bench tls`: AgentTLS's handler against the same OpenSSL on blocking sockets.
+                "AgentTLS", "CAgentTLS",
                 // `agent-bench outbound`: the agent's own HTTP client, in process.
                 "OutboundProxy",
                 .product(name: "NIOEmbedded", package: "swift-nio"),
@@ -575,6 +591,7 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOTLS", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -635,7 +652,18 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                "AgentTLS",
+                .product(name: "NIOTLS", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "AgentTLSTests",
+            dependencies: [
+                "AgentTLS", "AgentSystem", "AgentTestSupport",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOTLS", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings
@@ -795,7 +823,7 @@ let package = Package(
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOWebSocket", package: "swift-nio"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                "AgentTLS",
             ],
             swiftSettings: swiftSettings
         ),
@@ -871,7 +899,7 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                "AgentTLS",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
@@ -903,12 +931,13 @@ let package = Package(
             name: "FuzzTargets",
             dependencies: [
                 "AgentCore", "AgentFiles", "AgentHTTP", "AgentJSON", "AgentProc", "AgentProto", "AgentRPC", "AgentSSH",
-                "AgentSocket", "AgentSpeedtest", "AgentSystem", "BoundaryLogs", "ChatContext", "DERP", "DRPC", "Desktop",
+                "AgentSocket", "AgentSpeedtest", "AgentSystem", "AgentTLS", "BoundaryLogs", "ChatContext", "DERP", "DRPC", "Desktop",
                 "GitCredentials", "HostStats", "LineRegex", "MCPWire", "OutboundProxy", "ReconnectingPTY", "Scripts", "Tailnet",
                 "TunnelStack", "WireGuard", "Yamux",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOTLS", package: "swift-nio"),
                 .product(name: "NIOWebSocket", package: "swift-nio"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],

@@ -49,6 +49,7 @@ public enum FuzzCatalog {
         FuzzTarget(name: "FuzzSSHSession", run: fuzzSSHSession),
         FuzzTarget(name: "FuzzScriptLogs", run: fuzzScriptLogs),
         FuzzTarget(name: "FuzzSpeedtestRequest", run: fuzzSpeedtestRequest),
+        FuzzTarget(name: "FuzzTLSHandler", run: fuzzTLSHandler),
         FuzzTarget(name: "FuzzTunnelStack", run: fuzzTunnelStack),
         FuzzTarget(name: "FuzzWebSocketClient", run: fuzzWebSocketClient),
         FuzzTarget(name: "FuzzWireGuardMessages", run: fuzzWireGuardMessages),

@@ -1,8 +1,8 @@
+import AgentTLS
 import DERP
 import Foundation
 import NIOCore
 import NIOPosix
-import NIOSSL
 import Synchronization
 
 /// What the double saw of one client's ClientInfo.
@@ -115,10 +115,9 @@ public final class DERPRelayDouble: Sendable {
     public func start(port requested: Int? = nil) async throws {
         let sslContext = try certificate.map { cert in
             var configuration = TLSConfiguration.makeServerConfiguration(
-                certificateChain: try NIOSSLCertificate.fromPEMFile(cert.certificatePath).map { .certificate($0) },
-                privateKey: .privateKey(try NIOSSLPrivateKey(file: cert.keyPath, format: .pem)))
+                certificateChainFile: cert.certificatePath, privateKeyFile: cert.keyPath)
             configuration.applicationProtocols = ["http/1.1"]
-            return try NIOSSLContext(configuration: configuration)
+            return try TLSContext(configuration: configuration)
         }
         let bootstrap = ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -126,7 +125,7 @@ public final class DERPRelayDouble: Sendable {
             .childChannelInitializer { [self] channel in
                 channel.eventLoop.makeCompletedFuture {
                     track(channel)
-                    if let sslContext { try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext)) }
+                    if let sslContext { try channel.pipeline.syncOperations.addHandler(TLSHandler(server: sslContext)) }
                     try channel.pipeline.syncOperations.addHandler(RelayHTTPHandler(relay: self))
                 }
             }

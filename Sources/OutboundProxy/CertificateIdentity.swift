@@ -1,6 +1,7 @@
-import NIOSSL
+import AgentTLS
 
-/// Go's `Certificate.VerifyHostname`: whether a leaf certificate is for `target`. An address
+/// Go's `Certificate.VerifyHostname`: whether a leaf certificate (its subject alternative
+/// names) is for `target`. An address
 /// needs an IP name of the same bytes (an IPv4 address and its IPv4-mapped IPv6 form are one,
 /// as in `net.IP.Equal`). A name needs a DNS name of the same labels, ASCII case and the
 /// name's trailing dot aside, where a `*` first label stands for any one label; when the name
@@ -9,11 +10,10 @@ import NIOSSL
 /// The subject's common name never counts, and a non-ASCII name is compared as written (Go
 /// would not convert it to punycode either). An address may come in brackets (`[::1]`).
 enum CertificateIdentity {
-    static func names(_ target: String, _ certificate: NIOSSLCertificate) -> Bool {
-        let names = certificate._subjectAlternativeNames()
+    static func names(_ target: String, _ names: [SubjectAlternativeName]) -> Bool {
         let bare = target.count >= 3 && target.hasPrefix("[") && target.hasSuffix("]") ? String(target.dropFirst().dropLast()) : target
         if let address = IPAddressBytes(bare) {
-            return names.contains { $0.nameType == .ipAddress && IPAddressBytes(bytes: Array($0.contents)) == address }
+            return names.contains { $0.kind == .ipAddress && IPAddressBytes(bytes: $0.contents) == address }
         }
         let candidate = lowercased(Array(target.utf8))
         var host = candidate
@@ -21,8 +21,8 @@ enum CertificateIdentity {
         let hostLabels = host.split(separator: dot, omittingEmptySubsequences: false)
         let validHost = isValid(hostLabels, pattern: false)
         return names.contains { name in
-            guard name.nameType == .dnsName else { return false }
-            let pattern = lowercased(Array(name.contents))
+            guard name.kind == .dnsName else { return false }
+            let pattern = lowercased(name.contents)
             let labels = pattern.split(separator: dot, omittingEmptySubsequences: false)
             guard validHost, isValid(labels, pattern: true) else {
                 // Go's `matchExactly`.

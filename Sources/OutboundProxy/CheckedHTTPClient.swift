@@ -3,16 +3,15 @@ import FoundationEssentials
 import NIOCore
 import NIOHTTP1
 import NIOPosix
-import NIOSSL
+import AgentTLS
 import Synchronization
 
 /// HTTP/1.1 requests of the agent's own (coderd's REST API, cloud metadata, MCP servers),
 /// directly or through the environment's proxy (``ProxyRoute``: an HTTP proxy's `CONNECT`
 /// tunnel for https, absolute-form requests to it for http, or SOCKS5), with an https
 /// server's identity checked as Go checks it
-/// (``ProxyRoute/tlsClientHandler(context:host:serverName:)``: NIOSSL's own check, and so
-/// AsyncHTTPClient's, accepts a certificate naming the connected address, the proxy's or
-/// wherever DNS pointed). By default one connection per request, closed after its answer
+/// (``ProxyRoute/tlsClientHandler(context:host:serverName:)``: never by the connected
+/// address, which is the proxy's or wherever DNS pointed). By default one connection per request, closed after its answer
 /// (`Connection: close`), so no request ever goes out on a connection the server is closing;
 /// with ``KeepAlive`` a connection whose answer ended whole waits for the next request to the
 /// same origin (``ConnectionPool``), saving a connect and a TLS handshake per request. The
@@ -113,17 +112,13 @@ public struct CheckedHTTPClient: Sendable {
     /// Directly, or through a proxy.
     public let route: ProxyRoute
     /// The TLS context for https targets; nil takes the system's store (loaded on first use).
-    private let context: NIOSSLContext?
+    private let context: TLSContext?
     private let connectTimeout: TimeAmount
     private let group: any EventLoopGroup
     /// Idle connections, when kept alive.
     private let pool: ConnectionPool?
     /// Where names are looked up; nil: NIO's resolver (with Happy Eyeballs).
     private let lookups: BlockingPool?
-
-    /// A TLS close waits this long for the server's `close_notify` (NIOSSL's default is 5 s,
-    /// which a silent server would add to every deadline and cancellation).
-    static let shutdownTimeout = TimeAmount.milliseconds(500)
 
     /// - Parameters:
     ///   - route: how requests travel (``ProxyRoute/choose(url:environment:anyProxyKind:)``
@@ -141,7 +136,7 @@ public struct CheckedHTTPClient: Sendable {
         group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton, keepAlive: KeepAlive? = nil, lookups: BlockingPool? = nil
     ) throws {
         self.route = route
-        self.context = try tlsConfiguration.map(Self.makeContext)
+        self.context = try tlsConfiguration.map { configuration throws(TLSError) in try TLSContext(configuration: configuration) }
         self.connectTimeout = connectTimeout
         self.group = group
         pool = keepAlive.map { ConnectionPool(maxIdle: $0.maxIdle, idleTimeout: $0.idleTimeout) }
@@ -158,15 +153,7 @@ public struct CheckedHTTPClient: Sendable {
 
     /// The context for the system's trust store (loading the store costs milliseconds; a
     /// context is safe to share).
-    private static let systemTrust = Result { try makeContext(.makeClientConfiguration()) }
-
-    /// A context whose identity check is left to
-    /// ``ProxyRoute/tlsClientHandler(context:host:serverName:)``, with a short close.
-    private static func makeContext(_ configuration: TLSConfiguration) throws -> NIOSSLContext {
-        var adjusted = ProxyRoute.direct.tlsConfiguration(configuration)
-        adjusted.shutdownTimeout = shutdownTimeout
-        return try NIOSSLContext(configuration: adjusted)
-    }
+    private static let systemTrust = Result { () throws(TLSError) in try TLSContext(configuration: .makeClientConfiguration()) }
 
     /// Sends `request` and hands its answer's head and body to `consume`; the connection is
     /// closed when `consume` returns (or, kept alive, waits for the next request if the whole

@@ -1,28 +1,17 @@
-import NIOCore
-import NIOSSL
+import AgentTLS
 
-/// TLS on the agent's own connections, checked as Go's `crypto/tls` checks it. NIOSSL also
-/// accepts a certificate that names the connected address: through a proxy's tunnel that is
-/// the proxy's address, so a proxy holding a certificate for its own address could stand in
-/// for every target it tunnels to; reached directly, it is wherever DNS pointed, so whoever
-/// answers a spoofed name with a certificate for its own address passes. So the chain is
-/// verified as usual and the identity is checked here (``CertificateIdentity``): a name
-/// against the certificate's DNS names, an address against its IP names. The check runs
-/// before the handshake completes, so nothing written behind it leaves first.
+/// TLS on the agent's own connections, checked as Go's `crypto/tls` checks it: OpenSSL
+/// verifies the chain against the trust, and the identity is checked here
+/// (``CertificateIdentity``): a name against the certificate's DNS names, an address against
+/// its IP names, never the subject's common name. `host` is always the target's (or, for TLS
+/// to an `https://` proxy, the proxy's) own name: never the connected address, which through
+/// a proxy's tunnel is the proxy's and reached directly is wherever DNS pointed. The check
+/// runs when the handshake completes, before anything written behind it leaves.
 extension ProxyRoute {
-    /// The configuration for TLS on this route: `configuration` without NIOSSL's identity
-    /// check, which ``tlsClientHandler(context:host:serverName:)`` replaces.
-    public func tlsConfiguration(_ configuration: TLSConfiguration) -> TLSConfiguration {
-        guard configuration.certificateVerification == .fullVerification else { return configuration }
-        var adjusted = configuration
-        adjusted.certificateVerification = .noHostnameVerification
-        return adjusted
-    }
-
     /// The name to send as SNI for `host`, as Go's `crypto/tls` chooses it: nil for an IP
     /// address (in brackets or with a zone too: SNI carries names only), else the host
     /// without trailing dots. An address with trailing dots (`10.0.0.1.`) sends none either:
-    /// Go would send the bare address, which NIOSSL refuses to put in SNI.
+    /// Go would send the bare address, which RFC 6066 does not allow in SNI.
     public static func serverName(for host: String) -> String? {
         var bare = Substring(host)
         if bare.count >= 2, bare.hasPrefix("["), bare.hasSuffix("]") { bare = bare.dropFirst().dropLast() }
@@ -37,21 +26,15 @@ extension ProxyRoute {
     /// The TLS client handler for `host` on this route. `host` is what the certificate must
     /// name, as written (a name, or an address it must name as such), as Go's
     /// `VerifyHostname` is given the configured name; `serverName` is the SNI
-    /// (``serverName(for:)``). `context` comes from ``tlsConfiguration(_:)``; one that still
-    /// lets NIOSSL check the identity is refused.
-    public func tlsClientHandler(context: NIOSSLContext, host: String, serverName: String?) throws -> NIOSSLClientHandler {
-        let verification = context.configuration.certificateVerification
-        guard verification != .none else {
-            return try NIOSSLClientHandler(context: context, serverHostname: serverName)
+    /// (``serverName(for:)``). A context that verifies nothing (tests' relays) checks no
+    /// identity either.
+    public func tlsClientHandler(context: TLSContext, host: String, serverName: String?) throws -> TLSHandler {
+        guard context.configuration.certificateVerification == .fullVerification else {
+            return try TLSHandler(client: context, serverName: serverName)
         }
         let identity = host
-        guard verification == .noHostnameVerification else { throw ProxyError.certificateNotForTarget(identity) }
-        // The underscored entry point is the only one for a check after NIOSSL's own; the
-        // version is pinned by Package.resolved.
-        return try NIOSSLClientHandler._makeSSLClientHandler(context: context, serverHostname: serverName) { certificate, channel in
-            CertificateIdentity.names(identity, certificate)
-                ? channel.eventLoop.makeSucceededVoidFuture()
-                : channel.eventLoop.makeFailedFuture(ProxyError.certificateNotForTarget(identity))
+        return try TLSHandler(client: context, serverName: serverName) { names in
+            CertificateIdentity.names(identity, names ?? []) ? nil : ProxyError.certificateNotForTarget(identity)
         }
     }
 }

@@ -1,5 +1,5 @@
 import NIOCore
-import NIOSSL
+import AgentTLS
 
 /// How a connection of the agent's own reaches its target: directly, through an HTTP proxy's
 /// `CONNECT` tunnel, through a SOCKS5 proxy, or (http targets only, as Go sends them) as
@@ -68,12 +68,12 @@ public enum ProxyRoute: Sendable, Equatable {
     }
 
     /// Adds the route's first handlers to a new connection's pipeline: TLS to an `https://`
-    /// proxy (with `proxyContext`, from ``tlsConfiguration(_:)``, which such a route needs),
+    /// proxy (with `proxyContext`, which such a route needs),
     /// then a ``ProxyHandshakeHandler`` with the proxy's handshake, which holds the
     /// handlers behind it until the way to the target is open. Throws for a target SOCKS5
     /// cannot carry (a host name empty or over 255 bytes, a port outside 1...65535).
     public func addHandlers(
-        to pipeline: ChannelPipeline.SynchronousOperations, host: String, port: Int, proxyContext: NIOSSLContext? = nil
+        to pipeline: ChannelPipeline.SynchronousOperations, host: String, port: Int, proxyContext: TLSContext? = nil
     ) throws {
         switch self {
         case .direct:

@@ -1,5 +1,5 @@
 import NIOCore
-import NIOSSL
+import AgentTLS
 import NIOTLS
 
 /// Behind the TLS handler of a connection to an `https://` proxy that requests are forwarded
@@ -34,6 +34,6 @@ extension ProxyError {
     /// connection: an I/O error (a reset, say), or TLS's report of a close without
     /// `close_notify`.
     static func isClosing(_ error: any Error) -> Bool {
-        error is IOError || error is ChannelError || error as? NIOSSLError == .uncleanShutdown
+        error is IOError || error is ChannelError || error as? TLSError == .uncleanShutdown
     }
 }

@@ -1,3 +1,4 @@
+import AgentTLS
 import AgentCore
 import AgentRPC
 import AgentTestSupport
@@ -5,7 +6,6 @@ import Foundation
 import Logging
 import NIOCore
 import NIOHTTP1
-import NIOSSL
 import OutboundProxy
 import Synchronization
 import Testing

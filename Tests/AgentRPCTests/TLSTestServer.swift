@@ -1,8 +1,8 @@
+import AgentTLS
 import AgentTestSupport
 import Foundation
 import NIOCore
 import NIOPosix
-import NIOSSL
 import Synchronization
 import Testing
 
@@ -27,10 +27,8 @@ final class TLSTestServer: Sendable {
     var text: String { String(decoding: received.bytes.withLock { $0 }, as: UTF8.self) }
 
     static func start(certificate: String, key: String, answer: [UInt8]?, close: Bool = false) async throws -> TLSTestServer {
-        let configuration = TLSConfiguration.makeServerConfiguration(
-            certificateChain: try NIOSSLCertificate.fromPEMFile(certificate).map { .certificate($0) },
-            privateKey: .privateKey(try NIOSSLPrivateKey(file: key, format: .pem)))
-        return try await start(context: NIOSSLContext(configuration: configuration), answer: answer, close: close)
+        let configuration = TLSConfiguration.makeServerConfiguration(certificateChainFile: certificate, privateKeyFile: key)
+        return try await start(context: TLSContext(configuration: configuration), answer: answer, close: close)
     }
 
     /// The same server in plain text (no TLS): an http target.
@@ -38,12 +36,12 @@ final class TLSTestServer: Sendable {
         try await start(context: nil, answer: answer, close: close)
     }
 
-    private static func start(context: NIOSSLContext?, answer: [UInt8]?, close: Bool) async throws -> TLSTestServer {
+    private static func start(context: TLSContext?, answer: [UInt8]?, close: Bool) async throws -> TLSTestServer {
         let received = Received()
         let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .childChannelInitializer { child in
                 child.eventLoop.makeCompletedFuture {
-                    if let context { try child.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: context)) }
+                    if let context { try child.pipeline.syncOperations.addHandler(TLSHandler(server: context)) }
                     try child.pipeline.syncOperations.addHandler(Recorder(received: received, answer: answer, close: close))
                 }
             }
@@ -124,7 +122,7 @@ final class TLSTestServer: Sendable {
             throw TLSTestServerError.proxyDidNotStart
         }
         var both = trusting
-        both.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(targetCertificate) + NIOSSLCertificate.fromPEMFile(files.certificate))
+        both.trustRoots = .pem(try pemBytes(targetCertificate) + pemBytes(files.certificate))
         return (proxy, both, files.directory)
     }
 
@@ -172,4 +170,10 @@ final class TLSTestServer: Sendable {
         made = true
         return (directory + "/cert.pem", directory + "/key.pem", directory)
     }
+}
+
+/// A PEM file's bytes, for trust roots made of several files.
+func pemBytes(_ path: String) throws -> [UInt8] {
+    guard let data = FileManager.default.contents(atPath: path) else { throw TLSError.configuration("cannot read \(path)") }
+    return Array(data)
 }

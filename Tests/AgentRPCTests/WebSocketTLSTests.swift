@@ -1,9 +1,9 @@
+import AgentTLS
 import AgentRPC
 import AgentTestSupport
 import Foundation
 import NIOCore
 import NIOPosix
-import NIOSSL
 import OutboundProxy
 import Synchronization
 import Testing
@@ -11,7 +11,7 @@ import Testing
 /// The control plane's `wss://` dial, through a proxy that stands in for every server
 /// (``StandInProxy``) or directly: the TLS server's certificate must name the control plane.
 /// One that names only the connected address (127.0.0.1: the proxy's, or what `localhost`
-/// resolved to; NIOSSL accepts it) fails the dial before the upgrade, with the session token,
+/// resolved to; a check by the connected address accepts it) fails the dial before the upgrade, with the session token,
 /// is written.
 @Suite(.timeLimit(.minutes(3)))
 struct WebSocketTLSTests {

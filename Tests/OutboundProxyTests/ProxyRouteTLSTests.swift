@@ -1,19 +1,18 @@
+import AgentTLS
 import AgentTestSupport
 import Foundation
-import NIOSSL
 import Testing
 
 @testable import OutboundProxy
 
-/// TLS on the agent's own connections: the identity check replaces NIOSSL's on every route,
-/// and what the check accepts.
+/// TLS on the agent's own connections: the SNI sent, and what the identity check accepts.
 @Suite(.timeLimit(.minutes(2)))
 struct ProxyRouteTLSTests {
     static let proxy = ProxyServer(kind: .http, host: "127.0.0.1", port: 3128)
 
     /// A throwaway certificate for `CN=test` with subject alternative names `names` (openssl's
     /// syntax; none when empty).
-    static func certificate(_ names: String) async throws -> NIOSSLCertificate {
+    static func certificate(_ names: String) async throws -> [SubjectAlternativeName] {
         let directory = NSTemporaryDirectory() + "route-tls-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -23,19 +22,8 @@ struct ProxyRouteTLSTests {
                 "-keyout", directory + "/key.pem", "-out", directory + "/cert.pem", "-days", "1", "-subj", "/CN=test",
             ] + (names.isEmpty ? [] : ["-addext", "subjectAltName=\(names)"]))
         try #require(outcome.status == 0, "openssl: \(outcome.stdout)")
-        return try #require(try NIOSSLCertificate.fromPEMFile(directory + "/cert.pem").first)
-    }
-
-    @Test func theIdentityIsCheckedHereNotByNIOSSL() {
-        let full = TLSConfiguration.makeClientConfiguration()
-        for route in [ProxyRoute.tunnel(Self.proxy), .direct, .forward(Self.proxy)] {
-            #expect(route.tlsConfiguration(full).certificateVerification == .noHostnameVerification, "\(route)")
-        }
-        // Nothing verified stays so.
-        var none = full
-        none.certificateVerification = .none
-        #expect(ProxyRoute.tunnel(Self.proxy).tlsConfiguration(none).certificateVerification == .none)
-        #expect(ProxyRoute.direct.tlsConfiguration(none).certificateVerification == .none)
+        let pem = try #require(FileManager.default.contents(atPath: directory + "/cert.pem"))
+        return try #require(SubjectAlternativeName.names(pem: Array(pem)))
     }
 
     /// SNI as Go's `hostnameInSNI`: names only, without trailing dots; an address in any of
@@ -51,22 +39,6 @@ struct ProxyRouteTLSTests {
         }
         #expect(ProxyRoute.serverName(for: "") == nil)
         #expect(ProxyRoute.serverName(for: "...") == nil)
-    }
-
-    /// A context that lets NIOSSL check the identity would accept the connected address (the
-    /// proxy's, or wherever DNS pointed): refused, not used, on every route.
-    @Test func aContextThatChecksTheIdentityItselfIsRefused() throws {
-        let context = try NIOSSLContext(configuration: .makeClientConfiguration())
-        for route in [ProxyRoute.tunnel(Self.proxy), .direct] {
-            #expect(throws: ProxyError.certificateNotForTarget("0.0.0.0")) {
-                _ = try route.tlsClientHandler(context: context, host: "0.0.0.0", serverName: nil)
-            }
-            #expect(throws: ProxyError.certificateNotForTarget("example.com")) {
-                _ = try route.tlsClientHandler(context: context, host: "example.com", serverName: "example.com")
-            }
-            let adjusted = try NIOSSLContext(configuration: route.tlsConfiguration(.makeClientConfiguration()))
-            _ = try route.tlsClientHandler(context: adjusted, host: "example.com", serverName: "example.com")
-        }
     }
 
     @Test func anAddressNeedsAnIPNameOfTheSameBytes() async throws {
@@ -99,7 +71,7 @@ struct ProxyRouteTLSTests {
         #expect(!CertificateIdentity.names("", certificate))
         #expect(!CertificateIdentity.names("1.2.3.04", certificate), "not an address, and no such name")
         // The common name does not count, as in Go, even without alternative names (where
-        // NIOSSL falls back to it).
+        // other checks fall back to it).
         let commonNameOnly = try await Self.certificate("")
         #expect(!CertificateIdentity.names("test", commonNameOnly))
         // A bare `*` is no pattern; a DNS name with a trailing dot is matched exactly.

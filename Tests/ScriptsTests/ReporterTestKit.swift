@@ -1,3 +1,4 @@
+import AgentTLS
 import AgentCore
 import AgentRPC
 import AgentTestSupport
@@ -6,7 +7,6 @@ import Logging
 import NIOCore
 import NIOHTTP1
 import NIOPosix
-import NIOSSL
 import Scripts
 import Synchronization
 
@@ -148,13 +148,13 @@ enum ReporterTestKit {
         }
 
         /// Starts the server on an ephemeral loopback port; https when `tls` is given.
-        static func start(tls: NIOSSLContext? = nil) async throws -> HTTPServer {
+        static func start(tls: TLSContext? = nil) async throws -> HTTPServer {
             let routes = Routes()
             let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
                 .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
                 .childChannelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
-                        if let tls { try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls)) }
+                        if let tls { try channel.pipeline.syncOperations.addHandler(TLSHandler(server: tls)) }
                         try channel.pipeline.syncOperations.configureHTTPServerPipeline()
                         try channel.pipeline.syncOperations.addHandler(Handler(routes: routes))
                     }

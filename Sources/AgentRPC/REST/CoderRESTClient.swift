@@ -1,9 +1,9 @@
+import AgentTLS
 import AgentCore
 import FoundationEssentials
 import NIOCore
 import NIOHTTP1
 import NIOPosix
-import NIOSSL
 import OutboundProxy
 
 /// coderd's REST API as the agent: `Coder-Session-Token` and the deployment's extra headers
@@ -170,7 +170,7 @@ public struct CoderRESTClient: CoderRESTRequesting {
         if case ChannelError.connectTimeout = error { return "context deadline exceeded" }
         // Go's `io.ErrUnexpectedEOF` for an answer cut short, with or without TLS's close.
         if let error = error as? HTTPParserError, error == .invalidEOFState { return "unexpected EOF" }
-        if let error = error as? NIOSSLError, case .uncleanShutdown = error { return "unexpected EOF" }
+        if error as? TLSError == .uncleanShutdown { return "unexpected EOF" }
         // Go's words for the common refusal (NIO's text names the system call and errno).
         if "\(error)".contains("Connection refused") { return "connect: connection refused" }
         return "\(error)"

@@ -1,4 +1,5 @@
 import AgentCore
+import AgentTLS
 import FoundationEssentials
 #if canImport(Glibc)
 import Glibc
@@ -6,7 +7,6 @@ import Glibc
 import NIOCore
 import NIOHTTP1
 import NIOPosix
-import NIOSSL
 import NIOWebSocket
 import OutboundProxy
 import Synchronization
@@ -56,7 +56,7 @@ public enum WebSocketConnector {
         // The target's TLS (wss), and an https:// proxy's, with the same trust.
         let sslContext =
             tls || route.proxyTLS
-            ? try NIOSSLContext(configuration: route.tlsConfiguration(tlsConfiguration))
+            ? try TLSContext(configuration: tlsConfiguration)
             : nil
         let expired = OnceFlag()
         let cancellation = DialCancellation()
@@ -71,7 +71,7 @@ public enum WebSocketConnector {
     }
 
     private static func dial<T: Sendable>(
-        address: String, port: Int, route: ProxyRoute, timeout: TimeAmount, tls: Bool, sslContext: NIOSSLContext?, serverName: String?,
+        address: String, port: Int, route: ProxyRoute, timeout: TimeAmount, tls: Bool, sslContext: TLSContext?, serverName: String?,
         head: HTTPRequestHead,
         expired: OnceFlag,
         cancellation: DialCancellation, group: any EventLoopGroup, upgraded: @escaping @Sendable (any Channel) throws -> T

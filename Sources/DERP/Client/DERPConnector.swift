@@ -1,6 +1,6 @@
+import AgentTLS
 import NIOCore
 import NIOPosix
-import NIOSSL
 import OutboundProxy
 
 /// Dials one DERP connection: TCP to the node's addresses in order,
@@ -65,7 +65,7 @@ enum DERPConnector {
     private static func connectOnce(
         _ p: Parameters, host: String, route: ProxyRoute, deadline: NIODeadline, group: any EventLoopGroup
     ) async throws(DERPConnectError) -> DERPConnection {
-        let sslContext: NIOSSLContext?
+        let sslContext: TLSContext?
         do {
             sslContext = p.node.forceHTTP ? nil : try makeSSLContext(insecure: p.node.insecureForTests, route: route)
         } catch {
@@ -125,10 +125,10 @@ enum DERPConnector {
     }
 
     /// The TLS context for a relay on `route`; `insecure` (tests' relays) verifies nothing.
-    static func makeSSLContext(insecure: Bool, route: ProxyRoute) throws -> NIOSSLContext {
+    static func makeSSLContext(insecure: Bool, route: ProxyRoute) throws -> TLSContext {
         var configuration = TLSConfiguration.makeClientConfiguration()
         configuration.applicationProtocols = ["http/1.1"]
         if insecure { configuration.certificateVerification = .none }
-        return try NIOSSLContext(configuration: route.tlsConfiguration(configuration))
+        return try TLSContext(configuration: configuration)
     }
 }

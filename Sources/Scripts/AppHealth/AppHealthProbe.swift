@@ -1,9 +1,9 @@
+import AgentTLS
 import AgentCore
 import FoundationEssentials
 import NIOCore
 import NIOHTTP1
 import NIOPosix
-import NIOSSL
 import OutboundProxy
 
 /// One app health check: `GET url`, healthy when the answer's
