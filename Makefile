@@ -6,13 +6,14 @@ SWIFT ?= swift
 # names), pkg-config to find them, and the tools the tests drive (git, procps for ps/pgrep,
 # Python's Prometheus text-format parser, TigerVNC's Xvnc and X clients for the desktop;
 # curl, jq, Python's websockets and PyYAML for the documentation's examples and the OpenAPI
-# document's test; libsodium, OpenSSL's libcrypto and lwIP for the tailnet, whose tests drive
-# Debian's wireguard-go with wireguard-tools, iproute2 and busybox's ping in a private network
-# namespace; the openssl CLI makes the DERP relay double's test certificate; GNU screen for
-# the reconnecting PTY's screen backend, tmux to drive an interactive ssh in the SSH tests,
-# Xvfb and xauth for ssh -X; systemd for `systemd-analyze verify` of the installed unit;
-# iptables and coturn for the direct-path tests' NAT routers and STUN server; tinyproxy, a
-# real HTTP proxy, for the outbound-proxy tests).
+# document's test; OpenSSL (libssl-dev) for TLS and digests; libsodium and lwIP for the
+# tailnet, whose tests drive Debian's wireguard-go with wireguard-tools, iproute2 and
+# busybox's ping in a private network namespace; the openssl CLI makes the tests' throwaway
+# certificates; GNU screen for the reconnecting PTY's screen backend, tmux to drive an
+# interactive ssh in the SSH tests, Xvfb and xauth for ssh -X; systemd for
+# `systemd-analyze verify` of the installed unit; iptables and coturn for the direct-path
+# tests' NAT routers and STUN server; tinyproxy, a real HTTP proxy, for the outbound-proxy
+# tests).
 DEB_PACKAGES := pkg-config systemd libgit2-dev libssh2-1-dev libvncserver-dev libx11-dev zlib1g-dev git procps python3-prometheus-client \
 	tigervnc-standalone-server xdotool x11-xserver-utils x11-utils curl jq python3-websockets python3-yaml \
 	libsodium-dev libssl-dev liblwip-dev wireguard-go wireguard-tools iproute2 busybox openssl openssh-client openssh-server openssh-sftp-server rsync screen tmux xvfb xauth \
@@ -21,8 +22,8 @@ RUN_ARGS ?=
 
 # `make install`: a release binary with the Swift runtime linked in (--static-swift-stdlib),
 # so it runs where no Swift toolchain is installed; it needs only Debian's libgit2-1.5,
-# zlib1g and libstdc++6 (and, for the desktop, libvncclient1 and libx11-6, loaded on first
-# use). Built in a scratch path of its own, so it never rebuilds `make run`'s binary.
+# zlib1g, libstdc++6, libssl3 (TLS, digests), libsodium23 and liblwip0 (the tailnet), and,
+# for the desktop, libvncclient1 and libx11-6, loaded on first use. Built in a scratch path of its own, so it never rebuilds `make run`'s binary.
 PREFIX ?= /usr/local
 DESTDIR ?=
 BINDIR ?= $(PREFIX)/bin

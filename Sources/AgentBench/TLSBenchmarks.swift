@@ -183,9 +183,10 @@ private enum NIOTLSClient {
         private func pump(_ context: ChannelHandlerContext) {
             guard let chunk else { return }
             while left > 0 && context.channel.isWritable {
+                // Counted before the write: a write can change writability, which pumps again.
                 let size = min(left, chunk.readableBytes)
-                context.write(wrapOutboundOut(chunk.getSlice(at: chunk.readerIndex, length: size)!), promise: nil)
                 left -= size
+                context.write(wrapOutboundOut(chunk.getSlice(at: chunk.readerIndex, length: size)!), promise: nil)
             }
             context.flush()
         }

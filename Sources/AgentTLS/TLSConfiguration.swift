@@ -29,7 +29,8 @@ public struct TLSConfiguration: Sendable, Equatable {
 
     public var certificateVerification: CertificateVerification
     public var trustRoots: TrustRoots
-    /// ALPN names, most preferred first (a server chooses the first of the client's it has).
+    /// ALPN names, most preferred first (a server chooses the first of its own that the
+    /// client offers).
     public var applicationProtocols: [String] = []
     /// A server's certificate and key; nil for a client.
     public var serverIdentity: ServerIdentity?

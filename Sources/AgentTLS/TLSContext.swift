@@ -46,6 +46,7 @@ public final class TLSContext: @unchecked Sendable {
                 case .file(let path): try Self.readPEM(path)
                 case .pem(let bytes): bytes
                 }
+            if let roots, roots.isEmpty { throw .configuration("no certificate in the trust roots") }
             made = Self.withOptional(roots) { rootBytes, rootCount in
                 Self.withOptional(alpn) { alpnBytes, alpnCount in
                     agent_tls_client_context(verify, rootBytes, rootCount, alpnBytes, alpnCount, &message, message.count)

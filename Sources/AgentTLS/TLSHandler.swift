@@ -160,26 +160,29 @@ public final class TLSHandler: ChannelDuplexHandler {
             }
             state = .active
             writeOutput(context: context, flush: false)
-            context.fireUserInboundEventTriggered(TLSUserEvent.handshakeCompleted(negotiatedProtocol: session.negotiatedProtocol))
-            // The event's handler may have closed the channel.
-            guard state == .active else { return }
+            // The held writes first, so that what the event's handler writes comes after them.
             let writes = held
             held = []
             heldBytes = 0
-            for (plaintext, promise) in writes { encrypt(context: context, plaintext, promise: promise) }
+            for (plaintext, promise) in writes {
+                if state == .active { encrypt(context: context, plaintext, promise: promise) } else { promise?.fail(ChannelError.ioOnClosedChannel) }
+            }
             flushHeld = false
             context.flush()
+            context.fireUserInboundEventTriggered(TLSUserEvent.handshakeCompleted(negotiatedProtocol: session.negotiatedProtocol))
         }
     }
 
     /// Decrypts what the session holds and passes it up as one read.
     private func readPlaintext(context: ChannelHandlerContext, expected: Int) {
-        var plaintext = context.channel.allocator.buffer(capacity: max(expected, 4096))
+        // Records carry at least 22 bytes of overhead, so what a read brings fits unless a
+        // record it ends was begun by the read before.
+        var plaintext = context.channel.allocator.buffer(capacity: expected + 1024)
         var ending: TLSSession.Step = .wantRead
         // Each turn takes a record's worth of input, so the loop ends when the input does.
         while true {
             var step = TLSSession.Step.done
-            plaintext.writeWithUnsafeMutableBytes(minimumWritableBytes: 16 * 1024) { buffer in
+            plaintext.writeWithUnsafeMutableBytes(minimumWritableBytes: 4096) { buffer in
                 let (count, result) = session.read(into: buffer)
                 step = result
                 return count

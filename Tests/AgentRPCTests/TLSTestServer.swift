@@ -157,18 +157,8 @@ final class TLSTestServer: Sendable {
 
     /// A throwaway certificate for `names`, its key, and their directory (removed by the caller).
     static func certificate(_ names: String) async throws -> (certificate: String, key: String, directory: String) {
-        let directory = NSTemporaryDirectory() + "tls-test-\(UUID().uuidString)"
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        var made = false
-        defer { if !made { try? FileManager.default.removeItem(atPath: directory) } }
-        let outcome = await ChildProgram.run([
-            "openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-            "-keyout", directory + "/key.pem", "-out", directory + "/cert.pem", "-days", "1", "-subj", "/CN=test",
-            "-addext", "subjectAltName=\(names)",
-        ])
-        try #require(outcome.status == 0, "openssl: \(outcome.stdout)")
-        made = true
-        return (directory + "/cert.pem", directory + "/key.pem", directory)
+        let made = try await TestCertificate.make(names: names, commonName: "test")
+        return (made.certificate, made.key, made.directory)
     }
 }
 

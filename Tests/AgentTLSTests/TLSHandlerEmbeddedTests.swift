@@ -77,8 +77,9 @@ struct TLSHandlerEmbeddedTests {
         #expect(pair.clientSeen.errors.isEmpty && pair.serverSeen.errors.isEmpty)
     }
 
-    /// Plaintext written before the handshake leaves behind it, in order; past the bound a
-    /// write fails and the others are kept.
+    /// Plaintext written before the handshake leaves behind it, in order, and before what a
+    /// handler writes on the handshake's event; past the bound a write fails and the others
+    /// are kept.
     @Test func writesBeforeTheHandshakeAreHeldInOrderUpToTheBound() async throws {
         let certificate = try await TestCertificate.make(names: "DNS:localhost")
         defer { certificate.remove() }
@@ -87,6 +88,7 @@ struct TLSHandlerEmbeddedTests {
 
     static func writesBeforeTheHandshakeAreHeldInOrderUpToTheBound(_ certificate: TestCertificate) throws {
         let pair = try Pair(certificate: certificate)
+        try pair.client.pipeline.syncOperations.addHandler(WriteOnHandshake(" third"), position: .before(pair.clientSeen))
         let first = pair.client.write(ByteBuffer(string: "first "))
         let second = pair.client.writeAndFlush(ByteBuffer(string: "second"))
         let tooMuch = pair.client.writeAndFlush(ByteBuffer(repeating: 0, count: TLSHandler.maxHeldPlaintext))
@@ -95,7 +97,7 @@ struct TLSHandlerEmbeddedTests {
         try pair.shuttle()
         try first.wait()
         try second.wait()
-        #expect(String(decoding: pair.serverSeen.bytes, as: UTF8.self) == "first second")
+        #expect(String(decoding: pair.serverSeen.bytes, as: UTF8.self) == "first second third", "held writes, then the event's")
     }
 
     /// The peer check runs before anything written leaves: refused, the server reads no
@@ -216,6 +218,11 @@ struct TLSHandlerEmbeddedTests {
         var noRoots = TLSConfiguration.makeClientConfiguration()
         noRoots.trustRoots = .pem(Array("not a certificate".utf8))
         #expect(throws: TLSError.configuration("no certificate in the trust roots")) { try TLSContext(configuration: noRoots) }
+        var emptyRoots = TLSConfiguration.makeClientConfiguration()
+        emptyRoots.trustRoots = .pem([])
+        #expect(throws: TLSError.configuration("no certificate in the trust roots"), "not the system's store") {
+            try TLSContext(configuration: emptyRoots)
+        }
         var emptyProtocol = TLSConfiguration.makeClientConfiguration()
         emptyProtocol.applicationProtocols = [""]
         #expect(throws: TLSError.self) { try TLSContext(configuration: emptyProtocol) }

@@ -81,3 +81,17 @@ final class SocketCutter: ChannelOutboundHandler, Sendable {
         bound.eventLoop.execute { bound.value.close(promise: nil) }
     }
 }
+
+/// Writes `text` when the handshake completes, as a caller that waits for it does.
+final class WriteOnHandshake: ChannelInboundHandler, Sendable {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+    let text: String
+
+    init(_ text: String) { self.text = text }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if case TLSUserEvent.handshakeCompleted = event { context.writeAndFlush(wrapOutboundOut(ByteBuffer(string: text)), promise: nil) }
+        context.fireUserInboundEventTriggered(event)
+    }
+}

@@ -13,17 +13,9 @@ struct ProxyRouteTLSTests {
     /// A throwaway certificate for `CN=test` with subject alternative names `names` (openssl's
     /// syntax; none when empty).
     static func certificate(_ names: String) async throws -> [SubjectAlternativeName] {
-        let directory = NSTemporaryDirectory() + "route-tls-\(UUID().uuidString)"
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        let outcome = await ChildProgram.run(
-            [
-                "openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-                "-keyout", directory + "/key.pem", "-out", directory + "/cert.pem", "-days", "1", "-subj", "/CN=test",
-            ] + (names.isEmpty ? [] : ["-addext", "subjectAltName=\(names)"]))
-        try #require(outcome.status == 0, "openssl: \(outcome.stdout)")
-        let pem = try #require(FileManager.default.contents(atPath: directory + "/cert.pem"))
-        return try #require(SubjectAlternativeName.names(pem: Array(pem)))
+        let made = try await TestCertificate.make(names: names, commonName: "test")
+        defer { made.remove() }
+        return try #require(SubjectAlternativeName.names(pem: made.pem))
     }
 
     /// SNI as Go's `hostnameInSNI`: names only, without trailing dots; an address in any of

@@ -97,21 +97,8 @@ enum ReporterTestKit {
     /// the `openssl` CLI as the DERP relay double makes its own, in a fresh directory the
     /// caller removes.
     static func selfSignedCertificate(names: String) async throws -> (certificate: String, key: String, directory: String) {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("scripts-tls-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        let certificate = directory + "/cert.pem"
-        let key = directory + "/key.pem"
-        let outcome = await ChildProgram.run([
-            "openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-            "-keyout", key, "-out", certificate, "-days", "1", "-subj", "/CN=localhost",
-            "-addext", "subjectAltName=\(names)",
-        ])
-        guard outcome.status == 0 else { throw CertificateFailure(status: outcome.status) }
-        return (certificate, key, directory)
-    }
-
-    struct CertificateFailure: Error {
-        let status: Int32
+        let made = try await TestCertificate.make(names: names)
+        return (made.certificate, made.key, made.directory)
     }
 
     /// A loopback HTTP server whose answer per path a test sets: a status, a redirect, or

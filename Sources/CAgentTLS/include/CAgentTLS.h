@@ -36,7 +36,7 @@ enum { AGENT_TLS_NAME_DNS = 2, AGENT_TLS_NAME_IP = 7 };
 agent_tls_context *agent_tls_client_context(int verify, const uint8_t *ca_pem, size_t ca_length, const uint8_t *alpn,
                                             size_t alpn_length, char *error, size_t error_capacity);
 /// A server context with the PEM chain (leaf first) and key; `alpn` as above: the first of
-/// the client's protocols that is also in it is chosen. NULL on failure.
+/// its own protocols, in its order, that the client also offers is chosen. NULL on failure.
 agent_tls_context *agent_tls_server_context(const uint8_t *chain_pem, size_t chain_length, const uint8_t *key_pem,
                                             size_t key_length, const uint8_t *alpn, size_t alpn_length, char *error,
                                             size_t error_capacity);

@@ -135,10 +135,12 @@ struct MCPServerManagerTests {
                 "silent": ["command": "python3", "args": ["\(MCPTestServers.directory)/not_mcp.py", "silent"]],
                 "missing": ["command": "no-such-mcp-server-command"],
             ],
-            timeouts: .init(connect: .seconds(5), list: .seconds(10), call: .seconds(10)))
+            // The Python SDK's server takes over 2 s to start on a quiet 2-core host, and more
+            // than 5 s beside the suite's other tests: the connect bound leaves it room.
+            timeouts: .init(connect: .seconds(20), list: .seconds(10), call: .seconds(10)))
         h.start()
-        #expect(await eventually { h.entry("alpha")?.connected == true })
-        #expect(await eventually { h.entry("silent")?.error.contains("failed to connect: initialize: timed out") == true })
+        #expect(await eventually(timeout: .seconds(60)) { h.entry("alpha")?.connected == true })
+        #expect(await eventually(timeout: .seconds(60)) { h.entry("silent")?.error.contains("failed to connect: initialize: timed out") == true })
         #expect(h.entry("silent")?.connected == false)
         #expect(await eventually { h.entry("missing")?.error.contains("executable file not found") == true })
         #expect(h.server("missing")?.state == .restarting)
