@@ -45,8 +45,6 @@ public final class TLSHandler: ChannelDuplexHandler {
     private var state = State.idle
     private var held: [(ByteBuffer, EventLoopPromise<Void>?)] = []
     private var heldBytes = 0
-    private var flushHeld = false
-    private var receivedClose = false
 
     /// A client: SNI `serverName` (nil: none, as for an address), and `verifyPeer` run on the
     /// leaf's names after OpenSSL verified its chain (when the context verifies).
@@ -78,7 +76,9 @@ public final class TLSHandler: ChannelDuplexHandler {
         let before = state
         state = .closed
         failHeld(ChannelError.ioOnClosedChannel)
-        if (before == .handshaking || before == .active) && !receivedClose {
+        // The peer's close_notify moves the state to closed first, so an end seen here
+        // while handshaking or active came without it.
+        if before == .handshaking || before == .active {
             context.fireErrorCaught(TLSError.uncleanShutdown)
         }
         context.fireChannelInactive()
@@ -118,7 +118,7 @@ public final class TLSHandler: ChannelDuplexHandler {
 
     public func flush(context: ChannelHandlerContext) {
         switch state {
-        case .idle, .handshaking: flushHeld = true
+        case .idle, .handshaking: break  // the held writes leave, flushed, when the handshake completes
         case .active, .closing, .closed: context.flush()
         }
     }
@@ -167,7 +167,6 @@ public final class TLSHandler: ChannelDuplexHandler {
             for (plaintext, promise) in writes {
                 if state == .active { encrypt(context: context, plaintext, promise: promise) } else { promise?.fail(ChannelError.ioOnClosedChannel) }
             }
-            flushHeld = false
             context.flush()
             context.fireUserInboundEventTriggered(TLSUserEvent.handshakeCompleted(negotiatedProtocol: session.negotiatedProtocol))
         }
@@ -197,9 +196,9 @@ public final class TLSHandler: ChannelDuplexHandler {
         case .failed(let reason):
             fail(context: context, .failed(reason))
         case .closed:
-            receivedClose = true
-            if state == .active, session.close() { writeOutput(context: context, flush: true) }
+            let answer = state == .active
             state = .closed
+            if answer, session.close() { writeOutput(context: context, flush: true) }
             context.close(promise: nil)
         case .wantRead, .done:
             // A post-handshake message (a key update) may want an answer.
