@@ -4,21 +4,29 @@ import NIOCore
 
 /// One speed test connection: reads the request (at most ``SpeedtestRequest/maxBytes``, within
 /// ``SpeedtestServer/requestTimeout``), answers it, then writes 2 MiB blocks until the test's
-/// time has passed and closes (the client downloads), or reads and drops what the client sends
-/// until its EOF or the time and 5 s more (the client uploads).
+/// time has passed and closes once the last block has gone out (the client downloads), or
+/// reads and drops what the client sends until its EOF or the time and 5 s more (the client
+/// uploads).
+///
+/// The last block may drain slowly (a slow link, a loaded host): the agent waits for it as
+/// long as it moves, and closes a client that stopped reading once no slice of it has gone
+/// out for the drain grace. The reference's blocking write waits for ever.
 ///
 /// Memory: the request's bytes, one shared block, and NIO's queue of at most one block's
-/// write beyond the channel's high-water mark (the next block waits for writability).
+/// write beyond the channel's high-water mark (the next block waits for writability); a
+/// block's slices share its storage.
 final class SpeedtestHandler: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
     /// The size of each block the agent writes (the reference's).
     static let blockSize = 2 << 20
+    /// A block is written in slices of this size, so that its drain can be seen to move.
+    static let sliceSize = 64 << 10
     /// After an upload's time, how long the client may still send before the agent closes.
     static let uploadGrace: TimeAmount = .seconds(5)
-    /// After a download's time, how long the last block may take to drain before the agent
-    /// closes anyway (a client that stopped reading cannot hold the connection).
+    /// After a download's time, how long the last block's drain may stand still before the
+    /// agent closes anyway (a client that stopped reading cannot hold the connection).
     static let defaultDrainGrace: TimeAmount = .seconds(5)
 
     private enum State {
@@ -35,6 +43,9 @@ final class SpeedtestHandler: ChannelInboundHandler {
     private var received: ByteBuffer?
     private var timer: Scheduled<Void>?
     private var lastWrite: EventLoopFuture<Void>?
+    /// When a slice last went out (or the download's time ended, if later): the drain grace
+    /// counts from here.
+    private var lastProgress = NIODeadline.uptimeNanoseconds(0)
     /// Whether ``pump(context:first:)`` is running: its loop goes on while the channel is
     /// writable, so a writability change NIO reports from inside one of its writes is left to it.
     private var pumping = false
@@ -118,7 +129,7 @@ final class SpeedtestHandler: ChannelInboundHandler {
                 timer = context.eventLoop.scheduleTask(in: time + Self.uploadGrace) { bound.value.finish(context: contextBound.value) }
             case .download:
                 metrics.downloads.increment()
-                state = .download(deadline: .now() + time)
+                state = .download(deadline: context.eventLoop.now + time)
                 timer = context.eventLoop.scheduleTask(in: time) { bound.value.finish(context: contextBound.value) }
                 pump(context: context, first: true)
             }
@@ -137,14 +148,34 @@ final class SpeedtestHandler: ChannelInboundHandler {
         defer { pumping = false }
         var first = first
         while case .download(let deadline) = state, context.channel.isWritable {
-            guard first || NIODeadline.now() < deadline else {
+            guard first || context.eventLoop.now < deadline else {
                 finish(context: context)
                 return
             }
             first = false
-            lastWrite = context.writeAndFlush(wrapOutboundOut(block))
+            lastWrite = writeBlock(context: context)
             metrics.downloaded.increment(by: block.readableBytes)
         }
+    }
+
+    /// Writes the block as slices, each of which moves ``lastProgress`` when it has gone out;
+    /// returns the last slice's future.
+    private func writeBlock(context: ChannelHandlerContext) -> EventLoopFuture<Void> {
+        let loop = context.eventLoop
+        let bound = NIOLoopBound(self, eventLoop: loop)
+        var last: EventLoopFuture<Void>?
+        var offset = 0
+        while offset < block.readableBytes {
+            let length = min(Self.sliceSize, block.readableBytes - offset)
+            let slice = block.getSlice(at: block.readerIndex + offset, length: length)!
+            let promise = context.eventLoop.makePromise(of: Void.self)
+            promise.futureResult.whenSuccess { bound.value.lastProgress = loop.now }
+            context.write(wrapOutboundOut(slice), promise: promise)
+            last = promise.futureResult
+            offset += length
+        }
+        context.flush()
+        return last ?? context.eventLoop.makeSucceededVoidFuture()
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
@@ -152,17 +183,36 @@ final class SpeedtestHandler: ChannelInboundHandler {
         context.fireChannelWritabilityChanged()
     }
 
-    /// Closes once what was written has gone out (at most ``drainGrace`` later).
+    /// Closes once what was written has gone out, or once it has stood still for
+    /// ``drainGrace``.
     private func finish(context: ChannelHandlerContext) {
         if case .finished = state { return }
         state = .finished
         timer?.cancel()
-        let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+        lastProgress = max(lastProgress, context.eventLoop.now)
+        watchDrain(context: context)
+        let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        let contextBound = NIOLoopBound(context, eventLoop: context.eventLoop)
         let written = lastWrite ?? context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(capacity: 0)))
-        let grace = context.eventLoop.scheduleTask(in: drainGrace) { bound.value.close(promise: nil) }
         written.whenComplete { _ in
-            grace.cancel()
-            bound.value.close(promise: nil)
+            bound.value.timer?.cancel()
+            contextBound.value.close(promise: nil)
+        }
+    }
+
+    /// Closes the channel once ``drainGrace`` has passed since ``lastProgress``; while the
+    /// drain moves, looks again then. Ends with the channel (``timer`` is cancelled there).
+    private func watchDrain(context: ChannelHandlerContext) {
+        let loop = context.eventLoop
+        let bound = NIOLoopBound(self, eventLoop: loop)
+        let contextBound = NIOLoopBound(context, eventLoop: loop)
+        timer = loop.scheduleTask(deadline: lastProgress + drainGrace) {
+            let handler = bound.value
+            if loop.now >= handler.lastProgress + handler.drainGrace {
+                contextBound.value.close(promise: nil)
+            } else {
+                handler.watchDrain(context: contextBound.value)
+            }
         }
     }
 

@@ -50,15 +50,22 @@ struct WorkspaceAgentMCPTests {
         var environment = Self.pythonEnvironment()
         environment["HOME"] = base
         environment["CODER_AGENT_SECRET_FOR_TEST"] = "do-not-leak"
+        let launched = ContinuousClock.now
         let agent = try AgentDaemon.launch(["--http-address", "127.0.0.1:0", "--directory", workdir], environment: environment)
         defer { agent.cleanup() }
         let port = try await agent.port()
         let client = RawHTTPClient(port: port)
 
-        #expect(await eventually { (try? await Self.servers(client))?.first?["state"] as? String == "connected" })
+        // The Python SDK's server takes about a CPU-second to start, and over 30 s beside the
+        // suite's other tests on a loaded 2-core host: past the agent's connect bound (30 s),
+        // after which the agent restarts it. The wait leaves room for that retry.
+        #expect(await eventually(timeout: .seconds(150)) { (try? await Self.servers(client))?.first?["state"] as? String == "connected" })
+        let waited = ContinuousClock.now - launched
         let alpha = try #require(try await Self.servers(client).first)
         #expect(alpha["name"] as? String == "alpha" && alpha["transport"] as? String == "stdio", "\(alpha)")
-        #expect((alpha["tool_count"] as? Int ?? 0) >= 5 && alpha["restarts"] as? Int == 0, "\(alpha)")
+        #expect((alpha["tool_count"] as? Int ?? 0) >= 5, "\(alpha)")
+        // Connected before any connect could time out: nothing may have been restarted.
+        #expect(alpha["restarts"] as? Int == 0 || waited >= .seconds(30), "\(alpha) after \(waited)")
         #expect(try await Self.servers(client).count == 1)
 
         // 200 with text, image, and a tool's own failure.
@@ -128,7 +135,7 @@ struct WorkspaceAgentMCPTests {
         let agent = try AgentDaemon.launch(["--http-address", "127.0.0.1:0", "--directory", base], environment: environment)
         defer { agent.cleanup() }
         let client = RawHTTPClient(port: try await agent.port())
-        #expect(await eventually { (try? await Self.servers(client))?.first { $0["name"] as? String == "alpha" }?["state"] as? String == "connected" })
+        #expect(await eventually(timeout: .seconds(150)) { (try? await Self.servers(client))?.first { $0["name"] as? String == "alpha" }?["state"] as? String == "connected" })
         let alpha = try #require(try await Self.servers(client).first { $0["name"] as? String == "alpha" }?["pid"] as? Int)
         // The stubborn server has started its child (it names it on stderr, which the agent logs).
         var child: Int32?

@@ -34,7 +34,7 @@ struct WorkspaceAgentMCPToolsCLITests {
         }
 
         #expect(await eventually { agent.log.contains("agent socket listening") }, "log:\n\(agent.log)")
-        #expect(await eventually { (try? await WorkspaceAgentMCPTests.servers(client))?.first?["state"] as? String == "connected" })
+        #expect(await eventually(timeout: .seconds(150)) { (try? await WorkspaceAgentMCPTests.servers(client))?.first?["state"] as? String == "connected" })
         // Without the flag the rows are as before; with it, each server lists its tools.
         #expect(try await WorkspaceAgentMCPTests.servers(client).first?["tools"] == nil)
         let listed = try await client.request("GET", "/api/v0/mcp/servers?tools=true")
