@@ -248,6 +248,8 @@ bench: release static
 	.build/release/agent-bench chat
 	.build/release/agent-bench ssh
 	.build/release/agent-bench outbound
+	.build/release/agent-bench tls
+	.build/release/agent-bench speedtest
 	.build/release/agent-bench templates --agent $(STATIC_BUILD)/release/workspace-agent
 
 # Regenerates Sources/AgentProto from proto/ with Debian's protoc and the protoc-gen-swift

@@ -523,6 +523,10 @@ let package = Package(
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
+                // RuntimeWarmUp: NIOHTTP1's pipelines once on an embedded channel at start.
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ],
@@ -581,6 +585,8 @@ let package = Package(
                 "AgentTLS", "CAgentTLS",
                 // `agent-bench outbound`: the agent's own HTTP client, in process.
                 "OutboundProxy",
+                // `agent-bench speedtest`: tailnet port 3's server on a loopback listener.
+                "AgentSpeedtest",
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),

@@ -11,7 +11,7 @@ struct AgentBench: AsyncParsableCommand {
         subcommands: [
             ProcessBenchmarks.self, HTTPBenchmarks.self, RouteDispatchBenchmark.self, NIOHTTPServerCommand.self, HummingbirdHTTPServerCommand.self, ManifestBenchmarks.self, RPCBenchmarks.self, HardeningBenchmarks.self, SocketBenchmarks.self, FilesBenchmarks.self, GitBenchmarks.self, DesktopBenchmarks.self, BoundaryBenchmarks.self, TailnetBenchmarks.self, TailnetDirectBenchmarks.self, ScriptsBenchmarks.self, ChatBenchmarks.self, SSHBenchmarks.self, TemplatesBenchmarks.self,
             OutboundBenchmarks.self,
-            TLSBenchmarks.self,
+            TLSBenchmarks.self, SpeedtestBenchmarks.self,
         ],
         defaultSubcommand: ProcessBenchmarks.self
     )

@@ -73,6 +73,7 @@ struct DaemonOptions: ParsableArguments {
 
     func run(as invocation: Invocation) async throws {
         FreeMemory.configureAllocator()
+        RuntimeWarmUp.httpPipelines()
         // Kept before the token is scrubbed: a prebuild's reinitialisation starts the binary again with them.
         let startArguments = CommandLine.arguments
         var startEnvironment = ProcessInfo.processInfo.environment
