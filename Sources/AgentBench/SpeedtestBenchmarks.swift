@@ -19,6 +19,12 @@ struct SpeedtestBenchmarks: AsyncParsableCommand {
     @Option(help: "Milliseconds each test lasts.") var milliseconds = 1000
     @Option(help: "Tests per side, taking turns.") var rounds = 15
 
+    func validate() throws {
+        // The agent cuts a test to 30 s, which the bare writer would not.
+        guard (1...30_000).contains(milliseconds) else { throw ValidationError("--milliseconds must be 1 to 30000") }
+        guard rounds >= 1 else { throw ValidationError("--rounds must be at least 1") }
+    }
+
     func run() async throws {
         let agent = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .childChannelInitializer { SpeedtestServer().serve($0) }
@@ -28,15 +34,20 @@ struct SpeedtestBenchmarks: AsyncParsableCommand {
                 child.eventLoop.makeCompletedFuture { try child.pipeline.syncOperations.addHandler(BareBlockWriter(milliseconds: milliseconds)) }
             }
             .bind(host: "127.0.0.1", port: 0).get()
-        let request = #"{"version":2,"time":\#(milliseconds)000000,"direction":0}"# + "\n"
+        let request = #"{"version":2,"time":\#(milliseconds * 1_000_000),"direction":0}"# + "\n"
         print("agent-bench speedtest: \(rounds) downloads of \(milliseconds) ms per side, taking turns")
         var ours: [Double] = []
         var theirs: [Double] = []
         var ratios: [Double] = []
         for round in 0...rounds {
-            guard let agentRate = Self.download(port: agent.localAddress?.port ?? 0, request: request),
-                let bareRate = Self.download(port: bare.localAddress?.port ?? 0, request: request)
-            else { throw ValidationError("a download failed") }
+            // Each side goes first in every other round.
+            let ports = [agent.localAddress?.port ?? 0, bare.localAddress?.port ?? 0]
+            var rates: [Int: Double] = [:]
+            for side in round % 2 == 0 ? [0, 1] : [1, 0] {
+                guard let rate = Self.download(port: ports[side], request: request) else { throw ValidationError("a download failed") }
+                rates[side] = rate
+            }
+            let (agentRate, bareRate) = (rates[0]!, rates[1]!)
             if round > 0 {  // the first round warms both up
                 ours.append(agentRate)
                 theirs.append(bareRate)
@@ -58,6 +69,9 @@ struct SpeedtestBenchmarks: AsyncParsableCommand {
     static func download(port: Int, request: String) -> Double? {
         guard let fd = Bench.connect(port: port) else { return nil }
         defer { close(fd) }
+        // A server that never closes fails the download instead of holding the benchmark.
+        var limit = timeval(tv_sec: 60, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
         guard Bench.sendAll(fd, Array(request.utf8)) else { return nil }
         var answer: [UInt8] = []
         var byte: UInt8 = 0

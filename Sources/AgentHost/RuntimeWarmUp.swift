@@ -2,6 +2,7 @@ import NIOCore
 import NIOEmbedded
 import NIOHTTP1
 import NIOWebSocket
+import Synchronization
 
 /// Instantiates NIOHTTP1's pipeline types on one thread before the event loops start.
 ///
@@ -26,12 +27,20 @@ public enum RuntimeWarmUp {
         let configuration = NIOTypedHTTPClientUpgradeConfiguration<Bool>(
             upgradeRequestHead: head, upgraders: [upgrader],
             notUpgradingCompletionHandler: { channel in channel.eventLoop.makeSucceededFuture(false) })
-        let upgraded = try? client.pipeline.syncOperations.configureUpgradableHTTPClientPipeline(
-            configuration: .init(upgradeConfiguration: configuration))
-        _ = try? client.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
-        _ = try? client.writeInbound(ByteBuffer(string: "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"))
-        let clientRan = (try? upgraded?.wait()) == false
+        // The outcome is read from its callback, never waited for: an embedded future that
+        // never completes would block this thread for good. The response is fed only after
+        // the request went out (NIO's decoder traps on a response without a request).
+        let outcome = Mutex<Bool?>(nil)
+        if let upgraded = try? client.pipeline.syncOperations.configureUpgradableHTTPClientPipeline(
+            configuration: .init(upgradeConfiguration: configuration)),
+            (try? client.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()) != nil,
+            (try? client.readOutbound(as: ByteBuffer.self)) != nil
+        {
+            upgraded.whenComplete { result in outcome.withLock { $0 = (try? result.get()) ?? true } }
+            _ = try? client.writeInbound(ByteBuffer(string: "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"))
+        }
         _ = try? client.finish(acceptAlreadyClosed: true)
+        let clientRan = outcome.withLock { $0 } == false
 
         let server = EmbeddedChannel()
         try? server.pipeline.syncOperations.configureHTTPServerPipeline()

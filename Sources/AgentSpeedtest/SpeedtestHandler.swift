@@ -10,7 +10,8 @@ import NIOCore
 ///
 /// The last block may drain slowly (a slow link, a loaded host): the agent waits for it as
 /// long as it moves, and closes a client that stopped reading once no slice of it has gone
-/// out for the drain grace. The reference's blocking write waits for ever.
+/// out for the drain grace (so a link slower than a slice per grace, about 13 KiB/s, counts
+/// as stopped). The reference's blocking write waits for ever.
 ///
 /// Memory: the request's bytes, one shared block, and NIO's queue of at most one block's
 /// write beyond the channel's high-water mark (the next block waits for writability); a

@@ -15,7 +15,7 @@ public final class SpeedtestServer: Sendable {
     public static let defaultRequestTimeout: TimeAmount = .seconds(30)
 
     let requestTimeout: TimeAmount
-    /// How long a download's last block may take to drain (``SpeedtestHandler``).
+    /// How long a download's last block may drain without a slice going out (``SpeedtestHandler``).
     let drainGrace: TimeAmount
     private let open = Mutex(0)
     private let metrics = SpeedtestMetrics()

@@ -73,6 +73,7 @@ struct DaemonOptions: ParsableArguments {
 
     func run(as invocation: Invocation) async throws {
         FreeMemory.configureAllocator()
+        // Its outcome is for tests: a warm-up that did not run leaves the agent as it was.
         RuntimeWarmUp.httpPipelines()
         // Kept before the token is scrubbed: a prebuild's reinitialisation starts the binary again with them.
         let startArguments = CommandLine.arguments

@@ -81,7 +81,7 @@ struct SpeedtestHandlerTests {
         return (answer, bytes)
     }
 
-    @Test func theLastBlockWrittenFromInsideAWriteIsTheOneAwaitedBeforeTheClose() throws {
+    @Test func theLastBlockWrittenFromInsideAFlushIsTheOneAwaitedBeforeTheClose() throws {
         let socket = Socket()
         let channel = try Self.downloading(seconds: 10, socket)
         // The test's time passes with the second block still on its way: the handler waits for it.
