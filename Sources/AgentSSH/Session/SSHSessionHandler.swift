@@ -295,17 +295,24 @@ final class SSHSessionHandler: ChannelDuplexHandler {
                 }
         }
         life.processStarted(terminal: terminal != nil)
+        // A relay that cannot be set up ends its output unread: said in the log, as the
+        // client then gets the exit status without that output.
+        let logger = logger
+        let failed: @Sendable (any Error) -> Void = { error in
+            logger.warning("ssh session output relay failed", metadata: ["error": "\(error)"])
+            bound.value.outputEnded()
+        }
         if terminal != nil {
             let future = bootstrap(.channel).takingOwnershipOfDescriptors(input: process.output, output: process.input)
             future.whenSuccess { channel in bound.value.attached(output: channel, input: true) }
-            future.whenFailure { _ in bound.value.outputEnded() }
+            future.whenFailure(failed)
         } else {
             let main = bootstrap(.channel).takingOwnershipOfDescriptors(input: process.output, output: process.input)
             main.whenSuccess { channel in bound.value.attached(output: channel, input: true) }
-            main.whenFailure { _ in bound.value.outputEnded() }
+            main.whenFailure(failed)
             let errors = bootstrap(.stdErr).takingOwnershipOfDescriptor(input: process.errors)
             errors.whenSuccess { channel in bound.value.attached(output: channel, input: false) }
-            errors.whenFailure { _ in bound.value.outputEnded() }
+            errors.whenFailure(failed)
         }
     }
 
