@@ -15,7 +15,9 @@ import Glibc
 /// `workspace-agent exp sync` through the real binary against a real agent: the reference's
 /// outputs, exit codes, and the startup-script pair of
 /// the reference's documentation.
-@Suite(.timeLimit(.minutes(2)))
+/// Five minutes a test: `goldenOutputs` runs the debug binary about twenty times, and beside
+/// a loaded suite it took more than two minutes.
+@Suite(.timeLimit(.minutes(5)))
 struct WorkspaceAgentSyncCLITests {
     /// Runs `exp sync <arguments> --socket-path <path>`; stdout and stderr together.
     static func sync(_ arguments: [String], socket: String, outputPath: String? = nil) async -> (output: String, status: Int32) {
