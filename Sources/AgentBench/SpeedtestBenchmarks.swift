@@ -42,12 +42,12 @@ struct SpeedtestBenchmarks: AsyncParsableCommand {
         for round in 0...rounds {
             // Each side goes first in every other round.
             let ports = [agent.localAddress?.port ?? 0, bare.localAddress?.port ?? 0]
-            var rates: [Int: Double] = [:]
+            var rates = [0.0, 0.0]
             for side in round % 2 == 0 ? [0, 1] : [1, 0] {
                 guard let rate = Self.download(port: ports[side], request: request) else { throw ValidationError("a download failed") }
                 rates[side] = rate
             }
-            let (agentRate, bareRate) = (rates[0]!, rates[1]!)
+            let (agentRate, bareRate) = (rates[0], rates[1])
             if round > 0 {  // the first round warms both up
                 ours.append(agentRate)
                 theirs.append(bareRate)

@@ -302,14 +302,11 @@ final class SSHSessionHandler: ChannelDuplexHandler {
             logger.warning("ssh session output relay failed", metadata: ["error": "\(error)"])
             bound.value.outputEnded()
         }
-        if terminal != nil {
-            let future = bootstrap(.channel).takingOwnershipOfDescriptors(input: process.output, output: process.input)
-            future.whenSuccess { channel in bound.value.attached(output: channel, input: true) }
-            future.whenFailure(failed)
-        } else {
-            let main = bootstrap(.channel).takingOwnershipOfDescriptors(input: process.output, output: process.input)
-            main.whenSuccess { channel in bound.value.attached(output: channel, input: true) }
-            main.whenFailure(failed)
+        // The terminal, or the output and input pipes; stderr's pipe apart when there is no terminal.
+        let main = bootstrap(.channel).takingOwnershipOfDescriptors(input: process.output, output: process.input)
+        main.whenSuccess { channel in bound.value.attached(output: channel, input: true) }
+        main.whenFailure(failed)
+        if terminal == nil {
             let errors = bootstrap(.stdErr).takingOwnershipOfDescriptor(input: process.errors)
             errors.whenSuccess { channel in bound.value.attached(output: channel, input: false) }
             errors.whenFailure(failed)
