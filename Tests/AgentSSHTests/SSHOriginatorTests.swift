@@ -97,7 +97,8 @@ struct SSHOriginatorConnectionTests {
             try? await forward.channel.close()
         }
         session.write("still here\n")
-        #expect(await session.wait { $0.contains(.exitStatus(0)) }, "\(session.events)")
+        #expect(await session.waitForClose(), "\(session.events)")
+        #expect(session.events.contains(.exitStatus(0)), "\(session.events)")
         #expect(session.stdout == "got still here\n", "\(session.events)")
     }
 }

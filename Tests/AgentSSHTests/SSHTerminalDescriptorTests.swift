@@ -32,7 +32,8 @@ struct SSHTerminalDescriptorTests {
         let (client, session) = try await Self.startInTerminal(
             server, "stty -a", modes: [.init(rawValue: 53): .init(rawValue: 0), .init(rawValue: 51): .init(rawValue: 0), .init(rawValue: 1): .init(rawValue: 7)])
         defer { Task { await client.close() } }
-        #expect(await session.wait { $0.contains(.exitStatus(0)) }, "\(session.events)")
+        #expect(await session.waitForClose(), "\(session.events)")
+        #expect(session.events.contains(.exitStatus(0)), "\(session.events)")
         let settings = session.stdout
         #expect(settings.contains("-echo ") && settings.contains("-icanon") && settings.contains("intr = ^G"), "\(settings)")
     }

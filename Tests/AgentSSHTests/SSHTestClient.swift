@@ -104,6 +104,14 @@ final class SSHTestChannel: Sendable {
         channel.writeAndFlush(SSHChannelData(type: .channel, data: .byteBuffer(ByteBuffer(string: text))), promise: nil)
     }
 
+    /// Waits (bounded) until the channel has closed, when its output is complete: swift-nio-ssh
+    /// hands a request (`exit-status`) to the pipeline as it decodes it but holds data until the
+    /// read's end, so data sent before the exit status may be recorded after it; the close
+    /// delivers every held read first.
+    func waitForClose(timeout: Duration = .seconds(60)) async -> Bool {
+        await wait(timeout: timeout) { $0.contains(.closed) }
+    }
+
     /// Waits (bounded) until `condition` holds for the events so far.
     func wait(timeout: Duration = .seconds(60), until condition: @escaping @Sendable ([Event]) -> Bool) async -> Bool {
         await eventually(timeout: timeout) { condition(self.events) }
