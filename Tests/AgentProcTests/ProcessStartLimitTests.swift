@@ -24,4 +24,24 @@ struct ProcessStartLimitTests {
             #expect(started == 3, "\(started) started")
         }
     }
+
+    /// A start counts as starting until it is registered as running, and never as both: the
+    /// start the limit leaves room for, admitted just after another's registration, is not
+    /// refused (counted twice, the registered start took two places until its caller resumed).
+    @Test func aRegisteredStartCountsOnce() throws {
+        var state = ProcessManager.State()
+        try state.admit("a", limit: 3)
+        try state.admit("b", limit: 3)
+        let budget = SubscriberBudget(maxSubscribers: 1, maxBytes: 1)
+        state.register(ManagedProcess(id: "a", command: "true", workdir: "", background: false, chatID: nil, pid: 1, budget: budget))
+        #expect(state.runningCount == 1 && state.starting == ["b"])
+        #expect(throws: Never.self) { try state.admit("c", limit: 3) }
+        #expect(throws: ProcessManager.StartFailure.tooManyProcesses(limit: 3)) { try state.admit("d", limit: 3) }
+        // A start that failed before its registration frees its place; one registered already
+        // is unaffected by its caller's end.
+        state.startEnded("b")
+        state.startEnded("a")
+        #expect(state.runningCount == 1 && state.starting == ["c"])
+        #expect(throws: Never.self) { try state.admit("d", limit: 3) }
+    }
 }

@@ -141,16 +141,9 @@ extension ProcessManager {
         options: StartOptions = StartOptions(),
         id: String = UUIDText.random()
     ) async throws(StartFailure) -> ManagedProcess {
-        // A start under way counts from here, so that concurrent starts cannot all pass the
-        // check before any of them runs.
-        try state.withLock { s throws(StartFailure) in
-            if s.closed { throw StartFailure.closed }
-            guard s.runningCount + s.starting < configuration.maxRunning else {
-                throw StartFailure.tooManyProcesses(limit: configuration.maxRunning)
-            }
-            s.starting += 1
-        }
-        defer { state.withLock { $0.starting -= 1 } }
+        // Counted from its admission until ``spawnAndWatch`` registers it (``State/admit``).
+        try state.withLock { s throws(StartFailure) in try s.admit(id, limit: configuration.maxRunning) }
+        defer { state.withLock { $0.startEnded(id) } }
 
         var requested = environment
         if let terminal = options.terminal {
@@ -221,7 +214,7 @@ extension ProcessManager {
         }
         // Registered before the watcher sees the child, so its exit always finds it here.
         let closedMeanwhile = state.withLock { s -> Bool in
-            s.processes[process.id] = process
+            s.register(process)
             return s.closed
         }
         guard let token = watcher.watch(pid: child.pid, pidfd: child.pidfd, pipefd: child.outputFD, sink: process) else {

@@ -188,8 +188,29 @@ public final class ProcessManager: Service, Sendable {
 
         var exitedCount: Int { exitedOrder.count - exitedHead }
         var runningCount: Int { processes.count - exitedCount }
-        /// Starts between their admission and their end (spawned and registered, or failed).
-        var starting = 0
+        /// The ids of starts between their admission and their end (registered as running, or
+        /// failed). At most ``Configuration/maxRunning`` ids.
+        private(set) var starting: Set<String> = []
+
+        /// Admits the start `id` when the running processes and the starts under way leave
+        /// room under `limit`: it counts from here, so concurrent starts cannot all pass.
+        mutating func admit(_ id: String, limit: Int) throws(StartFailure) {
+            if closed { throw StartFailure.closed }
+            guard runningCount + starting.count < limit else { throw StartFailure.tooManyProcesses(limit: limit) }
+            starting.insert(id)
+        }
+
+        /// The admitted start's process runs: it counts as running, no longer as starting, in
+        /// one step (counted as both, it would refuse a start the limit leaves room for).
+        mutating func register(_ process: ManagedProcess) {
+            processes[process.id] = process
+            starting.remove(process.id)
+        }
+
+        /// The start `id` ended: a failure before ``register(_:)`` frees its place.
+        mutating func startEnded(_ id: String) {
+            starting.remove(id)
+        }
 
         mutating func popOldestExited() -> String? {
             guard exitedHead < exitedOrder.count else { return nil }
