@@ -67,7 +67,7 @@ enum DERPConnector {
     ) async throws(DERPConnectError) -> DERPConnection {
         let sslContext: TLSContext?
         do {
-            sslContext = p.node.forceHTTP ? nil : try makeSSLContext(insecure: p.node.insecureForTests, route: route)
+            sslContext = p.node.forceHTTP ? nil : try await makeSSLContext(insecure: p.node.insecureForTests, route: route)
         } catch {
             throw .failed("TLS setup: \(error)")
         }
@@ -125,10 +125,10 @@ enum DERPConnector {
     }
 
     /// The TLS context for a relay on `route`; `insecure` (tests' relays) verifies nothing.
-    static func makeSSLContext(insecure: Bool, route: ProxyRoute) throws -> TLSContext {
+    static func makeSSLContext(insecure: Bool, route: ProxyRoute) async throws -> TLSContext {
         var configuration = TLSConfiguration.makeClientConfiguration()
         configuration.applicationProtocols = ["http/1.1"]
         if insecure { configuration.certificateVerification = .none }
-        return try TLSContext(configuration: configuration)
+        return try await TLSContextCache.shared.context(for: configuration)
     }
 }

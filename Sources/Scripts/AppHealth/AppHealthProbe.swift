@@ -67,7 +67,7 @@ public struct AppHealthProbe: Sendable {
     static let lookups = BlockingPool(name: "app-health-dns", threads: 2, maxQueued: 8)
 
     private let group: any EventLoopGroup
-    private let tls: TLSContextCache
+    private let tlsConfiguration: TLSConfiguration
     private let proxies: ProxyEnvironment
 
     /// A probe running on `group`, with `tlsConfiguration` for https URLs (default: the
@@ -77,7 +77,7 @@ public struct AppHealthProbe: Sendable {
         tlsConfiguration: TLSConfiguration = .makeClientConfiguration(), proxies: ProxyEnvironment = .process
     ) {
         self.group = group
-        self.tls = TLSContextCache(configuration: tlsConfiguration)
+        self.tlsConfiguration = tlsConfiguration
         self.proxies = proxies
     }
 
@@ -161,7 +161,7 @@ public struct AppHealthProbe: Sendable {
         }
         let serverName = target.serverName
         // The target's TLS, and an https:// proxy's, with the same trust.
-        let ssl = target.secure || route.proxyTLS ? try await tls.context() : nil
+        let ssl = target.secure || route.proxyTLS ? try await TLSContextCache.shared.context(for: tlsConfiguration) : nil
         let loop = group.next()
         let promise = loop.makePromise(of: HTTPResponseHead.self)
         let remaining = deadline - .now()
