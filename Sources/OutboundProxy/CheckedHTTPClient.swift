@@ -125,7 +125,7 @@ public struct CheckedHTTPClient: Sendable {
     ///     picks it from the environment); a forwarding route refuses https requests, which
     ///     it would send in the clear.
     ///   - tlsConfiguration: the trust for https targets; nil takes the system's store, whose
-    ///     context is made once for the process.
+    ///     context is shared (``AgentTLS/TLSContextCache``).
     ///   - connectTimeout: the TCP connect, within each request's deadline.
     ///   - keepAlive: whether (and how long) connections wait for the next request; nil closes
     ///     each after its answer.
@@ -151,9 +151,12 @@ public struct CheckedHTTPClient: Sendable {
         pool?.closeAll()
     }
 
-    /// The context for the system's trust store (loading the store costs milliseconds; a
-    /// context is safe to share).
-    private static let systemTrust = Result { () throws(TLSError) in try TLSContext(configuration: .makeClientConfiguration()) }
+    /// The context of ``init(route:tlsConfiguration:connectTimeout:group:keepAlive:lookups:)``'s
+    /// configuration, else the system store's, shared with the agent's other dials.
+    private func trustContext() async throws -> TLSContext {
+        if let context { return context }
+        return try await TLSContextCache.shared.context(for: .makeClientConfiguration())
+    }
 
     /// Sends `request` and hands its answer's head and body to `consume`; the connection is
     /// closed when `consume` returns (or, kept alive, waits for the next request if the whole
@@ -197,7 +200,7 @@ public struct CheckedHTTPClient: Sendable {
             throw ProxyError.unsupported(proxy, "an https request is not forwarded in the clear")
         }
         // An https:// proxy is checked with the same trust as the targets.
-        let trust = request.secure || route.proxyTLS ? try self.context ?? Self.systemTrust.get() : nil
+        let trust = request.secure || route.proxyTLS ? try await trustContext() : nil
         let context = request.secure ? trust : nil
         let proxyContext = route.proxyTLS ? trust : nil
         // A request forwarded to an https:// proxy is ready at the proxy's handshake (a

@@ -43,5 +43,10 @@ struct ProcessStartLimitTests {
         state.startEnded("a")
         #expect(state.runningCount == 1 && state.starting == ["c"])
         #expect(throws: Never.self) { try state.admit("d", limit: 3) }
+        // An id in use, starting or running, is not admitted again.
+        state.startEnded("d")
+        #expect(throws: ProcessManager.StartFailure.spawn("process id c is taken")) { try state.admit("c", limit: 3) }
+        #expect(throws: ProcessManager.StartFailure.spawn("process id a is taken")) { try state.admit("a", limit: 3) }
+        #expect(state.starting == ["c"])
     }
 }

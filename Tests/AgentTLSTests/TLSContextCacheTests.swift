@@ -22,17 +22,29 @@ struct TLSContextCacheTests {
         #expect(cache.count == 2)
     }
 
-    @Test func theOldestConfigurationGoesBeyondTheBound() async throws {
+    @Test func theConfigurationUsedLongestAgoGoesBeyondTheBound() async throws {
         let cache = TLSContextCache()
-        let oldest = try await cache.context(for: Self.configuration("0"))
-        let newer = try await cache.context(for: Self.configuration("1"))
+        let first = try await cache.context(for: Self.configuration("0"))
+        let second = try await cache.context(for: Self.configuration("1"))
+        // Used again: "1" is now the one used longest ago.
+        #expect(try await cache.context(for: Self.configuration("0")) === first)
         for index in 2...TLSContextCache.maxEntries {
             _ = try await cache.context(for: Self.configuration("\(index)"))
         }
         #expect(cache.count == TLSContextCache.maxEntries)
-        #expect(try await cache.context(for: Self.configuration("1")) === newer)
-        #expect(try await cache.context(for: Self.configuration("0")) !== oldest)
+        #expect(try await cache.context(for: Self.configuration("0")) === first)
+        #expect(try await cache.context(for: Self.configuration("1")) !== second)
         #expect(cache.count == TLSContextCache.maxEntries)
+    }
+
+    @Test func dialsAskingAtOnceShareOneContext() async throws {
+        let cache = TLSContextCache()
+        let contexts = try await withThrowingTaskGroup(of: TLSContext.self) { group in
+            for _ in 0..<16 { group.addTask { try await cache.context(for: Self.configuration("once")) } }
+            return try await group.reduce(into: [TLSContext]()) { $0.append($1) }
+        }
+        #expect(contexts.count == 16 && contexts.allSatisfy { $0 === contexts[0] })
+        #expect(cache.count == 1)
     }
 
     @Test func aContextThatCouldNotBeMadeIsMadeAgainNextTime() async throws {

@@ -197,6 +197,8 @@ public final class ProcessManager: Service, Sendable {
         mutating func admit(_ id: String, limit: Int) throws(StartFailure) {
             if closed { throw StartFailure.closed }
             guard runningCount + starting.count < limit else { throw StartFailure.tooManyProcesses(limit: limit) }
+            // Ids are drawn at random; a second start under one id would count once.
+            guard !starting.contains(id), processes[id] == nil else { throw StartFailure.spawn("process id \(id) is taken") }
             starting.insert(id)
         }
 
