@@ -39,7 +39,7 @@ public func fuzzDERPUpgrade(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32
 /// the accept this attempt's key calls for), cut into chunks by `split`.
 private func upgrade(_ answer: [UInt8], webSocket: Bool, close: Bool, split: ([UInt8]) -> [[UInt8]]) -> DERPUpgradeFuzzing.Outcome {
     let channel = EmbeddedChannel()
-    defer { _ = try? channel.finish() }
+    defer { _ = try? channel.finish(acceptAlreadyClosed: true) }
     do {
         let run = try DERPUpgradeFuzzing(webSocket: webSocket, on: channel)
         try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 443)).wait()
