@@ -67,7 +67,7 @@ enum DERPConnector {
     ) async throws(DERPConnectError) -> DERPConnection {
         let sslContext: TLSContext?
         do {
-            sslContext = p.node.forceHTTP ? nil : try await makeSSLContext(insecure: p.node.insecureForTests, route: route)
+            sslContext = p.node.forceHTTP ? nil : try await makeSSLContext(insecure: p.node.insecureForTests)
         } catch {
             throw .failed("TLS setup: \(error)")
         }
@@ -124,8 +124,9 @@ enum DERPConnector {
         return result
     }
 
-    /// The TLS context for a relay on `route`; `insecure` (tests' relays) verifies nothing.
-    static func makeSSLContext(insecure: Bool, route: ProxyRoute) async throws -> TLSContext {
+    /// The TLS context for a relay, the same on every route; `insecure` (tests' relays)
+    /// verifies nothing.
+    static func makeSSLContext(insecure: Bool) async throws -> TLSContext {
         var configuration = TLSConfiguration.makeClientConfiguration()
         configuration.applicationProtocols = ["http/1.1"]
         if insecure { configuration.certificateVerification = .none }
