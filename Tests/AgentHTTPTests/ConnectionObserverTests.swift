@@ -21,7 +21,7 @@ struct ConnectionObserverTests {
         #expect(observer.registrationCount == 0)
         observer.inputClosed()
         #expect(runs.withLock { $0 } == 0, "cancelled actions never run")
-        _ = try? channel.finish()
+        _ = try? channel.finish(acceptAlreadyClosed: true)
     }
 
     @Test func theClientLeavingRunsEachActionOnce() throws {
@@ -34,7 +34,7 @@ struct ConnectionObserverTests {
         #expect(runs.withLock { $0 } == 11)
         #expect(observer.registrationCount == 0)
         // The close that follows does not run them again; a registration after it runs at once.
-        _ = try? channel.finish()
+        _ = try? channel.finish(acceptAlreadyClosed: true)
         #expect(runs.withLock { $0 } == 11)
         let late = observer.whenGone { runs.withLock { $0 += 100 } }
         #expect(runs.withLock { $0 } == 111)
@@ -48,12 +48,12 @@ struct ConnectionObserverTests {
             let ran = Mutex(false)
             _ = observer.whenGone { ran.withLock { $0 = true } }
             if close {
-                _ = try? channel.finish()
+                _ = try? channel.finish(acceptAlreadyClosed: true)
             } else {
                 observer.errorCaught(ChannelError.ioOnClosedChannel)
             }
             #expect(ran.withLock { $0 }, close ? "close" : "error")
-            _ = try? channel.finish()
+            _ = try? channel.finish(acceptAlreadyClosed: true)
         }
     }
 }
