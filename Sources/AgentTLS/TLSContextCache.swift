@@ -1,4 +1,5 @@
 import AgentSystem
+import NIOCore
 import Synchronization
 
 /// Contexts shared by every connection made with the same configuration. Making one reads
@@ -17,43 +18,153 @@ public final class TLSContextCache: Sendable {
     /// Configurations kept at most; the one used longest ago goes first.
     public static let maxEntries = 8
     /// Where contexts are made: one thread, started on the first make. A make that hangs (a
-    /// trust file on a hung mount) holds back the others' first makes, as it held the dial
-    /// that made it inline before.
-    private static let pool = BlockingPool(name: "tls-context", threads: 1, maxQueued: 64)
+    /// trust file on a hung mount) holds back the others' first makes; each dial waits for
+    /// it only until its own deadline (``context(for:deadline:)``).
+    static let defaultPool = BlockingPool(name: "tls-context", threads: 1, maxQueued: 64)
+    private let pool: BlockingPool
 
     private struct Entry {
         let configuration: TLSConfiguration
         /// The make, shared by every dial that asked while it ran, and its result after.
-        let making: Task<TLSContext, any Error>
+        let making: TLSContextMaking
     }
 
     /// Least recently used first; at most ``maxEntries``.
     private let entries = Mutex<[Entry]>([])
 
-    public init() {}
+    public convenience init() { self.init(pool: Self.defaultPool) }
 
-    /// The context for `configuration`: the kept one, else one made now.
-    public func context(for configuration: TLSConfiguration) async throws -> TLSContext {
-        let making = entries.withLock { entries -> Task<TLSContext, any Error> in
+    /// A cache whose contexts are made on `pool` (tests hold its thread to hold a make).
+    init(pool: BlockingPool) { self.pool = pool }
+
+    /// The context for `configuration`: the kept one, else one made now. The wait ends at
+    /// `deadline` (``TLSError/timedOut(_:)``) or when the task is cancelled, whether or not
+    /// the make has ended; the make goes on for the dials after.
+    public func context(for configuration: TLSConfiguration, deadline: NIODeadline) async throws -> TLSContext {
+        let making = entries.withLock { entries -> TLSContextMaking in
             if let index = entries.firstIndex(where: { $0.configuration == configuration }) {
                 let entry = entries.remove(at: index)
                 entries.append(entry)
                 return entry.making
             }
-            let making = Task { try await Self.pool.run { _ in try TLSContext(configuration: configuration) } }
+            let making = TLSContextMaking()
             if entries.count >= Self.maxEntries { entries.removeFirst() }
             entries.append(Entry(configuration: configuration, making: making))
+            Task { [self] in
+                let made: Result<TLSContext, any Error>
+                do {
+                    made = .success(try await pool.run { _ in try TLSContext(configuration: configuration) })
+                } catch {
+                    made = .failure(error)
+                }
+                // Not kept when it failed: unless a later make has taken its place already.
+                if case .failure = made { self.entries.withLock { entries in entries.removeAll { $0.making === making } } }
+                making.finish(made)
+            }
             return making
         }
-        do {
-            return try await making.value
-        } catch {
-            // Not kept: unless a later make has taken its place already.
-            entries.withLock { entries in entries.removeAll { $0.making == making } }
-            throw error
-        }
+        return try await making.wait(until: deadline)
     }
 
     /// The configurations kept now (tests).
     var count: Int { entries.withLock { $0.count } }
+    /// Dials waiting for a make now (tests).
+    var waiting: Int { entries.withLock { $0.reduce(0) { $0 + $1.making.waiting } } }
+}
+
+/// One configuration's make and the dials waiting for it. Each waiter leaves at its own
+/// deadline or cancellation; the make's end resumes the rest. Bounded: one entry per dial
+/// waiting now, removed when it is resumed.
+final class TLSContextMaking: Sendable {
+    private enum Waiter {
+        /// Registered; its continuation not yet handed over.
+        case pending
+        case waiting(CheckedContinuation<TLSContext, any Error>)
+        /// Left (deadline, cancellation) before its continuation was handed over.
+        case left(any Error)
+    }
+
+    private struct State {
+        var result: Result<TLSContext, any Error>?
+        var nextWaiter: UInt64 = 0
+        var waiters: [UInt64: Waiter] = [:]
+    }
+
+    private let state = Mutex(State())
+    private static let notReady = TLSError.timedOut("the context was not made within the dial's deadline (its trust roots are still being read)")
+
+    /// The make's result, for every waiter now and later.
+    func finish(_ result: Result<TLSContext, any Error>) {
+        let waiting = state.withLock { s -> [CheckedContinuation<TLSContext, any Error>] in
+            s.result = result
+            defer { s.waiters = [:] }
+            return s.waiters.values.compactMap { if case .waiting(let continuation) = $0 { continuation } else { nil } }
+        }
+        for continuation in waiting { continuation.resume(with: result) }
+    }
+
+    /// The result once the make ends, or ``TLSError/timedOut(_:)`` at `deadline`, or
+    /// `CancellationError` when the task is cancelled.
+    func wait(until deadline: NIODeadline) async throws -> TLSContext {
+        enum Registration {
+            case ready(Result<TLSContext, any Error>)
+            case waiter(UInt64)
+        }
+        let registration = state.withLock { s -> Registration in
+            if let result = s.result { return .ready(result) }
+            defer { s.nextWaiter &+= 1 }
+            s.waiters[s.nextWaiter] = .pending
+            return .waiter(s.nextWaiter)
+        }
+        let id: UInt64
+        switch registration {
+        case .ready(let result): return try result.get()
+        case .waiter(let waiter): id = waiter
+        }
+        let nanoseconds = UInt64(max(0, (deadline - .now()).nanoseconds))
+        let timer = Task { [self] in
+            try? await Task.sleep(nanoseconds: nanoseconds)
+            if !Task.isCancelled { leave(id, Self.notReady) }
+        }
+        defer { timer.cancel() }
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<TLSContext, any Error>) in
+                let now = state.withLock { s -> Result<TLSContext, any Error>? in
+                    if let result = s.result { return result }
+                    switch s.waiters[id] {
+                    case .left(let error):
+                        s.waiters[id] = nil
+                        return .failure(error)
+                    case .pending, .waiting, nil:
+                        s.waiters[id] = .waiting(continuation)
+                        return nil
+                    }
+                }
+                if let now { continuation.resume(with: now) }
+            }
+        } onCancel: {
+            leave(id, CancellationError())
+        }
+    }
+
+    /// Waiter `id` leaves with `error`, if it still waits: resumed now, or when it hands over
+    /// its continuation.
+    private func leave(_ id: UInt64, _ error: any Error) {
+        let continuation = state.withLock { s -> CheckedContinuation<TLSContext, any Error>? in
+            switch s.waiters[id] {
+            case .pending:
+                s.waiters[id] = .left(error)
+                return nil
+            case .waiting(let continuation):
+                s.waiters[id] = nil
+                return continuation
+            case .left, nil:
+                return nil
+            }
+        }
+        continuation?.resume(throwing: error)
+    }
+
+    /// Dials waiting now (tests).
+    var waiting: Int { state.withLock { $0.waiters.count } }
 }

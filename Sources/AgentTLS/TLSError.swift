@@ -11,6 +11,8 @@ public enum TLSError: Error, Equatable, Sendable, CustomStringConvertible {
     case failed(String)
     /// More plaintext was written before the handshake completed than is held for it.
     case tooMuchBeforeHandshake(limit: Int)
+    /// A dial's deadline passed while its context was still being made.
+    case timedOut(String)
 
     public var description: String {
         switch self {
@@ -19,6 +21,7 @@ public enum TLSError: Error, Equatable, Sendable, CustomStringConvertible {
         case .uncleanShutdown: "TLS connection ended without close_notify"
         case .failed(let reason): "TLS failed: \(reason)"
         case .tooMuchBeforeHandshake(let limit): "more than \(limit) bytes written before the TLS handshake completed"
+        case .timedOut(let reason): "TLS setup timed out: \(reason)"
         }
     }
 }

@@ -153,9 +153,9 @@ public struct CheckedHTTPClient: Sendable {
 
     /// The context of ``init(route:tlsConfiguration:connectTimeout:group:keepAlive:lookups:)``'s
     /// configuration, else the system store's, shared with the agent's other dials.
-    private func trustContext() async throws -> TLSContext {
+    private func trustContext(deadline: NIODeadline) async throws -> TLSContext {
         if let context { return context }
-        return try await TLSContextCache.shared.context(for: .makeClientConfiguration())
+        return try await TLSContextCache.shared.context(for: .makeClientConfiguration(), deadline: deadline)
     }
 
     /// Sends `request` and hands its answer's head and body to `consume`; the connection is
@@ -200,7 +200,8 @@ public struct CheckedHTTPClient: Sendable {
             throw ProxyError.unsupported(proxy, "an https request is not forwarded in the clear")
         }
         // An https:// proxy is checked with the same trust as the targets.
-        let trust = request.secure || route.proxyTLS ? try await trustContext() : nil
+        // The context's wait is part of the set-up: bounded like the connect.
+        let trust = request.secure || route.proxyTLS ? try await trustContext(deadline: min(deadline, .now() + self.connectTimeout)) : nil
         let context = request.secure ? trust : nil
         let proxyContext = route.proxyTLS ? trust : nil
         // A request forwarded to an https:// proxy is ready at the proxy's handshake (a

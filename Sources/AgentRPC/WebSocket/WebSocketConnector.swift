@@ -56,7 +56,7 @@ public enum WebSocketConnector {
         // The target's TLS (wss), and an https:// proxy's, with the same trust.
         let sslContext =
             tls || route.proxyTLS
-            ? try await TLSContextCache.shared.context(for: tlsConfiguration)
+            ? try await TLSContextCache.shared.context(for: tlsConfiguration, deadline: .now() + timeout)
             : nil
         let expired = OnceFlag()
         let cancellation = DialCancellation()

@@ -67,7 +67,7 @@ enum DERPConnector {
     ) async throws(DERPConnectError) -> DERPConnection {
         let sslContext: TLSContext?
         do {
-            sslContext = p.node.forceHTTP ? nil : try await makeSSLContext(insecure: p.node.insecureForTests)
+            sslContext = p.node.forceHTTP ? nil : try await makeSSLContext(insecure: p.node.insecureForTests, deadline: deadline)
         } catch {
             throw .failed("TLS setup: \(error)")
         }
@@ -126,10 +126,10 @@ enum DERPConnector {
 
     /// The TLS context for a relay, the same on every route; `insecure` (tests' relays)
     /// verifies nothing.
-    static func makeSSLContext(insecure: Bool) async throws -> TLSContext {
+    static func makeSSLContext(insecure: Bool, deadline: NIODeadline) async throws -> TLSContext {
         var configuration = TLSConfiguration.makeClientConfiguration()
         configuration.applicationProtocols = ["http/1.1"]
         if insecure { configuration.certificateVerification = .none }
-        return try await TLSContextCache.shared.context(for: configuration)
+        return try await TLSContextCache.shared.context(for: configuration, deadline: deadline)
     }
 }

@@ -161,7 +161,7 @@ public struct AppHealthProbe: Sendable {
         }
         let serverName = target.serverName
         // The target's TLS, and an https:// proxy's, with the same trust.
-        let ssl = target.secure || route.proxyTLS ? try await TLSContextCache.shared.context(for: tlsConfiguration) : nil
+        let ssl = target.secure || route.proxyTLS ? try await TLSContextCache.shared.context(for: tlsConfiguration, deadline: deadline) : nil
         let loop = group.next()
         let promise = loop.makePromise(of: HTTPResponseHead.self)
         let remaining = deadline - .now()
