@@ -178,9 +178,13 @@ public struct CheckedHTTPClient: Sendable {
                 return result
             } catch {
                 if let ending = watch.ending { throw ending }
-                // NIO's own connect timeout (TCP's, or Happy Eyeballs' with the lookup): the
-                // request's deadline when that was the nearer, else the connect timeout.
+                // NIO's own connect timeout (TCP's, or Happy Eyeballs' with the lookup), or the
+                // wait for the TLS context: the request's deadline when that was the nearer,
+                // else the connect timeout.
                 if case ChannelError.connectTimeout = error {
+                    throw deadline <= .now() ? CheckedHTTPError.timedOut : CheckedHTTPError.setupTimedOut
+                }
+                if let tls = error as? TLSError, case .timedOut = tls {
                     throw deadline <= .now() ? CheckedHTTPError.timedOut : CheckedHTTPError.setupTimedOut
                 }
                 throw error

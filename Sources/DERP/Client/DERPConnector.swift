@@ -69,7 +69,8 @@ enum DERPConnector {
         do {
             sslContext = p.node.forceHTTP ? nil : try await makeSSLContext(insecure: p.node.insecureForTests, deadline: deadline)
         } catch {
-            throw .failed("TLS setup: \(error)")
+            // TLSError's own text says what failed ("TLS configuration: …", "TLS setup timed out: …").
+            throw .failed("\(error)")
         }
         let loop = group.next()
         let attempt = DERPConnectAttempt(promise: loop.makePromise(of: DERPConnection.self))
