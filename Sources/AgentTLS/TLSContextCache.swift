@@ -76,18 +76,10 @@ public final class TLSContextCache: Sendable {
 /// deadline or cancellation; the make's end resumes the rest. Bounded: one entry per dial
 /// waiting now, removed when it is resumed.
 final class TLSContextMaking: Sendable {
-    private enum Waiter {
-        /// Registered; its continuation not yet handed over.
-        case pending
-        case waiting(CheckedContinuation<TLSContext, any Error>)
-        /// Left (deadline, cancellation) before its continuation was handed over.
-        case left(any Error)
-    }
-
     private struct State {
         var result: Result<TLSContext, any Error>?
         var nextWaiter: UInt64 = 0
-        var waiters: [UInt64: Waiter] = [:]
+        var waiters: [UInt64: CheckedContinuation<TLSContext, any Error>] = [:]
     }
 
     private let state = Mutex(State())
@@ -98,7 +90,7 @@ final class TLSContextMaking: Sendable {
         let waiting = state.withLock { s -> [CheckedContinuation<TLSContext, any Error>] in
             s.result = result
             defer { s.waiters = [:] }
-            return s.waiters.values.compactMap { if case .waiting(let continuation) = $0 { continuation } else { nil } }
+            return Array(s.waiters.values)
         }
         for continuation in waiting { continuation.resume(with: result) }
     }
@@ -106,63 +98,38 @@ final class TLSContextMaking: Sendable {
     /// The result once the make ends, or ``TLSError/timedOut(_:)`` at `deadline`, or
     /// `CancellationError` when the task is cancelled.
     func wait(until deadline: NIODeadline) async throws -> TLSContext {
-        enum Registration {
-            case ready(Result<TLSContext, any Error>)
-            case waiter(UInt64)
-        }
-        let registration = state.withLock { s -> Registration in
-            if let result = s.result { return .ready(result) }
+        let (made, id) = state.withLock { s -> (Result<TLSContext, any Error>?, UInt64) in
+            if let result = s.result { return (result, 0) }
             defer { s.nextWaiter &+= 1 }
-            s.waiters[s.nextWaiter] = .pending
-            return .waiter(s.nextWaiter)
+            return (nil, s.nextWaiter)
         }
-        let id: UInt64
-        switch registration {
-        case .ready(let result): return try result.get()
-        case .waiter(let waiter): id = waiter
-        }
-        let nanoseconds = UInt64(max(0, (deadline - .now()).nanoseconds))
-        let timer = Task { [self] in
-            try? await Task.sleep(nanoseconds: nanoseconds)
-            if !Task.isCancelled { leave(id, Self.notReady) }
-        }
-        defer { timer.cancel() }
+        if let made { return try made.get() }
+        var timer: Task<Void, Never>?
+        defer { timer?.cancel() }
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<TLSContext, any Error>) in
-                let now = state.withLock { s -> Result<TLSContext, any Error>? in
+                let ready = state.withLock { s -> Result<TLSContext, any Error>? in
                     if let result = s.result { return result }
-                    switch s.waiters[id] {
-                    case .left(let error):
-                        s.waiters[id] = nil
-                        return .failure(error)
-                    case .pending, .waiting, nil:
-                        s.waiters[id] = .waiting(continuation)
-                        return nil
-                    }
+                    s.waiters[id] = continuation
+                    return nil
                 }
-                if let now { continuation.resume(with: now) }
+                if let ready { return continuation.resume(with: ready) }
+                // Cancelled before it waited: the handler found no waiter to resume.
+                if Task.isCancelled { return leave(id, CancellationError()) }
+                let nanoseconds = UInt64(max(0, (deadline - .now()).nanoseconds))
+                timer = Task { [self] in
+                    try? await Task.sleep(nanoseconds: nanoseconds)
+                    if !Task.isCancelled { leave(id, Self.notReady) }
+                }
             }
         } onCancel: {
             leave(id, CancellationError())
         }
     }
 
-    /// Waiter `id` leaves with `error`, if it still waits: resumed now, or when it hands over
-    /// its continuation.
+    /// Waiter `id` leaves with `error`, if it still waits.
     private func leave(_ id: UInt64, _ error: any Error) {
-        let continuation = state.withLock { s -> CheckedContinuation<TLSContext, any Error>? in
-            switch s.waiters[id] {
-            case .pending:
-                s.waiters[id] = .left(error)
-                return nil
-            case .waiting(let continuation):
-                s.waiters[id] = nil
-                return continuation
-            case .left, nil:
-                return nil
-            }
-        }
-        continuation?.resume(throwing: error)
+        state.withLock { $0.waiters.removeValue(forKey: id) }?.resume(throwing: error)
     }
 
     /// Dials waiting now (tests).

@@ -181,13 +181,12 @@ public struct CheckedHTTPClient: Sendable {
                 // NIO's own connect timeout (TCP's, or Happy Eyeballs' with the lookup), or the
                 // wait for the TLS context: the request's deadline when that was the nearer,
                 // else the connect timeout.
-                if case ChannelError.connectTimeout = error {
+                switch error {
+                case ChannelError.connectTimeout, TLSError.timedOut:
                     throw deadline <= .now() ? CheckedHTTPError.timedOut : CheckedHTTPError.setupTimedOut
+                default:
+                    throw error
                 }
-                if let tls = error as? TLSError, case .timedOut = tls {
-                    throw deadline <= .now() ? CheckedHTTPError.timedOut : CheckedHTTPError.setupTimedOut
-                }
-                throw error
             }
         } onCancel: {
             watch.cancel()

@@ -115,4 +115,17 @@ struct TLSContextCacheTests {
         await #expect(throws: CancellationError.self) { try await dial.value }
         #expect(cache.waiting == 0)
     }
+
+    @Test func aDialCancelledBeforeItAsksDoesNotWait() async throws {
+        let (pool, release) = try await Self.heldPool()
+        defer { release() }
+        let cache = TLSContextCache(pool: pool)
+        let dial = Task {
+            // Cancelled before it waits: the cancellation handler runs before the wait begins.
+            withUnsafeCurrentTask { $0?.cancel() }
+            return try await cache.context(for: Self.configuration("cancelled first"), deadline: Self.deadline)
+        }
+        await #expect(throws: CancellationError.self) { try await dial.value }
+        #expect(cache.waiting == 0)
+    }
 }
