@@ -2,6 +2,7 @@ import AgentTestSupport
 import Foundation
 import Glibc
 import Synchronization
+import Testing
 import TunnelStack
 
 /// What the tests need and could not get (namespace, TUN, tools): the test fails with it.
@@ -19,14 +20,17 @@ final class NamespaceTunnel: Sendable {
 
     let stack: TunnelStack
     let addresses: [TunnelAddress]
+    /// The last TCP segments both ways, for failure messages.
+    let trace: PacketTrace
     private let holder: ChildProgram.Running
     private let tun: Int32
     private let stopped = TestFlag()
     private let readerDone = TestFlag()
 
-    private init(stack: TunnelStack, addresses: [TunnelAddress], holder: ChildProgram.Running, tun: Int32) {
+    private init(stack: TunnelStack, addresses: [TunnelAddress], trace: PacketTrace, holder: ChildProgram.Running, tun: Int32) {
         self.stack = stack
         self.addresses = addresses
+        self.trace = trace
         self.holder = holder
         self.tun = tun
     }
@@ -80,16 +84,20 @@ final class NamespaceTunnel: Sendable {
             }
         }
         let stack: TunnelStack
+        let trace = PacketTrace()
         do {
             stack = try await TunnelStack.start(
                 addresses: addresses, configuration: configuration, eventLoop: lwIPTestLoop,
-                output: { packet in _ = write(tun, packet.baseAddress, packet.count) }, acceptors: acceptors)
+                output: { packet in
+                    trace.record(packet, toStack: false)
+                    _ = write(tun, packet.baseAddress, packet.count)
+                }, acceptors: acceptors)
         } catch {
             Glibc.close(tun)
             holder.kill()
             throw error
         }
-        let tunnel = NamespaceTunnel(stack: stack, addresses: addresses, holder: holder, tun: tun)
+        let tunnel = NamespaceTunnel(stack: stack, addresses: addresses, trace: trace, holder: holder, tun: tun)
         tunnel.startReader()
         return tunnel
     }
@@ -100,6 +108,7 @@ final class NamespaceTunnel: Sendable {
         let tun = self.tun
         let stack = self.stack
         let stopped = self.stopped
+        let trace = self.trace
         let done = readerDone
         Thread {
             let deadline = ContinuousClock.now + .seconds(600)
@@ -112,7 +121,11 @@ final class NamespaceTunnel: Sendable {
                     if errno == EINTR || errno == EAGAIN { continue }
                     break
                 }
-                buffer.withUnsafeBytes { stack.input(UnsafeRawBufferPointer(rebasing: $0[..<count])) }
+                buffer.withUnsafeBytes { bytes in
+                    let packet = UnsafeRawBufferPointer(rebasing: bytes[..<count])
+                    trace.record(packet, toStack: true)
+                    stack.input(packet)
+                }
             }
             done.set()
         }.start()
@@ -131,6 +144,12 @@ final class NamespaceTunnel: Sendable {
     /// Starts a Python script inside the namespace (the caller kills it).
     func startPython(_ script: String) -> ChildProgram.Running? {
         ChildProgram.start(["/usr/bin/nsenter", "--net=\(namespacePath)", "/usr/bin/python3", "-c", script])
+    }
+
+    /// What a failed client printed, the stack's counters and the last segments through the
+    /// TUN: the text of a failed expectation.
+    func report(_ outcome: ChildProgram.Outcome) -> Comment {
+        "\(outcome.stdout)\nstack: \(stack.counters())\n\(trace.text())"
     }
 
     /// Stops the reader, the stack, the TUN and the namespace's holder.

@@ -48,7 +48,7 @@ struct TunnelStackCloseOrderTests {
                     print('all', \(rounds))
                 """
         let outcome = await tunnel.python(script)
-        #expect(outcome.stdout.contains("all \(rounds)"), "\(outcome.stdout)\nstack: \(tunnel.stack.counters())")
+        #expect(outcome.stdout.contains("all \(rounds)"), tunnel.report(outcome))
         await server.finished.wait(upTo: .seconds(60))
         #expect(server.finished.isSet)
         let drained = await eventually(timeout: .seconds(30)) { tunnel.stack.counters().openConnections == 0 }
@@ -90,7 +90,7 @@ struct TunnelStackCloseOrderTests {
                     print('all', \(rounds))
                 """
         let outcome = await tunnel.python(script)
-        #expect(outcome.stdout.contains("all \(rounds)"), "\(outcome.stdout)\nstack: \(tunnel.stack.counters())")
+        #expect(outcome.stdout.contains("all \(rounds)"), tunnel.report(outcome))
         await server.finished.wait(upTo: .seconds(60))
         let seen = results.withLock { $0 }
         #expect(seen.count == rounds && seen.values.allSatisfy { $0 }, "\(seen.filter { !$0.value }.keys.sorted()) of \(seen.count)")
@@ -148,7 +148,7 @@ struct TunnelStackCloseOrderTests {
                     print('all', \(rounds))
                 """
         let outcome = await tunnel.python(script)
-        #expect(outcome.stdout.contains("all \(rounds)"), "\(outcome.stdout)\nstack: \(tunnel.stack.counters())")
+        #expect(outcome.stdout.contains("all \(rounds)"), tunnel.report(outcome))
         await server.finished.wait(upTo: .seconds(60))
         let drained = await eventually(timeout: .seconds(30)) { tunnel.stack.counters().openConnections == 0 }
         #expect(drained, "\(tunnel.stack.counters())")
@@ -187,7 +187,7 @@ struct TunnelStackCloseOrderTests {
                     print('all', \(rounds))
                 """
         let outcome = await tunnel.python(script)
-        #expect(outcome.stdout.contains("all \(rounds)"), "\(outcome.stdout)\nstack: \(tunnel.stack.counters())")
+        #expect(outcome.stdout.contains("all \(rounds)"), tunnel.report(outcome))
         await server.finished.wait(upTo: .seconds(60))
         let drained = await eventually(timeout: .seconds(30)) { tunnel.stack.counters().openConnections == 0 }
         #expect(drained, "\(tunnel.stack.counters())")
