@@ -283,6 +283,18 @@ void tl_flow_abort_half_open(const tl_netif *owner, const tl_flow *flow) {
     if (pcb != NULL && pcb->state == SYN_RCVD) tcp_abort(pcb);
 }
 
+int tl_flow_end_time_wait(const tl_netif *owner, const tl_flow *flow, uint32_t sequence) {
+    uint8_t index = netif_get_index(&owner->netif);
+    for (struct tcp_pcb *pcb = tcp_tw_pcbs; pcb != NULL; pcb = pcb->next) {
+        if (!flow_matches(pcb, index, flow)) continue;
+        // A pcb still attached to a relay is left alone (see tl_netif_limit_time_wait).
+        if (!TCP_SEQ_GT(sequence, pcb->rcv_nxt) || pcb->callback_arg != NULL) return -1;
+        tcp_abort(pcb);  // in TIME_WAIT: unlinked and freed, nothing sent
+        return 1;
+    }
+    return 0;
+}
+
 // MARK: - connections
 
 static err_t on_accept(void *argument, struct tcp_pcb *pcb, err_t error) {

@@ -158,6 +158,18 @@ final class StackCore: @unchecked Sendable {
                 pass(wire, to: netif)  // not ours: lwIP resets it
                 return nil
             }
+            // The 4-tuple of a connection lwIP holds in TIME_WAIT (the workspace closed
+            // first, and the peer reuses its port): a newer SYN ends the TIME_WAIT and opens
+            // as any other; lwIP answers an older one from TIME_WAIT, and nothing connects.
+            switch tl_flow_end_time_wait(netif, &cFlow, segment.sequence) {
+            case 1:
+                counters.timeWaitReused.increment()
+            case -1:
+                pass(wire, to: netif)
+                return nil
+            default:
+                break
+            }
             return coreOpen(flow, packet, segment, wire, netif: netif)
         }
         if known, segment.sequenceLength > 0 {

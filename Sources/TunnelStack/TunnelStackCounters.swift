@@ -25,6 +25,9 @@ public struct TunnelStackCounters: Sendable, Equatable {
     public var droppedHalfOpenLimit: UInt64 = 0
     /// Handshakes abandoned after the handshake timeout.
     public var handshakeTimeouts: UInt64 = 0
+    /// TIME_WAIT connections ended early by a newer SYN on their 4-tuple (a peer reusing its
+    /// port after the workspace closed first).
+    public var timeWaitReused: UInt64 = 0
     /// Connections reset after the idle timeout.
     public var idleTimeouts: UInt64 = 0
     /// Half-closed connections closed after the half-closed timeout.
@@ -69,6 +72,7 @@ final class TunnelCounters: Sendable {
     let refusedOther = Atomic<UInt64>(0)
     let droppedHalfOpenLimit = Atomic<UInt64>(0)
     let handshakeTimeouts = Atomic<UInt64>(0)
+    let timeWaitReused = Atomic<UInt64>(0)
     let idleTimeouts = Atomic<UInt64>(0)
     let halfClosedTimeouts = Atomic<UInt64>(0)
     let bytesFromTunnel = Atomic<UInt64>(0)
@@ -98,6 +102,7 @@ final class TunnelCounters: Sendable {
         counters.refusedOther = refusedOther.load(ordering: .relaxed)
         counters.droppedHalfOpenLimit = droppedHalfOpenLimit.load(ordering: .relaxed)
         counters.handshakeTimeouts = handshakeTimeouts.load(ordering: .relaxed)
+        counters.timeWaitReused = timeWaitReused.load(ordering: .relaxed)
         counters.idleTimeouts = idleTimeouts.load(ordering: .relaxed)
         counters.halfClosedTimeouts = halfClosedTimeouts.load(ordering: .relaxed)
         counters.bytesFromTunnel = bytesFromTunnel.load(ordering: .relaxed)

@@ -106,7 +106,7 @@ final class AcceptedChannel: Sendable {
 }
 
 /// Fields of a TCP segment in an IPv6 packet with a 40-byte header.
-private enum Segment {
+enum Segment {
     static func word(_ packet: [UInt8], _ offset: Int) -> UInt32 {
         (0..<4).reduce(UInt32(0)) { $0 << 8 | UInt32(packet[offset + $1]) }
     }

@@ -1,0 +1,126 @@
+import AgentTestSupport
+import Foundation
+import Glibc
+import Testing
+
+@testable import TunnelStack
+
+/// A peer that reuses its port after the workspace closed first meets lwIP's TIME_WAIT
+/// (2 min): a SYN newer than the old connection opens a new one at once, an older one is
+/// answered from TIME_WAIT without a local connect. Hand-built packets against real lwIP and
+/// a real local service, then a real Linux client in a namespace.
+@Suite(.serialized)
+struct TunnelStackTimeWaitTests {
+    let peer = TunnelAddress("fd7a:115c:a1e0::79")!
+    let peerPort: UInt16 = 45000
+
+    @Test func aNewerSYNOnATimeWaitFlowOpensANewConnectionAndAnOlderOneDoesNot() async throws {
+        let server = try #require(
+            LocalServer(connections: 2) { connection, index in
+                _ = writeAll(connection, Array((index == 0 ? "one" : "two").utf8))
+            })
+        let sent = PacketLog()
+        let stack = try await TunnelStack.start(
+            addresses: stackAddresses(0x53), configuration: TunnelStackConfiguration(), eventLoop: lwIPTestLoop,
+            output: { packet in sent.append(Array(packet)) }, acceptors: [:])
+        let local = stack.addresses[0]
+        let port = UInt16(server.port)
+        func segment(sequence: UInt32, acknowledgment: UInt32 = 0, flags: UInt8) -> [UInt8] {
+            PacketBuilder.tcp(
+                from: peer, peerPort, to: local, port, sequence: sequence, acknowledgment: acknowledgment, flags: flags,
+                options: flags == 0x02 ? [2, 4, 0x04, 0xC4] : [])
+        }
+        func sentSegment(_ matches: ([UInt8]) -> Bool) async -> [UInt8]? {
+            _ = await eventually(timeout: .seconds(20)) { sent.all.contains(where: matches) }
+            return sent.all.first(where: matches)
+        }
+
+        // The first connection: the service answers and closes first, so the peer's FIN ends
+        // it in lwIP's TIME_WAIT.
+        await stack.feed(segment(sequence: 1000, flags: 0x02))
+        let firstSynAck = try #require(await sentSegment { $0[53] == 0x12 })
+        let server1 = Segment.sequence(firstSynAck) &+ 1
+        await stack.feed(segment(sequence: 1001, acknowledgment: server1, flags: 0x10))
+        let fin = try #require(await sentSegment { $0[53] & 0x01 != 0 })
+        let payload = fin.count - 60
+        #expect(payload == 3 || payload == 0)
+        let finEnd = Segment.sequence(fin) &+ UInt32(payload) &+ 1
+        sent.clear()
+        await stack.feed(segment(sequence: 1001, acknowledgment: finEnd, flags: 0x11))
+        // lwIP acknowledges the peer's FIN (rcv_nxt 1002) and waits in TIME_WAIT.
+        #expect(await sentSegment { Segment.acknowledgment($0) == 1002 && $0[53] == 0x10 } != nil)
+        // The relay ends (and lets go of the pcb) once both ends closed.
+        let ended = await eventually(timeout: .seconds(20)) { await stack.countersOnLoop().openConnections == 0 }
+        #expect(ended)
+        #expect(await stack.countersOnLoop().accepted == 1)
+
+        // An older SYN (an old duplicate): TIME_WAIT answers it, nothing connects locally.
+        sent.clear()
+        await stack.feed(segment(sequence: 500, flags: 0x02))
+        let afterOld = await stack.countersOnLoop()
+        #expect(afterOld.halfOpenConnections == 0)
+        #expect(afterOld.timeWaitReused == 0)
+        #expect(!sent.all.contains { $0[53] & 0x02 != 0 })
+
+        // A newer SYN: a new connection at once, to the service's next accept.
+        sent.clear()
+        await stack.feed(segment(sequence: 70_000, flags: 0x02))
+        let synAck = try #require(await sentSegment { $0[53] == 0x12 })
+        #expect(Segment.acknowledgment(synAck) == 70_001)
+        await stack.feed(segment(sequence: 70_001, acknowledgment: Segment.sequence(synAck) &+ 1, flags: 0x10))
+        let second = try #require(await sentSegment { $0.count > 60 && $0[53] & 0x02 == 0 })
+        #expect(Array(second[60...]) == Array("two".utf8))
+        let counters = await stack.countersOnLoop()
+        #expect(counters.timeWaitReused == 1)
+        #expect(counters.accepted == 2)
+        await server.finished.wait(upTo: .seconds(20))
+        #expect(server.finished.isSet)
+        server.stop()
+        await stack.shutdown()
+    }
+
+    @Test func aLinuxClientThatReusesItsPortConnectsAgainAtOnce() async throws {
+        let server = try #require(
+            LocalServer(connections: 2) { connection, index in
+                _ = writeAll(connection, Array("hello \(index)".utf8))
+            })
+        let tunnel = try await NamespaceTunnel.make(addresses: stackAddresses(0x25))
+        // The second connection binds the first one's port. The first socket may still be in
+        // LAST_ACK for a moment (EADDRNOTAVAIL): retried, bounded.
+        let script = """
+            import errno, socket, time
+            port = 0
+            for i in range(2):
+                for attempt in range(200):
+                    s = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+                    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                    s.settimeout(10)
+                    s.bind(('::', port))
+                    port = s.getsockname()[1]
+                    try:
+                        s.connect(('\(tunnel.addresses[0])', \(server.port)))
+                        break
+                    except OSError as error:
+                        s.close()
+                        if error.errno != errno.EADDRNOTAVAIL:
+                            print('round', i, 'failed:', type(error).__name__, error)
+                            raise SystemExit
+                        time.sleep(0.01)
+                chunks = []
+                while True:
+                    data = s.recv(100)
+                    if not data:
+                        break
+                    chunks.append(data)
+                s.close()
+                print('round', i, 'port', port, b''.join(chunks).decode())
+            """
+        let outcome = await tunnel.python(script)
+        #expect(outcome.stdout.contains("round 0 port"), tunnel.report(outcome))
+        #expect(outcome.stdout.contains("hello 1"), tunnel.report(outcome))
+        #expect(tunnel.stack.counters().timeWaitReused == 1)
+        await server.finished.wait(upTo: .seconds(20))
+        server.stop()
+        await tunnel.close()
+    }
+}
