@@ -283,6 +283,13 @@ void tl_flow_abort_half_open(const tl_netif *owner, const tl_flow *flow) {
     if (pcb != NULL && pcb->state == SYN_RCVD) tcp_abort(pcb);
 }
 
+int tl_flow_challenge_ack(const tl_netif *owner, const tl_flow *flow) {
+    struct tcp_pcb *pcb = flow_pcb(owner, flow);
+    if (pcb == NULL || pcb->state < ESTABLISHED) return 0;
+    tcp_ack_now(pcb);
+    return tcp_output(pcb) == ERR_OK;
+}
+
 int tl_flow_end_time_wait(const tl_netif *owner, const tl_flow *flow, uint32_t sequence) {
     uint8_t index = netif_get_index(&owner->netif);
     for (struct tcp_pcb *pcb = tcp_tw_pcbs; pcb != NULL; pcb = pcb->next) {

@@ -149,9 +149,17 @@ final class StackCore: @unchecked Sendable {
         let known = tl_flow_lookup(netif, &cFlow, &state) != 0
         if segment.syn {
             // lwIP 2.1.3 takes a SYN in any state (fixed upstream later: it can break its
-            // out-of-order queue): only a retransmitted SYN of a handshake reaches it.
+            // out-of-order queue): only a retransmitted SYN of a handshake reaches it. A SYN
+            // on an open connection gets a challenge ACK instead (a peer that restarted and
+            // uses its port again resets the old connection with its answer).
             if known {
-                if state.state == 3, !segment.ack { pass(wire, to: netif) } else { counters.packetsDropped.increment() }
+                if state.state == 3, !segment.ack {
+                    pass(wire, to: netif)
+                } else if tl_flow_challenge_ack(netif, &cFlow) != 0 {
+                    counters.challengeAcks.increment()
+                } else {
+                    counters.packetsDropped.increment()
+                }
                 return nil
             }
             if segment.ack || segment.rst {

@@ -28,6 +28,9 @@ public struct TunnelStackCounters: Sendable, Equatable {
     /// TIME_WAIT connections ended early by a newer SYN on their 4-tuple (a peer reusing its
     /// port after the workspace closed first).
     public var timeWaitReused: UInt64 = 0
+    /// SYNs on an open connection's 4-tuple answered with a challenge ACK (RFC 5961 4.2): a
+    /// peer that restarted resets the old connection with its answer, then connects anew.
+    public var challengeAcks: UInt64 = 0
     /// Connections reset after the idle timeout.
     public var idleTimeouts: UInt64 = 0
     /// Half-closed connections closed after the half-closed timeout.
@@ -73,6 +76,7 @@ final class TunnelCounters: Sendable {
     let droppedHalfOpenLimit = Atomic<UInt64>(0)
     let handshakeTimeouts = Atomic<UInt64>(0)
     let timeWaitReused = Atomic<UInt64>(0)
+    let challengeAcks = Atomic<UInt64>(0)
     let idleTimeouts = Atomic<UInt64>(0)
     let halfClosedTimeouts = Atomic<UInt64>(0)
     let bytesFromTunnel = Atomic<UInt64>(0)
@@ -103,6 +107,7 @@ final class TunnelCounters: Sendable {
         counters.droppedHalfOpenLimit = droppedHalfOpenLimit.load(ordering: .relaxed)
         counters.handshakeTimeouts = handshakeTimeouts.load(ordering: .relaxed)
         counters.timeWaitReused = timeWaitReused.load(ordering: .relaxed)
+        counters.challengeAcks = challengeAcks.load(ordering: .relaxed)
         counters.idleTimeouts = idleTimeouts.load(ordering: .relaxed)
         counters.halfClosedTimeouts = halfClosedTimeouts.load(ordering: .relaxed)
         counters.bytesFromTunnel = bytesFromTunnel.load(ordering: .relaxed)

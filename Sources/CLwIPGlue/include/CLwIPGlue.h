@@ -106,6 +106,11 @@ int tl_flow_lookup(const tl_netif *netif, const tl_flow *flow, tl_flow_state *st
 int tl_flow_limit_ooseq(const tl_netif *netif, const tl_flow *flow, int limit);
 /// Aborts `flow`'s pcb if it is still in SYN_RCVD (a handshake that took too long).
 void tl_flow_abort_half_open(const tl_netif *netif, const tl_flow *flow);
+/// A SYN arrived for `flow`, which lwIP holds synchronized (ESTABLISHED to LAST_ACK):
+/// acknowledges what the flow has received, as RFC 5961 4.2 asks (a challenge ACK). A peer
+/// that restarted answers it with a reset that ends the old connection, and its next SYN
+/// opens a new one; a live peer ignores it. lwIP never sees the SYN. Nonzero when sent.
+int tl_flow_challenge_ack(const tl_netif *netif, const tl_flow *flow);
 /// A SYN with sequence number `sequence` arrived for `flow`, which no active pcb holds.
 /// Ends the flow's TIME_WAIT pcb (freed, no RST) when the SYN is newer than anything the old
 /// connection received (RFC 1122 4.2.2.13, as gVisor's netstack and Linux do), so that the

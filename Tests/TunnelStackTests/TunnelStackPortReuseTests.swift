@@ -1,16 +1,20 @@
 import AgentTestSupport
 import Foundation
 import Glibc
+import NIOCore
+import Synchronization
 import Testing
 
 @testable import TunnelStack
 
-/// A peer that reuses its port after the workspace closed first meets lwIP's TIME_WAIT
-/// (2 min): a SYN newer than the old connection opens a new one at once, an older one is
-/// answered from TIME_WAIT without a local connect. Hand-built packets against real lwIP and
-/// a real local service, then a real Linux client in a namespace.
+/// A peer that uses a port again. After the workspace closed first, lwIP holds the old
+/// connection in TIME_WAIT (2 min): a SYN newer than it opens a new one at once, an older
+/// one is answered from TIME_WAIT without a local connect. A peer that restarted while its
+/// connection was open gets a challenge ACK, resets the old connection with its answer, and
+/// connects anew. Hand-built packets against real lwIP and a real local service, then a real
+/// Linux client in a namespace.
 @Suite(.serialized)
-struct TunnelStackTimeWaitTests {
+struct TunnelStackPortReuseTests {
     let peer = TunnelAddress("fd7a:115c:a1e0::79")!
     let peerPort: UInt16 = 45000
 
@@ -76,6 +80,52 @@ struct TunnelStackTimeWaitTests {
         await server.finished.wait(upTo: .seconds(20))
         #expect(server.finished.isSet)
         server.stop()
+        await stack.shutdown()
+    }
+
+    @Test func aSYNOnAnOpenConnectionGetsAChallengeACKWhoseResetEndsIt() async throws {
+        let sent = PacketLog()
+        let accepted = AcceptedChannel()
+        let acceptor = TunnelAcceptor { channel in
+            accepted.channel.withLock { $0 = channel }
+            return channel.eventLoop.makeSucceededVoidFuture()
+        }
+        let stack = try await TunnelStack.start(
+            addresses: stackAddresses(0x54), configuration: TunnelStackConfiguration(), eventLoop: lwIPTestLoop,
+            output: { packet in sent.append(Array(packet)) }, acceptors: [4: acceptor])
+        let local = stack.addresses[0]
+        func segment(sequence: UInt32, acknowledgment: UInt32 = 0, flags: UInt8) -> [UInt8] {
+            PacketBuilder.tcp(
+                from: peer, peerPort, to: local, 4, sequence: sequence, acknowledgment: acknowledgment, flags: flags,
+                options: flags == 0x02 ? [2, 4, 0x04, 0xC4] : [])
+        }
+        await stack.feed(segment(sequence: 1000, flags: 0x02))
+        let synAck = try #require(sent.all.last)
+        #expect(synAck[53] == 0x12)
+        let next = Segment.sequence(synAck) &+ 1
+        await stack.feed(segment(sequence: 1001, acknowledgment: next, flags: 0x10))
+        let opened = await eventually(timeout: .seconds(20)) { await stack.countersOnLoop().openConnections == 1 }
+        #expect(opened)
+
+        // The peer restarted and sends a SYN from the same port: an ACK of what the old
+        // connection received, nothing else.
+        sent.clear()
+        await stack.feed(segment(sequence: 900_000, flags: 0x02))
+        let challenge = try #require(sent.all.first)
+        #expect(sent.count == 1)
+        #expect(challenge[53] & 0x17 == 0x10)
+        #expect(Segment.acknowledgment(challenge) == 1001 && Segment.sequence(challenge) == next)
+        #expect(await stack.countersOnLoop().challengeAcks == 1)
+
+        // Its reset (sequence number: the ACK's acknowledgment) ends the old connection; the
+        // SYN again opens a new one.
+        await stack.feed(segment(sequence: Segment.acknowledgment(challenge), flags: 0x04))
+        let ended = await eventually(timeout: .seconds(20)) { await stack.countersOnLoop().openConnections == 0 }
+        #expect(ended)
+        sent.clear()
+        await stack.feed(segment(sequence: 900_000, flags: 0x02))
+        let again = try #require(sent.all.first)
+        #expect(again[53] == 0x12 && Segment.acknowledgment(again) == 900_001)
         await stack.shutdown()
     }
 
