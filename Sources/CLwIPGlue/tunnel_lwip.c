@@ -283,6 +283,18 @@ void tl_flow_abort_half_open(const tl_netif *owner, const tl_flow *flow) {
     if (pcb != NULL && pcb->state == SYN_RCVD) tcp_abort(pcb);
 }
 
+void tl_pcb_keepalive(tl_pcb *handle, uint32_t idle_ms, uint32_t interval_ms, uint32_t probes) {
+    struct tcp_pcb *pcb = (struct tcp_pcb *)handle;
+    ip_set_option(pcb, SOF_KEEPALIVE);
+    pcb->keep_idle = idle_ms;
+#if LWIP_TCP_KEEPALIVE
+    pcb->keep_intvl = interval_ms;
+    pcb->keep_cnt = probes;
+#else
+    (void)interval_ms; (void)probes;  // lwIP's defaults: 75 s, 9
+#endif
+}
+
 int tl_flow_challenge_ack(const tl_netif *owner, const tl_flow *flow) {
     struct tcp_pcb *pcb = flow_pcb(owner, flow);
     if (pcb == NULL || pcb->state < ESTABLISHED) return 0;

@@ -140,6 +140,7 @@ extension StackCore {
         LwIPCore.assertConfined()
         guard !stopping else { return false }
         defer { halfOpenSeen.store(coreHalfOpen(), ordering: .relaxed) }
+        coreKeepAlive(pcb, port: flow.localPort)
         if let acceptor = acceptors[flow.localPort] {
             return coreAcceptChannel(pcb, flow, acceptor)
         }
@@ -158,6 +159,16 @@ extension StackCore {
         counters.forwarded.increment()
         channel.eventLoop.execute { handler.value.attach(relay) }
         return true
+    }
+
+    /// Keepalive for an accepted connection (``TunnelStackConfiguration/keepAliveIdle``).
+    private func coreKeepAlive(_ pcb: OpaquePointer, port: UInt16) {
+        func milliseconds(_ amount: TimeAmount) -> UInt32 {
+            UInt32(clamping: max(amount.nanoseconds / 1_000_000, 1))
+        }
+        let idle = configuration.keepAliveIdleByPort[port] ?? configuration.keepAliveIdle
+        tl_pcb_keepalive(
+            pcb, milliseconds(idle), milliseconds(configuration.keepAliveInterval), UInt32(clamping: max(configuration.keepAliveProbes, 1)))
     }
 
     /// A connection to an acceptor's port: a ``TunnelChannel``, active once the acceptor's

@@ -28,7 +28,7 @@ final class TunnelRelay: TunnelPCBOwner, @unchecked Sendable {
     let eventLoop: any EventLoop
     private let stack: StackCore
     private let counters: TunnelCounters
-    private let idleTimeout: TimeAmount
+    private let idleTimeout: TimeAmount?
     private let halfClosedTimeout: TimeAmount
     /// The most bytes from the peer held before the local side took them: lwIP's window
     /// (TCP_WND, 65535) never lets more arrive; beyond it lwIP keeps them (`ERR_MEM`).
@@ -55,7 +55,7 @@ final class TunnelRelay: TunnelPCBOwner, @unchecked Sendable {
     private var loopIdleTimer: Scheduled<Void>?
 
     init(
-        flow: TunnelFlow, eventLoop: any EventLoop, stack: StackCore, counters: TunnelCounters, idleTimeout: TimeAmount,
+        flow: TunnelFlow, eventLoop: any EventLoop, stack: StackCore, counters: TunnelCounters, idleTimeout: TimeAmount?,
         halfClosedTimeout: TimeAmount
     ) {
         self.flow = flow
@@ -137,7 +137,7 @@ final class TunnelRelay: TunnelPCBOwner, @unchecked Sendable {
         loopStarted = true
         loopChannel = channel
         touch()
-        armIdleTimer(at: loopLastActivity + idleTimeout)
+        if let quietBound { armIdleTimer(at: loopLastActivity + quietBound) }
         push()
         drain()
     }
@@ -298,8 +298,11 @@ final class TunnelRelay: TunnelPCBOwner, @unchecked Sendable {
     /// Whether one direction has finished (the shorter ``halfClosedTimeout`` applies).
     private var halfClosed: Bool { loopFinSent || loopOutputClosed }
 
-    /// How long the relay may go without a byte now.
-    private var quietBound: TimeAmount { halfClosed ? min(idleTimeout, halfClosedTimeout) : idleTimeout }
+    /// How long the relay may go without a byte now (nil: no bound).
+    private var quietBound: TimeAmount? {
+        guard halfClosed else { return idleTimeout }
+        return idleTimeout.map { min($0, halfClosedTimeout) } ?? halfClosedTimeout
+    }
 
     private func armIdleTimer(at deadline: NIODeadline) {
         loopIdleTimer = eventLoop.scheduleTask(deadline: deadline) { self.idleCheck() }
@@ -309,11 +312,11 @@ final class TunnelRelay: TunnelPCBOwner, @unchecked Sendable {
     private func rearmIdleTimer() {
         guard loopStarted, !loopEnded else { return }
         loopIdleTimer?.cancel()
-        armIdleTimer(at: loopLastActivity + quietBound)
+        if let quietBound { armIdleTimer(at: loopLastActivity + quietBound) }
     }
 
     private func idleCheck() {
-        guard !loopEnded else { return }
+        guard !loopEnded, let quietBound else { return }
         let due = loopLastActivity + quietBound
         if NIODeadline.now() < due {
             armIdleTimer(at: due)

@@ -47,14 +47,25 @@ public struct TunnelStackConfiguration: Sendable {
     public var connectTimeout: TimeAmount = .seconds(5)
     /// A handshake (SYN received, final ACK not) is abandoned after this.
     public var handshakeTimeout: TimeAmount = .seconds(20)
-    /// A connection with no byte either way for this long is reset (both sides).
-    public var idleTimeout: TimeAmount = .hours(2)
+    /// TCP keepalive on every accepted connection, as the Go agent's netstack (gVisor's, with
+    /// Linux's timing): after this long without a segment from the peer, a probe every
+    /// ``keepAliveInterval``; ``keepAliveProbes`` unanswered ones reset the connection both
+    /// ways. A peer that answers keeps an idle connection open.
+    public var keepAliveIdle: TimeAmount = .hours(2)
+    public var keepAliveInterval: TimeAmount = .seconds(75)
+    public var keepAliveProbes: Int = 9
+    /// Ports whose connections wait longer before the first probe: SSH (1 and 22), 72 h as in
+    /// Coder's netstack, since an idle session is usually meant to stay.
+    public var keepAliveIdleByPort: [UInt16: TimeAmount] = [1: .hours(72), 22: .hours(72)]
+    /// A forwarded connection with no byte either way for this long is reset (both sides);
+    /// nil (the default): none, keepalive finds a peer that went away.
+    public var idleTimeout: TimeAmount? = nil
     /// A connection one direction of which has finished (FIN from the peer or EOF from the
     /// local socket) and that moved no byte for this long is closed, not reset: what is
     /// queued toward the peer still goes, then FIN, and the local socket is closed. lwIP
     /// then ends the connection alone within its own bounds (20 s in FIN_WAIT_2,
-    /// retransmissions). Without it a peer that never closes would hold a connection slot
-    /// for ``idleTimeout``.
+    /// retransmissions). Without it a peer that never closes, and answers keepalive probes,
+    /// would hold a connection slot for ever.
     public var halfClosedTimeout: TimeAmount = .minutes(5)
 
     /// UDP flows (peer address:port → agent address:port, each a local socket) at once. A

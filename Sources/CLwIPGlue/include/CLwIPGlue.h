@@ -106,6 +106,10 @@ int tl_flow_lookup(const tl_netif *netif, const tl_flow *flow, tl_flow_state *st
 int tl_flow_limit_ooseq(const tl_netif *netif, const tl_flow *flow, int limit);
 /// Aborts `flow`'s pcb if it is still in SYN_RCVD (a handshake that took too long).
 void tl_flow_abort_half_open(const tl_netif *netif, const tl_flow *flow);
+/// Turns TCP keepalive on for an accepted pcb: after `idle_ms` without a segment from the
+/// peer, a probe every `interval_ms`; `probes` unanswered ones reset the connection (lwIP
+/// reports ERR_ABRT to its owner). A peer that answers keeps an idle connection open.
+void tl_pcb_keepalive(tl_pcb *pcb, uint32_t idle_ms, uint32_t interval_ms, uint32_t probes);
 /// A SYN arrived for `flow`, which lwIP holds synchronized (ESTABLISHED to LAST_ACK):
 /// acknowledges what the flow has received, as RFC 5961 4.2 asks (a challenge ACK). A peer
 /// that restarted answers it with a reset that ends the old connection, and its next SYN

@@ -1,0 +1,74 @@
+import AgentTestSupport
+import Foundation
+import Glibc
+import NIOCore
+import Testing
+
+@testable import TunnelStack
+
+/// TCP keepalive on tunnel connections, as the Go agent's netstack: an idle forwarded
+/// connection whose peer answers the probes stays open however long it is idle; one whose
+/// peer went away is reset both ways after the unanswered probes. Hand-built packets against
+/// real lwIP and a real local service, on a short keepalive.
+struct TunnelStackKeepAliveTests {
+    let peer = TunnelAddress("fd7a:115c:a1e0::7a")!
+    let peerPort: UInt16 = 46000
+
+    @Test func anIdlePeerThatAnswersProbesStaysAndOneThatStopsIsResetBothWays() async throws {
+        let localEnded = TestFlag()
+        let server = try #require(
+            LocalServer { connection in
+                // Nothing either way; the read ends when the stack resets the connection.
+                _ = readAll(connection, limit: 1)
+                localEnded.set()
+            })
+        var configuration = TunnelStackConfiguration()
+        configuration.keepAliveIdle = .seconds(1)
+        configuration.keepAliveInterval = .milliseconds(500)
+        configuration.keepAliveProbes = 2
+        let sent = PacketLog()
+        let stack = try await TunnelStack.start(
+            addresses: stackAddresses(0x55), configuration: configuration, eventLoop: lwIPTestLoop,
+            output: { packet in sent.append(Array(packet)) }, acceptors: [:])
+        let local = stack.addresses[0]
+        let port = UInt16(server.port)
+        func segment(sequence: UInt32, acknowledgment: UInt32 = 0, flags: UInt8) -> [UInt8] {
+            PacketBuilder.tcp(
+                from: peer, peerPort, to: local, port, sequence: sequence, acknowledgment: acknowledgment, flags: flags,
+                options: flags == 0x02 ? [2, 4, 0x04, 0xC4] : [])
+        }
+        func nextSent(_ matches: ([UInt8]) -> Bool) async -> [UInt8]? {
+            _ = await eventually(timeout: .seconds(20)) { sent.all.contains(where: matches) }
+            return sent.all.first(where: matches)
+        }
+
+        await stack.feed(segment(sequence: 1000, flags: 0x02))
+        let synAck = try #require(await nextSent { $0[53] == 0x12 })
+        let next = Segment.sequence(synAck) &+ 1
+        await stack.feed(segment(sequence: 1001, acknowledgment: next, flags: 0x10))
+        let opened = await eventually(timeout: .seconds(20)) { await stack.countersOnLoop().openConnections == 1 }
+        #expect(opened)
+
+        // Three probes answered: more than the idle time and every probe together, and the
+        // connection is still open.
+        for _ in 0..<3 {
+            sent.clear()
+            let probe = try #require(await nextSent { $0[53] & 0x17 == 0x10 && Segment.sequence($0) == next &- 1 })
+            #expect(Segment.acknowledgment(probe) == 1001)
+            await stack.feed(segment(sequence: 1001, acknowledgment: next, flags: 0x10))
+        }
+        #expect(await stack.countersOnLoop().openConnections == 1)
+        #expect(!sent.all.contains { $0[53] & 0x04 != 0 })
+        #expect(!localEnded.isSet)
+
+        // Unanswered: a reset to the peer, and the local side ends.
+        let reset = await nextSent { $0[53] & 0x04 != 0 }
+        #expect(reset != nil)
+        let ended = await eventually(timeout: .seconds(20)) { await stack.countersOnLoop().openConnections == 0 }
+        #expect(ended)
+        await localEnded.wait(upTo: .seconds(20))
+        #expect(localEnded.isSet)
+        server.stop()
+        await stack.shutdown()
+    }
+}
