@@ -298,16 +298,18 @@ void tl_pcb_keepalive(tl_pcb *handle, uint32_t idle_ms, uint32_t interval_ms, ui
 int tl_flow_challenge_ack(const tl_netif *owner, const tl_flow *flow) {
     struct tcp_pcb *pcb = flow_pcb(owner, flow);
     if (pcb == NULL || pcb->state < ESTABLISHED) return 0;
-    tcp_ack_now(pcb);
-    return tcp_output(pcb) == ERR_OK;
+    // An ACK alone: tcp_output could hold it back (Nagle) or send queued data with it.
+    return tcp_send_empty_ack(pcb) == ERR_OK;
 }
 
 int tl_flow_end_time_wait(const tl_netif *owner, const tl_flow *flow, uint32_t sequence) {
     uint8_t index = netif_get_index(&owner->netif);
     for (struct tcp_pcb *pcb = tcp_tw_pcbs; pcb != NULL; pcb = pcb->next) {
         if (!flow_matches(pcb, index, flow)) continue;
-        // A pcb still attached to a relay is left alone (see tl_netif_limit_time_wait).
-        if (!TCP_SEQ_GT(sequence, pcb->rcv_nxt) || pcb->callback_arg != NULL) return -1;
+        if (!TCP_SEQ_GT(sequence, pcb->rcv_nxt)) return -1;
+        // Still attached to a relay that lets go of it within a loop turn (see
+        // tl_netif_limit_time_wait): the SYN waits for the peer's retransmission.
+        if (pcb->callback_arg != NULL) return -2;
         tcp_abort(pcb);  // in TIME_WAIT: unlinked and freed, nothing sent
         return 1;
     }

@@ -162,13 +162,17 @@ extension StackCore {
     }
 
     /// Keepalive for an accepted connection (``TunnelStackConfiguration/keepAliveIdle``).
+    /// lwIP adds idle and every probe's interval in 32 bits of milliseconds and counts probes
+    /// in 8: the figures are clamped so that the sum cannot wrap (about 49 days in all).
     private func coreKeepAlive(_ pcb: OpaquePointer, port: UInt16) {
-        func milliseconds(_ amount: TimeAmount) -> UInt32 {
-            UInt32(clamping: max(amount.nanoseconds / 1_000_000, 1))
+        func milliseconds(_ amount: TimeAmount, limit: Int64) -> Int64 {
+            min(max(amount.nanoseconds / 1_000_000, 1), limit)
         }
-        let idle = configuration.keepAliveIdleByPort[port] ?? configuration.keepAliveIdle
-        tl_pcb_keepalive(
-            pcb, milliseconds(idle), milliseconds(configuration.keepAliveInterval), UInt32(clamping: max(configuration.keepAliveProbes, 1)))
+        let probes = Int64(min(max(configuration.keepAliveProbes, 1), 255))
+        let interval = milliseconds(configuration.keepAliveInterval, limit: Int64(UInt32.max) / 2 / probes)
+        let idle = milliseconds(
+            configuration.keepAliveIdleByPort[port] ?? configuration.keepAliveIdle, limit: Int64(UInt32.max) - interval * probes)
+        tl_pcb_keepalive(pcb, UInt32(idle), UInt32(interval), UInt32(probes))
     }
 
     /// A connection to an acceptor's port: a ``TunnelChannel``, active once the acceptor's

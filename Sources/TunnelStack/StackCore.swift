@@ -175,6 +175,9 @@ final class StackCore: @unchecked Sendable {
             case -1:
                 pass(wire, to: netif)
                 return nil
+            case -2:
+                counters.packetsDropped.increment()
+                return nil
             default:
                 break
             }

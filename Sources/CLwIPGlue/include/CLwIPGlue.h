@@ -118,9 +118,10 @@ int tl_flow_challenge_ack(const tl_netif *netif, const tl_flow *flow);
 /// A SYN with sequence number `sequence` arrived for `flow`, which no active pcb holds.
 /// Ends the flow's TIME_WAIT pcb (freed, no RST) when the SYN is newer than anything the old
 /// connection received (RFC 1122 4.2.2.13, as gVisor's netstack and Linux do), so that the
-/// listener takes it: returns 1. Returns -1 when a TIME_WAIT pcb keeps the flow (an older
-/// SYN, or a pcb a relay still holds): lwIP answers the SYN from it. Returns 0 when there is
-/// none.
+/// listener takes it: returns 1. Returns -1 when the TIME_WAIT pcb keeps the flow (an older
+/// SYN): lwIP answers the SYN from it. Returns -2 for a newer SYN while a relay still holds
+/// the pcb (for a loop turn): the SYN is dropped and the peer's retransmission opens. Returns
+/// 0 when there is none.
 int tl_flow_end_time_wait(const tl_netif *netif, const tl_flow *flow, uint32_t sequence);
 
 /// Listens on `address` (one of the netif's) and `port` for connections arriving on this

@@ -40,6 +40,8 @@ public final class TunnelChannel: Channel, ChannelCore, TunnelPCBOwner, @uncheck
     private var link: Unmanaged<PCBLink>?
     private var deliveryDue = false
     private var drainDue = false
+    /// lwIP's error when it freed the pcb (ERR_ABRT: its keepalive or retransmissions gave up).
+    private var failure: Int32 = 0
 
     init(pcb: OpaquePointer, flow: TunnelFlow, stack: StackCore) {
         self.eventLoop = stack.eventLoop
@@ -102,6 +104,7 @@ public final class TunnelChannel: Channel, ChannelCore, TunnelPCBOwner, @uncheck
     func pcbFailed(error: Int32) {
         // lwIP has freed the pcb already.
         pcb = nil
+        failure = error
         link?.release()
         link = nil
         stack.deferUntilLwIPReturns(self, failed: true)
@@ -114,9 +117,16 @@ public final class TunnelChannel: Channel, ChannelCore, TunnelPCBOwner, @uncheck
     }
 
     /// lwIP returned: carry out what its callbacks left.
+    /// lwIP's ERR_ABRT.
+    private static let lwIPAborted: Int32 = -13
+
     func runDeferred(failed: Bool) {
         if failed {
-            finish(error: IOError(errnoCode: ECONNRESET, reason: "the tunnel peer reset the connection"), reset: false)
+            let error =
+                failure == Self.lwIPAborted
+                ? IOError(errnoCode: ETIMEDOUT, reason: "the tunnel peer stopped answering (keepalive or retransmissions)")
+                : IOError(errnoCode: ECONNRESET, reason: "the tunnel peer reset the connection")
+            finish(error: error, reset: false)
             return
         }
         if deliveryDue {
