@@ -220,6 +220,11 @@ final class PacketLog: Sendable {
     var count: Int { packets.withLock { $0.count } }
     var first: [UInt8]? { packets.withLock { $0.first } }
     var all: [[UInt8]] { packets.withLock { $0 } }
+    /// The first packet sent that `matches`, once there is one (or nil after a generous bound).
+    func first(where matches: ([UInt8]) -> Bool) async -> [UInt8]? {
+        _ = await eventually(timeout: .seconds(20)) { all.contains(where: matches) }
+        return all.first(where: matches)
+    }
     /// The TCP destination ports of the IPv6 packets sent (40-byte header, no extensions).
     var destinationPorts: Set<UInt16> {
         packets.withLock { packets in

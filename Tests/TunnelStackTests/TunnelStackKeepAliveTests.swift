@@ -54,13 +54,9 @@ struct TunnelStackKeepAliveTests {
                 answered.add(1, ordering: .relaxed)
                 stack.eventLoop.execute { stack.input(answer) }
             }, acceptors: [:])
-        func nextSent(_ matches: ([UInt8]) -> Bool) async -> [UInt8]? {
-            _ = await eventually(timeout: .seconds(20)) { sent.all.contains(where: matches) }
-            return sent.all.first(where: matches)
-        }
 
         await stack.feed(segment(sequence: 1000, flags: 0x02))
-        let synAck = try #require(await nextSent { $0[53] == 0x12 })
+        let synAck = try #require(await sent.first { $0[53] == 0x12 })
         let next = Segment.sequence(synAck) &+ 1
         await stack.feed(segment(sequence: 1001, acknowledgment: next, flags: 0x10))
         let opened = await eventually(timeout: .seconds(20)) { await stack.countersOnLoop().openConnections == 1 }
@@ -77,7 +73,7 @@ struct TunnelStackKeepAliveTests {
         #expect(!localEnded.isSet)
 
         // Unanswered: a reset to the peer, and the local side ends.
-        let reset = await nextSent { $0[53] & 0x04 != 0 }
+        let reset = await sent.first { $0[53] & 0x04 != 0 }
         #expect(reset != nil)
         let ended = await eventually(timeout: .seconds(20)) { await stack.countersOnLoop().openConnections == 0 }
         #expect(ended)

@@ -34,25 +34,21 @@ struct TunnelStackPortReuseTests {
                 from: peer, peerPort, to: local, port, sequence: sequence, acknowledgment: acknowledgment, flags: flags,
                 options: flags == 0x02 ? [2, 4, 0x04, 0xC4] : [])
         }
-        func sentSegment(_ matches: ([UInt8]) -> Bool) async -> [UInt8]? {
-            _ = await eventually(timeout: .seconds(20)) { sent.all.contains(where: matches) }
-            return sent.all.first(where: matches)
-        }
 
         // The first connection: the service answers and closes first, so the peer's FIN ends
         // it in lwIP's TIME_WAIT.
         await stack.feed(segment(sequence: 1000, flags: 0x02))
-        let firstSynAck = try #require(await sentSegment { $0[53] == 0x12 })
+        let firstSynAck = try #require(await sent.first { $0[53] == 0x12 })
         let server1 = Segment.sequence(firstSynAck) &+ 1
         await stack.feed(segment(sequence: 1001, acknowledgment: server1, flags: 0x10))
-        let fin = try #require(await sentSegment { $0[53] & 0x01 != 0 })
+        let fin = try #require(await sent.first { $0[53] & 0x01 != 0 })
         let payload = fin.count - 60
         #expect(payload == 3 || payload == 0)
         let finEnd = Segment.sequence(fin) &+ UInt32(payload) &+ 1
         sent.clear()
         await stack.feed(segment(sequence: 1001, acknowledgment: finEnd, flags: 0x11))
         // lwIP acknowledges the peer's FIN (rcv_nxt 1002) and waits in TIME_WAIT.
-        #expect(await sentSegment { Segment.acknowledgment($0) == 1002 && $0[53] == 0x10 } != nil)
+        #expect(await sent.first { Segment.acknowledgment($0) == 1002 && $0[53] == 0x10 } != nil)
         // The relay ends (and lets go of the pcb) once both ends closed.
         let ended = await eventually(timeout: .seconds(20)) { await stack.countersOnLoop().openConnections == 0 }
         #expect(ended)
@@ -69,10 +65,10 @@ struct TunnelStackPortReuseTests {
         // A newer SYN: a new connection at once, to the service's next accept.
         sent.clear()
         await stack.feed(segment(sequence: 70_000, flags: 0x02))
-        let synAck = try #require(await sentSegment { $0[53] == 0x12 })
+        let synAck = try #require(await sent.first { $0[53] == 0x12 })
         #expect(Segment.acknowledgment(synAck) == 70_001)
         await stack.feed(segment(sequence: 70_001, acknowledgment: Segment.sequence(synAck) &+ 1, flags: 0x10))
-        let second = try #require(await sentSegment { $0.count > 60 && $0[53] & 0x02 == 0 })
+        let second = try #require(await sent.first { $0.count > 60 && $0[53] & 0x02 == 0 })
         #expect(Array(second[60...]) == Array("two".utf8))
         let counters = await stack.countersOnLoop()
         #expect(counters.timeWaitReused == 1)
