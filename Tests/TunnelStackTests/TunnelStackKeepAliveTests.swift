@@ -82,4 +82,41 @@ struct TunnelStackKeepAliveTests {
         server.stop()
         await stack.shutdown()
     }
+
+    @Test func aServedConnectionWhosePeerStopsAnsweringFailsWithATimeout() async throws {
+        var configuration = TunnelStackConfiguration()
+        configuration.keepAliveIdle = .seconds(1)
+        configuration.keepAliveInterval = .milliseconds(500)
+        configuration.keepAliveProbes = 2
+        let recorder = ErrorRecorder()
+        let acceptor = TunnelAcceptor { channel in
+            channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(recorder) }
+        }
+        let sent = PacketLog()
+        let stack = try await TunnelStack.start(
+            addresses: stackAddresses(0x56), configuration: configuration, eventLoop: lwIPTestLoop,
+            output: { packet in sent.append(Array(packet)) }, acceptors: [4: acceptor])
+        let local = stack.addresses[0]
+        await stack.feed(PacketBuilder.tcp(from: peer, peerPort, to: local, 4, sequence: 1000, flags: 0x02, options: [2, 4, 0x04, 0xC4]))
+        let synAck = try #require(sent.all.last)
+        #expect(synAck[53] == 0x12)
+        await stack.feed(
+            PacketBuilder.tcp(from: peer, peerPort, to: local, 4, sequence: 1001, acknowledgment: Segment.sequence(synAck) &+ 1, flags: 0x10))
+        // No probe is answered: the peer gets a reset, the pipeline a timeout.
+        #expect(await sent.first { $0[53] & 0x04 != 0 } != nil)
+        let failed = await eventually(timeout: .seconds(20)) { !recorder.errnos.withLock { $0 }.isEmpty }
+        #expect(failed)
+        #expect(recorder.errnos.withLock { $0 } == [ETIMEDOUT])
+        await stack.shutdown()
+    }
+}
+
+/// Records the errno of each error that reaches `errorCaught` (0: not an `IOError`).
+private final class ErrorRecorder: ChannelInboundHandler, Sendable {
+    typealias InboundIn = ByteBuffer
+    let errnos = Mutex<[Int32]>([])
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        errnos.withLock { $0.append((error as? IOError)?.errnoCode ?? 0) }
+    }
 }
