@@ -226,27 +226,6 @@ tl_counts tl_netif_counts(const tl_netif *owner) {
     return counts;
 }
 
-int tl_netif_limit_time_wait(const tl_netif *owner, int limit) {
-    uint8_t index = netif_get_index(&owner->netif);
-    int seen = 0, aborted = 0;
-    // Newest first: the ones past `limit` are the oldest.
-    struct tcp_pcb *pcb = tcp_tw_pcbs;
-    while (pcb != NULL) {
-        struct tcp_pcb *next = pcb->next;
-        // A pcb still attached to a relay is left alone: lwIP frees TIME_WAIT pcbs without
-        // calling back, and the relay detaches it in a moment.
-        if (pcb->netif_idx == index && pcb->callback_arg == NULL) {
-            seen += 1;
-            if (seen > limit) {
-                tcp_abort(pcb);
-                aborted += 1;
-            }
-        }
-        pcb = next;
-    }
-    return aborted;
-}
-
 static struct tcp_pcb *flow_pcb(const tl_netif *owner, const tl_flow *flow) {
     uint8_t index = netif_get_index(&owner->netif);
     for (struct tcp_pcb *pcb = tcp_active_pcbs; pcb != NULL; pcb = pcb->next) {
@@ -302,18 +281,37 @@ int tl_flow_challenge_ack(const tl_netif *owner, const tl_flow *flow) {
     return tcp_send_empty_ack(pcb) == ERR_OK;
 }
 
-int tl_flow_end_time_wait(const tl_netif *owner, const tl_flow *flow, uint32_t sequence) {
+int tl_flow_end_time_wait(const tl_netif *owner, const tl_flow *flow, uint32_t sequence, int limit) {
     uint8_t index = netif_get_index(&owner->netif);
-    for (struct tcp_pcb *pcb = tcp_tw_pcbs; pcb != NULL; pcb = pcb->next) {
-        if (!flow_matches(pcb, index, flow)) continue;
-        if (!TCP_SEQ_GT(sequence, pcb->rcv_nxt)) return -1;
-        // Still attached to a relay that lets go of it within a loop turn (see
-        // tl_netif_limit_time_wait): the SYN waits for the peer's retransmission.
-        if (pcb->callback_arg != NULL) return -2;
-        tcp_abort(pcb);  // in TIME_WAIT: unlinked and freed, nothing sent
-        return 1;
+    int result = 0, seen = 0;
+    // Newest first: the ones past `limit` are the oldest. A pcb still attached to a relay is
+    // neither counted nor ended: lwIP frees TIME_WAIT pcbs without calling back, and the
+    // relay detaches it within a loop turn.
+    struct tcp_pcb *pcb = tcp_tw_pcbs;
+    while (pcb != NULL) {
+        struct tcp_pcb *next = pcb->next;
+        if (pcb->netif_idx == index) {
+            int attached = pcb->callback_arg != NULL;
+            if (result == 0 && flow_matches(pcb, index, flow)) {
+                if (!TCP_SEQ_GT(sequence, pcb->rcv_nxt)) {
+                    result = -1;
+                } else if (attached) {
+                    result = -2;
+                } else {
+                    tcp_abort(pcb);  // in TIME_WAIT: unlinked and freed, nothing sent
+                    result = 1;
+                    pcb = next;
+                    continue;
+                }
+            }
+            if (!attached && ++seen > limit) {
+                if (result == -1 && flow_matches(pcb, index, flow)) result = 0;
+                tcp_abort(pcb);
+            }
+        }
+        pcb = next;
     }
-    return 0;
+    return result;
 }
 
 // MARK: - connections

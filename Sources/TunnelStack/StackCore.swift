@@ -169,7 +169,8 @@ final class StackCore: @unchecked Sendable {
             // The 4-tuple of a connection lwIP holds in TIME_WAIT (the workspace closed
             // first, and the peer reuses its port): a newer SYN ends the TIME_WAIT and opens
             // as any other; lwIP answers an older one from TIME_WAIT, and nothing connects.
-            switch tl_flow_end_time_wait(netif, &cFlow, segment.sequence) {
+            // The same walk keeps TIME_WAIT within its bound.
+            switch tl_flow_end_time_wait(netif, &cFlow, segment.sequence, Int32(configuration.maxTimeWait)) {
             case 1:
                 counters.timeWaitReused.increment()
             case -1:
@@ -232,7 +233,6 @@ final class StackCore: @unchecked Sendable {
                 return nil
             }
         }
-        _ = tl_netif_limit_time_wait(netif, Int32(configuration.maxTimeWait))
         let counts = tl_netif_counts(netif)
         let halfOpen = Int(counts.syn_rcvd_low_ports) + handshakes.count
         guard Int(counts.active) + connecting < configuration.maxConnections else {

@@ -125,6 +125,48 @@ struct TunnelStackPortReuseTests {
         await stack.shutdown()
     }
 
+    @Test func timeWaitStaysWithinItsBoundOldestFirst() async throws {
+        let sent = PacketLog()
+        let accepted = AcceptedChannel()
+        let acceptor = TunnelAcceptor { channel in
+            accepted.channel.withLock { $0 = channel }
+            return channel.eventLoop.makeSucceededVoidFuture()
+        }
+        var configuration = TunnelStackConfiguration()
+        configuration.maxTimeWait = 1
+        let stack = try await TunnelStack.start(
+            addresses: stackAddresses(0x58), configuration: configuration, eventLoop: lwIPTestLoop,
+            output: { packet in sent.append(Array(packet)) }, acceptors: [4: acceptor])
+        let local = stack.addresses[0]
+        func segment(_ port: UInt16, sequence: UInt32, acknowledgment: UInt32 = 0, flags: UInt8) -> [UInt8] {
+            PacketBuilder.tcp(
+                from: peer, port, to: local, 4, sequence: sequence, acknowledgment: acknowledgment, flags: flags,
+                options: flags == 0x02 ? [2, 4, 0x04, 0xC4] : [])
+        }
+        // Two connections, each closed by the workspace first and left in TIME_WAIT.
+        for port: UInt16 in [45100, 45101] {
+            sent.clear()
+            await stack.feed(segment(port, sequence: 1000, flags: 0x02))
+            let synAck = try #require(sent.all.last)
+            #expect(synAck[53] == 0x12)
+            await stack.feed(segment(port, sequence: 1001, acknowledgment: Segment.sequence(synAck) &+ 1, flags: 0x10))
+            let channel = try #require(accepted.channel.withLock { $0 })
+            try await channel.close().get()
+            let fin = try #require(await sent.first { $0[53] & 0x01 != 0 })
+            await stack.feed(segment(port, sequence: 1001, acknowledgment: Segment.sequence(fin) &+ 1, flags: 0x11))
+            #expect(await sent.first { Segment.acknowledgment($0) == 1002 && $0[53] == 0x10 } != nil)
+        }
+        // An old duplicate SYN for the first: past the bound of one, that TIME_WAIT went when
+        // the second connection's SYN came, or goes now (oldest first), so the listener
+        // answers it.
+        sent.clear()
+        await stack.feed(segment(45100, sequence: 500, flags: 0x02))
+        let answer = try #require(sent.all.first)
+        #expect(answer[53] == 0x12 && Segment.acknowledgment(answer) == 501)
+        #expect(await stack.countersOnLoop().timeWaitReused == 0)
+        await stack.shutdown()
+    }
+
     @Test func aLinuxClientThatReusesItsPortConnectsAgainAtOnce() async throws {
         let server = try #require(
             LocalServer(connections: 2) { connection, index in

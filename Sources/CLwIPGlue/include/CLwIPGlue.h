@@ -95,8 +95,6 @@ int tl_netif_input(tl_netif *netif, const uint8_t *packet, size_t length);
 uint16_t tl_netif_mss(tl_netif *netif, const uint8_t remote[16]);
 /// Counts this netif's pcbs.
 tl_counts tl_netif_counts(const tl_netif *netif);
-/// Aborts the oldest TIME_WAIT pcbs of this netif beyond `limit`; returns how many.
-int tl_netif_limit_time_wait(const tl_netif *netif, int limit);
 
 /// Looks up the active pcb of `flow` on this netif; nonzero when found.
 int tl_flow_lookup(const tl_netif *netif, const tl_flow *flow, tl_flow_state *state);
@@ -121,8 +119,9 @@ int tl_flow_challenge_ack(const tl_netif *netif, const tl_flow *flow);
 /// listener takes it: returns 1. Returns -1 when the TIME_WAIT pcb keeps the flow (an older
 /// SYN): lwIP answers the SYN from it. Returns -2 for a newer SYN while a relay still holds
 /// the pcb (for a loop turn): the SYN is dropped and the peer's retransmission opens. Returns
-/// 0 when there is none.
-int tl_flow_end_time_wait(const tl_netif *netif, const tl_flow *flow, uint32_t sequence);
+/// 0 when there is none (or the bound below ended it). In the same walk, ends this netif's
+/// oldest TIME_WAIT pcbs beyond `limit`.
+int tl_flow_end_time_wait(const tl_netif *netif, const tl_flow *flow, uint32_t sequence, int limit);
 
 /// Listens on `address` (one of the netif's) and `port` for connections arriving on this
 /// netif; accept goes to the callback with the netif's context. NULL when lwIP refuses.

@@ -116,10 +116,10 @@ public final class TunnelChannel: Channel, ChannelCore, TunnelPCBOwner, @uncheck
         stack.deferUntilLwIPReturns(self)
     }
 
-    /// lwIP returned: carry out what its callbacks left.
     /// lwIP's ERR_ABRT.
     private static let lwIPAborted: Int32 = -13
 
+    /// lwIP returned: carry out what its callbacks left.
     func runDeferred(failed: Bool) {
         if failed {
             let error =
