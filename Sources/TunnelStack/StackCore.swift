@@ -48,6 +48,8 @@ final class StackCore: @unchecked Sendable {
     /// Accepted connections served as channels, until they close.
     var channels: [ObjectIdentifier: TunnelChannel] = [:]
     var stopping = false
+    /// When each open connection last got a challenge ACK.
+    var challengeAcks: ChallengeAckLimiter
     /// UDP flows (they need nothing of lwIP).
     let udp: TunnelUDPForwarder
 
@@ -60,6 +62,7 @@ final class StackCore: @unchecked Sendable {
         self.eventLoop = eventLoop
         self.output = output
         self.acceptors = acceptors
+        challengeAcks = ChallengeAckLimiter(interval: configuration.challengeAckInterval, capacity: configuration.maxConnections)
         udp = TunnelUDPForwarder(configuration: configuration, counters: counters, eventLoop: eventLoop, output: output)
     }
 
@@ -155,6 +158,8 @@ final class StackCore: @unchecked Sendable {
             if known {
                 if state.state == 3, !segment.ack {
                     pass(wire, to: netif)
+                } else if !challengeAcks.allow(flow, now: configuration.clock()) {
+                    counters.challengeAcksLimited.increment()
                 } else if tl_flow_challenge_ack(netif, &cFlow) != 0 {
                     counters.challengeAcks.increment()
                 } else {

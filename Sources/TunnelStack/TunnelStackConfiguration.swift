@@ -67,6 +67,9 @@ public struct TunnelStackConfiguration: Sendable {
     /// retransmissions). Without it a peer that never closes, and answers keepalive probes,
     /// would hold a connection slot for ever.
     public var halfClosedTimeout: TimeAmount = .minutes(5)
+    /// A SYN on an open connection gets a challenge ACK (RFC 5961 4.2) at most once per this
+    /// interval per connection (gVisor's 500 ms); SYNs between are dropped.
+    public var challengeAckInterval: TimeAmount = .milliseconds(500)
 
     /// UDP flows (peer address:port → agent address:port, each a local socket) at once. A
     /// datagram that would open one more is dropped and counted. Coder has no bound.
@@ -81,7 +84,8 @@ public struct TunnelStackConfiguration: Sendable {
     /// (UDP's answer to a full buffer).
     public var udpWriteBufferLimit: Int = 16 * 1024
 
-    /// The UDP idle timer's clock (tests inject one to expire flows without waiting).
+    /// The clock of the UDP idle timer and the challenge-ACK interval (tests inject one to
+    /// expire flows without waiting).
     var clock: @Sendable () -> NIODeadline = { .now() }
 
     public init() {}

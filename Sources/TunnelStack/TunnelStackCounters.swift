@@ -31,6 +31,9 @@ public struct TunnelStackCounters: Sendable, Equatable {
     /// SYNs on an open connection's 4-tuple answered with a challenge ACK (RFC 5961 4.2): a
     /// peer that restarted resets the old connection with its answer, then connects anew.
     public var challengeAcks: UInt64 = 0
+    /// SYNs on an open connection dropped unanswered: its last challenge ACK was less than
+    /// ``TunnelStackConfiguration/challengeAckInterval`` ago.
+    public var challengeAcksLimited: UInt64 = 0
     /// Connections reset after the idle timeout.
     public var idleTimeouts: UInt64 = 0
     /// Half-closed connections closed after the half-closed timeout.
@@ -77,6 +80,7 @@ final class TunnelCounters: Sendable {
     let handshakeTimeouts = Atomic<UInt64>(0)
     let timeWaitReused = Atomic<UInt64>(0)
     let challengeAcks = Atomic<UInt64>(0)
+    let challengeAcksLimited = Atomic<UInt64>(0)
     let idleTimeouts = Atomic<UInt64>(0)
     let halfClosedTimeouts = Atomic<UInt64>(0)
     let bytesFromTunnel = Atomic<UInt64>(0)
@@ -108,6 +112,7 @@ final class TunnelCounters: Sendable {
         counters.handshakeTimeouts = handshakeTimeouts.load(ordering: .relaxed)
         counters.timeWaitReused = timeWaitReused.load(ordering: .relaxed)
         counters.challengeAcks = challengeAcks.load(ordering: .relaxed)
+        counters.challengeAcksLimited = challengeAcksLimited.load(ordering: .relaxed)
         counters.idleTimeouts = idleTimeouts.load(ordering: .relaxed)
         counters.halfClosedTimeouts = halfClosedTimeouts.load(ordering: .relaxed)
         counters.bytesFromTunnel = bytesFromTunnel.load(ordering: .relaxed)

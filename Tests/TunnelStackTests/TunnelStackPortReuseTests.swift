@@ -10,9 +10,9 @@ import Testing
 /// A peer that uses a port again. After the workspace closed first, lwIP holds the old
 /// connection in TIME_WAIT (2 min): a SYN newer than it opens a new one at once, an older
 /// one is answered from TIME_WAIT without a local connect. A peer that restarted while its
-/// connection was open gets a challenge ACK, resets the old connection with its answer, and
-/// connects anew. Hand-built packets against real lwIP and a real local service, then a real
-/// Linux client in a namespace.
+/// connection was open gets a challenge ACK (one per interval), resets the old connection
+/// with its answer, and connects anew. Hand-built packets against real lwIP and a real local
+/// service, then a real Linux client in a namespace.
 @Suite(.serialized)
 struct TunnelStackPortReuseTests {
     let peer = TunnelAddress("fd7a:115c:a1e0::79")!
@@ -86,8 +86,11 @@ struct TunnelStackPortReuseTests {
             accepted.channel.withLock { $0 = channel }
             return channel.eventLoop.makeSucceededVoidFuture()
         }
+        let clock = ManualClock()
+        var configuration = TunnelStackConfiguration()
+        configuration.clock = { clock.now() }
         let stack = try await TunnelStack.start(
-            addresses: stackAddresses(0x54), configuration: TunnelStackConfiguration(), eventLoop: lwIPTestLoop,
+            addresses: stackAddresses(0x54), configuration: configuration, eventLoop: lwIPTestLoop,
             output: { packet in sent.append(Array(packet)) }, acceptors: [4: acceptor])
         let local = stack.addresses[0]
         func segment(sequence: UInt32, acknowledgment: UInt32 = 0, flags: UInt8) -> [UInt8] {
@@ -112,6 +115,16 @@ struct TunnelStackPortReuseTests {
         #expect(challenge[53] & 0x17 == 0x10)
         #expect(Segment.acknowledgment(challenge) == 1001 && Segment.sequence(challenge) == next)
         #expect(await stack.countersOnLoop().challengeAcks == 1)
+
+        // The same SYN again within the interval: dropped unanswered; past it, answered.
+        sent.clear()
+        await stack.feed(segment(sequence: 900_000, flags: 0x02))
+        #expect(sent.count == 0)
+        #expect(await stack.countersOnLoop().challengeAcksLimited == 1)
+        clock.advance(by: configuration.challengeAckInterval)
+        await stack.feed(segment(sequence: 900_000, flags: 0x02))
+        #expect(sent.count == 1 && sent.all.first.map { Segment.acknowledgment($0) } == 1001)
+        #expect(await stack.countersOnLoop().challengeAcks == 2)
 
         // Its reset (sequence number: the ACK's acknowledgment) ends the old connection; the
         // SYN again opens a new one.
