@@ -83,6 +83,26 @@ enum MetricsHelp {
         "agent_tailnet_dropped_total":
             "Tunnel packets dropped, by reason (no_session, replay, bad_mac, source_not_allowed, queue_full, unknown_key, malformed, no_route, authentication_failed, handshake_failed, handshake_timeout, handshake_rate_limited, no_relay, relay_queue_full).",
         "agent_tailnet_tcp_connections": "Open TCP connections through the tunnel (port 4 and forwarded ports).",
+        "agent_tailnet_udp_flows": "Open UDP flows through the tunnel to the workspace's loopback.",
+        "agent_tailnet_tcp_accepted_total": "TCP connections through the tunnel whose handshake completed (served and forwarded).",
+        "agent_tailnet_tcp_forwarded_total": "Of the accepted tunnel TCP connections, those forwarded to 127.0.0.1.",
+        "agent_tailnet_tcp_refused_total":
+            "Tunnel SYNs refused, by reason (reserved_port, no_listener, connect_timeout, connection_limit, other: reset; half_open_limit: dropped).",
+        "agent_tailnet_tcp_handshake_timeouts_total": "Tunnel TCP handshakes abandoned after 20 s without the final ACK.",
+        "agent_tailnet_tcp_timeouts_total": "Tunnel TCP connections ended by a timeout, by kind (idle: reset; half_closed: closed).",
+        "agent_tailnet_tcp_time_wait_reused_total": "TIME_WAIT connections ended early by a newer SYN on their 4-tuple (a peer reusing its port).",
+        "agent_tailnet_tcp_challenge_acks_total":
+            "SYNs on an open tunnel connection, by result (sent: answered with a challenge ACK; limited: dropped, one was sent less than 500 ms before).",
+        "agent_tailnet_tcp_out_of_order_purges_total": "Times a tunnel connection's out-of-order segments went over their bound (64) and were dropped.",
+        "agent_tailnet_tcp_bytes_total": "Payload bytes of tunnel TCP connections, by direction (in: from the peer to the workspace; out: back).",
+        "agent_tailnet_stack_dropped_total":
+            "Inner packets the tunnel's TCP/IP stack dropped (not for the agent, IPv4, unsupported, malformed, outside the window, over a bound).",
+        "agent_tailnet_udp_flows_opened_total": "UDP flows through the tunnel opened (each a local socket).",
+        "agent_tailnet_udp_flows_refused_total": "UDP datagrams dropped because they would have opened a flow beyond the bound (256).",
+        "agent_tailnet_udp_idle_timeouts_total": "UDP flows through the tunnel ended by their idle timeout.",
+        "agent_tailnet_udp_datagrams_total": "UDP datagrams through the tunnel, by direction (in: from the peer; out: back to it).",
+        "agent_tailnet_udp_datagrams_dropped_total":
+            "UDP datagrams through the tunnel dropped (malformed, forwarding off, port 0, over a flow's queue or write buffer, too large for the MTU).",
         "agent_derp_connects_total": "DERP connections that finished their handshake.",
         "agent_derp_reconnects_total": "DERP connections made after the first (reconnects).",
         "agent_derp_frames_sent_total": "DERP frames written.",

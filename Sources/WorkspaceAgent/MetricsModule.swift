@@ -11,8 +11,8 @@ struct MetricsModule: HTTPModule {
     static let contentType = "text/plain; version=0.0.4; charset=utf-8"
 
     let registry: PrometheusCollectorRegistry
-    /// The agent's own `process_*` values, read at each scrape.
-    let process: ProcessMetrics
+    /// Run before each scrape (the agent's own `process_*` values, the tunnel's counters).
+    let refresh: MetricsRefresh
     /// The route's path below the mount point.
     var path = "metrics"
 
@@ -20,8 +20,8 @@ struct MetricsModule: HTTPModule {
 
     /// A scrape reads `/proc` and formats every metric: on the pool.
     func routes(_ routes: inout AgentRoutes) {
-        routes.get(path) { [registry, process] _, _ in
-            process.update()
+        routes.get(path) { [registry, refresh] _, _ in
+            refresh.run()
             let buffer = ByteBuffer(bytes: registry.emitToBuffer())
             return Response(
                 status: .ok,

@@ -6,10 +6,11 @@ import Prometheus
 /// that knows the backend. Histograms and summaries are left out, as the reference does.
 struct PrometheusSnapshot: MetricsSnapshotSource {
     let registry: PrometheusCollectorRegistry
-    let process: ProcessMetrics
+    /// Run before each reading (see ``MetricsRefresh``).
+    let refresh: MetricsRefresh
 
     func samples() -> [MetricSample] {
-        process.update()
+        refresh.run()
         return Self.parse(String(decoding: registry.emitToBuffer(), as: UTF8.self))
     }
 

@@ -159,6 +159,8 @@ struct DaemonOptions: ParsableArguments {
         let metrics = PrometheusCollectorRegistry()
         MetricsSystem.bootstrap(AgentMetricsFactory(registry: metrics))
         let processMetrics = ProcessMetrics(registry: metrics, version: AgentVersion.current, commit: BuildInfo.commit)
+        let metricsRefresh = MetricsRefresh()
+        metricsRefresh.register { processMetrics.update() }
         let logger = Logger(label: "workspace-agent")
         if !config.http.address.isLoopback {
             logger.warning("\(HTTPOptions.beyondLoopbackWarning("HTTP API"))", metadata: ["address": "\(config.http.address)"])
@@ -192,7 +194,7 @@ struct DaemonOptions: ParsableArguments {
             chatPaths: chatPaths, manifest: upward.session, upward: upward.session,
             environment: environment, stateDirectory: config.agent.stateDir, sessionEnvironment: sessionEnvironment,
             connections: host.connections, lifecycle: lifecycle,
-            metrics: PrometheusSnapshot(registry: metrics, process: processMetrics),
+            metrics: PrometheusSnapshot(registry: metrics, refresh: metricsRefresh), metricsRefresh: metricsRefresh,
             startPhase: config.controlPlane.connects ? lifecycle : nil, announcementBanners: banners,
             commandEnvironment: CommandEnvironment(
                 passesAgentToken: !config.agent.hideAgentToken, agentSocketPath: config.socket.enabled ? config.socket.path : nil),
@@ -209,7 +211,7 @@ struct DaemonOptions: ParsableArguments {
             host.listen(
                 on: address, for: "Prometheus metrics", name: ListenerName.prometheus, logMessage: "prometheus metrics listening",
                 addressKey: "metrics_address", required: false,
-                mounts: [HTTPMount(MetricsModule(registry: metrics, process: processMetrics), at: "/")],
+                mounts: [HTTPMount(MetricsModule(registry: metrics, refresh: metricsRefresh), at: "/")],
                 onListening: { ownPorts.insert(boundAddress: $0) })
         }
         host.add(upward)
@@ -222,8 +224,8 @@ struct DaemonOptions: ParsableArguments {
         host.mount(FilesModule(context: context), at: "/api/v0")
         host.mount(GitWatchModule(context: context), at: "/api/v0/git")
         host.mount(DesktopModule(configuration: config.desktop, context: context), at: "/api/v0/desktop")
-        host.mount(MetricsModule(registry: metrics, process: processMetrics), at: "/")
-        host.mount(MetricsModule(registry: metrics, process: processMetrics, path: "prometheus"), at: "/debug")
+        host.mount(MetricsModule(registry: metrics, refresh: metricsRefresh), at: "/")
+        host.mount(MetricsModule(registry: metrics, refresh: metricsRefresh, path: "prometheus"), at: "/debug")
         let diagnostics = DiagnosticsModule(context: context, recentLogs: log.recent, ignoredPorts: ownPorts)
         host.mount(diagnostics, at: "/")
         // Built here so the agent socket can serve its context calls; mounted below.

@@ -181,6 +181,10 @@ struct WorkspaceAgentTailnetTests {
             // A reserved port is refused at once.
             let reserved = await tunnel.curl([tunnel.url(port: 5, "/")], maxTime: 10)
             #expect(reserved.status == 7, "port 5: \(reserved.status) \(reserved.stdout)")
+            // The stack's own counts, as of the scrape: the one forward, the one refusal.
+            let metrics = try await client.request("GET", "/metrics").bodyText
+            #expect(metrics.contains("agent_tailnet_tcp_refused_total{reason=\"reserved_port\"} 1\n"), "\(metrics)")
+            #expect(metrics.contains("agent_tailnet_tcp_forwarded_total 1\n"), "\(metrics)")
         }
     }
 }

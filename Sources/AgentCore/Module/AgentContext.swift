@@ -22,6 +22,9 @@ public struct AgentContext: Sendable {
     public var tunnelTraffic: TunnelTraffic
     /// The agent's own counters and gauges, as the stats report sends them upward.
     public var metrics: any MetricsSnapshotSource
+    /// Run before the agent's metrics are read: modules whose figures live elsewhere
+    /// register here to bring their metrics up to date.
+    public var metricsRefresh: MetricsRefresh
     /// When the first manifest's startup scripts end; nil without a control plane (there are
     /// none to wait for).
     public var startPhase: StartPhaseWatch?
@@ -42,7 +45,7 @@ public struct AgentContext: Sendable {
         environment: [String: String], stateDirectory: String, sessionEnvironment: SessionEnvironment = SessionEnvironment(),
         connections: any ConnectionAcceptor = NoConnectionAcceptor(),
         lifecycle: any LifecycleReporter = NoLifecycleReporter(), tunnelTraffic: TunnelTraffic = TunnelTraffic(),
-        metrics: any MetricsSnapshotSource = NoMetricsSnapshot(), startPhase: StartPhaseWatch? = nil,
+        metrics: any MetricsSnapshotSource = NoMetricsSnapshot(), metricsRefresh: MetricsRefresh = MetricsRefresh(), startPhase: StartPhaseWatch? = nil,
         mcpCatalog: MCPCatalog = MCPCatalog(), sessionCounts: SessionCounts = SessionCounts(),
         announcementBanners: AnnouncementBanners = AnnouncementBanners(), commandEnvironment: CommandEnvironment = CommandEnvironment(),
         coderREST: (any CoderRESTRequesting)? = nil
@@ -57,6 +60,7 @@ public struct AgentContext: Sendable {
         self.lifecycle = lifecycle
         self.tunnelTraffic = tunnelTraffic
         self.metrics = metrics
+        self.metricsRefresh = metricsRefresh
         self.startPhase = startPhase
         self.mcpCatalog = mcpCatalog
         self.sessionCounts = sessionCounts

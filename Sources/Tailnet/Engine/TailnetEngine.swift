@@ -55,8 +55,8 @@ final class TailnetEngine: Sendable {
     private let magic = Mutex<MagicSocket?>(nil)
     /// `--tailnet-listen-port` (0: random).
     private let listenPort: UInt16
-    /// Inbound packets since the gauge of open tunnel connections was last refreshed: it is
-    /// refreshed on every 64th inbound packet (and by the status route), not on a timer.
+    /// Inbound packets since the tunnel stack's metrics were last recorded: on every 64th
+    /// inbound packet, by the status route and before each scrape, not on a timer.
     private let packetsSinceGauge = Atomic<Int>(0)
 
     /// Relay connections: the home region's and those opened to reach peers homed elsewhere.
@@ -173,10 +173,14 @@ final class TailnetEngine: Sendable {
             defer { s = nil }; return s
         }) {
             await stack.shutdown()
+            metrics.record(stack)
         }
     }
 
-    var stackCounters: TunnelStackCounters? { stackBox.withLock { $0 }?.counters() }
+    /// The stack's counters now, recorded into the metrics on the way (nil: no stack yet).
+    func recordStackMetrics() -> TunnelStackCounters? {
+        stackBox.withLock { $0 }.map { metrics.record($0) }
+    }
     var wireGuardCounters: WireGuardCounters { device.withLock { $0.counters } }
     var homeRegion: Int32 { relays.withLock { $0.home } }
     var relayStates: [Int32: DERPClientState] { relays.withLock { $0.clients.mapValues(\.state) } }
@@ -517,7 +521,7 @@ final class TailnetEngine: Sendable {
             guard let stack = stackBox.withLock({ $0 }) else { continue }
             stack.input(packet)
             if packetsSinceGauge.add(1, ordering: .relaxed).newValue % 64 == 0 {
-                metrics.record(stack.counters())
+                metrics.record(stack)
             }
         }
         rearm()

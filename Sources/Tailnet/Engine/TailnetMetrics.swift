@@ -1,5 +1,6 @@
 import CoreMetrics
 import Metrics
+import Synchronization
 import TunnelStack
 import WireGuard
 
@@ -64,10 +65,16 @@ struct TailnetMetrics: Sendable {
     /// Open UDP flows forwarded through the tunnel to the workspace's loopback.
     let udpFlows = Gauge(label: "agent_tailnet_udp_flows")
 
-    /// The stack's gauges from its counters.
-    func record(_ counters: TunnelStackCounters) {
+    /// What the tunnel stack counted (its counters since it started), as counters here.
+    let stack = TunnelStackMetrics()
+
+    /// The stack's gauges, and what it counted since the last record; returns its counters.
+    @discardableResult
+    func record(_ stack: TunnelStack) -> TunnelStackCounters {
+        let counters = self.stack.record(stack)
         tunnelConnections.record(counters.openConnections)
         udpFlows.record(counters.udpFlowsOpen)
+        return counters
     }
 
     /// Counts one dropped packet by its WireGuard reason (no session, replay, bad mac,
@@ -82,5 +89,71 @@ extension WireGuardReceiveResult {
     var isDropped: Bool {
         if case .dropped = self { return true }
         return false
+    }
+}
+
+/// The tunnel stack's counters under `agent_tailnet_tcp_`, `agent_tailnet_udp_` and
+/// `agent_tailnet_stack_`. The stack counts from zero when it starts; each record reads its
+/// counters and adds what they grew since the last (a new stack starts again from zero),
+/// both under one lock, so that two scrapes at once add each count once.
+final class TunnelStackMetrics: Sendable {
+    private let last = Mutex<(stack: ObjectIdentifier?, counters: TunnelStackCounters)>((nil, TunnelStackCounters()))
+    private let exports: [Export]
+
+    /// One stack counter and the swift-metrics counter it goes to.
+    struct Export: Sendable {
+        let counter: Counter
+        let value: @Sendable (TunnelStackCounters) -> UInt64
+
+        init(_ label: String, _ dimensions: [(String, String)], _ value: @escaping @Sendable (TunnelStackCounters) -> UInt64) {
+            counter = Counter(label: label, dimensions: dimensions)
+            self.value = value
+        }
+    }
+
+    init() {
+        let tcp = "agent_tailnet_tcp_"
+        let udp = "agent_tailnet_udp_"
+        exports = [
+            Export(tcp + "accepted_total", [], { $0.accepted }),
+            Export(tcp + "forwarded_total", [], { $0.forwarded }),
+            Export(tcp + "refused_total", [("reason", "reserved_port")], { $0.refusedReservedPort }),
+            Export(tcp + "refused_total", [("reason", "no_listener")], { $0.refusedNoListener }),
+            Export(tcp + "refused_total", [("reason", "connect_timeout")], { $0.refusedConnectTimeout }),
+            Export(tcp + "refused_total", [("reason", "connection_limit")], { $0.refusedConnectionLimit }),
+            Export(tcp + "refused_total", [("reason", "other")], { $0.refusedOther }),
+            Export(tcp + "refused_total", [("reason", "half_open_limit")], { $0.droppedHalfOpenLimit }),
+            Export(tcp + "handshake_timeouts_total", [], { $0.handshakeTimeouts }),
+            Export(tcp + "timeouts_total", [("kind", "idle")], { $0.idleTimeouts }),
+            Export(tcp + "timeouts_total", [("kind", "half_closed")], { $0.halfClosedTimeouts }),
+            Export(tcp + "time_wait_reused_total", [], { $0.timeWaitReused }),
+            Export(tcp + "challenge_acks_total", [("result", "sent")], { $0.challengeAcks }),
+            Export(tcp + "challenge_acks_total", [("result", "limited")], { $0.challengeAcksLimited }),
+            Export(tcp + "out_of_order_purges_total", [], { $0.outOfOrderPurges }),
+            Export(tcp + "bytes_total", [("direction", "in")], { $0.bytesFromTunnel }),
+            Export(tcp + "bytes_total", [("direction", "out")], { $0.bytesToTunnel }),
+            Export("agent_tailnet_stack_dropped_total", [], { $0.packetsDropped }),
+            Export(udp + "flows_opened_total", [], { $0.udpFlowsOpened }),
+            Export(udp + "flows_refused_total", [], { $0.udpFlowsRefused }),
+            Export(udp + "idle_timeouts_total", [], { $0.udpIdleTimeouts }),
+            Export(udp + "datagrams_total", [("direction", "in")], { $0.udpDatagramsIn }),
+            Export(udp + "datagrams_total", [("direction", "out")], { $0.udpDatagramsOut }),
+            Export(udp + "datagrams_dropped_total", [], { $0.udpDatagramsDropped }),
+        ]
+    }
+
+    /// Adds what `stack` counted since its last record (all of it for a stack not seen);
+    /// returns its counters.
+    func record(_ stack: TunnelStack) -> TunnelStackCounters {
+        last.withLock { last in
+            let counters = stack.counters()
+            let identity = ObjectIdentifier(stack)
+            let before = last.stack == identity ? last.counters : TunnelStackCounters()
+            for export in exports where export.value(counters) > export.value(before) {
+                export.counter.increment(by: Int64(clamping: export.value(counters) - export.value(before)))
+            }
+            last = (identity, counters)
+            return counters
+        }
     }
 }

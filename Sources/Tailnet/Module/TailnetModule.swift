@@ -28,9 +28,12 @@ public struct TailnetModule: HTTPModule {
             runtime = nil
             return
         }
-        runtime = TailnetRuntime(
+        let runtime = TailnetRuntime(
             accessURL: AccessURL(accessURL), listenPort: configuration.listenPort, manifest: context.manifest,
             acceptor: context.connections, ports: ports, traffic: context.tunnelTraffic, logger: logger)
+        // A scrape sees what the stack counted up to that moment.
+        context.metricsRefresh.register { _ = runtime.current?.recordStackMetrics() }
+        self.runtime = runtime
     }
 
     public var upwardParticipants: [any UpwardParticipant] {
@@ -93,10 +96,9 @@ public struct TailnetModule: HTTPModule {
                 path: path?.path ?? "derp", directTrusted: path.map(\.trusted), lastPongMilliseconds: path?.latencyMilliseconds,
                 candidates: path?.candidates)
         }.sorted { $0.nodeKey < $1.nodeKey }
-        let stack = engine.stackCounters
+        let stack = engine.recordStackMetrics()
         status.tunnelConnections = stack?.openConnections
         status.udpFlows = stack?.udpFlowsOpen
-        if let stack { runtime.metrics.record(stack) }
         return status
     }
 }
