@@ -185,6 +185,8 @@ struct WorkspaceAgentTailnetTests {
             let metrics = try await client.request("GET", "/metrics").bodyText
             #expect(metrics.contains("agent_tailnet_tcp_refused_total{reason=\"reserved_port\"} 1\n"), "\(metrics)")
             #expect(metrics.contains("agent_tailnet_tcp_forwarded_total 1\n"), "\(metrics)")
+            // Every family the tunnel adds is described (the agent's others: WorkspaceAgentMetricsTests).
+            #expect(!metrics.contains("no description yet"), "\(metrics)")
         }
     }
 }
