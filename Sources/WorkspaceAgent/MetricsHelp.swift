@@ -81,7 +81,16 @@ enum MetricsHelp {
         "agent_tailnet_tsmp_pongs_total": "TSMP pings answered (coderd's reachability check).",
         "agent_tailnet_disco_pings_total": "Disco pings received over DERP (coder ping) and answered.",
         "agent_tailnet_dropped_total":
-            "Tunnel packets dropped, by reason (no_session, replay, bad_mac, source_not_allowed, queue_full, unknown_key, malformed, no_route, authentication_failed, handshake_failed, handshake_timeout, handshake_rate_limited, no_relay, relay_queue_full).",
+            "Tunnel packets dropped, by reason (no_session, replay, bad_mac, source_not_allowed, queue_full, unknown_key, malformed, no_route, authentication_failed, handshake_failed, handshake_timeout, handshake_rate_limited, no_relay, relay_queue_full, unverified_udp_source).",
+        "agent_tailnet_path_bytes_total":
+            "WireGuard bytes by the path they took (derp, direct) and direction (in, out); disco sent over DERP counts as DERP.",
+        "agent_tailnet_path_switches_total": "Times a peer's path changed (DERP to direct and back, one direct address for another).",
+        "agent_tailnet_disco_sent_total": "Disco messages of the direct paths sent, by type (ping, pong, call_me_maybe).",
+        "agent_tailnet_disco_received_total": "Disco messages of the direct paths received, by type (pong, call_me_maybe).",
+        "agent_tailnet_disco_dropped_total":
+            "Disco messages dropped, by reason (unknown_sender: a key no peer holds; cannot_open: the box does not open; invalid: not valid where it came).",
+        "agent_tailnet_stun_requests_total": "STUN binding requests sent to discover the agent's public endpoints.",
+        "agent_tailnet_stun_replies_total": "STUN binding answers matched to a request sent.",
         "agent_tailnet_tcp_connections": "Open TCP connections through the tunnel (port 4 and forwarded ports).",
         "agent_tailnet_udp_flows": "Open UDP flows through the tunnel to the workspace's loopback.",
         "agent_tailnet_tcp_accepted_total": "TCP connections through the tunnel whose handshake completed (served and forwarded).",
