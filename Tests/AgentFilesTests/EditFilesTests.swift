@@ -207,6 +207,32 @@ struct EditFilesTests {
         }
     }
 
+    /// A `replace_all` over a large file with `include_diff`: the files are written, and the
+    /// diffs of the request stop near their bound with `diff_truncated` (before, a 20 MB
+    /// file's diff took minutes and gigabytes, past the request's time budget).
+    @Test func aDiffPastItsBoundIsCutAndSaysSo() async throws {
+        try await withFilesServer { h in
+            let large = h.file("large.txt")
+            let small = h.file("small.txt")
+            let line = String(repeating: "a", count: 40) + "\n"
+            try write(String(repeating: line, count: 150_000), large)
+            try write("hello\n", small)
+            let response = try await h.post(
+                "edit-files",
+                json: Self.body([(large, [("a", "b", true)]), (small, [("hello", "bye", false)])], diff: true))
+            #expect(response.status == 200, "\(response.bodyText.prefix(300))")
+            let files = try #require(jsonObject(response.body)?["files"] as? [[String: Any]])
+            let diff = try #require(files.first?["diff"] as? String)
+            #expect(files.first?["diff_truncated"] as? Bool == true)
+            #expect(diff.utf8.count <= 4 << 20 && diff.utf8.count > 3 << 20, "\(diff.utf8.count) bytes")
+            #expect(diff.hasPrefix("--- \(large)\n+++ \(large)\n@@ -1,"))
+            // The second file's diff comes after the bound is spent: its first line still shows.
+            #expect(files.last?["diff_truncated"] as? Bool == true)
+            #expect((files.last?["diff"] as? String)?.contains("-hello") == true)
+            #expect(try read(large).hasPrefix(String(repeating: "b", count: 40) + "\n") && (try read(small)) == "bye\n")
+        }
+    }
+
     // 9.
     @Test func duplicatesAndAliases() async throws {
         try await withFilesServer { h in

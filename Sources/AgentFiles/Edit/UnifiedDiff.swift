@@ -7,16 +7,41 @@ enum UnifiedDiff {
     /// cells; beyond, it is shown as removed and added whole (bounded time and memory).
     static let maxCells = 4_000_000
 
+    /// Lines compared by the LCS at most on either side, whatever the other holds: a window
+    /// of more lines is shown as removed and added whole, streamed from the bytes, so its
+    /// lines are never held one by one.
+    static let maxComparedLines = 65_536
+
+    /// What ``make(path:old:new:limit:)`` answers: the text, and whether it stops short of
+    /// the whole diff because `limit` was reached (its last hunk's header counts the lines
+    /// it shows).
+    struct Result: Equatable {
+        var text: String
+        var truncated: Bool
+    }
+
     static func make(path: String, old: [UInt8], new: [UInt8]) -> String {
-        guard old != new else { return "" }
+        make(path: path, old: old, new: new, limit: .max).text
+    }
+
+    /// The diff, at most about `limit` bytes of it (headers, and whole lines: the first line
+    /// of a hunk always shows). Time and memory follow what is shown, not the files' size.
+    static func make(path: String, old: [UInt8], new: [UInt8], limit: Int) -> Result {
+        guard old != new else { return Result(text: "", truncated: false) }
         // Only the changed middle (with three lines of context each side) is split into
         // lines: a one-word edit of a large file costs the bytes compared, not a copy of
         // every line.
         let (window, skipped) = changedWindow(old, new)
+        var out = Output(text: "--- \(path)\n+++ \(path)\n", limit: limit)
+        let aLines = lineCount(old[window.old])
+        let bLines = lineCount(new[window.new])
+        guard max(aLines, bLines) <= maxComparedLines, aLines * bLines <= maxCells else {
+            streamWhole(old[window.old], new[window.new], skipped: skipped, into: &out)
+            return Result(text: out.text, truncated: out.truncated)
+        }
         let a = TextLine.split(Array(old[window.old])).map { $0.text + $0.ending }
         let b = TextLine.split(Array(new[window.new])).map { $0.text + $0.ending }
         let ops = script(a, b)
-        var out = "--- \(path)\n+++ \(path)\n"
         // Group changes with up to 3 lines of context on each side.
         var index = 0
         var aLine = 0
@@ -30,7 +55,7 @@ enum UnifiedDiff {
             case .insert: bLine += 1
             }
         }
-        while index < positions.count {
+        while index < positions.count, !out.truncated {
             guard let change = positions[index...].firstIndex(where: { $0.op != .equal }) else { break }
             let start = max(0, change - 3)
             var end = change
@@ -41,22 +66,106 @@ enum UnifiedDiff {
                 end += 1
             }
             end = min(positions.count, lastChange + 4)
-            let hunk = positions[start..<end]
-            let aStart = hunk.first!.a + skipped
-            let bStart = hunk.first!.b + skipped
-            let aCount = hunk.filter { $0.op != .insert }.count
-            let bCount = hunk.filter { $0.op != .delete }.count
-            out += "@@ -\(range(aStart, aCount)) +\(range(bStart, bCount)) @@\n"
-            for entry in hunk {
-                switch entry.op {
-                case .equal: out += " " + line(a[entry.a])
-                case .delete: out += "-" + line(a[entry.a])
-                case .insert: out += "+" + line(b[entry.b])
-                }
+            var hunk = Hunk(aStart: positions[start].a + skipped, bStart: positions[start].b + skipped)
+            for entry in positions[start..<end] {
+                let bytes = entry.op == .insert ? b[entry.b][...] : a[entry.a][...]
+                guard hunk.add(entry.op, bytes, room: out.room) else { break }
             }
+            out.append(hunk)
             index = end
         }
-        return out
+        return Result(text: out.text, truncated: out.truncated)
+    }
+
+    /// The diff's text so far, and how much more may follow.
+    struct Output {
+        var text: String
+        let limit: Int
+        var truncated = false
+
+        /// Bytes a hunk may still take (at least its first line always fits).
+        var room: Int { limit - text.utf8.count }
+
+        mutating func append(_ hunk: Hunk) {
+            if hunk.full { truncated = true }
+            guard hunk.aCount + hunk.bCount > 0 else { return }
+            text += "@@ -\(UnifiedDiff.range(hunk.aStart, hunk.aCount)) +\(UnifiedDiff.range(hunk.bStart, hunk.bCount)) @@\n"
+            text += hunk.body
+        }
+    }
+
+    /// One hunk as it is built: its lines, and the counts its header gives.
+    struct Hunk {
+        var aStart: Int
+        var bStart: Int
+        var aCount = 0
+        var bCount = 0
+        var body = ""
+        /// A line did not fit: the hunk ends here, and so does the diff.
+        var full = false
+
+        /// Adds a line unless it would take the body past `room` (the first always fits).
+        mutating func add(_ op: Op, _ bytes: ArraySlice<UInt8>, room: Int) -> Bool {
+            let text = UnifiedDiff.line(bytes)
+            guard aCount + bCount == 0 || body.utf8.count + text.utf8.count + 1 <= room - 64 else {
+                full = true
+                return false
+            }
+            switch op {
+            case .equal: body += " " + text; aCount += 1; bCount += 1
+            case .delete: body += "-" + text; aCount += 1
+            case .insert: body += "+" + text; bCount += 1
+            }
+            return true
+        }
+    }
+
+    /// A window too large to compare line by line, as one hunk: the lines both sides share
+    /// at its edges (three at most) as context, the rest of the old lines removed and of the
+    /// new ones added, read from the bytes as they are written.
+    private static func streamWhole(_ old: ArraySlice<UInt8>, _ new: ArraySlice<UInt8>, skipped: Int, into out: inout Output) {
+        var oldLines = LineCursor(old)
+        var newLines = LineCursor(new)
+        var oldTail = LineCursor(old)
+        var newTail = LineCursor(new)
+        var prefix = 0
+        var prefixBytes = 0
+        while let x = oldLines.next(), let y = newLines.next(), old[x] == new[y] {
+            prefix += 1
+            prefixBytes = x.upperBound - old.startIndex
+        }
+        var suffix = 0
+        var suffixBytes = 0
+        while let x = oldTail.previous(), let y = newTail.previous(), old[x] == new[y],
+            x.lowerBound - old.startIndex >= prefixBytes, y.lowerBound - new.startIndex >= prefixBytes
+        {
+            suffix += 1
+            suffixBytes = old.endIndex - x.lowerBound
+        }
+        let shown = min(prefix, 3)
+        var hunk = Hunk(aStart: skipped + prefix - shown, bStart: skipped + prefix - shown)
+        var lines = LineCursor(old)
+        for _ in 0..<(prefix - shown) { _ = lines.next() }
+        for _ in 0..<shown { if let x = lines.next() { _ = hunk.add(.equal, old[x], room: out.room) } }
+        let oldMiddle = old[(old.startIndex + prefixBytes)..<(old.endIndex - suffixBytes)]
+        let newMiddle = new[(new.startIndex + prefixBytes)..<(new.endIndex - suffixBytes)]
+        for (op, side) in [(Op.delete, oldMiddle), (Op.insert, newMiddle)] where !hunk.full {
+            var cursor = LineCursor(side)
+            while let x = cursor.next(), hunk.add(op, side[x], room: out.room) {}
+        }
+        var tail = LineCursor(old[(old.endIndex - suffixBytes)...])
+        for _ in 0..<min(suffix, 3) where !hunk.full {
+            if let x = tail.next() { _ = hunk.add(.equal, old[x], room: out.room) }
+        }
+        out.append(hunk)
+    }
+
+    /// Lines of `bytes` (a last line without its newline counts).
+    static func lineCount(_ bytes: ArraySlice<UInt8>) -> Int {
+        var count = 0
+        var cursor = LineCursor(bytes)
+        while cursor.next() != nil { count += 1 }
+        return count
     }
 
     /// The byte ranges of both texts that hold every changed line plus three lines of
@@ -86,12 +195,12 @@ enum UnifiedDiff {
         return ((start..<(old.count - suffix), start..<(new.count - suffix)), skipped)
     }
 
-    private static func range(_ start: Int, _ count: Int) -> String {
+    static func range(_ start: Int, _ count: Int) -> String {
         if count == 0 { return "\(start),0" }
         return count == 1 ? "\(start + 1)" : "\(start + 1),\(count)"
     }
 
-    private static func line(_ bytes: [UInt8]) -> String {
+    static func line(_ bytes: ArraySlice<UInt8>) -> String {
         let text = String(decoding: bytes, as: UTF8.self)
         return text.hasSuffix("\n") ? text : text + "\n\\ No newline at end of file\n"
     }

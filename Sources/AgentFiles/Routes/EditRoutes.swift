@@ -28,8 +28,20 @@ struct EditRoutes: Sendable {
     struct FileDiff: Encodable, Sendable {
         var path: String
         var diff: String?
+        /// Beyond the reference: true when the diff stops short (``maxDiffBytes``).
+        var diffTruncated: Bool?
         var sha256: String
+
+        enum CodingKeys: String, CodingKey {
+            case path, diff, sha256
+            case diffTruncated = "diff_truncated"
+        }
     }
+
+    /// The diffs of one request, all files together, at most about this many bytes: the
+    /// rest of a diff past it is left out (`diff_truncated`), so a whole-file change of a
+    /// large file costs what is shown, not gigabytes of lines and JSON.
+    static let maxDiffBytes = 4 << 20
 
     struct Requested {
         var path: String
@@ -56,7 +68,7 @@ struct EditRoutes: Sendable {
         if includeDiff {
             return JSONResponse.make(["files": results])
         }
-        return JSONResponse.make(EditedResponse(files: results.map { FileDiff(path: $0.path, diff: nil, sha256: $0.sha256) }))
+        return JSONResponse.make(EditedResponse(files: results.map { FileDiff(path: $0.path, sha256: $0.sha256) }))
     }
 
     /// Without `include_diff`: the reference's message, and each file's new hash.
@@ -235,10 +247,17 @@ struct EditRoutes: Sendable {
                 }
             }
         }
+        // The files are written: the diffs below are bounded by size, never refused.
+        var room = maxDiffBytes
         return merged.enumerated().map { index, file in
-            FileDiff(
-                path: file.path, diff: includeDiff ? UnifiedDiff.make(path: file.path, old: originals[index], new: edited[index]) : nil,
-                sha256: SHA256.hex(edited[index]))
+            var result = FileDiff(path: file.path, diff: nil, sha256: SHA256.hex(edited[index]))
+            if includeDiff {
+                let diff = UnifiedDiff.make(path: file.path, old: originals[index], new: edited[index], limit: max(room, 0))
+                room -= diff.text.utf8.count
+                result.diff = diff.text
+                result.diffTruncated = diff.truncated ? true : nil
+            }
+            return result
         }
     }
 
