@@ -137,6 +137,31 @@ struct ProcessBeyondTests {
         }
     }
 
+    /// Input goes to stdin only as whole messages: fragments are joined, and a message the
+    /// connection refuses (here a new message before the last one ended: 1002) writes
+    /// nothing of what came before its end (before, each fragment was written as it came).
+    @Test func theStreamWritesOnlyWholeMessagesToStdin() async throws {
+        try await withProcessServer { h in
+            let id = try await Self.start(h, #"{"command":"cat","stdin":true}"#)
+            let frame = TestWebSocket.maskedFrame
+            try await TestWebSocket.withConnection(port: h.port, path: "\(Self.base)/\(id)/stream") { ws in
+                try await ws.send(raw: frame(false, 0x2, Array("ab".utf8)) + frame(true, 0x0, Array("c\n".utf8)))
+                var text = ""
+                while !text.contains("abc\n"), let message = try await ws.next() {
+                    if case .binary(let bytes) = message { text += String(decoding: bytes, as: UTF8.self) }
+                }
+                #expect(text == "abc\n")
+                try await ws.send(raw: frame(false, 0x2, Array("PARTIAL".utf8)) + frame(true, 0x2, Array("NEW\n".utf8)))
+                // Bounded: the connection ends on the protocol error.
+                for _ in 0..<100 { if try await ws.next() == nil { break } }
+                #expect(ws.closeCode == 1002)
+            }
+            #expect(try await h.client.request("POST", "\(Self.base)/\(id)/stdin/close", json: "{}").status == 200)
+            let out = try await h.finalOutput(id)
+            #expect(out["output"] as? String == "abc\n")
+        }
+    }
+
     @Test func stdinWithoutAskingIsRefusedAndResizeNeedsATerminal() async throws {
         try await withProcessServer { h in
             let id = try await Self.start(h, #"{"command":"sleep 600"}"#)

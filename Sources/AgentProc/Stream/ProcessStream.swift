@@ -134,32 +134,34 @@ struct ProcessStream: Sendable {
 
     /// Reads the client's messages: binary ones go to the process's stdin (in order, waiting
     /// while the child does not read, which holds this client's further frames back), text
-    /// ones are ignored. A refused write is told to the client as
-    /// `{"type":"stdin_error","message":...}`, and its later input is not written.
+    /// ones are ignored. A message is written only once it is whole (as the reference's
+    /// WebSocket library reads them): one the connection refuses (over 4 MiB, a protocol
+    /// error) or that a vanished client leaves unfinished writes nothing. So each stream holds
+    /// at most one message, ``WebSocketLimits/maxMessageBytes``, while it is assembled. A
+    /// refused write is told to the client as `{"type":"stdin_error","message":...}`, and
+    /// its later input is not written.
     static func readInput(
         _ inbound: WebSocketInbound, into process: ManagedProcess, notifying subscription: OutputSubscription, timeout: Duration
     ) async {
-        var binary = false
         var refused = false
-        for await frame in inbound {
-            switch frame.opcode {
-            case .binary: binary = true
-            case .text: binary = false
-            case .continuation: break
+        do {
+            for try await message in inbound.messages(maxSize: WebSocketLimits.maxMessageBytes) {
+                guard case .binary(let data) = message, !refused, data.readableBytes > 0 else { continue }
+                guard let input = process.input else {
+                    refused = true
+                    subscription.notify(stdinError("The process was not started with stdin."))
+                    continue
+                }
+                switch await input.write(Array(data.readableBytesView), timeout: timeout) {
+                case .success(let written):
+                    ProcessMetrics.stdinBytes.increment(by: written)
+                case .failure(let failure):
+                    refused = true
+                    subscription.notify(stdinError(ProcessRoutes.inputError(failure, id: process.id).description))
+                }
             }
-            guard binary, !refused, frame.data.readableBytes > 0 else { continue }
-            guard let input = process.input else {
-                refused = true
-                subscription.notify(stdinError("The process was not started with stdin."))
-                continue
-            }
-            switch await input.write(Array(frame.data.readableBytesView), timeout: timeout) {
-            case .success(let written):
-                ProcessMetrics.stdinBytes.increment(by: written)
-            case .failure(let failure):
-                refused = true
-                subscription.notify(stdinError(ProcessRoutes.inputError(failure, id: process.id).description))
-            }
+        } catch {
+            // The connection refused the message and is closing with its code.
         }
     }
 
