@@ -214,12 +214,15 @@ struct EditFilesTests {
         try await withFilesServer { h in
             let large = h.file("large.txt")
             let small = h.file("small.txt")
-            let line = String(repeating: "a", count: 40) + "\n"
-            try write(String(repeating: line, count: 150_000), large)
+            // 2.7 MB of 100-byte lines: 5.5 MB of diff.
+            let line = String(repeating: "a", count: 100) + "\n"
+            try write(String(repeating: line, count: 27_000), large)
             try write("hello\n", small)
             let response = try await h.post(
                 "edit-files",
-                json: Self.body([(large, [("a", "b", true)]), (small, [("hello", "bye", false)])], diff: true))
+                json: Self.body(
+                    [(large, [(String(repeating: "a", count: 100), String(repeating: "b", count: 100), true)]), (small, [("hello", "bye", false)])],
+                    diff: true))
             #expect(response.status == 200, "\(response.bodyText.prefix(300))")
             let files = try #require(jsonObject(response.body)?["files"] as? [[String: Any]])
             let diff = try #require(files.first?["diff"] as? String)
@@ -229,7 +232,7 @@ struct EditFilesTests {
             // The second file's diff comes after the bound is spent: its first line still shows.
             #expect(files.last?["diff_truncated"] as? Bool == true)
             #expect((files.last?["diff"] as? String)?.contains("-hello") == true)
-            #expect(try read(large).hasPrefix(String(repeating: "b", count: 40) + "\n") && (try read(small)) == "bye\n")
+            #expect(try read(large).hasPrefix(String(repeating: "b", count: 100) + "\n") && (try read(small)) == "bye\n")
         }
     }
 

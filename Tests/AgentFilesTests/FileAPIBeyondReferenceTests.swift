@@ -33,6 +33,28 @@ struct FileAPIBeyondReferenceTests {
         }
     }
 
+    /// The query as Go reads it (form encoding, as Go's `url.Values.Encode`, Python's
+    /// `urlencode` and `URLSearchParams` send it): `+` is a space, a repeated name answers
+    /// its first value, an empty pair is skipped. Before, `my+file.txt` was written, and the
+    /// last `path` won.
+    @Test func theQueryReadsAsGoReadsIt() async throws {
+        try await withFilesServer { h in
+            let spaced = h.file("my file.txt")
+            let encoded = FilesHarness.q(spaced).replacingOccurrences(of: "%20", with: "+")
+            #expect(encoded.contains("+"))
+            let written = try await h.post("write-file?&path=\(encoded)", body: Array("spaced".utf8))
+            #expect(written.status == 200)
+            #expect((try? String(contentsOfFile: spaced, encoding: .utf8)) == "spaced")
+            #expect(!FileManager.default.fileExists(atPath: h.file("my+file.txt")))
+            let first = h.file("first.txt")
+            let second = h.file("second.txt")
+            let both = "write-file?path=\(FilesHarness.q(first))&path=\(FilesHarness.q(second))"
+            let once = try await h.post(both, body: Array("one".utf8))
+            #expect(once.status == 200)
+            #expect(FileManager.default.fileExists(atPath: first) && !FileManager.default.fileExists(atPath: second))
+        }
+    }
+
     /// Eight writers that all saw the same content: exactly one wins.
     @Test func concurrentWritersWithTheSameExpectationOneWins() async throws {
         try await withFilesServer { h in

@@ -8,14 +8,15 @@ struct StrictQuery {
     private var problems: [APIErrorBody.Validation] = []
 
     init(_ request: Request, allowed: Set<String>) {
+        // As Go reads a query (`+` a space, a name's first value): ``GoQuery``.
+        let query = GoQuery(request)
         var parameters: [String: String] = [:]
         var problems: [APIErrorBody.Validation] = []
-        for (key, value) in request.uri.queryParameters {
-            let name = String(key)
+        for name in query.names {
             if !allowed.contains(name) {
                 problems.append(.init(field: name, detail: "Query param \"\(name)\" is not a valid query param"))
             }
-            parameters[name] = String(value)
+            parameters[name] = query.get(name)
         }
         self.parameters = parameters
         self.problems = problems

@@ -25,7 +25,7 @@ public enum ProcessFuzzing {
     /// Whether `GET /{id}/output?<query>` is accepted (as the route checks it before anything
     /// waits); a refusal is a 400, never a trap.
     public static func outputQueryAccepted(_ query: String) -> Bool {
-        (try? OutputQuery(URI("/output?" + query).queryParameters, maxWait: .seconds(300))) != nil
+        (try? OutputQuery(GoQuery(raw: query), maxWait: .seconds(300))) != nil
     }
 
     /// Matches `literal` against output written in `chunks`: the first `caughtUp` chunks

@@ -23,7 +23,7 @@ struct OutputQuery: Sendable {
     var `await`: ProcessManager.AwaitRequest?
     var cursor: CursorRead?
 
-    init(_ query: Parameters, maxWait: Duration) throws(APIError) {
+    init(_ query: GoQuery, maxWait: Duration) throws(APIError) {
         wait = query.get("wait") == "true"
         if let offset = query.get("offset") {
             guard let value = UInt64(offset) else { throw Self.invalid("offset", "a byte offset (0 or more)") }

@@ -107,7 +107,7 @@ struct ProcessRoutes: Sendable {
         let chat = context.chat
         let id = Self.processID(context)
         guard let process = manager.lookup(id, chat: chat) else { throw Self.notFound(id) }
-        let query = try OutputQuery(request.uri.queryParameters, maxWait: manager.configuration.maxWait)
+        let query = try OutputQuery(GoQuery(request), maxWait: manager.configuration.maxWait)
         if let read = query.cursor {
             guard manager.spooling || process.spool != nil else {
                 throw APIError(

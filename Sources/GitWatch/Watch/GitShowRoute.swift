@@ -13,7 +13,7 @@ struct GitShowRoute: Sendable {
     }
 
     func show(_ request: Request, _ context: AgentRequestContext) async throws -> Response {
-        let query = request.uri.queryParameters
+        let query = GoQuery(request)
         guard let root = query.get("repo_root"), !root.isEmpty, let path = query.get("path"), !path.isEmpty,
             let ref = query.get("ref"), !ref.isEmpty
         else {

@@ -28,7 +28,8 @@ struct GitWatchSocket: Sendable {
     func route() -> AgentWebSocketRoute {
         AgentWebSocketRoute(path: "watch") { _ throws(APIError) in
         } handler: { inbound, outbound, context in
-            let chat = context.request.uri.queryParameters.get("chat_id").flatMap(ChatIdentity.canonicalUUID)
+            // Missing or not a UUID: no chat is linked, the socket stays open (as the reference).
+            let chat = GoQuery(context.request).get("chat_id").flatMap(ChatIdentity.canonicalUUID)
             try await serve(chat: chat, inbound: inbound, outbound: outbound)
         }
     }

@@ -38,7 +38,7 @@ struct MCPRoutes: Sendable {
             }
         }
         routes.get("servers") { request, _ in
-            let raw = request.uri.queryParameters.get("tools")
+            let raw = GoQuery(request).get("tools")
             guard let withTools = Self.parseBool(raw) else {
                 throw APIError(.badRequest, "Invalid query parameter.", detail: "tools must be true or false, got \(goQuote(raw ?? ""))")
             }
