@@ -2,6 +2,7 @@
 #include "CGitScan.h"
 
 #include <fcntl.h>
+#include <stdio.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -141,6 +142,85 @@ static int cannot_fit(git_repository *repo, git_diff *diff, size_t index, size_t
     return !may_be_binary(repo, file->path);
 }
 
+// Appends `prefix` + `path` as git writes a path in a diff header: in double quotes, with C
+// escapes and octal for other bytes, when it holds a quote, a backslash, a control byte or a
+// byte past 0x7E (core.quotePath's default).
+static int append_path(struct out_buffer *out, const char *prefix, const char *path) {
+    int quote = 0;
+    for (const unsigned char *c = (const unsigned char *)path; *c != 0; c++) {
+        if (*c == '"' || *c == '\\' || *c < 0x20 || *c >= 0x7F) quote = 1;
+    }
+    if (!quote) return append(out, prefix, strlen(prefix)) || append(out, path, strlen(path));
+    if (append(out, "\"", 1) || append(out, prefix, strlen(prefix))) return -1;
+    for (const unsigned char *c = (const unsigned char *)path; *c != 0; c++) {
+        const char *named = NULL;
+        switch (*c) {
+        case '\a': named = "\\a"; break;
+        case '\b': named = "\\b"; break;
+        case '\t': named = "\\t"; break;
+        case '\n': named = "\\n"; break;
+        case '\v': named = "\\v"; break;
+        case '\f': named = "\\f"; break;
+        case '\r': named = "\\r"; break;
+        case '"': named = "\\\""; break;
+        case '\\': named = "\\\\"; break;
+        default: break;
+        }
+        char octal[5];
+        if (named == NULL && (*c < 0x20 || *c >= 0x7F)) {
+            octal[0] = '\\';
+            octal[1] = (char)('0' + ((*c >> 6) & 7));
+            octal[2] = (char)('0' + ((*c >> 3) & 7));
+            octal[3] = (char)('0' + (*c & 7));
+            octal[4] = 0;
+            named = octal;
+        }
+        int rc = named != NULL ? append(out, named, strlen(named)) : append(out, (const char *)c, 1);
+        if (rc != 0) return -1;
+    }
+    return append(out, "\"", 1);
+}
+
+// The header git prints for a new or changed working-tree file past TEXT_DIFF_MAX_BYTES
+// (binary unseen), without its `index` line: git hashes the whole file for it (43 s for
+// 4 GiB here). libgit2 cannot be left to it: past the limit it prints `old mode 0` and
+// `/dev/null` for both sides, and it keeps a working-tree file's size in 32 bits, so a file
+// of 4 GiB (or 4 GiB + a little) reads as small, fails its read, and fails the whole scan.
+// Returns 1 when it wrote the delta (0: not such a file; -1: out of memory).
+static int large_file_patch(git_repository *repo, const git_diff_delta *delta, struct out_buffer *out) {
+    int added = delta->status == GIT_DELTA_ADDED || delta->status == GIT_DELTA_UNTRACKED;
+    if (!added && delta->status != GIT_DELTA_MODIFIED) return 0;
+    const git_diff_file *new_file = &delta->new_file;
+    if (new_file->path == NULL || (new_file->mode != GIT_FILEMODE_BLOB && new_file->mode != GIT_FILEMODE_BLOB_EXECUTABLE)) return 0;
+    const char *workdir = git_repository_workdir(repo);
+    if (workdir == NULL) return 0;
+    size_t base = strlen(workdir), rest = strlen(new_file->path);
+    char *path = malloc(base + rest + 1);
+    if (path == NULL) return -1;
+    memcpy(path, workdir, base);
+    memcpy(path + base, new_file->path, rest + 1);
+    struct stat info;
+    int large = lstat(path, &info) == 0 && S_ISREG(info.st_mode) && (unsigned long long)info.st_size > TEXT_DIFF_MAX_BYTES;
+    free(path);
+    if (!large) return 0;
+    const char *name = new_file->path;
+    char modes[64];
+    if (append(out, "diff --git ", 11) || append_path(out, "a/", added ? name : delta->old_file.path) || append(out, " ", 1)) return -1;
+    if (append_path(out, "b/", name) || append(out, "\n", 1)) return -1;
+    if (added) {
+        snprintf(modes, sizeof(modes), "new file mode %o\n", new_file->mode);
+        if (append(out, modes, strlen(modes)) || append(out, "Binary files /dev/null and ", 27)) return -1;
+    } else {
+        if (delta->old_file.mode != new_file->mode) {
+            snprintf(modes, sizeof(modes), "old mode %o\nnew mode %o\n", delta->old_file.mode, new_file->mode);
+            if (append(out, modes, strlen(modes))) return -1;
+        }
+        if (append(out, "Binary files ", 13) || append_path(out, "a/", delta->old_file.path) || append(out, " and ", 5)) return -1;
+    }
+    if (append_path(out, "b/", name) || append(out, " differ\n", 8)) return -1;
+    return 1;
+}
+
 // The diff itself; every libgit2 object it makes is freed unless a fault abandons it.
 static int unified_diff(git_repository *repo, size_t max_bytes, struct out_buffer *out, int *truncated) {
     git_object *tree = NULL;
@@ -176,6 +256,17 @@ static int unified_diff(git_repository *repo, size_t max_bytes, struct out_buffe
         const git_diff_delta *delta = git_diff_get_delta(diff, index);
         int untracked = delta != NULL && delta->status == GIT_DELTA_UNTRACKED;
         if (untracked != (step >= count)) continue;
+        size_t before = out->len;
+        int large = large_file_patch(repo, delta, out);
+        if (large < 0) { rc = -1; break; }
+        if (large > 0) {
+            last_built += out->len - before;
+            if (out->len > max_bytes) {
+                out->len = before;
+                *truncated = 1;
+            }
+            continue;
+        }
         // A file whose patch cannot fit ends the diff as a measured one would, unbuilt: a
         // 300 MiB untracked file cost several times its size (patch lines, text) every scan.
         if (cannot_fit(repo, diff, index, max_bytes - out->len)) {

@@ -2,6 +2,10 @@ import AgentTestSupport
 import Foundation
 import Testing
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 @testable import GitWatch
 
 /// More shapes of repository, each compared with git's own output.
@@ -54,6 +58,35 @@ struct GitSnapshotterEdgeTests {
         #expect(snapshot.unifiedDiff.contains("Binary files /dev/null and b/blob.bin differ"))
         #expect(!snapshot.unifiedDiff.contains("huge.txt"))
         #expect(built < 64 << 10, "the 8 MiB file's patch was built (\(built) bytes)")
+    }
+
+    /// New files past libgit2's 512 MiB limit (sparse, so they cost no disk) show git's
+    /// header for a binary file, without its `index` line (git hashes the whole file for it).
+    /// Before, one of 4 GiB failed every scan of its repository (libgit2 keeps a working-tree
+    /// size in 32 bits: it read as empty, then as changed), and one of 600 MiB got `old mode 0`
+    /// and `/dev/null` on both sides.
+    @Test func newFilesPastTheLimitShowGitsBinaryHeader() async throws {
+        let root = try await G.makeRepository()
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        try write(Array("seed\n".utf8), root + "/a.txt")
+        try await G.git(["add", "."], in: root)
+        try await G.git(["commit", "-q", "-m", "init"], in: root)
+        try write(Array("seed\nmore\n".utf8), root + "/a.txt")
+        for (name, size) in [("huge.sparse", Int64(4) << 30), ("large \"q\".bin", Int64(600) << 20)] {
+            let fd = open(root + "/" + name, O_CREAT | O_WRONLY | O_CLOEXEC, 0o644)
+            #expect(fd >= 0 && ftruncate(fd, off_t(size)) == 0)
+            close(fd)
+        }
+        let snapshot = try GitSnapshotter.snapshot(root: root)
+        let tracked = try await G.git(["diff", "HEAD"], in: root)
+        #expect(snapshot.unifiedDiff.hasPrefix(tracked))
+        #expect(
+            snapshot.unifiedDiff.dropFirst(tracked.count)
+                == "diff --git a/huge.sparse b/huge.sparse\nnew file mode 100644\nBinary files /dev/null and b/huge.sparse differ\n"
+                + "diff --git \"a/large \\\"q\\\".bin\" \"b/large \\\"q\\\".bin\"\nnew file mode 100644\n"
+                + "Binary files /dev/null and \"b/large \\\"q\\\".bin\" differ\n",
+            "\(snapshot.unifiedDiff)")
+        #expect(!snapshot.diffTruncated)
     }
 
     /// Tracked changes come before untracked files, as the reference's `git diff HEAD` and
