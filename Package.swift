@@ -185,7 +185,7 @@ let package = Package(
         .target(
             name: "AgentFiles",
             dependencies: [
-                "AgentCore", "AgentHTTP", "CAgentSpawn",
+                "AgentCore", "AgentHTTP", "CAgentSpawn", "CHostStats",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),

@@ -101,6 +101,15 @@ struct FileAPIHardeningTests {
             #expect(String(decoding: status.body, as: UTF8.self).contains("Pid:"))
             let statusLines = try #require(jsonObject(try await h.get("read-file-lines?path=/proc/self/status").body))
             #expect((statusLines["content"] as? String)?.contains("Pid:") == true)
+
+            // A sysfs attribute reports 4096 bytes and holds a few: read whole (before: 503,
+            // "changed while it was read", however often it was asked).
+            let mtu = try await h.get("read-file?path=/sys/class/net/lo/mtu")
+            #expect(mtu.status == 200, "\(mtu.bodyText)")
+            #expect(Int(mtu.bodyText.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0 > 0, "\(mtu.bodyText)")
+            // A read the kernel fails: its error, not an unhandled one.
+            let memory = try await h.get("read-file?path=/proc/self/mem")
+            #expect(memory.status == 500 && memory.bodyText.contains("input/output error"), "\(memory.bodyText)")
         }
     }
 

@@ -1,5 +1,6 @@
 import AgentCore
 import AgentHTTP
+import CHostStats
 import HTTPTypes
 
 #if canImport(Glibc)
@@ -52,6 +53,27 @@ struct RegularFile: ~Copyable {
 
     /// The size the file system reports (0 for most pseudo-files).
     var size: Int { Int(info.st_size) }
+
+    /// Whether the file lives on a kernel pseudo-file system (sysfs, procfs, debugfs,
+    /// tracefs, securityfs, configfs, cgroup), where the size reported is not the content's:
+    /// a sysfs attribute says 4096 and holds a few bytes.
+    var isOnPseudoFileSystem: Bool {
+        var info = host_stats_fs()
+        guard host_stats_fstatfs(descriptor, &info) == 0 else { return false }
+        return Self.pseudoFileSystems.contains(info.type)
+    }
+
+    /// `f_type` of the pseudo-file systems (linux/magic.h).
+    static let pseudoFileSystems: Set<UInt64> = [
+        0x6265_6572,  // sysfs
+        0x9fa0,  // proc
+        0x6462_6720,  // debugfs
+        0x7472_6163,  // tracefs
+        0x7363_6673,  // securityfs
+        0x6265_6570,  // configfs
+        0x0027_e0eb,  // cgroup
+        0x6367_7270,  // cgroup2
+    ]
 
     /// Whether `other` is the same file (device and inode), for a second open by path.
     func isSame(as other: stat) -> Bool { info.st_dev == other.st_dev && info.st_ino == other.st_ino }

@@ -71,11 +71,17 @@ struct ReadRoutes: Sendable {
             let file: RegularFile
             do throws(RegularFile.Failure) { file = try RegularFile(path: path) } catch { throw error.apiError(path) }
             let mtime = ContentHash.mtime(file.info)
-            guard file.size > 0 else {
-                // Size 0: empty, or a pseudo-file whose size is unknown. Read what is asked,
+            guard file.size > 0, !file.isOnPseudoFileSystem else {
+                // Size 0: empty, or a pseudo-file whose size is unknown; or a pseudo-file whose
+                // reported size is not its content's (sysfs: 4096). Read what is asked,
                 // at most `pseudoFileLimit` bytes, one more to tell whether more is there.
                 let want = limit == 0 ? Self.pseudoFileLimit : min(limit, Self.pseudoFileLimit)
-                let bytes = try file.read(upTo: want + 1, from: offset, path: path, token: token)
+                let bytes: [UInt8]
+                do {
+                    bytes = try file.read(upTo: want + 1, from: offset, path: path, token: token)
+                } catch let error as FileSystemError {
+                    throw error.apiError  // `/proc/self/mem` at 0: EIO, with its text
+                }
                 if bytes.count > want, limit == 0 || limit > Self.pseudoFileLimit {
                     throw APIError(
                         .badRequest,

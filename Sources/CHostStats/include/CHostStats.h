@@ -14,4 +14,7 @@ typedef struct {
 /// statfs(path): 0 and the figures, or -1 with errno set.
 int host_stats_statfs(const char *path, host_stats_fs *out);
 
+/// fstatfs(fd): the same for an open descriptor.
+int host_stats_fstatfs(int fd, host_stats_fs *out);
+
 #endif
