@@ -48,7 +48,8 @@ public struct AgentLogging: Sendable {
             base = handler
         }
         return AgentLogHandler(
-            base: base, recent: recent, forwarder: forwardsUpward ? forwarder : nil, label: label, file: file, fileLevel: fileLevel)
+            base: base, recent: recent, forwarder: forwardsUpward ? forwarder : nil, label: label, file: file, fileLevel: fileLevel,
+            escapesText: format == .text)
     }
 
     /// Parses a `--log-level` value (`trace` ... `critical`, plus `warn` and `err` aliases).

@@ -74,8 +74,14 @@ struct AgentLogHandler: LogHandler {
     let label: String
     var file: RotatingLogFile?
     var fileLevel: Logger.Level
+    /// The base writes text lines: control characters in what it is given are escaped.
+    var escapesText = false
 
-    init(base: any LogHandler, recent: RecentLogs, forwarder: LogForwarder?, label: String, file: RotatingLogFile? = nil, fileLevel: Logger.Level = .debug) {
+    init(
+        base: any LogHandler, recent: RecentLogs, forwarder: LogForwarder?, label: String, file: RotatingLogFile? = nil,
+        fileLevel: Logger.Level = .debug, escapesText: Bool = false
+    ) {
+        self.escapesText = escapesText
         self.base = base
         self.recent = recent
         self.forwarder = forwarder
@@ -106,11 +112,11 @@ struct AgentLogHandler: LogHandler {
 
     func log(event: LogEvent) {
         let toBase = event.level >= base.logLevel
-        if toBase { base.log(event: event) }
-        var line = JSONLogHandler.timestamp() + " " + event.level.rawValue + " " + label + ": " + event.message.description
+        if toBase { base.log(event: escapesText ? LogText.escape(event) : event) }
+        var line = JSONLogHandler.timestamp() + " " + event.level.rawValue + " " + label + ": " + LogText.escape(event.message.description)
         let merged = base.metadata.merging(event.metadata ?? [:]) { _, new in new }
         for key in merged.keys.sorted() {
-            line += " " + key + "=" + "\(merged[key]!)"
+            line += " " + key + "=" + "\(LogText.escape(merged[key]!))"
         }
         let kept = recent.append(line)
         if let file, event.level >= fileLevel { file.write(kept) }

@@ -150,6 +150,23 @@ import Testing
         #expect(lines == ["debug test: a debug line k=v", "info test: an info line", "error test: an error"], "\(text)")
         #expect(base.messages == ["an info line", "an error"])
     }
+
+    /// A value from outside cannot forge a line: control characters are escaped in the file
+    /// and in text written to stderr (a message with a newline made a line of its own).
+    @Test func controlCharactersCannotForgeALine() throws {
+        let directory = try Self.directory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let file = RotatingLogFile(directory: directory)
+        let base = RecordingHandler(level: .info)
+        let handler = AgentLogHandler(
+            base: base, recent: RecentLogs(), forwarder: nil, label: "test", file: file, fileLevel: .debug, escapesText: true)
+        let logger = Logger(label: "test") { _ in handler }
+        logger.info("app status\nforged", metadata: ["message": "hi\nfake log line\r\u{1b}[2J"])
+        let text = try String(contentsOfFile: directory + "/coder-agent.log", encoding: .utf8)
+        #expect(text.split(separator: "\n").count == 1, "\(text)")
+        #expect(text.hasSuffix(#"info test: app status\nforged message=hi\nfake log line\r\x1b[2J"# + "\n"), "\(text)")
+        #expect(base.messages == [#"app status\nforged"#])
+    }
 }
 
 /// A base handler that records the messages it is given.

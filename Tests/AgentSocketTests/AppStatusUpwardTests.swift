@@ -46,6 +46,21 @@ struct AppStatusUpwardTests {
             } catch {
                 #expect("\(error)" == "Message is too long.")
             }
+            // Beyond the reference: a slug or a URI past its bound is refused too, not logged
+            // and sent upward whole.
+            for (slug, uri, refusal) in [
+                (String(repeating: "s", count: 257), "https://example.invalid/", "Slug is too long (at most 256 bytes)."),
+                ("app", "https://example.invalid/" + String(repeating: "u", count: 8192), "URI is too long (at most 8192 bytes)."),
+            ] {
+                var request = Self.status(slug, "hi")
+                request.uri = uri
+                do {
+                    _ = try await client.updateAppStatus(request)
+                    Issue.record("accepted: \(refusal)")
+                } catch {
+                    #expect("\(error)" == refusal)
+                }
+            }
 
             let second = ControlPlaneDouble()
             try await second.run(port: port.withLock { $0 }) { _ in

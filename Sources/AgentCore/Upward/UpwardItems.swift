@@ -15,6 +15,11 @@ public struct AppStatusReport: Sendable, Equatable {
 
     /// The control plane refuses messages longer than this many bytes.
     public static let maxMessageBytes = 160
+    /// Beyond the reference, which passes them on whole: a slug and a URI longer than these
+    /// are refused by the agent (no app's slug is that long; a URI of 8 KiB is past what
+    /// browsers and proxies take), so a 3 MiB slug is not logged and sent upward.
+    public static let maxSlugBytes = 256
+    public static let maxURIBytes = 8192
 
     public var slug: String
     public var state: State

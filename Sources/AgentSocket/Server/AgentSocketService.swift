@@ -193,6 +193,12 @@ public struct AgentSocketService: Sendable {
         guard request.message.utf8.count <= AppStatusReport.maxMessageBytes else {
             throw SocketError("Message is too long.")
         }
+        guard request.slug.utf8.count <= AppStatusReport.maxSlugBytes else {
+            throw SocketError("Slug is too long (at most \(AppStatusReport.maxSlugBytes) bytes).")
+        }
+        guard request.uri.utf8.count <= AppStatusReport.maxURIBytes else {
+            throw SocketError("URI is too long (at most \(AppStatusReport.maxURIBytes) bytes).")
+        }
         guard let state = AppStatusReport.State(rawValue: request.state.rawValue) else {
             throw SocketError("Invalid state provided.")
         }
