@@ -44,6 +44,11 @@ public struct APIError: HTTPResponseError, CustomStringConvertible {
     }
 
     /// 413 for a body over ``AgentHTTPLimits/maxRequestBody``.
+    /// The client closed its side before the body it announced ended.
+    public static var bodyIncomplete: APIError {
+        APIError(.badRequest, "Request body incomplete.", detail: "The connection ended before the body did.")
+    }
+
     public static var bodyTooLarge: APIError {
         APIError(.contentTooLarge, "Request body too large.", detail: "The limit is \(AgentHTTPLimits.maxRequestBody) bytes.")
     }

@@ -550,10 +550,20 @@ import Testing
         #expect(actions == [.failBody(.incomplete)], "the handler answers, then the connection closes")
         #expect(streamed.respond().contains(.closeOutput))
 
-        // A collected body never complete: nothing will answer it.
+        // A collected body never complete: its handler never runs, so the core answers 400
+        // (before, the connection closed with no answer).
         var collected = Driver()
         collected.head(.init(declaredLength: 100))
-        #expect(collected.record(collected.machine.inputEnded(now: collected.clock.now)) == [.failBody(.incomplete), .close])
+        let ended = collected.record(collected.machine.inputEnded(now: collected.clock.now))
+        #expect(ended.first == .failBody(.incomplete))
+        #expect(Self.refusal(in: ended) == .bodyIncomplete, "\(ended)")
+        // Behind a response under way: written after it.
+        var behind = Driver()
+        behind.get()
+        behind.head(.init(declaredLength: 100))
+        let waiting = behind.record(behind.machine.inputEnded(now: behind.clock.now))
+        #expect(Self.refusal(in: waiting) == nil, "\(waiting)")
+        #expect(Self.refusal(in: behind.respond()) == .bodyIncomplete)
 
         // Between requests: closed at once; behind pipelined ones: they are served first.
         var between = Driver()

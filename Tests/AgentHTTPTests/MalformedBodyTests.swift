@@ -78,4 +78,24 @@ struct MalformedBodyTests {
             #expect(answer.closed)
         }
     }
+
+    /// A body cut short by the client's half-close: 400 `Request body incomplete.`, for a
+    /// collected body (whose handler never runs) as for a streamed one. Before, a collected
+    /// body's connection closed with no answer.
+    @Test func aBodyCutByAHalfCloseIsAnswered() async throws {
+        try await withGuardServer { port, _ in
+            for framing in ["Content-Length: 56\r\n\r\n{\"command\":", "Transfer-Encoding: chunked\r\n\r\n20\r\n{\"command\":"] {
+                let socket = try #require(await LoopbackSocket.connect(port: port))
+                socket.send(Self.head + framing)
+                socket.shutdownWrite()
+                let (bytes, closed) = await socket.readAll(timeout: .seconds(20))
+                let text = String(decoding: bytes, as: UTF8.self)
+                #expect(String.httpStatus(of: bytes) == 400, "\(framing): \(text)")
+                // A chunked body cut inside its framing is malformed as well as cut short.
+                let expected = framing.hasPrefix("Content-Length") ? ["Request body incomplete."] : ["Request body incomplete.", "Malformed"]
+                #expect(expected.contains { text.contains($0) }, "\(framing): \(text)")
+                #expect(closed)
+            }
+        }
+    }
 }

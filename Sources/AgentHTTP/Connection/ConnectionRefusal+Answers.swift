@@ -22,6 +22,8 @@ extension ConnectionRefusal {
 
     static let bodyTooLarge = ConnectionRefusal(status: .contentTooLarge, body: APIError.bodyTooLarge.body)
 
+    static let bodyIncomplete = ConnectionRefusal(status: .badRequest, body: APIError.bodyIncomplete.body)
+
     /// A WebSocket handshake that is not a connection's first request: sent to a new one.
     static func upgradeOnNewConnection(location: String) -> ConnectionRefusal {
         ConnectionRefusal(

@@ -818,12 +818,23 @@ struct HTTP1ConnectionStateMachine<C: Clock> where C.Duration == Duration {
 
     /// The input of the request being read failed: its body ends with `failure`, nothing
     /// more is read, and the connection closes after the responses under way (at once if
-    /// there are none).
+    /// there are none). A handler that started at the head answers the failure itself; for
+    /// one still waiting for its collected body, which never runs, the core answers it (400)
+    /// once the responses before it are written.
     private mutating func failInput(_ failure: BodyFailure, now: C.Instant, _ actions: inout Actions) {
         guard case .request(let request) = state else { return }
         deadlines.clear(.body)
         actions.append(.failBody(failure))
-        let outstanding = request.startsAtHead ? request.outstanding : request.outstanding - 1
+        if !request.startsAtHead {
+            let refusal: ConnectionRefusal
+            switch failure {
+            case .incomplete: refusal = .bodyIncomplete
+            case .malformed(let detail): refusal = .malformed(detail)
+            }
+            refuse(refusal, outstanding: request.outstanding - 1, now: now, &actions)
+            return
+        }
+        let outstanding = request.outstanding
         if outstanding <= 0 {
             closeNow(&actions)
         } else {

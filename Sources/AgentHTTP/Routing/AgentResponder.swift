@@ -125,7 +125,7 @@ public struct AgentResponder: HTTPResponder {
         case let error as RequestBodyError:
             switch error {
             case .malformed(let detail): return APIError(.badRequest, "Malformed HTTP request.", detail: detail)
-            case .incomplete: return APIError(.badRequest, "Request body incomplete.", detail: "The connection ended before the body did.")
+            case .incomplete: return .bodyIncomplete
             }
         case is NIOTooManyBytesError:
             // Any route that collects a body with a limit.
