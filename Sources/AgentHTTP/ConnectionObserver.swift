@@ -67,9 +67,10 @@ final class ConnectionObserver: GoneSignal {
     /// short by it (its body reader, or a wait cancelled with it) answers 400, not 503.
     var malformedInput: String? { waiters.withLock { $0.malformed } }
 
-    /// The connection's pipeline caught `error`: the client counts as gone.
+    /// The connection's pipeline caught `error`: the client counts as gone. Input that ended
+    /// inside a request (a half-close) is not malformed: its body reader answers "incomplete".
     func errorCaught(_ error: any Error) {
-        if error is HTTPParserError || error is ByteToMessageDecoderError {
+        if (error as? HTTPParserError) != .invalidEOFState, error is HTTPParserError || error is ByteToMessageDecoderError {
             let detail = HTTP1ConnectionHandler.describe(error)
             waiters.withLock { if $0.malformed == nil { $0.malformed = detail } }
         }

@@ -91,9 +91,7 @@ struct MalformedBodyTests {
                 let (bytes, closed) = await socket.readAll(timeout: .seconds(20))
                 let text = String(decoding: bytes, as: UTF8.self)
                 #expect(String.httpStatus(of: bytes) == 400, "\(framing): \(text)")
-                // A chunked body cut inside its framing is malformed as well as cut short.
-                let expected = framing.hasPrefix("Content-Length") ? ["Request body incomplete."] : ["Request body incomplete.", "Malformed"]
-                #expect(expected.contains { text.contains($0) }, "\(framing): \(text)")
+                #expect(text.contains("Request body incomplete."), "\(framing): \(text)")
                 #expect(closed)
             }
         }

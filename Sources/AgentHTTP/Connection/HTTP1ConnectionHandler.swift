@@ -353,6 +353,8 @@ final class HTTP1ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
         let parseError: Machine.ParseError
         if let error = error as? HTTPParserError, error == .headerOverflow {
             parseError = .headerOverflow
+        } else if let error = error as? HTTPParserError, error == .invalidEOFState {
+            parseError = .endedEarly(Self.describe(error))
         } else {
             parseError = .other(Self.describe(error))
         }

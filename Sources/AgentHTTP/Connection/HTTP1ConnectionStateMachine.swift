@@ -145,6 +145,8 @@ struct HTTP1ConnectionStateMachine<C: Clock> where C.Duration == Duration {
     enum ParseError: Sendable, Equatable {
         /// The head outgrew a decoder limit (its line: 414; its fields: 431).
         case headerOverflow
+        /// The input ended inside a head or a body (the client closed its side): in words.
+        case endedEarly(String)
         /// Anything else, in words.
         case other(String)
     }
@@ -423,7 +425,7 @@ struct HTTP1ConnectionStateMachine<C: Clock> where C.Duration == Duration {
                 refusal = .requestLineTooLong(limit: configuration.maxHeaderFieldSize)
             case .headerOverflow:
                 refusal = .headerFieldsTooLarge
-            case .other(let detail):
+            case .other(let detail), .endedEarly(let detail):
                 refusal = .malformed(detail)
             }
             refuse(refusal, outstanding: waiting.outstanding, now: now, &actions)
@@ -433,6 +435,7 @@ struct HTTP1ConnectionStateMachine<C: Clock> where C.Duration == Duration {
             switch error {
             case .headerOverflow: failInput(.malformed("The request could not be parsed."), now: now, &actions)
             case .other(let detail): failInput(.malformed(detail), now: now, &actions)
+            case .endedEarly: failInput(.incomplete, now: now, &actions)
             }
         case .upgrading:
             closeNow(&actions)
