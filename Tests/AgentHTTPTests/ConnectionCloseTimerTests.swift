@@ -24,4 +24,14 @@ import Testing
         #expect(handler.timers.allSatisfy { $0 == nil })
         _ = try? channel.finish(acceptAlreadyClosed: true)
     }
+
+    /// A blocked socket is looked at every sixth of the write-stall time, not only at its
+    /// deadline: a socket that took data just after the deadline was set, then nothing, was
+    /// closed twice the write-stall time after it (60 s for 30).
+    @Test func aBlockedSocketIsLookedAtEverySixthOfTheStallTime() {
+        let timeout = Duration.seconds(30)
+        #expect(HTTP1ConnectionHandler.stallWakeUp(in: .seconds(30), timeout: timeout) == .seconds(5))
+        #expect(HTTP1ConnectionHandler.stallWakeUp(in: .seconds(2), timeout: timeout) == .seconds(2))
+        #expect(HTTP1ConnectionHandler.stallWakeUp(in: .seconds(1), timeout: .microseconds(1)) == .milliseconds(1))
+    }
 }

@@ -118,16 +118,28 @@ extension HTTP1ConnectionHandler {
         // the client's own half-close closes the whole channel): no timer outlives it.
         guard !machine.isClosed, let loop = channel?.eventLoop else { return }
         timers[timer.rawValue]?.cancel()
-        if timer == .writeStall { stallMark = bufferedBytes() }
+        var delay = delay
+        if timer == .writeStall {
+            stallMark = bufferedBytes()
+            delay = Self.stallWakeUp(in: delay, timeout: configuration.machine.writeStallTimeout)
+        }
         let nanoseconds = max(0, delay.components.seconds * 1_000_000_000 + delay.components.attoseconds / 1_000_000_000)
         timers[timer.rawValue] = loop.assumeIsolated().scheduleTask(in: .nanoseconds(nanoseconds)) { [self] in
             timers[timer.rawValue] = nil
             // The write-stall time bounds a socket that takes nothing, not the drain of a large
-            // answer by a slow client: some of it went out since, so the deadline moves (the
-            // wake-up then finds it ahead and is set again).
+            // answer by a slow client: some of it went out since the last look, so the
+            // deadline moves (the wake-up then finds it ahead and is set again).
             if timer == .writeStall, writeProgressed() { perform(machine.writeBlocked(now: clock.now)) }
             perform(machine.timerFired(timer, now: clock.now))
         }
+    }
+
+    /// When to look at a blocked socket next: at its deadline, or sooner, every sixth of the
+    /// write-stall time. A look that finds bytes gone moves the deadline to the write-stall
+    /// time from then, so a socket is closed 1 to 7/6 of it after it last took data (looking
+    /// only at the deadline, a socket that took data just after it was set was given twice).
+    static func stallWakeUp(in delay: Duration, timeout: Duration) -> Duration {
+        min(delay, max(timeout / 6, .milliseconds(1)))
     }
 
     /// Bytes waiting for the socket, if the channel says.
