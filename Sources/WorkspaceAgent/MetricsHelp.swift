@@ -168,6 +168,8 @@ enum MetricsHelp {
         "agent_boundary_log_proxy_connections": "Open boundary connections.",
         "agent_boundary_log_proxy_disconnected_total": "Boundary connections the agent closed, by reason (evicted, partial_frame, idle).",
         "agent_boundary_log_proxy_framing_errors_total": "Boundary connections closed for a bad frame header.",
+        "agent_boundary_log_proxy_frames_skipped_total":
+            "Boundary frames read and skipped, by reason (undecodable: not the protobuf its tag says; empty: an envelope with neither logs nor status).",
         "agent_boundary_log_proxy_sequence_gaps_total": "Boundary sequence numbers skipped (logs boundary lost before sending).",
         "agent_boundary_log_proxy_sequence_duplicates_total": "Boundary sequence numbers repeated.",
         "agent_boundary_log_proxy_spool_batches_total": "Boundary log batches spooled to disk.",

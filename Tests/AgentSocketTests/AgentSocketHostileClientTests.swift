@@ -91,10 +91,15 @@ struct AgentSocketHostileClientTests {
             // Twenty clients that connect and say nothing: the quietest make room.
             let silent = (0..<20).compactMap { _ in LoopbackSocket(unixPath: client.path) }
             #expect(silent.count == 20)
-            // Once they are all accepted (the cap holds), a new client still gets through.
+            // Once they are accepted (the cap holds), a new client still gets through. On a
+            // loaded host silent clients still in the backlog can be accepted after it and
+            // make it the quietest: like any client, it connects again (bounded).
             #expect(await eventually { server.connectionCount == 8 })
-            try await Task.sleep(for: .milliseconds(100))
-            try await client.ping()
+            var answered = false
+            for _ in 0..<5 where !answered {
+                answered = (try? await client.ping()) != nil
+            }
+            #expect(answered)
             #expect(server.connectionCount <= 8)
             _ = silent.count
         }

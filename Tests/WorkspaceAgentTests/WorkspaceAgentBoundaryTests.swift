@@ -49,7 +49,10 @@ struct WorkspaceAgentBoundaryTests {
         let socket = try await Self.connect(path)
         let permissions = (try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? NSNumber)?.intValue
         #expect(permissions == 0o600, "the socket is private")
-        socket.send(Boundary.status(channelFull: 5, batchFull: 3) + Boundary.status(channelFull: 0, batchFull: -1) + Boundary.logs(2))
+        // Skipped frames count too (an undecodable body, two empty envelopes), before the logs.
+        socket.send(
+            Boundary.frame(tag: 1, [0xFF, 0xFF, 0xFF, 0xFF]) + Boundary.frame(tag: 2, []) + Boundary.frame(tag: 2, [])
+                + Boundary.status(channelFull: 5, batchFull: 3) + Boundary.status(channelFull: 0, batchFull: -1) + Boundary.logs(2))
         var samples: [String: Double] = [:]
         #expect(
             await eventually {
@@ -58,6 +61,8 @@ struct WorkspaceAgentBoundaryTests {
             })
         #expect(samples[#"agent_boundary_log_proxy_logs_dropped_total{reason="boundary_channel_full"}"#] == 5)
         #expect(samples[#"agent_boundary_log_proxy_logs_dropped_total{reason="boundary_batch_full"}"#] == 3)
+        #expect(samples[#"agent_boundary_log_proxy_frames_skipped_total{reason="undecodable"}"#] == 1, "\(samples)")
+        #expect(samples[#"agent_boundary_log_proxy_frames_skipped_total{reason="empty"}"#] == 2, "\(samples)")
         #expect(!samples.keys.contains { $0.hasPrefix("agent_boundary_log_proxy_batches_dropped_total") && $0.contains("boundary_") })
         agent.signal(SIGTERM)
         #expect(await agent.exitStatus() == 0)

@@ -40,6 +40,11 @@ public final class AgentSocketServer: Service, Sendable {
     private let registry: LocalConnectionRegistry
     private let listening = Mutex<Bool>(false)
     private let failure = Mutex<String?>(nil)
+    /// Lines any process of the user can cause at will (evictions, refusals, broken
+    /// protocol): budgeted, each kind its own.
+    private let admissionLog = LogBudget()
+    private let protocolLog = LogBudget()
+    private let partialFrameLog = LogBudget()
 
     public init(configuration: Configuration, service: AgentSocketService, logger: Logger) {
         self.configuration = configuration
@@ -114,6 +119,7 @@ public final class AgentSocketServer: Service, Sendable {
     private func bind(_ path: String) async throws -> NIOAsyncChannel<Accepted, Never> {
         let registry = registry
         let logger = logger
+        let admissionLog = admissionLog
         return try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.backlog, value: 128)
             .childChannelOption(.allowRemoteHalfClosure, value: true)
@@ -123,16 +129,22 @@ public final class AgentSocketServer: Service, Sendable {
                         // Shutting down, or every connection is in a call.
                         if !registry.isClosed {
                             SocketMetrics.disconnected("refused").increment()
-                            logger.warning(
-                                "agent socket: refused a connection: every connection is in a call",
-                                metadata: ["limit": "\(registry.maxConnections)"])
+                            admissionLog.log { leftOut in
+                                logger.warning(
+                                    "agent socket: refused a connection: every connection is in a call",
+                                    metadata: ["limit": "\(registry.maxConnections)", "left_out": "\(leftOut)"])
+                            }
                         }
                         channel.close(promise: nil)
                         throw ChannelError.ioOnClosedChannel
                     }
                     if evicted {
                         SocketMetrics.disconnected("evicted").increment()
-                        logger.info("agent socket: too many connections; closed the quietest", metadata: ["limit": "\(registry.maxConnections)"])
+                        admissionLog.log { leftOut in
+                            logger.info(
+                                "agent socket: too many connections; closed the quietest",
+                                metadata: ["limit": "\(registry.maxConnections)", "left_out": "\(leftOut)"])
+                        }
                     }
                     try channel.pipeline.syncOperations.addHandler(ConnectionActivity(id: id, registry: registry))
                     let connection = try NIOAsyncChannel<ByteBuffer, ByteBuffer>(
@@ -160,7 +172,7 @@ public final class AgentSocketServer: Service, Sendable {
         let server = server
         let watch = ConnectionWatch(
             id: accepted.id, registry: registry, channel: channel, partialFrameTimeout: TimeAmount(configuration.partialFrameTimeout),
-            logger: logger)
+            logger: logger, partialFrameLog: partialFrameLog)
         defer { watch.stop() }
         // Serving ends when the connection closes (the peer, or closeAll at shutdown), even
         // if a handler is busy: closing cancels the serving task.
@@ -181,7 +193,9 @@ public final class AgentSocketServer: Service, Sendable {
         }
         if case .protocolError(let reason)? = served {
             SocketMetrics.disconnected("protocol_error").increment()
-            logger.warning("agent socket: client broke the protocol; disconnected", metadata: ["error": "\(reason)"])
+            protocolLog.log { leftOut in
+                logger.warning("agent socket: client broke the protocol; disconnected", metadata: ["error": "\(reason)", "left_out": "\(leftOut)"])
+            }
         }
         try? await connection.channel.close()
     }

@@ -48,7 +48,14 @@ final class ConnectionWatch: DRPCServingObserver {
     private let logger: Logger
     private let state = Mutex(State())
 
-    init(id: UInt64, registry: LocalConnectionRegistry, channel: any Channel, partialFrameTimeout: TimeAmount, logger: Logger) {
+    /// The server's budget for the partial-frame line (shared by its connections).
+    private let partialFrameLog: LogBudget
+
+    init(
+        id: UInt64, registry: LocalConnectionRegistry, channel: any Channel, partialFrameTimeout: TimeAmount, logger: Logger,
+        partialFrameLog: LogBudget = LogBudget()
+    ) {
+        self.partialFrameLog = partialFrameLog
         self.id = id
         self.registry = registry
         self.channel = channel
@@ -64,10 +71,14 @@ final class ConnectionWatch: DRPCServingObserver {
                 let channel = channel
                 let logger = logger
                 let timeout = partialFrameTimeout
+                let budget = partialFrameLog
                 s.timer = channel.eventLoop.scheduleTask(in: timeout) {
                     SocketMetrics.disconnected("partial_frame").increment()
-                    logger.warning(
-                        "agent socket: a client sent part of a frame and did not finish it; disconnected", metadata: ["after": "\(timeout)"])
+                    budget.log { leftOut in
+                        logger.warning(
+                            "agent socket: a client sent part of a frame and did not finish it; disconnected",
+                            metadata: ["after": "\(timeout)", "left_out": "\(leftOut)"])
+                    }
                     channel.close(promise: nil)
                 }
             case .cancel:

@@ -36,6 +36,12 @@ enum BoundaryMetrics {
 }
 
 extension BoundaryMetrics {
+    /// Frames read and skipped, by reason: `undecodable` (a body that is not the protobuf
+    /// its tag says) or `empty` (an envelope with neither logs nor status).
+    static func framesSkipped(_ reason: String) -> Counter {
+        Counter(label: "agent_boundary_log_proxy_frames_skipped_total", dimensions: [("reason", reason)])
+    }
+
     /// Connections the agent closed, by reason: `evicted` (to let a new producer in),
     /// `partial_frame` (a frame begun and not finished in time), `idle`.
     static func disconnected(_ reason: String) -> Counter {

@@ -35,7 +35,9 @@ final class BoundaryConnectionHandler: ChannelInboundHandler {
             switch message.msg {
             case .logs(let request)?: accept(request)
             case .status(let status)?: Self.record(status)
-            case nil: warn("boundary message with neither logs nor status; ignored", [:])
+            case nil:
+                BoundaryMetrics.framesSkipped("empty").increment()
+                warn("boundary message with neither logs nor status; ignored", [:])
             }
         }
     }
@@ -44,6 +46,7 @@ final class BoundaryConnectionHandler: ChannelInboundHandler {
         do {
             return try M(serializedBytes: Array(payload.readableBytesView))
         } catch {
+            BoundaryMetrics.framesSkipped("undecodable").increment()
             warn("undecodable boundary frame skipped", ["error": "\(error)", "bytes": "\(payload.readableBytes)"])
             return nil
         }

@@ -77,14 +77,20 @@ final class BoundarySocketServer: Service, Sendable {
         let registry = self.registry
         let idle = configuration.idleTimeout
         let partialFrameTimeout = TimeAmount(configuration.partialFrameTimeout)
+        // Any process of the user can connect at will: these lines are budgeted.
+        let evictionLog = LogBudget()
+        let partialFrameLog = LogBudget()
         return try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.backlog, value: 64)
             .childChannelInitializer { channel in
                 guard let (id, evicted) = registry.admit(close: { channel.close(promise: nil) }) else { return channel.close() }
                 if evicted {
                     BoundaryMetrics.disconnected("evicted").increment()
-                    logger.warning(
-                        "too many boundary connections; closed the longest-idle one", metadata: ["max": "\(registry.maxConnections)"])
+                    evictionLog.log { leftOut in
+                        logger.warning(
+                            "too many boundary connections; closed the longest-idle one",
+                            metadata: ["max": "\(registry.maxConnections)", "left_out": "\(leftOut)"])
+                    }
                 }
                 return channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandlers([
@@ -94,9 +100,11 @@ final class BoundarySocketServer: Service, Sendable {
                             id: id, registry: registry, partialFrameTimeout: partialFrameTimeout,
                             onPartialFrame: {
                                 BoundaryMetrics.disconnected("partial_frame").increment()
-                                logger.warning(
-                                    "a boundary connection sent part of a frame and then nothing; closed",
-                                    metadata: ["after": "\(partialFrameTimeout)"])
+                                partialFrameLog.log { leftOut in
+                                    logger.warning(
+                                        "a boundary connection sent part of a frame and then nothing; closed",
+                                        metadata: ["after": "\(partialFrameTimeout)", "left_out": "\(leftOut)"])
+                                }
                             }),
                         BoundaryConnectionHandler(forwarder: forwarder, logger: logger),
                     ])
