@@ -5,38 +5,74 @@ public enum GoDuration {
     }
 
     public static func parse(_ text: String) throws(Invalid) -> Duration {
-        var rest = Substring(text)
+        // Go's time.ParseDuration: integer nanoseconds with its overflow checks, so every
+        // value up to 2562047h47m16.854775807s is taken, and nothing past it.
+        let invalid = Invalid(description: "time: invalid duration \(goQuote(text))")
+        var rest = Substring(text).utf8
         var negative = false
-        if rest.first == "-" || rest.first == "+" {
-            negative = rest.first == "-"
+        if let sign = rest.first, sign == UInt8(ascii: "-") || sign == UInt8(ascii: "+") {
+            negative = sign == UInt8(ascii: "-")
             rest = rest.dropFirst()
         }
-        if rest == "0" { return .zero }
-        guard !rest.isEmpty else { throw Invalid(description: "time: invalid duration \(goQuote(text))") }
-        var total = Duration.zero
+        if rest.elementsEqual("0".utf8) { return .zero }
+        guard !rest.isEmpty else { throw invalid }
+        let limit: UInt64 = 1 << 63
+        func isDigit(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") }
+        var total: UInt64 = 0
         while !rest.isEmpty {
-            let number = rest.prefix { $0.isASCII && ($0.isNumber || $0 == ".") }
-            guard !number.isEmpty, let value = Double(number) else { throw Invalid(description: "time: invalid duration \(goQuote(text))") }
-            rest = rest.dropFirst(number.count)
-            let unit = rest.prefix { !($0.isASCII && ($0.isNumber || $0 == ".")) }
-            rest = rest.dropFirst(unit.count)
-            let nanoseconds: Double
-            switch unit {
-            case "ns": nanoseconds = 1
-            case "us", "µs", "μs": nanoseconds = 1e3
-            case "ms": nanoseconds = 1e6
-            case "s": nanoseconds = 1e9
-            case "m": nanoseconds = 60e9
-            case "h": nanoseconds = 3600e9
+            // The whole part, overflow refused.
+            var whole: UInt64 = 0
+            let digits = rest.prefix(while: isDigit)
+            for digit in digits {
+                guard whole <= limit / 10 else { throw invalid }
+                whole = whole * 10 + UInt64(digit - UInt8(ascii: "0"))
+                guard whole <= limit else { throw invalid }
+            }
+            rest = rest.dropFirst(digits.count)
+            // The fraction: digits past what fits are ignored, as Go does.
+            var fraction: UInt64 = 0
+            var scale = 1.0
+            var fractionDigits = 0
+            if rest.first == UInt8(ascii: ".") {
+                rest = rest.dropFirst()
+                let places = rest.prefix(while: isDigit)
+                fractionDigits = places.count
+                var overflowed = false
+                for digit in places where !overflowed {
+                    guard fraction <= (limit - 1) / 10, fraction * 10 + UInt64(digit - UInt8(ascii: "0")) <= limit else {
+                        overflowed = true
+                        continue
+                    }
+                    fraction = fraction * 10 + UInt64(digit - UInt8(ascii: "0"))
+                    scale *= 10
+                }
+                rest = rest.dropFirst(places.count)
+            }
+            guard !digits.isEmpty || fractionDigits > 0 else { throw invalid }
+            let unitText = rest.prefix { !(isDigit($0) || $0 == UInt8(ascii: ".")) }
+            rest = rest.dropFirst(unitText.count)
+            let unit: UInt64
+            switch String(decoding: unitText, as: UTF8.self) {
+            case "ns": unit = 1
+            case "us", "µs", "μs": unit = 1_000
+            case "ms": unit = 1_000_000
+            case "s": unit = 1_000_000_000
+            case "m": unit = 60_000_000_000
+            case "h": unit = 3_600_000_000_000
             case "": throw Invalid(description: "time: missing unit in duration \(goQuote(text))")
-            default: throw Invalid(description: "time: unknown unit \(goQuote(String(unit))) in duration \(goQuote(text))")
+            case let other: throw Invalid(description: "time: unknown unit \(goQuote(other)) in duration \(goQuote(text))")
             }
-            let part = value * nanoseconds
-            guard part < 9.2e18, total.components.seconds < 9_000_000_000 else {
-                throw Invalid(description: "time: invalid duration \(goQuote(text))")
+            guard whole <= limit / unit else { throw invalid }
+            var value = whole * unit
+            if fraction > 0 {
+                value += UInt64(Double(fraction) * (Double(unit) / scale))
+                guard value <= limit else { throw invalid }
             }
-            total += .nanoseconds(Int64(part))
+            total += value
+            guard total <= limit else { throw invalid }
         }
-        return negative ? .zero - total : total
+        if negative { return .nanoseconds(total == limit ? Int64.min : -Int64(total)) }
+        guard total <= limit - 1 else { throw invalid }
+        return .nanoseconds(Int64(total))
     }
 }

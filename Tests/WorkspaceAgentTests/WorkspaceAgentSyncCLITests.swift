@@ -134,6 +134,11 @@ struct WorkspaceAgentSyncCLITests {
             let dot = await run("list", "-o", "dot")
             #expect(dot.hasPrefix("digraph units {"))
             #expect(dot.contains("\"unit-c\" -> \"unit-a\" [label=\"completed\", color=red, style=dashed];"), "\(dot)")
+            // Names quoted as DOT quotes them (JSON's \u003c showed literally in Graphviz).
+            _ = await run("want", #"back\slash"#, "<html>")
+            let odd = await run("list", "-o", "dot")
+            #expect(odd.contains(#""back\\slash" -> "<html>""#), "\(odd)")
+            #expect(odd.contains(#""<html>" [label="<html>\nnot registered", style=dashed];"#), "\(odd)")
         }
     }
 

@@ -57,18 +57,35 @@ struct SyncListCommand: AsyncParsableCommand {
         var known = Set(units.map(\.unit))
         for unit in units {
             let ready = unit.isReady ? "ready" : "not ready"
-            lines.append("  \(GoJSON.quote(unit.unit)) [label=\(GoJSON.quote("\(unit.unit)\n\(unit.status), \(ready)"))];")
+            lines.append("  \(dotQuote(unit.unit)) [label=\(dotQuote("\(unit.unit)\n\(unit.status), \(ready)"))];")
         }
         for unit in units {
             for dependency in (statuses[unit.unit]?.dependencies ?? []).sorted(by: { $0.dependsOn < $1.dependsOn }) {
                 if known.insert(dependency.dependsOn).inserted {
-                    lines.append("  \(GoJSON.quote(dependency.dependsOn)) [label=\(GoJSON.quote("\(dependency.dependsOn)\nnot registered")), style=dashed];")
+                    lines.append("  \(dotQuote(dependency.dependsOn)) [label=\(dotQuote("\(dependency.dependsOn)\nnot registered")), style=dashed];")
                 }
                 let style = dependency.isSatisfied ? "" : ", color=red, style=dashed"
-                lines.append("  \(GoJSON.quote(unit.unit)) -> \(GoJSON.quote(dependency.dependsOn)) [label=\(GoJSON.quote(dependency.requiredStatus))\(style)];")
+                lines.append("  \(dotQuote(unit.unit)) -> \(dotQuote(dependency.dependsOn)) [label=\(dotQuote(dependency.requiredStatus))\(style)];")
             }
         }
         lines.append("}")
         return lines.joined(separator: "\n")
+    }
+
+    /// A DOT quoted string (Graphviz's escString): `\` and `"` escaped, a newline as `\n`
+    /// (a line break in a label), other control characters left out. JSON's `\u003c` means
+    /// nothing to Graphviz and showed literally.
+    static func dotQuote(_ text: String) -> String {
+        var out = "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\\": out += "\\\\"
+            case "\"": out += "\\\""
+            case "\n": out += "\\n"
+            case _ where scalar.value < 0x20 || scalar.value == 0x7F: continue
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out + "\""
     }
 }
