@@ -62,6 +62,19 @@ struct ProcessBeyondTests {
         }
     }
 
+    /// A child that exits in the middle of a write (its reader gone after part went in) is
+    /// the closed input's 409, saying how much went in; it was a 500 "broken pipe".
+    @Test func aChildExitingMidWriteIsAClosedInput() async throws {
+        try await withProcessServer { h in
+            let id = try await Self.start(h, #"{"command":"head -c 1 >/dev/null","stdin":true}"#)
+            // Far more than the 64 KiB pipe: part goes in, then the reader is gone.
+            let write = try await Self.stdin(h, id, String(repeating: "x", count: 512 << 10))
+            #expect(write.status == 409, "\(write.bodyText)")
+            let detail = jsonObject(write.body)?["detail"] as? String ?? ""
+            #expect(detail.contains("bytes were written; the rest was not"), "\(write.bodyText)")
+        }
+    }
+
     @Test func awaitsAreBoundedPerProcess() async throws {
         try await withProcessServer { h in
             let id = try await Self.start(h, #"{"command":"sleep 120"}"#)

@@ -236,7 +236,9 @@ struct EditRoutes: Sendable {
                 guard unchanged else {
                     rollBack()
                     let current = (try? ContentHash.ofFile(file.target, token: token)) ?? ""
-                    throw ContentHash.Conflict(files: [.init(path: file.path, currentSHA256: current)])
+                    throw ContentHash.Conflict(
+                        detail: "The file was written by someone else while this edit was being made; nothing was written. Read it again and retry.",
+                        files: [.init(path: file.path, currentSHA256: current)])
                 }
                 do {
                     try write(edited[index], to: file.target)

@@ -47,6 +47,9 @@ final class ProcessInput: Sendable {
         case busy
         /// The body is larger than ``maxWriteBytes`` (413).
         case tooLarge
+        /// The reader went away (the child closed its stdin or exited) after part of the
+        /// write went in (409, as ``closed``).
+        case closedAfter(written: Int)
         /// The write failed otherwise (500): the OS error, and how much went in first.
         case failed(String, written: Int)
     }
@@ -115,7 +118,7 @@ final class ProcessInput: Sendable {
                 let written =
                     switch result {
                     case .success(let n): n
-                    case .failure(.stalled(let n)), .failure(.failed(_, let n)): n
+                    case .failure(.stalled(let n)), .failure(.failed(_, let n)), .failure(.closedAfter(let n)): n
                     default: 0
                     }
                 s.line.wrote(bytes.prefix(written), mode: mode)
@@ -244,7 +247,7 @@ final class ProcessInput: Sendable {
             case EPIPE, EIO:
                 // The reader is gone (the child closed its stdin or exited; a terminal with
                 // no process left on it).
-                return written == 0 ? .failure(.closed) : .failure(.failed(SystemCallError.message(code), written: written))
+                return written == 0 ? .failure(.closed) : .failure(.closedAfter(written: written))
             default:
                 return .failure(.failed(SystemCallError.message(code), written: written))
             }

@@ -206,6 +206,11 @@ struct ProcessRoutes: Sendable {
         case .closed:
             ProcessMetrics.stdinRefused("closed")
             return APIError(.conflict, "Input of process \(goQuote(id)) is closed.", detail: "stdin was closed or the process exited.")
+        case .closedAfter(let written):
+            ProcessMetrics.stdinRefused("closed")
+            return APIError(
+                .conflict, "Input of process \(goQuote(id)) is closed.",
+                detail: "stdin was closed or the process exited after \(written) bytes were written; the rest was not.")
         case .stalled(let written):
             ProcessMetrics.stdinRefused("stalled")
             return APIError(
