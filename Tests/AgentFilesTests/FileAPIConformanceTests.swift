@@ -229,6 +229,13 @@ struct FileAPIConformanceTests {
             let headers = [("Coder-Chat-Id", Self.chat)]
             #expect(try await h.post("create-directory", json: "{\"path\":\"\(h.file("made/deep"))\",\"parents\":true}", headers: headers).status == 200)
             #expect(try await h.post("create-directory", json: "{\"path\":\"\(h.file("made/deep"))\"}").status == 200, "idempotent")
+            // A dangling link where the directory should be is not one (Go's MkdirAll: "file
+            // exists"); it was a 200 with nothing made, and a write-file under it followed it.
+            #expect(symlink("/nonexistent-\(UUID().uuidString)/zz", h.file("dangling")) == 0)
+            let dangling = try await h.post("create-directory", json: "{\"path\":\"\(h.file("dangling"))\",\"parents\":true}")
+            #expect(dangling.status == 500 && dangling.bodyText.contains("file exists"), "\(dangling.bodyText)")
+            let under = try await h.post("write-file?path=\(FilesHarness.q(h.file("dangling/x.txt")))", body: Array("x".utf8))
+            #expect(under.status != 200, "\(under.bodyText)")
             #expect(try await h.post("move-file", json: "{\"source\":\"\(h.file("b.txt"))\",\"dest\":\"\(h.file("made/c.txt"))\"}", headers: headers).status == 200)
             #expect(FileManager.default.fileExists(atPath: h.file("made/c.txt")))
             try TestFile.write(h.file("d.txt"), [UInt8]())

@@ -266,6 +266,22 @@ struct ProcessBeyondTests {
         }
     }
 
+    /// stdin/close after an unfinished line on a terminal in line mode: the first ^D only
+    /// hands the line over (as at a keyboard), so two are sent and the child reads
+    /// end-of-file. With one, `cat` waited for ever and no more input was taken.
+    @Test func closingATerminalAfterAnUnfinishedLineEndsTheInput() async throws {
+        try await withProcessServer { h in
+            let body = try JSONSerialization.data(withJSONObject: ["command": "cat; echo cat-ended $?", "pty": ["rows": 24, "cols": 80]])
+            let started = try await h.client.request("POST", "\(Self.base)/start", body: Array(body))
+            let id = try #require(jsonObject(started.body)?["id"] as? String)
+            #expect(try await Self.stdin(h, id, "abc").status == 200)
+            #expect(try await h.client.request("POST", "\(Self.base)/\(id)/stdin/close", json: "{}").status == 200)
+            let ended = try await Self.awaitOutput(h, id, "until_literal=\(Self.query("cat-ended 0"))&timeout=60s")
+            #expect(ended["condition"] as? String == "matched", "\(ended)")
+            #expect(try await h.signal(id, #"{"signal":"kill"}"#).status != 500)
+        }
+    }
+
     @Test func signalsStillReachTheTerminalsWholeGroup() async throws {
         let marker = "sleep 331.\(Int.random(in: 1000...9999))"
         try await withProcessServer { h in
@@ -421,6 +437,22 @@ struct ProcessBeyondTests {
             let kept = Array((json["output"] as? String ?? "").utf8)
             #expect(kept == Array(expected[dropped...]), "an offset older than the oldest kept byte reads from it")
             #expect(jsonInt(json["next_offset"]) == expected.count)
+        }
+    }
+
+    /// An await from the start matches the head `/output` still shows after the spool
+    /// dropped its first bytes (it timed out: only the spool was read back).
+    @Test func anAwaitMatchesTheHeadTheSpoolDropped() async throws {
+        try await withProcessServer(configure: {
+            $0.spoolLimits.segmentBytes = 64 * 1024
+            $0.spoolLimits.maxBytesPerSpool = 256 * 1024
+        }) { h in
+            let id = try await Self.start(h, #"{"command":"echo MARK-START; seq 1 200000"}"#)
+            _ = try await h.finalOutput(id)
+            let window = try await h.client.request("GET", "\(Self.base)/\(id)/output?offset=0&limit=16")
+            #expect((jsonInt(jsonObject(window.body)?["dropped_bytes"]) ?? 0) > 0, "the spool dropped the start")
+            let seen = try await Self.awaitOutput(h, id, "until_literal=MARK-START&timeout=30s")
+            #expect(seen["condition"] as? String == "matched", "\(seen)")
         }
     }
 

@@ -61,8 +61,12 @@ enum FS {
             if parent == current || parent == "/" || parent == "." { break }
             current = parent
         }
-        for directory in missing.reversed() where mkdir(directory, mode) != 0 && errno != EEXIST {
-            throw FileSystemError.last("mkdir", directory)
+        for directory in missing.reversed() where mkdir(directory, mode) != 0 {
+            let error = FileSystemError.last("mkdir", directory)
+            // Made meanwhile by someone else: fine if it is a directory now. A dangling
+            // symbolic link (or a file) there is not one (Go's MkdirAll says "file exists").
+            var info = Glibc.stat()
+            guard error.code == EEXIST, stat(directory, &info) == 0, info.st_mode & S_IFMT == S_IFDIR else { throw error }
         }
     }
 

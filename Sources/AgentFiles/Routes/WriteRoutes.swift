@@ -100,12 +100,13 @@ struct WriteRoutes: Sendable {
     }
 
     /// The file a write lands in: symbolic links followed (the link itself stays), the
-    /// parents made (0755), never a directory.
+    /// parents made (0755) as the path names them, never a directory. Parents are made
+    /// before links are resolved, as Go's `MkdirAll(filepath.Dir(path))`: a dangling link on
+    /// the way is "file exists", not a directory made wherever it points.
     static func writableTarget(_ path: String) throws -> String {
+        do throws(FileSystemError) { try FS.makeDirectories(parentDirectory(of: path)) } catch { throw error.makingDirectoriesError }
         let target: String
         do { target = try PathResolver.resolve(path) } catch { throw error.apiError }
-        let parent = parentDirectory(of: target)
-        do throws(FileSystemError) { try FS.makeDirectories(parent) } catch { throw error.makingDirectoriesError }
         var info = stat()
         if FS.stat(target, &info) == 0, info.st_mode & S_IFMT == S_IFDIR {
             throw APIError(.badRequest, "open \(path): is a directory")

@@ -83,7 +83,12 @@ extension ProcessManager {
             // line.
             _ = try? await OutputWatch.pool.run { _ in
                 if let spool {
-                    var offset = max(from, spool.dropped)
+                    // What the spool dropped at its start the head kept in memory still holds
+                    // (up to 16 KiB): matched first, as `/output` shows it.
+                    let dropped = spool.dropped
+                    let headEnd = min(UInt64(head.count), dropped)
+                    if from < headEnd { made.catchUp(Array(head[Int(from)..<Int(headEnd)]), at: from) }
+                    var offset = max(from, dropped)
                     while offset < catchUpTo, !made.isStopped {
                         let read = spool.read(from: offset, limit: min(1 << 20, Int(catchUpTo - offset)))
                         guard !read.bytes.isEmpty else { break }

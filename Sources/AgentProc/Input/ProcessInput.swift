@@ -132,7 +132,8 @@ final class ProcessInput: Sendable {
     /// Ends the input after the writes queued before it, within `timeout` of the call: a
     /// pipe is closed (the child reads end-of-file); a terminal gets its end-of-file
     /// character (^D), so a program reading lines sees end-of-file as it would from a
-    /// keyboard. A close is not failed by a write before it that timed out.
+    /// keyboard (two after an unfinished line). A close is not failed by a write before it
+    /// that timed out.
     func close(timeout: Duration = writeTimeout) async -> Result<Void, Failure> {
         let deadline = ContinuousClock.now + timeout
         let already = state.withLock { s -> Bool in
@@ -148,9 +149,12 @@ final class ProcessInput: Sendable {
             state.withLock { $0.closed = true }
             return .success(())
         case .terminal:
-            // The terminal stays open (for resize) until the process exits.
+            // The terminal stays open (for resize) until the process exits. In line mode a ^D
+            // after an unfinished line only hands that line over (as a keyboard's first ^D):
+            // a second one is the end-of-file.
             let eof = UInt8(truncatingIfNeeded: agent_pty_eof_char(fd))
-            let result = await Self.writeAll([eof], to: fd, deadline: deadline)
+            let unfinished = TerminalLine.Mode(fd: fd) != nil && state.withLock { $0.line.pending > 0 }
+            let result = await Self.writeAll(unfinished ? [eof, eof] : [eof], to: fd, deadline: deadline)
             state.withLock { $0.closed = true }
             switch result {
             case .success: return .success(())

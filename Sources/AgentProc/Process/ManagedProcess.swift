@@ -196,13 +196,14 @@ public final class ManagedProcess: Sendable {
 
     /// Attaches an await's watch; the offset up to which it must catch up from the spool
     /// (live output from there on is fed to it), and whether the output is complete already.
-    /// Without a spool, what is retained in memory comes with it: the head (from offset 0)
-    /// and the tail (ending at `catchUpTo`).
+    /// What is retained in memory comes with it: the head (from offset 0) always, and
+    /// without a spool the tail (ending at `catchUpTo`).
     /// Nil when ``maxWatches`` awaits are attached already.
     func attach(_ watch: OutputWatch) -> (catchUpTo: UInt64, complete: Bool, head: [UInt8], tail: [UInt8])? {
         state.withLock { s in
             let end = UInt64(s.output.totalWritten)
-            let head = s.spool == nil ? s.output.headBytes : []
+            // The head also with a spool: the spool may have dropped what it holds.
+            let head = s.output.headBytes
             let tail = s.spool == nil ? s.output.tailBytes : []
             guard s.outputOpen || s.exit == nil else { return (end, true, head, tail) }
             guard s.watches.count < Self.maxWatches else { return nil }
