@@ -70,6 +70,13 @@ struct SSHMessageRewriterTests {
         #expect(rewriter.inbound(keepalive) == Self.message(Self.global, ["tcpip-forward", UInt8(1), SSHExtensionMarker.keepalive, UInt32(0)]))
     }
 
+    /// A socket path holding a NUL is no path: a C string would end there, and a listener
+    /// appeared at `/tmp/n` for `/tmp/n\0.sock`. OpenSSH refuses it, and so do the forwards.
+    @Test func aSocketPathWithANulIsNoPath() {
+        #expect(SSHExtensionMarker.streamLocalPath(SSHExtensionMarker.streamLocal("/tmp/n\u{0}.sock")) == nil)
+        #expect(SSHExtensionMarker.streamLocalPath(SSHExtensionMarker.streamLocal("/tmp/n.sock")) == "/tmp/n.sock")
+    }
+
     /// An unknown channel type is refused (it used to end the connection), with the
     /// reference's reason 3 and text instead of swift-nio-ssh's reason 2, once.
     @Test func anUnknownChannelTypeIsRefusedAsUnsupported() {

@@ -70,6 +70,11 @@ final class ReverseForwarding: GlobalRequestDelegate, @unchecked Sendable {
                 promise.fail(ReverseForwardingError.disabled)
                 return
             }
+            // A marked host that is no stream-local one (a path with a NUL): never a TCP host.
+            guard !SSHExtensionMarker.isMarked(host) else {
+                promise.fail(ReverseForwardingError.invalidPath)
+                return
+            }
             // A client's uint32: outside TCP's range is refused before any bind.
             guard (0...65535).contains(port) else {
                 promise.fail(ReverseForwardingError.invalidPort)

@@ -23,10 +23,14 @@ enum SSHExtensionMarker {
     /// The agent's `auth-agent@openssh.com` channel to the client.
     static let agentChannel = prefix + "auth-agent"
 
-    /// The Unix socket path of a marked stream-local host, if it is one.
+    /// The Unix socket path of a marked stream-local host, if it is one; nil also for a path
+    /// holding a NUL (a C string would end there: a socket at another path), which is then
+    /// refused as OpenSSH refuses it.
     static func streamLocalPath(_ host: String) -> String? {
         let head = streamLocal("")
-        return host.hasPrefix(head) ? String(host.dropFirst(head.count)) : nil
+        guard host.hasPrefix(head) else { return nil }
+        let path = host.dropFirst(head.count)
+        return path.utf8.contains(0) ? nil : String(path)
     }
 
     /// True when `text` is any marker (agent-made, never a client's).
