@@ -14,13 +14,15 @@ final class SSHTestClient: Sendable {
     private init(channel: any Channel) { self.channel = channel }
 
     /// Connects to 127.0.0.1:`port` and authenticates with `none` (the server's only method).
-    static func connect(port: Int) async throws -> SSHTestClient {
+    /// With `hugeWindow`, every session channel it opens grants the server a 4 GiB window.
+    static func connect(port: Int, hugeWindow: Bool = false) async throws -> SSHTestClient {
         let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
+                    let scheme: any NIOSSHTransportProtection.Type = hugeWindow ? HugeWindowClientCipher.self : OriginatorClientCipher.self
                     let configuration = SSHClientConfiguration(
                         userAuthDelegate: NoneAuthentication(), serverAuthDelegate: AnyHostKey(),
-                        transportProtectionSchemes: [OriginatorClientCipher.self])
+                        transportProtectionSchemes: [scheme])
                     try channel.pipeline.syncOperations.addHandler(
                         NIOSSHHandler(role: .client(configuration), allocator: channel.allocator, inboundChildChannelInitializer: nil))
                 }
@@ -196,6 +198,28 @@ final class OriginatorClientCipher: InterposingAESGCM, _NIOSSHSendableMetatype {
         rewritten.writeInteger(port)
         rewritten.writeSSHText(origin)
         rewritten.writeInteger(originPort)
+        return rewritten
+    }
+}
+
+/// The client's AES-128-GCM granting the server a 4 GiB window on each session channel it
+/// opens (swift-nio-ssh's client grants a smaller one), as a hostile client may.
+final class HugeWindowClientCipher: InterposingAESGCM, _NIOSSHSendableMetatype {
+    override class var cipherName: String { "aes128-gcm@openssh.com" }
+    override class var keySizes: ExpectedKeySizes { .init(ivSize: 12, encryptionKeySize: 16, macKeySize: 16) }
+
+    override func rewriteInbound(_ payload: ByteBuffer) -> ByteBuffer { payload }
+
+    override func rewriteOutbound(_ payload: ByteBuffer) -> ByteBuffer {
+        var reader = payload
+        guard reader.readInteger(as: UInt8.self) == SSHMessageRewriter.channelOpen, reader.readSSHText() == "session",
+            let sender = reader.readInteger(as: UInt32.self), reader.readInteger(as: UInt32.self) != nil,
+            let maxPacket = reader.readInteger(as: UInt32.self)
+        else { return payload }
+        var rewritten = ByteBuffer()
+        rewritten.writeInteger(SSHMessageRewriter.channelOpen)
+        rewritten.writeSSHText("session")
+        rewritten.writeMultipleIntegers(sender, UInt32.max, maxPacket)
         return rewritten
     }
 }

@@ -11,6 +11,7 @@ enum ChannelGlue {
         let tcpSide = TCPSide()
         sshSide.peer = tcp
         tcpSide.peer = ssh
+        ConnectionWritability.register(ssh)
         try ssh.pipeline.syncOperations.addHandler(sshSide)
         try tcp.pipeline.syncOperations.addHandler(tcpSide)
     }
@@ -52,7 +53,7 @@ enum ChannelGlue {
         }
 
         func channelWritabilityChanged(context: ChannelHandlerContext) {
-            if context.channel.isWritable, let peer { _ = peer.setOption(ChannelOptions.autoRead, value: true) }
+            if ConnectionWritability.isWritable(context.channel), let peer { _ = peer.setOption(ChannelOptions.autoRead, value: true) }
             context.fireChannelWritabilityChanged()
         }
 
@@ -83,7 +84,7 @@ enum ChannelGlue {
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
             guard let peer else { return }
             lastWrite = peer.writeAndFlush(SSHChannelData(type: .channel, data: .byteBuffer(unwrapInboundIn(data))))
-            if !peer.isWritable { _ = context.channel.setOption(ChannelOptions.autoRead, value: false) }
+            if !ConnectionWritability.isWritable(peer) { _ = context.channel.setOption(ChannelOptions.autoRead, value: false) }
         }
 
         func channelWritabilityChanged(context: ChannelHandlerContext) {

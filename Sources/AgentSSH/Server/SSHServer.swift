@@ -125,6 +125,7 @@ final class SSHServer: Sendable {
                             try child.pipeline.syncOperations.addHandler(session)
                         }
                     }))
+            try channel.pipeline.syncOperations.addHandler(ConnectionWritability())
             try channel.pipeline.syncOperations.addHandler(SSHConnectionErrors(logger: logger))
         }
     }

@@ -94,6 +94,7 @@ final class SSHSessionHandler: ChannelDuplexHandler {
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
+        ConnectionWritability.register(context.channel)
         forwarding = SessionForwarding(channel: context.channel, environment: environment.agent, logger: logger)
         _ = context.channel.setOption(ChannelOptions.allowRemoteHalfClosure, value: true)
     }
@@ -330,11 +331,11 @@ final class SSHSessionHandler: ChannelDuplexHandler {
         let written = context.eventLoop.makePromise(of: Void.self)
         context.writeAndFlush(wrapOutboundOut(SSHChannelData(type: type, data: .byteBuffer(buffer))), promise: written)
         lastOutputWrite = written.futureResult
-        if !context.channel.isWritable { _ = relay.setOption(ChannelOptions.autoRead, value: false) }
+        if !ConnectionWritability.isWritable(context.channel) { _ = relay.setOption(ChannelOptions.autoRead, value: false) }
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
-        if context.channel.isWritable {
+        if ConnectionWritability.isWritable(context.channel) {
             for channel in outputChannels { _ = channel.setOption(ChannelOptions.autoRead, value: true) }
         }
         context.fireChannelWritabilityChanged()
