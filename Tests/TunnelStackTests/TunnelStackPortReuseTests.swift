@@ -163,7 +163,13 @@ struct TunnelStackPortReuseTests {
             let synAck = try #require(sent.all.last)
             #expect(synAck[53] == 0x12)
             await stack.feed(segment(port, sequence: 1001, acknowledgment: Segment.sequence(synAck) &+ 1, flags: 0x10))
-            let channel = try #require(accepted.channel.withLock { $0 })
+            // The acceptor gets the channel on the loop's next turn: waited for, not assumed.
+            #expect(await eventually(timeout: .seconds(20)) { accepted.channel.withLock { $0 } != nil })
+            let channel = try #require(
+                accepted.channel.withLock { c in
+                    defer { c = nil }
+                    return c
+                })
             try await channel.close().get()
             let fin = try #require(await sent.first { $0[53] & 0x01 != 0 })
             await stack.feed(segment(port, sequence: 1001, acknowledgment: Segment.sequence(fin) &+ 1, flags: 0x11))

@@ -183,7 +183,9 @@ struct WorkspaceAgentTailnetTests {
             #expect(reserved.status == 7, "port 5: \(reserved.status) \(reserved.stdout)")
             // The stack's own counts, as of the scrape: the one forward, the one refusal.
             let metrics = try await client.request("GET", "/metrics").bodyText
-            #expect(metrics.contains("agent_tailnet_tcp_refused_total{reason=\"reserved_port\"} 1\n"), "\(metrics)")
+            // At least once: on a loaded host curl may send its SYN again before the reset.
+            let refused = metrics.split(separator: "\n").first { $0.hasPrefix("agent_tailnet_tcp_refused_total{reason=\"reserved_port\"} ") }
+            #expect((refused?.split(separator: " ").last.flatMap { Double($0) } ?? 0) >= 1, "\(metrics)")
             #expect(metrics.contains("agent_tailnet_tcp_forwarded_total 1\n"), "\(metrics)")
             // Every family the tunnel adds is described (the agent's others: WorkspaceAgentMetricsTests).
             #expect(!metrics.contains("no description yet"), "\(metrics)")
