@@ -18,13 +18,20 @@ enum ChannelGlue {
 
     /// Opens a channel of `type` to the client for `accepted` (a connection the agent accepted
     /// with autoRead off), joins the two once it is open and starts reading; closes
-    /// `accepted` if the client refuses. Call on the connection's event loop.
-    static func forwardToClient(_ accepted: any Channel, through handler: NIOSSHHandler, as type: SSHChannelType) {
+    /// `accepted` if the client refuses. The open waits for a key exchange under way
+    /// (swift-nio-ssh would refuse it). Call on the connection's event loop.
+    static func forwardToClient(_ accepted: any Channel, through handler: NIOSSHHandler, gate: SSHRekeyGate?, as type: SSHChannelType) {
         let promise = accepted.eventLoop.makePromise(of: (any Channel).self)
-        handler.createChannel(promise, channelType: type) { child, _ in
-            _ = child.setOption(ChannelOptions.allowRemoteHalfClosure, value: true)
-            return child.eventLoop.makeCompletedFuture { try ChannelGlue.join(ssh: child, tcp: accepted) }
+        let open = {
+            handler.createChannel(promise, channelType: type) { child, _ in
+                _ = child.setOption(ChannelOptions.allowRemoteHalfClosure, value: true)
+                return child.eventLoop.makeCompletedFuture {
+                    if let gate { try child.pipeline.syncOperations.addHandler(RekeyHold(gate: gate), position: .first) }
+                    try ChannelGlue.join(ssh: child, tcp: accepted)
+                }
+            }
         }
+        if let gate { gate.whenOpen(open) } else { open() }
         promise.futureResult.whenComplete { result in
             switch result {
             case .success: _ = accepted.setOption(ChannelOptions.autoRead, value: true)

@@ -33,16 +33,28 @@ final class ReverseForwarding: GlobalRequestDelegate, @unchecked Sendable {
     /// `--block-reverse-port-forwarding`: every request fails.
     let refused: Bool
 
-    init(loop: any EventLoop, refused: Bool = false) {
+    /// The connection's rekey gate: replies and forwards wait for a key exchange under way.
+    private let gate: SSHRekeyGate?
+
+    init(loop: any EventLoop, refused: Bool = false, gate: SSHRekeyGate? = nil) {
         self.loop = loop
         self.refused = refused
+        self.gate = gate
     }
 
     func tcpForwardingRequest(
         _ request: GlobalRequest.TCPForwardingRequest, handler: NIOSSHHandler,
-        promise: EventLoopPromise<GlobalRequest.TCPForwardingResponse>
+        promise reply: EventLoopPromise<GlobalRequest.TCPForwardingResponse>
     ) {
         loop.preconditionInEventLoop()
+        // swift-nio-ssh writes a reply when it comes, and a reply mid key exchange ends the
+        // connection: a bind that finishes then is answered after the exchange.
+        let promise = loop.makePromise(of: GlobalRequest.TCPForwardingResponse.self)
+        if let gate {
+            reply.completeWith(gate.afterOpen(promise.futureResult))
+        } else {
+            reply.completeWith(promise.futureResult)
+        }
         switch request {
         case .listen(SSHExtensionMarker.keepalive, _):
             // `keepalive@openssh.com`, answered (the reference refuses it).
@@ -230,7 +242,7 @@ final class ReverseForwarding: GlobalRequestDelegate, @unchecked Sendable {
             return
         }
         ChannelGlue.forwardToClient(
-            accepted, through: handler.value,
+            accepted, through: handler.value, gate: gate,
             as: .forwardedTCPIP(.init(listeningHost: host, listeningPort: listeningPort, originatorAddress: origin)))
     }
 

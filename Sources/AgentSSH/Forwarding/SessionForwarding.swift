@@ -176,7 +176,7 @@ final class SessionForwarding {
             return
         }
         ChannelGlue.forwardToClient(
-            accepted, through: handler, as: .forwardedTCPIP(.init(listeningHost: marker, listeningPort: 0, originatorAddress: origin)))
+            accepted, through: handler, gate: SSHRekeyGate.of(channel.parent), as: .forwardedTCPIP(.init(listeningHost: marker, listeningPort: 0, originatorAddress: origin)))
     }
 
     static func hexBytes(_ text: String) -> [UInt8]? {

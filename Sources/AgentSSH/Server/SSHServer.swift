@@ -70,7 +70,9 @@ final class SSHServer: Sendable {
         }
         let current = manifest.currentManifest
         let policy = self.policy
-        let forwarding = ReverseForwarding(loop: channel.eventLoop, refused: policy.blockReversePortForwarding)
+        let parsing = SSHParsingScopeHandler(policy: policy, loop: channel.eventLoop)
+        let gate = parsing.gate
+        let forwarding = ReverseForwarding(loop: channel.eventLoop, refused: policy.blockReversePortForwarding, gate: gate)
         channel.closeFuture.whenComplete { _ in forwarding.closeAll() }
         let timeout = SSHTimeoutHandler(rule: timeoutRule, handshake: limits.handshakeTimeout, logger: logger)
         let boundTimeout = NIOLoopBound(timeout, eventLoop: channel.eventLoop)
@@ -92,38 +94,45 @@ final class SSHServer: Sendable {
         let logger = self.logger
         let channels = Mutex(0)
         let jetbrains = JetBrainsForward(counts: counts, upward: upward)
+        let initialize = { (child: any Channel, type: SSHChannelType) -> EventLoopFuture<Void> in
+            let open = channels.withLock { count -> Bool in
+                guard count < Self.maxChannelsPerConnection else { return false }
+                count += 1
+                return true
+            }
+            guard open else { return child.eventLoop.makeFailedFuture(SSHServerError.tooManyChannels) }
+            child.closeFuture.whenComplete { _ in channels.withLock { $0 -= 1 } }
+            switch type {
+            case .session: break
+            case .directTCPIP(let target):
+                if let marked = DirectStreamLocal.route(child, to: target, policy: policy) { return marked }
+                guard !policy.blockLocalPortForwarding else {
+                    return child.eventLoop.makeFailedFuture(SSHServerError.portForwardingDisabled)
+                }
+                return DirectTCPIP.open(child, to: target, jetbrains: jetbrains)
+            default: return child.eventLoop.makeFailedFuture(SSHServerError.unsupportedChannelType)
+            }
+            return child.eventLoop.makeCompletedFuture {
+                let session = SSHSessionHandler(
+                    environment: builder, directory: directory, policy: policy, sessions: sessions, counts: counts, upward: upward,
+                    logger: logger)
+                session.motdFile = motdFile
+                session.banners = banners
+                try child.pipeline.syncOperations.addHandler(session)
+            }
+        }
         return channel.eventLoop.makeCompletedFuture {
             try channel.pipeline.syncOperations.addHandler(timeout)
-            try channel.pipeline.syncOperations.addHandler(SSHParsingScopeHandler(policy: policy))
+            try channel.pipeline.syncOperations.addHandler(parsing)
             try channel.pipeline.syncOperations.addHandler(
                 NIOSSHHandler(
                     role: .server(configuration), allocator: channel.allocator,
                     inboundChildChannelInitializer: { child, type in
-                        let open = channels.withLock { count -> Bool in
-                            guard count < Self.maxChannelsPerConnection else { return false }
-                            count += 1
-                            return true
+                        // First in its pipeline; its open's reply waits for a key exchange under way.
+                        do { try child.pipeline.syncOperations.addHandler(RekeyHold(gate: gate), position: .first) } catch {
+                            return child.eventLoop.makeFailedFuture(error)
                         }
-                        guard open else { return child.eventLoop.makeFailedFuture(SSHServerError.tooManyChannels) }
-                        child.closeFuture.whenComplete { _ in channels.withLock { $0 -= 1 } }
-                        switch type {
-                        case .session: break
-                        case .directTCPIP(let target):
-                            if let marked = DirectStreamLocal.route(child, to: target, policy: policy) { return marked }
-                            guard !policy.blockLocalPortForwarding else {
-                                return child.eventLoop.makeFailedFuture(SSHServerError.portForwardingDisabled)
-                            }
-                            return DirectTCPIP.open(child, to: target, jetbrains: jetbrains)
-                        default: return child.eventLoop.makeFailedFuture(SSHServerError.unsupportedChannelType)
-                        }
-                        return child.eventLoop.makeCompletedFuture {
-                            let session = SSHSessionHandler(
-                                environment: builder, directory: directory, policy: policy, sessions: sessions, counts: counts, upward: upward,
-                                logger: logger)
-                            session.motdFile = motdFile
-                            session.banners = banners
-                            try child.pipeline.syncOperations.addHandler(session)
-                        }
+                        return gate.afterOpen(initialize(child, type))
                     }))
             try channel.pipeline.syncOperations.addHandler(ConnectionWritability())
             try channel.pipeline.syncOperations.addHandler(SSHConnectionErrors(logger: logger))

@@ -13,9 +13,10 @@ final class ConnectionWritability: ChannelInboundHandler, RemovableChannelHandle
 
     private var channels: [ObjectIdentifier: any Channel] = [:]
 
-    /// Whether `channel` (an SSH child) and the connection under it can both take data.
+    /// Whether `channel` (an SSH child) and the connection under it can both take data, and
+    /// no key exchange is under way (``RekeyHold`` wakes the channel when it ends).
     static func isWritable(_ channel: any Channel) -> Bool {
-        channel.isWritable && (channel.parent?.isWritable ?? true)
+        channel.isWritable && (channel.parent?.isWritable ?? true) && !RekeyHold.isHolding(channel)
     }
 
     /// Registers `child` with its connection's handler, if there is one; call on the loop.

@@ -18,6 +18,8 @@ class InterposingAESGCM {
     private var outboundNonce: [UInt8]
     private var inboundNonce: [UInt8]
     private var rewriter = SSHMessageRewriter()
+    /// The connection's rekey gate (nil outside the server: a test's client, unit tests).
+    private let rekey = SSHParsingScope.currentRekey
 
     required init(initialKeys: NIOSSHSessionKeys) throws {
         (outboundKey, inboundKey, outboundNonce, inboundNonce) = try Self.unpack(initialKeys)
@@ -62,6 +64,7 @@ extension InterposingAESGCM: NIOSSHTransportProtection {
     }
 
     func decryptAndVerifyRemainingPacket(_ source: inout ByteBuffer, sequenceNumber: UInt32) throws -> ByteBuffer {
+        if let gate = rekey?.value, gate.isReplaying { return rewriteInbound(try gate.replay(&source)) }
         guard let length = source.readSlice(length: 4), source.readableBytes > 16,
             let ciphertext = source.readSlice(length: source.readableBytes - 16), let tag = source.readSlice(length: 16),
             ciphertext.readableBytes % Self.cipherBlockSize == 0
@@ -76,6 +79,7 @@ extension InterposingAESGCM: NIOSSHTransportProtection {
         }
         var payload = ByteBufferAllocator().buffer(capacity: plaintext.count - padding - 1)
         payload.writeBytes(plaintext[plaintext.startIndex + 1..<plaintext.endIndex - padding])
+        if let gate = rekey?.value { payload = try gate.inbound(payload) }
         return rewriteInbound(payload)
     }
 
@@ -87,6 +91,9 @@ extension InterposingAESGCM: NIOSSHTransportProtection {
         {
             let rewritten = rewriteOutbound(payload)
             if rewritten != payload { Self.reframe(&destination, payload: rewritten) }
+            if rewritten.getInteger(at: rewritten.readerIndex, as: UInt8.self) == SSHRekeyMachine.newKeysType {
+                rekey?.value.outbound(type: SSHRekeyMachine.newKeysType)
+            }
         }
         let sealed = try AES.GCM.seal(
             destination.viewBytes(at: start + 4, length: destination.readableBytes - 4)!, using: outboundKey,
