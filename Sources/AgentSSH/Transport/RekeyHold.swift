@@ -20,7 +20,8 @@ final class RekeyHold: ChannelOutboundHandler, RemovableChannelHandler {
     }
 
     let gate: SSHRekeyGate
-    private var held = CircularBuffer<Operation>()
+    /// Empty (and unallocated) but while the connection rekeys.
+    private var held: [Operation] = []
     private var context: ChannelHandlerContext?
 
     init(gate: SSHRekeyGate) { self.gate = gate }
@@ -38,7 +39,9 @@ final class RekeyHold: ChannelOutboundHandler, RemovableChannelHandler {
     func handlerRemoved(context: ChannelHandlerContext) {
         gate.unregister(context.channel)
         self.context = nil
-        while let operation = held.popFirst() {
+        let operations = held
+        held = []
+        for operation in operations {
             switch operation {
             case .write(_, let promise), .close(_, let promise), .event(_, let promise): promise?.fail(ChannelError.ioOnClosedChannel)
             case .flush, .read: break
@@ -49,7 +52,9 @@ final class RekeyHold: ChannelOutboundHandler, RemovableChannelHandler {
     /// The exchange has ended: everything held goes on, in order.
     func release() {
         guard let context else { return }
-        while let operation = held.popFirst() {
+        let operations = held
+        held = []
+        for operation in operations {
             switch operation {
             case .write(let data, let promise): context.write(data, promise: promise)
             case .flush: context.flush()

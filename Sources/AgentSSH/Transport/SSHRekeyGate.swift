@@ -12,7 +12,7 @@ final class SSHRekeyGate {
     private var holds: [ObjectIdentifier: RekeyHold] = [:]
     /// What waits for the exchange to end: channel opens, open replies and global request
     /// replies, at most one per channel or request the limits above allow.
-    private var waiters = CircularBuffer<() -> Void>()
+    private var waiters: [() -> Void] = []
 
     /// A packet fed to the parser in place of a deferred one: a 12-byte body (one cipher
     /// block with the length) and a 16-byte tag, the smallest packet the parser takes.

@@ -44,7 +44,7 @@ struct SSHRekeyMachine {
     static let maxDeferredBytes = 256 * 1024
 
     private(set) var phase = Phase.open
-    private var deferred = CircularBuffer<ByteBuffer>(initialCapacity: 2)
+    private var deferred: [ByteBuffer] = []
     private var deferredBytes = 0
     private var sentNewKeys = false
 
@@ -70,7 +70,8 @@ struct SSHRekeyMachine {
 
     /// The next deferred packet, in place of a marker packet.
     mutating func replayed() throws -> ByteBuffer {
-        guard phase == .replaying, let next = deferred.popFirst() else { throw SSHRekeyError.unexpectedMarker }
+        guard phase == .replaying, !deferred.isEmpty else { throw SSHRekeyError.unexpectedMarker }
+        let next = deferred.removeFirst()
         deferredBytes -= next.readableBytes
         if deferred.isEmpty { phase = .holding }
         return next
