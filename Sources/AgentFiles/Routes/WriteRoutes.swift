@@ -156,7 +156,7 @@ struct WriteRoutes: Sendable {
             guard !value.isEmpty else { throw APIError(.badRequest, "\(goQuote(field)) is required") }
             guard PathInput.isAbsolute(value) else { throw APIError(.badRequest, "file path must be absolute: \(goQuote(value))") }
         }
-        try await BlockingIO.run(context) { _ throws in
+        try await BlockingIO.run(context) { token throws in
             var info = stat()
             guard FS.lstat(source, &info) == 0 else { throw FileSystemError.last("rename", source).apiError }
             var existing = stat()
@@ -167,14 +167,43 @@ struct WriteRoutes: Sendable {
                 {
                     throw APIError(.conflict, "rename \(source) \(destination): destination is a non-empty directory")
                 }
+                // Two names of one file (hard links): rename succeeds and changes nothing,
+                // leaving the source; the move's effect is the source's name gone. One name
+                // reached two ways is left alone, as rename leaves it.
+                if existing.st_dev == info.st_dev, existing.st_ino == info.st_ino {
+                    if info.st_mode & S_IFMT != S_IFDIR, !Self.sameEntry(source, destination) {
+                        guard FS.unlink(source) == 0 else { throw FileSystemError.last("remove", source).apiError }
+                    }
+                    return
+                }
             }
             guard FS.rename(source, destination) == 0 else {
-                throw FileSystemError(operation: "rename \(source)", path: destination, code: errno).apiError
+                let code = errno
+                if code == EXDEV { return try CrossDeviceMove.move(source, info, to: destination, token: token) }
+                let failure = FileSystemError(operation: "rename \(source)", path: destination, code: code)
+                switch code {
+                // A file's destination named as a directory ("dest/"), or a file where a
+                // directory of the destination's path must be: the client's path.
+                case ENOTDIR: throw APIError(.badRequest, failure.description)
+                case ENOTEMPTY, EEXIST: throw APIError(.conflict, failure.description)
+                default: throw failure.apiError
+                }
             }
         }
         record(PathResolver.clean(source), context)
         record(PathResolver.clean(destination), context)
         return JSONResponse.make(["message": "Successfully moved \(goQuote(source)) to \(goQuote(destination))"])
+    }
+
+    /// Whether two paths name one directory entry: the same name in the same directory
+    /// (reached through any links).
+    static func sameEntry(_ one: String, _ other: String) -> Bool {
+        guard lastPathComponent(of: one) == lastPathComponent(of: other) else { return false }
+        var first = stat()
+        var second = stat()
+        let parents = [parentDirectory(of: one), parentDirectory(of: other)].map { $0.isEmpty ? "/" : $0 }
+        guard FS.stat(parents[0], &first) == 0, FS.stat(parents[1], &second) == 0 else { return true }
+        return first.st_dev == second.st_dev && first.st_ino == second.st_ino
     }
 
     /// Records `path` for the request's chat and every ancestor.
