@@ -63,7 +63,7 @@ struct WebSocketTwinResponder: HTTPResponder {
         }
         var error = APIError(
             .upgradeRequired, "Expected a WebSocket upgrade request.",
-            detail: "Send a WebSocket handshake with Sec-WebSocket-Version: 13.")
+            detail: "Send a WebSocket handshake over HTTP/1.1 with Sec-WebSocket-Version: 13.")
         error.headers = [.secWebSocketVersion: "13", .upgrade: "websocket", .connection: "Upgrade"]
         throw error
     }

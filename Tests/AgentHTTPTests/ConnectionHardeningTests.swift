@@ -245,6 +245,11 @@ import Testing
             let version = await answer(base + "Sec-WebSocket-Version: 8\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
             #expect(version.status == 426)
             #expect(version.text.lowercased().contains("sec-websocket-version: 13"))
+            // RFC 6455 §4.1 asks HTTP/1.1 or later; the reference answers an HTTP/1.0 handshake 426.
+            let old = await answer(
+                "GET /ws/one HTTP/1.0\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                    + "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
+            #expect(old.status == 426 && old.text.contains("HTTP/1.1"), "\(old.text)")
             #expect(await answer(base + "Sec-WebSocket-Version: 13\r\n\r\n").status == 400)
             #expect(await answer(base + "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: c2hvcnQ=\r\n\r\n").status == 400)
             #expect(await answer(base + "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: !!not base64!!\r\n\r\n").status == 400)

@@ -333,8 +333,10 @@ final class HTTP1ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
             let isWebSocket = head.method == .GET && connectionUpgrade && upgrade.contains { $0.lowercased() == "websocket" }
             if isWebSocket {
                 let keys = head.headers["sec-websocket-key"]
+                // RFC 6455 §4.1: the handshake is HTTP/1.1 or later (an HTTP/1.0 one gets
+                // the 426, as the reference's).
                 facts.upgrade = .webSocket(
-                    versionOK: head.headers["sec-websocket-version"] == ["13"],
+                    versionOK: head.headers["sec-websocket-version"] == ["13"] && (head.version.major, head.version.minor) >= (1, 1),
                     keyOK: keys.count == 1 && Data(base64Encoded: keys[0].trimmingSpaces())?.count == 16)
             } else {
                 facts.upgrade = .other
