@@ -10,7 +10,7 @@ import Testing
 
 /// The SSH server driven by OpenSSH's own client (`ssh`) over loopback: commands and their
 /// exit codes and signals, stdout and stderr apart, stdin to EOF, a 2 MiB round trip byte
-/// for byte, 100 MiB copies with scp, sftp and rsync, the
+/// for byte, 32 MiB copies with scp, sftp and rsync, the
 /// environment, terminals, and a client that goes before its command ends.
 @Suite(.serialized, .timeLimit(.minutes(3)))
 struct SSHSessionTests {
@@ -310,7 +310,9 @@ struct SSHSessionTests {
 struct SSHTransferAndForwardingTests {
     static let options = "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BatchMode=yes -o LogLevel=ERROR"
 
-    @Test func scpSftpAndRsyncCopy100MiBByteForByte() async throws {
+    /// 32 MiB (four windows): the 100 MiB copies are in `agent-bench ssh`; here, in a debug
+    /// build beside the rest of the suite on a loaded 2-core host, they ran past 3 minutes.
+    @Test func scpSftpAndRsyncCopy32MiBByteForByte() async throws {
         let server = try await SSHSessionTests.Server()
         defer { Task { await server.stop() } }
         let directory = NSTemporaryDirectory() + "ssh-files-\(UUID().uuidString)"
@@ -321,7 +323,7 @@ struct SSHTransferAndForwardingTests {
         let script = """
             set -e
             cd \(directory)
-            head -c \(100 << 20) /dev/urandom > source
+            head -c \(32 << 20) /dev/urandom > source
             scp -P \(port) \(Self.options) source 127.0.0.1:\(directory)/by-scp
             echo "get \(directory)/by-scp by-sftp" | sftp -P \(port) \(Self.options) 127.0.0.1 >/dev/null
             rsync -e "ssh -F /dev/null -p \(port) \(Self.options)" 127.0.0.1:\(directory)/by-sftp by-rsync
@@ -330,7 +332,7 @@ struct SSHTransferAndForwardingTests {
             echo copied
             """
         let outcome = await ChildProgram.run(["sh", "-c", script], stderrToStdout: true)
-        #expect(outcome.stdout.hasSuffix("\(100 << 20)\ncopied\n"), "\(outcome)")
+        #expect(outcome.stdout.hasSuffix("\(32 << 20)\ncopied\n"), "\(outcome)")
     }
 
     @Test func localAndRemoteForwards() async throws {

@@ -27,8 +27,10 @@ public struct NetworkNamespace: Sendable {
     }
 
     /// Runs a command inside the namespace to completion (stderr joined to stdout).
-    public func run(_ arguments: [String], environment: [String: String] = [:]) async -> ChildProgram.Outcome {
-        await ChildProgram.run(["nsenter", "--net=\(path)"] + arguments, environment: environment, stderrToStdout: true)
+    public func run(
+        _ arguments: [String], environment: [String: String] = [:], timeout: Duration = ChildProgram.defaultTimeout
+    ) async -> ChildProgram.Outcome {
+        await ChildProgram.run(["nsenter", "--net=\(path)"] + arguments, environment: environment, stderrToStdout: true, timeout: timeout)
     }
 
     /// Starts a long-running command inside the namespace.

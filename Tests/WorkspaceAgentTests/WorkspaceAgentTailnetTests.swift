@@ -105,17 +105,18 @@ struct WorkspaceAgentTailnetTests {
             try FileManager.default.createDirectory(atPath: files, withIntermediateDirectories: true)
             defer { try? FileManager.default.removeItem(atPath: files) }
             let sshOptions = "-F /dev/null -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BatchMode=yes -o LogLevel=ERROR -o ConnectTimeout=60"
-            let copies = await peer.namespace.run([
-                "sh", "-c",
-                """
-                set -e
-                cd \(files)
-                head -c \(32 << 20) /dev/urandom > source
-                scp -P 1 \(sshOptions) source '[\(addresses.primaryText)]':\(files)/by-scp
-                echo "get \(files)/by-scp by-sftp" | sftp -q -P 1 \(sshOptions) '[\(addresses.primaryText)]' >/dev/null
-                cmp source by-scp && cmp source by-sftp && wc -c < by-sftp
-                """,
-            ])
+            let copies = await peer.namespace.run(
+                [
+                    "sh", "-c",
+                    """
+                    set -e
+                    cd \(files)
+                    head -c \(32 << 20) /dev/urandom > source
+                    scp -P 1 \(sshOptions) source '[\(addresses.primaryText)]':\(files)/by-scp
+                    echo "get \(files)/by-scp by-sftp" | sftp -q -P 1 \(sshOptions) '[\(addresses.primaryText)]' >/dev/null
+                    cmp source by-scp && cmp source by-sftp && wc -c < by-sftp
+                    """,
+                ], timeout: .seconds(480))  // Beside the whole suite on a loaded 2-core host it ran past 300 s.
             #expect(copies.status == 0 && copies.stdout == "\(32 << 20)\n", "scp and sftp through the tunnel: \(copies)")
 
             // The reconnecting PTY on port 2 (the web terminal): attach, type, detach, reattach
