@@ -2,6 +2,7 @@
 import NIOCore
 import NIOEmbedded
 import NIOSSH
+import Synchronization
 import Testing
 
 /// ``SSHRekeyMachine``, ``SSHRekeyGate`` and ``RekeyHold`` without sockets: a KEXINIT is
@@ -119,6 +120,27 @@ struct SSHRekeyMachineTests {
         #expect(try channel.readOutbound(as: ByteBuffer.self) == ByteBuffer(string: "held"))
         #expect(wakes.count == woken + 1)
         _ = try? channel.finish()
+    }
+
+    /// A connection that closes mid exchange runs what waited (a forwarded connection's
+    /// open then fails and closes it; before, it stayed open for good) and lets go.
+    @Test func aClosedConnectionRunsWhatWaitsAndLetsGo() throws {
+        let gate = SSHRekeyGate()
+        let loop = EmbeddedEventLoop()
+        _ = try gate.inbound(Self.kexInit)
+        var markers = try #require(gate.readComplete(allocator: ByteBufferAllocator()))
+        _ = try gate.replay(&markers)
+        var ran = false
+        gate.whenOpen { ran = true }
+        let reply = loop.makePromise(of: Int.self)
+        let passed = gate.afterOpen(reply.futureResult)
+        let answer = Mutex<Int?>(nil)
+        passed.whenSuccess { value in answer.withLock { $0 = value } }
+        reply.succeed(7)
+        #expect(!ran && answer.withLock { $0 } == nil && gate.isHolding)
+        gate.connectionClosed()
+        #expect(ran && answer.withLock { $0 } == 7 && !gate.isHolding)
+        #expect(gate.readComplete(allocator: ByteBufferAllocator()) == nil)
     }
 
     /// A channel that goes while holding fails what it held.

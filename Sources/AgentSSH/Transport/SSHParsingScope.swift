@@ -44,6 +44,11 @@ final class SSHParsingScopeHandler: ChannelInboundHandler {
         SSHParsingScope.current.currentValue = nil
     }
 
+    func channelInactive(context: ChannelHandlerContext) {
+        context.fireChannelInactive()
+        gate.connectionClosed()
+    }
+
     func channelReadComplete(context: ChannelHandlerContext) {
         context.fireChannelReadComplete()
         guard let markers = gate.readComplete(allocator: context.channel.allocator) else { return }

@@ -47,12 +47,23 @@ final class SSHRekeyGate {
             for _ in 0..<count { markers.writeBytes(Self.marker) }
             return markers
         case .release:
-            let waiting = waiters
-            waiters.removeAll()
-            for waiter in waiting { waiter() }
-            for hold in holds.values { hold.release() }
+            release()
             return nil
         }
+    }
+
+    /// The connection has closed: what waits runs now (an open fails, a reply goes nowhere,
+    /// and what they hold, such as a forwarded connection, is closed) and channels let go.
+    func connectionClosed() {
+        machine.connectionClosed()
+        release()
+    }
+
+    private func release() {
+        let waiting = waiters
+        waiters.removeAll()
+        for waiter in waiting { waiter() }
+        for hold in holds.values { hold.release() }
     }
 
     // MARK: Channels and replies

@@ -97,6 +97,14 @@ struct SSHRekeyMachine {
         }
     }
 
+    /// The connection has closed: nothing is held or deferred any more.
+    mutating func connectionClosed() {
+        phase = .open
+        deferred = []
+        deferredBytes = 0
+        sentNewKeys = false
+    }
+
     /// `SSH_MSG_IGNORE` with empty data.
     static var ignore: ByteBuffer { ByteBuffer(bytes: [ignoreType, 0, 0, 0, 0]) }
 }
