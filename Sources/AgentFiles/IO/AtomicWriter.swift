@@ -21,13 +21,16 @@ final class AtomicWriter: @unchecked Sendable {
     /// Creates the temporary file for `target` (already resolved; its parent exists).
     init(target: String) throws(FileSystemError) {
         self.target = target
-        let directory = parentDirectory(of: target)
-        let base = lastPathComponent(of: target)
-        let suffix = UUIDText.random().prefix(8)
-        temporary = (directory.isEmpty ? "/" : directory) + "/." + base + ".tmp." + suffix
+        temporary = Self.temporaryPath(for: target)
         let fd = FS.open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o666)
         guard fd >= 0 else { throw FileSystemError.last("open", temporary) }
         self.fd = fd
+    }
+
+    /// A fresh `.<base>.tmp.<8 chars>` beside `target`.
+    static func temporaryPath(for target: String) -> String {
+        let directory = parentDirectory(of: target)
+        return (directory.isEmpty ? "/" : directory) + "/." + lastPathComponent(of: target) + ".tmp." + UUIDText.random().prefix(8)
     }
 
     deinit {

@@ -19,7 +19,7 @@ enum CrossDeviceMove {
     static let chunk = 8 << 20
 
     static func move(_ source: String, _ info: stat, to destination: String, token: CancelToken) throws {
-        let temporary = temporaryPath(for: destination)
+        let temporary = AtomicWriter.temporaryPath(for: destination)
         do {
             switch info.st_mode & S_IFMT {
             case S_IFREG: try copyFile(source, info, to: temporary, token: token)
@@ -35,11 +35,6 @@ enum CrossDeviceMove {
             throw error
         }
         guard FS.unlink(source) == 0 else { throw FileSystemError.last("remove", source).apiError }
-    }
-
-    static func temporaryPath(for destination: String) -> String {
-        let directory = parentDirectory(of: destination)
-        return (directory.isEmpty ? "/" : directory) + "/." + lastPathComponent(of: destination) + ".tmp." + UUIDText.random().prefix(8)
     }
 
     private static func copyFile(_ source: String, _ info: stat, to temporary: String, token: CancelToken) throws {

@@ -11,7 +11,6 @@ enum ChannelGlue {
         let tcpSide = TCPSide()
         sshSide.peer = tcp
         tcpSide.peer = ssh
-        ConnectionWritability.register(ssh)
         try ssh.pipeline.syncOperations.addHandler(sshSide)
         try tcp.pipeline.syncOperations.addHandler(tcpSide)
     }
@@ -26,7 +25,7 @@ enum ChannelGlue {
             handler.createChannel(promise, channelType: type) { child, _ in
                 _ = child.setOption(ChannelOptions.allowRemoteHalfClosure, value: true)
                 return child.eventLoop.makeCompletedFuture {
-                    if let gate { try child.pipeline.syncOperations.addHandler(RekeyHold(gate: gate), position: .first) }
+                    if let gate { try RekeyHold.install(child, gate: gate) }
                     try ChannelGlue.join(ssh: child, tcp: accepted)
                 }
             }

@@ -34,9 +34,9 @@ final class ReverseForwarding: GlobalRequestDelegate, @unchecked Sendable {
     let refused: Bool
 
     /// The connection's rekey gate: replies and forwards wait for a key exchange under way.
-    private let gate: SSHRekeyGate?
+    private let gate: SSHRekeyGate
 
-    init(loop: any EventLoop, refused: Bool = false, gate: SSHRekeyGate? = nil) {
+    init(loop: any EventLoop, refused: Bool = false, gate: SSHRekeyGate) {
         self.loop = loop
         self.refused = refused
         self.gate = gate
@@ -50,11 +50,7 @@ final class ReverseForwarding: GlobalRequestDelegate, @unchecked Sendable {
         // swift-nio-ssh writes a reply when it comes, and a reply mid key exchange ends the
         // connection: a bind that finishes then is answered after the exchange.
         let promise = loop.makePromise(of: GlobalRequest.TCPForwardingResponse.self)
-        if let gate {
-            reply.completeWith(gate.afterOpen(promise.futureResult))
-        } else {
-            reply.completeWith(promise.futureResult)
-        }
+        reply.completeWith(gate.afterOpen(promise.futureResult))
         switch request {
         case .listen(SSHExtensionMarker.keepalive, _):
             // `keepalive@openssh.com`, answered (the reference refuses it).

@@ -129,12 +129,12 @@ final class SSHServer: Sendable {
                     role: .server(configuration), allocator: channel.allocator,
                     inboundChildChannelInitializer: { child, type in
                         // First in its pipeline; its open's reply waits for a key exchange under way.
-                        do { try child.pipeline.syncOperations.addHandler(RekeyHold(gate: gate), position: .first) } catch {
+                        do { try RekeyHold.install(child, gate: gate) } catch {
                             return child.eventLoop.makeFailedFuture(error)
                         }
                         return gate.afterOpen(initialize(child, type))
                     }))
-            try channel.pipeline.syncOperations.addHandler(ConnectionWritability())
+            try channel.pipeline.syncOperations.addHandler(ConnectionWritability(gate: gate))
             try channel.pipeline.syncOperations.addHandler(SSHConnectionErrors(logger: logger))
         }
     }

@@ -94,7 +94,6 @@ final class SSHSessionHandler: ChannelDuplexHandler {
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
-        ConnectionWritability.register(context.channel)
         forwarding = SessionForwarding(channel: context.channel, environment: environment.agent, logger: logger)
         _ = context.channel.setOption(ChannelOptions.allowRemoteHalfClosure, value: true)
     }

@@ -26,6 +26,11 @@ final class RekeyHold: ChannelOutboundHandler, RemovableChannelHandler {
 
     init(gate: SSHRekeyGate) { self.gate = gate }
 
+    /// Puts a hold for `gate` first in `child`'s pipeline; call on the loop.
+    static func install(_ child: any Channel, gate: SSHRekeyGate) throws {
+        try child.pipeline.syncOperations.addHandler(RekeyHold(gate: gate), position: .first)
+    }
+
     /// Whether `channel`'s connection is mid key exchange.
     static func isHolding(_ channel: any Channel) -> Bool {
         (try? channel.pipeline.syncOperations.handler(type: RekeyHold.self))?.gate.isHolding ?? false
@@ -63,7 +68,13 @@ final class RekeyHold: ChannelOutboundHandler, RemovableChannelHandler {
             case .event(let event, let promise): context.triggerUserOutboundEvent(event, promise: promise)
             }
         }
-        if context.channel.isActive { context.fireChannelWritabilityChanged() }
+        wake()
+    }
+
+    /// Tells the channel's writers to look at ``ConnectionWritability/isWritable(_:)`` again.
+    func wake() {
+        guard let context, context.channel.isActive else { return }
+        context.fireChannelWritabilityChanged()
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {

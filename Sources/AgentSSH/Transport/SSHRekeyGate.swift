@@ -7,7 +7,7 @@ import NIOSSH
 /// ``isHolding``. Confined to the connection's event loop.
 final class SSHRekeyGate {
     private var machine = SSHRekeyMachine()
-    /// One per open channel: at most the connection's channels (64 the client opens, and
+    /// One per open channel (the connection's list of its channels): at most its channels (64 the client opens, and
     /// the forwards the agent opens, each bounded in ``SSHServer``'s documentation).
     private var holds: [ObjectIdentifier: RekeyHold] = [:]
     /// What waits for the exchange to end: channel opens, open replies and global request
@@ -64,6 +64,11 @@ final class SSHRekeyGate {
         waiters.removeAll()
         for waiter in waiting { waiter() }
         for hold in holds.values { hold.release() }
+    }
+
+    /// Tells every open channel that it may be writable again (its writers look).
+    func wakeChannels() {
+        for hold in holds.values { hold.wake() }
     }
 
     // MARK: Channels and replies

@@ -45,7 +45,6 @@ struct SSHRekeyMachine {
 
     private(set) var phase = Phase.open
     private var deferred: [ByteBuffer] = []
-    private var deferredBytes = 0
     private var sentNewKeys = false
 
     /// Whether channels must hold their operations now.
@@ -60,11 +59,11 @@ struct SSHRekeyMachine {
         case .deferring: break
         case .replaying, .holding: return payload
         }
+        let deferredBytes = deferred.reduce(0) { $0 + $1.readableBytes }
         guard deferred.count < Self.maxDeferredPackets, deferredBytes + payload.readableBytes <= Self.maxDeferredBytes else {
             throw SSHRekeyError.tooMuchDeferred
         }
         deferred.append(payload)
-        deferredBytes += payload.readableBytes
         return Self.ignore
     }
 
@@ -72,7 +71,6 @@ struct SSHRekeyMachine {
     mutating func replayed() throws -> ByteBuffer {
         guard phase == .replaying, !deferred.isEmpty else { throw SSHRekeyError.unexpectedMarker }
         let next = deferred.removeFirst()
-        deferredBytes -= next.readableBytes
         if deferred.isEmpty { phase = .holding }
         return next
     }
@@ -101,7 +99,6 @@ struct SSHRekeyMachine {
     mutating func connectionClosed() {
         phase = .open
         deferred = []
-        deferredBytes = 0
         sentNewKeys = false
     }
 
