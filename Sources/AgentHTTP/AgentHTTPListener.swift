@@ -12,13 +12,15 @@ public struct AgentHTTPListener: Service {
     let child: AgentHTTPChannel
     let configuration: ServerConfiguration
     let onServerRunning: @Sendable (any Channel) async -> Void
+    /// NIO's singleton, or a group that is never shut down either (``EventLoopTaskExecutor``).
+    let eventLoopGroup: any EventLoopGroup
     let logger: Logger
 
     /// Binds, calls `onServerRunning` with the listening channel, and serves until graceful
     /// shutdown (then the listener closes; open connections are the registry's to end).
     public func run() async throws {
         try await child.server(
-            configuration: configuration, onServerRunning: onServerRunning, eventLoopGroup: MultiThreadedEventLoopGroup.singleton, logger: logger
+            configuration: configuration, onServerRunning: onServerRunning, eventLoopGroup: eventLoopGroup, logger: logger
         ).run()
     }
 }

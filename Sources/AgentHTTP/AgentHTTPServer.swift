@@ -4,6 +4,7 @@ import HummingbirdCore
 import HTTPTypes
 import Logging
 import NIOCore
+import NIOPosix
 
 /// Builds the agent's HTTP/WebSocket server from the capability modules' routes.
 public enum AgentHTTPServer {
@@ -19,6 +20,7 @@ public enum AgentHTTPServer {
     ///   - connections: the open connections (the host stops and closes them at shutdown).
     ///   - listener: the name requests see as `AgentRequestContext.listener`.
     ///   - accessLog: log one line per request at info.
+    ///   - eventLoopGroup: NIO's singleton, or another group that is never shut down.
     ///   - logger: server logger.
     ///   - onServerRunning: called with the listening channel (its local address carries the real port).
     public static func makeApplication(
@@ -31,13 +33,14 @@ public enum AgentHTTPServer {
         writeStallTimeout: Duration = AgentHTTPLimits.responseWriteStallTimeout,
         listener: String = ListenerName.http,
         accessLog: Bool = true,
+        eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         logger: Logger,
         onServerRunning: @escaping @Sendable (any Channel) async -> Void = { _ in }
     ) -> App {
         AgentHTTPServing(
             mounts: mounts, connections: connections, headTimeout: headTimeout, bodyTimeout: bodyTimeout,
             webSocketPingInterval: webSocketPingInterval, writeStallTimeout: writeStallTimeout, accessLog: accessLog, logger: logger
-        ).application(address: address, listener: listener, onServerRunning: onServerRunning)
+        ).application(address: address, listener: listener, eventLoopGroup: eventLoopGroup, onServerRunning: onServerRunning)
     }
 }
 

@@ -4,6 +4,7 @@ import HummingbirdCore
 import HTTPTypes
 import Logging
 import NIOCore
+import NIOPosix
 
 /// How one connection is served, apart from where connections come from: the route table
 /// (every mount's routes, `/healthz`, the WebSocket routes), the guards, limits and deadlines, and
@@ -99,6 +100,7 @@ public final class AgentHTTPServing: Sendable {
     ///   carries the real port).
     public func application(
         address: BindTarget, listener: String = ListenerName.http,
+        eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         onServerRunning: @escaping @Sendable (any Channel) async -> Void = { _ in }
     ) -> AgentHTTPServer.App {
         let logger = logger
@@ -133,6 +135,7 @@ public final class AgentHTTPServing: Sendable {
         // longest-idle one, so a flood of idle connections cannot lock others out.
         return AgentHTTPListener(
             child: childChannel.from(ConnectionOrigin(listener: listener)),
-            configuration: ServerConfiguration(address: bindAddress, serverName: Self.serverName), onServerRunning: installThenRun, logger: logger)
+            configuration: ServerConfiguration(address: bindAddress, serverName: Self.serverName), onServerRunning: installThenRun,
+            eventLoopGroup: eventLoopGroup, logger: logger)
     }
 }

@@ -2,6 +2,7 @@ import AgentCore
 import AgentHTTP
 import AgentTestSupport
 import Foundation
+import NIOPosix
 import Testing
 
 /// Idle WebSockets and stalled downloads cannot use up the connection cap.
@@ -170,35 +171,66 @@ struct ConnectionBudgetTests {
 
     /// A large answer written at once to a client that reads it slowly but steadily is not cut:
     /// the write-stall time bounds a socket that takes nothing, not the drain of an answer
-    /// (64 MiB, far past the kernel's buffers, read on a thread of its own with a pause every
-    /// 256 KiB: seconds of draining, against a 3 s write-stall time that a loaded host's
-    /// scheduling does not come near between two reads).
+    /// (64 MiB, far past the kernel's buffers, read on a thread of its own with a 20 ms pause
+    /// every 128 KiB: over 10 s of draining, against a 5 s write-stall time that a loaded
+    /// host's scheduling does not come near between two reads).
     @Test func aSlowButReadingClientGetsALargeAnswerWhole() async throws {
-        try await withGuardServer(writeStallTimeout: .seconds(3)) { port, _ in
+        try await withGuardServer(writeStallTimeout: .seconds(5)) { port, _ in
             let slow = try #require(await LoopbackSocket.connect(port: port))
             let size = 64 << 20
             #expect(slow.send("GET /blob?size=\(size) HTTP/1.1\r\nHost: x\r\n\r\n"))
-            let fd = slow.fd
-            let received = await onThread { () -> Int in
-                var total = 0
-                var paced = 0
-                var buffer = [UInt8](repeating: 0, count: 1 << 16)
-                // Bounded: at most 100 000 reads, each waiting at most 30 s.
-                for _ in 0..<100_000 where total < size {
-                    var ready = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-                    guard poll(&ready, 1, 30_000) > 0 else { break }
-                    let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-                    if n < 0, errno == EAGAIN || errno == EINTR { continue }
-                    if n <= 0 { break }
-                    total += n
-                    if total - paced >= 256 << 10 {
-                        paced = total
-                        usleep(20_000)
-                    }
-                }
-                return total
-            }
+            let received = await Self.readSlowly(slow, upTo: size, pausingEvery: 128 << 10)
             #expect(received >= size, "\(received) bytes before the connection ended")
+        }
+    }
+
+    /// A loop held up past the write-stall time does not close a client that reads: the loop
+    /// runs the overdue wake-up before it polls the socket again, and that look finds nothing
+    /// gone since the one before (before: the answer was cut there). The server has a loop
+    /// of its own. Against a 2 s write-stall time, the client starts reading a 32 MiB answer
+    /// (far past the kernel's buffers) after 1 s; the route holds the loop from 500 ms to
+    /// 4.5 s, so the looks before the hold found nothing gone either.
+    @Test func aLoopHeldUpDoesNotCloseAReadingClient() async throws {
+        try await withGuardServer(writeStallTimeout: .seconds(2), eventLoopGroup: Self.loopOfItsOwn) { port, registry in
+            let client = try #require(await LoopbackSocket.connect(port: port))
+            let size = 32 << 20
+            #expect(client.send("GET /blob-then-hold?size=\(size)&after=500&hold=4000 HTTP/1.1\r\nHost: x\r\n\r\n"))
+            let received = await Self.readSlowly(client, upTo: size, pausingEvery: 256 << 10, after: .seconds(1))
+            #expect(received >= size, "\(received) bytes before the connection ended")
+            #expect(registry.count == 1, "the connection stays open")
+        }
+    }
+
+    /// One loop, never shut down (``EventLoopTaskExecutor`` runs on it): the test above holds
+    /// it up without stalling other tests' connections.
+    private static let loopOfItsOwn = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+
+    /// Reads `size` bytes (headers included) on a thread of its own, from `after` on, pausing
+    /// 20 ms after each `pace` bytes, until the connection ends; bounded: at most 100 000
+    /// reads, each waiting at most 30 s.
+    private static func readSlowly(
+        _ socket: LoopbackSocket, upTo size: Int, pausingEvery pace: Int, after: Duration = .zero
+    ) async -> Int {
+        let fd = socket.fd
+        let wait = UInt32(after.components.seconds * 1_000_000)
+        return await onThread { () -> Int in
+            usleep(wait)
+            var total = 0
+            var paced = 0
+            var buffer = [UInt8](repeating: 0, count: 1 << 16)
+            for _ in 0..<100_000 where total < size {
+                var ready = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+                guard poll(&ready, 1, 30_000) > 0 else { break }
+                let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+                if n < 0, errno == EAGAIN || errno == EINTR { continue }
+                if n <= 0 { break }
+                total += n
+                if total - paced >= pace {
+                    paced = total
+                    usleep(20_000)
+                }
+            }
+            return total
         }
     }
 

@@ -4,6 +4,8 @@ import AgentTestSupport
 import Foundation
 import Hummingbird
 import Logging
+import NIOCore
+import NIOPosix
 import Synchronization
 import Testing
 
@@ -540,6 +542,15 @@ struct GuardTestRoutes: HTTPModule {
             let size = request.uri.queryParameters.get("size").flatMap { Int($0) } ?? 0
             return Response(status: .ok, body: .init(byteBuffer: ByteBuffer(repeating: UInt8(ascii: "y"), count: size)))
         }
+        // `size` bytes of "y" in one buffer, then the connection's loop is held up (busy)
+        // for `hold` milliseconds from `after` milliseconds on: a loop stalled mid-answer.
+        router.get("/blob-then-hold") { request, context in
+            let size = request.uri.queryParameters.get("size").flatMap { Int($0) } ?? 0
+            let after = request.uri.queryParameters.get("after").flatMap { Int64($0) } ?? 0
+            let hold = request.uri.queryParameters.get("hold").flatMap { UInt32($0) } ?? 0
+            context.channel.eventLoop.scheduleTask(in: .milliseconds(after)) { usleep(hold * 1000) }
+            return Response(status: .ok, body: .init(byteBuffer: ByteBuffer(repeating: UInt8(ascii: "y"), count: size)))
+        }
         // Sends 64 KiB binary messages until the connection ends.
         router.webSocket("/flood") { _ throws(APIError) in
         } handler: { _, outbound, _ in
@@ -562,6 +573,7 @@ func withGuardServer(
     maxWebSockets: Int = AgentHTTPLimits.maxWebSockets,
     webSocketPingInterval: Duration = AgentHTTPLimits.webSocketPingInterval,
     writeStallTimeout: Duration = AgentHTTPLimits.responseWriteStallTimeout,
+    eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
     registry given: HTTPConnectionRegistry? = nil,
     _ body: (Int, HTTPConnectionRegistry) async throws -> Void
 ) async throws {
@@ -570,7 +582,7 @@ func withGuardServer(
     let app = AgentHTTPServer.makeApplication(
         address: BindTarget(kind: .tcp(host: "127.0.0.1", port: 0)),
         mounts: [HTTPMount(GuardTestRoutes(streamIdle: bodyTimeout), at: "/")], connections: registry, headTimeout: headTimeout, bodyTimeout: bodyTimeout,
-        webSocketPingInterval: webSocketPingInterval, writeStallTimeout: writeStallTimeout,
+        webSocketPingInterval: webSocketPingInterval, writeStallTimeout: writeStallTimeout, eventLoopGroup: eventLoopGroup,
         logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
     ) { channel in
         portSink.yield(channel.localAddress?.port ?? 0)

@@ -612,6 +612,26 @@ import Testing
         #expect(driver.advance(.seconds(10)) == [.countClose("write_stall"), .close])
     }
 
+    /// Time the loop could not look (a wake-up that ran late) moves the deadline by as much;
+    /// with no deadline set, nothing is armed.
+    @Test func aLateLookPostponesTheStallDeadline() {
+        var configuration = Machine.Configuration()
+        configuration.writeStallTimeout = .seconds(5)
+        var driver = Driver(configuration)
+        driver.get()
+        #expect(driver.record(driver.machine.writeBlocked(now: driver.clock.now)) == [.armTimer(.writeStall, .seconds(5))])
+        #expect(driver.advance(.seconds(4)).isEmpty)
+        driver.machine.postponeWriteStall(by: .seconds(3))
+        #expect(driver.advance(.seconds(1)) == [.armTimer(.writeStall, .seconds(3))], "not yet due")
+        #expect(driver.advance(.seconds(3)) == [.countClose("write_stall"), .close])
+        var unblocked = Driver(configuration)
+        unblocked.get()
+        unblocked.record(unblocked.machine.writeBlocked(now: unblocked.clock.now))
+        unblocked.record(unblocked.machine.writeUnblocked())
+        unblocked.machine.postponeWriteStall(by: .seconds(3))
+        #expect(unblocked.advance(.seconds(9)).isEmpty, "a cleared deadline stays cleared")
+    }
+
     /// Answers made at once (a HEAD, `/healthz`) wait for no write of their own: a response
     /// that ends with its bytes unsent stops reads until the socket takes them, and a client
     /// that never reads is closed at the write-stall time. Reads resume once it does.

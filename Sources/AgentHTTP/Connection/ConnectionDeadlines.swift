@@ -21,6 +21,11 @@ struct ConnectionDeadlines<Instant: InstantProtocol>: Sendable where Instant.Dur
         actions.append(.armTimer(timer, now.duration(to: at)))
     }
 
+    /// Moves `timer`'s deadline, if set, `delay` later (lazy: the wake-up then comes early).
+    mutating func postpone(_ timer: ConnectionTimer, by delay: Duration) {
+        deadlines[timer.rawValue].at = deadlines[timer.rawValue].at?.advanced(by: delay)
+    }
+
     /// Drops `timer`'s deadline (a wake-up already scheduled finds nothing due).
     mutating func clear(_ timer: ConnectionTimer) {
         deadlines[timer.rawValue].at = nil

@@ -120,16 +120,22 @@ extension HTTP1ConnectionHandler {
         timers[timer.rawValue]?.cancel()
         var delay = delay
         if timer == .writeStall {
-            stallMark = bufferedBytes()
             delay = Self.stallWakeUp(in: delay, timeout: configuration.machine.writeStallTimeout)
+            stallWatch.scheduled(buffered: bufferedBytes(), lookAt: clock.now.advanced(by: delay))
         }
         let nanoseconds = max(0, delay.components.seconds * 1_000_000_000 + delay.components.attoseconds / 1_000_000_000)
         timers[timer.rawValue] = loop.assumeIsolated().scheduleTask(in: .nanoseconds(nanoseconds)) { [self] in
             timers[timer.rawValue] = nil
             // The write-stall time bounds a socket that takes nothing, not the drain of a large
-            // answer by a slow client: some of it went out since the last look, so the
-            // deadline moves (the wake-up then finds it ahead and is set again).
-            if timer == .writeStall, writeProgressed() { perform(machine.writeBlocked(now: clock.now)) }
+            // answer by a slow client, nor a loop held up: the deadline moves (the wake-up then
+            // finds it ahead and is set again).
+            if timer == .writeStall {
+                switch stallWatch.look(buffered: bufferedBytes(), now: clock.now) {
+                case .progressed: perform(machine.writeBlocked(now: clock.now))
+                case .late(let lateness): machine.postponeWriteStall(by: lateness)
+                case .stalled: break
+                }
+            }
             perform(machine.timerFired(timer, now: clock.now))
         }
     }
@@ -145,14 +151,6 @@ extension HTTP1ConnectionHandler {
     /// Bytes waiting for the socket, if the channel says.
     private func bufferedBytes() -> Int? {
         try? channel?.syncOptions?.getOption(ChannelOptions.bufferedWritableBytes)
-    }
-
-    /// Whether fewer bytes wait than at ``stallMark`` (which becomes the count now).
-    private func writeProgressed() -> Bool {
-        let now = bufferedBytes()
-        defer { stallMark = now }
-        guard let now, let mark = stallMark else { return false }
-        return now < mark
     }
 
     private func setPhase(_ phase: ConnectionPhaseReport) {

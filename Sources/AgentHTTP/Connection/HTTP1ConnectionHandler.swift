@@ -93,10 +93,9 @@ final class HTTP1ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
     var executor: EventLoopTaskExecutor?
     var registration: (id: UInt64, phase: HTTPConnectionRegistry.PhaseCell)?
     var timers: [Scheduled<Void>?] = Array(repeating: nil, count: ConnectionTimer.allCases.count)
-    /// Bytes waiting for the socket when the write-stall wake-up was last set or checked: a
-    /// wake-up that finds fewer moves the deadline (the client reads, slowly) instead of
-    /// closing. nil when the channel cannot say.
-    var stallMark: Int?
+    /// The write-stall wake-up's last look: one that finds bytes gone, or comes late, moves
+    /// the deadline instead of closing.
+    var stallWatch = WriteStallWatch<ContinuousClock.Instant>()
     var date = HTTPDate()
     var connectionContext: AgentRequestContext?
     var connectionObserver: ConnectionObserver?

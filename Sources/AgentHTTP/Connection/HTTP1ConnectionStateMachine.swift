@@ -728,6 +728,12 @@ struct HTTP1ConnectionStateMachine<C: Clock> where C.Duration == Duration {
         return actions
     }
 
+    /// The write-stall deadline, if set, moves `delay` later: time the loop could not look at
+    /// the socket (its wake-up ran that late) does not count against the client.
+    mutating func postponeWriteStall(by delay: Duration) {
+        deadlines.postpone(.writeStall, by: delay)
+    }
+
     /// The socket takes data again: reads resume if only the output held them.
     mutating func writeUnblocked() -> Actions {
         var actions = Actions()
