@@ -606,7 +606,7 @@ import Testing
         driver.get()
         driver.record(driver.machine.writeBlocked(now: driver.clock.now))
         driver.clock.advance(by: .seconds(10))
-        driver.record(driver.machine.writeUnblocked())
+        driver.record(driver.machine.writeUnblocked(now: driver.clock.now))
         driver.record(driver.machine.writeBlocked(now: driver.clock.now))
         #expect(driver.advance(.seconds(20)) == [.armTimer(.writeStall, .seconds(10))])
         #expect(driver.advance(.seconds(10)) == [.countClose("write_stall"), .close])
@@ -627,7 +627,7 @@ import Testing
         var unblocked = Driver(configuration)
         unblocked.get()
         unblocked.record(unblocked.machine.writeBlocked(now: unblocked.clock.now))
-        unblocked.record(unblocked.machine.writeUnblocked())
+        unblocked.record(unblocked.machine.writeUnblocked(now: unblocked.clock.now))
         unblocked.machine.postponeWriteStall(by: .seconds(3))
         #expect(unblocked.advance(.seconds(9)).isEmpty, "a cleared deadline stays cleared")
     }
@@ -645,7 +645,7 @@ import Testing
         #expect(!driver.machine.readsPaused)
         #expect(driver.record(driver.machine.outputBlocked(now: driver.clock.now)) == [.armTimer(.writeStall, .seconds(5))])
         #expect(driver.machine.readsPaused, "no more requests are read while the answer waits")
-        #expect(driver.record(driver.machine.writeUnblocked()) == [.resumeReads])
+        #expect(driver.record(driver.machine.writeUnblocked(now: driver.clock.now)) == [.resumeReads])
         #expect(!driver.machine.readsPaused)
         #expect(driver.advance(.seconds(5)).isEmpty, "the stall timer was cleared")
         // Never taken: closed at the write-stall time.
@@ -657,6 +657,51 @@ import Testing
         #expect(stalled.advance(.seconds(1)) == [.countClose("write_stall"), .close])
     }
 
+    /// An answer made at once and still draining to a slow client that reads is not cut by
+    /// the next request's deadline: it starts once the socket took the answer (before, the
+    /// idle connection closed 10 s after the answer was handed over, its rest unsent).
+    @Test func theNextRequestsDeadlineWaitsForTheAnswerToGoOut() {
+        var driver = Driver()
+        driver.get()
+        driver.respond()
+        driver.record(driver.machine.outputBlocked(now: driver.clock.now))
+        #expect(driver.advance(.seconds(9)).isEmpty)
+        // The socket took some (the handler's look moves the stall deadline).
+        driver.record(driver.machine.writeBlocked(now: driver.clock.now))
+        #expect(!driver.advance(.seconds(15)).contains(.close), "draining past the 10 s head time")
+        driver.record(driver.machine.writeUnblocked(now: driver.clock.now))
+        #expect(!driver.advance(.milliseconds(9900)).contains(.close))
+        #expect(driver.advance(.milliseconds(100)).contains(.close), "10 s after the socket took it")
+        // A write blocked before the answer ended defers the deadline as well.
+        var early = Driver()
+        early.get()
+        early.record(early.machine.writeBlocked(now: early.clock.now))
+        early.respond()
+        #expect(!early.advance(.seconds(20)).contains(.close))
+        early.record(early.machine.writeUnblocked(now: early.clock.now))
+        #expect(early.advance(.seconds(10)).contains(.close))
+    }
+
+    /// The same for `Connection: close`: the linger (time for the client's FIN) starts once
+    /// the last answer went out (before, it closed 2 s after the answer was handed over).
+    /// A WebSocket's close frame keeps its linger: it bounds the close handshake.
+    @Test func theLingerWaitsForTheLastAnswerToGoOut() {
+        var driver = Driver()
+        driver.get()
+        #expect(driver.respond(closes: true).contains(.closeOutput))
+        driver.record(driver.machine.outputBlocked(now: driver.clock.now))
+        #expect(!driver.advance(.seconds(5)).contains(.close), "past the 2 s linger, still draining")
+        driver.record(driver.machine.writeUnblocked(now: driver.clock.now))
+        #expect(!driver.advance(.milliseconds(1900)).contains(.close))
+        #expect(driver.advance(.milliseconds(100)).contains(.close))
+        // Never taken: the write-stall time closes it.
+        var stalled = Driver()
+        stalled.get()
+        stalled.respond(closes: true)
+        stalled.record(stalled.machine.outputBlocked(now: stalled.clock.now))
+        #expect(stalled.advance(.seconds(30)) == [.countClose("write_stall"), .close])
+    }
+
     /// Reads paused for a waiting answer stay paused while a pipelined request or a body's
     /// reader holds them too, and resume only when nothing does.
     @Test func writeAndBodyPausesResumeReadsTogether() {
@@ -666,7 +711,7 @@ import Testing
         driver.record(driver.machine.outputBlocked(now: driver.clock.now))
         #expect(driver.record(driver.machine.bodyBackPressure(stop: false)).isEmpty, "the output still holds reads")
         #expect(driver.machine.readsPaused)
-        #expect(driver.record(driver.machine.writeUnblocked()) == [.resumeReads])
+        #expect(driver.record(driver.machine.writeUnblocked(now: driver.clock.now)) == [.resumeReads])
     }
 
     @Test func bodyBackPressurePausesAndResumesReads() {

@@ -347,7 +347,7 @@ extension HTTP1ConnectionHandler {
             context.flush()
             if context.channel.isWritable, let waiting = writable {
                 writable = nil
-                perform(machine.writeUnblocked())
+                perform(machine.writeUnblocked(now: clock.now))
                 waiting.succeed(())
             }
             try await promise.futureResult.get()
@@ -372,11 +372,15 @@ extension HTTP1ConnectionHandler {
         if endBody() { perform(machine.bodyBackPressure(stop: false)) }
         if !endWritten { context.write(wrapOutboundOut(.end(trailers.map { HTTPHeaders($0) })), promise: nil) }
         perform(machine.responseEnded(now: clock.now))
-        guard machine.isServing else { return }
-        context.flush()
-        // What the socket did not take waits in the channel: no more requests until it does.
+        if machine.isServing {
+            context.flush()
+        } else if !machine.isClosing {
+            return
+        }
+        // What the socket did not take waits in the channel: no more requests until it does,
+        // and the next request's deadline (or the close's linger) starts only then.
         if !context.channel.isWritable { perform(machine.outputBlocked(now: clock.now)) }
-        if !pipelined.isEmpty { drainPipelined(context) }
+        if machine.isServing, !pipelined.isEmpty { drainPipelined(context) }
     }
 
     func logAccess(outcome: String? = nil) {

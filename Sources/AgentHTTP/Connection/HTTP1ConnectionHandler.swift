@@ -232,7 +232,7 @@ final class HTTP1ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
     /// ``WebSocketMessageGuard``): the route's messages wait in their writer with no deadline
     /// of their own, so the write-stall time bounds how long the socket may take nothing.
     func webSocketWritabilityChanged(_ writable: Bool) {
-        perform(writable ? machine.writeUnblocked() : machine.writeBlocked(now: clock.now))
+        perform(writable ? machine.writeUnblocked(now: clock.now) : machine.writeBlocked(now: clock.now))
     }
 
     /// A WebSocket message broke a bound (``WebSocketMessageGuard``).
@@ -385,7 +385,7 @@ final class HTTP1ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
         if context.channel.isWritable {
-            perform(machine.writeUnblocked())
+            perform(machine.writeUnblocked(now: clock.now))
             if let writable {
                 self.writable = nil
                 writable.succeed(())

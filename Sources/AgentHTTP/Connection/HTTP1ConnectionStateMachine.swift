@@ -163,6 +163,14 @@ struct HTTP1ConnectionStateMachine<C: Clock> where C.Duration == Duration {
     private var inRead = false
     /// The connection holds a slot of the registry's WebSocket budget (given back when it ends).
     private var holdsWebSocketSlot = false
+    /// Bytes wait for the socket (from ``writeBlocked(now:)`` or ``outputBlocked(now:)`` to
+    /// ``writeUnblocked(now:)``): an idle connection's head deadline and a closing one's
+    /// linger start only once the socket takes them (``deferredDeadline``), so a slow client's
+    /// download of an answer made at once is bounded by the write-stall time, not cut by the
+    /// time meant for its next request or its FIN with the answer's rest unsent.
+    private var outputWaiting = false
+    /// The head deadline or the linger, put off while ``outputWaiting``.
+    private var deferredDeadline: ConnectionTimer?
 
     init(configuration: Configuration = .init()) {
         self.configuration = configuration
@@ -208,6 +216,12 @@ struct HTTP1ConnectionStateMachine<C: Clock> where C.Duration == Duration {
     /// `read()` is withheld: a pipelined request waits, a streamed body's reader is full, or
     /// an answer's bytes wait for the socket.
     var readsPaused: Bool { reads.isPaused }
+
+    /// Nothing more is served: the last answer is out or on its way, the output closes.
+    var isClosing: Bool {
+        if case .closing = state { return true }
+        return false
+    }
 
     /// The channel closed (``connectionClosed()``) or was refused at the door.
     var isClosed: Bool {
@@ -713,6 +727,7 @@ struct HTTP1ConnectionStateMachine<C: Clock> where C.Duration == Duration {
     /// A write waits for the socket to take data (the channel is not writable).
     mutating func writeBlocked(now: C.Instant) -> Actions {
         var actions = Actions()
+        outputWaiting = true
         deadlines.arm(.writeStall, at: now.advanced(by: configuration.writeStallTimeout), now: now, &actions)
         return actions
     }
@@ -721,9 +736,21 @@ struct HTTP1ConnectionStateMachine<C: Clock> where C.Duration == Duration {
     /// writable): no more requests are read until it takes them, for at most the write-stall
     /// time. An answer made at once (HEAD, `/healthz`, a refusal) costs no wait of its own,
     /// so without this a client that sends and never reads would pile them up unsent.
+    /// The head deadline (idle) or the linger (closing) already armed for it waits until then.
     mutating func outputBlocked(now: C.Instant) -> Actions {
         var actions = Actions()
-        _ = reads.output(blocked: true)
+        outputWaiting = true
+        switch state {
+        case .awaitingHead(let waiting) where waiting.outstanding == 0 && deadlines.isSet(.head):
+            deadlines.clear(.head)
+            deferredDeadline = .head
+        case .closing where deadlines.isSet(.linger):
+            deadlines.clear(.linger)
+            deferredDeadline = .linger
+        default:
+            break
+        }
+        if !isClosing { _ = reads.output(blocked: true) }
         deadlines.arm(.writeStall, at: now.advanced(by: configuration.writeStallTimeout), now: now, &actions)
         return actions
     }
@@ -734,11 +761,23 @@ struct HTTP1ConnectionStateMachine<C: Clock> where C.Duration == Duration {
         deadlines.postpone(.writeStall, by: delay)
     }
 
-    /// The socket takes data again: reads resume if only the output held them.
-    mutating func writeUnblocked() -> Actions {
+    /// The socket takes data again: reads resume if only the output held them, and the
+    /// deadline put off meanwhile starts.
+    mutating func writeUnblocked(now: C.Instant) -> Actions {
         var actions = Actions()
+        outputWaiting = false
         deadlines.clear(.writeStall)
         if reads.output(blocked: false) { actions.append(.resumeReads) }
+        let deferred = deferredDeadline
+        deferredDeadline = nil
+        switch (deferred, state) {
+        case (.head, .awaitingHead(let waiting)) where waiting.outstanding == 0:
+            deadlines.arm(.head, at: now.advanced(by: configuration.headTimeout), now: now, &actions)
+        case (.linger, .closing):
+            deadlines.arm(.linger, at: now.advanced(by: configuration.lingerTimeout), now: now, &actions)
+        default:
+            break
+        }
         return actions
     }
 
@@ -822,7 +861,11 @@ struct HTTP1ConnectionStateMachine<C: Clock> where C.Duration == Duration {
 
     private mutating func becomeIdle(now: C.Instant, _ actions: inout Actions) {
         actions.append(.setPhase(.awaitingHead))
-        deadlines.arm(.head, at: now.advanced(by: configuration.headTimeout), now: now, &actions)
+        if outputWaiting {
+            deferredDeadline = .head
+        } else {
+            deadlines.arm(.head, at: now.advanced(by: configuration.headTimeout), now: now, &actions)
+        }
     }
 
     /// The input of the request being read failed: its body ends with `failure`, nothing
@@ -876,7 +919,13 @@ struct HTTP1ConnectionStateMachine<C: Clock> where C.Duration == Duration {
         if !wasWebSocket { actions.append(.setPhase(.lingering)) }
         if reads.open() { actions.append(.resumeReads) }
         actions.append(.closeOutput)
-        deadlines.arm(.linger, at: now.advanced(by: configuration.lingerTimeout), now: now, &actions)
+        // A WebSocket's close frame waits for no download: the linger bounds its handshake.
+        if outputWaiting, !wasWebSocket {
+            deferredDeadline = .linger
+        } else {
+            deferredDeadline = nil
+            deadlines.arm(.linger, at: now.advanced(by: configuration.lingerTimeout), now: now, &actions)
+        }
     }
 
     private mutating func closeNow(_ actions: inout Actions) {
