@@ -575,6 +575,43 @@ struct ProcessBeyondTests {
             #expect((plain["output"] as? String)?.hasSuffix("29999\n30000\n") == true)
         }
     }
+
+    /// A restored process whose spool dropped its oldest bytes shows no head (the head went
+    /// with them): its output opens with the omitted marker, then the tail. Its stdin is
+    /// closed, not "never asked for", and a restored terminal is not running.
+    @Test func aRestoredProcessPastItsSpoolsCapHasNoHeadAndNoInput() async throws {
+        let state = try makeTempDirectory()
+        defer { try? FileManager.default.removeItem(atPath: state) }
+        let small: (inout ProcessManager.Configuration) -> Void = {
+            $0.stateDirectory = state
+            $0.spoolLimits = .init(segmentBytes: 64 << 10, maxBytesPerSpool: 256 << 10)
+        }
+        let total = (1...100_000).map { "\($0)\n" }.joined().utf8.count
+        var id = ""
+        var terminal = ""
+        try await withProcessServer(configure: small) { h in
+            id = try await Self.start(h, #"{"command":"seq 1 100000","stdin":true}"#)
+            terminal = try await Self.start(h, #"{"command":"true","pty":{"rows":24,"cols":80}}"#)
+            let live = try await h.finalOutput(id)
+            #expect((live["output"] as? String)?.hasPrefix("1\n2\n3\n") == true, "live, the head is in memory")
+            _ = try await h.finalOutput(terminal)
+        }
+        try await withProcessServer(configure: small) { h in
+            let json = try await h.finalOutput(id)
+            let output = try #require(json["output"] as? String)
+            #expect(output.hasPrefix("... [omitted "), "\(output.prefix(80))")
+            #expect(output.hasSuffix("99999\n100000\n"))
+            let truncated = try #require(json["truncated"] as? [String: Any])
+            #expect(jsonInt(truncated["original_bytes"]) == total)
+            #expect(jsonInt(truncated["omitted_bytes"]) == total - HeadTail.defaultTailCapacity)
+            let input = try await h.client.request("POST", "\(Self.base)/\(id)/stdin", body: Array("x".utf8))
+            #expect(input.status == 409)
+            #expect(jsonObject(input.body)?["message"] as? String == "Input of process \"\(id)\" is closed.", "\(input)")
+            let resize = try await h.client.request("POST", "\(Self.base)/\(terminal)/resize", json: #"{"rows":30,"cols":100}"#)
+            #expect(resize.status == 409)
+            #expect(jsonObject(resize.body)?["message"] as? String == "Process \"\(terminal)\" is not running.", "\(resize)")
+        }
+    }
 }
 
 /// Bytes the files under `path` take on disk (allocated blocks).

@@ -34,10 +34,14 @@ struct WorkspaceAgentProcessRestartTests {
         let printed = try await client.request(
             "GET", "\(Self.base)/\(id)/output?until_literal=5000&timeout=60s", headers: [("Coder-Chat-Id", chat)], timeout: .seconds(90))
         #expect(jsonObject(printed.body)?["condition"] as? String == "matched")
+        // A terminal's process, which will be lost too.
+        let onTerminal = "sleep 338.\(Int.random(in: 1000...9999))"
+        let terminal = try await client.request("POST", "\(Self.base)/start", json: #"{"command":"\#(onTerminal)","pty":{"rows":24,"cols":80}}"#)
+        let terminalID = try #require(jsonObject(terminal.body)?["id"] as? String, "\(terminal)")
         // The agent dies without a word; its process group lives on (it is not ours any more).
         first.signal(SIGKILL)
         _ = await first.exitStatus()
-        defer { _ = try? shell("pkill -f '\(marker)'") }
+        defer { _ = try? shell("pkill -f '\(marker)'; pkill -f '\(onTerminal)'") }
 
         let second = try AgentDaemon.launch(["--http-address", "127.0.0.1:0", "--state-dir", state])
         defer { second.cleanup() }
@@ -60,6 +64,14 @@ struct WorkspaceAgentProcessRestartTests {
         let signal = try await again.request("POST", "\(Self.base)/\(id)/signal", headers: [("Coder-Chat-Id", chat)], json: #"{"signal":"kill"}"#)
         #expect(signal.status == 409)
         #expect(try String(contentsOfFile: counter, encoding: .utf8) == "once\n")
+        // Its terminal did not survive the restart: input and resize say so.
+        let input = try await again.request("POST", "\(Self.base)/\(terminalID)/stdin", body: Array("x".utf8))
+        #expect(input.status == 409)
+        #expect(jsonObject(input.body)?["message"] as? String == "Input of process \"\(terminalID)\" is closed.", "\(input)")
+        #expect((jsonObject(input.body)?["detail"] as? String)?.contains("did not survive the restart") == true, "\(input)")
+        let resize = try await again.request("POST", "\(Self.base)/\(terminalID)/resize", json: #"{"rows":30,"cols":100}"#)
+        #expect(resize.status == 409)
+        #expect((jsonObject(resize.body)?["detail"] as? String)?.contains("terminal did not survive") == true, "\(resize)")
 
         // A graceful stop keeps the real exit: not lost.
         let plain = try await again.request("POST", "\(Self.base)/start", json: #"{"command":"echo graceful; sleep 600"}"#)

@@ -161,8 +161,10 @@ public struct HeadTail: Sendable {
         let tail = ringBytes
         var rendered: [UInt8]
         if omitted > 0 {
+            // No head (a restored output whose head was dropped with its spool's oldest
+            // bytes): the marker opens the output.
             rendered = truncateLines(head)
-            rendered.append(contentsOf: Array("\n\n... [omitted \(omitted) bytes] ...\n\n".utf8))
+            rendered.append(contentsOf: Array("\(head.isEmpty ? "" : "\n\n")... [omitted \(omitted) bytes] ...\n\n".utf8))
             rendered.append(contentsOf: truncateLines(tail))
         } else {
             rendered = truncateLines(head + tail)

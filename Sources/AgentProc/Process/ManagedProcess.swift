@@ -135,10 +135,13 @@ public final class ManagedProcess: Sendable {
     }
 
     /// The head and tail of a spooled output (from its oldest kept byte).
+    /// A spool that dropped its oldest bytes lost the head with them: what it kept then
+    /// shows as omitted bytes and a tail, not as a head that it is not (nor, for an await or
+    /// a stream, as the output from offset 0).
     static func headTail(from spool: OutputSpool) -> HeadTail {
-        var output = HeadTail()
         let start = spool.dropped
         let end = spool.end
+        var output = start > 0 ? HeadTail(headCapacity: 0) : HeadTail()
         let head = spool.read(from: start, limit: output.headCapacity)
         output.write(head.bytes)
         let tailStart = max(head.next, end >= UInt64(output.tailCapacity) ? end - UInt64(output.tailCapacity) : 0)

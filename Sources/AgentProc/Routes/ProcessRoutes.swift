@@ -183,6 +183,9 @@ struct ProcessRoutes: Sendable {
         let body = try await JSONRequest.decode(request, context: context, typeName: "ResizeRequest")
         let (rows, cols) = try Self.dimensions(body)
         guard let input = process.input, input.kind == .terminal else {
+            if process.input == nil, process.options.terminal != nil {
+                throw APIError(.conflict, "Process \(goQuote(id)) is not running.", detail: Self.lostAtRestart(process, what: "terminal"))
+            }
             throw APIError(.conflict, "Process \(goQuote(id)) has no terminal.")
         }
         guard input.resize(rows: rows, cols: cols) else {
@@ -196,9 +199,21 @@ struct ProcessRoutes: Sendable {
         guard let process = manager.lookup(id, chat: context.chat) else { throw Self.notFound(id) }
         guard let input = process.input else {
             ProcessMetrics.stdinRefused("closed")
+            if process.options.stdin {
+                throw APIError(
+                    .conflict, "Input of process \(goQuote(id)) is closed.",
+                    detail: Self.lostAtRestart(process, what: "stdin") ?? "stdin was closed or the process exited.")
+            }
             throw APIError(.conflict, "Process \(goQuote(id)) was not started with stdin.", detail: "Start it with \"stdin\": true or \"pty\".")
         }
         return (id, input)
+    }
+
+    /// For a process restored after an agent restart (one started with stdin or a terminal
+    /// that has none: a live one always has it), whose end the agent did not see: why its
+    /// `what` is gone. Nil for one that exited.
+    private static func lostAtRestart(_ process: ManagedProcess, what: String) -> String? {
+        process.lost ? "The agent restarted while the process ran: its \(what) did not survive the restart." : nil
     }
 
     static func inputError(_ failure: ProcessInput.Failure, id: String) -> APIError {
