@@ -473,9 +473,9 @@ import Testing
 
     @Test func anUnmaskedFrameCloses1002() {
         var driver = upgraded()
-        #expect(driver.record(driver.machine.webSocketFrameReceived(masked: true)).isEmpty)
-        #expect(driver.record(driver.machine.webSocketFrameReceived(masked: false)) == [.sendClose(code: 1002), .closeAfterWrites])
-        #expect(driver.record(driver.machine.webSocketFrameReceived(masked: false)).isEmpty, "one close")
+        #expect(driver.record(driver.machine.webSocketFrameReceived(masked: true, now: driver.clock.now)).isEmpty)
+        #expect(driver.record(driver.machine.webSocketFrameReceived(masked: false, now: driver.clock.now)) == [.sendClose(code: 1002), .closeAfterWrites, .armTimer(.linger, .seconds(2))])
+        #expect(driver.record(driver.machine.webSocketFrameReceived(masked: false, now: driver.clock.now)).isEmpty, "one close")
     }
 
     /// What waits unparsed (in the decoder stopped behind a handshake, or in the handler
@@ -498,7 +498,7 @@ import Testing
     @Test func aPeerThatTalksIsNeverPinged() {
         var driver = upgraded()
         for _ in 0..<10 {
-            driver.record(driver.machine.webSocketFrameReceived(masked: true))
+            driver.record(driver.machine.webSocketFrameReceived(masked: true, now: driver.clock.now))
             #expect(!driver.advance(.seconds(30)).contains(.ping))
         }
     }
@@ -516,30 +516,30 @@ import Testing
 
     @Test func quiesceInEachState() {
         var idle = Driver()
-        #expect(idle.record(idle.machine.quiesce()) == [.close])
+        #expect(idle.record(idle.machine.quiesce(now: idle.clock.now)) == [.close])
 
         var partial = Driver()
         partial.bytes("GET /")
-        #expect(partial.record(partial.machine.quiesce()) == [.close])
+        #expect(partial.record(partial.machine.quiesce(now: partial.clock.now)) == [.close])
 
         var busy = Driver()
         busy.get()
-        #expect(busy.record(busy.machine.quiesce()).isEmpty)
+        #expect(busy.record(busy.machine.quiesce(now: busy.clock.now)).isEmpty)
         #expect(busy.machine.responseMustClose, "its response says Connection: close")
         #expect(busy.respond(closes: true).contains(.closeOutput))
 
         var reading = Driver()
         reading.head(.init(declaredLength: 10))
-        #expect(reading.record(reading.machine.quiesce()).isEmpty)
+        #expect(reading.record(reading.machine.quiesce(now: reading.clock.now)).isEmpty)
         #expect(reading.machine.responseMustClose)
 
         var webSocket = upgraded()
-        #expect(webSocket.record(webSocket.machine.quiesce()).isEmpty, "the WebSocket session ends itself")
+        #expect(webSocket.record(webSocket.machine.quiesce(now: webSocket.clock.now)).isEmpty, "the WebSocket session ends itself")
 
         var refusing = Driver()
         refusing.get()
         refusing.head(.init(isConnect: true))
-        #expect(refusing.record(refusing.machine.quiesce()).isEmpty)
+        #expect(refusing.record(refusing.machine.quiesce(now: refusing.clock.now)).isEmpty)
         #expect(Self.refusal(in: refusing.respond(closes: true)) == nil)
     }
 
@@ -643,9 +643,9 @@ import Testing
         driver.get()
         driver.respond()
         #expect(!driver.machine.readsPaused)
-        #expect(driver.record(driver.machine.outputBlocked(now: driver.clock.now)) == [.armTimer(.writeStall, .seconds(5))])
+        #expect(driver.record(driver.machine.outputBlocked(now: driver.clock.now)) == [.setPhase(.busy), .armTimer(.writeStall, .seconds(5))])
         #expect(driver.machine.readsPaused, "no more requests are read while the answer waits")
-        #expect(driver.record(driver.machine.writeUnblocked(now: driver.clock.now)) == [.resumeReads])
+        #expect(driver.record(driver.machine.writeUnblocked(now: driver.clock.now)) == [.resumeReads, .setPhase(.awaitingHead)])
         #expect(!driver.machine.readsPaused)
         #expect(driver.advance(.seconds(5)).isEmpty, "the stall timer was cleared")
         // Never taken: closed at the write-stall time.
@@ -680,6 +680,38 @@ import Testing
         #expect(!early.advance(.seconds(20)).contains(.close))
         early.record(early.machine.writeUnblocked(now: early.clock.now))
         #expect(early.advance(.seconds(10)).contains(.close))
+    }
+
+    /// While the answer waits the connection counts as busy, not as waiting for a request
+    /// (the registry evicts those first); a shutdown or the client's half-close lets the
+    /// answer go out before the close; and a look at the socket scheduled before it became
+    /// writable again changes nothing (it had set a write-stall deadline on a writable socket,
+    /// which then put off the next idle deadline and closed a healthy connection 30 s later).
+    @Test func anAnswerStillGoingOutIsBusyAndFinishedBeforeTheClose() {
+        var driver = Driver()
+        driver.get()
+        #expect(driver.respond().contains(.setPhase(.awaitingHead)))
+        #expect(driver.record(driver.machine.outputBlocked(now: driver.clock.now)).contains(.setPhase(.busy)))
+        #expect(driver.record(driver.machine.writeUnblocked(now: driver.clock.now)).contains(.setPhase(.awaitingHead)))
+        #expect(driver.record(driver.machine.writeProgressed(now: driver.clock.now)).isEmpty, "a stale look")
+        driver.get()
+        #expect(driver.respond().contains(.setPhase(.awaitingHead)), "no output waits: idle at once")
+        #expect(driver.advance(.seconds(10)).contains(.close))
+
+        var quiescing = Driver()
+        quiescing.get()
+        quiescing.respond()
+        quiescing.record(quiescing.machine.outputBlocked(now: quiescing.clock.now))
+        let quiesced = quiescing.record(quiescing.machine.quiesce(now: quiescing.clock.now))
+        #expect(quiesced.contains(.closeOutput) && !quiesced.contains(.close), "\(quiesced)")
+
+        var halfClosed = Driver()
+        halfClosed.get()
+        halfClosed.respond()
+        halfClosed.record(halfClosed.machine.outputBlocked(now: halfClosed.clock.now))
+        let ended = halfClosed.record(halfClosed.machine.inputEnded(now: halfClosed.clock.now))
+        #expect(ended.contains(.closeOutput) && !ended.contains(.close), "\(ended)")
+        #expect(halfClosed.advance(.seconds(30)) == [.countClose("write_stall"), .close], "still bounded")
     }
 
     /// The same for `Connection: close`: the linger (time for the client's FIN) starts once

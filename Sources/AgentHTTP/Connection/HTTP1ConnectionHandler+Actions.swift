@@ -131,7 +131,7 @@ extension HTTP1ConnectionHandler {
             // finds it ahead and is set again).
             if timer == .writeStall {
                 switch stallWatch.look(buffered: bufferedBytes(), now: clock.now) {
-                case .progressed: perform(machine.writeBlocked(now: clock.now))
+                case .progressed: perform(machine.writeProgressed(now: clock.now))
                 case .late(let lateness): machine.postponeWriteStall(by: lateness)
                 case .stalled: break
                 }

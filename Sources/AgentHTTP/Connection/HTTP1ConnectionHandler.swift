@@ -224,7 +224,7 @@ final class HTTP1ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
 
     /// A client frame arrived (``WebSocketMessageGuard``); false if it is refused (unmasked).
     func webSocketFrameReceived(masked: Bool) -> Bool {
-        perform(machine.webSocketFrameReceived(masked: masked))
+        perform(machine.webSocketFrameReceived(masked: masked, now: clock.now))
         return masked
     }
 
@@ -373,7 +373,7 @@ final class HTTP1ConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if event is ChannelShouldQuiesceEvent {
-            perform(machine.quiesce())
+            perform(machine.quiesce(now: clock.now))
             return
         }
         if let event = event as? ChannelEvent, event == .inputClosed {

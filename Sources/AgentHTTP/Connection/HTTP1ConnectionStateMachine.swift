@@ -589,11 +589,16 @@ struct HTTP1ConnectionStateMachine<C: Clock> where C.Duration == Duration {
     }
 
     /// Graceful shutdown: an idle connection closes now, a busy one after its response.
-    mutating func quiesce() -> Actions {
+    /// (An idle one whose last answer still waits for the socket closes after it.)
+    mutating func quiesce(now: C.Instant) -> Actions {
         var actions = Actions()
         switch state {
         case .awaitingHead(let waiting) where waiting.outstanding == 0:
-            closeNow(&actions)
+            if outputWaiting, waiting.line.bytes == 0 {
+                closeGracefully(now: now, &actions)
+            } else {
+                closeNow(&actions)
+            }
         case .awaitingHead, .request, .refusing:
             closeDecision.closeAfterResponse()
         case .upgrading:
@@ -609,7 +614,10 @@ struct HTTP1ConnectionStateMachine<C: Clock> where C.Duration == Duration {
         var actions = Actions()
         switch state {
         case .awaitingHead(let waiting):
-            if waiting.outstanding == 0 {
+            if waiting.outstanding == 0, outputWaiting, waiting.line.bytes == 0 {
+                // The client is done sending, not reading: its last answer goes out first.
+                closeGracefully(now: now, &actions)
+            } else if waiting.outstanding == 0 {
                 closeNow(&actions)
             } else {
                 // Requests already received are served, then the connection closes.
@@ -696,7 +704,7 @@ struct HTTP1ConnectionStateMachine<C: Clock> where C.Duration == Duration {
 
     /// A client frame arrived (the peer is heard). One without the mask bit (RFC 6455 §5.1):
     /// close 1002 and disconnect.
-    mutating func webSocketFrameReceived(masked: Bool) -> Actions {
+    mutating func webSocketFrameReceived(masked: Bool, now: C.Instant) -> Actions {
         var actions = Actions()
         guard case .webSocket(var watch) = state else { return actions }
         guard !masked else {
@@ -708,6 +716,8 @@ struct HTTP1ConnectionStateMachine<C: Clock> where C.Duration == Duration {
         deadlines.clear(.webSocketPing)
         actions.append(.sendClose(code: 1002))
         actions.append(.closeAfterWrites)
+        // A peer that does not read its close frame either is closed at the linger deadline.
+        deadlines.arm(.linger, at: now.advanced(by: configuration.lingerTimeout), now: now, &actions)
         return actions
     }
 
@@ -744,14 +754,27 @@ struct HTTP1ConnectionStateMachine<C: Clock> where C.Duration == Duration {
         case .awaitingHead(let waiting) where waiting.outstanding == 0 && deadlines.isSet(.head):
             deadlines.clear(.head)
             deferredDeadline = .head
+            actions.append(.setPhase(.busy))
         case .closing where deadlines.isSet(.linger):
             deadlines.clear(.linger)
             deferredDeadline = .linger
+            actions.append(.setPhase(.busy))
         default:
             break
         }
         if !isClosing { _ = reads.output(blocked: true) }
         deadlines.arm(.writeStall, at: now.advanced(by: configuration.writeStallTimeout), now: now, &actions)
+        return actions
+    }
+
+    /// The blocked socket took data since the last look: the write-stall deadline, if still
+    /// set, starts again from now. (A look scheduled before the socket became writable again
+    /// may still run: it finds no deadline and changes nothing.)
+    mutating func writeProgressed(now: C.Instant) -> Actions {
+        var actions = Actions()
+        if deadlines.isSet(.writeStall) {
+            deadlines.arm(.writeStall, at: now.advanced(by: configuration.writeStallTimeout), now: now, &actions)
+        }
         return actions
     }
 
@@ -772,8 +795,10 @@ struct HTTP1ConnectionStateMachine<C: Clock> where C.Duration == Duration {
         deferredDeadline = nil
         switch (deferred, state) {
         case (.head, .awaitingHead(let waiting)) where waiting.outstanding == 0:
+            actions.append(.setPhase(.awaitingHead))
             deadlines.arm(.head, at: now.advanced(by: configuration.headTimeout), now: now, &actions)
         case (.linger, .closing):
+            actions.append(.setPhase(.lingering))
             deadlines.arm(.linger, at: now.advanced(by: configuration.lingerTimeout), now: now, &actions)
         default:
             break
@@ -859,11 +884,13 @@ struct HTTP1ConnectionStateMachine<C: Clock> where C.Duration == Duration {
         actions.append(.setPhase(.webSocket))
     }
 
+    /// Awaits the next request; while the answer still waits for the socket the connection
+    /// stays busy (not the first evicted) and the head deadline waits for it.
     private mutating func becomeIdle(now: C.Instant, _ actions: inout Actions) {
-        actions.append(.setPhase(.awaitingHead))
         if outputWaiting {
             deferredDeadline = .head
         } else {
+            actions.append(.setPhase(.awaitingHead))
             deadlines.arm(.head, at: now.advanced(by: configuration.headTimeout), now: now, &actions)
         }
     }
@@ -915,14 +942,14 @@ struct HTTP1ConnectionStateMachine<C: Clock> where C.Duration == Duration {
         state = .closing
         deadlines.clear(.head)
         deadlines.clear(.body)
-        // Its last answer is written: while it lingers it is the first evicted.
-        if !wasWebSocket { actions.append(.setPhase(.lingering)) }
         if reads.open() { actions.append(.resumeReads) }
         actions.append(.closeOutput)
         // A WebSocket's close frame waits for no download: the linger bounds its handshake.
         if outputWaiting, !wasWebSocket {
             deferredDeadline = .linger
         } else {
+            // Its last answer is written: while it lingers it is the first evicted.
+            if !wasWebSocket { actions.append(.setPhase(.lingering)) }
             deferredDeadline = nil
             deadlines.arm(.linger, at: now.advanced(by: configuration.lingerTimeout), now: now, &actions)
         }
