@@ -106,10 +106,11 @@ struct MCPFlowTests {
     @Test func serversShareOneMemoryBudget() async throws {
         let budget = MCPMemoryBudget(limit: 16 << 20, releaseMemory: {})
         // Four servers each writing 8 MiB of one message: at most two fit, the others fail.
-        // Settled when each server has failed or holds its whole message (8 MiB or more).
+        // Settled when each server has failed or holds its whole message (8 MiB or more);
+        // 120 s: in a loaded full run the last 18 KiB of the two that fit took longer than 30.
         let floods = try (0..<4).map { _ in try Flood("long-line", ["8"], budget: budget) }
         #expect(
-            await eventually {
+            await eventually(timeout: .seconds(120)) {
                 let holding = floods.filter { $0.ended == nil }.count
                 return holding < floods.count && budget.inUse >= holding * (8 << 20)
             }, "\(floods.map(\.ended)) in use \(budget.inUse)")
