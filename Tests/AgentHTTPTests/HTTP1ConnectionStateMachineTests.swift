@@ -70,6 +70,15 @@ import Testing
             return record(machine.responseEnded(now: clock.now))
         }
 
+        /// A GET answered with the answer's bytes still waiting for the socket.
+        static func answeredButUnsent(_ configuration: Machine.Configuration = .init(), closes: Bool = false) -> Driver {
+            var driver = Driver(configuration)
+            driver.get()
+            driver.respond(closes: closes)
+            driver.record(driver.machine.outputBlocked(now: driver.clock.now))
+            return driver
+        }
+
         /// A complete GET: head and end.
         @discardableResult
         mutating func get(_ facts: RequestHeadFacts = .init(), route: RouteInfo = Self.collect) -> [Action] {
@@ -649,10 +658,7 @@ import Testing
         #expect(!driver.machine.readsPaused)
         #expect(driver.advance(.seconds(5)).isEmpty, "the stall timer was cleared")
         // Never taken: closed at the write-stall time.
-        var stalled = Driver(configuration)
-        stalled.get()
-        stalled.respond()
-        stalled.record(stalled.machine.outputBlocked(now: stalled.clock.now))
+        var stalled = Driver.answeredButUnsent(configuration)
         #expect(stalled.advance(.seconds(4)).isEmpty)
         #expect(stalled.advance(.seconds(1)) == [.countClose("write_stall"), .close])
     }
@@ -661,10 +667,7 @@ import Testing
     /// the next request's deadline: it starts once the socket took the answer (before, the
     /// idle connection closed 10 s after the answer was handed over, its rest unsent).
     @Test func theNextRequestsDeadlineWaitsForTheAnswerToGoOut() {
-        var driver = Driver()
-        driver.get()
-        driver.respond()
-        driver.record(driver.machine.outputBlocked(now: driver.clock.now))
+        var driver = Driver.answeredButUnsent()
         #expect(driver.advance(.seconds(9)).isEmpty)
         // The socket took some (the handler's look moves the stall deadline).
         driver.record(driver.machine.writeBlocked(now: driver.clock.now))
@@ -698,17 +701,11 @@ import Testing
         #expect(driver.respond().contains(.setPhase(.awaitingHead)), "no output waits: idle at once")
         #expect(driver.advance(.seconds(10)).contains(.close))
 
-        var quiescing = Driver()
-        quiescing.get()
-        quiescing.respond()
-        quiescing.record(quiescing.machine.outputBlocked(now: quiescing.clock.now))
+        var quiescing = Driver.answeredButUnsent()
         let quiesced = quiescing.record(quiescing.machine.quiesce(now: quiescing.clock.now))
         #expect(quiesced.contains(.closeOutput) && !quiesced.contains(.close), "\(quiesced)")
 
-        var halfClosed = Driver()
-        halfClosed.get()
-        halfClosed.respond()
-        halfClosed.record(halfClosed.machine.outputBlocked(now: halfClosed.clock.now))
+        var halfClosed = Driver.answeredButUnsent()
         let ended = halfClosed.record(halfClosed.machine.inputEnded(now: halfClosed.clock.now))
         #expect(ended.contains(.closeOutput) && !ended.contains(.close), "\(ended)")
         #expect(halfClosed.advance(.seconds(30)) == [.countClose("write_stall"), .close], "still bounded")
@@ -727,10 +724,7 @@ import Testing
         #expect(!driver.advance(.milliseconds(1900)).contains(.close))
         #expect(driver.advance(.milliseconds(100)).contains(.close))
         // Never taken: the write-stall time closes it.
-        var stalled = Driver()
-        stalled.get()
-        stalled.respond(closes: true)
-        stalled.record(stalled.machine.outputBlocked(now: stalled.clock.now))
+        var stalled = Driver.answeredButUnsent(closes: true)
         #expect(stalled.advance(.seconds(30)) == [.countClose("write_stall"), .close])
     }
 
