@@ -52,7 +52,7 @@ STATIC_BUILD := .build/static
 STATIC_FLAGS := -c release --product workspace-agent --static-swift-stdlib --scratch-path $(STATIC_BUILD)
 IMAGE ?= workspace-agent:latest
 
-.PHONY: all deps build release run test bench proto clean lint fuzz-build fuzz fuzz-smoke static install install-files install-link install-user-check install-check image
+.PHONY: all deps build release run test bench proto unicode-scripts clean lint fuzz-build fuzz fuzz-smoke static install install-files install-link install-user-check install-check image
 
 all: build
 
@@ -263,6 +263,12 @@ proto: deps
 	cd proto && protoc --plugin=protoc-gen-swift=../.build/debug/protoc-gen-swift \
 		--swift_opt=Visibility=Public --swift_opt=FileNaming=PathToUnderscores \
 		--swift_out=../Sources/AgentProto $(PROTO_FILES)
+
+# Regenerates Sources/LineRegex/UnicodeScriptTable.swift (the scripts `\p{Greek}` names) from
+# the Unicode data of Debian's Perl. The generated file is committed.
+unicode-scripts:
+	perl tools/unicode-scripts.pl > Sources/LineRegex/UnicodeScriptTable.swift
+	$(SWIFT) format format -i --configuration .swift-format Sources/LineRegex/UnicodeScriptTable.swift
 
 # Without make's variables in the environment (SwiftPM rebuilds everything when it changes,
 # and `make install DESTDIR=...` would change it).

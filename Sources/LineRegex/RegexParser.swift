@@ -316,8 +316,15 @@ struct RegexParser {
         }
     }
 
+    /// What `\p{Name}` names: a general category (tested at match time) or a script's
+    /// ranges (negated and case-folded already, as the flags say).
+    private enum UnicodeClass {
+        case category(CharClass.CategoryTest)
+        case ranges([UInt32])
+    }
+
     /// Parses `\pX`, `\p{Name}`, `\P{Name}`, `\p{^Name}` with `i` at the backslash.
-    private mutating func parseUnicodeClass() throws(LineRegexError) -> CharClass.CategoryTest {
+    private mutating func parseUnicodeClass() throws(LineRegexError) -> UnicodeClass {
         let start = i
         var negated = p[i + 1] == UInt8(ascii: "P")
         var j = i + 2
@@ -338,11 +345,14 @@ struct RegexParser {
             negated.toggle()
             name.removeFirst()
         }
-        guard let mask = GeneralCategoryName.mask(for: String(decoding: name, as: UTF8.self)) else {
-            throw error("invalid character class range (only Unicode general categories such as \\p{L}, \\p{Lu}, \\p{Nd} are supported)", start, j)
+        let text = String(decoding: name, as: UTF8.self)
+        if let mask = GeneralCategoryName.mask(for: text) {
+            i = j
+            return .category(CharClass.CategoryTest(mask: mask, negated: negated))
         }
+        guard let script = UnicodeScriptName.ranges(named: text) else { throw error("invalid character class range", start, j) }
         i = j
-        return CharClass.CategoryTest(mask: mask, negated: negated)
+        return .ranges(namedRanges(script, negated: negated))
     }
 
     /// Parses `[...]` with `i` at the opening bracket.
@@ -375,7 +385,10 @@ struct RegexParser {
                     continue
                 }
                 if next == UInt8(ascii: "p") || next == UInt8(ascii: "P") {
-                    categories.append(try parseUnicodeClass())
+                    switch try parseUnicodeClass() {
+                    case .category(let test): categories.append(test)
+                    case .ranges(let script): ranges.append(contentsOf: script)
+                    }
                     continue
                 }
             }
@@ -440,8 +453,10 @@ struct RegexParser {
             }
             i = k < p.count ? k + 2 : k
         case UInt8(ascii: "p"), UInt8(ascii: "P"):
-            let test = try parseUnicodeClass()
-            items.append(classNode([], [test], negated: false))
+            switch try parseUnicodeClass() {
+            case .category(let test): items.append(classNode([], [test], negated: false))
+            case .ranges(let script): items.append(classNode(script, [], negated: false))
+            }
         default:
             if let ranges = perlClassRanges(c) {
                 i += 2
