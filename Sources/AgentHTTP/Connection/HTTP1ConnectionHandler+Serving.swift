@@ -372,7 +372,8 @@ extension HTTP1ConnectionHandler {
         if endBody() { perform(machine.bodyBackPressure(stop: false)) }
         if !endWritten { context.write(wrapOutboundOut(.end(trailers.map { HTTPHeaders($0) })), promise: nil) }
         perform(machine.responseEnded(now: clock.now))
-        if machine.isServing {
+        let serving = machine.isServing
+        if serving {
             context.flush()
         } else if !machine.isClosing {
             return
@@ -380,7 +381,7 @@ extension HTTP1ConnectionHandler {
         // What the socket did not take waits in the channel: no more requests until it does,
         // and the next request's deadline (or the close's linger) starts only then.
         if !context.channel.isWritable { perform(machine.outputBlocked(now: clock.now)) }
-        if machine.isServing, !pipelined.isEmpty { drainPipelined(context) }
+        if serving, !pipelined.isEmpty { drainPipelined(context) }
     }
 
     func logAccess(outcome: String? = nil) {
