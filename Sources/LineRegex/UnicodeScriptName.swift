@@ -2,16 +2,9 @@
 /// takes (`unicode.Scripts`), from ``UnicodeScriptTable``.
 enum UnicodeScriptName {
     /// The script's ranges as pairs of first and last code point; nil for a name that is no
-    /// script.
+    /// script. (Looked up once per `\p` as a pattern is parsed, never while matching.)
     static func ranges(named name: String) -> [UInt32]? {
-        let names = UnicodeScriptTable.names
-        var low = 0
-        var high = names.count
-        while low < high {
-            let middle = (low + high) / 2
-            if names[middle] < name { low = middle + 1 } else { high = middle }
-        }
-        guard low < names.count, names[low] == name else { return nil }
-        return Array(UnicodeScriptTable.ranges[UnicodeScriptTable.offsets[low]..<UnicodeScriptTable.offsets[low + 1]])
+        guard let index = UnicodeScriptTable.names.firstIndex(of: name) else { return nil }
+        return Array(UnicodeScriptTable.ranges[UnicodeScriptTable.offsets[index]..<UnicodeScriptTable.offsets[index + 1]])
     }
 }
